@@ -1,0 +1,7 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+int main(void)
+{
+	fprintf(stderr, "rdmacp: not built yet\n");
+	return 1;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmacpd.conf: INI read with libinih. [global] plus one section per module.
+ * Every error names the file, the line and the problem.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#define DAEMON_DEFAULT_PORT 7471
+#define DAEMON_MAX_LISTEN 16
+#define DAEMON_MAX_MODULES 256
+#define DAEMON_MAX_ALLOW 64
+
+struct listen_addr {
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char text[80];		/* as written, for logs */
+};
+
+enum allow_kind {
+	ALLOW_ANY = 1,		/* "*" */
+	ALLOW_NAME = 2,		/* certificate CN or a DNS SAN */
+	ALLOW_FINGERPRINT = 3,	/* "sha256:HEX" */
+};
+
+struct allow_rule {
+	enum allow_kind kind;
+	char name[256];
+	uint8_t fp[32];
+};
+
+struct module {
+	char name[64];
+	char path[4096];	/* absolute */
+	bool read_only;		/* default: no */
+	bool write_only;	/* default: no */
+	struct allow_rule allow[DAEMON_MAX_ALLOW];
+	size_t nallow;		/* 0: nobody is allowed */
+	bool have_uid, have_gid;
+	uid_t uid;
+	gid_t gid;
+};
+
+struct daemon_config {
+	char path[4096];	/* the config file */
+	struct listen_addr listen[DAEMON_MAX_LISTEN];
+	size_t nlisten;		/* 0: socket activation or the default 0.0.0.0:7471 */
+	char cert[4096], key[4096], ca[4096];
+	unsigned max_connections;	/* default 64 */
+	unsigned max_per_host;		/* default 8: per peer address */
+	unsigned handshake_timeout_s;	/* default 10 */
+	unsigned idle_timeout_s;	/* default 300 */
+	uint64_t memory_budget;		/* pinned bytes, all sessions; default 4 GiB */
+	uint64_t pool_size;		/* per session; default 64 MiB */
+	int log_level;			/* LOG_* ; default LOG_INFO */
+	struct module *modules;
+	size_t nmodules;
+};
+
+/*
+ * Parse FILE into a fresh config. On error returns -EINVAL (or -errno for an
+ * unreadable file) and writes "FILE:LINE: problem" into err.
+ */
+int daemon_config_load(const char *file, struct daemon_config **ret, char *err, size_t errlen);
+void daemon_config_free(struct daemon_config *c);
+const struct module *daemon_config_module(const struct daemon_config *c, const char *name);
+/* Parse "host:port", "[v6]:port", "host" (default port). */
+int parse_listen_addr(const char *text, struct listen_addr *ret);

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One client connection, served in its own process: TLS handshake under the
+ * handshake deadline, HELLO, then transfers until BYE or an error.
+ */
+#pragma once
+
+#include <sys/socket.h>
+
+#include "config.h"
+
+struct tls_ctx;
+
+/*
+ * Serve the connected socket fd (ownership taken). Returns 0 when the
+ * session ended cleanly, a negative errno otherwise. Logs with the peer's
+ * address and identity.
+ */
+int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls, int fd,
+		     const struct sockaddr *peer, socklen_t peerlen);

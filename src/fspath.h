@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Safe paths beneath a module: every name from a peer is hostile. All
+ * resolution goes through a held directory fd with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS); temp files are created O_CREAT|O_EXCL|O_NOFOLLOW; the
+ * commit is fsync(file) + renameat() on the held directory fd + fsync(dir).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define FSPATH_MAX 4096		/* a relative path from a peer, bytes, without NUL */
+#define FSPATH_NAME_MAX 255	/* one component */
+
+/*
+ * Validate a relative path from a peer: non-empty, no leading '/', no empty
+ * component ("a//b"), no "." or "..", no component over NAME_MAX, no NUL or
+ * control bytes, total < FSPATH_MAX. A trailing '/' is refused too.
+ * Returns 0 or -EINVAL (-ENAMETOOLONG for length).
+ */
+int fspath_validate(const char *rel);
+
+/* Open the module root directory (O_DIRECTORY|O_PATH not used: real fd). */
+int fspath_open_root(const char *path, int *ret_fd);
+
+/*
+ * Resolve the directory part of rel beneath rootfd and return an fd for the
+ * parent directory and a pointer to the leaf component inside rel.
+ * mkdirs: create missing parent directories (mode 0755) one by one, each
+ * with mkdirat on a held fd. Symlinks anywhere are refused (-ELOOP/-EXDEV),
+ * so are escapes (-EXDEV).
+ */
+int fspath_open_parent(int rootfd, const char *rel, bool mkdirs,
+		       int *ret_dirfd, const char **ret_leaf);
+
+/* Open a directory beneath rootfd (rel "" or "." = the root itself). */
+int fspath_open_dir(int rootfd, const char *rel, int *ret_fd);
+
+/*
+ * Create a temp file next to leaf in dirfd: ".<leaf>.rdmacp.<random>",
+ * O_RDWR|O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, mode 0600. The temp name is
+ * written to ret_tmpname (at least FSPATH_NAME_MAX+1 bytes); a leaf so long
+ * that the temp name would exceed NAME_MAX gets a shortened prefix.
+ */
+int fspath_create_temp(int dirfd, const char *leaf, int *ret_fd, char *ret_tmpname,
+		       size_t tmpname_len);
+
+/*
+ * Commit: fsync(fd), renameat(dirfd, tmpname, dirfd, leaf) (replacing an
+ * existing file atomically; refusing to replace a directory), fsync(dirfd).
+ * An fsync error is returned as is and never retried (fsyncgate).
+ */
+int fspath_commit(int dirfd, int fd, const char *tmpname, const char *leaf);
+
+/* Remove a temp file (ignores -ENOENT). */
+int fspath_discard(int dirfd, const char *tmpname);
+
+/* True for names fspath_create_temp makes (for stale-temp cleanup). */
+bool fspath_is_temp_name(const char *name);

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The registered buffer pool: one anonymous region (2 MiB huge pages when the
+ * system has them, 4 KiB-aligned otherwise), registered once with io_uring as
+ * fixed buffers, carved into equal power-of-two chunks. The transport
+ * registration is done by the caller (it needs the xport). Bounded: the size
+ * is fixed at creation and counts against a caller-held budget.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct io_uring;
+
+struct pool {
+	void *base;
+	size_t size;		/* bytes mapped (chunk_size * nchunks) */
+	size_t chunk_size;	/* power of two, >= 4096 */
+	uint32_t nchunks;
+	bool hugepages;		/* backed by MAP_HUGETLB */
+	/* free-list of chunk indexes (LIFO) */
+	uint32_t *free_list;
+	uint32_t nfree;
+	/* io_uring fixed-buffer registration: one iovec per <= 1 GiB piece */
+	struct io_uring *ring;
+	unsigned buf_piece_size; /* bytes per registered iovec (multiple of chunk_size) */
+};
+
+/*
+ * Map size bytes (rounded down to whole chunks; at least one). chunk_size must
+ * be a power of two in [4 KiB, 64 MiB]. -ENOMEM when the mapping fails.
+ */
+int pool_create(size_t size, size_t chunk_size, struct pool **ret_pool);
+void pool_destroy(struct pool *p);	/* unregisters from io_uring first; NULL ok */
+
+/*
+ * Register with io_uring as fixed buffers (may pin memory). -ENOMEM/-EPERM
+ * from the kernel when RLIMIT_MEMLOCK is too small: see pool_memlock_advice.
+ */
+int pool_register_uring(struct pool *p, struct io_uring *ring);
+
+/* Fixed-buffer index for a pointer inside the pool (for READ/WRITE_FIXED). */
+int pool_buf_index(const struct pool *p, const void *ptr);
+
+void *pool_chunk(const struct pool *p, uint32_t idx);
+uint32_t pool_chunk_index(const struct pool *p, const void *ptr);
+/* Take a free chunk: returns its index, or -ENOBUFS when none is free. */
+int pool_get(struct pool *p);
+void pool_put(struct pool *p, uint32_t idx);
+
+/*
+ * Check RLIMIT_MEMLOCK against `need` bytes (CAP_IPC_LOCK lifts it). Returns
+ * 0 when fine, -ENOMEM when too small, and writes advice into msg: the limit,
+ * the need, and how to raise it (ulimit -l, LimitMEMLOCK=infinity,
+ * docker --ulimit memlock=-1).
+ */
+int pool_memlock_check(size_t need, char *msg, size_t msglen);
+
+/* A process-wide budget of pinned bytes: reserve before creating a pool. */
+struct pool_budget {
+	uint64_t limit;	/* 0 is not "unlimited": nothing fits */
+	uint64_t used;
+};
+int pool_budget_reserve(struct pool_budget *b, uint64_t bytes); /* -EBUSY if over */
+void pool_budget_release(struct pool_budget *b, uint64_t bytes);

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The transport interface: a const ops table shaped like RC verbs.
+ *
+ * One `struct xport` is one data connection of one session: a set of lanes
+ * (TCP connections for xport_tcp, RC QPs for xport_verbs) that share one
+ * protection domain. Semantics are RC's:
+ *   - work requests on one lane complete in order, and their effects land in
+ *     order at the peer;
+ *   - an immediate is delivered (RECV_IMM completion) only after the data of
+ *     its WRITE_WITH_IMM, and of every earlier write on that lane, is placed;
+ *   - a write outside a registration or with a wrong rkey is a remote access
+ *     error: the target memory is untouched, the lane fails (requester gets
+ *     XPORT_WC_REM_ACCESS_ERR, later requests and posted receives are flushed
+ *     with XPORT_WC_WR_FLUSH_ERR on both sides).
+ * A signaled write completion means that write and every earlier write on its
+ * lane are done and their local buffers may be reused.
+ *
+ * All functions return >= 0 on success, -errno on failure, and never log above
+ * debug. A backend embeds `struct xport` and gets back with container_of.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define XPORT_TOKEN_LEN 32
+#define XPORT_MAX_LANES 16
+
+enum xport_kind {
+	XPORT_KIND_TCP = 1,
+	XPORT_KIND_VERBS = 2,
+};
+
+/* Access flags for reg_mr. REMOTE_WRITE is the only remote access that exists. */
+enum {
+	XPORT_ACCESS_LOCAL = 1u << 0,
+	XPORT_ACCESS_REMOTE_WRITE = 1u << 1,
+};
+
+struct xport_mr {
+	void *addr;	/* start of the registered range (also the remote address base) */
+	uint64_t len;
+	uint32_t lkey;
+	uint32_t rkey;	/* 0 unless XPORT_ACCESS_REMOTE_WRITE */
+	unsigned access;
+};
+
+enum xport_wr_opcode {
+	XPORT_OP_WRITE = 1,
+	XPORT_OP_WRITE_IMM = 2,
+};
+
+enum {
+	XPORT_SEND_SIGNALED = 1u << 0,
+	XPORT_SEND_INLINE = 1u << 1, /* hint: tiny payload, copy at post time */
+};
+
+struct xport_wr {
+	uint64_t wr_id;
+	uint32_t opcode;	/* enum xport_wr_opcode */
+	uint32_t flags;		/* XPORT_SEND_* */
+	const struct xport_mr *mr; /* local registration holding buf; NULL when len == 0 */
+	const void *buf;
+	uint32_t len;		/* 0 allowed (immediate only) */
+	uint32_t imm;		/* for WRITE_IMM, host order */
+	uint64_t remote_addr;	/* peer address inside the peer's registration */
+	uint32_t rkey;
+	uint32_t lane;		/* < xport->nlanes */
+};
+
+enum xport_wc_opcode {
+	XPORT_WC_WRITE = 1,	/* a signaled WRITE or WRITE_IMM of ours finished */
+	XPORT_WC_RECV_IMM = 2,	/* the peer's WRITE_IMM arrived; imm and len valid */
+};
+
+enum xport_wc_status {
+	XPORT_WC_SUCCESS = 0,
+	XPORT_WC_LOC_PROT_ERR,	/* local buffer not inside the given MR */
+	XPORT_WC_REM_ACCESS_ERR,/* peer refused: bad rkey or range */
+	XPORT_WC_RNR_ERR,	/* peer had no receive posted */
+	XPORT_WC_WR_FLUSH_ERR,	/* lane failed; request or receive flushed */
+	XPORT_WC_RETRY_EXC_ERR,	/* peer unreachable / connection lost */
+	XPORT_WC_GENERAL_ERR,
+};
+
+struct xport_wc {
+	uint64_t wr_id;
+	int status;		/* enum xport_wc_status */
+	uint32_t opcode;	/* enum xport_wc_opcode */
+	uint32_t imm;		/* RECV_IMM: host order */
+	uint32_t len;		/* RECV_IMM: bytes placed by the WRITE_IMM */
+	uint32_t lane;
+};
+
+struct xport_params {
+	unsigned nlanes;	/* 1..XPORT_MAX_LANES */
+	unsigned sq_depth;	/* outstanding send WRs per lane (>= 2) */
+	unsigned rq_depth;	/* posted receives per lane */
+	int timeout_ms;		/* connect/accept deadline */
+	uint8_t token[XPORT_TOKEN_LEN]; /* one-time session token from the control channel */
+};
+
+struct xport;
+struct xport_listener;
+
+struct xport_ops {
+	const char *name;
+	enum xport_kind kind;
+	/*
+	 * Passive side. listen binds `addr` (port 0 = ephemeral) and reports the
+	 * bound port; accept waits up to p->timeout_ms for p->nlanes lanes that
+	 * present p->token, dropping any that present something else (before a
+	 * byte of theirs is placed). Each lane index is accepted once; the token
+	 * is dead once all lanes are in.
+	 */
+	int (*listen)(const struct sockaddr *addr, socklen_t addrlen,
+		      struct xport_listener **ret_listener, uint16_t *ret_port);
+	int (*accept)(struct xport_listener *l, const struct xport_params *p,
+		      struct xport **ret);
+	void (*listener_close)(struct xport_listener *l);
+	/* Active side: connect p->nlanes lanes presenting p->token. */
+	int (*connect)(const struct sockaddr *addr, socklen_t addrlen,
+		       const struct xport_params *p, struct xport **ret);
+
+	int (*reg_mr)(struct xport *x, void *addr, size_t len, unsigned access,
+		      struct xport_mr **ret_mr);
+	/* Revokes the rkey: later peer writes to it are remote access errors. */
+	int (*dereg_mr)(struct xport *x, struct xport_mr *mr);
+
+	/* -ENOSPC when a lane's send queue is full; nothing posted then. */
+	int (*post_writes)(struct xport *x, const struct xport_wr *wrs, size_t n);
+	/* Post zero-length receives for immediates on one lane. */
+	int (*post_recvs)(struct xport *x, unsigned lane, const uint64_t *wr_ids, size_t n);
+	/* Returns the number of completions written (0 = none now). */
+	int (*poll_cq)(struct xport *x, struct xport_wc *wcs, size_t max);
+	/*
+	 * A file descriptor that becomes readable when completions may be
+	 * waiting. After it is readable the caller drains with poll_cq until it
+	 * returns 0; the backend re-arms itself.
+	 */
+	int (*event_fd)(struct xport *x);
+	/* Human-readable reason for the last lane failure, or NULL. */
+	const char *(*last_error)(struct xport *x);
+	void (*destroy)(struct xport *x);
+};
+
+struct xport {
+	const struct xport_ops *ops;
+	unsigned nlanes;
+	unsigned sq_depth;
+	unsigned rq_depth;
+	uint32_t max_inline;	/* bytes XPORT_SEND_INLINE may carry */
+};
+
+extern const struct xport_ops xport_tcp_ops;
+#ifdef HAVE_VERBS
+extern const struct xport_ops xport_verbs_ops;
+#endif
+
+/* "IBV_WC_REM_ACCESS_ERR"-style names, for messages. */
+const char *xport_wc_status_str(int status);
+/* Backend by kind, or NULL when not built. */
+const struct xport_ops *xport_ops_by_kind(enum xport_kind kind);
+const struct xport_ops *xport_ops_by_name(const char *name);
