@@ -1,7 +1,264 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * rdmacp: the command line. Subcommands come from a table; anything that is
+ * not a subcommand is a copy (SRC... DST).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <getopt.h>
 #include <stdio.h>
-int main(void)
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "exitcodes.h"
+#include "log.h"
+#include "proto/msg.h"
+#include "xport.h"
+
+static void usage(FILE *f)
 {
-	fprintf(stderr, "rdmacp: not built yet\n");
-	return 1;
+	fputs("usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH\n"
+	      "       rdmacp ping HOST\n"
+	      "       rdmacp certs init DIR [--host NAME]...\n"
+	      "       rdmacp certs issue DIR --client NAME [--days N]\n"
+	      "\n"
+	      "Options:\n"
+	      "  -P, --port PORT        daemon port (default 7471)\n"
+	      "      --cert FILE        client certificate (default ~/.config/rdmacp/client.crt)\n"
+	      "      --key FILE         client key (default ~/.config/rdmacp/client.key)\n"
+	      "      --ca FILE          CA that signed the daemon (default ~/.config/rdmacp/ca.crt)\n"
+	      "      --pin sha256:HEX   accept only this daemon certificate\n"
+	      "      --config FILE      defaults ([client] section; default ~/.config/rdmacp/config)\n"
+	      "      --transport T      auto, tcp or verbs (default tcp)\n"
+	      "      --lanes N          data connections (default 2)\n"
+	      "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
+	      "  -p, --preserve         keep modes and modification times\n"
+	      "  -q, --quiet            print errors only\n"
+	      "  -v, --verbose          print each file with its verified checksum\n"
+	      "      --version          print the version\n"
+	      "  -h, --help             this text\n"
+	      "\n"
+	      "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 refused,\n"
+	      "6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted, 11 connect,\n"
+	      "12 version mismatch, 13 no RDMA device, 14 remote I/O.\n",
+	      f);
+}
+
+enum {
+	OPT_CERT = 0x100,
+	OPT_KEY,
+	OPT_CA,
+	OPT_PIN,
+	OPT_CONFIG,
+	OPT_TRANSPORT,
+	OPT_LANES,
+	OPT_CHUNK,
+	OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+	{ "port", required_argument, NULL, 'P' },
+	{ "cert", required_argument, NULL, OPT_CERT },
+	{ "key", required_argument, NULL, OPT_KEY },
+	{ "ca", required_argument, NULL, OPT_CA },
+	{ "pin", required_argument, NULL, OPT_PIN },
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "transport", required_argument, NULL, OPT_TRANSPORT },
+	{ "lanes", required_argument, NULL, OPT_LANES },
+	{ "chunk-size", required_argument, NULL, OPT_CHUNK },
+	{ "preserve", no_argument, NULL, 'p' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+static int set_path(char *dst, size_t len, const char *v)
+{
+	if (strlen(v) >= len) {
+		log_error("path too long: %s", v);
+		return -ENAMETOOLONG;
+	}
+	snprintf(dst, len, "%s", v);
+	return 0;
+}
+
+/* Config file first (so the command line wins), then every other option. */
+static int parse_options(int argc, char **argv, struct client_opts *o, bool load_config)
+{
+	const char *config = NULL;
+	char default_config[4200], err[4400];
+	int c, r;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+			config = argv[i + 1];
+		} else if (!strncmp(argv[i], "--config=", 9)) {
+			config = argv[i] + 9;
+		} else if (!strcmp(argv[i], "--")) {
+			break;
+		}
+	}
+	if (!config) {
+		const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+		if (xdg && *xdg) {
+			snprintf(default_config, sizeof(default_config), "%s/rdmacp/config", xdg);
+		} else {
+			snprintf(default_config, sizeof(default_config), "%s/.config/rdmacp/config",
+				 home ? home : "");
+		}
+	}
+	if (load_config) {
+		r = client_config_load(o, config ? config : default_config, config != NULL, err,
+				       sizeof(err));
+		if (r < 0) {
+			log_error("%s", err);
+			return EXIT_CONFIG;
+		}
+	}
+	/* "+": stop at the first non-option, so subcommands keep their own options. */
+	while ((c = getopt_long(argc, argv, "+P:pqvh", long_opts, NULL)) != -1) {
+		unsigned long v;
+		uint64_t sz;
+		char *end;
+
+		switch (c) {
+		case 'P':
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || *end || v == 0 || v > 65535) {
+				log_error("bad port '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			o->port = (uint16_t)v;
+			break;
+		case OPT_CERT:
+			if (set_path(o->cert, sizeof(o->cert), optarg) < 0) {
+				return EXIT_USAGE;
+			}
+			break;
+		case OPT_KEY:
+			if (set_path(o->key, sizeof(o->key), optarg) < 0) {
+				return EXIT_USAGE;
+			}
+			break;
+		case OPT_CA:
+			if (set_path(o->ca, sizeof(o->ca), optarg) < 0) {
+				return EXIT_USAGE;
+			}
+			break;
+		case OPT_PIN:
+			if (tls_parse_fingerprint(optarg, o->pin) < 0) {
+				log_error("bad --pin '%s': expected sha256:<64 hex digits>", optarg);
+				return EXIT_USAGE;
+			}
+			o->have_pin = true;
+			break;
+		case OPT_CONFIG:
+			break;
+		case OPT_TRANSPORT:
+			if (!strcmp(optarg, "tcp")) {
+				o->transport = XPORT_KIND_TCP;
+			} else if (!strcmp(optarg, "verbs")) {
+				o->transport = XPORT_KIND_VERBS;
+			} else if (!strcmp(optarg, "auto")) {
+				o->transport = 0;
+			} else {
+				log_error("bad --transport '%s': auto, tcp or verbs", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case OPT_LANES:
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || *end || v == 0 || v > PROTO_MAX_LANES) {
+				log_error("bad --lanes '%s': 1..%u", optarg, PROTO_MAX_LANES);
+				return EXIT_USAGE;
+			}
+			o->lanes = (unsigned)v;
+			break;
+		case OPT_CHUNK:
+			if (parse_size(optarg, &sz) < 0 || sz < PROTO_MIN_CHUNK ||
+			    sz > PROTO_MAX_CHUNK || (sz & (sz - 1))) {
+				log_error("bad --chunk-size '%s': a power of two from 4K to 64M", optarg);
+				return EXIT_USAGE;
+			}
+			o->chunk_size = (uint32_t)sz;
+			break;
+		case 'p':
+			o->preserve = true;
+			break;
+		case 'q':
+			o->verbose = -1;
+			break;
+		case 'v':
+			o->verbose = o->verbose < 0 ? 1 : o->verbose + 1;
+			break;
+		case OPT_VERSION:
+			printf("rdmacp %s (protocol %d)\n", RDMACP_VERSION, PROTO_VERSION);
+			exit(EXIT_OK);
+		case 'h':
+			usage(stdout);
+			exit(EXIT_OK);
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (o->verbose > 1) {
+		log_set_max_level(LOG_DEBUG);
+	}
+	return 0;
+}
+
+struct subcommand {
+	const char *name;
+	int (*run)(struct client_opts *o, char **args, int nargs);
+};
+
+static int run_certs(struct client_opts *o, char **args, int nargs)
+{
+	(void)o;
+	return cmd_certs(nargs, args);
+}
+
+static const struct subcommand subcommands[] = {
+	{ "ping", cmd_ping },
+	{ "certs", run_certs },
+};
+
+int main(int argc, char **argv)
+{
+	struct client_opts o;
+	int r;
+
+	log_set_prefix_mode(false, "rdmacp");
+	/* certs takes its own options: dispatch before the copy options. */
+	if (argc > 1 && !strcmp(argv[1], "certs")) {
+		return cmd_certs(argc - 1, argv + 1);
+	}
+	client_opts_defaults(&o);
+	r = parse_options(argc, argv, &o, true);
+	if (r != 0) {
+		return r;
+	}
+	if (optind < argc) {
+		for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++) {
+			if (!strcmp(argv[optind], subcommands[i].name)) {
+				/* Options may also follow the subcommand name. */
+				int first = optind + 1;
+				optind = 1;
+				char **sub = argv + first - 1;
+				int nsub = argc - first + 1;
+				r = parse_options(nsub, sub, &o, false);
+				if (r != 0) {
+					return r;
+				}
+				return subcommands[i].run(&o, sub + optind, nsub - optind);
+			}
+		}
+	}
+	return cmd_copy(&o, argv + optind, argc - optind);
 }

@@ -1,17 +1,429 @@
 /* SPDX-License-Identifier: MIT */
-/* Placeholder until the session code lands (see serve.h). */
+/*
+ * One client connection in its own process (see serve.h): TLS, HELLO, then
+ * OPEN requests, each checked against the module's rules before the client
+ * gets any resource (listener, lanes, memory, temp files).
+ */
 #include "serve.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "chan.h"
+#include "engine.h"
+#include "fspath.h"
+#include "hash.h"
+#include "log.h"
+#include "macro.h"
+#include "net.h"
+#include "session.h"
+#include "tls.h"
+#include "xport.h"
+
+#define POLICY_MAX_LANES 8
+#define POLICY_MIN_CHUNK (64u << 10)
+#define POLICY_MAX_CHUNK (16u << 20)
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+struct conn {
+	const struct daemon_config *cfg;
+	struct tls_conn *tls;
+	struct chan chan;
+	char peer[96];		/* address */
+	char id[320];		/* "CN=client sha256:ab12.." for logs */
+	uint8_t fp[TLS_FINGERPRINT_LEN];
+	struct sockaddr_storage local;
+	socklen_t locallen;
+};
+
+static bool san_equals(const char *san, void *ud)
+{
+	return strcmp(san, (const char *)ud) == 0;
+}
+
+/* Does the peer's certificate match one of the module's allow rules? */
+static bool peer_allowed(struct conn *c, const struct module *m)
+{
+	for (size_t i = 0; i < m->nallow; i++) {
+		const struct allow_rule *a = &m->allow[i];
+
+		switch (a->kind) {
+		case ALLOW_ANY:
+			return true;
+		case ALLOW_FINGERPRINT:
+			if (CRYPTO_memcmp(a->fp, c->fp, sizeof(c->fp)) == 0) {
+				return true;
+			}
+			break;
+		case ALLOW_NAME:
+			if (strcmp(tls_peer_cn(c->tls), a->name) == 0 ||
+			    tls_peer_match_san(c->tls, san_equals, (void *)a->name)) {
+				return true;
+			}
+			break;
+		}
+	}
+	return false; /* no rule, or none matched: fail closed */
+}
+
+static int refuse(struct conn *c, uint32_t code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Tell the client no, and log who asked for what and why. */
+static int refuse(struct conn *c, uint32_t code, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	log_notice("%s (%s): refused: %s", c->peer, c->id, text);
+	chan_send_error(&c->chan, code, "%s", text);
+	return -EPERM;
+}
+
+/* Split "MODULE/REL" (REL may be empty); a leading '/' is tolerated. */
+static int split_module_path(const char *path, char *mod, size_t modlen, const char **ret_rel)
+{
+	const char *p = path;
+	const char *slash;
+	size_t n;
+
+	while (*p == '/') {
+		p++;
+	}
+	slash = strchr(p, '/');
+	n = slash ? (size_t)(slash - p) : strlen(p);
+	if (n == 0 || n >= modlen) {
+		return -EINVAL;
+	}
+	memcpy(mod, p, n);
+	mod[n] = '\0';
+	p += n;
+	while (*p == '/') {
+		p++;
+	}
+	*ret_rel = p;
+	return 0;
+}
+
+struct push_dest {
+	int fd;
+	char rename_to[FSPATH_NAME_MAX + 1];
+};
+
+/*
+ * Where a push lands: REL itself when it is a directory (or must be one);
+ * otherwise its parent, with the single source renamed to REL's last
+ * component, as cp and scp do.
+ */
+static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir,
+			     struct push_dest *ret)
+{
+	_cleanup_free_ char *trimmed = strdup(rel);
+	const char *leaf;
+	size_t n;
+	int r;
+
+	if (!trimmed) {
+		return -ENOMEM;
+	}
+	n = strlen(trimmed);
+	while (n > 0 && trimmed[n - 1] == '/') {
+		trimmed[--n] = '\0';
+	}
+	ret->rename_to[0] = '\0';
+	if (n == 0) {
+		return fspath_open_dir(rootfd, "", &ret->fd);
+	}
+	r = fspath_validate(trimmed);
+	if (r < 0) {
+		return r;
+	}
+	r = fspath_open_dir(rootfd, trimmed, &ret->fd);
+	if (r != -ENOENT && r != -ENOTDIR) {
+		return r;
+	}
+	if (dest_is_dir) {
+		if (r == -ENOTDIR) {
+			return r;
+		}
+		_cleanup_free_ char *tmp = NULL;
+		if (asprintf(&tmp, "%s/x", trimmed) < 0) {
+			return -ENOMEM;
+		}
+		return fspath_open_parent(rootfd, tmp, true, &ret->fd, &leaf);
+	}
+	r = fspath_open_parent(rootfd, trimmed, false, &ret->fd, &leaf);
+	if (r < 0) {
+		return r;
+	}
+	snprintf(ret->rename_to, sizeof(ret->rename_to), "%s", leaf);
+	return 0;
+}
+
+static void ev_file_ok(void *ud, const char *name, uint64_t bytes, double secs, const uint8_t h[16])
+{
+	struct conn *c = ud;
+	char esc[512], hex[33];
+
+	if (log_get_max_level() >= LOG_DEBUG) {
+		hash_to_hex(h, hex);
+		log_debug("%s: received %s (%llu bytes, %.3f s, xxh128 %s)", c->peer,
+			  log_escape(name, esc, sizeof(esc)), (unsigned long long)bytes, secs, hex);
+	}
+}
+
+static void ev_file_failed(void *ud, const char *name, uint32_t code, const char *text)
+{
+	struct conn *c = ud;
+	char esc[512], esc2[512];
+
+	log_notice("%s (%s): %s failed: %s: %s", c->peer, c->id, log_escape(name, esc, sizeof(esc)),
+		   proto_err_name(code), log_escape(text, esc2, sizeof(esc2)));
+}
+
+/* Set up the data connection the client asked for, then run the engine. */
+static int run_transfer(struct conn *c, const struct msg_open *o, const struct module *m,
+			int basefd, const char *rename_to)
+{
+	const struct daemon_config *cfg = c->cfg;
+	const struct xport_ops *ops;
+	struct xport_listener *l = NULL;
+	struct xport *x = NULL;
+	struct xport_params xp = { 0 };
+	struct msg ok = { .type = MSG_OPEN_OK };
+	struct sockaddr_storage bind_addr = c->local;
+	struct engine_params ep = { 0 };
+	struct engine_stats st;
+	uint32_t code = 0, chunk, slots;
+	char err[512];
+	uint16_t port;
+	int r;
+
+	if (o->transport == XPORT_KIND_VERBS) {
+		return refuse(c, PERR_TRANSPORT,
+			      "the verbs transport is not available on this daemon; use --transport tcp");
+	}
+	ops = &xport_tcp_ops;
+	chunk = MIN(MAX(o->chunk_size, POLICY_MIN_CHUNK), POLICY_MAX_CHUNK);
+	slots = (uint32_t)MIN((uint64_t)o->slots, cfg->pool_size / chunk);
+	slots = MAX(slots, 2u);
+	xp.nlanes = MIN((unsigned)o->lanes, POLICY_MAX_LANES);
+	xp.sq_depth = 4 * slots + 16;
+	xp.rq_depth = slots;
+	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
+	if (RAND_bytes(xp.token, sizeof(xp.token)) != 1) {
+		return refuse(c, PERR_INTERNAL, "no randomness for a session token");
+	}
+	net_set_port(&bind_addr, 0);
+	r = ops->listen((struct sockaddr *)&bind_addr, c->locallen, &l, &port);
+	if (r < 0) {
+		return refuse(c, PERR_TRANSPORT, "cannot listen for data lanes: %s", strerror(-r));
+	}
+	ok.u.open_ok.transport = (uint8_t)ops->kind;
+	ok.u.open_ok.lanes = (uint8_t)xp.nlanes;
+	ok.u.open_ok.data_port = port;
+	ok.u.open_ok.chunk_size = chunk;
+	ok.u.open_ok.slots = slots;
+	memcpy(ok.u.open_ok.token, xp.token, sizeof(xp.token));
+	r = chan_send(&c->chan, &ok);
+	if (r >= 0) {
+		r = ops->accept(l, &xp, &x);
+		if (r < 0) {
+			log_notice("%s (%s): data lanes did not connect: %s", c->peer, c->id,
+				   strerror(-r));
+		}
+	}
+	ops->listener_close(l);
+	explicit_bzero(xp.token, sizeof(xp.token));
+	if (r < 0) {
+		return r;
+	}
+
+	ep.role = ENGINE_RECEIVER;
+	ep.chan = &c->chan;
+	ep.x = x;
+	ep.chunk_size = chunk;
+	ep.slots = slots;
+	ep.idle_timeout_ms = (int)cfg->idle_timeout_s * 1000;
+	ep.base_fd = basefd;
+	ep.rename_to = rename_to && *rename_to ? rename_to : NULL;
+	ep.open_flags = o->flags;
+	ep.have_uid = m->have_uid;
+	ep.have_gid = m->have_gid;
+	ep.uid = m->uid;
+	ep.gid = m->gid;
+	ep.faults = getenv("RDMACPD_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
+	ep.ev = (struct engine_events){ .file_ok = ev_file_ok, .file_failed = ev_file_failed,
+					.ud = c };
+	ep.stop = &stop_requested;
+	r = engine_run(&ep, &st, &code, err, sizeof(err));
+	x->ops->destroy(x);
+	if (r < 0) {
+		log_notice("%s (%s): transfer failed: %s: %s", c->peer, c->id, proto_err_name(code),
+			   err);
+		return r;
+	}
+	log_info("%s (%s): push to %s done: %llu files, %llu bytes, %llu failed", c->peer, c->id,
+		 m->name, (unsigned long long)st.files_ok, (unsigned long long)st.bytes,
+		 (unsigned long long)st.files_failed);
+	return 0;
+}
+
+static int handle_open(struct conn *c, const struct msg_open *o)
+{
+	char modname[64], esc[PROTO_MAX_PATH * 4 + 1];
+	const struct module *m;
+	const char *rel;
+	_cleanup_close_ int rootfd = -1;
+	struct push_dest dest = { .fd = -1 };
+	int r;
+
+	log_escape(o->path, esc, sizeof(esc));
+	if (split_module_path(o->path, modname, sizeof(modname), &rel) < 0) {
+		return refuse(c, PERR_BAD_PATH, "bad path '%s': expected MODULE/PATH", esc);
+	}
+	m = daemon_config_module(c->cfg, modname);
+	if (!m) {
+		return refuse(c, PERR_NO_MODULE, "no module '%s'", modname);
+	}
+	if (!peer_allowed(c, m)) {
+		return refuse(c, PERR_PERMISSION, "module '%s' does not allow this client", modname);
+	}
+	if (o->direction == PROTO_DIR_PUSH && m->read_only) {
+		return refuse(c, PERR_PERMISSION, "module '%s' is read only", modname);
+	}
+	if (o->direction == PROTO_DIR_PULL) {
+		if (m->write_only) {
+			return refuse(c, PERR_PERMISSION, "module '%s' is write only", modname);
+		}
+		return refuse(c, PERR_PROTOCOL, "pull is not supported by this daemon yet");
+	}
+	r = fspath_open_root(m->path, &rootfd);
+	if (r < 0) {
+		log_error("module %s: cannot open %s: %s", m->name, m->path, strerror(-r));
+		return refuse(c, PERR_IO, "module '%s' is unavailable", modname);
+	}
+	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR, &dest);
+	if (r < 0) {
+		return refuse(c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH,
+			      "destination '%s': %s", esc,
+			      r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
+	}
+	r = run_transfer(c, o, m, dest.fd, dest.rename_to);
+	close(dest.fd);
+	return r;
+}
+
+static void describe_peer(struct conn *c)
+{
+	char fp[65], cn[128];
+
+	tls_peer_fingerprint(c->tls, c->fp);
+	tls_format_fingerprint(c->fp, fp);
+	log_escape(tls_peer_cn(c->tls), cn, sizeof(cn));
+	snprintf(c->id, sizeof(c->id), "CN=%s sha256:%.16s", cn, fp);
+}
 
 int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls, int fd,
 		     const struct sockaddr *peer, socklen_t peerlen)
 {
-	(void)cfg;
-	(void)tls;
-	(void)peer;
-	(void)peerlen;
-	close(fd);
-	return -ENOSYS;
+	struct conn c = { .cfg = cfg };
+	struct msg_hello hello;
+	char err[512];
+	int r;
+
+	signal(SIGTERM, on_term);
+	signal(SIGPIPE, SIG_IGN);
+	net_addr_str(peer, peerlen, c.peer, sizeof(c.peer));
+	c.locallen = sizeof(c.local);
+	if (getsockname(fd, (struct sockaddr *)&c.local, &c.locallen) < 0) {
+		close(fd);
+		return negerrno();
+	}
+	r = tls_accept(tls, fd, (int)cfg->handshake_timeout_s * 1000, &c.tls);
+	if (r < 0) {
+		log_notice("%s: TLS handshake failed: %s", c.peer, tls_last_error());
+		return r;
+	}
+	describe_peer(&c);
+	r = chan_init(&c.chan, c.tls, (int)cfg->idle_timeout_s * 1000);
+	if (r < 0) {
+		tls_conn_free(c.tls);
+		return r;
+	}
+	r = session_hello_server(&c.chan, (int)cfg->handshake_timeout_s * 1000, &hello, err,
+				 sizeof(err));
+	if (r < 0) {
+		log_notice("%s (%s): %s", c.peer, c.id, err);
+		goto out;
+	}
+	log_info("%s (%s): connected (%s, protocol %d)", c.peer, c.id,
+		 log_escape(hello.software, err, sizeof(err)), r);
+
+	for (;;) {
+		struct msg m;
+
+		r = chan_recv(&c.chan, &m, (int)cfg->idle_timeout_s * 1000);
+		if (r < 0) {
+			if (r == -EPIPE) {
+				r = 0; /* close_notify between requests: a clean end */
+				break;
+			}
+			log_notice("%s (%s): control channel: %s", c.peer, c.id, strerror(-r));
+			if (r != -ECONNRESET) {
+				chan_send_error(&c.chan, chan_err_code(r), "%s",
+						r == -ETIMEDOUT ? "idle timeout" : "malformed message");
+			}
+			goto out;
+		}
+		switch (m.type) {
+		case MSG_OPEN:
+			r = handle_open(&c, &m.u.open);
+			break;
+		case MSG_PING: {
+			struct msg pong = { .type = MSG_PONG };
+			pong.u.ping.nonce = m.u.ping.nonce;
+			r = chan_send(&c.chan, &pong);
+			break;
+		}
+		case MSG_BYE:
+			msg_clear(&m);
+			r = 0;
+			goto out_clean;
+		default:
+			log_notice("%s (%s): unexpected %s", c.peer, c.id, proto_type_name(m.type));
+			chan_send_error(&c.chan, PERR_PROTOCOL, "unexpected %s",
+					proto_type_name(m.type));
+			r = -EBADMSG;
+			break;
+		}
+		msg_clear(&m);
+		if (r < 0 || stop_requested) {
+			goto out;
+		}
+	}
+out_clean:
+	tls_shutdown(c.tls, 1000);
+out:
+	chan_done(&c.chan);
+	tls_conn_free(c.tls);
+	return r;
 }

@@ -57,6 +57,15 @@ void pool_put(struct pool *p, uint32_t idx);
  * docker --ulimit memlock=-1).
  */
 int pool_memlock_check(size_t need, char *msg, size_t msglen);
+/*
+ * The pure part of pool_memlock_check, with the limit (RLIM_INFINITY for none)
+ * and whether the process holds CAP_IPC_LOCK given explicitly. msg is "" when
+ * the need fits.
+ */
+int pool_memlock_advice(uint64_t need, uint64_t limit, bool cap_ipc_lock, char *msg,
+			size_t msglen);
+/* 1 when CAP_IPC_LOCK is in the effective set (/proc/self/status), 0 if not, -errno. */
+int pool_has_cap_ipc_lock(void);
 
 /* A process-wide budget of pinned bytes: reserve before creating a pool. */
 struct pool_budget {

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/* rdmacp certs init|issue: a private CA and certificates in one command. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "certs.h"
+#include "client.h"
+#include "exitcodes.h"
+#include "log.h"
+
+#define MAX_HOSTS 32
+
+static int certs_usage(void)
+{
+	log_error("usage: rdmacp certs init DIR [--host NAME]... | "
+		  "rdmacp certs issue DIR --client NAME [--days N] [--backdate N]");
+	return EXIT_USAGE;
+}
+
+static int parse_days(const char *s, int *ret)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < 0 || v > 36500) {
+		return -EINVAL;
+	}
+	*ret = (int)v;
+	return 0;
+}
+
+int cmd_certs(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "host", required_argument, NULL, 'H' },
+		{ "client", required_argument, NULL, 'c' },
+		{ "days", required_argument, NULL, 'd' },
+		{ "backdate", required_argument, NULL, 'b' },
+		{ 0 },
+	};
+	const char *hosts[MAX_HOSTS];
+	const char *client = NULL, *verb, *dir;
+	size_t nhosts = 0;
+	int days = 0, backdate = 0, c, r;
+
+	if (argc < 3) {
+		return certs_usage();
+	}
+	verb = argv[1];
+	dir = argv[2];
+	optind = 3;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'H':
+			if (nhosts == MAX_HOSTS) {
+				log_error("at most %d --host names", MAX_HOSTS);
+				return EXIT_USAGE;
+			}
+			hosts[nhosts++] = optarg;
+			break;
+		case 'c':
+			client = optarg;
+			break;
+		case 'd':
+		case 'b':
+			if (parse_days(optarg, c == 'd' ? &days : &backdate) < 0) {
+				log_error("bad number of days '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		default:
+			return certs_usage();
+		}
+	}
+	if (optind != argc) {
+		return certs_usage();
+	}
+	if (!strcmp(verb, "init")) {
+		if (client || days || backdate) {
+			return certs_usage();
+		}
+		r = certs_init(dir, hosts, nhosts);
+		if (r < 0) {
+			log_error("certs init %s: %s", dir,
+				  r == -EEXIST ? "a CA already exists there" : strerror(-r));
+			return r == -EEXIST ? EXIT_USAGE : EXIT_LOCAL_IO;
+		}
+		printf("created CA, server and client certificates in %s\n", dir);
+		return EXIT_OK;
+	}
+	if (!strcmp(verb, "issue")) {
+		if (!client || nhosts) {
+			return certs_usage();
+		}
+		r = certs_issue_client(dir, client, days, backdate);
+		if (r < 0) {
+			log_error("certs issue %s: %s", client,
+				  r == -EEXIST ? "a key of that name exists"
+				  : r == -EINVAL ? "bad name (letters, digits, . _ -)"
+						 : strerror(-r));
+			return r == -EEXIST || r == -EINVAL ? EXIT_USAGE : EXIT_LOCAL_IO;
+		}
+		printf("created %s/%s.crt and %s/%s.key\n", dir, client, dir, client);
+		return EXIT_OK;
+	}
+	return certs_usage();
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* rdmacp internals shared by the client's files. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tls.h"
+
+#define CLIENT_DEFAULT_PORT 7471
+
+struct client_opts {
+	char cert[4096], key[4096], ca[4096];
+	bool have_pin;
+	uint8_t pin[TLS_FINGERPRINT_LEN];
+	uint16_t port;
+	int transport;		/* 0 auto, enum xport_kind */
+	unsigned lanes;
+	uint32_t chunk_size;
+	uint32_t slots;
+	uint32_t pool_chunks;
+	int connect_timeout_s;
+	int idle_timeout_s;
+	int verbose;		/* -1 quiet, 0 normal, 1+ verbose */
+	bool preserve;
+	bool recursive;
+	bool json;
+};
+
+/* Defaults, then ~/.config/rdmacp/config (or file): "FILE:LINE: problem" in err. */
+void client_opts_defaults(struct client_opts *o);
+int client_config_load(struct client_opts *o, const char *file, bool must_exist, char *err,
+		       size_t errlen);
+/* Parse "64M", "1G", "4096": binary suffixes. */
+int parse_size(const char *s, uint64_t *ret);
+
+struct remote {
+	char host[256];		/* without brackets */
+	char path[4096];	/* MODULE/REL (may be empty) */
+};
+
+/* "HOST:PATH" / "[v6]:PATH" -> 1; a local path -> 0; malformed -> -EINVAL. */
+int parse_remote(const char *arg, struct remote *ret);
+
+int cmd_copy(struct client_opts *o, char **args, int nargs);
+int cmd_ping(struct client_opts *o, char **args, int nargs);
+int cmd_certs(int argc, char **argv);

@@ -1,0 +1,1086 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmacpd.conf reader (see config.h). libinih splits lines into sections,
+ * keys and values and strips comments; everything else is ours:
+ *
+ *  - inih r55 (as Debian builds it) hands the handler neither the line number
+ *    nor the start of a section, and truncates section names to 49 bytes. So
+ *    we feed inih through our own line reader, which counts lines, enforces
+ *    the line-length cap and tracks the current section itself. inih calls the
+ *    reader and the handler strictly in turn, so when the handler runs, the
+ *    reader's counter is the key's line.
+ *  - Only the first error is kept; after it nothing more is interpreted.
+ *  - Files named in the config (certificates, module paths) are checked at
+ *    load, so a mistake is reported at startup or on SIGHUP with its line,
+ *    not at the first client connection.
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <ini.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+
+#define CONFIG_MAX_LINE 4096
+#define CONFIG_MIN_POOL (UINT64_C(1) << 20)
+
+enum section_kind {
+	SECTION_NONE,
+	SECTION_GLOBAL,
+	SECTION_MODULE,
+};
+
+struct parse_state {
+	FILE *f;
+	char *buf;		/* getline() buffer */
+	size_t bufsize;
+	unsigned line;		/* number of the line inih is working on */
+	struct daemon_config *cfg;
+	size_t modules_cap;
+
+	enum section_kind section;
+	unsigned section_line;	/* line of the current section header */
+	uint32_t seen;		/* single-valued keys seen in this section (bit per key) */
+	bool have_global;
+	unsigned global_line;
+	bool ro_set, wo_set;	/* explicit "read only" / "write only" in this module */
+
+	/* Lines of keys that are checked against each other after the parse. */
+	unsigned max_conn_line, per_host_line, budget_line, pool_line;
+
+	const char *file;
+	char *err;
+	size_t errlen;
+	bool failed;
+	unsigned fail_line;
+};
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct daemon_config *, daemon_config_free);
+
+_printf_(3, 4) static int fail_at(struct parse_state *ps, unsigned line, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (ps->failed) {
+		return -EINVAL;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(ps->err, ps->errlen, "%s:%u: %s", ps->file, line, msg);
+	ps->failed = true;
+	ps->fail_line = line;
+	return -EINVAL;
+}
+
+#define fail(ps, ...) fail_at((ps), (ps)->line, __VA_ARGS__)
+
+/* Values are quoted in messages; escape them so a hostile byte can't forge log lines. */
+#define ESC(v) log_escape((v), (char[256]){ 0 }, 256)
+
+/* ---- value parsers: return 0 or a negative errno, never log ---- */
+
+static int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!isdigit((unsigned char)s[0])) {
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end) {
+		return -EINVAL;
+	}
+	if (v < min || v > max) {
+		return -ERANGE;
+	}
+	*ret = v;
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *ret)
+{
+	static const char *const yes[] = { "yes", "true", "1" };
+	static const char *const no[] = { "no", "false", "0" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*ret = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*ret = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* "123", "64M", "4G", "4GiB": binary multiples. */
+static int parse_size(const char *s, uint64_t *ret)
+{
+	static const char suffixes[] = "KMGT";
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!isdigit((unsigned char)s[0])) {
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno) {
+		return -ERANGE;
+	}
+	if (*end) {
+		const char *p = strchr(suffixes, toupper((unsigned char)*end));
+
+		if (!p) {
+			return -EINVAL;
+		}
+		shift = 10 * (unsigned)(p - suffixes + 1);
+		end++;
+		if (strcasecmp(end, "") != 0 && strcasecmp(end, "iB") != 0 &&
+		    strcasecmp(end, "B") != 0) {
+			return -EINVAL;
+		}
+	}
+	if (v > (UINT64_MAX >> shift)) {
+		return -ERANGE;
+	}
+	*ret = (uint64_t)v << shift;
+	return 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9') {
+		return c - '0';
+	}
+	c = (char)tolower((unsigned char)c);
+	if (c >= 'a' && c <= 'f') {
+		return c - 'a' + 10;
+	}
+	return -1;
+}
+
+/* "sha256:" followed by exactly 64 hex digits. */
+static int parse_fingerprint(const char *hex, uint8_t fp[32])
+{
+	if (strlen(hex) != 64) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < 32; i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0) {
+			return -EINVAL;
+		}
+		fp[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+/* A certificate CN or DNS name: printable, no spaces, bounded. */
+static bool allow_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= sizeof(((struct allow_rule *)0)->name)) {
+		return false;
+	}
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p <= 0x20 || *p >= 0x7f) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool module_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= sizeof(((struct module *)0)->name)) {
+		return false;
+	}
+	/* "." and ".." would read like path components in "host::module/path". */
+	if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0) {
+		return false;
+	}
+	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+static int parse_port(const char *s, uint16_t *ret)
+{
+	uint64_t v;
+	int r = parse_uint(s, 1, 65535, &v);
+
+	if (r < 0) {
+		return -ERANGE;
+	}
+	*ret = (uint16_t)v;
+	return 0;
+}
+
+/*
+ * Returns -EINVAL for bad syntax, -ERANGE for a bad port, -EADDRNOTAVAIL when
+ * the host does not resolve. Host names are resolved once, here: the daemon
+ * binds what they meant at load time.
+ */
+int parse_listen_addr(const char *text, struct listen_addr *ret)
+{
+	char host[256];
+	const char *port_text = NULL;
+	uint16_t port = DAEMON_DEFAULT_PORT;
+	char portbuf[8];
+	struct addrinfo hints = {
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_NUMERICSERV,
+	};
+	struct addrinfo *ai = NULL;
+	const char *colon;
+	struct listen_addr la = { 0 };
+	int r;
+
+	if (text[0] == '[') {
+		const char *close = strchr(text, ']');
+
+		if (!close || (size_t)(close - text - 1) >= sizeof(host) || close == text + 1) {
+			return -EINVAL;
+		}
+		memcpy(host, text + 1, (size_t)(close - text - 1));
+		host[close - text - 1] = '\0';
+		if (close[1] == ':') {
+			port_text = close + 2;
+		} else if (close[1] != '\0') {
+			return -EINVAL;
+		}
+		/* Brackets are for IPv6 literals only. */
+		hints.ai_family = AF_INET6;
+		hints.ai_flags |= AI_NUMERICHOST;
+	} else if ((colon = strchr(text, ':')) && strchr(colon + 1, ':')) {
+		/* Two or more colons and no brackets: a bare IPv6 literal, default port. */
+		if (strlen(text) >= sizeof(host)) {
+			return -EINVAL;
+		}
+		strcpy(host, text);
+		hints.ai_family = AF_INET6;
+		hints.ai_flags |= AI_NUMERICHOST;
+	} else {
+		size_t hl = colon ? (size_t)(colon - text) : strlen(text);
+
+		if (hl >= sizeof(host)) {
+			return -EINVAL;
+		}
+		memcpy(host, text, hl);
+		host[hl] = '\0';
+		if (colon) {
+			port_text = colon + 1;
+		}
+		/* "", "*": every IPv4 address, like the default listen address. */
+		if (host[0] == '\0' || strcmp(host, "*") == 0) {
+			strcpy(host, "0.0.0.0");
+		}
+		hints.ai_family = AF_UNSPEC;
+	}
+	if (port_text) {
+		r = parse_port(port_text, &port);
+		if (r < 0) {
+			return r;
+		}
+	}
+	if (host[0] == '\0') {
+		return -EINVAL;
+	}
+
+	snprintf(portbuf, sizeof(portbuf), "%u", port);
+	r = getaddrinfo(host, portbuf, &hints, &ai);
+	if (r != 0) {
+		return (hints.ai_flags & AI_NUMERICHOST) ? -EINVAL : -EADDRNOTAVAIL;
+	}
+	if (ai->ai_addrlen > sizeof(la.ss)) {
+		freeaddrinfo(ai);
+		return -EINVAL;
+	}
+	memcpy(&la.ss, ai->ai_addr, ai->ai_addrlen);
+	la.len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+
+	/* Keep the text as written when it fits, else the numeric form. */
+	if (strlen(text) < sizeof(la.text)) {
+		strcpy(la.text, text);
+	} else {
+		char num[NI_MAXHOST];
+
+		if (getnameinfo((struct sockaddr *)&la.ss, la.len, num, sizeof(num), NULL, 0,
+				NI_NUMERICHOST) != 0) {
+			return -EINVAL;
+		}
+		snprintf(la.text, sizeof(la.text),
+			 la.ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", num, port);
+	}
+	*ret = la;
+	return 0;
+}
+
+static int resolve_user(const char *s, uid_t *ret)
+{
+	uint64_t v;
+	struct passwd pw, *res = NULL;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 16384;
+	int r;
+
+	if (isdigit((unsigned char)s[0])) {
+		/* (uid_t)-1 means "no change" to chown() and setresuid(). */
+		r = parse_uint(s, 0, UINT32_MAX - 1, &v);
+		if (r < 0) {
+			return r;
+		}
+		*ret = (uid_t)v;
+		return 0;
+	}
+	for (;;) {
+		buf = malloc(len);
+		if (!buf) {
+			return -ENOMEM;
+		}
+		r = getpwnam_r(s, &pw, buf, len, &res);
+		if (r != ERANGE || len >= (1u << 20)) {
+			break;
+		}
+		free(TAKE_PTR(buf));
+		len *= 4;
+	}
+	if (r != 0) {
+		return -r;
+	}
+	if (!res) {
+		return -ESRCH;
+	}
+	*ret = pw.pw_uid;
+	return 0;
+}
+
+static int resolve_group(const char *s, gid_t *ret)
+{
+	uint64_t v;
+	struct group gr, *res = NULL;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 16384;
+	int r;
+
+	if (isdigit((unsigned char)s[0])) {
+		r = parse_uint(s, 0, UINT32_MAX - 1, &v);
+		if (r < 0) {
+			return r;
+		}
+		*ret = (gid_t)v;
+		return 0;
+	}
+	for (;;) {
+		buf = malloc(len);
+		if (!buf) {
+			return -ENOMEM;
+		}
+		r = getgrnam_r(s, &gr, buf, len, &res);
+		if (r != ERANGE || len >= (1u << 20)) {
+			break;
+		}
+		free(TAKE_PTR(buf));
+		len *= 4;
+	}
+	if (r != 0) {
+		return -r;
+	}
+	if (!res) {
+		return -ESRCH;
+	}
+	*ret = gr.gr_gid;
+	return 0;
+}
+
+/* A readable regular file, checked by opening it as the daemon will. */
+static int check_readable_file(const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
+
+	if (fd < 0) {
+		return negerrno();
+	}
+	if (fstat(fd, &st) < 0) {
+		return negerrno();
+	}
+	if (!S_ISREG(st.st_mode)) {
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- [global] keys ---- */
+
+static int set_path_key(struct parse_state *ps, const char *key, const char *value, char *dst,
+			size_t dstlen)
+{
+	int r;
+
+	if (value[0] == '\0') {
+		return fail(ps, "'%s' is empty", key);
+	}
+	if (strlen(value) >= dstlen) {
+		return fail(ps, "'%s' path is too long", key);
+	}
+	r = check_readable_file(value);
+	if (r < 0) {
+		return fail(ps, "cannot read '%s' file %s: %s", key, ESC(value), strerror(-r));
+	}
+	strcpy(dst, value);
+	return 0;
+}
+
+static int g_listen(struct parse_state *ps, const char *key, const char *value)
+{
+	struct daemon_config *c = ps->cfg;
+	struct listen_addr la;
+	int r;
+
+	if (c->nlisten >= DAEMON_MAX_LISTEN) {
+		return fail(ps, "too many '%s' addresses (at most %d)", key, DAEMON_MAX_LISTEN);
+	}
+	r = parse_listen_addr(value, &la);
+	if (r == -ERANGE) {
+		return fail(ps, "bad port in '%s' address '%s' (must be 1..65535)", key,
+			    ESC(value));
+	}
+	if (r == -EADDRNOTAVAIL) {
+		return fail(ps, "cannot resolve host in '%s' address '%s'", key, ESC(value));
+	}
+	if (r < 0) {
+		return fail(ps, "bad '%s' address '%s' (expected host, host:port or [v6]:port)",
+			    key, ESC(value));
+	}
+	for (size_t i = 0; i < c->nlisten; i++) {
+		if (c->listen[i].len == la.len && memcmp(&c->listen[i].ss, &la.ss, la.len) == 0) {
+			return fail(ps, "duplicate '%s' address '%s'", key, ESC(value));
+		}
+	}
+	c->listen[c->nlisten++] = la;
+	return 0;
+}
+
+static int g_cert(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_path_key(ps, key, value, ps->cfg->cert, sizeof(ps->cfg->cert));
+}
+
+static int g_key(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_path_key(ps, key, value, ps->cfg->key, sizeof(ps->cfg->key));
+}
+
+static int g_ca(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_path_key(ps, key, value, ps->cfg->ca, sizeof(ps->cfg->ca));
+}
+
+static int set_uint_key(struct parse_state *ps, const char *key, const char *value, uint64_t min,
+			uint64_t max, unsigned *dst)
+{
+	uint64_t v;
+
+	if (parse_uint(value, min, max, &v) < 0) {
+		return fail(ps, "bad '%s' value '%s' (must be %" PRIu64 "..%" PRIu64 ")", key,
+			    ESC(value), min, max);
+	}
+	*dst = (unsigned)v;
+	return 0;
+}
+
+static int g_max_conn(struct parse_state *ps, const char *key, const char *value)
+{
+	ps->max_conn_line = ps->line;
+	return set_uint_key(ps, key, value, 1, 65536, &ps->cfg->max_connections);
+}
+
+static int g_per_host(struct parse_state *ps, const char *key, const char *value)
+{
+	/* Checked against "max connections" after the parse: it may come later. */
+	ps->per_host_line = ps->line;
+	return set_uint_key(ps, key, value, 1, 65536, &ps->cfg->max_per_host);
+}
+
+static int g_handshake(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_uint_key(ps, key, value, 1, 300, &ps->cfg->handshake_timeout_s);
+}
+
+static int g_idle(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_uint_key(ps, key, value, 1, 86400, &ps->cfg->idle_timeout_s);
+}
+
+static int set_size_key(struct parse_state *ps, const char *key, const char *value,
+			uint64_t *dst)
+{
+	uint64_t v;
+
+	if (parse_size(value, &v) < 0) {
+		return fail(ps, "bad size '%s' for '%s' (a number with optional K, M, G or T)",
+			    ESC(value), key);
+	}
+	if (v < CONFIG_MIN_POOL) {
+		return fail(ps, "'%s' %s is below the minimum of 1M", key, ESC(value));
+	}
+	*dst = v;
+	return 0;
+}
+
+static int g_budget(struct parse_state *ps, const char *key, const char *value)
+{
+	ps->budget_line = ps->line;
+	return set_size_key(ps, key, value, &ps->cfg->memory_budget);
+}
+
+static int g_pool(struct parse_state *ps, const char *key, const char *value)
+{
+	ps->pool_line = ps->line;
+	return set_size_key(ps, key, value, &ps->cfg->pool_size);
+}
+
+static int g_log_level(struct parse_state *ps, const char *key, const char *value)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} levels[] = {
+		{ "error", LOG_ERR },   { "warning", LOG_WARNING }, { "notice", LOG_NOTICE },
+		{ "info", LOG_INFO },   { "debug", LOG_DEBUG },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(levels); i++) {
+		if (strcasecmp(value, levels[i].name) == 0) {
+			ps->cfg->log_level = levels[i].level;
+			return 0;
+		}
+	}
+	return fail(ps, "bad '%s' '%s' (error, warning, notice, info or debug)", key,
+		    ESC(value));
+}
+
+/* ---- module keys ---- */
+
+static struct module *cur_module(struct parse_state *ps)
+{
+	assert(ps->section == SECTION_MODULE && ps->cfg->nmodules > 0);
+	return &ps->cfg->modules[ps->cfg->nmodules - 1];
+}
+
+static int m_path(struct parse_state *ps, const char *key, const char *value)
+{
+	struct module *m = cur_module(ps);
+	struct stat st;
+
+	if (value[0] != '/') {
+		return fail(ps, "'%s' must be an absolute path, not '%s'", key, ESC(value));
+	}
+	if (strlen(value) >= sizeof(m->path)) {
+		return fail(ps, "'%s' is too long", key);
+	}
+	if (stat(value, &st) < 0) {
+		return fail(ps, "module path %s: %s", ESC(value), strerror(errno));
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		return fail(ps, "module path %s is not a directory", ESC(value));
+	}
+	strcpy(m->path, value);
+	return 0;
+}
+
+static int set_bool_key(struct parse_state *ps, const char *key, const char *value, bool *dst)
+{
+	if (parse_bool(value, dst) < 0) {
+		return fail(ps, "bad boolean '%s' for '%s' (yes, no, true, false, 1 or 0)",
+			    ESC(value), key);
+	}
+	return 0;
+}
+
+static int check_ro_wo(struct parse_state *ps)
+{
+	const struct module *m = cur_module(ps);
+
+	/* Both would make a module nobody can use: surely a typo. */
+	if (m->read_only && m->write_only) {
+		return fail(ps, "'read only' and 'write only' are both set in [%s]", m->name);
+	}
+	return 0;
+}
+
+static int m_read_only(struct parse_state *ps, const char *key, const char *value)
+{
+	int r = set_bool_key(ps, key, value, &cur_module(ps)->read_only);
+
+	return r < 0 ? r : check_ro_wo(ps);
+}
+
+static int m_write_only(struct parse_state *ps, const char *key, const char *value)
+{
+	int r = set_bool_key(ps, key, value, &cur_module(ps)->write_only);
+
+	return r < 0 ? r : check_ro_wo(ps);
+}
+
+static int m_allow(struct parse_state *ps, const char *key, const char *value)
+{
+	struct module *m = cur_module(ps);
+	_cleanup_free_ char *copy = strdup(value);
+	char *save = NULL;
+	size_t n = 0;
+
+	if (!copy) {
+		return fail(ps, "out of memory");
+	}
+	for (char *tok = strtok_r(copy, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+		struct allow_rule rule = { 0 };
+
+		if (m->nallow >= DAEMON_MAX_ALLOW) {
+			return fail(ps, "too many '%s' rules in [%s] (at most %d)", key, m->name,
+				    DAEMON_MAX_ALLOW);
+		}
+		if (strcmp(tok, "*") == 0) {
+			rule.kind = ALLOW_ANY;
+		} else if (strncasecmp(tok, "sha256:", 7) == 0) {
+			rule.kind = ALLOW_FINGERPRINT;
+			if (parse_fingerprint(tok + 7, rule.fp) < 0) {
+				return fail(ps, "bad fingerprint '%s' in '%s' "
+					    "(sha256: and 64 hex digits)", ESC(tok), key);
+			}
+		} else {
+			rule.kind = ALLOW_NAME;
+			if (!allow_name_valid(tok)) {
+				return fail(ps, "bad name '%s' in '%s'", ESC(tok), key);
+			}
+			strcpy(rule.name, tok);
+		}
+		m->allow[m->nallow++] = rule;
+		n++;
+	}
+	if (n == 0) {
+		return fail(ps, "'%s' is empty", key);
+	}
+	return 0;
+}
+
+static int m_uid(struct parse_state *ps, const char *key, const char *value)
+{
+	struct module *m = cur_module(ps);
+	int r = resolve_user(value, &m->uid);
+
+	if (r < 0) {
+		return fail(ps, "bad '%s' '%s': %s", key, ESC(value),
+			    r == -ESRCH ? "no such user" : strerror(-r));
+	}
+	m->have_uid = true;
+	return 0;
+}
+
+static int m_gid(struct parse_state *ps, const char *key, const char *value)
+{
+	struct module *m = cur_module(ps);
+	int r = resolve_group(value, &m->gid);
+
+	if (r < 0) {
+		return fail(ps, "bad '%s' '%s': %s", key, ESC(value),
+			    r == -ESRCH ? "no such group" : strerror(-r));
+	}
+	m->have_gid = true;
+	return 0;
+}
+
+static int m_comment(struct parse_state *ps, const char *key, const char *value)
+{
+	return 0;
+}
+
+struct key_handler {
+	const char *name;
+	bool repeat;
+	int (*set)(struct parse_state *ps, const char *key, const char *value);
+};
+
+static const struct key_handler global_keys[] = {
+	{ "listen", true, g_listen },
+	{ "cert", false, g_cert },
+	{ "key", false, g_key },
+	{ "ca", false, g_ca },
+	{ "max connections", false, g_max_conn },
+	{ "max connections per host", false, g_per_host },
+	{ "handshake timeout", false, g_handshake },
+	{ "idle timeout", false, g_idle },
+	{ "memory budget", false, g_budget },
+	{ "pool size", false, g_pool },
+	{ "log level", false, g_log_level },
+};
+
+static const struct key_handler module_keys[] = {
+	{ "path", false, m_path },
+	{ "read only", false, m_read_only },
+	{ "write only", false, m_write_only },
+	{ "allow", true, m_allow },
+	{ "uid", false, m_uid },
+	{ "gid", false, m_gid },
+	{ "comment", false, m_comment },
+};
+
+_Static_assert(ARRAY_SIZE(global_keys) <= 32 && ARRAY_SIZE(module_keys) <= 32,
+	       "'seen' is a 32-bit mask");
+
+static int ini_handler_cb(void *user, const char *section, const char *name, const char *value)
+{
+	struct parse_state *ps = user;
+	const struct key_handler *keys;
+	size_t nkeys;
+
+	(void)section; /* inih truncates long names; ps->section is authoritative */
+	if (ps->failed) {
+		return 1;
+	}
+	switch (ps->section) {
+	case SECTION_NONE:
+		fail(ps, "key '%s' outside any section (put it under [global])", ESC(name));
+		return 0;
+	case SECTION_GLOBAL:
+		keys = global_keys;
+		nkeys = ARRAY_SIZE(global_keys);
+		break;
+	case SECTION_MODULE:
+	default:
+		keys = module_keys;
+		nkeys = ARRAY_SIZE(module_keys);
+		break;
+	}
+	for (size_t i = 0; i < nkeys; i++) {
+		if (strcasecmp(name, keys[i].name) != 0) {
+			continue;
+		}
+		if (!keys[i].repeat) {
+			if (ps->seen & (UINT32_C(1) << i)) {
+				fail(ps, "duplicate key '%s'", keys[i].name);
+				return 0;
+			}
+			ps->seen |= UINT32_C(1) << i;
+		}
+		return keys[i].set(ps, keys[i].name, value) < 0 ? 0 : 1;
+	}
+	if (ps->section == SECTION_GLOBAL) {
+		fail(ps, "unknown key '%s' in [global]", ESC(name));
+	} else {
+		fail(ps, "unknown key '%s' in module [%s]", ESC(name), cur_module(ps)->name);
+	}
+	return 0;
+}
+
+/* ---- sections, tracked by the line reader ---- */
+
+/* Checks that need the whole section. */
+static int finish_section(struct parse_state *ps)
+{
+	if (ps->section == SECTION_MODULE && cur_module(ps)->path[0] == '\0') {
+		return fail_at(ps, ps->section_line, "module [%s] has no 'path'",
+			       cur_module(ps)->name);
+	}
+	return 0;
+}
+
+static int add_module(struct parse_state *ps, const char *name)
+{
+	struct daemon_config *c = ps->cfg;
+	struct module *m;
+
+	if (!module_name_valid(name)) {
+		return fail(ps,
+			    "bad section name [%s] (a module name is 1-63 of A-Z a-z 0-9 . _ -)",
+			    ESC(name));
+	}
+	if (daemon_config_module(c, name)) {
+		return fail(ps, "duplicate module [%s]", name);
+	}
+	if (c->nmodules >= DAEMON_MAX_MODULES) {
+		return fail(ps, "too many modules (at most %d)", DAEMON_MAX_MODULES);
+	}
+	if (c->nmodules == ps->modules_cap) {
+		size_t cap = ps->modules_cap ? ps->modules_cap * 2 : 8;
+		struct module *mods = reallocarray(c->modules, cap, sizeof(*mods));
+
+		if (!mods) {
+			return fail(ps, "out of memory");
+		}
+		c->modules = mods;
+		ps->modules_cap = cap;
+	}
+	m = &c->modules[c->nmodules++];
+	memset(m, 0, sizeof(*m));
+	strcpy(m->name, name);
+	return 0;
+}
+
+/* line is a section header "[...]" with leading blanks stripped. */
+static int start_section(struct parse_state *ps, char *line)
+{
+	char *close = strchr(line, ']');
+	char *rest;
+
+	if (finish_section(ps) < 0) {
+		return -EINVAL;
+	}
+	if (!close) {
+		return fail(ps, "unterminated section header");
+	}
+	rest = close + 1;
+	rest += strspn(rest, " \t\r\n");
+	if (*rest && *rest != ';' && *rest != '#') {
+		return fail(ps, "text after section header");
+	}
+	*close = '\0';
+	line++;
+
+	ps->section_line = ps->line;
+	ps->seen = 0;
+	if (strcmp(line, "global") == 0) {
+		if (ps->have_global) {
+			return fail(ps, "duplicate section [global]");
+		}
+		ps->have_global = true;
+		ps->global_line = ps->line;
+		ps->section = SECTION_GLOBAL;
+		return 0;
+	}
+	if (strcasecmp(line, "global") == 0) {
+		return fail(ps, "unknown section [%s] (did you mean [global]?)", ESC(line));
+	}
+	ps->section = SECTION_MODULE;
+	return add_module(ps, line);
+}
+
+/*
+ * inih's line source: one whole line per call. Lines we reject are handed on
+ * as empty lines so inih's own error (if any) can't mask ours.
+ */
+static char *config_reader(char *str, int num, void *user)
+{
+	struct parse_state *ps = user;
+	ssize_t n = getline(&ps->buf, &ps->bufsize, ps->f);
+	size_t len;
+	char *p;
+
+	if (n < 0) {
+		if (ferror(ps->f)) {
+			fail(ps, "read error: %s", strerror(errno));
+		}
+		return NULL;
+	}
+	ps->line++;
+	len = (size_t)n;
+	if (strlen(ps->buf) != len) {
+		fail(ps, "NUL byte in line");
+		goto blank;
+	}
+	while (len > 0 && (ps->buf[len - 1] == '\n' || ps->buf[len - 1] == '\r')) {
+		len--;
+	}
+	if (len > CONFIG_MAX_LINE || len + 2 > (size_t)num) {
+		fail(ps, "line too long (at most %d bytes)", CONFIG_MAX_LINE);
+		goto blank;
+	}
+	if (ps->failed) {
+		goto blank;
+	}
+	p = ps->buf;
+	/* The first line may carry a UTF-8 BOM, which inih skips too. */
+	if (ps->line == 1 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+		p += 3;
+	}
+	p += strspn(p, " \t\v\f");
+	if (*p == '[') {
+		start_section(ps, p);
+		goto blank;
+	}
+	memcpy(str, ps->buf, len);
+	str[len] = '\n';
+	str[len + 1] = '\0';
+	return str;
+blank:
+	/* Sections are ours; inih sees no header, so its section name stays "". */
+	str[0] = '\n';
+	str[1] = '\0';
+	return str;
+}
+
+/* Cross-key checks and required keys, once the whole file is read. */
+static int finish_config(struct parse_state *ps)
+{
+	struct daemon_config *c = ps->cfg;
+	unsigned eof_line = MAX(ps->line, 1u);
+	unsigned gline = ps->have_global ? ps->global_line : eof_line;
+	static const struct {
+		const char *key;
+		size_t off;
+	} required[] = {
+		{ "cert", offsetof(struct daemon_config, cert) },
+		{ "key", offsetof(struct daemon_config, key) },
+		{ "ca", offsetof(struct daemon_config, ca) },
+	};
+
+	if (finish_section(ps) < 0) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(required); i++) {
+		if (((const char *)c + required[i].off)[0] == '\0') {
+			return fail_at(ps, gline, "missing required key '%s' in [global]",
+				       required[i].key);
+		}
+	}
+	if (c->max_per_host > c->max_connections) {
+		/* The default per-host cap follows a smaller global cap. */
+		if (!ps->per_host_line) {
+			c->max_per_host = c->max_connections;
+		} else {
+			return fail_at(ps, ps->per_host_line,
+				       "'max connections per host' (%u) exceeds "
+				       "'max connections' (%u)",
+				       c->max_per_host, c->max_connections);
+		}
+	}
+	if (c->pool_size > c->memory_budget) {
+		return fail_at(ps, ps->pool_line ? ps->pool_line : ps->budget_line,
+			       "'pool size' (%" PRIu64 " MiB) exceeds 'memory budget' (%" PRIu64
+			       " MiB)",
+			       c->pool_size >> 20, c->memory_budget >> 20);
+	}
+	return 0;
+}
+
+static void config_defaults(struct daemon_config *c)
+{
+	c->max_connections = 64;
+	c->max_per_host = 8;
+	c->handshake_timeout_s = 10;
+	c->idle_timeout_s = 300;
+	c->memory_budget = UINT64_C(4) << 30;
+	c->pool_size = UINT64_C(64) << 20;
+	c->log_level = LOG_INFO;
+}
+
+/*
+ * inih's knobs are process globals in Debian's build (libinih r55, without
+ * INI_HANDLER_LINENO). Set them on every parse: heap line buffer of our cap,
+ * no continuation lines (an indented key must not silently extend the
+ * previous value), no keys without '='.
+ */
+static void ini_setup(void)
+{
+	ini_use_stack = false;
+	ini_allow_realloc = false;
+	ini_max_line = CONFIG_MAX_LINE + 3;
+	ini_initial_alloc = CONFIG_MAX_LINE + 3;
+	ini_allow_multiline = false;
+	ini_allow_no_value = false;
+	ini_allow_inline_comments = true;
+	ini_stop_on_first_error = false;
+}
+
+int daemon_config_load(const char *file, struct daemon_config **ret, char *err, size_t errlen)
+{
+	_cleanup_fclose_ FILE *f = NULL;
+	_cleanup_(daemon_config_freep) struct daemon_config *c = NULL;
+	_cleanup_free_ char *buf = NULL;
+	struct parse_state ps = { 0 };
+	int r;
+
+	assert(file && ret && err && errlen > 0);
+	err[0] = '\0';
+
+	f = fopen(file, "re");
+	if (!f) {
+		r = negerrno();
+		snprintf(err, errlen, "%s: cannot open: %s", file, strerror(-r));
+		return r;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(err, errlen, "%s: out of memory", file);
+		return -ENOMEM;
+	}
+	if (strlen(file) >= sizeof(c->path)) {
+		snprintf(err, errlen, "%.200s...: config path too long", file);
+		return -ENAMETOOLONG;
+	}
+	strcpy(c->path, file);
+	config_defaults(c);
+
+	ps.f = f;
+	ps.cfg = c;
+	ps.file = file;
+	ps.err = err;
+	ps.errlen = errlen;
+
+	ini_setup();
+	r = ini_parse_stream(config_reader, &ps, ini_handler_cb, &ps);
+	buf = ps.buf;
+	if (r == -2) {
+		fail_at(&ps, ps.line, "out of memory");
+	} else if (r > 0 && (!ps.failed || (unsigned)r < ps.fail_line)) {
+		/* inih's own complaint, a line it could not split, came first. */
+		ps.failed = false;
+		fail_at(&ps, (unsigned)r, "syntax error (expected 'key = value' or '[section]')");
+	}
+	if (!ps.failed) {
+		finish_config(&ps);
+	}
+	if (ps.failed) {
+		return -EINVAL;
+	}
+	*ret = TAKE_PTR(c);
+	return 0;
+}
+
+void daemon_config_free(struct daemon_config *c)
+{
+	if (!c) {
+		return;
+	}
+	free(c->modules);
+	free(c);
+}
+
+const struct module *daemon_config_module(const struct daemon_config *c, const char *name)
+{
+	for (size_t i = 0; i < c->nmodules; i++) {
+		if (strcmp(c->modules[i].name, name) == 0) {
+			return &c->modules[i];
+		}
+	}
+	return NULL;
+}

@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Control message encode/decode (see msg.h and docs/PROTOCOL.md). Decoders
+ * check every count and length against its cap before allocating, refuse
+ * trailing bytes, and free everything they allocated on failure.
+ */
+#include "msg.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *const type_names[] = {
+	[MSG_HELLO] = "HELLO",		 [MSG_ERROR] = "ERROR",
+	[MSG_OPEN] = "OPEN",		 [MSG_OPEN_OK] = "OPEN_OK",
+	[MSG_RING] = "RING",		 [MSG_FILES] = "FILES",
+	[MSG_FILES_ACK] = "FILES_ACK",	 [MSG_FILE_DONE] = "FILE_DONE",
+	[MSG_FILE_RESULT] = "FILE_RESULT", [MSG_GET] = "GET",
+	[MSG_END] = "END",		 [MSG_PING] = "PING",
+	[MSG_PONG] = "PONG",		 [MSG_BYE] = "BYE",
+};
+
+static const char *const err_names[] = {
+	[PERR_OK] = "OK",
+	[PERR_PROTOCOL] = "PROTOCOL",
+	[PERR_VERSION] = "VERSION_MISMATCH",
+	[PERR_AUTH] = "AUTH",
+	[PERR_NO_MODULE] = "NO_MODULE",
+	[PERR_PERMISSION] = "PERMISSION",
+	[PERR_BAD_PATH] = "BAD_PATH",
+	[PERR_IO] = "IO",
+	[PERR_NOSPACE] = "NOSPACE",
+	[PERR_INTEGRITY] = "INTEGRITY",
+	[PERR_BUSY] = "BUSY",
+	[PERR_TRANSPORT] = "TRANSPORT",
+	[PERR_SHUTDOWN] = "SHUTDOWN",
+	[PERR_TIMEOUT] = "TIMEOUT",
+	[PERR_SOURCE_CHANGED] = "SOURCE_CHANGED",
+	[PERR_NOT_FOUND] = "NOT_FOUND",
+	[PERR_INTERNAL] = "INTERNAL",
+	[PERR_DUPLICATE] = "DUPLICATE",
+};
+
+const char *proto_type_name(uint16_t type)
+{
+	if (type < ARRAY_LEN(type_names) && type_names[type]) {
+		return type_names[type];
+	}
+	return "UNKNOWN";
+}
+
+const char *proto_err_name(uint32_t code)
+{
+	if (code < ARRAY_LEN(err_names) && err_names[code]) {
+		return err_names[code];
+	}
+	return "UNKNOWN";
+}
+
+void proto_hdr_encode(uint16_t type, uint32_t length, uint8_t out[PROTO_HDR_LEN])
+{
+	struct wbuf w;
+
+	wbuf_init(&w, out, PROTO_HDR_LEN);
+	wbuf_put_u32(&w, PROTO_MAGIC);
+	wbuf_put_u8(&w, PROTO_VERSION);
+	wbuf_put_u8(&w, 0);
+	wbuf_put_u16(&w, type);
+	wbuf_put_u16(&w, 0);
+	wbuf_put_u16(&w, 0);
+	wbuf_put_u32(&w, length);
+}
+
+int proto_hdr_decode(const uint8_t in[PROTO_HDR_LEN], struct proto_hdr *ret)
+{
+	struct rbuf r;
+	uint32_t magic;
+	uint8_t reserved8;
+	uint16_t reserved16;
+	struct proto_hdr h;
+
+	rbuf_init(&r, in, PROTO_HDR_LEN);
+	magic = rbuf_get_u32(&r);
+	h.version = rbuf_get_u8(&r);
+	reserved8 = rbuf_get_u8(&r);
+	h.type = rbuf_get_u16(&r);
+	h.flags = rbuf_get_u16(&r);
+	reserved16 = rbuf_get_u16(&r);
+	h.length = rbuf_get_u32(&r);
+	if (r.error || magic != PROTO_MAGIC) {
+		return -EBADMSG;
+	}
+	/* The version is checked before anything else it could change. */
+	if (h.version < PROTO_VERSION_MIN || h.version > PROTO_VERSION) {
+		*ret = h;
+		return -EPROTONOSUPPORT;
+	}
+	if (reserved8 != 0 || reserved16 != 0 || (h.flags & ~PROTO_FLAGS_KNOWN) != 0) {
+		return -EBADMSG;
+	}
+	if (h.length > PROTO_MAX_PAYLOAD) {
+		return -EMSGSIZE;
+	}
+	if (h.type == 0 || h.type > MSG_TYPE_MAX) {
+		*ret = h;
+		return -ENOMSG;
+	}
+	*ret = h;
+	return 0;
+}
+
+void proto_desc_encode(const struct proto_desc *d, uint8_t out[PROTO_DESC_LEN])
+{
+	struct wbuf w;
+
+	wbuf_init(&w, out, PROTO_DESC_LEN);
+	wbuf_put_u32(&w, d->file_id);
+	wbuf_put_u32(&w, d->len);
+	wbuf_put_u64(&w, d->offset);
+	wbuf_put_u64(&w, d->seq);
+	wbuf_put_u64(&w, 0);
+}
+
+int proto_desc_decode(const uint8_t in[PROTO_DESC_LEN], struct proto_desc *ret)
+{
+	struct rbuf r;
+	struct proto_desc d;
+
+	rbuf_init(&r, in, PROTO_DESC_LEN);
+	d.file_id = rbuf_get_u32(&r);
+	d.len = rbuf_get_u32(&r);
+	d.offset = rbuf_get_u64(&r);
+	d.seq = rbuf_get_u64(&r);
+	if (r.error || rbuf_get_u64(&r) != 0) {
+		return -EBADMSG;
+	}
+	*ret = d;
+	return 0;
+}
+
+/* ---- encoders ---------------------------------------------------------- */
+
+static void enc_file(struct wbuf *w, const struct proto_file *f)
+{
+	wbuf_put_u32(w, f->id);
+	wbuf_put_u8(w, f->ftype);
+	wbuf_put_u32(w, f->mode);
+	wbuf_put_u64(w, f->size);
+	wbuf_put_u64(w, (uint64_t)f->mtime_sec);
+	wbuf_put_u32(w, f->mtime_nsec);
+	wbuf_put_u32(w, f->uid);
+	wbuf_put_u32(w, f->gid);
+	wbuf_put_str16(w, f->name, PROTO_MAX_PATH);
+	wbuf_put_str16(w, f->ftype == PROTO_FT_SYMLINK ? f->link : "", PROTO_MAX_PATH);
+}
+
+static int enc_payload(const struct msg *m, struct wbuf *w)
+{
+	switch (m->type) {
+	case MSG_HELLO:
+		wbuf_put_u16(w, m->u.hello.min_version);
+		wbuf_put_u16(w, m->u.hello.max_version);
+		wbuf_put_u64(w, m->u.hello.caps);
+		wbuf_put_str16(w, m->u.hello.software, PROTO_MAX_TEXT);
+		break;
+	case MSG_ERROR:
+		wbuf_put_u32(w, m->u.error.code);
+		wbuf_put_str16(w, m->u.error.text, PROTO_MAX_TEXT);
+		break;
+	case MSG_OPEN:
+		wbuf_put_u8(w, m->u.open.direction);
+		wbuf_put_u8(w, m->u.open.transport);
+		wbuf_put_u8(w, m->u.open.lanes);
+		wbuf_put_u8(w, 0);
+		wbuf_put_u32(w, m->u.open.flags);
+		wbuf_put_u32(w, m->u.open.chunk_size);
+		wbuf_put_u32(w, m->u.open.slots);
+		wbuf_put_str16(w, m->u.open.path, PROTO_MAX_PATH);
+		break;
+	case MSG_OPEN_OK:
+		wbuf_put_u8(w, m->u.open_ok.transport);
+		wbuf_put_u8(w, m->u.open_ok.lanes);
+		wbuf_put_u16(w, m->u.open_ok.data_port);
+		wbuf_put_u32(w, m->u.open_ok.chunk_size);
+		wbuf_put_u32(w, m->u.open_ok.slots);
+		wbuf_put_bytes(w, m->u.open_ok.token, PROTO_TOKEN_LEN);
+		break;
+	case MSG_RING:
+		wbuf_put_u64(w, m->u.ring.addr);
+		wbuf_put_u64(w, m->u.ring.desc_addr);
+		wbuf_put_u32(w, m->u.ring.rkey);
+		wbuf_put_u32(w, m->u.ring.slots);
+		wbuf_put_u32(w, m->u.ring.slot_size);
+		break;
+	case MSG_FILES:
+		if (m->u.files.count > PROTO_MAX_BATCH) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u16(w, m->u.files.count);
+		for (size_t i = 0; i < m->u.files.count; i++) {
+			enc_file(w, &m->u.files.files[i]);
+		}
+		break;
+	case MSG_FILES_ACK:
+		if (m->u.files_ack.count > PROTO_MAX_BATCH) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u16(w, m->u.files_ack.count);
+		for (size_t i = 0; i < m->u.files_ack.count; i++) {
+			wbuf_put_u32(w, m->u.files_ack.st[i].id);
+			wbuf_put_u32(w, m->u.files_ack.st[i].status);
+			wbuf_put_str16(w, m->u.files_ack.st[i].text, PROTO_MAX_TEXT);
+		}
+		break;
+	case MSG_FILE_DONE:
+		wbuf_put_u32(w, m->u.file_done.id);
+		wbuf_put_u32(w, m->u.file_done.status);
+		wbuf_put_u64(w, m->u.file_done.bytes);
+		wbuf_put_bytes(w, m->u.file_done.hash, PROTO_HASH_LEN);
+		wbuf_put_str16(w, m->u.file_done.text, PROTO_MAX_TEXT);
+		break;
+	case MSG_FILE_RESULT:
+		wbuf_put_u32(w, m->u.file_result.id);
+		wbuf_put_u32(w, m->u.file_result.status);
+		wbuf_put_str16(w, m->u.file_result.text, PROTO_MAX_TEXT);
+		break;
+	case MSG_GET:
+		if (m->u.get.count > PROTO_MAX_BATCH) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u16(w, m->u.get.count);
+		for (size_t i = 0; i < m->u.get.count; i++) {
+			wbuf_put_str16(w, m->u.get.paths[i], PROTO_MAX_PATH);
+		}
+		break;
+	case MSG_END:
+		wbuf_put_u32(w, m->u.end.files);
+		wbuf_put_u64(w, m->u.end.bytes);
+		break;
+	case MSG_PING:
+	case MSG_PONG:
+		wbuf_put_u64(w, m->u.ping.nonce);
+		break;
+	case MSG_BYE:
+		break;
+	default:
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int msg_encode(const struct msg *m, uint8_t *buf, size_t cap)
+{
+	struct wbuf w;
+	size_t max = cap;
+	int r;
+
+	if (cap < PROTO_HDR_LEN) {
+		return -EMSGSIZE;
+	}
+	if (max > PROTO_HDR_LEN + (size_t)PROTO_MAX_PAYLOAD) {
+		max = PROTO_HDR_LEN + (size_t)PROTO_MAX_PAYLOAD;
+	}
+	wbuf_init(&w, buf + PROTO_HDR_LEN, max - PROTO_HDR_LEN);
+	r = enc_payload(m, &w);
+	if (r < 0) {
+		return r;
+	}
+	if (w.overflow) {
+		return -EMSGSIZE;
+	}
+	proto_hdr_encode(m->type, (uint32_t)w.len, buf);
+	return (int)(PROTO_HDR_LEN + w.len);
+}
+
+/* ---- decoders ---------------------------------------------------------- */
+
+/* Read a str16 into a fresh allocation, checking the cap before malloc. */
+static char *dec_str_alloc(struct rbuf *r, size_t max)
+{
+	uint16_t n = rbuf_get_u16(r);
+	char *s;
+
+	if (r->error || n > max || n > rbuf_left(r)) {
+		r->error = true;
+		return NULL;
+	}
+	if (memchr(r->buf + r->pos, '\0', n)) {
+		r->error = true;
+		return NULL;
+	}
+	s = malloc((size_t)n + 1);
+	if (!s) {
+		r->error = true;
+		return NULL;
+	}
+	memcpy(s, r->buf + r->pos, n);
+	s[n] = '\0';
+	r->pos += n;
+	return s;
+}
+
+/* Smallest encoding of one FILES entry: fixed fields + two empty strings. */
+#define FILE_ENTRY_MIN (4 + 1 + 4 + 8 + 8 + 4 + 4 + 4 + 2 + 2)
+#define ACK_ENTRY_MIN (4 + 4 + 2)
+#define GET_ENTRY_MIN 2
+
+static int dec_files(struct rbuf *r, struct msg_files *f)
+{
+	uint16_t count = rbuf_get_u16(r);
+
+	if (r->error || count > PROTO_MAX_BATCH || (size_t)count * FILE_ENTRY_MIN > rbuf_left(r)) {
+		return -EBADMSG;
+	}
+	f->count = 0;
+	f->files = calloc(count ? count : 1, sizeof(*f->files));
+	if (!f->files) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct proto_file *e = &f->files[i];
+
+		e->id = rbuf_get_u32(r);
+		e->ftype = rbuf_get_u8(r);
+		e->mode = rbuf_get_u32(r);
+		e->size = rbuf_get_u64(r);
+		e->mtime_sec = (int64_t)rbuf_get_u64(r);
+		e->mtime_nsec = rbuf_get_u32(r);
+		e->uid = rbuf_get_u32(r);
+		e->gid = rbuf_get_u32(r);
+		f->count = (uint16_t)(i + 1); /* so msg_clear frees this entry */
+		e->name = dec_str_alloc(r, PROTO_MAX_PATH);
+		e->link = dec_str_alloc(r, PROTO_MAX_PATH);
+		if (r->error) {
+			return -EBADMSG;
+		}
+		if (e->ftype < PROTO_FT_REG || e->ftype > PROTO_FT_SYMLINK ||
+		    (e->mode & ~07777u) != 0 || e->mtime_nsec >= 1000000000u ||
+		    (e->ftype != PROTO_FT_SYMLINK && e->link[0] != '\0') ||
+		    (e->ftype == PROTO_FT_SYMLINK && e->link[0] == '\0') ||
+		    (e->ftype != PROTO_FT_REG && e->size != 0) ||
+		    (e->size > (uint64_t)INT64_MAX)) {
+			return -EBADMSG;
+		}
+		if (e->ftype != PROTO_FT_SYMLINK) {
+			free(e->link);
+			e->link = NULL;
+		}
+	}
+	return 0;
+}
+
+static int dec_files_ack(struct rbuf *r, struct msg_files_ack *a)
+{
+	uint16_t count = rbuf_get_u16(r);
+
+	if (r->error || count > PROTO_MAX_BATCH || (size_t)count * ACK_ENTRY_MIN > rbuf_left(r)) {
+		return -EBADMSG;
+	}
+	a->count = 0;
+	a->st = calloc(count ? count : 1, sizeof(*a->st));
+	if (!a->st) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < count; i++) {
+		a->st[i].id = rbuf_get_u32(r);
+		a->st[i].status = rbuf_get_u32(r);
+		a->count = (uint16_t)(i + 1);
+		a->st[i].text = dec_str_alloc(r, PROTO_MAX_TEXT);
+		if (r->error || a->st[i].status > PERR_MAX) {
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+static int dec_get(struct rbuf *r, struct msg_get *g)
+{
+	uint16_t count = rbuf_get_u16(r);
+
+	if (r->error || count == 0 || count > PROTO_MAX_BATCH ||
+	    (size_t)count * GET_ENTRY_MIN > rbuf_left(r)) {
+		return -EBADMSG;
+	}
+	g->count = 0;
+	g->paths = calloc(count, sizeof(*g->paths));
+	if (!g->paths) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < count; i++) {
+		g->count = (uint16_t)(i + 1);
+		g->paths[i] = dec_str_alloc(r, PROTO_MAX_PATH);
+		if (r->error) {
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+static bool chunk_size_ok(uint32_t cs)
+{
+	return cs >= PROTO_MIN_CHUNK && cs <= PROTO_MAX_CHUNK && (cs & (cs - 1)) == 0;
+}
+
+static int dec_payload(struct rbuf *r, struct msg *m)
+{
+	switch (m->type) {
+	case MSG_HELLO: {
+		struct msg_hello *h = &m->u.hello;
+
+		h->min_version = rbuf_get_u16(r);
+		h->max_version = rbuf_get_u16(r);
+		h->caps = rbuf_get_u64(r);
+		rbuf_get_str16(r, h->software, sizeof(h->software), PROTO_MAX_TEXT);
+		if (!r->error && h->min_version > h->max_version) {
+			return -EBADMSG;
+		}
+		/* Unknown capability bits are reported, not rejected: see HELLO in PROTOCOL.md. */
+		return 0;
+	}
+	case MSG_ERROR:
+		m->u.error.code = rbuf_get_u32(r);
+		rbuf_get_str16(r, m->u.error.text, sizeof(m->u.error.text), PROTO_MAX_TEXT);
+		return 0;
+	case MSG_OPEN: {
+		struct msg_open *o = &m->u.open;
+
+		o->direction = rbuf_get_u8(r);
+		o->transport = rbuf_get_u8(r);
+		o->lanes = rbuf_get_u8(r);
+		if (rbuf_get_u8(r) != 0) {
+			return -EBADMSG;
+		}
+		o->flags = rbuf_get_u32(r);
+		o->chunk_size = rbuf_get_u32(r);
+		o->slots = rbuf_get_u32(r);
+		rbuf_get_str16(r, o->path, sizeof(o->path), PROTO_MAX_PATH);
+		if (r->error) {
+			return -EBADMSG;
+		}
+		if ((o->direction != PROTO_DIR_PUSH && o->direction != PROTO_DIR_PULL) ||
+		    o->transport > 2 || o->lanes == 0 || o->lanes > PROTO_MAX_LANES ||
+		    (o->flags & ~PROTO_OPEN_FLAGS_KNOWN) || !chunk_size_ok(o->chunk_size) ||
+		    o->slots == 0 || o->slots > PROTO_MAX_SLOTS) {
+			return -EBADMSG;
+		}
+		return 0;
+	}
+	case MSG_OPEN_OK: {
+		struct msg_open_ok *o = &m->u.open_ok;
+
+		o->transport = rbuf_get_u8(r);
+		o->lanes = rbuf_get_u8(r);
+		o->data_port = rbuf_get_u16(r);
+		o->chunk_size = rbuf_get_u32(r);
+		o->slots = rbuf_get_u32(r);
+		rbuf_get_bytes(r, o->token, PROTO_TOKEN_LEN);
+		if (r->error) {
+			return -EBADMSG;
+		}
+		if (o->transport < 1 || o->transport > 2 || o->lanes == 0 ||
+		    o->lanes > PROTO_MAX_LANES || o->data_port == 0 ||
+		    !chunk_size_ok(o->chunk_size) || o->slots == 0 || o->slots > PROTO_MAX_SLOTS) {
+			return -EBADMSG;
+		}
+		return 0;
+	}
+	case MSG_RING: {
+		struct msg_ring *g = &m->u.ring;
+
+		g->addr = rbuf_get_u64(r);
+		g->desc_addr = rbuf_get_u64(r);
+		g->rkey = rbuf_get_u32(r);
+		g->slots = rbuf_get_u32(r);
+		g->slot_size = rbuf_get_u32(r);
+		if (r->error) {
+			return -EBADMSG;
+		}
+		if (g->slots == 0 || g->slots > PROTO_MAX_SLOTS || !chunk_size_ok(g->slot_size) ||
+		    g->addr > UINT64_MAX - (uint64_t)g->slots * g->slot_size ||
+		    g->desc_addr > UINT64_MAX - (uint64_t)g->slots * PROTO_DESC_LEN) {
+			return -EBADMSG;
+		}
+		return 0;
+	}
+	case MSG_FILES:
+		return dec_files(r, &m->u.files);
+	case MSG_FILES_ACK:
+		return dec_files_ack(r, &m->u.files_ack);
+	case MSG_FILE_DONE: {
+		struct msg_file_done *d = &m->u.file_done;
+
+		d->id = rbuf_get_u32(r);
+		d->status = rbuf_get_u32(r);
+		d->bytes = rbuf_get_u64(r);
+		rbuf_get_bytes(r, d->hash, PROTO_HASH_LEN);
+		rbuf_get_str16(r, d->text, sizeof(d->text), PROTO_MAX_TEXT);
+		if (!r->error && d->status > PERR_MAX) {
+			return -EBADMSG;
+		}
+		return 0;
+	}
+	case MSG_FILE_RESULT: {
+		struct msg_file_result *fr = &m->u.file_result;
+
+		fr->id = rbuf_get_u32(r);
+		fr->status = rbuf_get_u32(r);
+		rbuf_get_str16(r, fr->text, sizeof(fr->text), PROTO_MAX_TEXT);
+		if (!r->error && fr->status > PERR_MAX) {
+			return -EBADMSG;
+		}
+		return 0;
+	}
+	case MSG_GET:
+		return dec_get(r, &m->u.get);
+	case MSG_END:
+		m->u.end.files = rbuf_get_u32(r);
+		m->u.end.bytes = rbuf_get_u64(r);
+		return 0;
+	case MSG_PING:
+	case MSG_PONG:
+		m->u.ping.nonce = rbuf_get_u64(r);
+		return 0;
+	case MSG_BYE:
+		return 0;
+	default:
+		return -EBADMSG;
+	}
+}
+
+int msg_decode(uint16_t type, const uint8_t *payload, size_t len, struct msg *ret)
+{
+	struct rbuf r;
+	int err;
+
+	memset(ret, 0, sizeof(*ret));
+	if (len > PROTO_MAX_PAYLOAD) {
+		return -EBADMSG;
+	}
+	ret->type = type;
+	rbuf_init(&r, payload, len);
+	err = dec_payload(&r, ret);
+	if (err == 0 && (r.error || rbuf_left(&r) != 0)) {
+		err = -EBADMSG;
+	}
+	if (err < 0) {
+		msg_clear(ret);
+		return err;
+	}
+	return 0;
+}
+
+void msg_clear(struct msg *m)
+{
+	switch (m->type) {
+	case MSG_FILES:
+		for (size_t i = 0; i < m->u.files.count; i++) {
+			free(m->u.files.files[i].name);
+			free(m->u.files.files[i].link);
+		}
+		free(m->u.files.files);
+		break;
+	case MSG_FILES_ACK:
+		for (size_t i = 0; i < m->u.files_ack.count; i++) {
+			free(m->u.files_ack.st[i].text);
+		}
+		free(m->u.files_ack.st);
+		break;
+	case MSG_GET:
+		for (size_t i = 0; i < m->u.get.count; i++) {
+			free(m->u.get.paths[i]);
+		}
+		free(m->u.get.paths);
+		break;
+	default:
+		break;
+	}
+	memset(m, 0, sizeof(*m));
+}

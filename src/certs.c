@@ -1,0 +1,589 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Certificate generation: a private CA, a server certificate and client
+ * certificates (see certs.h). EC P-256 keys, SHA-256 signatures, random
+ * 128-bit serials. Every file is written to a temporary name beneath the held
+ * directory fd and renamed into place, so a reader never sees half a key.
+ */
+#include "certs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/bn.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "macro.h"
+
+#define CERTS_CA_DAYS (10 * 365)
+#define CERTS_LEAF_DAYS 825
+#define CERTS_NAME_MAX 64
+/* Tolerate a little clock skew between the machine that issues and the peer. */
+#define CERTS_SKEW_SECONDS 300
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_PKEY *, EVP_PKEY_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(X509 *, X509_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(X509_EXTENSION *, X509_EXTENSION_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(GENERAL_NAMES *, GENERAL_NAMES_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(GENERAL_NAME *, GENERAL_NAME_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(BIGNUM *, BN_free)
+
+enum cert_kind {
+	CERT_CA,
+	CERT_SERVER,
+	CERT_CLIENT,
+};
+
+static EVP_PKEY *make_key(void)
+{
+	return EVP_EC_gen("P-256");
+}
+
+static int set_random_serial(X509 *x)
+{
+	unsigned char raw[16];
+	_cleanup_(BN_freep) BIGNUM *bn = NULL;
+
+	if (RAND_bytes(raw, sizeof(raw)) != 1) {
+		return -EIO;
+	}
+	/* Positive, and never shorter than 121 bits. */
+	raw[0] &= 0x7f;
+	raw[0] |= 0x01;
+	bn = BN_bin2bn(raw, sizeof(raw), NULL);
+	if (!bn || !BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x))) {
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
+{
+	X509V3_CTX v3;
+	_cleanup_(X509_EXTENSION_freep) X509_EXTENSION *ext = NULL;
+
+	X509V3_set_ctx(&v3, issuer ? issuer : x, x, NULL, NULL, 0);
+	ext = X509V3_EXT_conf_nid(NULL, &v3, nid, value);
+	if (!ext || !X509_add_ext(x, ext, -1)) {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A DNS name we are willing to put in a certificate. */
+static bool dns_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 253 || s[0] == '.' || s[0] == '-') {
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_' ||
+		      (ch == '*' && i == 0 && s[1] == '.'))) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* host → GENERAL_NAME: an IP literal becomes an IP SAN, anything else a DNS SAN. */
+static int san_from_host(const char *host, GENERAL_NAME **ret)
+{
+	_cleanup_(GENERAL_NAME_freep) GENERAL_NAME *gn = NULL;
+	ASN1_OCTET_STRING *ip;
+
+	ip = a2i_IPADDRESS(host);
+	if (ip) {
+		gn = GENERAL_NAME_new();
+		if (!gn) {
+			ASN1_OCTET_STRING_free(ip);
+			return -ENOMEM;
+		}
+		GENERAL_NAME_set0_value(gn, GEN_IPADD, ip);
+	} else {
+		ASN1_IA5STRING *dns;
+		char lower[254];
+		size_t n = strlen(host);
+
+		if (!dns_name_valid(host)) {
+			return -EINVAL;
+		}
+		for (size_t i = 0; i <= n; i++) {
+			char ch = host[i];
+
+			lower[i] = (ch >= 'A' && ch <= 'Z') ? (char)(ch - 'A' + 'a') : ch;
+		}
+		dns = ASN1_IA5STRING_new();
+		gn = GENERAL_NAME_new();
+		if (!dns || !gn || !ASN1_STRING_set(dns, lower, (int)n)) {
+			ASN1_IA5STRING_free(dns);
+			return -ENOMEM;
+		}
+		GENERAL_NAME_set0_value(gn, GEN_DNS, dns);
+	}
+	*ret = TAKE_PTR(gn);
+	return 0;
+}
+
+static int add_san(GENERAL_NAMES *names, const char *host)
+{
+	_cleanup_(GENERAL_NAME_freep) GENERAL_NAME *gn = NULL;
+	int r;
+
+	r = san_from_host(host, &gn);
+	if (r < 0) {
+		return r;
+	}
+	for (int i = 0; i < sk_GENERAL_NAME_num(names); i++) {
+		if (GENERAL_NAME_cmp(sk_GENERAL_NAME_value(names, i), gn) == 0) {
+			return 0; /* duplicate */
+		}
+	}
+	if (!sk_GENERAL_NAME_push(names, gn)) {
+		return -ENOMEM;
+	}
+	TAKE_PTR(gn);
+	return 0;
+}
+
+static int add_server_sans(X509 *x, const char *const *hosts, size_t nhosts)
+{
+	static const char *const always[] = { "localhost", "127.0.0.1", "::1" };
+	_cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *names = GENERAL_NAMES_new();
+	int r;
+
+	if (!names) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nhosts; i++) {
+		r = add_san(names, hosts[i]);
+		if (r < 0) {
+			return r;
+		}
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(always); i++) {
+		r = add_san(names, always[i]);
+		if (r < 0) {
+			return r;
+		}
+	}
+	if (!X509_add1_ext_i2d(x, NID_subject_alt_name, names, 0, X509V3_ADD_DEFAULT)) {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+struct cert_spec {
+	enum cert_kind kind;
+	const char *cn;
+	long valid_days;
+	long backdate_days;
+	X509 *issuer;		/* NULL: self-signed */
+	EVP_PKEY *issuer_key;
+	const char *const *hosts; /* server only */
+	size_t nhosts;
+};
+
+static int make_cert(const struct cert_spec *spec, EVP_PKEY *key, X509 **ret)
+{
+	_cleanup_(X509_freep) X509 *x = X509_new();
+	X509_NAME *name;
+	X509 *issuer;
+	long start = -(spec->backdate_days * 86400L) - CERTS_SKEW_SECONDS;
+	int r;
+
+	if (!x) {
+		return -ENOMEM;
+	}
+	issuer = spec->issuer ? spec->issuer : x;
+	if (!X509_set_version(x, X509_VERSION_3)) {
+		return -ENOMEM;
+	}
+	r = set_random_serial(x);
+	if (r < 0) {
+		return r;
+	}
+	if (!X509_gmtime_adj(X509_getm_notBefore(x), start) ||
+	    !X509_time_adj_ex(X509_getm_notAfter(x), (int)(spec->valid_days - spec->backdate_days),
+			      0, NULL)) {
+		return -EINVAL;
+	}
+	name = X509_get_subject_name(x);
+	if (!X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)spec->cn,
+					-1, -1, 0)) {
+		return -EINVAL;
+	}
+	if (!X509_set_issuer_name(x, X509_get_subject_name(issuer)) || !X509_set_pubkey(x, key)) {
+		return -ENOMEM;
+	}
+
+	/* SKI before AKI: a self-signed AKI refers to its own SKI. */
+	r = add_ext(x, issuer, NID_subject_key_identifier, "hash");
+	if (r < 0) {
+		return r;
+	}
+	switch (spec->kind) {
+	case CERT_CA:
+		r = add_ext(x, issuer, NID_basic_constraints, "critical,CA:TRUE");
+		if (r >= 0) {
+			r = add_ext(x, issuer, NID_key_usage, "critical,keyCertSign,cRLSign");
+		}
+		break;
+	case CERT_SERVER:
+		r = add_ext(x, issuer, NID_basic_constraints, "critical,CA:FALSE");
+		if (r >= 0) {
+			r = add_ext(x, issuer, NID_key_usage, "critical,digitalSignature");
+		}
+		if (r >= 0) {
+			r = add_ext(x, issuer, NID_ext_key_usage, "serverAuth");
+		}
+		if (r >= 0) {
+			r = add_ext(x, issuer, NID_authority_key_identifier, "keyid:always");
+		}
+		if (r >= 0) {
+			r = add_server_sans(x, spec->hosts, spec->nhosts);
+		}
+		break;
+	case CERT_CLIENT:
+		r = add_ext(x, issuer, NID_basic_constraints, "critical,CA:FALSE");
+		if (r >= 0) {
+			r = add_ext(x, issuer, NID_key_usage, "critical,digitalSignature");
+		}
+		if (r >= 0) {
+			r = add_ext(x, issuer, NID_ext_key_usage, "clientAuth");
+		}
+		if (r >= 0) {
+			r = add_ext(x, issuer, NID_authority_key_identifier, "keyid:always");
+		}
+		break;
+	}
+	if (r < 0) {
+		return r;
+	}
+	if (X509_sign(x, spec->issuer_key ? spec->issuer_key : key, EVP_sha256()) <= 0) {
+		return -EINVAL;
+	}
+	*ret = TAKE_PTR(x);
+	return 0;
+}
+
+typedef int (*pem_writer)(FILE *f, const void *obj);
+
+static int write_key_pem(FILE *f, const void *obj)
+{
+	return PEM_write_PrivateKey(f, (EVP_PKEY *)obj, NULL, NULL, 0, NULL, NULL);
+}
+
+static int write_cert_pem(FILE *f, const void *obj)
+{
+	return PEM_write_X509(f, (X509 *)obj);
+}
+
+/*
+ * Write NAME beneath dirfd via a temporary file and rename. With noreplace the
+ * final rename refuses an existing NAME (-EEXIST).
+ */
+static int write_file_atomic(int dirfd, const char *name, mode_t mode, pem_writer writer,
+			     const void *obj, bool noreplace)
+{
+	char tmp[256];
+	_cleanup_close_ int fd = -1;
+	FILE *f;
+	int r;
+
+	r = snprintf(tmp, sizeof(tmp), ".%s.tmp.%ld", name, (long)getpid());
+	if (r < 0 || (size_t)r >= sizeof(tmp)) {
+		return -ENAMETOOLONG;
+	}
+	(void)unlinkat(dirfd, tmp, 0);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0) {
+		return negerrno();
+	}
+	/* The umask must not widen or narrow what we promise. */
+	if (fchmod(fd, mode) < 0) {
+		r = negerrno();
+		goto fail;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		r = negerrno();
+		goto fail;
+	}
+	fd = -1; /* owned by f now */
+	if (!writer(f, obj)) {
+		fclose(f);
+		r = -EIO;
+		goto fail;
+	}
+	if (fflush(f) != 0 || fsync(fileno(f)) < 0) {
+		r = negerrno();
+		fclose(f);
+		goto fail;
+	}
+	if (fclose(f) != 0) {
+		r = negerrno();
+		goto fail;
+	}
+	if (noreplace) {
+		r = renameat2(dirfd, tmp, dirfd, name, RENAME_NOREPLACE);
+		if (r < 0 && (errno == EINVAL || errno == ENOSYS)) {
+			/* File system without RENAME_NOREPLACE: link fails on an existing name. */
+			r = linkat(dirfd, tmp, dirfd, name, 0);
+			if (r == 0) {
+				(void)unlinkat(dirfd, tmp, 0);
+			}
+		}
+	} else {
+		r = renameat(dirfd, tmp, dirfd, name);
+	}
+	if (r < 0) {
+		r = negerrno();
+		goto fail;
+	}
+	return 0;
+fail:
+	(void)unlinkat(dirfd, tmp, 0);
+	return r;
+}
+
+static int write_pair(int dirfd, const char *base, X509 *cert, EVP_PKEY *key, bool noreplace_key)
+{
+	char crt[CERTS_NAME_MAX + 8], keyname[CERTS_NAME_MAX + 8];
+	int r;
+
+	snprintf(crt, sizeof(crt), "%s.crt", base);
+	snprintf(keyname, sizeof(keyname), "%s.key", base);
+	r = write_file_atomic(dirfd, crt, 0644, write_cert_pem, cert, false);
+	if (r < 0) {
+		return r;
+	}
+	return write_file_atomic(dirfd, keyname, 0600, write_key_pem, key, noreplace_key);
+}
+
+static int open_dir(const char *dir, bool create, int *ret_fd)
+{
+	int fd;
+
+	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		return negerrno();
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		return negerrno();
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+static int exists_at(int dirfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		return -EEXIST;
+	}
+	return errno == ENOENT ? 0 : negerrno();
+}
+
+static int issue_leaf(int dirfd, const char *base, enum cert_kind kind, const char *cn,
+		      long valid_days, long backdate_days, X509 *ca, EVP_PKEY *ca_key,
+		      const char *const *hosts, size_t nhosts, bool noreplace_key)
+{
+	_cleanup_(EVP_PKEY_freep) EVP_PKEY *key = make_key();
+	_cleanup_(X509_freep) X509 *cert = NULL;
+	struct cert_spec spec = {
+		.kind = kind,
+		.cn = cn,
+		.valid_days = valid_days,
+		.backdate_days = backdate_days,
+		.issuer = ca,
+		.issuer_key = ca_key,
+		.hosts = hosts,
+		.nhosts = nhosts,
+	};
+	int r;
+
+	if (!key) {
+		return -ENOMEM;
+	}
+	r = make_cert(&spec, key, &cert);
+	if (r < 0) {
+		return r;
+	}
+	return write_pair(dirfd, base, cert, key, noreplace_key);
+}
+
+int certs_init(const char *dir, const char *const *hosts, size_t nhosts)
+{
+	_cleanup_close_ int dirfd = -1;
+	_cleanup_(EVP_PKEY_freep) EVP_PKEY *ca_key = NULL;
+	_cleanup_(X509_freep) X509 *ca = NULL;
+	const char *server_cn = "localhost";
+	struct cert_spec ca_spec = {
+		.kind = CERT_CA,
+		.cn = "rdmacp CA",
+		.valid_days = CERTS_CA_DAYS,
+	};
+	int r;
+
+	if (!dir || (nhosts > 0 && !hosts)) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < nhosts; i++) {
+		ASN1_OCTET_STRING *ip = a2i_IPADDRESS(hosts[i]);
+
+		if (ip) {
+			ASN1_OCTET_STRING_free(ip);
+		} else if (!dns_name_valid(hosts[i])) {
+			return -EINVAL;
+		}
+	}
+	if (nhosts > 0 && strlen(hosts[0]) <= CERTS_NAME_MAX) {
+		server_cn = hosts[0];
+	}
+
+	r = open_dir(dir, true, &dirfd);
+	if (r < 0) {
+		return r;
+	}
+	r = exists_at(dirfd, "ca.key");
+	if (r < 0) {
+		return r;
+	}
+
+	ca_key = make_key();
+	if (!ca_key) {
+		return -ENOMEM;
+	}
+	r = make_cert(&ca_spec, ca_key, &ca);
+	if (r < 0) {
+		return r;
+	}
+	r = write_file_atomic(dirfd, "ca.crt", 0644, write_cert_pem, ca, false);
+	if (r < 0) {
+		return r;
+	}
+	r = issue_leaf(dirfd, "server", CERT_SERVER, server_cn, CERTS_LEAF_DAYS, 0, ca, ca_key,
+		       hosts, nhosts, false);
+	if (r < 0) {
+		return r;
+	}
+	r = issue_leaf(dirfd, "client", CERT_CLIENT, "client", CERTS_LEAF_DAYS, 0, ca, ca_key,
+		       NULL, 0, false);
+	if (r < 0) {
+		return r;
+	}
+	/* ca.key last: it marks a complete directory, and a failed run can be redone. */
+	return write_file_atomic(dirfd, "ca.key", 0600, write_key_pem, ca_key, true);
+}
+
+static bool client_name_valid(const char *name)
+{
+	size_t n;
+
+	if (!name) {
+		return false;
+	}
+	n = strlen(name);
+	if (n == 0 || n > CERTS_NAME_MAX || name[0] == '.') {
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char ch = name[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-')) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static FILE *fopen_at(int dirfd, const char *name, int *ret_err)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	FILE *f;
+
+	if (fd < 0) {
+		*ret_err = negerrno();
+		return NULL;
+	}
+	f = fdopen(fd, "r");
+	if (!f) {
+		*ret_err = negerrno();
+		close(fd);
+	}
+	return f;
+}
+
+static int load_ca(int dirfd, X509 **ret_ca, EVP_PKEY **ret_key)
+{
+	_cleanup_fclose_ FILE *fc = NULL;
+	_cleanup_fclose_ FILE *fk = NULL;
+	_cleanup_(X509_freep) X509 *ca = NULL;
+	_cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
+	int r = 0;
+
+	fc = fopen_at(dirfd, "ca.crt", &r);
+	if (!fc) {
+		return r;
+	}
+	fk = fopen_at(dirfd, "ca.key", &r);
+	if (!fk) {
+		return r;
+	}
+	ca = PEM_read_X509(fc, NULL, NULL, NULL);
+	key = PEM_read_PrivateKey(fk, NULL, NULL, NULL);
+	if (!ca || !key || X509_check_private_key(ca, key) != 1) {
+		return -EINVAL;
+	}
+	*ret_ca = TAKE_PTR(ca);
+	*ret_key = TAKE_PTR(key);
+	return 0;
+}
+
+int certs_issue_client(const char *dir, const char *name, int valid_days, int backdate_days)
+{
+	_cleanup_close_ int dirfd = -1;
+	_cleanup_(X509_freep) X509 *ca = NULL;
+	_cleanup_(EVP_PKEY_freep) EVP_PKEY *ca_key = NULL;
+	char keyname[CERTS_NAME_MAX + 8];
+	int r;
+
+	if (!dir || !client_name_valid(name) || valid_days < 0 || backdate_days < 0 ||
+	    valid_days > 100 * 365 || backdate_days > 100 * 365) {
+		return -EINVAL;
+	}
+	if (valid_days == 0) {
+		valid_days = CERTS_LEAF_DAYS;
+	}
+	r = open_dir(dir, false, &dirfd);
+	if (r < 0) {
+		return r;
+	}
+	snprintf(keyname, sizeof(keyname), "%s.key", name);
+	r = exists_at(dirfd, keyname);
+	if (r < 0) {
+		return r;
+	}
+	r = load_ca(dirfd, &ca, &ca_key);
+	if (r < 0) {
+		return r;
+	}
+	return issue_leaf(dirfd, name, CERT_CLIENT, name, valid_days, backdate_days, ca, ca_key,
+			  NULL, 0, true);
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A message channel over the TLS control connection: frames out through a
+ * buffer flushed once per event-loop turn, frames in with header checks,
+ * the payload cap checked before the payload is read.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/msg.h"
+
+struct tls_conn;
+
+struct chan {
+	struct tls_conn *tls;
+	int io_timeout_ms;	/* for a frame already started, and for flushes */
+	uint8_t *out;
+	size_t out_len, out_cap;
+	uint8_t *in;		/* payload buffer, PROTO_MAX_PAYLOAD */
+	/* What the last failed chan_recv saw, for the ERROR reply. */
+	uint16_t bad_type;
+};
+
+int chan_init(struct chan *c, struct tls_conn *tls, int io_timeout_ms);
+void chan_done(struct chan *c);
+
+/* Queue a message; flushes first when the buffer would overflow. */
+int chan_queue(struct chan *c, const struct msg *m);
+int chan_flush(struct chan *c);
+/* Queue + flush. */
+int chan_send(struct chan *c, const struct msg *m);
+/* Queue + flush an ERROR. */
+int chan_send_error(struct chan *c, uint32_t code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* True when a frame can be read without waiting for the network. */
+bool chan_readable_now(struct chan *c);
+/*
+ * Receive one message. timeout_ms applies to the wait for the first byte;
+ * the rest of the frame must follow within io_timeout_ms. Errors: those of
+ * proto_hdr_decode / msg_decode (-EBADMSG, -EMSGSIZE, -ENOMSG,
+ * -EPROTONOSUPPORT), -ECONNRESET, -ETIMEDOUT, and -EPIPE for a clean
+ * close_notify where a message was expected.
+ */
+int chan_recv(struct chan *c, struct msg *ret, int timeout_ms);
+
+/* The error code an ERROR reply should carry for a chan_recv failure. */
+uint32_t chan_err_code(int r);

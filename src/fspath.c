@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Safe paths beneath a module. Every name that reaches here may come from a
+ * peer: it is validated lexically first, then resolved only through held
+ * directory fds with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS), so that neither a symlink planted in the tree nor a
+ * parent swapped during a transfer can lead a write outside the module.
+ */
+#include "fspath.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "macro.h"
+
+#define FSPATH_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+#define FSPATH_DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+
+#define TEMP_TAG ".rdmacp."
+#define TEMP_TAG_LEN (sizeof(TEMP_TAG) - 1)
+#define TEMP_RAND_LEN 8
+/* "." + leaf + ".rdmacp." + random */
+#define TEMP_OVERHEAD (1 + TEMP_TAG_LEN + TEMP_RAND_LEN)
+#define TEMP_CREATE_TRIES 16
+
+static const char alnum[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+static int openat2_beneath(int dirfd, const char *path, uint64_t flags, uint64_t mode)
+{
+	struct open_how how = {
+		.flags = flags,
+		.mode = mode,
+		.resolve = FSPATH_RESOLVE,
+	};
+	int fd;
+
+	/* EAGAIN: a concurrent rename raced the resolution; the kernel asks us to retry. */
+	do {
+		fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+	} while (fd < 0 && errno == EAGAIN);
+	return fd < 0 ? negerrno() : fd;
+}
+
+static bool byte_ok(unsigned char c)
+{
+	return c >= 0x20 && c != 0x7f;
+}
+
+/* One component of len bytes: non-empty, not "." or "..", no '/', no control bytes. */
+static int component_validate(const char *s, size_t len)
+{
+	if (len == 0) {
+		return -EINVAL;
+	}
+	if (len > FSPATH_NAME_MAX) {
+		return -ENAMETOOLONG;
+	}
+	if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.')) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '/' || !byte_ok((unsigned char)s[i])) {
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int leaf_validate(const char *leaf)
+{
+	if (!leaf) {
+		return -EINVAL;
+	}
+	return component_validate(leaf, strnlen(leaf, FSPATH_NAME_MAX + 1));
+}
+
+int fspath_validate(const char *rel)
+{
+	size_t len;
+	const char *p;
+
+	if (!rel) {
+		return -EINVAL;
+	}
+	len = strnlen(rel, FSPATH_MAX);
+	if (len >= FSPATH_MAX) {
+		return -ENAMETOOLONG;
+	}
+	if (len == 0 || rel[0] == '/') {
+		return -EINVAL;
+	}
+	p = rel;
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t clen = slash ? (size_t)(slash - p) : strlen(p);
+		int r = component_validate(p, clen);
+
+		if (r < 0) {
+			return r;
+		}
+		if (!slash) {
+			return 0;
+		}
+		/* A trailing '/' leaves an empty last component: refused on the next pass. */
+		p = slash + 1;
+	}
+}
+
+int fspath_open_root(const char *path, int *ret_fd)
+{
+	int fd;
+
+	assert(path && ret_fd);
+	/* The module path comes from the administrator's config: symlinks are theirs. */
+	fd = open(path, FSPATH_DIR_FLAGS);
+	if (fd < 0) {
+		return negerrno();
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+/* Open (and with mkdirs, create) one directory component beneath dirfd. */
+static int open_component_dir(int dirfd, const char *name, bool mkdirs)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		int fd = openat2_beneath(dirfd, name, FSPATH_DIR_FLAGS, 0);
+
+		if (fd >= 0 || fd != -ENOENT || !mkdirs) {
+			return fd;
+		}
+		/* Lost a race with another creator: fine, open what is there (checked again). */
+		if (mkdirat(dirfd, name, 0755) < 0 && errno != EEXIST) {
+			return negerrno();
+		}
+	}
+	/* Someone keeps removing what we create. */
+	return -ENOENT;
+}
+
+static int open_parent_walk(int rootfd, char *dirpart, int *ret_fd)
+{
+	_cleanup_close_ int cur = -1;
+	char *save = NULL;
+
+	cur = openat2_beneath(rootfd, ".", FSPATH_DIR_FLAGS, 0);
+	if (cur < 0) {
+		return cur;
+	}
+	for (char *c = strtok_r(dirpart, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		int next = open_component_dir(cur, c, true);
+
+		if (next < 0) {
+			return next;
+		}
+		close(cur);
+		cur = next;
+	}
+	*ret_fd = TAKE_FD(cur);
+	return 0;
+}
+
+int fspath_open_parent(int rootfd, const char *rel, bool mkdirs, int *ret_dirfd,
+		       const char **ret_leaf)
+{
+	char dirpart[FSPATH_MAX];
+	const char *slash;
+	size_t dlen;
+	int fd, r;
+
+	assert(ret_dirfd && ret_leaf);
+	r = fspath_validate(rel);
+	if (r < 0) {
+		return r;
+	}
+	slash = strrchr(rel, '/');
+	if (!slash) {
+		fd = openat2_beneath(rootfd, ".", FSPATH_DIR_FLAGS, 0);
+		if (fd < 0) {
+			return fd;
+		}
+		*ret_dirfd = fd;
+		*ret_leaf = rel;
+		return 0;
+	}
+	dlen = (size_t)(slash - rel);
+	assert(dlen > 0 && dlen < sizeof(dirpart));
+	memcpy(dirpart, rel, dlen);
+	dirpart[dlen] = '\0';
+
+	if (mkdirs) {
+		r = open_parent_walk(rootfd, dirpart, &fd);
+		if (r < 0) {
+			return r;
+		}
+	} else {
+		fd = openat2_beneath(rootfd, dirpart, FSPATH_DIR_FLAGS, 0);
+		if (fd < 0) {
+			return fd;
+		}
+	}
+	*ret_dirfd = fd;
+	*ret_leaf = slash + 1;
+	return 0;
+}
+
+int fspath_open_dir(int rootfd, const char *rel, int *ret_fd)
+{
+	int fd, r;
+
+	assert(rel && ret_fd);
+	if (rel[0] == '\0' || strcmp(rel, ".") == 0) {
+		rel = ".";
+	} else {
+		r = fspath_validate(rel);
+		if (r < 0) {
+			return r;
+		}
+	}
+	fd = openat2_beneath(rootfd, rel, FSPATH_DIR_FLAGS, 0);
+	if (fd < 0) {
+		return fd;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+static int random_alnum(char *out, size_t n)
+{
+	size_t filled = 0;
+
+	while (filled < n) {
+		unsigned char buf[32];
+		ssize_t got = getrandom(buf, sizeof(buf), 0);
+
+		if (got < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			return negerrno();
+		}
+		for (ssize_t i = 0; i < got && filled < n; i++) {
+			/* Reject the top bytes so that every character is equally likely. */
+			if (buf[i] < 248) {
+				out[filled++] = alnum[buf[i] % 62];
+			}
+		}
+	}
+	return 0;
+}
+
+int fspath_create_temp(int dirfd, const char *leaf, int *ret_fd, char *ret_tmpname,
+		       size_t tmpname_len)
+{
+	char name[FSPATH_NAME_MAX + 1];
+	size_t prefix;
+	int r;
+
+	assert(ret_fd && ret_tmpname);
+	r = leaf_validate(leaf);
+	if (r < 0) {
+		return r;
+	}
+	if (tmpname_len < FSPATH_NAME_MAX + 1) {
+		return -EINVAL;
+	}
+	/* Keep the whole name within NAME_MAX by cutting the leaf part short. */
+	prefix = MIN(strlen(leaf), (size_t)FSPATH_NAME_MAX - TEMP_OVERHEAD);
+
+	for (int tries = 0; tries < TEMP_CREATE_TRIES; tries++) {
+		char rnd[TEMP_RAND_LEN];
+		int fd;
+
+		r = random_alnum(rnd, sizeof(rnd));
+		if (r < 0) {
+			return r;
+		}
+		name[0] = '.';
+		memcpy(name + 1, leaf, prefix);
+		memcpy(name + 1 + prefix, TEMP_TAG, TEMP_TAG_LEN);
+		memcpy(name + 1 + prefix + TEMP_TAG_LEN, rnd, TEMP_RAND_LEN);
+		name[TEMP_OVERHEAD + prefix] = '\0';
+
+		/* O_EXCL: never reuse, never follow, whatever already has this name. */
+		fd = openat2_beneath(dirfd, name,
+				     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd == -EEXIST) {
+			continue;
+		}
+		if (fd < 0) {
+			return fd;
+		}
+		memcpy(ret_tmpname, name, TEMP_OVERHEAD + prefix + 1);
+		*ret_fd = fd;
+		return 0;
+	}
+	return -EEXIST;
+}
+
+int fspath_commit(int dirfd, int fd, const char *tmpname, const char *leaf)
+{
+	int r;
+
+	r = leaf_validate(tmpname);
+	if (r < 0) {
+		return r;
+	}
+	r = leaf_validate(leaf);
+	if (r < 0) {
+		return r;
+	}
+	/* An fsync error is final: the data may be lost, never retry (fsyncgate). */
+	if (fsync(fd) < 0) {
+		return negerrno();
+	}
+	/*
+	 * Both names are single components of the held dirfd, so a parent swapped
+	 * for a symlink is never traversed. rename replaces a file or a symlink
+	 * leaf itself (never its target) atomically, and refuses with EISDIR to
+	 * put a file over a directory.
+	 */
+	if (renameat(dirfd, tmpname, dirfd, leaf) < 0) {
+		return negerrno();
+	}
+	if (fsync(dirfd) < 0) {
+		return negerrno();
+	}
+	return 0;
+}
+
+int fspath_discard(int dirfd, const char *tmpname)
+{
+	int r = leaf_validate(tmpname);
+
+	if (r < 0) {
+		return r;
+	}
+	if (unlinkat(dirfd, tmpname, 0) < 0 && errno != ENOENT) {
+		return negerrno();
+	}
+	return 0;
+}
+
+bool fspath_is_temp_name(const char *name)
+{
+	size_t len;
+	const char *tag, *rnd;
+
+	if (!name) {
+		return false;
+	}
+	len = strnlen(name, FSPATH_NAME_MAX + 1);
+	/* At least one byte of leaf. */
+	if (len > FSPATH_NAME_MAX || len < TEMP_OVERHEAD + 1 || name[0] != '.') {
+		return false;
+	}
+	tag = name + len - TEMP_RAND_LEN - TEMP_TAG_LEN;
+	if (memcmp(tag, TEMP_TAG, TEMP_TAG_LEN) != 0) {
+		return false;
+	}
+	rnd = name + len - TEMP_RAND_LEN;
+	for (size_t i = 0; i < TEMP_RAND_LEN; i++) {
+		if (!rnd[i] || !strchr(alnum, rnd[i])) {
+			return false;
+		}
+	}
+	return true;
+}

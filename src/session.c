@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/* HELLO exchange and version negotiation (see session.h, docs/PROTOCOL.md). */
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+
+uint64_t session_local_caps(void)
+{
+	uint64_t caps = PROTO_CAP_TCP | PROTO_CAP_PULL | PROTO_CAP_TREES;
+#ifdef HAVE_VERBS
+	caps |= PROTO_CAP_VERBS;
+#endif
+	return caps;
+}
+
+/*
+ * Versions we offer. The environment override exists so that the test suite
+ * can play a peer from the future; it can only narrow what we speak to one
+ * number, never widen what we accept from the peer.
+ */
+static void local_versions(uint16_t *ret_min, uint16_t *ret_max)
+{
+	const char *e = getenv("RDMACP_TEST_PROTO_VERSION");
+
+	*ret_min = PROTO_VERSION_MIN;
+	*ret_max = PROTO_VERSION;
+	if (e && *e) {
+		long v = strtol(e, NULL, 10);
+		if (v > 0 && v < 65536) {
+			*ret_min = *ret_max = (uint16_t)v;
+		}
+	}
+}
+
+static void fill_hello(struct msg *m)
+{
+	m->type = MSG_HELLO;
+	local_versions(&m->u.hello.min_version, &m->u.hello.max_version);
+	m->u.hello.caps = session_local_caps();
+	snprintf(m->u.hello.software, sizeof(m->u.hello.software), "rdmacp %s", RDMACP_VERSION);
+}
+
+/* Highest version both ranges contain, or 0. */
+static uint16_t pick_version(const struct msg_hello *a, const struct msg_hello *b)
+{
+	uint16_t hi = MIN(a->max_version, b->max_version);
+	uint16_t lo = MAX(a->min_version, b->min_version);
+
+	return hi >= lo ? hi : 0;
+}
+
+int session_hello_client(struct chan *c, int timeout_ms, struct msg_hello *ret_peer,
+			 uint32_t *ret_code, char *errtext, size_t errlen)
+{
+	struct msg out = { 0 }, in;
+	uint16_t v;
+	int r;
+
+	fill_hello(&out);
+	r = chan_send(c, &out);
+	if (r < 0) {
+		return r;
+	}
+	r = chan_recv(c, &in, timeout_ms);
+	if (r < 0) {
+		return r;
+	}
+	if (in.type == MSG_ERROR) {
+		*ret_code = in.u.error.code;
+		snprintf(errtext, errlen, "%s", in.u.error.text);
+		return in.u.error.code == PERR_VERSION ? -EPROTONOSUPPORT : -EREMOTEIO;
+	}
+	if (in.type != MSG_HELLO) {
+		snprintf(errtext, errlen, "expected HELLO, got %s", proto_type_name(in.type));
+		msg_clear(&in);
+		return -EBADMSG;
+	}
+	v = pick_version(&out.u.hello, &in.u.hello);
+	if (v == 0) {
+		snprintf(errtext, errlen,
+			 "protocol version mismatch: we speak %u..%u, the daemon %u..%u",
+			 out.u.hello.min_version, out.u.hello.max_version,
+			 in.u.hello.min_version, in.u.hello.max_version);
+		return -EPROTONOSUPPORT;
+	}
+	*ret_peer = in.u.hello;
+	return v;
+}
+
+int session_hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer,
+			 char *errtext, size_t errlen)
+{
+	struct msg out = { 0 }, in;
+	uint16_t v;
+	int r;
+
+	r = chan_recv(c, &in, timeout_ms);
+	if (r == -EPROTONOSUPPORT) {
+		snprintf(errtext, errlen, "peer speaks an unknown header version");
+		chan_send_error(c, PERR_VERSION, "protocol version mismatch: daemon speaks %u..%u",
+				PROTO_VERSION_MIN, PROTO_VERSION);
+		return r;
+	}
+	if (r < 0) {
+		snprintf(errtext, errlen, "bad HELLO: %s", strerror(-r));
+		if (r != -ECONNRESET && r != -EPIPE && r != -ETIMEDOUT) {
+			chan_send_error(c, chan_err_code(r), "malformed message");
+		}
+		return r;
+	}
+	if (in.type != MSG_HELLO) {
+		snprintf(errtext, errlen, "expected HELLO, got %s", proto_type_name(in.type));
+		chan_send_error(c, PERR_PROTOCOL, "expected HELLO, got %s",
+				proto_type_name(in.type));
+		msg_clear(&in);
+		return -EBADMSG;
+	}
+	fill_hello(&out);
+	v = pick_version(&out.u.hello, &in.u.hello);
+	if (v == 0) {
+		snprintf(errtext, errlen, "protocol version mismatch: client speaks %u..%u",
+			 in.u.hello.min_version, in.u.hello.max_version);
+		chan_send_error(c, PERR_VERSION,
+				"protocol version mismatch: daemon speaks %u..%u, client %u..%u",
+				out.u.hello.min_version, out.u.hello.max_version,
+				in.u.hello.min_version, in.u.hello.max_version);
+		return -EPROTONOSUPPORT;
+	}
+	r = chan_send(c, &out);
+	if (r < 0) {
+		return r;
+	}
+	*ret_peer = in.u.hello;
+	return v;
+}

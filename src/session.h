@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control-protocol steps both programs share: the HELLO exchange and
+ * version negotiation. (The transfer itself is engine.c.)
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "chan.h"
+
+/* Capabilities this build offers. */
+uint64_t session_local_caps(void);
+
+/*
+ * Client: send HELLO, wait for the daemon's HELLO. Returns the negotiated
+ * version (> 0) or -EPROTONOSUPPORT (version mismatch: the daemon's ERROR
+ * text or ours in errtext), -EREMOTEIO for another ERROR from the daemon
+ * (its code in *ret_code, its text in errtext), or a channel error.
+ */
+int session_hello_client(struct chan *c, int timeout_ms, struct msg_hello *ret_peer,
+			 uint32_t *ret_code, char *errtext, size_t errlen);
+
+/*
+ * Daemon: wait for the client's HELLO, answer HELLO or ERROR(VERSION_MISMATCH
+ * / PROTOCOL). Returns the negotiated version or a negative errno (the
+ * ERROR has been sent when it can be).
+ */
+int session_hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer,
+			 char *errtext, size_t errlen);
+
+/* Test hook: RDMACP_TEST_PROTO_VERSION=N makes HELLO offer only version N. */

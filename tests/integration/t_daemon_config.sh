@@ -1,0 +1,265 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# rdmacpd as a process: config errors (exit 2, one "FILE:LINE:" line),
+# --check, SIGTERM shutdown, the connection caps and the handshake deadline.
+# Real certificates (made here with openssl), real sockets on 127.0.0.1.
+#
+# Exit 0 pass, 1 fail, 77 skip (reason printed).
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=${RDMACP_BUILD_DIR:-$HERE/../../build}
+RDMACPD=$BUILD/rdmacpd
+
+skip() { echo "SKIP: $*"; exit 77; }
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+[ -x "$RDMACPD" ] || skip "no rdmacpd binary at $RDMACPD (set RDMACP_BUILD_DIR)"
+command -v openssl >/dev/null || skip "openssl command not found"
+[ -r /proc/net/tcp ] || skip "/proc/net/tcp not readable"
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/t_daemon_config.XXXXXX")
+DAEMON_PIDS=()
+cleanup() {
+	for p in "${DAEMON_PIDS[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# ---- certificates: a CA and a server certificate it signed ----
+make_certs() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$T/ca.key" -out "$T/ca.pem" -subj "/CN=rdmacp test CA" -days 2 \
+		-addext "basicConstraints=critical,CA:TRUE" \
+		-addext "keyUsage=critical,keyCertSign,cRLSign" || return 1
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$T/server.key" -out "$T/server.csr" -subj "/CN=localhost" || return 1
+	cat >"$T/server.ext" <<-EOF
+		basicConstraints=critical,CA:FALSE
+		keyUsage=critical,digitalSignature
+		extendedKeyUsage=serverAuth
+		subjectAltName=DNS:localhost,IP:127.0.0.1
+	EOF
+	openssl x509 -req -in "$T/server.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" \
+		-CAcreateserial -out "$T/server.pem" -days 2 -extfile "$T/server.ext" || return 1
+}
+make_certs >"$T/openssl.log" 2>&1 || { cat "$T/openssl.log"; skip "openssl could not make certificates"; }
+mkdir -p "$T/data"
+
+# write_conf FILE [extra [global] lines...]
+write_conf() {
+	local f=$1
+	shift
+	{
+		echo "[global]"
+		echo "cert = $T/server.pem"
+		echo "key = $T/server.key"
+		echo "ca = $T/ca.pem"
+		for line in "$@"; do
+			echo "$line"
+		done
+		echo "[data]"
+		echo "path = $T/data"
+		echo "allow = *"
+	} >"$f"
+}
+
+# ---- 1. a bad config: exit 2 and one line naming FILE:LINE ----
+write_conf "$T/bad.conf" "max connections = 4" "lisen = 127.0.0.1"
+"$RDMACPD" --config "$T/bad.conf" >"$T/out" 2>"$T/err"
+rc=$?
+if [ $rc -ne 2 ]; then
+	fail "bad config: exit $rc, expected 2"
+elif [ "$(wc -l <"$T/err")" -ne 1 ] || ! grep -qF "$T/bad.conf:6: unknown key 'lisen'" "$T/err"; then
+	fail "bad config: expected one line with '$T/bad.conf:6:', got: $(cat "$T/err")"
+else
+	pass "bad config -> exit 2: $(cat "$T/err")"
+fi
+
+# The same through --check, and an error in a module section.
+printf '[global]\ncert = %s\nkey = %s\nca = %s\n[data]\npath = relative\n' \
+	"$T/server.pem" "$T/server.key" "$T/ca.pem" >"$T/bad2.conf"
+"$RDMACPD" --check --config "$T/bad2.conf" 2>"$T/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -qF "$T/bad2.conf:6:" "$T/err"; then
+	fail "--check bad module path: exit $rc, stderr: $(cat "$T/err")"
+else
+	pass "--check bad module path -> exit 2"
+fi
+
+"$RDMACPD" --config "$T/no-such.conf" 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] && pass "missing config file -> exit 2" || fail "missing config file: exit $rc"
+
+"$RDMACPD" --bogus-option >/dev/null 2>&1
+rc=$?
+[ $rc -eq 1 ] && pass "bad option -> exit 1" || fail "bad option: exit $rc, expected 1"
+
+# ---- 2. --check of a good config ----
+write_conf "$T/good.conf" "listen = 127.0.0.1:7471" "max connections = 4"
+"$RDMACPD" --check --config "$T/good.conf" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 0 ] && pass "--check good config -> 0" ||
+	fail "--check good config: exit $rc: $(cat "$T/err")"
+
+# A key where the certificate should be: readable, so the parser accepts it, but
+# the TLS context must not load.
+write_conf "$T/badtls.conf"
+sed -i "s|^cert = .*|cert = $T/server.key|" "$T/badtls.conf"
+"$RDMACPD" --check --config "$T/badtls.conf" 2>"$T/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -qF "$T/badtls.conf" "$T/err"; then
+	pass "unloadable certificate -> exit 2: $(cat "$T/err")"
+else
+	fail "unloadable certificate: exit $rc, stderr: $(cat "$T/err")"
+fi
+
+# ---- helpers for a running daemon ----
+port_listening() {
+	local hex
+	hex=$(printf ':%04X' "$1")
+	awk -v p="$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
+		END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# start_daemon NAME [extra [global] lines...]: sets PORT, PID, LOG.
+start_daemon() {
+	local name=$1
+	shift
+	local try
+	for try in 1 2 3 4 5 6 7 8; do
+		PORT=$((20000 + RANDOM % 40000))
+		port_listening "$PORT" && continue
+		write_conf "$T/$name.conf" "listen = 127.0.0.1:$PORT" "$@"
+		LOG=$T/$name.log
+		"$RDMACPD" --config "$T/$name.conf" 2>"$LOG" &
+		PID=$!
+		DAEMON_PIDS+=("$PID")
+		local i
+		for i in $(seq 100); do
+			port_listening "$PORT" && return 0
+			kill -0 "$PID" 2>/dev/null || break
+			sleep 0.05
+		done
+		wait "$PID" 2>/dev/null
+		grep -q "cannot listen" "$LOG" && continue # port taken meanwhile: another one
+		echo "daemon did not start: $(cat "$LOG")"
+		return 1
+	done
+	echo "no free port found"
+	return 1
+}
+
+stop_daemon() {
+	kill -TERM "$PID" 2>/dev/null
+	wait "$PID"
+}
+
+# read_eof FD SECONDS: 0 if the peer closed (EOF or reset) within SECONDS.
+read_eof() {
+	local line
+	read -r -t "$2" -u "$1" line 2>/dev/null
+	local rc=$?
+	[ $rc -gt 128 ] && return 1 # timeout: still open
+	[ $rc -eq 0 ] && return 2   # the daemon sent a line: not expected from a silent TLS server
+	return 0
+}
+
+# ---- 3. SIGTERM: exit 0, port closed ----
+if start_daemon sigterm; then
+	if ! grep -q '^<[0-7]>' "$LOG"; then
+		fail "daemon log lines lack the <N> syslog prefix: $(cat "$LOG")"
+	fi
+	stop_daemon
+	rc=$?
+	if [ $rc -ne 0 ]; then
+		fail "SIGTERM: exit $rc, expected 0; log: $(cat "$LOG")"
+	elif port_listening "$PORT"; then
+		fail "SIGTERM: port $PORT still listening"
+	else
+		pass "SIGTERM -> exit 0, port closed"
+	fi
+else
+	fail "SIGTERM: could not start the daemon"
+fi
+
+# ---- 4. max connections = 1: a second connection is closed at once ----
+if start_daemon maxconn "max connections = 1" "handshake timeout = 30"; then
+	exec 3<>"/dev/tcp/127.0.0.1/$PORT"
+	# The first is held in the TLS handshake (it sends nothing).
+	if read_eof 3 1; then
+		fail "max connections: the first connection was closed too; serve_connection still the placeholder?"
+	else
+		t0=$(now_ms)
+		exec 4<>"/dev/tcp/127.0.0.1/$PORT"
+		if read_eof 4 3; then
+			pass "max connections: second connection closed after $(($(now_ms) - t0)) ms"
+		else
+			fail "max connections: second connection still open after 3 s"
+		fi
+		exec 4<&-
+		grep -q "refusing connection from 127.0.0.1:.*max connections" "$LOG" ||
+			fail "max connections: no notice logged: $(cat "$LOG")"
+	fi
+	exec 3<&-
+	stop_daemon || fail "max connections: daemon exit $?: $(cat "$LOG")"
+else
+	fail "max connections: could not start the daemon"
+fi
+
+# ---- 5. max connections per host = 1 ----
+if start_daemon perhost "max connections = 8" "max connections per host = 1" "handshake timeout = 30"; then
+	exec 3<>"/dev/tcp/127.0.0.1/$PORT"
+	if read_eof 3 1; then
+		fail "per host: the first connection was closed too; serve_connection still the placeholder?"
+	else
+		exec 4<>"/dev/tcp/127.0.0.1/$PORT"
+		if read_eof 4 3; then
+			pass "max connections per host: second connection closed"
+		else
+			fail "max connections per host: second connection still open after 3 s"
+		fi
+		exec 4<&-
+		grep -q "per host" "$LOG" || fail "per host: no notice logged: $(cat "$LOG")"
+	fi
+	exec 3<&-
+	stop_daemon || fail "per host: daemon exit $?: $(cat "$LOG")"
+else
+	fail "per host: could not start the daemon"
+fi
+
+# ---- 6. handshake timeout = 1: a silent connection is dropped in ~1 s ----
+if start_daemon handshake "handshake timeout = 1"; then
+	t0=$(now_ms)
+	exec 3<>"/dev/tcp/127.0.0.1/$PORT"
+	if read_eof 3 5; then
+		elapsed=$(($(now_ms) - t0))
+		if [ $elapsed -lt 500 ]; then
+			fail "handshake deadline: closed after $elapsed ms, before the deadline (serve_connection still the placeholder?)"
+		elif [ $elapsed -gt 3500 ]; then
+			fail "handshake deadline: closed only after $elapsed ms"
+		else
+			pass "handshake deadline: silent connection closed after $elapsed ms"
+		fi
+	else
+		fail "handshake deadline: silent connection still open after 5 s"
+	fi
+	exec 3<&-
+	stop_daemon || fail "handshake: daemon exit $?: $(cat "$LOG")"
+else
+	fail "handshake: could not start the daemon"
+fi
+
+if [ $failures -gt 0 ]; then
+	echo "$failures failure(s)"
+	exit 1
+fi
+echo "all passed"
+exit 0

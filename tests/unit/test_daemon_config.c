@@ -1,0 +1,613 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmacpd.conf parsing: a full valid file, defaults, and every error with
+ * its "FILE:LINE:" position. Real files in a private temp directory.
+ *
+ * daemon/config.c is compiled in here because the unit tests link only
+ * rdmacp_core; it belongs in a daemon library (see the lead's TODO).
+ */
+#include "../../daemon/config.c"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static char *tmpdir;
+static char conf_path[4200];
+static char err[2048];
+
+/* The [global] lines every test starts with: 4 lines, so a body begins at line 5. */
+#define BASE_LINES 4
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static int setup(void **state)
+{
+	char p[4200];
+
+	tmpdir = tu_mkdtemp();
+	/* The parser only checks these are readable files; TLS loads them later. */
+	snprintf(p, sizeof(p), "%s/cert.pem", tmpdir);
+	write_file(p, "cert\n");
+	snprintf(p, sizeof(p), "%s/key.pem", tmpdir);
+	write_file(p, "key\n");
+	snprintf(p, sizeof(p), "%s/ca.pem", tmpdir);
+	write_file(p, "ca\n");
+	snprintf(p, sizeof(p), "%s/data", tmpdir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/backup", tmpdir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(conf_path, sizeof(conf_path), "%s/rdmacpd.conf", tmpdir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	tu_rmtree(tmpdir);
+	free(tmpdir);
+	return 0;
+}
+
+/* Write the config: "@" in fmt stands for the temp directory. */
+static void write_conf_raw(const char *body)
+{
+	char out[65536];
+	size_t o = 0;
+
+	for (const char *p = body; *p; p++) {
+		if (*p == '@') {
+			o += (size_t)snprintf(out + o, sizeof(out) - o, "%s", tmpdir);
+		} else {
+			out[o++] = *p;
+		}
+		assert_true(o < sizeof(out) - 1);
+	}
+	out[o] = '\0';
+	write_file(conf_path, out);
+}
+
+static void write_conf(const char *body)
+{
+	char buf[65536];
+
+	snprintf(buf, sizeof(buf),
+		 "[global]\n"
+		 "cert = @/cert.pem\n"
+		 "key = @/key.pem\n"
+		 "ca = @/ca.pem\n"
+		 "%s",
+		 body);
+	write_conf_raw(buf);
+}
+
+static struct daemon_config *load_ok(void)
+{
+	struct daemon_config *c = NULL;
+	int r = daemon_config_load(conf_path, &c, err, sizeof(err));
+
+	if (r < 0) {
+		fail_msg("unexpected error %d: %s", r, err);
+	}
+	assert_non_null(c);
+	return c;
+}
+
+/* Loads the current file, expects failure at line with a message containing word. */
+static void expect_error(unsigned line, const char *word)
+{
+	struct daemon_config *c = NULL;
+	char prefix[4300];
+	int r = daemon_config_load(conf_path, &c, err, sizeof(err));
+
+	if (r >= 0) {
+		daemon_config_free(c);
+		fail_msg("expected an error at line %u (%s), config loaded", line, word);
+	}
+	assert_null(c);
+	snprintf(prefix, sizeof(prefix), "%s:%u: ", conf_path, line);
+	if (strncmp(err, prefix, strlen(prefix)) != 0 || !strstr(err, word)) {
+		fail_msg("expected \"%s...%s...\", got \"%s\"", prefix, word, err);
+	}
+	/* One line: it goes into a log as is. */
+	assert_null(strchr(err, '\n'));
+}
+
+static void test_full_valid(void **state)
+{
+	static const char fp_hex[] =
+		"00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+	char body[4096], want[4200];
+	struct daemon_config *c;
+	const struct module *m;
+	struct sockaddr_in6 *sin6;
+	struct sockaddr_in *sin;
+
+	snprintf(body, sizeof(body),
+		 "listen = 127.0.0.1:7000\n"
+		 "listen = [::1]:7000\n"
+		 "max connections = 10\n"
+		 "max connections per host = 2\n"
+		 "handshake timeout = 5\n"
+		 "idle timeout = 600\n"
+		 "memory budget = 1G\n"
+		 "pool size = 16MiB\n"
+		 "log level = debug\n"
+		 "; a comment\n"
+		 "# another\n"
+		 "\n"
+		 "[data]\n"
+		 "  path = @/data\n"
+		 "read only = yes\n"
+		 "allow = * sha256:%s   client.example.com ; trailing comment\n"
+		 "allow = backup-host\n"
+		 "uid = 0\n"
+		 "gid = root\n"
+		 "comment = anything at all, ignored\n"
+		 "\n"
+		 "[backup-1.x_y]\n"
+		 "path = @/backup/\n"
+		 "write only = true\n"
+		 "uid = root\n"
+		 "[%s]\n"
+		 "path = @/data\n",
+		 fp_hex,
+		 /* 63 characters: longer than inih's own section-name buffer. */
+		 "m123456789m123456789m123456789m123456789m123456789m123456789mmm");
+	write_conf(body);
+	c = load_ok();
+
+	assert_string_equal(c->path, conf_path);
+	assert_int_equal(c->nlisten, 2);
+	sin = (struct sockaddr_in *)&c->listen[0].ss;
+	assert_int_equal(sin->sin_family, AF_INET);
+	assert_int_equal(ntohs(sin->sin_port), 7000);
+	assert_int_equal(ntohl(sin->sin_addr.s_addr), INADDR_LOOPBACK);
+	assert_string_equal(c->listen[0].text, "127.0.0.1:7000");
+	sin6 = (struct sockaddr_in6 *)&c->listen[1].ss;
+	assert_int_equal(sin6->sin6_family, AF_INET6);
+	assert_int_equal(ntohs(sin6->sin6_port), 7000);
+	assert_true(IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr));
+	assert_string_equal(c->listen[1].text, "[::1]:7000");
+
+	assert_int_equal(c->max_connections, 10);
+	assert_int_equal(c->max_per_host, 2);
+	assert_int_equal(c->handshake_timeout_s, 5);
+	assert_int_equal(c->idle_timeout_s, 600);
+	assert_int_equal(c->memory_budget, UINT64_C(1) << 30);
+	assert_int_equal(c->pool_size, UINT64_C(16) << 20);
+	assert_int_equal(c->log_level, LOG_DEBUG);
+	snprintf(want, sizeof(want), "%s/cert.pem", tmpdir);
+	assert_string_equal(c->cert, want);
+
+	assert_int_equal(c->nmodules, 3);
+	m = daemon_config_module(c, "data");
+	assert_non_null(m);
+	snprintf(want, sizeof(want), "%s/data", tmpdir);
+	assert_string_equal(m->path, want);
+	assert_true(m->read_only);
+	assert_false(m->write_only);
+	assert_int_equal(m->nallow, 4);
+	assert_int_equal(m->allow[0].kind, ALLOW_ANY);
+	assert_int_equal(m->allow[1].kind, ALLOW_FINGERPRINT);
+	assert_int_equal(m->allow[1].fp[0], 0x00);
+	assert_int_equal(m->allow[1].fp[1], 0x11);
+	assert_int_equal(m->allow[1].fp[31], 0xff);
+	assert_int_equal(m->allow[2].kind, ALLOW_NAME);
+	assert_string_equal(m->allow[2].name, "client.example.com");
+	assert_int_equal(m->allow[3].kind, ALLOW_NAME);
+	assert_string_equal(m->allow[3].name, "backup-host");
+	assert_true(m->have_uid);
+	assert_int_equal(m->uid, 0);
+	assert_true(m->have_gid);
+	assert_int_equal(m->gid, 0);
+
+	m = daemon_config_module(c, "backup-1.x_y");
+	assert_non_null(m);
+	assert_false(m->read_only);
+	assert_true(m->write_only);
+	assert_int_equal(m->nallow, 0);
+	assert_true(m->have_uid);
+	assert_false(m->have_gid);
+
+	assert_non_null(daemon_config_module(
+		c, "m123456789m123456789m123456789m123456789m123456789m123456789mmm"));
+	assert_null(daemon_config_module(c, "nope"));
+	daemon_config_free(c);
+}
+
+static void test_defaults(void **state)
+{
+	struct daemon_config *c;
+
+	write_conf("");
+	c = load_ok();
+	assert_int_equal(c->nlisten, 0);
+	assert_int_equal(c->max_connections, 64);
+	assert_int_equal(c->max_per_host, 8);
+	assert_int_equal(c->handshake_timeout_s, 10);
+	assert_int_equal(c->idle_timeout_s, 300);
+	assert_int_equal(c->memory_budget, UINT64_C(4) << 30);
+	assert_int_equal(c->pool_size, UINT64_C(64) << 20);
+	assert_int_equal(c->log_level, LOG_INFO);
+	assert_int_equal(c->nmodules, 0);
+	daemon_config_free(c);
+
+	/* A small global cap pulls the default per-host cap down with it. */
+	write_conf("max connections = 3\n");
+	c = load_ok();
+	assert_int_equal(c->max_per_host, 3);
+	daemon_config_free(c);
+}
+
+static void test_default_port(void **state)
+{
+	struct daemon_config *c;
+	struct listen_addr la;
+
+	write_conf("listen = 127.0.0.1\n");
+	c = load_ok();
+	assert_int_equal(c->nlisten, 1);
+	assert_int_equal(ntohs(((struct sockaddr_in *)&c->listen[0].ss)->sin_port),
+			 DAEMON_DEFAULT_PORT);
+	daemon_config_free(c);
+
+	assert_int_equal(parse_listen_addr("[::1]", &la), 0);
+	assert_int_equal(la.ss.ss_family, AF_INET6);
+	assert_int_equal(ntohs(((struct sockaddr_in6 *)&la.ss)->sin6_port), DAEMON_DEFAULT_PORT);
+	assert_int_equal(parse_listen_addr("::", &la), 0);
+	assert_int_equal(la.ss.ss_family, AF_INET6);
+	assert_int_equal(ntohs(((struct sockaddr_in6 *)&la.ss)->sin6_port), DAEMON_DEFAULT_PORT);
+	assert_int_equal(parse_listen_addr("*:9000", &la), 0);
+	assert_int_equal(la.ss.ss_family, AF_INET);
+	assert_int_equal(ntohs(((struct sockaddr_in *)&la.ss)->sin_port), 9000);
+}
+
+static void test_listen_addr_errors(void **state)
+{
+	struct listen_addr la;
+
+	assert_int_equal(parse_listen_addr("127.0.0.1:0", &la), -ERANGE);
+	assert_int_equal(parse_listen_addr("127.0.0.1:65536", &la), -ERANGE);
+	assert_int_equal(parse_listen_addr("127.0.0.1:http", &la), -ERANGE);
+	assert_int_equal(parse_listen_addr("127.0.0.1:", &la), -ERANGE);
+	assert_int_equal(parse_listen_addr("127.0.0.1:-1", &la), -ERANGE);
+	assert_int_equal(parse_listen_addr("[::1]:0", &la), -ERANGE);
+	assert_int_equal(parse_listen_addr("[::1", &la), -EINVAL);
+	assert_int_equal(parse_listen_addr("[]:7000", &la), -EINVAL);
+	assert_int_equal(parse_listen_addr("[::1]x", &la), -EINVAL);
+	assert_int_equal(parse_listen_addr("[127.0.0.1]:7000", &la), -EINVAL);
+}
+
+static void test_unknown_key(void **state)
+{
+	write_conf("listen = 127.0.0.1\n"
+		   "lisen = 127.0.0.1\n");
+	expect_error(BASE_LINES + 2, "unknown key 'lisen' in [global]");
+
+	write_conf("[data]\npath = @/data\nreadonly = yes\n");
+	expect_error(BASE_LINES + 3, "unknown key 'readonly'");
+}
+
+static void test_unknown_section(void **state)
+{
+	write_conf("\n[bad name!]\npath = @/data\n");
+	expect_error(BASE_LINES + 2, "section");
+
+	write_conf("[GLOBAL]\n");
+	expect_error(BASE_LINES + 1, "unknown section");
+
+	write_conf("[]\n");
+	expect_error(BASE_LINES + 1, "section");
+
+	write_conf("[..]\npath = @/data\n");
+	expect_error(BASE_LINES + 1, "section");
+
+	/* 64 characters: one too many. */
+	write_conf("[m123456789m123456789m123456789m123456789m123456789m123456789mmmm]\n");
+	expect_error(BASE_LINES + 1, "section");
+
+	write_conf("[data\n");
+	expect_error(BASE_LINES + 1, "unterminated");
+
+	write_conf("[data] x\n");
+	expect_error(BASE_LINES + 1, "after section");
+
+	write_conf("[global]\n");
+	expect_error(BASE_LINES + 1, "duplicate section");
+}
+
+static void test_key_outside_section(void **state)
+{
+	write_conf_raw("# leading comment\n"
+		       "listen = 127.0.0.1\n"
+		       "[global]\n");
+	expect_error(2, "outside any section");
+}
+
+static void test_bad_port(void **state)
+{
+	write_conf("listen = 127.0.0.1:99999\n");
+	expect_error(BASE_LINES + 1, "port");
+
+	write_conf("\n\nlisten = [::1]:abc\n");
+	expect_error(BASE_LINES + 3, "port");
+
+	write_conf("listen = [::1\n");
+	expect_error(BASE_LINES + 1, "bad 'listen' address");
+
+	write_conf("listen = 127.0.0.1:7000\nlisten = 127.0.0.1:7000\n");
+	expect_error(BASE_LINES + 2, "duplicate");
+}
+
+static void test_port_zero(void **state)
+{
+	write_conf("listen = 127.0.0.1:7000\nlisten = 0.0.0.0:0\n");
+	expect_error(BASE_LINES + 2, "port");
+}
+
+static void test_too_many_listens(void **state)
+{
+	char body[4096];
+	size_t o = 0;
+
+	for (int i = 0; i <= DAEMON_MAX_LISTEN; i++) {
+		o += (size_t)snprintf(body + o, sizeof(body) - o, "listen = 127.0.0.1:%d\n",
+				      7000 + i);
+	}
+	write_conf(body);
+	expect_error(BASE_LINES + DAEMON_MAX_LISTEN + 1, "too many");
+}
+
+static void test_unreadable_cert(void **state)
+{
+	write_conf_raw("[global]\n"
+		       "cert = @/no-such-cert.pem\n"
+		       "key = @/key.pem\n"
+		       "ca = @/ca.pem\n");
+	expect_error(2, "cannot read 'cert' file");
+	assert_non_null(strstr(err, "no-such-cert.pem"));
+
+	write_conf_raw("[global]\n"
+		       "cert = @/cert.pem\n"
+		       "key = @/key.pem\n"
+		       "ca = @/data\n");
+	expect_error(4, "cannot read 'ca' file");
+
+	if (geteuid() != 0) {
+		char p[4200];
+
+		snprintf(p, sizeof(p), "%s/secret.pem", tmpdir);
+		write_file(p, "x");
+		assert_int_equal(chmod(p, 0), 0);
+		write_conf_raw("[global]\n"
+			       "cert = @/cert.pem\n"
+			       "key = @/secret.pem\n"
+			       "ca = @/ca.pem\n");
+		expect_error(3, "cannot read 'key' file");
+		assert_non_null(strstr(err, "Permission denied"));
+	}
+}
+
+static void test_missing_cert(void **state)
+{
+	write_conf_raw("# rdmacpd.conf\n"
+		       "[global]\n"
+		       "key = @/key.pem\n"
+		       "ca = @/ca.pem\n"
+		       "[data]\n"
+		       "path = @/data\n");
+	expect_error(2, "missing required key 'cert'");
+
+	write_conf_raw("[global]\n"
+		       "cert = @/cert.pem\n"
+		       "key = @/key.pem\n");
+	expect_error(1, "missing required key 'ca'");
+}
+
+static void test_module_path(void **state)
+{
+	write_conf("[data]\ncomment = no path\n[other]\npath = @/data\n");
+	expect_error(BASE_LINES + 1, "has no 'path'");
+
+	/* The last section is checked at the end of the file too. */
+	write_conf("[data]\npath = @/data\n\n[other]\nread only = no\n");
+	expect_error(BASE_LINES + 4, "has no 'path'");
+
+	write_conf("[data]\npath = @/nonexistent\n");
+	expect_error(BASE_LINES + 2, "No such file");
+
+	write_conf("[data]\npath = relative/dir\n");
+	expect_error(BASE_LINES + 2, "absolute");
+
+	write_conf("[data]\npath = @/cert.pem\n");
+	expect_error(BASE_LINES + 2, "not a directory");
+}
+
+static void test_bad_allow(void **state)
+{
+	write_conf("[data]\npath = @/data\nallow = * sha256:abcd\n");
+	expect_error(BASE_LINES + 3, "bad fingerprint");
+
+	write_conf("[data]\npath = @/data\n"
+		   "allow = sha256:"
+		   "00112233445566778899aabbccddeeff00112233445566778899aabbccddeefg\n");
+	expect_error(BASE_LINES + 3, "fingerprint");
+
+	write_conf("[data]\npath = @/data\nallow = \n");
+	expect_error(BASE_LINES + 3, "empty");
+}
+
+static void test_too_many_allow(void **state)
+{
+	char body[8192];
+	size_t o = 0;
+
+	o += (size_t)snprintf(body + o, sizeof(body) - o, "[data]\npath = @/data\nallow =");
+	for (int i = 0; i <= DAEMON_MAX_ALLOW; i++) {
+		o += (size_t)snprintf(body + o, sizeof(body) - o, " host%d", i);
+	}
+	snprintf(body + o, sizeof(body) - o, "\n");
+	write_conf(body);
+	expect_error(BASE_LINES + 3, "too many");
+}
+
+static void test_bad_bool(void **state)
+{
+	write_conf("[data]\npath = @/data\nread only = maybe\n");
+	expect_error(BASE_LINES + 3, "boolean");
+
+	write_conf("[data]\npath = @/data\nread only = yes\nwrite only = yes\n");
+	expect_error(BASE_LINES + 4, "both");
+}
+
+static void test_duplicate_module(void **state)
+{
+	write_conf("[data]\npath = @/data\n[backup]\npath = @/backup\n[data]\npath = @/data\n");
+	expect_error(BASE_LINES + 5, "duplicate module [data]");
+}
+
+static void test_duplicate_key(void **state)
+{
+	write_conf("max connections = 4\nmax connections = 5\n");
+	expect_error(BASE_LINES + 2, "duplicate key 'max connections'");
+
+	write_conf("[data]\npath = @/data\npath = @/backup\n");
+	expect_error(BASE_LINES + 3, "duplicate key 'path'");
+}
+
+static void test_bad_size(void **state)
+{
+	write_conf("memory budget = 12Q\n");
+	expect_error(BASE_LINES + 1, "bad size");
+
+	write_conf("memory budget = 1G\npool size = 16 M\n");
+	expect_error(BASE_LINES + 2, "bad size");
+
+	write_conf("pool size = 512K\n");
+	expect_error(BASE_LINES + 1, "minimum");
+
+	write_conf("memory budget = 99999999999T\n");
+	expect_error(BASE_LINES + 1, "bad size");
+
+	write_conf("memory budget = 32M\npool size = 64M\n");
+	expect_error(BASE_LINES + 2, "exceeds 'memory budget'");
+
+	/* Only the budget given: the default pool (64M) no longer fits. */
+	write_conf("\nmemory budget = 32M\n");
+	expect_error(BASE_LINES + 2, "exceeds");
+}
+
+static void test_bad_numbers(void **state)
+{
+	write_conf("max connections = 0\n");
+	expect_error(BASE_LINES + 1, "1..65536");
+
+	write_conf("max connections = 65537\n");
+	expect_error(BASE_LINES + 1, "max connections");
+
+	write_conf("handshake timeout = 301\n");
+	expect_error(BASE_LINES + 1, "handshake timeout");
+
+	write_conf("idle timeout = -1\n");
+	expect_error(BASE_LINES + 1, "idle timeout");
+
+	write_conf("max connections per host = 20\nmax connections = 10\n");
+	expect_error(BASE_LINES + 1, "exceeds 'max connections'");
+
+	write_conf("log level = loud\n");
+	expect_error(BASE_LINES + 1, "log level");
+}
+
+static void test_bad_user(void **state)
+{
+	write_conf("[data]\npath = @/data\nuid = no-such-user-rdmacp\n");
+	expect_error(BASE_LINES + 3, "no such user");
+
+	write_conf("[data]\npath = @/data\ngid = no-such-group-rdmacp\n");
+	expect_error(BASE_LINES + 3, "no such group");
+
+	write_conf("[data]\npath = @/data\nuid = 4294967295\n");
+	expect_error(BASE_LINES + 3, "uid");
+}
+
+static void test_syntax(void **state)
+{
+	/* inih's own error, and it comes before ours on the next line. */
+	write_conf("just words\nlisen = 1\n");
+	expect_error(BASE_LINES + 1, "syntax error");
+
+	/* An indented line is a key of its own, not a continuation. */
+	write_conf("listen = 127.0.0.1:7000\n  lisen = 2\n");
+	expect_error(BASE_LINES + 2, "unknown key");
+}
+
+static void test_long_line(void **state)
+{
+	char body[8192];
+
+	/* Up to 4096 bytes is fine. */
+	memset(body, ' ', sizeof(body));
+	memcpy(body, "comment=", 8);
+	memcpy(body + 4095, "x\n", 3);
+	write_conf_raw(body); /* no [global]: an error, but not about length */
+	expect_error(1, "outside any section");
+
+	memcpy(body + 4095, "xx\n", 4);
+	write_conf_raw(body);
+	expect_error(1, "too long");
+}
+
+static void test_missing_file(void **state)
+{
+	struct daemon_config *c = NULL;
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/nope.conf", tmpdir);
+	assert_int_equal(daemon_config_load(p, &c, err, sizeof(err)), -ENOENT);
+	assert_null(c);
+	assert_non_null(strstr(err, p));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_full_valid),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_default_port),
+		cmocka_unit_test(test_listen_addr_errors),
+		cmocka_unit_test(test_unknown_key),
+		cmocka_unit_test(test_unknown_section),
+		cmocka_unit_test(test_key_outside_section),
+		cmocka_unit_test(test_bad_port),
+		cmocka_unit_test(test_port_zero),
+		cmocka_unit_test(test_too_many_listens),
+		cmocka_unit_test(test_unreadable_cert),
+		cmocka_unit_test(test_missing_cert),
+		cmocka_unit_test(test_module_path),
+		cmocka_unit_test(test_bad_allow),
+		cmocka_unit_test(test_too_many_allow),
+		cmocka_unit_test(test_bad_bool),
+		cmocka_unit_test(test_duplicate_module),
+		cmocka_unit_test(test_duplicate_key),
+		cmocka_unit_test(test_bad_size),
+		cmocka_unit_test(test_bad_numbers),
+		cmocka_unit_test(test_bad_user),
+		cmocka_unit_test(test_syntax),
+		cmocka_unit_test(test_long_line),
+		cmocka_unit_test(test_missing_file),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
