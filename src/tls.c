@@ -276,7 +276,7 @@ int tls_ctx_new(const struct tls_config *cfg, struct tls_ctx **ret_ctx)
 	 */
 	SSL_CTX_set_options(sctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION |
 					  SSL_OP_NO_COMPRESSION);
-	SSL_CTX_set_options(sctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	SSL_CTX_clear_options(sctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 	SSL_CTX_set_session_cache_mode(sctx, SSL_SESS_CACHE_OFF);
 	if (!SSL_CTX_set_num_tickets(sctx, 0) || !SSL_CTX_set_max_early_data(sctx, 0) ||
 	    !SSL_CTX_set_recv_max_early_data(sctx, 0)) {

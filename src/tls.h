@@ -5,7 +5,7 @@
  * by its CA; the client verifies the server's certificate against its CA and
  * the host name or IP it dialled. Either side may additionally pin the peer's
  * certificate by SHA-256 (a pin replaces the host-name check, not the CA check
- * unless pin_only is set).
+).
  *
  * Sockets are made non-blocking; every call takes a timeout and waits with
  * poll(). EOF without close_notify is -ECONNRESET, never a clean end.
