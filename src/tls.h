@@ -4,8 +4,7 @@
  * 0-RTT, no session tickets. The server demands a client certificate signed
  * by its CA; the client verifies the server's certificate against its CA and
  * the host name or IP it dialled. Either side may additionally pin the peer's
- * certificate by SHA-256 (a pin replaces the host-name check, not the CA check
-).
+ * certificate by SHA-256 (a pin replaces the host-name check, not the CA check).
  *
  * Sockets are made non-blocking; every call takes a timeout and waits with
  * poll(). EOF without close_notify is -ECONNRESET, never a clean end.
