@@ -361,6 +361,11 @@ static void push_wc(struct tcp_xport *tx, uint64_t wr_id, int status, uint32_t o
 	cq_push(&tx->cq, &wc);
 }
 
+static void push_write_wc(struct tcp_lane *ln, uint64_t wr_id, int status)
+{
+	push_wc(ln->tx, wr_id, status, XPORT_WC_WRITE, 0, 0, ln->idx);
+}
+
 /* ---- lane failure ---- */
 
 enum lane_fail_kind {
@@ -429,12 +434,12 @@ static void lane_flush_sq_locked(struct tcp_lane *ln)
 
 		if (s < ln->fail_good_upto) {
 			if (w->signaled) {
-				push_wc(tx, w->wr_id, XPORT_WC_SUCCESS, XPORT_WC_WRITE, 0, 0, ln->idx);
+				push_write_wc(ln, w->wr_id, XPORT_WC_SUCCESS);
 			}
 		} else if (s == ln->fail_hit_seq) {
-			push_wc(tx, w->wr_id, ln->fail_hit_status, XPORT_WC_WRITE, 0, 0, ln->idx);
+			push_write_wc(ln, w->wr_id, ln->fail_hit_status);
 		} else {
-			push_wc(tx, w->wr_id, XPORT_WC_WR_FLUSH_ERR, XPORT_WC_WRITE, 0, 0, ln->idx);
+			push_write_wc(ln, w->wr_id, XPORT_WC_WR_FLUSH_ERR);
 		}
 	}
 	ln->seq_acked = ln->seq_issued = ln->seq_tail;
@@ -624,15 +629,14 @@ static int rx_validate(struct tcp_lane *ln, const struct tcp_frame *f, struct tc
 		m = mr_find_rkey_locked(tx, f->rkey);
 		if (!m) {
 			pthread_mutex_unlock(&tx->mr_lock);
-			xport_set_error(tx, "lane %u: write with unknown or revoked rkey 0x%x", ln->idx,
-					f->rkey);
+			xport_set_error(tx, "lane %u: write with unknown or revoked rkey 0x%x",
+					ln->idx, f->rkey);
 			return TCP_NAK_REM_ACCESS;
 		}
 		if (!range_inside((uint64_t)(uintptr_t)m->pub.addr, m->pub.len, f->addr, f->len)) {
 			pthread_mutex_unlock(&tx->mr_lock);
-			xport_set_error(tx,
-					"lane %u: write outside registration (rkey 0x%x addr 0x%llx "
-					"len %u)",
+			xport_set_error(tx, "lane %u: write outside registration "
+					    "(rkey 0x%x addr 0x%llx len %u)",
 					ln->idx, f->rkey, (unsigned long long)f->addr, f->len);
 			return TCP_NAK_REM_ACCESS;
 		}
@@ -650,7 +654,8 @@ static int rx_validate(struct tcp_lane *ln, const struct tcp_frame *f, struct tc
 			if (m) {
 				mr_release(tx, ln, m);
 			}
-			xport_set_error(tx, "lane %u: WRITE_IMM with no receive posted (RNR)", ln->idx);
+			xport_set_error(tx, "lane %u: WRITE_IMM with no receive posted (RNR)",
+					ln->idx);
 			return TCP_NAK_RNR;
 		}
 	}
@@ -701,7 +706,7 @@ static bool rx_handle_reply(struct tcp_lane *ln, const struct tcp_frame *f)
 			const struct tcp_swr *w = &ln->sq[ln->seq_acked % tx->pub.sq_depth];
 
 			if (w->signaled) {
-				push_wc(tx, w->wr_id, XPORT_WC_SUCCESS, XPORT_WC_WRITE, 0, 0, ln->idx);
+				push_write_wc(ln, w->wr_id, XPORT_WC_SUCCESS);
 			}
 		}
 	}
@@ -970,8 +975,11 @@ static int tcp_listen(const struct sockaddr *addr, socklen_t addrlen,
 	}
 	l->fd = TAKE_FD(fd);
 	if (ret_port) {
-		*ret_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-						     : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		if (ss.ss_family == AF_INET6) {
+			*ret_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		} else {
+			*ret_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		}
 	}
 	*ret_listener = l;
 	return 0;
@@ -1337,6 +1345,17 @@ static int tcp_reg_mr(struct xport *x, void *addr, size_t len, unsigned access,
 	return 0;
 }
 
+/* mr_lock held: end placements into m that a stalled peer keeps open. */
+static void shut_lanes_placing_locked(struct tcp_xport *tx, struct tcp_mr *m)
+{
+	for (unsigned i = 0; i < tx->pub.nlanes; i++) {
+		if (tx->lanes[i].placing == m) {
+			xport_set_error(tx, "lane %u: write stalled during dereg_mr", i);
+			shutdown(tx->lanes[i].fd, SHUT_RDWR);
+		}
+	}
+}
+
 /*
  * Unlinks the MR so no new placement can find it, then waits for placements
  * already in progress. A peer that stalls inside a write into this MR for
@@ -1370,13 +1389,7 @@ static int tcp_dereg_mr(struct xport *x, struct xport_mr *pub)
 	}
 	while (m->busy > 0) {
 		if (pthread_cond_timedwait(&tx->mr_cond, &tx->mr_lock, &ts) == ETIMEDOUT) {
-			for (unsigned i = 0; i < x->nlanes; i++) {
-				if (tx->lanes[i].placing == m) {
-					xport_set_error(tx, "lane %u: write stalled during dereg_mr",
-							i);
-					shutdown(tx->lanes[i].fd, SHUT_RDWR);
-				}
-			}
+			shut_lanes_placing_locked(tx, m);
 			ts.tv_sec += 3600;
 		}
 	}
@@ -1439,7 +1452,8 @@ static int tcp_post_writes(struct xport *x, const struct xport_wr *wrs, size_t n
 	for (unsigned l = 0; l < x->nlanes; l++) {
 		struct tcp_lane *ln = &tx->lanes[l];
 
-		if (need[l] && !ln->sq_flushed && ln->seq_tail - ln->seq_acked + need[l] > x->sq_depth) {
+		if (need[l] && !ln->sq_flushed &&
+		    ln->seq_tail - ln->seq_acked + need[l] > x->sq_depth) {
 			r = -ENOSPC;
 		}
 	}
@@ -1451,7 +1465,7 @@ static int tcp_post_writes(struct xport *x, const struct xport_wr *wrs, size_t n
 
 		if (ln->sq_flushed) {
 			/* Lane already failed and flushed: complete at once, as verbs does. */
-			push_wc(tx, w->wr_id, XPORT_WC_WR_FLUSH_ERR, XPORT_WC_WRITE, 0, 0, w->lane);
+			push_write_wc(ln, w->wr_id, XPORT_WC_WR_FLUSH_ERR);
 			continue;
 		}
 		slot = ln->seq_tail % x->sq_depth;
@@ -1496,7 +1510,8 @@ static int tcp_post_recvs(struct xport *x, unsigned lane, const uint64_t *wr_ids
 	pthread_mutex_lock(&ln->lock);
 	if (ln->failed) {
 		for (size_t i = 0; i < n; i++) {
-			push_wc(tx, wr_ids[i], XPORT_WC_WR_FLUSH_ERR, XPORT_WC_RECV_IMM, 0, 0, lane);
+			push_wc(tx, wr_ids[i], XPORT_WC_WR_FLUSH_ERR, XPORT_WC_RECV_IMM, 0, 0,
+				lane);
 		}
 	} else if (ln->rq_count + n > x->rq_depth) {
 		r = -ENOSPC;

@@ -2,11 +2,13 @@
 /*
  * rdmacpd.conf parsing: a full valid file, defaults, and every error with
  * its "FILE:LINE:" position. Real files in a private temp directory.
- *
- * daemon/config.c is compiled in here because the unit tests link only
- * rdmacp_core; it belongs in a daemon library (see the lead's TODO).
  */
-#include "../../daemon/config.c"
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <syslog.h>
 
 #include <stdarg.h>
 #include <stdio.h>

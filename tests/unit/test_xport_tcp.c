@@ -51,6 +51,13 @@ static int64_t mono_ms(void)
 
 /* ---- listener / accept helpers ---- */
 
+static struct sockaddr_in loopback(uint16_t port)
+{
+	return (struct sockaddr_in){ .sin_family = AF_INET,
+				     .sin_port = htons(port),
+				     .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+}
+
 struct server {
 	struct xport_listener *l;
 	uint16_t port;
@@ -70,7 +77,7 @@ static void *accept_main(void *arg)
 
 static void server_listen(struct server *s)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sin = loopback(0);
 
 	memset(s, 0, sizeof(*s));
 	assert_int_equal(ops->listen((struct sockaddr *)&sin, sizeof(sin), &s->l, &s->port), 0);
@@ -89,13 +96,6 @@ static int server_join(struct server *s)
 {
 	pthread_join(s->thr, NULL);
 	return s->rc;
-}
-
-static struct sockaddr_in loopback(uint16_t port)
-{
-	return (struct sockaddr_in){ .sin_family = AF_INET,
-				     .sin_port = htons(port),
-				     .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 }
 
 struct pair {
@@ -210,8 +210,8 @@ static void run_data(unsigned nlanes)
 
 	fill(src, total, nlanes);
 	assert_int_equal(ops->reg_mr(pr.cli, src, total, XPORT_ACCESS_LOCAL, &smr), 0);
-	assert_int_equal(ops->reg_mr(pr.srv, dst, total, XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE,
-				     &dmr),
+	assert_int_equal(ops->reg_mr(pr.srv, dst, total,
+				     XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE, &dmr),
 			 0);
 	assert_int_not_equal(dmr->rkey, 0);
 	for (unsigned l = 0; l < nlanes; l++) {
@@ -224,8 +224,9 @@ static void run_data(unsigned nlanes)
 			uint32_t ilen = (r % 2) ? SMALL : 0;
 
 			wrs[nwr++] = wr_write(smr, src + off, CHUNK, raddr, dmr->rkey, l, 0);
-			wrs[nwr] = wr_write(ilen ? smr : NULL, ilen ? src + off + CHUNK : NULL, ilen,
-					    raddr + CHUNK, ilen ? dmr->rkey : 0, l, (l << 16) | r);
+			wrs[nwr] = wr_write(ilen ? smr : NULL, ilen ? src + off + CHUNK : NULL,
+					    ilen, raddr + CHUNK, ilen ? dmr->rkey : 0, l,
+					    (l << 16) | r);
 			wrs[nwr].opcode = XPORT_OP_WRITE_IMM;
 			wrs[nwr].flags = XPORT_SEND_SIGNALED;
 			wrs[nwr].imm = 0xabc00000u | (l << 8) | r;
@@ -347,8 +348,8 @@ static void test_bidirectional(void **state)
 		src[s] = malloc(SZ);
 		dst[s] = calloc(1, SZ);
 		assert_int_equal(ops->reg_mr(side[s], src[s], SZ, XPORT_ACCESS_LOCAL, &smr[s]), 0);
-		assert_int_equal(ops->reg_mr(side[s], dst[s], SZ, XPORT_ACCESS_REMOTE_WRITE, &dmr[s]),
-				 0);
+		assert_int_equal(
+			ops->reg_mr(side[s], dst[s], SZ, XPORT_ACCESS_REMOTE_WRITE, &dmr[s]), 0);
 	}
 	for (unsigned it = 0; it < ITERS; it++) {
 		unsigned lane = it % 2;
@@ -388,7 +389,7 @@ static void test_bidirectional(void **state)
 					assert_int_equal(got[k].opcode, XPORT_WC_RECV_IMM);
 					assert_int_equal(got[k].imm, it);
 					assert_int_equal(got[k].len, 1);
-					/* Data of the earlier WRITE is visible once the immediate is. */
+					/* The earlier WRITE's data is visible now. */
 					assert_memory_equal(dst[s], src[!s], SZ);
 					imm = true;
 				}
@@ -782,6 +783,207 @@ static void test_connect_refused_and_timeout(void **state)
 	assert_null(x);
 }
 
+/* ---- hostile frames from an authenticated raw peer ---- */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htobe32(v);
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	v = htobe64(v);
+	memcpy(p, &v, 8);
+}
+
+static void raw_frame(uint8_t h[32], uint8_t op, uint32_t rkey, uint64_t addr, uint32_t len)
+{
+	memset(h, 0, 32);
+	h[0] = op;
+	put32(h + 4, rkey);
+	put64(h + 8, addr);
+	put32(h + 16, len);
+}
+
+enum raw_bad { RAW_RESERVED64, RAW_FLAGS, RAW_OP };
+
+static void run_raw_bad_frame(enum raw_bad kind)
+{
+	struct xport_params p = mkparams(1, 4, 4, 5000);
+	uint8_t target[PAGE], expect[PAGE], pay[64], h[32];
+	struct xport_mr *dmr;
+	struct xport_wc wc[2];
+	struct server s;
+	uint64_t base = (uint64_t)(uintptr_t)target;
+	int fd;
+
+	server_listen(&s);
+	server_start_accept(&s, &p);
+	fd = raw_connect(s.port);
+	raw_hello(fd, 0, 1, p.token);
+	expect_ack(fd);
+	assert_int_equal(server_join(&s), 0);
+	memset(target, 0, sizeof(target));
+	assert_int_equal(ops->reg_mr(s.x, target, PAGE, XPORT_ACCESS_REMOTE_WRITE, &dmr), 0);
+	post_recvs(s.x, 0, 60, 2);
+
+	/* A good write first: placed, and acknowledged as frame count 1. */
+	memset(pay, 0x5a, sizeof(pay));
+	raw_frame(h, 1, dmr->rkey, base, 16);
+	assert_int_equal(send(fd, h, 32, MSG_NOSIGNAL), 32);
+	assert_int_equal(send(fd, pay, 16, MSG_NOSIGNAL), 16);
+	assert_int_equal(recv(fd, h, 32, MSG_WAITALL), 32);
+	assert_int_equal(h[0], 4);
+	assert_int_equal(be64toh(*(uint64_t *)(void *)(h + 8)), 1);
+	assert_int_equal(target[0], 0x5a);
+	memcpy(expect, target, PAGE);
+
+	/* Then a bad one aimed at valid memory. */
+	raw_frame(h, 1, dmr->rkey, base + 64, sizeof(pay));
+	switch (kind) {
+	case RAW_RESERVED64:
+		h[31] = 1;
+		break;
+	case RAW_FLAGS:
+		h[1] = 1;
+		break;
+	case RAW_OP:
+		h[0] = 7;
+		break;
+	}
+	assert_int_equal(send(fd, h, 32, MSG_NOSIGNAL), 32);
+	assert_int_equal(send(fd, pay, sizeof(pay), MSG_NOSIGNAL), sizeof(pay));
+	/* NAK "invalid request" naming frame 1, then the lane is closed. */
+	assert_int_equal(recv(fd, h, 32, MSG_WAITALL), 32);
+	assert_int_equal(h[0], 3);
+	assert_int_equal(be64toh(*(uint64_t *)(void *)(h + 8)), 1);
+	assert_int_equal(be32toh(*(uint32_t *)(void *)(h + 20)), 3);
+	expect_dropped(fd);
+	wait_wcs(s.x, wc, 2, 5000);
+	assert_int_equal(wc[0].status, XPORT_WC_WR_FLUSH_ERR);
+	assert_int_equal(wc[1].status, XPORT_WC_WR_FLUSH_ERR);
+	assert_non_null(ops->last_error(s.x));
+	assert_memory_equal(target, expect, PAGE);
+	ops->destroy(s.x);
+	ops->listener_close(s.l);
+}
+
+static void test_raw_reserved(void **state)
+{
+	run_raw_bad_frame(RAW_RESERVED64);
+}
+
+static void test_raw_flags(void **state)
+{
+	run_raw_bad_frame(RAW_FLAGS);
+}
+
+static void test_raw_unknown_op(void **state)
+{
+	run_raw_bad_frame(RAW_OP);
+}
+
+/* A peer stalling inside a write's payload cannot hold dereg_mr beyond timeout_ms. */
+static void test_dereg_stalled_peer(void **state)
+{
+	struct xport_params p = mkparams(1, 4, 4, 300);
+	uint8_t *target = calloc(1, PAGE), h[32], pay[10];
+	struct xport_mr *dmr;
+	struct server s;
+	int64_t t0;
+	int fd;
+
+	server_listen(&s);
+	server_start_accept(&s, &p);
+	fd = raw_connect(s.port);
+	raw_hello(fd, 0, 1, p.token);
+	expect_ack(fd);
+	assert_int_equal(server_join(&s), 0);
+	assert_int_equal(ops->reg_mr(s.x, target, PAGE, XPORT_ACCESS_REMOTE_WRITE, &dmr), 0);
+	raw_frame(h, 1, dmr->rkey, (uint64_t)(uintptr_t)target, PAGE);
+	memset(pay, 0x5a, sizeof(pay));
+	assert_int_equal(send(fd, h, 32, MSG_NOSIGNAL), 32);
+	assert_int_equal(send(fd, pay, sizeof(pay), MSG_NOSIGNAL), sizeof(pay));
+	/* Let the RX thread start placing, then revoke while it waits for the rest. */
+	usleep(50 * 1000);
+	t0 = mono_ms();
+	assert_int_equal(ops->dereg_mr(s.x, dmr), 0);
+	assert_true(mono_ms() - t0 >= 200);
+	assert_true(mono_ms() - t0 < 3000);
+	assert_non_null(strstr(ops->last_error(s.x), "stalled"));
+	/* The lane is gone: the peer's late payload lands nowhere. */
+	send(fd, target, PAGE, MSG_NOSIGNAL);
+	ops->destroy(s.x);
+	ops->listener_close(s.l);
+	close(fd);
+	free(target);
+}
+
+/* A raw acceptor acknowledging writes never sent: the lane fails, nothing completes as done. */
+struct connector {
+	struct sockaddr_in sin;
+	struct xport_params p;
+	struct xport *x;
+	int rc;
+};
+
+static void *connect_main(void *arg)
+{
+	struct connector *c = arg;
+
+	c->rc = ops->connect((struct sockaddr *)&c->sin, sizeof(c->sin), &c->p, &c->x);
+	return NULL;
+}
+
+static void test_raw_forged_ack(void **state)
+{
+	struct sockaddr_in sin = loopback(0);
+	socklen_t sl = sizeof(sin);
+	struct connector c = { .p = mkparams(1, 4, 4, 5000) };
+	uint8_t hello[48], h[32], src[64];
+	struct xport_mr *smr;
+	struct xport_wr w;
+	struct xport_wc wc[2];
+	pthread_t thr;
+	int lfd, fd;
+
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
+	c.sin = sin;
+	assert_int_equal(pthread_create(&thr, NULL, connect_main, &c), 0);
+	fd = accept(lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(recv(fd, hello, 48, MSG_WAITALL), 48);
+	assert_memory_equal(hello, "RDLN", 4);
+	assert_memory_equal(hello + 12, c.p.token, XPORT_TOKEN_LEN);
+	assert_int_equal(send(fd, "RDOK", 4, MSG_NOSIGNAL), 4);
+	pthread_join(thr, NULL);
+	assert_int_equal(c.rc, 0);
+
+	post_recvs(c.x, 0, 70, 1);
+	raw_frame(h, 4, 0, 5, 0);
+	assert_int_equal(send(fd, h, 32, MSG_NOSIGNAL), 32);
+	wait_wcs(c.x, wc, 1, 5000);
+	assert_int_equal(wc[0].wr_id, 70);
+	assert_int_equal(wc[0].status, XPORT_WC_WR_FLUSH_ERR);
+	assert_non_null(strstr(ops->last_error(c.x), "ACK"));
+	/* Later writes on the dead lane are flushed, never reported done. */
+	memset(src, 1, sizeof(src));
+	assert_int_equal(ops->reg_mr(c.x, src, sizeof(src), XPORT_ACCESS_LOCAL, &smr), 0);
+	w = wr_write(smr, src, sizeof(src), 0x1000, 1, 0, 71);
+	w.flags = XPORT_SEND_SIGNALED;
+	assert_int_equal(ops->post_writes(c.x, &w, 1), 0);
+	wait_wcs(c.x, wc, 1, 5000);
+	assert_int_equal(wc[0].status, XPORT_WC_WR_FLUSH_ERR);
+	ops->destroy(c.x);
+	close(fd);
+	close(lfd);
+}
+
 /* ---- 8. peer destroyed mid-stream ---- */
 
 static void test_peer_destroy_midstream(void **state)
@@ -912,6 +1114,11 @@ int main(void)
 		cmocka_unit_test(test_replayed_lane_and_dead_token),
 		cmocka_unit_test(test_bad_hello_timeout),
 		cmocka_unit_test(test_connect_refused_and_timeout),
+		cmocka_unit_test(test_raw_reserved),
+		cmocka_unit_test(test_raw_flags),
+		cmocka_unit_test(test_raw_unknown_op),
+		cmocka_unit_test(test_raw_forged_ack),
+		cmocka_unit_test(test_dereg_stalled_peer),
 		cmocka_unit_test(test_peer_destroy_midstream),
 		cmocka_unit_test(test_sq_full),
 	};

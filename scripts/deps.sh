@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install what rdmacp needs to build, test and benchmark on Debian 12 (as root).
+set -euo pipefail
+pkgs=(
+	build-essential cmake pkg-config clang libclang-rt-14-dev
+	libssl-dev liburing-dev libxxhash-dev libinih-dev libsystemd-dev libcmocka-dev
+	libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
+	openssl python3 iproute2 procps util-linux jq
+)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+	echo "installing: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

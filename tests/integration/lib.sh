@@ -1,0 +1,125 @@
+# Shared helpers for integration tests (sourced, not run).
+# Each test: real rdmacpd and rdmacp processes on loopback, real certificates,
+# a private temp dir, everything cleaned up on exit. Exit 0 pass, 1 fail,
+# 77 skip (with the reason printed).
+set -u
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC_DIR=${RDMACP_SOURCE_DIR:-$(cd "$HERE/../.." && pwd)}
+BUILD_DIR=${RDMACP_BUILD_DIR:-$SRC_DIR/build}
+RDMACP=$BUILD_DIR/rdmacp
+RDMACPD=$BUILD_DIR/rdmacpd
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/rdmacp-it.XXXXXX")
+DAEMON_PIDS=()
+FAILS=0
+
+cleanup() {
+	local p
+	for p in "${DAEMON_PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	for p in "${DAEMON_PIDS[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+die() { echo "FAIL: $*"; exit 1; }
+
+[ -x "$RDMACP" ] && [ -x "$RDMACPD" ] || die "binaries not built in $BUILD_DIR"
+
+# A free TCP port on 127.0.0.1 (bind-and-release; good enough for tests).
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+		echo $((20000 + RANDOM % 20000))
+}
+
+# make_certs DIR: CA, server (localhost/127.0.0.1/::1), client "client".
+make_certs() {
+	"$RDMACP" certs init "$1" >/dev/null || die "certs init $1"
+}
+
+# write_conf FILE PORT CERTDIR [extra global lines...]; modules appended by caller.
+write_conf() {
+	local file=$1 port=$2 certs=$3
+	shift 3
+	{
+		echo "[global]"
+		echo "listen = 127.0.0.1:$port"
+		echo "cert = $certs/server.crt"
+		echo "key = $certs/server.key"
+		echo "ca = $certs/ca.crt"
+		local l
+		for l in "$@"; do echo "$l"; done
+	} >"$file"
+}
+
+# start_daemon CONF LOG PORT: start in the background, wait until it listens.
+start_daemon() {
+	local conf=$1 log=$2 port=$3 i
+	"$RDMACPD" --config "$conf" -v >"$log" 2>&1 &
+	DAEMON_PID=$!
+	DAEMON_PIDS+=("$DAEMON_PID")
+	for i in $(seq 1 100); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			return 0
+		fi
+		kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$log"; die "daemon exited"; }
+		sleep 0.05
+	done
+	cat "$log"
+	die "daemon did not listen on $port"
+}
+
+stop_daemon() {
+	kill -TERM "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
+# Standard setup: certs in $T/certs, module "data" at $T/mod allowing "client",
+# daemon on $PORT. Extra module sections may be passed as lines.
+setup_standard() {
+	PORT=$(free_port)
+	make_certs "$T/certs"
+	mkdir -p "$T/mod"
+	write_conf "$T/d.conf" "$PORT" "$T/certs" "handshake timeout = 5" "idle timeout = 20"
+	{
+		echo
+		echo "[data]"
+		echo "path = $T/mod"
+		echo "allow = client"
+		local l
+		for l in "$@"; do echo "$l"; done
+	} >>"$T/d.conf"
+	start_daemon "$T/d.conf" "$T/d.log" "$PORT"
+	CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
+		--ca "$T/certs/ca.crt" -P "$PORT")
+}
+
+# expect_rc WANT DESC CMD...: run, compare the exit status.
+expect_rc() {
+	local want=$1 desc=$2 rc
+	shift 2
+	"$@" >"$T/out" 2>"$T/err"
+	rc=$?
+	if [ "$rc" -eq "$want" ]; then
+		pass "$desc (exit $rc)"
+	else
+		fail "$desc: exit $rc, wanted $want"
+		sed 's/^/    /' "$T/err" | head -20
+	fi
+}
+
+finish() {
+	if [ "$FAILS" -ne 0 ]; then
+		echo "$FAILS check(s) failed; daemon log:"
+		[ -f "$T/d.log" ] && sed 's/^/    /' "$T/d.log" | tail -40
+		exit 1
+	fi
+	exit 0
+}
