@@ -32,6 +32,7 @@
 #define FILES_WINDOW 768	/* offered but unresolved files, sender side */
 #define OPEN_FILES_MAX 64	/* sender: source files open at once */
 #define DIR_CACHE 32
+#define DIR_META_MAX 4096	/* directories whose mtime -p restores */
 #define URING_ENTRIES 2048
 
 enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3 };
@@ -156,6 +157,13 @@ struct engine {
 	struct dirent_cache dirs[DIR_CACHE];
 	uint32_t *commit_batch;	/* file indexes renamed, awaiting dir fsync */
 	uint32_t ncommit;
+	uint64_t *seen;		/* hashes of names received this session */
+	size_t seen_n, seen_cap;
+	struct {
+		char *name;
+		struct proto_file meta;
+	} dirs_meta[DIR_META_MAX];
+	size_t ndirs_meta;
 
 	/* both */
 	struct lane lanes[XPORT_MAX_LANES];
@@ -622,6 +630,8 @@ static int rx_commit_batch(struct engine *e)
 
 /* ---- receiver: FILES and data ------------------------------------------ */
 
+static int rx_map_name(struct engine *e, struct efile *f);
+
 static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	_cleanup_free_ char *dirpath = NULL;
@@ -629,20 +639,10 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 	const char *slash;
 	int r;
 
-	if (fspath_validate(name) < 0) {
-		snprintf(text, textlen, "invalid name");
-		return PERR_BAD_PATH;
+	if (rx_map_name(e, f) < 0) {
+		return PERR_INTERNAL;
 	}
-	if (e->p->rename_to) {
-		/* The single top-level entry is stored under the requested name. */
-		const char *rest = strchr(name, '/');
-		if (asprintf(&dirpath, "%s%s", e->p->rename_to, rest ? rest : "") < 0) {
-			return PERR_INTERNAL;
-		}
-		free(f->name);
-		f->name = TAKE_PTR(dirpath);
-		name = f->name;
-	}
+	name = f->name;
 	slash = strrchr(name, '/');
 	dirpath = slash ? strndup(name, (size_t)(slash - name)) : strdup("");
 	f->leaf = strdup(slash ? slash + 1 : name);
@@ -673,6 +673,164 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 	}
 	f->hash_live = true;
 	return PERR_OK;
+}
+
+/* ---- receiver: names seen in this session ------------------------------ */
+
+/*
+ * The same destination twice in one session is refused (never two writers on
+ * one name). Names are remembered as 64-bit hashes: 8 bytes per file.
+ */
+static int seen_add(struct engine *e, const char *name)
+{
+	uint64_t h = XXH3_64bits(name, strlen(name)) | 1; /* 0 marks an empty slot */
+
+	if (e->seen_n * 2 >= e->seen_cap) {
+		size_t cap = e->seen_cap ? e->seen_cap * 2 : 1024;
+		uint64_t *t = calloc(cap, sizeof(*t));
+		if (!t) {
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < e->seen_cap; i++) {
+			if (e->seen[i]) {
+				size_t k = e->seen[i] & (cap - 1);
+				while (t[k]) {
+					k = (k + 1) & (cap - 1);
+				}
+				t[k] = e->seen[i];
+			}
+		}
+		free(e->seen);
+		e->seen = t;
+		e->seen_cap = cap;
+	}
+	for (size_t k = h & (e->seen_cap - 1);; k = (k + 1) & (e->seen_cap - 1)) {
+		if (e->seen[k] == h) {
+			return 0;
+		}
+		if (!e->seen[k]) {
+			e->seen[k] = h;
+			e->seen_n++;
+			return 1;
+		}
+	}
+}
+
+/* Apply rename_to to the top-level component of f->name. */
+static int rx_map_name(struct engine *e, struct efile *f)
+{
+	char *mapped;
+	const char *rest;
+
+	if (!e->p->rename_to) {
+		return 0;
+	}
+	rest = strchr(f->name, '/');
+	if (asprintf(&mapped, "%s%s", e->p->rename_to, rest ? rest : "") < 0) {
+		return -ENOMEM;
+	}
+	free(f->name);
+	f->name = mapped;
+	return 0;
+}
+
+static uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	_cleanup_free_ char *tmp = NULL;
+	_cleanup_close_ int fd = -1;
+	const char *leaf;
+	int r;
+
+	if (rx_map_name(e, f) < 0 || asprintf(&tmp, "%s/x", f->name) < 0) {
+		return PERR_INTERNAL;
+	}
+	r = fspath_open_parent(e->p->base_fd, tmp, true, &fd, &leaf);
+	if (r < 0) {
+		snprintf(text, textlen, "directory: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
+		/* The mode now (keeping it writable for us); the mtime after its contents. */
+		fchmod(fd, (f->meta.mode & 07777) | 0700);
+		if (e->ndirs_meta < DIR_META_MAX) {
+			e->dirs_meta[e->ndirs_meta].name = strdup(f->name);
+			e->dirs_meta[e->ndirs_meta].meta = f->meta;
+			if (e->dirs_meta[e->ndirs_meta].name) {
+				e->ndirs_meta++;
+			}
+		}
+	}
+	return PERR_OK;
+}
+
+static uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,
+				size_t textlen)
+{
+	_cleanup_free_ char *dirpath = NULL;
+	struct dirent_cache *d;
+	const char *slash;
+	int r;
+
+	if (rx_map_name(e, f) < 0) {
+		return PERR_INTERNAL;
+	}
+	slash = strrchr(f->name, '/');
+	dirpath = slash ? strndup(f->name, (size_t)(slash - f->name)) : strdup("");
+	f->leaf = strdup(slash ? slash + 1 : f->name);
+	if (!dirpath || !f->leaf) {
+		return PERR_INTERNAL;
+	}
+	r = dir_get(e, dirpath, &f->dir);
+	if (r < 0) {
+		snprintf(text, textlen, "destination directory: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	d = &e->dirs[f->dir];
+	/* A temp name first, then rename: atomic, and nothing is ever followed. */
+	for (int tries = 0; tries < 16; tries++) {
+		snprintf(f->tmpname, sizeof(f->tmpname), ".%.200s.rdmacp.%08x", f->leaf,
+			 (unsigned)random());
+		if (symlinkat(target, d->fd, f->tmpname) == 0) {
+			r = 0;
+			break;
+		}
+		r = negerrno();
+		if (r != -EEXIST) {
+			break;
+		}
+	}
+	if (r < 0) {
+		snprintf(text, textlen, "symlink: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	if (renameat(d->fd, f->tmpname, d->fd, f->leaf) < 0) {
+		r = negerrno();
+		unlinkat(d->fd, f->tmpname, 0);
+		snprintf(text, textlen, "symlink: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	d->dirty = true;
+	return PERR_OK;
+}
+
+/* With -p, directory mtimes are set last, deepest first. */
+static void rx_finish_dirs(struct engine *e)
+{
+	for (size_t i = e->ndirs_meta; i-- > 0;) {
+		_cleanup_close_ int fd = -1;
+		const struct proto_file *m = &e->dirs_meta[i].meta;
+		struct timespec ts[2] = {
+			{ .tv_sec = 0, .tv_nsec = UTIME_OMIT },
+			{ .tv_sec = m->mtime_sec, .tv_nsec = m->mtime_nsec },
+		};
+
+		if (fspath_open_dir(e->p->base_fd, e->dirs_meta[i].name, &fd) == 0) {
+			fchmod(fd, m->mode & 07777);
+			futimens(fd, ts);
+		}
+		free(e->dirs_meta[i].name);
+	}
+	e->ndirs_meta = 0;
 }
 
 static int rx_files(struct engine *e, struct msg_files *mf)
@@ -713,9 +871,19 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		text[0] = '\0';
 		if (!f->name) {
 			code = PERR_INTERNAL;
-		} else if (pf->ftype != PROTO_FT_REG) {
-			code = PERR_PROTOCOL;
-			snprintf(text, sizeof(text), "only regular files are supported yet");
+		} else if (e->p->name_ok && !e->p->name_ok(e->p->name_ok_ud, f->name)) {
+			code = PERR_BAD_PATH;
+			snprintf(text, sizeof(text), "not a name that was asked for");
+		} else if (fspath_validate(f->name) < 0) {
+			code = PERR_BAD_PATH;
+			snprintf(text, sizeof(text), "invalid name");
+		} else if (seen_add(e, f->name) == 0) {
+			code = PERR_DUPLICATE;
+			snprintf(text, sizeof(text), "same destination twice in one session");
+		} else if (pf->ftype == PROTO_FT_DIR) {
+			code = rx_make_dir(e, f, text, sizeof(text));
+		} else if (pf->ftype == PROTO_FT_SYMLINK) {
+			code = rx_make_symlink(e, f, pf->link, text, sizeof(text));
 		} else {
 			code = rx_open_file(e, f, text, sizeof(text));
 		}
@@ -737,6 +905,14 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 			}
 			if (f->tfd >= 0 && f->dir >= 0) {
 				fspath_discard(e->dirs[f->dir].fd, f->tmpname);
+			}
+			file_release(e, f);
+		} else if (pf->ftype != PROTO_FT_REG) {
+			/* Directories and symlinks are done the moment they exist. */
+			e->st.files_ok++;
+			if (e->p->ev.file_ok) {
+				static const uint8_t none[HASH_LEN];
+				e->p->ev.file_ok(e->p->ev.ud, f->name, 0, ts_since(&f->t0), none);
 			}
 			file_release(e, f);
 		}
@@ -1007,17 +1183,14 @@ static int tx_open(struct engine *e, struct efile *f)
 	char proc[64];
 	int fd;
 
-	fd = openat(s->dirfd, s->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0) {
-		file_fail(f, errno_to_perr(negerrno()), "open: %s", strerror(errno));
+	/* Beneath dirfd without following symlinks, unless dirfd is AT_FDCWD. */
+	int r = diskio_open_read(s->dirfd, s->path, 0, &fd, NULL, &st);
+	if (r < 0) {
+		file_fail(f, errno_to_perr(r), "open: %s", strerror(-r));
 		return 0;
 	}
 	f->fd = fd;
 	e->open_fds++;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		file_fail(f, PERR_IO, "not a regular file any more");
-		return 0;
-	}
 	if ((uint64_t)st.st_size != f->size) {
 		file_fail(f, PERR_SOURCE_CHANGED, "changed size before it was read (%llu -> %llu)",
 			  (unsigned long long)f->size, (unsigned long long)st.st_size);
@@ -1230,6 +1403,16 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 				    a->st[i].id);
 		}
 		f->acked = true;
+		if (a->st[i].status == PERR_OK && f->ftype != PROTO_FT_REG) {
+			static const uint8_t none[HASH_LEN];
+			e->st.files_ok++;
+			if (e->p->ev.file_ok) {
+				e->p->ev.file_ok(e->p->ev.ud, f->name, 0, ts_since(&f->t0), none);
+			}
+			e->offered_unresolved--;
+			file_release(e, f);
+			continue;
+		}
 		if (a->st[i].status != PERR_OK) {
 			e->st.files_failed++;
 			if (!e->st.first_error) {
@@ -1382,6 +1565,7 @@ static int on_message(struct engine *e, struct msg *m)
 				return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");
 			}
 			e->got_end = true;
+			rx_finish_dirs(e);
 			return 0;
 		}
 		if (!rx && e->sent_end && !e->got_end) {
@@ -1632,6 +1816,10 @@ static void teardown(struct engine *e)
 	free(e->rslots);
 	free(e->commit_batch);
 	free(e->batch);
+	free(e->seen);
+	for (size_t i = 0; i < e->ndirs_meta; i++) {
+		free(e->dirs_meta[i].name);
+	}
 }
 
 /* ---- the loop ------------------------------------------------------------ */

@@ -84,6 +84,9 @@ struct engine_params {
 	uid_t uid;
 	gid_t gid;
 	unsigned faults;	/* ENGINE_FAULT_* */
+	/* Receiver: refuse names the caller did not ask for (pull); NULL = all. */
+	bool (*name_ok)(void *ud, const char *name);
+	void *name_ok_ud;
 	struct engine_events ev;
 	volatile sig_atomic_t *stop;	/* set by a signal handler: abort cleanly */
 };

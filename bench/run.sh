@@ -1,0 +1,442 @@
+#!/usr/bin/env bash
+# rdmacp benchmark: rdmacp (tcp transport) vs rsync daemon, scp and nc, all on
+# one machine over loopback (127.0.0.1), destination on the same file system as
+# the source. See docs/PERFORMANCE.md.
+#
+# usage: bench/run.sh [--quick] [--full] [--explore] [--reps N]
+#   --quick    256 MiB file and 1,000 small files (smoke run, about a minute)
+#   (default)  2 GiB file and 10,000 files of 4 KiB
+#   --full     also the RSS-flatness run on an 8 GiB file (needs >= 20 GiB free)
+#   --explore  also rdmacp --lanes 1/2/4 x --chunk-size 256K/1M/4M on the big file
+#   --reps N   run every measurement N times and report the median (default 1)
+#
+# Environment: BENCH_DIR (work dir, default /var/tmp/rdmacp-bench; the generated
+# source data is cached there between runs, everything else is removed on exit),
+# RDMACP_BUILD_DIR (default <repo>/build).
+set -u
+export LC_ALL=C
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC_DIR=$(cd "$HERE/.." && pwd)
+BUILD_DIR=${RDMACP_BUILD_DIR:-$SRC_DIR/build}
+RDMACP=$BUILD_DIR/rdmacp
+RDMACPD=$BUILD_DIR/rdmacpd
+BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
+
+QUICK=0 FULL=0 EXPLORE=0 REPS=1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) QUICK=1 ;;
+	--full) FULL=1 ;;
+	--explore) EXPLORE=1 ;;
+	--reps) REPS=$2; shift ;;
+	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "unknown option: $1" >&2; exit 1 ;;
+	esac
+	shift
+done
+
+if [ "$QUICK" = 1 ]; then
+	BIG_MIB=256 NSMALL=1000 FLAT_MIB=1024
+else
+	BIG_MIB=2048 NSMALL=10000 FLAT_MIB=8192
+fi
+SMALL_SIZE=4096
+
+die() { echo "bench: $*" >&2; exit 1; }
+log() { echo "# $*" >&2; }
+
+[ -x "$RDMACP" ] && [ -x "$RDMACPD" ] || die "binaries not built in $BUILD_DIR"
+for t in rsync scp ssh-keygen nc tar python3 /usr/sbin/sshd /usr/bin/time openssl; do
+	command -v "$t" >/dev/null || die "missing $t (apt-get install -y rsync openssh-server openssh-client netcat-openbsd time openssl python3)"
+done
+
+mkdir -p "$BENCH_DIR/data" || die "cannot create $BENCH_DIR"
+R=$(mktemp -d "$BENCH_DIR/run.XXXXXX") || die "mktemp"
+PIDS=()
+RD_PID=
+
+cleanup() {
+	local p
+	trap - EXIT INT TERM
+	[ -n "$RD_PID" ] && stop_rdmacpd
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$R"
+}
+trap cleanup EXIT
+trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
+
+# A random free port on 127.0.0.1 (kernel-chosen ephemeral port, bind-and-release).
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_port() { # PORT PID
+	local i
+	for i in $(seq 1 200); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.025
+	done
+	return 1
+}
+
+now() { date +%s.%N; }
+
+# ---------------------------------------------------------------- source data
+BIG=$BENCH_DIR/data/big-${BIG_MIB}M.bin
+SMALL=$BENCH_DIR/data/small-${NSMALL}x${SMALL_SIZE}
+
+gen_random() { # FILE MIB
+	[ -f "$1" ] && [ "$(stat -c %s "$1")" -eq $(($2 << 20)) ] && return 0
+	log "generating $1 ($2 MiB of random data)"
+	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-bench-$RANDOM$RANDOM" </dev/zero 2>/dev/null |
+		head -c $(($2 << 20)) >"$1.tmp" && mv "$1.tmp" "$1" || die "cannot generate $1"
+}
+
+gen_small() {
+	[ -d "$SMALL" ] && [ "$(find "$SMALL" -type f | wc -l)" -eq "$NSMALL" ] && return 0
+	log "generating $SMALL ($NSMALL files of $SMALL_SIZE bytes)"
+	rm -rf "$SMALL" "$SMALL.tmp" && mkdir -p "$SMALL.tmp" || die "mkdir $SMALL.tmp"
+	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-bench-$RANDOM" </dev/zero 2>/dev/null |
+		head -c $((NSMALL * SMALL_SIZE)) | (cd "$SMALL.tmp" && split -b "$SMALL_SIZE" -a 5 -d - f) ||
+		die "cannot generate small files"
+	mv "$SMALL.tmp" "$SMALL"
+}
+
+gen_random "$BIG" "$BIG_MIB"
+gen_small
+
+# Warm the source page cache the same way for every tool: read it all once
+# (before each measurement, so one tool's runs cannot evict the next one's source).
+warm() {
+	cat "$BIG" >/dev/null
+	find "$SMALL" -type f -exec cat {} + >/dev/null
+}
+
+DST=$R/dst # every tool writes below here; same file system as the source
+fresh_dst() {
+	rm -rf "$DST" && mkdir -p "$DST" || die "cannot reset $DST"
+	sync -f "$R" # nothing of the previous run left dirty to be paid by this one
+}
+
+# ---------------------------------------------------------------- rdmacp
+RD_PORT=$(free_port)
+mkdir -p "$R/rdmacp"
+"$RDMACP" certs init "$R/rdmacp/certs" >/dev/null || die "rdmacp certs init"
+cat >"$R/rdmacp/d.conf" <<EOF
+[global]
+listen = 127.0.0.1:$RD_PORT
+cert = $R/rdmacp/certs/server.crt
+key = $R/rdmacp/certs/server.key
+ca = $R/rdmacp/certs/ca.crt
+handshake timeout = 10
+idle timeout = 60
+
+[bench]
+path = $R
+allow = client
+EOF
+RD_CLIENT=("$RDMACP" --config /dev/null --cert "$R/rdmacp/certs/client.crt"
+	--key "$R/rdmacp/certs/client.key" --ca "$R/rdmacp/certs/ca.crt" -P "$RD_PORT" --transport tcp)
+
+# The daemon runs under GNU time for each rdmacp measurement, so that its max RSS
+# (wait4's ru_maxrss, which also covers the session children it reaped) can be
+# read after it stops. A sampler also reads VmHWM of the session child while it
+# lives, as a cross-check.
+RD_PID=
+start_rdmacpd() {
+	/usr/bin/time -v -o "$R/rdmacp/d.time" "$RDMACPD" --config "$R/rdmacp/d.conf" >"$R/rdmacp/d.log" 2>&1 &
+	RD_PID=$!
+	PIDS+=("$RD_PID")
+	wait_port "$RD_PORT" "$RD_PID" || { cat "$R/rdmacp/d.log" >&2; die "rdmacpd did not start"; }
+}
+stop_rdmacpd() {
+	kill -TERM "$(pgrep -P "$RD_PID" -x rdmacpd | head -1)" 2>/dev/null # the daemon under time
+	wait "$RD_PID" 2>/dev/null
+	RD_PID=
+}
+# sample_hwm OUTFILE: while the daemon lives, record the largest VmHWM (kB) of any
+# child of the daemon process (the per-connection session).
+sample_hwm() {
+	local out=$1 d c max=0 k v rest
+	d=$(pgrep -P "$RD_PID" -x rdmacpd | head -1)
+	# builtins only in the loop, ~10 samples/s: the sampler must not steal CPU
+	while [ -d "/proc/$d" ]; do
+		kids=()
+		read -r -a kids <"/proc/$d/task/$d/children" 2>/dev/null # no newline: read "fails"
+		for c in "${kids[@]}"; do
+			while read -r k v rest; do
+				[ "$k" = VmHWM: ] && [ "$v" -gt "$max" ] && max=$v && echo "$max" >"$out"
+			done <"/proc/$c/status" 2>/dev/null
+		done
+		sleep 0.1
+	done
+}
+maxrss_of() { awk -F': ' '/Maximum resident set size/ {print $2}' "$1"; }
+
+# run_rdmacp CASE [rdmacp options...]: one timed copy; sets T_SEC, C_RSS, D_RSS, D_HWM (kB)
+run_rdmacp() {
+	local kind=$1 t0 t1 rc sp
+	shift
+	fresh_dst
+	warm
+	start_rdmacpd
+	: >"$R/rdmacp/hwm"
+	sample_hwm "$R/rdmacp/hwm" &
+	sp=$!
+	t0=$(now)
+	if [ "$kind" = big ]; then
+		/usr/bin/time -v -o "$R/rdmacp/c.time" "${RD_CLIENT[@]}" -q "$@" "$BIG" "127.0.0.1:bench/dst/" 2>"$R/rdmacp/c.err"
+		rc=$?
+	else
+		(cd "$SMALL" && /usr/bin/time -v -o "$R/rdmacp/c.time" "${RD_CLIENT[@]}" -q "$@" f* "127.0.0.1:bench/dst/") 2>"$R/rdmacp/c.err"
+		rc=$?
+	fi
+	t1=$(now)
+	stop_rdmacpd
+	wait "$sp" 2>/dev/null
+	[ "$rc" -eq 0 ] || { cat "$R/rdmacp/c.err" "$R/rdmacp/d.log" >&2; die "rdmacp failed (exit $rc)"; }
+	T_SEC=$(echo "$t1 - $t0" | bc -l)
+	C_RSS=$(maxrss_of "$R/rdmacp/c.time")
+	D_RSS=$(maxrss_of "$R/rdmacp/d.time")
+	D_HWM=$(cat "$R/rdmacp/hwm")
+	D_HWM=${D_HWM:-0}
+}
+
+# ---------------------------------------------------------------- rsync daemon
+RS_PORT=$(free_port)
+RSYNC_FSYNC=
+rsync --help 2>&1 | grep -q -- '--fsync' && RSYNC_FSYNC=--fsync
+mkdir -p "$R/rsync"
+cat >"$R/rsync/rsyncd.conf" <<EOF
+pid file = $R/rsync/rsyncd.pid
+use chroot = no
+uid = $(id -u)
+gid = $(id -g)
+max connections = 4
+[bench]
+path = $R
+read only = no
+EOF
+rsync --daemon --no-detach --address=127.0.0.1 --port="$RS_PORT" --config="$R/rsync/rsyncd.conf" \
+	--log-file="$R/rsync/rsyncd.log" &
+PIDS+=($!)
+wait_port "$RS_PORT" $! || die "rsync daemon did not start"
+
+run_rsync() {
+	local kind=$1 t0 t1
+	fresh_dst
+	warm
+	t0=$(now)
+	if [ "$kind" = big ]; then
+		rsync -W -a $RSYNC_FSYNC "$BIG" "rsync://127.0.0.1:$RS_PORT/bench/dst/" || die "rsync failed"
+	else
+		rsync -W -a $RSYNC_FSYNC "$SMALL/" "rsync://127.0.0.1:$RS_PORT/bench/dst/" || die "rsync failed"
+	fi
+	[ -z "$RSYNC_FSYNC" ] && sync -f "$DST"
+	t1=$(now)
+	T_SEC=$(echo "$t1 - $t0" | bc -l)
+}
+
+# ---------------------------------------------------------------- scp / sshd
+SSH_PORT=$(free_port)
+mkdir -p "$R/ssh" /run/sshd
+ssh-keygen -q -t ed25519 -N '' -f "$R/ssh/host_key" || die ssh-keygen
+ssh-keygen -q -t ed25519 -N '' -f "$R/ssh/user_key" || die ssh-keygen
+cp "$R/ssh/user_key.pub" "$R/ssh/authorized_keys"
+chmod 600 "$R/ssh/authorized_keys"
+cat >"$R/ssh/sshd_config" <<EOF
+ListenAddress 127.0.0.1
+Port $SSH_PORT
+HostKey $R/ssh/host_key
+PidFile $R/ssh/sshd.pid
+AuthorizedKeysFile $R/ssh/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+EOF
+/usr/sbin/sshd -D -e -f "$R/ssh/sshd_config" 2>"$R/ssh/sshd.log" &
+PIDS+=($!)
+wait_port "$SSH_PORT" $! || { cat "$R/ssh/sshd.log" >&2; die "sshd did not start"; }
+SCP=(scp -q -P "$SSH_PORT" -i "$R/ssh/user_key" -o StrictHostKeyChecking=no
+	-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes)
+
+run_scp() {
+	local kind=$1 t0 t1
+	fresh_dst
+	warm
+	t0=$(now)
+	if [ "$kind" = big ]; then
+		"${SCP[@]}" "$BIG" "$(id -un)@127.0.0.1:$DST/" || die "scp failed"
+	else
+		"${SCP[@]}" -r "$SMALL" "$(id -un)@127.0.0.1:$DST/" || die "scp failed"
+	fi
+	sync -f "$DST" # scp cannot fsync: the receiver's sync is timed
+	t1=$(now)
+	T_SEC=$(echo "$t1 - $t0" | bc -l)
+}
+
+# ---------------------------------------------------------------- nc
+run_nc() {
+	local kind=$1 t0 t1 port rp
+	fresh_dst
+	warm
+	port=$(free_port)
+	if [ "$kind" = big ]; then
+		nc -l -s 127.0.0.1 -p "$port" >"$DST/big.bin" &
+	else
+		(nc -l -s 127.0.0.1 -p "$port" | tar -x -C "$DST") &
+	fi
+	rp=$!
+	# wait until the listener is up without connecting to it (it accepts only once)
+	for _ in $(seq 1 200); do
+		ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+		sleep 0.01
+	done
+	t0=$(now)
+	if [ "$kind" = big ]; then
+		nc -N 127.0.0.1 "$port" <"$BIG" || die "nc failed"
+	else
+		tar -c -C "$SMALL" . | nc -N 127.0.0.1 "$port" || die "nc|tar failed"
+	fi
+	wait "$rp" || die "nc receiver failed"
+	sync -f "$DST" # nc cannot fsync: the receiver's sync is timed
+	t1=$(now)
+	T_SEC=$(echo "$t1 - $t0" | bc -l)
+}
+
+# ---------------------------------------------------------------- measuring
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+# measure TOOL CASE -> prints the median seconds; for rdmacp also sets RSS vars (max over reps)
+declare -A SEC
+RD_C_RSS=0 RD_D_RSS=0 RD_D_HWM=0
+measure() {
+	local tool=$1 kind=$2 i ts=()
+	shift 2
+	for i in $(seq 1 "$REPS"); do
+		case $tool in
+		rdmacp)
+			run_rdmacp "$kind" "$@"
+			[ "$C_RSS" -gt "$RD_C_RSS" ] && RD_C_RSS=$C_RSS
+			[ "$D_RSS" -gt "$RD_D_RSS" ] && RD_D_RSS=$D_RSS
+			[ "$D_HWM" -gt "$RD_D_HWM" ] && RD_D_HWM=$D_HWM
+			;;
+		*) "run_$tool" "$kind" ;;
+		esac
+		ts+=("$T_SEC")
+		log "$tool $kind $* rep $i: $(printf %.3f "$T_SEC") s"
+	done
+	SEC[$tool,$kind]=$(printf '%s\n' "${ts[@]}" | median)
+}
+
+BIG_BYTES=$((BIG_MIB << 20))
+SMALL_BYTES=$((NSMALL * SMALL_SIZE))
+
+echo "rdmacp benchmark $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM, kernel $(uname -r)"
+echo "work dir $BENCH_DIR ($(df -T "$BENCH_DIR" | awk 'NR==2 {print $2" on "$1}')); reps $REPS (median)"
+echo "rdmacp $("$RDMACP" --version 2>&1 | head -1); $(rsync --version | head -1); $(ssh -V 2>&1)"
+echo "cases: (a) one file of $BIG_MIB MiB, (b) $NSMALL files of $SMALL_SIZE B in one directory"
+echo "source page cache warmed (read once) before every measurement; fresh empty destination each run"
+echo "receiver durability: rdmacp fsyncs each file; rsync ${RSYNC_FSYNC:-(no --fsync: sync -f timed)}; scp and nc: 'sync -f DST' inside the timing"
+echo "transport: rdmacp tcp over loopback -- these are NOT RDMA numbers"
+echo
+
+for kind in big small; do
+	measure rdmacp "$kind"
+	measure rsync "$kind"
+	measure scp "$kind"
+	measure nc "$kind"
+done
+
+row() { # TOOL CASE LABEL
+	local s=${SEC[$1,$2]} bytes files mbs fps ratio
+	if [ "$2" = big ]; then bytes=$BIG_BYTES files=1; else bytes=$SMALL_BYTES files=$NSMALL; fi
+	mbs=$(echo "$bytes / $s / 1000000" | bc -l)
+	fps=$(echo "$files / $s" | bc -l)
+	ratio=$(echo "$s / ${SEC[rdmacp,$2]}" | bc -l)
+	if [ "$2" = big ]; then
+		printf '| %-22s | %-18s | %8.2f | %8.1f | %9s | %11.2fx |\n' "$3" "$BIG_MIB MiB x 1" "$s" "$mbs" "-" "$ratio"
+	else
+		printf '| %-22s | %-18s | %8.2f | %8.1f | %9.0f | %11.2fx |\n' "$3" "$NSMALL x 4 KiB" "$s" "$mbs" "$fps" "$ratio"
+	fi
+}
+echo "| tool                   | case               |  seconds |     MB/s |   files/s | rdmacp/tool |"
+echo "|------------------------|--------------------|---------:|---------:|----------:|------------:|"
+for kind in big small; do
+	row rdmacp "$kind" "rdmacp (tcp, 2 lanes)"
+	row rsync "$kind" "rsync daemon ${RSYNC_FSYNC:+--fsync}"
+	row scp "$kind" "scp + sync"
+	if [ "$kind" = big ]; then row nc big "nc + sync"; else row nc small "tar|nc|tar + sync"; fi
+done
+echo
+echo "(rdmacp/tool = tool seconds / rdmacp seconds: > 1 means rdmacp is faster; MB = 10^6 bytes)"
+echo
+
+# ---------------------------------------------------------------- targets
+ge() { [ "$(echo "$1 >= $2" | bc -l)" = 1 ] && echo MET || echo "NOT MET"; }
+r_nc=$(echo "${SEC[nc,big]} / ${SEC[rdmacp,big]}" | bc -l)
+r_rs=$(echo "${SEC[rsync,big]} / ${SEC[rdmacp,big]}" | bc -l)
+r_sm=$(echo "${SEC[rsync,small]} / ${SEC[rdmacp,small]}" | bc -l)
+printf 'target %-48s %6.2fx  %s\n' "big file: rdmacp >= 1.0x nc" "$r_nc" "$(ge "$r_nc" 1.0)"
+printf 'target %-48s %6.2fx  %s\n' "big file: rdmacp >= 1.5x rsync daemon" "$r_rs" "$(ge "$r_rs" 1.5)"
+printf 'target %-48s %6.2fx  %s\n' "small files: rdmacp >= 2x rsync daemon files/s" "$r_sm" "$(ge "$r_sm" 2.0)"
+echo
+
+# ---------------------------------------------------------------- memory
+POOL_KB=$((64 * 1024)) # client default: pool of 64 chunks of 1 MiB
+echo "peak RSS (default settings, chunk 1 MiB; client pool 64 MiB, daemon ring 32 slots = 32 MiB):"
+printf '  rdmacp client (time -v max RSS)      %7d KiB  (limit pool + 32 MiB = %d KiB: %s)\n' \
+	"$RD_C_RSS" $((POOL_KB + 32768)) "$([ "$RD_C_RSS" -le $((POOL_KB + 32768)) ] && echo MET || echo 'NOT MET')"
+printf '  rdmacpd session (time -v on daemon)  %7d KiB  (sampled VmHWM of the session child: %d KiB)\n' \
+	"$RD_D_RSS" "$RD_D_HWM"
+echo
+
+if [ "$QUICK" = 1 ] || [ "$FULL" = 1 ]; then
+	FLAT=$BENCH_DIR/data/big-${FLAT_MIB}M.bin
+	need=$(((FLAT_MIB * 2 + 4096) >> 10)) # the source, one copy, slack (GiB)
+	[ "$FLAT_MIB" -ge 8192 ] && need=20
+	free_g=$(df -P -BG "$BENCH_DIR" | awk 'NR==2 {sub("G","",$4); print $4}')
+	if [ ! -f "$FLAT" ] && [ "$free_g" -lt "$need" ]; then
+		echo "RSS flatness: skipped, $free_g GiB free in $BENCH_DIR (< $need GiB)"
+	else
+		gen_random "$FLAT" "$FLAT_MIB"
+		BIG_SAVE=$BIG
+		c1=$RD_C_RSS d1=$RD_D_RSS
+		BIG=$FLAT
+		run_rdmacp big
+		BIG=$BIG_SAVE
+		log "rdmacp $FLAT_MIB MiB: $(printf %.2f "$T_SEC") s"
+		printf 'RSS flatness: %d MiB file: client %d KiB, daemon %d KiB; %d MiB file (%.2f s, %.1f MB/s): client %d KiB, daemon %d KiB\n' \
+			"$BIG_MIB" "$c1" "$d1" "$FLAT_MIB" "$T_SEC" "$(echo "($FLAT_MIB * 1048576) / $T_SEC / 1000000" | bc -l)" "$C_RSS" "$D_RSS"
+		dc=$(echo "100 * ($C_RSS - $c1) / $c1" | bc -l)
+		dd=$(echo "100 * ($D_RSS - $d1) / $d1" | bc -l)
+		printf 'target RSS flat within 10%%: client %+.1f%%, daemon %+.1f%%  %s\n' "$dc" "$dd" \
+			"$([ "$(echo "$dc <= 10 && $dc >= -10 && $dd <= 10 && $dd >= -10" | bc -l)" = 1 ] && echo MET || echo 'NOT MET')"
+	fi
+else
+	echo "RSS flatness: the $FLAT_MIB MiB run needs --full (skipped)"
+fi
+echo
+
+# ---------------------------------------------------------------- exploration
+if [ "$EXPLORE" = 1 ]; then
+	echo "exploration (rdmacp only, $BIG_MIB MiB file; median of $REPS):"
+	echo "| lanes | chunk | seconds |     MB/s | client RSS KiB | daemon RSS KiB |"
+	echo "|------:|------:|--------:|---------:|---------------:|---------------:|"
+	for lanes in 1 2 4; do
+		for chunk in 256K 1M 4M; do
+			RD_C_RSS=0 RD_D_RSS=0 RD_D_HWM=0
+			measure rdmacp big --lanes "$lanes" --chunk-size "$chunk"
+			s=${SEC[rdmacp,big]}
+			printf '| %5s | %5s | %7.2f | %8.1f | %14d | %14d |\n' "$lanes" "$chunk" "$s" \
+				"$(echo "$BIG_BYTES / $s / 1000000" | bc -l)" "$RD_C_RSS" "$RD_D_RSS"
+		done
+	done
+	echo
+fi

@@ -1,0 +1,1258 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Control-protocol codec (proto/): header checks, a round trip for every
+ * message type, every cap at and one past its limit, every truncation, and
+ * the bounds-checked reader/writer underneath (THREATS.md A1-A5, A9).
+ * Decoders always read from an exact-size heap copy so that ASan sees any
+ * over-read; LeakSanitizer catches anything a failed decode leaves behind.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "proto/msg.h"
+#include "proto/wire.h"
+
+#define FRAME_CAP (PROTO_HDR_LEN + (size_t)PROTO_MAX_PAYLOAD)
+#define N_TYPES MSG_TYPE_MAX
+
+static uint8_t frame[FRAME_CAP];
+static const struct msg zero_msg;
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Encode m into frame; check the header; return the payload length. */
+static size_t encode_ok(const struct msg *m)
+{
+	struct proto_hdr h;
+	int n = msg_encode(m, frame, sizeof(frame));
+
+	assert_true(n >= PROTO_HDR_LEN);
+	assert_int_equal(proto_hdr_decode(frame, &h), 0);
+	assert_int_equal(h.version, PROTO_VERSION);
+	assert_int_equal(h.type, m->type);
+	assert_int_equal(h.flags, 0);
+	assert_int_equal(h.length, (size_t)n - PROTO_HDR_LEN);
+	return (size_t)n - PROTO_HDR_LEN;
+}
+
+static uint8_t *payload(void)
+{
+	return frame + PROTO_HDR_LEN;
+}
+
+/* Decode from an exact-size heap copy; on failure ret must be all zero. */
+static int decode_copy(uint16_t type, const uint8_t *p, size_t len, struct msg *ret)
+{
+	uint8_t *copy = malloc(len ? len : 1);
+	int r;
+
+	assert_non_null(copy);
+	if (len) {
+		memcpy(copy, p, len);
+	}
+	r = msg_decode(type, copy, len, ret);
+	free(copy);
+	if (r < 0) {
+		assert_memory_equal(ret, &zero_msg, sizeof(*ret));
+	}
+	return r;
+}
+
+static int decode_rc(uint16_t type, const uint8_t *p, size_t len)
+{
+	struct msg m;
+	int r = decode_copy(type, p, len, &m);
+
+	msg_clear(&m);
+	return r;
+}
+
+/* The encoder does not validate field values, so it can build bad payloads. */
+static int encode_decode_rc(const struct msg *m)
+{
+	size_t len = encode_ok(m);
+
+	return decode_rc(m->type, payload(), len);
+}
+
+static char *repeat(char c, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	assert_non_null(s);
+	memset(s, c, n);
+	s[n] = '\0';
+	return s;
+}
+
+/* ---- sample messages, one valid instance of each type ------------------- */
+
+static char s_name_reg[] = "dir/file.bin";
+static char s_name_dir[] = "dir";
+static char s_name_lnk[] = "dir/link";
+static char s_link[] = "../target";
+static struct proto_file s_files[3] = {
+	{ .id = 7, .ftype = PROTO_FT_REG, .mode = 0644, .size = 123456789012ull,
+	  .mtime_sec = -5, .mtime_nsec = 999999999, .uid = 1000, .gid = 100,
+	  .name = s_name_reg },
+	{ .id = 8, .ftype = PROTO_FT_DIR, .mode = 07777, .size = 0,
+	  .mtime_sec = 1700000000, .mtime_nsec = 0, .uid = 0, .gid = 0, .name = s_name_dir },
+	{ .id = 9, .ftype = PROTO_FT_SYMLINK, .mode = 0777, .size = 0,
+	  .mtime_sec = 1, .mtime_nsec = 1, .uid = 1, .gid = 2, .name = s_name_lnk,
+	  .link = s_link },
+};
+static char s_text_empty[] = "";
+static char s_text_nospace[] = "no space left";
+static struct proto_status s_st[2] = {
+	{ .id = 7, .status = PERR_OK, .text = s_text_empty },
+	{ .id = 8, .status = PERR_MAX, .text = s_text_nospace },
+};
+static char s_get0[] = "mod/a";
+static char s_get1[] = "mod/b/c";
+static char *s_paths[2] = { s_get0, s_get1 };
+
+static void sample(uint16_t type, struct msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	switch (type) {
+	case MSG_HELLO:
+		m->u.hello.min_version = 1;
+		m->u.hello.max_version = 3;
+		/* Unknown capability bits travel unchanged. */
+		m->u.hello.caps = PROTO_CAP_TCP | PROTO_CAP_TREES | (1ull << 63);
+		strcpy(m->u.hello.software, "rdmacp 0.1");
+		break;
+	case MSG_ERROR:
+		m->u.error.code = PERR_NO_MODULE;
+		strcpy(m->u.error.text, "no such module");
+		break;
+	case MSG_OPEN:
+		m->u.open.direction = PROTO_DIR_PUSH;
+		m->u.open.transport = 1;
+		m->u.open.lanes = 4;
+		m->u.open.flags = PROTO_OPEN_FLAGS_KNOWN;
+		m->u.open.chunk_size = 1u << 20;
+		m->u.open.slots = 64;
+		strcpy(m->u.open.path, "mod/dest");
+		break;
+	case MSG_OPEN_OK:
+		m->u.open_ok.transport = 2;
+		m->u.open_ok.lanes = 3;
+		m->u.open_ok.data_port = 40001;
+		m->u.open_ok.chunk_size = 1u << 16;
+		m->u.open_ok.slots = 128;
+		for (size_t i = 0; i < PROTO_TOKEN_LEN; i++) {
+			m->u.open_ok.token[i] = (uint8_t)(0xa0 + i);
+		}
+		break;
+	case MSG_RING:
+		m->u.ring.addr = 0x7f0000001000ull;
+		m->u.ring.desc_addr = 0x7f0000100000ull;
+		m->u.ring.rkey = 0xdeadbeef;
+		m->u.ring.slots = 16;
+		m->u.ring.slot_size = 1u << 20;
+		break;
+	case MSG_FILES:
+		m->u.files.count = 3;
+		m->u.files.files = s_files;
+		break;
+	case MSG_FILES_ACK:
+		m->u.files_ack.count = 2;
+		m->u.files_ack.st = s_st;
+		break;
+	case MSG_FILE_DONE:
+		m->u.file_done.id = 7;
+		m->u.file_done.status = PERR_OK;
+		m->u.file_done.bytes = 123456789012ull;
+		for (size_t i = 0; i < PROTO_HASH_LEN; i++) {
+			m->u.file_done.hash[i] = (uint8_t)(i * 17);
+		}
+		strcpy(m->u.file_done.text, "done");
+		break;
+	case MSG_FILE_RESULT:
+		m->u.file_result.id = 7;
+		m->u.file_result.status = PERR_INTEGRITY;
+		strcpy(m->u.file_result.text, "checksum mismatch");
+		break;
+	case MSG_GET:
+		m->u.get.count = 2;
+		m->u.get.paths = s_paths;
+		break;
+	case MSG_END:
+		m->u.end.files = 3;
+		m->u.end.bytes = UINT64_MAX;
+		break;
+	case MSG_PING:
+	case MSG_PONG:
+		m->u.ping.nonce = 0x0102030405060708ull;
+		break;
+	case MSG_BYE:
+		break;
+	default:
+		fail();
+	}
+}
+
+static void assert_file_equal(const struct proto_file *a, const struct proto_file *b)
+{
+	assert_int_equal(a->id, b->id);
+	assert_int_equal(a->ftype, b->ftype);
+	assert_int_equal(a->mode, b->mode);
+	assert_true(a->size == b->size);
+	assert_true(a->mtime_sec == b->mtime_sec);
+	assert_int_equal(a->mtime_nsec, b->mtime_nsec);
+	assert_int_equal(a->uid, b->uid);
+	assert_int_equal(a->gid, b->gid);
+	assert_string_equal(a->name, b->name);
+	if (a->ftype == PROTO_FT_SYMLINK) {
+		assert_string_equal(a->link, b->link);
+	} else {
+		assert_null(b->link);
+	}
+}
+
+/* a: what was sent, b: what was decoded. */
+static void assert_msg_equal(const struct msg *a, const struct msg *b)
+{
+	assert_int_equal(a->type, b->type);
+	switch (a->type) {
+	case MSG_HELLO:
+		assert_int_equal(a->u.hello.min_version, b->u.hello.min_version);
+		assert_int_equal(a->u.hello.max_version, b->u.hello.max_version);
+		assert_true(a->u.hello.caps == b->u.hello.caps);
+		assert_string_equal(a->u.hello.software, b->u.hello.software);
+		break;
+	case MSG_ERROR:
+		assert_int_equal(a->u.error.code, b->u.error.code);
+		assert_string_equal(a->u.error.text, b->u.error.text);
+		break;
+	case MSG_OPEN:
+		assert_int_equal(a->u.open.direction, b->u.open.direction);
+		assert_int_equal(a->u.open.transport, b->u.open.transport);
+		assert_int_equal(a->u.open.lanes, b->u.open.lanes);
+		assert_int_equal(a->u.open.flags, b->u.open.flags);
+		assert_int_equal(a->u.open.chunk_size, b->u.open.chunk_size);
+		assert_int_equal(a->u.open.slots, b->u.open.slots);
+		assert_string_equal(a->u.open.path, b->u.open.path);
+		break;
+	case MSG_OPEN_OK:
+		assert_int_equal(a->u.open_ok.transport, b->u.open_ok.transport);
+		assert_int_equal(a->u.open_ok.lanes, b->u.open_ok.lanes);
+		assert_int_equal(a->u.open_ok.data_port, b->u.open_ok.data_port);
+		assert_int_equal(a->u.open_ok.chunk_size, b->u.open_ok.chunk_size);
+		assert_int_equal(a->u.open_ok.slots, b->u.open_ok.slots);
+		assert_memory_equal(a->u.open_ok.token, b->u.open_ok.token, PROTO_TOKEN_LEN);
+		break;
+	case MSG_RING:
+		assert_true(a->u.ring.addr == b->u.ring.addr);
+		assert_true(a->u.ring.desc_addr == b->u.ring.desc_addr);
+		assert_int_equal(a->u.ring.rkey, b->u.ring.rkey);
+		assert_int_equal(a->u.ring.slots, b->u.ring.slots);
+		assert_int_equal(a->u.ring.slot_size, b->u.ring.slot_size);
+		break;
+	case MSG_FILES:
+		assert_int_equal(a->u.files.count, b->u.files.count);
+		assert_non_null(b->u.files.files);
+		for (size_t i = 0; i < a->u.files.count; i++) {
+			assert_file_equal(&a->u.files.files[i], &b->u.files.files[i]);
+		}
+		break;
+	case MSG_FILES_ACK:
+		assert_int_equal(a->u.files_ack.count, b->u.files_ack.count);
+		for (size_t i = 0; i < a->u.files_ack.count; i++) {
+			assert_int_equal(a->u.files_ack.st[i].id, b->u.files_ack.st[i].id);
+			assert_int_equal(a->u.files_ack.st[i].status, b->u.files_ack.st[i].status);
+			assert_string_equal(a->u.files_ack.st[i].text, b->u.files_ack.st[i].text);
+		}
+		break;
+	case MSG_FILE_DONE:
+		assert_int_equal(a->u.file_done.id, b->u.file_done.id);
+		assert_int_equal(a->u.file_done.status, b->u.file_done.status);
+		assert_true(a->u.file_done.bytes == b->u.file_done.bytes);
+		assert_memory_equal(a->u.file_done.hash, b->u.file_done.hash, PROTO_HASH_LEN);
+		assert_string_equal(a->u.file_done.text, b->u.file_done.text);
+		break;
+	case MSG_FILE_RESULT:
+		assert_int_equal(a->u.file_result.id, b->u.file_result.id);
+		assert_int_equal(a->u.file_result.status, b->u.file_result.status);
+		assert_string_equal(a->u.file_result.text, b->u.file_result.text);
+		break;
+	case MSG_GET:
+		assert_int_equal(a->u.get.count, b->u.get.count);
+		for (size_t i = 0; i < a->u.get.count; i++) {
+			assert_string_equal(a->u.get.paths[i], b->u.get.paths[i]);
+		}
+		break;
+	case MSG_END:
+		assert_int_equal(a->u.end.files, b->u.end.files);
+		assert_true(a->u.end.bytes == b->u.end.bytes);
+		break;
+	case MSG_PING:
+	case MSG_PONG:
+		assert_true(a->u.ping.nonce == b->u.ping.nonce);
+		break;
+	case MSG_BYE:
+		break;
+	default:
+		fail();
+	}
+}
+
+/* Encode, decode, compare fields, and check the re-encoding is byte-identical. */
+static void round_trip(const struct msg *m)
+{
+	struct msg d;
+	size_t len = encode_ok(m);
+	uint8_t *first = malloc(len ? len : 1);
+
+	assert_non_null(first);
+	memcpy(first, payload(), len);
+	assert_int_equal(decode_copy(m->type, first, len, &d), 0);
+	assert_msg_equal(m, &d);
+	assert_int_equal(encode_ok(&d), len);
+	assert_memory_equal(payload(), first, len);
+	msg_clear(&d);
+	assert_memory_equal(&d, &zero_msg, sizeof(d));
+	free(first);
+}
+
+/*
+ * Replace the string at the end of an encoded payload (length u16 at
+ * len - slen - 2) by one byte longer: the same message, one over its cap.
+ */
+static int decode_last_string_grown(uint16_t type, const uint8_t *p, size_t len, size_t slen)
+{
+	uint8_t *grown = malloc(len + 1);
+	size_t at = len - slen - 2;
+	int r;
+
+	assert_non_null(grown);
+	memcpy(grown, p, len);
+	assert_int_equal((grown[at] << 8) | grown[at + 1], slen);
+	grown[at] = (uint8_t)((slen + 1) >> 8);
+	grown[at + 1] = (uint8_t)(slen + 1);
+	grown[len] = 'x';
+	r = decode_rc(type, grown, len + 1);
+	free(grown);
+	return r;
+}
+
+/* A FILES entry written field by field, with no checks (link written even if not a symlink). */
+static void put_file_raw(struct wbuf *w, const struct proto_file *f)
+{
+	wbuf_put_u32(w, f->id);
+	wbuf_put_u8(w, f->ftype);
+	wbuf_put_u32(w, f->mode);
+	wbuf_put_u64(w, f->size);
+	wbuf_put_u64(w, (uint64_t)f->mtime_sec);
+	wbuf_put_u32(w, f->mtime_nsec);
+	wbuf_put_u32(w, f->uid);
+	wbuf_put_u32(w, f->gid);
+	wbuf_put_str16(w, f->name, UINT16_MAX);
+	wbuf_put_str16(w, f->link ? f->link : "", UINT16_MAX);
+}
+
+static int decode_one_file_raw(const struct proto_file *f)
+{
+	static uint8_t buf[3 * PROTO_MAX_PATH];
+	struct wbuf w;
+
+	wbuf_init(&w, buf, sizeof(buf));
+	wbuf_put_u16(&w, 1);
+	put_file_raw(&w, f);
+	assert_false(w.overflow);
+	return decode_rc(MSG_FILES, buf, w.len);
+}
+
+/* ---- header ------------------------------------------------------------- */
+
+static void test_hdr_round_trip(void **state)
+{
+	uint8_t h[PROTO_HDR_LEN];
+	const uint8_t expect[PROTO_HDR_LEN] = { 0x52, 0x44, 0x4d, 0x43, 1, 0, 0, 6,
+						0,    0,    0,    0,    0, 1, 2, 3 };
+	struct proto_hdr d;
+
+	(void)state;
+	proto_hdr_encode(MSG_FILES, 0x10203, h);
+	assert_memory_equal(h, expect, sizeof(h));
+	assert_int_equal(proto_hdr_decode(h, &d), 0);
+	assert_int_equal(d.version, 1);
+	assert_int_equal(d.type, MSG_FILES);
+	assert_int_equal(d.flags, 0);
+	assert_int_equal(d.length, 0x10203);
+
+	for (uint16_t t = 1; t <= MSG_TYPE_MAX; t++) {
+		proto_hdr_encode(t, 0, h);
+		assert_int_equal(proto_hdr_decode(h, &d), 0);
+		assert_int_equal(d.type, t);
+		assert_string_not_equal(proto_type_name(t), "UNKNOWN");
+	}
+	assert_string_equal(proto_type_name(0), "UNKNOWN");
+	assert_string_equal(proto_type_name(MSG_TYPE_MAX + 1), "UNKNOWN");
+	assert_string_equal(proto_err_name(PERR_VERSION), "VERSION_MISMATCH");
+	assert_string_equal(proto_err_name(PERR_MAX + 1), "UNKNOWN");
+}
+
+static void test_hdr_bad_fields(void **state)
+{
+	uint8_t h[PROTO_HDR_LEN];
+	struct proto_hdr d;
+
+	(void)state;
+	/* Any byte of the magic wrong. */
+	for (size_t i = 0; i < 4; i++) {
+		proto_hdr_encode(MSG_PING, 8, h);
+		h[i] ^= 0x01;
+		assert_int_equal(proto_hdr_decode(h, &d), -EBADMSG);
+	}
+	/* Version 0 and 2 (and 255) are not spoken. */
+	for (unsigned v = 0; v < 256; v++) {
+		proto_hdr_encode(MSG_PING, 8, h);
+		h[4] = (uint8_t)v;
+		assert_int_equal(proto_hdr_decode(h, &d), v == PROTO_VERSION ? 0 : -EPROTONOSUPPORT);
+	}
+	/* Reserved u8, reserved u16 and every flag bit. */
+	for (unsigned bit = 0; bit < 8; bit++) {
+		proto_hdr_encode(MSG_PING, 8, h);
+		h[5] = (uint8_t)(1u << bit);
+		assert_int_equal(proto_hdr_decode(h, &d), -EBADMSG);
+	}
+	for (unsigned bit = 0; bit < 16; bit++) {
+		proto_hdr_encode(MSG_PING, 8, h);
+		h[8 + (bit / 8)] = (uint8_t)(1u << (bit % 8));
+		assert_int_equal(proto_hdr_decode(h, &d), -EBADMSG);
+		proto_hdr_encode(MSG_PING, 8, h);
+		h[10 + (bit / 8)] = (uint8_t)(1u << (bit % 8));
+		assert_int_equal(proto_hdr_decode(h, &d), -EBADMSG);
+	}
+}
+
+static void test_hdr_length_and_type(void **state)
+{
+	uint8_t h[PROTO_HDR_LEN];
+	struct proto_hdr d;
+
+	(void)state;
+	proto_hdr_encode(MSG_FILES, PROTO_MAX_PAYLOAD, h);
+	assert_int_equal(proto_hdr_decode(h, &d), 0);
+	assert_int_equal(d.length, PROTO_MAX_PAYLOAD);
+	proto_hdr_encode(MSG_FILES, PROTO_MAX_PAYLOAD + 1, h);
+	assert_int_equal(proto_hdr_decode(h, &d), -EMSGSIZE);
+	proto_hdr_encode(MSG_FILES, UINT32_MAX, h);
+	assert_int_equal(proto_hdr_decode(h, &d), -EMSGSIZE);
+
+	proto_hdr_encode(0, 0, h);
+	assert_int_equal(proto_hdr_decode(h, &d), -ENOMSG);
+	proto_hdr_encode(MSG_TYPE_MAX + 1, 0, h);
+	assert_int_equal(proto_hdr_decode(h, &d), -ENOMSG);
+	assert_int_equal(d.type, MSG_TYPE_MAX + 1); /* reported for the error reply */
+	proto_hdr_encode(UINT16_MAX, 0, h);
+	assert_int_equal(proto_hdr_decode(h, &d), -ENOMSG);
+}
+
+/* ---- round trips -------------------------------------------------------- */
+
+static void test_round_trip_every_type(void **state)
+{
+	struct msg m;
+
+	(void)state;
+	for (uint16_t t = 1; t <= N_TYPES; t++) {
+		sample(t, &m);
+		round_trip(&m);
+	}
+	/* FILES and FILES_ACK with no entries are valid; GET with none is not. */
+	m = (struct msg){ .type = MSG_FILES };
+	round_trip(&m);
+	m = (struct msg){ .type = MSG_FILES_ACK };
+	round_trip(&m);
+}
+
+static void test_round_trip_edges(void **state)
+{
+	struct msg m;
+
+	(void)state;
+	/* Every limit exactly at its edge is accepted. */
+	sample(MSG_OPEN, &m);
+	m.u.open.direction = PROTO_DIR_PULL;
+	m.u.open.transport = 0;
+	m.u.open.lanes = PROTO_MAX_LANES;
+	m.u.open.chunk_size = PROTO_MAX_CHUNK;
+	m.u.open.slots = PROTO_MAX_SLOTS;
+	round_trip(&m);
+	m.u.open.lanes = 1;
+	m.u.open.chunk_size = PROTO_MIN_CHUNK;
+	m.u.open.slots = 1;
+	m.u.open.flags = 0;
+	round_trip(&m);
+
+	sample(MSG_OPEN_OK, &m);
+	m.u.open_ok.transport = 1;
+	m.u.open_ok.lanes = PROTO_MAX_LANES;
+	m.u.open_ok.data_port = UINT16_MAX;
+	m.u.open_ok.chunk_size = PROTO_MAX_CHUNK;
+	m.u.open_ok.slots = PROTO_MAX_SLOTS;
+	round_trip(&m);
+
+	sample(MSG_RING, &m);
+	m.u.ring.slots = PROTO_MAX_SLOTS;
+	m.u.ring.slot_size = PROTO_MAX_CHUNK;
+	m.u.ring.addr = UINT64_MAX - (uint64_t)PROTO_MAX_SLOTS * PROTO_MAX_CHUNK;
+	m.u.ring.desc_addr = UINT64_MAX - (uint64_t)PROTO_MAX_SLOTS * PROTO_DESC_LEN;
+	round_trip(&m);
+
+	sample(MSG_HELLO, &m);
+	m.u.hello.min_version = m.u.hello.max_version = 7;
+	round_trip(&m);
+
+	sample(MSG_FILE_DONE, &m);
+	m.u.file_done.status = PERR_MAX;
+	round_trip(&m);
+	sample(MSG_FILE_RESULT, &m);
+	m.u.file_result.status = PERR_MAX;
+	round_trip(&m);
+
+	/* A regular file of INT64_MAX bytes, mode 07777, nsec just below 1e9. */
+	{
+		char name[] = "big";
+		struct proto_file f = { .id = UINT32_MAX, .ftype = PROTO_FT_REG, .mode = 07777,
+					.size = INT64_MAX, .mtime_sec = INT64_MIN,
+					.mtime_nsec = 999999999, .uid = UINT32_MAX,
+					.gid = UINT32_MAX, .name = name };
+
+		m = (struct msg){ .type = MSG_FILES, .u.files = { .count = 1, .files = &f } };
+		round_trip(&m);
+	}
+}
+
+/* Strings exactly at their cap decode; one byte over is refused (A9, A1). */
+static void test_string_caps(void **state)
+{
+	struct msg m;
+	size_t len;
+	char *text = repeat('t', PROTO_MAX_TEXT);
+	char *path = repeat('p', PROTO_MAX_PATH);
+
+	(void)state;
+	sample(MSG_HELLO, &m);
+	strcpy(m.u.hello.software, text);
+	round_trip(&m);
+	len = encode_ok(&m);
+	assert_int_equal(decode_last_string_grown(MSG_HELLO, payload(), len, PROTO_MAX_TEXT), -EBADMSG);
+
+	sample(MSG_ERROR, &m);
+	strcpy(m.u.error.text, text);
+	round_trip(&m);
+	len = encode_ok(&m);
+	assert_int_equal(decode_last_string_grown(MSG_ERROR, payload(), len, PROTO_MAX_TEXT), -EBADMSG);
+
+	sample(MSG_OPEN, &m);
+	strcpy(m.u.open.path, path);
+	round_trip(&m);
+	len = encode_ok(&m);
+	assert_int_equal(decode_last_string_grown(MSG_OPEN, payload(), len, PROTO_MAX_PATH), -EBADMSG);
+
+	sample(MSG_FILE_DONE, &m);
+	strcpy(m.u.file_done.text, text);
+	round_trip(&m);
+	len = encode_ok(&m);
+	assert_int_equal(decode_last_string_grown(MSG_FILE_DONE, payload(), len, PROTO_MAX_TEXT),
+			 -EBADMSG);
+
+	sample(MSG_FILE_RESULT, &m);
+	strcpy(m.u.file_result.text, text);
+	round_trip(&m);
+	len = encode_ok(&m);
+	assert_int_equal(decode_last_string_grown(MSG_FILE_RESULT, payload(), len, PROTO_MAX_TEXT),
+			 -EBADMSG);
+
+	{
+		struct proto_status st = { .id = 1, .status = PERR_IO, .text = text };
+
+		m = (struct msg){ .type = MSG_FILES_ACK, .u.files_ack = { .count = 1, .st = &st } };
+		round_trip(&m);
+		len = encode_ok(&m);
+		assert_int_equal(decode_last_string_grown(MSG_FILES_ACK, payload(), len,
+							  PROTO_MAX_TEXT),
+				 -EBADMSG);
+	}
+	{
+		m = (struct msg){ .type = MSG_GET, .u.get = { .count = 1, .paths = &path } };
+		round_trip(&m);
+		len = encode_ok(&m);
+		assert_int_equal(decode_last_string_grown(MSG_GET, payload(), len, PROTO_MAX_PATH),
+				 -EBADMSG);
+	}
+	{
+		/* FILES: a symlink whose name and target are both at PROTO_MAX_PATH. */
+		struct proto_file f = { .id = 1, .ftype = PROTO_FT_SYMLINK, .mode = 0777,
+					.name = path, .link = path };
+		char *over = repeat('o', PROTO_MAX_PATH + 1);
+
+		m = (struct msg){ .type = MSG_FILES, .u.files = { .count = 1, .files = &f } };
+		round_trip(&m);
+		len = encode_ok(&m);
+		assert_int_equal(decode_last_string_grown(MSG_FILES, payload(), len, PROTO_MAX_PATH),
+				 -EBADMSG);
+		/* The name (not the last field) over its cap. */
+		f.name = over;
+		assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+		f.name = path;
+		assert_int_equal(decode_one_file_raw(&f), 0);
+		free(over);
+	}
+	free(text);
+	free(path);
+}
+
+/* The string length also must not run past the payload. */
+static void test_string_longer_than_payload(void **state)
+{
+	struct msg m;
+	size_t len;
+
+	(void)state;
+	sample(MSG_ERROR, &m);
+	len = encode_ok(&m);
+	/* Claim 2 more bytes than the text has, and supply only one. */
+	payload()[5] = (uint8_t)(strlen(m.u.error.text) + 2);
+	assert_int_equal(decode_rc(MSG_ERROR, payload(), len + 1), -EBADMSG);
+
+	sample(MSG_GET, &m);
+	len = encode_ok(&m);
+	payload()[len - strlen(s_get1) - 1] = (uint8_t)(strlen(s_get1) + 1);
+	assert_int_equal(decode_rc(MSG_GET, payload(), len), -EBADMSG);
+}
+
+/* Embedded NUL bytes would make a peer's name differ from what we check. */
+static void test_embedded_nul(void **state)
+{
+	struct msg m;
+	size_t len;
+	uint16_t types[] = { MSG_HELLO, MSG_ERROR, MSG_OPEN, MSG_FILE_DONE, MSG_FILE_RESULT,
+			     MSG_FILES_ACK, MSG_GET, MSG_FILES };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		sample(types[i], &m);
+		len = encode_ok(&m);
+		assert_int_equal(decode_rc(types[i], payload(), len), 0);
+		/* The last string in each sample is at least 2 bytes: put a NUL in its middle. */
+		payload()[len - 2] = '\0';
+		assert_int_equal(decode_rc(types[i], payload(), len), -EBADMSG);
+	}
+	/* A NUL in a FILES name (not the last string). */
+	{
+		char name[] = "a?b";
+		struct proto_file f = { .id = 1, .ftype = PROTO_FT_REG, .name = name };
+		uint8_t buf[128];
+		struct wbuf w;
+
+		wbuf_init(&w, buf, sizeof(buf));
+		wbuf_put_u16(&w, 1);
+		put_file_raw(&w, &f);
+		assert_int_equal(decode_rc(MSG_FILES, buf, w.len), 0);
+		buf[w.len - 2 - 2] = '\0'; /* the '?' (before the empty link's u16) */
+		assert_int_equal(decode_rc(MSG_FILES, buf, w.len), -EBADMSG);
+	}
+}
+
+/* ---- truncation and trailing bytes -------------------------------------- */
+
+static void test_truncated_every_byte(void **state)
+{
+	struct msg m;
+
+	(void)state;
+	for (uint16_t t = 1; t <= N_TYPES; t++) {
+		size_t len;
+		uint8_t *full;
+
+		sample(t, &m);
+		len = encode_ok(&m);
+		full = malloc(len + 1);
+		assert_non_null(full);
+		memcpy(full, payload(), len);
+		for (size_t cut = 0; cut < len; cut++) {
+			if (decode_rc(t, full, cut) != -EBADMSG) {
+				fail_msg("%s cut at %zu of %zu decoded", proto_type_name(t), cut, len);
+			}
+		}
+		/* Trailing garbage, whatever its value. */
+		full[len] = 0;
+		assert_int_equal(decode_rc(t, full, len + 1), -EBADMSG);
+		full[len] = 0xff;
+		assert_int_equal(decode_rc(t, full, len + 1), -EBADMSG);
+		assert_int_equal(decode_rc(t, full, len), 0);
+		free(full);
+	}
+}
+
+static void test_decode_refuses_oversize_and_unknown(void **state)
+{
+	(void)state;
+	memset(frame, 0, sizeof(frame));
+	/* More than PROTO_MAX_PAYLOAD bytes handed in: refused before parsing. */
+	assert_int_equal(decode_rc(MSG_BYE, frame, PROTO_MAX_PAYLOAD + 1), -EBADMSG);
+	assert_int_equal(decode_rc(0, frame, 0), -EBADMSG);
+	assert_int_equal(decode_rc(MSG_TYPE_MAX + 1, frame, 0), -EBADMSG);
+}
+
+/* ---- lists -------------------------------------------------------------- */
+
+static void test_lists_at_batch_cap(void **state)
+{
+	struct proto_file *files = calloc(PROTO_MAX_BATCH, sizeof(*files));
+	struct proto_status *st = calloc(PROTO_MAX_BATCH, sizeof(*st));
+	char **paths = calloc(PROTO_MAX_BATCH, sizeof(*paths));
+	char names[PROTO_MAX_BATCH][16];
+	struct msg m;
+
+	(void)state;
+	assert_non_null(files);
+	assert_non_null(st);
+	assert_non_null(paths);
+	for (size_t i = 0; i < PROTO_MAX_BATCH; i++) {
+		snprintf(names[i], sizeof(names[i]), "m/f%03zu", i);
+		files[i] = s_files[i % 3];
+		files[i].id = (uint32_t)i;
+		files[i].name = names[i];
+		st[i] = (struct proto_status){ .id = (uint32_t)i, .status = (uint32_t)(i % (PERR_MAX + 1)),
+					       .text = names[i] };
+		paths[i] = names[i];
+	}
+	m = (struct msg){ .type = MSG_FILES, .u.files = { .count = PROTO_MAX_BATCH, .files = files } };
+	round_trip(&m);
+	m = (struct msg){ .type = MSG_FILES_ACK,
+			  .u.files_ack = { .count = PROTO_MAX_BATCH, .st = st } };
+	round_trip(&m);
+	m = (struct msg){ .type = MSG_GET, .u.get = { .count = PROTO_MAX_BATCH, .paths = paths } };
+	round_trip(&m);
+
+	/* One more: the encoder refuses ... */
+	m = (struct msg){ .type = MSG_FILES, .u.files = { .count = PROTO_MAX_BATCH + 1 } };
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	m = (struct msg){ .type = MSG_FILES_ACK, .u.files_ack = { .count = PROTO_MAX_BATCH + 1 } };
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	m = (struct msg){ .type = MSG_GET, .u.get = { .count = PROTO_MAX_BATCH + 1 } };
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+
+	/* ... and the decoder refuses 257 well-formed entries. */
+	{
+		struct wbuf w;
+		uint8_t *buf = payload();
+
+		wbuf_init(&w, buf, PROTO_MAX_PAYLOAD);
+		wbuf_put_u16(&w, PROTO_MAX_BATCH + 1);
+		for (size_t i = 0; i <= PROTO_MAX_BATCH; i++) {
+			put_file_raw(&w, &files[i % PROTO_MAX_BATCH]);
+		}
+		assert_false(w.overflow);
+		assert_int_equal(decode_rc(MSG_FILES, buf, w.len), -EBADMSG);
+
+		wbuf_init(&w, buf, PROTO_MAX_PAYLOAD);
+		wbuf_put_u16(&w, PROTO_MAX_BATCH + 1);
+		for (size_t i = 0; i <= PROTO_MAX_BATCH; i++) {
+			wbuf_put_u32(&w, (uint32_t)i);
+			wbuf_put_u32(&w, PERR_OK);
+			wbuf_put_str16(&w, "ok", PROTO_MAX_TEXT);
+		}
+		assert_false(w.overflow);
+		assert_int_equal(decode_rc(MSG_FILES_ACK, buf, w.len), -EBADMSG);
+
+		wbuf_init(&w, buf, PROTO_MAX_PAYLOAD);
+		wbuf_put_u16(&w, PROTO_MAX_BATCH + 1);
+		for (size_t i = 0; i <= PROTO_MAX_BATCH; i++) {
+			wbuf_put_str16(&w, "m/p", PROTO_MAX_PATH);
+		}
+		assert_false(w.overflow);
+		assert_int_equal(decode_rc(MSG_GET, buf, w.len), -EBADMSG);
+	}
+	free(files);
+	free(st);
+	free(paths);
+}
+
+/* A huge count with a tiny payload is refused before any allocation (A3). */
+static void test_lists_huge_count(void **state)
+{
+	const uint16_t types[] = { MSG_FILES, MSG_FILES_ACK, MSG_GET };
+	const uint16_t counts[] = { UINT16_MAX, PROTO_MAX_BATCH + 1, PROTO_MAX_BATCH, 2 };
+
+	(void)state;
+	for (size_t t = 0; t < 3; t++) {
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+			uint8_t p[4] = { (uint8_t)(counts[c] >> 8), (uint8_t)counts[c], 0, 0 };
+
+			assert_int_equal(decode_rc(types[t], p, sizeof(p)), -EBADMSG);
+		}
+	}
+	/* GET must name something. */
+	{
+		const uint8_t p[2] = { 0, 0 };
+
+		assert_int_equal(decode_rc(MSG_GET, p, sizeof(p)), -EBADMSG);
+	}
+}
+
+/* One path short of a full frame fits; one byte more is refused by the encoder. */
+static void test_encode_payload_cap(void **state)
+{
+	/* 2 + 255 * (2 + 4096) + (2 + 3582) == PROTO_MAX_PAYLOAD */
+	char *full = repeat('p', PROTO_MAX_PATH);
+	char *tail = repeat('q', 3583);
+	char **paths = calloc(PROTO_MAX_BATCH, sizeof(*paths));
+	size_t big = FRAME_CAP + 4096;
+	uint8_t *buf = malloc(big);
+	struct msg m = { .type = MSG_GET, .u.get = { .count = PROTO_MAX_BATCH } };
+
+	(void)state;
+	assert_non_null(paths);
+	assert_non_null(buf);
+	for (size_t i = 0; i < PROTO_MAX_BATCH - 1; i++) {
+		paths[i] = full;
+	}
+	paths[PROTO_MAX_BATCH - 1] = tail + 1;
+	m.u.get.paths = paths;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), (int)FRAME_CAP);
+	round_trip(&m);
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame) - 1), -EMSGSIZE);
+
+	/* Over PROTO_MAX_PAYLOAD, even with room to spare in the buffer. */
+	paths[PROTO_MAX_BATCH - 1] = tail;
+	assert_int_equal(msg_encode(&m, buf, big), -EMSGSIZE);
+	free(buf);
+	free(paths);
+	free(full);
+	free(tail);
+}
+
+/* ---- field checks, message by message ----------------------------------- */
+
+static void test_bad_hello(void **state)
+{
+	struct msg m;
+
+	(void)state;
+	sample(MSG_HELLO, &m);
+	m.u.hello.min_version = 2;
+	m.u.hello.max_version = 1;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+}
+
+static void test_bad_open(void **state)
+{
+	struct msg m;
+	size_t len;
+
+	(void)state;
+#define BAD_OPEN(field, value)                                     \
+	do {                                                       \
+		sample(MSG_OPEN, &m);                              \
+		m.u.open.field = (value);                          \
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG);  \
+	} while (0)
+	BAD_OPEN(direction, 0);
+	BAD_OPEN(direction, 3);
+	BAD_OPEN(transport, 3);
+	BAD_OPEN(lanes, 0);
+	BAD_OPEN(lanes, PROTO_MAX_LANES + 1);
+	BAD_OPEN(chunk_size, 0);
+	BAD_OPEN(chunk_size, PROTO_MIN_CHUNK / 2);
+	BAD_OPEN(chunk_size, PROTO_MIN_CHUNK + 1);
+	BAD_OPEN(chunk_size, 3 * PROTO_MIN_CHUNK);
+	BAD_OPEN(chunk_size, PROTO_MAX_CHUNK * 2);
+	BAD_OPEN(chunk_size, 1u << 31);
+	BAD_OPEN(slots, 0);
+	BAD_OPEN(slots, PROTO_MAX_SLOTS + 1);
+	for (unsigned bit = 5; bit < 32; bit++) {
+		BAD_OPEN(flags, PROTO_OPEN_FLAGS_KNOWN | (1u << bit));
+	}
+#undef BAD_OPEN
+	/* The reserved byte after lanes. */
+	sample(MSG_OPEN, &m);
+	len = encode_ok(&m);
+	payload()[3] = 1;
+	assert_int_equal(decode_rc(MSG_OPEN, payload(), len), -EBADMSG);
+}
+
+static void test_bad_open_ok(void **state)
+{
+	struct msg m;
+
+	(void)state;
+#define BAD_OPEN_OK(field, value)                                  \
+	do {                                                       \
+		sample(MSG_OPEN_OK, &m);                           \
+		m.u.open_ok.field = (value);                       \
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG);  \
+	} while (0)
+	BAD_OPEN_OK(data_port, 0);
+	BAD_OPEN_OK(transport, 0);
+	BAD_OPEN_OK(transport, 3);
+	BAD_OPEN_OK(lanes, 0);
+	BAD_OPEN_OK(lanes, PROTO_MAX_LANES + 1);
+	BAD_OPEN_OK(chunk_size, 0);
+	BAD_OPEN_OK(chunk_size, PROTO_MIN_CHUNK + PROTO_MIN_CHUNK / 2);
+	BAD_OPEN_OK(chunk_size, PROTO_MAX_CHUNK * 2);
+	BAD_OPEN_OK(slots, 0);
+	BAD_OPEN_OK(slots, PROTO_MAX_SLOTS + 1);
+#undef BAD_OPEN_OK
+}
+
+static void test_bad_ring(void **state)
+{
+	struct msg m;
+	uint64_t span;
+
+	(void)state;
+#define BAD_RING(field, value)                                     \
+	do {                                                       \
+		sample(MSG_RING, &m);                              \
+		m.u.ring.field = (value);                          \
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG);  \
+	} while (0)
+	BAD_RING(slot_size, 0);
+	BAD_RING(slot_size, 5000);
+	BAD_RING(slot_size, PROTO_MAX_CHUNK * 2);
+	BAD_RING(slots, 0);
+	BAD_RING(slots, PROTO_MAX_SLOTS + 1);
+	BAD_RING(addr, UINT64_MAX);
+	BAD_RING(desc_addr, UINT64_MAX);
+#undef BAD_RING
+	/* The last slot (or descriptor) would wrap past 2^64 by one byte. */
+	sample(MSG_RING, &m);
+	span = (uint64_t)m.u.ring.slots * m.u.ring.slot_size;
+	m.u.ring.addr = UINT64_MAX - span;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.ring.addr = UINT64_MAX - span + 1;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+
+	sample(MSG_RING, &m);
+	span = (uint64_t)m.u.ring.slots * PROTO_DESC_LEN;
+	m.u.ring.desc_addr = UINT64_MAX - span;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.ring.desc_addr = UINT64_MAX - span + 1;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+}
+
+static void test_bad_files(void **state)
+{
+	char name[] = "x";
+	char target[] = "y";
+	const struct proto_file reg = { .id = 1, .ftype = PROTO_FT_REG, .mode = 0644, .size = 10,
+					.name = name };
+	const struct proto_file lnk = { .id = 2, .ftype = PROTO_FT_SYMLINK, .mode = 0777,
+					.name = name, .link = target };
+	const struct proto_file dir = { .id = 3, .ftype = PROTO_FT_DIR, .mode = 0755, .name = name };
+	struct proto_file f;
+
+	(void)state;
+	assert_int_equal(decode_one_file_raw(&reg), 0);
+	assert_int_equal(decode_one_file_raw(&lnk), 0);
+	assert_int_equal(decode_one_file_raw(&dir), 0);
+
+	f = reg;
+	f.mode = 010000;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f.mode = 0100644; /* S_IFREG bits are not permission bits */
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = reg;
+	f.mtime_nsec = 1000000000u;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f.mtime_nsec = UINT32_MAX;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = reg;
+	f.size = (uint64_t)INT64_MAX + 1;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f.size = UINT64_MAX;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = reg;
+	f.link = target; /* a regular file with a target */
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = dir;
+	f.link = target;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = dir;
+	f.size = 1;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = lnk;
+	f.size = 9;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = lnk;
+	f.link = NULL; /* a symlink without a target */
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = reg;
+	f.ftype = 0;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f.ftype = 4;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f.ftype = 0xff;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+
+	/* A bad entry after good ones: the good ones' strings are freed (LSan). */
+	{
+		uint8_t buf[256];
+		struct wbuf w;
+
+		f = reg;
+		f.ftype = 4;
+		wbuf_init(&w, buf, sizeof(buf));
+		wbuf_put_u16(&w, 4);
+		put_file_raw(&w, &reg);
+		put_file_raw(&w, &lnk);
+		put_file_raw(&w, &dir);
+		put_file_raw(&w, &f);
+		assert_false(w.overflow);
+		assert_int_equal(decode_rc(MSG_FILES, buf, w.len), -EBADMSG);
+	}
+}
+
+static void test_bad_status(void **state)
+{
+	struct msg m;
+
+	(void)state;
+	sample(MSG_FILES_ACK, &m);
+	assert_int_equal(encode_decode_rc(&m), 0);
+	{
+		struct proto_status st[2] = { s_st[0], s_st[1] };
+
+		st[1].status = PERR_MAX + 1;
+		m.u.files_ack.st = st;
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+		st[1].status = UINT32_MAX;
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	}
+	sample(MSG_FILE_DONE, &m);
+	m.u.file_done.status = PERR_MAX + 1;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample(MSG_FILE_RESULT, &m);
+	m.u.file_result.status = PERR_MAX + 1;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+}
+
+/* ---- encoder refusals --------------------------------------------------- */
+
+static void test_encode_refuses(void **state)
+{
+	struct msg m;
+	int n;
+	uint8_t small[PROTO_HDR_LEN + 64];
+	char *over_path = repeat('p', PROTO_MAX_PATH + 1);
+	char *over_text = repeat('t', PROTO_MAX_TEXT + 1);
+
+	(void)state;
+	/* Strings over their cap. */
+	{
+		struct proto_file f = s_files[0];
+
+		f.name = over_path;
+		m = (struct msg){ .type = MSG_FILES, .u.files = { .count = 1, .files = &f } };
+		assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+		f = s_files[2];
+		f.link = over_path;
+		assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	}
+	{
+		struct proto_status st = { .id = 1, .text = over_text };
+
+		m = (struct msg){ .type = MSG_FILES_ACK, .u.files_ack = { .count = 1, .st = &st } };
+		assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	}
+	m = (struct msg){ .type = MSG_GET, .u.get = { .count = 1, .paths = &over_path } };
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+
+	/* Buffer too small: below a header, one byte short, exact. */
+	for (uint16_t t = 1; t <= N_TYPES; t++) {
+		sample(t, &m);
+		n = msg_encode(&m, small, sizeof(small));
+		assert_true(n >= PROTO_HDR_LEN);
+		assert_int_equal(msg_encode(&m, small, (size_t)n - 1), -EMSGSIZE);
+		assert_int_equal(msg_encode(&m, small, (size_t)n), n);
+		assert_int_equal(msg_encode(&m, small, PROTO_HDR_LEN - 1), -EMSGSIZE);
+		assert_int_equal(msg_encode(&m, small, 0), -EMSGSIZE);
+	}
+	/* Unknown type. */
+	m = (struct msg){ .type = 0 };
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EINVAL);
+	m = (struct msg){ .type = MSG_TYPE_MAX + 1 };
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EINVAL);
+	free(over_path);
+	free(over_text);
+}
+
+/* ---- slot descriptors --------------------------------------------------- */
+
+static void test_desc(void **state)
+{
+	const struct proto_desc d = { .file_id = 0x01020304, .len = 0x05060708,
+				      .offset = 0x1112131415161718ull, .seq = UINT64_MAX };
+	const uint8_t expect[PROTO_DESC_LEN] = { 1,    2,    3,    4,    5,    6,    7,    8,
+						 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
+						 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+	uint8_t b[PROTO_DESC_LEN];
+	struct proto_desc out;
+
+	(void)state;
+	memset(b, 0xee, sizeof(b));
+	proto_desc_encode(&d, b);
+	assert_memory_equal(b, expect, sizeof(b)); /* and the tail is zeroed */
+	assert_int_equal(proto_desc_decode(b, &out), 0);
+	assert_int_equal(out.file_id, d.file_id);
+	assert_int_equal(out.len, d.len);
+	assert_true(out.offset == d.offset);
+	assert_true(out.seq == d.seq);
+
+	for (size_t i = 24; i < PROTO_DESC_LEN; i++) {
+		proto_desc_encode(&d, b);
+		b[i] = 0x80;
+		memset(&out, 0x5a, sizeof(out));
+		assert_int_equal(proto_desc_decode(b, &out), -EBADMSG);
+		assert_int_equal(out.file_id, 0x5a5a5a5a); /* untouched on failure */
+	}
+	assert_int_equal(proto_imm(PROTO_IMM_CREDIT, 0x1234567), 0x02234567u);
+}
+
+/* ---- wire reader and writer --------------------------------------------- */
+
+static void test_rbuf_latches(void **state)
+{
+	const uint8_t in[] = { 0x12, 0x34, 0x56, 0x78, 0x9a };
+	struct rbuf r;
+	uint8_t bytes[4] = { 1, 2, 3, 4 };
+
+	(void)state;
+	rbuf_init(&r, in, sizeof(in));
+	assert_int_equal(rbuf_get_u16(&r), 0x1234);
+	assert_false(r.error);
+	assert_int_equal(rbuf_get_u32(&r), 0); /* 3 bytes left: refused, not partial */
+	assert_true(r.error);
+	assert_int_equal(rbuf_left(&r), 3);
+	assert_int_equal(rbuf_get_u8(&r), 0); /* latched: even a byte that exists is refused */
+	assert_true(r.error);
+	rbuf_get_bytes(&r, bytes, sizeof(bytes));
+	assert_memory_equal(bytes, "\0\0\0\0", 4);
+
+	rbuf_init(&r, in, sizeof(in));
+	assert_true(rbuf_get_u64(&r) == 0);
+	assert_true(r.error);
+
+	rbuf_init(&r, in, 0);
+	assert_int_equal(rbuf_get_u8(&r), 0);
+	assert_true(r.error);
+
+	rbuf_init(&r, in, sizeof(in));
+	assert_int_equal(rbuf_get_u32(&r), 0x12345678);
+	assert_int_equal(rbuf_get_u8(&r), 0x9a);
+	assert_false(r.error);
+	assert_int_equal(rbuf_left(&r), 0);
+}
+
+static void test_rbuf_str16(void **state)
+{
+	const uint8_t ok[] = { 0, 3, 'a', 'b', 'c' };
+	const uint8_t nul[] = { 0, 3, 'a', 0, 'c' };
+	const uint8_t longer[] = { 0, 6, 'a', 'b', 'c' };
+	char out[8];
+	struct rbuf r;
+
+	(void)state;
+	rbuf_init(&r, ok, sizeof(ok));
+	rbuf_get_str16(&r, out, sizeof(out), 7);
+	assert_false(r.error);
+	assert_string_equal(out, "abc");
+
+	rbuf_init(&r, ok, sizeof(ok));
+	rbuf_get_str16(&r, out, sizeof(out), 2); /* over max */
+	assert_true(r.error);
+	assert_string_equal(out, "");
+
+	rbuf_init(&r, ok, sizeof(ok));
+	rbuf_get_str16(&r, out, 3, 100); /* no room for the NUL */
+	assert_true(r.error);
+
+	rbuf_init(&r, nul, sizeof(nul));
+	rbuf_get_str16(&r, out, sizeof(out), 7);
+	assert_true(r.error);
+
+	rbuf_init(&r, longer, sizeof(longer));
+	rbuf_get_str16(&r, out, sizeof(out), 7);
+	assert_true(r.error);
+}
+
+static void test_wbuf_latches(void **state)
+{
+	uint8_t buf[8];
+	struct wbuf w;
+
+	(void)state;
+	memset(buf, 0xee, sizeof(buf));
+	wbuf_init(&w, buf, 5);
+	wbuf_put_u32(&w, 0x01020304);
+	assert_false(w.overflow);
+	wbuf_put_u16(&w, 0xffff); /* 1 byte of room: refused whole */
+	assert_true(w.overflow);
+	assert_int_equal(w.len, 4);
+	wbuf_put_u8(&w, 0xff); /* latched: even a byte that fits is refused */
+	assert_int_equal(w.len, 4);
+	assert_memory_equal(buf, "\x01\x02\x03\x04\xee\xee\xee\xee", 8);
+
+	wbuf_init(&w, buf, sizeof(buf));
+	wbuf_put_u64(&w, 1);
+	assert_false(w.overflow);
+	wbuf_put_bytes(&w, "", 0);
+	assert_false(w.overflow);
+	wbuf_put_u8(&w, 0);
+	assert_true(w.overflow);
+
+	/* str16 over its max latches without writing the length. */
+	wbuf_init(&w, buf, sizeof(buf));
+	wbuf_put_str16(&w, "abc", 2);
+	assert_true(w.overflow);
+	assert_int_equal(w.len, 0);
+	wbuf_init(&w, buf, sizeof(buf));
+	wbuf_put_str16(&w, "abc", 3);
+	assert_false(w.overflow);
+	assert_int_equal(w.len, 5);
+	assert_memory_equal(buf, "\0\3abc", 5);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hdr_round_trip),
+		cmocka_unit_test(test_hdr_bad_fields),
+		cmocka_unit_test(test_hdr_length_and_type),
+		cmocka_unit_test(test_round_trip_every_type),
+		cmocka_unit_test(test_round_trip_edges),
+		cmocka_unit_test(test_string_caps),
+		cmocka_unit_test(test_string_longer_than_payload),
+		cmocka_unit_test(test_embedded_nul),
+		cmocka_unit_test(test_truncated_every_byte),
+		cmocka_unit_test(test_decode_refuses_oversize_and_unknown),
+		cmocka_unit_test(test_lists_at_batch_cap),
+		cmocka_unit_test(test_lists_huge_count),
+		cmocka_unit_test(test_encode_payload_cap),
+		cmocka_unit_test(test_bad_hello),
+		cmocka_unit_test(test_bad_open),
+		cmocka_unit_test(test_bad_open_ok),
+		cmocka_unit_test(test_bad_ring),
+		cmocka_unit_test(test_bad_files),
+		cmocka_unit_test(test_bad_status),
+		cmocka_unit_test(test_encode_refuses),
+		cmocka_unit_test(test_desc),
+		cmocka_unit_test(test_rbuf_latches),
+		cmocka_unit_test(test_rbuf_str16),
+		cmocka_unit_test(test_wbuf_latches),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+}
