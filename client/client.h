@@ -24,8 +24,12 @@ struct client_opts {
 	int idle_timeout_s;
 	int verbose;		/* -1 quiet, 0 normal, 1+ verbose */
 	bool preserve;
+	bool owner;
 	bool recursive;
 	bool json;
+	bool dry_run;
+	int progress;		/* -1 default (a terminal), 0 off, 1 on */
+	uint64_t bwlimit;	/* bytes per second, 0 = none */
 };
 
 /* Defaults, then ~/.config/rdmacp/config (or file): "FILE:LINE: problem" in err. */

@@ -39,6 +39,7 @@ void client_opts_defaults(struct client_opts *o)
 	o->pool_chunks = 64;
 	o->connect_timeout_s = 10;
 	o->idle_timeout_s = 60;
+	o->progress = -1;
 }
 
 int parse_size(const char *s, uint64_t *ret)

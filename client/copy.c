@@ -20,10 +20,13 @@
 #include "client.h"
 #include "engine.h"
 #include "exitcodes.h"
+#include "fspath.h"
 #include "hash.h"
 #include "log.h"
 #include "net.h"
 #include "session.h"
+#include "output.h"
+#include "walk.h"
 #include "xport.h"
 
 static volatile sig_atomic_t interrupted;
@@ -128,6 +131,13 @@ static int session_open(struct session *s)
 		return EXIT_CONNECT;
 	}
 	r = tls_connect(s->ctx, fd, s->rem->host, s->o->connect_timeout_s * 1000, &s->tls);
+	if (r == -ECONNRESET || r == -EPIPE) {
+		/* A daemon at its connection limits closes before any TLS: "busy". */
+		log_error("%s closed the connection before the TLS handshake finished "
+			  "(busy, or not accepting connections): %s",
+			  s->rem->host, tls_last_error());
+		return EXIT_CONNECT;
+	}
 	if (r < 0) {
 		log_error("TLS handshake with %s failed: %s", s->rem->host, tls_last_error());
 		return r == -ETIMEDOUT ? EXIT_CONNECT : EXIT_AUTH;
@@ -202,101 +212,57 @@ int cmd_ping(struct client_opts *o, char **args, int nargs)
 	return r;
 }
 
-/* ---- push ---------------------------------------------------------------- */
+/* ---- transfers ----------------------------------------------------------- */
 
-struct report {
+struct xfer {
 	struct client_opts *o;
-	uint64_t files_failed;
+	struct output out;
+	/* pull: the names the client asked for (their last components) */
+	char **wanted;
+	size_t nwanted;
+	/* pull: the remote paths, sent once the data connection is up */
+	char **get_paths;
+	size_t nget;
 };
 
 static void ev_ok(void *ud, const char *name, uint64_t bytes, double secs, const uint8_t h[16])
 {
-	struct report *rep = ud;
-	char esc[1024], hex[33];
+	struct xfer *x = ud;
 
-	if (rep->o->verbose > 0) {
-		hash_to_hex(h, hex);
-		fprintf(stderr, "%s: %" PRIu64 " bytes, verified xxh128 %s, committed\n",
-			log_escape(name, esc, sizeof(esc)), bytes, hex);
-	}
-	(void)secs;
+	output_file(&x->out, name, bytes, secs, h);
 }
 
 static void ev_failed(void *ud, const char *name, uint32_t code, const char *text)
 {
-	struct report *rep = ud;
-	char esc[1024], esc2[1024];
+	struct xfer *x = ud;
 
-	rep->files_failed++;
-	log_error("%s: %s (%s)", log_escape(name, esc, sizeof(esc)),
-		  log_escape(text, esc2, sizeof(esc2)), proto_err_name(code));
+	output_error(&x->out, name, proto_err_name(code), text);
 }
 
-static void free_srcs(struct engine_src *srcs, size_t n)
+static void ev_progress(void *ud, uint64_t bytes)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(srcs[i].name);
-		free(srcs[i].path);
-		free(srcs[i].link);
-	}
-	free(srcs);
+	struct xfer *x = ud;
+
+	output_progress(&x->out, bytes);
 }
 
-/* Turn the command line's sources into engine entries. Returns failures. */
-static int collect_sources(char **args, int nargs, struct engine_src **ret, size_t *ret_n)
+static void walk_warning(void *ud, const char *path, const char *why)
 {
-	struct engine_src *srcs = calloc((size_t)nargs, sizeof(*srcs));
-	size_t n = 0;
-	int failures = 0;
+	char esc[4200];
 
-	if (!srcs) {
-		return -ENOMEM;
-	}
-	for (int i = 0; i < nargs; i++) {
-		struct stat st;
-		_cleanup_free_ char *copy = strdup(args[i]);
-		char esc[1024];
-
-		if (!copy) {
-			free_srcs(srcs, n);
-			return -ENOMEM;
-		}
-		if (stat(args[i], &st) < 0) {
-			log_error("%s: %s", log_escape(args[i], esc, sizeof(esc)), strerror(errno));
-			failures++;
-			continue;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			log_error("%s: is a directory (not copied)", log_escape(args[i], esc, sizeof(esc)));
-			failures++;
-			continue;
-		}
-		if (!S_ISREG(st.st_mode)) {
-			log_warning("%s: not a regular file, skipped",
-				    log_escape(args[i], esc, sizeof(esc)));
-			failures++;
-			continue;
-		}
-		srcs[n] = (struct engine_src){
-			.name = strdup(basename(copy)), .path = strdup(args[i]), .dirfd = AT_FDCWD,
-			.ftype = PROTO_FT_REG, .mode = st.st_mode & 07777, .size = (uint64_t)st.st_size,
-			.mtime = st.st_mtim, .uid = st.st_uid, .gid = st.st_gid,
-		};
-		if (!srcs[n].name || !srcs[n].path) {
-			free_srcs(srcs, n + 1);
-			return -ENOMEM;
-		}
-		n++;
-	}
-	*ret = srcs;
-	*ret_n = n;
-	return failures;
+	(void)ud;
+	log_warning("%s: %s", log_escape(path, esc, sizeof(esc)), why);
 }
 
-static int open_transfer(struct session *s, uint8_t direction, uint32_t flags,
-			 struct msg_open_ok *ret_ok)
+static const char *transport_name(int kind)
 {
-	struct msg m = { .type = MSG_OPEN }, in;
+	return kind == XPORT_KIND_VERBS ? "verbs" : "tcp";
+}
+
+static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, const char *path,
+			 struct msg *ret)
+{
+	struct msg m = { .type = MSG_OPEN };
 	char esc[1024];
 	int r;
 
@@ -306,28 +272,27 @@ static int open_transfer(struct session *s, uint8_t direction, uint32_t flags,
 	m.u.open.flags = flags;
 	m.u.open.chunk_size = s->o->chunk_size;
 	m.u.open.slots = s->o->slots;
-	snprintf(m.u.open.path, sizeof(m.u.open.path), "%s", s->rem->path);
+	snprintf(m.u.open.path, sizeof(m.u.open.path), "%s", path);
 	r = chan_send(&s->chan, &m);
 	if (r >= 0) {
-		r = chan_recv(&s->chan, &in, s->o->idle_timeout_s * 1000);
+		r = chan_recv(&s->chan, ret, s->o->idle_timeout_s * 1000);
 	}
 	if (r < 0) {
 		log_error("%s: control channel: %s", s->rem->host,
 			  r == -EPIPE || r == -ECONNRESET ? "connection closed" : strerror(-r));
 		return r == -EPIPE || r == -ECONNRESET ? EXIT_CONNECT : EXIT_PROTOCOL;
 	}
-	if (in.type == MSG_ERROR) {
-		log_error("%s: %s", s->rem->host, log_escape(in.u.error.text, esc, sizeof(esc)));
-		return exit_for_perr(in.u.error.code);
+	if (ret->type == MSG_ERROR) {
+		log_error("%s: %s", s->rem->host, log_escape(ret->u.error.text, esc, sizeof(esc)));
+		return exit_for_perr(ret->u.error.code);
 	}
-	if (in.type != MSG_OPEN_OK) {
-		log_error("%s: protocol error: expected OPEN_OK, got %s", s->rem->host,
-			  proto_type_name(in.type));
-		msg_clear(&in);
-		return EXIT_PROTOCOL;
+	/* A dry run is answered with END (accepted, nothing to connect). */
+	if (ret->type == (flags & PROTO_OPEN_DRY_RUN ? MSG_END : MSG_OPEN_OK)) {
+		return 0;
 	}
-	*ret_ok = in.u.open_ok;
-	return 0;
+	log_error("%s: protocol error: unexpected %s", s->rem->host, proto_type_name(ret->type));
+	msg_clear(ret);
+	return EXIT_PROTOCOL;
 }
 
 static int connect_data(struct session *s, const struct msg_open_ok *ok, struct xport **ret)
@@ -341,8 +306,8 @@ static int connect_data(struct session *s, const struct msg_open_ok *ok, struct 
 		log_error("daemon chose a transport this build lacks");
 		return EXIT_TRANSPORT;
 	}
-	if (ok->lanes > s->o->lanes || ok->chunk_size > PROTO_MAX_CHUNK ||
-	    ok->slots > PROTO_MAX_SLOTS) {
+	if (ok->lanes > s->o->lanes || ok->chunk_size > s->o->chunk_size ||
+	    ok->slots > s->o->slots) {
 		log_error("daemon offered parameters beyond what we asked for");
 		return EXIT_PROTOCOL;
 	}
@@ -362,115 +327,359 @@ static int connect_data(struct session *s, const struct msg_open_ok *ok, struct 
 	return 0;
 }
 
-static int push(struct client_opts *o, char **srcs_arg, int nsrcs, const struct remote *rem)
+/* Exit code for a finished exchange, from what committed and what failed. */
+static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures)
 {
-	struct session s = { .o = o, .rem = rem };
-	struct engine_src *srcs = NULL;
-	size_t n = 0;
-	struct msg_open_ok ok = { 0 };
-	struct xport *x = NULL;
-	struct report rep = { .o = o };
-	struct engine_params ep = { 0 };
-	struct engine_stats st = { 0 };
-	struct timespec t0, t1;
-	uint32_t code = 0, flags = 0;
-	char err[1200];
-	int local_failures, rc, r;
+	if (st->files_failed == 0 && local_failures == 0) {
+		return EXIT_OK;
+	}
+	if (st->files_ok > 0 || (local_failures > 0 && st->files_failed == 0)) {
+		return EXIT_PARTIAL;
+	}
+	return exit_for_perr(st->first_error);
+}
 
-	local_failures = collect_sources(srcs_arg, nsrcs, &srcs, &n);
-	if (local_failures < 0) {
-		log_error("out of memory");
-		return EXIT_LOCAL_IO;
-	}
-	if (n == 0) {
-		free_srcs(srcs, n);
-		return EXIT_LOCAL_IO;
-	}
-	if (nsrcs > 1 || rem->path[0] == '\0' || rem->path[strlen(rem->path) - 1] == '/') {
-		flags |= PROTO_OPEN_DEST_IS_DIR;
-	}
-	if (o->preserve) {
-		flags |= PROTO_OPEN_PRESERVE;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rc = session_open(&s);
-	if (rc == 0) {
-		rc = open_transfer(&s, PROTO_DIR_PUSH, flags, &ok);
-	}
-	if (rc == 0) {
-		rc = connect_data(&s, &ok, &x);
-	}
-	if (rc == 0) {
-		ep.role = ENGINE_SENDER;
-		ep.chan = &s.chan;
-		ep.x = x;
-		ep.chunk_size = ok.chunk_size;
-		ep.slots = ok.slots;
-		ep.pool_chunks = MAX(o->pool_chunks, 2u);
-		ep.idle_timeout_ms = o->idle_timeout_s * 1000;
-		ep.srcs = srcs;
-		ep.nsrcs = n;
-		ep.ev = (struct engine_events){ .file_ok = ev_ok, .file_failed = ev_failed, .ud = &rep };
-		ep.stop = &interrupted;
-		r = engine_run(&ep, &st, &code, err, sizeof(err));
-		x->ops->destroy(x);
-		if (r < 0) {
-			log_error("transfer failed: %s", err);
-			rc = interrupted ? EXIT_INTERRUPTED : exit_for_perr(code);
-		}
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	session_close(&s, rc == 0);
-	free_srcs(srcs, n);
+static int send_get(struct session *s, char **paths, size_t n);
+
+static int run_engine(struct session *s, struct xfer *x, struct engine_params *ep,
+		      const struct msg_open_ok *ok, struct engine_stats *st)
+{
+	struct xport *xp = NULL;
+	uint32_t code = 0;
+	char err[1200];
+	int rc, r;
+
+	rc = connect_data(s, ok, &xp);
 	if (rc != 0) {
 		return rc;
 	}
-	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	if (o->verbose >= 0) {
-		fprintf(stderr,
-			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%.1f MB/s), %" PRIu64
-			" failed, over %s (%u lanes)\n",
-			st.files_ok, st.bytes, secs, secs > 0 ? (double)st.bytes / secs / 1e6 : 0.0,
-			st.files_failed + (uint64_t)local_failures, ok.transport == XPORT_KIND_TCP ? "tcp" : "verbs",
-			ok.lanes);
+	if (x->nget && send_get(s, x->get_paths, x->nget) < 0) {
+		xp->ops->destroy(xp);
+		log_error("control channel write failed");
+		return EXIT_CONNECT;
 	}
-	if (st.files_failed == 0 && local_failures == 0) {
-		return EXIT_OK;
+	output_start(&x->out, ep->role == ENGINE_SENDER ? "push to" : "pull from", s->rem->host,
+		     transport_name(ok->transport), ok->lanes);
+	ep->chan = &s->chan;
+	ep->x = xp;
+	ep->chunk_size = ok->chunk_size;
+	ep->slots = ok->slots;
+	ep->pool_chunks = MAX(s->o->pool_chunks, 2u);
+	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
+	ep->ev = (struct engine_events){ .file_ok = ev_ok, .file_failed = ev_failed,
+					 .progress = ev_progress, .ud = x };
+	ep->stop = &interrupted;
+	r = engine_run(ep, st, &code, err, sizeof(err));
+	xp->ops->destroy(xp);
+	if (r < 0) {
+		log_error("transfer failed: %s", err);
+		return interrupted ? EXIT_INTERRUPTED : exit_for_perr(code);
 	}
-	if (st.files_ok > 0 || local_failures > 0) {
-		return EXIT_PARTIAL;
+	return 0;
+}
+
+static uint32_t open_flags(const struct client_opts *o)
+{
+	return (o->recursive ? PROTO_OPEN_RECURSIVE : 0) | (o->preserve ? PROTO_OPEN_PRESERVE : 0) |
+	       (o->owner ? PROTO_OPEN_OWNER : 0) | (o->dry_run ? PROTO_OPEN_DRY_RUN : 0);
+}
+
+static char *last_component(const char *path)
+{
+	size_t n = strlen(path);
+	const char *p;
+
+	while (n > 1 && path[n - 1] == '/') {
+		n--;
 	}
-	return exit_for_perr(st.first_error);
+	p = memrchr(path, '/', n);
+	p = p && (size_t)(p - path) + 1 < n ? p + 1 : (p ? path : path);
+	if (p == path && path[0] == '/' && n == 1) {
+		return strdup("/");
+	}
+	return strndup(p, n - (size_t)(p - path));
+}
+
+static int push(struct client_opts *o, char **args, int nargs, const struct remote *rem)
+{
+	struct session s = { .o = o, .rem = rem };
+	struct xfer x = { .o = o };
+	struct src_list srcs = { 0 };
+	struct engine_params ep = { .role = ENGINE_SENDER };
+	struct engine_stats st = { 0 };
+	struct msg reply = { 0 };
+	uint64_t local_failures = 0;
+	uint32_t flags = open_flags(o);
+	int rc;
+
+	output_init(&x.out, o->json, o->progress, o->verbose);
+	for (int i = 0; i < nargs; i++) {
+		_cleanup_free_ char *name = last_component(args[i]);
+		char esc[4200];
+		int r;
+
+		if (!name) {
+			return EXIT_LOCAL_IO;
+		}
+		r = walk_add(&srcs, AT_FDCWD, args[i], name, o->recursive, walk_warning, NULL);
+		if (r == -ENOMEM) {
+			src_list_free(&srcs);
+			return EXIT_LOCAL_IO;
+		}
+		if (r < 0) {
+			output_error(&x.out, args[i], r == -EISDIR ? "IS_DIRECTORY" : "LOCAL_IO",
+				     r == -EISDIR ? "is a directory (use -r)" : strerror(-r));
+			(void)esc;
+			local_failures++;
+		}
+	}
+	if (srcs.n == 0) {
+		src_list_free(&srcs);
+		return nargs == 1 && local_failures ? EXIT_LOCAL_IO : EXIT_LOCAL_IO;
+	}
+	x.out.total_bytes = srcs.total_bytes;
+	if (nargs > 1 || rem->path[0] == '\0' || rem->path[strlen(rem->path) - 1] == '/') {
+		flags |= PROTO_OPEN_DEST_IS_DIR;
+	}
+	rc = session_open(&s);
+	if (rc == 0) {
+		rc = open_transfer(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
+	}
+	if (rc == 0 && o->dry_run) {
+		for (size_t i = 0; i < srcs.n; i++) {
+			output_plan(&x.out, srcs.v[i].name, srcs.v[i].size);
+		}
+	} else if (rc == 0) {
+		ep.srcs = srcs.v;
+		ep.nsrcs = srcs.n;
+		ep.bwlimit = o->bwlimit;
+		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
+	}
+	session_close(&s, rc == 0);
+	src_list_free(&srcs);
+	if (rc != 0) {
+		return rc;
+	}
+	if (!o->dry_run) {
+		output_summary(&x.out, st.files_ok, st.bytes, st.files_failed + local_failures,
+			       transport_name(reply.u.open_ok.transport));
+	}
+	return exit_for_stats(&st, local_failures);
+}
+
+/* Pull: accept only entries named after what we asked for (and, with -r, below them). */
+static bool pull_name_ok(void *ud, const char *name)
+{
+	struct xfer *x = ud;
+	const char *slash = strchr(name, '/');
+	size_t top = slash ? (size_t)(slash - name) : strlen(name);
+
+	if (slash && !x->o->recursive) {
+		return false;
+	}
+	for (size_t i = 0; i < x->nwanted; i++) {
+		if (strlen(x->wanted[i]) == top && !memcmp(x->wanted[i], name, top)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Where pulled entries land: into DST if it is a directory, else DST renames the one source. */
+static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename)
+{
+	_cleanup_free_ char *copy = strdup(dst);
+	struct stat st;
+	char *slash;
+	int fd;
+
+	if (!copy) {
+		return -ENOMEM;
+	}
+	*ret_rename = NULL;
+	if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
+		fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0) {
+			return negerrno();
+		}
+		*ret_fd = fd;
+		return 0;
+	}
+	if (nsrcs > 1 || dst[strlen(dst) - 1] == '/') {
+		return -ENOTDIR;
+	}
+	slash = strrchr(copy, '/');
+	if (slash) {
+		*slash = '\0';
+	}
+	fd = open(slash ? (copy[0] ? copy : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		return negerrno();
+	}
+	*ret_rename = strdup(slash ? slash + 1 : copy);
+	if (!*ret_rename || fspath_validate(*ret_rename) < 0) {
+		close(fd);
+		free(*ret_rename);
+		return -EINVAL;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+static int send_get(struct session *s, char **paths, size_t n)
+{
+	struct msg m = { .type = MSG_GET };
+
+	m.u.get.count = (uint16_t)n;
+	m.u.get.paths = paths;
+	return chan_send(&s->chan, &m);
+}
+
+/* --dry-run of a pull: the daemon lists what it would send, then END. */
+static int pull_plan(struct session *s, struct xfer *x)
+{
+	for (;;) {
+		struct msg m;
+		int r = chan_recv(&s->chan, &m, s->o->idle_timeout_s * 1000);
+		if (r < 0) {
+			log_error("control channel: %s", strerror(-r));
+			return EXIT_PROTOCOL;
+		}
+		if (m.type == MSG_END) {
+			return 0;
+		}
+		if (m.type == MSG_ERROR) {
+			log_error("%s: %s", s->rem->host, m.u.error.text);
+			return exit_for_perr(m.u.error.code);
+		}
+		if (m.type != MSG_FILES) {
+			msg_clear(&m);
+			return EXIT_PROTOCOL;
+		}
+		for (size_t i = 0; i < m.u.files.count; i++) {
+			if (!pull_name_ok(x, m.u.files.files[i].name)) {
+				msg_clear(&m);
+				log_error("daemon listed a name that was not asked for");
+				return EXIT_PROTOCOL;
+			}
+			output_plan(&x->out, m.u.files.files[i].name, m.u.files.files[i].size);
+		}
+		msg_clear(&m);
+	}
+}
+
+static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
+{
+	struct remote rems[PROTO_MAX_BATCH];
+	struct session s = { .o = o, .rem = &rems[0] };
+	struct xfer x = { .o = o };
+	struct engine_params ep = { .role = ENGINE_RECEIVER };
+	struct engine_stats st = { 0 };
+	struct msg reply = { 0 };
+	char *paths[PROTO_MAX_BATCH], *wanted[PROTO_MAX_BATCH];
+	char *rename_to = NULL;
+	int basefd = -1, rc, r;
+
+	if (nargs > PROTO_MAX_BATCH) {
+		log_error("at most %d remote sources at once", PROTO_MAX_BATCH);
+		return EXIT_USAGE;
+	}
+	output_init(&x.out, o->json, o->progress, o->verbose);
+	for (int i = 0; i < nargs; i++) {
+		if (parse_remote(args[i], &rems[i]) != 1 || strcmp(rems[i].host, rems[0].host)) {
+			log_error("all sources of a pull must be on one host: %s", args[i]);
+			return EXIT_USAGE;
+		}
+		paths[i] = rems[i].path;
+		wanted[i] = last_component(rems[i].path);
+		if (!wanted[i] || fspath_validate(wanted[i]) < 0) {
+			log_error("bad remote path '%s'", args[i]);
+			for (int k = 0; k <= i; k++) {
+				free(wanted[k]);
+			}
+			return EXIT_USAGE;
+		}
+	}
+	x.wanted = wanted;
+	x.nwanted = (size_t)nargs;
+	rc = 0;
+	if (!o->dry_run) {
+		r = pull_dest(dst, nargs, &basefd, &rename_to);
+		if (r < 0) {
+			log_error("destination %s: %s", dst,
+				  r == -ENOTDIR ? "not a directory" : strerror(-r));
+			rc = EXIT_LOCAL_IO;
+		}
+	}
+	if (rc == 0) {
+		rc = session_open(&s);
+	}
+	if (rc == 0) {
+		rc = open_transfer(&s, PROTO_DIR_PULL, open_flags(o), rems[0].path, &reply);
+	}
+	if (rc == 0 && o->dry_run) {
+		rc = send_get(&s, paths, (size_t)nargs) < 0 ? EXIT_PROTOCOL : pull_plan(&s, &x);
+	} else if (rc == 0) {
+		/* The lanes first (the daemon waits for them), then what we want. */
+		ep.base_fd = basefd;
+		ep.rename_to = rename_to;
+		ep.open_flags = open_flags(o);
+		ep.name_ok = pull_name_ok;
+		ep.name_ok_ud = &x;
+		x.get_paths = paths;
+		x.nget = (size_t)nargs;
+		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
+	}
+	session_close(&s, rc == 0);
+	for (int i = 0; i < nargs; i++) {
+		free(wanted[i]);
+	}
+	free(rename_to);
+	if (basefd >= 0) {
+		close(basefd);
+	}
+	if (rc != 0 || o->dry_run) {
+		return rc;
+	}
+	output_summary(&x.out, st.files_ok, st.bytes, st.files_failed,
+		       transport_name(reply.u.open_ok.transport));
+	return exit_for_stats(&st, 0);
 }
 
 int cmd_copy(struct client_opts *o, char **args, int nargs)
 {
 	struct remote dst;
 	struct sigaction sa = { .sa_handler = on_signal };
-	int r;
+	int r, nremote = 0;
 
 	if (nargs < 2) {
-		log_error("usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH (see rdmacp --help)");
+		log_error("usage: rdmacp [OPTIONS] SRC... DST (see rdmacp --help)");
 		return EXIT_USAGE;
 	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	for (int i = 0; i < nargs - 1; i++) {
+		struct remote tmp;
+		r = parse_remote(args[i], &tmp);
+		if (r < 0) {
+			log_error("bad remote '%s': expected HOST:MODULE/PATH", args[i]);
+			return EXIT_USAGE;
+		}
+		nremote += r;
+	}
 	r = parse_remote(args[nargs - 1], &dst);
 	if (r < 0) {
 		log_error("bad remote '%s': expected HOST:MODULE/PATH", args[nargs - 1]);
 		return EXIT_USAGE;
 	}
-	if (r == 0) {
-		log_error("the destination must be remote (HOST:MODULE/PATH); pull is not built yet");
-		return EXIT_USAGE;
+	if (r == 1 && nremote == 0) {
+		return push(o, args, nargs - 1, &dst);
 	}
-	for (int i = 0; i < nargs - 1; i++) {
-		struct remote tmp;
-		if (parse_remote(args[i], &tmp) != 0) {
-			log_error("remote source '%s': pull is not built yet", args[i]);
-			return EXIT_USAGE;
-		}
+	if (r == 0 && nremote == nargs - 1) {
+		return pull(o, args, nargs - 1, args[nargs - 1]);
 	}
-	return push(o, args, nargs - 1, &dst);
+	log_error("copy either local files to one remote destination, or remote files to a local "
+		  "destination");
+	return EXIT_USAGE;
 }

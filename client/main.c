@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,8 @@
 
 static void usage(FILE *f)
 {
-	fputs("usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH\n"
+	fputs("usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH        (push)\n"
+	      "       rdmacp [OPTIONS] HOST:MODULE/PATH... DEST         (pull)\n"
 	      "       rdmacp ping HOST\n"
 	      "       rdmacp certs init DIR [--host NAME]...\n"
 	      "       rdmacp certs issue DIR --client NAME [--days N]\n"
@@ -33,7 +35,14 @@ static void usage(FILE *f)
 	      "      --transport T      auto, tcp or verbs (default tcp)\n"
 	      "      --lanes N          data connections (default 2)\n"
 	      "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
+	      "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"
 	      "  -p, --preserve         keep modes and modification times\n"
+	      "      --owner            also keep uid/gid (root on both ends)\n"
+	      "  -n, --dry-run          check access and list what would be copied\n"
+	      "      --bwlimit RATE     bytes per second on the data path (e.g. 500M)\n"
+	      "      --progress         one updating progress line (default on a terminal)\n"
+	      "      --no-progress      no progress line\n"
+	      "      --json             NDJSON events on stdout (start, file, error, summary)\n"
 	      "  -q, --quiet            print errors only\n"
 	      "  -v, --verbose          print each file with its verified checksum\n"
 	      "      --version          print the version\n"
@@ -55,6 +64,11 @@ enum {
 	OPT_LANES,
 	OPT_CHUNK,
 	OPT_VERSION,
+	OPT_JSON,
+	OPT_PROGRESS,
+	OPT_NO_PROGRESS,
+	OPT_BWLIMIT,
+	OPT_OWNER,
 };
 
 static const struct option long_opts[] = {
@@ -68,6 +82,13 @@ static const struct option long_opts[] = {
 	{ "lanes", required_argument, NULL, OPT_LANES },
 	{ "chunk-size", required_argument, NULL, OPT_CHUNK },
 	{ "preserve", no_argument, NULL, 'p' },
+	{ "recursive", no_argument, NULL, 'r' },
+	{ "owner", no_argument, NULL, OPT_OWNER },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "progress", no_argument, NULL, OPT_PROGRESS },
+	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+	{ "dry-run", no_argument, NULL, 'n' },
+	{ "bwlimit", required_argument, NULL, OPT_BWLIMIT },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -119,7 +140,7 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 		}
 	}
 	/* "+": stop at the first non-option, so subcommands keep their own options. */
-	while ((c = getopt_long(argc, argv, "+P:pqvh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+P:pqvhrn", long_opts, NULL)) != -1) {
 		unsigned long v;
 		uint64_t sz;
 		char *end;
@@ -190,6 +211,31 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 		case 'p':
 			o->preserve = true;
 			break;
+		case 'r':
+			o->recursive = true;
+			break;
+		case 'n':
+			o->dry_run = true;
+			break;
+		case OPT_OWNER:
+			o->owner = true;
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case OPT_PROGRESS:
+			o->progress = 1;
+			break;
+		case OPT_NO_PROGRESS:
+			o->progress = 0;
+			break;
+		case OPT_BWLIMIT:
+			if (parse_size(optarg, &sz) < 0 || sz == 0) {
+				log_error("bad --bwlimit '%s': bytes per second, e.g. 500M", optarg);
+				return EXIT_USAGE;
+			}
+			o->bwlimit = sz;
+			break;
 		case 'q':
 			o->verbose = -1;
 			break;
@@ -235,6 +281,8 @@ int main(int argc, char **argv)
 	int r;
 
 	log_set_prefix_mode(false, "rdmacp");
+	/* A peer that goes away is an error to report, not a signal to die of. */
+	signal(SIGPIPE, SIG_IGN);
 	/* certs takes its own options: dispatch before the copy options. */
 	if (argc > 1 && !strcmp(argv[1], "certs")) {
 		return cmd_certs(argc - 1, argv + 1);

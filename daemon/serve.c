@@ -26,6 +26,7 @@
 #include "net.h"
 #include "session.h"
 #include "tls.h"
+#include "walk.h"
 #include "xport.h"
 
 #define POLICY_MAX_LANES 8
@@ -98,29 +99,51 @@ static int refuse(struct conn *c, uint32_t code, const char *fmt, ...)
 	return -EPERM;
 }
 
-/* Split "MODULE/REL" (REL may be empty); a leading '/' is tolerated. */
-static int split_module_path(const char *path, char *mod, size_t modlen, const char **ret_rel)
+/*
+ * "MODULE/REL" names a module and a path in it (REL may be empty). "/ABS/PATH"
+ * is accepted too when it lies inside a module's path, so scp habits work:
+ * the module with the longest matching path wins.
+ */
+static const struct module *resolve_module(const struct daemon_config *cfg, const char *path,
+					   const char **ret_rel)
 {
-	const char *p = path;
-	const char *slash;
-	size_t n;
+	const struct module *best = NULL;
+	size_t best_len = 0;
 
-	while (*p == '/') {
-		p++;
+	if (path[0] != '/') {
+		char mod[64];
+		const char *slash = strchr(path, '/');
+		size_t n = slash ? (size_t)(slash - path) : strlen(path);
+
+		if (n == 0 || n >= sizeof(mod)) {
+			return NULL;
+		}
+		memcpy(mod, path, n);
+		mod[n] = '\0';
+		for (path += n; *path == '/'; path++) {
+		}
+		*ret_rel = path;
+		return daemon_config_module(cfg, mod);
 	}
-	slash = strchr(p, '/');
-	n = slash ? (size_t)(slash - p) : strlen(p);
-	if (n == 0 || n >= modlen) {
-		return -EINVAL;
+	for (size_t i = 0; i < cfg->nmodules; i++) {
+		const struct module *m = &cfg->modules[i];
+		size_t n = strlen(m->path);
+
+		while (n > 1 && m->path[n - 1] == '/') {
+			n--;
+		}
+		if (n > best_len && !strncmp(path, m->path, n) && (path[n] == '/' || !path[n])) {
+			best = m;
+			best_len = n;
+		}
 	}
-	memcpy(mod, p, n);
-	mod[n] = '\0';
-	p += n;
-	while (*p == '/') {
-		p++;
+	if (!best) {
+		return NULL;
 	}
-	*ret_rel = p;
-	return 0;
+	for (path += best_len; *path == '/'; path++) {
+	}
+	*ret_rel = path;
+	return best;
 }
 
 struct push_dest {
@@ -157,7 +180,11 @@ static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir,
 		return r;
 	}
 	r = fspath_open_dir(rootfd, trimmed, &ret->fd);
-	if (r != -ENOENT && r != -ENOTDIR) {
+	/*
+	 * Not a directory (or a symlink, which is never followed): the single
+	 * source replaces it by name. A symlink higher up still fails below.
+	 */
+	if (r != -ENOENT && r != -ENOTDIR && !(r == -ELOOP && !dest_is_dir)) {
 		return r;
 	}
 	if (dest_is_dir) {
@@ -199,9 +226,12 @@ static void ev_file_failed(void *ud, const char *name, uint32_t code, const char
 		   proto_err_name(code), log_escape(text, esc2, sizeof(esc2)));
 }
 
+static int expand_get(struct conn *c, const struct module *m, int rootfd, bool recursive,
+		      struct src_list *ret);
+
 /* Set up the data connection the client asked for, then run the engine. */
 static int run_transfer(struct conn *c, const struct msg_open *o, const struct module *m,
-			int basefd, const char *rename_to)
+			int basefd, const char *rename_to, struct src_list *pull_srcs)
 {
 	const struct daemon_config *cfg = c->cfg;
 	const struct xport_ops *ops;
@@ -257,7 +287,20 @@ static int run_transfer(struct conn *c, const struct msg_open *o, const struct m
 		return r;
 	}
 
-	ep.role = ENGINE_RECEIVER;
+	if (pull_srcs) {
+		/* The client names what it wants once the lanes are up. */
+		r = expand_get(c, m, basefd, o->flags & PROTO_OPEN_RECURSIVE, pull_srcs);
+		if (r < 0) {
+			x->ops->destroy(x);
+			return r;
+		}
+		ep.role = ENGINE_SENDER;
+		ep.srcs = pull_srcs->v;
+		ep.nsrcs = pull_srcs->n;
+		ep.pool_chunks = (uint32_t)MAX(cfg->pool_size / chunk / 2, 2);
+	} else {
+		ep.role = ENGINE_RECEIVER;
+	}
 	ep.chan = &c->chan;
 	ep.x = x;
 	ep.chunk_size = chunk;
@@ -281,45 +324,185 @@ static int run_transfer(struct conn *c, const struct msg_open *o, const struct m
 			   err);
 		return r;
 	}
-	log_info("%s (%s): push to %s done: %llu files, %llu bytes, %llu failed", c->peer, c->id,
-		 m->name, (unsigned long long)st.files_ok, (unsigned long long)st.bytes,
+	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed", c->peer, c->id,
+		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok, (unsigned long long)st.bytes,
 		 (unsigned long long)st.files_failed);
 	return 0;
 }
 
+/* The client asked for an OPEN: is this peer allowed to do it on this module? */
+static int check_module(struct conn *c, const struct msg_open *o, const struct module **ret_m,
+			const char **ret_rel)
+{
+	char esc[PROTO_MAX_PATH * 4 + 1];
+	const struct module *m;
+
+	log_escape(o->path, esc, sizeof(esc));
+	m = resolve_module(c->cfg, o->path, ret_rel);
+	if (!m) {
+		return refuse(c, PERR_NO_MODULE, "no module for '%s'", esc);
+	}
+	if (!peer_allowed(c, m)) {
+		return refuse(c, PERR_PERMISSION, "module '%s' does not allow this client", m->name);
+	}
+	if (o->direction == PROTO_DIR_PUSH && m->read_only) {
+		return refuse(c, PERR_PERMISSION, "module '%s' is read only", m->name);
+	}
+	if (o->direction == PROTO_DIR_PULL && m->write_only) {
+		return refuse(c, PERR_PERMISSION, "module '%s' is write only", m->name);
+	}
+	*ret_m = m;
+	return 0;
+}
+
+/* A dry run gets every check a real transfer would, then END instead of a data path. */
+static int accept_dry_run(struct conn *c)
+{
+	struct msg end = { .type = MSG_END };
+
+	return chan_send(&c->chan, &end);
+}
+
+struct get_ctx {
+	struct conn *c;
+	int failures;
+};
+
+static void pull_warning(void *ud, const char *path, const char *why)
+{
+	struct get_ctx *g = ud;
+	char esc[PROTO_MAX_PATH * 4 + 1];
+
+	log_notice("%s (%s): pull: %s: %s", g->c->peer, g->c->id,
+		   log_escape(path, esc, sizeof(esc)), why);
+}
+
+/*
+ * Expand the client's GET beneath the module: every path resolved without
+ * following symlinks, named after its last component (as scp does).
+ */
+static int expand_get(struct conn *c, const struct module *m, int rootfd, bool recursive,
+		      struct src_list *ret)
+{
+	struct get_ctx g = { .c = c };
+	struct msg in;
+	int r;
+
+	r = chan_recv(&c->chan, &in, (int)c->cfg->idle_timeout_s * 1000);
+	if (r < 0) {
+		log_notice("%s (%s): waiting for GET: %s", c->peer, c->id, strerror(-r));
+		return r;
+	}
+	if (in.type != MSG_GET) {
+		msg_clear(&in);
+		return refuse(c, PERR_PROTOCOL, "expected GET");
+	}
+	for (size_t i = 0; i < in.u.get.count; i++) {
+		const char *path = in.u.get.paths[i], *rel = NULL;
+		const struct module *pm = resolve_module(c->cfg, path, &rel);
+		_cleanup_free_ char *trimmed = NULL;
+		const char *name;
+		char esc[PROTO_MAX_PATH * 4 + 1];
+		size_t n;
+
+		log_escape(path, esc, sizeof(esc));
+		if (pm != m) {
+			r = refuse(c, PERR_BAD_PATH, "'%s' is not in module '%s'", esc, m->name);
+			break;
+		}
+		trimmed = strdup(rel);
+		if (!trimmed) {
+			r = -ENOMEM;
+			break;
+		}
+		for (n = strlen(trimmed); n > 0 && trimmed[n - 1] == '/'; n--) {
+			trimmed[n - 1] = '\0';
+		}
+		if (n > 0 && fspath_validate(trimmed) < 0) {
+			r = refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
+			break;
+		}
+		name = n > 0 ? (strrchr(trimmed, '/') ? strrchr(trimmed, '/') + 1 : trimmed) : m->name;
+		r = walk_add(ret, rootfd, trimmed, name, recursive, pull_warning, &g);
+		if (r < 0) {
+			r = refuse(c, r == -ENOENT ? PERR_NOT_FOUND : r == -EISDIR ? PERR_BAD_PATH
+				      : r == -ELOOP || r == -EXDEV ? PERR_BAD_PATH : PERR_IO,
+				   "'%s': %s", esc,
+				   r == -EISDIR ? "is a directory (use -r)"
+				   : r == -ELOOP || r == -EXDEV ? "symlink or escape refused"
+								: strerror(-r));
+			break;
+		}
+	}
+	msg_clear(&in);
+	return r < 0 ? r : 0;
+}
+
+/* Dry run of a pull: list what would be sent, in FILES batches, then END. */
+static int list_plan(struct conn *c, const struct src_list *l)
+{
+	struct proto_file pf[PROTO_MAX_BATCH];
+	struct msg m = { .type = MSG_FILES }, end = { .type = MSG_END };
+	size_t i = 0;
+	int r = 0;
+
+	while (i < l->n && r >= 0) {
+		size_t n = 0;
+		for (; n < PROTO_MAX_BATCH && i < l->n; n++, i++) {
+			const struct engine_src *e = &l->v[i];
+			pf[n] = (struct proto_file){ .id = (uint32_t)i + 1, .ftype = e->ftype,
+						     .mode = e->mode, .size = e->size,
+						     .mtime_sec = e->mtime.tv_sec,
+						     .mtime_nsec = (uint32_t)e->mtime.tv_nsec,
+						     .name = e->name, .link = e->link };
+		}
+		m.u.files.count = (uint16_t)n;
+		m.u.files.files = pf;
+		r = chan_queue(&c->chan, &m);
+	}
+	if (r >= 0) {
+		r = chan_send(&c->chan, &end);
+	}
+	return r;
+}
+
 static int handle_open(struct conn *c, const struct msg_open *o)
 {
-	char modname[64], esc[PROTO_MAX_PATH * 4 + 1];
-	const struct module *m;
-	const char *rel;
+	char esc[PROTO_MAX_PATH * 4 + 1];
+	const struct module *m = NULL;
+	const char *rel = NULL;
 	_cleanup_close_ int rootfd = -1;
 	struct push_dest dest = { .fd = -1 };
 	int r;
 
+	r = check_module(c, o, &m, &rel);
+	if (r < 0) {
+		return r;
+	}
 	log_escape(o->path, esc, sizeof(esc));
-	if (split_module_path(o->path, modname, sizeof(modname), &rel) < 0) {
-		return refuse(c, PERR_BAD_PATH, "bad path '%s': expected MODULE/PATH", esc);
-	}
-	m = daemon_config_module(c->cfg, modname);
-	if (!m) {
-		return refuse(c, PERR_NO_MODULE, "no module '%s'", modname);
-	}
-	if (!peer_allowed(c, m)) {
-		return refuse(c, PERR_PERMISSION, "module '%s' does not allow this client", modname);
-	}
-	if (o->direction == PROTO_DIR_PUSH && m->read_only) {
-		return refuse(c, PERR_PERMISSION, "module '%s' is read only", modname);
-	}
-	if (o->direction == PROTO_DIR_PULL) {
-		if (m->write_only) {
-			return refuse(c, PERR_PERMISSION, "module '%s' is write only", modname);
-		}
-		return refuse(c, PERR_PROTOCOL, "pull is not supported by this daemon yet");
-	}
 	r = fspath_open_root(m->path, &rootfd);
 	if (r < 0) {
 		log_error("module %s: cannot open %s: %s", m->name, m->path, strerror(-r));
-		return refuse(c, PERR_IO, "module '%s' is unavailable", modname);
+		return refuse(c, PERR_IO, "module '%s' is unavailable", m->name);
+	}
+	if (o->direction == PROTO_DIR_PULL) {
+		struct src_list srcs = { 0 };
+		bool recursive = o->flags & PROTO_OPEN_RECURSIVE;
+
+		if (o->flags & PROTO_OPEN_DRY_RUN) {
+			r = accept_dry_run(c);
+			if (r >= 0) {
+				r = expand_get(c, m, rootfd, recursive, &srcs);
+			}
+			if (r >= 0) {
+				r = list_plan(c, &srcs);
+			}
+			src_list_free(&srcs);
+			return r;
+		}
+		r = run_transfer(c, o, m, rootfd, NULL, &srcs);
+		src_list_free(&srcs);
+		return r;
 	}
 	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR, &dest);
 	if (r < 0) {
@@ -327,7 +510,11 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 			      "destination '%s': %s", esc,
 			      r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
 	}
-	r = run_transfer(c, o, m, dest.fd, dest.rename_to);
+	if (o->flags & PROTO_OPEN_DRY_RUN) {
+		r = accept_dry_run(c);
+	} else {
+		r = run_transfer(c, o, m, dest.fd, dest.rename_to, NULL);
+	}
 	close(dest.fd);
 	return r;
 }

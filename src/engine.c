@@ -151,6 +151,8 @@ struct engine {
 	bool sent_end, got_end;
 	uint64_t seq;
 	size_t rr_lane;
+	struct timespec bw_t0;
+	uint64_t bw_sent;
 
 	/* receiver */
 	struct rslot *rslots;
@@ -1315,6 +1317,18 @@ static void tx_read_done(struct engine *e, uint32_t ci, int res)
 	tx_chunk_drop(e, ci);
 }
 
+/* --bwlimit: may another len bytes go now? Averaged since the first chunk. */
+static bool bw_allows(struct engine *e, uint32_t len)
+{
+	double el;
+
+	if (e->bw_t0.tv_sec == 0 && e->bw_t0.tv_nsec == 0) {
+		ts_now(&e->bw_t0);
+	}
+	el = ts_since(&e->bw_t0);
+	return (double)(e->bw_sent + len) <= (double)e->p->bwlimit * el + (double)e->p->chunk_size;
+}
+
 /* Hash and post every ready chunk that is next in its file, while slots last. */
 static int tx_post_ready(struct engine *e)
 {
@@ -1342,6 +1356,9 @@ static int tx_post_ready(struct engine *e)
 			}
 			if (c->off != f->send_off) {
 				continue;
+			}
+			if (e->p->bwlimit && !bw_allows(e, c->len)) {
+				return 0;
 			}
 			lane = (unsigned)(e->rr_lane % x->nlanes);
 			if (!lane_room(e, lane, 2)) {
@@ -1373,6 +1390,7 @@ static int tx_post_ready(struct engine *e)
 			f->send_off += c->len;
 			f->chunks_out--;
 			e->bytes_progress += c->len;
+			e->bw_sent += c->len;
 			progress = true;
 			if (f->send_off == f->size) {
 				struct stat st;
@@ -1504,6 +1522,14 @@ static int on_xport(struct engine *e)
 			uint32_t kind = wc[i].imm >> PROTO_IMM_KIND_SHIFT;
 			uint32_t slot = wc[i].imm & PROTO_IMM_SLOT_MASK;
 
+			if (wc[i].status != XPORT_WC_SUCCESS && e->sent_end) {
+				/*
+				 * Everything is resolved and END is on its way: the
+				 * receiver may already be tearing its lanes down.
+				 * Its END (or its failure) comes over the control channel.
+				 */
+				continue;
+			}
 			if (wc[i].status != XPORT_WC_SUCCESS) {
 				const char *why = x->ops->last_error ? x->ops->last_error(x) : NULL;
 				return fail(e, PERR_TRANSPORT, -EIO, "data transport: %s%s%s",
@@ -1896,7 +1922,7 @@ static int loop(struct engine *e)
 		if (finished(e)) {
 			return 0;
 		}
-		wait_ms = chan_readable_now(p->chan) ? 0 : 1000;
+		wait_ms = chan_readable_now(p->chan) ? 0 : p->bwlimit ? 10 : 1000;
 		n = poll(pfd, 3, wait_ms);
 		if (n < 0 && errno != EINTR) {
 			return fail(e, PERR_INTERNAL, negerrno(), "poll: %s", strerror(errno));
@@ -1904,13 +1930,13 @@ static int loop(struct engine *e)
 		if (pfd[2].revents & POLLIN) {
 			on_uring(e);
 		}
-		if (pfd[1].revents & POLLIN) {
-			on_xport(e);
-		}
 		if (!e->failed && ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) ||
 				   chan_readable_now(p->chan))) {
 			ts_now(&e->last_activity);
 			on_control(e);
+		}
+		if (!e->failed && !finished(e) && (pfd[1].revents & POLLIN)) {
+			on_xport(e);
 		}
 		if (e->bytes_progress != before || n > 0) {
 			ts_now(&e->last_activity);

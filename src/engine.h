@@ -76,6 +76,7 @@ struct engine_params {
 	/* sender */
 	struct engine_src *srcs;
 	size_t nsrcs;
+	uint64_t bwlimit;	/* bytes per second on the data path, 0 = none */
 	/* receiver */
 	int base_fd;		/* destination directory (borrowed) */
 	const char *rename_to;	/* store the single top-level entry under this name */

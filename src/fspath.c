@@ -49,12 +49,17 @@ static int openat2_beneath(int dirfd, const char *path, uint64_t flags, uint64_t
 	return fd < 0 ? negerrno() : fd;
 }
 
+/*
+ * Control characters are legal in Linux names and users have them (rsync
+ * copies them too): they are allowed here and escaped wherever a name is
+ * printed. Only NUL (impossible in a C string) and '/' are not name bytes.
+ */
 static bool byte_ok(unsigned char c)
 {
-	return c >= 0x20 && c != 0x7f;
+	return c != '\0';
 }
 
-/* One component of len bytes: non-empty, not "." or "..", no '/', no control bytes. */
+/* One component of len bytes: non-empty, not "." or "..", no '/'. */
 static int component_validate(const char *s, size_t len)
 {
 	if (len == 0) {

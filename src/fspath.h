@@ -16,8 +16,9 @@
 
 /*
  * Validate a relative path from a peer: non-empty, no leading '/', no empty
- * component ("a//b"), no "." or "..", no component over NAME_MAX, no NUL or
- * control bytes, total < FSPATH_MAX. A trailing '/' is refused too.
+ * component ("a//b"), no "." or "..", no component over NAME_MAX, total <
+ * FSPATH_MAX; a trailing '/' is refused too. Control bytes are allowed (escape
+ * them when printing).
  * Returns 0 or -EINVAL (-ENAMETOOLONG for length).
  */
 int fspath_validate(const char *rel);

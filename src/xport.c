@@ -28,12 +28,12 @@ const char *xport_wc_status_str(int status)
 	return names[status];
 }
 
-/*
- * Only backends that exist are listed. The verbs backend joins this table
- * once src/xport_verbs.c defines xport_verbs_ops.
- */
+/* Only backends that were built are listed. */
 static const struct xport_ops *const backends[] = {
 	&xport_tcp_ops,
+#ifdef HAVE_VERBS
+	&xport_verbs_ops,
+#endif
 };
 
 const struct xport_ops *xport_ops_by_kind(enum xport_kind kind)

@@ -30,6 +30,8 @@ Expectation (what comes back, within --timeout seconds, default 5):
   frame:NAME   the first frame is of that type (e.g. PONG, HELLO)
   --max-close SECS   additionally: "closed" must happen within SECS seconds
                      (measured from the end of the connect / TLS handshake)
+  --min-close SECS   additionally: not before SECS seconds (a deadline, not a
+                     refusal at accept time)
 
 Prints one line per event ("frame ERROR code=1 (PROTOCOL) text=...",
 "closed after 1.02 s") and a verdict. Exit 0: expectation held; 1: it did not;
@@ -206,6 +208,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=5.0)
     ap.add_argument("--expect", required=True)
     ap.add_argument("--max-close", type=float)
+    ap.add_argument("--min-close", type=float)
     ap.add_argument("--hello", dest="hello", nargs="?", const="1:1", action=Steps)
     ap.add_argument("--send-hello", dest="send_hello", action=Steps)
     ap.add_argument("--frame", dest="frame", action=Steps)
@@ -303,6 +306,7 @@ def main():
             return 1
 
     # What does the daemon say?
+    since = "connect" if args.tcp else "TLS handshake"
     deadline = time.monotonic() + args.timeout
     frames = []
     closed = None
@@ -315,7 +319,7 @@ def main():
                 break
     except Closed as e:
         closed = time.monotonic() - started
-        say("closed (%s) %.2f s after the handshake" % (e, closed))
+        say("closed (%s) %.2f s after the %s" % (e, closed, since))
     except socket.timeout:
         say("no more data; connection still open after %.1f s" % args.timeout)
     except ValueError as e:
@@ -323,7 +327,7 @@ def main():
         frames.append((-1, b""))
     except OSError as e:
         closed = time.monotonic() - started
-        say("closed (%s) %.2f s after the handshake" % (e, closed))
+        say("closed (%s) %.2f s after the %s" % (e, closed, since))
 
     ok = True
     if kind == "error":
@@ -357,6 +361,11 @@ def main():
     if ok and args.max_close is not None and kind != "frame":
         if closed is None or closed > args.max_close:
             say("FAILED: wanted the close within %.2f s" % args.max_close)
+            ok = False
+    if ok and args.min_close is not None and kind == "closed":
+        if closed is not None and closed < args.min_close:
+            say("FAILED: closed after %.2f s, before %.2f s (refused, not timed out?)"
+                % (closed, args.min_close))
             ok = False
     say("as expected" if ok else "NOT as expected (--expect %s)" % args.expect)
     try:

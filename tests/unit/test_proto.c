@@ -697,10 +697,28 @@ static void test_truncated_every_byte(void **state)
 
 static void test_decode_refuses_oversize_and_unknown(void **state)
 {
+	/*
+	 * More than PROTO_MAX_PAYLOAD bytes handed in: refused, even though
+	 * they are a well-formed GET (256 paths at PROTO_MAX_PATH).
+	 */
+	size_t big = 2 + PROTO_MAX_BATCH * (2 + (size_t)PROTO_MAX_PATH);
+	uint8_t *buf = malloc(big);
+	char *path = repeat('p', PROTO_MAX_PATH);
+	struct wbuf w;
+
 	(void)state;
-	memset(frame, 0, sizeof(frame));
-	/* More than PROTO_MAX_PAYLOAD bytes handed in: refused before parsing. */
-	assert_int_equal(decode_rc(MSG_BYE, frame, PROTO_MAX_PAYLOAD + 1), -EBADMSG);
+	assert_non_null(buf);
+	wbuf_init(&w, buf, big);
+	wbuf_put_u16(&w, PROTO_MAX_BATCH);
+	for (size_t i = 0; i < PROTO_MAX_BATCH; i++) {
+		wbuf_put_str16(&w, path, PROTO_MAX_PATH);
+	}
+	assert_false(w.overflow);
+	assert_int_equal(w.len, big);
+	assert_true(big > PROTO_MAX_PAYLOAD);
+	assert_int_equal(decode_rc(MSG_GET, buf, big), -EBADMSG);
+	free(path);
+	free(buf);
 	assert_int_equal(decode_rc(0, frame, 0), -EBADMSG);
 	assert_int_equal(decode_rc(MSG_TYPE_MAX + 1, frame, 0), -EBADMSG);
 }
@@ -989,7 +1007,9 @@ static void test_bad_files(void **state)
 	f = lnk;
 	f.link = NULL; /* a symlink without a target */
 	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	/* Unknown types, with nothing else wrong (no size, no target). */
 	f = reg;
+	f.size = 0;
 	f.ftype = 0;
 	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
 	f.ftype = 4;
@@ -1045,7 +1065,7 @@ static void test_encode_refuses(void **state)
 {
 	struct msg m;
 	int n;
-	uint8_t small[PROTO_HDR_LEN + 64];
+	uint8_t small[PROTO_HDR_LEN + 512];
 	char *over_path = repeat('p', PROTO_MAX_PATH + 1);
 	char *over_text = repeat('t', PROTO_MAX_TEXT + 1);
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Profile one rdmacp copy (tcp transport, loopback) of the cached big file made by
+# bench/run.sh: system-wide perf (cpu-clock, call graphs) and strace -c of client
+# and daemon session. Output in $BENCH_DIR/profile/ (kept).
+#
+# usage: bench/profile.sh [SIZE_MIB (default 2048)] [rdmacp options...]
+set -u
+export LC_ALL=C
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BUILD_DIR=${RDMACP_BUILD_DIR:-$HERE/../build}
+RDMACP=$BUILD_DIR/rdmacp RDMACPD=$BUILD_DIR/rdmacpd
+BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
+MIB=${1:-2048}
+shift || true
+BIG=$BENCH_DIR/data/big-${MIB}M.bin
+[ -f "$BIG" ] || { echo "no $BIG: run bench/run.sh first" >&2; exit 1; }
+P=$BENCH_DIR/profile
+rm -rf "$P" && mkdir -p "$P/dst" || exit 1
+DPID=
+cleanup() { [ -n "$DPID" ] && kill -TERM "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null; rm -rf "$P/dst"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$RDMACP" certs init "$P/certs" >/dev/null || exit 1
+cat >"$P/d.conf" <<EOF
+[global]
+listen = 127.0.0.1:$PORT
+cert = $P/certs/server.crt
+key = $P/certs/server.key
+ca = $P/certs/ca.crt
+[bench]
+path = $P
+allow = client
+EOF
+C=("$RDMACP" --config /dev/null --cert "$P/certs/client.crt" --key "$P/certs/client.key"
+	--ca "$P/certs/ca.crt" -P "$PORT" --transport tcp -q "$@")
+
+run_once() { # LABEL WRAPPER...
+	local label=$1 t0 t1
+	shift
+	rm -rf "$P/dst" && mkdir "$P/dst" && sync -f "$P"
+	cat "$BIG" >/dev/null
+	"$@" "$RDMACPD" --config "$P/d.conf" 2>"$P/d-$label.log" &
+	DPID=$!
+	until (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do sleep 0.05; done
+	t0=$(date +%s.%N)
+	"${C[@]}" "$BIG" "127.0.0.1:bench/dst/"
+	t1=$(date +%s.%N)
+	kill -TERM "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+	echo "$label: $(echo "$t1 - $t0" | bc -l | cut -c1-6) s"
+}
+
+# 1. perf, system wide, while one copy runs
+rm -rf "$P/dst" && mkdir "$P/dst" && sync -f "$P"
+perf record -e cpu-clock -F 999 -a -g -o "$P/perf.data" -- sleep 3600 >/dev/null 2>&1 &
+PERF=$!
+sleep 1
+run_once perf env
+kill -INT "$PERF"; wait "$PERF"
+perf report -i "$P/perf.data" --no-children --sort comm --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -15 >"$P/by-comm.txt"
+perf report -i "$P/perf.data" --no-children --sort comm,dso,sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -60 >"$P/by-sym.txt"
+echo "== CPU by process"; cat "$P/by-comm.txt"
+echo "== top symbols"; head -40 "$P/by-sym.txt"
+
+# 2. syscall counts: daemon (incl. the session child) and client, separate runs
+run_once strace-daemon strace -f -c -o "$P/strace-daemon.txt"
+rm -rf "$P/dst" && mkdir "$P/dst" && sync -f "$P"
+"$RDMACPD" --config "$P/d.conf" 2>/dev/null &
+DPID=$!
+until (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do sleep 0.05; done
+strace -f -c -o "$P/strace-client.txt" "${C[@]}" "$BIG" "127.0.0.1:bench/dst/"
+kill -TERM "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+echo "== daemon syscalls"; head -15 "$P/strace-daemon.txt"
+echo "== client syscalls"; head -15 "$P/strace-client.txt"

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/* rdmacp's user-facing output (see output.h). */
+#include "output.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hash.h"
+#include "log.h"
+
+double output_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A JSON string literal: quotes, backslashes and control bytes escaped. */
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"':
+			fputs("\\\"", f);
+			break;
+		case '\\':
+			fputs("\\\\", f);
+			break;
+		case '\n':
+			fputs("\\n", f);
+			break;
+		case '\t':
+			fputs("\\t", f);
+			break;
+		default:
+			if (*p < 0x20 || *p == 0x7f) {
+				fprintf(f, "\\u%04x", *p);
+			} else {
+				fputc(*p, f);
+			}
+		}
+	}
+	fputc('"', f);
+}
+
+static void clear_progress(struct output *out)
+{
+	if (out->drawn) {
+		fputs("\r\033[K", stderr);
+		out->drawn = false;
+	}
+}
+
+void output_init(struct output *out, bool json, int progress, int verbose)
+{
+	memset(out, 0, sizeof(*out));
+	out->json = json;
+	out->verbose = verbose;
+	/* Default: on for a terminal, off otherwise, off with -q or --json. */
+	out->progress = progress > 0 || (progress < 0 && !json && verbose >= 0 && isatty(2));
+	out->t0 = output_now();
+}
+
+void output_start(struct output *out, const char *direction, const char *host,
+		  const char *transport, unsigned lanes)
+{
+	if (out->json) {
+		printf("{\"event\":\"start\",\"direction\":\"%s\",\"host\":", direction);
+		json_str(stdout, host);
+		printf(",\"transport\":\"%s\",\"lanes\":%u}\n", transport, lanes);
+		fflush(stdout);
+	} else if (out->verbose > 0) {
+		fprintf(stderr, "%s %s over %s (%u lanes)\n", direction, host, transport, lanes);
+	}
+}
+
+void output_file(struct output *out, const char *name, uint64_t bytes, double secs,
+		 const uint8_t hash[16])
+{
+	char hex[33], esc[4200];
+
+	hash_to_hex(hash, hex);
+	if (out->json) {
+		printf("{\"event\":\"file\",\"name\":");
+		json_str(stdout, name);
+		printf(",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n", bytes, secs,
+		       hex);
+		fflush(stdout);
+	} else if (out->verbose > 0) {
+		clear_progress(out);
+		fprintf(stderr, "%s: %" PRIu64 " bytes, verified xxh128 %s, committed\n",
+			log_escape(name, esc, sizeof(esc)), bytes, hex);
+	}
+}
+
+void output_error(struct output *out, const char *name, const char *code, const char *text)
+{
+	char esc[4200], esc2[2100];
+
+	out->files_failed++;
+	if (out->json) {
+		printf("{\"event\":\"error\",\"name\":");
+		json_str(stdout, name);
+		printf(",\"code\":\"%s\",\"message\":", code);
+		json_str(stdout, text);
+		printf("}\n");
+		fflush(stdout);
+	}
+	clear_progress(out);
+	log_error("%s: %s (%s)", log_escape(name, esc, sizeof(esc)),
+		  log_escape(text, esc2, sizeof(esc2)), code);
+}
+
+static void human_bytes(uint64_t b, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	unsigned u = 0;
+
+	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+void output_progress(struct output *out, uint64_t bytes)
+{
+	double now = output_now(), el = now - out->t0, rate;
+	char b[32], r[32], line[160];
+
+	if (!out->progress || now - out->last_draw < 0.2) {
+		return;
+	}
+	out->last_draw = now;
+	rate = el > 0 ? (double)bytes / el : 0;
+	human_bytes(bytes, b, sizeof(b));
+	human_bytes((uint64_t)rate, r, sizeof(r));
+	if (out->total_bytes > 0) {
+		double pct = 100.0 * (double)bytes / (double)out->total_bytes;
+		double eta = rate > 0 ? (double)(out->total_bytes - MIN(bytes, out->total_bytes)) / rate : 0;
+		snprintf(line, sizeof(line), "%12s %3.0f%% %10s/s %d:%02d:%02d ETA", b, pct > 100 ? 100 : pct,
+			 r, (int)eta / 3600, (int)eta / 60 % 60, (int)eta % 60);
+	} else {
+		snprintf(line, sizeof(line), "%12s %10s/s", b, r);
+	}
+	fprintf(stderr, "\r%s\033[K", line);
+	out->drawn = true;
+}
+
+void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t failures,
+		    const char *transport)
+{
+	double secs = output_now() - out->t0;
+	double rate = secs > 0 ? (double)bytes / secs : 0;
+
+	clear_progress(out);
+	if (out->json) {
+		printf("{\"event\":\"summary\",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64
+		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failures\":%" PRIu64
+		       ",\"transport\":\"%s\"}\n",
+		       files, bytes, secs, rate, failures, transport);
+		fflush(stdout);
+	} else if (out->verbose >= 0) {
+		fprintf(stderr,
+			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%.1f MB/s), %" PRIu64
+			" failed, over %s\n",
+			files, bytes, secs, rate / 1e6, failures, transport);
+	}
+}
+
+void output_plan(struct output *out, const char *name, uint64_t bytes)
+{
+	char esc[4200];
+
+	if (out->json) {
+		printf("{\"event\":\"plan\",\"name\":");
+		json_str(stdout, name);
+		printf(",\"bytes\":%" PRIu64 "}\n", bytes);
+	} else if (out->verbose >= 0) {
+		printf("would copy %s (%" PRIu64 " bytes)\n", log_escape(name, esc, sizeof(esc)),
+		       bytes);
+	}
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What rdmacp tells the user: one-line errors, -v per-file lines, the
+ * --progress line, and --json NDJSON events on stdout (start, file, error,
+ * summary). Control characters in names are escaped everywhere.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct output {
+	bool json;
+	bool progress;		/* updating line on stderr */
+	int verbose;		/* -1 quiet */
+	uint64_t total_bytes;	/* 0 = unknown */
+	double t0;
+	double last_draw;
+	bool drawn;
+	uint64_t files_failed;
+};
+
+void output_init(struct output *out, bool json, int progress, int verbose);
+void output_start(struct output *out, const char *direction, const char *host,
+		  const char *transport, unsigned lanes);
+void output_file(struct output *out, const char *name, uint64_t bytes, double secs,
+		 const uint8_t hash[16]);
+void output_error(struct output *out, const char *name, const char *code, const char *text);
+void output_progress(struct output *out, uint64_t bytes);
+void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t failures,
+		    const char *transport);
+/* --dry-run: one entry that would be copied. */
+void output_plan(struct output *out, const char *name, uint64_t bytes);
+double output_now(void);

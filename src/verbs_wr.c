@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pure builders for the verbs transport: xport_wr → ibv_send_wr chains,
+ * ibv_wc → xport_wc, and the wr_id encoding that lets an error completion be
+ * traced back to its lane and queue entry. See verbs_wr.h.
+ *
+ * Compiled only with HAVE_VERBS (the ENABLE_VERBS=OFF build has no
+ * libibverbs headers); the whole file is empty otherwise.
+ */
+#ifdef HAVE_VERBS
+
+#include "verbs_wr.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include "macro.h"
+
+#define WRID_LANE_SHIFT VERBS_WRID_SEQ_BITS
+#define WRID_KIND_SHIFT (VERBS_WRID_SEQ_BITS + 8)
+
+uint64_t verbs_wrid_encode(enum verbs_wrid_kind kind, unsigned lane, uint64_t seq)
+{
+	return ((uint64_t)kind << WRID_KIND_SHIFT) | ((uint64_t)(lane & 0xff) << WRID_LANE_SHIFT) |
+	       (seq & VERBS_WRID_SEQ_MASK);
+}
+
+int verbs_wrid_decode(uint64_t wr_id, unsigned nlanes, enum verbs_wrid_kind *ret_kind,
+		      unsigned *ret_lane, uint64_t *ret_seq48)
+{
+	uint64_t kind = wr_id >> WRID_KIND_SHIFT;
+	unsigned lane = (unsigned)((wr_id >> WRID_LANE_SHIFT) & 0xff);
+
+	if ((kind != VERBS_WRID_SEND && kind != VERBS_WRID_RECV) || lane >= nlanes) {
+		return -EINVAL;
+	}
+	*ret_kind = (enum verbs_wrid_kind)kind;
+	*ret_lane = lane;
+	*ret_seq48 = wr_id & VERBS_WRID_SEQ_MASK;
+	return 0;
+}
+
+uint64_t verbs_seq_expand(uint64_t done, uint64_t seq48)
+{
+	return done + ((seq48 - done) & VERBS_WRID_SEQ_MASK);
+}
+
+/* [addr, addr+len) inside [base, base+mlen), without overflow. */
+static bool range_inside(uint64_t base, uint64_t mlen, uint64_t addr, uint64_t len)
+{
+	return addr >= base && len <= mlen && addr - base <= mlen - len;
+}
+
+static bool wants_inline(const struct xport_wr *w, uint32_t max_inline)
+{
+	return (w->flags & XPORT_SEND_INLINE) && w->len > 0 && w->len <= max_inline;
+}
+
+int verbs_wr_check(const struct xport_wr *w, unsigned nlanes, uint32_t max_inline)
+{
+	if (!w || w->lane >= nlanes ||
+	    (w->opcode != XPORT_OP_WRITE && w->opcode != XPORT_OP_WRITE_IMM) ||
+	    (w->flags & ~(uint32_t)(XPORT_SEND_SIGNALED | XPORT_SEND_INLINE)) != 0) {
+		return -EINVAL;
+	}
+	if (w->len == 0) {
+		return 0;
+	}
+	if (!w->buf) {
+		return -EINVAL;
+	}
+	if (wants_inline(w, max_inline)) {
+		return 0;
+	}
+	/* Too big for inline (or not inline): the buffer must be registered. */
+	if (!w->mr || w->mr->lkey == 0) {
+		return -EINVAL;
+	}
+	return range_inside((uint64_t)(uintptr_t)w->mr->addr, w->mr->len,
+			    (uint64_t)(uintptr_t)w->buf, w->len)
+		       ? 0
+		       : -EINVAL;
+}
+
+void verbs_wr_fill(const struct xport_wr *w, uint64_t hw_wr_id, uint32_t max_inline,
+		   struct ibv_send_wr *ret_wr, struct ibv_sge *ret_sge)
+{
+	memset(ret_wr, 0, sizeof(*ret_wr));
+	memset(ret_sge, 0, sizeof(*ret_sge));
+	ret_wr->wr_id = hw_wr_id;
+	ret_wr->next = NULL;
+	if (w->opcode == XPORT_OP_WRITE_IMM) {
+		ret_wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		ret_wr->imm_data = htobe32(w->imm);
+	} else {
+		ret_wr->opcode = IBV_WR_RDMA_WRITE;
+	}
+	if (w->flags & XPORT_SEND_SIGNALED) {
+		ret_wr->send_flags |= IBV_SEND_SIGNALED;
+	}
+	/* A zero-length write carries no sge; the IB spec allows any rkey then. */
+	ret_wr->wr.rdma.remote_addr = w->remote_addr;
+	ret_wr->wr.rdma.rkey = w->rkey;
+	if (w->len == 0) {
+		ret_wr->sg_list = NULL;
+		ret_wr->num_sge = 0;
+		return;
+	}
+	ret_sge->addr = (uint64_t)(uintptr_t)w->buf;
+	ret_sge->length = w->len;
+	ret_sge->lkey = w->mr ? w->mr->lkey : 0;
+	if (wants_inline(w, max_inline)) {
+		ret_wr->send_flags |= IBV_SEND_INLINE;
+	}
+	ret_wr->sg_list = ret_sge;
+	ret_wr->num_sge = 1;
+}
+
+void verbs_wr_chain(const struct xport_wr *wrs, size_t n, unsigned nlanes,
+		    const uint64_t *base_seq, uint32_t max_inline, struct ibv_send_wr *out_wr,
+		    struct ibv_sge *out_sge, struct ibv_send_wr **ret_heads, size_t *ret_counts)
+{
+	struct ibv_send_wr *tail[XPORT_MAX_LANES] = { 0 };
+
+	for (unsigned l = 0; l < nlanes; l++) {
+		ret_heads[l] = NULL;
+		ret_counts[l] = 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned l = wrs[i].lane;
+		uint64_t seq = base_seq[l] + ret_counts[l];
+
+		verbs_wr_fill(&wrs[i], verbs_wrid_encode(VERBS_WRID_SEND, l, seq), max_inline,
+			      &out_wr[i], &out_sge[i]);
+		if (tail[l]) {
+			tail[l]->next = &out_wr[i];
+		} else {
+			ret_heads[l] = &out_wr[i];
+		}
+		tail[l] = &out_wr[i];
+		ret_counts[l]++;
+	}
+}
+
+void verbs_recv_fill(uint64_t hw_wr_id, struct ibv_recv_wr *ret_wr)
+{
+	memset(ret_wr, 0, sizeof(*ret_wr));
+	ret_wr->wr_id = hw_wr_id;
+	ret_wr->sg_list = NULL;
+	ret_wr->num_sge = 0;
+}
+
+int verbs_wc_status_map(enum ibv_wc_status status)
+{
+	switch (status) {
+	case IBV_WC_SUCCESS:
+		return XPORT_WC_SUCCESS;
+	case IBV_WC_LOC_PROT_ERR:
+		return XPORT_WC_LOC_PROT_ERR;
+	case IBV_WC_REM_ACCESS_ERR:
+		return XPORT_WC_REM_ACCESS_ERR;
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return XPORT_WC_RNR_ERR;
+	case IBV_WC_WR_FLUSH_ERR:
+		return XPORT_WC_WR_FLUSH_ERR;
+	case IBV_WC_RETRY_EXC_ERR:
+		return XPORT_WC_RETRY_EXC_ERR;
+	default:
+		/* The exact name goes to last_error. */
+		return XPORT_WC_GENERAL_ERR;
+	}
+}
+
+const char *verbs_wc_status_name(enum ibv_wc_status status)
+{
+	static const char *const names[] = {
+		[IBV_WC_SUCCESS] = "IBV_WC_SUCCESS",
+		[IBV_WC_LOC_LEN_ERR] = "IBV_WC_LOC_LEN_ERR",
+		[IBV_WC_LOC_QP_OP_ERR] = "IBV_WC_LOC_QP_OP_ERR",
+		[IBV_WC_LOC_EEC_OP_ERR] = "IBV_WC_LOC_EEC_OP_ERR",
+		[IBV_WC_LOC_PROT_ERR] = "IBV_WC_LOC_PROT_ERR",
+		[IBV_WC_WR_FLUSH_ERR] = "IBV_WC_WR_FLUSH_ERR",
+		[IBV_WC_MW_BIND_ERR] = "IBV_WC_MW_BIND_ERR",
+		[IBV_WC_BAD_RESP_ERR] = "IBV_WC_BAD_RESP_ERR",
+		[IBV_WC_LOC_ACCESS_ERR] = "IBV_WC_LOC_ACCESS_ERR",
+		[IBV_WC_REM_INV_REQ_ERR] = "IBV_WC_REM_INV_REQ_ERR",
+		[IBV_WC_REM_ACCESS_ERR] = "IBV_WC_REM_ACCESS_ERR",
+		[IBV_WC_REM_OP_ERR] = "IBV_WC_REM_OP_ERR",
+		[IBV_WC_RETRY_EXC_ERR] = "IBV_WC_RETRY_EXC_ERR",
+		[IBV_WC_RNR_RETRY_EXC_ERR] = "IBV_WC_RNR_RETRY_EXC_ERR",
+		[IBV_WC_LOC_RDD_VIOL_ERR] = "IBV_WC_LOC_RDD_VIOL_ERR",
+		[IBV_WC_REM_INV_RD_REQ_ERR] = "IBV_WC_REM_INV_RD_REQ_ERR",
+		[IBV_WC_REM_ABORT_ERR] = "IBV_WC_REM_ABORT_ERR",
+		[IBV_WC_INV_EECN_ERR] = "IBV_WC_INV_EECN_ERR",
+		[IBV_WC_INV_EEC_STATE_ERR] = "IBV_WC_INV_EEC_STATE_ERR",
+		[IBV_WC_FATAL_ERR] = "IBV_WC_FATAL_ERR",
+		[IBV_WC_RESP_TIMEOUT_ERR] = "IBV_WC_RESP_TIMEOUT_ERR",
+		[IBV_WC_GENERAL_ERR] = "IBV_WC_GENERAL_ERR",
+	};
+
+	if ((unsigned)status >= ARRAY_SIZE(names) || !names[status]) {
+		return "IBV_WC_UNKNOWN";
+	}
+	return names[status];
+}
+
+int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, struct xport_wc *ret,
+		 enum verbs_wrid_kind *ret_kind, uint64_t *ret_seq48)
+{
+	enum verbs_wrid_kind kind;
+	unsigned lane;
+	uint64_t seq;
+
+	if (verbs_wrid_decode(wc->wr_id, nlanes, &kind, &lane, &seq) < 0) {
+		return -EPROTO;
+	}
+	*ret = (struct xport_wc){
+		.status = verbs_wc_status_map(wc->status),
+		.opcode = kind == VERBS_WRID_SEND ? XPORT_WC_WRITE : XPORT_WC_RECV_IMM,
+		.lane = lane,
+	};
+	/* An error completion's opcode and lengths are undefined: trust the wr_id only. */
+	if (wc->status == IBV_WC_SUCCESS) {
+		if (kind == VERBS_WRID_SEND && wc->opcode != IBV_WC_RDMA_WRITE) {
+			return -EPROTO;
+		}
+		if (kind == VERBS_WRID_RECV) {
+			if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM)) {
+				return -EPROTO;
+			}
+			ret->imm = be32toh(wc->imm_data);
+			ret->len = wc->byte_len;
+		}
+	}
+	*ret_kind = kind;
+	*ret_seq48 = seq;
+	return 0;
+}
+
+#else
+/* ISO C wants at least one declaration in a translation unit. */
+typedef int verbs_wr_unused;
+#endif

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pure translation between the transport interface (struct xport_wr /
+ * xport_wc) and libibverbs work requests and completions: no device, no
+ * system calls, so all of it is unit-tested on machines without RDMA.
+ *
+ * Hardware wr_ids are ours, not the engine's: a completion in error carries
+ * only wr_id, status and qp_num (its opcode is undefined), so the wr_id has to
+ * say by itself whether it was a send or a receive, on which lane, and which
+ * queue entry. The backend keeps the engine's wr_id in that entry.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "xport.h"
+
+enum verbs_wrid_kind {
+	VERBS_WRID_SEND = 1,
+	VERBS_WRID_RECV = 2,
+};
+
+/* Queue sequence numbers travel in the low 48 bits of a wr_id. */
+#define VERBS_WRID_SEQ_BITS 48
+#define VERBS_WRID_SEQ_MASK ((UINT64_C(1) << VERBS_WRID_SEQ_BITS) - 1)
+
+uint64_t verbs_wrid_encode(enum verbs_wrid_kind kind, unsigned lane, uint64_t seq);
+/* -EINVAL for a wr_id we never made (unknown kind or lane >= nlanes). */
+int verbs_wrid_decode(uint64_t wr_id, unsigned nlanes, enum verbs_wrid_kind *ret_kind,
+		      unsigned *ret_lane, uint64_t *ret_seq48);
+/* The full sequence number of a 48-bit one that is at or after `done`. */
+uint64_t verbs_seq_expand(uint64_t done, uint64_t seq48);
+
+/*
+ * Checks one request the way xport_tcp does at post time: lane, opcode and
+ * flags known; a non-empty buffer lies inside its MR, unless it is inline
+ * and fits max_inline (inline data needs no registration).
+ */
+int verbs_wr_check(const struct xport_wr *w, unsigned nlanes, uint32_t max_inline);
+
+/* One ibv_send_wr (and its single sge) for w; next is left NULL. */
+void verbs_wr_fill(const struct xport_wr *w, uint64_t hw_wr_id, uint32_t max_inline,
+		   struct ibv_send_wr *ret_wr, struct ibv_sge *ret_sge);
+
+/*
+ * Builds one chain per lane from wrs[0..n) (checked before), keeping the
+ * caller's order within each lane. out_wr/out_sge have n entries; entry i
+ * gets sequence base_seq[lane] + (its position in the lane). ret_heads and
+ * ret_counts have nlanes entries (NULL / 0 for lanes without requests).
+ */
+void verbs_wr_chain(const struct xport_wr *wrs, size_t n, unsigned nlanes,
+		    const uint64_t *base_seq, uint32_t max_inline, struct ibv_send_wr *out_wr,
+		    struct ibv_sge *out_sge, struct ibv_send_wr **ret_heads, size_t *ret_counts);
+
+/* A zero-length receive (num_sge 0) for an immediate. */
+void verbs_recv_fill(uint64_t hw_wr_id, struct ibv_recv_wr *ret_wr);
+
+/* ibv_wc_status → enum xport_wc_status. */
+int verbs_wc_status_map(enum ibv_wc_status status);
+/* "IBV_WC_REM_ACCESS_ERR" for IBV_WC_REM_ACCESS_ERR, ...; never NULL. */
+const char *verbs_wc_status_name(enum ibv_wc_status status);
+
+/*
+ * Maps a completion. wr_id, lane and opcode come from the decoded hardware
+ * wr_id (valid also for errors); imm and len only for a successful
+ * RECV_RDMA_WITH_IMM. ret->wr_id is left for the caller (the engine's id).
+ * -EPROTO when the completion does not fit (unknown wr_id, or a successful
+ * receive that is not RECV_RDMA_WITH_IMM, or a send that is not a write).
+ */
+int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, struct xport_wc *ret,
+		 enum verbs_wrid_kind *ret_kind, uint64_t *ret_seq48);

@@ -1,0 +1,1061 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The `verbs` transport: real RC queue pairs through libibverbs, connected
+ * with librdmacm.
+ *
+ * One xport = nlanes RC QPs ("lanes") on one device, sharing one protection
+ * domain and one completion queue with a completion channel (event_fd). Each
+ * lane presents the session token in the RDMA CM private data; the listener
+ * checks it before any QP exists and rejects (rdma_reject) what does not fit.
+ * Memory is registered LOCAL_WRITE, plus REMOTE_WRITE when asked: never
+ * remote read or atomics (THREATS.md C.20).
+ *
+ * Our hardware wr_ids name (send|recv, lane, queue sequence) so that error
+ * completions, whose opcode is undefined, still map back to the engine's
+ * wr_id and lane; verbs_wr.c has the pure parts.
+ *
+ * Not thread-safe per xport (nor is the engine's use of it): one thread
+ * posts and polls an xport at a time.
+ */
+#include "xport.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <openssl/crypto.h>
+#include <rdma/rdma_cma.h>
+
+#include "macro.h"
+#include "verbs_wr.h"
+
+#define VERBS_HELLO_LEN 48
+#define VERBS_HELLO_MAGIC 0x52444c4eu /* "RDLN" */
+#define VERBS_HELLO_VERSION 1
+#define VERBS_MAX_INLINE 256
+#define VERBS_MAX_DEPTH 16384
+#define VERBS_RETRY_COUNT 7
+/* Finite: a missing receive is an engine bug that must show, not hang. */
+#define VERBS_RNR_RETRY 6
+#define VERBS_POST_STACK 64
+
+_Static_assert(VERBS_HELLO_LEN == 4 + 2 + 2 + 2 + 2 + XPORT_TOKEN_LEN + 4, "hello layout");
+/* RC connect private data over IB/RoCE is 56 bytes after the rdma_cm header. */
+_Static_assert(VERBS_HELLO_LEN <= 56, "hello must fit rdma_cm private data");
+
+/* ---- hello codec (private data of the connect request) ---- */
+
+static void put_be16(uint8_t *p, uint16_t v)
+{
+	v = htobe16(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	v = htobe32(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static uint16_t get_be16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return be16toh(v);
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return be32toh(v);
+}
+
+struct verbs_hello {
+	uint16_t lane;
+	uint16_t nlanes;
+	uint8_t token[XPORT_TOKEN_LEN];
+};
+
+static void hello_encode(const struct verbs_hello *h, uint8_t out[VERBS_HELLO_LEN])
+{
+	put_be32(out + 0, VERBS_HELLO_MAGIC);
+	put_be16(out + 4, VERBS_HELLO_VERSION);
+	put_be16(out + 6, h->lane);
+	put_be16(out + 8, h->nlanes);
+	put_be16(out + 10, 0);
+	memcpy(out + 12, h->token, XPORT_TOKEN_LEN);
+	put_be32(out + 44, 0);
+}
+
+/* Structure only; the caller checks the token in constant time. */
+static int hello_decode(const void *data, size_t len, struct verbs_hello *ret)
+{
+	const uint8_t *in = data;
+
+	/* IB pads private data to its fixed size: longer is normal, shorter is not ours. */
+	if (!in || len < VERBS_HELLO_LEN || get_be32(in + 0) != VERBS_HELLO_MAGIC ||
+	    get_be16(in + 4) != VERBS_HELLO_VERSION || get_be16(in + 10) != 0 ||
+	    get_be32(in + 44) != 0) {
+		return -EPROTO;
+	}
+	ret->lane = get_be16(in + 6);
+	ret->nlanes = get_be16(in + 8);
+	memcpy(ret->token, in + 12, XPORT_TOKEN_LEN);
+	return 0;
+}
+
+/* ---- time ---- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int remaining_ms(int64_t deadline)
+{
+	int64_t left = deadline - now_ms();
+
+	if (left <= 0) {
+		return 0;
+	}
+	return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		return negerrno();
+	}
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+		return negerrno();
+	}
+	return 0;
+}
+
+/* ---- structures ---- */
+
+struct verbs_mr {
+	struct xport_mr pub;
+	struct ibv_mr *mr;
+	struct verbs_mr *next;
+};
+
+struct verbs_lane {
+	struct rdma_cm_id *id;
+	bool has_qp;
+	bool connected;
+	bool failed;
+	/* Send queue: engine wr_ids of entries [sq_done, sq_tail). */
+	uint64_t *sq_ids;
+	uint64_t sq_tail, sq_done;
+	/* Receive queue, likewise. */
+	uint64_t *rq_ids;
+	uint64_t rq_tail, rq_done;
+};
+
+struct verbs_xport {
+	struct xport pub;
+	struct rdma_event_channel *ec; /* the lanes' CM events (after accept: migrated here) */
+	struct ibv_context *verbs;     /* the device all lanes are on */
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cch;
+	struct ibv_cq *cq;
+	struct verbs_mr *mrs;
+	bool has_error;
+	char error[256];
+	struct verbs_lane lanes[XPORT_MAX_LANES];
+};
+
+static struct verbs_xport *to_verbs(struct xport *x)
+{
+	return container_of(x, struct verbs_xport, pub);
+}
+
+static void set_error(struct verbs_xport *vx, const char *fmt, ...) _printf_(2, 3);
+static void set_error(struct verbs_xport *vx, const char *fmt, ...)
+{
+	va_list ap;
+
+	/* The first failure is the cause; later ones are its consequences. */
+	if (vx->has_error) {
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(vx->error, sizeof(vx->error), fmt, ap);
+	va_end(ap);
+	vx->has_error = true;
+}
+
+static int params_check(const struct xport_params *p)
+{
+	if (!p || p->nlanes < 1 || p->nlanes > XPORT_MAX_LANES || p->sq_depth < 2 ||
+	    p->sq_depth > VERBS_MAX_DEPTH || p->rq_depth < 1 || p->rq_depth > VERBS_MAX_DEPTH ||
+	    p->timeout_ms <= 0) {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- xport lifetime ---- */
+
+static struct verbs_xport *xport_alloc(const struct xport_params *p)
+{
+	struct verbs_xport *vx = calloc(1, sizeof(*vx));
+
+	if (!vx) {
+		return NULL;
+	}
+	vx->pub.ops = &xport_verbs_ops;
+	vx->pub.nlanes = p->nlanes;
+	vx->pub.sq_depth = p->sq_depth;
+	vx->pub.rq_depth = p->rq_depth;
+	vx->pub.max_inline = VERBS_MAX_INLINE;
+	for (unsigned i = 0; i < p->nlanes; i++) {
+		struct verbs_lane *ln = &vx->lanes[i];
+
+		ln->sq_ids = calloc(p->sq_depth, sizeof(*ln->sq_ids));
+		ln->rq_ids = calloc(p->rq_depth, sizeof(*ln->rq_ids));
+		if (!ln->sq_ids || !ln->rq_ids) {
+			for (unsigned j = 0; j <= i; j++) {
+				free(vx->lanes[j].sq_ids);
+				free(vx->lanes[j].rq_ids);
+			}
+			free(vx);
+			return NULL;
+		}
+	}
+	return vx;
+}
+
+/*
+ * Teardown in the order verbs wants: QPs to error (disconnect) and gone
+ * before the MRs, PD and CQ they use; the CQ after its last event is acked
+ * (we ack each at once); CM ids after their QPs; the channel last. Safe on a
+ * half-built xport.
+ */
+static void verbs_destroy(struct xport *x)
+{
+	struct verbs_xport *vx;
+
+	if (!x) {
+		return;
+	}
+	vx = to_verbs(x);
+	for (unsigned i = 0; i < x->nlanes; i++) {
+		struct verbs_lane *ln = &vx->lanes[i];
+
+		if (ln->id && ln->connected) {
+			(void)rdma_disconnect(ln->id);
+		}
+	}
+	for (unsigned i = 0; i < x->nlanes; i++) {
+		struct verbs_lane *ln = &vx->lanes[i];
+
+		if (ln->id && ln->has_qp) {
+			rdma_destroy_qp(ln->id);
+			ln->has_qp = false;
+		}
+	}
+	while (vx->mrs) {
+		struct verbs_mr *m = vx->mrs;
+
+		vx->mrs = m->next;
+		(void)ibv_dereg_mr(m->mr);
+		free(m);
+	}
+	if (vx->pd) {
+		(void)ibv_dealloc_pd(vx->pd);
+	}
+	if (vx->cq) {
+		(void)ibv_destroy_cq(vx->cq);
+	}
+	if (vx->cch) {
+		(void)ibv_destroy_comp_channel(vx->cch);
+	}
+	for (unsigned i = 0; i < x->nlanes; i++) {
+		struct verbs_lane *ln = &vx->lanes[i];
+
+		if (ln->id) {
+			(void)rdma_destroy_id(ln->id);
+		}
+		free(ln->sq_ids);
+		free(ln->rq_ids);
+	}
+	if (vx->ec) {
+		rdma_destroy_event_channel(vx->ec);
+	}
+	free(vx);
+}
+
+/* PD, completion channel and CQ on the device of the first lane. */
+static int xport_setup_device(struct verbs_xport *vx, struct ibv_context *verbs)
+{
+	int cqe = (int)(vx->pub.nlanes * (vx->pub.sq_depth + vx->pub.rq_depth));
+	int r;
+
+	vx->verbs = verbs;
+	vx->pd = ibv_alloc_pd(verbs);
+	if (!vx->pd) {
+		return negerrno();
+	}
+	vx->cch = ibv_create_comp_channel(verbs);
+	if (!vx->cch) {
+		return negerrno();
+	}
+	r = set_nonblock(vx->cch->fd);
+	if (r < 0) {
+		return r;
+	}
+	vx->cq = ibv_create_cq(verbs, cqe, vx, vx->cch, 0);
+	if (!vx->cq) {
+		return negerrno();
+	}
+	r = ibv_req_notify_cq(vx->cq, 0);
+	return r ? -r : 0;
+}
+
+/* An RC QP on the lane's CM id, with inline data if the device has it. */
+static int lane_create_qp(struct verbs_xport *vx, unsigned lane)
+{
+	struct verbs_lane *ln = &vx->lanes[lane];
+	struct ibv_qp_init_attr attr;
+	int r = 0;
+
+	if (ln->id->verbs != vx->verbs) {
+		/* Rails on several devices are not built yet: one PD means one device. */
+		return -EXDEV;
+	}
+	for (int attempt = 0; attempt < 2; attempt++) {
+		memset(&attr, 0, sizeof(attr));
+		attr.send_cq = vx->cq;
+		attr.recv_cq = vx->cq;
+		attr.qp_type = IBV_QPT_RC;
+		attr.sq_sig_all = 0;
+		attr.cap.max_send_wr = vx->pub.sq_depth;
+		attr.cap.max_recv_wr = vx->pub.rq_depth;
+		attr.cap.max_send_sge = 1;
+		attr.cap.max_recv_sge = 1;
+		attr.cap.max_inline_data = attempt == 0 ? VERBS_MAX_INLINE : 0;
+		if (rdma_create_qp(ln->id, vx->pd, &attr) == 0) {
+			ln->has_qp = true;
+			/* The device may give more than asked; we only promise what all lanes have. */
+			if (attr.cap.max_inline_data < vx->pub.max_inline) {
+				vx->pub.max_inline = attr.cap.max_inline_data;
+			}
+			if (attempt == 1) {
+				vx->pub.max_inline = 0;
+			}
+			return 0;
+		}
+		r = negerrno();
+	}
+	return r;
+}
+
+static void conn_param_init(struct rdma_conn_param *cp, const void *pdata, uint8_t plen)
+{
+	memset(cp, 0, sizeof(*cp));
+	cp->private_data = pdata;
+	cp->private_data_len = plen;
+	/* Writes only: no RDMA READ or atomics in either direction. */
+	cp->responder_resources = 0;
+	cp->initiator_depth = 0;
+	cp->retry_count = VERBS_RETRY_COUNT;
+	cp->rnr_retry_count = VERBS_RNR_RETRY;
+}
+
+/* ---- CM event waiting ---- */
+
+/* Next CM event on ec before the deadline. */
+static int cm_next_event(struct rdma_event_channel *ec, int64_t deadline,
+			 struct rdma_cm_event **ret)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = ec->fd, .events = POLLIN };
+		int left, r;
+
+		if (rdma_get_cm_event(ec, ret) == 0) {
+			return 0;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			return negerrno();
+		}
+		left = remaining_ms(deadline);
+		if (left == 0) {
+			return -ETIMEDOUT;
+		}
+		r = poll(&pfd, 1, left);
+		if (r < 0 && errno != EINTR) {
+			return negerrno();
+		}
+	}
+}
+
+static int cm_event_errno(const struct rdma_cm_event *ev)
+{
+	switch (ev->event) {
+	case RDMA_CM_EVENT_REJECTED:
+		return -ECONNREFUSED;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		return -EHOSTUNREACH;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		return ev->status < 0 ? ev->status : -EHOSTUNREACH;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+		return -ECONNRESET;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		return -ENODEV;
+	default:
+		return -ECONNABORTED;
+	}
+}
+
+/* Wait for `want` on id; any other event of the xport's lanes is a failure. */
+static int cm_wait(struct rdma_event_channel *ec, struct rdma_cm_id *id,
+		   enum rdma_cm_event_type want, int64_t deadline)
+{
+	for (;;) {
+		struct rdma_cm_event *ev;
+		int r = cm_next_event(ec, deadline, &ev);
+		enum rdma_cm_event_type type;
+		bool ours;
+
+		if (r < 0) {
+			return r;
+		}
+		type = ev->event;
+		ours = ev->id == id;
+		if (getenv("VDBG")) fprintf(stderr, "DBG cm_wait want %s got %s ours %d status %d\n", rdma_event_str(want), rdma_event_str(type), ours, ev->status);
+		r = cm_event_errno(ev);
+		rdma_ack_cm_event(ev);
+		if (ours && type == want) {
+			return 0;
+		}
+		if (ours || type == RDMA_CM_EVENT_DISCONNECTED ||
+		    type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+			return r;
+		}
+	}
+}
+
+/* ---- passive side ---- */
+
+struct xport_listener {
+	struct rdma_event_channel *ec;
+	struct rdma_cm_id *id;
+	uint8_t (*dead_tokens)[XPORT_TOKEN_LEN];
+	size_t ndead;
+};
+
+static void verbs_listener_close(struct xport_listener *l)
+{
+	if (!l) {
+		return;
+	}
+	if (l->id) {
+		(void)rdma_destroy_id(l->id);
+	}
+	if (l->ec) {
+		rdma_destroy_event_channel(l->ec);
+	}
+	OPENSSL_cleanse(l->dead_tokens, l->ndead * XPORT_TOKEN_LEN);
+	free(l->dead_tokens);
+	free(l);
+}
+
+static int verbs_listen(const struct sockaddr *addr, socklen_t addrlen,
+			struct xport_listener **ret_listener, uint16_t *ret_port)
+{
+	struct xport_listener *l;
+	int r;
+
+	if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
+	    !ret_listener) {
+		return -EINVAL;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		return -ENOMEM;
+	}
+	l->ec = rdma_create_event_channel();
+	if (!l->ec) {
+		r = negerrno();
+		goto fail;
+	}
+	r = set_nonblock(l->ec->fd);
+	if (r < 0) {
+		goto fail;
+	}
+	if (rdma_create_id(l->ec, &l->id, NULL, RDMA_PS_TCP) != 0) {
+		r = negerrno();
+		l->id = NULL;
+		goto fail;
+	}
+	if (rdma_bind_addr(l->id, (struct sockaddr *)addr) != 0 || rdma_listen(l->id, 64) != 0) {
+		r = negerrno();
+		goto fail;
+	}
+	if (ret_port) {
+		*ret_port = ntohs(rdma_get_src_port(l->id));
+	}
+	*ret_listener = l;
+	return 0;
+fail:
+	verbs_listener_close(l);
+	return r;
+}
+
+static bool listener_token_dead(const struct xport_listener *l, const uint8_t *token)
+{
+	bool dead = false;
+
+	for (size_t i = 0; i < l->ndead; i++) {
+		dead |= CRYPTO_memcmp(l->dead_tokens[i], token, XPORT_TOKEN_LEN) == 0;
+	}
+	return dead;
+}
+
+static int listener_kill_token(struct xport_listener *l, const uint8_t *token)
+{
+	uint8_t(*n)[XPORT_TOKEN_LEN] = reallocarray(l->dead_tokens, l->ndead + 1, sizeof(*n));
+
+	if (!n) {
+		return -ENOMEM;
+	}
+	l->dead_tokens = n;
+	memcpy(l->dead_tokens[l->ndead++], token, XPORT_TOKEN_LEN);
+	return 0;
+}
+
+/* May this connect request become a lane? Checked before any QP exists. */
+static int request_lane(const struct rdma_cm_event *ev, const struct xport_params *p,
+			bool token_dead, const struct verbs_xport *vx)
+{
+	struct verbs_hello h;
+	int lane;
+
+	if (hello_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &h) < 0) {
+		return -EPROTO;
+	}
+	if (token_dead || CRYPTO_memcmp(h.token, p->token, XPORT_TOKEN_LEN) != 0) {
+		OPENSSL_cleanse(h.token, sizeof(h.token));
+		return -EACCES;
+	}
+	OPENSSL_cleanse(h.token, sizeof(h.token));
+	if (h.nlanes != p->nlanes || h.lane >= p->nlanes || vx->lanes[h.lane].id) {
+		return -EPROTO;
+	}
+	if (vx->verbs && ev->id->verbs != vx->verbs) {
+		return -EXDEV;
+	}
+	lane = h.lane;
+	return lane;
+}
+
+/* A good request: resources, then rdma_accept. The lane owns id from here. */
+static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id *id)
+{
+	struct verbs_lane *ln = &vx->lanes[lane];
+	struct rdma_conn_param cp;
+	int r;
+
+	ln->id = id;
+	if (!vx->pd) {
+		r = xport_setup_device(vx, id->verbs);
+		if (r < 0) {
+			return r;
+		}
+	}
+	r = lane_create_qp(vx, lane);
+	if (r < 0) {
+		return r;
+	}
+	conn_param_init(&cp, NULL, 0);
+	if (rdma_accept(id, &cp) != 0) {
+		return negerrno();
+	}
+	return 0;
+}
+
+/* Which lane (index) owns this CM id, or -1. */
+static int lane_of_id(const struct verbs_xport *vx, const struct rdma_cm_id *id)
+{
+	for (unsigned i = 0; i < vx->pub.nlanes; i++) {
+		if (vx->lanes[i].id == id) {
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+static int accept_handle_event(struct xport_listener *l, const struct xport_params *p,
+			       bool token_dead, struct verbs_xport *vx, struct rdma_cm_event *ev,
+			       unsigned *nest)
+{
+	struct rdma_cm_id *id = ev->id;
+	enum rdma_cm_event_type type = ev->event;
+	int lane, r;
+
+	if (getenv("VDBG")) fprintf(stderr, "DBG accept got %s status %d\n", rdma_event_str(type), ev->status);
+
+	if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		lane = request_lane(ev, p, token_dead, vx);
+		rdma_ack_cm_event(ev);
+		if (lane < 0) {
+			/* Turned away before a QP or a byte of theirs exists here. */
+			(void)rdma_reject(id, NULL, 0);
+			(void)rdma_destroy_id(id);
+			return 0;
+		}
+		r = accept_lane(vx, (unsigned)lane, id);
+		if (r < 0) {
+			(void)rdma_reject(id, NULL, 0);
+		}
+		return r;
+	}
+	lane = lane_of_id(vx, id);
+	r = cm_event_errno(ev);
+	rdma_ack_cm_event(ev);
+	if (lane < 0) {
+		/* A rejected request's id (already destroyed) or the listener's own. */
+		return type == RDMA_CM_EVENT_DEVICE_REMOVAL ? -ENODEV : 0;
+	}
+	if (type == RDMA_CM_EVENT_ESTABLISHED) {
+		vx->lanes[lane].connected = true;
+		(*nest)++;
+		return 0;
+	}
+	/* A lane that presented the token and then failed: the session is off. */
+	return r;
+}
+
+static int verbs_accept(struct xport_listener *l, const struct xport_params *p, struct xport **ret)
+{
+	struct verbs_xport *vx;
+	unsigned nest = 0;
+	bool token_dead;
+	int64_t deadline;
+	int r = 0;
+
+	if (!l || !ret || params_check(p) < 0) {
+		return -EINVAL;
+	}
+	vx = xport_alloc(p);
+	if (!vx) {
+		return -ENOMEM;
+	}
+	token_dead = listener_token_dead(l, p->token);
+	deadline = now_ms() + p->timeout_ms;
+	while (r >= 0 && nest < p->nlanes) {
+		struct rdma_cm_event *ev;
+
+		r = cm_next_event(l->ec, deadline, &ev);
+		if (r >= 0) {
+			r = accept_handle_event(l, p, token_dead, vx, ev, &nest);
+		}
+	}
+	if (r >= 0) {
+		r = listener_kill_token(l, p->token);
+	}
+	if (r >= 0) {
+		/* The lanes' later events (disconnects) belong to the xport, not the listener. */
+		vx->ec = rdma_create_event_channel();
+		r = vx->ec ? set_nonblock(vx->ec->fd) : negerrno();
+		for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
+			if (rdma_migrate_id(vx->lanes[i].id, vx->ec) != 0) {
+				r = negerrno();
+			}
+		}
+	}
+	if (r < 0) {
+		/*
+		 * Lanes still on the listener's channel: destroy_id there is fine,
+		 * every event we took from it is acked.
+		 */
+		verbs_destroy(&vx->pub);
+		return r;
+	}
+	*ret = &vx->pub;
+	return 0;
+}
+
+/* ---- active side ---- */
+
+static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sockaddr *addr,
+			const struct xport_params *p, int64_t deadline)
+{
+	struct verbs_lane *ln = &vx->lanes[lane];
+	struct verbs_hello h = { .lane = (uint16_t)lane, .nlanes = (uint16_t)p->nlanes };
+	uint8_t pdata[VERBS_HELLO_LEN];
+	struct rdma_conn_param cp;
+	int r;
+
+	if (rdma_create_id(vx->ec, &ln->id, NULL, RDMA_PS_TCP) != 0) {
+		ln->id = NULL;
+		return negerrno();
+	}
+	if (rdma_resolve_addr(ln->id, NULL, (struct sockaddr *)addr, MAX(1, remaining_ms(deadline))) !=
+	    0) {
+		return negerrno();
+	}
+	r = cm_wait(vx->ec, ln->id, RDMA_CM_EVENT_ADDR_RESOLVED, deadline);
+	if (r < 0) {
+		return r;
+	}
+	if (rdma_resolve_route(ln->id, MAX(1, remaining_ms(deadline))) != 0) {
+		return negerrno();
+	}
+	r = cm_wait(vx->ec, ln->id, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline);
+	if (r < 0) {
+		return r;
+	}
+	if (!vx->pd) {
+		r = xport_setup_device(vx, ln->id->verbs);
+		if (r < 0) {
+			return r;
+		}
+	}
+	r = lane_create_qp(vx, lane);
+	if (r < 0) {
+		return r;
+	}
+	memcpy(h.token, p->token, XPORT_TOKEN_LEN);
+	hello_encode(&h, pdata);
+	OPENSSL_cleanse(h.token, sizeof(h.token));
+	conn_param_init(&cp, pdata, sizeof(pdata));
+	r = rdma_connect(ln->id, &cp) == 0 ? 0 : negerrno();
+	OPENSSL_cleanse(pdata, sizeof(pdata));
+	if (r < 0) {
+		return r;
+	}
+	r = cm_wait(vx->ec, ln->id, RDMA_CM_EVENT_ESTABLISHED, deadline);
+	if (r < 0) {
+		return r;
+	}
+	ln->connected = true;
+	return 0;
+}
+
+static int verbs_connect(const struct sockaddr *addr, socklen_t addrlen,
+			 const struct xport_params *p, struct xport **ret)
+{
+	struct verbs_xport *vx;
+	int64_t deadline;
+	int r = 0;
+
+	if (!addr || !ret || params_check(p) < 0 ||
+	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
+		return -EINVAL;
+	}
+	vx = xport_alloc(p);
+	if (!vx) {
+		return -ENOMEM;
+	}
+	deadline = now_ms() + p->timeout_ms;
+	vx->ec = rdma_create_event_channel();
+	r = vx->ec ? set_nonblock(vx->ec->fd) : negerrno();
+	for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
+		r = connect_lane(vx, i, addr, p, deadline);
+	}
+	if (r < 0) {
+		verbs_destroy(&vx->pub);
+		return r;
+	}
+	*ret = &vx->pub;
+	return 0;
+}
+
+/* ---- memory registration ---- */
+
+static int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access,
+			struct xport_mr **ret_mr)
+{
+	struct verbs_xport *vx = to_verbs(x);
+	struct verbs_mr *m;
+	int flags = IBV_ACCESS_LOCAL_WRITE;
+
+	if (!addr || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr || !ret_mr ||
+	    (access & ~(unsigned)(XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE)) != 0) {
+		return -EINVAL;
+	}
+	if (!vx->pd) {
+		return -ENOTCONN;
+	}
+	/* Never REMOTE_READ or atomics: a peer may only write where we let it. */
+	if (access & XPORT_ACCESS_REMOTE_WRITE) {
+		flags |= IBV_ACCESS_REMOTE_WRITE;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		return -ENOMEM;
+	}
+	m->mr = ibv_reg_mr(vx->pd, addr, len, flags);
+	if (!m->mr) {
+		int r = negerrno();
+
+		free(m);
+		return r;
+	}
+	m->pub.addr = addr;
+	m->pub.len = len;
+	m->pub.lkey = m->mr->lkey;
+	m->pub.rkey = (access & XPORT_ACCESS_REMOTE_WRITE) ? m->mr->rkey : 0;
+	m->pub.access = access;
+	m->next = vx->mrs;
+	vx->mrs = m;
+	*ret_mr = &m->pub;
+	return 0;
+}
+
+static int verbs_dereg_mr(struct xport *x, struct xport_mr *pub)
+{
+	struct verbs_xport *vx = to_verbs(x);
+	struct verbs_mr **pp, *m;
+	int r;
+
+	if (!pub) {
+		return -EINVAL;
+	}
+	for (pp = &vx->mrs; *pp && &(*pp)->pub != pub; pp = &(*pp)->next) {
+	}
+	if (!*pp) {
+		return -ENOENT;
+	}
+	m = *pp;
+	/* Once this returns the device refuses the rkey: a later write is a remote access error. */
+	r = ibv_dereg_mr(m->mr);
+	if (r != 0) {
+		return -r;
+	}
+	*pp = m->next;
+	free(m);
+	return 0;
+}
+
+/* ---- posting ---- */
+
+static int verbs_post_writes(struct xport *x, const struct xport_wr *wrs, size_t n)
+{
+	struct verbs_xport *vx = to_verbs(x);
+	struct ibv_send_wr stack_wr[VERBS_POST_STACK], *out_wr = stack_wr;
+	struct ibv_sge stack_sge[VERBS_POST_STACK], *out_sge = stack_sge;
+	struct ibv_send_wr *heads[XPORT_MAX_LANES];
+	size_t need[XPORT_MAX_LANES] = { 0 }, counts[XPORT_MAX_LANES];
+	uint64_t base[XPORT_MAX_LANES];
+	int r = 0;
+
+	if (n == 0) {
+		return 0;
+	}
+	if (!wrs) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		r = verbs_wr_check(&wrs[i], x->nlanes, x->max_inline);
+		if (r < 0) {
+			return r;
+		}
+		need[wrs[i].lane]++;
+	}
+	for (unsigned l = 0; l < x->nlanes; l++) {
+		struct verbs_lane *ln = &vx->lanes[l];
+
+		if (need[l] && ln->sq_tail - ln->sq_done + need[l] > x->sq_depth) {
+			return -ENOSPC;
+		}
+		base[l] = ln->sq_tail;
+	}
+	if (n > VERBS_POST_STACK) {
+		out_wr = calloc(n, sizeof(*out_wr));
+		out_sge = calloc(n, sizeof(*out_sge));
+		if (!out_wr || !out_sge) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	verbs_wr_chain(wrs, n, x->nlanes, base, x->max_inline, out_wr, out_sge, heads, counts);
+	for (size_t i = 0; i < n; i++) {
+		struct verbs_lane *ln = &vx->lanes[wrs[i].lane];
+		enum verbs_wrid_kind kind;
+		unsigned lane;
+		uint64_t seq;
+
+		(void)verbs_wrid_decode(out_wr[i].wr_id, x->nlanes, &kind, &lane, &seq);
+		ln->sq_ids[verbs_seq_expand(ln->sq_done, seq) % x->sq_depth] = wrs[i].wr_id;
+	}
+	for (unsigned l = 0; l < x->nlanes && r >= 0; l++) {
+		struct verbs_lane *ln = &vx->lanes[l];
+		struct ibv_send_wr *bad = NULL;
+		int e;
+
+		if (!heads[l]) {
+			continue;
+		}
+		e = ibv_post_send(ln->id->qp, heads[l], &bad);
+		if (e == 0) {
+			ln->sq_tail += counts[l];
+			continue;
+		}
+		/* Those before bad went in and will complete. */
+		for (struct ibv_send_wr *w = heads[l]; w && w != bad; w = w->next) {
+			ln->sq_tail++;
+		}
+		set_error(vx, "lane %u: ibv_post_send: %s", l, strerror(e));
+		r = e == ENOMEM ? -ENOSPC : -e;
+	}
+out:
+	if (out_wr != stack_wr) {
+		free(out_wr);
+		free(out_sge);
+	}
+	return r;
+}
+
+static int verbs_post_recvs(struct xport *x, unsigned lane, const uint64_t *wr_ids, size_t n)
+{
+	struct verbs_xport *vx = to_verbs(x);
+	struct verbs_lane *ln;
+
+	if (lane >= x->nlanes || (n > 0 && !wr_ids)) {
+		return -EINVAL;
+	}
+	ln = &vx->lanes[lane];
+	if (ln->rq_tail - ln->rq_done + n > x->rq_depth) {
+		return -ENOSPC;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct ibv_recv_wr wr, *bad = NULL;
+		int e;
+
+		verbs_recv_fill(verbs_wrid_encode(VERBS_WRID_RECV, lane, ln->rq_tail), &wr);
+		ln->rq_ids[ln->rq_tail % x->rq_depth] = wr_ids[i];
+		e = ibv_post_recv(ln->id->qp, &wr, &bad);
+		if (e != 0) {
+			set_error(vx, "lane %u: ibv_post_recv: %s", lane, strerror(e));
+			return e == ENOMEM ? -ENOSPC : -e;
+		}
+		ln->rq_tail++;
+	}
+	return 0;
+}
+
+/* ---- completions ---- */
+
+static void complete_one(struct verbs_xport *vx, const struct ibv_wc *wc, struct xport_wc *out)
+{
+	enum verbs_wrid_kind kind;
+	uint64_t seq48, seq;
+	struct verbs_lane *ln;
+	int r = verbs_wc_map(wc, vx->pub.nlanes, out, &kind, &seq48);
+
+	if (r < 0) {
+		/* Not a completion we asked for: the device or our bookkeeping is broken. */
+		set_error(vx, "unexpected completion (wr_id 0x%llx, opcode %d, %s)",
+			  (unsigned long long)wc->wr_id, (int)wc->opcode,
+			  verbs_wc_status_name(wc->status));
+		*out = (struct xport_wc){ .wr_id = wc->wr_id, .status = XPORT_WC_GENERAL_ERR,
+					  .opcode = XPORT_WC_WRITE };
+		return;
+	}
+	ln = &vx->lanes[out->lane];
+	if (kind == VERBS_WRID_SEND) {
+		/* In order per lane: this one and every unsignaled one before it are done. */
+		seq = verbs_seq_expand(ln->sq_done, seq48);
+		out->wr_id = ln->sq_ids[seq % vx->pub.sq_depth];
+		ln->sq_done = seq + 1;
+	} else {
+		seq = verbs_seq_expand(ln->rq_done, seq48);
+		out->wr_id = ln->rq_ids[seq % vx->pub.rq_depth];
+		ln->rq_done = seq + 1;
+	}
+	if (wc->status != IBV_WC_SUCCESS) {
+		ln->failed = true;
+		set_error(vx, "lane %u: %s (%s, vendor error 0x%x)", out->lane,
+			  verbs_wc_status_name(wc->status), ibv_wc_status_str(wc->status),
+			  wc->vendor_err);
+	}
+}
+
+static int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
+{
+	struct verbs_xport *vx = to_verbs(x);
+	struct ibv_wc hw[32];
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	size_t n = 0;
+
+	if (max > 0 && !wcs) {
+		return -EINVAL;
+	}
+	/* Consume a pending event (non-blocking fd) and re-arm before polling: no completion is missed. */
+	if (ibv_get_cq_event(vx->cch, &ev_cq, &ev_ctx) == 0) {
+		ibv_ack_cq_events(ev_cq, 1);
+		if (ibv_req_notify_cq(vx->cq, 0) != 0) {
+			return -EIO;
+		}
+	}
+	while (n < max && n < INT32_MAX) {
+		int want = (int)MIN(max - n, ARRAY_SIZE(hw));
+		int got = ibv_poll_cq(vx->cq, want, hw);
+
+		if (got < 0) {
+			set_error(vx, "ibv_poll_cq failed");
+			return -EIO;
+		}
+		for (int i = 0; i < got; i++) {
+			complete_one(vx, &hw[i], &wcs[n++]);
+		}
+		if (got < want) {
+			break;
+		}
+	}
+	return (int)n;
+}
+
+static int verbs_event_fd(struct xport *x)
+{
+	return to_verbs(x)->cch->fd;
+}
+
+static const char *verbs_last_error(struct xport *x)
+{
+	struct verbs_xport *vx = to_verbs(x);
+
+	return vx->has_error ? vx->error : NULL;
+}
+
+const struct xport_ops xport_verbs_ops = {
+	.name = "verbs",
+	.kind = XPORT_KIND_VERBS,
+	.listen = verbs_listen,
+	.accept = verbs_accept,
+	.listener_close = verbs_listener_close,
+	.connect = verbs_connect,
+	.reg_mr = verbs_reg_mr,
+	.dereg_mr = verbs_dereg_mr,
+	.post_writes = verbs_post_writes,
+	.post_recvs = verbs_post_recvs,
+	.poll_cq = verbs_poll_cq,
+	.event_fd = verbs_event_fd,
+	.last_error = verbs_last_error,
+	.destroy = verbs_destroy,
+};

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Write seed frames for fuzz_msg: one valid frame per message type, plus a
+stream of several frames and a frame followed by slot descriptors.
+Encodings follow proto/msg.c (enc_payload); all integers are big-endian.
+
+usage: tests/fuzz/make_seeds.py [OUTDIR]   (default: tests/fuzz/corpus/fuzz_msg)
+"""
+import os
+import struct
+import sys
+
+MAGIC = 0x52444D43
+
+
+def frame(mtype, payload):
+    return struct.pack(">IBBHHHI", MAGIC, 1, 0, mtype, 0, 0, len(payload)) + payload
+
+
+def s16(s):
+    b = s.encode()
+    return struct.pack(">H", len(b)) + b
+
+
+def file_entry(fid, ftype, mode, size, sec, nsec, uid, gid, name, link=""):
+    return (struct.pack(">IBIQqIII", fid, ftype, mode, size, sec, nsec, uid, gid)
+            + s16(name) + s16(link))
+
+
+def status(sid, st, text):
+    return struct.pack(">II", sid, st) + s16(text)
+
+
+SEEDS = {
+    "hello": frame(1, struct.pack(">HHQ", 1, 1, 0x0F) + s16("rdmacp 0.1")),
+    "error": frame(2, struct.pack(">I", 4) + s16("no such module")),
+    # direction push, transport tcp, 4 lanes, reserved, flags, chunk 1 MiB, 64 slots
+    "open": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x03, 1 << 20, 64) + s16("mod/dest")),
+    "open_ok": frame(4, struct.pack(">BBHII", 1, 4, 40001, 1 << 20, 64) + bytes(range(32))),
+    "ring": frame(5, struct.pack(">QQIII", 0x7F0000001000, 0x7F0000100000, 0xDEADBEEF,
+                                 16, 1 << 20)),
+    "files": frame(6, struct.pack(">H", 3)
+                   + file_entry(1, 1, 0o644, 12345, 1700000000, 5, 1000, 100, "d/a.bin")
+                   + file_entry(2, 2, 0o755, 0, 1700000000, 0, 1000, 100, "d")
+                   + file_entry(3, 3, 0o777, 0, 1700000000, 0, 1000, 100, "d/l", "a.bin")),
+    "files_ack": frame(7, struct.pack(">H", 2) + status(1, 0, "") + status(2, 8, "no space")),
+    "file_done": frame(8, struct.pack(">IIQ", 1, 0, 12345) + bytes(range(16)) + s16("")),
+    "file_result": frame(9, struct.pack(">II", 1, 9) + s16("checksum mismatch")),
+    "get": frame(10, struct.pack(">H", 2) + s16("mod/a") + s16("mod/b/c")),
+    "end": frame(11, struct.pack(">IQ", 3, 12345)),
+    "ping": frame(12, struct.pack(">Q", 0x0102030405060708)),
+    "pong": frame(13, struct.pack(">Q", 0x0102030405060708)),
+    "bye": frame(14, b""),
+}
+SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
+# Two slot descriptors (32 bytes each: file_id, len, offset, seq, reserved 0);
+# the fuzzer reads the input as descriptors at offsets 0, 32, ...
+SEEDS["desc"] = (struct.pack(">IIQQQ", 1, 4096, 0, 0, 0)
+                 + struct.pack(">IIQQQ", 2, 100, 1 << 20, 7, 0))
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus", "fuzz_msg")
+    os.makedirs(out, exist_ok=True)
+    for name, data in SEEDS.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()
