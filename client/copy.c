@@ -386,18 +386,9 @@ static uint32_t open_flags(const struct client_opts *o)
 
 static char *last_component(const char *path)
 {
-	size_t n = strlen(path);
-	const char *p;
+	char buf[PROTO_MAX_PATH + 1];
 
-	while (n > 1 && path[n - 1] == '/') {
-		n--;
-	}
-	p = memrchr(path, '/', n);
-	p = p && (size_t)(p - path) + 1 < n ? p + 1 : (p ? path : path);
-	if (p == path && path[0] == '/' && n == 1) {
-		return strdup("/");
-	}
-	return strndup(p, n - (size_t)(p - path));
+	return fspath_last_component(path, buf, sizeof(buf)) < 0 ? NULL : strdup(buf);
 }
 
 static int push(struct client_opts *o, char **args, int nargs, const struct remote *rem)

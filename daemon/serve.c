@@ -402,7 +402,7 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 		const struct module *pm = resolve_module(c->cfg, path, &rel);
 		_cleanup_free_ char *trimmed = NULL;
 		const char *name;
-		char esc[PROTO_MAX_PATH * 4 + 1];
+		char esc[PROTO_MAX_PATH * 4 + 1], lastname[FSPATH_NAME_MAX + 1];
 		size_t n;
 
 		log_escape(path, esc, sizeof(esc));
@@ -422,7 +422,12 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 			r = refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
 			break;
 		}
-		name = n > 0 ? (strrchr(trimmed, '/') ? strrchr(trimmed, '/') + 1 : trimmed) : m->name;
+		/* Named after the last component of the path as the client wrote it. */
+		if (fspath_last_component(path, lastname, sizeof(lastname)) < 0) {
+			r = refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
+			break;
+		}
+		name = lastname;
 		r = walk_add(ret, rootfd, trimmed, name, recursive, pull_warning, &g);
 		if (r < 0) {
 			r = refuse(c, r == -ENOENT ? PERR_NOT_FOUND : r == -EISDIR ? PERR_BAD_PATH

@@ -354,6 +354,25 @@ int fspath_discard(int dirfd, const char *tmpname)
 	return 0;
 }
 
+int fspath_last_component(const char *path, char *out, size_t outlen)
+{
+	size_t n = strlen(path);
+	const char *p;
+
+	while (n > 1 && path[n - 1] == '/') {
+		n--;
+	}
+	p = memrchr(path, '/', n);
+	p = p ? p + 1 : path;
+	n -= (size_t)(p - path);
+	if (n >= outlen) {
+		return -ENAMETOOLONG;
+	}
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return 0;
+}
+
 bool fspath_is_temp_name(const char *name)
 {
 	size_t len;

@@ -58,5 +58,12 @@ int fspath_commit(int dirfd, int fd, const char *tmpname, const char *leaf);
 /* Remove a temp file (ignores -ENOENT). */
 int fspath_discard(int dirfd, const char *tmpname);
 
+/*
+ * The last component of a path as a user wrote it, trailing slashes ignored:
+ * "a/b/c/" -> "c". What a copied entry is named after, on both ends.
+ * -ENAMETOOLONG when it does not fit in outlen.
+ */
+int fspath_last_component(const char *path, char *out, size_t outlen);
+
 /* True for names fspath_create_temp makes (for stale-temp cleanup). */
 bool fspath_is_temp_name(const char *name);

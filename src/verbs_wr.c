@@ -226,7 +226,8 @@ int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, struct xport_wc *ret,
 			return -EPROTO;
 		}
 		if (kind == VERBS_WRID_RECV) {
-			if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM)) {
+			if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+			    !(wc->wc_flags & IBV_WC_WITH_IMM)) {
 				return -EPROTO;
 			}
 			ret->imm = be32toh(wc->imm_data);

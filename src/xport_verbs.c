@@ -48,6 +48,7 @@
 /* Finite: a missing receive is an engine bug that must show, not hang. */
 #define VERBS_RNR_RETRY 6
 #define VERBS_POST_STACK 64
+#define VERBS_RESOLVE_STEP_MS 1000
 
 _Static_assert(VERBS_HELLO_LEN == 4 + 2 + 2 + 2 + 2 + XPORT_TOKEN_LEN + 4, "hello layout");
 /* RC connect private data over IB/RoCE is 56 bytes after the rdma_cm header. */
@@ -356,7 +357,7 @@ static int lane_create_qp(struct verbs_xport *vx, unsigned lane)
 		attr.cap.max_inline_data = attempt == 0 ? VERBS_MAX_INLINE : 0;
 		if (rdma_create_qp(ln->id, vx->pd, &attr) == 0) {
 			ln->has_qp = true;
-			/* The device may give more than asked; we only promise what all lanes have. */
+			/* The device may give more than asked; promise what all lanes have. */
 			if (attr.cap.max_inline_data < vx->pub.max_inline) {
 				vx->pub.max_inline = attr.cap.max_inline_data;
 			}
@@ -444,7 +445,6 @@ static int cm_wait(struct rdma_event_channel *ec, struct rdma_cm_id *id,
 		}
 		type = ev->event;
 		ours = ev->id == id;
-		if (getenv("VDBG")) fprintf(stderr, "DBG cm_wait want %s got %s ours %d status %d\n", rdma_event_str(want), rdma_event_str(type), ours, ev->status);
 		r = cm_event_errno(ev);
 		rdma_ack_cm_event(ev);
 		if (ours && type == want) {
@@ -615,8 +615,6 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 	enum rdma_cm_event_type type = ev->event;
 	int lane, r;
 
-	if (getenv("VDBG")) fprintf(stderr, "DBG accept got %s status %d\n", rdma_event_str(type), ev->status);
-
 	if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 		lane = request_lane(ev, p, token_dead, vx);
 		rdma_ack_cm_event(ev);
@@ -700,6 +698,36 @@ static int verbs_accept(struct xport_listener *l, const struct xport_params *p, 
 
 /* ---- active side ---- */
 
+/*
+ * rdma_resolve_addr in short attempts: the kernel looks at the neighbour
+ * table again only when an attempt times out, so one long attempt can sleep
+ * through an ARP reply that came in long ago (seen on Soft-RoCE over veth).
+ */
+static int resolve_addr(struct verbs_xport *vx, struct verbs_lane *ln, const struct sockaddr *addr,
+			int64_t deadline)
+{
+	for (;;) {
+		int r, step;
+
+		if (ln->id) {
+			(void)rdma_destroy_id(ln->id);
+			ln->id = NULL;
+		}
+		if (rdma_create_id(vx->ec, &ln->id, NULL, RDMA_PS_TCP) != 0) {
+			ln->id = NULL;
+			return negerrno();
+		}
+		step = MAX(1, MIN(VERBS_RESOLVE_STEP_MS, remaining_ms(deadline)));
+		if (rdma_resolve_addr(ln->id, NULL, (struct sockaddr *)addr, step) != 0) {
+			return negerrno();
+		}
+		r = cm_wait(vx->ec, ln->id, RDMA_CM_EVENT_ADDR_RESOLVED, deadline);
+		if (r != -ETIMEDOUT || remaining_ms(deadline) == 0) {
+			return r;
+		}
+	}
+}
+
 static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sockaddr *addr,
 			const struct xport_params *p, int64_t deadline)
 {
@@ -709,15 +737,7 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 	struct rdma_conn_param cp;
 	int r;
 
-	if (rdma_create_id(vx->ec, &ln->id, NULL, RDMA_PS_TCP) != 0) {
-		ln->id = NULL;
-		return negerrno();
-	}
-	if (rdma_resolve_addr(ln->id, NULL, (struct sockaddr *)addr, MAX(1, remaining_ms(deadline))) !=
-	    0) {
-		return negerrno();
-	}
-	r = cm_wait(vx->ec, ln->id, RDMA_CM_EVENT_ADDR_RESOLVED, deadline);
+	r = resolve_addr(vx, ln, addr, deadline);
 	if (r < 0) {
 		return r;
 	}
@@ -1006,7 +1026,7 @@ static int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
 	if (max > 0 && !wcs) {
 		return -EINVAL;
 	}
-	/* Consume a pending event (non-blocking fd) and re-arm before polling: no completion is missed. */
+	/* Take a pending event (non-blocking fd) and re-arm before polling: nothing is missed. */
 	if (ibv_get_cq_event(vx->cch, &ev_cq, &ev_ctx) == 0) {
 		ibv_ack_cq_events(ev_cq, 1);
 		if (ibv_req_notify_cq(vx->cq, 0) != 0) {

@@ -116,8 +116,11 @@ ping_ok "h"
 if kill -0 "$DAEMON_PID" 2>/dev/null; then pass "daemon survived all bad frames"; else fail "daemon died"; fi
 stop_daemon "$DAEMON_PID"
 
-# i. Slow and silent clients (F34). Second daemon: handshake timeout 1 s,
-#    max connections 4, max connections per host 2. What we assert:
+# i. Slow and silent clients (F34). Daemons with max connections 4 and max
+#    connections per host 2; handshake timeout 1 s for i1-i3, 2 s for i4-i5
+#    (those start several processes while the silent ones must stay held; a
+#    loaded machine must not let the deadline free a slot too early).
+#    What we assert:
 #  i1 a silent TCP client (no ClientHello) is closed by the daemon within 3 s,
 #     and while it is connected, a normal ping succeeds (it only holds 1 of 2
 #     per-host slots);
@@ -125,7 +128,8 @@ stop_daemon "$DAEMON_PID"
 #     (the HELLO falls under the same deadline);
 #  i3 a client dripping a real ClientHello one byte every 0.3 s is closed
 #     within 3 s: the deadline is absolute, not reset by each byte;
-#  i4 with 2 silent connections from 127.0.0.1 held, a 3rd connection from
+#  i4 with 2 silent connections from 127.0.0.1 held (each held >= 1 s and
+#     closed by the 2 s deadline within 4 s), a 3rd connection from
 #     127.0.0.1 is refused at once: `rdmacp ping` fails with exit 11
 #     (EXIT_CONNECT: the daemon closes the TCP connection before TLS, the
 #     documented "busy"; 3 = EXIT_AUTH would blame the certificates, 141 =
@@ -134,7 +138,7 @@ stop_daemon "$DAEMON_PID"
 #     dropped the silent ones, ping works again;
 #  i5 with 2 silent connections from 127.0.0.1 and 2 from 127.0.0.2 (4 = max
 #     connections), a connection from 127.0.0.3 is closed at once (< 0.5 s,
-#     well before the 1 s deadline) and the daemon logs "max connections
+#     long before the 2 s deadline) and the daemon logs "max connections
 #     reached"; afterwards ping works again.
 PORT2=$(free_port)
 write_conf "$T/d2.conf" "$PORT2" "$CERTS" "handshake timeout = 1" "idle timeout = 20" \
@@ -143,23 +147,36 @@ printf '\n[data]\npath = %s\nallow = client\n' "$T/mod" >>"$T/d2.conf"
 start_daemon "$T/d2.conf" "$T/d2.log" "$PORT2"
 D2=$DAEMON_PID
 
-# bg_silent NAME [rawclient args...]: a silent TCP client in the background;
-# it passes if the daemon closes it after 0.5..3 s (the 1 s deadline), not at
-# once (that would be a refusal: the slot was never held).
+# bg_silent NAME [rawclient args...]: a silent TCP client in the background
+# against daemon $SPORT (log $SLOG); it passes if the daemon closes it after
+# $SMIN..$SMAX s (by the handshake deadline), not at once (that would be a
+# refusal: the slot was never held).
 BG=()
 bg_silent() {
 	local name=$1
 	shift
-	raw --port "$PORT2" --tcp --expect closed --min-close 0.5 --max-close 3 --timeout 5 "$@" \
-		>"$T/$name.out" 2>&1 &
+	raw --port "$SPORT" --tcp --expect closed --min-close "$SMIN" --max-close "$SMAX" \
+		--timeout "$((${SMAX%.*} + 2))" "$@" >"$T/$name.out" 2>&1 &
 	BG+=("$!:$name")
 }
+# wait_idle: until every session the daemon forked has ended (start_daemon's
+# readiness probe is a connection too: its session must not hold a slot).
+wait_idle() {
+	local started ended
+	for _ in $(seq 1 100); do
+		started=$(grep -c "session [0-9]* from .* started" "$SLOG")
+		ended=$(grep -c "session [0-9]* from .* \(ended\|exited\|killed\)" "$SLOG")
+		[ "$started" -eq "$ended" ] && return 0
+		sleep 0.05
+	done
+	fail "daemon still has $((started - ended)) session(s) before the test"
+}
 # wait_started N: until the daemon has forked N sessions since mark_d2.
-mark_d2() { D2_MARK=$(wc -l <"$T/d2.log"); }
+mark_d2() { wait_idle; D2_MARK=$(wc -l <"$SLOG"); }
 wait_started() {
 	local n=0
-	for _ in $(seq 1 60); do
-		n=$(tail -n +"$((D2_MARK + 1))" "$T/d2.log" | grep -c "session [0-9]* from .* started")
+	for _ in $(seq 1 100); do
+		n=$(tail -n +"$((D2_MARK + 1))" "$SLOG" | grep -c "session [0-9]* from .* started")
 		[ "$n" -ge "$1" ] && return 0
 		sleep 0.05
 	done
@@ -173,13 +190,14 @@ wait_bg() {
 		if wait "$pid"; then
 			pass "$name: silent connection held, then closed by the deadline ($(grep -o 'closed.*' "$T/$name.out" | head -1))"
 		else
-			fail "$name: silent connection not held 0.5 s and closed within 3 s"
+			fail "$name: silent connection not held $SMIN s and closed within $SMAX s"
 			sed 's/^/    /' "$T/$name.out"
 		fi
 	done
 	BG=()
 }
 
+SPORT=$PORT2 SLOG=$T/d2.log SMIN=0.5 SMAX=3
 mark_d2
 bg_silent i1-silent
 wait_started 1
@@ -189,21 +207,31 @@ wait_bg
 check "i2 TLS done, no HELLO" --port "$PORT2" --expect closed --max-close 3 --timeout 5
 check "i3 ClientHello dripped 1 byte/0.3 s" --port "$PORT2" --drip 0.3 --expect closed --max-close 3 --timeout 6
 
+# i4 and i5 start several processes while the silent ones must stay held:
+# a third daemon, same caps, with a 2 s deadline, so that a slow machine
+# cannot let the deadline expire before the over-the-cap connection is made.
+PORT3=$(free_port)
+write_conf "$T/d3.conf" "$PORT3" "$CERTS" "handshake timeout = 2" "idle timeout = 20" \
+	"max connections = 4" "max connections per host = 2"
+printf '\n[data]\npath = %s\nallow = client\n' "$T/mod" >>"$T/d3.conf"
+start_daemon "$T/d3.conf" "$T/d3.log" "$PORT3"
+D3=$DAEMON_PID
+SPORT=$PORT3 SLOG=$T/d3.log SMIN=1 SMAX=4
 mark_d2
 bg_silent i4-silent-1
 bg_silent i4-silent-2
 wait_started 2
 expect_rc 11 "i4 3rd connection from 127.0.0.1 over 'max connections per host = 2'" \
-	"${CLIENT[@]}" -P "$PORT2" ping 127.0.0.1
+	"${CLIENT[@]}" -P "$PORT3" ping 127.0.0.1
 sed 's/^/    client said: /' "$T/err" | head -2
-# The same refusal seen by a copy (the path that does ignore SIGPIPE).
+# The same refusal seen by a copy.
 echo payload >"$T/src.txt"
 expect_rc 11 "i4 copy over 'max connections per host = 2'" \
-	"${CLIENT[@]}" -P "$PORT2" "$T/src.txt" 127.0.0.1:data/src.txt
+	"${CLIENT[@]}" -P "$PORT3" "$T/src.txt" 127.0.0.1:data/src.txt
 sed 's/^/    client said: /' "$T/err" | head -2
-log_has "max connections per host reached" "i4" "$T/d2.log"
+log_has "max connections per host reached" "i4" "$T/d3.log"
 wait_bg
-ping_ok "i4 after the deadline dropped the silent ones" "$PORT2"
+ping_ok "i4 after the deadline dropped the silent ones" "$PORT3"
 
 mark_d2
 bg_silent i5-silent-1
@@ -212,14 +240,18 @@ bg_silent i5-silent-3 --source 127.0.0.2
 bg_silent i5-silent-4 --source 127.0.0.2
 wait_started 4
 check "i5 5th connection (from 127.0.0.3) over 'max connections = 4' closed at once" \
-	--port "$PORT2" --tcp --source 127.0.0.3 --expect closed --max-close 0.5 --timeout 2
-log_has "max connections reached" "i5" "$T/d2.log"
+	--port "$PORT3" --tcp --source 127.0.0.3 --expect closed --max-close 0.5 --timeout 2
+log_has "max connections reached" "i5" "$T/d3.log"
 wait_bg
-ping_ok "i5 after the deadline dropped the silent ones" "$PORT2"
+ping_ok "i5 after the deadline dropped the silent ones" "$PORT3"
 
-if kill -0 "$D2" 2>/dev/null; then pass "second daemon alive"; else fail "second daemon died"; fi
+for d in "$D2" "$D3"; do
+	if kill -0 "$d" 2>/dev/null; then pass "daemon $d alive"; else fail "daemon $d died"; fi
+done
 if [ "$FAILS" -ne 0 ]; then
-	echo "second daemon log:"
-	sed 's/^/    /' "$T/d2.log" | tail -30
+	for l in d2 d3; do
+		echo "$l.log:"
+		sed 's/^/    /' "$T/$l.log" | tail -25
+	done
 fi
 finish

@@ -311,8 +311,10 @@ static int test_happy_path(void)
 	/* The other direction: a zero-length credit from the receiver. */
 	{
 		uint64_t id = 9;
-		struct xport_wr credit = { .wr_id = 55, .opcode = XPORT_OP_WRITE_IMM,
-					   .flags = XPORT_SEND_SIGNALED, .imm = 0xc0ffee, .lane = 1 };
+		struct xport_wr credit = {
+			.wr_id = 55, .opcode = XPORT_OP_WRITE_IMM, .flags = XPORT_SEND_SIGNALED,
+			.imm = 0xc0ffee, .lane = 1,
+		};
 
 		r = pr.cli->ops->post_recvs(pr.cli, 1, &id, 1);
 		CHECK(r >= 0, "client post_recvs: %s", strerror(-r));
@@ -441,8 +443,9 @@ static int test_access_error(enum bad_kind kind, const char *name)
 		      "after failure: n %d %s", n, n ? xport_wc_status_str(wc[0].status) : "-");
 	}
 	CHECK(untouched(pr.target, TARGET_LEN + 2 * GUARD), "%s: target changed later", name);
-	fprintf(stderr, "ok %s -> %s (%lld ms): %s\n", name, xport_wc_status_str(XPORT_WC_REM_ACCESS_ERR),
-		(long long)(mono_ms() - t0), pr.cli->ops->last_error(pr.cli));
+	fprintf(stderr, "ok %s -> %s (%lld ms): %s\n", name,
+		xport_wc_status_str(XPORT_WC_REM_ACCESS_ERR), (long long)(mono_ms() - t0),
+		pr.cli->ops->last_error(pr.cli));
 	pair_close(&pr);
 	return 0;
 }

@@ -9,6 +9,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -294,6 +295,34 @@ static void test_backend_registered(void **state)
 	assert_string_equal(xport_verbs_ops.name, "verbs");
 }
 
+/* Bad arguments are refused before any device is touched (so also here, without one). */
+static void test_backend_rejects_bad_params(void **state)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct xport_params p = { .nlanes = 1, .sq_depth = 8, .rq_depth = 8, .timeout_ms = 100 };
+	struct xport *x = NULL;
+	struct xport_listener *l = NULL;
+	const struct xport_ops *o = &xport_verbs_ops;
+
+	assert_int_equal(o->connect(NULL, 0, &p, &x), -EINVAL);
+	p.nlanes = 0;
+	assert_int_equal(o->connect((struct sockaddr *)&sin, sizeof(sin), &p, &x), -EINVAL);
+	p.nlanes = XPORT_MAX_LANES + 1;
+	assert_int_equal(o->connect((struct sockaddr *)&sin, sizeof(sin), &p, &x), -EINVAL);
+	p.nlanes = 1;
+	p.sq_depth = 1;
+	assert_int_equal(o->connect((struct sockaddr *)&sin, sizeof(sin), &p, &x), -EINVAL);
+	p.sq_depth = 8;
+	p.timeout_ms = 0;
+	assert_int_equal(o->connect((struct sockaddr *)&sin, sizeof(sin), &p, &x), -EINVAL);
+	assert_null(x);
+	sin.sin_family = AF_UNIX;
+	assert_int_equal(o->listen((struct sockaddr *)&sin, sizeof(sin), &l, NULL), -EINVAL);
+	assert_null(l);
+	o->listener_close(NULL);
+	o->destroy(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,6 +337,7 @@ int main(void)
 		cmocka_unit_test(test_status_names),
 		cmocka_unit_test(test_recv_fill),
 		cmocka_unit_test(test_backend_registered),
+		cmocka_unit_test(test_backend_rejects_bad_params),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
