@@ -32,7 +32,7 @@ void client_opts_defaults(struct client_opts *o)
 	snprintf(o->key, sizeof(o->key), "%s/client.key", dir);
 	snprintf(o->ca, sizeof(o->ca), "%s/ca.crt", dir);
 	o->port = CLIENT_DEFAULT_PORT;
-	o->transport = XPORT_KIND_TCP;
+	o->transport = 0; /* auto */
 	o->lanes = 2;
 	o->chunk_size = 1u << 20;
 	o->slots = 32;

@@ -259,6 +259,35 @@ static const char *transport_name(int kind)
 	return kind == XPORT_KIND_VERBS ? "verbs" : "tcp";
 }
 
+/*
+ * Which transport to ask for: verbs needs a device here (else exit 13);
+ * auto asks the daemon to choose only when there is one, else tcp.
+ */
+static int pick_transport(struct session *s, uint8_t *ret)
+{
+	char why[256];
+	int n;
+
+	if (s->o->transport == XPORT_KIND_TCP) {
+		*ret = XPORT_KIND_TCP;
+		return 0;
+	}
+	n = xport_verbs_probe(why, sizeof(why));
+	if (n > 0) {
+		*ret = (uint8_t)s->o->transport;
+		return 0;
+	}
+	if (s->o->transport == XPORT_KIND_VERBS) {
+		log_error("no RDMA device (%s); use --transport tcp", why);
+		return EXIT_NO_DEVICE;
+	}
+	if (s->o->verbose > 0) {
+		log_info("transport auto: tcp (%s)", why);
+	}
+	*ret = XPORT_KIND_TCP;
+	return 0;
+}
+
 static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, const char *path,
 			 struct msg *ret)
 {
@@ -266,8 +295,12 @@ static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, c
 	char esc[1024];
 	int r;
 
+	r = pick_transport(s, &m.u.open.transport);
+	if (r != 0) {
+		return r;
+	}
+
 	m.u.open.direction = direction;
-	m.u.open.transport = (uint8_t)s->o->transport;
 	m.u.open.lanes = (uint8_t)s->o->lanes;
 	m.u.open.flags = flags;
 	m.u.open.chunk_size = s->o->chunk_size;
@@ -284,6 +317,9 @@ static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, c
 	}
 	if (ret->type == MSG_ERROR) {
 		log_error("%s: %s", s->rem->host, log_escape(ret->u.error.text, esc, sizeof(esc)));
+		if (ret->u.error.code == PERR_TRANSPORT && m.u.open.transport == XPORT_KIND_VERBS) {
+			return EXIT_NO_DEVICE;
+		}
 		return exit_for_perr(ret->u.error.code);
 	}
 	/* A dry run is answered with END (accepted, nothing to connect). */

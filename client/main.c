@@ -32,7 +32,7 @@ static void usage(FILE *f)
 	      "      --ca FILE          CA that signed the daemon (default ~/.config/rdmacp/ca.crt)\n"
 	      "      --pin sha256:HEX   accept only this daemon certificate\n"
 	      "      --config FILE      defaults ([client] section; default ~/.config/rdmacp/config)\n"
-	      "      --transport T      auto, tcp or verbs (default tcp)\n"
+	      "      --transport T      auto, tcp or verbs (default auto)\n"
 	      "      --lanes N          data connections (default 2)\n"
 	      "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
 	      "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"

@@ -39,9 +39,11 @@
 #include "log.h"
 #include "macro.h"
 #include "serve.h"
+#include "sessions.h"
 #include "tls.h"
 
 #define SHUTDOWN_GRACE_S 30
+#define STATUS_INTERVAL_MS 2000
 /* After EMFILE/ENOBUFS and the like, stop polling the listeners this long. */
 #define ACCEPT_BACKOFF_MS 100
 /* At most this many "refused" notices per second; the rest are counted. */
@@ -68,6 +70,8 @@ struct daemon {
 
 	struct child *children;
 	size_t nchildren, children_cap;
+	struct sessions *sessions;	/* shared with the session processes */
+	uint64_t next_status_ms;
 
 	uint64_t watchdog_usec;	/* 0: no watchdog */
 	uint64_t next_watchdog_ms;
@@ -129,7 +133,14 @@ static unsigned children_from_host(const struct daemon *d, const struct sockaddr
 
 static void notify_status(const struct daemon *d)
 {
-	sd_notifyf(0, "STATUS=%zu active session%s", d->nchildren, d->nchildren == 1 ? "" : "s");
+	uint64_t pinned = 0, moved = 0;
+
+	if (d->sessions) {
+		sessions_totals(d->sessions, &pinned, &moved);
+	}
+	sd_notifyf(0, "STATUS=%zu active session%s, %" PRIu64 " MiB pinned, %" PRIu64
+		   " bytes moved",
+		   d->nchildren, d->nchildren == 1 ? "" : "s", pinned >> 20, moved);
 }
 
 static int load_tls(const struct daemon_config *cfg, struct tls_ctx **ret)
@@ -287,7 +298,8 @@ static _noreturn_ void run_child(struct daemon *d, int fd, const struct sockaddr
 	/* SIGPIPE stays ignored (see setup_signals): a write to a gone peer is EPIPE. */
 	sigprocmask(SIG_SETMASK, &d->saved_mask, NULL);
 
-	r = serve_connection(d->cfg, d->tls, fd, (const struct sockaddr *)peer, peerlen);
+	r = serve_connection(d->cfg, d->tls, d->sessions, fd, (const struct sockaddr *)peer,
+			     peerlen);
 	_exit(r < 0 ? 1 : 0);
 }
 
@@ -339,6 +351,8 @@ static void reap_children(struct daemon *d)
 		}
 		c = find_child(d, pid);
 		log_child_exit(d, c, pid, status);
+		/* Whatever it died holding is released here. */
+		sessions_reap(d->sessions, pid);
 		if (c) {
 			remove_child(d, c);
 			changed = true;
@@ -503,6 +517,7 @@ static void reload(struct daemon *d)
 	tls_ctx_free(d->tls);
 	d->cfg = cfg;
 	d->tls = tls;
+	sessions_set_budget(d->sessions, cfg->memory_budget);
 	apply_log_level(d);
 	log_info("reloaded %s", d->config_file);
 done:
@@ -627,12 +642,22 @@ static int main_loop(struct daemon *d)
 
 			timeout = timeout < 0 ? wd : MIN(timeout, wd);
 		}
+		if (d->nchildren > 0) {
+			/* Keep STATUS= (bytes moved) fresh while sessions run. */
+			int st = d->next_status_ms > now ? (int)(d->next_status_ms - now) : 0;
+
+			timeout = timeout < 0 ? st : MIN(timeout, st);
+		}
 
 		r = poll(pfd, n, timeout);
 		if (r < 0 && errno != EINTR) {
 			return log_error_errno(negerrno(), "poll: %m");
 		}
 		send_watchdog(d);
+		if (d->nchildren > 0 && now_ms() >= d->next_status_ms) {
+			notify_status(d);
+			d->next_status_ms = now_ms() + STATUS_INTERVAL_MS;
+		}
 		if (r <= 0) {
 			continue;
 		}
@@ -759,6 +784,11 @@ static int run(struct daemon *d, bool check)
 		log_error("out of memory");
 		return EXIT_CONFIG;
 	}
+	r = sessions_create(d->cfg->memory_budget, &d->sessions);
+	if (r < 0) {
+		log_error_errno(r, "shared session table: %m");
+		return EXIT_CONFIG;
+	}
 	if (setup_listeners(d) < 0) {
 		return EXIT_CONFIG;
 	}
@@ -767,7 +797,8 @@ static int run(struct daemon *d, bool check)
 		d->watchdog_usec = usec;
 		d->next_watchdog_ms = now_ms();
 	}
-	sd_notify(0, "READY=1\nSTATUS=0 active sessions");
+	sd_notify(0, "READY=1");
+	notify_status(d);
 	log_info("rdmacpd %s ready", RDMACP_VERSION);
 	send_watchdog(d);
 

@@ -25,6 +25,7 @@
 #include "macro.h"
 #include "net.h"
 #include "session.h"
+#include "sessions.h"
 #include "tls.h"
 #include "walk.h"
 #include "xport.h"
@@ -50,6 +51,8 @@ struct conn {
 	uint8_t fp[TLS_FINGERPRINT_LEN];
 	struct sockaddr_storage local;
 	socklen_t locallen;
+	struct sessions *sessions;
+	uint64_t last_progress;
 };
 
 static bool san_equals(const char *san, void *ud)
@@ -217,6 +220,16 @@ static void ev_file_ok(void *ud, const char *name, uint64_t bytes, double secs, 
 	}
 }
 
+static void ev_progress(void *ud, uint64_t bytes)
+{
+	struct conn *c = ud;
+
+	if (c->sessions && bytes > c->last_progress) {
+		sessions_add_bytes(c->sessions, bytes - c->last_progress);
+	}
+	c->last_progress = bytes;
+}
+
 static void ev_file_failed(void *ud, const char *name, uint32_t code, const char *text)
 {
 	struct conn *c = ud;
@@ -229,12 +242,51 @@ static void ev_file_failed(void *ud, const char *name, uint32_t code, const char
 static int expand_get(struct conn *c, const struct module *m, int rootfd, bool recursive,
 		      struct src_list *ret);
 
+/*
+ * The data path's listener on the control connection's own address: verbs
+ * when asked for (or, for "auto", when this address has an RDMA device),
+ * tcp otherwise. Binding rdma_cm to the address is what proves the device
+ * reaches the client: it is the device the client's traffic arrives on.
+ */
+static int transport_listen(struct conn *c, unsigned want, struct sockaddr_storage *addr,
+			    const struct xport_ops **ret_ops, struct xport_listener **ret_l,
+			    uint16_t *ret_port)
+{
+	const struct xport_ops *verbs = xport_ops_by_kind(XPORT_KIND_VERBS);
+	char why[256] = "";
+	int r = -ENODEV;
+
+	if (want == XPORT_KIND_VERBS || want == 0) {
+		if (verbs && xport_verbs_probe(why, sizeof(why)) > 0) {
+			r = verbs->listen((struct sockaddr *)addr, c->locallen, ret_l, ret_port);
+			if (r == 0) {
+				*ret_ops = verbs;
+				return 0;
+			}
+			snprintf(why, sizeof(why), "rdma_cm listen on this address: %s", strerror(-r));
+		} else if (!verbs) {
+			snprintf(why, sizeof(why), "built without the verbs transport");
+		}
+		if (want == XPORT_KIND_VERBS) {
+			return refuse(c, PERR_TRANSPORT, "no RDMA device on the daemon (%s); use "
+				      "--transport tcp", why);
+		}
+		log_debug("%s: auto transport: tcp (%s)", c->peer, why);
+	}
+	r = xport_tcp_ops.listen((struct sockaddr *)addr, c->locallen, ret_l, ret_port);
+	if (r < 0) {
+		return refuse(c, PERR_TRANSPORT, "cannot listen for data lanes: %s", strerror(-r));
+	}
+	*ret_ops = &xport_tcp_ops;
+	return 0;
+}
+
 /* Set up the data connection the client asked for, then run the engine. */
-static int run_transfer(struct conn *c, const struct msg_open *o, const struct module *m,
+static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const struct module *m,
 			int basefd, const char *rename_to, struct src_list *pull_srcs)
 {
 	const struct daemon_config *cfg = c->cfg;
-	const struct xport_ops *ops;
+	const struct xport_ops *ops = NULL;
 	struct xport_listener *l = NULL;
 	struct xport *x = NULL;
 	struct xport_params xp = { 0 };
@@ -243,15 +295,11 @@ static int run_transfer(struct conn *c, const struct msg_open *o, const struct m
 	struct engine_params ep = { 0 };
 	struct engine_stats st;
 	uint32_t code = 0, chunk, slots;
+	uint64_t pinned;
 	char err[512];
 	uint16_t port;
 	int r;
 
-	if (o->transport == XPORT_KIND_VERBS) {
-		return refuse(c, PERR_TRANSPORT,
-			      "the verbs transport is not available on this daemon; use --transport tcp");
-	}
-	ops = &xport_tcp_ops;
 	chunk = MIN(MAX(o->chunk_size, POLICY_MIN_CHUNK), POLICY_MAX_CHUNK);
 	slots = (uint32_t)MIN((uint64_t)o->slots, cfg->pool_size / chunk);
 	slots = MAX(slots, 2u);
@@ -259,13 +307,18 @@ static int run_transfer(struct conn *c, const struct msg_open *o, const struct m
 	xp.sq_depth = 4 * slots + 16;
 	xp.rq_depth = slots;
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
+	/* Pinned memory counts against the daemon-wide budget: over it, "busy". */
+	pinned = (uint64_t)(slots + 1) * chunk;
+	if (c->sessions && sessions_reserve(c->sessions, pinned) < 0) {
+		return refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
+	}
 	if (RAND_bytes(xp.token, sizeof(xp.token)) != 1) {
 		return refuse(c, PERR_INTERNAL, "no randomness for a session token");
 	}
 	net_set_port(&bind_addr, 0);
-	r = ops->listen((struct sockaddr *)&bind_addr, c->locallen, &l, &port);
+	r = transport_listen(c, o->transport, &bind_addr, &ops, &l, &port);
 	if (r < 0) {
-		return refuse(c, PERR_TRANSPORT, "cannot listen for data lanes: %s", strerror(-r));
+		return r;
 	}
 	ok.u.open_ok.transport = (uint8_t)ops->kind;
 	ok.u.open_ok.lanes = (uint8_t)xp.nlanes;
@@ -315,7 +368,8 @@ static int run_transfer(struct conn *c, const struct msg_open *o, const struct m
 	ep.gid = m->gid;
 	ep.faults = getenv("RDMACPD_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
 	ep.ev = (struct engine_events){ .file_ok = ev_file_ok, .file_failed = ev_file_failed,
-					.ud = c };
+					.progress = ev_progress, .ud = c };
+	c->last_progress = 0;
 	ep.stop = &stop_requested;
 	r = engine_run(&ep, &st, &code, err, sizeof(err));
 	x->ops->destroy(x);
@@ -331,6 +385,17 @@ static int run_transfer(struct conn *c, const struct msg_open *o, const struct m
 }
 
 /* The client asked for an OPEN: is this peer allowed to do it on this module? */
+static int run_transfer(struct conn *c, const struct msg_open *o, const struct module *m,
+			int basefd, const char *rename_to, struct src_list *pull_srcs)
+{
+	int r = run_transfer_pinned(c, o, m, basefd, rename_to, pull_srcs);
+
+	if (c->sessions) {
+		sessions_release(c->sessions);
+	}
+	return r;
+}
+
 static int check_module(struct conn *c, const struct msg_open *o, const struct module **ret_m,
 			const char **ret_rel)
 {
@@ -534,10 +599,11 @@ static void describe_peer(struct conn *c)
 	snprintf(c->id, sizeof(c->id), "CN=%s sha256:%.16s", cn, fp);
 }
 
-int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls, int fd,
-		     const struct sockaddr *peer, socklen_t peerlen)
+int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
+		     struct sessions *sessions, int fd, const struct sockaddr *peer,
+		     socklen_t peerlen)
 {
-	struct conn c = { .cfg = cfg };
+	struct conn c = { .cfg = cfg, .sessions = sessions };
 	struct msg_hello hello;
 	char err[512];
 	int r;

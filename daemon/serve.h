@@ -10,11 +10,14 @@
 #include "config.h"
 
 struct tls_ctx;
+struct sessions;
 
 /*
- * Serve the connected socket fd (ownership taken). Returns 0 when the
+ * Serve the connected socket fd (ownership taken). sessions is the table
+ * shared with the supervisor (memory budget, bytes moved); NULL in tests. Returns 0 when the
  * session ended cleanly, a negative errno otherwise. Logs with the peer's
  * address and identity.
  */
-int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls, int fd,
-		     const struct sockaddr *peer, socklen_t peerlen);
+int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
+		     struct sessions *sessions, int fd, const struct sockaddr *peer,
+		     socklen_t peerlen);

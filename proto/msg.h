@@ -266,7 +266,8 @@ int proto_hdr_decode(const uint8_t in[PROTO_HDR_LEN], struct proto_hdr *ret);
 
 /*
  * Encode a whole frame (header + payload) into buf. Returns the frame length
- * or -EMSGSIZE if it does not fit / breaks a cap, -EINVAL for bad fields.
+ * or -EMSGSIZE if it does not fit / breaks a cap, -EINVAL for an unknown type.
+ * Field values are the caller's to get right: the peer's decoder checks them.
  */
 int msg_encode(const struct msg *m, uint8_t *buf, size_t cap);
 /*

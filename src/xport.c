@@ -5,7 +5,12 @@
  */
 #include "xport.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#ifdef HAVE_VERBS
+#include <infiniband/verbs.h>
+#endif
 
 #include "macro.h"
 
@@ -57,4 +62,30 @@ const struct xport_ops *xport_ops_by_name(const char *name)
 		}
 	}
 	return NULL;
+}
+
+int xport_verbs_probe(char *why, size_t whylen)
+{
+#ifdef HAVE_VERBS
+	struct ibv_device **list;
+	int n = 0;
+
+	errno = 0;
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		int r = errno ? -errno : -ENODEV;
+		snprintf(why, whylen, "ibv_get_device_list: %s", strerror(-r));
+		return r;
+	}
+	ibv_free_device_list(list);
+	if (n <= 0) {
+		snprintf(why, whylen, "no RDMA devices found");
+		return -ENODEV;
+	}
+	why[0] = '\0';
+	return n;
+#else
+	snprintf(why, whylen, "this build has no verbs transport");
+	return -EOPNOTSUPP;
+#endif
 }

@@ -160,6 +160,13 @@ extern const struct xport_ops xport_tcp_ops;
 extern const struct xport_ops xport_verbs_ops;
 #endif
 
+/*
+ * Is there an RDMA device here? Returns the number of devices (> 0), or
+ * -ENODEV / -errno with the reason in why ("ibv_get_device_list: Function
+ * not implemented", "built without verbs", ...).
+ */
+int xport_verbs_probe(char *why, size_t whylen);
+
 /* "IBV_WC_REM_ACCESS_ERR"-style names, for messages. */
 const char *xport_wc_status_str(int status);
 /* Backend by kind, or NULL when not built. */

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/* The supervisor/session shared table (see sessions.h). */
+#include "sessions.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "macro.h"
+
+struct entry {
+	pid_t pid;		/* 0: free */
+	uint64_t pinned;
+	uint64_t bytes;
+};
+
+struct sessions {
+	pthread_mutex_t lock;
+	uint64_t budget;
+	uint64_t moved_done;	/* bytes of reaped sessions */
+	struct entry e[SESSIONS_MAX];
+};
+
+static void lock(struct sessions *s)
+{
+	/* A session killed while holding the lock: its entry is cleaned at reap. */
+	if (pthread_mutex_lock(&s->lock) == EOWNERDEAD) {
+		pthread_mutex_consistent(&s->lock);
+	}
+}
+
+static void unlock(struct sessions *s)
+{
+	pthread_mutex_unlock(&s->lock);
+}
+
+int sessions_create(uint64_t budget, struct sessions **ret)
+{
+	pthread_mutexattr_t a;
+	struct sessions *s;
+
+	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (s == MAP_FAILED) {
+		return negerrno();
+	}
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&s->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	s->budget = budget;
+	*ret = s;
+	return 0;
+}
+
+void sessions_set_budget(struct sessions *s, uint64_t budget)
+{
+	lock(s);
+	s->budget = budget;
+	unlock(s);
+}
+
+static struct entry *find(struct sessions *s, pid_t pid)
+{
+	for (size_t i = 0; i < SESSIONS_MAX; i++) {
+		if (s->e[i].pid == pid) {
+			return &s->e[i];
+		}
+	}
+	return NULL;
+}
+
+/* This process's entry, made on first use; NULL when the table is full. */
+static struct entry *own(struct sessions *s)
+{
+	pid_t me = getpid();
+	struct entry *e = find(s, me);
+
+	if (!e) {
+		e = find(s, 0);
+		if (e) {
+			*e = (struct entry){ .pid = me };
+		}
+	}
+	return e;
+}
+
+int sessions_reserve(struct sessions *s, uint64_t bytes)
+{
+	uint64_t used = 0;
+	struct entry *e;
+	int r = 0;
+
+	lock(s);
+	for (size_t i = 0; i < SESSIONS_MAX; i++) {
+		if (s->e[i].pid && s->e[i].pid != getpid()) {
+			used += s->e[i].pinned;
+		}
+	}
+	e = own(s);
+	if (!e || used > s->budget || bytes > s->budget - used) {
+		r = -EBUSY;
+	} else {
+		e->pinned = bytes;
+	}
+	unlock(s);
+	return r;
+}
+
+void sessions_release(struct sessions *s)
+{
+	struct entry *e;
+
+	lock(s);
+	e = find(s, getpid());
+	if (e) {
+		e->pinned = 0;
+	}
+	unlock(s);
+}
+
+void sessions_add_bytes(struct sessions *s, uint64_t bytes)
+{
+	/* A hot path: the entry is found once per process, the add is lock-free. */
+	static struct entry *self;
+	static pid_t self_pid;
+
+	if (!self || self_pid != getpid()) {
+		lock(s);
+		self = own(s);
+		self_pid = getpid();
+		unlock(s);
+	}
+	if (self) {
+		__atomic_add_fetch(&self->bytes, bytes, __ATOMIC_RELAXED);
+	}
+}
+
+void sessions_reap(struct sessions *s, pid_t pid)
+{
+	struct entry *e;
+
+	lock(s);
+	e = find(s, pid);
+	if (e) {
+		s->moved_done += e->bytes;
+		memset(e, 0, sizeof(*e));
+	}
+	unlock(s);
+}
+
+void sessions_totals(struct sessions *s, uint64_t *ret_pinned, uint64_t *ret_moved)
+{
+	uint64_t pinned = 0, moved;
+
+	lock(s);
+	moved = s->moved_done;
+	for (size_t i = 0; i < SESSIONS_MAX; i++) {
+		if (s->e[i].pid) {
+			pinned += s->e[i].pinned;
+			moved += __atomic_load_n(&s->e[i].bytes, __ATOMIC_RELAXED);
+		}
+	}
+	unlock(s);
+	*ret_pinned = pinned;
+	*ret_moved = moved;
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * State the supervisor shares with its session processes: pinned memory
+ * reserved against "memory budget", and bytes moved (for STATUS=). One
+ * MAP_SHARED table created before the first fork, guarded by a robust
+ * process-shared mutex, so a session that dies holding it can't wedge the
+ * others. Entries are keyed by pid; the supervisor clears an entry when it
+ * reaps the process, whatever state the process died in.
+ */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SESSIONS_MAX 4096
+
+struct sessions;
+
+int sessions_create(uint64_t budget, struct sessions **ret);
+void sessions_set_budget(struct sessions *s, uint64_t budget);
+
+/* In a session process: reserve pinned bytes; -EBUSY over the budget. */
+int sessions_reserve(struct sessions *s, uint64_t bytes);
+void sessions_release(struct sessions *s);
+/* In a session process: bytes moved so far by this session. */
+void sessions_add_bytes(struct sessions *s, uint64_t bytes);
+
+/* In the supervisor: forget pid (reaped); its bytes count as moved. */
+void sessions_reap(struct sessions *s, pid_t pid);
+/* Totals for STATUS=: pinned bytes now, bytes moved ever. */
+void sessions_totals(struct sessions *s, uint64_t *ret_pinned, uint64_t *ret_moved);
