@@ -1,0 +1,251 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# tests/rxe-vm/e2e.sh BUILD_DIR OUT_DIR: the daemon/client end-to-end checks over
+# real verbs. Runs INSIDE the Soft-RoCE VM (tests/rxe-vm/run; t_verbs_vm.sh starts
+# it): rdmacpd listens on 10.0.0.2 (rxe1), rdmacp pushes and pulls from 10.0.0.1
+# (rxe0), and everything is compared byte for byte. One VM boot for all steps.
+#
+# Steps: rdmacp doctor (rxe0/rxe1 ACTIVE with a RoCE v2 GID); verbs push of
+# 0, 1, chunk-1, chunk, chunk+1 and a few MiB (--chunk-size 64K) plus a tree
+# with -r; verbs pull of a file and a tree; --transport auto picks verbs
+# (--json start event); the same push set over tcp; kill -9 of the daemon's
+# session child mid-transfer (client fails, no file under the final name).
+# A wrong session token at RDMA connect is test_verbs_loop's check (run just
+# before this in the same VM), not repeated here.
+#
+# Prints "ok: ..." / "FAIL: ..." lines and "time: ..." measurements (emulated:
+# qemu TCG, not performance figures); the full logs go to OUT_DIR. Exit 0 when
+# every check passed, 1 otherwise.
+set -u
+
+B=${1:?usage: e2e.sh BUILD_DIR OUT_DIR}
+OUT=${2:?usage: e2e.sh BUILD_DIR OUT_DIR}
+RDMACP=$B/rdmacp
+RDMACPD=$B/rdmacpd
+SERVER=10.0.0.2
+PORT=7471
+W=$(mktemp -d /tmp/rdmacp-e2e.XXXXXX)
+FAILS=0
+DPID=
+
+mkdir -p "$OUT"
+exec 3>>"$OUT/e2e.log"
+
+cleanup() {
+	if [ -n "$DPID" ]; then
+		kill -TERM "$DPID" 2>/dev/null
+		wait "$DPID" 2>/dev/null
+	fi
+	[ -f "$W/d.log" ] && cp "$W/d.log" "$OUT/daemon.log"
+	rm -rf "$W"
+}
+trap cleanup EXIT
+
+say() { echo "$*"; echo "$*" >&3; }
+pass() { say "ok: $*"; }
+fail() { say "FAIL: $*"; FAILS=$((FAILS + 1)); }
+now() { date +%s.%N; }
+# secs T0 T1 / rate BYTES T0 T1: for the "time:" lines.
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+rate() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { d = b - a; if (d <= 0) d = 0.001; printf "%.1f", n / d / 1e6 }'; }
+
+# run NAME CMD...: run, output to $OUT/NAME.{out,err}; returns the exit status.
+run() {
+	local name=$1 rc
+	shift
+	echo "+ $*" >&3
+	"$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+	rc=$?
+	echo "  -> rc $rc" >&3
+	return $rc
+}
+
+# same DESC SRC DST: byte-identical regular files.
+same() {
+	if [ ! -f "$3" ] || [ -L "$3" ]; then
+		fail "$1: $3 missing"
+	elif cmp -s "$2" "$3"; then
+		pass "$1: $(basename "$3") ($(stat -c %s "$3") bytes) identical"
+	else
+		fail "$1: $3 differs ($(cmp "$2" "$3" 2>&1 | head -1))"
+	fi
+}
+
+# same_tree DESC SRC DST: diff -r plus symlink targets.
+same_tree() {
+	if diff -r --no-dereference "$2" "$3" >"$OUT/diff.txt" 2>&1; then
+		pass "$1: tree identical (diff -r)"
+	else
+		fail "$1: trees differ: $(head -3 "$OUT/diff.txt")"
+	fi
+}
+
+# ---- 0. doctor --------------------------------------------------------------
+if run doctor "$RDMACP" doctor && run doctor_json "$RDMACP" doctor --json; then
+	if jq -e '[.devices[] | select((.name == "rxe0" or .name == "rxe1") and
+		   any(.ports[]; .state == "ACTIVE" and
+		       any(.gids[]; .type == "RoCE v2" and .ipv4_mapped)))] | length == 2' \
+		"$OUT/doctor_json.out" >/dev/null; then
+		pass "doctor: rxe0 and rxe1 ACTIVE with a RoCE v2 IPv4-mapped GID"
+	else
+		fail "doctor --json does not show rxe0/rxe1 ACTIVE with a RoCE v2 GID"
+	fi
+	if grep -q "rxe0" "$OUT/doctor.out" && grep -q "rxe1" "$OUT/doctor.out" &&
+		grep -q "ACTIVE" "$OUT/doctor.out" && grep -q "RoCE v2" "$OUT/doctor.out"; then
+		pass "doctor: human output lists rxe0, rxe1, ACTIVE, RoCE v2"
+	else
+		fail "doctor human output lacks rxe0/rxe1/ACTIVE/RoCE v2"
+	fi
+else
+	fail "rdmacp doctor failed (see $OUT/doctor*.err)"
+fi
+cat "$OUT/doctor.out" >&3
+
+# ---- setup: certificates, module, daemon on 10.0.0.2 --------------------------
+"$RDMACP" certs init "$W/certs" --host "$SERVER" >&3 2>&1 || { fail "certs init"; exit 1; }
+mkdir -p "$W/mod" "$W/src" "$W/pull"
+cat >"$W/d.conf" <<EOF
+[global]
+listen = $SERVER:$PORT
+cert = $W/certs/server.crt
+key = $W/certs/server.key
+ca = $W/certs/ca.crt
+handshake timeout = 10
+idle timeout = 30
+
+[data]
+path = $W/mod
+allow = client
+EOF
+"$RDMACPD" --config "$W/d.conf" -v >"$W/d.log" 2>&1 &
+DPID=$!
+for _ in $(seq 1 100); do
+	(exec 4<>"/dev/tcp/$SERVER/$PORT") 2>/dev/null && break
+	sleep 0.1
+done
+(exec 4<>"/dev/tcp/$SERVER/$PORT") 2>/dev/null || { cat "$W/d.log"; fail "daemon did not listen"; exit 1; }
+C=("$RDMACP" --config /dev/null --cert "$W/certs/client.crt" --key "$W/certs/client.key"
+	--ca "$W/certs/ca.crt" -P "$PORT" --no-progress)
+
+# ---- sources ------------------------------------------------------------------
+K=64
+CH=$((K * 1024))
+SIZES=(0 1 $((CH - 1)) $CH $((CH + 1)) $((3 * 1024 * 1024 + 123)))
+files=()
+total=0
+for s in "${SIZES[@]}"; do
+	head -c "$s" /dev/urandom >"$W/src/f_$s"
+	files+=("$W/src/f_$s")
+	total=$((total + s))
+done
+mkdir -p "$W/src/tree/sub/deeper" "$W/src/tree/empty"
+head -c 200000 /dev/urandom >"$W/src/tree/a"
+head -c 70000 /dev/urandom >"$W/src/tree/sub/b"
+: >"$W/src/tree/sub/zero"
+head -c 5 /dev/urandom >"$W/src/tree/sub/deeper/c"
+ln -s ../a "$W/src/tree/sub/link"
+
+# push_set NAME TRANSPORT DIR: the sized files and the tree, checked.
+push_set() {
+	local name=$1 tr=$2 dir=$3 t0 t1
+	t0=$(now)
+	if run "${name}_files" "${C[@]}" --transport "$tr" --chunk-size 64K "${files[@]}" \
+		"$SERVER:data/$dir/"; then
+		t1=$(now)
+		say "time: $tr push of ${#files[@]} files, $total bytes: $(secs "$t0" "$t1") s, $(rate "$total" "$t0" "$t1") MB/s (emulated)"
+		for s in "${SIZES[@]}"; do
+			same "$tr push" "$W/src/f_$s" "$W/mod/$dir/f_$s"
+		done
+	else
+		fail "$tr push of the sized files: rc $? ($(head -3 "$OUT/${name}_files.err"))"
+	fi
+	if run "${name}_tree" "${C[@]}" --transport "$tr" --chunk-size 64K -r "$W/src/tree" \
+		"$SERVER:data/$dir/"; then
+		same_tree "$tr push -r" "$W/src/tree" "$W/mod/$dir/tree"
+	else
+		fail "$tr push -r of the tree: rc $? ($(head -3 "$OUT/${name}_tree.err"))"
+	fi
+}
+
+# ---- 1. verbs push --------------------------------------------------------------
+push_set verbs_push verbs v
+
+# ---- 2. verbs pull ----------------------------------------------------------------
+big=f_$((3 * 1024 * 1024 + 123))
+t0=$(now)
+if run verbs_pull "${C[@]}" --transport verbs --chunk-size 64K "$SERVER:data/v/$big" \
+	"$SERVER:data/v/f_0" "$SERVER:data/v/f_$((CH + 1))" "$W/pull/"; then
+	t1=$(now)
+	say "time: verbs pull of $((3 * 1024 * 1024 + 123 + CH + 1)) bytes: $(secs "$t0" "$t1") s, $(rate $((3 * 1024 * 1024 + 123 + CH + 1)) "$t0" "$t1") MB/s (emulated)"
+	same "verbs pull" "$W/src/$big" "$W/pull/$big"
+	same "verbs pull" "$W/src/f_0" "$W/pull/f_0"
+	same "verbs pull" "$W/src/f_$((CH + 1))" "$W/pull/f_$((CH + 1))"
+else
+	fail "verbs pull: rc $? ($(head -3 "$OUT/verbs_pull.err"))"
+fi
+if run verbs_pull_tree "${C[@]}" --transport verbs -r "$SERVER:data/v/tree" "$W/pull/"; then
+	same_tree "verbs pull -r" "$W/src/tree" "$W/pull/tree"
+else
+	fail "verbs pull -r: rc $? ($(head -3 "$OUT/verbs_pull_tree.err"))"
+fi
+
+# ---- 3. auto picks verbs ------------------------------------------------------------
+if run auto "${C[@]}" --transport auto --json "$W/src/f_1" "$SERVER:data/auto/"; then
+	if jq -e -s 'map(select(.event == "start")) | .[0].transport == "verbs"' \
+		"$OUT/auto.out" >/dev/null; then
+		pass "--transport auto chose verbs (start event)"
+	else
+		fail "--transport auto did not choose verbs: $(head -1 "$OUT/auto.out")"
+	fi
+	same "auto push" "$W/src/f_1" "$W/mod/auto/f_1"
+else
+	fail "--transport auto push: rc $? ($(head -3 "$OUT/auto.err"))"
+fi
+
+# ---- 4. the same push set over tcp ----------------------------------------------------
+push_set tcp_push tcp t
+
+# ---- 5. kill -9 of the session process mid-transfer -----------------------------------
+head -c $((20 * 1024 * 1024)) /dev/urandom >"$W/src/kill20m"
+"${C[@]}" --transport verbs --bwlimit 2M "$W/src/kill20m" "$SERVER:data/k/" \
+	>"$OUT/kill.out" 2>"$OUT/kill.err" &
+cpid=$!
+child=
+for _ in $(seq 1 100); do
+	sleep 0.1
+	child=$(pgrep -P "$DPID" | head -1)
+	# wait until data is flowing: the temp file has grown
+	if [ -n "$child" ] && [ -n "$(find "$W/mod/k" -name '.*.rdmacp.*' -size +256k 2>/dev/null)" ]; then
+		break
+	fi
+done
+if [ -z "$child" ]; then
+	fail "kill -9: no session child of the daemon found"
+	kill "$cpid" 2>/dev/null
+	wait "$cpid"
+else
+	say "kill -9: session process $child (temp: $(find "$W/mod/k" -name '.*.rdmacp.*' -printf '%f %s bytes ' 2>/dev/null))"
+	t0=$(now)
+	kill -9 "$child"
+	wait "$cpid"
+	crc=$?
+	t1=$(now)
+	if [ "$crc" -ne 0 ]; then
+		pass "kill -9 of the session: client exits $crc after $(secs "$t0" "$t1") s ($(tail -1 "$OUT/kill.err"))"
+	else
+		fail "kill -9 of the session: client exited 0"
+	fi
+	if [ -e "$W/mod/k/kill20m" ]; then
+		fail "kill -9: a file appeared under the final name"
+	else
+		pass "kill -9: nothing under the final name"
+	fi
+	temps=$(find "$W/mod/k" -name '.*.rdmacp.*' -printf '%f (%s bytes) ' 2>/dev/null)
+	say "note: temp files left by the killed session: ${temps:-none} (no stale-temp cleanup on daemon restart yet)"
+	kill -0 "$DPID" 2>/dev/null && pass "kill -9: the daemon itself is still running" ||
+		fail "kill -9: the daemon died too"
+fi
+
+say "e2e: $FAILS failure(s)"
+[ "$FAILS" -eq 0 ]
