@@ -32,6 +32,7 @@
 #define FILES_WINDOW 768	/* offered but unresolved files, sender side */
 #define OPEN_FILES_MAX 64	/* sender: source files open at once */
 #define DIR_CACHE 32
+#define STALE_TEMP_AGE_S 2	/* younger temp files may not be locked yet */
 #define DIR_META_MAX 4096	/* directories whose mtime -p restores */
 #define URING_ENTRIES 2048
 
@@ -460,6 +461,8 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 		close(fd);
 		return -ENOMEM;
 	}
+	/* Temp files of writers that died here earlier go now (the first time we see the dir). */
+	fspath_sweep_stale(fd, STALE_TEMP_AGE_S);
 	e->dirs[free_idx].fd = fd;
 	e->dirs[free_idx].refs = 1;
 	e->dirs[free_idx].dirty = false;

@@ -14,7 +14,10 @@
 #include <linux/openat2.h>
 #include <stdint.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/random.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -303,11 +306,61 @@ int fspath_create_temp(int dirfd, const char *leaf, int *ret_fd, char *ret_tmpna
 		if (fd < 0) {
 			return fd;
 		}
+		/*
+		 * The writer holds an exclusive lock for as long as it lives: a
+		 * temp file that can be locked belongs to a dead writer (see
+		 * fspath_sweep_stale). The lock goes with the process.
+		 */
+		flock(fd, LOCK_EX | LOCK_NB);
 		memcpy(ret_tmpname, name, TEMP_OVERHEAD + prefix + 1);
 		*ret_fd = fd;
 		return 0;
 	}
 	return -EEXIST;
+}
+
+int fspath_sweep_stale(int dfd_in, unsigned min_age_s)
+{
+	_cleanup_close_ int dfd = -1;
+	struct timespec now;
+	struct dirent *de;
+	DIR *d;
+	int removed = 0;
+
+	dfd = openat2_beneath(dfd_in, ".", FSPATH_DIR_FLAGS, 0);
+	if (dfd < 0) {
+		return dfd;
+	}
+	d = fdopendir(dfd);
+	if (!d) {
+		return negerrno();
+	}
+	dfd = -1;
+	clock_gettime(CLOCK_REALTIME, &now);
+	while ((de = readdir(d))) {
+		_cleanup_close_ int fd = -1;
+		struct stat st;
+
+		if (!fspath_is_temp_name(de->d_name)) {
+			continue;
+		}
+		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			continue;
+		}
+		/* Young files may be between creation and their writer's lock. */
+		if (st.st_mtim.tv_sec + (time_t)min_age_s > now.tv_sec) {
+			continue;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			continue; /* a live writer holds it */
+		}
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+			removed++;
+		}
+	}
+	closedir(d);
+	return removed;
 }
 
 int fspath_commit(int dirfd, int fd, const char *tmpname, const char *leaf)

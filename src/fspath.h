@@ -65,5 +65,13 @@ int fspath_discard(int dirfd, const char *tmpname);
  */
 int fspath_last_component(const char *path, char *out, size_t outlen);
 
+/*
+ * Remove temp files in dirfd left by writers that died (kill -9, a crash):
+ * fspath_create_temp's writer holds an exclusive flock for its lifetime, so
+ * a temp file older than min_age_s that can be locked is stale. Returns the
+ * number removed or -errno.
+ */
+int fspath_sweep_stale(int dirfd, unsigned min_age_s);
+
 /* True for names fspath_create_temp makes (for stale-temp cleanup). */
 bool fspath_is_temp_name(const char *name);

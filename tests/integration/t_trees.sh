@@ -178,6 +178,14 @@ same_types "push -r" "$SRC" "$T/mod/tree"
 check_extras "push -r" "$T/mod/tree"
 no_temps "push -r" "$T/mod"
 
+# The special entries alone (a small tree with few directories), so that they
+# are checked even when the big tree fails for another reason.
+expect_rc 0 "push -r of the special entries alone" "${CLIENT[@]}" -r "$X" "$HOST:data/small/"
+diff_tree "push -r, special entries alone" "$X" "$T/mod/small/zz-extra"
+mkdir -p "$T/small-wrap"
+ln -s "$T/mod/small/zz-extra" "$T/small-wrap/zz-extra"
+check_extras "push -r, special entries alone" "$T/small-wrap"
+
 # --json: one "file" event per entry (files, directories and symlinks)
 expect_rc 0 "push -r --json of the tree again (overwrites)" \
 	"${CLIENT[@]}" -r --json "$SRC" "$HOST:data/json/"
@@ -197,18 +205,23 @@ check_extras "push -r -p" "$T/mod/p/tree"
 	pass "push -r -p: set-user-ID bit kept" || fail "push -r -p: mode of 'with space' is $(stat -c %a "$T/mod/p/tree/zz-extra/with space")"
 
 # Without -p: file modes are masked with 0755, plus 0600 (rdmacp(1)).
-m=$(stat -c %a "$T/mod/tree/zz-extra/zero-length")
+m=$(stat -c %a "$T/mod/seed/zz-extra/zero-length")
 [ "$m" = 644 ] && pass "push -r without -p: 0444 file stored as 0644" ||
 	fail "push -r without -p: 0444 file stored as $m, wanted 644 (0444 & 0755 | 0600)"
-m=$(stat -c %a "$T/mod/tree/zz-extra/with space")
+m=$(stat -c %a "$T/mod/seed/zz-extra/with space")
 [ "$m" = 755 ] && pass "push -r without -p: 4755 file stored as 0755" ||
 	fail "push -r without -p: 4755 file stored as $m, wanted 755"
 
 # ---- 3. pull -r -------------------------------------------------------------------
 echo "--- 3. pull -r"
+# Pulls read a copy made locally (cp -a, FIFO included: the daemon must skip
+# it), so that they do not depend on the pushes above.
+cp -a "$SRC" "$T/mod/seed" || die "cp -a into the module"
+cp -a "$SRC" "$T/mod/seedp" || die "cp -a into the module"
 mkdir -p "$T/back"
 expect_rc 0 "pull -r of the tree into a fresh directory" \
-	"${CLIENT[@]}" -r "$HOST:data/tree" "$T/back/"
+	"${CLIENT[@]}" -r "$HOST:data/seed" "$T/back/"
+mv "$T/back/seed" "$T/back/tree" 2>/dev/null
 diff_tree "pull -r" "$SRC" "$T/back/tree"
 same_types "pull -r" "$SRC" "$T/back/tree"
 check_extras "pull -r" "$T/back/tree"
@@ -216,32 +229,32 @@ no_temps "pull -r" "$T/back"
 
 mkdir -p "$T/backp"
 expect_rc 0 "pull -r -p of the preserved tree" \
-	"${CLIENT[@]}" -r -p "$HOST:data/p/tree" "$T/backp"
-diff_tree "pull -r -p" "$SRC" "$T/backp/tree"
-same_meta "pull -r -p" "$SRC" "$T/backp/tree"
+	"${CLIENT[@]}" -r -p "$HOST:data/seedp" "$T/backp"
+diff_tree "pull -r -p" "$SRC" "$T/backp/seedp"
+same_meta "pull -r -p" "$SRC" "$T/backp/seedp"
 
 # A pulled directory renamed: DEST does not exist, one source.
 expect_rc 0 "pull -r of a subdirectory renamed" \
-	"${CLIENT[@]}" -r "$HOST:data/tree/zz-extra" "$T/renamed-extra"
+	"${CLIENT[@]}" -r "$HOST:data/seed/zz-extra" "$T/renamed-extra"
 diff_tree "pull -r renamed" "$X" "$T/renamed-extra"
 
 # A whole module arrives under the module's name.
 mkdir -p "$T/whole"
-rm -rf "$T/mod/json" "$T/mod/p"
+rm -rf "$T/mod/json" "$T/mod/p" "$T/mod/tree" "$T/mod/small" "$T/mod/seedp"
 expect_rc 0 "pull -r of the whole module" "${CLIENT[@]}" -r "$HOST:data" "$T/whole/"
-diff_tree "pull -r of the module" "$SRC" "$T/whole/data/tree"
+diff_tree "pull -r of the module" "$SRC" "$T/whole/data/seed"
 
 # ---- 4. single and multiple files -------------------------------------------------
 echo "--- 4. pull of files"
 expect_rc 0 "pull of one file renamed" \
-	"${CLIENT[@]}" "$HOST:data/tree/zz-extra/sub/deeper/random.bin" "$T/single.renamed"
+	"${CLIENT[@]}" "$HOST:data/seed/zz-extra/sub/deeper/random.bin" "$T/single.renamed"
 cmp -s "$X/sub/deeper/random.bin" "$T/single.renamed" && [ ! -e "$T/random.bin" ] &&
 	pass "pull renamed: content equal, stored under the new name" || fail "pull renamed"
 
 mkdir -p "$T/multi"
 expect_rc 0 "pull of several files into a directory" \
-	"${CLIENT[@]}" "$HOST:data/tree/zz-extra/sub/file.txt" "$HOST:data/tree/zz-extra/with space" \
-	"$HOST:data/tree/zz-extra/-leading-dash" "$HOST:data/tree/zz-extra/new"$'\n'"line" "$T/multi"
+	"${CLIENT[@]}" "$HOST:data/seed/zz-extra/sub/file.txt" "$HOST:data/seed/zz-extra/with space" \
+	"$HOST:data/seed/zz-extra/-leading-dash" "$HOST:data/seed/zz-extra/new"$'\n'"line" "$T/multi"
 cmp -s "$X/sub/file.txt" "$T/multi/file.txt" && cmp -s "$X/with space" "$T/multi/with space" &&
 	cmp -s "$X/-leading-dash" "$T/multi/-leading-dash" &&
 	cmp -s "$X/new"$'\n'"line" "$T/multi/new"$'\n'"line" &&
@@ -251,17 +264,17 @@ cmp -s "$X/sub/file.txt" "$T/multi/file.txt" && cmp -s "$X/with space" "$T/multi
 
 mkdir -p "$T/abs"
 expect_rc 0 "pull via /ABS/PATH inside the module" \
-	"${CLIENT[@]}" "$HOST:$T/mod/tree/zz-extra/$LONG" "$HOST:$T/mod/tree/zz-extra/sparse.img" "$T/abs/"
+	"${CLIENT[@]}" "$HOST:$T/mod/seed/zz-extra/$LONG" "$HOST:$T/mod/seed/zz-extra/sparse.img" "$T/abs/"
 cmp -s "$X/$LONG" "$T/abs/$LONG" && cmp -s "$X/sparse.img" "$T/abs/sparse.img" &&
 	pass "pull via /ABS/PATH: both files equal" || fail "pull via /ABS/PATH: $(ls -A "$T/abs" | head -3)"
 mkdir -p "$T/absr"
 expect_rc 0 "pull -r via /ABS/PATH of a directory" \
-	"${CLIENT[@]}" -r "$HOST:$T/mod/tree/zz-extra" "$T/absr/"
+	"${CLIENT[@]}" -r "$HOST:$T/mod/seed/zz-extra" "$T/absr/"
 diff_tree "pull -r via /ABS/PATH" "$X" "$T/absr/zz-extra"
 
 # Pushing onto the long name again: the temp name must still fit.
 expect_rc 0 "push over an existing 255-byte name" \
-	"${CLIENT[@]}" "$X/$LONG" "$HOST:data/tree/zz-extra/"
+	"${CLIENT[@]}" "$X/$LONG" "$HOST:data/seed/zz-extra/"
 no_temps "push over a 255-byte name" "$T/mod"
 
 finish

@@ -5,6 +5,7 @@
  * files that never reuse or follow an existing name, and the commit that
  * replaces files (never a symlink's target, never a directory) atomically.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -508,6 +510,58 @@ static void test_discard(void **state)
 	assert_int_equal(dir_entries(mod), 0);
 }
 
+/* Make a temp file's mtime old enough for the sweeper. */
+static void age(int dirfd, const char *name)
+{
+	struct timespec ts[2] = { { .tv_sec = 1000000, .tv_nsec = 0 },
+				  { .tv_sec = 1000000, .tv_nsec = 0 } };
+
+	assert_int_equal(utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW), 0);
+}
+
+/* THREATS E29: temp files of dead writers go; a live writer's never do. */
+static void test_sweep_stale(void **state)
+{
+	char dead[FSPATH_NAME_MAX + 1], live[FSPATH_NAME_MAX + 1], young[FSPATH_NAME_MAX + 1];
+	int live_fd, young_fd, status;
+	pid_t pid;
+
+	(void)state;
+	/* A writer that dies: its lock dies with it. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd;
+		_exit(fspath_create_temp(rootfd, "dead", &fd, dead, sizeof(dead)) < 0 ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(fspath_create_temp(rootfd, "live", &live_fd, live, sizeof(live)), 0);
+	assert_int_equal(fspath_create_temp(rootfd, "young", &young_fd, young, sizeof(young)), 0);
+	close(young_fd); /* unlocked, but too young to judge */
+	age(rootfd, live);
+	/* The dead writer's name is unknown here: age every temp but the young one. */
+	{
+		DIR *d = opendir(mod);
+		struct dirent *de;
+		assert_non_null(d);
+		while ((de = readdir(d))) {
+			if (fspath_is_temp_name(de->d_name) && strcmp(de->d_name, young) != 0) {
+				age(rootfd, de->d_name);
+			}
+		}
+		closedir(d);
+	}
+	assert_int_equal(fspath_sweep_stale(rootfd, 60), 1);
+	assert_int_equal(faccessat(rootfd, live, F_OK, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(faccessat(rootfd, young, F_OK, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(dir_entries(mod), 2);
+	close(live_fd);
+	/* Once the live writer is gone too, it is stale. */
+	assert_int_equal(fspath_sweep_stale(rootfd, 60), 1);
+	assert_int_equal(dir_entries(mod), 1);
+}
+
 /* THREATS B14: the parent is swapped for a symlink mid-transfer; the held fd wins. */
 static void test_parent_swapped(void **state)
 {
@@ -563,6 +617,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_discard, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parent_swapped, setup, teardown),
 		cmocka_unit_test(test_is_temp_name),
+		cmocka_unit_test_setup_teardown(test_sweep_stale, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
