@@ -49,4 +49,5 @@ int parse_remote(const char *arg, struct remote *ret);
 
 int cmd_copy(struct client_opts *o, char **args, int nargs);
 int cmd_ping(struct client_opts *o, char **args, int nargs);
+int cmd_doctor(struct client_opts *o, char **args, int nargs);
 int cmd_certs(int argc, char **argv);

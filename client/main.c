@@ -22,6 +22,7 @@ static void usage(FILE *f)
 	fputs("usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH        (push)\n"
 	      "       rdmacp [OPTIONS] HOST:MODULE/PATH... DEST         (pull)\n"
 	      "       rdmacp ping HOST\n"
+	      "       rdmacp doctor [--json]                         (preflight checks)\n"
 	      "       rdmacp certs init DIR [--host NAME]...\n"
 	      "       rdmacp certs issue DIR --client NAME [--days N]\n"
 	      "\n"
@@ -33,7 +34,7 @@ static void usage(FILE *f)
 	      "      --pin sha256:HEX   accept only this daemon certificate\n"
 	      "      --config FILE      defaults ([client] section; default ~/.config/rdmacp/config)\n"
 	      "      --transport T      auto, tcp or verbs (default auto)\n"
-	      "      --lanes N          data connections (default 2)\n"
+	      "      --lanes N, --qps N data connections: TCP lanes or RC QPs (default 2)\n"
 	      "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
 	      "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"
 	      "  -p, --preserve         keep modes and modification times\n"
@@ -80,6 +81,7 @@ static const struct option long_opts[] = {
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "transport", required_argument, NULL, OPT_TRANSPORT },
 	{ "lanes", required_argument, NULL, OPT_LANES },
+	{ "qps", required_argument, NULL, OPT_LANES }, /* verbs' name for lanes */
 	{ "chunk-size", required_argument, NULL, OPT_CHUNK },
 	{ "preserve", no_argument, NULL, 'p' },
 	{ "recursive", no_argument, NULL, 'r' },
@@ -272,6 +274,7 @@ static int run_certs(struct client_opts *o, char **args, int nargs)
 
 static const struct subcommand subcommands[] = {
 	{ "ping", cmd_ping },
+	{ "doctor", cmd_doctor },
 	{ "certs", run_certs },
 };
 

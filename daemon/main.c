@@ -42,7 +42,8 @@
 #include "sessions.h"
 #include "tls.h"
 
-#define SHUTDOWN_GRACE_S 30
+#define DRAIN_S 20
+#define SHUTDOWN_GRACE_S 10
 #define STATUS_INTERVAL_MS 2000
 /* After EMFILE/ENOBUFS and the like, stop polling the listeners this long. */
 #define ACCEPT_BACKOFF_MS 100
@@ -570,24 +571,40 @@ static void signal_children(struct daemon *d, int sig)
 }
 
 /* SIGTERM: stop accepting, pass it on, give the sessions time to finish. */
+/*
+ * SIGTERM drains: stop accepting, let running transfers finish for up to
+ * DRAIN_S seconds, then ask the sessions that are left to abort (SIGTERM:
+ * they remove their temp files and tell their clients), and after
+ * SHUTDOWN_GRACE_S more, kill what still runs. A second SIGTERM or SIGINT
+ * skips the drain.
+ */
 static void shutdown_children(struct daemon *d)
 {
-	uint64_t deadline = now_ms() + SHUTDOWN_GRACE_S * 1000;
+	uint64_t deadline = now_ms() + DRAIN_S * 1000;
+	int phase = 0; /* 0 draining, 1 asked to abort, 2 killed */
 
 	d->stopping = true;
 	close_listeners(d);
 	sd_notify(0, "STOPPING=1");
-	log_info("stopping, %zu active session%s", d->nchildren, d->nchildren == 1 ? "" : "s");
-	signal_children(d, SIGTERM);
+	log_info("stopping, %zu active session%s%s", d->nchildren, d->nchildren == 1 ? "" : "s",
+		 d->nchildren ? ": letting them finish" : "");
 
 	while (d->nchildren > 0) {
 		struct pollfd pfd = { .fd = d->sfd, .events = POLLIN };
 		uint64_t now = now_ms();
 		int timeout;
 
+		if (now >= deadline && phase == 0) {
+			log_notice("%zu session%s still running after the drain, ending them",
+				   d->nchildren, d->nchildren == 1 ? "" : "s");
+			signal_children(d, SIGTERM);
+			phase = 1;
+			deadline = now + SHUTDOWN_GRACE_S * 1000;
+			continue;
+		}
 		if (now >= deadline) {
-			log_warning("%zu session%s still running after %d s, killing them",
-				    d->nchildren, d->nchildren == 1 ? "" : "s", SHUTDOWN_GRACE_S);
+			log_warning("%zu session%s still running, killing them", d->nchildren,
+				    d->nchildren == 1 ? "" : "s");
 			signal_children(d, SIGKILL);
 			while (d->nchildren > 0) {
 				int status;
@@ -597,6 +614,7 @@ static void shutdown_children(struct daemon *d)
 				if (pid < 0) {
 					break;
 				}
+				sessions_reap(d->sessions, pid);
 				c = find_child(d, pid);
 				if (c) {
 					remove_child(d, c);
@@ -613,8 +631,9 @@ static void shutdown_children(struct daemon *d)
 			break;
 		}
 		send_watchdog(d);
-		/* Further SIGTERMs are harmless: we are already on our way out. */
-		handle_signals(d);
+		if (handle_signals(d) && phase == 0) {
+			deadline = now_ms(); /* impatient: skip the drain */
+		}
 	}
 }
 
