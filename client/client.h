@@ -28,6 +28,7 @@ struct client_opts {
 	bool recursive;
 	bool json;
 	bool dry_run;
+	bool busy_poll;
 	int progress;		/* -1 default (a terminal), 0 off, 1 on */
 	uint64_t bwlimit;	/* bytes per second, 0 = none */
 };

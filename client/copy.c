@@ -402,6 +402,7 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 	ep->slots = ok->slots;
 	ep->pool_chunks = MAX(s->o->pool_chunks, 2u);
 	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
+	ep->busy_poll = s->o->busy_poll;
 	ep->ev = (struct engine_events){ .file_ok = ev_ok, .file_failed = ev_failed,
 					 .progress = ev_progress, .ud = x };
 	ep->stop = &interrupted;

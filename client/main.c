@@ -41,6 +41,7 @@ static void usage(FILE *f)
 	      "      --owner            also keep uid/gid (root on both ends)\n"
 	      "  -n, --dry-run          check access and list what would be copied\n"
 	      "      --bwlimit RATE     push: bytes per second on the data path (e.g. 500M)\n"
+	      "      --poll             busy-poll completions (lower latency, one core spins)\n"
 	      "      --progress         one updating progress line (default on a terminal)\n"
 	      "      --no-progress      no progress line\n"
 	      "      --json             NDJSON events on stdout (start, file, error, summary, plan)\n"
@@ -70,6 +71,7 @@ enum {
 	OPT_NO_PROGRESS,
 	OPT_BWLIMIT,
 	OPT_OWNER,
+	OPT_POLL,
 };
 
 static const struct option long_opts[] = {
@@ -86,6 +88,7 @@ static const struct option long_opts[] = {
 	{ "preserve", no_argument, NULL, 'p' },
 	{ "recursive", no_argument, NULL, 'r' },
 	{ "owner", no_argument, NULL, OPT_OWNER },
+	{ "poll", no_argument, NULL, OPT_POLL },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
@@ -221,6 +224,9 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 			break;
 		case OPT_OWNER:
 			o->owner = true;
+			break;
+		case OPT_POLL:
+			o->busy_poll = true;
 			break;
 		case OPT_JSON:
 			o->json = true;

@@ -1949,7 +1949,7 @@ static int loop(struct engine *e)
 		if (finished(e)) {
 			return 0;
 		}
-		wait_ms = chan_readable_now(p->chan) ? 0 : p->bwlimit ? 10 : 1000;
+		wait_ms = chan_readable_now(p->chan) || p->busy_poll ? 0 : p->bwlimit ? 10 : 1000;
 		n = poll(pfd, 3, wait_ms);
 		if (n < 0 && errno != EINTR) {
 			return fail(e, PERR_INTERNAL, negerrno(), "poll: %s", strerror(errno));

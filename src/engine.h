@@ -73,6 +73,7 @@ struct engine_params {
 	uint32_t slots;		/* receiver ring slots */
 	uint32_t pool_chunks;	/* sender: chunks in its pool */
 	int idle_timeout_ms;
+	bool busy_poll;		/* --poll: spin on completions instead of sleeping in poll() */
 	/* sender */
 	struct engine_src *srcs;
 	size_t nsrcs;
