@@ -81,6 +81,8 @@ static int exit_for_perr(uint32_t code)
 		return EXIT_LOCAL_IO;
 	case PERR_TIMEOUT:
 		return EXIT_TRANSPORT;
+	case PERR_INTERNAL:
+		return EXIT_LOCAL_IO; /* set-up failures here: io_uring, memory */
 	default:
 		return EXIT_PROTOCOL;
 	}

@@ -150,6 +150,25 @@ static unsigned mtu_bytes(enum ibv_mtu mtu)
 	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
 }
 
+/* ibv_port_state_str says "active"; the tools (ibstat, rdma link) say ACTIVE. */
+static const char *port_state_name(enum ibv_port_state st)
+{
+	switch (st) {
+	case IBV_PORT_DOWN:
+		return "DOWN";
+	case IBV_PORT_INIT:
+		return "INIT";
+	case IBV_PORT_ARMED:
+		return "ARMED";
+	case IBV_PORT_ACTIVE:
+		return "ACTIVE";
+	case IBV_PORT_ACTIVE_DEFER:
+		return "ACTIVE_DEFER";
+	default:
+		return "NOP";
+	}
+}
+
 static const char *gid_type_name(uint32_t type)
 {
 	switch (type) {
@@ -190,11 +209,8 @@ static void gid_store(struct doctor_port *pt, unsigned index, const union ibv_gi
 	out = &pt->gids[pt->ngids++];
 	out->index = index;
 	out->ipv4_mapped = gid_is_ipv4_mapped(g);
-	if (out->ipv4_mapped) {
-		inet_ntop(AF_INET, g->raw + 12, out->addr, sizeof(out->addr));
-	} else {
-		inet_ntop(AF_INET6, g->raw, out->addr, sizeof(out->addr));
-	}
+	/* inet_ntop writes a mapped address as ::ffff:a.b.c.d already. */
+	inet_ntop(AF_INET6, g->raw, out->addr, sizeof(out->addr));
 	snprintf(out->type, sizeof(out->type), "%s", type);
 	snprintf(out->netdev, sizeof(out->netdev), "%s", netdev);
 }
@@ -310,7 +326,7 @@ static void device_scan(struct ibv_device *ibdev, struct doctor *d, struct docto
 			snprintf(pt->state, sizeof(pt->state), "?");
 			continue;
 		}
-		snprintf(pt->state, sizeof(pt->state), "%s", ibv_port_state_str(pa.state));
+		snprintf(pt->state, sizeof(pt->state), "%s", port_state_name(pa.state));
 		snprintf(pt->link_layer, sizeof(pt->link_layer), "%s",
 			 link_layer_name(pa.link_layer));
 		pt->active_mtu = mtu_bytes(pa.active_mtu);
@@ -593,7 +609,10 @@ static void print_json_port(FILE *f, const struct doctor_port *pt)
 		json_str(f, gd->addr);
 		fputs(",\"type\":", f);
 		json_str(f, gd->type);
-		fprintf(f, ",\"ipv4_mapped\":%s,\"netdev\":", gd->ipv4_mapped ? "true" : "false");
+		fprintf(f, ",\"ipv4_mapped\":%s,\"ipv4\":", gd->ipv4_mapped ? "true" : "false");
+		json_str(f, gd->ipv4_mapped && strrchr(gd->addr, ':') ? strrchr(gd->addr, ':') + 1
+								     : "");
+		fputs(",\"netdev\":", f);
 		json_str(f, gd->netdev);
 		fputc('}', f);
 	}
@@ -675,8 +694,11 @@ static void print_human_devices(const struct doctor *d)
 		printf("RDMA devices: none (%s): verbs unavailable, tcp only\n", d->verbs_why);
 		return;
 	}
-	printf("RDMA devices: %zu%s%s\n", d->ndevices, d->verbs_ok ? "" : " (verbs unusable: ",
-	       d->verbs_ok ? "" : d->verbs_why);
+	if (d->verbs_ok) {
+		printf("RDMA devices: %zu\n", d->ndevices);
+	} else {
+		printf("RDMA devices: %zu (verbs unusable: %s)\n", d->ndevices, d->verbs_why);
+	}
 	for (size_t i = 0; i < d->ndevices; i++) {
 		const struct doctor_device *dev = &d->devices[i];
 
@@ -689,9 +711,11 @@ static void print_human_devices(const struct doctor *d)
 			for (unsigned g = 0; g < pt->ngids; g++) {
 				const struct doctor_gid *gd = &pt->gids[g];
 
-				printf("      GID %-3u %-7s %s%s%s%s\n", gd->index, gd->type,
-				       gd->ipv4_mapped ? "::ffff:" : "", gd->addr,
-				       gd->netdev[0] ? " on " : "", gd->netdev);
+				printf("      GID %-3u %-7s %s%s%s%s\n", gd->index, gd->type, gd->addr,
+				       gd->netdev[0] ? " on " : "", gd->netdev,
+				       gd->ipv4_mapped && !strcmp(gd->type, "RoCE v2")
+					       ? "  <- RoCE v2 over IPv4 (rdma_cm)"
+					       : "");
 			}
 			if (pt->ngids == 0) {
 				printf("      no GIDs\n");

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@
 #define STALE_TEMP_AGE_S 2	/* younger temp files may not be locked yet */
 #define DIR_META_MAX 4096	/* directories whose mtime -p restores */
 #define URING_ENTRIES 2048
+#define HUGE_2M ((size_t)2 << 20)
 
 enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3 };
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
@@ -1538,6 +1540,17 @@ static int on_uring(struct engine *e)
 	return 0;
 }
 
+/* Has the peer closed the control connection (EOF waiting on the socket)? */
+static bool peer_closed(struct engine *e)
+{
+	char b;
+	struct pollfd p = { .fd = tls_fd(e->p->chan->tls), .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1 &&
+	       (p.revents & POLLHUP ||
+		recv(p.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+}
+
 static int on_xport(struct engine *e)
 {
 	struct xport *x = e->p->x;
@@ -1559,9 +1572,17 @@ static int on_xport(struct engine *e)
 			}
 			if (wc[i].status != XPORT_WC_SUCCESS) {
 				const char *why = x->ops->last_error ? x->ops->last_error(x) : NULL;
-				return fail(e, PERR_TRANSPORT, -EIO, "data transport: %s%s%s",
+				/*
+				 * A peer that died takes its memory registrations with
+				 * it: say so rather than let this read like an attack.
+				 */
+				bool gone = peer_closed(e);
+				return fail(e, PERR_TRANSPORT, -EIO, "data transport: %s%s%s%s",
 					    xport_wc_status_str(wc[i].status), why ? ": " : "",
-					    why ? why : "");
+					    why ? why : "",
+					    gone ? " (the peer closed its control connection: it "
+						   "probably ended)"
+						 : "");
 			}
 			if (wc[i].opcode == XPORT_WC_WRITE) {
 				lane_complete(e, wc[i].lane, wc[i].wr_id);
@@ -1662,7 +1683,8 @@ static int on_control(struct engine *e)
 
 		if (r < 0) {
 			if (r == -EPIPE || r == -ECONNRESET) {
-				return fail(e, PERR_PROTOCOL, r, "peer closed the control connection");
+				return fail(e, PERR_TRANSPORT, r,
+					    "the peer closed the control connection mid-transfer");
 			}
 			if (r != -ETIMEDOUT) {
 				chan_send_error(e->p->chan, chan_err_code(r), "malformed message");
@@ -1689,10 +1711,16 @@ static int setup_memory(struct engine *e)
 	size_t extra = (desc_bytes + p->chunk_size - 1) / p->chunk_size;
 	int r;
 
-	r = pool_create(((size_t)data_chunks + extra) * p->chunk_size, p->chunk_size, &e->pool);
+	size_t bytes = ((size_t)data_chunks + extra) * p->chunk_size;
+
+	/* Whole 2 MiB pages, so the pool can be backed by huge pages. */
+	if (bytes >= HUGE_2M) {
+		bytes = (bytes + HUGE_2M - 1) / HUGE_2M * HUGE_2M;
+	}
+	r = pool_create(bytes, p->chunk_size, &e->pool);
 	if (r < 0) {
-		return fail(e, PERR_INTERNAL, r, "buffer pool of %zu MiB: %s",
-			    ((size_t)data_chunks + extra) * p->chunk_size >> 20, strerror(-r));
+		return fail(e, PERR_INTERNAL, r, "buffer pool of %zu MiB: %s", bytes >> 20,
+			    strerror(-r));
 	}
 	/* The extra chunks hold descriptors; they never enter the free list. */
 	while (pool_get(e->pool) >= 0) {

@@ -11,7 +11,7 @@ enum rdmacp_exit {
 	EXIT_REFUSED = 5,	/* remote refused: no module, no permission, bad path, busy */
 	EXIT_LOCAL_IO = 6,	/* local I/O error */
 	EXIT_INTEGRITY = 7,	/* checksum mismatch */
-	EXIT_TRANSPORT = 8,	/* data transport could not be set up or failed */
+	EXIT_TRANSPORT = 8,	/* transport set-up failed, or a connection was lost mid-transfer */
 	EXIT_PARTIAL = 9,	/* some files failed, the others are committed */
 	EXIT_INTERRUPTED = 10,	/* SIGINT/SIGTERM */
 	EXIT_CONNECT = 11,	/* could not reach the daemon */

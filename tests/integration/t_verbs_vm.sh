@@ -2,10 +2,16 @@
 # SPDX-License-Identifier: MIT
 #
 # The verbs transport on real verbs: boots the Soft-RoCE VM (tests/rxe-vm/run)
-# and runs tests/unit/test_verbs_loop inside it (rdma_cm setup with the token,
-# WRITE / WRITE_WITH_IMM byte-exact, wrong token rejected at connect, remote
-# access errors leaving the target untouched). The daemon/client end-to-end
-# run over verbs joins here once the daemon offers the verbs transport.
+# once and runs inside it
+#  1. tests/unit/test_verbs_loop (rdma_cm setup with the token, WRITE /
+#     WRITE_WITH_IMM byte-exact, a wrong session token rejected at RDMA
+#     connect, remote access errors leaving the target untouched);
+#  2. tests/rxe-vm/e2e.sh: rdmacp doctor (rxe0/rxe1 ACTIVE, RoCE v2 GIDs), then
+#     real rdmacpd (10.0.0.2, rxe1) and rdmacp (10.0.0.1, rxe0) processes:
+#     verbs push of 0/1/chunk-1/chunk/chunk+1/3 MiB files and a tree, verbs
+#     pull, --transport auto choosing verbs, the same push set over tcp, and
+#     kill -9 of the daemon's session process mid-transfer.
+# The logs of step 2 stay in $BUILD_DIR/rxe-vm-e2e (RXEVM_E2E_OUT overrides).
 #
 # Skips (77, reason printed) when the VM cannot run here: no qemu or helper
 # tools, no Soft-RoCE provider, or no kernel image cached and none can be
@@ -21,6 +27,8 @@ BUILD_DIR=${RDMACP_BUILD_DIR:-$SRC_DIR/build}
 RUN=$SRC_DIR/tests/rxe-vm/run
 CACHE=${RXEVM_CACHE:-/var/tmp/rxevm}
 LOOP=$BUILD_DIR/tests/test_verbs_loop
+E2E=$SRC_DIR/tests/rxe-vm/e2e.sh
+OUT=${RXEVM_E2E_OUT:-$BUILD_DIR/rxe-vm-e2e}
 
 skip() { echo "SKIP: $*"; exit 77; }
 die() { echo "FAIL: $*"; exit 1; }
@@ -30,9 +38,10 @@ cache_var() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" 2>/dev/null;
 [ "$(cache_var ENABLE_ASAN)" = ON ] && skip "VM test runs in the normal build only (this build has ENABLE_ASAN=ON)"
 [ "$(cache_var ENABLE_VERBS)" = OFF ] && skip "built without the verbs transport (ENABLE_VERBS=OFF)"
 [ -x "$LOOP" ] || die "$LOOP not built"
+[ -x "$BUILD_DIR/rdmacp" ] && [ -x "$BUILD_DIR/rdmacpd" ] || die "rdmacp/rdmacpd not built in $BUILD_DIR"
 
-for t in qemu-system-x86_64 cpio xz rdma; do
-	command -v "$t" >/dev/null || skip "$t not installed (apt-get install qemu-system-x86 cpio xz-utils iproute2)"
+for t in qemu-system-x86_64 cpio xz rdma jq pgrep; do
+	command -v "$t" >/dev/null || skip "$t not installed (apt-get install qemu-system-x86 cpio xz-utils iproute2 jq procps)"
 done
 [ -x /bin/busybox ] || skip "/bin/busybox missing (apt-get install busybox-static)"
 ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 ||
@@ -56,14 +65,22 @@ if ! [ -s "$CACHE/vmlinux" ] || ! [ -s "$CACHE/initrd.gz" ]; then
 	fi
 fi
 
-"$RUN" "$LOOP"
+rm -rf "$OUT" && mkdir -p "$OUT" || die "cannot create $OUT"
+# One boot for both steps (a boot costs ~7 s); each step's status comes back apart.
+RXEVM_OUT=$OUT "$RUN" bash -c '"$1"; echo $? >"$3/loop.rc"; exec bash "$2" "$4" "$3"' \
+	_ "$LOOP" "$E2E" "$OUT" "$BUILD_DIR"
 rc=$?
 elapsed=$(($(date +%s) - start))
 case $rc in
-0) echo "ok: test_verbs_loop passed in the Soft-RoCE VM (${elapsed}s)" ;;
-77) die "test_verbs_loop found no RDMA device inside the VM" ;;
-124) die "test_verbs_loop timed out in the VM after ${RXEVM_TIMEOUT}s" ;;
+124) die "the VM run timed out after ${RXEVM_TIMEOUT}s (logs in $OUT)" ;;
 125) die "the VM or its Soft-RoCE setup failed (see the console log above)" ;;
-*) die "test_verbs_loop failed in the VM (rc $rc, ${elapsed}s)" ;;
 esac
+loop_rc=$(cat "$OUT/loop.rc" 2>/dev/null || echo none)
+case $loop_rc in
+0) echo "ok: test_verbs_loop passed in the Soft-RoCE VM" ;;
+77) die "test_verbs_loop found no RDMA device inside the VM" ;;
+*) die "test_verbs_loop failed in the VM (rc $loop_rc)" ;;
+esac
+[ "$rc" -eq 0 ] || die "end-to-end checks failed in the VM (rc $rc, ${elapsed}s; logs in $OUT)"
+echo "ok: end-to-end checks passed in the Soft-RoCE VM (whole VM run ${elapsed}s)"
 exit 0

@@ -9,7 +9,8 @@
 # Steps: rdmacp doctor (rxe0/rxe1 ACTIVE with a RoCE v2 GID); verbs push of
 # 0, 1, chunk-1, chunk, chunk+1 and a few MiB (--chunk-size 64K) plus a tree
 # with -r; verbs pull of a file and a tree; --transport auto picks verbs
-# (--json start event); the same push set over tcp; kill -9 of the daemon's
+# (--json start event); the same push set over tcp; an 8 MiB push each way
+# (timed); kill -9 of the daemon's
 # session child mid-transfer (client fails, no file under the final name).
 # A wrong session token at RDMA connect is test_verbs_loop's check (run just
 # before this in the same VM), not repeated here.
@@ -91,9 +92,11 @@ if run doctor "$RDMACP" doctor && run doctor_json "$RDMACP" doctor --json; then
 	else
 		fail "doctor --json does not show rxe0/rxe1 ACTIVE with a RoCE v2 GID"
 	fi
-	if grep -q "rxe0" "$OUT/doctor.out" && grep -q "rxe1" "$OUT/doctor.out" &&
-		grep -q "ACTIVE" "$OUT/doctor.out" && grep -q "RoCE v2" "$OUT/doctor.out"; then
-		pass "doctor: human output lists rxe0, rxe1, ACTIVE, RoCE v2"
+	if grep -q "^  rxe0" "$OUT/doctor.out" && grep -q "^  rxe1" "$OUT/doctor.out" &&
+		[ "$(grep -c "port 1: ACTIVE, Ethernet" "$OUT/doctor.out")" -eq 2 ] &&
+		[ "$(grep -c "RoCE v2 ::ffff:10.0.0.[12] on veth[01]" "$OUT/doctor.out")" -eq 2 ] &&
+		grep -q "^ready: tcp and verbs" "$OUT/doctor.out"; then
+		pass "doctor: human output lists rxe0, rxe1 ACTIVE with RoCE v2 ::ffff:10.0.0.x GIDs, ready for verbs"
 	else
 		fail "doctor human output lacks rxe0/rxe1/ACTIVE/RoCE v2"
 	fi
@@ -206,7 +209,20 @@ fi
 # ---- 4. the same push set over tcp ----------------------------------------------------
 push_set tcp_push tcp t
 
-# ---- 5. kill -9 of the session process mid-transfer -----------------------------------
+# ---- 5. one 8 MiB file each way of moving it, for the emulated rate --------------------
+head -c $((8 * 1024 * 1024)) /dev/urandom >"$W/src/rate8m"
+for tr in verbs tcp; do
+	t0=$(now)
+	if run "rate_$tr" "${C[@]}" --transport "$tr" "$W/src/rate8m" "$SERVER:data/rate_$tr/"; then
+		t1=$(now)
+		say "time: $tr push of one 8 MiB file (1M chunks, 2 lanes): $(secs "$t0" "$t1") s, $(rate $((8 * 1024 * 1024)) "$t0" "$t1") MB/s (emulated, whole command)"
+		same "$tr 8 MiB push" "$W/src/rate8m" "$W/mod/rate_$tr/rate8m"
+	else
+		fail "$tr push of 8 MiB: rc $? ($(head -3 "$OUT/rate_$tr.err"))"
+	fi
+done
+
+# ---- 6. kill -9 of the session process mid-transfer -----------------------------------
 head -c $((20 * 1024 * 1024)) /dev/urandom >"$W/src/kill20m"
 "${C[@]}" --transport verbs --bwlimit 2M "$W/src/kill20m" "$SERVER:data/k/" \
 	>"$OUT/kill.out" 2>"$OUT/kill.err" &
@@ -243,8 +259,16 @@ else
 	fi
 	temps=$(find "$W/mod/k" -name '.*.rdmacp.*' -printf '%f (%s bytes) ' 2>/dev/null)
 	say "note: temp files left by the killed session: ${temps:-none} (no stale-temp cleanup on daemon restart yet)"
-	kill -0 "$DPID" 2>/dev/null && pass "kill -9: the daemon itself is still running" ||
+	if kill -0 "$DPID" 2>/dev/null; then
+		pass "kill -9: the daemon itself is still running"
+		if run after_kill "${C[@]}" --transport verbs "$W/src/f_65537" "$SERVER:data/k/"; then
+			same "verbs push after the kill" "$W/src/f_65537" "$W/mod/k/f_65537"
+		else
+			fail "verbs push after the kill: rc $? ($(head -3 "$OUT/after_kill.err"))"
+		fi
+	else
 		fail "kill -9: the daemon died too"
+	fi
 fi
 
 say "e2e: $FAILS failure(s)"
