@@ -13,6 +13,7 @@
 
 #include "client.h"
 #include "exitcodes.h"
+#include "limits.h"
 #include "log.h"
 #include "proto/msg.h"
 #include "xport.h"
@@ -292,6 +293,7 @@ int main(int argc, char **argv)
 	log_set_prefix_mode(false, "rdmacp");
 	/* A peer that goes away is an error to report, not a signal to die of. */
 	signal(SIGPIPE, SIG_IGN);
+	limits_raise_nofile();
 	/* certs takes its own options: dispatch before the copy options. */
 	if (argc > 1 && !strcmp(argv[1], "certs")) {
 		return cmd_certs(argc - 1, argv + 1);

@@ -36,6 +36,7 @@
 
 #include "config.h"
 #include "exitcodes.h"
+#include "limits.h"
 #include "log.h"
 #include "macro.h"
 #include "serve.h"
@@ -793,6 +794,9 @@ static int run(struct daemon *d, bool check)
 	}
 	log_set_prefix_mode(true, "rdmacpd");
 	apply_log_level(d);
+	if (limits_raise_nofile() < 0) {
+		log_warning("cannot raise the open-files limit: many files in flight may fail");
+	}
 
 	r = setup_signals(d);
 	if (r < 0) {

@@ -159,7 +159,7 @@ struct push_dest {
  * otherwise its parent, with the single source renamed to REL's last
  * component, as cp and scp do.
  */
-static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir,
+static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir, bool create,
 			     struct push_dest *ret)
 {
 	_cleanup_free_ char *trimmed = strdup(rel);
@@ -193,6 +193,11 @@ static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir,
 	if (dest_is_dir) {
 		if (r == -ENOTDIR) {
 			return r;
+		}
+		if (!create) {
+			/* A dry run: it would be created; create nothing now. */
+			ret->fd = -1;
+			return 0;
 		}
 		_cleanup_free_ char *tmp = NULL;
 		if (asprintf(&tmp, "%s/x", trimmed) < 0) {
@@ -574,7 +579,8 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 		src_list_free(&srcs);
 		return r;
 	}
-	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR, &dest);
+	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR,
+			      !(o->flags & PROTO_OPEN_DRY_RUN), &dest);
 	if (r < 0) {
 		return refuse(c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH,
 			      "destination '%s': %s", esc,
@@ -585,7 +591,9 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 	} else {
 		r = run_transfer(c, o, m, dest.fd, dest.rename_to, NULL);
 	}
-	close(dest.fd);
+	if (dest.fd >= 0) {
+		close(dest.fd);
+	}
 	return r;
 }
 

@@ -32,7 +32,11 @@
 #define FILE_TABLE 1024		/* files in flight (power of two) */
 #define FILES_WINDOW 768	/* offered but unresolved files, sender side */
 #define OPEN_FILES_MAX 64	/* sender: source files open at once */
-#define DIR_CACHE 32
+/*
+ * Every file in flight holds its directory, so the cache is larger than the
+ * file table: a free entry always exists.
+ */
+#define DIR_CACHE (FILE_TABLE + 64)
 #define STALE_TEMP_AGE_S 2	/* younger temp files may not be locked yet */
 #define DIR_META_MAX 4096	/* directories whose mtime -p restores */
 #define URING_ENTRIES 2048

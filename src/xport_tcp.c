@@ -34,11 +34,10 @@
 
 #include <openssl/crypto.h>
 
+#include "lane.h"
 #include "macro.h"
 
-#define TCP_HELLO_LEN 48
-#define TCP_HELLO_MAGIC 0x52444c4eu /* "RDLN" */
-#define TCP_HELLO_VERSION 1
+#define TCP_HELLO_LEN LANE_HELLO_LEN
 #define TCP_ACK_LEN 4
 #define TCP_FRAME_HDR_LEN 32
 #define TCP_MAX_INLINE 256
@@ -105,36 +104,6 @@ static uint64_t get_be64(const uint8_t *p)
 	return be64toh(v);
 }
 
-struct tcp_hello {
-	uint16_t lane;
-	uint16_t nlanes;
-	uint8_t token[XPORT_TOKEN_LEN];
-};
-
-static void hello_encode(const struct tcp_hello *h, uint8_t out[TCP_HELLO_LEN])
-{
-	put_be32(out + 0, TCP_HELLO_MAGIC);
-	put_be16(out + 4, TCP_HELLO_VERSION);
-	put_be16(out + 6, h->lane);
-	put_be16(out + 8, h->nlanes);
-	put_be16(out + 10, 0);
-	memcpy(out + 12, h->token, XPORT_TOKEN_LEN);
-	put_be32(out + 44, 0);
-}
-
-/* Structure only; the token is checked by the caller in constant time. */
-static int hello_decode(const uint8_t in[TCP_HELLO_LEN], struct tcp_hello *ret)
-{
-	if (get_be32(in + 0) != TCP_HELLO_MAGIC || get_be16(in + 4) != TCP_HELLO_VERSION ||
-	    get_be16(in + 10) != 0 || get_be32(in + 44) != 0) {
-		return -EPROTO;
-	}
-	ret->lane = get_be16(in + 6);
-	ret->nlanes = get_be16(in + 8);
-	memcpy(ret->token, in + 12, XPORT_TOKEN_LEN);
-	return 0;
-}
-
 struct tcp_frame {
 	uint8_t op;
 	uint8_t flags;
@@ -170,7 +139,6 @@ static void frame_decode(const uint8_t in[TCP_FRAME_HDR_LEN], struct tcp_frame *
 	ret->reserved64 = get_be64(in + 24);
 }
 
-_Static_assert(TCP_HELLO_LEN == 4 + 2 + 2 + 2 + 2 + XPORT_TOKEN_LEN + 4, "hello layout");
 _Static_assert(TCP_FRAME_HDR_LEN == 1 + 1 + 2 + 4 + 8 + 4 + 4 + 8, "frame layout");
 
 /* ---- time ---- */
@@ -1024,19 +992,22 @@ struct pending_conn {
 	uint8_t buf[TCP_HELLO_LEN];
 };
 
-/* A complete hello: may this connection become lane h.lane? */
-static bool hello_acceptable(const uint8_t *buf, const struct xport_params *p, bool token_dead,
-			     const int *lanes)
+/* A complete hello: which lane may this connection become? -1: none, drop it. */
+static int hello_acceptable(const uint8_t buf[TCP_HELLO_LEN], const struct xport_params *p,
+			    bool token_dead, const int *lanes)
 {
-	struct tcp_hello h;
+	struct lane_hello h;
 
-	if (hello_decode(buf, &h) < 0) {
-		return false;
+	if (lane_hello_decode(buf, TCP_HELLO_LEN, &h) < 0) {
+		return -1;
 	}
 	if (token_dead || CRYPTO_memcmp(h.token, p->token, XPORT_TOKEN_LEN) != 0) {
-		return false;
+		return -1;
 	}
-	return h.nlanes == p->nlanes && h.lane < p->nlanes && lanes[h.lane] < 0;
+	if (h.nlanes != p->nlanes || h.lane >= p->nlanes || lanes[h.lane] >= 0) {
+		return -1;
+	}
+	return h.lane;
 }
 
 static void pending_drop(struct pending_conn *pend, size_t *npend, size_t i)
@@ -1104,12 +1075,14 @@ static int tcp_accept(struct xport_listener *l, const struct xport_params *p, st
 			if (pc->got < TCP_HELLO_LEN) {
 				continue;
 			}
-			if (!hello_acceptable(pc->buf, p, token_dead, lanes) ||
+			int lane = hello_acceptable(pc->buf, p, token_dead, lanes);
+
+			if (lane < 0 ||
 			    send(pc->fd, tcp_hello_ack, TCP_ACK_LEN, MSG_NOSIGNAL) != TCP_ACK_LEN) {
 				pending_drop(pend, &npend, i);
 				continue;
 			}
-			lanes[get_be16(pc->buf + 6)] = pc->fd;
+			lanes[lane] = pc->fd;
 			nin++;
 			pend[i] = pend[--npend];
 		}
@@ -1249,11 +1222,11 @@ static int tcp_connect(const struct sockaddr *addr, socklen_t addrlen,
 	}
 	deadline = now_ms() + p->timeout_ms;
 	for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
-		struct tcp_hello h = { .lane = (uint16_t)i, .nlanes = (uint16_t)p->nlanes };
+		struct lane_hello h = { .lane = (uint16_t)i, .nlanes = (uint16_t)p->nlanes };
 		uint8_t buf[TCP_HELLO_LEN];
 
 		memcpy(h.token, p->token, XPORT_TOKEN_LEN);
-		hello_encode(&h, buf);
+		lane_hello_encode(&h, buf);
 		OPENSSL_cleanse(h.token, sizeof(h.token));
 		r = connect_one(addr, addrlen, deadline, &fds[i]);
 		if (r >= 0) {

@@ -37,11 +37,10 @@
 #include <rdma/rdma_cma.h>
 
 #include "macro.h"
+#include "lane.h"
 #include "verbs_wr.h"
 
-#define VERBS_HELLO_LEN 48
-#define VERBS_HELLO_MAGIC 0x52444c4eu /* "RDLN" */
-#define VERBS_HELLO_VERSION 1
+#define VERBS_HELLO_LEN LANE_HELLO_LEN
 #define VERBS_MAX_INLINE 256
 #define VERBS_MAX_DEPTH 16384
 #define VERBS_RETRY_COUNT 7
@@ -49,74 +48,6 @@
 #define VERBS_RNR_RETRY 6
 #define VERBS_POST_STACK 64
 #define VERBS_RESOLVE_STEP_MS 1000
-
-_Static_assert(VERBS_HELLO_LEN == 4 + 2 + 2 + 2 + 2 + XPORT_TOKEN_LEN + 4, "hello layout");
-/* RC connect private data over IB/RoCE is 56 bytes after the rdma_cm header. */
-_Static_assert(VERBS_HELLO_LEN <= 56, "hello must fit rdma_cm private data");
-
-/* ---- hello codec (private data of the connect request) ---- */
-
-static void put_be16(uint8_t *p, uint16_t v)
-{
-	v = htobe16(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static uint16_t get_be16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return be16toh(v);
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return be32toh(v);
-}
-
-struct verbs_hello {
-	uint16_t lane;
-	uint16_t nlanes;
-	uint8_t token[XPORT_TOKEN_LEN];
-};
-
-static void hello_encode(const struct verbs_hello *h, uint8_t out[VERBS_HELLO_LEN])
-{
-	put_be32(out + 0, VERBS_HELLO_MAGIC);
-	put_be16(out + 4, VERBS_HELLO_VERSION);
-	put_be16(out + 6, h->lane);
-	put_be16(out + 8, h->nlanes);
-	put_be16(out + 10, 0);
-	memcpy(out + 12, h->token, XPORT_TOKEN_LEN);
-	put_be32(out + 44, 0);
-}
-
-/* Structure only; the caller checks the token in constant time. */
-static int hello_decode(const void *data, size_t len, struct verbs_hello *ret)
-{
-	const uint8_t *in = data;
-
-	/* IB pads private data to its fixed size: longer is normal, shorter is not ours. */
-	if (!in || len < VERBS_HELLO_LEN || get_be32(in + 0) != VERBS_HELLO_MAGIC ||
-	    get_be16(in + 4) != VERBS_HELLO_VERSION || get_be16(in + 10) != 0 ||
-	    get_be32(in + 44) != 0) {
-		return -EPROTO;
-	}
-	ret->lane = get_be16(in + 6);
-	ret->nlanes = get_be16(in + 8);
-	memcpy(ret->token, in + 12, XPORT_TOKEN_LEN);
-	return 0;
-}
 
 /* ---- time ---- */
 
@@ -550,10 +481,10 @@ static int listener_kill_token(struct xport_listener *l, const uint8_t *token)
 static int request_lane(const struct rdma_cm_event *ev, const struct xport_params *p,
 			bool token_dead, const struct verbs_xport *vx)
 {
-	struct verbs_hello h;
+	struct lane_hello h;
 	int lane;
 
-	if (hello_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &h) < 0) {
+	if (lane_hello_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &h) < 0) {
 		return -EPROTO;
 	}
 	if (token_dead || CRYPTO_memcmp(h.token, p->token, XPORT_TOKEN_LEN) != 0) {
@@ -732,7 +663,7 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 			const struct xport_params *p, int64_t deadline)
 {
 	struct verbs_lane *ln = &vx->lanes[lane];
-	struct verbs_hello h = { .lane = (uint16_t)lane, .nlanes = (uint16_t)p->nlanes };
+	struct lane_hello h = { .lane = (uint16_t)lane, .nlanes = (uint16_t)p->nlanes };
 	uint8_t pdata[VERBS_HELLO_LEN];
 	struct rdma_conn_param cp;
 	int r;
@@ -759,7 +690,7 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 		return r;
 	}
 	memcpy(h.token, p->token, XPORT_TOKEN_LEN);
-	hello_encode(&h, pdata);
+	lane_hello_encode(&h, pdata);
 	OPENSSL_cleanse(h.token, sizeof(h.token));
 	conn_param_init(&cp, pdata, sizeof(pdata));
 	r = rdma_connect(ln->id, &cp) == 0 ? 0 : negerrno();
