@@ -100,7 +100,7 @@ int cmd_certs(int argc, char **argv)
 		r = certs_issue_client(dir, client, days, backdate);
 		if (r < 0) {
 			log_error("certs issue %s: %s", client,
-				  r == -EEXIST ? "a key of that name exists"
+				  r == -EEXIST	 ? "a key of that name exists"
 				  : r == -EINVAL ? "bad name (letters, digits, . _ -)"
 						 : strerror(-r));
 			return r == -EEXIST || r == -EINVAL ? EXIT_USAGE : EXIT_LOCAL_IO;

@@ -15,22 +15,22 @@ struct client_opts {
 	bool have_pin;
 	uint8_t pin[TLS_FINGERPRINT_LEN];
 	uint16_t port;
-	int transport;		/* 0 auto, enum xport_kind */
+	int transport; /* 0 auto, enum xport_kind */
 	unsigned lanes;
 	uint32_t chunk_size;
 	uint32_t slots;
 	uint32_t pool_chunks;
 	int connect_timeout_s;
 	int idle_timeout_s;
-	int verbose;		/* -1 quiet, 0 normal, 1+ verbose */
+	int verbose; /* -1 quiet, 0 normal, 1+ verbose */
 	bool preserve;
 	bool owner;
 	bool recursive;
 	bool json;
 	bool dry_run;
 	bool busy_poll;
-	int progress;		/* -1 default (a terminal), 0 off, 1 on */
-	uint64_t bwlimit;	/* bytes per second, 0 = none */
+	int progress;	  /* -1 default (a terminal), 0 off, 1 on */
+	uint64_t bwlimit; /* bytes per second, 0 = none */
 };
 
 /* Defaults, then ~/.config/rdmacp/config (or file): "FILE:LINE: problem" in err. */
@@ -41,8 +41,8 @@ int client_config_load(struct client_opts *o, const char *file, bool must_exist,
 int parse_size(const char *s, uint64_t *ret);
 
 struct remote {
-	char host[256];		/* without brackets */
-	char path[4096];	/* MODULE/REL (may be empty) */
+	char host[256];	 /* without brackets */
+	char path[4096]; /* MODULE/REL (may be empty) */
 };
 
 /* "HOST:PATH" / "[v6]:PATH" -> 1; a local path -> 0; malformed -> -EINVAL. */

@@ -59,19 +59,23 @@ int parse_size(const char *s, uint64_t *ret)
 	switch (*end) {
 	case '\0':
 		break;
-	case 'k': case 'K':
+	case 'k':
+	case 'K':
 		shift = 10;
 		break;
-	case 'm': case 'M':
+	case 'm':
+	case 'M':
 		shift = 20;
 		break;
-	case 'g': case 'G':
+	case 'g':
+	case 'G':
 		shift = 30;
 		break;
 	default:
 		return -EINVAL;
 	}
-	if (*end && end[1] != '\0' && strcasecmp(end + 1, "ib") != 0 && strcasecmp(end + 1, "b") != 0) {
+	if (*end && end[1] != '\0' && strcasecmp(end + 1, "ib") != 0 &&
+	    strcasecmp(end + 1, "b") != 0) {
 		return -EINVAL;
 	}
 	if (shift && v > (UINT64_MAX >> shift)) {
@@ -157,26 +161,41 @@ static int handler(void *user, const char *section, const char *name, const char
 		return bad(ps, "unknown section [%s]", section);
 	}
 	if (!strcmp(name, "cert")) {
-		if (set_str(o->cert, sizeof(o->cert), value) < 0) return bad(ps, "bad %s", name);
+		if (set_str(o->cert, sizeof(o->cert), value) < 0) {
+			return bad(ps, "bad %s", name);
+		}
 	} else if (!strcmp(name, "key")) {
-		if (set_str(o->key, sizeof(o->key), value) < 0) return bad(ps, "bad %s", name);
+		if (set_str(o->key, sizeof(o->key), value) < 0) {
+			return bad(ps, "bad %s", name);
+		}
 	} else if (!strcmp(name, "ca")) {
-		if (set_str(o->ca, sizeof(o->ca), value) < 0) return bad(ps, "bad %s", name);
+		if (set_str(o->ca, sizeof(o->ca), value) < 0) {
+			return bad(ps, "bad %s", name);
+		}
 	} else if (!strcmp(name, "pin")) {
 		if (tls_parse_fingerprint(value, o->pin) < 0) {
 			return bad(ps, "bad pin '%s': expected sha256:<64 hex digits>", value);
 		}
 		o->have_pin = true;
 	} else if (!strcmp(name, "port")) {
-		if (parse_uint(value, 1, 65535, &u) < 0) return bad(ps, "bad port '%s'", value);
+		if (parse_uint(value, 1, 65535, &u) < 0) {
+			return bad(ps, "bad port '%s'", value);
+		}
 		o->port = (uint16_t)u;
 	} else if (!strcmp(name, "transport")) {
-		if (!strcmp(value, "tcp")) o->transport = XPORT_KIND_TCP;
-		else if (!strcmp(value, "verbs")) o->transport = XPORT_KIND_VERBS;
-		else if (!strcmp(value, "auto")) o->transport = 0;
-		else return bad(ps, "bad transport '%s': auto, tcp or verbs", value);
+		if (!strcmp(value, "tcp")) {
+			o->transport = XPORT_KIND_TCP;
+		} else if (!strcmp(value, "verbs")) {
+			o->transport = XPORT_KIND_VERBS;
+		} else if (!strcmp(value, "auto")) {
+			o->transport = 0;
+		} else {
+			return bad(ps, "bad transport '%s': auto, tcp or verbs", value);
+		}
 	} else if (!strcmp(name, "lanes")) {
-		if (parse_uint(value, 1, PROTO_MAX_LANES, &u) < 0) return bad(ps, "bad lanes '%s'", value);
+		if (parse_uint(value, 1, PROTO_MAX_LANES, &u) < 0) {
+			return bad(ps, "bad lanes '%s'", value);
+		}
 		o->lanes = (unsigned)u;
 	} else if (!strcmp(name, "chunk size")) {
 		if (parse_size(value, &sz) < 0 || sz < PROTO_MIN_CHUNK || sz > PROTO_MAX_CHUNK ||
@@ -185,7 +204,9 @@ static int handler(void *user, const char *section, const char *name, const char
 		}
 		o->chunk_size = (uint32_t)sz;
 	} else if (!strcmp(name, "connect timeout")) {
-		if (parse_uint(value, 1, 3600, &u) < 0) return bad(ps, "bad connect timeout '%s'", value);
+		if (parse_uint(value, 1, 3600, &u) < 0) {
+			return bad(ps, "bad connect timeout '%s'", value);
+		}
 		o->connect_timeout_s = (int)u;
 	} else {
 		return bad(ps, "unknown key '%s' in [%s]", name, section);

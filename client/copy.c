@@ -205,10 +205,12 @@ int cmd_ping(struct client_opts *o, char **args, int nargs)
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		tls_peer_fingerprint(s.tls, fp);
 		tls_format_fingerprint(fp, fph);
-		printf("%s: %s, protocol %d, TLS 1.3, server certificate CN=%s sha256:%s, %.1f ms\n",
-		       rem.host, log_escape(s.hello.software, esc, sizeof(esc)), s.version,
-		       tls_peer_cn(s.tls), fph,
-		       (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+		printf(
+		    "%s: %s, protocol %d, TLS 1.3, server certificate CN=%s sha256:%s, %.1f ms\n",
+		    rem.host, log_escape(s.hello.software, esc, sizeof(esc)), s.version,
+		    tls_peer_cn(s.tls), fph,
+		    (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+			(double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
 	}
 	session_close(&s, r == 0);
 	return r;
@@ -405,8 +407,9 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 	ep->pool_chunks = MAX(s->o->pool_chunks, 2u);
 	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
 	ep->busy_poll = s->o->busy_poll;
-	ep->ev = (struct engine_events){ .file_ok = ev_ok, .file_failed = ev_failed,
-					 .progress = ev_progress, .ud = x };
+	ep->ev = (struct engine_events){
+		.file_ok = ev_ok, .file_failed = ev_failed, .progress = ev_progress, .ud = x
+	};
 	ep->stop = &interrupted;
 	r = engine_run(ep, st, &code, err, sizeof(err));
 	xp->ops->destroy(xp);

@@ -34,13 +34,13 @@
 
 /* What the engine asks io_uring for (src/engine.c URING_ENTRIES). */
 #define DOCTOR_URING_ENTRIES 2048
-#define DOCTOR_MAX_PROBLEMS 64
-#define DOCTOR_MAX_GIDS 32	/* per port: the non-zero ones we show */
-#define DOCTOR_GID_SCAN 1024	/* table indexes we look at, per port */
-#define DOCTOR_MAX_PORTS 8
+#define DOCTOR_MAX_PROBLEMS  64
+#define DOCTOR_MAX_GIDS	     32	  /* per port: the non-zero ones we show */
+#define DOCTOR_GID_SCAN	     1024 /* table indexes we look at, per port */
+#define DOCTOR_MAX_PORTS     8
 
 struct doctor_problem {
-	bool error;		/* false: a warning, the tcp transport still works */
+	bool error; /* false: a warning, the tcp transport still works */
 	char what[512];
 	char fix[512];
 };
@@ -48,7 +48,7 @@ struct doctor_problem {
 struct doctor_gid {
 	unsigned index;
 	char addr[INET6_ADDRSTRLEN];
-	char type[16];		/* "IB", "RoCE v1", "RoCE v2", "?" */
+	char type[16]; /* "IB", "RoCE v1", "RoCE v2", "?" */
 	char netdev[IF_NAMESIZE];
 	bool ipv4_mapped;
 };
@@ -57,7 +57,7 @@ struct doctor_port {
 	unsigned num;
 	char state[16];
 	char link_layer[16];
-	unsigned active_mtu;	/* bytes */
+	unsigned active_mtu; /* bytes */
 	unsigned ngids;
 	unsigned gid_tbl_len;
 	struct doctor_gid gids[DOCTOR_MAX_GIDS];
@@ -65,7 +65,7 @@ struct doctor_port {
 
 struct doctor_device {
 	char name[64];
-	char error[128];	/* open/query failure, or "" */
+	char error[128]; /* open/query failure, or "" */
 	unsigned nports;
 	struct doctor_port ports[DOCTOR_MAX_PORTS];
 };
@@ -78,17 +78,17 @@ struct doctor {
 	struct doctor_device *devices;
 	/* memlock */
 	uint64_t pool_need;
-	uint64_t memlock_cur, memlock_max;	/* RLIM_INFINITY: unlimited */
-	int cap_ipc_lock;			/* 1, 0, or -errno */
+	uint64_t memlock_cur, memlock_max; /* RLIM_INFINITY: unlimited */
+	int cap_ipc_lock;		   /* 1, 0, or -errno */
 	bool memlock_ok;
 	/* io_uring */
-	int uring_sysctl;			/* -1: no such file */
+	int uring_sysctl; /* -1: no such file */
 	bool uring_ok;
-	int uring_err;				/* -errno of io_uring_queue_init */
+	int uring_err; /* -errno of io_uring_queue_init */
 	bool uring_ops_ok;
 	char uring_missing_ops[128];
 	/* huge pages */
-	long huge_total, huge_free, huge_size_kb;	/* -1: unknown */
+	long huge_total, huge_free, huge_size_kb; /* -1: unknown */
 	char thp[32];
 	bool pool_huge;
 	/* findings */
@@ -97,7 +97,7 @@ struct doctor {
 };
 
 static void problem(struct doctor *d, bool error, const char *fix, const char *fmt, ...)
-	_printf_(4, 5);
+    _printf_(4, 5);
 static void problem(struct doctor *d, bool error, const char *fix, const char *fmt, ...)
 {
 	struct doctor_problem *p;
@@ -255,7 +255,8 @@ static void port_gids(struct ibv_context *ctx, const char *dev, struct doctor_po
 		if (read_line(path, type, sizeof(type)) < 0) {
 			snprintf(type, sizeof(type), "?");
 		} else if (!strcmp(type, "IB/RoCE v1")) {
-			snprintf(type, sizeof(type), "%s", pt->link_layer[0] == 'E' ? "RoCE v1" : "IB");
+			snprintf(type, sizeof(type), "%s",
+				 pt->link_layer[0] == 'E' ? "RoCE v1" : "IB");
 		}
 		snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%u/gid_attrs/ndevs/%u",
 			 dev, pt->num, i);
@@ -383,8 +384,9 @@ static void check_devices(struct doctor *d)
 	}
 #else
 	snprintf(d->verbs_why, sizeof(d->verbs_why), "this build has no verbs transport");
-	problem(d, false, "rebuild with -DENABLE_VERBS=ON (libibverbs-dev, librdmacm-dev), or "
-			  "use --transport tcp",
+	problem(d, false,
+		"rebuild with -DENABLE_VERBS=ON (libibverbs-dev, librdmacm-dev), or "
+		"use --transport tcp",
 		"no RDMA devices (this build has no verbs transport): tcp works");
 #endif
 }
@@ -499,20 +501,21 @@ static void check_uring(struct doctor *d)
 		if (r == -EPERM && d->uring_sysctl >= 1) {
 			problem(d, true,
 				d->uring_sysctl == 1
-					? "'sysctl kernel.io_uring_disabled=0', or run rdmacp in the "
-					  "group named by kernel.io_uring_group"
-					: "'sysctl kernel.io_uring_disabled=0' (as root)",
+				    ? "'sysctl kernel.io_uring_disabled=0', or run rdmacp in the "
+				      "group named by kernel.io_uring_group"
+				    : "'sysctl kernel.io_uring_disabled=0' (as root)",
 				"io_uring is unusable: io_uring_queue_init: %s "
 				"(kernel.io_uring_disabled=%d)",
 				strerror(-r), d->uring_sysctl);
 		} else if (r == -EPERM || r == -ENOSYS) {
-			problem(d, true,
-				"a seccomp filter or container runtime blocks io_uring (Docker's "
-				"default profile does): allow io_uring_setup, io_uring_enter and "
-				"io_uring_register ('docker run --security-opt seccomp=PROFILE' with "
-				"them allowed); ENOSYS can also mean a kernel built without "
-				"CONFIG_IO_URING (use 5.10 or newer with it)",
-				"io_uring is unusable: io_uring_queue_init: %s", strerror(-r));
+			problem(
+			    d, true,
+			    "a seccomp filter or container runtime blocks io_uring (Docker's "
+			    "default profile does): allow io_uring_setup, io_uring_enter and "
+			    "io_uring_register ('docker run --security-opt seccomp=PROFILE' with "
+			    "them allowed); ENOSYS can also mean a kernel built without "
+			    "CONFIG_IO_URING (use 5.10 or newer with it)",
+			    "io_uring is unusable: io_uring_queue_init: %s", strerror(-r));
 		} else if (r == -ENOMEM) {
 			problem(d, true,
 				"raise RLIMIT_MEMLOCK ('ulimit -l unlimited'): the kernel charges "
@@ -611,7 +614,7 @@ static void print_json_port(FILE *f, const struct doctor_port *pt)
 		json_str(f, gd->type);
 		fprintf(f, ",\"ipv4_mapped\":%s,\"ipv4\":", gd->ipv4_mapped ? "true" : "false");
 		json_str(f, gd->ipv4_mapped && strrchr(gd->addr, ':') ? strrchr(gd->addr, ':') + 1
-								     : "");
+								      : "");
 		fputs(",\"netdev\":", f);
 		json_str(f, gd->netdev);
 		fputc('}', f);
@@ -711,11 +714,11 @@ static void print_human_devices(const struct doctor *d)
 			for (unsigned g = 0; g < pt->ngids; g++) {
 				const struct doctor_gid *gd = &pt->gids[g];
 
-				printf("      GID %-3u %-7s %s%s%s%s\n", gd->index, gd->type, gd->addr,
-				       gd->netdev[0] ? " on " : "", gd->netdev,
+				printf("      GID %-3u %-7s %s%s%s%s\n", gd->index, gd->type,
+				       gd->addr, gd->netdev[0] ? " on " : "", gd->netdev,
 				       gd->ipv4_mapped && !strcmp(gd->type, "RoCE v2")
-					       ? "  <- RoCE v2 over IPv4 (rdma_cm)"
-					       : "");
+					   ? "  <- RoCE v2 over IPv4 (rdma_cm)"
+					   : "");
 			}
 			if (pt->ngids == 0) {
 				printf("      no GIDs\n");
@@ -748,8 +751,9 @@ static void print_human(const struct doctor *d, bool ok)
 		printf("%s: %s\n  fix: %s\n", d->problems[i].error ? "ERROR" : "warning",
 		       d->problems[i].what, d->problems[i].fix);
 	}
-	printf("%s\n", ok ? (d->verbs_ok ? "ready: tcp and verbs" : "ready: tcp (verbs unavailable)")
-			  : "NOT ready: fix the errors above");
+	printf("%s\n",
+	       ok ? (d->verbs_ok ? "ready: tcp and verbs" : "ready: tcp (verbs unavailable)")
+		  : "NOT ready: fix the errors above");
 }
 
 int cmd_doctor(struct client_opts *o, char **args, int nargs)

@@ -13,48 +13,50 @@
 
 #include "client.h"
 #include "exitcodes.h"
-#include "limits.h"
+#include "rlimits.h"
 #include "log.h"
 #include "proto/msg.h"
 #include "xport.h"
 
 static void usage(FILE *f)
 {
-	fputs("usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH        (push)\n"
-	      "       rdmacp [OPTIONS] HOST:MODULE/PATH... DEST         (pull)\n"
-	      "       rdmacp ping HOST\n"
-	      "       rdmacp doctor [--json]                         (preflight checks)\n"
-	      "       rdmacp certs init DIR [--host NAME]...\n"
-	      "       rdmacp certs issue DIR --client NAME [--days N]\n"
-	      "\n"
-	      "Options:\n"
-	      "  -P, --port PORT        daemon port (default 7471)\n"
-	      "      --cert FILE        client certificate (default ~/.config/rdmacp/client.crt)\n"
-	      "      --key FILE         client key (default ~/.config/rdmacp/client.key)\n"
-	      "      --ca FILE          CA that signed the daemon (default ~/.config/rdmacp/ca.crt)\n"
-	      "      --pin sha256:HEX   accept only this daemon certificate\n"
-	      "      --config FILE      defaults ([client] section; default ~/.config/rdmacp/config)\n"
-	      "      --transport T      auto, tcp or verbs (default auto)\n"
-	      "      --lanes N, --qps N data connections: TCP lanes or RC QPs (default 2)\n"
-	      "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
-	      "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"
-	      "  -p, --preserve         keep modes and modification times\n"
-	      "      --owner            also keep uid/gid (root on both ends)\n"
-	      "  -n, --dry-run          check access and list what would be copied\n"
-	      "      --bwlimit RATE     push: bytes per second on the data path (e.g. 500M)\n"
-	      "      --poll             busy-poll completions (lower latency, one core spins)\n"
-	      "      --progress         one updating progress line (default on a terminal)\n"
-	      "      --no-progress      no progress line\n"
-	      "      --json             NDJSON events on stdout (start, file, error, summary, plan)\n"
-	      "  -q, --quiet            print errors only\n"
-	      "  -v, --verbose          print each file with its verified checksum\n"
-	      "      --version          print the version\n"
-	      "  -h, --help             this text\n"
-	      "\n"
-	      "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 refused,\n"
-	      "6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted, 11 connect,\n"
-	      "12 version mismatch, 13 no RDMA device, 14 remote I/O.\n",
-	      f);
+	fputs(
+	    "usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH        (push)\n"
+	    "       rdmacp [OPTIONS] HOST:MODULE/PATH... DEST         (pull)\n"
+	    "       rdmacp ping HOST\n"
+	    "       rdmacp doctor [--json]                         (preflight checks)\n"
+	    "       rdmacp certs init DIR [--host NAME]...\n"
+	    "       rdmacp certs issue DIR --client NAME [--days N]\n"
+	    "\n"
+	    "Options:\n"
+	    "  -P, --port PORT        daemon port (default 7471)\n"
+	    "      --cert FILE        client certificate (default ~/.config/rdmacp/client.crt)\n"
+	    "      --key FILE         client key (default ~/.config/rdmacp/client.key)\n"
+	    "      --ca FILE          CA that signed the daemon (default ~/.config/rdmacp/ca.crt)\n"
+	    "      --pin sha256:HEX   accept only this daemon certificate\n"
+	    "      --config FILE      defaults ([client] section; default "
+	    "~/.config/rdmacp/config)\n"
+	    "      --transport T      auto, tcp or verbs (default auto)\n"
+	    "      --lanes N, --qps N data connections: TCP lanes or RC QPs (default 2)\n"
+	    "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
+	    "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"
+	    "  -p, --preserve         keep modes and modification times\n"
+	    "      --owner            also keep uid/gid (root on both ends)\n"
+	    "  -n, --dry-run          check access and list what would be copied\n"
+	    "      --bwlimit RATE     push: bytes per second on the data path (e.g. 500M)\n"
+	    "      --poll             busy-poll completions (lower latency, one core spins)\n"
+	    "      --progress         one updating progress line (default on a terminal)\n"
+	    "      --no-progress      no progress line\n"
+	    "      --json             NDJSON events on stdout (start, file, error, summary, plan)\n"
+	    "  -q, --quiet            print errors only\n"
+	    "  -v, --verbose          print each file with its verified checksum\n"
+	    "      --version          print the version\n"
+	    "  -h, --help             this text\n"
+	    "\n"
+	    "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 refused,\n"
+	    "6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted, 11 connect,\n"
+	    "12 version mismatch, 13 no RDMA device, 14 remote I/O.\n",
+	    f);
 }
 
 enum {
@@ -178,7 +180,8 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 			break;
 		case OPT_PIN:
 			if (tls_parse_fingerprint(optarg, o->pin) < 0) {
-				log_error("bad --pin '%s': expected sha256:<64 hex digits>", optarg);
+				log_error("bad --pin '%s': expected sha256:<64 hex digits>",
+					  optarg);
 				return EXIT_USAGE;
 			}
 			o->have_pin = true;
@@ -209,7 +212,8 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 		case OPT_CHUNK:
 			if (parse_size(optarg, &sz) < 0 || sz < PROTO_MIN_CHUNK ||
 			    sz > PROTO_MAX_CHUNK || (sz & (sz - 1))) {
-				log_error("bad --chunk-size '%s': a power of two from 4K to 64M", optarg);
+				log_error("bad --chunk-size '%s': a power of two from 4K to 64M",
+					  optarg);
 				return EXIT_USAGE;
 			}
 			o->chunk_size = (uint32_t)sz;
@@ -240,7 +244,8 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 			break;
 		case OPT_BWLIMIT:
 			if (parse_size(optarg, &sz) < 0 || sz == 0) {
-				log_error("bad --bwlimit '%s': bytes per second, e.g. 500M", optarg);
+				log_error("bad --bwlimit '%s': bytes per second, e.g. 500M",
+					  optarg);
 				return EXIT_USAGE;
 			}
 			o->bwlimit = sz;

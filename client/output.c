@@ -143,9 +143,11 @@ void output_progress(struct output *out, uint64_t bytes)
 	human_bytes((uint64_t)rate, r, sizeof(r));
 	if (out->total_bytes > 0) {
 		double pct = 100.0 * (double)bytes / (double)out->total_bytes;
-		double eta = rate > 0 ? (double)(out->total_bytes - MIN(bytes, out->total_bytes)) / rate : 0;
-		snprintf(line, sizeof(line), "%12s %3.0f%% %10s/s %d:%02d:%02d ETA", b, pct > 100 ? 100 : pct,
-			 r, (int)eta / 3600, (int)eta / 60 % 60, (int)eta % 60);
+		double eta =
+		    rate > 0 ? (double)(out->total_bytes - MIN(bytes, out->total_bytes)) / rate : 0;
+		snprintf(line, sizeof(line), "%12s %3.0f%% %10s/s %d:%02d:%02d ETA", b,
+			 pct > 100 ? 100 : pct, r, (int)eta / 3600, (int)eta / 60 % 60,
+			 (int)eta % 60);
 	} else {
 		snprintf(line, sizeof(line), "%12s %10s/s", b, r);
 	}

@@ -11,9 +11,9 @@
 
 struct output {
 	bool json;
-	bool progress;		/* updating line on stderr */
-	int verbose;		/* -1 quiet */
-	uint64_t total_bytes;	/* 0 = unknown */
+	bool progress;	      /* updating line on stderr */
+	int verbose;	      /* -1 quiet */
+	uint64_t total_bytes; /* 0 = unknown */
 	double t0;
 	double last_draw;
 	bool drawn;

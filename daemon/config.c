@@ -49,18 +49,18 @@ enum section_kind {
 
 struct parse_state {
 	FILE *f;
-	char *buf;		/* getline() buffer */
+	char *buf; /* getline() buffer */
 	size_t bufsize;
-	unsigned line;		/* number of the line inih is working on */
+	unsigned line; /* number of the line inih is working on */
 	struct daemon_config *cfg;
 	size_t modules_cap;
 
 	enum section_kind section;
-	unsigned section_line;	/* line of the current section header */
-	uint32_t seen;		/* single-valued keys seen in this section (bit per key) */
+	unsigned section_line; /* line of the current section header */
+	uint32_t seen;	       /* single-valued keys seen in this section (bit per key) */
 	bool have_global;
 	unsigned global_line;
-	bool ro_set, wo_set;	/* explicit "read only" / "write only" in this module */
+	bool ro_set, wo_set; /* explicit "read only" / "write only" in this module */
 
 	/* Lines of keys that are checked against each other after the parse. */
 	unsigned max_conn_line, per_host_line, budget_line, pool_line;
@@ -541,8 +541,7 @@ static int g_idle(struct parse_state *ps, const char *key, const char *value)
 	return set_uint_key(ps, key, value, 1, 86400, &ps->cfg->idle_timeout_s);
 }
 
-static int set_size_key(struct parse_state *ps, const char *key, const char *value,
-			uint64_t *dst)
+static int set_size_key(struct parse_state *ps, const char *key, const char *value, uint64_t *dst)
 {
 	uint64_t v;
 
@@ -575,8 +574,8 @@ static int g_log_level(struct parse_state *ps, const char *key, const char *valu
 		const char *name;
 		int level;
 	} levels[] = {
-		{ "error", LOG_ERR },   { "warning", LOG_WARNING }, { "notice", LOG_NOTICE },
-		{ "info", LOG_INFO },   { "debug", LOG_DEBUG },
+		{ "error", LOG_ERR }, { "warning", LOG_WARNING }, { "notice", LOG_NOTICE },
+		{ "info", LOG_INFO }, { "debug", LOG_DEBUG },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(levels); i++) {
@@ -585,8 +584,7 @@ static int g_log_level(struct parse_state *ps, const char *key, const char *valu
 			return 0;
 		}
 	}
-	return fail(ps, "bad '%s' '%s' (error, warning, notice, info or debug)", key,
-		    ESC(value));
+	return fail(ps, "bad '%s' '%s' (error, warning, notice, info or debug)", key, ESC(value));
 }
 
 /* ---- module keys ---- */
@@ -674,8 +672,10 @@ static int m_allow(struct parse_state *ps, const char *key, const char *value)
 		} else if (strncasecmp(tok, "sha256:", 7) == 0) {
 			rule.kind = ALLOW_FINGERPRINT;
 			if (parse_fingerprint(tok + 7, rule.fp) < 0) {
-				return fail(ps, "bad fingerprint '%s' in '%s' "
-					    "(sha256: and 64 hex digits)", ESC(tok), key);
+				return fail(ps,
+					    "bad fingerprint '%s' in '%s' "
+					    "(sha256: and 64 hex digits)",
+					    ESC(tok), key);
 			}
 		} else {
 			rule.kind = ALLOW_NAME;

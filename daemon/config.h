@@ -12,20 +12,20 @@
 #include <sys/types.h>
 
 #define DAEMON_DEFAULT_PORT 7471
-#define DAEMON_MAX_LISTEN 16
-#define DAEMON_MAX_MODULES 256
-#define DAEMON_MAX_ALLOW 64
+#define DAEMON_MAX_LISTEN   16
+#define DAEMON_MAX_MODULES  256
+#define DAEMON_MAX_ALLOW    64
 
 struct listen_addr {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	char text[80];		/* as written, for logs */
+	char text[80]; /* as written, for logs */
 };
 
 enum allow_kind {
-	ALLOW_ANY = 1,		/* "*" */
-	ALLOW_NAME = 2,		/* certificate CN or a DNS SAN */
-	ALLOW_FINGERPRINT = 3,	/* "sha256:HEX" */
+	ALLOW_ANY = 1,	       /* "*" */
+	ALLOW_NAME = 2,	       /* certificate CN or a DNS SAN */
+	ALLOW_FINGERPRINT = 3, /* "sha256:HEX" */
 };
 
 struct allow_rule {
@@ -36,28 +36,28 @@ struct allow_rule {
 
 struct module {
 	char name[64];
-	char path[4096];	/* absolute */
-	bool read_only;		/* default: no */
-	bool write_only;	/* default: no */
+	char path[4096]; /* absolute */
+	bool read_only;	 /* default: no */
+	bool write_only; /* default: no */
 	struct allow_rule allow[DAEMON_MAX_ALLOW];
-	size_t nallow;		/* 0: nobody is allowed */
+	size_t nallow; /* 0: nobody is allowed */
 	bool have_uid, have_gid;
 	uid_t uid;
 	gid_t gid;
 };
 
 struct daemon_config {
-	char path[4096];	/* the config file */
+	char path[4096]; /* the config file */
 	struct listen_addr listen[DAEMON_MAX_LISTEN];
-	size_t nlisten;		/* 0: socket activation or the default 0.0.0.0:7471 */
+	size_t nlisten; /* 0: socket activation or the default 0.0.0.0:7471 */
 	char cert[4096], key[4096], ca[4096];
-	unsigned max_connections;	/* default 64 */
-	unsigned max_per_host;		/* default 8: per peer address */
-	unsigned handshake_timeout_s;	/* default 10 */
-	unsigned idle_timeout_s;	/* default 300 */
-	uint64_t memory_budget;		/* pinned bytes, all sessions; default 4 GiB */
-	uint64_t pool_size;		/* per session; default 64 MiB */
-	int log_level;			/* LOG_* ; default LOG_INFO */
+	unsigned max_connections;     /* default 64 */
+	unsigned max_per_host;	      /* default 8: per peer address */
+	unsigned handshake_timeout_s; /* default 10 */
+	unsigned idle_timeout_s;      /* default 300 */
+	uint64_t memory_budget;	      /* pinned bytes, all sessions; default 4 GiB */
+	uint64_t pool_size;	      /* per session; default 64 MiB */
+	int log_level;		      /* LOG_* ; default LOG_INFO */
 	struct module *modules;
 	size_t nmodules;
 };

@@ -36,15 +36,15 @@
 
 #include "config.h"
 #include "exitcodes.h"
-#include "limits.h"
+#include "rlimits.h"
 #include "log.h"
 #include "macro.h"
 #include "serve.h"
 #include "sessions.h"
 #include "tls.h"
 
-#define DRAIN_S 20
-#define SHUTDOWN_GRACE_S 10
+#define DRAIN_S		   20
+#define SHUTDOWN_GRACE_S   10
 #define STATUS_INTERVAL_MS 2000
 /* After EMFILE/ENOBUFS and the like, stop polling the listeners this long. */
 #define ACCEPT_BACKOFF_MS 100
@@ -67,15 +67,15 @@ struct daemon {
 	int listen_fds[DAEMON_MAX_LISTEN];
 	size_t nlisten;
 	bool socket_activated;
-	int sfd;		/* signalfd */
-	sigset_t saved_mask;	/* restored in children */
+	int sfd;	     /* signalfd */
+	sigset_t saved_mask; /* restored in children */
 
 	struct child *children;
 	size_t nchildren, children_cap;
-	struct sessions *sessions;	/* shared with the session processes */
+	struct sessions *sessions; /* shared with the session processes */
 	uint64_t next_status_ms;
 
-	uint64_t watchdog_usec;	/* 0: no watchdog */
+	uint64_t watchdog_usec; /* 0: no watchdog */
 	uint64_t next_watchdog_ms;
 	uint64_t accept_paused_until_ms;
 
@@ -140,8 +140,8 @@ static void notify_status(const struct daemon *d)
 	if (d->sessions) {
 		sessions_totals(d->sessions, &pinned, &moved);
 	}
-	sd_notifyf(0, "STATUS=%zu active session%s, %" PRIu64 " MiB pinned, %" PRIu64
-		   " bytes moved",
+	sd_notifyf(0,
+		   "STATUS=%zu active session%s, %" PRIu64 " MiB pinned, %" PRIu64 " bytes moved",
 		   d->nchildren, d->nchildren == 1 ? "" : "s", pinned >> 20, moved);
 }
 
@@ -241,8 +241,10 @@ static int setup_listeners(struct daemon *d)
 			int fd = SD_LISTEN_FDS_START + i;
 
 			if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
-				return log_error_errno(-EINVAL, "socket activation: fd %d is not "
-						       "a listening stream socket", fd);
+				return log_error_errno(-EINVAL,
+						       "socket activation: fd %d is not "
+						       "a listening stream socket",
+						       fd);
 			}
 			/* accept4 in the loop must never block on a vanished connection. */
 			if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
@@ -419,8 +421,7 @@ static void handle_connection(struct daemon *d, int fd, const struct sockaddr_st
 		return;
 	}
 	if (children_from_host(d, peer) >= d->cfg->max_per_host) {
-		log_refused(d, peer_text, "max connections per host reached",
-			    d->cfg->max_per_host);
+		log_refused(d, peer_text, "max connections per host reached", d->cfg->max_per_host);
 		close(fd);
 		return;
 	}
@@ -651,8 +652,8 @@ static int main_loop(struct daemon *d)
 		pfd[n++] = (struct pollfd){ .fd = d->sfd, .events = POLLIN };
 		if (accepting) {
 			for (size_t i = 0; i < d->nlisten; i++) {
-				pfd[n++] = (struct pollfd){ .fd = d->listen_fds[i],
-							    .events = POLLIN };
+				pfd[n++] =
+				    (struct pollfd){ .fd = d->listen_fds[i], .events = POLLIN };
 			}
 		} else {
 			timeout = (int)(d->accept_paused_until_ms - now);
@@ -696,20 +697,19 @@ static int main_loop(struct daemon *d)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: rdmacpd --config FILE [--check] [-v]\n"
-		"\n"
-		"The rdmacp daemon: serves the modules of FILE to rdmacp clients. Runs in the\n"
-		"foreground; logs to stderr with syslog priority prefixes.\n"
-		"\n"
-		"  -c, --config FILE  configuration (rdmacpd.conf(5))\n"
-		"      --check        validate the configuration and the TLS files, then exit\n"
-		"  -v, --verbose      log at debug level\n"
-		"      --version      print the version and exit\n"
-		"  -h, --help         this text\n"
-		"\n"
-		"Signals: SIGHUP reloads the configuration for new connections; SIGTERM stops\n"
-		"accepting, ends the sessions and exits.\n");
+	fprintf(f, "Usage: rdmacpd --config FILE [--check] [-v]\n"
+		   "\n"
+		   "The rdmacp daemon: serves the modules of FILE to rdmacp clients. Runs in the\n"
+		   "foreground; logs to stderr with syslog priority prefixes.\n"
+		   "\n"
+		   "  -c, --config FILE  configuration (rdmacpd.conf(5))\n"
+		   "      --check        validate the configuration and the TLS files, then exit\n"
+		   "  -v, --verbose      log at debug level\n"
+		   "      --version      print the version and exit\n"
+		   "  -h, --help         this text\n"
+		   "\n"
+		   "Signals: SIGHUP reloads the configuration for new connections; SIGTERM stops\n"
+		   "accepting, ends the sessions and exits.\n");
 }
 
 enum { OPT_CHECK = 0x100, OPT_VERSION };

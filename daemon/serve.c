@@ -46,8 +46,8 @@ struct conn {
 	const struct daemon_config *cfg;
 	struct tls_conn *tls;
 	struct chan chan;
-	char peer[96];		/* address */
-	char id[320];		/* "CN=client sha256:ab12.." for logs */
+	char peer[96]; /* address */
+	char id[320];  /* "CN=client sha256:ab12.." for logs */
 	uint8_t fp[TLS_FINGERPRINT_LEN];
 	struct sockaddr_storage local;
 	socklen_t locallen;
@@ -86,7 +86,7 @@ static bool peer_allowed(struct conn *c, const struct module *m)
 }
 
 static int refuse(struct conn *c, uint32_t code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Tell the client no, and log who asked for what and why. */
 static int refuse(struct conn *c, uint32_t code, const char *fmt, ...)
@@ -268,13 +268,16 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
 				*ret_ops = verbs;
 				return 0;
 			}
-			snprintf(why, sizeof(why), "rdma_cm listen on this address: %s", strerror(-r));
+			snprintf(why, sizeof(why), "rdma_cm listen on this address: %s",
+				 strerror(-r));
 		} else if (!verbs) {
 			snprintf(why, sizeof(why), "built without the verbs transport");
 		}
 		if (want == XPORT_KIND_VERBS) {
-			return refuse(c, PERR_TRANSPORT, "no RDMA device on the daemon (%s); use "
-				      "--transport tcp", why);
+			return refuse(c, PERR_TRANSPORT,
+				      "no RDMA device on the daemon (%s); use "
+				      "--transport tcp",
+				      why);
 		}
 		log_debug("%s: auto transport: tcp (%s)", c->peer, why);
 	}
@@ -288,7 +291,7 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
 
 /* Set up the data connection the client asked for, then run the engine. */
 static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const struct module *m,
-			int basefd, const char *rename_to, struct src_list *pull_srcs)
+			       int basefd, const char *rename_to, struct src_list *pull_srcs)
 {
 	const struct daemon_config *cfg = c->cfg;
 	const struct xport_ops *ops = NULL;
@@ -372,8 +375,10 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.uid = m->uid;
 	ep.gid = m->gid;
 	ep.faults = getenv("RDMACPD_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
-	ep.ev = (struct engine_events){ .file_ok = ev_file_ok, .file_failed = ev_file_failed,
-					.progress = ev_progress, .ud = c };
+	ep.ev = (struct engine_events){ .file_ok = ev_file_ok,
+					.file_failed = ev_file_failed,
+					.progress = ev_progress,
+					.ud = c };
 	c->last_progress = 0;
 	ep.stop = &stop_requested;
 	r = engine_run(&ep, &st, &code, err, sizeof(err));
@@ -384,8 +389,8 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 		return r;
 	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed", c->peer, c->id,
-		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok, (unsigned long long)st.bytes,
-		 (unsigned long long)st.files_failed);
+		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
+		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed);
 	return 0;
 }
 
@@ -413,7 +418,8 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 		return refuse(c, PERR_NO_MODULE, "no module for '%s'", esc);
 	}
 	if (!peer_allowed(c, m)) {
-		return refuse(c, PERR_PERMISSION, "module '%s' does not allow this client", m->name);
+		return refuse(c, PERR_PERMISSION, "module '%s' does not allow this client",
+			      m->name);
 	}
 	if (o->direction == PROTO_DIR_PUSH && m->read_only) {
 		return refuse(c, PERR_PERMISSION, "module '%s' is read only", m->name);
@@ -500,10 +506,13 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 		name = lastname;
 		r = walk_add(ret, rootfd, trimmed, name, recursive, pull_warning, &g);
 		if (r < 0) {
-			r = refuse(c, r == -ENOENT ? PERR_NOT_FOUND : r == -EISDIR ? PERR_BAD_PATH
-				      : r == -ELOOP || r == -EXDEV ? PERR_BAD_PATH : PERR_IO,
+			r = refuse(c,
+				   r == -ENOENT			? PERR_NOT_FOUND
+				   : r == -EISDIR		? PERR_BAD_PATH
+				   : r == -ELOOP || r == -EXDEV ? PERR_BAD_PATH
+								: PERR_IO,
 				   "'%s': %s", esc,
-				   r == -EISDIR ? "is a directory (use -r)"
+				   r == -EISDIR			? "is a directory (use -r)"
 				   : r == -ELOOP || r == -EXDEV ? "symlink or escape refused"
 								: strerror(-r));
 			break;
@@ -525,11 +534,14 @@ static int list_plan(struct conn *c, const struct src_list *l)
 		size_t n = 0;
 		for (; n < PROTO_MAX_BATCH && i < l->n; n++, i++) {
 			const struct engine_src *e = &l->v[i];
-			pf[n] = (struct proto_file){ .id = (uint32_t)i + 1, .ftype = e->ftype,
-						     .mode = e->mode, .size = e->size,
+			pf[n] = (struct proto_file){ .id = (uint32_t)i + 1,
+						     .ftype = e->ftype,
+						     .mode = e->mode,
+						     .size = e->size,
 						     .mtime_sec = e->mtime.tv_sec,
 						     .mtime_nsec = (uint32_t)e->mtime.tv_nsec,
-						     .name = e->name, .link = e->link };
+						     .name = e->name,
+						     .link = e->link };
 		}
 		m.u.files.count = (uint16_t)n;
 		m.u.files.files = pf;
@@ -582,9 +594,9 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR,
 			      !(o->flags & PROTO_OPEN_DRY_RUN), &dest);
 	if (r < 0) {
-		return refuse(c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH,
-			      "destination '%s': %s", esc,
-			      r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
+		return refuse(
+		    c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH, "destination '%s': %s", esc,
+		    r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
 	}
 	if (o->flags & PROTO_OPEN_DRY_RUN) {
 		r = accept_dry_run(c);
@@ -656,7 +668,8 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 			log_notice("%s (%s): control channel: %s", c.peer, c.id, strerror(-r));
 			if (r != -ECONNRESET) {
 				chan_send_error(&c.chan, chan_err_code(r), "%s",
-						r == -ETIMEDOUT ? "idle timeout" : "malformed message");
+						r == -ETIMEDOUT ? "idle timeout"
+								: "malformed message");
 			}
 			goto out;
 		}

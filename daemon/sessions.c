@@ -11,7 +11,7 @@
 #include "macro.h"
 
 struct entry {
-	pid_t pid;		/* 0: free */
+	pid_t pid; /* 0: free */
 	uint64_t pinned;
 	uint64_t bytes;
 };
@@ -19,7 +19,7 @@ struct entry {
 struct sessions {
 	pthread_mutex_t lock;
 	uint64_t budget;
-	uint64_t moved_done;	/* bytes of reaped sessions */
+	uint64_t moved_done; /* bytes of reaped sessions */
 	struct entry e[SESSIONS_MAX];
 };
 

@@ -15,13 +15,20 @@
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const type_names[] = {
-	[MSG_HELLO] = "HELLO",		 [MSG_ERROR] = "ERROR",
-	[MSG_OPEN] = "OPEN",		 [MSG_OPEN_OK] = "OPEN_OK",
-	[MSG_RING] = "RING",		 [MSG_FILES] = "FILES",
-	[MSG_FILES_ACK] = "FILES_ACK",	 [MSG_FILE_DONE] = "FILE_DONE",
-	[MSG_FILE_RESULT] = "FILE_RESULT", [MSG_GET] = "GET",
-	[MSG_END] = "END",		 [MSG_PING] = "PING",
-	[MSG_PONG] = "PONG",		 [MSG_BYE] = "BYE",
+	[MSG_HELLO] = "HELLO",
+	[MSG_ERROR] = "ERROR",
+	[MSG_OPEN] = "OPEN",
+	[MSG_OPEN_OK] = "OPEN_OK",
+	[MSG_RING] = "RING",
+	[MSG_FILES] = "FILES",
+	[MSG_FILES_ACK] = "FILES_ACK",
+	[MSG_FILE_DONE] = "FILE_DONE",
+	[MSG_FILE_RESULT] = "FILE_RESULT",
+	[MSG_GET] = "GET",
+	[MSG_END] = "END",
+	[MSG_PING] = "PING",
+	[MSG_PONG] = "PONG",
+	[MSG_BYE] = "BYE",
 };
 
 static const char *const err_names[] = {
@@ -306,8 +313,8 @@ static char *dec_str_alloc(struct rbuf *r, size_t max)
 
 /* Smallest encoding of one FILES entry: fixed fields + two empty strings. */
 #define FILE_ENTRY_MIN (4 + 1 + 4 + 8 + 8 + 4 + 4 + 4 + 2 + 2)
-#define ACK_ENTRY_MIN (4 + 4 + 2)
-#define GET_ENTRY_MIN 2
+#define ACK_ENTRY_MIN  (4 + 4 + 2)
+#define GET_ENTRY_MIN  2
 
 static int dec_files(struct rbuf *r, struct msg_files *f)
 {
@@ -342,8 +349,7 @@ static int dec_files(struct rbuf *r, struct msg_files *f)
 		    (e->mode & ~07777u) != 0 || e->mtime_nsec >= 1000000000u ||
 		    (e->ftype != PROTO_FT_SYMLINK && e->link[0] != '\0') ||
 		    (e->ftype == PROTO_FT_SYMLINK && e->link[0] == '\0') ||
-		    (e->ftype != PROTO_FT_REG && e->size != 0) ||
-		    (e->size > (uint64_t)INT64_MAX)) {
+		    (e->ftype != PROTO_FT_REG && e->size != 0) || (e->size > (uint64_t)INT64_MAX)) {
 			return -EBADMSG;
 		}
 		if (e->ftype != PROTO_FT_SYMLINK) {

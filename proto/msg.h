@@ -14,20 +14,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_MAGIC 0x52444d43u /* "RDMC" */
-#define PROTO_VERSION 1
+#define PROTO_MAGIC	  0x52444d43u /* "RDMC" */
+#define PROTO_VERSION	  1
 #define PROTO_VERSION_MIN 1
-#define PROTO_HDR_LEN 16
-#define PROTO_MAX_PAYLOAD (1u << 20)	/* 1 MiB, for any message */
-#define PROTO_MAX_PATH 4096		/* bytes in a path */
-#define PROTO_MAX_TEXT 1024		/* bytes in an error text or name */
-#define PROTO_MAX_BATCH 256		/* entries in FILES / FILES_ACK / GET */
-#define PROTO_MAX_LANES 16
-#define PROTO_MAX_SLOTS 4096
-#define PROTO_MIN_CHUNK (4u << 10)
-#define PROTO_MAX_CHUNK (64u << 20)
-#define PROTO_TOKEN_LEN 32
-#define PROTO_HASH_LEN 16
+#define PROTO_HDR_LEN	  16
+#define PROTO_MAX_PAYLOAD (1u << 20) /* 1 MiB, for any message */
+#define PROTO_MAX_PATH	  4096	     /* bytes in a path */
+#define PROTO_MAX_TEXT	  1024	     /* bytes in an error text or name */
+#define PROTO_MAX_BATCH	  256	     /* entries in FILES / FILES_ACK / GET */
+#define PROTO_MAX_LANES	  16
+#define PROTO_MAX_SLOTS	  4096
+#define PROTO_MIN_CHUNK	  (4u << 10)
+#define PROTO_MAX_CHUNK	  (64u << 20)
+#define PROTO_TOKEN_LEN	  32
+#define PROTO_HASH_LEN	  16
 
 enum proto_type {
 	MSG_HELLO = 1,
@@ -52,46 +52,46 @@ enum proto_type {
 
 /* Capability bits in HELLO. */
 enum {
-	PROTO_CAP_TCP = 1u << 0,	/* can use the tcp transport */
-	PROTO_CAP_VERBS = 1u << 1,	/* can use the verbs transport */
+	PROTO_CAP_TCP = 1u << 0,   /* can use the tcp transport */
+	PROTO_CAP_VERBS = 1u << 1, /* can use the verbs transport */
 	PROTO_CAP_PULL = 1u << 2,
-	PROTO_CAP_TREES = 1u << 3,	/* directories, symlinks in FILES */
+	PROTO_CAP_TREES = 1u << 3, /* directories, symlinks in FILES */
 };
 #define PROTO_CAPS_KNOWN 0x0fu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
 	PERR_OK = 0,
-	PERR_PROTOCOL = 1,	/* malformed or unexpected message */
-	PERR_VERSION = 2,	/* VERSION_MISMATCH */
-	PERR_AUTH = 3,		/* peer not allowed */
+	PERR_PROTOCOL = 1, /* malformed or unexpected message */
+	PERR_VERSION = 2,  /* VERSION_MISMATCH */
+	PERR_AUTH = 3,	   /* peer not allowed */
 	PERR_NO_MODULE = 4,
-	PERR_PERMISSION = 5,	/* module read-only / not allowed for this peer */
-	PERR_BAD_PATH = 6,	/* invalid or escaping path, symlink in the way */
+	PERR_PERMISSION = 5, /* module read-only / not allowed for this peer */
+	PERR_BAD_PATH = 6,   /* invalid or escaping path, symlink in the way */
 	PERR_IO = 7,
 	PERR_NOSPACE = 8,
-	PERR_INTEGRITY = 9,	/* checksum mismatch */
-	PERR_BUSY = 10,		/* limits reached, try later */
-	PERR_TRANSPORT = 11,	/* data connection setup or failure */
+	PERR_INTEGRITY = 9,  /* checksum mismatch */
+	PERR_BUSY = 10,	     /* limits reached, try later */
+	PERR_TRANSPORT = 11, /* data connection setup or failure */
 	PERR_SHUTDOWN = 12,
 	PERR_TIMEOUT = 13,
 	PERR_SOURCE_CHANGED = 14,
 	PERR_NOT_FOUND = 15,
 	PERR_INTERNAL = 16,
-	PERR_DUPLICATE = 17,	/* same destination twice in one session */
+	PERR_DUPLICATE = 17, /* same destination twice in one session */
 	PERR_MAX = PERR_DUPLICATE,
 };
 
 enum proto_dir {
-	PROTO_DIR_PUSH = 1,	/* client sends, daemon receives */
-	PROTO_DIR_PULL = 2,	/* daemon sends, client receives */
+	PROTO_DIR_PUSH = 1, /* client sends, daemon receives */
+	PROTO_DIR_PULL = 2, /* daemon sends, client receives */
 };
 
 /* OPEN flags. */
 enum {
 	PROTO_OPEN_RECURSIVE = 1u << 0,
-	PROTO_OPEN_PRESERVE = 1u << 1,	/* mode and mtime */
-	PROTO_OPEN_OWNER = 1u << 2,	/* uid/gid */
+	PROTO_OPEN_PRESERVE = 1u << 1, /* mode and mtime */
+	PROTO_OPEN_OWNER = 1u << 2,    /* uid/gid */
 	PROTO_OPEN_DRY_RUN = 1u << 3,
 	PROTO_OPEN_DEST_IS_DIR = 1u << 4, /* push: destination must be a directory */
 };
@@ -124,19 +124,19 @@ struct msg_error {
 };
 
 struct msg_open {
-	uint8_t direction;	/* enum proto_dir */
-	uint8_t transport;	/* enum xport_kind, 0 = daemon's choice */
-	uint8_t lanes;		/* proposed, 1..PROTO_MAX_LANES */
-	uint32_t flags;		/* PROTO_OPEN_* */
-	uint32_t chunk_size;	/* proposed slot/chunk size */
-	uint32_t slots;		/* proposed ring slots */
-	char path[PROTO_MAX_PATH + 1];	/* push: destination MODULE/REL; pull: MODULE */
+	uint8_t direction;	       /* enum proto_dir */
+	uint8_t transport;	       /* enum xport_kind, 0 = daemon's choice */
+	uint8_t lanes;		       /* proposed, 1..PROTO_MAX_LANES */
+	uint32_t flags;		       /* PROTO_OPEN_* */
+	uint32_t chunk_size;	       /* proposed slot/chunk size */
+	uint32_t slots;		       /* proposed ring slots */
+	char path[PROTO_MAX_PATH + 1]; /* push: destination MODULE/REL; pull: MODULE */
 };
 
 struct msg_open_ok {
 	uint8_t transport;
 	uint8_t lanes;
-	uint16_t data_port;	/* where to connect the data lanes / RDMA CM */
+	uint16_t data_port; /* where to connect the data lanes / RDMA CM */
 	uint32_t chunk_size;
 	uint32_t slots;
 	uint8_t token[PROTO_TOKEN_LEN];
@@ -144,8 +144,8 @@ struct msg_open_ok {
 
 /* The receiver's ring, sent once the data connection is up. */
 struct msg_ring {
-	uint64_t addr;		/* base of the data slots */
-	uint64_t desc_addr;	/* base of the descriptor array (PROTO_DESC_LEN each) */
+	uint64_t addr;	    /* base of the data slots */
+	uint64_t desc_addr; /* base of the descriptor array (PROTO_DESC_LEN each) */
 	uint32_t rkey;
 	uint32_t slots;
 	uint32_t slot_size;
@@ -153,25 +153,25 @@ struct msg_ring {
 
 struct proto_file {
 	uint32_t id;
-	uint8_t ftype;		/* enum proto_ftype */
-	uint32_t mode;		/* permission bits only (07777) */
+	uint8_t ftype; /* enum proto_ftype */
+	uint32_t mode; /* permission bits only (07777) */
 	uint64_t size;
 	int64_t mtime_sec;
 	uint32_t mtime_nsec;
 	uint32_t uid, gid;
-	char *name;		/* relative path, allocated by decode (<= PROTO_MAX_PATH) */
-	char *link;		/* symlink target or NULL */
+	char *name; /* relative path, allocated by decode (<= PROTO_MAX_PATH) */
+	char *link; /* symlink target or NULL */
 };
 
 struct msg_files {
 	uint16_t count;
-	struct proto_file *files;	/* count entries, allocated by decode */
+	struct proto_file *files; /* count entries, allocated by decode */
 };
 
 struct proto_status {
 	uint32_t id;
-	uint32_t status;	/* enum proto_err */
-	char *text;		/* allocated by decode, may be "" */
+	uint32_t status; /* enum proto_err */
+	char *text;	 /* allocated by decode, may be "" */
 };
 
 struct msg_files_ack {
@@ -181,8 +181,8 @@ struct msg_files_ack {
 
 struct msg_file_done {
 	uint32_t id;
-	uint32_t status;	/* PERR_OK: bytes and hash are final */
-	uint64_t bytes;		/* bytes the sender sent on the data path */
+	uint32_t status; /* PERR_OK: bytes and hash are final */
+	uint64_t bytes;	 /* bytes the sender sent on the data path */
 	uint8_t hash[PROTO_HASH_LEN];
 	char text[PROTO_MAX_TEXT + 1];
 };
@@ -195,11 +195,11 @@ struct msg_file_result {
 
 struct msg_get {
 	uint16_t count;
-	char **paths;		/* MODULE/REL/PATH each, allocated by decode */
+	char **paths; /* MODULE/REL/PATH each, allocated by decode */
 };
 
 struct msg_end {
-	uint32_t files;		/* files the sender offered in total */
+	uint32_t files; /* files the sender offered in total */
 	uint64_t bytes;
 };
 
@@ -235,17 +235,17 @@ struct proto_desc {
 	uint32_t file_id;
 	uint32_t len;
 	uint64_t offset;
-	uint64_t seq;	/* sender's chunk sequence number, for diagnostics */
+	uint64_t seq; /* sender's chunk sequence number, for diagnostics */
 };
 void proto_desc_encode(const struct proto_desc *d, uint8_t out[PROTO_DESC_LEN]);
 int proto_desc_decode(const uint8_t in[PROTO_DESC_LEN], struct proto_desc *ret);
 
 /* Immediate values on the data path. */
 #define PROTO_IMM_KIND_SHIFT 24
-#define PROTO_IMM_SLOT_MASK 0x00ffffffu
+#define PROTO_IMM_SLOT_MASK  0x00ffffffu
 enum {
-	PROTO_IMM_DATA = 1,	/* sender -> receiver: slot N holds a chunk */
-	PROTO_IMM_CREDIT = 2,	/* receiver -> sender: slot N is free again */
+	PROTO_IMM_DATA = 1,   /* sender -> receiver: slot N holds a chunk */
+	PROTO_IMM_CREDIT = 2, /* receiver -> sender: slot N is free again */
 };
 static inline uint32_t proto_imm(unsigned kind, uint32_t slot)
 {

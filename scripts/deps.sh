@@ -2,7 +2,7 @@
 # Install what rdmacp needs to build, test and benchmark on Debian 12 (as root).
 set -euo pipefail
 pkgs=(
-	build-essential cmake pkg-config clang libclang-rt-14-dev
+	build-essential cmake pkg-config clang libclang-rt-14-dev clang-format
 	libssl-dev liburing-dev libxxhash-dev libinih-dev libsystemd-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
 	openssl python3 iproute2 procps util-linux jq

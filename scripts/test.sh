@@ -7,6 +7,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 scripts/deps.sh
 
+# The code is formatted as .clang-format says (STYLE.md).
+clang-format --dry-run --Werror $(git ls-files '*.c' '*.h')
+
 scripts/build.sh build
 (cd build && ctest --output-on-failure -j2)
 

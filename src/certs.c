@@ -24,9 +24,9 @@
 
 #include "macro.h"
 
-#define CERTS_CA_DAYS (10 * 365)
+#define CERTS_CA_DAYS	(10 * 365)
 #define CERTS_LEAF_DAYS 825
-#define CERTS_NAME_MAX 64
+#define CERTS_NAME_MAX	64
 /* Tolerate a little clock skew between the machine that issues and the peer. */
 #define CERTS_SKEW_SECONDS 300
 
@@ -191,7 +191,7 @@ struct cert_spec {
 	const char *cn;
 	long valid_days;
 	long backdate_days;
-	X509 *issuer;		/* NULL: self-signed */
+	X509 *issuer; /* NULL: self-signed */
 	EVP_PKEY *issuer_key;
 	const char *const *hosts; /* server only */
 	size_t nhosts;
@@ -482,8 +482,8 @@ int certs_init(const char *dir, const char *const *hosts, size_t nhosts)
 	if (r < 0) {
 		return r;
 	}
-	r = issue_leaf(dirfd, "client", CERT_CLIENT, "client", CERTS_LEAF_DAYS, 0, ca, ca_key,
-		       NULL, 0, false);
+	r = issue_leaf(dirfd, "client", CERT_CLIENT, "client", CERTS_LEAF_DAYS, 0, ca, ca_key, NULL,
+		       0, false);
 	if (r < 0) {
 		return r;
 	}

@@ -16,10 +16,10 @@ struct tls_conn;
 
 struct chan {
 	struct tls_conn *tls;
-	int io_timeout_ms;	/* for a frame already started, and for flushes */
+	int io_timeout_ms; /* for a frame already started, and for flushes */
 	uint8_t *out;
 	size_t out_len, out_cap;
-	uint8_t *in;		/* payload buffer, PROTO_MAX_PAYLOAD */
+	uint8_t *in; /* payload buffer, PROTO_MAX_PAYLOAD */
 	/* What the last failed chan_recv saw, for the ERROR reply. */
 	uint16_t bad_type;
 };
@@ -34,7 +34,7 @@ int chan_flush(struct chan *c);
 int chan_send(struct chan *c, const struct msg *m);
 /* Queue + flush an ERROR. */
 int chan_send_error(struct chan *c, uint32_t code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* True when a frame can be read without waiting for the network. */
 bool chan_readable_now(struct chan *c);

@@ -13,8 +13,8 @@
 struct statx;
 
 struct dio_align {
-	uint32_t mem;	/* memory alignment (0 = O_DIRECT unsupported) */
-	uint32_t offset;/* file offset/length alignment */
+	uint32_t mem;	 /* memory alignment (0 = O_DIRECT unsupported) */
+	uint32_t offset; /* file offset/length alignment */
 };
 
 /*
@@ -23,8 +23,8 @@ struct dio_align {
  * the chunk size fits its alignment; falls back to buffered I/O otherwise.
  * Refuses non-regular files (-EINVAL... -EISDIR for directories).
  */
-int diskio_open_read(int dirfd, const char *path, uint32_t chunk_size,
-		     int *ret_fd, bool *ret_direct, struct stat *ret_st);
+int diskio_open_read(int dirfd, const char *path, uint32_t chunk_size, int *ret_fd,
+		     bool *ret_direct, struct stat *ret_st);
 
 /* Pure: may an I/O of len bytes at offset from buf use O_DIRECT? */
 bool diskio_dio_ok(const struct dio_align *a, const void *buf, uint64_t offset, uint32_t len);

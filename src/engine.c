@@ -29,34 +29,34 @@
 #include "tls.h"
 #include "xport.h"
 
-#define FILE_TABLE 1024		/* files in flight (power of two) */
-#define FILES_WINDOW 768	/* offered but unresolved files, sender side */
-#define OPEN_FILES_MAX 64	/* sender: source files open at once */
+#define FILE_TABLE     1024 /* files in flight (power of two) */
+#define FILES_WINDOW   768  /* offered but unresolved files, sender side */
+#define OPEN_FILES_MAX 64   /* sender: source files open at once */
 /*
  * Every file in flight holds its directory, so the cache is larger than the
  * file table: a free entry always exists.
  */
-#define DIR_CACHE (FILE_TABLE + 64)
-#define STALE_TEMP_AGE_S 2	/* younger temp files may not be locked yet */
-#define DIR_META_MAX 4096	/* directories whose mtime -p restores */
-#define URING_ENTRIES 2048
-#define HUGE_2M ((size_t)2 << 20)
+#define DIR_CACHE	 (FILE_TABLE + 64)
+#define STALE_TEMP_AGE_S 2    /* younger temp files may not be locked yet */
+#define DIR_META_MAX	 4096 /* directories whose mtime -p restores */
+#define URING_ENTRIES	 2048
+#define HUGE_2M		 ((size_t)2 << 20)
 
 enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3 };
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
-#define UD_KIND(ud) ((unsigned)((ud) >> 56))
-#define UD_IDX(ud) ((uint32_t)(ud))
+#define UD_KIND(ud)   ((unsigned)((ud) >> 56))
+#define UD_IDX(ud)    ((uint32_t)(ud))
 
 enum chunk_state { CH_FREE = 0, CH_READING, CH_READY, CH_POSTED };
 enum slot_state { SL_FREE = 0, SL_HELD };
 
 struct chunk {
 	uint8_t state;
-	uint32_t fidx;		/* file table index */
+	uint32_t fidx; /* file table index */
 	uint64_t off;
-	uint32_t len;		/* payload bytes */
-	uint32_t done;		/* bytes read so far */
-	uint32_t slot;		/* receiver slot once posted */
+	uint32_t len;  /* payload bytes */
+	uint32_t done; /* bytes read so far */
+	uint32_t slot; /* receiver slot once posted */
 };
 
 struct rslot {
@@ -65,7 +65,7 @@ struct rslot {
 	uint32_t fidx;
 	uint64_t off;
 	uint32_t len;
-	uint32_t wdone;		/* bytes written so far */
+	uint32_t wdone; /* bytes written so far */
 	uint32_t lane;
 };
 
@@ -87,9 +87,9 @@ struct efile {
 	int fd, dfd;
 	struct dio_align dio;
 	uint64_t read_off, send_off;
-	uint32_t chunks_out;	/* chunks of this file not yet posted */
+	uint32_t chunks_out; /* chunks of this file not yet posted */
 	/* receiver */
-	int dir;		/* dir cache index, -1 none */
+	int dir; /* dir cache index, -1 none */
 	char *leaf;
 	char tmpname[FSPATH_NAME_MAX + 1];
 	int tfd;
@@ -105,21 +105,21 @@ struct efile {
 
 struct lane_ent {
 	uint64_t wr_id;
-	int32_t chunk;		/* sender chunk released on completion, -1 none */
+	int32_t chunk; /* sender chunk released on completion, -1 none */
 };
 
 struct lane {
 	struct lane_ent *fifo;
 	unsigned head, len, cap;
 	unsigned unsignaled;
-	unsigned batch_last;	/* index in the pending batch of this lane's last WR, +1 */
+	unsigned batch_last; /* index in the pending batch of this lane's last WR, +1 */
 };
 
 struct dirent_cache {
 	char *path;
 	int fd;
 	unsigned refs;
-	bool dirty;		/* a rename happened: fsync before reporting */
+	bool dirty; /* a rename happened: fsync before reporting */
 };
 
 struct engine {
@@ -133,20 +133,20 @@ struct engine {
 	struct io_uring ring;
 	bool ring_ok;
 	int uring_efd;
-	unsigned uring_pending;	/* SQEs prepared, not submitted */
+	unsigned uring_pending; /* SQEs prepared, not submitted */
 	unsigned uring_inflight;
 
 	struct pool *pool;
 	struct xport_mr *mr;
-	uint8_t *desc_area;	/* receiver: descriptor array; sender: staging */
+	uint8_t *desc_area; /* receiver: descriptor array; sender: staging */
 
 	struct efile files[FILE_TABLE];
-	uint32_t next_id;	/* sender: next id to assign; receiver: last id seen */
-	uint32_t files_open;	/* entries used */
+	uint32_t next_id;    /* sender: next id to assign; receiver: last id seen */
+	uint32_t files_open; /* entries used */
 
 	/* sender */
-	size_t next_src;	/* next source to offer */
-	uint32_t oldest_id;	/* no file below this id is in flight */
+	size_t next_src;    /* next source to offer */
+	uint32_t oldest_id; /* no file below this id is in flight */
 	uint32_t offered_unresolved;
 	uint32_t open_fds;
 	struct chunk *chunks;
@@ -164,9 +164,9 @@ struct engine {
 	/* receiver */
 	struct rslot *rslots;
 	struct dirent_cache dirs[DIR_CACHE];
-	uint32_t *commit_batch;	/* file indexes renamed, awaiting dir fsync */
+	uint32_t *commit_batch; /* file indexes renamed, awaiting dir fsync */
 	uint32_t ncommit;
-	uint64_t *seen;		/* hashes of names received this session */
+	uint64_t *seen; /* hashes of names received this session */
 	size_t seen_n, seen_cap;
 	struct {
 		char *name;
@@ -203,7 +203,7 @@ static double ts_since(const struct timespec *t0)
 }
 
 static int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 /* Record the session failure (the first one wins) and return r. */
 static int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
@@ -245,7 +245,7 @@ static uint32_t errno_to_perr(int r)
 }
 
 static void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
 {
@@ -436,7 +436,8 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 			*ret_idx = i;
 			return 0;
 		}
-		if (free_idx < 0 && (!e->dirs[i].path || (e->dirs[i].refs == 0 && !e->dirs[i].dirty))) {
+		if (free_idx < 0 &&
+		    (!e->dirs[i].path || (e->dirs[i].refs == 0 && !e->dirs[i].dirty))) {
 			free_idx = i;
 		}
 	}
@@ -930,8 +931,8 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 				e->st.first_error = code;
 			}
 			if (e->p->ev.file_failed) {
-				e->p->ev.file_failed(e->p->ev.ud, f->name ? f->name : pf->name, code,
-						     f->fail_text);
+				e->p->ev.file_failed(e->p->ev.ud, f->name ? f->name : pf->name,
+						     code, f->fail_text);
 			}
 			if (f->tfd >= 0 && f->dir >= 0) {
 				fspath_discard(e->dirs[f->dir].fd, f->tmpname);
@@ -1013,8 +1014,8 @@ static void rx_submit_write(struct engine *e, uint32_t slot)
 	if (f->dfd >= 0 && s->wdone == 0 && diskio_dio_ok(&f->dio, buf, s->off, s->len)) {
 		fd = f->dfd;
 	}
-	io_uring_prep_write_fixed(sqe, fd, buf + s->wdone, s->len - s->wdone,
-				  s->off + s->wdone, pool_buf_index(e->pool, buf));
+	io_uring_prep_write_fixed(sqe, fd, buf + s->wdone, s->len - s->wdone, s->off + s->wdone,
+				  pool_buf_index(e->pool, buf));
 	io_uring_sqe_set_data64(sqe, UD(UD_WRITE, slot));
 	f->writes_out++;
 }
@@ -1076,8 +1077,11 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 		}
 	}
 	s = &e->rslots[slot];
-	*s = (struct rslot){ .state = SL_HELD, .fidx = file_index(e, f), .off = d.offset,
-			     .len = d.len, .lane = lane };
+	*s = (struct rslot){ .state = SL_HELD,
+			     .fidx = file_index(e, f),
+			     .off = d.offset,
+			     .len = d.len,
+			     .lane = lane };
 	f->held++;
 	f->recv_bytes += d.len;
 	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && d.offset == 0) {
@@ -1161,10 +1165,16 @@ static int tx_offer(struct engine *e)
 				return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 			}
 			pf[n] = (struct proto_file){
-				.id = id, .ftype = s->ftype, .mode = s->mode & 07777,
+				.id = id,
+				.ftype = s->ftype,
+				.mode = s->mode & 07777,
 				.size = s->ftype == PROTO_FT_REG ? s->size : 0,
-				.mtime_sec = s->mtime.tv_sec, .mtime_nsec = (uint32_t)s->mtime.tv_nsec,
-				.uid = s->uid, .gid = s->gid, .name = s->name, .link = s->link,
+				.mtime_sec = s->mtime.tv_sec,
+				.mtime_nsec = (uint32_t)s->mtime.tv_nsec,
+				.uid = s->uid,
+				.gid = s->gid,
+				.name = s->name,
+				.link = s->link,
 			};
 			n++;
 			e->next_src++;
@@ -1237,7 +1247,7 @@ static int tx_open(struct engine *e, struct efile *f)
 		f->dfd = open(proc, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	}
 	return file_hash_init(&f->hash) < 0 ? fail(e, PERR_INTERNAL, -ENOMEM, "oom")
-					   : (f->hash_live = true, 0);
+					    : (f->hash_live = true, 0);
 }
 
 static int tx_submit_read(struct engine *e, uint32_t ci)
@@ -1300,7 +1310,8 @@ static int tx_fill(struct engine *e)
 			int ci = pool_get(e->pool);
 			struct chunk *c = &e->chunks[ci];
 
-			*c = (struct chunk){ .fidx = file_index(e, f), .off = f->read_off,
+			*c = (struct chunk){ .fidx = file_index(e, f),
+					     .off = f->read_off,
 					     .len = (uint32_t)MIN((uint64_t)e->p->chunk_size,
 								  f->size - f->read_off) };
 			f->read_off += c->len;
@@ -1400,20 +1411,30 @@ static int tx_post_ready(struct engine *e)
 			e->rr_lane++;
 			slot = e->free_slots[--e->nfree_slots];
 			file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
-			d = (struct proto_desc){ .file_id = f->id, .len = c->len, .offset = c->off,
-						 .seq = ++e->seq };
+			d = (struct proto_desc){
+				.file_id = f->id, .len = c->len, .offset = c->off, .seq = ++e->seq
+			};
 			stage = e->desc_area + (size_t)ci * PROTO_DESC_LEN;
 			proto_desc_encode(&d, stage);
 			struct xport_wr data = {
-				.opcode = XPORT_OP_WRITE, .mr = e->mr, .buf = pool_chunk(e->pool, ci),
-				.len = c->len, .remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
-				.rkey = e->rkey, .lane = lane,
+				.opcode = XPORT_OP_WRITE,
+				.mr = e->mr,
+				.buf = pool_chunk(e->pool, ci),
+				.len = c->len,
+				.remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
+				.rkey = e->rkey,
+				.lane = lane,
 			};
 			struct xport_wr desc = {
-				.opcode = XPORT_OP_WRITE_IMM, .flags = XPORT_SEND_INLINE, .mr = e->mr,
-				.buf = stage, .len = PROTO_DESC_LEN,
+				.opcode = XPORT_OP_WRITE_IMM,
+				.flags = XPORT_SEND_INLINE,
+				.mr = e->mr,
+				.buf = stage,
+				.len = PROTO_DESC_LEN,
 				.remote_addr = e->rdesc_addr + (uint64_t)slot * PROTO_DESC_LEN,
-				.rkey = e->rkey, .imm = proto_imm(PROTO_IMM_DATA, slot), .lane = lane,
+				.rkey = e->rkey,
+				.imm = proto_imm(PROTO_IMM_DATA, slot),
+				.lane = lane,
 			};
 			if (lane_push(e, &data, -1) < 0 || lane_push(e, &desc, (int32_t)ci) < 0) {
 				return -1;
@@ -1429,10 +1450,11 @@ static int tx_post_ready(struct engine *e)
 				struct stat st;
 				/* The source must not have changed under us. */
 				if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size != f->size) {
-					file_fail(f, PERR_SOURCE_CHANGED,
-						  "file changed size while being sent (%llu -> %llu)",
-						  (unsigned long long)f->size,
-						  (unsigned long long)st.st_size);
+					file_fail(
+					    f, PERR_SOURCE_CHANGED,
+					    "file changed size while being sent (%llu -> %llu)",
+					    (unsigned long long)f->size,
+					    (unsigned long long)st.st_size);
 				}
 				if (tx_send_done(e, f) < 0) {
 					return -1;
@@ -1551,8 +1573,7 @@ static bool peer_closed(struct engine *e)
 	struct pollfd p = { .fd = tls_fd(e->p->chan->tls), .events = POLLIN };
 
 	return poll(&p, 1, 0) == 1 &&
-	       (p.revents & POLLHUP ||
-		recv(p.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+	       (p.revents & POLLHUP || recv(p.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
 }
 
 static int on_xport(struct engine *e)
@@ -1742,8 +1763,8 @@ static int setup_memory(struct engine *e)
 	}
 	r = x->ops->reg_mr(x, e->pool->base, e->pool->size,
 			   p->role == ENGINE_RECEIVER
-				   ? XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE
-				   : XPORT_ACCESS_LOCAL,
+			       ? XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE
+			       : XPORT_ACCESS_LOCAL,
 			   &e->mr);
 	if (r < 0) {
 		return fail(e, PERR_TRANSPORT, r, "register memory with the transport: %s",
@@ -1789,7 +1810,8 @@ static int setup(struct engine *e)
 			uint64_t id = i;
 			r = x->ops->post_recvs(x, i, &id, 1);
 			if (r < 0) {
-				return fail(e, PERR_TRANSPORT, r, "post receives: %s", strerror(-r));
+				return fail(e, PERR_TRANSPORT, r, "post receives: %s",
+					    strerror(-r));
 			}
 		}
 	}
@@ -2004,7 +2026,8 @@ static int loop(struct engine *e)
 			}
 		} else if (ts_since(&e->last_activity) * 1000 > idle_ms) {
 			chan_send_error(p->chan, PERR_TIMEOUT, "idle timeout");
-			return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no progress for %d s", idle_ms / 1000);
+			return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no progress for %d s",
+				    idle_ms / 1000);
 		} else if (!e->ping_out && ts_since(&e->last_activity) * 1000 > idle_ms / 3) {
 			struct msg ping = { .type = MSG_PING };
 			e->ping_out = true;
@@ -2014,15 +2037,14 @@ static int loop(struct engine *e)
 	return -1;
 }
 
-int engine_run(const struct engine_params *p, struct engine_stats *ret_stats,
-	       uint32_t *ret_code, char *err, size_t errlen)
+int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,
+	       char *err, size_t errlen)
 {
 	struct engine *e;
 	int r;
 
 	if (!p->chan || !p->x || p->slots == 0 || p->slots > PROTO_MAX_SLOTS ||
-	    p->chunk_size < PROTO_MIN_CHUNK || p->x->nlanes == 0 ||
-	    p->x->sq_depth < 4) {
+	    p->chunk_size < PROTO_MIN_CHUNK || p->x->nlanes == 0 || p->x->sq_depth < 4) {
 		snprintf(err, errlen, "bad engine parameters");
 		*ret_code = PERR_INTERNAL;
 		return -EINVAL;

@@ -35,22 +35,22 @@ enum engine_role {
 
 /* One entry the sender offers. */
 struct engine_src {
-	char *name;		/* relative name on the wire */
-	char *path;		/* what to open, relative to dirfd */
-	int dirfd;		/* AT_FDCWD, or a module root (opened beneath it) */
-	uint8_t ftype;		/* enum proto_ftype */
+	char *name;    /* relative name on the wire */
+	char *path;    /* what to open, relative to dirfd */
+	int dirfd;     /* AT_FDCWD, or a module root (opened beneath it) */
+	uint8_t ftype; /* enum proto_ftype */
 	uint32_t mode;
 	uint64_t size;
 	struct timespec mtime;
 	uint32_t uid, gid;
-	char *link;		/* symlink target */
+	char *link; /* symlink target */
 };
 
 struct engine_stats {
 	uint64_t files_ok;
 	uint64_t files_failed;
-	uint64_t bytes;		/* payload bytes of committed files */
-	uint32_t first_error;	/* enum proto_err of the first per-file failure */
+	uint64_t bytes;	      /* payload bytes of committed files */
+	uint32_t first_error; /* enum proto_err of the first per-file failure */
 };
 
 struct engine_events {
@@ -69,28 +69,28 @@ struct engine_params {
 	enum engine_role role;
 	struct chan *chan;
 	struct xport *x;
-	uint32_t chunk_size;	/* == receiver slot size */
-	uint32_t slots;		/* receiver ring slots */
-	uint32_t pool_chunks;	/* sender: chunks in its pool */
+	uint32_t chunk_size;  /* == receiver slot size */
+	uint32_t slots;	      /* receiver ring slots */
+	uint32_t pool_chunks; /* sender: chunks in its pool */
 	int idle_timeout_ms;
-	bool busy_poll;		/* --poll: spin on completions instead of sleeping in poll() */
+	bool busy_poll; /* --poll: spin on completions instead of sleeping in poll() */
 	/* sender */
 	struct engine_src *srcs;
 	size_t nsrcs;
-	uint64_t bwlimit;	/* bytes per second on the data path, 0 = none */
+	uint64_t bwlimit; /* bytes per second on the data path, 0 = none */
 	/* receiver */
-	int base_fd;		/* destination directory (borrowed) */
-	const char *rename_to;	/* store the single top-level entry under this name */
-	uint32_t open_flags;	/* PROTO_OPEN_* (PRESERVE, OWNER) */
+	int base_fd;	       /* destination directory (borrowed) */
+	const char *rename_to; /* store the single top-level entry under this name */
+	uint32_t open_flags;   /* PROTO_OPEN_* (PRESERVE, OWNER) */
 	bool have_uid, have_gid;
 	uid_t uid;
 	gid_t gid;
-	unsigned faults;	/* ENGINE_FAULT_* */
+	unsigned faults; /* ENGINE_FAULT_* */
 	/* Receiver: refuse names the caller did not ask for (pull); NULL = all. */
 	bool (*name_ok)(void *ud, const char *name);
 	void *name_ok_ud;
 	struct engine_events ev;
-	volatile sig_atomic_t *stop;	/* set by a signal handler: abort cleanly */
+	volatile sig_atomic_t *stop; /* set by a signal handler: abort cleanly */
 };
 
 /*
@@ -99,5 +99,5 @@ struct engine_params {
  * failed; then err holds the reason and *ret_code the protocol error code.
  * Every temp file is gone on return unless it was committed.
  */
-int engine_run(const struct engine_params *p, struct engine_stats *ret_stats,
-	       uint32_t *ret_code, char *err, size_t errlen);
+int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,
+	       char *err, size_t errlen);

@@ -24,14 +24,14 @@
 
 #include "macro.h"
 
-#define FSPATH_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+#define FSPATH_RESOLVE	 (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 #define FSPATH_DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_CLOEXEC)
 
-#define TEMP_TAG ".rdmacp."
-#define TEMP_TAG_LEN (sizeof(TEMP_TAG) - 1)
+#define TEMP_TAG      ".rdmacp."
+#define TEMP_TAG_LEN  (sizeof(TEMP_TAG) - 1)
 #define TEMP_RAND_LEN 8
 /* "." + leaf + ".rdmacp." + random */
-#define TEMP_OVERHEAD (1 + TEMP_TAG_LEN + TEMP_RAND_LEN)
+#define TEMP_OVERHEAD	  (1 + TEMP_TAG_LEN + TEMP_RAND_LEN)
 #define TEMP_CREATE_TRIES 16
 
 static const char alnum[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";

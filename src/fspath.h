@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define FSPATH_MAX 4096		/* a relative path from a peer, bytes, without NUL */
-#define FSPATH_NAME_MAX 255	/* one component */
+#define FSPATH_MAX	4096 /* a relative path from a peer, bytes, without NUL */
+#define FSPATH_NAME_MAX 255  /* one component */
 
 /*
  * Validate a relative path from a peer: non-empty, no leading '/', no empty
@@ -33,8 +33,8 @@ int fspath_open_root(const char *path, int *ret_fd);
  * with mkdirat on a held fd. Symlinks anywhere are refused (-ELOOP/-EXDEV),
  * so are escapes (-EXDEV).
  */
-int fspath_open_parent(int rootfd, const char *rel, bool mkdirs,
-		       int *ret_dirfd, const char **ret_leaf);
+int fspath_open_parent(int rootfd, const char *rel, bool mkdirs, int *ret_dirfd,
+		       const char **ret_leaf);
 
 /* Open a directory beneath rootfd (rel "" or "." = the root itself). */
 int fspath_open_dir(int rootfd, const char *rel, int *ret_fd);

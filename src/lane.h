@@ -14,8 +14,8 @@
 
 #include "xport.h"
 
-#define LANE_HELLO_LEN 48
-#define LANE_HELLO_MAGIC 0x52444c4eu /* "RDLN" */
+#define LANE_HELLO_LEN	   48
+#define LANE_HELLO_MAGIC   0x52444c4eu /* "RDLN" */
 #define LANE_HELLO_VERSION 1
 
 struct lane_hello {

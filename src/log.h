@@ -19,15 +19,15 @@ void log_set_prefix_mode(bool syslog_prefix, const char *ident);
 int log_internal(int level, int error, const char *fmt, ...) _printf_(3, 4);
 
 #define log_full_errno(level, error, ...) log_internal((level), (error), __VA_ARGS__)
-#define log_debug(...) log_internal(LOG_DEBUG, 0, __VA_ARGS__)
-#define log_info(...) log_internal(LOG_INFO, 0, __VA_ARGS__)
-#define log_notice(...) log_internal(LOG_NOTICE, 0, __VA_ARGS__)
-#define log_warning(...) log_internal(LOG_WARNING, 0, __VA_ARGS__)
-#define log_error(...) log_internal(LOG_ERR, 0, __VA_ARGS__)
-#define log_debug_errno(e, ...) log_internal(LOG_DEBUG, (e), __VA_ARGS__)
-#define log_info_errno(e, ...) log_internal(LOG_INFO, (e), __VA_ARGS__)
-#define log_warning_errno(e, ...) log_internal(LOG_WARNING, (e), __VA_ARGS__)
-#define log_error_errno(e, ...) log_internal(LOG_ERR, (e), __VA_ARGS__)
+#define log_debug(...)			  log_internal(LOG_DEBUG, 0, __VA_ARGS__)
+#define log_info(...)			  log_internal(LOG_INFO, 0, __VA_ARGS__)
+#define log_notice(...)			  log_internal(LOG_NOTICE, 0, __VA_ARGS__)
+#define log_warning(...)		  log_internal(LOG_WARNING, 0, __VA_ARGS__)
+#define log_error(...)			  log_internal(LOG_ERR, 0, __VA_ARGS__)
+#define log_debug_errno(e, ...)		  log_internal(LOG_DEBUG, (e), __VA_ARGS__)
+#define log_info_errno(e, ...)		  log_internal(LOG_INFO, (e), __VA_ARGS__)
+#define log_warning_errno(e, ...)	  log_internal(LOG_WARNING, (e), __VA_ARGS__)
+#define log_error_errno(e, ...)		  log_internal(LOG_ERR, (e), __VA_ARGS__)
 
 /* Escape control characters (and backslash) for logs: "a\nb" -> "a\\x0ab". */
 const char *log_escape(const char *in, char *out, size_t outlen);

@@ -13,13 +13,12 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-#define container_of(ptr, type, member) \
-	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
-#define _unused_ __attribute__((unused))
-#define _noreturn_ __attribute__((noreturn))
+#define _unused_       __attribute__((unused))
+#define _noreturn_     __attribute__((noreturn))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
-#define _warn_unused_ __attribute__((warn_unused_result))
+#define _warn_unused_  __attribute__((warn_unused_result))
 
 static inline void freep(void *p)
 {
@@ -42,9 +41,9 @@ static inline void fclosep(FILE **f)
 	}
 }
 
-#define _cleanup_(f) __attribute__((cleanup(f)))
-#define _cleanup_free_ _cleanup_(freep)
-#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_(f)	 __attribute__((cleanup(f)))
+#define _cleanup_free_	 _cleanup_(freep)
+#define _cleanup_close_	 _cleanup_(closep)
 #define _cleanup_fclose_ _cleanup_(fclosep)
 
 /* Define a NULL-safe pointer cleanup function for a destructor. */
@@ -57,18 +56,18 @@ static inline void fclosep(FILE **f)
 	}
 
 /* Hand ownership on: returns the value and leaves the variable empty. */
-#define TAKE_PTR(p)                              \
-	({                                       \
-		__typeof__(p) _tp_ = (p);        \
-		(p) = NULL;                      \
-		_tp_;                            \
+#define TAKE_PTR(p)                       \
+	({                                \
+		__typeof__(p) _tp_ = (p); \
+		(p) = NULL;               \
+		_tp_;                     \
 	})
 
-#define TAKE_FD(fd)                              \
-	({                                       \
-		int _tf_ = (fd);                 \
-		(fd) = -1;                       \
-		_tf_;                            \
+#define TAKE_FD(fd)              \
+	({                       \
+		int _tf_ = (fd); \
+		(fd) = -1;       \
+		_tf_;            \
 	})
 
 /* Convert a libc "-1 and errno" result into -errno. */

@@ -31,7 +31,7 @@
 #define POOL_MIN_CHUNK 4096u
 #define POOL_MAX_CHUNK (64u << 20)
 /* io_uring refuses a fixed buffer over 1 GiB. */
-#define POOL_MAX_PIECE (1u << 30)
+#define POOL_MAX_PIECE	 (1u << 30)
 #define CAP_IPC_LOCK_BIT 14
 
 /*
@@ -239,8 +239,7 @@ static void format_bytes(uint64_t v, char *buf, size_t len)
 	}
 }
 
-int pool_memlock_advice(uint64_t need, uint64_t limit, bool cap_ipc_lock, char *msg,
-			size_t msglen)
+int pool_memlock_advice(uint64_t need, uint64_t limit, bool cap_ipc_lock, char *msg, size_t msglen)
 {
 	char need_s[32], limit_s[32];
 

@@ -16,10 +16,10 @@ struct io_uring;
 
 struct pool {
 	void *base;
-	size_t size;		/* bytes mapped (chunk_size * nchunks) */
-	size_t chunk_size;	/* power of two, >= 4096 */
+	size_t size;	   /* bytes mapped (chunk_size * nchunks) */
+	size_t chunk_size; /* power of two, >= 4096 */
 	uint32_t nchunks;
-	bool hugepages;		/* backed by MAP_HUGETLB */
+	bool hugepages; /* backed by MAP_HUGETLB */
 	/* free-list of chunk indexes (LIFO) */
 	uint32_t *free_list;
 	uint32_t nfree;
@@ -33,7 +33,7 @@ struct pool {
  * be a power of two in [4 KiB, 64 MiB]. -ENOMEM when the mapping fails.
  */
 int pool_create(size_t size, size_t chunk_size, struct pool **ret_pool);
-void pool_destroy(struct pool *p);	/* unregisters from io_uring first; NULL ok */
+void pool_destroy(struct pool *p); /* unregisters from io_uring first; NULL ok */
 
 /*
  * Register with io_uring as fixed buffers (may pin memory). -ENOMEM/-EPERM
@@ -62,14 +62,13 @@ int pool_memlock_check(size_t need, char *msg, size_t msglen);
  * and whether the process holds CAP_IPC_LOCK given explicitly. msg is "" when
  * the need fits.
  */
-int pool_memlock_advice(uint64_t need, uint64_t limit, bool cap_ipc_lock, char *msg,
-			size_t msglen);
+int pool_memlock_advice(uint64_t need, uint64_t limit, bool cap_ipc_lock, char *msg, size_t msglen);
 /* 1 when CAP_IPC_LOCK is in the effective set (/proc/self/status), 0 if not, -errno. */
 int pool_has_cap_ipc_lock(void);
 
 /* A process-wide budget of pinned bytes: reserve before creating a pool. */
 struct pool_budget {
-	uint64_t limit;	/* 0 is not "unlimited": nothing fits */
+	uint64_t limit; /* 0 is not "unlimited": nothing fits */
 	uint64_t used;
 };
 int pool_budget_reserve(struct pool_budget *b, uint64_t bytes); /* -EBUSY if over */

@@ -84,16 +84,16 @@ int session_hello_client(struct chan *c, int timeout_ms, struct msg_hello *ret_p
 	if (v == 0) {
 		snprintf(errtext, errlen,
 			 "protocol version mismatch: we speak %u..%u, the daemon %u..%u",
-			 out.u.hello.min_version, out.u.hello.max_version,
-			 in.u.hello.min_version, in.u.hello.max_version);
+			 out.u.hello.min_version, out.u.hello.max_version, in.u.hello.min_version,
+			 in.u.hello.max_version);
 		return -EPROTONOSUPPORT;
 	}
 	*ret_peer = in.u.hello;
 	return v;
 }
 
-int session_hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer,
-			 char *errtext, size_t errlen)
+int session_hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer, char *errtext,
+			 size_t errlen)
 {
 	struct msg out = { 0 }, in;
 	uint16_t v;

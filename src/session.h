@@ -26,7 +26,7 @@ int session_hello_client(struct chan *c, int timeout_ms, struct msg_hello *ret_p
  * / PROTOCOL). Returns the negotiated version or a negative errno (the
  * ERROR has been sent when it can be).
  */
-int session_hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer,
-			 char *errtext, size_t errlen);
+int session_hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer, char *errtext,
+			 size_t errlen);
 
 /* Test hook: RDMACP_TEST_PROTO_VERSION=N makes HELLO offer only version N. */

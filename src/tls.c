@@ -31,7 +31,7 @@
 #include "macro.h"
 
 #define TLS_REASON_MAX 512
-#define TLS_CN_MAX 256
+#define TLS_CN_MAX     256
 
 struct tls_ctx {
 	SSL_CTX *ssl_ctx;
@@ -79,7 +79,7 @@ static void _printf_(3, 4) set_reason(char *buf, size_t size, const char *fmt, .
 }
 
 #define conn_reason(c, ...) set_reason((c)->error, sizeof((c)->error), __VA_ARGS__)
-#define last_reason(...) set_reason(last_error, sizeof(last_error), __VA_ARGS__)
+#define last_reason(...)    set_reason(last_error, sizeof(last_error), __VA_ARGS__)
 
 const char *tls_last_error(void)
 {
@@ -274,8 +274,8 @@ int tls_ctx_new(const struct tls_config *cfg, struct tls_ctx **ret_ctx)
 	 * No tickets, no resumption, hence no 0-RTT; an EOF without close_notify
 	 * must stay an error (so SSL_OP_IGNORE_UNEXPECTED_EOF stays clear).
 	 */
-	SSL_CTX_set_options(sctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION |
-					  SSL_OP_NO_COMPRESSION);
+	SSL_CTX_set_options(sctx,
+			    SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
 	SSL_CTX_clear_options(sctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 	SSL_CTX_set_session_cache_mode(sctx, SSL_SESS_CACHE_OFF);
 	if (!SSL_CTX_set_num_tickets(sctx, 0) || !SSL_CTX_set_max_early_data(sctx, 0) ||
@@ -302,10 +302,9 @@ int tls_ctx_new(const struct tls_config *cfg, struct tls_ctx **ret_ctx)
 		last_reason_openssl("CA", cfg->ca_file);
 		return -EINVAL;
 	}
-	SSL_CTX_set_verify(sctx,
-			   cfg->server ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT
-				       : SSL_VERIFY_PEER,
-			   verify_callback);
+	SSL_CTX_set_verify(
+	    sctx, cfg->server ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER,
+	    verify_callback);
 
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx) {
@@ -379,9 +378,10 @@ static int verify_callback(int ok, X509_STORE_CTX *store)
 			if (!c->verify_failed) {
 				tls_format_fingerprint(fp, got);
 				tls_format_fingerprint(c->pin, want);
-				set_reason(c->verify_reason, sizeof(c->verify_reason),
-					   "certificate pin mismatch: got sha256:%s, expected sha256:%s",
-					   got, want);
+				set_reason(
+				    c->verify_reason, sizeof(c->verify_reason),
+				    "certificate pin mismatch: got sha256:%s, expected sha256:%s",
+				    got, want);
 				c->verify_failed = true;
 			}
 			X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED);
@@ -395,11 +395,11 @@ static int verify_callback(int ok, X509_STORE_CTX *store)
 
 enum failure_class {
 	FAIL_OTHER,
-	FAIL_VERIFY,	 /* we rejected the peer's certificate */
-	FAIL_NO_CERT,	 /* the peer sent none */
-	FAIL_REJECTED,	 /* the peer rejected ours (alert) */
-	FAIL_VERSION,	 /* not TLS 1.3 */
-	FAIL_EOF,	 /* EOF without close_notify */
+	FAIL_VERIFY,   /* we rejected the peer's certificate */
+	FAIL_NO_CERT,  /* the peer sent none */
+	FAIL_REJECTED, /* the peer rejected ours (alert) */
+	FAIL_VERSION,  /* not TLS 1.3 */
+	FAIL_EOF,      /* EOF without close_notify */
 };
 
 static enum failure_class classify_reason(int reason)

@@ -27,9 +27,9 @@
 
 struct tls_config {
 	bool server;
-	const char *cert_file;	/* PEM certificate (chain) */
-	const char *key_file;	/* PEM private key */
-	const char *ca_file;	/* PEM CA bundle used to verify the peer */
+	const char *cert_file; /* PEM certificate (chain) */
+	const char *key_file;  /* PEM private key */
+	const char *ca_file;   /* PEM CA bundle used to verify the peer */
 	/* Optional pin: SHA-256 of the peer certificate's DER. */
 	bool have_pin;
 	uint8_t pin[TLS_FINGERPRINT_LEN];
@@ -61,7 +61,7 @@ int tls_shutdown(struct tls_conn *c, int timeout_ms);
 void tls_conn_free(struct tls_conn *c);
 
 /* Peer identity after the handshake. */
-const char *tls_peer_cn(struct tls_conn *c);	/* subject CN, or "" */
+const char *tls_peer_cn(struct tls_conn *c); /* subject CN, or "" */
 /* Calls fn for each DNS/IP SAN of the peer (as text); stops when fn returns true. */
 bool tls_peer_match_san(struct tls_conn *c, bool (*fn)(const char *san, void *ud), void *ud);
 void tls_peer_fingerprint(struct tls_conn *c, uint8_t ret_fp[TLS_FINGERPRINT_LEN]);

@@ -79,8 +79,8 @@ int verbs_wr_check(const struct xport_wr *w, unsigned nlanes, uint32_t max_inlin
 	}
 	return range_inside((uint64_t)(uintptr_t)w->mr->addr, w->mr->len,
 			    (uint64_t)(uintptr_t)w->buf, w->len)
-		       ? 0
-		       : -EINVAL;
+		   ? 0
+		   : -EINVAL;
 }
 
 void verbs_wr_fill(const struct xport_wr *w, uint64_t hw_wr_id, uint32_t max_inline,
@@ -117,9 +117,9 @@ void verbs_wr_fill(const struct xport_wr *w, uint64_t hw_wr_id, uint32_t max_inl
 	ret_wr->num_sge = 1;
 }
 
-void verbs_wr_chain(const struct xport_wr *wrs, size_t n, unsigned nlanes,
-		    const uint64_t *base_seq, uint32_t max_inline, struct ibv_send_wr *out_wr,
-		    struct ibv_sge *out_sge, struct ibv_send_wr **ret_heads, size_t *ret_counts)
+void verbs_wr_chain(const struct xport_wr *wrs, size_t n, unsigned nlanes, const uint64_t *base_seq,
+		    uint32_t max_inline, struct ibv_send_wr *out_wr, struct ibv_sge *out_sge,
+		    struct ibv_send_wr **ret_heads, size_t *ret_counts)
 {
 	struct ibv_send_wr *tail[XPORT_MAX_LANES] = { 0 };
 

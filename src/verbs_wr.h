@@ -51,9 +51,9 @@ void verbs_wr_fill(const struct xport_wr *w, uint64_t hw_wr_id, uint32_t max_inl
  * gets sequence base_seq[lane] + (its position in the lane). ret_heads and
  * ret_counts have nlanes entries (NULL / 0 for lanes without requests).
  */
-void verbs_wr_chain(const struct xport_wr *wrs, size_t n, unsigned nlanes,
-		    const uint64_t *base_seq, uint32_t max_inline, struct ibv_send_wr *out_wr,
-		    struct ibv_sge *out_sge, struct ibv_send_wr **ret_heads, size_t *ret_counts);
+void verbs_wr_chain(const struct xport_wr *wrs, size_t n, unsigned nlanes, const uint64_t *base_seq,
+		    uint32_t max_inline, struct ibv_send_wr *out_wr, struct ibv_sge *out_sge,
+		    struct ibv_send_wr **ret_heads, size_t *ret_counts);
 
 /* A zero-length receive (num_sge 0) for an immediate. */
 void verbs_recv_fill(uint64_t hw_wr_id, struct ibv_recv_wr *ret_wr);

@@ -49,9 +49,16 @@ static int push_entry(struct src_list *l, int rootfd, const char *path, const ch
 	}
 	e = &l->v[l->n];
 	*e = (struct engine_src){
-		.name = strdup(name), .path = strdup(path), .dirfd = rootfd, .ftype = ftype,
-		.mode = st->st_mode & 07777, .size = ftype == PROTO_FT_REG ? (uint64_t)st->st_size : 0,
-		.mtime = st->st_mtim, .uid = st->st_uid, .gid = st->st_gid, .link = link,
+		.name = strdup(name),
+		.path = strdup(path),
+		.dirfd = rootfd,
+		.ftype = ftype,
+		.mode = st->st_mode & 07777,
+		.size = ftype == PROTO_FT_REG ? (uint64_t)st->st_size : 0,
+		.mtime = st->st_mtim,
+		.uid = st->st_uid,
+		.gid = st->st_gid,
+		.link = link,
 	};
 	if (!e->name || !e->path) {
 		free(e->name);

@@ -41,10 +41,10 @@ enum {
 };
 
 struct xport_mr {
-	void *addr;	/* start of the registered range (also the remote address base) */
+	void *addr; /* start of the registered range (also the remote address base) */
 	uint64_t len;
 	uint32_t lkey;
-	uint32_t rkey;	/* 0 unless XPORT_ACCESS_REMOTE_WRITE */
+	uint32_t rkey; /* 0 unless XPORT_ACCESS_REMOTE_WRITE */
 	unsigned access;
 };
 
@@ -60,46 +60,46 @@ enum {
 
 struct xport_wr {
 	uint64_t wr_id;
-	uint32_t opcode;	/* enum xport_wr_opcode */
-	uint32_t flags;		/* XPORT_SEND_* */
+	uint32_t opcode;	   /* enum xport_wr_opcode */
+	uint32_t flags;		   /* XPORT_SEND_* */
 	const struct xport_mr *mr; /* local registration holding buf; NULL when len == 0 */
 	const void *buf;
-	uint32_t len;		/* 0 allowed (immediate only) */
-	uint32_t imm;		/* for WRITE_IMM, host order */
-	uint64_t remote_addr;	/* peer address inside the peer's registration */
+	uint32_t len;	      /* 0 allowed (immediate only) */
+	uint32_t imm;	      /* for WRITE_IMM, host order */
+	uint64_t remote_addr; /* peer address inside the peer's registration */
 	uint32_t rkey;
-	uint32_t lane;		/* < xport->nlanes */
+	uint32_t lane; /* < xport->nlanes */
 };
 
 enum xport_wc_opcode {
-	XPORT_WC_WRITE = 1,	/* a signaled WRITE or WRITE_IMM of ours finished */
-	XPORT_WC_RECV_IMM = 2,	/* the peer's WRITE_IMM arrived; imm and len valid */
+	XPORT_WC_WRITE = 1,    /* a signaled WRITE or WRITE_IMM of ours finished */
+	XPORT_WC_RECV_IMM = 2, /* the peer's WRITE_IMM arrived; imm and len valid */
 };
 
 enum xport_wc_status {
 	XPORT_WC_SUCCESS = 0,
-	XPORT_WC_LOC_PROT_ERR,	/* local buffer not inside the given MR */
-	XPORT_WC_REM_ACCESS_ERR,/* peer refused: bad rkey or range */
-	XPORT_WC_RNR_ERR,	/* peer had no receive posted */
-	XPORT_WC_WR_FLUSH_ERR,	/* lane failed; request or receive flushed */
-	XPORT_WC_RETRY_EXC_ERR,	/* peer unreachable / connection lost */
+	XPORT_WC_LOC_PROT_ERR,	 /* local buffer not inside the given MR */
+	XPORT_WC_REM_ACCESS_ERR, /* peer refused: bad rkey or range */
+	XPORT_WC_RNR_ERR,	 /* peer had no receive posted */
+	XPORT_WC_WR_FLUSH_ERR,	 /* lane failed; request or receive flushed */
+	XPORT_WC_RETRY_EXC_ERR,	 /* peer unreachable / connection lost */
 	XPORT_WC_GENERAL_ERR,
 };
 
 struct xport_wc {
 	uint64_t wr_id;
-	int status;		/* enum xport_wc_status */
-	uint32_t opcode;	/* enum xport_wc_opcode */
-	uint32_t imm;		/* RECV_IMM: host order */
-	uint32_t len;		/* RECV_IMM: bytes placed by the WRITE_IMM */
+	int status;	 /* enum xport_wc_status */
+	uint32_t opcode; /* enum xport_wc_opcode */
+	uint32_t imm;	 /* RECV_IMM: host order */
+	uint32_t len;	 /* RECV_IMM: bytes placed by the WRITE_IMM */
 	uint32_t lane;
 };
 
 struct xport_params {
-	unsigned nlanes;	/* 1..XPORT_MAX_LANES */
-	unsigned sq_depth;	/* outstanding send WRs per lane (>= 2) */
-	unsigned rq_depth;	/* posted receives per lane */
-	int timeout_ms;		/* connect/accept deadline */
+	unsigned nlanes;		/* 1..XPORT_MAX_LANES */
+	unsigned sq_depth;		/* outstanding send WRs per lane (>= 2) */
+	unsigned rq_depth;		/* posted receives per lane */
+	int timeout_ms;			/* connect/accept deadline */
 	uint8_t token[XPORT_TOKEN_LEN]; /* one-time session token from the control channel */
 };
 
@@ -118,12 +118,11 @@ struct xport_ops {
 	 */
 	int (*listen)(const struct sockaddr *addr, socklen_t addrlen,
 		      struct xport_listener **ret_listener, uint16_t *ret_port);
-	int (*accept)(struct xport_listener *l, const struct xport_params *p,
-		      struct xport **ret);
+	int (*accept)(struct xport_listener *l, const struct xport_params *p, struct xport **ret);
 	void (*listener_close)(struct xport_listener *l);
 	/* Active side: connect p->nlanes lanes presenting p->token. */
-	int (*connect)(const struct sockaddr *addr, socklen_t addrlen,
-		       const struct xport_params *p, struct xport **ret);
+	int (*connect)(const struct sockaddr *addr, socklen_t addrlen, const struct xport_params *p,
+		       struct xport **ret);
 
 	int (*reg_mr)(struct xport *x, void *addr, size_t len, unsigned access,
 		      struct xport_mr **ret_mr);
@@ -152,7 +151,7 @@ struct xport {
 	unsigned nlanes;
 	unsigned sq_depth;
 	unsigned rq_depth;
-	uint32_t max_inline;	/* bytes XPORT_SEND_INLINE may carry */
+	uint32_t max_inline; /* bytes XPORT_SEND_INLINE may carry */
 };
 
 extern const struct xport_ops xport_tcp_ops;

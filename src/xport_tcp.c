@@ -37,12 +37,12 @@
 #include "lane.h"
 #include "macro.h"
 
-#define TCP_HELLO_LEN LANE_HELLO_LEN
-#define TCP_ACK_LEN 4
+#define TCP_HELLO_LEN	  LANE_HELLO_LEN
+#define TCP_ACK_LEN	  4
 #define TCP_FRAME_HDR_LEN 32
-#define TCP_MAX_INLINE 256
-#define TCP_MAX_DEPTH 65536
-#define TCP_MAX_PENDING 32 /* unauthenticated connections held at once by accept */
+#define TCP_MAX_INLINE	  256
+#define TCP_MAX_DEPTH	  65536
+#define TCP_MAX_PENDING	  32 /* unauthenticated connections held at once by accept */
 
 static const uint8_t tcp_hello_ack[TCP_ACK_LEN] = { 'R', 'D', 'O', 'K' };
 
@@ -227,7 +227,7 @@ static void cq_push(struct tcp_cq *cq, const struct xport_wc *wc)
 struct tcp_mr {
 	struct xport_mr pub;
 	struct tcp_mr *next;
-	unsigned busy;	/* RX threads placing into it right now */
+	unsigned busy; /* RX threads placing into it right now */
 	bool revoked;
 };
 
@@ -252,10 +252,10 @@ struct tcp_lane {
 	bool tx_started, rx_started;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	/* wakes the TX thread */
+	pthread_cond_t cond; /* wakes the TX thread */
 	/* Send queue: slots [acked, tail) in use; [acked, issued) handed to the socket. */
 	struct tcp_swr *sq;
-	uint8_t *inline_buf;	/* sq_depth * TCP_MAX_INLINE */
+	uint8_t *inline_buf; /* sq_depth * TCP_MAX_INLINE */
 	uint64_t seq_acked, seq_issued, seq_tail;
 	/* Posted receives. */
 	uint64_t *rq;
@@ -263,18 +263,18 @@ struct tcp_lane {
 	/* Responder: data frames placed, and the count last acknowledged. */
 	uint64_t placed, ack_sent;
 
-	bool stopping;	/* destroy */
+	bool stopping; /* destroy */
 	bool failed;
-	bool sq_flushed;	/* the TX thread has flushed the send queue */
+	bool sq_flushed; /* the TX thread has flushed the send queue */
 	bool nak_pending;
 	uint32_t nak_code;
 	uint64_t nak_seq;
 	/* How the send queue completes on failure. */
-	uint64_t fail_good_upto;	/* seqs below complete as success */
-	uint64_t fail_hit_seq;		/* this seq gets fail_hit_status */
+	uint64_t fail_good_upto; /* seqs below complete as success */
+	uint64_t fail_hit_seq;	 /* this seq gets fail_hit_status */
 	int fail_hit_status;
 
-	struct tcp_mr *placing;	/* under tx->mr_lock */
+	struct tcp_mr *placing; /* under tx->mr_lock */
 };
 
 struct tcp_xport {
@@ -314,8 +314,8 @@ static void xport_set_error(struct tcp_xport *tx, const char *fmt, ...)
 	pthread_mutex_unlock(&tx->err_lock);
 }
 
-static void push_wc(struct tcp_xport *tx, uint64_t wr_id, int status, uint32_t opcode,
-		    uint32_t imm, uint32_t len, unsigned lane)
+static void push_wc(struct tcp_xport *tx, uint64_t wr_id, int status, uint32_t opcode, uint32_t imm,
+		    uint32_t len, unsigned lane)
 {
 	struct xport_wc wc = {
 		.wr_id = wr_id,
@@ -337,9 +337,9 @@ static void push_write_wc(struct tcp_lane *ln, uint64_t wr_id, int status)
 /* ---- lane failure ---- */
 
 enum lane_fail_kind {
-	FAIL_CONN_LOST,	/* peer closed / I/O error: first unacked WR gets RETRY_EXC_ERR */
-	FAIL_NAK_RECEIVED,	/* the peer refused frame `seq` */
-	FAIL_WE_NAK,	/* we refused a frame of the peer: NAK it, flush our queue */
+	FAIL_CONN_LOST,	   /* peer closed / I/O error: first unacked WR gets RETRY_EXC_ERR */
+	FAIL_NAK_RECEIVED, /* the peer refused frame `seq` */
+	FAIL_WE_NAK,	   /* we refused a frame of the peer: NAK it, flush our queue */
 };
 
 /* Call with lane->lock held. Flushes posted receives now; the TX thread flushes the SQ. */
@@ -603,8 +603,9 @@ static int rx_validate(struct tcp_lane *ln, const struct tcp_frame *f, struct tc
 		}
 		if (!range_inside((uint64_t)(uintptr_t)m->pub.addr, m->pub.len, f->addr, f->len)) {
 			pthread_mutex_unlock(&tx->mr_lock);
-			xport_set_error(tx, "lane %u: write outside registration "
-					    "(rkey 0x%x addr 0x%llx len %u)",
+			xport_set_error(tx,
+					"lane %u: write outside registration "
+					"(rkey 0x%x addr 0x%llx len %u)",
 					ln->idx, f->rkey, (unsigned long long)f->addr, f->len);
 			return TCP_NAK_REM_ACCESS;
 		}
@@ -920,8 +921,7 @@ static int tcp_listen(const struct sockaddr *addr, socklen_t addrlen,
 	struct xport_listener *l;
 	int one = 1;
 
-	if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
-	    !ret_listener) {
+	if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || !ret_listener) {
 		return -EINVAL;
 	}
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -1206,8 +1206,8 @@ static int io_deadline(int fd, void *buf, size_t len, bool is_send, int64_t dead
 	return 0;
 }
 
-static int tcp_connect(const struct sockaddr *addr, socklen_t addrlen,
-		       const struct xport_params *p, struct xport **ret)
+static int tcp_connect(const struct sockaddr *addr, socklen_t addrlen, const struct xport_params *p,
+		       struct xport **ret)
 {
 	int fds[XPORT_MAX_LANES];
 	int64_t deadline;

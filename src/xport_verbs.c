@@ -40,13 +40,13 @@
 #include "lane.h"
 #include "verbs_wr.h"
 
-#define VERBS_HELLO_LEN LANE_HELLO_LEN
-#define VERBS_MAX_INLINE 256
-#define VERBS_MAX_DEPTH 16384
+#define VERBS_HELLO_LEN	  LANE_HELLO_LEN
+#define VERBS_MAX_INLINE  256
+#define VERBS_MAX_DEPTH	  16384
 #define VERBS_RETRY_COUNT 7
 /* Finite: a missing receive is an engine bug that must show, not hang. */
-#define VERBS_RNR_RETRY 6
-#define VERBS_POST_STACK 64
+#define VERBS_RNR_RETRY	      6
+#define VERBS_POST_STACK      64
 #define VERBS_RESOLVE_STEP_MS 1000
 
 /* ---- time ---- */
@@ -419,8 +419,7 @@ static int verbs_listen(const struct sockaddr *addr, socklen_t addrlen,
 	struct xport_listener *l;
 	int r;
 
-	if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
-	    !ret_listener) {
+	if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || !ret_listener) {
 		return -EINVAL;
 	}
 	l = calloc(1, sizeof(*l));
@@ -484,7 +483,8 @@ static int request_lane(const struct rdma_cm_event *ev, const struct xport_param
 	struct lane_hello h;
 	int lane;
 
-	if (lane_hello_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &h) < 0) {
+	if (lane_hello_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &h) <
+	    0) {
 		return -EPROTO;
 	}
 	if (token_dead || CRYPTO_memcmp(h.token, p->token, XPORT_TOKEN_LEN) != 0) {
@@ -923,7 +923,8 @@ static void complete_one(struct verbs_xport *vx, const struct ibv_wc *wc, struct
 		set_error(vx, "unexpected completion (wr_id 0x%llx, opcode %d, %s)",
 			  (unsigned long long)wc->wr_id, (int)wc->opcode,
 			  verbs_wc_status_name(wc->status));
-		*out = (struct xport_wc){ .wr_id = wc->wr_id, .status = XPORT_WC_GENERAL_ERR,
+		*out = (struct xport_wc){ .wr_id = wc->wr_id,
+					  .status = XPORT_WC_GENERAL_ERR,
 					  .opcode = XPORT_WC_WRITE };
 		return;
 	}

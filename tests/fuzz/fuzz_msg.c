@@ -24,13 +24,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static uint8_t enc1[FRAME_CAP];
 static uint8_t enc2[FRAME_CAP];
 
-#define CHECK(cond)                                                                   \
-	do {                                                                          \
-		if (!(cond)) {                                                        \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                               \
-			abort();                                                      \
-		}                                                                     \
+#define CHECK(cond)                                                                              \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+			abort();                                                                 \
+		}                                                                                \
 	} while (0)
 
 /* Encode m into out; the header must describe exactly what was written. */

@@ -307,8 +307,17 @@ static void test_issue_bad_names(void **state)
 {
 	struct fixture *fx = *state;
 	static const char *const bad[] = {
-		"", ".hidden", "..", "../evil", "a/b", "a b", "tab\t", "nl\n", "caf\xc3\xa9",
-		"x;rm", "a\\b",
+		"",
+		".hidden",
+		"..",
+		"../evil",
+		"a/b",
+		"a b",
+		"tab\t",
+		"nl\n",
+		"caf\xc3\xa9",
+		"x;rm",
+		"a\\b",
 		"0123456789012345678901234567890123456789012345678901234567890123x", /* 65 */
 	};
 	char sixty_four[65];

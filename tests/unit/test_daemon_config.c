@@ -129,7 +129,7 @@ static void expect_error(unsigned line, const char *word)
 static void test_full_valid(void **state)
 {
 	static const char fp_hex[] =
-		"00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+	    "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
 	char body[4096], want[4200];
 	struct daemon_config *c;
 	const struct module *m;
@@ -224,7 +224,7 @@ static void test_full_valid(void **state)
 	assert_false(m->have_gid);
 
 	assert_non_null(daemon_config_module(
-		c, "m123456789m123456789m123456789m123456789m123456789m123456789mmm"));
+	    c, "m123456789m123456789m123456789m123456789m123456789m123456789mmm"));
 	assert_null(daemon_config_module(c, "nope"));
 	daemon_config_free(c);
 }

@@ -137,8 +137,7 @@ static void test_open_refused(void **state)
 	alarm(10);
 	assert_int_equal(diskio_open_read(AT_FDCWD, fifo, 4096, &fd, &direct, &st), -EINVAL);
 	alarm(0);
-	assert_int_equal(diskio_open_read(AT_FDCWD, "/dev/null", 4096, &fd, &direct, &st),
-			 -EINVAL);
+	assert_int_equal(diskio_open_read(AT_FDCWD, "/dev/null", 4096, &fd, &direct, &st), -EINVAL);
 	assert_int_equal(diskio_open_read(AT_FDCWD, "/nonexistent/x", 4096, &fd, &direct, &st),
 			 -ENOENT);
 	/* Outputs untouched on failure. */
@@ -223,10 +222,8 @@ static void test_dio_ok_table(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_open_regular),
-		cmocka_unit_test(test_open_refused),
-		cmocka_unit_test(test_open_beneath),
-		cmocka_unit_test(test_dio_align),
+		cmocka_unit_test(test_open_regular), cmocka_unit_test(test_open_refused),
+		cmocka_unit_test(test_open_beneath), cmocka_unit_test(test_dio_align),
 		cmocka_unit_test(test_dio_ok_table),
 	};
 

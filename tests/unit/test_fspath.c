@@ -21,7 +21,7 @@
 
 #include "fspath.h"
 
-static char *base;	/* test dir: base/mod is the module, base/out is outside */
+static char *base; /* test dir: base/mod is the module, base/out is outside */
 static char *mod;
 static char *out;
 static int rootfd = -1;
@@ -132,12 +132,15 @@ static int teardown(void **state)
 
 static void test_validate(void **state)
 {
-	static const char *const good[] = { "a", "a/b/c", "x.y", "..a", "a..", "...", ".a/b.",
-					    "a b", "\xc3\xa9t\xc3\xa9", "a\\b",
-					    /* control bytes are legal name bytes (escaped when printed) */
-					    "a\nb", "a\x7f", "\x01", "a/\x1f/b", "a\tb" };
-	static const char *const bad[] = { "", "/abs", "..", "a/../b", "a/./b", ".", "a//b", "a/",
-					   "/", "./a", "../a", "a/..", "a/.", "a/\n/../b" };
+	static const char *const good[] = {
+		"a", "a/b/c", "x.y", "..a", "a..", "...", ".a/b.", "a b", "\xc3\xa9t\xc3\xa9",
+		"a\\b",
+		/* control bytes are legal name bytes (escaped when printed) */
+		"a\nb", "a\x7f", "\x01", "a/\x1f/b", "a\tb"
+	};
+	static const char *const bad[] = { "",	   "/abs", "..",  "a/../b",   "a/./b",
+					   ".",	   "a//b", "a/",  "/",	      "./a",
+					   "../a", "a/..", "a/.", "a/\n/../b" };
 	char comp[300], path[FSPATH_MAX + 2];
 
 	(void)state;
@@ -258,11 +261,9 @@ static void test_open_parent_symlink(void **state)
 	target = at(mod, "plain");
 	write_file(target, "x");
 	assert_int_equal(fspath_open_parent(rootfd, "plain/file", true, &dirfd, &leaf), -ENOTDIR);
-	assert_int_equal(fspath_open_parent(rootfd, "plain/x/file", true, &dirfd, &leaf),
-			 -ENOTDIR);
+	assert_int_equal(fspath_open_parent(rootfd, "plain/x/file", true, &dirfd, &leaf), -ENOTDIR);
 	assert_int_equal(fspath_open_parent(rootfd, "plain/file", false, &dirfd, &leaf), -ENOTDIR);
 	assert_int_equal(dirfd, -1);
-
 }
 
 static void test_escapes(void **state)

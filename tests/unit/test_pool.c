@@ -30,10 +30,10 @@ static void test_create_sizes(void **state)
 	static const struct {
 		size_t size, chunk, want_chunks;
 	} ok[] = {
-		{ 1, 4096, 1 },			/* below one chunk: one chunk */
+		{ 1, 4096, 1 }, /* below one chunk: one chunk */
 		{ 4096, 4096, 1 },
-		{ 10 * MiB + 5, MiB, 10 },	/* rounded down to whole chunks */
-		{ 4 * MiB, 2 * MiB, 2 },	/* a hugepage candidate */
+		{ 10 * MiB + 5, MiB, 10 }, /* rounded down to whole chunks */
+		{ 4 * MiB, 2 * MiB, 2 },   /* a hugepage candidate */
 		{ 64 * MiB, 64 * MiB, 1 },
 		{ 1 * MiB, 64 * KiB, 16 },
 	};
@@ -267,8 +267,7 @@ static void test_memlock_advice(void **state)
 
 	(void)state;
 	memset(msg, 'X', sizeof(msg));
-	assert_int_equal(pool_memlock_advice(64 * MiB, 8 * MiB, false, msg, sizeof(msg)),
-			 -ENOMEM);
+	assert_int_equal(pool_memlock_advice(64 * MiB, 8 * MiB, false, msg, sizeof(msg)), -ENOMEM);
 	printf("advice: %s\n", msg);
 	assert_non_null(strstr(msg, "64 MiB"));
 	assert_non_null(strstr(msg, "8 MiB"));

@@ -17,7 +17,7 @@
 #include "proto/wire.h"
 
 #define FRAME_CAP (PROTO_HDR_LEN + (size_t)PROTO_MAX_PAYLOAD)
-#define N_TYPES MSG_TYPE_MAX
+#define N_TYPES	  MSG_TYPE_MAX
 
 static uint8_t frame[FRAME_CAP];
 static const struct msg zero_msg;
@@ -96,13 +96,33 @@ static char s_name_dir[] = "dir";
 static char s_name_lnk[] = "dir/link";
 static char s_link[] = "../target";
 static struct proto_file s_files[3] = {
-	{ .id = 7, .ftype = PROTO_FT_REG, .mode = 0644, .size = 123456789012ull,
-	  .mtime_sec = -5, .mtime_nsec = 999999999, .uid = 1000, .gid = 100,
+	{ .id = 7,
+	  .ftype = PROTO_FT_REG,
+	  .mode = 0644,
+	  .size = 123456789012ull,
+	  .mtime_sec = -5,
+	  .mtime_nsec = 999999999,
+	  .uid = 1000,
+	  .gid = 100,
 	  .name = s_name_reg },
-	{ .id = 8, .ftype = PROTO_FT_DIR, .mode = 07777, .size = 0,
-	  .mtime_sec = 1700000000, .mtime_nsec = 0, .uid = 0, .gid = 0, .name = s_name_dir },
-	{ .id = 9, .ftype = PROTO_FT_SYMLINK, .mode = 0777, .size = 0,
-	  .mtime_sec = 1, .mtime_nsec = 1, .uid = 1, .gid = 2, .name = s_name_lnk,
+	{ .id = 8,
+	  .ftype = PROTO_FT_DIR,
+	  .mode = 07777,
+	  .size = 0,
+	  .mtime_sec = 1700000000,
+	  .mtime_nsec = 0,
+	  .uid = 0,
+	  .gid = 0,
+	  .name = s_name_dir },
+	{ .id = 9,
+	  .ftype = PROTO_FT_SYMLINK,
+	  .mode = 0777,
+	  .size = 0,
+	  .mtime_sec = 1,
+	  .mtime_nsec = 1,
+	  .uid = 1,
+	  .gid = 2,
+	  .name = s_name_lnk,
 	  .link = s_link },
 };
 static char s_text_empty[] = "";
@@ -375,7 +395,7 @@ static void test_hdr_round_trip(void **state)
 {
 	uint8_t h[PROTO_HDR_LEN];
 	const uint8_t expect[PROTO_HDR_LEN] = { 0x52, 0x44, 0x4d, 0x43, 1, 0, 0, 6,
-						0,    0,    0,    0,    0, 1, 2, 3 };
+						0,    0,    0,	  0,	0, 1, 2, 3 };
 	struct proto_hdr d;
 
 	(void)state;
@@ -415,7 +435,8 @@ static void test_hdr_bad_fields(void **state)
 	for (unsigned v = 0; v < 256; v++) {
 		proto_hdr_encode(MSG_PING, 8, h);
 		h[4] = (uint8_t)v;
-		assert_int_equal(proto_hdr_decode(h, &d), v == PROTO_VERSION ? 0 : -EPROTONOSUPPORT);
+		assert_int_equal(proto_hdr_decode(h, &d),
+				 v == PROTO_VERSION ? 0 : -EPROTONOSUPPORT);
 	}
 	/* Reserved u8, reserved u16 and every flag bit. */
 	for (unsigned bit = 0; bit < 8; bit++) {
@@ -522,10 +543,15 @@ static void test_round_trip_edges(void **state)
 	/* A regular file of INT64_MAX bytes, mode 07777, nsec just below 1e9. */
 	{
 		char name[] = "big";
-		struct proto_file f = { .id = UINT32_MAX, .ftype = PROTO_FT_REG, .mode = 07777,
-					.size = INT64_MAX, .mtime_sec = INT64_MIN,
-					.mtime_nsec = 999999999, .uid = UINT32_MAX,
-					.gid = UINT32_MAX, .name = name };
+		struct proto_file f = { .id = UINT32_MAX,
+					.ftype = PROTO_FT_REG,
+					.mode = 07777,
+					.size = INT64_MAX,
+					.mtime_sec = INT64_MIN,
+					.mtime_nsec = 999999999,
+					.uid = UINT32_MAX,
+					.gid = UINT32_MAX,
+					.name = name };
 
 		m = (struct msg){ .type = MSG_FILES, .u.files = { .count = 1, .files = &f } };
 		round_trip(&m);
@@ -545,19 +571,22 @@ static void test_string_caps(void **state)
 	strcpy(m.u.hello.software, text);
 	round_trip(&m);
 	len = encode_ok(&m);
-	assert_int_equal(decode_last_string_grown(MSG_HELLO, payload(), len, PROTO_MAX_TEXT), -EBADMSG);
+	assert_int_equal(decode_last_string_grown(MSG_HELLO, payload(), len, PROTO_MAX_TEXT),
+			 -EBADMSG);
 
 	sample(MSG_ERROR, &m);
 	strcpy(m.u.error.text, text);
 	round_trip(&m);
 	len = encode_ok(&m);
-	assert_int_equal(decode_last_string_grown(MSG_ERROR, payload(), len, PROTO_MAX_TEXT), -EBADMSG);
+	assert_int_equal(decode_last_string_grown(MSG_ERROR, payload(), len, PROTO_MAX_TEXT),
+			 -EBADMSG);
 
 	sample(MSG_OPEN, &m);
 	strcpy(m.u.open.path, path);
 	round_trip(&m);
 	len = encode_ok(&m);
-	assert_int_equal(decode_last_string_grown(MSG_OPEN, payload(), len, PROTO_MAX_PATH), -EBADMSG);
+	assert_int_equal(decode_last_string_grown(MSG_OPEN, payload(), len, PROTO_MAX_PATH),
+			 -EBADMSG);
 
 	sample(MSG_FILE_DONE, &m);
 	strcpy(m.u.file_done.text, text);
@@ -579,9 +608,9 @@ static void test_string_caps(void **state)
 		m = (struct msg){ .type = MSG_FILES_ACK, .u.files_ack = { .count = 1, .st = &st } };
 		round_trip(&m);
 		len = encode_ok(&m);
-		assert_int_equal(decode_last_string_grown(MSG_FILES_ACK, payload(), len,
-							  PROTO_MAX_TEXT),
-				 -EBADMSG);
+		assert_int_equal(
+		    decode_last_string_grown(MSG_FILES_ACK, payload(), len, PROTO_MAX_TEXT),
+		    -EBADMSG);
 	}
 	{
 		m = (struct msg){ .type = MSG_GET, .u.get = { .count = 1, .paths = &path } };
@@ -592,15 +621,16 @@ static void test_string_caps(void **state)
 	}
 	{
 		/* FILES: a symlink whose name and target are both at PROTO_MAX_PATH. */
-		struct proto_file f = { .id = 1, .ftype = PROTO_FT_SYMLINK, .mode = 0777,
-					.name = path, .link = path };
+		struct proto_file f = {
+			.id = 1, .ftype = PROTO_FT_SYMLINK, .mode = 0777, .name = path, .link = path
+		};
 		char *over = repeat('o', PROTO_MAX_PATH + 1);
 
 		m = (struct msg){ .type = MSG_FILES, .u.files = { .count = 1, .files = &f } };
 		round_trip(&m);
 		len = encode_ok(&m);
-		assert_int_equal(decode_last_string_grown(MSG_FILES, payload(), len, PROTO_MAX_PATH),
-				 -EBADMSG);
+		assert_int_equal(
+		    decode_last_string_grown(MSG_FILES, payload(), len, PROTO_MAX_PATH), -EBADMSG);
 		/* The name (not the last field) over its cap. */
 		f.name = over;
 		assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
@@ -636,8 +666,8 @@ static void test_embedded_nul(void **state)
 {
 	struct msg m;
 	size_t len;
-	uint16_t types[] = { MSG_HELLO, MSG_ERROR, MSG_OPEN, MSG_FILE_DONE, MSG_FILE_RESULT,
-			     MSG_FILES_ACK, MSG_GET, MSG_FILES };
+	uint16_t types[] = { MSG_HELLO,	      MSG_ERROR,     MSG_OPEN, MSG_FILE_DONE,
+			     MSG_FILE_RESULT, MSG_FILES_ACK, MSG_GET,  MSG_FILES };
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
@@ -682,7 +712,8 @@ static void test_truncated_every_byte(void **state)
 		memcpy(full, payload(), len);
 		for (size_t cut = 0; cut < len; cut++) {
 			if (decode_rc(t, full, cut) != -EBADMSG) {
-				fail_msg("%s cut at %zu of %zu decoded", proto_type_name(t), cut, len);
+				fail_msg("%s cut at %zu of %zu decoded", proto_type_name(t), cut,
+					 len);
 			}
 		}
 		/* Trailing garbage, whatever its value. */
@@ -742,11 +773,13 @@ static void test_lists_at_batch_cap(void **state)
 		files[i] = s_files[i % 3];
 		files[i].id = (uint32_t)i;
 		files[i].name = names[i];
-		st[i] = (struct proto_status){ .id = (uint32_t)i, .status = (uint32_t)(i % (PERR_MAX + 1)),
+		st[i] = (struct proto_status){ .id = (uint32_t)i,
+					       .status = (uint32_t)(i % (PERR_MAX + 1)),
 					       .text = names[i] };
 		paths[i] = names[i];
 	}
-	m = (struct msg){ .type = MSG_FILES, .u.files = { .count = PROTO_MAX_BATCH, .files = files } };
+	m = (struct msg){ .type = MSG_FILES,
+			  .u.files = { .count = PROTO_MAX_BATCH, .files = files } };
 	round_trip(&m);
 	m = (struct msg){ .type = MSG_FILES_ACK,
 			  .u.files_ack = { .count = PROTO_MAX_BATCH, .st = st } };
@@ -871,11 +904,11 @@ static void test_bad_open(void **state)
 	size_t len;
 
 	(void)state;
-#define BAD_OPEN(field, value)                                     \
-	do {                                                       \
-		sample(MSG_OPEN, &m);                              \
-		m.u.open.field = (value);                          \
-		assert_int_equal(encode_decode_rc(&m), -EBADMSG);  \
+#define BAD_OPEN(field, value)                                    \
+	do {                                                      \
+		sample(MSG_OPEN, &m);                             \
+		m.u.open.field = (value);                         \
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG); \
 	} while (0)
 	BAD_OPEN(direction, 0);
 	BAD_OPEN(direction, 3);
@@ -906,11 +939,11 @@ static void test_bad_open_ok(void **state)
 	struct msg m;
 
 	(void)state;
-#define BAD_OPEN_OK(field, value)                                  \
-	do {                                                       \
-		sample(MSG_OPEN_OK, &m);                           \
-		m.u.open_ok.field = (value);                       \
-		assert_int_equal(encode_decode_rc(&m), -EBADMSG);  \
+#define BAD_OPEN_OK(field, value)                                 \
+	do {                                                      \
+		sample(MSG_OPEN_OK, &m);                          \
+		m.u.open_ok.field = (value);                      \
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG); \
 	} while (0)
 	BAD_OPEN_OK(data_port, 0);
 	BAD_OPEN_OK(transport, 0);
@@ -931,11 +964,11 @@ static void test_bad_ring(void **state)
 	uint64_t span;
 
 	(void)state;
-#define BAD_RING(field, value)                                     \
-	do {                                                       \
-		sample(MSG_RING, &m);                              \
-		m.u.ring.field = (value);                          \
-		assert_int_equal(encode_decode_rc(&m), -EBADMSG);  \
+#define BAD_RING(field, value)                                    \
+	do {                                                      \
+		sample(MSG_RING, &m);                             \
+		m.u.ring.field = (value);                         \
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG); \
 	} while (0)
 	BAD_RING(slot_size, 0);
 	BAD_RING(slot_size, 5000);
@@ -965,11 +998,15 @@ static void test_bad_files(void **state)
 {
 	char name[] = "x";
 	char target[] = "y";
-	const struct proto_file reg = { .id = 1, .ftype = PROTO_FT_REG, .mode = 0644, .size = 10,
-					.name = name };
-	const struct proto_file lnk = { .id = 2, .ftype = PROTO_FT_SYMLINK, .mode = 0777,
-					.name = name, .link = target };
-	const struct proto_file dir = { .id = 3, .ftype = PROTO_FT_DIR, .mode = 0755, .name = name };
+	const struct proto_file reg = {
+		.id = 1, .ftype = PROTO_FT_REG, .mode = 0644, .size = 10, .name = name
+	};
+	const struct proto_file lnk = {
+		.id = 2, .ftype = PROTO_FT_SYMLINK, .mode = 0777, .name = name, .link = target
+	};
+	const struct proto_file dir = {
+		.id = 3, .ftype = PROTO_FT_DIR, .mode = 0755, .name = name
+	};
 	struct proto_file f;
 
 	(void)state;
@@ -1113,9 +1150,11 @@ static void test_encode_refuses(void **state)
 
 static void test_desc(void **state)
 {
-	const struct proto_desc d = { .file_id = 0x01020304, .len = 0x05060708,
-				      .offset = 0x1112131415161718ull, .seq = UINT64_MAX };
-	const uint8_t expect[PROTO_DESC_LEN] = { 1,    2,    3,    4,    5,    6,    7,    8,
+	const struct proto_desc d = { .file_id = 0x01020304,
+				      .len = 0x05060708,
+				      .offset = 0x1112131415161718ull,
+				      .seq = UINT64_MAX };
+	const uint8_t expect[PROTO_DESC_LEN] = { 1,    2,    3,	   4,	 5,    6,    7,	   8,
 						 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
 						 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 	uint8_t b[PROTO_DESC_LEN];

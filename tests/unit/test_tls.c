@@ -29,7 +29,7 @@
 #include "tls.h"
 
 #define IO_TIMEOUT_MS 5000
-#define BULK_LEN (1024 * 1024)
+#define BULK_LEN      (1024 * 1024)
 
 static char *tmpdir;
 static char *dir_a; /* CA "A": server, client, old (expired) */
@@ -45,12 +45,13 @@ static char *path_in(const char *dir, const char *name)
 	return p;
 }
 
-static struct tls_ctx *make_ctx(bool server, const char *dir, const char *name,
-				const char *ca_dir, const uint8_t *pin)
+static struct tls_ctx *make_ctx(bool server, const char *dir, const char *name, const char *ca_dir,
+				const uint8_t *pin)
 {
 	char crt[256], key[256], ca[256];
-	struct tls_config cfg = { .server = server, .cert_file = crt, .key_file = key,
-				  .ca_file = ca };
+	struct tls_config cfg = {
+		.server = server, .cert_file = crt, .key_file = key, .ca_file = ca
+	};
 	struct tls_ctx *ctx = NULL;
 	int r;
 
@@ -78,7 +79,8 @@ static void file_fp(const char *dir, const char *name, uint8_t fp[TLS_FINGERPRIN
 
 static int listen_tcp(int *ret_port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(sa);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -92,7 +94,8 @@ static int listen_tcp(int *ret_port)
 
 static int connect_tcp(int port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -232,9 +235,9 @@ static void server_join(struct server *s)
 /* ---- one client/server exchange ---- */
 
 struct outcome {
-	int connect_rc;	 /* tls_connect */
-	int io_rc;	 /* first failing client I/O, or 5 */
-	int eof_rc;	 /* read after the exchange: 0 on the server's close_notify */
+	int connect_rc; /* tls_connect */
+	int io_rc;	/* first failing client I/O, or 5 */
+	int eof_rc;	/* read after the exchange: 0 on the server's close_notify */
 	int shutdown_rc;
 	char error[512]; /* client's reason */
 	char cn[256];	 /* server CN seen by the client */
@@ -492,7 +495,7 @@ static void test_client_from_other_ca(void **state)
 	assert_int_equal(o.connect_rc, -EKEYREJECTED);
 	/* The server sends its CA along; the client's store does not trust it. */
 	assert_contains(o.error, "certificate verify failed: "
-				"self-signed certificate in certificate chain");
+				 "self-signed certificate in certificate chain");
 	assert_int_equal(o.srv.accept_rc, -EKEYREJECTED);
 
 	tls_ctx_free(sctx);
@@ -548,7 +551,7 @@ static void test_client_pins_server(void **state)
 	exchange(sctx, cctx, "localhost", &o);
 	assert_int_equal(o.connect_rc, -EKEYREJECTED);
 	assert_contains(o.error, "certificate verify failed: "
-				"self-signed certificate in certificate chain");
+				 "self-signed certificate in certificate chain");
 	tls_ctx_free(cctx);
 
 	tls_ctx_free(sctx);
@@ -691,8 +694,9 @@ static void test_handshake_deadline(void **state)
 static void test_ctx_errors(void **state)
 {
 	char crt[256], key[256], ca[256], junk[256];
-	struct tls_config cfg = { .server = true, .cert_file = crt, .key_file = key,
-				  .ca_file = ca };
+	struct tls_config cfg = {
+		.server = true, .cert_file = crt, .key_file = key, .ca_file = ca
+	};
 	struct tls_ctx *ctx = NULL;
 	FILE *f;
 
@@ -723,20 +727,23 @@ static void test_ctx_errors(void **state)
 static void test_fingerprints(void **state)
 {
 	static const char hex[] =
-		"00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978";
+	    "00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978";
 	static const char *const bad[] = {
 		"",
 		"sha256:",
-		"00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a697",	 /* 63 */
+		"00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a697",   /* 63 */
 		"00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a69780", /* 65 */
 		"g0112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978",
 		" 00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a697",
 		"sha1:00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978",
 		"sha256:sha256:00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978",
 		"001:12233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978",
-		":00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:01:23:45:67:89:ab:cd:ef:0f:1e:2d:3c:4b:5a:69:7",
-		"00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:01:23:45:67:89:ab:cd:ef:0f:1e:2d:3c:4b:5a:69:78:",
-		"00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:01:23:45:67:89:ab:cd:ef:0f:1e:2d:3c:4b:5a:6978",
+		":00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:01:23:45:67:89:ab:cd:ef:0f:1e:2d:"
+		"3c:4b:5a:69:7",
+		"00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:01:23:45:67:89:ab:cd:ef:0f:1e:2d:"
+		"3c:4b:5a:69:78:",
+		"00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:01:23:45:67:89:ab:cd:ef:0f:1e:2d:"
+		"3c:4b:5a:6978",
 	};
 	uint8_t fp[TLS_FINGERPRINT_LEN], fp2[TLS_FINGERPRINT_LEN], orig[TLS_FINGERPRINT_LEN];
 	char out[65], *p;

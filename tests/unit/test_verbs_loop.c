@@ -31,20 +31,20 @@
 
 #define TIMEOUT_MS 20000
 #define TARGET_LEN (1u << 20)
-#define GUARD 4096
+#define GUARD	   4096
 
 static int failures;
 static const char *listen_ip = "10.0.0.2";
 
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
+#define CHECK(cond, ...)                                                                \
+	do {                                                                            \
+		if (!(cond)) {                                                          \
 			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fprintf(stderr, "\n");                                    \
-			failures++;                                               \
-			return -1;                                                \
-		}                                                                 \
+			fprintf(stderr, __VA_ARGS__);                                   \
+			fprintf(stderr, "\n");                                          \
+			failures++;                                                     \
+			return -1;                                                      \
+		}                                                                       \
 	} while (0)
 
 static const struct xport_ops *ops = &xport_verbs_ops;
@@ -59,8 +59,9 @@ static int64_t mono_ms(void)
 
 static struct xport_params mkparams(unsigned nlanes, uint8_t tok)
 {
-	struct xport_params p = { .nlanes = nlanes, .sq_depth = 32, .rq_depth = 16,
-				  .timeout_ms = TIMEOUT_MS };
+	struct xport_params p = {
+		.nlanes = nlanes, .sq_depth = 32, .rq_depth = 16, .timeout_ms = TIMEOUT_MS
+	};
 
 	memset(p.token, tok, sizeof(p.token));
 	return p;
@@ -269,8 +270,7 @@ static int test_happy_path(void)
 	      n > 0 ? xport_wc_status_str(wc[n - 1].status) : "-");
 	for (int i = 0; i < n; i++) {
 		CHECK(wc[i].status == XPORT_WC_SUCCESS && wc[i].opcode == XPORT_WC_WRITE,
-		      "client wc %d: %s op %u", i, xport_wc_status_str(wc[i].status),
-		      wc[i].opcode);
+		      "client wc %d: %s op %u", i, xport_wc_status_str(wc[i].status), wc[i].opcode);
 	}
 	/* Responder: 5 immediates, in order per lane. */
 	n = collect(pr.srv, wc, 5, TIMEOUT_MS);
@@ -312,8 +312,11 @@ static int test_happy_path(void)
 	{
 		uint64_t id = 9;
 		struct xport_wr credit = {
-			.wr_id = 55, .opcode = XPORT_OP_WRITE_IMM, .flags = XPORT_SEND_SIGNALED,
-			.imm = 0xc0ffee, .lane = 1,
+			.wr_id = 55,
+			.opcode = XPORT_OP_WRITE_IMM,
+			.flags = XPORT_SEND_SIGNALED,
+			.imm = 0xc0ffee,
+			.lane = 1,
 		};
 
 		r = pr.cli->ops->post_recvs(pr.cli, 1, &id, 1);
@@ -325,8 +328,8 @@ static int test_happy_path(void)
 		      "credit send completion");
 		n = collect(pr.cli, wc, 1, TIMEOUT_MS);
 		CHECK(n == 1 && wc[0].status == XPORT_WC_SUCCESS &&
-			      wc[0].opcode == XPORT_WC_RECV_IMM && wc[0].imm == 0xc0ffee &&
-			      wc[0].len == 0 && wc[0].lane == 1 && wc[0].wr_id == 9,
+			  wc[0].opcode == XPORT_WC_RECV_IMM && wc[0].imm == 0xc0ffee &&
+			  wc[0].len == 0 && wc[0].lane == 1 && wc[0].wr_id == 9,
 		      "credit arrival: n %d imm 0x%x", n, n > 0 ? wc[0].imm : 0);
 	}
 	/* Send queue bound: 33 on a 32-deep lane is refused whole. */
@@ -427,10 +430,10 @@ static int test_access_error(enum bad_kind kind, const char *name)
 	n = collect(pr.cli, wc, 1, TIMEOUT_MS);
 	CHECK(n == 1, "no completion");
 	CHECK(wc[0].status == XPORT_WC_REM_ACCESS_ERR && wc[0].wr_id == w.wr_id &&
-		      wc[0].opcode == XPORT_WC_WRITE,
+		  wc[0].opcode == XPORT_WC_WRITE,
 	      "%s: got %s", name, xport_wc_status_str(wc[0].status));
 	CHECK(pr.cli->ops->last_error(pr.cli) &&
-		      strstr(pr.cli->ops->last_error(pr.cli), "IBV_WC_REM_ACCESS_ERR"),
+		  strstr(pr.cli->ops->last_error(pr.cli), "IBV_WC_REM_ACCESS_ERR"),
 	      "last_error: %s", pr.cli->ops->last_error(pr.cli));
 	CHECK(untouched(pr.target, TARGET_LEN + 2 * GUARD), "%s: target changed", name);
 	/* The lane is dead: a later write is flushed. */

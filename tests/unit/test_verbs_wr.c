@@ -261,8 +261,7 @@ static void test_status_names(void **state)
 	assert_int_equal(verbs_wc_status_map(IBV_WC_REM_INV_REQ_ERR), XPORT_WC_GENERAL_ERR);
 	assert_int_equal(verbs_wc_status_map(IBV_WC_FATAL_ERR), XPORT_WC_GENERAL_ERR);
 	assert_string_equal(verbs_wc_status_name(IBV_WC_REM_ACCESS_ERR), "IBV_WC_REM_ACCESS_ERR");
-	assert_string_equal(verbs_wc_status_name(IBV_WC_REM_INV_REQ_ERR),
-			    "IBV_WC_REM_INV_REQ_ERR");
+	assert_string_equal(verbs_wc_status_name(IBV_WC_REM_INV_REQ_ERR), "IBV_WC_REM_INV_REQ_ERR");
 	assert_string_equal(verbs_wc_status_name((enum ibv_wc_status)999), "IBV_WC_UNKNOWN");
 	/* The generic names agree with verbs' for every mapped status. */
 	for (int s = IBV_WC_SUCCESS; s <= IBV_WC_GENERAL_ERR; s++) {

@@ -192,9 +192,9 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 
 /* ---- 1. data placement, ordering, immediates ---- */
 
-#define CHUNK 8192u
+#define CHUNK  8192u
 #define ROUNDS 16u
-#define SMALL 100u
+#define SMALL  100u
 
 static void run_data(unsigned nlanes)
 {
@@ -210,9 +210,9 @@ static void run_data(unsigned nlanes)
 
 	fill(src, total, nlanes);
 	assert_int_equal(ops->reg_mr(pr.cli, src, total, XPORT_ACCESS_LOCAL, &smr), 0);
-	assert_int_equal(ops->reg_mr(pr.srv, dst, total,
-				     XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE, &dmr),
-			 0);
+	assert_int_equal(
+	    ops->reg_mr(pr.srv, dst, total, XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE, &dmr),
+	    0);
 	assert_int_not_equal(dmr->rkey, 0);
 	for (unsigned l = 0; l < nlanes; l++) {
 		post_recvs(pr.srv, l, 1000u * (l + 1), ROUNDS);
@@ -224,9 +224,9 @@ static void run_data(unsigned nlanes)
 			uint32_t ilen = (r % 2) ? SMALL : 0;
 
 			wrs[nwr++] = wr_write(smr, src + off, CHUNK, raddr, dmr->rkey, l, 0);
-			wrs[nwr] = wr_write(ilen ? smr : NULL, ilen ? src + off + CHUNK : NULL,
-					    ilen, raddr + CHUNK, ilen ? dmr->rkey : 0, l,
-					    (l << 16) | r);
+			wrs[nwr] =
+			    wr_write(ilen ? smr : NULL, ilen ? src + off + CHUNK : NULL, ilen,
+				     raddr + CHUNK, ilen ? dmr->rkey : 0, l, (l << 16) | r);
 			wrs[nwr].opcode = XPORT_OP_WRITE_IMM;
 			wrs[nwr].flags = XPORT_SEND_SIGNALED;
 			wrs[nwr].imm = 0xabc00000u | (l << 8) | r;
@@ -349,7 +349,7 @@ static void test_bidirectional(void **state)
 		dst[s] = calloc(1, SZ);
 		assert_int_equal(ops->reg_mr(side[s], src[s], SZ, XPORT_ACCESS_LOCAL, &smr[s]), 0);
 		assert_int_equal(
-			ops->reg_mr(side[s], dst[s], SZ, XPORT_ACCESS_REMOTE_WRITE, &dmr[s]), 0);
+		    ops->reg_mr(side[s], dst[s], SZ, XPORT_ACCESS_REMOTE_WRITE, &dmr[s]), 0);
 	}
 	for (unsigned it = 0; it < ITERS; it++) {
 		unsigned lane = it % 2;
@@ -398,8 +398,10 @@ static void test_bidirectional(void **state)
 		}
 		/* Credits back: zero-length WRITE_IMM, no MR, no rkey. */
 		for (int s = 0; s < 2; s++) {
-			struct xport_wr c = { .wr_id = 500 + it, .opcode = XPORT_OP_WRITE_IMM,
-					      .imm = 0xc0de0000u | it, .lane = lane };
+			struct xport_wr c = { .wr_id = 500 + it,
+					      .opcode = XPORT_OP_WRITE_IMM,
+					      .imm = 0xc0de0000u | it,
+					      .lane = lane };
 
 			assert_int_equal(ops->post_writes(side[s], &c, 1), 0);
 		}
@@ -1000,8 +1002,8 @@ static void test_peer_destroy_midstream(void **state)
 	assert_int_equal(ops->reg_mr(pr.cli, src, sz, XPORT_ACCESS_LOCAL, &smr), 0);
 	assert_int_equal(ops->reg_mr(pr.srv, dst, sz, XPORT_ACCESS_REMOTE_WRITE, &dmr), 0);
 	for (unsigned i = 0; i < 2 * N; i++) {
-		w[i] = wr_write(smr, src, (uint32_t)sz, (uint64_t)(uintptr_t)dst, dmr->rkey, i % 2,
-				i);
+		w[i] =
+		    wr_write(smr, src, (uint32_t)sz, (uint64_t)(uintptr_t)dst, dmr->rkey, i % 2, i);
 		w[i].flags = (i % 3 == 0 || i >= 2 * N - 2) ? XPORT_SEND_SIGNALED : 0;
 	}
 	assert_int_equal(ops->post_writes(pr.cli, w, 2 * N), 0);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Process limits (see limits.h). */
-#include "limits.h"
+/* Process limits (see rlimits.h). */
+#include "rlimits.h"
 
 #include <sys/resource.h>
 
