@@ -189,3 +189,33 @@ int diskio_open_read(int dirfd, const char *path, uint32_t chunk_size, int *ret_
 	}
 	return 0;
 }
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451 /* the same number on every architecture */
+#endif
+
+/* The kernel's struct cachestat_range and struct cachestat (linux/mman.h, 6.5+). */
+struct diskio_cachestat_range {
+	uint64_t off;
+	uint64_t len;
+};
+
+struct diskio_cachestat {
+	uint64_t nr_cache;
+	uint64_t nr_dirty;
+	uint64_t nr_writeback;
+	uint64_t nr_evicted;
+	uint64_t nr_recently_evicted;
+};
+
+bool diskio_mostly_cached(int fd, uint64_t size)
+{
+	struct diskio_cachestat_range range = { .off = 0, .len = size };
+	struct diskio_cachestat cs = { 0 };
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (size == 0 || page <= 0 || syscall(__NR_cachestat, fd, &range, &cs, 0) < 0) {
+		return false;
+	}
+	return cs.nr_cache * (uint64_t)page >= size / 2;
+}

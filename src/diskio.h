@@ -29,5 +29,11 @@ int diskio_open_read(int dirfd, const char *path, uint32_t chunk_size, int *ret_
 /* Pure: may an I/O of len bytes at offset from buf use O_DIRECT? */
 bool diskio_dio_ok(const struct dio_align *a, const void *buf, uint64_t offset, uint32_t len);
 
+/*
+ * Is at least half of the first size bytes of fd in the page cache?
+ * (cachestat(2), Linux 6.5+; false where the kernel lacks it.)
+ */
+bool diskio_mostly_cached(int fd, uint64_t size);
+
 /* statx STATX_DIOALIGN for an open fd; zeros when unsupported. */
 int diskio_dio_align(int fd, struct dio_align *ret);

@@ -42,7 +42,7 @@
 #define URING_ENTRIES	 2048
 #define HUGE_2M		 ((size_t)2 << 20)
 
-enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3 };
+enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4 };
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
 #define UD_KIND(ud)   ((unsigned)((ud) >> 56))
 #define UD_IDX(ud)    ((uint32_t)(ud))
@@ -96,6 +96,7 @@ struct efile {
 	uint64_t hash_off, recv_bytes, written;
 	uint32_t writes_out, held;
 	bool got_done, fsyncing, renamed;
+	uint64_t dir_sync_needed; /* renamed: durable once the dir's completed >= this */
 	uint32_t done_status;
 	uint64_t done_bytes;
 	uint8_t done_hash[HASH_LEN];
@@ -115,11 +116,21 @@ struct lane {
 	unsigned batch_last; /* index in the pending batch of this lane's last WR, +1 */
 };
 
+/*
+ * A destination directory. Renames into it become durable with an fsync of
+ * the directory; one runs at a time per directory, and every rename made
+ * while it runs waits for the next one, so a stream of small files shares
+ * each directory fsync instead of paying one apiece.
+ */
 struct dirent_cache {
 	char *path;
 	int fd;
 	unsigned refs;
-	bool dirty; /* a rename happened: fsync before reporting */
+	bool dirty;	    /* renames wait for a directory fsync */
+	bool syncing;	    /* a directory fsync is in flight */
+	uint64_t submitted; /* directory fsyncs submitted */
+	uint64_t completed; /* ... and completed (in order: one at a time) */
+	int sync_error;	    /* of the last completed one */
 };
 
 struct engine {
@@ -164,7 +175,7 @@ struct engine {
 	/* receiver */
 	struct rslot *rslots;
 	struct dirent_cache dirs[DIR_CACHE];
-	uint32_t *commit_batch; /* file indexes renamed, awaiting dir fsync */
+	uint32_t *commit_batch; /* file indexes renamed, awaiting their dir fsync */
 	uint32_t ncommit;
 	uint64_t *seen; /* hashes of names received this session */
 	size_t seen_n, seen_cap;
@@ -437,7 +448,8 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 			return 0;
 		}
 		if (free_idx < 0 &&
-		    (!e->dirs[i].path || (e->dirs[i].refs == 0 && !e->dirs[i].dirty))) {
+		    (!e->dirs[i].path ||
+		     (e->dirs[i].refs == 0 && !e->dirs[i].dirty && !e->dirs[i].syncing))) {
 			free_idx = i;
 		}
 	}
@@ -473,6 +485,8 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 	e->dirs[free_idx].fd = fd;
 	e->dirs[free_idx].refs = 1;
 	e->dirs[free_idx].dirty = false;
+	e->dirs[free_idx].syncing = false;
+	e->dirs[free_idx].submitted = e->dirs[free_idx].completed = 0;
 	*ret_idx = free_idx;
 	return 0;
 }
@@ -610,34 +624,56 @@ static void rx_fsync_done(struct engine *e, struct efile *f, int res)
 	}
 	f->renamed = true;
 	d->dirty = true;
+	/* Only a directory fsync that starts after this rename covers it. */
+	f->dir_sync_needed = d->submitted + 1;
 	e->commit_batch[e->ncommit++] = file_index(e, f);
 }
 
-/* Make the renames durable with one fsync per directory, then report. */
+/* Start a directory fsync wherever renames wait and none is running. */
 static int rx_commit_batch(struct engine *e)
 {
-	int r = 0;
-
-	if (e->ncommit == 0) {
-		return 0;
-	}
 	for (int i = 0; i < DIR_CACHE; i++) {
-		if (e->dirs[i].path && e->dirs[i].dirty) {
-			if (fsync(e->dirs[i].fd) < 0) {
-				r = negerrno();
-			}
-			e->dirs[i].dirty = false;
+		struct dirent_cache *d = &e->dirs[i];
+		struct io_uring_sqe *sqe;
+
+		if (!d->path || !d->dirty || d->syncing) {
+			continue;
 		}
+		sqe = uring_sqe(e);
+		if (!sqe) {
+			return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+		}
+		io_uring_prep_fsync(sqe, d->fd, 0);
+		io_uring_sqe_set_data64(sqe, UD(UD_DIRSYNC, i));
+		d->syncing = true;
+		d->dirty = false;
+		d->submitted++;
 	}
+	return 0;
+}
+
+/* A directory fsync finished: report every file whose rename it covers. */
+static void rx_dirsync_done(struct engine *e, uint32_t di, int res)
+{
+	struct dirent_cache *d = &e->dirs[di];
+	uint32_t kept = 0;
+
+	d->syncing = false;
+	d->completed = d->submitted;
+	d->sync_error = res < 0 ? res : 0;
 	for (uint32_t i = 0; i < e->ncommit; i++) {
 		struct efile *f = &e->files[e->commit_batch[i]];
-		if (r < 0) {
-			file_fail(f, PERR_IO, "fsync of directory: %s", strerror(-r));
+
+		if (f->dir != (int)di || f->dir_sync_needed > d->completed) {
+			e->commit_batch[kept++] = e->commit_batch[i];
+			continue;
+		}
+		if (res < 0) {
+			file_fail(f, PERR_IO, "fsync of directory: %s", strerror(-res));
 		}
 		rx_resolve(e, f);
 	}
-	e->ncommit = 0;
-	return 0;
+	e->ncommit = kept;
 }
 
 /* ---- receiver: FILES and data ------------------------------------------ */
@@ -690,8 +726,9 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 		snprintf(text, textlen, "create temp file: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	if (f->size > 0 && fallocate(f->tfd, FALLOC_FL_KEEP_SIZE, 0, (off_t)f->size) < 0 &&
-	    errno == ENOSPC) {
+	/* Big files get their space up front (less fragmentation, ENOSPC early). */
+	if (f->size >= e->p->chunk_size &&
+	    fallocate(f->tfd, FALLOC_FL_KEEP_SIZE, 0, (off_t)f->size) < 0 && errno == ENOSPC) {
 		fspath_discard(e->dirs[f->dir].fd, f->tmpname);
 		snprintf(text, textlen, "%s", strerror(ENOSPC));
 		return PERR_NOSPACE;
@@ -1241,7 +1278,14 @@ static int tx_open(struct engine *e, struct efile *f)
 			  (unsigned long long)f->size, (unsigned long long)st.st_size);
 		return 0;
 	}
-	if (diskio_dio_align(fd, &f->dio) == 0 && f->dio.mem && f->dio.offset &&
+	/*
+	 * O_DIRECT keeps a big copy from flushing the page cache. Files under a
+	 * chunk are read in one buffered request, and a file that is already in
+	 * the page cache is read from there: fetching it again from the disk
+	 * would only be slower.
+	 */
+	if (f->size >= e->p->chunk_size && !diskio_mostly_cached(fd, f->size) &&
+	    diskio_dio_align(fd, &f->dio) == 0 && f->dio.mem && f->dio.offset &&
 	    e->p->chunk_size % f->dio.offset == 0 && 4096 % f->dio.mem == 0) {
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 		f->dfd = open(proc, O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -1557,6 +1601,9 @@ static int on_uring(struct engine *e)
 			break;
 		case UD_FSYNC:
 			rx_fsync_done(e, &e->files[UD_IDX(ud)], res);
+			break;
+		case UD_DIRSYNC:
+			rx_dirsync_done(e, UD_IDX(ud), res);
 			break;
 		default:
 			break;

@@ -219,12 +219,36 @@ static void test_dio_ok_table(void **state)
 	assert_false(diskio_dio_ok(&a, aligned, 8192, 4096 + 512));
 }
 
+/* A file in the page cache is reported as such; once dropped, it is not. */
+static void test_mostly_cached(void **state)
+{
+	char *p;
+	int fd;
+
+	(void)state;
+	assert_true(asprintf(&p, "%s/f", tmpdir) > 0);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	if (!diskio_mostly_cached(fd, FILE_LEN)) {
+		/* Just written: cached, unless the kernel lacks cachestat(2). */
+		close(fd);
+		free(p);
+		skip();
+	}
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	assert_false(diskio_mostly_cached(fd, FILE_LEN));
+	assert_false(diskio_mostly_cached(fd, 0));
+	assert_false(diskio_mostly_cached(-1, FILE_LEN));
+	close(fd);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_open_regular), cmocka_unit_test(test_open_refused),
 		cmocka_unit_test(test_open_beneath), cmocka_unit_test(test_dio_align),
-		cmocka_unit_test(test_dio_ok_table),
+		cmocka_unit_test(test_dio_ok_table), cmocka_unit_test(test_mostly_cached),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown) ? 1 : 0;
