@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <dirent.h>
 #include <sys/file.h>
@@ -361,6 +362,75 @@ int fspath_sweep_stale(int dfd_in, unsigned min_age_s)
 	}
 	closedir(d);
 	return removed;
+}
+
+int fspath_create_anon(int dirfd, int *ret_fd)
+{
+	int fd;
+
+	assert(ret_fd);
+	/* An inode with no name: nothing to clean up if the writer dies. */
+	fd = openat2_beneath(dirfd, ".", O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		return fd == -EISDIR || fd == -EINVAL ? -EOPNOTSUPP : fd;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+int fspath_link_anon(int dirfd, int fd, const char *leaf)
+{
+	char proc[64], tmp[FSPATH_NAME_MAX + 1];
+	size_t prefix;
+	int r;
+
+	r = leaf_validate(leaf);
+	if (r < 0) {
+		return r;
+	}
+	/*
+	 * linkat through /proc needs no CAP_DAC_READ_SEARCH (AT_EMPTY_PATH
+	 * would). It creates the name or fails with EEXIST: it never follows
+	 * or replaces what is there, so a first copy needs one directory entry.
+	 */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, dirfd, leaf, AT_SYMLINK_FOLLOW) == 0) {
+		return 0;
+	}
+	if (errno != EEXIST) {
+		return negerrno();
+	}
+	/* Something has the name: a temp name, then an atomic rename over it. */
+	prefix = MIN(strlen(leaf), (size_t)FSPATH_NAME_MAX - TEMP_OVERHEAD);
+	for (int tries = 0; tries < TEMP_CREATE_TRIES; tries++) {
+		char rnd[TEMP_RAND_LEN];
+
+		r = random_alnum(rnd, sizeof(rnd));
+		if (r < 0) {
+			return r;
+		}
+		tmp[0] = '.';
+		memcpy(tmp + 1, leaf, prefix);
+		memcpy(tmp + 1 + prefix, TEMP_TAG, TEMP_TAG_LEN);
+		memcpy(tmp + 1 + prefix + TEMP_TAG_LEN, rnd, TEMP_RAND_LEN);
+		tmp[TEMP_OVERHEAD + prefix] = '\0';
+		if (linkat(AT_FDCWD, proc, dirfd, tmp, AT_SYMLINK_FOLLOW) == 0) {
+			break;
+		}
+		if (errno != EEXIST) {
+			return negerrno();
+		}
+		tmp[0] = '\0';
+	}
+	if (tmp[0] == '\0') {
+		return -EEXIST;
+	}
+	if (renameat(dirfd, tmp, dirfd, leaf) < 0) {
+		r = negerrno();
+		unlinkat(dirfd, tmp, 0);
+		return r;
+	}
+	return 0;
 }
 
 int fspath_commit(int dirfd, int fd, const char *tmpname, const char *leaf)

@@ -49,6 +49,21 @@ int fspath_create_temp(int dirfd, const char *leaf, int *ret_fd, char *ret_tmpna
 		       size_t tmpname_len);
 
 /*
+ * An unnamed file in dirfd (O_TMPFILE), mode 0600: a writer that dies leaves
+ * nothing behind. -EOPNOTSUPP where the file system has no O_TMPFILE (use
+ * fspath_create_temp then).
+ */
+int fspath_create_anon(int dirfd, int *ret_fd);
+
+/*
+ * Give the unnamed file fd the name leaf in dirfd: linked directly when the
+ * name is free, else linked under a temp name and renamed over what is there
+ * (atomic; a directory is never replaced: -EISDIR). Never follows a symlink.
+ * The caller fsyncs fd before and dirfd after.
+ */
+int fspath_link_anon(int dirfd, int fd, const char *leaf);
+
+/*
  * Commit: fsync(fd), renameat(dirfd, tmpname, dirfd, leaf) (replacing an
  * existing file atomically; refusing to replace a directory), fsync(dirfd).
  * An fsync error is returned as is and never retried (fsyncgate).

@@ -563,6 +563,54 @@ static void test_sweep_stale(void **state)
 	assert_int_equal(dir_entries(mod), 1);
 }
 
+/* O_TMPFILE files: no name until linked; linking never follows or clobbers blindly. */
+static void test_anon_link(void **state)
+{
+	char buf[16] = { 0 };
+	struct stat st;
+	int fd, fd2, r;
+
+	(void)state;
+	r = fspath_create_anon(rootfd, &fd);
+	if (r == -EOPNOTSUPP) {
+		skip();
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(write(fd, "first", 5), 5);
+	assert_int_equal(dir_entries(mod), 0); /* nameless */
+	assert_int_equal(fspath_link_anon(rootfd, fd, "new"), 0);
+	assert_int_equal(dir_entries(mod), 1);
+	close(fd);
+
+	/* An existing name is replaced atomically, through a temp name. */
+	assert_int_equal(fspath_create_anon(rootfd, &fd2), 0);
+	assert_int_equal(write(fd2, "second", 6), 6);
+	assert_int_equal(fspath_link_anon(rootfd, fd2, "new"), 0);
+	close(fd2);
+	fd = openat(rootfd, "new", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof(buf) - 1), 6);
+	assert_string_equal(buf, "second");
+	close(fd);
+	assert_int_equal(dir_entries(mod), 1); /* no temp name left */
+
+	/* A symlink leaf is replaced itself; its target is untouched. */
+	assert_int_equal(symlinkat("/etc/hostname", rootfd, "link"), 0);
+	assert_int_equal(fspath_create_anon(rootfd, &fd), 0);
+	assert_int_equal(fspath_link_anon(rootfd, fd, "link"), 0);
+	close(fd);
+	assert_int_equal(fstatat(rootfd, "link", &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_true(S_ISREG(st.st_mode));
+
+	/* A directory is never replaced. */
+	assert_int_equal(mkdirat(rootfd, "dir", 0755), 0);
+	assert_int_equal(fspath_create_anon(rootfd, &fd), 0);
+	assert_int_equal(fspath_link_anon(rootfd, fd, "dir"), -EISDIR);
+	assert_int_equal(fspath_link_anon(rootfd, fd, "../x"), -EINVAL);
+	close(fd);
+	assert_int_equal(dir_entries(mod), 3); /* new, link, dir: no temp left */
+}
+
 /* THREATS B14: the parent is swapped for a symlink mid-transfer; the held fd wins. */
 static void test_parent_swapped(void **state)
 {
@@ -619,6 +667,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_parent_swapped, setup, teardown),
 		cmocka_unit_test(test_is_temp_name),
 		cmocka_unit_test_setup_teardown(test_sweep_stale, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anon_link, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
