@@ -8,7 +8,9 @@
 
 #include "tls.h"
 
-#define CLIENT_DEFAULT_PORT 7471
+#define CLIENT_DEFAULT_PORT    7471
+#define CLIENT_MAX_DEVICES     16 /* XPORT_MAX_LANES */
+#define CLIENT_DEVICE_NAME_LEN 64 /* RDMADEV_NAME_MAX + 1 */
 
 struct client_opts {
 	char cert[4096], key[4096], ca[4096];
@@ -17,6 +19,9 @@ struct client_opts {
 	uint16_t port;
 	int transport; /* 0 auto, enum xport_kind */
 	unsigned lanes;
+	/* --devices: lane i leaves from devices[i % ndevices] (verbs rails). */
+	char devices[CLIENT_MAX_DEVICES][CLIENT_DEVICE_NAME_LEN];
+	unsigned ndevices;
 	uint32_t chunk_size;
 	uint32_t slots;
 	uint32_t pool_chunks;

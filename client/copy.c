@@ -26,6 +26,7 @@
 #include "net.h"
 #include "session.h"
 #include "output.h"
+#include "rdmadev.h"
 #include "walk.h"
 #include "xport.h"
 
@@ -278,6 +279,12 @@ static int pick_transport(struct session *s, uint8_t *ret)
 	}
 	n = xport_verbs_probe(why, sizeof(why));
 	if (n > 0) {
+		for (unsigned i = 0; i < s->o->ndevices; i++) {
+			if (rdmadev_exists(RDMADEV_SYSFS, s->o->devices[i]) < 0) {
+				log_error("no RDMA device named %s", s->o->devices[i]);
+				return EXIT_NO_DEVICE;
+			}
+		}
 		*ret = (uint8_t)s->o->transport;
 		return 0;
 	}
@@ -356,6 +363,9 @@ static int connect_data(struct session *s, const struct msg_open_ok *ok, struct 
 	xp.rq_depth = ok->slots;
 	xp.timeout_ms = s->o->connect_timeout_s * 1000;
 	memcpy(xp.token, ok->token, sizeof(xp.token));
+	for (unsigned i = 0; i < s->o->ndevices; i++) {
+		xp.devices[xp.ndevices++] = s->o->devices[i];
+	}
 	net_set_port(&addr, ok->data_port);
 	r = ops->connect((struct sockaddr *)&addr, s->peerlen, &xp, ret);
 	explicit_bzero(xp.token, sizeof(xp.token));

@@ -16,7 +16,11 @@
 #include "rlimits.h"
 #include "log.h"
 #include "proto/msg.h"
+#include "rdmadev.h"
 #include "xport.h"
+
+_Static_assert(CLIENT_MAX_DEVICES == XPORT_MAX_LANES, "one device per lane at most");
+_Static_assert(CLIENT_DEVICE_NAME_LEN == RDMADEV_NAME_MAX + 1, "device name buffer");
 
 static void usage(FILE *f)
 {
@@ -38,6 +42,7 @@ static void usage(FILE *f)
 	    "~/.config/rdmacp/config)\n"
 	    "      --transport T      auto, tcp or verbs (default auto)\n"
 	    "      --lanes N, --qps N data connections: TCP lanes or RC QPs (default 2)\n"
+	    "      --devices D1,D2    stripe the lanes over these RDMA devices (implies verbs)\n"
 	    "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
 	    "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"
 	    "  -p, --preserve         keep modes and modification times\n"
@@ -59,6 +64,35 @@ static void usage(FILE *f)
 	    f);
 }
 
+/* --devices rxe0,mlx5_1: 1..16 names, each [A-Za-z0-9_.-]{1,63}. */
+static int parse_devices(const char *arg, struct client_opts *o)
+{
+	const char *p = arg;
+
+	o->ndevices = 0;
+	for (;;) {
+		size_t n = strcspn(p, ",");
+		char name[CLIENT_DEVICE_NAME_LEN];
+
+		if (n == 0 || n >= sizeof(name) || o->ndevices == CLIENT_MAX_DEVICES) {
+			log_error("bad --devices '%s': 1 to %d RDMA device names, comma-separated",
+				  arg, CLIENT_MAX_DEVICES);
+			return -EINVAL;
+		}
+		memcpy(name, p, n);
+		name[n] = '\0';
+		if (!rdmadev_name_ok(name)) {
+			log_error("bad --devices '%s': '%s' is not a device name", arg, name);
+			return -EINVAL;
+		}
+		memcpy(o->devices[o->ndevices++], name, n + 1);
+		if (p[n] == '\0') {
+			return 0;
+		}
+		p += n + 1;
+	}
+}
+
 enum {
 	OPT_CERT = 0x100,
 	OPT_KEY,
@@ -67,6 +101,7 @@ enum {
 	OPT_CONFIG,
 	OPT_TRANSPORT,
 	OPT_LANES,
+	OPT_DEVICES,
 	OPT_CHUNK,
 	OPT_VERSION,
 	OPT_JSON,
@@ -87,6 +122,7 @@ static const struct option long_opts[] = {
 	{ "transport", required_argument, NULL, OPT_TRANSPORT },
 	{ "lanes", required_argument, NULL, OPT_LANES },
 	{ "qps", required_argument, NULL, OPT_LANES }, /* verbs' name for lanes */
+	{ "devices", required_argument, NULL, OPT_DEVICES },
 	{ "chunk-size", required_argument, NULL, OPT_CHUNK },
 	{ "preserve", no_argument, NULL, 'p' },
 	{ "recursive", no_argument, NULL, 'r' },
@@ -147,6 +183,8 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 			return EXIT_CONFIG;
 		}
 	}
+	bool transport_tcp = false; /* --transport tcp on this command line */
+
 	/* "+": stop at the first non-option, so subcommands keep their own options. */
 	while ((c = getopt_long(argc, argv, "+P:pqvhrn", long_opts, NULL)) != -1) {
 		unsigned long v;
@@ -199,6 +237,7 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 				log_error("bad --transport '%s': auto, tcp or verbs", optarg);
 				return EXIT_USAGE;
 			}
+			transport_tcp = o->transport == XPORT_KIND_TCP;
 			break;
 		case OPT_LANES:
 			errno = 0;
@@ -208,6 +247,11 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 				return EXIT_USAGE;
 			}
 			o->lanes = (unsigned)v;
+			break;
+		case OPT_DEVICES:
+			if (parse_devices(optarg, o) < 0) {
+				return EXIT_USAGE;
+			}
 			break;
 		case OPT_CHUNK:
 			if (parse_size(optarg, &sz) < 0 || sz < PROTO_MIN_CHUNK ||
@@ -266,6 +310,14 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 			usage(stderr);
 			return EXIT_USAGE;
 		}
+	}
+	if (o->ndevices > 0) {
+		/* Rails are RC QPs on named devices: only verbs has them. */
+		if (transport_tcp) {
+			log_error("--devices needs --transport verbs (or auto), not tcp");
+			return EXIT_USAGE;
+		}
+		o->transport = XPORT_KIND_VERBS;
 	}
 	if (o->verbose > 1) {
 		log_set_max_level(LOG_DEBUG);

@@ -199,9 +199,15 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 	case MSG_RING:
 		wbuf_put_u64(w, m->u.ring.addr);
 		wbuf_put_u64(w, m->u.ring.desc_addr);
-		wbuf_put_u32(w, m->u.ring.rkey);
 		wbuf_put_u32(w, m->u.ring.slots);
 		wbuf_put_u32(w, m->u.ring.slot_size);
+		if (m->u.ring.nkeys == 0 || m->u.ring.nkeys > PROTO_MAX_LANES) {
+			return -EINVAL;
+		}
+		wbuf_put_u8(w, m->u.ring.nkeys);
+		for (unsigned i = 0; i < m->u.ring.nkeys; i++) {
+			wbuf_put_u32(w, m->u.ring.rkey[i]);
+		}
 		break;
 	case MSG_FILES:
 		if (m->u.files.count > PROTO_MAX_BATCH) {
@@ -480,9 +486,16 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 
 		g->addr = rbuf_get_u64(r);
 		g->desc_addr = rbuf_get_u64(r);
-		g->rkey = rbuf_get_u32(r);
 		g->slots = rbuf_get_u32(r);
 		g->slot_size = rbuf_get_u32(r);
+		g->nkeys = rbuf_get_u8(r);
+		/* The count is checked before it sizes anything. */
+		if (r->error || g->nkeys == 0 || g->nkeys > PROTO_MAX_LANES) {
+			return -EBADMSG;
+		}
+		for (unsigned i = 0; i < g->nkeys; i++) {
+			g->rkey[i] = rbuf_get_u32(r);
+		}
 		if (r->error) {
 			return -EBADMSG;
 		}

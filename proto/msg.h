@@ -146,9 +146,10 @@ struct msg_open_ok {
 struct msg_ring {
 	uint64_t addr;	    /* base of the data slots */
 	uint64_t desc_addr; /* base of the descriptor array (PROTO_DESC_LEN each) */
-	uint32_t rkey;
 	uint32_t slots;
 	uint32_t slot_size;
+	uint8_t nkeys; /* 1..PROTO_MAX_LANES: one rkey per lane (rails: a device each) */
+	uint32_t rkey[PROTO_MAX_LANES];
 };
 
 struct proto_file {

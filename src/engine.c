@@ -29,6 +29,8 @@
 #include "tls.h"
 #include "xport.h"
 
+_Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per lane");
+
 #define FILE_TABLE     1024 /* files in flight (power of two) */
 #define FILES_WINDOW   768  /* offered but unresolved files, sender side */
 #define OPEN_FILES_MAX 64   /* sender: source files open at once */
@@ -164,7 +166,7 @@ struct engine {
 	uint32_t *free_slots;
 	uint32_t nfree_slots;
 	uint64_t rring_addr, rdesc_addr;
-	uint32_t rkey;
+	uint32_t rkey[XPORT_MAX_LANES]; /* the receiver's, per lane (rails: per device) */
 	bool have_ring;
 	bool sent_end, got_end;
 	uint64_t seq;
@@ -1466,7 +1468,7 @@ static int tx_post_ready(struct engine *e)
 				.buf = pool_chunk(e->pool, ci),
 				.len = c->len,
 				.remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
-				.rkey = e->rkey,
+				.rkey = e->rkey[lane],
 				.lane = lane,
 			};
 			struct xport_wr desc = {
@@ -1476,7 +1478,7 @@ static int tx_post_ready(struct engine *e)
 				.buf = stage,
 				.len = PROTO_DESC_LEN,
 				.remote_addr = e->rdesc_addr + (uint64_t)slot * PROTO_DESC_LEN,
-				.rkey = e->rkey,
+				.rkey = e->rkey[lane],
 				.imm = proto_imm(PROTO_IMM_DATA, slot),
 				.lane = lane,
 			};
@@ -1794,6 +1796,18 @@ static int setup_memory(struct engine *e)
 		return fail(e, PERR_INTERNAL, r, "buffer pool of %zu MiB: %s", bytes >> 20,
 			    strerror(-r));
 	}
+	/*
+	 * Before anything touches the pages again: place them on the device's
+	 * node. Only a hint; the copy works the same from any node, so a refusal
+	 * (no NUMA in this kernel, a node cpusets forbid) is not a failure.
+	 */
+	if (x->ops->numa_node) {
+		int node = x->ops->numa_node(x);
+
+		if (node >= 0) {
+			(void)pool_bind_node(e->pool, node);
+		}
+	}
 	/* The extra chunks hold descriptors; they never enter the free list. */
 	while (pool_get(e->pool) >= 0) {
 	}
@@ -1879,7 +1893,10 @@ static int setup(struct engine *e)
 	struct msg m = { .type = MSG_RING };
 	m.u.ring.addr = (uint64_t)(uintptr_t)e->pool->base;
 	m.u.ring.desc_addr = (uint64_t)(uintptr_t)e->desc_area;
-	m.u.ring.rkey = e->mr->rkey;
+	m.u.ring.nkeys = (uint8_t)x->nlanes;
+	for (unsigned i = 0; i < x->nlanes; i++) {
+		m.u.ring.rkey[i] = e->mr->lane_rkey[i];
+	}
 	m.u.ring.slots = p->slots;
 	m.u.ring.slot_size = p->chunk_size;
 	r = chan_send(p->chan, &m);
@@ -1902,14 +1919,14 @@ static int tx_wait_ring(struct engine *e)
 		return r;
 	}
 	if (m.type != MSG_RING || m.u.ring.slots != e->p->slots ||
-	    m.u.ring.slot_size != e->p->chunk_size) {
+	    m.u.ring.slot_size != e->p->chunk_size || m.u.ring.nkeys != e->p->x->nlanes) {
 		msg_clear(&m);
 		chan_send_error(e->p->chan, PERR_PROTOCOL, "bad RING");
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "receiver sent a bad RING");
 	}
 	e->rring_addr = m.u.ring.addr;
 	e->rdesc_addr = m.u.ring.desc_addr;
-	e->rkey = m.u.ring.rkey;
+	memcpy(e->rkey, m.u.ring.rkey, sizeof(uint32_t) * m.u.ring.nkeys);
 	for (uint32_t i = 0; i < e->p->slots; i++) {
 		e->free_slots[e->nfree_slots++] = e->p->slots - 1 - i;
 	}

@@ -16,7 +16,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "macro.h"
 
@@ -136,6 +138,32 @@ void pool_destroy(struct pool *p)
 	}
 	free(p->free_list);
 	free(p);
+}
+
+/*
+ * From <linux/mempolicy.h>, spelled out here: the raw syscall keeps libnuma
+ * (and its runtime dependency) out of the build for one call.
+ */
+#define POOL_MPOL_PREFERRED 1
+#define POOL_MPOL_MF_MOVE   (1u << 1)
+#define POOL_MAX_NODE	    1024
+
+int pool_bind_node(struct pool *p, int node)
+{
+	unsigned long mask[POOL_MAX_NODE / (8 * sizeof(unsigned long))] = { 0 };
+	const unsigned bits = 8 * sizeof(unsigned long);
+
+	assert(p);
+	if (node < 0 || node >= POOL_MAX_NODE) {
+		return -EINVAL;
+	}
+	mask[node / bits] = 1ul << (node % bits);
+	/* maxnode counts one past the highest bit the kernel reads (as libnuma passes it). */
+	if (syscall(SYS_mbind, p->base, p->size, POOL_MPOL_PREFERRED, mask,
+		    (unsigned long)POOL_MAX_NODE + 1, POOL_MPOL_MF_MOVE) != 0) {
+		return negerrno();
+	}
+	return 0;
 }
 
 static unsigned pool_npieces(const struct pool *p)

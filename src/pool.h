@@ -36,6 +36,13 @@ int pool_create(size_t size, size_t chunk_size, struct pool **ret_pool);
 void pool_destroy(struct pool *p); /* unregisters from io_uring first; NULL ok */
 
 /*
+ * Prefer NUMA node `node` for the pool's pages and move those already there
+ * (libnuma's numa_tonode_memory: MPOL_PREFERRED, MPOL_MF_MOVE). -EINVAL for a
+ * node that does not exist, -ENOSYS on kernels without NUMA.
+ */
+int pool_bind_node(struct pool *p, int node);
+
+/*
  * Register with io_uring as fixed buffers (may pin memory). -ENOMEM/-EPERM
  * from the kernel when RLIMIT_MEMLOCK is too small: see pool_memlock_advice.
  */

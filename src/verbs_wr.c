@@ -11,6 +11,7 @@
 
 #include "verbs_wr.h"
 
+#include <assert.h>
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
@@ -73,8 +74,8 @@ int verbs_wr_check(const struct xport_wr *w, unsigned nlanes, uint32_t max_inlin
 	if (wants_inline(w, max_inline)) {
 		return 0;
 	}
-	/* Too big for inline (or not inline): the buffer must be registered. */
-	if (!w->mr || w->mr->lkey == 0) {
+	/* Too big for inline (or not inline): registered in the lane's domain. */
+	if (!w->mr || w->mr->lane_lkey[w->lane] == 0) {
 		return -EINVAL;
 	}
 	return range_inside((uint64_t)(uintptr_t)w->mr->addr, w->mr->len,
@@ -109,7 +110,9 @@ void verbs_wr_fill(const struct xport_wr *w, uint64_t hw_wr_id, uint32_t max_inl
 	}
 	ret_sge->addr = (uint64_t)(uintptr_t)w->buf;
 	ret_sge->length = w->len;
-	ret_sge->lkey = w->mr ? w->mr->lkey : 0;
+	/* Rails: each lane's device has its own key for the same memory. */
+	assert(w->lane < XPORT_MAX_LANES);
+	ret_sge->lkey = w->mr ? w->mr->lane_lkey[w->lane] : 0;
 	if (wants_inline(w, max_inline)) {
 		ret_wr->send_flags |= IBV_SEND_INLINE;
 	}

@@ -3,8 +3,8 @@
  * The transport interface: a const ops table shaped like RC verbs.
  *
  * One `struct xport` is one data connection of one session: a set of lanes
- * (TCP connections for xport_tcp, RC QPs for xport_verbs) that share one
- * protection domain. Semantics are RC's:
+ * (TCP connections for xport_tcp, RC QPs for xport_verbs, possibly on several
+ * devices). Semantics are RC's:
  *   - work requests on one lane complete in order, and their effects land in
  *     order at the peer;
  *   - an immediate is delivered (RECV_IMM completion) only after the data of
@@ -40,12 +40,20 @@ enum {
 	XPORT_ACCESS_REMOTE_WRITE = 1u << 1,
 };
 
+/*
+ * Lanes may sit on different devices (rails), each with its own protection
+ * domain: a registration then has one key pair per lane. lkey/rkey are lane
+ * 0's; the lane_ keys are filled for every lane of the xport (all equal where
+ * the lanes share one domain).
+ */
 struct xport_mr {
 	void *addr; /* start of the registered range (also the remote address base) */
 	uint64_t len;
 	uint32_t lkey;
 	uint32_t rkey; /* 0 unless XPORT_ACCESS_REMOTE_WRITE */
 	unsigned access;
+	uint32_t lane_lkey[XPORT_MAX_LANES];
+	uint32_t lane_rkey[XPORT_MAX_LANES]; /* 0 unless XPORT_ACCESS_REMOTE_WRITE */
 };
 
 enum xport_wr_opcode {
@@ -101,6 +109,12 @@ struct xport_params {
 	unsigned rq_depth;		/* posted receives per lane */
 	int timeout_ms;			/* connect/accept deadline */
 	uint8_t token[XPORT_TOKEN_LEN]; /* one-time session token from the control channel */
+	/*
+	 * Active side of verbs only (rails): lane i leaves from device
+	 * devices[i % ndevices]. 0 = the device the route to the peer picks.
+	 */
+	const char *devices[XPORT_MAX_LANES];
+	unsigned ndevices;
 };
 
 struct xport;
@@ -141,6 +155,11 @@ struct xport_ops {
 	 * returns 0; the backend re-arms itself.
 	 */
 	int (*event_fd)(struct xport *x);
+	/*
+	 * Optional (NULL = unknown): the NUMA node of the device lane 0 is on,
+	 * or -1 when it reports none. Buffers placed there save a hop.
+	 */
+	int (*numa_node)(struct xport *x);
 	/* Human-readable reason for the last lane failure, or NULL. */
 	const char *(*last_error)(struct xport *x);
 	void (*destroy)(struct xport *x);

@@ -1314,6 +1314,11 @@ static int tcp_reg_mr(struct xport *x, void *addr, size_t len, unsigned access,
 		free(m);
 		return r;
 	}
+	/* One key space for all lanes. */
+	for (unsigned i = 0; i < XPORT_MAX_LANES; i++) {
+		m->pub.lane_lkey[i] = m->pub.lkey;
+		m->pub.lane_rkey[i] = m->pub.rkey;
+	}
 	*ret_mr = &m->pub;
 	return 0;
 }

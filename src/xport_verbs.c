@@ -3,8 +3,11 @@
  * The `verbs` transport: real RC queue pairs through libibverbs, connected
  * with librdmacm.
  *
- * One xport = nlanes RC QPs ("lanes") on one device, sharing one protection
- * domain and one completion queue with a completion channel (event_fd). Each
+ * One xport = nlanes RC QPs ("lanes"). Lanes on one device share its
+ * protection domain and completion queue (with a completion channel); an
+ * active side given several devices (rails) stripes its lanes over them, and
+ * memory is then registered in every device's domain, one key pair per lane.
+ * With more than one device event_fd is an epoll set of the channels. Each
  * lane presents the session token in the RDMA CM private data; the listener
  * checks it before any QP exists and rejects (rdma_reject) what does not fit.
  * Memory is registered LOCAL_WRITE, plus REMOTE_WRITE when asked: never
@@ -29,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +42,7 @@
 
 #include "macro.h"
 #include "lane.h"
+#include "rdmadev.h"
 #include "verbs_wr.h"
 
 #define VERBS_HELLO_LEN	  LANE_HELLO_LEN
@@ -86,12 +91,21 @@ static int set_nonblock(int fd)
 
 struct verbs_mr {
 	struct xport_mr pub;
-	struct ibv_mr *mr;
+	struct ibv_mr *mr[XPORT_MAX_LANES]; /* per device, as vx->devs */
 	struct verbs_mr *next;
+};
+
+/* One device's resources, shared by the lanes on it. */
+struct verbs_dev {
+	struct ibv_context *verbs;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cch;
+	struct ibv_cq *cq;
 };
 
 struct verbs_lane {
 	struct rdma_cm_id *id;
+	unsigned dev; /* index into vx->devs, once it has a QP */
 	bool has_qp;
 	bool connected;
 	bool failed;
@@ -106,10 +120,9 @@ struct verbs_lane {
 struct verbs_xport {
 	struct xport pub;
 	struct rdma_event_channel *ec; /* the lanes' CM events (after accept: migrated here) */
-	struct ibv_context *verbs;     /* the device all lanes are on */
-	struct ibv_pd *pd;
-	struct ibv_comp_channel *cch;
-	struct ibv_cq *cq;
+	struct verbs_dev devs[XPORT_MAX_LANES];
+	unsigned ndevs;
+	int epfd; /* the devices' completion channels, once there are two; else -1 */
 	struct verbs_mr *mrs;
 	bool has_error;
 	char error[256];
@@ -140,8 +153,13 @@ static int params_check(const struct xport_params *p)
 {
 	if (!p || p->nlanes < 1 || p->nlanes > XPORT_MAX_LANES || p->sq_depth < 2 ||
 	    p->sq_depth > VERBS_MAX_DEPTH || p->rq_depth < 1 || p->rq_depth > VERBS_MAX_DEPTH ||
-	    p->timeout_ms <= 0) {
+	    p->timeout_ms <= 0 || p->ndevices > XPORT_MAX_LANES) {
 		return -EINVAL;
+	}
+	for (unsigned i = 0; i < p->ndevices; i++) {
+		if (!rdmadev_name_ok(p->devices[i])) {
+			return -EINVAL;
+		}
 	}
 	return 0;
 }
@@ -160,6 +178,7 @@ static struct verbs_xport *xport_alloc(const struct xport_params *p)
 	vx->pub.sq_depth = p->sq_depth;
 	vx->pub.rq_depth = p->rq_depth;
 	vx->pub.max_inline = VERBS_MAX_INLINE;
+	vx->epfd = -1;
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct verbs_lane *ln = &vx->lanes[i];
 
@@ -210,17 +229,28 @@ static void verbs_destroy(struct xport *x)
 		struct verbs_mr *m = vx->mrs;
 
 		vx->mrs = m->next;
-		(void)ibv_dereg_mr(m->mr);
+		for (unsigned d = 0; d < vx->ndevs; d++) {
+			if (m->mr[d]) {
+				(void)ibv_dereg_mr(m->mr[d]);
+			}
+		}
 		free(m);
 	}
-	if (vx->pd) {
-		(void)ibv_dealloc_pd(vx->pd);
+	for (unsigned d = 0; d < vx->ndevs; d++) {
+		struct verbs_dev *dv = &vx->devs[d];
+
+		if (dv->pd) {
+			(void)ibv_dealloc_pd(dv->pd);
+		}
+		if (dv->cq) {
+			(void)ibv_destroy_cq(dv->cq);
+		}
+		if (dv->cch) {
+			(void)ibv_destroy_comp_channel(dv->cch);
+		}
 	}
-	if (vx->cq) {
-		(void)ibv_destroy_cq(vx->cq);
-	}
-	if (vx->cch) {
-		(void)ibv_destroy_comp_channel(vx->cch);
+	if (vx->epfd >= 0) {
+		close(vx->epfd);
 	}
 	for (unsigned i = 0; i < x->nlanes; i++) {
 		struct verbs_lane *ln = &vx->lanes[i];
@@ -237,48 +267,104 @@ static void verbs_destroy(struct xport *x)
 	free(vx);
 }
 
-/* PD, completion channel and CQ on the device of the first lane. */
-static int xport_setup_device(struct verbs_xport *vx, struct ibv_context *verbs)
+/* With a second device, one fd has to wake for all completion channels. */
+static int xport_watch_channel(struct verbs_xport *vx, unsigned dev)
+{
+	if (vx->ndevs < 2) {
+		return 0;
+	}
+	if (vx->epfd < 0) {
+		vx->epfd = epoll_create1(EPOLL_CLOEXEC);
+		if (vx->epfd < 0) {
+			return negerrno();
+		}
+		for (unsigned d = 0; d < dev; d++) {
+			int r = xport_watch_channel(vx, d);
+			if (r < 0) {
+				return r;
+			}
+		}
+	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = dev };
+	if (epoll_ctl(vx->epfd, EPOLL_CTL_ADD, vx->devs[dev].cch->fd, &ev) < 0) {
+		return negerrno();
+	}
+	return 0;
+}
+
+/* PD, completion channel and CQ on a device new to this xport. */
+static int xport_setup_device(struct verbs_xport *vx, struct verbs_dev *dv,
+			      struct ibv_context *verbs)
 {
 	int cqe = (int)(vx->pub.nlanes * (vx->pub.sq_depth + vx->pub.rq_depth));
 	int r;
 
-	vx->verbs = verbs;
-	vx->pd = ibv_alloc_pd(verbs);
-	if (!vx->pd) {
+	dv->verbs = verbs;
+	dv->pd = ibv_alloc_pd(verbs);
+	if (!dv->pd) {
 		return negerrno();
 	}
-	vx->cch = ibv_create_comp_channel(verbs);
-	if (!vx->cch) {
+	dv->cch = ibv_create_comp_channel(verbs);
+	if (!dv->cch) {
 		return negerrno();
 	}
-	r = set_nonblock(vx->cch->fd);
+	r = set_nonblock(dv->cch->fd);
 	if (r < 0) {
 		return r;
 	}
-	vx->cq = ibv_create_cq(verbs, cqe, vx, vx->cch, 0);
-	if (!vx->cq) {
+	dv->cq = ibv_create_cq(verbs, cqe, vx, dv->cch, 0);
+	if (!dv->cq) {
 		return negerrno();
 	}
-	r = ibv_req_notify_cq(vx->cq, 0);
+	r = ibv_req_notify_cq(dv->cq, 0);
 	return r ? -r : 0;
 }
 
+/*
+ * The index of the lane's device, set up on first use. Only an active side
+ * with rails may add a second device (may_add); a passive side's lanes all
+ * arrive on the device of its listening address, and one that does not is
+ * refused (-EXDEV).
+ */
+static int xport_device(struct verbs_xport *vx, struct ibv_context *verbs, bool may_add)
+{
+	struct verbs_dev *dv;
+	unsigned d;
+	int r;
+
+	for (d = 0; d < vx->ndevs; d++) {
+		if (vx->devs[d].verbs == verbs) {
+			return (int)d;
+		}
+	}
+	if ((vx->ndevs > 0 && !may_add) || vx->ndevs >= XPORT_MAX_LANES) {
+		return -EXDEV;
+	}
+	dv = &vx->devs[vx->ndevs++];
+	r = xport_setup_device(vx, dv, verbs);
+	if (r >= 0) {
+		r = xport_watch_channel(vx, d);
+	}
+	return r < 0 ? r : (int)d;
+}
+
 /* An RC QP on the lane's CM id, with inline data if the device has it. */
-static int lane_create_qp(struct verbs_xport *vx, unsigned lane)
+static int lane_create_qp(struct verbs_xport *vx, unsigned lane, bool may_add)
 {
 	struct verbs_lane *ln = &vx->lanes[lane];
 	struct ibv_qp_init_attr attr;
-	int r = 0;
+	struct verbs_dev *dv;
+	int r = xport_device(vx, ln->id->verbs, may_add);
 
-	if (ln->id->verbs != vx->verbs) {
-		/* Rails on several devices are not built yet: one PD means one device. */
-		return -EXDEV;
+	if (r < 0) {
+		return r;
 	}
+	ln->dev = (unsigned)r;
+	dv = &vx->devs[ln->dev];
 	for (int attempt = 0; attempt < 2; attempt++) {
 		memset(&attr, 0, sizeof(attr));
-		attr.send_cq = vx->cq;
-		attr.recv_cq = vx->cq;
+		attr.send_cq = dv->cq;
+		attr.recv_cq = dv->cq;
 		attr.qp_type = IBV_QPT_RC;
 		attr.sq_sig_all = 0;
 		attr.cap.max_send_wr = vx->pub.sq_depth;
@@ -286,7 +372,7 @@ static int lane_create_qp(struct verbs_xport *vx, unsigned lane)
 		attr.cap.max_send_sge = 1;
 		attr.cap.max_recv_sge = 1;
 		attr.cap.max_inline_data = attempt == 0 ? VERBS_MAX_INLINE : 0;
-		if (rdma_create_qp(ln->id, vx->pd, &attr) == 0) {
+		if (rdma_create_qp(ln->id, dv->pd, &attr) == 0) {
 			ln->has_qp = true;
 			/* The device may give more than asked; promise what all lanes have. */
 			if (attr.cap.max_inline_data < vx->pub.max_inline) {
@@ -495,7 +581,7 @@ static int request_lane(const struct rdma_cm_event *ev, const struct xport_param
 	if (h.nlanes != p->nlanes || h.lane >= p->nlanes || vx->lanes[h.lane].id) {
 		return -EPROTO;
 	}
-	if (vx->verbs && ev->id->verbs != vx->verbs) {
+	if (vx->ndevs > 0 && ev->id->verbs != vx->devs[0].verbs) {
 		return -EXDEV;
 	}
 	lane = h.lane;
@@ -510,13 +596,7 @@ static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id 
 	int r;
 
 	ln->id = id;
-	if (!vx->pd) {
-		r = xport_setup_device(vx, id->verbs);
-		if (r < 0) {
-			return r;
-		}
-	}
-	r = lane_create_qp(vx, lane);
+	r = lane_create_qp(vx, lane, false);
 	if (r < 0) {
 		return r;
 	}
@@ -634,8 +714,8 @@ static int verbs_accept(struct xport_listener *l, const struct xport_params *p, 
  * table again only when an attempt times out, so one long attempt can sleep
  * through an ARP reply that came in long ago (seen on Soft-RoCE over veth).
  */
-static int resolve_addr(struct verbs_xport *vx, struct verbs_lane *ln, const struct sockaddr *addr,
-			int64_t deadline)
+static int resolve_addr(struct verbs_xport *vx, struct verbs_lane *ln, const struct sockaddr *src,
+			const struct sockaddr *addr, int64_t deadline)
 {
 	for (;;) {
 		int r, step;
@@ -649,7 +729,8 @@ static int resolve_addr(struct verbs_xport *vx, struct verbs_lane *ln, const str
 			return negerrno();
 		}
 		step = MAX(1, MIN(VERBS_RESOLVE_STEP_MS, remaining_ms(deadline)));
-		if (rdma_resolve_addr(ln->id, NULL, (struct sockaddr *)addr, step) != 0) {
+		if (rdma_resolve_addr(ln->id, (struct sockaddr *)src, (struct sockaddr *)addr,
+				      step) != 0) {
 			return negerrno();
 		}
 		r = cm_wait(vx->ec, ln->id, RDMA_CM_EVENT_ADDR_RESOLVED, deadline);
@@ -665,12 +746,29 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 	struct verbs_lane *ln = &vx->lanes[lane];
 	struct lane_hello h = { .lane = (uint16_t)lane, .nlanes = (uint16_t)p->nlanes };
 	uint8_t pdata[VERBS_HELLO_LEN];
+	const char *dev = p->ndevices ? p->devices[lane % p->ndevices] : NULL;
+	struct sockaddr_storage src;
 	struct rdma_conn_param cp;
 	int r;
 
-	r = resolve_addr(vx, ln, addr, deadline);
+	/* Rails: leave from an address of the lane's device, and rdma_cm binds to it. */
+	if (dev) {
+		r = rdmadev_src_addr(RDMADEV_SYSFS, dev, addr->sa_family, &src);
+		if (r < 0) {
+			set_error(vx, "lane %u: no %s address on RDMA device %s: %s", lane,
+				  addr->sa_family == AF_INET ? "IPv4" : "IPv6", dev, strerror(-r));
+			return r == -ENOENT ? -EADDRNOTAVAIL : r;
+		}
+	}
+	r = resolve_addr(vx, ln, dev ? (struct sockaddr *)&src : NULL, addr, deadline);
 	if (r < 0) {
 		return r;
+	}
+	if (dev && strcmp(ibv_get_device_name(ln->id->verbs->device), dev) != 0) {
+		/* Two devices on one network device: the address does not pick ours. */
+		set_error(vx, "lane %u: address of %s resolved to device %s", lane, dev,
+			  ibv_get_device_name(ln->id->verbs->device));
+		return -EXDEV;
 	}
 	if (rdma_resolve_route(ln->id, MAX(1, remaining_ms(deadline))) != 0) {
 		return negerrno();
@@ -679,13 +777,7 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 	if (r < 0) {
 		return r;
 	}
-	if (!vx->pd) {
-		r = xport_setup_device(vx, ln->id->verbs);
-		if (r < 0) {
-			return r;
-		}
-	}
-	r = lane_create_qp(vx, lane);
+	r = lane_create_qp(vx, lane, dev != NULL);
 	if (r < 0) {
 		return r;
 	}
@@ -748,7 +840,7 @@ static int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access
 	    (access & ~(unsigned)(XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE)) != 0) {
 		return -EINVAL;
 	}
-	if (!vx->pd) {
+	if (vx->ndevs == 0) {
 		return -ENOTCONN;
 	}
 	/* Never REMOTE_READ or atomics: a peer may only write where we let it. */
@@ -759,17 +851,29 @@ static int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access
 	if (!m) {
 		return -ENOMEM;
 	}
-	m->mr = ibv_reg_mr(vx->pd, addr, len, flags);
-	if (!m->mr) {
-		int r = negerrno();
+	/* In every device's domain: a lane can only use keys of its own device. */
+	for (unsigned d = 0; d < vx->ndevs; d++) {
+		m->mr[d] = ibv_reg_mr(vx->devs[d].pd, addr, len, flags);
+		if (!m->mr[d]) {
+			int r = negerrno();
 
-		free(m);
-		return r;
+			while (d-- > 0) {
+				(void)ibv_dereg_mr(m->mr[d]);
+			}
+			free(m);
+			return r;
+		}
+	}
+	for (unsigned i = 0; i < x->nlanes; i++) {
+		const struct ibv_mr *mr = m->mr[vx->lanes[i].dev];
+
+		m->pub.lane_lkey[i] = mr->lkey;
+		m->pub.lane_rkey[i] = (access & XPORT_ACCESS_REMOTE_WRITE) ? mr->rkey : 0;
 	}
 	m->pub.addr = addr;
 	m->pub.len = len;
-	m->pub.lkey = m->mr->lkey;
-	m->pub.rkey = (access & XPORT_ACCESS_REMOTE_WRITE) ? m->mr->rkey : 0;
+	m->pub.lkey = m->pub.lane_lkey[0];
+	m->pub.rkey = m->pub.lane_rkey[0];
 	m->pub.access = access;
 	m->next = vx->mrs;
 	vx->mrs = m;
@@ -792,10 +896,16 @@ static int verbs_dereg_mr(struct xport *x, struct xport_mr *pub)
 		return -ENOENT;
 	}
 	m = *pp;
-	/* Once this returns the device refuses the rkey: a later write is a remote access error. */
-	r = ibv_dereg_mr(m->mr);
-	if (r != 0) {
-		return -r;
+	/* Once this returns the devices refuse the rkeys: a later write is a remote access error. */
+	for (unsigned d = 0; d < vx->ndevs; d++) {
+		if (!m->mr[d]) {
+			continue;
+		}
+		r = ibv_dereg_mr(m->mr[d]);
+		if (r != 0) {
+			return -r; /* kept: a retry deregisters what is left */
+		}
+		m->mr[d] = NULL;
 	}
 	*pp = m->next;
 	free(m);
@@ -947,27 +1057,25 @@ static void complete_one(struct verbs_xport *vx, const struct ibv_wc *wc, struct
 	}
 }
 
-static int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
+/* Up to max completions of one device's CQ into wcs; returns how many. */
+static int poll_device(struct verbs_xport *vx, struct verbs_dev *dv, struct xport_wc *wcs,
+		       size_t max)
 {
-	struct verbs_xport *vx = to_verbs(x);
 	struct ibv_wc hw[32];
 	struct ibv_cq *ev_cq;
 	void *ev_ctx;
 	size_t n = 0;
 
-	if (max > 0 && !wcs) {
-		return -EINVAL;
-	}
 	/* Take a pending event (non-blocking fd) and re-arm before polling: nothing is missed. */
-	if (ibv_get_cq_event(vx->cch, &ev_cq, &ev_ctx) == 0) {
+	if (ibv_get_cq_event(dv->cch, &ev_cq, &ev_ctx) == 0) {
 		ibv_ack_cq_events(ev_cq, 1);
-		if (ibv_req_notify_cq(vx->cq, 0) != 0) {
+		if (ibv_req_notify_cq(dv->cq, 0) != 0) {
 			return -EIO;
 		}
 	}
 	while (n < max && n < INT32_MAX) {
 		int want = (int)MIN(max - n, ARRAY_SIZE(hw));
-		int got = ibv_poll_cq(vx->cq, want, hw);
+		int got = ibv_poll_cq(dv->cq, want, hw);
 
 		if (got < 0) {
 			set_error(vx, "ibv_poll_cq failed");
@@ -983,9 +1091,45 @@ static int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
 	return (int)n;
 }
 
+static int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
+{
+	struct verbs_xport *vx = to_verbs(x);
+	size_t n = 0;
+
+	if (max > 0 && !wcs) {
+		return -EINVAL;
+	}
+	/*
+	 * Every device each call, also when wcs fills up: the caller drains
+	 * until 0, and each device's channel event must be taken and re-armed.
+	 */
+	for (unsigned d = 0; d < vx->ndevs && n < INT32_MAX; d++) {
+		int got = poll_device(vx, &vx->devs[d], wcs + n, max - n);
+
+		if (got < 0) {
+			return got;
+		}
+		n += (size_t)got;
+	}
+	return (int)n;
+}
+
 static int verbs_event_fd(struct xport *x)
 {
-	return to_verbs(x)->cch->fd;
+	struct verbs_xport *vx = to_verbs(x);
+
+	return vx->epfd >= 0 ? vx->epfd : vx->devs[0].cch->fd;
+}
+
+static int verbs_numa_node(struct xport *x)
+{
+	struct verbs_xport *vx = to_verbs(x);
+
+	if (vx->ndevs == 0) {
+		return -1;
+	}
+	return rdmadev_numa_node(RDMADEV_SYSFS,
+				 ibv_get_device_name(vx->devs[vx->lanes[0].dev].verbs->device));
 }
 
 static const char *verbs_last_error(struct xport *x)
@@ -1008,6 +1152,7 @@ const struct xport_ops xport_verbs_ops = {
 	.post_recvs = verbs_post_recvs,
 	.poll_cq = verbs_poll_cq,
 	.event_fd = verbs_event_fd,
+	.numa_node = verbs_numa_node,
 	.last_error = verbs_last_error,
 	.destroy = verbs_destroy,
 };

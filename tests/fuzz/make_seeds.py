@@ -37,8 +37,9 @@ SEEDS = {
     # direction push, transport tcp, 4 lanes, reserved, flags, chunk 1 MiB, 64 slots
     "open": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x03, 1 << 20, 64) + s16("mod/dest")),
     "open_ok": frame(4, struct.pack(">BBHII", 1, 4, 40001, 1 << 20, 64) + bytes(range(32))),
-    "ring": frame(5, struct.pack(">QQIII", 0x7F0000001000, 0x7F0000100000, 0xDEADBEEF,
-                                 16, 1 << 20)),
+    # addr, desc_addr, 16 slots of 1 MiB, 2 rkeys (one per lane)
+    "ring": frame(5, struct.pack(">QQIIBII", 0x7F0000001000, 0x7F0000100000, 16, 1 << 20,
+                                 2, 0xDEADBEEF, 0x01020304)),
     "files": frame(6, struct.pack(">H", 3)
                    + file_entry(1, 1, 0o644, 12345, 1700000000, 5, 1000, 100, "d/a.bin")
                    + file_entry(2, 2, 0o755, 0, 1700000000, 0, 1000, 100, "d")

@@ -9,7 +9,8 @@
 # Steps: rdmacp doctor (rxe0/rxe1 ACTIVE with a RoCE v2 GID); verbs push of
 # 0, 1, chunk-1, chunk, chunk+1 and a few MiB (--chunk-size 64K) plus a tree
 # with -r; verbs pull of a file and a tree; --transport auto picks verbs
-# (--json start event); the same push set over tcp; an 8 MiB push each way
+# (--json start event); rails: a push and a pull with --devices rxe0,rxe1 --qps 2,
+# --devices nosuchdev exits 13; the same push set over tcp; an 8 MiB push each way
 # (timed); kill -9 of the daemon's
 # session child mid-transfer (client fails, no file under the final name).
 # A wrong session token at RDMA connect is test_verbs_loop's check (run just
@@ -204,6 +205,31 @@ if run auto "${C[@]}" --transport auto --json "$W/src/f_1" "$SERVER:data/auto/";
 	same "auto push" "$W/src/f_1" "$W/mod/auto/f_1"
 else
 	fail "--transport auto push: rc $? ($(head -3 "$OUT/auto.err"))"
+fi
+
+# ---- 3b. rails: lanes striped over rxe0 and rxe1 ------------------------------------
+# Lane 0 leaves from rxe0 (10.0.0.1), lane 1 from rxe1 (10.0.0.2, loopback on the
+# daemon's device); the daemon's MR keys are per lane in RING. A push and a pull.
+rails=f_$((3 * 1024 * 1024 + 123))
+if run rails_push "${C[@]}" --transport verbs --devices rxe0,rxe1 --qps 2 --chunk-size 64K \
+	"$W/src/$rails" "$SERVER:data/rails/"; then
+	same "rails push (rxe0,rxe1)" "$W/src/$rails" "$W/mod/rails/$rails"
+else
+	fail "rails push --devices rxe0,rxe1: rc $? ($(head -3 "$OUT/rails_push.err"))"
+fi
+mkdir -p "$W/rails_pull"
+if run rails_pull "${C[@]}" --devices rxe0,rxe1 --qps 2 --chunk-size 64K \
+	"$SERVER:data/rails/$rails" "$W/rails_pull/"; then
+	same "rails pull (rxe0,rxe1)" "$W/src/$rails" "$W/rails_pull/$rails"
+else
+	fail "rails pull --devices rxe0,rxe1: rc $? ($(head -3 "$OUT/rails_pull.err"))"
+fi
+run rails_nodev "${C[@]}" --devices nosuchdev "$W/src/f_1" "$SERVER:data/rails/"
+rc=$?
+if [ "$rc" -eq 13 ] && grep -q "no RDMA device named nosuchdev" "$OUT/rails_nodev.err"; then
+	pass "--devices nosuchdev: exit 13, '$(tail -1 "$OUT/rails_nodev.err")'"
+else
+	fail "--devices nosuchdev: rc $rc ($(head -1 "$OUT/rails_nodev.err"))"
 fi
 
 # ---- 4. the same push set over tcp ----------------------------------------------------

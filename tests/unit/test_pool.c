@@ -2,8 +2,8 @@
 /*
  * The registered buffer pool: sizes, chunk accounting, alignment, a real
  * io_uring fixed-buffer registration with a READ_FIXED of a real file, the
- * piece index, the RLIMIT_MEMLOCK advice (deterministic and in a child that
- * really lacks CAP_IPC_LOCK) and the pinned-bytes budget.
+ * piece index, the NUMA binding, the RLIMIT_MEMLOCK advice (deterministic and
+ * in a child that really lacks CAP_IPC_LOCK) and the pinned-bytes budget.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -401,6 +401,22 @@ static void test_budget(void **state)
 	assert_int_equal(pool_budget_reserve(&b, 100), 0);
 }
 
+/* The raw mbind: node 0 always exists; a node past the machine's is refused. */
+static void test_bind_node(void **state)
+{
+	struct pool *p = NULL;
+
+	(void)state;
+	assert_int_equal(pool_create(4 * MiB, MiB, &p), 0);
+	assert_int_equal(pool_bind_node(p, 0), 0);
+	assert_int_equal(pool_bind_node(p, 1023), -EINVAL);
+	assert_int_equal(pool_bind_node(p, -1), -EINVAL);
+	assert_int_equal(pool_bind_node(p, 1024), -EINVAL);
+	/* Still usable after a refused bind. */
+	memset(p->base, 0x5a, p->size);
+	pool_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -412,6 +428,7 @@ int main(void)
 		cmocka_unit_test(test_memlock_advice),
 		cmocka_unit_test(test_memlock_check_child),
 		cmocka_unit_test(test_budget),
+		cmocka_unit_test(test_bind_node),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;

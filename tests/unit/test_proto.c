@@ -173,9 +173,11 @@ static void sample(uint16_t type, struct msg *m)
 	case MSG_RING:
 		m->u.ring.addr = 0x7f0000001000ull;
 		m->u.ring.desc_addr = 0x7f0000100000ull;
-		m->u.ring.rkey = 0xdeadbeef;
 		m->u.ring.slots = 16;
 		m->u.ring.slot_size = 1u << 20;
+		m->u.ring.nkeys = 2;
+		m->u.ring.rkey[0] = 0xdeadbeef;
+		m->u.ring.rkey[1] = 0x01020304;
 		break;
 	case MSG_FILES:
 		m->u.files.count = 3;
@@ -271,7 +273,10 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 	case MSG_RING:
 		assert_true(a->u.ring.addr == b->u.ring.addr);
 		assert_true(a->u.ring.desc_addr == b->u.ring.desc_addr);
-		assert_int_equal(a->u.ring.rkey, b->u.ring.rkey);
+		assert_int_equal(a->u.ring.nkeys, b->u.ring.nkeys);
+		for (unsigned i = 0; i < a->u.ring.nkeys; i++) {
+			assert_int_equal(a->u.ring.rkey[i], b->u.ring.rkey[i]);
+		}
 		assert_int_equal(a->u.ring.slots, b->u.ring.slots);
 		assert_int_equal(a->u.ring.slot_size, b->u.ring.slot_size);
 		break;
@@ -992,6 +997,38 @@ static void test_bad_ring(void **state)
 	assert_int_equal(encode_decode_rc(&m), 0);
 	m.u.ring.desc_addr = UINT64_MAX - span + 1;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+
+	/* One rkey per lane: 1..PROTO_MAX_LANES, and exactly that many follow. */
+	sample(MSG_RING, &m);
+	m.u.ring.nkeys = 0;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EINVAL);
+	m.u.ring.nkeys = PROTO_MAX_LANES + 1;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EINVAL);
+	{
+		/* addr, desc_addr, slots 16, slot_size 1 MiB, nkeys, keys */
+		uint8_t p[25 + 4 * (PROTO_MAX_LANES + 1)] = { [16] = 0, 0, 0, 16, 0, 0x10, 0, 0 };
+		struct msg d;
+
+		for (unsigned n = 0; n <= PROTO_MAX_LANES + 1; n++) {
+			p[24] = (uint8_t)n;
+			for (unsigned k = 0; k < 4 * n; k++) {
+				p[25 + k] = (uint8_t)(k + 1);
+			}
+			/* Exact length only: one key short, or one more, is refused. */
+			if (n >= 1 && n <= PROTO_MAX_LANES) {
+				assert_int_equal(decode_copy(MSG_RING, p, 25 + 4 * n, &d), 0);
+				assert_int_equal(d.u.ring.nkeys, n);
+				assert_int_equal(d.u.ring.rkey[n - 1],
+						 (uint32_t)(4 * n - 3) << 24 | (4 * n - 2) << 16 |
+						     (4 * n - 1) << 8 | (4 * n));
+				msg_clear(&d);
+				assert_int_equal(decode_rc(MSG_RING, p, 25 + 4 * n - 1), -EBADMSG);
+				assert_int_equal(decode_rc(MSG_RING, p, 25 + 4 * n + 4), -EBADMSG);
+			} else {
+				assert_int_equal(decode_rc(MSG_RING, p, 25 + 4 * n), -EBADMSG);
+			}
+		}
+	}
 }
 
 static void test_bad_files(void **state)

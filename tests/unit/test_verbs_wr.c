@@ -19,7 +19,12 @@
 #include "verbs_wr.h"
 
 static uint8_t buf[4096];
-static struct xport_mr mr = { .addr = buf, .len = sizeof(buf), .lkey = 0x1234, .rkey = 0x5678 };
+static struct xport_mr mr = { .addr = buf,
+			      .len = sizeof(buf),
+			      .lkey = 0x1234,
+			      .rkey = 0x5678,
+			      .lane_lkey = { [0 ... XPORT_MAX_LANES - 1] = 0x1234 },
+			      .lane_rkey = { [0 ... XPORT_MAX_LANES - 1] = 0x5678 } };
 
 static struct xport_wr mkwr(uint32_t op, uint32_t flags, uint32_t off, uint32_t len, unsigned lane)
 {
@@ -55,6 +60,29 @@ static void test_write_fill(void **state)
 	assert_int_equal(sge.lkey, 0x1234);
 	assert_int_equal(s.wr.rdma.remote_addr, 0x7f0000001010ull);
 	assert_int_equal(s.wr.rdma.rkey, 0xcafe);
+}
+
+/* Rails: the same memory has another lkey in each lane's device. */
+static void test_lane_lkey(void **state)
+{
+	struct xport_mr rails = mr;
+	struct xport_wr w = mkwr(XPORT_OP_WRITE, 0, 0, 512, 1);
+	struct ibv_send_wr s;
+	struct ibv_sge sge;
+
+	(void)state;
+	rails.lane_lkey[1] = 0xabcd;
+	w.mr = &rails;
+	assert_int_equal(verbs_wr_check(&w, 2, 0), 0);
+	verbs_wr_fill(&w, 1, 0, &s, &sge);
+	assert_int_equal(sge.lkey, 0xabcd);
+	w.lane = 0;
+	verbs_wr_fill(&w, 1, 0, &s, &sge);
+	assert_int_equal(sge.lkey, 0x1234);
+	/* Not registered in lane 1's domain: refused before it reaches the device. */
+	rails.lane_lkey[1] = 0;
+	w.lane = 1;
+	assert_int_equal(verbs_wr_check(&w, 2, 0), -EINVAL);
 }
 
 static void test_write_imm_fill(void **state)
@@ -327,6 +355,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_write_fill),
 		cmocka_unit_test(test_write_imm_fill),
+		cmocka_unit_test(test_lane_lkey),
 		cmocka_unit_test(test_inline),
 		cmocka_unit_test(test_zero_length_credit),
 		cmocka_unit_test(test_check_rejects),
