@@ -217,6 +217,7 @@ static double ts_since(const struct timespec *t0)
 
 static int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+static void rx_discard(struct engine *e, struct efile *f);
 
 /* Record the session failure (the first one wins) and return r. */
 static int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
@@ -510,7 +511,7 @@ static int rx_resolve(struct engine *e, struct efile *f)
 
 	if (f->failed) {
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
-			fspath_discard(e->dirs[f->dir].fd, f->tmpname);
+			rx_discard(e, f);
 		}
 		e->st.files_failed++;
 		if (!e->st.first_error) {
@@ -619,8 +620,10 @@ static void rx_fsync_done(struct engine *e, struct efile *f, int res)
 		rx_resolve(e, f);
 		return;
 	}
-	if (renameat(d->fd, f->tmpname, d->fd, f->leaf) < 0) {
-		file_fail(f, errno_to_perr(negerrno()), "rename: %s", strerror(errno));
+	int r = f->tmpname[0] ? (renameat(d->fd, f->tmpname, d->fd, f->leaf) < 0 ? negerrno() : 0)
+			      : fspath_link_anon(d->fd, f->tfd, f->leaf);
+	if (r < 0) {
+		file_fail(f, errno_to_perr(r), "commit under its name: %s", strerror(-r));
 		rx_resolve(e, f);
 		return;
 	}
@@ -682,6 +685,14 @@ static void rx_dirsync_done(struct engine *e, uint32_t di, int res)
 
 static int rx_map_name(struct engine *e, struct efile *f);
 
+/* Remove an uncommitted temp file. An unnamed one (O_TMPFILE) goes with its fd. */
+static void rx_discard(struct engine *e, struct efile *f)
+{
+	if (f->tmpname[0] != '\0' && f->dir >= 0) {
+		fspath_discard(e->dirs[f->dir].fd, f->tmpname);
+	}
+}
+
 /*
  * A second, O_DIRECT descriptor for the temp file where the file system
  * allows it: whole aligned chunks then go from the ring to the disk without
@@ -722,8 +733,16 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 		snprintf(text, textlen, "destination directory: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	r = fspath_create_temp(e->dirs[f->dir].fd, f->leaf, &f->tfd, f->tmpname,
-			       sizeof(f->tmpname));
+	/*
+	 * An unnamed file where the file system allows it: it gets its name only
+	 * when complete, and a crash leaves nothing behind. Else a named temp file.
+	 */
+	f->tmpname[0] = '\0';
+	r = fspath_create_anon(e->dirs[f->dir].fd, &f->tfd);
+	if (r == -EOPNOTSUPP) {
+		r = fspath_create_temp(e->dirs[f->dir].fd, f->leaf, &f->tfd, f->tmpname,
+				       sizeof(f->tmpname));
+	}
 	if (r < 0) {
 		snprintf(text, textlen, "create temp file: %s", strerror(-r));
 		return errno_to_perr(r);
@@ -731,13 +750,13 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 	/* Big files get their space up front (less fragmentation, ENOSPC early). */
 	if (f->size >= e->p->chunk_size &&
 	    fallocate(f->tfd, FALLOC_FL_KEEP_SIZE, 0, (off_t)f->size) < 0 && errno == ENOSPC) {
-		fspath_discard(e->dirs[f->dir].fd, f->tmpname);
+		rx_discard(e, f);
 		snprintf(text, textlen, "%s", strerror(ENOSPC));
 		return PERR_NOSPACE;
 	}
 	r = file_hash_init(&f->hash);
 	if (r < 0) {
-		fspath_discard(e->dirs[f->dir].fd, f->tmpname);
+		rx_discard(e, f);
 		return PERR_INTERNAL;
 	}
 	f->hash_live = true;
@@ -974,7 +993,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 						     code, f->fail_text);
 			}
 			if (f->tfd >= 0 && f->dir >= 0) {
-				fspath_discard(e->dirs[f->dir].fd, f->tmpname);
+				rx_discard(e, f);
 			}
 			file_release(e, f);
 		} else if (pf->ftype != PROTO_FT_REG) {
@@ -1945,7 +1964,7 @@ static void teardown(struct engine *e)
 			continue;
 		}
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
-			fspath_discard(e->dirs[f->dir].fd, f->tmpname);
+			rx_discard(e, f);
 		}
 		file_release(e, f);
 	}

@@ -52,6 +52,22 @@ temps() {
 	find "$1" -name '.*.rdmacp.*' 2>/dev/null
 }
 
+# receiving DIR: a file is being received into DIR right now: an unnamed
+# (O_TMPFILE) file open in a session of the main daemon, which /proc shows as
+# "DIR/#INODE (deleted)", or a named temp file.
+receiving() {
+	local c l
+	[ -n "$(temps "$1")" ] && return 0
+	for c in $(pgrep -P "$MAIN_DAEMON"); do
+		for l in /proc/"$c"/fd/*; do
+			case $(readlink "$l" 2>/dev/null) in
+			"$1"/\#*) return 0 ;;
+			esac
+		done
+	done
+	return 1
+}
+
 no_temps() {
 	local left
 	left=$(temps "$2" | head -5)
@@ -185,7 +201,7 @@ for try in 1 2 3; do
 	# Shrink the source as soon as its temp file exists on the receiver: the
 	# sender is then mid-file (1 lane, 64K chunks: 3200 chunks to go).
 	(
-		has_chg_temp() { test -n "$(find "$T/mod/chg" -name '.changing.rdmacp.*' 2>/dev/null)"; }
+		has_chg_temp() { receiving "$T/mod/chg"; }
 		wait_until 10 has_chg_temp && truncate -s 1M "$T/src/changing"
 	) &
 	wpid=$!
@@ -245,7 +261,7 @@ ends_before=$(ends)
 "${CLIENT[@]}" -q --lanes 1 "$T/src/big500" "$HOST:data/k9/" >"$T/k9.out" 2>&1 &
 cpid=$!
 BG_PIDS+=("$cpid")
-has_temp_k9() { test -n "$(temps "$T/mod/k9")"; }
+has_temp_k9() { receiving "$T/mod/k9"; }
 if ! wait_until 10 has_temp_k9; then
 	fail "kill -9: the temp file never appeared: $(cat "$T/k9.out")"
 fi
