@@ -38,11 +38,12 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
  * Every file in flight holds its directory, so the cache is larger than the
  * file table: a free entry always exists.
  */
-#define DIR_CACHE	 (FILE_TABLE + 64)
-#define STALE_TEMP_AGE_S 2    /* younger temp files may not be locked yet */
-#define DIR_META_MAX	 4096 /* directories whose mtime -p restores */
-#define URING_ENTRIES	 2048
-#define HUGE_2M		 ((size_t)2 << 20)
+#define DIR_CACHE	   (FILE_TABLE + 64)
+#define STALE_TEMP_AGE_S   2	/* younger temp files may not be locked yet */
+#define DIR_META_MAX	   4096 /* directories whose mtime -p restores */
+#define URING_ENTRIES	   2048
+#define IOWQ_BOUND_WORKERS 64
+#define HUGE_2M		   ((size_t)2 << 20)
 
 enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4 };
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
@@ -711,20 +712,23 @@ static void rx_open_direct(struct engine *e, struct efile *f)
 	f->dfd = open(proc, O_WRONLY | O_CLOEXEC | O_DIRECT);
 }
 
-static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size_t textlen)
+/*
+ * Where a received entry goes: its final name (after rename_to), its leaf,
+ * and its parent directory held in the cache (created as needed, beneath the
+ * destination, never through a symlink).
+ */
+static uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	_cleanup_free_ char *dirpath = NULL;
-	const char *name = f->name;
 	const char *slash;
 	int r;
 
 	if (rx_map_name(e, f) < 0) {
 		return PERR_INTERNAL;
 	}
-	name = f->name;
-	slash = strrchr(name, '/');
-	dirpath = slash ? strndup(name, (size_t)(slash - name)) : strdup("");
-	f->leaf = strdup(slash ? slash + 1 : name);
+	slash = strrchr(f->name, '/');
+	dirpath = slash ? strndup(f->name, (size_t)(slash - f->name)) : strdup("");
+	f->leaf = strdup(slash ? slash + 1 : f->name);
 	if (!dirpath || !f->leaf) {
 		return PERR_INTERNAL;
 	}
@@ -732,6 +736,17 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 	if (r < 0) {
 		snprintf(text, textlen, "destination directory: %s", strerror(-r));
 		return errno_to_perr(r);
+	}
+	return PERR_OK;
+}
+
+static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	uint32_t code = rx_locate(e, f, text, textlen);
+	int r;
+
+	if (code != PERR_OK) {
+		return code;
 	}
 	/*
 	 * An unnamed file where the file system allows it: it gets its name only
@@ -855,24 +870,12 @@ static uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_
 static uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,
 				size_t textlen)
 {
-	_cleanup_free_ char *dirpath = NULL;
+	uint32_t code = rx_locate(e, f, text, textlen);
 	struct dirent_cache *d;
-	const char *slash;
 	int r;
 
-	if (rx_map_name(e, f) < 0) {
-		return PERR_INTERNAL;
-	}
-	slash = strrchr(f->name, '/');
-	dirpath = slash ? strndup(f->name, (size_t)(slash - f->name)) : strdup("");
-	f->leaf = strdup(slash ? slash + 1 : f->name);
-	if (!dirpath || !f->leaf) {
-		return PERR_INTERNAL;
-	}
-	r = dir_get(e, dirpath, &f->dir);
-	if (r < 0) {
-		snprintf(text, textlen, "destination directory: %s", strerror(-r));
-		return errno_to_perr(r);
+	if (code != PERR_OK) {
+		return code;
 	}
 	d = &e->dirs[f->dir];
 	/* A temp name first, then rename: atomic, and nothing is ever followed. */
@@ -1871,6 +1874,13 @@ static int setup(struct engine *e)
 		return fail(e, PERR_INTERNAL, r, "io_uring: %s", strerror(-r));
 	}
 	e->ring_ok = true;
+	/*
+	 * fsync is a blocking operation that io_uring runs on its bounded
+	 * workers, by default 4 per CPU. Many small files finishing together
+	 * want many fsyncs in flight: the disk queues them side by side.
+	 */
+	unsigned workers[2] = { IOWQ_BOUND_WORKERS, 0 };
+	io_uring_register_iowq_max_workers(&e->ring, workers);
 	e->uring_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->uring_efd < 0 || io_uring_register_eventfd(&e->ring, e->uring_efd) < 0) {
 		return fail(e, PERR_INTERNAL, -EIO, "io_uring eventfd");
