@@ -880,8 +880,10 @@ static uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *t
 	d = &e->dirs[f->dir];
 	/* A temp name first, then rename: atomic, and nothing is ever followed. */
 	for (int tries = 0; tries < 16; tries++) {
-		snprintf(f->tmpname, sizeof(f->tmpname), ".%.200s.rdmacp.%08x", f->leaf,
-			 (unsigned)random());
+		r = fspath_temp_name(f->leaf, f->tmpname, sizeof(f->tmpname));
+		if (r < 0) {
+			break;
+		}
 		if (symlinkat(target, d->fd, f->tmpname) == 0) {
 			r = 0;
 			break;

@@ -266,38 +266,50 @@ static int random_alnum(char *out, size_t n)
 	return 0;
 }
 
-int fspath_create_temp(int dirfd, const char *leaf, int *ret_fd, char *ret_tmpname,
-		       size_t tmpname_len)
+int fspath_temp_name(const char *leaf, char *out, size_t outlen)
 {
-	char name[FSPATH_NAME_MAX + 1];
+	char rnd[TEMP_RAND_LEN];
 	size_t prefix;
 	int r;
 
-	assert(ret_fd && ret_tmpname);
 	r = leaf_validate(leaf);
 	if (r < 0) {
 		return r;
 	}
-	if (tmpname_len < FSPATH_NAME_MAX + 1) {
+	if (outlen < FSPATH_NAME_MAX + 1) {
 		return -EINVAL;
 	}
 	/* Keep the whole name within NAME_MAX by cutting the leaf part short. */
 	prefix = MIN(strlen(leaf), (size_t)FSPATH_NAME_MAX - TEMP_OVERHEAD);
+	r = random_alnum(rnd, sizeof(rnd));
+	if (r < 0) {
+		return r;
+	}
+	out[0] = '.';
+	memcpy(out + 1, leaf, prefix);
+	memcpy(out + 1 + prefix, TEMP_TAG, TEMP_TAG_LEN);
+	memcpy(out + 1 + prefix + TEMP_TAG_LEN, rnd, TEMP_RAND_LEN);
+	out[TEMP_OVERHEAD + prefix] = '\0';
+	return 0;
+}
 
+int fspath_create_temp(int dirfd, const char *leaf, int *ret_fd, char *ret_tmpname,
+		       size_t tmpname_len)
+{
+	char name[FSPATH_NAME_MAX + 1];
+	int r;
+
+	assert(ret_fd && ret_tmpname);
+	if (tmpname_len < FSPATH_NAME_MAX + 1) {
+		return -EINVAL;
+	}
 	for (int tries = 0; tries < TEMP_CREATE_TRIES; tries++) {
-		char rnd[TEMP_RAND_LEN];
 		int fd;
 
-		r = random_alnum(rnd, sizeof(rnd));
+		r = fspath_temp_name(leaf, name, sizeof(name));
 		if (r < 0) {
 			return r;
 		}
-		name[0] = '.';
-		memcpy(name + 1, leaf, prefix);
-		memcpy(name + 1 + prefix, TEMP_TAG, TEMP_TAG_LEN);
-		memcpy(name + 1 + prefix + TEMP_TAG_LEN, rnd, TEMP_RAND_LEN);
-		name[TEMP_OVERHEAD + prefix] = '\0';
-
 		/* O_EXCL: never reuse, never follow, whatever already has this name. */
 		fd = openat2_beneath(dirfd, name,
 				     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -313,7 +325,7 @@ int fspath_create_temp(int dirfd, const char *leaf, int *ret_fd, char *ret_tmpna
 		 * fspath_sweep_stale). The lock goes with the process.
 		 */
 		flock(fd, LOCK_EX | LOCK_NB);
-		memcpy(ret_tmpname, name, TEMP_OVERHEAD + prefix + 1);
+		memcpy(ret_tmpname, name, strlen(name) + 1);
 		*ret_fd = fd;
 		return 0;
 	}
@@ -381,7 +393,6 @@ int fspath_create_anon(int dirfd, int *ret_fd)
 int fspath_link_anon(int dirfd, int fd, const char *leaf)
 {
 	char proc[64], tmp[FSPATH_NAME_MAX + 1];
-	size_t prefix;
 	int r;
 
 	r = leaf_validate(leaf);
@@ -401,19 +412,12 @@ int fspath_link_anon(int dirfd, int fd, const char *leaf)
 		return negerrno();
 	}
 	/* Something has the name: a temp name, then an atomic rename over it. */
-	prefix = MIN(strlen(leaf), (size_t)FSPATH_NAME_MAX - TEMP_OVERHEAD);
+	tmp[0] = '\0';
 	for (int tries = 0; tries < TEMP_CREATE_TRIES; tries++) {
-		char rnd[TEMP_RAND_LEN];
-
-		r = random_alnum(rnd, sizeof(rnd));
+		r = fspath_temp_name(leaf, tmp, sizeof(tmp));
 		if (r < 0) {
 			return r;
 		}
-		tmp[0] = '.';
-		memcpy(tmp + 1, leaf, prefix);
-		memcpy(tmp + 1 + prefix, TEMP_TAG, TEMP_TAG_LEN);
-		memcpy(tmp + 1 + prefix + TEMP_TAG_LEN, rnd, TEMP_RAND_LEN);
-		tmp[TEMP_OVERHEAD + prefix] = '\0';
 		if (linkat(AT_FDCWD, proc, dirfd, tmp, AT_SYMLINK_FOLLOW) == 0) {
 			break;
 		}

@@ -49,6 +49,12 @@ int fspath_create_temp(int dirfd, const char *leaf, int *ret_fd, char *ret_tmpna
 		       size_t tmpname_len);
 
 /*
+ * A fresh temp name for leaf: ".<leaf>.rdmacp.<8 random alnum>", the leaf part
+ * shortened to stay within NAME_MAX. out needs FSPATH_NAME_MAX + 1 bytes.
+ */
+int fspath_temp_name(const char *leaf, char *out, size_t outlen);
+
+/*
  * An unnamed file in dirfd (O_TMPFILE), mode 0600: a writer that dies leaves
  * nothing behind. -EOPNOTSUPP where the file system has no O_TMPFILE (use
  * fspath_create_temp then).

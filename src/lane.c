@@ -3,6 +3,9 @@
 #include "lane.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "proto/wire.h"
 
@@ -47,4 +50,37 @@ int lane_hello_decode(const void *in, size_t len, struct lane_hello *ret)
 	}
 	*ret = h;
 	return 0;
+}
+
+bool lane_token_dead(const struct lane_tokens *t, const uint8_t token[XPORT_TOKEN_LEN])
+{
+	bool dead = false;
+
+	/* No early exit: the time taken says nothing about which token matched. */
+	for (size_t i = 0; i < t->n; i++) {
+		dead |= CRYPTO_memcmp(t->v[i], token, XPORT_TOKEN_LEN) == 0;
+	}
+	return dead;
+}
+
+int lane_token_kill(struct lane_tokens *t, const uint8_t token[XPORT_TOKEN_LEN])
+{
+	uint8_t(*v)[XPORT_TOKEN_LEN] = reallocarray(t->v, t->n + 1, sizeof(*v));
+
+	if (!v) {
+		return -ENOMEM;
+	}
+	t->v = v;
+	memcpy(t->v[t->n++], token, XPORT_TOKEN_LEN);
+	return 0;
+}
+
+void lane_tokens_free(struct lane_tokens *t)
+{
+	if (t->v) {
+		OPENSSL_cleanse(t->v, t->n * XPORT_TOKEN_LEN);
+	}
+	free(t->v);
+	t->v = NULL;
+	t->n = 0;
 }

@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,3 +31,17 @@ void lane_hello_encode(const struct lane_hello *h, uint8_t out[LANE_HELLO_LEN]);
  * exceed LANE_HELLO_LEN: InfiniBand pads private data. -EPROTO otherwise.
  */
 int lane_hello_decode(const void *in, size_t len, struct lane_hello *ret);
+
+/*
+ * Tokens a listener has already accepted a full set of lanes for: a token is
+ * one-time, so a later lane presenting it is dropped. Compared in constant
+ * time; wiped when freed.
+ */
+struct lane_tokens {
+	uint8_t (*v)[XPORT_TOKEN_LEN];
+	size_t n;
+};
+
+bool lane_token_dead(const struct lane_tokens *t, const uint8_t token[XPORT_TOKEN_LEN]);
+int lane_token_kill(struct lane_tokens *t, const uint8_t token[XPORT_TOKEN_LEN]);
+void lane_tokens_free(struct lane_tokens *t);

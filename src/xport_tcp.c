@@ -908,8 +908,7 @@ static void set_nodelay(int fd)
 
 struct xport_listener {
 	int fd;
-	uint8_t (*dead_tokens)[XPORT_TOKEN_LEN];
-	size_t ndead;
+	struct lane_tokens dead; /* tokens already used up */
 };
 
 static int tcp_listen(const struct sockaddr *addr, socklen_t addrlen,
@@ -959,31 +958,8 @@ static void tcp_listener_close(struct xport_listener *l)
 		return;
 	}
 	close(l->fd);
-	OPENSSL_cleanse(l->dead_tokens, l->ndead * XPORT_TOKEN_LEN);
-	free(l->dead_tokens);
+	lane_tokens_free(&l->dead);
 	free(l);
-}
-
-static bool listener_token_dead(const struct xport_listener *l, const uint8_t *token)
-{
-	bool dead = false;
-
-	for (size_t i = 0; i < l->ndead; i++) {
-		dead |= CRYPTO_memcmp(l->dead_tokens[i], token, XPORT_TOKEN_LEN) == 0;
-	}
-	return dead;
-}
-
-static int listener_kill_token(struct xport_listener *l, const uint8_t *token)
-{
-	uint8_t(*n)[XPORT_TOKEN_LEN] = reallocarray(l->dead_tokens, l->ndead + 1, sizeof(*n));
-
-	if (!n) {
-		return -ENOMEM;
-	}
-	l->dead_tokens = n;
-	memcpy(l->dead_tokens[l->ndead++], token, XPORT_TOKEN_LEN);
-	return 0;
 }
 
 struct pending_conn {
@@ -1032,7 +1008,7 @@ static int tcp_accept(struct xport_listener *l, const struct xport_params *p, st
 	for (size_t i = 0; i < ARRAY_SIZE(lanes); i++) {
 		lanes[i] = -1;
 	}
-	token_dead = listener_token_dead(l, p->token);
+	token_dead = lane_token_dead(&l->dead, p->token);
 	deadline = now_ms() + p->timeout_ms;
 
 	while (nin < p->nlanes) {
@@ -1098,7 +1074,7 @@ static int tcp_accept(struct xport_listener *l, const struct xport_params *p, st
 			}
 		}
 	}
-	r = listener_kill_token(l, p->token);
+	r = lane_token_kill(&l->dead, p->token);
 	for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
 		r = set_blocking(lanes[i], true);
 		set_nodelay(lanes[i]);

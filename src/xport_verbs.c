@@ -479,8 +479,7 @@ static int cm_wait(struct rdma_event_channel *ec, struct rdma_cm_id *id,
 struct xport_listener {
 	struct rdma_event_channel *ec;
 	struct rdma_cm_id *id;
-	uint8_t (*dead_tokens)[XPORT_TOKEN_LEN];
-	size_t ndead;
+	struct lane_tokens dead; /* tokens already used up */
 };
 
 static void verbs_listener_close(struct xport_listener *l)
@@ -494,8 +493,7 @@ static void verbs_listener_close(struct xport_listener *l)
 	if (l->ec) {
 		rdma_destroy_event_channel(l->ec);
 	}
-	OPENSSL_cleanse(l->dead_tokens, l->ndead * XPORT_TOKEN_LEN);
-	free(l->dead_tokens);
+	lane_tokens_free(&l->dead);
 	free(l);
 }
 
@@ -538,28 +536,6 @@ static int verbs_listen(const struct sockaddr *addr, socklen_t addrlen,
 fail:
 	verbs_listener_close(l);
 	return r;
-}
-
-static bool listener_token_dead(const struct xport_listener *l, const uint8_t *token)
-{
-	bool dead = false;
-
-	for (size_t i = 0; i < l->ndead; i++) {
-		dead |= CRYPTO_memcmp(l->dead_tokens[i], token, XPORT_TOKEN_LEN) == 0;
-	}
-	return dead;
-}
-
-static int listener_kill_token(struct xport_listener *l, const uint8_t *token)
-{
-	uint8_t(*n)[XPORT_TOKEN_LEN] = reallocarray(l->dead_tokens, l->ndead + 1, sizeof(*n));
-
-	if (!n) {
-		return -ENOMEM;
-	}
-	l->dead_tokens = n;
-	memcpy(l->dead_tokens[l->ndead++], token, XPORT_TOKEN_LEN);
-	return 0;
 }
 
 /* May this connect request become a lane? Checked before any QP exists. */
@@ -672,7 +648,7 @@ static int verbs_accept(struct xport_listener *l, const struct xport_params *p, 
 	if (!vx) {
 		return -ENOMEM;
 	}
-	token_dead = listener_token_dead(l, p->token);
+	token_dead = lane_token_dead(&l->dead, p->token);
 	deadline = now_ms() + p->timeout_ms;
 	while (r >= 0 && nest < p->nlanes) {
 		struct rdma_cm_event *ev;
@@ -683,7 +659,7 @@ static int verbs_accept(struct xport_listener *l, const struct xport_params *p, 
 		}
 	}
 	if (r >= 0) {
-		r = listener_kill_token(l, p->token);
+		r = lane_token_kill(&l->dead, p->token);
 	}
 	if (r >= 0) {
 		/* The lanes' later events (disconnects) belong to the xport, not the listener. */
