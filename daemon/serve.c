@@ -220,7 +220,7 @@ static void ev_file_ok(void *ud, const char *name, uint64_t bytes, double secs, 
 
 	if (log_get_max_level() >= LOG_DEBUG) {
 		hash_to_hex(h, hex);
-		log_debug("%s: received %s (%llu bytes, %.3f s, xxh128 %s)", c->peer,
+		log_debug("%s: committed %s (%llu bytes, %.3f s, xxh128 %s)", c->peer,
 			  log_escape(name, esc, sizeof(esc)), (unsigned long long)bytes, secs, hex);
 	}
 }
