@@ -11,6 +11,7 @@
 #include <liburing.h>
 #include <openssl/crypto.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,15 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
 #define DIR_META_MAX	   4096 /* directories whose mtime -p restores */
 #define URING_ENTRIES	   2048
 #define IOWQ_BOUND_WORKERS 64
-#define HUGE_2M		   ((size_t)2 << 20)
+/*
+ * Small files finishing in a stream are made durable together: one syncfs(2)
+ * of their file system instead of one fsync each, once at least
+ * SYNC_BATCH_MIN of them wait. Fewer (or bigger files) are fsynced alone, so
+ * a lone file never flushes other writers' data.
+ */
+#define SYNC_BATCH_FILE_MAX ((uint64_t)1 << 20)
+#define SYNC_BATCH_MIN	    8
+#define HUGE_2M		    ((size_t)2 << 20)
 
 enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4 };
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
@@ -180,6 +189,17 @@ struct engine {
 	struct dirent_cache dirs[DIR_CACHE];
 	uint32_t *commit_batch; /* file indexes renamed, awaiting their dir fsync */
 	uint32_t ncommit;
+	/* batched durability (see SYNC_BATCH_MIN) */
+	uint32_t *sync_wait; /* small files verified, waiting to be made durable */
+	uint32_t nsync_wait;
+	uint32_t *sync_run; /* the batch whose syncfs runs now */
+	uint32_t nsync_run;
+	bool sync_running;
+	pthread_t sync_thread;
+	int sync_efd;		 /* the sync thread says it is done */
+	int sync_fds[DIR_CACHE]; /* one directory per file system in the batch */
+	size_t nsync_fds;
+	int sync_result;
 	uint64_t *seen; /* hashes of names received this session */
 	size_t seen_n, seen_cap;
 	struct {
@@ -568,6 +588,8 @@ static void rx_apply_meta(struct engine *e, struct efile *f)
 	}
 }
 
+static int rx_submit_fsync(struct engine *e, struct efile *f);
+
 /* Receiver: everything the sender sent has arrived and is on disk? */
 static int rx_maybe_finish(struct engine *e, struct efile *f)
 {
@@ -599,15 +621,112 @@ static int rx_maybe_finish(struct engine *e, struct efile *f)
 	if (f->failed) {
 		return rx_resolve(e, f);
 	}
-	/* fsync through io_uring so many files sync at once. */
+	f->fsyncing = true;
+	if (f->size < SYNC_BATCH_FILE_MAX) {
+		/* Maybe together with others: rx_sync_step decides. */
+		e->sync_wait[e->nsync_wait++] = file_index(e, f);
+		return 0;
+	}
+	return rx_submit_fsync(e, f);
+}
+
+/* fsync through io_uring so many files sync at once. */
+static int rx_submit_fsync(struct engine *e, struct efile *f)
+{
 	struct io_uring_sqe *sqe = uring_sqe(e);
+
 	if (!sqe) {
 		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 	}
 	io_uring_prep_fsync(sqe, f->tfd, 0);
 	io_uring_sqe_set_data64(sqe, UD(UD_FSYNC, file_index(e, f)));
-	f->fsyncing = true;
 	return 0;
+}
+
+static void *sync_thread_main(void *arg)
+{
+	struct engine *e = arg;
+	uint64_t one = 1;
+	int r = 0;
+
+	for (size_t i = 0; i < e->nsync_fds; i++) {
+		if (syncfs(e->sync_fds[i]) < 0 && r == 0) {
+			r = negerrno();
+		}
+	}
+	e->sync_result = r;
+	if (write(e->sync_efd, &one, sizeof(one)) < 0) {
+		/* The engine waits for the join in teardown in any case. */
+	}
+	return NULL;
+}
+
+/*
+ * Small files waiting to be durable: many → one syncfs per file system, on
+ * a thread (syncfs blocks and io_uring has no such operation); few → fsync
+ * each. Files that finish while a syncfs runs wait for the next one.
+ */
+static int rx_sync_step(struct engine *e)
+{
+	if (e->sync_running || e->nsync_wait == 0) {
+		return 0;
+	}
+	if (e->nsync_wait < SYNC_BATCH_MIN) {
+		for (uint32_t i = 0; i < e->nsync_wait; i++) {
+			if (rx_submit_fsync(e, &e->files[e->sync_wait[i]]) < 0) {
+				return -1;
+			}
+		}
+		e->nsync_wait = 0;
+		return 0;
+	}
+	/* One directory per file system is enough for syncfs. */
+	e->nsync_fds = 0;
+	for (uint32_t i = 0; i < e->nsync_wait; i++) {
+		struct efile *f = &e->files[e->sync_wait[i]];
+		int fd = e->dirs[f->dir].fd;
+		bool dup = false;
+
+		for (size_t k = 0; k < e->nsync_fds && !dup; k++) {
+			dup = e->sync_fds[k] == fd;
+		}
+		if (!dup && e->nsync_fds < ARRAY_SIZE(e->sync_fds)) {
+			e->sync_fds[e->nsync_fds++] = fd;
+		}
+	}
+	memcpy(e->sync_run, e->sync_wait, e->nsync_wait * sizeof(*e->sync_wait));
+	e->nsync_run = e->nsync_wait;
+	e->nsync_wait = 0;
+	if (pthread_create(&e->sync_thread, NULL, sync_thread_main, e) != 0) {
+		/* No thread: fsync each instead. */
+		for (uint32_t i = 0; i < e->nsync_run; i++) {
+			if (rx_submit_fsync(e, &e->files[e->sync_run[i]]) < 0) {
+				return -1;
+			}
+		}
+		e->nsync_run = 0;
+		return 0;
+	}
+	e->sync_running = true;
+	return 0;
+}
+
+static void rx_fsync_done(struct engine *e, struct efile *f, int res);
+
+/* The batch's syncfs finished: each of its files goes on as if fsynced alone. */
+static void rx_sync_done(struct engine *e)
+{
+	uint64_t v;
+
+	if (read(e->sync_efd, &v, sizeof(v)) < 0 || !e->sync_running) {
+		return;
+	}
+	pthread_join(e->sync_thread, NULL);
+	e->sync_running = false;
+	for (uint32_t i = 0; i < e->nsync_run; i++) {
+		rx_fsync_done(e, &e->files[e->sync_run[i]], e->sync_result);
+	}
+	e->nsync_run = 0;
 }
 
 static void rx_fsync_done(struct engine *e, struct efile *f, int res)
@@ -1917,7 +2036,10 @@ static int setup(struct engine *e)
 	}
 	e->rslots = calloc(p->slots, sizeof(*e->rslots));
 	e->commit_batch = calloc(FILE_TABLE, sizeof(*e->commit_batch));
-	if (!e->rslots || !e->commit_batch) {
+	e->sync_wait = calloc(FILE_TABLE, sizeof(*e->sync_wait));
+	e->sync_run = calloc(FILE_TABLE, sizeof(*e->sync_run));
+	e->sync_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!e->rslots || !e->commit_batch || !e->sync_wait || !e->sync_run || e->sync_efd < 0) {
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	/* Offer the ring: data slots, then the descriptor array. */
@@ -1968,6 +2090,17 @@ static int tx_wait_ring(struct engine *e)
 static void teardown(struct engine *e)
 {
 	struct xport *x = e->p->x;
+
+	/* The sync thread uses directory fds: it finishes before they close. */
+	if (e->sync_running) {
+		pthread_join(e->sync_thread, NULL);
+		e->sync_running = false;
+	}
+	if (e->sync_efd >= 0) {
+		close(e->sync_efd);
+	}
+	free(e->sync_wait);
+	free(e->sync_run);
 
 	/* Receiver: every temp file not committed goes. */
 	for (size_t i = 0; i < FILE_TABLE; i++) {
@@ -2065,10 +2198,11 @@ static int loop(struct engine *e)
 
 	ts_now(&e->last_activity);
 	while (!e->failed) {
-		struct pollfd pfd[3] = {
+		struct pollfd pfd[4] = {
 			{ .fd = tls_fd(p->chan->tls), .events = POLLIN },
 			{ .fd = x->ops->event_fd(x), .events = POLLIN },
 			{ .fd = e->uring_efd, .events = POLLIN },
+			{ .fd = e->sync_efd, .events = POLLIN },
 		};
 		uint64_t before = e->bytes_progress;
 		int n, wait_ms;
@@ -2081,6 +2215,9 @@ static int loop(struct engine *e)
 			break;
 		}
 		if (p->role == ENGINE_RECEIVER) {
+			if (rx_sync_step(e) < 0) {
+				break;
+			}
 			rx_commit_batch(e);
 			if (e->got_end) {
 				struct msg m = { .type = MSG_END };
@@ -2099,12 +2236,15 @@ static int loop(struct engine *e)
 			return 0;
 		}
 		wait_ms = chan_readable_now(p->chan) || p->busy_poll ? 0 : p->bwlimit ? 10 : 1000;
-		n = poll(pfd, 3, wait_ms);
+		n = poll(pfd, 4, wait_ms);
 		if (n < 0 && errno != EINTR) {
 			return fail(e, PERR_INTERNAL, negerrno(), "poll: %s", strerror(errno));
 		}
 		if (pfd[2].revents & POLLIN) {
 			on_uring(e);
+		}
+		if (pfd[3].revents & POLLIN) {
+			rx_sync_done(e);
 		}
 		if (!e->failed && ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) ||
 				   chan_readable_now(p->chan))) {
@@ -2152,6 +2292,7 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	e->err = err;
 	e->errlen = errlen;
 	e->uring_efd = -1;
+	e->sync_efd = -1;
 	e->oldest_id = 1;
 	err[0] = '\0';
 
