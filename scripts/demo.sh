@@ -46,9 +46,16 @@ for i in $(seq 100); do head -c $((RANDOM * 3)) /dev/urandom >"$demo/src/small-$
 "${client[@]}" -v "$demo/src/big.bin" 127.0.0.1:demo/
 "${client[@]}" "$demo"/src/small-*.dat 127.0.0.1:demo/small/
 
+echo "== rdmacp pull: the small files back, as a tree (-r)"
+mkdir -p "$demo/pulled"
+"${client[@]}" -r 127.0.0.1:demo/small "$demo/pulled/"
+
 echo "== comparing source and destination"
 cmp "$demo/src/big.bin" "$demo/module/big.bin"
-for i in $(seq 100); do cmp "$demo/src/small-$i.dat" "$demo/module/small/small-$i.dat"; done
+for i in $(seq 100); do
+	cmp "$demo/src/small-$i.dat" "$demo/module/small/small-$i.dat"
+	cmp "$demo/src/small-$i.dat" "$demo/pulled/small/small-$i.dat"
+done
 echo "all files identical; the daemon's log:"
 kill -TERM "$daemon"
 wait "$daemon" || true
