@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "exitcodes.h"
 #include "rlimits.h"
@@ -84,14 +85,6 @@ struct daemon {
 
 	bool stopping;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void format_addr(const struct sockaddr *sa, socklen_t len, char *out, size_t outlen)
 {
@@ -387,7 +380,7 @@ static int grow_children(struct daemon *d, size_t cap)
 
 static void log_refused(struct daemon *d, const char *peer, const char *why, unsigned limit)
 {
-	uint64_t now = now_ms();
+	uint64_t now = (uint64_t)now_ms();
 
 	/* A flood of refused connections must not become a flood of log lines. */
 	if (now - d->refuse_window_ms >= 1000) {
@@ -471,7 +464,7 @@ static void accept_all(struct daemon *d, int lfd)
 			/* EMFILE, ENFILE, ENOBUFS, ENOMEM: poll would report the listener
 			 * readable again at once, so back off instead of spinning. */
 			log_warning_errno(negerrno(), "accept: %m");
-			d->accept_paused_until_ms = now_ms() + ACCEPT_BACKOFF_MS;
+			d->accept_paused_until_ms = (uint64_t)now_ms() + ACCEPT_BACKOFF_MS;
 			return;
 		}
 	}
@@ -499,7 +492,7 @@ static void reload(struct daemon *d)
 	struct tls_ctx *tls;
 	int r;
 
-	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, now_ms() * 1000);
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, (uint64_t)now_ms() * 1000);
 	r = load_all(d->config_file, &cfg, &tls);
 	if (r < 0) {
 		log_error("reload failed, keeping the old configuration");
@@ -557,7 +550,7 @@ static bool handle_signals(struct daemon *d)
 
 static void send_watchdog(struct daemon *d)
 {
-	uint64_t now = now_ms();
+	uint64_t now = (uint64_t)now_ms();
 
 	if (d->watchdog_usec && now >= d->next_watchdog_ms) {
 		sd_notify(0, "WATCHDOG=1");
@@ -582,7 +575,7 @@ static void signal_children(struct daemon *d, int sig)
  */
 static void shutdown_children(struct daemon *d)
 {
-	uint64_t deadline = now_ms() + DRAIN_S * 1000;
+	uint64_t deadline = (uint64_t)now_ms() + DRAIN_S * 1000;
 	int phase = 0; /* 0 draining, 1 asked to abort, 2 killed */
 
 	d->stopping = true;
@@ -593,7 +586,7 @@ static void shutdown_children(struct daemon *d)
 
 	while (d->nchildren > 0) {
 		struct pollfd pfd = { .fd = d->sfd, .events = POLLIN };
-		uint64_t now = now_ms();
+		uint64_t now = (uint64_t)now_ms();
 		int timeout;
 
 		if (now >= deadline && phase == 0) {
@@ -634,7 +627,7 @@ static void shutdown_children(struct daemon *d)
 		}
 		send_watchdog(d);
 		if (handle_signals(d) && phase == 0) {
-			deadline = now_ms(); /* impatient: skip the drain */
+			deadline = (uint64_t)now_ms(); /* impatient: skip the drain */
 		}
 	}
 }
@@ -643,7 +636,7 @@ static int main_loop(struct daemon *d)
 {
 	for (;;) {
 		struct pollfd pfd[DAEMON_MAX_LISTEN + 1];
-		uint64_t now = now_ms();
+		uint64_t now = (uint64_t)now_ms();
 		bool accepting = now >= d->accept_paused_until_ms;
 		size_t n = 0;
 		int timeout = -1;
@@ -675,9 +668,9 @@ static int main_loop(struct daemon *d)
 			return log_error_errno(negerrno(), "poll: %m");
 		}
 		send_watchdog(d);
-		if (d->nchildren > 0 && now_ms() >= d->next_status_ms) {
+		if (d->nchildren > 0 && (uint64_t)now_ms() >= d->next_status_ms) {
 			notify_status(d);
-			d->next_status_ms = now_ms() + STATUS_INTERVAL_MS;
+			d->next_status_ms = (uint64_t)now_ms() + STATUS_INTERVAL_MS;
 		}
 		if (r <= 0) {
 			continue;
@@ -818,7 +811,7 @@ static int run(struct daemon *d, bool check)
 	/* unset_environment: the watchdog is the supervisor's job alone. */
 	if (sd_watchdog_enabled(1, &usec) > 0 && usec >= 2000) {
 		d->watchdog_usec = usec;
-		d->next_watchdog_ms = now_ms();
+		d->next_watchdog_ms = (uint64_t)now_ms();
 	}
 	sd_notify(0, "READY=1");
 	notify_status(d);

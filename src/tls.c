@@ -28,6 +28,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "clock.h"
 #include "macro.h"
 
 #define TLS_REASON_MAX 512
@@ -515,14 +516,6 @@ static int fail_ssl(struct tls_conn *c, int ssl_error, int saved_errno, const ch
 }
 
 /* ---- waiting ---- */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* timeout_ms < 0: no deadline (-1). */
 static int64_t deadline_after(int timeout_ms)

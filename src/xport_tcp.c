@@ -34,6 +34,7 @@
 
 #include <openssl/crypto.h>
 
+#include "clock.h"
 #include "lane.h"
 #include "macro.h"
 
@@ -142,24 +143,6 @@ static void frame_decode(const uint8_t in[TCP_FRAME_HDR_LEN], struct tcp_frame *
 _Static_assert(TCP_FRAME_HDR_LEN == 1 + 1 + 2 + 4 + 8 + 4 + 4 + 8, "frame layout");
 
 /* ---- time ---- */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int remaining_ms(int64_t deadline)
-{
-	int64_t left = deadline - now_ms();
-
-	if (left <= 0) {
-		return 0;
-	}
-	return left > INT32_MAX ? INT32_MAX : (int)left;
-}
 
 /* ---- completion queue ---- */
 

@@ -41,6 +41,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "macro.h"
+#include "clock.h"
 #include "lane.h"
 #include "rdmadev.h"
 #include "verbs_wr.h"
@@ -55,24 +56,6 @@
 #define VERBS_RESOLVE_STEP_MS 1000
 
 /* ---- time ---- */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int remaining_ms(int64_t deadline)
-{
-	int64_t left = deadline - now_ms();
-
-	if (left <= 0) {
-		return 0;
-	}
-	return left > INT32_MAX ? INT32_MAX : (int)left;
-}
 
 static int set_nonblock(int fd)
 {
