@@ -48,11 +48,6 @@ uint64_t verbs_seq_expand(uint64_t done, uint64_t seq48)
 }
 
 /* [addr, addr+len) inside [base, base+mlen), without overflow. */
-static bool range_inside(uint64_t base, uint64_t mlen, uint64_t addr, uint64_t len)
-{
-	return addr >= base && len <= mlen && addr - base <= mlen - len;
-}
-
 static bool wants_inline(const struct xport_wr *w, uint32_t max_inline)
 {
 	return (w->flags & XPORT_SEND_INLINE) && w->len > 0 && w->len <= max_inline;
@@ -60,16 +55,10 @@ static bool wants_inline(const struct xport_wr *w, uint32_t max_inline)
 
 int verbs_wr_check(const struct xport_wr *w, unsigned nlanes, uint32_t max_inline)
 {
-	if (!w || w->lane >= nlanes ||
-	    (w->opcode != XPORT_OP_WRITE && w->opcode != XPORT_OP_WRITE_IMM) ||
-	    (w->flags & ~(uint32_t)(XPORT_SEND_SIGNALED | XPORT_SEND_INLINE)) != 0) {
-		return -EINVAL;
-	}
-	if (w->len == 0) {
-		return 0;
-	}
-	if (!w->buf) {
-		return -EINVAL;
+	int r = xport_wr_check_common(w, nlanes);
+
+	if (r != 0) {
+		return r < 0 ? r : 0;
 	}
 	if (wants_inline(w, max_inline)) {
 		return 0;
@@ -78,8 +67,8 @@ int verbs_wr_check(const struct xport_wr *w, unsigned nlanes, uint32_t max_inlin
 	if (!w->mr || w->mr->lane_lkey[w->lane] == 0) {
 		return -EINVAL;
 	}
-	return range_inside((uint64_t)(uintptr_t)w->mr->addr, w->mr->len,
-			    (uint64_t)(uintptr_t)w->buf, w->len)
+	return xport_range_inside((uint64_t)(uintptr_t)w->mr->addr, w->mr->len,
+				  (uint64_t)(uintptr_t)w->buf, w->len)
 		   ? 0
 		   : -EINVAL;
 }

@@ -33,6 +33,19 @@ const char *xport_wc_status_str(int status)
 	return names[status];
 }
 
+int xport_wr_check_common(const struct xport_wr *w, unsigned nlanes)
+{
+	if (!w || w->lane >= nlanes ||
+	    (w->opcode != XPORT_OP_WRITE && w->opcode != XPORT_OP_WRITE_IMM) ||
+	    (w->flags & ~(uint32_t)(XPORT_SEND_SIGNALED | XPORT_SEND_INLINE)) != 0) {
+		return -EINVAL;
+	}
+	if (w->len == 0) {
+		return 1;
+	}
+	return w->buf ? 0 : -EINVAL;
+}
+
 /* Only backends that were built are listed. */
 static const struct xport_ops *const backends[] = {
 	&xport_tcp_ops,

@@ -185,6 +185,20 @@ extern const struct xport_ops xport_verbs_ops;
  */
 int xport_verbs_probe(char *why, size_t whylen);
 
+/* [addr, addr+len) inside [base, base+mlen), without overflow. */
+static inline bool xport_range_inside(uint64_t base, uint64_t mlen, uint64_t addr, uint64_t len)
+{
+	return addr >= base && len <= mlen && addr - base <= mlen - len;
+}
+
+/*
+ * What every backend checks in a work request before anything else: lane,
+ * opcode, flags, a buffer when there are bytes. Returns -EINVAL, 1 when
+ * nothing more needs checking (no payload), 0 when the backend must check
+ * the local buffer (inline size, registration).
+ */
+int xport_wr_check_common(const struct xport_wr *w, unsigned nlanes);
+
 /* "IBV_WC_REM_ACCESS_ERR"-style names, for messages. */
 const char *xport_wc_status_str(int status);
 /* Backend by kind, or NULL when not built. */

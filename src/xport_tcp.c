@@ -543,11 +543,6 @@ static struct tcp_mr *mr_find_rkey_locked(struct tcp_xport *tx, uint32_t rkey)
 }
 
 /* [addr, addr+len) inside [base, base+mlen), without overflow. */
-static bool range_inside(uint64_t base, uint64_t mlen, uint64_t addr, uint64_t len)
-{
-	return addr >= base && len <= mlen && addr - base <= mlen - len;
-}
-
 static void mr_release(struct tcp_xport *tx, struct tcp_lane *ln, struct tcp_mr *m)
 {
 	pthread_mutex_lock(&tx->mr_lock);
@@ -584,7 +579,8 @@ static int rx_validate(struct tcp_lane *ln, const struct tcp_frame *f, struct tc
 					ln->idx, f->rkey);
 			return TCP_NAK_REM_ACCESS;
 		}
-		if (!range_inside((uint64_t)(uintptr_t)m->pub.addr, m->pub.len, f->addr, f->len)) {
+		if (!xport_range_inside((uint64_t)(uintptr_t)m->pub.addr, m->pub.len, f->addr,
+					f->len)) {
 			pthread_mutex_unlock(&tx->mr_lock);
 			xport_set_error(tx,
 					"lane %u: write outside registration "
@@ -1340,17 +1336,10 @@ static int tcp_dereg_mr(struct xport *x, struct xport_mr *pub)
 static int wr_check(const struct tcp_xport *tx, const struct xport_wr *w)
 {
 	uint64_t base, b;
+	int r = xport_wr_check_common(w, tx->pub.nlanes);
 
-	if (w->lane >= tx->pub.nlanes ||
-	    (w->opcode != XPORT_OP_WRITE && w->opcode != XPORT_OP_WRITE_IMM) ||
-	    (w->flags & ~(uint32_t)(XPORT_SEND_SIGNALED | XPORT_SEND_INLINE)) != 0) {
-		return -EINVAL;
-	}
-	if (w->len == 0) {
-		return 0;
-	}
-	if (!w->buf) {
-		return -EINVAL;
+	if (r != 0) {
+		return r < 0 ? r : 0;
 	}
 	if (w->flags & XPORT_SEND_INLINE) {
 		/* Inline data is copied at post time and needs no registration (as on verbs). */
@@ -1361,7 +1350,7 @@ static int wr_check(const struct tcp_xport *tx, const struct xport_wr *w)
 	}
 	base = (uint64_t)(uintptr_t)w->mr->addr;
 	b = (uint64_t)(uintptr_t)w->buf;
-	return range_inside(base, w->mr->len, b, w->len) ? 0 : -EINVAL;
+	return xport_range_inside(base, w->mr->len, b, w->len) ? 0 : -EINVAL;
 }
 
 static int tcp_post_writes(struct xport *x, const struct xport_wr *wrs, size_t n)
