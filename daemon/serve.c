@@ -289,6 +289,20 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
 	return 0;
 }
 
+/*
+ * "pool size" bounds what one session pins, descriptor chunks and the
+ * rounding to whole pages included: fewer slots (or sender chunks) until it
+ * fits, down to the engine's minimum of two.
+ */
+static void fit_pool_size(struct engine_params *ep, uint64_t pool_size)
+{
+	uint32_t *n = ep->role == ENGINE_SENDER ? &ep->pool_chunks : &ep->slots;
+
+	while (*n > 2 && engine_pinned_bytes(ep) > pool_size) {
+		(*n)--;
+	}
+}
+
 /* Set up the data connection the client asked for, then run the engine. */
 static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const struct module *m,
 			       int basefd, const char *rename_to, struct src_list *pull_srcs)
@@ -311,12 +325,24 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	chunk = MIN(MAX(o->chunk_size, POLICY_MIN_CHUNK), POLICY_MAX_CHUNK);
 	slots = (uint32_t)MIN((uint64_t)o->slots, cfg->pool_size / chunk);
 	slots = MAX(slots, 2u);
+	/* The daemon sends a pull from its own pool and receives a push into its ring. */
+	ep.role = pull_srcs ? ENGINE_SENDER : ENGINE_RECEIVER;
+	ep.chunk_size = chunk;
+	ep.slots = slots;
+	if (pull_srcs) {
+		ep.pool_chunks = (uint32_t)MAX(cfg->pool_size / chunk / 2, 2);
+	}
+	fit_pool_size(&ep, cfg->pool_size);
+	slots = ep.slots;
 	xp.nlanes = MIN((unsigned)o->lanes, POLICY_MAX_LANES);
 	xp.sq_depth = 4 * slots + 16;
 	xp.rq_depth = slots;
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
-	/* Pinned memory counts against the daemon-wide budget: over it, "busy". */
-	pinned = (uint64_t)(slots + 1) * chunk;
+	/*
+	 * Pinned memory counts against the daemon-wide budget: over it, "busy".
+	 * Reserved exactly as the engine will size it, for either role.
+	 */
+	pinned = engine_pinned_bytes(&ep);
 	if (c->sessions && sessions_reserve(c->sessions, pinned) < 0) {
 		return refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
 	}
@@ -355,17 +381,11 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 			x->ops->destroy(x);
 			return r;
 		}
-		ep.role = ENGINE_SENDER;
 		ep.srcs = pull_srcs->v;
 		ep.nsrcs = pull_srcs->n;
-		ep.pool_chunks = (uint32_t)MAX(cfg->pool_size / chunk / 2, 2);
-	} else {
-		ep.role = ENGINE_RECEIVER;
 	}
 	ep.chan = &c->chan;
 	ep.x = x;
-	ep.chunk_size = chunk;
-	ep.slots = slots;
 	ep.idle_timeout_ms = (int)cfg->idle_timeout_s * 1000;
 	ep.base_fd = basefd;
 	ep.rename_to = rename_to && *rename_to ? rename_to : NULL;

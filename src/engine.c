@@ -6,6 +6,7 @@
  */
 #include "engine.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -1919,26 +1920,40 @@ static int on_control(struct engine *e)
 
 /* ---- setup and teardown ------------------------------------------------ */
 
-static int setup_memory(struct engine *e)
+static uint32_t engine_data_chunks(const struct engine_params *p)
 {
-	const struct engine_params *p = e->p;
-	struct xport *x = p->x;
-	uint32_t data_chunks = p->role == ENGINE_SENDER ? p->pool_chunks : p->slots;
-	size_t desc_bytes = (size_t)data_chunks * PROTO_DESC_LEN;
-	size_t extra = (desc_bytes + p->chunk_size - 1) / p->chunk_size;
-	int r;
+	return p->role == ENGINE_SENDER ? p->pool_chunks : p->slots;
+}
 
-	size_t bytes = ((size_t)data_chunks + extra) * p->chunk_size;
+uint64_t engine_pinned_bytes(const struct engine_params *p)
+{
+	uint64_t data_chunks = engine_data_chunks(p);
+	uint64_t desc_bytes = data_chunks * PROTO_DESC_LEN;
+	uint64_t extra = (desc_bytes + p->chunk_size - 1) / p->chunk_size;
+	uint64_t bytes = (data_chunks + extra) * p->chunk_size;
 
 	/* Whole 2 MiB pages, so the pool can be backed by huge pages. */
 	if (bytes >= HUGE_2M) {
 		bytes = (bytes + HUGE_2M - 1) / HUGE_2M * HUGE_2M;
 	}
+	return bytes;
+}
+
+static int setup_memory(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+	struct xport *x = p->x;
+	uint32_t data_chunks = engine_data_chunks(p);
+	/* The size a caller reserved against its budget is the size pinned here. */
+	size_t bytes = (size_t)engine_pinned_bytes(p);
+	int r;
+
 	r = pool_create(bytes, p->chunk_size, &e->pool);
 	if (r < 0) {
 		return fail(e, PERR_INTERNAL, r, "buffer pool of %zu MiB: %s", bytes >> 20,
 			    strerror(-r));
 	}
+	assert(e->pool->size == bytes);
 	/*
 	 * Before anything touches the pages again: place them on the device's
 	 * node. Only a hint; the copy works the same from any node, so a refusal

@@ -94,6 +94,15 @@ struct engine_params {
 };
 
 /*
+ * Bytes of memory engine_run maps and pins (registered with io_uring and the
+ * transport) for p's role, chunk_size, slots and pool_chunks: the receiver's
+ * ring or the sender's pool, its descriptor chunks, rounded up to whole 2 MiB
+ * pages from 2 MiB on. The one place that size is computed: a caller reserves
+ * exactly this against its memory budget before engine_run.
+ */
+uint64_t engine_pinned_bytes(const struct engine_params *p);
+
+/*
  * Run one transfer to its end. Returns 0 when the exchange completed (files
  * may still have failed: see stats), or a negative errno when the session
  * failed; then err holds the reason and *ret_code the protocol error code.

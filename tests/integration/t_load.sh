@@ -8,8 +8,8 @@
 #      11 (turned away at the TCP level) or 5 (busy), nothing else; the
 #      daemon survives, no session is killed by a signal, and every file a
 #      client reported done is intact
-#   3. "memory budget = 8M" with "pool size = 4M" (one transfer's pinned
-#      memory is 5 MiB, so one fits at a time): 16 concurrent rate-limited
+#   3. "memory budget = 8M" with "pool size = 4M" (one transfer pins 4 MiB,
+#      so two fit at a time): 16 concurrent rate-limited
 #      pushes each exit 0 or 5 ("busy"), at least one of each
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
