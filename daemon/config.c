@@ -719,6 +719,26 @@ static int m_gid(struct parse_state *ps, const char *key, const char *value)
 	return 0;
 }
 
+/* A module's limit on what a push may store: any size, 0 included (only empty files). */
+static int set_limit_key(struct parse_state *ps, const char *key, const char *value, uint64_t *dst)
+{
+	if (parse_size(value, dst) < 0) {
+		return fail(ps, "bad size '%s' for '%s' (a number with optional K, M, G or T)",
+			    ESC(value), key);
+	}
+	return 0;
+}
+
+static int m_max_file_size(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_limit_key(ps, key, value, &cur_module(ps)->max_file_size);
+}
+
+static int m_max_session_bytes(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_limit_key(ps, key, value, &cur_module(ps)->max_session_bytes);
+}
+
 static int m_comment(struct parse_state *ps, const char *key, const char *value)
 {
 	return 0;
@@ -752,6 +772,8 @@ static const struct key_handler module_keys[] = {
 	{ "uid", false, m_uid },
 	{ "gid", false, m_gid },
 	{ "comment", false, m_comment },
+	{ "max file size", false, m_max_file_size },
+	{ "max session bytes", false, m_max_session_bytes },
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= 32 && ARRAY_SIZE(module_keys) <= 32,
@@ -843,6 +865,7 @@ static int add_module(struct parse_state *ps, const char *name)
 	m = &c->modules[c->nmodules++];
 	memset(m, 0, sizeof(*m));
 	strcpy(m->name, name);
+	m->max_file_size = m->max_session_bytes = UINT64_MAX; /* not set: no limit */
 	return 0;
 }
 

@@ -44,6 +44,8 @@ struct module {
 	bool have_uid, have_gid;
 	uid_t uid;
 	gid_t gid;
+	uint64_t max_file_size;	    /* a pushed file's declared size; default: none */
+	uint64_t max_session_bytes; /* declared sizes pushed per connection; default: none */
 };
 
 struct daemon_config {

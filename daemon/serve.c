@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include "clock.h"
 #include "engine.h"
 #include "fspath.h"
 #include "hash.h"
@@ -53,6 +54,7 @@ struct conn {
 	socklen_t locallen;
 	struct sessions *sessions;
 	uint64_t last_progress;
+	uint64_t bytes_accepted; /* declared sizes of the files pushed on this connection */
 };
 
 static bool san_equals(const char *san, void *ud)
@@ -315,6 +317,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	struct msg ok = { .type = MSG_OPEN_OK };
 	struct sockaddr_storage bind_addr = c->local;
 	struct engine_params ep = { 0 };
+	struct engine_limits limits = { 0 };
 	struct engine_stats st;
 	uint32_t code = 0, chunk, slots;
 	uint64_t pinned;
@@ -394,6 +397,11 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.have_gid = m->have_gid;
 	ep.uid = m->uid;
 	ep.gid = m->gid;
+	/* The module's limits count every push of this connection together. */
+	limits.max_file_size = m->max_file_size;
+	limits.max_session_bytes =
+	    m->max_session_bytes - MIN(m->max_session_bytes, c->bytes_accepted);
+	ep.limits = &limits;
 	ep.faults = getenv("RDMACPD_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
 	ep.ev = (struct engine_events){ .file_ok = ev_file_ok,
 					.file_failed = ev_file_failed,
@@ -402,6 +410,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	c->last_progress = 0;
 	ep.stop = &stop_requested;
 	r = engine_run(&ep, &st, &code, err, sizeof(err));
+	c->bytes_accepted += st.bytes_accepted;
 	x->ops->destroy(x);
 	if (r < 0) {
 		log_notice("%s (%s): transfer failed: %s: %s", c->peer, c->id, proto_err_name(code),
@@ -645,6 +654,7 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 {
 	struct conn c = { .cfg = cfg, .sessions = sessions };
 	struct msg_hello hello;
+	int64_t idle_deadline;
 	char err[512];
 	int r;
 
@@ -676,10 +686,15 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	log_info("%s (%s): connected (%s, protocol %d)", c.peer, c.id,
 		 log_escape(hello.software, err, sizeof(err)), r);
 
+	/*
+	 * Between transfers only a request restarts the idle clock: a client
+	 * that just sends PINGs is idle, and goes at the idle timeout.
+	 */
+	idle_deadline = now_ms() + (int64_t)cfg->idle_timeout_s * 1000;
 	for (;;) {
 		struct msg m;
 
-		r = chan_recv(&c.chan, &m, (int)cfg->idle_timeout_s * 1000);
+		r = chan_recv(&c.chan, &m, remaining_ms(idle_deadline));
 		if (r < 0) {
 			if (r == -EPIPE) {
 				r = 0; /* close_notify between requests: a clean end */
@@ -696,6 +711,7 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 		switch (m.type) {
 		case MSG_OPEN:
 			r = handle_open(&c, &m.u.open);
+			idle_deadline = now_ms() + (int64_t)cfg->idle_timeout_s * 1000;
 			break;
 		case MSG_PING: {
 			struct msg pong = { .type = MSG_PONG };

@@ -20,6 +20,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -215,8 +216,9 @@ struct engine {
 	size_t nbatch, batch_cap;
 	uint64_t wr_seq;
 	uint64_t bytes_progress;
-	struct timespec last_activity;
-	bool ping_out;
+	uint64_t credits;	       /* returned (receiver) or received (sender) */
+	struct timespec last_activity; /* the last data progress (see progress_mark) */
+	struct timespec last_ping;
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -860,11 +862,60 @@ static uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t 
 	return PERR_OK;
 }
 
+/* Is a regular file of f->size within the receiver's limits? Checked before anything exists. */
+static uint32_t rx_check_limits(struct engine *e, const struct efile *f, char *text, size_t textlen)
+{
+	const struct engine_limits *l = e->p->limits;
+
+	if (!l) {
+		return PERR_OK;
+	}
+	if (f->size > l->max_file_size) {
+		snprintf(text, textlen, "%llu bytes: over the max file size of %llu bytes",
+			 (unsigned long long)f->size, (unsigned long long)l->max_file_size);
+		return PERR_PERMISSION;
+	}
+	if (e->st.bytes_accepted > l->max_session_bytes ||
+	    f->size > l->max_session_bytes - e->st.bytes_accepted) {
+		snprintf(text, textlen,
+			 "%llu bytes: over the max session bytes of %llu (%llu accepted before)",
+			 (unsigned long long)f->size, (unsigned long long)l->max_session_bytes,
+			 (unsigned long long)e->st.bytes_accepted);
+		return PERR_PERMISSION;
+	}
+	return PERR_OK;
+}
+
+/*
+ * Disk space is taken as data arrives, never reserved for a declared size
+ * (a peer could fill the file system without sending a byte). A big file
+ * that cannot fit in the space free now is refused at once instead, which
+ * keeps an honest sender's ENOSPC early without reserving anything.
+ */
+static uint32_t rx_check_space(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	struct statvfs sv;
+
+	if (f->size < e->p->chunk_size || fstatvfs(e->dirs[f->dir].fd, &sv) < 0 ||
+	    sv.f_frsize == 0 || f->size / sv.f_frsize <= sv.f_bavail) {
+		return PERR_OK;
+	}
+	snprintf(text, textlen, "%s: %llu bytes, %llu free", strerror(ENOSPC),
+		 (unsigned long long)f->size, (unsigned long long)sv.f_bavail * sv.f_frsize);
+	return PERR_NOSPACE;
+}
+
 static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
-	uint32_t code = rx_locate(e, f, text, textlen);
+	uint32_t code = rx_check_limits(e, f, text, textlen);
 	int r;
 
+	if (code == PERR_OK) {
+		code = rx_locate(e, f, text, textlen);
+	}
+	if (code == PERR_OK) {
+		code = rx_check_space(e, f, text, textlen);
+	}
 	if (code != PERR_OK) {
 		return code;
 	}
@@ -882,13 +933,6 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 		snprintf(text, textlen, "create temp file: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	/* Big files get their space up front (less fragmentation, ENOSPC early). */
-	if (f->size >= e->p->chunk_size &&
-	    fallocate(f->tfd, FALLOC_FL_KEEP_SIZE, 0, (off_t)f->size) < 0 && errno == ENOSPC) {
-		rx_discard(e, f);
-		snprintf(text, textlen, "%s", strerror(ENOSPC));
-		return PERR_NOSPACE;
-	}
 	r = file_hash_init(&f->hash);
 	if (r < 0) {
 		rx_discard(e, f);
@@ -896,6 +940,7 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 	}
 	f->hash_live = true;
 	rx_open_direct(e, f);
+	e->st.bytes_accepted += f->size;
 	return PERR_OK;
 }
 
@@ -1174,6 +1219,7 @@ static int rx_credit(struct engine *e, uint32_t slot)
 
 	s->state = SL_FREE;
 	f->held--;
+	e->credits++;
 	if (!lane_room(e, wr.lane, 1)) {
 		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
 		return fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
@@ -1823,6 +1869,7 @@ static int on_xport(struct engine *e)
 					return fail(e, PERR_PROTOCOL, -EBADMSG, "credit overflow");
 				}
 				e->free_slots[e->nfree_slots++] = slot;
+				e->credits++;
 			} else {
 				return fail(e, PERR_PROTOCOL, -EBADMSG,
 					    "unexpected immediate 0x%08x (len %u)", wc[i].imm,
@@ -1881,8 +1928,7 @@ static int on_message(struct engine *e, struct msg *m)
 		return chan_queue(e->p->chan, &pong);
 	}
 	case MSG_PONG:
-		e->ping_out = false;
-		return 0;
+		return 0; /* not progress: see progress_mark */
 	case MSG_ERROR:
 		return fail(e, m->u.error.code ? m->u.error.code : PERR_PROTOCOL, -EREMOTEIO,
 			    "peer: %s", m->u.error.text);
@@ -2205,6 +2251,23 @@ static int step_sender(struct engine *e)
 	return 0;
 }
 
+/*
+ * What keeps a transfer alive: payload bytes moved, credits returned or
+ * received, and entries committed. Control chatter (PING, PONG, FILES with
+ * refused entries) is not progress: a peer that only answers PINGs is idle,
+ * and the session ends after the idle timeout with its temp files removed.
+ */
+static uint64_t progress_mark(const struct engine *e)
+{
+	return e->bytes_progress + e->credits + e->st.files_ok;
+}
+
+/* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */
+static bool local_io_busy(const struct engine *e)
+{
+	return e->uring_inflight > 0 || e->sync_running;
+}
+
 static int loop(struct engine *e)
 {
 	const struct engine_params *p = e->p;
@@ -2212,6 +2275,7 @@ static int loop(struct engine *e)
 	int idle_ms = p->idle_timeout_ms > 0 ? p->idle_timeout_ms : 300000;
 
 	ts_now(&e->last_activity);
+	e->last_ping = e->last_activity;
 	while (!e->failed) {
 		struct pollfd pfd[4] = {
 			{ .fd = tls_fd(p->chan->tls), .events = POLLIN },
@@ -2219,7 +2283,7 @@ static int loop(struct engine *e)
 			{ .fd = e->uring_efd, .events = POLLIN },
 			{ .fd = e->sync_efd, .events = POLLIN },
 		};
-		uint64_t before = e->bytes_progress;
+		uint64_t before = e->bytes_progress, mark = progress_mark(e);
 		int n, wait_ms;
 
 		if (p->stop && *p->stop) {
@@ -2263,24 +2327,25 @@ static int loop(struct engine *e)
 		}
 		if (!e->failed && ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) ||
 				   chan_readable_now(p->chan))) {
-			ts_now(&e->last_activity);
 			on_control(e);
 		}
 		if (!e->failed && !finished(e) && (pfd[1].revents & POLLIN)) {
 			on_xport(e);
 		}
-		if (e->bytes_progress != before || n > 0) {
+		if (progress_mark(e) != mark || local_io_busy(e)) {
 			ts_now(&e->last_activity);
 			if (p->ev.progress && e->bytes_progress != before) {
 				p->ev.progress(p->ev.ud, e->bytes_progress);
 			}
 		} else if (ts_since(&e->last_activity) * 1000 > idle_ms) {
-			chan_send_error(p->chan, PERR_TIMEOUT, "idle timeout");
-			return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no progress for %d s",
+			chan_send_error(p->chan, PERR_TIMEOUT, "idle timeout: no data progress");
+			return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no data progress for %d s",
 				    idle_ms / 1000);
-		} else if (!e->ping_out && ts_since(&e->last_activity) * 1000 > idle_ms / 3) {
+		} else if (ts_since(&e->last_activity) * 1000 > idle_ms / 3 &&
+			   ts_since(&e->last_ping) * 1000 > idle_ms / 3) {
+			/* Tells a peer we are alive; its PONG does not keep us waiting longer. */
 			struct msg ping = { .type = MSG_PING };
-			e->ping_out = true;
+			ts_now(&e->last_ping);
 			chan_queue(p->chan, &ping);
 		}
 	}

@@ -49,8 +49,9 @@ struct engine_src {
 struct engine_stats {
 	uint64_t files_ok;
 	uint64_t files_failed;
-	uint64_t bytes;	      /* payload bytes of committed files */
-	uint32_t first_error; /* enum proto_err of the first per-file failure */
+	uint64_t bytes;		 /* payload bytes of committed files */
+	uint64_t bytes_accepted; /* receiver: declared sizes of the regular files accepted */
+	uint32_t first_error;	 /* enum proto_err of the first per-file failure */
 };
 
 struct engine_events {
@@ -60,6 +61,17 @@ struct engine_events {
 	void (*file_failed)(void *ud, const char *name, uint32_t code, const char *text);
 	void (*progress)(void *ud, uint64_t bytes);
 	void *ud;
+};
+
+/*
+ * Receiver: what a peer may store. A regular file declared larger than
+ * max_file_size is refused; so is one that would take the declared sizes of
+ * the files accepted past max_session_bytes. Refusals are per file
+ * (PERR_PERMISSION with the limit in the text); the session goes on.
+ */
+struct engine_limits {
+	uint64_t max_file_size;
+	uint64_t max_session_bytes;
 };
 
 /* Test hook on the receiver: flip one byte of the first chunk before hashing. */
@@ -85,7 +97,8 @@ struct engine_params {
 	bool have_uid, have_gid;
 	uid_t uid;
 	gid_t gid;
-	unsigned faults; /* ENGINE_FAULT_* */
+	const struct engine_limits *limits; /* NULL: no limits */
+	unsigned faults;		    /* ENGINE_FAULT_* */
 	/* Receiver: refuse names the caller did not ask for (pull); NULL = all. */
 	bool (*name_ok)(void *ud, const char *name);
 	void *name_ok_ud;
