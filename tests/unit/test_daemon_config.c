@@ -511,6 +511,38 @@ static void test_bad_size(void **state)
 	expect_error(BASE_LINES + 2, "exceeds");
 }
 
+/* A module's push limits: no limit by default, sizes with suffixes, 0 allowed. */
+static void test_module_limits(void **state)
+{
+	struct daemon_config *c;
+
+	write_conf("[a]\npath = @/data\n"
+		   "[b]\npath = @/backup\nmax file size = 1M\nmax session bytes = 3G\n");
+	c = load_ok();
+	assert_int_equal(c->modules[0].max_file_size, UINT64_MAX);
+	assert_int_equal(c->modules[0].max_session_bytes, UINT64_MAX);
+	assert_int_equal(c->modules[1].max_file_size, UINT64_C(1) << 20);
+	assert_int_equal(c->modules[1].max_session_bytes, UINT64_C(3) << 30);
+	daemon_config_free(c);
+
+	write_conf("[a]\npath = @/data\nmax file size = 0\nmax session bytes = 12\n");
+	c = load_ok();
+	assert_int_equal(c->modules[0].max_file_size, 0);
+	assert_int_equal(c->modules[0].max_session_bytes, 12);
+	daemon_config_free(c);
+
+	write_conf("[a]\npath = @/data\nmax file size = 1X\n");
+	expect_error(BASE_LINES + 3, "bad size");
+	write_conf("[a]\npath = @/data\nmax session bytes = -5\n");
+	expect_error(BASE_LINES + 3, "bad size");
+	write_conf("[a]\npath = @/data\nmax session bytes = 99999999999T\n");
+	expect_error(BASE_LINES + 3, "bad size");
+	write_conf("[a]\npath = @/data\nmax file size = 1M\nmax file size = 2M\n");
+	expect_error(BASE_LINES + 4, "max file size");
+	write_conf("max file size = 1M\n");
+	expect_error(BASE_LINES + 1, "max file size");
+}
+
 static void test_bad_numbers(void **state)
 {
 	write_conf("max connections = 0\n");
@@ -604,6 +636,7 @@ int main(void)
 		cmocka_unit_test(test_duplicate_module),
 		cmocka_unit_test(test_duplicate_key),
 		cmocka_unit_test(test_bad_size),
+		cmocka_unit_test(test_module_limits),
 		cmocka_unit_test(test_bad_numbers),
 		cmocka_unit_test(test_bad_user),
 		cmocka_unit_test(test_syntax),
