@@ -15,6 +15,8 @@
 #      access error), nothing committed
 #   6. a frame of an unknown type after HELLO: ERROR PROTOCOL, closed
 #   7. a pull: recv-all receives the daemon's files and their hashes match
+#   8. idle (daemon with idle timeout = 3): PINGs answered keep the session
+#      open; unanswered, the daemon ends it with ERROR TIMEOUT
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -110,5 +112,21 @@ head -c 200000 /dev/urandom >"$T/mod/p1.bin" && cp "$T/src.bin" "$T/mod/p2.bin" 
 rawpeer_rc 0 "pull with recv-all" \
 	hello open pull data/p1.bin chunk=65536 slots=4 lanes get data/p1.bin data/p2.bin \
 	recv-all expect "RECV_ALL complete (END) files_ok=2 files_bad=0" bye close
+
+# 8. A second daemon with a short idle timeout.
+PORT2=$(free_port)
+mkdir -p "$T/mod2"
+write_conf "$T/d2.conf" "$PORT2" "$T/certs" "handshake timeout = 5" "idle timeout = 3"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod2" >>"$T/d2.conf"
+start_daemon "$T/d2.conf" "$T/d2.log" "$PORT2"
+RAWPEER=("$RAWPEER_BIN" -P "$PORT2" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
+	--ca "$T/certs/ca.crt" --timeout 10)
+rawpeer_rc 0 "idle with and without PONGs" \
+	hello open push data/idle.bin lanes ring files 1:idle.bin:100 ack \
+	idle 2.5 expect "still open" expect-seen "PING nonce=0 (answered)" \
+	idle 8 nopong expect closed expect-seen "ERROR TIMEOUT"
+grep -q "ERROR TIMEOUT" "$T/rp.out" && ! grep -q "IDLE 8.0 s" "$T/rp.out" &&
+	pass "the daemon ended the silent session before 8 s" ||
+	fail "the daemon did not end the silent session"
 
 finish

@@ -20,7 +20,8 @@
  * "CONNECTED ..." or "CONNECT_FAILED ..."/"TLS_FAILED ..." (then only expect
  * steps run). Steps run in command-line order; each is a word and its
  * arguments. A step with optional arguments takes words until the next step
- * name (or a lone ";", which is dropped). Every step prints at least one line.
+ * name (or a lone ";", which is dropped). Every step prints at least one line,
+ * except the expect steps, which are silent when they hold.
  * Incoming messages print as:
  *   HELLO versions=1..1 caps=0xf software=...   ERROR PERMISSION text...
  *   OPEN_OK transport=tcp lanes=1 port=P chunk=1048576 slots=8
@@ -38,10 +39,12 @@
  *   open push|pull PATH [dir] [recursive] [preserve] [owner] [dry] [lanes=N]
  *        [chunk=B] [slots=S] [transport=tcp|verbs|auto] [flags=N]
  *                               send OPEN, wait for OPEN_OK / END (dry) / ERROR
- *   lanes [token=HEX64] [nlanes=N] [lane0=I]
+ *   lanes [token=HEX64] [nlanes=N] [replay]
  *                               connect the tcp data lanes with OPEN_OK's token
  *                               (or another), register a local buffer of two
- *                               chunks, post receives for credits
+ *                               chunks, post receives for credits; with replay
+ *                               (lanes already up): connect once more with the
+ *                               same parameters and drop that connection
  *   ring                        wait for RING and remember it
  *   files ID:NAME:SIZE[:MODE_OCTAL[:TYPE[:LINK]]]... [mtime=S] [uid=N] [gid=N]
  *                               one FILES batch; TYPE file|dir|symlink; NAME and
@@ -69,17 +72,22 @@
  *   bye                         BYE
  *   close                       TLS close_notify
  *   fin                         shutdown(SHUT_WR) without close_notify
- *   frame TYPE HEX|-            a frame with a valid header and this payload
- *                               (TYPE a number or a name; - = empty)
+ *   frame TYPE HEX|- [len=N] [magic=N] [version=N] [flags=N] [res8=N] [res16=N]
+ *                               a frame with this payload (- = empty) and a
+ *                               valid header unless a field is overridden
+ *                               (TYPE a number or a name)
  *   raw HEX                     bytes straight into the TLS stream
  *   wait MSGTYPE|closed         read messages until that type (or ERROR, or the
  *                               close) arrives, printing each, answering PINGs
  *   idle SECS [nopong]          stay silent on the data path for SECS, printing
  *                               messages, answering PINGs unless nopong; stops
  *                               early when the daemon ends the session
- *   recv-all                    pull: send our RING, then receive: FILES
- *                               (acked OK), chunks (credits returned), FILE_DONE
- *                               (hash compared, FILE_RESULT sent), END (answered)
+ *   recv-all [nocredit] [result=CODE]
+ *                               pull: send our RING, then receive: FILES
+ *                               (acked OK), chunks (credits returned unless
+ *                               nocredit), FILE_DONE (hash compared, FILE_RESULT
+ *                               sent: OK/INTEGRITY or CODE), END (answered);
+ *                               ends "RECV_ALL complete (END) files_ok=N ..."
  *   sleep SECS                  do nothing (nothing read, nothing answered)
  *   expect WORD                 fail unless the last printed line contains WORD
  *   expect-not WORD             fail if the last printed line contains WORD
@@ -112,6 +120,7 @@
 #include "macro.h"
 #include "net.h"
 #include "proto/msg.h"
+#include "proto/wire.h"
 #include "tls.h"
 #include "xport.h"
 
@@ -467,7 +476,7 @@ static void print_msg(struct peer *p, const struct msg *m, const char *suffix)
 			m->u.ring.addr, m->u.ring.desc_addr, m->u.ring.rkey[0], m->u.ring.nkeys,
 			m->u.ring.slots, m->u.ring.slot_size);
 		for (unsigned i = 1; i < m->u.ring.nkeys; i++) {
-			fprintf(f, "%s0x%x", i == 1 ? " rkeys=0x" : ",", m->u.ring.rkey[i]);
+			fprintf(f, "%s0x%x", i == 1 ? " rkeys=" : ",", m->u.ring.rkey[i]);
 		}
 	} else if (m->type == MSG_FILES) {
 		for (size_t i = 0; i < m->u.files.count; i++) {
@@ -938,8 +947,9 @@ static int step_lanes(struct peer *p, char **args, int nargs)
 	if (!p->have_ok) {
 		return usage_error("lanes: no OPEN_OK yet");
 	}
-	if (p->x) {
-		return usage_error("lanes: already connected");
+	if (p->x && !has_word(args, nargs, "replay")) {
+		return usage_error(
+		    "lanes: already connected (replay connects again, then drops it)");
 	}
 	if (opt_u32(args, nargs, "nlanes", p->ok.lanes, &nlanes) < 0 || nlanes < 1 ||
 	    nlanes > XPORT_MAX_LANES) {
@@ -959,6 +969,19 @@ static int step_lanes(struct peer *p, char **args, int nargs)
 	xp.rq_depth = p->ok.slots + 16;
 	xp.timeout_ms = p->timeout_ms;
 	net_set_port(&addr, p->ok.data_port);
+	if (p->x) {
+		/* A second connection with the same (or another) token: is it refused? */
+		struct xport *again = NULL;
+		r = xport_tcp_ops.connect((struct sockaddr *)&addr, p->addrlen, &xp, &again);
+		if (r < 0) {
+			say(p, "LANES_FAILED replay: %s", strerror(-r));
+		} else {
+			say(p, "LANES connected=%u port=%u (replay accepted)", nlanes,
+			    p->ok.data_port);
+			again->ops->destroy(again);
+		}
+		return 0;
+	}
 	r = xport_tcp_ops.connect((struct sockaddr *)&addr, p->addrlen, &xp, &p->x);
 	if (r < 0) {
 		say(p, "LANES_FAILED %u lanes to port %u: %s", nlanes, p->ok.data_port,
@@ -1510,6 +1533,8 @@ static int send_raw(struct peer *p, const uint8_t *b, size_t n, const char *what
 static int step_frame(struct peer *p, char **args, int nargs)
 {
 	_cleanup_free_ uint8_t *payload = NULL, *frame = NULL;
+	uint32_t magic, version, res8, flags, res16, length;
+	struct wbuf w;
 	char what[64];
 	uint16_t type;
 	size_t n = 0;
@@ -1523,15 +1548,31 @@ static int step_frame(struct peer *p, char **args, int nargs)
 	if (n > PROTO_MAX_PAYLOAD) {
 		return usage_error("frame: payload over 1 MiB (use raw)");
 	}
+	/* The header as proto_hdr_encode writes it, unless a field is overridden. */
+	if (opt_u32(args + 2, nargs - 2, "magic", PROTO_MAGIC, &magic) < 0 ||
+	    opt_u32(args + 2, nargs - 2, "version", PROTO_VERSION, &version) < 0 || version > 255 ||
+	    opt_u32(args + 2, nargs - 2, "res8", 0, &res8) < 0 || res8 > 255 ||
+	    opt_u32(args + 2, nargs - 2, "flags", 0, &flags) < 0 || flags > 0xffff ||
+	    opt_u32(args + 2, nargs - 2, "res16", 0, &res16) < 0 || res16 > 0xffff ||
+	    opt_u32(args + 2, nargs - 2, "len", (uint32_t)n, &length) < 0) {
+		return usage_error("frame: bad header field");
+	}
 	frame = malloc(PROTO_HDR_LEN + n);
 	if (!frame) {
 		return -ENOMEM;
 	}
-	proto_hdr_encode(type, (uint32_t)n, frame);
+	wbuf_init(&w, frame, PROTO_HDR_LEN);
+	wbuf_put_u32(&w, magic);
+	wbuf_put_u8(&w, (uint8_t)version);
+	wbuf_put_u8(&w, (uint8_t)res8);
+	wbuf_put_u16(&w, type);
+	wbuf_put_u16(&w, (uint16_t)flags);
+	wbuf_put_u16(&w, (uint16_t)res16);
+	wbuf_put_u32(&w, length);
 	if (n) {
 		memcpy(frame + PROTO_HDR_LEN, payload, n);
 	}
-	snprintf(what, sizeof(what), "FRAME type=%u", type);
+	snprintf(what, sizeof(what), "FRAME type=%u len=%u", type, length);
 	return send_raw(p, frame, PROTO_HDR_LEN + n, what);
 }
 
@@ -1676,6 +1717,10 @@ struct recv_state {
 	uint64_t chunks;
 	uint32_t files_ok, files_bad;
 	bool failed, got_end;
+	/* hostile options */
+	bool no_credit;	  /* never return a slot */
+	bool have_result; /* answer every FILE_DONE with this status */
+	uint32_t result;
 };
 
 static struct rfile *rfile_by_id(struct recv_state *rs, uint32_t id)
@@ -1724,7 +1769,7 @@ static int recv_on_imm(struct peer *p, struct recv_state *rs, const struct xport
 	f->hash_off += d.len;
 	f->got += d.len;
 	rs->chunks++;
-	return p->x->ops->post_writes(p->x, &cr, 1);
+	return rs->no_credit ? 0 : p->x->ops->post_writes(p->x, &cr, 1);
 }
 
 static int recv_message(struct peer *p, struct recv_state *rs, struct msg *m)
@@ -1785,9 +1830,13 @@ static int recv_message(struct peer *p, struct recv_state *rs, struct msg *m)
 			f->live = false;
 			bool match = f->got == m->u.file_done.bytes &&
 				     !memcmp(h, m->u.file_done.hash, HASH_LEN);
-			say(p, "RECEIVED %u bytes=%" PRIu64 " hash %s", f->id, f->got,
-			    match ? "matches" : "MISMATCH");
 			res.u.file_result.status = match ? PERR_OK : PERR_INTEGRITY;
+			if (rs->have_result) {
+				res.u.file_result.status = rs->result;
+			}
+			say(p, "RECEIVED %u bytes=%" PRIu64 " hash %s, FILE_RESULT %s sent", f->id,
+			    f->got, match ? "matches" : "MISMATCH",
+			    proto_err_name(res.u.file_result.status));
 			if (match) {
 				rs->files_ok++;
 			} else {
@@ -1813,8 +1862,15 @@ static int step_recv_all(struct peer *p, char **args, int nargs)
 	int64_t t0 = now_ms();
 	int r;
 
+	const char *result = opt_value(args, nargs, "result");
+
 	if (!p->x) {
 		return usage_error("recv-all: needs lanes first");
+	}
+	rs.no_credit = has_word(args, nargs, "nocredit");
+	rs.have_result = result != NULL;
+	if (result && status_by_name(result, &rs.result) < 0) {
+		return usage_error("recv-all: bad result=%s", result);
 	}
 	rs.slots = p->ok.slots;
 	rs.chunk = p->ok.chunk_size;
@@ -1845,16 +1901,29 @@ static int step_recv_all(struct peer *p, char **args, int nargs)
 		goto out;
 	}
 	say(p, "RING sent slots=%u chunk=%u", rs.slots, rs.chunk);
+	/* PINGs are answered but are no progress: a stalled daemon ends the step. */
+	int64_t progress = now_ms();
+	uint64_t chunks = 0;
 	for (;;) {
 		struct msg m;
-		r = next_msg(p, now_ms() + p->timeout_ms, t0, &m, &rs);
-		if (r == 0) {
-			say(p, "TIMEOUT in recv-all after %.1f s",
-			    (double)(now_ms() - t0) / 1000.0);
+		r = next_msg(p, progress + p->timeout_ms, t0, &m, &rs);
+		if (rs.chunks != chunks) {
+			chunks = rs.chunks;
+			progress = now_ms();
+		}
+		if (r == 0 && now_ms() >= progress + p->timeout_ms) {
+			say(p, "TIMEOUT in recv-all: no progress for %.1f s",
+			    (double)p->timeout_ms / 1000.0);
 			break;
+		}
+		if (r == 0) {
+			continue;
 		}
 		if (r < 0) {
 			break;
+		}
+		if (m.type != MSG_PING && m.type != MSG_PONG) {
+			progress = now_ms();
 		}
 		handle_msg(p, &m, true);
 		r = recv_message(p, &rs, &m);
@@ -1882,7 +1951,7 @@ static const struct step steps[] = {
 	{ "hello", 0, 3, step_hello, true },
 	{ "ping", 0, 1, step_ping, true },
 	{ "open", 2, -1, step_open, true },
-	{ "lanes", 0, 3, step_lanes, true },
+	{ "lanes", 0, 4, step_lanes, true },
 	{ "ring", 0, 0, step_ring, true },
 	{ "files", 1, -1, step_files, true },
 	{ "ack", 0, 0, step_ack, true },
@@ -1897,11 +1966,11 @@ static const struct step steps[] = {
 	{ "bye", 0, 0, step_bye, true },
 	{ "close", 0, 0, step_close, true },
 	{ "fin", 0, 0, step_fin, true },
-	{ "frame", 2, 2, step_frame, true },
+	{ "frame", 2, -1, step_frame, true },
 	{ "raw", 1, 1, step_raw, true },
 	{ "wait", 1, 1, step_wait, true },
 	{ "idle", 1, 2, step_idle, true },
-	{ "recv-all", 0, 0, step_recv_all, true },
+	{ "recv-all", 0, 2, step_recv_all, true },
 	{ "sleep", 1, 1, step_sleep, false },
 	{ "expect", 1, 1, step_expect, false },
 	{ "expect-not", 1, 1, step_expect_not, false },
@@ -1927,7 +1996,7 @@ static void usage(FILE *f)
 	      "  hello [MIN:MAX] [caps=N] [sw=TEXT]    ping [NONCE]\n"
 	      "  open push|pull PATH [dir] [recursive] [preserve] [owner] [dry] [lanes=N]\n"
 	      "       [chunk=B] [slots=S] [transport=tcp|verbs|auto] [flags=N]\n"
-	      "  lanes [token=HEX] [nlanes=N]    ring\n"
+	      "  lanes [token=HEX] [nlanes=N] [replay]    ring\n"
 	      "  files ID:NAME:SIZE[:MODE_OCTAL[:TYPE[:LINK]]]... [mtime=S] [uid=N] [gid=N]\n"
 	      "  ack    result    credits\n"
 	      "  chunk SLOT ID OFFSET LEN SRC|fill=BYTE [lane=L] [did=N] [dlen=N] [doff=N]\n"
@@ -1936,8 +2005,10 @@ static void usage(FILE *f)
 	      "  write ADDR LEN [fill=BYTE] [rkey=N] [lane=L] [imm=N]\n"
 	      "  done ID BYTES FILE|hex=32HEX [status=CODE] [text=T]\n"
 	      "  get PATH...   end [FILES BYTES]   bye   close   fin\n"
-	      "  frame TYPE HEX|-   raw HEX   wait MSGTYPE|closed   idle SECS [nopong]\n"
-	      "  recv-all   sleep SECS   expect WORD   expect-not WORD   expect-seen WORD\n"
+	      "  frame TYPE HEX|- [len=N] [magic=N] [version=N] [flags=N] [res8=N] [res16=N]\n"
+	      "  raw HEX   wait MSGTYPE|closed   idle SECS [nopong]\n"
+	      "  recv-all [nocredit] [result=CODE]   sleep SECS\n"
+	      "  expect WORD   expect-not WORD   expect-seen WORD   (silent when they hold)\n"
 	      "A step with optional arguments takes words up to the next step name or ';'.\n"
 	      "Exit: 0 all steps ran and expectations held, 1 an expectation failed,\n"
 	      "2 usage or setup error.\n",
