@@ -58,7 +58,7 @@ rawpeer_rc 0 "push step by step" \
 	chunk 0 1 0 65536 "$T/src.bin" expect placed \
 	chunk 1 1 65536 65536 "$T/src.bin" expect placed \
 	chunk 2 1 131072 18928 "$T/src.bin" expect placed \
-	done 1 150000 "$T/src.bin" \
+	"done" 1 150000 "$T/src.bin" \
 	result expect "FILE_RESULT 1 OK" \
 	end wait END expect "END files=1 bytes=150000" \
 	bye close
@@ -75,7 +75,7 @@ rawpeer_rc 0 "wrong hash" \
 	hello open push data/bad.bin lanes ring \
 	files 1:bad.bin:150000 ack expect "1=OK" \
 	chunk 0 1 0 150000 "$T/src.bin" expect placed \
-	done 1 150000 hex=00112233445566778899aabbccddeeff \
+	"done" 1 150000 hex=00112233445566778899aabbccddeeff \
 	result expect "FILE_RESULT 1 INTEGRITY" \
 	end wait END bye close
 [ -e "$T/mod/bad.bin" ] && fail "bad.bin exists after an INTEGRITY result" ||

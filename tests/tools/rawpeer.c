@@ -31,14 +31,17 @@
  *   END files=N bytes=N   PING nonce=N (answered)   PONG nonce=N
  *   closed (close_notify) after S s   closed (EOF without close_notify) after S s
  * (To tell the two closes apart, expect "(close_notify)".) Data-path failures
- * print "DATA_ERROR lane=L STATUS: reason" once per lane.
+ * print "DATA_ERROR lane=L STATUS: reason" once per lane and status; chunk,
+ * poke and write end with "placed" or "failed (IBV_WC_REM_ACCESS_ERR)" etc.
+ * Numbers take 0x; a read step gives up after --timeout ("TIMEOUT ...").
  *
  * Steps:
  *   hello [MIN:MAX] [caps=N] [sw=TEXT]  send HELLO, print the answer
  *   ping [NONCE]                send PING, wait for PONG
  *   open push|pull PATH [dir] [recursive] [preserve] [owner] [dry] [lanes=N]
  *        [chunk=B] [slots=S] [transport=tcp|verbs|auto] [flags=N]
- *                               send OPEN, wait for OPEN_OK / END (dry) / ERROR
+ *                               send OPEN, wait for OPEN_OK / END (dry) / ERROR;
+ *                               defaults lanes=1 chunk=1048576 slots=8 tcp
  *   lanes [token=HEX64] [nlanes=N] [replay]
  *                               connect the tcp data lanes with OPEN_OK's token
  *                               (or another), register a local buffer of two
@@ -56,7 +59,8 @@
  *                               fill=BYTE) from OFFSET (zero padded past its end)
  *                               into ring slot SLOT, then the descriptor
  *                               WRITE_WITH_IMM; d* override descriptor fields;
- *                               waits until both are placed
+ *                               waits until both are placed (LEN, as for poke
+ *                               and write, at most two chunks)
  *   poke SLOT OFFSET_IN_SLOT HEX|fill=BYTE:LEN [lane=L] [area=desc] [rkey=N]
  *                               bare RDMA WRITE into a ring slot (or its
  *                               descriptor with area=desc): no descriptor, no imm
@@ -95,6 +99,16 @@
  *
  * Exit: 0 every step ran and every expectation held; 1 an expectation failed
  * (the run stops there); 2 usage or setup error.
+ *
+ * In a test (after lib.sh's setup_standard; t_rawpeer.sh has more):
+ *   RAWPEER=("$BUILD_DIR/tests/rawpeer" -P "$PORT" --cert "$T/certs/client.crt"
+ *            --key "$T/certs/client.key" --ca "$T/certs/ca.crt")
+ *   push:  "${RAWPEER[@]}" hello open push data/f lanes ring files 1:f:5 ack \
+ *            chunk 0 1 0 5 "$SRC" "done" 1 5 "$SRC" result expect "1 OK" \
+ *            end wait END bye close
+ *   ("done" quoted only because shellcheck takes it for the keyword.)
+ *   pull:  "${RAWPEER[@]}" hello open pull data/f lanes get data/f recv-all \
+ *            expect "complete (END)" bye close
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -129,7 +143,7 @@
 
 #define DEFAULT_CHUNK (1u << 20)
 #define DEFAULT_SLOTS 8
-#define STAGE_BYTES   4096 /* descriptors and pokes are staged here */
+#define STAGE_BYTES   4096 /* the descriptor of a chunk is staged here */
 #define LINE_MAX_LEN  8192
 
 struct peer {
