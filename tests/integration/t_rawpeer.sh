@@ -106,11 +106,11 @@ rawpeer_rc 0 "write outside the ring" \
 rawpeer_rc 0 "unknown frame type" hello frame 99 - wait closed expect-seen "ERROR PROTOCOL" \
 	expect closed
 
-# 7. A pull of two files through recv-all.
+# 7. A pull of two files over two lanes through recv-all.
 head -c 200000 /dev/urandom >"$T/mod/p1.bin" && cp "$T/src.bin" "$T/mod/p2.bin" ||
 	die "cannot write pull sources"
 rawpeer_rc 0 "pull with recv-all" \
-	hello open pull data/p1.bin chunk=65536 slots=4 lanes get data/p1.bin data/p2.bin \
+	hello open pull data/p1.bin chunk=65536 slots=4 lanes=2 lanes get data/p1.bin data/p2.bin \
 	recv-all expect "RECV_ALL complete (END) files_ok=2 files_bad=0" bye close
 
 # 8. A second daemon with a short idle timeout.

@@ -1728,6 +1728,11 @@ struct recv_state {
 	struct xport_mr *mr;
 	uint32_t slots, chunk;
 	struct rfile files[64];
+	struct {
+		bool held;
+		uint32_t id, len, lane;
+		uint64_t off;
+	} held[PROTO_MAX_SLOTS]; /* chunks waiting for their turn in the hash */
 	uint64_t chunks;
 	uint32_t files_ok, files_bad;
 	bool failed, got_end;
@@ -1747,25 +1752,53 @@ static struct rfile *rfile_by_id(struct recv_state *rs, uint32_t id)
 	return NULL;
 }
 
+/* Hash every held chunk that is next in its file; return its slot. */
+static int recv_hash_ready(struct peer *p, struct recv_state *rs)
+{
+	bool progress = true;
+
+	while (progress) {
+		progress = false;
+		for (uint32_t slot = 0; slot < rs->slots; slot++) {
+			struct rfile *f = rfile_by_id(rs, rs->held[slot].id);
+			struct xport_wr cr = {
+				.opcode = XPORT_OP_WRITE_IMM,
+				.imm = proto_imm(PROTO_IMM_CREDIT, slot),
+				.lane = rs->held[slot].lane,
+				.wr_id = ++p->wr_id,
+				.flags = XPORT_SEND_SIGNALED,
+			};
+
+			if (!rs->held[slot].held || !f || rs->held[slot].off != f->hash_off) {
+				continue;
+			}
+			file_hash_update(&f->h, rs->ring + (size_t)slot * rs->chunk,
+					 rs->held[slot].len);
+			f->hash_off += rs->held[slot].len;
+			f->got += rs->held[slot].len;
+			rs->held[slot].held = false;
+			rs->chunks++;
+			progress = true;
+			if (!rs->no_credit && p->x->ops->post_writes(p->x, &cr, 1) < 0) {
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
 /*
- * A chunk arrived: hash it if it is next in its file (the daemon's sender
- * writes every file in order, so the in-order case is the only one a
- * correct daemon produces), then return the credit on its lane.
+ * A chunk arrived: hold it until it is next in its file (lanes may reorder
+ * chunks of one file), hash it, then return the slot on the lane it came on.
  */
 static int recv_on_imm(struct peer *p, struct recv_state *rs, const struct xport_wc *wc)
 {
 	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT, slot = wc->imm & PROTO_IMM_SLOT_MASK;
 	struct proto_desc d;
 	struct rfile *f;
-	struct xport_wr cr = {
-		.opcode = XPORT_OP_WRITE_IMM,
-		.imm = proto_imm(PROTO_IMM_CREDIT, slot),
-		.lane = wc->lane,
-		.wr_id = ++p->wr_id,
-		.flags = XPORT_SEND_SIGNALED,
-	};
 
 	if (kind != PROTO_IMM_DATA || slot >= rs->slots || wc->len != PROTO_DESC_LEN ||
+	    rs->held[slot].held ||
 	    proto_desc_decode(
 		rs->ring + (size_t)rs->slots * rs->chunk + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
 		say(p, "BAD_CHUNK imm=0x%08x len=%u", wc->imm, wc->len);
@@ -1773,17 +1806,18 @@ static int recv_on_imm(struct peer *p, struct recv_state *rs, const struct xport
 		return -1;
 	}
 	f = rfile_by_id(rs, d.file_id);
-	if (!f || d.offset != f->hash_off || d.len > rs->chunk) {
-		say(p, "BAD_CHUNK id=%u off=%" PRIu64 " len=%u (unknown or out of order)",
+	if (!f || d.offset < f->hash_off || d.len > rs->chunk || d.offset + d.len > f->size) {
+		say(p, "BAD_CHUNK id=%u off=%" PRIu64 " len=%u (unknown file or outside it)",
 		    d.file_id, d.offset, d.len);
 		rs->failed = true;
 		return -1;
 	}
-	file_hash_update(&f->h, rs->ring + (size_t)slot * rs->chunk, d.len);
-	f->hash_off += d.len;
-	f->got += d.len;
-	rs->chunks++;
-	return rs->no_credit ? 0 : p->x->ops->post_writes(p->x, &cr, 1);
+	rs->held[slot].held = true;
+	rs->held[slot].id = d.file_id;
+	rs->held[slot].off = d.offset;
+	rs->held[slot].len = d.len;
+	rs->held[slot].lane = wc->lane;
+	return recv_hash_ready(p, rs);
 }
 
 static int recv_message(struct peer *p, struct recv_state *rs, struct msg *m)
