@@ -19,6 +19,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [ "$(id -u)" -eq 0 ] || skip "not root: installing a package needs root"
 command -v dpkg >/dev/null && command -v dpkg-deb >/dev/null || skip "dpkg not installed"
 command -v cmake >/dev/null && command -v cpack >/dev/null || skip "cmake/cpack not installed"
+command -v flock >/dev/null || skip "flock (util-linux) not installed"
+
+# One package test at a time on this machine (other build trees run it too).
+LOCK=/run/lock
+[ -d "$LOCK" ] || LOCK=/tmp
+exec 9>"$LOCK/rdmacp-t_package.lock"
+flock -w 200 9 || skip "another t_package run held $LOCK/rdmacp-t_package.lock for 200 s"
 
 PKG=rdmacp
 PREFIX=$T/opt
