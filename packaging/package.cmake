@@ -1,7 +1,8 @@
 # Packaging with CPack: "cpack -G DEB" in the build directory makes
 # rdmacp_VERSION_ARCH.deb (binaries, systemd units, sysusers.d and tmpfiles.d
-# files, man pages, the example config, copyright). Included at the end of the
-# top-level CMakeLists.txt, after every install() rule.
+# files, man pages (gzip -9n), the example config, copyright). Included at the
+# end of the
+# top-level CMakeLists.txt.
 #
 # The package installs under /usr (the distribution layout: /usr/bin,
 # /usr/sbin, /usr/lib/systemd/system, /usr/lib/sysusers.d, /usr/lib/tmpfiles.d,
@@ -70,5 +71,6 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
 	${CMAKE_CURRENT_LIST_DIR}/debian/prerm
 	${CMAKE_CURRENT_LIST_DIR}/debian/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_PRE_BUILD_SCRIPTS ${CMAKE_CURRENT_LIST_DIR}/deb-manpages.cmake)
 
 include(CPack)

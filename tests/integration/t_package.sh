@@ -35,6 +35,14 @@ FILES=(bin/rdmacp sbin/rdmacpd
 	lib/sysusers.d/rdmacp.conf lib/tmpfiles.d/rdmacp.conf
 	share/man/man1/rdmacp.1 share/man/man5/rdmacpd.conf.5 share/man/man8/rdmacpd.8
 	share/doc/rdmacp/rdmacpd.conf.example share/doc/rdmacp/copyright)
+# The same in the package: /usr, man pages compressed (Debian Policy 12.1).
+PKG_FILES=()
+for f in "${FILES[@]}"; do
+	case $f in
+	share/man/*) PKG_FILES+=("/usr/$f.gz") ;;
+	*) PKG_FILES+=("/usr/$f") ;;
+	esac
+done
 # Libraries the package must depend on (Debian 12 names).
 DEPS=(libssl3 libsystemd0 liburing2 libxxhash0 libinih1)
 if grep -q '^ENABLE_VERBS:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
@@ -167,8 +175,8 @@ done
 pass "Depends: $depends"
 dpkg-deb -c "$DEB" >"$T/contents"
 awk '{print $6}' "$T/contents" | sed 's|^\./|/|; s|/$||' | grep -v '^$' >"$T/paths"
-for f in "${FILES[@]}"; do
-	grep -qx "/usr/$f" "$T/paths" || fail "package lacks /usr/$f"
+for f in "${PKG_FILES[@]}"; do
+	grep -qx "$f" "$T/paths" || fail "package lacks $f"
 done
 if grep -v '^/usr\(/\|$\)' "$T/paths" >"$T/bad" || grep '^/usr/local' "$T/paths" >>"$T/bad"; then
 	fail "package has files outside /usr:"
@@ -210,8 +218,8 @@ check_installed() {
 	local how=$1 f missing=() v
 	[ "$(pkg_state)" = installed ] && pass "$how: $PKG installed" ||
 		fail "$how: $PKG state is '$(pkg_state)'"
-	for f in "${FILES[@]}"; do
-		[ -f "/usr/$f" ] || missing+=("/usr/$f")
+	for f in "${PKG_FILES[@]}"; do
+		[ -f "$f" ] || missing+=("$f")
 	done
 	[ "${#missing[@]}" -eq 0 ] && pass "$how: ${#FILES[@]} files in /usr" ||
 		fail "$how: missing ${missing[*]}"
@@ -227,7 +235,7 @@ check_installed() {
 	expect_rc 0 "$how: /usr/sbin/rdmacpd --help" /usr/sbin/rdmacpd --help
 	grep -q "^Usage: rdmacpd" "$T/out" || fail "$how: rdmacpd --help printed no usage"
 	if command -v man >/dev/null; then
-		man -w -a rdmacpd.conf 2>/dev/null | grep -qx /usr/share/man/man5/rdmacpd.conf.5 &&
+		man -w -a rdmacpd.conf 2>/dev/null | grep -qx /usr/share/man/man5/rdmacpd.conf.5.gz &&
 			pass "$how: man finds rdmacpd.conf(5)" || fail "$how: man -w -a rdmacpd.conf: $(man -w -a rdmacpd.conf 2>&1)"
 	fi
 }
