@@ -1,8 +1,7 @@
 # Packaging with CPack: "cpack -G DEB" in the build directory makes
 # rdmacp_VERSION_ARCH.deb (binaries, systemd units, sysusers.d and tmpfiles.d
 # files, man pages (gzip -9n), the example config, copyright). Included at the
-# end of the
-# top-level CMakeLists.txt.
+# end of the top-level CMakeLists.txt.
 #
 # The package installs under /usr (the distribution layout: /usr/bin,
 # /usr/sbin, /usr/lib/systemd/system, /usr/lib/sysusers.d, /usr/lib/tmpfiles.d,
