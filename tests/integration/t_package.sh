@@ -194,20 +194,25 @@ check_unit_execs "$T/deb.service" /usr/sbin
 grep -q "$BUILD_DIR\|$T" "$T/deb.service" && fail "packaged unit names a build or scratch path"
 
 # Install only onto a machine without any of it: never replace an installed
-# rdmacp, a hand-installed binary or unit, or an enabled unit.
+# rdmacp, a hand-installed binary or unit, or an enabled unit. A skip here
+# must not hide a failure above.
+skip_install() {
+	[ "$FAILS" -ne 0 ] && { echo "SKIP (part): $*"; finish; }
+	skip "$@"
+}
 st=$(pkg_state)
-[ -z "$st" ] || [ "$st" = not-installed ] || skip "package $PKG is on this machine ($st): not replacing it"
+[ -z "$st" ] || [ "$st" = not-installed ] || skip_install "package $PKG is on this machine ($st): not replacing it"
 grep -v '/$' <(awk '$1 !~ /^d/ {print $6}' "$T/contents" | sed 's|^\./|/|') >"$T/regular"
 while read -r f; do
-	[ -e "$f" ] && skip "$f exists already: not overwriting it"
+	[ -e "$f" ] && skip_install "$f exists already: not overwriting it"
 done <"$T/regular"
 for u in /etc/systemd/system /run/systemd/system /usr/local/lib/systemd/system; do
 	for n in rdmacpd.service rdmacpd.socket; do
-		[ -e "$u/$n" ] && skip "$u/$n exists: not touching an installed rdmacpd unit"
+		[ -e "$u/$n" ] && skip_install "$u/$n exists: not touching an installed rdmacpd unit"
 	done
 done
 ls /etc/systemd/system/*.wants/rdmacpd.* >/dev/null 2>&1 &&
-	skip "an rdmacpd unit is enabled on this machine: not touching it"
+	skip_install "an rdmacpd unit is enabled on this machine: not touching it"
 HAD_ETC=0
 HAD_SRV=0
 [ -e /etc/rdmacp ] && HAD_ETC=1
