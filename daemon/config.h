@@ -15,6 +15,7 @@
 #define DAEMON_MAX_LISTEN   16
 #define DAEMON_MAX_MODULES  256
 #define DAEMON_MAX_ALLOW    64
+#define DAEMON_DEFAULT_MAX_FILES 1000000
 
 struct listen_addr {
 	struct sockaddr_storage ss;
@@ -44,6 +45,7 @@ struct module {
 	bool have_uid, have_gid;
 	uid_t uid;
 	gid_t gid;
+	unsigned max_files; /* entries one session may list or send; default 1000000 */
 };
 
 struct daemon_config {
