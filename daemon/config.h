@@ -15,6 +15,8 @@
 #define DAEMON_MAX_LISTEN   16
 #define DAEMON_MAX_MODULES  256
 #define DAEMON_MAX_ALLOW    64
+
+/* Entries one pull may list or send, unless the module says otherwise. */
 #define DAEMON_DEFAULT_MAX_FILES 1000000
 
 struct listen_addr {

@@ -169,9 +169,11 @@ struct engine {
 	uint32_t files_open; /* entries used */
 
 	/* sender */
-	const struct engine_src *next_src; /* taken from the source, not offered yet */
-	bool src_done;			   /* the source has no more */
-	uint32_t offered;		   /* entries offered in all */
+	/* Taken from the source and not offered yet; the source has no more; offered in all. */
+	const struct engine_src *next_src;
+	bool src_done;
+	uint32_t offered;
+
 	uint32_t oldest_id; /* no file below this id is in flight */
 	uint32_t offered_unresolved;
 	uint32_t open_fds;

@@ -169,8 +169,7 @@ static int classify(struct walk *w, struct engine_src *e, int rootfd, const char
 	return 0;
 }
 
-int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name,
-		  bool recursive)
+int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name, bool recursive)
 {
 	struct walk_root root = { .recursive = recursive };
 	_cleanup_close_ int parentfd = -1;
@@ -255,10 +254,9 @@ static int descend(struct walk *w, unsigned depth)
 	}
 	TAKE_FD(fd); /* owned by d now */
 	f = &w->stack[w->nstack];
-	*f = (struct walk_frame){ .d = d,
-				  .path = strdup(w->cur.path),
-				  .name = strdup(w->cur.name),
-				  .depth = depth };
+	*f = (struct walk_frame){
+		.d = d, .path = strdup(w->cur.path), .name = strdup(w->cur.name), .depth = depth
+	};
 	w->nstack++;
 	if (!f->path || !f->name) {
 		pop_frame(w);

@@ -38,8 +38,7 @@ void walk_free(struct walk *w);
  * -EISDIR). Returns 0 or -errno for the top entry itself; problems below it
  * go to warn, when they are met, and are skipped.
  */
-int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name,
-		  bool recursive);
+int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name, bool recursive);
 
 /*
  * At most `max` entries in all (0: no limit); asking for one more fails
