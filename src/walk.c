@@ -364,18 +364,6 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 	return 1;
 }
 
-static int walk_source_next(void *ud, const struct engine_src **ret, char *why, size_t whylen)
-{
-	(void)why;
-	(void)whylen;
-	return walk_next(ud, ret);
-}
-
-void walk_source(struct walk *w, struct engine_source *ret)
-{
-	*ret = (struct engine_source){ .next = walk_source_next, .ud = w };
-}
-
 /* ---- a whole walk in memory ---- */
 
 void src_list_free(struct src_list *l)

@@ -57,9 +57,6 @@ uint64_t walk_count(const struct walk *w);
  */
 int walk_next(struct walk *w, const struct engine_src **ret);
 
-/* An engine source that takes its entries from the walker (borrowed). */
-void walk_source(struct walk *w, struct engine_source *ret);
-
 /* A whole walk kept in memory. */
 struct src_list {
 	struct engine_src *v;
