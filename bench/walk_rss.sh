@@ -34,6 +34,11 @@ peak() {
 		sleep 0.01
 	done
 	wait "$cpid" || echo "  (client exit $?: $(head -1 "$T/err"))" >&2
+	# A quick pull may end before the loop saw its session start.
+	if [ -z "$pid" ]; then
+		line=$(grep ' started$' "$log" | sed -n "$((before + 1))p")
+		pid=$(sed -n 's/.*session \([0-9]*\) from .*/\1/p' <<<"$line")
+	fi
 	for _ in $(seq 1 100); do
 		[ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && break
 		sleep 0.05

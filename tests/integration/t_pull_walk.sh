@@ -53,6 +53,11 @@ pull_peak() {
 	wait "$cpid"
 	RC=$?
 	# The session's own figure, logged as it ends (debug), is exact.
+	# A quick pull may end before the loop saw its session start.
+	if [ -z "$pid" ]; then
+		line=$(grep ' started$' "$log" | sed -n "$((before + 1))p")
+		pid=$(sed -n 's/.*session \([0-9]*\) from .*/\1/p' <<<"$line")
+	fi
 	for _ in $(seq 1 100); do
 		[ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && break
 		sleep 0.05
