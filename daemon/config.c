@@ -739,6 +739,11 @@ static int m_max_session_bytes(struct parse_state *ps, const char *key, const ch
 	return set_limit_key(ps, key, value, &cur_module(ps)->max_session_bytes);
 }
 
+static int m_max_files(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_uint_key(ps, key, value, 1, UINT32_MAX, &cur_module(ps)->max_files);
+}
+
 static int m_comment(struct parse_state *ps, const char *key, const char *value)
 {
 	return 0;
@@ -774,6 +779,7 @@ static const struct key_handler module_keys[] = {
 	{ "comment", false, m_comment },
 	{ "max file size", false, m_max_file_size },
 	{ "max session bytes", false, m_max_session_bytes },
+	{ "max files per session", false, m_max_files },
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= 32 && ARRAY_SIZE(module_keys) <= 32,
@@ -866,6 +872,7 @@ static int add_module(struct parse_state *ps, const char *name)
 	memset(m, 0, sizeof(*m));
 	strcpy(m->name, name);
 	m->max_file_size = m->max_session_bytes = UINT64_MAX; /* not set: no limit */
+	m->max_files = DAEMON_DEFAULT_MAX_FILES;
 	return 0;
 }
 

@@ -16,6 +16,9 @@
 #define DAEMON_MAX_MODULES  256
 #define DAEMON_MAX_ALLOW    64
 
+/* Entries one pull may list or send, unless the module says otherwise. */
+#define DAEMON_DEFAULT_MAX_FILES 1000000
+
 struct listen_addr {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -46,6 +49,7 @@ struct module {
 	gid_t gid;
 	uint64_t max_file_size;	    /* a pushed file's declared size; default: none */
 	uint64_t max_session_bytes; /* declared sizes pushed per connection; default: none */
+	unsigned max_files;	    /* entries one session may list or send; default 1000000 */
 };
 
 struct daemon_config {
