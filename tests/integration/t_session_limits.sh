@@ -8,6 +8,9 @@
 #      while no data arrives (nothing is reserved for a declared size), the
 #      daemon ends the session within about the idle timeout (ERROR TIMEOUT,
 #      PONGs are not progress), its temp file is gone with it
+#   1b. a pull whose client (rawpeer recv-all nocredit) never returns a
+#      credit but answers PINGs: the daemon's sending session ends at the
+#      idle timeout too
 #   2. between transfers, a client that only sends PINGs: closed at the idle
 #      timeout
 #   3. the declared size is enforced: a chunk past it, or a FILE_DONE with
@@ -146,6 +149,23 @@ after_kb=$(used_kb "$T/small")
 	fail "left behind: +$((after_kb - base_kb)) kB, entries: $(ls -A "$T/small" | head -3 | tr '\n' ' ')"
 grep -q "no data progress" "$T/d.log" && pass "the daemon logs 'no data progress'" ||
 	fail "no 'no data progress' in the daemon log"
+
+# ---- 1b. a pull whose client keeps every credit ----------------------------------------
+echo "--- 1b. a pull: the client holds every slot and only answers PINGs"
+head -c $((4 * M)) /dev/urandom >"$T/small/pulled"
+t0=$(date +%s%N)
+rawpeer_rc 0 "pull, credits never returned" hello open pull small/pulled chunk=65536 slots=4 \
+	lanes get small/pulled recv-all nocredit
+secs=$((($(date +%s%N) - t0) / 1000000))
+if grep -q "ERROR TIMEOUT" "$T/rp.out" && [ "$secs" -le 6000 ]; then
+	pass "the daemon's sender ended at the idle timeout (ERROR TIMEOUT, $secs ms in all)"
+else
+	fail "the stalled pull was not ended by the idle timeout ($secs ms): $(grep -E "RECV_ALL|TIMEOUT|closed" "$T/rp.out" | head -3 | tr '\n' '|')"
+fi
+grep -q "PING.*answered" "$T/rp.out" && pass "pull: the daemon's PINGs were answered" ||
+	fail "pull: no PING from the daemon was answered"
+wait_no_sessions && pass "pull: the session process is gone" || fail "pull: session still running: $(sessions)"
+rm -f "$T/small/pulled"
 
 # ---- 2. between transfers: PINGs only -------------------------------------------------
 echo "--- 2. PINGs only between transfers"
