@@ -47,9 +47,9 @@ struct module {
 	bool have_uid, have_gid;
 	uid_t uid;
 	gid_t gid;
-	uint64_t max_file_size;	    /* a pushed file's declared size; default: none */
-	uint64_t max_session_bytes; /* declared sizes pushed per connection; default: none */
-	unsigned max_files;	    /* entries one session may list or send; default 1000000 */
+	unsigned max_files; /* entries one session may list or send; default 1000000 */
+	/* Pushes: a file's declared size, and one connection's together; default none. */
+	uint64_t max_file_size, max_session_bytes;
 };
 
 struct daemon_config {

@@ -61,9 +61,10 @@ struct engine_source {
 struct engine_stats {
 	uint64_t files_ok;
 	uint64_t files_failed;
-	uint64_t bytes;		 /* payload bytes of committed files */
-	uint64_t bytes_accepted; /* receiver: declared sizes of the regular files accepted */
-	uint32_t first_error;	 /* enum proto_err of the first per-file failure */
+	uint64_t bytes;	      /* payload bytes of committed files */
+	uint32_t first_error; /* enum proto_err of the first per-file failure */
+	/* Receiver: the declared sizes of the regular files accepted. */
+	uint64_t bytes_accepted;
 };
 
 struct engine_events {
@@ -108,8 +109,9 @@ struct engine_params {
 	bool have_uid, have_gid;
 	uid_t uid;
 	gid_t gid;
-	const struct engine_limits *limits; /* NULL: no limits */
-	unsigned faults;		    /* ENGINE_FAULT_* */
+	unsigned faults; /* ENGINE_FAULT_* */
+	/* Receiver: what the peer may store; NULL: no limits. */
+	const struct engine_limits *limits;
 	/* Receiver: refuse names the caller did not ask for (pull); NULL = all. */
 	bool (*name_ok)(void *ud, const char *name);
 	void *name_ok_ud;
