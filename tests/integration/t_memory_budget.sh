@@ -79,13 +79,13 @@ truncate -s 4G "$T/mod/big"
 # ended first (a refusal), HELD[I]=1 if it was stopped mid-transfer.
 declare -A PULL_PID PULL_RC HELD
 hold_pull() {
-	local i=$1 before p v n
+	local i=$1 before p v
 	before=" $(sessions | tr '\n' ' ') "
 	mkdir -p "$T/p$i"
 	"${CLIENT[@]}" -q "$HOST:data/big" "$T/p$i/" >"$T/p$i.out" 2>"$T/p$i.err" &
 	PULL_PID[$i]=$!
 	BG_PIDS+=("${PULL_PID[$i]}")
-	for n in $(seq 1 1000); do
+	for _ in $(seq 1 1000); do
 		for p in $(sessions); do
 			case $before in *" $p "*) continue ;; esac
 			v=$(vmpin_kb "$p")

@@ -118,8 +118,10 @@ while kill -0 "$RP" 2>/dev/null; do
 	now=$(used_kb "$T/small")
 	[ "$now" -gt "$max_kb" ] && max_kb=$now
 	for p in $(sessions); do
-		f=$(ls -l /proc/"$p"/fd 2>/dev/null | grep -o "$T/small/#[0-9]* (deleted)\|$T/small/\.[^ ]*rdmacp[^ ]*" | head -1)
-		[ -n "$f" ] && tmpfile=$f
+		for fd in /proc/"$p"/fd/*; do
+			f=$(readlink "$fd" 2>/dev/null)
+			case $f in "$T/small/#"*" (deleted)" | "$T/small/."*rdmacp*) tmpfile=$f ;; esac
+		done
 	done
 	grep -q "closed" "$T/idle.out" && break
 	sleep 0.1
@@ -192,7 +194,7 @@ grep -q "bad chunk for short: offset 0 len 8192 (size 100)" "$T/d.log" &&
 rawpeer_rc 0 "FILE_DONE with more bytes than declared" \
 	hello open push small/ dir chunk=65536 slots=4 lanes ring \
 	files 1:short:100 ack expect "1=OK" \
-	chunk 0 1 0 100 "$T/src/eight" done 1 8192 "$T/src/eight" wait closed expect-seen closed
+	chunk 0 1 0 100 "$T/src/eight" "done" 1 8192 "$T/src/eight" wait closed expect-seen closed
 grep -q "FILE_DONE: impossible byte count" "$T/d.log" &&
 	pass "the daemon ended it: impossible byte count" || fail "no 'impossible byte count' in the daemon log"
 wait_no_sessions
