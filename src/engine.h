@@ -9,8 +9,10 @@
  * WRITE_WITH_IMM of its 32-byte descriptor into the descriptor array (same
  * lane, so the descriptor lands after the payload); the immediate names the
  * slot. Credits (zero-length WRITE_WITH_IMM from the receiver) free slots.
- * Receiver: RECV_IMM -> descriptor -> checks -> hash (in file order) ->
- * io_uring WRITE_FIXED into the temp file -> credit back. FILE_DONE from the
+ * Receiver: RECV_IMM -> descriptor -> checks -> slot held (fenced by the
+ * transport, or copied out of the peer's reach) -> hash (in file order) and
+ * io_uring WRITE_FIXED into the temp file, both from the held bytes -> credit
+ * back. FILE_DONE from the
  * sender carries the hash; on a match: fsync, renameat, fsync(dir), result.
  * Metadata goes in FILES batches over the control channel; many files are
  * in flight at once.
