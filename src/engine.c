@@ -1978,6 +1978,11 @@ static int on_control(struct engine *e)
 
 /* ---- setup and teardown ------------------------------------------------ */
 
+bool engine_rx_copies_slots(const struct xport_ops *ops)
+{
+	return !ops->fence;
+}
+
 static int setup_memory(struct engine *e)
 {
 	const struct engine_params *p = e->p;
@@ -1989,7 +1994,7 @@ static int setup_memory(struct engine *e)
 	int r;
 
 	/* Receiver on a transport that cannot fence slots: one private copy per slot. */
-	e->rx_copy = p->role == ENGINE_RECEIVER && !x->ops->fence;
+	e->rx_copy = p->role == ENGINE_RECEIVER && engine_rx_copies_slots(x->ops);
 	copies = e->rx_copy ? p->slots : 0;
 	e->copy_base = (uint32_t)(data_chunks + extra);
 	/* The peer reaches the slots and descriptors, never the copies behind them. */

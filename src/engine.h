@@ -29,6 +29,7 @@
 #include "chan.h"
 
 struct xport;
+struct xport_ops;
 
 enum engine_role {
 	ENGINE_SENDER = 1,
@@ -94,6 +95,13 @@ struct engine_params {
 	struct engine_events ev;
 	volatile sig_atomic_t *stop; /* set by a signal handler: abort cleanly */
 };
+
+/*
+ * Does a receiver on this transport copy each slot it holds into a private
+ * buffer (the transport cannot fence slots: verbs)? Its pool is then
+ * slots × chunk_size bigger than the ring, and pins that much more.
+ */
+bool engine_rx_copies_slots(const struct xport_ops *ops);
 
 /*
  * Run one transfer to its end. Returns 0 when the exchange completed (files
