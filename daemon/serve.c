@@ -377,6 +377,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.uid = m->uid;
 	ep.gid = m->gid;
 	ep.faults = getenv("RDMACPD_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
+	ep.faults |= getenv("RDMACPD_TEST_COPY_SLOTS") ? ENGINE_FAULT_COPY_SLOTS : 0;
 	ep.ev = (struct engine_events){ .file_ok = ev_file_ok,
 					.file_failed = ev_file_failed,
 					.progress = ev_progress,

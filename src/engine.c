@@ -2044,7 +2044,8 @@ static int setup_memory(struct engine *e)
 	int r;
 
 	/* Receiver on a transport that cannot fence slots: one private copy per slot. */
-	e->rx_copy = p->role == ENGINE_RECEIVER && engine_rx_copies_slots(x->ops);
+	e->rx_copy = p->role == ENGINE_RECEIVER &&
+		     (engine_rx_copies_slots(x->ops) || (p->faults & ENGINE_FAULT_COPY_SLOTS));
 	copies = e->rx_copy ? p->slots : 0;
 	e->copy_base = (uint32_t)(data_chunks + extra);
 	/* The peer reaches the slots and descriptors, never the copies behind them. */

@@ -79,6 +79,8 @@ struct engine_events {
 
 /* Test hook on the receiver: flip one byte of the first chunk before hashing. */
 #define ENGINE_FAULT_FLIP_BYTE (1u << 0)
+/* Test hook on the receiver: hold slots by copying them (the verbs way) on any transport. */
+#define ENGINE_FAULT_COPY_SLOTS (1u << 1)
 
 struct engine_params {
 	enum engine_role role;

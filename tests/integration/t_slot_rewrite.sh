@@ -11,6 +11,9 @@
 #      the bytes that were hashed; never "verified" with other bytes on disk.
 #      The daemon refuses the rewrite itself (remote access error on the lane).
 #   2. The same against the in-order chunk, rewritten after its descriptor.
+#   5. 1 and 2 again with the daemon holding slots the verbs way (a private
+#      copy per held slot, forced on tcp by RDMACPD_TEST_COPY_SLOTS): the
+#      rewrite lands, but in bytes nobody hashes or writes any more.
 #   3. RING carries zero-based addresses: addr=0x0, the descriptors right
 #      behind the slots.
 #   4. A correct push still lands byte-exact afterwards.
@@ -61,32 +64,51 @@ head -c $((2 * CHUNK)) /dev/urandom >"$T/src.bin" || die "cannot write the sourc
 # ... and chunk 0 rewritten to 'B's, chunk 1 as sent.
 { head -c $CHUNK /dev/zero | tr '\0' 'B' && tail -c $CHUNK "$T/src.bin"; } >"$T/hashed0.bin"
 
-# 1. The early chunk: its slot waits for chunk 0 while its bytes are already on disk.
-rawpeer_run "rewrite the early chunk" \
-	hello open push data/early.bin chunk=$CHUNK slots=4 lanes ring \
-	files 1:early.bin:$((2 * CHUNK)) ack \
-	chunk 1 1 $CHUNK $CHUNK "$T/src.bin" \
-	sleep 1 \
-	poke 1 0 fill=0x41:$CHUNK \
-	chunk 0 1 0 $CHUNK "$T/src.bin" \
-	done 1 $((2 * CHUNK)) "$T/hashed1.bin" \
-	result
-check_disk early.bin "$T/hashed1.bin"
-grep -q "POKE slot=1 .*REM_ACCESS" "$T/rp.out" && pass "the rewrite of a held slot was refused" ||
-	fail "the rewrite of a held slot was not refused: $(grep POKE "$T/rp.out")"
+# attack MODE: scenarios 1 and 2. MODE fence: the daemon as built (tcp fences the
+# held slot, the rewrite itself is refused); copy: the daemon holds slots by copying
+# them, as on verbs (RDMACPD_TEST_COPY_SLOTS), the rewrite lands in a slot no longer used.
+attack() {
+	local mode=$1
+	# 1. The early chunk: its slot waits for chunk 0 while its bytes are already on disk.
+	rawpeer_run "$mode: rewrite the early chunk" \
+		hello open push data/early-$mode.bin chunk=$CHUNK slots=4 lanes ring \
+		files 1:early-$mode.bin:$((2 * CHUNK)) ack \
+		chunk 1 1 $CHUNK $CHUNK "$T/src.bin" \
+		sleep 1 \
+		poke 1 0 fill=0x41:$CHUNK \
+		chunk 0 1 0 $CHUNK "$T/src.bin" \
+		done 1 $((2 * CHUNK)) "$T/hashed1.bin" \
+		result
+	check_disk early-$mode.bin "$T/hashed1.bin"
+	if [ "$mode" = fence ]; then
+		grep -q "POKE slot=1 .*REM_ACCESS" "$T/rp.out" &&
+			pass "$mode: the rewrite of a held slot was refused" ||
+			fail "$mode: the rewrite of a held slot was not refused: $(grep POKE "$T/rp.out")"
+	else
+		# The copy was taken a second before the rewrite: the attacker's hash cannot match.
+		grep -q "FILE_RESULT 1 INTEGRITY" "$T/rp.out" &&
+			pass "$mode: hashed from the copy, the rewritten hash does not verify" ||
+			fail "$mode: no INTEGRITY result: $(grep -E 'POKE|FILE_RESULT|ERROR' "$T/rp.out")"
+	fi
 
-# 2. The chunk next in file order, rewritten after its descriptor, before FILE_DONE.
-rawpeer_run "rewrite the in-order chunk" \
-	hello open push data/inorder.bin chunk=$CHUNK slots=4 lanes ring \
-	files 1:inorder.bin:$((2 * CHUNK)) ack \
-	chunk 0 1 0 $CHUNK "$T/src.bin" \
-	poke 0 0 fill=0x42:$CHUNK \
-	chunk 1 1 $CHUNK $CHUNK "$T/src.bin" \
-	done 1 $((2 * CHUNK)) "$T/hashed0.bin" \
-	result
-check_disk inorder.bin "$T/hashed0.bin"
-grep -q "POKE slot=0 .*REM_ACCESS" "$T/rp.out" && pass "the rewrite of a held slot was refused" ||
-	fail "the rewrite of a held slot was not refused: $(grep POKE "$T/rp.out")"
+	# 2. The chunk next in file order, rewritten after its descriptor, before FILE_DONE.
+	rawpeer_run "$mode: rewrite the in-order chunk" \
+		hello open push data/inorder-$mode.bin chunk=$CHUNK slots=4 lanes ring \
+		files 1:inorder-$mode.bin:$((2 * CHUNK)) ack \
+		chunk 0 1 0 $CHUNK "$T/src.bin" \
+		poke 0 0 fill=0x42:$CHUNK \
+		chunk 1 1 $CHUNK $CHUNK "$T/src.bin" \
+		done 1 $((2 * CHUNK)) "$T/hashed0.bin" \
+		result
+	check_disk inorder-$mode.bin "$T/hashed0.bin"
+	if [ "$mode" = fence ]; then
+		grep -q "POKE slot=0 .*REM_ACCESS" "$T/rp.out" &&
+			pass "$mode: the rewrite of a held slot was refused" ||
+			fail "$mode: the rewrite of a held slot was not refused: $(grep POKE "$T/rp.out")"
+	fi
+}
+
+attack fence
 
 # 3. RING: zero-based, the descriptor array right behind the 4 slots.
 rawpeer_run "RING addresses" hello open push data/ring.bin chunk=$CHUNK slots=4 lanes ring bye
@@ -98,5 +120,14 @@ grep -q "^RING addr=0x0 desc=0x$(printf %x $((4 * CHUNK))) " "$T/rp.out" &&
 expect_rc 0 "a correct push after the attacks" "${CLIENT[@]}" -q --transport tcp "$T/src.bin" \
 	"127.0.0.1:data/good.bin"
 cmp -s "$T/src.bin" "$T/mod/good.bin" && pass "good.bin byte-exact" || fail "good.bin differs"
+
+# 5. The verbs way (no fences: private copies), on tcp through the test hook.
+stop_daemon "$DAEMON_PID"
+RDMACPD_TEST_COPY_SLOTS=1 start_daemon "$T/d.conf" "$T/d.log" "$PORT"
+attack copy
+expect_rc 0 "copy: a correct push" "${CLIENT[@]}" -q --transport tcp "$T/src.bin" \
+	"127.0.0.1:data/good-copy.bin"
+cmp -s "$T/src.bin" "$T/mod/good-copy.bin" && pass "copy: good-copy.bin byte-exact" ||
+	fail "copy: good-copy.bin differs"
 
 finish
