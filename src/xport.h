@@ -154,7 +154,8 @@ struct xport_ops {
 	 * range is in progress or can start, so the bytes there only change
 	 * by our own hand. A write already being placed there when the fence
 	 * goes on is cut off (its lane fails); -EIO then, the fence stays.
-	 * Unfencing takes exactly a range that was fenced (-ENOENT otherwise).
+	 * -EEXIST when exactly this range is fenced already. Unfencing takes
+	 * exactly a range that was fenced (-ENOENT otherwise).
 	 */
 	int (*fence)(struct xport *x, struct xport_mr *mr, uint64_t offset, uint64_t len, bool on);
 

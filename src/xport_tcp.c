@@ -35,6 +35,7 @@
 #include <openssl/crypto.h>
 
 #include "clock.h"
+#include "fenceset.h"
 #include "lane.h"
 #include "macro.h"
 
@@ -207,19 +208,13 @@ static void cq_push(struct tcp_cq *cq, const struct xport_wc *wc)
 
 /* ---- xport structures ---- */
 
-/* A range of an MR the engine holds: peer writes touching it are refused. */
-struct tcp_fence {
-	uint64_t off, len;
-};
-
 struct tcp_mr {
 	struct xport_mr pub;
 	struct tcp_mr *next;
 	unsigned busy; /* RX threads placing into it right now */
 	bool revoked;
-	/* Under mr_lock. Few (one per held ring slot): a linear scan is cheap. */
-	struct tcp_fence *fences;
-	size_t nfences, fences_cap;
+	/* Under mr_lock: ranges the engine holds; peer writes touching them are refused. */
+	struct fence_set fences;
 	unsigned fence_waiters; /* tcp_fence calls waiting for a placement to end */
 };
 
@@ -559,17 +554,6 @@ static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 	return a < b + blen && b < a + alen;
 }
 
-/* mr_lock held. Does a fence of m touch [off, off+len)? */
-static bool mr_fenced_locked(const struct tcp_mr *m, uint64_t off, uint64_t len)
-{
-	for (size_t i = 0; i < m->nfences; i++) {
-		if (ranges_overlap(m->fences[i].off, m->fences[i].len, off, len)) {
-			return true;
-		}
-	}
-	return false;
-}
-
 static void mr_release(struct tcp_xport *tx, struct tcp_lane *ln, struct tcp_mr *m)
 {
 	pthread_mutex_lock(&tx->mr_lock);
@@ -618,7 +602,7 @@ static int rx_validate(struct tcp_lane *ln, const struct tcp_frame *f, struct tc
 			return TCP_NAK_REM_ACCESS;
 		}
 		off = f->addr - m->pub.iova;
-		if (mr_fenced_locked(m, off, f->len)) {
+		if (fence_set_touches(&m->fences, off, f->len)) {
 			pthread_mutex_unlock(&tx->mr_lock);
 			xport_set_error(tx,
 					"lane %u: write into memory the receiver holds "
@@ -813,7 +797,7 @@ static void tcp_destroy(struct xport *x)
 		struct tcp_mr *m = tx->mrs;
 
 		tx->mrs = m->next;
-		free(m->fences);
+		fence_set_fini(&m->fences);
 		free(m);
 	}
 	cq_fini(&tx->cq);
@@ -1299,6 +1283,7 @@ static int tcp_reg_mr(struct xport *x, void *addr, size_t len, unsigned access,
 	m->pub.iova = 0; /* zero-based: peers never learn our addresses */
 	m->pub.len = len;
 	m->pub.access = access;
+	fence_set_init(&m->fences, len);
 	pthread_mutex_lock(&tx->mr_lock);
 	r = random_key_locked(tx, &m->pub.lkey);
 	if (r >= 0 && (access & XPORT_ACCESS_REMOTE_WRITE)) {
@@ -1371,7 +1356,7 @@ static int tcp_dereg_mr(struct xport *x, struct xport_mr *pub)
 		}
 	}
 	pthread_mutex_unlock(&tx->mr_lock);
-	free(m->fences);
+	fence_set_fini(&m->fences);
 	free(m);
 	return 0;
 }
@@ -1413,18 +1398,11 @@ static bool cut_placements_locked(struct tcp_xport *tx, struct tcp_mr *m, uint64
 static int mr_fence_on_locked(struct tcp_xport *tx, struct tcp_mr *m, uint64_t off, uint64_t len)
 {
 	bool cut = false;
+	int r = fence_set_add(&m->fences, off, len);
 
-	if (m->nfences == m->fences_cap) {
-		size_t ncap = m->fences_cap ? 2 * m->fences_cap : 16;
-		struct tcp_fence *n = reallocarray(m->fences, ncap, sizeof(*n));
-
-		if (!n) {
-			return -ENOMEM;
-		}
-		m->fences = n;
-		m->fences_cap = ncap;
+	if (r < 0) {
+		return r;
 	}
-	m->fences[m->nfences++] = (struct tcp_fence){ .off = off, .len = len };
 	/* New placements see the fence; wait out (after cutting) any already inside. */
 	while (cut_placements_locked(tx, m, off, len)) {
 		cut = true;
@@ -1433,17 +1411,6 @@ static int mr_fence_on_locked(struct tcp_xport *tx, struct tcp_mr *m, uint64_t o
 		m->fence_waiters--;
 	}
 	return cut ? -EIO : 0;
-}
-
-static int mr_fence_off_locked(struct tcp_mr *m, uint64_t off, uint64_t len)
-{
-	for (size_t i = 0; i < m->nfences; i++) {
-		if (m->fences[i].off == off && m->fences[i].len == len) {
-			m->fences[i] = m->fences[--m->nfences];
-			return 0;
-		}
-	}
-	return -ENOENT;
 }
 
 static int tcp_fence(struct xport *x, struct xport_mr *pub, uint64_t offset, uint64_t len, bool on)
@@ -1462,7 +1429,7 @@ static int tcp_fence(struct xport *x, struct xport_mr *pub, uint64_t offset, uin
 	} else if (on) {
 		r = mr_fence_on_locked(tx, m, offset, len);
 	} else {
-		r = mr_fence_off_locked(m, offset, len);
+		r = fence_set_remove(&m->fences, offset, len);
 	}
 	pthread_mutex_unlock(&tx->mr_lock);
 	return r;
