@@ -16,10 +16,11 @@
 
 void fence_set_init(struct fence_set *s, uint64_t span)
 {
-	*s = (struct fence_set){ .span = span, .page_shift = FENCE_PAGE_SHIFT };
-	while ((span >> s->page_shift) >= FENCE_MAX_PAGES) {
-		s->page_shift++;
+	*s = (struct fence_set){ .span = span, .min_shift = FENCE_PAGE_SHIFT };
+	while ((span >> s->min_shift) >= FENCE_MAX_PAGES) {
+		s->min_shift++;
 	}
+	s->page_shift = s->min_shift;
 }
 
 void fence_set_fini(struct fence_set *s)
@@ -91,8 +92,30 @@ static void count_pages(struct fence_set *s, uint64_t off, uint64_t len, int del
 	}
 }
 
+/* Count again with granules of 1 << shift. Nothing changes on failure. */
+static int regranulate(struct fence_set *s, unsigned shift)
+{
+	size_t npages = (size_t)(((s->span - 1) >> shift) + 1);
+	uint32_t *pages = calloc(npages, sizeof(*pages));
+
+	if (!pages) {
+		return -ENOMEM;
+	}
+	free(s->pages);
+	s->pages = pages;
+	s->npages = npages;
+	s->page_shift = shift;
+	for (size_t i = 0; i < s->cap; i++) {
+		if (s->tab[i].len != 0) {
+			count_pages(s, s->tab[i].off, s->tab[i].len, 1);
+		}
+	}
+	return 0;
+}
+
 int fence_set_add(struct fence_set *s, uint64_t off, uint64_t len)
 {
+	unsigned want;
 	int r;
 
 	if (len == 0 || off > s->span || len > s->span - off) {
@@ -101,11 +124,13 @@ int fence_set_add(struct fence_set *s, uint64_t off, uint64_t len)
 	if (find(s, off, len) != SIZE_MAX) {
 		return -EEXIST;
 	}
-	if (!s->pages) {
-		s->npages = (size_t)(((s->span - 1) >> s->page_shift) + 1);
-		s->pages = calloc(s->npages, sizeof(*s->pages));
-		if (!s->pages) {
-			return -ENOMEM;
+	/* Granules no larger than the smallest fence: one counter per whole-slot fence. */
+	want = 63u - (unsigned)__builtin_clzll(len);
+	want = want > s->min_shift ? want : s->min_shift;
+	if (!s->pages || want < s->page_shift) {
+		r = regranulate(s, want);
+		if (r < 0) {
+			return r;
 		}
 	}
 	if ((s->n + 1) * 2 > s->cap) {

@@ -4,9 +4,11 @@
  * fences). Two views of the same ranges:
  *   - the exact ranges, in a hash table keyed by (offset, length): adding and
  *     removing one costs O(1) whatever the number of fences;
- *   - a count of fences per 4 KiB page: "does this write touch a fence?" reads
- *     one counter per page the write spans, and looks at the exact ranges only
- *     when one of those pages holds a fence.
+ *   - a count of fences per granule: "does this write touch a fence?" reads
+ *     one counter per granule the write spans, and looks at the exact ranges
+ *     only when one of those granules holds a fence. A granule is as large as
+ *     the smallest fence so far (a power of two, 4 KiB at least), so whole-slot
+ *     fences cost one counter per slot.
  * So the per-frame check of the receiving thread stays cheap with thousands of
  * slots held at once. Not thread-safe: the caller locks.
  */
@@ -24,9 +26,10 @@ struct fence_set {
 	uint64_t span; /* bytes the ranges must lie in: [0, span) */
 	struct fence_range *tab;
 	size_t cap, n;	 /* cap: 0 or a power of two, at least twice n */
-	uint32_t *pages; /* fences touching each page; allocated with the first fence */
+	uint32_t *pages; /* fences touching each granule; allocated with the first fence */
 	size_t npages;
-	unsigned page_shift; /* 12 (4 KiB pages), more for spans of over 4 GiB */
+	unsigned page_shift; /* log2 of the granule */
+	unsigned min_shift;  /* 12 (4 KiB), more for spans of over 4 GiB: at most 2^20 counters */
 };
 
 #define FENCE_PAGE_SHIFT 12

@@ -63,6 +63,27 @@ static void test_bounds(void **state)
 	fence_set_fini(&s);
 }
 
+/* Granules follow the smallest fence: whole 1 MiB slots, then a 16-byte fence. */
+static void test_granules(void **state)
+{
+	struct fence_set s;
+
+	fence_set_init(&s, 16u << 20);
+	assert_int_equal(fence_set_add(&s, 3u << 20, 1u << 20), 0);
+	assert_int_equal(s.page_shift, 20);
+	assert_true(fence_set_touches(&s, (4u << 20) - 1, 1));
+	assert_false(fence_set_touches(&s, 4u << 20, 1u << 20));
+	assert_false(fence_set_touches(&s, (2u << 20) + 100, 1000));
+	assert_int_equal(fence_set_add(&s, 100, 16), 0);
+	assert_int_equal(s.page_shift, 12);
+	assert_true(fence_set_touches(&s, (4u << 20) - 1, 1));
+	assert_true(fence_set_touches(&s, 115, 1));
+	assert_false(fence_set_touches(&s, 116, 4000));
+	assert_int_equal(fence_set_remove(&s, 3u << 20, 1u << 20), 0);
+	assert_false(fence_set_touches(&s, 3u << 20, 1u << 20));
+	fence_set_fini(&s);
+}
+
 /* A span of 8 GiB: pages of 8 KiB or more, still exact. */
 static void test_big_span(void **state)
 {
@@ -180,6 +201,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_basic),
 		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_granules),
 		cmocka_unit_test(test_big_span),
 		cmocka_unit_test(test_random_against_model),
 	};
