@@ -25,7 +25,7 @@ RAWPEER_BIN=$BUILD_DIR/tests/rawpeer
 [ -f "$SRC_DIR/tests/tools/rawpeer.c" ] || skip "this tree has no rawpeer (tests/tools/rawpeer.c)"
 [ -x "$RAWPEER_BIN" ] || die "rawpeer not built in $BUILD_DIR/tests"
 
-setup_standard "uid = root" "gid = root"
+setup_standard
 RAWPEER=("$RAWPEER_BIN" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 	--ca "$T/certs/ca.crt" --timeout 5)
 CHUNK=65536
