@@ -299,11 +299,11 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
  * rounding to whole pages included: fewer slots (or sender chunks) until it
  * fits, down to the engine's minimum of two.
  */
-static void fit_pool_size(struct engine_params *ep, uint64_t pool_size)
+static void fit_pool_size(struct engine_params *ep, const struct xport_ops *ops, uint64_t pool_size)
 {
 	uint32_t *n = ep->role == ENGINE_SENDER ? &ep->pool_chunks : &ep->slots;
 
-	while (*n > 2 && engine_pinned_bytes(ep) > pool_size) {
+	while (*n > 2 && engine_pinned_bytes(ep, ops) > pool_size) {
 		(*n)--;
 	}
 }
@@ -338,7 +338,18 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	if (pull_srcs) {
 		ep.pool_chunks = (uint32_t)MAX(cfg->pool_size / chunk / 2, 2);
 	}
-	fit_pool_size(&ep, cfg->pool_size);
+	ep.faults = getenv("RDMACPD_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
+	ep.faults |= getenv("RDMACPD_TEST_COPY_SLOTS") ? ENGINE_FAULT_COPY_SLOTS : 0;
+	if (RAND_bytes(xp.token, sizeof(xp.token)) != 1) {
+		return refuse(c, PERR_INTERNAL, "no randomness for a session token");
+	}
+	net_set_port(&bind_addr, 0);
+	r = transport_listen(c, o->transport, &bind_addr, &ops, &l, &port);
+	if (r < 0) {
+		return r;
+	}
+	/* What the engine pins depends on the transport (slot copies where it cannot fence). */
+	fit_pool_size(&ep, ops, cfg->pool_size);
 	slots = ep.slots;
 	xp.nlanes = MIN((unsigned)o->lanes, POLICY_MAX_LANES);
 	xp.sq_depth = 4 * slots + 16;
@@ -348,17 +359,10 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	 * Pinned memory counts against the daemon-wide budget: over it, "busy".
 	 * Reserved exactly as the engine will size it, for either role.
 	 */
-	pinned = engine_pinned_bytes(&ep);
+	pinned = engine_pinned_bytes(&ep, ops);
 	if (c->sessions && sessions_reserve(c->sessions, pinned) < 0) {
+		ops->listener_close(l);
 		return refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
-	}
-	if (RAND_bytes(xp.token, sizeof(xp.token)) != 1) {
-		return refuse(c, PERR_INTERNAL, "no randomness for a session token");
-	}
-	net_set_port(&bind_addr, 0);
-	r = transport_listen(c, o->transport, &bind_addr, &ops, &l, &port);
-	if (r < 0) {
-		return r;
 	}
 	ok.u.open_ok.transport = (uint8_t)ops->kind;
 	ok.u.open_ok.lanes = (uint8_t)xp.nlanes;
@@ -404,7 +408,6 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	limits.max_session_bytes =
 	    m->max_session_bytes - MIN(m->max_session_bytes, c->bytes_accepted);
 	ep.limits = &limits;
-	ep.faults = getenv("RDMACPD_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
 	ep.ev = (struct engine_events){ .file_ok = ev_file_ok,
 					.file_failed = ev_file_failed,
 					.progress = ev_progress,

@@ -193,6 +193,12 @@ struct engine {
 
 	/* receiver */
 	struct rslot *rslots;
+	/*
+	 * No transport fences (verbs): each held slot is copied here and hashed
+	 * and written from the copy, which the peer cannot reach. Chunk index.
+	 */
+	bool rx_copy;
+	uint32_t copy_base;
 	struct dirent_cache dirs[DIR_CACHE];
 	uint32_t *commit_batch; /* file indexes renamed, awaiting their dir fsync */
 	uint32_t ncommit;
@@ -1213,6 +1219,52 @@ static int rx_file_done(struct engine *e, const struct msg_file_done *d)
 	return rx_maybe_finish(e, f);
 }
 
+/* The bytes of a held slot: the ones that are hashed and written (see rx_slot_hold). */
+static uint8_t *rx_slot_buf(struct engine *e, uint32_t slot)
+{
+	return pool_chunk(e->pool, e->rx_copy ? e->copy_base + slot : slot);
+}
+
+/*
+ * From here until its credit goes back the slot's bytes must not change
+ * under us: what is hashed must be what is written. Where the transport can
+ * fence the slot the peer's writes into it are refused (its lane fails);
+ * elsewhere the bytes are copied out of the peer's reach first.
+ */
+static int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes)
+{
+	struct xport *x = e->p->x;
+	int r;
+
+	if (e->rx_copy) {
+		if (need_bytes) {
+			memcpy(rx_slot_buf(e, slot), pool_chunk(e->pool, slot), len);
+		}
+		return 0;
+	}
+	r = x->ops->fence(x, e->mr, (uint64_t)slot * e->p->chunk_size, e->p->chunk_size, true);
+	if (r < 0) {
+		const char *why = x->ops->last_error ? x->ops->last_error(x) : NULL;
+
+		return fail(e, PERR_TRANSPORT, r,
+			    "data transport: slot %u rewritten while held%s%s", slot,
+			    why ? ": " : "", why ? why : "");
+	}
+	return 0;
+}
+
+static int rx_slot_unhold(struct engine *e, uint32_t slot)
+{
+	struct xport *x = e->p->x;
+	int r;
+
+	if (e->rx_copy) {
+		return 0;
+	}
+	r = x->ops->fence(x, e->mr, (uint64_t)slot * e->p->chunk_size, e->p->chunk_size, false);
+	return r < 0 ? fail(e, PERR_INTERNAL, r, "unfence slot %u: %s", slot, strerror(-r)) : 0;
+}
+
 static int rx_credit(struct engine *e, uint32_t slot)
 {
 	struct rslot *s = &e->rslots[slot];
@@ -1226,6 +1278,10 @@ static int rx_credit(struct engine *e, uint32_t slot)
 	s->state = SL_FREE;
 	f->held--;
 	e->credits++;
+	/* The peer may write the slot again once it has the credit, not before. */
+	if (rx_slot_unhold(e, slot) < 0) {
+		return -1;
+	}
 	if (!lane_room(e, wr.lane, 1)) {
 		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
 		return fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
@@ -1237,7 +1293,7 @@ static void rx_submit_write(struct engine *e, uint32_t slot)
 {
 	struct rslot *s = &e->rslots[slot];
 	struct efile *f = &e->files[s->fidx];
-	uint8_t *buf = pool_chunk(e->pool, slot);
+	uint8_t *buf = rx_slot_buf(e, slot);
 	struct io_uring_sqe *sqe = uring_sqe(e);
 
 	if (!sqe) {
@@ -1266,7 +1322,7 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 			struct rslot *s = &e->rslots[i];
 			if (s->state == SL_HELD && !s->hashed && &e->files[s->fidx] == f &&
 			    s->off == f->hash_off) {
-				file_hash_update(&f->hash, pool_chunk(e->pool, i), s->len);
+				file_hash_update(&f->hash, rx_slot_buf(e, i), s->len);
 				f->hash_off += s->len;
 				s->hashed = true;
 				progress = true;
@@ -1319,8 +1375,11 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 			     .lane = lane };
 	f->held++;
 	f->recv_bytes += d.len;
+	if (rx_slot_hold(e, slot, d.len, !f->failed) < 0) {
+		return -1;
+	}
 	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && d.offset == 0) {
-		((uint8_t *)pool_chunk(e->pool, slot))[0] ^= 0xff;
+		rx_slot_buf(e, slot)[0] ^= 0xff;
 	}
 	if (f->failed) {
 		/* Already failed (disk full, ...): drop the bytes, keep the credits flowing. */
@@ -2021,12 +2080,31 @@ static uint32_t engine_data_chunks(const struct engine_params *p)
 	return p->role == ENGINE_SENDER ? p->pool_chunks : p->slots;
 }
 
-uint64_t engine_pinned_bytes(const struct engine_params *p)
+bool engine_rx_copies_slots(const struct xport_ops *ops)
+{
+	return !ops->fence;
+}
+
+/* Receiver on a transport that cannot fence slots: one private copy per slot. */
+static bool engine_copies_slots(const struct engine_params *p, const struct xport_ops *ops)
+{
+	return p->role == ENGINE_RECEIVER &&
+	       (engine_rx_copies_slots(ops) || (p->faults & ENGINE_FAULT_COPY_SLOTS));
+}
+
+/* Data chunks and the descriptor chunks behind them: what the transport registers. */
+static uint64_t engine_registered_chunks(const struct engine_params *p)
 {
 	uint64_t data_chunks = engine_data_chunks(p);
 	uint64_t desc_bytes = data_chunks * PROTO_DESC_LEN;
-	uint64_t extra = (desc_bytes + p->chunk_size - 1) / p->chunk_size;
-	uint64_t bytes = (data_chunks + extra) * p->chunk_size;
+
+	return data_chunks + (desc_bytes + p->chunk_size - 1) / p->chunk_size;
+}
+
+uint64_t engine_pinned_bytes(const struct engine_params *p, const struct xport_ops *ops)
+{
+	uint64_t copies = engine_copies_slots(p, ops) ? p->slots : 0;
+	uint64_t bytes = (engine_registered_chunks(p) + copies) * p->chunk_size;
 
 	/* Whole 2 MiB pages, so the pool can be backed by huge pages. */
 	if (bytes >= HUGE_2M) {
@@ -2040,10 +2118,14 @@ static int setup_memory(struct engine *e)
 	const struct engine_params *p = e->p;
 	struct xport *x = p->x;
 	uint32_t data_chunks = engine_data_chunks(p);
+	/* The peer reaches the slots and descriptors, never the copies behind them. */
+	size_t reg_bytes = (size_t)engine_registered_chunks(p) * p->chunk_size;
 	/* The size a caller reserved against its budget is the size pinned here. */
-	size_t bytes = (size_t)engine_pinned_bytes(p);
+	size_t bytes = (size_t)engine_pinned_bytes(p, x->ops);
 	int r;
 
+	e->rx_copy = engine_copies_slots(p, x->ops);
+	e->copy_base = (uint32_t)engine_registered_chunks(p);
 	r = pool_create(bytes, p->chunk_size, &e->pool);
 	if (r < 0) {
 		return fail(e, PERR_INTERNAL, r, "buffer pool of %zu MiB: %s", bytes >> 20,
@@ -2076,7 +2158,7 @@ static int setup_memory(struct engine *e)
 		return fail(e, PERR_INTERNAL, r, "register buffers with io_uring: %s (%s)",
 			    strerror(-r), advice);
 	}
-	r = x->ops->reg_mr(x, e->pool->base, e->pool->size,
+	r = x->ops->reg_mr(x, e->pool->base, p->role == ENGINE_RECEIVER ? reg_bytes : e->pool->size,
 			   p->role == ENGINE_RECEIVER
 			       ? XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE
 			       : XPORT_ACCESS_LOCAL,
@@ -2155,8 +2237,9 @@ static int setup(struct engine *e)
 	}
 	/* Offer the ring: data slots, then the descriptor array. */
 	struct msg m = { .type = MSG_RING };
-	m.u.ring.addr = (uint64_t)(uintptr_t)e->pool->base;
-	m.u.ring.desc_addr = (uint64_t)(uintptr_t)e->desc_area;
+	/* In the registration's own address space: nothing of our heap's layout. */
+	m.u.ring.addr = e->mr->iova;
+	m.u.ring.desc_addr = e->mr->iova + (uint64_t)(e->desc_area - (uint8_t *)e->pool->base);
 	m.u.ring.nkeys = (uint8_t)x->nlanes;
 	for (unsigned i = 0; i < x->nlanes; i++) {
 		m.u.ring.rkey[i] = e->mr->lane_rkey[i];

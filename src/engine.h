@@ -9,8 +9,10 @@
  * WRITE_WITH_IMM of its 32-byte descriptor into the descriptor array (same
  * lane, so the descriptor lands after the payload); the immediate names the
  * slot. Credits (zero-length WRITE_WITH_IMM from the receiver) free slots.
- * Receiver: RECV_IMM -> descriptor -> checks -> hash (in file order) ->
- * io_uring WRITE_FIXED into the temp file -> credit back. FILE_DONE from the
+ * Receiver: RECV_IMM -> descriptor -> checks -> slot held (fenced by the
+ * transport, or copied out of the peer's reach) -> hash (in file order) and
+ * io_uring WRITE_FIXED into the temp file, both from the held bytes -> credit
+ * back. FILE_DONE from the
  * sender carries the hash; on a match: fsync, renameat, fsync(dir), result.
  * Metadata goes in FILES batches over the control channel; many files are
  * in flight at once.
@@ -27,6 +29,7 @@
 #include "chan.h"
 
 struct xport;
+struct xport_ops;
 
 enum engine_role {
 	ENGINE_SENDER = 1,
@@ -89,6 +92,8 @@ struct engine_limits {
 
 /* Test hook on the receiver: flip one byte of the first chunk before hashing. */
 #define ENGINE_FAULT_FLIP_BYTE (1u << 0)
+/* Test hook on the receiver: hold slots by copying them (the verbs way) on any transport. */
+#define ENGINE_FAULT_COPY_SLOTS (1u << 1)
 
 struct engine_params {
 	enum engine_role role;
@@ -120,13 +125,21 @@ struct engine_params {
 };
 
 /*
- * Bytes of memory engine_run maps and pins (registered with io_uring and the
- * transport) for p's role, chunk_size, slots and pool_chunks: the receiver's
- * ring or the sender's pool, its descriptor chunks, rounded up to whole 2 MiB
- * pages from 2 MiB on. The one place that size is computed: a caller reserves
- * exactly this against its memory budget before engine_run.
+ * Does a receiver on this transport copy each slot it holds into a private
+ * buffer (the transport cannot fence slots: verbs)? Its pool is then
+ * slots × chunk_size bigger than the ring, and pins that much more.
  */
-uint64_t engine_pinned_bytes(const struct engine_params *p);
+bool engine_rx_copies_slots(const struct xport_ops *ops);
+
+/*
+ * Bytes of memory engine_run maps and pins (registered with io_uring and the
+ * transport) for p's role, chunk_size, slots and pool_chunks on a transport
+ * with these ops: the receiver's ring (plus its slot copies where ops cannot
+ * fence) or the sender's pool, its descriptor chunks, rounded up to whole
+ * 2 MiB pages from 2 MiB on. The one place that size is computed: a caller
+ * reserves exactly this against its memory budget before engine_run.
+ */
+uint64_t engine_pinned_bytes(const struct engine_params *p, const struct xport_ops *ops);
 
 /*
  * Run one transfer to its end. Returns 0 when the exchange completed (files

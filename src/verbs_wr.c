@@ -97,13 +97,19 @@ void verbs_wr_fill(const struct xport_wr *w, uint64_t hw_wr_id, uint32_t max_inl
 		ret_wr->num_sge = 0;
 		return;
 	}
-	ret_sge->addr = (uint64_t)(uintptr_t)w->buf;
 	ret_sge->length = w->len;
 	/* Rails: each lane's device has its own key for the same memory. */
 	assert(w->lane < XPORT_MAX_LANES);
 	ret_sge->lkey = w->mr ? w->mr->lane_lkey[w->lane] : 0;
 	if (wants_inline(w, max_inline)) {
+		/* Inline: the provider copies from our own address, no key involved. */
+		ret_sge->addr = (uint64_t)(uintptr_t)w->buf;
 		ret_wr->send_flags |= IBV_SEND_INLINE;
+	} else {
+		/* A keyed local address lives in the registration's iova space. */
+		assert(w->mr);
+		ret_sge->addr = w->mr->iova +
+				(uint64_t)((const uint8_t *)w->buf - (const uint8_t *)w->mr->addr);
 	}
 	ret_wr->sg_list = ret_sge;
 	ret_wr->num_sge = 1;

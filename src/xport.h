@@ -12,7 +12,10 @@
  *   - a write outside a registration or with a wrong rkey is a remote access
  *     error: the target memory is untouched, the lane fails (requester gets
  *     XPORT_WC_REM_ACCESS_ERR, later requests and posted receives are flushed
- *     with XPORT_WC_WR_FLUSH_ERR on both sides).
+ *     with XPORT_WC_WR_FLUSH_ERR on both sides);
+ *   - registrations are zero-based: the peer addresses a registration from
+ *     its iova (0 for both backends), never by our virtual address, so
+ *     nothing about our address space leaves the process.
  * A signaled write completion means that write and every earlier write on its
  * lane are done and their local buffers may be reused.
  *
@@ -47,7 +50,8 @@ enum {
  * the lanes share one domain).
  */
 struct xport_mr {
-	void *addr; /* start of the registered range (also the remote address base) */
+	void *addr;    /* start of the registered range, in this process */
+	uint64_t iova; /* the address the peer uses for addr (0: zero-based) */
 	uint64_t len;
 	uint32_t lkey;
 	uint32_t rkey; /* 0 unless XPORT_ACCESS_REMOTE_WRITE */
@@ -142,6 +146,18 @@ struct xport_ops {
 		      struct xport_mr **ret_mr);
 	/* Revokes the rkey: later peer writes to it are remote access errors. */
 	int (*dereg_mr)(struct xport *x, struct xport_mr *mr);
+	/*
+	 * Optional (NULL: the backend cannot): fence [offset, offset+len) of a
+	 * remotely writable registration (offset from its start). While fenced,
+	 * a peer write touching the range is a remote access error: memory
+	 * untouched, lane failed. When fence(on) returns, no write into the
+	 * range is in progress or can start, so the bytes there only change
+	 * by our own hand. A write already being placed there when the fence
+	 * goes on is cut off (its lane fails); -EIO then, the fence stays.
+	 * -EEXIST when exactly this range is fenced already. Unfencing takes
+	 * exactly a range that was fenced (-ENOENT otherwise).
+	 */
+	int (*fence)(struct xport *x, struct xport_mr *mr, uint64_t offset, uint64_t len, bool on);
 
 	/* -ENOSPC when a lane's send queue is full; nothing posted then. */
 	int (*post_writes)(struct xport *x, const struct xport_wr *wrs, size_t n);

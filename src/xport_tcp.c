@@ -35,6 +35,7 @@
 #include <openssl/crypto.h>
 
 #include "clock.h"
+#include "fenceset.h"
 #include "lane.h"
 #include "macro.h"
 
@@ -212,6 +213,9 @@ struct tcp_mr {
 	struct tcp_mr *next;
 	unsigned busy; /* RX threads placing into it right now */
 	bool revoked;
+	/* Under mr_lock: ranges the engine holds; peer writes touching them are refused. */
+	struct fence_set fences;
+	unsigned fence_waiters; /* tcp_fence calls waiting for a placement to end */
 };
 
 struct tcp_swr {
@@ -257,7 +261,9 @@ struct tcp_lane {
 	uint64_t fail_hit_seq;	 /* this seq gets fail_hit_status */
 	int fail_hit_status;
 
-	struct tcp_mr *placing; /* under tx->mr_lock */
+	/* Under tx->mr_lock: the MR and range (offsets) the RX thread is placing into. */
+	struct tcp_mr *placing;
+	uint64_t placing_off, placing_len;
 };
 
 struct tcp_xport {
@@ -542,14 +548,19 @@ static struct tcp_mr *mr_find_rkey_locked(struct tcp_xport *tx, uint32_t rkey)
 	return NULL;
 }
 
-/* [addr, addr+len) inside [base, base+mlen), without overflow. */
+/* Do [a, a+alen) and [b, b+blen) share a byte? Both lie inside one MR: no overflow. */
+static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
 static void mr_release(struct tcp_xport *tx, struct tcp_lane *ln, struct tcp_mr *m)
 {
 	pthread_mutex_lock(&tx->mr_lock);
 	assert(m->busy > 0);
 	m->busy--;
 	ln->placing = NULL;
-	if (m->revoked && m->busy == 0) {
+	if ((m->revoked && m->busy == 0) || m->fence_waiters > 0) {
 		pthread_cond_broadcast(&tx->mr_cond);
 	}
 	pthread_mutex_unlock(&tx->mr_lock);
@@ -558,12 +569,15 @@ static void mr_release(struct tcp_xport *tx, struct tcp_lane *ln, struct tcp_mr 
 /*
  * Validate a WRITE/WRITE_IMM header. On success *ret_mr holds a busy
  * reference (NULL for len 0: a zero-length write touches no memory and, as on
- * verbs, needs no rkey). On failure returns the NAK code and records why.
+ * verbs, needs no rkey) and *ret_target is where the payload goes. On failure
+ * returns the NAK code and records why.
  */
-static int rx_validate(struct tcp_lane *ln, const struct tcp_frame *f, struct tcp_mr **ret_mr)
+static int rx_validate(struct tcp_lane *ln, const struct tcp_frame *f, struct tcp_mr **ret_mr,
+		       uint8_t **ret_target)
 {
 	struct tcp_xport *tx = ln->tx;
 	struct tcp_mr *m = NULL;
+	uint64_t off = 0;
 
 	if (f->flags != 0 || f->reserved16 != 0 || f->reserved64 != 0) {
 		xport_set_error(tx, "lane %u: malformed frame (op %u, reserved bits set)", ln->idx,
@@ -579,8 +593,7 @@ static int rx_validate(struct tcp_lane *ln, const struct tcp_frame *f, struct tc
 					ln->idx, f->rkey);
 			return TCP_NAK_REM_ACCESS;
 		}
-		if (!xport_range_inside((uint64_t)(uintptr_t)m->pub.addr, m->pub.len, f->addr,
-					f->len)) {
+		if (!xport_range_inside(m->pub.iova, m->pub.len, f->addr, f->len)) {
 			pthread_mutex_unlock(&tx->mr_lock);
 			xport_set_error(tx,
 					"lane %u: write outside registration "
@@ -588,8 +601,19 @@ static int rx_validate(struct tcp_lane *ln, const struct tcp_frame *f, struct tc
 					ln->idx, f->rkey, (unsigned long long)f->addr, f->len);
 			return TCP_NAK_REM_ACCESS;
 		}
+		off = f->addr - m->pub.iova;
+		if (fence_set_touches(&m->fences, off, f->len)) {
+			pthread_mutex_unlock(&tx->mr_lock);
+			xport_set_error(tx,
+					"lane %u: write into memory the receiver holds "
+					"(rkey 0x%x addr 0x%llx len %u)",
+					ln->idx, f->rkey, (unsigned long long)f->addr, f->len);
+			return TCP_NAK_REM_ACCESS;
+		}
 		m->busy++;
 		ln->placing = m;
+		ln->placing_off = off;
+		ln->placing_len = f->len;
 		pthread_mutex_unlock(&tx->mr_lock);
 	}
 	if (f->op == TCP_OP_WRITE_IMM) {
@@ -608,6 +632,7 @@ static int rx_validate(struct tcp_lane *ln, const struct tcp_frame *f, struct tc
 		}
 	}
 	*ret_mr = m;
+	*ret_target = m ? (uint8_t *)m->pub.addr + off : NULL;
 	return 0;
 }
 
@@ -672,6 +697,7 @@ static void *lane_rx_main(void *arg)
 		uint8_t hdr[TCP_FRAME_HDR_LEN];
 		struct tcp_frame f;
 		struct tcp_mr *m = NULL;
+		uint8_t *target = NULL;
 		int r, code;
 
 		r = recv_all(ln->fd, hdr, sizeof(hdr));
@@ -696,14 +722,14 @@ static void *lane_rx_main(void *arg)
 			lane_fail(ln, FAIL_WE_NAK, rx_seq, TCP_NAK_INVALID);
 			break;
 		}
-		code = rx_validate(ln, &f, &m);
+		code = rx_validate(ln, &f, &m, &target);
 		if (code != 0) {
 			lane_fail(ln, FAIL_WE_NAK, rx_seq, code);
 			break;
 		}
 		if (m) {
 			/* Straight into the registered target: no bounce buffer. */
-			r = recv_all(ln->fd, (void *)(uintptr_t)f.addr, f.len);
+			r = recv_all(ln->fd, target, f.len);
 			mr_release(tx, ln, m);
 			if (r < 0) {
 				xport_set_error(tx, "lane %u: connection lost inside a write: %s",
@@ -771,6 +797,7 @@ static void tcp_destroy(struct xport *x)
 		struct tcp_mr *m = tx->mrs;
 
 		tx->mrs = m->next;
+		fence_set_fini(&m->fences);
 		free(m);
 	}
 	cq_fini(&tx->cq);
@@ -1253,8 +1280,10 @@ static int tcp_reg_mr(struct xport *x, void *addr, size_t len, unsigned access,
 		return -ENOMEM;
 	}
 	m->pub.addr = addr;
+	m->pub.iova = 0; /* zero-based: peers never learn our addresses */
 	m->pub.len = len;
 	m->pub.access = access;
+	fence_set_init(&m->fences, len);
 	pthread_mutex_lock(&tx->mr_lock);
 	r = random_key_locked(tx, &m->pub.lkey);
 	if (r >= 0 && (access & XPORT_ACCESS_REMOTE_WRITE)) {
@@ -1327,8 +1356,83 @@ static int tcp_dereg_mr(struct xport *x, struct xport_mr *pub)
 		}
 	}
 	pthread_mutex_unlock(&tx->mr_lock);
+	fence_set_fini(&m->fences);
 	free(m);
 	return 0;
+}
+
+/* mr_lock held: the registered MR behind pub, or NULL. */
+static struct tcp_mr *mr_lookup_locked(struct tcp_xport *tx, const struct xport_mr *pub)
+{
+	for (struct tcp_mr *m = tx->mrs; m; m = m->next) {
+		if (&m->pub == pub) {
+			return m;
+		}
+	}
+	return NULL;
+}
+
+/* mr_lock held: is an RX thread placing into [off, off+len) of m? Cuts it off if so. */
+static bool cut_placements_locked(struct tcp_xport *tx, struct tcp_mr *m, uint64_t off,
+				  uint64_t len)
+{
+	bool any = false;
+
+	for (unsigned i = 0; i < tx->pub.nlanes; i++) {
+		struct tcp_lane *ln = &tx->lanes[i];
+
+		if (ln->placing == m &&
+		    ranges_overlap(ln->placing_off, ln->placing_len, off, len)) {
+			/*
+			 * The range's data and its descriptor came before on one
+			 * lane, so a sender that keeps the rules is never here.
+			 */
+			xport_set_error(tx, "lane %u: write into memory the receiver holds", i);
+			shutdown(ln->fd, SHUT_RDWR);
+			any = true;
+		}
+	}
+	return any;
+}
+
+static int mr_fence_on_locked(struct tcp_xport *tx, struct tcp_mr *m, uint64_t off, uint64_t len)
+{
+	bool cut = false;
+	int r = fence_set_add(&m->fences, off, len);
+
+	if (r < 0) {
+		return r;
+	}
+	/* New placements see the fence; wait out (after cutting) any already inside. */
+	while (cut_placements_locked(tx, m, off, len)) {
+		cut = true;
+		m->fence_waiters++;
+		pthread_cond_wait(&tx->mr_cond, &tx->mr_lock);
+		m->fence_waiters--;
+	}
+	return cut ? -EIO : 0;
+}
+
+static int tcp_fence(struct xport *x, struct xport_mr *pub, uint64_t offset, uint64_t len, bool on)
+{
+	struct tcp_xport *tx = to_tcp(x);
+	struct tcp_mr *m;
+	int r;
+
+	if (!pub || len == 0 || !xport_range_inside(0, pub->len, offset, len)) {
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&tx->mr_lock);
+	m = mr_lookup_locked(tx, pub);
+	if (!m) {
+		r = -ENOENT;
+	} else if (on) {
+		r = mr_fence_on_locked(tx, m, offset, len);
+	} else {
+		r = fence_set_remove(&m->fences, offset, len);
+	}
+	pthread_mutex_unlock(&tx->mr_lock);
+	return r;
 }
 
 /* ---- posting ---- */
@@ -1504,6 +1608,7 @@ const struct xport_ops xport_tcp_ops = {
 	.connect = tcp_connect,
 	.reg_mr = tcp_reg_mr,
 	.dereg_mr = tcp_dereg_mr,
+	.fence = tcp_fence,
 	.post_writes = tcp_post_writes,
 	.post_recvs = tcp_post_recvs,
 	.poll_cq = tcp_poll_cq,

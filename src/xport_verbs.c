@@ -788,12 +788,20 @@ static int verbs_connect(const struct sockaddr *addr, socklen_t addrlen,
 
 /* ---- memory registration ---- */
 
+static size_t page_size(void)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+
+	return ps > 0 ? (size_t)ps : 4096;
+}
+
 static int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access,
 			struct xport_mr **ret_mr)
 {
 	struct verbs_xport *vx = to_verbs(x);
 	struct verbs_mr *m;
 	int flags = IBV_ACCESS_LOCAL_WRITE;
+	uint64_t iova;
 
 	if (!addr || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr || !ret_mr ||
 	    (access & ~(unsigned)(XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE)) != 0) {
@@ -806,13 +814,20 @@ static int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access
 	if (access & XPORT_ACCESS_REMOTE_WRITE) {
 		flags |= IBV_ACCESS_REMOTE_WRITE;
 	}
+	/*
+	 * Zero-based: the peer addresses the registration from its iova, so our
+	 * heap addresses never leave the process. Devices (rxe included) map an
+	 * iova to a page by its page offset, so the iova keeps addr's offset in
+	 * its page: 0 for the page-aligned pools the engine registers.
+	 */
+	iova = (uint64_t)((uintptr_t)addr & (uintptr_t)(page_size() - 1));
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		return -ENOMEM;
 	}
 	/* In every device's domain: a lane can only use keys of its own device. */
 	for (unsigned d = 0; d < vx->ndevs; d++) {
-		m->mr[d] = ibv_reg_mr(vx->devs[d].pd, addr, len, flags);
+		m->mr[d] = ibv_reg_mr_iova2(vx->devs[d].pd, addr, len, iova, (unsigned)flags);
 		if (!m->mr[d]) {
 			int r = negerrno();
 
@@ -830,6 +845,7 @@ static int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access
 		m->pub.lane_rkey[i] = (access & XPORT_ACCESS_REMOTE_WRITE) ? mr->rkey : 0;
 	}
 	m->pub.addr = addr;
+	m->pub.iova = iova;
 	m->pub.len = len;
 	m->pub.lkey = m->pub.lane_lkey[0];
 	m->pub.rkey = m->pub.lane_rkey[0];

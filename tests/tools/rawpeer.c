@@ -1937,7 +1937,8 @@ static int step_recv_all(struct peer *p, char **args, int nargs)
 	/* Registered until the end: the daemon may still be writing into it. */
 	p->rring = rs.ring;
 	p->rmr = rs.mr;
-	ring.u.ring.addr = (uint64_t)(uintptr_t)rs.ring;
+	/* In the registration's own (zero-based) address space, as the daemon's RING. */
+	ring.u.ring.addr = rs.mr->iova;
 	ring.u.ring.desc_addr = ring.u.ring.addr + (uint64_t)rs.slots * rs.chunk;
 	ring.u.ring.slots = rs.slots;
 	ring.u.ring.slot_size = rs.chunk;

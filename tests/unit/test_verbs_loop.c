@@ -161,6 +161,9 @@ static int pair_open(struct pair *pr, unsigned nlanes)
 				 XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE, &pr->tmr);
 	CHECK(r >= 0, "reg target: %s", strerror(-r));
 	CHECK(pr->tmr->rkey != 0, "target rkey 0");
+	/* Zero-based: the peer never sees our address, only its offset in its page. */
+	CHECK(pr->tmr->iova == ((uintptr_t)(pr->target + GUARD) & 4095), "target iova 0x%llx",
+	      (unsigned long long)pr->tmr->iova);
 	r = pr->cli->ops->reg_mr(pr->cli, pr->source, TARGET_LEN, XPORT_ACCESS_LOCAL, &pr->smr);
 	CHECK(r >= 0, "reg source: %s", strerror(-r));
 	CHECK(pr->smr->rkey == 0, "local-only MR got an rkey");
@@ -212,7 +215,7 @@ static struct xport_wr wr_write(struct pair *pr, uint32_t op, size_t src_off, si
 		.buf = len ? pr->source + src_off : NULL,
 		.len = len,
 		.imm = imm,
-		.remote_addr = (uint64_t)(uintptr_t)pr->tmr->addr + dst_off,
+		.remote_addr = pr->tmr->iova + dst_off,
 		.rkey = pr->tmr->rkey,
 		.lane = lane,
 	};
@@ -397,7 +400,7 @@ static int test_wrong_token(void)
 	return 0;
 }
 
-enum bad_kind { BAD_RKEY, BAD_RANGE, BAD_DEREG };
+enum bad_kind { BAD_RKEY, BAD_RANGE, BAD_WRAP, BAD_DEREG };
 
 static int test_access_error(enum bad_kind kind, const char *name)
 {
@@ -418,7 +421,11 @@ static int test_access_error(enum bad_kind kind, const char *name)
 		break;
 	case BAD_RANGE:
 		/* Starts inside, runs 412 bytes past the end into the guard. */
-		w.remote_addr = (uint64_t)(uintptr_t)pr.tmr->addr + TARGET_LEN - 100;
+		w.remote_addr = pr.tmr->iova + TARGET_LEN - 100;
+		break;
+	case BAD_WRAP:
+		/* Wraps past UINT64_MAX to land inside [iova, iova + len): refused. */
+		w.remote_addr = UINT64_MAX - 15;
 		break;
 	case BAD_DEREG:
 		r = pr.srv->ops->dereg_mr(pr.srv, pr.tmr);
@@ -481,6 +488,7 @@ int main(void)
 	test_wrong_token();
 	test_access_error(BAD_RKEY, "wrong rkey");
 	test_access_error(BAD_RANGE, "write past the MR");
+	test_access_error(BAD_WRAP, "write wrapping past UINT64_MAX");
 	test_access_error(BAD_DEREG, "write after dereg_mr");
 	fprintf(stderr, "%s: %d failure(s), %lld ms\n", failures ? "FAILED" : "PASSED", failures,
 		(long long)(mono_ms() - t0));
