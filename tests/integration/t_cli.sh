@@ -148,7 +148,7 @@ expect_rc 6 "6: pull into a missing local directory" "${CLIENT[@]}" "$HOST:data/
 P7=$(free_port)
 mkdir -p "$T/mod7"
 write_conf "$T/d7.conf" "$P7" "$T/certs" "handshake timeout = 5"
-printf '\n[data]\npath = %s\nallow = client\n' "$T/mod7" >>"$T/d7.conf"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod7" >>"$T/d7.conf"
 RDMACPD_TEST_FLIP_BYTE=1 start_daemon "$T/d7.conf" "$T/d7.log" "$P7"
 D7=$DAEMON_PID
 expect_rc 7 "7: checksum mismatch" "${CLIENT_NOPORT[@]}" -P "$P7" "$T/src/b" "$HOST:data/"

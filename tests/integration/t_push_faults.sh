@@ -139,7 +139,7 @@ echo "--- 1. checksum mismatch"
 PORT2=$(free_port)
 mkdir -p "$T/mod2"
 write_conf "$T/d2.conf" "$PORT2" "$T/certs" "handshake timeout = 5" "idle timeout = 20"
-printf '\n[data]\npath = %s\nallow = client\n' "$T/mod2" >>"$T/d2.conf"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod2" >>"$T/d2.conf"
 export RDMACPD_TEST_FLIP_BYTE=1
 start_daemon "$T/d2.conf" "$T/d2.log" "$PORT2"
 unset RDMACPD_TEST_FLIP_BYTE
