@@ -203,6 +203,12 @@ fi
 
 if mount -t tmpfs -o size=4m tmpfs "$T/small" 2>"$T/mount.err"; then
 	MOUNTED=1
+	# A module root is the directory the config was loaded with: reload to serve the mount.
+	kill -HUP "$MAIN_DAEMON"
+	for _ in $(seq 1 100); do
+		grep -q "reloaded" "$T/d.log" && break
+		sleep 0.05
+	done
 	head -c $((10 * M)) /dev/urandom >"$T/big10"
 	expect_rc 14 "14: 10 MiB into a 4 MiB module" "${CLIENT[@]}" "$T/big10" "$HOST:small/"
 	[ ! -e "$T/small/big10" ] && pass "14: nothing committed" || fail "14: big10 committed"

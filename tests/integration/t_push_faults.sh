@@ -163,6 +163,12 @@ stop_daemon "$FLIP_DAEMON"
 echo "--- 2. disk full"
 if mount -t tmpfs -o size=8m tmpfs "$T/small" 2>"$T/mount.err"; then
 	MOUNTED=1
+	# A module root is the directory the config was loaded with: reload to serve the mount.
+	kill -HUP "$MAIN_DAEMON"
+	for _ in $(seq 1 100); do
+		grep -q "reloaded" "$T/d.log" && break
+		sleep 0.05
+	done
 	rand_file "$T/src/big20" $((20 * M))
 	expect_rc 14 "20 MiB into an 8 MiB module -> EXIT_REMOTE_IO" \
 		"${CLIENT[@]}" "$T/src/big20" "$HOST:small/"
