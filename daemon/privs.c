@@ -41,6 +41,13 @@ uint64_t privs_root_caps(void)
 	       UINT64_C(1) << CAP_FSETID | UINT64_C(1) << CAP_IPC_LOCK;
 }
 
+uint64_t privs_preauth_caps(void)
+{
+	/* What privs_drop needs, and what a root module's session keeps. */
+	return privs_root_caps() | UINT64_C(1) << CAP_SETUID | UINT64_C(1) << CAP_SETGID |
+	       UINT64_C(1) << CAP_SETPCAP | UINT64_C(1) << CAP_SYS_RESOURCE;
+}
+
 _printf_(3, 4) static int failed(char *err, size_t errlen, const char *fmt, ...)
 {
 	int r = -errno;
@@ -182,6 +189,30 @@ static uint64_t set_memlock(uint64_t memlock, uint64_t perm)
 	if (getrlimit(RLIMIT_MEMLOCK, &old) == 0) {
 		old.rlim_cur = old.rlim_max;
 		(void)setrlimit(RLIMIT_MEMLOCK, &old);
+	}
+	return 0;
+}
+
+int privs_limit_preauth(char *err, size_t errlen)
+{
+	uint64_t keep = privs_preauth_caps(), eff, perm, inh;
+	int r;
+
+	r = caps_get(&eff, &perm, &inh);
+	if (r >= 0) {
+		keep &= perm;
+		r = bounding_drop(keep);
+	}
+	if (r >= 0) {
+		r = caps_set(keep);
+	}
+	if (r >= 0 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
+	    errno != EINVAL) {
+		r = negerrno();
+	}
+	if (r < 0) {
+		errno = -r;
+		return failed(err, errlen, "capabilities before authentication: %s", strerror(-r));
 	}
 	return 0;
 }

@@ -38,3 +38,13 @@ uint64_t privs_root_caps(void);
 
 /* Can privs_drop set RLIMIT_MEMLOCK to memlock here (else CAP_IPC_LOCK stays)? */
 bool privs_memlock_settable(uint64_t memlock);
+
+/*
+ * Before a session has authenticated anyone: only the capabilities that
+ * privs_drop and a root module's session need (privs_preauth_caps()) stay,
+ * in every set, so the TLS handshake and HELLO never run with the rest of
+ * root's (CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_NET_ADMIN, ...). Returns 0 or a
+ * negative errno with err set.
+ */
+int privs_limit_preauth(char *err, size_t errlen);
+uint64_t privs_preauth_caps(void);

@@ -736,6 +736,15 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	signal(SIGTERM, on_term);
 	signal(SIGPIPE, SIG_IGN);
 	net_addr_str(peer, peerlen, c.peer, sizeof(c.peer));
+	/* Still root until the first OPEN (become_module_user), but not all of root. */
+	if (geteuid() == 0) {
+		r = privs_limit_preauth(err, sizeof(err));
+		if (r < 0) {
+			log_error("%s: %s", c.peer, err);
+			close(fd);
+			return r;
+		}
+	}
 	c.locallen = sizeof(c.local);
 	if (getsockname(fd, (struct sockaddr *)&c.local, &c.locallen) < 0) {
 		close(fd);

@@ -119,6 +119,34 @@ grep -q "does not keep owners" "$T/err" && pass "client says why: $(head -1 "$T/
 [ ! -e "$T/mod/owned" ] && pass "nothing stored for the refused --owner" ||
 	fail "refused --owner push stored $(owner_of "$T/mod/owned")"
 
+# ---- before any OPEN: root, but without most of root's capabilities ----
+# CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID SETGID SETUID SETPCAP IPC_LOCK SYS_RESOURCE
+PREAUTH=$((0x1f | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 14 | 1 << 24))
+python3 "$HERE/rawclient.py" --port "$PORT" --ca "$T/certs/ca.crt" --cert "$T/certs/client.crt" \
+	--key "$T/certs/client.key" --hello --sleep 3 --expect closed --timeout 1 >/dev/null 2>&1 &
+RC_PID=$!
+PRE=""
+for _ in $(seq 1 50); do
+	for p in $(pgrep -P "$D1"); do
+		# Past the fork for sure: the client is in its 3 s sleep after HELLO.
+		sleep 0.5
+		grep -q "^Uid:[[:space:]]*0[[:space:]]" "/proc/$p/status" 2>/dev/null &&
+			cp "/proc/$p/status" "$T/pre.status" 2>/dev/null && PRE=$T/pre.status
+	done
+	[ -n "$PRE" ] && break
+	sleep 0.1
+done
+wait "$RC_PID"
+if [ -z "$PRE" ]; then
+	fail "no session process seen before OPEN"
+else
+	for cap in CapEff CapPrm CapBnd; do
+		v=$((0x$(awk -v k="$cap:" '$1 == k {print $2}' "$PRE")))
+		[ $((v & ~PREAUTH)) -eq 0 ] && pass "before OPEN: $cap $(printf %#x $v) within the set" ||
+			fail "before OPEN: $cap $(printf %#x $v) has more than $(printf %#x $PREAUTH)"
+	done
+fi
+
 # ---- the session's identity while a transfer runs (G40) ----
 # A daemon of its own whose sessions' memlock need (memory budget + 4 MiB per
 # connection) fits the usual 8 MiB hard limit: a session then gets
