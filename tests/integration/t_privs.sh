@@ -8,6 +8,8 @@
 #  - sessions run as the module's user with no capability (/proc/PID/status
 #    while a transfer runs), as the user rdmacp by default, so files belong to
 #    it and a pull can't read what it can't; one identity per connection;
+#  - before its first OPEN a session holds only the capabilities it will need;
+#  - a daemon that is not root runs sessions as itself, refuses other users;
 #  - a pull as root strips set-id bits unless --owner;
 #  - a module root swapped (for a symlink, for another directory, a parent for
 #    a symlink) after the daemon loaded its config: refused, nothing written;
@@ -314,6 +316,38 @@ if grep -q "module \[st\]: $T/sticky is writable by others .*sticky.* owned by u
 	pass "--check warns about another user's entry in a sticky directory"
 else
 	fail "--check on a module under another user's dir in a sticky dir: $(cat "$T/err")"
+fi
+
+# ---- a daemon that is not root: sessions run as it, other users refused ----
+if command -v setpriv >/dev/null; then
+	mkdir -p "$T/nr/certs" "$T/nr/own" "$T/nr/root"
+	cp "$T/certs/server.crt" "$T/certs/server.key" "$T/certs/ca.crt" "$T/nr/certs/"
+	chown -R rdmacp:rdmacp "$T/nr"
+	P4=$(free_port)
+	write_conf "$T/nr/d.conf" "$P4" "$T/nr/certs" "pool size = 1M" "memory budget = 2M"
+	printf '\n[own]\npath = %s\nallow = client\n\n[asroot]\npath = %s\nallow = client\nuid = root\n' \
+		"$T/nr/own" "$T/nr/root" >>"$T/nr/d.conf"
+	setpriv --reuid rdmacp --regid rdmacp --clear-groups "$RDMACPD" --check \
+		--config "$T/nr/d.conf" >"$T/out" 2>"$T/err"
+	grep -q "module \[asroot\]: wants uid 0 .* not root" "$T/err" &&
+		pass "--check as rdmacp warns about the uid = root module" ||
+		fail "--check as rdmacp: $(cat "$T/err")"
+	DAEMON_RUN=(setpriv --reuid rdmacp --regid rdmacp --clear-groups "$RDMACPD")
+	"${DAEMON_RUN[@]}" --config "$T/nr/d.conf" -v >"$T/nr.log" 2>&1 &
+	DAEMON_PIDS+=($!)
+	for _ in $(seq 1 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$P4") 2>/dev/null && break
+		sleep 0.05
+	done
+	expect_rc 0 "a daemon running as rdmacp serves its own module" \
+		"${CLIENT[@]}" -P "$P4" --chunk-size 64K "$T/src/payload0" 127.0.0.1:own/
+	o=$(owner_of "$T/nr/own/payload0")
+	[ "$o" = "$RD_UID:$RD_GID" ] && pass "stored as rdmacp" || fail "stored as $o"
+	expect_rc 5 "and refuses a module that wants root" \
+		"${CLIENT[@]}" -P "$P4" --chunk-size 64K "$T/src/payload0" 127.0.0.1:asroot/
+	[ ! -e "$T/nr/root/payload0" ] && pass "nothing stored there" || fail "stored in asroot"
+else
+	echo "SKIP (non-root daemon only): setpriv not installed"
 fi
 
 # ---- what the new keys allow (controls; unknown keys to today's rdmacpd) ----
