@@ -558,17 +558,17 @@ static int list_plan(struct conn *c, const struct src_list *l)
 	return r;
 }
 
+uint64_t serve_session_memlock(const struct daemon_config *cfg)
+{
+	return cfg->memory_budget + (uint64_t)cfg->max_connections * POLICY_MEMLOCK_SLACK;
+}
+
 /*
  * Run as the module's user from now on (privs.h). A root daemon switches once,
  * at the first OPEN; a later OPEN for a module of another user is refused:
  * there is no way back. A daemon that is not root runs every session as
  * itself and refuses modules that want someone else.
  */
-uint64_t serve_session_memlock(const struct daemon_config *cfg)
-{
-	return cfg->memory_budget + (uint64_t)cfg->max_connections * POLICY_MEMLOCK_SLACK;
-}
-
 static int become_module_user(struct conn *c, const struct module *m)
 {
 	uint64_t kept = 0;

@@ -960,7 +960,7 @@ static int rx_map_name(struct engine *e, struct efile *f)
 }
 
 /*
- * Create directory f->name, or find it there. Returns an fd for it, and
+ * Create directory name (mode as given), or find it there. Returns an fd for it, and
  * whether this call created it: only a directory we made takes the sender's
  * mode, an existing one (the module's own, say) keeps its own.
  */
