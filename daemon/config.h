@@ -18,6 +18,9 @@
 /* Sessions of a module without 'uid' run as this system user (sysusers.d). */
 #define DAEMON_DEFAULT_USER "rdmacp"
 
+/* Entries one pull may list or send, unless the module says otherwise. */
+#define DAEMON_DEFAULT_MAX_FILES 1000000
+
 struct listen_addr {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -60,6 +63,7 @@ struct module {
 	/* The module directory as loaded: a later OPEN must find the same one. */
 	dev_t root_dev;
 	ino_t root_ino;
+	unsigned max_files; /* entries one session may list or send; default 1000000 */
 };
 
 struct daemon_config {
