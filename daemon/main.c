@@ -185,11 +185,20 @@ static void apply_log_level(const struct daemon *d)
 	log_set_max_level(d->verbose ? LOG_DEBUG : d->cfg->log_level);
 }
 
-/* Sessions that are not root get RLIMIT_MEMLOCK, or keep CAP_IPC_LOCK (privs.h). */
+/*
+ * Can sessions switch to their modules' users? And do those that are not
+ * root get RLIMIT_MEMLOCK, or keep CAP_IPC_LOCK (privs.h)?
+ */
 static void check_memlock(const struct daemon_config *cfg)
 {
 	uint64_t need = serve_session_memlock(cfg);
+	const char *missing = geteuid() == 0 ? privs_missing() : NULL;
 
+	if (missing) {
+		log_error("rdmacpd runs as root without %s: every session will fail to switch "
+			  "to its module's user (see PRIVILEGES in rdmacpd(8))",
+			  missing);
+	}
 	if (geteuid() == 0 && !privs_memlock_settable(need)) {
 		log_notice(
 		    "RLIMIT_MEMLOCK is below the %" PRIu64 " MiB that sessions need "

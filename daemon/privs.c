@@ -156,6 +156,29 @@ static int user_groups(uid_t uid, gid_t gid, gid_t **ret, int *ret_n)
 	}
 }
 
+const char *privs_missing(void)
+{
+	static const struct {
+		int cap;
+		const char *name;
+	} need[] = {
+		{ CAP_SETUID, "CAP_SETUID" },
+		{ CAP_SETGID, "CAP_SETGID" },
+		{ CAP_SETPCAP, "CAP_SETPCAP" },
+	};
+	uint64_t eff, perm, inh;
+
+	if (caps_get(&eff, &perm, &inh) < 0) {
+		return "capget";
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(need); i++) {
+		if (!(eff & UINT64_C(1) << need[i].cap)) {
+			return need[i].name;
+		}
+	}
+	return NULL;
+}
+
 bool privs_memlock_settable(uint64_t memlock)
 {
 	struct rlimit rl;
@@ -212,7 +235,8 @@ int privs_limit_preauth(char *err, size_t errlen)
 	}
 	if (r < 0) {
 		errno = -r;
-		return failed(err, errlen, "capabilities before authentication: %s", strerror(-r));
+		return failed(err, errlen, "capabilities before authentication: %s%s", strerror(-r),
+			      r == -EPERM ? " (rdmacpd needs CAP_SETPCAP)" : "");
 	}
 	return 0;
 }
@@ -242,7 +266,8 @@ int privs_drop(uid_t uid, gid_t gid, uint64_t memlock, uint64_t *ret_kept, char 
 	r = bounding_drop(keep);
 	if (r < 0) {
 		errno = -r;
-		return failed(err, errlen, "capability bounding set: %s", strerror(-r));
+		return failed(err, errlen, "capability bounding set: %s%s", strerror(-r),
+			      r == -EPERM ? " (rdmacpd needs CAP_SETPCAP)" : "");
 	}
 	if (setgroups((size_t)ngroups, groups) < 0) {
 		return failed(err, errlen, "setgroups: %m");

@@ -48,3 +48,6 @@ bool privs_memlock_settable(uint64_t memlock);
  */
 int privs_limit_preauth(char *err, size_t errlen);
 uint64_t privs_preauth_caps(void);
+
+/* For a root daemon: the first capability privs_drop needs and lacks, or NULL. */
+const char *privs_missing(void);
