@@ -147,6 +147,9 @@ idle timeout = 60
 [bench]
 path = $R
 allow = client
+# As the rsync daemon below: sessions run as the user running the benchmark.
+uid = $(id -u)
+gid = $(id -g)
 EOF
 RD_CLIENT=("$RDMACP" --config /dev/null --cert "$R/rdmacp/certs/client.crt"
 	--key "$R/rdmacp/certs/client.key" --ca "$R/rdmacp/certs/ca.crt" -P "$RD_PORT" --transport tcp)

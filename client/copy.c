@@ -666,6 +666,11 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		ep.base_fd = basefd;
 		ep.rename_to = rename_to;
 		ep.open_flags = open_flags(o);
+		/*
+		 * As root, a daemon's set-id bits would be root's own: kept only
+		 * when asked for with --owner (as a user, cp -p keeps them too).
+		 */
+		ep.keep_setid = o->owner || geteuid() != 0;
 		ep.name_ok = pull_name_ok;
 		ep.name_ok_ud = &x;
 		x.get_paths = paths;

@@ -35,6 +35,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "fspath.h"
 #include "log.h"
 #include "macro.h"
 
@@ -61,6 +62,7 @@ struct parse_state {
 	bool have_global;
 	unsigned global_line;
 	bool ro_set, wo_set; /* explicit "read only" / "write only" in this module */
+	unsigned owner_line; /* "preserve owner" in this module, 0 if absent */
 
 	/* Lines of keys that are checked against each other after the parse. */
 	unsigned max_conn_line, per_host_line, budget_line, pool_line;
@@ -598,7 +600,9 @@ static struct module *cur_module(struct parse_state *ps)
 static int m_path(struct parse_state *ps, const char *key, const char *value)
 {
 	struct module *m = cur_module(ps);
+	_cleanup_close_ int fd = -1;
 	struct stat st;
+	int r;
 
 	if (value[0] != '/') {
 		return fail(ps, "'%s' must be an absolute path, not '%s'", key, ESC(value));
@@ -606,13 +610,27 @@ static int m_path(struct parse_state *ps, const char *key, const char *value)
 	if (strlen(value) >= sizeof(m->path)) {
 		return fail(ps, "'%s' is too long", key);
 	}
-	if (stat(value, &st) < 0) {
-		return fail(ps, "module path %s: %s", ESC(value), strerror(errno));
+	/*
+	 * Resolved as every OPEN will resolve it (no symlink anywhere), and its
+	 * identity kept: a directory swapped in later is refused (serve.c).
+	 */
+	r = fspath_open_root(value, &fd);
+	if (r == -ELOOP) {
+		return fail(ps, "module path %s has a symlink in it (write the real path)",
+			    ESC(value));
 	}
-	if (!S_ISDIR(st.st_mode)) {
+	if (r == -ENOTDIR) {
 		return fail(ps, "module path %s is not a directory", ESC(value));
 	}
+	if (r < 0) {
+		return fail(ps, "module path %s: %s", ESC(value), strerror(-r));
+	}
+	if (fstat(fd, &st) < 0) {
+		return fail(ps, "module path %s: %s", ESC(value), strerror(errno));
+	}
 	strcpy(m->path, value);
+	m->root_dev = st.st_dev;
+	m->root_ino = st.st_ino;
 	return 0;
 }
 
@@ -719,6 +737,17 @@ static int m_gid(struct parse_state *ps, const char *key, const char *value)
 	return 0;
 }
 
+static int m_keep_setid(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_bool_key(ps, key, value, &cur_module(ps)->keep_setid);
+}
+
+static int m_preserve_owner(struct parse_state *ps, const char *key, const char *value)
+{
+	ps->owner_line = ps->line;
+	return set_bool_key(ps, key, value, &cur_module(ps)->preserve_owner);
+}
+
 /* A module's limit on what a push may store: any size, 0 included (only empty files). */
 static int set_limit_key(struct parse_state *ps, const char *key, const char *value, uint64_t *dst)
 {
@@ -776,6 +805,8 @@ static const struct key_handler module_keys[] = {
 	{ "allow", true, m_allow },
 	{ "uid", false, m_uid },
 	{ "gid", false, m_gid },
+	{ "keep setid", false, m_keep_setid },
+	{ "preserve owner", false, m_preserve_owner },
 	{ "comment", false, m_comment },
 	{ "max file size", false, m_max_file_size },
 	{ "max session bytes", false, m_max_session_bytes },
@@ -832,12 +863,97 @@ static int ini_handler_cb(void *user, const char *section, const char *name, con
 
 /* ---- sections, tracked by the line reader ---- */
 
+/* The user's uid and primary group, by name (name) or by number (name NULL). */
+static int lookup_user(const char *name, uid_t uid, uid_t *ret_uid, gid_t *ret_gid)
+{
+	struct passwd pw, *res = NULL;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 16384;
+	int r;
+
+	for (;;) {
+		buf = malloc(len);
+		if (!buf) {
+			return -ENOMEM;
+		}
+		r = name ? getpwnam_r(name, &pw, buf, len, &res)
+			 : getpwuid_r(uid, &pw, buf, len, &res);
+		if (r != ERANGE || len >= (1u << 20)) {
+			break;
+		}
+		free(TAKE_PTR(buf));
+		len *= 4;
+	}
+	if (r != 0) {
+		return -r;
+	}
+	if (!res) {
+		return -ESRCH;
+	}
+	*ret_uid = pw.pw_uid;
+	*ret_gid = pw.pw_gid;
+	return 0;
+}
+
+/*
+ * Who the module's sessions run as (rsyncd's model): 'uid'/'gid' as
+ * written; a missing 'gid' is the user's primary group; no 'uid' is the
+ * unprivileged DAEMON_DEFAULT_USER, never root. A daemon that is not root
+ * cannot switch: its sessions run as itself, and serve.c refuses a module
+ * that asks for someone else.
+ */
+static int module_identity(struct parse_state *ps)
+{
+	struct module *m = cur_module(ps);
+	uid_t uid;
+	gid_t gid;
+	int r;
+
+	if (geteuid() != 0) {
+		m->run_uid = m->have_uid ? m->uid : geteuid();
+		m->run_gid = m->have_gid ? m->gid : getegid();
+	} else if (m->have_uid) {
+		m->run_uid = m->uid;
+		r = lookup_user(NULL, m->uid, &uid, &gid);
+		if (r < 0 && !m->have_gid) {
+			return fail_at(ps, ps->section_line,
+				       "module [%s]: uid %u has no user entry to take a group "
+				       "from: set 'gid' too",
+				       m->name, (unsigned)m->uid);
+		}
+		m->run_gid = m->have_gid ? m->gid : gid;
+	} else {
+		r = lookup_user(DAEMON_DEFAULT_USER, 0, &uid, &gid);
+		if (r < 0) {
+			return fail_at(
+			    ps, ps->section_line,
+			    "module [%s] has no 'uid' and the default user '%s' %s: "
+			    "create it (systemd-sysusers, or useradd --system %s), or set "
+			    "'uid' (and 'gid')",
+			    m->name, DAEMON_DEFAULT_USER,
+			    r == -ESRCH ? "does not exist" : strerror(-r), DAEMON_DEFAULT_USER);
+		}
+		m->run_uid = uid;
+		m->run_gid = m->have_gid ? m->gid : gid;
+	}
+	if (m->preserve_owner && m->run_uid != 0) {
+		return fail_at(ps, ps->owner_line,
+			       "'preserve owner' in [%s] needs 'uid = root' (a session that is "
+			       "not root cannot give files away)",
+			       m->name);
+	}
+	return 0;
+}
+
 /* Checks that need the whole section. */
 static int finish_section(struct parse_state *ps)
 {
 	if (ps->section == SECTION_MODULE && cur_module(ps)->path[0] == '\0') {
 		return fail_at(ps, ps->section_line, "module [%s] has no 'path'",
 			       cur_module(ps)->name);
+	}
+	if (ps->section == SECTION_MODULE) {
+		return module_identity(ps);
 	}
 	return 0;
 }
@@ -898,6 +1014,7 @@ static int start_section(struct parse_state *ps, char *line)
 
 	ps->section_line = ps->line;
 	ps->seen = 0;
+	ps->owner_line = 0;
 	if (strcmp(line, "global") == 0) {
 		if (ps->have_global) {
 			return fail(ps, "duplicate section [global]");

@@ -15,6 +15,8 @@
 #define DAEMON_MAX_LISTEN   16
 #define DAEMON_MAX_MODULES  256
 #define DAEMON_MAX_ALLOW    64
+/* Sessions of a module without 'uid' run as this system user (sysusers.d). */
+#define DAEMON_DEFAULT_USER "rdmacp"
 
 /* Entries one pull may list or send, unless the module says otherwise. */
 #define DAEMON_DEFAULT_MAX_FILES 1000000
@@ -43,10 +45,24 @@ struct module {
 	bool read_only;	 /* default: no */
 	bool write_only; /* default: no */
 	struct allow_rule allow[DAEMON_MAX_ALLOW];
-	size_t nallow; /* 0: nobody is allowed */
-	bool have_uid, have_gid;
+	size_t nallow;		 /* 0: nobody is allowed */
+	bool have_uid, have_gid; /* written in the config */
 	uid_t uid;
 	gid_t gid;
+	/*
+	 * Who the module's sessions run as, resolved at load (rdmacpd.conf(5)):
+	 * 'uid'/'gid' as written, else the system user DAEMON_DEFAULT_USER
+	 * (and its group). When rdmacpd is not root, run_uid/run_gid are what
+	 * the module asks for; serve.c refuses a module whose identity is not
+	 * the daemon's own.
+	 */
+	uid_t run_uid;
+	gid_t run_gid;
+	bool keep_setid;     /* "keep setid": set-id and sticky bits as sent; default no */
+	bool preserve_owner; /* "preserve owner": --owner honoured; needs uid = root */
+	/* The module directory as loaded: a later OPEN must find the same one. */
+	dev_t root_dev;
+	ino_t root_ino;
 	unsigned max_files; /* entries one session may list or send; default 1000000 */
 	/* Pushes: a file's declared size, and one connection's together; default none. */
 	uint64_t max_file_size, max_session_bytes;

@@ -40,6 +40,8 @@
 #include "rlimits.h"
 #include "log.h"
 #include "macro.h"
+#include "modcheck.h"
+#include "privs.h"
 #include "serve.h"
 #include "sessions.h"
 #include "tls.h"
@@ -181,6 +183,30 @@ static int load_all(const char *file, struct daemon_config **ret_cfg, struct tls
 static void apply_log_level(const struct daemon *d)
 {
 	log_set_max_level(d->verbose ? LOG_DEBUG : d->cfg->log_level);
+}
+
+/*
+ * Can sessions switch to their modules' users? And do those that are not
+ * root get RLIMIT_MEMLOCK, or keep CAP_IPC_LOCK (privs.h)?
+ */
+static void check_memlock(const struct daemon_config *cfg)
+{
+	uint64_t need = serve_session_memlock(cfg);
+	const char *missing = geteuid() == 0 ? privs_missing() : NULL;
+
+	if (missing) {
+		log_error("rdmacpd runs as root without %s: every session will fail to switch "
+			  "to its module's user (see PRIVILEGES in rdmacpd(8))",
+			  missing);
+	}
+	if (geteuid() == 0 && !privs_memlock_settable(need)) {
+		log_notice(
+		    "RLIMIT_MEMLOCK is below the %" PRIu64 " MiB that sessions need "
+		    "('memory budget' and slack) and cannot be raised (no CAP_SYS_RESOURCE): "
+		    "sessions will keep CAP_IPC_LOCK instead (LimitMEMLOCK=infinity or "
+		    "'ulimit -l unlimited' avoids that)",
+		    need >> 20);
+	}
 }
 
 /* ---- listening ---- */
@@ -515,6 +541,7 @@ static void reload(struct daemon *d)
 	d->tls = tls;
 	sessions_set_budget(d->sessions, cfg->memory_budget);
 	apply_log_level(d);
+	check_memlock(cfg);
 	log_info("reloaded %s", d->config_file);
 done:
 	sd_notify(0, "READY=1");
@@ -773,6 +800,30 @@ static int setup_signals(struct daemon *d)
 	return 0;
 }
 
+static void warn_line(void *ud, const char *text)
+{
+	(void)ud;
+	log_warning("%s", text);
+}
+
+/*
+ * --check: what loads but deserves a look. Module paths another user could
+ * swap (modcheck.c); modules a daemon that is not root can't serve.
+ */
+static void check_warnings(const struct daemon_config *cfg)
+{
+	for (size_t i = 0; i < cfg->nmodules; i++) {
+		const struct module *m = &cfg->modules[i];
+
+		modcheck_module(m, warn_line, NULL);
+		if (geteuid() != 0 && (m->run_uid != geteuid() || m->run_gid != getegid())) {
+			log_warning("module [%s]: wants uid %u gid %u, but rdmacpd is not root: "
+				    "it will refuse this module",
+				    m->name, (unsigned)m->run_uid, (unsigned)m->run_gid);
+		}
+	}
+}
+
 /* Everything after the command line; returns the exit code. */
 static int run(struct daemon *d, bool check)
 {
@@ -783,10 +834,12 @@ static int run(struct daemon *d, bool check)
 		return EXIT_CONFIG;
 	}
 	if (check) {
+		check_warnings(d->cfg);
 		return EXIT_OK;
 	}
 	log_set_prefix_mode(true, "rdmacpd");
 	apply_log_level(d);
+	check_memlock(d->cfg);
 	if (limits_raise_nofile() < 0) {
 		log_warning("cannot raise the open-files limit: many files in flight may fail");
 	}

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "chan.h"
@@ -26,6 +27,7 @@
 #include "log.h"
 #include "macro.h"
 #include "net.h"
+#include "privs.h"
 #include "session.h"
 #include "sessions.h"
 #include "tls.h"
@@ -35,6 +37,8 @@
 #define POLICY_MAX_LANES 8
 #define POLICY_MIN_CHUNK (64u << 10)
 #define POLICY_MAX_CHUNK (16u << 20)
+/* Per connection, above the memory budget: a pool's rounding to 2 MiB pages and the like. */
+#define POLICY_MEMLOCK_SLACK (4u << 20)
 
 static volatile sig_atomic_t stop_requested;
 
@@ -56,6 +60,9 @@ struct conn {
 	struct sessions *sessions;
 	uint64_t last_progress;
 	uint64_t bytes_accepted; /* declared sizes of the files pushed on this connection */
+	bool switched;		 /* runs as a module's user now, for good */
+	uid_t uid;
+	gid_t gid;
 };
 
 static bool san_equals(const char *san, void *ud)
@@ -399,10 +406,8 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.base_fd = basefd;
 	ep.rename_to = rename_to && *rename_to ? rename_to : NULL;
 	ep.open_flags = o->flags;
-	ep.have_uid = m->have_uid;
-	ep.have_gid = m->have_gid;
-	ep.uid = m->uid;
-	ep.gid = m->gid;
+	/* Files belong to whoever the session runs as (become_module_user). */
+	ep.keep_setid = m->keep_setid;
 	/* The module's limits count every push of this connection together. */
 	limits.max_file_size = m->max_file_size;
 	limits.max_session_bytes =
@@ -675,6 +680,96 @@ static int list_plan(struct get_source *g)
 	return chan_send(&c->chan, &end);
 }
 
+uint64_t serve_session_memlock(const struct daemon_config *cfg)
+{
+	return cfg->memory_budget + (uint64_t)cfg->max_connections * POLICY_MEMLOCK_SLACK;
+}
+
+/*
+ * Run as the module's user from now on (privs.h). A root daemon switches once,
+ * at the first OPEN; a later OPEN for a module of another user is refused:
+ * there is no way back. A daemon that is not root runs every session as
+ * itself and refuses modules that want someone else.
+ */
+static int become_module_user(struct conn *c, const struct module *m)
+{
+	uint64_t kept = 0;
+	char err[256];
+	int r;
+
+	if (c->switched) {
+		if (c->uid == m->run_uid && c->gid == m->run_gid) {
+			return 0;
+		}
+		return refuse(c, PERR_PERMISSION,
+			      "module '%s' runs as another user than this connection's first "
+			      "module: open a new connection for it",
+			      m->name);
+	}
+	if (geteuid() != 0) {
+		if (m->run_uid != geteuid() || m->run_gid != getegid()) {
+			log_error(
+			    "module %s: wants uid %u gid %u, but rdmacpd runs as uid %u gid %u "
+			    "and is not root: remove 'uid'/'gid' or run rdmacpd as root",
+			    m->name, (unsigned)m->run_uid, (unsigned)m->run_gid,
+			    (unsigned)geteuid(), (unsigned)getegid());
+			return refuse(c, PERR_PERMISSION, "module '%s' is unavailable", m->name);
+		}
+	} else {
+		r = privs_drop(m->run_uid, m->run_gid, serve_session_memlock(c->cfg), &kept, err,
+			       sizeof(err));
+		if (r < 0) {
+			/* Half switched is no state to serve anyone in: the session ends. */
+			log_error("module %s: cannot switch to uid %u gid %u: %s", m->name,
+				  (unsigned)m->run_uid, (unsigned)m->run_gid, err);
+			refuse(c, PERR_INTERNAL, "module '%s' is unavailable", m->name);
+			return r;
+		}
+		log_debug("%s: session runs as uid %u gid %u, capabilities %#llx", c->peer,
+			  (unsigned)m->run_uid, (unsigned)m->run_gid, (unsigned long long)kept);
+	}
+	c->switched = true;
+	c->uid = m->run_uid;
+	c->gid = m->run_gid;
+	return 0;
+}
+
+/*
+ * The module directory, resolved with no symlink in the path, and only if it
+ * is the directory the configuration was loaded with: whoever can write to a
+ * parent could otherwise swap in a link to anywhere (or another directory).
+ */
+static int open_module_root(struct conn *c, const struct module *m, int *ret_fd)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int r;
+
+	r = fspath_open_root(m->path, &fd);
+	if (r < 0) {
+		log_error("module %s: cannot open %s: %s", m->name, m->path,
+			  r == -ELOOP ? "a symlink in the path (refused)" : strerror(-r));
+		return refuse(c, r == -ELOOP ? PERR_PERMISSION : PERR_IO,
+			      "module '%s' is unavailable", m->name);
+	}
+	if (fstat(fd, &st) < 0) {
+		r = negerrno();
+		log_error("module %s: %s: %s", m->name, m->path, strerror(-r));
+		return refuse(c, PERR_IO, "module '%s' is unavailable", m->name);
+	}
+	if (st.st_dev != m->root_dev || st.st_ino != m->root_ino) {
+		log_error("module %s: %s is not the directory loaded from the configuration "
+			  "(device/inode %llu/%llu, now %llu/%llu): refused; reload rdmacpd if "
+			  "it was moved on purpose",
+			  m->name, m->path, (unsigned long long)m->root_dev,
+			  (unsigned long long)m->root_ino, (unsigned long long)st.st_dev,
+			  (unsigned long long)st.st_ino);
+		return refuse(c, PERR_PERMISSION, "module '%s' is unavailable", m->name);
+	}
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 static int handle_open(struct conn *c, const struct msg_open *o)
 {
 	char esc[PROTO_MAX_PATH * 4 + 1];
@@ -689,10 +784,20 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 		return r;
 	}
 	log_escape(o->path, esc, sizeof(esc));
-	r = fspath_open_root(m->path, &rootfd);
+	if (o->direction == PROTO_DIR_PUSH && (o->flags & PROTO_OPEN_OWNER) &&
+	    !(m->preserve_owner && m->run_uid == 0)) {
+		return refuse(c, PERR_PERMISSION,
+			      "module '%s' does not keep owners: push without --owner "
+			      "(needs 'preserve owner = yes' and 'uid = root')",
+			      m->name);
+	}
+	r = become_module_user(c, m);
 	if (r < 0) {
-		log_error("module %s: cannot open %s: %s", m->name, m->path, strerror(-r));
-		return refuse(c, PERR_IO, "module '%s' is unavailable", m->name);
+		return r;
+	}
+	r = open_module_root(c, m, &rootfd);
+	if (r < 0) {
+		return r;
 	}
 	if (o->direction == PROTO_DIR_PULL) {
 		struct get_source g = { .c = c, .m = m };
@@ -777,6 +882,15 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	signal(SIGTERM, on_term);
 	signal(SIGPIPE, SIG_IGN);
 	net_addr_str(peer, peerlen, c.peer, sizeof(c.peer));
+	/* Still root until the first OPEN (become_module_user), but not all of root. */
+	if (geteuid() == 0) {
+		r = privs_limit_preauth(err, sizeof(err));
+		if (r < 0) {
+			log_error("%s: %s", c.peer, err);
+			close(fd);
+			return r;
+		}
+	}
 	c.locallen = sizeof(c.local);
 	if (getsockname(fd, (struct sockaddr *)&c.local, &c.locallen) < 0) {
 		close(fd);

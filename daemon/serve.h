@@ -5,6 +5,7 @@
  */
 #pragma once
 
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "config.h"
@@ -21,3 +22,10 @@ struct sessions;
 int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 		     struct sessions *sessions, int fd, const struct sockaddr *peer,
 		     socklen_t peerlen);
+
+/*
+ * RLIMIT_MEMLOCK for a session that is not root: the memory budget (what
+ * all sessions of one user may pin together, see privs.h) plus a little per
+ * connection for page rounding.
+ */
+uint64_t serve_session_memlock(const struct daemon_config *cfg);

@@ -29,6 +29,9 @@ ca = $demo/certs/ca.crt
 [demo]
 path = $demo/module
 allow = client
+# Sessions run as this user (a module without 'uid' runs as the user rdmacp).
+uid = $(id -u)
+gid = $(id -g)
 CONF
 echo "== rdmacpd on 127.0.0.1:$port, module 'demo'"
 build/rdmacpd --config "$demo/rdmacpd.conf" 2>"$demo/rdmacpd.log" &

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what rdmacp needs to build, test and benchmark on Debian 12 (as root).
 set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(
 	build-essential cmake pkg-config clang libclang-rt-14-dev clang-format
 	libssl-dev liburing-dev libxxhash-dev libinih-dev libsystemd-dev libcmocka-dev
@@ -20,4 +21,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The unprivileged system user that rdmacpd's sessions run as for a module
+# without 'uid' (rdmacpd.conf(5)); the integration tests need it too.
+if ! getent passwd rdmacp >/dev/null; then
+	if command -v systemd-sysusers >/dev/null; then
+		systemd-sysusers "$top/systemd/rdmacpd-sysusers.conf"
+	else
+		useradd --system --user-group --no-create-home --home-dir / \
+			--shell /usr/sbin/nologin --comment "rdmacp daemon sessions" rdmacp
+	fi
 fi

@@ -218,6 +218,7 @@ struct engine {
 	struct {
 		char *name;
 		struct proto_file meta;
+		bool created; /* by us: takes the sender's mode (an existing one keeps its own) */
 	} dirs_meta[DIR_META_MAX];
 	size_t ndirs_meta;
 
@@ -571,9 +572,15 @@ static int rx_resolve(struct engine *e, struct efile *f)
 	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
+/* The mode bits a received entry may get: no set-id or sticky bit unless allowed. */
+static uint32_t rx_mode_mask(const struct engine *e)
+{
+	return e->p->keep_setid ? 07777 : 0777;
+}
+
 static void rx_apply_meta(struct engine *e, struct efile *f)
 {
-	uint32_t mode = f->meta.mode & 07777;
+	uint32_t mode = f->meta.mode & rx_mode_mask(e);
 
 	if (!(e->p->open_flags & PROTO_OPEN_PRESERVE)) {
 		mode &= 0755; /* like cp without -p: no set-id bits, umask 022 */
@@ -581,11 +588,6 @@ static void rx_apply_meta(struct engine *e, struct efile *f)
 	}
 	if ((e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0) {
 		if (fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
-			file_fail(f, PERR_PERMISSION, "chown: %s", strerror(errno));
-		}
-	} else if (e->p->have_uid || e->p->have_gid) {
-		if (fchown(f->tfd, e->p->have_uid ? e->p->uid : (uid_t)-1,
-			   e->p->have_gid ? e->p->gid : (gid_t)-1) < 0) {
 			file_fail(f, PERR_PERMISSION, "chown: %s", strerror(errno));
 		}
 	}
@@ -1015,27 +1017,60 @@ static int rx_map_name(struct engine *e, struct efile *f)
 	return 0;
 }
 
-static uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textlen)
+/*
+ * Create directory name (mode as given), or find it there. Returns an fd for it, and
+ * whether this call created it: only a directory we made takes the sender's
+ * mode, an existing one (the module's own, say) keeps its own.
+ */
+static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *ret_fd,
+			 bool *ret_created)
 {
-	_cleanup_free_ char *tmp = NULL;
-	_cleanup_close_ int fd = -1;
+	_cleanup_close_ int parent = -1;
 	const char *leaf;
+	bool created = false;
 	int r;
 
-	if (rx_map_name(e, f) < 0 || asprintf(&tmp, "%s/x", f->name) < 0) {
+	r = fspath_open_parent(e->p->base_fd, name, true, &parent, &leaf);
+	if (r < 0) {
+		return r;
+	}
+	if (mkdirat(parent, leaf, mode) == 0) {
+		created = true;
+	} else if (errno != EEXIST) {
+		return negerrno();
+	}
+	r = fspath_open_dir(parent, leaf, ret_fd);
+	if (r < 0) {
+		return r;
+	}
+	*ret_created = created;
+	return 0;
+}
+
+static uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	_cleanup_close_ int fd = -1;
+	bool preserve = e->p->open_flags & PROTO_OPEN_PRESERVE, created;
+	int r;
+
+	if (rx_map_name(e, f) < 0) {
 		return PERR_INTERNAL;
 	}
-	r = fspath_open_parent(e->p->base_fd, tmp, true, &fd, &leaf);
+	/* With -p private until its mode is set; without, as mkdir makes it. */
+	r = rx_dir_create(e, f->name, preserve ? 0700 : 0755, &fd, &created);
 	if (r < 0) {
 		snprintf(text, textlen, "directory: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
+	if (preserve) {
 		/* The mode now (keeping it writable for us); the mtime after its contents. */
-		fchmod(fd, (f->meta.mode & 07777) | 0700);
+		if (created) {
+			fchmod(fd, (f->meta.mode & rx_mode_mask(e)) | 0700);
+		}
 		if (e->ndirs_meta < DIR_META_MAX) {
 			e->dirs_meta[e->ndirs_meta].name = strdup(f->name);
 			e->dirs_meta[e->ndirs_meta].meta = f->meta;
+			e->dirs_meta[e->ndirs_meta].created = created;
 			if (e->dirs_meta[e->ndirs_meta].name) {
 				e->ndirs_meta++;
 			}
@@ -1096,7 +1131,9 @@ static void rx_finish_dirs(struct engine *e)
 		};
 
 		if (fspath_open_dir(e->p->base_fd, e->dirs_meta[i].name, &fd) == 0) {
-			fchmod(fd, m->mode & 07777);
+			if (e->dirs_meta[i].created) {
+				fchmod(fd, m->mode & rx_mode_mask(e));
+			}
 			futimens(fd, ts);
 		}
 		free(e->dirs_meta[i].name);

@@ -111,9 +111,11 @@ struct engine_params {
 	int base_fd;	       /* destination directory (borrowed) */
 	const char *rename_to; /* store the single top-level entry under this name */
 	uint32_t open_flags;   /* PROTO_OPEN_* (PRESERVE, OWNER) */
-	bool have_uid, have_gid;
-	uid_t uid;
-	gid_t gid;
+	/*
+	 * Create set-user-ID, set-group-ID and sticky bits as the sender sent
+	 * them (with PRESERVE); false: never, on files and directories alike.
+	 */
+	bool keep_setid;
 	unsigned faults; /* ENGINE_FAULT_* */
 	/* Receiver: what the peer may store; NULL: no limits. */
 	const struct engine_limits *limits;

@@ -125,11 +125,24 @@ int fspath_validate(const char *rel)
 
 int fspath_open_root(const char *path, int *ret_fd)
 {
+	struct open_how how = {
+		.flags = FSPATH_DIR_FLAGS,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
 	int fd;
 
 	assert(path && ret_fd);
-	/* The module path comes from the administrator's config: symlinks are theirs. */
-	fd = open(path, FSPATH_DIR_FLAGS);
+	if (path[0] != '/') {
+		return -EINVAL;
+	}
+	/*
+	 * The path is the administrator's, but its parents may not be: whoever
+	 * can write to one could put a symlink in its place, so no component
+	 * may be one. (The caller also checks the directory's identity.)
+	 */
+	do {
+		fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	} while (fd < 0 && errno == EAGAIN);
 	if (fd < 0) {
 		return negerrno();
 	}

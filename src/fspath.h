@@ -23,7 +23,10 @@
  */
 int fspath_validate(const char *rel);
 
-/* Open the module root directory (O_DIRECTORY|O_PATH not used: real fd). */
+/*
+ * Open a module root directory by its absolute path with no symlink in any
+ * component (-ELOOP if there is one; -EINVAL for a relative path).
+ */
 int fspath_open_root(const char *path, int *ret_fd);
 
 /*

@@ -81,8 +81,27 @@ stop_daemon() {
 	wait "$1" 2>/dev/null
 }
 
+# Module sections written by the tests run as root: "uid = root" (and "gid =
+# root" when it sets no gid either) after each section header whose section
+# sets no uid. Sessions
+# of a module without 'uid' run as the unprivileged user rdmacp, which can't
+# enter the tests' private (0700, root-owned) temp dirs; t_privs.sh tests
+# that default, the other tests test what they are about.
+as_root_modules() {
+	awk '
+		function flush() { if (hdr != "") { print hdr; if (!u) print "uid = root";
+			if (!u && !g) print "gid = root"; for (i = 1; i <= n; i++) print body[i] } }
+		/^\[/ { flush(); hdr = $0; n = 0; u = g = 0; next }
+		hdr == "" { print; next }
+		{ body[++n] = $0 }
+		/^[ \t]*uid[ \t]*=/ { u = 1 }
+		/^[ \t]*gid[ \t]*=/ { g = 1 }
+		END { flush() }'
+}
+
 # Standard setup: certs in $T/certs, module "data" at $T/mod allowing "client",
-# daemon on $PORT. Extra module sections may be passed as lines.
+# daemon on $PORT. Extra module sections may be passed as lines; every module
+# runs as root unless its lines say otherwise (as_root_modules).
 setup_standard() {
 	PORT=$(free_port)
 	make_certs "$T/certs"
@@ -95,7 +114,7 @@ setup_standard() {
 		echo "allow = client"
 		local l
 		for l in "$@"; do echo "$l"; done
-	} >>"$T/d.conf"
+	} | as_root_modules >>"$T/d.conf"
 	start_daemon "$T/d.conf" "$T/d.log" "$PORT"
 	CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 		--ca "$T/certs/ca.crt" -P "$PORT")

@@ -17,6 +17,8 @@ Steps (repeatable, run in command-line order):
   --fin                 TCP shutdown(SHUT_WR), no TLS close_notify
   --close-notify        send a TLS close_notify (our write side ends)
   --sleep SECS
+  --recv NAME           read one frame and require its type (e.g. END after a
+                        dry-run OPEN), so that another step can follow it
 
 Modes:
   --source ADDR         connect from this local address (another "host")
@@ -216,6 +218,7 @@ def main():
     ap.add_argument("--fin", dest="fin", nargs=0, action=Steps)
     ap.add_argument("--close-notify", dest="close_notify", nargs=0, action=Steps)
     ap.add_argument("--sleep", dest="sleep", type=float, action=Steps)
+    ap.add_argument("--recv", dest="recv", action=Steps)
     args = ap.parse_args()
 
     kind, _, arg = args.expect.partition(":")
@@ -297,8 +300,17 @@ def main():
                 say("sent TLS close_notify")
             elif step == "sleep":
                 time.sleep(val)
+            elif step == "recv":
+                t, p = read_frame(sock, time.monotonic() + args.timeout)
+                say("got %s" % describe(t, p))
+                if t != TYPES[val.upper()]:
+                    say("FAILED: wanted %s" % val.upper())
+                    return 1
     except Closed as e:
         say("connection closed while sending: %s" % e)
+        return 1
+    except socket.timeout:
+        say("FAILED: no frame within %.1f s" % args.timeout)
         return 1
     except (BrokenPipeError, ConnectionResetError) as e:
         say("connection closed while sending: %s" % e)

@@ -29,7 +29,7 @@ ALICE_FP=$(openssl x509 -in "$T/certs/alice.crt" -outform DER | sha256sum | cut 
 
 mkdir -p "$T/bobonly" "$T/alicefp" "$T/ro" "$T/wo" "$T/mod" "$T/outside"
 write_conf "$T/d.conf" "$PORT" "$T/certs" "handshake timeout = 5" "idle timeout = 20"
-cat >>"$T/d.conf" <<EOF
+as_root_modules >>"$T/d.conf" <<EOF
 
 [bobonly]
 path = $T/bobonly

@@ -148,7 +148,7 @@ expect_rc 6 "6: pull into a missing local directory" "${CLIENT[@]}" "$HOST:data/
 P7=$(free_port)
 mkdir -p "$T/mod7"
 write_conf "$T/d7.conf" "$P7" "$T/certs" "handshake timeout = 5"
-printf '\n[data]\npath = %s\nallow = client\n' "$T/mod7" >>"$T/d7.conf"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod7" >>"$T/d7.conf"
 RDMACPD_TEST_FLIP_BYTE=1 start_daemon "$T/d7.conf" "$T/d7.log" "$P7"
 D7=$DAEMON_PID
 expect_rc 7 "7: checksum mismatch" "${CLIENT_NOPORT[@]}" -P "$P7" "$T/src/b" "$HOST:data/"
@@ -203,6 +203,12 @@ fi
 
 if mount -t tmpfs -o size=4m tmpfs "$T/small" 2>"$T/mount.err"; then
 	MOUNTED=1
+	# A module root is the directory the config was loaded with: reload to serve the mount.
+	kill -HUP "$MAIN_DAEMON"
+	for _ in $(seq 1 100); do
+		grep -q "reloaded" "$T/d.log" && break
+		sleep 0.05
+	done
 	head -c $((10 * M)) /dev/urandom >"$T/big10"
 	expect_rc 14 "14: 10 MiB into a 4 MiB module" "${CLIENT[@]}" "$T/big10" "$HOST:small/"
 	[ ! -e "$T/small/big10" ] && pass "14: nothing committed" || fail "14: big10 committed"

@@ -68,6 +68,8 @@ write_conf() {
 		echo "[data]"
 		echo "path = $T/data"
 		echo "allow = *"
+		echo "uid = root"
+		echo "gid = root"
 	} >"$f"
 }
 

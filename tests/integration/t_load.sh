@@ -41,7 +41,7 @@ new_daemon() {
 	rm -rf "${T:?}/$name"
 	mkdir -p "$T/$name"
 	write_conf "$T/$name.conf" "$PORT" "$T/certs" "handshake timeout = 10" "idle timeout = 30" "$@"
-	printf '\n[data]\npath = %s\nallow = client\n' "$T/$name" >>"$T/$name.conf"
+	printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/$name" >>"$T/$name.conf"
 	start_daemon "$T/$name.conf" "$T/$name.log" "$PORT"
 }
 

@@ -143,7 +143,7 @@ stop_daemon "$DAEMON_PID"
 PORT2=$(free_port)
 write_conf "$T/d2.conf" "$PORT2" "$CERTS" "handshake timeout = 1" "idle timeout = 20" \
 	"max connections = 4" "max connections per host = 2"
-printf '\n[data]\npath = %s\nallow = client\n' "$T/mod" >>"$T/d2.conf"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod" >>"$T/d2.conf"
 start_daemon "$T/d2.conf" "$T/d2.log" "$PORT2"
 D2=$DAEMON_PID
 
@@ -213,7 +213,7 @@ check "i3 ClientHello dripped 1 byte/0.3 s" --port "$PORT2" --drip 0.3 --expect 
 PORT3=$(free_port)
 write_conf "$T/d3.conf" "$PORT3" "$CERTS" "handshake timeout = 2" "idle timeout = 20" \
 	"max connections = 4" "max connections per host = 2"
-printf '\n[data]\npath = %s\nallow = client\n' "$T/mod" >>"$T/d3.conf"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod" >>"$T/d3.conf"
 start_daemon "$T/d3.conf" "$T/d3.log" "$PORT3"
 D3=$DAEMON_PID
 SPORT=$PORT3 SLOG=$T/d3.log SMIN=1 SMAX=4

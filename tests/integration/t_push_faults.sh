@@ -139,7 +139,7 @@ echo "--- 1. checksum mismatch"
 PORT2=$(free_port)
 mkdir -p "$T/mod2"
 write_conf "$T/d2.conf" "$PORT2" "$T/certs" "handshake timeout = 5" "idle timeout = 20"
-printf '\n[data]\npath = %s\nallow = client\n' "$T/mod2" >>"$T/d2.conf"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod2" >>"$T/d2.conf"
 export RDMACPD_TEST_FLIP_BYTE=1
 start_daemon "$T/d2.conf" "$T/d2.log" "$PORT2"
 unset RDMACPD_TEST_FLIP_BYTE
@@ -163,6 +163,12 @@ stop_daemon "$FLIP_DAEMON"
 echo "--- 2. disk full"
 if mount -t tmpfs -o size=8m tmpfs "$T/small" 2>"$T/mount.err"; then
 	MOUNTED=1
+	# A module root is the directory the config was loaded with: reload to serve the mount.
+	kill -HUP "$MAIN_DAEMON"
+	for _ in $(seq 1 100); do
+		grep -q "reloaded" "$T/d.log" && break
+		sleep 0.05
+	done
 	rand_file "$T/src/big20" $((20 * M))
 	expect_rc 14 "20 MiB into an 8 MiB module -> EXIT_REMOTE_IO" \
 		"${CLIENT[@]}" "$T/src/big20" "$HOST:small/"

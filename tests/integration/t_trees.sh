@@ -24,7 +24,8 @@ DOC=/usr/share/doc
 command -v diff >/dev/null || skip "no diff"
 diff --help 2>/dev/null | grep -q -- --no-dereference || skip "diff is not GNU diff (no --no-dereference)"
 
-setup_standard
+# -p keeps set-id bits only where the module says so (t_privs.sh tests the default).
+setup_standard "keep setid = yes"
 
 # ---- the source tree ----------------------------------------------------------
 SRC=$T/src/tree
@@ -231,7 +232,8 @@ expect_rc 0 "push -r -p of the special entries alone" "${CLIENT[@]}" -r -p "$X" 
 diff_tree "push -r -p, special entries alone" "$X" "$T/mod/smallp/zz-extra"
 same_meta "push -r -p, special entries alone" "$X" "$T/mod/smallp/zz-extra"
 mkdir -p "$T/back-smallp"
-expect_rc 0 "pull -r -p of the special entries alone" "${CLIENT[@]}" -r -p "$HOST:data/smallp/zz-extra" "$T/back-smallp/"
+# --owner: a pull as root keeps set-id bits only with it (the owners are root's here anyway).
+expect_rc 0 "pull -r -p of the special entries alone" "${CLIENT[@]}" -r -p --owner "$HOST:data/smallp/zz-extra" "$T/back-smallp/"
 diff_tree "pull -r -p, special entries alone" "$X" "$T/back-smallp/zz-extra"
 same_meta "pull -r -p, special entries alone" "$X" "$T/back-smallp/zz-extra"
 
@@ -260,7 +262,7 @@ no_temps "pull -r" "$T/back"
 
 mkdir -p "$T/backp"
 expect_rc 0 "pull -r -p of the preserved tree" \
-	"${CLIENT[@]}" -r -p "$HOST:data/seedp" "$T/backp"
+	"${CLIENT[@]}" -r -p --owner "$HOST:data/seedp" "$T/backp"
 diff_tree "pull -r -p" "$SRC" "$T/backp/seedp"
 same_meta "pull -r -p" "$SRC" "$T/backp/seedp"
 

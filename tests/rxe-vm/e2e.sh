@@ -121,6 +121,8 @@ idle timeout = 30
 [data]
 path = $W/mod
 allow = client
+uid = $(id -u)
+gid = $(id -g)
 EOF
 "$RDMACPD" --config "$W/d.conf" -v >"$W/d.log" 2>&1 &
 DPID=$!

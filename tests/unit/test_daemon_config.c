@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <syslog.h>
 
 #include <stdarg.h>
@@ -437,6 +438,56 @@ static void test_module_path(void **state)
 	expect_error(BASE_LINES + 2, "not a directory");
 }
 
+/* Who sessions run as, the keys that widen what a client may set, the path's symlinks. */
+static void test_identity(void **state)
+{
+	struct daemon_config *c;
+	const struct module *m;
+	struct passwd *pw;
+	char p[4200];
+
+	write_conf("[r]\npath = @/data\nuid = root\nkeep setid = yes\npreserve owner = yes\n"
+		   "[d]\npath = @/backup\n");
+	c = load_ok();
+	m = daemon_config_module(c, "r");
+	assert_true(m->keep_setid);
+	assert_true(m->preserve_owner);
+	assert_int_equal(m->run_uid, 0);
+	if (geteuid() == 0) {
+		assert_int_equal(m->run_gid, 0); /* root's primary group */
+	}
+	m = daemon_config_module(c, "d");
+	assert_false(m->keep_setid);
+	assert_false(m->preserve_owner);
+	if (geteuid() == 0) {
+		/* Never root by default: the system user. */
+		pw = getpwnam(DAEMON_DEFAULT_USER);
+		assert_non_null(pw);
+		assert_int_equal(m->run_uid, pw->pw_uid);
+		assert_int_equal(m->run_gid, pw->pw_gid);
+		assert_int_not_equal(m->run_uid, 0);
+	} else {
+		assert_int_equal(m->run_uid, geteuid());
+		assert_int_equal(m->run_gid, getegid());
+	}
+	daemon_config_free(c);
+
+	/* --owner needs a session that is root. */
+	write_conf("[d]\npath = @/data\nallow = *\npreserve owner = yes\n");
+	expect_error(BASE_LINES + 4, "'preserve owner' in [d] needs 'uid = root'");
+	write_conf("[d]\npath = @/data\nkeep setid = maybe\n");
+	expect_error(BASE_LINES + 3, "bad boolean");
+
+	/* No symlink anywhere in a module path. */
+	snprintf(p, sizeof(p), "%s/link", tmpdir);
+	assert_int_equal(symlink("data", p), 0);
+	write_conf("[d]\npath = @/link\n");
+	expect_error(BASE_LINES + 2, "has a symlink in it");
+	write_conf("[d]\npath = @/link/\n");
+	expect_error(BASE_LINES + 2, "has a symlink in it");
+	assert_int_equal(unlink(p), 0);
+}
+
 static void test_max_files(void **state)
 {
 	struct daemon_config *c;
@@ -647,6 +698,7 @@ int main(void)
 		cmocka_unit_test(test_unreadable_cert),
 		cmocka_unit_test(test_missing_cert),
 		cmocka_unit_test(test_module_path),
+		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_max_files),
 		cmocka_unit_test(test_bad_allow),
 		cmocka_unit_test(test_too_many_allow),
@@ -662,5 +714,11 @@ int main(void)
 		cmocka_unit_test(test_missing_file),
 	};
 
+	/* Modules without 'uid' run as this user; a root daemon needs it to exist. */
+	if (geteuid() == 0 && !getpwnam(DAEMON_DEFAULT_USER)) {
+		printf("SKIP: no system user '%s' (scripts/deps.sh creates it)\n",
+		       DAEMON_DEFAULT_USER);
+		return 77;
+	}
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

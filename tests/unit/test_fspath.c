@@ -307,6 +307,27 @@ static void test_open_dir(void **state)
 	assert_int_equal(fspath_open_dir(rootfd, "f", &fd), -ENOTDIR);
 }
 
+/* A module root: by absolute path, and never through a symlink, last or not. */
+static void test_open_root(void **state)
+{
+	int fd = -1;
+
+	(void)state;
+	assert_int_equal(fspath_open_root(mod, &fd), 0);
+	assert_same_dir(fd, mod);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	close(fd);
+	assert_int_equal(fspath_open_root("relative", &fd), -EINVAL);
+	assert_int_equal(mkdir(at(out, "real"), 0755), 0);
+	assert_int_equal(mkdir(at(out, "real/m"), 0755), 0);
+	assert_int_equal(symlink(at(out, "real/m"), at(base, "leaf")), 0);
+	assert_int_equal(fspath_open_root(at(base, "leaf"), &fd), -ELOOP);
+	assert_int_equal(symlink(at(out, "real"), at(base, "mid")), 0);
+	assert_int_equal(fspath_open_root(at(base, "mid/m"), &fd), -ELOOP);
+	assert_int_equal(fspath_open_root(at(out, "real/m"), &fd), 0);
+	close(fd);
+}
+
 static void test_create_temp(void **state)
 {
 	char name[FSPATH_NAME_MAX + 1], name2[FSPATH_NAME_MAX + 1], leaf[FSPATH_NAME_MAX + 1];
@@ -658,6 +679,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_parent_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_escapes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_root, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_temp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_temp_collision, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_replaces, setup, teardown),
