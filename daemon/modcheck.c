@@ -49,7 +49,8 @@ static bool replaceable(const struct module *m, const char *dir, const struct st
 size_t modcheck_module(const struct module *m, void (*warn)(void *ud, const char *text), void *ud)
 {
 	char dir[sizeof(m->path)], sub[sizeof(m->path)];
-	char why[sizeof(m->path) + 128], text[sizeof(why) + sizeof(m->path) + 128];
+	char why[sizeof(m->path) + 128];
+	char text[sizeof(why) + sizeof(m->path) + sizeof(m->name) + 128];
 	struct stat d, child;
 	size_t n = 0, len = strlen(m->path);
 
