@@ -64,6 +64,8 @@ struct parse_state {
 
 	/* Lines of keys that are checked against each other after the parse. */
 	unsigned max_conn_line, per_host_line, budget_line, pool_line;
+	/* Line of each module's 'path', for the overlap check after the parse. */
+	unsigned path_line[DAEMON_MAX_MODULES];
 
 	const char *file;
 	char *err;
@@ -613,6 +615,7 @@ static int m_path(struct parse_state *ps, const char *key, const char *value)
 		return fail(ps, "module path %s is not a directory", ESC(value));
 	}
 	strcpy(m->path, value);
+	ps->path_line[ps->cfg->nmodules - 1] = ps->line;
 	return 0;
 }
 
@@ -938,6 +941,102 @@ blank:
 	return str;
 }
 
+/*
+ * Lexically canonical form of an absolute path: no empty or "." components,
+ * no trailing slash ("/" stays "/"). ".." is kept as written; realpath()
+ * below catches what it means on disk.
+ */
+static void canonical_path(const char *in, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	assert(outlen > 1);
+	out[o++] = '/';
+	while (*in) {
+		size_t n;
+
+		in += strspn(in, "/");
+		n = strcspn(in, "/");
+		if (n == 0 || (n == 1 && in[0] == '.')) {
+			in += n;
+			continue;
+		}
+		if (o > 1 && o < outlen - 1) {
+			out[o++] = '/';
+		}
+		n = MIN(n, outlen - 1 - o);
+		memcpy(out + o, in, n);
+		o += n;
+		in += n;
+	}
+	out[o] = '\0';
+}
+
+/* Is a the same directory as b, or above it? Both canonical. */
+static bool path_contains(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	if (strcmp(a, "/") == 0) {
+		return true;
+	}
+	return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+static bool paths_overlap(const char *a, const char *b)
+{
+	return path_contains(a, b) || path_contains(b, a);
+}
+
+/*
+ * THREATS.md G42: a module inside another (or the same directory twice)
+ * would let a client reach the inner module's files under the outer
+ * module's rules (allow, read only, uid). Compared as written (made
+ * canonical) and, where the paths resolve, by their real paths too, so
+ * symlinks and ".." can't hide an overlap.
+ */
+static int check_module_overlap(struct parse_state *ps)
+{
+	const struct daemon_config *c = ps->cfg;
+	const size_t plen = sizeof(c->modules[0].path);
+	_cleanup_free_ char *canon = calloc(c->nmodules, plen);
+	_cleanup_free_ char *real = calloc(c->nmodules, plen);
+
+	if (c->nmodules == 0) {
+		return 0;
+	}
+	if (!canon || !real) {
+		return fail_at(ps, ps->line, "out of memory");
+	}
+	for (size_t i = 0; i < c->nmodules; i++) {
+		_cleanup_free_ char *rp = realpath(c->modules[i].path, NULL);
+
+		canonical_path(c->modules[i].path, canon + i * plen, plen);
+		/* Unresolvable now: m_path checked it at load, so a race; the lexical check stands. */
+		if (rp && strlen(rp) < plen) {
+			strcpy(real + i * plen, rp);
+		}
+	}
+	for (size_t j = 1; j < c->nmodules; j++) {
+		for (size_t i = 0; i < j; i++) {
+			const struct module *a = &c->modules[i], *b = &c->modules[j];
+			const char *ra = real + i * plen, *rb = real + j * plen;
+
+			if (!paths_overlap(canon + i * plen, canon + j * plen) &&
+			    !(ra[0] && rb[0] && paths_overlap(ra, rb))) {
+				continue;
+			}
+			return fail_at(
+			    ps, ps->path_line[j],
+			    "module [%s] path %s overlaps module [%s] path %s (line %u): "
+			    "a module must not contain another, or a client could reach "
+			    "one module's files under the other's rules",
+			    b->name, ESC(b->path), a->name, ESC(a->path), ps->path_line[i]);
+		}
+	}
+	return 0;
+}
+
 /* Cross-key checks and required keys, once the whole file is read. */
 static int finish_config(struct parse_state *ps)
 {
@@ -979,7 +1078,7 @@ static int finish_config(struct parse_state *ps)
 			       " MiB)",
 			       c->pool_size >> 20, c->memory_budget >> 20);
 	}
-	return 0;
+	return check_module_overlap(ps);
 }
 
 static void config_defaults(struct daemon_config *c)
