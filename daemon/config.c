@@ -64,6 +64,7 @@ struct parse_state {
 
 	/* Lines of keys that are checked against each other after the parse. */
 	unsigned max_conn_line, per_host_line, budget_line, pool_line;
+	unsigned unauth_line, unauth_per_host_line;
 	/* Line of each module's 'path', for the overlap check after the parse. */
 	unsigned path_line[DAEMON_MAX_MODULES];
 
@@ -533,6 +534,18 @@ static int g_per_host(struct parse_state *ps, const char *key, const char *value
 	return set_uint_key(ps, key, value, 1, 65536, &ps->cfg->max_per_host);
 }
 
+static int g_max_unauth(struct parse_state *ps, const char *key, const char *value)
+{
+	ps->unauth_line = ps->line;
+	return set_uint_key(ps, key, value, 1, 65536, &ps->cfg->max_unauth);
+}
+
+static int g_max_unauth_per_host(struct parse_state *ps, const char *key, const char *value)
+{
+	ps->unauth_per_host_line = ps->line;
+	return set_uint_key(ps, key, value, 1, 65536, &ps->cfg->max_unauth_per_host);
+}
+
 static int g_handshake(struct parse_state *ps, const char *key, const char *value)
 {
 	return set_uint_key(ps, key, value, 1, 300, &ps->cfg->handshake_timeout_s);
@@ -740,6 +753,8 @@ static const struct key_handler global_keys[] = {
 	{ "ca", false, g_ca },
 	{ "max connections", false, g_max_conn },
 	{ "max connections per host", false, g_per_host },
+	{ "max unauthenticated", false, g_max_unauth },
+	{ "max unauthenticated per host", false, g_max_unauth_per_host },
 	{ "handshake timeout", false, g_handshake },
 	{ "idle timeout", false, g_idle },
 	{ "memory budget", false, g_budget },
@@ -1037,6 +1052,36 @@ static int check_module_overlap(struct parse_state *ps)
 	return 0;
 }
 
+/*
+ * THREATS.md G47: connections that have not finished TLS and HELLO get at
+ * most "max unauthenticated" of the "max connections" slots, so the rest
+ * stays free for clients that authenticate. Defaults follow "max
+ * connections"; values written out are checked against it.
+ */
+static int check_unauth_limits(struct parse_state *ps)
+{
+	struct daemon_config *c = ps->cfg;
+	unsigned most = c->max_connections > 1 ? c->max_connections - 1 : 1;
+
+	if (!ps->unauth_line) {
+		c->max_unauth = MAX(c->max_connections / 2, 1u);
+	} else if (c->max_unauth > most) {
+		return fail_at(ps, ps->unauth_line,
+			       "'max unauthenticated' (%u) must be below 'max connections' (%u): "
+			       "the difference is reserved for authenticated sessions",
+			       c->max_unauth, c->max_connections);
+	}
+	if (!ps->unauth_per_host_line) {
+		c->max_unauth_per_host = MIN(c->max_unauth_per_host, c->max_unauth);
+	} else if (c->max_unauth_per_host > c->max_unauth) {
+		return fail_at(ps, ps->unauth_per_host_line,
+			       "'max unauthenticated per host' (%u) exceeds "
+			       "'max unauthenticated' (%u)",
+			       c->max_unauth_per_host, c->max_unauth);
+	}
+	return 0;
+}
+
 /* Cross-key checks and required keys, once the whole file is read. */
 static int finish_config(struct parse_state *ps)
 {
@@ -1078,6 +1123,9 @@ static int finish_config(struct parse_state *ps)
 			       " MiB)",
 			       c->pool_size >> 20, c->memory_budget >> 20);
 	}
+	if (check_unauth_limits(ps) < 0) {
+		return -EINVAL;
+	}
 	return check_module_overlap(ps);
 }
 
@@ -1085,7 +1133,8 @@ static void config_defaults(struct daemon_config *c)
 {
 	c->max_connections = 64;
 	c->max_per_host = 8;
-	c->handshake_timeout_s = 10;
+	c->max_unauth_per_host = 4;
+	c->handshake_timeout_s = 5;
 	c->idle_timeout_s = 300;
 	c->memory_budget = UINT64_C(4) << 30;
 	c->pool_size = UINT64_C(64) << 20;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include "clock.h"
 #include "engine.h"
 #include "fspath.h"
 #include "hash.h"
@@ -626,6 +627,8 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	struct conn c = { .cfg = cfg, .sessions = sessions };
 	struct msg_hello hello;
 	char err[512];
+	/* TLS and HELLO together: one absolute deadline (THREATS.md G47). */
+	int64_t deadline = now_ms() + (int64_t)cfg->handshake_timeout_s * 1000;
 	int r;
 
 	signal(SIGTERM, on_term);
@@ -647,11 +650,23 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 		tls_conn_free(c.tls);
 		return r;
 	}
-	r = session_hello_server(&c.chan, (int)cfg->handshake_timeout_s * 1000, &hello, err,
-				 sizeof(err));
+	/* A HELLO dripped byte by byte gets no more than what is left either. */
+	c.chan.io_timeout_ms = remaining_ms(deadline);
+	r = c.chan.io_timeout_ms > 0
+		? session_hello_server(&c.chan, c.chan.io_timeout_ms, &hello, err, sizeof(err))
+		: -ETIMEDOUT;
+	c.chan.io_timeout_ms = (int)cfg->idle_timeout_s * 1000;
+	if (r == -ETIMEDOUT) {
+		snprintf(err, sizeof(err), "no HELLO within the handshake timeout (%u s)",
+			 cfg->handshake_timeout_s);
+	}
 	if (r < 0) {
 		log_notice("%s (%s): %s", c.peer, c.id, err);
 		goto out;
+	}
+	/* From here this connection no longer counts against the pre-authentication caps. */
+	if (sessions) {
+		sessions_set_authenticated(sessions);
 	}
 	log_info("%s (%s): connected (%s, protocol %d)", c.peer, c.id,
 		 log_escape(hello.software, err, sizeof(err)), r);
