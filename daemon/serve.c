@@ -385,8 +385,11 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	r = engine_run(&ep, &st, &code, err, sizeof(err));
 	x->ops->destroy(x);
 	if (r < 0) {
+		char esc[4 * sizeof(err)];
+
+		/* err may quote the peer's ERROR text or a file name (THREATS.md G46). */
 		log_notice("%s (%s): transfer failed: %s: %s", c->peer, c->id, proto_err_name(code),
-			   err);
+			   log_escape(err, esc, sizeof(esc)));
 		return r;
 	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed", c->peer, c->id,

@@ -1,0 +1,124 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Peer-supplied text never reaches a log or a terminal raw (issue 8 item 8,
+# THREATS.md G46). A file name from a client, and error texts and names from
+# a daemon, may hold newlines (a forged "<0>" emergency line in the daemon's
+# journal), ESC sequences, C1 controls (0x9b is CSI on 8-bit terminals) and
+# bytes that are not UTF-8. Everything that is not printable UTF-8 must come
+# out as \xNN, in the daemon's log, in the client's stderr (errors, -v lines)
+# and stdout (a pull's listing); --json must stay valid JSON (UTF-8, controls
+# as \u00XX). A real daemon and client for names; rawserver.py as a hostile
+# daemon for error texts and listings.
+#
+# Exit 0 pass, 1 fail, 77 skip (reason printed).
+source "$(dirname "$0")/lib.sh"
+
+command -v python3 >/dev/null || skip "python3 not found"
+python3 -c 'import ssl; ssl.TLSVersion.TLSv1_3' 2>/dev/null || skip "python3 ssl without TLS 1.3"
+RAWSERVER=$HERE/rawserver.py
+
+setup_standard "uid = root" "gid = root"
+
+# clean FILE DESC: no raw control byte (C0 but tab/newline, DEL, C1 as UTF-8
+# or as a single byte), no line that starts with a forged priority or text.
+clean() {
+	local file=$1 desc=$2
+	if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f\x80-\x9f]\|\xc2[\x80-\x9f]' "$file"; then
+		fail "$desc: raw control bytes: $(LC_ALL=C grep -a -n $'[\x01-\x08\x0b-\x1f\x7f\x80-\x9f]' "$file" | head -3 | od -c | head -5)"
+	elif grep -q '^<0>\|^FORGED\|^<0>FORGED' "$file"; then
+		fail "$desc: a forged line: $(grep -n '^<0>\|FORGED' "$file" | head -3)"
+	else
+		pass "$desc: no raw control bytes, no forged line"
+	fi
+}
+
+# has FILE TEXT DESC: the escaped form is there (fixed string).
+has() {
+	if grep -qF -- "$2" "$1"; then
+		pass "$3"
+	else
+		fail "$3: '$2' not in $(cat "$1" | head -5)"
+	fi
+}
+
+# ---- 1. a file name from a real client, in the daemon's log and -v lines ----
+NAME=$'a\n<0>FORGED\e[2J\xc2\x9b\x9bz'
+ESCAPED='a\x0a<0>FORGED\x1b[2J\xc2\x9b\x9bz'
+mkdir -p "$T/src" "$T/pull" "$T/pull2"
+echo data >"$T/src/$NAME"
+"${CLIENT[@]}" -v "$T/src/$NAME" 127.0.0.1:data/ >"$T/push.out" 2>"$T/push.err"
+rc=$?
+[ "$rc" -eq 0 ] && pass "push of a file named with a newline, ESC and C1 bytes" ||
+	fail "push: exit $rc: $(cat "$T/push.err")"
+[ -f "$T/mod/$NAME" ] && pass "it landed under its real name" || fail "the file is missing"
+# The daemon logs it (-v: debug "committed ...") through its escaper.
+clean "$T/d.log" "daemon log after the push"
+has "$T/d.log" "committed $ESCAPED" "daemon log shows the name escaped"
+clean "$T/push.err" "client -v output of the push"
+has "$T/push.err" "$ESCAPED: 5 bytes" "client -v line shows the name escaped"
+
+# A pull of the same file: names now come from the daemon.
+"${CLIENT[@]}" -v "127.0.0.1:data/$NAME" "$T/pull/" >"$T/pull.out" 2>"$T/pull.err"
+rc=$?
+[ "$rc" -eq 0 ] && cmp -s "$T/src/$NAME" "$T/pull/$NAME" && pass "pull of it" ||
+	fail "pull: exit $rc: $(cat "$T/pull.err")"
+clean "$T/pull.err" "client -v output of the pull"
+has "$T/pull.err" "$ESCAPED: 5 bytes" "pull -v line shows the name escaped"
+
+# The daemon's listing for a dry-run pull, as text and as JSON.
+mkdir -p "$T/mod/tree"
+echo data >"$T/mod/tree/$NAME"
+"${CLIENT[@]}" -n -r 127.0.0.1:data/tree "$T/pull2/" >"$T/plan.out" 2>"$T/plan.err"
+clean "$T/plan.out" "pull listing (--dry-run)"
+has "$T/plan.out" "tree/$ESCAPED" "pull listing shows the name escaped"
+"${CLIENT[@]}" -n -r --json 127.0.0.1:data/tree "$T/pull2/" >"$T/plan.json" 2>"$T/plan.err"
+if python3 - "$T/plan.json" <<-'EOF'; then
+	import json, sys
+	raw = open(sys.argv[1], "rb").read()
+	text = raw.decode("utf-8")  # strict: JSON text is UTF-8
+	names = [json.loads(l)["name"] for l in text.splitlines() if '"plan"' in l]
+	want = "tree/a\n<0>FORGED\x1b[2J\u009b\ufffdz"
+	assert want in names, names
+	assert not any(0x80 <= b <= 0x9f for b in raw), "raw C1 byte"
+	assert b"\x1b" not in raw and b"\n<0>" not in raw
+	EOF
+	pass "--json listing is valid UTF-8 JSON with the controls as \\u escapes"
+else
+	fail "--json listing: $(od -c "$T/plan.json" | head -8)"
+fi
+
+# ---- 2. error texts from a hostile daemon ----
+# run_hostile MODE DESC CLIENT-ARGS...: rawserver in MODE, the client against it.
+run_hostile() {
+	local mode=$1 desc=$2
+	shift 2
+	rm -f "$T/rs.port"
+	python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
+		--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode "$mode" \
+		--timeout 10 >"$T/rs.out" 2>&1 &
+	local rs=$!
+	for _ in $(seq 1 100); do
+		[ -s "$T/rs.port" ] && break
+		sleep 0.05
+	done
+	[ -s "$T/rs.port" ] || { fail "$desc: rawserver did not start: $(cat "$T/rs.out")"; return; }
+	"$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key" \
+		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" "$@" >"$T/h.out" 2>"$T/h.err"
+	local rc=$?
+	wait "$rs"
+	[ "$rc" -ne 0 ] || [ "$mode" = list ] || fail "$desc: client exit 0"
+	clean "$T/h.err" "$desc: client stderr"
+	clean "$T/h.out" "$desc: client stdout"
+}
+HOSTILE_ESC='\x1b[2J\x0a<0>FORGED \xc2\x9b2J \x9b31m \x1b]0;pwned\x07end'
+run_hostile error-hello "ERROR instead of HELLO (ping)" ping 127.0.0.1
+has "$T/h.err" "$HOSTILE_ESC" "the daemon's text shown escaped (HELLO)"
+run_hostile error-open "ERROR in answer to OPEN (push)" "$T/src/$NAME" 127.0.0.1:data/x
+has "$T/h.err" "$HOSTILE_ESC" "the daemon's text shown escaped (OPEN)"
+run_hostile error-get "ERROR in answer to GET (dry-run pull)" -n -r 127.0.0.1:data/tree "$T/pull2/"
+has "$T/h.err" "$HOSTILE_ESC" "the daemon's text shown escaped (GET)"
+run_hostile list "hostile names in a dry-run pull listing" -n -r 127.0.0.1:data/tree "$T/pull2/"
+has "$T/h.out" 'tree/\x1b[2J\x09<0>FORGED' "hostile listed name shown escaped"
+
+finish
