@@ -842,9 +842,6 @@ static uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t 
 	const char *slash;
 	int r;
 
-	if (rx_map_name(e, f) < 0) {
-		return PERR_INTERNAL;
-	}
 	slash = strrchr(f->name, '/');
 	dirpath = slash ? strndup(f->name, (size_t)(slash - f->name)) : strdup("");
 	f->leaf = strdup(slash ? slash + 1 : f->name);
@@ -964,7 +961,7 @@ static uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_
 	const char *leaf;
 	int r;
 
-	if (rx_map_name(e, f) < 0 || asprintf(&tmp, "%s/x", f->name) < 0) {
+	if (asprintf(&tmp, "%s/x", f->name) < 0) {
 		return PERR_INTERNAL;
 	}
 	r = fspath_open_parent(e->p->base_fd, tmp, true, &fd, &leaf);
@@ -1062,6 +1059,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		struct proto_file *pf = &mf->files[i];
 		struct efile *f = &e->files[pf->id % FILE_TABLE];
 		uint32_t code;
+		int dup;
 
 		/* Ids strictly increase; the table bounds the files in flight. */
 		if (pf->id <= e->next_id || f->used) {
@@ -1090,9 +1088,17 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		} else if (fspath_validate(f->name) < 0) {
 			code = PERR_BAD_PATH;
 			snprintf(text, sizeof(text), "invalid name");
-		} else if (seen_add(e, f->name) == 0) {
-			code = PERR_DUPLICATE;
-			snprintf(text, sizeof(text), "same destination twice in one session");
+		} else if (rx_map_name(e, f) < 0) {
+			code = PERR_INTERNAL;
+		} else if ((dup = seen_add(e, f->name)) <= 0) {
+			/*
+			 * After the rename mapping: with OPEN "mod/target", "a", "b"
+			 * and a symlink "c" would all be "target" (issue 8 item 9).
+			 */
+			code = dup < 0 ? PERR_INTERNAL : PERR_DUPLICATE;
+			snprintf(text, sizeof(text), "%s",
+				 dup < 0 ? "out of memory"
+					 : "same destination twice in one session");
 		} else if (pf->ftype == PROTO_FT_DIR) {
 			code = rx_make_dir(e, f, text, sizeof(text));
 		} else if (pf->ftype == PROTO_FT_SYMLINK) {
