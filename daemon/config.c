@@ -1072,7 +1072,8 @@ static int check_unauth_limits(struct parse_state *ps)
 			       c->max_unauth, c->max_connections);
 	}
 	if (!ps->unauth_per_host_line) {
-		c->max_unauth_per_host = MIN(c->max_unauth_per_host, c->max_unauth);
+		/* One host may run several clients at once: as many as it may connect. */
+		c->max_unauth_per_host = MIN(c->max_per_host, c->max_unauth);
 	} else if (c->max_unauth_per_host > c->max_unauth) {
 		return fail_at(ps, ps->unauth_per_host_line,
 			       "'max unauthenticated per host' (%u) exceeds "
@@ -1133,7 +1134,6 @@ static void config_defaults(struct daemon_config *c)
 {
 	c->max_connections = 64;
 	c->max_per_host = 8;
-	c->max_unauth_per_host = 4;
 	c->handshake_timeout_s = 5;
 	c->idle_timeout_s = 300;
 	c->memory_budget = UINT64_C(4) << 30;

@@ -54,7 +54,7 @@ struct daemon_config {
 	unsigned max_connections;     /* default 64 */
 	unsigned max_per_host;	      /* default 8: per peer address */
 	unsigned max_unauth;	      /* in TLS/HELLO at once; default max connections / 2 */
-	unsigned max_unauth_per_host; /* the same per IPv4 address or IPv6 /64; default 4 */
+	unsigned max_unauth_per_host; /* per IPv4 address or IPv6 /64; default max_per_host */
 	unsigned handshake_timeout_s; /* default 5: TLS and HELLO together */
 	unsigned idle_timeout_s;      /* default 300 */
 	uint64_t memory_budget;	      /* pinned bytes, all sessions; default 4 GiB */

@@ -341,6 +341,8 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 		if (r < 0) {
 			log_notice("%s (%s): data lanes did not connect: %s", c->peer, c->id,
 				   strerror(-r));
+			chan_send_error(&c->chan, PERR_TRANSPORT, "data lanes did not connect: %s",
+					strerror(-r));
 		}
 	}
 	ops->listener_close(l);
@@ -685,9 +687,12 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 			}
 			log_notice("%s (%s): control channel: %s", c.peer, c.id, strerror(-r));
 			if (r != -ECONNRESET) {
+				char why[160];
+
 				chan_send_error(&c.chan, chan_err_code(r), "%s",
 						r == -ETIMEDOUT ? "idle timeout"
-								: "malformed message");
+								: chan_recv_error(&c.chan, r, why,
+										  sizeof(why)));
 			}
 			goto out;
 		}
@@ -719,7 +724,17 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	}
 out_clean:
 	tls_shutdown(c.tls, 1000);
+	goto out_free;
 out:
+	/*
+	 * Whatever ended the session, the client was told why (ERROR) where it
+	 * can still hear it; now a TLS close_notify, never a bare EOF (issue 8
+	 * item 11). Briefly: a client that won't answer it can't hold us.
+	 */
+	if (r != -ECONNRESET && r != -EPIPE) {
+		tls_shutdown(c.tls, 200);
+	}
+out_free:
 	chan_done(&c.chan);
 	tls_conn_free(c.tls);
 	return r;

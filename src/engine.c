@@ -152,6 +152,8 @@ struct engine {
 	char *err;
 	size_t errlen;
 	bool failed;
+	bool error_sent; /* the peer has been told why (ERROR) */
+	int fail_r;	 /* the -errno of the failure: -EREMOTEIO when the peer sent ERROR */
 
 	struct io_uring ring;
 	bool ring_ok;
@@ -248,6 +250,7 @@ static int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
 	if (!e->failed) {
 		e->failed = true;
 		e->err_code = code;
+		e->fail_r = r;
 		va_start(ap, fmt);
 		vsnprintf(e->err, e->errlen, fmt, ap);
 		va_end(ap);
@@ -1909,10 +1912,11 @@ static int on_control(struct engine *e)
 				return fail(e, PERR_TRANSPORT, r,
 					    "the peer closed the control connection mid-transfer");
 			}
-			if (r != -ETIMEDOUT) {
-				chan_send_error(e->p->chan, chan_err_code(r), "malformed message");
-			}
-			return fail(e, chan_err_code(r), r, "control channel: %s", strerror(-r));
+			char why[160];
+
+			/* engine_run tells the peer, with this reason. */
+			return fail(e, chan_err_code(r), r, "control channel: %s",
+				    chan_recv_error(e->p->chan, r, why, sizeof(why)));
 		}
 		r = on_message(e, &m);
 		msg_clear(&m);
@@ -2081,6 +2085,7 @@ static int tx_wait_ring(struct engine *e)
 	    m.u.ring.slot_size != e->p->chunk_size || m.u.ring.nkeys != e->p->x->nlanes) {
 		msg_clear(&m);
 		chan_send_error(e->p->chan, PERR_PROTOCOL, "bad RING");
+		e->error_sent = true;
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "receiver sent a bad RING");
 	}
 	e->rring_addr = m.u.ring.addr;
@@ -2215,6 +2220,7 @@ static int loop(struct engine *e)
 
 		if (p->stop && *p->stop) {
 			chan_send_error(p->chan, PERR_SHUTDOWN, "interrupted");
+			e->error_sent = true;
 			return fail(e, PERR_SHUTDOWN, -EINTR, "interrupted");
 		}
 		if (p->role == ENGINE_SENDER && step_sender(e) < 0) {
@@ -2267,6 +2273,7 @@ static int loop(struct engine *e)
 			}
 		} else if (ts_since(&e->last_activity) * 1000 > idle_ms) {
 			chan_send_error(p->chan, PERR_TIMEOUT, "idle timeout");
+			e->error_sent = true;
 			return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no progress for %d s",
 				    idle_ms / 1000);
 		} else if (!e->ping_out && ts_since(&e->last_activity) * 1000 > idle_ms / 3) {
@@ -2276,6 +2283,22 @@ static int loop(struct engine *e)
 		}
 	}
 	return -1;
+}
+
+/*
+ * A session that fails here tells the peer why before the caller closes the
+ * connection (issue 8 item 11): ERROR with the failure's code and reason, so
+ * a protocol violation is never answered by a bare EOF. Not when the peer
+ * ended it with its own ERROR, or when it was told already.
+ */
+static void report_failure(struct engine *e)
+{
+	if (e->error_sent || e->fail_r == -EREMOTEIO) {
+		return;
+	}
+	/* On a dead channel this fails quietly: nothing more to do then. */
+	chan_send_error(e->p->chan, e->err_code ? e->err_code : PERR_INTERNAL, "%s", e->err);
+	e->error_sent = true;
 }
 
 int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,
@@ -2311,6 +2334,7 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	}
 	if (e->failed) {
 		r = r < 0 ? r : -EIO;
+		report_failure(e);
 	}
 	teardown(e);
 	*ret_stats = e->st;

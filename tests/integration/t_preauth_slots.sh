@@ -6,7 +6,7 @@
 # connections per host") took every one of "max connections = 16" until the
 # handshake deadline, and `rdmacp ping` failed with exit 11. Now connections
 # still in TLS/HELLO are capped apart ("max unauthenticated", default half of
-# "max connections"; "max unauthenticated per host", default 4), the rest is
+# "max connections"; "max unauthenticated per host", default "max connections per host"), the rest is
 # a reserve for authenticated sessions, and the handshake deadline covers
 # TLS and HELLO together (a HELLO dripped byte by byte is cut off too).
 #
@@ -108,6 +108,17 @@ late=$(cat "$T"/silent-*.out | grep -o 'closed ([^)]*) [0-9.]* s' | awk '{ if ($
 pass "every silent connection closed, the last after $late s (deadline $HS s)"
 
 # ---- 2. per host: five silent from one address, the fifth refused at once ----
+# A second daemon: the per-host cap below "max connections per host" (8).
+D1_PORT=$PORT D1_PID=$DAEMON_PID
+PORT=$(free_port)
+write_conf "$T/d2.conf" "$PORT" "$CERTS" "handshake timeout = $HS" "idle timeout = 20" \
+	"max connections = 16" "max unauthenticated per host = 4"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod" >>"$T/d2.conf"
+start_daemon "$T/d2.conf" "$T/d.log2" "$PORT"
+CLIENT=("$RDMACP" --config /dev/null --cert "$CERTS/client.crt" --key "$CERTS/client.key"
+	--ca "$CERTS/ca.crt" -P "$PORT")
+mv "$T/d.log" "$T/d1.log"
+ln -sf "$T/d.log2" "$T/d.log"
 wait_idle
 BG=()
 for i in 1 2 3 4; do
@@ -128,6 +139,12 @@ expect_rc 0 "ping from 127.0.0.1 meanwhile" "${CLIENT[@]}" ping 127.0.0.1
 for e in "${BG[@]}"; do
 	wait "${e%%:*}" || { fail "${e#*:}: not held, then closed by the deadline"; sed 's/^/    /' "$T/${e#*:}.out"; }
 done
+
+stop_daemon "$DAEMON_PID"
+PORT=$D1_PORT DAEMON_PID=$D1_PID
+CLIENT=("$RDMACP" --config /dev/null --cert "$CERTS/client.crt" --key "$CERTS/client.key"
+	--ca "$CERTS/ca.crt" -P "$PORT")
+ln -sf "$T/d1.log" "$T/d.log"
 
 # ---- 3. one deadline for TLS and HELLO: a dripped HELLO header is cut off ----
 # TLS done, then the first byte of a HELLO at once and the second a second

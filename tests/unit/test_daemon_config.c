@@ -245,7 +245,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c->max_connections, 64);
 	assert_int_equal(c->max_per_host, 8);
 	assert_int_equal(c->max_unauth, 32);
-	assert_int_equal(c->max_unauth_per_host, 4);
+	assert_int_equal(c->max_unauth_per_host, 8);
 	assert_int_equal(c->handshake_timeout_s, 5);
 	assert_int_equal(c->idle_timeout_s, 300);
 	assert_int_equal(c->memory_budget, UINT64_C(4) << 30);
@@ -294,10 +294,16 @@ static void test_unauthenticated_limits(void **state)
 {
 	struct daemon_config *c;
 
-	write_conf("max connections = 16\n");
+	write_conf("max connections = 16\nmax connections per host = 6\n");
 	c = load_ok();
 	assert_int_equal(c->max_unauth, 8);
-	assert_int_equal(c->max_unauth_per_host, 4);
+	assert_int_equal(c->max_unauth_per_host, 6);
+	daemon_config_free(c);
+
+	write_conf("max connections = 64\nmax connections per host = 64\n");
+	c = load_ok();
+	assert_int_equal(c->max_unauth, 32);
+	assert_int_equal(c->max_unauth_per_host, 32);
 	daemon_config_free(c);
 
 	write_conf("max connections = 3\n");
