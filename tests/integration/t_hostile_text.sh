@@ -88,6 +88,30 @@ else
 	fail "--json listing: $(od -c "$T/plan.json" | head -8)"
 fi
 
+# ---- 1b. text a hostile client chooses: its software string, its ERROR ----
+RAWPEER_BIN=$BUILD_DIR/tests/rawpeer
+if [ -x "$RAWPEER_BIN" ]; then
+	RAWPEER=("$RAWPEER_BIN" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
+		--ca "$T/certs/ca.crt" --timeout 10)
+	# ERROR code 7, text "x\n<0>FORGED by peer\e[2J\xc2\x9b" as a frame payload.
+	text=$(printf 'x\n<0>FORGED by peer\033[2J\302\233' | od -An -tx1 | tr -d ' \n')
+	payload=$(printf '00000007%04x%s' $((${#text} / 2)) "$text")
+	mark=$(wc -l <"$T/d.log")
+	timeout 60 "${RAWPEER[@]}" hello "sw=rawpeer"$'\n<0>FORGED hello\e[2J\xc2\x9b' \
+		open push data/g lanes ring files 1:g:5 ack frame ERROR "$payload" \
+		wait closed >"$T/rp.out" 2>&1
+	for _ in $(seq 1 50); do
+		tail -n +"$((mark + 1))" "$T/d.log" | grep -q "transfer failed" && break
+		sleep 0.1
+	done
+	tail -n +"$((mark + 1))" "$T/d.log" >"$T/d.part"
+	clean "$T/d.part" "daemon log after a client's hostile HELLO and mid-transfer ERROR"
+	has "$T/d.part" 'peer: x\x0a<0>FORGED by peer\x1b[2J\xc2\x9b' "the client's ERROR text logged escaped"
+	has "$T/d.part" 'rawpeer\x0a<0>FORGED hello\x1b[2J\xc2\x9b' "the client's software string logged escaped"
+else
+	echo "note: no rawpeer in $BUILD_DIR/tests: hostile-client texts not checked"
+fi
+
 # ---- 2. error texts from a hostile daemon ----
 # run_hostile MODE DESC CLIENT-ARGS...: rawserver in MODE, the client against it.
 run_hostile() {
