@@ -9,6 +9,8 @@ serving one connection after another until --count connections were served
 (or --timeout seconds pass without one).
 
 Modes (what the client gets):
+  hello         HELLO, then nothing but reading until the client leaves (for
+                `rdmacp ping` against a certificate with a hostile name)
   error-hello   ERROR (code --code) with --text instead of HELLO
   error-open    HELLO, then ERROR with --text in answer to OPEN
   error-get     HELLO; OPEN (a dry-run pull) is answered with END, then GET
@@ -118,6 +120,10 @@ def serve(sock, args, text, name):
         send(sock, "ERROR", error_payload(args.code, text))
         return
     send(sock, "HELLO", hello_payload())
+    if args.mode == "hello":
+        while True:
+            t, _ = read_frame(sock)
+            say("got %s" % TYPE_NAMES.get(t, t))
     expect(sock, "OPEN")
     if args.mode == "error-open":
         send(sock, "ERROR", error_payload(args.code, text))
@@ -150,7 +156,7 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file")
     ap.add_argument("--mode", required=True,
-                    choices=("error-hello", "error-open", "error-get", "list"))
+                    choices=("hello", "error-hello", "error-open", "error-get", "list"))
     ap.add_argument("--code", type=int, default=5)
     ap.add_argument("--text-hex")
     ap.add_argument("--name-hex")

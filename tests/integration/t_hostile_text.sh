@@ -24,7 +24,7 @@ setup_standard "uid = root" "gid = root"
 # or as a single byte), no line that starts with a forged priority or text.
 clean() {
 	local file=$1 desc=$2
-	if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f\x80-\x9f]\|\xc2[\x80-\x9f]' "$file"; then
+	if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f\x80-\x9f]\|\xc2[\x80-\x9f]\|\xe2\x80[\xa8-\xae]' "$file"; then
 		fail "$desc: raw control bytes: $(LC_ALL=C grep -a -n $'[\x01-\x08\x0b-\x1f\x7f\x80-\x9f]' "$file" | head -3 | od -c | head -5)"
 	elif grep -q '^<0>\|^FORGED\|^<0>FORGED' "$file"; then
 		fail "$desc: a forged line: $(grep -n '^<0>\|FORGED' "$file" | head -3)"
@@ -113,12 +113,14 @@ else
 fi
 
 # ---- 2. error texts from a hostile daemon ----
-# run_hostile MODE DESC CLIENT-ARGS...: rawserver in MODE, the client against it.
+# run_hostile MODE DESC CLIENT-ARGS...: rawserver in MODE (with $RS_CERT, by
+# default the test server certificate), the client against it.
+RS_CERT=server
 run_hostile() {
 	local mode=$1 desc=$2
 	shift 2
 	rm -f "$T/rs.port"
-	python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
+	python3 "$RAWSERVER" --cert "$T/certs/$RS_CERT.crt" --key "$T/certs/$RS_CERT.key" \
 		--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode "$mode" \
 		--timeout 10 >"$T/rs.out" 2>&1 &
 	local rs=$!
@@ -131,7 +133,7 @@ run_hostile() {
 		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" "$@" >"$T/h.out" 2>"$T/h.err"
 	local rc=$?
 	wait "$rs"
-	[ "$rc" -ne 0 ] || [ "$mode" = list ] || fail "$desc: client exit 0"
+	[ "$rc" -ne 0 ] || [ "$mode" = list ] || [ "$mode" = hello ] || fail "$desc: client exit 0"
 	clean "$T/h.err" "$desc: client stderr"
 	clean "$T/h.out" "$desc: client stdout"
 }
@@ -144,5 +146,35 @@ run_hostile error-get "ERROR in answer to GET (dry-run pull)" -n -r 127.0.0.1:da
 has "$T/h.err" "$HOSTILE_ESC" "the daemon's text shown escaped (GET)"
 run_hostile list "hostile names in a dry-run pull listing" -n -r 127.0.0.1:data/tree "$T/pull2/"
 has "$T/h.out" 'tree/\x1b[2J\x09<0>FORGED' "hostile listed name shown escaped"
+
+# ---- 3. certificate names: a client's CN in the daemon's log, a daemon's in ping ----
+# (C0 controls in a CN make the library ignore the CN; C1 controls and
+# direction overrides are kept, so those must be escaped where printed.)
+# evil_cert NAME USAGE SAN: a certificate from the test CA with a hostile CN.
+evil_cert() {
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -utf8 \
+		-keyout "$T/certs/$1.key" -out "$T/certs/$1.csr" \
+		-subj "/CN=evil"$'\xc2\x9b2J\xe2\x80\xaeFORGED' &&
+		printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=%s\nsubjectAltName=%s\n' \
+			"$2" "$3" >"$T/certs/$1.ext" &&
+		openssl x509 -req -in "$T/certs/$1.csr" -CA "$T/certs/ca.crt" -CAkey "$T/certs/ca.key" \
+			-CAcreateserial -out "$T/certs/$1.crt" -days 2 -extfile "$T/certs/$1.ext"
+}
+if command -v openssl >/dev/null && [ -r "$T/certs/ca.key" ] &&
+	evil_cert evilclient clientAuth DNS:evil.example >"$T/openssl.log" 2>&1 &&
+	evil_cert evilserver serverAuth IP:127.0.0.1,DNS:localhost >>"$T/openssl.log" 2>&1; then
+	mark=$(wc -l <"$T/d.log")
+	"$RDMACP" --config /dev/null --cert "$T/certs/evilclient.crt" --key "$T/certs/evilclient.key" \
+		--ca "$T/certs/ca.crt" -P "$PORT" "$T/src/$NAME" 127.0.0.1:data/ >/dev/null 2>"$T/ev.err"
+	sleep 0.3
+	tail -n +"$((mark + 1))" "$T/d.log" >"$T/d.part"
+	clean "$T/d.part" "daemon log for a client certificate with a hostile CN"
+	has "$T/d.part" 'CN=evil\xc2\x9b2J\xe2\x80\xaeFORGED' "the client's CN logged escaped"
+	RS_CERT=evilserver
+	run_hostile hello "ping a daemon whose certificate has a hostile CN" ping 127.0.0.1
+	has "$T/h.out" 'CN=evil\xc2\x9b2J\xe2\x80\xaeFORGED' "the daemon's CN shown escaped by ping"
+else
+	echo "note: could not make certificates with hostile names: $(tail -2 "$T/openssl.log")"
+fi
 
 finish
