@@ -244,7 +244,11 @@ raw --port "$PORT3" --hello --sleep 3 --close-notify --expect closed --timeout 3
 	--source 127.0.0.2 >"$T/i5-auth-2.out" 2>&1 &
 I5_AUTH2=$!
 wait_started 2
-sleep 0.3
+# Both through HELLO (authenticated) before the silent ones come.
+for _ in $(seq 1 100); do
+	[ "$(tail -n +"$((D2_MARK + 1))" "$SLOG" | grep -c '): connected (')" -ge 2 ] && break
+	sleep 0.05
+done
 bg_silent i5-silent-1
 bg_silent i5-silent-2 --source 127.0.0.2
 wait_started 4
