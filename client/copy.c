@@ -497,8 +497,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 			output_plan(&x.out, srcs.v[i].name, srcs.v[i].size);
 		}
 	} else if (rc == 0) {
-		ep.srcs = srcs.v;
-		ep.nsrcs = srcs.n;
+		src_list_source(&srcs, &ep.source);
 		ep.bwlimit = o->bwlimit;
 		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
 	}

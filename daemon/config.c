@@ -735,6 +735,11 @@ static int m_gid(struct parse_state *ps, const char *key, const char *value)
 	return 0;
 }
 
+static int m_max_files(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_uint_key(ps, key, value, 1, UINT32_MAX, &cur_module(ps)->max_files);
+}
+
 static int m_comment(struct parse_state *ps, const char *key, const char *value)
 {
 	return 0;
@@ -770,6 +775,7 @@ static const struct key_handler module_keys[] = {
 	{ "uid", false, m_uid },
 	{ "gid", false, m_gid },
 	{ "comment", false, m_comment },
+	{ "max files per session", false, m_max_files },
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= 32 && ARRAY_SIZE(module_keys) <= 32,
@@ -861,6 +867,7 @@ static int add_module(struct parse_state *ps, const char *name)
 	m = &c->modules[c->nmodules++];
 	memset(m, 0, sizeof(*m));
 	strcpy(m->name, name);
+	m->max_files = DAEMON_DEFAULT_MAX_FILES;
 	return 0;
 }
 

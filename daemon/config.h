@@ -16,6 +16,9 @@
 #define DAEMON_MAX_MODULES  256
 #define DAEMON_MAX_ALLOW    64
 
+/* Entries one pull may list or send, unless the module says otherwise. */
+#define DAEMON_DEFAULT_MAX_FILES 1000000
+
 struct listen_addr {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -44,6 +47,7 @@ struct module {
 	bool have_uid, have_gid;
 	uid_t uid;
 	gid_t gid;
+	unsigned max_files; /* entries one session may list or send; default 1000000 */
 };
 
 struct daemon_config {

@@ -6,6 +6,7 @@
  */
 #include "serve.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -245,8 +246,10 @@ static void ev_file_failed(void *ud, const char *name, uint32_t code, const char
 		   proto_err_name(code), log_escape(text, esc2, sizeof(esc2)));
 }
 
+struct get_source;
 static int expand_get(struct conn *c, const struct module *m, int rootfd, bool recursive,
-		      struct src_list *ret);
+		      struct get_source *g);
+static void get_source_engine(struct get_source *g, struct engine_source *ret);
 
 /*
  * The data path's listener on the control connection's own address: verbs
@@ -292,7 +295,7 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
 
 /* Set up the data connection the client asked for, then run the engine. */
 static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const struct module *m,
-			       int basefd, const char *rename_to, struct src_list *pull_srcs)
+			       int basefd, const char *rename_to, struct get_source *pull_srcs)
 {
 	const struct daemon_config *cfg = c->cfg;
 	const struct xport_ops *ops = NULL;
@@ -359,8 +362,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 			return r;
 		}
 		ep.role = ENGINE_SENDER;
-		ep.srcs = pull_srcs->v;
-		ep.nsrcs = pull_srcs->n;
+		get_source_engine(pull_srcs, &ep.source);
 		ep.pool_chunks = (uint32_t)MAX(cfg->pool_size / chunk / 2, 2);
 	} else {
 		ep.role = ENGINE_RECEIVER;
@@ -402,7 +404,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 
 /* The client asked for an OPEN: is this peer allowed to do it on this module? */
 static int run_transfer(struct conn *c, const struct msg_open *o, const struct module *m,
-			int basefd, const char *rename_to, struct src_list *pull_srcs)
+			int basefd, const char *rename_to, struct get_source *pull_srcs)
 {
 	int r = run_transfer_pinned(c, o, m, basefd, rename_to, pull_srcs);
 
@@ -445,28 +447,82 @@ static int accept_dry_run(struct conn *c)
 	return chan_send(&c->chan, &end);
 }
 
-struct get_ctx {
+/*
+ * What a pull sends: the walk of the GET's paths, made as the engine (or the
+ * dry run's listing) asks for entries, and capped by the module.
+ */
+struct get_source {
 	struct conn *c;
-	int failures;
+	const struct module *m;
+	struct walk *w;
 };
 
 static void pull_warning(void *ud, const char *path, const char *why)
 {
-	struct get_ctx *g = ud;
+	struct get_source *g = ud;
 	char esc[PROTO_MAX_PATH * 4 + 1];
 
 	log_notice("%s (%s): pull: %s: %s", g->c->peer, g->c->id,
 		   log_escape(path, esc, sizeof(esc)), why);
 }
 
+static int get_source_next(void *ud, const struct engine_src **ret, char *why, size_t whylen)
+{
+	struct get_source *g = ud;
+	int r = walk_next(g->w, ret);
+
+	if (r == -E2BIG) {
+		snprintf(why, whylen,
+			 "more than %u files in one session: module '%s' allows no more "
+			 "('max files per session')",
+			 g->m->max_files, g->m->name);
+		return -EPERM;
+	}
+	return r;
+}
+
+static void get_source_engine(struct get_source *g, struct engine_source *ret)
+{
+	*ret = (struct engine_source){ .next = get_source_next, .ud = g };
+}
+
+/*
+ * Has this GET named (path, name) already? The same path twice would only
+ * send the same entries twice, which the client refuses as duplicates: it
+ * is walked once. A path inside another one (data/a and data/a/b with -r)
+ * is a different request, as with cp -r: its entries have other names and
+ * other destinations, so it is kept; the per-session file cap bounds what
+ * such overlaps can cost.
+ */
+static bool get_path_seen(char *const *paths, char *const *names, size_t n, const char *path,
+			  const char *name)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(paths[i], path) && !strcmp(names[i], name)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static void free_strings(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i]);
+	}
+}
+
 /*
  * Expand the client's GET beneath the module: every path resolved without
- * following symlinks, named after its last component (as scp does).
+ * following symlinks, named after its last component (as scp does), each
+ * distinct one queued once on the walker. Only the top entries are looked
+ * at now; what lies below them is listed as it is sent.
  */
 static int expand_get(struct conn *c, const struct module *m, int rootfd, bool recursive,
-		      struct src_list *ret)
+		      struct get_source *g)
 {
-	struct get_ctx g = { .c = c };
+	char *seen_paths[PROTO_MAX_BATCH], *seen_names[PROTO_MAX_BATCH];
+	size_t nseen = 0;
 	struct msg in;
 	int r;
 
@@ -479,7 +535,9 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 		msg_clear(&in);
 		return refuse(c, PERR_PROTOCOL, "expected GET");
 	}
-	for (size_t i = 0; i < in.u.get.count; i++) {
+	walk_set_max_entries(g->w, m->max_files);
+	static_assert(PROTO_MAX_BATCH <= ARRAY_SIZE(seen_paths), "GET holds PROTO_MAX_BATCH paths");
+	for (size_t i = 0; i < in.u.get.count && i < PROTO_MAX_BATCH; i++) {
 		const char *path = in.u.get.paths[i], *rel = NULL;
 		const struct module *pm = resolve_module(c->cfg, path, &rel);
 		_cleanup_free_ char *trimmed = NULL;
@@ -510,7 +568,17 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 			break;
 		}
 		name = lastname;
-		r = walk_add(ret, rootfd, trimmed, name, recursive, pull_warning, &g);
+		if (get_path_seen(seen_paths, seen_names, nseen, trimmed, name)) {
+			log_debug("%s: GET names '%s' again: walked once", c->peer, esc);
+			continue;
+		}
+		seen_names[nseen] = strdup(name);
+		if (!seen_names[nseen]) {
+			r = -ENOMEM;
+			break;
+		}
+		seen_paths[nseen++] = TAKE_PTR(trimmed);
+		r = walk_add_root(g->w, rootfd, seen_paths[nseen - 1], name, recursive);
 		if (r < 0) {
 			r = refuse(c,
 				   r == -ENOENT			? PERR_NOT_FOUND
@@ -524,39 +592,61 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 			break;
 		}
 	}
+	free_strings(seen_paths, nseen);
+	free_strings(seen_names, nseen);
 	msg_clear(&in);
 	return r < 0 ? r : 0;
 }
 
 /* Dry run of a pull: list what would be sent, in FILES batches, then END. */
-static int list_plan(struct conn *c, const struct src_list *l)
+static int list_plan(struct get_source *g)
 {
+	struct conn *c = g->c;
 	struct proto_file pf[PROTO_MAX_BATCH];
+	char *names[PROTO_MAX_BATCH], *links[PROTO_MAX_BATCH];
 	struct msg m = { .type = MSG_FILES }, end = { .type = MSG_END };
-	size_t i = 0;
-	int r = 0;
+	char why[256] = "";
+	uint32_t id = 0;
+	int r;
 
-	while (i < l->n && r >= 0) {
+	do {
+		const struct engine_src *e;
 		size_t n = 0;
-		for (; n < PROTO_MAX_BATCH && i < l->n; n++, i++) {
-			const struct engine_src *e = &l->v[i];
-			pf[n] = (struct proto_file){ .id = (uint32_t)i + 1,
+
+		/* Copies: the walker reuses an entry's strings for the next one. */
+		while (n < PROTO_MAX_BATCH && (r = get_source_next(g, &e, why, sizeof(why))) > 0) {
+			names[n] = strdup(e->name);
+			links[n] = e->link ? strdup(e->link) : NULL;
+			pf[n] = (struct proto_file){ .id = ++id,
 						     .ftype = e->ftype,
 						     .mode = e->mode,
 						     .size = e->size,
 						     .mtime_sec = e->mtime.tv_sec,
 						     .mtime_nsec = (uint32_t)e->mtime.tv_nsec,
-						     .name = e->name,
-						     .link = e->link };
+						     .name = names[n],
+						     .link = links[n] };
+			n++;
+			if (!names[n - 1] || (e->link && !links[n - 1])) {
+				r = -ENOMEM;
+				break;
+			}
 		}
-		m.u.files.count = (uint16_t)n;
-		m.u.files.files = pf;
-		r = chan_queue(&c->chan, &m);
+		if (r >= 0 && n > 0) {
+			m.u.files.count = (uint16_t)n;
+			m.u.files.files = pf;
+			r = chan_queue(&c->chan, &m);
+			r = r < 0 ? r : 1;
+		}
+		free_strings(names, n);
+		free_strings(links, n);
+	} while (r > 0);
+	if (r == -EPERM && why[0]) {
+		return refuse(c, PERR_PERMISSION, "%s", why);
 	}
-	if (r >= 0) {
-		r = chan_send(&c->chan, &end);
+	if (r < 0) {
+		return refuse(c, PERR_IO, "listing the sources: %s", strerror(-r));
 	}
-	return r;
+	return chan_send(&c->chan, &end);
 }
 
 static int handle_open(struct conn *c, const struct msg_open *o)
@@ -579,22 +669,25 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 		return refuse(c, PERR_IO, "module '%s' is unavailable", m->name);
 	}
 	if (o->direction == PROTO_DIR_PULL) {
-		struct src_list srcs = { 0 };
+		struct get_source g = { .c = c, .m = m };
 		bool recursive = o->flags & PROTO_OPEN_RECURSIVE;
 
+		r = walk_new(pull_warning, &g, &g.w);
+		if (r < 0) {
+			return refuse(c, PERR_INTERNAL, "out of memory");
+		}
 		if (o->flags & PROTO_OPEN_DRY_RUN) {
 			r = accept_dry_run(c);
 			if (r >= 0) {
-				r = expand_get(c, m, rootfd, recursive, &srcs);
+				r = expand_get(c, m, rootfd, recursive, &g);
 			}
 			if (r >= 0) {
-				r = list_plan(c, &srcs);
+				r = list_plan(&g);
 			}
-			src_list_free(&srcs);
-			return r;
+		} else {
+			r = run_transfer(c, o, m, rootfd, NULL, &g);
 		}
-		r = run_transfer(c, o, m, rootfd, NULL, &srcs);
-		src_list_free(&srcs);
+		walk_free(g.w);
 		return r;
 	}
 	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR,
@@ -613,6 +706,26 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 		close(dest.fd);
 	}
 	return r;
+}
+
+/* The session's peak resident memory, for the debug log (and the tests that bound it). */
+static void log_peak_memory(const struct conn *c)
+{
+	_cleanup_fclose_ FILE *f = NULL;
+	char line[128];
+
+	if (log_get_max_level() < LOG_DEBUG) {
+		return;
+	}
+	f = fopen("/proc/self/status", "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long kb;
+
+		if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) {
+			log_debug("%s: session peak memory %llu kB (VmHWM)", c->peer, kb);
+			return;
+		}
+	}
 }
 
 static void describe_peer(struct conn *c)
@@ -735,6 +848,7 @@ out:
 		tls_shutdown(c.tls, 200);
 	}
 out_free:
+	log_peak_memory(&c);
 	chan_done(&c.chan);
 	tls_conn_free(c.tls);
 	return r;

@@ -6,8 +6,9 @@ pkgs=(
 	libssl-dev liburing-dev libxxhash-dev libinih-dev libsystemd-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
 	openssl python3 iproute2 procps util-linux jq
-	# tests: systemd units and man pages, the Soft-RoCE VM, helpers
-	systemd man-db groff-base libcap2-bin xxhash
+	# tests: systemd units and man pages, the Debian package (dpkg-shlibdeps),
+	# the Soft-RoCE VM, helpers
+	systemd man-db groff-base dpkg-dev libcap2-bin xxhash
 	qemu-system-x86 busybox-static cpio xz-utils
 )
 missing=()

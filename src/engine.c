@@ -94,7 +94,8 @@ struct efile {
 	uint32_t fail_code;
 	char fail_text[256];
 	/* sender */
-	size_t src;
+	char *src_path; /* what to open, relative to src_dirfd */
+	int src_dirfd;
 	bool acked, started, finished, done_sent;
 	int fd, dfd;
 	struct dio_align dio;
@@ -170,7 +171,11 @@ struct engine {
 	uint32_t files_open; /* entries used */
 
 	/* sender */
-	size_t next_src;    /* next source to offer */
+	/* Taken from the source and not offered yet; the source has no more; offered in all. */
+	const struct engine_src *next_src;
+	bool src_done;
+	uint32_t offered;
+
 	uint32_t oldest_id; /* no file below this id is in flight */
 	uint32_t offered_unresolved;
 	uint32_t open_fds;
@@ -331,6 +336,7 @@ static void file_release(struct engine *e, struct efile *f)
 	}
 	free(f->name);
 	free(f->leaf);
+	free(f->src_path);
 	memset(f, 0, sizeof(*f));
 	f->fd = f->dfd = f->tfd = f->dir = -1;
 	e->files_open--;
@@ -1323,18 +1329,50 @@ static void rx_write_done(struct engine *e, uint32_t slot, int res)
 
 /* ---- sender ------------------------------------------------------------- */
 
+/*
+ * Take the next entry from the source unless one is waiting already. False
+ * when there is none: the source is done, or failed (then the peer is told).
+ */
+static bool tx_have_src(struct engine *e)
+{
+	const struct engine_source *src = &e->p->source;
+	char why[256] = "";
+	int r;
+
+	if (e->next_src || e->src_done || e->failed) {
+		return e->next_src != NULL;
+	}
+	r = src->next ? src->next(src->ud, &e->next_src, why, sizeof(why)) : 0;
+	if (r > 0 && e->offered == UINT32_MAX) {
+		r = -E2BIG; /* ids and END's count are 32-bit */
+	}
+	if (r <= 0) {
+		e->next_src = NULL;
+		e->src_done = true;
+	}
+	if (r < 0) {
+		if (!why[0]) {
+			snprintf(why, sizeof(why), "listing the sources: %s", strerror(-r));
+		}
+		chan_send_error(e->p->chan, errno_to_perr(r), "%s", why);
+		fail(e, errno_to_perr(r), r, "%s", why);
+	}
+	return e->next_src != NULL;
+}
+
 static int tx_offer(struct engine *e)
 {
 	struct msg m = { .type = MSG_FILES };
 	struct proto_file pf[PROTO_MAX_BATCH];
+	char *links[PROTO_MAX_BATCH];
 	int r;
 
-	while (e->next_src < e->p->nsrcs && e->offered_unresolved < FILES_WINDOW) {
+	while (e->offered_unresolved < FILES_WINDOW && tx_have_src(e)) {
 		uint32_t n = 0;
 
-		while (n < PROTO_MAX_BATCH && e->next_src < e->p->nsrcs &&
-		       e->offered_unresolved < FILES_WINDOW) {
-			const struct engine_src *s = &e->p->srcs[e->next_src];
+		while (n < PROTO_MAX_BATCH && e->offered_unresolved < FILES_WINDOW &&
+		       tx_have_src(e)) {
+			const struct engine_src *s = e->next_src;
 			uint32_t id = ++e->next_id;
 			struct efile *f = &e->files[id % FILE_TABLE];
 
@@ -1347,12 +1385,18 @@ static int tx_offer(struct engine *e)
 			e->files_open++;
 			f->id = id;
 			f->fd = f->dfd = f->tfd = f->dir = -1;
-			f->src = e->next_src;
 			f->name = strdup(s->name);
+			f->src_path = strdup(s->path);
+			f->src_dirfd = s->dirfd;
 			f->ftype = s->ftype;
 			f->size = s->size;
 			ts_now(&f->t0);
-			if (!f->name) {
+			/* The message keeps its own copies: the source may reuse s. */
+			links[n] = s->link ? strdup(s->link) : NULL;
+			if (!f->name || !f->src_path || (s->link && !links[n])) {
+				for (uint32_t i = 0; i <= n; i++) {
+					free(links[i]);
+				}
 				return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 			}
 			pf[n] = (struct proto_file){
@@ -1364,24 +1408,31 @@ static int tx_offer(struct engine *e)
 				.mtime_nsec = (uint32_t)s->mtime.tv_nsec,
 				.uid = s->uid,
 				.gid = s->gid,
-				.name = s->name,
-				.link = s->link,
+				.name = f->name,
+				.link = links[n],
 			};
 			n++;
-			e->next_src++;
+			e->next_src = NULL;
+			e->offered++;
 			e->offered_unresolved++;
 		}
-		if (n == 0) {
+		if (n == 0 || e->failed) {
+			for (uint32_t i = 0; i < n; i++) {
+				free(links[i]);
+			}
 			break;
 		}
 		m.u.files.count = (uint16_t)n;
 		m.u.files.files = pf;
 		r = chan_queue(e->p->chan, &m);
+		for (uint32_t i = 0; i < n; i++) {
+			free(links[i]);
+		}
 		if (r < 0) {
 			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
 	}
-	return 0;
+	return e->failed ? -1 : 0;
 }
 
 static int tx_send_done(struct engine *e, struct efile *f)
@@ -1414,13 +1465,12 @@ static int tx_send_done(struct engine *e, struct efile *f)
 /* Open an accepted source; O_DIRECT on a second descriptor where it applies. */
 static int tx_open(struct engine *e, struct efile *f)
 {
-	const struct engine_src *s = &e->p->srcs[f->src];
 	struct stat st;
 	char proc[64];
 	int fd;
 
 	/* Beneath dirfd without following symlinks, unless dirfd is AT_FDCWD. */
-	int r = diskio_open_read(s->dirfd, s->path, 0, &fd, NULL, &st);
+	int r = diskio_open_read(f->src_dirfd, f->src_path, 0, &fd, NULL, &st);
 	if (r < 0) {
 		file_fail(f, errno_to_perr(r), "open: %s", strerror(-r));
 		return 0;
@@ -2189,9 +2239,9 @@ static int step_sender(struct engine *e)
 			}
 		}
 	}
-	if (!e->sent_end && e->next_src == e->p->nsrcs && e->offered_unresolved == 0) {
+	if (!e->sent_end && e->src_done && !e->next_src && e->offered_unresolved == 0) {
 		struct msg m = { .type = MSG_END };
-		m.u.end.files = (uint32_t)e->p->nsrcs;
+		m.u.end.files = e->offered;
 		m.u.end.bytes = e->st.bytes;
 		if (chan_queue(e->p->chan, &m) < 0) {
 			return fail(e, PERR_IO, -EIO, "control channel");

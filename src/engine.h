@@ -46,6 +46,18 @@ struct engine_src {
 	char *link; /* symlink target */
 };
 
+/*
+ * Where the sender's entries come from, one at a time, so that a tree of
+ * any size is offered without being held whole. next() returns 1 with *ret
+ * valid until its following call, 0 when there are no more, or -errno: the
+ * session fails and the peer is told why (the text next() wrote into why,
+ * else strerror). The engine copies what it keeps of an entry.
+ */
+struct engine_source {
+	int (*next)(void *ud, const struct engine_src **ret, char *why, size_t whylen);
+	void *ud;
+};
+
 struct engine_stats {
 	uint64_t files_ok;
 	uint64_t files_failed;
@@ -75,8 +87,7 @@ struct engine_params {
 	int idle_timeout_ms;
 	bool busy_poll; /* --poll: spin on completions instead of sleeping in poll() */
 	/* sender */
-	struct engine_src *srcs;
-	size_t nsrcs;
+	struct engine_source source;
 	uint64_t bwlimit; /* bytes per second on the data path, 0 = none */
 	/* receiver */
 	int base_fd;	       /* destination directory (borrowed) */

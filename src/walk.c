@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Building the sender's entry list (see walk.h). */
+/* The streaming walk of the sender's entries (see walk.h). */
 #include "walk.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,37 +18,97 @@
 
 #define WALK_MAX_DEPTH 128
 
-void src_list_free(struct src_list *l)
+/* A directory being listed: one per level, so at most WALK_MAX_DEPTH + 1. */
+struct walk_frame {
+	DIR *d;
+	char *path; /* relative to the root's fd */
+	char *name; /* on the wire */
+	unsigned depth;
+};
+
+struct walk_root {
+	struct engine_src top; /* made when the root was queued */
+	bool recursive;
+};
+
+struct walk {
+	walk_warn_fn warn;
+	void *ud;
+	struct walk_root *roots;
+	size_t nroots, roots_cap, next_root;
+	int rootfd; /* of the root being walked */
+	struct walk_frame stack[WALK_MAX_DEPTH + 1];
+	size_t nstack;
+	struct engine_src cur; /* the entry handed out last */
+	uint64_t count, max;
+	bool over;
+};
+
+static void src_clear(struct engine_src *e)
 {
-	for (size_t i = 0; i < l->n; i++) {
-		free(l->v[i].name);
-		free(l->v[i].path);
-		free(l->v[i].link);
-	}
-	free(l->v);
-	memset(l, 0, sizeof(*l));
+	free(e->name);
+	free(e->path);
+	free(e->link);
+	memset(e, 0, sizeof(*e));
 }
 
-static int push_entry(struct src_list *l, int rootfd, const char *path, const char *name,
+static void pop_frame(struct walk *w)
+{
+	struct walk_frame *f = &w->stack[--w->nstack];
+
+	closedir(f->d);
+	free(f->path);
+	free(f->name);
+	memset(f, 0, sizeof(*f));
+}
+
+int walk_new(walk_warn_fn warn, void *ud, struct walk **ret)
+{
+	struct walk *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		return -ENOMEM;
+	}
+	w->warn = warn;
+	w->ud = ud;
+	*ret = w;
+	return 0;
+}
+
+void walk_free(struct walk *w)
+{
+	if (!w) {
+		return;
+	}
+	while (w->nstack > 0) {
+		pop_frame(w);
+	}
+	for (size_t i = 0; i < w->nroots; i++) {
+		src_clear(&w->roots[i].top);
+	}
+	free(w->roots);
+	src_clear(&w->cur);
+	free(w);
+}
+
+void walk_set_max_entries(struct walk *w, uint64_t max)
+{
+	w->max = max;
+}
+
+uint64_t walk_count(const struct walk *w)
+{
+	return w->count;
+}
+
+/* Fill e from st; takes link. */
+static int make_entry(struct engine_src *e, int rootfd, const char *path, const char *name,
 		      const struct stat *st, uint8_t ftype, char *link)
 {
-	struct engine_src *e;
-
 	if (strlen(name) > PROTO_MAX_PATH) {
 		free(link);
 		return -ENAMETOOLONG;
 	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct engine_src *v = realloc(l->v, cap * sizeof(*v));
-		if (!v) {
-			free(link);
-			return -ENOMEM;
-		}
-		l->v = v;
-		l->cap = cap;
-	}
-	e = &l->v[l->n];
 	*e = (struct engine_src){
 		.name = strdup(name),
 		.path = strdup(path),
@@ -61,24 +122,97 @@ static int push_entry(struct src_list *l, int rootfd, const char *path, const ch
 		.link = link,
 	};
 	if (!e->name || !e->path) {
-		free(e->name);
-		free(e->path);
-		free(link);
+		src_clear(e);
 		return -ENOMEM;
 	}
-	l->n++;
-	l->total_bytes += e->size;
 	return 0;
 }
 
-static char *join(const char *a, const char *b)
+/*
+ * The entry for one thing found: 1 with e filled, 0 when it is skipped with
+ * a warning, -errno when it can't be sent (-EISDIR: a directory, not
+ * recursive).
+ */
+static int classify(struct walk *w, struct engine_src *e, int rootfd, const char *path,
+		    const char *name, const struct stat *st, int parentfd, const char *leaf,
+		    bool recursive)
 {
-	char *s;
+	int r;
 
-	if (a[0] == '\0') {
-		return strdup(b);
+	if (S_ISREG(st->st_mode)) {
+		r = make_entry(e, rootfd, path, name, st, PROTO_FT_REG, NULL);
+		return r < 0 ? r : 1;
 	}
-	return asprintf(&s, "%s%s%s", a, a[strlen(a) - 1] == '/' ? "" : "/", b) < 0 ? NULL : s;
+	if (S_ISDIR(st->st_mode)) {
+		if (!recursive) {
+			return -EISDIR;
+		}
+		r = make_entry(e, rootfd, path, name, st, PROTO_FT_DIR, NULL);
+		return r < 0 ? r : 1;
+	}
+	if (S_ISLNK(st->st_mode)) {
+		char *target = malloc(PROTO_MAX_PATH + 1);
+		ssize_t n;
+		if (!target) {
+			return -ENOMEM;
+		}
+		n = readlinkat(parentfd, leaf, target, PROTO_MAX_PATH + 1);
+		if (n <= 0 || n > PROTO_MAX_PATH) {
+			free(target);
+			return n < 0 ? negerrno() : -ENAMETOOLONG;
+		}
+		target[n] = '\0';
+		r = make_entry(e, rootfd, path, name, st, PROTO_FT_SYMLINK, target);
+		return r < 0 ? r : 1;
+	}
+	w->warn(w->ud, path, "not a regular file, directory or symlink: skipped");
+	return 0;
+}
+
+int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name, bool recursive)
+{
+	struct walk_root root = { .recursive = recursive };
+	_cleanup_close_ int parentfd = -1;
+	const char *leaf = path;
+	struct stat st;
+	int r;
+
+	if (rootfd == AT_FDCWD) {
+		/* The command line's own symlinks are followed, like cp and scp. */
+		if (stat(path, &st) < 0) {
+			return negerrno();
+		}
+		r = classify(w, &root.top, rootfd, path, name, &st, AT_FDCWD, path, recursive);
+	} else if (path[0] == '\0') {
+		if (fstat(rootfd, &st) < 0) {
+			return negerrno();
+		}
+		r = classify(w, &root.top, rootfd, path, name, &st, rootfd, ".", recursive);
+	} else {
+		r = fspath_open_parent(rootfd, path, false, &parentfd, &leaf);
+		if (r < 0) {
+			return r;
+		}
+		if (fstatat(parentfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			return negerrno();
+		}
+		r = classify(w, &root.top, rootfd, path, name, &st, parentfd, leaf, recursive);
+	}
+	if (r <= 0) {
+		return r; /* 0: skipped with a warning, nothing to queue */
+	}
+	if (w->nroots == w->roots_cap) {
+		size_t cap = w->roots_cap ? w->roots_cap * 2 : 8;
+		struct walk_root *v = reallocarray(w->roots, cap, sizeof(*v));
+		if (!v) {
+			src_clear(&root.top);
+			return -ENOMEM;
+		}
+		w->roots = v;
+		w->roots_cap = cap;
+	}
+	w->roots[w->nroots++] = root;
+	return 0;
 }
 
 /* Open a directory for listing: beneath rootfd, or plainly for local paths. */
@@ -95,124 +229,205 @@ static int open_dir(int rootfd, const char *path, int *ret_fd)
 	return fspath_open_dir(rootfd, path, ret_fd);
 }
 
-static int add_one(struct src_list *l, int rootfd, const char *path, const char *name,
-		   const struct stat *st, int parentfd, const char *leaf, bool recursive,
-		   unsigned depth, walk_warn_fn warn, void *ud);
-
-static int add_dir_contents(struct src_list *l, int rootfd, const char *path, const char *name,
-			    unsigned depth, walk_warn_fn warn, void *ud)
+/* Start listing the directory just handed out (w->cur) at `depth`. */
+static int descend(struct walk *w, unsigned depth)
 {
+	struct walk_frame *f;
 	_cleanup_close_ int fd = -1;
 	DIR *d;
-	struct dirent *de;
 	int r;
 
 	if (depth > WALK_MAX_DEPTH) {
-		warn(ud, path, "too deep, skipped");
+		w->warn(w->ud, w->cur.path, "too deep, skipped");
 		return 0;
 	}
-	r = open_dir(rootfd, path, &fd);
+	assert(w->nstack < ARRAY_SIZE(w->stack));
+	r = open_dir(w->rootfd, w->cur.path, &fd);
 	if (r < 0) {
-		warn(ud, path, strerror(-r));
+		w->warn(w->ud, w->cur.path, strerror(-r));
 		return 0;
 	}
 	d = fdopendir(fd);
 	if (!d) {
-		warn(ud, path, strerror(errno));
+		w->warn(w->ud, w->cur.path, strerror(errno));
 		return 0;
 	}
-	fd = -1; /* owned by d now */
-	r = 0;
-	while (r >= 0 && (errno = 0, de = readdir(d))) {
-		struct stat st;
-		_cleanup_free_ char *cpath = NULL, *cname = NULL;
+	TAKE_FD(fd); /* owned by d now */
+	f = &w->stack[w->nstack];
+	*f = (struct walk_frame){
+		.d = d, .path = strdup(w->cur.path), .name = strdup(w->cur.name), .depth = depth
+	};
+	w->nstack++;
+	if (!f->path || !f->name) {
+		pop_frame(w);
+		return -ENOMEM;
+	}
+	return 0;
+}
 
+static char *join(const char *a, const char *b)
+{
+	char *s;
+
+	if (a[0] == '\0') {
+		return strdup(b);
+	}
+	return asprintf(&s, "%s%s%s", a, a[strlen(a) - 1] == '/' ? "" : "/", b) < 0 ? NULL : s;
+}
+
+/* The next entry of the innermost directory: 1 in w->cur, 0 when it is done, -ENOMEM. */
+static int next_in_dir(struct walk *w)
+{
+	struct walk_frame *f = &w->stack[w->nstack - 1];
+	struct dirent *de;
+
+	for (;;) {
+		_cleanup_free_ char *cpath = NULL, *cname = NULL;
+		struct stat st;
+		int r;
+
+		errno = 0;
+		de = readdir(f->d);
+		if (!de) {
+			if (errno) {
+				w->warn(w->ud, f->path, strerror(errno));
+			}
+			return 0;
+		}
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
 			continue;
 		}
-		cpath = join(path, de->d_name);
-		cname = join(name, de->d_name);
+		cpath = join(f->path, de->d_name);
+		cname = join(f->name, de->d_name);
 		if (!cpath || !cname) {
-			r = -ENOMEM;
-			break;
-		}
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			warn(ud, cpath, strerror(errno));
-			continue;
-		}
-		r = add_one(l, rootfd, cpath, cname, &st, dirfd(d), de->d_name, true, depth + 1,
-			    warn, ud);
-		if (r == -ENOMEM) {
-			break;
-		}
-		if (r < 0) {
-			warn(ud, cpath, strerror(-r));
-			r = 0;
-		}
-	}
-	closedir(d);
-	return r == -ENOMEM ? r : 0;
-}
-
-static int add_one(struct src_list *l, int rootfd, const char *path, const char *name,
-		   const struct stat *st, int parentfd, const char *leaf, bool recursive,
-		   unsigned depth, walk_warn_fn warn, void *ud)
-{
-	if (S_ISREG(st->st_mode)) {
-		return push_entry(l, rootfd, path, name, st, PROTO_FT_REG, NULL);
-	}
-	if (S_ISDIR(st->st_mode)) {
-		int r;
-		if (!recursive) {
-			return -EISDIR;
-		}
-		r = push_entry(l, rootfd, path, name, st, PROTO_FT_DIR, NULL);
-		return r < 0 ? r : add_dir_contents(l, rootfd, path, name, depth, warn, ud);
-	}
-	if (S_ISLNK(st->st_mode)) {
-		char *target = malloc(PROTO_MAX_PATH + 1);
-		ssize_t n;
-		if (!target) {
 			return -ENOMEM;
 		}
-		n = readlinkat(parentfd, leaf, target, PROTO_MAX_PATH + 1);
-		if (n <= 0 || n > PROTO_MAX_PATH) {
-			free(target);
-			return n < 0 ? negerrno() : -ENAMETOOLONG;
+		if (fstatat(dirfd(f->d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			w->warn(w->ud, cpath, strerror(errno));
+			continue;
 		}
-		target[n] = '\0';
-		return push_entry(l, rootfd, path, name, st, PROTO_FT_SYMLINK, target);
+		r = classify(w, &w->cur, w->rootfd, cpath, cname, &st, dirfd(f->d), de->d_name,
+			     true);
+		if (r == -ENOMEM || r > 0) {
+			return r;
+		}
+		if (r < 0) {
+			w->warn(w->ud, cpath, strerror(-r));
+		}
 	}
-	warn(ud, path, "not a regular file, directory or symlink: skipped");
-	return 0;
+}
+
+int walk_next(struct walk *w, const struct engine_src **ret)
+{
+	unsigned depth = 0;
+	int r = 0;
+
+	if (w->over) {
+		return -ECANCELED;
+	}
+	src_clear(&w->cur);
+	while (w->nstack > 0) {
+		depth = w->stack[w->nstack - 1].depth + 1;
+		r = next_in_dir(w);
+		if (r != 0) {
+			break;
+		}
+		pop_frame(w);
+	}
+	if (r == 0 && w->next_root < w->nroots) {
+		struct walk_root *root = &w->roots[w->next_root++];
+
+		w->cur = root->top;
+		memset(&root->top, 0, sizeof(root->top));
+		w->rootfd = w->cur.dirfd;
+		depth = 0;
+		r = 1;
+	}
+	if (r == 1 && w->max && w->count >= w->max) {
+		r = -E2BIG;
+	}
+	if (r == 1 && w->cur.ftype == PROTO_FT_DIR) {
+		/* Children go to the roots' and the directory's own rule: -r was needed for both. */
+		r = descend(w, depth);
+		r = r < 0 ? r : 1;
+	}
+	if (r < 0) {
+		w->over = true;
+		src_clear(&w->cur);
+		return r;
+	}
+	if (r == 0) {
+		return 0;
+	}
+	w->count++;
+	*ret = &w->cur;
+	return 1;
+}
+
+/* ---- a whole walk in memory ---- */
+
+void src_list_free(struct src_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		src_clear(&l->v[i]);
+	}
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static void ignore_warning(void *ud, const char *path, const char *why)
+{
+	(void)ud;
+	(void)path;
+	(void)why;
 }
 
 int walk_add(struct src_list *l, int rootfd, const char *path, const char *name, bool recursive,
 	     walk_warn_fn warn, void *ud)
 {
-	struct stat st;
-	_cleanup_close_ int parentfd = -1;
-	const char *leaf = path;
+	struct walk *w = NULL;
+	const struct engine_src *e;
+	int r;
 
-	if (rootfd == AT_FDCWD) {
-		/* The command line's own symlinks are followed, like cp and scp. */
-		if (stat(path, &st) < 0) {
-			return negerrno();
-		}
-		return add_one(l, rootfd, path, name, &st, AT_FDCWD, path, recursive, 0, warn, ud);
-	}
-	if (path[0] == '\0') {
-		if (fstat(rootfd, &st) < 0) {
-			return negerrno();
-		}
-		return add_one(l, rootfd, path, name, &st, rootfd, ".", recursive, 0, warn, ud);
-	}
-	int r = fspath_open_parent(rootfd, path, false, &parentfd, &leaf);
+	r = walk_new(warn ? warn : ignore_warning, ud, &w);
 	if (r < 0) {
 		return r;
 	}
-	if (fstatat(parentfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		return negerrno();
+	r = walk_add_root(w, rootfd, path, name, recursive);
+	while (r >= 0 && (r = walk_next(w, &e)) > 0) {
+		if (l->n == l->cap) {
+			size_t cap = l->cap ? l->cap * 2 : 64;
+			struct engine_src *v = reallocarray(l->v, cap, sizeof(*v));
+			if (!v) {
+				r = -ENOMEM;
+				break;
+			}
+			l->v = v;
+			l->cap = cap;
+		}
+		/* Take the entry's strings: the walker makes fresh ones for the next. */
+		l->v[l->n++] = *e;
+		l->total_bytes += e->size;
+		memset(&w->cur, 0, sizeof(w->cur));
 	}
-	return add_one(l, rootfd, path, name, &st, parentfd, leaf, recursive, 0, warn, ud);
+	walk_free(w);
+	return r < 0 ? r : 0;
+}
+
+static int src_list_next(void *ud, const struct engine_src **ret, char *why, size_t whylen)
+{
+	struct src_list *l = ud;
+
+	(void)why;
+	(void)whylen;
+	if (l->next >= l->n) {
+		return 0;
+	}
+	*ret = &l->v[l->next++];
+	return 1;
+}
+
+void src_list_source(struct src_list *l, struct engine_source *ret)
+{
+	*ret = (struct engine_source){ .next = src_list_next, .ud = l };
 }

@@ -4,6 +4,12 @@
  * directories (with -r, contents after the directory itself) and symlinks
  * (sent as symlinks, never followed inside a tree). Special files are
  * skipped with a warning.
+ *
+ * The walker streams: it holds the roots it was given and a stack of open
+ * directory streams (bounded by the depth limit), and makes each entry when
+ * it is asked for the next one, so its memory does not grow with the size
+ * of the tree. src_list collects a whole walk into an array, for callers
+ * that want the total before they start.
  */
 #pragma once
 
@@ -13,23 +19,56 @@
 
 #include "engine.h"
 
+typedef void (*walk_warn_fn)(void *ud, const char *path, const char *why);
+
+struct walk;
+
+int walk_new(walk_warn_fn warn, void *ud, struct walk **ret);
+void walk_free(struct walk *w);
+
+/*
+ * Queue `path` under the wire name `name`; its entries come out of
+ * walk_next() after those of the roots queued before it.
+ * - rootfd == AT_FDCWD: a local path as the user typed it; a symlink given
+ *   on the command line is followed (like cp and scp), symlinks inside are not.
+ * - otherwise path is relative to rootfd (borrowed: it must stay open while
+ *   the walk runs) and is resolved beneath it without following any symlink
+ *   ("" is the root itself).
+ * The top entry is looked at now: directories need `recursive` (else
+ * -EISDIR). Returns 0 or -errno for the top entry itself; problems below it
+ * go to warn, when they are met, and are skipped.
+ */
+int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name, bool recursive);
+
+/*
+ * At most `max` entries in all (0: no limit); asking for one more fails
+ * with -E2BIG.
+ */
+void walk_set_max_entries(struct walk *w, uint64_t max);
+
+/* Entries handed out so far. */
+uint64_t walk_count(const struct walk *w);
+
+/*
+ * The next entry, in order: each root, and under a directory root its
+ * contents depth first, each directory before what it holds. Returns 1 with
+ * *ret valid until the next call (or walk_free), 0 at the end, or -errno
+ * (-ENOMEM, -E2BIG) after which the walk is over.
+ */
+int walk_next(struct walk *w, const struct engine_src **ret);
+
+/* A whole walk kept in memory. */
 struct src_list {
 	struct engine_src *v;
 	size_t n, cap;
+	size_t next; /* cursor of src_list_source() */
 	uint64_t total_bytes;
 };
 
-typedef void (*walk_warn_fn)(void *ud, const char *path, const char *why);
-
-/*
- * Add `path` under the wire name `name`.
- * - rootfd == AT_FDCWD: a local path as the user typed it; a symlink given
- *   on the command line is followed (like cp and scp), symlinks inside are not.
- * - otherwise path is relative to rootfd and is resolved beneath it without
- *   following any symlink ("" is the root itself).
- * Directories need `recursive` (else -EISDIR). Returns 0, or -errno for the
- * top entry itself; problems below it go to warn and are skipped.
- */
+/* walk_add_root() of one path, collected into l (see walk_add_root). */
 int walk_add(struct src_list *l, int rootfd, const char *path, const char *name, bool recursive,
 	     walk_warn_fn warn, void *ud);
 void src_list_free(struct src_list *l);
+
+/* An engine source that hands out l's entries in order (l is borrowed). */
+void src_list_source(struct src_list *l, struct engine_source *ret);

@@ -512,6 +512,23 @@ static void test_module_path(void **state)
 	expect_error(BASE_LINES + 2, "not a directory");
 }
 
+static void test_max_files(void **state)
+{
+	struct daemon_config *c;
+
+	write_conf("[data]\npath = @/data\n[small]\npath = @/data\nmax files per session = 100\n");
+	c = load_ok();
+	assert_int_equal(c->modules[0].max_files, 1000000);
+	assert_int_equal(c->modules[1].max_files, 100);
+	daemon_config_free(c);
+
+	write_conf("[data]\npath = @/data\nmax files per session = 0\n");
+	expect_error(BASE_LINES + 3, "max files per session");
+
+	write_conf("[data]\npath = @/data\nmax files per session = 4294967296\n");
+	expect_error(BASE_LINES + 3, "1..4294967295");
+}
+
 static void test_bad_allow(void **state)
 {
 	write_conf("[data]\npath = @/data\nallow = * sha256:abcd\n");
@@ -673,6 +690,7 @@ int main(void)
 		cmocka_unit_test(test_unreadable_cert),
 		cmocka_unit_test(test_missing_cert),
 		cmocka_unit_test(test_module_path),
+		cmocka_unit_test(test_max_files),
 		cmocka_unit_test(test_bad_allow),
 		cmocka_unit_test(test_too_many_allow),
 		cmocka_unit_test(test_bad_bool),
