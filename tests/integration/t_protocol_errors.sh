@@ -237,10 +237,10 @@ ping_ok "i4 after the deadline dropped the silent ones" "$PORT3"
 
 mark_d2
 # Two authenticated sessions, idle until they say goodbye.
-raw --port "$PORT3" --hello --sleep 3 --close-notify --expect closed --timeout 3 \
+raw --port "$PORT3" --hello --sleep 5 --close-notify --expect closed --timeout 5 \
 	>"$T/i5-auth-1.out" 2>&1 &
 I5_AUTH1=$!
-raw --port "$PORT3" --hello --sleep 3 --close-notify --expect closed --timeout 3 \
+raw --port "$PORT3" --hello --sleep 5 --close-notify --expect closed --timeout 5 \
 	--source 127.0.0.2 >"$T/i5-auth-2.out" 2>&1 &
 I5_AUTH2=$!
 wait_started 2

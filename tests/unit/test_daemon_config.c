@@ -516,7 +516,7 @@ static void test_max_files(void **state)
 {
 	struct daemon_config *c;
 
-	write_conf("[data]\npath = @/data\n[small]\npath = @/data\nmax files per session = 100\n");
+	write_conf("[data]\npath = @/data\n[small]\npath = @/other\nmax files per session = 100\n");
 	c = load_ok();
 	assert_int_equal(c->modules[0].max_files, 1000000);
 	assert_int_equal(c->modules[1].max_files, 100);
