@@ -112,7 +112,7 @@ static void session_close(struct session *s, bool clean)
 static int session_open(struct session *s)
 {
 	struct tls_config tc = { .server = false };
-	char err[1200];
+	char err[1200], esc[4 * sizeof(err)];
 	uint32_t code = 0;
 	int fd, r;
 
@@ -158,12 +158,13 @@ static int session_open(struct session *s)
 		log_error("%s refused our certificate: %s", s->rem->host, tls_conn_error(s->tls));
 		return EXIT_AUTH;
 	}
+	/* err may hold the daemon's own words: escaped (THREATS.md G46). */
 	if (r == -EPROTONOSUPPORT) {
-		log_error("%s", err);
+		log_error("%s", log_escape(err, esc, sizeof(esc)));
 		return EXIT_VERSION;
 	}
 	if (r == -EREMOTEIO) {
-		log_error("%s: %s", s->rem->host, err);
+		log_error("%s: %s", s->rem->host, log_escape(err, esc, sizeof(esc)));
 		return exit_for_perr(code);
 	}
 	if (r < 0) {
@@ -183,7 +184,7 @@ int cmd_ping(struct client_opts *o, char **args, int nargs)
 	struct session s = { .o = o, .rem = &rem };
 	struct timespec t0, t1;
 	uint8_t fp[TLS_FINGERPRINT_LEN];
-	char fph[65], esc[256];
+	char fph[65], esc[256], cn[1024];
 	int r;
 
 	if (nargs != 1 || strlen(args[0]) >= sizeof(rem.host)) {
@@ -209,7 +210,7 @@ int cmd_ping(struct client_opts *o, char **args, int nargs)
 		printf(
 		    "%s: %s, protocol %d, TLS 1.3, server certificate CN=%s sha256:%s, %.1f ms\n",
 		    rem.host, log_escape(s.hello.software, esc, sizeof(esc)), s.version,
-		    tls_peer_cn(s.tls), fph,
+		    log_escape(tls_peer_cn(s.tls), cn, sizeof(cn)), fph,
 		    (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
 			(double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
 	}
@@ -424,7 +425,10 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 	r = engine_run(ep, st, &code, err, sizeof(err));
 	xp->ops->destroy(xp);
 	if (r < 0) {
-		log_error("transfer failed: %s", err);
+		char esc[4 * sizeof(err)];
+
+		/* err may quote the daemon's ERROR text or a name. */
+		log_error("transfer failed: %s", log_escape(err, esc, sizeof(esc)));
 		return interrupted ? EXIT_INTERRUPTED : exit_for_perr(code);
 	}
 	return 0;
@@ -591,7 +595,10 @@ static int pull_plan(struct session *s, struct xfer *x)
 			return 0;
 		}
 		if (m.type == MSG_ERROR) {
-			log_error("%s: %s", s->rem->host, m.u.error.text);
+			char esc[4 * sizeof(m.u.error.text)];
+
+			log_error("%s: %s", s->rem->host,
+				  log_escape(m.u.error.text, esc, sizeof(esc)));
 			return exit_for_perr(m.u.error.code);
 		}
 		if (m.type != MSG_FILES) {

@@ -19,31 +19,37 @@ double output_now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* A JSON string literal: quotes, backslashes and control bytes escaped. */
+/*
+ * A JSON string literal (RFC 8259), valid whatever the name held: quotes,
+ * backslashes, controls (C0, DEL, C1), line separators and direction
+ * overrides as \uXXXX; a byte that is not well-formed UTF-8 as \ufffd (JSON
+ * text is UTF-8; such a name is shown escaped byte by byte on stderr).
+ */
 static void json_str(FILE *f, const char *s)
 {
+	size_t left = strlen(s);
+
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':
-			fputs("\\\"", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		case '\n':
+	while (left > 0) {
+		uint32_t cp = 0;
+		size_t n = utf8_sequence(s, left, &cp);
+
+		if (n == 0) {
+			fputs("\\ufffd", f);
+			n = 1;
+		} else if (cp == '"' || cp == '\\') {
+			fprintf(f, "\\%c", (char)cp);
+		} else if (cp == '\n') {
 			fputs("\\n", f);
-			break;
-		case '\t':
+		} else if (cp == '\t') {
 			fputs("\\t", f);
-			break;
-		default:
-			if (*p < 0x20 || *p == 0x7f) {
-				fprintf(f, "\\u%04x", *p);
-			} else {
-				fputc(*p, f);
-			}
+		} else if (unicode_is_unsafe(cp)) {
+			fprintf(f, "\\u%04x", (unsigned)cp);
+		} else {
+			fwrite(s, 1, n, f);
 		}
+		s += n;
+		left -= n;
 	}
 	fputc('"', f);
 }

@@ -66,6 +66,9 @@ struct parse_state {
 
 	/* Lines of keys that are checked against each other after the parse. */
 	unsigned max_conn_line, per_host_line, budget_line, pool_line;
+	unsigned unauth_line, unauth_per_host_line;
+	/* Line of each module's 'path', for the overlap check after the parse. */
+	unsigned path_line[DAEMON_MAX_MODULES];
 
 	const char *file;
 	char *err;
@@ -533,6 +536,18 @@ static int g_per_host(struct parse_state *ps, const char *key, const char *value
 	return set_uint_key(ps, key, value, 1, 65536, &ps->cfg->max_per_host);
 }
 
+static int g_max_unauth(struct parse_state *ps, const char *key, const char *value)
+{
+	ps->unauth_line = ps->line;
+	return set_uint_key(ps, key, value, 1, 65536, &ps->cfg->max_unauth);
+}
+
+static int g_max_unauth_per_host(struct parse_state *ps, const char *key, const char *value)
+{
+	ps->unauth_per_host_line = ps->line;
+	return set_uint_key(ps, key, value, 1, 65536, &ps->cfg->max_unauth_per_host);
+}
+
 static int g_handshake(struct parse_state *ps, const char *key, const char *value)
 {
 	return set_uint_key(ps, key, value, 1, 300, &ps->cfg->handshake_timeout_s);
@@ -631,6 +646,7 @@ static int m_path(struct parse_state *ps, const char *key, const char *value)
 	strcpy(m->path, value);
 	m->root_dev = st.st_dev;
 	m->root_ino = st.st_ino;
+	ps->path_line[ps->cfg->nmodules - 1] = ps->line;
 	return 0;
 }
 
@@ -791,6 +807,8 @@ static const struct key_handler global_keys[] = {
 	{ "ca", false, g_ca },
 	{ "max connections", false, g_max_conn },
 	{ "max connections per host", false, g_per_host },
+	{ "max unauthenticated", false, g_max_unauth },
+	{ "max unauthenticated per host", false, g_max_unauth_per_host },
 	{ "handshake timeout", false, g_handshake },
 	{ "idle timeout", false, g_idle },
 	{ "memory budget", false, g_budget },
@@ -1085,6 +1103,133 @@ blank:
 	return str;
 }
 
+/*
+ * Lexically canonical form of an absolute path: no empty or "." components,
+ * no trailing slash ("/" stays "/"). ".." is kept as written; realpath()
+ * below catches what it means on disk.
+ */
+static void canonical_path(const char *in, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	assert(outlen > 1);
+	out[o++] = '/';
+	while (*in) {
+		size_t n;
+
+		in += strspn(in, "/");
+		n = strcspn(in, "/");
+		if (n == 0 || (n == 1 && in[0] == '.')) {
+			in += n;
+			continue;
+		}
+		if (o > 1 && o < outlen - 1) {
+			out[o++] = '/';
+		}
+		n = MIN(n, outlen - 1 - o);
+		memcpy(out + o, in, n);
+		o += n;
+		in += n;
+	}
+	out[o] = '\0';
+}
+
+/* Is a the same directory as b, or above it? Both canonical. */
+static bool path_contains(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	if (strcmp(a, "/") == 0) {
+		return true;
+	}
+	return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+static bool paths_overlap(const char *a, const char *b)
+{
+	return path_contains(a, b) || path_contains(b, a);
+}
+
+/*
+ * THREATS.md G42: a module inside another (or the same directory twice)
+ * would let a client reach the inner module's files under the outer
+ * module's rules (allow, read only, uid). Compared as written (made
+ * canonical) and, where the paths resolve, by their real paths too, so
+ * symlinks and ".." can't hide an overlap.
+ */
+static int check_module_overlap(struct parse_state *ps)
+{
+	const struct daemon_config *c = ps->cfg;
+	const size_t plen = sizeof(c->modules[0].path);
+	_cleanup_free_ char *canon = calloc(c->nmodules, plen);
+	_cleanup_free_ char *real = calloc(c->nmodules, plen);
+
+	if (c->nmodules == 0) {
+		return 0;
+	}
+	if (!canon || !real) {
+		return fail_at(ps, ps->line, "out of memory");
+	}
+	for (size_t i = 0; i < c->nmodules; i++) {
+		_cleanup_free_ char *rp = realpath(c->modules[i].path, NULL);
+
+		canonical_path(c->modules[i].path, canon + i * plen, plen);
+		/* Unresolvable now: m_path checked it at load, so a race; the lexical check stands. */
+		if (rp && strlen(rp) < plen) {
+			strcpy(real + i * plen, rp);
+		}
+	}
+	for (size_t j = 1; j < c->nmodules; j++) {
+		for (size_t i = 0; i < j; i++) {
+			const struct module *a = &c->modules[i], *b = &c->modules[j];
+			const char *ra = real + i * plen, *rb = real + j * plen;
+
+			if (!paths_overlap(canon + i * plen, canon + j * plen) &&
+			    !(ra[0] && rb[0] && paths_overlap(ra, rb))) {
+				continue;
+			}
+			return fail_at(
+			    ps, ps->path_line[j],
+			    "module [%s] path %s overlaps module [%s] path %s (line %u): "
+			    "a module must not contain another, or a client could reach "
+			    "one module's files under the other's rules",
+			    b->name, ESC(b->path), a->name, ESC(a->path), ps->path_line[i]);
+		}
+	}
+	return 0;
+}
+
+/*
+ * THREATS.md G47: connections that have not finished TLS and HELLO get at
+ * most "max unauthenticated" of the "max connections" slots, so the rest
+ * stays free for clients that authenticate. Defaults follow "max
+ * connections"; values written out are checked against it.
+ */
+static int check_unauth_limits(struct parse_state *ps)
+{
+	struct daemon_config *c = ps->cfg;
+	unsigned most = c->max_connections > 1 ? c->max_connections - 1 : 1;
+
+	if (!ps->unauth_line) {
+		c->max_unauth = MAX(c->max_connections / 2, 1u);
+	} else if (c->max_unauth > most) {
+		return fail_at(ps, ps->unauth_line,
+			       "'max unauthenticated' (%u) must be below 'max connections' (%u): "
+			       "the difference is reserved for authenticated sessions",
+			       c->max_unauth, c->max_connections);
+	}
+	if (!ps->unauth_per_host_line) {
+		/* One host may run several clients at once: as many as it may connect. */
+		c->max_unauth_per_host = MIN(c->max_per_host, c->max_unauth);
+	} else if (c->max_unauth_per_host > c->max_unauth) {
+		return fail_at(ps, ps->unauth_per_host_line,
+			       "'max unauthenticated per host' (%u) exceeds "
+			       "'max unauthenticated' (%u)",
+			       c->max_unauth_per_host, c->max_unauth);
+	}
+	return 0;
+}
+
 /* Cross-key checks and required keys, once the whole file is read. */
 static int finish_config(struct parse_state *ps)
 {
@@ -1126,14 +1271,17 @@ static int finish_config(struct parse_state *ps)
 			       " MiB)",
 			       c->pool_size >> 20, c->memory_budget >> 20);
 	}
-	return 0;
+	if (check_unauth_limits(ps) < 0) {
+		return -EINVAL;
+	}
+	return check_module_overlap(ps);
 }
 
 static void config_defaults(struct daemon_config *c)
 {
 	c->max_connections = 64;
 	c->max_per_host = 8;
-	c->handshake_timeout_s = 10;
+	c->handshake_timeout_s = 5;
 	c->idle_timeout_s = 300;
 	c->memory_budget = UINT64_C(4) << 30;
 	c->pool_size = UINT64_C(64) << 20;

@@ -75,7 +75,9 @@ struct daemon_config {
 	char cert[4096], key[4096], ca[4096];
 	unsigned max_connections;     /* default 64 */
 	unsigned max_per_host;	      /* default 8: per peer address */
-	unsigned handshake_timeout_s; /* default 10 */
+	unsigned max_unauth;	      /* in TLS/HELLO at once; default max connections / 2 */
+	unsigned max_unauth_per_host; /* per IPv4 address or IPv6 /64; default max_per_host */
+	unsigned handshake_timeout_s; /* default 5: TLS and HELLO together */
 	unsigned idle_timeout_s;      /* default 300 */
 	uint64_t memory_budget;	      /* pinned bytes, all sessions; default 4 GiB */
 	uint64_t pool_size;	      /* per session; default 64 MiB */

@@ -11,8 +11,19 @@
  * counts them per peer IP. A connection over a limit is closed at once,
  * before any TLS: the client sees EOF, which is the documented "busy" at the
  * TCP level. The handshake deadline itself is enforced in the child
- * (serve_connection passes handshake timeout to tls_accept); the parent keeps
- * no timer of its own for it.
+ * (serve_connection: TLS and HELLO within handshake timeout, one absolute
+ * deadline).
+ *
+ * Pre-authentication slots (THREATS.md G47): a child counts as
+ * unauthenticated until it marks its entry in the shared session table
+ * (sessions_set_authenticated, after HELLO). Those are capped apart, in all
+ * ("max unauthenticated", below "max connections", so the difference is a
+ * reserve only authenticated sessions can hold) and per IPv4 address or
+ * IPv6 /64 ("max unauthenticated per host"). The flag lives in the child's
+ * entry, which exists until the supervisor reaps the pid, so however a child
+ * dies its slot is released with it. As a backstop for a child stuck where
+ * its own deadline can't fire, the supervisor kills children still
+ * unauthenticated a second after the handshake deadline.
  */
 #include <assert.h>
 #include <errno.h>
@@ -53,12 +64,17 @@
 #define ACCEPT_BACKOFF_MS 100
 /* At most this many "refused" notices per second; the rest are counted. */
 #define REFUSE_LOG_PER_S 10
+/* The supervisor's backstop after a child's own handshake deadline. */
+#define HANDSHAKE_GRACE_MS 1000
 
 struct child {
 	pid_t pid;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
 	char peer_text[INET6_ADDRSTRLEN + 8];
+	int slot;	    /* its entry in the shared session table, or -1 */
+	bool authenticated; /* TLS and HELLO done (cached from the table) */
+	uint64_t started_ms;
 };
 
 struct daemon {
@@ -113,6 +129,44 @@ static void peer_ip_key(const struct sockaddr_storage *ss, uint8_t key[16])
 		key[10] = key[11] = 0xff;
 		memcpy(key + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
 	}
+}
+
+/*
+ * The "host" for pre-authentication limits: an IPv4 address, or an IPv6 /64
+ * (one subscriber's usual allocation, where every address is the attacker's
+ * to pick).
+ */
+static void peer_prefix_key(const struct sockaddr_storage *ss, uint8_t key[16])
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	peer_ip_key(ss, key);
+	if (memcmp(key, v4mapped, sizeof(v4mapped)) != 0) {
+		memset(key + 8, 0, 8);
+	}
+}
+
+/* Is c still in TLS/HELLO (and not already ended by us)? Refreshes the cached flag. */
+static bool child_unauthenticated(struct daemon *d, struct child *c)
+{
+	if (!c->authenticated) {
+		c->authenticated = sessions_is_authenticated(d->sessions, c->slot, c->pid);
+	}
+	return !c->authenticated && c->started_ms != 0;
+}
+
+static unsigned unauthenticated_from(struct daemon *d, const uint8_t key[16])
+{
+	uint8_t have[16];
+	unsigned n = 0;
+
+	for (size_t i = 0; i < d->nchildren; i++) {
+		if (child_unauthenticated(d, &d->children[i])) {
+			peer_prefix_key(&d->children[i].peer, have);
+			n += memcmp(key, have, 16) == 0;
+		}
+	}
+	return n;
 }
 
 static unsigned children_from_host(const struct daemon *d, const struct sockaddr_storage *peer)
@@ -345,7 +399,10 @@ static void log_child_exit(const struct daemon *d, const struct child *c, pid_t 
 {
 	const char *peer = c ? c->peer_text : "?";
 
-	if (d->stopping && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) {
+	if (c && c->started_ms == 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+		/* Ended by us before it authenticated (already logged or rate limited). */
+		log_debug("session %d from %s ended before it authenticated", (int)pid, peer);
+	} else if (d->stopping && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) {
 		/* We sent that SIGTERM ourselves: nothing abnormal. */
 		log_info("session %d from %s ended by shutdown", (int)pid, peer);
 	} else if (WIFSIGNALED(status)) {
@@ -426,6 +483,72 @@ static void log_refused(struct daemon *d, const char *peer, const char *why, uns
 	log_notice("refusing connection from %s: %s (%u)", peer, why, limit);
 }
 
+/*
+ * With "max unauthenticated" reached, a new connection may still take the
+ * place of the oldest unauthenticated connection of the host holding the
+ * most of them, when that host holds more than the newcomer's: silent
+ * connections from a few addresses can't lock everyone else out, while a
+ * real client's handshake (milliseconds, and the youngest) is the last to
+ * go. Returns the child to end, or NULL (refuse the newcomer).
+ */
+static struct child *pick_unauthenticated_victim(struct daemon *d, unsigned newcomer_has)
+{
+	struct child *victim = NULL;
+	unsigned victim_count = 0;
+	uint8_t key[16];
+
+	for (size_t i = 0; i < d->nchildren; i++) {
+		struct child *c = &d->children[i];
+		unsigned n;
+
+		if (!child_unauthenticated(d, c)) {
+			continue;
+		}
+		peer_prefix_key(&c->peer, key);
+		n = unauthenticated_from(d, key);
+		if (n > victim_count || (n == victim_count && c->started_ms < victim->started_ms)) {
+			victim = c;
+			victim_count = n;
+		}
+	}
+	return victim && victim_count > newcomer_has ? victim : NULL;
+}
+
+/* Room for one more unauthenticated connection from peer? May end another (see above). */
+static bool admit_unauthenticated(struct daemon *d, const struct sockaddr_storage *peer,
+				  const char *peer_text)
+{
+	uint8_t key[16];
+	unsigned all = 0, host;
+	struct child *victim;
+
+	for (size_t i = 0; i < d->nchildren; i++) {
+		all += child_unauthenticated(d, &d->children[i]);
+	}
+	peer_prefix_key(peer, key);
+	host = unauthenticated_from(d, key);
+	if (host >= d->cfg->max_unauth_per_host) {
+		log_refused(d, peer_text, "max unauthenticated per host reached",
+			    d->cfg->max_unauth_per_host);
+		return false;
+	}
+	if (all < d->cfg->max_unauth) {
+		return true;
+	}
+	victim = pick_unauthenticated_victim(d, host);
+	if (!victim) {
+		log_refused(d, peer_text, "max unauthenticated reached", d->cfg->max_unauth);
+		return false;
+	}
+	/* Debug only: a flood of these must not become a flood of log lines. */
+	log_debug("max unauthenticated reached (%u): ending session %d from %s, "
+		  "still in its handshake, for %s",
+		  d->cfg->max_unauth, (int)victim->pid, victim->peer_text, peer_text);
+	kill(victim->pid, SIGKILL);
+	victim->started_ms = 0; /* ended; it stops counting as unauthenticated now */
+	return true;
+}
+
 static void handle_connection(struct daemon *d, int fd, const struct sockaddr_storage *peer,
 			      socklen_t peerlen)
 {
@@ -434,13 +557,18 @@ static void handle_connection(struct daemon *d, int fd, const struct sockaddr_st
 	pid_t pid;
 
 	format_addr((const struct sockaddr *)peer, peerlen, peer_text, sizeof(peer_text));
-	if (d->nchildren >= d->cfg->max_connections) {
+	if (d->nchildren >= d->cfg->max_connections || d->nchildren >= SESSIONS_MAX) {
 		log_refused(d, peer_text, "max connections reached", d->cfg->max_connections);
 		close(fd);
 		return;
 	}
 	if (children_from_host(d, peer) >= d->cfg->max_per_host) {
 		log_refused(d, peer_text, "max connections per host reached", d->cfg->max_per_host);
+		close(fd);
+		return;
+	}
+	/* A new connection is unauthenticated: it must fit those caps too. */
+	if (!admit_unauthenticated(d, peer, peer_text)) {
 		close(fd);
 		return;
 	}
@@ -462,6 +590,13 @@ static void handle_connection(struct daemon *d, int fd, const struct sockaddr_st
 	c->peer = *peer;
 	c->peerlen = peerlen;
 	snprintf(c->peer_text, sizeof(c->peer_text), "%s", peer_text);
+	c->authenticated = false;
+	c->started_ms = (uint64_t)now_ms();
+	c->slot = sessions_register(d->sessions, pid);
+	if (c->slot < 0) {
+		/* Can't happen (at most SESSIONS_MAX children); the backstop ends it. */
+		log_error_errno(c->slot, "session table for %d: %m", (int)pid);
+	}
 	log_debug("session %d from %s started", (int)pid, peer_text);
 	notify_status(d);
 }
@@ -659,6 +794,40 @@ static void shutdown_children(struct daemon *d)
 	}
 }
 
+/*
+ * Kill children still unauthenticated past the handshake deadline plus a
+ * grace (the child's own deadline should have ended them). Returns the ms
+ * until the next such deadline, or -1 when none is pending.
+ */
+static int enforce_handshake_deadline(struct daemon *d)
+{
+	uint64_t now = (uint64_t)now_ms();
+	uint64_t limit = (uint64_t)d->cfg->handshake_timeout_s * 1000 + HANDSHAKE_GRACE_MS;
+	int next = -1;
+
+	for (size_t i = 0; i < d->nchildren; i++) {
+		struct child *c = &d->children[i];
+		uint64_t due = c->started_ms + limit;
+
+		if (c->authenticated || c->started_ms == 0) {
+			continue;
+		}
+		c->authenticated = sessions_is_authenticated(d->sessions, c->slot, c->pid);
+		if (c->authenticated) {
+			continue;
+		}
+		if (now >= due) {
+			log_notice("session %d from %s: not authenticated within %u s, ending it",
+				   (int)c->pid, c->peer_text, d->cfg->handshake_timeout_s);
+			kill(c->pid, SIGKILL);
+			c->started_ms = 0; /* killed once; it still counts until reaped */
+			continue;
+		}
+		next = next < 0 ? (int)(due - now) : MIN(next, (int)(due - now));
+	}
+	return next;
+}
+
 static int main_loop(struct daemon *d)
 {
 	for (;;) {
@@ -688,6 +857,10 @@ static int main_loop(struct daemon *d)
 			int st = d->next_status_ms > now ? (int)(d->next_status_ms - now) : 0;
 
 			timeout = timeout < 0 ? st : MIN(timeout, st);
+		}
+		r = enforce_handshake_deadline(d);
+		if (r >= 0) {
+			timeout = timeout < 0 ? r : MIN(timeout, r);
 		}
 
 		r = poll(pfd, n, timeout);

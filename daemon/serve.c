@@ -383,6 +383,8 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 		if (r < 0) {
 			log_notice("%s (%s): data lanes did not connect: %s", c->peer, c->id,
 				   strerror(-r));
+			chan_send_error(&c->chan, PERR_TRANSPORT, "data lanes did not connect: %s",
+					strerror(-r));
 		}
 	}
 	ops->listener_close(l);
@@ -423,8 +425,11 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	c->bytes_accepted += st.bytes_accepted;
 	x->ops->destroy(x);
 	if (r < 0) {
+		char esc[4 * sizeof(err)];
+
+		/* err may quote the peer's ERROR text or a file name (THREATS.md G46). */
 		log_notice("%s (%s): transfer failed: %s: %s", c->peer, c->id, proto_err_name(code),
-			   err);
+			   log_escape(err, esc, sizeof(esc)));
 		return r;
 	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed", c->peer, c->id,
@@ -877,6 +882,8 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	struct msg_hello hello;
 	int64_t idle_deadline;
 	char err[512];
+	/* TLS and HELLO together: one absolute deadline (THREATS.md G47). */
+	int64_t deadline = now_ms() + (int64_t)cfg->handshake_timeout_s * 1000;
 	int r;
 
 	signal(SIGTERM, on_term);
@@ -907,11 +914,23 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 		tls_conn_free(c.tls);
 		return r;
 	}
-	r = session_hello_server(&c.chan, (int)cfg->handshake_timeout_s * 1000, &hello, err,
-				 sizeof(err));
+	/* A HELLO dripped byte by byte gets no more than what is left either. */
+	c.chan.io_timeout_ms = remaining_ms(deadline);
+	r = c.chan.io_timeout_ms > 0
+		? session_hello_server(&c.chan, c.chan.io_timeout_ms, &hello, err, sizeof(err))
+		: -ETIMEDOUT;
+	c.chan.io_timeout_ms = (int)cfg->idle_timeout_s * 1000;
+	if (r == -ETIMEDOUT) {
+		snprintf(err, sizeof(err), "no HELLO within the handshake timeout (%u s)",
+			 cfg->handshake_timeout_s);
+	}
 	if (r < 0) {
 		log_notice("%s (%s): %s", c.peer, c.id, err);
 		goto out;
+	}
+	/* From here this connection no longer counts against the pre-authentication caps. */
+	if (sessions) {
+		sessions_set_authenticated(sessions);
 	}
 	log_info("%s (%s): connected (%s, protocol %d)", c.peer, c.id,
 		 log_escape(hello.software, err, sizeof(err)), r);
@@ -932,9 +951,12 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 			}
 			log_notice("%s (%s): control channel: %s", c.peer, c.id, strerror(-r));
 			if (r != -ECONNRESET) {
+				char why[160];
+
 				chan_send_error(&c.chan, chan_err_code(r), "%s",
 						r == -ETIMEDOUT ? "idle timeout"
-								: "malformed message");
+								: chan_recv_error(&c.chan, r, why,
+										  sizeof(why)));
 			}
 			goto out;
 		}
@@ -967,7 +989,17 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	}
 out_clean:
 	tls_shutdown(c.tls, 1000);
+	goto out_free;
 out:
+	/*
+	 * Whatever ended the session, the client was told why (ERROR) where it
+	 * can still hear it; now a TLS close_notify, never a bare EOF (issue 8
+	 * item 11). Briefly: a client that won't answer it can't hold us.
+	 */
+	if (r != -ECONNRESET && r != -EPIPE) {
+		tls_shutdown(c.tls, 200);
+	}
+out_free:
 	log_peak_memory(&c);
 	chan_done(&c.chan);
 	tls_conn_free(c.tls);

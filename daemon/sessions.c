@@ -14,6 +14,7 @@ struct entry {
 	pid_t pid; /* 0: free */
 	uint64_t pinned;
 	uint64_t bytes;
+	uint32_t authenticated; /* set once by the session after HELLO; read by the supervisor */
 };
 
 struct sessions {
@@ -136,6 +137,50 @@ void sessions_add_bytes(struct sessions *s, uint64_t bytes)
 	if (self) {
 		__atomic_add_fetch(&self->bytes, bytes, __ATOMIC_RELAXED);
 	}
+}
+
+int sessions_register(struct sessions *s, pid_t pid)
+{
+	struct entry *e;
+	int r;
+
+	lock(s);
+	/* The child may have made its entry first (own()); the same one then. */
+	e = find(s, pid);
+	if (!e) {
+		e = find(s, 0);
+		if (e) {
+			*e = (struct entry){ .pid = pid };
+		}
+	}
+	r = e ? (int)(e - s->e) : -ENOSPC;
+	unlock(s);
+	return r;
+}
+
+void sessions_set_authenticated(struct sessions *s)
+{
+	struct entry *e;
+
+	lock(s);
+	e = own(s);
+	if (e) {
+		__atomic_store_n(&e->authenticated, 1, __ATOMIC_RELEASE);
+	}
+	unlock(s);
+}
+
+bool sessions_is_authenticated(struct sessions *s, int slot, pid_t pid)
+{
+	const struct entry *e;
+
+	if (slot < 0 || slot >= SESSIONS_MAX) {
+		return false;
+	}
+	e = &s->e[slot];
+	/* The entry is the child's until the supervisor reaps it; no lock needed to read. */
+	return __atomic_load_n(&e->pid, __ATOMIC_ACQUIRE) == pid &&
+	       __atomic_load_n(&e->authenticated, __ATOMIC_ACQUIRE) != 0;
 }
 
 void sessions_reap(struct sessions *s, pid_t pid)

@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -24,6 +25,19 @@ int sessions_reserve(struct sessions *s, uint64_t bytes);
 void sessions_release(struct sessions *s);
 /* In a session process: bytes moved so far by this session. */
 void sessions_add_bytes(struct sessions *s, uint64_t bytes);
+
+/*
+ * Pre-authentication accounting (THREATS.md G47). In the supervisor, right
+ * after fork: make sure pid has an entry; returns its slot, or -ENOSPC when
+ * the table is full (the supervisor never has more than SESSIONS_MAX
+ * children, so that can't happen). In the session: mark this session
+ * authenticated (TLS and HELLO done). In the supervisor: has the child in
+ * slot authenticated? An entry lives until its pid is reaped, so a child
+ * that dies at any point is simply no longer counted.
+ */
+int sessions_register(struct sessions *s, pid_t pid);
+void sessions_set_authenticated(struct sessions *s);
+bool sessions_is_authenticated(struct sessions *s, int slot, pid_t pid);
 
 /* In the supervisor: forget pid (reaped); its bytes count as moved. */
 void sessions_reap(struct sessions *s, pid_t pid);

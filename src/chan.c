@@ -142,3 +142,30 @@ uint32_t chan_err_code(int r)
 		return PERR_PROTOCOL;
 	}
 }
+
+const char *chan_recv_error(const struct chan *c, int r, char *buf, size_t len)
+{
+	switch (r) {
+	case -ENOMSG:
+		snprintf(buf, len, "unknown message type %u", c->bad_type);
+		break;
+	case -EPROTONOSUPPORT:
+		snprintf(buf, len, "unknown protocol version in a frame header");
+		break;
+	case -ETIMEDOUT:
+		snprintf(buf, len, "a message did not arrive in time");
+		break;
+	case -ECONNRESET:
+	case -EPIPE:
+		snprintf(buf, len, "connection closed");
+		break;
+	default:
+		if (c->bad_type) {
+			snprintf(buf, len, "malformed %s message: %s", proto_type_name(c->bad_type),
+				 strerror(-r));
+		} else {
+			snprintf(buf, len, "malformed message: %s", strerror(-r));
+		}
+	}
+	return buf;
+}

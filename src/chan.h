@@ -49,3 +49,8 @@ int chan_recv(struct chan *c, struct msg *ret, int timeout_ms);
 
 /* The error code an ERROR reply should carry for a chan_recv failure. */
 uint32_t chan_err_code(int r);
+/*
+ * Why chan_recv failed with r, for an ERROR's text and logs: "unknown message
+ * type 99", "malformed FILES message: Bad message", "timed out", ... Into buf.
+ */
+const char *chan_recv_error(const struct chan *c, int r, char *buf, size_t len);

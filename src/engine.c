@@ -155,6 +155,8 @@ struct engine {
 	char *err;
 	size_t errlen;
 	bool failed;
+	bool error_sent; /* the peer has been told why (ERROR) */
+	int fail_r;	 /* the -errno of the failure: -EREMOTEIO when the peer sent ERROR */
 
 	struct io_uring ring;
 	bool ring_ok;
@@ -263,6 +265,7 @@ static int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
 	if (!e->failed) {
 		e->failed = true;
 		e->err_code = code;
+		e->fail_r = r;
 		va_start(ap, fmt);
 		vsnprintf(e->err, e->errlen, fmt, ap);
 		va_end(ap);
@@ -859,9 +862,6 @@ static uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t 
 	const char *slash;
 	int r;
 
-	if (rx_map_name(e, f) < 0) {
-		return PERR_INTERNAL;
-	}
 	slash = strrchr(f->name, '/');
 	dirpath = slash ? strndup(f->name, (size_t)(slash - f->name)) : strdup("");
 	f->leaf = strdup(slash ? slash + 1 : f->name);
@@ -1053,9 +1053,6 @@ static uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_
 	bool preserve = e->p->open_flags & PROTO_OPEN_PRESERVE, created;
 	int r;
 
-	if (rx_map_name(e, f) < 0) {
-		return PERR_INTERNAL;
-	}
 	/* With -p private until its mode is set; without, as mkdir makes it. */
 	r = rx_dir_create(e, f->name, preserve ? 0700 : 0755, &fd, &created);
 	if (r < 0) {
@@ -1157,6 +1154,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		struct proto_file *pf = &mf->files[i];
 		struct efile *f = &e->files[pf->id % FILE_TABLE];
 		uint32_t code;
+		int dup;
 
 		/* Ids strictly increase; the table bounds the files in flight. */
 		if (pf->id <= e->next_id || f->used) {
@@ -1185,9 +1183,17 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		} else if (fspath_validate(f->name) < 0) {
 			code = PERR_BAD_PATH;
 			snprintf(text, sizeof(text), "invalid name");
-		} else if (seen_add(e, f->name) == 0) {
-			code = PERR_DUPLICATE;
-			snprintf(text, sizeof(text), "same destination twice in one session");
+		} else if (rx_map_name(e, f) < 0) {
+			code = PERR_INTERNAL;
+		} else if ((dup = seen_add(e, f->name)) <= 0) {
+			/*
+			 * After the rename mapping: with OPEN "mod/target", "a", "b"
+			 * and a symlink "c" would all be "target" (issue 8 item 9).
+			 */
+			code = dup < 0 ? PERR_INTERNAL : PERR_DUPLICATE;
+			snprintf(text, sizeof(text), "%s",
+				 dup < 0 ? "out of memory"
+					 : "same destination twice in one session");
 		} else if (pf->ftype == PROTO_FT_DIR) {
 			code = rx_make_dir(e, f, text, sizeof(text));
 		} else if (pf->ftype == PROTO_FT_SYMLINK) {
@@ -2096,10 +2102,11 @@ static int on_control(struct engine *e)
 				return fail(e, PERR_TRANSPORT, r,
 					    "the peer closed the control connection mid-transfer");
 			}
-			if (r != -ETIMEDOUT) {
-				chan_send_error(e->p->chan, chan_err_code(r), "malformed message");
-			}
-			return fail(e, chan_err_code(r), r, "control channel: %s", strerror(-r));
+			char why[160];
+
+			/* engine_run tells the peer, with this reason. */
+			return fail(e, chan_err_code(r), r, "control channel: %s",
+				    chan_recv_error(e->p->chan, r, why, sizeof(why)));
 		}
 		r = on_message(e, &m);
 		msg_clear(&m);
@@ -2306,6 +2313,7 @@ static int tx_wait_ring(struct engine *e)
 	    m.u.ring.slot_size != e->p->chunk_size || m.u.ring.nkeys != e->p->x->nlanes) {
 		msg_clear(&m);
 		chan_send_error(e->p->chan, PERR_PROTOCOL, "bad RING");
+		e->error_sent = true;
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "receiver sent a bad RING");
 	}
 	e->rring_addr = m.u.ring.addr;
@@ -2458,6 +2466,7 @@ static int loop(struct engine *e)
 
 		if (p->stop && *p->stop) {
 			chan_send_error(p->chan, PERR_SHUTDOWN, "interrupted");
+			e->error_sent = true;
 			return fail(e, PERR_SHUTDOWN, -EINTR, "interrupted");
 		}
 		if (p->role == ENGINE_SENDER && step_sender(e) < 0) {
@@ -2509,6 +2518,7 @@ static int loop(struct engine *e)
 			}
 		} else if (ts_since(&e->last_activity) * 1000 > idle_ms) {
 			chan_send_error(p->chan, PERR_TIMEOUT, "idle timeout: no data progress");
+			e->error_sent = true;
 			return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no data progress for %d s",
 				    idle_ms / 1000);
 		} else if (ts_since(&e->last_activity) * 1000 > idle_ms / 3 &&
@@ -2520,6 +2530,22 @@ static int loop(struct engine *e)
 		}
 	}
 	return -1;
+}
+
+/*
+ * A session that fails here tells the peer why before the caller closes the
+ * connection (issue 8 item 11): ERROR with the failure's code and reason, so
+ * a protocol violation is never answered by a bare EOF. Not when the peer
+ * ended it with its own ERROR, or when it was told already.
+ */
+static void report_failure(struct engine *e)
+{
+	if (e->error_sent || e->fail_r == -EREMOTEIO) {
+		return;
+	}
+	/* On a dead channel this fails quietly: nothing more to do then. */
+	chan_send_error(e->p->chan, e->err_code ? e->err_code : PERR_INTERNAL, "%s", e->err);
+	e->error_sent = true;
 }
 
 int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,
@@ -2555,6 +2581,7 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	}
 	if (e->failed) {
 		r = r < 0 ? r : -EIO;
+		report_failure(e);
 	}
 	teardown(e);
 	*ret_stats = e->st;

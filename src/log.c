@@ -3,6 +3,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,9 +30,110 @@ void log_set_prefix_mode(bool syslog_prefix, const char *ident)
 	}
 }
 
+size_t utf8_sequence(const char *s, size_t n, uint32_t *ret_cp)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
+	size_t len;
+
+	if (n == 0) {
+		return 0;
+	}
+	if (p[0] < 0x80) {
+		len = 1;
+		cp = p[0];
+	} else if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		len = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0; /* a continuation byte, an overlong lead, or not UTF-8 */
+	}
+	if (len > n) {
+		return 0;
+	}
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80) {
+			return 0;
+		}
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff)) {
+		return 0; /* overlong, out of range, or a surrogate */
+	}
+	*ret_cp = cp;
+	return len;
+}
+
+bool unicode_is_unsafe(uint32_t cp)
+{
+	/* C0, DEL, C1 (0x9b is CSI), line/paragraph separators, bidi overrides. */
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 ||
+	       (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* Bytes at p that may go out as they are: a safe, well-formed sequence; 0: escape p[0]. */
+static size_t printable_utf8(const unsigned char *p, size_t n)
+{
+	uint32_t cp = 0;
+	size_t len = utf8_sequence((const char *)p, n, &cp);
+
+	return len && !unicode_is_unsafe(cp) ? len : 0;
+}
+
+/*
+ * The one escaper for text from elsewhere (THREATS.md G46): everything that
+ * is not printable UTF-8 becomes \xNN, so no byte from a peer can end a log
+ * line, forge a "<N>" priority, or drive a terminal. With escape_backslash,
+ * '\' is escaped too, making the result unambiguous.
+ */
+static const char *escape_text(const char *in, char *out, size_t outlen, bool escape_backslash)
+{
+	const unsigned char *p = (const unsigned char *)in;
+	size_t left = strlen(in), o = 0;
+
+	if (outlen == 0) {
+		return "";
+	}
+	while (left > 0) {
+		size_t n = printable_utf8(p, left);
+		char tmp[5];
+		const char *src = (const char *)p;
+
+		if (n == 0 || (escape_backslash && *p == '\\')) {
+			snprintf(tmp, sizeof(tmp), "\\x%02x", *p);
+			src = tmp;
+			n = 4;
+			p++;
+			left--;
+		} else {
+			p += n;
+			left -= n;
+		}
+		if (o + n + 1 > outlen) {
+			break;
+		}
+		memcpy(out + o, src, n);
+		o += n;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+const char *log_escape(const char *in, char *out, size_t outlen)
+{
+	return escape_text(in, out, outlen, true);
+}
+
 int log_internal(int level, int error, const char *fmt, ...)
 {
-	char line[2048];
+	char line[2048], safe[4 * sizeof(line)];
 	va_list ap;
 	int saved = errno;
 
@@ -43,38 +145,18 @@ int log_internal(int level, int error, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	/*
+	 * A log line is one line, whatever its arguments held: a string that
+	 * was not passed through log_escape() still can't start a forged
+	 * "<0>" line or reach a terminal raw. Backslashes stay, so text that
+	 * was escaped already reads the same.
+	 */
+	escape_text(line, safe, sizeof(safe), false);
 	if (use_syslog_prefix) {
-		fprintf(stderr, "<%d>%s\n", level, line);
+		fprintf(stderr, "<%d>%s\n", level, safe);
 	} else {
-		fprintf(stderr, "%s: %s\n", log_ident, line);
+		fprintf(stderr, "%s: %s\n", log_ident, safe);
 	}
 	errno = saved;
 	return error;
-}
-
-const char *log_escape(const char *in, char *out, size_t outlen)
-{
-	size_t o = 0;
-
-	if (outlen == 0) {
-		return "";
-	}
-	for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
-		char tmp[5];
-		size_t n;
-
-		if (*p < 0x20 || *p == 0x7f || *p == '\\') {
-			n = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", *p);
-		} else {
-			tmp[0] = (char)*p;
-			n = 1;
-		}
-		if (o + n + 1 > outlen) {
-			break;
-		}
-		memcpy(out + o, tmp, n);
-		o += n;
-	}
-	out[o] = '\0';
-	return out;
 }

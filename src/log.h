@@ -7,6 +7,8 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <syslog.h>
 
 #include "macro.h"
@@ -29,5 +31,18 @@ int log_internal(int level, int error, const char *fmt, ...) _printf_(3, 4);
 #define log_warning_errno(e, ...)	  log_internal(LOG_WARNING, (e), __VA_ARGS__)
 #define log_error_errno(e, ...)		  log_internal(LOG_ERR, (e), __VA_ARGS__)
 
-/* Escape control characters (and backslash) for logs: "a\nb" -> "a\\x0ab". */
+/*
+ * THREATS.md G46: the one escaper for peer-supplied text (names, error
+ * texts, certificate names, software strings) before any log or terminal.
+ * Everything but printable UTF-8 becomes \xNN: C0 and C1 controls, DEL,
+ * bytes that are not well-formed UTF-8, line separators, bidi overrides, and
+ * the backslash itself: "a\nb" -> "a\\x0ab". Truncates to outlen. Every
+ * log line goes through it as well (without the backslash rule), so a
+ * string that missed it still can't break a line.
+ */
 const char *log_escape(const char *in, char *out, size_t outlen);
+
+/* Length of the well-formed UTF-8 sequence at s (n bytes left) and its code point; 0: none. */
+size_t utf8_sequence(const char *s, size_t n, uint32_t *ret_cp);
+/* A control, line separator or direction override: never raw on a terminal or in a log. */
+bool unicode_is_unsafe(uint32_t cp);

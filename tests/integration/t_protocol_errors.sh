@@ -136,8 +136,10 @@ stop_daemon "$DAEMON_PID"
 #     killed by SIGPIPE says nothing at all), the same for a copy, and the
 #     daemon logs "max connections per host reached"; once the deadline has
 #     dropped the silent ones, ping works again;
-#  i5 with 2 silent connections from 127.0.0.1 and 2 from 127.0.0.2 (4 = max
-#     connections), a connection from 127.0.0.3 is closed at once (< 0.5 s,
+#  i5 with 2 authenticated sessions (HELLO done) and 2 silent connections
+#     (from 127.0.0.1 and 127.0.0.2; "max unauthenticated" is 2 here, so
+#     silent ones alone can't fill the slots: t_preauth_slots) holding 4 = max
+#     connections, a connection from 127.0.0.3 is closed at once (< 0.5 s,
 #     long before the 2 s deadline) and the daemon logs "max connections
 #     reached"; afterwards ping works again.
 PORT2=$(free_port)
@@ -234,15 +236,27 @@ wait_bg
 ping_ok "i4 after the deadline dropped the silent ones" "$PORT3"
 
 mark_d2
+# Two authenticated sessions, idle until they say goodbye.
+raw --port "$PORT3" --hello --sleep 5 --close-notify --expect closed --timeout 5 \
+	>"$T/i5-auth-1.out" 2>&1 &
+I5_AUTH1=$!
+raw --port "$PORT3" --hello --sleep 5 --close-notify --expect closed --timeout 5 \
+	--source 127.0.0.2 >"$T/i5-auth-2.out" 2>&1 &
+I5_AUTH2=$!
+wait_started 2
+# Both through HELLO (authenticated) before the silent ones come.
+for _ in $(seq 1 100); do
+	[ "$(tail -n +"$((D2_MARK + 1))" "$SLOG" | grep -c '): connected (')" -ge 2 ] && break
+	sleep 0.05
+done
 bg_silent i5-silent-1
-bg_silent i5-silent-2
-bg_silent i5-silent-3 --source 127.0.0.2
-bg_silent i5-silent-4 --source 127.0.0.2
+bg_silent i5-silent-2 --source 127.0.0.2
 wait_started 4
 check "i5 5th connection (from 127.0.0.3) over 'max connections = 4' closed at once" \
 	--port "$PORT3" --tcp --source 127.0.0.3 --expect closed --max-close 0.5 --timeout 2
 log_has "max connections reached" "i5" "$T/d3.log"
 wait_bg
+wait "$I5_AUTH1" "$I5_AUTH2"
 ping_ok "i5 after the deadline dropped the silent ones" "$PORT3"
 
 for d in "$D2" "$D3"; do

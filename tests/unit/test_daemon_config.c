@@ -52,6 +52,12 @@ static int setup(void **state)
 	assert_int_equal(mkdir(p, 0755), 0);
 	snprintf(p, sizeof(p), "%s/backup", tmpdir);
 	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/other", tmpdir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/data/inner", tmpdir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/data-link", tmpdir);
+	assert_int_equal(symlink("data/inner", p), 0);
 	snprintf(conf_path, sizeof(conf_path), "%s/rdmacpd.conf", tmpdir);
 	return 0;
 }
@@ -164,7 +170,7 @@ static void test_full_valid(void **state)
 		 "write only = true\n"
 		 "uid = root\n"
 		 "[%s]\n"
-		 "path = @/data\n",
+		 "path = @/other\n",
 		 fp_hex,
 		 /* 63 characters: longer than inih's own section-name buffer. */
 		 "m123456789m123456789m123456789m123456789m123456789m123456789mmm");
@@ -239,7 +245,9 @@ static void test_defaults(void **state)
 	assert_int_equal(c->nlisten, 0);
 	assert_int_equal(c->max_connections, 64);
 	assert_int_equal(c->max_per_host, 8);
-	assert_int_equal(c->handshake_timeout_s, 10);
+	assert_int_equal(c->max_unauth, 32);
+	assert_int_equal(c->max_unauth_per_host, 8);
+	assert_int_equal(c->handshake_timeout_s, 5);
 	assert_int_equal(c->idle_timeout_s, 300);
 	assert_int_equal(c->memory_budget, UINT64_C(4) << 30);
 	assert_int_equal(c->pool_size, UINT64_C(64) << 20);
@@ -252,6 +260,76 @@ static void test_defaults(void **state)
 	c = load_ok();
 	assert_int_equal(c->max_per_host, 3);
 	daemon_config_free(c);
+}
+
+/* THREATS.md G42: one module inside another is refused, however it is spelled. */
+static void test_nested_modules(void **state)
+{
+	static const struct {
+		const char *outer, *inner;
+	} cases[] = {
+		{ "@/data", "@/data/inner" }, { "@/data/inner", "@/data" },
+		{ "@/data", "@/data/" },      { "@//data/./", "@/data//inner/." },
+		{ "@/data", "@/other/../data/inner" },
+		{ "/", "@/other" },
+	};
+	char body[4096];
+	struct daemon_config *c;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(body, sizeof(body), "[a]\npath = %s\n[b]\npath = %s\n", cases[i].outer,
+			 cases[i].inner);
+		write_conf(body);
+		expect_error(BASE_LINES + 4, "overlaps module [a]");
+	}
+	/* A symlink into another module: no module path may hold a symlink at all. */
+	write_conf("[a]\npath = @/data\n[b]\npath = @/data-link\n");
+	expect_error(BASE_LINES + 4, "has a symlink in it");
+	write_conf("[a]\npath = @/data\n[b]\npath = @/other\n[c]\npath = @/data-link/..\n");
+	expect_error(BASE_LINES + 6, "has a symlink in it");
+	/* Siblings, and a name that only starts like another's. */
+	write_conf("[a]\npath = @/backup\n[b]\npath = @/data/inner\n");
+	c = load_ok();
+	daemon_config_free(c);
+}
+
+/* THREATS.md G47: the pre-authentication caps and their checks. */
+static void test_unauthenticated_limits(void **state)
+{
+	struct daemon_config *c;
+
+	write_conf("max connections = 16\nmax connections per host = 6\n");
+	c = load_ok();
+	assert_int_equal(c->max_unauth, 8);
+	assert_int_equal(c->max_unauth_per_host, 6);
+	daemon_config_free(c);
+
+	write_conf("max connections = 64\nmax connections per host = 64\n");
+	c = load_ok();
+	assert_int_equal(c->max_unauth, 32);
+	assert_int_equal(c->max_unauth_per_host, 32);
+	daemon_config_free(c);
+
+	write_conf("max connections = 3\n");
+	c = load_ok();
+	assert_int_equal(c->max_unauth, 1);
+	assert_int_equal(c->max_unauth_per_host, 1);
+	daemon_config_free(c);
+
+	write_conf("max connections = 10\nmax unauthenticated = 9\n"
+		   "max unauthenticated per host = 9\n");
+	c = load_ok();
+	assert_int_equal(c->max_unauth, 9);
+	assert_int_equal(c->max_unauth_per_host, 9);
+	daemon_config_free(c);
+
+	/* No reserve left for authenticated sessions. */
+	write_conf("max connections = 10\nmax unauthenticated = 10\n");
+	expect_error(BASE_LINES + 2, "reserved for authenticated sessions");
+	write_conf("max unauthenticated = 4\nmax unauthenticated per host = 5\n");
+	expect_error(BASE_LINES + 2, "exceeds 'max unauthenticated'");
+	write_conf("max unauthenticated = 0\n");
+	expect_error(BASE_LINES + 1, "max unauthenticated");
 }
 
 static void test_default_port(void **state)
@@ -492,7 +570,7 @@ static void test_max_files(void **state)
 {
 	struct daemon_config *c;
 
-	write_conf("[data]\npath = @/data\n[small]\npath = @/data\nmax files per session = 100\n");
+	write_conf("[data]\npath = @/data\n[small]\npath = @/other\nmax files per session = 100\n");
 	c = load_ok();
 	assert_int_equal(c->modules[0].max_files, 1000000);
 	assert_int_equal(c->modules[1].max_files, 100);
@@ -712,6 +790,8 @@ int main(void)
 		cmocka_unit_test(test_syntax),
 		cmocka_unit_test(test_long_line),
 		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_nested_modules),
+		cmocka_unit_test(test_unauthenticated_limits),
 	};
 
 	/* Modules without 'uid' run as this user; a root daemon needs it to exist. */

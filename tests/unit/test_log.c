@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * log_escape, the one escaper for peer-supplied text (THREATS.md G46), and
+ * log lines themselves: one line whatever their arguments hold.
+ */
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static void expect_escape(const char *in, const char *want)
+{
+	char out[256];
+
+	assert_string_equal(log_escape(in, out, sizeof(out)), want);
+}
+
+static void test_escape(void **state)
+{
+	(void)state;
+	expect_escape("plain name.txt", "plain name.txt");
+	expect_escape("a\n<0>FORGED", "a\\x0a<0>FORGED");
+	expect_escape("\x1b[2J\r\t\x7f", "\\x1b[2J\\x0d\\x09\\x7f");
+	expect_escape("back\\slash", "back\\x5cslash");
+	/* Printable UTF-8 stays readable. */
+	expect_escape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+		      "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+	/* C1 controls, as UTF-8 (U+009B CSI) and as a lone byte. */
+	expect_escape("\xc2\x9b"
+		      "2J",
+		      "\\xc2\\x9b2J");
+	expect_escape("\x9b"
+		      "31m",
+		      "\\x9b31m");
+	/* Not UTF-8: truncated, overlong, surrogate, out of range. */
+	expect_escape("x\xc3", "x\\xc3");
+	expect_escape("\xc0\xaf", "\\xc0\\xaf");
+	expect_escape("\xed\xa0\x80", "\\xed\\xa0\\x80");
+	expect_escape("\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80");
+	/* Line separators and direction overrides ("Trojan Source"). */
+	expect_escape("a\xe2\x80\xa8"
+		      "b\xe2\x80\xae"
+		      "c",
+		      "a\\xe2\\x80\\xa8b\\xe2\\x80\\xaec");
+}
+
+static void test_escape_truncates(void **state)
+{
+	char out[8];
+
+	(void)state;
+	/* Never half an escape, always terminated. */
+	assert_string_equal(log_escape("ab\ncd", out, 6), "ab");
+	assert_string_equal(log_escape("abcdefghij", out, sizeof(out)), "abcdefg");
+	assert_string_equal(log_escape("x", out, 0), "");
+}
+
+/* A log line carrying a raw newline and ESC comes out as one line. */
+static void test_log_line_is_one_line(void **state)
+{
+	char path[] = "/tmp/rdmacp-test-log.XXXXXX", buf[512];
+	int fd = mkstemp(path), saved = dup(2);
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	assert_true(fd >= 0 && saved >= 0);
+	fflush(stderr);
+	assert_true(dup2(fd, 2) == 2);
+	log_set_prefix_mode(true, "test");
+	log_notice("name %s done", "x\n<0>FORGED\x1b[2J\\x0a");
+	fflush(stderr);
+	assert_true(dup2(saved, 2) == 2);
+	close(saved);
+	f = fdopen(fd, "r");
+	assert_non_null(f);
+	rewind(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	unlink(path);
+	/* Backslashes already there stay as they are: escaped text reads the same. */
+	assert_string_equal(buf, "<5>name x\\x0a<0>FORGED\\x1b[2J\\x0a done\n");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_escape),
+		cmocka_unit_test(test_escape_truncates),
+		cmocka_unit_test(test_log_line_is_one_line),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+}
