@@ -268,8 +268,10 @@ static void test_nested_modules(void **state)
 	static const struct {
 		const char *outer, *inner;
 	} cases[] = {
-		{ "@/data", "@/data/inner" }, { "@/data/inner", "@/data" },
-		{ "@/data", "@/data/" },      { "@//data/./", "@/data//inner/." },
+		{ "@/data", "@/data/inner" },
+		{ "@/data/inner", "@/data" },
+		{ "@/data", "@/data/" },
+		{ "@//data/./", "@/data//inner/." },
 		{ "@/data", "@/other/../data/inner" },
 		{ "/", "@/other" },
 	};
