@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick]: is a change slower? The same
+# rdmacp pushes (tcp transport, loopback) with two builds, alternating old and new
+# run by run (the order swapped every repetition), so that a machine whose load
+# drifts bills both alike. Prints each run and the medians, new/old.
+#
+#   big:   one file of 2048 MiB (--quick: 256 MiB)
+#   small: 10,000 files of 4 KiB (--quick: 1,000)
+#
+# Same source data, cache warming and fresh destination as bench/run.sh (its
+# generated data in $BENCH_DIR/data is reused). Each build gets its own rdmacpd
+# and module, both running as the user who runs the script.
+set -u
+export LC_ALL=C
+
+die() { echo "ab: $*" >&2; exit 1; }
+[ $# -ge 2 ] || die "usage: bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick]"
+OLD=$1 NEW=$2
+shift 2
+REPS=5 QUICK=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--reps) REPS=$2; shift ;;
+	--quick) QUICK=1 ;;
+	*) die "unknown option $1" ;;
+	esac
+	shift
+done
+for b in "$OLD" "$NEW"; do
+	[ -x "$b/rdmacp" ] && [ -x "$b/rdmacpd" ] || die "no rdmacp and rdmacpd in $b"
+done
+OLD=$(realpath "$OLD") NEW=$(realpath "$NEW")
+
+BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
+if [ "$QUICK" = 1 ]; then BIG_MIB=256 NSMALL=1000; else BIG_MIB=2048 NSMALL=10000; fi
+BIG=$BENCH_DIR/data/big-${BIG_MIB}M.bin
+SMALL=$BENCH_DIR/data/small-${NSMALL}x4096
+mkdir -p "$BENCH_DIR/data" || die "cannot create $BENCH_DIR"
+if [ ! -f "$BIG" ] || [ "$(stat -c %s "$BIG")" -ne $((BIG_MIB << 20)) ]; then
+	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-ab-$RANDOM" </dev/zero 2>/dev/null |
+		head -c $((BIG_MIB << 20)) >"$BIG.tmp" && mv "$BIG.tmp" "$BIG" || die "cannot generate $BIG"
+fi
+if [ ! -d "$SMALL" ] || [ "$(find "$SMALL" -type f | wc -l)" -ne "$NSMALL" ]; then
+	rm -rf "$SMALL" "$SMALL.tmp" && mkdir -p "$SMALL.tmp" || die "mkdir"
+	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-ab-$RANDOM" </dev/zero 2>/dev/null |
+		head -c $((NSMALL * 4096)) | (cd "$SMALL.tmp" && split -b 4096 -a 5 -d - f) ||
+		die "cannot generate small files"
+	mv "$SMALL.tmp" "$SMALL"
+fi
+
+R=$(mktemp -d "$BENCH_DIR/ab.XXXXXX") || die mktemp
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$R"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+	local i
+	for i in $(seq 1 200); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.025
+	done
+	return 1
+}
+now() { date +%s.%N; }
+
+"$NEW/rdmacp" certs init "$R/certs" >/dev/null || die "certs init"
+declare -A PORT
+for side in old new; do
+	build=$OLD
+	[ "$side" = new ] && build=$NEW
+	PORT[$side]=$(free_port)
+	mkdir -p "$R/$side"
+	cat >"$R/$side.conf" <<EOF
+[global]
+listen = 127.0.0.1:${PORT[$side]}
+cert = $R/certs/server.crt
+key = $R/certs/server.key
+ca = $R/certs/ca.crt
+
+[bench]
+path = $R/$side
+allow = client
+uid = $(id -u)
+gid = $(id -g)
+EOF
+	"$build/rdmacpd" --config "$R/$side.conf" >"$R/$side.log" 2>&1 &
+	PIDS+=($!)
+	wait_port "${PORT[$side]}" || { cat "$R/$side.log" >&2; die "$side rdmacpd did not start"; }
+done
+
+# run SIDE CASE: one timed push into a fresh destination; prints seconds.
+run() {
+	local side=$1 kind=$2 build=$OLD dst=$R/$1/dst t0 t1 rc
+	[ "$side" = new ] && build=$NEW
+	[ -d "$dst" ] && mv "$dst" "$R/$side/gone.$RANDOM$RANDOM"
+	mkdir -p "$dst"
+	sync -f "$R"
+	cat "$BIG" >/dev/null
+	find "$SMALL" -type f -exec cat {} + >/dev/null
+	local client=("$build/rdmacp" --config /dev/null --cert "$R/certs/client.crt"
+		--key "$R/certs/client.key" --ca "$R/certs/ca.crt" -P "${PORT[$side]}" --transport tcp -q)
+	t0=$(now)
+	if [ "$kind" = big ]; then
+		"${client[@]}" "$BIG" "127.0.0.1:bench/dst/"
+		rc=$?
+	else
+		(cd "$SMALL" && "${client[@]}" f* "127.0.0.1:bench/dst/")
+		rc=$?
+	fi
+	t1=$(now)
+	[ "$rc" -eq 0 ] || return 1
+	echo "$t1 - $t0" | bc -l
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "old: $OLD"
+echo "new: $NEW"
+echo "reps: $REPS (alternating; order swapped every repetition)"
+for kind in big small; do
+	: >"$R/$kind.old"
+	: >"$R/$kind.new"
+	for i in $(seq 1 "$REPS"); do
+		order="old new"
+		[ $((i % 2)) -eq 0 ] && order="new old"
+		for side in $order; do
+			s=$(run "$side" "$kind") || die "$side $kind: rdmacp failed"
+			printf '%s %-5s rep %d: %.3f s\n' "$kind" "$side" "$i" "$s"
+			echo "$s" >>"$R/$kind.$side"
+		done
+	done
+	mo=$(median <"$R/$kind.old")
+	mn=$(median <"$R/$kind.new")
+	printf 'median %-5s old %.3f s  new %.3f s  new/old %.3f\n' "$kind" "$mo" "$mn" "$(echo "$mn / $mo" | bc -l)"
+done
