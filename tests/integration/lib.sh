@@ -134,6 +134,32 @@ expect_rc() {
 	fi
 }
 
+# The hostile client (tests/tools/rawpeer.c; rawpeer --help).
+RAWPEER_BIN=${RAWPEER_BIN:-$BUILD_DIR/tests/rawpeer}
+
+# rawpeer_for PORT [SECS]: RAWPEER=(...), rawpeer with the client certificate of
+# make_certs "$T/certs", for a daemon on PORT, each wait at most SECS (default 10).
+rawpeer_for() {
+	[ -x "$RAWPEER_BIN" ] || die "rawpeer not built in $BUILD_DIR/tests"
+	RAWPEER=("$RAWPEER_BIN" -P "$1" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
+		--ca "$T/certs/ca.crt" --timeout "${2:-10}")
+}
+
+# rawpeer_rc WANT DESC STEP...: run rawpeer (what it printed in $T/rp.out and
+# $T/rp.err), compare its exit status.
+rawpeer_rc() {
+	local want=$1 desc=$2 rc
+	shift 2
+	timeout 120 "${RAWPEER[@]}" "$@" >"$T/rp.out" 2>"$T/rp.err"
+	rc=$?
+	if [ "$rc" -eq "$want" ]; then
+		pass "$desc (rawpeer exit $rc)"
+	else
+		fail "$desc: rawpeer exit $rc, wanted $want"
+		sed 's/^/    /' "$T/rp.out" "$T/rp.err" | tail -30
+	fi
+}
+
 finish() {
 	if [ "$FAILS" -ne 0 ]; then
 		echo "$FAILS check(s) failed; daemon log:"

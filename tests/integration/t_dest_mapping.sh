@@ -12,25 +12,10 @@
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
 
-RAWPEER_BIN=$BUILD_DIR/tests/rawpeer
-[ -x "$RAWPEER_BIN" ] || die "rawpeer not built in $BUILD_DIR/tests"
 
 setup_standard "uid = root" "gid = root"
-RAWPEER=("$RAWPEER_BIN" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-	--ca "$T/certs/ca.crt" --timeout 10)
+rawpeer_for "$PORT"
 
-rawpeer_rc() {
-	local want=$1 desc=$2 rc
-	shift 2
-	timeout 60 "${RAWPEER[@]}" "$@" >"$T/rp.out" 2>"$T/rp.err"
-	rc=$?
-	if [ "$rc" -eq "$want" ]; then
-		pass "$desc (rawpeer exit $rc)"
-	else
-		fail "$desc: rawpeer exit $rc, wanted $want"
-		sed 's/^/    /' "$T/rp.out" "$T/rp.err" | tail -30
-	fi
-}
 
 # 1. a, b and a symlink c, all mapped to "target".
 printf 'AAAAA' >"$T/a"

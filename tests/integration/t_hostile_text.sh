@@ -89,10 +89,8 @@ else
 fi
 
 # ---- 1b. text a hostile client chooses: its software string, its ERROR ----
-RAWPEER_BIN=$BUILD_DIR/tests/rawpeer
 if [ -x "$RAWPEER_BIN" ]; then
-	RAWPEER=("$RAWPEER_BIN" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-		--ca "$T/certs/ca.crt" --timeout 10)
+	rawpeer_for "$PORT"
 	# ERROR code 7, text "x\n<0>FORGED by peer\e[2J\xc2\x9b" as a frame payload.
 	text=$(printf 'x\n<0>FORGED by peer\033[2J\302\233' | od -An -tx1 | tr -d ' \n')
 	payload=$(printf '00000007%04x%s' $((${#text} / 2)) "$text")

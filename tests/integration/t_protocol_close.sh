@@ -13,12 +13,9 @@
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
 
-RAWPEER_BIN=$BUILD_DIR/tests/rawpeer
-[ -x "$RAWPEER_BIN" ] || die "rawpeer not built in $BUILD_DIR/tests"
 
 setup_standard "uid = root" "gid = root"
-RAWPEER=("$RAWPEER_BIN" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-	--ca "$T/certs/ca.crt" --timeout 10)
+rawpeer_for "$PORT"
 printf 'AAAAA' >"$T/a"
 
 # violation DESC REASON STEP...: a push of f (5 bytes) up to its FILES_ACK,

@@ -21,30 +21,14 @@
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
 
-RAWPEER_BIN=$BUILD_DIR/tests/rawpeer
-[ -x "$RAWPEER_BIN" ] || die "rawpeer not built in $BUILD_DIR/tests"
 
 setup_standard
-RAWPEER=("$RAWPEER_BIN" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-	--ca "$T/certs/ca.crt" --timeout 10)
+rawpeer_for "$PORT"
 
 temps() {
 	find "$1" -name '.*.rdmacp.*' 2>/dev/null
 }
 
-# rawpeer_rc WANT DESC STEP...: run rawpeer, compare its exit status; output in $T/rp.out.
-rawpeer_rc() {
-	local want=$1 desc=$2 rc
-	shift 2
-	timeout 120 "${RAWPEER[@]}" "$@" >"$T/rp.out" 2>"$T/rp.err"
-	rc=$?
-	if [ "$rc" -eq "$want" ]; then
-		pass "$desc (rawpeer exit $rc)"
-	else
-		fail "$desc: rawpeer exit $rc, wanted $want"
-		sed 's/^/    /' "$T/rp.out" "$T/rp.err" | tail -30
-	fi
-}
 
 # 1. A correct push, two chunks of 64 KiB and a short last one.
 head -c 150000 /dev/urandom >"$T/src.bin" || die "cannot write the source"
@@ -119,8 +103,7 @@ mkdir -p "$T/mod2"
 write_conf "$T/d2.conf" "$PORT2" "$T/certs" "handshake timeout = 5" "idle timeout = 3"
 printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod2" >>"$T/d2.conf"
 start_daemon "$T/d2.conf" "$T/d2.log" "$PORT2"
-RAWPEER=("$RAWPEER_BIN" -P "$PORT2" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-	--ca "$T/certs/ca.crt" --timeout 10)
+rawpeer_for "$PORT2"
 rawpeer_rc 0 "idle with and without PONGs" \
 	hello open push data/idle.bin lanes ring files 1:idle.bin:100 ack \
 	idle 2.5 expect "still open" expect-seen "PING nonce=0 (answered)" \

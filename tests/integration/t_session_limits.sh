@@ -27,8 +27,6 @@
 
 HOST=127.0.0.1
 M=$((1024 * 1024))
-RAWPEER_BIN=${RAWPEER_BIN:-$BUILD_DIR/tests/rawpeer}
-[ -x "$RAWPEER_BIN" ] || die "rawpeer not built in $BUILD_DIR/tests"
 MOUNTED=0
 BG_PIDS=()
 
@@ -69,8 +67,7 @@ start_daemon "$T/d.conf" "$T/d.log" "$PORT"
 D=$DAEMON_PID
 CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 	--ca "$T/certs/ca.crt" -P "$PORT")
-RAWPEER=("$RAWPEER_BIN" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-	--ca "$T/certs/ca.crt" --timeout 10)
+rawpeer_for "$PORT"
 
 sessions() { cat /proc/"$D"/task/*/children 2>/dev/null | tr ' ' '\n' | grep .; }
 used_kb() { df -k --output=used "$1" | tail -1 | tr -d ' '; }
@@ -80,20 +77,6 @@ wait_no_sessions() {
 		sleep 0.05
 	done
 	return 1
-}
-
-# rawpeer_rc WANT DESC STEP...: run rawpeer; output in $T/rp.out.
-rawpeer_rc() {
-	local want=$1 desc=$2 rc
-	shift 2
-	timeout 60 "${RAWPEER[@]}" "$@" >"$T/rp.out" 2>"$T/rp.err"
-	rc=$?
-	if [ "$rc" -eq "$want" ]; then
-		pass "$desc (rawpeer exit $rc)"
-	else
-		fail "$desc: rawpeer exit $rc, wanted $want"
-		sed 's/^/    /' "$T/rp.out" "$T/rp.err" | tail -30
-	fi
 }
 
 # ---- 1. a declared size with no data ------------------------------------------------
@@ -220,8 +203,7 @@ start_daemon "$T/d.conf" "$T/d.log" "$PORT"
 D=$DAEMON_PID
 CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 	--ca "$T/certs/ca.crt" -P "$PORT")
-RAWPEER=("$RAWPEER_BIN" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-	--ca "$T/certs/ca.crt" --timeout 10)
+rawpeer_for "$PORT"
 mkdir -p "$T/src"
 head -c $((2 * M)) /dev/urandom >"$T/src/two"
 for f in a b c; do head -c "$M" /dev/urandom >"$T/src/$f"; done

@@ -21,13 +21,10 @@
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
 
-RAWPEER_BIN=$BUILD_DIR/tests/rawpeer
 [ -f "$SRC_DIR/tests/tools/rawpeer.c" ] || skip "this tree has no rawpeer (tests/tools/rawpeer.c)"
-[ -x "$RAWPEER_BIN" ] || die "rawpeer not built in $BUILD_DIR/tests"
 
 setup_standard
-RAWPEER=("$RAWPEER_BIN" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-	--ca "$T/certs/ca.crt" --timeout 5)
+rawpeer_for "$PORT" 5
 CHUNK=65536
 
 temps() {
