@@ -561,6 +561,10 @@ struct raw {
 	struct msg_ring ring;
 	uint64_t wr_id, seq;
 	unsigned credits;
+	/* Played receiver: buf is the ring (SLOTS chunks, then the descriptors). */
+	bool receiver;
+	unsigned data_imms;
+	uint32_t data_slot[64];
 };
 
 static void raw_init(struct raw *w, struct end *e)
@@ -579,6 +583,43 @@ static void raw_init(struct raw *w, struct end *e)
 			assert_int_equal(x->ops->post_recvs(x, l, &id, 1), 0);
 		}
 	}
+}
+
+/*
+ * A receiver played by hand: a ring of SLOTS slots registered for the peer's
+ * writes, receives posted for its immediates, the RING sent. It never gives a
+ * credit back.
+ */
+static void raw_init_receiver(struct raw *w, struct end *e)
+{
+	struct xport *x = e->x;
+	size_t len = (size_t)SLOTS * CHUNK + 4096;
+	struct msg m = { .type = MSG_RING };
+
+	memset(w, 0, sizeof(*w));
+	w->end = e;
+	w->receiver = true;
+	w->buf = aligned_alloc(4096, len);
+	assert_non_null(w->buf);
+	memset(w->buf, 0, len);
+	assert_int_equal(
+	    x->ops->reg_mr(x, w->buf, len, XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE, &w->mr),
+	    0);
+	for (unsigned l = 0; l < x->nlanes; l++) {
+		for (uint32_t k = 0; k < SLOTS; k++) {
+			uint64_t id = l;
+			assert_int_equal(x->ops->post_recvs(x, l, &id, 1), 0);
+		}
+	}
+	m.u.ring.addr = w->mr->iova;
+	m.u.ring.desc_addr = w->mr->iova + (uint64_t)SLOTS * CHUNK;
+	m.u.ring.slots = SLOTS;
+	m.u.ring.slot_size = CHUNK;
+	m.u.ring.nkeys = (uint8_t)x->nlanes;
+	for (unsigned l = 0; l < x->nlanes; l++) {
+		m.u.ring.rkey[l] = w->mr->lane_rkey[l];
+	}
+	assert_int_equal(chan_send(&e->chan, &m), 0);
 }
 
 static void raw_free(struct raw *w)
@@ -600,9 +641,17 @@ static void raw_drain(struct raw *w, uint64_t want_id, int *done)
 		for (int i = 0; i < n; i++) {
 			if (wc[i].opcode == XPORT_WC_RECV_IMM && wc[i].status == XPORT_WC_SUCCESS) {
 				uint64_t id = wc[i].lane;
-				assert_int_equal(wc[i].imm >> PROTO_IMM_KIND_SHIFT,
-						 PROTO_IMM_CREDIT);
-				w->credits++;
+				if (w->receiver) {
+					assert_int_equal(wc[i].imm >> PROTO_IMM_KIND_SHIFT,
+							 PROTO_IMM_DATA);
+					assert_true(w->data_imms < ARRAY_SIZE(w->data_slot));
+					w->data_slot[w->data_imms++] =
+					    wc[i].imm & PROTO_IMM_SLOT_MASK;
+				} else {
+					assert_int_equal(wc[i].imm >> PROTO_IMM_KIND_SHIFT,
+							 PROTO_IMM_CREDIT);
+					w->credits++;
+				}
 				(void)x->ops->post_recvs(x, wc[i].lane, &id, 1);
 			} else if (done && wc[i].opcode == XPORT_WC_WRITE &&
 				   wc[i].wr_id == want_id) {
@@ -1141,6 +1190,148 @@ static void test_idle_timeout(void **state)
 	raw_free(&w);
 }
 
+/* ---- cases: a receiver played by hand -------------------------------------- */
+
+/* The receiver refuses the session before its ring: the sender ends with the peer's code. */
+static void test_sender_peer_error(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct msg m = { .type = MSG_ERROR };
+
+	source_file(f, &s, "a", 10);
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	run_start(&f->txr);
+	m.u.error.code = PERR_NOSPACE;
+	snprintf(m.u.error.text, sizeof(m.u.error.text), "disk full");
+	assert_int_equal(chan_send(&f->rx.chan, &m), 0);
+	run_join(&f->txr);
+
+	assert_failed_run(&f->txr, PERR_NOSPACE, "peer: disk full");
+	assert_int_equal(f->txr.r, -EREMOTEIO);
+	assert_stats(&f->txr.st, 0, 0, 0, PERR_OK);
+	assert_no_fd_beneath(f->src);
+}
+
+/* A ring that is not the one agreed: the sender refuses it and says why. */
+static void test_sender_bad_ring(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct msg m = { .type = MSG_RING }, got;
+	struct raw w = { .end = &f->rx };
+
+	source_file(f, &s, "a", 10);
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	run_start(&f->txr);
+	m.u.ring.slots = SLOTS + 1;
+	m.u.ring.slot_size = CHUNK;
+	m.u.ring.nkeys = NLANES;
+	assert_int_equal(chan_send(&f->rx.chan, &m), 0);
+	raw_next(&w, &got);
+	assert_int_equal(got.type, MSG_ERROR);
+	assert_int_equal(got.u.error.code, PERR_PROTOCOL);
+	assert_non_null(strstr(got.u.error.text, "bad RING"));
+	msg_clear(&got);
+	run_join(&f->txr);
+
+	assert_failed_run(&f->txr, PERR_PROTOCOL, "bad RING");
+	assert_stats(&f->txr.st, 0, 0, 0, PERR_OK);
+}
+
+/*
+ * A receiver that takes the first chunks and never gives a credit back: the
+ * sender fills every slot with the right bytes, then stalls, and ends the
+ * session with TIMEOUT after idle_timeout_ms.
+ */
+static void test_sender_no_credits(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct raw w;
+	struct msg m;
+	struct proto_status st = { .status = PERR_OK, .text = (char *)"" };
+	size_t size = 6 * CHUNK, len;
+	uint8_t *src;
+	int64_t deadline;
+
+	source_file(f, &s, "big", size);
+	src = read_file(f->src, "big", &len);
+	assert_non_null(src);
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	f->txr.p.idle_timeout_ms = IDLE_MS;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	raw_expect(&w, MSG_FILES, &m);
+	assert_int_equal(m.u.files.count, 1);
+	assert_string_equal(m.u.files.files[0].name, "big");
+	assert_int_equal(m.u.files.files[0].size, size);
+	st.id = m.u.files.files[0].id;
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_FILES_ACK };
+	m.u.files_ack.count = 1;
+	m.u.files_ack.st = &st;
+	raw_send(&w, &m);
+	/* Every slot written once, each holding the chunk its descriptor names. */
+	deadline = mono_ms() + IO_MS;
+	while (w.data_imms < SLOTS) {
+		struct pollfd pfd = { .fd = f->rx.x->ops->event_fd(f->rx.x), .events = POLLIN };
+
+		if (mono_ms() > deadline) {
+			fail_msg("%u of %u slots written within %d ms", w.data_imms, SLOTS, IO_MS);
+		}
+		raw_drain(&w, 0, NULL);
+		poll(&pfd, 1, 100);
+	}
+	for (unsigned i = 0; i < SLOTS; i++) {
+		uint32_t slot = w.data_slot[i];
+		struct proto_desc d;
+
+		assert_true(slot < SLOTS);
+		assert_int_equal(
+		    proto_desc_decode(w.buf + (size_t)SLOTS * CHUNK + (size_t)slot * PROTO_DESC_LEN,
+				      &d),
+		    0);
+		assert_int_equal(d.file_id, st.id);
+		assert_int_equal(d.len, CHUNK);
+		assert_int_equal(d.offset % CHUNK, 0);
+		assert_true(d.offset < size);
+		assert_memory_equal(w.buf + (size_t)slot * CHUNK, src + d.offset, CHUNK);
+	}
+	raw_expect_error(&w, PERR_TIMEOUT, "idle timeout");
+	run_join(&f->txr);
+	/* No slot was written twice: without credits there is nowhere else to go. */
+	assert_int_equal(w.data_imms, SLOTS);
+
+	assert_failed_run(&f->txr, PERR_TIMEOUT, "no data progress");
+	assert_int_equal(f->txr.r, -ETIMEDOUT);
+	assert_stats(&f->txr.st, 0, 0, 0, PERR_OK);
+	assert_no_fd_beneath(f->src);
+	free(src);
+	raw_free(&w);
+}
+
+/* ---- cases: stopping ------------------------------------------------------ */
+
+/* A stop requested (the signal handler's flag): SHUTDOWN on both sides, nothing committed. */
+static void test_stop_requested(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	static volatile sig_atomic_t stop = 1;
+
+	source_file(f, &s, "a", 3 * CHUNK);
+	f->txr.p.stop = &stop;
+
+	run_both(f, &s);
+
+	assert_failed_run(&f->txr, PERR_SHUTDOWN, "interrupted");
+	assert_int_equal(f->txr.r, -EINTR);
+	assert_failed_run(&f->rxr, PERR_SHUTDOWN, "peer: interrupted");
+	assert_stats(&f->rxr.st, 0, 0, 0, PERR_OK);
+	assert_dest(f->dst, "");
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 static struct tls_ctx *make_ctx(bool server, const char *name)
@@ -1214,6 +1405,10 @@ int main(void)
 		T(test_file_done_short),
 		T(test_peer_stops_mid_file),
 		T(test_idle_timeout),
+		T(test_sender_peer_error),
+		T(test_sender_bad_ring),
+		T(test_sender_no_credits),
+		T(test_stop_requested),
 	};
 	/* clang-format on */
 
