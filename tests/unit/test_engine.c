@@ -6,7 +6,16 @@
  * into a temp directory through io_uring. Where the case needs a misbehaving
  * sender, the test thread plays it by hand the way tests/tools/rawpeer.c does
  * against a daemon: control messages through chan, chunks as WRITE +
- * WRITE_WITH_IMM through the xport ops.
+ * WRITE_WITH_IMM through the xport ops; where it needs a misbehaving
+ * receiver, it plays that: a ring registered for the sender's writes, RING
+ * and FILES_ACK by hand, credits withheld.
+ *
+ * Cases: a transfer of every size class, a directory and a symlink; checksum
+ * mismatch (the receiver's FLIP_BYTE hook, and a FILE_DONE with a wrong hash);
+ * a pull receiver's name_ok refusing a name; duplicate names; FILES ids out
+ * of order; FILE_DONE byte counts too high and too low; a sender that dies
+ * mid-file; an idle sender; a receiver that answers ERROR, sends a bad RING,
+ * or never returns a credit; the stop flag.
  *
  * Every case checks engine_run's return, its protocol error code, the stats,
  * and the destination: nothing under a final name unless it was committed, no
