@@ -12,6 +12,7 @@
 #      a wrong one still fails (3)
 #   5. the daemon logs the client's whole fingerprint (64 hex digits), the
 #      one certs show prints
+#   5b. the daemon logs a client that sends HTTP as not speaking TLS
 #   6. ping against a port where something else answers, an SSH banner or an
 #      HTTP reply: "is not an rdmacp daemon", its first line quoted, exit 11
 #
@@ -86,6 +87,15 @@ if [[ $client_fp =~ ^sha256:[0-9a-f]{64}$ ]] && grep -q "CN=client $client_fp)" 
 else
 	fail "no '$client_fp' in the daemon log: $(grep -m1 'CN=client' "$T/d.log")"
 fi
+
+# ---- 5b. the daemon says the same of a client that is no TLS client ----
+exec 5<>"/dev/tcp/127.0.0.1/$PORT" && printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n' >&5
+timeout 5 cat <&5 >/dev/null 2>&1
+exec 5<&-
+for i in $(seq 40); do grep -q "does not speak TLS" "$T/d.log" && break; sleep 0.05; done
+grep -q "TLS handshake failed: the peer does not speak TLS (it sent 'GET / HTTP/1.1')" "$T/d.log" &&
+	pass "the daemon logs an HTTP client as not speaking TLS, with its request line" ||
+	fail "no 'does not speak TLS' line in the daemon log for an HTTP request"
 
 # ---- 6. not an rdmacp daemon ----
 # fake_server PORT ANSWER FIRST: a TCP server that answers once (FIRST=1: before reading).
