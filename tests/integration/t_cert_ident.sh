@@ -8,8 +8,8 @@
 #      exactly as openssl computes it, in the form 'allow' takes
 #   3. a client that trusts the other CA is told which CA signed the
 #      daemon's certificate (its name, from 1), exit 3
-#   4. --pin with colons between the pairs (as openssl prints it) works;
-#      a wrong one still fails (3)
+#   4. --pin and the config file's pin with colons between the pairs (as
+#      openssl prints it) work; a wrong one still fails (3)
 #   5. the daemon logs the client's whole fingerprint (64 hex digits), the
 #      one certs show prints
 #   5b. the daemon logs a client that sends HTTP as not speaking TLS
@@ -78,6 +78,12 @@ expect_rc 0 "--pin sha256:AB:CD:..." as "$T/a" --pin "sha256:$PIN_COLONS" ping 1
 BAD_COLONS=$(echo "$PIN_COLONS" | sed 's/^../00/')
 [ "$BAD_COLONS" != "$PIN_COLONS" ] || BAD_COLONS=$(echo "$PIN_COLONS" | sed 's/^../11/')
 expect_rc 3 "--pin with colons, wrong" as "$T/a" --pin "$BAD_COLONS" ping 127.0.0.1
+# The client's config file reads it with the same parser.
+printf '[client]\ncert = %s\nkey = %s\nca = %s\nport = %s\npin = %s\n' "$T/a/client.crt" \
+	"$T/a/client.key" "$T/a/ca.crt" "$PORT" "$PIN_COLONS" >"$T/client.conf"
+expect_rc 0 "pin = AB:CD:... in the client's config file" "$RDMACP" --config "$T/client.conf" ping 127.0.0.1
+sed -i "s/^pin = .*/pin = $BAD_COLONS/" "$T/client.conf"
+expect_rc 3 "a wrong pin with colons in the client's config file" "$RDMACP" --config "$T/client.conf" ping 127.0.0.1
 
 # ---- 5. the whole fingerprint in the daemon's log ----
 client_fp=$(sed -n 's/^fingerprint: //p' <("$RDMACP" certs show "$T/a/client.crt"))
