@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* rdmacp certs init|issue: a private CA and certificates in one command. */
+/* rdmacp certs init|issue|show: a private CA and certificates in one command, and a look at one. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -10,13 +10,18 @@
 #include "client.h"
 #include "exitcodes.h"
 #include "log.h"
+#include "macro.h"
+#include "tls.h"
 
 #define MAX_HOSTS 32
+/* Certificates shown from one file (a CA bundle holds several). */
+#define MAX_SHOWN 16
 
 static int certs_usage(void)
 {
 	log_error("usage: rdmacp certs init DIR [--host NAME]... | "
-		  "rdmacp certs issue DIR --client NAME [--days N] [--backdate N]");
+		  "rdmacp certs issue DIR --client NAME [--days N] [--backdate N] | "
+		  "rdmacp certs show FILE");
 	return EXIT_USAGE;
 }
 
@@ -32,6 +37,51 @@ static int parse_days(const char *s, int *ret)
 	}
 	*ret = (int)v;
 	return 0;
+}
+
+static void show_one(const struct certs_info *ci)
+{
+	char esc[4 * sizeof(ci->sans)], fp[2 * TLS_FINGERPRINT_LEN + 1];
+
+	printf("subject:     %s\n", log_escape(ci->subject, esc, sizeof(esc)));
+	printf("issuer:      %s%s\n", log_escape(ci->issuer, esc, sizeof(esc)),
+	       ci->self_signed ? " (self-signed)" : "");
+	printf("SANs:        %s\n", ci->sans[0] ? log_escape(ci->sans, esc, sizeof(esc)) : "none");
+	printf("valid:       %s to %s%s\n", ci->not_before, ci->not_after,
+	       ci->expired	   ? " (EXPIRED)"
+	       : ci->not_yet_valid ? " (NOT YET VALID)"
+				   : "");
+	printf("CA:          %s\n", ci->is_ca ? "yes" : "no");
+	tls_format_fingerprint(ci->sha256, fp);
+	/* The form 'allow' and --pin take, as is. */
+	printf("fingerprint: sha256:%s\n", fp);
+}
+
+/* rdmacp certs show FILE: each certificate in FILE. */
+static int certs_show(const char *file)
+{
+	_cleanup_free_ struct certs_info *ci = calloc(MAX_SHOWN, sizeof(*ci));
+	char esc[1024];
+	int n;
+
+	if (!ci) {
+		log_error("out of memory");
+		return EXIT_LOCAL_IO;
+	}
+	n = certs_show_file(file, ci, MAX_SHOWN);
+	if (n < 0) {
+		log_error("%s: %s", log_escape(file, esc, sizeof(esc)),
+			  n == -EBADMSG ? "no PEM certificate in it" : strerror(-n));
+		return n == -EBADMSG ? EXIT_CONFIG : EXIT_LOCAL_IO;
+	}
+	for (int i = 0; i < n; i++) {
+		if (n > 1) {
+			printf("%scertificate %d of %d%s:\n", i ? "\n" : "", i + 1, n,
+			       n == MAX_SHOWN ? " or more" : "");
+		}
+		show_one(&ci[i]);
+	}
+	return EXIT_OK;
 }
 
 int cmd_certs(int argc, char **argv)
@@ -79,6 +129,12 @@ int cmd_certs(int argc, char **argv)
 	}
 	if (optind != argc) {
 		return certs_usage();
+	}
+	if (!strcmp(verb, "show")) {
+		if (client || days || backdate || nhosts) {
+			return certs_usage();
+		}
+		return certs_show(dir);
 	}
 	if (!strcmp(verb, "init")) {
 		if (client || days || backdate) {

@@ -174,7 +174,10 @@ static int handler(void *user, const char *section, const char *name, const char
 		}
 	} else if (!strcmp(name, "pin")) {
 		if (tls_parse_fingerprint(value, o->pin) < 0) {
-			return bad(ps, "bad pin '%s': expected sha256:<64 hex digits>", value);
+			return bad(ps,
+				   "bad pin '%s': expected sha256:<64 hex digits, ':' between "
+				   "pairs allowed>",
+				   value);
 		}
 		o->have_pin = true;
 	} else if (!strcmp(name, "port")) {

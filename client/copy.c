@@ -141,6 +141,12 @@ static int session_open(struct session *s)
 			  s->rem->host, tls_last_error());
 		return EXIT_CONNECT;
 	}
+	if (r == -EBADMSG) {
+		/* An sshd or a web server on that port: no certificate can fix that. */
+		log_error("%s port %u is not an rdmacp daemon: %s", s->rem->host, s->o->port,
+			  tls_last_error());
+		return EXIT_CONNECT;
+	}
 	if (r < 0) {
 		log_error("TLS handshake with %s failed: %s", s->rem->host, tls_last_error());
 		return r == -ETIMEDOUT ? EXIT_CONNECT : EXIT_AUTH;

@@ -31,6 +31,7 @@ static void usage(FILE *f)
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
 	    "       rdmacp certs init DIR [--host NAME]...\n"
 	    "       rdmacp certs issue DIR --client NAME [--days N]\n"
+	    "       rdmacp certs show FILE                         (subject, SANs, fingerprint)\n"
 	    "\n"
 	    "Options:\n"
 	    "  -P, --port PORT        daemon port (default 7471)\n"

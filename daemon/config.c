@@ -38,6 +38,7 @@
 #include "fspath.h"
 #include "log.h"
 #include "macro.h"
+#include "tls.h"
 
 #define CONFIG_MAX_LINE 4096
 #define CONFIG_MIN_POOL (UINT64_C(1) << 20)
@@ -177,36 +178,12 @@ static int parse_size(const char *s, uint64_t *ret)
 	return 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	c = (char)tolower((unsigned char)c);
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	return -1;
-}
-
-/* "sha256:" followed by exactly 64 hex digits. */
-static int parse_fingerprint(const char *hex, uint8_t fp[32])
-{
-	if (strlen(hex) != 64) {
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < 32; i++) {
-		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
-
-		if (hi < 0 || lo < 0) {
-			return -EINVAL;
-		}
-		fp[i] = (uint8_t)(hi << 4 | lo);
-	}
-	return 0;
-}
-
-/* A certificate CN or DNS name: printable, no spaces, bounded. */
+/*
+ * An allow name: what a certificate's CN, DNS name or IP address can be and
+ * 'allow' can match. Quotes, '#', '=' and the like are refused: they are
+ * a mistake in the file (a quoted list, a comment after the value), never a
+ * name a client has, and taking them as names would lock that client out.
+ */
 static bool allow_name_valid(const char *s)
 {
 	size_t n = strlen(s);
@@ -214,12 +191,59 @@ static bool allow_name_valid(const char *s)
 	if (n == 0 || n >= sizeof(((struct allow_rule *)0)->name)) {
 		return false;
 	}
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p <= 0x20 || *p >= 0x7f) {
-			return false;
+	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_:@+") ==
+	       n;
+}
+
+/*
+ * List values ('allow', 'listen'): entries separated by commas, blanks or
+ * both, as rsyncd reads its lists ("alice, bob", "alice,bob", "alice bob").
+ * An empty entry (",,", or a comma at either end) is refused, not skipped:
+ * it is usually a name that went missing. fn gets each entry; the first
+ * failure stops the walk.
+ */
+static int for_each_list_entry(struct parse_state *ps, const char *key, const char *value,
+			       int (*fn)(struct parse_state *ps, const char *key,
+					 const char *entry))
+{
+	static const char blanks[] = " \t";
+	const char *p = value + strspn(value, blanks);
+
+	if (*p == '\0') {
+		return fail(ps, "'%s' is empty", key);
+	}
+	for (;;) {
+		size_t n;
+		_cleanup_free_ char *entry = NULL;
+		int r;
+
+		if (*p == ',') {
+			return fail(ps, "empty entry in '%s' (a comma with nothing before it)",
+				    key);
+		}
+		n = strcspn(p, ", \t");
+		entry = strndup(p, n);
+		if (!entry) {
+			return fail(ps, "out of memory");
+		}
+		r = fn(ps, key, entry);
+		if (r < 0) {
+			return r;
+		}
+		p += n;
+		p += strspn(p, blanks);
+		if (*p == ',') {
+			p++;
+			p += strspn(p, blanks);
+			if (*p == '\0') {
+				return fail(ps, "'%s' ends with a comma (an entry is missing)",
+					    key);
+			}
+		}
+		if (*p == '\0') {
+			return 0;
 		}
 	}
-	return true;
 }
 
 static bool module_name_valid(const char *s)
@@ -465,7 +489,7 @@ static int set_path_key(struct parse_state *ps, const char *key, const char *val
 	return 0;
 }
 
-static int g_listen(struct parse_state *ps, const char *key, const char *value)
+static int add_listen(struct parse_state *ps, const char *key, const char *value)
 {
 	struct daemon_config *c = ps->cfg;
 	struct listen_addr la;
@@ -493,6 +517,12 @@ static int g_listen(struct parse_state *ps, const char *key, const char *value)
 	}
 	c->listen[c->nlisten++] = la;
 	return 0;
+}
+
+/* One or more addresses per line, and the key may repeat. */
+static int g_listen(struct parse_state *ps, const char *key, const char *value)
+{
+	return for_each_list_entry(ps, key, value, add_listen);
 }
 
 static int g_cert(struct parse_state *ps, const char *key, const char *value)
@@ -684,47 +714,45 @@ static int m_write_only(struct parse_state *ps, const char *key, const char *val
 	return r < 0 ? r : check_ro_wo(ps);
 }
 
-static int m_allow(struct parse_state *ps, const char *key, const char *value)
+static int add_allow(struct parse_state *ps, const char *key, const char *tok)
 {
 	struct module *m = cur_module(ps);
-	_cleanup_free_ char *copy = strdup(value);
-	char *save = NULL;
-	size_t n = 0;
+	struct allow_rule rule = { 0 };
 
-	if (!copy) {
-		return fail(ps, "out of memory");
+	if (m->nallow >= DAEMON_MAX_ALLOW) {
+		return fail(ps, "too many '%s' rules in [%s] (at most %d)", key, m->name,
+			    DAEMON_MAX_ALLOW);
 	}
-	for (char *tok = strtok_r(copy, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-		struct allow_rule rule = { 0 };
-
-		if (m->nallow >= DAEMON_MAX_ALLOW) {
-			return fail(ps, "too many '%s' rules in [%s] (at most %d)", key, m->name,
-				    DAEMON_MAX_ALLOW);
+	if (strcmp(tok, "*") == 0) {
+		rule.kind = ALLOW_ANY;
+	} else if (strncasecmp(tok, "sha256:", 7) == 0) {
+		rule.kind = ALLOW_FINGERPRINT;
+		if (tls_parse_fingerprint(tok, rule.fp) < 0) {
+			return fail(ps,
+				    "bad fingerprint '%s' in '%s' (sha256: and 64 hex digits, "
+				    "with or without ':' between pairs)",
+				    ESC(tok), key);
 		}
-		if (strcmp(tok, "*") == 0) {
-			rule.kind = ALLOW_ANY;
-		} else if (strncasecmp(tok, "sha256:", 7) == 0) {
-			rule.kind = ALLOW_FINGERPRINT;
-			if (parse_fingerprint(tok + 7, rule.fp) < 0) {
-				return fail(ps,
-					    "bad fingerprint '%s' in '%s' "
-					    "(sha256: and 64 hex digits)",
-					    ESC(tok), key);
-			}
-		} else {
-			rule.kind = ALLOW_NAME;
-			if (!allow_name_valid(tok)) {
-				return fail(ps, "bad name '%s' in '%s'", ESC(tok), key);
-			}
-			strcpy(rule.name, tok);
+	} else if (tls_parse_fingerprint(tok, rule.fp) == 0) {
+		/* 64 hex digits, or 32 pairs with ':': no CN, DNS name or address looks so. */
+		rule.kind = ALLOW_FINGERPRINT;
+	} else {
+		rule.kind = ALLOW_NAME;
+		if (!allow_name_valid(tok)) {
+			return fail(ps,
+				    "bad entry '%s' in '%s' (a certificate name: letters, digits "
+				    "and . - _ : @ +; sha256:FINGERPRINT; or *)",
+				    ESC(tok), key);
 		}
-		m->allow[m->nallow++] = rule;
-		n++;
+		strcpy(rule.name, tok);
 	}
-	if (n == 0) {
-		return fail(ps, "'%s' is empty", key);
-	}
+	m->allow[m->nallow++] = rule;
 	return 0;
+}
+
+static int m_allow(struct parse_state *ps, const char *key, const char *value)
+{
+	return for_each_list_entry(ps, key, value, add_allow);
 }
 
 static int m_uid(struct parse_state *ps, const char *key, const char *value)

@@ -1010,7 +1010,7 @@ static int run(struct daemon *d, bool check)
 		check_warnings(d->cfg);
 		return EXIT_OK;
 	}
-	log_set_prefix_mode(true, "rdmacpd");
+	log_set_daemon_mode("rdmacpd");
 	apply_log_level(d);
 	check_memlock(d->cfg);
 	if (limits_raise_nofile() < 0) {

@@ -871,7 +871,7 @@ static void describe_peer(struct conn *c)
 	tls_peer_fingerprint(c->tls, c->fp);
 	tls_format_fingerprint(c->fp, fp);
 	log_escape(tls_peer_cn(c->tls), cn, sizeof(cn));
-	snprintf(c->id, sizeof(c->id), "CN=%s sha256:%.16s", cn, fp);
+	snprintf(c->id, sizeof(c->id), "CN=%s sha256:%s", cn, fp);
 }
 
 int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,

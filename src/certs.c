@@ -7,15 +7,19 @@
  */
 #include "certs.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/bn.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
@@ -427,15 +431,52 @@ static int issue_leaf(int dirfd, const char *base, enum cert_kind kind, const ch
 	return write_pair(dirfd, base, cert, key, noreplace_key);
 }
 
+/*
+ * "rdmacp CA data1.example.org 2026-11-30 3f9a2c": the host it serves (the
+ * first --host, else this machine's name), the day it was made (UTC) and 24
+ * random bits, so that two CAs, even from one machine on one day, have
+ * different names and an error naming one can be told from the other.
+ * At most 64 characters, the CN limit of RFC 5280.
+ */
+static int ca_name(const char *const *hosts, size_t nhosts, char *buf, size_t size)
+{
+	char host[HOST_NAME_MAX + 1] = "", date[16];
+	unsigned char rnd[3];
+	time_t now = time(NULL);
+	struct tm tm;
+	size_t n;
+
+	if (nhosts > 0) {
+		snprintf(host, sizeof(host), "%s", hosts[0]);
+	} else if (gethostname(host, sizeof(host)) < 0 || !dns_name_valid(host)) {
+		snprintf(host, sizeof(host), "localhost");
+	}
+	host[HOST_NAME_MAX] = '\0';
+	/* "rdmacp CA " + host + " YYYY-MM-DD xxxxxx" within 64. */
+	n = strlen(host);
+	if (n > 36) {
+		host[36] = '\0';
+	}
+	if (!gmtime_r(&now, &tm) || !strftime(date, sizeof(date), "%Y-%m-%d", &tm)) {
+		return -EINVAL;
+	}
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+		return -EIO;
+	}
+	snprintf(buf, size, "rdmacp CA %s %s %02x%02x%02x", host, date, rnd[0], rnd[1], rnd[2]);
+	return 0;
+}
+
 int certs_init(const char *dir, const char *const *hosts, size_t nhosts)
 {
 	_cleanup_close_ int dirfd = -1;
 	_cleanup_(EVP_PKEY_freep) EVP_PKEY *ca_key = NULL;
 	_cleanup_(X509_freep) X509 *ca = NULL;
 	const char *server_cn = "localhost";
+	char ca_cn[CERTS_NAME_MAX + 1];
 	struct cert_spec ca_spec = {
 		.kind = CERT_CA,
-		.cn = "rdmacp CA",
+		.cn = ca_cn,
 		.valid_days = CERTS_CA_DAYS,
 	};
 	int r;
@@ -454,6 +495,10 @@ int certs_init(const char *dir, const char *const *hosts, size_t nhosts)
 	}
 	if (nhosts > 0 && strlen(hosts[0]) <= CERTS_NAME_MAX) {
 		server_cn = hosts[0];
+	}
+	r = ca_name(hosts, nhosts, ca_cn, sizeof(ca_cn));
+	if (r < 0) {
+		return r;
 	}
 
 	r = open_dir(dir, true, &dirfd);
@@ -586,4 +631,132 @@ int certs_issue_client(const char *dir, const char *name, int valid_days, int ba
 	}
 	return issue_leaf(dirfd, name, CERT_CLIENT, name, valid_days, backdate_days, ca, ca_key,
 			  NULL, 0, true);
+}
+
+/* ---- certs show ---- */
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(BIO *, BIO_free)
+
+static void name_text(const X509_NAME *name, char *buf, size_t size)
+{
+	_cleanup_(BIO_freep) BIO *bio = BIO_new(BIO_s_mem());
+	int n;
+
+	buf[0] = '\0';
+	/* RFC 2253 order and escaping, UTF-8 kept as is (the caller escapes for the terminal). */
+	if (!bio || X509_NAME_print_ex(bio, name, 0, XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) < 0) {
+		return;
+	}
+	n = BIO_read(bio, buf, (int)size - 1);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+static void time_text(const ASN1_TIME *t, char *buf, size_t size)
+{
+	struct tm tm;
+
+	if (!t || ASN1_TIME_to_tm(t, &tm) != 1 ||
+	    !strftime(buf, size, "%Y-%m-%d %H:%M:%S UTC", &tm)) {
+		snprintf(buf, size, "?");
+	}
+}
+
+/* buf += prefix text, cut at the buffer's end. */
+static void append(char *buf, size_t size, const char *prefix, const char *text)
+{
+	size_t n = strlen(buf);
+
+	if (n < size) {
+		snprintf(buf + n, size - n, "%s%s", prefix, text);
+	}
+}
+
+static void sans_text(X509 *x, char *buf, size_t size)
+{
+	_cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *names =
+	    X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+	int count = names ? sk_GENERAL_NAME_num(names) : 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < count; i++) {
+		const GENERAL_NAME *gn = sk_GENERAL_NAME_value(names, i);
+		char text[256] = "?";
+		const ASN1_STRING *str;
+		const char *kind = "other";
+
+		append(buf, size, buf[0] ? ", " : "", "");
+		switch (gn->type) {
+		case GEN_DNS:
+		case GEN_EMAIL:
+			str = gn->type == GEN_DNS ? gn->d.dNSName : gn->d.rfc822Name;
+			kind = gn->type == GEN_DNS ? "DNS:" : "email:";
+			/* IA5 text of any length: bounded here, and a NUL stops it early. */
+			snprintf(text, sizeof(text), "%.*s", MIN(ASN1_STRING_length(str), 255),
+				 (const char *)ASN1_STRING_get0_data(str));
+			break;
+		case GEN_IPADD:
+			str = gn->d.iPAddress;
+			kind = "IP:";
+			if (ASN1_STRING_length(str) == 4 || ASN1_STRING_length(str) == 16) {
+				inet_ntop(ASN1_STRING_length(str) == 4 ? AF_INET : AF_INET6,
+					  ASN1_STRING_get0_data(str), text, sizeof(text));
+			}
+			break;
+		default:
+			text[0] = '\0';
+			break;
+		}
+		append(buf, size, kind, text);
+	}
+}
+
+static int describe(X509 *x, struct certs_info *ret)
+{
+	unsigned int n = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	name_text(X509_get_subject_name(x), ret->subject, sizeof(ret->subject));
+	name_text(X509_get_issuer_name(x), ret->issuer, sizeof(ret->issuer));
+	sans_text(x, ret->sans, sizeof(ret->sans));
+	time_text(X509_get0_notBefore(x), ret->not_before, sizeof(ret->not_before));
+	time_text(X509_get0_notAfter(x), ret->not_after, sizeof(ret->not_after));
+	ret->not_yet_valid = X509_cmp_current_time(X509_get0_notBefore(x)) > 0;
+	ret->expired = X509_cmp_current_time(X509_get0_notAfter(x)) < 0;
+	ret->is_ca = X509_check_ca(x) > 0;
+	ret->self_signed = X509_check_issued(x, x) == X509_V_OK;
+	if (X509_digest(x, EVP_sha256(), ret->sha256, &n) != 1 || n != sizeof(ret->sha256)) {
+		return -EIO;
+	}
+	return 0;
+}
+
+int certs_show_file(const char *file, struct certs_info *ret, size_t max)
+{
+	_cleanup_fclose_ FILE *f = NULL;
+	size_t n = 0;
+
+	if (!file || !ret || max == 0) {
+		return -EINVAL;
+	}
+	f = fopen(file, "re");
+	if (!f) {
+		return negerrno();
+	}
+	while (n < max) {
+		_cleanup_(X509_freep) X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+		int r;
+
+		if (!x) {
+			break;
+		}
+		r = describe(x, &ret[n]);
+		if (r < 0) {
+			ERR_clear_error();
+			return r;
+		}
+		n++;
+	}
+	/* The end of the file, or text that is no certificate: only the first matters. */
+	ERR_clear_error();
+	return n > 0 ? (int)n : -EBADMSG;
 }

@@ -1,15 +1,25 @@
 /* SPDX-License-Identifier: MIT */
-/* Program logging to stderr with syslog priority prefixes (see log.h). */
+/* Program logging to stderr: plain, with a journal priority, or timestamped (see log.h). */
 #include "log.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum log_style {
+	LOG_STYLE_PLAIN,       /* "ident: text" */
+	LOG_STYLE_JOURNAL,     /* "<N>text" */
+	LOG_STYLE_TIMESTAMPED, /* "2026-11-30T15:04:05.123+00:00 ident[pid] level: text" */
+};
 
 static int max_level = LOG_INFO;
-static bool use_syslog_prefix;
+static enum log_style style = LOG_STYLE_PLAIN;
 static const char *log_ident = "rdmacp";
 
 void log_set_max_level(int level)
@@ -24,10 +34,78 @@ int log_get_max_level(void)
 
 void log_set_prefix_mode(bool syslog_prefix, const char *ident)
 {
-	use_syslog_prefix = syslog_prefix;
+	style = syslog_prefix ? LOG_STYLE_JOURNAL : LOG_STYLE_PLAIN;
 	if (ident) {
 		log_ident = ident;
 	}
+}
+
+/*
+ * systemd's documented test: JOURNAL_STREAM holds "DEV:INO" (decimal) of the
+ * journal stream it connected stdout/stderr to. The variable alone is not
+ * enough: it is inherited, and stderr may have been redirected since.
+ */
+bool log_stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char *end;
+
+	if (!e || !*e) {
+		return false;
+	}
+	errno = 0;
+	dev = strtoull(e, &end, 10);
+	if (errno || end == e || *end != ':') {
+		return false;
+	}
+	e = end + 1;
+	ino = strtoull(e, &end, 10);
+	if (errno || end == e || *end != '\0') {
+		return false;
+	}
+	if (fstat(STDERR_FILENO, &st) < 0) {
+		return false;
+	}
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+void log_set_daemon_mode(const char *ident)
+{
+	/* Read the zone now: a session may later lose sight of /etc/localtime. */
+	tzset();
+	log_set_prefix_mode(false, ident);
+	style = log_stderr_is_journal() ? LOG_STYLE_JOURNAL : LOG_STYLE_TIMESTAMPED;
+}
+
+/* "2026-11-30T15:04:05.123+01:00": local time, milliseconds, the zone's offset. */
+static void format_timestamp(char buf[64])
+{
+	struct timespec ts;
+	struct tm tm;
+	char date[24];
+	int off;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (!localtime_r(&ts.tv_sec, &tm) ||
+	    !strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm)) {
+		snprintf(buf, 64, "?");
+		return;
+	}
+	/* Zone offsets stay within a day. */
+	off = (int)(tm.tm_gmtoff / 60) % (24 * 60);
+	snprintf(buf, 64, "%s.%03d%c%02d:%02d", date, (int)(ts.tv_nsec / 1000000L) % 1000,
+		 off < 0 ? '-' : '+', abs(off) / 60, abs(off) % 60);
+}
+
+static const char *level_name(int level)
+{
+	static const char *const names[] = {
+		"emergency", "alert", "critical", "error", "warning", "notice", "info", "debug",
+	};
+
+	return level >= 0 && level <= LOG_DEBUG ? names[level] : "log";
 }
 
 size_t utf8_sequence(const char *s, size_t n, uint32_t *ret_cp)
@@ -152,10 +230,22 @@ int log_internal(int level, int error, const char *fmt, ...)
 	 * was escaped already reads the same.
 	 */
 	escape_text(line, safe, sizeof(safe), false);
-	if (use_syslog_prefix) {
+	switch (style) {
+	case LOG_STYLE_JOURNAL:
 		fprintf(stderr, "<%d>%s\n", level, safe);
-	} else {
+		break;
+	case LOG_STYLE_TIMESTAMPED: {
+		char stamp[64];
+
+		format_timestamp(stamp);
+		fprintf(stderr, "%s %s[%ld] %s: %s\n", stamp, log_ident, (long)getpid(),
+			level_name(level), safe);
+		break;
+	}
+	case LOG_STYLE_PLAIN:
+	default:
 		fprintf(stderr, "%s: %s\n", log_ident, safe);
+		break;
 	}
 	errno = saved;
 	return error;

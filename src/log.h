@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Program logging: stderr lines with a "<N>" syslog priority prefix that
- * journald understands. The library itself never logs above LOG_DEBUG.
+ * Program logging to stderr: "ident: text" for commands; for the running
+ * daemon, a "<N>" syslog priority prefix when stderr is the journal (which
+ * adds its own time), else a timestamp, the ident, the pid and the level.
+ * The library itself never logs above LOG_DEBUG.
  * log_*_errno(r, ...) logs with %m meaning strerror(-r) and returns r.
  */
 #pragma once
@@ -17,6 +19,13 @@ void log_set_max_level(int level);
 int log_get_max_level(void);
 /* Prefix lines with "<N>" (daemon under journald) or "rdmacp: " (client). */
 void log_set_prefix_mode(bool syslog_prefix, const char *ident);
+/*
+ * The running daemon: "<N>text" when stderr is the journal (JOURNAL_STREAM
+ * names stderr's device and inode, as systemd documents), else
+ * "2026-11-30T15:04:05.123+00:00 ident[pid] level: text" (local time).
+ */
+void log_set_daemon_mode(const char *ident);
+bool log_stderr_is_journal(void);
 
 int log_internal(int level, int error, const char *fmt, ...) _printf_(3, 4);
 

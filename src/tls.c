@@ -29,10 +29,12 @@
 #include <openssl/x509v3.h>
 
 #include "clock.h"
+#include "log.h"
 #include "macro.h"
 
-#define TLS_REASON_MAX 512
-#define TLS_CN_MAX     256
+#define TLS_REASON_MAX	512
+#define TLS_CN_MAX	256
+#define TLS_FIRST_BYTES 64
 
 struct tls_ctx {
 	SSL_CTX *ssl_ctx;
@@ -54,6 +56,9 @@ struct tls_conn {
 	uint8_t peer_fp[TLS_FINGERPRINT_LEN];
 	char peer_cn[TLS_CN_MAX];
 	char error[TLS_REASON_MAX];
+	/* The peer's first bytes, kept to tell "not TLS at all" (an sshd) from a TLS failure. */
+	unsigned char first[TLS_FIRST_BYTES];
+	size_t nfirst;
 };
 
 static __thread char last_error[TLS_REASON_MAX];
@@ -339,6 +344,13 @@ static void describe_cert(X509 *cert, char *buf, size_t size)
 	}
 }
 
+static void describe_issuer(X509 *cert, char *buf, size_t size)
+{
+	if (!cert || !X509_NAME_oneline(X509_get_issuer_name(cert), buf, (int)size)) {
+		snprintf(buf, size, "?");
+	}
+}
+
 /*
  * Runs inside OpenSSL's chain verification, so a failure here becomes a TLS
  * alert to the peer, not a silent close after the handshake.
@@ -349,7 +361,7 @@ static int verify_callback(int ok, X509_STORE_CTX *store)
 	struct tls_conn *c = ssl ? SSL_get_ex_data(ssl, conn_index) : NULL;
 	X509 *cert = X509_STORE_CTX_get_current_cert(store);
 	int depth = X509_STORE_CTX_get_error_depth(store);
-	char subject[256];
+	char subject[256], issuer[256];
 
 	if (!c) {
 		return 0;
@@ -359,9 +371,12 @@ static int verify_callback(int ok, X509_STORE_CTX *store)
 
 		if (!c->verify_failed) {
 			describe_cert(cert, subject, sizeof(subject));
-			set_reason(c->verify_reason, sizeof(c->verify_reason),
-				   "certificate verify failed: %s (depth %d, subject %s)",
-				   X509_verify_cert_error_string(err), depth, subject);
+			/* The issuer names the CA ("rdmacp CA HOST DATE ID"): which one is wrong. */
+			describe_issuer(cert, issuer, sizeof(issuer));
+			set_reason(
+			    c->verify_reason, sizeof(c->verify_reason),
+			    "certificate verify failed: %s (depth %d, subject %s, issuer %s)",
+			    X509_verify_cert_error_string(err), depth, subject, issuer);
 			c->verify_failed = true;
 		}
 		/* Let the peer see bad_certificate rather than a generic handshake_failure. */
@@ -568,6 +583,81 @@ static int wait_or_fail(struct tls_conn *c, int ssl_error, int64_t deadline, int
 
 /* ---- connections ---- */
 
+/* Copies the first bytes the socket BIO reads into c->first. */
+static long record_first_bytes(BIO *bio, int oper, const char *argp, size_t len, int argi,
+			       long argl, int ret, size_t *processed)
+{
+	struct tls_conn *c = (struct tls_conn *)BIO_get_callback_arg(bio);
+
+	(void)len;
+	(void)argi;
+	(void)argl;
+	if (c && oper == (BIO_CB_READ | BIO_CB_RETURN) && ret > 0 && processed && argp) {
+		size_t n = MIN(*processed, sizeof(c->first) - c->nfirst);
+
+		memcpy(c->first + c->nfirst, argp, n);
+		c->nfirst += n;
+	}
+	return oper & BIO_CB_RETURN ? ret : 1;
+}
+
+/*
+ * Did the peer answer with something that is no TLS record at all (an SSH
+ * banner, an HTTP reply)? A TLS record starts with a content type 20..24
+ * and a version 3.x, whatever the peer's TLS version.
+ */
+static bool peer_not_tls(const struct tls_conn *c)
+{
+	if (c->nfirst == 0) {
+		return false;
+	}
+	if (c->first[0] < 20 || c->first[0] > 24) {
+		return true;
+	}
+	return c->nfirst >= 2 && c->first[1] != 3;
+}
+
+/*
+ * OpenSSL stopped at the 5 bytes of a record header: read the rest of the
+ * peer's first line (what has arrived, or arrives within 200 ms).
+ */
+static void read_first_line(struct tls_conn *c)
+{
+	int64_t deadline = now_ms() + 200;
+
+	while (c->nfirst < sizeof(c->first) && !memchr(c->first, '\n', c->nfirst)) {
+		struct pollfd p = { .fd = c->fd, .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0) {
+			return;
+		}
+		n = recv(c->fd, c->first + c->nfirst, sizeof(c->first) - c->nfirst, MSG_DONTWAIT);
+		if (n <= 0) {
+			return;
+		}
+		c->nfirst += (size_t)n;
+	}
+}
+
+/* "the peer does not speak TLS (it sent 'SSH-2.0-OpenSSH_9.2')": its first line, escaped. */
+static void reason_not_tls(struct tls_conn *c)
+{
+	char line[TLS_FIRST_BYTES + 1], esc[4 * sizeof(line)];
+	size_t n = 0;
+
+	read_first_line(c);
+
+	while (n < c->nfirst && c->first[n] != '\r' && c->first[n] != '\n' && c->first[n] != 0) {
+		line[n] = (char)c->first[n];
+		n++;
+	}
+	line[n] = '\0';
+	conn_reason(c, "the peer does not speak TLS (it sent '%s%s')",
+		    log_escape(line, esc, sizeof(esc)), n == sizeof(c->first) ? "..." : "");
+}
+
 static int conn_new(struct tls_ctx *ctx, int fd, struct tls_conn **ret)
 {
 	_cleanup_close_ int owned = fd;
@@ -599,6 +689,8 @@ static int conn_new(struct tls_ctx *ctx, int fd, struct tls_conn **ret)
 		last_reason("cannot create a TLS connection");
 		return -ENOMEM;
 	}
+	BIO_set_callback_arg(SSL_get_rbio(c->ssl), (char *)c);
+	BIO_set_callback_ex(SSL_get_rbio(c->ssl), record_first_bytes);
 	c->have_pin = ctx->have_pin;
 	memcpy(c->pin, ctx->pin, sizeof(c->pin));
 	*ret = c;
@@ -691,8 +783,15 @@ static int handshake(struct tls_conn *c, int timeout_ms)
 			}
 			continue;
 		}
-		return fail_ssl(c, err, saved, "handshake");
+		r = fail_ssl(c, err, saved, "handshake");
+		if (peer_not_tls(c)) {
+			reason_not_tls(c);
+			return -EBADMSG;
+		}
+		return r;
 	}
+	/* The peer spoke TLS: no need to watch its bytes any more. */
+	BIO_set_callback_ex(SSL_get_rbio(c->ssl), NULL);
 	return check_peer(c);
 }
 

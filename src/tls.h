@@ -15,6 +15,8 @@
  *   -EPROTO        TLS protocol failure (e.g. peer offers only TLS <= 1.2)
  *   -ETIMEDOUT     handshake deadline or I/O timeout passed
  *   -ECONNRESET    peer closed without close_notify / connection reset
+ *   -EBADMSG       the peer does not speak TLS at all: its first bytes are no
+ *                  TLS record (an sshd, an HTTP server); the reason quotes them
  *   -ENOENT/-EACCES/-EINVAL  loading certificate, key or CA files
  */
 #pragma once

@@ -176,8 +176,9 @@ read_eof() {
 
 # ---- 3. SIGTERM: exit 0, port closed ----
 if start_daemon sigterm; then
-	if ! grep -q '^<[0-7]>' "$LOG"; then
-		fail "daemon log lines lack the <N> syslog prefix: $(cat "$LOG")"
+	# stderr is a file, not the journal: timestamped lines (t_log_time.sh has both cases).
+	if ! grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+[+-][0-9]{2}:[0-9]{2} rdmacpd\[[0-9]+\] ' "$LOG"; then
+		fail "daemon log lines lack the timestamp prefix: $(cat "$LOG")"
 	fi
 	stop_daemon
 	rc=$?

@@ -4,11 +4,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <regex.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <openssl/bn.h>
 #include <openssl/pem.h>
@@ -152,6 +155,26 @@ static void test_init_files_and_modes(void **state)
 	assert_int_equal(count_entries(fx->dir), 6);
 }
 
+/* "rdmacp CA HOST YYYY-MM-DD XXXXXX", made today (UTC). */
+static void expect_ca_name(const char *cn, const char *host)
+{
+	char want[256], today[16];
+	time_t now = time(NULL);
+	struct tm tm;
+	regex_t re;
+
+	assert_non_null(gmtime_r(&now, &tm));
+	strftime(today, sizeof(today), "%Y-%m-%d", &tm);
+	snprintf(want, sizeof(want), "^rdmacp CA %s %s [0-9a-f]{6}$", host, today);
+	assert_int_equal(regcomp(&re, want, REG_EXTENDED | REG_NOSUB), 0);
+	if (regexec(&re, cn, 0, NULL, 0) != 0) {
+		regfree(&re);
+		fail_msg("CA name \"%s\" does not match /%s/", cn, want);
+	}
+	regfree(&re);
+	assert_true(strlen(cn) <= 64);
+}
+
 static void test_ca_properties(void **state)
 {
 	struct fixture *fx = *state;
@@ -161,7 +184,7 @@ static void test_ca_properties(void **state)
 	int days = 0, secs = 0;
 
 	cn_of(ca, cn, sizeof(cn));
-	assert_string_equal(cn, "rdmacp CA");
+	expect_ca_name(cn, "Data1.Example.com");
 	assert_int_equal(X509_check_ca(ca), 1);
 	assert_int_equal(X509_check_issued(ca, ca), X509_V_OK);
 	assert_true(X509_get_key_usage(ca) & KU_KEY_CERT_SIGN);
@@ -373,6 +396,64 @@ static void test_init_defaults_and_bad_hosts(void **state)
 	free(dir2);
 }
 
+/* Issue 15 item 8: two CAs, even from one machine on one day, have different names. */
+static void test_ca_names_differ(void **state)
+{
+	struct fixture *fx = *state;
+	char *a = path_in(fx->tmp, "ca-a"), *b = path_in(fx->tmp, "ca-b");
+	char *ca_a = path_in(a, "ca.crt"), *ca_b = path_in(b, "ca.crt");
+	struct certs_info ia, ib;
+	char host[256];
+
+	assert_int_equal(certs_init(a, NULL, 0), 0);
+	assert_int_equal(certs_init(b, NULL, 0), 0);
+	assert_int_equal(certs_show_file(ca_a, &ia, 1), 1);
+	assert_int_equal(certs_show_file(ca_b, &ib, 1), 1);
+	assert_int_equal(gethostname(host, sizeof(host)), 0);
+	host[36] = '\0';
+	assert_true(strncmp(ia.subject, "CN=", 3) == 0);
+	expect_ca_name(ia.subject + 3, host);
+	expect_ca_name(ib.subject + 3, host);
+	assert_string_not_equal(ia.subject, ib.subject);
+	free(a);
+	free(b);
+	free(ca_a);
+	free(ca_b);
+}
+
+/* certs show: subject, issuer, SANs, validity, and the fingerprint of the DER. */
+static void test_show(void **state)
+{
+	struct fixture *fx = *state;
+	char *srv_path = path_in(fx->dir, "server.crt");
+	char *bad_path = path_in(fx->tmp, "not-a-cert");
+	X509 *srv = load_cert(fx->dir, "server.crt");
+	unsigned char fp[32];
+	unsigned int n = 0;
+	struct certs_info ci[2];
+	FILE *f;
+
+	assert_int_equal(certs_show_file(srv_path, ci, 2), 1);
+	assert_string_equal(ci[0].subject, "CN=Data1.Example.com");
+	assert_true(strncmp(ci[0].issuer, "CN=rdmacp CA Data1.Example.com ", 31) == 0);
+	assert_string_equal(ci[0].sans, "DNS:data1.example.com, IP:10.1.2.3, DNS:localhost, "
+					"IP:127.0.0.1, IP:fd00::7, IP:::1");
+	assert_false(ci[0].is_ca || ci[0].self_signed || ci[0].expired || ci[0].not_yet_valid);
+	assert_true(strlen(ci[0].not_before) == 23 && strstr(ci[0].not_after, " UTC"));
+	assert_int_equal(X509_digest(srv, EVP_sha256(), fp, &n), 1);
+	assert_memory_equal(ci[0].sha256, fp, 32);
+	X509_free(srv);
+
+	f = fopen(bad_path, "we");
+	assert_non_null(f);
+	fputs("hello\n", f);
+	fclose(f);
+	assert_int_equal(certs_show_file(bad_path, ci, 2), -EBADMSG);
+	assert_int_equal(certs_show_file("/nonexistent/x.crt", ci, 2), -ENOENT);
+	free(srv_path);
+	free(bad_path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -385,6 +466,8 @@ int main(void)
 		cmocka_unit_test(test_issue_bad_names),
 		cmocka_unit_test(test_reinit_refused),
 		cmocka_unit_test(test_init_defaults_and_bad_hosts),
+		cmocka_unit_test(test_ca_names_differ),
+		cmocka_unit_test(test_show),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -599,6 +599,92 @@ static void test_bad_allow(void **state)
 	expect_error(BASE_LINES + 3, "empty");
 }
 
+/* Issue 15: "allow = alice, bob" took "alice," as a name and locked alice out. */
+static void test_allow_lists(void **state)
+{
+	static const char *const ok[] = {
+		"alice, bob", "alice,bob", "alice  bob", "alice ,bob", "alice\t,\tbob",
+	};
+	static const char fp_colons[] = "00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:"
+					"00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF";
+	char body[1024];
+	struct daemon_config *c;
+	const struct module *m;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		snprintf(body, sizeof(body), "[data]\npath = @/data\nallow = %s\n", ok[i]);
+		write_conf(body);
+		c = load_ok();
+		m = daemon_config_module(c, "data");
+		assert_int_equal(m->nallow, 2);
+		assert_int_equal(m->allow[0].kind, ALLOW_NAME);
+		assert_string_equal(m->allow[0].name, "alice");
+		assert_int_equal(m->allow[1].kind, ALLOW_NAME);
+		assert_string_equal(m->allow[1].name, "bob");
+		daemon_config_free(c);
+	}
+
+	/* Fingerprints with or without ':' and with or without "sha256:", in a list. */
+	snprintf(body, sizeof(body),
+		 "[data]\npath = @/data\nallow = sha256:%s, %s,"
+		 "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
+		 fp_colons, fp_colons);
+	write_conf(body);
+	c = load_ok();
+	m = daemon_config_module(c, "data");
+	assert_int_equal(m->nallow, 3);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(m->allow[i].kind, ALLOW_FINGERPRINT);
+		assert_int_equal(m->allow[i].fp[0], 0x00);
+		assert_int_equal(m->allow[i].fp[10], 0xaa);
+		assert_int_equal(m->allow[i].fp[31], 0xff);
+	}
+	daemon_config_free(c);
+
+	/* Empty entries and stray characters are refused at their line, never taken as names. */
+	write_conf("[data]\npath = @/data\nallow = alice, bob,\n");
+	expect_error(BASE_LINES + 3, "ends with a comma");
+	write_conf("[data]\npath = @/data\nallow = alice,,bob\n");
+	expect_error(BASE_LINES + 3, "empty entry");
+	write_conf("[data]\npath = @/data\nallow = , alice\n");
+	expect_error(BASE_LINES + 3, "empty entry");
+	write_conf("[data]\npath = @/data\nallow = ,\n");
+	expect_error(BASE_LINES + 3, "empty entry");
+	write_conf("[data]\npath = @/data\nallow = \"alice\", \"bob\"\n");
+	expect_error(BASE_LINES + 3, "bad entry '\"alice\"'");
+	write_conf("[data]\npath = @/data\nallow = alice # and bob\n");
+	expect_error(BASE_LINES + 3, "bad entry '#'");
+	write_conf("[data]\npath = @/data\nallow = alice;bob\n");
+	expect_error(BASE_LINES + 3, "bad entry 'alice;bob'");
+	write_conf("[data]\npath = @/data\nallow = alice/bob\n");
+	expect_error(BASE_LINES + 3, "bad entry");
+	write_conf("[data]\npath = @/data\nallow = sha256:00:11\n");
+	expect_error(BASE_LINES + 3, "bad fingerprint");
+}
+
+/* 'listen' takes a list too, and repeats. */
+static void test_listen_lists(void **state)
+{
+	struct daemon_config *c;
+
+	write_conf("listen = 127.0.0.1:7000, [::1]:7000 127.0.0.2:7001\n"
+		   "listen = 127.0.0.3:7002,127.0.0.4:7003\n");
+	c = load_ok();
+	assert_int_equal(c->nlisten, 5);
+	assert_string_equal(c->listen[0].text, "127.0.0.1:7000");
+	assert_string_equal(c->listen[1].text, "[::1]:7000");
+	assert_string_equal(c->listen[2].text, "127.0.0.2:7001");
+	assert_string_equal(c->listen[4].text, "127.0.0.4:7003");
+	daemon_config_free(c);
+
+	write_conf("listen = 127.0.0.1:7000,\n");
+	expect_error(BASE_LINES + 1, "ends with a comma");
+	write_conf("listen = 127.0.0.1:7000,,127.0.0.1:7001\n");
+	expect_error(BASE_LINES + 1, "empty entry");
+	write_conf("listen = 127.0.0.1:7000, 127.0.0.1:7000\n");
+	expect_error(BASE_LINES + 1, "duplicate");
+}
+
 static void test_too_many_allow(void **state)
 {
 	char body[8192];
@@ -781,6 +867,8 @@ int main(void)
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_max_files),
 		cmocka_unit_test(test_bad_allow),
+		cmocka_unit_test(test_allow_lists),
+		cmocka_unit_test(test_listen_lists),
 		cmocka_unit_test(test_too_many_allow),
 		cmocka_unit_test(test_bad_bool),
 		cmocka_unit_test(test_duplicate_module),

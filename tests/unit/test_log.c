@@ -5,9 +5,11 @@
  */
 #include "log.h"
 
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -87,12 +89,85 @@ static void test_log_line_is_one_line(void **state)
 	assert_string_equal(buf, "<5>name x\\x0a<0>FORGED\\x1b[2J\\x0a done\n");
 }
 
+/* One log_notice() with stderr on a fresh file; journal_stream: set JOURNAL_STREAM to it. */
+static void log_daemon_line(int journal, char *buf, size_t size)
+{
+	char path[] = "/tmp/rdmacp-test-log.XXXXXX", env[64];
+	int fd = mkstemp(path), saved = dup(2);
+	struct stat st;
+	FILE *f;
+	size_t n;
+
+	assert_true(fd >= 0 && saved >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	if (journal == 1) {
+		snprintf(env, sizeof(env), "%llu:%llu", (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino);
+		assert_int_equal(setenv("JOURNAL_STREAM", env, 1), 0);
+	} else if (journal == 2) {
+		/* Inherited from a journal-run parent, but stderr went elsewhere since. */
+		snprintf(env, sizeof(env), "%llu:%llu", (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino + 1);
+		assert_int_equal(setenv("JOURNAL_STREAM", env, 1), 0);
+	} else {
+		assert_int_equal(unsetenv("JOURNAL_STREAM"), 0);
+	}
+	fflush(stderr);
+	assert_true(dup2(fd, 2) == 2);
+	log_set_daemon_mode("rdmacpd");
+	log_notice("session %s done", "x");
+	fflush(stderr);
+	assert_true(dup2(saved, 2) == 2);
+	close(saved);
+	unsetenv("JOURNAL_STREAM");
+	log_set_prefix_mode(false, "test");
+	f = fdopen(fd, "r");
+	assert_non_null(f);
+	rewind(f);
+	n = fread(buf, 1, size - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	unlink(path);
+}
+
+static void expect_match(const char *text, const char *pattern)
+{
+	regex_t re;
+
+	assert_int_equal(regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB), 0);
+	if (regexec(&re, text, 0, NULL, 0) != 0) {
+		regfree(&re);
+		fail_msg("\"%s\" does not match /%s/", text, pattern);
+	}
+	regfree(&re);
+}
+
+/* Issue 15 item 12: the daemon's lines carry a time unless the journal adds one. */
+static void test_daemon_timestamps(void **state)
+{
+	char buf[512], want[256];
+
+	(void)state;
+	snprintf(want, sizeof(want),
+		 "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}[+-][0-9]{2}:[0-"
+		 "9]{2} "
+		 "rdmacpd\\[%ld\\] notice: session x done\n$",
+		 (long)getpid());
+	log_daemon_line(0, buf, sizeof(buf));
+	expect_match(buf, want);
+	log_daemon_line(2, buf, sizeof(buf));
+	expect_match(buf, want);
+	log_daemon_line(1, buf, sizeof(buf));
+	assert_string_equal(buf, "<5>session x done\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_escape),
 		cmocka_unit_test(test_escape_truncates),
 		cmocka_unit_test(test_log_line_is_one_line),
+		cmocka_unit_test(test_daemon_timestamps),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
