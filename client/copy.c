@@ -229,6 +229,9 @@ struct xfer {
 	/* pull: the remote paths, sent once the data connection is up */
 	char **get_paths;
 	size_t nget;
+	/* where a local failure is: push: the sources; pull: the directory names land in */
+	const struct src_list *srcs;
+	const char *local_dir;
 };
 
 static void ev_ok(void *ud, const char *name, uint64_t bytes, double secs, const uint8_t h[16])
@@ -238,11 +241,39 @@ static void ev_ok(void *ud, const char *name, uint64_t bytes, double secs, const
 	output_file(&x->out, name, bytes, secs, h);
 }
 
-static void ev_failed(void *ud, const char *name, uint32_t code, const char *text)
+/* The local path of a wire name: the source it came from, or where it would land. */
+static char *local_path(const struct xfer *x, const char *name)
+{
+	char *p;
+
+	if (x->srcs) {
+		for (size_t i = 0; i < x->srcs->n; i++) {
+			if (!strcmp(x->srcs->v[i].name, name)) {
+				return strdup(x->srcs->v[i].path);
+			}
+		}
+	}
+	if (x->local_dir && !x->local_dir[0]) {
+		return strdup(name);
+	}
+	if (x->local_dir) {
+		size_t n = strlen(x->local_dir);
+		bool slash = n > 0 && x->local_dir[n - 1] == '/';
+		return asprintf(&p, "%s%s%s", x->local_dir, slash ? "" : "/", name) < 0 ? NULL : p;
+	}
+	return NULL;
+}
+
+static void ev_failed(void *ud, const char *name, uint32_t code, bool local, const char *text)
 {
 	struct xfer *x = ud;
+	_cleanup_free_ char *path = local ? local_path(x, name) : NULL;
 
-	output_error(&x->out, name, proto_err_name(code), text);
+	if (path) {
+		output_local_error(&x->out, name, path, proto_err_name(code), text);
+	} else {
+		output_error(&x->out, name, proto_err_name(code), text);
+	}
 }
 
 static void ev_progress(void *ud, uint64_t bytes)
@@ -378,6 +409,25 @@ static int connect_data(struct session *s, const struct msg_open_ok *ok, struct 
 	return 0;
 }
 
+/*
+ * A failure on this side: a source we could not read, a destination we
+ * could not write is local I/O (6), whatever errno it was; what says
+ * something about the peer or the data keeps its own code.
+ */
+static int exit_for_local_perr(uint32_t code)
+{
+	switch (code) {
+	case PERR_PERMISSION:
+	case PERR_NOT_FOUND:
+	case PERR_BAD_PATH:
+	case PERR_NOSPACE:
+	case PERR_IO:
+		return EXIT_LOCAL_IO;
+	default:
+		return exit_for_perr(code);
+	}
+}
+
 /* Exit code for a finished exchange, from what committed and what failed. */
 static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures)
 {
@@ -387,7 +437,8 @@ static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures
 	if (st->files_ok > 0 || (local_failures > 0 && st->files_failed == 0)) {
 		return EXIT_PARTIAL;
 	}
-	return exit_for_perr(st->first_error);
+	return st->first_error_local ? exit_for_local_perr(st->first_error)
+				     : exit_for_perr(st->first_error);
 }
 
 static int send_get(struct session *s, char **paths, size_t n);
@@ -409,7 +460,7 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 		log_error("control channel write failed");
 		return EXIT_CONNECT;
 	}
-	output_start(&x->out, ep->role == ENGINE_SENDER ? "push to" : "pull from", s->rem->host,
+	output_start(&x->out, ep->role == ENGINE_SENDER ? "push" : "pull", s->rem->host,
 		     transport_name(ok->transport), ok->lanes);
 	ep->chan = &s->chan;
 	ep->x = xp;
@@ -429,7 +480,14 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 
 		/* err may quote the daemon's ERROR text or a name. */
 		log_error("transfer failed: %s", log_escape(err, esc, sizeof(esc)));
-		return interrupted ? EXIT_INTERRUPTED : exit_for_perr(code);
+		if (interrupted) {
+			return EXIT_INTERRUPTED;
+		}
+		/* -EREMOTEIO: the peer ended it with its ERROR; else it failed here. */
+		if (r != -EREMOTEIO && code != PERR_IO) {
+			return exit_for_local_perr(code);
+		}
+		return exit_for_perr(code);
 	}
 	return 0;
 }
@@ -474,12 +532,14 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 			return EXIT_LOCAL_IO;
 		}
 		if (r < 0) {
-			output_error(&x.out, args[i], r == -EISDIR ? "IS_DIRECTORY" : "LOCAL_IO",
-				     r == -EISDIR ? "is a directory (use -r)" : strerror(-r));
+			output_local_error(&x.out, name, args[i],
+					   r == -EISDIR ? "IS_DIRECTORY" : "LOCAL_IO",
+					   r == -EISDIR ? "is a directory (use -r)" : strerror(-r));
 			(void)esc;
 			local_failures++;
 		}
 	}
+	x.srcs = &srcs;
 	if (srcs.n == 0) {
 		src_list_free(&srcs);
 		return nargs == 1 && local_failures ? EXIT_LOCAL_IO : EXIT_LOCAL_IO;
@@ -531,8 +591,13 @@ static bool pull_name_ok(void *ud, const char *name)
 	return false;
 }
 
-/* Where pulled entries land: into DST if it is a directory, else DST renames the one source. */
-static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename)
+/*
+ * Where pulled entries land: into DST if it is a directory, else DST renames
+ * the one source (cp -r: a directory arrives under the new name). *ret_dir
+ * is the local directory the entries' names are relative to ("" for ".").
+ */
+static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename, char **ret_dir,
+		     const char **ret_why)
 {
 	_cleanup_free_ char *copy = strdup(dst);
 	struct stat st;
@@ -543,15 +608,26 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename)
 		return -ENOMEM;
 	}
 	*ret_rename = NULL;
+	*ret_why = NULL;
 	if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
 		fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0) {
 			return negerrno();
 		}
+		*ret_dir = strdup(dst);
+		if (!*ret_dir) {
+			close(fd);
+			return -ENOMEM;
+		}
 		*ret_fd = fd;
 		return 0;
 	}
 	if (nsrcs > 1 || dst[strlen(dst) - 1] == '/') {
+		/* Several sources, or DST/: DST must be a directory that exists. */
+		*ret_why = lstat(dst, &st) < 0 && errno == ENOENT
+			       ? "does not exist (several sources, or a name ending in /, "
+				 "go into an existing directory)"
+			       : "not a directory";
 		return -ENOTDIR;
 	}
 	slash = strrchr(copy, '/');
@@ -560,12 +636,18 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename)
 	}
 	fd = open(slash ? (copy[0] ? copy : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
+		if (errno == ENOENT) {
+			*ret_why = "its directory does not exist";
+		}
 		return negerrno();
 	}
 	*ret_rename = strdup(slash ? slash + 1 : copy);
-	if (!*ret_rename || fspath_validate(*ret_rename) < 0) {
+	*ret_dir = strdup(slash ? (copy[0] ? copy : "/") : "");
+	if (!*ret_rename || !*ret_dir || fspath_validate(*ret_rename) < 0) {
 		close(fd);
 		free(*ret_rename);
+		free(*ret_dir);
+		*ret_rename = *ret_dir = NULL;
 		return -EINVAL;
 	}
 	*ret_fd = fd;
@@ -626,7 +708,8 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	struct engine_stats st = { 0 };
 	struct msg reply = { 0 };
 	char *paths[PROTO_MAX_BATCH], *wanted[PROTO_MAX_BATCH];
-	char *rename_to = NULL;
+	char *rename_to = NULL, *local_dir = NULL;
+	const char *why;
 	int basefd = -1, rc, r;
 
 	if (nargs > PROTO_MAX_BATCH) {
@@ -653,12 +736,12 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	x.nwanted = (size_t)nargs;
 	rc = 0;
 	if (!o->dry_run) {
-		r = pull_dest(dst, nargs, &basefd, &rename_to);
+		r = pull_dest(dst, nargs, &basefd, &rename_to, &local_dir, &why);
 		if (r < 0) {
-			log_error("destination %s: %s", dst,
-				  r == -ENOTDIR ? "not a directory" : strerror(-r));
+			log_error("destination %s: %s", dst, why ? why : strerror(-r));
 			rc = EXIT_LOCAL_IO;
 		}
+		x.local_dir = local_dir;
 	}
 	if (rc == 0) {
 		rc = session_open(&s);
@@ -689,6 +772,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		free(wanted[i]);
 	}
 	free(rename_to);
+	free(local_dir);
 	if (basefd >= 0) {
 		close(basefd);
 	}
