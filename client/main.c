@@ -15,6 +15,7 @@
 #include "exitcodes.h"
 #include "rlimits.h"
 #include "log.h"
+#include "macro.h"
 #include "proto/msg.h"
 #include "rdmadev.h"
 #include "xport.h"
@@ -185,8 +186,13 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 	}
 	bool transport_tcp = false; /* --transport tcp on this command line */
 
-	/* "+": stop at the first non-option, so subcommands keep their own options. */
-	while ((c = getopt_long(argc, argv, "+P:pqvhrn", long_opts, NULL)) != -1) {
+	/*
+	 * Options anywhere, before or after operands and the subcommand name,
+	 * as GNU tools and rsync take them: getopt moves the operands to the end
+	 * ("--" ends the options).
+	 */
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "P:pqvhrn", long_opts, NULL)) != -1) {
 		unsigned long v;
 		uint64_t sz;
 		char *end;
@@ -342,6 +348,17 @@ static const struct subcommand subcommands[] = {
 	{ "certs", run_certs },
 };
 
+/* Was there a "--" before operand p on the command line as typed? */
+static bool after_dashdash(char *const *typed, int argc, const char *p)
+{
+	for (int i = 1; i < argc && typed[i] != p; i++) {
+		if (!strcmp(typed[i], "--")) {
+			return true;
+		}
+	}
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	struct client_opts o;
@@ -355,24 +372,22 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "certs")) {
 		return cmd_certs(argc - 1, argv + 1);
 	}
+	/* getopt reorders argv: keep the order as typed. */
+	_cleanup_free_ char **typed = calloc((size_t)argc, sizeof(*typed));
+	if (!typed) {
+		return EXIT_LOCAL_IO;
+	}
+	memcpy(typed, argv, (size_t)argc * sizeof(*typed));
 	client_opts_defaults(&o);
 	r = parse_options(argc, argv, &o, true);
 	if (r != 0) {
 		return r;
 	}
-	if (optind < argc) {
+	/* The first operand names the subcommand, unless "--" came before it. */
+	if (optind < argc && !after_dashdash(typed, argc, argv[optind])) {
 		for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++) {
 			if (!strcmp(argv[optind], subcommands[i].name)) {
-				/* Options may also follow the subcommand name. */
-				int first = optind + 1;
-				optind = 1;
-				char **sub = argv + first - 1;
-				int nsub = argc - first + 1;
-				r = parse_options(nsub, sub, &o, false);
-				if (r != 0) {
-					return r;
-				}
-				return subcommands[i].run(&o, sub + optind, nsub - optind);
+				return subcommands[i].run(&o, argv + optind + 1, argc - optind - 1);
 			}
 		}
 	}
