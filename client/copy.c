@@ -108,6 +108,19 @@ static void session_close(struct session *s, bool clean)
 	}
 }
 
+/* -vv: who we are talking to. */
+static void log_session_debug(struct session *s)
+{
+	uint8_t fp[TLS_FINGERPRINT_LEN];
+	char fph[65], esc[256], cn[1024];
+
+	tls_peer_fingerprint(s->tls, fp);
+	tls_format_fingerprint(fp, fph);
+	log_debug("connected to %s port %u: %s, protocol %d, server certificate CN=%s sha256:%s",
+		  s->rem->host, s->o->port, log_escape(s->hello.software, esc, sizeof(esc)),
+		  s->version, log_escape(tls_peer_cn(s->tls), cn, sizeof(cn)), fph);
+}
+
 /* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */
 static int session_open(struct session *s)
 {
@@ -175,6 +188,7 @@ static int session_open(struct session *s)
 									  : EXIT_PROTOCOL;
 	}
 	s->version = r;
+	log_session_debug(s);
 	return 0;
 }
 
@@ -349,6 +363,10 @@ static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, c
 	m.u.open.chunk_size = s->o->chunk_size;
 	m.u.open.slots = s->o->slots;
 	snprintf(m.u.open.path, sizeof(m.u.open.path), "%s", path);
+	log_debug("OPEN %s %s: transport %s, %u lanes, chunk %u, %u slots, flags %#x",
+		  direction == PROTO_DIR_PUSH ? "push to" : "pull from", path,
+		  m.u.open.transport ? transport_name(m.u.open.transport) : "auto", m.u.open.lanes,
+		  m.u.open.chunk_size, m.u.open.slots, flags);
 	r = chan_send(&s->chan, &m);
 	if (r >= 0) {
 		r = chan_recv(&s->chan, ret, s->o->idle_timeout_s * 1000);
@@ -367,6 +385,13 @@ static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, c
 	}
 	/* A dry run is answered with END (accepted, nothing to connect). */
 	if (ret->type == (flags & PROTO_OPEN_DRY_RUN ? MSG_END : MSG_OPEN_OK)) {
+		if (ret->type == MSG_OPEN_OK) {
+			log_debug(
+			    "OPEN_OK: transport %s, %u lanes, chunk %u, %u slots, data port %u",
+			    transport_name(ret->u.open_ok.transport), ret->u.open_ok.lanes,
+			    ret->u.open_ok.chunk_size, ret->u.open_ok.slots,
+			    ret->u.open_ok.data_port);
+		}
 		return 0;
 	}
 	log_error("%s: protocol error: unexpected %s", s->rem->host, proto_type_name(ret->type));
@@ -594,10 +619,11 @@ static bool pull_name_ok(void *ud, const char *name)
 /*
  * Where pulled entries land: into DST if it is a directory, else DST renames
  * the one source (cp -r: a directory arrives under the new name). *ret_dir
- * is the local directory the entries' names are relative to ("" for ".").
+ * is the local directory the entries' names are relative to ("" for ".");
+ * *ret_made: DST was made here (removed again if the copy stores nothing).
  */
 static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename, char **ret_dir,
-		     const char **ret_why)
+		     bool *ret_made, char *why, size_t whylen)
 {
 	_cleanup_free_ char *copy = strdup(dst);
 	struct stat st;
@@ -608,7 +634,8 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename,
 		return -ENOMEM;
 	}
 	*ret_rename = NULL;
-	*ret_why = NULL;
+	why[0] = '\0';
+	*ret_made = false;
 	if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
 		fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0) {
@@ -623,12 +650,34 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename,
 		return 0;
 	}
 	if (nsrcs > 1 || dst[strlen(dst) - 1] == '/') {
-		/* Several sources, or DST/: DST must be a directory that exists. */
-		*ret_why = lstat(dst, &st) < 0 && errno == ENOENT
-			       ? "does not exist (several sources, or a name ending in /, "
-				 "go into an existing directory)"
-			       : "not a directory";
-		return -ENOTDIR;
+		/*
+		 * Several sources, or DST/: they go into directory DST, made
+		 * here when it is missing (its parent must exist), as a push
+		 * makes the daemon's.
+		 */
+		if (lstat(dst, &st) == 0) {
+			snprintf(why, whylen, "not a directory");
+			return -ENOTDIR;
+		}
+		if (mkdir(dst, 0777) < 0) {
+			int r = negerrno();
+			if (r == -ENOENT) {
+				snprintf(why, whylen, "directory %s does not exist", dirname(copy));
+			}
+			return r;
+		}
+		*ret_made = true;
+		fd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			return negerrno();
+		}
+		*ret_dir = strdup(dst);
+		if (!*ret_dir) {
+			close(fd);
+			return -ENOMEM;
+		}
+		*ret_fd = fd;
+		return 0;
 	}
 	slash = strrchr(copy, '/');
 	if (slash) {
@@ -636,10 +685,11 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename,
 	}
 	fd = open(slash ? (copy[0] ? copy : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
-		if (errno == ENOENT) {
-			*ret_why = "its directory does not exist";
+		int r = negerrno();
+		if (r == -ENOENT) {
+			snprintf(why, whylen, "directory %s does not exist", copy[0] ? copy : "/");
 		}
-		return negerrno();
+		return r;
 	}
 	*ret_rename = strdup(slash ? slash + 1 : copy);
 	*ret_dir = strdup(slash ? (copy[0] ? copy : "/") : "");
@@ -709,7 +759,8 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	struct msg reply = { 0 };
 	char *paths[PROTO_MAX_BATCH], *wanted[PROTO_MAX_BATCH];
 	char *rename_to = NULL, *local_dir = NULL;
-	const char *why;
+	char why[PROTO_MAX_PATH + 64];
+	bool made_dest = false;
 	int basefd = -1, rc, r;
 
 	if (nargs > PROTO_MAX_BATCH) {
@@ -736,9 +787,10 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	x.nwanted = (size_t)nargs;
 	rc = 0;
 	if (!o->dry_run) {
-		r = pull_dest(dst, nargs, &basefd, &rename_to, &local_dir, &why);
+		r = pull_dest(dst, nargs, &basefd, &rename_to, &local_dir, &made_dest, why,
+			      sizeof(why));
 		if (r < 0) {
-			log_error("destination %s: %s", dst, why ? why : strerror(-r));
+			log_error("destination %s: %s", dst, why[0] ? why : strerror(-r));
 			rc = EXIT_LOCAL_IO;
 		}
 		x.local_dir = local_dir;
@@ -775,6 +827,9 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	free(local_dir);
 	if (basefd >= 0) {
 		close(basefd);
+	}
+	if (made_dest && st.files_ok == 0) {
+		(void)rmdir(dst); /* only if still empty */
 	}
 	if (rc != 0 || o->dry_run) {
 		return rc;

@@ -830,9 +830,11 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR,
 			      !(o->flags & PROTO_OPEN_DRY_RUN), &dest);
 	if (r < 0) {
-		return refuse(
-		    c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH, "destination '%s': %s", esc,
-		    r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
+		return refuse(c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH,
+			      "destination '%s': %s", esc,
+			      r == -ELOOP || r == -EXDEV ? "symlink or escape refused"
+			      : r == -ENOENT		 ? "its parent directory does not exist"
+							 : strerror(-r));
 	}
 	if (o->flags & PROTO_OPEN_DRY_RUN) {
 		r = accept_dry_run(c);
