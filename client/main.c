@@ -31,7 +31,7 @@ static void usage(FILE *f)
 	    "       rdmacp ping HOST\n"
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
 	    "       rdmacp certs init DIR [--host NAME]...\n"
-	    "       rdmacp certs issue DIR --client NAME [--days N]\n"
+	    "       rdmacp certs issue DIR --client NAME [--days N] [--backdate N]\n"
 	    "\n"
 	    "Options:\n"
 	    "  -P, --port PORT        daemon port (default 7471)\n"
@@ -55,13 +55,16 @@ static void usage(FILE *f)
 	    "      --no-progress      no progress line\n"
 	    "      --json             NDJSON events on stdout (start, file, error, summary, plan)\n"
 	    "  -q, --quiet            print errors only\n"
-	    "  -v, --verbose          print each file with its verified checksum\n"
+	    "  -v, --verbose          print each file with its verified checksum; -vv: debug\n"
 	    "      --version          print the version\n"
 	    "  -h, --help             this text\n"
 	    "\n"
-	    "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 refused,\n"
-	    "6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted, 11 connect,\n"
-	    "12 version mismatch, 13 no RDMA device, 14 remote I/O.\n",
+	    "Options may follow the operands; -- ends them.\n"
+	    "\n"
+	    "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 remote\n"
+	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
+	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
+	    "could not store or read a file).\n",
 	    f);
 }
 

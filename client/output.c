@@ -140,8 +140,8 @@ void output_local_error(struct output *out, const char *name, const char *path, 
 		fflush(stdout);
 	}
 	clear_progress(out);
-	log_error("%s: %s", log_escape(path, esc, sizeof(esc)),
-		  log_escape(text, esc2, sizeof(esc2)));
+	log_error("%s: %s (%s)", log_escape(path, esc, sizeof(esc)),
+		  log_escape(text, esc2, sizeof(esc2)), code);
 }
 
 static void human_bytes(uint64_t b, char *buf, size_t len)

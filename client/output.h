@@ -28,7 +28,7 @@ void output_file(struct output *out, const char *name, uint64_t bytes, double se
 void output_error(struct output *out, const char *name, const char *code, const char *text);
 /*
  * A failure on this side (a source that can't be read, a destination that
- * can't be written): "PATH: TEXT" as cp and scp say it; --json adds the
+ * can't be written): "PATH: TEXT (CODE)", named as scp names it; --json adds the
  * local path and "local": true to the error event.
  */
 void output_local_error(struct output *out, const char *name, const char *path, const char *code,
