@@ -51,6 +51,7 @@ struct session {
 	struct msg_hello hello;
 };
 
+/* The exit code for a failure the daemon reported (see exit_for_local_perr for ours). */
 static int exit_for_perr(uint32_t code)
 {
 	switch (code) {
@@ -77,13 +78,11 @@ static int exit_for_perr(uint32_t code)
 		return EXIT_INTERRUPTED;
 	case PERR_NOSPACE:
 	case PERR_IO:
+	case PERR_SOURCE_CHANGED: /* a file the daemon sent changed under it */
+	case PERR_INTERNAL:	  /* its set-up failed: io_uring, memory */
 		return EXIT_REMOTE_IO;
-	case PERR_SOURCE_CHANGED:
-		return EXIT_LOCAL_IO;
 	case PERR_TIMEOUT:
 		return EXIT_TRANSPORT;
-	case PERR_INTERNAL:
-		return EXIT_LOCAL_IO; /* set-up failures here: io_uring, memory */
 	default:
 		return EXIT_PROTOCOL;
 	}
@@ -447,6 +446,8 @@ static int exit_for_local_perr(uint32_t code)
 	case PERR_BAD_PATH:
 	case PERR_NOSPACE:
 	case PERR_IO:
+	case PERR_SOURCE_CHANGED:
+	case PERR_INTERNAL: /* set-up failures here: io_uring, memory */
 		return EXIT_LOCAL_IO;
 	default:
 		return exit_for_perr(code);
@@ -509,10 +510,13 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 			return EXIT_INTERRUPTED;
 		}
 		/* -EREMOTEIO: the peer ended it with its ERROR; else it failed here. */
-		if (r != -EREMOTEIO && code != PERR_IO) {
-			return exit_for_local_perr(code);
+		if (r == -EREMOTEIO) {
+			return exit_for_perr(code);
 		}
-		return exit_for_perr(code);
+		if (r == -ECONNRESET || r == -EPIPE) {
+			return EXIT_TRANSPORT; /* the connection was lost mid-transfer */
+		}
+		return exit_for_local_perr(code);
 	}
 	return 0;
 }

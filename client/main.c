@@ -64,7 +64,7 @@ static void usage(FILE *f)
 	    "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 remote\n"
 	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
 	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
-	    "could not store or read a file).\n",
+	    "could not store or read a file, or failed on its side).\n",
 	    f);
 }
 

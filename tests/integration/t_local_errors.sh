@@ -3,6 +3,7 @@
 # destination is exit 6 (local I/O) naming the full local path, as scp says
 # "/etc/a: Permission denied" -- not exit 5 "remote refused" (issue 15 item 3).
 # The client runs as an unprivileged user (nobody), so permissions bite.
+# The other way round too: the daemon's own failure is remote (exit 14).
 . "$(dirname "$0")/lib.sh"
 
 command -v setpriv >/dev/null || skip "setpriv not installed"
@@ -83,5 +84,26 @@ has_text "$T/err" "$U/ro/newname: Permission denied" "the error names the local 
 # 4. A remote refusal stays a remote refusal (exit 5): a file the module lacks.
 expect_rc 5 "a missing remote file is still a remote refusal" "${UCLIENT[@]}" \
 	"127.0.0.1:data/nonexistent" "$U/"
+
+# 5. The daemon's own failures are remote: ERROR INTERNAL (its set-up failed)
+# or IO in answer to OPEN is exit 14, never 6 (local I/O). rawserver.py plays
+# the daemon.
+for code in 16:INTERNAL 7:IO; do
+	rm -f "$T/rs.port"
+	python3 "$HERE/rawserver.py" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
+		--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode error-open --code "${code%%:*}" \
+		--text-hex "$(printf 'daemon failed' | od -An -tx1 | tr -d ' \n')" --timeout 10 \
+		>"$T/rs.out" 2>&1 &
+	rs=$!
+	for _ in $(seq 1 100); do
+		[ -s "$T/rs.port" ] && break
+		sleep 0.05
+	done
+	[ -s "$T/rs.port" ] || fail "rawserver did not start: $(cat "$T/rs.out")"
+	expect_rc 14 "the daemon's ${code#*:} failure in answer to OPEN is remote I/O" \
+		"$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key" \
+		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" "$U/src/fine" 127.0.0.1:data/
+	wait "$rs"
+done
 
 finish
