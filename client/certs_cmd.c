@@ -98,12 +98,8 @@ int cmd_certs(int argc, char **argv)
 	size_t nhosts = 0;
 	int days = 0, backdate = 0, c, r;
 
-	if (argc < 3) {
-		return certs_usage();
-	}
-	verb = argv[1];
-	dir = argv[2];
-	optind = 3;
+	/* Options anywhere after "certs" (getopt moves VERB and DIR to the end). */
+	optind = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H':
@@ -127,9 +123,11 @@ int cmd_certs(int argc, char **argv)
 			return certs_usage();
 		}
 	}
-	if (optind != argc) {
+	if (argc - optind != 2) {
 		return certs_usage();
 	}
+	verb = argv[optind];
+	dir = argv[optind + 1];
 	if (!strcmp(verb, "show")) {
 		if (client || days || backdate || nhosts) {
 			return certs_usage();

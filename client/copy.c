@@ -51,6 +51,7 @@ struct session {
 	struct msg_hello hello;
 };
 
+/* The exit code for a failure the daemon reported (see exit_for_local_perr for ours). */
 static int exit_for_perr(uint32_t code)
 {
 	switch (code) {
@@ -77,13 +78,11 @@ static int exit_for_perr(uint32_t code)
 		return EXIT_INTERRUPTED;
 	case PERR_NOSPACE:
 	case PERR_IO:
+	case PERR_SOURCE_CHANGED: /* a file the daemon sent changed under it */
+	case PERR_INTERNAL:	  /* its set-up failed: io_uring, memory */
 		return EXIT_REMOTE_IO;
-	case PERR_SOURCE_CHANGED:
-		return EXIT_LOCAL_IO;
 	case PERR_TIMEOUT:
 		return EXIT_TRANSPORT;
-	case PERR_INTERNAL:
-		return EXIT_LOCAL_IO; /* set-up failures here: io_uring, memory */
 	default:
 		return EXIT_PROTOCOL;
 	}
@@ -106,6 +105,19 @@ static void session_close(struct session *s, bool clean)
 	if (s->ctx) {
 		tls_ctx_free(s->ctx);
 	}
+}
+
+/* -vv: who we are talking to. */
+static void log_session_debug(struct session *s)
+{
+	uint8_t fp[TLS_FINGERPRINT_LEN];
+	char fph[65], esc[256], cn[1024];
+
+	tls_peer_fingerprint(s->tls, fp);
+	tls_format_fingerprint(fp, fph);
+	log_debug("connected to %s port %u: %s, protocol %d, server certificate CN=%s sha256:%s",
+		  s->rem->host, s->o->port, log_escape(s->hello.software, esc, sizeof(esc)),
+		  s->version, log_escape(tls_peer_cn(s->tls), cn, sizeof(cn)), fph);
 }
 
 /* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */
@@ -181,6 +193,7 @@ static int session_open(struct session *s)
 									  : EXIT_PROTOCOL;
 	}
 	s->version = r;
+	log_session_debug(s);
 	return 0;
 }
 
@@ -235,6 +248,9 @@ struct xfer {
 	/* pull: the remote paths, sent once the data connection is up */
 	char **get_paths;
 	size_t nget;
+	/* where a local failure is: push: the sources; pull: the directory names land in */
+	const struct src_list *srcs;
+	const char *local_dir;
 };
 
 static void ev_ok(void *ud, const char *name, uint64_t bytes, double secs, const uint8_t h[16])
@@ -244,11 +260,39 @@ static void ev_ok(void *ud, const char *name, uint64_t bytes, double secs, const
 	output_file(&x->out, name, bytes, secs, h);
 }
 
-static void ev_failed(void *ud, const char *name, uint32_t code, const char *text)
+/* The local path of a wire name: the source it came from, or where it would land. */
+static char *local_path(const struct xfer *x, const char *name)
+{
+	char *p;
+
+	if (x->srcs) {
+		for (size_t i = 0; i < x->srcs->n; i++) {
+			if (!strcmp(x->srcs->v[i].name, name)) {
+				return strdup(x->srcs->v[i].path);
+			}
+		}
+	}
+	if (x->local_dir && !x->local_dir[0]) {
+		return strdup(name);
+	}
+	if (x->local_dir) {
+		size_t n = strlen(x->local_dir);
+		bool slash = n > 0 && x->local_dir[n - 1] == '/';
+		return asprintf(&p, "%s%s%s", x->local_dir, slash ? "" : "/", name) < 0 ? NULL : p;
+	}
+	return NULL;
+}
+
+static void ev_failed(void *ud, const char *name, uint32_t code, bool local, const char *text)
 {
 	struct xfer *x = ud;
+	_cleanup_free_ char *path = local ? local_path(x, name) : NULL;
 
-	output_error(&x->out, name, proto_err_name(code), text);
+	if (path) {
+		output_local_error(&x->out, name, path, proto_err_name(code), text);
+	} else {
+		output_error(&x->out, name, proto_err_name(code), text);
+	}
 }
 
 static void ev_progress(void *ud, uint64_t bytes)
@@ -324,6 +368,10 @@ static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, c
 	m.u.open.chunk_size = s->o->chunk_size;
 	m.u.open.slots = s->o->slots;
 	snprintf(m.u.open.path, sizeof(m.u.open.path), "%s", path);
+	log_debug("OPEN %s %s: transport %s, %u lanes, chunk %u, %u slots, flags %#x",
+		  direction == PROTO_DIR_PUSH ? "push to" : "pull from", path,
+		  m.u.open.transport ? transport_name(m.u.open.transport) : "auto", m.u.open.lanes,
+		  m.u.open.chunk_size, m.u.open.slots, flags);
 	r = chan_send(&s->chan, &m);
 	if (r >= 0) {
 		r = chan_recv(&s->chan, ret, s->o->idle_timeout_s * 1000);
@@ -342,6 +390,13 @@ static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, c
 	}
 	/* A dry run is answered with END (accepted, nothing to connect). */
 	if (ret->type == (flags & PROTO_OPEN_DRY_RUN ? MSG_END : MSG_OPEN_OK)) {
+		if (ret->type == MSG_OPEN_OK) {
+			log_debug(
+			    "OPEN_OK: transport %s, %u lanes, chunk %u, %u slots, data port %u",
+			    transport_name(ret->u.open_ok.transport), ret->u.open_ok.lanes,
+			    ret->u.open_ok.chunk_size, ret->u.open_ok.slots,
+			    ret->u.open_ok.data_port);
+		}
 		return 0;
 	}
 	log_error("%s: protocol error: unexpected %s", s->rem->host, proto_type_name(ret->type));
@@ -384,6 +439,27 @@ static int connect_data(struct session *s, const struct msg_open_ok *ok, struct 
 	return 0;
 }
 
+/*
+ * A failure on this side: a source we could not read, a destination we
+ * could not write is local I/O (6), whatever errno it was; what says
+ * something about the peer or the data keeps its own code.
+ */
+static int exit_for_local_perr(uint32_t code)
+{
+	switch (code) {
+	case PERR_PERMISSION:
+	case PERR_NOT_FOUND:
+	case PERR_BAD_PATH:
+	case PERR_NOSPACE:
+	case PERR_IO:
+	case PERR_SOURCE_CHANGED:
+	case PERR_INTERNAL: /* set-up failures here: io_uring, memory */
+		return EXIT_LOCAL_IO;
+	default:
+		return exit_for_perr(code);
+	}
+}
+
 /* Exit code for a finished exchange, from what committed and what failed. */
 static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures)
 {
@@ -393,7 +469,8 @@ static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures
 	if (st->files_ok > 0 || (local_failures > 0 && st->files_failed == 0)) {
 		return EXIT_PARTIAL;
 	}
-	return exit_for_perr(st->first_error);
+	return st->first_error_local ? exit_for_local_perr(st->first_error)
+				     : exit_for_perr(st->first_error);
 }
 
 static int send_get(struct session *s, char **paths, size_t n);
@@ -415,7 +492,7 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 		log_error("control channel write failed");
 		return EXIT_CONNECT;
 	}
-	output_start(&x->out, ep->role == ENGINE_SENDER ? "push to" : "pull from", s->rem->host,
+	output_start(&x->out, ep->role == ENGINE_SENDER ? "push" : "pull", s->rem->host,
 		     transport_name(ok->transport), ok->lanes);
 	ep->chan = &s->chan;
 	ep->x = xp;
@@ -435,7 +512,17 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 
 		/* err may quote the daemon's ERROR text or a name. */
 		log_error("transfer failed: %s", log_escape(err, esc, sizeof(esc)));
-		return interrupted ? EXIT_INTERRUPTED : exit_for_perr(code);
+		if (interrupted) {
+			return EXIT_INTERRUPTED;
+		}
+		/* -EREMOTEIO: the peer ended it with its ERROR; else it failed here. */
+		if (r == -EREMOTEIO) {
+			return exit_for_perr(code);
+		}
+		if (r == -ECONNRESET || r == -EPIPE) {
+			return EXIT_TRANSPORT; /* the connection was lost mid-transfer */
+		}
+		return exit_for_local_perr(code);
 	}
 	return 0;
 }
@@ -480,12 +567,14 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 			return EXIT_LOCAL_IO;
 		}
 		if (r < 0) {
-			output_error(&x.out, args[i], r == -EISDIR ? "IS_DIRECTORY" : "LOCAL_IO",
-				     r == -EISDIR ? "is a directory (use -r)" : strerror(-r));
+			output_local_error(&x.out, name, args[i],
+					   r == -EISDIR ? "IS_DIRECTORY" : "LOCAL_IO",
+					   r == -EISDIR ? "is a directory (use -r)" : strerror(-r));
 			(void)esc;
 			local_failures++;
 		}
 	}
+	x.srcs = &srcs;
 	if (srcs.n == 0) {
 		src_list_free(&srcs);
 		return nargs == 1 && local_failures ? EXIT_LOCAL_IO : EXIT_LOCAL_IO;
@@ -537,8 +626,14 @@ static bool pull_name_ok(void *ud, const char *name)
 	return false;
 }
 
-/* Where pulled entries land: into DST if it is a directory, else DST renames the one source. */
-static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename)
+/*
+ * Where pulled entries land: into DST if it is a directory, else DST renames
+ * the one source (cp -r: a directory arrives under the new name). *ret_dir
+ * is the local directory the entries' names are relative to ("" for ".");
+ * *ret_made: DST was made here (removed again if the copy stores nothing).
+ */
+static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename, char **ret_dir,
+		     bool *ret_made, char *why, size_t whylen)
 {
 	_cleanup_free_ char *copy = strdup(dst);
 	struct stat st;
@@ -549,16 +644,50 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename)
 		return -ENOMEM;
 	}
 	*ret_rename = NULL;
+	why[0] = '\0';
+	*ret_made = false;
 	if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
 		fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0) {
 			return negerrno();
 		}
+		*ret_dir = strdup(dst);
+		if (!*ret_dir) {
+			close(fd);
+			return -ENOMEM;
+		}
 		*ret_fd = fd;
 		return 0;
 	}
 	if (nsrcs > 1 || dst[strlen(dst) - 1] == '/') {
-		return -ENOTDIR;
+		/*
+		 * Several sources, or DST/: they go into directory DST, made
+		 * here when it is missing (its parent must exist), as a push
+		 * makes the daemon's.
+		 */
+		if (lstat(dst, &st) == 0) {
+			snprintf(why, whylen, "not a directory");
+			return -ENOTDIR;
+		}
+		if (mkdir(dst, 0777) < 0) {
+			int r = negerrno();
+			if (r == -ENOENT) {
+				snprintf(why, whylen, "directory %s does not exist", dirname(copy));
+			}
+			return r;
+		}
+		*ret_made = true;
+		fd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			return negerrno();
+		}
+		*ret_dir = strdup(dst);
+		if (!*ret_dir) {
+			close(fd);
+			return -ENOMEM;
+		}
+		*ret_fd = fd;
+		return 0;
 	}
 	slash = strrchr(copy, '/');
 	if (slash) {
@@ -566,12 +695,19 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename)
 	}
 	fd = open(slash ? (copy[0] ? copy : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
-		return negerrno();
+		int r = negerrno();
+		if (r == -ENOENT) {
+			snprintf(why, whylen, "directory %s does not exist", copy[0] ? copy : "/");
+		}
+		return r;
 	}
 	*ret_rename = strdup(slash ? slash + 1 : copy);
-	if (!*ret_rename || fspath_validate(*ret_rename) < 0) {
+	*ret_dir = strdup(slash ? (copy[0] ? copy : "/") : "");
+	if (!*ret_rename || !*ret_dir || fspath_validate(*ret_rename) < 0) {
 		close(fd);
 		free(*ret_rename);
+		free(*ret_dir);
+		*ret_rename = *ret_dir = NULL;
 		return -EINVAL;
 	}
 	*ret_fd = fd;
@@ -632,7 +768,9 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	struct engine_stats st = { 0 };
 	struct msg reply = { 0 };
 	char *paths[PROTO_MAX_BATCH], *wanted[PROTO_MAX_BATCH];
-	char *rename_to = NULL;
+	char *rename_to = NULL, *local_dir = NULL;
+	char why[PROTO_MAX_PATH + 64];
+	bool made_dest = false;
 	int basefd = -1, rc, r;
 
 	if (nargs > PROTO_MAX_BATCH) {
@@ -659,12 +797,13 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	x.nwanted = (size_t)nargs;
 	rc = 0;
 	if (!o->dry_run) {
-		r = pull_dest(dst, nargs, &basefd, &rename_to);
+		r = pull_dest(dst, nargs, &basefd, &rename_to, &local_dir, &made_dest, why,
+			      sizeof(why));
 		if (r < 0) {
-			log_error("destination %s: %s", dst,
-				  r == -ENOTDIR ? "not a directory" : strerror(-r));
+			log_error("destination %s: %s", dst, why[0] ? why : strerror(-r));
 			rc = EXIT_LOCAL_IO;
 		}
+		x.local_dir = local_dir;
 	}
 	if (rc == 0) {
 		rc = session_open(&s);
@@ -695,8 +834,12 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		free(wanted[i]);
 	}
 	free(rename_to);
+	free(local_dir);
 	if (basefd >= 0) {
 		close(basefd);
+	}
+	if (made_dest && st.files_ok == 0) {
+		(void)rmdir(dst); /* only if still empty */
 	}
 	if (rc != 0 || o->dry_run) {
 		return rc;

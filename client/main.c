@@ -15,6 +15,7 @@
 #include "exitcodes.h"
 #include "rlimits.h"
 #include "log.h"
+#include "macro.h"
 #include "proto/msg.h"
 #include "rdmadev.h"
 #include "xport.h"
@@ -30,7 +31,7 @@ static void usage(FILE *f)
 	    "       rdmacp ping HOST\n"
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
 	    "       rdmacp certs init DIR [--host NAME]...\n"
-	    "       rdmacp certs issue DIR --client NAME [--days N]\n"
+	    "       rdmacp certs issue DIR --client NAME [--days N] [--backdate N]\n"
 	    "       rdmacp certs show FILE                         (subject, SANs, fingerprint)\n"
 	    "\n"
 	    "Options:\n"
@@ -55,13 +56,16 @@ static void usage(FILE *f)
 	    "      --no-progress      no progress line\n"
 	    "      --json             NDJSON events on stdout (start, file, error, summary, plan)\n"
 	    "  -q, --quiet            print errors only\n"
-	    "  -v, --verbose          print each file with its verified checksum\n"
+	    "  -v, --verbose          print each file with its verified checksum; -vv: debug\n"
 	    "      --version          print the version\n"
 	    "  -h, --help             this text\n"
 	    "\n"
-	    "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 refused,\n"
-	    "6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted, 11 connect,\n"
-	    "12 version mismatch, 13 no RDMA device, 14 remote I/O.\n",
+	    "Options may follow the operands; -- ends them.\n"
+	    "\n"
+	    "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 remote\n"
+	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
+	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
+	    "could not store or read a file, or failed on its side).\n",
 	    f);
 }
 
@@ -186,8 +190,13 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 	}
 	bool transport_tcp = false; /* --transport tcp on this command line */
 
-	/* "+": stop at the first non-option, so subcommands keep their own options. */
-	while ((c = getopt_long(argc, argv, "+P:pqvhrn", long_opts, NULL)) != -1) {
+	/*
+	 * Options anywhere, before or after operands and the subcommand name,
+	 * as GNU tools and rsync take them: getopt moves the operands to the end
+	 * ("--" ends the options).
+	 */
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "P:pqvhrn", long_opts, NULL)) != -1) {
 		unsigned long v;
 		uint64_t sz;
 		char *end;
@@ -343,6 +352,17 @@ static const struct subcommand subcommands[] = {
 	{ "certs", run_certs },
 };
 
+/* Was there a "--" before operand p on the command line as typed? */
+static bool after_dashdash(char *const *typed, int argc, const char *p)
+{
+	for (int i = 1; i < argc && typed[i] != p; i++) {
+		if (!strcmp(typed[i], "--")) {
+			return true;
+		}
+	}
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	struct client_opts o;
@@ -356,24 +376,22 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "certs")) {
 		return cmd_certs(argc - 1, argv + 1);
 	}
+	/* getopt reorders argv: keep the order as typed. */
+	_cleanup_free_ char **typed = calloc((size_t)argc, sizeof(*typed));
+	if (!typed) {
+		return EXIT_LOCAL_IO;
+	}
+	memcpy(typed, argv, (size_t)argc * sizeof(*typed));
 	client_opts_defaults(&o);
 	r = parse_options(argc, argv, &o, true);
 	if (r != 0) {
 		return r;
 	}
-	if (optind < argc) {
+	/* The first operand names the subcommand, unless "--" came before it. */
+	if (optind < argc && !after_dashdash(typed, argc, argv[optind])) {
 		for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++) {
 			if (!strcmp(argv[optind], subcommands[i].name)) {
-				/* Options may also follow the subcommand name. */
-				int first = optind + 1;
-				optind = 1;
-				char **sub = argv + first - 1;
-				int nsub = argc - first + 1;
-				r = parse_options(nsub, sub, &o, false);
-				if (r != 0) {
-					return r;
-				}
-				return subcommands[i].run(&o, sub + optind, nsub - optind);
+				return subcommands[i].run(&o, argv + optind + 1, argc - optind - 1);
 			}
 		}
 	}

@@ -81,7 +81,8 @@ void output_start(struct output *out, const char *direction, const char *host,
 		printf(",\"transport\":\"%s\",\"lanes\":%u}\n", transport, lanes);
 		fflush(stdout);
 	} else if (out->verbose > 0) {
-		fprintf(stderr, "%s %s over %s (%u lanes)\n", direction, host, transport, lanes);
+		fprintf(stderr, "%s %s %s over %s (%u lanes)\n", direction,
+			!strcmp(direction, "push") ? "to" : "from", host, transport, lanes);
 	}
 }
 
@@ -119,6 +120,27 @@ void output_error(struct output *out, const char *name, const char *code, const 
 	}
 	clear_progress(out);
 	log_error("%s: %s (%s)", log_escape(name, esc, sizeof(esc)),
+		  log_escape(text, esc2, sizeof(esc2)), code);
+}
+
+void output_local_error(struct output *out, const char *name, const char *path, const char *code,
+			const char *text)
+{
+	char esc[4200], esc2[2100];
+
+	out->files_failed++;
+	if (out->json) {
+		printf("{\"event\":\"error\",\"name\":");
+		json_str(stdout, name);
+		printf(",\"path\":");
+		json_str(stdout, path);
+		printf(",\"local\":true,\"code\":\"%s\",\"message\":", code);
+		json_str(stdout, text);
+		printf("}\n");
+		fflush(stdout);
+	}
+	clear_progress(out);
+	log_error("%s: %s (%s)", log_escape(path, esc, sizeof(esc)),
 		  log_escape(text, esc2, sizeof(esc2)), code);
 }
 

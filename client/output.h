@@ -26,6 +26,13 @@ void output_start(struct output *out, const char *direction, const char *host,
 void output_file(struct output *out, const char *name, uint64_t bytes, double secs,
 		 const uint8_t hash[16]);
 void output_error(struct output *out, const char *name, const char *code, const char *text);
+/*
+ * A failure on this side (a source that can't be read, a destination that
+ * can't be written): "PATH: TEXT (CODE)", named as scp names it; --json adds the
+ * local path and "local": true to the error event.
+ */
+void output_local_error(struct output *out, const char *name, const char *path, const char *code,
+			const char *text);
 void output_progress(struct output *out, uint64_t bytes);
 void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t failures,
 		    const char *transport);

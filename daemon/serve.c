@@ -245,12 +245,13 @@ static void ev_progress(void *ud, uint64_t bytes)
 	c->last_progress = bytes;
 }
 
-static void ev_file_failed(void *ud, const char *name, uint32_t code, const char *text)
+static void ev_file_failed(void *ud, const char *name, uint32_t code, bool local, const char *text)
 {
 	struct conn *c = ud;
 	char esc[512], esc2[512];
 
-	log_notice("%s (%s): %s failed: %s: %s", c->peer, c->id, log_escape(name, esc, sizeof(esc)),
+	log_notice("%s (%s): %s failed%s: %s: %s", c->peer, c->id,
+		   log_escape(name, esc, sizeof(esc)), local ? "" : " at the client",
 		   proto_err_name(code), log_escape(text, esc2, sizeof(esc2)));
 }
 
@@ -829,9 +830,11 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR,
 			      !(o->flags & PROTO_OPEN_DRY_RUN), &dest);
 	if (r < 0) {
-		return refuse(
-		    c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH, "destination '%s': %s", esc,
-		    r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
+		return refuse(c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH,
+			      "destination '%s': %s", esc,
+			      r == -ELOOP || r == -EXDEV ? "symlink or escape refused"
+			      : r == -ENOENT		 ? "its parent directory does not exist"
+							 : strerror(-r));
 	}
 	if (o->flags & PROTO_OPEN_DRY_RUN) {
 		r = accept_dry_run(c);

@@ -94,6 +94,7 @@ struct efile {
 	bool hash_live;
 	bool failed;
 	uint32_t fail_code;
+	bool fail_peer; /* the failure is the peer's (it said so, or sent what we refuse) */
 	char fail_text[256];
 	/* sender */
 	char *src_path; /* what to open, relative to src_dirfd */
@@ -312,6 +313,20 @@ static void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(f->fail_text, sizeof(f->fail_text), fmt, ap);
 	va_end(ap);
+}
+
+/* Count a failed file: the first failure's code and side are kept for the exit code. */
+static void note_failure(struct engine *e, const char *name, uint32_t code, bool local,
+			 const char *text)
+{
+	e->st.files_failed++;
+	if (!e->st.first_error) {
+		e->st.first_error = code;
+		e->st.first_error_local = local;
+	}
+	if (e->p->ev.file_failed) {
+		e->p->ev.file_failed(e->p->ev.ud, name, code, local, text);
+	}
 }
 
 static struct efile *file_by_id(struct engine *e, uint32_t id)
@@ -553,13 +568,7 @@ static int rx_resolve(struct engine *e, struct efile *f)
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
 			rx_discard(e, f);
 		}
-		e->st.files_failed++;
-		if (!e->st.first_error) {
-			e->st.first_error = f->fail_code;
-		}
-		if (e->p->ev.file_failed) {
-			e->p->ev.file_failed(e->p->ev.ud, f->name, f->fail_code, f->fail_text);
-		}
+		note_failure(e, f->name, f->fail_code, !f->fail_peer, f->fail_text);
 		r = send_result(e, f, f->fail_code, f->fail_text);
 	} else {
 		/* Reported only after verify, fsync, rename and the directory fsync. */
@@ -619,8 +628,9 @@ static int rx_maybe_finish(struct engine *e, struct efile *f)
 	    f->recv_bytes < f->done_bytes) {
 		return 0;
 	}
-	if (f->done_status != PERR_OK) {
+	if (f->done_status != PERR_OK && !f->failed) {
 		file_fail(f, f->done_status, "sender: %s", f->done_text);
+		f->fail_peer = true; /* the sender's own failure */
 	} else if (f->done_bytes != f->size || f->written != f->size) {
 		file_fail(f, PERR_PROTOCOL, "size mismatch: announced %llu, sent %llu",
 			  (unsigned long long)f->size, (unsigned long long)f->done_bytes);
@@ -1154,6 +1164,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		struct proto_file *pf = &mf->files[i];
 		struct efile *f = &e->files[pf->id % FILE_TABLE];
 		uint32_t code;
+		bool peer = false; /* refused for what the peer sent, not for our disk */
 		int dup;
 
 		/* Ids strictly increase; the table bounds the files in flight. */
@@ -1179,9 +1190,11 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 			code = PERR_INTERNAL;
 		} else if (e->p->name_ok && !e->p->name_ok(e->p->name_ok_ud, f->name)) {
 			code = PERR_BAD_PATH;
+			peer = true;
 			snprintf(text, sizeof(text), "not a name that was asked for");
 		} else if (fspath_validate(f->name) < 0) {
 			code = PERR_BAD_PATH;
+			peer = true;
 			snprintf(text, sizeof(text), "invalid name");
 		} else if (rx_map_name(e, f) < 0) {
 			code = PERR_INTERNAL;
@@ -1191,6 +1204,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 			 * and a symlink "c" would all be "target" (issue 8 item 9).
 			 */
 			code = dup < 0 ? PERR_INTERNAL : PERR_DUPLICATE;
+			peer = dup == 0;
 			snprintf(text, sizeof(text), "%s",
 				 dup < 0 ? "out of memory"
 					 : "same destination twice in one session");
@@ -1209,14 +1223,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 			file_fail(f, code, "%s", text);
 			st[ack.u.files_ack.count - 1].text = strdup(f->fail_text);
 			/* A refused file is reported now and forgotten. */
-			e->st.files_failed++;
-			if (!e->st.first_error) {
-				e->st.first_error = code;
-			}
-			if (e->p->ev.file_failed) {
-				e->p->ev.file_failed(e->p->ev.ud, f->name ? f->name : pf->name,
-						     code, f->fail_text);
-			}
+			note_failure(e, f->name ? f->name : pf->name, code, !peer, f->fail_text);
 			if (f->tfd >= 0 && f->dir >= 0) {
 				rx_discard(e, f);
 			}
@@ -1875,14 +1882,9 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 			continue;
 		}
 		if (a->st[i].status != PERR_OK) {
-			e->st.files_failed++;
-			if (!e->st.first_error) {
-				e->st.first_error = a->st[i].status;
-			}
-			if (e->p->ev.file_failed) {
-				e->p->ev.file_failed(e->p->ev.ud, f->name, a->st[i].status,
-						     a->st[i].text ? a->st[i].text : "");
-			}
+			/* The receiver refused it. */
+			note_failure(e, f->name, a->st[i].status, false,
+				     a->st[i].text ? a->st[i].text : "");
 			e->offered_unresolved--;
 			file_release(e, f);
 		}
@@ -1904,14 +1906,11 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 			e->p->ev.file_ok(e->p->ev.ud, f->name, f->size, ts_since(&f->t0),
 					 f->done_hash);
 		}
+	} else if (f->failed) {
+		/* Ours (open, read, a source that changed): the receiver only echoes it. */
+		note_failure(e, f->name, f->fail_code, true, f->fail_text);
 	} else {
-		e->st.files_failed++;
-		if (!e->st.first_error) {
-			e->st.first_error = res->status;
-		}
-		if (e->p->ev.file_failed) {
-			e->p->ev.file_failed(e->p->ev.ud, f->name, res->status, res->text);
-		}
+		note_failure(e, f->name, res->status, false, res->text);
 	}
 	e->offered_unresolved--;
 	file_release(e, f);
@@ -2580,7 +2579,8 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 		r = loop(e);
 	}
 	if (e->failed) {
-		r = r < 0 ? r : -EIO;
+		/* The failure's own errno: -EREMOTEIO tells the caller the peer ended it. */
+		r = e->fail_r < 0 ? e->fail_r : r < 0 ? r : -EIO;
 		report_failure(e);
 	}
 	teardown(e);

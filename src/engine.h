@@ -64,8 +64,9 @@ struct engine_source {
 struct engine_stats {
 	uint64_t files_ok;
 	uint64_t files_failed;
-	uint64_t bytes;	      /* payload bytes of committed files */
-	uint32_t first_error; /* enum proto_err of the first per-file failure */
+	uint64_t bytes;		/* payload bytes of committed files */
+	uint32_t first_error;	/* enum proto_err of the first per-file failure */
+	bool first_error_local; /* it happened on this side (our disk), not the peer's */
 	/* Receiver: the declared sizes of the regular files accepted. */
 	uint64_t bytes_accepted;
 };
@@ -74,7 +75,12 @@ struct engine_events {
 	/* A file committed by the receiver (both roles hear about it). */
 	void (*file_ok)(void *ud, const char *name, uint64_t bytes, double seconds,
 			const uint8_t hash[16]);
-	void (*file_failed)(void *ud, const char *name, uint32_t code, const char *text);
+	/*
+	 * A file failed. local: on this side (a source we could not read, a
+	 * destination we could not write); else the peer refused it or failed.
+	 */
+	void (*file_failed)(void *ud, const char *name, uint32_t code, bool local,
+			    const char *text);
 	void (*progress)(void *ud, uint64_t bytes);
 	void *ud;
 };
@@ -146,7 +152,8 @@ uint64_t engine_pinned_bytes(const struct engine_params *p, const struct xport_o
 /*
  * Run one transfer to its end. Returns 0 when the exchange completed (files
  * may still have failed: see stats), or a negative errno when the session
- * failed; then err holds the reason and *ret_code the protocol error code.
+ * failed; then err holds the reason and *ret_code the protocol error code;
+ * -EREMOTEIO: the peer ended the session with its ERROR (else it failed here).
  * Every temp file is gone on return unless it was committed.
  */
 int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,

@@ -7,9 +7,9 @@ enum rdmacp_exit {
 	EXIT_USAGE = 1,	       /* bad command line */
 	EXIT_CONFIG = 2,       /* bad or unreadable config / certificate files */
 	EXIT_AUTH = 3,	       /* TLS or certificate authentication failed */
-	EXIT_PROTOCOL = 4,     /* protocol error or version mismatch */
+	EXIT_PROTOCOL = 4,     /* protocol error */
 	EXIT_REFUSED = 5,      /* remote refused: no module, no permission, bad path, busy */
-	EXIT_LOCAL_IO = 6,     /* local I/O error */
+	EXIT_LOCAL_IO = 6,     /* local I/O error: a source or destination on this side */
 	EXIT_INTEGRITY = 7,    /* checksum mismatch */
 	EXIT_TRANSPORT = 8,    /* transport set-up failed, or a connection was lost mid-transfer */
 	EXIT_PARTIAL = 9,      /* some files failed, the others are committed */
@@ -17,5 +17,5 @@ enum rdmacp_exit {
 	EXIT_CONNECT = 11,     /* could not reach the daemon */
 	EXIT_VERSION = 12,     /* protocol version mismatch */
 	EXIT_NO_DEVICE = 13,   /* --transport verbs and no usable RDMA device */
-	EXIT_REMOTE_IO = 14,   /* the receiver could not store a file (disk full, I/O error) */
+	EXIT_REMOTE_IO = 14,   /* the daemon could not store or read a file, or its set-up failed */
 };

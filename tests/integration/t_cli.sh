@@ -245,7 +245,7 @@ rc=$?
 jq -e . "$T/j.out" >/dev/null 2>&1 && pass "--json: every line parses" || fail "--json: not NDJSON: $(head -3 "$T/j.out")"
 [ "$(jq -r .event "$T/j.out" | tr '\n' ' ')" = "start file file file summary " ] &&
 	pass "--json: events start, 3 x file, summary" || fail "--json: events: $(jq -r .event "$T/j.out" | tr '\n' ' ')"
-[ "$(jq -s '[.[] | select(.event=="start" and .transport=="tcp" and .direction=="push to" and .host=="127.0.0.1" and .lanes>=1)] | length' "$T/j.out")" = 1 ] &&
+[ "$(jq -s '[.[] | select(.event=="start" and .transport=="tcp" and .direction=="push" and .host=="127.0.0.1" and .lanes>=1)] | length' "$T/j.out")" = 1 ] &&
 	pass "--json: one start with transport tcp" || fail "--json: start event: $(grep start "$T/j.out")"
 total=0
 for f in a b c; do

@@ -340,6 +340,7 @@ struct events {
 	unsigned ok, failed;
 	uint64_t ok_bytes;
 	uint32_t first_failed_code;
+	bool first_failed_local; /* the failure happened on this side */
 };
 
 static void ev_ok(void *ud, const char *name, uint64_t bytes, double seconds,
@@ -352,13 +353,14 @@ static void ev_ok(void *ud, const char *name, uint64_t bytes, double seconds,
 	ev->ok_bytes += bytes;
 }
 
-static void ev_failed(void *ud, const char *name, uint32_t code, const char *text)
+static void ev_failed(void *ud, const char *name, uint32_t code, bool local, const char *text)
 {
 	struct events *ev = ud;
 
 	(void)name, (void)text;
 	if (!ev->failed++) {
 		ev->first_failed_code = code;
+		ev->first_failed_local = local;
 	}
 }
 
@@ -965,6 +967,9 @@ static void test_pull_name_refused(void **state)
 	assert_int_equal(f->rxr.st.bytes_accepted, bytes);
 	assert_stats(&f->txr.st, 1, 1, bytes, PERR_BAD_PATH);
 	assert_int_equal(f->txr.ev.first_failed_code, PERR_BAD_PATH);
+	/* The sender hears of a refusal by its peer, the receiver of a name its peer sent. */
+	assert_false(f->txr.ev.first_failed_local);
+	assert_false(f->rxr.ev.first_failed_local);
 	assert_dest(f->dst, "wanted");
 	assert_same_file(f->src, f->dst, "wanted");
 }
