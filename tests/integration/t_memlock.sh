@@ -1,0 +1,99 @@
+#!/bin/bash
+# An ordinary user's client (issue 15 item 1): as user nobody with
+# RLIMIT_MEMLOCK 8 MiB (Debian's default) and no CAP_IPC_LOCK, a push and a
+# pull of a 64 MiB file over tcp succeed byte-exact: the client fits its
+# buffer pool to the limit (it used to ask for 66 MiB and fail, exit 6),
+# says so with -v and in the --json start event. With 64 KiB, too small for
+# any pool, the error names the limit and how to raise it.
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HERE/lib.sh"
+
+[ "$(id -u)" -eq 0 ] || skip "needs root to run the client as user nobody"
+command -v setpriv >/dev/null || skip "setpriv not installed (util-linux)"
+command -v prlimit >/dev/null || skip "prlimit not installed (util-linux)"
+command -v jq >/dev/null || skip "jq not installed"
+NOGROUP=$(id -gn nobody 2>/dev/null) || skip "no user nobody"
+
+setup_standard
+# nobody reaches its files: its own directory, certificates readable.
+chmod 0711 "$T"
+mkdir -p "$T/u/src" "$T/u/got"
+cp -r "$T/certs" "$T/u/certs"
+chown -R nobody:"$NOGROUP" "$T/u"
+head -c $((64 << 20)) /dev/urandom >"$T/u/src/big.bin"
+chown nobody:"$NOGROUP" "$T/u/src/big.bin"
+UCLIENT=("$RDMACP" --config /dev/null --cert "$T/u/certs/client.crt" --key "$T/u/certs/client.key"
+	--ca "$T/u/certs/ca.crt" -P "$PORT" --transport tcp)
+
+# as_nobody KIB CMD...: the command as nobody, RLIMIT_MEMLOCK KIB (soft and hard).
+as_nobody() {
+	local kib=$1
+	shift
+	prlimit --memlock=$((kib * 1024)):$((kib * 1024)) \
+		setpriv --reuid=nobody --regid="$NOGROUP" --clear-groups --inh-caps=-all -- "$@"
+}
+
+# The limit really applies to it, and it holds no CAP_IPC_LOCK.
+lim=$(as_nobody 8192 bash -c 'ulimit -l')
+[ "$lim" = 8192 ] || die "could not set RLIMIT_MEMLOCK 8 MiB for nobody (got $lim)"
+cap=$(as_nobody 8192 awk '/^CapEff/ {print $2}' /proc/self/status)
+[ "$cap" = 0000000000000000 ] || die "nobody has capabilities: $cap"
+
+# ---- push, -v ------------------------------------------------------------------------
+as_nobody 8192 "${UCLIENT[@]}" -v "$T/u/src/big.bin" 127.0.0.1:data/pushed.bin \
+	>"$T/out" 2>"$T/err"
+rc=$?
+if [ "$rc" -eq 0 ] && cmp -s "$T/u/src/big.bin" "$T/mod/pushed.bin"; then
+	pass "push of 64 MiB as nobody with memlock 8 MiB: byte-exact"
+else
+	fail "push as nobody with memlock 8 MiB: exit $rc"
+	sed 's/^/    /' "$T/err" | head
+fi
+if grep -Eq "locked memory limit \(RLIMIT_MEMLOCK\) 8\.0 MiB: buffer pool fitted to [0-9.]+ (KiB|MiB), [0-9]+ chunks of [0-9.]+ (KiB|MiB)" "$T/err"; then
+	pass "-v says what was fitted: $(grep 'RLIMIT_MEMLOCK' "$T/err")"
+else
+	fail "-v does not say what was fitted:"
+	sed 's/^/    /' "$T/err" | head
+fi
+[ "$(grep -c RLIMIT_MEMLOCK "$T/err")" -eq 1 ] && pass "said once" || fail "said $(grep -c RLIMIT_MEMLOCK "$T/err") times"
+
+# ---- pull, --json ----------------------------------------------------------------------
+as_nobody 8192 "${UCLIENT[@]}" --json 127.0.0.1:data/pushed.bin "$T/u/got/pulled.bin" \
+	>"$T/json" 2>"$T/err"
+rc=$?
+if [ "$rc" -eq 0 ] && cmp -s "$T/u/src/big.bin" "$T/u/got/pulled.bin"; then
+	pass "pull of 64 MiB as nobody with memlock 8 MiB: byte-exact"
+else
+	fail "pull as nobody with memlock 8 MiB: exit $rc"
+	sed 's/^/    /' "$T/err" | head
+fi
+if jq -s -e 'map(select(.event == "start"))[0] | .memlock_limit == 8388608 and .pool_fitted == true and
+	   .pool_bytes <= 8388608 and .pool_bytes > 0 and .chunk_size >= 65536 and
+	   .pool_chunks >= 2' "$T/json" >/dev/null; then
+	pass "--json start has the fitted pool: $(jq -c 'select(.event == "start")' "$T/json")"
+else
+	fail "--json start lacks the fitted pool: $(head -1 "$T/json")"
+fi
+
+# ---- root, no limit: nothing fitted ------------------------------------------------------
+"${CLIENT[@]}" --transport tcp --json "$T/u/src/big.bin" 127.0.0.1:data/root.bin >"$T/json" 2>"$T/err"
+if jq -s -e 'map(select(.event == "start"))[0] | .pool_fitted == false and .memlock_limit == null' \
+	"$T/json" >/dev/null; then
+	pass "with CAP_IPC_LOCK the pool is not fitted"
+else
+	fail "root's start event: $(head -1 "$T/json")"
+fi
+
+# ---- 64 KiB: too small for any pool: the limit and the fix --------------------------------
+as_nobody 64 "${UCLIENT[@]}" "$T/u/src/big.bin" 127.0.0.1:data/tiny.bin >"$T/out" 2>"$T/err"
+rc=$?
+if [ "$rc" -eq 6 ] && grep -q "RLIMIT_MEMLOCK is 64 KiB" "$T/err" &&
+	grep -q "ulimit -l unlimited" "$T/err" && grep -q "limits.conf" "$T/err"; then
+	pass "memlock 64 KiB: exit 6 with the limit and the fix"
+else
+	fail "memlock 64 KiB: exit $rc"
+	sed 's/^/    /' "$T/err" | head
+fi
+[ -e "$T/mod/tiny.bin" ] && fail "memlock 64 KiB: a file arrived anyway"
+
+finish
