@@ -217,10 +217,14 @@ void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t
 		       files, bytes, secs, rate, failures, transport);
 		fflush(stdout);
 	} else if (out->verbose >= 0) {
+		char r[32];
+
+		/* The progress line's units (binary, as --bwlimit's), so the two agree. */
+		human_bytes((uint64_t)rate, r, sizeof(r));
 		fprintf(stderr,
-			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%.1f MB/s), %" PRIu64
+			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%s/s), %" PRIu64
 			" failed, over %s\n",
-			files, bytes, secs, rate / 1e6, failures, transport);
+			files, bytes, secs, r, failures, transport);
 	}
 }
 

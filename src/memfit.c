@@ -60,12 +60,12 @@ int memfit_engine(struct engine_params *p, const struct xport_ops *ops, uint64_t
 
 		t.chunk_size = chunk;
 		n = memfit_most(&t, ops, budget, max);
-		if (n > 0 && best == 0) {
-			best = n,
-			best_chunk = chunk; /* the fallback: the biggest that fits at all */
+		if (n > 0) {
+			/* Short of the depth everywhere: the smallest chunks, the most of them. */
+			best = n;
+			best_chunk = chunk;
 		}
 		if (n >= MIN(MEMFIT_MIN_DEPTH, max)) {
-			best = n, best_chunk = chunk;
 			break;
 		}
 		if (chunk == MEMFIT_MIN_CHUNK) {
