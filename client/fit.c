@@ -64,13 +64,12 @@ static void fit_bwlimit(struct engine_params *ep, uint64_t rate)
 	}
 }
 
-/* need: the pool's bytes; what the limit must be is that plus the headroom memfit keeps. */
-static void fit_advice_error(const char *what, uint64_t need, uint64_t limit, uint64_t budget)
+/* need: the pool's bytes; the limit it takes is that plus the headroom memfit keeps. */
+static void fit_advice_error(const char *what, uint64_t need, uint64_t limit)
 {
 	char advice[512];
 
-	pool_memlock_advice(need + (limit - MIN(budget, limit)), limit, false, advice,
-			    sizeof(advice));
+	pool_memlock_advice(memfit_limit_for(need), limit, false, advice, sizeof(advice));
 	log_error("%s: %s", what, advice);
 }
 
@@ -86,7 +85,7 @@ static int fit_tcp(struct engine_params *ep, const struct xport_ops *ops, uint64
 		min.chunk_size = MEMFIT_MIN_CHUNK;
 		min.slots = min.pool_chunks = 2;
 		fit_advice_error("not enough locked memory for the smallest buffer pool",
-				 engine_pinned_bytes(&min, ops), limit, budget);
+				 engine_pinned_bytes(&min, ops), limit);
 		return EXIT_LOCAL_IO;
 	}
 	if (budget == UINT64_MAX) {
@@ -105,7 +104,7 @@ static int fit_tcp(struct engine_params *ep, const struct xport_ops *ops, uint64
 		if (r == -ENOMEM) {
 			fit_advice_error("the locked memory this user may pin is in use "
 					 "(io_uring counts all of the user's processes)",
-					 first, limit, budget);
+					 first, limit);
 			return EXIT_LOCAL_IO;
 		}
 	}
@@ -140,7 +139,7 @@ int client_fit(struct client_opts *o, uint8_t direction, uint8_t *transport, str
 		uint64_t need = engine_pinned_bytes(&ep, &xport_verbs_ops);
 
 		if (need > budget && *transport == XPORT_KIND_VERBS) {
-			fit_advice_error("--transport verbs", need, rl.rlim_cur, budget);
+			fit_advice_error("--transport verbs", need, rl.rlim_cur);
 			return EXIT_LOCAL_IO;
 		}
 		if (need > budget) {

@@ -22,6 +22,16 @@ uint64_t memfit_budget(uint64_t limit, bool cap_ipc_lock)
 	return limit > headroom ? limit - headroom : 0;
 }
 
+uint64_t memfit_limit_for(uint64_t budget)
+{
+	uint64_t limit = MAX(budget + MEMFIT_MIN_HEADROOM, (budget * 8 + 6) / 7);
+
+	while (memfit_budget(limit, false) < budget) {
+		limit++;
+	}
+	return limit;
+}
+
 static uint32_t *memfit_count(struct engine_params *p)
 {
 	return p->role == ENGINE_SENDER ? &p->pool_chunks : &p->slots;

@@ -28,6 +28,8 @@
  * 256 KiB. UINT64_MAX for no limit (RLIM_INFINITY or CAP_IPC_LOCK).
  */
 uint64_t memfit_budget(uint64_t limit, bool cap_ipc_lock);
+/* The smallest RLIMIT_MEMLOCK whose memfit_budget is at least budget (for advice). */
+uint64_t memfit_limit_for(uint64_t budget);
 
 /*
  * Shrink p's data chunks (pool_chunks for a sender, slots for a receiver) and,

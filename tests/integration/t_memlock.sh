@@ -55,7 +55,8 @@ else
 	fail "-v does not say what was fitted:"
 	sed 's/^/    /' "$T/err" | head
 fi
-[ "$(grep -c RLIMIT_MEMLOCK "$T/err")" -eq 1 ] && pass "said once" || fail "said $(grep -c RLIMIT_MEMLOCK "$T/err") times"
+n=$(grep -c "buffer pool fitted" "$T/err")
+[ "$n" -eq 1 ] && pass "said once" || fail "said $n times"
 
 # ---- pull, --json ----------------------------------------------------------------------
 as_nobody 8192 "${UCLIENT[@]}" --json 127.0.0.1:data/pushed.bin "$T/u/got/pulled.bin" \
@@ -95,5 +96,21 @@ else
 	sed 's/^/    /' "$T/err" | head
 fi
 [ -e "$T/mod/tiny.bin" ] && fail "memlock 64 KiB: a file arrived anyway"
+
+# ---- doctor: 8 MiB is enough for tcp --------------------------------------------------------
+as_nobody 8192 "$RDMACP" --config /dev/null doctor --json >"$T/json" 2>"$T/err"
+if jq -e '.memlock.tcp_pool > 0 and .memlock.tcp_pool <= 8388608 and .memlock.limit == 8388608' \
+	"$T/json" >/dev/null; then
+	pass "doctor as nobody, memlock 8 MiB: a tcp pool of $(jq .memlock.tcp_pool "$T/json") bytes fits"
+else
+	fail "doctor as nobody: $(jq -c .memlock "$T/json" 2>&1)"
+fi
+if [ "$(jq '.devices | length' "$T/json")" = 0 ]; then
+	as_nobody 8192 "$RDMACP" --config /dev/null doctor >"$T/out" 2>&1
+	rc=$?
+	[ "$rc" -eq 0 ] && grep -q "enough for tcp" "$T/out" &&
+		pass "doctor without RDMA devices, memlock 8 MiB: ready (exit 0), verbs would need more" ||
+		fail "doctor without RDMA devices, memlock 8 MiB: exit $rc: $(grep memlock "$T/out")"
+fi
 
 finish

@@ -47,6 +47,13 @@ static void test_budget(void **state)
 	assert_true(memfit_budget(1 * MiB, false) == 768 * KiB);  /* at least 256 KiB */
 	assert_true(memfit_budget(64 * KiB, false) == 0);
 	assert_true(memfit_budget(0, false) == 0);
+	/* The advice's "needs": the smallest limit whose budget holds the pool. */
+	for (uint64_t b = 64 * KiB; b <= 256 * MiB; b = b * 3 / 2) {
+		uint64_t l = memfit_limit_for(b);
+
+		assert_true(memfit_budget(l, false) >= b);
+		assert_true(memfit_budget(l - 1, false) < b);
+	}
 }
 
 /* Limits from 64 KiB to 1 GiB: what fits stays within budget, never grows, keeps >= 2 chunks. */
