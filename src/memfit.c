@@ -26,8 +26,12 @@ uint64_t memfit_limit_for(uint64_t budget)
 {
 	uint64_t limit = MAX(budget + MEMFIT_MIN_HEADROOM, (budget * 8 + 6) / 7);
 
+	/* limit / 8 rounds down: step to the exact smallest. */
 	while (memfit_budget(limit, false) < budget) {
 		limit++;
+	}
+	while (limit > 0 && memfit_budget(limit - 1, false) >= budget) {
+		limit--;
 	}
 	return limit;
 }
