@@ -213,22 +213,21 @@ struct diskio_cachestat {
 
 /*
  * Without cachestat: read one byte at evenly spread offsets with RWF_NOWAIT,
- * which succeeds only from the page cache. Any user may do this.
+ * which succeeds only from the page cache; any user may do this. A miss ends
+ * it: the miss starts readahead, which later samples must not count.
  */
 static bool diskio_sampled_cached(int fd, uint64_t size)
 {
-	unsigned hits = 0;
-
 	for (unsigned i = 0; i < DISKIO_CACHE_SAMPLES; i++) {
 		char b;
 		struct iovec iov = { .iov_base = &b, .iov_len = 1 };
 		off_t off = (off_t)(size / DISKIO_CACHE_SAMPLES * i);
 
-		if (preadv2(fd, &iov, 1, off, RWF_NOWAIT) == 1) {
-			hits++;
+		if (preadv2(fd, &iov, 1, off, RWF_NOWAIT) != 1) {
+			return false;
 		}
 	}
-	return hits * 2 >= DISKIO_CACHE_SAMPLES;
+	return true;
 }
 
 bool diskio_mostly_cached(int fd, uint64_t size)
