@@ -39,6 +39,10 @@ void fit_format_bytes(uint64_t v, char *buf, size_t len)
 	}
 }
 
+#define FIT_RAISE_MEMLOCK                                                           \
+	"'ulimit -l unlimited', a 'memlock' line in /etc/security/limits.conf, or " \
+	"LimitMEMLOCK=infinity in a systemd unit"
+
 static uint32_t pow2_floor(uint64_t v)
 {
 	uint32_t p = 1;
@@ -73,10 +77,17 @@ static void fit_advice_error(const char *what, uint64_t need, uint64_t limit)
 	log_error("%s: %s", what, advice);
 }
 
-/* tcp: shrink to the budget, then try that much once more at half if the kernel says no. */
+/*
+ * tcp: shrink to the budget and try to register that much. io_uring charges
+ * the user, not the process: when the user's other processes hold part of the
+ * limit the kernel says no; then measure what is left, shrink to it (less
+ * the engine's own io_uring rings, which are charged too) and retry once.
+ */
 static int fit_tcp(struct engine_params *ep, const struct xport_ops *ops, uint64_t limit,
 		   uint64_t budget)
 {
+	uint64_t first, left;
+	char lim[32];
 	int r = memfit_engine(ep, ops, budget);
 
 	if (r < 0) {
@@ -91,24 +102,27 @@ static int fit_tcp(struct engine_params *ep, const struct xport_ops *ops, uint64
 	if (budget == UINT64_MAX) {
 		return 0;
 	}
-	/* io_uring charges the user, not the process: others may hold some of it. */
-	uint64_t first = engine_pinned_bytes(ep, ops);
-
+	first = engine_pinned_bytes(ep, ops);
 	r = memfit_probe(first, ep->chunk_size);
-	if (r == -ENOMEM) {
-		log_debug("registering %" PRIu64 " bytes failed: shrinking and retrying once",
-			  engine_pinned_bytes(ep, ops));
-		if (memfit_engine(ep, ops, first / 2) >= 0) {
-			r = memfit_probe(engine_pinned_bytes(ep, ops), ep->chunk_size);
-		}
-		if (r == -ENOMEM) {
-			fit_advice_error("the locked memory this user may pin is in use "
-					 "(io_uring counts all of the user's processes)",
-					 first, limit);
-			return EXIT_LOCAL_IO;
-		}
+	if (r != -ENOMEM) {
+		/* Other failures (io_uring unavailable, ...) are the engine's to report. */
+		return 0;
 	}
-	/* Other failures (io_uring unavailable, ...) are the engine's to report. */
+	left = memfit_probe_max(first);
+	log_debug("registering %" PRIu64 " bytes refused, %" PRIu64 " left: retrying once", first,
+		  left);
+	left = left > MEMFIT_RING_BYTES ? left - MEMFIT_RING_BYTES : 0;
+	if (memfit_engine(ep, ops, left) >= 0) {
+		r = memfit_probe(engine_pinned_bytes(ep, ops), ep->chunk_size);
+	}
+	if (r == -ENOMEM || left == 0) {
+		fit_format_bytes(limit, lim, sizeof(lim));
+		log_error("not enough locked memory for a buffer pool: this user's other "
+			  "processes hold most of RLIMIT_MEMLOCK (%s; io_uring counts them "
+			  "together): raise it with %s",
+			  lim, FIT_RAISE_MEMLOCK);
+		return EXIT_LOCAL_IO;
+	}
 	return 0;
 }
 

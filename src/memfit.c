@@ -9,7 +9,8 @@
 #include "macro.h"
 #include "pool.h"
 
-#define MEMFIT_MIN_HEADROOM (256u << 10)
+/* The engine's rings and a margin for the short-lived probe ring. */
+#define MEMFIT_MIN_HEADROOM (MEMFIT_RING_BYTES + (64u << 10))
 
 uint64_t memfit_budget(uint64_t limit, bool cap_ipc_lock)
 {
@@ -114,4 +115,20 @@ int memfit_probe(size_t bytes, size_t chunk_size)
 	pool_destroy(pool);
 	io_uring_queue_exit(&ring);
 	return r;
+}
+
+uint64_t memfit_probe_max(uint64_t max)
+{
+	uint64_t lo = 0, hi = max / MEMFIT_MIN_CHUNK + 1; /* in chunks: lo fits, hi does not */
+
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (memfit_probe(mid * MEMFIT_MIN_CHUNK, MEMFIT_MIN_CHUNK) == 0) {
+			lo = mid;
+		} else {
+			hi = mid;
+		}
+	}
+	return lo * MEMFIT_MIN_CHUNK;
 }

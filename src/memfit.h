@@ -25,7 +25,7 @@
 /*
  * What a limit leaves for one pool: the limit less headroom for the user's
  * other locked memory (io_uring accounts per user), an eighth and at least
- * 256 KiB. UINT64_MAX for no limit (RLIM_INFINITY or CAP_IPC_LOCK).
+ * 384 KiB (io_uring charges its rings too: MEMFIT_RING_BYTES). UINT64_MAX for no limit (RLIM_INFINITY or CAP_IPC_LOCK).
  */
 uint64_t memfit_budget(uint64_t limit, bool cap_ipc_lock);
 /* The smallest RLIMIT_MEMLOCK whose memfit_budget is at least budget (for advice). */
@@ -42,8 +42,20 @@ uint64_t memfit_limit_for(uint64_t budget);
 int memfit_engine(struct engine_params *p, const struct xport_ops *ops, uint64_t budget);
 
 /*
+ * What io_uring charges for the engine's own rings (2048 entries: about
+ * 244 KiB measured on Linux 6.18), rounded up: a pool fitted to what is left
+ * of a limit leaves this much.
+ */
+#define MEMFIT_RING_BYTES (320u << 10)
+
+/*
  * Try to register `bytes` (chunks of chunk_size) with a throw-away io_uring as
  * the engine will: 0 when the kernel lets us pin that much now, -ENOMEM when
  * the user's locked memory is used up, another -errno otherwise.
  */
 int memfit_probe(size_t bytes, size_t chunk_size);
+/*
+ * The most bytes (a multiple of MEMFIT_MIN_CHUNK, at most max) that
+ * memfit_probe can register now: a binary search of registrations. 0 if none.
+ */
+uint64_t memfit_probe_max(uint64_t max);

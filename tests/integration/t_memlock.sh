@@ -76,6 +76,37 @@ else
 	fail "--json start lacks the fitted pool: $(head -1 "$T/json")"
 fi
 
+# ---- two at once: io_uring counts the user's locked memory across its processes ----------
+# The first (held to 1 MiB/s for 4 s) pins its 6 MiB and its rings; the second finds
+# under 2 MiB left, is refused at registration, measures what is left and retries once.
+head -c $((4 << 20)) /dev/urandom >"$T/u/src/slow.bin"
+chown nobody:"$NOGROUP" "$T/u/src/slow.bin"
+as_nobody 8192 "${UCLIENT[@]}" -v --bwlimit 1M "$T/u/src/slow.bin" 127.0.0.1:data/slow.bin \
+	>"$T/out1" 2>"$T/err1" &
+first=$!
+for _ in $(seq 1 100); do # until the first has registered its pool
+	pid=$(pgrep -u nobody -x rdmacp | head -1)
+	[ -n "$pid" ] && [ "$(awk '/^VmPin/ {print $2}' "/proc/$pid/status" 2>/dev/null)" -gt 0 ] 2>/dev/null && break
+	sleep 0.05
+done
+as_nobody 8192 "${UCLIENT[@]}" -v "$T/u/src/big.bin" 127.0.0.1:data/second.bin >"$T/out" 2>"$T/err"
+rc=$?
+wait "$first"
+rc1=$?
+if [ "$rc" -eq 0 ] && [ "$rc1" -eq 0 ] && cmp -s "$T/u/src/big.bin" "$T/mod/second.bin" &&
+	cmp -s "$T/u/src/slow.bin" "$T/mod/slow.bin"; then
+	pass "two pushes at once as nobody: both byte-exact ($(grep -o 'fitted to [^,]*' "$T/err1") and $(grep -o 'fitted to [^,]*' "$T/err"))"
+else
+	fail "two pushes at once as nobody: exit $rc1 and $rc"
+	sed 's/^/    /' "$T/err1" "$T/err" | head
+fi
+second=$(grep -o 'fitted to [0-9.]* [KM]iB' "$T/err" | awk '{print $3 * ($4 == "MiB" ? 1024 : 1)}')
+if [ -n "$second" ] && [ "${second%.*}" -lt 2048 ]; then
+	pass "the second took what was left after a refusal: $(grep -o 'fitted to .*' "$T/err")"
+else
+	fail "the second did not shrink to what was left: $(grep fitted "$T/err")"
+fi
+
 # ---- root, no limit: nothing fitted ------------------------------------------------------
 "${CLIENT[@]}" --transport tcp --json "$T/u/src/big.bin" 127.0.0.1:data/root.bin >"$T/json" 2>"$T/err"
 if jq -s -e 'map(select(.event == "start"))[0] | .pool_fitted == false and .memlock_limit == null' \

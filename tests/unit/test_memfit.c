@@ -44,7 +44,7 @@ static void test_budget(void **state)
 	assert_true(memfit_budget(RLIM_INFINITY, false) == UINT64_MAX);
 	assert_true(memfit_budget(64 * KiB, true) == UINT64_MAX); /* CAP_IPC_LOCK */
 	assert_true(memfit_budget(8 * MiB, false) == 7 * MiB);	  /* an eighth kept back */
-	assert_true(memfit_budget(1 * MiB, false) == 768 * KiB);  /* at least 256 KiB */
+	assert_true(memfit_budget(1 * MiB, false) == 640 * KiB);  /* at least 384 KiB */
 	assert_true(memfit_budget(64 * KiB, false) == 0);
 	assert_true(memfit_budget(0, false) == 0);
 	/* The advice's "needs": the smallest limit whose budget holds the pool. */
@@ -131,9 +131,10 @@ static void test_smallest(void **state)
 {
 	struct engine_params p = defaults(ENGINE_SENDER);
 
-	/* 64 KiB: nothing fits; 512 KiB: two or three 64 KiB chunks. */
+	/* 64 and 512 KiB: nothing fits; 640 KiB: three 64 KiB chunks and their descriptors. */
 	assert_int_equal(memfit_engine(&p, &fencing, memfit_budget(64 * KiB, false)), -ENOMEM);
-	assert_int_equal(memfit_engine(&p, &fencing, memfit_budget(512 * KiB, false)), 1);
+	assert_int_equal(memfit_engine(&p, &fencing, memfit_budget(512 * KiB, false)), -ENOMEM);
+	assert_int_equal(memfit_engine(&p, &fencing, memfit_budget(640 * KiB, false)), 1);
 	assert_int_equal(p.chunk_size, MEMFIT_MIN_CHUNK);
 	assert_int_equal(p.pool_chunks, 3);
 }
