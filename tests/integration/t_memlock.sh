@@ -84,11 +84,19 @@ chown nobody:"$NOGROUP" "$T/u/src/slow.bin"
 as_nobody 8192 "${UCLIENT[@]}" -v --bwlimit 1M "$T/u/src/slow.bin" 127.0.0.1:data/slow.bin \
 	>"$T/out1" 2>"$T/err1" &
 first=$!
-for _ in $(seq 1 100); do # until the first has registered its pool
+# Until the first holds its pool: 6 MiB pinned, twice 0.2 s apart (its probe before
+# the engine's registration is brief; the engine's lasts the 4 s).
+pinned_kb() { awk '/^VmPin/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+held=0
+for _ in $(seq 1 100); do
 	pid=$(pgrep -u nobody -x rdmacp | head -1)
-	[ -n "$pid" ] && [ "$(awk '/^VmPin/ {print $2}' "/proc/$pid/status" 2>/dev/null)" -gt 0 ] 2>/dev/null && break
+	if [ -n "$pid" ] && [ "$(pinned_kb "$pid")" -ge 6144 ]; then
+		sleep 0.2
+		[ "$(pinned_kb "$pid")" -ge 6144 ] && held=1 && break
+	fi
 	sleep 0.05
 done
+[ "$held" = 1 ] || fail "the first push never held its 6 MiB pool"
 as_nobody 8192 "${UCLIENT[@]}" -v "$T/u/src/big.bin" 127.0.0.1:data/second.bin >"$T/out" 2>"$T/err"
 rc=$?
 wait "$first"
