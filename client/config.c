@@ -85,6 +85,26 @@ int parse_size(const char *s, uint64_t *ret)
 	return 0;
 }
 
+int parse_bwlimit(const char *s, uint64_t *ret)
+{
+	uint64_t v;
+	size_t n = s ? strlen(s) : 0;
+	int r = parse_size(s, &v);
+
+	if (r < 0) {
+		return r;
+	}
+	/* rsync's rule: without a suffix the number counts KiB per second. */
+	if (n > 0 && s[n - 1] >= '0' && s[n - 1] <= '9') {
+		if (v > (UINT64_MAX >> 10)) {
+			return -ERANGE;
+		}
+		v <<= 10;
+	}
+	*ret = v;
+	return 0;
+}
+
 struct parse_state {
 	struct client_opts *o;
 	const char *file;

@@ -49,6 +49,8 @@ struct session {
 	socklen_t peerlen;
 	int version;
 	struct msg_hello hello;
+	struct client_fit fit; /* what open_transfer fitted to the limits */
+	bool have_fit;
 };
 
 /* The exit code for a failure the daemon reported (see exit_for_local_perr for ours). */
@@ -361,6 +363,13 @@ static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, c
 	if (r != 0) {
 		return r;
 	}
+	if (!(flags & PROTO_OPEN_DRY_RUN)) {
+		r = client_fit(s->o, direction, &m.u.open.transport, &s->fit);
+		if (r != 0) {
+			return r;
+		}
+		s->have_fit = true;
+	}
 
 	m.u.open.direction = direction;
 	m.u.open.lanes = (uint8_t)s->o->lanes;
@@ -491,6 +500,10 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 		xp->ops->destroy(xp);
 		log_error("control channel write failed");
 		return EXIT_CONNECT;
+	}
+	if (s->have_fit) {
+		output_memory(&x->out, s->fit.unlimited ? 0 : s->fit.limit, s->fit.pool,
+			      s->fit.chunk, s->fit.chunks, s->fit.fitted);
 	}
 	output_start(&x->out, ep->role == ENGINE_SENDER ? "push" : "pull", s->rem->host,
 		     transport_name(ok->transport), ok->lanes);
@@ -823,6 +836,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		 * when asked for with --owner (as a user, cp -p keeps them too).
 		 */
 		ep.keep_setid = o->owner || geteuid() != 0;
+		ep.bwlimit = o->bwlimit;
 		ep.name_ok = pull_name_ok;
 		ep.name_ok_ud = &x;
 		x.get_paths = paths;

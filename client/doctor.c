@@ -26,11 +26,14 @@
 #endif
 
 #include "client.h"
+#include "engine.h"
 #include "exitcodes.h"
 #include "log.h"
 #include "macro.h"
+#include "memfit.h"
 #include "pool.h"
 #include "proto/msg.h"
+#include "xport.h"
 
 /* What the engine asks io_uring for (src/engine.c URING_ENTRIES). */
 #define DOCTOR_URING_ENTRIES 2048
@@ -79,6 +82,7 @@ struct doctor {
 	/* memlock */
 	uint64_t pool_need;
 	uint64_t memlock_cur, memlock_max; /* RLIM_INFINITY: unlimited */
+	uint64_t tcp_pool;		   /* the pool a tcp push fits under it (0: none) */
 	int cap_ipc_lock;		   /* 1, 0, or -errno */
 	bool memlock_ok;
 	/* io_uring */
@@ -394,21 +398,41 @@ static void check_devices(struct doctor *d)
 /* ---- memlock ------------------------------------------------------------------ */
 
 /*
- * What the engine pins (src/engine.c setup_memory): data chunks plus the
- * descriptor ring rounded up to whole chunks. A push pins pool_chunks, a pull
- * the slots; report the larger.
+ * What the engine pins (engine_pinned_bytes): a push pins pool_chunks, a pull
+ * the slots, over verbs with a copy of each; report the larger.
  */
-static uint64_t pool_bytes(uint64_t chunk, uint64_t data_chunks)
+static uint64_t pool_bytes(const struct client_opts *o, enum engine_role role)
 {
-	uint64_t ring = (data_chunks * PROTO_DESC_LEN + chunk - 1) / chunk;
+	struct engine_params ep = { .role = role,
+				    .chunk_size = o->chunk_size,
+				    .slots = o->slots,
+				    .pool_chunks = MAX(o->pool_chunks, 2u) };
+	static const struct xport_ops no_fence = { .name = "verbs" };
 
-	return (data_chunks + ring) * chunk;
+	return engine_pinned_bytes(&ep, &no_fence);
+}
+
+static void human_bytes(uint64_t v, char *buf, size_t len);
+
+/* What a tcp push fits under the limit (client/fit.c does the same): 0 if nothing. */
+static uint64_t tcp_pool_bytes(const struct doctor *d, const struct client_opts *o)
+{
+	struct engine_params ep = { .role = ENGINE_SENDER,
+				    .chunk_size = o->chunk_size,
+				    .slots = o->slots,
+				    .pool_chunks = MAX(o->pool_chunks, 2u) };
+
+	if (memfit_engine(&ep, &xport_tcp_ops, memfit_budget(d->memlock_cur, d->cap_ipc_lock > 0)) <
+	    0) {
+		return 0;
+	}
+	return engine_pinned_bytes(&ep, &xport_tcp_ops);
 }
 
 static void check_memlock(struct doctor *d, const struct client_opts *o)
 {
-	uint64_t push = pool_bytes(o->chunk_size, MAX(o->pool_chunks, 2u));
-	uint64_t pull = pool_bytes(o->chunk_size, o->slots);
+	uint64_t push = pool_bytes(o, ENGINE_SENDER);
+	uint64_t pull = pool_bytes(o, ENGINE_RECEIVER);
 	struct rlimit rl;
 	char advice[512];
 
@@ -421,6 +445,7 @@ static void check_memlock(struct doctor *d, const struct client_opts *o)
 		d->memlock_max = rl.rlim_max;
 	}
 	d->memlock_ok = pool_memlock_check(d->pool_need, advice, sizeof(advice)) == 0;
+	d->tcp_pool = tcp_pool_bytes(d, o);
 	if (!d->memlock_ok) {
 		char *how = strstr(advice, ": raise it with ");
 		char fix[512];
@@ -435,7 +460,18 @@ static void check_memlock(struct doctor *d, const struct client_opts *o)
 			 "(AmbientCapabilities=CAP_IPC_LOCK); or pin less with a smaller "
 			 "--chunk-size",
 			 how ? how : "'ulimit -l unlimited'");
-		problem(d, true, fix, "%s, and no CAP_IPC_LOCK", advice);
+		if (d->tcp_pool > 0) {
+			char tcp[32];
+
+			/* tcp copies fit a smaller pool (client/fit.c): only verbs needs more. */
+			human_bytes(d->tcp_pool, tcp, sizeof(tcp));
+			problem(
+			    d, d->ndevices > 0, fix,
+			    "%s, and no CAP_IPC_LOCK: enough for tcp (a %s pool), not for verbs",
+			    advice, tcp);
+		} else {
+			problem(d, true, fix, "%s, and no CAP_IPC_LOCK", advice);
+		}
 	}
 }
 
@@ -649,8 +685,9 @@ static void print_json(const struct doctor *d, bool ok)
 	json_limit(f, d->memlock_cur);
 	fputs(",\"limit_hard\":", f);
 	json_limit(f, d->memlock_max);
-	fprintf(f, ",\"cap_ipc_lock\":%s,\"ok\":%s}", d->cap_ipc_lock > 0 ? "true" : "false",
-		d->memlock_ok ? "true" : "false");
+	fprintf(f, ",\"cap_ipc_lock\":%s,\"ok\":%s,\"tcp_pool\":%" PRIu64 "}",
+		d->cap_ipc_lock > 0 ? "true" : "false", d->memlock_ok ? "true" : "false",
+		d->tcp_pool);
 	fputs(",\"io_uring\":{\"io_uring_disabled\":", f);
 	if (d->uring_sysctl < 0) {
 		fputs("null", f);
@@ -736,7 +773,10 @@ static void print_human(const struct doctor *d, bool ok)
 	human_bytes(d->memlock_cur, cur, sizeof(cur));
 	human_bytes(d->memlock_max, max, sizeof(max));
 	printf("memlock: limit %s (hard %s), pool needs %s, CAP_IPC_LOCK %s: %s\n", cur, max, need,
-	       d->cap_ipc_lock > 0 ? "yes" : "no", d->memlock_ok ? "ok" : "TOO SMALL");
+	       d->cap_ipc_lock > 0 ? "yes" : "no",
+	       d->memlock_ok	 ? "ok"
+	       : d->tcp_pool > 0 ? "TOO SMALL for verbs (tcp fits a smaller pool)"
+				 : "TOO SMALL");
 	printf("io_uring: kernel.io_uring_disabled %s; queue init %s%s\n",
 	       uring_sysctl_meaning(d->uring_sysctl), d->uring_ok ? "ok" : "FAILED: ",
 	       d->uring_ok ? "" : (d->uring_err ? strerror(-d->uring_err) : d->uring_missing_ops));

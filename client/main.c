@@ -50,7 +50,8 @@ static void usage(FILE *f)
 	    "  -p, --preserve         keep modes and modification times\n"
 	    "      --owner            also keep uid/gid (root on both ends)\n"
 	    "  -n, --dry-run          check access and list what would be copied\n"
-	    "      --bwlimit RATE     push: bytes per second on the data path (e.g. 500M)\n"
+	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
+	    "                         K, M or G suffix (binary): 500 = 500K = 500 KiB/s\n"
 	    "      --poll             busy-poll completions (lower latency, one core spins)\n"
 	    "      --progress         one updating progress line (default on a terminal)\n"
 	    "      --no-progress      no progress line\n"
@@ -297,8 +298,9 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 			o->progress = 0;
 			break;
 		case OPT_BWLIMIT:
-			if (parse_size(optarg, &sz) < 0 || sz == 0) {
-				log_error("bad --bwlimit '%s': bytes per second, e.g. 500M",
+			if (parse_bwlimit(optarg, &sz) < 0 || sz == 0) {
+				log_error("bad --bwlimit '%s': KiB per second, or with a "
+					  "K, M or G suffix, e.g. 500 or 50M",
 					  optarg);
 				return EXIT_USAGE;
 			}

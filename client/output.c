@@ -72,17 +72,59 @@ void output_init(struct output *out, bool json, int progress, int verbose)
 	out->t0 = output_now();
 }
 
+void output_memory(struct output *out, uint64_t limit, uint64_t pool, uint32_t chunk,
+		   uint32_t chunks, bool fitted)
+{
+	out->mem_limit = limit;
+	out->mem_pool = pool;
+	out->mem_chunk = chunk;
+	out->mem_chunks = chunks;
+	out->mem_fitted = fitted;
+}
+
+static void json_memory(const struct output *out)
+{
+	if (out->mem_pool == 0) {
+		return;
+	}
+	printf(",\"memlock_limit\":");
+	if (out->mem_limit) {
+		printf("%" PRIu64, out->mem_limit);
+	} else {
+		printf("null");
+	}
+	printf(",\"pool_bytes\":%" PRIu64 ",\"chunk_size\":%" PRIu32 ",\"pool_chunks\":%" PRIu32
+	       ",\"pool_fitted\":%s",
+	       out->mem_pool, out->mem_chunk, out->mem_chunks, out->mem_fitted ? "true" : "false");
+}
+
+static void human_bytes(uint64_t b, char *buf, size_t len);
+
 void output_start(struct output *out, const char *direction, const char *host,
 		  const char *transport, unsigned lanes)
 {
 	if (out->json) {
 		printf("{\"event\":\"start\",\"direction\":\"%s\",\"host\":", direction);
 		json_str(stdout, host);
-		printf(",\"transport\":\"%s\",\"lanes\":%u}\n", transport, lanes);
+		printf(",\"transport\":\"%s\",\"lanes\":%u", transport, lanes);
+		json_memory(out);
+		printf("}\n");
 		fflush(stdout);
 	} else if (out->verbose > 0) {
 		fprintf(stderr, "%s %s %s over %s (%u lanes)\n", direction,
 			!strcmp(direction, "push") ? "to" : "from", host, transport, lanes);
+		if (out->mem_fitted) {
+			char lim[32], pool[32], chunk[32];
+
+			human_bytes(out->mem_limit, lim, sizeof(lim));
+			human_bytes(out->mem_pool, pool, sizeof(pool));
+			human_bytes(out->mem_chunk, chunk, sizeof(chunk));
+			fprintf(
+			    stderr,
+			    "locked memory limit (RLIMIT_MEMLOCK) %s: buffer pool fitted to %s, "
+			    "%" PRIu32 " chunks of %s\n",
+			    lim, pool, out->mem_chunks, chunk);
+		}
 	}
 }
 
@@ -197,10 +239,14 @@ void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t
 		       files, bytes, secs, rate, failures, transport);
 		fflush(stdout);
 	} else if (out->verbose >= 0) {
+		char r[32];
+
+		/* The progress line's units (binary, as --bwlimit's), so the two agree. */
+		human_bytes((uint64_t)rate, r, sizeof(r));
 		fprintf(stderr,
-			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%.1f MB/s), %" PRIu64
+			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%s/s), %" PRIu64
 			" failed, over %s\n",
-			files, bytes, secs, rate / 1e6, failures, transport);
+			files, bytes, secs, r, failures, transport);
 	}
 }
 

@@ -18,11 +18,22 @@ struct output {
 	double last_draw;
 	bool drawn;
 	uint64_t files_failed;
+	/* output_memory: the pinned pool, shown in start (mem_pool 0: not set) */
+	uint64_t mem_limit; /* 0: no limit */
+	uint64_t mem_pool;
+	uint32_t mem_chunk, mem_chunks;
+	bool mem_fitted;
 };
 
 void output_init(struct output *out, bool json, int progress, int verbose);
 void output_start(struct output *out, const char *direction, const char *host,
 		  const char *transport, unsigned lanes);
+/*
+ * The buffer pool chosen (before output_start): limit is RLIMIT_MEMLOCK, 0
+ * for none; fitted when the pool was made smaller for it (said once with -v).
+ */
+void output_memory(struct output *out, uint64_t limit, uint64_t pool, uint32_t chunk,
+		   uint32_t chunks, bool fitted);
 void output_file(struct output *out, const char *name, uint64_t bytes, double secs,
 		 const uint8_t hash[16]);
 void output_error(struct output *out, const char *name, const char *code, const char *text);

@@ -31,7 +31,8 @@ bool diskio_dio_ok(const struct dio_align *a, const void *buf, uint64_t offset, 
 
 /*
  * Is at least half of the first size bytes of fd in the page cache?
- * (cachestat(2), Linux 6.5+; false where the kernel lacks it.)
+ * (cachestat(2), Linux 6.5+; where it fails, as for a file the caller may
+ * not write since 6.14, a sample of RWF_NOWAIT reads decides.)
  */
 bool diskio_mostly_cached(int fd, uint64_t size);
 

@@ -81,6 +81,7 @@ struct rslot {
 	uint32_t len;
 	uint32_t wdone; /* bytes written so far */
 	uint32_t lane;
+	bool credit_due; /* done, its credit held back by --bwlimit */
 };
 
 struct efile {
@@ -193,6 +194,7 @@ struct engine {
 	size_t rr_lane;
 	struct timespec bw_t0;
 	uint64_t bw_sent;
+	uint32_t ncredit_due; /* receiver: slots whose credit --bwlimit holds back */
 
 	/* receiver */
 	struct rslot *rslots;
@@ -1315,7 +1317,9 @@ static int rx_slot_unhold(struct engine *e, uint32_t slot)
 	return r < 0 ? fail(e, PERR_INTERNAL, r, "unfence slot %u: %s", slot, strerror(-r)) : 0;
 }
 
-static int rx_credit(struct engine *e, uint32_t slot)
+static bool bw_allows(struct engine *e, uint32_t len);
+
+static int rx_credit_now(struct engine *e, uint32_t slot)
 {
 	struct rslot *s = &e->rslots[slot];
 	struct xport_wr wr = {
@@ -1337,6 +1341,54 @@ static int rx_credit(struct engine *e, uint32_t slot)
 		return fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
 	}
 	return lane_push(e, &wr, -1);
+}
+
+/*
+ * --bwlimit on the receiver (a pull): the peer may write a slot again only
+ * once it has the credit, so credits go back no faster than the limit; the
+ * slot stays held (and its file uncommitted) until then.
+ */
+static int rx_credit(struct engine *e, uint32_t slot)
+{
+	struct rslot *s = &e->rslots[slot];
+
+	if (e->p->bwlimit && !e->failed) {
+		if (s->credit_due) {
+			return 0;
+		}
+		if (e->ncredit_due > 0 || !bw_allows(e, s->len)) {
+			s->credit_due = true;
+			e->ncredit_due++;
+			return 0;
+		}
+		e->bw_sent += s->len;
+	}
+	return rx_credit_now(e, slot);
+}
+
+static int rx_maybe_finish(struct engine *e, struct efile *f);
+
+/* The credits --bwlimit held back, as the rate allows. */
+static int rx_credit_flush(struct engine *e)
+{
+	for (uint32_t i = 0; e->ncredit_due > 0 && i < e->p->slots; i++) {
+		struct rslot *s = &e->rslots[i];
+		struct efile *f = &e->files[s->fidx];
+
+		if (!s->credit_due) {
+			continue;
+		}
+		if (!e->failed && !bw_allows(e, s->len)) {
+			return 0;
+		}
+		s->credit_due = false;
+		e->ncredit_due--;
+		e->bw_sent += s->len;
+		if (rx_credit_now(e, i) < 0 || rx_maybe_finish(e, f) < 0) {
+			return -1;
+		}
+	}
+	return 0;
 }
 
 static void rx_submit_write(struct engine *e, uint32_t slot)
@@ -1756,7 +1808,11 @@ static void tx_read_done(struct engine *e, uint32_t ci, int res)
 	tx_chunk_drop(e, ci);
 }
 
-/* --bwlimit: may another len bytes go now? Averaged since the first chunk. */
+/*
+ * --bwlimit: may another len bytes go (a sender's chunk, a receiver's credit)
+ * now? Averaged since the first one, with no allowance ahead of the clock:
+ * the first chunk waits its own time too, so no burst starts the transfer.
+ */
 static bool bw_allows(struct engine *e, uint32_t len)
 {
 	double el;
@@ -1765,7 +1821,7 @@ static bool bw_allows(struct engine *e, uint32_t len)
 		ts_now(&e->bw_t0);
 	}
 	el = ts_since(&e->bw_t0);
-	return (double)(e->bw_sent + len) <= (double)e->p->bwlimit * el + (double)e->p->chunk_size;
+	return (double)(e->bw_sent + len) <= (double)e->p->bwlimit * el;
 }
 
 /* Hash and post every ready chunk that is next in its file, while slots last. */
@@ -2472,7 +2528,7 @@ static int loop(struct engine *e)
 			break;
 		}
 		if (p->role == ENGINE_RECEIVER) {
-			if (rx_sync_step(e) < 0) {
+			if (rx_sync_step(e) < 0 || rx_credit_flush(e) < 0) {
 				break;
 			}
 			rx_commit_batch(e);

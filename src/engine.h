@@ -112,7 +112,11 @@ struct engine_params {
 	bool busy_poll; /* --poll: spin on completions instead of sleeping in poll() */
 	/* sender */
 	struct engine_source source;
-	uint64_t bwlimit; /* bytes per second on the data path, 0 = none */
+	/*
+	 * Bytes per second on the data path, 0 = none; averaged from the first
+	 * chunk with no burst allowance. A receiver holds credits back instead.
+	 */
+	uint64_t bwlimit;
 	/* receiver */
 	int base_fd;	       /* destination directory (borrowed) */
 	const char *rename_to; /* store the single top-level entry under this name */

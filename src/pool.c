@@ -282,7 +282,8 @@ int pool_memlock_advice(uint64_t need, uint64_t limit, bool cap_ipc_lock, char *
 		format_bytes(limit, limit_s, sizeof(limit_s));
 		snprintf(msg, msglen,
 			 "pool needs %s of locked memory but RLIMIT_MEMLOCK is %s: raise it with "
-			 "'ulimit -l unlimited', LimitMEMLOCK=infinity in the systemd unit, or "
+			 "'ulimit -l unlimited', a 'memlock' line in /etc/security/limits.conf, "
+			 "LimitMEMLOCK=infinity in the systemd unit, or "
 			 "'docker run --ulimit memlock=-1'",
 			 need_s, limit_s);
 	}

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -243,12 +244,61 @@ static void test_mostly_cached(void **state)
 	free(p);
 }
 
+/*
+ * An ordinary user reading another user's file: cachestat(2) refuses it
+ * (Linux 6.14+), the page cache is sampled instead. Needs root to become
+ * nobody (65534) in a child.
+ */
+static void test_mostly_cached_other_user(void **state)
+{
+	char *p, buf[FILE_LEN];
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if (geteuid() != 0) {
+		skip();
+	}
+	assert_true(asprintf(&p, "%s/f", tmpdir) > 0);
+	assert_int_equal(chmod(tmpdir, 0711), 0);
+	assert_int_equal(chmod(p, 0644), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd;
+
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0) {
+			_exit(2);
+		}
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || read(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf)) {
+			_exit(3);
+		}
+		if (!diskio_mostly_cached(fd, FILE_LEN)) {
+			_exit(4); /* just read: in the cache */
+		}
+		if (posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0 ||
+		    diskio_mostly_cached(fd, FILE_LEN)) {
+			_exit(5); /* dropped: not */
+		}
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_open_regular), cmocka_unit_test(test_open_refused),
-		cmocka_unit_test(test_open_beneath), cmocka_unit_test(test_dio_align),
-		cmocka_unit_test(test_dio_ok_table), cmocka_unit_test(test_mostly_cached),
+		cmocka_unit_test(test_open_regular),
+		cmocka_unit_test(test_open_refused),
+		cmocka_unit_test(test_open_beneath),
+		cmocka_unit_test(test_dio_align),
+		cmocka_unit_test(test_dio_ok_table),
+		cmocka_unit_test(test_mostly_cached),
+		cmocka_unit_test(test_mostly_cached_other_user),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown) ? 1 : 0;
