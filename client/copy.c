@@ -678,6 +678,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		 * when asked for with --owner (as a user, cp -p keeps them too).
 		 */
 		ep.keep_setid = o->owner || geteuid() != 0;
+		ep.umask = fspath_umask(); /* without -p: cp's rule */
 		ep.name_ok = pull_name_ok;
 		ep.name_ok_ud = &x;
 		x.get_paths = paths;

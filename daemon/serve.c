@@ -410,6 +410,8 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.open_flags = o->flags;
 	/* Files belong to whoever the session runs as (become_module_user). */
 	ep.keep_setid = m->keep_setid;
+	/* Without -p new entries lose the daemon's umask (systemd UMask=, 0022), as rsyncd's do. */
+	ep.umask = fspath_umask();
 	/* The module's limits count every push of this connection together. */
 	limits.max_file_size = m->max_file_size;
 	limits.max_session_bytes =

@@ -581,13 +581,28 @@ static uint32_t rx_mode_mask(const struct engine *e)
 	return e->p->keep_setid ? 07777 : 0777;
 }
 
+/*
+ * Without -p, what cp, scp and rsync give: a new entry the sender's
+ * permission bits less the receiver's umask, never a set-id or sticky bit.
+ */
+static uint32_t rx_plain_mode(const struct engine *e, uint32_t sent)
+{
+	return sent & 0777 & ~(uint32_t)e->p->umask;
+}
+
 static void rx_apply_meta(struct engine *e, struct efile *f)
 {
 	uint32_t mode = f->meta.mode & rx_mode_mask(e);
 
 	if (!(e->p->open_flags & PROTO_OPEN_PRESERVE)) {
-		mode &= 0755; /* like cp without -p: no set-id bits, umask 022 */
-		mode |= 0600;
+		struct stat old;
+
+		mode = rx_plain_mode(e, f->meta.mode);
+		/* A file replaced keeps its mode, as cp and rsync leave it. */
+		if (fstatat(e->dirs[f->dir].fd, f->leaf, &old, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(old.st_mode)) {
+			mode = old.st_mode & 0777;
+		}
 	}
 	if ((e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0) {
 		if (fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
@@ -1047,23 +1062,35 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 	return 0;
 }
 
+/* The mode a directory we created ends with (rx_finish_dirs). */
+static uint32_t rx_dir_mode(const struct engine *e, uint32_t sent)
+{
+	if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
+		return sent & rx_mode_mask(e);
+	}
+	return rx_plain_mode(e, sent);
+}
+
 static uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	_cleanup_close_ int fd = -1;
 	bool preserve = e->p->open_flags & PROTO_OPEN_PRESERVE, created;
 	int r;
 
-	/* With -p private until its mode is set; without, as mkdir makes it. */
-	r = rx_dir_create(e, f->name, preserve ? 0700 : 0755, &fd, &created);
+	/*
+	 * Private while its contents arrive; its own mode at the end
+	 * (rx_finish_dirs), when it can no longer stop us writing into it.
+	 */
+	r = rx_dir_create(e, f->name, 0700, &fd, &created);
 	if (r < 0) {
 		snprintf(text, textlen, "directory: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	if (preserve) {
-		/* The mode now (keeping it writable for us); the mtime after its contents. */
-		if (created) {
-			fchmod(fd, (f->meta.mode & rx_mode_mask(e)) | 0700);
-		}
+	if (created && e->ndirs_meta >= DIR_META_MAX) {
+		/* No room to remember it: its mode now, still writable for us. */
+		fchmod(fd, rx_dir_mode(e, f->meta.mode) | 0700);
+	}
+	if (created || preserve) {
 		if (e->ndirs_meta < DIR_META_MAX) {
 			e->dirs_meta[e->ndirs_meta].name = strdup(f->name);
 			e->dirs_meta[e->ndirs_meta].meta = f->meta;
@@ -1116,7 +1143,7 @@ static uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *t
 	return PERR_OK;
 }
 
-/* With -p, directory mtimes are set last, deepest first. */
+/* Directories we created get their mode last (with -p their mtime too), deepest first. */
 static void rx_finish_dirs(struct engine *e)
 {
 	for (size_t i = e->ndirs_meta; i-- > 0;) {
@@ -1129,9 +1156,11 @@ static void rx_finish_dirs(struct engine *e)
 
 		if (fspath_open_dir(e->p->base_fd, e->dirs_meta[i].name, &fd) == 0) {
 			if (e->dirs_meta[i].created) {
-				fchmod(fd, m->mode & rx_mode_mask(e));
+				fchmod(fd, rx_dir_mode(e, m->mode));
 			}
-			futimens(fd, ts);
+			if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
+				futimens(fd, ts);
+			}
 		}
 		free(e->dirs_meta[i].name);
 	}

@@ -116,6 +116,13 @@ struct engine_params {
 	 * them (with PRESERVE); false: never, on files and directories alike.
 	 */
 	bool keep_setid;
+	/*
+	 * Receiver without PRESERVE: entries it creates get the sender's
+	 * permission bits less these (the receiving process's umask, as cp,
+	 * scp and rsync do); never set-id or sticky bits. A file or directory
+	 * that is there already keeps its own mode.
+	 */
+	mode_t umask;
 	unsigned faults; /* ENGINE_FAULT_* */
 	/* Receiver: what the peer may store; NULL: no limits. */
 	const struct engine_limits *limits;
