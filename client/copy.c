@@ -254,10 +254,11 @@ static void ev_progress(void *ud, uint64_t bytes)
 
 static void walk_warning(void *ud, const char *path, const char *why)
 {
-	char esc[4200];
+	char esc[1024];
 
 	(void)ud;
-	log_warning("%s: %s", log_escape(path, esc, sizeof(esc)), why);
+	/* Shortened in the middle: the reason after it must survive the line. */
+	log_warning("%s: %s", log_escape_short(path, esc, sizeof(esc)), why);
 }
 
 static const char *transport_name(int kind)
@@ -418,6 +419,7 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 	ep->pool_chunks = MAX(s->o->pool_chunks, 2u);
 	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
 	ep->busy_poll = s->o->busy_poll;
+	ep->peer_caps = s->hello.caps;
 	ep->ev = (struct engine_events){
 		.file_ok = ev_ok, .file_failed = ev_failed, .progress = ev_progress, .ud = x
 	};
@@ -494,6 +496,11 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	}
 	if (rc == 0 && o->dry_run) {
 		for (size_t i = 0; i < srcs.n; i++) {
+			if (srcs.v[i].error) {
+				output_error(&x.out, srcs.v[i].name, "LOCAL_IO", srcs.v[i].why);
+				local_failures++;
+				continue;
+			}
 			output_plan(&x.out, srcs.v[i].name, srcs.v[i].size);
 		}
 	} else if (rc == 0) {
@@ -584,6 +591,8 @@ static int send_get(struct session *s, char **paths, size_t n)
 /* --dry-run of a pull: the daemon lists what it would send, then END. */
 static int pull_plan(struct session *s, struct xfer *x)
 {
+	uint64_t failed = 0;
+
 	for (;;) {
 		struct msg m;
 		int r = chan_recv(&s->chan, &m, s->o->idle_timeout_s * 1000);
@@ -592,7 +601,15 @@ static int pull_plan(struct session *s, struct xfer *x)
 			return EXIT_PROTOCOL;
 		}
 		if (m.type == MSG_END) {
-			return 0;
+			return failed ? EXIT_PARTIAL : 0;
+		}
+		if (m.type == MSG_ENTRY_FAILED) {
+			/* What the daemon could not send: a failure, not a silent gap. */
+			output_error(&x->out, m.u.entry_failed.name,
+				     proto_err_name(m.u.entry_failed.status),
+				     m.u.entry_failed.text);
+			failed++;
+			continue;
 		}
 		if (m.type == MSG_ERROR) {
 			char esc[4 * sizeof(m.u.error.text)];

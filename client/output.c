@@ -118,8 +118,9 @@ void output_error(struct output *out, const char *name, const char *code, const 
 		fflush(stdout);
 	}
 	clear_progress(out);
-	log_error("%s: %s (%s)", log_escape(name, esc, sizeof(esc)),
-		  log_escape(text, esc2, sizeof(esc2)), code);
+	/* Both shortened in the middle: a log line holds 2048 bytes. */
+	log_error("%s: %s (%s)", log_escape_short(name, esc, 1200),
+		  log_escape_short(text, esc2, 700), code);
 }
 
 static void human_bytes(uint64_t b, char *buf, size_t len)

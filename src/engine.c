@@ -1167,6 +1167,19 @@ static void rx_finish_dirs(struct engine *e)
 	e->ndirs_meta = 0;
 }
 
+/* The sender could not send an entry: a failed file on this side too. */
+static int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
+{
+	e->st.files_failed++;
+	if (!e->st.first_error) {
+		e->st.first_error = ef->status;
+	}
+	if (e->p->ev.file_failed) {
+		e->p->ev.file_failed(e->p->ev.ud, ef->name, ef->status, ef->text);
+	}
+	return 0;
+}
+
 static int rx_files(struct engine *e, struct msg_files *mf)
 {
 	struct msg ack = { .type = MSG_FILES_ACK };
@@ -1529,6 +1542,34 @@ static bool tx_have_src(struct engine *e)
 	return e->next_src != NULL;
 }
 
+/*
+ * An entry the source could not make (s->error): a failed file here, and
+ * the receiver is told so it counts it too (a peer from before
+ * ENTRY_FAILED only sees the session's failure count fall short).
+ */
+static int tx_entry_failed(struct engine *e, const struct engine_src *s)
+{
+	struct msg m = { .type = MSG_ENTRY_FAILED };
+	uint32_t code = errno_to_perr(s->error);
+	int r;
+
+	e->st.files_failed++;
+	if (!e->st.first_error) {
+		e->st.first_error = code;
+	}
+	if (e->p->ev.file_failed) {
+		e->p->ev.file_failed(e->p->ev.ud, s->name, code, s->why);
+	}
+	if (!(e->p->peer_caps & PROTO_CAP_ENTRY_FAILED)) {
+		return 0;
+	}
+	m.u.entry_failed.status = code;
+	snprintf(m.u.entry_failed.name, sizeof(m.u.entry_failed.name), "%s", s->name);
+	snprintf(m.u.entry_failed.text, sizeof(m.u.entry_failed.text), "%s", s->why);
+	r = chan_queue(e->p->chan, &m);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
 static int tx_offer(struct engine *e)
 {
 	struct msg m = { .type = MSG_FILES };
@@ -1542,9 +1583,18 @@ static int tx_offer(struct engine *e)
 		while (n < PROTO_MAX_BATCH && e->offered_unresolved < FILES_WINDOW &&
 		       tx_have_src(e)) {
 			const struct engine_src *s = e->next_src;
-			uint32_t id = ++e->next_id;
-			struct efile *f = &e->files[id % FILE_TABLE];
+			uint32_t id;
+			struct efile *f;
 
+			if (s->error) {
+				e->next_src = NULL;
+				if (tx_entry_failed(e, s) < 0) {
+					break;
+				}
+				continue;
+			}
+			id = ++e->next_id;
+			f = &e->files[id % FILE_TABLE];
 			if (f->used) {
 				e->next_id--;
 				break;
@@ -2077,6 +2127,11 @@ static int on_message(struct engine *e, struct msg *m)
 	case MSG_FILE_DONE:
 		if (rx && !e->got_end) {
 			return rx_file_done(e, &m->u.file_done);
+		}
+		break;
+	case MSG_ENTRY_FAILED:
+		if (rx && !e->got_end) {
+			return rx_entry_failed(e, &m->u.entry_failed);
 		}
 		break;
 	case MSG_END:

@@ -47,6 +47,14 @@ struct engine_src {
 	struct timespec mtime;
 	uint32_t uid, gid;
 	char *link; /* symlink target */
+	/*
+	 * < 0 (-errno): an entry that can't be sent (unreadable, a name too
+	 * long for the wire); name says which (shortened in the middle when
+	 * over PROTO_MAX_PATH), why says why. The engine counts it as a failed
+	 * file and tells the receiver (ENTRY_FAILED).
+	 */
+	int error;
+	char *why;
 };
 
 /*
@@ -103,7 +111,8 @@ struct engine_params {
 	uint32_t slots;	      /* receiver ring slots */
 	uint32_t pool_chunks; /* sender: chunks in its pool */
 	int idle_timeout_ms;
-	bool busy_poll; /* --poll: spin on completions instead of sleeping in poll() */
+	bool busy_poll;	    /* --poll: spin on completions instead of sleeping in poll() */
+	uint64_t peer_caps; /* the peer's HELLO caps (PROTO_CAP_*) */
 	/* sender */
 	struct engine_source source;
 	uint64_t bwlimit; /* bytes per second on the data path, 0 = none */
