@@ -13,7 +13,9 @@
 #   3. as an unprivileged user, a push of a tree with an unreadable file and
 #      an unreadable directory: exit 9, each named with "Permission denied";
 #   4. a FIFO stays a warning (exit 0), and the warning keeps its reason even
-#      after a 3,800-byte name.
+#      after a 3,800-byte name;
+#   5. a hostile client's ENTRY_FAILED: its name and text logged escaped, the
+#      failure counted; with status OK: ERROR PROTOCOL.
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
 
@@ -193,5 +195,44 @@ cp -a "$T/src/fifo/." "$T/mod/fifo2/" 2>/dev/null || (mkdir -p "$T/mod/fifo2" &&
 mkdir -p "$T/back4"
 expect_rc 0 "pull -r of a tree with FIFOs" "${CLIENT[@]}" -r "$HOST:data/fifo2" "$T/back4/"
 [ "$(cat "$T/back4/fifo2/file")" = data ] && pass "pull: the file next to it is copied" || fail "pull: file missing"
+
+# ---- 5. ENTRY_FAILED from a hostile client --------------------------------------
+echo "--- 5. a hostile sender's ENTRY_FAILED"
+RAWPEER_BIN=$BUILD_DIR/tests/rawpeer
+if [ -x "$RAWPEER_BIN" ]; then
+	RAWPEER=("$RAWPEER_BIN" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
+		--ca "$T/certs/ca.crt" --timeout 10)
+	hex() { printf '%s' "$1" | od -An -tx1 | tr -d ' \n'; }
+	str16() { local h; h=$(hex "$1"); printf '%04x%s' $((${#h} / 2)) "$h"; }
+	# status 5 (PERMISSION), a name and a text with a newline, a forged priority and ESC.
+	payload=00000005$(str16 $'evil\n<0>FORGED name\e[2J')$(str16 $'why\n<0>FORGED text')
+	mark=$(wc -l <"$T/d.log")
+	timeout 60 "${RAWPEER[@]}" hello caps=31 open push data/h dir recursive lanes ring \
+		frame ENTRY_FAILED "$payload" end 0 0 wait END >"$T/rp.out" 2>&1
+	rc=$?
+	[ "$rc" -eq 0 ] && pass "ENTRY_FAILED: the session goes on to END" ||
+		fail "ENTRY_FAILED: rawpeer exit $rc: $(tail -3 "$T/rp.out" | tr '\n' '|')"
+	sleep 0.3
+	tail -n +"$((mark + 1))" "$T/d.log" >"$T/d.part"
+	grep -qF 'evil\x0a<0>FORGED name\x1b[2J failed: PERMISSION: why\x0a<0>FORGED text' "$T/d.part" &&
+		pass "ENTRY_FAILED: name and text logged escaped" ||
+		fail "ENTRY_FAILED: not logged escaped: $(grep -a FORGED "$T/d.part" | head -2)"
+	if grep -qa $'^<0>FORGED\|\e' "$T/d.part"; then
+		fail "ENTRY_FAILED: a forged line or a raw ESC in the daemon log"
+	else
+		pass "ENTRY_FAILED: no forged line, no raw ESC"
+	fi
+	grep -q '1 failed' "$T/d.part" && pass "ENTRY_FAILED: counted as a failed file" ||
+		fail "ENTRY_FAILED: not counted: $(grep done "$T/d.part")"
+	# Status OK is no failure: a protocol error.
+	payload=00000000$(str16 a)$(str16 b)
+	timeout 60 "${RAWPEER[@]}" hello caps=31 open push data/h2 dir recursive lanes ring \
+		frame ENTRY_FAILED "$payload" wait closed expect-seen "ERROR PROTOCOL" >"$T/rp.out" 2>&1
+	rc=$?
+	[ "$rc" -eq 0 ] && pass "ENTRY_FAILED with status OK: ERROR PROTOCOL, closed" ||
+		fail "ENTRY_FAILED with status OK: rawpeer exit $rc: $(tail -3 "$T/rp.out" | tr '\n' '|')"
+else
+	echo "note: no rawpeer in $BUILD_DIR/tests: part 5 not run"
+fi
 
 finish
