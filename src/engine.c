@@ -43,7 +43,7 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
  */
 #define DIR_CACHE	   (FILE_TABLE + 64)
 #define STALE_TEMP_AGE_S   2	/* younger temp files may not be locked yet */
-#define DIR_META_MAX	   4096 /* directories whose mtime -p restores */
+#define DIR_META_MAX	   4096 /* directories whose mode (and with -p mtime) is set last */
 #define URING_ENTRIES	   2048
 #define IOWQ_BOUND_WORKERS 64
 /*
