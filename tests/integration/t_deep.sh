@@ -11,7 +11,9 @@
 #      and in --json, push and pull (and a pull --dry-run); every other file
 #      committed;
 #   3. as an unprivileged user, a push of a tree with an unreadable file and
-#      an unreadable directory: exit 9, each named with "Permission denied";
+#      an unreadable directory, and a pull of such a tree from a module whose
+#      sessions run as the user rdmacp: exit 9, each named with "Permission
+#      denied";
 #   4. a FIFO stays a warning (exit 0), and the warning keeps its reason even
 #      after a 3,800-byte name;
 #   5. a hostile client's ENTRY_FAILED: its name and text logged escaped, the
@@ -175,6 +177,30 @@ sys.exit(0 if ok else 1)
 EOF
 else
 	echo "SKIP (part 3): setpriv or the user nobody missing"
+fi
+
+# A pull from a module whose sessions run as the user rdmacp: what it can't read.
+if getent passwd rdmacp >/dev/null; then
+	chmod 0711 "$T"
+	mkdir -p "$T/upub/tree/closed" "$T/back3"
+	echo fine >"$T/upub/tree/fine"
+	echo secret >"$T/upub/tree/secret"
+	echo inside >"$T/upub/tree/closed/inside"
+	chown -R rdmacp:rdmacp "$T/upub"
+	chmod 0000 "$T/upub/tree/secret" "$T/upub/tree/closed"
+	stop_daemon "$DAEMON_PID"
+	printf '\n[upub]\npath = %s\nallow = client\nuid = rdmacp\ngid = rdmacp\n' "$T/upub" >>"$T/d.conf"
+	start_daemon "$T/d.conf" "$T/d.log" "$PORT"
+	expect_rc 9 "pull -r of a tree the module's user can't wholly read" "${CLIENT[@]}" -r \
+		"$HOST:upub/tree" "$T/back3/"
+	grep -q 'tree/secret.*Permission denied' "$T/err" && pass "pull: the unreadable file is named with its reason" ||
+		fail "pull: the unreadable file is not reported: $(head -3 "$T/err" | tr '\n' '|')"
+	grep -q 'tree/closed.*Permission denied' "$T/err" && pass "pull: the unreadable directory is named with its reason" ||
+		fail "pull: the unreadable directory is not reported: $(head -3 "$T/err" | tr '\n' '|')"
+	[ "$(cat "$T/back3/tree/fine" 2>/dev/null)" = fine ] && pass "pull: the readable file is committed" ||
+		fail "pull: the readable file is missing"
+else
+	echo "SKIP (part 3, pull): no system user rdmacp (scripts/deps.sh creates it)"
 fi
 
 # ---- 4. special files stay a warning -------------------------------------------
