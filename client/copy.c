@@ -250,8 +250,9 @@ struct xfer {
 	/* pull: the remote paths, sent once the data connection is up */
 	char **get_paths;
 	size_t nget;
-	/* where a local failure is: push: the sources; pull: the directory names land in */
-	const struct src_list *srcs;
+	/* where a local failure is: push: the operands; pull: the directory names land in */
+	char **args;
+	int nargs;
 	const char *local_dir;
 };
 
@@ -263,15 +264,23 @@ static void ev_ok(void *ud, const char *name, uint64_t bytes, double secs, const
 }
 
 /* The local path of a wire name: the source it came from, or where it would land. */
+static char *last_component(const char *path);
+
 static char *local_path(const struct xfer *x, const char *name)
 {
 	char *p;
 
-	if (x->srcs) {
-		for (size_t i = 0; i < x->srcs->n; i++) {
-			if (!strcmp(x->srcs->v[i].name, name)) {
-				return strdup(x->srcs->v[i].path);
-			}
+	/*
+	 * A push: the operand the entry came from, as typed, and the rest of the
+	 * wire name under it (entries in a tree are opened from their
+	 * directory's fd, so the walk holds no full path for them).
+	 */
+	for (int i = 0; i < x->nargs; i++) {
+		_cleanup_free_ char *top = last_component(x->args[i]);
+		size_t n = top ? strlen(top) : 0;
+
+		if (top && !strncmp(top, name, n) && (name[n] == '\0' || name[n] == '/')) {
+			return asprintf(&p, "%s%s", x->args[i], name + n) < 0 ? NULL : p;
 		}
 	}
 	if (x->local_dir && !x->local_dir[0]) {
@@ -306,10 +315,11 @@ static void ev_progress(void *ud, uint64_t bytes)
 
 static void walk_warning(void *ud, const char *path, const char *why)
 {
-	char esc[4200];
+	char esc[1024];
 
 	(void)ud;
-	log_warning("%s: %s", log_escape(path, esc, sizeof(esc)), why);
+	/* Shortened in the middle: the reason after it must survive the line. */
+	log_warning("%s: %s", log_escape_short(path, esc, sizeof(esc)), why);
 }
 
 static const char *transport_name(int kind)
@@ -514,6 +524,7 @@ static int run_engine(struct session *s, struct xfer *x, struct engine_params *e
 	ep->pool_chunks = MAX(s->o->pool_chunks, 2u);
 	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
 	ep->busy_poll = s->o->busy_poll;
+	ep->peer_caps = s->hello.caps;
 	ep->ev = (struct engine_events){
 		.file_ok = ev_ok, .file_failed = ev_failed, .progress = ev_progress, .ud = x
 	};
@@ -587,7 +598,8 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 			local_failures++;
 		}
 	}
-	x.srcs = &srcs;
+	x.args = args;
+	x.nargs = nargs;
 	if (srcs.n == 0) {
 		src_list_free(&srcs);
 		return nargs == 1 && local_failures ? EXIT_LOCAL_IO : EXIT_LOCAL_IO;
@@ -602,6 +614,11 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	}
 	if (rc == 0 && o->dry_run) {
 		for (size_t i = 0; i < srcs.n; i++) {
+			if (srcs.v[i].error) {
+				output_error(&x.out, srcs.v[i].name, "LOCAL_IO", srcs.v[i].why);
+				local_failures++;
+				continue;
+			}
 			output_plan(&x.out, srcs.v[i].name, srcs.v[i].size);
 		}
 	} else if (rc == 0) {
@@ -739,6 +756,8 @@ static int send_get(struct session *s, char **paths, size_t n)
 /* --dry-run of a pull: the daemon lists what it would send, then END. */
 static int pull_plan(struct session *s, struct xfer *x)
 {
+	uint64_t failed = 0;
+
 	for (;;) {
 		struct msg m;
 		int r = chan_recv(&s->chan, &m, s->o->idle_timeout_s * 1000);
@@ -747,7 +766,15 @@ static int pull_plan(struct session *s, struct xfer *x)
 			return EXIT_PROTOCOL;
 		}
 		if (m.type == MSG_END) {
-			return 0;
+			return failed ? EXIT_PARTIAL : 0;
+		}
+		if (m.type == MSG_ENTRY_FAILED) {
+			/* What the daemon could not send: a failure, not a silent gap. */
+			output_error(&x->out, m.u.entry_failed.name,
+				     proto_err_name(m.u.entry_failed.status),
+				     m.u.entry_failed.text);
+			failed++;
+			continue;
 		}
 		if (m.type == MSG_ERROR) {
 			char esc[4 * sizeof(m.u.error.text)];
@@ -837,6 +864,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		 */
 		ep.keep_setid = o->owner || geteuid() != 0;
 		ep.bwlimit = o->bwlimit;
+		ep.umask = fspath_umask(); /* without -p: cp's rule */
 		ep.name_ok = pull_name_ok;
 		ep.name_ok_ud = &x;
 		x.get_paths = paths;

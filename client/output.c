@@ -161,14 +161,15 @@ void output_error(struct output *out, const char *name, const char *code, const 
 		fflush(stdout);
 	}
 	clear_progress(out);
-	log_error("%s: %s (%s)", log_escape(name, esc, sizeof(esc)),
-		  log_escape(text, esc2, sizeof(esc2)), code);
+	/* Both shortened in the middle: a log line holds 2048 bytes. */
+	log_error("%s: %s (%s)", log_escape_short(name, esc, 1200),
+		  log_escape_short(text, esc2, 700), code);
 }
 
 void output_local_error(struct output *out, const char *name, const char *path, const char *code,
 			const char *text)
 {
-	char esc[4200], esc2[2100];
+	char esc[1024], esc2[768];
 
 	out->files_failed++;
 	if (out->json) {
@@ -182,8 +183,9 @@ void output_local_error(struct output *out, const char *name, const char *path, 
 		fflush(stdout);
 	}
 	clear_progress(out);
-	log_error("%s: %s (%s)", log_escape(path, esc, sizeof(esc)),
-		  log_escape(text, esc2, sizeof(esc2)), code);
+	/* Shortened in the middle: the reason after the path must survive the line. */
+	log_error("%s: %s (%s)", log_escape_short(path, esc, sizeof(esc)),
+		  log_escape_short(text, esc2, sizeof(esc2)), code);
 }
 
 static void human_bytes(uint64_t b, char *buf, size_t len)

@@ -60,6 +60,7 @@ struct conn {
 	struct sessions *sessions;
 	uint64_t last_progress;
 	uint64_t bytes_accepted; /* declared sizes of the files pushed on this connection */
+	uint64_t peer_caps;	 /* the client's HELLO caps */
 	bool switched;		 /* runs as a module's user now, for good */
 	uid_t uid;
 	gid_t gid;
@@ -248,11 +249,11 @@ static void ev_progress(void *ud, uint64_t bytes)
 static void ev_file_failed(void *ud, const char *name, uint32_t code, bool local, const char *text)
 {
 	struct conn *c = ud;
-	char esc[512], esc2[512];
+	char esc[900], esc2[512];
 
 	log_notice("%s (%s): %s failed%s: %s: %s", c->peer, c->id,
-		   log_escape(name, esc, sizeof(esc)), local ? "" : " at the client",
-		   proto_err_name(code), log_escape(text, esc2, sizeof(esc2)));
+		   log_escape_short(name, esc, sizeof(esc)), local ? "" : " at the client",
+		   proto_err_name(code), log_escape_short(text, esc2, sizeof(esc2)));
 }
 
 struct get_source;
@@ -406,11 +407,14 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.chan = &c->chan;
 	ep.x = x;
 	ep.idle_timeout_ms = (int)cfg->idle_timeout_s * 1000;
+	ep.peer_caps = c->peer_caps;
 	ep.base_fd = basefd;
 	ep.rename_to = rename_to && *rename_to ? rename_to : NULL;
 	ep.open_flags = o->flags;
 	/* Files belong to whoever the session runs as (become_module_user). */
 	ep.keep_setid = m->keep_setid;
+	/* Without -p new entries lose the daemon's umask (systemd UMask=, 0022), as rsyncd's do. */
+	ep.umask = fspath_umask();
 	/* The module's limits count every push of this connection together. */
 	limits.max_file_size = m->max_file_size;
 	limits.max_session_bytes =
@@ -497,10 +501,10 @@ struct get_source {
 static void pull_warning(void *ud, const char *path, const char *why)
 {
 	struct get_source *g = ud;
-	char esc[PROTO_MAX_PATH * 4 + 1];
+	char esc[1024];
 
 	log_notice("%s (%s): pull: %s: %s", g->c->peer, g->c->id,
-		   log_escape(path, esc, sizeof(esc)), why);
+		   log_escape_short(path, esc, sizeof(esc)), why);
 }
 
 static int get_source_next(void *ud, const struct engine_src **ret, char *why, size_t whylen)
@@ -636,6 +640,21 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 }
 
 /* Dry run of a pull: list what would be sent, in FILES batches, then END. */
+/* A dry run tells of an entry it could not send as the transfer would. */
+static int plan_entry_failed(struct get_source *g, const struct engine_src *e)
+{
+	struct msg m = { .type = MSG_ENTRY_FAILED };
+
+	pull_warning(g, e->name, e->why);
+	if (!(g->c->peer_caps & PROTO_CAP_ENTRY_FAILED)) {
+		return 0;
+	}
+	m.u.entry_failed.status = PERR_IO;
+	snprintf(m.u.entry_failed.name, sizeof(m.u.entry_failed.name), "%s", e->name);
+	snprintf(m.u.entry_failed.text, sizeof(m.u.entry_failed.text), "%s", e->why);
+	return chan_queue(&g->c->chan, &m);
+}
+
 static int list_plan(struct get_source *g)
 {
 	struct conn *c = g->c;
@@ -652,6 +671,13 @@ static int list_plan(struct get_source *g)
 
 		/* Copies: the walker reuses an entry's strings for the next one. */
 		while (n < PROTO_MAX_BATCH && (r = get_source_next(g, &e, why, sizeof(why))) > 0) {
+			if (e->error) {
+				r = plan_entry_failed(g, e);
+				if (r < 0) {
+					break;
+				}
+				continue;
+			}
 			names[n] = strdup(e->name);
 			links[n] = e->link ? strdup(e->link) : NULL;
 			pf[n] = (struct proto_file){ .id = ++id,
@@ -931,6 +957,7 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 		log_notice("%s (%s): %s", c.peer, c.id, err);
 		goto out;
 	}
+	c.peer_caps = hello.caps;
 	/* From here this connection no longer counts against the pre-authentication caps. */
 	if (sessions) {
 		sessions_set_authenticated(sessions);

@@ -29,6 +29,7 @@ static const char *const type_names[] = {
 	[MSG_PING] = "PING",
 	[MSG_PONG] = "PONG",
 	[MSG_BYE] = "BYE",
+	[MSG_ENTRY_FAILED] = "ENTRY_FAILED",
 };
 
 static const char *const err_names[] = {
@@ -259,6 +260,11 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		wbuf_put_u64(w, m->u.ping.nonce);
 		break;
 	case MSG_BYE:
+		break;
+	case MSG_ENTRY_FAILED:
+		wbuf_put_u32(w, m->u.entry_failed.status);
+		wbuf_put_str16(w, m->u.entry_failed.name, PROTO_MAX_PATH);
+		wbuf_put_str16(w, m->u.entry_failed.text, PROTO_MAX_TEXT);
 		break;
 	default:
 		return -EINVAL;
@@ -546,6 +552,17 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return 0;
 	case MSG_BYE:
 		return 0;
+	case MSG_ENTRY_FAILED: {
+		struct msg_entry_failed *ef = &m->u.entry_failed;
+
+		ef->status = rbuf_get_u32(r);
+		rbuf_get_str16(r, ef->name, sizeof(ef->name), PROTO_MAX_PATH);
+		rbuf_get_str16(r, ef->text, sizeof(ef->text), PROTO_MAX_TEXT);
+		if (!r->error && (ef->status == PERR_OK || ef->status > PERR_MAX)) {
+			return -EBADMSG;
+		}
+		return 0;
+	}
 	default:
 		return -EBADMSG;
 	}

@@ -44,7 +44,8 @@ enum proto_type {
 	MSG_PING = 12,
 	MSG_PONG = 13,
 	MSG_BYE = 14,
-	MSG_TYPE_MAX = MSG_BYE,
+	MSG_ENTRY_FAILED = 15, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
+	MSG_TYPE_MAX = MSG_ENTRY_FAILED,
 };
 
 /* Header flags: none are defined in version 1; every bit is reserved. */
@@ -55,9 +56,10 @@ enum {
 	PROTO_CAP_TCP = 1u << 0,   /* can use the tcp transport */
 	PROTO_CAP_VERBS = 1u << 1, /* can use the verbs transport */
 	PROTO_CAP_PULL = 1u << 2,
-	PROTO_CAP_TREES = 1u << 3, /* directories, symlinks in FILES */
+	PROTO_CAP_TREES = 1u << 3,	  /* directories, symlinks in FILES */
+	PROTO_CAP_ENTRY_FAILED = 1u << 4, /* understands ENTRY_FAILED */
 };
-#define PROTO_CAPS_KNOWN 0x0fu
+#define PROTO_CAPS_KNOWN 0x1fu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -204,6 +206,18 @@ struct msg_end {
 	uint64_t bytes;
 };
 
+/*
+ * An entry of the sender's that can't be offered (unreadable, a name too
+ * long for the wire): a failure the receiver counts and reports. name is for
+ * people only (shortened in the middle when longer than PROTO_MAX_PATH,
+ * never resolved as a path).
+ */
+struct msg_entry_failed {
+	uint32_t status; /* enum proto_err, not PERR_OK */
+	char name[PROTO_MAX_PATH + 1];
+	char text[PROTO_MAX_TEXT + 1];
+};
+
 struct msg_ping {
 	uint64_t nonce;
 };
@@ -227,6 +241,7 @@ struct msg {
 		struct msg_get get;
 		struct msg_end end;
 		struct msg_ping ping;
+		struct msg_entry_failed entry_failed;
 	} u;
 };
 

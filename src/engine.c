@@ -43,7 +43,7 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
  */
 #define DIR_CACHE	   (FILE_TABLE + 64)
 #define STALE_TEMP_AGE_S   2	/* younger temp files may not be locked yet */
-#define DIR_META_MAX	   4096 /* directories whose mtime -p restores */
+#define DIR_META_MAX	   4096 /* directories whose mode (and with -p mtime) is set last */
 #define URING_ENTRIES	   2048
 #define IOWQ_BOUND_WORKERS 64
 /*
@@ -592,13 +592,28 @@ static uint32_t rx_mode_mask(const struct engine *e)
 	return e->p->keep_setid ? 07777 : 0777;
 }
 
+/*
+ * Without -p, what cp, scp and rsync give: a new entry the sender's
+ * permission bits less the receiver's umask, never a set-id or sticky bit.
+ */
+static uint32_t rx_plain_mode(const struct engine *e, uint32_t sent)
+{
+	return sent & 0777 & ~(uint32_t)e->p->umask;
+}
+
 static void rx_apply_meta(struct engine *e, struct efile *f)
 {
 	uint32_t mode = f->meta.mode & rx_mode_mask(e);
 
 	if (!(e->p->open_flags & PROTO_OPEN_PRESERVE)) {
-		mode &= 0755; /* like cp without -p: no set-id bits, umask 022 */
-		mode |= 0600;
+		struct stat old;
+
+		mode = rx_plain_mode(e, f->meta.mode);
+		/* A file replaced keeps its mode, as cp and rsync leave it. */
+		if (fstatat(e->dirs[f->dir].fd, f->leaf, &old, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(old.st_mode)) {
+			mode = old.st_mode & 0777;
+		}
 	}
 	if ((e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0) {
 		if (fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
@@ -1059,23 +1074,35 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 	return 0;
 }
 
+/* The mode a directory we created ends with (rx_finish_dirs). */
+static uint32_t rx_dir_mode(const struct engine *e, uint32_t sent)
+{
+	if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
+		return sent & rx_mode_mask(e);
+	}
+	return rx_plain_mode(e, sent);
+}
+
 static uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	_cleanup_close_ int fd = -1;
 	bool preserve = e->p->open_flags & PROTO_OPEN_PRESERVE, created;
 	int r;
 
-	/* With -p private until its mode is set; without, as mkdir makes it. */
-	r = rx_dir_create(e, f->name, preserve ? 0700 : 0755, &fd, &created);
+	/*
+	 * Private while its contents arrive; its own mode at the end
+	 * (rx_finish_dirs), when it can no longer stop us writing into it.
+	 */
+	r = rx_dir_create(e, f->name, 0700, &fd, &created);
 	if (r < 0) {
 		snprintf(text, textlen, "directory: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	if (preserve) {
-		/* The mode now (keeping it writable for us); the mtime after its contents. */
-		if (created) {
-			fchmod(fd, (f->meta.mode & rx_mode_mask(e)) | 0700);
-		}
+	if (created && e->ndirs_meta >= DIR_META_MAX) {
+		/* No room to remember it: its mode now, still writable for us. */
+		fchmod(fd, rx_dir_mode(e, f->meta.mode) | 0700);
+	}
+	if (created || preserve) {
 		if (e->ndirs_meta < DIR_META_MAX) {
 			e->dirs_meta[e->ndirs_meta].name = strdup(f->name);
 			e->dirs_meta[e->ndirs_meta].meta = f->meta;
@@ -1128,7 +1155,7 @@ static uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *t
 	return PERR_OK;
 }
 
-/* With -p, directory mtimes are set last, deepest first. */
+/* Directories we created get their mode last (with -p their mtime too), deepest first. */
 static void rx_finish_dirs(struct engine *e)
 {
 	for (size_t i = e->ndirs_meta; i-- > 0;) {
@@ -1141,13 +1168,22 @@ static void rx_finish_dirs(struct engine *e)
 
 		if (fspath_open_dir(e->p->base_fd, e->dirs_meta[i].name, &fd) == 0) {
 			if (e->dirs_meta[i].created) {
-				fchmod(fd, m->mode & rx_mode_mask(e));
+				fchmod(fd, rx_dir_mode(e, m->mode));
 			}
-			futimens(fd, ts);
+			if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
+				futimens(fd, ts);
+			}
 		}
 		free(e->dirs_meta[i].name);
 	}
 	e->ndirs_meta = 0;
+}
+
+/* The sender could not send an entry: a failed file on this side too. */
+static int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
+{
+	note_failure(e, ef->name, ef->status, false, ef->text);
+	return 0;
 }
 
 static int rx_files(struct engine *e, struct msg_files *mf)
@@ -1559,6 +1595,28 @@ static bool tx_have_src(struct engine *e)
 	return e->next_src != NULL;
 }
 
+/*
+ * An entry the source could not make (s->error): a failed file here, and
+ * the receiver is told so it counts it too (a peer from before
+ * ENTRY_FAILED only sees the session's failure count fall short).
+ */
+static int tx_entry_failed(struct engine *e, const struct engine_src *s)
+{
+	struct msg m = { .type = MSG_ENTRY_FAILED };
+	uint32_t code = errno_to_perr(s->error);
+	int r;
+
+	note_failure(e, s->name, code, true, s->why);
+	if (!(e->p->peer_caps & PROTO_CAP_ENTRY_FAILED)) {
+		return 0;
+	}
+	m.u.entry_failed.status = code;
+	snprintf(m.u.entry_failed.name, sizeof(m.u.entry_failed.name), "%s", s->name);
+	snprintf(m.u.entry_failed.text, sizeof(m.u.entry_failed.text), "%s", s->why);
+	r = chan_queue(e->p->chan, &m);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
 static int tx_offer(struct engine *e)
 {
 	struct msg m = { .type = MSG_FILES };
@@ -1572,9 +1630,18 @@ static int tx_offer(struct engine *e)
 		while (n < PROTO_MAX_BATCH && e->offered_unresolved < FILES_WINDOW &&
 		       tx_have_src(e)) {
 			const struct engine_src *s = e->next_src;
-			uint32_t id = ++e->next_id;
-			struct efile *f = &e->files[id % FILE_TABLE];
+			uint32_t id;
+			struct efile *f;
 
+			if (s->error) {
+				e->next_src = NULL;
+				if (tx_entry_failed(e, s) < 0) {
+					break;
+				}
+				continue;
+			}
+			id = ++e->next_id;
+			f = &e->files[id % FILE_TABLE];
 			if (f->used) {
 				e->next_id--;
 				break;
@@ -2103,6 +2170,11 @@ static int on_message(struct engine *e, struct msg *m)
 	case MSG_FILE_DONE:
 		if (rx && !e->got_end) {
 			return rx_file_done(e, &m->u.file_done);
+		}
+		break;
+	case MSG_ENTRY_FAILED:
+		if (rx && !e->got_end) {
+			return rx_entry_failed(e, &m->u.entry_failed);
 		}
 		break;
 	case MSG_END:

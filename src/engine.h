@@ -47,6 +47,14 @@ struct engine_src {
 	struct timespec mtime;
 	uint32_t uid, gid;
 	char *link; /* symlink target */
+	/*
+	 * < 0 (-errno): an entry that can't be sent (unreadable, a name too
+	 * long for the wire); name says which (shortened in the middle when
+	 * over PROTO_MAX_PATH), why says why. The engine counts it as a failed
+	 * file and tells the receiver (ENTRY_FAILED).
+	 */
+	int error;
+	char *why;
 };
 
 /*
@@ -109,7 +117,8 @@ struct engine_params {
 	uint32_t slots;	      /* receiver ring slots */
 	uint32_t pool_chunks; /* sender: chunks in its pool */
 	int idle_timeout_ms;
-	bool busy_poll; /* --poll: spin on completions instead of sleeping in poll() */
+	bool busy_poll;	    /* --poll: spin on completions instead of sleeping in poll() */
+	uint64_t peer_caps; /* the peer's HELLO caps (PROTO_CAP_*) */
 	/* sender */
 	struct engine_source source;
 	/*
@@ -126,6 +135,13 @@ struct engine_params {
 	 * them (with PRESERVE); false: never, on files and directories alike.
 	 */
 	bool keep_setid;
+	/*
+	 * Receiver without PRESERVE: entries it creates get the sender's
+	 * permission bits less these (the receiving process's umask, as cp,
+	 * scp and rsync do); never set-id or sticky bits. A file or directory
+	 * that is there already keeps its own mode.
+	 */
+	mode_t umask;
 	unsigned faults; /* ENGINE_FAULT_* */
 	/* Receiver: what the peer may store; NULL: no limits. */
 	const struct engine_limits *limits;

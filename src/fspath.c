@@ -538,3 +538,21 @@ bool fspath_is_temp_name(const char *name)
 	}
 	return true;
 }
+
+mode_t fspath_umask(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	mode_t m;
+
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned v;
+
+		if (sscanf(line, "Umask: %o", &v) == 1) {
+			return (mode_t)(v & 0777);
+		}
+	}
+	m = umask(022);
+	umask(m);
+	return m;
+}

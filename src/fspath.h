@@ -97,5 +97,12 @@ int fspath_last_component(const char *path, char *out, size_t outlen);
  */
 int fspath_sweep_stale(int dirfd, unsigned min_age_s);
 
+/*
+ * The process's umask, read without changing it (/proc/self/status; where
+ * that is not readable, set and restored at once). What new entries lose
+ * from the sender's mode when modes are not preserved.
+ */
+mode_t fspath_umask(void);
+
 /* True for names fspath_create_temp makes (for stale-temp cleanup). */
 bool fspath_is_temp_name(const char *name);

@@ -209,6 +209,62 @@ const char *log_escape(const char *in, char *out, size_t outlen)
 	return escape_text(in, out, outlen, true);
 }
 
+/* Where to end a kept start of escaped text s: not inside "\xNN" or a UTF-8 sequence. */
+static size_t cut_before(const char *s, size_t at)
+{
+	while (at > 0 && ((unsigned char)s[at] & 0xc0) == 0x80) {
+		at--;
+	}
+	for (size_t k = 1; k <= 3 && k <= at; k++) {
+		if (s[at - k] == '\\') {
+			return at - k;
+		}
+	}
+	return at;
+}
+
+/* Where to start a kept end of escaped text s (n bytes): the same rule. */
+static size_t cut_after(const char *s, size_t n, size_t at)
+{
+	while (at < n && ((unsigned char)s[at] & 0xc0) == 0x80) {
+		at++;
+	}
+	for (size_t k = 1; k <= 3 && k <= at; k++) {
+		if (s[at - k] == '\\') {
+			return at - k + 4;
+		}
+	}
+	return at;
+}
+
+const char *log_escape_short(const char *in, char *out, size_t outlen)
+{
+	size_t len = strlen(in), n, head, tail;
+	char *full;
+
+	if (outlen < 32 || len > SIZE_MAX / 4 - 1) {
+		return log_escape(in, out, outlen);
+	}
+	full = malloc(4 * len + 1);
+	if (!full) {
+		return log_escape(in, out, outlen);
+	}
+	escape_text(in, full, 4 * len + 1, true);
+	n = strlen(full);
+	if (n < outlen) {
+		memcpy(out, full, n + 1);
+		free(full);
+		return out;
+	}
+	head = cut_before(full, (outlen - 4) / 2);
+	tail = cut_after(full, n, n - (outlen - 4 - (outlen - 4) / 2));
+	memcpy(out, full, head);
+	memcpy(out + head, "...", 3);
+	memcpy(out + head + 3, full + tail, n - tail + 1);
+	free(full);
+	return out;
+}
+
 int log_internal(int level, int error, const char *fmt, ...)
 {
 	char line[2048], safe[4 * sizeof(line)];

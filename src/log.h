@@ -51,6 +51,14 @@ int log_internal(int level, int error, const char *fmt, ...) _printf_(3, 4);
  */
 const char *log_escape(const char *in, char *out, size_t outlen);
 
+/*
+ * log_escape(), and when the result does not fit in outlen, its start and
+ * its end with "..." between them, never cutting an escape or a UTF-8
+ * sequence: a long path keeps its last components, and the line it goes
+ * into keeps the reason that follows it.
+ */
+const char *log_escape_short(const char *in, char *out, size_t outlen);
+
 /* Length of the well-formed UTF-8 sequence at s (n bytes left) and its code point; 0: none. */
 size_t utf8_sequence(const char *s, size_t n, uint32_t *ret_cp);
 /* A control, line separator or direction override: never raw on a terminal or in a log. */

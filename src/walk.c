@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +25,13 @@ struct walk_frame {
 	char *path; /* relative to the root's fd */
 	char *name; /* on the wire */
 	unsigned depth;
+	bool broken; /* reading it failed: reported, nothing more from it */
 };
 
 struct walk_root {
 	struct engine_src top; /* made when the root was queued */
 	bool recursive;
+	char *shown; /* a held local directory: its path as given, for warnings */
 };
 
 struct walk {
@@ -36,12 +39,16 @@ struct walk {
 	void *ud;
 	struct walk_root *roots;
 	size_t nroots, roots_cap, next_root;
-	int rootfd; /* of the root being walked */
+	int rootfd;  /* of the root being walked */
+	char *shown; /* its walk_root.shown */
 	struct walk_frame stack[WALK_MAX_DEPTH + 1];
 	size_t nstack;
 	struct engine_src cur; /* the entry handed out last */
 	uint64_t count, max;
 	bool over;
+	/* Directories given as local paths, held open: the walk goes on from them. */
+	int *held;
+	size_t nheld, held_cap;
 };
 
 static void src_clear(struct engine_src *e)
@@ -49,6 +56,7 @@ static void src_clear(struct engine_src *e)
 	free(e->name);
 	free(e->path);
 	free(e->link);
+	free(e->why);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -85,9 +93,15 @@ void walk_free(struct walk *w)
 	}
 	for (size_t i = 0; i < w->nroots; i++) {
 		src_clear(&w->roots[i].top);
+		free(w->roots[i].shown);
 	}
+	free(w->shown);
 	free(w->roots);
 	src_clear(&w->cur);
+	for (size_t i = 0; i < w->nheld; i++) {
+		close(w->held[i]);
+	}
+	free(w->held);
 	free(w);
 }
 
@@ -128,6 +142,86 @@ static int make_entry(struct engine_src *e, int rootfd, const char *path, const 
 	return 0;
 }
 
+static char *join(const char *a, const char *b);
+
+/* Warn about path, found beneath rootfd: named as the user gave its root. */
+static void warn_at(struct walk *w, int rootfd, const char *path, const char *why)
+{
+	_cleanup_free_ char *full = NULL;
+
+	if (rootfd >= 0 && rootfd == w->rootfd && w->shown) {
+		full = join(w->shown, path);
+	}
+	w->warn(w->ud, full ? full : path, why);
+}
+
+/*
+ * name, shortened in the middle when the wire can't carry it: what people
+ * read, never a path anything resolves.
+ */
+static char *name_for_people(const char *name)
+{
+	size_t len = strlen(name), head = PROTO_MAX_PATH / 2 - 2, tail;
+	char *s;
+
+	if (len <= PROTO_MAX_PATH) {
+		return strdup(name);
+	}
+	tail = PROTO_MAX_PATH - head - 3;
+	/* Not in the middle of a UTF-8 sequence. */
+	while (head > 0 && ((unsigned char)name[head] & 0xc0) == 0x80) {
+		head--;
+	}
+	while (tail > 0 && ((unsigned char)name[len - tail] & 0xc0) == 0x80) {
+		tail--;
+	}
+	s = malloc(head + 3 + tail + 1);
+	if (s) {
+		memcpy(s, name, head);
+		memcpy(s + head, "...", 3);
+		memcpy(s + head + 3, name + len - tail, tail + 1);
+	}
+	return s;
+}
+
+/*
+ * e: an entry that can't be sent (error -errno), named name, for the reason
+ * why: the engine reports it as a failed file. 0 or -ENOMEM.
+ */
+static int fail_entry(struct engine_src *e, const char *name, int error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail_entry(struct engine_src *e, const char *name, int error, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	assert(error < 0);
+	*e = (struct engine_src){ .name = name_for_people(name), .dirfd = -1, .error = error };
+	va_start(ap, fmt);
+	n = vasprintf(&e->why, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		e->why = NULL;
+	}
+	e->path = strdup("");
+	if (!e->name || !e->why || !e->path) {
+		src_clear(e);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The failure entry for what classify() or fstatat() refused (r < 0, not -ENOMEM). */
+static int fail_found(struct engine_src *e, const char *name, int r)
+{
+	if (r == -ENAMETOOLONG && strlen(name) > PROTO_MAX_PATH) {
+		return fail_entry(e, name, r,
+				  "name of %zu bytes: longer than the %u the protocol carries",
+				  strlen(name), PROTO_MAX_PATH);
+	}
+	return fail_entry(e, name, r, "%s", strerror(-r));
+}
+
 /*
  * The entry for one thing found: 1 with e filled, 0 when it is skipped with
  * a warning, -errno when it can't be sent (-EISDIR: a directory, not
@@ -165,7 +259,42 @@ static int classify(struct walk *w, struct engine_src *e, int rootfd, const char
 		r = make_entry(e, rootfd, path, name, st, PROTO_FT_SYMLINK, target);
 		return r < 0 ? r : 1;
 	}
-	w->warn(w->ud, path, "not a regular file, directory or symlink: skipped");
+	warn_at(w, rootfd, path, "not a regular file, directory or symlink: skipped");
+	return 0;
+}
+
+/*
+ * A directory given as a local path is opened now and walked from its fd:
+ * its entries are opened beneath it, so their depth below it is all that
+ * counts, not the length of the path above (cp -r walks the same way).
+ */
+static int hold_local_dir(struct walk *w, struct engine_src *top)
+{
+	_cleanup_close_ int fd = -1;
+	char *empty;
+
+	if (w->nheld == w->held_cap) {
+		size_t cap = w->held_cap ? w->held_cap * 2 : 4;
+		int *v = reallocarray(w->held, cap, sizeof(*v));
+		if (!v) {
+			return -ENOMEM;
+		}
+		w->held = v;
+		w->held_cap = cap;
+	}
+	/* Followed like stat() did: the command line's own symlinks are the user's. */
+	fd = open(top->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		return negerrno();
+	}
+	empty = strdup("");
+	if (!empty) {
+		return -ENOMEM;
+	}
+	free(top->path);
+	top->path = empty;
+	top->dirfd = fd;
+	w->held[w->nheld++] = TAKE_FD(fd);
 	return 0;
 }
 
@@ -201,10 +330,20 @@ int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name
 	if (r <= 0) {
 		return r; /* 0: skipped with a warning, nothing to queue */
 	}
+	if (rootfd == AT_FDCWD && root.top.ftype == PROTO_FT_DIR) {
+		root.shown = strdup(path);
+		r = root.shown ? hold_local_dir(w, &root.top) : -ENOMEM;
+		if (r < 0) {
+			free(root.shown);
+			src_clear(&root.top);
+			return r;
+		}
+	}
 	if (w->nroots == w->roots_cap) {
 		size_t cap = w->roots_cap ? w->roots_cap * 2 : 8;
 		struct walk_root *v = reallocarray(w->roots, cap, sizeof(*v));
 		if (!v) {
+			free(root.shown);
 			src_clear(&root.top);
 			return -ENOMEM;
 		}
@@ -229,28 +368,40 @@ static int open_dir(int rootfd, const char *path, int *ret_fd)
 	return fspath_open_dir(rootfd, path, ret_fd);
 }
 
-/* Start listing the directory just handed out (w->cur) at `depth`. */
+/*
+ * Start listing the directory just handed out (w->cur) at `depth`: opened
+ * beneath the directory it was found in, so no path longer than one name is
+ * ever resolved. 0, -ENOMEM, or 1 when it can't be listed: w->cur is then
+ * the failure that says so.
+ */
 static int descend(struct walk *w, unsigned depth)
 {
 	struct walk_frame *f;
 	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *name = NULL;
 	DIR *d;
 	int r;
 
 	if (depth > WALK_MAX_DEPTH) {
-		w->warn(w->ud, w->cur.path, "too deep, skipped");
-		return 0;
+		r = -ELOOP;
+		goto cannot;
 	}
 	assert(w->nstack < ARRAY_SIZE(w->stack));
-	r = open_dir(w->rootfd, w->cur.path, &fd);
+	if (w->nstack > 0) {
+		const char *leaf = strrchr(w->cur.path, '/');
+
+		r = fspath_open_dir(dirfd(w->stack[w->nstack - 1].d), leaf ? leaf + 1 : w->cur.path,
+				    &fd);
+	} else {
+		r = open_dir(w->rootfd, w->cur.path, &fd);
+	}
 	if (r < 0) {
-		w->warn(w->ud, w->cur.path, strerror(-r));
-		return 0;
+		goto cannot;
 	}
 	d = fdopendir(fd);
 	if (!d) {
-		w->warn(w->ud, w->cur.path, strerror(errno));
-		return 0;
+		r = negerrno();
+		goto cannot;
 	}
 	TAKE_FD(fd); /* owned by d now */
 	f = &w->stack[w->nstack];
@@ -263,6 +414,18 @@ static int descend(struct walk *w, unsigned depth)
 		return -ENOMEM;
 	}
 	return 0;
+
+cannot:
+	/* The directory is not sent: what it holds could not be. */
+	name = TAKE_PTR(w->cur.name);
+	src_clear(&w->cur);
+	if (r == -ELOOP && depth > WALK_MAX_DEPTH) {
+		r = fail_entry(&w->cur, name, -ELOOP, "more than %u directories deep",
+			       WALK_MAX_DEPTH);
+	} else {
+		r = fail_entry(&w->cur, name, r, "open directory: %s", strerror(-r));
+	}
+	return r < 0 ? r : 1;
 }
 
 static char *join(const char *a, const char *b)
@@ -275,7 +438,10 @@ static char *join(const char *a, const char *b)
 	return asprintf(&s, "%s%s%s", a, a[strlen(a) - 1] == '/' ? "" : "/", b) < 0 ? NULL : s;
 }
 
-/* The next entry of the innermost directory: 1 in w->cur, 0 when it is done, -ENOMEM. */
+/*
+ * The next entry of the innermost directory: 1 in w->cur (maybe a failure
+ * entry), 0 when it is done, -ENOMEM.
+ */
 static int next_in_dir(struct walk *w)
 {
 	struct walk_frame *f = &w->stack[w->nstack - 1];
@@ -286,11 +452,17 @@ static int next_in_dir(struct walk *w)
 		struct stat st;
 		int r;
 
+		if (f->broken) {
+			return 0;
+		}
 		errno = 0;
 		de = readdir(f->d);
 		if (!de) {
 			if (errno) {
-				w->warn(w->ud, f->path, strerror(errno));
+				f->broken = true;
+				r = fail_entry(&w->cur, f->name, -errno,
+					       "reading the directory: %s", strerror(errno));
+				return r < 0 ? r : 1;
 			}
 			return 0;
 		}
@@ -303,8 +475,8 @@ static int next_in_dir(struct walk *w)
 			return -ENOMEM;
 		}
 		if (fstatat(dirfd(f->d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			w->warn(w->ud, cpath, strerror(errno));
-			continue;
+			r = fail_found(&w->cur, cname, negerrno());
+			return r < 0 ? r : 1;
 		}
 		r = classify(w, &w->cur, w->rootfd, cpath, cname, &st, dirfd(f->d), de->d_name,
 			     true);
@@ -312,8 +484,10 @@ static int next_in_dir(struct walk *w)
 			return r;
 		}
 		if (r < 0) {
-			w->warn(w->ud, cpath, strerror(-r));
+			r = fail_found(&w->cur, cname, r);
+			return r < 0 ? r : 1;
 		}
+		/* 0: skipped with a warning (a special file), as rsync does. */
 	}
 }
 
@@ -340,13 +514,15 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 		w->cur = root->top;
 		memset(&root->top, 0, sizeof(root->top));
 		w->rootfd = w->cur.dirfd;
+		free(w->shown);
+		w->shown = TAKE_PTR(root->shown);
 		depth = 0;
 		r = 1;
 	}
-	if (r == 1 && w->max && w->count >= w->max) {
+	if (r == 1 && !w->cur.error && w->max && w->count >= w->max) {
 		r = -E2BIG;
 	}
-	if (r == 1 && w->cur.ftype == PROTO_FT_DIR) {
+	if (r == 1 && !w->cur.error && w->cur.ftype == PROTO_FT_DIR) {
 		/* Children go to the roots' and the directory's own rule: -r was needed for both. */
 		r = descend(w, depth);
 		r = r < 0 ? r : 1;
@@ -359,7 +535,9 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 	if (r == 0) {
 		return 0;
 	}
-	w->count++;
+	if (!w->cur.error) {
+		w->count++;
+	}
 	*ret = &w->cur;
 	return 1;
 }
@@ -372,6 +550,10 @@ void src_list_free(struct src_list *l)
 		src_clear(&l->v[i]);
 	}
 	free(l->v);
+	for (size_t i = 0; i < l->nheld; i++) {
+		close(l->held[i]);
+	}
+	free(l->held);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -394,6 +576,18 @@ int walk_add(struct src_list *l, int rootfd, const char *path, const char *name,
 		return r;
 	}
 	r = walk_add_root(w, rootfd, path, name, recursive);
+	if (r >= 0 && w->nheld > 0) {
+		/* The entries name the directories held: they stay open with l. */
+		int *v = reallocarray(l->held, l->nheld + w->nheld, sizeof(*v));
+		if (!v) {
+			r = -ENOMEM;
+		} else {
+			l->held = v;
+			memcpy(l->held + l->nheld, w->held, w->nheld * sizeof(*v));
+			l->nheld += w->nheld;
+			w->nheld = 0;
+		}
+	}
 	while (r >= 0 && (r = walk_next(w, &e)) > 0) {
 		if (l->n == l->cap) {
 			size_t cap = l->cap ? l->cap * 2 : 64;

@@ -3,7 +3,11 @@
  * Turning what a sender was asked to send into engine entries: files,
  * directories (with -r, contents after the directory itself) and symlinks
  * (sent as symlinks, never followed inside a tree). Special files are
- * skipped with a warning.
+ * skipped with a warning, as rsync does; an entry that can't be read (a
+ * directory that can't be listed, one too deep, a name longer than the wire
+ * carries) comes out as a failure entry (engine_src.error) for the engine to
+ * count and report. Directories are listed from their parent's fd, so the
+ * length of the local path above the walked root is no limit.
  *
  * The walker streams: it holds the roots it was given and a stack of open
  * directory streams (bounded by the depth limit), and makes each entry when
@@ -35,8 +39,10 @@ void walk_free(struct walk *w);
  *   the walk runs) and is resolved beneath it without following any symlink
  *   ("" is the root itself).
  * The top entry is looked at now: directories need `recursive` (else
- * -EISDIR). Returns 0 or -errno for the top entry itself; problems below it
- * go to warn, when they are met, and are skipped.
+ * -EISDIR). Returns 0 or -errno for the top entry itself; below it, special
+ * files go to warn and are skipped, entries that can't be read come out of
+ * walk_next() as failure entries. A local directory (AT_FDCWD) is opened
+ * now and held until walk_free: its entries are relative to that fd.
  */
 int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name, bool recursive);
 
@@ -46,7 +52,7 @@ int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name
  */
 void walk_set_max_entries(struct walk *w, uint64_t max);
 
-/* Entries handed out so far. */
+/* Entries handed out so far (failure entries not counted). */
 uint64_t walk_count(const struct walk *w);
 
 /*
@@ -63,6 +69,8 @@ struct src_list {
 	size_t n, cap;
 	size_t next; /* cursor of src_list_source() */
 	uint64_t total_bytes;
+	int *held; /* directories the entries are relative to */
+	size_t nheld;
 };
 
 /* walk_add_root() of one path, collected into l (see walk_add_root). */

@@ -61,6 +61,48 @@ static void test_escape_truncates(void **state)
 	assert_string_equal(log_escape("x", out, 0), "");
 }
 
+/*
+ * Too long for its buffer: start and end kept around "...", never half an
+ * escape or half a UTF-8 sequence, and the end (a path's last components)
+ * always there.
+ */
+static void test_escape_short(void **state)
+{
+	char in[5000], out[64];
+	size_t n;
+
+	(void)state;
+	assert_string_equal(log_escape_short("fits\n", out, sizeof(out)), "fits\\x0a");
+	/* 3000 newlines: escaped 12000 bytes; both halves whole escapes. */
+	memset(in, '\n', 3000);
+	strcpy(in + 3000, "/leaf");
+	log_escape_short(in, out, sizeof(out));
+	n = strlen(out);
+	assert_true(n < sizeof(out));
+	assert_non_null(strstr(out, "..."));
+	assert_memory_equal(out, "\\x0a\\x0a", 8);
+	assert_string_equal(out + n - 5, "/leaf");
+	for (const char *p = out; *p; p++) {
+		if (*p == '\\') {
+			assert_memory_equal(p, "\\x0a", 4);
+			p += 3;
+		}
+	}
+	/* UTF-8 (3 bytes each): no sequence cut. */
+	in[0] = '\0';
+	for (int i = 0; i < 1000; i++) {
+		strcat(in, "\xe5\x90\x8d");
+	}
+	log_escape_short(in, out, sizeof(out));
+	n = strlen(out);
+	assert_non_null(strstr(out, "..."));
+	for (size_t i = 0; i < n; i += (out[i] == '.') ? 1 : 3) {
+		if (out[i] != '.') {
+			assert_memory_equal(out + i, "\xe5\x90\x8d", 3);
+		}
+	}
+}
+
 /* A log line carrying a raw newline and ESC comes out as one line. */
 static void test_log_line_is_one_line(void **state)
 {
@@ -166,6 +208,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_escape),
 		cmocka_unit_test(test_escape_truncates),
+		cmocka_unit_test(test_escape_short),
 		cmocka_unit_test(test_log_line_is_one_line),
 		cmocka_unit_test(test_daemon_timestamps),
 	};

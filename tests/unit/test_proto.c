@@ -215,6 +215,11 @@ static void sample(uint16_t type, struct msg *m)
 		break;
 	case MSG_BYE:
 		break;
+	case MSG_ENTRY_FAILED:
+		m->u.entry_failed.status = PERR_PERMISSION;
+		strcpy(m->u.entry_failed.name, "tree/a\nb");
+		strcpy(m->u.entry_failed.text, "open: Permission denied");
+		break;
 	default:
 		fail();
 	}
@@ -322,6 +327,11 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		assert_true(a->u.ping.nonce == b->u.ping.nonce);
 		break;
 	case MSG_BYE:
+		break;
+	case MSG_ENTRY_FAILED:
+		assert_int_equal(a->u.entry_failed.status, b->u.entry_failed.status);
+		assert_string_equal(a->u.entry_failed.name, b->u.entry_failed.name);
+		assert_string_equal(a->u.entry_failed.text, b->u.entry_failed.text);
 		break;
 	default:
 		fail();
@@ -1130,6 +1140,12 @@ static void test_bad_status(void **state)
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 	sample(MSG_FILE_RESULT, &m);
 	m.u.file_result.status = PERR_MAX + 1;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	/* ENTRY_FAILED says what failed: OK is no status for it. */
+	sample(MSG_ENTRY_FAILED, &m);
+	m.u.entry_failed.status = PERR_MAX + 1;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.entry_failed.status = PERR_OK;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 }
 

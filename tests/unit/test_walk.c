@@ -2,17 +2,20 @@
 /*
  * The streaming walker on a real tree in a temp directory: every entry once,
  * each directory before its contents, symlinks sent as symlinks (never
- * followed), special files skipped with a warning, the depth limit, the
- * entry cap, and the same order as the collected list.
+ * followed), special files skipped with a warning, the depth limit and
+ * names too long for the wire as failure entries, a local root deeper than
+ * PATH_MAX, the entry cap, and the same order as the collected list.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "diskio.h"
 #include "proto/msg.h"
 #include "testutil.h"
 #include "walk.h"
@@ -61,8 +64,13 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+	char cmd[PATH_MAX + 32];
+
 	(void)state;
 	close(rootfd);
+	/* Trees deeper than PATH_MAX: rm walks them by fds, nftw can't. */
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	assert_int_equal(system(cmd), 0);
 	tu_rmtree(tmpdir);
 	free(tmpdir);
 	return 0;
@@ -223,13 +231,13 @@ static void test_max_entries(void **state)
 	walk_free(w);
 }
 
-/* 140 nested directories: listed down to the depth limit, then a warning. */
+/* 140 nested directories: listed down to the depth limit, then a failure entry. */
 static void test_depth_limit(void **state)
 {
 	char path[1024] = "deep";
 	struct walk *w = NULL;
 	const struct engine_src *e;
-	size_t n = 0;
+	size_t n = 0, nfailed = 0;
 
 	(void)state;
 	assert_int_equal(mkdirat(rootfd, path, 0755), 0);
@@ -241,11 +249,140 @@ static void test_depth_limit(void **state)
 	assert_int_equal(walk_add_root(w, rootfd, "deep", "deep", true), 0);
 	while (walk_next(w, &e) > 0) {
 		n++;
+		if (e->error) {
+			nfailed++;
+			assert_non_null(strstr(e->why, "deep"));
+			assert_int_equal(strlen(e->name), strlen("deep") + 2 * 129);
+		}
 	}
-	/* The root at depth 0 and directories down to depth 129, whose contents are not listed. */
+	/*
+	 * The root at depth 0 and directories down to depth 128; the one at
+	 * depth 129 can't be listed: it is a failure, not a warning.
+	 */
 	assert_int_equal(n, 130);
-	assert_int_equal(nwarn, 1);
-	assert_non_null(strstr(last_warn, "too deep"));
+	assert_int_equal(nfailed, 1);
+	assert_int_equal(nwarn, 0);
+	assert_int_equal(walk_count(w), 129);
+	walk_free(w);
+}
+
+/* Make dirs of 200-byte names beneath fd, n levels; returns an fd of the deepest. */
+static int make_chain(int fd, int n, char c)
+{
+	char leaf[201];
+
+	memset(leaf, c, 200);
+	leaf[200] = '\0';
+	fd = dup(fd);
+	assert_true(fd >= 0);
+	for (int i = 0; i < n; i++) {
+		int next;
+
+		assert_int_equal(mkdirat(fd, leaf, 0755), 0);
+		next = openat(fd, leaf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		assert_true(next >= 0);
+		close(fd);
+		fd = next;
+	}
+	return fd;
+}
+
+/*
+ * A name longer than the wire carries: a failure entry, named shortened in
+ * the middle (head and tail kept), with its reason; the walk goes on.
+ */
+static void test_name_too_long(void **state)
+{
+	struct walk *w = NULL;
+	const struct engine_src *e;
+	size_t n = 0, nfailed = 0;
+	int deepfd;
+
+	(void)state;
+	assert_int_equal(mkdirat(rootfd, "long", 0755), 0);
+	make_file("long/ok", "ok");
+	{
+		int lfd = openat(rootfd, "long", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		/* 21 levels of 201 bytes: 4221 bytes below "long". */
+		deepfd = make_chain(lfd, 21, 'q');
+		close(lfd);
+	}
+	close(openat(deepfd, "leaf-file", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+	close(deepfd);
+	assert_int_equal(walk_new(on_warn, NULL, &w), 0);
+	assert_int_equal(walk_add_root(w, rootfd, "long", "long", true), 0);
+	while (walk_next(w, &e) > 0) {
+		n++;
+		if (e->error) {
+			nfailed++;
+			assert_int_equal(e->error, -ENAMETOOLONG);
+			assert_true(strlen(e->name) <= PROTO_MAX_PATH);
+			assert_non_null(strstr(e->name, "..."));
+			assert_memory_equal(e->name, "long/qqq", 8);
+			assert_non_null(strstr(e->why, "longer than"));
+		} else {
+			assert_true(strlen(e->name) <= PROTO_MAX_PATH);
+		}
+	}
+	/* long, long/ok, 20 directories that fit (4 + 20 * 201 bytes); the 21st fails. */
+	assert_int_equal(nfailed, 1);
+	assert_int_equal(n, 2 + 20 + 1);
+	assert_int_equal(nwarn, 0);
+	walk_free(w);
+}
+
+/*
+ * A local directory (AT_FDCWD) whose entries lie deeper than PATH_MAX on
+ * the local side: every entry is listed, and each file opens beneath the
+ * fd it names.
+ */
+static void test_local_deeper_than_path_max(void **state)
+{
+	char base[PATH_MAX];
+	struct walk *w = NULL;
+	const struct engine_src *e;
+	size_t nfiles = 0, n = 0;
+	int fd, top;
+
+	(void)state;
+	/* tmpdir/p/<12 x 200>/root/<12 x 200>/f: over 4800 bytes in all, < 2500 from root. */
+	assert_int_equal(mkdirat(rootfd, "p", 0755), 0);
+	top = openat(rootfd, "p", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = make_chain(top, 12, 'u');
+	close(top);
+	assert_int_equal(mkdirat(fd, "root", 0755), 0);
+	top = openat(fd, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(fd);
+	fd = make_chain(top, 12, 'v');
+	close(top);
+	close(openat(fd, "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+	close(fd);
+	snprintf(base, sizeof(base), "%s/p", tmpdir);
+	for (int i = 0; i < 12; i++) {
+		strcat(base, "/");
+		memset(base + strlen(base), 'u', 200);
+		base[strlen(tmpdir) + 2 + (size_t)(i + 1) * 201] = '\0';
+	}
+	strcat(base, "/root");
+	assert_true(strlen(base) < PATH_MAX);
+	assert_int_equal(walk_new(on_warn, NULL, &w), 0);
+	assert_int_equal(walk_add_root(w, AT_FDCWD, base, "root", true), 0);
+	while (walk_next(w, &e) > 0) {
+		assert_int_equal(e->error, 0);
+		n++;
+		if (e->ftype == PROTO_FT_REG) {
+			int ffd = -1;
+			struct stat st;
+
+			nfiles++;
+			assert_int_equal(diskio_open_read(e->dirfd, e->path, 0, &ffd, NULL, &st),
+					 0);
+			close(ffd);
+		}
+	}
+	assert_int_equal(n, 1 + 12 + 1);
+	assert_int_equal(nfiles, 1);
 	walk_free(w);
 }
 
@@ -257,6 +394,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_roots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_max_entries, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_depth_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_name_too_long, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_local_deeper_than_path_max, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
