@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <openssl/crypto.h>
@@ -20,6 +21,7 @@
 #include "client.h"
 #include "engine.h"
 #include "exitcodes.h"
+#include "fsglob.h"
 #include "fspath.h"
 #include "hash.h"
 #include "log.h"
@@ -38,20 +40,7 @@ static void on_signal(int sig)
 	interrupted = 1;
 }
 
-struct session {
-	struct client_opts *o;
-	const struct remote *rem;
-	struct tls_ctx *ctx;
-	struct tls_conn *tls;
-	struct chan chan;
-	bool chan_ok;
-	struct sockaddr_storage peer;
-	socklen_t peerlen;
-	int version;
-	struct msg_hello hello;
-};
-
-static int exit_for_perr(uint32_t code)
+int exit_for_perr(uint32_t code)
 {
 	switch (code) {
 	case PERR_OK:
@@ -89,7 +78,7 @@ static int exit_for_perr(uint32_t code)
 	}
 }
 
-static void session_close(struct session *s, bool clean)
+void session_close(struct session *s, bool clean)
 {
 	if (s->chan_ok) {
 		if (clean) {
@@ -109,7 +98,7 @@ static void session_close(struct session *s, bool clean)
 }
 
 /* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */
-static int session_open(struct session *s)
+int session_open(struct session *s)
 {
 	struct tls_config tc = { .server = false };
 	char err[1200], esc[4 * sizeof(err)];
@@ -520,11 +509,23 @@ static bool pull_name_ok(void *ud, const char *name)
 	const char *slash = strchr(name, '/');
 	size_t top = slash ? (size_t)(slash - name) : strlen(name);
 
+	char topname[FSPATH_NAME_MAX + 1];
+
 	if (slash && !x->o->recursive) {
 		return false;
 	}
+	if (top == 0 || top >= sizeof(topname)) {
+		return false;
+	}
+	memcpy(topname, name, top);
+	topname[top] = '\0';
+	if (!strcmp(topname, ".") || !strcmp(topname, "..")) {
+		return false;
+	}
 	for (size_t i = 0; i < x->nwanted; i++) {
-		if (strlen(x->wanted[i]) == top && !memcmp(x->wanted[i], name, top)) {
+		/* A wildcard we sent: the daemon expanded it, each match under its own name. */
+		if (fsglob_has_magic(x->wanted[i]) ? fnmatch(x->wanted[i], topname, FNM_PERIOD) == 0
+						   : !strcmp(x->wanted[i], topname)) {
 			return true;
 		}
 	}
@@ -627,7 +628,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	struct msg reply = { 0 };
 	char *paths[PROTO_MAX_BATCH], *wanted[PROTO_MAX_BATCH];
 	char *rename_to = NULL;
-	int basefd = -1, rc, r;
+	int basefd = -1, rc, r, nglob = 0;
 
 	if (nargs > PROTO_MAX_BATCH) {
 		log_error("at most %d remote sources at once", PROTO_MAX_BATCH);
@@ -640,6 +641,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 			return EXIT_USAGE;
 		}
 		paths[i] = rems[i].path;
+		nglob += fsglob_has_magic(rems[i].path);
 		wanted[i] = last_component(rems[i].path);
 		if (!wanted[i] || fspath_validate(wanted[i]) < 0) {
 			log_error("bad remote path '%s'", args[i]);
@@ -653,7 +655,8 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	x.nwanted = (size_t)nargs;
 	rc = 0;
 	if (!o->dry_run) {
-		r = pull_dest(dst, nargs, &basefd, &rename_to);
+		/* A wildcard may match several: the destination is a directory, as for cp. */
+		r = pull_dest(dst, nglob ? 2 : nargs, &basefd, &rename_to);
 		if (r < 0) {
 			log_error("destination %s: %s", dst,
 				  r == -ENOTDIR ? "not a directory" : strerror(-r));

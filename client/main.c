@@ -27,6 +27,7 @@ static void usage(FILE *f)
 	fputs(
 	    "usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH        (push)\n"
 	    "       rdmacp [OPTIONS] HOST:MODULE/PATH... DEST         (pull)\n"
+	    "       rdmacp ls [-l] [-r] [--json] HOST[:MODULE/PATH]  (list modules or entries)\n"
 	    "       rdmacp ping HOST\n"
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
 	    "       rdmacp certs init DIR [--host NAME]...\n"
@@ -48,6 +49,7 @@ static void usage(FILE *f)
 	    "  -p, --preserve         keep modes and modification times\n"
 	    "      --owner            also keep uid/gid (root on both ends)\n"
 	    "  -n, --dry-run          check access and list what would be copied\n"
+	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "      --bwlimit RATE     push: bytes per second on the data path (e.g. 500M)\n"
 	    "      --poll             busy-poll completions (lower latency, one core spins)\n"
 	    "      --progress         one updating progress line (default on a terminal)\n"
@@ -132,6 +134,7 @@ static const struct option long_opts[] = {
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 	{ "dry-run", no_argument, NULL, 'n' },
+	{ "long", no_argument, NULL, 'l' },
 	{ "bwlimit", required_argument, NULL, OPT_BWLIMIT },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -186,7 +189,7 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 	bool transport_tcp = false; /* --transport tcp on this command line */
 
 	/* "+": stop at the first non-option, so subcommands keep their own options. */
-	while ((c = getopt_long(argc, argv, "+P:pqvhrn", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+P:pqvhrnl", long_opts, NULL)) != -1) {
 		unsigned long v;
 		uint64_t sz;
 		char *end;
@@ -271,6 +274,9 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 		case 'n':
 			o->dry_run = true;
 			break;
+		case 'l':
+			o->long_listing = true;
+			break;
 		case OPT_OWNER:
 			o->owner = true;
 			break;
@@ -338,6 +344,7 @@ static int run_certs(struct client_opts *o, char **args, int nargs)
 
 static const struct subcommand subcommands[] = {
 	{ "ping", cmd_ping },
+	{ "ls", cmd_ls },
 	{ "doctor", cmd_doctor },
 	{ "certs", run_certs },
 };

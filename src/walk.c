@@ -41,6 +41,7 @@ struct walk {
 	size_t nstack;
 	struct engine_src cur; /* the entry handed out last */
 	uint64_t count, max;
+	unsigned max_depth; /* 0: none */
 	bool over;
 };
 
@@ -94,6 +95,11 @@ void walk_free(struct walk *w)
 void walk_set_max_entries(struct walk *w, uint64_t max)
 {
 	w->max = max;
+}
+
+void walk_set_max_depth(struct walk *w, unsigned depth)
+{
+	w->max_depth = depth;
 }
 
 uint64_t walk_count(const struct walk *w)
@@ -346,7 +352,7 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 	if (r == 1 && w->max && w->count >= w->max) {
 		r = -E2BIG;
 	}
-	if (r == 1 && w->cur.ftype == PROTO_FT_DIR) {
+	if (r == 1 && w->cur.ftype == PROTO_FT_DIR && (!w->max_depth || depth < w->max_depth)) {
 		/* Children go to the roots' and the directory's own rule: -r was needed for both. */
 		r = descend(w, depth);
 		r = r < 0 ? r : 1;

@@ -46,6 +46,12 @@ int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name
  */
 void walk_set_max_entries(struct walk *w, uint64_t max);
 
+/*
+ * Descend into directories only above this depth (a root is depth 0):
+ * 1 lists a directory root's own entries and no deeper. 0: no limit.
+ */
+void walk_set_max_depth(struct walk *w, unsigned depth);
+
 /* Entries handed out so far. */
 uint64_t walk_count(const struct walk *w);
 
