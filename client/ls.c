@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
@@ -41,6 +42,70 @@ static int parse_ls_target(const char *arg, struct remote *ret)
 	return ret->host[0] ? 0 : -EINVAL;
 }
 
+/*
+ * Entries are printed sorted by name, as ls does; the daemon sends them in
+ * directory order. What the client holds for that is capped: past
+ * LS_SORT_MAX entries, the rest is printed as it comes.
+ */
+#define LS_SORT_MAX 100000
+
+struct ls_sorted {
+	struct proto_file *v;
+	size_t n, cap;
+	bool streaming; /* over the cap: printed as received */
+};
+
+static void ls_sorted_free(struct ls_sorted *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].name);
+		free(l->v[i].link);
+	}
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct proto_file *)a)->name, ((const struct proto_file *)b)->name);
+}
+
+static void ls_sorted_flush(struct ls_sorted *l, struct output *out, bool long_format)
+{
+	qsort(l->v, l->n, sizeof(*l->v), cmp_entry);
+	for (size_t i = 0; i < l->n; i++) {
+		output_entry(out, &l->v[i], long_format);
+	}
+	ls_sorted_free(l);
+}
+
+/* Keep f (its strings are taken), or print it when over the cap. */
+static int ls_sorted_add(struct ls_sorted *l, struct output *out, struct proto_file *f,
+			 bool long_format)
+{
+	if (!l->streaming && l->n == LS_SORT_MAX) {
+		log_warning("more than %d entries: the rest is listed unsorted", LS_SORT_MAX);
+		ls_sorted_flush(l, out, long_format);
+		l->streaming = true;
+	}
+	if (l->streaming) {
+		output_entry(out, f, long_format);
+		return 0;
+	}
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 256;
+		struct proto_file *v = reallocarray(l->v, cap, sizeof(*v));
+		if (!v) {
+			return -ENOMEM;
+		}
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *f;
+	f->name = f->link = NULL;
+	return 0;
+}
+
 static const char *module_access(uint8_t flags)
 {
 	return flags & PROTO_MOD_READ_ONLY    ? "read only"
@@ -49,7 +114,8 @@ static const char *module_access(uint8_t flags)
 }
 
 /* The answer to LIST: MODULES (want_modules) or FILES batches, then END. */
-static int receive_listing(struct session *s, struct output *out, bool want_modules)
+static int receive_listing(struct session *s, struct output *out, bool want_modules,
+			   struct ls_sorted *sorted)
 {
 	char esc[4 * PROTO_MAX_TEXT + 1];
 
@@ -65,12 +131,15 @@ static int receive_listing(struct session *s, struct output *out, bool want_modu
 		}
 		switch (m.type) {
 		case MSG_END:
+			ls_sorted_flush(sorted, out, s->o->long_listing);
 			fflush(stdout);
 			return EXIT_OK;
 		case MSG_ERROR:
+			/* What was listed before the refusal is shown, then why it stopped. */
+			ls_sorted_flush(sorted, out, s->o->long_listing);
+			fflush(stdout);
 			log_error("%s: %s", s->rem->host,
 				  log_escape(m.u.error.text, esc, sizeof(esc)));
-			fflush(stdout);
 			return exit_for_perr(m.u.error.code);
 		case MSG_MODULES:
 			if (!want_modules) {
@@ -96,7 +165,12 @@ static int receive_listing(struct session *s, struct output *out, bool want_modu
 					msg_clear(&m);
 					return EXIT_PROTOCOL;
 				}
-				output_entry(out, &m.u.files.files[i], s->o->long_listing);
+				if (ls_sorted_add(sorted, out, &m.u.files.files[i],
+						  s->o->long_listing) < 0) {
+					log_error("out of memory");
+					msg_clear(&m);
+					return EXIT_LOCAL_IO;
+				}
 			}
 			msg_clear(&m);
 			continue;
@@ -116,6 +190,7 @@ int cmd_ls(struct client_opts *o, char **args, int nargs)
 	struct session s = { .o = o, .rem = &rem };
 	struct output out;
 	struct msg m = { .type = MSG_LIST };
+	struct ls_sorted sorted = { 0 };
 	int rc;
 
 	if (nargs != 1 || parse_ls_target(args[0], &rem) < 0) {
@@ -144,7 +219,8 @@ int cmd_ls(struct client_opts *o, char **args, int nargs)
 		session_close(&s, false);
 		return EXIT_CONNECT;
 	}
-	rc = receive_listing(&s, &out, rem.path[0] == '\0');
+	rc = receive_listing(&s, &out, rem.path[0] == '\0', &sorted);
+	ls_sorted_free(&sorted);
 	session_close(&s, rc == EXIT_OK);
 	return rc;
 }
