@@ -208,8 +208,13 @@ void output_module(struct output *out, const char *name, const char *access, con
 		json_str(stdout, comment);
 		printf("}\n");
 	} else {
-		printf("%-15s %-10s %s\n", log_escape(name, esc, sizeof(esc)), access,
-		       log_escape(comment, esc2, sizeof(esc2)));
+		log_escape(name, esc, sizeof(esc));
+		if (comment[0]) {
+			printf("%-15s %-10s %s\n", esc, access,
+			       log_escape(comment, esc2, sizeof(esc2)));
+		} else {
+			printf("%-15s %s\n", esc, access);
+		}
 	}
 }
 

@@ -558,6 +558,7 @@ static int refuse_top(struct conn *c, int r, const char *esc)
 		      : r == -EISDIR || r == -ENOTDIR	   ? PERR_BAD_PATH
 		      : r == -ELOOP || r == -EXDEV	   ? PERR_BAD_PATH
 		      : r == -EINVAL || r == -ENAMETOOLONG ? PERR_BAD_PATH
+		      : r == -EACCES || r == -EPERM	   ? PERR_PERMISSION
 							   : PERR_IO,
 		      "'%s': %s", esc,
 		      r == -EISDIR		   ? "is a directory (use -r)"
