@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdarg.h>
@@ -986,6 +987,40 @@ static int list_modules(struct conn *c)
 	return r;
 }
 
+/* A listing's wildcard: every match queued as a root under its path in the module. */
+static int list_glob(struct conn *c, const struct module *m, int rootfd, const char *pattern,
+		     const char *esc, struct get_source *g)
+{
+	struct fsglob gl = { 0 };
+	int r;
+
+	r = fsglob_expand(rootfd, pattern, m->max_files, (uint64_t)m->max_files * 4 + 4096, &gl);
+	if (r == -E2BIG) {
+		return refuse(c, PERR_PERMISSION,
+			      "'%s' matches or reads more entries than module '%s' allows "
+			      "('max files per session' is %u)",
+			      esc, m->name, m->max_files);
+	}
+	if (r < 0) {
+		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
+			      esc);
+	}
+	if (gl.n == 0) {
+		fsglob_free(&gl);
+		return refuse(c, PERR_NOT_FOUND, "'%s': no match", esc);
+	}
+	for (size_t i = 0; i < gl.n && r >= 0; i++) {
+		r = walk_add_root(g->w, rootfd, gl.paths[i], gl.paths[i], true);
+		if (r < 0) {
+			char esc2[PROTO_MAX_PATH * 4 + 1];
+
+			r = refuse_top(c, r, log_escape(gl.paths[i], esc2, sizeof(esc2)));
+		}
+	}
+	fsglob_free(&gl);
+	return r;
+}
+
 /*
  * `rdmacp ls HOST:MODULE/PATH`: exactly a pull's rules (allow, write only,
  * the module's user, no symlink followed, 'max files per session'), then the
@@ -1002,6 +1037,7 @@ static int list_path(struct conn *c, const struct msg_list *l)
 	const char *rel = NULL;
 	bool recursive = l->flags & PROTO_LIST_RECURSIVE;
 	struct get_source g = { .c = c };
+	bool magic;
 	size_t n;
 	int r;
 
@@ -1029,7 +1065,9 @@ static int list_path(struct conn *c, const struct msg_list *l)
 	if (n > 0 && fspath_validate(trimmed) < 0) {
 		return refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
 	}
-	r = fspath_open_dir(rootfd, trimmed, &dirfd);
+	/* A wildcard lists its matches themselves (with -r, what is beneath them too). */
+	magic = fsglob_has_magic(trimmed);
+	r = magic ? -ENOTDIR : fspath_open_dir(rootfd, trimmed, &dirfd);
 	if (r < 0 && r != -ENOTDIR && r != -ELOOP) {
 		return refuse_top(c, r, esc);
 	}
@@ -1043,9 +1081,14 @@ static int list_path(struct conn *c, const struct msg_list *l)
 	}
 	/* The listed directory itself is walked but not listed: it does not count. */
 	walk_set_max_entries(g.w, (uint64_t)m->max_files + (lastname[0] == '\0'));
-	walk_set_max_depth(g.w, recursive ? 0 : 1);
-	r = walk_add_root(g.w, rootfd, trimmed, lastname, true);
-	r = r < 0 ? refuse_top(c, r, esc) : list_plan(&g);
+	if (recursive) {
+		walk_set_max_depth(g.w, UINT_MAX);
+	} else {
+		walk_set_max_depth(g.w, lastname[0] ? 0 : 1);
+	}
+	r = magic ? list_glob(c, m, rootfd, trimmed, esc, &g)
+		  : walk_add_root(g.w, rootfd, trimmed, lastname, true);
+	r = r < 0 ? (magic ? r : refuse_top(c, r, esc)) : list_plan(&g);
 	if (r >= 0) {
 		log_info("%s (%s): listed %s: %llu entries", c->peer, c->id, esc,
 			 (unsigned long long)(walk_count(g.w) - (lastname[0] == '\0')));

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,7 @@ struct walk {
 	size_t nstack;
 	struct engine_src cur; /* the entry handed out last */
 	uint64_t count, max;
-	unsigned max_depth; /* 0: none */
+	unsigned max_depth; /* descend above it; UINT_MAX: no limit */
 	bool over;
 };
 
@@ -72,6 +73,7 @@ int walk_new(walk_warn_fn warn, void *ud, struct walk **ret)
 	}
 	w->warn = warn;
 	w->ud = ud;
+	w->max_depth = UINT_MAX;
 	*ret = w;
 	return 0;
 }
@@ -352,7 +354,7 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 	if (r == 1 && w->max && w->count >= w->max) {
 		r = -E2BIG;
 	}
-	if (r == 1 && w->cur.ftype == PROTO_FT_DIR && (!w->max_depth || depth < w->max_depth)) {
+	if (r == 1 && w->cur.ftype == PROTO_FT_DIR && depth < w->max_depth) {
 		/* Children go to the roots' and the directory's own rule: -r was needed for both. */
 		r = descend(w, depth);
 		r = r < 0 ? r : 1;

@@ -48,7 +48,8 @@ void walk_set_max_entries(struct walk *w, uint64_t max);
 
 /*
  * Descend into directories only above this depth (a root is depth 0):
- * 1 lists a directory root's own entries and no deeper. 0: no limit.
+ * 0 hands out the roots alone, 1 a directory root's own entries too and no
+ * deeper. Default: no limit but the walker's own.
  */
 void walk_set_max_depth(struct walk *w, unsigned depth);
 

@@ -115,6 +115,17 @@ else
 	fail "--json entry: $(cat "$T/out")"
 fi
 
+# wildcards: the matches themselves (no dotfile, no symlink), -r beneath them
+expect_rc 0 "ls 'data/*.img'" "${CLIENT[@]}" ls "$H:data/*.img"
+printf '%s\n' a.img b.img dir.img >"$T/want"
+cmp -s "$T/out" "$T/want" && pass "a wildcard lists its matches" || fail "ls *.img: $(cat "$T/out")"
+expect_rc 0 "ls 'data/sub/*/?'" "${CLIENT[@]}" ls "$H:data/sub/*/?"
+printf '%s\n' sub/one/x sub/two/y >"$T/want"
+cmp -s "$T/out" "$T/want" && pass "wildcards in several components" || fail "ls sub/*/?: $(cat "$T/out")"
+expect_rc 5 "ls 'data/*.zz'" "${CLIENT[@]}" ls "$H:data/*.zz"
+grep -qF "'data/*.zz': no match" "$T/err" && pass "no match named" || fail "no match: $(cat "$T/err")"
+expect_rc 5 "ls 'data/up/*' (through a symlink to ..)" "${CLIENT[@]}" ls "$H:data/up/*"
+
 # ---- 3. the rules of a pull ----
 expect_rc 5 "ls of a write only module" "${CLIENT[@]}" ls "$H:inbox/"
 grep -q "write only" "$T/err" && pass "write only named" || fail "write only: $(cat "$T/err")"
