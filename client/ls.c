@@ -72,7 +72,9 @@ static int cmp_entry(const void *a, const void *b)
 
 static void ls_sorted_flush(struct ls_sorted *l, struct output *out, bool long_format)
 {
-	qsort(l->v, l->n, sizeof(*l->v), cmp_entry);
+	if (l->n > 1) {
+		qsort(l->v, l->n, sizeof(*l->v), cmp_entry);
+	}
 	for (size_t i = 0; i < l->n; i++) {
 		output_entry(out, &l->v[i], long_format);
 	}

@@ -131,7 +131,9 @@ static int match_dir(struct glob_state *gs, int dirfd, const char *pat, char ***
 		n++;
 	}
 	closedir(d);
-	qsort(v, n, sizeof(*v), cmp_str);
+	if (n > 1) {
+		qsort(v, n, sizeof(*v), cmp_str);
+	}
 	*ret = v;
 	*ret_n = n;
 	return 0;
