@@ -17,13 +17,16 @@
 #include "log.h"
 #include "output.h"
 
-/* HOST, [V6], HOST: or HOST:MODULE/PATH. */
+/* HOST, [V6], HOST: or HOST:MODULE/PATH (and rsync's HOST:: and HOST::MODULE/PATH). */
 static int parse_ls_target(const char *arg, struct remote *ret)
 {
 	size_t n;
 	int r = parse_remote(arg, ret);
 
 	if (r == 1) {
+		if (ret->path[0] == ':') {
+			memmove(ret->path, ret->path + 1, strlen(ret->path));
+		}
 		return 0;
 	}
 	if (r < 0 || strlen(arg) >= sizeof(ret->host)) {

@@ -64,6 +64,8 @@ grep -q secret "$T/mods.out" && fail "a module that does not allow this client i
 	pass "a module that does not allow this client is not named"
 [ "$(wc -l <"$T/mods.out")" -eq 6 ] && pass "six modules shown" ||
 	fail "wanted 6 modules: $(cat "$T/mods.out")"
+expect_rc 0 "ls HOST:: (rsync's form)" "${CLIENT[@]}" ls "$H::"
+cmp -s "$T/out" "$T/mods.out" && pass "HOST:: lists the modules too" || fail "HOST::: $(cat "$T/out")"
 expect_rc 0 "ls --json HOST" "${CLIENT[@]}" ls --json "$H"
 if python3 - "$T/out" <<-'EOF'; then
 	import json, sys
@@ -85,6 +87,8 @@ expect_rc 0 "ls HOST:data/" "${CLIENT[@]}" ls "$H:data/"
 printf '%s\n' .hidden.img a.img b.img dir.img link.img notes.txt sub up >"$T/want"
 cmp -s "$T/out" "$T/want" && pass "entries sorted, one level, dotfiles too" ||
 	fail "ls data/: $(cat "$T/out")"
+expect_rc 0 "ls HOST::data/ (rsync's form)" "${CLIENT[@]}" ls "$H::data/"
+cmp -s "$T/out" "$T/want" && pass "HOST::data/ lists the same" || fail "ls ::data/: $(cat "$T/out")"
 expect_rc 0 "ls HOST:data (no slash)" "${CLIENT[@]}" ls "$H:data"
 cmp -s "$T/out" "$T/want" && pass "the module without a slash lists the same" || fail "ls data: $(cat "$T/out")"
 expect_rc 0 "ls -l a file" "${CLIENT[@]}" ls -l "$H:data/notes.txt"
@@ -146,6 +150,24 @@ if id nobody >/dev/null 2>&1 && getent group nogroup >/dev/null; then
 	grep -q s "$T/out" && fail "the locked directory's contents were listed"
 else
 	echo "note: no user nobody / group nogroup: the module-user check is left out"
+fi
+
+# ---- 3b. a hostile client's LIST: unknown flags, a MODULES it has no business sending ----
+RP=$BUILD_DIR/tests/rawpeer
+if [ -x "$RP" ]; then
+	RPA=("$RP" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
+		--ca "$T/certs/ca.crt" --timeout 10)
+	# flags 0x2 (unknown), path "data"
+	timeout 30 "${RPA[@]}" hello frame LIST 00000002000464617461 wait closed >"$T/rp.out" 2>&1
+	grep -q "ERROR PROTOCOL malformed LIST" "$T/rp.out" && grep -q "close_notify" "$T/rp.out" &&
+		pass "a LIST with an unknown flag: ERROR PROTOCOL, then close_notify" ||
+		fail "LIST flags: $(cat "$T/rp.out")"
+	timeout 30 "${RPA[@]}" hello frame LIST 00000000000464617461 frame MODULES 0000 \
+		wait closed >"$T/rp.out" 2>&1
+	grep -q "ERROR PROTOCOL unexpected MODULES" "$T/rp.out" &&
+		pass "a client's MODULES: ERROR PROTOCOL" || fail "client MODULES: $(cat "$T/rp.out")"
+else
+	echo "note: no rawpeer in $BUILD_DIR/tests: the hostile LIST checks are left out"
 fi
 
 # ---- 4. an older daemon, a hostile daemon ----
