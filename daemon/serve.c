@@ -494,6 +494,9 @@ struct get_source {
 	const struct module *m;
 	struct walk *w;
 	uint64_t queued; /* top entries queued on w */
+	/* Wildcard matches queued so far, sorted: each is sent once per GET. */
+	char **globbed;
+	size_t nglobbed;
 };
 
 static void pull_warning(void *ud, const char *path, const char *why)
@@ -551,6 +554,38 @@ static void free_strings(char **v, size_t n)
 	}
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Was (path, name) queued by a wildcard of this GET already? Its name is its last component. */
+static bool glob_seen(const struct get_source *g, const char *path, const char *name)
+{
+	const char *slash = strrchr(path, '/');
+
+	return g->nglobbed > 0 && !strcmp(slash ? slash + 1 : path, name) &&
+	       bsearch(&path, g->globbed, g->nglobbed, sizeof(*g->globbed), cmp_str);
+}
+
+/* Keep a pattern's matches (taken from gl) for glob_seen. */
+static int glob_keep(struct get_source *g, struct fsglob *gl)
+{
+	char **v = reallocarray(g->globbed, g->nglobbed + gl->n, sizeof(*v));
+
+	if (!v) {
+		return -ENOMEM;
+	}
+	memcpy(v + g->nglobbed, gl->paths, gl->n * sizeof(*v));
+	g->globbed = v;
+	g->nglobbed += gl->n;
+	gl->n = 0;
+	if (g->nglobbed > 1) {
+		qsort(g->globbed, g->nglobbed, sizeof(*g->globbed), cmp_str);
+	}
+	return 0;
+}
+
 /* The walker's refusal of a path's top entry, as the client hears it. */
 static int refuse_top(struct conn *c, int r, const char *esc)
 {
@@ -575,7 +610,8 @@ static int refuse_top(struct conn *c, int r, const char *esc)
  * before they are queued, and so does the reading of the directories.
  */
 static int expand_glob(struct conn *c, const struct module *m, int rootfd, const char *pattern,
-		       const char *esc, bool recursive, struct get_source *g)
+		       const char *esc, bool recursive, struct get_source *g,
+		       char *const *seen_paths, char *const *seen_names, size_t nseen)
 {
 	uint64_t left = m->max_files - MIN((uint64_t)m->max_files, g->queued);
 	struct fsglob gl = { 0 };
@@ -601,9 +637,15 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 	}
 	for (size_t i = 0; i < gl.n && r >= 0; i++) {
 		const char *slash = strrchr(gl.paths[i], '/');
+		const char *name = slash ? slash + 1 : gl.paths[i];
 
-		r = walk_add_root(g->w, rootfd, gl.paths[i], slash ? slash + 1 : gl.paths[i],
-				  recursive);
+		/* Named already (by a path or another wildcard of this GET): sent once. */
+		if (get_path_seen(seen_paths, seen_names, nseen, gl.paths[i], name) ||
+		    glob_seen(g, gl.paths[i], name)) {
+			added++;
+			continue;
+		}
+		r = walk_add_root(g->w, rootfd, gl.paths[i], name, recursive);
 		if (r == -EISDIR) {
 			dirs++;
 			r = 0;
@@ -615,6 +657,9 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 
 			r = refuse_top(c, r, log_escape(gl.paths[i], esc2, sizeof(esc2)));
 		}
+	}
+	if (r >= 0 && glob_keep(g, &gl) < 0) {
+		r = refuse(c, PERR_INTERNAL, "out of memory");
 	}
 	fsglob_free(&gl);
 	if (r < 0) {
@@ -690,13 +735,15 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 		}
 		name = lastname;
 		if (fsglob_has_magic(trimmed)) {
-			r = expand_glob(c, m, rootfd, trimmed, esc, recursive, g);
+			r = expand_glob(c, m, rootfd, trimmed, esc, recursive, g, seen_paths,
+					seen_names, nseen);
 			if (r < 0) {
 				break;
 			}
 			continue;
 		}
-		if (get_path_seen(seen_paths, seen_names, nseen, trimmed, name)) {
+		if (get_path_seen(seen_paths, seen_names, nseen, trimmed, name) ||
+		    glob_seen(g, trimmed, name)) {
 			log_debug("%s: GET names '%s' again: walked once", c->peer, esc);
 			continue;
 		}
@@ -723,6 +770,10 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 	}
 	free_strings(seen_paths, nseen);
 	free_strings(seen_names, nseen);
+	free_strings(g->globbed, g->nglobbed);
+	free(g->globbed);
+	g->globbed = NULL;
+	g->nglobbed = 0;
 	msg_clear(&in);
 	return r < 0 ? r : 0;
 }

@@ -7,6 +7,7 @@
 #      .hidden.img (a wildcard doesn't match a leading dot), not link.img (a
 #      symlink is never followed or matched), not fifo.img, and not the
 #      directory dir.img without -r (with -r, it comes whole); ? and [..] too
+#      a file named by a path and by wildcards (or by two) comes once
 #   2. wildcards in several components: 'data/sub/*/x'
 #   3. never outside the module: 'data/../*' is refused, 'data/up/*' through
 #      a symlink to .. matches nothing
@@ -75,6 +76,11 @@ has_exactly "[..] matches a set" b.img
 fresh
 expect_rc 0 "pull 'data/.*.img'" "${CLIENT[@]}" "$H:data/.*.img" "$T/dst/"
 has_exactly "a pattern with the dot gets the dotfile" .hidden.img
+
+fresh
+expect_rc 0 "pull 'data/a.img' 'data/*.img' 'data/[ab].img' 'data/*.img'" "${CLIENT[@]}" \
+	"$H:data/a.img" "$H:data/*.img" "$H:data/[ab].img" "$H:data/*.img" "$T/dst/"
+has_exactly "what several sources name is sent once" a.img b.img
 
 # ---- 2. ----
 fresh
