@@ -571,8 +571,12 @@ static bool glob_seen(const struct get_source *g, const char *path, const char *
 /* Keep a pattern's matches (taken from gl) for glob_seen. */
 static int glob_keep(struct get_source *g, struct fsglob *gl)
 {
-	char **v = reallocarray(g->globbed, g->nglobbed + gl->n, sizeof(*v));
+	char **v;
 
+	if (gl->n == 0) {
+		return 0;
+	}
+	v = reallocarray(g->globbed, g->nglobbed + gl->n, sizeof(*v));
 	if (!v) {
 		return -ENOMEM;
 	}
