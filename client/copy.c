@@ -502,13 +502,16 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	return exit_for_stats(&st, local_failures);
 }
 
-/* Pull: accept only entries named after what we asked for (and, with -r, below them). */
+/*
+ * Pull: accept only entries named after what we asked for (and, with -r, below
+ * them); for a wildcard, names its last component matches (as the daemon does,
+ * without matching a leading dot), never "." or "..".
+ */
 static bool pull_name_ok(void *ud, const char *name)
 {
 	struct xfer *x = ud;
 	const char *slash = strchr(name, '/');
 	size_t top = slash ? (size_t)(slash - name) : strlen(name);
-
 	char topname[FSPATH_NAME_MAX + 1];
 
 	if (slash && !x->o->recursive) {

@@ -568,11 +568,18 @@ static bool glob_seen(const struct get_source *g, const char *path, const char *
 	       bsearch(&path, g->globbed, g->nglobbed, sizeof(*g->globbed), cmp_str);
 }
 
-/* Keep a pattern's matches (taken from gl) for glob_seen. */
+/* Keep a pattern's queued matches (taken from gl; the others are NULL) for glob_seen. */
 static int glob_keep(struct get_source *g, struct fsglob *gl)
 {
+	size_t n = 0;
 	char **v;
 
+	for (size_t i = 0; i < gl->n; i++) {
+		if (gl->paths[i]) {
+			gl->paths[n++] = gl->paths[i];
+		}
+	}
+	gl->n = n;
 	if (gl->n == 0) {
 		return 0;
 	}
@@ -651,8 +658,11 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 		}
 		r = walk_add_root(g->w, rootfd, gl.paths[i], name, recursive);
 		if (r == -EISDIR) {
+			/* Left out, so not "seen": named alone later, it is refused as a directory. */
 			dirs++;
 			r = 0;
+			free(gl.paths[i]);
+			gl.paths[i] = NULL;
 		} else if (r == 0) {
 			added++;
 			g->queued++;

@@ -82,6 +82,11 @@ expect_rc 0 "pull 'data/a.img' 'data/*.img' 'data/[ab].img' 'data/*.img'" "${CLI
 	"$H:data/a.img" "$H:data/*.img" "$H:data/[ab].img" "$H:data/*.img" "$T/dst/"
 has_exactly "what several sources name is sent once" a.img b.img
 
+expect_rc 5 "pull 'data/*.img' 'data/dir.img' without -r" "${CLIENT[@]}" \
+	"$H:data/*.img" "$H:data/dir.img" "$T/dst/"
+grep -q "is a directory (use -r)" "$T/err" && pass "a directory a wildcard left out is still refused when named" ||
+	fail "dir named after a wildcard: $(cat "$T/err")"
+
 # ---- 2. ----
 fresh
 expect_rc 0 "pull 'data/sub/*/x'" "${CLIENT[@]}" "$H:data/sub/*/x" "$T/dst/"
