@@ -526,9 +526,13 @@ static bool pull_name_ok(void *ud, const char *name)
 		return false;
 	}
 	for (size_t i = 0; i < x->nwanted; i++) {
-		/* A wildcard we sent: the daemon expanded it, each match under its own name. */
-		if (fsglob_has_magic(x->wanted[i]) ? fnmatch(x->wanted[i], topname, FNM_PERIOD) == 0
-						   : !strcmp(x->wanted[i], topname)) {
+		/*
+		 * A wildcard we sent: the daemon expanded it, each match under its own
+		 * name, or found none and took it as a name.
+		 */
+		if (!strcmp(x->wanted[i], topname) ||
+		    (fsglob_has_magic(x->wanted[i]) &&
+		     fnmatch(x->wanted[i], topname, FNM_PERIOD) == 0)) {
 			return true;
 		}
 	}

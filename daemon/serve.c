@@ -646,6 +646,18 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
 			      esc);
 	}
+	if (gl.n == 0) {
+		/* As a shell does: a pattern that matches nothing may be a name ("a[1].img"). */
+		const char *slash = strrchr(pattern, '/');
+
+		fsglob_free(&gl);
+		r = walk_add_root(g->w, rootfd, pattern, slash ? slash + 1 : pattern, recursive);
+		if (r == -ENOENT || r == -ENOTDIR) {
+			return refuse(c, PERR_NOT_FOUND, "'%s': no match", esc);
+		}
+		g->queued += r == 0;
+		return r < 0 ? refuse_top(c, r, esc) : 0;
+	}
 	for (size_t i = 0; i < gl.n && r >= 0; i++) {
 		const char *slash = strrchr(gl.paths[i], '/');
 		const char *name = slash ? slash + 1 : gl.paths[i];
@@ -1071,8 +1083,13 @@ static int list_glob(struct conn *c, const struct module *m, int rootfd, const c
 			      esc);
 	}
 	if (gl.n == 0) {
+		/* As a shell does: a pattern that matches nothing may be a name ("a[1].img"). */
 		fsglob_free(&gl);
-		return refuse(c, PERR_NOT_FOUND, "'%s': no match", esc);
+		r = walk_add_root(g->w, rootfd, pattern, pattern, true);
+		if (r == -ENOENT || r == -ENOTDIR) {
+			return refuse(c, PERR_NOT_FOUND, "'%s': no match", esc);
+		}
+		return r < 0 ? refuse_top(c, r, esc) : 0;
 	}
 	for (size_t i = 0; i < gl.n && r >= 0; i++) {
 		r = walk_add_root(g->w, rootfd, gl.paths[i], gl.paths[i], true);

@@ -126,6 +126,11 @@ cmp -s "$T/out" "$T/want" && pass "a wildcard lists its matches" || fail "ls *.i
 expect_rc 0 "ls 'data/sub/*/?'" "${CLIENT[@]}" ls "$H:data/sub/*/?"
 printf '%s\n' sub/one/x sub/two/y >"$T/want"
 cmp -s "$T/out" "$T/want" && pass "wildcards in several components" || fail "ls sub/*/?: $(cat "$T/out")"
+echo lit >"$T/mod/lit[1].img"
+expect_rc 0 "ls 'data/lit[1].img' (a name with brackets)" "${CLIENT[@]}" ls "$H:data/lit[1].img"
+[ "$(cat "$T/out")" = 'lit[1].img' ] && pass "a pattern that matches nothing is taken as a name" ||
+	fail "ls lit[1]: $(cat "$T/out")"
+rm -f "$T/mod/lit[1].img"
 expect_rc 5 "ls 'data/*.zz'" "${CLIENT[@]}" ls "$H:data/*.zz"
 grep -qF "'data/*.zz': no match" "$T/err" && pass "no match named" || fail "no match: $(cat "$T/err")"
 expect_rc 5 "ls 'data/up/*' (through a symlink to ..)" "${CLIENT[@]}" ls "$H:data/up/*"

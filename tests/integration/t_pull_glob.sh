@@ -87,6 +87,13 @@ expect_rc 5 "pull 'data/*.img' 'data/dir.img' without -r" "${CLIENT[@]}" \
 grep -q "is a directory (use -r)" "$T/err" && pass "a directory a wildcard left out is still refused when named" ||
 	fail "dir named after a wildcard: $(cat "$T/err")"
 
+echo lit >"$T/mod/lit[1].img"
+fresh
+expect_rc 0 "pull 'data/lit[1].img' (a name with brackets, no match as a pattern)" \
+	"${CLIENT[@]}" "$H:data/lit[1].img" "$T/dst/"
+has_exactly "a pattern that matches nothing is taken as a name, as a shell does" 'lit[1].img'
+rm -f "$T/mod/lit[1].img"
+
 # ---- 2. ----
 fresh
 expect_rc 0 "pull 'data/sub/*/x'" "${CLIENT[@]}" "$H:data/sub/*/x" "$T/dst/"
