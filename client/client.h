@@ -6,6 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+
+#include "chan.h"
 #include "tls.h"
 
 #define CLIENT_DEFAULT_PORT    7471
@@ -34,8 +37,9 @@ struct client_opts {
 	bool json;
 	bool dry_run;
 	bool busy_poll;
-	int progress;	  /* -1 default (a terminal), 0 off, 1 on */
-	uint64_t bwlimit; /* bytes per second, 0 = none */
+	bool long_listing; /* ls -l */
+	int progress;	   /* -1 default (a terminal), 0 off, 1 on */
+	uint64_t bwlimit;  /* bytes per second, 0 = none */
 };
 
 /* Defaults, then ~/.config/rdmacp/config (or file): "FILE:LINE: problem" in err. */
@@ -76,7 +80,30 @@ void fit_format_bytes(uint64_t v, char *buf, size_t len);
 /* --bwlimit: a bare number is KiB/s (as rsync's), K/M/G suffixes as parse_size. */
 int parse_bwlimit(const char *s, uint64_t *ret);
 
+/* One control connection to a daemon (copy.c). */
+struct session {
+	struct client_opts *o;
+	const struct remote *rem;
+	struct tls_ctx *ctx;
+	struct tls_conn *tls;
+	struct chan chan;
+	bool chan_ok;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	int version;
+	struct msg_hello hello; /* the daemon's */
+	struct client_fit fit;	/* what open_transfer fitted to the limits */
+	bool have_fit;
+};
+
+/* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */
+int session_open(struct session *s);
+void session_close(struct session *s, bool clean);
+/* The exit code for a daemon's ERROR code. */
+int exit_for_perr(uint32_t code);
+
 int cmd_copy(struct client_opts *o, char **args, int nargs);
+int cmd_ls(struct client_opts *o, char **args, int nargs);
 int cmd_ping(struct client_opts *o, char **args, int nargs);
 int cmd_doctor(struct client_opts *o, char **args, int nargs);
 int cmd_certs(int argc, char **argv);

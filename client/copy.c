@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <openssl/crypto.h>
@@ -20,6 +21,7 @@
 #include "client.h"
 #include "engine.h"
 #include "exitcodes.h"
+#include "fsglob.h"
 #include "fspath.h"
 #include "hash.h"
 #include "log.h"
@@ -38,23 +40,8 @@ static void on_signal(int sig)
 	interrupted = 1;
 }
 
-struct session {
-	struct client_opts *o;
-	const struct remote *rem;
-	struct tls_ctx *ctx;
-	struct tls_conn *tls;
-	struct chan chan;
-	bool chan_ok;
-	struct sockaddr_storage peer;
-	socklen_t peerlen;
-	int version;
-	struct msg_hello hello;
-	struct client_fit fit; /* what open_transfer fitted to the limits */
-	bool have_fit;
-};
-
 /* The exit code for a failure the daemon reported (see exit_for_local_perr for ours). */
-static int exit_for_perr(uint32_t code)
+int exit_for_perr(uint32_t code)
 {
 	switch (code) {
 	case PERR_OK:
@@ -90,7 +77,7 @@ static int exit_for_perr(uint32_t code)
 	}
 }
 
-static void session_close(struct session *s, bool clean)
+void session_close(struct session *s, bool clean)
 {
 	if (s->chan_ok) {
 		if (clean) {
@@ -123,7 +110,7 @@ static void log_session_debug(struct session *s)
 }
 
 /* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */
-static int session_open(struct session *s)
+int session_open(struct session *s)
 {
 	struct tls_config tc = { .server = false };
 	char err[1200], esc[4 * sizeof(err)];
@@ -638,18 +625,37 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	return exit_for_stats(&st, local_failures);
 }
 
-/* Pull: accept only entries named after what we asked for (and, with -r, below them). */
+/*
+ * Pull: accept only entries named after what we asked for (and, with -r, below
+ * them); for a wildcard, names its last component matches (as the daemon does,
+ * without matching a leading dot), never "." or "..".
+ */
 static bool pull_name_ok(void *ud, const char *name)
 {
 	struct xfer *x = ud;
 	const char *slash = strchr(name, '/');
 	size_t top = slash ? (size_t)(slash - name) : strlen(name);
+	char topname[FSPATH_NAME_MAX + 1];
 
 	if (slash && !x->o->recursive) {
 		return false;
 	}
+	if (top == 0 || top >= sizeof(topname)) {
+		return false;
+	}
+	memcpy(topname, name, top);
+	topname[top] = '\0';
+	if (!strcmp(topname, ".") || !strcmp(topname, "..")) {
+		return false;
+	}
 	for (size_t i = 0; i < x->nwanted; i++) {
-		if (strlen(x->wanted[i]) == top && !memcmp(x->wanted[i], name, top)) {
+		/*
+		 * A wildcard we sent: the daemon expanded it, each match under its own
+		 * name, or found none and took it as a name.
+		 */
+		if (!strcmp(x->wanted[i], topname) ||
+		    (fsglob_has_magic(x->wanted[i]) &&
+		     fnmatch(x->wanted[i], topname, FNM_PERIOD) == 0)) {
 			return true;
 		}
 	}
@@ -811,7 +817,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	char *rename_to = NULL, *local_dir = NULL;
 	char why[PROTO_MAX_PATH + 64];
 	bool made_dest = false;
-	int basefd = -1, rc, r;
+	int basefd = -1, rc, r, nglob = 0;
 
 	if (nargs > PROTO_MAX_BATCH) {
 		log_error("at most %d remote sources at once", PROTO_MAX_BATCH);
@@ -824,6 +830,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 			return EXIT_USAGE;
 		}
 		paths[i] = rems[i].path;
+		nglob += fsglob_has_magic(rems[i].path);
 		wanted[i] = last_component(rems[i].path);
 		if (!wanted[i] || fspath_validate(wanted[i]) < 0) {
 			log_error("bad remote path '%s'", args[i]);
@@ -837,8 +844,9 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	x.nwanted = (size_t)nargs;
 	rc = 0;
 	if (!o->dry_run) {
-		r = pull_dest(dst, nargs, &basefd, &rename_to, &local_dir, &made_dest, why,
-			      sizeof(why));
+		/* A wildcard may match several: the destination is a directory, as for cp. */
+		r = pull_dest(dst, nglob ? 2 : nargs, &basefd, &rename_to, &local_dir, &made_dest,
+			      why, sizeof(why));
 		if (r < 0) {
 			log_error("destination %s: %s", dst, why[0] ? why : strerror(-r));
 			rc = EXIT_LOCAL_IO;

@@ -28,6 +28,7 @@ static void usage(FILE *f)
 	fputs(
 	    "usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH        (push)\n"
 	    "       rdmacp [OPTIONS] HOST:MODULE/PATH... DEST         (pull)\n"
+	    "       rdmacp ls [-l] [-r] [--json] HOST[:MODULE/PATH]  (list modules or entries)\n"
 	    "       rdmacp ping HOST\n"
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
 	    "       rdmacp certs init DIR [--host NAME]...\n"
@@ -50,6 +51,7 @@ static void usage(FILE *f)
 	    "  -p, --preserve         keep modes and modification times\n"
 	    "      --owner            also keep uid/gid (root on both ends)\n"
 	    "  -n, --dry-run          check access and list what would be copied\n"
+	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M or G suffix (binary): 500 = 500K = 500 KiB/s\n"
 	    "      --poll             busy-poll completions (lower latency, one core spins)\n"
@@ -138,6 +140,7 @@ static const struct option long_opts[] = {
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 	{ "dry-run", no_argument, NULL, 'n' },
+	{ "long", no_argument, NULL, 'l' },
 	{ "bwlimit", required_argument, NULL, OPT_BWLIMIT },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -197,7 +200,7 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 	 * ("--" ends the options).
 	 */
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "P:pqvhrn", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "P:pqvhrnl", long_opts, NULL)) != -1) {
 		unsigned long v;
 		uint64_t sz;
 		char *end;
@@ -282,6 +285,9 @@ static int parse_options(int argc, char **argv, struct client_opts *o, bool load
 		case 'n':
 			o->dry_run = true;
 			break;
+		case 'l':
+			o->long_listing = true;
+			break;
 		case OPT_OWNER:
 			o->owner = true;
 			break;
@@ -350,6 +356,7 @@ static int run_certs(struct client_opts *o, char **args, int nargs)
 
 static const struct subcommand subcommands[] = {
 	{ "ping", cmd_ping },
+	{ "ls", cmd_ls },
 	{ "doctor", cmd_doctor },
 	{ "certs", run_certs },
 };

@@ -265,3 +265,85 @@ void output_plan(struct output *out, const char *name, uint64_t bytes)
 		       bytes);
 	}
 }
+
+/* `rdmacp ls HOST`: one module, with its access and comment (rsync's `host::`). */
+void output_module(struct output *out, const char *name, const char *access, const char *comment)
+{
+	char esc[512], esc2[4200];
+
+	if (out->json) {
+		printf("{\"event\":\"module\",\"name\":");
+		json_str(stdout, name);
+		printf(",\"access\":\"%s\",\"comment\":", access);
+		json_str(stdout, comment);
+		printf("}\n");
+	} else {
+		log_escape(name, esc, sizeof(esc));
+		if (comment[0]) {
+			printf("%-15s %-10s %s\n", esc, access,
+			       log_escape(comment, esc2, sizeof(esc2)));
+		} else {
+			printf("%-15s %s\n", esc, access);
+		}
+	}
+}
+
+static const char *ftype_name(uint8_t ftype)
+{
+	return ftype == PROTO_FT_DIR ? "dir" : ftype == PROTO_FT_SYMLINK ? "symlink" : "file";
+}
+
+/* "drwxr-xr-x", as ls -l writes a mode. */
+static void mode_string(uint8_t ftype, uint32_t mode, char out[11])
+{
+	static const char rwx[] = "rwxrwxrwx";
+
+	out[0] = ftype == PROTO_FT_DIR ? 'd' : ftype == PROTO_FT_SYMLINK ? 'l' : '-';
+	for (int i = 0; i < 9; i++) {
+		out[1 + i] = mode & (0400u >> i) ? rwx[i] : '-';
+	}
+	if (mode & 04000) {
+		out[3] = out[3] == 'x' ? 's' : 'S';
+	}
+	if (mode & 02000) {
+		out[6] = out[6] == 'x' ? 's' : 'S';
+	}
+	if (mode & 01000) {
+		out[9] = out[9] == 'x' ? 't' : 'T';
+	}
+	out[10] = '\0';
+}
+
+/* `rdmacp ls HOST:MODULE/PATH`: one entry; -l as ls -l (numeric owners), --json whole. */
+void output_entry(struct output *out, const struct proto_file *f, bool long_format)
+{
+	char esc[4 * PROTO_MAX_PATH + 1], esc2[4 * PROTO_MAX_PATH + 1], when[32], mode[11];
+	time_t t = (time_t)f->mtime_sec;
+	struct tm tm;
+
+	if (out->json) {
+		printf("{\"event\":\"entry\",\"name\":");
+		json_str(stdout, f->name);
+		printf(",\"type\":\"%s\",\"mode\":\"%04o\",\"size\":%" PRIu64 ",\"mtime\":%" PRId64
+		       ",\"mtime_nsec\":%u,\"uid\":%u,\"gid\":%u",
+		       ftype_name(f->ftype), f->mode, f->size, f->mtime_sec, f->mtime_nsec, f->uid,
+		       f->gid);
+		if (f->link) {
+			printf(",\"link\":");
+			json_str(stdout, f->link);
+		}
+		printf("}\n");
+		return;
+	}
+	log_escape(f->name, esc, sizeof(esc));
+	if (!long_format) {
+		printf("%s\n", esc);
+		return;
+	}
+	mode_string(f->ftype, f->mode, mode);
+	if (!localtime_r(&t, &tm) || strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
+		snprintf(when, sizeof(when), "%" PRId64, f->mtime_sec);
+	}
+	printf("%s %6u %6u %15" PRIu64 " %s %s%s%s\n", mode, f->uid, f->gid, f->size, when, esc,
+	       f->link ? " -> " : "", f->link ? log_escape(f->link, esc2, sizeof(esc2)) : "");
+}

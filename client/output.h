@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "proto/msg.h"
+
 struct output {
 	bool json;
 	bool progress;	      /* updating line on stderr */
@@ -50,3 +52,6 @@ void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t
 /* --dry-run: one entry that would be copied. */
 void output_plan(struct output *out, const char *name, uint64_t bytes);
 double output_now(void);
+/* ls: a module ("read only", "write only" or "read/write") and an entry. */
+void output_module(struct output *out, const char *name, const char *access, const char *comment);
+void output_entry(struct output *out, const struct proto_file *f, bool long_format);

@@ -817,8 +817,16 @@ static int m_max_files(struct parse_state *ps, const char *key, const char *valu
 	return set_uint_key(ps, key, value, 1, UINT32_MAX, &cur_module(ps)->max_files);
 }
 
+/* Shown to the clients the module allows, in `rdmacp ls HOST`. */
 static int m_comment(struct parse_state *ps, const char *key, const char *value)
 {
+	struct module *m = cur_module(ps);
+
+	if (strlen(value) >= sizeof(m->comment)) {
+		return fail(ps, "'%s' is too long (at most %zu bytes)", key,
+			    sizeof(m->comment) - 1);
+	}
+	snprintf(m->comment, sizeof(m->comment), "%s", value);
 	return 0;
 }
 

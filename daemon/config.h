@@ -66,6 +66,7 @@ struct module {
 	unsigned max_files; /* entries one session may list or send; default 1000000 */
 	/* Pushes: a file's declared size, and one connection's together; default none. */
 	uint64_t max_file_size, max_session_bytes;
+	char comment[1025]; /* "comment": shown in module listings (PROTO_MAX_TEXT) */
 };
 
 struct daemon_config {

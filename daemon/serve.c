@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include "chan.h"
 #include "clock.h"
 #include "engine.h"
+#include "fsglob.h"
 #include "fspath.h"
 #include "hash.h"
 #include "log.h"
@@ -496,6 +498,10 @@ struct get_source {
 	struct conn *c;
 	const struct module *m;
 	struct walk *w;
+	uint64_t queued; /* top entries queued on w */
+	/* Wildcard matches queued so far, sorted: each is sent once per GET. */
+	char **globbed;
+	size_t nglobbed;
 };
 
 static void pull_warning(void *ud, const char *path, const char *why)
@@ -551,6 +557,156 @@ static void free_strings(char **v, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(v[i]);
 	}
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Was (path, name) queued by a wildcard of this GET already? Its name is its last component. */
+static bool glob_seen(const struct get_source *g, const char *path, const char *name)
+{
+	const char *slash = strrchr(path, '/');
+
+	return g->nglobbed > 0 && !strcmp(slash ? slash + 1 : path, name) &&
+	       bsearch(&path, g->globbed, g->nglobbed, sizeof(*g->globbed), cmp_str);
+}
+
+/* Keep a pattern's queued matches (taken from gl; the others are NULL) for glob_seen. */
+static int glob_keep(struct get_source *g, struct fsglob *gl)
+{
+	size_t n = 0;
+	char **v;
+
+	for (size_t i = 0; i < gl->n; i++) {
+		if (gl->paths[i]) {
+			gl->paths[n++] = gl->paths[i];
+		}
+	}
+	gl->n = n;
+	if (gl->n == 0) {
+		return 0;
+	}
+	v = reallocarray(g->globbed, g->nglobbed + gl->n, sizeof(*v));
+	if (!v) {
+		return -ENOMEM;
+	}
+	memcpy(v + g->nglobbed, gl->paths, gl->n * sizeof(*v));
+	g->globbed = v;
+	g->nglobbed += gl->n;
+	gl->n = 0;
+	if (g->nglobbed > 1) {
+		qsort(g->globbed, g->nglobbed, sizeof(*g->globbed), cmp_str);
+	}
+	return 0;
+}
+
+/* The walker's refusal of a path's top entry, as the client hears it. */
+static int refuse_top(struct conn *c, int r, const char *esc)
+{
+	return refuse(c,
+		      r == -ENOENT			   ? PERR_NOT_FOUND
+		      : r == -EISDIR || r == -ENOTDIR	   ? PERR_BAD_PATH
+		      : r == -ELOOP || r == -EXDEV	   ? PERR_BAD_PATH
+		      : r == -EINVAL || r == -ENAMETOOLONG ? PERR_BAD_PATH
+		      : r == -EACCES || r == -EPERM	   ? PERR_PERMISSION
+							   : PERR_IO,
+		      "'%s': %s", esc,
+		      r == -EISDIR		   ? "is a directory (use -r)"
+		      : r == -ELOOP || r == -EXDEV ? "symlink or escape refused"
+						   : strerror(-r));
+}
+
+/*
+ * A GET path with wildcards: each match beneath the module (fsglob.h: no
+ * symlink followed, no dotfile matched by a wildcard) is queued under its own
+ * name, as a shell would have expanded it. Directories need -r; matching
+ * nothing is NOT_FOUND. The matches count against 'max files per session'
+ * before they are queued, and so does the reading of the directories.
+ */
+static int expand_glob(struct conn *c, const struct module *m, int rootfd, const char *pattern,
+		       const char *esc, bool recursive, struct get_source *g,
+		       char *const *seen_paths, char *const *seen_names, size_t nseen)
+{
+	uint64_t left = m->max_files - MIN((uint64_t)m->max_files, g->queued);
+	struct fsglob gl = { 0 };
+	size_t added = 0, dirs = 0;
+	int r;
+
+	if (left == 0) {
+		return refuse(c, PERR_PERMISSION,
+			      "more than %u files in one session: module '%s' allows no more "
+			      "('max files per session')",
+			      m->max_files, m->name);
+	}
+	r = fsglob_expand(rootfd, pattern, left, (uint64_t)m->max_files * 4 + 4096, &gl);
+	if (r == -E2BIG) {
+		return refuse(c, PERR_PERMISSION,
+			      "'%s' matches or reads more entries than module '%s' allows "
+			      "('max files per session' is %u)",
+			      esc, m->name, m->max_files);
+	}
+	if (r < 0) {
+		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
+			      esc);
+	}
+	if (gl.n == 0) {
+		/* As a shell does: a pattern that matches nothing may be a name ("a[1].img"). */
+		const char *slash = strrchr(pattern, '/');
+
+		fsglob_free(&gl);
+		r = walk_add_root(g->w, rootfd, pattern, slash ? slash + 1 : pattern, recursive);
+		if (r == -ENOENT || r == -ENOTDIR) {
+			return refuse(c, PERR_NOT_FOUND, "'%s': no match", esc);
+		}
+		g->queued += r == 0;
+		return r < 0 ? refuse_top(c, r, esc) : 0;
+	}
+	for (size_t i = 0; i < gl.n && r >= 0; i++) {
+		const char *slash = strrchr(gl.paths[i], '/');
+		const char *name = slash ? slash + 1 : gl.paths[i];
+
+		/* Named already (by a path or another wildcard of this GET): sent once. */
+		if (get_path_seen(seen_paths, seen_names, nseen, gl.paths[i], name) ||
+		    glob_seen(g, gl.paths[i], name)) {
+			added++;
+			continue;
+		}
+		r = walk_add_root(g->w, rootfd, gl.paths[i], name, recursive);
+		if (r == -EISDIR) {
+			/* Left out, so not "seen": named alone later, it is refused as a directory. */
+			dirs++;
+			r = 0;
+			free(gl.paths[i]);
+			gl.paths[i] = NULL;
+		} else if (r == 0) {
+			added++;
+			g->queued++;
+		} else {
+			char esc2[PROTO_MAX_PATH * 4 + 1];
+
+			r = refuse_top(c, r, log_escape(gl.paths[i], esc2, sizeof(esc2)));
+		}
+	}
+	if (r >= 0 && glob_keep(g, &gl) < 0) {
+		r = refuse(c, PERR_INTERNAL, "out of memory");
+	}
+	fsglob_free(&gl);
+	if (r < 0) {
+		return r;
+	}
+	if (added == 0 && dirs > 0) {
+		return refuse(c, PERR_BAD_PATH, "'%s' matches only directories (use -r)", esc);
+	}
+	if (added == 0) {
+		return refuse(c, PERR_NOT_FOUND, "'%s': no match", esc);
+	}
+	if (dirs > 0) {
+		log_notice("%s (%s): '%s': %zu directories left out (no -r)", c->peer, c->id, esc,
+			   dirs);
+	}
+	return 0;
 }
 
 /*
@@ -609,7 +765,16 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 			break;
 		}
 		name = lastname;
-		if (get_path_seen(seen_paths, seen_names, nseen, trimmed, name)) {
+		if (fsglob_has_magic(trimmed)) {
+			r = expand_glob(c, m, rootfd, trimmed, esc, recursive, g, seen_paths,
+					seen_names, nseen);
+			if (r < 0) {
+				break;
+			}
+			continue;
+		}
+		if (get_path_seen(seen_paths, seen_names, nseen, trimmed, name) ||
+		    glob_seen(g, trimmed, name)) {
 			log_debug("%s: GET names '%s' again: walked once", c->peer, esc);
 			continue;
 		}
@@ -620,6 +785,7 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 		}
 		seen_paths[nseen++] = TAKE_PTR(trimmed);
 		r = walk_add_root(g->w, rootfd, seen_paths[nseen - 1], name, recursive);
+		g->queued += r == 0;
 		if (r < 0) {
 			r = refuse(c,
 				   r == -ENOENT			? PERR_NOT_FOUND
@@ -635,6 +801,10 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 	}
 	free_strings(seen_paths, nseen);
 	free_strings(seen_names, nseen);
+	free_strings(g->globbed, g->nglobbed);
+	free(g->globbed);
+	g->globbed = NULL;
+	g->nglobbed = 0;
 	msg_clear(&in);
 	return r < 0 ? r : 0;
 }
@@ -662,6 +832,7 @@ static int list_plan(struct get_source *g)
 	char *names[PROTO_MAX_BATCH], *links[PROTO_MAX_BATCH];
 	struct msg m = { .type = MSG_FILES }, end = { .type = MSG_END };
 	char why[256] = "";
+	uint64_t bytes = 0;
 	uint32_t id = 0;
 	int r;
 
@@ -678,6 +849,10 @@ static int list_plan(struct get_source *g)
 				}
 				continue;
 			}
+			if (e->name[0] == '\0') {
+				continue; /* a listed directory itself: its entries are the answer */
+			}
+			bytes += e->size;
 			names[n] = strdup(e->name);
 			links[n] = e->link ? strdup(e->link) : NULL;
 			pf[n] = (struct proto_file){ .id = ++id,
@@ -709,6 +884,8 @@ static int list_plan(struct get_source *g)
 	if (r < 0) {
 		return refuse(c, PERR_IO, "listing the sources: %s", strerror(-r));
 	}
+	end.u.end.files = id;
+	end.u.end.bytes = bytes;
 	return chan_send(&c->chan, &end);
 }
 
@@ -873,6 +1050,169 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 	return r;
 }
 
+/* `rdmacp ls HOST`: the modules this peer may use, in MODULES batches, then END. */
+static int list_modules(struct conn *c)
+{
+	struct proto_module pm[PROTO_MAX_BATCH];
+	struct msg mm = { .type = MSG_MODULES }, end = { .type = MSG_END };
+	size_t n = 0;
+	uint32_t shown = 0;
+	int r = 0;
+
+	/* A module this peer may not use is not named: its existence is not theirs to know. */
+	for (size_t i = 0; i < c->cfg->nmodules && r >= 0; i++) {
+		const struct module *m = &c->cfg->modules[i];
+
+		if (!peer_allowed(c, m)) {
+			continue;
+		}
+		pm[n++] = (struct proto_module){
+			.flags = (m->read_only ? PROTO_MOD_READ_ONLY : 0) |
+				 (m->write_only ? PROTO_MOD_WRITE_ONLY : 0),
+			.name = (char *)m->name,
+			.comment = (char *)m->comment,
+		};
+		shown++;
+		if (n == PROTO_MAX_BATCH) {
+			mm.u.modules.count = (uint16_t)n;
+			mm.u.modules.mods = pm;
+			r = chan_queue(&c->chan, &mm);
+			n = 0;
+		}
+	}
+	if (r >= 0 && n > 0) {
+		mm.u.modules.count = (uint16_t)n;
+		mm.u.modules.mods = pm;
+		r = chan_queue(&c->chan, &mm);
+	}
+	end.u.end.files = shown;
+	if (r >= 0) {
+		r = chan_send(&c->chan, &end);
+	}
+	log_info("%s (%s): listed %u modules", c->peer, c->id, (unsigned)shown);
+	return r;
+}
+
+/* A listing's wildcard: every match queued as a root under its path in the module. */
+static int list_glob(struct conn *c, const struct module *m, int rootfd, const char *pattern,
+		     const char *esc, struct get_source *g)
+{
+	struct fsglob gl = { 0 };
+	int r;
+
+	r = fsglob_expand(rootfd, pattern, m->max_files, (uint64_t)m->max_files * 4 + 4096, &gl);
+	if (r == -E2BIG) {
+		return refuse(c, PERR_PERMISSION,
+			      "'%s' matches or reads more entries than module '%s' allows "
+			      "('max files per session' is %u)",
+			      esc, m->name, m->max_files);
+	}
+	if (r < 0) {
+		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
+			      esc);
+	}
+	if (gl.n == 0) {
+		/* As a shell does: a pattern that matches nothing may be a name ("a[1].img"). */
+		fsglob_free(&gl);
+		r = walk_add_root(g->w, rootfd, pattern, pattern, true);
+		if (r == -ENOENT || r == -ENOTDIR) {
+			return refuse(c, PERR_NOT_FOUND, "'%s': no match", esc);
+		}
+		return r < 0 ? refuse_top(c, r, esc) : 0;
+	}
+	for (size_t i = 0; i < gl.n && r >= 0; i++) {
+		r = walk_add_root(g->w, rootfd, gl.paths[i], gl.paths[i], true);
+		if (r < 0) {
+			char esc2[PROTO_MAX_PATH * 4 + 1];
+
+			r = refuse_top(c, r, log_escape(gl.paths[i], esc2, sizeof(esc2)));
+		}
+	}
+	fsglob_free(&gl);
+	return r;
+}
+
+/*
+ * `rdmacp ls HOST:MODULE/PATH`: exactly a pull's rules (allow, write only,
+ * the module's user, no symlink followed, 'max files per session'), then the
+ * pull dry run's FILES batches and END. A directory lists its entries, named
+ * relative to it (with -r all below it); anything else lists itself.
+ */
+static int list_path(struct conn *c, const struct msg_list *l)
+{
+	struct msg_open o = { .direction = PROTO_DIR_PULL };
+	char esc[PROTO_MAX_PATH * 4 + 1], lastname[FSPATH_NAME_MAX + 1] = "";
+	_cleanup_close_ int rootfd = -1, dirfd = -1;
+	_cleanup_free_ char *trimmed = NULL;
+	const struct module *m = NULL;
+	const char *rel = NULL;
+	bool recursive = l->flags & PROTO_LIST_RECURSIVE;
+	struct get_source g = { .c = c };
+	bool magic;
+	size_t n;
+	int r;
+
+	snprintf(o.path, sizeof(o.path), "%s", l->path);
+	log_escape(l->path, esc, sizeof(esc));
+	r = check_module(c, &o, &m, &rel);
+	if (r < 0) {
+		return r;
+	}
+	r = become_module_user(c, m);
+	if (r < 0) {
+		return r;
+	}
+	r = open_module_root(c, m, &rootfd);
+	if (r < 0) {
+		return r;
+	}
+	trimmed = strdup(rel);
+	if (!trimmed) {
+		return refuse(c, PERR_INTERNAL, "out of memory");
+	}
+	for (n = strlen(trimmed); n > 0 && trimmed[n - 1] == '/'; n--) {
+		trimmed[n - 1] = '\0';
+	}
+	if (n > 0 && fspath_validate(trimmed) < 0) {
+		return refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
+	}
+	/* A wildcard lists its matches themselves (with -r, what is beneath them too). */
+	magic = fsglob_has_magic(trimmed);
+	r = magic ? -ENOTDIR : fspath_open_dir(rootfd, trimmed, &dirfd);
+	if (r < 0 && r != -ENOTDIR && r != -ELOOP) {
+		return refuse_top(c, r, esc);
+	}
+	if (r < 0 && fspath_last_component(trimmed, lastname, sizeof(lastname)) < 0) {
+		return refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
+	}
+	g.m = m;
+	r = walk_new(pull_warning, &g, &g.w);
+	if (r < 0) {
+		return refuse(c, PERR_INTERNAL, "out of memory");
+	}
+	/* The listed directory itself is walked but not listed: it does not count. */
+	walk_set_max_entries(g.w, (uint64_t)m->max_files + (lastname[0] == '\0'));
+	if (recursive) {
+		walk_set_max_depth(g.w, UINT_MAX);
+	} else {
+		walk_set_max_depth(g.w, lastname[0] ? 0 : 1);
+	}
+	r = magic ? list_glob(c, m, rootfd, trimmed, esc, &g)
+		  : walk_add_root(g.w, rootfd, trimmed, lastname, true);
+	r = r < 0 ? (magic ? r : refuse_top(c, r, esc)) : list_plan(&g);
+	if (r >= 0) {
+		log_info("%s (%s): listed %s: %llu entries", c->peer, c->id, esc,
+			 (unsigned long long)(walk_count(g.w) - (lastname[0] == '\0')));
+	}
+	walk_free(g.w);
+	return r;
+}
+
+static int handle_list(struct conn *c, const struct msg_list *l)
+{
+	return l->path[0] == '\0' ? list_modules(c) : list_path(c, l);
+}
+
 /* The session's peak resident memory, for the debug log (and the tests that bound it). */
 static void log_peak_memory(const struct conn *c)
 {
@@ -993,6 +1333,10 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 		switch (m.type) {
 		case MSG_OPEN:
 			r = handle_open(&c, &m.u.open);
+			idle_deadline = now_ms() + (int64_t)cfg->idle_timeout_s * 1000;
+			break;
+		case MSG_LIST:
+			r = handle_list(&c, &m.u.list);
 			idle_deadline = now_ms() + (int64_t)cfg->idle_timeout_s * 1000;
 			break;
 		case MSG_PING: {

@@ -30,6 +30,8 @@ static const char *const type_names[] = {
 	[MSG_PONG] = "PONG",
 	[MSG_BYE] = "BYE",
 	[MSG_ENTRY_FAILED] = "ENTRY_FAILED",
+	[MSG_LIST] = "LIST",
+	[MSG_MODULES] = "MODULES",
 };
 
 static const char *const err_names[] = {
@@ -266,6 +268,21 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		wbuf_put_str16(w, m->u.entry_failed.name, PROTO_MAX_PATH);
 		wbuf_put_str16(w, m->u.entry_failed.text, PROTO_MAX_TEXT);
 		break;
+	case MSG_LIST:
+		wbuf_put_u32(w, m->u.list.flags);
+		wbuf_put_str16(w, m->u.list.path, PROTO_MAX_PATH);
+		break;
+	case MSG_MODULES:
+		if (m->u.modules.count > PROTO_MAX_BATCH) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u16(w, m->u.modules.count);
+		for (size_t i = 0; i < m->u.modules.count; i++) {
+			wbuf_put_u8(w, m->u.modules.mods[i].flags);
+			wbuf_put_str16(w, m->u.modules.mods[i].name, PROTO_MAX_MODNAME);
+			wbuf_put_str16(w, m->u.modules.mods[i].comment, PROTO_MAX_TEXT);
+		}
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -327,6 +344,7 @@ static char *dec_str_alloc(struct rbuf *r, size_t max)
 #define FILE_ENTRY_MIN (4 + 1 + 4 + 8 + 8 + 4 + 4 + 4 + 2 + 2)
 #define ACK_ENTRY_MIN  (4 + 4 + 2)
 #define GET_ENTRY_MIN  2
+#define MOD_ENTRY_MIN  (1 + 2 + 2)
 
 static int dec_files(struct rbuf *r, struct msg_files *f)
 {
@@ -413,6 +431,38 @@ static int dec_get(struct rbuf *r, struct msg_get *g)
 		g->count = (uint16_t)(i + 1);
 		g->paths[i] = dec_str_alloc(r, PROTO_MAX_PATH);
 		if (r->error) {
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+static int dec_modules(struct rbuf *r, struct msg_modules *md)
+{
+	uint16_t count = rbuf_get_u16(r);
+
+	if (r->error || count > PROTO_MAX_BATCH || (size_t)count * MOD_ENTRY_MIN > rbuf_left(r)) {
+		return -EBADMSG;
+	}
+	md->count = 0;
+	md->mods = calloc(count ? count : 1, sizeof(*md->mods));
+	if (!md->mods) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct proto_module *e = &md->mods[i];
+
+		e->flags = rbuf_get_u8(r);
+		md->count = (uint16_t)(i + 1); /* so msg_clear frees this entry */
+		e->name = dec_str_alloc(r, PROTO_MAX_MODNAME);
+		e->comment = dec_str_alloc(r, PROTO_MAX_TEXT);
+		if (r->error) {
+			return -EBADMSG;
+		}
+		/* Read only and write only together would leave nothing to do. */
+		if ((e->flags & ~PROTO_MOD_FLAGS_KNOWN) != 0 ||
+		    e->flags == (PROTO_MOD_READ_ONLY | PROTO_MOD_WRITE_ONLY) ||
+		    e->name[0] == '\0' || strchr(e->name, '/')) {
 			return -EBADMSG;
 		}
 	}
@@ -563,6 +613,15 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		}
 		return 0;
 	}
+	case MSG_LIST:
+		m->u.list.flags = rbuf_get_u32(r);
+		rbuf_get_str16(r, m->u.list.path, sizeof(m->u.list.path), PROTO_MAX_PATH);
+		if (!r->error && (m->u.list.flags & ~PROTO_LIST_FLAGS_KNOWN) != 0) {
+			return -EBADMSG;
+		}
+		return 0;
+	case MSG_MODULES:
+		return dec_modules(r, &m->u.modules);
 	default:
 		return -EBADMSG;
 	}
@@ -611,6 +670,13 @@ void msg_clear(struct msg *m)
 			free(m->u.get.paths[i]);
 		}
 		free(m->u.get.paths);
+		break;
+	case MSG_MODULES:
+		for (size_t i = 0; i < m->u.modules.count; i++) {
+			free(m->u.modules.mods[i].name);
+			free(m->u.modules.mods[i].comment);
+		}
+		free(m->u.modules.mods);
 		break;
 	default:
 		break;

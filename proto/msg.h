@@ -21,7 +21,8 @@
 #define PROTO_MAX_PAYLOAD (1u << 20) /* 1 MiB, for any message */
 #define PROTO_MAX_PATH	  4096	     /* bytes in a path */
 #define PROTO_MAX_TEXT	  1024	     /* bytes in an error text or name */
-#define PROTO_MAX_BATCH	  256	     /* entries in FILES / FILES_ACK / GET */
+#define PROTO_MAX_BATCH	  256	     /* entries in FILES / FILES_ACK / GET / MODULES */
+#define PROTO_MAX_MODNAME 63	     /* bytes in a module name */
 #define PROTO_MAX_LANES	  16
 #define PROTO_MAX_SLOTS	  4096
 #define PROTO_MIN_CHUNK	  (4u << 10)
@@ -44,7 +45,9 @@ enum proto_type {
 	MSG_PING = 12,
 	MSG_PONG = 13,
 	MSG_BYE = 14,
-	MSG_ENTRY_FAILED = 15, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
+	MSG_LIST = 15,	       /* client -> daemon: list a path, or the modules */
+	MSG_MODULES = 16,      /* daemon -> client: modules this client may use */
+	MSG_ENTRY_FAILED = 17, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
 	MSG_TYPE_MAX = MSG_ENTRY_FAILED,
 };
 
@@ -57,9 +60,10 @@ enum {
 	PROTO_CAP_VERBS = 1u << 1, /* can use the verbs transport */
 	PROTO_CAP_PULL = 1u << 2,
 	PROTO_CAP_TREES = 1u << 3,	  /* directories, symlinks in FILES */
-	PROTO_CAP_ENTRY_FAILED = 1u << 4, /* understands ENTRY_FAILED */
+	PROTO_CAP_LIST = 1u << 4,	  /* LIST and MODULES */
+	PROTO_CAP_ENTRY_FAILED = 1u << 5, /* understands ENTRY_FAILED */
 };
-#define PROTO_CAPS_KNOWN 0x1fu
+#define PROTO_CAPS_KNOWN 0x3fu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -98,6 +102,19 @@ enum {
 	PROTO_OPEN_DEST_IS_DIR = 1u << 4, /* push: destination must be a directory */
 };
 #define PROTO_OPEN_FLAGS_KNOWN 0x1fu
+
+/* LIST flags. */
+enum {
+	PROTO_LIST_RECURSIVE = 1u << 0,
+};
+#define PROTO_LIST_FLAGS_KNOWN 0x1u
+
+/* MODULES entry flags. */
+enum {
+	PROTO_MOD_READ_ONLY = 1u << 0,
+	PROTO_MOD_WRITE_ONLY = 1u << 1,
+};
+#define PROTO_MOD_FLAGS_KNOWN 0x3u
 
 /* File entry types in FILES. */
 enum proto_ftype {
@@ -201,6 +218,27 @@ struct msg_get {
 	char **paths; /* MODULE/REL/PATH each, allocated by decode */
 };
 
+/*
+ * Listing: an empty path asks for the modules (MODULES batches, then END);
+ * MODULE/PATH for the entries of a directory, or the entry itself (FILES
+ * batches, then END).
+ */
+struct msg_list {
+	uint32_t flags;		       /* PROTO_LIST_* */
+	char path[PROTO_MAX_PATH + 1]; /* "" or MODULE/REL or an absolute path in a module */
+};
+
+struct proto_module {
+	uint8_t flags; /* PROTO_MOD_* */
+	char *name;    /* 1..PROTO_MAX_MODNAME bytes, allocated by decode */
+	char *comment; /* <= PROTO_MAX_TEXT bytes, allocated by decode, may be "" */
+};
+
+struct msg_modules {
+	uint16_t count;
+	struct proto_module *mods; /* count entries, allocated by decode */
+};
+
 struct msg_end {
 	uint32_t files; /* files the sender offered in total */
 	uint64_t bytes;
@@ -242,6 +280,8 @@ struct msg {
 		struct msg_end end;
 		struct msg_ping ping;
 		struct msg_entry_failed entry_failed;
+		struct msg_list list;
+		struct msg_modules modules;
 	} u;
 };
 

@@ -11,7 +11,8 @@
 
 uint64_t session_local_caps(void)
 {
-	uint64_t caps = PROTO_CAP_TCP | PROTO_CAP_PULL | PROTO_CAP_TREES | PROTO_CAP_ENTRY_FAILED;
+	uint64_t caps = PROTO_CAP_TCP | PROTO_CAP_PULL | PROTO_CAP_TREES | PROTO_CAP_LIST |
+			PROTO_CAP_ENTRY_FAILED;
 #ifdef HAVE_VERBS
 	caps |= PROTO_CAP_VERBS;
 #endif

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@ struct walk {
 	size_t nstack;
 	struct engine_src cur; /* the entry handed out last */
 	uint64_t count, max;
+	unsigned max_depth; /* descend above it; UINT_MAX: no limit */
 	bool over;
 	/* Directories given as local paths, held open: the walk goes on from them. */
 	int *held;
@@ -79,6 +81,7 @@ int walk_new(walk_warn_fn warn, void *ud, struct walk **ret)
 	}
 	w->warn = warn;
 	w->ud = ud;
+	w->max_depth = UINT_MAX;
 	*ret = w;
 	return 0;
 }
@@ -108,6 +111,11 @@ void walk_free(struct walk *w)
 void walk_set_max_entries(struct walk *w, uint64_t max)
 {
 	w->max = max;
+}
+
+void walk_set_max_depth(struct walk *w, unsigned depth)
+{
+	w->max_depth = depth;
 }
 
 uint64_t walk_count(const struct walk *w)
@@ -522,7 +530,7 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 	if (r == 1 && !w->cur.error && w->max && w->count >= w->max) {
 		r = -E2BIG;
 	}
-	if (r == 1 && !w->cur.error && w->cur.ftype == PROTO_FT_DIR) {
+	if (r == 1 && !w->cur.error && w->cur.ftype == PROTO_FT_DIR && depth < w->max_depth) {
 		/* Children go to the roots' and the directory's own rule: -r was needed for both. */
 		r = descend(w, depth);
 		r = r < 0 ? r : 1;

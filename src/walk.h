@@ -52,6 +52,13 @@ int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name
  */
 void walk_set_max_entries(struct walk *w, uint64_t max);
 
+/*
+ * Descend into directories only above this depth (a root is depth 0):
+ * 0 hands out the roots alone, 1 a directory root's own entries too and no
+ * deeper. Default: no limit but the walker's own.
+ */
+void walk_set_max_depth(struct walk *w, unsigned depth);
+
 /* Entries handed out so far (failure entries not counted). */
 uint64_t walk_count(const struct walk *w);
 

@@ -32,7 +32,7 @@ def status(sid, st, text):
 
 
 SEEDS = {
-    "hello": frame(1, struct.pack(">HHQ", 1, 1, 0x0F) + s16("rdmacp 0.1")),
+    "hello": frame(1, struct.pack(">HHQ", 1, 1, 0x1F) + s16("rdmacp 0.1")),
     "error": frame(2, struct.pack(">I", 4) + s16("no such module")),
     # direction push, transport tcp, 4 lanes, reserved, flags, chunk 1 MiB, 64 slots
     "open": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x03, 1 << 20, 64) + s16("mod/dest")),
@@ -52,8 +52,18 @@ SEEDS = {
     "ping": frame(12, struct.pack(">Q", 0x0102030405060708)),
     "pong": frame(13, struct.pack(">Q", 0x0102030405060708)),
     "bye": frame(14, b""),
+    # flags (recursive), path; an empty path asks for the modules
+    "list": frame(15, struct.pack(">I", 1) + s16("mod/dir")),
+    "list_modules": frame(15, struct.pack(">I", 0) + s16("")),
+    # per module: flags (0x1 read only, 0x2 write only), name, comment
+    "modules": frame(16, struct.pack(">H", 3)
+                     + struct.pack(">B", 0) + s16("data") + s16("main data")
+                     + struct.pack(">B", 1) + s16("backups") + s16("")
+                     + struct.pack(">B", 2) + s16("inbox") + s16("drop files here")),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
+SEEDS["stream_ls"] = (SEEDS["hello"] + SEEDS["list_modules"] + SEEDS["modules"] + SEEDS["end"]
+                      + SEEDS["list"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"])
 # Two slot descriptors (32 bytes each: file_id, len, offset, seq, reserved 0);
 # the fuzzer reads the input as descriptors at offsets 0, 32, ...
 SEEDS["desc"] = (struct.pack(">IIQQQ", 1, 4096, 0, 0, 0)

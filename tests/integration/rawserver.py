@@ -18,6 +18,15 @@ Modes (what the client gets):
   list          HELLO; OPEN (a dry-run pull) is answered with END, then GET
                 with FILES listing --name under each requested path's last
                 component (so the client accepts it with -r), then END
+  glob          as list, but GET is answered with one regular file named
+                --name at the top, whatever was asked for (a daemon that
+                "expands" a wildcard into a name the pattern can't match)
+  ls            HELLO with the LIST capability; LIST is answered with one
+                MODULES entry (an empty path) or one FILES entry (a path)
+                named --name, then END
+
+--caps sets the HELLO capabilities (default 0xd: tcp, pull, trees; no LIST,
+as a daemon from before LIST).
 
 --text-hex / --name-hex give the hostile bytes (default: ESC [ 2 J, a
 newline, "<0>FORGED", a C1 CSI 0x9b and ESC ] 0 ; title BEL).
@@ -37,7 +46,7 @@ HDR = struct.Struct(">IBBHHHI")
 TYPES = {
     "HELLO": 1, "ERROR": 2, "OPEN": 3, "OPEN_OK": 4, "RING": 5, "FILES": 6,
     "FILES_ACK": 7, "FILE_DONE": 8, "FILE_RESULT": 9, "GET": 10, "END": 11,
-    "PING": 12, "PONG": 13, "BYE": 14,
+    "PING": 12, "PONG": 13, "BYE": 14, "LIST": 15, "MODULES": 16,
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 HOSTILE = b"\x1b[2J\n<0>FORGED \xc2\x9b2J \x9b31m \x1b]0;pwned\x07end"
@@ -85,9 +94,9 @@ def send(sock, name, payload):
     say("sent %s (%d bytes)" % (name, len(payload)))
 
 
-def hello_payload():
+def hello_payload(caps):
     sw = b"rawserver"
-    return struct.pack(">HHQ", 1, 1, 0x1 | 0x4 | 0x8) + str16(sw)
+    return struct.pack(">HHQ", 1, 1, caps) + str16(sw)
 
 
 def error_payload(code, text):
@@ -119,7 +128,21 @@ def serve(sock, args, text, name):
     if args.mode == "error-hello":
         send(sock, "ERROR", error_payload(args.code, text))
         return
-    send(sock, "HELLO", hello_payload())
+    send(sock, "HELLO", hello_payload(args.caps))
+    if args.mode == "ls":
+        p = expect(sock, "LIST")
+        (plen,) = struct.unpack(">H", p[4:6])
+        if plen == 0:
+            send(sock, "MODULES", struct.pack(">HB", 1, 0) + str16(name) + str16(name))
+        else:
+            send(sock, "FILES", files_payload([(name, 1)]))
+        send(sock, "END", struct.pack(">IQ", 1, 0))
+        try:
+            t, _ = read_frame(sock)
+            say("got %s" % TYPE_NAMES.get(t, t))
+        except (EOFError, OSError, ValueError):
+            pass
+        return
     if args.mode == "hello":
         while True:
             t, _ = read_frame(sock)
@@ -135,6 +158,9 @@ def serve(sock, args, text, name):
         send(sock, "ERROR", error_payload(args.code, text))
         return
     entries = []
+    if args.mode == "glob":
+        paths = []
+        entries.append((name, 1))
     for p in paths:
         top = p.rstrip(b"/").rsplit(b"/", 1)[-1]
         entries.append((top, 2))
@@ -156,7 +182,9 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file")
     ap.add_argument("--mode", required=True,
-                    choices=("hello", "error-hello", "error-open", "error-get", "list"))
+                    choices=("hello", "error-hello", "error-open", "error-get", "list", "glob",
+                             "ls"))
+    ap.add_argument("--caps", type=lambda v: int(v, 0), default=0xD)
     ap.add_argument("--code", type=int, default=5)
     ap.add_argument("--text-hex")
     ap.add_argument("--name-hex")

@@ -383,6 +383,33 @@ static void test_unknown_key(void **state)
 	expect_error(BASE_LINES + 3, "unknown key 'readonly'");
 }
 
+/* A module's comment is kept for listings (issue 15), up to 1024 bytes; longer: refused. */
+static void test_module_comment(void **state)
+{
+	struct daemon_config *c;
+	char body[2200];
+	char text[1026];
+
+	(void)state;
+	write_conf(
+	    "[data]\npath = @/data\ncomment = main data ; inline comment\n[b]\npath = @/other\n");
+	c = load_ok();
+	assert_string_equal(daemon_config_module(c, "data")->comment, "main data");
+	assert_string_equal(daemon_config_module(c, "b")->comment, "");
+	daemon_config_free(c);
+	memset(text, 'c', 1024);
+	text[1024] = '\0';
+	snprintf(body, sizeof(body), "[data]\npath = @/data\ncomment = %s\n", text);
+	write_conf(body);
+	c = load_ok();
+	assert_int_equal(strlen(daemon_config_module(c, "data")->comment), 1024);
+	daemon_config_free(c);
+	strcat(text, "c");
+	snprintf(body, sizeof(body), "[data]\npath = @/data\ncomment = %s\n", text);
+	write_conf(body);
+	expect_error(BASE_LINES + 3, "'comment' is too long");
+}
+
 static void test_unknown_section(void **state)
 {
 	write_conf("\n[bad name!]\npath = @/data\n");
@@ -882,6 +909,7 @@ int main(void)
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_nested_modules),
 		cmocka_unit_test(test_unauthenticated_limits),
+		cmocka_unit_test(test_module_comment),
 	};
 
 	/* Modules without 'uid' run as this user; a root daemon needs it to exist. */

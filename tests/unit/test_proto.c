@@ -134,6 +134,13 @@ static struct proto_status s_st[2] = {
 static char s_get0[] = "mod/a";
 static char s_get1[] = "mod/b/c";
 static char *s_paths[2] = { s_get0, s_get1 };
+static char s_mod0[] = "data", s_mod1[] = "backups", s_mod2[] = "inbox";
+static char s_comment0[] = "main data", s_comment1[] = "";
+static struct proto_module s_mods[3] = {
+	{ .flags = 0, .name = s_mod0, .comment = s_comment0 },
+	{ .flags = PROTO_MOD_READ_ONLY, .name = s_mod1, .comment = s_comment1 },
+	{ .flags = PROTO_MOD_WRITE_ONLY, .name = s_mod2, .comment = s_comment0 },
+};
 
 static void sample(uint16_t type, struct msg *m)
 {
@@ -219,6 +226,14 @@ static void sample(uint16_t type, struct msg *m)
 		m->u.entry_failed.status = PERR_PERMISSION;
 		strcpy(m->u.entry_failed.name, "tree/a\nb");
 		strcpy(m->u.entry_failed.text, "open: Permission denied");
+		break;
+	case MSG_LIST:
+		m->u.list.flags = PROTO_LIST_FLAGS_KNOWN;
+		strcpy(m->u.list.path, "mod/dir/");
+		break;
+	case MSG_MODULES:
+		m->u.modules.count = 3;
+		m->u.modules.mods = s_mods;
 		break;
 	default:
 		fail();
@@ -332,6 +347,20 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		assert_int_equal(a->u.entry_failed.status, b->u.entry_failed.status);
 		assert_string_equal(a->u.entry_failed.name, b->u.entry_failed.name);
 		assert_string_equal(a->u.entry_failed.text, b->u.entry_failed.text);
+		break;
+	case MSG_LIST:
+		assert_int_equal(a->u.list.flags, b->u.list.flags);
+		assert_string_equal(a->u.list.path, b->u.list.path);
+		break;
+	case MSG_MODULES:
+		assert_int_equal(a->u.modules.count, b->u.modules.count);
+		assert_non_null(b->u.modules.mods);
+		for (size_t i = 0; i < a->u.modules.count; i++) {
+			assert_int_equal(a->u.modules.mods[i].flags, b->u.modules.mods[i].flags);
+			assert_string_equal(a->u.modules.mods[i].name, b->u.modules.mods[i].name);
+			assert_string_equal(a->u.modules.mods[i].comment,
+					    b->u.modules.mods[i].comment);
+		}
 		break;
 	default:
 		fail();
@@ -507,6 +536,11 @@ static void test_round_trip_every_type(void **state)
 	m = (struct msg){ .type = MSG_FILES };
 	round_trip(&m);
 	m = (struct msg){ .type = MSG_FILES_ACK };
+	round_trip(&m);
+	/* An empty LIST path asks for the modules; a MODULES batch may be empty. */
+	m = (struct msg){ .type = MSG_LIST };
+	round_trip(&m);
+	m = (struct msg){ .type = MSG_MODULES };
 	round_trip(&m);
 }
 
@@ -1151,6 +1185,107 @@ static void test_bad_status(void **state)
 
 /* ---- encoder refusals --------------------------------------------------- */
 
+/* LIST: only the defined flags; the path under its cap (issue 15). */
+static void test_bad_list(void **state)
+{
+	struct msg m;
+	size_t len;
+	char *longest = repeat('p', PROTO_MAX_PATH);
+
+	(void)state;
+	sample(MSG_LIST, &m);
+	len = encode_ok(&m);
+	assert_int_equal(decode_rc(MSG_LIST, payload(), len), 0);
+	for (unsigned bit = 1; bit < 32; bit++) {
+		m.u.list.flags = 1u << bit;
+		len = encode_ok(&m);
+		assert_int_equal(decode_rc(MSG_LIST, payload(), len), -EBADMSG);
+	}
+	m.u.list.flags = 0;
+	strcpy(m.u.list.path, longest);
+	len = encode_ok(&m);
+	assert_int_equal(decode_rc(MSG_LIST, payload(), len), 0);
+	assert_int_equal(decode_last_string_grown(MSG_LIST, payload(), len, PROTO_MAX_PATH),
+			 -EBADMSG);
+	free(longest);
+}
+
+/* Encode one module the way a hostile daemon might, past what our encoder allows. */
+static int decode_one_module_raw(uint8_t flags, const char *name, const char *comment)
+{
+	struct wbuf w;
+	uint8_t *buf = payload();
+
+	wbuf_init(&w, buf, PROTO_MAX_PAYLOAD);
+	wbuf_put_u16(&w, 1);
+	wbuf_put_u8(&w, flags);
+	wbuf_put_str16(&w, name, 0xffff);
+	wbuf_put_str16(&w, comment, 0xffff);
+	assert_false(w.overflow);
+	return decode_rc(MSG_MODULES, buf, w.len);
+}
+
+/* MODULES: every field checked, every count capped before allocation (issue 15). */
+static void test_bad_modules(void **state)
+{
+	char *name = repeat('n', PROTO_MAX_MODNAME + 1);
+	char *text = repeat('t', PROTO_MAX_TEXT + 1);
+	struct proto_module *mods = calloc(PROTO_MAX_BATCH, sizeof(*mods));
+	struct msg m;
+
+	(void)state;
+	assert_non_null(mods);
+	assert_int_equal(decode_one_module_raw(PROTO_MOD_READ_ONLY, "ok", "fine"), 0);
+	/* Unknown flags, read only and write only together. */
+	for (unsigned bit = 2; bit < 8; bit++) {
+		assert_int_equal(decode_one_module_raw((uint8_t)(1u << bit), "ok", ""), -EBADMSG);
+	}
+	assert_int_equal(
+	    decode_one_module_raw(PROTO_MOD_READ_ONLY | PROTO_MOD_WRITE_ONLY, "ok", ""), -EBADMSG);
+	/* A name: not empty, no '/', at most PROTO_MAX_MODNAME bytes. */
+	assert_int_equal(decode_one_module_raw(0, "", ""), -EBADMSG);
+	assert_int_equal(decode_one_module_raw(0, "a/b", ""), -EBADMSG);
+	assert_int_equal(decode_one_module_raw(0, name + 1, ""), 0);
+	assert_int_equal(decode_one_module_raw(0, name, ""), -EBADMSG);
+	/* A comment: at most PROTO_MAX_TEXT bytes. */
+	assert_int_equal(decode_one_module_raw(0, "ok", text + 1), 0);
+	assert_int_equal(decode_one_module_raw(0, "ok", text), -EBADMSG);
+	/* A full batch round-trips; one more is refused both ways. */
+	for (size_t i = 0; i < PROTO_MAX_BATCH; i++) {
+		mods[i] = s_mods[i % 3];
+	}
+	m = (struct msg){ .type = MSG_MODULES,
+			  .u.modules = { .count = PROTO_MAX_BATCH, .mods = mods } };
+	round_trip(&m);
+	m.u.modules.count = PROTO_MAX_BATCH + 1;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	{
+		struct wbuf w;
+		uint8_t *buf = payload();
+
+		wbuf_init(&w, buf, PROTO_MAX_PAYLOAD);
+		wbuf_put_u16(&w, PROTO_MAX_BATCH + 1);
+		for (size_t i = 0; i <= PROTO_MAX_BATCH; i++) {
+			wbuf_put_u8(&w, 0);
+			wbuf_put_str16(&w, "m", PROTO_MAX_MODNAME);
+			wbuf_put_str16(&w, "", PROTO_MAX_TEXT);
+		}
+		assert_false(w.overflow);
+		assert_int_equal(decode_rc(MSG_MODULES, buf, w.len), -EBADMSG);
+	}
+	/* A huge count in a short payload: refused before allocating. */
+	{
+		const uint8_t p[6] = { 0xff, 0xff, 0, 0, 0, 0 };
+		const uint8_t q[6] = { 0, 2, 0, 0, 0, 0 };
+
+		assert_int_equal(decode_rc(MSG_MODULES, p, sizeof(p)), -EBADMSG);
+		assert_int_equal(decode_rc(MSG_MODULES, q, sizeof(q)), -EBADMSG);
+	}
+	free(mods);
+	free(name);
+	free(text);
+}
+
 static void test_encode_refuses(void **state)
 {
 	struct msg m;
@@ -1359,6 +1494,8 @@ int main(void)
 		cmocka_unit_test(test_bad_ring),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_bad_status),
+		cmocka_unit_test(test_bad_list),
+		cmocka_unit_test(test_bad_modules),
 		cmocka_unit_test(test_encode_refuses),
 		cmocka_unit_test(test_desc),
 		cmocka_unit_test(test_rbuf_latches),
