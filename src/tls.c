@@ -587,7 +587,7 @@ static int wait_or_fail(struct tls_conn *c, int ssl_error, int64_t deadline, int
 static long record_first_bytes(BIO *bio, int oper, const char *argp, size_t len, int argi,
 			       long argl, int ret, size_t *processed)
 {
-	struct tls_conn *c = (struct tls_conn *)BIO_get_callback_arg(bio);
+	struct tls_conn *c = (struct tls_conn *)(void *)BIO_get_callback_arg(bio);
 
 	(void)len;
 	(void)argi;
