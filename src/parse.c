@@ -13,10 +13,15 @@
 
 #include "macro.h"
 
-/* DIGIT+ at s; *ret_end after the digits. */
-static int parse_digits(const char *s, uint64_t *ret, const char **ret_end)
+/*
+ * DIGIT+ at s; *ret_end after the digits. A value past UINT64_MAX is
+ * *ret_overflow, not an error yet: what follows the digits may make the
+ * string malformed, and malformed wins over too big.
+ */
+static int parse_digits(const char *s, uint64_t *ret, bool *ret_overflow, const char **ret_end)
 {
 	uint64_t v = 0;
+	bool overflow = false;
 	const char *p = s;
 
 	if (!s || *p < '0' || *p > '9') {
@@ -26,11 +31,13 @@ static int parse_digits(const char *s, uint64_t *ret, const char **ret_end)
 		unsigned d = (unsigned)(*p - '0');
 
 		if (v > (UINT64_MAX - d) / 10) {
-			return -ERANGE;
+			overflow = true;
+		} else {
+			v = v * 10 + d;
 		}
-		v = v * 10 + d;
 	}
 	*ret = v;
+	*ret_overflow = overflow;
 	*ret_end = p;
 	return 0;
 }
@@ -39,7 +46,8 @@ int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 {
 	const char *end;
 	uint64_t v;
-	int r = parse_digits(s, &v, &end);
+	bool overflow;
+	int r = parse_digits(s, &v, &overflow, &end);
 
 	if (r < 0) {
 		return r;
@@ -47,7 +55,7 @@ int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 	if (*end != '\0') {
 		return -EINVAL;
 	}
-	if (v < min || v > max) {
+	if (overflow || v < min || v > max) {
 		return -ERANGE;
 	}
 	*ret = v;
@@ -94,17 +102,20 @@ int parse_size_unit(const char *s, uint64_t bare_unit, uint64_t *ret)
 {
 	const char *end;
 	uint64_t v;
-	bool has_mult;
+	bool has_mult, overflow;
 	int r, shift;
 
 	assert(bare_unit > 0);
-	r = parse_digits(s, &v, &end);
+	r = parse_digits(s, &v, &overflow, &end);
 	if (r < 0) {
 		return r;
 	}
 	shift = size_suffix_shift(end, &has_mult);
 	if (shift < 0) {
 		return shift;
+	}
+	if (overflow) {
+		return -ERANGE;
 	}
 	if (has_mult) {
 		if (v > (UINT64_MAX >> shift)) {

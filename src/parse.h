@@ -9,8 +9,9 @@
  *   bool  := yes | no | true | false | 1 | 0   (any case)
  *   port  := uint in 1..65535
  *
- * No sign, no blanks, no empty value, no other base. A value that is too big
- * (for its type or its range) is -ERANGE, anything else malformed -EINVAL.
+ * No sign, no blanks, no empty value, no other base, no fraction. A string
+ * outside the grammar is -EINVAL (even when its digits are also too many);
+ * a value too big for uint64_t or outside its range is -ERANGE.
  * Outputs are untouched on failure. Certificate fingerprints are parsed in
  * one place too: tls_parse_fingerprint() (src/tls.h).
  */

@@ -86,6 +86,9 @@ static void test_size_malformed(void **state)
 static void test_size_overflow(void **state)
 {
 	size_bad("18446744073709551616", -ERANGE);
+	/* Malformed wins over too big. */
+	size_bad("99999999999999999999999X", -EINVAL);
+	size_bad("99999999999999999999999 ", -EINVAL);
 	size_bad("99999999999999999999999", -ERANGE);
 	size_bad("16777216T", -ERANGE);	   /* 2^24 TiB = 2^64 */
 	size_bad("17179869184G", -ERANGE); /* 2^34 GiB = 2^64 */
@@ -124,6 +127,7 @@ static void test_uint(void **state)
 	assert_int_equal(parse_uint("11", 0, 10, &v), -ERANGE);
 	assert_int_equal(parse_uint("0", 1, 10, &v), -ERANGE);
 	assert_int_equal(parse_uint("18446744073709551616", 0, UINT64_MAX, &v), -ERANGE);
+	assert_int_equal(parse_uint("18446744073709551616x", 0, UINT64_MAX, &v), -EINVAL);
 	/* Malformed: no sign, no blanks, no suffix, not empty. */
 	assert_int_equal(parse_uint("", 0, 10, &v), -EINVAL);
 	assert_int_equal(parse_uint(NULL, 0, 10, &v), -EINVAL);
