@@ -296,6 +296,7 @@ static int set_help(struct client_opts *o, const char *v)
 }
 
 #define PATH_EXPECT "a file name, 1 to 4095 bytes"
+#define BOOL_EXPECT "yes, no, true, false, 1 or 0"
 
 /* { name, has_arg, short, config key, handler, what a good value is }, as rdmacp(1) lists them. */
 const struct client_option client_options[] = {
@@ -321,8 +322,8 @@ const struct client_option client_options[] = {
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },
-	{ "poll", no_argument, 0, "poll", set_poll, "yes or no" },
-	{ "progress", no_argument, 0, "progress", set_progress, "yes or no" },
+	{ "poll", no_argument, 0, "poll", set_poll, BOOL_EXPECT },
+	{ "progress", no_argument, 0, "progress", set_progress, BOOL_EXPECT },
 	{ "no-progress", no_argument, 0, NULL, set_no_progress, NULL },
 	{ "json", no_argument, 0, NULL, set_json, NULL },
 	{ "quiet", no_argument, 'q', NULL, set_quiet, NULL },
