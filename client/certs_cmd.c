@@ -11,6 +11,7 @@
 #include "exitcodes.h"
 #include "log.h"
 #include "macro.h"
+#include "parse.h"
 #include "tls.h"
 
 #define MAX_HOSTS 32
@@ -27,13 +28,11 @@ static int certs_usage(void)
 
 static int parse_days(const char *s, int *ret)
 {
-	char *end;
-	long v;
+	uint64_t v;
+	int r = parse_uint(s, 0, 36500, &v);
 
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || v < 0 || v > 36500) {
-		return -EINVAL;
+	if (r < 0) {
+		return r;
 	}
 	*ret = (int)v;
 	return 0;

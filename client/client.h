@@ -46,8 +46,6 @@ struct client_opts {
 void client_opts_defaults(struct client_opts *o);
 int client_config_load(struct client_opts *o, const char *file, bool must_exist, char *err,
 		       size_t errlen);
-/* Parse "64M", "1G", "4096": binary suffixes. */
-int parse_size(const char *s, uint64_t *ret);
 
 struct remote {
 	char host[256];	 /* without brackets */
@@ -77,7 +75,7 @@ int client_fit(struct client_opts *o, uint8_t direction, uint8_t *transport,
 	       struct client_fit *ret);
 /* "8 MiB", "1.5 GiB", "512 bytes". */
 void fit_format_bytes(uint64_t v, char *buf, size_t len);
-/* --bwlimit: a bare number is KiB/s (as rsync's), K/M/G suffixes as parse_size. */
+/* --bwlimit: a bare number is KiB/s (as rsync's), K/M/G/T suffixes as parse_size. */
 int parse_bwlimit(const char *s, uint64_t *ret);
 
 /* One control connection to a daemon (copy.c). */

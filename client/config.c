@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Client defaults from ~/.config/rdmacp/config, an INI file with a
- * [client] section. Unknown keys are errors, reported with file and line.
+ * [client] section whose keys are options' (client_options[], options.c).
+ * Unknown keys are errors, reported with file and line.
  */
 #include <errno.h>
 #include <ini.h>
@@ -9,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "client.h"
+#include "log.h"
 #include "macro.h"
-#include "proto/msg.h"
-#include "xport.h"
+#include "options.h"
+#include "parse.h"
 
 void client_opts_defaults(struct client_opts *o)
 {
@@ -42,67 +43,10 @@ void client_opts_defaults(struct client_opts *o)
 	o->progress = -1;
 }
 
-int parse_size(const char *s, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	if (!s || !*s || *s == '-') {
-		return -EINVAL;
-	}
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s) {
-		return -EINVAL;
-	}
-	switch (*end) {
-	case '\0':
-		break;
-	case 'k':
-	case 'K':
-		shift = 10;
-		break;
-	case 'm':
-	case 'M':
-		shift = 20;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (*end && end[1] != '\0' && strcasecmp(end + 1, "ib") != 0 &&
-	    strcasecmp(end + 1, "b") != 0) {
-		return -EINVAL;
-	}
-	if (shift && v > (UINT64_MAX >> shift)) {
-		return -ERANGE;
-	}
-	*ret = (uint64_t)v << shift;
-	return 0;
-}
-
+/* rsync's rule: without a suffix the number counts KiB per second. */
 int parse_bwlimit(const char *s, uint64_t *ret)
 {
-	uint64_t v;
-	size_t n = s ? strlen(s) : 0;
-	int r = parse_size(s, &v);
-
-	if (r < 0) {
-		return r;
-	}
-	/* rsync's rule: without a suffix the number counts KiB per second. */
-	if (n > 0 && s[n - 1] >= '0' && s[n - 1] <= '9') {
-		if (v > (UINT64_MAX >> 10)) {
-			return -ERANGE;
-		}
-		v <<= 10;
-	}
-	*ret = v;
-	return 0;
+	return parse_size_unit(s, 1024, ret);
 }
 
 struct parse_state {
@@ -144,95 +88,27 @@ static int bad(struct parse_state *ps, const char *fmt, ...)
 	return 0;
 }
 
-static int set_str(char *dst, size_t len, const char *v)
-{
-	if (strlen(v) >= len || !*v) {
-		return -EINVAL;
-	}
-	snprintf(dst, len, "%s", v);
-	return 0;
-}
-
-static int parse_uint(const char *v, unsigned long min, unsigned long max, unsigned long *ret)
-{
-	char *end;
-	unsigned long x;
-
-	errno = 0;
-	x = strtoul(v, &end, 10);
-	if (errno || end == v || *end || *v == '-' || x < min || x > max) {
-		return -EINVAL;
-	}
-	*ret = x;
-	return 0;
-}
-
+/* Each key is an option's (options.c): the same handler, the same values. */
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
 	struct parse_state *ps = user;
-	struct client_opts *o = ps->o;
-	unsigned long u;
-	uint64_t sz;
+	const struct client_option *opt;
+	char esc[256];
 
 	if (ps->failed) {
 		return 0;
 	}
 	if (strcmp(section, "client") != 0) {
-		return bad(ps, "unknown section [%s]", section);
+		return bad(ps, "unknown section [%s]", log_escape(section, esc, sizeof(esc)));
 	}
-	if (!strcmp(name, "cert")) {
-		if (set_str(o->cert, sizeof(o->cert), value) < 0) {
-			return bad(ps, "bad %s", name);
-		}
-	} else if (!strcmp(name, "key")) {
-		if (set_str(o->key, sizeof(o->key), value) < 0) {
-			return bad(ps, "bad %s", name);
-		}
-	} else if (!strcmp(name, "ca")) {
-		if (set_str(o->ca, sizeof(o->ca), value) < 0) {
-			return bad(ps, "bad %s", name);
-		}
-	} else if (!strcmp(name, "pin")) {
-		if (tls_parse_fingerprint(value, o->pin) < 0) {
-			return bad(ps,
-				   "bad pin '%s': expected sha256:<64 hex digits, ':' between "
-				   "pairs allowed>",
-				   value);
-		}
-		o->have_pin = true;
-	} else if (!strcmp(name, "port")) {
-		if (parse_uint(value, 1, 65535, &u) < 0) {
-			return bad(ps, "bad port '%s'", value);
-		}
-		o->port = (uint16_t)u;
-	} else if (!strcmp(name, "transport")) {
-		if (!strcmp(value, "tcp")) {
-			o->transport = XPORT_KIND_TCP;
-		} else if (!strcmp(value, "verbs")) {
-			o->transport = XPORT_KIND_VERBS;
-		} else if (!strcmp(value, "auto")) {
-			o->transport = 0;
-		} else {
-			return bad(ps, "bad transport '%s': auto, tcp or verbs", value);
-		}
-	} else if (!strcmp(name, "lanes")) {
-		if (parse_uint(value, 1, PROTO_MAX_LANES, &u) < 0) {
-			return bad(ps, "bad lanes '%s'", value);
-		}
-		o->lanes = (unsigned)u;
-	} else if (!strcmp(name, "chunk size")) {
-		if (parse_size(value, &sz) < 0 || sz < PROTO_MIN_CHUNK || sz > PROTO_MAX_CHUNK ||
-		    (sz & (sz - 1))) {
-			return bad(ps, "bad chunk size '%s': a power of two, 4K..64M", value);
-		}
-		o->chunk_size = (uint32_t)sz;
-	} else if (!strcmp(name, "connect timeout")) {
-		if (parse_uint(value, 1, 3600, &u) < 0) {
-			return bad(ps, "bad connect timeout '%s'", value);
-		}
-		o->connect_timeout_s = (int)u;
-	} else {
-		return bad(ps, "unknown key '%s' in [%s]", name, section);
+	opt = client_option_by_key(name);
+	if (!opt) {
+		return bad(ps, "unknown key '%s' in [%s]", log_escape(name, esc, sizeof(esc)),
+			   section);
+	}
+	if (opt->set(ps->o, value) < 0) {
+		return bad(ps, "bad %s '%s': %s", opt->config_key,
+			   log_escape(value, esc, sizeof(esc)), opt->expect);
 	}
 	return 1;
 }

@@ -38,6 +38,7 @@
 #include "fspath.h"
 #include "log.h"
 #include "macro.h"
+#include "parse.h"
 #include "tls.h"
 
 #define CONFIG_MAX_LINE 4096
@@ -102,81 +103,7 @@ _printf_(3, 4) static int fail_at(struct parse_state *ps, unsigned line, const c
 /* Values are quoted in messages; escape them so a hostile byte can't forge log lines. */
 #define ESC(v) log_escape((v), (char[256]){ 0 }, 256)
 
-/* ---- value parsers: return 0 or a negative errno, never log ---- */
-
-static int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!isdigit((unsigned char)s[0])) {
-		return -EINVAL;
-	}
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end) {
-		return -EINVAL;
-	}
-	if (v < min || v > max) {
-		return -ERANGE;
-	}
-	*ret = v;
-	return 0;
-}
-
-static int parse_bool(const char *s, bool *ret)
-{
-	static const char *const yes[] = { "yes", "true", "1" };
-	static const char *const no[] = { "no", "false", "0" };
-
-	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
-		if (strcasecmp(s, yes[i]) == 0) {
-			*ret = true;
-			return 0;
-		}
-		if (strcasecmp(s, no[i]) == 0) {
-			*ret = false;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-/* "123", "64M", "4G", "4GiB": binary multiples. */
-static int parse_size(const char *s, uint64_t *ret)
-{
-	static const char suffixes[] = "KMGT";
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	if (!isdigit((unsigned char)s[0])) {
-		return -EINVAL;
-	}
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno) {
-		return -ERANGE;
-	}
-	if (*end) {
-		const char *p = strchr(suffixes, toupper((unsigned char)*end));
-
-		if (!p) {
-			return -EINVAL;
-		}
-		shift = 10 * (unsigned)(p - suffixes + 1);
-		end++;
-		if (strcasecmp(end, "") != 0 && strcasecmp(end, "iB") != 0 &&
-		    strcasecmp(end, "B") != 0) {
-			return -EINVAL;
-		}
-	}
-	if (v > (UINT64_MAX >> shift)) {
-		return -ERANGE;
-	}
-	*ret = (uint64_t)v << shift;
-	return 0;
-}
+/* ---- value parsers: return 0 or a negative errno, never log (numbers: parse.h) ---- */
 
 /*
  * An allow name: what a certificate's CN, DNS name or IP address can be and
@@ -260,18 +187,6 @@ static bool module_name_valid(const char *s)
 	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
 }
 
-static int parse_port(const char *s, uint16_t *ret)
-{
-	uint64_t v;
-	int r = parse_uint(s, 1, 65535, &v);
-
-	if (r < 0) {
-		return -ERANGE;
-	}
-	*ret = (uint16_t)v;
-	return 0;
-}
-
 /*
  * Returns -EINVAL for bad syntax, -ERANGE for a bad port, -EADDRNOTAVAIL when
  * the host does not resolve. Host names are resolved once, here: the daemon
@@ -334,9 +249,8 @@ int parse_listen_addr(const char *text, struct listen_addr *ret)
 		hints.ai_family = AF_UNSPEC;
 	}
 	if (port_text) {
-		r = parse_port(port_text, &port);
-		if (r < 0) {
-			return r;
+		if (parse_port(port_text, &port) < 0) {
+			return -ERANGE;
 		}
 	}
 	if (host[0] == '\0') {

@@ -1,11 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* The client's value parsers: --bwlimit's units (rsync's: a bare number is KiB/s). */
+/*
+ * The client's options: --bwlimit's units (rsync's: a bare number is KiB/s),
+ * and the one table behind the command line and the [client] config file.
+ */
 #include <errno.h>
+#include <getopt.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
 #include "client.h"
+#include "exitcodes.h"
+#include "options.h"
+#include "parse.h"
+#include "xport.h"
 
 #define KiB (UINT64_C(1024))
 
@@ -31,6 +43,9 @@ static void test_bwlimit_suffixes(void **state)
 	assert_int_equal(bw("500KiB"), 500 * KiB);
 	assert_int_equal(bw("50M"), 50 * 1024 * KiB);
 	assert_int_equal(bw("2G"), UINT64_C(2) << 30);
+	/* T, as the daemon's sizes have it. */
+	assert_int_equal(bw("1T"), UINT64_C(1) << 40);
+	assert_int_equal(bw("1tib"), UINT64_C(1) << 40);
 	/* The bare number and the K suffix agree. */
 	assert_int_equal(bw("500"), bw("500K"));
 }
@@ -56,6 +71,144 @@ static void test_size_unchanged(void **state)
 	assert_int_equal(v, 4096);
 }
 
+/* argv from a string, as the shell would split it (no quoting). */
+static int run_options(struct client_opts *o, const char *cmdline)
+{
+	char *copy = strdup(cmdline), *argv[32], *save = NULL;
+	int argc = 0, r;
+
+	assert_non_null(copy);
+	argv[argc++] = (char *)"rdmacp";
+	for (char *t = strtok_r(copy, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+		assert_true(argc < 31);
+		argv[argc++] = t;
+	}
+	argv[argc] = NULL;
+	client_opts_defaults(o);
+	r = client_parse_options(argc, argv, o, false);
+	free(copy);
+	return r;
+}
+
+static void test_cli_table_walk(void **state)
+{
+	struct client_opts o;
+
+	/* Options anywhere, short and long, the --qps alias, T in a size. */
+	assert_int_equal(run_options(&o, "-r src1 --qps 4 -P 7000 host:m/ --bwlimit 1T -pv"), 0);
+	assert_true(o.recursive);
+	assert_true(o.preserve);
+	assert_int_equal(o.lanes, 4);
+	assert_int_equal(o.port, 7000);
+	assert_int_equal(o.bwlimit, UINT64_C(1) << 40);
+	assert_int_equal(o.verbose, 1);
+	assert_int_equal(optind, 9); /* its two operands moved to the end */
+	assert_int_equal(run_options(&o, "--chunk-size 64MiB --progress --poll -l -n --json"), 0);
+	assert_int_equal(o.chunk_size, 64u << 20);
+	assert_int_equal(o.progress, 1);
+	assert_true(o.busy_poll && o.long_listing && o.dry_run && o.json);
+	assert_int_equal(run_options(&o, "--progress --no-progress -q"), 0);
+	assert_int_equal(o.progress, 0);
+	assert_int_equal(o.verbose, -1);
+	/* Bad values are usage errors: the grammar of src/parse.h. */
+	assert_int_equal(run_options(&o, "--port 0"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--port +7471"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "-P 65536"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--lanes 17"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--chunk-size 3K"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--chunk-size 1T"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--bwlimit 0"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--transport rdma"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--no-such-option"), EXIT_USAGE);
+	/* --devices implies verbs, and is refused with --transport tcp. */
+	assert_int_equal(run_options(&o, "--devices rxe0,rxe1"), 0);
+	assert_int_equal(o.ndevices, 2);
+	assert_int_equal(o.transport, XPORT_KIND_VERBS);
+	assert_int_equal(run_options(&o, "--devices rxe0 --transport tcp"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--devices rxe0,,rxe1"), EXIT_USAGE);
+}
+
+static char *write_config(const char *text)
+{
+	char *path = strdup("/tmp/rdmacp-test-client-config-XXXXXX");
+	int fd;
+	FILE *f;
+
+	assert_non_null(path);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static int load(struct client_opts *o, const char *text, char *err, size_t errlen)
+{
+	char *path = write_config(text);
+	int r;
+
+	client_opts_defaults(o);
+	r = client_config_load(o, path, true, err, errlen);
+	unlink(path);
+	free(path);
+	return r;
+}
+
+static void test_config_keys_are_options(void **state)
+{
+	struct client_opts o;
+	char err[4400] = "";
+
+	assert_int_equal(load(&o,
+			      "[client]\nport = 7000\nlanes = 3\nchunk size = 4M\n"
+			      "bwlimit = 500\ndevices = rxe0,mlx5_1\npoll = yes\nprogress = no\n"
+			      "connect timeout = 30\ntransport = tcp\n",
+			      err, sizeof(err)),
+			 0);
+	assert_int_equal(o.port, 7000);
+	assert_int_equal(o.lanes, 3);
+	assert_int_equal(o.chunk_size, 4u << 20);
+	assert_int_equal(o.bwlimit, 500 * KiB);
+	assert_int_equal(o.ndevices, 2);
+	assert_string_equal(o.devices[1], "mlx5_1");
+	assert_true(o.busy_poll);
+	assert_int_equal(o.progress, 0);
+	assert_int_equal(o.connect_timeout_s, 30);
+	assert_int_equal(o.transport, XPORT_KIND_TCP);
+
+	/* The same grammar as the command line, and the line of the mistake. */
+	assert_int_equal(load(&o, "[client]\nport = 7000\nlanes = 17\n", err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, ":3: bad lanes '17': 1..16"));
+	assert_int_equal(load(&o, "[client]\npoll = maybe\n", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":2: bad poll 'maybe'"));
+	assert_int_equal(load(&o, "[client]\nport = -1\n", err, sizeof(err)), -EINVAL);
+	/* Command-line only options are not keys. */
+	assert_int_equal(load(&o, "[client]\nrecursive = yes\n", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "unknown key 'recursive'"));
+	assert_int_equal(load(&o, "[client]\nqps = 2\n", err, sizeof(err)), -EINVAL);
+}
+
+/* Every key belongs to an option row whose handler takes a value or a boolean. */
+static void test_table_shape(void **state)
+{
+	for (size_t i = 0; i < client_noptions; i++) {
+		const struct client_option *opt = &client_options[i];
+
+		assert_true(opt->name || opt->config_key);
+		assert_non_null(opt->set);
+		assert_true(opt->has_arg == no_argument || opt->has_arg == required_argument);
+		if (opt->has_arg == required_argument || opt->config_key) {
+			assert_non_null(opt->expect);
+		}
+		if (opt->config_key) {
+			assert_ptr_equal(client_option_by_key(opt->config_key), opt);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -63,6 +216,9 @@ int main(void)
 		cmocka_unit_test(test_bwlimit_suffixes),
 		cmocka_unit_test(test_bwlimit_bad),
 		cmocka_unit_test(test_size_unchanged),
+		cmocka_unit_test(test_cli_table_walk),
+		cmocka_unit_test(test_config_keys_are_options),
+		cmocka_unit_test(test_table_shape),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmacp's options (options.h): the table, a handler per option, and the
+ * walk that applies the config file and then the command line.
+ */
+#include "options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exitcodes.h"
+#include "log.h"
+#include "macro.h"
+#include "parse.h"
+#include "proto/msg.h"
+#include "rdmadev.h"
+#include "xport.h"
+
+_Static_assert(CLIENT_MAX_DEVICES == XPORT_MAX_LANES, "one device per lane at most");
+_Static_assert(CLIENT_DEVICE_NAME_LEN == RDMADEV_NAME_MAX + 1, "device name buffer");
+_Static_assert(PROTO_MAX_LANES == 16, "the lanes' range in the table");
+
+static void usage(FILE *f)
+{
+	fputs(
+	    "usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH        (push)\n"
+	    "       rdmacp [OPTIONS] HOST:MODULE/PATH... DEST         (pull)\n"
+	    "       rdmacp ls [-l] [-r] [--json] HOST[:MODULE/PATH]  (list modules or entries)\n"
+	    "       rdmacp ping HOST\n"
+	    "       rdmacp doctor [--json]                         (preflight checks)\n"
+	    "       rdmacp certs init DIR [--host NAME]...\n"
+	    "       rdmacp certs issue DIR --client NAME [--days N] [--backdate N]\n"
+	    "       rdmacp certs show FILE                         (subject, SANs, fingerprint)\n"
+	    "\n"
+	    "Options:\n"
+	    "  -P, --port PORT        daemon port (default 7471)\n"
+	    "      --cert FILE        client certificate (default ~/.config/rdmacp/client.crt)\n"
+	    "      --key FILE         client key (default ~/.config/rdmacp/client.key)\n"
+	    "      --ca FILE          CA that signed the daemon (default ~/.config/rdmacp/ca.crt)\n"
+	    "      --pin sha256:HEX   accept only this daemon certificate\n"
+	    "      --config FILE      defaults ([client] section; default "
+	    "~/.config/rdmacp/config)\n"
+	    "      --transport T      auto, tcp or verbs (default auto)\n"
+	    "      --lanes N, --qps N data connections: TCP lanes or RC QPs (default 2)\n"
+	    "      --devices D1,D2    stripe the lanes over these RDMA devices (implies verbs)\n"
+	    "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
+	    "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"
+	    "  -p, --preserve         keep modes and modification times\n"
+	    "      --owner            also keep uid/gid (root on both ends)\n"
+	    "  -n, --dry-run          check access and list what would be copied\n"
+	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
+	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
+	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
+	    "      --poll             busy-poll completions (lower latency, one core spins)\n"
+	    "      --progress         one updating progress line (default on a terminal)\n"
+	    "      --no-progress      no progress line\n"
+	    "      --json             NDJSON events on stdout (start, file, error, summary, plan)\n"
+	    "  -q, --quiet            print errors only\n"
+	    "  -v, --verbose          print each file with its verified checksum; -vv: debug\n"
+	    "      --version          print the version\n"
+	    "  -h, --help             this text\n"
+	    "\n"
+	    "Options may follow the operands; -- ends them.\n"
+	    "\n"
+	    "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 remote\n"
+	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
+	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
+	    "could not store or read a file, or failed on its side).\n",
+	    f);
+}
+
+/* A no_argument option: given on the command line (NULL), or a boolean in the file. */
+static int flag_value(const char *v, bool *ret)
+{
+	if (!v) {
+		*ret = true;
+		return 0;
+	}
+	return parse_bool(v, ret);
+}
+
+static int set_path(char *dst, size_t len, const char *v)
+{
+	if (!*v) {
+		return -EINVAL;
+	}
+	if (strlen(v) >= len) {
+		return -ENAMETOOLONG;
+	}
+	snprintf(dst, len, "%s", v);
+	return 0;
+}
+
+static int set_cert(struct client_opts *o, const char *v)
+{
+	return set_path(o->cert, sizeof(o->cert), v);
+}
+
+static int set_key(struct client_opts *o, const char *v)
+{
+	return set_path(o->key, sizeof(o->key), v);
+}
+
+static int set_ca(struct client_opts *o, const char *v)
+{
+	return set_path(o->ca, sizeof(o->ca), v);
+}
+
+static int set_pin(struct client_opts *o, const char *v)
+{
+	int r = tls_parse_fingerprint(v, o->pin);
+
+	if (r < 0) {
+		return r;
+	}
+	o->have_pin = true;
+	return 0;
+}
+
+static int set_port(struct client_opts *o, const char *v)
+{
+	return parse_port(v, &o->port);
+}
+
+/* --config was read before the walk (client_parse_options). */
+static int set_config(struct client_opts *o, const char *v)
+{
+	(void)o;
+	(void)v;
+	return 0;
+}
+
+static int set_transport(struct client_opts *o, const char *v)
+{
+	if (!strcmp(v, "tcp")) {
+		o->transport = XPORT_KIND_TCP;
+	} else if (!strcmp(v, "verbs")) {
+		o->transport = XPORT_KIND_VERBS;
+	} else if (!strcmp(v, "auto")) {
+		o->transport = 0;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_lanes(struct client_opts *o, const char *v)
+{
+	uint64_t n;
+	int r = parse_uint(v, 1, PROTO_MAX_LANES, &n);
+
+	if (r < 0) {
+		return r;
+	}
+	o->lanes = (unsigned)n;
+	return 0;
+}
+
+/* rxe0,mlx5_1: 1..16 names, each [A-Za-z0-9_.-]{1,63}. */
+static int set_devices(struct client_opts *o, const char *v)
+{
+	char devices[CLIENT_MAX_DEVICES][CLIENT_DEVICE_NAME_LEN];
+	unsigned ndevices = 0;
+	const char *p = v;
+
+	for (;;) {
+		size_t n = strcspn(p, ",");
+
+		if (n == 0 || n >= sizeof(devices[0]) || ndevices == CLIENT_MAX_DEVICES) {
+			return -EINVAL;
+		}
+		memcpy(devices[ndevices], p, n);
+		devices[ndevices][n] = '\0';
+		if (!rdmadev_name_ok(devices[ndevices])) {
+			return -EINVAL;
+		}
+		ndevices++;
+		if (p[n] == '\0') {
+			break;
+		}
+		p += n + 1;
+	}
+	memcpy(o->devices, devices, sizeof(devices));
+	o->ndevices = ndevices;
+	return 0;
+}
+
+static int set_chunk_size(struct client_opts *o, const char *v)
+{
+	uint64_t sz;
+	int r = parse_size(v, &sz);
+
+	if (r < 0) {
+		return r;
+	}
+	if (sz < PROTO_MIN_CHUNK || sz > PROTO_MAX_CHUNK || (sz & (sz - 1))) {
+		return -ERANGE;
+	}
+	o->chunk_size = (uint32_t)sz;
+	return 0;
+}
+
+static int set_bwlimit(struct client_opts *o, const char *v)
+{
+	uint64_t rate;
+	int r = parse_bwlimit(v, &rate);
+
+	if (r < 0) {
+		return r;
+	}
+	if (rate == 0) {
+		return -ERANGE;
+	}
+	o->bwlimit = rate;
+	return 0;
+}
+
+static int set_connect_timeout(struct client_opts *o, const char *v)
+{
+	uint64_t s;
+	int r = parse_uint(v, 1, 3600, &s);
+
+	if (r < 0) {
+		return r;
+	}
+	o->connect_timeout_s = (int)s;
+	return 0;
+}
+
+/* A flag kept in a bool of client_opts. */
+#define FLAG_HANDLER(fn, field)                             \
+	static int fn(struct client_opts *o, const char *v) \
+	{                                                   \
+		return flag_value(v, &o->field);            \
+	}
+
+FLAG_HANDLER(set_recursive, recursive)
+FLAG_HANDLER(set_preserve, preserve)
+FLAG_HANDLER(set_owner, owner)
+FLAG_HANDLER(set_dry_run, dry_run)
+FLAG_HANDLER(set_long, long_listing)
+FLAG_HANDLER(set_poll, busy_poll)
+FLAG_HANDLER(set_json, json)
+
+static int set_progress(struct client_opts *o, const char *v)
+{
+	bool on;
+	int r = flag_value(v, &on);
+
+	if (r < 0) {
+		return r;
+	}
+	o->progress = on ? 1 : 0;
+	return 0;
+}
+
+static int set_no_progress(struct client_opts *o, const char *v)
+{
+	(void)v;
+	o->progress = 0;
+	return 0;
+}
+
+static int set_quiet(struct client_opts *o, const char *v)
+{
+	(void)v;
+	o->verbose = -1;
+	return 0;
+}
+
+static int set_verbose(struct client_opts *o, const char *v)
+{
+	(void)v;
+	o->verbose = o->verbose < 0 ? 1 : o->verbose + 1;
+	return 0;
+}
+
+static int set_version(struct client_opts *o, const char *v)
+{
+	(void)o;
+	(void)v;
+	printf("rdmacp %s (protocol %d)\n", RDMACP_VERSION, PROTO_VERSION);
+	exit(EXIT_OK);
+}
+
+static int set_help(struct client_opts *o, const char *v)
+{
+	(void)o;
+	(void)v;
+	usage(stdout);
+	exit(EXIT_OK);
+}
+
+#define PATH_EXPECT "a file name, 1 to 4095 bytes"
+#define BOOL_EXPECT "yes, no, true, false, 1 or 0"
+
+/* { name, has_arg, short, config key, handler, what a good value is }, as rdmacp(1) lists them. */
+const struct client_option client_options[] = {
+	{ "port", required_argument, 'P', "port", set_port, "1..65535" },
+	{ "cert", required_argument, 0, "cert", set_cert, PATH_EXPECT },
+	{ "key", required_argument, 0, "key", set_key, PATH_EXPECT },
+	{ "ca", required_argument, 0, "ca", set_ca, PATH_EXPECT },
+	{ "pin", required_argument, 0, "pin", set_pin,
+	  "expected sha256:<64 hex digits, ':' between pairs allowed>" },
+	{ "config", required_argument, 0, NULL, set_config, PATH_EXPECT },
+	{ "transport", required_argument, 0, "transport", set_transport, "auto, tcp or verbs" },
+	{ "lanes", required_argument, 0, "lanes", set_lanes, "1..16" },
+	{ "qps", required_argument, 0, NULL, set_lanes, "1..16" }, /* verbs' name for lanes */
+	{ "devices", required_argument, 0, "devices", set_devices,
+	  "1 to 16 RDMA device names, comma-separated" },
+	{ "chunk-size", required_argument, 0, "chunk size", set_chunk_size,
+	  "a power of two from 4K to 64M" },
+	{ NULL, required_argument, 0, "connect timeout", set_connect_timeout, "seconds, 1..3600" },
+	{ "recursive", no_argument, 'r', NULL, set_recursive, NULL },
+	{ "preserve", no_argument, 'p', NULL, set_preserve, NULL },
+	{ "owner", no_argument, 0, NULL, set_owner, NULL },
+	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
+	{ "long", no_argument, 'l', NULL, set_long, NULL },
+	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
+	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },
+	{ "poll", no_argument, 0, "poll", set_poll, BOOL_EXPECT },
+	{ "progress", no_argument, 0, "progress", set_progress, BOOL_EXPECT },
+	{ "no-progress", no_argument, 0, NULL, set_no_progress, NULL },
+	{ "json", no_argument, 0, NULL, set_json, NULL },
+	{ "quiet", no_argument, 'q', NULL, set_quiet, NULL },
+	{ "verbose", no_argument, 'v', NULL, set_verbose, NULL },
+	{ "version", no_argument, 0, NULL, set_version, NULL },
+	{ "help", no_argument, 'h', NULL, set_help, NULL },
+};
+
+const size_t client_noptions = ARRAY_SIZE(client_options);
+
+const struct client_option *client_option_by_key(const char *key)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(client_options); i++) {
+		if (client_options[i].config_key && !strcmp(client_options[i].config_key, key)) {
+			return &client_options[i];
+		}
+	}
+	return NULL;
+}
+
+/* --config FILE, as typed before "--", or the default file (must_exist false). */
+static const char *config_file(int argc, char **argv, char *buf, size_t len, bool *ret_named)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	const char *config = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+			config = argv[i + 1];
+		} else if (!strncmp(argv[i], "--config=", 9)) {
+			config = argv[i] + 9;
+		} else if (!strcmp(argv[i], "--")) {
+			break;
+		}
+	}
+	*ret_named = config != NULL;
+	if (config) {
+		return config;
+	}
+	if (xdg && *xdg) {
+		snprintf(buf, len, "%s/rdmacp/config", xdg);
+	} else {
+		snprintf(buf, len, "%s/.config/rdmacp/config", home ? home : "");
+	}
+	return buf;
+}
+
+/* getopt's tables from ours: a long option's val is 0x100 + its index. */
+static void getopt_tables(struct option *longs, char *shorts)
+{
+	size_t nl = 0, ns = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(client_options); i++) {
+		const struct client_option *opt = &client_options[i];
+
+		if (opt->name) {
+			longs[nl++] =
+			    (struct option){ opt->name, opt->has_arg, NULL, 0x100 + (int)i };
+		}
+		if (opt->short_name) {
+			shorts[ns++] = (char)opt->short_name;
+			if (opt->has_arg == required_argument) {
+				shorts[ns++] = ':';
+			}
+		}
+	}
+	longs[nl] = (struct option){ 0 };
+	shorts[ns] = '\0';
+}
+
+static const struct client_option *option_for(int c)
+{
+	if (c >= 0x100 && (size_t)(c - 0x100) < ARRAY_SIZE(client_options)) {
+		return &client_options[c - 0x100];
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(client_options); i++) {
+		if (client_options[i].short_name == c) {
+			return &client_options[i];
+		}
+	}
+	return NULL;
+}
+
+int client_parse_options(int argc, char **argv, struct client_opts *o, bool load_config)
+{
+	struct option longs[ARRAY_SIZE(client_options) + 1];
+	char shorts[2 * ARRAY_SIZE(client_options) + 1];
+	char default_config[4200], err[4400], esc[256];
+	bool named, devices_here = false, tcp_here = false;
+	const char *config =
+	    config_file(argc, argv, default_config, sizeof(default_config), &named);
+	int c, r;
+
+	if (load_config) {
+		r = client_config_load(o, config, named, err, sizeof(err));
+		if (r < 0) {
+			log_error("%s", err);
+			return EXIT_CONFIG;
+		}
+	}
+	getopt_tables(longs, shorts);
+	/*
+	 * Options anywhere, before or after operands and the subcommand name,
+	 * as GNU tools and rsync take them: getopt moves the operands to the end
+	 * ("--" ends the options).
+	 */
+	optind = 0;
+	while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+		const struct client_option *opt = option_for(c);
+		const char *value;
+
+		if (!opt) {
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+		value = opt->has_arg == required_argument ? optarg : NULL;
+		r = opt->set(o, value);
+		if (r < 0) {
+			log_error("bad --%s '%s': %s", opt->name,
+				  log_escape(value ? value : "", esc, sizeof(esc)),
+				  opt->expect ? opt->expect : "");
+			return EXIT_USAGE;
+		}
+		if (opt->set == set_transport) {
+			tcp_here = o->transport == XPORT_KIND_TCP;
+		} else if (opt->set == set_devices) {
+			devices_here = true;
+		}
+	}
+	if (o->ndevices > 0) {
+		/* Rails are RC QPs on named devices: only verbs has them. */
+		if (tcp_here && devices_here) {
+			log_error("--devices needs --transport verbs (or auto), not tcp");
+			return EXIT_USAGE;
+		}
+		if (tcp_here) {
+			/* --transport tcp here wins over the config file's devices. */
+			o->ndevices = 0;
+		} else {
+			o->transport = XPORT_KIND_VERBS;
+		}
+	}
+	if (o->verbose > 1) {
+		log_set_max_level(LOG_DEBUG);
+	}
+	return 0;
+}
