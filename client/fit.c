@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "client.h"
+#include "fit.h"
 #include "engine.h"
 #include "exitcodes.h"
 #include "log.h"

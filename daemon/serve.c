@@ -30,8 +30,8 @@
 #include "macro.h"
 #include "net.h"
 #include "privs.h"
-#include "session.h"
-#include "sessions.h"
+#include "hello.h"
+#include "session_table.h"
 #include "tls.h"
 #include "walk.h"
 #include "xport.h"
@@ -59,7 +59,7 @@ struct conn {
 	uint8_t fp[TLS_FINGERPRINT_LEN];
 	struct sockaddr_storage local;
 	socklen_t locallen;
-	struct sessions *sessions;
+	struct session_table *sessions;
 	uint64_t last_progress;
 	uint64_t bytes_accepted; /* declared sizes of the files pushed on this connection */
 	uint64_t peer_caps;	 /* the client's HELLO caps */
@@ -243,7 +243,7 @@ static void ev_progress(void *ud, uint64_t bytes)
 	struct conn *c = ud;
 
 	if (c->sessions && bytes > c->last_progress) {
-		sessions_add_bytes(c->sessions, bytes - c->last_progress);
+		session_table_add_bytes(c->sessions, bytes - c->last_progress);
 	}
 	c->last_progress = bytes;
 }
@@ -371,7 +371,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	 * Reserved exactly as the engine will size it, for either role.
 	 */
 	pinned = engine_pinned_bytes(&ep, ops);
-	if (c->sessions && sessions_reserve(c->sessions, pinned) < 0) {
+	if (c->sessions && session_table_reserve(c->sessions, pinned) < 0) {
 		ops->listener_close(l);
 		return refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
 	}
@@ -452,7 +452,7 @@ static int run_transfer(struct conn *c, const struct msg_open *o, const struct m
 	int r = run_transfer_pinned(c, o, m, basefd, rename_to, pull_srcs);
 
 	if (c->sessions) {
-		sessions_release(c->sessions);
+		session_table_release(c->sessions);
 	}
 	return r;
 }
@@ -1244,7 +1244,7 @@ static void describe_peer(struct conn *c)
 }
 
 int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
-		     struct sessions *sessions, int fd, const struct sockaddr *peer,
+		     struct session_table *sessions, int fd, const struct sockaddr *peer,
 		     socklen_t peerlen)
 {
 	struct conn c = { .cfg = cfg, .sessions = sessions };
@@ -1286,7 +1286,7 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	/* A HELLO dripped byte by byte gets no more than what is left either. */
 	c.chan.io_timeout_ms = remaining_ms(deadline);
 	r = c.chan.io_timeout_ms > 0
-		? session_hello_server(&c.chan, c.chan.io_timeout_ms, &hello, err, sizeof(err))
+		? hello_server(&c.chan, c.chan.io_timeout_ms, &hello, err, sizeof(err))
 		: -ETIMEDOUT;
 	c.chan.io_timeout_ms = (int)cfg->idle_timeout_s * 1000;
 	if (r == -ETIMEDOUT) {
@@ -1300,7 +1300,7 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	c.peer_caps = hello.caps;
 	/* From here this connection no longer counts against the pre-authentication caps. */
 	if (sessions) {
-		sessions_set_authenticated(sessions);
+		session_table_set_authenticated(sessions);
 	}
 	log_info("%s (%s): connected (%s, protocol %d)", c.peer, c.id,
 		 log_escape(hello.software, err, sizeof(err)), r);

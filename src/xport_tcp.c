@@ -36,7 +36,7 @@
 
 #include "clock.h"
 #include "fenceset.h"
-#include "lane.h"
+#include "lane_hello.h"
 #include "macro.h"
 
 #define TCP_HELLO_LEN	  LANE_HELLO_LEN

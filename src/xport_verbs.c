@@ -42,7 +42,7 @@
 
 #include "macro.h"
 #include "clock.h"
-#include "lane.h"
+#include "lane_hello.h"
 #include "rdmadev.h"
 #include "verbs_wr.h"
 
