@@ -450,37 +450,6 @@ int fspath_link_anon(int dirfd, int fd, const char *leaf)
 	return 0;
 }
 
-int fspath_commit(int dirfd, int fd, const char *tmpname, const char *leaf)
-{
-	int r;
-
-	r = leaf_validate(tmpname);
-	if (r < 0) {
-		return r;
-	}
-	r = leaf_validate(leaf);
-	if (r < 0) {
-		return r;
-	}
-	/* An fsync error is final: the data may be lost, never retry (fsyncgate). */
-	if (fsync(fd) < 0) {
-		return negerrno();
-	}
-	/*
-	 * Both names are single components of the held dirfd, so a parent swapped
-	 * for a symlink is never traversed. rename replaces a file or a symlink
-	 * leaf itself (never its target) atomically, and refuses with EISDIR to
-	 * put a file over a directory.
-	 */
-	if (renameat(dirfd, tmpname, dirfd, leaf) < 0) {
-		return negerrno();
-	}
-	if (fsync(dirfd) < 0) {
-		return negerrno();
-	}
-	return 0;
-}
-
 int fspath_discard(int dirfd, const char *tmpname)
 {
 	int r = leaf_validate(tmpname);

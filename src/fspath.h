@@ -2,8 +2,9 @@
 /*
  * Safe paths beneath a module: every name from a peer is hostile. All
  * resolution goes through a held directory fd with openat2(RESOLVE_BENEATH |
- * RESOLVE_NO_SYMLINKS); temp files are created O_CREAT|O_EXCL|O_NOFOLLOW; the
- * commit is fsync(file) + renameat() on the held directory fd + fsync(dir).
+ * RESOLVE_NO_SYMLINKS); temp files are created O_CREAT|O_EXCL|O_NOFOLLOW, and
+ * names are given with renameat()/linkat() on the held directory fd (the
+ * engine's commit path fsyncs around them).
  */
 #pragma once
 
@@ -71,13 +72,6 @@ int fspath_create_anon(int dirfd, int *ret_fd);
  * The caller fsyncs fd before and dirfd after.
  */
 int fspath_link_anon(int dirfd, int fd, const char *leaf);
-
-/*
- * Commit: fsync(fd), renameat(dirfd, tmpname, dirfd, leaf) (replacing an
- * existing file atomically; refusing to replace a directory), fsync(dirfd).
- * An fsync error is returned as is and never retried (fsyncgate).
- */
-int fspath_commit(int dirfd, int fd, const char *tmpname, const char *leaf);
 
 /* Remove a temp file (ignores -ENOENT). */
 int fspath_discard(int dirfd, const char *tmpname);

@@ -15,17 +15,6 @@
 
 #include "macro.h"
 
-const char *net_host_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen)
-{
-	char host[INET6_ADDRSTRLEN] = "?";
-
-	if (getnameinfo(sa, len, host, sizeof(host), NULL, 0, NI_NUMERICHOST) != 0) {
-		snprintf(host, sizeof(host), "?");
-	}
-	snprintf(buf, buflen, "%s", host);
-	return buf;
-}
-
 const char *net_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen)
 {
 	char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";

@@ -324,20 +324,3 @@ int pool_memlock_check(size_t need, char *msg, size_t msglen)
 	/* Unreadable capabilities count as "no CAP_IPC_LOCK": the strict answer. */
 	return pool_memlock_advice(need, rl.rlim_cur, pool_has_cap_ipc_lock() > 0, msg, msglen);
 }
-
-int pool_budget_reserve(struct pool_budget *b, uint64_t bytes)
-{
-	assert(b && b->used <= b->limit);
-	/* Written so that used + bytes can never wrap. */
-	if (b->limit == 0 || bytes > b->limit - b->used) {
-		return -EBUSY;
-	}
-	b->used += bytes;
-	return 0;
-}
-
-void pool_budget_release(struct pool_budget *b, uint64_t bytes)
-{
-	assert(b && bytes <= b->used);
-	b->used -= bytes;
-}
