@@ -294,8 +294,8 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, str
 	r = ops->connect((struct sockaddr *)&addr, s->peerlen, &xp, ret);
 	explicit_bzero(xp.token, sizeof(xp.token));
 	if (r < 0) {
-		log_error("data connection (%s, %u lanes, port %u): %s", ops->name, xp.nlanes,
-			  ok->data_port, strerror(-r));
+		log_error_errno(r, "data connection (%s, %u lanes, port %u): %m", ops->name,
+				xp.nlanes, ok->data_port);
 		return EXIT_TRANSPORT;
 	}
 	return 0;
@@ -624,7 +624,7 @@ static int pull_plan(struct daemon_conn *s, struct xfer *x)
 		struct msg m;
 		int r = chan_recv(&s->chan, &m, s->o->idle_timeout_s * 1000);
 		if (r < 0) {
-			log_error("control channel: %s", strerror(-r));
+			log_error_errno(r, "control channel: %m");
 			return EXIT_PROTOCOL;
 		}
 		if (m.type == MSG_END) {

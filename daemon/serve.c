@@ -385,8 +385,8 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	if (r >= 0) {
 		r = ops->accept(l, &xp, &x);
 		if (r < 0) {
-			log_notice("%s (%s): data lanes did not connect: %s", c->peer, c->id,
-				   strerror(-r));
+			log_notice_errno(r, "%s (%s): data lanes did not connect: %m", c->peer,
+					 c->id);
 			chan_send_error(&c->chan, PERR_TRANSPORT, "data lanes did not connect: %s",
 					strerror(-r));
 		}
@@ -725,8 +725,7 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 
 	r = chan_recv(&c->chan, &in, (int)c->cfg->idle_timeout_s * 1000);
 	if (r < 0) {
-		log_notice("%s (%s): waiting for GET: %s", c->peer, c->id, strerror(-r));
-		return r;
+		return log_notice_errno(r, "%s (%s): waiting for GET: %m", c->peer, c->id);
 	}
 	if (in.type != MSG_GET) {
 		msg_clear(&in);
@@ -963,7 +962,7 @@ static int open_module_root(struct conn *c, const struct module *m, int *ret_fd)
 	}
 	if (fstat(fd, &st) < 0) {
 		r = negerrno();
-		log_error("module %s: %s: %s", m->name, m->path, strerror(-r));
+		log_error_errno(r, "module %s: %s: %m", m->name, m->path);
 		return refuse(c, PERR_IO, "module '%s' is unavailable", m->name);
 	}
 	if (st.st_dev != m->root_dev || st.st_ino != m->root_ino) {
@@ -1319,7 +1318,7 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 				r = 0; /* close_notify between requests: a clean end */
 				break;
 			}
-			log_notice("%s (%s): control channel: %s", c.peer, c.id, strerror(-r));
+			log_notice_errno(r, "%s (%s): control channel: %m", c.peer, c.id);
 			if (r != -ECONNRESET) {
 				char why[160];
 
