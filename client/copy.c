@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include "clock.h"
 #include "client.h"
 #include "daemon_conn.h"
 #include "engine.h"
@@ -46,7 +47,7 @@ int cmd_ping(struct client_opts *o, char **args, int nargs)
 {
 	struct remote rem = { 0 };
 	struct daemon_conn s = { .o = o, .rem = &rem };
-	struct timespec t0, t1;
+	double t0, t1;
 	uint8_t fp[TLS_FINGERPRINT_LEN];
 	char fph[65], esc[256], cn[1024];
 	int r;
@@ -65,18 +66,16 @@ int cmd_ping(struct client_opts *o, char **args, int nargs)
 		memmove(rem.host, rem.host + 1, n - 2);
 		rem.host[n - 2] = '\0';
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = now_seconds();
 	r = daemon_conn_open(&s);
 	if (r == 0) {
-		clock_gettime(CLOCK_MONOTONIC, &t1);
+		t1 = now_seconds();
 		tls_peer_fingerprint(s.tls, fp);
 		tls_format_fingerprint(fp, fph);
 		printf(
 		    "%s: %s, protocol %d, TLS 1.3, server certificate CN=%s sha256:%s, %.1f ms\n",
 		    rem.host, log_escape(s.hello.software, esc, sizeof(esc)), s.version,
-		    log_escape(tls_peer_cn(s.tls), cn, sizeof(cn)), fph,
-		    (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
-			(double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+		    log_escape(tls_peer_cn(s.tls), cn, sizeof(cn)), fph, (t1 - t0) * 1e3);
 	}
 	daemon_conn_close(&s, r == 0);
 	return r;
@@ -283,8 +282,7 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, str
 		return EXIT_PROTOCOL;
 	}
 	xp.nlanes = ok->lanes;
-	xp.sq_depth = 4 * ok->slots + 16;
-	xp.rq_depth = ok->slots;
+	xport_params_set_slots(&xp, ok->slots);
 	xp.timeout_ms = s->o->connect_timeout_s * 1000;
 	memcpy(xp.token, ok->token, sizeof(xp.token));
 	for (unsigned i = 0; i < s->o->ndevices; i++) {
@@ -518,6 +516,24 @@ static bool pull_name_ok(void *ud, const char *name)
 	return false;
 }
 
+/* Open directory DST (with extra open flags) and name it in *ret_dir. */
+static int open_dest_dir(const char *dst, int flags, char **ret_dir, int *ret_fd)
+{
+	_cleanup_close_ int fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC | flags);
+	char *dir;
+
+	if (fd < 0) {
+		return negerrno();
+	}
+	dir = strdup(dst);
+	if (!dir) {
+		return -ENOMEM;
+	}
+	*ret_dir = dir;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 /*
  * Where pulled entries land: into DST if it is a directory, else DST renames
  * the one source (cp -r: a directory arrives under the new name). *ret_dir
@@ -539,17 +555,7 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename,
 	why[0] = '\0';
 	*ret_made = false;
 	if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
-		fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0) {
-			return negerrno();
-		}
-		*ret_dir = strdup(dst);
-		if (!*ret_dir) {
-			close(fd);
-			return -ENOMEM;
-		}
-		*ret_fd = fd;
-		return 0;
+		return open_dest_dir(dst, 0, ret_dir, ret_fd);
 	}
 	if (nsrcs > 1 || dst[strlen(dst) - 1] == '/') {
 		/*
@@ -569,17 +575,7 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename,
 			return r;
 		}
 		*ret_made = true;
-		fd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0) {
-			return negerrno();
-		}
-		*ret_dir = strdup(dst);
-		if (!*ret_dir) {
-			close(fd);
-			return -ENOMEM;
-		}
-		*ret_fd = fd;
-		return 0;
+		return open_dest_dir(dst, O_NOFOLLOW, ret_dir, ret_fd);
 	}
 	slash = strrchr(copy, '/');
 	if (slash) {

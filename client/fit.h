@@ -26,5 +26,3 @@ struct client_fit {
  */
 int client_fit(struct client_opts *o, uint8_t direction, uint8_t *transport,
 	       struct client_fit *ret);
-/* "8 MiB", "1.5 GiB", "512 bytes". */
-void fit_format_bytes(uint64_t v, char *buf, size_t len);

@@ -46,11 +46,13 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fdutil.h"
 #include "config.h"
 #include "exitcodes.h"
 #include "rlimits.h"
 #include "log.h"
 #include "macro.h"
+#include "net.h"
 #include "modcheck.h"
 #include "privs.h"
 #include "serve.h"
@@ -103,18 +105,6 @@ struct daemon {
 
 	bool stopping;
 };
-
-static void format_addr(const struct sockaddr *sa, socklen_t len, char *out, size_t outlen)
-{
-	char host[NI_MAXHOST], serv[NI_MAXSERV];
-
-	if (getnameinfo(sa, len, host, sizeof(host), serv, sizeof(serv),
-			NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-		snprintf(out, outlen, "?");
-		return;
-	}
-	snprintf(out, outlen, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
-}
 
 /*
  * The peer's IP as 16 bytes, IPv4 mapped into IPv6, so that a dual-stack
@@ -320,8 +310,10 @@ static int setup_listeners(struct daemon *d)
 						       fd);
 			}
 			/* accept4 in the loop must never block on a vanished connection. */
-			if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
-				return log_error_errno(negerrno(), "fd %d: %m", fd);
+			int nb = fd_set_nonblock(fd, true);
+
+			if (nb < 0) {
+				return log_error_errno(nb, "fd %d: %m", fd);
 			}
 			d->listen_fds[d->nlisten++] = fd;
 		}
@@ -556,7 +548,7 @@ static void handle_connection(struct daemon *d, int fd, const struct sockaddr_st
 	char peer_text[INET6_ADDRSTRLEN + 8];
 	pid_t pid;
 
-	format_addr((const struct sockaddr *)peer, peerlen, peer_text, sizeof(peer_text));
+	net_addr_str((const struct sockaddr *)peer, peerlen, peer_text, sizeof(peer_text));
 	if (d->nchildren >= d->cfg->max_connections || d->nchildren >= SESSIONS_MAX) {
 		log_refused(d, peer_text, "max connections reached", d->cfg->max_connections);
 		close(fd);

@@ -212,11 +212,7 @@ static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir, bool
 			ret->fd = -1;
 			return 0;
 		}
-		_cleanup_free_ char *tmp = NULL;
-		if (asprintf(&tmp, "%s/x", trimmed) < 0) {
-			return -ENOMEM;
-		}
-		return fspath_open_parent(rootfd, tmp, true, &ret->fd, &leaf);
+		return fspath_open_or_create_dir(rootfd, trimmed, &ret->fd);
 	}
 	r = fspath_open_parent(rootfd, trimmed, false, &ret->fd, &leaf);
 	if (r < 0) {
@@ -363,8 +359,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	fit_pool_size(&ep, ops, cfg->pool_size);
 	slots = ep.slots;
 	xp.nlanes = MIN((unsigned)o->lanes, POLICY_MAX_LANES);
-	xp.sq_depth = 4 * slots + 16;
-	xp.rq_depth = slots;
+	xport_params_set_slots(&xp, slots);
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
 	/*
 	 * Pinned memory counts against the daemon-wide budget: over it, "busy".
@@ -619,6 +614,29 @@ static int refuse_top(struct conn *c, int r, const char *esc)
 }
 
 /*
+ * fsglob_expand within the module's 'max files per session': at most
+ * max_matches matches, and directory reading bounded by the same limit.
+ * Refuses (the ERROR sent) when the pattern is bad or matches too much.
+ */
+static int expand_pattern(struct conn *c, const struct module *m, int rootfd, const char *pattern,
+			  const char *esc, uint64_t max_matches, struct fsglob *ret)
+{
+	int r = fsglob_expand(rootfd, pattern, max_matches, (uint64_t)m->max_files * 4 + 4096, ret);
+
+	if (r == -E2BIG) {
+		return refuse(c, PERR_PERMISSION,
+			      "'%s' matches or reads more entries than module '%s' allows "
+			      "('max files per session' is %u)",
+			      esc, m->name, m->max_files);
+	}
+	if (r < 0) {
+		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
+			      esc);
+	}
+	return r;
+}
+
+/*
  * A GET path with wildcards: each match beneath the module (fsglob.h: no
  * symlink followed, no dotfile matched by a wildcard) is queued under its own
  * name, as a shell would have expanded it. Directories need -r; matching
@@ -640,16 +658,9 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 			      "('max files per session')",
 			      m->max_files, m->name);
 	}
-	r = fsglob_expand(rootfd, pattern, left, (uint64_t)m->max_files * 4 + 4096, &gl);
-	if (r == -E2BIG) {
-		return refuse(c, PERR_PERMISSION,
-			      "'%s' matches or reads more entries than module '%s' allows "
-			      "('max files per session' is %u)",
-			      esc, m->name, m->max_files);
-	}
+	r = expand_pattern(c, m, rootfd, pattern, esc, left, &gl);
 	if (r < 0) {
-		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
-			      esc);
+		return r;
 	}
 	if (gl.n == 0) {
 		/* As a shell does: a pattern that matches nothing may be a name ("a[1].img"). */
@@ -1099,16 +1110,9 @@ static int list_glob(struct conn *c, const struct module *m, int rootfd, const c
 	struct fsglob gl = { 0 };
 	int r;
 
-	r = fsglob_expand(rootfd, pattern, m->max_files, (uint64_t)m->max_files * 4 + 4096, &gl);
-	if (r == -E2BIG) {
-		return refuse(c, PERR_PERMISSION,
-			      "'%s' matches or reads more entries than module '%s' allows "
-			      "('max files per session' is %u)",
-			      esc, m->name, m->max_files);
-	}
+	r = expand_pattern(c, m, rootfd, pattern, esc, m->max_files, &gl);
 	if (r < 0) {
-		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
-			      esc);
+		return r;
 	}
 	if (gl.n == 0) {
 		/* As a shell does: a pattern that matches nothing may be a name ("a[1].img"). */

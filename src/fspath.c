@@ -255,6 +255,20 @@ int fspath_open_dir(int rootfd, const char *rel, int *ret_fd)
 	return 0;
 }
 
+int fspath_open_or_create_dir(int rootfd, const char *rel, int *ret_fd)
+{
+	char path[FSPATH_MAX];
+	int r;
+
+	assert(rel && ret_fd);
+	r = fspath_validate(rel);
+	if (r < 0) {
+		return r;
+	}
+	snprintf(path, sizeof(path), "%s", rel);
+	return open_parent_walk(rootfd, path, ret_fd);
+}
+
 static int random_alnum(char *out, size_t n)
 {
 	size_t filled = 0;

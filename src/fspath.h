@@ -44,6 +44,12 @@ int fspath_open_parent(int rootfd, const char *rel, bool mkdirs, int *ret_dirfd,
 int fspath_open_dir(int rootfd, const char *rel, int *ret_fd);
 
 /*
+ * Open the directory rel beneath rootfd, creating it and every missing
+ * directory above it (mode 0755) the way fspath_open_parent's mkdirs does.
+ */
+int fspath_open_or_create_dir(int rootfd, const char *rel, int *ret_fd);
+
+/*
  * Create a temp file next to leaf in dirfd: ".<leaf>.rdmacp.<random>",
  * O_RDWR|O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, mode 0600. The temp name is
  * written to ret_tmpname (at least FSPATH_NAME_MAX+1 bytes); a leaf so long

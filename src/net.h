@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-/* "1.2.3.4:7471" or "[::1]:7471". */
+/* "1.2.3.4:7471" or "[::1]:7471"; "?" when it has no numeric form. */
 const char *net_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen);
 
 /*

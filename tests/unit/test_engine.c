@@ -289,8 +289,7 @@ static void link_open(struct end *tx, struct end *rx)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	p.fd = sv[0];
 	p.xp.nlanes = NLANES;
-	p.xp.sq_depth = 4 * SLOTS + 16;
-	p.xp.rq_depth = SLOTS;
+	xport_params_set_slots(&p.xp, SLOTS);
 	p.xp.timeout_ms = IO_MS;
 	for (size_t i = 0; i < XPORT_TOKEN_LEN; i++) {
 		p.xp.token[i] = (uint8_t)(0xa0 + i);

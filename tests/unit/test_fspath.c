@@ -307,6 +307,34 @@ static void test_open_dir(void **state)
 	assert_int_equal(fspath_open_dir(rootfd, "f", &fd), -ENOTDIR);
 }
 
+/* The destination directory of a push: made with every missing parent, never through a link. */
+static void test_open_or_create_dir(void **state)
+{
+	int fd = -1;
+	char *abc = at(mod, "a/b/c");
+
+	(void)state;
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "a/b/c", &fd), 0);
+	assert_same_dir(fd, abc);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	close(fd);
+	/* Already there: opened, nothing else made. */
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "a/b", &fd), 0);
+	assert_same_dir(fd, at(mod, "a/b"));
+	close(fd);
+	assert_int_equal(dir_entries(at(mod, "a/b")), 1);
+	/* A link anywhere in the path, a file, or a name that climbs: refused, nothing made. */
+	assert_int_equal(symlink(out, at(mod, "l")), 0);
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "l/x", &fd), -ELOOP);
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "l", &fd), -ELOOP);
+	assert_int_equal(dir_entries(out), 0);
+	write_file(at(mod, "f"), "x");
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "f/x", &fd), -ENOTDIR);
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "../out/x", &fd), -EINVAL);
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "", &fd), -EINVAL);
+	assert_int_equal(dir_entries(out), 0);
+}
+
 /* A module root: by absolute path, and never through a symlink, last or not. */
 static void test_open_root(void **state)
 {
@@ -588,6 +616,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_parent_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_escapes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_or_create_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_root, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_temp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_temp_collision, setup, teardown),
