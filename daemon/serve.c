@@ -989,6 +989,17 @@ static int open_module_root(struct conn *c, const struct module *m, int *ret_fd)
 	return 0;
 }
 
+/* Become the module's user, then open its root as that user. */
+static int enter_module(struct conn *c, const struct module *m, int *ret_rootfd)
+{
+	int r = become_module_user(c, m);
+
+	if (r < 0) {
+		return r;
+	}
+	return open_module_root(c, m, ret_rootfd);
+}
+
 static int handle_open(struct conn *c, const struct msg_open *o)
 {
 	char esc[PROTO_MAX_PATH * 4 + 1];
@@ -1010,11 +1021,7 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 			      "(needs 'preserve owner = yes' and 'uid = root')",
 			      m->name);
 	}
-	r = become_module_user(c, m);
-	if (r < 0) {
-		return r;
-	}
-	r = open_module_root(c, m, &rootfd);
+	r = enter_module(c, m, &rootfd);
 	if (r < 0) {
 		return r;
 	}
@@ -1161,11 +1168,7 @@ static int list_path(struct conn *c, const struct msg_list *l)
 	if (r < 0) {
 		return r;
 	}
-	r = become_module_user(c, m);
-	if (r < 0) {
-		return r;
-	}
-	r = open_module_root(c, m, &rootfd);
+	r = enter_module(c, m, &rootfd);
 	if (r < 0) {
 		return r;
 	}
