@@ -18,15 +18,18 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include "clock.h"
 #include "client.h"
+#include "daemon_conn.h"
 #include "engine.h"
+#include "fit.h"
 #include "exitcodes.h"
 #include "fsglob.h"
 #include "fspath.h"
 #include "hash.h"
 #include "log.h"
 #include "net.h"
-#include "session.h"
+#include "hello.h"
 #include "output.h"
 #include "rdmadev.h"
 #include "walk.h"
@@ -40,157 +43,11 @@ static void on_signal(int sig)
 	interrupted = 1;
 }
 
-/* The exit code for a failure the daemon reported (see exit_for_local_perr for ours). */
-int exit_for_perr(uint32_t code)
-{
-	switch (code) {
-	case PERR_OK:
-		return EXIT_OK;
-	case PERR_VERSION:
-		return EXIT_VERSION;
-	case PERR_PROTOCOL:
-		return EXIT_PROTOCOL;
-	case PERR_AUTH:
-		return EXIT_AUTH;
-	case PERR_NO_MODULE:
-	case PERR_PERMISSION:
-	case PERR_BAD_PATH:
-	case PERR_NOT_FOUND:
-	case PERR_BUSY:
-	case PERR_DUPLICATE:
-		return EXIT_REFUSED;
-	case PERR_INTEGRITY:
-		return EXIT_INTEGRITY;
-	case PERR_TRANSPORT:
-		return EXIT_TRANSPORT;
-	case PERR_SHUTDOWN:
-		return EXIT_INTERRUPTED;
-	case PERR_NOSPACE:
-	case PERR_IO:
-	case PERR_SOURCE_CHANGED: /* a file the daemon sent changed under it */
-	case PERR_INTERNAL:	  /* its set-up failed: io_uring, memory */
-		return EXIT_REMOTE_IO;
-	case PERR_TIMEOUT:
-		return EXIT_TRANSPORT;
-	default:
-		return EXIT_PROTOCOL;
-	}
-}
-
-void session_close(struct session *s, bool clean)
-{
-	if (s->chan_ok) {
-		if (clean) {
-			struct msg bye = { .type = MSG_BYE };
-			if (chan_send(&s->chan, &bye) >= 0) {
-				tls_shutdown(s->tls, 1000);
-			}
-		}
-		chan_done(&s->chan);
-	}
-	if (s->tls) {
-		tls_conn_free(s->tls);
-	}
-	if (s->ctx) {
-		tls_ctx_free(s->ctx);
-	}
-}
-
-/* -vv: who we are talking to. */
-static void log_session_debug(struct session *s)
-{
-	uint8_t fp[TLS_FINGERPRINT_LEN];
-	char fph[65], esc[256], cn[1024];
-
-	tls_peer_fingerprint(s->tls, fp);
-	tls_format_fingerprint(fp, fph);
-	log_debug("connected to %s port %u: %s, protocol %d, server certificate CN=%s sha256:%s",
-		  s->rem->host, s->o->port, log_escape(s->hello.software, esc, sizeof(esc)),
-		  s->version, log_escape(tls_peer_cn(s->tls), cn, sizeof(cn)), fph);
-}
-
-/* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */
-int session_open(struct session *s)
-{
-	struct tls_config tc = { .server = false };
-	char err[1200], esc[4 * sizeof(err)];
-	uint32_t code = 0;
-	int fd, r;
-
-	tc.cert_file = s->o->cert;
-	tc.key_file = s->o->key;
-	tc.ca_file = s->o->ca;
-	tc.have_pin = s->o->have_pin;
-	memcpy(tc.pin, s->o->pin, sizeof(tc.pin));
-	r = tls_ctx_new(&tc, &s->ctx);
-	if (r < 0) {
-		log_error("TLS setup: %s", tls_last_error());
-		return EXIT_CONFIG;
-	}
-	r = net_connect(s->rem->host, s->o->port, s->o->connect_timeout_s * 1000, &fd, &s->peer,
-			&s->peerlen);
-	if (r < 0) {
-		log_error("cannot connect to %s port %u: %s", s->rem->host, s->o->port,
-			  r == -ENOENT ? "unknown host" : strerror(-r));
-		return EXIT_CONNECT;
-	}
-	r = tls_connect(s->ctx, fd, s->rem->host, s->o->connect_timeout_s * 1000, &s->tls);
-	if (r == -ECONNRESET || r == -EPIPE) {
-		/* A daemon at its connection limits closes before any TLS: "busy". */
-		log_error("%s closed the connection before the TLS handshake finished "
-			  "(busy, or not accepting connections): %s",
-			  s->rem->host, tls_last_error());
-		return EXIT_CONNECT;
-	}
-	if (r == -EBADMSG) {
-		/* An sshd or a web server on that port: no certificate can fix that. */
-		log_error("%s port %u is not an rdmacp daemon: %s", s->rem->host, s->o->port,
-			  tls_last_error());
-		return EXIT_CONNECT;
-	}
-	if (r < 0) {
-		log_error("TLS handshake with %s failed: %s", s->rem->host, tls_last_error());
-		return r == -ETIMEDOUT ? EXIT_CONNECT : EXIT_AUTH;
-	}
-	r = chan_init(&s->chan, s->tls, s->o->idle_timeout_s * 1000);
-	if (r < 0) {
-		log_error("out of memory");
-		return EXIT_LOCAL_IO;
-	}
-	s->chan_ok = true;
-	r = session_hello_client(&s->chan, s->o->connect_timeout_s * 1000, &s->hello, &code, err,
-				 sizeof(err));
-	if (r == -EKEYREJECTED) {
-		/* TLS 1.3: the daemon's verdict on our certificate arrives here. */
-		log_error("%s refused our certificate: %s", s->rem->host, tls_conn_error(s->tls));
-		return EXIT_AUTH;
-	}
-	/* err may hold the daemon's own words: escaped (THREATS.md G46). */
-	if (r == -EPROTONOSUPPORT) {
-		log_error("%s", log_escape(err, esc, sizeof(esc)));
-		return EXIT_VERSION;
-	}
-	if (r == -EREMOTEIO) {
-		log_error("%s: %s", s->rem->host, log_escape(err, esc, sizeof(esc)));
-		return exit_for_perr(code);
-	}
-	if (r < 0) {
-		log_error("handshake with %s failed: %s%s%s", s->rem->host,
-			  r == -ECONNRESET || r == -EPIPE ? "connection closed" : strerror(-r),
-			  *tls_conn_error(s->tls) ? ": " : "", tls_conn_error(s->tls));
-		return r == -ECONNRESET || r == -EPIPE || r == -ETIMEDOUT ? EXIT_CONNECT
-									  : EXIT_PROTOCOL;
-	}
-	s->version = r;
-	log_session_debug(s);
-	return 0;
-}
-
 int cmd_ping(struct client_opts *o, char **args, int nargs)
 {
 	struct remote rem = { 0 };
-	struct session s = { .o = o, .rem = &rem };
-	struct timespec t0, t1;
+	struct daemon_conn s = { .o = o, .rem = &rem };
+	double t0, t1;
 	uint8_t fp[TLS_FINGERPRINT_LEN];
 	char fph[65], esc[256], cn[1024];
 	int r;
@@ -209,20 +66,18 @@ int cmd_ping(struct client_opts *o, char **args, int nargs)
 		memmove(rem.host, rem.host + 1, n - 2);
 		rem.host[n - 2] = '\0';
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = session_open(&s);
+	t0 = now_seconds();
+	r = daemon_conn_open(&s);
 	if (r == 0) {
-		clock_gettime(CLOCK_MONOTONIC, &t1);
+		t1 = now_seconds();
 		tls_peer_fingerprint(s.tls, fp);
 		tls_format_fingerprint(fp, fph);
 		printf(
 		    "%s: %s, protocol %d, TLS 1.3, server certificate CN=%s sha256:%s, %.1f ms\n",
 		    rem.host, log_escape(s.hello.software, esc, sizeof(esc)), s.version,
-		    log_escape(tls_peer_cn(s.tls), cn, sizeof(cn)), fph,
-		    (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
-			(double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+		    log_escape(tls_peer_cn(s.tls), cn, sizeof(cn)), fph, (t1 - t0) * 1e3);
 	}
-	session_close(&s, r == 0);
+	daemon_conn_close(&s, r == 0);
 	return r;
 }
 
@@ -318,7 +173,7 @@ static const char *transport_name(int kind)
  * Which transport to ask for: verbs needs a device here (else exit 13);
  * auto asks the daemon to choose only when there is one, else tcp.
  */
-static int pick_transport(struct session *s, uint8_t *ret)
+static int pick_transport(struct daemon_conn *s, uint8_t *ret)
 {
 	char why[256];
 	int n;
@@ -349,7 +204,7 @@ static int pick_transport(struct session *s, uint8_t *ret)
 	return 0;
 }
 
-static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, const char *path,
+static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flags, const char *path,
 			 struct msg *ret)
 {
 	struct msg m = { .type = MSG_OPEN };
@@ -410,7 +265,7 @@ static int open_transfer(struct session *s, uint8_t direction, uint32_t flags, c
 	return EXIT_PROTOCOL;
 }
 
-static int connect_data(struct session *s, const struct msg_open_ok *ok, struct xport **ret)
+static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, struct xport **ret)
 {
 	const struct xport_ops *ops = xport_ops_by_kind(ok->transport);
 	struct xport_params xp = { 0 };
@@ -427,8 +282,7 @@ static int connect_data(struct session *s, const struct msg_open_ok *ok, struct 
 		return EXIT_PROTOCOL;
 	}
 	xp.nlanes = ok->lanes;
-	xp.sq_depth = 4 * ok->slots + 16;
-	xp.rq_depth = ok->slots;
+	xport_params_set_slots(&xp, ok->slots);
 	xp.timeout_ms = s->o->connect_timeout_s * 1000;
 	memcpy(xp.token, ok->token, sizeof(xp.token));
 	for (unsigned i = 0; i < s->o->ndevices; i++) {
@@ -438,8 +292,8 @@ static int connect_data(struct session *s, const struct msg_open_ok *ok, struct 
 	r = ops->connect((struct sockaddr *)&addr, s->peerlen, &xp, ret);
 	explicit_bzero(xp.token, sizeof(xp.token));
 	if (r < 0) {
-		log_error("data connection (%s, %u lanes, port %u): %s", ops->name, xp.nlanes,
-			  ok->data_port, strerror(-r));
+		log_error_errno(r, "data connection (%s, %u lanes, port %u): %m", ops->name,
+				xp.nlanes, ok->data_port);
 		return EXIT_TRANSPORT;
 	}
 	return 0;
@@ -479,9 +333,9 @@ static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures
 				     : exit_for_perr(st->first_error);
 }
 
-static int send_get(struct session *s, char **paths, size_t n);
+static int send_get(struct daemon_conn *s, char **paths, size_t n);
 
-static int run_engine(struct session *s, struct xfer *x, struct engine_params *ep,
+static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_params *ep,
 		      const struct msg_open_ok *ok, struct engine_stats *st)
 {
 	struct xport *xp = NULL;
@@ -553,7 +407,7 @@ static char *last_component(const char *path)
 
 static int push(struct client_opts *o, char **args, int nargs, const struct remote *rem)
 {
-	struct session s = { .o = o, .rem = rem };
+	struct daemon_conn s = { .o = o, .rem = rem };
 	struct xfer x = { .o = o };
 	struct src_list srcs = { 0 };
 	struct engine_params ep = { .role = ENGINE_SENDER };
@@ -595,7 +449,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	if (nargs > 1 || rem->path[0] == '\0' || rem->path[strlen(rem->path) - 1] == '/') {
 		flags |= PROTO_OPEN_DEST_IS_DIR;
 	}
-	rc = session_open(&s);
+	rc = daemon_conn_open(&s);
 	if (rc == 0) {
 		rc = open_transfer(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
 	}
@@ -613,7 +467,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 		ep.bwlimit = o->bwlimit;
 		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
 	}
-	session_close(&s, rc == 0);
+	daemon_conn_close(&s, rc == 0);
 	src_list_free(&srcs);
 	if (rc != 0) {
 		return rc;
@@ -662,6 +516,24 @@ static bool pull_name_ok(void *ud, const char *name)
 	return false;
 }
 
+/* Open directory DST (with extra open flags) and name it in *ret_dir. */
+static int open_dest_dir(const char *dst, int flags, char **ret_dir, int *ret_fd)
+{
+	_cleanup_close_ int fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC | flags);
+	char *dir;
+
+	if (fd < 0) {
+		return negerrno();
+	}
+	dir = strdup(dst);
+	if (!dir) {
+		return -ENOMEM;
+	}
+	*ret_dir = dir;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 /*
  * Where pulled entries land: into DST if it is a directory, else DST renames
  * the one source (cp -r: a directory arrives under the new name). *ret_dir
@@ -683,17 +555,7 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename,
 	why[0] = '\0';
 	*ret_made = false;
 	if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
-		fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0) {
-			return negerrno();
-		}
-		*ret_dir = strdup(dst);
-		if (!*ret_dir) {
-			close(fd);
-			return -ENOMEM;
-		}
-		*ret_fd = fd;
-		return 0;
+		return open_dest_dir(dst, 0, ret_dir, ret_fd);
 	}
 	if (nsrcs > 1 || dst[strlen(dst) - 1] == '/') {
 		/*
@@ -713,17 +575,7 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename,
 			return r;
 		}
 		*ret_made = true;
-		fd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0) {
-			return negerrno();
-		}
-		*ret_dir = strdup(dst);
-		if (!*ret_dir) {
-			close(fd);
-			return -ENOMEM;
-		}
-		*ret_fd = fd;
-		return 0;
+		return open_dest_dir(dst, O_NOFOLLOW, ret_dir, ret_fd);
 	}
 	slash = strrchr(copy, '/');
 	if (slash) {
@@ -750,7 +602,7 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename,
 	return 0;
 }
 
-static int send_get(struct session *s, char **paths, size_t n)
+static int send_get(struct daemon_conn *s, char **paths, size_t n)
 {
 	struct msg m = { .type = MSG_GET };
 
@@ -760,7 +612,7 @@ static int send_get(struct session *s, char **paths, size_t n)
 }
 
 /* --dry-run of a pull: the daemon lists what it would send, then END. */
-static int pull_plan(struct session *s, struct xfer *x)
+static int pull_plan(struct daemon_conn *s, struct xfer *x)
 {
 	uint64_t failed = 0;
 
@@ -768,7 +620,7 @@ static int pull_plan(struct session *s, struct xfer *x)
 		struct msg m;
 		int r = chan_recv(&s->chan, &m, s->o->idle_timeout_s * 1000);
 		if (r < 0) {
-			log_error("control channel: %s", strerror(-r));
+			log_error_errno(r, "control channel: %m");
 			return EXIT_PROTOCOL;
 		}
 		if (m.type == MSG_END) {
@@ -808,7 +660,7 @@ static int pull_plan(struct session *s, struct xfer *x)
 static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 {
 	struct remote rems[PROTO_MAX_BATCH];
-	struct session s = { .o = o, .rem = &rems[0] };
+	struct daemon_conn s = { .o = o, .rem = &rems[0] };
 	struct xfer x = { .o = o };
 	struct engine_params ep = { .role = ENGINE_RECEIVER };
 	struct engine_stats st = { 0 };
@@ -854,7 +706,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		x.local_dir = local_dir;
 	}
 	if (rc == 0) {
-		rc = session_open(&s);
+		rc = daemon_conn_open(&s);
 	}
 	if (rc == 0) {
 		rc = open_transfer(&s, PROTO_DIR_PULL, open_flags(o), rems[0].path, &reply);
@@ -879,7 +731,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		x.nget = (size_t)nargs;
 		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
 	}
-	session_close(&s, rc == 0);
+	daemon_conn_close(&s, rc == 0);
 	for (int i = 0; i < nargs; i++) {
 		free(wanted[i]);
 	}

@@ -32,7 +32,9 @@
 #include "macro.h"
 #include "memfit.h"
 #include "pool.h"
+#include "output.h"
 #include "proto/msg.h"
+#include "sysfile.h"
 #include "xport.h"
 
 /* What the engine asks io_uring for (src/engine.c URING_ENTRIES). */
@@ -116,21 +118,6 @@ static void problem(struct doctor *d, bool error, const char *fix, const char *f
 	vsnprintf(p->what, sizeof(p->what), fmt, ap);
 	va_end(ap);
 	snprintf(p->fix, sizeof(p->fix), "%s", fix);
-}
-
-/* First line of a small text file, newline stripped. -errno when unreadable. */
-static int read_line(const char *path, char *buf, size_t len)
-{
-	_cleanup_fclose_ FILE *f = fopen(path, "re");
-
-	if (!f) {
-		return negerrno();
-	}
-	if (!fgets(buf, (int)len, f)) {
-		return -ENODATA;
-	}
-	buf[strcspn(buf, "\n")] = '\0';
-	return 0;
 }
 
 /* ---- RDMA devices ---------------------------------------------------------- */
@@ -256,7 +243,7 @@ static void port_gids(struct ibv_context *ctx, const char *dev, struct doctor_po
 		}
 		snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%u/gid_attrs/types/%u",
 			 dev, pt->num, i);
-		if (read_line(path, type, sizeof(type)) < 0) {
+		if (sysfile_read_line(path, type, sizeof(type)) < 0) {
 			snprintf(type, sizeof(type), "?");
 		} else if (!strcmp(type, "IB/RoCE v1")) {
 			snprintf(type, sizeof(type), "%s",
@@ -264,7 +251,7 @@ static void port_gids(struct ibv_context *ctx, const char *dev, struct doctor_po
 		}
 		snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%u/gid_attrs/ndevs/%u",
 			 dev, pt->num, i);
-		if (read_line(path, netdev, sizeof(netdev)) < 0) {
+		if (sysfile_read_line(path, netdev, sizeof(netdev)) < 0) {
 			netdev[0] = '\0';
 		}
 		gid_store(pt, i, &g, type, netdev);
@@ -528,7 +515,7 @@ static void check_uring(struct doctor *d)
 	int r;
 
 	d->uring_sysctl = -1;
-	if (read_line("/proc/sys/kernel/io_uring_disabled", buf, sizeof(buf)) == 0) {
+	if (sysfile_read_line("/proc/sys/kernel/io_uring_disabled", buf, sizeof(buf)) >= 0) {
 		d->uring_sysctl = atoi(buf);
 	}
 	r = io_uring_queue_init(DOCTOR_URING_ENTRIES, &ring, 0);
@@ -593,7 +580,8 @@ static void check_hugepages(struct doctor *d)
 		}
 	}
 	snprintf(d->thp, sizeof(d->thp), "unknown");
-	if (read_line("/sys/kernel/mm/transparent_hugepage/enabled", thp, sizeof(thp)) == 0) {
+	if (sysfile_read_line("/sys/kernel/mm/transparent_hugepage/enabled", thp, sizeof(thp)) >=
+	    0) {
 		char *l = strchr(thp, '['), *r = l ? strchr(l, ']') : NULL;
 
 		if (l && r) {
@@ -609,21 +597,6 @@ static void check_hugepages(struct doctor *d)
 
 /* ---- output --------------------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\') {
-			fprintf(f, "\\%c", *p);
-		} else if (*p < 0x20 || *p == 0x7f) {
-			fprintf(f, "\\u%04x", *p);
-		} else {
-			fputc(*p, f);
-		}
-	}
-	fputc('"', f);
-}
-
 static void json_limit(FILE *f, uint64_t v)
 {
 	if (v == (uint64_t)RLIM_INFINITY) {
@@ -636,23 +609,23 @@ static void json_limit(FILE *f, uint64_t v)
 static void print_json_port(FILE *f, const struct doctor_port *pt)
 {
 	fprintf(f, "{\"port\":%u,\"state\":", pt->num);
-	json_str(f, pt->state);
+	output_json_string(f, pt->state);
 	fputs(",\"link_layer\":", f);
-	json_str(f, pt->link_layer);
+	output_json_string(f, pt->link_layer);
 	fprintf(f, ",\"active_mtu\":%u,\"gid_table_len\":%u,\"gids\":[", pt->active_mtu,
 		pt->gid_tbl_len);
 	for (unsigned g = 0; g < pt->ngids; g++) {
 		const struct doctor_gid *gd = &pt->gids[g];
 
 		fprintf(f, "%s{\"index\":%u,\"gid\":", g ? "," : "", gd->index);
-		json_str(f, gd->addr);
+		output_json_string(f, gd->addr);
 		fputs(",\"type\":", f);
-		json_str(f, gd->type);
+		output_json_string(f, gd->type);
 		fprintf(f, ",\"ipv4_mapped\":%s,\"ipv4\":", gd->ipv4_mapped ? "true" : "false");
-		json_str(f, gd->ipv4_mapped && strrchr(gd->addr, ':') ? strrchr(gd->addr, ':') + 1
-								      : "");
+		output_json_string(
+		    f, gd->ipv4_mapped && strrchr(gd->addr, ':') ? strrchr(gd->addr, ':') + 1 : "");
 		fputs(",\"netdev\":", f);
-		json_str(f, gd->netdev);
+		output_json_string(f, gd->netdev);
 		fputc('}', f);
 	}
 	fputs("]}", f);
@@ -665,15 +638,15 @@ static void print_json(const struct doctor *d, bool ok)
 	fputs("{\"verbs\":{\"available\":", f);
 	fputs(d->verbs_ok ? "true" : "false", f);
 	fputs(",\"reason\":", f);
-	json_str(f, d->verbs_ok ? "" : d->verbs_why);
+	output_json_string(f, d->verbs_ok ? "" : d->verbs_why);
 	fputs("},\"devices\":[", f);
 	for (size_t i = 0; i < d->ndevices; i++) {
 		const struct doctor_device *dev = &d->devices[i];
 
 		fprintf(f, "%s{\"name\":", i ? "," : "");
-		json_str(f, dev->name);
+		output_json_string(f, dev->name);
 		fputs(",\"error\":", f);
-		json_str(f, dev->error);
+		output_json_string(f, dev->error);
 		fputs(",\"ports\":[", f);
 		for (unsigned p = 0; p < dev->nports; p++) {
 			fputs(p ? "," : "", f);
@@ -695,21 +668,21 @@ static void print_json(const struct doctor *d, bool ok)
 		fprintf(f, "%d", d->uring_sysctl);
 	}
 	fputs(",\"meaning\":", f);
-	json_str(f, uring_sysctl_meaning(d->uring_sysctl));
+	output_json_string(f, uring_sysctl_meaning(d->uring_sysctl));
 	fprintf(f, ",\"ok\":%s,\"error\":", d->uring_ok ? "true" : "false");
-	json_str(f, d->uring_err ? strerror(-d->uring_err) : "");
+	output_json_string(f, d->uring_err ? strerror(-d->uring_err) : "");
 	fputs(",\"missing_ops\":", f);
-	json_str(f, d->uring_missing_ops);
+	output_json_string(f, d->uring_missing_ops);
 	fprintf(f, "},\"hugepages\":{\"total\":%ld,\"free\":%ld,\"size_kb\":%ld,\"thp\":",
 		d->huge_total, d->huge_free, d->huge_size_kb);
-	json_str(f, d->thp);
+	output_json_string(f, d->thp);
 	fprintf(f, ",\"pool_uses_hugepages\":%s},\"problems\":[", d->pool_huge ? "true" : "false");
 	for (size_t i = 0; i < d->nproblems; i++) {
 		fprintf(f, "%s{\"severity\":\"%s\",\"what\":", i ? "," : "",
 			d->problems[i].error ? "error" : "warning");
-		json_str(f, d->problems[i].what);
+		output_json_string(f, d->problems[i].what);
 		fputs(",\"fix\":", f);
-		json_str(f, d->problems[i].fix);
+		output_json_string(f, d->problems[i].fix);
 		fputc('}', f);
 	}
 	fprintf(f, "],\"ok\":%s}\n", ok ? "true" : "false");

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "client.h"
+#include "fit.h"
 #include "engine.h"
 #include "exitcodes.h"
 #include "log.h"
@@ -20,24 +20,8 @@
 #include "memfit.h"
 #include "pool.h"
 #include "proto/msg.h"
+#include "units.h"
 #include "xport.h"
-
-void fit_format_bytes(uint64_t v, char *buf, size_t len)
-{
-	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
-	unsigned u = 0;
-	uint64_t div = 1;
-
-	while (u + 1 < ARRAY_SIZE(units) && v >= div * 1024) {
-		div *= 1024;
-		u++;
-	}
-	if (v % div == 0) {
-		snprintf(buf, len, "%" PRIu64 " %s", v / div, units[u]);
-	} else {
-		snprintf(buf, len, "%.1f %s", (double)v / (double)div, units[u]);
-	}
-}
 
 #define FIT_RAISE_MEMLOCK                                                           \
 	"'ulimit -l unlimited', a 'memlock' line in /etc/security/limits.conf, or " \
@@ -116,7 +100,7 @@ static int fit_tcp(struct engine_params *ep, const struct xport_ops *ops, uint64
 		r = memfit_probe(engine_pinned_bytes(ep, ops), ep->chunk_size);
 	}
 	if (r == -ENOMEM || left == 0) {
-		fit_format_bytes(limit, lim, sizeof(lim));
+		units_format_bytes(limit, lim, sizeof(lim));
 		log_error("not enough locked memory for a buffer pool: this user's other "
 			  "processes hold most of RLIMIT_MEMLOCK (%s; io_uring counts them "
 			  "together): raise it with %s",
@@ -159,7 +143,7 @@ int client_fit(struct client_opts *o, uint8_t direction, uint8_t *transport, str
 		if (need > budget) {
 			char lim[32];
 
-			fit_format_bytes(rl.rlim_cur, lim, sizeof(lim));
+			units_format_bytes(rl.rlim_cur, lim, sizeof(lim));
 			if (o->verbose > 0) {
 				log_info("transport auto: tcp (RLIMIT_MEMLOCK %s is too small for "
 					 "verbs; raise it to use RDMA)",

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "daemon_conn.h"
 #include "exitcodes.h"
 #include "fspath.h"
 #include "log.h"
@@ -119,7 +120,7 @@ static const char *module_access(uint8_t flags)
 }
 
 /* The answer to LIST: MODULES (want_modules) or FILES batches, then END. */
-static int receive_listing(struct session *s, struct output *out, bool want_modules,
+static int receive_listing(struct daemon_conn *s, struct output *out, bool want_modules,
 			   struct ls_sorted *sorted)
 {
 	char esc[4 * PROTO_MAX_TEXT + 1];
@@ -192,7 +193,7 @@ static int receive_listing(struct session *s, struct output *out, bool want_modu
 int cmd_ls(struct client_opts *o, char **args, int nargs)
 {
 	struct remote rem = { 0 };
-	struct session s = { .o = o, .rem = &rem };
+	struct daemon_conn s = { .o = o, .rem = &rem };
 	struct output out;
 	struct msg m = { .type = MSG_LIST };
 	struct ls_sorted sorted = { 0 };
@@ -203,9 +204,9 @@ int cmd_ls(struct client_opts *o, char **args, int nargs)
 		return EXIT_USAGE;
 	}
 	output_init(&out, o->json, 0, o->verbose);
-	rc = session_open(&s);
+	rc = daemon_conn_open(&s);
 	if (rc != 0) {
-		session_close(&s, false);
+		daemon_conn_close(&s, false);
 		return rc;
 	}
 	/* An older daemon would answer LIST with ERROR PROTOCOL "unknown message type". */
@@ -214,18 +215,18 @@ int cmd_ls(struct client_opts *o, char **args, int nargs)
 		    "%s: this rdmacpd cannot list (it does not announce the LIST capability): "
 		    "upgrade it",
 		    rem.host);
-		session_close(&s, true);
+		daemon_conn_close(&s, true);
 		return EXIT_VERSION;
 	}
 	m.u.list.flags = o->recursive ? PROTO_LIST_RECURSIVE : 0;
 	snprintf(m.u.list.path, sizeof(m.u.list.path), "%s", rem.path);
 	if (chan_send(&s.chan, &m) < 0) {
 		log_error("%s: control channel write failed", rem.host);
-		session_close(&s, false);
+		daemon_conn_close(&s, false);
 		return EXIT_CONNECT;
 	}
 	rc = receive_listing(&s, &out, rem.path[0] == '\0', &sorted);
 	ls_sorted_free(&sorted);
-	session_close(&s, rc == EXIT_OK);
+	daemon_conn_close(&s, rc == EXIT_OK);
 	return rc;
 }

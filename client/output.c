@@ -8,16 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "hash.h"
 #include "log.h"
-
-double output_now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 /*
  * A JSON string literal (RFC 8259), valid whatever the name held: quotes,
@@ -25,7 +18,7 @@ double output_now(void)
  * overrides as \uXXXX; a byte that is not well-formed UTF-8 as \ufffd (JSON
  * text is UTF-8; such a name is shown escaped byte by byte on stderr).
  */
-static void json_str(FILE *f, const char *s)
+void output_json_string(FILE *f, const char *s)
 {
 	size_t left = strlen(s);
 
@@ -69,7 +62,7 @@ void output_init(struct output *out, bool json, int progress, int verbose)
 	out->verbose = verbose;
 	/* Default: on for a terminal, off otherwise, off with -q or --json. */
 	out->progress = progress > 0 || (progress < 0 && !json && verbose >= 0 && isatty(2));
-	out->t0 = output_now();
+	out->t0 = now_seconds();
 }
 
 void output_memory(struct output *out, uint64_t limit, uint64_t pool, uint32_t chunk,
@@ -105,7 +98,7 @@ void output_start(struct output *out, const char *direction, const char *host,
 {
 	if (out->json) {
 		printf("{\"event\":\"start\",\"direction\":\"%s\",\"host\":", direction);
-		json_str(stdout, host);
+		output_json_string(stdout, host);
 		printf(",\"transport\":\"%s\",\"lanes\":%u", transport, lanes);
 		json_memory(out);
 		printf("}\n");
@@ -136,7 +129,7 @@ void output_file(struct output *out, const char *name, uint64_t bytes, double se
 	hash_to_hex(hash, hex);
 	if (out->json) {
 		printf("{\"event\":\"file\",\"name\":");
-		json_str(stdout, name);
+		output_json_string(stdout, name);
 		printf(",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n", bytes, secs,
 		       hex);
 		fflush(stdout);
@@ -154,9 +147,9 @@ void output_error(struct output *out, const char *name, const char *code, const 
 	out->files_failed++;
 	if (out->json) {
 		printf("{\"event\":\"error\",\"name\":");
-		json_str(stdout, name);
+		output_json_string(stdout, name);
 		printf(",\"code\":\"%s\",\"message\":", code);
-		json_str(stdout, text);
+		output_json_string(stdout, text);
 		printf("}\n");
 		fflush(stdout);
 	}
@@ -174,11 +167,11 @@ void output_local_error(struct output *out, const char *name, const char *path, 
 	out->files_failed++;
 	if (out->json) {
 		printf("{\"event\":\"error\",\"name\":");
-		json_str(stdout, name);
+		output_json_string(stdout, name);
 		printf(",\"path\":");
-		json_str(stdout, path);
+		output_json_string(stdout, path);
 		printf(",\"local\":true,\"code\":\"%s\",\"message\":", code);
-		json_str(stdout, text);
+		output_json_string(stdout, text);
 		printf("}\n");
 		fflush(stdout);
 	}
@@ -203,7 +196,7 @@ static void human_bytes(uint64_t b, char *buf, size_t len)
 
 void output_progress(struct output *out, uint64_t bytes)
 {
-	double now = output_now(), el = now - out->t0, rate;
+	double now = now_seconds(), el = now - out->t0, rate;
 	char b[32], r[32], line[160];
 
 	if (!out->progress || now - out->last_draw < 0.2) {
@@ -230,7 +223,7 @@ void output_progress(struct output *out, uint64_t bytes)
 void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t failures,
 		    const char *transport)
 {
-	double secs = output_now() - out->t0;
+	double secs = now_seconds() - out->t0;
 	double rate = secs > 0 ? (double)bytes / secs : 0;
 
 	clear_progress(out);
@@ -258,7 +251,7 @@ void output_plan(struct output *out, const char *name, uint64_t bytes)
 
 	if (out->json) {
 		printf("{\"event\":\"plan\",\"name\":");
-		json_str(stdout, name);
+		output_json_string(stdout, name);
 		printf(",\"bytes\":%" PRIu64 "}\n", bytes);
 	} else if (out->verbose >= 0) {
 		printf("would copy %s (%" PRIu64 " bytes)\n", log_escape(name, esc, sizeof(esc)),
@@ -273,9 +266,9 @@ void output_module(struct output *out, const char *name, const char *access, con
 
 	if (out->json) {
 		printf("{\"event\":\"module\",\"name\":");
-		json_str(stdout, name);
+		output_json_string(stdout, name);
 		printf(",\"access\":\"%s\",\"comment\":", access);
-		json_str(stdout, comment);
+		output_json_string(stdout, comment);
 		printf("}\n");
 	} else {
 		log_escape(name, esc, sizeof(esc));
@@ -323,14 +316,14 @@ void output_entry(struct output *out, const struct proto_file *f, bool long_form
 
 	if (out->json) {
 		printf("{\"event\":\"entry\",\"name\":");
-		json_str(stdout, f->name);
+		output_json_string(stdout, f->name);
 		printf(",\"type\":\"%s\",\"mode\":\"%04o\",\"size\":%" PRIu64 ",\"mtime\":%" PRId64
 		       ",\"mtime_nsec\":%u,\"uid\":%u,\"gid\":%u",
 		       ftype_name(f->ftype), f->mode, f->size, f->mtime_sec, f->mtime_nsec, f->uid,
 		       f->gid);
 		if (f->link) {
 			printf(",\"link\":");
-			json_str(stdout, f->link);
+			output_json_string(stdout, f->link);
 		}
 		printf("}\n");
 		return;

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "proto/msg.h"
 
@@ -26,6 +27,13 @@ struct output {
 	uint32_t mem_chunk, mem_chunks;
 	bool mem_fitted;
 };
+
+/*
+ * s as a JSON string literal on f, valid whatever s holds: controls, line
+ * separators and direction overrides escaped, bytes that are not UTF-8 as
+ * \ufffd. Every JSON string rdmacp prints goes through here.
+ */
+void output_json_string(FILE *f, const char *s);
 
 void output_init(struct output *out, bool json, int progress, int verbose);
 void output_start(struct output *out, const char *direction, const char *host,
@@ -51,7 +59,6 @@ void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t
 		    const char *transport);
 /* --dry-run: one entry that would be copied. */
 void output_plan(struct output *out, const char *name, uint64_t bytes);
-double output_now(void);
 /* ls: a module ("read only", "write only" or "read/write") and an entry. */
 void output_module(struct output *out, const char *name, const char *access, const char *comment);
 void output_entry(struct output *out, const struct proto_file *f, bool long_format);

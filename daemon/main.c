@@ -16,7 +16,7 @@
  *
  * Pre-authentication slots (THREATS.md G47): a child counts as
  * unauthenticated until it marks its entry in the shared session table
- * (sessions_set_authenticated, after HELLO). Those are capped apart, in all
+ * (session_table_set_authenticated, after HELLO). Those are capped apart, in all
  * ("max unauthenticated", below "max connections", so the difference is a
  * reserve only authenticated sessions can hold) and per IPv4 address or
  * IPv6 /64 ("max unauthenticated per host"). The flag lives in the child's
@@ -46,15 +46,17 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fdutil.h"
 #include "config.h"
 #include "exitcodes.h"
 #include "rlimits.h"
 #include "log.h"
 #include "macro.h"
+#include "net.h"
 #include "modcheck.h"
 #include "privs.h"
 #include "serve.h"
-#include "sessions.h"
+#include "session_table.h"
 #include "tls.h"
 
 #define DRAIN_S		   20
@@ -91,7 +93,7 @@ struct daemon {
 
 	struct child *children;
 	size_t nchildren, children_cap;
-	struct sessions *sessions; /* shared with the session processes */
+	struct session_table *sessions; /* shared with the session processes */
 	uint64_t next_status_ms;
 
 	uint64_t watchdog_usec; /* 0: no watchdog */
@@ -103,18 +105,6 @@ struct daemon {
 
 	bool stopping;
 };
-
-static void format_addr(const struct sockaddr *sa, socklen_t len, char *out, size_t outlen)
-{
-	char host[NI_MAXHOST], serv[NI_MAXSERV];
-
-	if (getnameinfo(sa, len, host, sizeof(host), serv, sizeof(serv),
-			NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-		snprintf(out, outlen, "?");
-		return;
-	}
-	snprintf(out, outlen, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
-}
 
 /*
  * The peer's IP as 16 bytes, IPv4 mapped into IPv6, so that a dual-stack
@@ -150,7 +140,7 @@ static void peer_prefix_key(const struct sockaddr_storage *ss, uint8_t key[16])
 static bool child_unauthenticated(struct daemon *d, struct child *c)
 {
 	if (!c->authenticated) {
-		c->authenticated = sessions_is_authenticated(d->sessions, c->slot, c->pid);
+		c->authenticated = session_table_is_authenticated(d->sessions, c->slot, c->pid);
 	}
 	return !c->authenticated && c->started_ms != 0;
 }
@@ -187,7 +177,7 @@ static void notify_status(const struct daemon *d)
 	uint64_t pinned = 0, moved = 0;
 
 	if (d->sessions) {
-		sessions_totals(d->sessions, &pinned, &moved);
+		session_table_totals(d->sessions, &pinned, &moved);
 	}
 	sd_notifyf(0,
 		   "STATUS=%zu active session%s, %" PRIu64 " MiB pinned, %" PRIu64 " bytes moved",
@@ -320,8 +310,10 @@ static int setup_listeners(struct daemon *d)
 						       fd);
 			}
 			/* accept4 in the loop must never block on a vanished connection. */
-			if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
-				return log_error_errno(negerrno(), "fd %d: %m", fd);
+			int nb = fd_set_nonblock(fd, true);
+
+			if (nb < 0) {
+				return log_error_errno(nb, "fd %d: %m", fd);
 			}
 			d->listen_fds[d->nlisten++] = fd;
 		}
@@ -432,7 +424,7 @@ static void reap_children(struct daemon *d)
 		c = find_child(d, pid);
 		log_child_exit(d, c, pid, status);
 		/* Whatever it died holding is released here. */
-		sessions_reap(d->sessions, pid);
+		session_table_reap(d->sessions, pid);
 		if (c) {
 			remove_child(d, c);
 			changed = true;
@@ -556,7 +548,7 @@ static void handle_connection(struct daemon *d, int fd, const struct sockaddr_st
 	char peer_text[INET6_ADDRSTRLEN + 8];
 	pid_t pid;
 
-	format_addr((const struct sockaddr *)peer, peerlen, peer_text, sizeof(peer_text));
+	net_addr_str((const struct sockaddr *)peer, peerlen, peer_text, sizeof(peer_text));
 	if (d->nchildren >= d->cfg->max_connections || d->nchildren >= SESSIONS_MAX) {
 		log_refused(d, peer_text, "max connections reached", d->cfg->max_connections);
 		close(fd);
@@ -592,7 +584,7 @@ static void handle_connection(struct daemon *d, int fd, const struct sockaddr_st
 	snprintf(c->peer_text, sizeof(c->peer_text), "%s", peer_text);
 	c->authenticated = false;
 	c->started_ms = (uint64_t)now_ms();
-	c->slot = sessions_register(d->sessions, pid);
+	c->slot = session_table_register(d->sessions, pid);
 	if (c->slot < 0) {
 		/* Can't happen (at most SESSIONS_MAX children); the backstop ends it. */
 		log_error_errno(c->slot, "session table for %d: %m", (int)pid);
@@ -674,7 +666,7 @@ static void reload(struct daemon *d)
 	tls_ctx_free(d->tls);
 	d->cfg = cfg;
 	d->tls = tls;
-	sessions_set_budget(d->sessions, cfg->memory_budget);
+	session_table_set_budget(d->sessions, cfg->memory_budget);
 	apply_log_level(d);
 	check_memlock(cfg);
 	log_info("reloaded %s", d->config_file);
@@ -771,7 +763,7 @@ static void shutdown_children(struct daemon *d)
 				if (pid < 0) {
 					break;
 				}
-				sessions_reap(d->sessions, pid);
+				session_table_reap(d->sessions, pid);
 				c = find_child(d, pid);
 				if (c) {
 					remove_child(d, c);
@@ -812,7 +804,7 @@ static int enforce_handshake_deadline(struct daemon *d)
 		if (c->authenticated || c->started_ms == 0) {
 			continue;
 		}
-		c->authenticated = sessions_is_authenticated(d->sessions, c->slot, c->pid);
+		c->authenticated = session_table_is_authenticated(d->sessions, c->slot, c->pid);
 		if (c->authenticated) {
 			continue;
 		}
@@ -1026,7 +1018,7 @@ static int run(struct daemon *d, bool check)
 		log_error("out of memory");
 		return EXIT_CONFIG;
 	}
-	r = sessions_create(d->cfg->memory_budget, &d->sessions);
+	r = session_table_create(d->cfg->memory_budget, &d->sessions);
 	if (r < 0) {
 		log_error_errno(r, "shared session table: %m");
 		return EXIT_CONFIG;

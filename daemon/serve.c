@@ -30,8 +30,8 @@
 #include "macro.h"
 #include "net.h"
 #include "privs.h"
-#include "session.h"
-#include "sessions.h"
+#include "hello.h"
+#include "session_table.h"
 #include "tls.h"
 #include "walk.h"
 #include "xport.h"
@@ -59,7 +59,7 @@ struct conn {
 	uint8_t fp[TLS_FINGERPRINT_LEN];
 	struct sockaddr_storage local;
 	socklen_t locallen;
-	struct sessions *sessions;
+	struct session_table *sessions;
 	uint64_t last_progress;
 	uint64_t bytes_accepted; /* declared sizes of the files pushed on this connection */
 	uint64_t peer_caps;	 /* the client's HELLO caps */
@@ -212,11 +212,7 @@ static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir, bool
 			ret->fd = -1;
 			return 0;
 		}
-		_cleanup_free_ char *tmp = NULL;
-		if (asprintf(&tmp, "%s/x", trimmed) < 0) {
-			return -ENOMEM;
-		}
-		return fspath_open_parent(rootfd, tmp, true, &ret->fd, &leaf);
+		return fspath_open_or_create_dir(rootfd, trimmed, &ret->fd);
 	}
 	r = fspath_open_parent(rootfd, trimmed, false, &ret->fd, &leaf);
 	if (r < 0) {
@@ -243,7 +239,7 @@ static void ev_progress(void *ud, uint64_t bytes)
 	struct conn *c = ud;
 
 	if (c->sessions && bytes > c->last_progress) {
-		sessions_add_bytes(c->sessions, bytes - c->last_progress);
+		session_table_add_bytes(c->sessions, bytes - c->last_progress);
 	}
 	c->last_progress = bytes;
 }
@@ -363,15 +359,14 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	fit_pool_size(&ep, ops, cfg->pool_size);
 	slots = ep.slots;
 	xp.nlanes = MIN((unsigned)o->lanes, POLICY_MAX_LANES);
-	xp.sq_depth = 4 * slots + 16;
-	xp.rq_depth = slots;
+	xport_params_set_slots(&xp, slots);
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
 	/*
 	 * Pinned memory counts against the daemon-wide budget: over it, "busy".
 	 * Reserved exactly as the engine will size it, for either role.
 	 */
 	pinned = engine_pinned_bytes(&ep, ops);
-	if (c->sessions && sessions_reserve(c->sessions, pinned) < 0) {
+	if (c->sessions && session_table_reserve(c->sessions, pinned) < 0) {
 		ops->listener_close(l);
 		return refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
 	}
@@ -385,8 +380,8 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	if (r >= 0) {
 		r = ops->accept(l, &xp, &x);
 		if (r < 0) {
-			log_notice("%s (%s): data lanes did not connect: %s", c->peer, c->id,
-				   strerror(-r));
+			log_notice_errno(r, "%s (%s): data lanes did not connect: %m", c->peer,
+					 c->id);
 			chan_send_error(&c->chan, PERR_TRANSPORT, "data lanes did not connect: %s",
 					strerror(-r));
 		}
@@ -452,7 +447,7 @@ static int run_transfer(struct conn *c, const struct msg_open *o, const struct m
 	int r = run_transfer_pinned(c, o, m, basefd, rename_to, pull_srcs);
 
 	if (c->sessions) {
-		sessions_release(c->sessions);
+		session_table_release(c->sessions);
 	}
 	return r;
 }
@@ -619,6 +614,29 @@ static int refuse_top(struct conn *c, int r, const char *esc)
 }
 
 /*
+ * fsglob_expand within the module's 'max files per session': at most
+ * max_matches matches, and directory reading bounded by the same limit.
+ * Refuses (the ERROR sent) when the pattern is bad or matches too much.
+ */
+static int expand_pattern(struct conn *c, const struct module *m, int rootfd, const char *pattern,
+			  const char *esc, uint64_t max_matches, struct fsglob *ret)
+{
+	int r = fsglob_expand(rootfd, pattern, max_matches, (uint64_t)m->max_files * 4 + 4096, ret);
+
+	if (r == -E2BIG) {
+		return refuse(c, PERR_PERMISSION,
+			      "'%s' matches or reads more entries than module '%s' allows "
+			      "('max files per session' is %u)",
+			      esc, m->name, m->max_files);
+	}
+	if (r < 0) {
+		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
+			      esc);
+	}
+	return r;
+}
+
+/*
  * A GET path with wildcards: each match beneath the module (fsglob.h: no
  * symlink followed, no dotfile matched by a wildcard) is queued under its own
  * name, as a shell would have expanded it. Directories need -r; matching
@@ -640,16 +658,9 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 			      "('max files per session')",
 			      m->max_files, m->name);
 	}
-	r = fsglob_expand(rootfd, pattern, left, (uint64_t)m->max_files * 4 + 4096, &gl);
-	if (r == -E2BIG) {
-		return refuse(c, PERR_PERMISSION,
-			      "'%s' matches or reads more entries than module '%s' allows "
-			      "('max files per session' is %u)",
-			      esc, m->name, m->max_files);
-	}
+	r = expand_pattern(c, m, rootfd, pattern, esc, left, &gl);
 	if (r < 0) {
-		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
-			      esc);
+		return r;
 	}
 	if (gl.n == 0) {
 		/* As a shell does: a pattern that matches nothing may be a name ("a[1].img"). */
@@ -725,8 +736,7 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 
 	r = chan_recv(&c->chan, &in, (int)c->cfg->idle_timeout_s * 1000);
 	if (r < 0) {
-		log_notice("%s (%s): waiting for GET: %s", c->peer, c->id, strerror(-r));
-		return r;
+		return log_notice_errno(r, "%s (%s): waiting for GET: %m", c->peer, c->id);
 	}
 	if (in.type != MSG_GET) {
 		msg_clear(&in);
@@ -963,7 +973,7 @@ static int open_module_root(struct conn *c, const struct module *m, int *ret_fd)
 	}
 	if (fstat(fd, &st) < 0) {
 		r = negerrno();
-		log_error("module %s: %s: %s", m->name, m->path, strerror(-r));
+		log_error_errno(r, "module %s: %s: %m", m->name, m->path);
 		return refuse(c, PERR_IO, "module '%s' is unavailable", m->name);
 	}
 	if (st.st_dev != m->root_dev || st.st_ino != m->root_ino) {
@@ -977,6 +987,17 @@ static int open_module_root(struct conn *c, const struct module *m, int *ret_fd)
 	}
 	*ret_fd = TAKE_FD(fd);
 	return 0;
+}
+
+/* Become the module's user, then open its root as that user. */
+static int enter_module(struct conn *c, const struct module *m, int *ret_rootfd)
+{
+	int r = become_module_user(c, m);
+
+	if (r < 0) {
+		return r;
+	}
+	return open_module_root(c, m, ret_rootfd);
 }
 
 static int handle_open(struct conn *c, const struct msg_open *o)
@@ -1000,11 +1021,7 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 			      "(needs 'preserve owner = yes' and 'uid = root')",
 			      m->name);
 	}
-	r = become_module_user(c, m);
-	if (r < 0) {
-		return r;
-	}
-	r = open_module_root(c, m, &rootfd);
+	r = enter_module(c, m, &rootfd);
 	if (r < 0) {
 		return r;
 	}
@@ -1100,16 +1117,9 @@ static int list_glob(struct conn *c, const struct module *m, int rootfd, const c
 	struct fsglob gl = { 0 };
 	int r;
 
-	r = fsglob_expand(rootfd, pattern, m->max_files, (uint64_t)m->max_files * 4 + 4096, &gl);
-	if (r == -E2BIG) {
-		return refuse(c, PERR_PERMISSION,
-			      "'%s' matches or reads more entries than module '%s' allows "
-			      "('max files per session' is %u)",
-			      esc, m->name, m->max_files);
-	}
+	r = expand_pattern(c, m, rootfd, pattern, esc, m->max_files, &gl);
 	if (r < 0) {
-		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
-			      esc);
+		return r;
 	}
 	if (gl.n == 0) {
 		/* As a shell does: a pattern that matches nothing may be a name ("a[1].img"). */
@@ -1158,11 +1168,7 @@ static int list_path(struct conn *c, const struct msg_list *l)
 	if (r < 0) {
 		return r;
 	}
-	r = become_module_user(c, m);
-	if (r < 0) {
-		return r;
-	}
-	r = open_module_root(c, m, &rootfd);
+	r = enter_module(c, m, &rootfd);
 	if (r < 0) {
 		return r;
 	}
@@ -1244,7 +1250,7 @@ static void describe_peer(struct conn *c)
 }
 
 int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
-		     struct sessions *sessions, int fd, const struct sockaddr *peer,
+		     struct session_table *sessions, int fd, const struct sockaddr *peer,
 		     socklen_t peerlen)
 {
 	struct conn c = { .cfg = cfg, .sessions = sessions };
@@ -1286,7 +1292,7 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	/* A HELLO dripped byte by byte gets no more than what is left either. */
 	c.chan.io_timeout_ms = remaining_ms(deadline);
 	r = c.chan.io_timeout_ms > 0
-		? session_hello_server(&c.chan, c.chan.io_timeout_ms, &hello, err, sizeof(err))
+		? hello_server(&c.chan, c.chan.io_timeout_ms, &hello, err, sizeof(err))
 		: -ETIMEDOUT;
 	c.chan.io_timeout_ms = (int)cfg->idle_timeout_s * 1000;
 	if (r == -ETIMEDOUT) {
@@ -1300,7 +1306,7 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	c.peer_caps = hello.caps;
 	/* From here this connection no longer counts against the pre-authentication caps. */
 	if (sessions) {
-		sessions_set_authenticated(sessions);
+		session_table_set_authenticated(sessions);
 	}
 	log_info("%s (%s): connected (%s, protocol %d)", c.peer, c.id,
 		 log_escape(hello.software, err, sizeof(err)), r);
@@ -1319,7 +1325,7 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 				r = 0; /* close_notify between requests: a clean end */
 				break;
 			}
-			log_notice("%s (%s): control channel: %s", c.peer, c.id, strerror(-r));
+			log_notice_errno(r, "%s (%s): control channel: %m", c.peer, c.id);
 			if (r != -ECONNRESET) {
 				char why[160];
 

@@ -11,7 +11,7 @@
 #include "config.h"
 
 struct tls_ctx;
-struct sessions;
+struct session_table;
 
 /*
  * Serve the connected socket fd (ownership taken). sessions is the table
@@ -20,7 +20,7 @@ struct sessions;
  * address and identity.
  */
 int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
-		     struct sessions *sessions, int fd, const struct sockaddr *peer,
+		     struct session_table *sessions, int fd, const struct sockaddr *peer,
 		     socklen_t peerlen);
 
 /*

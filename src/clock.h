@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Monotonic milliseconds and deadlines, for every wait with a time limit. */
+/*
+ * The monotonic clock: milliseconds and deadlines for every wait with a time
+ * limit, seconds for rates and durations shown to the user.
+ */
 #pragma once
 
 #include <stdint.h>
@@ -11,6 +14,15 @@ static inline int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Monotonic seconds, for durations and rates. */
+static inline double now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Milliseconds left until deadline (a now_ms() value), 0 when passed, for poll(). */

@@ -255,6 +255,20 @@ int fspath_open_dir(int rootfd, const char *rel, int *ret_fd)
 	return 0;
 }
 
+int fspath_open_or_create_dir(int rootfd, const char *rel, int *ret_fd)
+{
+	char path[FSPATH_MAX];
+	int r;
+
+	assert(rel && ret_fd);
+	r = fspath_validate(rel);
+	if (r < 0) {
+		return r;
+	}
+	snprintf(path, sizeof(path), "%s", rel);
+	return open_parent_walk(rootfd, path, ret_fd);
+}
+
 static int random_alnum(char *out, size_t n)
 {
 	size_t filled = 0;
@@ -446,37 +460,6 @@ int fspath_link_anon(int dirfd, int fd, const char *leaf)
 		r = negerrno();
 		unlinkat(dirfd, tmp, 0);
 		return r;
-	}
-	return 0;
-}
-
-int fspath_commit(int dirfd, int fd, const char *tmpname, const char *leaf)
-{
-	int r;
-
-	r = leaf_validate(tmpname);
-	if (r < 0) {
-		return r;
-	}
-	r = leaf_validate(leaf);
-	if (r < 0) {
-		return r;
-	}
-	/* An fsync error is final: the data may be lost, never retry (fsyncgate). */
-	if (fsync(fd) < 0) {
-		return negerrno();
-	}
-	/*
-	 * Both names are single components of the held dirfd, so a parent swapped
-	 * for a symlink is never traversed. rename replaces a file or a symlink
-	 * leaf itself (never its target) atomically, and refuses with EISDIR to
-	 * put a file over a directory.
-	 */
-	if (renameat(dirfd, tmpname, dirfd, leaf) < 0) {
-		return negerrno();
-	}
-	if (fsync(dirfd) < 0) {
-		return negerrno();
 	}
 	return 0;
 }

@@ -2,8 +2,9 @@
 /*
  * Safe paths beneath a module: every name from a peer is hostile. All
  * resolution goes through a held directory fd with openat2(RESOLVE_BENEATH |
- * RESOLVE_NO_SYMLINKS); temp files are created O_CREAT|O_EXCL|O_NOFOLLOW; the
- * commit is fsync(file) + renameat() on the held directory fd + fsync(dir).
+ * RESOLVE_NO_SYMLINKS); temp files are created O_CREAT|O_EXCL|O_NOFOLLOW, and
+ * names are given with renameat()/linkat() on the held directory fd (the
+ * engine's commit path fsyncs around them).
  */
 #pragma once
 
@@ -43,6 +44,12 @@ int fspath_open_parent(int rootfd, const char *rel, bool mkdirs, int *ret_dirfd,
 int fspath_open_dir(int rootfd, const char *rel, int *ret_fd);
 
 /*
+ * Open the directory rel beneath rootfd, creating it and every missing
+ * directory above it (mode 0755) the way fspath_open_parent's mkdirs does.
+ */
+int fspath_open_or_create_dir(int rootfd, const char *rel, int *ret_fd);
+
+/*
  * Create a temp file next to leaf in dirfd: ".<leaf>.rdmacp.<random>",
  * O_RDWR|O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, mode 0600. The temp name is
  * written to ret_tmpname (at least FSPATH_NAME_MAX+1 bytes); a leaf so long
@@ -71,13 +78,6 @@ int fspath_create_anon(int dirfd, int *ret_fd);
  * The caller fsyncs fd before and dirfd after.
  */
 int fspath_link_anon(int dirfd, int fd, const char *leaf);
-
-/*
- * Commit: fsync(fd), renameat(dirfd, tmpname, dirfd, leaf) (replacing an
- * existing file atomically; refusing to replace a directory), fsync(dirfd).
- * An fsync error is returned as is and never retried (fsyncgate).
- */
-int fspath_commit(int dirfd, int fd, const char *tmpname, const char *leaf);
 
 /* Remove a temp file (ignores -ENOENT). */
 int fspath_discard(int dirfd, const char *tmpname);

@@ -13,30 +13,19 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fdutil.h"
 #include "macro.h"
-
-const char *net_host_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen)
-{
-	char host[INET6_ADDRSTRLEN] = "?";
-
-	if (getnameinfo(sa, len, host, sizeof(host), NULL, 0, NI_NUMERICHOST) != 0) {
-		snprintf(host, sizeof(host), "?");
-	}
-	snprintf(buf, buflen, "%s", host);
-	return buf;
-}
 
 const char *net_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen)
 {
-	char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
+	char host[NI_MAXHOST], port[NI_MAXSERV];
 
-	getnameinfo(sa, len, host, sizeof(host), port, sizeof(port),
-		    NI_NUMERICHOST | NI_NUMERICSERV);
-	if (sa->sa_family == AF_INET6) {
-		snprintf(buf, buflen, "[%s]:%s", host, port);
-	} else {
-		snprintf(buf, buflen, "%s:%s", host, port);
+	if (getnameinfo(sa, len, host, sizeof(host), port, sizeof(port),
+			NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+		snprintf(buf, buflen, "?");
+		return buf;
 	}
+	snprintf(buf, buflen, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
 	return buf;
 }
 
@@ -53,7 +42,7 @@ static int connect_one(const struct addrinfo *ai, int timeout_ms, int *ret_fd)
 {
 	_cleanup_close_ int fd = -1;
 	struct pollfd p;
-	int err = 0, one = 1;
+	int err = 0, one = 1, r;
 	socklen_t elen = sizeof(err);
 
 	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
@@ -80,8 +69,9 @@ static int connect_one(const struct addrinfo *ai, int timeout_ms, int *ret_fd)
 		}
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-		return negerrno();
+	r = fd_set_nonblock(fd, false);
+	if (r < 0) {
+		return r;
 	}
 	*ret_fd = TAKE_FD(fd);
 	return 0;

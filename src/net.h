@@ -6,10 +6,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-/* "1.2.3.4:7471" or "[::1]:7471". */
+/* "1.2.3.4:7471" or "[::1]:7471"; "?" when it has no numeric form. */
 const char *net_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen);
-/* Address only, no port. */
-const char *net_host_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen);
 
 /*
  * Resolve host (name, IPv4, or IPv6 without brackets) and connect to the

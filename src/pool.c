@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "units.h"
 
 #ifndef MAP_HUGE_SHIFT
 #define MAP_HUGE_SHIFT 26
@@ -250,23 +251,6 @@ void pool_put(struct pool *p, uint32_t idx)
 	p->free_list[p->nfree++] = idx;
 }
 
-static void format_bytes(uint64_t v, char *buf, size_t len)
-{
-	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
-	unsigned u = 0;
-	uint64_t div = 1;
-
-	while (u + 1 < ARRAY_SIZE(units) && v >= div * 1024) {
-		div *= 1024;
-		u++;
-	}
-	if (v % div == 0) {
-		snprintf(buf, len, "%" PRIu64 " %s", v / div, units[u]);
-	} else {
-		snprintf(buf, len, "%.1f %s", (double)v / (double)div, units[u]);
-	}
-}
-
 int pool_memlock_advice(uint64_t need, uint64_t limit, bool cap_ipc_lock, char *msg, size_t msglen)
 {
 	char need_s[32], limit_s[32];
@@ -278,8 +262,8 @@ int pool_memlock_advice(uint64_t need, uint64_t limit, bool cap_ipc_lock, char *
 		return 0;
 	}
 	if (msg && msglen > 0) {
-		format_bytes(need, need_s, sizeof(need_s));
-		format_bytes(limit, limit_s, sizeof(limit_s));
+		units_format_bytes(need, need_s, sizeof(need_s));
+		units_format_bytes(limit, limit_s, sizeof(limit_s));
 		snprintf(msg, msglen,
 			 "pool needs %s of locked memory but RLIMIT_MEMLOCK is %s: raise it with "
 			 "'ulimit -l unlimited', a 'memlock' line in /etc/security/limits.conf, "
@@ -323,21 +307,4 @@ int pool_memlock_check(size_t need, char *msg, size_t msglen)
 	}
 	/* Unreadable capabilities count as "no CAP_IPC_LOCK": the strict answer. */
 	return pool_memlock_advice(need, rl.rlim_cur, pool_has_cap_ipc_lock() > 0, msg, msglen);
-}
-
-int pool_budget_reserve(struct pool_budget *b, uint64_t bytes)
-{
-	assert(b && b->used <= b->limit);
-	/* Written so that used + bytes can never wrap. */
-	if (b->limit == 0 || bytes > b->limit - b->used) {
-		return -EBUSY;
-	}
-	b->used += bytes;
-	return 0;
-}
-
-void pool_budget_release(struct pool_budget *b, uint64_t bytes)
-{
-	assert(b && bytes <= b->used);
-	b->used -= bytes;
 }

@@ -72,11 +72,3 @@ int pool_memlock_check(size_t need, char *msg, size_t msglen);
 int pool_memlock_advice(uint64_t need, uint64_t limit, bool cap_ipc_lock, char *msg, size_t msglen);
 /* 1 when CAP_IPC_LOCK is in the effective set (/proc/self/status), 0 if not, -errno. */
 int pool_has_cap_ipc_lock(void);
-
-/* A process-wide budget of pinned bytes: reserve before creating a pool. */
-struct pool_budget {
-	uint64_t limit; /* 0 is not "unlimited": nothing fits */
-	uint64_t used;
-};
-int pool_budget_reserve(struct pool_budget *b, uint64_t bytes); /* -EBUSY if over */
-void pool_budget_release(struct pool_budget *b, uint64_t bytes);

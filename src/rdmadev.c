@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "sysfile.h"
 
 bool rdmadev_name_ok(const char *name)
 {
@@ -42,24 +43,6 @@ bool rdmadev_name_ok(const char *name)
 	return true;
 }
 
-/* First line of a small sysfs file, without its newline. */
-static int read_line(const char *path, char *buf, size_t len)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0) {
-		return negerrno();
-	}
-	n = read(fd, buf, len - 1);
-	if (n < 0) {
-		return negerrno();
-	}
-	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	return (int)strlen(buf);
-}
-
 int rdmadev_exists(const char *sysfs, const char *name)
 {
 	char path[512];
@@ -81,7 +64,7 @@ int rdmadev_numa_node(const char *sysfs, const char *name)
 		return -1;
 	}
 	snprintf(path, sizeof(path), "%s/%s/device/numa_node", sysfs, name);
-	if (read_line(path, line, sizeof(line)) <= 0) {
+	if (sysfile_read_line(path, line, sizeof(line)) <= 0) {
 		return -1;
 	}
 	errno = 0;
@@ -112,12 +95,13 @@ int rdmadev_netdev(const char *sysfs, const char *name, char ret_ifname[static 6
 			continue;
 		}
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (read_line(path, ifname, sizeof(ifname)) <= 0) {
+		if (sysfile_read_line(path, ifname, sizeof(ifname)) <= 0) {
 			continue; /* an unset GID */
 		}
 		snprintf(path, sizeof(path), "%s/%s/ports/1/gid_attrs/types/%s", sysfs, name,
 			 de->d_name);
-		v2 = read_line(path, type, sizeof(type)) > 0 && strcasecmp(type, "RoCE v2") == 0;
+		v2 = sysfile_read_line(path, type, sizeof(type)) > 0 &&
+		     strcasecmp(type, "RoCE v2") == 0;
 		if (!found || v2) {
 			memcpy(ret_ifname, ifname, sizeof(ifname));
 			found = true;

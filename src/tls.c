@@ -29,6 +29,7 @@
 #include <openssl/x509v3.h>
 
 #include "clock.h"
+#include "fdutil.h"
 #include "log.h"
 #include "macro.h"
 
@@ -662,16 +663,14 @@ static int conn_new(struct tls_ctx *ctx, int fd, struct tls_conn **ret)
 {
 	_cleanup_close_ int owned = fd;
 	struct tls_conn *c;
-	int flags;
+	int r;
 
 	if (!ctx || fd < 0) {
 		last_reason("invalid arguments");
 		return -EINVAL;
 	}
-	flags = fcntl(fd, F_GETFL);
-	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-		int r = negerrno();
-
+	r = fd_set_nonblock(fd, true);
+	if (r < 0) {
 		last_reason("cannot make the socket non-blocking: %s", strerror(-r));
 		return r;
 	}

@@ -121,6 +121,17 @@ struct xport_params {
 	unsigned ndevices;
 };
 
+/*
+ * Queue depths for an engine whose receiver ring has `slots` slots: room for
+ * several send WRs per slot in flight (writes, immediates, credits) and some
+ * spare; one posted receive per slot. Both peers size their lanes with this.
+ */
+static inline void xport_params_set_slots(struct xport_params *p, unsigned slots)
+{
+	p->sq_depth = 4 * slots + 16;
+	p->rq_depth = slots;
+}
+
 struct xport;
 struct xport_listener;
 

@@ -35,8 +35,9 @@
 #include <openssl/crypto.h>
 
 #include "clock.h"
+#include "fdutil.h"
 #include "fenceset.h"
-#include "lane.h"
+#include "lane_hello.h"
 #include "macro.h"
 
 #define TCP_HELLO_LEN	  LANE_HELLO_LEN
@@ -888,20 +889,6 @@ fail:
 
 /* ---- socket setup helpers ---- */
 
-static int set_blocking(int fd, bool blocking)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0) {
-		return negerrno();
-	}
-	fl = blocking ? (fl & ~O_NONBLOCK) : (fl | O_NONBLOCK);
-	if (fcntl(fd, F_SETFL, fl) < 0) {
-		return negerrno();
-	}
-	return 0;
-}
-
 static void set_nodelay(int fd)
 {
 	int one = 1;
@@ -1082,7 +1069,7 @@ static int tcp_accept(struct xport_listener *l, const struct xport_params *p, st
 	}
 	r = lane_token_kill(&l->dead, p->token);
 	for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
-		r = set_blocking(lanes[i], true);
+		r = fd_set_nonblock(lanes[i], false);
 		set_nodelay(lanes[i]);
 	}
 	if (r >= 0) {
@@ -1225,7 +1212,7 @@ static int tcp_connect(const struct sockaddr *addr, socklen_t addrlen, const str
 		}
 	}
 	for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
-		r = set_blocking(fds[i], true);
+		r = fd_set_nonblock(fds[i], false);
 		set_nodelay(fds[i]);
 	}
 	if (r < 0) {

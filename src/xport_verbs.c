@@ -42,7 +42,8 @@
 
 #include "macro.h"
 #include "clock.h"
-#include "lane.h"
+#include "fdutil.h"
+#include "lane_hello.h"
 #include "rdmadev.h"
 #include "verbs_wr.h"
 
@@ -59,10 +60,10 @@
 
 static int set_nonblock(int fd)
 {
-	int fl = fcntl(fd, F_GETFL);
+	int r = fd_set_nonblock(fd, true);
 
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		return negerrno();
+	if (r < 0) {
+		return r;
 	}
 	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
 		return negerrno();

@@ -129,6 +129,7 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include "clock.h"
 #include "hash.h"
 #include "log.h"
 #include "macro.h"
@@ -225,14 +226,6 @@ static void say(struct peer *p, const char *fmt, ...)
 static const char *esc(const char *in, char *out, size_t outlen)
 {
 	return log_escape(in ? in : "", out, outlen);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- argument parsing helpers ------------------------------------------- */

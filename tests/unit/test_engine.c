@@ -48,6 +48,7 @@
 
 #include "certs.h"
 #include "chan.h"
+#include "clock.h"
 #include "engine.h"
 #include "hash.h"
 #include "macro.h"
@@ -66,14 +67,6 @@ static char *certdir;
 static struct tls_ctx *server_ctx, *client_ctx;
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static char *path_in(const char *dir, const char *name)
 {
@@ -289,8 +282,7 @@ static void link_open(struct end *tx, struct end *rx)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	p.fd = sv[0];
 	p.xp.nlanes = NLANES;
-	p.xp.sq_depth = 4 * SLOTS + 16;
-	p.xp.rq_depth = SLOTS;
+	xport_params_set_slots(&p.xp, SLOTS);
 	p.xp.timeout_ms = IO_MS;
 	for (size_t i = 0; i < XPORT_TOKEN_LEN; i++) {
 		p.xp.token[i] = (uint8_t)(0xa0 + i);
@@ -679,7 +671,7 @@ static void raw_chunk(struct raw *w, uint32_t slot, uint32_t id, uint64_t off, c
 	struct xport *x = w->end->x;
 	struct proto_desc d = { .file_id = id, .len = len, .offset = off, .seq = ++w->seq };
 	uint8_t *desc = w->buf + CHUNK;
-	int64_t deadline = mono_ms() + IO_MS;
+	int64_t deadline = now_ms() + IO_MS;
 	int done = 0;
 
 	assert_true(len <= CHUNK && slot < w->ring.slots);
@@ -706,7 +698,7 @@ static void raw_chunk(struct raw *w, uint32_t slot, uint32_t id, uint64_t off, c
 	assert_int_equal(x->ops->post_writes(x, wr, 2), 0);
 	while (!done) {
 		struct pollfd pfd = { .fd = x->ops->event_fd(x), .events = POLLIN };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - now_ms();
 
 		raw_drain(w, w->wr_id, &done);
 		if (done) {
@@ -728,10 +720,10 @@ static void raw_send(struct raw *w, const struct msg *m)
 /* The next message other than PING/PONG (PINGs are left unanswered), within IO_MS. */
 static void raw_next(struct raw *w, struct msg *m)
 {
-	int64_t deadline = mono_ms() + IO_MS;
+	int64_t deadline = now_ms() + IO_MS;
 
 	for (;;) {
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - now_ms();
 		int r;
 
 		if (left <= 0) {
@@ -1188,11 +1180,11 @@ static void test_idle_timeout(void **state)
 	raw_files(&w, 1, ids, names, sizes);
 	raw_ack(&w, 1, ids, ok);
 	/* The receiver's last progress is this chunk: not before t0. */
-	t0 = mono_ms();
+	t0 = now_ms();
 	raw_chunk(&w, 0, 1, 0, data, CHUNK);
 	/* Silent from here on (PINGs unanswered); the receiver must end it. */
 	raw_expect_error(&w, PERR_TIMEOUT, "idle timeout");
-	assert_true(mono_ms() - t0 >= IDLE_MS);
+	assert_true(now_ms() - t0 >= IDLE_MS);
 	run_join(&f->rxr);
 
 	assert_failed_run(&f->rxr, PERR_TIMEOUT, "no data progress");
@@ -1287,11 +1279,11 @@ static void test_sender_no_credits(void **state)
 	m.u.files_ack.st = &st;
 	raw_send(&w, &m);
 	/* Every slot written once, each holding the chunk its descriptor names. */
-	deadline = mono_ms() + IO_MS;
+	deadline = now_ms() + IO_MS;
 	while (w.data_imms < SLOTS) {
 		struct pollfd pfd = { .fd = f->rx.x->ops->event_fd(f->rx.x), .events = POLLIN };
 
-		if (mono_ms() > deadline) {
+		if (now_ms() > deadline) {
 			fail_msg("%u of %u slots written within %d ms", w.data_imms, SLOTS, IO_MS);
 		}
 		raw_drain(&w, 0, NULL);

@@ -307,6 +307,34 @@ static void test_open_dir(void **state)
 	assert_int_equal(fspath_open_dir(rootfd, "f", &fd), -ENOTDIR);
 }
 
+/* The destination directory of a push: made with every missing parent, never through a link. */
+static void test_open_or_create_dir(void **state)
+{
+	int fd = -1;
+	char *abc = at(mod, "a/b/c");
+
+	(void)state;
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "a/b/c", &fd), 0);
+	assert_same_dir(fd, abc);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	close(fd);
+	/* Already there: opened, nothing else made. */
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "a/b", &fd), 0);
+	assert_same_dir(fd, at(mod, "a/b"));
+	close(fd);
+	assert_int_equal(dir_entries(at(mod, "a/b")), 1);
+	/* A link anywhere in the path, a file, or a name that climbs: refused, nothing made. */
+	assert_int_equal(symlink(out, at(mod, "l")), 0);
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "l/x", &fd), -ELOOP);
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "l", &fd), -ELOOP);
+	assert_int_equal(dir_entries(out), 0);
+	write_file(at(mod, "f"), "x");
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "f/x", &fd), -ENOTDIR);
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "../out/x", &fd), -EINVAL);
+	assert_int_equal(fspath_open_or_create_dir(rootfd, "", &fd), -EINVAL);
+	assert_int_equal(dir_entries(out), 0);
+}
+
 /* A module root: by absolute path, and never through a symlink, last or not. */
 static void test_open_root(void **state)
 {
@@ -421,97 +449,6 @@ static int make_temp_with(int dirfd, const char *leaf, const char *content, char
 	assert_int_equal(fstat(fd, &st), 0);
 	*ret_ino = st.st_ino;
 	return fd;
-}
-
-static void test_commit_replaces(void **state)
-{
-	char name[FSPATH_NAME_MAX + 1];
-	char *path = at(mod, "a/f");
-	const char *leaf;
-	struct stat st;
-	ino_t old_ino, tmp_ino;
-	int dirfd, fd, oldfd;
-	char buf[16] = { 0 };
-
-	(void)state;
-	assert_int_equal(fspath_open_parent(rootfd, "a/f", true, &dirfd, &leaf), 0);
-	write_file(path, "old");
-	assert_int_equal(stat(path, &st), 0);
-	old_ino = st.st_ino;
-	oldfd = open(path, O_RDONLY | O_CLOEXEC);
-
-	fd = make_temp_with(dirfd, leaf, "new content", name, &tmp_ino);
-	assert_int_equal(fspath_commit(dirfd, fd, name, leaf), 0);
-	close(fd);
-	assert_int_equal(stat(path, &st), 0);
-	assert_true(st.st_ino == tmp_ino && st.st_ino != old_ino);
-	assert_string_equal(read_file_at(dirfd, "f"), "new content");
-	assert_false(exists_nofollow(at(mod, "a/.f.rdmacp.x")));
-	assert_int_equal(faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW), -1);
-	/* Atomic replacement: a reader of the old file still sees all of it. */
-	assert_int_equal(read(oldfd, buf, sizeof(buf) - 1), 3);
-	assert_string_equal(buf, "old");
-	close(oldfd);
-
-	/* A new file (nothing to replace). */
-	fd = make_temp_with(dirfd, "g", "fresh", name, &tmp_ino);
-	assert_int_equal(fspath_commit(dirfd, fd, name, "g"), 0);
-	close(fd);
-	assert_string_equal(read_file_at(dirfd, "g"), "fresh");
-
-	/* Names that are not single components are refused, nothing renamed. */
-	fd = make_temp_with(dirfd, "h", "x", name, &tmp_ino);
-	assert_int_equal(fspath_commit(dirfd, fd, name, "../h"), -EINVAL);
-	assert_int_equal(fspath_commit(dirfd, fd, name, "b/h"), -EINVAL);
-	assert_int_equal(fspath_commit(dirfd, fd, "../x", "h"), -EINVAL);
-	assert_int_equal(faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW), 0);
-	close(fd);
-	close(dirfd);
-}
-
-static void test_commit_symlink_leaf(void **state)
-{
-	char name[FSPATH_NAME_MAX + 1];
-	char *victim = at(out, "target"), *link = at(mod, "lnk");
-	struct stat st;
-	ino_t tmp_ino;
-	int fd;
-
-	(void)state;
-	write_file(victim, "precious");
-	assert_int_equal(symlink(victim, link), 0);
-	fd = make_temp_with(rootfd, "lnk", "new", name, &tmp_ino);
-	assert_int_equal(fspath_commit(rootfd, fd, name, "lnk"), 0);
-	close(fd);
-	/* The link itself was replaced; its target never touched. */
-	assert_int_equal(lstat(link, &st), 0);
-	assert_true(S_ISREG(st.st_mode));
-	assert_true(st.st_ino == tmp_ino);
-	assert_string_equal(read_file_at(rootfd, "lnk"), "new");
-	assert_string_equal(read_file_at(AT_FDCWD, victim), "precious");
-}
-
-static void test_commit_refuses_directory(void **state)
-{
-	char name[FSPATH_NAME_MAX + 1];
-	struct stat st;
-	ino_t tmp_ino;
-	int fd;
-
-	(void)state;
-	assert_int_equal(mkdirat(rootfd, "empty", 0755), 0);
-	assert_int_equal(mkdirat(rootfd, "full", 0755), 0);
-	write_file(at(mod, "full/x"), "keep");
-	fd = make_temp_with(rootfd, "empty", "data", name, &tmp_ino);
-	assert_int_equal(fspath_commit(rootfd, fd, name, "empty"), -EISDIR);
-	assert_int_equal(fspath_commit(rootfd, fd, name, "full"), -EISDIR);
-	assert_int_equal(fstatat(rootfd, "empty", &st, AT_SYMLINK_NOFOLLOW), 0);
-	assert_true(S_ISDIR(st.st_mode));
-	assert_string_equal(read_file_at(rootfd, "full/x"), "keep");
-	/* The temp is still there for the caller to discard. */
-	assert_int_equal(fstatat(rootfd, name, &st, AT_SYMLINK_NOFOLLOW), 0);
-	assert_int_equal(fspath_discard(rootfd, name), 0);
-	close(fd);
 }
 
 static void test_discard(void **state)
@@ -646,7 +583,7 @@ static void test_parent_swapped(void **state)
 	fd = make_temp_with(dirfd, leaf, "payload", name, &tmp_ino);
 	assert_int_equal(rename(b, b2), 0);
 	assert_int_equal(symlink(out, b), 0);
-	assert_int_equal(fspath_commit(dirfd, fd, name, leaf), 0);
+	assert_int_equal(renameat(dirfd, name, dirfd, leaf), 0);
 	close(fd);
 	close(dirfd);
 	assert_int_equal(dir_entries(out), 0);
@@ -679,12 +616,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_parent_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_escapes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_or_create_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_root, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_temp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_temp_collision, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_commit_replaces, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_commit_symlink_leaf, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_commit_refuses_directory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_discard, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parent_swapped, setup, teardown),
 		cmocka_unit_test(test_is_temp_name),

@@ -374,33 +374,6 @@ static void test_memlock_check_child(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-static void test_budget(void **state)
-{
-	struct pool_budget zero = { .limit = 0 };
-	struct pool_budget b = { .limit = 100 };
-
-	(void)state;
-	assert_int_equal(pool_budget_reserve(&zero, 1), -EBUSY);
-	assert_int_equal(pool_budget_reserve(&zero, 0), -EBUSY);
-	assert_int_equal(zero.used, 0);
-
-	assert_int_equal(pool_budget_reserve(&b, 60), 0);
-	assert_int_equal(pool_budget_reserve(&b, 41), -EBUSY);
-	assert_int_equal(b.used, 60);
-	assert_int_equal(pool_budget_reserve(&b, 40), 0);
-	assert_int_equal(b.used, 100);
-	assert_int_equal(pool_budget_reserve(&b, 1), -EBUSY);
-	pool_budget_release(&b, 60);
-	assert_int_equal(b.used, 40);
-	/* used + bytes would wrap to 39: must not look like it fits. */
-	assert_int_equal(pool_budget_reserve(&b, UINT64_MAX), -EBUSY);
-	assert_int_equal(pool_budget_reserve(&b, UINT64_MAX - 20), -EBUSY);
-	assert_int_equal(b.used, 40);
-	pool_budget_release(&b, 40);
-	assert_int_equal(b.used, 0);
-	assert_int_equal(pool_budget_reserve(&b, 100), 0);
-}
-
 /* The raw mbind: node 0 always exists; a node past the machine's is refused. */
 static void test_bind_node(void **state)
 {
@@ -427,7 +400,6 @@ int main(void)
 		cmocka_unit_test(test_buf_index),
 		cmocka_unit_test(test_memlock_advice),
 		cmocka_unit_test(test_memlock_check_child),
-		cmocka_unit_test(test_budget),
 		cmocka_unit_test(test_bind_node),
 	};
 

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "xport.h"
 
 #ifdef HAVE_VERBS
@@ -48,14 +49,6 @@ static const char *listen_ip = "10.0.0.2";
 	} while (0)
 
 static const struct xport_ops *ops = &xport_verbs_ops;
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static struct xport_params mkparams(unsigned nlanes, uint8_t tok)
 {
@@ -175,7 +168,7 @@ static int pair_open(struct pair *pr, unsigned nlanes)
 /* Gather `want` completions (or stop at the first error), waiting on event_fd. */
 static int collect(struct xport *x, struct xport_wc *out, int want, int timeout_ms)
 {
-	int64_t deadline = mono_ms() + timeout_ms;
+	int64_t deadline = now_ms() + timeout_ms;
 	int got = 0;
 
 	while (got < want) {
@@ -195,7 +188,7 @@ static int collect(struct xport *x, struct xport_wc *out, int want, int timeout_
 		if (n > 0) {
 			continue;
 		}
-		left = deadline - mono_ms();
+		left = deadline - now_ms();
 		if (left <= 0) {
 			break;
 		}
@@ -235,7 +228,7 @@ static int test_happy_path(void)
 {
 	struct pair pr;
 	struct xport_wc wc[16];
-	int64_t t0 = mono_ms();
+	int64_t t0 = now_ms();
 	int n, r;
 
 	if (pair_open(&pr, 2) < 0) {
@@ -348,7 +341,7 @@ static int test_happy_path(void)
 	CHECK(pr.cli->ops->last_error(pr.cli) == NULL, "client error: %s",
 	      pr.cli->ops->last_error(pr.cli));
 	pair_close(&pr);
-	fprintf(stderr, "ok happy path (%lld ms)\n", (long long)(mono_ms() - t0));
+	fprintf(stderr, "ok happy path (%lld ms)\n", (long long)(now_ms() - t0));
 	return 0;
 }
 
@@ -358,7 +351,7 @@ static int test_wrong_token(void)
 	struct xport_params bad = mkparams(1, 0x66), good = mkparams(1, 0x77);
 	struct sockaddr_in ca;
 	struct xport *x = NULL;
-	int64_t t0 = mono_ms();
+	int64_t t0 = now_ms();
 	uint16_t port;
 	int r, ra;
 
@@ -396,7 +389,7 @@ static int test_wrong_token(void)
 	x->ops->destroy(x);
 	a.x->ops->destroy(a.x);
 	fprintf(stderr, "ok wrong token rejected at connect (%lld ms)\n",
-		(long long)(mono_ms() - t0));
+		(long long)(now_ms() - t0));
 	return 0;
 }
 
@@ -407,7 +400,7 @@ static int test_access_error(enum bad_kind kind, const char *name)
 	struct pair pr;
 	struct xport_wc wc[4];
 	struct xport_wr w;
-	int64_t t0 = mono_ms();
+	int64_t t0 = now_ms();
 	int n, r;
 
 	if (pair_open(&pr, 1) < 0) {
@@ -454,7 +447,7 @@ static int test_access_error(enum bad_kind kind, const char *name)
 	}
 	CHECK(untouched(pr.target, TARGET_LEN + 2 * GUARD), "%s: target changed later", name);
 	fprintf(stderr, "ok %s -> %s (%lld ms): %s\n", name,
-		xport_wc_status_str(XPORT_WC_REM_ACCESS_ERR), (long long)(mono_ms() - t0),
+		xport_wc_status_str(XPORT_WC_REM_ACCESS_ERR), (long long)(now_ms() - t0),
 		pr.cli->ops->last_error(pr.cli));
 	pair_close(&pr);
 	return 0;
@@ -464,7 +457,7 @@ int main(void)
 {
 	struct ibv_device **devs;
 	int ndev = 0;
-	int64_t t0 = mono_ms();
+	int64_t t0 = now_ms();
 
 	setvbuf(stdout, NULL, _IONBF, 0);
 	errno = 0;
@@ -491,7 +484,7 @@ int main(void)
 	test_access_error(BAD_WRAP, "write wrapping past UINT64_MAX");
 	test_access_error(BAD_DEREG, "write after dereg_mr");
 	fprintf(stderr, "%s: %d failure(s), %lld ms\n", failures ? "FAILED" : "PASSED", failures,
-		(long long)(mono_ms() - t0));
+		(long long)(now_ms() - t0));
 	return failures ? 1 : 0;
 }
 

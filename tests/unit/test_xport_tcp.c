@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "xport.h"
 
 static const struct xport_ops *ops = &xport_tcp_ops;
@@ -40,14 +41,6 @@ static struct xport_params mkparams(unsigned nlanes, unsigned sq, unsigned rq, i
 		p.token[i] = (uint8_t)(0x30 + i);
 	}
 	return p;
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- listener / accept helpers ---- */
@@ -131,12 +124,12 @@ static void free_pair(struct pair *pr)
 /* Collect exactly `want` completions (waiting on the event fd) or fail the test. */
 static void wait_wcs(struct xport *x, struct xport_wc *out, size_t want, int timeout_ms)
 {
-	int64_t deadline = mono_ms() + timeout_ms;
+	int64_t deadline = now_ms() + timeout_ms;
 	size_t got = 0;
 
 	while (got < want) {
 		struct pollfd pfd = { .fd = ops->event_fd(x), .events = POLLIN };
-		int left = (int)(deadline - mono_ms());
+		int left = (int)(deadline - now_ms());
 		int n;
 
 		n = ops->poll_cq(x, out + got, want - got);
@@ -803,7 +796,7 @@ static void test_bad_hello_timeout(void **state)
 	server_listen(&s);
 	memcpy(wrong_ver + 12, p.token, XPORT_TOKEN_LEN);
 	memcpy(reserved + 12, p.token, XPORT_TOKEN_LEN);
-	t0 = mono_ms();
+	t0 = now_ms();
 	server_start_accept(&s, &p);
 	silent = raw_connect(s.port);
 	g = raw_connect(s.port);
@@ -818,7 +811,7 @@ static void test_bad_hello_timeout(void **state)
 	expect_dropped(v);
 	expect_dropped(rsv);
 	assert_int_equal(server_join(&s), -ETIMEDOUT);
-	assert_true(mono_ms() - t0 < 2000);
+	assert_true(now_ms() - t0 < 2000);
 	/* Short and silent ones are closed when accept gives up. */
 	expect_dropped(sh);
 	expect_dropped(silent);
@@ -969,10 +962,10 @@ static void test_dereg_stalled_peer(void **state)
 	assert_int_equal(send(fd, pay, sizeof(pay), MSG_NOSIGNAL), sizeof(pay));
 	/* Let the RX thread start placing, then revoke while it waits for the rest. */
 	usleep(50 * 1000);
-	t0 = mono_ms();
+	t0 = now_ms();
 	assert_int_equal(ops->dereg_mr(s.x, dmr), 0);
-	assert_true(mono_ms() - t0 >= 200);
-	assert_true(mono_ms() - t0 < 3000);
+	assert_true(now_ms() - t0 >= 200);
+	assert_true(now_ms() - t0 < 3000);
 	assert_non_null(strstr(ops->last_error(s.x), "stalled"));
 	/* The lane is gone: the peer's late payload lands nowhere. */
 	send(fd, target, PAGE, MSG_NOSIGNAL);
@@ -1252,9 +1245,9 @@ static void test_fence_cuts_placement(void **state)
 	assert_int_equal(send(fd, pay, 10, MSG_NOSIGNAL), 10);
 	/* Let the RX thread start placing, then fence part of what it writes. */
 	usleep(50 * 1000);
-	t0 = mono_ms();
+	t0 = now_ms();
 	assert_int_equal(ops->fence(s.x, dmr, 2048, 16, true), -EIO);
-	assert_true(mono_ms() - t0 < 3000);
+	assert_true(now_ms() - t0 < 3000);
 	assert_non_null(strstr(ops->last_error(s.x), "receiver holds"));
 	memcpy(expect, target, PAGE);
 	/* The rest of the payload lands nowhere; the lane is gone. */

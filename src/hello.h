@@ -10,7 +10,7 @@
 #include "chan.h"
 
 /* Capabilities this build offers. */
-uint64_t session_local_caps(void);
+uint64_t hello_local_caps(void);
 
 /*
  * Client: send HELLO, wait for the daemon's HELLO. Returns the negotiated
@@ -18,15 +18,15 @@ uint64_t session_local_caps(void);
  * text or ours in errtext), -EREMOTEIO for another ERROR from the daemon
  * (its code in *ret_code, its text in errtext), or a channel error.
  */
-int session_hello_client(struct chan *c, int timeout_ms, struct msg_hello *ret_peer,
-			 uint32_t *ret_code, char *errtext, size_t errlen);
+int hello_client(struct chan *c, int timeout_ms, struct msg_hello *ret_peer, uint32_t *ret_code,
+		 char *errtext, size_t errlen);
 
 /*
  * Daemon: wait for the client's HELLO, answer HELLO or ERROR(VERSION_MISMATCH
  * / PROTOCOL). Returns the negotiated version or a negative errno (the
  * ERROR has been sent when it can be).
  */
-int session_hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer, char *errtext,
-			 size_t errlen);
+int hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer, char *errtext,
+		 size_t errlen);
 
 /* Test hook: RDMACP_TEST_PROTO_VERSION=N makes HELLO offer only version N. */

@@ -15,16 +15,16 @@
 
 #define SESSIONS_MAX 4096
 
-struct sessions;
+struct session_table;
 
-int sessions_create(uint64_t budget, struct sessions **ret);
-void sessions_set_budget(struct sessions *s, uint64_t budget);
+int session_table_create(uint64_t budget, struct session_table **ret);
+void session_table_set_budget(struct session_table *s, uint64_t budget);
 
 /* In a session process: reserve pinned bytes; -EBUSY over the budget. */
-int sessions_reserve(struct sessions *s, uint64_t bytes);
-void sessions_release(struct sessions *s);
+int session_table_reserve(struct session_table *s, uint64_t bytes);
+void session_table_release(struct session_table *s);
 /* In a session process: bytes moved so far by this session. */
-void sessions_add_bytes(struct sessions *s, uint64_t bytes);
+void session_table_add_bytes(struct session_table *s, uint64_t bytes);
 
 /*
  * Pre-authentication accounting (THREATS.md G47). In the supervisor, right
@@ -35,11 +35,11 @@ void sessions_add_bytes(struct sessions *s, uint64_t bytes);
  * slot authenticated? An entry lives until its pid is reaped, so a child
  * that dies at any point is simply no longer counted.
  */
-int sessions_register(struct sessions *s, pid_t pid);
-void sessions_set_authenticated(struct sessions *s);
-bool sessions_is_authenticated(struct sessions *s, int slot, pid_t pid);
+int session_table_register(struct session_table *s, pid_t pid);
+void session_table_set_authenticated(struct session_table *s);
+bool session_table_is_authenticated(struct session_table *s, int slot, pid_t pid);
 
 /* In the supervisor: forget pid (reaped); its bytes count as moved. */
-void sessions_reap(struct sessions *s, pid_t pid);
+void session_table_reap(struct session_table *s, pid_t pid);
 /* Totals for STATUS=: pinned bytes now, bytes moved ever. */
-void sessions_totals(struct sessions *s, uint64_t *ret_pinned, uint64_t *ret_moved);
+void session_table_totals(struct session_table *s, uint64_t *ret_pinned, uint64_t *ret_moved);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The lane hello codec (see lane.h), shared by every transport. */
-#include "lane.h"
+/* The lane hello codec (see lane_hello.h), shared by every transport. */
+#include "lane_hello.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>

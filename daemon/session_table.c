@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The supervisor/session shared table (see sessions.h). */
-#include "sessions.h"
+/* The supervisor/session shared table (see session_table.h). */
+#include "session_table.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -17,14 +17,14 @@ struct entry {
 	uint32_t authenticated; /* set once by the session after HELLO; read by the supervisor */
 };
 
-struct sessions {
+struct session_table {
 	pthread_mutex_t lock;
 	uint64_t budget;
 	uint64_t moved_done; /* bytes of reaped sessions */
 	struct entry e[SESSIONS_MAX];
 };
 
-static void lock(struct sessions *s)
+static void lock(struct session_table *s)
 {
 	/* A session killed while holding the lock: its entry is cleaned at reap. */
 	if (pthread_mutex_lock(&s->lock) == EOWNERDEAD) {
@@ -32,15 +32,15 @@ static void lock(struct sessions *s)
 	}
 }
 
-static void unlock(struct sessions *s)
+static void unlock(struct session_table *s)
 {
 	pthread_mutex_unlock(&s->lock);
 }
 
-int sessions_create(uint64_t budget, struct sessions **ret)
+int session_table_create(uint64_t budget, struct session_table **ret)
 {
 	pthread_mutexattr_t a;
-	struct sessions *s;
+	struct session_table *s;
 
 	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (s == MAP_FAILED) {
@@ -56,14 +56,14 @@ int sessions_create(uint64_t budget, struct sessions **ret)
 	return 0;
 }
 
-void sessions_set_budget(struct sessions *s, uint64_t budget)
+void session_table_set_budget(struct session_table *s, uint64_t budget)
 {
 	lock(s);
 	s->budget = budget;
 	unlock(s);
 }
 
-static struct entry *find(struct sessions *s, pid_t pid)
+static struct entry *find(struct session_table *s, pid_t pid)
 {
 	for (size_t i = 0; i < SESSIONS_MAX; i++) {
 		if (s->e[i].pid == pid) {
@@ -74,7 +74,7 @@ static struct entry *find(struct sessions *s, pid_t pid)
 }
 
 /* This process's entry, made on first use; NULL when the table is full. */
-static struct entry *own(struct sessions *s)
+static struct entry *own(struct session_table *s)
 {
 	pid_t me = getpid();
 	struct entry *e = find(s, me);
@@ -88,7 +88,7 @@ static struct entry *own(struct sessions *s)
 	return e;
 }
 
-int sessions_reserve(struct sessions *s, uint64_t bytes)
+int session_table_reserve(struct session_table *s, uint64_t bytes)
 {
 	uint64_t used = 0;
 	struct entry *e;
@@ -110,7 +110,7 @@ int sessions_reserve(struct sessions *s, uint64_t bytes)
 	return r;
 }
 
-void sessions_release(struct sessions *s)
+void session_table_release(struct session_table *s)
 {
 	struct entry *e;
 
@@ -122,7 +122,7 @@ void sessions_release(struct sessions *s)
 	unlock(s);
 }
 
-void sessions_add_bytes(struct sessions *s, uint64_t bytes)
+void session_table_add_bytes(struct session_table *s, uint64_t bytes)
 {
 	/* A hot path: the entry is found once per process, the add is lock-free. */
 	static struct entry *self;
@@ -139,7 +139,7 @@ void sessions_add_bytes(struct sessions *s, uint64_t bytes)
 	}
 }
 
-int sessions_register(struct sessions *s, pid_t pid)
+int session_table_register(struct session_table *s, pid_t pid)
 {
 	struct entry *e;
 	int r;
@@ -158,7 +158,7 @@ int sessions_register(struct sessions *s, pid_t pid)
 	return r;
 }
 
-void sessions_set_authenticated(struct sessions *s)
+void session_table_set_authenticated(struct session_table *s)
 {
 	struct entry *e;
 
@@ -170,7 +170,7 @@ void sessions_set_authenticated(struct sessions *s)
 	unlock(s);
 }
 
-bool sessions_is_authenticated(struct sessions *s, int slot, pid_t pid)
+bool session_table_is_authenticated(struct session_table *s, int slot, pid_t pid)
 {
 	const struct entry *e;
 
@@ -183,7 +183,7 @@ bool sessions_is_authenticated(struct sessions *s, int slot, pid_t pid)
 	       __atomic_load_n(&e->authenticated, __ATOMIC_ACQUIRE) != 0;
 }
 
-void sessions_reap(struct sessions *s, pid_t pid)
+void session_table_reap(struct session_table *s, pid_t pid)
 {
 	struct entry *e;
 
@@ -196,7 +196,7 @@ void sessions_reap(struct sessions *s, pid_t pid)
 	unlock(s);
 }
 
-void sessions_totals(struct sessions *s, uint64_t *ret_pinned, uint64_t *ret_moved)
+void session_table_totals(struct session_table *s, uint64_t *ret_pinned, uint64_t *ret_moved)
 {
 	uint64_t pinned = 0, moved;
 

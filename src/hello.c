@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* HELLO exchange and version negotiation (see session.h, docs/PROTOCOL.md). */
-#include "session.h"
+/* HELLO exchange and version negotiation (see hello.h, docs/PROTOCOL.md). */
+#include "hello.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 
 #include "macro.h"
 
-uint64_t session_local_caps(void)
+uint64_t hello_local_caps(void)
 {
 	uint64_t caps = PROTO_CAP_TCP | PROTO_CAP_PULL | PROTO_CAP_TREES | PROTO_CAP_LIST |
 			PROTO_CAP_ENTRY_FAILED;
@@ -42,7 +42,7 @@ static void fill_hello(struct msg *m)
 {
 	m->type = MSG_HELLO;
 	local_versions(&m->u.hello.min_version, &m->u.hello.max_version);
-	m->u.hello.caps = session_local_caps();
+	m->u.hello.caps = hello_local_caps();
 	snprintf(m->u.hello.software, sizeof(m->u.hello.software), "rdmacp %s", RDMACP_VERSION);
 }
 
@@ -55,8 +55,8 @@ static uint16_t pick_version(const struct msg_hello *a, const struct msg_hello *
 	return hi >= lo ? hi : 0;
 }
 
-int session_hello_client(struct chan *c, int timeout_ms, struct msg_hello *ret_peer,
-			 uint32_t *ret_code, char *errtext, size_t errlen)
+int hello_client(struct chan *c, int timeout_ms, struct msg_hello *ret_peer, uint32_t *ret_code,
+		 char *errtext, size_t errlen)
 {
 	struct msg out = { 0 }, in;
 	uint16_t v;
@@ -93,8 +93,8 @@ int session_hello_client(struct chan *c, int timeout_ms, struct msg_hello *ret_p
 	return v;
 }
 
-int session_hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer, char *errtext,
-			 size_t errlen)
+int hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer, char *errtext,
+		 size_t errlen)
 {
 	struct msg out = { 0 }, in;
 	uint16_t v;

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/* One control connection to a daemon (see daemon_conn.h). */
+#include "daemon_conn.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "exitcodes.h"
+#include "hello.h"
+#include "log.h"
+#include "net.h"
+#include "proto/msg.h"
+
+/* The exit code for a failure the daemon reported (copy.c maps our own failures). */
+int exit_for_perr(uint32_t code)
+{
+	switch (code) {
+	case PERR_OK:
+		return EXIT_OK;
+	case PERR_VERSION:
+		return EXIT_VERSION;
+	case PERR_PROTOCOL:
+		return EXIT_PROTOCOL;
+	case PERR_AUTH:
+		return EXIT_AUTH;
+	case PERR_NO_MODULE:
+	case PERR_PERMISSION:
+	case PERR_BAD_PATH:
+	case PERR_NOT_FOUND:
+	case PERR_BUSY:
+	case PERR_DUPLICATE:
+		return EXIT_REFUSED;
+	case PERR_INTEGRITY:
+		return EXIT_INTEGRITY;
+	case PERR_TRANSPORT:
+		return EXIT_TRANSPORT;
+	case PERR_SHUTDOWN:
+		return EXIT_INTERRUPTED;
+	case PERR_NOSPACE:
+	case PERR_IO:
+	case PERR_SOURCE_CHANGED: /* a file the daemon sent changed under it */
+	case PERR_INTERNAL:	  /* its set-up failed: io_uring, memory */
+		return EXIT_REMOTE_IO;
+	case PERR_TIMEOUT:
+		return EXIT_TRANSPORT;
+	default:
+		return EXIT_PROTOCOL;
+	}
+}
+
+void daemon_conn_close(struct daemon_conn *s, bool clean)
+{
+	if (s->chan_ok) {
+		if (clean) {
+			struct msg bye = { .type = MSG_BYE };
+			if (chan_send(&s->chan, &bye) >= 0) {
+				tls_shutdown(s->tls, 1000);
+			}
+		}
+		chan_done(&s->chan);
+	}
+	if (s->tls) {
+		tls_conn_free(s->tls);
+	}
+	if (s->ctx) {
+		tls_ctx_free(s->ctx);
+	}
+}
+
+/* -vv: who we are talking to. */
+static void log_conn_debug(struct daemon_conn *s)
+{
+	uint8_t fp[TLS_FINGERPRINT_LEN];
+	char fph[65], esc[256], cn[1024];
+
+	tls_peer_fingerprint(s->tls, fp);
+	tls_format_fingerprint(fp, fph);
+	log_debug("connected to %s port %u: %s, protocol %d, server certificate CN=%s sha256:%s",
+		  s->rem->host, s->o->port, log_escape(s->hello.software, esc, sizeof(esc)),
+		  s->version, log_escape(tls_peer_cn(s->tls), cn, sizeof(cn)), fph);
+}
+
+/* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */
+int daemon_conn_open(struct daemon_conn *s)
+{
+	struct tls_config tc = { .server = false };
+	char err[1200], esc[4 * sizeof(err)];
+	uint32_t code = 0;
+	int fd, r;
+
+	tc.cert_file = s->o->cert;
+	tc.key_file = s->o->key;
+	tc.ca_file = s->o->ca;
+	tc.have_pin = s->o->have_pin;
+	memcpy(tc.pin, s->o->pin, sizeof(tc.pin));
+	r = tls_ctx_new(&tc, &s->ctx);
+	if (r < 0) {
+		log_error("TLS setup: %s", tls_last_error());
+		return EXIT_CONFIG;
+	}
+	r = net_connect(s->rem->host, s->o->port, s->o->connect_timeout_s * 1000, &fd, &s->peer,
+			&s->peerlen);
+	if (r < 0) {
+		log_error("cannot connect to %s port %u: %s", s->rem->host, s->o->port,
+			  r == -ENOENT ? "unknown host" : strerror(-r));
+		return EXIT_CONNECT;
+	}
+	r = tls_connect(s->ctx, fd, s->rem->host, s->o->connect_timeout_s * 1000, &s->tls);
+	if (r == -ECONNRESET || r == -EPIPE) {
+		/* A daemon at its connection limits closes before any TLS: "busy". */
+		log_error("%s closed the connection before the TLS handshake finished "
+			  "(busy, or not accepting connections): %s",
+			  s->rem->host, tls_last_error());
+		return EXIT_CONNECT;
+	}
+	if (r == -EBADMSG) {
+		/* An sshd or a web server on that port: no certificate can fix that. */
+		log_error("%s port %u is not an rdmacp daemon: %s", s->rem->host, s->o->port,
+			  tls_last_error());
+		return EXIT_CONNECT;
+	}
+	if (r < 0) {
+		log_error("TLS handshake with %s failed: %s", s->rem->host, tls_last_error());
+		return r == -ETIMEDOUT ? EXIT_CONNECT : EXIT_AUTH;
+	}
+	r = chan_init(&s->chan, s->tls, s->o->idle_timeout_s * 1000);
+	if (r < 0) {
+		log_error("out of memory");
+		return EXIT_LOCAL_IO;
+	}
+	s->chan_ok = true;
+	r = hello_client(&s->chan, s->o->connect_timeout_s * 1000, &s->hello, &code, err,
+			 sizeof(err));
+	if (r == -EKEYREJECTED) {
+		/* TLS 1.3: the daemon's verdict on our certificate arrives here. */
+		log_error("%s refused our certificate: %s", s->rem->host, tls_conn_error(s->tls));
+		return EXIT_AUTH;
+	}
+	/* err may hold the daemon's own words: escaped (THREATS.md G46). */
+	if (r == -EPROTONOSUPPORT) {
+		log_error("%s", log_escape(err, esc, sizeof(esc)));
+		return EXIT_VERSION;
+	}
+	if (r == -EREMOTEIO) {
+		log_error("%s: %s", s->rem->host, log_escape(err, esc, sizeof(esc)));
+		return exit_for_perr(code);
+	}
+	if (r < 0) {
+		log_error("handshake with %s failed: %s%s%s", s->rem->host,
+			  r == -ECONNRESET || r == -EPIPE ? "connection closed" : strerror(-r),
+			  *tls_conn_error(s->tls) ? ": " : "", tls_conn_error(s->tls));
+		return r == -ECONNRESET || r == -EPIPE || r == -ETIMEDOUT ? EXIT_CONNECT
+									  : EXIT_PROTOCOL;
+	}
+	s->version = r;
+	log_conn_debug(s);
+	return 0;
+}
