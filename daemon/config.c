@@ -287,29 +287,21 @@ int parse_listen_addr(const char *text, struct listen_addr *ret)
 	return 0;
 }
 
-static int resolve_user(const char *s, uid_t *ret)
+/* The user's uid and primary group, by name (name) or by number (name NULL). */
+static int lookup_user(const char *name, uid_t uid, uid_t *ret_uid, gid_t *ret_gid)
 {
-	uint64_t v;
 	struct passwd pw, *res = NULL;
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 16384;
 	int r;
 
-	if (isdigit((unsigned char)s[0])) {
-		/* (uid_t)-1 means "no change" to chown() and setresuid(). */
-		r = parse_uint(s, 0, UINT32_MAX - 1, &v);
-		if (r < 0) {
-			return r;
-		}
-		*ret = (uid_t)v;
-		return 0;
-	}
 	for (;;) {
 		buf = malloc(len);
 		if (!buf) {
 			return -ENOMEM;
 		}
-		r = getpwnam_r(s, &pw, buf, len, &res);
+		r = name ? getpwnam_r(name, &pw, buf, len, &res)
+			 : getpwuid_r(uid, &pw, buf, len, &res);
 		if (r != ERANGE || len >= (1u << 20)) {
 			break;
 		}
@@ -322,8 +314,27 @@ static int resolve_user(const char *s, uid_t *ret)
 	if (!res) {
 		return -ESRCH;
 	}
-	*ret = pw.pw_uid;
+	*ret_uid = pw.pw_uid;
+	*ret_gid = pw.pw_gid;
 	return 0;
+}
+
+static int resolve_user(const char *s, uid_t *ret)
+{
+	uint64_t v;
+	gid_t gid;
+	int r;
+
+	if (isdigit((unsigned char)s[0])) {
+		/* (uid_t)-1 means "no change" to chown() and setresuid(). */
+		r = parse_uint(s, 0, UINT32_MAX - 1, &v);
+		if (r < 0) {
+			return r;
+		}
+		*ret = (uid_t)v;
+		return 0;
+	}
+	return lookup_user(s, 0, ret, &gid);
 }
 
 static int resolve_group(const char *s, gid_t *ret)
@@ -830,38 +841,6 @@ static int ini_handler_cb(void *user, const char *section, const char *name, con
 }
 
 /* ---- sections, tracked by the line reader ---- */
-
-/* The user's uid and primary group, by name (name) or by number (name NULL). */
-static int lookup_user(const char *name, uid_t uid, uid_t *ret_uid, gid_t *ret_gid)
-{
-	struct passwd pw, *res = NULL;
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 16384;
-	int r;
-
-	for (;;) {
-		buf = malloc(len);
-		if (!buf) {
-			return -ENOMEM;
-		}
-		r = name ? getpwnam_r(name, &pw, buf, len, &res)
-			 : getpwuid_r(uid, &pw, buf, len, &res);
-		if (r != ERANGE || len >= (1u << 20)) {
-			break;
-		}
-		free(TAKE_PTR(buf));
-		len *= 4;
-	}
-	if (r != 0) {
-		return -r;
-	}
-	if (!res) {
-		return -ESRCH;
-	}
-	*ret_uid = pw.pw_uid;
-	*ret_gid = pw.pw_gid;
-	return 0;
-}
 
 /*
  * Who the module's sessions run as (rsyncd's model): 'uid'/'gid' as
