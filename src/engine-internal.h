@@ -152,8 +152,35 @@ struct dirent_cache {
 	int sync_error;	    /* of the last completed one */
 };
 
+/*
+ * What differs between the roles, the way struct xport_ops separates the
+ * transports: engine_sender_ops (engine_tx.c), engine_receiver_ops
+ * (engine_rx.c). The loop, the control channel and the transport's
+ * completions are shared (engine.c, engine_lane.c) and call in here.
+ */
+struct engine;
+
+struct engine_role_ops {
+	/* Chunks of the pool that carry data: the sender's pool, the receiver's slots. */
+	uint32_t (*data_chunks)(const struct engine_params *p);
+	/* The peer writes into our memory (the receiver's ring): registered for it. */
+	bool peer_writes;
+	/* After the common set-up: the role's own tables, then the RING exchange. */
+	int (*setup)(struct engine *e);
+	/* A control message other than PING, PONG and ERROR. */
+	int (*on_message)(struct engine *e, struct msg *m);
+	/* A receive completed on a lane: the peer's immediate (data or credit). */
+	int (*on_receive)(struct engine *e, const struct xport_wc *wc);
+	/* Once per turn of the loop, before the queues are flushed. */
+	int (*step)(struct engine *e);
+};
+
+extern const struct engine_role_ops engine_sender_ops;
+extern const struct engine_role_ops engine_receiver_ops;
+
 struct engine {
 	const struct engine_params *p;
+	const struct engine_role_ops *role;
 	struct engine_stats st;
 	uint32_t err_code;
 	char *err;
@@ -260,6 +287,7 @@ static inline double ts_since(const struct timespec *t0)
 int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 uint32_t errno_to_perr(int r);
+int msg_unexpected(struct engine *e, const struct msg *m);
 void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void note_failure(struct engine *e, const char *name, uint32_t code, bool local, const char *text);
@@ -278,20 +306,12 @@ int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk);
 int batch_flush(struct engine *e);
 bool bw_allows(struct engine *e, uint32_t len);
 int on_xport(struct engine *e);
+int imm_unexpected(struct engine *e, const struct xport_wc *wc);
 
 /* engine_tx.c */
 void tx_read_done(struct engine *e, uint32_t ci, int res);
-int tx_files_ack(struct engine *e, const struct msg_files_ack *a);
-int tx_file_result(struct engine *e, const struct msg_file_result *res);
-int tx_wait_ring(struct engine *e);
-int step_sender(struct engine *e);
 
 /* engine_rx.c */
-int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef);
-int rx_files(struct engine *e, struct msg_files *mf);
-int rx_file_done(struct engine *e, const struct msg_file_done *d);
-int rx_credit_flush(struct engine *e);
-int rx_data(struct engine *e, uint32_t slot, uint32_t lane);
 void rx_write_done(struct engine *e, uint32_t slot, int res);
 
 /* engine_commit.c */

@@ -117,50 +117,17 @@ void file_release(struct engine *e, struct efile *f)
 	e->files_open--;
 }
 
+/* A message this role does not take now: the session fails. */
+int msg_unexpected(struct engine *e, const struct msg *m)
+{
+	return fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected %s during transfer",
+		    proto_type_name(m->type));
+}
+
+/* The messages both roles take; the rest are the role's. */
 static int on_message(struct engine *e, struct msg *m)
 {
-	bool rx = e->p->role == ENGINE_RECEIVER;
-
 	switch (m->type) {
-	case MSG_FILES:
-		if (rx && !e->got_end) {
-			return rx_files(e, &m->u.files);
-		}
-		break;
-	case MSG_FILE_DONE:
-		if (rx && !e->got_end) {
-			return rx_file_done(e, &m->u.file_done);
-		}
-		break;
-	case MSG_ENTRY_FAILED:
-		if (rx && !e->got_end) {
-			return rx_entry_failed(e, &m->u.entry_failed);
-		}
-		break;
-	case MSG_END:
-		if (rx && !e->got_end) {
-			if (e->files_open != 0) {
-				return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");
-			}
-			e->got_end = true;
-			rx_finish_dirs(e);
-			return 0;
-		}
-		if (!rx && e->sent_end && !e->got_end) {
-			e->got_end = true;
-			return 0;
-		}
-		break;
-	case MSG_FILES_ACK:
-		if (!rx) {
-			return tx_files_ack(e, &m->u.files_ack);
-		}
-		break;
-	case MSG_FILE_RESULT:
-		if (!rx) {
-			return tx_file_result(e, &m->u.file_result);
-		}
-		break;
 	case MSG_PING: {
 		struct msg pong = { .type = MSG_PONG };
 		pong.u.ping.nonce = m->u.ping.nonce;
@@ -172,10 +139,8 @@ static int on_message(struct engine *e, struct msg *m)
 		return fail(e, m->u.error.code ? m->u.error.code : PERR_PROTOCOL, -EREMOTEIO,
 			    "peer: %s", m->u.error.text);
 	default:
-		break;
+		return e->role->on_message(e, m);
 	}
-	return fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected %s during transfer",
-		    proto_type_name(m->type));
 }
 
 static int on_control(struct engine *e)
@@ -204,9 +169,22 @@ static int on_control(struct engine *e)
 	return 0;
 }
 
+/* The one place a role becomes its ops; NULL: no such role. */
+static const struct engine_role_ops *engine_role(enum engine_role role)
+{
+	switch (role) {
+	case ENGINE_SENDER:
+		return &engine_sender_ops;
+	case ENGINE_RECEIVER:
+		return &engine_receiver_ops;
+	default:
+		return NULL;
+	}
+}
+
 static uint32_t engine_data_chunks(const struct engine_params *p)
 {
-	return p->role == ENGINE_SENDER ? p->pool_chunks : p->slots;
+	return engine_role(p->role)->data_chunks(p);
 }
 
 bool engine_rx_copies_slots(const struct xport_ops *ops)
@@ -217,7 +195,7 @@ bool engine_rx_copies_slots(const struct xport_ops *ops)
 /* Receiver on a transport that cannot fence slots: one private copy per slot. */
 static bool engine_copies_slots(const struct engine_params *p, const struct xport_ops *ops)
 {
-	return p->role == ENGINE_RECEIVER &&
+	return engine_role(p->role)->peer_writes &&
 	       (engine_rx_copies_slots(ops) || (p->faults & ENGINE_FAULT_COPY_SLOTS));
 }
 
@@ -287,10 +265,9 @@ static int setup_memory(struct engine *e)
 		return fail(e, PERR_INTERNAL, r, "register buffers with io_uring: %s (%s)",
 			    strerror(-r), advice);
 	}
-	r = x->ops->reg_mr(x, e->pool->base, p->role == ENGINE_RECEIVER ? reg_bytes : e->pool->size,
-			   p->role == ENGINE_RECEIVER
-			       ? XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE
-			       : XPORT_ACCESS_LOCAL,
+	r = x->ops->reg_mr(x, e->pool->base, e->role->peer_writes ? reg_bytes : e->pool->size,
+			   e->role->peer_writes ? XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE
+						: XPORT_ACCESS_LOCAL,
 			   &e->mr);
 	if (r < 0) {
 		return fail(e, PERR_TRANSPORT, r, "register memory with the transport: %s",
@@ -348,35 +325,7 @@ static int setup(struct engine *e)
 			}
 		}
 	}
-	if (p->role == ENGINE_SENDER) {
-		e->chunks = calloc(e->pool->nchunks, sizeof(*e->chunks));
-		e->free_slots = calloc(p->slots, sizeof(*e->free_slots));
-		if (!e->chunks || !e->free_slots) {
-			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
-		}
-		return 0;
-	}
-	e->rslots = calloc(p->slots, sizeof(*e->rslots));
-	e->commit_batch = calloc(FILE_TABLE, sizeof(*e->commit_batch));
-	e->sync_wait = calloc(FILE_TABLE, sizeof(*e->sync_wait));
-	e->sync_run = calloc(FILE_TABLE, sizeof(*e->sync_run));
-	e->sync_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!e->rslots || !e->commit_batch || !e->sync_wait || !e->sync_run || e->sync_efd < 0) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
-	}
-	/* Offer the ring: data slots, then the descriptor array. */
-	struct msg m = { .type = MSG_RING };
-	/* In the registration's own address space: nothing of our heap's layout. */
-	m.u.ring.addr = e->mr->iova;
-	m.u.ring.desc_addr = e->mr->iova + (uint64_t)(e->desc_area - (uint8_t *)e->pool->base);
-	m.u.ring.nkeys = (uint8_t)x->nlanes;
-	for (unsigned i = 0; i < x->nlanes; i++) {
-		m.u.ring.rkey[i] = e->mr->lane_rkey[i];
-	}
-	m.u.ring.slots = p->slots;
-	m.u.ring.slot_size = p->chunk_size;
-	r = chan_send(p->chan, &m);
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return e->role->setup(e);
 }
 
 static void teardown(struct engine *e)
@@ -494,20 +443,8 @@ static int loop(struct engine *e)
 			e->error_sent = true;
 			return fail(e, PERR_SHUTDOWN, -EINTR, "interrupted");
 		}
-		if (p->role == ENGINE_SENDER && step_sender(e) < 0) {
+		if (e->role->step(e) < 0) {
 			break;
-		}
-		if (p->role == ENGINE_RECEIVER) {
-			if (rx_sync_step(e) < 0 || rx_credit_flush(e) < 0) {
-				break;
-			}
-			rx_commit_batch(e);
-			if (e->got_end) {
-				struct msg m = { .type = MSG_END };
-				m.u.end.files = (uint32_t)(e->st.files_ok + e->st.files_failed);
-				m.u.end.bytes = e->st.bytes;
-				chan_queue(p->chan, &m);
-			}
 		}
 		if (batch_flush(e) < 0 || uring_flush(e) < 0) {
 			break;
@@ -580,7 +517,8 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	int r;
 
 	if (!p->chan || !p->x || p->slots == 0 || p->slots > PROTO_MAX_SLOTS ||
-	    p->chunk_size < PROTO_MIN_CHUNK || p->x->nlanes == 0 || p->x->sq_depth < 4) {
+	    p->chunk_size < PROTO_MIN_CHUNK || p->x->nlanes == 0 || p->x->sq_depth < 4 ||
+	    !engine_role(p->role)) {
 		snprintf(err, errlen, "bad engine parameters");
 		*ret_code = PERR_INTERNAL;
 		return -EINVAL;
@@ -590,6 +528,7 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 		return -ENOMEM;
 	}
 	e->p = p;
+	e->role = engine_role(p->role);
 	e->err = err;
 	e->errlen = errlen;
 	e->uring_efd = -1;
@@ -598,9 +537,6 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	err[0] = '\0';
 
 	r = setup(e);
-	if (r >= 0 && p->role == ENGINE_SENDER) {
-		r = tx_wait_ring(e);
-	}
 	if (r >= 0) {
 		r = loop(e);
 	}

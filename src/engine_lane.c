@@ -82,6 +82,13 @@ int batch_flush(struct engine *e)
 	return 0;
 }
 
+/* An immediate this role does not take: the session fails. */
+int imm_unexpected(struct engine *e, const struct xport_wc *wc)
+{
+	return fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected immediate 0x%08x (len %u)", wc->imm,
+		    wc->len);
+}
+
 /* A signaled completion: everything up to wr_id on that lane is done. */
 static void lane_complete(struct engine *e, unsigned lane, uint64_t wr_id)
 {
@@ -132,9 +139,6 @@ int on_xport(struct engine *e)
 
 	while ((n = x->ops->poll_cq(x, wc, ARRAY_SIZE(wc))) > 0) {
 		for (int i = 0; i < n; i++) {
-			uint32_t kind = wc[i].imm >> PROTO_IMM_KIND_SHIFT;
-			uint32_t slot = wc[i].imm & PROTO_IMM_SLOT_MASK;
-
 			if (wc[i].status != XPORT_WC_SUCCESS && e->sent_end) {
 				/*
 				 * Everything is resolved and END is on its way: the
@@ -167,22 +171,9 @@ int on_xport(struct engine *e)
 			if (r < 0) {
 				return fail(e, PERR_TRANSPORT, r, "post receive: %s", strerror(-r));
 			}
-			if (e->p->role == ENGINE_RECEIVER && kind == PROTO_IMM_DATA &&
-			    wc[i].len == PROTO_DESC_LEN) {
-				if (rx_data(e, slot, wc[i].lane) < 0) {
-					return -1;
-				}
-			} else if (e->p->role == ENGINE_SENDER && kind == PROTO_IMM_CREDIT &&
-				   wc[i].len == 0 && slot < e->p->slots) {
-				if (e->nfree_slots >= e->p->slots) {
-					return fail(e, PERR_PROTOCOL, -EBADMSG, "credit overflow");
-				}
-				e->free_slots[e->nfree_slots++] = slot;
-				e->credits++;
-			} else {
-				return fail(e, PERR_PROTOCOL, -EBADMSG,
-					    "unexpected immediate 0x%08x (len %u)", wc[i].imm,
-					    wc[i].len);
+			r = e->role->on_receive(e, &wc[i]);
+			if (r < 0) {
+				return r;
 			}
 		}
 	}

@@ -109,13 +109,13 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 }
 
 /* The sender could not send an entry: a failed file on this side too. */
-int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
+static int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
 {
 	note_failure(e, ef->name, ef->status, false, ef->text);
 	return 0;
 }
 
-int rx_files(struct engine *e, struct msg_files *mf)
+static int rx_files(struct engine *e, struct msg_files *mf)
 {
 	struct msg ack = { .type = MSG_FILES_ACK };
 	struct proto_status *st;
@@ -218,7 +218,7 @@ int rx_files(struct engine *e, struct msg_files *mf)
 	return r;
 }
 
-int rx_file_done(struct engine *e, const struct msg_file_done *d)
+static int rx_file_done(struct engine *e, const struct msg_file_done *d)
 {
 	struct efile *f = file_by_id(e, d->id);
 
@@ -330,7 +330,7 @@ static int rx_credit(struct engine *e, uint32_t slot)
 }
 
 /* The credits --bwlimit held back, as the rate allows. */
-int rx_credit_flush(struct engine *e)
+static int rx_credit_flush(struct engine *e)
 {
 	for (uint32_t i = 0; e->ncredit_due > 0 && i < e->p->slots; i++) {
 		struct rslot *s = &e->rslots[i];
@@ -397,7 +397,7 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 	}
 }
 
-int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
+static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 {
 	struct proto_desc d;
 	struct rslot *s;
@@ -486,3 +486,97 @@ void rx_write_done(struct engine *e, uint32_t slot, int res)
 	}
 	rx_maybe_finish(e, f);
 }
+
+static uint32_t rx_data_chunks(const struct engine_params *p)
+{
+	return p->slots;
+}
+
+/* The slots' states and the commit path's tables, then the RING offered. */
+static int rx_setup(struct engine *e)
+{
+	int r;
+
+	e->rslots = calloc(e->p->slots, sizeof(*e->rslots));
+	e->commit_batch = calloc(FILE_TABLE, sizeof(*e->commit_batch));
+	e->sync_wait = calloc(FILE_TABLE, sizeof(*e->sync_wait));
+	e->sync_run = calloc(FILE_TABLE, sizeof(*e->sync_run));
+	e->sync_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!e->rslots || !e->commit_batch || !e->sync_wait || !e->sync_run || e->sync_efd < 0) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	/* Offer the ring: data slots, then the descriptor array. */
+	struct msg m = { .type = MSG_RING };
+	/* In the registration's own address space: nothing of our heap's layout. */
+	m.u.ring.addr = e->mr->iova;
+	m.u.ring.desc_addr = e->mr->iova + (uint64_t)(e->desc_area - (uint8_t *)e->pool->base);
+	m.u.ring.nkeys = (uint8_t)e->p->x->nlanes;
+	for (unsigned i = 0; i < e->p->x->nlanes; i++) {
+		m.u.ring.rkey[i] = e->mr->lane_rkey[i];
+	}
+	m.u.ring.slots = e->p->slots;
+	m.u.ring.slot_size = e->p->chunk_size;
+	r = chan_send(e->p->chan, &m);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+static int rx_on_message(struct engine *e, struct msg *m)
+{
+	if (e->got_end) {
+		return msg_unexpected(e, m);
+	}
+	switch (m->type) {
+	case MSG_FILES:
+		return rx_files(e, &m->u.files);
+	case MSG_FILE_DONE:
+		return rx_file_done(e, &m->u.file_done);
+	case MSG_ENTRY_FAILED:
+		return rx_entry_failed(e, &m->u.entry_failed);
+	case MSG_END:
+		if (e->files_open != 0) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");
+		}
+		e->got_end = true;
+		rx_finish_dirs(e);
+		return 0;
+	default:
+		return msg_unexpected(e, m);
+	}
+}
+
+/* A descriptor written into the array: a slot holds data. */
+static int rx_on_receive(struct engine *e, const struct xport_wc *wc)
+{
+	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
+	uint32_t slot = wc->imm & PROTO_IMM_SLOT_MASK;
+
+	if (kind != PROTO_IMM_DATA || wc->len != PROTO_DESC_LEN) {
+		return imm_unexpected(e, wc);
+	}
+	return rx_data(e, slot, wc->lane);
+}
+
+/* Durability batches, held-back credits, directory fsyncs; END once the peer's came. */
+static int rx_step(struct engine *e)
+{
+	if (rx_sync_step(e) < 0 || rx_credit_flush(e) < 0) {
+		return -1;
+	}
+	rx_commit_batch(e);
+	if (e->got_end) {
+		struct msg m = { .type = MSG_END };
+		m.u.end.files = (uint32_t)(e->st.files_ok + e->st.files_failed);
+		m.u.end.bytes = e->st.bytes;
+		chan_queue(e->p->chan, &m);
+	}
+	return 0;
+}
+
+const struct engine_role_ops engine_receiver_ops = {
+	.data_chunks = rx_data_chunks,
+	.peer_writes = true,
+	.setup = rx_setup,
+	.on_message = rx_on_message,
+	.on_receive = rx_on_receive,
+	.step = rx_step,
+};

@@ -410,7 +410,7 @@ static int tx_post_ready(struct engine *e)
 	return 0;
 }
 
-int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
+static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 {
 	for (size_t i = 0; i < a->count; i++) {
 		struct efile *f = file_by_id(e, a->st[i].id);
@@ -441,7 +441,7 @@ int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 	return 0;
 }
 
-int tx_file_result(struct engine *e, const struct msg_file_result *res)
+static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 {
 	struct efile *f = file_by_id(e, res->id);
 
@@ -467,7 +467,7 @@ int tx_file_result(struct engine *e, const struct msg_file_result *res)
 }
 
 /* Sender: the first message must be the receiver's ring, and it must fit. */
-int tx_wait_ring(struct engine *e)
+static int tx_wait_ring(struct engine *e)
 {
 	struct msg m;
 	int r = chan_recv(e->p->chan, &m, e->p->idle_timeout_ms);
@@ -498,7 +498,7 @@ int tx_wait_ring(struct engine *e)
 	return 0;
 }
 
-int step_sender(struct engine *e)
+static int step_sender(struct engine *e)
 {
 	if (tx_offer(e) < 0 || tx_fill(e) < 0 || tx_post_ready(e) < 0) {
 		return -1;
@@ -523,3 +523,64 @@ int step_sender(struct engine *e)
 	}
 	return 0;
 }
+
+static uint32_t tx_data_chunks(const struct engine_params *p)
+{
+	return p->pool_chunks;
+}
+
+/* The pool's chunk states and the receiver's free slots, then its RING. */
+static int tx_setup(struct engine *e)
+{
+	e->chunks = calloc(e->pool->nchunks, sizeof(*e->chunks));
+	e->free_slots = calloc(e->p->slots, sizeof(*e->free_slots));
+	if (!e->chunks || !e->free_slots) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	return tx_wait_ring(e);
+}
+
+static int tx_on_message(struct engine *e, struct msg *m)
+{
+	switch (m->type) {
+	case MSG_END:
+		if (e->sent_end && !e->got_end) {
+			e->got_end = true;
+			return 0;
+		}
+		break;
+	case MSG_FILES_ACK:
+		return tx_files_ack(e, &m->u.files_ack);
+	case MSG_FILE_RESULT:
+		return tx_file_result(e, &m->u.file_result);
+	default:
+		break;
+	}
+	return msg_unexpected(e, m);
+}
+
+/* A credit: the receiver has a slot free again. */
+static int tx_on_receive(struct engine *e, const struct xport_wc *wc)
+{
+	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
+	uint32_t slot = wc->imm & PROTO_IMM_SLOT_MASK;
+
+	if (kind != PROTO_IMM_CREDIT || wc->len != 0 || slot >= e->p->slots) {
+		return imm_unexpected(e, wc);
+	}
+	if (e->nfree_slots >= e->p->slots) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "credit overflow");
+	}
+	e->free_slots[e->nfree_slots++] = slot;
+	e->credits++;
+	return 0;
+}
+
+const struct engine_role_ops engine_sender_ops = {
+	.data_chunks = tx_data_chunks,
+	.peer_writes = false,
+	.setup = tx_setup,
+	.on_message = tx_on_message,
+	.on_receive = tx_on_receive,
+	.step = step_sender,
+};
