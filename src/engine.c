@@ -130,8 +130,11 @@ static int on_message(struct engine *e, struct msg *m)
 	switch (m->type) {
 	case MSG_PING: {
 		struct msg pong = { .type = MSG_PONG };
+		int r;
+
 		pong.u.ping.nonce = m->u.ping.nonce;
-		return chan_queue(e->p->chan, &pong);
+		r = chan_queue(e->p->chan, &pong);
+		return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 	}
 	case MSG_PONG:
 		return 0; /* not progress: see progress_mark */
@@ -420,6 +423,88 @@ static bool local_io_busy(const struct engine *e)
 	return e->uring_inflight > 0 || e->sync_running;
 }
 
+/* Before the wait: the role's work, then everything queued on its way. 1: finished. */
+static int loop_work(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+	int r;
+
+	if (p->stop && *p->stop) {
+		chan_send_error(p->chan, PERR_SHUTDOWN, "interrupted");
+		e->error_sent = true;
+		return fail(e, PERR_SHUTDOWN, -EINTR, "interrupted");
+	}
+	r = e->role->step(e);
+	if (r >= 0) {
+		r = batch_flush(e);
+	}
+	if (r >= 0) {
+		r = uring_flush(e);
+	}
+	if (r < 0) {
+		return r;
+	}
+	r = chan_flush(p->chan);
+	if (r < 0) {
+		return fail(e, PERR_IO, r, "control channel write failed: %s", strerror(-r));
+	}
+	return finished(e) ? 1 : 0;
+}
+
+/*
+ * After the wait: what the sources have for us. A completion handler that
+ * returns nothing (a write, an fsync) records its failure in e: that counts too.
+ */
+static int loop_dispatch(struct engine *e, const struct pollfd pfd[4])
+{
+	int r = 0;
+
+	if (pfd[2].revents & POLLIN) {
+		r = on_uring(e);
+	}
+	if (r >= 0 && (pfd[3].revents & POLLIN)) {
+		rx_sync_done(e);
+	}
+	if (r >= 0 && !e->failed &&
+	    ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) || chan_readable_now(e->p->chan))) {
+		r = on_control(e);
+	}
+	if (r >= 0 && !e->failed && !finished(e) && (pfd[1].revents & POLLIN)) {
+		r = on_xport(e);
+	}
+	return r >= 0 && e->failed ? e->fail_r : r;
+}
+
+/* Progress keeps the session alive; none for idle_ms ends it, a PING every third of that. */
+static int loop_idle(struct engine *e, uint64_t mark, uint64_t before, int idle_ms)
+{
+	const struct engine_params *p = e->p;
+
+	if (progress_mark(e) != mark || local_io_busy(e)) {
+		ts_now(&e->last_activity);
+		if (p->ev.progress && e->bytes_progress != before) {
+			p->ev.progress(p->ev.ud, e->bytes_progress);
+		}
+	} else if (ts_since(&e->last_activity) * 1000 > idle_ms) {
+		chan_send_error(p->chan, PERR_TIMEOUT, "idle timeout: no data progress");
+		e->error_sent = true;
+		return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no data progress for %d s",
+			    idle_ms / 1000);
+	} else if (ts_since(&e->last_activity) * 1000 > idle_ms / 3 &&
+		   ts_since(&e->last_ping) * 1000 > idle_ms / 3) {
+		/* Tells a peer we are alive; its PONG does not keep us waiting longer. */
+		struct msg ping = { .type = MSG_PING };
+		int r;
+
+		ts_now(&e->last_ping);
+		r = chan_queue(p->chan, &ping);
+		if (r < 0) {
+			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
+	}
+	return 0;
+}
+
 static int loop(struct engine *e)
 {
 	const struct engine_params *p = e->p;
@@ -436,62 +521,25 @@ static int loop(struct engine *e)
 			{ .fd = e->sync_efd, .events = POLLIN },
 		};
 		uint64_t before = e->bytes_progress, mark = progress_mark(e);
-		int n, wait_ms;
+		int r, wait_ms;
 
-		if (p->stop && *p->stop) {
-			chan_send_error(p->chan, PERR_SHUTDOWN, "interrupted");
-			e->error_sent = true;
-			return fail(e, PERR_SHUTDOWN, -EINTR, "interrupted");
-		}
-		if (e->role->step(e) < 0) {
-			break;
-		}
-		if (batch_flush(e) < 0 || uring_flush(e) < 0) {
-			break;
-		}
-		if (chan_flush(p->chan) < 0) {
-			return fail(e, PERR_IO, -EIO, "control channel write failed");
-		}
-		if (finished(e)) {
-			return 0;
+		r = loop_work(e);
+		if (r != 0) {
+			return r < 0 ? r : 0;
 		}
 		wait_ms = chan_readable_now(p->chan) || p->busy_poll ? 0 : p->bwlimit ? 10 : 1000;
-		n = poll(pfd, 4, wait_ms);
-		if (n < 0 && errno != EINTR) {
+		if (poll(pfd, 4, wait_ms) < 0 && errno != EINTR) {
 			return fail(e, PERR_INTERNAL, negerrno(), "poll: %s", strerror(errno));
 		}
-		if (pfd[2].revents & POLLIN) {
-			on_uring(e);
+		r = loop_dispatch(e, pfd);
+		if (r >= 0) {
+			r = loop_idle(e, mark, before, idle_ms);
 		}
-		if (pfd[3].revents & POLLIN) {
-			rx_sync_done(e);
-		}
-		if (!e->failed && ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) ||
-				   chan_readable_now(p->chan))) {
-			on_control(e);
-		}
-		if (!e->failed && !finished(e) && (pfd[1].revents & POLLIN)) {
-			on_xport(e);
-		}
-		if (progress_mark(e) != mark || local_io_busy(e)) {
-			ts_now(&e->last_activity);
-			if (p->ev.progress && e->bytes_progress != before) {
-				p->ev.progress(p->ev.ud, e->bytes_progress);
-			}
-		} else if (ts_since(&e->last_activity) * 1000 > idle_ms) {
-			chan_send_error(p->chan, PERR_TIMEOUT, "idle timeout: no data progress");
-			e->error_sent = true;
-			return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no data progress for %d s",
-				    idle_ms / 1000);
-		} else if (ts_since(&e->last_activity) * 1000 > idle_ms / 3 &&
-			   ts_since(&e->last_ping) * 1000 > idle_ms / 3) {
-			/* Tells a peer we are alive; its PONG does not keep us waiting longer. */
-			struct msg ping = { .type = MSG_PING };
-			ts_now(&e->last_ping);
-			chan_queue(p->chan, &ping);
+		if (r < 0) {
+			return r;
 		}
 	}
-	return -1;
+	return e->fail_r;
 }
 
 /*
@@ -539,6 +587,10 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	r = setup(e);
 	if (r >= 0) {
 		r = loop(e);
+	}
+	if (r < 0 && !e->failed) {
+		/* Every failure is recorded where it happens; one that was not still counts. */
+		fail(e, PERR_INTERNAL, r, "%s", strerror(-r));
 	}
 	if (e->failed) {
 		/* The failure's own errno: -EREMOTEIO tells the caller the peer ended it. */

@@ -123,13 +123,16 @@ static void *sync_thread_main(void *arg)
  */
 int rx_sync_step(struct engine *e)
 {
+	int r;
+
 	if (e->sync_running || e->nsync_wait == 0) {
 		return 0;
 	}
 	if (e->nsync_wait < SYNC_BATCH_MIN) {
 		for (uint32_t i = 0; i < e->nsync_wait; i++) {
-			if (rx_submit_fsync(e, &e->files[e->sync_wait[i]]) < 0) {
-				return -1;
+			r = rx_submit_fsync(e, &e->files[e->sync_wait[i]]);
+			if (r < 0) {
+				return r;
 			}
 		}
 		e->nsync_wait = 0;
@@ -155,8 +158,9 @@ int rx_sync_step(struct engine *e)
 	if (pthread_create(&e->sync_thread, NULL, sync_thread_main, e) != 0) {
 		/* No thread: fsync each instead. */
 		for (uint32_t i = 0; i < e->nsync_run; i++) {
-			if (rx_submit_fsync(e, &e->files[e->sync_run[i]]) < 0) {
-				return -1;
+			r = rx_submit_fsync(e, &e->files[e->sync_run[i]]);
+			if (r < 0) {
+				return r;
 			}
 		}
 		e->nsync_run = 0;

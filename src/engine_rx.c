@@ -291,13 +291,15 @@ static int rx_credit_now(struct engine *e, uint32_t slot)
 		.lane = s->lane,
 	};
 	struct efile *f = &e->files[s->fidx];
+	int r;
 
 	s->state = SL_FREE;
 	f->held--;
 	e->credits++;
 	/* The peer may write the slot again once it has the credit, not before. */
-	if (rx_slot_unhold(e, slot) < 0) {
-		return -1;
+	r = rx_slot_unhold(e, slot);
+	if (r < 0) {
+		return r;
 	}
 	if (!lane_room(e, wr.lane, 1)) {
 		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
@@ -345,8 +347,13 @@ static int rx_credit_flush(struct engine *e)
 		s->credit_due = false;
 		e->ncredit_due--;
 		e->bw_sent += s->len;
-		if (rx_credit_now(e, i) < 0 || rx_maybe_finish(e, f) < 0) {
-			return -1;
+		int r = rx_credit_now(e, i);
+
+		if (r >= 0) {
+			r = rx_maybe_finish(e, f);
+		}
+		if (r < 0) {
+			return r;
 		}
 	}
 	return 0;
@@ -399,6 +406,7 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 
 static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 {
+	int r;
 	struct proto_desc d;
 	struct rslot *s;
 	struct efile *f;
@@ -438,8 +446,9 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 			     .lane = lane };
 	f->held++;
 	f->recv_bytes += d.len;
-	if (rx_slot_hold(e, slot, d.len, !f->failed) < 0) {
-		return -1;
+	r = rx_slot_hold(e, slot, d.len, !f->failed);
+	if (r < 0) {
+		return r;
 	}
 	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && d.offset == 0) {
 		rx_slot_buf(e, slot)[0] ^= 0xff;
@@ -447,10 +456,8 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 	if (f->failed) {
 		/* Already failed (disk full, ...): drop the bytes, keep the credits flowing. */
 		s->hashed = s->written = true;
-		if (rx_credit(e, slot) < 0) {
-			return -1;
-		}
-		return rx_maybe_finish(e, f);
+		r = rx_credit(e, slot);
+		return r < 0 ? r : rx_maybe_finish(e, f);
 	}
 	rx_submit_write(e, slot);
 	rx_hash_ready(e, f);
@@ -559,17 +566,24 @@ static int rx_on_receive(struct engine *e, const struct xport_wc *wc)
 /* Durability batches, held-back credits, directory fsyncs; END once the peer's came. */
 static int rx_step(struct engine *e)
 {
-	if (rx_sync_step(e) < 0 || rx_credit_flush(e) < 0) {
-		return -1;
+	int r = rx_sync_step(e);
+
+	if (r >= 0) {
+		r = rx_credit_flush(e);
 	}
-	rx_commit_batch(e);
-	if (e->got_end) {
+	if (r >= 0) {
+		r = rx_commit_batch(e);
+	}
+	if (r >= 0 && e->got_end) {
 		struct msg m = { .type = MSG_END };
 		m.u.end.files = (uint32_t)(e->st.files_ok + e->st.files_failed);
 		m.u.end.bytes = e->st.bytes;
-		chan_queue(e->p->chan, &m);
+		r = chan_queue(e->p->chan, &m);
+		if (r < 0) {
+			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
 	}
-	return 0;
+	return r;
 }
 
 const struct engine_role_ops engine_receiver_ops = {

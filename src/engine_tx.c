@@ -232,6 +232,7 @@ static int tx_submit_read(struct engine *e, uint32_t ci)
 /* Start reads for accepted files while pool chunks are free. */
 static int tx_fill(struct engine *e)
 {
+	int r;
 	/* Walk files in id order, from the oldest still in flight. */
 	while (e->oldest_id <= e->next_id && !file_by_id(e, e->oldest_id)) {
 		e->oldest_id++;
@@ -247,19 +248,24 @@ static int tx_fill(struct engine *e)
 				break;
 			}
 			f->started = true;
-			if (tx_open(e, f) < 0) {
-				return -1;
+			r = tx_open(e, f);
+			if (r < 0) {
+				return r;
 			}
 		}
 		if (f->failed) {
-			if (f->chunks_out == 0) {
-				tx_send_done(e, f);
+			r = f->chunks_out == 0 ? tx_send_done(e, f) : 0;
+			if (r < 0) {
+				return r;
 			}
 			continue;
 		}
 		if (f->size == 0 && !f->finished) {
 			f->finished = true;
-			tx_send_done(e, f);
+			r = tx_send_done(e, f);
+			if (r < 0) {
+				return r;
+			}
 			continue;
 		}
 		while (f->read_off < f->size && e->pool->nfree > 0) {
@@ -272,8 +278,9 @@ static int tx_fill(struct engine *e)
 								  f->size - f->read_off) };
 			f->read_off += c->len;
 			f->chunks_out++;
-			if (tx_submit_read(e, (uint32_t)ci) < 0) {
-				return -1;
+			r = tx_submit_read(e, (uint32_t)ci);
+			if (r < 0) {
+				return r;
 			}
 		}
 	}
@@ -322,6 +329,7 @@ static int tx_post_ready(struct engine *e)
 {
 	struct xport *x = e->p->x;
 	bool progress = true;
+	int r;
 
 	while (progress && e->nfree_slots > 0) {
 		progress = false;
@@ -380,8 +388,12 @@ static int tx_post_ready(struct engine *e)
 				.imm = proto_imm(PROTO_IMM_DATA, slot),
 				.lane = lane,
 			};
-			if (lane_push(e, &data, -1) < 0 || lane_push(e, &desc, (int32_t)ci) < 0) {
-				return -1;
+			r = lane_push(e, &data, -1);
+			if (r >= 0) {
+				r = lane_push(e, &desc, (int32_t)ci);
+			}
+			if (r < 0) {
+				return r;
 			}
 			c->state = CH_POSTED;
 			c->slot = slot;
@@ -400,8 +412,9 @@ static int tx_post_ready(struct engine *e)
 					    (unsigned long long)f->size,
 					    (unsigned long long)st.st_size);
 				}
-				if (tx_send_done(e, f) < 0) {
-					return -1;
+				r = tx_send_done(e, f);
+				if (r < 0) {
+					return r;
 				}
 			}
 		}
@@ -500,15 +513,24 @@ static int tx_wait_ring(struct engine *e)
 
 static int step_sender(struct engine *e)
 {
-	if (tx_offer(e) < 0 || tx_fill(e) < 0 || tx_post_ready(e) < 0) {
-		return -1;
+	int r = tx_offer(e);
+
+	if (r >= 0) {
+		r = tx_fill(e);
+	}
+	if (r >= 0) {
+		r = tx_post_ready(e);
+	}
+	if (r < 0) {
+		return r;
 	}
 	/* Files that failed while reading owe a FILE_DONE once their chunks are gone. */
 	for (size_t i = 0; i < FILE_TABLE; i++) {
 		struct efile *f = &e->files[i];
 		if (f->used && f->failed && f->started && !f->done_sent && f->chunks_out == 0) {
-			if (tx_send_done(e, f) < 0) {
-				return -1;
+			r = tx_send_done(e, f);
+			if (r < 0) {
+				return r;
 			}
 		}
 	}
@@ -516,8 +538,9 @@ static int step_sender(struct engine *e)
 		struct msg m = { .type = MSG_END };
 		m.u.end.files = e->offered;
 		m.u.end.bytes = e->st.bytes;
-		if (chan_queue(e->p->chan, &m) < 0) {
-			return fail(e, PERR_IO, -EIO, "control channel");
+		r = chan_queue(e->p->chan, &m);
+		if (r < 0) {
+			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
 		e->sent_end = true;
 	}
