@@ -291,6 +291,7 @@ int msg_unexpected(struct engine *e, const struct msg *m);
 void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void note_failure(struct engine *e, const char *name, uint32_t code, bool local, const char *text);
+void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash);
 struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(struct engine *e, struct efile *f);
 void file_release(struct engine *e, struct efile *f);
@@ -325,8 +326,8 @@ void rx_discard(struct engine *e, struct efile *f);
 
 /* engine_names.c */
 uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
-int seen_add(struct engine *e, const char *name);
-int rx_map_name(struct engine *e, struct efile *f);
+uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
+		       bool *ret_peer);
 
 /* engine_meta.c */
 void rx_apply_meta(struct engine *e, struct efile *f);

@@ -79,6 +79,21 @@ void note_failure(struct engine *e, const char *name, uint32_t code, bool local,
 	}
 }
 
+/*
+ * Count a committed file: bytes of payload (0 for a directory or a symlink,
+ * which have no hash: NULL).
+ */
+void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash)
+{
+	static const uint8_t none[HASH_LEN];
+
+	e->st.files_ok++;
+	e->st.bytes += bytes;
+	if (e->p->ev.file_ok) {
+		e->p->ev.file_ok(e->p->ev.ud, f->name, bytes, ts_since(&f->t0), hash ? hash : none);
+	}
+}
+
 struct efile *file_by_id(struct engine *e, uint32_t id)
 {
 	struct efile *f = &e->files[id % FILE_TABLE];

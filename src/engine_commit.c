@@ -32,12 +32,7 @@ static int rx_resolve(struct engine *e, struct efile *f)
 		r = send_result(e, f, f->fail_code, f->fail_text);
 	} else {
 		/* Reported only after verify, fsync, rename and the directory fsync. */
-		e->st.files_ok++;
-		e->st.bytes += f->size;
-		if (e->p->ev.file_ok) {
-			e->p->ev.file_ok(e->p->ev.ud, f->name, f->size, ts_since(&f->t0),
-					 f->done_hash);
-		}
+		note_committed(e, f, f->size, f->done_hash);
 		r = send_result(e, f, PERR_OK, "");
 	}
 	file_release(e, f);

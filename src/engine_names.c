@@ -89,7 +89,7 @@ uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen
  * The same destination twice in one session is refused (never two writers on
  * one name). Names are remembered as 64-bit hashes: 8 bytes per file.
  */
-int seen_add(struct engine *e, const char *name)
+static int seen_add(struct engine *e, const char *name)
 {
 	uint64_t h = XXH3_64bits(name, strlen(name)) | 1; /* 0 marks an empty slot */
 
@@ -125,7 +125,7 @@ int seen_add(struct engine *e, const char *name)
 }
 
 /* Apply rename_to to the top-level component of f->name. */
-int rx_map_name(struct engine *e, struct efile *f)
+static int rx_map_name(struct engine *e, struct efile *f)
 {
 	char *mapped;
 	const char *rest;
@@ -140,4 +140,44 @@ int rx_map_name(struct engine *e, struct efile *f)
 	free(f->name);
 	f->name = mapped;
 	return 0;
+}
+
+/*
+ * The name policy of an entry the peer sent: one the caller asked for (a
+ * pull), valid, mapped by rename_to, and not a destination this session has
+ * written already. *ret_peer: a refusal for what the peer sent.
+ */
+uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
+		       bool *ret_peer)
+{
+	int dup;
+
+	if (!f->name) {
+		return PERR_INTERNAL;
+	}
+	if (e->p->name_ok && !e->p->name_ok(e->p->name_ok_ud, f->name)) {
+		*ret_peer = true;
+		snprintf(text, textlen, "not a name that was asked for");
+		return PERR_BAD_PATH;
+	}
+	if (fspath_validate(f->name) < 0) {
+		*ret_peer = true;
+		snprintf(text, textlen, "invalid name");
+		return PERR_BAD_PATH;
+	}
+	if (rx_map_name(e, f) < 0) {
+		return PERR_INTERNAL;
+	}
+	/*
+	 * After the rename mapping: with OPEN "mod/target", "a", "b" and a
+	 * symlink "c" would all be "target" (issue 8 item 9).
+	 */
+	dup = seen_add(e, f->name);
+	if (dup <= 0) {
+		*ret_peer = dup == 0;
+		snprintf(text, textlen, "%s",
+			 dup < 0 ? "out of memory" : "same destination twice in one session");
+		return dup < 0 ? PERR_INTERNAL : PERR_DUPLICATE;
+	}
+	return PERR_OK;
 }

@@ -115,6 +115,63 @@ static int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
 	return 0;
 }
 
+/* A new entry in the file table, from its FILES record. */
+static void rx_entry_init(struct engine *e, struct efile *f, const struct proto_file *pf)
+{
+	memset(f, 0, sizeof(*f));
+	f->used = true;
+	e->files_open++;
+	f->id = pf->id;
+	f->fd = f->dfd = f->tfd = f->dir = -1;
+	f->ftype = pf->ftype;
+	f->size = pf->size;
+	f->meta = *pf;
+	f->meta.name = f->meta.link = NULL;
+	f->name = strdup(pf->name);
+	ts_now(&f->t0);
+}
+
+/*
+ * Take an entry or refuse it: its name (rx_check_name), then the directory,
+ * symlink or temp file made for it. *ret_peer: refused for what the peer
+ * sent, not for our disk.
+ */
+static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct proto_file *pf,
+				char *text, size_t textlen, bool *ret_peer)
+{
+	uint32_t code = rx_check_name(e, f, text, textlen, ret_peer);
+
+	if (code != PERR_OK) {
+		return code;
+	}
+	if (pf->ftype == PROTO_FT_DIR) {
+		return rx_make_dir(e, f, text, textlen);
+	}
+	if (pf->ftype == PROTO_FT_SYMLINK) {
+		return rx_make_symlink(e, f, pf->link, text, textlen);
+	}
+	return rx_open_file(e, f, text, textlen);
+}
+
+/*
+ * A refused entry is reported now and forgotten; directories and symlinks
+ * are done the moment they exist; a regular file waits for its data.
+ */
+static void rx_entry_settle(struct engine *e, struct efile *f, const struct proto_file *pf,
+			    uint32_t code, bool peer)
+{
+	if (code != PERR_OK) {
+		note_failure(e, f->name ? f->name : pf->name, code, !peer, f->fail_text);
+		if (f->tfd >= 0 && f->dir >= 0) {
+			rx_discard(e, f);
+		}
+		file_release(e, f);
+	} else if (pf->ftype != PROTO_FT_REG) {
+		note_committed(e, f, 0, NULL);
+		file_release(e, f);
+	}
+}
+
 static int rx_files(struct engine *e, struct msg_files *mf)
 {
 	struct msg ack = { .type = MSG_FILES_ACK };
@@ -130,9 +187,9 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 	for (size_t i = 0; i < mf->count; i++) {
 		struct proto_file *pf = &mf->files[i];
 		struct efile *f = &e->files[pf->id % FILE_TABLE];
+		struct proto_status *s = &st[ack.u.files_ack.count];
+		bool peer = false;
 		uint32_t code;
-		bool peer = false; /* refused for what the peer sent, not for our disk */
-		int dup;
 
 		/* Ids strictly increase; the table bounds the files in flight. */
 		if (pf->id <= e->next_id || f->used) {
@@ -141,69 +198,16 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 			break;
 		}
 		e->next_id = pf->id;
-		memset(f, 0, sizeof(*f));
-		f->used = true;
-		e->files_open++;
-		f->id = pf->id;
-		f->fd = f->dfd = f->tfd = f->dir = -1;
-		f->ftype = pf->ftype;
-		f->size = pf->size;
-		f->meta = *pf;
-		f->meta.name = f->meta.link = NULL;
-		f->name = strdup(pf->name);
-		ts_now(&f->t0);
+		rx_entry_init(e, f, pf);
 		text[0] = '\0';
-		if (!f->name) {
-			code = PERR_INTERNAL;
-		} else if (e->p->name_ok && !e->p->name_ok(e->p->name_ok_ud, f->name)) {
-			code = PERR_BAD_PATH;
-			peer = true;
-			snprintf(text, sizeof(text), "not a name that was asked for");
-		} else if (fspath_validate(f->name) < 0) {
-			code = PERR_BAD_PATH;
-			peer = true;
-			snprintf(text, sizeof(text), "invalid name");
-		} else if (rx_map_name(e, f) < 0) {
-			code = PERR_INTERNAL;
-		} else if ((dup = seen_add(e, f->name)) <= 0) {
-			/*
-			 * After the rename mapping: with OPEN "mod/target", "a", "b"
-			 * and a symlink "c" would all be "target" (issue 8 item 9).
-			 */
-			code = dup < 0 ? PERR_INTERNAL : PERR_DUPLICATE;
-			peer = dup == 0;
-			snprintf(text, sizeof(text), "%s",
-				 dup < 0 ? "out of memory"
-					 : "same destination twice in one session");
-		} else if (pf->ftype == PROTO_FT_DIR) {
-			code = rx_make_dir(e, f, text, sizeof(text));
-		} else if (pf->ftype == PROTO_FT_SYMLINK) {
-			code = rx_make_symlink(e, f, pf->link, text, sizeof(text));
-		} else {
-			code = rx_open_file(e, f, text, sizeof(text));
-		}
-		st[ack.u.files_ack.count].id = pf->id;
-		st[ack.u.files_ack.count].status = code;
-		st[ack.u.files_ack.count].text = NULL;
+		code = rx_entry_accept(e, f, pf, text, sizeof(text), &peer);
+		*s = (struct proto_status){ .id = pf->id, .status = code };
 		ack.u.files_ack.count++;
 		if (code != PERR_OK) {
 			file_fail(f, code, "%s", text);
-			st[ack.u.files_ack.count - 1].text = strdup(f->fail_text);
-			/* A refused file is reported now and forgotten. */
-			note_failure(e, f->name ? f->name : pf->name, code, !peer, f->fail_text);
-			if (f->tfd >= 0 && f->dir >= 0) {
-				rx_discard(e, f);
-			}
-			file_release(e, f);
-		} else if (pf->ftype != PROTO_FT_REG) {
-			/* Directories and symlinks are done the moment they exist. */
-			e->st.files_ok++;
-			if (e->p->ev.file_ok) {
-				static const uint8_t none[HASH_LEN];
-				e->p->ev.file_ok(e->p->ev.ud, f->name, 0, ts_since(&f->t0), none);
-			}
-			file_release(e, f);
+			s->text = strdup(f->fail_text);
 		}
+		rx_entry_settle(e, f, pf, code, peer);
 	}
 	if (r == 0) {
 		r = chan_queue(e->p->chan, &ack);

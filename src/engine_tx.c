@@ -59,9 +59,68 @@ static int tx_entry_failed(struct engine *e, const struct engine_src *s)
 	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
-static int tx_offer(struct engine *e)
+/*
+ * Source entry s as file id: its place in the file table and its FILES
+ * record. 1: taken; 0: its place is still in use (offer it later); -errno.
+ * *ret_link is the record's own copy of the symlink target (the source may
+ * reuse s); on failure nothing is left to free.
+ */
+static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id,
+		       struct proto_file *ret_pf, char **ret_link)
+{
+	struct efile *f = &e->files[id % FILE_TABLE];
+
+	if (f->used) {
+		return 0;
+	}
+	memset(f, 0, sizeof(*f));
+	f->used = true;
+	e->files_open++;
+	f->id = id;
+	f->fd = f->dfd = f->tfd = f->dir = -1;
+	f->name = strdup(s->name);
+	f->src_path = strdup(s->path);
+	f->src_dirfd = s->dirfd;
+	f->ftype = s->ftype;
+	f->size = s->size;
+	ts_now(&f->t0);
+	*ret_link = s->link ? strdup(s->link) : NULL;
+	if (!f->name || !f->src_path || (s->link && !*ret_link)) {
+		free(*ret_link);
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	*ret_pf = (struct proto_file){
+		.id = id,
+		.ftype = s->ftype,
+		.mode = s->mode & 07777,
+		.size = s->ftype == PROTO_FT_REG ? s->size : 0,
+		.mtime_sec = s->mtime.tv_sec,
+		.mtime_nsec = (uint32_t)s->mtime.tv_nsec,
+		.uid = s->uid,
+		.gid = s->gid,
+		.name = f->name,
+		.link = *ret_link,
+	};
+	return 1;
+}
+
+/* One FILES batch of n records on its way; the links are freed either way. */
+static int tx_send_files(struct engine *e, struct proto_file *pf, char **links, uint32_t n)
 {
 	struct msg m = { .type = MSG_FILES };
+	int r;
+
+	m.u.files.count = (uint16_t)n;
+	m.u.files.files = pf;
+	r = chan_queue(e->p->chan, &m);
+	for (uint32_t i = 0; i < n; i++) {
+		free(links[i]);
+	}
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+static int tx_offer(struct engine *e)
+{
 	struct proto_file pf[PROTO_MAX_BATCH];
 	char *links[PROTO_MAX_BATCH];
 	int r;
@@ -72,8 +131,6 @@ static int tx_offer(struct engine *e)
 		while (n < PROTO_MAX_BATCH && e->offered_unresolved < FILES_WINDOW &&
 		       tx_have_src(e)) {
 			const struct engine_src *s = e->next_src;
-			uint32_t id;
-			struct efile *f;
 
 			if (s->error) {
 				e->next_src = NULL;
@@ -82,43 +139,17 @@ static int tx_offer(struct engine *e)
 				}
 				continue;
 			}
-			id = ++e->next_id;
-			f = &e->files[id % FILE_TABLE];
-			if (f->used) {
-				e->next_id--;
-				break;
-			}
-			memset(f, 0, sizeof(*f));
-			f->used = true;
-			e->files_open++;
-			f->id = id;
-			f->fd = f->dfd = f->tfd = f->dir = -1;
-			f->name = strdup(s->name);
-			f->src_path = strdup(s->path);
-			f->src_dirfd = s->dirfd;
-			f->ftype = s->ftype;
-			f->size = s->size;
-			ts_now(&f->t0);
-			/* The message keeps its own copies: the source may reuse s. */
-			links[n] = s->link ? strdup(s->link) : NULL;
-			if (!f->name || !f->src_path || (s->link && !links[n])) {
-				for (uint32_t i = 0; i <= n; i++) {
+			r = tx_file_new(e, s, e->next_id + 1, &pf[n], &links[n]);
+			if (r < 0) {
+				for (uint32_t i = 0; i < n; i++) {
 					free(links[i]);
 				}
-				return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+				return r;
 			}
-			pf[n] = (struct proto_file){
-				.id = id,
-				.ftype = s->ftype,
-				.mode = s->mode & 07777,
-				.size = s->ftype == PROTO_FT_REG ? s->size : 0,
-				.mtime_sec = s->mtime.tv_sec,
-				.mtime_nsec = (uint32_t)s->mtime.tv_nsec,
-				.uid = s->uid,
-				.gid = s->gid,
-				.name = f->name,
-				.link = links[n],
-			};
+			if (r == 0) {
+				break;
+			}
+			e->next_id++;
 			n++;
 			e->next_src = NULL;
 			e->offered++;
@@ -130,17 +161,12 @@ static int tx_offer(struct engine *e)
 			}
 			break;
 		}
-		m.u.files.count = (uint16_t)n;
-		m.u.files.files = pf;
-		r = chan_queue(e->p->chan, &m);
-		for (uint32_t i = 0; i < n; i++) {
-			free(links[i]);
-		}
+		r = tx_send_files(e, pf, links, n);
 		if (r < 0) {
-			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+			return r;
 		}
 	}
-	return e->failed ? -1 : 0;
+	return e->failed ? e->fail_r : 0;
 }
 
 static int tx_send_done(struct engine *e, struct efile *f)
@@ -325,6 +351,73 @@ void tx_read_done(struct engine *e, uint32_t ci, int res)
 }
 
 /* Hash and post every ready chunk that is next in its file, while slots last. */
+/* The last chunk of f is posted: its FILE_DONE, unless the source changed size meanwhile. */
+static int tx_file_sent(struct engine *e, struct efile *f)
+{
+	struct stat st;
+
+	if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size != f->size) {
+		file_fail(f, PERR_SOURCE_CHANGED,
+			  "file changed size while being sent (%llu -> %llu)",
+			  (unsigned long long)f->size, (unsigned long long)st.st_size);
+	}
+	return tx_send_done(e, f);
+}
+
+/*
+ * Chunk ci, next in its file's order, into the receiver's next free slot
+ * on this lane: hashed, then the payload WRITE and the descriptor's
+ * WRITE_WITH_IMM behind it.
+ */
+static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+	uint32_t slot = e->free_slots[--e->nfree_slots];
+	uint8_t *stage = e->desc_area + (size_t)ci * PROTO_DESC_LEN;
+	struct proto_desc d = {
+		.file_id = f->id, .len = c->len, .offset = c->off, .seq = ++e->seq
+	};
+	struct xport_wr data = {
+		.opcode = XPORT_OP_WRITE,
+		.mr = e->mr,
+		.buf = pool_chunk(e->pool, ci),
+		.len = c->len,
+		.remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
+		.rkey = e->rkey[lane],
+		.lane = lane,
+	};
+	struct xport_wr desc = {
+		.opcode = XPORT_OP_WRITE_IMM,
+		.flags = XPORT_SEND_INLINE,
+		.mr = e->mr,
+		.buf = stage,
+		.len = PROTO_DESC_LEN,
+		.remote_addr = e->rdesc_addr + (uint64_t)slot * PROTO_DESC_LEN,
+		.rkey = e->rkey[lane],
+		.imm = proto_imm(PROTO_IMM_DATA, slot),
+		.lane = lane,
+	};
+	int r;
+
+	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	proto_desc_encode(&d, stage);
+	r = lane_push(e, &data, -1);
+	if (r >= 0) {
+		r = lane_push(e, &desc, (int32_t)ci);
+	}
+	if (r < 0) {
+		return r;
+	}
+	c->state = CH_POSTED;
+	c->slot = slot;
+	f->send_off += c->len;
+	f->chunks_out--;
+	e->bytes_progress += c->len;
+	e->bw_sent += c->len;
+	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
+}
+
 static int tx_post_ready(struct engine *e)
 {
 	struct xport *x = e->p->x;
@@ -337,9 +430,6 @@ static int tx_post_ready(struct engine *e)
 			struct chunk *c = &e->chunks[ci];
 			struct efile *f;
 			unsigned lane;
-			uint32_t slot;
-			uint8_t *stage;
-			struct proto_desc d;
 
 			if (c->state != CH_READY) {
 				continue;
@@ -361,62 +451,11 @@ static int tx_post_ready(struct engine *e)
 				continue;
 			}
 			e->rr_lane++;
-			slot = e->free_slots[--e->nfree_slots];
-			file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
-			d = (struct proto_desc){
-				.file_id = f->id, .len = c->len, .offset = c->off, .seq = ++e->seq
-			};
-			stage = e->desc_area + (size_t)ci * PROTO_DESC_LEN;
-			proto_desc_encode(&d, stage);
-			struct xport_wr data = {
-				.opcode = XPORT_OP_WRITE,
-				.mr = e->mr,
-				.buf = pool_chunk(e->pool, ci),
-				.len = c->len,
-				.remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
-				.rkey = e->rkey[lane],
-				.lane = lane,
-			};
-			struct xport_wr desc = {
-				.opcode = XPORT_OP_WRITE_IMM,
-				.flags = XPORT_SEND_INLINE,
-				.mr = e->mr,
-				.buf = stage,
-				.len = PROTO_DESC_LEN,
-				.remote_addr = e->rdesc_addr + (uint64_t)slot * PROTO_DESC_LEN,
-				.rkey = e->rkey[lane],
-				.imm = proto_imm(PROTO_IMM_DATA, slot),
-				.lane = lane,
-			};
-			r = lane_push(e, &data, -1);
-			if (r >= 0) {
-				r = lane_push(e, &desc, (int32_t)ci);
-			}
+			r = tx_post_chunk(e, ci, lane);
 			if (r < 0) {
 				return r;
 			}
-			c->state = CH_POSTED;
-			c->slot = slot;
-			f->send_off += c->len;
-			f->chunks_out--;
-			e->bytes_progress += c->len;
-			e->bw_sent += c->len;
 			progress = true;
-			if (f->send_off == f->size) {
-				struct stat st;
-				/* The source must not have changed under us. */
-				if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size != f->size) {
-					file_fail(
-					    f, PERR_SOURCE_CHANGED,
-					    "file changed size while being sent (%llu -> %llu)",
-					    (unsigned long long)f->size,
-					    (unsigned long long)st.st_size);
-				}
-				r = tx_send_done(e, f);
-				if (r < 0) {
-					return r;
-				}
-			}
 		}
 	}
 	/* A failed file with nothing left in flight still owes its FILE_DONE. */
@@ -434,11 +473,7 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 		}
 		f->acked = true;
 		if (a->st[i].status == PERR_OK && f->ftype != PROTO_FT_REG) {
-			static const uint8_t none[HASH_LEN];
-			e->st.files_ok++;
-			if (e->p->ev.file_ok) {
-				e->p->ev.file_ok(e->p->ev.ud, f->name, 0, ts_since(&f->t0), none);
-			}
+			note_committed(e, f, 0, NULL);
 			e->offered_unresolved--;
 			file_release(e, f);
 			continue;
@@ -462,12 +497,7 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_RESULT for unknown id %u", res->id);
 	}
 	if (res->status == PERR_OK) {
-		e->st.files_ok++;
-		e->st.bytes += f->size;
-		if (e->p->ev.file_ok) {
-			e->p->ev.file_ok(e->p->ev.ud, f->name, f->size, ts_since(&f->t0),
-					 f->done_hash);
-		}
+		note_committed(e, f, f->size, f->done_hash);
 	} else if (f->failed) {
 		/* Ours (open, read, a source that changed): the receiver only echoes it. */
 		note_failure(e, f->name, f->fail_code, true, f->fail_text);
