@@ -218,15 +218,13 @@ struct engine {
 	uint64_t rring_addr, rdesc_addr;
 	uint32_t rkey[XPORT_MAX_LANES]; /* the receiver's, per lane (rails: per device) */
 	bool have_ring;
-	bool sent_end, got_end;
+	bool sent_end;
 	uint64_t seq;
 	size_t rr_lane;
-	struct timespec bw_t0;
-	uint64_t bw_sent;
-	uint32_t ncredit_due; /* receiver: slots whose credit --bwlimit holds back */
 
 	/* receiver */
 	struct rslot *rslots;
+	uint32_t ncredit_due; /* slots whose credit --bwlimit holds back */
 	/*
 	 * No transport fences (verbs): each held slot is copied here and hashed
 	 * and written from the copy, which the peer cannot reach. Chunk index.
@@ -257,6 +255,9 @@ struct engine {
 	size_t ndirs_meta;
 
 	/* both */
+	bool got_end;	       /* the peer's END */
+	struct timespec bw_t0; /* --bwlimit: since the first chunk, */
+	uint64_t bw_sent;      /* bytes posted (sender) or credited back (receiver) */
 	struct lane lanes[XPORT_MAX_LANES];
 	struct xport_wr *batch;
 	size_t nbatch, batch_cap;
