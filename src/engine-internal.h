@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's private parts, shared by its files (src/engine*.c): the
+ * file table, the state of one transfer, and the helpers each file offers
+ * the others. Nothing outside the engine includes this.
+ */
+#pragma once
+
+#include "engine.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <openssl/crypto.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "diskio.h"
+#include "fspath.h"
+#include "hash.h"
+#include "macro.h"
+#include "pool.h"
+#include "tls.h"
+#include "xport.h"
+
+_Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per lane");
+
+#define FILE_TABLE     1024 /* files in flight (power of two) */
+#define FILES_WINDOW   768  /* offered but unresolved files, sender side */
+#define OPEN_FILES_MAX 64   /* sender: source files open at once */
+/*
+ * Every file in flight holds its directory, so the cache is larger than the
+ * file table: a free entry always exists.
+ */
+#define DIR_CACHE	   (FILE_TABLE + 64)
+#define STALE_TEMP_AGE_S   2	/* younger temp files may not be locked yet */
+#define DIR_META_MAX	   4096 /* directories whose mode (and with -p mtime) is set last */
+#define URING_ENTRIES	   2048
+#define IOWQ_BOUND_WORKERS 64
+/*
+ * Small files finishing in a stream are made durable together: one syncfs(2)
+ * of their file system instead of one fsync each, once at least
+ * SYNC_BATCH_MIN of them wait. Fewer (or bigger files) are fsynced alone, so
+ * a lone file never flushes other writers' data.
+ */
+#define SYNC_BATCH_FILE_MAX ((uint64_t)1 << 20)
+#define SYNC_BATCH_MIN	    8
+#define HUGE_2M		    ((size_t)2 << 20)
+
+enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4 };
+#define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
+#define UD_KIND(ud)   ((unsigned)((ud) >> 56))
+#define UD_IDX(ud)    ((uint32_t)(ud))
+
+enum chunk_state { CH_FREE = 0, CH_READING, CH_READY, CH_POSTED };
+enum slot_state { SL_FREE = 0, SL_HELD };
+
+struct chunk {
+	uint8_t state;
+	uint32_t fidx; /* file table index */
+	uint64_t off;
+	uint32_t len;  /* payload bytes */
+	uint32_t done; /* bytes read so far */
+	uint32_t slot; /* receiver slot once posted */
+};
+
+struct rslot {
+	uint8_t state;
+	bool hashed, written;
+	uint32_t fidx;
+	uint64_t off;
+	uint32_t len;
+	uint32_t wdone; /* bytes written so far */
+	uint32_t lane;
+	bool credit_due; /* done, its credit held back by --bwlimit */
+};
+
+struct efile {
+	bool used;
+	uint32_t id;
+	char *name;
+	uint8_t ftype;
+	uint64_t size;
+	struct timespec t0;
+	struct file_hash hash;
+	bool hash_live;
+	bool failed;
+	uint32_t fail_code;
+	bool fail_peer; /* the failure is the peer's (it said so, or sent what we refuse) */
+	char fail_text[256];
+	/* sender */
+	char *src_path; /* what to open, relative to src_dirfd */
+	int src_dirfd;
+	bool acked, started, finished, done_sent;
+	int fd, dfd;
+	struct dio_align dio;
+	uint64_t read_off, send_off;
+	uint32_t chunks_out; /* chunks of this file not yet posted */
+	/* receiver */
+	int dir; /* dir cache index, -1 none */
+	char *leaf;
+	char tmpname[FSPATH_NAME_MAX + 1];
+	int tfd;
+	uint64_t hash_off, recv_bytes, written;
+	uint32_t writes_out, held;
+	bool got_done, fsyncing, renamed;
+	uint64_t dir_sync_needed; /* renamed: durable once the dir's completed >= this */
+	uint32_t done_status;
+	uint64_t done_bytes;
+	uint8_t done_hash[HASH_LEN];
+	char done_text[256];
+	struct proto_file meta;
+};
+
+struct lane_ent {
+	uint64_t wr_id;
+	int32_t chunk; /* sender chunk released on completion, -1 none */
+};
+
+struct lane {
+	struct lane_ent *fifo;
+	unsigned head, len, cap;
+	unsigned unsignaled;
+	unsigned batch_last; /* index in the pending batch of this lane's last WR, +1 */
+};
+
+/*
+ * A destination directory. Renames into it become durable with an fsync of
+ * the directory; one runs at a time per directory, and every rename made
+ * while it runs waits for the next one, so a stream of small files shares
+ * each directory fsync instead of paying one apiece.
+ */
+struct dirent_cache {
+	char *path;
+	int fd;
+	unsigned refs;
+	bool dirty;	    /* renames wait for a directory fsync */
+	bool syncing;	    /* a directory fsync is in flight */
+	uint64_t submitted; /* directory fsyncs submitted */
+	uint64_t completed; /* ... and completed (in order: one at a time) */
+	int sync_error;	    /* of the last completed one */
+};
+
+/*
+ * What differs between the roles, the way struct xport_ops separates the
+ * transports: engine_sender_ops (engine_tx.c), engine_receiver_ops
+ * (engine_rx.c). The loop, the control channel and the transport's
+ * completions are shared (engine.c, engine_lane.c) and call in here.
+ */
+struct engine;
+
+struct engine_role_ops {
+	/* Chunks of the pool that carry data: the sender's pool, the receiver's slots. */
+	uint32_t (*data_chunks)(const struct engine_params *p);
+	/* The peer writes into our memory (the receiver's ring): registered for it. */
+	bool peer_writes;
+	/* After the common set-up: the role's own tables, then the RING exchange. */
+	int (*setup)(struct engine *e);
+	/* A control message other than PING, PONG and ERROR. */
+	int (*on_message)(struct engine *e, struct msg *m);
+	/* A receive completed on a lane: the peer's immediate (data or credit). */
+	int (*on_receive)(struct engine *e, const struct xport_wc *wc);
+	/* Once per turn of the loop, before the queues are flushed. */
+	int (*step)(struct engine *e);
+};
+
+extern const struct engine_role_ops engine_sender_ops;
+extern const struct engine_role_ops engine_receiver_ops;
+
+struct engine {
+	const struct engine_params *p;
+	const struct engine_role_ops *role;
+	struct engine_stats st;
+	uint32_t err_code;
+	char *err;
+	size_t errlen;
+	bool failed;
+	bool error_sent; /* the peer has been told why (ERROR) */
+	int fail_r;	 /* the -errno of the failure: -EREMOTEIO when the peer sent ERROR */
+
+	struct io_uring ring;
+	bool ring_ok;
+	int uring_efd;
+	unsigned uring_pending; /* SQEs prepared, not submitted */
+	unsigned uring_inflight;
+
+	struct pool *pool;
+	struct xport_mr *mr;
+	uint8_t *desc_area; /* receiver: descriptor array; sender: staging */
+
+	struct efile files[FILE_TABLE];
+	uint32_t next_id;    /* sender: next id to assign; receiver: last id seen */
+	uint32_t files_open; /* entries used */
+
+	/* sender */
+	/* Taken from the source and not offered yet; the source has no more; offered in all. */
+	const struct engine_src *next_src;
+	bool src_done;
+	uint32_t offered;
+
+	uint32_t oldest_id; /* no file below this id is in flight */
+	uint32_t offered_unresolved;
+	uint32_t open_fds;
+	struct chunk *chunks;
+	uint32_t *free_slots;
+	uint32_t nfree_slots;
+	uint64_t rring_addr, rdesc_addr;
+	uint32_t rkey[XPORT_MAX_LANES]; /* the receiver's, per lane (rails: per device) */
+	bool have_ring;
+	bool sent_end;
+	uint64_t seq;
+	size_t rr_lane;
+
+	/* receiver */
+	struct rslot *rslots;
+	uint32_t ncredit_due; /* slots whose credit --bwlimit holds back */
+	/*
+	 * No transport fences (verbs): each held slot is copied here and hashed
+	 * and written from the copy, which the peer cannot reach. Chunk index.
+	 */
+	bool rx_copy;
+	uint32_t copy_base;
+	struct dirent_cache dirs[DIR_CACHE];
+	uint32_t *commit_batch; /* file indexes renamed, awaiting their dir fsync */
+	uint32_t ncommit;
+	/* batched durability (see SYNC_BATCH_MIN) */
+	uint32_t *sync_wait; /* small files verified, waiting to be made durable */
+	uint32_t nsync_wait;
+	uint32_t *sync_run; /* the batch whose syncfs runs now */
+	uint32_t nsync_run;
+	bool sync_running;
+	pthread_t sync_thread;
+	int sync_efd;		 /* the sync thread says it is done */
+	int sync_fds[DIR_CACHE]; /* one directory per file system in the batch */
+	size_t nsync_fds;
+	int sync_result;
+	uint64_t *seen; /* hashes of names received this session */
+	size_t seen_n, seen_cap;
+	struct {
+		char *name;
+		struct proto_file meta;
+		bool created; /* by us: takes the sender's mode (an existing one keeps its own) */
+	} dirs_meta[DIR_META_MAX];
+	size_t ndirs_meta;
+
+	/* both */
+	bool got_end;	       /* the peer's END */
+	struct timespec bw_t0; /* --bwlimit: since the first chunk, */
+	uint64_t bw_sent;      /* bytes posted (sender) or credited back (receiver) */
+	struct lane lanes[XPORT_MAX_LANES];
+	struct xport_wr *batch;
+	size_t nbatch, batch_cap;
+	uint64_t wr_seq;
+	uint64_t bytes_progress;
+	uint64_t credits;	       /* returned (receiver) or received (sender) */
+	struct timespec last_activity; /* the last data progress (see progress_mark) */
+	struct timespec last_ping;
+};
+
+static inline double ts_now(struct timespec *ret)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	if (ret) {
+		*ret = t;
+	}
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static inline double ts_since(const struct timespec *t0)
+{
+	return ts_now(NULL) - ((double)t0->tv_sec + (double)t0->tv_nsec / 1e9);
+}
+
+/* engine.c */
+int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+uint32_t errno_to_perr(int r);
+int msg_unexpected(struct engine *e, const struct msg *m);
+void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void note_failure(struct engine *e, const char *name, uint32_t code, bool local, const char *text);
+void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash);
+struct efile *file_by_id(struct engine *e, uint32_t id);
+uint32_t file_index(struct engine *e, struct efile *f);
+void file_release(struct engine *e, struct efile *f);
+
+/* engine_uring.c */
+struct io_uring_sqe *uring_sqe(struct engine *e);
+int uring_flush(struct engine *e);
+int on_uring(struct engine *e);
+
+/* engine_lane.c */
+bool lane_room(struct engine *e, unsigned lane, unsigned n);
+int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk);
+int batch_flush(struct engine *e);
+bool bw_allows(struct engine *e, uint32_t len);
+int on_xport(struct engine *e);
+int imm_unexpected(struct engine *e, const struct xport_wc *wc);
+
+/* engine_tx.c */
+void tx_read_done(struct engine *e, uint32_t ci, int res);
+
+/* engine_rx.c */
+void rx_write_done(struct engine *e, uint32_t slot, int res);
+
+/* engine_commit.c */
+int rx_maybe_finish(struct engine *e, struct efile *f);
+int rx_sync_step(struct engine *e);
+void rx_sync_done(struct engine *e);
+void rx_fsync_done(struct engine *e, struct efile *f, int res);
+int rx_commit_batch(struct engine *e);
+void rx_dirsync_done(struct engine *e, uint32_t di, int res);
+void rx_discard(struct engine *e, struct efile *f);
+
+/* engine_names.c */
+uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
+uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
+		       bool *ret_peer);
+
+/* engine_meta.c */
+void rx_apply_meta(struct engine *e, struct efile *f);
+uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textlen);
+uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,
+			 size_t textlen);
+void rx_finish_dirs(struct engine *e);

@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The receiver's commit path: a file complete is verified, made durable
+ * (fsync through io_uring, or one syncfs on a thread for a batch of small
+ * files), linked or renamed under its name, and reported once an fsync of
+ * its directory covers the rename (shared by the files renamed meanwhile).
+ */
+#include "engine-internal.h"
+
+static int rx_submit_fsync(struct engine *e, struct efile *f);
+
+static int send_result(struct engine *e, struct efile *f, uint32_t status, const char *text)
+{
+	struct msg m = { .type = MSG_FILE_RESULT };
+
+	m.u.file_result.id = f->id;
+	m.u.file_result.status = status;
+	snprintf(m.u.file_result.text, sizeof(m.u.file_result.text), "%s", text);
+	return chan_queue(e->p->chan, &m);
+}
+
+/* Receiver: the file is resolved one way or the other; report and free it. */
+static int rx_resolve(struct engine *e, struct efile *f)
+{
+	int r;
+
+	if (f->failed) {
+		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
+			rx_discard(e, f);
+		}
+		note_failure(e, f->name, f->fail_code, !f->fail_peer, f->fail_text);
+		r = send_result(e, f, f->fail_code, f->fail_text);
+	} else {
+		/* Reported only after verify, fsync, rename and the directory fsync. */
+		note_committed(e, f, f->size, f->done_hash);
+		r = send_result(e, f, PERR_OK, "");
+	}
+	file_release(e, f);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+/* Receiver: everything the sender sent has arrived and is on disk? */
+int rx_maybe_finish(struct engine *e, struct efile *f)
+{
+	uint8_t h[HASH_LEN];
+
+	if (!f->got_done || f->fsyncing || f->writes_out || f->held ||
+	    f->recv_bytes < f->done_bytes) {
+		return 0;
+	}
+	if (f->done_status != PERR_OK && !f->failed) {
+		file_fail(f, f->done_status, "sender: %s", f->done_text);
+		f->fail_peer = true; /* the sender's own failure */
+	} else if (f->done_bytes != f->size || f->written != f->size) {
+		file_fail(f, PERR_PROTOCOL, "size mismatch: announced %llu, sent %llu",
+			  (unsigned long long)f->size, (unsigned long long)f->done_bytes);
+	}
+	if (f->failed) {
+		return rx_resolve(e, f);
+	}
+	file_hash_final(&f->hash, h);
+	if (CRYPTO_memcmp(h, f->done_hash, HASH_LEN) != 0) {
+		char a[33], b[33];
+		hash_to_hex(f->done_hash, a);
+		hash_to_hex(h, b);
+		file_fail(f, PERR_INTEGRITY, "checksum mismatch: sender xxh128 %s, received %s", a,
+			  b);
+		return rx_resolve(e, f);
+	}
+	rx_apply_meta(e, f);
+	if (f->failed) {
+		return rx_resolve(e, f);
+	}
+	f->fsyncing = true;
+	if (f->size < SYNC_BATCH_FILE_MAX) {
+		/* Maybe together with others: rx_sync_step decides. */
+		e->sync_wait[e->nsync_wait++] = file_index(e, f);
+		return 0;
+	}
+	return rx_submit_fsync(e, f);
+}
+
+/* fsync through io_uring so many files sync at once. */
+static int rx_submit_fsync(struct engine *e, struct efile *f)
+{
+	struct io_uring_sqe *sqe = uring_sqe(e);
+
+	if (!sqe) {
+		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+	}
+	io_uring_prep_fsync(sqe, f->tfd, 0);
+	io_uring_sqe_set_data64(sqe, UD(UD_FSYNC, file_index(e, f)));
+	return 0;
+}
+
+static void *sync_thread_main(void *arg)
+{
+	struct engine *e = arg;
+	uint64_t one = 1;
+	int r = 0;
+
+	for (size_t i = 0; i < e->nsync_fds; i++) {
+		if (syncfs(e->sync_fds[i]) < 0 && r == 0) {
+			r = negerrno();
+		}
+	}
+	e->sync_result = r;
+	if (write(e->sync_efd, &one, sizeof(one)) < 0) {
+		/* The engine waits for the join in teardown in any case. */
+	}
+	return NULL;
+}
+
+/*
+ * Small files waiting to be durable: many → one syncfs per file system, on
+ * a thread (syncfs blocks and io_uring has no such operation); few → fsync
+ * each. Files that finish while a syncfs runs wait for the next one.
+ */
+int rx_sync_step(struct engine *e)
+{
+	int r;
+
+	if (e->sync_running || e->nsync_wait == 0) {
+		return 0;
+	}
+	if (e->nsync_wait < SYNC_BATCH_MIN) {
+		for (uint32_t i = 0; i < e->nsync_wait; i++) {
+			r = rx_submit_fsync(e, &e->files[e->sync_wait[i]]);
+			if (r < 0) {
+				return r;
+			}
+		}
+		e->nsync_wait = 0;
+		return 0;
+	}
+	/* One directory per file system is enough for syncfs. */
+	e->nsync_fds = 0;
+	for (uint32_t i = 0; i < e->nsync_wait; i++) {
+		struct efile *f = &e->files[e->sync_wait[i]];
+		int fd = e->dirs[f->dir].fd;
+		bool dup = false;
+
+		for (size_t k = 0; k < e->nsync_fds && !dup; k++) {
+			dup = e->sync_fds[k] == fd;
+		}
+		if (!dup && e->nsync_fds < ARRAY_SIZE(e->sync_fds)) {
+			e->sync_fds[e->nsync_fds++] = fd;
+		}
+	}
+	memcpy(e->sync_run, e->sync_wait, e->nsync_wait * sizeof(*e->sync_wait));
+	e->nsync_run = e->nsync_wait;
+	e->nsync_wait = 0;
+	if (pthread_create(&e->sync_thread, NULL, sync_thread_main, e) != 0) {
+		/* No thread: fsync each instead. */
+		for (uint32_t i = 0; i < e->nsync_run; i++) {
+			r = rx_submit_fsync(e, &e->files[e->sync_run[i]]);
+			if (r < 0) {
+				return r;
+			}
+		}
+		e->nsync_run = 0;
+		return 0;
+	}
+	e->sync_running = true;
+	return 0;
+}
+
+/* The batch's syncfs finished: each of its files goes on as if fsynced alone. */
+void rx_sync_done(struct engine *e)
+{
+	uint64_t v;
+
+	if (read(e->sync_efd, &v, sizeof(v)) < 0 || !e->sync_running) {
+		return;
+	}
+	pthread_join(e->sync_thread, NULL);
+	e->sync_running = false;
+	for (uint32_t i = 0; i < e->nsync_run; i++) {
+		rx_fsync_done(e, &e->files[e->sync_run[i]], e->sync_result);
+	}
+	e->nsync_run = 0;
+}
+
+void rx_fsync_done(struct engine *e, struct efile *f, int res)
+{
+	struct dirent_cache *d = &e->dirs[f->dir];
+
+	f->fsyncing = false;
+	if (res < 0) {
+		/* Never retried: the page cache may have dropped the data (fsyncgate). */
+		file_fail(f, errno_to_perr(res), "fsync: %s", strerror(-res));
+		rx_resolve(e, f);
+		return;
+	}
+	int r = f->tmpname[0] ? (renameat(d->fd, f->tmpname, d->fd, f->leaf) < 0 ? negerrno() : 0)
+			      : fspath_link_anon(d->fd, f->tfd, f->leaf);
+	if (r < 0) {
+		file_fail(f, errno_to_perr(r), "commit under its name: %s", strerror(-r));
+		rx_resolve(e, f);
+		return;
+	}
+	f->renamed = true;
+	d->dirty = true;
+	/* Only a directory fsync that starts after this rename covers it. */
+	f->dir_sync_needed = d->submitted + 1;
+	e->commit_batch[e->ncommit++] = file_index(e, f);
+}
+
+/* Start a directory fsync wherever renames wait and none is running. */
+int rx_commit_batch(struct engine *e)
+{
+	for (int i = 0; i < DIR_CACHE; i++) {
+		struct dirent_cache *d = &e->dirs[i];
+		struct io_uring_sqe *sqe;
+
+		if (!d->path || !d->dirty || d->syncing) {
+			continue;
+		}
+		sqe = uring_sqe(e);
+		if (!sqe) {
+			return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+		}
+		io_uring_prep_fsync(sqe, d->fd, 0);
+		io_uring_sqe_set_data64(sqe, UD(UD_DIRSYNC, i));
+		d->syncing = true;
+		d->dirty = false;
+		d->submitted++;
+	}
+	return 0;
+}
+
+/* A directory fsync finished: report every file whose rename it covers. */
+void rx_dirsync_done(struct engine *e, uint32_t di, int res)
+{
+	struct dirent_cache *d = &e->dirs[di];
+	uint32_t kept = 0;
+
+	d->syncing = false;
+	d->completed = d->submitted;
+	d->sync_error = res < 0 ? res : 0;
+	for (uint32_t i = 0; i < e->ncommit; i++) {
+		struct efile *f = &e->files[e->commit_batch[i]];
+
+		if (f->dir != (int)di || f->dir_sync_needed > d->completed) {
+			e->commit_batch[kept++] = e->commit_batch[i];
+			continue;
+		}
+		if (res < 0) {
+			file_fail(f, PERR_IO, "fsync of directory: %s", strerror(-res));
+		}
+		rx_resolve(e, f);
+	}
+	e->ncommit = kept;
+}
+
+/* Remove an uncommitted temp file. An unnamed one (O_TMPFILE) goes with its fd. */
+void rx_discard(struct engine *e, struct efile *f)
+{
+	if (f->tmpname[0] != '\0' && f->dir >= 0) {
+		fspath_discard(e->dirs[f->dir].fd, f->tmpname);
+	}
+}

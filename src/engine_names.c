@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The receiver's names: rename_to mapping, one destination once per
+ * session, and where an entry goes (its parent directory, held in a cache
+ * of directory fds beneath the destination).
+ */
+#include "engine-internal.h"
+
+static int dir_get(struct engine *e, const char *path, int *ret_idx)
+{
+	int free_idx = -1, r, fd;
+
+	for (int i = 0; i < DIR_CACHE; i++) {
+		if (e->dirs[i].path && strcmp(e->dirs[i].path, path) == 0) {
+			e->dirs[i].refs++;
+			*ret_idx = i;
+			return 0;
+		}
+		if (free_idx < 0 &&
+		    (!e->dirs[i].path ||
+		     (e->dirs[i].refs == 0 && !e->dirs[i].dirty && !e->dirs[i].syncing))) {
+			free_idx = i;
+		}
+	}
+	if (free_idx < 0) {
+		return -EBUSY;
+	}
+	if (path[0] == '\0') {
+		fd = fcntl(e->p->base_fd, F_DUPFD_CLOEXEC, 3);
+		r = fd < 0 ? negerrno() : 0;
+	} else {
+		_cleanup_free_ char *tmp = NULL;
+		const char *leaf;
+		/* Resolve "path/x" so that fspath creates every component of path. */
+		if (asprintf(&tmp, "%s/x", path) < 0) {
+			return -ENOMEM;
+		}
+		r = fspath_open_parent(e->p->base_fd, tmp, true, &fd, &leaf);
+	}
+	if (r < 0) {
+		return r;
+	}
+	if (e->dirs[free_idx].path) {
+		free(e->dirs[free_idx].path);
+		close(e->dirs[free_idx].fd);
+	}
+	e->dirs[free_idx].path = strdup(path);
+	if (!e->dirs[free_idx].path) {
+		close(fd);
+		return -ENOMEM;
+	}
+	/* Temp files of writers that died here earlier go now (the first time we see the dir). */
+	fspath_sweep_stale(fd, STALE_TEMP_AGE_S);
+	e->dirs[free_idx].fd = fd;
+	e->dirs[free_idx].refs = 1;
+	e->dirs[free_idx].dirty = false;
+	e->dirs[free_idx].syncing = false;
+	e->dirs[free_idx].submitted = e->dirs[free_idx].completed = 0;
+	*ret_idx = free_idx;
+	return 0;
+}
+
+/*
+ * Where a received entry goes: its final name (after rename_to), its leaf,
+ * and its parent directory held in the cache (created as needed, beneath the
+ * destination, never through a symlink).
+ */
+uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	_cleanup_free_ char *dirpath = NULL;
+	const char *slash;
+	int r;
+
+	slash = strrchr(f->name, '/');
+	dirpath = slash ? strndup(f->name, (size_t)(slash - f->name)) : strdup("");
+	f->leaf = strdup(slash ? slash + 1 : f->name);
+	if (!dirpath || !f->leaf) {
+		return PERR_INTERNAL;
+	}
+	r = dir_get(e, dirpath, &f->dir);
+	if (r < 0) {
+		snprintf(text, textlen, "destination directory: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	return PERR_OK;
+}
+
+/*
+ * The same destination twice in one session is refused (never two writers on
+ * one name). Names are remembered as 64-bit hashes: 8 bytes per file.
+ */
+static int seen_add(struct engine *e, const char *name)
+{
+	uint64_t h = XXH3_64bits(name, strlen(name)) | 1; /* 0 marks an empty slot */
+
+	if (e->seen_n * 2 >= e->seen_cap) {
+		size_t cap = e->seen_cap ? e->seen_cap * 2 : 1024;
+		uint64_t *t = calloc(cap, sizeof(*t));
+		if (!t) {
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < e->seen_cap; i++) {
+			if (e->seen[i]) {
+				size_t k = e->seen[i] & (cap - 1);
+				while (t[k]) {
+					k = (k + 1) & (cap - 1);
+				}
+				t[k] = e->seen[i];
+			}
+		}
+		free(e->seen);
+		e->seen = t;
+		e->seen_cap = cap;
+	}
+	for (size_t k = h & (e->seen_cap - 1);; k = (k + 1) & (e->seen_cap - 1)) {
+		if (e->seen[k] == h) {
+			return 0;
+		}
+		if (!e->seen[k]) {
+			e->seen[k] = h;
+			e->seen_n++;
+			return 1;
+		}
+	}
+}
+
+/* Apply rename_to to the top-level component of f->name. */
+static int rx_map_name(struct engine *e, struct efile *f)
+{
+	char *mapped;
+	const char *rest;
+
+	if (!e->p->rename_to) {
+		return 0;
+	}
+	rest = strchr(f->name, '/');
+	if (asprintf(&mapped, "%s%s", e->p->rename_to, rest ? rest : "") < 0) {
+		return -ENOMEM;
+	}
+	free(f->name);
+	f->name = mapped;
+	return 0;
+}
+
+/*
+ * The name policy of an entry the peer sent: one the caller asked for (a
+ * pull), valid, mapped by rename_to, and not a destination this session has
+ * written already. *ret_peer: a refusal for what the peer sent.
+ */
+uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
+		       bool *ret_peer)
+{
+	int dup;
+
+	if (!f->name) {
+		return PERR_INTERNAL;
+	}
+	if (e->p->name_ok && !e->p->name_ok(e->p->name_ok_ud, f->name)) {
+		*ret_peer = true;
+		snprintf(text, textlen, "not a name that was asked for");
+		return PERR_BAD_PATH;
+	}
+	if (fspath_validate(f->name) < 0) {
+		*ret_peer = true;
+		snprintf(text, textlen, "invalid name");
+		return PERR_BAD_PATH;
+	}
+	if (rx_map_name(e, f) < 0) {
+		return PERR_INTERNAL;
+	}
+	/*
+	 * After the rename mapping: with OPEN "mod/target", "a", "b" and a
+	 * symlink "c" would all be "target" (issue 8 item 9).
+	 */
+	dup = seen_add(e, f->name);
+	if (dup <= 0) {
+		*ret_peer = dup == 0;
+		snprintf(text, textlen, "%s",
+			 dup < 0 ? "out of memory" : "same destination twice in one session");
+		return dup < 0 ? PERR_INTERNAL : PERR_DUPLICATE;
+	}
+	return PERR_OK;
+}

@@ -1,0 +1,600 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The receiver's data path: FILES (each entry checked and given its temp
+ * file), FILE_DONE, descriptors, slots held (fenced or copied), hashed and
+ * written through io_uring, and the credits back (paced by --bwlimit).
+ */
+#include "engine-internal.h"
+
+static int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes);
+
+/*
+ * A second, O_DIRECT descriptor for the temp file where the file system
+ * allows it: whole aligned chunks then go from the ring to the disk without
+ * a copy into the page cache (and without io_uring punting buffered writes
+ * to its worker threads). The tail and short-write remainders stay buffered.
+ */
+static void rx_open_direct(struct engine *e, struct efile *f)
+{
+	char proc[64];
+
+	if (f->size < e->p->chunk_size || diskio_dio_align(f->tfd, &f->dio) < 0 || !f->dio.mem ||
+	    !f->dio.offset || e->p->chunk_size % f->dio.offset || 4096 % f->dio.mem) {
+		return;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->tfd);
+	f->dfd = open(proc, O_WRONLY | O_CLOEXEC | O_DIRECT);
+}
+
+/* Is a regular file of f->size within the receiver's limits? Checked before anything exists. */
+static uint32_t rx_check_limits(struct engine *e, const struct efile *f, char *text, size_t textlen)
+{
+	const struct engine_limits *l = e->p->limits;
+
+	if (!l) {
+		return PERR_OK;
+	}
+	if (f->size > l->max_file_size) {
+		snprintf(text, textlen, "%llu bytes: over the max file size of %llu bytes",
+			 (unsigned long long)f->size, (unsigned long long)l->max_file_size);
+		return PERR_PERMISSION;
+	}
+	if (e->st.bytes_accepted > l->max_session_bytes ||
+	    f->size > l->max_session_bytes - e->st.bytes_accepted) {
+		snprintf(text, textlen,
+			 "%llu bytes: over the max session bytes of %llu (%llu accepted before)",
+			 (unsigned long long)f->size, (unsigned long long)l->max_session_bytes,
+			 (unsigned long long)e->st.bytes_accepted);
+		return PERR_PERMISSION;
+	}
+	return PERR_OK;
+}
+
+/*
+ * Disk space is taken as data arrives, never reserved for a declared size
+ * (a peer could fill the file system without sending a byte). A big file
+ * that cannot fit in the space free now is refused at once instead, which
+ * keeps an honest sender's ENOSPC early without reserving anything.
+ */
+static uint32_t rx_check_space(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	struct statvfs sv;
+
+	if (f->size < e->p->chunk_size || fstatvfs(e->dirs[f->dir].fd, &sv) < 0 ||
+	    sv.f_frsize == 0 || f->size / sv.f_frsize <= sv.f_bavail) {
+		return PERR_OK;
+	}
+	snprintf(text, textlen, "%s: %llu bytes, %llu free", strerror(ENOSPC),
+		 (unsigned long long)f->size, (unsigned long long)sv.f_bavail * sv.f_frsize);
+	return PERR_NOSPACE;
+}
+
+static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	uint32_t code = rx_check_limits(e, f, text, textlen);
+	int r;
+
+	if (code == PERR_OK) {
+		code = rx_locate(e, f, text, textlen);
+	}
+	if (code == PERR_OK) {
+		code = rx_check_space(e, f, text, textlen);
+	}
+	if (code != PERR_OK) {
+		return code;
+	}
+	/*
+	 * An unnamed file where the file system allows it: it gets its name only
+	 * when complete, and a crash leaves nothing behind. Else a named temp file.
+	 */
+	f->tmpname[0] = '\0';
+	r = fspath_create_anon(e->dirs[f->dir].fd, &f->tfd);
+	if (r == -EOPNOTSUPP) {
+		r = fspath_create_temp(e->dirs[f->dir].fd, f->leaf, &f->tfd, f->tmpname,
+				       sizeof(f->tmpname));
+	}
+	if (r < 0) {
+		snprintf(text, textlen, "create temp file: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	r = file_hash_init(&f->hash);
+	if (r < 0) {
+		rx_discard(e, f);
+		return PERR_INTERNAL;
+	}
+	f->hash_live = true;
+	rx_open_direct(e, f);
+	e->st.bytes_accepted += f->size;
+	return PERR_OK;
+}
+
+/* The sender could not send an entry: a failed file on this side too. */
+static int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
+{
+	note_failure(e, ef->name, ef->status, false, ef->text);
+	return 0;
+}
+
+/* A new entry in the file table, from its FILES record. */
+static void rx_entry_init(struct engine *e, struct efile *f, const struct proto_file *pf)
+{
+	memset(f, 0, sizeof(*f));
+	f->used = true;
+	e->files_open++;
+	f->id = pf->id;
+	f->fd = f->dfd = f->tfd = f->dir = -1;
+	f->ftype = pf->ftype;
+	f->size = pf->size;
+	f->meta = *pf;
+	f->meta.name = f->meta.link = NULL;
+	f->name = strdup(pf->name);
+	ts_now(&f->t0);
+}
+
+/*
+ * Take an entry or refuse it: its name (rx_check_name), then the directory,
+ * symlink or temp file made for it. *ret_peer: refused for what the peer
+ * sent, not for our disk.
+ */
+static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct proto_file *pf,
+				char *text, size_t textlen, bool *ret_peer)
+{
+	uint32_t code = rx_check_name(e, f, text, textlen, ret_peer);
+
+	if (code != PERR_OK) {
+		return code;
+	}
+	if (pf->ftype == PROTO_FT_DIR) {
+		return rx_make_dir(e, f, text, textlen);
+	}
+	if (pf->ftype == PROTO_FT_SYMLINK) {
+		return rx_make_symlink(e, f, pf->link, text, textlen);
+	}
+	return rx_open_file(e, f, text, textlen);
+}
+
+/*
+ * A refused entry is reported now and forgotten; directories and symlinks
+ * are done the moment they exist; a regular file waits for its data.
+ */
+static void rx_entry_settle(struct engine *e, struct efile *f, const struct proto_file *pf,
+			    uint32_t code, bool peer)
+{
+	if (code != PERR_OK) {
+		note_failure(e, f->name ? f->name : pf->name, code, !peer, f->fail_text);
+		if (f->tfd >= 0 && f->dir >= 0) {
+			rx_discard(e, f);
+		}
+		file_release(e, f);
+	} else if (pf->ftype != PROTO_FT_REG) {
+		note_committed(e, f, 0, NULL);
+		file_release(e, f);
+	}
+}
+
+static int rx_files(struct engine *e, struct msg_files *mf)
+{
+	struct msg ack = { .type = MSG_FILES_ACK };
+	struct proto_status *st;
+	char text[256];
+	int r = 0;
+
+	st = calloc(mf->count ? mf->count : 1, sizeof(*st));
+	if (!st) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	ack.u.files_ack.st = st;
+	for (size_t i = 0; i < mf->count; i++) {
+		struct proto_file *pf = &mf->files[i];
+		struct efile *f = &e->files[pf->id % FILE_TABLE];
+		struct proto_status *s = &st[ack.u.files_ack.count];
+		bool peer = false;
+		uint32_t code;
+
+		/* Ids strictly increase; the table bounds the files in flight. */
+		if (pf->id <= e->next_id || f->used) {
+			r = fail(e, PERR_PROTOCOL, -EBADMSG,
+				 "FILES: id %u out of order or too many files in flight", pf->id);
+			break;
+		}
+		e->next_id = pf->id;
+		rx_entry_init(e, f, pf);
+		text[0] = '\0';
+		code = rx_entry_accept(e, f, pf, text, sizeof(text), &peer);
+		*s = (struct proto_status){ .id = pf->id, .status = code };
+		ack.u.files_ack.count++;
+		if (code != PERR_OK) {
+			file_fail(f, code, "%s", text);
+			s->text = strdup(f->fail_text);
+		}
+		rx_entry_settle(e, f, pf, code, peer);
+	}
+	if (r == 0) {
+		r = chan_queue(e->p->chan, &ack);
+		if (r < 0) {
+			fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
+	}
+	for (size_t i = 0; i < ack.u.files_ack.count; i++) {
+		free(st[i].text);
+	}
+	free(st);
+	return r;
+}
+
+static int rx_file_done(struct engine *e, const struct msg_file_done *d)
+{
+	struct efile *f = file_by_id(e, d->id);
+
+	if (!f || f->got_done) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE for unknown file id %u", d->id);
+	}
+	if (d->bytes > f->size || d->bytes < f->recv_bytes) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE: impossible byte count");
+	}
+	f->got_done = true;
+	f->done_status = d->status;
+	f->done_bytes = d->bytes;
+	memcpy(f->done_hash, d->hash, HASH_LEN);
+	snprintf(f->done_text, sizeof(f->done_text), "%.200s", d->text);
+	return rx_maybe_finish(e, f);
+}
+
+/* The bytes of a held slot: the ones that are hashed and written (see rx_slot_hold). */
+static uint8_t *rx_slot_buf(struct engine *e, uint32_t slot)
+{
+	return pool_chunk(e->pool, e->rx_copy ? e->copy_base + slot : slot);
+}
+
+/*
+ * From here until its credit goes back the slot's bytes must not change
+ * under us: what is hashed must be what is written. Where the transport can
+ * fence the slot the peer's writes into it are refused (its lane fails);
+ * elsewhere the bytes are copied out of the peer's reach first.
+ */
+static int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes)
+{
+	struct xport *x = e->p->x;
+	int r;
+
+	if (e->rx_copy) {
+		if (need_bytes) {
+			memcpy(rx_slot_buf(e, slot), pool_chunk(e->pool, slot), len);
+		}
+		return 0;
+	}
+	r = x->ops->fence(x, e->mr, (uint64_t)slot * e->p->chunk_size, e->p->chunk_size, true);
+	if (r < 0) {
+		const char *why = x->ops->last_error ? x->ops->last_error(x) : NULL;
+
+		return fail(e, PERR_TRANSPORT, r,
+			    "data transport: slot %u rewritten while held%s%s", slot,
+			    why ? ": " : "", why ? why : "");
+	}
+	return 0;
+}
+
+static int rx_slot_unhold(struct engine *e, uint32_t slot)
+{
+	struct xport *x = e->p->x;
+	int r;
+
+	if (e->rx_copy) {
+		return 0;
+	}
+	r = x->ops->fence(x, e->mr, (uint64_t)slot * e->p->chunk_size, e->p->chunk_size, false);
+	return r < 0 ? fail(e, PERR_INTERNAL, r, "unfence slot %u: %s", slot, strerror(-r)) : 0;
+}
+
+static int rx_credit_now(struct engine *e, uint32_t slot)
+{
+	struct rslot *s = &e->rslots[slot];
+	struct xport_wr wr = {
+		.opcode = XPORT_OP_WRITE_IMM,
+		.imm = proto_imm(PROTO_IMM_CREDIT, slot),
+		.lane = s->lane,
+	};
+	struct efile *f = &e->files[s->fidx];
+	int r;
+
+	s->state = SL_FREE;
+	f->held--;
+	e->credits++;
+	/* The peer may write the slot again once it has the credit, not before. */
+	r = rx_slot_unhold(e, slot);
+	if (r < 0) {
+		return r;
+	}
+	if (!lane_room(e, wr.lane, 1)) {
+		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
+		return fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
+	}
+	return lane_push(e, &wr, -1);
+}
+
+/*
+ * --bwlimit on the receiver (a pull): the peer may write a slot again only
+ * once it has the credit, so credits go back no faster than the limit; the
+ * slot stays held (and its file uncommitted) until then.
+ */
+static int rx_credit(struct engine *e, uint32_t slot)
+{
+	struct rslot *s = &e->rslots[slot];
+
+	if (e->p->bwlimit && !e->failed) {
+		if (s->credit_due) {
+			return 0;
+		}
+		if (e->ncredit_due > 0 || !bw_allows(e, s->len)) {
+			s->credit_due = true;
+			e->ncredit_due++;
+			return 0;
+		}
+		e->bw_sent += s->len;
+	}
+	return rx_credit_now(e, slot);
+}
+
+/* The credits --bwlimit held back, as the rate allows. */
+static int rx_credit_flush(struct engine *e)
+{
+	for (uint32_t i = 0; e->ncredit_due > 0 && i < e->p->slots; i++) {
+		struct rslot *s = &e->rslots[i];
+		struct efile *f = &e->files[s->fidx];
+
+		if (!s->credit_due) {
+			continue;
+		}
+		if (!e->failed && !bw_allows(e, s->len)) {
+			return 0;
+		}
+		s->credit_due = false;
+		e->ncredit_due--;
+		e->bw_sent += s->len;
+		int r = rx_credit_now(e, i);
+
+		if (r >= 0) {
+			r = rx_maybe_finish(e, f);
+		}
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+static void rx_submit_write(struct engine *e, uint32_t slot)
+{
+	struct rslot *s = &e->rslots[slot];
+	struct efile *f = &e->files[s->fidx];
+	uint8_t *buf = rx_slot_buf(e, slot);
+	struct io_uring_sqe *sqe = uring_sqe(e);
+
+	if (!sqe) {
+		fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+		return;
+	}
+	int fd = f->tfd;
+
+	if (f->dfd >= 0 && s->wdone == 0 && diskio_dio_ok(&f->dio, buf, s->off, s->len)) {
+		fd = f->dfd;
+	}
+	io_uring_prep_write_fixed(sqe, fd, buf + s->wdone, s->len - s->wdone, s->off + s->wdone,
+				  pool_buf_index(e->pool, buf));
+	io_uring_sqe_set_data64(sqe, UD(UD_WRITE, slot));
+	f->writes_out++;
+}
+
+/* Hash, in file order, every held chunk that is next for its file. */
+static void rx_hash_ready(struct engine *e, struct efile *f)
+{
+	bool progress = true;
+
+	while (progress && f->held) {
+		progress = false;
+		for (uint32_t i = 0; i < e->p->slots; i++) {
+			struct rslot *s = &e->rslots[i];
+			if (s->state == SL_HELD && !s->hashed && &e->files[s->fidx] == f &&
+			    s->off == f->hash_off) {
+				file_hash_update(&f->hash, rx_slot_buf(e, i), s->len);
+				f->hash_off += s->len;
+				s->hashed = true;
+				progress = true;
+				if (s->written) {
+					rx_credit(e, i);
+				}
+			}
+		}
+	}
+}
+
+static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
+{
+	int r;
+	struct proto_desc d;
+	struct rslot *s;
+	struct efile *f;
+	uint64_t expect;
+
+	if (slot >= e->p->slots || e->rslots[slot].state != SL_FREE) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for busy or unknown slot %u", slot);
+	}
+	if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
+	}
+	f = file_by_id(e, d.file_id);
+	/* FILE_DONE may overtake the data (different connections), not exceed it. */
+	if (!f || (f->got_done && f->recv_bytes + d.len > f->done_bytes)) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown file id %u", d.file_id);
+	}
+	/* Chunks are canonical: aligned to the slot size, full except the last. */
+	expect = f->size - MIN(f->size, d.offset);
+	expect = MIN(expect, (uint64_t)e->p->chunk_size);
+	if (d.offset % e->p->chunk_size || d.offset >= f->size || d.len != expect ||
+	    d.offset < f->hash_off) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "bad chunk for %s: offset %llu len %u (size %llu)", f->name,
+			    (unsigned long long)d.offset, d.len, (unsigned long long)f->size);
+	}
+	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
+		if (e->rslots[i].state == SL_HELD && &e->files[e->rslots[i].fidx] == f &&
+		    e->rslots[i].off == d.offset) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG, "duplicate chunk for %s", f->name);
+		}
+	}
+	s = &e->rslots[slot];
+	*s = (struct rslot){ .state = SL_HELD,
+			     .fidx = file_index(e, f),
+			     .off = d.offset,
+			     .len = d.len,
+			     .lane = lane };
+	f->held++;
+	f->recv_bytes += d.len;
+	r = rx_slot_hold(e, slot, d.len, !f->failed);
+	if (r < 0) {
+		return r;
+	}
+	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && d.offset == 0) {
+		rx_slot_buf(e, slot)[0] ^= 0xff;
+	}
+	if (f->failed) {
+		/* Already failed (disk full, ...): drop the bytes, keep the credits flowing. */
+		s->hashed = s->written = true;
+		r = rx_credit(e, slot);
+		return r < 0 ? r : rx_maybe_finish(e, f);
+	}
+	rx_submit_write(e, slot);
+	rx_hash_ready(e, f);
+	e->bytes_progress += d.len;
+	return 0;
+}
+
+void rx_write_done(struct engine *e, uint32_t slot, int res)
+{
+	struct rslot *s = &e->rslots[slot];
+	struct efile *f = &e->files[s->fidx];
+
+	f->writes_out--;
+	if (res == -EAGAIN || res == -EINTR) {
+		rx_submit_write(e, slot);
+		return;
+	}
+	if (res < 0 || res == 0) {
+		file_fail(f, errno_to_perr(res ? res : -EIO), "write %s: %s", f->name,
+			  strerror(res ? -res : EIO));
+		s->written = s->hashed = true;
+	} else {
+		s->wdone += (uint32_t)res;
+		if (s->wdone < s->len) {
+			rx_submit_write(e, slot); /* short write: the rest */
+			return;
+		}
+		s->written = true;
+		f->written += s->len;
+	}
+	if (s->hashed) {
+		rx_credit(e, slot);
+	}
+	rx_maybe_finish(e, f);
+}
+
+static uint32_t rx_data_chunks(const struct engine_params *p)
+{
+	return p->slots;
+}
+
+/* The slots' states and the commit path's tables, then the RING offered. */
+static int rx_setup(struct engine *e)
+{
+	int r;
+
+	e->rslots = calloc(e->p->slots, sizeof(*e->rslots));
+	e->commit_batch = calloc(FILE_TABLE, sizeof(*e->commit_batch));
+	e->sync_wait = calloc(FILE_TABLE, sizeof(*e->sync_wait));
+	e->sync_run = calloc(FILE_TABLE, sizeof(*e->sync_run));
+	e->sync_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!e->rslots || !e->commit_batch || !e->sync_wait || !e->sync_run || e->sync_efd < 0) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	/* Offer the ring: data slots, then the descriptor array. */
+	struct msg m = { .type = MSG_RING };
+	/* In the registration's own address space: nothing of our heap's layout. */
+	m.u.ring.addr = e->mr->iova;
+	m.u.ring.desc_addr = e->mr->iova + (uint64_t)(e->desc_area - (uint8_t *)e->pool->base);
+	m.u.ring.nkeys = (uint8_t)e->p->x->nlanes;
+	for (unsigned i = 0; i < e->p->x->nlanes; i++) {
+		m.u.ring.rkey[i] = e->mr->lane_rkey[i];
+	}
+	m.u.ring.slots = e->p->slots;
+	m.u.ring.slot_size = e->p->chunk_size;
+	r = chan_send(e->p->chan, &m);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+static int rx_on_message(struct engine *e, struct msg *m)
+{
+	if (e->got_end) {
+		return msg_unexpected(e, m);
+	}
+	switch (m->type) {
+	case MSG_FILES:
+		return rx_files(e, &m->u.files);
+	case MSG_FILE_DONE:
+		return rx_file_done(e, &m->u.file_done);
+	case MSG_ENTRY_FAILED:
+		return rx_entry_failed(e, &m->u.entry_failed);
+	case MSG_END:
+		if (e->files_open != 0) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");
+		}
+		e->got_end = true;
+		rx_finish_dirs(e);
+		return 0;
+	default:
+		return msg_unexpected(e, m);
+	}
+}
+
+/* A descriptor written into the array: a slot holds data. */
+static int rx_on_receive(struct engine *e, const struct xport_wc *wc)
+{
+	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
+	uint32_t slot = wc->imm & PROTO_IMM_SLOT_MASK;
+
+	if (kind != PROTO_IMM_DATA || wc->len != PROTO_DESC_LEN) {
+		return imm_unexpected(e, wc);
+	}
+	return rx_data(e, slot, wc->lane);
+}
+
+/* Durability batches, held-back credits, directory fsyncs; END once the peer's came. */
+static int rx_step(struct engine *e)
+{
+	int r = rx_sync_step(e);
+
+	if (r >= 0) {
+		r = rx_credit_flush(e);
+	}
+	if (r >= 0) {
+		r = rx_commit_batch(e);
+	}
+	if (r >= 0 && e->got_end) {
+		struct msg m = { .type = MSG_END };
+		m.u.end.files = (uint32_t)(e->st.files_ok + e->st.files_failed);
+		m.u.end.bytes = e->st.bytes;
+		r = chan_queue(e->p->chan, &m);
+		if (r < 0) {
+			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
+	}
+	return r;
+}
+
+const struct engine_role_ops engine_receiver_ops = {
+	.data_chunks = rx_data_chunks,
+	.peer_writes = true,
+	.setup = rx_setup,
+	.on_message = rx_on_message,
+	.on_receive = rx_on_receive,
+	.step = rx_step,
+};

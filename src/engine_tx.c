@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sender's pipeline: entries taken from the source and offered (FILES),
+ * opened, read through io_uring into pool chunks, hashed in file order,
+ * posted into the receiver's free slots; FILE_DONE, and the answers.
+ */
+#include "engine-internal.h"
+
+/*
+ * Take the next entry from the source unless one is waiting already. False
+ * when there is none: the source is done, or failed (then the peer is told).
+ */
+static bool tx_have_src(struct engine *e)
+{
+	const struct engine_source *src = &e->p->source;
+	char why[256] = "";
+	int r;
+
+	if (e->next_src || e->src_done || e->failed) {
+		return e->next_src != NULL;
+	}
+	r = src->next ? src->next(src->ud, &e->next_src, why, sizeof(why)) : 0;
+	if (r > 0 && e->offered == UINT32_MAX) {
+		r = -E2BIG; /* ids and END's count are 32-bit */
+	}
+	if (r <= 0) {
+		e->next_src = NULL;
+		e->src_done = true;
+	}
+	if (r < 0) {
+		if (!why[0]) {
+			snprintf(why, sizeof(why), "listing the sources: %s", strerror(-r));
+		}
+		chan_send_error(e->p->chan, errno_to_perr(r), "%s", why);
+		fail(e, errno_to_perr(r), r, "%s", why);
+	}
+	return e->next_src != NULL;
+}
+
+/*
+ * An entry the source could not make (s->error): a failed file here, and
+ * the receiver is told so it counts it too (a peer from before
+ * ENTRY_FAILED only sees the session's failure count fall short).
+ */
+static int tx_entry_failed(struct engine *e, const struct engine_src *s)
+{
+	struct msg m = { .type = MSG_ENTRY_FAILED };
+	uint32_t code = errno_to_perr(s->error);
+	int r;
+
+	note_failure(e, s->name, code, true, s->why);
+	if (!(e->p->peer_caps & PROTO_CAP_ENTRY_FAILED)) {
+		return 0;
+	}
+	m.u.entry_failed.status = code;
+	snprintf(m.u.entry_failed.name, sizeof(m.u.entry_failed.name), "%s", s->name);
+	snprintf(m.u.entry_failed.text, sizeof(m.u.entry_failed.text), "%s", s->why);
+	r = chan_queue(e->p->chan, &m);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+/*
+ * Source entry s as file id: its place in the file table and its FILES
+ * record. 1: taken; 0: its place is still in use (offer it later); -errno.
+ * *ret_link is the record's own copy of the symlink target (the source may
+ * reuse s); on failure nothing is left to free.
+ */
+static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id,
+		       struct proto_file *ret_pf, char **ret_link)
+{
+	struct efile *f = &e->files[id % FILE_TABLE];
+
+	if (f->used) {
+		return 0;
+	}
+	memset(f, 0, sizeof(*f));
+	f->used = true;
+	e->files_open++;
+	f->id = id;
+	f->fd = f->dfd = f->tfd = f->dir = -1;
+	f->name = strdup(s->name);
+	f->src_path = strdup(s->path);
+	f->src_dirfd = s->dirfd;
+	f->ftype = s->ftype;
+	f->size = s->size;
+	ts_now(&f->t0);
+	*ret_link = s->link ? strdup(s->link) : NULL;
+	if (!f->name || !f->src_path || (s->link && !*ret_link)) {
+		free(*ret_link);
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	*ret_pf = (struct proto_file){
+		.id = id,
+		.ftype = s->ftype,
+		.mode = s->mode & 07777,
+		.size = s->ftype == PROTO_FT_REG ? s->size : 0,
+		.mtime_sec = s->mtime.tv_sec,
+		.mtime_nsec = (uint32_t)s->mtime.tv_nsec,
+		.uid = s->uid,
+		.gid = s->gid,
+		.name = f->name,
+		.link = *ret_link,
+	};
+	return 1;
+}
+
+/* One FILES batch of n records on its way; the links are freed either way. */
+static int tx_send_files(struct engine *e, struct proto_file *pf, char **links, uint32_t n)
+{
+	struct msg m = { .type = MSG_FILES };
+	int r;
+
+	m.u.files.count = (uint16_t)n;
+	m.u.files.files = pf;
+	r = chan_queue(e->p->chan, &m);
+	for (uint32_t i = 0; i < n; i++) {
+		free(links[i]);
+	}
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+static int tx_offer(struct engine *e)
+{
+	struct proto_file pf[PROTO_MAX_BATCH];
+	char *links[PROTO_MAX_BATCH];
+	int r;
+
+	while (e->offered_unresolved < FILES_WINDOW && tx_have_src(e)) {
+		uint32_t n = 0;
+
+		while (n < PROTO_MAX_BATCH && e->offered_unresolved < FILES_WINDOW &&
+		       tx_have_src(e)) {
+			const struct engine_src *s = e->next_src;
+
+			if (s->error) {
+				e->next_src = NULL;
+				if (tx_entry_failed(e, s) < 0) {
+					break;
+				}
+				continue;
+			}
+			r = tx_file_new(e, s, e->next_id + 1, &pf[n], &links[n]);
+			if (r < 0) {
+				for (uint32_t i = 0; i < n; i++) {
+					free(links[i]);
+				}
+				return r;
+			}
+			if (r == 0) {
+				break;
+			}
+			e->next_id++;
+			n++;
+			e->next_src = NULL;
+			e->offered++;
+			e->offered_unresolved++;
+		}
+		if (n == 0 || e->failed) {
+			for (uint32_t i = 0; i < n; i++) {
+				free(links[i]);
+			}
+			break;
+		}
+		r = tx_send_files(e, pf, links, n);
+		if (r < 0) {
+			return r;
+		}
+	}
+	return e->failed ? e->fail_r : 0;
+}
+
+static int tx_send_done(struct engine *e, struct efile *f)
+{
+	struct msg m = { .type = MSG_FILE_DONE };
+
+	m.u.file_done.id = f->id;
+	m.u.file_done.bytes = f->send_off;
+	if (f->failed) {
+		m.u.file_done.status = f->fail_code;
+		snprintf(m.u.file_done.text, sizeof(m.u.file_done.text), "%s", f->fail_text);
+	} else {
+		file_hash_final(&f->hash, m.u.file_done.hash);
+		memcpy(f->done_hash, m.u.file_done.hash, HASH_LEN);
+	}
+	f->done_sent = true;
+	if (f->fd >= 0) {
+		close(f->fd);
+		f->fd = -1;
+		e->open_fds--;
+	}
+	if (f->dfd >= 0) {
+		close(f->dfd);
+		f->dfd = -1;
+	}
+	int r = chan_queue(e->p->chan, &m);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+/* Open an accepted source; O_DIRECT on a second descriptor where it applies. */
+static int tx_open(struct engine *e, struct efile *f)
+{
+	struct stat st;
+	char proc[64];
+	int fd;
+
+	/* Beneath dirfd without following symlinks, unless dirfd is AT_FDCWD. */
+	int r = diskio_open_read(f->src_dirfd, f->src_path, 0, &fd, NULL, &st);
+	if (r < 0) {
+		file_fail(f, errno_to_perr(r), "open: %s", strerror(-r));
+		return 0;
+	}
+	f->fd = fd;
+	e->open_fds++;
+	if ((uint64_t)st.st_size != f->size) {
+		file_fail(f, PERR_SOURCE_CHANGED, "changed size before it was read (%llu -> %llu)",
+			  (unsigned long long)f->size, (unsigned long long)st.st_size);
+		return 0;
+	}
+	/*
+	 * O_DIRECT keeps a big copy from flushing the page cache. Files under a
+	 * chunk are read in one buffered request, and a file that is already in
+	 * the page cache is read from there: fetching it again from the disk
+	 * would only be slower.
+	 */
+	if (f->size >= e->p->chunk_size && !diskio_mostly_cached(fd, f->size) &&
+	    diskio_dio_align(fd, &f->dio) == 0 && f->dio.mem && f->dio.offset &&
+	    e->p->chunk_size % f->dio.offset == 0 && 4096 % f->dio.mem == 0) {
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		f->dfd = open(proc, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	}
+	return file_hash_init(&f->hash) < 0 ? fail(e, PERR_INTERNAL, -ENOMEM, "oom")
+					    : (f->hash_live = true, 0);
+}
+
+static int tx_submit_read(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+	uint8_t *buf = pool_chunk(e->pool, ci);
+	struct io_uring_sqe *sqe = uring_sqe(e);
+	uint32_t want = c->len - c->done;
+	int fd = f->fd;
+
+	if (!sqe) {
+		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+	}
+	/* Direct I/O only for whole, aligned requests; the tail goes buffered. */
+	if (f->dfd >= 0 && c->done == 0 && diskio_dio_ok(&f->dio, buf, c->off, want)) {
+		fd = f->dfd;
+	}
+	io_uring_prep_read_fixed(sqe, fd, buf + c->done, want, c->off + c->done,
+				 pool_buf_index(e->pool, buf));
+	io_uring_sqe_set_data64(sqe, UD(UD_READ, ci));
+	c->state = CH_READING;
+	return 0;
+}
+
+/* Start reads for accepted files while pool chunks are free. */
+static int tx_fill(struct engine *e)
+{
+	int r;
+	/* Walk files in id order, from the oldest still in flight. */
+	while (e->oldest_id <= e->next_id && !file_by_id(e, e->oldest_id)) {
+		e->oldest_id++;
+	}
+	for (uint32_t id = e->oldest_id; id <= e->next_id && e->pool->nfree > 0; id++) {
+		struct efile *f = file_by_id(e, id);
+
+		if (!f || !f->acked || f->done_sent) {
+			continue;
+		}
+		if (!f->started) {
+			if (e->open_fds >= OPEN_FILES_MAX) {
+				break;
+			}
+			f->started = true;
+			r = tx_open(e, f);
+			if (r < 0) {
+				return r;
+			}
+		}
+		if (f->failed) {
+			r = f->chunks_out == 0 ? tx_send_done(e, f) : 0;
+			if (r < 0) {
+				return r;
+			}
+			continue;
+		}
+		if (f->size == 0 && !f->finished) {
+			f->finished = true;
+			r = tx_send_done(e, f);
+			if (r < 0) {
+				return r;
+			}
+			continue;
+		}
+		while (f->read_off < f->size && e->pool->nfree > 0) {
+			int ci = pool_get(e->pool);
+			struct chunk *c = &e->chunks[ci];
+
+			*c = (struct chunk){ .fidx = file_index(e, f),
+					     .off = f->read_off,
+					     .len = (uint32_t)MIN((uint64_t)e->p->chunk_size,
+								  f->size - f->read_off) };
+			f->read_off += c->len;
+			f->chunks_out++;
+			r = tx_submit_read(e, (uint32_t)ci);
+			if (r < 0) {
+				return r;
+			}
+		}
+	}
+	return 0;
+}
+
+static void tx_chunk_drop(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+
+	c->state = CH_FREE;
+	pool_put(e->pool, ci);
+	f->chunks_out--;
+}
+
+void tx_read_done(struct engine *e, uint32_t ci, int res)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+
+	if (res == -EAGAIN || res == -EINTR) {
+		tx_submit_read(e, ci);
+		return;
+	}
+	if (res < 0) {
+		file_fail(f, PERR_IO, "read: %s", strerror(-res));
+	} else if (res == 0) {
+		file_fail(f, PERR_SOURCE_CHANGED, "file shrank while being read (at %llu of %llu)",
+			  (unsigned long long)(c->off + c->done), (unsigned long long)f->size);
+	} else {
+		c->done += (uint32_t)MIN((uint32_t)res, c->len - c->done);
+		if (c->done < c->len) {
+			tx_submit_read(e, ci); /* short read: the rest, buffered */
+			return;
+		}
+		c->state = CH_READY;
+		return;
+	}
+	/* Failed: this chunk will never be sent; neither will later ones. */
+	tx_chunk_drop(e, ci);
+}
+
+/* Hash and post every ready chunk that is next in its file, while slots last. */
+/* The last chunk of f is posted: its FILE_DONE, unless the source changed size meanwhile. */
+static int tx_file_sent(struct engine *e, struct efile *f)
+{
+	struct stat st;
+
+	if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size != f->size) {
+		file_fail(f, PERR_SOURCE_CHANGED,
+			  "file changed size while being sent (%llu -> %llu)",
+			  (unsigned long long)f->size, (unsigned long long)st.st_size);
+	}
+	return tx_send_done(e, f);
+}
+
+/*
+ * Chunk ci, next in its file's order, into the receiver's next free slot
+ * on this lane: hashed, then the payload WRITE and the descriptor's
+ * WRITE_WITH_IMM behind it.
+ */
+static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+	uint32_t slot = e->free_slots[--e->nfree_slots];
+	uint8_t *stage = e->desc_area + (size_t)ci * PROTO_DESC_LEN;
+	struct proto_desc d = {
+		.file_id = f->id, .len = c->len, .offset = c->off, .seq = ++e->seq
+	};
+	struct xport_wr data = {
+		.opcode = XPORT_OP_WRITE,
+		.mr = e->mr,
+		.buf = pool_chunk(e->pool, ci),
+		.len = c->len,
+		.remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
+		.rkey = e->rkey[lane],
+		.lane = lane,
+	};
+	struct xport_wr desc = {
+		.opcode = XPORT_OP_WRITE_IMM,
+		.flags = XPORT_SEND_INLINE,
+		.mr = e->mr,
+		.buf = stage,
+		.len = PROTO_DESC_LEN,
+		.remote_addr = e->rdesc_addr + (uint64_t)slot * PROTO_DESC_LEN,
+		.rkey = e->rkey[lane],
+		.imm = proto_imm(PROTO_IMM_DATA, slot),
+		.lane = lane,
+	};
+	int r;
+
+	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	proto_desc_encode(&d, stage);
+	r = lane_push(e, &data, -1);
+	if (r >= 0) {
+		r = lane_push(e, &desc, (int32_t)ci);
+	}
+	if (r < 0) {
+		return r;
+	}
+	c->state = CH_POSTED;
+	c->slot = slot;
+	f->send_off += c->len;
+	f->chunks_out--;
+	e->bytes_progress += c->len;
+	e->bw_sent += c->len;
+	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
+}
+
+static int tx_post_ready(struct engine *e)
+{
+	struct xport *x = e->p->x;
+	bool progress = true;
+	int r;
+
+	while (progress && e->nfree_slots > 0) {
+		progress = false;
+		for (uint32_t ci = 0; ci < e->pool->nchunks && e->nfree_slots > 0; ci++) {
+			struct chunk *c = &e->chunks[ci];
+			struct efile *f;
+			unsigned lane;
+
+			if (c->state != CH_READY) {
+				continue;
+			}
+			f = &e->files[c->fidx];
+			if (f->failed) {
+				tx_chunk_drop(e, ci);
+				progress = true;
+				continue;
+			}
+			if (c->off != f->send_off) {
+				continue;
+			}
+			if (e->p->bwlimit && !bw_allows(e, c->len)) {
+				return 0;
+			}
+			lane = (unsigned)(e->rr_lane % x->nlanes);
+			if (!lane_room(e, lane, 2)) {
+				continue;
+			}
+			e->rr_lane++;
+			r = tx_post_chunk(e, ci, lane);
+			if (r < 0) {
+				return r;
+			}
+			progress = true;
+		}
+	}
+	/* A failed file with nothing left in flight still owes its FILE_DONE. */
+	return 0;
+}
+
+static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
+{
+	for (size_t i = 0; i < a->count; i++) {
+		struct efile *f = file_by_id(e, a->st[i].id);
+
+		if (!f || f->acked) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG, "FILES_ACK for unknown id %u",
+				    a->st[i].id);
+		}
+		f->acked = true;
+		if (a->st[i].status == PERR_OK && f->ftype != PROTO_FT_REG) {
+			note_committed(e, f, 0, NULL);
+			e->offered_unresolved--;
+			file_release(e, f);
+			continue;
+		}
+		if (a->st[i].status != PERR_OK) {
+			/* The receiver refused it. */
+			note_failure(e, f->name, a->st[i].status, false,
+				     a->st[i].text ? a->st[i].text : "");
+			e->offered_unresolved--;
+			file_release(e, f);
+		}
+	}
+	return 0;
+}
+
+static int tx_file_result(struct engine *e, const struct msg_file_result *res)
+{
+	struct efile *f = file_by_id(e, res->id);
+
+	if (!f || !f->done_sent) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_RESULT for unknown id %u", res->id);
+	}
+	if (res->status == PERR_OK) {
+		note_committed(e, f, f->size, f->done_hash);
+	} else if (f->failed) {
+		/* Ours (open, read, a source that changed): the receiver only echoes it. */
+		note_failure(e, f->name, f->fail_code, true, f->fail_text);
+	} else {
+		note_failure(e, f->name, res->status, false, res->text);
+	}
+	e->offered_unresolved--;
+	file_release(e, f);
+	return 0;
+}
+
+/* Sender: the first message must be the receiver's ring, and it must fit. */
+static int tx_wait_ring(struct engine *e)
+{
+	struct msg m;
+	int r = chan_recv(e->p->chan, &m, e->p->idle_timeout_ms);
+
+	if (r < 0) {
+		return fail(e, chan_err_code(r), r, "waiting for the receiver's ring: %s",
+			    strerror(-r));
+	}
+	if (m.type == MSG_ERROR) {
+		r = fail(e, m.u.error.code, -EREMOTEIO, "peer: %s", m.u.error.text);
+		msg_clear(&m);
+		return r;
+	}
+	if (m.type != MSG_RING || m.u.ring.slots != e->p->slots ||
+	    m.u.ring.slot_size != e->p->chunk_size || m.u.ring.nkeys != e->p->x->nlanes) {
+		msg_clear(&m);
+		chan_send_error(e->p->chan, PERR_PROTOCOL, "bad RING");
+		e->error_sent = true;
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "receiver sent a bad RING");
+	}
+	e->rring_addr = m.u.ring.addr;
+	e->rdesc_addr = m.u.ring.desc_addr;
+	memcpy(e->rkey, m.u.ring.rkey, sizeof(uint32_t) * m.u.ring.nkeys);
+	for (uint32_t i = 0; i < e->p->slots; i++) {
+		e->free_slots[e->nfree_slots++] = e->p->slots - 1 - i;
+	}
+	e->have_ring = true;
+	return 0;
+}
+
+static int step_sender(struct engine *e)
+{
+	int r = tx_offer(e);
+
+	if (r >= 0) {
+		r = tx_fill(e);
+	}
+	if (r >= 0) {
+		r = tx_post_ready(e);
+	}
+	if (r < 0) {
+		return r;
+	}
+	/* Files that failed while reading owe a FILE_DONE once their chunks are gone. */
+	for (size_t i = 0; i < FILE_TABLE; i++) {
+		struct efile *f = &e->files[i];
+		if (f->used && f->failed && f->started && !f->done_sent && f->chunks_out == 0) {
+			r = tx_send_done(e, f);
+			if (r < 0) {
+				return r;
+			}
+		}
+	}
+	if (!e->sent_end && e->src_done && !e->next_src && e->offered_unresolved == 0) {
+		struct msg m = { .type = MSG_END };
+		m.u.end.files = e->offered;
+		m.u.end.bytes = e->st.bytes;
+		r = chan_queue(e->p->chan, &m);
+		if (r < 0) {
+			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
+		e->sent_end = true;
+	}
+	return 0;
+}
+
+static uint32_t tx_data_chunks(const struct engine_params *p)
+{
+	return p->pool_chunks;
+}
+
+/* The pool's chunk states and the receiver's free slots, then its RING. */
+static int tx_setup(struct engine *e)
+{
+	e->chunks = calloc(e->pool->nchunks, sizeof(*e->chunks));
+	e->free_slots = calloc(e->p->slots, sizeof(*e->free_slots));
+	if (!e->chunks || !e->free_slots) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	return tx_wait_ring(e);
+}
+
+static int tx_on_message(struct engine *e, struct msg *m)
+{
+	switch (m->type) {
+	case MSG_END:
+		if (e->sent_end && !e->got_end) {
+			e->got_end = true;
+			return 0;
+		}
+		break;
+	case MSG_FILES_ACK:
+		return tx_files_ack(e, &m->u.files_ack);
+	case MSG_FILE_RESULT:
+		return tx_file_result(e, &m->u.file_result);
+	default:
+		break;
+	}
+	return msg_unexpected(e, m);
+}
+
+/* A credit: the receiver has a slot free again. */
+static int tx_on_receive(struct engine *e, const struct xport_wc *wc)
+{
+	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
+	uint32_t slot = wc->imm & PROTO_IMM_SLOT_MASK;
+
+	if (kind != PROTO_IMM_CREDIT || wc->len != 0 || slot >= e->p->slots) {
+		return imm_unexpected(e, wc);
+	}
+	if (e->nfree_slots >= e->p->slots) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "credit overflow");
+	}
+	e->free_slots[e->nfree_slots++] = slot;
+	e->credits++;
+	return 0;
+}
+
+const struct engine_role_ops engine_sender_ops = {
+	.data_chunks = tx_data_chunks,
+	.peer_writes = false,
+	.setup = tx_setup,
+	.on_message = tx_on_message,
+	.on_receive = tx_on_receive,
+	.step = step_sender,
+};
