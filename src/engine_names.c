@@ -29,13 +29,7 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 		fd = fcntl(e->p->base_fd, F_DUPFD_CLOEXEC, 3);
 		r = fd < 0 ? negerrno() : 0;
 	} else {
-		_cleanup_free_ char *tmp = NULL;
-		const char *leaf;
-		/* Resolve "path/x" so that fspath creates every component of path. */
-		if (asprintf(&tmp, "%s/x", path) < 0) {
-			return -ENOMEM;
-		}
-		r = fspath_open_parent(e->p->base_fd, tmp, true, &fd, &leaf);
+		r = fspath_open_or_create_dir(e->p->base_fd, path, &fd);
 	}
 	if (r < 0) {
 		return r;
