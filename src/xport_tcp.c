@@ -481,7 +481,12 @@ static void *lane_tx_main(void *arg)
 		       ln->seq_issued == ln->seq_tail) {
 			pthread_cond_wait(&ln->cond, &ln->lock);
 		}
-		if (ln->stopping) {
+		/*
+		 * A failed lane tells its peer why (the NAK) even when the session
+		 * is being torn down at that moment: the peer must see a remote
+		 * access error, not a lost connection.
+		 */
+		if (ln->stopping && !(ln->failed && ln->nak_pending)) {
 			break;
 		}
 		if (ln->failed) {
@@ -773,12 +778,29 @@ static void tcp_destroy(struct xport *x)
 		pthread_cond_broadcast(&ln->cond);
 		pthread_mutex_unlock(&ln->lock);
 		if (ln->fd >= 0) {
-			shutdown(ln->fd, SHUT_RDWR);
+			shutdown(ln->fd, SHUT_RD);
 		}
 	}
 	for (unsigned i = 0; i < x->nlanes; i++) {
 		struct tcp_lane *ln = &tx->lanes[i];
+		struct timespec until;
 
+		/*
+		 * The sending thread may still owe its peer a NAK: give it a
+		 * moment, then cut the connection whatever it is doing.
+		 */
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 200 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (ln->tx_started && pthread_timedjoin_np(ln->tx_thread, NULL, &until) == 0) {
+			ln->tx_started = false;
+		}
+		if (ln->fd >= 0) {
+			shutdown(ln->fd, SHUT_RDWR);
+		}
 		if (ln->tx_started) {
 			pthread_join(ln->tx_thread, NULL);
 		}
