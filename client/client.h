@@ -36,6 +36,7 @@ struct client_opts {
 	bool recursive;
 	bool json;
 	bool dry_run;
+	uint32_t skip; /* --skip: 0, PROTO_OPEN_SKIP_EXISTS or PROTO_OPEN_SKIP_QUICK */
 	bool busy_poll;
 	bool long_listing; /* ls -l */
 	int progress;	   /* -1 default (a terminal), 0 off, 1 on */

@@ -105,6 +105,13 @@ static void ev_ok(void *ud, const char *name, uint64_t bytes, double secs, const
 	output_file(&x->out, name, bytes, secs, h);
 }
 
+static void ev_skipped(void *ud, const char *name)
+{
+	struct xfer *x = ud;
+
+	output_skipped(&x->out, name);
+}
+
 /* The local path of a wire name: the source it came from, or where it would land. */
 static char *last_component(const char *path);
 
@@ -211,6 +218,13 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 	char esc[1024];
 	int r;
 
+	/* Never a full copy in silence: a daemon without skip levels would overwrite (or refuse). */
+	if (s->o->skip && !(s->hello.caps & PROTO_CAP_SKIP)) {
+		log_error("%s: the daemon is too old for --skip (it has no skip levels): upgrade "
+			  "it, or copy without --skip",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
 	r = pick_transport(s, &m.u.open.transport);
 	if (r != 0) {
 		return r;
@@ -367,7 +381,11 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	ep->busy_poll = s->o->busy_poll;
 	ep->peer_caps = s->hello.caps;
 	ep->ev = (struct engine_events){
-		.file_ok = ev_ok, .file_failed = ev_failed, .progress = ev_progress, .ud = x
+		.file_ok = ev_ok,
+		.file_failed = ev_failed,
+		.progress = ev_progress,
+		.file_skipped = ev_skipped,
+		.ud = x,
 	};
 	ep->stop = &interrupted;
 	r = engine_run(ep, st, &code, err, sizeof(err));
@@ -414,7 +432,8 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	struct engine_stats st = { 0 };
 	struct msg reply = { 0 };
 	uint64_t local_failures = 0;
-	uint32_t flags = open_flags(o);
+	/* The daemon is the receiver: it applies the skip level. */
+	uint32_t flags = open_flags(o) | o->skip;
 	int rc;
 
 	output_init(&x.out, o->json, o->progress, o->verbose);
@@ -474,7 +493,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	}
 	if (!o->dry_run) {
 		output_summary(&x.out, st.files_ok, st.bytes, st.files_failed + local_failures,
-			       transport_name(reply.u.open_ok.transport));
+			       st.files_skipped, transport_name(reply.u.open_ok.transport));
 	}
 	return exit_for_stats(&st, local_failures);
 }
@@ -717,7 +736,8 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		/* The lanes first (the daemon waits for them), then what we want. */
 		ep.base_fd = basefd;
 		ep.rename_to = rename_to;
-		ep.open_flags = open_flags(o);
+		/* We are the receiver: the skip level is ours to apply, not the daemon's. */
+		ep.open_flags = open_flags(o) | o->skip;
 		/*
 		 * As root, a daemon's set-id bits would be root's own: kept only
 		 * when asked for with --owner (as a user, cp -p keeps them too).
@@ -746,7 +766,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	if (rc != 0 || o->dry_run) {
 		return rc;
 	}
-	output_summary(&x.out, st.files_ok, st.bytes, st.files_failed,
+	output_summary(&x.out, st.files_ok, st.bytes, st.files_failed, st.files_skipped,
 		       transport_name(reply.u.open_ok.transport));
 	return exit_for_stats(&st, 0);
 }
@@ -759,6 +779,12 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 
 	if (nargs < 2) {
 		log_error("usage: rdmacp [OPTIONS] SRC... DST (see rdmacp --help)");
+		return EXIT_USAGE;
+	}
+	if (o->skip && o->dry_run) {
+		/* A dry run does not look at the destination: it could not say what is kept. */
+		log_error("--skip and --dry-run together are not supported: a dry run lists every "
+			  "file, it does not look at the destination");
 		return EXIT_USAGE;
 	}
 	sigaction(SIGINT, &sa, NULL);

@@ -52,6 +52,9 @@ static void usage(FILE *f)
 	    "  -p, --preserve         keep modes and modification times\n"
 	    "      --owner            also keep uid/gid (root on both ends)\n"
 	    "  -n, --dry-run          check access and list what would be copied\n"
+	    "      --skip LEVEL       keep destination files: none (default: overwrite),\n"
+	    "                         exists (a file by that name), quick (same size and\n"
+	    "                         modification time: use with -p)\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
@@ -219,6 +222,20 @@ static int set_bwlimit(struct client_opts *o, const char *v)
 	return 0;
 }
 
+static int set_skip(struct client_opts *o, const char *v)
+{
+	if (!strcmp(v, "none")) {
+		o->skip = 0;
+	} else if (!strcmp(v, "exists")) {
+		o->skip = PROTO_OPEN_SKIP_EXISTS;
+	} else if (!strcmp(v, "quick")) {
+		o->skip = PROTO_OPEN_SKIP_QUICK;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int set_connect_timeout(struct client_opts *o, const char *v)
 {
 	uint64_t s;
@@ -319,6 +336,7 @@ const struct client_option client_options[] = {
 	{ "preserve", no_argument, 'p', NULL, set_preserve, NULL },
 	{ "owner", no_argument, 0, NULL, set_owner, NULL },
 	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
+	{ "skip", required_argument, 0, NULL, set_skip, "none, exists or quick" },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },

@@ -130,13 +130,29 @@ void output_file(struct output *out, const char *name, uint64_t bytes, double se
 	if (out->json) {
 		printf("{\"event\":\"file\",\"name\":");
 		output_json_string(stdout, name);
-		printf(",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n", bytes, secs,
-		       hex);
+		printf(",\"action\":\"copied\",\"bytes\":%" PRIu64
+		       ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n",
+		       bytes, secs, hex);
 		fflush(stdout);
 	} else if (out->verbose > 0) {
 		clear_progress(out);
 		fprintf(stderr, "%s: %" PRIu64 " bytes, verified xxh128 %s, committed\n",
 			log_escape(name, esc, sizeof(esc)), bytes, hex);
+	}
+}
+
+void output_skipped(struct output *out, const char *name)
+{
+	char esc[4200];
+
+	if (out->json) {
+		printf("{\"event\":\"file\",\"name\":");
+		output_json_string(stdout, name);
+		printf(",\"action\":\"skipped\"}\n");
+		fflush(stdout);
+	} else if (out->verbose > 0) {
+		clear_progress(out);
+		fprintf(stderr, "skipped %s\n", log_escape(name, esc, sizeof(esc)));
 	}
 }
 
@@ -221,7 +237,7 @@ void output_progress(struct output *out, uint64_t bytes)
 }
 
 void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t failures,
-		    const char *transport)
+		    uint64_t skipped, const char *transport)
 {
 	double secs = now_seconds() - out->t0;
 	double rate = secs > 0 ? (double)bytes / secs : 0;
@@ -230,18 +246,24 @@ void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t
 	if (out->json) {
 		printf("{\"event\":\"summary\",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64
 		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failures\":%" PRIu64
-		       ",\"transport\":\"%s\"}\n",
-		       files, bytes, secs, rate, failures, transport);
+		       ",\"skipped\":%" PRIu64 ",\"transport\":\"%s\"}\n",
+		       files, bytes, secs, rate, failures, skipped, transport);
 		fflush(stdout);
 	} else if (out->verbose >= 0) {
 		char r[32];
 
 		/* The progress line's units (binary, as --bwlimit's), so the two agree. */
 		human_bytes((uint64_t)rate, r, sizeof(r));
+		char sk[48] = "";
+
+		/* Said only when there are some: a plain copy's line stays as it was. */
+		if (skipped) {
+			snprintf(sk, sizeof(sk), ", %" PRIu64 " skipped", skipped);
+		}
 		fprintf(stderr,
 			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%s/s), %" PRIu64
-			" failed, over %s\n",
-			files, bytes, secs, r, failures, transport);
+			" failed%s, over %s\n",
+			files, bytes, secs, r, failures, sk, transport);
 	}
 }
 

@@ -46,6 +46,8 @@ void output_memory(struct output *out, uint64_t limit, uint64_t pool, uint32_t c
 		   uint32_t chunks, bool fitted);
 void output_file(struct output *out, const char *name, uint64_t bytes, double secs,
 		 const uint8_t hash[16]);
+/* A file kept as it was at the destination (--skip): -v "skipped NAME", --json "action":"skipped". */
+void output_skipped(struct output *out, const char *name);
 void output_error(struct output *out, const char *name, const char *code, const char *text);
 /*
  * A failure on this side (a source that can't be read, a destination that
@@ -56,7 +58,7 @@ void output_local_error(struct output *out, const char *name, const char *path, 
 			const char *text);
 void output_progress(struct output *out, uint64_t bytes);
 void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t failures,
-		    const char *transport);
+		    uint64_t skipped, const char *transport);
 /* --dry-run: one entry that would be copied. */
 void output_plan(struct output *out, const char *name, uint64_t bytes);
 /* ls: a module ("read only", "write only" or "read/write") and an entry. */

@@ -234,6 +234,14 @@ static void ev_file_ok(void *ud, const char *name, uint64_t bytes, double secs, 
 	}
 }
 
+static void ev_file_skipped(void *ud, const char *name)
+{
+	struct conn *c = ud;
+	char esc[512];
+
+	log_debug("%s: kept %s (skip level)", c->peer, log_escape(name, esc, sizeof(esc)));
+}
+
 static void ev_progress(void *ud, uint64_t bytes)
 {
 	struct conn *c = ud;
@@ -331,7 +339,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	struct engine_stats st;
 	uint32_t code = 0, chunk, slots;
 	uint64_t pinned;
-	char err[512];
+	char err[512], skipped[40] = "";
 	uint16_t port;
 	int r;
 
@@ -420,6 +428,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.ev = (struct engine_events){ .file_ok = ev_file_ok,
 					.file_failed = ev_file_failed,
 					.progress = ev_progress,
+					.file_skipped = ev_file_skipped,
 					.ud = c };
 	c->last_progress = 0;
 	ep.stop = &stop_requested;
@@ -434,9 +443,13 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 			   log_escape(err, esc, sizeof(esc)));
 		return r;
 	}
-	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed", c->peer, c->id,
+	if (st.files_skipped) {
+		snprintf(skipped, sizeof(skipped), ", %llu skipped",
+			 (unsigned long long)st.files_skipped);
+	}
+	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
-		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed);
+		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped);
 	return 0;
 }
 

@@ -53,6 +53,7 @@ static const char *const err_names[] = {
 	[PERR_NOT_FOUND] = "NOT_FOUND",
 	[PERR_INTERNAL] = "INTERNAL",
 	[PERR_DUPLICATE] = "DUPLICATE",
+	[PERR_SKIPPED] = "SKIPPED",
 };
 
 const char *proto_type_name(uint16_t type)
@@ -512,8 +513,9 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		}
 		if ((o->direction != PROTO_DIR_PUSH && o->direction != PROTO_DIR_PULL) ||
 		    o->transport > 2 || o->lanes == 0 || o->lanes > PROTO_MAX_LANES ||
-		    (o->flags & ~PROTO_OPEN_FLAGS_KNOWN) || !chunk_size_ok(o->chunk_size) ||
-		    o->slots == 0 || o->slots > PROTO_MAX_SLOTS) {
+		    (o->flags & ~PROTO_OPEN_FLAGS_KNOWN) ||
+		    ((o->flags & PROTO_OPEN_SKIP_EXISTS) && (o->flags & PROTO_OPEN_SKIP_QUICK)) ||
+		    !chunk_size_ok(o->chunk_size) || o->slots == 0 || o->slots > PROTO_MAX_SLOTS) {
 			return -EBADMSG;
 		}
 		return 0;
@@ -608,7 +610,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		ef->status = rbuf_get_u32(r);
 		rbuf_get_str16(r, ef->name, sizeof(ef->name), PROTO_MAX_PATH);
 		rbuf_get_str16(r, ef->text, sizeof(ef->text), PROTO_MAX_TEXT);
-		if (!r->error && (ef->status == PERR_OK || ef->status > PERR_MAX)) {
+		if (!r->error && (ef->status == PERR_OK || ef->status == PERR_SKIPPED ||
+				  ef->status > PERR_MAX)) {
 			return -EBADMSG;
 		}
 		return 0;

@@ -62,8 +62,9 @@ enum {
 	PROTO_CAP_TREES = 1u << 3,	  /* directories, symlinks in FILES */
 	PROTO_CAP_LIST = 1u << 4,	  /* LIST and MODULES */
 	PROTO_CAP_ENTRY_FAILED = 1u << 5, /* understands ENTRY_FAILED */
+	PROTO_CAP_SKIP = 1u << 6,	  /* OPEN skip levels, PERR_SKIPPED in FILES_ACK */
 };
-#define PROTO_CAPS_KNOWN 0x3fu
+#define PROTO_CAPS_KNOWN 0x7fu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -85,7 +86,12 @@ enum proto_err {
 	PERR_NOT_FOUND = 15,
 	PERR_INTERNAL = 16,
 	PERR_DUPLICATE = 17, /* same destination twice in one session */
-	PERR_MAX = PERR_DUPLICATE,
+	/*
+	 * FILES_ACK only, not a failure: the receiver keeps the file it has
+	 * (OPEN skip level); the sender neither reads nor sends it.
+	 */
+	PERR_SKIPPED = 18,
+	PERR_MAX = PERR_SKIPPED,
 };
 
 enum proto_dir {
@@ -100,8 +106,11 @@ enum {
 	PROTO_OPEN_OWNER = 1u << 2,    /* uid/gid */
 	PROTO_OPEN_DRY_RUN = 1u << 3,
 	PROTO_OPEN_DEST_IS_DIR = 1u << 4, /* push: destination must be a directory */
+	/* Skip levels (at most one; only to a peer with PROTO_CAP_SKIP). */
+	PROTO_OPEN_SKIP_EXISTS = 1u << 5, /* a regular file is there by that name */
+	PROTO_OPEN_SKIP_QUICK = 1u << 6,  /* ... and has the same size and mtime */
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x1fu
+#define PROTO_OPEN_FLAGS_KNOWN 0x7fu
 
 /* LIST flags. */
 enum {

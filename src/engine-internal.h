@@ -293,6 +293,7 @@ void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void note_failure(struct engine *e, const char *name, uint32_t code, bool local, const char *text);
 void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash);
+void note_skipped(struct engine *e, const char *name);
 struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(struct engine *e, struct efile *f);
 void file_release(struct engine *e, struct efile *f);

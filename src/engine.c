@@ -94,6 +94,15 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
 	}
 }
 
+/* Count a regular file the receiver kept as it was (a skip level): not a failure. */
+void note_skipped(struct engine *e, const char *name)
+{
+	e->st.files_skipped++;
+	if (e->p->ev.file_skipped) {
+		e->p->ev.file_skipped(e->p->ev.ud, name);
+	}
+}
+
 struct efile *file_by_id(struct engine *e, uint32_t id)
 {
 	struct efile *f = &e->files[id % FILE_TABLE];
@@ -429,7 +438,7 @@ static bool finished(struct engine *e)
  */
 static uint64_t progress_mark(const struct engine *e)
 {
-	return e->bytes_progress + e->credits + e->st.files_ok;
+	return e->bytes_progress + e->credits + e->st.files_ok + e->st.files_skipped;
 }
 
 /* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */

@@ -77,6 +77,8 @@ struct engine_stats {
 	bool first_error_local; /* it happened on this side (our disk), not the peer's */
 	/* Receiver: the declared sizes of the regular files accepted. */
 	uint64_t bytes_accepted;
+	/* Regular files the receiver kept as they were (skip level): not failures. */
+	uint64_t files_skipped;
 };
 
 struct engine_events {
@@ -90,6 +92,8 @@ struct engine_events {
 	void (*file_failed)(void *ud, const char *name, uint32_t code, bool local,
 			    const char *text);
 	void (*progress)(void *ud, uint64_t bytes);
+	/* A regular file the receiver kept as it was (skip level); may be NULL. */
+	void (*file_skipped)(void *ud, const char *name);
 	void *ud;
 };
 
@@ -129,7 +133,12 @@ struct engine_params {
 	/* receiver */
 	int base_fd;	       /* destination directory (borrowed) */
 	const char *rename_to; /* store the single top-level entry under this name */
-	uint32_t open_flags;   /* PROTO_OPEN_* (PRESERVE, OWNER) */
+	/*
+	 * PROTO_OPEN_* (PRESERVE, OWNER, and the skip level: SKIP_EXISTS keeps
+	 * a regular file that is there by that name, SKIP_QUICK one of the same
+	 * size and mtime; never through a symlink, never a directory).
+	 */
+	uint32_t open_flags;
 	/*
 	 * Create set-user-ID, set-group-ID and sticky bits as the sender sent
 	 * them (with PRESERVE); false: never, on files and directories alike.

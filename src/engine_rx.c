@@ -69,12 +69,49 @@ static uint32_t rx_check_space(struct engine *e, struct efile *f, char *text, si
 	return PERR_NOSPACE;
 }
 
+/*
+ * The skip level (OPEN flags): PERR_SKIPPED when a regular file is there by
+ * f's name (SKIP_EXISTS), with the declared size and mtime to the nanosecond
+ * (SKIP_QUICK). Looked at beneath the held directory, never through a
+ * symlink; anything else there (a symlink, a directory) is not a match and
+ * is dealt with as without a skip level.
+ */
+static uint32_t rx_check_skip(struct engine *e, const struct efile *f)
+{
+	uint32_t level = e->p->open_flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
+	struct stat st;
+
+	if (!level || fstatat(e->dirs[f->dir].fd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode)) {
+		return PERR_OK;
+	}
+	if (level == PROTO_OPEN_SKIP_EXISTS) {
+		return PERR_SKIPPED;
+	}
+	if ((uint64_t)st.st_size == f->size && st.st_mtim.tv_sec == f->meta.mtime_sec &&
+	    (uint64_t)st.st_mtim.tv_nsec == f->meta.mtime_nsec) {
+		return PERR_SKIPPED;
+	}
+	return PERR_OK;
+}
+
 static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
-	uint32_t code = rx_check_limits(e, f, text, textlen);
+	uint32_t code = PERR_OK;
 	int r;
 
-	if (code == PERR_OK) {
+	/* A file kept as it is counts against no limit: its name is looked at first. */
+	if (e->p->open_flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK)) {
+		code = rx_locate(e, f, text, textlen);
+		if (code == PERR_OK) {
+			code = rx_check_skip(e, f);
+		}
+		if (code != PERR_OK) {
+			return code;
+		}
+	}
+	code = rx_check_limits(e, f, text, textlen);
+	if (code == PERR_OK && f->dir < 0) {
 		code = rx_locate(e, f, text, textlen);
 	}
 	if (code == PERR_OK) {
@@ -160,7 +197,10 @@ static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct 
 static void rx_entry_settle(struct engine *e, struct efile *f, const struct proto_file *pf,
 			    uint32_t code, bool peer)
 {
-	if (code != PERR_OK) {
+	if (code == PERR_SKIPPED) {
+		note_skipped(e, f->name);
+		file_release(e, f);
+	} else if (code != PERR_OK) {
 		note_failure(e, f->name ? f->name : pf->name, code, !peer, f->fail_text);
 		if (f->tfd >= 0 && f->dir >= 0) {
 			rx_discard(e, f);
@@ -203,7 +243,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		code = rx_entry_accept(e, f, pf, text, sizeof(text), &peer);
 		*s = (struct proto_status){ .id = pf->id, .status = code };
 		ack.u.files_ack.count++;
-		if (code != PERR_OK) {
+		if (code != PERR_OK && code != PERR_SKIPPED) {
 			file_fail(f, code, "%s", text);
 			s->text = strdup(f->fail_text);
 		}
@@ -580,7 +620,8 @@ static int rx_step(struct engine *e)
 	}
 	if (r >= 0 && e->got_end) {
 		struct msg m = { .type = MSG_END };
-		m.u.end.files = (uint32_t)(e->st.files_ok + e->st.files_failed);
+		m.u.end.files =
+		    (uint32_t)(e->st.files_ok + e->st.files_failed + e->st.files_skipped);
 		m.u.end.bytes = e->st.bytes;
 		r = chan_queue(e->p->chan, &m);
 		if (r < 0) {

@@ -472,6 +472,19 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 				    a->st[i].id);
 		}
 		f->acked = true;
+		if (a->st[i].status == PERR_SKIPPED) {
+			/* Kept as it is there: not read, not sent, not a failure. */
+			if (f->ftype != PROTO_FT_REG || !(e->p->peer_caps & PROTO_CAP_SKIP)) {
+				return fail(e, PERR_PROTOCOL, -EBADMSG,
+					    "FILES_ACK: SKIPPED for a %s",
+					    f->ftype != PROTO_FT_REG ? "directory or symlink"
+								     : "peer without skip levels");
+			}
+			note_skipped(e, f->name);
+			e->offered_unresolved--;
+			file_release(e, f);
+			continue;
+		}
 		if (a->st[i].status == PERR_OK && f->ftype != PROTO_FT_REG) {
 			note_committed(e, f, 0, NULL);
 			e->offered_unresolved--;

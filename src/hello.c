@@ -12,7 +12,7 @@
 uint64_t hello_local_caps(void)
 {
 	uint64_t caps = PROTO_CAP_TCP | PROTO_CAP_PULL | PROTO_CAP_TREES | PROTO_CAP_LIST |
-			PROTO_CAP_ENTRY_FAILED;
+			PROTO_CAP_ENTRY_FAILED | PROTO_CAP_SKIP;
 #ifdef HAVE_VERBS
 	caps |= PROTO_CAP_VERBS;
 #endif

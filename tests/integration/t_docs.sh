@@ -94,6 +94,7 @@ value_for() {
 	--devices) echo rxe0 ;;
 	--chunk-size) echo 1M ;;
 	--bwlimit) echo 1M ;;
+	--skip) echo quick ;;
 	*) echo 1 ;;
 	esac
 }

@@ -162,7 +162,8 @@ static void sample(uint16_t type, struct msg *m)
 		m->u.open.direction = PROTO_DIR_PUSH;
 		m->u.open.transport = 1;
 		m->u.open.lanes = 4;
-		m->u.open.flags = PROTO_OPEN_FLAGS_KNOWN;
+		/* Every flag, with one skip level (two at once is refused). */
+		m->u.open.flags = PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS;
 		m->u.open.chunk_size = 1u << 20;
 		m->u.open.slots = 64;
 		strcpy(m->u.open.path, "mod/dest");
@@ -972,9 +973,11 @@ static void test_bad_open(void **state)
 	BAD_OPEN(chunk_size, 1u << 31);
 	BAD_OPEN(slots, 0);
 	BAD_OPEN(slots, PROTO_MAX_SLOTS + 1);
-	for (unsigned bit = 5; bit < 32; bit++) {
-		BAD_OPEN(flags, PROTO_OPEN_FLAGS_KNOWN | (1u << bit));
+	for (unsigned bit = 7; bit < 32; bit++) {
+		BAD_OPEN(flags, (PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS) | (1u << bit));
 	}
+	/* Two skip levels at once. */
+	BAD_OPEN(flags, PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
 #undef BAD_OPEN
 	/* The reserved byte after lanes. */
 	sample(MSG_OPEN, &m);
@@ -1180,6 +1183,9 @@ static void test_bad_status(void **state)
 	m.u.entry_failed.status = PERR_MAX + 1;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 	m.u.entry_failed.status = PERR_OK;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	/* Nor SKIPPED: that is the receiver's answer, not a failure. */
+	m.u.entry_failed.status = PERR_SKIPPED;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 }
 
