@@ -329,7 +329,7 @@ static void end_close(struct end *e)
 /* ---- an engine on its own thread ---------------------------------------- */
 
 struct events {
-	unsigned ok, failed;
+	unsigned ok, failed, skipped;
 	uint64_t ok_bytes;
 	uint32_t first_failed_code;
 	bool first_failed_local; /* the failure happened on this side */
@@ -354,6 +354,14 @@ static void ev_failed(void *ud, const char *name, uint32_t code, bool local, con
 		ev->first_failed_code = code;
 		ev->first_failed_local = local;
 	}
+}
+
+static void ev_skipped(void *ud, const char *name)
+{
+	struct events *ev = ud;
+
+	(void)name;
+	ev->skipped++;
 }
 
 struct run {
@@ -386,8 +394,9 @@ static void run_init(struct run *u, enum engine_role role, struct end *e)
 	u->p.pool_chunks = SLOTS;
 	u->p.idle_timeout_ms = IO_MS;
 	u->p.base_fd = -1;
-	u->p.ev =
-	    (struct engine_events){ .file_ok = ev_ok, .file_failed = ev_failed, .ud = &u->ev };
+	u->p.ev = (struct engine_events){
+		.file_ok = ev_ok, .file_failed = ev_failed, .file_skipped = ev_skipped, .ud = &u->ev
+	};
 	u->code = UINT32_MAX;
 	u->r = 1; /* engine_run never returns this */
 }
@@ -966,6 +975,114 @@ static void test_pull_name_refused(void **state)
 	assert_same_file(f->src, f->dst, "wanted");
 }
 
+/* A destination file of size bytes (content by seed) with this mtime. */
+static void dest_file(struct fx *f, const char *name, size_t size, unsigned seed,
+		      struct timespec mtime)
+{
+	uint8_t *buf = malloc(size ? size : 1);
+	struct timespec ts[2] = { mtime, mtime };
+
+	assert_non_null(buf);
+	fill(buf, size, seed);
+	write_file(f->dst, name, buf, size);
+	free(buf);
+	assert_int_equal(utimensat(f->dst_fd, name, ts, 0), 0);
+}
+
+/*
+ * A receiver with skip level quick: a regular file there with the entry's
+ * size and mtime is kept (SKIPPED: the sender never opens it, here a source
+ * path that does not exist); one byte of size or one nanosecond of mtime
+ * off, a missing file, a symlink to a matching file, all are copied; a
+ * directory there is taken as always.
+ */
+static void test_skip_quick(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	const struct timespec t = { .tv_sec = 1700000000, .tv_nsec = 123456789 };
+	const struct timespec t1 = { .tv_sec = 1700000000, .tv_nsec = 123456788 };
+	static const char *const copied[] = { "newsize", "newtime", "absent", "lnk", NULL };
+	uint64_t bytes = 0;
+	uint8_t *got;
+	size_t len;
+
+	/* "same": the sender would fail to open it; only a skip makes this run clean. */
+	s.e[s.n++] = (struct engine_src){ .name = (char *)"same",
+					  .path = (char *)"no-such-source",
+					  .dirfd = f->src_fd,
+					  .ftype = PROTO_FT_REG,
+					  .mode = 0644,
+					  .size = 3000,
+					  .mtime = t };
+	dest_file(f, "same", 3000, 99, t);
+	bytes += source_file(f, &s, "newsize", 3000);
+	dest_file(f, "newsize", 2999, 99, t);
+	bytes += source_file(f, &s, "newtime", 3000);
+	dest_file(f, "newtime", 3000, 99, t1);
+	bytes += source_file(f, &s, "absent", 4000);
+	bytes += source_file(f, &s, "lnk", 3000);
+	dest_file(f, "victim", 3000, 99, t);
+	assert_int_equal(symlinkat("victim", f->dst_fd, "lnk"), 0);
+	source_dir(f, &s, "sub");
+	assert_int_equal(mkdirat(f->dst_fd, "sub", 0755), 0);
+	for (size_t i = 1; i < s.n; i++) {
+		s.e[i].mtime = t;
+	}
+	f->rxr.p.open_flags = PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_PRESERVE;
+	f->txr.p.peer_caps = PROTO_CAP_SKIP;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 5, 0, bytes, PERR_OK);
+	assert_stats(&f->txr.st, 5, 0, bytes, PERR_OK);
+	assert_int_equal(f->rxr.st.files_skipped, 1);
+	assert_int_equal(f->txr.st.files_skipped, 1);
+	assert_int_equal(f->rxr.ev.skipped, 1);
+	assert_int_equal(f->txr.ev.skipped, 1);
+	/* A skipped file counts against no limit. */
+	assert_int_equal(f->rxr.st.bytes_accepted, bytes);
+	for (size_t i = 0; copied[i]; i++) {
+		assert_same_file(f->src, f->dst, copied[i]);
+	}
+	/* The kept file is untouched; the symlink was replaced, its target not. */
+	got = read_file(f->dst, "same", &len);
+	assert_non_null(got);
+	assert_int_equal(len, 3000);
+	{
+		uint8_t want[3000];
+
+		fill(want, sizeof(want), 99);
+		assert_memory_equal(got, want, sizeof(want));
+	}
+	free(got);
+	assert_dest(f->dst, "absent lnk newsize newtime same sub victim");
+	{
+		struct stat st;
+
+		assert_int_equal(fstatat(f->dst_fd, "lnk", &st, AT_SYMLINK_NOFOLLOW), 0);
+		assert_true(S_ISREG(st.st_mode));
+	}
+	assert_no_fd_beneath(f->src);
+}
+
+/* A sender told SKIPPED by a peer that never announced skip levels: a protocol error. */
+static void test_skip_without_cap(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_file(f, &s, "a", 100);
+	dest_file(f, "a", 100, 1, (struct timespec){ 0 });
+	f->rxr.p.open_flags = PROTO_OPEN_SKIP_EXISTS;
+
+	run_both(f, &s);
+
+	assert_failed_run(&f->txr, -EBADMSG, PERR_PROTOCOL, "SKIPPED");
+}
+
 /* ---- cases: a sender played by hand ------------------------------------- */
 
 /* The same name twice, in one batch and in a later one: DUPLICATE each time; the first is kept. */
@@ -1402,6 +1519,8 @@ int main(void)
 		T(test_transfer),
 		T(test_checksum_mismatch),
 		T(test_pull_name_refused),
+		T(test_skip_quick),
+		T(test_skip_without_cap),
 		T(test_duplicate_names),
 		T(test_file_done_wrong_hash),
 		T(test_files_out_of_order),
