@@ -486,6 +486,13 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 	if (o->direction == PROTO_DIR_PULL && m->write_only) {
 		return refuse(c, PERR_PERMISSION, "module '%s' is write only", m->name);
 	}
+	/* Each SKIPPED would tell what the module holds: a name, its size and mtime. */
+	if (o->direction == PROTO_DIR_PUSH && m->write_only &&
+	    (o->flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK))) {
+		return refuse(c, PERR_PERMISSION,
+			      "module '%s' is write only: --skip would show what it holds",
+			      m->name);
+	}
 	*ret_m = m;
 	return 0;
 }

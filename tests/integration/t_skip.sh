@@ -13,7 +13,9 @@
 #   5. the same for a pull (the client is the receiver)
 #   6. a symlink at the destination name is not "exists": it is replaced by
 #      the file, as without --skip; its target is untouched
-#   7. a daemon without skip levels (rawserver.py, as a daemon from before):
+#   7. a write-only module refuses a push with --skip (each SKIPPED would
+#      tell a client that may not read it what it holds): exit 5
+#   8. a daemon without skip levels (rawserver.py, as a daemon from before):
 #      refused before OPEN, "too old", exit 12; --skip with -n: exit 1
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
@@ -23,7 +25,9 @@ HOST=127.0.0.1
 RAWSERVER=$HERE/rawserver.py
 N=300
 
-setup_standard
+mkdir -p "$T/drop"
+echo secret >"$T/drop/there"
+setup_standard "" "[drop]" "path = $T/drop" "allow = client" "write only = yes"
 mkdir -p "$T/src/tree/a" "$T/src/tree/b"
 for i in $(seq 1 $N); do
 	d=a
@@ -174,7 +178,19 @@ check_eq "pull symlink: not skipped" "$(json_summary "$T/out" skipped)" 0
 	pass "pull: the symlink was replaced by the file" || fail "pull: symlink not replaced"
 check_eq "pull: symlink target untouched" "$(cat "$T/mod/victim")" target
 
-# ---- 7. an old daemon, and -n -----------------------------------------------
+# ---- 7. a write-only module: no probing through --skip ----------------------
+echo probe >"$T/src/there"
+for level in exists quick; do
+	expect_rc 5 "write-only module, push --skip $level" \
+		"${CLIENT[@]}" -p --skip $level "$T/src/there" "$HOST:drop/"
+	grep -q "write only" "$T/err" && pass "says the module is write only" ||
+		fail "message: $(cat "$T/err")"
+done
+check_eq "write-only module's file untouched" "$(cat "$T/drop/there")" secret
+expect_rc 0 "write-only module, plain push" "${CLIENT[@]}" -q "$T/src/there" "$HOST:drop/"
+check_eq "plain push overwrote it" "$(cat "$T/drop/there")" probe
+
+# ---- 8. an old daemon, and -n -----------------------------------------------
 expect_rc 1 "--skip with -n refused" "${CLIENT[@]}" -n --skip quick "$T/src/one" "$HOST:data/"
 grep -q "dry-run" "$T/err" && pass "says why" || fail "no reason: $(cat "$T/err")"
 for dir in push pull; do
