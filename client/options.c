@@ -49,7 +49,8 @@ static void usage(FILE *f)
 	    "      --devices D1,D2    stripe the lanes over these RDMA devices (implies verbs)\n"
 	    "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
 	    "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"
-	    "  -p, --preserve         keep modes and modification times\n"
+	    "  -p, --preserve         keep modes and modification times (symlinks' too)\n"
+	    "  -a, --archive          the same as -r -p\n"
 	    "      --owner            also keep uid/gid (root on both ends)\n"
 	    "  -n, --dry-run          check access and list what would be copied\n"
 	    "      --skip LEVEL       keep destination files: none (default: overwrite),\n"
@@ -263,6 +264,14 @@ FLAG_HANDLER(set_long, long_listing)
 FLAG_HANDLER(set_poll, busy_poll)
 FLAG_HANDLER(set_json, json)
 
+/* -a: -r -p, as cp -a and rsync -a (less what rdmacp doesn't keep: owners, links). */
+static int set_archive(struct client_opts *o, const char *v)
+{
+	int r = set_recursive(o, v);
+
+	return r < 0 ? r : set_preserve(o, v);
+}
+
 static int set_progress(struct client_opts *o, const char *v)
 {
 	bool on;
@@ -334,6 +343,7 @@ const struct client_option client_options[] = {
 	{ NULL, required_argument, 0, "connect timeout", set_connect_timeout, "seconds, 1..3600" },
 	{ "recursive", no_argument, 'r', NULL, set_recursive, NULL },
 	{ "preserve", no_argument, 'p', NULL, set_preserve, NULL },
+	{ "archive", no_argument, 'a', NULL, set_archive, NULL },
 	{ "owner", no_argument, 0, NULL, set_owner, NULL },
 	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
 	{ "skip", required_argument, 0, NULL, set_skip, "none, exists or quick" },

@@ -43,9 +43,17 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
  * Every file in flight holds its directory, so the cache is larger than the
  * file table: a free entry always exists.
  */
-#define DIR_CACHE	   (FILE_TABLE + 64)
-#define STALE_TEMP_AGE_S   2	/* younger temp files may not be locked yet */
-#define DIR_META_MAX	   4096 /* directories whose mode (and with -p mtime) is set last */
+#define DIR_CACHE	 (FILE_TABLE + 64)
+#define STALE_TEMP_AGE_S 2 /* younger temp files may not be locked yet */
+/*
+ * Directories whose mode (and with -p mtime) the receiver sets last, at END:
+ * all of them, in a table that grows (a name and 24 bytes each). A push has
+ * no other bound on the number of entries, so this caps the table at about
+ * 100 MB for long names; a session that creates more directories has each
+ * one past the cap refused (a reported failure), never left with a wrong
+ * mode or time. A pull's daemon sends at most its 'max files per session'.
+ */
+#define DIR_META_MAX	   1000000
 #define URING_ENTRIES	   2048
 #define IOWQ_BOUND_WORKERS 64
 /*
@@ -84,6 +92,15 @@ struct rslot {
 	uint32_t wdone; /* bytes written so far */
 	uint32_t lane;
 	bool credit_due; /* done, its credit held back by --bwlimit */
+};
+
+/* A directory whose mode and time are set last (rx_finish_dirs). */
+struct dir_meta {
+	char *name;
+	int64_t mtime_sec;
+	uint32_t mtime_nsec;
+	uint32_t mode;
+	bool created; /* by us: takes the sender's mode (an existing one keeps its own) */
 };
 
 struct efile {
@@ -247,12 +264,8 @@ struct engine {
 	int sync_result;
 	uint64_t *seen; /* hashes of names received this session */
 	size_t seen_n, seen_cap;
-	struct {
-		char *name;
-		struct proto_file meta;
-		bool created; /* by us: takes the sender's mode (an existing one keeps its own) */
-	} dirs_meta[DIR_META_MAX];
-	size_t ndirs_meta;
+	struct dir_meta *dirs_meta; /* in arrival order: parents before children */
+	size_t ndirs_meta, dirs_meta_cap;
 
 	/* both */
 	bool got_end;	       /* the peer's END */

@@ -423,6 +423,7 @@ static void teardown(struct engine *e)
 	for (size_t i = 0; i < e->ndirs_meta; i++) {
 		free(e->dirs_meta[i].name);
 	}
+	free(e->dirs_meta);
 }
 
 static bool finished(struct engine *e)

@@ -92,6 +92,39 @@ static uint32_t rx_dir_mode(const struct engine *e, uint32_t sent)
 	return rx_plain_mode(e, sent);
 }
 
+/* Remember directory f for rx_finish_dirs. Returns >= 0 or -errno. */
+static int rx_dir_remember(struct engine *e, const struct efile *f, bool created)
+{
+	struct dir_meta *d;
+
+	if (e->ndirs_meta >= DIR_META_MAX) {
+		return -E2BIG;
+	}
+	if (e->ndirs_meta == e->dirs_meta_cap) {
+		size_t cap = e->dirs_meta_cap ? e->dirs_meta_cap * 2 : 256;
+		struct dir_meta *t;
+
+		cap = MIN(cap, (size_t)DIR_META_MAX);
+		t = reallocarray(e->dirs_meta, cap, sizeof(*t));
+		if (!t) {
+			return -ENOMEM;
+		}
+		e->dirs_meta = t;
+		e->dirs_meta_cap = cap;
+	}
+	d = &e->dirs_meta[e->ndirs_meta];
+	d->name = strdup(f->name);
+	if (!d->name) {
+		return -ENOMEM;
+	}
+	d->mtime_sec = f->meta.mtime_sec;
+	d->mtime_nsec = f->meta.mtime_nsec;
+	d->mode = f->meta.mode;
+	d->created = created;
+	e->ndirs_meta++;
+	return 0;
+}
+
 uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	_cleanup_close_ int fd = -1;
@@ -107,19 +140,24 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 		snprintf(text, textlen, "directory: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	if (created && e->ndirs_meta >= DIR_META_MAX) {
-		/* No room to remember it: its mode now, still writable for us. */
-		fchmod(fd, rx_dir_mode(e, f->meta.mode) | 0700);
+	if (!created && !preserve) {
+		return PERR_OK;
 	}
-	if (created || preserve) {
-		if (e->ndirs_meta < DIR_META_MAX) {
-			e->dirs_meta[e->ndirs_meta].name = strdup(f->name);
-			e->dirs_meta[e->ndirs_meta].meta = f->meta;
-			e->dirs_meta[e->ndirs_meta].created = created;
-			if (e->dirs_meta[e->ndirs_meta].name) {
-				e->ndirs_meta++;
-			}
+	r = rx_dir_remember(e, f, created);
+	if (r < 0) {
+		/* Its mode now, still writable for us; the entry is refused, not lost. */
+		if (created) {
+			fchmod(fd, rx_dir_mode(e, f->meta.mode) | 0700);
 		}
+		if (r == -E2BIG) {
+			snprintf(text, textlen,
+				 "more than %u directories in one session: its mode and time "
+				 "could not be kept",
+				 DIR_META_MAX);
+			return PERR_BUSY;
+		}
+		snprintf(text, textlen, "directory: %s", strerror(-r));
+		return PERR_INTERNAL;
 	}
 	return PERR_OK;
 }
@@ -161,29 +199,55 @@ uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, 
 		return errno_to_perr(r);
 	}
 	d->dirty = true;
+	if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
+		/* -p: the link's own time, as cp -a and rsync -a keep it; nothing followed. */
+		struct timespec ts[2] = {
+			{ .tv_sec = 0, .tv_nsec = UTIME_OMIT },
+			{ .tv_sec = f->meta.mtime_sec, .tv_nsec = f->meta.mtime_nsec },
+		};
+		if (utimensat(d->fd, f->leaf, ts, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = negerrno();
+			snprintf(text, textlen, "symlink: set mtime: %s", strerror(-r));
+			return errno_to_perr(r);
+		}
+	}
 	return PERR_OK;
 }
 
-/* Directories we created get their mode last (with -p their mtime too), deepest first. */
+/*
+ * Directories we created get their mode last (with -p their mtime too),
+ * deepest first: in reverse arrival order, children before their parents.
+ * One that can't be set is a failure of its own, reported.
+ */
 void rx_finish_dirs(struct engine *e)
 {
 	for (size_t i = e->ndirs_meta; i-- > 0;) {
 		_cleanup_close_ int fd = -1;
-		const struct proto_file *m = &e->dirs_meta[i].meta;
+		struct dir_meta *d = &e->dirs_meta[i];
 		struct timespec ts[2] = {
 			{ .tv_sec = 0, .tv_nsec = UTIME_OMIT },
-			{ .tv_sec = m->mtime_sec, .tv_nsec = m->mtime_nsec },
+			{ .tv_sec = d->mtime_sec, .tv_nsec = d->mtime_nsec },
 		};
+		const char *what = NULL;
+		int r;
 
-		if (fspath_open_dir(e->p->base_fd, e->dirs_meta[i].name, &fd) == 0) {
-			if (e->dirs_meta[i].created) {
-				fchmod(fd, rx_dir_mode(e, m->mode));
-			}
-			if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
-				futimens(fd, ts);
-			}
+		r = fspath_open_dir(e->p->base_fd, d->name, &fd);
+		if (r < 0) {
+			what = "directory";
+		} else if (d->created && fchmod(fd, rx_dir_mode(e, d->mode)) < 0) {
+			what = "chmod";
+			r = negerrno();
+		} else if ((e->p->open_flags & PROTO_OPEN_PRESERVE) && futimens(fd, ts) < 0) {
+			what = "set mtime";
+			r = negerrno();
 		}
-		free(e->dirs_meta[i].name);
+		if (what) {
+			char text[256];
+
+			snprintf(text, sizeof(text), "%s: %s", what, strerror(-r));
+			note_failure(e, d->name, errno_to_perr(r), true, text);
+		}
+		free(d->name);
 	}
 	e->ndirs_meta = 0;
 }
