@@ -112,6 +112,8 @@ struct engine_limits {
 #define ENGINE_FAULT_FLIP_BYTE (1u << 0)
 /* Test hook on the receiver: hold slots by copying them (the verbs way) on any transport. */
 #define ENGINE_FAULT_COPY_SLOTS (1u << 1)
+/* Test hook on the receiver: keep at most 8 directories' modes and times for the end. */
+#define ENGINE_FAULT_FEW_DIRS (1u << 2)
 
 struct engine_params {
 	enum engine_role role;

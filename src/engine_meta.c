@@ -95,9 +95,10 @@ static uint32_t rx_dir_mode(const struct engine *e, uint32_t sent)
 /* Remember directory f for rx_finish_dirs. Returns >= 0 or -errno. */
 static int rx_dir_remember(struct engine *e, const struct efile *f, bool created)
 {
+	size_t max = (e->p->faults & ENGINE_FAULT_FEW_DIRS) ? 8 : DIR_META_MAX;
 	struct dir_meta *d;
 
-	if (e->ndirs_meta >= DIR_META_MAX) {
+	if (e->ndirs_meta >= max) {
 		return -E2BIG;
 	}
 	if (e->ndirs_meta == e->dirs_meta_cap) {

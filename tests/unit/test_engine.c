@@ -15,7 +15,8 @@
  * a pull receiver's name_ok refusing a name; duplicate names; FILES ids out
  * of order; FILE_DONE byte counts too high and too low; a sender that dies
  * mid-file; an idle sender; a receiver that answers ERROR, sends a bad RING,
- * or never returns a credit; the stop flag.
+ * or never returns a credit; the stop flag; more directories under -p than
+ * the receiver keeps for the end (each one past its cap a reported failure).
  *
  * Every case checks engine_run's return, its protocol error code, the stats,
  * and the destination: nothing under a final name unless it was committed, no
@@ -920,6 +921,47 @@ static void test_transfer(void **state)
 	assert_no_fd_beneath(f->src);
 }
 
+/*
+ * -p over more directories than the receiver keeps for the end (its
+ * FEW_DIRS hook: 8, standing for DIR_META_MAX): the first 8 get their times,
+ * each one past the cap is a reported failure (BUSY), none is left wrong
+ * in silence.
+ */
+static void test_dir_meta_cap(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	static const char *const names[] = { "d00", "d01", "d02", "d03", "d04", "d05",
+					     "d06", "d07", "d08", "d09", "d10", "d11" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		source_dir(f, &s, names[i]);
+		s.e[i].mtime = (struct timespec){ .tv_sec = 1000000 + (time_t)i, .tv_nsec = 7 };
+	}
+	f->rxr.p.open_flags = PROTO_OPEN_PRESERVE;
+	f->rxr.p.faults = ENGINE_FAULT_FEW_DIRS;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 8, 4, 0, PERR_BUSY);
+	assert_stats(&f->txr.st, 8, 4, 0, PERR_BUSY);
+	assert_int_equal(f->rxr.ev.failed, 4);
+	assert_int_equal(f->txr.ev.failed, 4);
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		struct stat st;
+
+		assert_int_equal(fstatat(f->dst_fd, names[i], &st, AT_SYMLINK_NOFOLLOW), 0);
+		assert_true(S_ISDIR(st.st_mode));
+		if (i < 8) {
+			assert_int_equal(st.st_mtim.tv_sec, 1000000 + (time_t)i);
+			assert_int_equal(st.st_mtim.tv_nsec, 7);
+			assert_int_equal(st.st_mode & 07777, 0755);
+		}
+	}
+}
+
 /* A byte flipped on arrival (the receiver's test hook): INTEGRITY per file, nothing committed. */
 static void test_checksum_mismatch(void **state)
 {
@@ -1518,6 +1560,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_transfer),
 		T(test_checksum_mismatch),
+	T(test_dir_meta_cap),
 		T(test_pull_name_refused),
 		T(test_skip_quick),
 		T(test_skip_without_cap),
