@@ -47,13 +47,16 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
 #define STALE_TEMP_AGE_S 2 /* younger temp files may not be locked yet */
 /*
  * Directories whose mode (and with -p mtime) the receiver sets last, at END:
- * all of them, in a table that grows (a name and 24 bytes each). A push has
- * no other bound on the number of entries, so this caps the table at about
- * 100 MB for long names; a session that creates more directories has each
- * one past the cap refused (a reported failure), never left with a wrong
- * mode or time. A pull's daemon sends at most its 'max files per session'.
+ * all of them, in a table that grows (a name and 32 bytes each). A push has
+ * no other bound on the number of entries, so the table is capped: at
+ * DIR_META_MAX directories and DIR_META_BYTES_MAX bytes of entries and names
+ * (1,000,000 directories of /usr-like names, 40 bytes on average, take about
+ * 72 MB). A session that creates more has each directory past the cap
+ * refused (a reported failure), never one left with a wrong mode or time.
+ * A pull's daemon sends at most its 'max files per session'.
  */
 #define DIR_META_MAX	   1000000
+#define DIR_META_BYTES_MAX ((size_t)256 << 20)
 #define URING_ENTRIES	   2048
 #define IOWQ_BOUND_WORKERS 64
 /*
@@ -266,6 +269,7 @@ struct engine {
 	size_t seen_n, seen_cap;
 	struct dir_meta *dirs_meta; /* in arrival order: parents before children */
 	size_t ndirs_meta, dirs_meta_cap;
+	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
 
 	/* both */
 	bool got_end;	       /* the peer's END */

@@ -96,9 +96,10 @@ static uint32_t rx_dir_mode(const struct engine *e, uint32_t sent)
 static int rx_dir_remember(struct engine *e, const struct efile *f, bool created)
 {
 	size_t max = (e->p->faults & ENGINE_FAULT_FEW_DIRS) ? 8 : DIR_META_MAX;
+	size_t bytes = sizeof(struct dir_meta) + strlen(f->name) + 1;
 	struct dir_meta *d;
 
-	if (e->ndirs_meta >= max) {
+	if (e->ndirs_meta >= max || e->dirs_meta_bytes + bytes > DIR_META_BYTES_MAX) {
 		return -E2BIG;
 	}
 	if (e->ndirs_meta == e->dirs_meta_cap) {
@@ -123,6 +124,7 @@ static int rx_dir_remember(struct engine *e, const struct efile *f, bool created
 	d->mode = f->meta.mode;
 	d->created = created;
 	e->ndirs_meta++;
+	e->dirs_meta_bytes += bytes;
 	return 0;
 }
 
@@ -152,9 +154,9 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 		}
 		if (r == -E2BIG) {
 			snprintf(text, textlen,
-				 "more than %u directories in one session: its mode and time "
-				 "could not be kept",
-				 DIR_META_MAX);
+				 "more than %u directories (or %zu MiB of their names) in one "
+				 "session: its mode and time could not be kept",
+				 DIR_META_MAX, DIR_META_BYTES_MAX >> 20);
 			return PERR_BUSY;
 		}
 		snprintf(text, textlen, "directory: %s", strerror(-r));
@@ -251,4 +253,5 @@ void rx_finish_dirs(struct engine *e)
 		free(d->name);
 	}
 	e->ndirs_meta = 0;
+	e->dirs_meta_bytes = 0;
 }
