@@ -319,39 +319,38 @@ static int lookup_user(const char *name, uid_t uid, uid_t *ret_uid, gid_t *ret_g
 	return 0;
 }
 
-static int resolve_user(const char *s, uid_t *ret)
+/* A numeric uid or gid; -1 means "no change" to chown() and setresuid(), so never that. */
+static int parse_id(const char *s, uint32_t *ret)
 {
 	uint64_t v;
+	int r = parse_uint(s, 0, UINT32_MAX - 1, &v);
+
+	if (r < 0) {
+		return r;
+	}
+	*ret = (uint32_t)v;
+	return 0;
+}
+
+static int resolve_user(const char *s, uid_t *ret)
+{
 	gid_t gid;
-	int r;
 
 	if (isdigit((unsigned char)s[0])) {
-		/* (uid_t)-1 means "no change" to chown() and setresuid(). */
-		r = parse_uint(s, 0, UINT32_MAX - 1, &v);
-		if (r < 0) {
-			return r;
-		}
-		*ret = (uid_t)v;
-		return 0;
+		return parse_id(s, ret);
 	}
 	return lookup_user(s, 0, ret, &gid);
 }
 
 static int resolve_group(const char *s, gid_t *ret)
 {
-	uint64_t v;
 	struct group gr, *res = NULL;
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 16384;
 	int r;
 
 	if (isdigit((unsigned char)s[0])) {
-		r = parse_uint(s, 0, UINT32_MAX - 1, &v);
-		if (r < 0) {
-			return r;
-		}
-		*ret = (gid_t)v;
-		return 0;
+		return parse_id(s, ret);
 	}
 	for (;;) {
 		buf = malloc(len);
