@@ -96,13 +96,33 @@ struct xfer {
 	char **args;
 	int nargs;
 	const char *local_dir;
+	/* for the summary */
+	uint64_t planned; /* dry run: entries listed */
+	const char *transport;
+	bool completed;
 };
 
-static void ev_ok(void *ud, const char *name, uint64_t bytes, double secs, const uint8_t h[16])
+/* Every run ends with a summary (--json: even a failed one, with its exit code). */
+static int finish(struct xfer *x, const struct engine_stats *st, uint64_t local_failures, int rc)
+{
+	struct output_totals t = {
+		.files = x->o->dry_run ? x->planned : st->files_ok,
+		.bytes = st->bytes,
+		.failed = st->files_failed + local_failures,
+		.skipped = st->files_skipped,
+		.dry_run = x->o->dry_run,
+		.completed = x->completed,
+	};
+
+	output_summary(&x->out, &t, x->transport, rc);
+	return rc;
+}
+
+static void ev_ok(void *ud, const struct engine_entry_ev *ev)
 {
 	struct xfer *x = ud;
 
-	output_file(&x->out, name, bytes, secs, h);
+	output_file(&x->out, ev->name, ev->ftype, ev->bytes, ev->seconds, ev->hash);
 }
 
 static void ev_skipped(void *ud, const char *name)
@@ -143,15 +163,16 @@ static char *local_path(const struct xfer *x, const char *name)
 	return NULL;
 }
 
-static void ev_failed(void *ud, const char *name, uint32_t code, bool local, const char *text)
+static void ev_failed(void *ud, const char *name, uint8_t ftype, uint32_t code, bool local,
+		      const char *text)
 {
 	struct xfer *x = ud;
 	_cleanup_free_ char *path = local ? local_path(x, name) : NULL;
 
 	if (path) {
-		output_local_error(&x->out, name, path, proto_err_name(code), text);
+		output_local_error(&x->out, name, ftype, path, proto_err_name(code), text);
 	} else {
-		output_error(&x->out, name, proto_err_name(code), text);
+		output_error(&x->out, name, ftype, proto_err_name(code), text);
 	}
 }
 
@@ -443,15 +464,15 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 		int r;
 
 		if (!name) {
-			return EXIT_LOCAL_IO;
+			return finish(&x, &st, local_failures, EXIT_LOCAL_IO);
 		}
 		r = walk_add(&srcs, AT_FDCWD, args[i], name, o->recursive, walk_warning, NULL);
 		if (r == -ENOMEM) {
 			src_list_free(&srcs);
-			return EXIT_LOCAL_IO;
+			return finish(&x, &st, local_failures, EXIT_LOCAL_IO);
 		}
 		if (r < 0) {
-			output_local_error(&x.out, name, args[i],
+			output_local_error(&x.out, name, 0, args[i],
 					   r == -EISDIR ? "IS_DIRECTORY" : "LOCAL_IO",
 					   r == -EISDIR ? "is a directory (use -r)" : strerror(-r));
 			(void)esc;
@@ -462,7 +483,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	x.nargs = nargs;
 	if (srcs.n == 0) {
 		src_list_free(&srcs);
-		return nargs == 1 && local_failures ? EXIT_LOCAL_IO : EXIT_LOCAL_IO;
+		return finish(&x, &st, local_failures, EXIT_LOCAL_IO);
 	}
 	x.out.total_bytes = srcs.total_bytes;
 	if (nargs > 1 || rem->path[0] == '\0' || rem->path[strlen(rem->path) - 1] == '/') {
@@ -475,27 +496,27 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	if (rc == 0 && o->dry_run) {
 		for (size_t i = 0; i < srcs.n; i++) {
 			if (srcs.v[i].error) {
-				output_error(&x.out, srcs.v[i].name, "LOCAL_IO", srcs.v[i].why);
+				output_error(&x.out, srcs.v[i].name, srcs.v[i].ftype, "LOCAL_IO",
+					     srcs.v[i].why);
 				local_failures++;
 				continue;
 			}
-			output_plan(&x.out, srcs.v[i].name, srcs.v[i].size);
+			output_plan(&x.out, srcs.v[i].name, srcs.v[i].ftype, srcs.v[i].size);
+			x.planned++;
 		}
 	} else if (rc == 0) {
 		src_list_source(&srcs, &ep.source);
 		ep.bwlimit = o->bwlimit;
+		x.transport = transport_name(reply.u.open_ok.transport);
 		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
 	}
 	daemon_conn_close(&s, rc == 0);
 	src_list_free(&srcs);
 	if (rc != 0) {
-		return rc;
+		return finish(&x, &st, local_failures, rc);
 	}
-	if (!o->dry_run) {
-		output_summary(&x.out, st.files_ok, st.bytes, st.files_failed + local_failures,
-			       st.files_skipped, transport_name(reply.u.open_ok.transport));
-	}
-	return exit_for_stats(&st, local_failures);
+	x.completed = true;
+	return finish(&x, &st, local_failures, exit_for_stats(&st, local_failures));
 }
 
 /*
@@ -647,7 +668,7 @@ static int pull_plan(struct daemon_conn *s, struct xfer *x)
 		}
 		if (m.type == MSG_ENTRY_FAILED) {
 			/* What the daemon could not send: a failure, not a silent gap. */
-			output_error(&x->out, m.u.entry_failed.name,
+			output_error(&x->out, m.u.entry_failed.name, 0,
 				     proto_err_name(m.u.entry_failed.status),
 				     m.u.entry_failed.text);
 			failed++;
@@ -670,7 +691,9 @@ static int pull_plan(struct daemon_conn *s, struct xfer *x)
 				log_error("daemon listed a name that was not asked for");
 				return EXIT_PROTOCOL;
 			}
-			output_plan(&x->out, m.u.files.files[i].name, m.u.files.files[i].size);
+			output_plan(&x->out, m.u.files.files[i].name, m.u.files.files[i].ftype,
+				    m.u.files.files[i].size);
+			x->planned++;
 		}
 		msg_clear(&m);
 	}
@@ -695,6 +718,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		return EXIT_USAGE;
 	}
 	output_init(&x.out, o->json, o->progress, o->verbose);
+	x.out.pull = true;
 	for (int i = 0; i < nargs; i++) {
 		if (parse_remote(args[i], &rems[i]) != 1 || strcmp(rems[i].host, rems[0].host)) {
 			log_error("all sources of a pull must be on one host: %s", args[i]);
@@ -733,6 +757,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	if (rc == 0 && o->dry_run) {
 		rc = send_get(&s, paths, (size_t)nargs) < 0 ? EXIT_PROTOCOL : pull_plan(&s, &x);
 	} else if (rc == 0) {
+		x.transport = transport_name(reply.u.open_ok.transport);
 		/* The lanes first (the daemon waits for them), then what we want. */
 		ep.base_fd = basefd;
 		ep.rename_to = rename_to;
@@ -764,11 +789,10 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		(void)rmdir(dst); /* only if still empty */
 	}
 	if (rc != 0 || o->dry_run) {
-		return rc;
+		return finish(&x, &st, 0, rc);
 	}
-	output_summary(&x.out, st.files_ok, st.bytes, st.files_failed, st.files_skipped,
-		       transport_name(reply.u.open_ok.transport));
-	return exit_for_stats(&st, 0);
+	x.completed = true;
+	return finish(&x, &st, 0, exit_for_stats(&st, 0));
 }
 
 int cmd_copy(struct client_opts *o, char **args, int nargs)

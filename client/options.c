@@ -64,7 +64,7 @@ static void usage(FILE *f)
 	    "      --no-progress      no progress line\n"
 	    "      --json             NDJSON events on stdout (start, file, error, summary, plan)\n"
 	    "  -q, --quiet            print errors only\n"
-	    "  -v, --verbose          print each file with its verified checksum; -vv: debug\n"
+	    "  -v, --verbose          itemized line per entry, with checksums; -vv: debug\n"
 	    "      --version          print the version\n"
 	    "  -h, --help             this text\n"
 	    "\n"

@@ -121,23 +121,68 @@ void output_start(struct output *out, const char *direction, const char *host,
 	}
 }
 
-void output_file(struct output *out, const char *name, uint64_t bytes, double secs,
-		 const uint8_t hash[16])
+/* "file", "dir", "symlink", "hardlink"; NULL when unknown (0). */
+static const char *type_name(uint8_t ftype)
 {
-	char hex[33], esc[4200];
+	switch (ftype) {
+	case PROTO_FT_REG:
+		return "file";
+	case PROTO_FT_DIR:
+		return "dir";
+	case PROTO_FT_SYMLINK:
+		return "symlink";
+	default:
+		return NULL;
+	}
+}
 
-	hash_to_hex(hash, hex);
+/* rsync's itemize letter for a type: f, d, L. */
+static char type_letter(uint8_t ftype)
+{
+	return ftype == PROTO_FT_DIR ? 'd' : ftype == PROTO_FT_SYMLINK ? 'L' : 'f';
+}
+
+/* ,"type":"..." when the type is known. */
+static void json_type(uint8_t ftype)
+{
+	const char *t = type_name(ftype);
+
+	if (t) {
+		printf(",\"type\":\"%s\"", t);
+	}
+}
+
+void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, double secs,
+		 const uint8_t *hash)
+{
+	char hex[33] = "", esc[4200];
+
+	if (hash) {
+		hash_to_hex(hash, hex);
+	}
 	if (out->json) {
 		printf("{\"event\":\"file\",\"name\":");
 		output_json_string(stdout, name);
-		printf(",\"action\":\"copied\",\"bytes\":%" PRIu64
-		       ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n",
-		       bytes, secs, hex);
+		json_type(ftype);
+		printf(",\"action\":\"copied\",\"bytes\":%" PRIu64 ",\"seconds\":%.6f", bytes,
+		       secs);
+		if (hash) {
+			printf(",\"xxh128\":\"%s\"", hex);
+		}
+		printf("}\n");
 		fflush(stdout);
 	} else if (out->verbose > 0) {
 		clear_progress(out);
-		fprintf(stderr, "%s: %" PRIu64 " bytes, verified xxh128 %s, committed\n",
-			log_escape(name, esc, sizeof(esc)), bytes, hex);
+		log_escape(name, esc, sizeof(esc));
+		if (ftype == PROTO_FT_REG) {
+			/* rsync -i: '<' sent, '>' received; then what was verified. */
+			fprintf(stderr, "%cf %s  %" PRIu64 " bytes, xxh128 %s\n",
+				out->pull ? '>' : '<', esc, bytes, hex);
+		} else {
+			/* 'c': created or changed at the destination, as rsync -i says. */
+			fprintf(stderr, "c%c %s%s\n", type_letter(ftype), esc,
+				ftype == PROTO_FT_DIR ? "/" : "");
+		}
 	}
 }
 
@@ -148,26 +193,41 @@ void output_skipped(struct output *out, const char *name)
 	if (out->json) {
 		printf("{\"event\":\"file\",\"name\":");
 		output_json_string(stdout, name);
-		printf(",\"action\":\"skipped\"}\n");
+		printf(",\"type\":\"file\",\"action\":\"skipped\"}\n");
 		fflush(stdout);
 	} else if (out->verbose > 0) {
 		clear_progress(out);
-		fprintf(stderr, "skipped %s\n", log_escape(name, esc, sizeof(esc)));
+		/* rsync -i: '.', the item is not being updated. */
+		fprintf(stderr, ".f %s\n", log_escape(name, esc, sizeof(esc)));
 	}
 }
 
-void output_error(struct output *out, const char *name, const char *code, const char *text)
+static void json_failed(const char *name, uint8_t ftype, const char *path, const char *code,
+			const char *text)
+{
+	printf("{\"event\":\"file\",\"name\":");
+	output_json_string(stdout, name);
+	json_type(ftype);
+	printf(",\"action\":\"failed\"");
+	if (path) {
+		printf(",\"path\":");
+		output_json_string(stdout, path);
+		printf(",\"local\":true");
+	}
+	printf(",\"code\":\"%s\",\"message\":", code);
+	output_json_string(stdout, text);
+	printf("}\n");
+	fflush(stdout);
+}
+
+void output_error(struct output *out, const char *name, uint8_t ftype, const char *code,
+		  const char *text)
 {
 	char esc[4200], esc2[2100];
 
 	out->files_failed++;
 	if (out->json) {
-		printf("{\"event\":\"error\",\"name\":");
-		output_json_string(stdout, name);
-		printf(",\"code\":\"%s\",\"message\":", code);
-		output_json_string(stdout, text);
-		printf("}\n");
-		fflush(stdout);
+		json_failed(name, ftype, NULL, code, text);
 	}
 	clear_progress(out);
 	/* Both shortened in the middle: a log line holds 2048 bytes. */
@@ -175,21 +235,14 @@ void output_error(struct output *out, const char *name, const char *code, const 
 		  log_escape_short(text, esc2, 700), code);
 }
 
-void output_local_error(struct output *out, const char *name, const char *path, const char *code,
-			const char *text)
+void output_local_error(struct output *out, const char *name, uint8_t ftype, const char *path,
+			const char *code, const char *text)
 {
 	char esc[1024], esc2[768];
 
 	out->files_failed++;
 	if (out->json) {
-		printf("{\"event\":\"error\",\"name\":");
-		output_json_string(stdout, name);
-		printf(",\"path\":");
-		output_json_string(stdout, path);
-		printf(",\"local\":true,\"code\":\"%s\",\"message\":", code);
-		output_json_string(stdout, text);
-		printf("}\n");
-		fflush(stdout);
+		json_failed(name, ftype, path, code, text);
 	}
 	clear_progress(out);
 	/* Shortened in the middle: the reason after the path must survive the line. */
@@ -236,45 +289,67 @@ void output_progress(struct output *out, uint64_t bytes)
 	out->drawn = true;
 }
 
-void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t failures,
-		    uint64_t skipped, const char *transport)
+void output_summary(struct output *out, const struct output_totals *t, const char *transport,
+		    int exit_code)
 {
 	double secs = now_seconds() - out->t0;
-	double rate = secs > 0 ? (double)bytes / secs : 0;
+	double rate = secs > 0 ? (double)t->bytes / secs : 0;
 
+	if (out->summarized) {
+		return;
+	}
+	out->summarized = true;
 	clear_progress(out);
 	if (out->json) {
+		/* "failures" is the name "failed" had before; kept for older scripts. */
 		printf("{\"event\":\"summary\",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64
-		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failures\":%" PRIu64
-		       ",\"skipped\":%" PRIu64 ",\"transport\":\"%s\"}\n",
-		       files, bytes, secs, rate, failures, skipped, transport);
+		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failed\":%" PRIu64
+		       ",\"failures\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"deleted\":%" PRIu64
+		       ",\"resumed_bytes\":%" PRIu64 ",\"dry_run\":%s,\"transport\":",
+		       t->files, t->bytes, secs, rate, t->failed, t->failed, t->skipped, t->deleted,
+		       t->resumed_bytes, t->dry_run ? "true" : "false");
+		if (transport) {
+			printf("\"%s\"", transport);
+		} else {
+			printf("null");
+		}
+		printf(",\"exit\":%d}\n", exit_code);
 		fflush(stdout);
-	} else if (out->verbose >= 0) {
-		char r[32];
+	} else if (out->verbose >= 0 && t->completed && !t->dry_run) {
+		char r[32], extra[128] = "";
+		size_t n = 0;
 
 		/* The progress line's units (binary, as --bwlimit's), so the two agree. */
 		human_bytes((uint64_t)rate, r, sizeof(r));
-		char sk[48] = "";
-
-		/* Said only when there are some: a plain copy's line stays as it was. */
-		if (skipped) {
-			snprintf(sk, sizeof(sk), ", %" PRIu64 " skipped", skipped);
+		/* Each said only when there are some: a plain copy's line stays as it was. */
+		if (t->skipped) {
+			n += (size_t)snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " skipped",
+					      t->skipped);
+		}
+		if (t->deleted && n < sizeof(extra)) {
+			n += (size_t)snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " deleted",
+					      t->deleted);
+		}
+		if (t->resumed_bytes && n < sizeof(extra)) {
+			snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " bytes resumed",
+				 t->resumed_bytes);
 		}
 		fprintf(stderr,
 			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%s/s), %" PRIu64
 			" failed%s, over %s\n",
-			files, bytes, secs, r, failures, sk, transport);
+			t->files, t->bytes, secs, r, t->failed, extra, transport ? transport : "-");
 	}
 }
 
-void output_plan(struct output *out, const char *name, uint64_t bytes)
+void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t bytes)
 {
 	char esc[4200];
 
 	if (out->json) {
 		printf("{\"event\":\"plan\",\"name\":");
 		output_json_string(stdout, name);
-		printf(",\"bytes\":%" PRIu64 "}\n", bytes);
+		json_type(ftype);
+		printf(",\"action\":\"copy\",\"bytes\":%" PRIu64 "}\n", bytes);
 	} else if (out->verbose >= 0) {
 		printf("would copy %s (%" PRIu64 " bytes)\n", log_escape(name, esc, sizeof(esc)),
 		       bytes);

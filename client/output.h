@@ -21,6 +21,8 @@ struct output {
 	double last_draw;
 	bool drawn;
 	uint64_t files_failed;
+	bool pull; /* itemized lines: '>' received here, else '<' sent */
+	bool summarized;
 	/* output_memory: the pinned pool, shown in start (mem_pool 0: not set) */
 	uint64_t mem_limit; /* 0: no limit */
 	uint64_t mem_pool;
@@ -44,23 +46,52 @@ void output_start(struct output *out, const char *direction, const char *host,
  */
 void output_memory(struct output *out, uint64_t limit, uint64_t pool, uint32_t chunk,
 		   uint32_t chunks, bool fitted);
-void output_file(struct output *out, const char *name, uint64_t bytes, double secs,
-		 const uint8_t hash[16]);
-/* A file kept as it was at the destination (--skip): -v "skipped NAME", --json "action":"skipped". */
+/*
+ * An entry committed at the destination (ftype: enum proto_ftype; hash:
+ * its verified XXH3-128, NULL for entries that have none). -v prints an
+ * rsync-like itemized line ("<f NAME" sent, ">f NAME" received, "cd NAME/",
+ * "cL NAME"); --json a file event with "type" and "action":"copied".
+ */
+void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, double secs,
+		 const uint8_t *hash);
+/* A file kept as it was at the destination (--skip): -v ".f NAME", --json "action":"skipped". */
 void output_skipped(struct output *out, const char *name);
-void output_error(struct output *out, const char *name, const char *code, const char *text);
+/*
+ * An entry that failed (ftype 0: unknown): an error line on stderr, and a
+ * --json file event with "action":"failed", its code and message.
+ */
+void output_error(struct output *out, const char *name, uint8_t ftype, const char *code,
+		  const char *text);
 /*
  * A failure on this side (a source that can't be read, a destination that
  * can't be written): "PATH: TEXT (CODE)", named as scp names it; --json adds the
- * local path and "local": true to the error event.
+ * local path and "local": true to the event.
  */
-void output_local_error(struct output *out, const char *name, const char *path, const char *code,
-			const char *text);
+void output_local_error(struct output *out, const char *name, uint8_t ftype, const char *path,
+			const char *code, const char *text);
 void output_progress(struct output *out, uint64_t bytes);
-void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t failures,
-		    uint64_t skipped, const char *transport);
+
+/* What a run did, for its summary. */
+struct output_totals {
+	uint64_t files;		/* entries committed (a dry run: entries it would copy) */
+	uint64_t bytes;		/* payload bytes sent over the data path (a dry run: 0) */
+	uint64_t failed;	/* entries that failed, on either side */
+	uint64_t skipped;	/* files kept as they were (--skip) */
+	uint64_t deleted;	/* entries removed at the destination (--delete) */
+	uint64_t resumed_bytes; /* bytes a partial held and that were not sent again */
+	bool dry_run;
+	bool completed; /* the exchange ran to its end (files may have failed) */
+};
+
+/*
+ * The last line of a run: the text summary on stderr when the exchange
+ * completed (not with -q, not for a dry run), or the --json summary event,
+ * always, a failed run's too ("exit" is its exit code). Once per run.
+ */
+void output_summary(struct output *out, const struct output_totals *t, const char *transport,
+		    int exit_code);
 /* --dry-run: one entry that would be copied. */
-void output_plan(struct output *out, const char *name, uint64_t bytes);
+void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t bytes);
 /* ls: a module ("read only", "write only" or "read/write") and an entry. */
 void output_module(struct output *out, const char *name, const char *access, const char *comment);
 void output_entry(struct output *out, const struct proto_file *f, bool long_format);

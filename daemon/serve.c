@@ -222,15 +222,18 @@ static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir, bool
 	return 0;
 }
 
-static void ev_file_ok(void *ud, const char *name, uint64_t bytes, double secs, const uint8_t h[16])
+static void ev_file_ok(void *ud, const struct engine_entry_ev *ev)
 {
 	struct conn *c = ud;
-	char esc[512], hex[33];
+	char esc[512], hex[33] = "none";
 
 	if (log_get_max_level() >= LOG_DEBUG) {
-		hash_to_hex(h, hex);
+		if (ev->hash) {
+			hash_to_hex(ev->hash, hex);
+		}
 		log_debug("%s: committed %s (%llu bytes, %.3f s, xxh128 %s)", c->peer,
-			  log_escape(name, esc, sizeof(esc)), (unsigned long long)bytes, secs, hex);
+			  log_escape(ev->name, esc, sizeof(esc)), (unsigned long long)ev->bytes,
+			  ev->seconds, hex);
 	}
 }
 
@@ -252,9 +255,12 @@ static void ev_progress(void *ud, uint64_t bytes)
 	c->last_progress = bytes;
 }
 
-static void ev_file_failed(void *ud, const char *name, uint32_t code, bool local, const char *text)
+static void ev_file_failed(void *ud, const char *name, uint8_t ftype, uint32_t code, bool local,
+			   const char *text)
 {
 	struct conn *c = ud;
+
+	(void)ftype;
 	char esc[900], esc2[512];
 
 	log_notice("%s (%s): %s failed%s: %s: %s", c->peer, c->id,

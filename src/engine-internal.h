@@ -308,7 +308,8 @@ uint32_t errno_to_perr(int r);
 int msg_unexpected(struct engine *e, const struct msg *m);
 void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void note_failure(struct engine *e, const char *name, uint32_t code, bool local, const char *text);
+void note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t code, bool local,
+		  const char *text);
 void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash);
 void note_skipped(struct engine *e, const char *name);
 struct efile *file_by_id(struct engine *e, uint32_t id);

@@ -67,7 +67,8 @@ void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
 }
 
 /* Count a failed file: the first failure's code and side are kept for the exit code. */
-void note_failure(struct engine *e, const char *name, uint32_t code, bool local, const char *text)
+void note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t code, bool local,
+		  const char *text)
 {
 	e->st.files_failed++;
 	if (!e->st.first_error) {
@@ -75,7 +76,7 @@ void note_failure(struct engine *e, const char *name, uint32_t code, bool local,
 		e->st.first_error_local = local;
 	}
 	if (e->p->ev.file_failed) {
-		e->p->ev.file_failed(e->p->ev.ud, name, code, local, text);
+		e->p->ev.file_failed(e->p->ev.ud, name, ftype, code, local, text);
 	}
 }
 
@@ -85,12 +86,18 @@ void note_failure(struct engine *e, const char *name, uint32_t code, bool local,
  */
 void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash)
 {
-	static const uint8_t none[HASH_LEN];
-
 	e->st.files_ok++;
 	e->st.bytes += bytes;
 	if (e->p->ev.file_ok) {
-		e->p->ev.file_ok(e->p->ev.ud, f->name, bytes, ts_since(&f->t0), hash ? hash : none);
+		struct engine_entry_ev ev = {
+			.name = f->name,
+			.ftype = f->ftype,
+			.bytes = bytes,
+			.seconds = ts_since(&f->t0),
+			.hash = f->ftype == PROTO_FT_REG ? hash : NULL,
+		};
+
+		e->p->ev.file_ok(e->p->ev.ud, &ev);
 	}
 }
 

@@ -81,15 +81,25 @@ struct engine_stats {
 	uint64_t files_skipped;
 };
 
+/* An entry committed by the receiver, as engine_events.file_ok tells it. */
+struct engine_entry_ev {
+	const char *name;
+	uint8_t ftype;	     /* enum proto_ftype */
+	uint64_t bytes;	     /* payload bytes of a regular file; 0 for anything else */
+	double seconds;	     /* since the entry was offered (sender) or taken (receiver) */
+	const uint8_t *hash; /* its verified XXH3-128: regular files only, else NULL */
+};
+
 struct engine_events {
-	/* A file committed by the receiver (both roles hear about it). */
-	void (*file_ok)(void *ud, const char *name, uint64_t bytes, double seconds,
-			const uint8_t hash[16]);
+	/* An entry committed by the receiver (both roles hear about it). */
+	void (*file_ok)(void *ud, const struct engine_entry_ev *ev);
 	/*
-	 * A file failed. local: on this side (a source we could not read, a
-	 * destination we could not write); else the peer refused it or failed.
+	 * An entry failed. ftype: enum proto_ftype, 0 when unknown (an entry
+	 * the sender could not offer). local: on this side (a source we could
+	 * not read, a destination we could not write); else the peer refused
+	 * it or failed.
 	 */
-	void (*file_failed)(void *ud, const char *name, uint32_t code, bool local,
+	void (*file_failed)(void *ud, const char *name, uint8_t ftype, uint32_t code, bool local,
 			    const char *text);
 	void (*progress)(void *ud, uint64_t bytes);
 	/* A regular file the receiver kept as it was (skip level); may be NULL. */

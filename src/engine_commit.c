@@ -28,7 +28,7 @@ static int rx_resolve(struct engine *e, struct efile *f)
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
 			rx_discard(e, f);
 		}
-		note_failure(e, f->name, f->fail_code, !f->fail_peer, f->fail_text);
+		note_failure(e, f->name, f->ftype, f->fail_code, !f->fail_peer, f->fail_text);
 		r = send_result(e, f, f->fail_code, f->fail_text);
 	} else {
 		/* Reported only after verify, fsync, rename and the directory fsync. */

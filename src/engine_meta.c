@@ -248,7 +248,7 @@ void rx_finish_dirs(struct engine *e)
 			char text[256];
 
 			snprintf(text, sizeof(text), "%s: %s", what, strerror(-r));
-			note_failure(e, d->name, errno_to_perr(r), true, text);
+			note_failure(e, d->name, PROTO_FT_DIR, errno_to_perr(r), true, text);
 		}
 		free(d->name);
 	}

@@ -148,7 +148,7 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 /* The sender could not send an entry: a failed file on this side too. */
 static int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
 {
-	note_failure(e, ef->name, ef->status, false, ef->text);
+	note_failure(e, ef->name, 0, ef->status, false, ef->text);
 	return 0;
 }
 
@@ -201,7 +201,7 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 		note_skipped(e, f->name);
 		file_release(e, f);
 	} else if (code != PERR_OK) {
-		note_failure(e, f->name ? f->name : pf->name, code, !peer, f->fail_text);
+		note_failure(e, f->name ? f->name : pf->name, pf->ftype, code, !peer, f->fail_text);
 		if (f->tfd >= 0 && f->dir >= 0) {
 			rx_discard(e, f);
 		}

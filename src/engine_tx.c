@@ -48,7 +48,7 @@ static int tx_entry_failed(struct engine *e, const struct engine_src *s)
 	uint32_t code = errno_to_perr(s->error);
 	int r;
 
-	note_failure(e, s->name, code, true, s->why);
+	note_failure(e, s->name, s->ftype, code, true, s->why);
 	if (!(e->p->peer_caps & PROTO_CAP_ENTRY_FAILED)) {
 		return 0;
 	}
@@ -493,7 +493,7 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 		}
 		if (a->st[i].status != PERR_OK) {
 			/* The receiver refused it. */
-			note_failure(e, f->name, a->st[i].status, false,
+			note_failure(e, f->name, f->ftype, a->st[i].status, false,
 				     a->st[i].text ? a->st[i].text : "");
 			e->offered_unresolved--;
 			file_release(e, f);
@@ -513,9 +513,9 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 		note_committed(e, f, f->size, f->done_hash);
 	} else if (f->failed) {
 		/* Ours (open, read, a source that changed): the receiver only echoes it. */
-		note_failure(e, f->name, f->fail_code, true, f->fail_text);
+		note_failure(e, f->name, f->ftype, f->fail_code, true, f->fail_text);
 	} else {
-		note_failure(e, f->name, res->status, false, res->text);
+		note_failure(e, f->name, f->ftype, res->status, false, res->text);
 	}
 	e->offered_unresolved--;
 	file_release(e, f);

@@ -272,10 +272,10 @@ jq -e ".files==3 and .bytes==$total and .failures==0 and .transport==\"tcp\" and
 rc=$?
 [ "$rc" -eq 9 ] && pass "--json with a missing source: exit 9" || fail "--json with a missing source: exit $rc"
 jq -e . "$T/j.out" >/dev/null 2>&1 && pass "--json (error): every line parses" || fail "--json (error): $(head -3 "$T/j.out")"
-ev=$(jq -c 'select(.event=="error")' "$T/j.out")
-jq -e '(.name|endswith("nosuch")) and .code=="LOCAL_IO" and (.message|length>0)' <<<"$ev" >/dev/null &&
+ev=$(jq -c 'select(.event=="file" and .action=="failed")' "$T/j.out")
+jq -e '(.name|endswith("nosuch")) and .local==true and .code=="LOCAL_IO" and (.message|length>0)' <<<"$ev" >/dev/null &&
 	pass "--json: error event with name, code LOCAL_IO and message" || fail "--json: error event: '$ev'"
-jq -s -e '[.[] | select(.event=="summary")] | length==1 and .[0].files==1 and .[0].failures==1' "$T/j.out" >/dev/null &&
+jq -s -e '[.[] | select(.event=="summary")] | length==1 and .[0].files==1 and .[0].failed==1 and .[0].failures==1 and .[0].exit==9' "$T/j.out" >/dev/null &&
 	pass "--json: summary files=1 failures=1" || fail "--json: summary: $(grep summary "$T/j.out")"
 
 # A remote failure per file: integrity, from the flipping daemon.
@@ -284,7 +284,7 @@ D7=$DAEMON_PID
 "${CLIENT_NOPORT[@]}" -P "$P7" --json "$T/src/b" "$HOST:data/" >"$T/j.out" 2>"$T/j.err"
 rc=$?
 [ "$rc" -eq 7 ] && pass "--json integrity failure: exit 7" || fail "--json integrity failure: exit $rc"
-jq -s -e '[.[] | select(.event=="error")] | length==1 and .[0].name=="b" and .[0].code=="INTEGRITY"' "$T/j.out" >/dev/null &&
+jq -s -e '[.[] | select(.event=="file" and .action=="failed")] | length==1 and .[0].name=="b" and .[0].type=="file" and .[0].code=="INTEGRITY"' "$T/j.out" >/dev/null &&
 	pass "--json: error event code INTEGRITY for b" || fail "--json: integrity error event: $(cat "$T/j.out")"
 stop_daemon "$D7"
 
@@ -299,8 +299,13 @@ expect_rc 0 "-n push of 3 files" "${CLIENT[@]}" -n "$T/src/a" "$T/src/b" "$T/src
 	fail "-n push: the dry run created $T/mod/dry ($(find "$T/mod/dry" | wc -l) entries)"
 rm -rf "$T/mod/dry"
 expect_rc 0 "-n -r --json push of a tree" "${CLIENT[@]}" -n -r --json "$T/src" "$HOST:data/dry/"
-[ "$(jq -r .event "$T/out" | sort -u | tr '\n' ' ')" = "plan " ] &&
-	pass "-n --json: only plan events" || fail "-n --json: events $(jq -r .event "$T/out" | sort -u | tr '\n' ' ')"
+[ "$(jq -r .event "$T/out" | sort -u | tr '\n' ' ')" = "plan summary " ] &&
+	pass "-n --json: plan events, then a summary" || fail "-n --json: events $(jq -r .event "$T/out" | sort -u | tr '\n' ' ')"
+jq -s -e '(.[-1].event=="summary") and .[-1].dry_run and .[-1].bytes==0 and
+	.[-1].files==([.[] | select(.event=="plan")] | length) and
+	all(.[] | select(.event=="plan"); .action=="copy" and (.type=="file" or .type=="dir"))' "$T/out" >/dev/null &&
+	pass "-n --json: the summary counts the plan, each plan event has type and action" ||
+	fail "-n --json: $(tail -2 "$T/out")"
 [ ! -e "$T/mod/dry" ] && pass "-n -r push: destination not created" ||
 	fail "-n -r push: the dry run created $T/mod/dry ($(find "$T/mod/dry" | wc -l) entries)"
 mkdir -p "$T/dry-pull"

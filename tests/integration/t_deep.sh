@@ -115,7 +115,7 @@ rc=$?
 python3 - "$T/j.out" <<'EOF' && pass "push --json: an error event names it with its reason" || fail "push --json: no error event for the long name"
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-bad = [e for e in ev if e.get("event") == "error"]
+bad = [e for e in ev if e.get("event") == "file" and e.get("action") == "failed"]
 sys.exit(0 if len(bad) == 1 and bad[0]["name"].startswith("far/qqq") and "..." in bad[0]["name"]
          and len(bad[0]["name"].encode()) <= 4096 and "longer than" in bad[0]["message"] else 1)
 EOF
@@ -133,7 +133,7 @@ rc=$?
 python3 - "$T/j.out" <<'EOF' && pass "pull --json: an error event names it with its reason" || fail "pull --json: no error event for the long name"
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-bad = [e for e in ev if e.get("event") == "error"]
+bad = [e for e in ev if e.get("event") == "file" and e.get("action") == "failed"]
 sys.exit(0 if len(bad) == 1 and bad[0]["name"].startswith("far/qqq") and "..." in bad[0]["name"]
          and "longer than" in bad[0]["message"] else 1)
 EOF
@@ -170,7 +170,7 @@ if command -v setpriv >/dev/null && getent passwd nobody >/dev/null; then
 	python3 - "$T/j.out" <<'EOF' && pass "--json: error events for both" || fail "--json: no error events for the unreadable entries"
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-bad = {e["name"]: e["message"] for e in ev if e.get("event") == "error"}
+bad = {e["name"]: e["message"] for e in ev if e.get("event") == "file" and e.get("action") == "failed"}
 ok = any(n.endswith("secret") and "Permission denied" in m for n, m in bad.items()) and \
      any(n.endswith("closed") and "Permission denied" in m for n, m in bad.items())
 sys.exit(0 if ok else 1)

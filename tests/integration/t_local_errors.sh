@@ -58,7 +58,7 @@ cmp -s "$U/src/fine" "$T/mod/fine" || fail "the readable file did not arrive"
 python3 - "$T/json" "$U/src/locked" <<'PY' || fail "--json error event of a local failure"
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
-errs = [e for e in ev if e.get("event") == "error"]
+errs = [e for e in ev if e.get("event") == "file" and e.get("action") == "failed"]
 assert errs, ev
 e = errs[0]
 assert e.get("local") is True, e

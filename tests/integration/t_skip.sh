@@ -3,7 +3,7 @@
 #
 # --skip none|exists|quick, push and pull, against a real daemon:
 #   1. a 300-file tree pushed with -p, then again with --skip quick: every
-#      file reported skipped (-v "skipped NAME", --json file events with
+#      file reported skipped (-v ".f NAME", --json file events with
 #      "action":"skipped", summary "skipped"), 0 payload bytes (the summary
 #      and the daemon's "done" line), exit 0
 #   2. a file changed in place with its size and mtime restored (touch -r) is
@@ -87,7 +87,7 @@ check_eq "quick: summary failures" "$(json_summary "$T/out" failures)" 0
 
 expect_rc 0 "re-run with --skip quick -v" \
 	"${CLIENT[@]}" -v -r -p --skip quick "$T/src/tree" "$HOST:data/"
-check_eq "-v: skipped lines" "$(grep -c '^skipped tree/[ab]/f[0-9]*$' "$T/err")" $N
+check_eq "-v: skipped lines" "$(grep -c '^\.f tree/[ab]/f[0-9]*$' "$T/err")" $N
 grep -q ", 0 failed, $N skipped, over tcp" "$T/err" && pass "text summary says $N skipped" ||
 	fail "text summary: $(tail -1 "$T/err")"
 

@@ -336,21 +336,22 @@ struct events {
 	bool first_failed_local; /* the failure happened on this side */
 };
 
-static void ev_ok(void *ud, const char *name, uint64_t bytes, double seconds,
-		  const uint8_t hash[16])
+static void ev_ok(void *ud, const struct engine_entry_ev *e)
 {
 	struct events *ev = ud;
 
-	(void)name, (void)seconds, (void)hash;
+	/* Only regular files have a checksum. */
+	assert_true((e->hash != NULL) == (e->ftype == PROTO_FT_REG));
 	ev->ok++;
-	ev->ok_bytes += bytes;
+	ev->ok_bytes += e->bytes;
 }
 
-static void ev_failed(void *ud, const char *name, uint32_t code, bool local, const char *text)
+static void ev_failed(void *ud, const char *name, uint8_t ftype, uint32_t code, bool local,
+		      const char *text)
 {
 	struct events *ev = ud;
 
-	(void)name, (void)text;
+	(void)name, (void)text, (void)ftype;
 	if (!ev->failed++) {
 		ev->first_failed_code = code;
 		ev->first_failed_local = local;
