@@ -136,6 +136,7 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->name);
 	free(f->leaf);
 	free(f->src_path);
+	free(f->link_target);
 	memset(f, 0, sizeof(*f));
 	f->fd = f->dfd = f->tfd = f->dir = -1;
 	e->files_open--;
@@ -420,6 +421,8 @@ static void teardown(struct engine *e)
 	free(e->commit_batch);
 	free(e->batch);
 	free(e->seen);
+	tx_links_free(e);
+	rx_links_free(e);
 	for (size_t i = 0; i < e->ndirs_meta; i++) {
 		free(e->dirs_meta[i].name);
 	}

@@ -187,17 +187,23 @@ static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct 
 	if (pf->ftype == PROTO_FT_SYMLINK) {
 		return rx_make_symlink(e, f, pf->link, text, textlen);
 	}
+	if (pf->ftype == PROTO_FT_HARDLINK) {
+		return rx_link_accept(e, f, pf->link, text, textlen, ret_peer);
+	}
 	return rx_open_file(e, f, text, textlen);
 }
 
 /*
  * A refused entry is reported now and forgotten; directories and symlinks
- * are done the moment they exist; a regular file waits for its data.
+ * are done the moment they exist; a regular file waits for its data, a
+ * hard link for its directory's fsync (and maybe for the file it links to).
  */
 static void rx_entry_settle(struct engine *e, struct efile *f, const struct proto_file *pf,
 			    uint32_t code, bool peer)
 {
 	if (code == PERR_SKIPPED) {
+		/* A file kept as it is may be linked to. */
+		rx_link_target_done(e, f, true);
 		note_skipped(e, f->name);
 		file_release(e, f);
 	} else if (code != PERR_OK) {
@@ -206,7 +212,7 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 			rx_discard(e, f);
 		}
 		file_release(e, f);
-	} else if (pf->ftype != PROTO_FT_REG) {
+	} else if (pf->ftype != PROTO_FT_REG && pf->ftype != PROTO_FT_HARDLINK) {
 		note_committed(e, f, 0, NULL);
 		file_release(e, f);
 	}
@@ -235,6 +241,11 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		if (pf->id <= e->next_id || f->used) {
 			r = fail(e, PERR_PROTOCOL, -EBADMSG,
 				 "FILES: id %u out of order or too many files in flight", pf->id);
+			break;
+		}
+		if (pf->ftype == PROTO_FT_HARDLINK && !(e->p->open_flags & PROTO_OPEN_HARDLINKS)) {
+			r = fail(e, PERR_PROTOCOL, -EBADMSG,
+				 "FILES: a hard link in a session without hard links");
 			break;
 		}
 		e->next_id = pf->id;
@@ -614,6 +625,9 @@ static int rx_step(struct engine *e)
 
 	if (r >= 0) {
 		r = rx_credit_flush(e);
+	}
+	if (r >= 0) {
+		r = rx_links_step(e);
 	}
 	if (r >= 0) {
 		r = rx_commit_batch(e);
