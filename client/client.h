@@ -34,6 +34,8 @@ struct client_opts {
 	bool preserve;
 	bool owner;
 	bool hardlinks; /* -H */
+	bool xattrs;	/* -X */
+	bool acls;	/* -A */
 	bool recursive;
 	bool json;
 	bool dry_run;

@@ -236,6 +236,13 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
+	if ((flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)) &&
+	    !(s->hello.caps & PROTO_CAP_XATTRS)) {
+		log_error("%s: the daemon is too old for -X and -A (it can't copy extended "
+			  "attributes or ACLs): upgrade it, or copy without them",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
 	r = pick_transport(s, &m.u.open.transport);
 	if (r != 0) {
 		return r;
@@ -426,7 +433,8 @@ static uint32_t open_flags(const struct client_opts *o)
 {
 	return (o->recursive ? PROTO_OPEN_RECURSIVE : 0) | (o->preserve ? PROTO_OPEN_PRESERVE : 0) |
 	       (o->owner ? PROTO_OPEN_OWNER : 0) | (o->dry_run ? PROTO_OPEN_DRY_RUN : 0) |
-	       (o->hardlinks ? PROTO_OPEN_HARDLINKS : 0);
+	       (o->hardlinks ? PROTO_OPEN_HARDLINKS : 0) | (o->xattrs ? PROTO_OPEN_XATTRS : 0) |
+	       (o->acls ? PROTO_OPEN_ACLS : 0);
 }
 
 static char *last_component(const char *path)

@@ -117,7 +117,7 @@ enum {
 	PROTO_OPEN_XATTRS = 1u << 11,	 /* -X: extended attributes in XATTRS */
 	PROTO_OPEN_ACLS = 1u << 12,	 /* -A: POSIX ACLs (system.posix_acl_*) in XATTRS */
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x47fu
+#define PROTO_OPEN_FLAGS_KNOWN 0x1c7fu
 
 /* LIST flags. */
 enum {

@@ -68,6 +68,8 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
 #define HARDLINK_MAX	   1000000
 #define HARDLINK_BYTES_MAX ((size_t)128 << 20)
 #define LINK_TARGETS_MAX   2000000
+/* -X/-A: bytes of attributes the receiver holds for its files in flight. */
+#define XATTR_HELD_MAX	   ((size_t)64 << 20)
 #define URING_ENTRIES	   2048
 #define IOWQ_BOUND_WORKERS 64
 /*
@@ -156,6 +158,9 @@ struct efile {
 	char *link_target;
 	uint32_t link_wait;
 	bool link_waiting, link_ready, link_target_ok;
+	/* receiver, -X/-A: a regular file's attributes, set once it is verified */
+	struct proto_xattr *xattrs;
+	size_t nxattrs, xattr_bytes;
 };
 
 /* -H on the sender: a file's first name, by (device, inode). */
@@ -302,6 +307,14 @@ struct engine {
 	size_t lt_n, lt_cap;
 	bool lt_full;
 	uint32_t links_ready; /* hard links whose first name is resolved */
+	/* -X/-A: the directories of the last FILES batch, which XATTRS may name next */
+	struct {
+		uint32_t id;
+		bool created;
+		char *name;
+	} xdirs[PROTO_MAX_BATCH];
+	size_t nxdirs;
+	size_t xattr_held; /* bytes of attributes the files in flight hold */
 
 	/* both */
 	bool got_end;	       /* the peer's END */
@@ -390,6 +403,16 @@ void rx_link_target_done(struct engine *e, const struct efile *t, bool ok);
 int rx_links_step(struct engine *e);
 void rx_links_free(struct engine *e);
 int rx_map_name(struct engine *e, const char *name, char **ret);
+
+/* engine_xattr.c */
+int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t textlen);
+int tx_send_dir_xattrs(struct engine *e, const struct proto_file *pf, uint32_t n);
+void rx_xattr_dirs_reset(struct engine *e);
+int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created);
+void rx_acl_clear(struct engine *e, int fd, bool dir);
+int rx_xattrs(struct engine *e, struct msg_xattrs *x);
+void rx_xattrs_apply(struct engine *e, struct efile *f);
+void rx_xattrs_release(struct engine *e, struct efile *f);
 
 /* engine_meta.c */
 void rx_apply_meta(struct engine *e, struct efile *f);

@@ -68,7 +68,10 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 			  b);
 		return rx_resolve(e, f);
 	}
-	rx_apply_meta(e, f);
+	rx_xattrs_apply(e, f);
+	if (!f->failed) {
+		rx_apply_meta(e, f);
+	}
 	if (f->failed) {
 		return rx_resolve(e, f);
 	}

@@ -134,6 +134,15 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 		snprintf(text, textlen, "create temp file: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
+	/* Owner first: a chown later would clear attributes set meanwhile (file capabilities). */
+	if ((e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0 &&
+	    fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
+		r = negerrno();
+		rx_discard(e, f);
+		snprintf(text, textlen, "chown: %s", strerror(-r));
+		return PERR_PERMISSION;
+	}
+	rx_acl_clear(e, f->tfd, false);
 	r = file_hash_init(&f->hash);
 	if (r < 0) {
 		rx_discard(e, f);
@@ -229,6 +238,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 	if (!st) {
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
+	rx_xattr_dirs_reset(e);
 	ack.u.files_ack.st = st;
 	for (size_t i = 0; i < mf->count; i++) {
 		struct proto_file *pf = &mf->files[i];
@@ -594,6 +604,8 @@ static int rx_on_message(struct engine *e, struct msg *m)
 		return rx_file_done(e, &m->u.file_done);
 	case MSG_ENTRY_FAILED:
 		return rx_entry_failed(e, &m->u.entry_failed);
+	case MSG_XATTRS:
+		return rx_xattrs(e, &m->u.xattrs);
 	case MSG_END:
 		if (e->files_open != 0) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");

@@ -176,6 +176,9 @@ static int tx_offer(struct engine *e)
 			break;
 		}
 		r = tx_send_files(e, pf, links, n);
+		if (r >= 0) {
+			r = tx_send_dir_xattrs(e, pf, n);
+		}
 		if (r < 0) {
 			return r;
 		}
@@ -214,7 +217,7 @@ static int tx_send_done(struct engine *e, struct efile *f)
 static int tx_open(struct engine *e, struct efile *f)
 {
 	struct stat st;
-	char proc[64];
+	char proc[64], text[256];
 	int fd;
 
 	/* Beneath dirfd without following symlinks, unless dirfd is AT_FDCWD. */
@@ -228,6 +231,15 @@ static int tx_open(struct engine *e, struct efile *f)
 	if ((uint64_t)st.st_size != f->size) {
 		file_fail(f, PERR_SOURCE_CHANGED, "changed size before it was read (%llu -> %llu)",
 			  (unsigned long long)f->size, (unsigned long long)st.st_size);
+		return 0;
+	}
+	/* -X, -A: its attributes go ahead of its FILE_DONE. */
+	r = tx_send_xattrs(e, f->id, fd, text, sizeof(text));
+	if (r < 0) {
+		return r;
+	}
+	if (r > 0) {
+		file_fail(f, (uint32_t)r, "%s", text);
 		return 0;
 	}
 	/*
