@@ -85,7 +85,9 @@ int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret
 			}
 		}
 	}
-	if (e->hl_n >= HARDLINK_MAX || e->hl_bytes + bytes > HARDLINK_BYTES_MAX) {
+	size_t max = (e->p->faults & ENGINE_FAULT_FEW_LINKS) ? 2 : HARDLINK_MAX;
+
+	if (e->hl_n >= max || e->hl_bytes + bytes > HARDLINK_BYTES_MAX) {
 		hl_note_full(e, s->name);
 		return 0;
 	}
