@@ -40,6 +40,7 @@ static bool xattr_wanted(const struct engine *e, const char *name)
 int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t textlen)
 {
 	_cleanup_free_ char *list = NULL;
+	_cleanup_free_ uint8_t *val = NULL;
 	struct proto_xattr *x = NULL;
 	struct msg m = { .type = MSG_XATTRS };
 	size_t total = 4 + 2, n = 0;
@@ -51,7 +52,8 @@ int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t tex
 		return 0;
 	}
 	list = malloc(XATTR_LIST_MAX);
-	if (!list) {
+	val = malloc(PROTO_MAX_XATTR_VALUE);
+	if (!list || !val) {
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	len = flistxattr(fd, list, XATTR_LIST_MAX);
@@ -79,6 +81,7 @@ int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t tex
 	}
 	m.u.xattrs.id = id;
 	m.u.xattrs.x = x;
+	/* Each value read into val, then kept at its size: at most a frame's worth in all. */
 	for (char *p = list; p < list + len && code == PERR_OK; p += strlen(p) + 1) {
 		struct proto_xattr *a = &x[m.u.xattrs.count];
 		ssize_t vlen;
@@ -86,18 +89,9 @@ int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t tex
 		if (!xattr_wanted(e, p) || m.u.xattrs.count >= n) {
 			continue;
 		}
-		a->name = p;
-		a->value = malloc(PROTO_MAX_XATTR_VALUE);
-		if (!a->value) {
-			r = fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
-			break;
-		}
-		m.u.xattrs.count++;
-		vlen = fgetxattr(fd, p, a->value, PROTO_MAX_XATTR_VALUE);
+		vlen = fgetxattr(fd, p, val, PROTO_MAX_XATTR_VALUE);
 		if (vlen < 0 && errno == ENODATA) {
-			m.u.xattrs.count--; /* gone since it was listed */
-			free(a->value);
-			continue;
+			continue; /* gone since it was listed */
 		}
 		if (vlen < 0) {
 			int err = negerrno();
@@ -107,13 +101,22 @@ int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t tex
 			code = errno_to_perr(err);
 			break;
 		}
-		a->len = (uint32_t)vlen;
 		total += 2 + strlen(p) + 4 + (size_t)vlen;
 		if (total > PROTO_MAX_PAYLOAD) {
 			snprintf(text, textlen, "extended attributes over %u bytes in all",
 				 PROTO_MAX_PAYLOAD);
 			code = PERR_PERMISSION;
+			break;
 		}
+		a->value = malloc(vlen ? (size_t)vlen : 1);
+		if (!a->value) {
+			r = fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			break;
+		}
+		memcpy(a->value, val, (size_t)vlen);
+		a->name = p;
+		a->len = (uint32_t)vlen;
+		m.u.xattrs.count++;
 	}
 	if (r == 0 && code == PERR_OK && m.u.xattrs.count > 0) {
 		r = chan_queue(e->p->chan, &m);
