@@ -306,7 +306,8 @@ struct engine {
 	uint64_t *lt;
 	size_t lt_n, lt_cap;
 	bool lt_full;
-	uint32_t links_ready; /* hard links whose first name is resolved */
+	uint32_t links_waiting; /* hard links waiting for their first name */
+	uint32_t links_ready;	/* hard links whose first name is resolved */
 	/* -X/-A: the directories of the last FILES batch, which XATTRS may name next */
 	struct {
 		uint32_t id;

@@ -286,6 +286,7 @@ uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, cha
 		    strcmp(t->name, f->link_target) == 0) {
 			f->link_wait = t->id;
 			f->link_waiting = true;
+			e->links_waiting++;
 			return PERR_OK;
 		}
 	}
@@ -325,11 +326,12 @@ void rx_link_target_done(struct engine *e, const struct efile *t, bool ok)
 	if (ok && lt_add(e, t->name) < 0) {
 		e->lt_full = true;
 	}
-	for (size_t i = 0; i < FILE_TABLE; i++) {
+	for (size_t i = 0; e->links_waiting > 0 && i < FILE_TABLE; i++) {
 		struct efile *f = &e->files[i];
 
 		if (f->used && f->link_waiting && f->link_wait == t->id) {
 			f->link_waiting = false;
+			e->links_waiting--;
 			f->link_ready = true;
 			f->link_target_ok = ok;
 			e->links_ready++;
