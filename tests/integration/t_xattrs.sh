@@ -158,7 +158,7 @@ has "$T/mod/tree" t1 trusted.secret && fail "trusted.secret applied by a module 
 
 # The receiving file system refuses an attribute: that file fails, the rest arrive.
 mkdir -p /dev/shm/rdmacp-xa.$$ && BIG=/dev/shm/rdmacp-xa.$$
-trap 'rm -rf "$BIG"' EXIT
+trap 'rm -rf "$BIG"; cleanup' EXIT
 if [ -n "$BIG" ] && mkdir -p "$BIG/big" && echo data >"$BIG/big/huge" && echo ok >"$BIG/big/fine" &&
 	python3 -c 'import os,sys; os.setxattr(sys.argv[1], "user.big", b"v" * 60000)' \
 		"$BIG/big/huge" 2>/dev/null; then
