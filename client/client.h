@@ -33,6 +33,9 @@ struct client_opts {
 	int verbose; /* -1 quiet, 0 normal, 1+ verbose */
 	bool preserve;
 	bool owner;
+	bool hardlinks; /* -H */
+	bool xattrs;	/* -X */
+	bool acls;	/* -A */
 	bool recursive;
 	bool json;
 	bool dry_run;

@@ -192,6 +192,11 @@ static void walk_warning(void *ud, const char *path, const char *why)
 	log_warning("%s: %s", log_escape_short(path, esc, sizeof(esc)), why);
 }
 
+static void ev_notice(void *ud, const char *name, const char *text)
+{
+	walk_warning(ud, name, text);
+}
+
 static const char *transport_name(int kind)
 {
 	return kind == XPORT_KIND_VERBS ? "verbs" : "tcp";
@@ -243,6 +248,19 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 	if (s->o->skip && !(s->hello.caps & PROTO_CAP_SKIP)) {
 		log_error("%s: the daemon is too old for --skip (it has no skip levels): upgrade "
 			  "it, or copy without --skip",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
+	if ((flags & PROTO_OPEN_HARDLINKS) && !(s->hello.caps & PROTO_CAP_HARDLINKS)) {
+		log_error("%s: the daemon is too old for -H (it can't make hard links): upgrade "
+			  "it, or copy without -H",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
+	if ((flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)) &&
+	    !(s->hello.caps & PROTO_CAP_XATTRS)) {
+		log_error("%s: the daemon is too old for -X and -A (it can't copy extended "
+			  "attributes or ACLs): upgrade it, or copy without them",
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
@@ -406,6 +424,7 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 		.file_failed = ev_failed,
 		.progress = ev_progress,
 		.file_skipped = ev_skipped,
+		.notice = ev_notice,
 		.ud = x,
 	};
 	ep->stop = &interrupted;
@@ -434,7 +453,9 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 static uint32_t open_flags(const struct client_opts *o)
 {
 	return (o->recursive ? PROTO_OPEN_RECURSIVE : 0) | (o->preserve ? PROTO_OPEN_PRESERVE : 0) |
-	       (o->owner ? PROTO_OPEN_OWNER : 0) | (o->dry_run ? PROTO_OPEN_DRY_RUN : 0);
+	       (o->owner ? PROTO_OPEN_OWNER : 0) | (o->dry_run ? PROTO_OPEN_DRY_RUN : 0) |
+	       (o->hardlinks ? PROTO_OPEN_HARDLINKS : 0) | (o->xattrs ? PROTO_OPEN_XATTRS : 0) |
+	       (o->acls ? PROTO_OPEN_ACLS : 0);
 }
 
 static char *last_component(const char *path)
@@ -507,6 +528,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	} else if (rc == 0) {
 		src_list_source(&srcs, &ep.source);
 		ep.bwlimit = o->bwlimit;
+		ep.open_flags = flags;
 		x.transport = transport_name(reply.u.open_ok.transport);
 		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
 	}

@@ -52,6 +52,10 @@ static void usage(FILE *f)
 	    "  -p, --preserve         keep modes and modification times (symlinks' too)\n"
 	    "  -a, --archive          the same as -r -p\n"
 	    "      --owner            also keep uid/gid (root on both ends)\n"
+	    "  -H, --hard-links       keep hard links: a file's other names as links to it\n"
+	    "  -X, --xattrs           keep extended attributes (user.*; security.*, trusted.*\n"
+	    "                         where the receiver runs as root)\n"
+	    "  -A, --acls             keep POSIX ACLs (numeric ids; implies -p)\n"
 	    "  -n, --dry-run          check access and list what would be copied\n"
 	    "      --skip LEVEL       keep destination files: none (default: overwrite),\n"
 	    "                         exists (a file by that name), quick (same size and\n"
@@ -259,6 +263,19 @@ static int set_connect_timeout(struct client_opts *o, const char *v)
 FLAG_HANDLER(set_recursive, recursive)
 FLAG_HANDLER(set_preserve, preserve)
 FLAG_HANDLER(set_owner, owner)
+FLAG_HANDLER(set_hardlinks, hardlinks)
+FLAG_HANDLER(set_xattrs, xattrs)
+
+/* -A: ACLs, and the modes they go with (rsync's -A implies -p too). */
+static int set_acls(struct client_opts *o, const char *v)
+{
+	int r = flag_value(v, &o->acls);
+
+	if (r == 0 && o->acls) {
+		o->preserve = true;
+	}
+	return r;
+}
 FLAG_HANDLER(set_dry_run, dry_run)
 FLAG_HANDLER(set_long, long_listing)
 FLAG_HANDLER(set_poll, busy_poll)
@@ -345,6 +362,9 @@ const struct client_option client_options[] = {
 	{ "preserve", no_argument, 'p', NULL, set_preserve, NULL },
 	{ "archive", no_argument, 'a', NULL, set_archive, NULL },
 	{ "owner", no_argument, 0, NULL, set_owner, NULL },
+	{ "hard-links", no_argument, 'H', NULL, set_hardlinks, NULL },
+	{ "xattrs", no_argument, 'X', NULL, set_xattrs, NULL },
+	{ "acls", no_argument, 'A', NULL, set_acls, NULL },
 	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
 	{ "skip", required_argument, 0, NULL, set_skip, "none, exists or quick" },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },

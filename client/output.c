@@ -131,6 +131,8 @@ static const char *type_name(uint8_t ftype)
 		return "dir";
 	case PROTO_FT_SYMLINK:
 		return "symlink";
+	case PROTO_FT_HARDLINK:
+		return "hardlink";
 	default:
 		return NULL;
 	}
@@ -178,6 +180,9 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 			/* rsync -i: '<' sent, '>' received; then what was verified. */
 			fprintf(stderr, "%cf %s  %" PRIu64 " bytes, xxh128 %s\n",
 				out->pull ? '>' : '<', esc, bytes, hex);
+		} else if (ftype == PROTO_FT_HARDLINK) {
+			/* 'h': a hard link to a file of this run, as rsync -i says. */
+			fprintf(stderr, "hf %s\n", esc);
 		} else {
 			/* 'c': created or changed at the destination, as rsync -i says. */
 			fprintf(stderr, "c%c %s%s\n", type_letter(ftype), esc,

@@ -245,6 +245,15 @@ static void ev_file_skipped(void *ud, const char *name)
 	log_debug("%s: kept %s (skip level)", c->peer, log_escape(name, esc, sizeof(esc)));
 }
 
+static void ev_notice(void *ud, const char *name, const char *text)
+{
+	struct conn *c = ud;
+	char esc[512];
+
+	log_notice("%s (%s): %s: %s", c->peer, c->id, log_escape_short(name, esc, sizeof(esc)),
+		   text);
+}
+
 static void ev_progress(void *ud, uint64_t bytes)
 {
 	struct conn *c = ud;
@@ -435,6 +444,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 					.file_failed = ev_file_failed,
 					.progress = ev_progress,
 					.file_skipped = ev_file_skipped,
+					.notice = ev_notice,
 					.ud = c };
 	c->last_progress = 0;
 	ep.stop = &stop_requested;

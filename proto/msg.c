@@ -32,6 +32,7 @@ static const char *const type_names[] = {
 	[MSG_ENTRY_FAILED] = "ENTRY_FAILED",
 	[MSG_LIST] = "LIST",
 	[MSG_MODULES] = "MODULES",
+	[MSG_XATTRS] = "XATTRS",
 };
 
 static const char *const err_names[] = {
@@ -166,7 +167,46 @@ static void enc_file(struct wbuf *w, const struct proto_file *f)
 	wbuf_put_u32(w, f->uid);
 	wbuf_put_u32(w, f->gid);
 	wbuf_put_str16(w, f->name, PROTO_MAX_PATH);
-	wbuf_put_str16(w, f->ftype == PROTO_FT_SYMLINK ? f->link : "", PROTO_MAX_PATH);
+	wbuf_put_str16(w,
+		       f->ftype == PROTO_FT_SYMLINK || f->ftype == PROTO_FT_HARDLINK ? f->link : "",
+		       PROTO_MAX_PATH);
+}
+
+bool proto_xattr_name_ok(const char *name)
+{
+	static const char *const prefixes[] = { "user.", "security.", "trusted." };
+	size_t n = strlen(name);
+
+	if (n > PROTO_MAX_XATTR_NAME) {
+		return false;
+	}
+	for (size_t i = 0; i < ARRAY_LEN(prefixes); i++) {
+		size_t k = strlen(prefixes[i]);
+
+		if (n > k && strncmp(name, prefixes[i], k) == 0) {
+			return true;
+		}
+	}
+	return strcmp(name, "system.posix_acl_access") == 0 ||
+	       strcmp(name, "system.posix_acl_default") == 0;
+}
+
+static int enc_xattrs(struct wbuf *w, const struct msg_xattrs *x)
+{
+	if (x->count > PROTO_MAX_XATTRS) {
+		return -EMSGSIZE;
+	}
+	wbuf_put_u32(w, x->id);
+	wbuf_put_u16(w, x->count);
+	for (size_t i = 0; i < x->count; i++) {
+		if (x->x[i].len > PROTO_MAX_XATTR_VALUE) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_str16(w, x->x[i].name, PROTO_MAX_XATTR_NAME);
+		wbuf_put_u32(w, x->x[i].len);
+		wbuf_put_bytes(w, x->x[i].value, x->x[i].len);
+	}
+	return 0;
 }
 
 static int enc_payload(const struct msg *m, struct wbuf *w)
@@ -264,6 +304,8 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		break;
 	case MSG_BYE:
 		break;
+	case MSG_XATTRS:
+		return enc_xattrs(w, &m->u.xattrs);
 	case MSG_ENTRY_FAILED:
 		wbuf_put_u32(w, m->u.entry_failed.status);
 		wbuf_put_str16(w, m->u.entry_failed.name, PROTO_MAX_PATH);
@@ -347,6 +389,31 @@ static char *dec_str_alloc(struct rbuf *r, size_t max)
 #define GET_ENTRY_MIN  2
 #define MOD_ENTRY_MIN  (1 + 2 + 2)
 
+/*
+ * A hard link's first name: relative, no empty, "." or ".." component (the
+ * receiver checks it again as it checks every name).
+ */
+static bool rel_name_ok(const char *s)
+{
+	const char *p = s;
+
+	if (s[0] == '\0' || s[0] == '/') {
+		return false;
+	}
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
+			return false;
+		}
+		if (!slash) {
+			return true;
+		}
+		p = slash + 1;
+	}
+}
+
 static int dec_files(struct rbuf *r, struct msg_files *f)
 {
 	uint16_t count = rbuf_get_u16(r);
@@ -376,19 +443,57 @@ static int dec_files(struct rbuf *r, struct msg_files *f)
 		if (r->error) {
 			return -EBADMSG;
 		}
-		if (e->ftype < PROTO_FT_REG || e->ftype > PROTO_FT_SYMLINK ||
+		bool has_link = e->ftype == PROTO_FT_SYMLINK || e->ftype == PROTO_FT_HARDLINK;
+
+		if (e->ftype < PROTO_FT_REG || e->ftype > PROTO_FT_HARDLINK ||
 		    (e->mode & ~07777u) != 0 || e->mtime_nsec >= 1000000000u ||
-		    (e->ftype != PROTO_FT_SYMLINK && e->link[0] != '\0') ||
-		    (e->ftype == PROTO_FT_SYMLINK && e->link[0] == '\0') ||
+		    (!has_link && e->link[0] != '\0') || (has_link && e->link[0] == '\0') ||
+		    (e->ftype == PROTO_FT_HARDLINK && !rel_name_ok(e->link)) ||
 		    (e->ftype != PROTO_FT_REG && e->size != 0) || (e->size > (uint64_t)INT64_MAX)) {
 			return -EBADMSG;
 		}
-		if (e->ftype != PROTO_FT_SYMLINK) {
+		if (!has_link) {
 			free(e->link);
 			e->link = NULL;
 		}
 	}
 	return 0;
+}
+
+#define XATTR_ENTRY_MIN (2 + 1 + 4)
+
+static int dec_xattrs(struct rbuf *r, struct msg_xattrs *x)
+{
+	uint16_t count;
+
+	x->id = rbuf_get_u32(r);
+	count = rbuf_get_u16(r);
+	if (r->error || count > PROTO_MAX_XATTRS ||
+	    (size_t)count * XATTR_ENTRY_MIN > rbuf_left(r)) {
+		return -EBADMSG;
+	}
+	x->count = 0;
+	x->x = calloc(count ? count : 1, sizeof(*x->x));
+	if (!x->x) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct proto_xattr *a = &x->x[i];
+
+		x->count = (uint16_t)(i + 1); /* so msg_clear frees this entry */
+		a->name = dec_str_alloc(r, PROTO_MAX_XATTR_NAME);
+		a->len = rbuf_get_u32(r);
+		if (r->error || !proto_xattr_name_ok(a->name) || a->len > PROTO_MAX_XATTR_VALUE ||
+		    a->len > rbuf_left(r)) {
+			return -EBADMSG;
+		}
+		a->value = malloc(a->len ? a->len : 1);
+		if (!a->value) {
+			return -ENOMEM;
+		}
+		rbuf_get_bytes(r, a->value, a->len);
+	}
+	return r->error ? -EBADMSG : 0;
 }
 
 static int dec_files_ack(struct rbuf *r, struct msg_files_ack *a)
@@ -625,6 +730,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return 0;
 	case MSG_MODULES:
 		return dec_modules(r, &m->u.modules);
+	case MSG_XATTRS:
+		return dec_xattrs(r, &m->u.xattrs);
 	default:
 		return -EBADMSG;
 	}
@@ -680,6 +787,13 @@ void msg_clear(struct msg *m)
 			free(m->u.modules.mods[i].comment);
 		}
 		free(m->u.modules.mods);
+		break;
+	case MSG_XATTRS:
+		for (size_t i = 0; i < m->u.xattrs.count; i++) {
+			free(m->u.xattrs.x[i].name);
+			free(m->u.xattrs.x[i].value);
+		}
+		free(m->u.xattrs.x);
 		break;
 	default:
 		break;

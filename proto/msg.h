@@ -48,7 +48,8 @@ enum proto_type {
 	MSG_LIST = 15,	       /* client -> daemon: list a path, or the modules */
 	MSG_MODULES = 16,      /* daemon -> client: modules this client may use */
 	MSG_ENTRY_FAILED = 17, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
-	MSG_TYPE_MAX = MSG_ENTRY_FAILED,
+	MSG_XATTRS = 23,       /* sender -> receiver, only with OPEN XATTRS or ACLS */
+	MSG_TYPE_MAX = MSG_XATTRS,
 };
 
 /* Header flags: none are defined in version 1; every bit is reserved. */
@@ -63,8 +64,10 @@ enum {
 	PROTO_CAP_LIST = 1u << 4,	  /* LIST and MODULES */
 	PROTO_CAP_ENTRY_FAILED = 1u << 5, /* understands ENTRY_FAILED */
 	PROTO_CAP_SKIP = 1u << 6,	  /* OPEN skip levels, PERR_SKIPPED in FILES_ACK */
+	PROTO_CAP_HARDLINKS = 1u << 11,	  /* OPEN HARDLINKS, FILES entries of type 4 */
+	PROTO_CAP_XATTRS = 1u << 12,	  /* OPEN XATTRS and ACLS, XATTRS messages */
 };
-#define PROTO_CAPS_KNOWN 0x7fu
+#define PROTO_CAPS_KNOWN 0x187fu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -109,8 +112,12 @@ enum {
 	/* Skip levels (at most one; only to a peer with PROTO_CAP_SKIP). */
 	PROTO_OPEN_SKIP_EXISTS = 1u << 5, /* a regular file is there by that name */
 	PROTO_OPEN_SKIP_QUICK = 1u << 6,  /* ... and has the same size and mtime */
+	/* Metadata (only to a peer with PROTO_CAP_HARDLINKS / PROTO_CAP_XATTRS). */
+	PROTO_OPEN_HARDLINKS = 1u << 10, /* -H: later names of a file as FILES type 4 */
+	PROTO_OPEN_XATTRS = 1u << 11,	 /* -X: extended attributes in XATTRS */
+	PROTO_OPEN_ACLS = 1u << 12,	 /* -A: POSIX ACLs (system.posix_acl_*) in XATTRS */
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x7fu
+#define PROTO_OPEN_FLAGS_KNOWN 0x1c7fu
 
 /* LIST flags. */
 enum {
@@ -130,6 +137,8 @@ enum proto_ftype {
 	PROTO_FT_REG = 1,
 	PROTO_FT_DIR = 2,
 	PROTO_FT_SYMLINK = 3,
+	/* Another name of a regular file sent earlier this session (link: its wire name). */
+	PROTO_FT_HARDLINK = 4,
 };
 
 struct proto_hdr {
@@ -189,7 +198,7 @@ struct proto_file {
 	uint32_t mtime_nsec;
 	uint32_t uid, gid;
 	char *name; /* relative path, allocated by decode (<= PROTO_MAX_PATH) */
-	char *link; /* symlink target or NULL */
+	char *link; /* symlink target, hard link's first name, or NULL */
 };
 
 struct msg_files {
@@ -270,6 +279,32 @@ struct msg_ping {
 };
 
 /*
+ * Extended attributes of entry id (OPEN XATTRS / ACLS): for a regular file
+ * before its FILE_DONE, for a directory right after the FILES batch that
+ * offered it. Names are user.*, security.*, trusted.*, or exactly
+ * system.posix_acl_access / system.posix_acl_default (the kernel's raw
+ * ACL format); at most PROTO_MAX_XATTR_NAME bytes each, values at most
+ * PROTO_MAX_XATTR_VALUE bytes; the whole within one frame.
+ */
+#define PROTO_MAX_XATTRS      4096
+#define PROTO_MAX_XATTR_NAME  255
+#define PROTO_MAX_XATTR_VALUE (64u << 10)
+struct proto_xattr {
+	char *name;	/* allocated by decode */
+	uint8_t *value; /* allocated by decode (len bytes, at least 1 allocated) */
+	uint32_t len;
+};
+
+struct msg_xattrs {
+	uint32_t id;
+	uint16_t count;
+	struct proto_xattr *x; /* count entries, allocated by decode */
+};
+
+/* Is name one XATTRS may carry (see msg_xattrs)? */
+bool proto_xattr_name_ok(const char *name);
+
+/*
  * One decoded message. Decoders allocate only after caps are checked;
  * msg_clear frees what a decode allocated.
  */
@@ -291,6 +326,7 @@ struct msg {
 		struct msg_entry_failed entry_failed;
 		struct msg_list list;
 		struct msg_modules modules;
+		struct msg_xattrs xattrs;
 	} u;
 };
 

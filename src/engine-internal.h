@@ -57,6 +57,19 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
  */
 #define DIR_META_MAX	   1000000
 #define DIR_META_BYTES_MAX ((size_t)256 << 20)
+/*
+ * -H. Sender: the regular files with more than one link seen so far, by
+ * (device, inode), with their first name: at most HARDLINK_MAX of them and
+ * HARDLINK_BYTES_MAX bytes; past that a file's later names go as copies
+ * (and the user is told, once). Receiver: the names of the regular files
+ * committed (or kept by a skip level) this session, as 64-bit hashes, the
+ * only ones a hard link may point at: at most LINK_TARGETS_MAX.
+ */
+#define HARDLINK_MAX	   1000000
+#define HARDLINK_BYTES_MAX ((size_t)128 << 20)
+#define LINK_TARGETS_MAX   2000000
+/* -X/-A: bytes of attributes the receiver holds for its files in flight. */
+#define XATTR_HELD_MAX	   ((size_t)64 << 20)
 #define URING_ENTRIES	   2048
 #define IOWQ_BOUND_WORKERS 64
 /*
@@ -141,6 +154,19 @@ struct efile {
 	uint8_t done_hash[HASH_LEN];
 	char done_text[256];
 	struct proto_file meta;
+	/* receiver, a hard link: the name it links to, waiting for that file (its id) */
+	char *link_target;
+	uint32_t link_wait;
+	bool link_waiting, link_ready, link_target_ok;
+	/* receiver, -X/-A: a regular file's attributes, set once it is verified */
+	struct proto_xattr *xattrs;
+	size_t nxattrs, xattr_bytes;
+};
+
+/* -H on the sender: a file's first name, by (device, inode). */
+struct hl_ent {
+	uint64_t dev, ino;
+	char *name;
 };
 
 struct lane_ent {
@@ -230,6 +256,12 @@ struct engine {
 	uint32_t offered;
 
 	uint32_t oldest_id; /* no file below this id is in flight */
+	/* -H: open addressing over hl (index + 1, 0 = empty) */
+	uint32_t *hl_slots;
+	size_t hl_cap;
+	struct hl_ent *hl;
+	size_t hl_n, hl_vcap, hl_bytes;
+	bool hl_full; /* told the user once */
 	uint32_t offered_unresolved;
 	uint32_t open_fds;
 	struct chunk *chunks;
@@ -270,6 +302,20 @@ struct engine {
 	struct dir_meta *dirs_meta; /* in arrival order: parents before children */
 	size_t ndirs_meta, dirs_meta_cap;
 	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
+	/* -H: names a hard link may point at (hashes; see LINK_TARGETS_MAX) */
+	uint64_t *lt;
+	size_t lt_n, lt_cap;
+	bool lt_full;
+	uint32_t links_waiting; /* hard links waiting for their first name */
+	uint32_t links_ready;	/* hard links whose first name is resolved */
+	/* -X/-A: the directories of the last FILES batch, which XATTRS may name next */
+	struct {
+		uint32_t id;
+		bool created;
+		char *name;
+	} xdirs[PROTO_MAX_BATCH];
+	size_t nxdirs;
+	size_t xattr_held; /* bytes of attributes the files in flight hold */
 
 	/* both */
 	bool got_end;	       /* the peer's END */
@@ -337,6 +383,7 @@ void rx_write_done(struct engine *e, uint32_t slot, int res);
 
 /* engine_commit.c */
 int rx_maybe_finish(struct engine *e, struct efile *f);
+int rx_resolve(struct engine *e, struct efile *f);
 int rx_sync_step(struct engine *e);
 void rx_sync_done(struct engine *e);
 void rx_fsync_done(struct engine *e, struct efile *f, int res);
@@ -348,6 +395,26 @@ void rx_discard(struct engine *e, struct efile *f);
 uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
 uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
 		       bool *ret_peer);
+
+/* engine_links.c */
+int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first);
+void tx_links_free(struct engine *e);
+uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, char *text,
+			size_t textlen, bool *ret_peer);
+void rx_link_target_done(struct engine *e, const struct efile *t, bool ok);
+int rx_links_step(struct engine *e);
+void rx_links_free(struct engine *e);
+int rx_map_name(struct engine *e, const char *name, char **ret);
+
+/* engine_xattr.c */
+int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t textlen);
+int tx_send_dir_xattrs(struct engine *e, const struct proto_file *pf, uint32_t n);
+void rx_xattr_dirs_reset(struct engine *e);
+int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created);
+void rx_acl_clear(struct engine *e, int fd, bool dir);
+int rx_xattrs(struct engine *e, struct msg_xattrs *x);
+void rx_xattrs_apply(struct engine *e, struct efile *f);
+void rx_xattrs_release(struct engine *e, struct efile *f);
 
 /* engine_meta.c */
 void rx_apply_meta(struct engine *e, struct efile *f);

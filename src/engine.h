@@ -47,6 +47,9 @@ struct engine_src {
 	struct timespec mtime;
 	uint32_t uid, gid;
 	char *link; /* symlink target */
+	/* Regular files: who they are, for -H (PROTO_OPEN_HARDLINKS). */
+	uint64_t dev, ino;
+	uint64_t nlink;
 	/*
 	 * < 0 (-errno): an entry that can't be sent (unreadable, a name too
 	 * long for the wire); name says which (shortened in the middle when
@@ -104,6 +107,11 @@ struct engine_events {
 	void (*progress)(void *ud, uint64_t bytes);
 	/* A regular file the receiver kept as it was (skip level); may be NULL. */
 	void (*file_skipped)(void *ud, const char *name);
+	/*
+	 * Something the user should know that is not a failure (a limit that
+	 * makes later entries go another way); may be NULL.
+	 */
+	void (*notice)(void *ud, const char *name, const char *text);
 	void *ud;
 };
 
@@ -124,6 +132,8 @@ struct engine_limits {
 #define ENGINE_FAULT_COPY_SLOTS (1u << 1)
 /* Test hook on the receiver: keep at most 8 directories' modes and times for the end. */
 #define ENGINE_FAULT_FEW_DIRS (1u << 2)
+/* Test hook on the sender: remember at most 2 files with hard links (-H). */
+#define ENGINE_FAULT_FEW_LINKS (1u << 3)
 
 struct engine_params {
 	enum engine_role role;
@@ -146,7 +156,9 @@ struct engine_params {
 	int base_fd;	       /* destination directory (borrowed) */
 	const char *rename_to; /* store the single top-level entry under this name */
 	/*
-	 * PROTO_OPEN_* (PRESERVE, OWNER, and the skip level: SKIP_EXISTS keeps
+	 * Both roles: HARDLINKS (the sender sends a regular file's later names
+	 * as hard links; the receiver makes them), XATTRS and ACLS.
+	 * Receiver: PROTO_OPEN_* (PRESERVE, OWNER, and the skip level: SKIP_EXISTS keeps
 	 * a regular file that is there by that name, SKIP_QUICK one of the same
 	 * size and mtime; never through a symlink, never a directory).
 	 */

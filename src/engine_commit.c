@@ -20,10 +20,11 @@ static int send_result(struct engine *e, struct efile *f, uint32_t status, const
 }
 
 /* Receiver: the file is resolved one way or the other; report and free it. */
-static int rx_resolve(struct engine *e, struct efile *f)
+int rx_resolve(struct engine *e, struct efile *f)
 {
 	int r;
 
+	rx_link_target_done(e, f, !f->failed);
 	if (f->failed) {
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
 			rx_discard(e, f);
@@ -32,7 +33,7 @@ static int rx_resolve(struct engine *e, struct efile *f)
 		r = send_result(e, f, f->fail_code, f->fail_text);
 	} else {
 		/* Reported only after verify, fsync, rename and the directory fsync. */
-		note_committed(e, f, f->size, f->done_hash);
+		note_committed(e, f, f->size, f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 		r = send_result(e, f, PERR_OK, "");
 	}
 	file_release(e, f);
@@ -67,7 +68,10 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 			  b);
 		return rx_resolve(e, f);
 	}
-	rx_apply_meta(e, f);
+	rx_xattrs_apply(e, f);
+	if (!f->failed) {
+		rx_apply_meta(e, f);
+	}
 	if (f->failed) {
 		return rx_resolve(e, f);
 	}

@@ -34,11 +34,7 @@ void rx_apply_meta(struct engine *e, struct efile *f)
 			mode = old.st_mode & 0777;
 		}
 	}
-	if ((e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0) {
-		if (fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
-			file_fail(f, PERR_PERMISSION, "chown: %s", strerror(errno));
-		}
-	}
+	/* The owner was set when the temp file was made (rx_open_file). */
 	if (fchmod(f->tfd, mode) < 0) {
 		file_fail(f, PERR_IO, "chmod: %s", strerror(errno));
 	}
@@ -142,6 +138,13 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 	if (r < 0) {
 		snprintf(text, textlen, "directory: %s", strerror(-r));
 		return errno_to_perr(r);
+	}
+	if (created) {
+		rx_acl_clear(e, fd, true);
+	}
+	if (rx_xattr_dir_note(e, f, created) < 0) {
+		snprintf(text, textlen, "out of memory");
+		return PERR_INTERNAL;
 	}
 	if (!created && !preserve) {
 		return PERR_OK;

@@ -118,17 +118,31 @@ static int seen_add(struct engine *e, const char *name)
 	}
 }
 
-/* Apply rename_to to the top-level component of f->name. */
-static int rx_map_name(struct engine *e, struct efile *f)
+/* name with rename_to applied to its top-level component, freshly allocated. */
+int rx_map_name(struct engine *e, const char *name, char **ret)
+{
+	const char *rest;
+
+	if (!e->p->rename_to) {
+		*ret = strdup(name);
+		return *ret ? 0 : -ENOMEM;
+	}
+	rest = strchr(name, '/');
+	if (asprintf(ret, "%s%s", e->p->rename_to, rest ? rest : "") < 0) {
+		*ret = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int rx_map_entry(struct engine *e, struct efile *f)
 {
 	char *mapped;
-	const char *rest;
 
 	if (!e->p->rename_to) {
 		return 0;
 	}
-	rest = strchr(f->name, '/');
-	if (asprintf(&mapped, "%s%s", e->p->rename_to, rest ? rest : "") < 0) {
+	if (rx_map_name(e, f->name, &mapped) < 0) {
 		return -ENOMEM;
 	}
 	free(f->name);
@@ -159,7 +173,7 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 		snprintf(text, textlen, "invalid name");
 		return PERR_BAD_PATH;
 	}
-	if (rx_map_name(e, f) < 0) {
+	if (rx_map_entry(e, f) < 0) {
 		return PERR_INTERNAL;
 	}
 	/*

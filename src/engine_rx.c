@@ -134,6 +134,15 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 		snprintf(text, textlen, "create temp file: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
+	/* Owner first: a chown later would clear attributes set meanwhile (file capabilities). */
+	if ((e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0 &&
+	    fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
+		r = negerrno();
+		rx_discard(e, f);
+		snprintf(text, textlen, "chown: %s", strerror(-r));
+		return PERR_PERMISSION;
+	}
+	rx_acl_clear(e, f->tfd, false);
 	r = file_hash_init(&f->hash);
 	if (r < 0) {
 		rx_discard(e, f);
@@ -187,17 +196,23 @@ static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct 
 	if (pf->ftype == PROTO_FT_SYMLINK) {
 		return rx_make_symlink(e, f, pf->link, text, textlen);
 	}
+	if (pf->ftype == PROTO_FT_HARDLINK) {
+		return rx_link_accept(e, f, pf->link, text, textlen, ret_peer);
+	}
 	return rx_open_file(e, f, text, textlen);
 }
 
 /*
  * A refused entry is reported now and forgotten; directories and symlinks
- * are done the moment they exist; a regular file waits for its data.
+ * are done the moment they exist; a regular file waits for its data, a
+ * hard link for its directory's fsync (and maybe for the file it links to).
  */
 static void rx_entry_settle(struct engine *e, struct efile *f, const struct proto_file *pf,
 			    uint32_t code, bool peer)
 {
 	if (code == PERR_SKIPPED) {
+		/* A file kept as it is may be linked to. */
+		rx_link_target_done(e, f, true);
 		note_skipped(e, f->name);
 		file_release(e, f);
 	} else if (code != PERR_OK) {
@@ -206,7 +221,7 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 			rx_discard(e, f);
 		}
 		file_release(e, f);
-	} else if (pf->ftype != PROTO_FT_REG) {
+	} else if (pf->ftype != PROTO_FT_REG && pf->ftype != PROTO_FT_HARDLINK) {
 		note_committed(e, f, 0, NULL);
 		file_release(e, f);
 	}
@@ -223,6 +238,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 	if (!st) {
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
+	rx_xattr_dirs_reset(e);
 	ack.u.files_ack.st = st;
 	for (size_t i = 0; i < mf->count; i++) {
 		struct proto_file *pf = &mf->files[i];
@@ -235,6 +251,11 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		if (pf->id <= e->next_id || f->used) {
 			r = fail(e, PERR_PROTOCOL, -EBADMSG,
 				 "FILES: id %u out of order or too many files in flight", pf->id);
+			break;
+		}
+		if (pf->ftype == PROTO_FT_HARDLINK && !(e->p->open_flags & PROTO_OPEN_HARDLINKS)) {
+			r = fail(e, PERR_PROTOCOL, -EBADMSG,
+				 "FILES: a hard link in a session without hard links");
 			break;
 		}
 		e->next_id = pf->id;
@@ -583,6 +604,8 @@ static int rx_on_message(struct engine *e, struct msg *m)
 		return rx_file_done(e, &m->u.file_done);
 	case MSG_ENTRY_FAILED:
 		return rx_entry_failed(e, &m->u.entry_failed);
+	case MSG_XATTRS:
+		return rx_xattrs(e, &m->u.xattrs);
 	case MSG_END:
 		if (e->files_open != 0) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");
@@ -614,6 +637,9 @@ static int rx_step(struct engine *e)
 
 	if (r >= 0) {
 		r = rx_credit_flush(e);
+	}
+	if (r >= 0) {
+		r = rx_links_step(e);
 	}
 	if (r >= 0) {
 		r = rx_commit_batch(e);

@@ -69,9 +69,19 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 		       struct proto_file *ret_pf, char **ret_link)
 {
 	struct efile *f = &e->files[id % FILE_TABLE];
+	const char *first = NULL;
+	uint8_t ftype = s->ftype;
+	int r;
 
 	if (f->used) {
 		return 0;
+	}
+	r = tx_link_check(e, s, &first);
+	if (r < 0) {
+		return fail(e, PERR_INTERNAL, r, "out of memory");
+	}
+	if (r > 0) {
+		ftype = PROTO_FT_HARDLINK;
 	}
 	memset(f, 0, sizeof(*f));
 	f->used = true;
@@ -81,19 +91,23 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	f->name = strdup(s->name);
 	f->src_path = strdup(s->path);
 	f->src_dirfd = s->dirfd;
-	f->ftype = s->ftype;
-	f->size = s->size;
+	f->ftype = ftype;
+	f->size = ftype == PROTO_FT_REG ? s->size : 0;
 	ts_now(&f->t0);
-	*ret_link = s->link ? strdup(s->link) : NULL;
-	if (!f->name || !f->src_path || (s->link && !*ret_link)) {
+	if (first) {
+		*ret_link = strdup(first);
+	} else {
+		*ret_link = s->link ? strdup(s->link) : NULL;
+	}
+	if (!f->name || !f->src_path || ((s->link || first) && !*ret_link)) {
 		free(*ret_link);
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	*ret_pf = (struct proto_file){
 		.id = id,
-		.ftype = s->ftype,
+		.ftype = ftype,
 		.mode = s->mode & 07777,
-		.size = s->ftype == PROTO_FT_REG ? s->size : 0,
+		.size = f->size,
 		.mtime_sec = s->mtime.tv_sec,
 		.mtime_nsec = (uint32_t)s->mtime.tv_nsec,
 		.uid = s->uid,
@@ -162,6 +176,9 @@ static int tx_offer(struct engine *e)
 			break;
 		}
 		r = tx_send_files(e, pf, links, n);
+		if (r >= 0) {
+			r = tx_send_dir_xattrs(e, pf, n);
+		}
 		if (r < 0) {
 			return r;
 		}
@@ -200,7 +217,7 @@ static int tx_send_done(struct engine *e, struct efile *f)
 static int tx_open(struct engine *e, struct efile *f)
 {
 	struct stat st;
-	char proc[64];
+	char proc[64], text[256];
 	int fd;
 
 	/* Beneath dirfd without following symlinks, unless dirfd is AT_FDCWD. */
@@ -214,6 +231,15 @@ static int tx_open(struct engine *e, struct efile *f)
 	if ((uint64_t)st.st_size != f->size) {
 		file_fail(f, PERR_SOURCE_CHANGED, "changed size before it was read (%llu -> %llu)",
 			  (unsigned long long)f->size, (unsigned long long)st.st_size);
+		return 0;
+	}
+	/* -X, -A: its attributes go ahead of its FILE_DONE. */
+	r = tx_send_xattrs(e, f->id, fd, text, sizeof(text));
+	if (r < 0) {
+		return r;
+	}
+	if (r > 0) {
+		file_fail(f, (uint32_t)r, "%s", text);
 		return 0;
 	}
 	/*
@@ -474,7 +500,8 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 		f->acked = true;
 		if (a->st[i].status == PERR_SKIPPED) {
 			/* Kept as it is there: not read, not sent, not a failure. */
-			if (f->ftype != PROTO_FT_REG || !(e->p->peer_caps & PROTO_CAP_SKIP)) {
+			if ((f->ftype != PROTO_FT_REG && f->ftype != PROTO_FT_HARDLINK) ||
+			    !(e->p->peer_caps & PROTO_CAP_SKIP)) {
 				return fail(e, PERR_PROTOCOL, -EBADMSG,
 					    "FILES_ACK: SKIPPED for a %s",
 					    f->ftype != PROTO_FT_REG ? "directory or symlink"
@@ -483,6 +510,11 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 			note_skipped(e, f->name);
 			e->offered_unresolved--;
 			file_release(e, f);
+			continue;
+		}
+		if (a->st[i].status == PERR_OK && f->ftype == PROTO_FT_HARDLINK) {
+			/* Made (or waiting for its file) there: its FILE_RESULT says. */
+			f->done_sent = true;
 			continue;
 		}
 		if (a->st[i].status == PERR_OK && f->ftype != PROTO_FT_REG) {
@@ -510,7 +542,7 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_RESULT for unknown id %u", res->id);
 	}
 	if (res->status == PERR_OK) {
-		note_committed(e, f, f->size, f->done_hash);
+		note_committed(e, f, f->size, f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 	} else if (f->failed) {
 		/* Ours (open, read, a source that changed): the receiver only echoes it. */
 		note_failure(e, f->name, f->ftype, f->fail_code, true, f->fail_text);

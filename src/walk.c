@@ -142,6 +142,9 @@ static int make_entry(struct engine_src *e, int rootfd, const char *path, const 
 		.uid = st->st_uid,
 		.gid = st->st_gid,
 		.link = link,
+		.dev = (uint64_t)st->st_dev,
+		.ino = (uint64_t)st->st_ino,
+		.nlink = (uint64_t)st->st_nlink,
 	};
 	if (!e->name || !e->path) {
 		src_clear(e);

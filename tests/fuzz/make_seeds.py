@@ -60,6 +60,18 @@ SEEDS = {
                      + struct.pack(">B", 0) + s16("data") + s16("main data")
                      + struct.pack(">B", 1) + s16("backups") + s16("")
                      + struct.pack(">B", 2) + s16("inbox") + s16("drop files here")),
+    # -H: a file, then two more names of it (type 4, link = the first name)
+    "files_hardlink": frame(6, struct.pack(">H", 3)
+                            + file_entry(1, 1, 0o644, 100, 1700000000, 5, 0, 0, "d/a")
+                            + file_entry(2, 4, 0o644, 0, 1700000000, 5, 0, 0, "e/b", "d/a")
+                            + file_entry(3, 4, 0o644, 0, 1700000000, 5, 0, 0, "c", "d/a")),
+    # XATTRS: id, count, (name str16, value length u32, value bytes)...
+    "xattrs": frame(23, struct.pack(">IH", 7, 3)
+                    + s16("user.comment") + struct.pack(">I", 5) + b"hello"
+                    + s16("system.posix_acl_access") + struct.pack(">I", 28)
+                    + bytes.fromhex("02000000" "0100060000000000" "0400040000000000"
+                                    "2000040000000000")
+                    + s16("trusted.x") + struct.pack(">I", 0)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_ls"] = (SEEDS["hello"] + SEEDS["list_modules"] + SEEDS["modules"] + SEEDS["end"]

@@ -50,7 +50,7 @@
  *                               same parameters and drop that connection
  *   ring                        wait for RING and remember it
  *   files ID:NAME:SIZE[:MODE_OCTAL[:TYPE[:LINK]]]... [mtime=S] [uid=N] [gid=N]
- *                               one FILES batch; TYPE file|dir|symlink; NAME and
+ *                               one FILES batch; TYPE file|dir|symlink|hardlink; NAME and
  *                               LINK take \xNN escapes (\x3a is ':')
  *   ack                         wait for FILES_ACK
  *   chunk SLOT ID OFFSET LEN SRC [lane=L] [did=N] [dlen=N] [doff=N] [seq=N]
@@ -416,10 +416,11 @@ static int status_by_name(const char *s, uint32_t *ret)
 
 static const char *ftype_name(uint8_t t)
 {
-	return t == PROTO_FT_REG       ? "file"
-	       : t == PROTO_FT_DIR     ? "dir"
-	       : t == PROTO_FT_SYMLINK ? "symlink"
-				       : "?";
+	return t == PROTO_FT_REG	? "file"
+	       : t == PROTO_FT_DIR	? "dir"
+	       : t == PROTO_FT_SYMLINK	? "symlink"
+	       : t == PROTO_FT_HARDLINK ? "hardlink"
+					: "?";
 }
 
 static void print_msg(struct peer *p, const struct msg *m, const char *suffix)
@@ -1068,10 +1069,11 @@ static int parse_entry(char *spec, struct proto_file *pf, char *name, char *link
 		pf->mode = (uint32_t)v;
 	}
 	if (n > 4 && *f[4]) {
-		pf->ftype = !strcmp(f[4], "file")      ? PROTO_FT_REG
-			    : !strcmp(f[4], "dir")     ? PROTO_FT_DIR
-			    : !strcmp(f[4], "symlink") ? PROTO_FT_SYMLINK
-						       : 0;
+		pf->ftype = !strcmp(f[4], "file")	? PROTO_FT_REG
+			    : !strcmp(f[4], "dir")	? PROTO_FT_DIR
+			    : !strcmp(f[4], "symlink")	? PROTO_FT_SYMLINK
+			    : !strcmp(f[4], "hardlink") ? PROTO_FT_HARDLINK
+							: 0;
 		if (!pf->ftype) {
 			return -EINVAL;
 		}

@@ -330,7 +330,7 @@ static void end_close(struct end *e)
 /* ---- an engine on its own thread ---------------------------------------- */
 
 struct events {
-	unsigned ok, failed, skipped;
+	unsigned ok, failed, skipped, notices;
 	uint64_t ok_bytes;
 	uint32_t first_failed_code;
 	bool first_failed_local; /* the failure happened on this side */
@@ -366,6 +366,14 @@ static void ev_skipped(void *ud, const char *name)
 	ev->skipped++;
 }
 
+static void ev_notice(void *ud, const char *name, const char *text)
+{
+	struct events *ev = ud;
+
+	(void)name, (void)text;
+	ev->notices++;
+}
+
 struct run {
 	struct engine_params p;
 	struct events ev;
@@ -397,7 +405,11 @@ static void run_init(struct run *u, enum engine_role role, struct end *e)
 	u->p.idle_timeout_ms = IO_MS;
 	u->p.base_fd = -1;
 	u->p.ev = (struct engine_events){
-		.file_ok = ev_ok, .file_failed = ev_failed, .file_skipped = ev_skipped, .ud = &u->ev
+		.file_ok = ev_ok,
+		.file_failed = ev_failed,
+		.file_skipped = ev_skipped,
+		.notice = ev_notice,
+		.ud = &u->ev,
 	};
 	u->code = UINT32_MAX;
 	u->r = 1; /* engine_run never returns this */
@@ -961,6 +973,99 @@ static void test_dir_meta_cap(void **state)
 			assert_int_equal(st.st_mode & 07777, 0755);
 		}
 	}
+}
+
+/* Name i of source s: another name of the file at path (device 1, inode ino, nlink links). */
+static void source_link(struct source *s, const char *name, const char *path, int dirfd,
+			uint64_t ino, uint64_t nlink, uint64_t size)
+{
+	s->e[s->n++] = (struct engine_src){ .name = (char *)name,
+					    .path = (char *)path,
+					    .dirfd = dirfd,
+					    .ftype = PROTO_FT_REG,
+					    .mode = 0644,
+					    .size = size,
+					    .dev = 1,
+					    .ino = ino,
+					    .nlink = nlink };
+}
+
+static ino_t ino_of(int dirfd, const char *name, nlink_t *ret_nlink)
+{
+	struct stat st;
+
+	assert_int_equal(fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW), 0);
+	*ret_nlink = st.st_nlink;
+	return st.st_ino;
+}
+
+/*
+ * -H with a table of 2 files (the FEW_LINKS hook, for HARDLINK_MAX): the
+ * names of the first two linked files arrive as links, the third's as
+ * separate copies, and the sender says so once.
+ */
+static void test_hardlinks(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	nlink_t n;
+	ino_t a;
+
+	source_file(f, &s, "a", CHUNK + 7);
+	s.n--;
+	source_link(&s, "a", "a", f->src_fd, 10, 3, CHUNK + 7);
+	source_link(&s, "b", "a", f->src_fd, 10, 3, CHUNK + 7);
+	source_file(f, &s, "d", 100);
+	s.n--;
+	source_link(&s, "d", "d", f->src_fd, 20, 2, 100);
+	source_link(&s, "c", "a", f->src_fd, 10, 3, CHUNK + 7);
+	source_link(&s, "e", "d", f->src_fd, 20, 2, 100);
+	source_file(f, &s, "g", 50);
+	s.n--;
+	source_link(&s, "g", "g", f->src_fd, 30, 2, 50);
+	source_link(&s, "h", "g", f->src_fd, 30, 2, 50);
+	f->rxr.p.open_flags = PROTO_OPEN_HARDLINKS;
+	f->txr.p.open_flags = PROTO_OPEN_HARDLINKS;
+	f->txr.p.faults = ENGINE_FAULT_FEW_LINKS;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 7, 0, CHUNK + 7 + 100 + 2 * 50, PERR_OK);
+	assert_int_equal(f->txr.st.files_ok, 7);
+	assert_int_equal(f->txr.ev.notices, 1);
+	a = ino_of(f->dst_fd, "a", &n);
+	assert_int_equal(n, 3);
+	assert_true(ino_of(f->dst_fd, "b", &n) == a && ino_of(f->dst_fd, "c", &n) == a);
+	assert_true(ino_of(f->dst_fd, "d", &n) == ino_of(f->dst_fd, "e", &n));
+	assert_int_equal(n, 2);
+	assert_true(ino_of(f->dst_fd, "g", &n) != ino_of(f->dst_fd, "h", &n));
+	assert_int_equal(n, 1);
+	assert_same_file(f->src, f->dst, "a");
+	assert_same_file(f->src, f->dst, "g");
+	assert_dest(f->dst, "a b c d e g h");
+}
+
+/* A link whose file fails (can't be opened on the sender) fails too; nothing is made. */
+static void test_hardlink_target_failed(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_link(&s, "a", "missing", f->src_fd, 10, 2, 100);
+	source_link(&s, "b", "missing", f->src_fd, 10, 2, 100);
+	f->rxr.p.open_flags = PROTO_OPEN_HARDLINKS;
+	f->txr.p.open_flags = PROTO_OPEN_HARDLINKS;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_failed, 2);
+	assert_int_equal(f->txr.st.files_failed, 2);
+	assert_int_equal(f->rxr.st.files_ok, 0);
+	assert_dest(f->dst, "");
 }
 
 /* A byte flipped on arrival (the receiver's test hook): INTEGRITY per file, nothing committed. */
@@ -1562,6 +1667,8 @@ int main(void)
 		T(test_transfer),
 		T(test_checksum_mismatch),
 	T(test_dir_meta_cap),
+		T(test_hardlinks),
+		T(test_hardlink_target_failed),
 		T(test_pull_name_refused),
 		T(test_skip_quick),
 		T(test_skip_without_cap),

@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * -H, hard links. The sender remembers each regular file with more than
+ * one link by (device, inode): its first name is sent as a file, every
+ * later one as a FILES entry of type HARDLINK naming the first. The
+ * receiver links such an entry to a regular file it committed (or kept by
+ * a skip level) under that name in this session, never to anything else:
+ * at once when the file is done, else when it is (the link waits in the
+ * file table, which bounds what waits); a link whose file failed fails.
+ * The link is made under a temp name and renamed over the entry's name.
+ */
+#include "engine-internal.h"
+
+/* ---- sender ---- */
+
+static size_t hl_hash(uint64_t dev, uint64_t ino)
+{
+	uint64_t k[2] = { dev, ino };
+
+	return (size_t)XXH3_64bits(k, sizeof(k));
+}
+
+static int hl_grow(struct engine *e)
+{
+	size_t cap = e->hl_cap ? e->hl_cap * 2 : 1024;
+	uint32_t *t = calloc(cap, sizeof(*t));
+
+	if (!t) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < e->hl_n; i++) {
+		size_t k = hl_hash(e->hl[i].dev, e->hl[i].ino) & (cap - 1);
+
+		while (t[k]) {
+			k = (k + 1) & (cap - 1);
+		}
+		t[k] = (uint32_t)(i + 1);
+	}
+	free(e->hl_slots);
+	e->hl_slots = t;
+	e->hl_cap = cap;
+	return 0;
+}
+
+/* Tell the user once that later names of files go as copies. */
+static void hl_note_full(struct engine *e, const char *name)
+{
+	char text[256];
+
+	if (e->hl_full) {
+		return;
+	}
+	e->hl_full = true;
+	snprintf(text, sizeof(text),
+		 "more than %u files with hard links (or %zu MiB of their names): this one and "
+		 "later ones are sent as separate copies, not as links",
+		 HARDLINK_MAX, HARDLINK_BYTES_MAX >> 20);
+	if (e->p->ev.notice) {
+		e->p->ev.notice(e->p->ev.ud, name, text);
+	}
+}
+
+/*
+ * Source entry s under -H: 1 with *ret_first its file's first name (send
+ * s as a hard link), 0 to send it as itself (its first name, now
+ * remembered, or one past the table's cap), -ENOMEM.
+ */
+int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first)
+{
+	size_t bytes = sizeof(struct hl_ent) + 2 * sizeof(uint32_t) + strlen(s->name) + 1;
+	struct hl_ent *h;
+	size_t k;
+
+	if (!(e->p->open_flags & PROTO_OPEN_HARDLINKS) || s->ftype != PROTO_FT_REG ||
+	    s->nlink < 2) {
+		return 0;
+	}
+	if (e->hl_cap) {
+		for (k = hl_hash(s->dev, s->ino) & (e->hl_cap - 1); e->hl_slots[k];
+		     k = (k + 1) & (e->hl_cap - 1)) {
+			h = &e->hl[e->hl_slots[k] - 1];
+			if (h->dev == s->dev && h->ino == s->ino) {
+				*ret_first = h->name;
+				return 1;
+			}
+		}
+	}
+	size_t max = (e->p->faults & ENGINE_FAULT_FEW_LINKS) ? 2 : HARDLINK_MAX;
+
+	if (e->hl_n >= max || e->hl_bytes + bytes > HARDLINK_BYTES_MAX) {
+		hl_note_full(e, s->name);
+		return 0;
+	}
+	if ((e->hl_n + 1) * 2 > e->hl_cap && hl_grow(e) < 0) {
+		return -ENOMEM;
+	}
+	if (e->hl_n == e->hl_vcap) {
+		size_t cap = e->hl_vcap ? e->hl_vcap * 2 : 256;
+		struct hl_ent *v = reallocarray(e->hl, cap, sizeof(*v));
+
+		if (!v) {
+			return -ENOMEM;
+		}
+		e->hl = v;
+		e->hl_vcap = cap;
+	}
+	h = &e->hl[e->hl_n];
+	*h = (struct hl_ent){ .dev = s->dev, .ino = s->ino, .name = strdup(s->name) };
+	if (!h->name) {
+		return -ENOMEM;
+	}
+	for (k = hl_hash(s->dev, s->ino) & (e->hl_cap - 1); e->hl_slots[k];
+	     k = (k + 1) & (e->hl_cap - 1)) {
+	}
+	e->hl_slots[k] = (uint32_t)(++e->hl_n);
+	e->hl_bytes += bytes;
+	return 0;
+}
+
+void tx_links_free(struct engine *e)
+{
+	for (size_t i = 0; i < e->hl_n; i++) {
+		free(e->hl[i].name);
+	}
+	free(e->hl);
+	free(e->hl_slots);
+	e->hl = NULL;
+	e->hl_slots = NULL;
+	e->hl_n = e->hl_cap = e->hl_vcap = 0;
+}
+
+/* ---- receiver ---- */
+
+static uint64_t lt_hash(const char *name)
+{
+	return XXH3_64bits(name, strlen(name)) | 1; /* 0 marks an empty slot */
+}
+
+static bool lt_has(const struct engine *e, const char *name)
+{
+	uint64_t h = lt_hash(name);
+
+	if (!e->lt_cap) {
+		return false;
+	}
+	for (size_t k = h & (e->lt_cap - 1); e->lt[k]; k = (k + 1) & (e->lt_cap - 1)) {
+		if (e->lt[k] == h) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Remember a name a link may point at; past LINK_TARGETS_MAX it is not (lt_full). */
+static int lt_add(struct engine *e, const char *name)
+{
+	uint64_t h = lt_hash(name);
+	size_t k;
+
+	if (e->lt_n >= LINK_TARGETS_MAX) {
+		e->lt_full = true;
+		return 0;
+	}
+	if ((e->lt_n + 1) * 2 > e->lt_cap) {
+		size_t cap = e->lt_cap ? e->lt_cap * 2 : 1024;
+		uint64_t *t = calloc(cap, sizeof(*t));
+
+		if (!t) {
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < e->lt_cap; i++) {
+			if (e->lt[i]) {
+				for (k = e->lt[i] & (cap - 1); t[k]; k = (k + 1) & (cap - 1)) {
+				}
+				t[k] = e->lt[i];
+			}
+		}
+		free(e->lt);
+		e->lt = t;
+		e->lt_cap = cap;
+	}
+	for (k = h & (e->lt_cap - 1); e->lt[k]; k = (k + 1) & (e->lt_cap - 1)) {
+		if (e->lt[k] == h) {
+			return 0;
+		}
+	}
+	e->lt[k] = h;
+	e->lt_n++;
+	return 0;
+}
+
+void rx_links_free(struct engine *e)
+{
+	free(e->lt);
+	e->lt = NULL;
+	e->lt_n = e->lt_cap = 0;
+}
+
+/*
+ * Make hard link f to its target (already a name committed this session):
+ * the target must be a regular file, found beneath the destination without
+ * following a symlink; linked under a temp name, renamed over f's name.
+ * On success f waits, like a renamed file, for its directory's fsync.
+ */
+static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	_cleanup_close_ int tdir = -1;
+	struct dirent_cache *d = &e->dirs[f->dir];
+	struct stat st, old;
+	const char *tleaf;
+	int r;
+
+	r = fspath_open_parent(e->p->base_fd, f->link_target, false, &tdir, &tleaf);
+	if (r >= 0 && fstatat(tdir, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		r = negerrno();
+	}
+	if (r >= 0 && !S_ISREG(st.st_mode)) {
+		r = -EINVAL;
+	}
+	if (r < 0) {
+		snprintf(text, textlen, "hard link to %.200s: %s", f->link_target,
+			 r == -EINVAL ? "not a regular file" : strerror(-r));
+		return errno_to_perr(r == -EINVAL ? -ENOENT : r);
+	}
+	/* The same file by that name already: nothing to change. */
+	if (fstatat(d->fd, f->leaf, &old, AT_SYMLINK_NOFOLLOW) < 0 || old.st_dev != st.st_dev ||
+	    old.st_ino != st.st_ino) {
+		for (int tries = 0; tries < 16; tries++) {
+			r = fspath_temp_name(f->leaf, f->tmpname, sizeof(f->tmpname));
+			if (r < 0) {
+				break;
+			}
+			r = linkat(tdir, tleaf, d->fd, f->tmpname, 0) == 0 ? 0 : negerrno();
+			if (r != -EEXIST) {
+				break;
+			}
+		}
+		if (r >= 0 && renameat(d->fd, f->tmpname, d->fd, f->leaf) < 0) {
+			r = negerrno();
+		}
+		/* Gone after a rename, unless the name was the same file already (a no-op). */
+		if (f->tmpname[0]) {
+			unlinkat(d->fd, f->tmpname, 0);
+			f->tmpname[0] = '\0';
+		}
+		if (r < 0) {
+			snprintf(text, textlen, "hard link to %.200s: %s", f->link_target,
+				 strerror(-r));
+			return errno_to_perr(r);
+		}
+	}
+	f->renamed = true;
+	d->dirty = true;
+	f->dir_sync_needed = d->submitted + 1;
+	e->commit_batch[e->ncommit++] = file_index(e, f);
+	return PERR_OK;
+}
+
+/*
+ * A FILES entry of type HARDLINK, its own name checked already: where it
+ * goes, what it links to (the target's name mapped as names are), and then
+ * made at once, or left waiting for a target still in flight.
+ */
+uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, char *text,
+			size_t textlen, bool *ret_peer)
+{
+	uint32_t level = e->p->open_flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
+	uint32_t code;
+
+	if (rx_map_name(e, link, &f->link_target) < 0) {
+		return PERR_INTERNAL;
+	}
+	if (fspath_validate(f->link_target) < 0 || strcmp(f->link_target, f->name) == 0) {
+		*ret_peer = true;
+		snprintf(text, textlen, "invalid hard link target");
+		return PERR_BAD_PATH;
+	}
+	code = rx_locate(e, f, text, textlen);
+	if (code != PERR_OK) {
+		return code;
+	}
+	for (size_t i = 0; i < FILE_TABLE; i++) {
+		struct efile *t = &e->files[i];
+
+		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name &&
+		    strcmp(t->name, f->link_target) == 0) {
+			f->link_wait = t->id;
+			f->link_waiting = true;
+			e->links_waiting++;
+			return PERR_OK;
+		}
+	}
+	if (!lt_has(e, f->link_target)) {
+		snprintf(text, textlen,
+			 "hard link to %.200s: that file was not copied in this session%s",
+			 f->link_target,
+			 e->lt_full ? " (or is past the receiver's limit of names it remembers)"
+				    : "");
+		return PERR_NOT_FOUND;
+	}
+	if (level) {
+		struct stat a, b;
+		_cleanup_close_ int tdir = -1;
+		const char *tleaf;
+
+		/* Kept when that name is the same file already. */
+		if (fspath_open_parent(e->p->base_fd, f->link_target, false, &tdir, &tleaf) >= 0 &&
+		    fstatat(tdir, tleaf, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    fstatat(e->dirs[f->dir].fd, f->leaf, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(b.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+			return PERR_SKIPPED;
+		}
+	}
+	return rx_link_make(e, f, text, textlen);
+}
+
+/*
+ * Regular file t is resolved (ok: committed or kept; else failed): it may
+ * be linked to from now on, and the links that wait for it go on.
+ */
+void rx_link_target_done(struct engine *e, const struct efile *t, bool ok)
+{
+	if (!(e->p->open_flags & PROTO_OPEN_HARDLINKS) || t->ftype != PROTO_FT_REG) {
+		return;
+	}
+	if (ok && lt_add(e, t->name) < 0) {
+		e->lt_full = true;
+	}
+	for (size_t i = 0; e->links_waiting > 0 && i < FILE_TABLE; i++) {
+		struct efile *f = &e->files[i];
+
+		if (f->used && f->link_waiting && f->link_wait == t->id) {
+			f->link_waiting = false;
+			e->links_waiting--;
+			f->link_ready = true;
+			f->link_target_ok = ok;
+			e->links_ready++;
+		}
+	}
+}
+
+/* The links whose target is resolved: made now, or failed with it. */
+int rx_links_step(struct engine *e)
+{
+	for (size_t i = 0; e->links_ready > 0 && i < FILE_TABLE; i++) {
+		struct efile *f = &e->files[i];
+		char text[256] = "";
+		uint32_t code;
+
+		if (!f->used || !f->link_ready) {
+			continue;
+		}
+		f->link_ready = false;
+		e->links_ready--;
+		if (f->link_target_ok) {
+			code = rx_link_make(e, f, text, sizeof(text));
+		} else {
+			code = PERR_NOT_FOUND;
+			snprintf(text, sizeof(text), "hard link to %.200s: that file failed",
+				 f->link_target);
+		}
+		if (code != PERR_OK) {
+			file_fail(f, code, "%s", text);
+			int r = rx_resolve(e, f);
+
+			if (r < 0) {
+				return r;
+			}
+		}
+	}
+	return 0;
+}

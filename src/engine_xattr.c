@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * -X (extended attributes) and -A (POSIX ACLs, as their system.posix_acl_*
+ * attributes in the kernel's raw format, numeric ids). The sender reads an
+ * entry's attributes from its open file (a regular file, before its
+ * FILE_DONE) or directory (right after the FILES batch that offered it) and
+ * sends them in one XATTRS message; symlinks and hard links carry none.
+ * The receiver keeps a file's (at most XATTR_HELD_MAX for all the files in
+ * flight) and sets them on the temp file once it is verified, before its
+ * mode and time and the rename (so a file appears with its attributes); a
+ * directory's as it arrives. user.* are
+ * always set; security.* and trusted.* only by a receiver running as root
+ * (else they are ignored, as rsync does). One the receiving file system
+ * refuses fails the entry: a file is not committed, a directory is
+ * reported.
+ */
+#include "engine-internal.h"
+
+#include <sys/xattr.h>
+
+/* Is name one this session carries (-X: user, security, trusted; -A: the two ACLs)? */
+static bool xattr_wanted(const struct engine *e, const char *name)
+{
+	bool acl = strncmp(name, "system.", 7) == 0;
+
+	if (!proto_xattr_name_ok(name)) {
+		return false;
+	}
+	return acl ? (e->p->open_flags & PROTO_OPEN_ACLS) != 0
+		   : (e->p->open_flags & PROTO_OPEN_XATTRS) != 0;
+}
+
+/* ---- sender ---- */
+
+/*
+ * The attributes of the entry open as fd, for id, in one XATTRS message
+ * (none: nothing sent). Returns 0, PERR_* > 0 for a failure of that entry
+ * (text says why), or -errno when the session fails.
+ */
+int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t textlen)
+{
+	_cleanup_free_ char *list = NULL;
+	_cleanup_free_ uint8_t *val = NULL;
+	struct proto_xattr *x = NULL;
+	struct msg m = { .type = MSG_XATTRS };
+	size_t total = 4 + 2, n = 0;
+	ssize_t len;
+	uint32_t code = PERR_OK;
+	int r = 0;
+
+	if (!(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))) {
+		return 0;
+	}
+	list = malloc(XATTR_LIST_MAX);
+	val = malloc(PROTO_MAX_XATTR_VALUE);
+	if (!list || !val) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	len = flistxattr(fd, list, XATTR_LIST_MAX);
+	if (len < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP)) {
+		return 0; /* a file system without them: there are none */
+	}
+	if (len < 0) {
+		r = negerrno();
+		snprintf(text, textlen, "list extended attributes: %s", strerror(-r));
+		return (int)errno_to_perr(r);
+	}
+	for (char *p = list; p < list + len; p += strlen(p) + 1) {
+		n += xattr_wanted(e, p);
+	}
+	if (n == 0) {
+		return 0;
+	}
+	if (n > PROTO_MAX_XATTRS) {
+		snprintf(text, textlen, "more than %u extended attributes", PROTO_MAX_XATTRS);
+		return PERR_PERMISSION;
+	}
+	x = calloc(n, sizeof(*x));
+	if (!x) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	m.u.xattrs.id = id;
+	m.u.xattrs.x = x;
+	/* Each value read into val, then kept at its size: at most a frame's worth in all. */
+	for (char *p = list; p < list + len && code == PERR_OK; p += strlen(p) + 1) {
+		struct proto_xattr *a = &x[m.u.xattrs.count];
+		ssize_t vlen;
+
+		if (!xattr_wanted(e, p) || m.u.xattrs.count >= n) {
+			continue;
+		}
+		vlen = fgetxattr(fd, p, val, PROTO_MAX_XATTR_VALUE);
+		if (vlen < 0 && errno == ENODATA) {
+			continue; /* gone since it was listed */
+		}
+		if (vlen < 0) {
+			int err = negerrno();
+
+			snprintf(text, textlen, "read extended attribute %.100s: %s", p,
+				 strerror(-err));
+			code = errno_to_perr(err);
+			break;
+		}
+		total += 2 + strlen(p) + 4 + (size_t)vlen;
+		if (total > PROTO_MAX_PAYLOAD) {
+			snprintf(text, textlen, "extended attributes over %u bytes in all",
+				 PROTO_MAX_PAYLOAD);
+			code = PERR_PERMISSION;
+			break;
+		}
+		a->value = malloc(vlen ? (size_t)vlen : 1);
+		if (!a->value) {
+			r = fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			break;
+		}
+		memcpy(a->value, val, (size_t)vlen);
+		a->name = p;
+		a->len = (uint32_t)vlen;
+		m.u.xattrs.count++;
+	}
+	if (r == 0 && code == PERR_OK && m.u.xattrs.count > 0) {
+		r = chan_queue(e->p->chan, &m);
+		if (r < 0) {
+			r = fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
+	}
+	for (size_t i = 0; i < m.u.xattrs.count; i++) {
+		free(x[i].value);
+	}
+	free(x);
+	return r < 0 ? r : (int)code;
+}
+
+/*
+ * The attributes of the directories of a FILES batch just sent (pf, n),
+ * each opened again from its entry. A directory that can't be read is a
+ * failure here (it was offered already: the receiver has it without them).
+ */
+int tx_send_dir_xattrs(struct engine *e, const struct proto_file *pf, uint32_t n)
+{
+	if (!(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))) {
+		return 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct efile *f = file_by_id(e, pf[i].id);
+		_cleanup_close_ int fd = -1;
+		char text[256] = "";
+		int r;
+
+		if (!f || pf[i].ftype != PROTO_FT_DIR) {
+			continue;
+		}
+		if (f->src_dirfd == AT_FDCWD) {
+			fd = open(f->src_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			r = fd < 0 ? negerrno() : 0;
+		} else if (f->src_path[0] == '\0') {
+			fd = openat(f->src_dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			r = fd < 0 ? negerrno() : 0;
+		} else {
+			r = fspath_open_dir(f->src_dirfd, f->src_path, &fd);
+		}
+		if (r < 0) {
+			snprintf(text, sizeof(text), "open for its extended attributes: %s",
+				 strerror(-r));
+			note_failure(e, f->name, f->ftype, errno_to_perr(r), true, text);
+			continue;
+		}
+		r = tx_send_xattrs(e, f->id, fd, text, sizeof(text));
+		if (r < 0) {
+			return r;
+		}
+		if (r > 0) {
+			note_failure(e, f->name, f->ftype, (uint32_t)r, true, text);
+		}
+	}
+	return 0;
+}
+
+/* ---- receiver ---- */
+
+/* Forget the directories of the previous FILES batch. */
+void rx_xattr_dirs_reset(struct engine *e)
+{
+	for (size_t i = 0; i < e->nxdirs; i++) {
+		free(e->xdirs[i].name);
+	}
+	e->nxdirs = 0;
+}
+
+/* Directory f of this FILES batch may get its attributes next. */
+int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created)
+{
+	if (!(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)) ||
+	    e->nxdirs >= PROTO_MAX_BATCH) {
+		return 0;
+	}
+	e->xdirs[e->nxdirs].name = strdup(f->name);
+	if (!e->xdirs[e->nxdirs].name) {
+		return -ENOMEM;
+	}
+	e->xdirs[e->nxdirs].id = f->id;
+	e->xdirs[e->nxdirs].created = created;
+	e->nxdirs++;
+	return 0;
+}
+
+/*
+ * -A on an entry we create: no ACL but the sender's. A new file or
+ * directory inherits its parent's default ACL; the sender's ACLs, if any,
+ * come in XATTRS.
+ */
+void rx_acl_clear(struct engine *e, int fd, bool dir)
+{
+	if (!(e->p->open_flags & PROTO_OPEN_ACLS)) {
+		return;
+	}
+	fremovexattr(fd, "system.posix_acl_access");
+	if (dir) {
+		fremovexattr(fd, "system.posix_acl_default");
+	}
+}
+
+/* Does x carry only what this session carries? Else the session fails. */
+static int rx_xattrs_check(struct engine *e, const struct msg_xattrs *x)
+{
+	for (size_t i = 0; i < x->count; i++) {
+		if (!xattr_wanted(e, x->x[i].name)) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "XATTRS: an attribute this session does not carry");
+		}
+	}
+	return 0;
+}
+
+/* Set n attributes on fd. Returns PERR_OK or a failure with text. */
+static uint32_t rx_xattrs_set(const struct proto_xattr *x, size_t n, int fd, char *text,
+			      size_t textlen)
+{
+	bool root = geteuid() == 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct proto_xattr *a = &x[i];
+
+		bool privileged =
+		    strncmp(a->name, "security.", 9) == 0 || strncmp(a->name, "trusted.", 8) == 0;
+
+		/*
+		 * Only root may set these (with CAP_SYS_ADMIN, which rdmacpd's
+		 * sessions never keep); anyone else ignores them, as rsync does.
+		 */
+		if (privileged && !root) {
+			continue;
+		}
+		if (fsetxattr(fd, a->name, a->value, a->len, 0) < 0) {
+			int r = negerrno();
+
+			if (privileged && r == -EPERM) {
+				continue;
+			}
+			snprintf(text, textlen, "set extended attribute %.100s: %s", a->name,
+				 strerror(-r));
+			return errno_to_perr(r);
+		}
+	}
+	return PERR_OK;
+}
+
+/* Free what a regular file holds of its attributes. */
+void rx_xattrs_release(struct engine *e, struct efile *f)
+{
+	for (size_t i = 0; i < f->nxattrs; i++) {
+		free(f->xattrs[i].name);
+		free(f->xattrs[i].value);
+	}
+	free(f->xattrs);
+	f->xattrs = NULL;
+	f->nxattrs = 0;
+	e->xattr_held -= MIN(e->xattr_held, f->xattr_bytes);
+	f->xattr_bytes = 0;
+}
+
+/*
+ * A regular file verified: its attributes on the temp file, after the
+ * last write (a write clears security.capability) and before its mode
+ * and time (rx_apply_meta: a mode that agrees with its access ACL).
+ */
+void rx_xattrs_apply(struct engine *e, struct efile *f)
+{
+	char text[256];
+	uint32_t code;
+
+	if (!f->nxattrs) {
+		return;
+	}
+	code = rx_xattrs_set(f->xattrs, f->nxattrs, f->tfd, text, sizeof(text));
+	if (code != PERR_OK) {
+		file_fail(f, code, "%s", text);
+	}
+	rx_xattrs_release(e, f);
+}
+
+int rx_xattrs(struct engine *e, struct msg_xattrs *x)
+{
+	struct efile *f = file_by_id(e, x->id);
+	char text[256] = "";
+	uint32_t code;
+	int r;
+
+	if (!(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS in a session without -X or -A");
+	}
+	r = rx_xattrs_check(e, x);
+	if (r < 0) {
+		return r;
+	}
+	if (f && f->ftype == PROTO_FT_REG) {
+		size_t bytes = 0;
+
+		/* Once, before FILE_DONE; kept until the file is verified (rx_xattrs_apply). */
+		if (f->got_done || f->nxattrs) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS after FILE_DONE or twice");
+		}
+		if (f->failed || f->tfd < 0) {
+			return 0;
+		}
+		for (size_t i = 0; i < x->count; i++) {
+			bytes += sizeof(x->x[i]) + strlen(x->x[i].name) + 1 + x->x[i].len;
+		}
+		if (e->xattr_held + bytes > XATTR_HELD_MAX) {
+			file_fail(f, PERR_BUSY,
+				  "extended attributes of the files in flight over %zu MiB",
+				  XATTR_HELD_MAX >> 20);
+			return 0;
+		}
+		f->xattrs = x->x;
+		f->nxattrs = x->count;
+		f->xattr_bytes = bytes;
+		e->xattr_held += bytes;
+		x->x = NULL;
+		x->count = 0;
+		return 0;
+	}
+	for (size_t i = 0; i < e->nxdirs; i++) {
+		_cleanup_close_ int fd = -1;
+		struct stat st;
+
+		if (e->xdirs[i].id != x->id) {
+			continue;
+		}
+		r = fspath_open_dir(e->p->base_fd, e->xdirs[i].name, &fd);
+		if (r < 0) {
+			snprintf(text, sizeof(text), "extended attributes: %s", strerror(-r));
+			note_failure(e, e->xdirs[i].name, PROTO_FT_DIR, errno_to_perr(r), true,
+				     text);
+			return 0;
+		}
+		code = rx_xattrs_set(x->x, x->count, fd, text, sizeof(text));
+		if (code != PERR_OK) {
+			note_failure(e, e->xdirs[i].name, PROTO_FT_DIR, code, true, text);
+		}
+		/*
+		 * An access ACL sets the mode's bits: a directory we made stays
+		 * ours to write into until its own mode is set, at the end.
+		 */
+		if (e->xdirs[i].created && fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700) {
+			fchmod(fd, (st.st_mode & 07777) | 0700);
+		}
+		return 0;
+	}
+	/* Not in flight and not a directory of the last batch: a refused or failed entry. */
+	if (x->id > e->next_id) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS for unknown id %u", x->id);
+	}
+	return 0;
+}
