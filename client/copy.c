@@ -24,6 +24,7 @@
 #include "engine.h"
 #include "fit.h"
 #include "exitcodes.h"
+#include "fileslist.h"
 #include "fsglob.h"
 #include "fspath.h"
 #include "hash.h"
@@ -225,6 +226,14 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
+	/* Never more than asked for in silence: a daemon without FILTER would send everything. */
+	if (direction == PROTO_DIR_PULL && !filter_empty(&s->o->filters) &&
+	    !(s->hello.caps & PROTO_CAP_FILTER)) {
+		log_error("%s: the daemon is too old for --include/--exclude on a pull (it has no "
+			  "filters): upgrade it, or pull without them",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
 	r = pick_transport(s, &m.u.open.transport);
 	if (r != 0) {
 		return r;
@@ -348,6 +357,7 @@ static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures
 }
 
 static int send_get(struct daemon_conn *s, char **paths, size_t n);
+static int send_filter_and_get(struct daemon_conn *s, char **paths, size_t n);
 
 static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_params *ep,
 		      const struct msg_open_ok *ok, struct engine_stats *st)
@@ -361,7 +371,7 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	if (rc != 0) {
 		return rc;
 	}
-	if (x->nget && send_get(s, x->get_paths, x->nget) < 0) {
+	if (x->nget && send_filter_and_get(s, x->get_paths, x->nget) < 0) {
 		xp->ops->destroy(xp);
 		log_error("control channel write failed");
 		return EXIT_CONNECT;
@@ -423,6 +433,114 @@ static char *last_component(const char *path)
 	return fspath_last_component(path, buf, sizeof(buf)) < 0 ? NULL : strdup(buf);
 }
 
+/* Keep fd open with the list: its entries are relative to it. */
+static int src_list_hold(struct src_list *l, int fd)
+{
+	int *v = reallocarray(l->held, l->nheld + 1, sizeof(*v));
+
+	if (!v) {
+		return -ENOMEM;
+	}
+	l->held = v;
+	l->held[l->nheld++] = fd;
+	return 0;
+}
+
+/* One --files-from name that can't be sent: a failure, or with --missing-ok a note. */
+static void files_from_failed(struct xfer *x, const char *srcdir, const char *name, int r,
+			      uint64_t *local_failures)
+{
+	_cleanup_free_ char *path = NULL;
+	char esc[1024];
+
+	if ((r == -ENOENT || r == -ENOTDIR) && x->o->missing_ok) {
+		if (x->o->verbose > 0) {
+			log_info("%s: missing (--missing-ok)",
+				 log_escape_short(name, esc, sizeof(esc)));
+		}
+		return;
+	}
+	if (asprintf(&path, "%s/%s", srcdir, name) < 0) {
+		path = NULL;
+	}
+	output_local_error(&x->out, name, path ? path : name,
+			   r == -ENOENT || r == -ENOTDIR		? "NOT_FOUND"
+			   : r == -EINVAL || r == -ELOOP || r == -EXDEV ? "BAD_PATH"
+									: "LOCAL_IO",
+			   r == -ENOENT || r == -ENOTDIR ? "listed in --files-from, not found"
+			   : r == -EINVAL ? "not a name beneath the source directory (absolute, "
+					    "or with . or .. in it)"
+			   : r == -ELOOP || r == -EXDEV ? "a symlink in its path (not followed)"
+							: strerror(-r));
+	(*local_failures)++;
+}
+
+/*
+ * --files-from: each listed name beneath the one source directory, sent
+ * under that name (its path kept, as rsync's --relative); a directory with
+ * its contents only under -r. 0 or an exit code (the error printed).
+ */
+static int add_files_from(struct xfer *x, const char *srcdir, struct src_list *srcs,
+			  uint64_t *local_failures)
+{
+	struct client_opts *o = x->o;
+	struct files_list fl = { 0 };
+	char esc[1024];
+	size_t entry;
+	int fd, r;
+
+	r = files_list_read(o->files_from, o->from0, &fl, &entry);
+	if (r < 0) {
+		log_escape_short(o->files_from, esc, sizeof(esc));
+		if (entry > 0) {
+			log_error("--files-from %s: name %zu: %s", esc, entry,
+				  r == -ENAMETOOLONG ? "longer than 4096 bytes"
+				  : r == -E2BIG	     ? "too many names"
+				  : r == -EINVAL     ? "a NUL in a line (use -0)"
+						     : strerror(-r));
+			return EXIT_USAGE;
+		}
+		log_error("--files-from %s: %s", esc, strerror(-r));
+		return EXIT_LOCAL_IO;
+	}
+	r = files_list_prune(&fl, o->recursive);
+	if (r < 0) {
+		files_list_free(&fl);
+		return EXIT_LOCAL_IO;
+	}
+	/* The source directory as typed (its own symlink followed, as any operand's). */
+	fd = open(srcdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || src_list_hold(srcs, fd) < 0) {
+		r = fd < 0 ? negerrno() : -ENOMEM;
+		if (fd >= 0) {
+			close(fd);
+		}
+		files_list_free(&fl);
+		log_error("%s: %s (--files-from names are relative to one source directory)",
+			  log_escape_short(srcdir, esc, sizeof(esc)), strerror(-r));
+		return EXIT_LOCAL_IO;
+	}
+	for (size_t i = 0; i < fl.n; i++) {
+		const char *name = fl.names[i];
+
+		r = fspath_validate(name);
+		if (r == 0) {
+			r = walk_add_flags(srcs, fd, name, name,
+					   (o->recursive ? WALK_RECURSIVE : 0) | WALK_DIR_ALONE,
+					   walk_warning, NULL);
+		}
+		if (r == -ENOMEM) {
+			files_list_free(&fl);
+			return EXIT_LOCAL_IO;
+		}
+		if (r < 0) {
+			files_from_failed(x, srcdir, name, r, local_failures);
+		}
+	}
+	files_list_free(&fl);
+	return 0;
+}
+
 static int push(struct client_opts *o, char **args, int nargs, const struct remote *rem)
 {
 	struct daemon_conn s = { .o = o, .rem = rem };
@@ -437,6 +555,22 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	int rc;
 
 	output_init(&x.out, o->json, o->progress, o->verbose);
+	srcs.filter = filter_empty(&o->filters) ? NULL : &o->filters;
+	if (o->files_from[0]) {
+		if (nargs != 1) {
+			log_error("--files-from takes one source directory (the names are relative "
+				  "to it)");
+			return EXIT_USAGE;
+		}
+		rc = add_files_from(&x, args[0], &srcs, &local_failures);
+		if (rc != 0) {
+			src_list_free(&srcs);
+			return rc;
+		}
+		/* Where a failure is: the source directory and the name under it. */
+		x.local_dir = args[0];
+		nargs = 0;
+	}
 	for (int i = 0; i < nargs; i++) {
 		_cleanup_free_ char *name = last_component(args[i]);
 		char esc[4200];
@@ -460,12 +594,14 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	}
 	x.args = args;
 	x.nargs = nargs;
-	if (srcs.n == 0) {
+	if (srcs.n == 0 && (local_failures > 0 || (srcs.filter == NULL && !o->files_from[0]))) {
 		src_list_free(&srcs);
-		return nargs == 1 && local_failures ? EXIT_LOCAL_IO : EXIT_LOCAL_IO;
+		/* A --files-from list with nothing there is a partial run (exit 9), as rsync's. */
+		return o->files_from[0] ? EXIT_PARTIAL : EXIT_LOCAL_IO;
 	}
 	x.out.total_bytes = srcs.total_bytes;
-	if (nargs > 1 || rem->path[0] == '\0' || rem->path[strlen(rem->path) - 1] == '/') {
+	if (nargs > 1 || o->files_from[0] || rem->path[0] == '\0' ||
+	    rem->path[strlen(rem->path) - 1] == '/') {
 		flags |= PROTO_OPEN_DEST_IS_DIR;
 	}
 	rc = daemon_conn_open(&s);
@@ -630,6 +766,36 @@ static int send_get(struct daemon_conn *s, char **paths, size_t n)
 	return chan_send(&s->chan, &m);
 }
 
+/*
+ * A pull's rules, as one FILTER (the daemon's walk applies them), then GET;
+ * only GET without rules. open_transfer made sure the daemon knows FILTER.
+ */
+static int send_filter_and_get(struct daemon_conn *s, char **paths, size_t n)
+{
+	const struct filter_list *f = &s->o->filters;
+
+	if (!filter_empty(f)) {
+		_cleanup_free_ struct proto_filter_rule *rules = calloc(f->n, sizeof(*rules));
+		struct msg m = { .type = MSG_FILTER };
+		int r;
+
+		if (!rules) {
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < f->n; i++) {
+			rules[i] = (struct proto_filter_rule){ .action = f->rules[i].action,
+							       .pattern = f->rules[i].text };
+		}
+		m.u.filter.count = (uint16_t)f->n;
+		m.u.filter.rules = rules;
+		r = chan_queue(&s->chan, &m);
+		if (r < 0) {
+			return r;
+		}
+	}
+	return send_get(s, paths, n);
+}
+
 /* --dry-run of a pull: the daemon lists what it would send, then END. */
 static int pull_plan(struct daemon_conn *s, struct xfer *x)
 {
@@ -694,6 +860,11 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		log_error("at most %d remote sources at once", PROTO_MAX_BATCH);
 		return EXIT_USAGE;
 	}
+	if (o->files_from[0]) {
+		log_error("--files-from is for a push (the names are of a local directory); for a "
+			  "pull, name the remote sources (HOST:MODULE/PATH...) instead");
+		return EXIT_USAGE;
+	}
 	output_init(&x.out, o->json, o->progress, o->verbose);
 	for (int i = 0; i < nargs; i++) {
 		if (parse_remote(args[i], &rems[i]) != 1 || strcmp(rems[i].host, rems[0].host)) {
@@ -731,7 +902,8 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		rc = open_transfer(&s, PROTO_DIR_PULL, open_flags(o), rems[0].path, &reply);
 	}
 	if (rc == 0 && o->dry_run) {
-		rc = send_get(&s, paths, (size_t)nargs) < 0 ? EXIT_PROTOCOL : pull_plan(&s, &x);
+		rc = send_filter_and_get(&s, paths, (size_t)nargs) < 0 ? EXIT_PROTOCOL
+								       : pull_plan(&s, &x);
 	} else if (rc == 0) {
 		/* The lanes first (the daemon waits for them), then what we want. */
 		ep.base_fd = basefd;

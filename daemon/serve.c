@@ -517,6 +517,8 @@ struct get_source {
 	/* Wildcard matches queued so far, sorted: each is sent once per GET. */
 	char **globbed;
 	size_t nglobbed;
+	/* The client's FILTER, applied to every entry the walk makes (filter.h). */
+	struct filter_list filter;
 };
 
 static void pull_warning(void *ud, const char *path, const char *why)
@@ -741,6 +743,29 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 }
 
 /*
+ * The rules of a FILTER (sent before GET by a client that has any), for the
+ * walk: each one checked as the client's own parser checks it.
+ */
+static int take_filter(struct conn *c, const struct msg_filter *f, struct get_source *g)
+{
+	for (size_t i = 0; i < f->count; i++) {
+		char esc[PROTO_MAX_PATH * 4 + 1];
+		int r = filter_add(&g->filter, f->rules[i].action, f->rules[i].pattern);
+
+		if (r == -ENOMEM) {
+			return refuse(c, PERR_INTERNAL, "out of memory");
+		}
+		if (r < 0) {
+			return refuse(c, PERR_PROTOCOL, "FILTER: bad rule '%s': %s",
+				      log_escape(f->rules[i].pattern, esc, sizeof(esc)),
+				      r == -E2BIG ? "too many rules" : strerror(-r));
+		}
+	}
+	walk_set_filter(g->w, &g->filter);
+	return 0;
+}
+
+/*
  * Expand the client's GET beneath the module: every path resolved without
  * following symlinks, named after its last component (as scp does), each
  * distinct one queued once on the walker. Only the top entries are looked
@@ -757,6 +782,18 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 	r = chan_recv(&c->chan, &in, (int)c->cfg->idle_timeout_s * 1000);
 	if (r < 0) {
 		return log_notice_errno(r, "%s (%s): waiting for GET: %m", c->peer, c->id);
+	}
+	/* At most one FILTER, right before GET. */
+	if (in.type == MSG_FILTER) {
+		r = take_filter(c, &in.u.filter, g);
+		msg_clear(&in);
+		if (r < 0) {
+			return r;
+		}
+		r = chan_recv(&c->chan, &in, (int)c->cfg->idle_timeout_s * 1000);
+		if (r < 0) {
+			return log_notice_errno(r, "%s (%s): waiting for GET: %m", c->peer, c->id);
+		}
 	}
 	if (in.type != MSG_GET) {
 		msg_clear(&in);
@@ -1065,6 +1102,7 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 			r = run_transfer(c, o, m, rootfd, NULL, &g);
 		}
 		walk_free(g.w);
+		filter_list_free(&g.filter);
 		return r;
 	}
 	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR,

@@ -32,6 +32,7 @@ static const char *const type_names[] = {
 	[MSG_ENTRY_FAILED] = "ENTRY_FAILED",
 	[MSG_LIST] = "LIST",
 	[MSG_MODULES] = "MODULES",
+	[MSG_FILTER] = "FILTER",
 };
 
 static const char *const err_names[] = {
@@ -284,6 +285,16 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 			wbuf_put_str16(w, m->u.modules.mods[i].comment, PROTO_MAX_TEXT);
 		}
 		break;
+	case MSG_FILTER:
+		if (m->u.filter.count > PROTO_MAX_FILTERS) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u16(w, m->u.filter.count);
+		for (size_t i = 0; i < m->u.filter.count; i++) {
+			wbuf_put_u8(w, m->u.filter.rules[i].action);
+			wbuf_put_str16(w, m->u.filter.rules[i].pattern, PROTO_MAX_PATH);
+		}
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -342,10 +353,11 @@ static char *dec_str_alloc(struct rbuf *r, size_t max)
 }
 
 /* Smallest encoding of one FILES entry: fixed fields + two empty strings. */
-#define FILE_ENTRY_MIN (4 + 1 + 4 + 8 + 8 + 4 + 4 + 4 + 2 + 2)
-#define ACK_ENTRY_MIN  (4 + 4 + 2)
-#define GET_ENTRY_MIN  2
-#define MOD_ENTRY_MIN  (1 + 2 + 2)
+#define FILE_ENTRY_MIN	(4 + 1 + 4 + 8 + 8 + 4 + 4 + 4 + 2 + 2)
+#define ACK_ENTRY_MIN	(4 + 4 + 2)
+#define GET_ENTRY_MIN	2
+#define MOD_ENTRY_MIN	(1 + 2 + 2)
+#define FILTER_RULE_MIN (1 + 2 + 1)
 
 static int dec_files(struct rbuf *r, struct msg_files *f)
 {
@@ -464,6 +476,38 @@ static int dec_modules(struct rbuf *r, struct msg_modules *md)
 		if ((e->flags & ~PROTO_MOD_FLAGS_KNOWN) != 0 ||
 		    e->flags == (PROTO_MOD_READ_ONLY | PROTO_MOD_WRITE_ONLY) ||
 		    e->name[0] == '\0' || strchr(e->name, '/')) {
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+static int dec_filter(struct rbuf *r, struct msg_filter *f)
+{
+	uint16_t count = rbuf_get_u16(r);
+	size_t bytes = 0;
+
+	if (r->error || count == 0 || count > PROTO_MAX_FILTERS ||
+	    (size_t)count * FILTER_RULE_MIN > rbuf_left(r)) {
+		return -EBADMSG;
+	}
+	f->count = 0;
+	f->rules = calloc(count, sizeof(*f->rules));
+	if (!f->rules) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct proto_filter_rule *e = &f->rules[i];
+
+		e->action = rbuf_get_u8(r);
+		f->count = (uint16_t)(i + 1); /* so msg_clear frees this entry */
+		e->pattern = dec_str_alloc(r, PROTO_MAX_PATH);
+		if (r->error) {
+			return -EBADMSG;
+		}
+		bytes += strlen(e->pattern);
+		if ((e->action != PROTO_FILTER_INCLUDE && e->action != PROTO_FILTER_EXCLUDE) ||
+		    e->pattern[0] == '\0' || bytes > PROTO_MAX_FILTER_BYTES) {
 			return -EBADMSG;
 		}
 	}
@@ -625,6 +669,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return 0;
 	case MSG_MODULES:
 		return dec_modules(r, &m->u.modules);
+	case MSG_FILTER:
+		return dec_filter(r, &m->u.filter);
 	default:
 		return -EBADMSG;
 	}
@@ -680,6 +726,12 @@ void msg_clear(struct msg *m)
 			free(m->u.modules.mods[i].comment);
 		}
 		free(m->u.modules.mods);
+		break;
+	case MSG_FILTER:
+		for (size_t i = 0; i < m->u.filter.count; i++) {
+			free(m->u.filter.rules[i].pattern);
+		}
+		free(m->u.filter.rules);
 		break;
 	default:
 		break;

@@ -29,12 +29,14 @@
 
 #include "proto/msg.h"
 
-#define FILTER_MAX_RULES 1024	      /* rules in one list */
-#define FILTER_MAX_BYTES (256u << 10) /* all patterns together */
+/* One list fits one FILTER message. */
+#define FILTER_MAX_RULES PROTO_MAX_FILTERS	/* rules in one list */
+#define FILTER_MAX_BYTES PROTO_MAX_FILTER_BYTES /* all patterns together */
 
+/* The same numbers as FILTER's on the wire. */
 enum filter_action {
-	FILTER_INCLUDE = 1,
-	FILTER_EXCLUDE = 2,
+	FILTER_INCLUDE = PROTO_FILTER_INCLUDE,
+	FILTER_EXCLUDE = PROTO_FILTER_EXCLUDE,
 };
 
 struct filter_rule {
