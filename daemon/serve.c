@@ -742,6 +742,25 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 	return 0;
 }
 
+/* The next message of a pull's request (FILTER, GET): a malformed one is answered with ERROR. */
+static int recv_request(struct conn *c, struct msg *ret)
+{
+	int r = chan_recv(&c->chan, ret, (int)c->cfg->idle_timeout_s * 1000);
+
+	if (r < 0) {
+		log_notice_errno(r, "%s (%s): waiting for GET: %m", c->peer, c->id);
+		if (r != -ECONNRESET && r != -EPIPE) {
+			char why[160];
+
+			chan_send_error(&c->chan, chan_err_code(r), "%s",
+					r == -ETIMEDOUT
+					    ? "idle timeout"
+					    : chan_recv_error(&c->chan, r, why, sizeof(why)));
+		}
+	}
+	return r;
+}
+
 /*
  * The rules of a FILTER (sent before GET by a client that has any), for the
  * walk: each one checked as the client's own parser checks it.
@@ -779,9 +798,9 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 	struct msg in;
 	int r;
 
-	r = chan_recv(&c->chan, &in, (int)c->cfg->idle_timeout_s * 1000);
+	r = recv_request(c, &in);
 	if (r < 0) {
-		return log_notice_errno(r, "%s (%s): waiting for GET: %m", c->peer, c->id);
+		return r;
 	}
 	/* At most one FILTER, right before GET. */
 	if (in.type == MSG_FILTER) {
@@ -790,9 +809,9 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 		if (r < 0) {
 			return r;
 		}
-		r = chan_recv(&c->chan, &in, (int)c->cfg->idle_timeout_s * 1000);
+		r = recv_request(c, &in);
 		if (r < 0) {
-			return log_notice_errno(r, "%s (%s): waiting for GET: %m", c->peer, c->id);
+			return r;
 		}
 	}
 	if (in.type != MSG_GET) {
