@@ -212,6 +212,28 @@ static int pick_transport(struct daemon_conn *s, uint8_t *ret)
 	return 0;
 }
 
+/*
+ * A pull's rules, as one FILTER right before its OPEN (the daemon's walk
+ * applies them); open_transfer made sure the daemon knows FILTER.
+ */
+static int queue_filter(struct daemon_conn *s)
+{
+	const struct filter_list *f = &s->o->filters;
+	_cleanup_free_ struct proto_filter_rule *rules = calloc(f->n, sizeof(*rules));
+	struct msg m = { .type = MSG_FILTER };
+
+	if (!rules) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < f->n; i++) {
+		rules[i] = (struct proto_filter_rule){ .action = f->rules[i].action,
+						       .pattern = f->rules[i].text };
+	}
+	m.u.filter.count = (uint16_t)f->n;
+	m.u.filter.rules = rules;
+	return chan_queue(&s->chan, &m);
+}
+
 static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flags, const char *path,
 			 struct msg *ret)
 {
@@ -256,7 +278,13 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 		  direction == PROTO_DIR_PUSH ? "push to" : "pull from", path,
 		  m.u.open.transport ? transport_name(m.u.open.transport) : "auto", m.u.open.lanes,
 		  m.u.open.chunk_size, m.u.open.slots, flags);
-	r = chan_send(&s->chan, &m);
+	r = 0;
+	if (direction == PROTO_DIR_PULL && !filter_empty(&s->o->filters)) {
+		r = queue_filter(s);
+	}
+	if (r >= 0) {
+		r = chan_send(&s->chan, &m);
+	}
 	if (r >= 0) {
 		r = chan_recv(&s->chan, ret, s->o->idle_timeout_s * 1000);
 	}
@@ -357,7 +385,6 @@ static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures
 }
 
 static int send_get(struct daemon_conn *s, char **paths, size_t n);
-static int send_filter_and_get(struct daemon_conn *s, char **paths, size_t n);
 
 static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_params *ep,
 		      const struct msg_open_ok *ok, struct engine_stats *st)
@@ -371,7 +398,7 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	if (rc != 0) {
 		return rc;
 	}
-	if (x->nget && send_filter_and_get(s, x->get_paths, x->nget) < 0) {
+	if (x->nget && send_get(s, x->get_paths, x->nget) < 0) {
 		xp->ops->destroy(xp);
 		log_error("control channel write failed");
 		return EXIT_CONNECT;
@@ -766,36 +793,6 @@ static int send_get(struct daemon_conn *s, char **paths, size_t n)
 	return chan_send(&s->chan, &m);
 }
 
-/*
- * A pull's rules, as one FILTER (the daemon's walk applies them), then GET;
- * only GET without rules. open_transfer made sure the daemon knows FILTER.
- */
-static int send_filter_and_get(struct daemon_conn *s, char **paths, size_t n)
-{
-	const struct filter_list *f = &s->o->filters;
-
-	if (!filter_empty(f)) {
-		_cleanup_free_ struct proto_filter_rule *rules = calloc(f->n, sizeof(*rules));
-		struct msg m = { .type = MSG_FILTER };
-		int r;
-
-		if (!rules) {
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < f->n; i++) {
-			rules[i] = (struct proto_filter_rule){ .action = f->rules[i].action,
-							       .pattern = f->rules[i].text };
-		}
-		m.u.filter.count = (uint16_t)f->n;
-		m.u.filter.rules = rules;
-		r = chan_queue(&s->chan, &m);
-		if (r < 0) {
-			return r;
-		}
-	}
-	return send_get(s, paths, n);
-}
-
 /* --dry-run of a pull: the daemon lists what it would send, then END. */
 static int pull_plan(struct daemon_conn *s, struct xfer *x)
 {
@@ -902,8 +899,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		rc = open_transfer(&s, PROTO_DIR_PULL, open_flags(o), rems[0].path, &reply);
 	}
 	if (rc == 0 && o->dry_run) {
-		rc = send_filter_and_get(&s, paths, (size_t)nargs) < 0 ? EXIT_PROTOCOL
-								       : pull_plan(&s, &x);
+		rc = send_get(&s, paths, (size_t)nargs) < 0 ? EXIT_PROTOCOL : pull_plan(&s, &x);
 	} else if (rc == 0) {
 		/* The lanes first (the daemon waits for them), then what we want. */
 		ep.base_fd = basefd;

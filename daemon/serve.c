@@ -66,6 +66,12 @@ struct conn {
 	bool switched;		 /* runs as a module's user now, for good */
 	uid_t uid;
 	gid_t gid;
+	/*
+	 * The FILTER that came right before this OPEN (filter.h): a pull's
+	 * walk applies it; a push's receiver keeps it for a delete pass.
+	 */
+	struct filter_list filter;
+	bool have_filter;
 };
 
 static bool san_equals(const char *san, void *ud)
@@ -517,8 +523,6 @@ struct get_source {
 	/* Wildcard matches queued so far, sorted: each is sent once per GET. */
 	char **globbed;
 	size_t nglobbed;
-	/* The client's FILTER, applied to every entry the walk makes (filter.h). */
-	struct filter_list filter;
 };
 
 static void pull_warning(void *ud, const char *path, const char *why)
@@ -742,7 +746,7 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 	return 0;
 }
 
-/* The next message of a pull's request (FILTER, GET): a malformed one is answered with ERROR. */
+/* A pull's GET: a malformed one is answered with ERROR. */
 static int recv_request(struct conn *c, struct msg *ret)
 {
 	int r = chan_recv(&c->chan, ret, (int)c->cfg->idle_timeout_s * 1000);
@@ -762,14 +766,14 @@ static int recv_request(struct conn *c, struct msg *ret)
 }
 
 /*
- * The rules of a FILTER (sent before GET by a client that has any), for the
- * walk: each one checked as the client's own parser checks it.
+ * The rules of a FILTER, kept for the OPEN that must follow it: each one
+ * checked as the client's own parser checks it.
  */
-static int take_filter(struct conn *c, const struct msg_filter *f, struct get_source *g)
+static int take_filter(struct conn *c, const struct msg_filter *f)
 {
 	for (size_t i = 0; i < f->count; i++) {
 		char esc[PROTO_MAX_PATH * 4 + 1];
-		int r = filter_add(&g->filter, f->rules[i].action, f->rules[i].pattern);
+		int r = filter_add(&c->filter, f->rules[i].action, f->rules[i].pattern);
 
 		if (r == -ENOMEM) {
 			return refuse(c, PERR_INTERNAL, "out of memory");
@@ -780,7 +784,8 @@ static int take_filter(struct conn *c, const struct msg_filter *f, struct get_so
 				      r == -E2BIG ? "too many rules" : strerror(-r));
 		}
 	}
-	walk_set_filter(g->w, &g->filter);
+	c->have_filter = true;
+	log_debug("%s: FILTER: %zu rules for the next OPEN", c->peer, c->filter.n);
 	return 0;
 }
 
@@ -801,18 +806,6 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 	r = recv_request(c, &in);
 	if (r < 0) {
 		return r;
-	}
-	/* At most one FILTER, right before GET. */
-	if (in.type == MSG_FILTER) {
-		r = take_filter(c, &in.u.filter, g);
-		msg_clear(&in);
-		if (r < 0) {
-			return r;
-		}
-		r = recv_request(c, &in);
-		if (r < 0) {
-			return r;
-		}
 	}
 	if (in.type != MSG_GET) {
 		msg_clear(&in);
@@ -1109,6 +1102,8 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 		if (r < 0) {
 			return refuse(c, PERR_INTERNAL, "out of memory");
 		}
+		/* The client's FILTER: every entry the walk makes is matched by its wire name. */
+		walk_set_filter(g.w, c->have_filter ? &c->filter : NULL);
 		if (o->flags & PROTO_OPEN_DRY_RUN) {
 			r = accept_dry_run(c);
 			if (r >= 0) {
@@ -1121,7 +1116,6 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 			r = run_transfer(c, o, m, rootfd, NULL, &g);
 		}
 		walk_free(g.w);
-		filter_list_free(&g.filter);
 		return r;
 	}
 	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR,
@@ -1413,9 +1407,24 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 			}
 			goto out;
 		}
+		/* A FILTER is for the OPEN right after it, nothing else. */
+		if (c.have_filter && m.type != MSG_OPEN) {
+			log_notice("%s (%s): %s after FILTER", c.peer, c.id,
+				   proto_type_name(m.type));
+			chan_send_error(&c.chan, PERR_PROTOCOL,
+					"FILTER must come right before OPEN");
+			msg_clear(&m);
+			r = -EBADMSG;
+			goto out;
+		}
 		switch (m.type) {
+		case MSG_FILTER:
+			r = take_filter(&c, &m.u.filter);
+			break;
 		case MSG_OPEN:
 			r = handle_open(&c, &m.u.open);
+			filter_list_free(&c.filter);
+			c.have_filter = false;
 			idle_deadline = now_ms() + (int64_t)cfg->idle_timeout_s * 1000;
 			break;
 		case MSG_LIST:
@@ -1457,6 +1466,7 @@ out:
 		tls_shutdown(c.tls, 200);
 	}
 out_free:
+	filter_list_free(&c.filter);
 	log_peak_memory(&c);
 	chan_done(&c.chan);
 	tls_conn_free(c.tls);

@@ -60,7 +60,7 @@ SEEDS = {
                      + struct.pack(">B", 0) + s16("data") + s16("main data")
                      + struct.pack(">B", 1) + s16("backups") + s16("")
                      + struct.pack(">B", 2) + s16("inbox") + s16("drop files here")),
-    # a pull's rules before GET: count, then per rule action (1 include,
+    # a pull's rules, right before its OPEN: count, then per rule action (1 include,
     # 2 exclude) and pattern
     "filter": frame(18, struct.pack(">H", 3)
                     + struct.pack(">B", 1) + s16("*/")
@@ -68,7 +68,7 @@ SEEDS = {
                     + struct.pack(">B", 2) + s16("*")),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
-SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["open"] + SEEDS["filter"] + SEEDS["get"]
+SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]
                        + SEEDS["end"] + SEEDS["bye"])
 SEEDS["stream_ls"] = (SEEDS["hello"] + SEEDS["list_modules"] + SEEDS["modules"] + SEEDS["end"]
                       + SEEDS["list"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"])

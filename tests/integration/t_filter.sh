@@ -15,8 +15,9 @@
 #      bad line (named): exit 1
 #   4. a daemon without filters (rawserver.py, an older daemon): a pull with
 #      rules is refused before OPEN, "too old", exit 12
-#   5. a hostile FILTER (rawpeer): an empty pattern, a rule the parser
-#      refuses, a second FILTER: ERROR PROTOCOL
+#   5. FILTER by rawpeer: an empty pattern, a rule the parser refuses, a
+#      second FILTER, anything but OPEN after it: ERROR PROTOCOL; the rules
+#      apply to the OPEN right after them, and not to the next one
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -159,19 +160,25 @@ grep -q "too old for --include/--exclude" "$T/err" && pass "says the daemon is t
 	fail "message: $(cat "$T/err")"
 grep -q "OPEN" "$T/rs.out" && fail "OPEN was sent to the old daemon" || pass "no OPEN sent"
 
-# ---- 5. hostile FILTER messages -------------------------------------------------
+# ---- 5. FILTER on the wire: hostile, misplaced, and for one OPEN only ----------------
 # FILTER: count u16, then action u8 (1 include, 2 exclude) and a str16 pattern.
-rawpeer_rc 0 "FILTER with an empty pattern" hello open pull data/m dry \
-	frame FILTER 00010200 wait closed expect-seen "ERROR PROTOCOL"
-rawpeer_rc 0 "FILTER with the rule \"/\"" hello open pull data/m dry \
-	frame FILTER 00010100012f wait closed expect-seen "ERROR PROTOCOL" expect-seen "bad rule"
-rawpeer_rc 0 "two FILTERs" hello open pull data/m dry \
-	frame FILTER 0001020001'2a' frame FILTER 00010200012a wait closed \
-	expect-seen "ERROR PROTOCOL" expect-seen "expected GET"
-rawpeer_rc 0 "FILTER then GET: a listing without what is excluded" \
-	hello open pull data/m dry recursive \
-	frame FILTER 0001020003'2a2e6f' get data/m/src wait END expect-seen "src/a/b/y.c"
+rawpeer_rc 0 "FILTER with an empty pattern" hello frame FILTER 00010200 wait closed \
+	expect-seen "ERROR PROTOCOL"
+rawpeer_rc 0 "FILTER with the rule \"/\"" hello frame FILTER 00010100012f wait closed \
+	expect-seen "ERROR PROTOCOL" expect-seen "bad rule"
+rawpeer_rc 0 "two FILTERs" hello frame FILTER 00010200012a frame FILTER 00010200012a \
+	wait closed expect-seen "ERROR PROTOCOL" expect-seen "right before OPEN"
+rawpeer_rc 0 "FILTER, then not OPEN" hello frame FILTER 00010200012a \
+	frame PING 0102030405060708 wait closed expect-seen "ERROR PROTOCOL"
+rawpeer_rc 0 "FILTER, OPEN, GET: a listing without what is excluded" \
+	hello frame FILTER 00010200032a2e6f open pull data/m dry recursive get data/m/src \
+	wait END expect-seen "src/a/b/y.c"
 grep -q '\.o:' "$T/rp.out" && fail "the daemon listed a .o: $(grep FILES "$T/rp.out")" ||
 	pass "the daemon listed no .o"
+rawpeer_rc 0 "the next OPEN has no rules" \
+	hello frame FILTER 00010200032a2e6f open pull data/m dry recursive get data/m/src \
+	wait END open pull data/m dry recursive get data/m/src wait END
+[ "$(grep -o 'src/top\.o:' "$T/rp.out" | wc -l)" = 1 ] && pass "the second listing has top.o" ||
+	fail "listings: $(grep FILES "$T/rp.out")"
 
 finish
