@@ -44,6 +44,7 @@ struct client_opts {
 	uint64_t bwlimit;  /* bytes per second, 0 = none */
 	/* --include, --exclude, --exclude-from, in the order given */
 	struct filter_list filters;
+	bool filters_from_stdin; /* --exclude-from - */
 	/* --files-from FILE ("-": standard input), -0: its names end in NUL */
 	char files_from[4096];
 	bool from0;

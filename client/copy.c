@@ -589,6 +589,10 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 				  "to it)");
 			return EXIT_USAGE;
 		}
+		if (!strcmp(o->files_from, "-") && o->filters_from_stdin) {
+			log_error("--files-from - and --exclude-from - both want standard input");
+			return EXIT_USAGE;
+		}
 		rc = add_files_from(&x, args[0], &srcs, &local_failures);
 		if (rc != 0) {
 			src_list_free(&srcs);

@@ -261,6 +261,7 @@ static int set_exclude_from(struct client_opts *o, const char *v)
 	unsigned line;
 	int r = filter_add_file(&o->filters, v, &line);
 
+	o->filters_from_stdin |= !strcmp(v, "-");
 	if (r < 0 && line > 0) {
 		char esc[256];
 

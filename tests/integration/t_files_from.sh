@@ -135,6 +135,8 @@ expect_rc 6 "a list that can't be read" "${CLIENT[@]}" --files-from "$T/nolist" 
 expect_rc 1 "a name longer than 4096 bytes" "${CLIENT[@]}" --files-from "$T/l10" "$S" "$HOST:data/x/"
 grep -q "name 2: longer than 4096 bytes" "$T/err" && pass "the long name is numbered" ||
 	fail "message: $(cat "$T/err")"
+expect_rc 1 "--files-from - and --exclude-from - together" \
+	bash -c '"$@" </dev/null' _ "${CLIENT[@]}" --files-from - --exclude-from - "$S" "$HOST:data/x/"
 mkdir -p "$T/pulled"
 expect_rc 1 "a pull with --files-from" "${CLIENT[@]}" --files-from "$T/l1" "$HOST:data/d1" "$T/pulled/"
 grep -q "files-from is for a push" "$T/err" && pass "refused with a reason" || fail "$(cat "$T/err")"
