@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "filter.h"
 #include "tls.h"
 
 #define CLIENT_DEFAULT_PORT    7471
@@ -44,10 +45,19 @@ struct client_opts {
 	bool long_listing; /* ls -l */
 	int progress;	   /* -1 default (a terminal), 0 off, 1 on */
 	uint64_t bwlimit;  /* bytes per second, 0 = none */
+	/* --include, --exclude, --exclude-from, in the order given */
+	struct filter_list filters;
+	bool filters_from_stdin; /* --exclude-from - */
+	/* --files-from FILE ("-": standard input), -0: its names end in NUL */
+	char files_from[4096];
+	bool from0;
+	bool missing_ok; /* a --files-from name that doesn't exist is no failure */
 };
 
 /* Defaults, then ~/.config/rdmacp/config (or file): "FILE:LINE: problem" in err. */
 void client_opts_defaults(struct client_opts *o);
+/* What the options hold on the heap (the filters). */
+void client_opts_free(struct client_opts *o);
 int client_config_load(struct client_opts *o, const char *file, bool must_exist, char *err,
 		       size_t errlen);
 

@@ -43,6 +43,11 @@ void client_opts_defaults(struct client_opts *o)
 	o->progress = -1;
 }
 
+void client_opts_free(struct client_opts *o)
+{
+	filter_list_free(&o->filters);
+}
+
 /* rsync's rule: without a suffix the number counts KiB per second. */
 int parse_bwlimit(const char *s, uint64_t *ret)
 {

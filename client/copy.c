@@ -24,6 +24,7 @@
 #include "engine.h"
 #include "fit.h"
 #include "exitcodes.h"
+#include "fileslist.h"
 #include "fsglob.h"
 #include "fspath.h"
 #include "hash.h"
@@ -237,6 +238,28 @@ static int pick_transport(struct daemon_conn *s, uint8_t *ret)
 	return 0;
 }
 
+/*
+ * A pull's rules, as one FILTER right before its OPEN (the daemon's walk
+ * applies them); open_transfer made sure the daemon knows FILTER.
+ */
+static int queue_filter(struct daemon_conn *s)
+{
+	const struct filter_list *f = &s->o->filters;
+	_cleanup_free_ struct proto_filter_rule *rules = calloc(f->n, sizeof(*rules));
+	struct msg m = { .type = MSG_FILTER };
+
+	if (!rules) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < f->n; i++) {
+		rules[i] = (struct proto_filter_rule){ .action = f->rules[i].action,
+						       .pattern = f->rules[i].text };
+	}
+	m.u.filter.count = (uint16_t)f->n;
+	m.u.filter.rules = rules;
+	return chan_queue(&s->chan, &m);
+}
+
 static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flags, const char *path,
 			 struct msg *ret)
 {
@@ -264,6 +287,14 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
+	/* Never more than asked for in silence: a daemon without FILTER would send everything. */
+	if (direction == PROTO_DIR_PULL && !filter_empty(&s->o->filters) &&
+	    !(s->hello.caps & PROTO_CAP_FILTER)) {
+		log_error("%s: the daemon is too old for --include/--exclude on a pull (it has no "
+			  "filters): upgrade it, or pull without them",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
 	r = pick_transport(s, &m.u.open.transport);
 	if (r != 0) {
 		return r;
@@ -286,7 +317,13 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 		  direction == PROTO_DIR_PUSH ? "push to" : "pull from", path,
 		  m.u.open.transport ? transport_name(m.u.open.transport) : "auto", m.u.open.lanes,
 		  m.u.open.chunk_size, m.u.open.slots, flags);
-	r = chan_send(&s->chan, &m);
+	r = 0;
+	if (direction == PROTO_DIR_PULL && !filter_empty(&s->o->filters)) {
+		r = queue_filter(s);
+	}
+	if (r >= 0) {
+		r = chan_send(&s->chan, &m);
+	}
 	if (r >= 0) {
 		r = chan_recv(&s->chan, ret, s->o->idle_timeout_s * 1000);
 	}
@@ -465,6 +502,114 @@ static char *last_component(const char *path)
 	return fspath_last_component(path, buf, sizeof(buf)) < 0 ? NULL : strdup(buf);
 }
 
+/* Keep fd open with the list: its entries are relative to it. */
+static int src_list_hold(struct src_list *l, int fd)
+{
+	int *v = reallocarray(l->held, l->nheld + 1, sizeof(*v));
+
+	if (!v) {
+		return -ENOMEM;
+	}
+	l->held = v;
+	l->held[l->nheld++] = fd;
+	return 0;
+}
+
+/* One --files-from name that can't be sent: a failure, or with --missing-ok a note. */
+static void files_from_failed(struct xfer *x, const char *srcdir, const char *name, int r,
+			      uint64_t *local_failures)
+{
+	_cleanup_free_ char *path = NULL;
+	char esc[1024];
+
+	if ((r == -ENOENT || r == -ENOTDIR) && x->o->missing_ok) {
+		if (x->o->verbose > 0) {
+			log_info("%s: missing (--missing-ok)",
+				 log_escape_short(name, esc, sizeof(esc)));
+		}
+		return;
+	}
+	if (asprintf(&path, "%s/%s", srcdir, name) < 0) {
+		path = NULL;
+	}
+	output_local_error(&x->out, name, 0, path ? path : name,
+			   r == -ENOENT || r == -ENOTDIR		? "NOT_FOUND"
+			   : r == -EINVAL || r == -ELOOP || r == -EXDEV ? "BAD_PATH"
+									: "LOCAL_IO",
+			   r == -ENOENT || r == -ENOTDIR ? "listed in --files-from, not found"
+			   : r == -EINVAL ? "not a name beneath the source directory (absolute, "
+					    "or with . or .. in it)"
+			   : r == -ELOOP || r == -EXDEV ? "a symlink in its path (not followed)"
+							: strerror(-r));
+	(*local_failures)++;
+}
+
+/*
+ * --files-from: each listed name beneath the one source directory, sent
+ * under that name (its path kept, as rsync's --relative); a directory with
+ * its contents only under -r. 0 or an exit code (the error printed).
+ */
+static int add_files_from(struct xfer *x, const char *srcdir, struct src_list *srcs,
+			  uint64_t *local_failures)
+{
+	struct client_opts *o = x->o;
+	struct files_list fl = { 0 };
+	char esc[1024];
+	size_t entry;
+	int fd, r;
+
+	r = files_list_read(o->files_from, o->from0, &fl, &entry);
+	if (r < 0) {
+		log_escape_short(o->files_from, esc, sizeof(esc));
+		if (entry > 0) {
+			log_error("--files-from %s: name %zu: %s", esc, entry,
+				  r == -ENAMETOOLONG ? "longer than 4096 bytes"
+				  : r == -E2BIG	     ? "too many names"
+				  : r == -EINVAL     ? "a NUL in a line (use -0)"
+						     : strerror(-r));
+			return EXIT_USAGE;
+		}
+		log_error("--files-from %s: %s", esc, strerror(-r));
+		return EXIT_LOCAL_IO;
+	}
+	r = files_list_prune(&fl, o->recursive);
+	if (r < 0) {
+		files_list_free(&fl);
+		return EXIT_LOCAL_IO;
+	}
+	/* The source directory as typed (its own symlink followed, as any operand's). */
+	fd = open(srcdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || src_list_hold(srcs, fd) < 0) {
+		r = fd < 0 ? negerrno() : -ENOMEM;
+		if (fd >= 0) {
+			close(fd);
+		}
+		files_list_free(&fl);
+		log_error("%s: %s (--files-from names are relative to one source directory)",
+			  log_escape_short(srcdir, esc, sizeof(esc)), strerror(-r));
+		return EXIT_LOCAL_IO;
+	}
+	for (size_t i = 0; i < fl.n; i++) {
+		const char *name = fl.names[i];
+
+		r = fspath_validate(name);
+		if (r == 0) {
+			r = walk_add_flags(srcs, fd, name, name,
+					   (o->recursive ? WALK_RECURSIVE : 0) | WALK_DIR_ALONE,
+					   walk_warning, NULL);
+		}
+		if (r == -ENOMEM) {
+			files_list_free(&fl);
+			return EXIT_LOCAL_IO;
+		}
+		if (r < 0) {
+			files_from_failed(x, srcdir, name, r, local_failures);
+		}
+	}
+	files_list_free(&fl);
+	return 0;
+}
+
 static int push(struct client_opts *o, char **args, int nargs, const struct remote *rem)
 {
 	struct daemon_conn s = { .o = o, .rem = rem };
@@ -479,6 +624,26 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	int rc;
 
 	output_init(&x.out, o->json, o->progress, o->verbose);
+	srcs.filter = filter_empty(&o->filters) ? NULL : &o->filters;
+	if (o->files_from[0]) {
+		if (nargs != 1) {
+			log_error("--files-from takes one source directory (the names are relative "
+				  "to it)");
+			return EXIT_USAGE;
+		}
+		if (!strcmp(o->files_from, "-") && o->filters_from_stdin) {
+			log_error("--files-from - and --exclude-from - both want standard input");
+			return EXIT_USAGE;
+		}
+		rc = add_files_from(&x, args[0], &srcs, &local_failures);
+		if (rc != 0) {
+			src_list_free(&srcs);
+			return rc;
+		}
+		/* Where a failure is: the source directory and the name under it. */
+		x.local_dir = args[0];
+		nargs = 0;
+	}
 	for (int i = 0; i < nargs; i++) {
 		_cleanup_free_ char *name = last_component(args[i]);
 		char esc[4200];
@@ -502,12 +667,15 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	}
 	x.args = args;
 	x.nargs = nargs;
-	if (srcs.n == 0) {
+	if (srcs.n == 0 && (local_failures > 0 || (srcs.filter == NULL && !o->files_from[0]))) {
 		src_list_free(&srcs);
-		return finish(&x, &st, local_failures, EXIT_LOCAL_IO);
+		/* A --files-from list with nothing there is a partial run (exit 9), as rsync's. */
+		return finish(&x, &st, local_failures,
+			      o->files_from[0] ? EXIT_PARTIAL : EXIT_LOCAL_IO);
 	}
 	x.out.total_bytes = srcs.total_bytes;
-	if (nargs > 1 || rem->path[0] == '\0' || rem->path[strlen(rem->path) - 1] == '/') {
+	if (nargs > 1 || o->files_from[0] || rem->path[0] == '\0' ||
+	    rem->path[strlen(rem->path) - 1] == '/') {
 		flags |= PROTO_OPEN_DEST_IS_DIR;
 	}
 	rc = daemon_conn_open(&s);
@@ -737,6 +905,11 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 
 	if (nargs > PROTO_MAX_BATCH) {
 		log_error("at most %d remote sources at once", PROTO_MAX_BATCH);
+		return EXIT_USAGE;
+	}
+	if (o->files_from[0]) {
+		log_error("--files-from is for a push (the names are of a local directory); for a "
+			  "pull, name the remote sources (HOST:MODULE/PATH...) instead");
 		return EXIT_USAGE;
 	}
 	output_init(&x.out, o->json, o->progress, o->verbose);

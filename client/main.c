@@ -48,7 +48,7 @@ static bool after_dashdash(char *const *typed, int argc, const char *p)
 
 int main(int argc, char **argv)
 {
-	struct client_opts o;
+	_cleanup_(client_opts_free) struct client_opts o = { 0 };
 	int r;
 
 	log_set_prefix_mode(false, "rdmacp");

@@ -60,6 +60,15 @@ static void usage(FILE *f)
 	    "      --skip LEVEL       keep destination files: none (default: overwrite),\n"
 	    "                         exists (a file by that name), quick (same size and\n"
 	    "                         modification time: use with -p)\n"
+	    "      --exclude PATTERN  leave out what matches (rsync's rules: *, **, ?, [..],\n"
+	    "                         leading / anchors at the transfer root, trailing /\n"
+	    "                         only directories); repeatable, first match wins\n"
+	    "      --include PATTERN  keep what matches, before a later --exclude\n"
+	    "      --exclude-from FILE  patterns from FILE, one a line (+ PAT / - PAT)\n"
+	    "      --files-from FILE  copy the names listed in FILE (- for stdin), relative to\n"
+	    "                         the one source directory, their paths kept\n"
+	    "  -0, --from0            --files-from names end in NUL, not newline\n"
+	    "      --missing-ok       a listed name that doesn't exist is no failure\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
@@ -241,6 +250,37 @@ static int set_skip(struct client_opts *o, const char *v)
 	return 0;
 }
 
+static int set_exclude(struct client_opts *o, const char *v)
+{
+	return filter_add(&o->filters, FILTER_EXCLUDE, v);
+}
+
+static int set_include(struct client_opts *o, const char *v)
+{
+	return filter_add(&o->filters, FILTER_INCLUDE, v);
+}
+
+static int set_exclude_from(struct client_opts *o, const char *v)
+{
+	unsigned line;
+	int r = filter_add_file(&o->filters, v, &line);
+
+	o->filters_from_stdin |= !strcmp(v, "-");
+	if (r < 0 && line > 0) {
+		char esc[256];
+
+		/* Which line: the table's message names only the file. */
+		log_error("--exclude-from %s: line %u: %s", log_escape(v, esc, sizeof(esc)), line,
+			  r == -E2BIG ? "too many rules" : strerror(-r));
+	}
+	return r;
+}
+
+static int set_files_from(struct client_opts *o, const char *v)
+{
+	return set_path(o->files_from, sizeof(o->files_from), v);
+}
+
 static int set_connect_timeout(struct client_opts *o, const char *v)
 {
 	uint64_t s;
@@ -280,6 +320,8 @@ FLAG_HANDLER(set_dry_run, dry_run)
 FLAG_HANDLER(set_long, long_listing)
 FLAG_HANDLER(set_poll, busy_poll)
 FLAG_HANDLER(set_json, json)
+FLAG_HANDLER(set_from0, from0)
+FLAG_HANDLER(set_missing_ok, missing_ok)
 
 /* -a: -r -p, as cp -a and rsync -a (less what rdmacp doesn't keep: owners, links). */
 static int set_archive(struct client_opts *o, const char *v)
@@ -340,6 +382,8 @@ static int set_help(struct client_opts *o, const char *v)
 
 #define PATH_EXPECT "a file name, 1 to 4095 bytes"
 #define BOOL_EXPECT "yes, no, true, false, 1 or 0"
+#define PATTERN_EXPECT \
+	"a pattern of 1 to 4096 bytes (not just /); at most 1024 rules and 256 KiB in all"
 
 /* { name, has_arg, short, config key, handler, what a good value is }, as rdmacp(1) lists them. */
 const struct client_option client_options[] = {
@@ -367,6 +411,13 @@ const struct client_option client_options[] = {
 	{ "acls", no_argument, 'A', NULL, set_acls, NULL },
 	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
 	{ "skip", required_argument, 0, NULL, set_skip, "none, exists or quick" },
+	{ "exclude", required_argument, 0, NULL, set_exclude, PATTERN_EXPECT },
+	{ "include", required_argument, 0, NULL, set_include, PATTERN_EXPECT },
+	{ "exclude-from", required_argument, 0, NULL, set_exclude_from,
+	  "a readable file of patterns, one a line (at most 1024 rules, 256 KiB)" },
+	{ "files-from", required_argument, 0, NULL, set_files_from, PATH_EXPECT " or -" },
+	{ "from0", no_argument, '0', NULL, set_from0, NULL },
+	{ "missing-ok", no_argument, 0, NULL, set_missing_ok, NULL },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },

@@ -66,6 +66,12 @@ struct conn {
 	bool switched;		 /* runs as a module's user now, for good */
 	uid_t uid;
 	gid_t gid;
+	/*
+	 * The FILTER that came right before this OPEN (filter.h): a pull's
+	 * walk applies it; a push's receiver keeps it for a delete pass.
+	 */
+	struct filter_list filter;
+	bool have_filter;
 };
 
 static bool san_equals(const char *san, void *ud)
@@ -756,6 +762,49 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 	return 0;
 }
 
+/* A pull's GET: a malformed one is answered with ERROR. */
+static int recv_request(struct conn *c, struct msg *ret)
+{
+	int r = chan_recv(&c->chan, ret, (int)c->cfg->idle_timeout_s * 1000);
+
+	if (r < 0) {
+		log_notice_errno(r, "%s (%s): waiting for GET: %m", c->peer, c->id);
+		if (r != -ECONNRESET && r != -EPIPE) {
+			char why[160];
+
+			chan_send_error(&c->chan, chan_err_code(r), "%s",
+					r == -ETIMEDOUT
+					    ? "idle timeout"
+					    : chan_recv_error(&c->chan, r, why, sizeof(why)));
+		}
+	}
+	return r;
+}
+
+/*
+ * The rules of a FILTER, kept for the OPEN that must follow it: each one
+ * checked as the client's own parser checks it.
+ */
+static int take_filter(struct conn *c, const struct msg_filter *f)
+{
+	for (size_t i = 0; i < f->count; i++) {
+		char esc[PROTO_MAX_PATH * 4 + 1];
+		int r = filter_add(&c->filter, f->rules[i].action, f->rules[i].pattern);
+
+		if (r == -ENOMEM) {
+			return refuse(c, PERR_INTERNAL, "out of memory");
+		}
+		if (r < 0) {
+			return refuse(c, PERR_PROTOCOL, "FILTER: bad rule '%s': %s",
+				      log_escape(f->rules[i].pattern, esc, sizeof(esc)),
+				      r == -E2BIG ? "too many rules" : strerror(-r));
+		}
+	}
+	c->have_filter = true;
+	log_debug("%s: FILTER: %zu rules for the next OPEN", c->peer, c->filter.n);
+	return 0;
+}
+
 /*
  * Expand the client's GET beneath the module: every path resolved without
  * following symlinks, named after its last component (as scp does), each
@@ -770,9 +819,9 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 	struct msg in;
 	int r;
 
-	r = chan_recv(&c->chan, &in, (int)c->cfg->idle_timeout_s * 1000);
+	r = recv_request(c, &in);
 	if (r < 0) {
-		return log_notice_errno(r, "%s (%s): waiting for GET: %m", c->peer, c->id);
+		return r;
 	}
 	if (in.type != MSG_GET) {
 		msg_clear(&in);
@@ -1069,6 +1118,8 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 		if (r < 0) {
 			return refuse(c, PERR_INTERNAL, "out of memory");
 		}
+		/* The client's FILTER: every entry the walk makes is matched by its wire name. */
+		walk_set_filter(g.w, c->have_filter ? &c->filter : NULL);
 		if (o->flags & PROTO_OPEN_DRY_RUN) {
 			r = accept_dry_run(c);
 			if (r >= 0) {
@@ -1372,9 +1423,24 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 			}
 			goto out;
 		}
+		/* A FILTER is for the OPEN right after it, nothing else. */
+		if (c.have_filter && m.type != MSG_OPEN) {
+			log_notice("%s (%s): %s after FILTER", c.peer, c.id,
+				   proto_type_name(m.type));
+			chan_send_error(&c.chan, PERR_PROTOCOL,
+					"FILTER must come right before OPEN");
+			msg_clear(&m);
+			r = -EBADMSG;
+			goto out;
+		}
 		switch (m.type) {
+		case MSG_FILTER:
+			r = take_filter(&c, &m.u.filter);
+			break;
 		case MSG_OPEN:
 			r = handle_open(&c, &m.u.open);
+			filter_list_free(&c.filter);
+			c.have_filter = false;
 			idle_deadline = now_ms() + (int64_t)cfg->idle_timeout_s * 1000;
 			break;
 		case MSG_LIST:
@@ -1416,6 +1482,7 @@ out:
 		tls_shutdown(c.tls, 200);
 	}
 out_free:
+	filter_list_free(&c.filter);
 	log_peak_memory(&c);
 	chan_done(&c.chan);
 	tls_conn_free(c.tls);

@@ -33,6 +33,7 @@ static const char *const type_names[] = {
 	[MSG_LIST] = "LIST",
 	[MSG_MODULES] = "MODULES",
 	[MSG_XATTRS] = "XATTRS",
+	[MSG_FILTER] = "FILTER",
 };
 
 static const char *const err_names[] = {
@@ -326,6 +327,16 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 			wbuf_put_str16(w, m->u.modules.mods[i].comment, PROTO_MAX_TEXT);
 		}
 		break;
+	case MSG_FILTER:
+		if (m->u.filter.count > PROTO_MAX_FILTERS) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u16(w, m->u.filter.count);
+		for (size_t i = 0; i < m->u.filter.count; i++) {
+			wbuf_put_u8(w, m->u.filter.rules[i].action);
+			wbuf_put_str16(w, m->u.filter.rules[i].pattern, PROTO_MAX_PATH);
+		}
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -384,10 +395,11 @@ static char *dec_str_alloc(struct rbuf *r, size_t max)
 }
 
 /* Smallest encoding of one FILES entry: fixed fields + two empty strings. */
-#define FILE_ENTRY_MIN (4 + 1 + 4 + 8 + 8 + 4 + 4 + 4 + 2 + 2)
-#define ACK_ENTRY_MIN  (4 + 4 + 2)
-#define GET_ENTRY_MIN  2
-#define MOD_ENTRY_MIN  (1 + 2 + 2)
+#define FILE_ENTRY_MIN	(4 + 1 + 4 + 8 + 8 + 4 + 4 + 4 + 2 + 2)
+#define ACK_ENTRY_MIN	(4 + 4 + 2)
+#define GET_ENTRY_MIN	2
+#define MOD_ENTRY_MIN	(1 + 2 + 2)
+#define FILTER_RULE_MIN (1 + 2 + 1)
 
 /*
  * A hard link's first name: relative, no empty, "." or ".." component (the
@@ -575,6 +587,38 @@ static int dec_modules(struct rbuf *r, struct msg_modules *md)
 	return 0;
 }
 
+static int dec_filter(struct rbuf *r, struct msg_filter *f)
+{
+	uint16_t count = rbuf_get_u16(r);
+	size_t bytes = 0;
+
+	if (r->error || count == 0 || count > PROTO_MAX_FILTERS ||
+	    (size_t)count * FILTER_RULE_MIN > rbuf_left(r)) {
+		return -EBADMSG;
+	}
+	f->count = 0;
+	f->rules = calloc(count, sizeof(*f->rules));
+	if (!f->rules) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct proto_filter_rule *e = &f->rules[i];
+
+		e->action = rbuf_get_u8(r);
+		f->count = (uint16_t)(i + 1); /* so msg_clear frees this entry */
+		e->pattern = dec_str_alloc(r, PROTO_MAX_PATH);
+		if (r->error) {
+			return -EBADMSG;
+		}
+		bytes += strlen(e->pattern);
+		if ((e->action != PROTO_FILTER_INCLUDE && e->action != PROTO_FILTER_EXCLUDE) ||
+		    e->pattern[0] == '\0' || bytes > PROTO_MAX_FILTER_BYTES) {
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
 static bool chunk_size_ok(uint32_t cs)
 {
 	return cs >= PROTO_MIN_CHUNK && cs <= PROTO_MAX_CHUNK && (cs & (cs - 1)) == 0;
@@ -732,6 +776,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return dec_modules(r, &m->u.modules);
 	case MSG_XATTRS:
 		return dec_xattrs(r, &m->u.xattrs);
+	case MSG_FILTER:
+		return dec_filter(r, &m->u.filter);
 	default:
 		return -EBADMSG;
 	}
@@ -794,6 +840,12 @@ void msg_clear(struct msg *m)
 			free(m->u.xattrs.x[i].value);
 		}
 		free(m->u.xattrs.x);
+		break;
+	case MSG_FILTER:
+		for (size_t i = 0; i < m->u.filter.count; i++) {
+			free(m->u.filter.rules[i].pattern);
+		}
+		free(m->u.filter.rules);
 		break;
 	default:
 		break;

@@ -14,21 +14,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_MAGIC	  0x52444d43u /* "RDMC" */
-#define PROTO_VERSION	  1
-#define PROTO_VERSION_MIN 1
-#define PROTO_HDR_LEN	  16
-#define PROTO_MAX_PAYLOAD (1u << 20) /* 1 MiB, for any message */
-#define PROTO_MAX_PATH	  4096	     /* bytes in a path */
-#define PROTO_MAX_TEXT	  1024	     /* bytes in an error text or name */
-#define PROTO_MAX_BATCH	  256	     /* entries in FILES / FILES_ACK / GET / MODULES */
-#define PROTO_MAX_MODNAME 63	     /* bytes in a module name */
-#define PROTO_MAX_LANES	  16
-#define PROTO_MAX_SLOTS	  4096
-#define PROTO_MIN_CHUNK	  (4u << 10)
-#define PROTO_MAX_CHUNK	  (64u << 20)
-#define PROTO_TOKEN_LEN	  32
-#define PROTO_HASH_LEN	  16
+#define PROTO_MAGIC	       0x52444d43u /* "RDMC" */
+#define PROTO_VERSION	       1
+#define PROTO_VERSION_MIN      1
+#define PROTO_HDR_LEN	       16
+#define PROTO_MAX_PAYLOAD      (1u << 20) /* 1 MiB, for any message */
+#define PROTO_MAX_PATH	       4096	  /* bytes in a path */
+#define PROTO_MAX_TEXT	       1024	  /* bytes in an error text or name */
+#define PROTO_MAX_BATCH	       256	  /* entries in FILES / FILES_ACK / GET / MODULES */
+#define PROTO_MAX_MODNAME      63	  /* bytes in a module name */
+#define PROTO_MAX_LANES	       16
+#define PROTO_MAX_SLOTS	       4096
+#define PROTO_MIN_CHUNK	       (4u << 10)
+#define PROTO_MAX_CHUNK	       (64u << 20)
+#define PROTO_TOKEN_LEN	       32
+#define PROTO_HASH_LEN	       16
+#define PROTO_MAX_FILTERS      1024	    /* rules in FILTER */
+#define PROTO_MAX_FILTER_BYTES (256u << 10) /* FILTER's patterns together */
 
 enum proto_type {
 	MSG_HELLO = 1,
@@ -48,6 +50,7 @@ enum proto_type {
 	MSG_LIST = 15,	       /* client -> daemon: list a path, or the modules */
 	MSG_MODULES = 16,      /* daemon -> client: modules this client may use */
 	MSG_ENTRY_FAILED = 17, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
+	MSG_FILTER = 18,       /* client -> daemon before OPEN: a pull's rules (PROTO_CAP_FILTER) */
 	MSG_XATTRS = 23,       /* sender -> receiver, only with OPEN XATTRS or ACLS */
 	MSG_TYPE_MAX = MSG_XATTRS,
 };
@@ -64,10 +67,11 @@ enum {
 	PROTO_CAP_LIST = 1u << 4,	  /* LIST and MODULES */
 	PROTO_CAP_ENTRY_FAILED = 1u << 5, /* understands ENTRY_FAILED */
 	PROTO_CAP_SKIP = 1u << 6,	  /* OPEN skip levels, PERR_SKIPPED in FILES_ACK */
+	PROTO_CAP_FILTER = 1u << 7,	  /* FILTER before a pull's OPEN */
 	PROTO_CAP_HARDLINKS = 1u << 11,	  /* OPEN HARDLINKS, FILES entries of type 4 */
 	PROTO_CAP_XATTRS = 1u << 12,	  /* OPEN XATTRS and ACLS, XATTRS messages */
 };
-#define PROTO_CAPS_KNOWN 0x187fu
+#define PROTO_CAPS_KNOWN 0x18ffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -278,6 +282,27 @@ struct msg_ping {
 	uint64_t nonce;
 };
 
+/* FILTER rule actions. */
+enum {
+	PROTO_FILTER_INCLUDE = 1,
+	PROTO_FILTER_EXCLUDE = 2,
+};
+
+struct proto_filter_rule {
+	uint8_t action; /* PROTO_FILTER_* */
+	char *pattern;	/* 1..PROTO_MAX_PATH bytes, allocated by decode */
+};
+
+/*
+ * A pull's --include/--exclude rules, in order (src/filter.h says what
+ * they match): 1..PROTO_MAX_FILTERS rules, PROTO_MAX_FILTER_BYTES of
+ * patterns at most.
+ */
+struct msg_filter {
+	uint16_t count;
+	struct proto_filter_rule *rules;
+};
+
 /*
  * Extended attributes of entry id (OPEN XATTRS / ACLS): for a regular file
  * before its FILE_DONE, for a directory right after the FILES batch that
@@ -327,6 +352,7 @@ struct msg {
 		struct msg_list list;
 		struct msg_modules modules;
 		struct msg_xattrs xattrs;
+		struct msg_filter filter;
 	} u;
 };
 

@@ -32,6 +32,7 @@ struct walk_frame {
 struct walk_root {
 	struct engine_src top; /* made when the root was queued */
 	bool recursive;
+	bool alone;  /* a directory without its contents (WALK_DIR_ALONE) */
 	char *shown; /* a held local directory: its path as given, for warnings */
 };
 
@@ -48,6 +49,8 @@ struct walk {
 	uint64_t count, max;
 	unsigned max_depth; /* descend above it; UINT_MAX: no limit */
 	bool over;
+	bool cur_alone; /* w->cur is a root taken alone: not descended */
+	const struct filter_list *filter;
 	/* Directories given as local paths, held open: the walk goes on from them. */
 	int *held;
 	size_t nheld, held_cap;
@@ -113,6 +116,11 @@ void walk_set_max_entries(struct walk *w, uint64_t max)
 	w->max = max;
 }
 
+void walk_set_filter(struct walk *w, const struct filter_list *filter)
+{
+	w->filter = filter;
+}
+
 void walk_set_max_depth(struct walk *w, unsigned depth)
 {
 	w->max_depth = depth;
@@ -121,6 +129,12 @@ void walk_set_max_depth(struct walk *w, unsigned depth)
 uint64_t walk_count(const struct walk *w)
 {
 	return w->count;
+}
+
+/* Is name left out by the rules? (The empty name of a listed directory never is.) */
+static bool walk_excluded(const struct walk *w, const char *name, bool is_dir)
+{
+	return w->filter && name[0] != '\0' && !filter_included(w->filter, name, is_dir);
 }
 
 /* Fill e from st; takes link. */
@@ -311,7 +325,16 @@ static int hold_local_dir(struct walk *w, struct engine_src *top)
 
 int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name, bool recursive)
 {
-	struct walk_root root = { .recursive = recursive };
+	return walk_add_root_flags(w, rootfd, path, name, recursive ? WALK_RECURSIVE : 0);
+}
+
+int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char *name,
+			unsigned flags)
+{
+	bool recursive = flags & WALK_RECURSIVE;
+	/* Classified as under -r: a directory taken alone is an entry too. */
+	bool take_dirs = recursive || (flags & WALK_DIR_ALONE);
+	struct walk_root root = { .recursive = recursive, .alone = !recursive };
 	_cleanup_close_ int parentfd = -1;
 	const char *leaf = path;
 	struct stat st;
@@ -322,12 +345,17 @@ int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name
 		if (stat(path, &st) < 0) {
 			return negerrno();
 		}
-		r = classify(w, &root.top, rootfd, path, name, &st, AT_FDCWD, path, recursive);
+		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
+			? 0
+			: classify(w, &root.top, rootfd, path, name, &st, AT_FDCWD, path,
+				   take_dirs);
 	} else if (path[0] == '\0') {
 		if (fstat(rootfd, &st) < 0) {
 			return negerrno();
 		}
-		r = classify(w, &root.top, rootfd, path, name, &st, rootfd, ".", recursive);
+		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
+			? 0
+			: classify(w, &root.top, rootfd, path, name, &st, rootfd, ".", take_dirs);
 	} else {
 		r = fspath_open_parent(rootfd, path, false, &parentfd, &leaf);
 		if (r < 0) {
@@ -336,10 +364,13 @@ int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name
 		if (fstatat(parentfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			return negerrno();
 		}
-		r = classify(w, &root.top, rootfd, path, name, &st, parentfd, leaf, recursive);
+		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
+			? 0
+			: classify(w, &root.top, rootfd, path, name, &st, parentfd, leaf,
+				   take_dirs);
 	}
 	if (r <= 0) {
-		return r; /* 0: skipped with a warning, nothing to queue */
+		return r; /* 0: skipped (excluded, or with a warning), nothing to queue */
 	}
 	if (rootfd == AT_FDCWD && root.top.ftype == PROTO_FT_DIR) {
 		root.shown = strdup(path);
@@ -486,8 +517,17 @@ static int next_in_dir(struct walk *w)
 			return -ENOMEM;
 		}
 		if (fstatat(dirfd(f->d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			r = fail_found(&w->cur, cname, negerrno());
+			r = negerrno();
+			/* What can't be looked at but is excluded is no failure. */
+			if (walk_excluded(w, cname, de->d_type == DT_DIR)) {
+				continue;
+			}
+			r = fail_found(&w->cur, cname, r);
 			return r < 0 ? r : 1;
+		}
+		/* Excluded: not sent, and an excluded directory is not read (rsync). */
+		if (walk_excluded(w, cname, S_ISDIR(st.st_mode))) {
+			continue;
 		}
 		r = classify(w, &w->cur, w->rootfd, cpath, cname, &st, dirfd(f->d), de->d_name,
 			     true);
@@ -523,6 +563,7 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 		struct walk_root *root = &w->roots[w->next_root++];
 
 		w->cur = root->top;
+		w->cur_alone = root->alone;
 		memset(&root->top, 0, sizeof(root->top));
 		w->rootfd = w->cur.dirfd;
 		free(w->shown);
@@ -533,7 +574,8 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 	if (r == 1 && !w->cur.error && w->max && w->count >= w->max) {
 		r = -E2BIG;
 	}
-	if (r == 1 && !w->cur.error && w->cur.ftype == PROTO_FT_DIR && depth < w->max_depth) {
+	if (r == 1 && !w->cur.error && w->cur.ftype == PROTO_FT_DIR && depth < w->max_depth &&
+	    !(depth == 0 && w->cur_alone)) {
 		/* Children go to the roots' and the directory's own rule: -r was needed for both. */
 		r = descend(w, depth);
 		r = r < 0 ? r : 1;
@@ -578,6 +620,12 @@ static void ignore_warning(void *ud, const char *path, const char *why)
 int walk_add(struct src_list *l, int rootfd, const char *path, const char *name, bool recursive,
 	     walk_warn_fn warn, void *ud)
 {
+	return walk_add_flags(l, rootfd, path, name, recursive ? WALK_RECURSIVE : 0, warn, ud);
+}
+
+int walk_add_flags(struct src_list *l, int rootfd, const char *path, const char *name,
+		   unsigned flags, walk_warn_fn warn, void *ud)
+{
 	struct walk *w = NULL;
 	const struct engine_src *e;
 	int r;
@@ -586,7 +634,8 @@ int walk_add(struct src_list *l, int rootfd, const char *path, const char *name,
 	if (r < 0) {
 		return r;
 	}
-	r = walk_add_root(w, rootfd, path, name, recursive);
+	walk_set_filter(w, l->filter);
+	r = walk_add_root_flags(w, rootfd, path, name, flags);
 	if (r >= 0 && w->nheld > 0) {
 		/* The entries name the directories held: they stay open with l. */
 		int *v = reallocarray(l->held, l->nheld + w->nheld, sizeof(*v));

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "filter.h"
 
 typedef void (*walk_warn_fn)(void *ud, const char *path, const char *why);
 
@@ -45,6 +46,25 @@ void walk_free(struct walk *w);
  * now and held until walk_free: its entries are relative to that fd.
  */
 int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name, bool recursive);
+
+/*
+ * walk_add_root() with flags: WALK_RECURSIVE as `recursive`; WALK_DIR_ALONE
+ * takes a directory without -r as an entry of its own, without what it
+ * holds (a directory named in a --files-from list).
+ */
+enum {
+	WALK_RECURSIVE = 1u << 0,
+	WALK_DIR_ALONE = 1u << 1,
+};
+int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char *name,
+			unsigned flags);
+
+/*
+ * Apply these rules (borrowed: they must outlive the walk) to every entry
+ * by its wire name, roots included: an excluded entry is left out without
+ * a word, and an excluded directory is not read at all. NULL: none.
+ */
+void walk_set_filter(struct walk *w, const struct filter_list *filter);
 
 /*
  * At most `max` entries in all (0: no limit); asking for one more fails
@@ -78,11 +98,15 @@ struct src_list {
 	uint64_t total_bytes;
 	int *held; /* directories the entries are relative to */
 	size_t nheld;
+	const struct filter_list *filter; /* set by the caller: applied by walk_add */
 };
 
 /* walk_add_root() of one path, collected into l (see walk_add_root). */
 int walk_add(struct src_list *l, int rootfd, const char *path, const char *name, bool recursive,
 	     walk_warn_fn warn, void *ud);
+/* The same with walk_add_root_flags' flags. */
+int walk_add_flags(struct src_list *l, int rootfd, const char *path, const char *name,
+		   unsigned flags, walk_warn_fn warn, void *ud);
 void src_list_free(struct src_list *l);
 
 /* An engine source that hands out l's entries in order (l is borrowed). */

@@ -72,8 +72,16 @@ SEEDS = {
                     + bytes.fromhex("02000000" "0100060000000000" "0400040000000000"
                                     "2000040000000000")
                     + s16("trusted.x") + struct.pack(">I", 0)),
+    # a pull's rules, right before its OPEN: count, then per rule action (1 include,
+    # 2 exclude) and pattern
+    "filter": frame(18, struct.pack(">H", 3)
+                    + struct.pack(">B", 1) + s16("*/")
+                    + struct.pack(">B", 1) + s16("/src/**.c")
+                    + struct.pack(">B", 2) + s16("*")),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
+SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]
+                       + SEEDS["end"] + SEEDS["bye"])
 SEEDS["stream_ls"] = (SEEDS["hello"] + SEEDS["list_modules"] + SEEDS["modules"] + SEEDS["end"]
                       + SEEDS["list"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"])
 # Two slot descriptors (32 bytes each: file_id, len, offset, seq, reserved 0);

@@ -95,6 +95,7 @@ value_for() {
 	--chunk-size) echo 1M ;;
 	--bwlimit) echo 1M ;;
 	--skip) echo quick ;;
+	--exclude-from) echo /dev/null ;;
 	*) echo 1 ;;
 	esac
 }

@@ -134,6 +134,12 @@ static struct proto_status s_st[2] = {
 static char s_get0[] = "mod/a";
 static char s_get1[] = "mod/b/c";
 static char *s_paths[2] = { s_get0, s_get1 };
+static char s_pat0[] = "*/", s_pat1[] = "/src/**.c", s_pat2[] = "*";
+static struct proto_filter_rule s_rules[3] = {
+	{ .action = PROTO_FILTER_INCLUDE, .pattern = s_pat0 },
+	{ .action = PROTO_FILTER_INCLUDE, .pattern = s_pat1 },
+	{ .action = PROTO_FILTER_EXCLUDE, .pattern = s_pat2 },
+};
 static char s_mod0[] = "data", s_mod1[] = "backups", s_mod2[] = "inbox";
 static char s_comment0[] = "main data", s_comment1[] = "";
 static struct proto_module s_mods[3] = {
@@ -254,6 +260,10 @@ static void sample(uint16_t type, struct msg *m)
 		m->u.xattrs.id = 0x01020304;
 		m->u.xattrs.count = 3;
 		m->u.xattrs.x = s_xattrs;
+		break;
+	case MSG_FILTER:
+		m->u.filter.count = 3;
+		m->u.filter.rules = s_rules;
 		break;
 	default:
 		fail();
@@ -391,6 +401,15 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 			assert_non_null(b->u.xattrs.x[i].value);
 			assert_memory_equal(a->u.xattrs.x[i].value, b->u.xattrs.x[i].value,
 					    a->u.xattrs.x[i].len);
+		}
+		break;
+	case MSG_FILTER:
+		assert_int_equal(a->u.filter.count, b->u.filter.count);
+		assert_non_null(b->u.filter.rules);
+		for (size_t i = 0; i < a->u.filter.count; i++) {
+			assert_int_equal(a->u.filter.rules[i].action, b->u.filter.rules[i].action);
+			assert_string_equal(a->u.filter.rules[i].pattern,
+					    b->u.filter.rules[i].pattern);
 		}
 		break;
 	default:
@@ -915,6 +934,80 @@ static void test_lists_at_batch_cap(void **state)
 	free(files);
 	free(st);
 	free(paths);
+}
+
+/* FILTER rules written with no checks: count, then (action, pattern) each. */
+static size_t filter_raw(uint8_t *buf, size_t cap, uint16_t count, uint8_t action,
+			 const char *pattern)
+{
+	struct wbuf w;
+
+	wbuf_init(&w, buf, cap);
+	wbuf_put_u16(&w, count);
+	for (size_t i = 0; i < count; i++) {
+		wbuf_put_u8(&w, action);
+		wbuf_put_str16(&w, pattern, UINT16_MAX);
+	}
+	assert_false(w.overflow);
+	return w.len;
+}
+
+/* FILTER: the decoder's checks, each on a message otherwise good. */
+static void test_filter_checks(void **state)
+{
+	size_t cap = PROTO_MAX_PAYLOAD;
+	uint8_t *buf = malloc(cap);
+	char *big = repeat('p', PROTO_MAX_PATH + 1);
+	struct msg m;
+	size_t len;
+
+	(void)state;
+	assert_non_null(buf);
+	len = filter_raw(buf, cap, 1, PROTO_FILTER_EXCLUDE, "*.o");
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), 0);
+	len = filter_raw(buf, cap, 1, PROTO_FILTER_INCLUDE, "*.o");
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), 0);
+	/* An unknown action, an empty pattern, no rules at all. */
+	for (uint8_t a = 0; a < 8; a++) {
+		len = filter_raw(buf, cap, 1, a, "x");
+		assert_int_equal(decode_rc(MSG_FILTER, buf, len),
+				 a == PROTO_FILTER_INCLUDE || a == PROTO_FILTER_EXCLUDE ? 0
+											: -EBADMSG);
+	}
+	len = filter_raw(buf, cap, 1, PROTO_FILTER_EXCLUDE, "");
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), -EBADMSG);
+	len = filter_raw(buf, cap, 0, PROTO_FILTER_EXCLUDE, "x");
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), -EBADMSG);
+	/* A pattern over PROTO_MAX_PATH; one at it is fine. */
+	len = filter_raw(buf, cap, 1, PROTO_FILTER_EXCLUDE, big);
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), -EBADMSG);
+	len = filter_raw(buf, cap, 1, PROTO_FILTER_EXCLUDE, big + 1);
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), 0);
+	/* The count cap, and a count the payload can't hold (before any allocation). */
+	len = filter_raw(buf, cap, PROTO_MAX_FILTERS, PROTO_FILTER_EXCLUDE, "a");
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), 0);
+	len = filter_raw(buf, cap, PROTO_MAX_FILTERS + 1, PROTO_FILTER_EXCLUDE, "a");
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), -EBADMSG);
+	len = filter_raw(buf, cap, 2, PROTO_FILTER_EXCLUDE, "a");
+	buf[1] = 200;
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), -EBADMSG);
+	/* The byte cap: 64 patterns of PROTO_MAX_PATH fill it, 65 are over. */
+	len = filter_raw(buf, cap, 64, PROTO_FILTER_EXCLUDE, big + 1);
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), 0);
+	len = filter_raw(buf, cap, 65, PROTO_FILTER_EXCLUDE, big + 1);
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), -EBADMSG);
+	/* Trailing bytes, a cut message, a NUL in a pattern. */
+	len = filter_raw(buf, cap, 1, PROTO_FILTER_EXCLUDE, "ab");
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len + 1), -EBADMSG);
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len - 1), -EBADMSG);
+	buf[len - 1] = '\0';
+	assert_int_equal(decode_rc(MSG_FILTER, buf, len), -EBADMSG);
+	/* The encoder refuses more rules than the cap. */
+	m = (struct msg){ .type = MSG_FILTER,
+			  .u.filter = { .count = PROTO_MAX_FILTERS + 1, .rules = s_rules } };
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	free(big);
+	free(buf);
 }
 
 /* A huge count with a tiny payload is refused before any allocation (A3). */
@@ -1665,6 +1758,7 @@ int main(void)
 		cmocka_unit_test(test_bad_list),
 		cmocka_unit_test(test_bad_modules),
 		cmocka_unit_test(test_encode_refuses),
+		cmocka_unit_test(test_filter_checks),
 		cmocka_unit_test(test_desc),
 		cmocka_unit_test(test_rbuf_latches),
 		cmocka_unit_test(test_rbuf_str16),

@@ -203,6 +203,73 @@ static void test_roots(void **state)
 	walk_free(w);
 }
 
+/* Collect a walk's names, in order, joined by spaces. */
+static void walk_names(struct walk *w, char *buf, size_t len)
+{
+	const struct engine_src *e;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	while (walk_next(w, &e) == 1) {
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? " " : "", e->name);
+		assert_true(n < len);
+	}
+}
+
+/*
+ * Rules by wire name: an excluded entry is left out without a warning (the
+ * fifo), an excluded directory is not entered, an excluded root is no error.
+ */
+static void test_filter(void **state)
+{
+	struct filter_list fl = { 0 };
+	struct walk *w = NULL;
+	char names[512];
+
+	(void)state;
+	assert_int_equal(filter_add(&fl, FILTER_EXCLUDE, "fifo"), 0);
+	assert_int_equal(filter_add(&fl, FILTER_INCLUDE, "/t/sub/"), 0);
+	assert_int_equal(filter_add(&fl, FILTER_EXCLUDE, "deeper/"), 0);
+	assert_int_equal(filter_add(&fl, FILTER_EXCLUDE, "/t/[ase]*"), 0);
+	assert_int_equal(filter_add(&fl, FILTER_EXCLUDE, "x"), 0);
+	assert_int_equal(walk_new(on_warn, NULL, &w), 0);
+	walk_set_filter(w, &fl);
+	assert_int_equal(walk_add_root(w, rootfd, "d", "t", true), 0);
+	assert_int_equal(walk_add_root(w, rootfd, "d/a", "x", false), 0); /* excluded: no entry */
+	walk_names(w, names, sizeof(names));
+	/* Sorted is not the walk's order: look for each. */
+	assert_non_null(strstr(names, "t/sub/b"));
+	assert_non_null(strstr(names, "t/up"));
+	assert_null(strstr(names, "deeper"));
+	assert_null(strstr(names, "t/a"));
+	assert_null(strstr(names, "t/s "));
+	assert_null(strstr(names, "t/empty"));
+	assert_null(strstr(names, "x"));
+	assert_int_equal(strncmp(names, "t ", 2), 0);
+	assert_int_equal(nwarn, 0); /* the fifo was excluded, not warned about */
+	walk_free(w);
+	filter_list_free(&fl);
+}
+
+/* A directory taken alone (--files-from without -r): itself, not its contents. */
+static void test_dir_alone(void **state)
+{
+	struct walk *w = NULL;
+	char names[512];
+
+	(void)state;
+	assert_int_equal(walk_new(on_warn, NULL, &w), 0);
+	assert_int_equal(walk_add_root_flags(w, rootfd, "d/sub", "d/sub", WALK_DIR_ALONE), 0);
+	assert_int_equal(walk_add_root_flags(w, rootfd, "d/sub/b", "d/sub/b", WALK_DIR_ALONE), 0);
+	assert_int_equal(
+	    walk_add_root_flags(w, rootfd, "d/empty", "d/empty", WALK_DIR_ALONE | WALK_RECURSIVE),
+	    0);
+	assert_int_equal(walk_add_root_flags(w, rootfd, "d/sub", "sub", 0), -EISDIR);
+	walk_names(w, names, sizeof(names));
+	assert_string_equal(names, "d/sub d/sub/b d/empty");
+	walk_free(w);
+}
+
 static void test_max_entries(void **state)
 {
 	struct walk *w = NULL;
@@ -392,6 +459,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_same_order_as_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_roots, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dir_alone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_max_entries, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_depth_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_name_too_long, setup, teardown),
