@@ -48,7 +48,8 @@ enum proto_type {
 	MSG_LIST = 15,	       /* client -> daemon: list a path, or the modules */
 	MSG_MODULES = 16,      /* daemon -> client: modules this client may use */
 	MSG_ENTRY_FAILED = 17, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
-	MSG_TYPE_MAX = MSG_ENTRY_FAILED,
+	MSG_DELETED = 20, /* receiver -> sender (--delete), only to a peer with PROTO_CAP_DELETE */
+	MSG_TYPE_MAX = MSG_DELETED,
 };
 
 /* Header flags: none are defined in version 1; every bit is reserved. */
@@ -63,8 +64,9 @@ enum {
 	PROTO_CAP_LIST = 1u << 4,	  /* LIST and MODULES */
 	PROTO_CAP_ENTRY_FAILED = 1u << 5, /* understands ENTRY_FAILED */
 	PROTO_CAP_SKIP = 1u << 6,	  /* OPEN skip levels, PERR_SKIPPED in FILES_ACK */
+	PROTO_CAP_DELETE = 1u << 9,	  /* OPEN DELETE, DELETED */
 };
-#define PROTO_CAPS_KNOWN 0x7fu
+#define PROTO_CAPS_KNOWN 0x27fu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -109,8 +111,13 @@ enum {
 	/* Skip levels (at most one; only to a peer with PROTO_CAP_SKIP). */
 	PROTO_OPEN_SKIP_EXISTS = 1u << 5, /* a regular file is there by that name */
 	PROTO_OPEN_SKIP_QUICK = 1u << 6,  /* ... and has the same size and mtime */
+	/*
+	 * Push with RECURSIVE, not DRY_RUN, only to a peer with PROTO_CAP_DELETE:
+	 * mirror (remove what the sender lacks); OPEN then carries max_delete.
+	 */
+	PROTO_OPEN_DELETE = 1u << 9,
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x7fu
+#define PROTO_OPEN_FLAGS_KNOWN 0x27fu
 
 /* LIST flags. */
 enum {
@@ -159,7 +166,10 @@ struct msg_open {
 	uint32_t chunk_size;	       /* proposed slot/chunk size */
 	uint32_t slots;		       /* proposed ring slots */
 	char path[PROTO_MAX_PATH + 1]; /* push: destination MODULE/REL; pull: MODULE */
+	/* Only with PROTO_OPEN_DELETE: deletions allowed, PROTO_NO_MAX_DELETE = no limit. */
+	uint64_t max_delete;
 };
+#define PROTO_NO_MAX_DELETE UINT64_MAX
 
 struct msg_open_ok {
 	uint8_t transport;
@@ -265,6 +275,35 @@ struct msg_entry_failed {
 	char text[PROTO_MAX_TEXT + 1];
 };
 
+/*
+ * --delete: what the receiver removed (or would have removed) after the
+ * sender's END and before its own, in batches; a batch may be empty (the
+ * receiver is still looking: it keeps the sender's idle timer from firing).
+ */
+enum {
+	PROTO_DEL_DELETED = 1,	/* removed */
+	PROTO_DEL_WITHHELD = 2, /* extra, kept because --max-delete was reached */
+	PROTO_DEL_FAILED = 3,	/* extra, could not be removed (code, text) */
+};
+/* DELETED flags: nothing was looked at because entries of the run failed. */
+#define PROTO_DELETED_SUPPRESSED  0x1u
+#define PROTO_DELETED_FLAGS_KNOWN 0x1u
+/* Payload bytes a sender fills a DELETED with at most (names are up to PROTO_MAX_PATH each). */
+#define PROTO_DELETED_FILL (256u << 10)
+
+struct proto_deleted {
+	uint8_t what;  /* PROTO_DEL_* */
+	uint32_t code; /* enum proto_err: PERR_OK unless FAILED, never PERR_OK then */
+	char *name;    /* destination-relative, 1..PROTO_MAX_PATH bytes, allocated by decode */
+	char *text;    /* <= PROTO_MAX_TEXT bytes, "" unless FAILED, allocated by decode */
+};
+
+struct msg_deleted {
+	uint8_t flags; /* PROTO_DELETED_* */
+	uint16_t count;
+	struct proto_deleted *ents; /* count entries (<= PROTO_MAX_BATCH), allocated by decode */
+};
+
 struct msg_ping {
 	uint64_t nonce;
 };
@@ -291,6 +330,7 @@ struct msg {
 		struct msg_entry_failed entry_failed;
 		struct msg_list list;
 		struct msg_modules modules;
+		struct msg_deleted deleted;
 	} u;
 };
 
