@@ -112,6 +112,20 @@ static void ev_skipped(void *ud, const char *name)
 	output_skipped(&x->out, name);
 }
 
+static void ev_deleted(void *ud, const char *name)
+{
+	struct xfer *x = ud;
+
+	output_deleted(&x->out, name);
+}
+
+static void ev_delete_withheld(void *ud, const char *name)
+{
+	struct xfer *x = ud;
+
+	output_delete_withheld(&x->out, name);
+}
+
 /* The local path of a wire name: the source it came from, or where it would land. */
 static char *last_component(const char *path);
 
@@ -225,6 +239,13 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
+	/* A pull needs it too: the daemon hears our pass go on (DELETED) while it waits. */
+	if (s->o->mirror && !(s->hello.caps & PROTO_CAP_DELETE)) {
+		log_error("%s: the daemon is too old for --delete: upgrade it, or copy without "
+			  "--delete",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
 	r = pick_transport(s, &m.u.open.transport);
 	if (r != 0) {
 		return r;
@@ -242,6 +263,7 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 	m.u.open.flags = flags;
 	m.u.open.chunk_size = s->o->chunk_size;
 	m.u.open.slots = s->o->slots;
+	m.u.open.max_delete = s->o->max_delete;
 	snprintf(m.u.open.path, sizeof(m.u.open.path), "%s", path);
 	log_debug("OPEN %s %s: transport %s, %u lanes, chunk %u, %u slots, flags %#x",
 		  direction == PROTO_DIR_PUSH ? "push to" : "pull from", path,
@@ -347,6 +369,12 @@ static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures
 				     : exit_for_perr(st->first_error);
 }
 
+/* A run that is otherwise fine ends with EXIT_MAX_DELETE when --max-delete kept entries. */
+static int exit_for_mirror(const struct engine_stats *st, int rc)
+{
+	return rc == EXIT_OK && st->delete_withheld > 0 ? EXIT_MAX_DELETE : rc;
+}
+
 static int send_get(struct daemon_conn *s, char **paths, size_t n);
 
 static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_params *ep,
@@ -385,6 +413,8 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 		.file_failed = ev_failed,
 		.progress = ev_progress,
 		.file_skipped = ev_skipped,
+		.deleted = ev_deleted,
+		.delete_withheld = ev_delete_withheld,
 		.ud = x,
 	};
 	ep->stop = &interrupted;
@@ -468,6 +498,10 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	if (nargs > 1 || rem->path[0] == '\0' || rem->path[strlen(rem->path) - 1] == '/') {
 		flags |= PROTO_OPEN_DEST_IS_DIR;
 	}
+	/* The daemon mirrors; a source that failed here already means nothing is deleted. */
+	if (o->mirror && local_failures == 0) {
+		flags |= PROTO_OPEN_DELETE;
+	}
 	rc = daemon_conn_open(&s);
 	if (rc == 0) {
 		rc = open_transfer(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
@@ -492,10 +526,15 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 		return rc;
 	}
 	if (!o->dry_run) {
+		if (o->mirror) {
+			output_mirror(&x.out, st.files_deleted, st.delete_withheld,
+				      st.delete_suppressed || local_failures > 0,
+				      st.files_failed + local_failures, o->max_delete);
+		}
 		output_summary(&x.out, st.files_ok, st.bytes, st.files_failed + local_failures,
 			       st.files_skipped, transport_name(reply.u.open_ok.transport));
 	}
-	return exit_for_stats(&st, local_failures);
+	return exit_for_mirror(&st, exit_for_stats(&st, local_failures));
 }
 
 /*
@@ -747,6 +786,11 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		ep.umask = fspath_umask(); /* without -p: cp's rule */
 		ep.name_ok = pull_name_ok;
 		ep.name_ok_ud = &x;
+		/* --delete: we mirror, here; the daemon hears only that the pass goes on. */
+		if (o->mirror) {
+			ep.open_flags |= PROTO_OPEN_DELETE;
+			ep.max_delete = o->max_delete;
+		}
 		x.get_paths = paths;
 		x.nget = (size_t)nargs;
 		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
@@ -766,9 +810,13 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	if (rc != 0 || o->dry_run) {
 		return rc;
 	}
+	if (o->mirror) {
+		output_mirror(&x.out, st.files_deleted, st.delete_withheld, st.delete_suppressed,
+			      st.files_failed, o->max_delete);
+	}
 	output_summary(&x.out, st.files_ok, st.bytes, st.files_failed, st.files_skipped,
 		       transport_name(reply.u.open_ok.transport));
-	return exit_for_stats(&st, 0);
+	return exit_for_mirror(&st, exit_for_stats(&st, 0));
 }
 
 int cmd_copy(struct client_opts *o, char **args, int nargs)
@@ -785,6 +833,21 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 		/* A dry run does not look at the destination: it could not say what is kept. */
 		log_error("--skip and --dry-run together are not supported: a dry run lists every "
 			  "file, it does not look at the destination");
+		return EXIT_USAGE;
+	}
+	if (o->have_max_delete && !o->mirror) {
+		log_error("--max-delete needs --delete");
+		return EXIT_USAGE;
+	}
+	if (o->mirror && !o->recursive) {
+		log_error("--delete needs -r (it mirrors directories)");
+		return EXIT_USAGE;
+	}
+	if (o->mirror && o->dry_run) {
+		/* A dry run does not look at the destination: it could not say what would go. */
+		log_error("--delete and --dry-run together are not supported: a dry run does not "
+			  "look at the destination (use --max-delete 0 -v to list what would be "
+			  "deleted)");
 		return EXIT_USAGE;
 	}
 	sigaction(SIGINT, &sa, NULL);

@@ -156,6 +156,62 @@ void output_skipped(struct output *out, const char *name)
 	}
 }
 
+static void json_file_action(const char *name, const char *action)
+{
+	printf("{\"event\":\"file\",\"name\":");
+	output_json_string(stdout, name);
+	printf(",\"action\":\"%s\"}\n", action);
+	fflush(stdout);
+}
+
+void output_deleted(struct output *out, const char *name)
+{
+	char esc[4200];
+
+	if (out->json) {
+		json_file_action(name, "deleted");
+	} else if (out->verbose > 0) {
+		clear_progress(out);
+		fprintf(stderr, "deleting %s\n", log_escape(name, esc, sizeof(esc)));
+	}
+}
+
+void output_delete_withheld(struct output *out, const char *name)
+{
+	char esc[4200];
+
+	if (out->json) {
+		json_file_action(name, "withheld");
+	} else if (out->verbose > 0) {
+		clear_progress(out);
+		fprintf(stderr, "not deleting %s (--max-delete)\n",
+			log_escape(name, esc, sizeof(esc)));
+	}
+}
+
+void output_mirror(struct output *out, uint64_t deleted, uint64_t withheld, bool suppressed,
+		   uint64_t failures, uint64_t max_delete)
+{
+	out->mirror = true;
+	out->deleted = deleted;
+	out->delete_withheld = withheld;
+	out->delete_suppressed = suppressed;
+	clear_progress(out);
+	if (suppressed) {
+		if (failures) {
+			log_warning("--delete: %" PRIu64 " failure%s: nothing deleted", failures,
+				    failures == 1 ? "" : "s");
+		} else {
+			log_warning("--delete: entries failed at the receiver: nothing deleted");
+		}
+	}
+	if (withheld) {
+		log_warning("--delete: --max-delete %" PRIu64 " reached: %" PRIu64 " not deleted%s",
+			    max_delete, withheld,
+			    out->verbose > 0 || out->json ? "" : " (-v lists them)");
+	}
+}
+
 void output_error(struct output *out, const char *name, const char *code, const char *text)
 {
 	char esc[4200], esc2[2100];
@@ -246,19 +302,29 @@ void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t
 	if (out->json) {
 		printf("{\"event\":\"summary\",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64
 		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failures\":%" PRIu64
-		       ",\"skipped\":%" PRIu64 ",\"transport\":\"%s\"}\n",
-		       files, bytes, secs, rate, failures, skipped, transport);
+		       ",\"skipped\":%" PRIu64 ",\"deleted\":%" PRIu64,
+		       files, bytes, secs, rate, failures, skipped, out->deleted);
+		if (out->mirror) {
+			printf(",\"delete_withheld\":%" PRIu64 ",\"delete_suppressed\":%s",
+			       out->delete_withheld, out->delete_suppressed ? "true" : "false");
+		}
+		printf(",\"transport\":\"%s\"}\n", transport);
 		fflush(stdout);
 	} else if (out->verbose >= 0) {
 		char r[32];
 
 		/* The progress line's units (binary, as --bwlimit's), so the two agree. */
 		human_bytes((uint64_t)rate, r, sizeof(r));
-		char sk[48] = "";
+		char sk[96] = "";
 
 		/* Said only when there are some: a plain copy's line stays as it was. */
 		if (skipped) {
 			snprintf(sk, sizeof(sk), ", %" PRIu64 " skipped", skipped);
+		}
+		if (out->mirror) {
+			size_t n = strlen(sk);
+
+			snprintf(sk + n, sizeof(sk) - n, ", %" PRIu64 " deleted", out->deleted);
 		}
 		fprintf(stderr,
 			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%s/s), %" PRIu64
