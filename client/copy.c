@@ -846,8 +846,8 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 	if (o->mirror && o->dry_run) {
 		/* A dry run does not look at the destination: it could not say what would go. */
 		log_error("--delete and --dry-run together are not supported: a dry run does not "
-			  "look at the destination (use --max-delete 0 -v to list what would be "
-			  "deleted)");
+			  "look at the destination (--max-delete 0 -v copies, deletes nothing and "
+			  "lists what --delete would remove)");
 		return EXIT_USAGE;
 	}
 	sigaction(SIGINT, &sa, NULL);

@@ -18,7 +18,9 @@
 #      directory where a file must go) that suppresses deletion
 #   5. into an existing directory (as cp -r): the source's directory in it is
 #      mirrored, nothing beside it
-#   6. a write-only module refuses --delete (exit 5); --delete without -r,
+#   6. a file system mounted inside the tree (where this test may mount one)
+#      is neither walked nor touched
+#   7. a write-only module refuses --delete (exit 5); --delete without -r,
 #      with -n, --max-delete without --delete: exit 1; a daemon without
 #      --delete (rawserver.py): refused before OPEN, exit 12
 #
@@ -209,7 +211,22 @@ check_eq "into: one deleted" "$(json_summary "$T/out" deleted)" 1
 	fail "into: $(ls -R "$T/mod/into")"
 check_eq "entry beside it untouched" "$(cat "$T/mod/into/beside")" beside
 
-# ---- 6. refusals ------------------------------------------------------------------
+# ---- 6. another file system inside the tree ------------------------------------
+mkdir -p "$T/mod/tree/mnt"
+if mount -t tmpfs -o size=1m rdmacp-test "$T/mod/tree/mnt" 2>/dev/null; then
+	echo inside >"$T/mod/tree/mnt/file"
+	expect_rc 0 "push --delete with a mount point inside the tree" \
+		"${CLIENT[@]}" --json -r --delete "$T/src/tree" "$HOST:data/"
+	check_eq "mount: nothing deleted" "$(json_summary "$T/out" deleted)" 0
+	check_eq "mount: its file untouched" "$(cat "$T/mod/tree/mnt/file")" inside
+	mountpoint -q "$T/mod/tree/mnt" && pass "still mounted" || fail "mount point gone"
+	umount "$T/mod/tree/mnt"
+else
+	echo "note: cannot mount a tmpfs here (not root?): the file system check is not run"
+fi
+rmdir "$T/mod/tree/mnt"
+
+# ---- 7. refusals -------------------------------------------------------------------
 echo secret >"$T/drop/there"
 expect_rc 5 "write-only module refuses --delete" \
 	"${CLIENT[@]}" -r --delete "$T/src/tree" "$HOST:drop/"
