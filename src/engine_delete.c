@@ -10,7 +10,7 @@
  *
  * The walk goes from held directory fds one component at a time, opened
  * O_NOFOLLOW (a symlink is removed itself, never followed), never into
- * another file system, and keeps the project's temp files and the partial
+ * another file system or any mount point (a bind mount too), and keeps the project's temp files and the partial
  * store (.rdmacp-partial) wherever they are. It holds one open directory per
  * level (at most DEL_MAX_DEPTH), so its memory does not grow with the tree;
  * it runs DEL_STEP_ENTRIES entries per turn of the engine's loop, and tells
@@ -20,6 +20,7 @@
 #include "engine-internal.h"
 
 #include <dirent.h>
+#include <sys/sysmacros.h>
 
 #include "walk.h"
 
@@ -289,34 +290,50 @@ static int del_push(struct engine *e, int parentfd, const char *leaf, bool doome
 }
 
 /*
+ * What an entry is, never following it: its type, and whether it is on the
+ * walk's own mount: on the top directory's file system and not the root of a
+ * mount (a bind mount of a directory on the same file system included).
+ */
+static int del_look(const struct del_state *ds, int dfd, const char *leaf, bool *ret_dir,
+		    bool *ret_ours)
+{
+	struct statx stx;
+
+	if (statx(dfd, leaf, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) < 0) {
+		return negerrno();
+	}
+	*ret_dir = S_ISDIR(stx.stx_mode);
+	*ret_ours = makedev(stx.stx_dev_major, stx.stx_dev_minor) == ds->dev &&
+		    !(stx.stx_attributes_mask & stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+	return 0;
+}
+
+/*
  * One entry of the directory on top (path holds its name). Returns why it
  * stays (HOLD_NONE: sent, or gone), DEL_PUSHED, or -errno.
  */
 static int del_entry(struct engine *e, struct del_frame *fr, const char *leaf)
 {
 	struct del_state *ds = e->del;
-	int dfd = dirfd(fr->d);
-	struct stat st;
-	bool is_dir;
+	int dfd = dirfd(fr->d), r;
+	bool is_dir, ours;
 
 	/* Transfers in flight (this one's, or another session's), and the partial store. */
 	if (fspath_is_temp_name(leaf) || !strcmp(leaf, PARTIAL_STORE)) {
 		return HOLD_KEPT;
 	}
-	if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		int r = negerrno();
-
+	r = del_look(ds, dfd, leaf, &is_dir, &ours);
+	if (r < 0) {
 		if (r == -ENOENT) {
 			return HOLD_NONE; /* gone meanwhile */
 		}
 		r = del_fail(e, r, "stat");
 		return r < 0 ? r : HOLD_FAILED;
 	}
-	/* Another file system mounted in the tree is never walked or touched. */
-	if (st.st_dev != ds->dev) {
+	/* Another file system, or any mount, in the tree is never walked or touched. */
+	if (!ours) {
 		return HOLD_KEPT;
 	}
-	is_dir = S_ISDIR(st.st_mode);
 	if (!fr->doomed && rx_seen(e, ds->path)) {
 		return is_dir ? del_push(e, dfd, leaf, false) : HOLD_NONE;
 	}

@@ -18,8 +18,9 @@
 #      directory where a file must go) that suppresses deletion
 #   5. into an existing directory (as cp -r): the source's directory in it is
 #      mirrored, nothing beside it
-#   6. a file system mounted inside the tree (where this test may mount one)
-#      is neither walked nor touched
+#   6. a file system mounted inside the tree, and a bind mount of a directory
+#      outside it on the same file system (where this test may mount), are
+#      neither walked nor touched
 #   7. a write-only module refuses --delete (exit 5); --delete without -r,
 #      with -n, --max-delete without --delete: exit 1; a daemon without
 #      --delete (rawserver.py): refused before OPEN, exit 12
@@ -221,10 +222,19 @@ if mount -t tmpfs -o size=1m rdmacp-test "$T/mod/tree/mnt" 2>/dev/null; then
 	check_eq "mount: its file untouched" "$(cat "$T/mod/tree/mnt/file")" inside
 	mountpoint -q "$T/mod/tree/mnt" && pass "still mounted" || fail "mount point gone"
 	umount "$T/mod/tree/mnt"
+	rmdir "$T/mod/tree/mnt"
+	mkdir -p "$T/mod/tree/bound"
+	mount --bind "$T/outside" "$T/mod/tree/bound"
+	expect_rc 0 "push --delete with a bind mount inside the tree" \
+		"${CLIENT[@]}" --json -r --delete "$T/src/tree" "$HOST:data/"
+	check_eq "bind mount: nothing deleted" "$(json_summary "$T/out" deleted)" 0
+	check_eq "bind mount: what it shows untouched" "$(cat "$T/outside/precious")" precious
+	umount "$T/mod/tree/bound"
+	rmdir "$T/mod/tree/bound"
 else
-	echo "note: cannot mount a tmpfs here (not root?): the file system check is not run"
+	echo "note: cannot mount a tmpfs here (not root?): the mount checks are not run"
+	rmdir "$T/mod/tree/mnt"
 fi
-rmdir "$T/mod/tree/mnt"
 
 # ---- 7. refusals -------------------------------------------------------------------
 echo secret >"$T/drop/there"
