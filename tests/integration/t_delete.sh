@@ -21,7 +21,9 @@
 #   6. a file system mounted inside the tree, and a bind mount of a directory
 #      outside it on the same file system (where this test may mount), are
 #      neither walked nor touched
-#   7. a write-only module refuses --delete (exit 5); --delete without -r,
+#   7. an entry that can't be removed (immutable, where chattr works) is a
+#      failure (error event, exit 9): the others go, its directory stays
+#   8. a write-only module refuses --delete (exit 5); --delete without -r,
 #      with -n, --max-delete without --delete: exit 1; a daemon without
 #      --delete (rawserver.py): refused before OPEN, exit 12
 #
@@ -236,7 +238,27 @@ else
 	rmdir "$T/mod/tree/mnt"
 fi
 
-# ---- 7. refusals -------------------------------------------------------------------
+# ---- 7. an entry that can't be removed ------------------------------------------
+add_extras "$T/mod/tree"
+if chattr +i "$T/mod/tree/a/old/g" 2>/dev/null; then
+	expect_rc 9 "push --delete with an immutable extra" \
+		"${CLIENT[@]}" --json -r --delete "$T/src/tree" "$HOST:data/"
+	chattr -i "$T/mod/tree/a/old/g"
+	check_eq "immutable: the others deleted" "$(json_summary "$T/out" deleted)" $((EXTRAS - 2))
+	check_eq "immutable: one failure" "$(json_summary "$T/out" failures)" 1
+	check_eq "immutable: its error event" \
+		"$(jq -r 'select(.event == "error") | .name + " " + .code' "$T/out")" \
+		"tree/a/old/g PERMISSION"
+	[ -f "$T/mod/tree/a/old/g" ] && [ ! -e "$T/mod/tree/a/old/deeper" ] &&
+		pass "immutable: it and its directory stay, the rest went" ||
+		fail "immutable: $(ls -R "$T/mod/tree/a")"
+	rm -r "$T/mod/tree/a/old"
+else
+	echo "note: chattr +i does not work here: the failed-removal check is not run"
+	rm -r "$T/mod/tree/a/old" "$T/mod/tree/extra" "$T/mod/tree/c/to-file" "$T/mod/tree/c/to-dir"
+fi
+
+# ---- 8. refusals -------------------------------------------------------------------
 echo secret >"$T/drop/there"
 expect_rc 5 "write-only module refuses --delete" \
 	"${CLIENT[@]}" -r --delete "$T/src/tree" "$HOST:drop/"
