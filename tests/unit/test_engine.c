@@ -1508,6 +1508,81 @@ static void test_sender_peer_error(void **state)
 	assert_no_fd_beneath(f->src);
 }
 
+/*
+ * A receiver played by hand: DELETED between the sender's END and its own is
+ * heard (each removal an event, a failure counted); the same message before
+ * the sender's END is a protocol error.
+ */
+static void test_sender_deleted(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct raw w;
+	struct msg m;
+	struct proto_status st = { .status = PERR_OK, .text = (char *)"" };
+	struct proto_deleted d[] = {
+		{ .what = PROTO_DEL_DELETED, .name = (char *)"t/old", .text = (char *)"" },
+		{ .what = PROTO_DEL_WITHHELD, .name = (char *)"t/older", .text = (char *)"" },
+		{ .what = PROTO_DEL_FAILED,
+		  .code = PERR_PERMISSION,
+		  .name = (char *)"t/busy",
+		  .text = (char *)"unlink: Operation not permitted" },
+	};
+
+	source_dir(f, &s, "t");
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	f->txr.p.peer_caps = PROTO_CAP_DELETE;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	raw_expect(&w, MSG_FILES, &m);
+	st.id = m.u.files.files[0].id;
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_FILES_ACK, .u.files_ack = { .count = 1, .st = &st } };
+	raw_send(&w, &m);
+	raw_expect(&w, MSG_END, &m);
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_DELETED, .u.deleted = { .count = 3, .ents = d } };
+	raw_send(&w, &m);
+	m = (struct msg){ .type = MSG_DELETED }; /* a keepalive */
+	raw_send(&w, &m);
+	m = (struct msg){ .type = MSG_END };
+	raw_send(&w, &m);
+	run_join(&f->txr);
+	raw_free(&w);
+
+	assert_ok_run(&f->txr);
+	assert_int_equal(f->txr.st.files_deleted, 1);
+	assert_int_equal(f->txr.st.delete_withheld, 1);
+	assert_int_equal(f->txr.st.files_failed, 1);
+	assert_int_equal(f->txr.ev.failed, 1);
+	assert_int_equal(f->txr.ev.first_failed_code, PERR_PERMISSION);
+	assert_false(f->txr.ev.first_failed_local);
+}
+
+static void test_sender_deleted_early(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct raw w;
+	struct msg m;
+
+	source_dir(f, &s, "t");
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	f->txr.p.peer_caps = PROTO_CAP_DELETE;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	raw_expect(&w, MSG_FILES, &m);
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_DELETED, .u.deleted.flags = PROTO_DELETED_SUPPRESSED };
+	raw_send(&w, &m);
+	raw_expect_error(&w, PERR_PROTOCOL, "unexpected DELETED");
+	run_join(&f->txr);
+	raw_free(&w);
+
+	assert_failed_run(&f->txr, -EBADMSG, PERR_PROTOCOL, "unexpected DELETED");
+	assert_false(f->txr.st.delete_suppressed);
+}
+
 /* A ring that is not the one agreed: the sender refuses it and says why. */
 static void test_sender_bad_ring(void **state)
 {
@@ -1697,6 +1772,8 @@ int main(void)
 		T(test_delete),
 		T(test_delete_max),
 		T(test_delete_suppressed),
+		T(test_sender_deleted),
+		T(test_sender_deleted_early),
 		T(test_duplicate_names),
 		T(test_file_done_wrong_hash),
 		T(test_files_out_of_order),
