@@ -1233,6 +1233,50 @@ static void test_delete_max(void **state)
 	assert_int_equal(f->txr.st.delete_withheld, f->rxr.st.delete_withheld);
 }
 
+/*
+ * Many extras: the pass runs over several turns of the loop and its DELETED
+ * batches fill up; the sender hears every removal. With delete_tell_peer off
+ * (a pull's client) it hears none, and the pass still runs.
+ */
+static void test_delete_many(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	char name[64];
+	const unsigned n = 700;
+
+	delete_case(f, &s);
+	assert_int_equal(mkdirat(f->dst_fd, "t/many", 0755), 0);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "t/many/extra-file-with-a-longish-name-%u", i);
+		dest_file(f, name, 1, 1, (struct timespec){ 0 });
+	}
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	/* 10 extras of delete_case, the files and their directory. */
+	assert_int_equal(f->rxr.st.files_deleted, 10 + n + 1);
+	assert_int_equal(f->txr.st.files_deleted, 10 + n + 1);
+}
+
+static void test_delete_untold(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	delete_case(f, &s);
+	f->rxr.p.delete_tell_peer = false;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_deleted, 10);
+	assert_int_equal(f->txr.st.files_deleted, 0);
+}
+
 /* An entry that failed: nothing deleted, SUPPRESSED heard by the sender. */
 static void test_delete_suppressed(void **state)
 {
@@ -1772,6 +1816,8 @@ int main(void)
 		T(test_delete),
 		T(test_delete_max),
 		T(test_delete_suppressed),
+		T(test_delete_many),
+		T(test_delete_untold),
 		T(test_sender_deleted),
 		T(test_sender_deleted_early),
 		T(test_duplicate_names),
