@@ -8,7 +8,8 @@
 #      symlinks' targets, a sibling of the mirrored directory, the partial
 #      store (.rdmacp-partial) and a temp file stay; -v "deleting NAME",
 #      --json file events "action":"deleted" and summary "deleted" (jq), the
-#      daemon's "done" line counts them; a re-run deletes nothing
+#      daemon's "done" line counts them; a re-run deletes nothing; with -p
+#      directories keep their times though entries in them were removed
 #   2. --max-delete below the count: exactly N removed, the rest listed as
 #      "withheld", exit 16; --max-delete 0 removes nothing, exit 16; above
 #      the count: all removed, exit 0
@@ -126,6 +127,12 @@ at() { grep -nx "$1" "$T/deleted" | cut -d: -f1; }
 	pass "directories after their contents" || fail "order: $(cat "$T/deleted")"
 expect_rc 0 "re-run with --delete" "${CLIENT[@]}" --json -r --delete "$T/src/tree" "$HOST:data/"
 check_eq "re-run: nothing deleted" "$(json_summary "$T/out" deleted)" 0
+# With -p the directories' times are set after the removals in them.
+add_extras "$T/mod/tree"
+touch -d @1500000000 "$T/src/tree/a" "$T/src/tree/c"
+expect_rc 0 "push -p --delete" "${CLIENT[@]}" -q -r -p --delete "$T/src/tree" "$HOST:data/"
+check_eq "-p: a's mtime after removals in it" "$(stat -c %Y "$T/mod/tree/a")" 1500000000
+check_eq "-p: c's mtime after removals in it" "$(stat -c %Y "$T/mod/tree/c")" 1500000000
 
 # ---- 2. --max-delete ------------------------------------------------------------
 add_extras "$T/mod/tree"
