@@ -40,7 +40,10 @@ struct client_opts {
 	bool recursive;
 	bool json;
 	bool dry_run;
-	uint32_t skip; /* --skip: 0, PROTO_OPEN_SKIP_EXISTS or PROTO_OPEN_SKIP_QUICK */
+	uint32_t skip;	      /* --skip: 0, PROTO_OPEN_SKIP_EXISTS or PROTO_OPEN_SKIP_QUICK */
+	bool mirror;	      /* --delete */
+	bool have_max_delete; /* --max-delete given */
+	uint64_t max_delete;  /* --max-delete, PROTO_NO_MAX_DELETE: none */
 	bool busy_poll;
 	bool long_listing; /* ls -l */
 	int progress;	   /* -1 default (a terminal), 0 off, 1 on */

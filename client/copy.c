@@ -111,6 +111,7 @@ static int finish(struct xfer *x, const struct engine_stats *st, uint64_t local_
 		.bytes = st->bytes,
 		.failed = st->files_failed + local_failures,
 		.skipped = st->files_skipped,
+		.deleted = st->files_deleted,
 		.dry_run = x->o->dry_run,
 		.completed = x->completed,
 	};
@@ -131,6 +132,20 @@ static void ev_skipped(void *ud, const char *name)
 	struct xfer *x = ud;
 
 	output_skipped(&x->out, name);
+}
+
+static void ev_deleted(void *ud, const char *name)
+{
+	struct xfer *x = ud;
+
+	output_deleted(&x->out, name);
+}
+
+static void ev_delete_withheld(void *ud, const char *name)
+{
+	struct xfer *x = ud;
+
+	output_delete_withheld(&x->out, name);
 }
 
 /* The local path of a wire name: the source it came from, or where it would land. */
@@ -288,10 +303,17 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 		return EXIT_VERSION;
 	}
 	/* Never more than asked for in silence: a daemon without FILTER would send everything. */
-	if (direction == PROTO_DIR_PULL && !filter_empty(&s->o->filters) &&
+	if ((direction == PROTO_DIR_PULL || s->o->mirror) && !filter_empty(&s->o->filters) &&
 	    !(s->hello.caps & PROTO_CAP_FILTER)) {
-		log_error("%s: the daemon is too old for --include/--exclude on a pull (it has no "
-			  "filters): upgrade it, or pull without them",
+		log_error("%s: the daemon is too old for --include/--exclude on a pull or with "
+			  "--delete (it has no filters): upgrade it, or copy without them",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
+	/* A pull needs it too: the daemon hears our pass go on (DELETED) while it waits. */
+	if (s->o->mirror && !(s->hello.caps & PROTO_CAP_DELETE)) {
+		log_error("%s: the daemon is too old for --delete: upgrade it, or copy without "
+			  "--delete",
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
@@ -312,13 +334,15 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 	m.u.open.flags = flags;
 	m.u.open.chunk_size = s->o->chunk_size;
 	m.u.open.slots = s->o->slots;
+	m.u.open.max_delete = s->o->max_delete;
 	snprintf(m.u.open.path, sizeof(m.u.open.path), "%s", path);
 	log_debug("OPEN %s %s: transport %s, %u lanes, chunk %u, %u slots, flags %#x",
 		  direction == PROTO_DIR_PUSH ? "push to" : "pull from", path,
 		  m.u.open.transport ? transport_name(m.u.open.transport) : "auto", m.u.open.lanes,
 		  m.u.open.chunk_size, m.u.open.slots, flags);
 	r = 0;
-	if (direction == PROTO_DIR_PULL && !filter_empty(&s->o->filters)) {
+	/* A push's rules go too when the daemon mirrors: what they exclude it must keep. */
+	if ((direction == PROTO_DIR_PULL || s->o->mirror) && !filter_empty(&s->o->filters)) {
 		r = queue_filter(s);
 	}
 	if (r >= 0) {
@@ -423,6 +447,12 @@ static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures
 				     : exit_for_perr(st->first_error);
 }
 
+/* A run that is otherwise fine ends with EXIT_MAX_DELETE when --max-delete kept entries. */
+static int exit_for_mirror(const struct engine_stats *st, int rc)
+{
+	return rc == EXIT_OK && st->delete_withheld > 0 ? EXIT_MAX_DELETE : rc;
+}
+
 static int send_get(struct daemon_conn *s, char **paths, size_t n);
 
 static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_params *ep,
@@ -462,6 +492,8 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 		.progress = ev_progress,
 		.file_skipped = ev_skipped,
 		.notice = ev_notice,
+		.deleted = ev_deleted,
+		.delete_withheld = ev_delete_withheld,
 		.ud = x,
 	};
 	ep->stop = &interrupted;
@@ -678,6 +710,10 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	    rem->path[strlen(rem->path) - 1] == '/') {
 		flags |= PROTO_OPEN_DEST_IS_DIR;
 	}
+	/* The daemon mirrors; a source that failed here already means nothing is deleted. */
+	if (o->mirror && local_failures == 0) {
+		flags |= PROTO_OPEN_DELETE;
+	}
 	rc = daemon_conn_open(&s);
 	if (rc == 0) {
 		rc = open_transfer(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
@@ -706,7 +742,13 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 		return finish(&x, &st, local_failures, rc);
 	}
 	x.completed = true;
-	return finish(&x, &st, local_failures, exit_for_stats(&st, local_failures));
+	if (o->mirror) {
+		output_mirror(&x.out, st.files_deleted, st.delete_withheld,
+			      st.delete_suppressed || local_failures > 0,
+			      st.files_failed + local_failures, o->max_delete);
+	}
+	return finish(&x, &st, local_failures,
+		      exit_for_mirror(&st, exit_for_stats(&st, local_failures)));
 }
 
 /*
@@ -967,6 +1009,14 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		ep.umask = fspath_umask(); /* without -p: cp's rule */
 		ep.name_ok = pull_name_ok;
 		ep.name_ok_ud = &x;
+		/* --delete: we mirror, here; the daemon hears only that the pass goes on. */
+		if (o->mirror) {
+			ep.open_flags |= PROTO_OPEN_DELETE;
+			ep.max_delete = o->max_delete;
+			/* What our rules exclude is kept, as rsync keeps it. */
+			ep.delete_keep = filter_protects;
+			ep.delete_keep_ud = &o->filters;
+		}
 		x.get_paths = paths;
 		x.nget = (size_t)nargs;
 		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
@@ -987,7 +1037,11 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		return finish(&x, &st, 0, rc);
 	}
 	x.completed = true;
-	return finish(&x, &st, 0, exit_for_stats(&st, 0));
+	if (o->mirror) {
+		output_mirror(&x.out, st.files_deleted, st.delete_withheld, st.delete_suppressed,
+			      st.files_failed, o->max_delete);
+	}
+	return finish(&x, &st, 0, exit_for_mirror(&st, exit_for_stats(&st, 0)));
 }
 
 int cmd_copy(struct client_opts *o, char **args, int nargs)
@@ -1004,6 +1058,21 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 		/* A dry run does not look at the destination: it could not say what is kept. */
 		log_error("--skip and --dry-run together are not supported: a dry run lists every "
 			  "file, it does not look at the destination");
+		return EXIT_USAGE;
+	}
+	if (o->have_max_delete && !o->mirror) {
+		log_error("--max-delete needs --delete");
+		return EXIT_USAGE;
+	}
+	if (o->mirror && !o->recursive) {
+		log_error("--delete needs -r (it mirrors directories)");
+		return EXIT_USAGE;
+	}
+	if (o->mirror && o->dry_run) {
+		/* A dry run does not look at the destination: it could not say what would go. */
+		log_error("--delete and --dry-run together are not supported: a dry run does not "
+			  "look at the destination (--max-delete 0 -v copies, deletes nothing and "
+			  "lists what --delete would remove)");
 		return EXIT_USAGE;
 	}
 	sigaction(SIGINT, &sa, NULL);

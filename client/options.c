@@ -69,6 +69,10 @@ static void usage(FILE *f)
 	    "                         the one source directory, their paths kept\n"
 	    "  -0, --from0            --files-from names end in NUL, not newline\n"
 	    "      --missing-ok       a listed name that doesn't exist is no failure\n"
+	    "      --delete           with -r: remove destination entries the source lacks\n"
+	    "                         (only when every entry of the run succeeded)\n"
+	    "      --max-delete N     with --delete: remove at most N entries (exit 16 if\n"
+	    "                         more were due; 0 lists them with -v, removes none)\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
@@ -86,7 +90,8 @@ static void usage(FILE *f)
 	    "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 remote\n"
 	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
 	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
-	    "could not store or read a file, or failed on its side).\n",
+	    "could not store or read a file, or failed on its side), 16 deletions held\n"
+	    "back by --max-delete.\n",
 	    f);
 }
 
@@ -281,6 +286,19 @@ static int set_files_from(struct client_opts *o, const char *v)
 	return set_path(o->files_from, sizeof(o->files_from), v);
 }
 
+static int set_max_delete(struct client_opts *o, const char *v)
+{
+	uint64_t n;
+	int r = parse_uint(v, 0, UINT64_MAX - 1, &n);
+
+	if (r < 0) {
+		return r;
+	}
+	o->max_delete = n;
+	o->have_max_delete = true;
+	return 0;
+}
+
 static int set_connect_timeout(struct client_opts *o, const char *v)
 {
 	uint64_t s;
@@ -322,6 +340,7 @@ FLAG_HANDLER(set_poll, busy_poll)
 FLAG_HANDLER(set_json, json)
 FLAG_HANDLER(set_from0, from0)
 FLAG_HANDLER(set_missing_ok, missing_ok)
+FLAG_HANDLER(set_delete, mirror)
 
 /* -a: -r -p, as cp -a and rsync -a (less what rdmacp doesn't keep: owners, links). */
 static int set_archive(struct client_opts *o, const char *v)
@@ -418,6 +437,9 @@ const struct client_option client_options[] = {
 	{ "files-from", required_argument, 0, NULL, set_files_from, PATH_EXPECT " or -" },
 	{ "from0", no_argument, '0', NULL, set_from0, NULL },
 	{ "missing-ok", no_argument, 0, NULL, set_missing_ok, NULL },
+	{ "delete", no_argument, 0, NULL, set_delete, NULL },
+	{ "max-delete", required_argument, 0, NULL, set_max_delete,
+	  "a number of entries, 0 or more" },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },

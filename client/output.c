@@ -207,6 +207,62 @@ void output_skipped(struct output *out, const char *name)
 	}
 }
 
+static void json_file_action(const char *name, const char *action)
+{
+	printf("{\"event\":\"file\",\"name\":");
+	output_json_string(stdout, name);
+	printf(",\"action\":\"%s\"}\n", action);
+	fflush(stdout);
+}
+
+void output_deleted(struct output *out, const char *name)
+{
+	char esc[4200];
+
+	if (out->json) {
+		json_file_action(name, "deleted");
+	} else if (out->verbose > 0) {
+		clear_progress(out);
+		fprintf(stderr, "deleting %s\n", log_escape(name, esc, sizeof(esc)));
+	}
+}
+
+void output_delete_withheld(struct output *out, const char *name)
+{
+	char esc[4200];
+
+	if (out->json) {
+		json_file_action(name, "withheld");
+	} else if (out->verbose > 0) {
+		clear_progress(out);
+		fprintf(stderr, "not deleting %s (--max-delete)\n",
+			log_escape(name, esc, sizeof(esc)));
+	}
+}
+
+void output_mirror(struct output *out, uint64_t deleted, uint64_t withheld, bool suppressed,
+		   uint64_t failures, uint64_t max_delete)
+{
+	out->mirror = true;
+	out->deleted = deleted;
+	out->delete_withheld = withheld;
+	out->delete_suppressed = suppressed;
+	clear_progress(out);
+	if (suppressed) {
+		if (failures) {
+			log_warning("--delete: %" PRIu64 " failure%s: nothing deleted", failures,
+				    failures == 1 ? "" : "s");
+		} else {
+			log_warning("--delete: entries failed at the receiver: nothing deleted");
+		}
+	}
+	if (withheld) {
+		log_warning("--delete: --max-delete %" PRIu64 " reached: %" PRIu64 " not deleted%s",
+			    max_delete, withheld,
+			    out->verbose > 0 || out->json ? "" : " (-v lists them)");
+	}
+}
+
 static void json_failed(const char *name, uint8_t ftype, const char *path, const char *code,
 			const char *text)
 {
@@ -310,9 +366,14 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 		printf("{\"event\":\"summary\",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64
 		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failed\":%" PRIu64
 		       ",\"failures\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"deleted\":%" PRIu64
-		       ",\"resumed_bytes\":%" PRIu64 ",\"dry_run\":%s,\"transport\":",
+		       ",\"resumed_bytes\":%" PRIu64 ",\"dry_run\":%s",
 		       t->files, t->bytes, secs, rate, t->failed, t->failed, t->skipped, t->deleted,
 		       t->resumed_bytes, t->dry_run ? "true" : "false");
+		if (out->mirror) {
+			printf(",\"delete_withheld\":%" PRIu64 ",\"delete_suppressed\":%s",
+			       out->delete_withheld, out->delete_suppressed ? "true" : "false");
+		}
+		printf(",\"transport\":");
 		if (transport) {
 			printf("\"%s\"", transport);
 		} else {
@@ -331,7 +392,7 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 			n += (size_t)snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " skipped",
 					      t->skipped);
 		}
-		if (t->deleted && n < sizeof(extra)) {
+		if ((t->deleted || out->mirror) && n < sizeof(extra)) {
 			n += (size_t)snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " deleted",
 					      t->deleted);
 		}

@@ -28,6 +28,10 @@ struct output {
 	uint64_t mem_pool;
 	uint32_t mem_chunk, mem_chunks;
 	bool mem_fitted;
+	/* --delete: the summary tells of the mirror pass (output_mirror) */
+	bool mirror;
+	uint64_t deleted, delete_withheld;
+	bool delete_suppressed;
 };
 
 /*
@@ -56,6 +60,19 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 		 const uint8_t *hash);
 /* A file kept as it was at the destination (--skip): -v ".f NAME", --json "action":"skipped". */
 void output_skipped(struct output *out, const char *name);
+/*
+ * --delete: an entry removed (-v "deleting NAME", --json "action":"deleted"),
+ * or one --max-delete kept (-v "not deleting NAME (--max-delete)", --json
+ * "action":"withheld").
+ */
+void output_deleted(struct output *out, const char *name);
+void output_delete_withheld(struct output *out, const char *name);
+/*
+ * --delete, after the run: what the pass did, for the summary, and the
+ * lines that say why less was deleted than was due (failures, --max-delete).
+ */
+void output_mirror(struct output *out, uint64_t deleted, uint64_t withheld, bool suppressed,
+		   uint64_t failures, uint64_t max_delete);
 /*
  * An entry that failed (ftype 0: unknown): an error line on stderr, and a
  * --json file event with "action":"failed", its code and message.

@@ -260,6 +260,15 @@ static void ev_notice(void *ud, const char *name, const char *text)
 		   text);
 }
 
+/* --delete: each removal is in the log (debug), the totals in the "done" line. */
+static void ev_deleted(void *ud, const char *name)
+{
+	struct conn *c = ud;
+	char esc[512];
+
+	log_debug("%s: deleted %s (--delete)", c->peer, log_escape(name, esc, sizeof(esc)));
+}
+
 static void ev_progress(void *ud, uint64_t bytes)
 {
 	struct conn *c = ud;
@@ -360,7 +369,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	struct engine_stats st;
 	uint32_t code = 0, chunk, slots;
 	uint64_t pinned;
-	char err[512], skipped[40] = "";
+	char err[512], skipped[120] = "";
 	uint16_t port;
 	int r;
 
@@ -437,6 +446,14 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.base_fd = basefd;
 	ep.rename_to = rename_to && *rename_to ? rename_to : NULL;
 	ep.open_flags = o->flags;
+	/* --delete (a push only: OPEN refuses it otherwise); the client hears each removal. */
+	ep.max_delete = o->max_delete;
+	ep.delete_tell_peer = true;
+	/* The client's rules (its FILTER before this OPEN): what they exclude is kept. */
+	if (c->have_filter) {
+		ep.delete_keep = filter_protects;
+		ep.delete_keep_ud = &c->filter;
+	}
 	/* Files belong to whoever the session runs as (become_module_user). */
 	ep.keep_setid = m->keep_setid;
 	/* Without -p new entries lose the daemon's umask (systemd UMask=, 0022), as rsyncd's do. */
@@ -451,6 +468,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 					.progress = ev_progress,
 					.file_skipped = ev_file_skipped,
 					.notice = ev_notice,
+					.deleted = ev_deleted,
 					.ud = c };
 	c->last_progress = 0;
 	ep.stop = &stop_requested;
@@ -468,6 +486,15 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	if (st.files_skipped) {
 		snprintf(skipped, sizeof(skipped), ", %llu skipped",
 			 (unsigned long long)st.files_skipped);
+	}
+	if (o->flags & PROTO_OPEN_DELETE) {
+		size_t n = strlen(skipped);
+
+		snprintf(skipped + n, sizeof(skipped) - n, ", %llu deleted%s",
+			 (unsigned long long)st.files_deleted,
+			 st.delete_suppressed ? " (failures: nothing deleted)"
+			 : st.delete_withheld ? " (--max-delete reached)"
+					      : "");
 	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
@@ -507,6 +534,12 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 	}
 	if (o->direction == PROTO_DIR_PULL && m->write_only) {
 		return refuse(c, PERR_PERMISSION, "module '%s' is write only", m->name);
+	}
+	/* Each DELETED would tell what the module holds. */
+	if (o->direction == PROTO_DIR_PUSH && m->write_only && (o->flags & PROTO_OPEN_DELETE)) {
+		return refuse(c, PERR_PERMISSION,
+			      "module '%s' is write only: --delete would show what it holds",
+			      m->name);
 	}
 	/* Each SKIPPED would tell what the module holds: a name, its size and mtime. */
 	if (o->direction == PROTO_DIR_PUSH && m->write_only &&

@@ -34,6 +34,7 @@ static const char *const type_names[] = {
 	[MSG_MODULES] = "MODULES",
 	[MSG_XATTRS] = "XATTRS",
 	[MSG_FILTER] = "FILTER",
+	[MSG_DELETED] = "DELETED",
 };
 
 static const char *const err_names[] = {
@@ -232,6 +233,9 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		wbuf_put_u32(w, m->u.open.chunk_size);
 		wbuf_put_u32(w, m->u.open.slots);
 		wbuf_put_str16(w, m->u.open.path, PROTO_MAX_PATH);
+		if (m->u.open.flags & PROTO_OPEN_DELETE) {
+			wbuf_put_u64(w, m->u.open.max_delete);
+		}
 		break;
 	case MSG_OPEN_OK:
 		wbuf_put_u8(w, m->u.open_ok.transport);
@@ -337,6 +341,21 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 			wbuf_put_str16(w, m->u.filter.rules[i].pattern, PROTO_MAX_PATH);
 		}
 		break;
+	case MSG_DELETED:
+		if (m->u.deleted.count > PROTO_MAX_BATCH) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u8(w, m->u.deleted.flags);
+		wbuf_put_u16(w, m->u.deleted.count);
+		for (size_t i = 0; i < m->u.deleted.count; i++) {
+			const struct proto_deleted *d = &m->u.deleted.ents[i];
+
+			wbuf_put_u8(w, d->what);
+			wbuf_put_u32(w, d->code);
+			wbuf_put_str16(w, d->name, PROTO_MAX_PATH);
+			wbuf_put_str16(w, d->text ? d->text : "", PROTO_MAX_TEXT);
+		}
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -400,6 +419,7 @@ static char *dec_str_alloc(struct rbuf *r, size_t max)
 #define GET_ENTRY_MIN	2
 #define MOD_ENTRY_MIN	(1 + 2 + 2)
 #define FILTER_RULE_MIN (1 + 2 + 1)
+#define DEL_ENTRY_MIN	(1 + 4 + 2 + 2)
 
 /*
  * A hard link's first name: relative, no empty, "." or ".." component (the
@@ -619,6 +639,50 @@ static int dec_filter(struct rbuf *r, struct msg_filter *f)
 	return 0;
 }
 
+/*
+ * Each entry: what, a code only for a failure (and then not OK or SKIPPED),
+ * a name (never empty), a text only for a failure. Nothing else is allowed.
+ */
+static int dec_deleted(struct rbuf *r, struct msg_deleted *md)
+{
+	uint16_t count;
+
+	md->flags = rbuf_get_u8(r);
+	count = rbuf_get_u16(r);
+	if (r->error || (md->flags & ~PROTO_DELETED_FLAGS_KNOWN) || count > PROTO_MAX_BATCH ||
+	    (size_t)count * DEL_ENTRY_MIN > rbuf_left(r) ||
+	    ((md->flags & PROTO_DELETED_SUPPRESSED) && count != 0)) {
+		return -EBADMSG;
+	}
+	md->count = 0;
+	md->ents = calloc(count ? count : 1, sizeof(*md->ents));
+	if (!md->ents) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct proto_deleted *d = &md->ents[i];
+		bool failed;
+
+		d->what = rbuf_get_u8(r);
+		d->code = rbuf_get_u32(r);
+		md->count = (uint16_t)(i + 1); /* so msg_clear frees this entry */
+		d->name = dec_str_alloc(r, PROTO_MAX_PATH);
+		d->text = dec_str_alloc(r, PROTO_MAX_TEXT);
+		if (r->error) {
+			return -EBADMSG;
+		}
+		failed = d->what == PROTO_DEL_FAILED;
+		if (d->what < PROTO_DEL_DELETED || d->what > PROTO_DEL_FAILED ||
+		    d->name[0] == '\0' ||
+		    (failed &&
+		     (d->code == PERR_OK || d->code == PERR_SKIPPED || d->code > PERR_MAX)) ||
+		    (!failed && (d->code != PERR_OK || d->text[0] != '\0'))) {
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
 static bool chunk_size_ok(uint32_t cs)
 {
 	return cs >= PROTO_MIN_CHUNK && cs <= PROTO_MAX_CHUNK && (cs & (cs - 1)) == 0;
@@ -657,7 +721,14 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		o->chunk_size = rbuf_get_u32(r);
 		o->slots = rbuf_get_u32(r);
 		rbuf_get_str16(r, o->path, sizeof(o->path), PROTO_MAX_PATH);
+		o->max_delete = o->flags & PROTO_OPEN_DELETE ? rbuf_get_u64(r) : 0;
 		if (r->error) {
+			return -EBADMSG;
+		}
+		/* Deletion is a recursive push's, never a dry run's. */
+		if ((o->flags & PROTO_OPEN_DELETE) &&
+		    (o->direction != PROTO_DIR_PUSH || !(o->flags & PROTO_OPEN_RECURSIVE) ||
+		     (o->flags & PROTO_OPEN_DRY_RUN))) {
 			return -EBADMSG;
 		}
 		if ((o->direction != PROTO_DIR_PUSH && o->direction != PROTO_DIR_PULL) ||
@@ -778,6 +849,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return dec_xattrs(r, &m->u.xattrs);
 	case MSG_FILTER:
 		return dec_filter(r, &m->u.filter);
+	case MSG_DELETED:
+		return dec_deleted(r, &m->u.deleted);
 	default:
 		return -EBADMSG;
 	}
@@ -846,6 +919,13 @@ void msg_clear(struct msg *m)
 			free(m->u.filter.rules[i].pattern);
 		}
 		free(m->u.filter.rules);
+		break;
+	case MSG_DELETED:
+		for (size_t i = 0; i < m->u.deleted.count; i++) {
+			free(m->u.deleted.ents[i].name);
+			free(m->u.deleted.ents[i].text);
+		}
+		free(m->u.deleted.ents);
 		break;
 	default:
 		break;

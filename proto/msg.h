@@ -51,7 +51,8 @@ enum proto_type {
 	MSG_MODULES = 16,      /* daemon -> client: modules this client may use */
 	MSG_ENTRY_FAILED = 17, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
 	MSG_FILTER = 18,       /* client -> daemon before OPEN: a pull's rules (PROTO_CAP_FILTER) */
-	MSG_XATTRS = 23,       /* sender -> receiver, only with OPEN XATTRS or ACLS */
+	MSG_DELETED = 20, /* receiver -> sender (--delete), only to a peer with PROTO_CAP_DELETE */
+	MSG_XATTRS = 23,  /* sender -> receiver, only with OPEN XATTRS or ACLS */
 	MSG_TYPE_MAX = MSG_XATTRS,
 };
 
@@ -68,10 +69,11 @@ enum {
 	PROTO_CAP_ENTRY_FAILED = 1u << 5, /* understands ENTRY_FAILED */
 	PROTO_CAP_SKIP = 1u << 6,	  /* OPEN skip levels, PERR_SKIPPED in FILES_ACK */
 	PROTO_CAP_FILTER = 1u << 7,	  /* FILTER before a pull's OPEN */
+	PROTO_CAP_DELETE = 1u << 9,	  /* OPEN DELETE, DELETED */
 	PROTO_CAP_HARDLINKS = 1u << 11,	  /* OPEN HARDLINKS, FILES entries of type 4 */
 	PROTO_CAP_XATTRS = 1u << 12,	  /* OPEN XATTRS and ACLS, XATTRS messages */
 };
-#define PROTO_CAPS_KNOWN 0x18ffu
+#define PROTO_CAPS_KNOWN 0x1affu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -116,12 +118,17 @@ enum {
 	/* Skip levels (at most one; only to a peer with PROTO_CAP_SKIP). */
 	PROTO_OPEN_SKIP_EXISTS = 1u << 5, /* a regular file is there by that name */
 	PROTO_OPEN_SKIP_QUICK = 1u << 6,  /* ... and has the same size and mtime */
+	/*
+	 * Push with RECURSIVE, not DRY_RUN, only to a peer with PROTO_CAP_DELETE:
+	 * mirror (remove what the sender lacks); OPEN then carries max_delete.
+	 */
+	PROTO_OPEN_DELETE = 1u << 9,
 	/* Metadata (only to a peer with PROTO_CAP_HARDLINKS / PROTO_CAP_XATTRS). */
 	PROTO_OPEN_HARDLINKS = 1u << 10, /* -H: later names of a file as FILES type 4 */
 	PROTO_OPEN_XATTRS = 1u << 11,	 /* -X: extended attributes in XATTRS */
 	PROTO_OPEN_ACLS = 1u << 12,	 /* -A: POSIX ACLs (system.posix_acl_*) in XATTRS */
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x1c7fu
+#define PROTO_OPEN_FLAGS_KNOWN 0x1e7fu
 
 /* LIST flags. */
 enum {
@@ -172,7 +179,10 @@ struct msg_open {
 	uint32_t chunk_size;	       /* proposed slot/chunk size */
 	uint32_t slots;		       /* proposed ring slots */
 	char path[PROTO_MAX_PATH + 1]; /* push: destination MODULE/REL; pull: MODULE */
+	/* Only with PROTO_OPEN_DELETE: deletions allowed, PROTO_NO_MAX_DELETE = no limit. */
+	uint64_t max_delete;
 };
+#define PROTO_NO_MAX_DELETE UINT64_MAX
 
 struct msg_open_ok {
 	uint8_t transport;
@@ -278,6 +288,35 @@ struct msg_entry_failed {
 	char text[PROTO_MAX_TEXT + 1];
 };
 
+/*
+ * --delete: what the receiver removed (or would have removed) after the
+ * sender's END and before its own, in batches; a batch may be empty (the
+ * receiver is still looking: it keeps the sender's idle timer from firing).
+ */
+enum {
+	PROTO_DEL_DELETED = 1,	/* removed */
+	PROTO_DEL_WITHHELD = 2, /* extra, kept because --max-delete was reached */
+	PROTO_DEL_FAILED = 3,	/* extra, could not be removed (code, text) */
+};
+/* DELETED flags: nothing was looked at because entries of the run failed. */
+#define PROTO_DELETED_SUPPRESSED  0x1u
+#define PROTO_DELETED_FLAGS_KNOWN 0x1u
+/* Payload bytes a sender fills a DELETED with at most (names are up to PROTO_MAX_PATH each). */
+#define PROTO_DELETED_FILL (256u << 10)
+
+struct proto_deleted {
+	uint8_t what;  /* PROTO_DEL_* */
+	uint32_t code; /* enum proto_err: PERR_OK unless FAILED, never PERR_OK then */
+	char *name;    /* destination-relative, 1..PROTO_MAX_PATH bytes, allocated by decode */
+	char *text;    /* <= PROTO_MAX_TEXT bytes, "" unless FAILED, allocated by decode */
+};
+
+struct msg_deleted {
+	uint8_t flags; /* PROTO_DELETED_* */
+	uint16_t count;
+	struct proto_deleted *ents; /* count entries (<= PROTO_MAX_BATCH), allocated by decode */
+};
+
 struct msg_ping {
 	uint64_t nonce;
 };
@@ -353,6 +392,7 @@ struct msg {
 		struct msg_modules modules;
 		struct msg_xattrs xattrs;
 		struct msg_filter filter;
+		struct msg_deleted deleted;
 	} u;
 };
 

@@ -316,6 +316,12 @@ struct engine {
 	} xdirs[PROTO_MAX_BATCH];
 	size_t nxdirs;
 	size_t xattr_held; /* bytes of attributes the files in flight hold */
+	/* --delete (engine_delete.c): top-level directories received, the pass */
+	char **del_roots;
+	size_t ndel_roots, del_roots_cap;
+	struct del_state *del;
+	bool del_active; /* the pass runs: our END waits for it */
+	uint64_t del_examined;
 
 	/* both */
 	bool got_end;	       /* the peer's END */
@@ -329,6 +335,7 @@ struct engine {
 	uint64_t credits;	       /* returned (receiver) or received (sender) */
 	struct timespec last_activity; /* the last data progress (see progress_mark) */
 	struct timespec last_ping;
+	uint64_t del_heard; /* sender: DELETED batches (the receiver's pass is progress) */
 };
 
 static inline double ts_now(struct timespec *ret)
@@ -395,6 +402,7 @@ void rx_discard(struct engine *e, struct efile *f);
 uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
 uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
 		       bool *ret_peer);
+bool rx_seen(const struct engine *e, const char *name);
 
 /* engine_links.c */
 int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first);
@@ -422,3 +430,10 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,
 			 size_t textlen);
 void rx_finish_dirs(struct engine *e);
+
+/* engine_delete.c */
+uint32_t rx_delete_note_dir(struct engine *e, const struct efile *f, char *text, size_t textlen);
+int rx_delete_start(struct engine *e);
+int rx_delete_step(struct engine *e);
+void rx_delete_free(struct engine *e);
+int tx_deleted(struct engine *e, const struct msg_deleted *md);

@@ -436,11 +436,12 @@ static void teardown(struct engine *e)
 		free(e->dirs_meta[i].name);
 	}
 	free(e->dirs_meta);
+	rx_delete_free(e);
 }
 
 static bool finished(struct engine *e)
 {
-	return e->got_end;
+	return e->got_end && !e->del_active;
 }
 
 /*
@@ -451,7 +452,8 @@ static bool finished(struct engine *e)
  */
 static uint64_t progress_mark(const struct engine *e)
 {
-	return e->bytes_progress + e->credits + e->st.files_ok + e->st.files_skipped;
+	return e->bytes_progress + e->credits + e->st.files_ok + e->st.files_skipped +
+	       e->del_examined + e->del_heard;
 }
 
 /* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */
@@ -564,7 +566,11 @@ static int loop(struct engine *e)
 		if (r != 0) {
 			return r < 0 ? r : 0;
 		}
-		wait_ms = chan_readable_now(p->chan) || p->busy_poll ? 0 : p->bwlimit ? 10 : 1000;
+		/* Work that is ours to do (a --delete pass) goes on without sleeping. */
+		wait_ms = chan_readable_now(p->chan) || p->busy_poll || e->del_active ? 0 : 1000;
+		if (wait_ms && p->bwlimit) {
+			wait_ms = 10;
+		}
 		if (poll(pfd, 4, wait_ms) < 0 && errno != EINTR) {
 			return fail(e, PERR_INTERNAL, negerrno(), "poll: %s", strerror(errno));
 		}

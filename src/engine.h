@@ -82,6 +82,11 @@ struct engine_stats {
 	uint64_t bytes_accepted;
 	/* Regular files the receiver kept as they were (skip level): not failures. */
 	uint64_t files_skipped;
+	/* --delete: entries removed, entries --max-delete kept (both roles hear them). */
+	uint64_t files_deleted;
+	uint64_t delete_withheld;
+	/* --delete: nothing was looked at because entries of the run failed. */
+	bool delete_suppressed;
 };
 
 /* An entry committed by the receiver, as engine_events.file_ok tells it. */
@@ -112,6 +117,12 @@ struct engine_events {
 	 * makes later entries go another way); may be NULL.
 	 */
 	void (*notice)(void *ud, const char *name, const char *text);
+	/*
+	 * --delete (both roles): an entry removed, or one --max-delete kept;
+	 * may be NULL. One that could not be removed is a file_failed.
+	 */
+	void (*deleted)(void *ud, const char *name);
+	void (*delete_withheld)(void *ud, const char *name);
 	void *ud;
 };
 
@@ -181,6 +192,20 @@ struct engine_params {
 	/* Receiver: refuse names the caller did not ask for (pull); NULL = all. */
 	bool (*name_ok)(void *ud, const char *name);
 	void *name_ok_ud;
+	/*
+	 * Receiver with PROTO_OPEN_DELETE in open_flags (see engine_delete.c):
+	 * after the sender's END, when no entry failed, remove what the sender
+	 * did not send under each top-level directory received; at most
+	 * max_delete entries (PROTO_NO_MAX_DELETE: no limit), the others
+	 * withheld. delete_tell_peer: name them to the peer (a push's daemon);
+	 * else it hears only that the pass goes on. delete_keep (NULL: none):
+	 * an entry to keep (filters), given its destination-relative name; a
+	 * directory kept is not looked into.
+	 */
+	uint64_t max_delete;
+	bool delete_tell_peer;
+	bool (*delete_keep)(void *ud, const char *name, bool is_dir);
+	void *delete_keep_ud;
 	struct engine_events ev;
 	volatile sig_atomic_t *stop; /* set by a signal handler: abort cleanly */
 };

@@ -118,6 +118,28 @@ static int seen_add(struct engine *e, const char *name)
 	}
 }
 
+/*
+ * Was name received this session (--delete keeps it)? By its hash: a
+ * collision answers yes for a name never sent, which can only keep an
+ * entry, never remove one that was sent.
+ */
+bool rx_seen(const struct engine *e, const char *name)
+{
+	uint64_t h = XXH3_64bits(name, strlen(name)) | 1;
+
+	if (e->seen_cap == 0) {
+		return false;
+	}
+	for (size_t k = h & (e->seen_cap - 1);; k = (k + 1) & (e->seen_cap - 1)) {
+		if (e->seen[k] == h) {
+			return true;
+		}
+		if (!e->seen[k]) {
+			return false;
+		}
+	}
+}
+
 /* name with rename_to applied to its top-level component, freshly allocated. */
 int rx_map_name(struct engine *e, const char *name, char **ret)
 {

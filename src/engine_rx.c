@@ -191,7 +191,8 @@ static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct 
 		return code;
 	}
 	if (pf->ftype == PROTO_FT_DIR) {
-		return rx_make_dir(e, f, text, textlen);
+		code = rx_make_dir(e, f, text, textlen);
+		return code == PERR_OK ? rx_delete_note_dir(e, f, text, textlen) : code;
 	}
 	if (pf->ftype == PROTO_FT_SYMLINK) {
 		return rx_make_symlink(e, f, pf->link, text, textlen);
@@ -594,6 +595,8 @@ static int rx_setup(struct engine *e)
 
 static int rx_on_message(struct engine *e, struct msg *m)
 {
+	int r;
+
 	if (e->got_end) {
 		return msg_unexpected(e, m);
 	}
@@ -611,8 +614,12 @@ static int rx_on_message(struct engine *e, struct msg *m)
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");
 		}
 		e->got_end = true;
-		rx_finish_dirs(e);
-		return 0;
+		/* --delete runs first: removing entries changes their directories' times. */
+		r = rx_delete_start(e);
+		if (r == 0) {
+			rx_finish_dirs(e);
+		}
+		return r < 0 ? r : 0;
 	default:
 		return msg_unexpected(e, m);
 	}
@@ -644,7 +651,13 @@ static int rx_step(struct engine *e)
 	if (r >= 0) {
 		r = rx_commit_batch(e);
 	}
-	if (r >= 0 && e->got_end) {
+	if (r >= 0 && e->del_active) {
+		r = rx_delete_step(e);
+		if (r >= 0 && !e->del_active) {
+			rx_finish_dirs(e);
+		}
+	}
+	if (r >= 0 && e->got_end && !e->del_active) {
 		struct msg m = { .type = MSG_END };
 		m.u.end.files =
 		    (uint32_t)(e->st.files_ok + e->st.files_failed + e->st.files_skipped);

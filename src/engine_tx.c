@@ -651,6 +651,12 @@ static int tx_on_message(struct engine *e, struct msg *m)
 		return tx_files_ack(e, &m->u.files_ack);
 	case MSG_FILE_RESULT:
 		return tx_file_result(e, &m->u.file_result);
+	case MSG_DELETED:
+		/* The receiver's --delete pass: after our END, before its own, from a peer that can. */
+		if (e->sent_end && !e->got_end && (e->p->peer_caps & PROTO_CAP_DELETE)) {
+			return tx_deleted(e, &m->u.deleted);
+		}
+		break;
 	default:
 		break;
 	}

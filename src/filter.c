@@ -388,3 +388,8 @@ bool filter_included(const struct filter_list *l, const char *name, bool is_dir)
 
 	return !r || r->action == FILTER_INCLUDE;
 }
+
+bool filter_protects(void *ud, const char *name, bool is_dir)
+{
+	return !filter_included(ud, name, is_dir);
+}

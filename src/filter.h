@@ -88,6 +88,13 @@ static inline bool filter_empty(const struct filter_list *l)
  */
 bool filter_included(const struct filter_list *l, const char *name, bool is_dir);
 
+/*
+ * --delete's keep hook (engine_params.delete_keep) for the filter list ud:
+ * an entry the rules exclude is protected from deletion, as with rsync
+ * (which needs --delete-excluded to remove it).
+ */
+bool filter_protects(void *ud, const char *name, bool is_dir);
+
 /* The rule that decides `name`, or NULL when none matches (included). */
 const struct filter_rule *filter_match(const struct filter_list *l, const char *name, bool is_dir);
 

@@ -184,7 +184,7 @@ static void warn_at(struct walk *w, int rootfd, const char *path, const char *wh
  * name, shortened in the middle when the wire can't carry it: what people
  * read, never a path anything resolves.
  */
-static char *name_for_people(const char *name)
+char *walk_name_for_people(const char *name)
 {
 	size_t len = strlen(name), head = PROTO_MAX_PATH / 2 - 2, tail;
 	char *s;
@@ -221,7 +221,7 @@ static int fail_entry(struct engine_src *e, const char *name, int error, const c
 	int n;
 
 	assert(error < 0);
-	*e = (struct engine_src){ .name = name_for_people(name), .dirfd = -1, .error = error };
+	*e = (struct engine_src){ .name = walk_name_for_people(name), .dirfd = -1, .error = error };
 	va_start(ap, fmt);
 	n = vasprintf(&e->why, fmt, ap);
 	va_end(ap);

@@ -90,6 +90,12 @@ uint64_t walk_count(const struct walk *w);
  */
 int walk_next(struct walk *w, const struct engine_src **ret);
 
+/*
+ * A copy of name, shortened in the middle (at a UTF-8 boundary) when over
+ * PROTO_MAX_PATH: for people, never a path to resolve. NULL: no memory.
+ */
+char *walk_name_for_people(const char *name);
+
 /* A whole walk kept in memory. */
 struct src_list {
 	struct engine_src *v;

@@ -78,6 +78,16 @@ SEEDS = {
                     + struct.pack(">B", 1) + s16("*/")
                     + struct.pack(">B", 1) + s16("/src/**.c")
                     + struct.pack(">B", 2) + s16("*")),
+    # push with --delete (recursive 0x1, delete 0x200): max_delete follows the path
+    "open_delete": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x201, 1 << 20, 64)
+                         + s16("mod/dest") + struct.pack(">Q", 100)),
+    # flags (0x1: suppressed), count; per entry: what (1 deleted, 2 withheld,
+    # 3 failed), code, name, text
+    "deleted": frame(20, struct.pack(">BH", 0, 3)
+                     + struct.pack(">BI", 1, 0) + s16("d/old") + s16("")
+                     + struct.pack(">BI", 2, 0) + s16("d/older") + s16("")
+                     + struct.pack(">BI", 3, 5) + s16("d/busy") + s16("Permission denied")),
+    "deleted_suppressed": frame(20, struct.pack(">BH", 1, 0)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]

@@ -1231,6 +1231,180 @@ static void test_skip_without_cap(void **state)
 	assert_failed_run(&f->txr, -EBADMSG, PERR_PROTOCOL, "SKIPPED");
 }
 
+/* --delete's filter hook: the names it was asked about; it keeps names ending in "keep". */
+struct keep_log {
+	char asked[512];
+};
+
+static bool keep_hook(void *ud, const char *name, bool is_dir)
+{
+	struct keep_log *k = ud;
+	size_t n = strlen(name);
+
+	snprintf(k->asked + strlen(k->asked), sizeof(k->asked) - strlen(k->asked), "%s%s ", name,
+		 is_dir ? "/" : "");
+	return n >= 4 && !strcmp(name + n - 4, "keep");
+}
+
+/* A destination with extras, and the tree the sender sends ("t": a, sub/b). */
+static void delete_case(struct fx *f, struct source *s)
+{
+	static const char *const dirs[] = { "t",	 "t/sub",	 "t/gone", "t/gone/deep",
+					    "t/dirkeep", "t/dirkeep/in", NULL };
+
+	source_dir(f, s, "t");
+	source_file(f, s, "t/a", 100);
+	source_dir(f, s, "t/sub");
+	source_file(f, s, "t/sub/b", 200);
+	for (size_t i = 0; dirs[i]; i++) {
+		assert_int_equal(mkdirat(f->dst_fd, dirs[i], 0755), 0);
+	}
+	dest_file(f, "t/a", 10, 1, (struct timespec){ 0 });
+	dest_file(f, "t/x", 10, 1, (struct timespec){ 0 });
+	dest_file(f, "t/filekeep", 10, 1, (struct timespec){ 0 });
+	dest_file(f, "t/sub/c", 10, 1, (struct timespec){ 0 });
+	dest_file(f, "t/gone/deep/z", 10, 1, (struct timespec){ 0 });
+	dest_file(f, "t/dirkeep/in/y", 10, 1, (struct timespec){ 0 });
+	/* A transfer's temp file (another session's) and the partial store stay. */
+	dest_file(f, "t/.x.rdmacp.AbCd1234", 10, 1, (struct timespec){ .tv_nsec = UTIME_NOW });
+	assert_int_equal(mkdirat(f->dst_fd, "t/.rdmacp-partial", 0700), 0);
+	dest_file(f, "t/.rdmacp-partial/p", 10, 1, (struct timespec){ 0 });
+	/* A symlink to a directory outside: removed itself, what it points to stays. */
+	assert_int_equal(symlinkat(f->src, f->dst_fd, "t/sub/out"), 0);
+	/* Beside the mirrored directory: never looked at. */
+	dest_file(f, "beside", 10, 1, (struct timespec){ 0 });
+	f->rxr.p.open_flags = PROTO_OPEN_RECURSIVE | PROTO_OPEN_DELETE;
+	f->rxr.p.max_delete = PROTO_NO_MAX_DELETE;
+	f->rxr.p.delete_tell_peer = true;
+	f->txr.p.peer_caps = PROTO_CAP_DELETE;
+	f->rxr.p.peer_caps = PROTO_CAP_DELETE;
+}
+
+/*
+ * --delete: extras go (files, a symlink, a tree, contents first), what the
+ * sender sent stays, and so do what the filter hook keeps (a directory kept
+ * is not looked into), temp files and the partial store; both sides count
+ * the removals.
+ */
+static void test_delete(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct keep_log k = { 0 };
+
+	delete_case(f, &s);
+	f->rxr.p.delete_keep = keep_hook;
+	f->rxr.p.delete_keep_ud = &k;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	/* x, sub/c, sub/out, gone, gone/deep, gone/deep/z */
+	assert_int_equal(f->rxr.st.files_deleted, 6);
+	assert_int_equal(f->txr.st.files_deleted, 6);
+	assert_int_equal(f->rxr.st.delete_withheld, 0);
+	assert_false(f->rxr.st.delete_suppressed);
+	assert_dest(f->dst, "beside t t/.rdmacp-partial t/.rdmacp-partial/p t/.x.rdmacp.AbCd1234 "
+			    "t/a t/dirkeep t/dirkeep/in t/dirkeep/in/y t/filekeep t/sub t/sub/b");
+	assert_same_file(f->src, f->dst, "t/a");
+	/* Asked about each extra (not about what was sent, nor inside a kept directory). */
+	assert_non_null(strstr(k.asked, "t/dirkeep/ "));
+	assert_non_null(strstr(k.asked, "t/filekeep "));
+	assert_non_null(strstr(k.asked, "t/x "));
+	assert_null(strstr(k.asked, "t/dirkeep/in"));
+	assert_null(strstr(k.asked, "t/a "));
+	assert_null(strstr(k.asked, "t/.rdmacp-partial"));
+	assert_null(strstr(k.asked, "beside"));
+	assert_no_fd_beneath(f->src);
+}
+
+/* --max-delete: exactly N removed, the others withheld (both sides hear it), none with 0. */
+static void test_delete_max(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	delete_case(f, &s);
+	f->rxr.p.max_delete = 2;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_deleted, 2);
+	assert_int_equal(f->txr.st.files_deleted, 2);
+	/* 8 extras without a filter (filekeep, dirkeep, dirkeep/in, dirkeep/in/y too), 2 gone. */
+	assert_int_equal(f->rxr.st.files_deleted + f->rxr.st.delete_withheld, 10);
+	assert_int_equal(f->txr.st.delete_withheld, f->rxr.st.delete_withheld);
+}
+
+/*
+ * Many extras: the pass runs over several turns of the loop and its DELETED
+ * batches fill up; the sender hears every removal. With delete_tell_peer off
+ * (a pull's client) it hears none, and the pass still runs.
+ */
+static void test_delete_many(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	char name[64];
+	const unsigned n = 700;
+
+	delete_case(f, &s);
+	assert_int_equal(mkdirat(f->dst_fd, "t/many", 0755), 0);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "t/many/extra-file-with-a-longish-name-%u", i);
+		dest_file(f, name, 1, 1, (struct timespec){ 0 });
+	}
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	/* 10 extras of delete_case, the files and their directory. */
+	assert_int_equal(f->rxr.st.files_deleted, 10 + n + 1);
+	assert_int_equal(f->txr.st.files_deleted, 10 + n + 1);
+}
+
+static void test_delete_untold(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	delete_case(f, &s);
+	f->rxr.p.delete_tell_peer = false;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_deleted, 10);
+	assert_int_equal(f->txr.st.files_deleted, 0);
+}
+
+/* An entry that failed: nothing deleted, SUPPRESSED heard by the sender. */
+static void test_delete_suppressed(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct engine_limits lim = { .max_file_size = 150, .max_session_bytes = UINT64_MAX };
+
+	delete_case(f, &s);
+	f->rxr.p.limits = &lim; /* t/sub/b (200 bytes) is refused */
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_failed, 1);
+	assert_int_equal(f->rxr.st.files_deleted, 0);
+	assert_true(f->rxr.st.delete_suppressed);
+	assert_true(f->txr.st.delete_suppressed);
+	assert_int_equal(faccessat(f->dst_fd, "t/x", F_OK, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(faccessat(f->dst_fd, "t/gone/deep/z", F_OK, AT_SYMLINK_NOFOLLOW), 0);
+}
+
 /* ---- cases: a sender played by hand ------------------------------------- */
 
 /* The same name twice, in one batch and in a later one: DUPLICATE each time; the first is kept. */
@@ -1484,6 +1658,81 @@ static void test_sender_peer_error(void **state)
 	assert_no_fd_beneath(f->src);
 }
 
+/*
+ * A receiver played by hand: DELETED between the sender's END and its own is
+ * heard (each removal an event, a failure counted); the same message before
+ * the sender's END is a protocol error.
+ */
+static void test_sender_deleted(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct raw w;
+	struct msg m;
+	struct proto_status st = { .status = PERR_OK, .text = (char *)"" };
+	struct proto_deleted d[] = {
+		{ .what = PROTO_DEL_DELETED, .name = (char *)"t/old", .text = (char *)"" },
+		{ .what = PROTO_DEL_WITHHELD, .name = (char *)"t/older", .text = (char *)"" },
+		{ .what = PROTO_DEL_FAILED,
+		  .code = PERR_PERMISSION,
+		  .name = (char *)"t/busy",
+		  .text = (char *)"unlink: Operation not permitted" },
+	};
+
+	source_dir(f, &s, "t");
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	f->txr.p.peer_caps = PROTO_CAP_DELETE;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	raw_expect(&w, MSG_FILES, &m);
+	st.id = m.u.files.files[0].id;
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_FILES_ACK, .u.files_ack = { .count = 1, .st = &st } };
+	raw_send(&w, &m);
+	raw_expect(&w, MSG_END, &m);
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_DELETED, .u.deleted = { .count = 3, .ents = d } };
+	raw_send(&w, &m);
+	m = (struct msg){ .type = MSG_DELETED }; /* a keepalive */
+	raw_send(&w, &m);
+	m = (struct msg){ .type = MSG_END };
+	raw_send(&w, &m);
+	run_join(&f->txr);
+	raw_free(&w);
+
+	assert_ok_run(&f->txr);
+	assert_int_equal(f->txr.st.files_deleted, 1);
+	assert_int_equal(f->txr.st.delete_withheld, 1);
+	assert_int_equal(f->txr.st.files_failed, 1);
+	assert_int_equal(f->txr.ev.failed, 1);
+	assert_int_equal(f->txr.ev.first_failed_code, PERR_PERMISSION);
+	assert_false(f->txr.ev.first_failed_local);
+}
+
+static void test_sender_deleted_early(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct raw w;
+	struct msg m;
+
+	source_dir(f, &s, "t");
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	f->txr.p.peer_caps = PROTO_CAP_DELETE;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	raw_expect(&w, MSG_FILES, &m);
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_DELETED, .u.deleted.flags = PROTO_DELETED_SUPPRESSED };
+	raw_send(&w, &m);
+	raw_expect_error(&w, PERR_PROTOCOL, "unexpected DELETED");
+	run_join(&f->txr);
+	raw_free(&w);
+
+	assert_failed_run(&f->txr, -EBADMSG, PERR_PROTOCOL, "unexpected DELETED");
+	assert_false(f->txr.st.delete_suppressed);
+}
+
 /* A ring that is not the one agreed: the sender refuses it and says why. */
 static void test_sender_bad_ring(void **state)
 {
@@ -1672,6 +1921,13 @@ int main(void)
 		T(test_pull_name_refused),
 		T(test_skip_quick),
 		T(test_skip_without_cap),
+		T(test_delete),
+		T(test_delete_max),
+		T(test_delete_suppressed),
+		T(test_delete_many),
+		T(test_delete_untold),
+		T(test_sender_deleted),
+		T(test_sender_deleted_early),
 		T(test_duplicate_names),
 		T(test_file_done_wrong_hash),
 		T(test_files_out_of_order),

@@ -162,6 +162,14 @@ static struct proto_xattr s_xattrs[3] = {
 	{ .name = s_xname0, .value = s_xval0, .len = 0 },
 };
 
+static char s_del0[] = "tree/extra", s_del1[] = "tree/old/dir", s_del2[] = "tree/busy";
+static char s_deltext[] = "Permission denied", s_empty[] = "";
+static struct proto_deleted s_deleted[] = {
+	{ .what = PROTO_DEL_DELETED, .name = s_del0, .text = s_empty },
+	{ .what = PROTO_DEL_WITHHELD, .name = s_del1, .text = s_empty },
+	{ .what = PROTO_DEL_FAILED, .code = PERR_PERMISSION, .name = s_del2, .text = s_deltext },
+};
+
 static void sample(uint16_t type, struct msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -182,8 +190,12 @@ static void sample(uint16_t type, struct msg *m)
 		m->u.open.direction = PROTO_DIR_PUSH;
 		m->u.open.transport = 1;
 		m->u.open.lanes = 4;
-		/* Every flag, with one skip level (two at once is refused). */
-		m->u.open.flags = PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS;
+		/*
+		 * Every flag, with one skip level (two at once is refused), but
+		 * DELETE (see sample_open_delete): the path is the last field.
+		 */
+		m->u.open.flags =
+		    PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS & ~PROTO_OPEN_DELETE;
 		m->u.open.chunk_size = 1u << 20;
 		m->u.open.slots = 64;
 		strcpy(m->u.open.path, "mod/dest");
@@ -265,9 +277,21 @@ static void sample(uint16_t type, struct msg *m)
 		m->u.filter.count = 3;
 		m->u.filter.rules = s_rules;
 		break;
+	case MSG_DELETED:
+		m->u.deleted.count = 3;
+		m->u.deleted.ents = s_deleted;
+		break;
 	default:
 		fail();
 	}
+}
+
+/* An OPEN of a push with --delete: max_delete follows the path. */
+static void sample_open_delete(struct msg *m)
+{
+	sample(MSG_OPEN, m);
+	m->u.open.flags = PROTO_OPEN_RECURSIVE | PROTO_OPEN_PRESERVE | PROTO_OPEN_DELETE;
+	m->u.open.max_delete = 0x0102030405060708ull;
 }
 
 static void assert_file_equal(const struct proto_file *a, const struct proto_file *b)
@@ -311,6 +335,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		assert_int_equal(a->u.open.chunk_size, b->u.open.chunk_size);
 		assert_int_equal(a->u.open.slots, b->u.open.slots);
 		assert_string_equal(a->u.open.path, b->u.open.path);
+		assert_true(a->u.open.max_delete == b->u.open.max_delete);
 		break;
 	case MSG_OPEN_OK:
 		assert_int_equal(a->u.open_ok.transport, b->u.open_ok.transport);
@@ -410,6 +435,20 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 			assert_int_equal(a->u.filter.rules[i].action, b->u.filter.rules[i].action);
 			assert_string_equal(a->u.filter.rules[i].pattern,
 					    b->u.filter.rules[i].pattern);
+		}
+		break;
+	case MSG_DELETED:
+		assert_int_equal(a->u.deleted.flags, b->u.deleted.flags);
+		assert_int_equal(a->u.deleted.count, b->u.deleted.count);
+		assert_non_null(b->u.deleted.ents);
+		for (size_t i = 0; i < a->u.deleted.count; i++) {
+			const struct proto_deleted *x = &a->u.deleted.ents[i];
+			const struct proto_deleted *y = &b->u.deleted.ents[i];
+
+			assert_int_equal(x->what, y->what);
+			assert_int_equal(x->code, y->code);
+			assert_string_equal(x->name, y->name);
+			assert_string_equal(x->text, y->text);
 		}
 		break;
 	default:
@@ -594,6 +633,18 @@ static void test_round_trip_every_type(void **state)
 	m = (struct msg){ .type = MSG_LIST };
 	round_trip(&m);
 	m = (struct msg){ .type = MSG_MODULES };
+	round_trip(&m);
+	/* An empty DELETED: still looking; SUPPRESSED: nothing looked at. */
+	m = (struct msg){ .type = MSG_DELETED };
+	round_trip(&m);
+	m = (struct msg){ .type = MSG_DELETED, .u.deleted.flags = PROTO_DELETED_SUPPRESSED };
+	round_trip(&m);
+	/* With DELETE, OPEN carries max_delete (any value, "none" too). */
+	sample_open_delete(&m);
+	round_trip(&m);
+	m.u.open.max_delete = PROTO_NO_MAX_DELETE;
+	round_trip(&m);
+	m.u.open.max_delete = 0;
 	round_trip(&m);
 }
 
@@ -1106,7 +1157,26 @@ static void test_bad_open(void **state)
 		if (PROTO_OPEN_FLAGS_KNOWN & (1u << bit)) {
 			continue;
 		}
-		BAD_OPEN(flags, (PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS) | (1u << bit));
+		BAD_OPEN(flags,
+			 (PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS & ~PROTO_OPEN_DELETE) |
+			     (1u << bit));
+	}
+	/* DELETE: a recursive push's, never a pull's or a dry run's. */
+	sample_open_delete(&m);
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.open.direction = PROTO_DIR_PULL;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample_open_delete(&m);
+	m.u.open.flags &= ~PROTO_OPEN_RECURSIVE;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample_open_delete(&m);
+	m.u.open.flags |= PROTO_OPEN_DRY_RUN;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	/* Its max_delete cut short, or missing. */
+	sample_open_delete(&m);
+	len = encode_ok(&m);
+	for (size_t cut = len - 8; cut < len; cut++) {
+		assert_int_equal(decode_rc(MSG_OPEN, payload(), cut), -EBADMSG);
 	}
 	/* Two skip levels at once. */
 	BAD_OPEN(flags, PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
@@ -1543,6 +1613,57 @@ static void test_bad_modules(void **state)
 	free(text);
 }
 
+static void test_bad_deleted(void **state)
+{
+	struct proto_deleted d;
+	struct msg m;
+	size_t len;
+
+	(void)state;
+#define BAD_DELETED(field, value)                                                                 \
+	do {                                                                                      \
+		d = (struct proto_deleted){ .what = PROTO_DEL_DELETED,                            \
+					    .name = s_del0,                                       \
+					    .text = s_empty };                                    \
+		d.field = (value);                                                                \
+		m = (struct msg){ .type = MSG_DELETED, .u.deleted = { .count = 1, .ents = &d } }; \
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG);                                 \
+	} while (0)
+	BAD_DELETED(what, 0);
+	BAD_DELETED(what, PROTO_DEL_FAILED + 1);
+	BAD_DELETED(name, s_empty);
+	BAD_DELETED(code, PERR_IO);	     /* a code on a deletion */
+	BAD_DELETED(text, s_deltext);	     /* a text on a deletion */
+	BAD_DELETED(what, PROTO_DEL_FAILED); /* a failure without a code */
+#undef BAD_DELETED
+	d = (struct proto_deleted){
+		.what = PROTO_DEL_FAILED, .code = PERR_SKIPPED, .name = s_del0, .text = s_empty
+	};
+	m = (struct msg){ .type = MSG_DELETED, .u.deleted = { .count = 1, .ents = &d } };
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	d.code = PERR_MAX + 1;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	d.code = PERR_IO;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	/* SUPPRESSED says nothing was looked at: no entries with it. */
+	m.u.deleted.flags = PROTO_DELETED_SUPPRESSED;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	/* Unknown flags. */
+	m = (struct msg){ .type = MSG_DELETED, .u.deleted.flags = 0x2 };
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	/* A count over the batch cap, and one the payload cannot hold. */
+	m = (struct msg){ .type = MSG_DELETED };
+	len = encode_ok(&m);
+	payload()[1] = (uint8_t)((PROTO_MAX_BATCH + 1) >> 8);
+	payload()[2] = (uint8_t)(PROTO_MAX_BATCH + 1);
+	assert_int_equal(decode_rc(MSG_DELETED, payload(), len), -EBADMSG);
+	payload()[1] = 0;
+	payload()[2] = 1;
+	assert_int_equal(decode_rc(MSG_DELETED, payload(), len), -EBADMSG);
+	m = (struct msg){ .type = MSG_DELETED, .u.deleted = { .count = PROTO_MAX_BATCH + 1 } };
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+}
+
 static void test_encode_refuses(void **state)
 {
 	struct msg m;
@@ -1757,6 +1878,7 @@ int main(void)
 		cmocka_unit_test(test_bad_status),
 		cmocka_unit_test(test_bad_list),
 		cmocka_unit_test(test_bad_modules),
+		cmocka_unit_test(test_bad_deleted),
 		cmocka_unit_test(test_encode_refuses),
 		cmocka_unit_test(test_filter_checks),
 		cmocka_unit_test(test_desc),

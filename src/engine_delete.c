@@ -1,0 +1,548 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --delete: the receiver's mirror pass, after the sender's END and before
+ * its own. Only when every entry of the run succeeded (skipped files are
+ * fine): each top-level directory received (its name after rename_to) is
+ * walked, and every entry in it that the sender did not send is removed,
+ * contents before their directory. What the sender sent is known by the
+ * hashes of the names received (engine_names.c, "seen"): a hash collision
+ * can only make an entry look sent, and keep it, never remove one that was.
+ *
+ * The walk goes from held directory fds one component at a time, opened
+ * O_NOFOLLOW (a symlink is removed itself, never followed), never into
+ * another file system or any mount point (a bind mount too), and keeps the project's temp files and the partial
+ * store (.rdmacp-partial) wherever they are. It holds one open directory per
+ * level (at most DEL_MAX_DEPTH), so its memory does not grow with the tree;
+ * it runs DEL_STEP_ENTRIES entries per turn of the engine's loop, and tells
+ * a peer that has PROTO_CAP_DELETE what it did (DELETED batches; an empty
+ * one at least every second, so the sender's idle timer does not fire).
+ */
+#include "engine-internal.h"
+
+#include <dirent.h>
+#include <sys/sysmacros.h>
+
+#include "walk.h"
+
+#define DEL_MAX_DEPTH	 256   /* levels below a top-level directory */
+#define DEL_ROOTS_MAX	 65536 /* top-level directories remembered */
+#define DEL_STEP_ENTRIES 256   /* entries looked at per turn of the loop */
+#define DEL_KEEPALIVE_S	 1.0
+#define PARTIAL_STORE	 ".rdmacp-partial" /* the --partial store: never ours to delete */
+
+/* Why an extra directory stays: the strongest reason among its entries'. */
+enum del_hold {
+	HOLD_NONE = 0,
+	HOLD_KEPT = 1,	   /* kept on purpose (filter, temp file, other file system) */
+	HOLD_FAILED = 2,   /* could not be removed (reported) */
+	HOLD_WITHHELD = 3, /* --max-delete reached (reported) */
+	DEL_PUSHED = 4,	   /* not a reason: the directory is walked now */
+};
+
+struct del_frame {
+	DIR *d;
+	size_t plen;  /* length of this directory's name in path */
+	bool doomed;  /* not sent: everything in it goes, then itself */
+	uint8_t hold; /* enum del_hold: why it can't go */
+};
+
+struct del_state {
+	size_t next_root;
+	dev_t dev; /* the top-level directory's file system */
+	struct del_frame stack[DEL_MAX_DEPTH + 1];
+	unsigned depth;
+	char *path; /* destination-relative name of what is looked at */
+	size_t len, cap;
+	/* The DELETED batch being filled (names and texts owned). */
+	struct proto_deleted ents[PROTO_MAX_BATCH];
+	size_t nents, bytes;
+	struct timespec last_sent;
+};
+
+static bool del_tells_peer(const struct engine *e)
+{
+	return e->p->peer_caps & PROTO_CAP_DELETE;
+}
+
+/*
+ * A top-level directory received (f->name has no '/'): remembered for the
+ * pass. Past DEL_ROOTS_MAX the entry is refused, so the run has a failure
+ * and nothing is deleted: never a directory left out of the mirror silently.
+ */
+uint32_t rx_delete_note_dir(struct engine *e, const struct efile *f, char *text, size_t textlen)
+{
+	char *name;
+
+	if (!(e->p->open_flags & PROTO_OPEN_DELETE) || strchr(f->name, '/')) {
+		return PERR_OK;
+	}
+	if (e->ndel_roots >= DEL_ROOTS_MAX) {
+		snprintf(text, textlen, "more than %d top-level directories with --delete",
+			 DEL_ROOTS_MAX);
+		return PERR_BUSY;
+	}
+	if (e->ndel_roots == e->del_roots_cap) {
+		size_t cap = e->del_roots_cap ? e->del_roots_cap * 2 : 16;
+		char **t = reallocarray(e->del_roots, cap, sizeof(*t));
+
+		if (!t) {
+			return PERR_INTERNAL;
+		}
+		e->del_roots = t;
+		e->del_roots_cap = cap;
+	}
+	name = strdup(f->name);
+	if (!name) {
+		return PERR_INTERNAL;
+	}
+	e->del_roots[e->ndel_roots++] = name;
+	return PERR_OK;
+}
+
+static void del_batch_clear(struct del_state *ds)
+{
+	for (size_t i = 0; i < ds->nents; i++) {
+		free(ds->ents[i].name);
+		free(ds->ents[i].text);
+	}
+	ds->nents = 0;
+	ds->bytes = 0;
+}
+
+/* The batch so far (maybe empty: a keepalive), or SUPPRESSED alone. */
+static int del_flush(struct engine *e, uint8_t flags)
+{
+	struct del_state *ds = e->del;
+	struct msg m = { .type = MSG_DELETED };
+	int r = 0;
+
+	if (del_tells_peer(e)) {
+		m.u.deleted.flags = flags;
+		m.u.deleted.count = ds ? (uint16_t)ds->nents : 0;
+		m.u.deleted.ents = ds ? ds->ents : NULL;
+		r = chan_queue(e->p->chan, &m);
+	}
+	if (ds) {
+		del_batch_clear(ds);
+		ts_now(&ds->last_sent);
+	}
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+/* One entry for the peer's batch (only a push's daemon sends names). */
+static int del_queue(struct engine *e, uint8_t what, uint32_t code, const char *name,
+		     const char *text)
+{
+	struct del_state *ds = e->del;
+	struct proto_deleted *d;
+
+	if (!del_tells_peer(e) || !e->p->delete_tell_peer) {
+		return 0;
+	}
+	d = &ds->ents[ds->nents];
+	*d = (struct proto_deleted){ .what = what, .code = code };
+	d->name = walk_name_for_people(name);
+	d->text = strndup(text, PROTO_MAX_TEXT);
+	if (!d->name || !d->text) {
+		free(d->name);
+		free(d->text);
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	ds->nents++;
+	ds->bytes += 1 + 4 + 2 + strlen(d->name) + 2 + strlen(d->text);
+	if (ds->nents == PROTO_MAX_BATCH || ds->bytes >= PROTO_DELETED_FILL) {
+		return del_flush(e, 0);
+	}
+	return 0;
+}
+
+/* Tell of an entry: here (events, stats), and the peer. */
+static int del_report(struct engine *e, uint8_t what, uint32_t code, const char *text)
+{
+	const char *name = e->del->path;
+
+	switch (what) {
+	case PROTO_DEL_DELETED:
+		e->st.files_deleted++;
+		if (e->p->ev.deleted) {
+			e->p->ev.deleted(e->p->ev.ud, name);
+		}
+		break;
+	case PROTO_DEL_WITHHELD:
+		e->st.delete_withheld++;
+		if (e->p->ev.delete_withheld) {
+			e->p->ev.delete_withheld(e->p->ev.ud, name);
+		}
+		break;
+	default:
+		note_failure(e, name, 0, code, true, text);
+		break;
+	}
+	return del_queue(e, what, code, name, text);
+}
+
+static int del_fail(struct engine *e, int r, const char *what)
+{
+	char text[256];
+
+	snprintf(text, sizeof(text), "%s: %s", what, strerror(-r));
+	return del_report(e, PROTO_DEL_FAILED, errno_to_perr(r), text);
+}
+
+/* path += "/" + name. */
+static int path_push(struct del_state *ds, const char *name)
+{
+	size_t n = strlen(name), need = ds->len + 1 + n + 1;
+
+	if (need > ds->cap) {
+		size_t cap = MAX(need, ds->cap * 2);
+		char *p = realloc(ds->path, cap);
+
+		if (!p) {
+			return -ENOMEM;
+		}
+		ds->path = p;
+		ds->cap = cap;
+	}
+	if (ds->len > 0) {
+		ds->path[ds->len++] = '/';
+	}
+	memcpy(ds->path + ds->len, name, n + 1);
+	ds->len += n;
+	return 0;
+}
+
+static void path_cut(struct del_state *ds, size_t len)
+{
+	ds->len = len;
+	if (ds->path) {
+		ds->path[len] = '\0';
+	}
+}
+
+static void hold(struct del_frame *fr, enum del_hold h)
+{
+	fr->hold = (uint8_t)MAX(fr->hold, (uint8_t)h);
+}
+
+/*
+ * Remove path (leaf in dfd), or withhold it when --max-delete is reached.
+ * Returns why it stays (HOLD_NONE: gone), or -errno when the session fails.
+ */
+static int del_act(struct engine *e, int dfd, const char *leaf, bool is_dir)
+{
+	int r;
+
+	if (e->st.files_deleted >= e->p->max_delete) {
+		r = del_report(e, PROTO_DEL_WITHHELD, PERR_OK, "");
+		return r < 0 ? r : HOLD_WITHHELD;
+	}
+	if (unlinkat(dfd, leaf, is_dir ? AT_REMOVEDIR : 0) < 0) {
+		if (errno == ENOENT) {
+			return HOLD_NONE; /* gone meanwhile */
+		}
+		r = del_fail(e, negerrno(), is_dir ? "rmdir" : "unlink");
+		return r < 0 ? r : HOLD_FAILED;
+	}
+	r = del_report(e, PROTO_DEL_DELETED, PERR_OK, "");
+	return r < 0 ? r : HOLD_NONE;
+}
+
+/*
+ * Descend into directory path (leaf in parentfd): a sent one to compare its
+ * entries, a doomed one to empty it. Returns DEL_PUSHED, why it can't be
+ * walked, or -errno.
+ */
+static int del_push(struct engine *e, int parentfd, const char *leaf, bool doomed)
+{
+	struct del_state *ds = e->del;
+	struct stat st;
+	DIR *d;
+	int fd, r;
+
+	if (ds->depth > DEL_MAX_DEPTH) {
+		r = del_report(e, PROTO_DEL_FAILED, PERR_BAD_PATH,
+			       "more levels deep than --delete walks");
+		return r < 0 ? r : HOLD_FAILED;
+	}
+	fd = openat(parentfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT) {
+			return HOLD_NONE;
+		}
+		r = del_fail(e, negerrno(), "open directory");
+		return r < 0 ? r : HOLD_FAILED;
+	}
+	/* Replaced since it was looked at: by a mount point, say. Not ours. */
+	if (fstat(fd, &st) < 0 || st.st_dev != ds->dev) {
+		close(fd);
+		return HOLD_KEPT;
+	}
+	d = fdopendir(fd);
+	if (!d) {
+		r = negerrno();
+		close(fd);
+		r = del_fail(e, r, "open directory");
+		return r < 0 ? r : HOLD_FAILED;
+	}
+	ds->stack[ds->depth++] = (struct del_frame){ .d = d, .plen = ds->len, .doomed = doomed };
+	return DEL_PUSHED;
+}
+
+/*
+ * What an entry is, never following it: its type, and whether it is on the
+ * walk's own mount: on the top directory's file system and not the root of a
+ * mount (a bind mount of a directory on the same file system included).
+ */
+static int del_look(const struct del_state *ds, int dfd, const char *leaf, bool *ret_dir,
+		    bool *ret_ours)
+{
+	struct statx stx;
+
+	if (statx(dfd, leaf, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) < 0) {
+		return negerrno();
+	}
+	*ret_dir = S_ISDIR(stx.stx_mode);
+	*ret_ours = makedev(stx.stx_dev_major, stx.stx_dev_minor) == ds->dev &&
+		    !(stx.stx_attributes_mask & stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+	return 0;
+}
+
+/*
+ * One entry of the directory on top (path holds its name). Returns why it
+ * stays (HOLD_NONE: sent, or gone), DEL_PUSHED, or -errno.
+ */
+static int del_entry(struct engine *e, struct del_frame *fr, const char *leaf)
+{
+	struct del_state *ds = e->del;
+	int dfd = dirfd(fr->d), r;
+	bool is_dir, ours;
+
+	/* Transfers in flight (this one's, or another session's), and the partial store. */
+	if (fspath_is_temp_name(leaf) || !strcmp(leaf, PARTIAL_STORE)) {
+		return HOLD_KEPT;
+	}
+	r = del_look(ds, dfd, leaf, &is_dir, &ours);
+	if (r < 0) {
+		if (r == -ENOENT) {
+			return HOLD_NONE; /* gone meanwhile */
+		}
+		r = del_fail(e, r, "stat");
+		return r < 0 ? r : HOLD_FAILED;
+	}
+	/* Another file system, or any mount, in the tree is never walked or touched. */
+	if (!ours) {
+		return HOLD_KEPT;
+	}
+	if (!fr->doomed && rx_seen(e, ds->path)) {
+		return is_dir ? del_push(e, dfd, leaf, false) : HOLD_NONE;
+	}
+	/* Filters: an entry they protect is kept, a directory not even looked into. */
+	if (e->p->delete_keep && e->p->delete_keep(e->p->delete_keep_ud, ds->path, is_dir)) {
+		return HOLD_KEPT;
+	}
+	if (is_dir) {
+		return del_push(e, dfd, leaf, true);
+	}
+	return del_act(e, dfd, leaf, false);
+}
+
+/* The directory on top is listed: close it; a doomed one goes now (or says why not). */
+static int del_pop(struct engine *e)
+{
+	struct del_state *ds = e->del;
+	struct del_frame fr = ds->stack[--ds->depth];
+	int h = HOLD_NONE;
+
+	closedir(fr.d);
+	if (fr.doomed) {
+		struct del_frame *parent = &ds->stack[ds->depth - 1];
+		const char *leaf = strrchr(ds->path, '/') + 1;
+
+		if (fr.hold == HOLD_WITHHELD) {
+			int r = del_report(e, PROTO_DEL_WITHHELD, PERR_OK, "");
+			h = r < 0 ? r : HOLD_WITHHELD;
+		} else if (fr.hold != HOLD_NONE) {
+			h = fr.hold;
+		} else {
+			h = del_act(e, dirfd(parent->d), leaf, true);
+		}
+		if (h < 0) {
+			return h;
+		}
+		hold(parent, (enum del_hold)h);
+	}
+	path_cut(ds, ds->depth > 0 ? ds->stack[ds->depth - 1].plen : 0);
+	return 0;
+}
+
+/* The next top-level directory, opened beneath the destination without following a symlink. */
+static int del_open_root(struct engine *e, const char *name)
+{
+	struct del_state *ds = e->del;
+	struct stat st;
+	DIR *d;
+	int fd, r;
+
+	path_cut(ds, 0);
+	r = path_push(ds, name);
+	if (r < 0) {
+		return fail(e, PERR_INTERNAL, r, "out of memory");
+	}
+	r = fspath_open_dir(e->p->base_fd, name, &fd);
+	if (r >= 0 && fstat(fd, &st) < 0) {
+		r = negerrno();
+		close(fd);
+	}
+	if (r < 0) {
+		return del_fail(e, r, "open directory");
+	}
+	d = fdopendir(fd);
+	if (!d) {
+		r = negerrno();
+		close(fd);
+		return del_fail(e, r, "open directory");
+	}
+	ds->dev = st.st_dev;
+	ds->stack[0] = (struct del_frame){ .d = d, .plen = ds->len };
+	ds->depth = 1;
+	return 0;
+}
+
+/* One entry (or the end) of the directory on top. */
+static int del_next(struct engine *e)
+{
+	struct del_state *ds = e->del;
+	struct del_frame *fr = &ds->stack[ds->depth - 1];
+	struct dirent *de;
+	size_t base = ds->len;
+	int r;
+
+	errno = 0;
+	de = readdir(fr->d);
+	if (!de) {
+		if (errno != 0) {
+			/* Not all of it was seen: it can't go, nor can what holds it. */
+			r = del_fail(e, negerrno(), "list directory");
+			if (r < 0) {
+				return r;
+			}
+			hold(fr, HOLD_FAILED);
+		}
+		return del_pop(e);
+	}
+	if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
+		return 0;
+	}
+	r = path_push(ds, de->d_name);
+	if (r < 0) {
+		return fail(e, PERR_INTERNAL, r, "out of memory");
+	}
+	r = del_entry(e, fr, de->d_name);
+	if (r < 0 || r == DEL_PUSHED) {
+		return r < 0 ? r : 0; /* a directory pushed keeps its name in path */
+	}
+	hold(fr, (enum del_hold)r);
+	path_cut(ds, base);
+	return 0;
+}
+
+/*
+ * At the sender's END: start the pass, or say why there is none (an entry
+ * failed: SUPPRESSED). Returns 1 when the pass has work to do.
+ */
+int rx_delete_start(struct engine *e)
+{
+	if (!(e->p->open_flags & PROTO_OPEN_DELETE)) {
+		return 0;
+	}
+	if (e->st.files_failed > 0) {
+		e->st.delete_suppressed = true;
+		return del_flush(e, PROTO_DELETED_SUPPRESSED);
+	}
+	e->del = calloc(1, sizeof(*e->del));
+	if (!e->del) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	ts_now(&e->del->last_sent);
+	e->del_active = true;
+	return 1;
+}
+
+/* A share of the pass, from rx_step. Clears del_active when the pass is over. */
+int rx_delete_step(struct engine *e)
+{
+	struct del_state *ds = e->del;
+	int r = 0;
+
+	for (unsigned n = 0; n < DEL_STEP_ENTRIES && r >= 0; n++) {
+		if (ds->depth == 0) {
+			if (ds->next_root == e->ndel_roots) {
+				r = del_flush(e, 0);
+				e->del_active = false;
+				return r;
+			}
+			r = del_open_root(e, e->del_roots[ds->next_root++]);
+			continue;
+		}
+		e->del_examined++;
+		r = del_next(e);
+	}
+	/* What there is now, or an empty batch as a sign of life: the sender waits for our END. */
+	if (r >= 0 && ts_since(&ds->last_sent) >= DEL_KEEPALIVE_S) {
+		r = del_flush(e, 0);
+	}
+	return r;
+}
+
+void rx_delete_free(struct engine *e)
+{
+	struct del_state *ds = e->del;
+
+	if (ds) {
+		while (ds->depth > 0) {
+			closedir(ds->stack[--ds->depth].d);
+		}
+		del_batch_clear(ds);
+		free(ds->path);
+		free(ds);
+		e->del = NULL;
+	}
+	for (size_t i = 0; i < e->ndel_roots; i++) {
+		free(e->del_roots[i]);
+	}
+	free(e->del_roots);
+	e->del_roots = NULL;
+	e->ndel_roots = e->del_roots_cap = 0;
+}
+
+/* Sender: the receiver's DELETED, heard between our END and its own. */
+int tx_deleted(struct engine *e, const struct msg_deleted *md)
+{
+	e->del_heard++;
+	if (md->flags & PROTO_DELETED_SUPPRESSED) {
+		e->st.delete_suppressed = true;
+	}
+	for (size_t i = 0; i < md->count; i++) {
+		const struct proto_deleted *d = &md->ents[i];
+
+		switch (d->what) {
+		case PROTO_DEL_DELETED:
+			e->st.files_deleted++;
+			if (e->p->ev.deleted) {
+				e->p->ev.deleted(e->p->ev.ud, d->name);
+			}
+			break;
+		case PROTO_DEL_WITHHELD:
+			e->st.delete_withheld++;
+			if (e->p->ev.delete_withheld) {
+				e->p->ev.delete_withheld(e->p->ev.ud, d->name);
+			}
+			break;
+		default:
+			note_failure(e, d->name, 0, d->code, false, d->text);
+			break;
+		}
+	}
+	return 0;
+}
