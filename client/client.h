@@ -15,6 +15,11 @@
 #define CLIENT_MAX_DEVICES     16 /* XPORT_MAX_LANES */
 #define CLIENT_DEVICE_NAME_LEN 64 /* RDMADEV_NAME_MAX + 1 */
 
+enum check_level {
+	CHECK_LEVEL_QUICK = 0, /* type, size and mtime (rsync's quick check) */
+	CHECK_LEVEL_CHECKSUM,  /* type, size and XXH3-128 of the contents */
+};
+
 struct client_opts {
 	char cert[4096], key[4096], ca[4096];
 	bool have_pin;
@@ -36,7 +41,8 @@ struct client_opts {
 	bool recursive;
 	bool json;
 	bool dry_run;
-	uint32_t skip; /* --skip: 0, PROTO_OPEN_SKIP_EXISTS or PROTO_OPEN_SKIP_QUICK */
+	uint32_t skip;	 /* --skip: 0, PROTO_OPEN_SKIP_EXISTS or PROTO_OPEN_SKIP_QUICK */
+	int check_level; /* check --level: enum check_level */
 	bool busy_poll;
 	bool long_listing; /* ls -l */
 	int progress;	   /* -1 default (a terminal), 0 off, 1 on */
@@ -61,6 +67,7 @@ int parse_bwlimit(const char *s, uint64_t *ret);
 
 int cmd_copy(struct client_opts *o, char **args, int nargs);
 int cmd_ls(struct client_opts *o, char **args, int nargs);
+int cmd_check(struct client_opts *o, char **args, int nargs);
 int cmd_ping(struct client_opts *o, char **args, int nargs);
 int cmd_doctor(struct client_opts *o, char **args, int nargs);
 int cmd_certs(int argc, char **argv);

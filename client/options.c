@@ -30,6 +30,8 @@ static void usage(FILE *f)
 	    "usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH        (push)\n"
 	    "       rdmacp [OPTIONS] HOST:MODULE/PATH... DEST         (pull)\n"
 	    "       rdmacp ls [-l] [-r] [--json] HOST[:MODULE/PATH]  (list modules or entries)\n"
+	    "       rdmacp check [-r] [-p] [--level L] SRC HOST:MODULE/PATH  (compare, no copy;\n"
+	    "                                                  or HOST:MODULE/PATH DEST)\n"
 	    "       rdmacp ping HOST\n"
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
 	    "       rdmacp certs init DIR [--host NAME]...\n"
@@ -56,6 +58,10 @@ static void usage(FILE *f)
 	    "      --skip LEVEL       keep destination files: none (default: overwrite),\n"
 	    "                         exists (a file by that name), quick (same size and\n"
 	    "                         modification time: use with -p)\n"
+	    "      --level LEVEL      check: quick (type, size, modification time; the\n"
+	    "                         default) or checksum (type, size, XXH3-128 of the\n"
+	    "                         contents, each side hashing its own files); with -p\n"
+	    "                         modes and every modification time too\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
@@ -73,7 +79,8 @@ static void usage(FILE *f)
 	    "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 remote\n"
 	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
 	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
-	    "could not store or read a file, or failed on its side).\n",
+	    "could not store or read a file, or failed on its side), 15 check found\n"
+	    "differences.\n",
 	    f);
 }
 
@@ -237,6 +244,18 @@ static int set_skip(struct client_opts *o, const char *v)
 	return 0;
 }
 
+static int set_level(struct client_opts *o, const char *v)
+{
+	if (!strcmp(v, "quick")) {
+		o->check_level = CHECK_LEVEL_QUICK;
+	} else if (!strcmp(v, "checksum")) {
+		o->check_level = CHECK_LEVEL_CHECKSUM;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int set_connect_timeout(struct client_opts *o, const char *v)
 {
 	uint64_t s;
@@ -347,6 +366,7 @@ const struct client_option client_options[] = {
 	{ "owner", no_argument, 0, NULL, set_owner, NULL },
 	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
 	{ "skip", required_argument, 0, NULL, set_skip, "none, exists or quick" },
+	{ "level", required_argument, 0, NULL, set_level, "quick or checksum" },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },

@@ -32,6 +32,7 @@ static const char *const type_names[] = {
 	[MSG_ENTRY_FAILED] = "ENTRY_FAILED",
 	[MSG_LIST] = "LIST",
 	[MSG_MODULES] = "MODULES",
+	[MSG_SUMS] = "SUMS",
 };
 
 static const char *const err_names[] = {
@@ -116,7 +117,8 @@ int proto_hdr_decode(const uint8_t in[PROTO_HDR_LEN], struct proto_hdr *ret)
 	if (h.length > PROTO_MAX_PAYLOAD) {
 		return -EMSGSIZE;
 	}
-	if (h.type == 0 || h.type > MSG_TYPE_MAX) {
+	/* Numbers reserved but not defined in this build are unknown types too. */
+	if (h.type == 0 || h.type > MSG_TYPE_MAX || !type_names[h.type]) {
 		*ret = h;
 		return -ENOMSG;
 	}
@@ -273,6 +275,17 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		wbuf_put_u32(w, m->u.list.flags);
 		wbuf_put_str16(w, m->u.list.path, PROTO_MAX_PATH);
 		break;
+	case MSG_SUMS:
+		if (m->u.sums.count > PROTO_MAX_BATCH) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u16(w, m->u.sums.count);
+		for (size_t i = 0; i < m->u.sums.count; i++) {
+			wbuf_put_u32(w, m->u.sums.sums[i].id);
+			wbuf_put_u32(w, m->u.sums.sums[i].status);
+			wbuf_put_bytes(w, m->u.sums.sums[i].hash, PROTO_HASH_LEN);
+		}
+		break;
 	case MSG_MODULES:
 		if (m->u.modules.count > PROTO_MAX_BATCH) {
 			return -EMSGSIZE;
@@ -346,6 +359,7 @@ static char *dec_str_alloc(struct rbuf *r, size_t max)
 #define ACK_ENTRY_MIN  (4 + 4 + 2)
 #define GET_ENTRY_MIN  2
 #define MOD_ENTRY_MIN  (1 + 2 + 2)
+#define SUM_ENTRY_LEN  (4 + 4 + PROTO_HASH_LEN)
 
 static int dec_files(struct rbuf *r, struct msg_files *f)
 {
@@ -464,6 +478,38 @@ static int dec_modules(struct rbuf *r, struct msg_modules *md)
 		if ((e->flags & ~PROTO_MOD_FLAGS_KNOWN) != 0 ||
 		    e->flags == (PROTO_MOD_READ_ONLY | PROTO_MOD_WRITE_ONLY) ||
 		    e->name[0] == '\0' || strchr(e->name, '/')) {
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+/*
+ * SUMS: fixed-size entries, exactly count of them; a digest only with
+ * PERR_OK (otherwise all zero), a failure status otherwise (never SKIPPED).
+ */
+static int dec_sums(struct rbuf *r, struct msg_sums *ms)
+{
+	static const uint8_t zero[PROTO_HASH_LEN];
+	uint16_t count = rbuf_get_u16(r);
+
+	if (r->error || count > PROTO_MAX_BATCH || (size_t)count * SUM_ENTRY_LEN != rbuf_left(r)) {
+		return -EBADMSG;
+	}
+	ms->count = 0;
+	ms->sums = calloc(count ? count : 1, sizeof(*ms->sums));
+	if (!ms->sums) {
+		return -ENOMEM;
+	}
+	ms->count = count;
+	for (size_t i = 0; i < count; i++) {
+		struct proto_sum *e = &ms->sums[i];
+
+		e->id = rbuf_get_u32(r);
+		e->status = rbuf_get_u32(r);
+		rbuf_get_bytes(r, e->hash, PROTO_HASH_LEN);
+		if (r->error || e->id == 0 || e->status > PERR_MAX || e->status == PERR_SKIPPED ||
+		    (e->status != PERR_OK && memcmp(e->hash, zero, PROTO_HASH_LEN) != 0)) {
 			return -EBADMSG;
 		}
 	}
@@ -625,6 +671,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return 0;
 	case MSG_MODULES:
 		return dec_modules(r, &m->u.modules);
+	case MSG_SUMS:
+		return dec_sums(r, &m->u.sums);
 	default:
 		return -EBADMSG;
 	}
@@ -680,6 +728,9 @@ void msg_clear(struct msg *m)
 			free(m->u.modules.mods[i].comment);
 		}
 		free(m->u.modules.mods);
+		break;
+	case MSG_SUMS:
+		free(m->u.sums.sums);
 		break;
 	default:
 		break;

@@ -48,7 +48,8 @@ enum proto_type {
 	MSG_LIST = 15,	       /* client -> daemon: list a path, or the modules */
 	MSG_MODULES = 16,      /* daemon -> client: modules this client may use */
 	MSG_ENTRY_FAILED = 17, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
-	MSG_TYPE_MAX = MSG_ENTRY_FAILED,
+	MSG_SUMS = 21,	       /* daemon -> client: digests of listed files (PROTO_LIST_SUMS) */
+	MSG_TYPE_MAX = MSG_SUMS,
 };
 
 /* Header flags: none are defined in version 1; every bit is reserved. */
@@ -63,8 +64,9 @@ enum {
 	PROTO_CAP_LIST = 1u << 4,	  /* LIST and MODULES */
 	PROTO_CAP_ENTRY_FAILED = 1u << 5, /* understands ENTRY_FAILED */
 	PROTO_CAP_SKIP = 1u << 6,	  /* OPEN skip levels, PERR_SKIPPED in FILES_ACK */
+	PROTO_CAP_CHECK = 1u << 10,	  /* LIST with PROTO_LIST_SUMS, SUMS */
 };
-#define PROTO_CAPS_KNOWN 0x7fu
+#define PROTO_CAPS_KNOWN 0x47fu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -115,8 +117,10 @@ enum {
 /* LIST flags. */
 enum {
 	PROTO_LIST_RECURSIVE = 1u << 0,
+	/* SUMS after each FILES batch (only to a peer with PROTO_CAP_CHECK) */
+	PROTO_LIST_SUMS = 1u << 1,
 };
-#define PROTO_LIST_FLAGS_KNOWN 0x1u
+#define PROTO_LIST_FLAGS_KNOWN 0x3u
 
 /* MODULES entry flags. */
 enum {
@@ -237,6 +241,22 @@ struct msg_list {
 	char path[PROTO_MAX_PATH + 1]; /* "" or MODULE/REL or an absolute path in a module */
 };
 
+/*
+ * The XXH3-128 of a listed regular file, hashed by the daemon (LIST with
+ * PROTO_LIST_SUMS): status PERR_OK and the digest, or why there is none
+ * (the hash is then all zero).
+ */
+struct proto_sum {
+	uint32_t id; /* the FILES entry's id */
+	uint32_t status;
+	uint8_t hash[PROTO_HASH_LEN];
+};
+
+struct msg_sums {
+	uint16_t count;		/* <= PROTO_MAX_BATCH */
+	struct proto_sum *sums; /* count entries, allocated by decode */
+};
+
 struct proto_module {
 	uint8_t flags; /* PROTO_MOD_* */
 	char *name;    /* 1..PROTO_MAX_MODNAME bytes, allocated by decode */
@@ -291,6 +311,7 @@ struct msg {
 		struct msg_entry_failed entry_failed;
 		struct msg_list list;
 		struct msg_modules modules;
+		struct msg_sums sums;
 	} u;
 };
 

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "diskio.h"
@@ -244,4 +245,21 @@ int filehasher_fd(struct filehasher *fh, int fd, uint64_t size, uint8_t ret[HASH
 	}
 	file_hash_free(&h);
 	return r;
+}
+
+int filehasher_at(struct filehasher *fh, int dirfd, const char *path, uint64_t size,
+		  uint8_t ret[HASH_LEN])
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int r;
+
+	r = diskio_open_read(dirfd, path, 0, &fd, NULL, &st);
+	if (r < 0) {
+		return r;
+	}
+	if ((uint64_t)st.st_size != size) {
+		return -ESTALE;
+	}
+	return filehasher_fd(fh, fd, size, ret);
 }

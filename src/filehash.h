@@ -20,6 +20,10 @@ struct filehasher;
 /* One ring and its buffers, reused for many files; not thread-safe. */
 int filehasher_new(struct filehasher **ret);
 void filehasher_free(struct filehasher *fh);
+static inline void filehasher_freep(struct filehasher **fh)
+{
+	filehasher_free(*fh);
+}
 
 /*
  * The XXH3-128 of the first size bytes of fd, a regular file open for
@@ -30,3 +34,11 @@ void filehasher_free(struct filehasher *fh);
  * the read's -errno. ret is untouched on failure.
  */
 int filehasher_fd(struct filehasher *fh, int fd, uint64_t size, uint8_t ret[HASH_LEN]);
+
+/*
+ * The same for path beneath dirfd (diskio_open_read's rules: AT_FDCWD for a
+ * local path, else resolved beneath dirfd without following symlinks),
+ * which must be a regular file of exactly size bytes (-ESTALE otherwise).
+ */
+int filehasher_at(struct filehasher *fh, int dirfd, const char *path, uint64_t size,
+		  uint8_t ret[HASH_LEN]);

@@ -60,10 +60,16 @@ SEEDS = {
                      + struct.pack(">B", 0) + s16("data") + s16("main data")
                      + struct.pack(">B", 1) + s16("backups") + s16("")
                      + struct.pack(">B", 2) + s16("inbox") + s16("drop files here")),
+    # LIST with the sums flag (0x2); per file: id, status, XXH3-128 (zero unless status 0)
+    "list_sums": frame(15, struct.pack(">I", 3) + s16("mod/dir")),
+    "sums": frame(21, struct.pack(">H", 2) + struct.pack(">II", 1, 0) + bytes(range(16))
+                  + struct.pack(">II", 3, 14) + bytes(16)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_ls"] = (SEEDS["hello"] + SEEDS["list_modules"] + SEEDS["modules"] + SEEDS["end"]
                       + SEEDS["list"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"])
+SEEDS["stream_check"] = (SEEDS["hello"] + SEEDS["list_sums"] + SEEDS["files"] + SEEDS["sums"]
+                         + SEEDS["end"] + SEEDS["bye"])
 # Two slot descriptors (32 bytes each: file_id, len, offset, seq, reserved 0);
 # the fuzzer reads the input as descriptors at offsets 0, 32, ...
 SEEDS["desc"] = (struct.pack(">IIQQQ", 1, 4096, 0, 0, 0)

@@ -95,6 +95,7 @@ value_for() {
 	--chunk-size) echo 1M ;;
 	--bwlimit) echo 1M ;;
 	--skip) echo quick ;;
+	--level) echo checksum ;;
 	*) echo 1 ;;
 	esac
 }
