@@ -41,7 +41,7 @@ struct client_opts {
 	bool recursive;
 	bool json;
 	bool dry_run;
-	uint32_t skip;	 /* --skip: 0, PROTO_OPEN_SKIP_EXISTS or PROTO_OPEN_SKIP_QUICK */
+	uint32_t skip;	 /* --skip: 0 or one PROTO_OPEN_SKIP_* level */
 	int check_level; /* check --level: enum check_level */
 	bool busy_poll;
 	bool long_listing; /* ls -l */

@@ -57,7 +57,8 @@ static void usage(FILE *f)
 	    "  -n, --dry-run          check access and list what would be copied\n"
 	    "      --skip LEVEL       keep destination files: none (default: overwrite),\n"
 	    "                         exists (a file by that name), quick (same size and\n"
-	    "                         modification time: use with -p)\n"
+	    "                         modification time: use with -p), checksum (same\n"
+	    "                         size and XXH3-128, each side hashing its own file)\n"
 	    "      --level LEVEL      check: quick (type, size, modification time; the\n"
 	    "                         default) or checksum (type, size, XXH3-128 of the\n"
 	    "                         contents, each side hashing its own files); with -p\n"
@@ -238,6 +239,8 @@ static int set_skip(struct client_opts *o, const char *v)
 		o->skip = PROTO_OPEN_SKIP_EXISTS;
 	} else if (!strcmp(v, "quick")) {
 		o->skip = PROTO_OPEN_SKIP_QUICK;
+	} else if (!strcmp(v, "checksum")) {
+		o->skip = PROTO_OPEN_SKIP_CHECKSUM;
 	} else {
 		return -EINVAL;
 	}
@@ -365,7 +368,7 @@ const struct client_option client_options[] = {
 	{ "archive", no_argument, 'a', NULL, set_archive, NULL },
 	{ "owner", no_argument, 0, NULL, set_owner, NULL },
 	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
-	{ "skip", required_argument, 0, NULL, set_skip, "none, exists or quick" },
+	{ "skip", required_argument, 0, NULL, set_skip, "none, exists, quick or checksum" },
 	{ "level", required_argument, 0, NULL, set_level, "quick or checksum" },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,

@@ -484,12 +484,18 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 	if (o->direction == PROTO_DIR_PUSH && m->read_only) {
 		return refuse(c, PERR_PERMISSION, "module '%s' is read only", m->name);
 	}
+	/* SUM_WANTED and SUMS go only to a peer that announced them. */
+	if ((o->flags & PROTO_OPEN_SKIP_CHECKSUM) && !(c->peer_caps & PROTO_CAP_CHECK)) {
+		return refuse(c, PERR_PROTOCOL,
+			      "skip level checksum from a client without the "
+			      "check capability");
+	}
 	if (o->direction == PROTO_DIR_PULL && m->write_only) {
 		return refuse(c, PERR_PERMISSION, "module '%s' is write only", m->name);
 	}
 	/* Each SKIPPED would tell what the module holds: a name, its size and mtime. */
 	if (o->direction == PROTO_DIR_PUSH && m->write_only &&
-	    (o->flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK))) {
+	    (o->flags & PROTO_OPEN_SKIP_LEVELS)) {
 		return refuse(c, PERR_PERMISSION,
 			      "module '%s' is write only: --skip would show what it holds",
 			      m->name);

@@ -55,6 +55,7 @@ static const char *const err_names[] = {
 	[PERR_INTERNAL] = "INTERNAL",
 	[PERR_DUPLICATE] = "DUPLICATE",
 	[PERR_SKIPPED] = "SKIPPED",
+	[PERR_SUM_WANTED] = "SUM_WANTED",
 };
 
 const char *proto_type_name(uint16_t type)
@@ -509,6 +510,7 @@ static int dec_sums(struct rbuf *r, struct msg_sums *ms)
 		e->status = rbuf_get_u32(r);
 		rbuf_get_bytes(r, e->hash, PROTO_HASH_LEN);
 		if (r->error || e->id == 0 || e->status > PERR_MAX || e->status == PERR_SKIPPED ||
+		    e->status == PERR_SUM_WANTED ||
 		    (e->status != PERR_OK && memcmp(e->hash, zero, PROTO_HASH_LEN) != 0)) {
 			return -EBADMSG;
 		}
@@ -560,7 +562,7 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		if ((o->direction != PROTO_DIR_PUSH && o->direction != PROTO_DIR_PULL) ||
 		    o->transport > 2 || o->lanes == 0 || o->lanes > PROTO_MAX_LANES ||
 		    (o->flags & ~PROTO_OPEN_FLAGS_KNOWN) ||
-		    ((o->flags & PROTO_OPEN_SKIP_EXISTS) && (o->flags & PROTO_OPEN_SKIP_QUICK)) ||
+		    __builtin_popcount(o->flags & PROTO_OPEN_SKIP_LEVELS) > 1 ||
 		    !chunk_size_ok(o->chunk_size) || o->slots == 0 || o->slots > PROTO_MAX_SLOTS) {
 			return -EBADMSG;
 		}
@@ -657,7 +659,7 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		rbuf_get_str16(r, ef->name, sizeof(ef->name), PROTO_MAX_PATH);
 		rbuf_get_str16(r, ef->text, sizeof(ef->text), PROTO_MAX_TEXT);
 		if (!r->error && (ef->status == PERR_OK || ef->status == PERR_SKIPPED ||
-				  ef->status > PERR_MAX)) {
+				  ef->status == PERR_SUM_WANTED || ef->status > PERR_MAX)) {
 			return -EBADMSG;
 		}
 		return 0;

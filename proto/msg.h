@@ -48,7 +48,9 @@ enum proto_type {
 	MSG_LIST = 15,	       /* client -> daemon: list a path, or the modules */
 	MSG_MODULES = 16,      /* daemon -> client: modules this client may use */
 	MSG_ENTRY_FAILED = 17, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
-	MSG_SUMS = 21,	       /* daemon -> client: digests of listed files (PROTO_LIST_SUMS) */
+	/* Digests: daemon -> client after FILES (LIST with PROTO_LIST_SUMS), or
+	 * sender -> receiver (PERR_SUM_WANTED, skip level checksum) */
+	MSG_SUMS = 21,
 	MSG_TYPE_MAX = MSG_SUMS,
 };
 
@@ -64,7 +66,8 @@ enum {
 	PROTO_CAP_LIST = 1u << 4,	  /* LIST and MODULES */
 	PROTO_CAP_ENTRY_FAILED = 1u << 5, /* understands ENTRY_FAILED */
 	PROTO_CAP_SKIP = 1u << 6,	  /* OPEN skip levels, PERR_SKIPPED in FILES_ACK */
-	PROTO_CAP_CHECK = 1u << 10,	  /* LIST with PROTO_LIST_SUMS, SUMS */
+	/* LIST with PROTO_LIST_SUMS, SUMS, OPEN's SKIP_CHECKSUM, PERR_SUM_WANTED */
+	PROTO_CAP_CHECK = 1u << 10,
 };
 #define PROTO_CAPS_KNOWN 0x47fu
 
@@ -93,7 +96,14 @@ enum proto_err {
 	 * (OPEN skip level); the sender neither reads nor sends it.
 	 */
 	PERR_SKIPPED = 18,
-	PERR_MAX = PERR_SKIPPED,
+	/*
+	 * FILES_ACK only, not a failure (skip level checksum): the receiver
+	 * has a regular file of that name and size and is hashing it; the
+	 * sender hashes its source and sends SUMS, and a second FILES_ACK
+	 * entry for the id follows (OK, SKIPPED or a failure).
+	 */
+	PERR_SUM_WANTED = 20,
+	PERR_MAX = PERR_SUM_WANTED,
 };
 
 enum proto_dir {
@@ -111,8 +121,12 @@ enum {
 	/* Skip levels (at most one; only to a peer with PROTO_CAP_SKIP). */
 	PROTO_OPEN_SKIP_EXISTS = 1u << 5, /* a regular file is there by that name */
 	PROTO_OPEN_SKIP_QUICK = 1u << 6,  /* ... and has the same size and mtime */
+	/* ... the same size and XXH3-128 (only to a peer with PROTO_CAP_CHECK too) */
+	PROTO_OPEN_SKIP_CHECKSUM = 1u << 7,
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x7fu
+#define PROTO_OPEN_FLAGS_KNOWN 0xffu
+#define PROTO_OPEN_SKIP_LEVELS \
+	(PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_SKIP_CHECKSUM)
 
 /* LIST flags. */
 enum {

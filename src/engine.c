@@ -359,6 +359,9 @@ static void teardown(struct engine *e)
 {
 	struct xport *x = e->p->x;
 
+	/* Its jobs hold file descriptors of their own: stopped first. */
+	sums_stop(e);
+	free(e->sum_out);
 	/* The sync thread uses directory fds: it finishes before they close. */
 	if (e->sync_running) {
 		pthread_join(e->sync_thread, NULL);
@@ -445,7 +448,7 @@ static uint64_t progress_mark(const struct engine *e)
 /* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */
 static bool local_io_busy(const struct engine *e)
 {
-	return e->uring_inflight > 0 || e->sync_running;
+	return e->uring_inflight > 0 || e->sync_running || e->sums_inflight > 0;
 }
 
 /* Before the wait: the role's work, then everything queued on its way. 1: finished. */
@@ -480,12 +483,15 @@ static int loop_work(struct engine *e)
  * After the wait: what the sources have for us. A completion handler that
  * returns nothing (a write, an fsync) records its failure in e: that counts too.
  */
-static int loop_dispatch(struct engine *e, const struct pollfd pfd[4])
+static int loop_dispatch(struct engine *e, const struct pollfd pfd[5])
 {
 	int r = 0;
 
 	if (pfd[2].revents & POLLIN) {
 		r = on_uring(e);
+	}
+	if (r >= 0 && !e->failed && (pfd[4].revents & POLLIN)) {
+		r = on_sums(e);
 	}
 	if (r >= 0 && (pfd[3].revents & POLLIN)) {
 		rx_sync_done(e);
@@ -539,11 +545,12 @@ static int loop(struct engine *e)
 	ts_now(&e->last_activity);
 	e->last_ping = e->last_activity;
 	while (!e->failed) {
-		struct pollfd pfd[4] = {
+		struct pollfd pfd[5] = {
 			{ .fd = tls_fd(p->chan->tls), .events = POLLIN },
 			{ .fd = x->ops->event_fd(x), .events = POLLIN },
 			{ .fd = e->uring_efd, .events = POLLIN },
 			{ .fd = e->sync_efd, .events = POLLIN },
+			{ .fd = e->sum_efd, .events = POLLIN }, /* -1 (ignored) until needed */
 		};
 		uint64_t before = e->bytes_progress, mark = progress_mark(e);
 		int r, wait_ms;
@@ -553,7 +560,7 @@ static int loop(struct engine *e)
 			return r < 0 ? r : 0;
 		}
 		wait_ms = chan_readable_now(p->chan) || p->busy_poll ? 0 : p->bwlimit ? 10 : 1000;
-		if (poll(pfd, 4, wait_ms) < 0 && errno != EINTR) {
+		if (poll(pfd, 5, wait_ms) < 0 && errno != EINTR) {
 			return fail(e, PERR_INTERNAL, negerrno(), "poll: %s", strerror(errno));
 		}
 		r = loop_dispatch(e, pfd);
@@ -606,6 +613,7 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	e->errlen = errlen;
 	e->uring_efd = -1;
 	e->sync_efd = -1;
+	e->sum_efd = -1;
 	e->oldest_id = 1;
 	err[0] = '\0';
 

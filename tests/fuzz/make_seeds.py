@@ -60,6 +60,11 @@ SEEDS = {
                      + struct.pack(">B", 0) + s16("data") + s16("main data")
                      + struct.pack(">B", 1) + s16("backups") + s16("")
                      + struct.pack(">B", 2) + s16("inbox") + s16("drop files here")),
+    # OPEN push -r -p --skip checksum (0x80)
+    "open_skip_checksum": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x83, 1 << 20, 64)
+                                + s16("mod/dest")),
+    # FILES_ACK: SUM_WANTED (20), then later the final answer for the same id
+    "files_ack_sum_wanted": frame(7, struct.pack(">H", 1) + status(1, 20, "")),
     # LIST with the sums flag (0x2); per file: id, status, XXH3-128 (zero unless status 0)
     "list_sums": frame(15, struct.pack(">I", 3) + s16("mod/dir")),
     "sums": frame(21, struct.pack(">H", 2) + struct.pack(">II", 1, 0) + bytes(range(16))

@@ -1125,6 +1125,72 @@ static void test_skip_without_cap(void **state)
 	assert_failed_run(&f->txr, -EBADMSG, PERR_PROTOCOL, "SKIPPED");
 }
 
+/*
+ * A receiver with skip level checksum: a regular file there with the
+ * entry's size and the same contents is kept (both sides hash: SUM_WANTED,
+ * SUMS, then SKIPPED), several MiB ones and empty ones too; other contents
+ * of the same size, another size, a missing file and a symlink to a
+ * matching file are copied.
+ */
+static void test_skip_checksum(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	static const char *const copied[] = { "diff", "size", "absent", "lnk", NULL };
+	uint64_t bytes = 0;
+	size_t big = ((size_t)5 << 20) + 12345;
+
+	source_file(f, &s, "same", 3000);
+	dest_file(f, "same", 3000, (unsigned)s.n - 1, (struct timespec){ 0 });
+	source_file(f, &s, "big", big);
+	dest_file(f, "big", big, (unsigned)s.n - 1, (struct timespec){ 0 });
+	source_file(f, &s, "empty", 0);
+	dest_file(f, "empty", 0, 0, (struct timespec){ 0 });
+	bytes += source_file(f, &s, "diff", big);
+	dest_file(f, "diff", big, 99, (struct timespec){ 0 });
+	bytes += source_file(f, &s, "size", 3000);
+	dest_file(f, "size", 2999, (unsigned)s.n - 1, (struct timespec){ 0 });
+	bytes += source_file(f, &s, "absent", 4000);
+	bytes += source_file(f, &s, "lnk", 3000);
+	dest_file(f, "victim", 3000, (unsigned)s.n - 1, (struct timespec){ 0 });
+	assert_int_equal(symlinkat("victim", f->dst_fd, "lnk"), 0);
+	f->rxr.p.open_flags = PROTO_OPEN_SKIP_CHECKSUM;
+	f->rxr.p.peer_caps = f->txr.p.peer_caps = PROTO_CAP_SKIP | PROTO_CAP_CHECK;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 4, 0, bytes, PERR_OK);
+	assert_stats(&f->txr.st, 4, 0, bytes, PERR_OK);
+	assert_int_equal(f->rxr.st.files_skipped, 3);
+	assert_int_equal(f->txr.st.files_skipped, 3);
+	for (size_t i = 0; copied[i]; i++) {
+		assert_same_file(f->src, f->dst, copied[i]);
+	}
+	assert_same_file(f->src, f->dst, "same");
+	assert_same_file(f->src, f->dst, "big");
+	assert_dest(f->dst, "absent big diff empty lnk same size victim");
+	assert_no_fd_beneath(f->src);
+	assert_no_fd_beneath(f->dst);
+}
+
+/* A sender asked for a digest by a peer that never announced the check capability. */
+static void test_skip_checksum_without_cap(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_file(f, &s, "a", 100);
+	dest_file(f, "a", 100, 1, (struct timespec){ 0 });
+	f->rxr.p.open_flags = PROTO_OPEN_SKIP_CHECKSUM;
+	f->txr.p.peer_caps = PROTO_CAP_SKIP;
+
+	run_both(f, &s);
+
+	assert_failed_run(&f->txr, -EBADMSG, PERR_PROTOCOL, "SUM_WANTED");
+}
+
 /* ---- cases: a sender played by hand ------------------------------------- */
 
 /* The same name twice, in one batch and in a later one: DUPLICATE each time; the first is kept. */
@@ -1219,6 +1285,64 @@ static void test_files_out_of_order(void **state)
 	assert_int_equal(f->rxr.st.bytes_accepted, 2 * CHUNK);
 	assert_dest(f->dst, "");
 	raw_free(&w);
+}
+
+/*
+ * Skip level checksum, a hostile sender: a file answered SUM_WANTED gets no
+ * FILE_DONE before its answer (a protocol error), and a SUMS entry for a
+ * file not asked about, or once more after the answer, is refused.
+ */
+static void sums_hostile(struct fx *f, int round)
+{
+	static const uint32_t id1[] = { 1 }, want[] = { PERR_SUM_WANTED };
+	static const char *const names[] = { "a" };
+	static const uint64_t sizes[] = { 100 };
+	struct proto_sum ps = { .id = round == 0 ? 2 : 1 };
+	struct msg m = { .type = MSG_SUMS, .u.sums = { .count = 1, .sums = &ps } };
+	const char *why = round == 2 ? "FILE_DONE" : "SUMS";
+	struct raw w;
+
+	dest_file(f, "a", 100, 1, (struct timespec){ 0 });
+	f->rxr.p.open_flags = PROTO_OPEN_SKIP_CHECKSUM;
+	raw_init(&w, &f->tx);
+	run_start(&f->rxr);
+	raw_ring(&w);
+	raw_files(&w, 1, id1, names, sizes);
+	raw_ack(&w, 1, id1, want);
+	if (round == 0) {
+		raw_send(&w, &m); /* id 2: never offered */
+	} else if (round == 1) {
+		static const uint32_t ok[] = { PERR_OK };
+
+		/* Another digest (all zero): copied, the second answer for id 1 says so. */
+		raw_send(&w, &m);
+		raw_ack(&w, 1, id1, ok);
+		raw_send(&w, &m); /* the same id again */
+	} else {
+		uint8_t data[100];
+
+		fill(data, sizeof(data), 1);
+		raw_done(&w, 1, sizeof(data), data, sizeof(data));
+	}
+	raw_expect_error(&w, PERR_PROTOCOL, why);
+	run_join(&f->rxr);
+	assert_failed_run(&f->rxr, -EBADMSG, PERR_PROTOCOL, why);
+	raw_free(&w);
+}
+
+static void test_sums_unasked(void **state)
+{
+	sums_hostile(*state, 0);
+}
+
+static void test_sums_twice(void **state)
+{
+	sums_hostile(*state, 1);
+}
+
+static void test_done_before_sum_answer(void **state)
+{
+	sums_hostile(*state, 2);
 }
 
 /* FILE_DONE claiming more bytes than the file has: a protocol error, nothing committed. */
@@ -1564,6 +1688,11 @@ int main(void)
 		T(test_pull_name_refused),
 		T(test_skip_quick),
 		T(test_skip_without_cap),
+		T(test_skip_checksum),
+		T(test_skip_checksum_without_cap),
+		T(test_sums_unasked),
+		T(test_sums_twice),
+		T(test_done_before_sum_answer),
 		T(test_duplicate_names),
 		T(test_file_done_wrong_hash),
 		T(test_files_out_of_order),

@@ -177,7 +177,8 @@ static void sample(uint16_t type, struct msg *m)
 		m->u.open.transport = 1;
 		m->u.open.lanes = 4;
 		/* Every flag, with one skip level (two at once is refused). */
-		m->u.open.flags = PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS;
+		m->u.open.flags =
+		    PROTO_OPEN_FLAGS_KNOWN & ~(PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
 		m->u.open.chunk_size = 1u << 20;
 		m->u.open.slots = 64;
 		strcpy(m->u.open.path, "mod/dest");
@@ -1012,11 +1013,16 @@ static void test_bad_open(void **state)
 	BAD_OPEN(chunk_size, 1u << 31);
 	BAD_OPEN(slots, 0);
 	BAD_OPEN(slots, PROTO_MAX_SLOTS + 1);
-	for (unsigned bit = 7; bit < 32; bit++) {
-		BAD_OPEN(flags, (PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS) | (1u << bit));
+	for (unsigned bit = 8; bit < 32; bit++) {
+		BAD_OPEN(flags, (PROTO_OPEN_FLAGS_KNOWN &
+				 ~(PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_CHECKSUM)) |
+				    (1u << bit));
 	}
 	/* Two skip levels at once. */
 	BAD_OPEN(flags, PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
+	BAD_OPEN(flags, PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_CHECKSUM);
+	BAD_OPEN(flags, PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_SKIP_CHECKSUM);
+	BAD_OPEN(flags, PROTO_OPEN_SKIP_LEVELS);
 #undef BAD_OPEN
 	/* The reserved byte after lanes. */
 	sample(MSG_OPEN, &m);
@@ -1223,8 +1229,10 @@ static void test_bad_status(void **state)
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 	m.u.entry_failed.status = PERR_OK;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
-	/* Nor SKIPPED: that is the receiver's answer, not a failure. */
+	/* Nor SKIPPED or SUM_WANTED: those are the receiver's answers, not failures. */
 	m.u.entry_failed.status = PERR_SKIPPED;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.entry_failed.status = PERR_SUM_WANTED;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 }
 
@@ -1285,6 +1293,7 @@ static void test_bad_sums(void **state)
 	assert_int_equal(decode_sums_raw(1, 1, 0, PERR_OK, 7), -EBADMSG);      /* id 0 */
 	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_MAX + 1, 0), -EBADMSG); /* status */
 	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_SKIPPED, 0), -EBADMSG);
+	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_SUM_WANTED, 0), -EBADMSG);
 	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_IO, 0), 0);
 	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_IO, 7), -EBADMSG); /* hash with a failure */
 	assert_int_equal(decode_sums_raw(2, 1, 1, PERR_OK, 7), -EBADMSG); /* count over payload */
