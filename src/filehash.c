@@ -23,6 +23,12 @@
 
 /* Up to this size a file is read with one synchronous pread. */
 #define FILEHASH_SMALL (256u << 10)
+/*
+ * A file mostly in the page cache is copied out, not read from a disk: in
+ * blocks small enough to stay in the CPU's cache between the copy and the
+ * hash (a ring of large reads would evict each before it is hashed).
+ */
+#define FILEHASH_CACHED_BLOCK (128u << 10)
 
 struct filehash_slot {
 	uint64_t offset;
@@ -192,13 +198,29 @@ static int hash_ring(struct filehasher *fh, int fd, uint64_t size, bool direct, 
 	return r;
 }
 
-/* O_DIRECT on fd where it is worth it and allowed; returns whether it is set. */
-static bool try_direct(int fd, int fl, uint64_t size)
+/* From the page cache: pread and hash block by block, each still in the CPU's cache. */
+static int hash_cached(struct filehasher *fh, int fd, uint64_t size, struct file_hash *h)
+{
+	for (uint64_t off = 0; off < size;) {
+		size_t n = (size_t)MIN((uint64_t)FILEHASH_CACHED_BLOCK, size - off);
+		int r = read_full(fd, fh->buf, n, off, 0);
+
+		if (r < 0) {
+			return r;
+		}
+		file_hash_update(h, fh->buf, n);
+		off += n;
+	}
+	return 0;
+}
+
+/* O_DIRECT on fd where the file system allows it; returns whether it is set. */
+static bool try_direct(int fd, int fl)
 {
 	struct dio_align a;
 
 	if (diskio_dio_align(fd, &a) < 0 || a.mem == 0 || FILEHASH_CHUNK % a.offset != 0 ||
-	    4096 % a.mem != 0 || diskio_mostly_cached(fd, size)) {
+	    4096 % a.mem != 0) {
 		return false;
 	}
 	return fcntl(fd, F_SETFL, fl | O_DIRECT) == 0;
@@ -217,12 +239,14 @@ int filehasher_fd(struct filehasher *fh, int fd, uint64_t size, uint8_t ret[HASH
 	}
 	if (size <= FILEHASH_SMALL) {
 		r = read_full(fd, fh->buf, (size_t)size, 0, 0);
+	} else if (diskio_mostly_cached(fd, size)) {
+		r = hash_cached(fh, fd, size, &h);
 	} else {
 		fl = fcntl(fd, F_GETFL);
 		if (fl < 0) {
 			r = negerrno();
 		} else {
-			direct = !(fl & O_DIRECT) && try_direct(fd, fl, size);
+			direct = !(fl & O_DIRECT) && try_direct(fd, fl);
 			r = hash_ring(fh, fd, size, direct, &h);
 			if (r == -EINVAL && direct) {
 				/* The file system took the flag but refuses the I/O: buffered. */

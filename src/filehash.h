@@ -13,7 +13,7 @@
 
 /* Reads in flight and their size: FILEHASH_DEPTH * FILEHASH_CHUNK bytes of buffers. */
 #define FILEHASH_DEPTH 4
-#define FILEHASH_CHUNK (2u << 20)
+#define FILEHASH_CHUNK (1u << 20)
 
 struct filehasher;
 
@@ -27,9 +27,10 @@ static inline void filehasher_freep(struct filehasher **fh)
 
 /*
  * The XXH3-128 of the first size bytes of fd, a regular file open for
- * reading (its file status flags are restored before returning). Reads with
- * O_DIRECT where the file system allows it and the file is not mostly in the
- * page cache (reading it from the cache is cheaper), buffered otherwise.
+ * reading (its file status flags are restored before returning). A file
+ * mostly in the page cache is copied out in small blocks that stay in the
+ * CPU's cache until hashed; another goes through the ring, with O_DIRECT
+ * where the file system allows it, buffered otherwise.
  * Returns 0, -ESTALE when the file ends before size bytes (it changed), or
  * the read's -errno. ret is untouched on failure.
  */
