@@ -506,6 +506,30 @@ static int loop_dispatch(struct engine *e, const struct pollfd pfd[5])
 	return r >= 0 && e->failed ? e->fail_r : r;
 }
 
+/*
+ * Skip level checksum: a file waiting for a digest (ours sent, the peer's
+ * answer to come, or the other way round) may keep the peer busy for as
+ * long as reading it takes. That much more silence is allowed, at the
+ * slowest disk we expect (50 MB/s, the size the peer declared or asked
+ * about), so a big file is not cut by the idle timeout and a peer that
+ * never answers still is.
+ */
+#define SUM_WAIT_MIN_RATE 50000000.0
+
+static double sum_wait_allowance_ms(const struct engine *e)
+{
+	uint64_t max = 0;
+
+	for (size_t i = 0; i < FILE_TABLE; i++) {
+		const struct efile *f = &e->files[i];
+
+		if (f->used && f->sum_wanted && f->size > max) {
+			max = f->size;
+		}
+	}
+	return (double)max / SUM_WAIT_MIN_RATE * 1000;
+}
+
 /* Progress keeps the session alive; none for idle_ms ends it, a PING every third of that. */
 static int loop_idle(struct engine *e, uint64_t mark, uint64_t before, int idle_ms)
 {
@@ -516,7 +540,8 @@ static int loop_idle(struct engine *e, uint64_t mark, uint64_t before, int idle_
 		if (p->ev.progress && e->bytes_progress != before) {
 			p->ev.progress(p->ev.ud, e->bytes_progress);
 		}
-	} else if (ts_since(&e->last_activity) * 1000 > idle_ms) {
+	} else if (ts_since(&e->last_activity) * 1000 > idle_ms &&
+		   ts_since(&e->last_activity) * 1000 > idle_ms + sum_wait_allowance_ms(e)) {
 		chan_send_error(p->chan, PERR_TIMEOUT, "idle timeout: no data progress");
 		e->error_sent = true;
 		return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no data progress for %d s",

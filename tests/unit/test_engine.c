@@ -1599,6 +1599,47 @@ static void test_sender_no_credits(void **state)
 	raw_free(&w);
 }
 
+/*
+ * Skip level checksum: a receiver that answers SUM_WANTED and then never
+ * decides. The sender sends its digest, then waits beyond the idle timeout
+ * for as long as the receiver could take to read the file at 50 MB/s, then
+ * fails with TIMEOUT all the same.
+ */
+static void test_sum_answer_never_comes(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct raw w;
+	struct msg m;
+	struct proto_status st = { .status = PERR_SUM_WANTED, .text = (char *)"" };
+	size_t size = 50u << 20; /* 1 s at 50 MB/s */
+	int64_t t0;
+
+	source_file(f, &s, "big", size);
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	f->txr.p.idle_timeout_ms = IDLE_MS;
+	f->txr.p.peer_caps = PROTO_CAP_SKIP | PROTO_CAP_CHECK;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	raw_expect(&w, MSG_FILES, &m);
+	st.id = m.u.files.files[0].id;
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_FILES_ACK, .u.files_ack = { .count = 1, .st = &st } };
+	raw_send(&w, &m);
+	t0 = now_ms();
+	raw_expect(&w, MSG_SUMS, &m);
+	assert_int_equal(m.u.sums.count, 1);
+	assert_int_equal(m.u.sums.sums[0].id, st.id);
+	assert_int_equal(m.u.sums.sums[0].status, PERR_OK);
+	msg_clear(&m);
+	raw_expect_error(&w, PERR_TIMEOUT, "idle timeout");
+	assert_true(now_ms() - t0 >= IDLE_MS + 900);
+	run_join(&f->txr);
+	assert_failed_run(&f->txr, -ETIMEDOUT, PERR_TIMEOUT, "no data progress");
+	assert_no_fd_beneath(f->src);
+	raw_free(&w);
+}
+
 /* ---- cases: stopping ------------------------------------------------------ */
 
 /* A stop requested (the signal handler's flag): SHUTDOWN on both sides, nothing committed. */
@@ -1703,6 +1744,7 @@ int main(void)
 		T(test_sender_peer_error),
 		T(test_sender_bad_ring),
 		T(test_sender_no_credits),
+		T(test_sum_answer_never_comes),
 		T(test_stop_requested),
 	};
 	/* clang-format on */
