@@ -14,6 +14,9 @@
 #   4. without -r only the top level is compared; a file against a file
 #   5. a write-only module refuses check (it would tell what it holds): exit 5
 #   6. a daemon without the check capability (rawserver.py): exit 12
+#   7. a client that did not announce the check capability gets no SUMS: its
+#      LIST with the sums flag is ERROR PROTOCOL (rawpeer); and a push with
+#      --skip checksum (OPEN flag 0x80) from it is refused the same way
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -150,5 +153,18 @@ expect_rc 12 "an old daemon: refused before LIST" \
 grep -q 'too old' "$T/err" && pass "says too old" || fail "no 'too old': $(cat "$T/err")"
 kill "$rs" 2>/dev/null
 wait "$rs" 2>/dev/null
+
+# ---- 7. a client without the check capability ------------------------------------
+rawpeer_for "$PORT"
+# LIST flags 0x3 (recursive, sums), path "data/tree"
+rawpeer_rc 0 "LIST with sums from a client without 0x400: ERROR PROTOCOL" \
+	hello caps=0x7f frame LIST 000000030009646174612f74726565 wait ERROR \
+	expect "ERROR PROTOCOL" expect "check capability" wait closed
+rawpeer_rc 0 "the same LIST from a client with 0x400: FILES, SUMS, END" \
+	hello caps=0x47f frame LIST 000000030009646174612f74726565 wait END \
+	expect-seen SUMS
+rawpeer_rc 0 "OPEN with skip checksum from a client without 0x400: ERROR PROTOCOL" \
+	hello caps=0x7f open push data/ recursive flags=0x81 expect "ERROR PROTOCOL" \
+	expect "check capability" wait closed
 
 finish
