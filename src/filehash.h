@@ -13,7 +13,7 @@
 
 /* Reads in flight and their size: FILEHASH_DEPTH * FILEHASH_CHUNK bytes of buffers. */
 #define FILEHASH_DEPTH 4
-#define FILEHASH_CHUNK (1u << 20)
+#define FILEHASH_CHUNK (2u << 20)
 
 struct filehasher;
 
