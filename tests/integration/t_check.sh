@@ -17,6 +17,10 @@
 #   7. a client that did not announce the check capability gets no SUMS: its
 #      LIST with the sums flag is ERROR PROTOCOL (rawpeer); and a push with
 #      --skip checksum (OPEN flag 0x80) from it is refused the same way
+#   8. a hostile daemon (rawserver.py --mode sums): a digest for an id it did
+#      not list, for a directory, none for a listed file, a name listed twice,
+#      a digest twice: each a protocol error (exit 4), nothing reported as
+#      identical
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -166,5 +170,30 @@ rawpeer_rc 0 "the same LIST from a client with 0x400: FILES, SUMS, END" \
 rawpeer_rc 0 "OPEN with skip checksum from a client without 0x400: ERROR PROTOCOL" \
 	hello caps=0x7f open push data/ recursive flags=0x81 expect "ERROR PROTOCOL" \
 	expect "check capability" wait closed
+
+# ---- 8. a hostile daemon's digests ------------------------------------------------
+mkdir -p "$T/hl/d"
+printf 'hello' >"$T/hl/a"
+for code in 1 2 3 4 5; do
+	rm -f "$T/rs.port"
+	python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
+		--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode sums --caps 0x47f \
+		--code $code --timeout 10 >"$T/rs.out" 2>&1 &
+	rs=$!
+	for _ in $(seq 1 100); do
+		[ -s "$T/rs.port" ] && break
+		sleep 0.05
+	done
+	[ -s "$T/rs.port" ] || die "rawserver did not start: $(cat "$T/rs.out")"
+	expect_rc 4 "hostile SUMS ($code): protocol error" \
+		"$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key" \
+		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" check -r --level checksum "$T/hl" \
+		"$HOST:data/hl"
+	grep -q 'protocol error' "$T/err" && pass "says protocol error" ||
+		fail "no 'protocol error': $(cat "$T/err")"
+	grep -q identical "$T/err" && fail "reported identical" || true
+	kill "$rs" 2>/dev/null
+	wait "$rs" 2>/dev/null
+done
 
 finish
