@@ -16,6 +16,11 @@
 #define CLIENT_MAX_DEVICES     16 /* XPORT_MAX_LANES */
 #define CLIENT_DEVICE_NAME_LEN 64 /* RDMADEV_NAME_MAX + 1 */
 
+enum check_level {
+	CHECK_LEVEL_QUICK = 0, /* type, size and mtime (rsync's quick check) */
+	CHECK_LEVEL_CHECKSUM,  /* type, size and XXH3-128 of the contents */
+};
+
 struct client_opts {
 	char cert[4096], key[4096], ca[4096];
 	bool have_pin;
@@ -40,7 +45,8 @@ struct client_opts {
 	bool recursive;
 	bool json;
 	bool dry_run;
-	uint32_t skip;	      /* --skip: 0, PROTO_OPEN_SKIP_EXISTS or PROTO_OPEN_SKIP_QUICK */
+	uint32_t skip;	      /* --skip: 0 or one PROTO_OPEN_SKIP_* level */
+	int check_level;      /* check --level: enum check_level */
 	bool mirror;	      /* --delete */
 	bool have_max_delete; /* --max-delete given */
 	uint64_t max_delete;  /* --max-delete, PROTO_NO_MAX_DELETE: none */
@@ -77,6 +83,7 @@ int parse_bwlimit(const char *s, uint64_t *ret);
 
 int cmd_copy(struct client_opts *o, char **args, int nargs);
 int cmd_ls(struct client_opts *o, char **args, int nargs);
+int cmd_check(struct client_opts *o, char **args, int nargs);
 int cmd_ping(struct client_opts *o, char **args, int nargs);
 int cmd_doctor(struct client_opts *o, char **args, int nargs);
 int cmd_certs(int argc, char **argv);

@@ -283,10 +283,14 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 	int r;
 
 	/* Never a full copy in silence: a daemon without skip levels would overwrite (or refuse). */
-	if (s->o->skip && !(s->hello.caps & PROTO_CAP_SKIP)) {
-		log_error("%s: the daemon is too old for --skip (it has no skip levels): upgrade "
-			  "it, or copy without --skip",
-			  s->rem->host);
+	if ((s->o->skip && !(s->hello.caps & PROTO_CAP_SKIP)) ||
+	    ((s->o->skip & PROTO_OPEN_SKIP_CHECKSUM) && !(s->hello.caps & PROTO_CAP_CHECK))) {
+		log_error("%s: the daemon is too old for --skip %s (it has no such skip level): "
+			  "upgrade it, or copy without it",
+			  s->rem->host,
+			  s->o->skip & PROTO_OPEN_SKIP_CHECKSUM ? "checksum"
+			  : s->o->skip & PROTO_OPEN_SKIP_QUICK	? "quick"
+								: "exists");
 		return EXIT_VERSION;
 	}
 	if ((flags & PROTO_OPEN_HARDLINKS) && !(s->hello.caps & PROTO_CAP_HARDLINKS)) {

@@ -28,12 +28,16 @@ static int run_certs(struct client_opts *o, char **args, int nargs)
 	return cmd_certs(nargs, args);
 }
 
+/* One subcommand a line, however many there are. */
+/* clang-format off */
 static const struct subcommand subcommands[] = {
 	{ "ping", cmd_ping },
 	{ "ls", cmd_ls },
+	{ "check", cmd_check },
 	{ "doctor", cmd_doctor },
 	{ "certs", run_certs },
 };
+/* clang-format on */
 
 /* Was there a "--" before operand p on the command line as typed? */
 static bool after_dashdash(char *const *typed, int argc, const char *p)

@@ -30,6 +30,8 @@ static void usage(FILE *f)
 	    "usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH        (push)\n"
 	    "       rdmacp [OPTIONS] HOST:MODULE/PATH... DEST         (pull)\n"
 	    "       rdmacp ls [-l] [-r] [--json] HOST[:MODULE/PATH]  (list modules or entries)\n"
+	    "       rdmacp check [-r] [-p] [--level L] SRC HOST:MODULE/PATH  (compare, no copy;\n"
+	    "                                                  or HOST:MODULE/PATH DEST)\n"
 	    "       rdmacp ping HOST\n"
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
 	    "       rdmacp certs init DIR [--host NAME]...\n"
@@ -59,7 +61,12 @@ static void usage(FILE *f)
 	    "  -n, --dry-run          check access and list what would be copied\n"
 	    "      --skip LEVEL       keep destination files: none (default: overwrite),\n"
 	    "                         exists (a file by that name), quick (same size and\n"
-	    "                         modification time: use with -p)\n"
+	    "                         modification time: use with -p), checksum (same\n"
+	    "                         size and XXH3-128, each side hashing its own file)\n"
+	    "      --level LEVEL      check: quick (type, size, modification time; the\n"
+	    "                         default) or checksum (type, size, XXH3-128 of the\n"
+	    "                         contents, each side hashing its own files); with -p\n"
+	    "                         modes and every modification time too\n"
 	    "      --exclude PATTERN  leave out what matches (rsync's rules: *, **, ?, [..],\n"
 	    "                         leading / anchors at the transfer root, trailing /\n"
 	    "                         only directories); repeatable, first match wins\n"
@@ -90,8 +97,8 @@ static void usage(FILE *f)
 	    "Exit codes: 0 ok, 1 usage, 2 config, 3 authentication, 4 protocol, 5 remote\n"
 	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
 	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
-	    "could not store or read a file, or failed on its side), 16 deletions held\n"
-	    "back by --max-delete.\n",
+	    "could not store or read a file, or failed on its side), 15 check found\n"
+	    "differences, 16 deletions held back by --max-delete.\n",
 	    f);
 }
 
@@ -249,6 +256,20 @@ static int set_skip(struct client_opts *o, const char *v)
 		o->skip = PROTO_OPEN_SKIP_EXISTS;
 	} else if (!strcmp(v, "quick")) {
 		o->skip = PROTO_OPEN_SKIP_QUICK;
+	} else if (!strcmp(v, "checksum")) {
+		o->skip = PROTO_OPEN_SKIP_CHECKSUM;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_level(struct client_opts *o, const char *v)
+{
+	if (!strcmp(v, "quick")) {
+		o->check_level = CHECK_LEVEL_QUICK;
+	} else if (!strcmp(v, "checksum")) {
+		o->check_level = CHECK_LEVEL_CHECKSUM;
 	} else {
 		return -EINVAL;
 	}
@@ -429,7 +450,8 @@ const struct client_option client_options[] = {
 	{ "xattrs", no_argument, 'X', NULL, set_xattrs, NULL },
 	{ "acls", no_argument, 'A', NULL, set_acls, NULL },
 	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
-	{ "skip", required_argument, 0, NULL, set_skip, "none, exists or quick" },
+	{ "skip", required_argument, 0, NULL, set_skip, "none, exists, quick or checksum" },
+	{ "level", required_argument, 0, NULL, set_level, "quick or checksum" },
 	{ "exclude", required_argument, 0, NULL, set_exclude, PATTERN_EXPECT },
 	{ "include", required_argument, 0, NULL, set_include, PATTERN_EXPECT },
 	{ "exclude-from", required_argument, 0, NULL, set_exclude_from,

@@ -23,6 +23,7 @@
 #include "chan.h"
 #include "clock.h"
 #include "engine.h"
+#include "filehash.h"
 #include "fsglob.h"
 #include "fspath.h"
 #include "hash.h"
@@ -532,6 +533,12 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 	if (o->direction == PROTO_DIR_PUSH && m->read_only) {
 		return refuse(c, PERR_PERMISSION, "module '%s' is read only", m->name);
 	}
+	/* SUM_WANTED and SUMS go only to a peer that announced them. */
+	if ((o->flags & PROTO_OPEN_SKIP_CHECKSUM) && !(c->peer_caps & PROTO_CAP_CHECK)) {
+		return refuse(c, PERR_PROTOCOL,
+			      "skip level checksum from a client without the "
+			      "check capability");
+	}
 	if (o->direction == PROTO_DIR_PULL && m->write_only) {
 		return refuse(c, PERR_PERMISSION, "module '%s' is write only", m->name);
 	}
@@ -543,7 +550,7 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 	}
 	/* Each SKIPPED would tell what the module holds: a name, its size and mtime. */
 	if (o->direction == PROTO_DIR_PUSH && m->write_only &&
-	    (o->flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK))) {
+	    (o->flags & PROTO_OPEN_SKIP_LEVELS)) {
 		return refuse(c, PERR_PERMISSION,
 			      "module '%s' is write only: --skip would show what it holds",
 			      m->name);
@@ -572,6 +579,8 @@ struct get_source {
 	/* Wildcard matches queued so far, sorted: each is sent once per GET. */
 	char **globbed;
 	size_t nglobbed;
+	/* LIST with PROTO_LIST_SUMS: each regular file listed is hashed here. */
+	struct filehasher *fh;
 };
 
 static void pull_warning(void *ud, const char *path, const char *why)
@@ -953,12 +962,47 @@ static int plan_entry_failed(struct get_source *g, const struct engine_src *e)
 	return chan_queue(&g->c->chan, &m);
 }
 
+/* Why a listed file has no digest, for SUMS. */
+static uint32_t sum_status(int r)
+{
+	switch (r) {
+	case -ESTALE:
+		return PERR_SOURCE_CHANGED;
+	case -EACCES:
+	case -EPERM:
+		return PERR_PERMISSION;
+	case -ENOENT:
+		return PERR_NOT_FOUND;
+	default:
+		return PERR_IO;
+	}
+}
+
+/* The digest of a listed regular file, or why there is none. */
+static void list_sum(struct get_source *g, const struct engine_src *e, uint32_t id,
+		     struct proto_sum *ret)
+{
+	char esc[1024];
+	int r;
+
+	*ret = (struct proto_sum){ .id = id };
+	r = filehasher_at(g->fh, e->dirfd, e->path, e->size, ret->hash);
+	if (r < 0) {
+		memset(ret->hash, 0, sizeof(ret->hash));
+		ret->status = sum_status(r);
+		log_notice("%s (%s): check: %s: %s", g->c->peer, g->c->id,
+			   log_escape_short(e->name, esc, sizeof(esc)), strerror(-r));
+	}
+}
+
 static int list_plan(struct get_source *g)
 {
 	struct conn *c = g->c;
 	struct proto_file pf[PROTO_MAX_BATCH];
+	struct proto_sum sums[PROTO_MAX_BATCH];
 	char *names[PROTO_MAX_BATCH], *links[PROTO_MAX_BATCH];
 	struct msg m = { .type = MSG_FILES }, end = { .type = MSG_END };
+	struct msg ms = { .type = MSG_SUMS };
 	char why[256] = "";
 	uint64_t bytes = 0;
 	uint32_t id = 0;
@@ -966,7 +1010,7 @@ static int list_plan(struct get_source *g)
 
 	do {
 		const struct engine_src *e;
-		size_t n = 0;
+		size_t n = 0, nsums = 0;
 
 		/* Copies: the walker reuses an entry's strings for the next one. */
 		while (n < PROTO_MAX_BATCH && (r = get_source_next(g, &e, why, sizeof(why))) > 0) {
@@ -996,11 +1040,22 @@ static int list_plan(struct get_source *g)
 				r = -ENOMEM;
 				break;
 			}
+			/* Hashed now: the entry's path is good until the next one. */
+			if (g->fh && e->ftype == PROTO_FT_REG) {
+				list_sum(g, e, id, &sums[nsums++]);
+			}
 		}
 		if (r >= 0 && n > 0) {
 			m.u.files.count = (uint16_t)n;
 			m.u.files.files = pf;
 			r = chan_queue(&c->chan, &m);
+			r = r < 0 ? r : 1;
+		}
+		/* The digests of the batch's regular files follow it. */
+		if (r >= 0 && nsums > 0) {
+			ms.u.sums.count = (uint16_t)nsums;
+			ms.u.sums.sums = sums;
+			r = chan_queue(&c->chan, &ms);
 			r = r < 0 ? r : 1;
 		}
 		free_strings(names, n);
@@ -1278,12 +1333,19 @@ static int list_path(struct conn *c, const struct msg_list *l)
 	const char *rel = NULL;
 	bool recursive = l->flags & PROTO_LIST_RECURSIVE;
 	struct get_source g = { .c = c };
+	_cleanup_(filehasher_freep) struct filehasher *fh = NULL;
 	bool magic;
 	size_t n;
 	int r;
 
 	snprintf(o.path, sizeof(o.path), "%s", l->path);
 	log_escape(l->path, esc, sizeof(esc));
+	/* SUMS only to a client that announced it understands them. */
+	if ((l->flags & PROTO_LIST_SUMS) && !(c->peer_caps & PROTO_CAP_CHECK)) {
+		return refuse(c, PERR_PROTOCOL,
+			      "LIST with sums from a client without the check "
+			      "capability");
+	}
 	r = check_module(c, &o, &m, &rel);
 	if (r < 0) {
 		return r;
@@ -1312,6 +1374,13 @@ static int list_path(struct conn *c, const struct msg_list *l)
 		return refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
 	}
 	g.m = m;
+	if (l->flags & PROTO_LIST_SUMS) {
+		r = filehasher_new(&fh);
+		if (r < 0) {
+			return refuse(c, PERR_INTERNAL, "hashing: %s", strerror(-r));
+		}
+		g.fh = fh;
+	}
 	r = walk_new(pull_warning, &g, &g.w);
 	if (r < 0) {
 		return refuse(c, PERR_INTERNAL, "out of memory");
@@ -1327,7 +1396,8 @@ static int list_path(struct conn *c, const struct msg_list *l)
 		  : walk_add_root(g.w, rootfd, trimmed, lastname, true);
 	r = r < 0 ? (magic ? r : refuse_top(c, r, esc)) : list_plan(&g);
 	if (r >= 0) {
-		log_info("%s (%s): listed %s: %llu entries", c->peer, c->id, esc,
+		log_info("%s (%s): listed %s%s: %llu entries", c->peer, c->id, esc,
+			 fh ? " with digests" : "",
 			 (unsigned long long)(walk_count(g.w) - (lastname[0] == '\0')));
 	}
 	walk_free(g.w);

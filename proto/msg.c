@@ -35,6 +35,7 @@ static const char *const type_names[] = {
 	[MSG_XATTRS] = "XATTRS",
 	[MSG_FILTER] = "FILTER",
 	[MSG_DELETED] = "DELETED",
+	[MSG_SUMS] = "SUMS",
 };
 
 static const char *const err_names[] = {
@@ -57,6 +58,7 @@ static const char *const err_names[] = {
 	[PERR_INTERNAL] = "INTERNAL",
 	[PERR_DUPLICATE] = "DUPLICATE",
 	[PERR_SKIPPED] = "SKIPPED",
+	[PERR_SUM_WANTED] = "SUM_WANTED",
 };
 
 const char *proto_type_name(uint16_t type)
@@ -119,7 +121,8 @@ int proto_hdr_decode(const uint8_t in[PROTO_HDR_LEN], struct proto_hdr *ret)
 	if (h.length > PROTO_MAX_PAYLOAD) {
 		return -EMSGSIZE;
 	}
-	if (h.type == 0 || h.type > MSG_TYPE_MAX) {
+	/* Numbers reserved but not defined in this build are unknown types too. */
+	if (h.type == 0 || h.type > MSG_TYPE_MAX || !type_names[h.type]) {
 		*ret = h;
 		return -ENOMSG;
 	}
@@ -320,6 +323,17 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		wbuf_put_u32(w, m->u.list.flags);
 		wbuf_put_str16(w, m->u.list.path, PROTO_MAX_PATH);
 		break;
+	case MSG_SUMS:
+		if (m->u.sums.count > PROTO_MAX_BATCH) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u16(w, m->u.sums.count);
+		for (size_t i = 0; i < m->u.sums.count; i++) {
+			wbuf_put_u32(w, m->u.sums.sums[i].id);
+			wbuf_put_u32(w, m->u.sums.sums[i].status);
+			wbuf_put_bytes(w, m->u.sums.sums[i].hash, PROTO_HASH_LEN);
+		}
+		break;
 	case MSG_MODULES:
 		if (m->u.modules.count > PROTO_MAX_BATCH) {
 			return -EMSGSIZE;
@@ -420,6 +434,7 @@ static char *dec_str_alloc(struct rbuf *r, size_t max)
 #define MOD_ENTRY_MIN	(1 + 2 + 2)
 #define FILTER_RULE_MIN (1 + 2 + 1)
 #define DEL_ENTRY_MIN	(1 + 4 + 2 + 2)
+#define SUM_ENTRY_LEN	(4 + 4 + PROTO_HASH_LEN)
 
 /*
  * A hard link's first name: relative, no empty, "." or ".." component (the
@@ -674,9 +689,42 @@ static int dec_deleted(struct rbuf *r, struct msg_deleted *md)
 		failed = d->what == PROTO_DEL_FAILED;
 		if (d->what < PROTO_DEL_DELETED || d->what > PROTO_DEL_FAILED ||
 		    d->name[0] == '\0' ||
-		    (failed &&
-		     (d->code == PERR_OK || d->code == PERR_SKIPPED || d->code > PERR_MAX)) ||
+		    (failed && (d->code == PERR_OK || d->code == PERR_SKIPPED ||
+				d->code == PERR_SUM_WANTED || d->code > PERR_MAX)) ||
 		    (!failed && (d->code != PERR_OK || d->text[0] != '\0'))) {
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+/*
+ * SUMS: fixed-size entries, exactly count of them; a digest only with
+ * PERR_OK (otherwise all zero), a failure status otherwise (never SKIPPED).
+ */
+static int dec_sums(struct rbuf *r, struct msg_sums *ms)
+{
+	static const uint8_t zero[PROTO_HASH_LEN];
+	uint16_t count = rbuf_get_u16(r);
+
+	if (r->error || count > PROTO_MAX_BATCH || (size_t)count * SUM_ENTRY_LEN != rbuf_left(r)) {
+		return -EBADMSG;
+	}
+	ms->count = 0;
+	ms->sums = calloc(count ? count : 1, sizeof(*ms->sums));
+	if (!ms->sums) {
+		return -ENOMEM;
+	}
+	ms->count = count;
+	for (size_t i = 0; i < count; i++) {
+		struct proto_sum *e = &ms->sums[i];
+
+		e->id = rbuf_get_u32(r);
+		e->status = rbuf_get_u32(r);
+		rbuf_get_bytes(r, e->hash, PROTO_HASH_LEN);
+		if (r->error || e->id == 0 || e->status > PERR_MAX || e->status == PERR_SKIPPED ||
+		    e->status == PERR_SUM_WANTED ||
+		    (e->status != PERR_OK && memcmp(e->hash, zero, PROTO_HASH_LEN) != 0)) {
 			return -EBADMSG;
 		}
 	}
@@ -734,7 +782,7 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		if ((o->direction != PROTO_DIR_PUSH && o->direction != PROTO_DIR_PULL) ||
 		    o->transport > 2 || o->lanes == 0 || o->lanes > PROTO_MAX_LANES ||
 		    (o->flags & ~PROTO_OPEN_FLAGS_KNOWN) ||
-		    ((o->flags & PROTO_OPEN_SKIP_EXISTS) && (o->flags & PROTO_OPEN_SKIP_QUICK)) ||
+		    __builtin_popcount(o->flags & PROTO_OPEN_SKIP_LEVELS) > 1 ||
 		    !chunk_size_ok(o->chunk_size) || o->slots == 0 || o->slots > PROTO_MAX_SLOTS) {
 			return -EBADMSG;
 		}
@@ -831,7 +879,7 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		rbuf_get_str16(r, ef->name, sizeof(ef->name), PROTO_MAX_PATH);
 		rbuf_get_str16(r, ef->text, sizeof(ef->text), PROTO_MAX_TEXT);
 		if (!r->error && (ef->status == PERR_OK || ef->status == PERR_SKIPPED ||
-				  ef->status > PERR_MAX)) {
+				  ef->status == PERR_SUM_WANTED || ef->status > PERR_MAX)) {
 			return -EBADMSG;
 		}
 		return 0;
@@ -851,6 +899,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return dec_filter(r, &m->u.filter);
 	case MSG_DELETED:
 		return dec_deleted(r, &m->u.deleted);
+	case MSG_SUMS:
+		return dec_sums(r, &m->u.sums);
 	default:
 		return -EBADMSG;
 	}
@@ -926,6 +976,9 @@ void msg_clear(struct msg *m)
 			free(m->u.deleted.ents[i].text);
 		}
 		free(m->u.deleted.ents);
+		break;
+	case MSG_SUMS:
+		free(m->u.sums.sums);
 		break;
 	default:
 		break;

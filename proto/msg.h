@@ -52,7 +52,10 @@ enum proto_type {
 	MSG_ENTRY_FAILED = 17, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
 	MSG_FILTER = 18,       /* client -> daemon before OPEN: a pull's rules (PROTO_CAP_FILTER) */
 	MSG_DELETED = 20, /* receiver -> sender (--delete), only to a peer with PROTO_CAP_DELETE */
-	MSG_XATTRS = 23,  /* sender -> receiver, only with OPEN XATTRS or ACLS */
+	/* Digests: daemon -> client after FILES (LIST with PROTO_LIST_SUMS), or
+	 * sender -> receiver (PERR_SUM_WANTED, skip level checksum) */
+	MSG_SUMS = 21,
+	MSG_XATTRS = 23, /* sender -> receiver, only with OPEN XATTRS or ACLS */
 	MSG_TYPE_MAX = MSG_XATTRS,
 };
 
@@ -70,10 +73,12 @@ enum {
 	PROTO_CAP_SKIP = 1u << 6,	  /* OPEN skip levels, PERR_SKIPPED in FILES_ACK */
 	PROTO_CAP_FILTER = 1u << 7,	  /* FILTER before a pull's OPEN */
 	PROTO_CAP_DELETE = 1u << 9,	  /* OPEN DELETE, DELETED */
-	PROTO_CAP_HARDLINKS = 1u << 11,	  /* OPEN HARDLINKS, FILES entries of type 4 */
-	PROTO_CAP_XATTRS = 1u << 12,	  /* OPEN XATTRS and ACLS, XATTRS messages */
+	/* LIST with PROTO_LIST_SUMS, SUMS, OPEN's SKIP_CHECKSUM, PERR_SUM_WANTED */
+	PROTO_CAP_CHECK = 1u << 10,
+	PROTO_CAP_HARDLINKS = 1u << 11, /* OPEN HARDLINKS, FILES entries of type 4 */
+	PROTO_CAP_XATTRS = 1u << 12,	/* OPEN XATTRS and ACLS, XATTRS messages */
 };
-#define PROTO_CAPS_KNOWN 0x1affu
+#define PROTO_CAPS_KNOWN 0x1effu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -100,7 +105,14 @@ enum proto_err {
 	 * (OPEN skip level); the sender neither reads nor sends it.
 	 */
 	PERR_SKIPPED = 18,
-	PERR_MAX = PERR_SKIPPED,
+	/*
+	 * FILES_ACK only, not a failure (skip level checksum): the receiver
+	 * has a regular file of that name and size and is hashing it; the
+	 * sender hashes its source and sends SUMS, and a second FILES_ACK
+	 * entry for the id follows (OK, SKIPPED or a failure).
+	 */
+	PERR_SUM_WANTED = 20,
+	PERR_MAX = PERR_SUM_WANTED,
 };
 
 enum proto_dir {
@@ -118,6 +130,8 @@ enum {
 	/* Skip levels (at most one; only to a peer with PROTO_CAP_SKIP). */
 	PROTO_OPEN_SKIP_EXISTS = 1u << 5, /* a regular file is there by that name */
 	PROTO_OPEN_SKIP_QUICK = 1u << 6,  /* ... and has the same size and mtime */
+	/* ... the same size and XXH3-128 (only to a peer with PROTO_CAP_CHECK too) */
+	PROTO_OPEN_SKIP_CHECKSUM = 1u << 7,
 	/*
 	 * Push with RECURSIVE, not DRY_RUN, only to a peer with PROTO_CAP_DELETE:
 	 * mirror (remove what the sender lacks); OPEN then carries max_delete.
@@ -128,13 +142,17 @@ enum {
 	PROTO_OPEN_XATTRS = 1u << 11,	 /* -X: extended attributes in XATTRS */
 	PROTO_OPEN_ACLS = 1u << 12,	 /* -A: POSIX ACLs (system.posix_acl_*) in XATTRS */
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x1e7fu
+#define PROTO_OPEN_FLAGS_KNOWN 0x1effu
+#define PROTO_OPEN_SKIP_LEVELS \
+	(PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_SKIP_CHECKSUM)
 
 /* LIST flags. */
 enum {
 	PROTO_LIST_RECURSIVE = 1u << 0,
+	/* SUMS after each FILES batch (only to a peer with PROTO_CAP_CHECK) */
+	PROTO_LIST_SUMS = 1u << 1,
 };
-#define PROTO_LIST_FLAGS_KNOWN 0x1u
+#define PROTO_LIST_FLAGS_KNOWN 0x3u
 
 /* MODULES entry flags. */
 enum {
@@ -258,6 +276,22 @@ struct msg_get {
 struct msg_list {
 	uint32_t flags;		       /* PROTO_LIST_* */
 	char path[PROTO_MAX_PATH + 1]; /* "" or MODULE/REL or an absolute path in a module */
+};
+
+/*
+ * The XXH3-128 of a listed regular file, hashed by the daemon (LIST with
+ * PROTO_LIST_SUMS): status PERR_OK and the digest, or why there is none
+ * (the hash is then all zero).
+ */
+struct proto_sum {
+	uint32_t id; /* the FILES entry's id */
+	uint32_t status;
+	uint8_t hash[PROTO_HASH_LEN];
+};
+
+struct msg_sums {
+	uint16_t count;		/* <= PROTO_MAX_BATCH */
+	struct proto_sum *sums; /* count entries, allocated by decode */
 };
 
 struct proto_module {
@@ -393,6 +427,7 @@ struct msg {
 		struct msg_xattrs xattrs;
 		struct msg_filter filter;
 		struct msg_deleted deleted;
+		struct msg_sums sums;
 	} u;
 };
 

@@ -161,6 +161,15 @@ struct efile {
 	/* receiver, -X/-A: a regular file's attributes, set once it is verified */
 	struct proto_xattr *xattrs;
 	size_t nxattrs, xattr_bytes;
+	/*
+	 * Skip level checksum (engine_sums.c): the receiver answered
+	 * SUM_WANTED and the file waits for the digests, its own (the
+	 * receiver's candidate, or the sender's source) and the peer's.
+	 */
+	bool sum_wanted;
+	bool own_sum_done, peer_sum_done;
+	uint32_t own_sum_status, peer_sum_status; /* PERR_OK: the digest is good */
+	uint8_t own_sum[HASH_LEN], peer_sum[HASH_LEN];
 };
 
 /* -H on the sender: a file's first name, by (device, inode). */
@@ -323,6 +332,18 @@ struct engine {
 	bool del_active; /* the pass runs: our END waits for it */
 	uint64_t del_examined;
 
+	/* Skip level checksum: one hashing thread (engine_sums.c), started when needed. */
+	pthread_t sum_thread;
+	bool sum_running, sum_stop;
+	pthread_mutex_t sum_lock;
+	pthread_cond_t sum_cond;
+	struct sum_job *sum_todo, *sum_done; /* FIFO to the thread; its results, newest first */
+	int sum_efd;			     /* the thread finished a job */
+	uint32_t sums_inflight;
+	/* sender: SUMS entries waiting to go out */
+	struct proto_sum *sum_out;
+	uint16_t nsum_out;
+
 	/* both */
 	bool got_end;	       /* the peer's END */
 	struct timespec bw_t0; /* --bwlimit: since the first chunk, */
@@ -397,6 +418,15 @@ void rx_fsync_done(struct engine *e, struct efile *f, int res);
 int rx_commit_batch(struct engine *e);
 void rx_dirsync_done(struct engine *e, uint32_t di, int res);
 void rx_discard(struct engine *e, struct efile *f);
+
+/* engine_sums.c */
+struct sum_job;
+int sums_queue(struct engine *e, struct efile *f, int fd);
+int on_sums(struct engine *e);
+void sums_stop(struct engine *e);
+int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+int tx_sums_flush(struct engine *e);
+int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
 
 /* engine_names.c */
 uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen);

@@ -368,6 +368,9 @@ static void teardown(struct engine *e)
 {
 	struct xport *x = e->p->x;
 
+	/* Its jobs hold file descriptors of their own: stopped first. */
+	sums_stop(e);
+	free(e->sum_out);
 	/* The sync thread uses directory fds: it finishes before they close. */
 	if (e->sync_running) {
 		pthread_join(e->sync_thread, NULL);
@@ -459,7 +462,7 @@ static uint64_t progress_mark(const struct engine *e)
 /* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */
 static bool local_io_busy(const struct engine *e)
 {
-	return e->uring_inflight > 0 || e->sync_running;
+	return e->uring_inflight > 0 || e->sync_running || e->sums_inflight > 0;
 }
 
 /* Before the wait: the role's work, then everything queued on its way. 1: finished. */
@@ -494,12 +497,15 @@ static int loop_work(struct engine *e)
  * After the wait: what the sources have for us. A completion handler that
  * returns nothing (a write, an fsync) records its failure in e: that counts too.
  */
-static int loop_dispatch(struct engine *e, const struct pollfd pfd[4])
+static int loop_dispatch(struct engine *e, const struct pollfd pfd[5])
 {
 	int r = 0;
 
 	if (pfd[2].revents & POLLIN) {
 		r = on_uring(e);
+	}
+	if (r >= 0 && !e->failed && (pfd[4].revents & POLLIN)) {
+		r = on_sums(e);
 	}
 	if (r >= 0 && (pfd[3].revents & POLLIN)) {
 		rx_sync_done(e);
@@ -514,6 +520,30 @@ static int loop_dispatch(struct engine *e, const struct pollfd pfd[4])
 	return r >= 0 && e->failed ? e->fail_r : r;
 }
 
+/*
+ * Skip level checksum: a file waiting for a digest (ours sent, the peer's
+ * answer to come, or the other way round) may keep the peer busy for as
+ * long as reading it takes. That much more silence is allowed, at the
+ * slowest disk we expect (50 MB/s, the size the peer declared or asked
+ * about), so a big file is not cut by the idle timeout and a peer that
+ * never answers still is.
+ */
+#define SUM_WAIT_MIN_RATE 50000000.0
+
+static double sum_wait_allowance_ms(const struct engine *e)
+{
+	uint64_t max = 0;
+
+	for (size_t i = 0; i < FILE_TABLE; i++) {
+		const struct efile *f = &e->files[i];
+
+		if (f->used && f->sum_wanted && f->size > max) {
+			max = f->size;
+		}
+	}
+	return (double)max / SUM_WAIT_MIN_RATE * 1000;
+}
+
 /* Progress keeps the session alive; none for idle_ms ends it, a PING every third of that. */
 static int loop_idle(struct engine *e, uint64_t mark, uint64_t before, int idle_ms)
 {
@@ -524,7 +554,8 @@ static int loop_idle(struct engine *e, uint64_t mark, uint64_t before, int idle_
 		if (p->ev.progress && e->bytes_progress != before) {
 			p->ev.progress(p->ev.ud, e->bytes_progress);
 		}
-	} else if (ts_since(&e->last_activity) * 1000 > idle_ms) {
+	} else if (ts_since(&e->last_activity) * 1000 > idle_ms &&
+		   ts_since(&e->last_activity) * 1000 > idle_ms + sum_wait_allowance_ms(e)) {
 		chan_send_error(p->chan, PERR_TIMEOUT, "idle timeout: no data progress");
 		e->error_sent = true;
 		return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no data progress for %d s",
@@ -553,11 +584,12 @@ static int loop(struct engine *e)
 	ts_now(&e->last_activity);
 	e->last_ping = e->last_activity;
 	while (!e->failed) {
-		struct pollfd pfd[4] = {
+		struct pollfd pfd[5] = {
 			{ .fd = tls_fd(p->chan->tls), .events = POLLIN },
 			{ .fd = x->ops->event_fd(x), .events = POLLIN },
 			{ .fd = e->uring_efd, .events = POLLIN },
 			{ .fd = e->sync_efd, .events = POLLIN },
+			{ .fd = e->sum_efd, .events = POLLIN }, /* -1 (ignored) until needed */
 		};
 		uint64_t before = e->bytes_progress, mark = progress_mark(e);
 		int r, wait_ms;
@@ -571,7 +603,7 @@ static int loop(struct engine *e)
 		if (wait_ms && p->bwlimit) {
 			wait_ms = 10;
 		}
-		if (poll(pfd, 4, wait_ms) < 0 && errno != EINTR) {
+		if (poll(pfd, 5, wait_ms) < 0 && errno != EINTR) {
 			return fail(e, PERR_INTERNAL, negerrno(), "poll: %s", strerror(errno));
 		}
 		r = loop_dispatch(e, pfd);
@@ -624,6 +656,7 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	e->errlen = errlen;
 	e->uring_efd = -1;
 	e->sync_efd = -1;
+	e->sum_efd = -1;
 	e->oldest_id = 1;
 	err[0] = '\0';
 

@@ -70,15 +70,40 @@ static uint32_t rx_check_space(struct engine *e, struct efile *f, char *text, si
 }
 
 /*
+ * Skip level checksum: the file at the destination name has the declared
+ * size; it is opened here (never through a symlink) and hashed on the
+ * engine's hashing thread while the sender hashes its source. SUM_WANTED
+ * asks the sender for its digest; the file waits for both (rx_sum_decide).
+ * One that can't be opened is not a match: it is copied over.
+ */
+static uint32_t rx_sum_request(struct engine *e, struct efile *f)
+{
+	int fd = openat(e->dirs[f->dir].fd, f->leaf,
+			O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
+
+	if (fd < 0) {
+		return PERR_OK;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != f->size) {
+		close(fd);
+		return PERR_OK;
+	}
+	f->sum_wanted = true;
+	return sums_queue(e, f, fd) < 0 ? PERR_INTERNAL : PERR_SUM_WANTED;
+}
+
+/*
  * The skip level (OPEN flags): PERR_SKIPPED when a regular file is there by
  * f's name (SKIP_EXISTS), with the declared size and mtime to the nanosecond
- * (SKIP_QUICK). Looked at beneath the held directory, never through a
- * symlink; anything else there (a symlink, a directory) is not a match and
- * is dealt with as without a skip level.
+ * (SKIP_QUICK); with the declared size, SUM_WANTED (SKIP_CHECKSUM: the
+ * contents decide, rx_sum_request). Looked at beneath the held directory,
+ * never through a symlink; anything else there (a symlink, a directory) is
+ * not a match and is dealt with as without a skip level.
  */
-static uint32_t rx_check_skip(struct engine *e, const struct efile *f)
+static uint32_t rx_check_skip(struct engine *e, struct efile *f)
 {
-	uint32_t level = e->p->open_flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
+	uint32_t level = e->p->open_flags & PROTO_OPEN_SKIP_LEVELS;
 	struct stat st;
 
 	if (!level || fstatat(e->dirs[f->dir].fd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
@@ -88,6 +113,13 @@ static uint32_t rx_check_skip(struct engine *e, const struct efile *f)
 	if (level == PROTO_OPEN_SKIP_EXISTS) {
 		return PERR_SKIPPED;
 	}
+	if (level == PROTO_OPEN_SKIP_CHECKSUM) {
+		if ((uint64_t)st.st_size != f->size) {
+			return PERR_OK;
+		}
+		/* Two empty files have the same contents: nothing to hash. */
+		return f->size == 0 ? PERR_SKIPPED : rx_sum_request(e, f);
+	}
 	if ((uint64_t)st.st_size == f->size && st.st_mtim.tv_sec == f->meta.mtime_sec &&
 	    (uint64_t)st.st_mtim.tv_nsec == f->meta.mtime_nsec) {
 		return PERR_SKIPPED;
@@ -95,21 +127,12 @@ static uint32_t rx_check_skip(struct engine *e, const struct efile *f)
 	return PERR_OK;
 }
 
-static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size_t textlen)
+/* A regular file to be received: the limits, the space, and its temp file. */
+static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
-	uint32_t code = PERR_OK;
+	uint32_t code;
 	int r;
 
-	/* A file kept as it is counts against no limit: its name is looked at first. */
-	if (e->p->open_flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK)) {
-		code = rx_locate(e, f, text, textlen);
-		if (code == PERR_OK) {
-			code = rx_check_skip(e, f);
-		}
-		if (code != PERR_OK) {
-			return code;
-		}
-	}
 	code = rx_check_limits(e, f, text, textlen);
 	if (code == PERR_OK && f->dir < 0) {
 		code = rx_locate(e, f, text, textlen);
@@ -152,6 +175,23 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 	rx_open_direct(e, f);
 	e->st.bytes_accepted += f->size;
 	return PERR_OK;
+}
+
+static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	uint32_t code = PERR_OK;
+
+	/* A file kept as it is counts against no limit: its name is looked at first. */
+	if (e->p->open_flags & PROTO_OPEN_SKIP_LEVELS) {
+		code = rx_locate(e, f, text, textlen);
+		if (code == PERR_OK) {
+			code = rx_check_skip(e, f);
+		}
+		if (code != PERR_OK) {
+			return code;
+		}
+	}
+	return rx_open_temp(e, f, text, textlen);
 }
 
 /* The sender could not send an entry: a failed file on this side too. */
@@ -211,6 +251,9 @@ static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct 
 static void rx_entry_settle(struct engine *e, struct efile *f, const struct proto_file *pf,
 			    uint32_t code, bool peer)
 {
+	if (code == PERR_SUM_WANTED) {
+		return; /* waits for the digests (rx_sum_decide) */
+	}
 	if (code == PERR_SKIPPED) {
 		/* A file kept as it is may be linked to. */
 		rx_link_target_done(e, f, true);
@@ -265,7 +308,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		code = rx_entry_accept(e, f, pf, text, sizeof(text), &peer);
 		*s = (struct proto_status){ .id = pf->id, .status = code };
 		ack.u.files_ack.count++;
-		if (code != PERR_OK && code != PERR_SKIPPED) {
+		if (code != PERR_OK && code != PERR_SKIPPED && code != PERR_SUM_WANTED) {
 			file_fail(f, code, "%s", text);
 			s->text = strdup(f->fail_text);
 		}
@@ -284,11 +327,79 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 	return r;
 }
 
+/*
+ * Both digests are here: the same contents keep the file (SKIPPED), others
+ * (or a side that could not hash) copy it as without a skip level. The
+ * second FILES_ACK entry for the id says which.
+ */
+static int rx_sum_decide(struct engine *e, struct efile *f)
+{
+	struct msg ack = { .type = MSG_FILES_ACK };
+	struct proto_status st = { .id = f->id };
+	char text[256] = "";
+	uint32_t code;
+	int r;
+
+	f->sum_wanted = false;
+	if (f->own_sum_status == PERR_OK && f->peer_sum_status == PERR_OK &&
+	    memcmp(f->own_sum, f->peer_sum, HASH_LEN) == 0) {
+		code = PERR_SKIPPED;
+	} else {
+		code = rx_open_temp(e, f, text, sizeof(text));
+	}
+	st.status = code;
+	if (code != PERR_OK && code != PERR_SKIPPED) {
+		file_fail(f, code, "%s", text);
+		st.text = f->fail_text;
+	}
+	ack.u.files_ack.count = 1;
+	ack.u.files_ack.st = &st;
+	r = chan_queue(e->p->chan, &ack);
+	if (r < 0) {
+		return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+	}
+	rx_entry_settle(e, f, &f->meta, code, false);
+	return 0;
+}
+
+/* Our own digest of the file at the destination name (engine_sums.c). */
+int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
+{
+	f->own_sum_done = true;
+	f->own_sum_status = r < 0 ? PERR_IO : PERR_OK;
+	memcpy(f->own_sum, hash, HASH_LEN);
+	return f->peer_sum_done ? rx_sum_decide(e, f) : 0;
+}
+
+/* The sender's digests: one for each file we answered SUM_WANTED, once. */
+static int rx_sums(struct engine *e, const struct msg_sums *ms)
+{
+	for (size_t i = 0; i < ms->count; i++) {
+		const struct proto_sum *ps = &ms->sums[i];
+		struct efile *f = file_by_id(e, ps->id);
+		int r;
+
+		if (!f || !f->sum_wanted || f->peer_sum_done) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG, "SUMS for id %u, not asked for",
+				    ps->id);
+		}
+		f->peer_sum_done = true;
+		f->peer_sum_status = ps->status;
+		memcpy(f->peer_sum, ps->hash, HASH_LEN);
+		r = f->own_sum_done ? rx_sum_decide(e, f) : 0;
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
 static int rx_file_done(struct engine *e, const struct msg_file_done *d)
 {
 	struct efile *f = file_by_id(e, d->id);
 
-	if (!f || f->got_done) {
+	/* Nor for one we have not answered yet (SUM_WANTED): it has nowhere to go. */
+	if (!f || f->got_done || f->sum_wanted) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE for unknown file id %u", d->id);
 	}
 	if (d->bytes > f->size || d->bytes < f->recv_bytes) {
@@ -486,7 +597,7 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 	}
 	f = file_by_id(e, d.file_id);
 	/* FILE_DONE may overtake the data (different connections), not exceed it. */
-	if (!f || (f->got_done && f->recv_bytes + d.len > f->done_bytes)) {
+	if (!f || f->sum_wanted || (f->got_done && f->recv_bytes + d.len > f->done_bytes)) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown file id %u", d.file_id);
 	}
 	/* Chunks are canonical: aligned to the slot size, full except the last. */
@@ -609,6 +720,8 @@ static int rx_on_message(struct engine *e, struct msg *m)
 		return rx_entry_failed(e, &m->u.entry_failed);
 	case MSG_XATTRS:
 		return rx_xattrs(e, &m->u.xattrs);
+	case MSG_SUMS:
+		return rx_sums(e, &m->u.sums);
 	case MSG_END:
 		if (e->files_open != 0) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");

@@ -488,15 +488,98 @@ static int tx_post_ready(struct engine *e)
 	return 0;
 }
 
+/*
+ * Skip level checksum: the receiver has a file of this size and wants our
+ * digest. The source is opened here and hashed on the hashing thread
+ * (engine_sums.c); a source that can't be opened, or has another size now,
+ * gets a SUMS entry saying so at once (the receiver then has it copied,
+ * where the same failure is reported as usual).
+ */
+static int tx_sum_start(struct engine *e, struct efile *f)
+{
+	struct stat st;
+	int fd, r;
+
+	f->sum_wanted = true;
+	r = diskio_open_read(f->src_dirfd, f->src_path, 0, &fd, NULL, &st);
+	if (r < 0) {
+		return tx_sum_done(e, f, r, NULL);
+	}
+	if ((uint64_t)st.st_size != f->size) {
+		close(fd);
+		return tx_sum_done(e, f, -ESTALE, NULL);
+	}
+	return sums_queue(e, f, fd);
+}
+
+/* Our source's digest (or why there is none), for the next SUMS. */
+int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
+{
+	struct proto_sum *ps;
+
+	if (!e->sum_out) {
+		e->sum_out = calloc(PROTO_MAX_BATCH, sizeof(*e->sum_out));
+		if (!e->sum_out) {
+			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		}
+	}
+	if (e->nsum_out == PROTO_MAX_BATCH && tx_sums_flush(e) < 0) {
+		return -EIO;
+	}
+	ps = &e->sum_out[e->nsum_out++];
+	*ps = (struct proto_sum){ .id = f->id };
+	if (r < 0) {
+		ps->status = r == -ESTALE ? PERR_SOURCE_CHANGED : errno_to_perr(r);
+	} else {
+		memcpy(ps->hash, hash, HASH_LEN);
+	}
+	return 0;
+}
+
+int tx_sums_flush(struct engine *e)
+{
+	struct msg m = { .type = MSG_SUMS };
+	int r;
+
+	if (e->nsum_out == 0) {
+		return 0;
+	}
+	m.u.sums.count = e->nsum_out;
+	m.u.sums.sums = e->sum_out;
+	e->nsum_out = 0;
+	r = chan_queue(e->p->chan, &m);
+	if (r < 0) {
+		return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+	}
+	return 0;
+}
+
 static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 {
 	for (size_t i = 0; i < a->count; i++) {
 		struct efile *f = file_by_id(e, a->st[i].id);
+		int r;
 
 		if (!f || f->acked) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "FILES_ACK for unknown id %u",
 				    a->st[i].id);
 		}
+		if (a->st[i].status == PERR_SUM_WANTED) {
+			/* Once per file, for a regular file, from a peer that has the level. */
+			if (f->ftype != PROTO_FT_REG || f->sum_wanted ||
+			    !(e->p->peer_caps & PROTO_CAP_CHECK)) {
+				return fail(e, PERR_PROTOCOL, -EBADMSG,
+					    "FILES_ACK: SUM_WANTED for id %u unexpected",
+					    a->st[i].id);
+			}
+			r = tx_sum_start(e, f);
+			if (r < 0) {
+				return r;
+			}
+			continue;
+		}
+		/* The answer after SUM_WANTED: our digest, if still being made, is not needed. */
+		f->sum_wanted = false;
 		f->acked = true;
 		if (a->st[i].status == PERR_SKIPPED) {
 			/* Kept as it is there: not read, not sent, not a failure. */
@@ -588,7 +671,11 @@ static int tx_wait_ring(struct engine *e)
 
 static int step_sender(struct engine *e)
 {
-	int r = tx_offer(e);
+	int r = tx_sums_flush(e);
+
+	if (r >= 0) {
+		r = tx_offer(e);
+	}
 
 	if (r >= 0) {
 		r = tx_fill(e);

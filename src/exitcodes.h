@@ -18,5 +18,6 @@ enum rdmacp_exit {
 	EXIT_VERSION = 12,     /* protocol version mismatch */
 	EXIT_NO_DEVICE = 13,   /* --transport verbs and no usable RDMA device */
 	EXIT_REMOTE_IO = 14,   /* the daemon could not store or read a file, or its set-up failed */
+	EXIT_DIFFERENT = 15,   /* check: the trees differ */
 	EXIT_MAX_DELETE = 16,  /* --delete: --max-delete kept entries that were due for removal */
 };

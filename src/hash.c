@@ -8,6 +8,13 @@
 
 #include <assert.h>
 #include <errno.h>
+#ifdef HAVE_XXH_DISPATCH
+#include <xxh_x86dispatch.h>
+/* The same XXH3, with the widest vector unit this CPU has (chosen once, at run time). */
+#define hash_update_impl XXH3_128bits_update_dispatch
+#else
+#define hash_update_impl XXH3_128bits_update
+#endif
 
 int file_hash_init(struct file_hash *h)
 {
@@ -33,7 +40,7 @@ void file_hash_update(struct file_hash *h, const void *buf, size_t len)
 		return;
 	}
 	/* Only fails on a NULL state/buffer, which the asserts rule out. */
-	XXH_errorcode r = XXH3_128bits_update(h->state, buf, len);
+	XXH_errorcode r = hash_update_impl(h->state, buf, len);
 	assert(r == XXH_OK);
 	(void)r;
 }

@@ -88,12 +88,23 @@ SEEDS = {
                      + struct.pack(">BI", 2, 0) + s16("d/older") + s16("")
                      + struct.pack(">BI", 3, 5) + s16("d/busy") + s16("Permission denied")),
     "deleted_suppressed": frame(20, struct.pack(">BH", 1, 0)),
+    # OPEN push -r -p --skip checksum (0x80)
+    "open_skip_checksum": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x83, 1 << 20, 64)
+                                + s16("mod/dest")),
+    # FILES_ACK: SUM_WANTED (20), then later the final answer for the same id
+    "files_ack_sum_wanted": frame(7, struct.pack(">H", 1) + status(1, 20, "")),
+    # LIST with the sums flag (0x2); per file: id, status, XXH3-128 (zero unless status 0)
+    "list_sums": frame(15, struct.pack(">I", 3) + s16("mod/dir")),
+    "sums": frame(21, struct.pack(">H", 2) + struct.pack(">II", 1, 0) + bytes(range(16))
+                  + struct.pack(">II", 3, 14) + bytes(16)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]
                        + SEEDS["end"] + SEEDS["bye"])
 SEEDS["stream_ls"] = (SEEDS["hello"] + SEEDS["list_modules"] + SEEDS["modules"] + SEEDS["end"]
                       + SEEDS["list"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"])
+SEEDS["stream_check"] = (SEEDS["hello"] + SEEDS["list_sums"] + SEEDS["files"] + SEEDS["sums"]
+                         + SEEDS["end"] + SEEDS["bye"])
 # Two slot descriptors (32 bytes each: file_id, len, offset, seq, reserved 0);
 # the fuzzer reads the input as descriptors at offsets 0, 32, ...
 SEEDS["desc"] = (struct.pack(">IIQQQ", 1, 4096, 0, 0, 0)

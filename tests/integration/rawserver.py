@@ -24,6 +24,12 @@ Modes (what the client gets):
   ls            HELLO with the LIST capability; LIST is answered with one
                 MODULES entry (an empty path) or one FILES entry (a path)
                 named --name, then END
+  sums          HELLO (give --caps 0x47f: with check); LIST (with the sums
+                flag) is answered with FILES "a" (a 5-byte file, id 1) and
+                "d" (a directory, id 2), then per --code: 1 SUMS for id 9
+                (not listed), 2 SUMS for the directory, 3 no SUMS at all,
+                4 "a" listed twice (with its SUMS), 5 SUMS for id 1 twice;
+                then END
 
 --caps sets the HELLO capabilities (default 0xd: tcp, pull, trees; no LIST,
 as a daemon from before LIST).
@@ -46,7 +52,7 @@ HDR = struct.Struct(">IBBHHHI")
 TYPES = {
     "HELLO": 1, "ERROR": 2, "OPEN": 3, "OPEN_OK": 4, "RING": 5, "FILES": 6,
     "FILES_ACK": 7, "FILE_DONE": 8, "FILE_RESULT": 9, "GET": 10, "END": 11,
-    "PING": 12, "PONG": 13, "BYE": 14, "LIST": 15, "MODULES": 16,
+    "PING": 12, "PONG": 13, "BYE": 14, "LIST": 15, "MODULES": 16, "SUMS": 21,
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 HOSTILE = b"\x1b[2J\n<0>FORGED \xc2\x9b2J \x9b31m \x1b]0;pwned\x07end"
@@ -143,6 +149,21 @@ def serve(sock, args, text, name):
         except (EOFError, OSError, ValueError):
             pass
         return
+    if args.mode == "sums":
+        expect(sock, "LIST")
+        names = [(b"a", 1), (b"d", 2)] + ([(b"a", 1)] if args.code == 4 else [])
+        send(sock, "FILES", files_payload(names))
+        ids = {1: [9], 2: [2], 3: [], 4: [1, 3], 5: [1, 1]}.get(args.code, [1])
+        if ids:
+            send(sock, "SUMS", struct.pack(">H", len(ids)) +
+                 b"".join(struct.pack(">II", i, 0) + bytes(range(16)) for i in ids))
+        send(sock, "END", struct.pack(">IQ", len(names), 0))
+        try:
+            t, _ = read_frame(sock)
+            say("got %s" % TYPE_NAMES.get(t, t))
+        except (EOFError, OSError, ValueError):
+            pass
+        return
     if args.mode == "hello":
         while True:
             t, _ = read_frame(sock)
@@ -183,7 +204,7 @@ def main():
     ap.add_argument("--port-file")
     ap.add_argument("--mode", required=True,
                     choices=("hello", "error-hello", "error-open", "error-get", "list", "glob",
-                             "ls"))
+                             "ls", "sums"))
     ap.add_argument("--caps", type=lambda v: int(v, 0), default=0xD)
     ap.add_argument("--code", type=int, default=5)
     ap.add_argument("--text-hex")

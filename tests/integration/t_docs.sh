@@ -96,6 +96,7 @@ value_for() {
 	--bwlimit) echo 1M ;;
 	--skip) echo quick ;;
 	--exclude-from) echo /dev/null ;;
+	--level) echo checksum ;;
 	*) echo 1 ;;
 	esac
 }

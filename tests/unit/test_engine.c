@@ -1405,6 +1405,72 @@ static void test_delete_suppressed(void **state)
 	assert_int_equal(faccessat(f->dst_fd, "t/gone/deep/z", F_OK, AT_SYMLINK_NOFOLLOW), 0);
 }
 
+/*
+ * A receiver with skip level checksum: a regular file there with the
+ * entry's size and the same contents is kept (both sides hash: SUM_WANTED,
+ * SUMS, then SKIPPED), several MiB ones and empty ones too; other contents
+ * of the same size, another size, a missing file and a symlink to a
+ * matching file are copied.
+ */
+static void test_skip_checksum(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	static const char *const copied[] = { "diff", "size", "absent", "lnk", NULL };
+	uint64_t bytes = 0;
+	size_t big = ((size_t)5 << 20) + 12345;
+
+	source_file(f, &s, "same", 3000);
+	dest_file(f, "same", 3000, (unsigned)s.n - 1, (struct timespec){ 0 });
+	source_file(f, &s, "big", big);
+	dest_file(f, "big", big, (unsigned)s.n - 1, (struct timespec){ 0 });
+	source_file(f, &s, "empty", 0);
+	dest_file(f, "empty", 0, 0, (struct timespec){ 0 });
+	bytes += source_file(f, &s, "diff", big);
+	dest_file(f, "diff", big, 99, (struct timespec){ 0 });
+	bytes += source_file(f, &s, "size", 3000);
+	dest_file(f, "size", 2999, (unsigned)s.n - 1, (struct timespec){ 0 });
+	bytes += source_file(f, &s, "absent", 4000);
+	bytes += source_file(f, &s, "lnk", 3000);
+	dest_file(f, "victim", 3000, (unsigned)s.n - 1, (struct timespec){ 0 });
+	assert_int_equal(symlinkat("victim", f->dst_fd, "lnk"), 0);
+	f->rxr.p.open_flags = PROTO_OPEN_SKIP_CHECKSUM;
+	f->rxr.p.peer_caps = f->txr.p.peer_caps = PROTO_CAP_SKIP | PROTO_CAP_CHECK;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 4, 0, bytes, PERR_OK);
+	assert_stats(&f->txr.st, 4, 0, bytes, PERR_OK);
+	assert_int_equal(f->rxr.st.files_skipped, 3);
+	assert_int_equal(f->txr.st.files_skipped, 3);
+	for (size_t i = 0; copied[i]; i++) {
+		assert_same_file(f->src, f->dst, copied[i]);
+	}
+	assert_same_file(f->src, f->dst, "same");
+	assert_same_file(f->src, f->dst, "big");
+	assert_dest(f->dst, "absent big diff empty lnk same size victim");
+	assert_no_fd_beneath(f->src);
+	assert_no_fd_beneath(f->dst);
+}
+
+/* A sender asked for a digest by a peer that never announced the check capability. */
+static void test_skip_checksum_without_cap(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_file(f, &s, "a", 100);
+	dest_file(f, "a", 100, 1, (struct timespec){ 0 });
+	f->rxr.p.open_flags = PROTO_OPEN_SKIP_CHECKSUM;
+	f->txr.p.peer_caps = PROTO_CAP_SKIP;
+
+	run_both(f, &s);
+
+	assert_failed_run(&f->txr, -EBADMSG, PERR_PROTOCOL, "SUM_WANTED");
+}
+
 /* ---- cases: a sender played by hand ------------------------------------- */
 
 /* The same name twice, in one batch and in a later one: DUPLICATE each time; the first is kept. */
@@ -1499,6 +1565,64 @@ static void test_files_out_of_order(void **state)
 	assert_int_equal(f->rxr.st.bytes_accepted, 2 * CHUNK);
 	assert_dest(f->dst, "");
 	raw_free(&w);
+}
+
+/*
+ * Skip level checksum, a hostile sender: a file answered SUM_WANTED gets no
+ * FILE_DONE before its answer (a protocol error), and a SUMS entry for a
+ * file not asked about, or once more after the answer, is refused.
+ */
+static void sums_hostile(struct fx *f, int round)
+{
+	static const uint32_t id1[] = { 1 }, want[] = { PERR_SUM_WANTED };
+	static const char *const names[] = { "a" };
+	static const uint64_t sizes[] = { 100 };
+	struct proto_sum ps = { .id = round == 0 ? 2 : 1 };
+	struct msg m = { .type = MSG_SUMS, .u.sums = { .count = 1, .sums = &ps } };
+	const char *why = round == 2 ? "FILE_DONE" : "SUMS";
+	struct raw w;
+
+	dest_file(f, "a", 100, 1, (struct timespec){ 0 });
+	f->rxr.p.open_flags = PROTO_OPEN_SKIP_CHECKSUM;
+	raw_init(&w, &f->tx);
+	run_start(&f->rxr);
+	raw_ring(&w);
+	raw_files(&w, 1, id1, names, sizes);
+	raw_ack(&w, 1, id1, want);
+	if (round == 0) {
+		raw_send(&w, &m); /* id 2: never offered */
+	} else if (round == 1) {
+		static const uint32_t ok[] = { PERR_OK };
+
+		/* Another digest (all zero): copied, the second answer for id 1 says so. */
+		raw_send(&w, &m);
+		raw_ack(&w, 1, id1, ok);
+		raw_send(&w, &m); /* the same id again */
+	} else {
+		uint8_t data[100];
+
+		fill(data, sizeof(data), 1);
+		raw_done(&w, 1, sizeof(data), data, sizeof(data));
+	}
+	raw_expect_error(&w, PERR_PROTOCOL, why);
+	run_join(&f->rxr);
+	assert_failed_run(&f->rxr, -EBADMSG, PERR_PROTOCOL, why);
+	raw_free(&w);
+}
+
+static void test_sums_unasked(void **state)
+{
+	sums_hostile(*state, 0);
+}
+
+static void test_sums_twice(void **state)
+{
+	sums_hostile(*state, 1);
+}
+
+static void test_done_before_sum_answer(void **state)
+{
+	sums_hostile(*state, 2);
 }
 
 /* FILE_DONE claiming more bytes than the file has: a protocol error, nothing committed. */
@@ -1830,6 +1954,47 @@ static void test_sender_no_credits(void **state)
 	raw_free(&w);
 }
 
+/*
+ * Skip level checksum: a receiver that answers SUM_WANTED and then never
+ * decides. The sender sends its digest, then waits beyond the idle timeout
+ * for as long as the receiver could take to read the file at 50 MB/s, then
+ * fails with TIMEOUT all the same.
+ */
+static void test_sum_answer_never_comes(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct raw w;
+	struct msg m;
+	struct proto_status st = { .status = PERR_SUM_WANTED, .text = (char *)"" };
+	size_t size = 50u << 20; /* 1 s at 50 MB/s */
+	int64_t t0;
+
+	source_file(f, &s, "big", size);
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	f->txr.p.idle_timeout_ms = IDLE_MS;
+	f->txr.p.peer_caps = PROTO_CAP_SKIP | PROTO_CAP_CHECK;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	raw_expect(&w, MSG_FILES, &m);
+	st.id = m.u.files.files[0].id;
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_FILES_ACK, .u.files_ack = { .count = 1, .st = &st } };
+	raw_send(&w, &m);
+	t0 = now_ms();
+	raw_expect(&w, MSG_SUMS, &m);
+	assert_int_equal(m.u.sums.count, 1);
+	assert_int_equal(m.u.sums.sums[0].id, st.id);
+	assert_int_equal(m.u.sums.sums[0].status, PERR_OK);
+	msg_clear(&m);
+	raw_expect_error(&w, PERR_TIMEOUT, "idle timeout");
+	assert_true(now_ms() - t0 >= IDLE_MS + 900);
+	run_join(&f->txr);
+	assert_failed_run(&f->txr, -ETIMEDOUT, PERR_TIMEOUT, "no data progress");
+	assert_no_fd_beneath(f->src);
+	raw_free(&w);
+}
+
 /* ---- cases: stopping ------------------------------------------------------ */
 
 /* A stop requested (the signal handler's flag): SHUTDOWN on both sides, nothing committed. */
@@ -1928,6 +2093,11 @@ int main(void)
 		T(test_delete_untold),
 		T(test_sender_deleted),
 		T(test_sender_deleted_early),
+		T(test_skip_checksum),
+		T(test_skip_checksum_without_cap),
+		T(test_sums_unasked),
+		T(test_sums_twice),
+		T(test_done_before_sum_answer),
 		T(test_duplicate_names),
 		T(test_file_done_wrong_hash),
 		T(test_files_out_of_order),
@@ -1938,6 +2108,7 @@ int main(void)
 		T(test_sender_peer_error),
 		T(test_sender_bad_ring),
 		T(test_sender_no_credits),
+		T(test_sum_answer_never_comes),
 		T(test_stop_requested),
 	};
 	/* clang-format on */

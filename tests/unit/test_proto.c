@@ -170,6 +170,14 @@ static struct proto_deleted s_deleted[] = {
 	{ .what = PROTO_DEL_FAILED, .code = PERR_PERMISSION, .name = s_del2, .text = s_deltext },
 };
 
+static struct proto_sum s_sums[3] = {
+	{ .id = 1,
+	  .status = PERR_OK,
+	  .hash = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 } },
+	{ .id = 2, .status = PERR_SOURCE_CHANGED },
+	{ .id = UINT32_MAX, .status = PERR_OK, .hash = { [15] = 0xff } },
+};
+
 static void sample(uint16_t type, struct msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -194,8 +202,8 @@ static void sample(uint16_t type, struct msg *m)
 		 * Every flag, with one skip level (two at once is refused), but
 		 * DELETE (see sample_open_delete): the path is the last field.
 		 */
-		m->u.open.flags =
-		    PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS & ~PROTO_OPEN_DELETE;
+		m->u.open.flags = PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS &
+				  ~PROTO_OPEN_SKIP_QUICK & ~PROTO_OPEN_DELETE;
 		m->u.open.chunk_size = 1u << 20;
 		m->u.open.slots = 64;
 		strcpy(m->u.open.path, "mod/dest");
@@ -280,6 +288,10 @@ static void sample(uint16_t type, struct msg *m)
 	case MSG_DELETED:
 		m->u.deleted.count = 3;
 		m->u.deleted.ents = s_deleted;
+		break;
+	case MSG_SUMS:
+		m->u.sums.count = 3;
+		m->u.sums.sums = s_sums;
 		break;
 	default:
 		fail();
@@ -451,6 +463,16 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 			assert_string_equal(x->text, y->text);
 		}
 		break;
+	case MSG_SUMS:
+		assert_int_equal(a->u.sums.count, b->u.sums.count);
+		assert_non_null(b->u.sums.sums);
+		for (size_t i = 0; i < a->u.sums.count; i++) {
+			assert_int_equal(a->u.sums.sums[i].id, b->u.sums.sums[i].id);
+			assert_int_equal(a->u.sums.sums[i].status, b->u.sums.sums[i].status);
+			assert_memory_equal(a->u.sums.sums[i].hash, b->u.sums.sums[i].hash,
+					    PROTO_HASH_LEN);
+		}
+		break;
 	default:
 		fail();
 	}
@@ -541,6 +563,11 @@ static void test_hdr_round_trip(void **state)
 	assert_int_equal(d.length, 0x10203);
 
 	for (uint16_t t = 1; t <= MSG_TYPE_MAX; t++) {
+		if (!type_defined(t)) {
+			proto_hdr_encode(t, 0, h);
+			assert_int_equal(proto_hdr_decode(h, &d), -ENOMSG);
+			continue;
+		}
 		proto_hdr_encode(t, 0, h);
 		assert_int_equal(proto_hdr_decode(h, &d), 0);
 		assert_int_equal(d.type, t);
@@ -1157,9 +1184,9 @@ static void test_bad_open(void **state)
 		if (PROTO_OPEN_FLAGS_KNOWN & (1u << bit)) {
 			continue;
 		}
-		BAD_OPEN(flags,
-			 (PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS & ~PROTO_OPEN_DELETE) |
-			     (1u << bit));
+		BAD_OPEN(flags, (PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS &
+				 ~PROTO_OPEN_SKIP_CHECKSUM & ~PROTO_OPEN_DELETE) |
+				    (1u << bit));
 	}
 	/* DELETE: a recursive push's, never a pull's or a dry run's. */
 	sample_open_delete(&m);
@@ -1180,6 +1207,9 @@ static void test_bad_open(void **state)
 	}
 	/* Two skip levels at once. */
 	BAD_OPEN(flags, PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
+	BAD_OPEN(flags, PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_CHECKSUM);
+	BAD_OPEN(flags, PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_SKIP_CHECKSUM);
+	BAD_OPEN(flags, PROTO_OPEN_SKIP_LEVELS);
 #undef BAD_OPEN
 	/* The reserved byte after lanes. */
 	sample(MSG_OPEN, &m);
@@ -1505,8 +1535,10 @@ static void test_bad_status(void **state)
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 	m.u.entry_failed.status = PERR_OK;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
-	/* Nor SKIPPED: that is the receiver's answer, not a failure. */
+	/* Nor SKIPPED or SUM_WANTED: those are the receiver's answers, not failures. */
 	m.u.entry_failed.status = PERR_SKIPPED;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.entry_failed.status = PERR_SUM_WANTED;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 }
 
@@ -1523,7 +1555,7 @@ static void test_bad_list(void **state)
 	sample(MSG_LIST, &m);
 	len = encode_ok(&m);
 	assert_int_equal(decode_rc(MSG_LIST, payload(), len), 0);
-	for (unsigned bit = 1; bit < 32; bit++) {
+	for (unsigned bit = 2; bit < 32; bit++) {
 		m.u.list.flags = 1u << bit;
 		len = encode_ok(&m);
 		assert_int_equal(decode_rc(MSG_LIST, payload(), len), -EBADMSG);
@@ -1535,6 +1567,56 @@ static void test_bad_list(void **state)
 	assert_int_equal(decode_last_string_grown(MSG_LIST, payload(), len, PROTO_MAX_PATH),
 			 -EBADMSG);
 	free(longest);
+}
+
+/* Encode n SUMS entries as a hostile daemon might (id, status, hash byte 15). */
+static int decode_sums_raw(uint16_t count, size_t n, uint32_t id, uint32_t status, uint8_t last)
+{
+	struct wbuf w;
+	uint8_t *buf = payload(), hash[PROTO_HASH_LEN] = { [15] = last };
+
+	wbuf_init(&w, buf, PROTO_MAX_PAYLOAD);
+	wbuf_put_u16(&w, count);
+	for (size_t i = 0; i < n; i++) {
+		wbuf_put_u32(&w, id);
+		wbuf_put_u32(&w, status);
+		wbuf_put_bytes(&w, hash, sizeof(hash));
+	}
+	assert_false(w.overflow);
+	return decode_rc(MSG_SUMS, buf, w.len);
+}
+
+/* SUMS: a capped count that matches the payload exactly, ids, statuses, zero hashes on failure. */
+static void test_bad_sums(void **state)
+{
+	struct proto_sum *sums = calloc(PROTO_MAX_BATCH + 1, sizeof(*sums));
+	struct msg m;
+
+	(void)state;
+	assert_non_null(sums);
+	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_OK, 7), 0);
+	assert_int_equal(decode_sums_raw(0, 0, 1, PERR_OK, 0), 0);
+	assert_int_equal(decode_sums_raw(1, 1, 0, PERR_OK, 7), -EBADMSG);      /* id 0 */
+	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_MAX + 1, 0), -EBADMSG); /* status */
+	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_SKIPPED, 0), -EBADMSG);
+	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_SUM_WANTED, 0), -EBADMSG);
+	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_IO, 0), 0);
+	assert_int_equal(decode_sums_raw(1, 1, 1, PERR_IO, 7), -EBADMSG); /* hash with a failure */
+	assert_int_equal(decode_sums_raw(2, 1, 1, PERR_OK, 7), -EBADMSG); /* count over payload */
+	assert_int_equal(decode_sums_raw(1, 2, 1, PERR_OK, 7), -EBADMSG); /* trailing entry */
+	assert_int_equal(decode_sums_raw(0xffff, 0, 1, PERR_OK, 7), -EBADMSG);
+	assert_int_equal(decode_sums_raw(PROTO_MAX_BATCH + 1, PROTO_MAX_BATCH + 1, 1, PERR_OK, 7),
+			 -EBADMSG);
+	for (size_t i = 0; i <= PROTO_MAX_BATCH; i++) {
+		sums[i] = (struct proto_sum){ .id = (uint32_t)i + 1, .status = PERR_OK };
+	}
+	m = (struct msg){ .type = MSG_SUMS, .u.sums = { .count = PROTO_MAX_BATCH, .sums = sums } };
+	round_trip(&m);
+	m.u.sums.count = PROTO_MAX_BATCH + 1;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	m = (struct msg){ .type = MSG_SUMS };
+	round_trip(&m);
+	free(sums);
 }
 
 /* Encode one module the way a hostile daemon might, past what our encoder allows. */
@@ -1878,6 +1960,7 @@ int main(void)
 		cmocka_unit_test(test_bad_status),
 		cmocka_unit_test(test_bad_list),
 		cmocka_unit_test(test_bad_modules),
+		cmocka_unit_test(test_bad_sums),
 		cmocka_unit_test(test_bad_deleted),
 		cmocka_unit_test(test_encode_refuses),
 		cmocka_unit_test(test_filter_checks),

@@ -1,0 +1,638 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmacp check: compare a local tree with one on a daemon, without copying.
+ * Each side lists and (at --level checksum) hashes its own files: the
+ * daemon answers a LIST with the sums flag (FILES batches, each followed by
+ * the SUMS of its regular files), while a thread here walks and hashes the
+ * local side; only metadata and digests cross the network. Both lists are
+ * then sorted by name and merged: what only the source has is missing, what
+ * only the destination has is extra, and an entry on both sides differs in
+ * the attributes named. Nothing the daemon sends is trusted: names are
+ * checked as paths, duplicates and stray digests are protocol errors, and
+ * what is held is capped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "client.h"
+#include "clock.h"
+#include "daemon_conn.h"
+#include "exitcodes.h"
+#include "filehash.h"
+#include "fspath.h"
+#include "log.h"
+#include "macro.h"
+#include "output.h"
+#include "walk.h"
+
+/* Entries held per side: past this the comparison stops with an error. */
+#define CHECK_MAX_ENTRIES 4000000u
+
+struct check_entry {
+	char *name;
+	char *link; /* symlink target */
+	uint8_t ftype;
+	uint32_t mode;
+	uint64_t size;
+	int64_t mtime_sec;
+	uint32_t mtime_nsec;
+	uint32_t id;	     /* remote: the FILES id its SUMS entry names */
+	bool summed;	     /* a SUMS entry (or the local hash) came */
+	uint32_t sum_status; /* PERR_OK: hash is the XXH3-128 */
+	uint8_t hash[HASH_LEN];
+};
+
+struct check_list {
+	struct check_entry *v;
+	size_t n, cap;
+};
+
+static void check_list_free(struct check_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].name);
+		free(l->v[i].link);
+	}
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+/* Append an entry (its strings copied); -E2BIG past the cap. */
+static int check_list_add(struct check_list *l, const char *name, const char *link,
+			  struct check_entry **ret)
+{
+	struct check_entry *e;
+
+	if (l->n == CHECK_MAX_ENTRIES) {
+		return -E2BIG;
+	}
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 256;
+		struct check_entry *v = reallocarray(l->v, cap, sizeof(*v));
+
+		if (!v) {
+			return -ENOMEM;
+		}
+		l->v = v;
+		l->cap = cap;
+	}
+	e = &l->v[l->n];
+	*e = (struct check_entry){ .name = strdup(name), .link = link ? strdup(link) : NULL };
+	if (!e->name || (link && !e->link)) {
+		free(e->name);
+		free(e->link);
+		return -ENOMEM;
+	}
+	l->n++;
+	*ret = e;
+	return 0;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(((const struct check_entry *)a)->name, ((const struct check_entry *)b)->name);
+}
+
+/* ---- the local side ------------------------------------------------------ */
+
+struct local_scan {
+	const char *path; /* as typed */
+	const char *name; /* the top entry's name: "" for a directory */
+	bool recursive, checksum;
+	struct check_list list;
+	uint64_t errors; /* entries that could not be read or hashed */
+	int r;		 /* 0 or an exit code */
+	char err[512];
+};
+
+static void local_warning(void *ud, const char *path, const char *why)
+{
+	char esc[1024];
+
+	(void)ud;
+	log_warning("%s: %s", log_escape_short(path, esc, sizeof(esc)), why);
+}
+
+static void local_failed(struct local_scan *ls, const char *name, const char *why)
+{
+	char esc[1024];
+
+	ls->errors++;
+	log_error("%s: %s (local)", log_escape_short(name[0] ? name : ls->path, esc, sizeof(esc)),
+		  why);
+}
+
+/* One walked entry into the list, hashed at the checksum level. */
+static int local_add(struct local_scan *ls, struct filehasher *fh, const struct engine_src *e)
+{
+	struct check_entry *ce;
+	int r;
+
+	r = check_list_add(&ls->list, e->name, e->link, &ce);
+	if (r < 0) {
+		return r;
+	}
+	ce->ftype = e->ftype;
+	ce->mode = e->mode;
+	ce->size = e->size;
+	ce->mtime_sec = e->mtime.tv_sec;
+	ce->mtime_nsec = (uint32_t)e->mtime.tv_nsec;
+	if (ls->checksum && e->ftype == PROTO_FT_REG) {
+		r = filehasher_at(fh, e->dirfd, e->path, e->size, ce->hash);
+		ce->summed = true;
+		ce->sum_status = r < 0 ? PERR_IO : PERR_OK;
+		if (r < 0) {
+			local_failed(ls, e->name,
+				     r == -ESTALE ? "changed while it was hashed" : strerror(-r));
+		}
+	}
+	return 0;
+}
+
+static void *local_scan_run(void *arg)
+{
+	struct local_scan *ls = arg;
+	struct filehasher *fh = NULL;
+	struct walk *w = NULL;
+	const struct engine_src *e;
+	int r;
+
+	r = walk_new(local_warning, ls, &w);
+	if (r == 0 && ls->checksum) {
+		r = filehasher_new(&fh);
+	}
+	if (r < 0) {
+		snprintf(ls->err, sizeof(ls->err), "%s", strerror(-r));
+		ls->r = EXIT_LOCAL_IO;
+		goto out;
+	}
+	walk_set_max_depth(w, ls->recursive ? UINT_MAX : (ls->name[0] ? 0 : 1));
+	r = walk_add_root(w, AT_FDCWD, ls->path, ls->name, true);
+	if (r < 0) {
+		snprintf(ls->err, sizeof(ls->err), "%s", strerror(-r));
+		ls->r = EXIT_LOCAL_IO;
+		goto out;
+	}
+	while ((r = walk_next(w, &e)) > 0) {
+		if (e->error) {
+			local_failed(ls, e->name, e->why ? e->why : strerror(-e->error));
+			continue;
+		}
+		if (e->name[0] == '\0') {
+			continue; /* the compared directory itself */
+		}
+		r = local_add(ls, fh, e);
+		if (r < 0) {
+			break;
+		}
+	}
+	if (r < 0) {
+		snprintf(ls->err, sizeof(ls->err), "%s",
+			 r == -E2BIG ? "more entries than check compares" : strerror(-r));
+		ls->r = EXIT_LOCAL_IO;
+	}
+out:
+	filehasher_free(fh);
+	walk_free(w);
+	return NULL;
+}
+
+/* ---- the daemon's side --------------------------------------------------- */
+
+struct remote_list {
+	struct check_list list;
+	size_t batch_start; /* the last FILES batch: what a SUMS may name */
+	uint64_t errors;    /* entries the daemon could not read or hash */
+};
+
+static int remote_files(struct daemon_conn *s, struct remote_list *rl, const struct msg_files *mf)
+{
+	char esc[4 * PROTO_MAX_PATH + 1];
+
+	rl->batch_start = rl->list.n;
+	for (size_t i = 0; i < mf->count; i++) {
+		const struct proto_file *pf = &mf->files[i];
+		struct check_entry *ce;
+		int r;
+
+		if (fspath_validate(pf->name) < 0) {
+			log_error("%s: protocol error: listed a bad name '%s'", s->rem->host,
+				  log_escape(pf->name, esc, sizeof(esc)));
+			return EXIT_PROTOCOL;
+		}
+		r = check_list_add(&rl->list, pf->name, pf->link, &ce);
+		if (r < 0) {
+			log_error("%s: %s", s->rem->host,
+				  r == -E2BIG ? "more entries than check compares"
+					      : "out of memory");
+			return EXIT_LOCAL_IO;
+		}
+		ce->ftype = pf->ftype;
+		ce->mode = pf->mode;
+		ce->size = pf->size;
+		ce->mtime_sec = pf->mtime_sec;
+		ce->mtime_nsec = pf->mtime_nsec;
+		ce->id = pf->id;
+	}
+	return EXIT_OK;
+}
+
+/* Digests for the last batch: each for one of its regular files, once. */
+static int remote_sums(struct daemon_conn *s, struct remote_list *rl, const struct msg_sums *ms)
+{
+	char esc[4 * PROTO_MAX_PATH + 1];
+
+	for (size_t i = 0; i < ms->count; i++) {
+		const struct proto_sum *ps = &ms->sums[i];
+		struct check_entry *ce = NULL;
+
+		for (size_t k = rl->batch_start; k < rl->list.n; k++) {
+			if (rl->list.v[k].id == ps->id) {
+				ce = &rl->list.v[k];
+				break;
+			}
+		}
+		if (!ce || ce->ftype != PROTO_FT_REG || ce->summed) {
+			log_error("%s: protocol error: a digest for no listed file (id %" PRIu32
+				  ")",
+				  s->rem->host, ps->id);
+			return EXIT_PROTOCOL;
+		}
+		ce->summed = true;
+		ce->sum_status = ps->status;
+		memcpy(ce->hash, ps->hash, HASH_LEN);
+		if (ps->status != PERR_OK) {
+			rl->errors++;
+			log_error("%s: %s: could not be hashed there (%s)", s->rem->host,
+				  log_escape_short(ce->name, esc, sizeof(esc)),
+				  proto_err_name(ps->status));
+		}
+	}
+	return EXIT_OK;
+}
+
+/* The answer to LIST: FILES (and SUMS) batches, ENTRY_FAILED, then END or ERROR. */
+static int receive_remote(struct daemon_conn *s, struct remote_list *rl)
+{
+	char esc[4 * PROTO_MAX_TEXT + 1];
+
+	for (;;) {
+		struct msg m;
+		int r = chan_recv(&s->chan, &m, s->o->idle_timeout_s * 1000), rc;
+
+		if (r < 0) {
+			log_error("%s: control channel: %s", s->rem->host,
+				  r == -EPIPE || r == -ECONNRESET ? "connection closed"
+								  : strerror(-r));
+			return r == -EPIPE || r == -ECONNRESET ? EXIT_CONNECT : EXIT_PROTOCOL;
+		}
+		switch (m.type) {
+		case MSG_END:
+			return EXIT_OK;
+		case MSG_ERROR:
+			log_error("%s: %s", s->rem->host,
+				  log_escape(m.u.error.text, esc, sizeof(esc)));
+			return exit_for_perr(m.u.error.code);
+		case MSG_FILES:
+			rc = remote_files(s, rl, &m.u.files);
+			msg_clear(&m);
+			if (rc != EXIT_OK) {
+				return rc;
+			}
+			continue;
+		case MSG_SUMS:
+			rc = remote_sums(s, rl, &m.u.sums);
+			msg_clear(&m);
+			if (rc != EXIT_OK) {
+				return rc;
+			}
+			continue;
+		case MSG_ENTRY_FAILED:
+			rl->errors++;
+			log_error("%s: %s: %s (remote)", s->rem->host,
+				  log_escape_short(m.u.entry_failed.name, esc, 1200),
+				  m.u.entry_failed.text);
+			continue;
+		default:
+			break;
+		}
+		log_error("%s: protocol error: unexpected %s in a listing", s->rem->host,
+			  proto_type_name(m.type));
+		msg_clear(&m);
+		return EXIT_PROTOCOL;
+	}
+}
+
+/* ---- the comparison ------------------------------------------------------ */
+
+struct check_counts {
+	uint64_t compared, missing, extra, differs, errors;
+};
+
+/* The attributes in which src and dst differ, as "a, b" (empty: the same). */
+static void differences(const struct client_opts *o, const struct check_entry *a,
+			const struct check_entry *b, bool *unsure, char *out, size_t outlen)
+{
+	bool checksum = o->check_level == CHECK_LEVEL_CHECKSUM;
+	const char *attrs[5];
+	size_t n = 0, used = 0;
+
+	*unsure = false;
+	if (a->ftype != b->ftype) {
+		attrs[n++] = "type";
+	} else if (a->ftype == PROTO_FT_REG) {
+		if (a->size != b->size) {
+			attrs[n++] = "size";
+		} else if (checksum && (a->sum_status != PERR_OK || b->sum_status != PERR_OK)) {
+			*unsure = true; /* already reported as an error */
+		} else if (checksum && memcmp(a->hash, b->hash, HASH_LEN) != 0) {
+			attrs[n++] = "content";
+		}
+	} else if (a->ftype == PROTO_FT_SYMLINK && strcmp(a->link, b->link) != 0) {
+		attrs[n++] = "target";
+	}
+	/*
+	 * The quick level is rsync's quick check: a file's mtime is part of
+	 * it. Other times, and modes, only matter where -p keeps them.
+	 */
+	if (a->ftype == b->ftype && ((a->ftype == PROTO_FT_REG && !checksum) || o->preserve) &&
+	    (a->mtime_sec != b->mtime_sec || a->mtime_nsec != b->mtime_nsec)) {
+		attrs[n++] = "mtime";
+	}
+	if (a->ftype == b->ftype && a->ftype != PROTO_FT_SYMLINK && o->preserve &&
+	    a->mode != b->mode) {
+		attrs[n++] = "mode";
+	}
+	out[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		int w = snprintf(out + used, outlen - used, "%s%s", i ? ", " : "", attrs[i]);
+
+		if (w < 0 || (size_t)w >= outlen - used) {
+			break;
+		}
+		used += (size_t)w;
+	}
+}
+
+static void report(const struct output *out, const char *kind, const char *name, const char *attrs)
+{
+	char esc[4 * PROTO_MAX_PATH + 1];
+
+	if (out->json) {
+		printf("{\"event\":\"check\",\"name\":");
+		output_json_string(stdout, name);
+		printf(",\"difference\":\"%s\"", kind);
+		if (attrs && attrs[0]) {
+			const char *p = attrs;
+
+			printf(",\"attributes\":[");
+			while (*p) {
+				size_t len = strcspn(p, ",");
+
+				printf("%s\"%.*s\"", p == attrs ? "" : ",", (int)len, p);
+				p += len;
+				p += strspn(p, ", ");
+			}
+			printf("]");
+		}
+		printf("}\n");
+	} else if (attrs) {
+		printf("%-8s %s (%s)\n", kind, log_escape(name, esc, sizeof(esc)), attrs);
+	} else {
+		printf("%-8s %s\n", kind, log_escape(name, esc, sizeof(esc)));
+	}
+}
+
+static void compare(const struct client_opts *o, const struct output *out, struct check_list *src,
+		    struct check_list *dst, struct check_counts *c)
+{
+	size_t i = 0, k = 0;
+	char attrs[64];
+
+	while (i < src->n || k < dst->n) {
+		int d = i == src->n ? 1 : k == dst->n ? -1 : strcmp(src->v[i].name, dst->v[k].name);
+		bool unsure;
+
+		c->compared++;
+		if (d < 0) {
+			c->missing++;
+			report(out, "missing", src->v[i++].name, NULL);
+			continue;
+		}
+		if (d > 0) {
+			c->extra++;
+			report(out, "extra", dst->v[k++].name, NULL);
+			continue;
+		}
+		differences(o, &src->v[i], &dst->v[k], &unsure, attrs, sizeof(attrs));
+		if (attrs[0]) {
+			c->differs++;
+			report(out, "differs", src->v[i].name, attrs);
+		}
+		i++;
+		k++;
+	}
+}
+
+/* Sort by name; the same name twice in the daemon's answer is a protocol error. */
+static int sort_list(struct check_list *l, const char *host)
+{
+	char esc[4 * PROTO_MAX_PATH + 1];
+
+	if (l->n > 1) {
+		qsort(l->v, l->n, sizeof(*l->v), cmp_name);
+	}
+	for (size_t i = 1; i < l->n; i++) {
+		if (!strcmp(l->v[i - 1].name, l->v[i].name)) {
+			log_error("%s: protocol error: '%s' listed twice", host ? host : "local",
+				  log_escape(l->v[i].name, esc, sizeof(esc)));
+			return EXIT_PROTOCOL;
+		}
+	}
+	return EXIT_OK;
+}
+
+/* Every regular file the daemon listed has its digest (checksum level). */
+static int all_summed(const struct check_list *l, const char *host)
+{
+	char esc[4 * PROTO_MAX_PATH + 1];
+
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->v[i].ftype == PROTO_FT_REG && !l->v[i].summed) {
+			log_error("%s: protocol error: no digest for '%s'", host,
+				  log_escape(l->v[i].name, esc, sizeof(esc)));
+			return EXIT_PROTOCOL;
+		}
+	}
+	return EXIT_OK;
+}
+
+static void print_summary(const struct client_opts *o, const struct output *out,
+			  const struct check_counts *c, double t0)
+{
+	bool same = !c->missing && !c->extra && !c->differs && !c->errors;
+	const char *level = o->check_level == CHECK_LEVEL_CHECKSUM ? "checksum" : "quick";
+
+	if (out->json) {
+		printf("{\"event\":\"summary\",\"command\":\"check\",\"level\":\"%s\",\"entries\":"
+		       "%" PRIu64 ",\"missing\":%" PRIu64 ",\"extra\":%" PRIu64
+		       ",\"differs\":%" PRIu64 ",\"errors\":%" PRIu64
+		       ",\"identical\":%s,\"seconds\":%.6f}\n",
+		       level, c->compared, c->missing, c->extra, c->differs, c->errors,
+		       same ? "true" : "false", now_seconds() - t0);
+	} else if (o->verbose >= 0) {
+		fprintf(stderr,
+			"%" PRIu64 " entries compared (%s): %" PRIu64 " missing, %" PRIu64
+			" extra, %" PRIu64 " differ, %" PRIu64 " errors%s\n",
+			c->compared, level, c->missing, c->extra, c->differs, c->errors,
+			same ? ": identical" : "");
+	}
+	fflush(stdout);
+}
+
+static int parse_check_args(char **args, int nargs, struct remote *rem, const char **local,
+			    bool *ret_pull)
+{
+	struct remote other;
+
+	if (nargs != 2) {
+		return -EINVAL;
+	}
+	if (parse_remote(args[0], rem) == 1 && parse_remote(args[1], &other) == 0) {
+		*local = args[1];
+		*ret_pull = true;
+		return 0;
+	}
+	if (parse_remote(args[0], &other) == 0 && parse_remote(args[1], rem) == 1) {
+		*local = args[0];
+		*ret_pull = false;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* The daemon: LIST (with sums at the checksum level), its answer. */
+static int list_remote(struct daemon_conn *s, struct remote_list *rl)
+{
+	struct msg m = { .type = MSG_LIST };
+	const struct client_opts *o = s->o;
+	int rc;
+
+	/* An older daemon would refuse the sums flag as a malformed LIST. */
+	if (!(s->hello.caps & PROTO_CAP_CHECK)) {
+		log_error("%s: this rdmacpd is too old for check (it has no check capability): "
+			  "upgrade it",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
+	m.u.list.flags = (o->recursive ? PROTO_LIST_RECURSIVE : 0) |
+			 (o->check_level == CHECK_LEVEL_CHECKSUM ? PROTO_LIST_SUMS : 0);
+	snprintf(m.u.list.path, sizeof(m.u.list.path), "%s", s->rem->path);
+	if (chan_send(&s->chan, &m) < 0) {
+		log_error("%s: control channel write failed", s->rem->host);
+		return EXIT_CONNECT;
+	}
+	rc = receive_remote(s, rl);
+	if (rc == EXIT_OK && o->check_level == CHECK_LEVEL_CHECKSUM) {
+		rc = all_summed(&rl->list, s->rem->host);
+	}
+	return rc;
+}
+
+/* The local operand's top entry name: "" for a directory, else the remote's last component. */
+static int local_top_name(const char *local, const struct remote *rem, char *out, size_t outlen)
+{
+	struct stat st;
+	char trimmed[sizeof(rem->path)];
+	size_t n;
+
+	if (stat(local, &st) < 0) {
+		return negerrno();
+	}
+	out[0] = '\0';
+	if (S_ISDIR(st.st_mode)) {
+		return 0;
+	}
+	/* The daemon lists a file under its own last component: the local one is named alike. */
+	snprintf(trimmed, sizeof(trimmed), "%s", rem->path);
+	for (n = strlen(trimmed); n > 0 && trimmed[n - 1] == '/'; n--) {
+		trimmed[n - 1] = '\0';
+	}
+	return fspath_last_component(trimmed, out, outlen);
+}
+
+int cmd_check(struct client_opts *o, char **args, int nargs)
+{
+	struct remote rem = { 0 };
+	struct daemon_conn s = { .o = o, .rem = &rem };
+	struct remote_list rl = { 0 };
+	struct local_scan ls = { 0 };
+	struct check_counts c = { 0 };
+	struct output out;
+	char top[FSPATH_NAME_MAX + 1];
+	double t0 = now_seconds();
+	pthread_t th;
+	bool pull;
+	int rc, r;
+
+	if (parse_check_args(args, nargs, &rem, &ls.path, &pull) < 0) {
+		log_error("usage: rdmacp check [-r] [-p] [--level quick|checksum] [--json] "
+			  "SRC HOST:MODULE/PATH (or HOST:MODULE/PATH DEST)");
+		return EXIT_USAGE;
+	}
+	r = local_top_name(ls.path, &rem, top, sizeof(top));
+	if (r < 0) {
+		log_error("%s: %s", ls.path, strerror(-r));
+		return EXIT_LOCAL_IO;
+	}
+	ls.name = top;
+	ls.recursive = o->recursive;
+	ls.checksum = o->check_level == CHECK_LEVEL_CHECKSUM;
+	output_init(&out, o->json, 0, o->verbose);
+	rc = daemon_conn_open(&s);
+	if (rc != 0) {
+		daemon_conn_close(&s, false);
+		return rc;
+	}
+	/* The local side is walked and hashed while the daemon does its own. */
+	if (pthread_create(&th, NULL, local_scan_run, &ls) != 0) {
+		log_error("cannot start the local scan");
+		daemon_conn_close(&s, false);
+		return EXIT_LOCAL_IO;
+	}
+	rc = list_remote(&s, &rl);
+	pthread_join(th, NULL);
+	daemon_conn_close(&s, rc == EXIT_OK);
+	if (rc == EXIT_OK && ls.r != 0) {
+		log_error("%s: %s", ls.path, ls.err);
+		rc = ls.r;
+	}
+	if (rc == EXIT_OK) {
+		rc = sort_list(&rl.list, rem.host);
+	}
+	if (rc == EXIT_OK) {
+		sort_list(&ls.list, NULL);
+		c.errors = ls.errors + rl.errors;
+		if (pull) {
+			compare(o, &out, &rl.list, &ls.list, &c);
+		} else {
+			compare(o, &out, &ls.list, &rl.list, &c);
+		}
+		print_summary(o, &out, &c, t0);
+		/* A difference found is certain; entries that could not be compared are not. */
+		rc = c.missing || c.extra || c.differs ? EXIT_DIFFERENT
+		     : c.errors			       ? EXIT_PARTIAL
+						       : EXIT_OK;
+	}
+	check_list_free(&ls.list);
+	check_list_free(&rl.list);
+	return rc;
+}

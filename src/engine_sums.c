@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The skip level checksum: digests made off the engine's loop. Each side
+ * hashes its own file (the receiver the one at the destination name, the
+ * sender its source) on one worker thread with its own io_uring
+ * (filehash.c), so a big file never stalls the loop, and the two sides hash
+ * at the same time. The loop queues a job with an fd it opened; the worker
+ * hashes, closes the fd and says so on an eventfd; the loop hands each
+ * result to its role (tx_sum_done, rx_sum_done), which checks the file is
+ * still the one the job was for.
+ */
+#include "engine-internal.h"
+
+#include "filehash.h"
+
+struct sum_job {
+	struct sum_job *next;
+	uint32_t fidx, id;
+	int fd;
+	uint64_t size;
+	int r;
+	uint8_t hash[HASH_LEN];
+};
+
+static void *sum_thread_main(void *arg)
+{
+	struct engine *e = arg;
+	struct filehasher *fh = NULL;
+	int fr = filehasher_new(&fh);
+
+	for (;;) {
+		struct sum_job *j;
+		uint64_t one = 1;
+
+		pthread_mutex_lock(&e->sum_lock);
+		while (!e->sum_todo && !e->sum_stop) {
+			pthread_cond_wait(&e->sum_cond, &e->sum_lock);
+		}
+		if (e->sum_stop) {
+			pthread_mutex_unlock(&e->sum_lock);
+			break;
+		}
+		j = e->sum_todo;
+		e->sum_todo = j->next;
+		pthread_mutex_unlock(&e->sum_lock);
+
+		j->r = fr < 0 ? fr : filehasher_fd(fh, j->fd, j->size, j->hash);
+		close(j->fd);
+		j->fd = -1;
+
+		pthread_mutex_lock(&e->sum_lock);
+		j->next = e->sum_done;
+		e->sum_done = j;
+		pthread_mutex_unlock(&e->sum_lock);
+		if (write(e->sum_efd, &one, sizeof(one)) < 0) {
+			/* The counter can't overflow here: the loop reads it. */
+		}
+	}
+	filehasher_free(fh);
+	return NULL;
+}
+
+static int sums_start(struct engine *e)
+{
+	if (e->sum_running) {
+		return 0;
+	}
+	e->sum_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (e->sum_efd < 0) {
+		return fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
+	}
+	pthread_mutex_init(&e->sum_lock, NULL);
+	pthread_cond_init(&e->sum_cond, NULL);
+	if (pthread_create(&e->sum_thread, NULL, sum_thread_main, e) != 0) {
+		pthread_mutex_destroy(&e->sum_lock);
+		pthread_cond_destroy(&e->sum_cond);
+		return fail(e, PERR_INTERNAL, -EAGAIN, "cannot start the hashing thread");
+	}
+	e->sum_running = true;
+	return 0;
+}
+
+int sums_queue(struct engine *e, struct efile *f, int fd)
+{
+	struct sum_job *j, **tail;
+	int r = sums_start(e);
+
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		close(fd);
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	*j = (struct sum_job){ .fidx = file_index(e, f), .id = f->id, .fd = fd, .size = f->size };
+	pthread_mutex_lock(&e->sum_lock);
+	/* In order: the first file asked for is the first answered. */
+	for (tail = &e->sum_todo; *tail; tail = &(*tail)->next) {
+	}
+	*tail = j;
+	pthread_cond_signal(&e->sum_cond);
+	pthread_mutex_unlock(&e->sum_lock);
+	e->sums_inflight++;
+	return 0;
+}
+
+int on_sums(struct engine *e)
+{
+	struct sum_job *done, *rev = NULL;
+	uint64_t v;
+	int r = 0;
+
+	if (read(e->sum_efd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
+		return fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
+	}
+	pthread_mutex_lock(&e->sum_lock);
+	done = e->sum_done;
+	e->sum_done = NULL;
+	pthread_mutex_unlock(&e->sum_lock);
+	/* Pushed newest first: answered in the order they finished. */
+	while (done) {
+		struct sum_job *n = done->next;
+
+		done->next = rev;
+		rev = done;
+		done = n;
+	}
+	while (rev) {
+		struct sum_job *j = rev;
+		struct efile *f = &e->files[j->fidx];
+
+		rev = j->next;
+		e->sums_inflight--;
+		/* A file failed or released meanwhile has no use for it. */
+		if (r >= 0 && f->used && f->id == j->id && f->sum_wanted) {
+			r = e->role == &engine_sender_ops ? tx_sum_done(e, f, j->r, j->hash)
+							  : rx_sum_done(e, f, j->r, j->hash);
+		}
+		free(j);
+	}
+	if (r >= 0 && e->role == &engine_sender_ops) {
+		r = tx_sums_flush(e);
+	}
+	return r;
+}
+
+void sums_stop(struct engine *e)
+{
+	struct sum_job *lists[2];
+
+	if (!e->sum_running) {
+		if (e->sum_efd >= 0) {
+			close(e->sum_efd);
+		}
+		return;
+	}
+	pthread_mutex_lock(&e->sum_lock);
+	e->sum_stop = true;
+	pthread_cond_signal(&e->sum_cond);
+	pthread_mutex_unlock(&e->sum_lock);
+	pthread_join(e->sum_thread, NULL);
+	e->sum_running = false;
+	lists[0] = e->sum_todo;
+	lists[1] = e->sum_done;
+	for (int i = 0; i < 2; i++) {
+		while (lists[i]) {
+			struct sum_job *j = lists[i];
+
+			lists[i] = j->next;
+			if (j->fd >= 0) {
+				close(j->fd);
+			}
+			free(j);
+		}
+	}
+	e->sum_todo = e->sum_done = NULL;
+	pthread_mutex_destroy(&e->sum_lock);
+	pthread_cond_destroy(&e->sum_cond);
+	close(e->sum_efd);
+	e->sum_efd = -1;
+}
