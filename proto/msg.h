@@ -48,7 +48,8 @@ enum proto_type {
 	MSG_LIST = 15,	       /* client -> daemon: list a path, or the modules */
 	MSG_MODULES = 16,      /* daemon -> client: modules this client may use */
 	MSG_ENTRY_FAILED = 17, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
-	MSG_TYPE_MAX = MSG_ENTRY_FAILED,
+	MSG_RESUME = 19, /* receiver -> sender: byte ranges it has verified (PROTO_CAP_PARTIAL) */
+	MSG_TYPE_MAX = MSG_RESUME,
 };
 
 /* Header flags: none are defined in version 1; every bit is reserved. */
@@ -63,8 +64,9 @@ enum {
 	PROTO_CAP_LIST = 1u << 4,	  /* LIST and MODULES */
 	PROTO_CAP_ENTRY_FAILED = 1u << 5, /* understands ENTRY_FAILED */
 	PROTO_CAP_SKIP = 1u << 6,	  /* OPEN skip levels, PERR_SKIPPED in FILES_ACK */
+	PROTO_CAP_PARTIAL = 1u << 8,	  /* OPEN PARTIAL, RESUME */
 };
-#define PROTO_CAPS_KNOWN 0x7fu
+#define PROTO_CAPS_KNOWN 0x17fu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -109,8 +111,10 @@ enum {
 	/* Skip levels (at most one; only to a peer with PROTO_CAP_SKIP). */
 	PROTO_OPEN_SKIP_EXISTS = 1u << 5, /* a regular file is there by that name */
 	PROTO_OPEN_SKIP_QUICK = 1u << 6,  /* ... and has the same size and mtime */
+	/* Keep cut files for a later run, resume them (only to a peer with PROTO_CAP_PARTIAL). */
+	PROTO_OPEN_PARTIAL = 1u << 8,
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x7fu
+#define PROTO_OPEN_FLAGS_KNOWN 0x17fu
 
 /* LIST flags. */
 enum {
@@ -270,6 +274,24 @@ struct msg_ping {
 };
 
 /*
+ * Receiver -> sender, before the FILES_ACK of file id (--partial): the byte
+ * ranges of it the receiver has kept and verified; the sender reads and
+ * hashes them but does not send them. Ranges ascending, not overlapping,
+ * not empty; the sender checks them against the file's size and its chunks.
+ */
+#define PROTO_MAX_RESUME_RANGES 64
+struct proto_range {
+	uint64_t offset;
+	uint64_t len;
+};
+
+struct msg_resume {
+	uint32_t id;
+	uint16_t count;
+	struct proto_range r[PROTO_MAX_RESUME_RANGES];
+};
+
+/*
  * One decoded message. Decoders allocate only after caps are checked;
  * msg_clear frees what a decode allocated.
  */
@@ -289,6 +311,7 @@ struct msg {
 		struct msg_end end;
 		struct msg_ping ping;
 		struct msg_entry_failed entry_failed;
+		struct msg_resume resume;
 		struct msg_list list;
 		struct msg_modules modules;
 	} u;

@@ -60,6 +60,9 @@ SEEDS = {
                      + struct.pack(">B", 0) + s16("data") + s16("main data")
                      + struct.pack(">B", 1) + s16("backups") + s16("")
                      + struct.pack(">B", 2) + s16("inbox") + s16("drop files here")),
+    # receiver -> sender: file id, count, then (offset, len) per verified range
+    "resume": frame(19, struct.pack(">IH", 1, 2) + struct.pack(">QQ", 0, 4 << 20)
+                    + struct.pack(">QQ", 6 << 20, 12345)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_ls"] = (SEEDS["hello"] + SEEDS["list_modules"] + SEEDS["modules"] + SEEDS["end"]

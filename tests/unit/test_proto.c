@@ -18,6 +18,8 @@
 
 #define FRAME_CAP (PROTO_HDR_LEN + (size_t)PROTO_MAX_PAYLOAD)
 #define N_TYPES	  MSG_TYPE_MAX
+/* Type numbers not defined on this branch (reserved for another feature). */
+#define TYPE_UNDEFINED(t) ((t) == 18)
 
 static uint8_t frame[FRAME_CAP];
 static const struct msg zero_msg;
@@ -228,6 +230,12 @@ static void sample(uint16_t type, struct msg *m)
 		strcpy(m->u.entry_failed.name, "tree/a\nb");
 		strcpy(m->u.entry_failed.text, "open: Permission denied");
 		break;
+	case MSG_RESUME:
+		m->u.resume.id = 7;
+		m->u.resume.count = 2;
+		m->u.resume.r[0] = (struct proto_range){ .offset = 0, .len = 3u << 20 };
+		m->u.resume.r[1] = (struct proto_range){ .offset = 5u << 20, .len = 12345 };
+		break;
 	case MSG_LIST:
 		m->u.list.flags = PROTO_LIST_FLAGS_KNOWN;
 		strcpy(m->u.list.path, "mod/dir/");
@@ -349,6 +357,14 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		assert_string_equal(a->u.entry_failed.name, b->u.entry_failed.name);
 		assert_string_equal(a->u.entry_failed.text, b->u.entry_failed.text);
 		break;
+	case MSG_RESUME:
+		assert_int_equal(a->u.resume.id, b->u.resume.id);
+		assert_int_equal(a->u.resume.count, b->u.resume.count);
+		for (size_t i = 0; i < a->u.resume.count; i++) {
+			assert_true(a->u.resume.r[i].offset == b->u.resume.r[i].offset);
+			assert_true(a->u.resume.r[i].len == b->u.resume.r[i].len);
+		}
+		break;
 	case MSG_LIST:
 		assert_int_equal(a->u.list.flags, b->u.list.flags);
 		assert_string_equal(a->u.list.path, b->u.list.path);
@@ -453,6 +469,9 @@ static void test_hdr_round_trip(void **state)
 	assert_int_equal(d.length, 0x10203);
 
 	for (uint16_t t = 1; t <= MSG_TYPE_MAX; t++) {
+		if (TYPE_UNDEFINED(t)) {
+			continue;
+		}
 		proto_hdr_encode(t, 0, h);
 		assert_int_equal(proto_hdr_decode(h, &d), 0);
 		assert_int_equal(d.type, t);
@@ -530,6 +549,9 @@ static void test_round_trip_every_type(void **state)
 
 	(void)state;
 	for (uint16_t t = 1; t <= N_TYPES; t++) {
+		if (TYPE_UNDEFINED(t)) {
+			continue;
+		}
 		sample(t, &m);
 		round_trip(&m);
 	}
@@ -752,6 +774,9 @@ static void test_truncated_every_byte(void **state)
 
 	(void)state;
 	for (uint16_t t = 1; t <= N_TYPES; t++) {
+		if (TYPE_UNDEFINED(t)) {
+			continue;
+		}
 		size_t len;
 		uint8_t *full;
 
@@ -974,6 +999,9 @@ static void test_bad_open(void **state)
 	BAD_OPEN(slots, 0);
 	BAD_OPEN(slots, PROTO_MAX_SLOTS + 1);
 	for (unsigned bit = 7; bit < 32; bit++) {
+		if ((1u << bit) & PROTO_OPEN_FLAGS_KNOWN) {
+			continue;
+		}
 		BAD_OPEN(flags, (PROTO_OPEN_FLAGS_KNOWN & ~PROTO_OPEN_SKIP_EXISTS) | (1u << bit));
 	}
 	/* Two skip levels at once. */
@@ -1189,6 +1217,51 @@ static void test_bad_status(void **state)
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 }
 
+/* RESUME: at most PROTO_MAX_RESUME_RANGES ranges, ascending, none empty or past 2^64. */
+static void test_bad_resume(void **state)
+{
+	struct msg m;
+	struct wbuf w;
+	size_t len;
+
+	(void)state;
+	sample(MSG_RESUME, &m);
+	m.u.resume.count = 0;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.resume.count = PROTO_MAX_RESUME_RANGES;
+	for (size_t i = 0; i < PROTO_MAX_RESUME_RANGES; i++) {
+		m.u.resume.r[i] = (struct proto_range){ .offset = i * 10, .len = 10 };
+	}
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.resume.count = PROTO_MAX_RESUME_RANGES + 1;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	/* Over the cap on the wire: refused before anything is read into the table. */
+	wbuf_init(&w, payload(), PROTO_MAX_PAYLOAD);
+	wbuf_put_u32(&w, 1);
+	wbuf_put_u16(&w, PROTO_MAX_RESUME_RANGES + 1);
+	for (size_t i = 0; i <= PROTO_MAX_RESUME_RANGES; i++) {
+		wbuf_put_u64(&w, i * 10);
+		wbuf_put_u64(&w, 10);
+	}
+	len = w.len;
+	assert_int_equal(decode_rc(MSG_RESUME, payload(), len), -EBADMSG);
+	sample(MSG_RESUME, &m);
+	m.u.resume.r[1].len = 0; /* empty */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample(MSG_RESUME, &m);
+	m.u.resume.r[1].offset = 1; /* overlaps the first */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample(MSG_RESUME, &m);
+	m.u.resume.r[0].offset = 9u << 20; /* not ascending */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample(MSG_RESUME, &m);
+	m.u.resume.r[1].offset = UINT64_MAX - 10; /* past 2^64 */
+	m.u.resume.r[1].len = 11;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.resume.r[1].len = 10; /* ends exactly at 2^64 - 1 */
+	assert_int_equal(encode_decode_rc(&m), 0);
+}
+
 /* ---- encoder refusals --------------------------------------------------- */
 
 /* LIST: only the defined flags; the path under its cap (issue 15). */
@@ -1323,6 +1396,9 @@ static void test_encode_refuses(void **state)
 
 	/* Buffer too small: below a header, one byte short, exact. */
 	for (uint16_t t = 1; t <= N_TYPES; t++) {
+		if (TYPE_UNDEFINED(t)) {
+			continue;
+		}
 		sample(t, &m);
 		n = msg_encode(&m, small, sizeof(small));
 		assert_true(n >= PROTO_HDR_LEN);
@@ -1500,6 +1576,7 @@ int main(void)
 		cmocka_unit_test(test_bad_ring),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_bad_status),
+		cmocka_unit_test(test_bad_resume),
 		cmocka_unit_test(test_bad_list),
 		cmocka_unit_test(test_bad_modules),
 		cmocka_unit_test(test_encode_refuses),
