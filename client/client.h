@@ -37,11 +37,15 @@ struct client_opts {
 	bool json;
 	bool dry_run;
 	uint32_t skip; /* --skip: 0, PROTO_OPEN_SKIP_EXISTS or PROTO_OPEN_SKIP_QUICK */
+	bool partial;  /* --partial: keep cut files, resume them */
 	bool busy_poll;
 	bool long_listing; /* ls -l */
 	int progress;	   /* -1 default (a terminal), 0 off, 1 on */
 	uint64_t bwlimit;  /* bytes per second, 0 = none */
 };
+
+/* A pull's receiver removes partials of cut runs older than this from the directories it writes. */
+#define CLIENT_PARTIAL_MAX_AGE_S (7 * 24 * 3600)
 
 /* Defaults, then ~/.config/rdmacp/config (or file): "FILE:LINE: problem" in err. */
 void client_opts_defaults(struct client_opts *o);

@@ -56,6 +56,8 @@ static void usage(FILE *f)
 	    "      --skip LEVEL       keep destination files: none (default: overwrite),\n"
 	    "                         exists (a file by that name), quick (same size and\n"
 	    "                         modification time: use with -p)\n"
+	    "      --partial          keep what a cut copy received; a later --partial run\n"
+	    "                         of the same source sends only what is missing\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
@@ -260,6 +262,7 @@ FLAG_HANDLER(set_recursive, recursive)
 FLAG_HANDLER(set_preserve, preserve)
 FLAG_HANDLER(set_owner, owner)
 FLAG_HANDLER(set_dry_run, dry_run)
+FLAG_HANDLER(set_partial, partial)
 FLAG_HANDLER(set_long, long_listing)
 FLAG_HANDLER(set_poll, busy_poll)
 FLAG_HANDLER(set_json, json)
@@ -347,6 +350,7 @@ const struct client_option client_options[] = {
 	{ "owner", no_argument, 0, NULL, set_owner, NULL },
 	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
 	{ "skip", required_argument, 0, NULL, set_skip, "none, exists or quick" },
+	{ "partial", no_argument, 0, NULL, set_partial, NULL },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },

@@ -141,6 +141,29 @@ void output_file(struct output *out, const char *name, uint64_t bytes, double se
 	}
 }
 
+void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept, double secs,
+		    const uint8_t hash[16])
+{
+	char hex[33], esc[4200];
+
+	out->resumed_bytes += kept;
+	hash_to_hex(hash, hex);
+	if (out->json) {
+		printf("{\"event\":\"file\",\"name\":");
+		output_json_string(stdout, name);
+		printf(",\"action\":\"resumed\",\"bytes\":%" PRIu64 ",\"resumed_bytes\":%" PRIu64
+		       ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n",
+		       sent, kept, secs, hex);
+		fflush(stdout);
+	} else if (out->verbose > 0) {
+		clear_progress(out);
+		fprintf(stderr,
+			"%s: resumed, %" PRIu64 " bytes sent, %" PRIu64
+			" kept, verified xxh128 %s, committed\n",
+			log_escape(name, esc, sizeof(esc)), sent, kept, hex);
+	}
+}
+
 void output_skipped(struct output *out, const char *name)
 {
 	char esc[4200];
@@ -246,8 +269,9 @@ void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t
 	if (out->json) {
 		printf("{\"event\":\"summary\",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64
 		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failures\":%" PRIu64
-		       ",\"skipped\":%" PRIu64 ",\"transport\":\"%s\"}\n",
-		       files, bytes, secs, rate, failures, skipped, transport);
+		       ",\"skipped\":%" PRIu64 ",\"resumed_bytes\":%" PRIu64
+		       ",\"transport\":\"%s\"}\n",
+		       files, bytes, secs, rate, failures, skipped, out->resumed_bytes, transport);
 		fflush(stdout);
 	} else if (out->verbose >= 0) {
 		char r[32];

@@ -21,6 +21,7 @@ struct output {
 	double last_draw;
 	bool drawn;
 	uint64_t files_failed;
+	uint64_t resumed_bytes; /* kept from cut runs, not sent (--partial) */
 	/* output_memory: the pinned pool, shown in start (mem_pool 0: not set) */
 	uint64_t mem_limit; /* 0: no limit */
 	uint64_t mem_pool;
@@ -57,6 +58,9 @@ void output_error(struct output *out, const char *name, const char *code, const 
 void output_local_error(struct output *out, const char *name, const char *path, const char *code,
 			const char *text);
 void output_progress(struct output *out, uint64_t bytes);
+/* A file completed from a cut run's partial: sent bytes crossed now, kept did not. */
+void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept, double secs,
+		    const uint8_t hash[16]);
 void output_summary(struct output *out, uint64_t files, uint64_t bytes, uint64_t failures,
 		    uint64_t skipped, const char *transport);
 /* --dry-run: one entry that would be copied. */

@@ -416,6 +416,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.base_fd = basefd;
 	ep.rename_to = rename_to && *rename_to ? rename_to : NULL;
 	ep.open_flags = o->flags;
+	ep.partial_max_age_s = cfg->partial_max_age_s;
 	/* Files belong to whoever the session runs as (become_module_user). */
 	ep.keep_setid = m->keep_setid;
 	/* Without -p new entries lose the daemon's umask (systemd UMask=, 0022), as rsyncd's do. */
@@ -491,6 +492,12 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 	    (o->flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK))) {
 		return refuse(c, PERR_PERMISSION,
 			      "module '%s' is write only: --skip would show what it holds",
+			      m->name);
+	}
+	/* RESUME would tell how much of a name a cut push left there. */
+	if (o->direction == PROTO_DIR_PUSH && m->write_only && (o->flags & PROTO_OPEN_PARTIAL)) {
+		return refuse(c, PERR_PERMISSION,
+			      "module '%s' is write only: --partial would show what it holds",
 			      m->name);
 	}
 	*ret_m = m;

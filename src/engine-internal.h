@@ -68,6 +68,8 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
 #define SYNC_BATCH_FILE_MAX ((uint64_t)1 << 20)
 #define SYNC_BATCH_MIN	    8
 #define HUGE_2M		    ((size_t)2 << 20)
+/* --partial: journal records a file buffers before it appends them. */
+#define ENGINE_JNL_BATCH 64
 
 enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4 };
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
@@ -94,7 +96,8 @@ struct rslot {
 	uint32_t len;
 	uint32_t wdone; /* bytes written so far */
 	uint32_t lane;
-	bool credit_due; /* done, its credit held back by --bwlimit */
+	bool credit_due;	 /* done, its credit held back by --bwlimit */
+	uint8_t chash[HASH_LEN]; /* --partial: the chunk's own hash, for the journal */
 };
 
 /* A directory whose mode and time are set last (rx_finish_dirs). */
@@ -127,6 +130,10 @@ struct efile {
 	struct dio_align dio;
 	uint64_t read_off, send_off;
 	uint32_t chunks_out; /* chunks of this file not yet posted */
+	/* The receiver's RESUME: ranges it keeps, read and hashed but not sent. */
+	struct proto_range *resume;
+	uint16_t nresume;
+	uint64_t resumed; /* bytes of it the sender has passed over */
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
 	char *leaf;
@@ -141,6 +148,14 @@ struct efile {
 	uint8_t done_hash[HASH_LEN];
 	char done_text[256];
 	struct proto_file meta;
+	/* --partial (engine_partial.c): tfd is the store's data file, [0, kept) verified. */
+	bool partial;
+	uint64_t kept;
+	int part_store; /* the store directory */
+	int jfd;	/* the journal */
+	uint64_t jend;	/* its length */
+	uint8_t *jbuf;	/* records not appended yet */
+	uint32_t jn;
 };
 
 struct lane_ent {
@@ -311,6 +326,8 @@ void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
 void note_failure(struct engine *e, const char *name, uint32_t code, bool local, const char *text);
 void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash);
 void note_skipped(struct engine *e, const char *name);
+void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64_t kept,
+		  const uint8_t *hash);
 struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(struct engine *e, struct efile *f);
 void file_release(struct engine *e, struct efile *f);
@@ -354,3 +371,11 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,
 			 size_t textlen);
 void rx_finish_dirs(struct engine *e);
+
+/* engine_partial.c */
+int rx_partial_open(struct engine *e, struct efile *f);
+int rx_partial_note(struct efile *f, uint64_t off, uint32_t len, const uint8_t hash[HASH_LEN]);
+int rx_partial_flush(struct efile *f);
+void rx_partial_data_name(const struct efile *f, char *out, size_t outlen);
+void rx_partial_committed(struct engine *e, struct efile *f);
+void rx_partial_drop(struct engine *e, struct efile *f);

@@ -45,6 +45,8 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 	}
 	/* Temp files of writers that died here earlier go now (the first time we see the dir). */
 	fspath_sweep_stale(fd, STALE_TEMP_AGE_S);
+	/* And partials of cut runs nobody resumed (bounded: only the directories we write). */
+	engine_partial_sweep(fd, e->p->partial_max_age_s);
 	e->dirs[free_idx].fd = fd;
 	e->dirs[free_idx].refs = 1;
 	e->dirs[free_idx].dirty = false;
