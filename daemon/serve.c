@@ -195,6 +195,10 @@ static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir, bool
 	if (r < 0) {
 		return r;
 	}
+	/* A partial store holds the receiver's own files: no push goes in there. */
+	if (engine_name_reserved(trimmed)) {
+		return -EINVAL;
+	}
 	r = fspath_open_dir(rootfd, trimmed, &ret->fd);
 	/*
 	 * Not a directory (or a symlink, which is never followed): the single

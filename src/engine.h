@@ -194,6 +194,9 @@ struct engine_params {
  */
 int engine_partial_sweep(int parent, uint64_t max_age_s);
 
+/* Does the relative name have an ENGINE_PARTIAL_DIR component? Nothing is written there. */
+bool engine_name_reserved(const char *name);
+
 /*
  * Does a receiver on this transport copy each slot it holds into a private
  * buffer (the transport cannot fence slots: verbs)? Its pool is then

@@ -120,6 +120,18 @@ static int seen_add(struct engine *e, const char *name)
 	}
 }
 
+bool engine_name_reserved(const char *name)
+{
+	size_t n = strlen(ENGINE_PARTIAL_DIR);
+
+	for (const char *p = name; p; p = strchr(p, '/') ? strchr(p, '/') + 1 : NULL) {
+		if (!strncmp(p, ENGINE_PARTIAL_DIR, n) && (p[n] == '/' || p[n] == '\0')) {
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Apply rename_to to the top-level component of f->name. */
 static int rx_map_name(struct engine *e, struct efile *f)
 {
@@ -163,6 +175,12 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 	}
 	if (rx_map_name(e, f) < 0) {
 		return PERR_INTERNAL;
+	}
+	/* The partial store is the receiver's own: nothing a peer sends goes in there. */
+	if (engine_name_reserved(f->name)) {
+		*ret_peer = true;
+		snprintf(text, textlen, "%s is reserved for --partial", ENGINE_PARTIAL_DIR);
+		return PERR_BAD_PATH;
 	}
 	/*
 	 * After the rename mapping: with OPEN "mod/target", "a", "b" and a

@@ -11,7 +11,7 @@
 #      the store is gone
 #   2. the same with the daemon killed (kill -9, its session too) and
 #      restarted mid-file
-#   3. a byte flipped in the kept data: caught when the partial is checked
+#   3. (these with a 64 MiB file) a byte flipped in the kept data: caught when the partial is checked
 #      again, that chunk and the rest are sent, the result is identical
 #   4. a partial of a source with another mtime is discarded: sent whole
 #   5. pull: the client killed half-way, its partial resumed by the next pull
@@ -19,6 +19,8 @@
 #      later session writes into its directory
 #   7. a write-only module refuses --partial (exit 5); a daemon without it
 #      (rawserver.py): "too old", exit 12, no OPEN sent
+#   8. the store is nobody's content: -r copies (push and pull) leave every
+#      .rdmacp-partial directory out, and a receiver refuses a name in one
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -32,26 +34,30 @@ esac
 SIZE=$((MIB << 20))
 # About four seconds for a whole copy: the kill lands mid-file whatever the machine.
 RATE="$((MIB / 4))M"
+# The cases that need no big file (a flipped byte, a changed mtime, the sweep): 64 MiB.
+MID=$((64 << 20))
+MIDRATE=16M
 
 command -v jq >/dev/null || skip "jq not installed"
 mkdir -p "$T/drop"
 setup_standard "" "[drop]" "path = $T/drop" "allow = client" "write only = yes"
 mkdir -p "$T/src" "$T/pull"
 head -c $SIZE /dev/urandom >"$T/src/big" || die "write big"
+head -c $MID /dev/urandom >"$T/src/mid" || die "write mid"
 
 # store_data DIR: the data file in DIR's partial store ("" when none).
 store_data() {
 	ls "$1/.rdmacp-partial/"*.data 2>/dev/null | head -1
 }
 
-# wait_half DIR: until DIR's partial holds half the file (max 60 s).
+# wait_half DIR SIZE: until DIR's partial holds half of SIZE (max 60 s).
 wait_half() {
 	local f s i
 	for i in $(seq 1 1200); do
 		f=$(store_data "$1")
 		if [ -n "$f" ]; then
 			s=$(stat -c %s "$f" 2>/dev/null || echo 0)
-			[ "$s" -ge $((SIZE / 2)) ] && return 0
+			[ "$s" -ge $(($2 / 2)) ] && return 0
 		fi
 		sleep 0.05
 	done
@@ -91,12 +97,13 @@ check_resumed() {
 		pass "$1: store removed"
 }
 
-# cut_push: a paced --partial push of big into data/, the client killed half-way.
+# cut_push NAME SIZE RATE: a paced --partial push of NAME into data/, the client
+# killed half-way.
 cut_push() {
-	"${CLIENT[@]}" -q --partial --bwlimit "$RATE" "$T/src/big" "$HOST:data/" \
+	"${CLIENT[@]}" -q --partial --bwlimit "$3" "$T/src/$1" "$HOST:data/" \
 		>/dev/null 2>&1 &
 	local c=$!
-	wait_half "$T/mod" || fail "the partial never reached half the file"
+	wait_half "$T/mod" "$2" || fail "the partial never reached half the file"
 	kill -9 $c 2>/dev/null
 	wait $c 2>/dev/null
 	# The daemon's session sees the connection go and keeps the partial.
@@ -104,7 +111,7 @@ cut_push() {
 }
 
 # ---- 1. push, client killed ---------------------------------------------------
-cut_push
+cut_push big $SIZE "$RATE"
 check_cut "$T/mod" big
 expect_rc 0 "resumed push" "${CLIENT[@]}" --json --partial "$T/src/big" "$HOST:data/"
 check_resumed "push" "$T/mod" $((SIZE / 3))
@@ -113,7 +120,7 @@ check_resumed "push" "$T/mod" $((SIZE / 3))
 rm -f "$T/mod/big"
 "${CLIENT[@]}" -q --partial --bwlimit "$RATE" "$T/src/big" "$HOST:data/" >/dev/null 2>&1 &
 c=$!
-wait_half "$T/mod" || fail "daemon cut: the partial never reached half the file"
+wait_half "$T/mod" $SIZE || fail "daemon cut: the partial never reached half the file"
 # Its session first (a child of the daemon, started by this test), then the daemon.
 pkill -9 -P "$DAEMON_PID" 2>/dev/null
 kill -9 "$DAEMON_PID" 2>/dev/null
@@ -126,9 +133,8 @@ expect_rc 0 "resumed push after a daemon restart" \
 check_resumed "daemon restart" "$T/mod" $((SIZE / 3))
 
 # ---- 3. a flipped byte in the kept data ---------------------------------------
-rm -f "$T/mod/big"
-cut_push
-flip=$((SIZE / 4 + 12345))
+cut_push mid $MID $MIDRATE
+flip=$((MID / 4 + 12345))
 data=$(store_data "$T/mod")
 python3 -c '
 import sys
@@ -137,30 +143,30 @@ with open(sys.argv[1], "r+b") as f:
     b = f.read(1)
     f.seek(int(sys.argv[2]))
     f.write(bytes([b[0] ^ 0xFF]))' "$data" $flip
-cmp -s -n $((flip + 1)) "$data" "$T/src/big" && fail "the byte was not flipped" ||
+cmp -s -n $((flip + 1)) "$data" "$T/src/mid" && fail "the byte was not flipped" ||
 	pass "byte $flip flipped in the partial"
-expect_rc 0 "resume over a flipped byte" "${CLIENT[@]}" --json --partial "$T/src/big" \
+expect_rc 0 "resume over a flipped byte" "${CLIENT[@]}" --json --partial "$T/src/mid" \
 	"$HOST:data/"
 kept=$(json_file resumed_bytes)
 [ "$kept" -le $flip ] && pass "the flipped chunk was not kept ($kept <= $flip)" ||
 	fail "kept $kept bytes, past the flipped byte at $flip"
-cmp -s "$T/src/big" "$T/mod/big" && pass "flip: byte-identical" || fail "flip: result differs"
+cmp -s "$T/src/mid" "$T/mod/mid" && pass "flip: byte-identical" || fail "flip: result differs"
 
 # ---- 4. another source mtime: discarded ---------------------------------------
-rm -f "$T/mod/big"
-cut_push
-touch -d '2001-02-03 04:05:06' "$T/src/big"
-expect_rc 0 "push of a changed source" "${CLIENT[@]}" --json --partial "$T/src/big" \
+rm -f "$T/mod/mid"
+cut_push mid $MID $MIDRATE
+touch -d '2001-02-03 04:05:06' "$T/src/mid"
+expect_rc 0 "push of a changed source" "${CLIENT[@]}" --json --partial "$T/src/mid" \
 	"$HOST:data/"
-[ "$(json_file action)" = copied ] && [ "$(json_file bytes)" = $SIZE ] &&
+[ "$(json_file action)" = copied ] && [ "$(json_file bytes)" = $MID ] &&
 	pass "other mtime: sent whole" ||
 	fail "other mtime: $(json_file action) $(json_file bytes) bytes"
-cmp -s "$T/src/big" "$T/mod/big" && pass "mtime: byte-identical" || fail "mtime: result differs"
+cmp -s "$T/src/mid" "$T/mod/mid" && pass "mtime: byte-identical" || fail "mtime: result differs"
 
 # ---- 5. pull, client killed ---------------------------------------------------
 "${CLIENT[@]}" -q --partial --bwlimit "$RATE" "$HOST:data/big" "$T/pull/" >/dev/null 2>&1 &
 c=$!
-wait_half "$T/pull" || fail "pull: the partial never reached half the file"
+wait_half "$T/pull" $SIZE || fail "pull: the partial never reached half the file"
 kill -9 $c 2>/dev/null
 wait $c 2>/dev/null
 check_cut "$T/pull" big
@@ -168,21 +174,37 @@ expect_rc 0 "resumed pull" "${CLIENT[@]}" --json --partial "$HOST:data/big" "$T/
 check_resumed "pull" "$T/pull" $((SIZE / 3))
 
 # ---- 6. partial max age --------------------------------------------------------
-rm -f "$T/mod/big"
-cut_push
+rm -f "$T/mod/mid"
+cut_push mid $MID $MIDRATE
 touch -d '10 days ago' "$T/mod/.rdmacp-partial/"*
 echo small >"$T/src/small"
 expect_rc 0 "a push into the same directory" "${CLIENT[@]}" -q "$T/src/small" "$HOST:data/"
 [ -e "$T/mod/.rdmacp-partial" ] && fail "a partial older than 7 days was kept" ||
 	pass "a partial older than the max age was removed"
 # 0 = kept until resumed.
-cut_push
+cut_push mid $MID $MIDRATE
 touch -d '10 days ago' "$T/mod/.rdmacp-partial/"*
 stop_daemon "$DAEMON_PID"
 sed -i 's/^\[global\]$/[global]\npartial max age = 0/' "$T/d.conf"
 start_daemon "$T/d.conf" "$T/d.log" "$PORT"
 expect_rc 0 "a push with 'partial max age = 0'" "${CLIENT[@]}" -q "$T/src/small" "$HOST:data/"
 [ -n "$(store_data "$T/mod")" ] && pass "max age 0: kept" || fail "max age 0: removed"
+
+# ---- 8. the store is not content -----------------------------------------------
+mkdir -p "$T/src/tree/.rdmacp-partial" "$T/src/tree/sub"
+echo a >"$T/src/tree/sub/a"
+echo junk >"$T/src/tree/.rdmacp-partial/x.data"
+expect_rc 0 "push -r of a tree with a store" "${CLIENT[@]}" -q -r "$T/src/tree" "$HOST:data/"
+[ -e "$T/mod/tree/sub/a" ] && [ ! -e "$T/mod/tree/.rdmacp-partial" ] &&
+	pass "push -r: the store left out" || fail "push -r: $(ls -A "$T/mod/tree")"
+mkdir -p "$T/mod/tree/sub/.rdmacp-partial"
+echo junk >"$T/mod/tree/sub/.rdmacp-partial/y.data"
+expect_rc 0 "pull -r of a tree with a store" "${CLIENT[@]}" -q -r "$HOST:data/tree" "$T/pull/"
+[ -e "$T/pull/tree/sub/a" ] && [ ! -e "$T/pull/tree/sub/.rdmacp-partial" ] &&
+	pass "pull -r: the store left out" || fail "pull -r: $(ls -A "$T/pull/tree/sub")"
+expect_rc 5 "a file named into a store" "${CLIENT[@]}" -q "$T/src/small" \
+	"$HOST:data/.rdmacp-partial"
+grep -q "rdmacp-partial" "$T/err" && pass "names the destination" || fail "message: $(cat "$T/err")"
 
 # ---- 7. refusals ---------------------------------------------------------------
 expect_rc 5 "write-only module refuses --partial" "${CLIENT[@]}" --partial "$T/src/small" \
