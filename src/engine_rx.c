@@ -666,7 +666,7 @@ static int rx_step(struct engine *e)
 	int r = rx_sync_step(e);
 
 	/* --partial: what is on disk is journaled each turn, so a cut loses little. */
-	for (uint32_t i = 0; i < FILE_TABLE; i++) {
+	for (uint32_t i = 0; rx_partial_on(e) && i < FILE_TABLE; i++) {
 		struct efile *f = &e->files[i];
 
 		if (f->used && f->jn > 0 && rx_partial_flush(f) < 0) {
