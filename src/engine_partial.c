@@ -330,7 +330,8 @@ static int partial_open_once(struct engine *e, struct efile *f)
 			return r;
 		}
 	}
-	if (kept == 0 && ftruncate(dfd, 0) < 0) {
+	/* Nothing past the kept bytes is trusted (and a file longer than the source never commits). */
+	if (ftruncate(dfd, (off_t)kept) < 0) {
 		return negerrno();
 	}
 	r = jnl_rewrite(f, store, kept, &newj);

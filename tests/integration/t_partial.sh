@@ -10,7 +10,7 @@
 #      resumed_bytes at least a third), the result is byte-identical and
 #      the store is gone
 #   2. the same with the daemon killed (kill -9, its session too) and
-#      restarted mid-file
+#      restarted mid-file, resumed with -p (the file gets the source's mtime)
 #   3. (these with a 64 MiB file) a byte flipped in the kept data: caught when the partial is checked
 #      again, that chunk and the rest are sent, the result is identical
 #   4. a partial of a source with another mtime is discarded: sent whole
@@ -93,6 +93,8 @@ check_resumed() {
 		pass "$1: summary bytes and resumed_bytes" ||
 		fail "$1: summary $(json_sum bytes) / $(json_sum resumed_bytes)"
 	cmp -s "$T/src/big" "$2/big" && pass "$1: byte-identical" || fail "$1: result differs"
+	[ "$(stat -c %a "$2/big")" = "$(stat -c %a "$T/src/big")" ] && pass "$1: mode as a copy's" ||
+		fail "$1: mode $(stat -c %a "$2/big")"
 	[ -e "$(dirname "$2/big")/.rdmacp-partial" ] && fail "$1: store left behind" ||
 		pass "$1: store removed"
 }
@@ -128,9 +130,11 @@ wait "$DAEMON_PID" 2>/dev/null
 wait $c 2>/dev/null
 check_cut "$T/mod" big
 start_daemon "$T/d.conf" "$T/d.log" "$PORT"
-expect_rc 0 "resumed push after a daemon restart" \
-	"${CLIENT[@]}" --json --partial "$T/src/big" "$HOST:data/"
+expect_rc 0 "resumed push after a daemon restart, with -p" \
+	"${CLIENT[@]}" --json -p --partial "$T/src/big" "$HOST:data/"
 check_resumed "daemon restart" "$T/mod" $((SIZE / 3))
+[ "$(stat -c %Y "$T/mod/big")" = "$(stat -c %Y "$T/src/big")" ] && pass "-p: the source's mtime" ||
+	fail "-p: mtime $(stat -c %Y "$T/mod/big")"
 
 # ---- 3. a flipped byte in the kept data ---------------------------------------
 cut_push mid $MID $MIDRATE
