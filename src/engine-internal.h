@@ -70,6 +70,13 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
 #define HUGE_2M		    ((size_t)2 << 20)
 /* --partial: journal records a file buffers before it appends them. */
 #define ENGINE_JNL_BATCH 64
+/*
+ * --partial: the time one FILES batch may spend re-reading kept data: a
+ * quarter of the idle timeout, at most this. The peer waits for the batch's
+ * FILES_ACK meanwhile with no progress to see, and its own idle timeout
+ * (a client's: 60 s by default) is not known here.
+ */
+#define VERIFY_BUDGET_MAX_S 10.0
 
 enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4 };
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
@@ -298,6 +305,8 @@ struct engine {
 	uint64_t credits;	       /* returned (receiver) or received (sender) */
 	struct timespec last_activity; /* the last data progress (see progress_mark) */
 	struct timespec last_ping;
+	/* --partial: kept data is re-verified until then in one FILES batch (see rx_files). */
+	double verify_deadline;
 };
 
 static inline double ts_now(struct timespec *ret)

@@ -123,6 +123,8 @@ struct engine_limits {
 #define ENGINE_FAULT_COPY_SLOTS (1u << 1)
 /* Test hook on the receiver: keep at most 8 directories' modes and times for the end. */
 #define ENGINE_FAULT_FEW_DIRS (1u << 2)
+/* Test hook on the receiver: no time to re-verify kept partial data (--partial). */
+#define ENGINE_FAULT_NO_VERIFY_TIME (1u << 3)
 
 struct engine_params {
 	enum engine_role role;

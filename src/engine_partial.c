@@ -136,11 +136,12 @@ static bool verify_record(struct efile *f, const struct jrec *j, uint8_t *buf, X
 
 /*
  * Read the journal jfd: 0 with *ret_prefix = the bytes from 0 that its
- * records cover and the data verifies (f->hash fed with them), -EBADMSG for
+ * records cover and the data verifies (f->hash fed with them) before the
+ * deadline (ts_now's clock), -EBADMSG for
  * a journal of another source or one that does not parse (untrusted: every
  * length and offset checked, no overlaps), -errno.
  */
-static int jnl_verify(struct efile *f, int jfd, uint64_t *ret_prefix)
+static int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_prefix)
 {
 	_cleanup_free_ struct jrec *pend = NULL;
 	_cleanup_free_ uint8_t *buf = NULL;
@@ -202,7 +203,8 @@ static int jnl_verify(struct efile *f, int jfd, uint64_t *ret_prefix)
 			}
 			j = pend[i];
 			pend[i] = pend[--npend];
-			if (!verify_record(f, &j, buf, st, saved)) {
+			/* Out of time (the peer waits): what is verified is kept, the rest re-sent. */
+			if (ts_now(NULL) > deadline || !verify_record(f, &j, buf, st, saved)) {
 				stopped =
 				    true; /* a flipped bit, or data never written: kept up to here */
 				break;
@@ -306,7 +308,7 @@ static int partial_open_once(struct engine *e, struct efile *f)
 	f->tfd = dfd; /* for the reads below */
 	partial_name(f->leaf, ".jnl", name, sizeof(name));
 	jfd = openat(store, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	r = jfd >= 0 ? jnl_verify(f, jfd, &prefix) : -ENOENT;
+	r = jfd >= 0 ? jnl_verify(f, jfd, e->verify_deadline, &prefix) : -ENOENT;
 	f->tfd = -1;
 	if (r == -ENOMEM) {
 		return r;

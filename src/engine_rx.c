@@ -259,6 +259,11 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	ack.u.files_ack.st = st;
+	e->verify_deadline =
+	    ts_now(NULL) + MIN(e->p->idle_timeout_ms / 4000.0, VERIFY_BUDGET_MAX_S);
+	if (e->p->faults & ENGINE_FAULT_NO_VERIFY_TIME) {
+		e->verify_deadline = 0;
+	}
 	for (size_t i = 0; i < mf->count; i++) {
 		struct proto_file *pf = &mf->files[i];
 		struct efile *f = &e->files[pf->id % FILE_TABLE];

@@ -1543,7 +1543,7 @@ static void make_partial(struct fx *f, const char *leaf, const uint8_t *data, si
  * file committed whole and right, the store gone.
  */
 static void resume_case(void **state, int64_t mtime_sec, const struct prange *r, size_t n,
-			int64_t flip, uint64_t kept)
+			int64_t flip, uint64_t kept, unsigned faults)
 {
 	struct fx *f = *state;
 	struct source s = { 0 };
@@ -1572,6 +1572,7 @@ static void resume_case(void **state, int64_t mtime_sec, const struct prange *r,
 		free(store);
 	}
 	f->rxr.p.open_flags = PROTO_OPEN_PARTIAL;
+	f->rxr.p.faults = faults;
 	f->rxr.p.peer_caps = PROTO_CAP_PARTIAL;
 	f->txr.p.peer_caps = PROTO_CAP_PARTIAL;
 
@@ -1600,7 +1601,7 @@ static void test_partial_resume(void **state)
 				    { 3 * CHUNK, CHUNK },
 				    { 5 * CHUNK, 17 } };
 
-	resume_case(state, 0, r, ARRAY_SIZE(r), -1, 4 * CHUNK);
+	resume_case(state, 0, r, ARRAY_SIZE(r), -1, 4 * CHUNK, 0);
 }
 
 /* Everything journaled: nothing sent, the file still verified whole. */
@@ -1608,7 +1609,7 @@ static void test_partial_complete(void **state)
 {
 	const struct prange r[] = { { 0, 3 * CHUNK }, { 3 * CHUNK, 2 * CHUNK + 17 } };
 
-	resume_case(state, 0, r, ARRAY_SIZE(r), -1, PART_SIZE);
+	resume_case(state, 0, r, ARRAY_SIZE(r), -1, PART_SIZE, 0);
 }
 
 /* A byte flipped in chunk 2 of the kept data: kept up to it, the rest re-sent. */
@@ -1618,7 +1619,7 @@ static void test_partial_flipped(void **state)
 		{ 0, CHUNK }, { CHUNK, CHUNK }, { 2 * CHUNK, CHUNK }, { 3 * CHUNK, CHUNK }
 	};
 
-	resume_case(state, 0, r, ARRAY_SIZE(r), 2 * CHUNK + 100, 2 * CHUNK);
+	resume_case(state, 0, r, ARRAY_SIZE(r), 2 * CHUNK + 100, 2 * CHUNK, 0);
 }
 
 /* Records of another chunk size: kept in whole chunks of this session's. */
@@ -1629,7 +1630,15 @@ static void test_partial_other_chunks(void **state)
 				    { CHUNK, CHUNK / 2 },
 				    { 3 * CHUNK / 2, CHUNK / 4 } };
 
-	resume_case(state, 0, r, ARRAY_SIZE(r), -1, CHUNK);
+	resume_case(state, 0, r, ARRAY_SIZE(r), -1, CHUNK, 0);
+}
+
+/* No time left to re-read kept data (the peer would time out): nothing kept, all sent. */
+static void test_partial_no_time(void **state)
+{
+	const struct prange r[] = { { 0, CHUNK }, { CHUNK, CHUNK } };
+
+	resume_case(state, 0, r, ARRAY_SIZE(r), -1, 0, ENGINE_FAULT_NO_VERIFY_TIME);
 }
 
 /* Another source (its mtime), overlapping records, a record past the size: all sent. */
@@ -1637,21 +1646,21 @@ static void test_partial_discarded(void **state)
 {
 	const struct prange r[] = { { 0, CHUNK }, { CHUNK, CHUNK } };
 
-	resume_case(state, 1, r, ARRAY_SIZE(r), -1, 0);
+	resume_case(state, 1, r, ARRAY_SIZE(r), -1, 0, 0);
 }
 
 static void test_partial_overlap(void **state)
 {
 	const struct prange r[] = { { 0, CHUNK }, { CHUNK, CHUNK }, { CHUNK / 2, CHUNK } };
 
-	resume_case(state, 0, r, ARRAY_SIZE(r), -1, 0);
+	resume_case(state, 0, r, ARRAY_SIZE(r), -1, 0, 0);
 }
 
 static void test_partial_past_size(void **state)
 {
 	const struct prange r[] = { { 0, CHUNK }, { PART_SIZE - 10, 20 } };
 
-	resume_case(state, 0, r, ARRAY_SIZE(r), -1, 0);
+	resume_case(state, 0, r, ARRAY_SIZE(r), -1, 0, 0);
 }
 
 /* A name in a partial store, from a peer: refused (BAD_PATH), nothing written there. */
@@ -1828,6 +1837,7 @@ int main(void)
 		T(test_partial_overlap),
 		T(test_partial_past_size),
 		T(test_partial_store_name_refused),
+		T(test_partial_no_time),
 		T(test_resume_without_cap),
 		T(test_resume_not_chunks),
 		T(test_resume_past_size),
