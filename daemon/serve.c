@@ -238,6 +238,21 @@ static void ev_file_ok(void *ud, const char *name, uint64_t bytes, double secs, 
 	}
 }
 
+static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, double secs,
+			    const uint8_t h[16])
+{
+	struct conn *c = ud;
+	char esc[512], hex[33];
+
+	if (log_get_max_level() >= LOG_DEBUG) {
+		hash_to_hex(h, hex);
+		log_debug(
+		    "%s: committed %s, resumed (%llu bytes sent, %llu kept, %.3f s, xxh128 %s)",
+		    c->peer, log_escape(name, esc, sizeof(esc)), (unsigned long long)sent,
+		    (unsigned long long)kept, secs, hex);
+	}
+}
+
 static void ev_file_skipped(void *ud, const char *name)
 {
 	struct conn *c = ud;
@@ -343,7 +358,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	struct engine_stats st;
 	uint32_t code = 0, chunk, slots;
 	uint64_t pinned;
-	char err[512], skipped[40] = "";
+	char err[512], skipped[40] = "", resumed[80] = "";
 	uint16_t port;
 	int r;
 
@@ -434,6 +449,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 					.file_failed = ev_file_failed,
 					.progress = ev_progress,
 					.file_skipped = ev_file_skipped,
+					.file_resumed = ev_file_resumed,
 					.ud = c };
 	c->last_progress = 0;
 	ep.stop = &stop_requested;
@@ -452,9 +468,15 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 		snprintf(skipped, sizeof(skipped), ", %llu skipped",
 			 (unsigned long long)st.files_skipped);
 	}
-	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s", c->peer, c->id,
+	if (st.files_resumed) {
+		snprintf(resumed, sizeof(resumed), ", %llu resumed (%llu bytes kept, not sent)",
+			 (unsigned long long)st.files_resumed,
+			 (unsigned long long)st.bytes_resumed);
+	}
+	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
-		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped);
+		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped,
+		 resumed);
 	return 0;
 }
 
