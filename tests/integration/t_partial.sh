@@ -19,6 +19,9 @@
 #      later session writes into its directory
 #   7. a write-only module refuses --partial (exit 5); a daemon without it
 #      (rawserver.py): "too old", exit 12, no OPEN sent
+#   9. a tree (-r -p) cut in its second file, re-run with --partial --skip
+#      quick: the first file kept, the second resumed, the third copied (in
+#      the walk's order, which is the directory's)
 #   8. the store is nobody's content: -r copies (push and pull) leave every
 #      .rdmacp-partial directory out, and a receiver refuses a name in one
 #
@@ -195,6 +198,33 @@ sed -i 's/^\[global\]$/[global]\npartial max age = 0/' "$T/d.conf"
 start_daemon "$T/d.conf" "$T/d.log" "$PORT"
 expect_rc 0 "a push with 'partial max age = 0'" "${CLIENT[@]}" -q "$T/src/small" "$HOST:data/"
 [ -n "$(store_data "$T/mod")" ] && pass "max age 0: kept" || fail "max age 0: removed"
+
+# ---- 9. a tree: cut, then --partial --skip quick -------------------------------
+mkdir -p "$T/src/t3"
+for n in 1 2 3; do
+	head -c $((16 << 20)) /dev/urandom >"$T/src/t3/f$n" || die "write t3/f$n"
+done
+"${CLIENT[@]}" -q -r -p --partial --bwlimit 16M "$T/src/t3" "$HOST:data/" >/dev/null 2>&1 &
+c=$!
+for _ in $(seq 1 1200); do
+	[ -n "$(ls "$T/mod/t3" 2>/dev/null)" ] && [ -n "$(store_data "$T/mod/t3")" ] &&
+		[ "$(stat -c %s "$(store_data "$T/mod/t3")")" -ge $((8 << 20)) ] && break
+	sleep 0.05
+done
+kill -9 $c 2>/dev/null
+wait $c 2>/dev/null
+sleep 0.5
+first=$(ls "$T/mod/t3")
+[ "$(echo "$first" | wc -w)" = 1 ] && pass "tree cut in its second file ($first done)" ||
+	fail "tree cut: $(ls -A "$T/mod/t3" 2>&1)"
+expect_rc 0 "tree re-run with --partial --skip quick" \
+	"${CLIENT[@]}" --json -r -p --partial --skip quick "$T/src/t3" "$HOST:data/"
+acts=$(jq -r 'select(.event == "file" and .name != "t3") | .action' "$T/out" | sort | tr '\n' ' ')
+[ "$acts" = "copied resumed skipped " ] && pass "tree: one copied, one resumed, one skipped" ||
+	fail "tree actions: $acts"
+[ "$(jq -r "select(.event == \"file\" and .name == \"t3/$first\") | .action" "$T/out")" = skipped ] &&
+	pass "tree: the file done before the cut skipped" || fail "tree: $first not skipped"
+diff -r "$T/src/t3" "$T/mod/t3" >/dev/null && pass "tree identical" || fail "tree differs"
 
 # ---- 8. the store is not content -----------------------------------------------
 mkdir -p "$T/src/tree/.rdmacp-partial" "$T/src/tree/sub"
