@@ -28,7 +28,9 @@
 #define JNL_HDR_MAX	(4 + 4 + 8 + 8 + 4 + 2 + FSPATH_NAME_MAX)
 #define JNL_REC_LEN	32   /* offset u64, len u64, XXH3-128 */
 #define JNL_PENDING_MAX 8192 /* records ahead of the verified prefix, held to sort them */
-#define VERIFY_BUF	((size_t)4 << 20)
+/* Verified records carried into the fresh journal (32 MiB of them); past it, kept no further. */
+#define JNL_KEEP_MAX ((size_t)1 << 20)
+#define VERIFY_BUF   ((size_t)4 << 20)
 
 struct jrec {
 	uint64_t off, len;
@@ -86,12 +88,16 @@ static void jnl_record(const struct jrec *j, uint8_t out[JNL_REC_LEN])
 
 /*
  * Hash len bytes of fd at off into rec (the range's own hash) and file (the
- * file's, in order; may be NULL). -EIO when the file ends before them.
+ * file's, in order; may be NULL). -EIO when the file ends before them,
+ * -ETIMEDOUT past the deadline (ts_now's clock; 0: none).
  */
 static int hash_range(int fd, uint64_t off, uint64_t len, uint8_t *buf, XXH3_state_t *rec,
-		      struct file_hash *file)
+		      struct file_hash *file, double deadline)
 {
 	while (len > 0) {
+		if (deadline > 0 && ts_now(NULL) > deadline) {
+			return -ETIMEDOUT;
+		}
 		size_t want = (size_t)MIN(len, (uint64_t)VERIFY_BUF);
 		ssize_t n = pread(fd, buf, want, (off_t)off);
 
@@ -118,13 +124,13 @@ static int hash_range(int fd, uint64_t off, uint64_t len, uint8_t *buf, XXH3_sta
  * way, and takes it back (from saved) when the data does not verify.
  */
 static bool verify_record(struct efile *f, const struct jrec *j, uint8_t *buf, XXH3_state_t *st,
-			  XXH3_state_t *saved)
+			  XXH3_state_t *saved, double deadline)
 {
 	XXH128_canonical_t c;
 
 	XXH3_copyState(saved, f->hash.state);
 	XXH3_128bits_reset(st);
-	if (hash_range(f->tfd, j->off, j->len, buf, st, &f->hash) == 0) {
+	if (hash_range(f->tfd, j->off, j->len, buf, st, &f->hash, deadline) == 0) {
 		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
 		if (CRYPTO_memcmp(c.digest, j->hash, HASH_LEN) == 0) {
 			return true;
@@ -137,13 +143,16 @@ static bool verify_record(struct efile *f, const struct jrec *j, uint8_t *buf, X
 /*
  * Read the journal jfd: 0 with *ret_prefix = the bytes from 0 that its
  * records cover and the data verifies (f->hash fed with them) before the
- * deadline (ts_now's clock), -EBADMSG for
+ * deadline (ts_now's clock), and those records in order in *ret_recs, *ret_n
+ * (the caller frees them), -EBADMSG for
  * a journal of another source or one that does not parse (untrusted: every
  * length and offset checked, no overlaps), -errno.
  */
-static int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_prefix)
+static int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_prefix,
+		      struct jrec **ret_recs, size_t *ret_n)
 {
-	_cleanup_free_ struct jrec *pend = NULL;
+	_cleanup_free_ struct jrec *pend = NULL, *kept = NULL;
+	size_t nkept = 0, capkept = 0;
 	_cleanup_free_ uint8_t *buf = NULL;
 	uint8_t want[JNL_HDR_MAX], have[JNL_HDR_MAX], rec[JNL_REC_LEN];
 	size_t hlen = jnl_header(f, want, sizeof(want)), npend = 0;
@@ -203,12 +212,29 @@ static int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_p
 			}
 			j = pend[i];
 			pend[i] = pend[--npend];
-			/* Out of time (the peer waits): what is verified is kept, the rest re-sent. */
-			if (ts_now(NULL) > deadline || !verify_record(f, &j, buf, st, saved)) {
-				stopped =
-				    true; /* a flipped bit, or data never written: kept up to here */
+			if (nkept == capkept) {
+				size_t cap = capkept ? capkept * 2 : 1024;
+				struct jrec *t =
+				    cap <= JNL_KEEP_MAX ? realloc(kept, cap * sizeof(*t)) : NULL;
+
+				if (!t) {
+					stopped =
+					    true; /* as many as we keep: the rest is re-sent */
+					break;
+				}
+				kept = t;
+				capkept = cap;
+			}
+			/*
+			 * A flipped bit, data never written, or out of time (the
+			 * peer waits): what is verified is kept, the rest re-sent.
+			 */
+			if (ts_now(NULL) > deadline ||
+			    !verify_record(f, &j, buf, st, saved, deadline)) {
+				stopped = true;
 				break;
 			}
+			kept[nkept++] = j;
 			prefix += j.len;
 			i = 0;
 		}
@@ -220,29 +246,30 @@ static int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_p
 	XXH3_freeState(saved);
 	if (r == 0) {
 		*ret_prefix = prefix;
+		*ret_recs = TAKE_PTR(kept);
+		*ret_n = nkept;
 	}
 	return r;
 }
 
 /*
- * A fresh journal for f saying that [0, kept) holds bytes whose hash is the
- * file's hash so far, written beside the old one and renamed over it.
+ * A fresh journal for f: its header and the n records (in order, from 0),
+ * written beside the old one and renamed over it. Records stay one per
+ * chunk, so a later run re-verifies (and loses to a flipped bit) no more
+ * than a chunk at a time.
  */
-static int jnl_rewrite(struct efile *f, int store, uint64_t kept, int *ret_fd)
+static int jnl_rewrite(struct efile *f, int store, const struct jrec *recs, size_t n, int *ret_fd)
 {
 	_cleanup_close_ int fd = -1;
-	uint8_t buf[JNL_HDR_MAX + JNL_REC_LEN];
+	_cleanup_free_ uint8_t *buf = malloc(JNL_HDR_MAX + n * JNL_REC_LEN);
 	char tmp[64], name[64];
-	size_t len = jnl_header(f, buf, sizeof(buf));
+	size_t len = buf ? jnl_header(f, buf, JNL_HDR_MAX) : 0;
 
 	if (len == 0) {
-		return -EINVAL;
+		return buf ? -EINVAL : -ENOMEM;
 	}
-	if (kept > 0) {
-		struct jrec j = { .off = 0, .len = kept };
-
-		file_hash_final(&f->hash, j.hash); /* a digest: the state goes on */
-		jnl_record(&j, buf + len);
+	for (size_t i = 0; i < n; i++) {
+		jnl_record(&recs[i], buf + len);
 		len += JNL_REC_LEN;
 	}
 	partial_name(f->leaf, ".jnl.new", tmp, sizeof(tmp));
@@ -293,7 +320,10 @@ static int data_open(struct efile *f, int store, int *ret_fd)
 static int partial_open_once(struct engine *e, struct efile *f)
 {
 	_cleanup_close_ int store = -1, dfd = -1, jfd = -1, newj = -1;
-	uint64_t prefix = 0, kept;
+	_cleanup_free_ struct jrec *recs = NULL;
+	_cleanup_free_ uint8_t *buf = NULL;
+	uint64_t prefix = 0, kept, end = 0;
+	size_t n = 0;
 	char name[64];
 	int r;
 
@@ -308,7 +338,7 @@ static int partial_open_once(struct engine *e, struct efile *f)
 	f->tfd = dfd; /* for the reads below */
 	partial_name(f->leaf, ".jnl", name, sizeof(name));
 	jfd = openat(store, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	r = jfd >= 0 ? jnl_verify(f, jfd, e->verify_deadline, &prefix) : -ENOENT;
+	r = jfd >= 0 ? jnl_verify(f, jfd, e->verify_deadline, &prefix, &recs, &n) : -ENOENT;
 	f->tfd = -1;
 	if (r == -ENOMEM) {
 		return r;
@@ -319,15 +349,49 @@ static int partial_open_once(struct engine *e, struct efile *f)
 	if (kept != f->size) {
 		kept = kept / e->p->chunk_size * e->p->chunk_size;
 	}
-	/* f->hash must hold exactly [0, kept): again from the disk when it holds more. */
+	buf = malloc(VERIFY_BUF);
+	if (!buf) {
+		return -ENOMEM;
+	}
+	/*
+	 * f->hash must hold exactly [0, kept): again from the disk when it holds
+	 * more (records of another chunk size: rare). Out of time for that, the
+	 * file goes to a temp file and the partial stays as it is.
+	 */
 	if (r < 0 || kept != prefix) {
 		file_hash_free(&f->hash);
 		r = file_hash_init(&f->hash);
 		if (r == 0) {
-			_cleanup_free_ uint8_t *buf = malloc(VERIFY_BUF);
-
-			r = buf ? hash_range(dfd, 0, kept, buf, NULL, &f->hash) : -ENOMEM;
+			r = hash_range(dfd, 0, kept, buf, NULL, &f->hash, e->verify_deadline);
 		}
+		if (r < 0) {
+			return r;
+		}
+	}
+	/* The records that end within the kept bytes, and one for the rest of them. */
+	while (n > 0 && recs[n - 1].off + recs[n - 1].len > kept) {
+		n--;
+	}
+	end = n ? recs[n - 1].off + recs[n - 1].len : 0;
+	if (end < kept) {
+		XXH3_state_t *st = XXH3_createState();
+		struct jrec *t = realloc(recs, (n + 1) * sizeof(*recs));
+		XXH128_canonical_t c;
+
+		if (t) {
+			recs = t;
+		}
+		r = !st || !t ? -ENOMEM : 0;
+		if (r == 0) {
+			XXH3_128bits_reset(st);
+			r = hash_range(dfd, end, kept - end, buf, st, NULL, 0);
+		}
+		if (r == 0) {
+			XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+			recs[n] = (struct jrec){ .off = end, .len = kept - end };
+			memcpy(recs[n++].hash, c.digest, HASH_LEN);
+		}
+		XXH3_freeState(st);
 		if (r < 0) {
 			return r;
 		}
@@ -336,7 +400,7 @@ static int partial_open_once(struct engine *e, struct efile *f)
 	if (ftruncate(dfd, (off_t)kept) < 0) {
 		return negerrno();
 	}
-	r = jnl_rewrite(f, store, kept, &newj);
+	r = jnl_rewrite(f, store, recs, n, &newj);
 	if (r < 0) {
 		return r;
 	}

@@ -11,8 +11,9 @@
 #      the store is gone
 #   2. the same with the daemon killed (kill -9, its session too) and
 #      restarted mid-file, resumed with -p (the file gets the source's mtime)
-#   3. (these with a 64 MiB file) a byte flipped in the kept data: caught when the partial is checked
-#      again, that chunk and the rest are sent, the result is identical
+#   3. (these with a 64 MiB file) cut twice, a byte flipped in the data the
+#      first resume kept: caught when the partial is checked again, that chunk
+#      and the rest are sent (the chunks before it kept), the result identical
 #   4. a partial of a source with another mtime is discarded: sent whole
 #   5. pull: the client killed half-way, its partial resumed by the next pull
 #   6. 'partial max age': a partial not written for longer is removed when a
@@ -142,7 +143,14 @@ check_resumed "daemon restart" "$T/mod" $((SIZE / 3))
 	fail "-p: mtime $(stat -c %Y "$T/mod/big")"
 
 # ---- 3. a flipped byte in the kept data ---------------------------------------
+# Cut twice: the byte lies in what the first resume kept (journaled again per chunk).
 cut_push mid $MID $MIDRATE
+"${CLIENT[@]}" -q --partial --bwlimit $MIDRATE "$T/src/mid" "$HOST:data/" >/dev/null 2>&1 &
+c=$!
+wait_half "$T/mod" $((MID * 3 / 2)) || fail "second cut: the partial never reached 3/4"
+kill -9 $c 2>/dev/null
+wait $c 2>/dev/null
+sleep 0.5
 flip=$((MID / 4 + 12345))
 data=$(store_data "$T/mod")
 python3 -c '
@@ -159,6 +167,8 @@ expect_rc 0 "resume over a flipped byte" "${CLIENT[@]}" --json --partial "$T/src
 kept=$(json_file resumed_bytes)
 [ "$kept" -le $flip ] && pass "the flipped chunk was not kept ($kept <= $flip)" ||
 	fail "kept $kept bytes, past the flipped byte at $flip"
+[ "$kept" -ge $((flip - (1 << 20))) ] && pass "the chunks before it were kept (1 MiB chunks)" ||
+	fail "kept only $kept bytes of the $flip before the flipped byte"
 cmp -s "$T/src/mid" "$T/mod/mid" && pass "flip: byte-identical" || fail "flip: result differs"
 
 # ---- 4. another source mtime: discarded ---------------------------------------
