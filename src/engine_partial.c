@@ -144,9 +144,9 @@ static bool verify_record(struct efile *f, const struct jrec *j, uint8_t *buf, X
  * Read the journal jfd: 0 with *ret_prefix = the bytes from 0 that its
  * records cover and the data verifies (f->hash fed with them) before the
  * deadline (ts_now's clock), and those records in order in *ret_recs, *ret_n
- * (the caller frees them), -EBADMSG for
- * a journal of another source or one that does not parse (untrusted: every
- * length and offset checked, no overlaps), -errno.
+ * (the caller frees them); -EBADMSG for a journal of another source or one
+ * that does not parse (untrusted: every length and offset checked, no
+ * overlaps); -errno.
  */
 static int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_prefix,
 		      struct jrec **ret_recs, size_t *ret_n)
@@ -217,9 +217,9 @@ static int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_p
 				struct jrec *t =
 				    cap <= JNL_KEEP_MAX ? realloc(kept, cap * sizeof(*t)) : NULL;
 
+				/* As many as we keep: the rest is re-sent. */
 				if (!t) {
-					stopped =
-					    true; /* as many as we keep: the rest is re-sent */
+					stopped = true;
 					break;
 				}
 				kept = t;
