@@ -17,7 +17,8 @@
 #   4. a partial of a source with another mtime is discarded: sent whole
 #   5. pull: the client killed half-way, its partial resumed by the next pull
 #   6. 'partial max age': a partial not written for longer is removed when a
-#      later session writes into its directory
+#      later session writes into its directory; with 0 it is kept, and then
+#      resumed (-v says so)
 #   7. a write-only module refuses --partial (exit 5); a daemon without it
 #      (rawserver.py): "too old", exit 12, no OPEN sent
 #   9. a tree (-r -p) cut in its second file, re-run with --partial --skip
@@ -208,6 +209,11 @@ sed -i 's/^\[global\]$/[global]\npartial max age = 0/' "$T/d.conf"
 start_daemon "$T/d.conf" "$T/d.log" "$PORT"
 expect_rc 0 "a push with 'partial max age = 0'" "${CLIENT[@]}" -q "$T/src/small" "$HOST:data/"
 [ -n "$(store_data "$T/mod")" ] && pass "max age 0: kept" || fail "max age 0: removed"
+# ... and resumed, said by -v.
+expect_rc 0 "resume with -v" "${CLIENT[@]}" -v --partial "$T/src/mid" "$HOST:data/"
+grep -q "mid: resumed, [0-9]* bytes sent, [1-9][0-9]* kept, verified xxh128 [0-9a-f]*, committed" \
+	"$T/err" && pass "-v says resumed" || fail "-v: $(cat "$T/err")"
+cmp -s "$T/src/mid" "$T/mod/mid" && pass "-v: byte-identical" || fail "-v: result differs"
 
 # ---- 9. a tree: cut, then --partial --skip quick -------------------------------
 mkdir -p "$T/src/t3"
