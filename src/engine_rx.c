@@ -54,18 +54,20 @@ static uint32_t rx_check_limits(struct engine *e, const struct efile *f, char *t
  * Disk space is taken as data arrives, never reserved for a declared size
  * (a peer could fill the file system without sending a byte). A big file
  * that cannot fit in the space free now is refused at once instead, which
- * keeps an honest sender's ENOSPC early without reserving anything.
+ * keeps an honest sender's ENOSPC early without reserving anything. need:
+ * the bytes still to be written (less than the size when resumed).
  */
-static uint32_t rx_check_space(struct engine *e, struct efile *f, char *text, size_t textlen)
+static uint32_t rx_check_space(struct engine *e, struct efile *f, uint64_t need, char *text,
+			       size_t textlen)
 {
 	struct statvfs sv;
 
-	if (f->size < e->p->chunk_size || fstatvfs(e->dirs[f->dir].fd, &sv) < 0 ||
-	    sv.f_frsize == 0 || f->size / sv.f_frsize <= sv.f_bavail) {
+	if (need < e->p->chunk_size || fstatvfs(e->dirs[f->dir].fd, &sv) < 0 || sv.f_frsize == 0 ||
+	    need / sv.f_frsize <= sv.f_bavail) {
 		return PERR_OK;
 	}
 	snprintf(text, textlen, "%s: %llu bytes, %llu free", strerror(ENOSPC),
-		 (unsigned long long)f->size, (unsigned long long)sv.f_bavail * sv.f_frsize);
+		 (unsigned long long)need, (unsigned long long)sv.f_bavail * sv.f_frsize);
 	return PERR_NOSPACE;
 }
 
@@ -120,9 +122,6 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 	if (code == PERR_OK && f->dir < 0) {
 		code = rx_locate(e, f, text, textlen);
 	}
-	if (code == PERR_OK) {
-		code = rx_check_space(e, f, text, textlen);
-	}
 	if (code != PERR_OK) {
 		return code;
 	}
@@ -144,10 +143,19 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 			return PERR_INTERNAL;
 		}
 		if (r == 0) {
+			/* What a cut left is on the disk already (a full one, maybe). */
+			code = rx_check_space(e, f, f->size - f->kept, text, textlen);
+			if (code != PERR_OK) {
+				return code; /* the partial stays for a run with more room */
+			}
 			rx_open_direct(e, f);
 			e->st.bytes_accepted += f->size;
 			return PERR_OK;
 		}
+	}
+	code = rx_check_space(e, f, f->size, text, textlen);
+	if (code != PERR_OK) {
+		return code;
 	}
 	/*
 	 * An unnamed file where the file system allows it: it gets its name only

@@ -24,6 +24,8 @@
 #   9. a tree (-r -p) cut in its second file, re-run with --partial --skip
 #      quick: the first file kept, the second resumed, the third copied (in
 #      the walk's order, which is the directory's)
+#  10. disk full (a tmpfs module filled mid-file; root only): the copy fails
+#      with NOSPACE, the partial stays; once there is room, resumed
 #   8. the store is nobody's content: -r copies (push and pull) leave every
 #      .rdmacp-partial directory out, and a receiver refuses a name in one
 #
@@ -44,8 +46,15 @@ MID=$((64 << 20))
 MIDRATE=16M
 
 command -v jq >/dev/null || skip "jq not installed"
-mkdir -p "$T/drop"
-setup_standard "" "[drop]" "path = $T/drop" "allow = client" "write only = yes"
+mkdir -p "$T/drop" "$T/small"
+# A small file system of its own for the disk-full case (root only; else that case is skipped).
+SMALL_FS=0
+if mount -t tmpfs -o size=80m rdmacp-test "$T/small" 2>/dev/null; then
+	SMALL_FS=1
+	trap 'umount "$T/small" 2>/dev/null; cleanup' EXIT
+fi
+setup_standard "" "[drop]" "path = $T/drop" "allow = client" "write only = yes" \
+	"[small]" "path = $T/small" "allow = client"
 mkdir -p "$T/src" "$T/pull"
 head -c $SIZE /dev/urandom >"$T/src/big" || die "write big"
 head -c $MID /dev/urandom >"$T/src/mid" || die "write mid"
@@ -214,6 +223,35 @@ expect_rc 0 "resume with -v" "${CLIENT[@]}" -v --partial "$T/src/mid" "$HOST:dat
 grep -q "mid: resumed, [0-9]* bytes sent, [1-9][0-9]* kept, verified xxh128 [0-9a-f]*, committed" \
 	"$T/err" && pass "-v says resumed" || fail "-v: $(cat "$T/err")"
 cmp -s "$T/src/mid" "$T/mod/mid" && pass "-v: byte-identical" || fail "-v: result differs"
+
+# ---- 10. disk full -------------------------------------------------------------
+if [ $SMALL_FS = 1 ]; then
+	"${CLIENT[@]}" -q --partial --bwlimit $MIDRATE "$T/src/mid" "$HOST:small/" \
+		>/dev/null 2>"$T/err10" &
+	c=$!
+	wait_half "$T/small" $MID || fail "disk full: the partial never reached half the file"
+	# Fill what is left: the receiver's next write fails with ENOSPC.
+	head -c $((80 << 20)) /dev/zero >"$T/small/filler" 2>/dev/null
+	wait $c
+	rc=$?
+	[ $rc -ne 0 ] && grep -q "NOSPACE" "$T/err10" && pass "disk full: the copy failed (exit $rc)" ||
+		fail "disk full: exit $rc: $(cat "$T/err10")"
+	[ ! -e "$T/small/mid" ] && [ -n "$(store_data "$T/small")" ] &&
+		pass "disk full: the partial kept, nothing under the final name" ||
+		fail "disk full: $(ls -A "$T/small")"
+	rm -f "$T/small/filler"
+	expect_rc 0 "resumed once there is room" "${CLIENT[@]}" --json --partial "$T/src/mid" \
+		"$HOST:small/"
+	kept=$(json_file resumed_bytes)
+	[ "$(json_file action)" = resumed ] && [ "$kept" -ge $((MID / 3)) ] &&
+		[ "$(($(json_file bytes) + kept))" -eq $MID ] &&
+		pass "disk full: resumed, $kept bytes kept" ||
+		fail "disk full: $(json_file action), $kept kept, $(json_file bytes) sent"
+	cmp -s "$T/src/mid" "$T/small/mid" && pass "disk full: byte-identical" ||
+		fail "disk full: result differs"
+else
+	echo "note: no tmpfs mount (not root): the disk-full case is not run"
+fi
 
 # ---- 9. a tree: cut, then --partial --skip quick -------------------------------
 mkdir -p "$T/src/t3"
