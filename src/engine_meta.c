@@ -131,8 +131,12 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 	int r;
 
 	/*
-	 * Private while its contents arrive; its own mode at the end
-	 * (rx_finish_dirs), when it can no longer stop us writing into it.
+	 * Made private (0700), then given its own mode at once, but always
+	 * writable and searchable for us while its contents arrive; its exact
+	 * mode at the end (rx_finish_dirs), when it can no longer stop us
+	 * writing into it. A run that is cut before its end so leaves the
+	 * directory with its own mode (but for a missing u+rwx), which a later
+	 * run, finding it there, keeps.
 	 */
 	r = rx_dir_create(e, f->name, 0700, &fd, &created);
 	if (r < 0) {
@@ -141,6 +145,7 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 	}
 	if (created) {
 		rx_acl_clear(e, fd, true);
+		(void)fchmod(fd, rx_dir_mode(e, f->meta.mode) | 0700);
 	}
 	if (rx_xattr_dir_note(e, f, created) < 0) {
 		snprintf(text, textlen, "out of memory");
