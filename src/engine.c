@@ -9,6 +9,7 @@
 #include "engine-internal.h"
 
 static uint64_t progress_mark(const struct engine *e);
+static bool finished(struct engine *e);
 int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,
 	       char *err, size_t errlen);
 
@@ -201,7 +202,11 @@ static int on_control(struct engine *e)
 		if (r < 0) {
 			return r;
 		}
-	} while (!e->failed && chan_readable_now(e->p->chan));
+		/*
+		 * Not past the end: what follows the peer's last END (its BYE, the
+		 * next OPEN) is the caller's, however soon it came.
+		 */
+	} while (!e->failed && !finished(e) && chan_readable_now(e->p->chan));
 	return 0;
 }
 
