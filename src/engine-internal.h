@@ -359,6 +359,12 @@ struct engine {
 	uint64_t del_heard; /* sender: DELETED batches (the receiver's pass is progress) */
 };
 
+/* A probe (engine.h): a dry run on the control channel alone, nothing created. */
+static inline bool engine_probe(const struct engine *e)
+{
+	return e->p->x == NULL;
+}
+
 static inline double ts_now(struct timespec *ret)
 {
 	struct timespec t;
@@ -386,6 +392,7 @@ void note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t co
 		  const char *text);
 void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash);
 void note_skipped(struct engine *e, const char *name);
+void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes);
 struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(struct engine *e, struct efile *f);
 void file_release(struct engine *e, struct efile *f);
@@ -408,6 +415,8 @@ void tx_read_done(struct engine *e, uint32_t ci, int res);
 
 /* engine_rx.c */
 void rx_write_done(struct engine *e, uint32_t slot, int res);
+
+uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
 
 /* engine_commit.c */
 int rx_maybe_finish(struct engine *e, struct efile *f);

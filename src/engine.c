@@ -102,6 +102,16 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
 	}
 }
 
+/* A probe: an entry the receiver would copy (or make). */
+void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes)
+{
+	e->st.files_planned++;
+	e->st.bytes_planned += bytes;
+	if (e->p->ev.planned) {
+		e->p->ev.planned(e->p->ev.ud, name, ftype, bytes);
+	}
+}
+
 /* Count a regular file the receiver kept as it was (a skip level): not a failure. */
 void note_skipped(struct engine *e, const char *name)
 {
@@ -346,6 +356,10 @@ static int setup(struct engine *e)
 	if (e->uring_efd < 0 || io_uring_register_eventfd(&e->ring, e->uring_efd) < 0) {
 		return fail(e, PERR_INTERNAL, -EIO, "io_uring eventfd");
 	}
+	/* A probe has no data path: no pool, no lanes, no RING. */
+	if (!x) {
+		return e->role->setup(e);
+	}
 	r = setup_memory(e);
 	if (r < 0) {
 		return r;
@@ -461,7 +475,7 @@ static bool finished(struct engine *e)
 static uint64_t progress_mark(const struct engine *e)
 {
 	return e->bytes_progress + e->credits + e->st.files_ok + e->st.files_skipped +
-	       e->del_examined + e->del_heard;
+	       e->st.files_planned + e->del_examined + e->del_heard;
 }
 
 /* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */
@@ -591,7 +605,8 @@ static int loop(struct engine *e)
 	while (!e->failed) {
 		struct pollfd pfd[5] = {
 			{ .fd = tls_fd(p->chan->tls), .events = POLLIN },
-			{ .fd = x->ops->event_fd(x), .events = POLLIN },
+			{ .fd = x ? x->ops->event_fd(x) : -1,
+			  .events = POLLIN }, /* none: a probe */
 			{ .fd = e->uring_efd, .events = POLLIN },
 			{ .fd = e->sync_efd, .events = POLLIN },
 			{ .fd = e->sum_efd, .events = POLLIN }, /* -1 (ignored) until needed */
@@ -644,9 +659,11 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	struct engine *e;
 	int r;
 
-	if (!p->chan || !p->x || p->slots == 0 || p->slots > PROTO_MAX_SLOTS ||
-	    p->chunk_size < PROTO_MIN_CHUNK || p->x->nlanes == 0 || p->x->sq_depth < 4 ||
-	    !engine_role(p->role)) {
+	/* No transport: a probe, which only a dry run may be. */
+	if (!p->chan || !engine_role(p->role) || (!p->x && !(p->open_flags & PROTO_OPEN_DRY_RUN)) ||
+	    (p->x &&
+	     (p->slots == 0 || p->slots > PROTO_MAX_SLOTS || p->chunk_size < PROTO_MIN_CHUNK ||
+	      p->x->nlanes == 0 || p->x->sq_depth < 4))) {
 		snprintf(err, errlen, "bad engine parameters");
 		*ret_code = PERR_INTERNAL;
 		return -EINVAL;

@@ -275,7 +275,8 @@ uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, cha
 		snprintf(text, textlen, "invalid hard link target");
 		return PERR_BAD_PATH;
 	}
-	code = rx_locate(e, f, text, textlen);
+	code =
+	    engine_probe(e) ? rx_probe_locate(e, f, text, textlen) : rx_locate(e, f, text, textlen);
 	if (code != PERR_OK) {
 		return code;
 	}
@@ -284,6 +285,9 @@ uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, cha
 
 		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name &&
 		    strcmp(t->name, f->link_target) == 0) {
+			if (engine_probe(e)) {
+				return PERR_OK; /* its file waits for digests: the link would be made */
+			}
 			f->link_wait = t->id;
 			f->link_waiting = true;
 			e->links_waiting++;
@@ -304,14 +308,15 @@ uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, cha
 		const char *tleaf;
 
 		/* Kept when that name is the same file already. */
-		if (fspath_open_parent(e->p->base_fd, f->link_target, false, &tdir, &tleaf) >= 0 &&
+		if (f->dir >= 0 &&
+		    fspath_open_parent(e->p->base_fd, f->link_target, false, &tdir, &tleaf) >= 0 &&
 		    fstatat(tdir, tleaf, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    fstatat(e->dirs[f->dir].fd, f->leaf, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISREG(b.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
 			return PERR_SKIPPED;
 		}
 	}
-	return rx_link_make(e, f, text, textlen);
+	return engine_probe(e) ? PERR_OK : rx_link_make(e, f, text, textlen);
 }
 
 /*
