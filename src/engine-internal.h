@@ -449,6 +449,7 @@ void tx_links_free(struct engine *e);
 uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, char *text,
 			size_t textlen, bool *ret_peer);
 void rx_link_target_done(struct engine *e, const struct efile *t, bool ok);
+void rx_link_target_planned(struct engine *e, const struct efile *t);
 int rx_links_step(struct engine *e);
 void rx_links_free(struct engine *e);
 int rx_map_name(struct engine *e, const char *name, char **ret);

@@ -349,7 +349,7 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 		file_release(e, f);
 	} else if (code == PERR_OK && engine_probe(e)) {
 		/* A probe's answer resolves the entry: it would be copied (or made). */
-		rx_link_target_done(e, f, true);
+		rx_link_target_planned(e, f);
 		note_planned(e, f->name, f->ftype, f->ftype == PROTO_FT_REG ? f->size : 0);
 		file_release(e, f);
 	} else if (code != PERR_OK) {

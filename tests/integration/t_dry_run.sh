@@ -19,7 +19,9 @@
 #   5. push: a destination directory that does not exist: everything would
 #      be copied, nothing is made; an entry over the module's max file size
 #      fails (exit 9) and then nothing would be deleted
-#   6. a daemon without the probe capability (rawserver.py): refused before
+#   6. -H: a link to a file that would be copied would be made again, one
+#      to a kept file that is its link already would be kept
+#   7. a daemon without the probe capability (rawserver.py): refused before
 #      OPEN, "too old", exit 12 (push and pull)
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
@@ -211,8 +213,22 @@ jq -s -e '([.[] | select(.event=="plan" and .action=="delete")] | length) == 0 a
 [ -e "$T/small/tree/extra" ] && [ ! -e "$T/small/tree/a" ] && pass "the module unchanged" ||
 	fail "the module changed"
 
-# ---- 6. a daemon without the probe capability ---------------------------------------
-echo "--- 6. an old daemon"
+# ---- 6. hard links ------------------------------------------------------------------
+echo "--- 6. -H"
+mkdir -p "$T/src/hl"
+echo same >"$T/src/hl/a"
+ln "$T/src/hl/a" "$T/src/hl/b"
+echo old >"$T/src/hl/c"
+ln "$T/src/hl/c" "$T/src/hl/d"
+expect_rc 0 "push -H" "${CLIENT[@]}" -q -r -p -H "$T/src/hl" "$HOST:data/"
+echo changed >"$T/src/hl/c"
+# a/b kept (b is a's link already); c copied, so its link d is made again
+dry_then_real "-H --skip quick" 0 0 -r -p -H --skip quick "$T/src/hl" "$HOST:data/"
+check_eq "-H: what would be copied" "$(plan_set copy | tr '\n' ' ')" "hl hl/c hl/d "
+check_eq "-H: what would be kept" "$(plan_set skip | tr '\n' ' ')" "hl/a hl/b "
+
+# ---- 7. a daemon without the probe capability ---------------------------------------
+echo "--- 7. an old daemon"
 for dir in push pull; do
 	rm -f "$T/rs.port"
 	# Everything up to xattrs (0x1eff), not the probe (0x2000).
