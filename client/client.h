@@ -50,6 +50,7 @@ struct client_opts {
 	bool mirror;	      /* --delete */
 	bool have_max_delete; /* --max-delete given */
 	uint64_t max_delete;  /* --max-delete, PROTO_NO_MAX_DELETE: none */
+	bool partial;	      /* --partial: keep cut files, resume them */
 	bool busy_poll;
 	bool long_listing; /* ls -l */
 	int progress;	   /* -1 default (a terminal), 0 off, 1 on */
@@ -62,6 +63,9 @@ struct client_opts {
 	bool from0;
 	bool missing_ok; /* a --files-from name that doesn't exist is no failure */
 };
+
+/* A pull's receiver removes partials of cut runs older than this from the directories it writes. */
+#define CLIENT_PARTIAL_MAX_AGE_S (7 * 24 * 3600)
 
 /* Defaults, then ~/.config/rdmacp/config (or file): "FILE:LINE: problem" in err. */
 void client_opts_defaults(struct client_opts *o);

@@ -112,6 +112,7 @@ static int finish(struct xfer *x, const struct engine_stats *st, uint64_t local_
 		.failed = st->files_failed + local_failures,
 		.skipped = st->files_skipped,
 		.deleted = st->files_deleted,
+		.resumed_bytes = st->bytes_resumed,
 		.dry_run = x->o->dry_run,
 		.completed = x->completed,
 	};
@@ -125,6 +126,14 @@ static void ev_ok(void *ud, const struct engine_entry_ev *ev)
 	struct xfer *x = ud;
 
 	output_file(&x->out, ev->name, ev->ftype, ev->bytes, ev->seconds, ev->hash);
+}
+
+static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, double secs,
+		       const uint8_t h[16])
+{
+	struct xfer *x = ud;
+
+	output_resumed(&x->out, name, sent, kept, secs, h);
 }
 
 /* In a dry run (a probe) skipped, deleted and withheld are what a real run would do. */
@@ -351,6 +360,12 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
+	if (s->o->partial && !(s->hello.caps & PROTO_CAP_PARTIAL)) {
+		log_error("%s: the daemon is too old for --partial (it cannot resume): upgrade it, "
+			  "or copy without --partial",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
 	r = pick_transport(s, &m.u.open.transport);
 	if (r != 0) {
 		return r;
@@ -546,6 +561,7 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 		.notice = ev_notice,
 		.deleted = ev_deleted,
 		.delete_withheld = ev_delete_withheld,
+		.file_resumed = ev_resumed,
 		.planned = ev_planned,
 		.ud = x,
 	};
@@ -706,8 +722,8 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	struct engine_stats st = { 0 };
 	struct msg reply = { 0 };
 	uint64_t local_failures = 0;
-	/* The daemon is the receiver: it applies the skip level. */
-	uint32_t flags = open_flags(o) | o->skip;
+	/* The daemon is the receiver: it applies the skip level and keeps partials. */
+	uint32_t flags = open_flags(o) | o->skip | (o->partial ? PROTO_OPEN_PARTIAL : 0);
 	int rc;
 
 	output_init(&x.out, o->json, o->progress, o->verbose);
@@ -1088,7 +1104,8 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		ep.base_fd = basefd;
 		ep.rename_to = rename_to;
 		/* We are the receiver: the skip level is ours to apply, not the daemon's. */
-		ep.open_flags = open_flags(o) | o->skip;
+		ep.open_flags = open_flags(o) | o->skip | (o->partial ? PROTO_OPEN_PARTIAL : 0);
+		ep.partial_max_age_s = CLIENT_PARTIAL_MAX_AGE_S;
 		/*
 		 * As root, a daemon's set-id bits would be root's own: kept only
 		 * when asked for with --owner (as a user, cp -p keeps them too).

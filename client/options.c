@@ -81,6 +81,8 @@ static void usage(FILE *f)
 	    "                         (only when every entry of the run succeeded)\n"
 	    "      --max-delete N     with --delete: remove at most N entries (exit 16 if\n"
 	    "                         more were due; 0 lists them with -v, removes none)\n"
+	    "      --partial          keep what a cut copy received; a later --partial run\n"
+	    "                         of the same source sends only what is missing\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
@@ -357,6 +359,7 @@ static int set_acls(struct client_opts *o, const char *v)
 	return r;
 }
 FLAG_HANDLER(set_dry_run, dry_run)
+FLAG_HANDLER(set_partial, partial)
 FLAG_HANDLER(set_long, long_listing)
 FLAG_HANDLER(set_poll, busy_poll)
 FLAG_HANDLER(set_json, json)
@@ -463,6 +466,7 @@ const struct client_option client_options[] = {
 	{ "delete", no_argument, 0, NULL, set_delete, NULL },
 	{ "max-delete", required_argument, 0, NULL, set_max_delete,
 	  "a number of entries, 0 or more" },
+	{ "partial", no_argument, 0, NULL, set_partial, NULL },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },

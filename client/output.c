@@ -191,6 +191,29 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 	}
 }
 
+void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept, double secs,
+		    const uint8_t hash[16])
+{
+	char hex[33], esc[4200];
+
+	out->resumed_bytes += kept;
+	hash_to_hex(hash, hex);
+	if (out->json) {
+		printf("{\"event\":\"file\",\"name\":");
+		output_json_string(stdout, name);
+		printf(",\"type\":\"file\",\"action\":\"resumed\",\"bytes\":%" PRIu64
+		       ",\"resumed_bytes\":%" PRIu64 ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n",
+		       sent, kept, secs, hex);
+		fflush(stdout);
+	} else if (out->verbose > 0) {
+		clear_progress(out);
+		/* As a copied file's line, with what a cut run had left (not sent again). */
+		fprintf(stderr,
+			"%cf %s  %" PRIu64 " bytes, %" PRIu64 " kept (resumed), xxh128 %s\n",
+			out->pull ? '>' : '<', log_escape(name, esc, sizeof(esc)), sent, kept, hex);
+	}
+}
+
 void output_skipped(struct output *out, const char *name)
 {
 	char esc[4200];

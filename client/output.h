@@ -23,6 +23,7 @@ struct output {
 	uint64_t files_failed;
 	bool pull; /* itemized lines: '>' received here, else '<' sent */
 	bool summarized;
+	uint64_t resumed_bytes; /* kept from cut runs, not sent (--partial) */
 	/* output_memory: the pinned pool, shown in start (mem_pool 0: not set) */
 	uint64_t mem_limit; /* 0: no limit */
 	uint64_t mem_pool;
@@ -88,6 +89,9 @@ void output_error(struct output *out, const char *name, uint8_t ftype, const cha
 void output_local_error(struct output *out, const char *name, uint8_t ftype, const char *path,
 			const char *code, const char *text);
 void output_progress(struct output *out, uint64_t bytes);
+/* A file completed from a cut run's partial: sent bytes crossed now, kept did not. */
+void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept, double secs,
+		    const uint8_t hash[16]);
 
 /* What a run did, for its summary. */
 struct output_totals {

@@ -512,6 +512,12 @@ static int g_idle(struct parse_state *ps, const char *key, const char *value)
 	return set_uint_key(ps, key, value, 1, 86400, &ps->cfg->idle_timeout_s);
 }
 
+static int g_partial_max_age(struct parse_state *ps, const char *key, const char *value)
+{
+	/* 0: kept until resumed; at most ten years. */
+	return set_uint_key(ps, key, value, 0, 10u * 366 * 86400, &ps->cfg->partial_max_age_s);
+}
+
 static int set_size_key(struct parse_state *ps, const char *key, const char *value, uint64_t *dst)
 {
 	uint64_t v;
@@ -771,6 +777,7 @@ static const struct key_handler global_keys[] = {
 	{ "max unauthenticated per host", false, g_max_unauth_per_host },
 	{ "handshake timeout", false, g_handshake },
 	{ "idle timeout", false, g_idle },
+	{ "partial max age", false, g_partial_max_age },
 	{ "memory budget", false, g_budget },
 	{ "pool size", false, g_pool },
 	{ "log level", false, g_log_level },
@@ -1211,6 +1218,7 @@ static void config_defaults(struct daemon_config *c)
 	c->max_per_host = 8;
 	c->handshake_timeout_s = 5;
 	c->idle_timeout_s = 300;
+	c->partial_max_age_s = 7 * 86400;
 	c->memory_budget = UINT64_C(4) << 30;
 	c->pool_size = UINT64_C(64) << 20;
 	c->log_level = LOG_INFO;

@@ -202,6 +202,10 @@ static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir, bool
 	if (r < 0) {
 		return r;
 	}
+	/* A partial store holds the receiver's own files: no push goes in there. */
+	if (engine_name_reserved(trimmed)) {
+		return -EINVAL;
+	}
 	r = fspath_open_dir(rootfd, trimmed, &ret->fd);
 	/*
 	 * Not a directory (or a symlink, which is never followed): the single
@@ -241,6 +245,21 @@ static void ev_file_ok(void *ud, const struct engine_entry_ev *ev)
 		log_debug("%s: committed %s (%llu bytes, %.3f s, xxh128 %s)", c->peer,
 			  log_escape(ev->name, esc, sizeof(esc)), (unsigned long long)ev->bytes,
 			  ev->seconds, hex);
+	}
+}
+
+static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, double secs,
+			    const uint8_t h[16])
+{
+	struct conn *c = ud;
+	char esc[512], hex[33];
+
+	if (log_get_max_level() >= LOG_DEBUG) {
+		hash_to_hex(h, hex);
+		log_debug(
+		    "%s: committed %s, resumed (%llu bytes sent, %llu kept, %.3f s, xxh128 %s)",
+		    c->peer, log_escape(name, esc, sizeof(esc)), (unsigned long long)sent,
+		    (unsigned long long)kept, secs, hex);
 	}
 }
 
@@ -378,7 +397,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 	struct engine_limits limits = { 0 };
 	struct engine_stats st;
 	uint32_t code = 0;
-	char err[512], skipped[120] = "";
+	char err[512], skipped[120] = "", resumed[80] = "";
 	int r;
 
 	ep.role = pull_srcs ? ENGINE_SENDER : ENGINE_RECEIVER;
@@ -403,6 +422,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 		ep.delete_keep = filter_protects;
 		ep.delete_keep_ud = &c->filter;
 	}
+	ep.partial_max_age_s = cfg->partial_max_age_s;
 	/* Files belong to whoever the session runs as (become_module_user). */
 	ep.keep_setid = m->keep_setid;
 	/* Without -p new entries lose the daemon's umask (systemd UMask=, 0022), as rsyncd's do. */
@@ -418,6 +438,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 					.file_skipped = ev_file_skipped,
 					.notice = ev_notice,
 					.deleted = ev_deleted,
+					.file_resumed = ev_file_resumed,
 					.planned = ev_planned,
 					.ud = c };
 	c->last_progress = 0;
@@ -455,9 +476,15 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 			 skipped);
 		return 0;
 	}
-	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s", c->peer, c->id,
+	if (st.files_resumed) {
+		snprintf(resumed, sizeof(resumed), ", %llu resumed (%llu bytes kept, not sent)",
+			 (unsigned long long)st.files_resumed,
+			 (unsigned long long)st.bytes_resumed);
+	}
+	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
-		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped);
+		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped,
+		 resumed);
 	return 0;
 }
 
@@ -602,6 +629,12 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 	    (o->flags & PROTO_OPEN_SKIP_LEVELS)) {
 		return refuse(c, PERR_PERMISSION,
 			      "module '%s' is write only: --skip would show what it holds",
+			      m->name);
+	}
+	/* RESUME would tell how much of a name a cut push left there. */
+	if (o->direction == PROTO_DIR_PUSH && m->write_only && (o->flags & PROTO_OPEN_PARTIAL)) {
+		return refuse(c, PERR_PERMISSION,
+			      "module '%s' is write only: --partial would show what it holds",
 			      m->name);
 	}
 	*ret_m = m;

@@ -30,6 +30,7 @@ static const char *const type_names[] = {
 	[MSG_PONG] = "PONG",
 	[MSG_BYE] = "BYE",
 	[MSG_ENTRY_FAILED] = "ENTRY_FAILED",
+	[MSG_RESUME] = "RESUME",
 	[MSG_LIST] = "LIST",
 	[MSG_MODULES] = "MODULES",
 	[MSG_XATTRS] = "XATTRS",
@@ -318,6 +319,17 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		wbuf_put_u32(w, m->u.entry_failed.status);
 		wbuf_put_str16(w, m->u.entry_failed.name, PROTO_MAX_PATH);
 		wbuf_put_str16(w, m->u.entry_failed.text, PROTO_MAX_TEXT);
+		break;
+	case MSG_RESUME:
+		if (m->u.resume.count > PROTO_MAX_RESUME_RANGES) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u32(w, m->u.resume.id);
+		wbuf_put_u16(w, m->u.resume.count);
+		for (size_t i = 0; i < m->u.resume.count; i++) {
+			wbuf_put_u64(w, m->u.resume.r[i].offset);
+			wbuf_put_u64(w, m->u.resume.r[i].len);
+		}
 		break;
 	case MSG_LIST:
 		wbuf_put_u32(w, m->u.list.flags);
@@ -731,6 +743,30 @@ static int dec_sums(struct rbuf *r, struct msg_sums *ms)
 	return 0;
 }
 
+/* Ranges ascending, not empty, not overlapping, not past 2^64: the sender checks the rest. */
+static int dec_resume(struct rbuf *r, struct msg_resume *rs)
+{
+	uint64_t end = 0;
+
+	rs->id = rbuf_get_u32(r);
+	rs->count = rbuf_get_u16(r);
+	if (r->error || rs->count > PROTO_MAX_RESUME_RANGES) {
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < rs->count; i++) {
+		struct proto_range *g = &rs->r[i];
+
+		g->offset = rbuf_get_u64(r);
+		g->len = rbuf_get_u64(r);
+		if (r->error || g->len == 0 || g->offset > UINT64_MAX - g->len ||
+		    (i > 0 && g->offset < end)) {
+			return -EBADMSG;
+		}
+		end = g->offset + g->len;
+	}
+	return 0;
+}
+
 static bool chunk_size_ok(uint32_t cs)
 {
 	return cs >= PROTO_MIN_CHUNK && cs <= PROTO_MAX_CHUNK && (cs & (cs - 1)) == 0;
@@ -887,6 +923,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		}
 		return 0;
 	}
+	case MSG_RESUME:
+		return dec_resume(r, &m->u.resume);
 	case MSG_LIST:
 		m->u.list.flags = rbuf_get_u32(r);
 		rbuf_get_str16(r, m->u.list.path, sizeof(m->u.list.path), PROTO_MAX_PATH);

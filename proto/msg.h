@@ -51,6 +51,7 @@ enum proto_type {
 	MSG_MODULES = 16,      /* daemon -> client: modules this client may use */
 	MSG_ENTRY_FAILED = 17, /* sender -> receiver, only to a peer with PROTO_CAP_ENTRY_FAILED */
 	MSG_FILTER = 18,       /* client -> daemon before OPEN: a pull's rules (PROTO_CAP_FILTER) */
+	MSG_RESUME = 19,  /* receiver -> sender: byte ranges it has verified (PROTO_CAP_PARTIAL) */
 	MSG_DELETED = 20, /* receiver -> sender (--delete), only to a peer with PROTO_CAP_DELETE */
 	/* Digests: daemon -> client after FILES (LIST with PROTO_LIST_SUMS), or
 	 * sender -> receiver (PERR_SUM_WANTED, skip level checksum) */
@@ -72,6 +73,7 @@ enum {
 	PROTO_CAP_ENTRY_FAILED = 1u << 5, /* understands ENTRY_FAILED */
 	PROTO_CAP_SKIP = 1u << 6,	  /* OPEN skip levels, PERR_SKIPPED in FILES_ACK */
 	PROTO_CAP_FILTER = 1u << 7,	  /* FILTER before a pull's OPEN */
+	PROTO_CAP_PARTIAL = 1u << 8,	  /* OPEN PARTIAL, RESUME */
 	PROTO_CAP_DELETE = 1u << 9,	  /* OPEN DELETE, DELETED */
 	/* LIST with PROTO_LIST_SUMS, SUMS, OPEN's SKIP_CHECKSUM, PERR_SUM_WANTED */
 	PROTO_CAP_CHECK = 1u << 10,
@@ -80,7 +82,7 @@ enum {
 	/* Dry-run probes: OPEN DRY_RUN with a skip level or DELETE runs the engine, no data path */
 	PROTO_CAP_PROBE = 1u << 13,
 };
-#define PROTO_CAPS_KNOWN 0x3effu
+#define PROTO_CAPS_KNOWN 0x3fffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -134,6 +136,8 @@ enum {
 	PROTO_OPEN_SKIP_QUICK = 1u << 6,  /* ... and has the same size and mtime */
 	/* ... the same size and XXH3-128 (only to a peer with PROTO_CAP_CHECK too) */
 	PROTO_OPEN_SKIP_CHECKSUM = 1u << 7,
+	/* Keep cut files for a later run, resume them (only to a peer with PROTO_CAP_PARTIAL). */
+	PROTO_OPEN_PARTIAL = 1u << 8,
 	/*
 	 * With RECURSIVE, only to a peer with PROTO_CAP_DELETE: mirror (remove
 	 * what the sender lacks); OPEN then carries max_delete. A push's, or a
@@ -145,7 +149,7 @@ enum {
 	PROTO_OPEN_XATTRS = 1u << 11,	 /* -X: extended attributes in XATTRS */
 	PROTO_OPEN_ACLS = 1u << 12,	 /* -A: POSIX ACLs (system.posix_acl_*) in XATTRS */
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x1effu
+#define PROTO_OPEN_FLAGS_KNOWN 0x1fffu
 #define PROTO_OPEN_SKIP_LEVELS \
 	(PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_SKIP_CHECKSUM)
 
@@ -417,6 +421,24 @@ struct msg_xattrs {
 bool proto_xattr_name_ok(const char *name);
 
 /*
+ * Receiver -> sender, before the FILES_ACK of file id (--partial): the byte
+ * ranges of it the receiver has kept and verified; the sender reads and
+ * hashes them but does not send them. Ranges ascending, not overlapping,
+ * not empty; the sender checks them against the file's size and its chunks.
+ */
+#define PROTO_MAX_RESUME_RANGES 64
+struct proto_range {
+	uint64_t offset;
+	uint64_t len;
+};
+
+struct msg_resume {
+	uint32_t id;
+	uint16_t count;
+	struct proto_range r[PROTO_MAX_RESUME_RANGES];
+};
+
+/*
  * One decoded message. Decoders allocate only after caps are checked;
  * msg_clear frees what a decode allocated.
  */
@@ -436,6 +458,7 @@ struct msg {
 		struct msg_end end;
 		struct msg_ping ping;
 		struct msg_entry_failed entry_failed;
+		struct msg_resume resume;
 		struct msg_list list;
 		struct msg_modules modules;
 		struct msg_xattrs xattrs;

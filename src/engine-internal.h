@@ -81,6 +81,15 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
 #define SYNC_BATCH_FILE_MAX ((uint64_t)1 << 20)
 #define SYNC_BATCH_MIN	    8
 #define HUGE_2M		    ((size_t)2 << 20)
+/* --partial: journal records a file buffers before it appends them. */
+#define ENGINE_JNL_BATCH 64
+/*
+ * --partial: the time one FILES batch may spend re-reading kept data: a
+ * quarter of the idle timeout, at most this. The peer waits for the batch's
+ * FILES_ACK meanwhile with no progress to see, and its own idle timeout
+ * (a client's: 60 s by default) is not known here.
+ */
+#define VERIFY_BUDGET_MAX_S 10.0
 
 enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4 };
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
@@ -107,7 +116,8 @@ struct rslot {
 	uint32_t len;
 	uint32_t wdone; /* bytes written so far */
 	uint32_t lane;
-	bool credit_due; /* done, its credit held back by --bwlimit */
+	bool credit_due;	 /* done, its credit held back by --bwlimit */
+	uint8_t chash[HASH_LEN]; /* --partial: the chunk's own hash, for the journal */
 };
 
 /* A directory whose mode and time are set last (rx_finish_dirs). */
@@ -140,6 +150,10 @@ struct efile {
 	struct dio_align dio;
 	uint64_t read_off, send_off;
 	uint32_t chunks_out; /* chunks of this file not yet posted */
+	/* The receiver's RESUME: ranges it keeps, read and hashed but not sent. */
+	struct proto_range *resume;
+	uint16_t nresume;
+	uint64_t resumed; /* bytes of it the sender has passed over */
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
 	char *leaf;
@@ -170,6 +184,14 @@ struct efile {
 	bool own_sum_done, peer_sum_done;
 	uint32_t own_sum_status, peer_sum_status; /* PERR_OK: the digest is good */
 	uint8_t own_sum[HASH_LEN], peer_sum[HASH_LEN];
+	/* --partial (engine_partial.c): tfd is the store's data file, [0, kept) verified. */
+	bool partial;
+	uint64_t kept;
+	int part_store; /* the store directory */
+	int jfd;	/* the journal */
+	uint64_t jend;	/* its length */
+	uint8_t *jbuf;	/* records not appended yet */
+	uint32_t jn;
 };
 
 /* -H on the sender: a file's first name, by (device, inode). */
@@ -357,6 +379,8 @@ struct engine {
 	struct timespec last_activity; /* the last data progress (see progress_mark) */
 	struct timespec last_ping;
 	uint64_t del_heard; /* sender: DELETED batches (the receiver's pass is progress) */
+	/* --partial: kept data is re-verified until then in one FILES batch (see rx_files). */
+	double verify_deadline;
 };
 
 /* A probe (engine.h): a dry run on the control channel alone, nothing created. */
@@ -392,6 +416,8 @@ void note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t co
 		  const char *text);
 void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash);
 void note_skipped(struct engine *e, const char *name);
+void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64_t kept,
+		  const uint8_t *hash);
 void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes);
 struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(struct engine *e, struct efile *f);
@@ -477,3 +503,11 @@ int rx_delete_start(struct engine *e);
 int rx_delete_step(struct engine *e);
 void rx_delete_free(struct engine *e);
 int tx_deleted(struct engine *e, const struct msg_deleted *md);
+
+/* engine_partial.c */
+int rx_partial_open(struct engine *e, struct efile *f);
+int rx_partial_note(struct efile *f, uint64_t off, uint32_t len, const uint8_t hash[HASH_LEN]);
+int rx_partial_flush(struct efile *f);
+void rx_partial_data_name(const struct efile *f, char *out, size_t outlen);
+void rx_partial_committed(struct engine *e, struct efile *f);
+void rx_partial_drop(struct engine *e, struct efile *f);

@@ -102,6 +102,32 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
 	}
 }
 
+/*
+ * Count a committed file of which the receiver had kept bytes from a cut
+ * run (--partial): sent is the payload that crossed now.
+ */
+void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64_t kept,
+		  const uint8_t *hash)
+{
+	e->st.files_ok++;
+	e->st.files_resumed++;
+	e->st.bytes += sent;
+	e->st.bytes_resumed += kept;
+	if (e->p->ev.file_resumed) {
+		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, ts_since(&f->t0), hash);
+	} else if (e->p->ev.file_ok) {
+		struct engine_entry_ev ev = {
+			.name = f->name,
+			.ftype = f->ftype,
+			.bytes = sent,
+			.seconds = ts_since(&f->t0),
+			.hash = hash,
+		};
+
+		e->p->ev.file_ok(e->p->ev.ud, &ev);
+	}
+}
+
 /* A probe: an entry the receiver would copy (or make). */
 void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes)
 {
@@ -148,16 +174,25 @@ void file_release(struct engine *e, struct efile *f)
 	if (f->tfd >= 0) {
 		close(f->tfd);
 	}
+	if (f->jfd >= 0) {
+		rx_partial_flush(f); /* a cut file keeps every record it has */
+		close(f->jfd);
+	}
+	if (f->part_store >= 0) {
+		close(f->part_store);
+	}
 	if (f->dir >= 0) {
 		e->dirs[f->dir].refs--;
 	}
+	free(f->jbuf);
+	free(f->resume);
 	free(f->name);
 	free(f->leaf);
 	free(f->src_path);
 	free(f->link_target);
 	rx_xattrs_release(e, f);
 	memset(f, 0, sizeof(*f));
-	f->fd = f->dfd = f->tfd = f->dir = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = -1;
 	e->files_open--;
 }
 
@@ -336,6 +371,7 @@ static int setup(struct engine *e)
 
 	for (size_t i = 0; i < FILE_TABLE; i++) {
 		e->files[i].fd = e->files[i].dfd = e->files[i].tfd = e->files[i].dir = -1;
+		e->files[i].jfd = e->files[i].part_store = -1;
 	}
 	for (int i = 0; i < DIR_CACHE; i++) {
 		e->dirs[i].fd = -1;

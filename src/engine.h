@@ -87,6 +87,9 @@ struct engine_stats {
 	uint64_t delete_withheld;
 	/* --delete: nothing was looked at because entries of the run failed. */
 	bool delete_suppressed;
+	/* --partial: files committed with bytes kept from a cut run, and those bytes (not sent). */
+	uint64_t files_resumed;
+	uint64_t bytes_resumed;
 	/* A probe (engine_params.x NULL): entries the receiver would copy, and their bytes. */
 	uint64_t files_planned;
 	uint64_t bytes_planned;
@@ -127,6 +130,12 @@ struct engine_events {
 	void (*deleted)(void *ud, const char *name);
 	void (*delete_withheld)(void *ud, const char *name);
 	/*
+	 * A file committed with kept bytes of a cut run (--partial): sent bytes
+	 * crossed now, kept did not. NULL: reported through file_ok (sent).
+	 */
+	void (*file_resumed)(void *ud, const char *name, uint64_t sent, uint64_t kept,
+			     double seconds, const uint8_t hash[16]);
+	/*
 	 * A probe (both roles): an entry the receiver would copy (make, for a
 	 * directory or a link), with its size; may be NULL. In a probe, skipped
 	 * is "would skip" and deleted "would delete".
@@ -154,6 +163,8 @@ struct engine_limits {
 #define ENGINE_FAULT_FEW_DIRS (1u << 2)
 /* Test hook on the sender: remember at most 2 files with hard links (-H). */
 #define ENGINE_FAULT_FEW_LINKS (1u << 3)
+/* Test hook on the receiver: no time to re-verify kept partial data (--partial). */
+#define ENGINE_FAULT_NO_VERIFY_TIME (1u << 4)
 
 struct engine_params {
 	enum engine_role role;
@@ -207,6 +218,12 @@ struct engine_params {
 	 */
 	mode_t umask;
 	unsigned faults; /* ENGINE_FAULT_* */
+	/*
+	 * Receiver: partials (see ENGINE_PARTIAL_DIR) not written for this
+	 * many seconds are removed from each destination directory the session
+	 * opens; 0 = never.
+	 */
+	uint64_t partial_max_age_s;
 	/* Receiver: what the peer may store; NULL: no limits. */
 	const struct engine_limits *limits;
 	/* Receiver: refuse names the caller did not ask for (pull); NULL = all. */
@@ -229,6 +246,25 @@ struct engine_params {
 	struct engine_events ev;
 	volatile sig_atomic_t *stop; /* set by a signal handler: abort cleanly */
 };
+
+/*
+ * --partial (OPEN flag PARTIAL, with a peer that has PROTO_CAP_PARTIAL): a
+ * receiver writes each regular file larger than one chunk into this hidden
+ * directory (mode 0700) of its destination directory, as "<h>.data" with
+ * its journal "<h>.jnl" (h: hex XXH3-128 of the leaf name), and keeps them
+ * when the session is cut. Nothing else lives there; --delete and listings
+ * leave it alone.
+ */
+#define ENGINE_PARTIAL_DIR ".rdmacp-partial"
+
+/*
+ * Remove the partials in parent's store not written for max_age_s seconds
+ * (0: none), and the store once empty. Returns how many files went, or -errno.
+ */
+int engine_partial_sweep(int parent, uint64_t max_age_s);
+
+/* Does the relative name have an ENGINE_PARTIAL_DIR component? Nothing is written there. */
+bool engine_name_reserved(const char *name);
 
 /*
  * Does a receiver on this transport copy each slot it holds into a private

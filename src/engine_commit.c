@@ -29,11 +29,21 @@ int rx_resolve(struct engine *e, struct efile *f)
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
 			rx_discard(e, f);
 		}
+		/* A partial that verified wrong, or of a source that changed, is never resumed. */
+		if (f->partial && !f->renamed &&
+		    (f->fail_code == PERR_INTEGRITY || f->fail_code == PERR_SOURCE_CHANGED)) {
+			rx_partial_drop(e, f);
+		}
 		note_failure(e, f->name, f->ftype, f->fail_code, !f->fail_peer, f->fail_text);
 		r = send_result(e, f, f->fail_code, f->fail_text);
 	} else {
 		/* Reported only after verify, fsync, rename and the directory fsync. */
-		note_committed(e, f, f->size, f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
+		if (f->kept > 0) {
+			note_resumed(e, f, f->size - f->kept, f->kept, f->done_hash);
+		} else {
+			note_committed(e, f, f->size,
+				       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
+		}
 		r = send_result(e, f, PERR_OK, "");
 	}
 	file_release(e, f);
@@ -52,9 +62,10 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 	if (f->done_status != PERR_OK && !f->failed) {
 		file_fail(f, f->done_status, "sender: %s", f->done_text);
 		f->fail_peer = true; /* the sender's own failure */
-	} else if (f->done_bytes != f->size || f->written != f->size) {
-		file_fail(f, PERR_PROTOCOL, "size mismatch: announced %llu, sent %llu",
-			  (unsigned long long)f->size, (unsigned long long)f->done_bytes);
+	} else if (f->done_bytes + f->kept != f->size || f->written + f->kept != f->size) {
+		file_fail(f, PERR_PROTOCOL, "size mismatch: announced %llu, sent %llu, kept %llu",
+			  (unsigned long long)f->size, (unsigned long long)f->done_bytes,
+			  (unsigned long long)f->kept);
 	}
 	if (f->failed) {
 		return rx_resolve(e, f);
@@ -196,8 +207,20 @@ void rx_fsync_done(struct engine *e, struct efile *f, int res)
 		rx_resolve(e, f);
 		return;
 	}
-	int r = f->tmpname[0] ? (renameat(d->fd, f->tmpname, d->fd, f->leaf) < 0 ? negerrno() : 0)
-			      : fspath_link_anon(d->fd, f->tfd, f->leaf);
+	char pname[64];
+	int r;
+
+	if (f->partial) {
+		rx_partial_data_name(f, pname, sizeof(pname));
+		r = renameat(f->part_store, pname, d->fd, f->leaf) < 0 ? negerrno() : 0;
+	} else if (f->tmpname[0]) {
+		r = renameat(d->fd, f->tmpname, d->fd, f->leaf) < 0 ? negerrno() : 0;
+	} else {
+		r = fspath_link_anon(d->fd, f->tfd, f->leaf);
+	}
+	if (r == 0 && f->partial) {
+		rx_partial_committed(e, f);
+	}
 	if (r < 0) {
 		file_fail(f, errno_to_perr(r), "commit under its name: %s", strerror(-r));
 		rx_resolve(e, f);
@@ -260,7 +283,8 @@ void rx_dirsync_done(struct engine *e, uint32_t di, int res)
 /* Remove an uncommitted temp file. An unnamed one (O_TMPFILE) goes with its fd. */
 void rx_discard(struct engine *e, struct efile *f)
 {
-	if (f->tmpname[0] != '\0' && f->dir >= 0) {
+	/* A partial stays for a later run (see rx_resolve for the ones that don't). */
+	if (f->tmpname[0] != '\0' && f->dir >= 0 && !f->partial) {
 		fspath_discard(e->dirs[f->dir].fd, f->tmpname);
 	}
 }

@@ -49,8 +49,11 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 		return -ENOMEM;
 	}
 	/* Temp files of writers that died here earlier go now (the first time we see the dir). */
+	/* A probe sweeps nothing: it only looks. */
 	if (!engine_probe(e)) {
 		fspath_sweep_stale(fd, STALE_TEMP_AGE_S);
+		/* And partials of cut runs nobody resumed (bounded: only the directories we write). */
+		engine_partial_sweep(fd, e->p->partial_max_age_s);
 	}
 	e->dirs[free_idx].fd = fd;
 	e->dirs[free_idx].refs = 1;
@@ -123,6 +126,18 @@ static int seen_add(struct engine *e, const char *name)
 			return 1;
 		}
 	}
+}
+
+bool engine_name_reserved(const char *name)
+{
+	size_t n = strlen(ENGINE_PARTIAL_DIR);
+
+	for (const char *p = name; p; p = strchr(p, '/') ? strchr(p, '/') + 1 : NULL) {
+		if (!strncmp(p, ENGINE_PARTIAL_DIR, n) && (p[n] == '/' || p[n] == '\0')) {
+			return true;
+		}
+	}
+	return false;
 }
 
 /*
@@ -204,6 +219,12 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 	}
 	if (rx_map_entry(e, f) < 0) {
 		return PERR_INTERNAL;
+	}
+	/* The partial store is the receiver's own: nothing a peer sends goes in there. */
+	if (engine_name_reserved(f->name)) {
+		*ret_peer = true;
+		snprintf(text, textlen, "%s is reserved for --partial", ENGINE_PARTIAL_DIR);
+		return PERR_BAD_PATH;
 	}
 	/*
 	 * After the rename mapping: with OPEN "mod/target", "a", "b" and a

@@ -54,18 +54,20 @@ static uint32_t rx_check_limits(struct engine *e, const struct efile *f, char *t
  * Disk space is taken as data arrives, never reserved for a declared size
  * (a peer could fill the file system without sending a byte). A big file
  * that cannot fit in the space free now is refused at once instead, which
- * keeps an honest sender's ENOSPC early without reserving anything.
+ * keeps an honest sender's ENOSPC early without reserving anything. need:
+ * the bytes still to be written (less than the size when resumed).
  */
-static uint32_t rx_check_space(struct engine *e, struct efile *f, char *text, size_t textlen)
+static uint32_t rx_check_space(struct engine *e, struct efile *f, uint64_t need, char *text,
+			       size_t textlen)
 {
 	struct statvfs sv;
 
-	if (f->size < e->p->chunk_size || fstatvfs(e->dirs[f->dir].fd, &sv) < 0 ||
-	    sv.f_frsize == 0 || f->size / sv.f_frsize <= sv.f_bavail) {
+	if (need < e->p->chunk_size || fstatvfs(e->dirs[f->dir].fd, &sv) < 0 || sv.f_frsize == 0 ||
+	    need / sv.f_frsize <= sv.f_bavail) {
 		return PERR_OK;
 	}
 	snprintf(text, textlen, "%s: %llu bytes, %llu free", strerror(ENOSPC),
-		 (unsigned long long)f->size, (unsigned long long)sv.f_bavail * sv.f_frsize);
+		 (unsigned long long)need, (unsigned long long)sv.f_bavail * sv.f_frsize);
 	return PERR_NOSPACE;
 }
 
@@ -127,6 +129,25 @@ static uint32_t rx_check_skip(struct engine *e, struct efile *f)
 	return PERR_OK;
 }
 
+/* --partial asked for, with a peer that knows RESUME. */
+static bool rx_partial_on(const struct engine *e)
+{
+	return (e->p->open_flags & PROTO_OPEN_PARTIAL) && (e->p->peer_caps & PROTO_CAP_PARTIAL);
+}
+
+/* A new file's owner and ACLs, before anything else is set on it. */
+static uint32_t rx_temp_owner(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	/* Owner first: a chown later would clear attributes set meanwhile (file capabilities). */
+	if ((e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0 &&
+	    fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
+		snprintf(text, textlen, "chown: %s", strerror(errno));
+		return PERR_PERMISSION;
+	}
+	rx_acl_clear(e, f->tfd, false);
+	return PERR_OK;
+}
+
 /* A regular file to be received: the limits, the space, and its temp file. */
 static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
@@ -137,9 +158,41 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 	if (code == PERR_OK && f->dir < 0) {
 		code = rx_locate(e, f, text, textlen);
 	}
-	if (code == PERR_OK) {
-		code = rx_check_space(e, f, text, textlen);
+	if (code != PERR_OK) {
+		return code;
 	}
+	r = file_hash_init(&f->hash);
+	if (r < 0) {
+		return PERR_INTERNAL;
+	}
+	f->hash_live = true;
+	f->tmpname[0] = '\0';
+	/*
+	 * --partial: into the store, resumed from what a cut run left there.
+	 * Where that cannot be (another session writes it, the store can't be
+	 * made), the file is written the usual way: it is only not resumable.
+	 */
+	if (rx_partial_on(e) && f->size > e->p->chunk_size) {
+		r = rx_partial_open(e, f);
+		if (r == -ENOMEM) {
+			snprintf(text, textlen, "out of memory");
+			return PERR_INTERNAL;
+		}
+		if (r == 0) {
+			/* What a cut left is on the disk already (a full one, maybe). */
+			code = rx_check_space(e, f, f->size - f->kept, text, textlen);
+			if (code == PERR_OK) {
+				code = rx_temp_owner(e, f, text, textlen);
+			}
+			if (code != PERR_OK) {
+				return code; /* the partial stays for a run with more room */
+			}
+			rx_open_direct(e, f);
+			e->st.bytes_accepted += f->size;
+			return PERR_OK;
+		}
+	}
+	code = rx_check_space(e, f, f->size, text, textlen);
 	if (code != PERR_OK) {
 		return code;
 	}
@@ -147,7 +200,6 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 	 * An unnamed file where the file system allows it: it gets its name only
 	 * when complete, and a crash leaves nothing behind. Else a named temp file.
 	 */
-	f->tmpname[0] = '\0';
 	r = fspath_create_anon(e->dirs[f->dir].fd, &f->tfd);
 	if (r == -EOPNOTSUPP) {
 		r = fspath_create_temp(e->dirs[f->dir].fd, f->leaf, &f->tfd, f->tmpname,
@@ -157,21 +209,11 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 		snprintf(text, textlen, "create temp file: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	/* Owner first: a chown later would clear attributes set meanwhile (file capabilities). */
-	if ((e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0 &&
-	    fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
-		r = negerrno();
+	code = rx_temp_owner(e, f, text, textlen);
+	if (code != PERR_OK) {
 		rx_discard(e, f);
-		snprintf(text, textlen, "chown: %s", strerror(-r));
-		return PERR_PERMISSION;
+		return code;
 	}
-	rx_acl_clear(e, f->tfd, false);
-	r = file_hash_init(&f->hash);
-	if (r < 0) {
-		rx_discard(e, f);
-		return PERR_INTERNAL;
-	}
-	f->hash_live = true;
 	rx_open_direct(e, f);
 	e->st.bytes_accepted += f->size;
 	return PERR_OK;
@@ -187,7 +229,7 @@ static uint32_t rx_probe_copy(struct engine *e, struct efile *f, char *text, siz
 	uint32_t code = rx_check_limits(e, f, text, textlen);
 
 	if (code == PERR_OK && f->dir >= 0) {
-		code = rx_check_space(e, f, text, textlen);
+		code = rx_check_space(e, f, f->size, text, textlen);
 	}
 	if (code == PERR_OK) {
 		e->st.bytes_accepted += f->size;
@@ -290,7 +332,7 @@ static void rx_entry_init(struct engine *e, struct efile *f, const struct proto_
 	f->used = true;
 	e->files_open++;
 	f->id = pf->id;
-	f->fd = f->dfd = f->tfd = f->dir = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = -1;
 	f->ftype = pf->ftype;
 	f->size = pf->size;
 	f->meta = *pf;
@@ -364,6 +406,19 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 	}
 }
 
+/* Before its FILES_ACK: the bytes of f kept from a cut run, which the sender passes over. */
+static int rx_send_resume(struct engine *e, const struct efile *f)
+{
+	struct msg m = { .type = MSG_RESUME };
+	int r;
+
+	m.u.resume.id = f->id;
+	m.u.resume.count = 1;
+	m.u.resume.r[0] = (struct proto_range){ .offset = 0, .len = f->kept };
+	r = chan_queue(e->p->chan, &m);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
 static int rx_files(struct engine *e, struct msg_files *mf)
 {
 	struct msg ack = { .type = MSG_FILES_ACK };
@@ -377,6 +432,11 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 	}
 	rx_xattr_dirs_reset(e);
 	ack.u.files_ack.st = st;
+	e->verify_deadline =
+	    ts_now(NULL) + MIN(e->p->idle_timeout_ms / 4000.0, VERIFY_BUDGET_MAX_S);
+	if (e->p->faults & ENGINE_FAULT_NO_VERIFY_TIME) {
+		e->verify_deadline = 0;
+	}
 	for (size_t i = 0; i < mf->count; i++) {
 		struct proto_file *pf = &mf->files[i];
 		struct efile *f = &e->files[pf->id % FILE_TABLE];
@@ -404,6 +464,12 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		if (code != PERR_OK && code != PERR_SKIPPED && code != PERR_SUM_WANTED) {
 			file_fail(f, code, "%s", text);
 			s->text = strdup(f->fail_text);
+		}
+		if (code == PERR_OK && f->kept > 0) {
+			r = rx_send_resume(e, f);
+			if (r < 0) {
+				break;
+			}
 		}
 		rx_entry_settle(e, f, pf, code, peer);
 	}
@@ -497,7 +563,7 @@ static int rx_file_done(struct engine *e, const struct msg_file_done *d)
 	if (!f || f->got_done || f->sum_wanted) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE for unknown file id %u", d->id);
 	}
-	if (d->bytes > f->size || d->bytes < f->recv_bytes) {
+	if (d->bytes > f->size - f->kept || d->bytes < f->recv_bytes) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE: impossible byte count");
 	}
 	f->got_done = true;
@@ -725,6 +791,13 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && d.offset == 0) {
 		rx_slot_buf(e, slot)[0] ^= 0xff;
 	}
+	if (f->partial && !f->failed) {
+		/* The journal's digest of the bytes that are written: the held ones. */
+		XXH128_canonical_t c;
+
+		XXH128_canonicalFromHash(&c, XXH3_128bits(rx_slot_buf(e, slot), d.len));
+		memcpy(s->chash, c.digest, HASH_LEN);
+	}
 	if (f->failed) {
 		/* Already failed (disk full, ...): drop the bytes, keep the credits flowing. */
 		s->hashed = s->written = true;
@@ -759,6 +832,11 @@ void rx_write_done(struct engine *e, uint32_t slot, int res)
 		}
 		s->written = true;
 		f->written += s->len;
+		if (f->partial && rx_partial_note(f, s->off, s->len, s->chash) < 0) {
+			/* Not a failure of the copy: only less of it can be resumed. */
+			close(f->jfd);
+			f->jfd = -1;
+		}
 	}
 	if (s->hashed) {
 		rx_credit(e, slot);
@@ -853,6 +931,16 @@ static int rx_on_receive(struct engine *e, const struct xport_wc *wc)
 static int rx_step(struct engine *e)
 {
 	int r = rx_sync_step(e);
+
+	/* --partial: what is on disk is journaled each turn, so a cut loses little. */
+	for (uint32_t i = 0; rx_partial_on(e) && i < FILE_TABLE; i++) {
+		struct efile *f = &e->files[i];
+
+		if (f->used && f->jn > 0 && rx_partial_flush(f) < 0) {
+			close(f->jfd);
+			f->jfd = -1;
+		}
+	}
 
 	if (r >= 0) {
 		r = rx_credit_flush(e);

@@ -87,7 +87,7 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	f->used = true;
 	e->files_open++;
 	f->id = id;
-	f->fd = f->dfd = f->tfd = f->dir = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = -1;
 	f->name = strdup(s->name);
 	f->src_path = strdup(s->path);
 	f->src_dirfd = s->dirfd;
@@ -192,7 +192,7 @@ static int tx_send_done(struct engine *e, struct efile *f)
 	struct msg m = { .type = MSG_FILE_DONE };
 
 	m.u.file_done.id = f->id;
-	m.u.file_done.bytes = f->send_off;
+	m.u.file_done.bytes = f->send_off - f->resumed; /* put on the data path */
 	if (f->failed) {
 		m.u.file_done.status = f->fail_code;
 		snprintf(m.u.file_done.text, sizeof(m.u.file_done.text), "%s", f->fail_text);
@@ -445,6 +445,34 @@ static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
 }
 
+/* Is the chunk at off, len inside a range the receiver kept (RESUME)? */
+static bool tx_kept(const struct efile *f, uint64_t off, uint32_t len)
+{
+	for (uint16_t i = 0; i < f->nresume; i++) {
+		if (off >= f->resume[i].offset &&
+		    off + len <= f->resume[i].offset + f->resume[i].len) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * A chunk next in its file that the receiver has: hashed like the others
+ * (FILE_DONE's hash is the whole file's) but not sent.
+ */
+static int tx_pass_chunk(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+
+	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	f->send_off += c->len;
+	f->resumed += c->len;
+	tx_chunk_drop(e, ci);
+	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
+}
+
 static int tx_post_ready(struct engine *e)
 {
 	struct xport *x = e->p->x;
@@ -468,6 +496,14 @@ static int tx_post_ready(struct engine *e)
 				continue;
 			}
 			if (c->off != f->send_off) {
+				continue;
+			}
+			if (f->nresume && tx_kept(f, c->off, c->len)) {
+				r = tx_pass_chunk(e, ci);
+				if (r < 0) {
+					return r;
+				}
+				progress = true;
 				continue;
 			}
 			if (e->p->bwlimit && !bw_allows(e, c->len)) {
@@ -632,7 +668,9 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 	if (!f || !f->done_sent) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_RESULT for unknown id %u", res->id);
 	}
-	if (res->status == PERR_OK) {
+	if (res->status == PERR_OK && f->resumed) {
+		note_resumed(e, f, f->size - f->resumed, f->resumed, f->done_hash);
+	} else if (res->status == PERR_OK) {
 		note_committed(e, f, f->size, f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 	} else if (f->failed) {
 		/* Ours (open, read, a source that changed): the receiver only echoes it. */
@@ -642,6 +680,41 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 	}
 	e->offered_unresolved--;
 	file_release(e, f);
+	return 0;
+}
+
+/*
+ * The receiver keeps these ranges of a file it has not answered for yet
+ * (--partial). Only from a peer that said it knows RESUME, only for a
+ * regular file, once, and only whole chunks of it (the last may be short).
+ */
+static int tx_resume(struct engine *e, const struct msg_resume *rs)
+{
+	struct efile *f = file_by_id(e, rs->id);
+	uint64_t cs = e->p->chunk_size;
+
+	if (!(e->p->peer_caps & PROTO_CAP_PARTIAL) || !f || f->acked || f->resume ||
+	    f->ftype != PROTO_FT_REG || rs->count == 0) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "RESUME for id %u out of place", rs->id);
+	}
+	for (uint16_t i = 0; i < rs->count; i++) {
+		const struct proto_range *g = &rs->r[i];
+
+		/* The decoder checked order and overflow; the file's size and chunks are ours. */
+		if (g->offset % cs || g->offset >= f->size || g->len > f->size - g->offset ||
+		    (g->len % cs && g->offset + g->len != f->size)) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "RESUME for %s: range %llu+%llu not whole chunks of it",
+				    f->name, (unsigned long long)g->offset,
+				    (unsigned long long)g->len);
+		}
+	}
+	f->resume = calloc(rs->count, sizeof(*f->resume));
+	if (!f->resume) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	memcpy(f->resume, rs->r, rs->count * sizeof(*f->resume));
+	f->nresume = rs->count;
 	return 0;
 }
 
@@ -755,6 +828,8 @@ static int tx_on_message(struct engine *e, struct msg *m)
 			return tx_deleted(e, &m->u.deleted);
 		}
 		break;
+	case MSG_RESUME:
+		return tx_resume(e, &m->u.resume);
 	default:
 		break;
 	}

@@ -529,6 +529,10 @@ static int next_in_dir(struct walk *w)
 		if (walk_excluded(w, cname, S_ISDIR(st.st_mode))) {
 			continue;
 		}
+		/* A receiver's store of cut files (--partial): its bookkeeping, not the tree's. */
+		if (S_ISDIR(st.st_mode) && !strcmp(de->d_name, ENGINE_PARTIAL_DIR)) {
+			continue;
+		}
 		r = classify(w, &w->cur, w->rootfd, cpath, cname, &st, dirfd(f->d), de->d_name,
 			     true);
 		if (r == -ENOMEM || r > 0) {

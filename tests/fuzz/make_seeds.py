@@ -101,6 +101,9 @@ SEEDS = {
     "list_sums": frame(15, struct.pack(">I", 3) + s16("mod/dir")),
     "sums": frame(21, struct.pack(">H", 2) + struct.pack(">II", 1, 0) + bytes(range(16))
                   + struct.pack(">II", 3, 14) + bytes(16)),
+    # receiver -> sender: file id, count, then (offset, len) per verified range
+    "resume": frame(19, struct.pack(">IH", 1, 2) + struct.pack(">QQ", 0, 4 << 20)
+                    + struct.pack(">QQ", 6 << 20, 12345)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]

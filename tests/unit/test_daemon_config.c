@@ -150,6 +150,7 @@ static void test_full_valid(void **state)
 		 "max connections per host = 2\n"
 		 "handshake timeout = 5\n"
 		 "idle timeout = 600\n"
+		 "partial max age = 0\n"
 		 "memory budget = 1G\n"
 		 "pool size = 16MiB\n"
 		 "log level = debug\n"
@@ -194,6 +195,7 @@ static void test_full_valid(void **state)
 	assert_int_equal(c->max_per_host, 2);
 	assert_int_equal(c->handshake_timeout_s, 5);
 	assert_int_equal(c->idle_timeout_s, 600);
+	assert_int_equal(c->partial_max_age_s, 0);
 	assert_int_equal(c->memory_budget, UINT64_C(1) << 30);
 	assert_int_equal(c->pool_size, UINT64_C(16) << 20);
 	assert_int_equal(c->log_level, LOG_DEBUG);
@@ -249,6 +251,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c->max_unauth_per_host, 8);
 	assert_int_equal(c->handshake_timeout_s, 5);
 	assert_int_equal(c->idle_timeout_s, 300);
+	assert_int_equal(c->partial_max_age_s, 7 * 86400);
 	assert_int_equal(c->memory_budget, UINT64_C(4) << 30);
 	assert_int_equal(c->pool_size, UINT64_C(64) << 20);
 	assert_int_equal(c->log_level, LOG_INFO);
@@ -817,6 +820,11 @@ static void test_bad_numbers(void **state)
 
 	write_conf("idle timeout = -1\n");
 	expect_error(BASE_LINES + 1, "idle timeout");
+
+	write_conf("partial max age = 316224001\n");
+	expect_error(BASE_LINES + 1, "partial max age");
+	write_conf("partial max age = -1\n");
+	expect_error(BASE_LINES + 1, "partial max age");
 
 	write_conf("max connections per host = 20\nmax connections = 10\n");
 	expect_error(BASE_LINES + 1, "exceeds 'max connections'");

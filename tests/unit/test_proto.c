@@ -268,6 +268,12 @@ static void sample(uint16_t type, struct msg *m)
 		strcpy(m->u.entry_failed.name, "tree/a\nb");
 		strcpy(m->u.entry_failed.text, "open: Permission denied");
 		break;
+	case MSG_RESUME:
+		m->u.resume.id = 7;
+		m->u.resume.count = 2;
+		m->u.resume.r[0] = (struct proto_range){ .offset = 0, .len = 3u << 20 };
+		m->u.resume.r[1] = (struct proto_range){ .offset = 5u << 20, .len = 12345 };
+		break;
 	case MSG_LIST:
 		m->u.list.flags = PROTO_LIST_FLAGS_KNOWN;
 		strcpy(m->u.list.path, "mod/dir/");
@@ -414,6 +420,14 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		assert_int_equal(a->u.entry_failed.status, b->u.entry_failed.status);
 		assert_string_equal(a->u.entry_failed.name, b->u.entry_failed.name);
 		assert_string_equal(a->u.entry_failed.text, b->u.entry_failed.text);
+		break;
+	case MSG_RESUME:
+		assert_int_equal(a->u.resume.id, b->u.resume.id);
+		assert_int_equal(a->u.resume.count, b->u.resume.count);
+		for (size_t i = 0; i < a->u.resume.count; i++) {
+			assert_true(a->u.resume.r[i].offset == b->u.resume.r[i].offset);
+			assert_true(a->u.resume.r[i].len == b->u.resume.r[i].len);
+		}
 		break;
 	case MSG_LIST:
 		assert_int_equal(a->u.list.flags, b->u.list.flags);
@@ -1555,6 +1569,51 @@ static void test_bad_status(void **state)
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 }
 
+/* RESUME: at most PROTO_MAX_RESUME_RANGES ranges, ascending, none empty or past 2^64. */
+static void test_bad_resume(void **state)
+{
+	struct msg m;
+	struct wbuf w;
+	size_t len;
+
+	(void)state;
+	sample(MSG_RESUME, &m);
+	m.u.resume.count = 0;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.resume.count = PROTO_MAX_RESUME_RANGES;
+	for (size_t i = 0; i < PROTO_MAX_RESUME_RANGES; i++) {
+		m.u.resume.r[i] = (struct proto_range){ .offset = i * 10, .len = 10 };
+	}
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.resume.count = PROTO_MAX_RESUME_RANGES + 1;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	/* Over the cap on the wire: refused before anything is read into the table. */
+	wbuf_init(&w, payload(), PROTO_MAX_PAYLOAD);
+	wbuf_put_u32(&w, 1);
+	wbuf_put_u16(&w, PROTO_MAX_RESUME_RANGES + 1);
+	for (size_t i = 0; i <= PROTO_MAX_RESUME_RANGES; i++) {
+		wbuf_put_u64(&w, i * 10);
+		wbuf_put_u64(&w, 10);
+	}
+	len = w.len;
+	assert_int_equal(decode_rc(MSG_RESUME, payload(), len), -EBADMSG);
+	sample(MSG_RESUME, &m);
+	m.u.resume.r[1].len = 0; /* empty */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample(MSG_RESUME, &m);
+	m.u.resume.r[1].offset = 1; /* overlaps the first */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample(MSG_RESUME, &m);
+	m.u.resume.r[0].offset = 9u << 20; /* not ascending */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample(MSG_RESUME, &m);
+	m.u.resume.r[1].offset = UINT64_MAX - 10; /* past 2^64 */
+	m.u.resume.r[1].len = 11;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.resume.r[1].len = 10; /* ends exactly at 2^64 - 1 */
+	assert_int_equal(encode_decode_rc(&m), 0);
+}
+
 /* ---- encoder refusals --------------------------------------------------- */
 
 /* LIST: only the defined flags; the path under its cap (issue 15). */
@@ -1971,6 +2030,7 @@ int main(void)
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_bad_xattrs),
 		cmocka_unit_test(test_bad_status),
+		cmocka_unit_test(test_bad_resume),
 		cmocka_unit_test(test_bad_list),
 		cmocka_unit_test(test_bad_modules),
 		cmocka_unit_test(test_bad_sums),
