@@ -136,25 +136,47 @@ static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept,
 	output_resumed(&x->out, name, sent, kept, secs, h);
 }
 
+/* In a dry run (a probe) skipped, deleted and withheld are what a real run would do. */
 static void ev_skipped(void *ud, const char *name)
 {
 	struct xfer *x = ud;
 
-	output_skipped(&x->out, name);
+	if (x->o->dry_run) {
+		output_plan_skip(&x->out, name);
+	} else {
+		output_skipped(&x->out, name);
+	}
 }
 
 static void ev_deleted(void *ud, const char *name)
 {
 	struct xfer *x = ud;
 
-	output_deleted(&x->out, name);
+	if (x->o->dry_run) {
+		output_plan_delete(&x->out, name, false);
+	} else {
+		output_deleted(&x->out, name);
+	}
 }
 
 static void ev_delete_withheld(void *ud, const char *name)
 {
 	struct xfer *x = ud;
 
-	output_delete_withheld(&x->out, name);
+	if (x->o->dry_run) {
+		output_plan_delete(&x->out, name, true);
+	} else {
+		output_delete_withheld(&x->out, name);
+	}
+}
+
+/* A probe: an entry the receiver would copy. */
+static void ev_planned(void *ud, const char *name, uint8_t ftype, uint64_t bytes)
+{
+	struct xfer *x = ud;
+
+	output_plan(&x->out, name, ftype, bytes);
+	x->planned++;
 }
 
 /* The local path of a wire name: the source it came from, or where it would land. */
@@ -323,6 +345,14 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
+	/* A dry run that looks at the destination runs the engine with no data path. */
+	if (proto_open_is_probe(flags) && !(s->hello.caps & PROTO_CAP_PROBE)) {
+		log_error("%s: the daemon is too old for --dry-run with --skip or --delete (it "
+			  "can't say what a run would skip or delete): upgrade it, or run without "
+			  "--dry-run",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
 	/* A pull needs it too: the daemon hears our pass go on (DELETED) while it waits. */
 	if (s->o->mirror && !(s->hello.caps & PROTO_CAP_DELETE)) {
 		log_error("%s: the daemon is too old for --delete: upgrade it, or copy without "
@@ -466,6 +496,19 @@ static int exit_for_stats(const struct engine_stats *st, uint64_t local_failures
 				     : exit_for_perr(st->first_error);
 }
 
+/*
+ * A probe's exit code: as a real run's, with what it would copy counted as
+ * committed (an entry that would fail: 9 when others would go); --max-delete
+ * reached is listed, not an exit code: nothing was deleted.
+ */
+static int exit_for_probe(const struct engine_stats *st, uint64_t local_failures)
+{
+	struct engine_stats as_run = *st;
+
+	as_run.files_ok = st->files_planned;
+	return exit_for_stats(&as_run, local_failures);
+}
+
 /* A run that is otherwise fine ends with EXIT_MAX_DELETE when --max-delete kept entries. */
 static int exit_for_mirror(const struct engine_stats *st, int rc)
 {
@@ -474,6 +517,7 @@ static int exit_for_mirror(const struct engine_stats *st, int rc)
 
 static int send_get(struct daemon_conn *s, char **paths, size_t n);
 
+/* ok NULL: a probe (a dry run with --skip or --delete), on the control channel alone. */
 static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_params *ep,
 		      const struct msg_open_ok *ok, struct engine_stats *st)
 {
@@ -482,12 +526,14 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	char err[1200];
 	int rc, r;
 
-	rc = connect_data(s, ok, &xp);
+	rc = ok ? connect_data(s, ok, &xp) : 0;
 	if (rc != 0) {
 		return rc;
 	}
 	if (x->nget && send_get(s, x->get_paths, x->nget) < 0) {
-		xp->ops->destroy(xp);
+		if (xp) {
+			xp->ops->destroy(xp);
+		}
 		log_error("control channel write failed");
 		return EXIT_CONNECT;
 	}
@@ -495,12 +541,14 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 		output_memory(&x->out, s->fit.unlimited ? 0 : s->fit.limit, s->fit.pool,
 			      s->fit.chunk, s->fit.chunks, s->fit.fitted);
 	}
-	output_start(&x->out, ep->role == ENGINE_SENDER ? "push" : "pull", s->rem->host,
-		     transport_name(ok->transport), ok->lanes);
+	if (ok) {
+		output_start(&x->out, ep->role == ENGINE_SENDER ? "push" : "pull", s->rem->host,
+			     transport_name(ok->transport), ok->lanes);
+	}
 	ep->chan = &s->chan;
 	ep->x = xp;
-	ep->chunk_size = ok->chunk_size;
-	ep->slots = ok->slots;
+	ep->chunk_size = ok ? ok->chunk_size : s->o->chunk_size;
+	ep->slots = ok ? ok->slots : s->o->slots;
 	ep->pool_chunks = MAX(s->o->pool_chunks, 2u);
 	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
 	ep->busy_poll = s->o->busy_poll;
@@ -514,11 +562,14 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 		.deleted = ev_deleted,
 		.delete_withheld = ev_delete_withheld,
 		.file_resumed = ev_resumed,
+		.planned = ev_planned,
 		.ud = x,
 	};
 	ep->stop = &interrupted;
 	r = engine_run(ep, st, &code, err, sizeof(err));
-	xp->ops->destroy(xp);
+	if (xp) {
+		xp->ops->destroy(xp);
+	}
 	if (r < 0) {
 		char esc[4 * sizeof(err)];
 
@@ -676,6 +727,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	int rc;
 
 	output_init(&x.out, o->json, o->progress, o->verbose);
+	x.out.dry_run = o->dry_run;
 	srcs.filter = filter_empty(&o->filters) ? NULL : &o->filters;
 	if (o->files_from[0]) {
 		if (nargs != 1) {
@@ -738,7 +790,12 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	if (rc == 0) {
 		rc = open_transfer(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
 	}
-	if (rc == 0 && o->dry_run) {
+	if (rc == 0 && proto_open_is_probe(flags)) {
+		/* The daemon looks at its side: what it would skip, take, delete. */
+		src_list_source(&srcs, &ep.source);
+		ep.open_flags = flags;
+		rc = run_engine(&s, &x, &ep, NULL, &st);
+	} else if (rc == 0 && o->dry_run) {
 		for (size_t i = 0; i < srcs.n; i++) {
 			if (srcs.v[i].error) {
 				output_error(&x.out, srcs.v[i].name, srcs.v[i].ftype, "LOCAL_IO",
@@ -766,6 +823,11 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 		output_mirror(&x.out, st.files_deleted, st.delete_withheld,
 			      st.delete_suppressed || local_failures > 0,
 			      st.files_failed + local_failures, o->max_delete);
+	}
+	if (o->dry_run) {
+		return finish(&x, &st, local_failures,
+			      proto_open_is_probe(flags) ? exit_for_probe(&st, local_failures)
+							 : exit_for_stats(&st, local_failures));
 	}
 	return finish(&x, &st, local_failures,
 		      exit_for_mirror(&st, exit_for_stats(&st, local_failures)));
@@ -831,9 +893,10 @@ static int open_dest_dir(const char *dst, int flags, char **ret_dir, int *ret_fd
  * the one source (cp -r: a directory arrives under the new name). *ret_dir
  * is the local directory the entries' names are relative to ("" for ".");
  * *ret_made: DST was made here (removed again if the copy stores nothing).
+ * Without create (a dry run) a DST that would be made is not: *ret_fd is -1.
  */
-static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename, char **ret_dir,
-		     bool *ret_made, char *why, size_t whylen)
+static int pull_dest(const char *dst, int nsrcs, bool create, int *ret_fd, char **ret_rename,
+		     char **ret_dir, bool *ret_made, char *why, size_t whylen)
 {
 	_cleanup_free_ char *copy = strdup(dst);
 	struct stat st;
@@ -858,6 +921,22 @@ static int pull_dest(const char *dst, int nsrcs, int *ret_fd, char **ret_rename,
 		if (lstat(dst, &st) == 0) {
 			snprintf(why, whylen, "not a directory");
 			return -ENOTDIR;
+		}
+		if (!create) {
+			/* Its parent must be there for mkdir to work; nothing is made. */
+			_cleanup_free_ char *parent = strdup(dst);
+			size_t n = parent ? strlen(parent) : 0;
+
+			while (n > 1 && parent[n - 1] == '/') {
+				parent[--n] = '\0';
+			}
+			if (!parent || stat(dirname(parent), &st) < 0 || !S_ISDIR(st.st_mode)) {
+				snprintf(why, whylen, "directory %s does not exist", dirname(copy));
+				return -ENOENT;
+			}
+			*ret_dir = strdup(dst);
+			*ret_fd = -1;
+			return *ret_dir ? 0 : -ENOMEM;
 		}
 		if (mkdir(dst, 0777) < 0) {
 			int r = negerrno();
@@ -963,6 +1042,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	char *rename_to = NULL, *local_dir = NULL;
 	char why[PROTO_MAX_PATH + 64];
 	bool made_dest = false;
+	uint32_t flags = open_flags(o);
 	int basefd = -1, rc, r, nglob = 0;
 
 	if (nargs > PROTO_MAX_BATCH) {
@@ -975,6 +1055,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		return EXIT_USAGE;
 	}
 	output_init(&x.out, o->json, o->progress, o->verbose);
+	x.out.dry_run = o->dry_run;
 	x.out.pull = true;
 	for (int i = 0; i < nargs; i++) {
 		if (parse_remote(args[i], &rems[i]) != 1 || strcmp(rems[i].host, rems[0].host)) {
@@ -995,10 +1076,14 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	x.wanted = wanted;
 	x.nwanted = (size_t)nargs;
 	rc = 0;
-	if (!o->dry_run) {
+	/* A dry run with --skip or --delete looks at the destination: a probe, we receive. */
+	if (o->dry_run && (o->skip || o->mirror)) {
+		flags |= o->skip | (o->mirror ? PROTO_OPEN_DELETE : 0);
+	}
+	if (!o->dry_run || proto_open_is_probe(flags)) {
 		/* A wildcard may match several: the destination is a directory, as for cp. */
-		r = pull_dest(dst, nglob ? 2 : nargs, &basefd, &rename_to, &local_dir, &made_dest,
-			      why, sizeof(why));
+		r = pull_dest(dst, nglob ? 2 : nargs, !o->dry_run, &basefd, &rename_to, &local_dir,
+			      &made_dest, why, sizeof(why));
 		if (r < 0) {
 			log_error("destination %s: %s", dst, why[0] ? why : strerror(-r));
 			rc = EXIT_LOCAL_IO;
@@ -1009,12 +1094,12 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		rc = daemon_conn_open(&s);
 	}
 	if (rc == 0) {
-		rc = open_transfer(&s, PROTO_DIR_PULL, open_flags(o), rems[0].path, &reply);
+		rc = open_transfer(&s, PROTO_DIR_PULL, flags, rems[0].path, &reply);
 	}
-	if (rc == 0 && o->dry_run) {
+	if (rc == 0 && o->dry_run && !proto_open_is_probe(flags)) {
 		rc = send_get(&s, paths, (size_t)nargs) < 0 ? EXIT_PROTOCOL : pull_plan(&s, &x);
 	} else if (rc == 0) {
-		x.transport = transport_name(reply.u.open_ok.transport);
+		x.transport = o->dry_run ? NULL : transport_name(reply.u.open_ok.transport);
 		/* The lanes first (the daemon waits for them), then what we want. */
 		ep.base_fd = basefd;
 		ep.rename_to = rename_to;
@@ -1040,7 +1125,8 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		}
 		x.get_paths = paths;
 		x.nget = (size_t)nargs;
-		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
+		/* A probe: END answered the OPEN, there is no data path. */
+		rc = run_engine(&s, &x, &ep, o->dry_run ? NULL : &reply.u.open_ok, &st);
 	}
 	daemon_conn_close(&s, rc == 0);
 	for (int i = 0; i < nargs; i++) {
@@ -1054,13 +1140,16 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	if (made_dest && st.files_ok == 0) {
 		(void)rmdir(dst); /* only if still empty */
 	}
-	if (rc != 0 || o->dry_run) {
+	if (rc != 0 || (o->dry_run && !proto_open_is_probe(flags))) {
 		return finish(&x, &st, 0, rc);
 	}
 	x.completed = true;
 	if (o->mirror) {
 		output_mirror(&x.out, st.files_deleted, st.delete_withheld, st.delete_suppressed,
 			      st.files_failed, o->max_delete);
+	}
+	if (o->dry_run) {
+		return finish(&x, &st, 0, exit_for_probe(&st, 0));
 	}
 	return finish(&x, &st, 0, exit_for_mirror(&st, exit_for_stats(&st, 0)));
 }
@@ -1075,25 +1164,12 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 		log_error("usage: rdmacp [OPTIONS] SRC... DST (see rdmacp --help)");
 		return EXIT_USAGE;
 	}
-	if (o->skip && o->dry_run) {
-		/* A dry run does not look at the destination: it could not say what is kept. */
-		log_error("--skip and --dry-run together are not supported: a dry run lists every "
-			  "file, it does not look at the destination");
-		return EXIT_USAGE;
-	}
 	if (o->have_max_delete && !o->mirror) {
 		log_error("--max-delete needs --delete");
 		return EXIT_USAGE;
 	}
 	if (o->mirror && !o->recursive) {
 		log_error("--delete needs -r (it mirrors directories)");
-		return EXIT_USAGE;
-	}
-	if (o->mirror && o->dry_run) {
-		/* A dry run does not look at the destination: it could not say what would go. */
-		log_error("--delete and --dry-run together are not supported: a dry run does not "
-			  "look at the destination (--max-delete 0 -v copies, deletes nothing and "
-			  "lists what --delete would remove)");
 		return EXIT_USAGE;
 	}
 	sigaction(SIGINT, &sa, NULL);

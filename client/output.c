@@ -272,14 +272,21 @@ void output_mirror(struct output *out, uint64_t deleted, uint64_t withheld, bool
 	out->delete_suppressed = suppressed;
 	clear_progress(out);
 	if (suppressed) {
+		const char *what = out->dry_run ? "nothing would be deleted" : "nothing deleted";
+
 		if (failures) {
-			log_warning("--delete: %" PRIu64 " failure%s: nothing deleted", failures,
-				    failures == 1 ? "" : "s");
+			log_warning("--delete: %" PRIu64 " failure%s: %s", failures,
+				    failures == 1 ? "" : "s", what);
 		} else {
-			log_warning("--delete: entries failed at the receiver: nothing deleted");
+			log_warning("--delete: entries failed at the receiver: %s", what);
 		}
 	}
-	if (withheld) {
+	if (withheld && out->dry_run) {
+		/* Listed already, as every entry of a dry run is. */
+		log_warning("--delete: --max-delete %" PRIu64 " would be reached: %" PRIu64
+			    " would not be deleted",
+			    max_delete, withheld);
+	} else if (withheld) {
 		log_warning("--delete: --max-delete %" PRIu64 " reached: %" PRIu64 " not deleted%s",
 			    max_delete, withheld,
 			    out->verbose > 0 || out->json ? "" : " (-v lists them)");
@@ -442,6 +449,33 @@ void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t b
 	} else if (out->verbose >= 0) {
 		printf("would copy %s (%" PRIu64 " bytes)\n", log_escape(name, esc, sizeof(esc)),
 		       bytes);
+	}
+}
+
+void output_plan_skip(struct output *out, const char *name)
+{
+	char esc[4200];
+
+	if (out->json) {
+		printf("{\"event\":\"plan\",\"name\":");
+		output_json_string(stdout, name);
+		printf(",\"type\":\"file\",\"action\":\"skip\"}\n");
+	} else if (out->verbose >= 0) {
+		printf("would skip %s\n", log_escape(name, esc, sizeof(esc)));
+	}
+}
+
+void output_plan_delete(struct output *out, const char *name, bool withheld)
+{
+	char esc[4200];
+
+	if (out->json) {
+		printf("{\"event\":\"plan\",\"name\":");
+		output_json_string(stdout, name);
+		printf(",\"action\":\"%s\"}\n", withheld ? "withheld" : "delete");
+	} else if (out->verbose >= 0) {
+		printf("%s %s%s\n", withheld ? "would not delete" : "would delete",
+		       log_escape(name, esc, sizeof(esc)), withheld ? " (--max-delete)" : "");
 	}
 }
 

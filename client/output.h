@@ -33,6 +33,7 @@ struct output {
 	bool mirror;
 	uint64_t deleted, delete_withheld;
 	bool delete_suppressed;
+	bool dry_run; /* every entry is listed (plan events) */
 };
 
 /*
@@ -113,6 +114,13 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 		    int exit_code);
 /* --dry-run: one entry that would be copied. */
 void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t bytes);
+/*
+ * --dry-run with --skip or --delete (a probe): a regular file that would be
+ * kept as it is; an entry --delete would remove (withheld: one --max-delete
+ * would keep).
+ */
+void output_plan_skip(struct output *out, const char *name);
+void output_plan_delete(struct output *out, const char *name, bool withheld);
 /* ls: a module ("read only", "write only" or "read/write") and an entry. */
 void output_module(struct output *out, const char *name, const char *access, const char *comment);
 void output_entry(struct output *out, const struct proto_file *f, bool long_format);

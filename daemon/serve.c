@@ -289,6 +289,16 @@ static void ev_deleted(void *ud, const char *name)
 	log_debug("%s: deleted %s (--delete)", c->peer, log_escape(name, esc, sizeof(esc)));
 }
 
+static void ev_planned(void *ud, const char *name, uint8_t ftype, uint64_t bytes)
+{
+	struct conn *c = ud;
+	char esc[512];
+
+	(void)ftype;
+	log_debug("%s: dry run: would copy %s (%llu bytes)", c->peer,
+		  log_escape(name, esc, sizeof(esc)), (unsigned long long)bytes);
+}
+
 static void ev_progress(void *ud, uint64_t bytes)
 {
 	struct conn *c = ud;
@@ -373,6 +383,111 @@ static void fit_pool_size(struct engine_params *ep, const struct xport_ops *ops,
 	}
 }
 
+/*
+ * The engine on a session's data path x, or a probe's (x NULL: a dry run that
+ * looks at the destination, on the control channel alone). ep holds the
+ * sizes and test faults; x is destroyed here.
+ */
+static int run_session_engine(struct conn *c, const struct msg_open *o, const struct module *m,
+			      int basefd, const char *rename_to, struct get_source *pull_srcs,
+			      struct xport *x, struct engine_params *ep_in)
+{
+	const struct daemon_config *cfg = c->cfg;
+	struct engine_params ep = *ep_in;
+	struct engine_limits limits = { 0 };
+	struct engine_stats st;
+	uint32_t code = 0;
+	char err[512], skipped[120] = "", resumed[80] = "";
+	int r;
+
+	ep.role = pull_srcs ? ENGINE_SENDER : ENGINE_RECEIVER;
+	if (pull_srcs) {
+		get_source_engine(pull_srcs, &ep.source);
+	}
+	ep.chan = &c->chan;
+	ep.x = x;
+	ep.idle_timeout_ms = (int)cfg->idle_timeout_s * 1000;
+	ep.peer_caps = c->peer_caps;
+	ep.base_fd = basefd;
+	ep.rename_to = rename_to && *rename_to ? rename_to : NULL;
+	ep.open_flags = o->flags;
+	/*
+	 * --delete (a push's; a pull's probe carries the flag for the client's
+	 * own pass, which a sender ignores); the client hears each removal.
+	 */
+	ep.max_delete = o->max_delete;
+	ep.delete_tell_peer = true;
+	/* The client's rules (its FILTER before this OPEN): what they exclude is kept. */
+	if (c->have_filter) {
+		ep.delete_keep = filter_protects;
+		ep.delete_keep_ud = &c->filter;
+	}
+	ep.partial_max_age_s = cfg->partial_max_age_s;
+	/* Files belong to whoever the session runs as (become_module_user). */
+	ep.keep_setid = m->keep_setid;
+	/* Without -p new entries lose the daemon's umask (systemd UMask=, 0022), as rsyncd's do. */
+	ep.umask = fspath_umask();
+	/* The module's limits count every push of this connection together. */
+	limits.max_file_size = m->max_file_size;
+	limits.max_session_bytes =
+	    m->max_session_bytes - MIN(m->max_session_bytes, c->bytes_accepted);
+	ep.limits = &limits;
+	ep.ev = (struct engine_events){ .file_ok = ev_file_ok,
+					.file_failed = ev_file_failed,
+					.progress = ev_progress,
+					.file_skipped = ev_file_skipped,
+					.notice = ev_notice,
+					.deleted = ev_deleted,
+					.file_resumed = ev_file_resumed,
+					.planned = ev_planned,
+					.ud = c };
+	c->last_progress = 0;
+	ep.stop = &stop_requested;
+	r = engine_run(&ep, &st, &code, err, sizeof(err));
+	if (x) {
+		c->bytes_accepted += st.bytes_accepted;
+		x->ops->destroy(x);
+	}
+	if (r < 0) {
+		char esc[4 * sizeof(err)];
+
+		/* err may quote the peer's ERROR text or a file name (THREATS.md G46). */
+		log_notice("%s (%s): transfer failed: %s: %s", c->peer, c->id, proto_err_name(code),
+			   log_escape(err, esc, sizeof(esc)));
+		return r;
+	}
+	if (st.files_skipped) {
+		snprintf(skipped, sizeof(skipped), ", %llu skipped",
+			 (unsigned long long)st.files_skipped);
+	}
+	if (o->flags & PROTO_OPEN_DELETE) {
+		size_t n = strlen(skipped);
+
+		snprintf(skipped + n, sizeof(skipped) - n, ", %llu deleted%s",
+			 (unsigned long long)st.files_deleted,
+			 st.delete_suppressed ? " (failures: nothing deleted)"
+			 : st.delete_withheld ? " (--max-delete reached)"
+					      : "");
+	}
+	if (!x) {
+		log_info("%s (%s): dry run of a %s %s: %llu would be copied, %llu failed%s",
+			 c->peer, c->id, pull_srcs ? "pull from" : "push to", m->name,
+			 (unsigned long long)st.files_planned, (unsigned long long)st.files_failed,
+			 skipped);
+		return 0;
+	}
+	if (st.files_resumed) {
+		snprintf(resumed, sizeof(resumed), ", %llu resumed (%llu bytes kept, not sent)",
+			 (unsigned long long)st.files_resumed,
+			 (unsigned long long)st.bytes_resumed);
+	}
+	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
+		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
+		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped,
+		 resumed);
+	return 0;
+}
+
 /* Set up the data connection the client asked for, then run the engine. */
 static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const struct module *m,
 			       int basefd, const char *rename_to, struct get_source *pull_srcs)
@@ -385,11 +500,8 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	struct msg ok = { .type = MSG_OPEN_OK };
 	struct sockaddr_storage bind_addr = c->local;
 	struct engine_params ep = { 0 };
-	struct engine_limits limits = { 0 };
-	struct engine_stats st;
-	uint32_t code = 0, chunk, slots;
+	uint32_t chunk, slots;
 	uint64_t pinned;
-	char err[512], skipped[120] = "", resumed[80] = "";
 	uint16_t port;
 	int r;
 
@@ -457,77 +569,8 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 			x->ops->destroy(x);
 			return r;
 		}
-		get_source_engine(pull_srcs, &ep.source);
 	}
-	ep.chan = &c->chan;
-	ep.x = x;
-	ep.idle_timeout_ms = (int)cfg->idle_timeout_s * 1000;
-	ep.peer_caps = c->peer_caps;
-	ep.base_fd = basefd;
-	ep.rename_to = rename_to && *rename_to ? rename_to : NULL;
-	ep.open_flags = o->flags;
-	/* --delete (a push only: OPEN refuses it otherwise); the client hears each removal. */
-	ep.max_delete = o->max_delete;
-	ep.delete_tell_peer = true;
-	/* The client's rules (its FILTER before this OPEN): what they exclude is kept. */
-	if (c->have_filter) {
-		ep.delete_keep = filter_protects;
-		ep.delete_keep_ud = &c->filter;
-	}
-	ep.partial_max_age_s = cfg->partial_max_age_s;
-	/* Files belong to whoever the session runs as (become_module_user). */
-	ep.keep_setid = m->keep_setid;
-	/* Without -p new entries lose the daemon's umask (systemd UMask=, 0022), as rsyncd's do. */
-	ep.umask = fspath_umask();
-	/* The module's limits count every push of this connection together. */
-	limits.max_file_size = m->max_file_size;
-	limits.max_session_bytes =
-	    m->max_session_bytes - MIN(m->max_session_bytes, c->bytes_accepted);
-	ep.limits = &limits;
-	ep.ev = (struct engine_events){ .file_ok = ev_file_ok,
-					.file_failed = ev_file_failed,
-					.progress = ev_progress,
-					.file_skipped = ev_file_skipped,
-					.notice = ev_notice,
-					.deleted = ev_deleted,
-					.file_resumed = ev_file_resumed,
-					.ud = c };
-	c->last_progress = 0;
-	ep.stop = &stop_requested;
-	r = engine_run(&ep, &st, &code, err, sizeof(err));
-	c->bytes_accepted += st.bytes_accepted;
-	x->ops->destroy(x);
-	if (r < 0) {
-		char esc[4 * sizeof(err)];
-
-		/* err may quote the peer's ERROR text or a file name (THREATS.md G46). */
-		log_notice("%s (%s): transfer failed: %s: %s", c->peer, c->id, proto_err_name(code),
-			   log_escape(err, esc, sizeof(esc)));
-		return r;
-	}
-	if (st.files_skipped) {
-		snprintf(skipped, sizeof(skipped), ", %llu skipped",
-			 (unsigned long long)st.files_skipped);
-	}
-	if (o->flags & PROTO_OPEN_DELETE) {
-		size_t n = strlen(skipped);
-
-		snprintf(skipped + n, sizeof(skipped) - n, ", %llu deleted%s",
-			 (unsigned long long)st.files_deleted,
-			 st.delete_suppressed ? " (failures: nothing deleted)"
-			 : st.delete_withheld ? " (--max-delete reached)"
-					      : "");
-	}
-	if (st.files_resumed) {
-		snprintf(resumed, sizeof(resumed), ", %llu resumed (%llu bytes kept, not sent)",
-			 (unsigned long long)st.files_resumed,
-			 (unsigned long long)st.bytes_resumed);
-	}
-	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
-		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
-		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped,
-		 resumed);
-	return 0;
+	return run_session_engine(c, o, m, basefd, rename_to, pull_srcs, x, &ep);
 }
 
 /* The client asked for an OPEN: is this peer allowed to do it on this module? */
@@ -566,6 +609,12 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 			      "skip level checksum from a client without the "
 			      "check capability");
 	}
+	/* A probe's engine exchange goes only to a peer that announced it. */
+	if (proto_open_is_probe(o->flags) && !(c->peer_caps & PROTO_CAP_PROBE)) {
+		return refuse(c, PERR_PROTOCOL,
+			      "a dry run with a skip level or delete from a client without the "
+			      "probe capability");
+	}
 	if (o->direction == PROTO_DIR_PULL && m->write_only) {
 		return refuse(c, PERR_PERMISSION, "module '%s' is write only", m->name);
 	}
@@ -598,6 +647,18 @@ static int accept_dry_run(struct conn *c)
 	struct msg end = { .type = MSG_END };
 
 	return chan_send(&c->chan, &end);
+}
+
+/*
+ * A probe (proto_open_is_probe), after its END: the engine on the control
+ * channel alone. It pins and reserves nothing.
+ */
+static int run_probe(struct conn *c, const struct msg_open *o, const struct module *m, int basefd,
+		     const char *rename_to, struct get_source *pull_srcs)
+{
+	struct engine_params ep = { 0 };
+
+	return run_session_engine(c, o, m, basefd, rename_to, pull_srcs, NULL, &ep);
 }
 
 /*
@@ -1241,7 +1302,16 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 		}
 		/* The client's FILTER: every entry the walk makes is matched by its wire name. */
 		walk_set_filter(g.w, c->have_filter ? &c->filter : NULL);
-		if (o->flags & PROTO_OPEN_DRY_RUN) {
+		if (proto_open_is_probe(o->flags)) {
+			/* The client receives and decides: we offer as for a pull, send nothing. */
+			r = accept_dry_run(c);
+			if (r >= 0) {
+				r = expand_get(c, m, rootfd, recursive, &g);
+			}
+			if (r >= 0) {
+				r = run_probe(c, o, m, rootfd, NULL, &g);
+			}
+		} else if (o->flags & PROTO_OPEN_DRY_RUN) {
 			r = accept_dry_run(c);
 			if (r >= 0) {
 				r = expand_get(c, m, rootfd, recursive, &g);
@@ -1266,6 +1336,10 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 	}
 	if (o->flags & PROTO_OPEN_DRY_RUN) {
 		r = accept_dry_run(c);
+		/* A probe: we receive as we would, and create nothing (dest.fd < 0: not there). */
+		if (r >= 0 && proto_open_is_probe(o->flags)) {
+			r = run_probe(c, o, m, dest.fd, dest.rename_to, NULL);
+		}
 	} else {
 		r = run_transfer(c, o, m, dest.fd, dest.rename_to, NULL);
 	}

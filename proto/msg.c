@@ -809,10 +809,13 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		if (r->error) {
 			return -EBADMSG;
 		}
-		/* Deletion is a recursive push's, never a dry run's. */
+		/*
+		 * Deletion is a recursive push's; a pull carries the flag only in a
+		 * dry run, where it asks for a probe (the client is the receiver).
+		 */
 		if ((o->flags & PROTO_OPEN_DELETE) &&
-		    (o->direction != PROTO_DIR_PUSH || !(o->flags & PROTO_OPEN_RECURSIVE) ||
-		     (o->flags & PROTO_OPEN_DRY_RUN))) {
+		    (!(o->flags & PROTO_OPEN_RECURSIVE) ||
+		     (o->direction != PROTO_DIR_PUSH && !(o->flags & PROTO_OPEN_DRY_RUN)))) {
 			return -EBADMSG;
 		}
 		if ((o->direction != PROTO_DIR_PUSH && o->direction != PROTO_DIR_PULL) ||

@@ -79,8 +79,10 @@ enum {
 	PROTO_CAP_CHECK = 1u << 10,
 	PROTO_CAP_HARDLINKS = 1u << 11, /* OPEN HARDLINKS, FILES entries of type 4 */
 	PROTO_CAP_XATTRS = 1u << 12,	/* OPEN XATTRS and ACLS, XATTRS messages */
+	/* Dry-run probes: OPEN DRY_RUN with a skip level or DELETE runs the engine, no data path */
+	PROTO_CAP_PROBE = 1u << 13,
 };
-#define PROTO_CAPS_KNOWN 0x1fffu
+#define PROTO_CAPS_KNOWN 0x3fffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -137,8 +139,9 @@ enum {
 	/* Keep cut files for a later run, resume them (only to a peer with PROTO_CAP_PARTIAL). */
 	PROTO_OPEN_PARTIAL = 1u << 8,
 	/*
-	 * Push with RECURSIVE, not DRY_RUN, only to a peer with PROTO_CAP_DELETE:
-	 * mirror (remove what the sender lacks); OPEN then carries max_delete.
+	 * With RECURSIVE, only to a peer with PROTO_CAP_DELETE: mirror (remove
+	 * what the sender lacks); OPEN then carries max_delete. A push's, or a
+	 * pull's with DRY_RUN (a probe, see proto_open_is_probe).
 	 */
 	PROTO_OPEN_DELETE = 1u << 9,
 	/* Metadata (only to a peer with PROTO_CAP_HARDLINKS / PROTO_CAP_XATTRS). */
@@ -149,6 +152,17 @@ enum {
 #define PROTO_OPEN_FLAGS_KNOWN 0x1fffu
 #define PROTO_OPEN_SKIP_LEVELS \
 	(PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_SKIP_CHECKSUM)
+
+/*
+ * A dry run that looks at the destination (PROTO_CAP_PROBE): the engine runs
+ * on the control channel alone, the receiver answers FILES as it would and
+ * creates, writes and deletes nothing. See docs/PROTOCOL.md "Dry-run probes".
+ */
+static inline bool proto_open_is_probe(uint32_t flags)
+{
+	return (flags & PROTO_OPEN_DRY_RUN) &&
+	       (flags & (PROTO_OPEN_SKIP_LEVELS | PROTO_OPEN_DELETE));
+}
 
 /* LIST flags. */
 enum {

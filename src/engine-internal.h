@@ -383,6 +383,12 @@ struct engine {
 	double verify_deadline;
 };
 
+/* A probe (engine.h): a dry run on the control channel alone, nothing created. */
+static inline bool engine_probe(const struct engine *e)
+{
+	return e->p->x == NULL;
+}
+
 static inline double ts_now(struct timespec *ret)
 {
 	struct timespec t;
@@ -412,6 +418,7 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
 void note_skipped(struct engine *e, const char *name);
 void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64_t kept,
 		  const uint8_t *hash);
+void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes);
 struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(struct engine *e, struct efile *f);
 void file_release(struct engine *e, struct efile *f);
@@ -434,6 +441,8 @@ void tx_read_done(struct engine *e, uint32_t ci, int res);
 
 /* engine_rx.c */
 void rx_write_done(struct engine *e, uint32_t slot, int res);
+
+uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
 
 /* engine_commit.c */
 int rx_maybe_finish(struct engine *e, struct efile *f);
@@ -466,6 +475,7 @@ void tx_links_free(struct engine *e);
 uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, char *text,
 			size_t textlen, bool *ret_peer);
 void rx_link_target_done(struct engine *e, const struct efile *t, bool ok);
+void rx_link_target_planned(struct engine *e, const struct efile *t);
 int rx_links_step(struct engine *e);
 void rx_links_free(struct engine *e);
 int rx_map_name(struct engine *e, const char *name, char **ret);

@@ -9,6 +9,7 @@
 #include "engine-internal.h"
 
 static uint64_t progress_mark(const struct engine *e);
+static bool finished(struct engine *e);
 int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,
 	       char *err, size_t errlen);
 
@@ -127,6 +128,16 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 	}
 }
 
+/* A probe: an entry the receiver would copy (or make). */
+void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes)
+{
+	e->st.files_planned++;
+	e->st.bytes_planned += bytes;
+	if (e->p->ev.planned) {
+		e->p->ev.planned(e->p->ev.ud, name, ftype, bytes);
+	}
+}
+
 /* Count a regular file the receiver kept as it was (a skip level): not a failure. */
 void note_skipped(struct engine *e, const char *name)
 {
@@ -236,7 +247,11 @@ static int on_control(struct engine *e)
 		if (r < 0) {
 			return r;
 		}
-	} while (!e->failed && chan_readable_now(e->p->chan));
+		/*
+		 * Not past the end: what follows the peer's last END (its BYE, the
+		 * next OPEN) is the caller's, however soon it came.
+		 */
+	} while (!e->failed && !finished(e) && chan_readable_now(e->p->chan));
 	return 0;
 }
 
@@ -377,6 +392,10 @@ static int setup(struct engine *e)
 	if (e->uring_efd < 0 || io_uring_register_eventfd(&e->ring, e->uring_efd) < 0) {
 		return fail(e, PERR_INTERNAL, -EIO, "io_uring eventfd");
 	}
+	/* A probe has no data path: no pool, no lanes, no RING. */
+	if (!x) {
+		return e->role->setup(e);
+	}
 	r = setup_memory(e);
 	if (r < 0) {
 		return r;
@@ -492,7 +511,7 @@ static bool finished(struct engine *e)
 static uint64_t progress_mark(const struct engine *e)
 {
 	return e->bytes_progress + e->credits + e->st.files_ok + e->st.files_skipped +
-	       e->del_examined + e->del_heard;
+	       e->st.files_planned + e->del_examined + e->del_heard;
 }
 
 /* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */
@@ -622,7 +641,8 @@ static int loop(struct engine *e)
 	while (!e->failed) {
 		struct pollfd pfd[5] = {
 			{ .fd = tls_fd(p->chan->tls), .events = POLLIN },
-			{ .fd = x->ops->event_fd(x), .events = POLLIN },
+			{ .fd = x ? x->ops->event_fd(x) : -1,
+			  .events = POLLIN }, /* none: a probe */
 			{ .fd = e->uring_efd, .events = POLLIN },
 			{ .fd = e->sync_efd, .events = POLLIN },
 			{ .fd = e->sum_efd, .events = POLLIN }, /* -1 (ignored) until needed */
@@ -675,9 +695,11 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	struct engine *e;
 	int r;
 
-	if (!p->chan || !p->x || p->slots == 0 || p->slots > PROTO_MAX_SLOTS ||
-	    p->chunk_size < PROTO_MIN_CHUNK || p->x->nlanes == 0 || p->x->sq_depth < 4 ||
-	    !engine_role(p->role)) {
+	/* No transport: a probe, which only a dry run may be. */
+	if (!p->chan || !engine_role(p->role) || (!p->x && !(p->open_flags & PROTO_OPEN_DRY_RUN)) ||
+	    (p->x &&
+	     (p->slots == 0 || p->slots > PROTO_MAX_SLOTS || p->chunk_size < PROTO_MIN_CHUNK ||
+	      p->x->nlanes == 0 || p->x->sq_depth < 4))) {
 		snprintf(err, errlen, "bad engine parameters");
 		*ret_code = PERR_INTERNAL;
 		return -EINVAL;

@@ -90,6 +90,9 @@ struct engine_stats {
 	/* --partial: files committed with bytes kept from a cut run, and those bytes (not sent). */
 	uint64_t files_resumed;
 	uint64_t bytes_resumed;
+	/* A probe (engine_params.x NULL): entries the receiver would copy, and their bytes. */
+	uint64_t files_planned;
+	uint64_t bytes_planned;
 };
 
 /* An entry committed by the receiver, as engine_events.file_ok tells it. */
@@ -132,6 +135,12 @@ struct engine_events {
 	 */
 	void (*file_resumed)(void *ud, const char *name, uint64_t sent, uint64_t kept,
 			     double seconds, const uint8_t hash[16]);
+	/*
+	 * A probe (both roles): an entry the receiver would copy (make, for a
+	 * directory or a link), with its size; may be NULL. In a probe, skipped
+	 * is "would skip" and deleted "would delete".
+	 */
+	void (*planned)(void *ud, const char *name, uint8_t ftype, uint64_t bytes);
 	void *ud;
 };
 
@@ -160,6 +169,17 @@ struct engine_limits {
 struct engine_params {
 	enum engine_role role;
 	struct chan *chan;
+	/*
+	 * The data path. NULL: a probe (a dry run that looks at the destination;
+	 * open_flags must hold PROTO_OPEN_DRY_RUN): no transport, no pool, no
+	 * RING; only the control channel. The receiver answers each FILES entry
+	 * as a real run would (names, limits, the skip level, checksums hashed
+	 * on both sides) but creates nothing, and a regular file answered OK is
+	 * resolved by that answer ("would copy": no data, no FILE_DONE, no
+	 * FILE_RESULT). After END its --delete pass walks as a real one would and
+	 * reports each entry it would remove (DELETED, what 1) instead of
+	 * removing it. chunk_size, slots and pool_chunks are ignored.
+	 */
 	struct xport *x;
 	uint32_t chunk_size;  /* == receiver slot size */
 	uint32_t slots;	      /* receiver ring slots */

@@ -8,6 +8,10 @@
  * hashes of the names received (engine_names.c, "seen"): a hash collision
  * can only make an entry look sent, and keep it, never remove one that was.
  *
+ * A probe (engine_probe) walks the same way and removes nothing: each entry
+ * it would remove is reported as removed (a directory after its contents,
+ * as if they were gone), --max-delete withholds as it would.
+ *
  * The walk goes from held directory fds one component at a time, opened
  * O_NOFOLLOW (a symlink is removed itself, never followed), never into
  * another file system or any mount point (a bind mount too), and keeps the project's temp files and the partial
@@ -237,7 +241,8 @@ static int del_act(struct engine *e, int dfd, const char *leaf, bool is_dir)
 		r = del_report(e, PROTO_DEL_WITHHELD, PERR_OK, "");
 		return r < 0 ? r : HOLD_WITHHELD;
 	}
-	if (unlinkat(dfd, leaf, is_dir ? AT_REMOVEDIR : 0) < 0) {
+	/* A probe says what it would remove, and walks on as if it had. */
+	if (!engine_probe(e) && unlinkat(dfd, leaf, is_dir ? AT_REMOVEDIR : 0) < 0) {
 		if (errno == ENOENT) {
 			return HOLD_NONE; /* gone meanwhile */
 		}
@@ -389,10 +394,13 @@ static int del_open_root(struct engine *e, const char *name)
 	if (r < 0) {
 		return fail(e, PERR_INTERNAL, r, "out of memory");
 	}
-	r = fspath_open_dir(e->p->base_fd, name, &fd);
+	r = e->p->base_fd < 0 ? -ENOENT : fspath_open_dir(e->p->base_fd, name, &fd);
 	if (r >= 0 && fstat(fd, &st) < 0) {
 		r = negerrno();
 		close(fd);
+	}
+	if (r == -ENOENT && engine_probe(e)) {
+		return 0; /* a probe: a real run would make it, empty of extras */
 	}
 	if (r < 0) {
 		return del_fail(e, r, "open directory");

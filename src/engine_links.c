@@ -136,10 +136,18 @@ static uint64_t lt_hash(const char *name)
 	return XXH3_64bits(name, strlen(name)) | 1; /* 0 marks an empty slot */
 }
 
-static bool lt_has(const struct engine *e, const char *name)
+/*
+ * A probe also remembers, in the same table under a second hash, the
+ * targets it would copy: a real run replaces those, so a link to one is
+ * made, never kept as the same file.
+ */
+static uint64_t lt_hash_planned(const char *name)
 {
-	uint64_t h = lt_hash(name);
+	return XXH3_64bits_withSeed(name, strlen(name), 1) | 1;
+}
 
+static bool lt_has_hash(const struct engine *e, uint64_t h)
+{
 	if (!e->lt_cap) {
 		return false;
 	}
@@ -152,9 +160,8 @@ static bool lt_has(const struct engine *e, const char *name)
 }
 
 /* Remember a name a link may point at; past LINK_TARGETS_MAX it is not (lt_full). */
-static int lt_add(struct engine *e, const char *name)
+static int lt_add_hash(struct engine *e, uint64_t h)
 {
-	uint64_t h = lt_hash(name);
 	size_t k;
 
 	if (e->lt_n >= LINK_TARGETS_MAX) {
@@ -187,6 +194,26 @@ static int lt_add(struct engine *e, const char *name)
 	e->lt[k] = h;
 	e->lt_n++;
 	return 0;
+}
+
+static bool lt_has(const struct engine *e, const char *name)
+{
+	return lt_has_hash(e, lt_hash(name));
+}
+
+static int lt_add(struct engine *e, const char *name)
+{
+	return lt_add_hash(e, lt_hash(name));
+}
+
+/* A probe's regular file t would be copied: it may be linked to, never kept as the same file. */
+void rx_link_target_planned(struct engine *e, const struct efile *t)
+{
+	if ((e->p->open_flags & PROTO_OPEN_HARDLINKS) && t->ftype == PROTO_FT_REG &&
+	    lt_add_hash(e, lt_hash_planned(t->name)) < 0) {
+		e->lt_full = true;
+	}
+	rx_link_target_done(e, t, true);
 }
 
 void rx_links_free(struct engine *e)
@@ -275,7 +302,8 @@ uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, cha
 		snprintf(text, textlen, "invalid hard link target");
 		return PERR_BAD_PATH;
 	}
-	code = rx_locate(e, f, text, textlen);
+	code =
+	    engine_probe(e) ? rx_probe_locate(e, f, text, textlen) : rx_locate(e, f, text, textlen);
 	if (code != PERR_OK) {
 		return code;
 	}
@@ -284,6 +312,9 @@ uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, cha
 
 		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name &&
 		    strcmp(t->name, f->link_target) == 0) {
+			if (engine_probe(e)) {
+				return PERR_OK; /* its file waits for digests: the link would be made */
+			}
 			f->link_wait = t->id;
 			f->link_waiting = true;
 			e->links_waiting++;
@@ -298,20 +329,22 @@ uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, cha
 				    : "");
 		return PERR_NOT_FOUND;
 	}
-	if (level) {
+	/* A probe: a target it would copy is replaced by then, the link made. */
+	if (level && !(engine_probe(e) && lt_has_hash(e, lt_hash_planned(f->link_target)))) {
 		struct stat a, b;
 		_cleanup_close_ int tdir = -1;
 		const char *tleaf;
 
 		/* Kept when that name is the same file already. */
-		if (fspath_open_parent(e->p->base_fd, f->link_target, false, &tdir, &tleaf) >= 0 &&
+		if (f->dir >= 0 &&
+		    fspath_open_parent(e->p->base_fd, f->link_target, false, &tdir, &tleaf) >= 0 &&
 		    fstatat(tdir, tleaf, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    fstatat(e->dirs[f->dir].fd, f->leaf, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISREG(b.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
 			return PERR_SKIPPED;
 		}
 	}
-	return rx_link_make(e, f, text, textlen);
+	return engine_probe(e) ? PERR_OK : rx_link_make(e, f, text, textlen);
 }
 
 /*

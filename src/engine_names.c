@@ -25,9 +25,14 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 	if (free_idx < 0) {
 		return -EBUSY;
 	}
-	if (path[0] == '\0') {
+	if (engine_probe(e) && e->p->base_fd < 0) {
+		r = -ENOENT; /* a probe into a destination that a real run would make */
+	} else if (path[0] == '\0') {
 		fd = fcntl(e->p->base_fd, F_DUPFD_CLOEXEC, 3);
 		r = fd < 0 ? negerrno() : 0;
+	} else if (engine_probe(e)) {
+		/* Looked at, never made: a directory that is not there has nothing in it. */
+		r = fspath_open_dir(e->p->base_fd, path, &fd);
 	} else {
 		r = fspath_open_or_create_dir(e->p->base_fd, path, &fd);
 	}
@@ -44,9 +49,12 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 		return -ENOMEM;
 	}
 	/* Temp files of writers that died here earlier go now (the first time we see the dir). */
-	fspath_sweep_stale(fd, STALE_TEMP_AGE_S);
-	/* And partials of cut runs nobody resumed (bounded: only the directories we write). */
-	engine_partial_sweep(fd, e->p->partial_max_age_s);
+	/* A probe sweeps nothing: it only looks. */
+	if (!engine_probe(e)) {
+		fspath_sweep_stale(fd, STALE_TEMP_AGE_S);
+		/* And partials of cut runs nobody resumed (bounded: only the directories we write). */
+		engine_partial_sweep(fd, e->p->partial_max_age_s);
+	}
 	e->dirs[free_idx].fd = fd;
 	e->dirs[free_idx].refs = 1;
 	e->dirs[free_idx].dirty = false;

@@ -219,10 +219,92 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 	return PERR_OK;
 }
 
+/*
+ * A probe's regular file that would be received: the same limits and space
+ * as rx_open_temp, counted as accepted, and nothing created. f->dir < 0: its
+ * directory is not there (a real run would make it): the space is not known.
+ */
+static uint32_t rx_probe_copy(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	uint32_t code = rx_check_limits(e, f, text, textlen);
+
+	if (code == PERR_OK && f->dir >= 0) {
+		code = rx_check_space(e, f, f->size, text, textlen);
+	}
+	if (code == PERR_OK) {
+		e->st.bytes_accepted += f->size;
+	}
+	return code;
+}
+
+/*
+ * Where a probe's entry would go (rx_locate, nothing made). PERR_NOT_FOUND
+ * from it means its directory is not there, which a real run would make:
+ * then PERR_OK with f->dir < 0 (nothing there to keep or to replace).
+ */
+uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	uint32_t code = rx_locate(e, f, text, textlen);
+
+	if (code == PERR_NOT_FOUND && f->leaf) {
+		text[0] = '\0';
+		return PERR_OK;
+	}
+	return code;
+}
+
+/* A probe's regular file: the skip level as a real run decides it, else "would copy". */
+static uint32_t rx_probe_file(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	uint32_t code = rx_probe_locate(e, f, text, textlen);
+
+	if (code == PERR_OK && f->dir >= 0) {
+		code = rx_check_skip(e, f);
+	}
+	return code == PERR_OK ? rx_probe_copy(e, f, text, textlen) : code;
+}
+
+/*
+ * A probe's directory: one there already is taken as it is, one not there
+ * would be made; anything else by that name (a file, a symlink) fails as
+ * making it would. Nothing is created.
+ */
+static uint32_t rx_probe_dir(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	int fd = -1, r = e->p->base_fd < 0 ? -ENOENT : fspath_open_dir(e->p->base_fd, f->name, &fd);
+
+	if (fd >= 0) {
+		close(fd);
+	}
+	if (r < 0 && r != -ENOENT) {
+		snprintf(text, textlen, "directory: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	return rx_delete_note_dir(e, f, text, textlen);
+}
+
+/* A probe's symlink: it would replace anything by its name but a directory. */
+static uint32_t rx_probe_symlink(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	uint32_t code = rx_probe_locate(e, f, text, textlen);
+	struct stat st;
+
+	if (code == PERR_OK && f->dir >= 0 &&
+	    fstatat(e->dirs[f->dir].fd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISDIR(st.st_mode)) {
+		snprintf(text, textlen, "symlink: %s", strerror(EISDIR));
+		return errno_to_perr(-EISDIR);
+	}
+	return code;
+}
+
 static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	uint32_t code = PERR_OK;
 
+	if (engine_probe(e)) {
+		return rx_probe_file(e, f, text, textlen);
+	}
 	/* A file kept as it is counts against no limit: its name is looked at first. */
 	if (e->p->open_flags & PROTO_OPEN_SKIP_LEVELS) {
 		code = rx_locate(e, f, text, textlen);
@@ -272,6 +354,12 @@ static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct 
 	if (code != PERR_OK) {
 		return code;
 	}
+	if (engine_probe(e) && pf->ftype == PROTO_FT_DIR) {
+		return rx_probe_dir(e, f, text, textlen);
+	}
+	if (engine_probe(e) && pf->ftype == PROTO_FT_SYMLINK) {
+		return rx_probe_symlink(e, f, text, textlen);
+	}
 	if (pf->ftype == PROTO_FT_DIR) {
 		code = rx_make_dir(e, f, text, textlen);
 		return code == PERR_OK ? rx_delete_note_dir(e, f, text, textlen) : code;
@@ -300,6 +388,11 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 		/* A file kept as it is may be linked to. */
 		rx_link_target_done(e, f, true);
 		note_skipped(e, f->name);
+		file_release(e, f);
+	} else if (code == PERR_OK && engine_probe(e)) {
+		/* A probe's answer resolves the entry: it would be copied (or made). */
+		rx_link_target_planned(e, f);
+		note_planned(e, f->name, f->ftype, f->ftype == PROTO_FT_REG ? f->size : 0);
 		file_release(e, f);
 	} else if (code != PERR_OK) {
 		note_failure(e, f->name ? f->name : pf->name, pf->ftype, code, !peer, f->fail_text);
@@ -410,6 +503,8 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	if (f->own_sum_status == PERR_OK && f->peer_sum_status == PERR_OK &&
 	    memcmp(f->own_sum, f->peer_sum, HASH_LEN) == 0) {
 		code = PERR_SKIPPED;
+	} else if (engine_probe(e)) {
+		code = rx_probe_copy(e, f, text, sizeof(text));
 	} else {
 		code = rx_open_temp(e, f, text, sizeof(text));
 	}
@@ -767,6 +862,9 @@ static int rx_setup(struct engine *e)
 	if (!e->rslots || !e->commit_batch || !e->sync_wait || !e->sync_run || e->sync_efd < 0) {
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
+	if (engine_probe(e)) {
+		return 0; /* no data path: no RING */
+	}
 	/* Offer the ring: data slots, then the descriptor array. */
 	struct msg m = { .type = MSG_RING };
 	/* In the registration's own address space: nothing of our heap's layout. */
@@ -797,7 +895,8 @@ static int rx_on_message(struct engine *e, struct msg *m)
 	case MSG_ENTRY_FAILED:
 		return rx_entry_failed(e, &m->u.entry_failed);
 	case MSG_XATTRS:
-		return rx_xattrs(e, &m->u.xattrs);
+		/* A probe reads no source: nothing to carry attributes for. */
+		return engine_probe(e) ? msg_unexpected(e, m) : rx_xattrs(e, &m->u.xattrs);
 	case MSG_SUMS:
 		return rx_sums(e, &m->u.sums);
 	case MSG_END:
@@ -860,8 +959,8 @@ static int rx_step(struct engine *e)
 	}
 	if (r >= 0 && e->got_end && !e->del_active) {
 		struct msg m = { .type = MSG_END };
-		m.u.end.files =
-		    (uint32_t)(e->st.files_ok + e->st.files_failed + e->st.files_skipped);
+		m.u.end.files = (uint32_t)(e->st.files_ok + e->st.files_failed +
+					   e->st.files_skipped + e->st.files_planned);
 		m.u.end.bytes = e->st.bytes;
 		r = chan_queue(e->p->chan, &m);
 		if (r < 0) {

@@ -176,7 +176,8 @@ static int tx_offer(struct engine *e)
 			break;
 		}
 		r = tx_send_files(e, pf, links, n);
-		if (r >= 0) {
+		/* A probe reads nothing but names: no attributes either. */
+		if (r >= 0 && !engine_probe(e)) {
 			r = tx_send_dir_xattrs(e, pf, n);
 		}
 		if (r < 0) {
@@ -631,6 +632,13 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 			file_release(e, f);
 			continue;
 		}
+		if (a->st[i].status == PERR_OK && engine_probe(e)) {
+			/* A probe: the answer is the result; nothing is read or sent. */
+			note_planned(e, f->name, f->ftype, f->size);
+			e->offered_unresolved--;
+			file_release(e, f);
+			continue;
+		}
 		if (a->st[i].status == PERR_OK && f->ftype == PROTO_FT_HARDLINK) {
 			/* Made (or waiting for its file) there: its FILE_RESULT says. */
 			f->done_sent = true;
@@ -749,11 +757,11 @@ static int step_sender(struct engine *e)
 	if (r >= 0) {
 		r = tx_offer(e);
 	}
-
-	if (r >= 0) {
+	/* A probe has no data path: its files end with their answers. */
+	if (r >= 0 && !engine_probe(e)) {
 		r = tx_fill(e);
 	}
-	if (r >= 0) {
+	if (r >= 0 && !engine_probe(e)) {
 		r = tx_post_ready(e);
 	}
 	if (r < 0) {
@@ -790,6 +798,9 @@ static uint32_t tx_data_chunks(const struct engine_params *p)
 /* The pool's chunk states and the receiver's free slots, then its RING. */
 static int tx_setup(struct engine *e)
 {
+	if (engine_probe(e)) {
+		return 0; /* no pool, no RING */
+	}
 	e->chunks = calloc(e->pool->nchunks, sizeof(*e->chunks));
 	e->free_slots = calloc(e->p->slots, sizeof(*e->free_slots));
 	if (!e->chunks || !e->free_slots) {

@@ -81,6 +81,10 @@ SEEDS = {
     # push with --delete (recursive 0x1, delete 0x200): max_delete follows the path
     "open_delete": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x201, 1 << 20, 64)
                          + s16("mod/dest") + struct.pack(">Q", 100)),
+    # a probe of a pull (dry run 0x8, recursive, delete, skip quick 0x40): the
+    # client receives; max_delete follows the path
+    "open_probe_pull": frame(3, struct.pack(">BBBBIII", 2, 1, 4, 0, 0x249, 1 << 20, 64)
+                             + s16("mod/src") + struct.pack(">Q", 1)),
     # flags (0x1: suppressed), count; per entry: what (1 deleted, 2 withheld,
     # 3 failed), code, name, text
     "deleted": frame(20, struct.pack(">BH", 0, 3)

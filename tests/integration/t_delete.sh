@@ -25,7 +25,7 @@
 #   7. an entry that can't be removed (immutable, where chattr works) is a
 #      failure (error event, exit 9): the others go, its directory stays
 #   8. a write-only module refuses --delete (exit 5); --delete without -r,
-#      with -n, --max-delete without --delete: exit 1; a daemon without
+#      --max-delete without --delete: exit 1 (-n lists, t_dry_run.sh); a daemon without
 #      --delete (rawserver.py): refused before OPEN, exit 12
 #   9. filters protect what they exclude, as rsync's do: an excluded extra
 #      file and an excluded directory (with its contents) stay, the other
@@ -276,8 +276,10 @@ grep -q "write only" "$T/err" && pass "says the module is write only" ||
 	fail "message: $(cat "$T/err")"
 [ ! -e "$T/drop/tree" ] && check_eq "write-only module untouched" "$(cat "$T/drop/there")" secret
 expect_rc 1 "--delete without -r" "${CLIENT[@]}" --delete "$T/src/tree/top" "$HOST:data/"
-expect_rc 1 "--delete with -n" "${CLIENT[@]}" -n -r --delete "$T/src/tree" "$HOST:data/"
-grep -q "dry-run" "$T/err" && pass "says why" || fail "no reason: $(cat "$T/err")"
+before=$(find "$T/mod" -printf '%p %s %T@ %m\n' | sort)
+expect_rc 0 "--delete with -n" "${CLIENT[@]}" -n -r --delete "$T/src/tree" "$HOST:data/"
+[ "$before" = "$(find "$T/mod" -printf '%p %s %T@ %m\n' | sort)" ] &&
+	pass "-n --delete changed nothing" || fail "-n --delete changed the module"
 expect_rc 1 "--max-delete without --delete" "${CLIENT[@]}" -r --max-delete 3 "$T/src/tree" \
 	"$HOST:data/"
 for dir in push pull; do

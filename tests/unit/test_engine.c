@@ -1459,6 +1459,212 @@ static void test_skip_checksum(void **state)
 	assert_no_fd_beneath(f->dst);
 }
 
+/* Every entry beneath f's destination with its size, mtime and mode: what a probe must not change. */
+static char *dest_state(struct fx *f)
+{
+	char **names = NULL, *out = NULL;
+	size_t n = 0, len = 0;
+	FILE *m = open_memstream(&out, &len);
+
+	assert_non_null(m);
+	collect(f->dst, "", &names, &n);
+	if (n) {
+		qsort(names, n, sizeof(*names), cmp_str);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct stat st;
+
+		assert_int_equal(fstatat(f->dst_fd, names[i], &st, AT_SYMLINK_NOFOLLOW), 0);
+		fprintf(m, "%s %lld %lld.%09ld %o\n", names[i], (long long)st.st_size,
+			(long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, (unsigned)st.st_mode);
+		free(names[i]);
+	}
+	free(names);
+	fclose(m);
+	return out;
+}
+
+static void ev_planned(void *ud, const char *name, uint8_t ftype, uint64_t bytes)
+{
+	struct events *ev = ud;
+
+	(void)name, (void)ftype;
+	ev->ok++;
+	ev->ok_bytes += bytes;
+}
+
+/* Both engines as a probe: no transport, a dry run with these receiver flags. */
+static void probe_setup(struct fx *f, uint32_t rx_flags)
+{
+	f->rxr.p.x = f->txr.p.x = NULL;
+	f->rxr.p.open_flags = rx_flags | PROTO_OPEN_DRY_RUN;
+	f->txr.p.open_flags = PROTO_OPEN_DRY_RUN;
+	f->rxr.p.ev.planned = f->txr.p.ev.planned = ev_planned;
+	f->rxr.p.ev.file_ok = f->txr.p.ev.file_ok = NULL;
+}
+
+/*
+ * A probe (engine_params.x NULL): the receiver answers as a real run with
+ * --skip quick and --delete would (a file kept, extras found, filters, temp
+ * files and the partial store spared), both sides hear the same, and nothing
+ * beneath the destination changes: no directory made (t/newdir), no temp
+ * file, no removal, an old temp file not swept. The sender opens nothing (a
+ * source that does not exist is "would copy").
+ */
+static void test_probe(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct keep_log k = { 0 };
+	const struct timespec t = { .tv_sec = 1700000000, .tv_nsec = 5 };
+	char *before, *after;
+
+	delete_case(f, &s);
+	source_file(f, &s, "t/same", 300);
+	s.e[s.n - 1].mtime = t;
+	dest_file(f, "t/same", 300, 42, t);
+	source_dir(f, &s, "t/newdir");
+	source_file(f, &s, "t/newdir/n", 10);
+	s.e[s.n++] = (struct engine_src){ .name = (char *)"t/ghost",
+					  .path = (char *)"no-such-source",
+					  .dirfd = f->src_fd,
+					  .ftype = PROTO_FT_REG,
+					  .mode = 0644,
+					  .size = 77 };
+	source_symlink(&s, "t/lnk", "a");
+	dest_file(f, "t/sub/.b.rdmacp.Old12345", 10, 1, (struct timespec){ 0 });
+	probe_setup(f, PROTO_OPEN_RECURSIVE | PROTO_OPEN_DELETE | PROTO_OPEN_SKIP_QUICK);
+	f->rxr.p.delete_keep = keep_hook;
+	f->rxr.p.delete_keep_ud = &k;
+	f->txr.p.peer_caps = f->rxr.p.peer_caps = PROTO_CAP_DELETE | PROTO_CAP_SKIP;
+	before = dest_state(f);
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	/* t, t/a, t/sub, t/sub/b, t/newdir, t/newdir/n, t/ghost, t/lnk; t/same kept */
+	for (int i = 0; i < 2; i++) {
+		const struct run *u = i ? &f->txr : &f->rxr;
+
+		assert_stats(&u->st, 0, 0, 0, PERR_OK);
+		assert_int_equal(u->st.files_planned, 8);
+		assert_int_equal(u->st.bytes_planned, 100 + 200 + 10 + 77);
+		assert_int_equal(u->ev.ok, 8);
+		assert_int_equal(u->st.files_skipped, 1);
+		/* x, sub/c, sub/out, gone, gone/deep, gone/deep/z: as test_delete removes */
+		assert_int_equal(u->st.files_deleted, 6);
+		assert_int_equal(u->st.delete_withheld, 0);
+	}
+	assert_non_null(strstr(k.asked, "t/filekeep "));
+	after = dest_state(f);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	assert_no_fd_beneath(f->dst);
+}
+
+/* A probe's --max-delete: the walk as a real one, N would go, the rest withheld. */
+static void test_probe_delete_max(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	char *before, *after;
+
+	delete_case(f, &s);
+	probe_setup(f, PROTO_OPEN_RECURSIVE | PROTO_OPEN_DELETE);
+	f->rxr.p.max_delete = 2;
+	before = dest_state(f);
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_deleted, 2);
+	assert_int_equal(f->txr.st.files_deleted, 2);
+	/* the other 6 due (no filter here: filekeep, dirkeep, dirkeep/in, dirkeep/in/y too) */
+	assert_int_equal(f->rxr.st.delete_withheld, f->txr.st.delete_withheld);
+	assert_true(f->rxr.st.delete_withheld > 0);
+	after = dest_state(f);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+}
+
+/*
+ * A probe with --skip checksum: both sides hash; the same contents are kept,
+ * a change of the same size would be copied; nothing is written. Into a
+ * destination a real run would make (base_fd -1), everything would be copied.
+ */
+static void test_probe_checksum(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	char *before, *after;
+
+	source_file(f, &s, "same", 3000);
+	dest_file(f, "same", 3000, (unsigned)s.n - 1, (struct timespec){ 0 });
+	source_file(f, &s, "diff", 3000);
+	dest_file(f, "diff", 3000, 99, (struct timespec){ 0 });
+	source_file(f, &s, "absent", 10);
+	probe_setup(f, PROTO_OPEN_SKIP_CHECKSUM);
+	f->rxr.p.peer_caps = f->txr.p.peer_caps = PROTO_CAP_SKIP | PROTO_CAP_CHECK;
+	before = dest_state(f);
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_skipped, 1);
+	assert_int_equal(f->txr.st.files_skipped, 1);
+	assert_int_equal(f->rxr.st.files_planned, 2);
+	assert_int_equal(f->txr.st.files_planned, 2);
+	after = dest_state(f);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	assert_no_fd_beneath(f->dst);
+}
+
+/* A probe into a destination that is not there: everything would be copied. */
+static void test_probe_no_dest(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_dir(f, &s, "d");
+	source_file(f, &s, "d/a", 10);
+	source_symlink(&s, "d/l", "a");
+	probe_setup(f, PROTO_OPEN_RECURSIVE | PROTO_OPEN_DELETE | PROTO_OPEN_SKIP_EXISTS);
+	f->rxr.p.base_fd = -1;
+	f->rxr.p.peer_caps = f->txr.p.peer_caps = PROTO_CAP_SKIP | PROTO_CAP_DELETE;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_planned, 3);
+	assert_int_equal(f->txr.st.files_planned, 3);
+	assert_int_equal(f->rxr.st.files_deleted, 0);
+	{
+		char *tr = tree(f->dst);
+
+		assert_string_equal(tr, "");
+		free(tr);
+	}
+}
+
+/* A transport-less engine that is not a dry run is refused: only a probe goes without. */
+static void test_probe_needs_dry_run(void **state)
+{
+	struct fx *f = *state;
+
+	f->rxr.p.x = NULL;
+	f->rxr.r = engine_run(&f->rxr.p, &f->rxr.st, &f->rxr.code, f->rxr.err, sizeof(f->rxr.err));
+	assert_int_equal(f->rxr.r, -EINVAL);
+	assert_int_equal(f->rxr.code, PERR_INTERNAL);
+}
+
 /* A sender asked for a digest by a peer that never announced the check capability. */
 static void test_skip_checksum_without_cap(void **state)
 {
@@ -2349,6 +2555,11 @@ int main(void)
 		T(test_sender_deleted_early),
 		T(test_skip_checksum),
 		T(test_skip_checksum_without_cap),
+		T(test_probe),
+		T(test_probe_delete_max),
+		T(test_probe_checksum),
+		T(test_probe_no_dest),
+		T(test_probe_needs_dry_run),
 		T(test_sums_unasked),
 		T(test_sums_twice),
 		T(test_done_before_sum_answer),

@@ -1202,17 +1202,30 @@ static void test_bad_open(void **state)
 				 ~PROTO_OPEN_SKIP_CHECKSUM & ~PROTO_OPEN_DELETE) |
 				    (1u << bit));
 	}
-	/* DELETE: a recursive push's, never a pull's or a dry run's. */
+	/*
+	 * DELETE: a recursive push's (a dry run's too: a probe), a pull's only
+	 * in a dry run (a probe, the client receives), never without RECURSIVE.
+	 */
 	sample_open_delete(&m);
 	assert_int_equal(encode_decode_rc(&m), 0);
 	m.u.open.direction = PROTO_DIR_PULL;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.open.flags |= PROTO_OPEN_DRY_RUN;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	assert_true(proto_open_is_probe(m.u.open.flags));
 	sample_open_delete(&m);
 	m.u.open.flags &= ~PROTO_OPEN_RECURSIVE;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
-	sample_open_delete(&m);
 	m.u.open.flags |= PROTO_OPEN_DRY_RUN;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample_open_delete(&m);
+	m.u.open.flags |= PROTO_OPEN_DRY_RUN;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	assert_true(proto_open_is_probe(m.u.open.flags));
+	/* A probe is a dry run with a skip level or DELETE; a plain dry run is not one. */
+	assert_false(proto_open_is_probe(PROTO_OPEN_DRY_RUN | PROTO_OPEN_RECURSIVE));
+	assert_false(proto_open_is_probe(PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_DELETE));
+	assert_true(proto_open_is_probe(PROTO_OPEN_DRY_RUN | PROTO_OPEN_SKIP_CHECKSUM));
 	/* Its max_delete cut short, or missing. */
 	sample_open_delete(&m);
 	len = encode_ok(&m);
