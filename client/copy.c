@@ -148,25 +148,25 @@ static void ev_skipped(void *ud, const char *name)
 	}
 }
 
-static void ev_deleted(void *ud, const char *name)
+static void ev_deleted(void *ud, const char *name, uint8_t ftype)
 {
 	struct xfer *x = ud;
 
 	if (x->o->dry_run) {
-		output_plan_delete(&x->out, name, false);
+		output_plan_delete(&x->out, name, ftype, false);
 	} else {
-		output_deleted(&x->out, name);
+		output_deleted(&x->out, name, ftype);
 	}
 }
 
-static void ev_delete_withheld(void *ud, const char *name)
+static void ev_delete_withheld(void *ud, const char *name, uint8_t ftype)
 {
 	struct xfer *x = ud;
 
 	if (x->o->dry_run) {
-		output_plan_delete(&x->out, name, true);
+		output_plan_delete(&x->out, name, ftype, true);
 	} else {
-		output_delete_withheld(&x->out, name);
+		output_delete_withheld(&x->out, name, ftype);
 	}
 }
 

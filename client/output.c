@@ -230,32 +230,33 @@ void output_skipped(struct output *out, const char *name)
 	}
 }
 
-static void json_file_action(const char *name, const char *action)
+static void json_file_action(const char *name, uint8_t ftype, const char *action)
 {
 	printf("{\"event\":\"file\",\"name\":");
 	output_json_string(stdout, name);
+	json_type(ftype);
 	printf(",\"action\":\"%s\"}\n", action);
 	fflush(stdout);
 }
 
-void output_deleted(struct output *out, const char *name)
+void output_deleted(struct output *out, const char *name, uint8_t ftype)
 {
 	char esc[4200];
 
 	if (out->json) {
-		json_file_action(name, "deleted");
+		json_file_action(name, ftype, "deleted");
 	} else if (out->verbose > 0) {
 		clear_progress(out);
 		fprintf(stderr, "deleting %s\n", log_escape(name, esc, sizeof(esc)));
 	}
 }
 
-void output_delete_withheld(struct output *out, const char *name)
+void output_delete_withheld(struct output *out, const char *name, uint8_t ftype)
 {
 	char esc[4200];
 
 	if (out->json) {
-		json_file_action(name, "withheld");
+		json_file_action(name, ftype, "withheld");
 	} else if (out->verbose > 0) {
 		clear_progress(out);
 		fprintf(stderr, "not deleting %s (--max-delete)\n",
@@ -465,13 +466,14 @@ void output_plan_skip(struct output *out, const char *name)
 	}
 }
 
-void output_plan_delete(struct output *out, const char *name, bool withheld)
+void output_plan_delete(struct output *out, const char *name, uint8_t ftype, bool withheld)
 {
 	char esc[4200];
 
 	if (out->json) {
 		printf("{\"event\":\"plan\",\"name\":");
 		output_json_string(stdout, name);
+		json_type(ftype);
 		printf(",\"action\":\"%s\"}\n", withheld ? "withheld" : "delete");
 	} else if (out->verbose >= 0) {
 		printf("%s %s%s\n", withheld ? "would not delete" : "would delete",

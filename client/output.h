@@ -67,8 +67,8 @@ void output_skipped(struct output *out, const char *name);
  * or one --max-delete kept (-v "not deleting NAME (--max-delete)", --json
  * "action":"withheld").
  */
-void output_deleted(struct output *out, const char *name);
-void output_delete_withheld(struct output *out, const char *name);
+void output_deleted(struct output *out, const char *name, uint8_t ftype);
+void output_delete_withheld(struct output *out, const char *name, uint8_t ftype);
 /*
  * --delete, after the run: what the pass did, for the summary, and the
  * lines that say why less was deleted than was due (failures, --max-delete).
@@ -120,7 +120,7 @@ void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t b
  * would keep).
  */
 void output_plan_skip(struct output *out, const char *name);
-void output_plan_delete(struct output *out, const char *name, bool withheld);
+void output_plan_delete(struct output *out, const char *name, uint8_t ftype, bool withheld);
 /* ls: a module ("read only", "write only" or "read/write") and an entry. */
 void output_module(struct output *out, const char *name, const char *access, const char *comment);
 void output_entry(struct output *out, const struct proto_file *f, bool long_format);

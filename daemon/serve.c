@@ -281,11 +281,12 @@ static void ev_notice(void *ud, const char *name, const char *text)
 }
 
 /* --delete: each removal is in the log (debug), the totals in the "done" line. */
-static void ev_deleted(void *ud, const char *name)
+static void ev_deleted(void *ud, const char *name, uint8_t ftype)
 {
 	struct conn *c = ud;
 	char esc[512];
 
+	(void)ftype;
 	log_debug("%s: deleted %s (--delete)", c->peer, log_escape(name, esc, sizeof(esc)));
 }
 

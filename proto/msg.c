@@ -377,6 +377,7 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 			const struct proto_deleted *d = &m->u.deleted.ents[i];
 
 			wbuf_put_u8(w, d->what);
+			wbuf_put_u8(w, d->ftype);
 			wbuf_put_u32(w, d->code);
 			wbuf_put_str16(w, d->name, PROTO_MAX_PATH);
 			wbuf_put_str16(w, d->text ? d->text : "", PROTO_MAX_TEXT);
@@ -445,7 +446,7 @@ static char *dec_str_alloc(struct rbuf *r, size_t max)
 #define GET_ENTRY_MIN	2
 #define MOD_ENTRY_MIN	(1 + 2 + 2)
 #define FILTER_RULE_MIN (1 + 2 + 1)
-#define DEL_ENTRY_MIN	(1 + 4 + 2 + 2)
+#define DEL_ENTRY_MIN	(1 + 1 + 4 + 2 + 2)
 #define SUM_ENTRY_LEN	(4 + 4 + PROTO_HASH_LEN)
 
 /*
@@ -691,6 +692,7 @@ static int dec_deleted(struct rbuf *r, struct msg_deleted *md)
 		bool failed;
 
 		d->what = rbuf_get_u8(r);
+		d->ftype = rbuf_get_u8(r);
 		d->code = rbuf_get_u32(r);
 		md->count = (uint16_t)(i + 1); /* so msg_clear frees this entry */
 		d->name = dec_str_alloc(r, PROTO_MAX_PATH);
@@ -700,7 +702,7 @@ static int dec_deleted(struct rbuf *r, struct msg_deleted *md)
 		}
 		failed = d->what == PROTO_DEL_FAILED;
 		if (d->what < PROTO_DEL_DELETED || d->what > PROTO_DEL_FAILED ||
-		    d->name[0] == '\0' ||
+		    d->ftype > PROTO_FT_SYMLINK || d->name[0] == '\0' ||
 		    (failed && (d->code == PERR_OK || d->code == PERR_SKIPPED ||
 				d->code == PERR_SUM_WANTED || d->code > PERR_MAX)) ||
 		    (!failed && (d->code != PERR_OK || d->text[0] != '\0'))) {

@@ -358,6 +358,7 @@ enum {
 
 struct proto_deleted {
 	uint8_t what;  /* PROTO_DEL_* */
+	uint8_t ftype; /* enum proto_ftype of what was there (1..3), 0: anything else (a FIFO...) */
 	uint32_t code; /* enum proto_err: PERR_OK unless FAILED, never PERR_OK then */
 	char *name;    /* destination-relative, 1..PROTO_MAX_PATH bytes, allocated by decode */
 	char *text;    /* <= PROTO_MAX_TEXT bytes, "" unless FAILED, allocated by decode */

@@ -127,8 +127,8 @@ struct engine_events {
 	 * --delete (both roles): an entry removed, or one --max-delete kept;
 	 * may be NULL. One that could not be removed is a file_failed.
 	 */
-	void (*deleted)(void *ud, const char *name);
-	void (*delete_withheld)(void *ud, const char *name);
+	void (*deleted)(void *ud, const char *name, uint8_t ftype);
+	void (*delete_withheld)(void *ud, const char *name, uint8_t ftype);
 	/*
 	 * A file committed with kept bytes of a cut run (--partial): sent bytes
 	 * crossed now, kept did not. NULL: reported through file_ok (sent).

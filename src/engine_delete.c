@@ -57,6 +57,7 @@ struct del_state {
 	unsigned depth;
 	char *path; /* destination-relative name of what is looked at */
 	size_t len, cap;
+	uint8_t ftype; /* ... and its type (enum proto_ftype, 0: something else) */
 	/* The DELETED batch being filled (names and texts owned). */
 	struct proto_deleted ents[PROTO_MAX_BATCH];
 	size_t nents, bytes;
@@ -134,7 +135,7 @@ static int del_flush(struct engine *e, uint8_t flags)
 }
 
 /* One entry for the peer's batch (only a push's daemon sends names). */
-static int del_queue(struct engine *e, uint8_t what, uint32_t code, const char *name,
+static int del_queue(struct engine *e, uint8_t what, uint8_t ftype, uint32_t code, const char *name,
 		     const char *text)
 {
 	struct del_state *ds = e->del;
@@ -144,7 +145,7 @@ static int del_queue(struct engine *e, uint8_t what, uint32_t code, const char *
 		return 0;
 	}
 	d = &ds->ents[ds->nents];
-	*d = (struct proto_deleted){ .what = what, .code = code };
+	*d = (struct proto_deleted){ .what = what, .ftype = ftype, .code = code };
 	d->name = walk_name_for_people(name);
 	d->text = strndup(text, PROTO_MAX_TEXT);
 	if (!d->name || !d->text) {
@@ -153,7 +154,7 @@ static int del_queue(struct engine *e, uint8_t what, uint32_t code, const char *
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	ds->nents++;
-	ds->bytes += 1 + 4 + 2 + strlen(d->name) + 2 + strlen(d->text);
+	ds->bytes += 1 + 1 + 4 + 2 + strlen(d->name) + 2 + strlen(d->text);
 	if (ds->nents == PROTO_MAX_BATCH || ds->bytes >= PROTO_DELETED_FILL) {
 		return del_flush(e, 0);
 	}
@@ -164,25 +165,26 @@ static int del_queue(struct engine *e, uint8_t what, uint32_t code, const char *
 static int del_report(struct engine *e, uint8_t what, uint32_t code, const char *text)
 {
 	const char *name = e->del->path;
+	uint8_t ftype = e->del->ftype;
 
 	switch (what) {
 	case PROTO_DEL_DELETED:
 		e->st.files_deleted++;
 		if (e->p->ev.deleted) {
-			e->p->ev.deleted(e->p->ev.ud, name);
+			e->p->ev.deleted(e->p->ev.ud, name, ftype);
 		}
 		break;
 	case PROTO_DEL_WITHHELD:
 		e->st.delete_withheld++;
 		if (e->p->ev.delete_withheld) {
-			e->p->ev.delete_withheld(e->p->ev.ud, name);
+			e->p->ev.delete_withheld(e->p->ev.ud, name, ftype);
 		}
 		break;
 	default:
-		note_failure(e, name, 0, code, true, text);
+		note_failure(e, name, ftype, code, true, text);
 		break;
 	}
-	return del_queue(e, what, code, name, text);
+	return del_queue(e, what, ftype, code, name, text);
 }
 
 static int del_fail(struct engine *e, int r, const char *what)
@@ -299,7 +301,7 @@ static int del_push(struct engine *e, int parentfd, const char *leaf, bool doome
  * walk's own mount: on the top directory's file system and not the root of a
  * mount (a bind mount of a directory on the same file system included).
  */
-static int del_look(const struct del_state *ds, int dfd, const char *leaf, bool *ret_dir,
+static int del_look(const struct del_state *ds, int dfd, const char *leaf, uint8_t *ret_ftype,
 		    bool *ret_ours)
 {
 	struct statx stx;
@@ -307,7 +309,10 @@ static int del_look(const struct del_state *ds, int dfd, const char *leaf, bool 
 	if (statx(dfd, leaf, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) < 0) {
 		return negerrno();
 	}
-	*ret_dir = S_ISDIR(stx.stx_mode);
+	*ret_ftype = S_ISDIR(stx.stx_mode)   ? PROTO_FT_DIR
+		     : S_ISREG(stx.stx_mode) ? PROTO_FT_REG
+		     : S_ISLNK(stx.stx_mode) ? PROTO_FT_SYMLINK
+					     : 0;
 	*ret_ours = makedev(stx.stx_dev_major, stx.stx_dev_minor) == ds->dev &&
 		    !(stx.stx_attributes_mask & stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 	return 0;
@@ -322,12 +327,16 @@ static int del_entry(struct engine *e, struct del_frame *fr, const char *leaf)
 	struct del_state *ds = e->del;
 	int dfd = dirfd(fr->d), r;
 	bool is_dir, ours;
+	uint8_t ftype = 0;
 
 	/* Transfers in flight (this one's, or another session's), and the partial store. */
 	if (fspath_is_temp_name(leaf) || !strcmp(leaf, PARTIAL_STORE)) {
 		return HOLD_KEPT;
 	}
-	r = del_look(ds, dfd, leaf, &is_dir, &ours);
+	ds->ftype = 0;
+	r = del_look(ds, dfd, leaf, &ftype, &ours);
+	ds->ftype = ftype;
+	is_dir = ftype == PROTO_FT_DIR;
 	if (r < 0) {
 		if (r == -ENOENT) {
 			return HOLD_NONE; /* gone meanwhile */
@@ -360,6 +369,7 @@ static int del_pop(struct engine *e)
 	int h = HOLD_NONE;
 
 	closedir(fr.d);
+	ds->ftype = PROTO_FT_DIR;
 	if (fr.doomed) {
 		struct del_frame *parent = &ds->stack[ds->depth - 1];
 		const char *leaf = strrchr(ds->path, '/') + 1;
@@ -394,6 +404,7 @@ static int del_open_root(struct engine *e, const char *name)
 	if (r < 0) {
 		return fail(e, PERR_INTERNAL, r, "out of memory");
 	}
+	ds->ftype = PROTO_FT_DIR;
 	r = e->p->base_fd < 0 ? -ENOENT : fspath_open_dir(e->p->base_fd, name, &fd);
 	if (r >= 0 && fstat(fd, &st) < 0) {
 		r = negerrno();
@@ -429,6 +440,7 @@ static int del_next(struct engine *e)
 	errno = 0;
 	de = readdir(fr->d);
 	if (!de) {
+		ds->ftype = PROTO_FT_DIR;
 		if (errno != 0) {
 			/* Not all of it was seen: it can't go, nor can what holds it. */
 			r = del_fail(e, negerrno(), "list directory");
@@ -538,17 +550,17 @@ int tx_deleted(struct engine *e, const struct msg_deleted *md)
 		case PROTO_DEL_DELETED:
 			e->st.files_deleted++;
 			if (e->p->ev.deleted) {
-				e->p->ev.deleted(e->p->ev.ud, d->name);
+				e->p->ev.deleted(e->p->ev.ud, d->name, d->ftype);
 			}
 			break;
 		case PROTO_DEL_WITHHELD:
 			e->st.delete_withheld++;
 			if (e->p->ev.delete_withheld) {
-				e->p->ev.delete_withheld(e->p->ev.ud, d->name);
+				e->p->ev.delete_withheld(e->p->ev.ud, d->name, d->ftype);
 			}
 			break;
 		default:
-			note_failure(e, d->name, 0, d->code, false, d->text);
+			note_failure(e, d->name, d->ftype, d->code, false, d->text);
 			break;
 		}
 	}

@@ -86,11 +86,11 @@ SEEDS = {
     "open_probe_pull": frame(3, struct.pack(">BBBBIII", 2, 1, 4, 0, 0x249, 1 << 20, 64)
                              + s16("mod/src") + struct.pack(">Q", 1)),
     # flags (0x1: suppressed), count; per entry: what (1 deleted, 2 withheld,
-    # 3 failed), code, name, text
+    # 3 failed), type (1 file, 2 dir, 3 symlink, 0 other), code, name, text
     "deleted": frame(20, struct.pack(">BH", 0, 3)
-                     + struct.pack(">BI", 1, 0) + s16("d/old") + s16("")
-                     + struct.pack(">BI", 2, 0) + s16("d/older") + s16("")
-                     + struct.pack(">BI", 3, 5) + s16("d/busy") + s16("Permission denied")),
+                     + struct.pack(">BBI", 1, 1, 0) + s16("d/old") + s16("")
+                     + struct.pack(">BBI", 2, 2, 0) + s16("d/older") + s16("")
+                     + struct.pack(">BBI", 3, 0, 5) + s16("d/busy") + s16("Permission denied")),
     "deleted_suppressed": frame(20, struct.pack(">BH", 1, 0)),
     # OPEN push -r -p --skip checksum (0x80)
     "open_skip_checksum": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x83, 1 << 20, 64)

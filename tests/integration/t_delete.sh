@@ -7,7 +7,8 @@
 #      to a file outside, one to a directory outside) are removed; the
 #      symlinks' targets, a sibling of the mirrored directory, the partial
 #      store (.rdmacp-partial) and a temp file stay; -v "deleting NAME",
-#      --json file events "action":"deleted" and summary "deleted" (jq), the
+#      --json file events "action":"deleted" (with the type removed) and
+#      summary "deleted" (jq), the
 #      daemon's "done" line counts them; a re-run deletes nothing; with -p
 #      directories keep their times though entries in them were removed
 #   2. --max-delete below the count: exactly N removed, the rest listed as
@@ -119,6 +120,11 @@ check_eq "json: summary deleted" "$(json_summary "$T/out" deleted)" $EXTRAS
 check_eq "json: summary delete_withheld" "$(json_summary "$T/out" delete_withheld)" 0
 check_eq "json: summary delete_suppressed" "$(json_summary "$T/out" delete_suppressed)" false
 jq -r 'select(.event == "file" and .action == "deleted") | .name' "$T/out" >"$T/deleted"
+# Each removal says what it removed (the daemon's lstat, carried in DELETED).
+check_eq "json: deleted types" "$(jq -r 'select(.event == "file" and .action == "deleted" and
+	(.name == "tree/extra" or .name == "tree/a/old" or .name == "tree/c/to-dir")) |
+	.name + "=" + .type' "$T/out" | sort | tr '\n' ' ')" \
+	"tree/a/old=dir tree/c/to-dir=symlink tree/extra=file "
 grep -qx 'tree/a/old/deeper/deepest/h' "$T/deleted" && pass "json names the nested file" ||
 	fail "json: no tree/a/old/deeper/deepest/h in: $(cat "$T/deleted")"
 # Contents before their directory.

@@ -165,9 +165,13 @@ static struct proto_xattr s_xattrs[3] = {
 static char s_del0[] = "tree/extra", s_del1[] = "tree/old/dir", s_del2[] = "tree/busy";
 static char s_deltext[] = "Permission denied", s_empty[] = "";
 static struct proto_deleted s_deleted[] = {
-	{ .what = PROTO_DEL_DELETED, .name = s_del0, .text = s_empty },
-	{ .what = PROTO_DEL_WITHHELD, .name = s_del1, .text = s_empty },
-	{ .what = PROTO_DEL_FAILED, .code = PERR_PERMISSION, .name = s_del2, .text = s_deltext },
+	{ .what = PROTO_DEL_DELETED, .ftype = PROTO_FT_REG, .name = s_del0, .text = s_empty },
+	{ .what = PROTO_DEL_WITHHELD, .ftype = PROTO_FT_DIR, .name = s_del1, .text = s_empty },
+	{ .what = PROTO_DEL_FAILED,
+	  .ftype = 0,
+	  .code = PERR_PERMISSION,
+	  .name = s_del2,
+	  .text = s_deltext },
 };
 
 static struct proto_sum s_sums[3] = {
@@ -472,6 +476,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 			const struct proto_deleted *y = &b->u.deleted.ents[i];
 
 			assert_int_equal(x->what, y->what);
+			assert_int_equal(x->ftype, y->ftype);
 			assert_int_equal(x->code, y->code);
 			assert_string_equal(x->name, y->name);
 			assert_string_equal(x->text, y->text);
@@ -1786,9 +1791,10 @@ static void test_bad_deleted(void **state)
 	BAD_DELETED(what, 0);
 	BAD_DELETED(what, PROTO_DEL_FAILED + 1);
 	BAD_DELETED(name, s_empty);
-	BAD_DELETED(code, PERR_IO);	     /* a code on a deletion */
-	BAD_DELETED(text, s_deltext);	     /* a text on a deletion */
-	BAD_DELETED(what, PROTO_DEL_FAILED); /* a failure without a code */
+	BAD_DELETED(code, PERR_IO);	       /* a code on a deletion */
+	BAD_DELETED(text, s_deltext);	       /* a text on a deletion */
+	BAD_DELETED(what, PROTO_DEL_FAILED);   /* a failure without a code */
+	BAD_DELETED(ftype, PROTO_FT_HARDLINK); /* a type no destination entry has */
 #undef BAD_DELETED
 	d = (struct proto_deleted){
 		.what = PROTO_DEL_FAILED, .code = PERR_SKIPPED, .name = s_del0, .text = s_empty
