@@ -30,16 +30,22 @@ bool log_stderr_is_journal(void);
 int log_internal(int level, int error, const char *fmt, ...) _printf_(3, 4);
 
 #define log_full_errno(level, error, ...) log_internal((level), (error), __VA_ARGS__)
-#define log_debug(...)			  log_internal(LOG_DEBUG, 0, __VA_ARGS__)
-#define log_info(...)			  log_internal(LOG_INFO, 0, __VA_ARGS__)
-#define log_notice(...)			  log_internal(LOG_NOTICE, 0, __VA_ARGS__)
-#define log_warning(...)		  log_internal(LOG_WARNING, 0, __VA_ARGS__)
-#define log_error(...)			  log_internal(LOG_ERR, 0, __VA_ARGS__)
-#define log_debug_errno(e, ...)		  log_internal(LOG_DEBUG, (e), __VA_ARGS__)
-#define log_info_errno(e, ...)		  log_internal(LOG_INFO, (e), __VA_ARGS__)
-#define log_notice_errno(e, ...)	  log_internal(LOG_NOTICE, (e), __VA_ARGS__)
-#define log_warning_errno(e, ...)	  log_internal(LOG_WARNING, (e), __VA_ARGS__)
-#define log_error_errno(e, ...)		  log_internal(LOG_ERR, (e), __VA_ARGS__)
+/* Its arguments (an escaped name, say) are not even computed unless debug is on. */
+#define log_debug(...)                                           \
+	do {                                                     \
+		if (log_get_max_level() >= LOG_DEBUG) {          \
+			log_internal(LOG_DEBUG, 0, __VA_ARGS__); \
+		}                                                \
+	} while (0)
+#define log_info(...)		  log_internal(LOG_INFO, 0, __VA_ARGS__)
+#define log_notice(...)		  log_internal(LOG_NOTICE, 0, __VA_ARGS__)
+#define log_warning(...)	  log_internal(LOG_WARNING, 0, __VA_ARGS__)
+#define log_error(...)		  log_internal(LOG_ERR, 0, __VA_ARGS__)
+#define log_debug_errno(e, ...)	  log_internal(LOG_DEBUG, (e), __VA_ARGS__)
+#define log_info_errno(e, ...)	  log_internal(LOG_INFO, (e), __VA_ARGS__)
+#define log_notice_errno(e, ...)  log_internal(LOG_NOTICE, (e), __VA_ARGS__)
+#define log_warning_errno(e, ...) log_internal(LOG_WARNING, (e), __VA_ARGS__)
+#define log_error_errno(e, ...)	  log_internal(LOG_ERR, (e), __VA_ARGS__)
 
 /*
  * THREATS.md G46: the one escaper for peer-supplied text (names, error
