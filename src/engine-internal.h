@@ -10,6 +10,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <liburing.h>
 #include <openssl/crypto.h>

@@ -661,6 +661,36 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 	return 0;
 }
 
+/*
+ * The receiver's END counts every entry it resolved, failures included. One
+ * more than we heard of failed at its end, after its answer for the entry:
+ * a directory whose mode or time (-p) it could not set last, or whose
+ * attributes it could not set. Counted as failures here too (the run's
+ * exit code says so), and told once; the receiver's log has the names.
+ */
+static void tx_unheard_failures(struct engine *e, uint32_t peer_files)
+{
+	uint64_t mine =
+	    e->st.files_ok + e->st.files_failed + e->st.files_skipped + e->st.files_planned;
+	char text[160];
+
+	if (peer_files <= mine) {
+		return;
+	}
+	e->st.files_failed += peer_files - mine;
+	if (!e->st.first_error) {
+		e->st.first_error = PERR_IO;
+		e->st.first_error_local = false;
+	}
+	snprintf(text, sizeof(text),
+		 "%" PRIu64 " failed at the receiver after the transfer (a directory's mode or "
+		 "time, or attributes): its log names them",
+		 peer_files - mine);
+	if (e->p->ev.notice) {
+		e->p->ev.notice(e->p->ev.ud, "entries", text);
+	}
+}
+
 static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 {
 	struct efile *f = file_by_id(e, res->id);
@@ -815,6 +845,7 @@ static int tx_on_message(struct engine *e, struct msg *m)
 	case MSG_END:
 		if (e->sent_end && !e->got_end) {
 			e->got_end = true;
+			tx_unheard_failures(e, m->u.end.files);
 			return 0;
 		}
 		break;

@@ -8,14 +8,22 @@
 #     only: 905 came out with the time of the copy);
 #   - a nested tree (directories 0700, 0750, 0555 with contents, files,
 #     symlinks), where every directory's and symlink's mtime is the source's;
-#   - -a is -r -p: the same result.
+#   - -a is -r -p: the same result;
+#   - a directory whose time the daemon can't set at the end of a push (an
+#     existing one it doesn't own, in a module of the default user): the
+#     client hears of it from the daemon's END count, exits 9, and its
+#     summary counts the failure.
 # Compared as "path type mode mtime" lines (find -printf), both sides.
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip "python3 not installed"
 HOST=127.0.0.1
-setup_standard
+mkdir -p "$T/um/shared"
+chown rdmacp: "$T/um"
+chmod 0777 "$T/um/shared" # root's: the module's user may write in it, not set its time
+chmod o+x "$T"
+setup_standard "[users]" "path = $T/um" "allow = client" "uid = rdmacp" "gid = rdmacp"
 
 # The trees, made in one process: each entry gets its own mtime (with
 # nanoseconds), directories last, deepest first.
@@ -113,5 +121,20 @@ same "push -a nest" "$T/mod/pusha/nest" "$T/src/nest"
 mkdir -p "$T/pulla"
 expect_rc 0 "pull -a nest" "${CLIENT[@]}" --archive "$HOST:data/nest" "$T/pulla/"
 same "pull -a nest" "$T/pulla/nest" "$T/src/nest"
+
+# A directory time the daemon fails to set at its end: the client is told.
+mkdir -p "$T/src/shared"
+echo x >"$T/src/shared/f"
+touch -d @1500000000 "$T/src/shared"
+expect_rc 9 "push -r -p into a directory the module's user doesn't own" \
+	"${CLIENT[@]}" --json -r -p "$T/src/shared" "$HOST:users/"
+grep -q "1 failed at the receiver after the transfer" "$T/err" &&
+	pass "the client says one entry failed at the receiver" || fail "stderr: $(cat "$T/err")"
+[ "$(jq -r 'select(.event == "summary") | .failed' "$T/out")" = 1 ] &&
+	pass "the summary counts it" || fail "summary: $(grep summary "$T/out")"
+[ "$(cat "$T/um/shared/f" 2>/dev/null)" = x ] && pass "the file in it arrived" ||
+	fail "shared/f missing"
+grep -q 'shared.*set mtime' "$T/d.log" && pass "the daemon's log names it" ||
+	fail "daemon log: $(grep -i shared "$T/d.log" | tail -3)"
 
 finish
