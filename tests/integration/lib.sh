@@ -120,6 +120,22 @@ setup_standard() {
 		--ca "$T/certs/ca.crt" -P "$PORT")
 }
 
+# start_rawserver ARGS...: a scripted daemon (rawserver.py: --mode, --caps, ...) with the
+# test's certificates (RS_CERT: which server certificate, default "server"), output in
+# $T/rs.out, its port in $T/rs.port; RS_PID is its pid. Gives up after 5 s.
+start_rawserver() {
+	rm -f "$T/rs.port"
+	python3 "$HERE/rawserver.py" --cert "$T/certs/${RS_CERT:-server}.crt" \
+		--key "$T/certs/${RS_CERT:-server}.key" --ca "$T/certs/ca.crt" \
+		--port-file "$T/rs.port" --timeout 10 "$@" >"$T/rs.out" 2>&1 &
+	RS_PID=$!
+	for _ in $(seq 1 100); do
+		[ -s "$T/rs.port" ] && return 0
+		sleep 0.05
+	done
+	die "rawserver did not start: $(cat "$T/rs.out")"
+}
+
 # expect_rc WANT DESC CMD...: run, compare the exit status.
 expect_rc() {
 	local want=$1 desc=$2 rc

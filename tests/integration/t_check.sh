@@ -26,7 +26,6 @@
 . "$(dirname "$0")/lib.sh"
 
 HOST=127.0.0.1
-RAWSERVER=$HERE/rawserver.py
 command -v jq >/dev/null || skip "jq is not installed"
 
 mkdir -p "$T/drop"
@@ -141,16 +140,8 @@ grep -qi 'write only\|permission' "$T/err" && pass "says why" || fail "no reason
 [ ! -s "$T/out" ] && pass "nothing listed" || fail "listed: $(cat "$T/out")"
 
 # ---- 6. a daemon from before check -------------------------------------------
-rm -f "$T/rs.port"
-python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
-	--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode ls --caps 0x7f \
-	--timeout 10 >"$T/rs.out" 2>&1 &
-rs=$!
-for _ in $(seq 1 100); do
-	[ -s "$T/rs.port" ] && break
-	sleep 0.05
-done
-[ -s "$T/rs.port" ] || die "rawserver did not start: $(cat "$T/rs.out")"
+start_rawserver --mode ls --caps 0x7f
+rs=$RS_PID
 expect_rc 12 "an old daemon: refused before LIST" \
 	"$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key" \
 	--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" check -r "$T/src/tree" "$HOST:data/tree"
@@ -175,16 +166,8 @@ rawpeer_rc 0 "OPEN with skip checksum from a client without 0x400: ERROR PROTOCO
 mkdir -p "$T/hl/d"
 printf 'hello' >"$T/hl/a"
 for code in 1 2 3 4 5; do
-	rm -f "$T/rs.port"
-	python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
-		--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode sums --caps 0x47f \
-		--code $code --timeout 10 >"$T/rs.out" 2>&1 &
-	rs=$!
-	for _ in $(seq 1 100); do
-		[ -s "$T/rs.port" ] && break
-		sleep 0.05
-	done
-	[ -s "$T/rs.port" ] || die "rawserver did not start: $(cat "$T/rs.out")"
+	start_rawserver --mode sums --caps 0x47f --code $code
+	rs=$RS_PID
 	expect_rc 4 "hostile SUMS ($code): protocol error" \
 		"$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key" \
 		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" check -r --level checksum "$T/hl" \

@@ -29,7 +29,6 @@
 
 command -v jq >/dev/null || skip "jq not installed"
 HOST=127.0.0.1
-RAWSERVER=$HERE/rawserver.py
 
 mkdir -p "$T/small" "$T/local"
 setup_standard "" "[small]" "path = $T/small" "allow = client" "max file size = 100"
@@ -232,15 +231,8 @@ echo "--- 7. an old daemon"
 for dir in push pull; do
 	rm -f "$T/rs.port"
 	# Everything up to xattrs (0x1eff), not the probe (0x2000).
-	python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
-		--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode error-open --caps 0x1eff \
-		--timeout 10 >"$T/rs.out" 2>&1 &
-	rs=$!
-	for _ in $(seq 1 100); do
-		[ -s "$T/rs.port" ] && break
-		sleep 0.05
-	done
-	[ -s "$T/rs.port" ] || die "rawserver did not start: $(cat "$T/rs.out")"
+	start_rawserver --mode error-open --caps 0x1eff
+	rs=$RS_PID
 	old=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" --transport tcp -n -r)
 	if [ $dir = push ]; then

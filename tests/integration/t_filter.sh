@@ -24,7 +24,6 @@
 
 command -v jq >/dev/null || skip "jq not installed"
 HOST=127.0.0.1
-RAWSERVER=$HERE/rawserver.py
 
 setup_standard
 rawpeer_for "$PORT"
@@ -142,15 +141,8 @@ grep -q 'line 2' "$T/err" && pass "the bad line is named" || fail "message: $(ca
 [ -e "$T/mod/bad" ] && fail "a refused run wrote data/bad" || pass "nothing written"
 
 # ---- 4. a daemon that has no filters --------------------------------------------
-python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
-	--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode error-open --caps 0x7f \
-	--timeout 10 >"$T/rs.out" 2>&1 &
-rs=$!
-for _ in $(seq 1 100); do
-	[ -s "$T/rs.port" ] && break
-	sleep 0.05
-done
-[ -s "$T/rs.port" ] || die "rawserver did not start: $(cat "$T/rs.out")"
+start_rawserver --mode error-open --caps 0x7f
+rs=$RS_PID
 old=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 	--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" --transport tcp)
 expect_rc 12 "old daemon, pull --exclude" "${old[@]}" -r --exclude '*.o' "$HOST:data/m/src" "$T/old/"

@@ -33,7 +33,6 @@
 . "$(dirname "$0")/lib.sh"
 
 HOST=127.0.0.1
-RAWSERVER=$HERE/rawserver.py
 MIB=512
 case "$BUILD_DIR" in
 *asan* | *ubsan* | *fuzz*) MIB=64 ;;
@@ -301,16 +300,8 @@ expect_rc 5 "write-only module refuses --partial" "${CLIENT[@]}" --partial "$T/s
 	"$HOST:drop/"
 grep -q "partial" "$T/err" && pass "says why" || fail "no reason: $(cat "$T/err")"
 for dir in push pull; do
-	rm -f "$T/rs.port"
-	python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
-		--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode error-open --caps 0x7f \
-		--timeout 10 >"$T/rs.out" 2>&1 &
-	rs=$!
-	for _ in $(seq 1 100); do
-		[ -s "$T/rs.port" ] && break
-		sleep 0.05
-	done
-	[ -s "$T/rs.port" ] || die "rawserver did not start: $(cat "$T/rs.out")"
+	start_rawserver --mode error-open --caps 0x7f
+	rs=$RS_PID
 	old=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" --transport tcp --partial)
 	if [ $dir = push ]; then

@@ -22,7 +22,6 @@
 . "$(dirname "$0")/lib.sh"
 
 H=127.0.0.1
-RAWSERVER=$HERE/rawserver.py
 
 mkdir -p "$T/small"
 setup_standard "" "[small]" "path = $T/small" "allow = client" "max files per session = 3"
@@ -127,16 +126,8 @@ cmp -s "$T/out" "$T/want" && pass "the dry run lists the matches" || fail "dry r
 # ---- 6. ----
 # rawglob NAME: a dry-run pull of 'data/*.img' from a daemon that lists NAME; RC.
 rawglob() {
-	rm -f "$T/rs.port"
-	python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
-		--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode glob --timeout 10 \
-		--name-hex "$(printf '%s' "$1" | od -An -tx1 | tr -d ' \n')" >"$T/rs.out" 2>&1 &
-	local rs=$!
-	for _ in $(seq 1 100); do
-		[ -s "$T/rs.port" ] && break
-		sleep 0.05
-	done
-	[ -s "$T/rs.port" ] || die "rawserver did not start: $(cat "$T/rs.out")"
+	start_rawserver --mode glob --name-hex "$(printf '%s' "$1" | od -An -tx1 | tr -d ' \n')"
+	local rs=$RS_PID
 	"$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key" \
 		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" -n "$H:data/*.img" "$T/dst/" \
 		>"$T/h.out" 2>"$T/h.err"

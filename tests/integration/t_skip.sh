@@ -23,7 +23,6 @@
 . "$(dirname "$0")/lib.sh"
 
 HOST=127.0.0.1
-RAWSERVER=$HERE/rawserver.py
 N=300
 
 mkdir -p "$T/drop"
@@ -199,16 +198,8 @@ grep -q "^would skip tree/" "$T/out" && pass "lists what would be kept" ||
 [ "$before" = "$(find "$T/mod" -printf '%p %s %T@ %m\n' | sort)" ] &&
 	pass "-n --skip wrote nothing" || fail "-n --skip changed the module"
 for dir in push pull; do
-	rm -f "$T/rs.port"
-	python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
-		--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode error-open --caps 0x3f \
-		--timeout 10 >"$T/rs.out" 2>&1 &
-	rs=$!
-	for _ in $(seq 1 100); do
-		[ -s "$T/rs.port" ] && break
-		sleep 0.05
-	done
-	[ -s "$T/rs.port" ] || die "rawserver did not start: $(cat "$T/rs.out")"
+	start_rawserver --mode error-open --caps 0x3f
+	rs=$RS_PID
 	old=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" --transport tcp --skip quick)
 	if [ $dir = push ]; then

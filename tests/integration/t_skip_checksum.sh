@@ -16,7 +16,6 @@
 . "$(dirname "$0")/lib.sh"
 
 HOST=127.0.0.1
-RAWSERVER=$HERE/rawserver.py
 command -v jq >/dev/null || skip "jq is not installed"
 
 mkdir -p "$T/drop"
@@ -117,16 +116,8 @@ expect_rc 5 "write-only module refuses --skip checksum" \
 expect_rc 0 "--skip checksum with -n" \
 	"${CLIENT[@]}" -n -r --skip checksum "$T/src/tree" "$HOST:data/"
 for dir in push pull; do
-	rm -f "$T/rs.port"
-	python3 "$RAWSERVER" --cert "$T/certs/server.crt" --key "$T/certs/server.key" \
-		--ca "$T/certs/ca.crt" --port-file "$T/rs.port" --mode error-open --caps 0x7f \
-		--timeout 10 >"$T/rs.out" 2>&1 &
-	rs=$!
-	for _ in $(seq 1 100); do
-		[ -s "$T/rs.port" ] && break
-		sleep 0.05
-	done
-	[ -s "$T/rs.port" ] || die "rawserver did not start: $(cat "$T/rs.out")"
+	start_rawserver --mode error-open --caps 0x7f
+	rs=$RS_PID
 	old=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" --transport tcp --skip checksum)
 	if [ $dir = push ]; then
