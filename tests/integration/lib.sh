@@ -136,6 +136,24 @@ start_rawserver() {
 	die "rawserver did not start: $(cat "$T/rs.out")"
 }
 
+# old_daemon_refuses CAPS FEATURE DESC ARGS...: rdmacp with ARGS (options and operands)
+# against a daemon from before FEATURE (rawserver.py announcing only CAPS) exits 12,
+# says the daemon is too old for FEATURE, and never sends OPEN.
+old_daemon_refuses() {
+	local caps=$1 feature=$2 desc=$3
+	shift 3
+	start_rawserver --mode error-open --caps "$caps"
+	expect_rc 12 "$desc" "$RDMACP" --config /dev/null --cert "$T/certs/client.crt" \
+		--key "$T/certs/client.key" --ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" \
+		--transport tcp "$@"
+	kill "$RS_PID" 2>/dev/null
+	wait "$RS_PID" 2>/dev/null
+	grep -q "too old for $feature" "$T/err" && pass "$desc: says the daemon is too old" ||
+		fail "$desc: message: $(cat "$T/err")"
+	grep -q "OPEN" "$T/rs.out" && fail "$desc: OPEN was sent to the old daemon" ||
+		pass "$desc: no OPEN sent"
+}
+
 # expect_rc WANT DESC CMD...: run, compare the exit status.
 expect_rc() {
 	local want=$1 desc=$2 rc

@@ -287,23 +287,10 @@ expect_rc 0 "--delete with -n" "${CLIENT[@]}" -n -r --delete "$T/src/tree" "$HOS
 	pass "-n --delete changed nothing" || fail "-n --delete changed the module"
 expect_rc 1 "--max-delete without --delete" "${CLIENT[@]}" -r --max-delete 3 "$T/src/tree" \
 	"$HOST:data/"
-for dir in push pull; do
-	start_rawserver --mode error-open --caps 0x7f
-	rs=$RS_PID
-	old=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" --transport tcp -r --delete)
-	if [ $dir = push ]; then
-		expect_rc 12 "old daemon, push --delete" "${old[@]}" "$T/src/tree" "$HOST:data/"
-	else
-		expect_rc 12 "old daemon, pull --delete" "${old[@]}" "$HOST:data/tree" "$T/pull/"
-	fi
-	kill "$rs" 2>/dev/null
-	wait "$rs" 2>/dev/null
-	grep -q "too old for --delete" "$T/err" && pass "$dir: says the daemon is too old" ||
-		fail "$dir: message: $(cat "$T/err")"
-	grep -q "OPEN" "$T/rs.out" && fail "$dir: OPEN was sent to the old daemon" ||
-		pass "$dir: no OPEN sent"
-done
+old_daemon_refuses 0x7f --delete "old daemon, push --delete" \
+	-r --delete "$T/src/tree" "$HOST:data/"
+old_daemon_refuses 0x7f --delete "old daemon, pull --delete" \
+	-r --delete "$HOST:data/tree" "$T/pull/"
 
 # ---- 9. filters protect what they exclude ------------------------------------------
 for dir in push pull; do

@@ -299,22 +299,9 @@ grep -q "rdmacp-partial" "$T/err" && pass "names the destination" || fail "messa
 expect_rc 5 "write-only module refuses --partial" "${CLIENT[@]}" --partial "$T/src/small" \
 	"$HOST:drop/"
 grep -q "partial" "$T/err" && pass "says why" || fail "no reason: $(cat "$T/err")"
-for dir in push pull; do
-	start_rawserver --mode error-open --caps 0x7f
-	rs=$RS_PID
-	old=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" --transport tcp --partial)
-	if [ $dir = push ]; then
-		expect_rc 12 "old daemon, push --partial" "${old[@]}" "$T/src/small" "$HOST:data/"
-	else
-		expect_rc 12 "old daemon, pull --partial" "${old[@]}" "$HOST:data/small" "$T/pull/x"
-	fi
-	kill "$rs" 2>/dev/null
-	wait "$rs" 2>/dev/null
-	grep -q "too old for --partial" "$T/err" && pass "$dir: says the daemon is too old" ||
-		fail "$dir: message: $(cat "$T/err")"
-	grep -q "OPEN" "$T/rs.out" && fail "$dir: OPEN was sent to the old daemon" ||
-		pass "$dir: no OPEN sent"
-done
+old_daemon_refuses 0x7f --partial "old daemon, push --partial" \
+	--partial "$T/src/small" "$HOST:data/"
+old_daemon_refuses 0x7f --partial "old daemon, pull --partial" \
+	--partial "$HOST:data/small" "$T/pull/x"
 
 finish

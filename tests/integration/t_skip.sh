@@ -197,22 +197,9 @@ grep -q "^would skip tree/" "$T/out" && pass "lists what would be kept" ||
 	fail "no 'would skip': $(head -5 "$T/out")"
 [ "$before" = "$(find "$T/mod" -printf '%p %s %T@ %m\n' | sort)" ] &&
 	pass "-n --skip wrote nothing" || fail "-n --skip changed the module"
-for dir in push pull; do
-	start_rawserver --mode error-open --caps 0x3f
-	rs=$RS_PID
-	old=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-		--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" --transport tcp --skip quick)
-	if [ $dir = push ]; then
-		expect_rc 12 "old daemon, push --skip" "${old[@]}" "$T/src/one" "$HOST:data/"
-	else
-		expect_rc 12 "old daemon, pull --skip" "${old[@]}" "$HOST:data/one" "$T/pull/x"
-	fi
-	kill "$rs" 2>/dev/null
-	wait "$rs" 2>/dev/null
-	grep -q "too old for --skip" "$T/err" && pass "$dir: says the daemon is too old" ||
-		fail "$dir: message: $(cat "$T/err")"
-	grep -q "OPEN" "$T/rs.out" && fail "$dir: OPEN was sent to the old daemon" ||
-		pass "$dir: no OPEN sent"
-done
+old_daemon_refuses 0x3f --skip "old daemon, push --skip" \
+	--skip quick "$T/src/one" "$HOST:data/"
+old_daemon_refuses 0x3f --skip "old daemon, pull --skip" \
+	--skip quick "$HOST:data/one" "$T/pull/x"
 
 finish
