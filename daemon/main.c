@@ -32,6 +32,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -601,6 +602,13 @@ static void accept_all(struct daemon *d, int lfd)
 		int fd = accept4(lfd, (struct sockaddr *)&peer, &len, SOCK_CLOEXEC);
 
 		if (fd >= 0) {
+			int one = 1;
+
+			/*
+			 * The control channel is request and answer: without this, a
+			 * small record waits for the peer's delayed ACK (40 ms).
+			 */
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			handle_connection(d, fd, &peer, len);
 			continue;
 		}
