@@ -718,6 +718,14 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	struct daemon_conn s = { .o = o, .rem = rem };
 	struct xfer x = { .o = o };
 	struct src_list srcs = { 0 };
+	/*
+	 * The tree is walked while it is sent (its memory does not grow with
+	 * it), except where the total must be known first: a progress display
+	 * with a percentage, and a --files-from list (each name checked first).
+	 */
+	struct walk *walk = NULL;
+	struct engine_source source = { 0 };
+	size_t nsrcs;
 	struct engine_params ep = { .role = ENGINE_SENDER };
 	struct engine_stats st = { 0 };
 	struct msg reply = { 0 };
@@ -729,6 +737,12 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	output_init(&x.out, o->json, o->progress, o->verbose);
 	x.out.dry_run = o->dry_run;
 	srcs.filter = filter_empty(&o->filters) ? NULL : &o->filters;
+	if (!o->files_from[0] && !x.out.progress) {
+		if (walk_new(walk_warning, NULL, &walk) < 0) {
+			return finish(&x, &st, local_failures, EXIT_LOCAL_IO);
+		}
+		walk_set_filter(walk, srcs.filter);
+	}
 	if (o->files_from[0]) {
 		if (nargs != 1) {
 			log_error("--files-from takes one source directory (the names are relative "
@@ -754,10 +768,15 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 		int r;
 
 		if (!name) {
+			walk_free(walk);
+			src_list_free(&srcs);
 			return finish(&x, &st, local_failures, EXIT_LOCAL_IO);
 		}
-		r = walk_add(&srcs, AT_FDCWD, args[i], name, o->recursive, walk_warning, NULL);
+		r = walk ? walk_add_root(walk, AT_FDCWD, args[i], name, o->recursive)
+			 : walk_add(&srcs, AT_FDCWD, args[i], name, o->recursive, walk_warning,
+				    NULL);
 		if (r == -ENOMEM) {
+			walk_free(walk);
 			src_list_free(&srcs);
 			return finish(&x, &st, local_failures, EXIT_LOCAL_IO);
 		}
@@ -771,13 +790,21 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	}
 	x.args = args;
 	x.nargs = nargs;
-	if (srcs.n == 0 && (local_failures > 0 || (srcs.filter == NULL && !o->files_from[0]))) {
+	/* Every root queued comes out of the walk as an entry of its own. */
+	nsrcs = walk ? walk_nroots(walk) : srcs.n;
+	if (nsrcs == 0 && (local_failures > 0 || (srcs.filter == NULL && !o->files_from[0]))) {
+		walk_free(walk);
 		src_list_free(&srcs);
 		/* A --files-from list with nothing there is a partial run (exit 9), as rsync's. */
 		return finish(&x, &st, local_failures,
 			      o->files_from[0] ? EXIT_PARTIAL : EXIT_LOCAL_IO);
 	}
-	x.out.total_bytes = srcs.total_bytes;
+	x.out.total_bytes = srcs.total_bytes; /* 0 (unknown) while walking */
+	if (walk) {
+		walk_source(walk, &source);
+	} else {
+		src_list_source(&srcs, &source);
+	}
 	if (nargs > 1 || o->files_from[0] || rem->path[0] == '\0' ||
 	    rem->path[strlen(rem->path) - 1] == '/') {
 		flags |= PROTO_OPEN_DEST_IS_DIR;
@@ -792,28 +819,36 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	}
 	if (rc == 0 && proto_open_is_probe(flags)) {
 		/* The daemon looks at its side: what it would skip, take, delete. */
-		src_list_source(&srcs, &ep.source);
+		ep.source = source;
 		ep.open_flags = flags;
 		rc = run_engine(&s, &x, &ep, NULL, &st);
 	} else if (rc == 0 && o->dry_run) {
-		for (size_t i = 0; i < srcs.n; i++) {
-			if (srcs.v[i].error) {
-				output_error(&x.out, srcs.v[i].name, srcs.v[i].ftype, "LOCAL_IO",
-					     srcs.v[i].why);
+		const struct engine_src *e;
+		char why[256];
+		int r;
+
+		while ((r = source.next(source.ud, &e, why, sizeof(why))) > 0) {
+			if (e->error) {
+				output_error(&x.out, e->name, e->ftype, "LOCAL_IO", e->why);
 				local_failures++;
 				continue;
 			}
-			output_plan(&x.out, srcs.v[i].name, srcs.v[i].ftype, srcs.v[i].size);
+			output_plan(&x.out, e->name, e->ftype, e->size);
 			x.planned++;
 		}
+		if (r < 0) {
+			log_error("%s", why);
+			rc = EXIT_LOCAL_IO;
+		}
 	} else if (rc == 0) {
-		src_list_source(&srcs, &ep.source);
+		ep.source = source;
 		ep.bwlimit = o->bwlimit;
 		ep.open_flags = flags;
 		x.transport = transport_name(reply.u.open_ok.transport);
 		rc = run_engine(&s, &x, &ep, &reply.u.open_ok, &st);
 	}
 	daemon_conn_close(&s, rc == 0);
+	walk_free(walk);
 	src_list_free(&srcs);
 	if (rc != 0) {
 		return finish(&x, &st, local_failures, rc);

@@ -599,6 +599,28 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 	return 1;
 }
 
+size_t walk_nroots(const struct walk *w)
+{
+	return w->nroots;
+}
+
+static int walk_source_next(void *ud, const struct engine_src **ret, char *why, size_t whylen)
+{
+	int r = walk_next(ud, ret);
+
+	if (r == -E2BIG) {
+		snprintf(why, whylen, "too many entries");
+	} else if (r < 0) {
+		snprintf(why, whylen, "walking the source: %s", strerror(-r));
+	}
+	return r;
+}
+
+void walk_source(struct walk *w, struct engine_source *ret)
+{
+	*ret = (struct engine_source){ .next = walk_source_next, .ud = w };
+}
+
 /* ---- a whole walk in memory ---- */
 
 void src_list_free(struct src_list *l)

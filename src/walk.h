@@ -82,6 +82,15 @@ void walk_set_max_depth(struct walk *w, unsigned depth);
 /* Entries handed out so far (failure entries not counted). */
 uint64_t walk_count(const struct walk *w);
 
+/* Roots queued (walk_add_root calls that were not skipped). */
+size_t walk_nroots(const struct walk *w);
+
+/*
+ * An engine source that hands out w's entries as walk_next() makes them
+ * (w is borrowed): the tree is walked while it is sent, never held whole.
+ */
+void walk_source(struct walk *w, struct engine_source *ret);
+
 /*
  * The next entry, in order: each root, and under a directory root its
  * contents depth first, each directory before what it holds. Returns 1 with
