@@ -274,6 +274,7 @@ struct engine {
 	unsigned uring_inflight;
 
 	struct pool *pool;
+	bool pool_pinned; /* registered with io_uring (engine_pin_pool) */
 	struct xport_mr *mr;
 	uint8_t *desc_area; /* receiver: descriptor array; sender: staging */
 
@@ -423,6 +424,9 @@ void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t by
 struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(struct engine *e, struct efile *f);
 void file_release(struct engine *e, struct efile *f);
+
+/* engine.c: register the pool with io_uring before its first fixed read or write. */
+int engine_pin_pool(struct engine *e);
 
 /* engine_uring.c */
 struct io_uring_sqe *uring_sqe(struct engine *e);

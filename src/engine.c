@@ -344,13 +344,11 @@ static int setup_memory(struct engine *e)
 		pool_put(e->pool, i);
 	}
 	e->desc_area = pool_chunk(e->pool, data_chunks);
-	r = pool_register_uring(e->pool, &e->ring);
-	if (r < 0) {
-		char advice[512];
-		pool_memlock_check(e->pool->size, advice, sizeof(advice));
-		return fail(e, PERR_INTERNAL, r, "register buffers with io_uring: %s (%s)",
-			    strerror(-r), advice);
-	}
+	/*
+	 * RDMA pins the pages now (reg_mr); on tcp nothing does until the first
+	 * disk read or write (engine_pin_pool), so a run that moves no data (a
+	 * re-run that skips everything) never faults in the pool.
+	 */
 	r = x->ops->reg_mr(x, e->pool->base, e->role->peer_writes ? reg_bytes : e->pool->size,
 			   e->role->peer_writes ? XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE
 						: XPORT_ACCESS_LOCAL,
@@ -359,6 +357,25 @@ static int setup_memory(struct engine *e)
 		return fail(e, PERR_TRANSPORT, r, "register memory with the transport: %s",
 			    strerror(-r));
 	}
+	return 0;
+}
+
+int engine_pin_pool(struct engine *e)
+{
+	int r;
+
+	if (e->pool_pinned) {
+		return 0;
+	}
+	r = pool_register_uring(e->pool, &e->ring);
+	if (r < 0) {
+		char advice[512];
+
+		pool_memlock_check(e->pool->size, advice, sizeof(advice));
+		return fail(e, PERR_INTERNAL, r, "register buffers with io_uring: %s (%s)",
+			    strerror(-r), advice);
+	}
+	e->pool_pinned = true;
 	return 0;
 }
 

@@ -702,8 +702,12 @@ static void rx_submit_write(struct engine *e, uint32_t slot)
 	struct rslot *s = &e->rslots[slot];
 	struct efile *f = &e->files[s->fidx];
 	uint8_t *buf = rx_slot_buf(e, slot);
-	struct io_uring_sqe *sqe = uring_sqe(e);
+	struct io_uring_sqe *sqe;
 
+	if (engine_pin_pool(e) < 0) {
+		return;
+	}
+	sqe = uring_sqe(e);
 	if (!sqe) {
 		fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 		return;

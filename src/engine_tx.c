@@ -264,10 +264,15 @@ static int tx_submit_read(struct engine *e, uint32_t ci)
 	struct chunk *c = &e->chunks[ci];
 	struct efile *f = &e->files[c->fidx];
 	uint8_t *buf = pool_chunk(e->pool, ci);
-	struct io_uring_sqe *sqe = uring_sqe(e);
+	struct io_uring_sqe *sqe;
 	uint32_t want = c->len - c->done;
 	int fd = f->fd;
+	int r = engine_pin_pool(e);
 
+	if (r < 0) {
+		return r;
+	}
+	sqe = uring_sqe(e);
 	if (!sqe) {
 		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 	}

@@ -60,9 +60,12 @@ static void *pool_map(size_t size, bool *ret_huge)
 			return base;
 		}
 	}
-	/* Normal pages: mmap is page-aligned, which satisfies O_DIRECT (4 KiB). */
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-		    -1, 0);
+	/*
+	 * Normal pages: mmap is page-aligned, which satisfies O_DIRECT (4 KiB).
+	 * Not populated: registration (io_uring, RDMA) pins them when it comes,
+	 * and a pool that is never used costs nothing.
+	 */
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (base == MAP_FAILED) {
 		return NULL;
 	}
