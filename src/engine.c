@@ -242,10 +242,20 @@ static int on_control(struct engine *e)
 			return fail(e, chan_err_code(r), r, "control channel: %s",
 				    chan_recv_error(e->p->chan, r, why, sizeof(why)));
 		}
+		bool batch = m.type == MSG_FILES || m.type == MSG_FILES_ACK;
+
 		r = on_message(e, &m);
 		msg_clear(&m);
 		if (r < 0) {
 			return r;
+		}
+		/*
+		 * A batch answered (or an answer taken) goes out (or is acted
+		 * on) before the next batch is read: the peer works on it while
+		 * we read on, instead of waiting for all we have buffered.
+		 */
+		if (batch) {
+			break;
 		}
 		/*
 		 * Not past the end: what follows the peer's last END (its BYE, the
