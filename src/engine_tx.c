@@ -180,6 +180,17 @@ static int tx_offer(struct engine *e)
 		if (r >= 0 && !engine_probe(e)) {
 			r = tx_send_dir_xattrs(e, pf, n);
 		}
+		/*
+		 * On its way before the next batch is taken from the source: a
+		 * walking source takes time, and the receiver can use it.
+		 */
+		if (r >= 0 && e->offered_unresolved < FILES_WINDOW && tx_have_src(e)) {
+			r = chan_flush(e->p->chan);
+			if (r < 0) {
+				r = fail(e, PERR_IO, r, "control channel write failed: %s",
+					 strerror(-r));
+			}
+		}
 		if (r < 0) {
 			return r;
 		}
