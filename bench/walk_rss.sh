@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Peak memory of the daemon's session process for pulls of trees of different
 # sizes, and for a GET naming one tree 256 times (issue 8 item 6: the walk must
-# stream, and duplicate GET paths must be walked once).
+# stream, and duplicate GET paths must be walked once); and of the client for
+# pushes of the same trees (issue 12: a push walks while it sends).
 #
 # usage: bench/walk_rss.sh [BIG [SMALL]]   (default 100000 and 2000 empty files)
 #
@@ -69,3 +70,16 @@ echo "session VmHWM, build $BUILD_DIR"
 run "pull -r of $SMALL files" "127.0.0.1:data/t$SMALL"
 run "pull -r of $BIG files" "127.0.0.1:data/t$BIG"
 run "pull -r of $SMALL files named 256 times" "${args[@]}"
+
+push_run() {
+	local n=$1 kb
+	rm -rf "$T/mod/push"
+	/usr/bin/time -o "$T/push.rss" -f '%M' "${CLIENT[@]}" -q -r "$T/mod/t$n/" \
+		127.0.0.1:data/push/ >/dev/null 2>"$T/push.err" ||
+		echo "  (client exit $?: $(head -1 "$T/push.err"))" >&2
+	kb=$(tail -1 "$T/push.rss")
+	printf '%-40s %8s kB\n' "push -r of $n files (client maxrss)" "$kb"
+}
+command -v /usr/bin/time >/dev/null || die "GNU time (/usr/bin/time) needed for the push runs"
+push_run "$SMALL"
+push_run "$BIG"
