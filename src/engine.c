@@ -596,6 +596,22 @@ static int loop_dispatch(struct engine *e, const struct pollfd pfd[5])
 	    ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) || chan_readable_now(e->p->chan))) {
 		r = on_control(e);
 	}
+	/*
+	 * A transport whose descriptor reports an error or a hang-up (a device
+	 * detached, a channel closed) would wake poll() at once forever and
+	 * never have a completion to give: that ends the session, now.
+	 */
+	if (r >= 0 && !e->failed && !finished(e) &&
+	    (pfd[1].revents & (POLLERR | POLLHUP | POLLNVAL))) {
+		const char *why =
+		    e->p->x->ops->last_error ? e->p->x->ops->last_error(e->p->x) : NULL;
+
+		r = fail(e, PERR_TRANSPORT, -EIO, "transport: its event descriptor reports %s%s%s",
+			 (pfd[1].revents & POLLNVAL)  ? "an invalid descriptor"
+			 : (pfd[1].revents & POLLERR) ? "an error"
+						      : "a hang-up",
+			 why ? ": " : "", why ? why : "");
+	}
 	if (r >= 0 && !e->failed && !finished(e) && (pfd[1].revents & POLLIN)) {
 		r = on_xport(e);
 	}

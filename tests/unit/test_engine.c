@@ -1096,6 +1096,55 @@ static void test_checksum_mismatch(void **state)
 	assert_dest(f->dst, "empty");
 }
 
+/* The sender's transport, with an event fd that reports a hang-up (a device gone). */
+static int hup_fd = -1;
+
+static int hup_event_fd(struct xport *x)
+{
+	(void)x;
+	return hup_fd;
+}
+
+/*
+ * A transport descriptor that reports POLLHUP (as a detached device's
+ * channel reports POLLERR): the engine fails the session at once with a
+ * named cause instead of spinning on a descriptor that wakes poll()
+ * forever until the idle timeout. The receiver is told; nothing is committed.
+ */
+static void test_event_fd_hangup(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	static struct xport_ops broken;
+	const struct xport_ops *orig = f->tx.x->ops;
+	struct timespec t0, t1;
+	int pfd[2];
+
+	source_file(f, &s, "big", 3 * CHUNK);
+	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+	close(pfd[1]);
+	hup_fd = pfd[0];
+	broken = *orig;
+	broken.event_fd = hup_event_fd;
+	f->tx.x->ops = &broken;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+
+	run_both(f, &s);
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	f->tx.x->ops = orig;
+	close(pfd[0]);
+	hup_fd = -1;
+	assert_true(f->txr.r < 0);
+	assert_int_equal(f->txr.code, PERR_TRANSPORT);
+	assert_non_null(strstr(f->txr.err, "hang-up"));
+	assert_true(f->rxr.r < 0);
+	/* Well within the idle timeout, which would have ended it too, as TIMEOUT. */
+	assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
+		    IO_MS / 2);
+	assert_dest(f->dst, "");
+}
+
 static bool only_wanted(void *ud, const char *name)
 {
 	(void)ud;
@@ -2543,6 +2592,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_transfer),
 		T(test_checksum_mismatch),
+		T(test_event_fd_hangup),
 	T(test_dir_meta_cap),
 		T(test_hardlinks),
 		T(test_hardlink_target_failed),
