@@ -47,12 +47,26 @@
 #include "rdmadev.h"
 #include "verbs_wr.h"
 
-#define VERBS_HELLO_LEN	  LANE_HELLO_LEN
-#define VERBS_MAX_INLINE  256
+#define VERBS_HELLO_LEN LANE_HELLO_LEN
+/*
+ * Descriptors (32 bytes) and credits go inline. 64, not more: a larger
+ * inline size makes some providers (mlx5) build much larger send queue
+ * entries, and so fewer of them fit.
+ */
+#define VERBS_MAX_INLINE  64
 #define VERBS_MAX_DEPTH	  16384
 #define VERBS_RETRY_COUNT 7
 /* Finite: a missing receive is an engine bug that must show, not hang. */
-#define VERBS_RNR_RETRY	      6
+#define VERBS_RNR_RETRY 6
+/*
+ * The receiver-not-ready NAK timer we ask peers to wait: IB encoding 12 =
+ * 0.64 ms. rdma_cm leaves 0, which means 655 ms per retry.
+ */
+#define VERBS_MIN_RNR_TIMER 12
+/* What an event in the epoll set is (epoll_event.data.u32 >> 16); the device in the low bits. */
+#define VERBS_EV_COMP	      0u
+#define VERBS_EV_ASYNC	      1u
+#define VERBS_EV_CM	      2u
 #define VERBS_POST_STACK      64
 #define VERBS_RESOLVE_STEP_MS 1000
 
@@ -93,6 +107,7 @@ struct verbs_lane {
 	bool has_qp;
 	bool connected;
 	bool failed;
+	bool peer_gone; /* DISCONNECTED: nothing more may be posted */
 	/* Send queue: engine wr_ids of entries [sq_done, sq_tail). */
 	uint64_t *sq_ids;
 	uint64_t sq_tail, sq_done;
@@ -106,7 +121,11 @@ struct verbs_xport {
 	struct rdma_event_channel *ec; /* the lanes' CM events (after accept: migrated here) */
 	struct verbs_dev devs[XPORT_MAX_LANES];
 	unsigned ndevs;
-	int epfd; /* the devices' completion channels, once there are two; else -1 */
+	/*
+	 * The event fd: an epoll set of every device's completion channel and
+	 * async event fd, and (once connected) the lanes' CM event channel.
+	 */
+	int epfd;
 	struct verbs_mr *mrs;
 	bool has_error;
 	char error[256];
@@ -251,29 +270,39 @@ static void verbs_destroy(struct xport *x)
 	free(vx);
 }
 
-/* With a second device, one fd has to wake for all completion channels. */
-static int xport_watch_channel(struct verbs_xport *vx, unsigned dev)
+static int xport_watch(struct verbs_xport *vx, int fd, unsigned kind, unsigned dev)
 {
-	if (vx->ndevs < 2) {
-		return 0;
-	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (kind << 16) | dev };
+
 	if (vx->epfd < 0) {
 		vx->epfd = epoll_create1(EPOLL_CLOEXEC);
 		if (vx->epfd < 0) {
 			return negerrno();
 		}
-		for (unsigned d = 0; d < dev; d++) {
-			int r = xport_watch_channel(vx, d);
-			if (r < 0) {
-				return r;
-			}
-		}
 	}
-	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = dev };
-	if (epoll_ctl(vx->epfd, EPOLL_CTL_ADD, vx->devs[dev].cch->fd, &ev) < 0) {
+	if (epoll_ctl(vx->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		return negerrno();
 	}
 	return 0;
+}
+
+/*
+ * One fd wakes the engine for everything of a device: completions, and the
+ * async events (a port down, a QP in error, the device fatal) whose
+ * descriptor reports EPOLLERR when the device goes away.
+ */
+static int xport_watch_device(struct verbs_xport *vx, unsigned dev)
+{
+	struct verbs_dev *dv = &vx->devs[dev];
+	int r = xport_watch(vx, dv->cch->fd, VERBS_EV_COMP, dev);
+
+	if (r >= 0) {
+		r = set_nonblock(dv->verbs->async_fd);
+	}
+	if (r >= 0) {
+		r = xport_watch(vx, dv->verbs->async_fd, VERBS_EV_ASYNC, dev);
+	}
+	return r;
 }
 
 /* PD, completion channel and CQ on a device new to this xport. */
@@ -283,7 +312,33 @@ static int xport_setup_device(struct verbs_xport *vx, struct verbs_dev *dv,
 	int cqe = (int)(vx->pub.nlanes * (vx->pub.sq_depth + vx->pub.rq_depth));
 	int r;
 
+	struct ibv_device_attr da;
+
 	dv->verbs = verbs;
+	/*
+	 * The device's own limits, before anything is sized by ours: a send
+	 * queue deeper than it allows is made shallower (the engine posts within
+	 * x->sq_depth); receive queue and CQ sizes are the engine's credits and
+	 * can't shrink, so a device too small for them is an error that says so.
+	 */
+	r = ibv_query_device(verbs, &da);
+	if (r != 0) {
+		set_error(vx, "%s: ibv_query_device: %s", ibv_get_device_name(verbs->device),
+			  strerror(r));
+		return -r;
+	}
+	if (da.max_qp_wr > 0 && vx->pub.sq_depth > (unsigned)da.max_qp_wr) {
+		vx->pub.sq_depth = (unsigned)da.max_qp_wr;
+	}
+	if ((da.max_qp_wr > 0 && vx->pub.rq_depth > (unsigned)da.max_qp_wr) ||
+	    (da.max_cqe > 0 && cqe > da.max_cqe)) {
+		set_error(vx,
+			  "%s allows %d work requests per queue and %d completions per CQ; "
+			  "%u lanes of %u receive slots need %u and %d (fewer --slots or lanes)",
+			  ibv_get_device_name(verbs->device), da.max_qp_wr, da.max_cqe,
+			  vx->pub.nlanes, vx->pub.rq_depth, vx->pub.rq_depth, cqe);
+		return -EINVAL;
+	}
 	dv->pd = ibv_alloc_pd(verbs);
 	if (!dv->pd) {
 		return negerrno();
@@ -327,7 +382,7 @@ static int xport_device(struct verbs_xport *vx, struct ibv_context *verbs, bool 
 	dv = &vx->devs[vx->ndevs++];
 	r = xport_setup_device(vx, dv, verbs);
 	if (r >= 0) {
-		r = xport_watch_channel(vx, d);
+		r = xport_watch_device(vx, d);
 	}
 	return r < 0 ? r : (int)d;
 }
@@ -382,6 +437,20 @@ static void conn_param_init(struct rdma_conn_param *cp, const void *pdata, uint8
 	cp->initiator_depth = 0;
 	cp->retry_count = VERBS_RETRY_COUNT;
 	cp->rnr_retry_count = VERBS_RNR_RETRY;
+}
+
+/*
+ * Once a lane is up (RTS): ask peers to wait 0.64 ms after our RNR NAK, not
+ * the 655 ms rdma_cm leaves (RTS -> RTS may change it). Best effort: a
+ * provider that refuses keeps the default, which is slow but correct.
+ */
+static void lane_tune(struct verbs_lane *ln)
+{
+	struct ibv_qp_attr attr = { .min_rnr_timer = VERBS_MIN_RNR_TIMER };
+
+	if (ln->id && ln->id->qp) {
+		(void)ibv_modify_qp(ln->id->qp, &attr, IBV_QP_MIN_RNR_TIMER);
+	}
 }
 
 /* ---- CM event waiting ---- */
@@ -610,6 +679,7 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 	}
 	if (type == RDMA_CM_EVENT_ESTABLISHED) {
 		vx->lanes[lane].connected = true;
+		lane_tune(&vx->lanes[lane]);
 		(*nest)++;
 		return 0;
 	}
@@ -654,6 +724,9 @@ static int verbs_accept(struct xport_listener *l, const struct xport_params *p, 
 				r = negerrno();
 			}
 		}
+	}
+	if (r >= 0) {
+		r = xport_watch(vx, vx->ec->fd, VERBS_EV_CM, 0);
 	}
 	if (r < 0) {
 		/*
@@ -755,6 +828,7 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 		return r;
 	}
 	ln->connected = true;
+	lane_tune(ln);
 	return 0;
 }
 
@@ -778,6 +852,9 @@ static int verbs_connect(const struct sockaddr *addr, socklen_t addrlen,
 	r = vx->ec ? set_nonblock(vx->ec->fd) : negerrno();
 	for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
 		r = connect_lane(vx, i, addr, p, deadline);
+	}
+	if (r >= 0) {
+		r = xport_watch(vx, vx->ec->fd, VERBS_EV_CM, 0);
 	}
 	if (r < 0) {
 		verbs_destroy(&vx->pub);
@@ -916,6 +993,10 @@ static int verbs_post_writes(struct xport *x, const struct xport_wr *wrs, size_t
 	for (unsigned l = 0; l < x->nlanes; l++) {
 		struct verbs_lane *ln = &vx->lanes[l];
 
+		if (need[l] && ln->peer_gone) {
+			set_error(vx, "lane %u: the peer disconnected", l);
+			return -ENOTCONN;
+		}
 		if (need[l] && ln->sq_tail - ln->sq_done + need[l] > x->sq_depth) {
 			return -ENOSPC;
 		}
@@ -1033,9 +1114,145 @@ static void complete_one(struct verbs_xport *vx, const struct ibv_wc *wc, struct
 	}
 }
 
+/* The lane whose QP this is, or -1. */
+static int lane_of_qp(const struct verbs_xport *vx, const struct ibv_qp *qp)
+{
+	for (unsigned i = 0; i < vx->pub.nlanes; i++) {
+		if (vx->lanes[i].id && vx->lanes[i].id->qp == qp) {
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/*
+ * A device's async events (non-blocking fd). Those that mean a QP, a CQ or
+ * the device can no longer work end the session with their name; a port
+ * going down does not by itself (a link that comes back within the QP's
+ * retries costs nothing; one that does not fails the work requests).
+ */
+static int take_async(struct verbs_xport *vx, unsigned dev)
+{
+	struct verbs_dev *dv = &vx->devs[dev];
+	struct ibv_async_event ev;
+
+	while (ibv_get_async_event(dv->verbs, &ev) == 0) {
+		enum ibv_event_type type = ev.event_type;
+		int lane = -1;
+		int r = 0;
+
+		switch (type) {
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+			lane = lane_of_qp(vx, ev.element.qp);
+			r = -EIO;
+			break;
+		case IBV_EVENT_CQ_ERR:
+		case IBV_EVENT_SRQ_ERR:
+			r = -EIO;
+			break;
+		case IBV_EVENT_DEVICE_FATAL:
+			r = -ENODEV;
+			break;
+		default:
+			break;
+		}
+		ibv_ack_async_event(&ev);
+		if (r < 0) {
+			if (lane >= 0) {
+				vx->lanes[lane].failed = true;
+				set_error(vx, "lane %d: %s: %s", lane,
+					  ibv_get_device_name(dv->verbs->device),
+					  ibv_event_type_str(type));
+			} else {
+				set_error(vx, "%s: %s", ibv_get_device_name(dv->verbs->device),
+					  ibv_event_type_str(type));
+			}
+			return r;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The lanes' CM events after set-up. The device removed or the address
+ * moved: the session can't go on. A lane the peer disconnected refuses new
+ * work (post_writes) but is no failure by itself: a peer that has finished
+ * disconnects while our END may still be on its way to us.
+ */
+static int take_cm(struct verbs_xport *vx)
+{
+	struct rdma_cm_event *ev;
+
+	while (vx->ec && rdma_get_cm_event(vx->ec, &ev) == 0) {
+		enum rdma_cm_event_type type = ev->event;
+		int lane = lane_of_id(vx, ev->id);
+
+		rdma_ack_cm_event(ev);
+		switch (type) {
+		case RDMA_CM_EVENT_DISCONNECTED:
+			if (lane >= 0) {
+				vx->lanes[lane].peer_gone = true;
+			}
+			break;
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			set_error(vx, "lane %d: the RDMA device was removed", lane);
+			return -ENODEV;
+		case RDMA_CM_EVENT_ADDR_CHANGE:
+			set_error(vx, "lane %d: the address it uses moved to another device", lane);
+			return -EADDRNOTAVAIL;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+/*
+ * What the event fd has: which completion channels have an event, async and
+ * CM events taken, and a descriptor in error (a device detached reports
+ * EPOLLERR and nothing to read) turned into the session's failure.
+ */
+static int take_events(struct verbs_xport *vx, bool comp[XPORT_MAX_LANES])
+{
+	struct epoll_event evs[2 * XPORT_MAX_LANES + 1];
+	int n = epoll_wait(vx->epfd, evs, (int)ARRAY_SIZE(evs), 0);
+
+	if (n < 0) {
+		return errno == EINTR ? 0 : negerrno();
+	}
+	for (int i = 0; i < n; i++) {
+		unsigned kind = evs[i].data.u32 >> 16, dev = evs[i].data.u32 & 0xffff;
+		const char *name =
+		    dev < vx->ndevs ? ibv_get_device_name(vx->devs[dev].verbs->device) : "?";
+		int r = 0;
+
+		if (evs[i].events & (EPOLLERR | EPOLLHUP)) {
+			set_error(vx, "%s: its %s reports %s (device gone?)", name,
+				  kind == VERBS_EV_COMP	   ? "completion channel"
+				  : kind == VERBS_EV_ASYNC ? "async event descriptor"
+							   : "CM event channel",
+				  (evs[i].events & EPOLLERR) ? "an error" : "a hang-up");
+			return -ENODEV;
+		}
+		if (kind == VERBS_EV_COMP && dev < vx->ndevs) {
+			comp[dev] = true;
+		} else if (kind == VERBS_EV_ASYNC && dev < vx->ndevs) {
+			r = take_async(vx, dev);
+		} else if (kind == VERBS_EV_CM) {
+			r = take_cm(vx);
+		}
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
 /* Up to max completions of one device's CQ into wcs; returns how many. */
-static int poll_device(struct verbs_xport *vx, struct verbs_dev *dv, struct xport_wc *wcs,
-		       size_t max)
+static int poll_device(struct verbs_xport *vx, struct verbs_dev *dv, bool event,
+		       struct xport_wc *wcs, size_t max)
 {
 	struct ibv_wc hw[32];
 	struct ibv_cq *ev_cq;
@@ -1043,7 +1260,7 @@ static int poll_device(struct verbs_xport *vx, struct verbs_dev *dv, struct xpor
 	size_t n = 0;
 
 	/* Take a pending event (non-blocking fd) and re-arm before polling: nothing is missed. */
-	if (ibv_get_cq_event(dv->cch, &ev_cq, &ev_ctx) == 0) {
+	if (event && ibv_get_cq_event(dv->cch, &ev_cq, &ev_ctx) == 0) {
 		ibv_ack_cq_events(ev_cq, 1);
 		if (ibv_req_notify_cq(dv->cq, 0) != 0) {
 			return -EIO;
@@ -1070,17 +1287,23 @@ static int poll_device(struct verbs_xport *vx, struct verbs_dev *dv, struct xpor
 static int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
 {
 	struct verbs_xport *vx = to_verbs(x);
+	bool comp[XPORT_MAX_LANES] = { false };
 	size_t n = 0;
+	int r;
 
 	if (max > 0 && !wcs) {
 		return -EINVAL;
+	}
+	r = take_events(vx, comp);
+	if (r < 0) {
+		return r;
 	}
 	/*
 	 * Every device each call, also when wcs fills up: the caller drains
 	 * until 0, and each device's channel event must be taken and re-armed.
 	 */
 	for (unsigned d = 0; d < vx->ndevs && n < INT32_MAX; d++) {
-		int got = poll_device(vx, &vx->devs[d], wcs + n, max - n);
+		int got = poll_device(vx, &vx->devs[d], comp[d], wcs + n, max - n);
 
 		if (got < 0) {
 			return got;
@@ -1094,7 +1317,7 @@ static int verbs_event_fd(struct xport *x)
 {
 	struct verbs_xport *vx = to_verbs(x);
 
-	return vx->epfd >= 0 ? vx->epfd : vx->devs[0].cch->fd;
+	return vx->epfd;
 }
 
 static int verbs_numa_node(struct xport *x)
