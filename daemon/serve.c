@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdarg.h>
@@ -344,7 +345,26 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
 
 	if (want == XPORT_KIND_VERBS || want == 0) {
 		if (verbs && xport_verbs_probe(why, sizeof(why)) > 0) {
-			r = verbs->listen((struct sockaddr *)addr, c->locallen, ret_l, ret_port);
+			/*
+			 * A dual-stack listener (socket activation) sees an IPv4
+			 * client as ::ffff:a.b.c.d; rdma_cm binds IPv4 addresses,
+			 * so the device is found from the plain IPv4 one.
+			 */
+			struct sockaddr_storage v4 = { 0 };
+			const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)addr;
+			const struct sockaddr *bind = (const struct sockaddr *)addr;
+			socklen_t bindlen = c->locallen;
+
+			if (addr->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+				struct sockaddr_in *s4 = (struct sockaddr_in *)&v4;
+
+				s4->sin_family = AF_INET;
+				s4->sin_port = s6->sin6_port;
+				memcpy(&s4->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+				bind = (const struct sockaddr *)&v4;
+				bindlen = sizeof(*s4);
+			}
+			r = verbs->listen(bind, bindlen, ret_l, ret_port);
 			if (r == 0) {
 				*ret_ops = verbs;
 				return 0;

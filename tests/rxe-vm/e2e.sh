@@ -9,7 +9,7 @@
 # Steps: rdmacp doctor (rxe0/rxe1 ACTIVE with a RoCE v2 GID); verbs push of
 # 0, 1, chunk-1, chunk, chunk+1 and a few MiB (--chunk-size 64K) plus a tree
 # with -r; verbs pull of a file and a tree; --transport auto picks verbs
-# (--json start event); rails: a push and a pull with --devices rxe0,rxe1 --qps 2,
+# (--json start event), also with a dual-stack socket-activated daemon; rails: a push and a pull with --devices rxe0,rxe1 --qps 2,
 # --devices nosuchdev exits 13; the same push set over tcp; an 8 MiB push each way
 # (timed); kill -9 of the daemon's
 # session child mid-transfer (client fails, no file under the final name).
@@ -207,6 +207,37 @@ if run auto "${C[@]}" --transport auto --json "$W/src/f_1" "$SERVER:data/auto/";
 	same "auto push" "$W/src/f_1" "$W/mod/auto/f_1"
 else
 	fail "--transport auto push: rc $? ($(head -3 "$OUT/auto.err"))"
+fi
+
+# ---- 3a. auto picks verbs with a dual-stack, socket-activated daemon --------------------
+# systemd hands a [::] socket: the client's IPv4 address arrives as ::ffff:10.0.0.2,
+# which rdma_cm can't bind; the daemon must listen for lanes on 10.0.0.2 instead of
+# falling back to tcp without a word.
+if command -v systemd-socket-activate >/dev/null; then
+	grep -v '^listen' "$W/d.conf" >"$W/d6.conf"
+	systemd-socket-activate -l "[::]:$((PORT + 1))" "$RDMACPD" --config "$W/d6.conf" -v \
+		>"$W/d6.log" 2>&1 &
+	SAPID=$!
+	for _ in $(seq 1 100); do
+		(exec 4<>"/dev/tcp/$SERVER/$((PORT + 1))") 2>/dev/null && break
+		sleep 0.1
+	done
+	if run auto6 "${C[@]}" -P $((PORT + 1)) --transport auto --json "$W/src/f_1" \
+		"$SERVER:data/auto6/"; then
+		if jq -e -s 'map(select(.event == "start")) | .[0].transport == "verbs"' \
+			"$OUT/auto6.out" >/dev/null; then
+			pass "dual-stack socket-activated daemon: --transport auto chose verbs"
+		else
+			fail "dual-stack socket-activated daemon: auto did not choose verbs: $(head -1 "$OUT/auto6.out")"
+		fi
+	else
+		fail "dual-stack socket-activated daemon: rc $? ($(head -3 "$OUT/auto6.err"))"
+	fi
+	kill -TERM "$SAPID" 2>/dev/null
+	wait "$SAPID" 2>/dev/null
+	cp "$W/d6.log" "$OUT/daemon6.log"
+else
+	say "note: systemd-socket-activate not installed: dual-stack check not run"
 fi
 
 # ---- 3b. rails: lanes striped over rxe0 and rxe1 ------------------------------------
