@@ -451,6 +451,7 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, str
 	for (unsigned i = 0; i < s->o->ndevices; i++) {
 		xp.devices[xp.ndevices++] = s->o->devices[i];
 	}
+	xp.busy_poll = s->o->busy_poll;
 	net_set_port(&addr, ok->data_port);
 	r = ops->connect((struct sockaddr *)&addr, s->peerlen, &xp, ret);
 	explicit_bzero(xp.token, sizeof(xp.token));

@@ -612,7 +612,9 @@ static int loop_dispatch(struct engine *e, const struct pollfd pfd[5])
 						      : "a hang-up",
 			 why ? ": " : "", why ? why : "");
 	}
-	if (r >= 0 && !e->failed && !finished(e) && (pfd[1].revents & POLLIN)) {
+	/* --poll: the completion queue every turn, woken or not. */
+	if (r >= 0 && !e->failed && !finished(e) &&
+	    ((pfd[1].revents & POLLIN) || (e->p->busy_poll && e->p->x))) {
 		r = on_xport(e);
 	}
 	return r >= 0 && e->failed ? e->fail_r : r;

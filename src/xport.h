@@ -119,6 +119,11 @@ struct xport_params {
 	 */
 	const char *devices[XPORT_MAX_LANES];
 	unsigned ndevices;
+	/*
+	 * The caller polls the CQ every turn (--poll) instead of waiting for
+	 * event_fd: verbs then does not re-arm completion notification.
+	 */
+	bool busy_poll;
 };
 
 /*

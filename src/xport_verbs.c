@@ -127,6 +127,7 @@ struct verbs_xport {
 	 */
 	int epfd;
 	struct verbs_mr *mrs;
+	bool busy_poll; /* no re-arming: the engine polls every turn */
 	bool has_error;
 	char error[256];
 	struct verbs_lane lanes[XPORT_MAX_LANES];
@@ -181,6 +182,7 @@ static struct verbs_xport *xport_alloc(const struct xport_params *p)
 	vx->pub.sq_depth = p->sq_depth;
 	vx->pub.rq_depth = p->rq_depth;
 	vx->pub.max_inline = VERBS_MAX_INLINE;
+	vx->busy_poll = p->busy_poll;
 	vx->epfd = -1;
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct verbs_lane *ln = &vx->lanes[i];
@@ -1262,7 +1264,8 @@ static int poll_device(struct verbs_xport *vx, struct verbs_dev *dv, bool event,
 	/* Take a pending event (non-blocking fd) and re-arm before polling: nothing is missed. */
 	if (event && ibv_get_cq_event(dv->cch, &ev_cq, &ev_ctx) == 0) {
 		ibv_ack_cq_events(ev_cq, 1);
-		if (ibv_req_notify_cq(dv->cq, 0) != 0) {
+		/* Busy polling takes every completion without being told: no more events. */
+		if (!vx->busy_poll && ibv_req_notify_cq(dv->cq, 0) != 0) {
 			return -EIO;
 		}
 	}

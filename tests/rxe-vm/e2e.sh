@@ -11,7 +11,7 @@
 # with -r; verbs pull of a file and a tree; --transport auto picks verbs
 # (--json start event), also with a dual-stack socket-activated daemon; rails: a push and a pull with --devices rxe0,rxe1 --qps 2,
 # --devices nosuchdev exits 13; the same push set over tcp; an 8 MiB push each way
-# (timed); kill -9 of the daemon's
+# (timed); a push and a pull with --poll; kill -9 of the daemon's
 # session child mid-transfer (client fails, no file under the final name).
 # A wrong session token at RDMA connect is test_verbs_loop's check (run just
 # before this in the same VM), not repeated here.
@@ -280,6 +280,18 @@ for tr in verbs tcp; do
 		fail "$tr push of 8 MiB: rc $? ($(head -3 "$OUT/rate_$tr.err"))"
 	fi
 done
+
+# ---- 5b. --poll: the client polls its CQ every turn, unarmed ------------------------
+if run poll_push "${C[@]}" --transport verbs --poll "$W/src/rate8m" "$SERVER:data/poll/"; then
+	same "verbs push with --poll" "$W/src/rate8m" "$W/mod/poll/rate8m"
+else
+	fail "verbs push with --poll: rc $? ($(head -3 "$OUT/poll_push.err"))"
+fi
+if run poll_pull "${C[@]}" --transport verbs --poll "$SERVER:data/poll/rate8m" "$W/pull/poll8m"; then
+	same "verbs pull with --poll" "$W/src/rate8m" "$W/pull/poll8m"
+else
+	fail "verbs pull with --poll: rc $? ($(head -3 "$OUT/poll_pull.err"))"
+fi
 
 # ---- 6. kill -9 of the session process mid-transfer -----------------------------------
 head -c $((20 * 1024 * 1024)) /dev/urandom >"$W/src/kill20m"
