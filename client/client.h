@@ -52,6 +52,8 @@ struct client_opts {
 	uint64_t max_delete;  /* --max-delete, PROTO_NO_MAX_DELETE: none */
 	bool partial;	      /* --partial: keep cut files, resume them */
 	bool busy_poll;
+	int tos;	   /* --tos: the lanes' traffic class (verbs), -1 = the system's */
+	int ack_timeout;   /* --ack-timeout: verbs' IB encoding 0..31, -1 = rdma_cm's */
 	bool long_listing; /* ls -l */
 	int progress;	   /* -1 default (a terminal), 0 off, 1 on */
 	uint64_t bwlimit;  /* bytes per second, 0 = none */

@@ -452,6 +452,10 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, str
 		xp.devices[xp.ndevices++] = s->o->devices[i];
 	}
 	xp.busy_poll = s->o->busy_poll;
+	xp.tos_set = s->o->tos >= 0;
+	xp.tos = (uint8_t)MAX(s->o->tos, 0);
+	xp.ack_timeout_set = s->o->ack_timeout >= 0;
+	xp.ack_timeout = (uint8_t)MAX(s->o->ack_timeout, 0);
 	net_set_port(&addr, ok->data_port);
 	r = ops->connect((struct sockaddr *)&addr, s->peerlen, &xp, ret);
 	explicit_bzero(xp.token, sizeof(xp.token));

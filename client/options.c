@@ -49,6 +49,9 @@ static void usage(FILE *f)
 	    "      --transport T      auto, tcp or verbs (default auto)\n"
 	    "      --lanes N, --qps N data connections: TCP lanes or RC QPs (default 2)\n"
 	    "      --devices D1,D2    stripe the lanes over these RDMA devices (implies verbs)\n"
+	    "      --tos N            IP TOS byte of RDMA lanes (DSCP << 2), for the fabric's\n"
+	    "                         lossless class\n"
+	    "      --ack-timeout N    RDMA lanes' ACK timeout, 4.096 us << N (0..31)\n"
 	    "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
 	    "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"
 	    "  -p, --preserve         keep modes and modification times (symlinks' too)\n"
@@ -189,6 +192,32 @@ static int set_lanes(struct client_opts *o, const char *v)
 		return r;
 	}
 	o->lanes = (unsigned)n;
+	return 0;
+}
+
+/* --tos 0..255: the IP TOS byte (DSCP << 2 | ECN) RDMA lanes carry. */
+static int set_tos(struct client_opts *o, const char *v)
+{
+	uint64_t n;
+	int r = parse_uint(v, 0, 255, &n);
+
+	if (r < 0) {
+		return r;
+	}
+	o->tos = (int)n;
+	return 0;
+}
+
+/* --ack-timeout 0..31: the local ACK timeout of RDMA lanes, 4.096 us << N. */
+static int set_ack_timeout(struct client_opts *o, const char *v)
+{
+	uint64_t n;
+	int r = parse_uint(v, 0, 31, &n);
+
+	if (r < 0) {
+		return r;
+	}
+	o->ack_timeout = (int)n;
 	return 0;
 }
 
@@ -443,6 +472,9 @@ const struct client_option client_options[] = {
 	{ "qps", required_argument, 0, NULL, set_lanes, "1..16" }, /* verbs' name for lanes */
 	{ "devices", required_argument, 0, "devices", set_devices,
 	  "1 to 16 RDMA device names, comma-separated" },
+	{ "tos", required_argument, 0, "tos", set_tos, "0..255 (DSCP << 2)" },
+	{ "ack-timeout", required_argument, 0, "ack timeout", set_ack_timeout,
+	  "0..31 (4.096 us << N)" },
 	{ "chunk-size", required_argument, 0, "chunk size", set_chunk_size,
 	  "a power of two from 4K to 64M" },
 	{ NULL, required_argument, 0, "connect timeout", set_connect_timeout, "seconds, 1..3600" },

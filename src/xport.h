@@ -124,6 +124,14 @@ struct xport_params {
 	 * event_fd: verbs then does not re-arm completion notification.
 	 */
 	bool busy_poll;
+	/*
+	 * Active side of verbs only, each used when its _set is true (else the
+	 * system's): the lanes' IP TOS byte (rdma_cm's RDMA_OPTION_ID_TOS, set
+	 * before the route is resolved) and local ACK timeout (IB encoding,
+	 * 4.096 us << n).
+	 */
+	bool tos_set, ack_timeout_set;
+	uint8_t tos, ack_timeout;
 };
 
 /*

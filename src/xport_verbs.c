@@ -127,7 +127,8 @@ struct verbs_xport {
 	 */
 	int epfd;
 	struct verbs_mr *mrs;
-	bool busy_poll; /* no re-arming: the engine polls every turn */
+	bool busy_poll;	      /* no re-arming: the engine polls every turn */
+	int tos, ack_timeout; /* xport_params', active side; -1: the system's */
 	bool has_error;
 	char error[256];
 	struct verbs_lane lanes[XPORT_MAX_LANES];
@@ -183,6 +184,8 @@ static struct verbs_xport *xport_alloc(const struct xport_params *p)
 	vx->pub.rq_depth = p->rq_depth;
 	vx->pub.max_inline = VERBS_MAX_INLINE;
 	vx->busy_poll = p->busy_poll;
+	vx->tos = p->tos_set ? p->tos : -1;
+	vx->ack_timeout = p->ack_timeout_set ? p->ack_timeout : -1;
 	vx->epfd = -1;
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct verbs_lane *ln = &vx->lanes[i];
@@ -763,6 +766,17 @@ static int resolve_addr(struct verbs_xport *vx, struct verbs_lane *ln, const str
 			ln->id = NULL;
 			return negerrno();
 		}
+		/* Before the route is resolved: it carries the traffic class. */
+		if (vx->tos >= 0) {
+			uint8_t tos = (uint8_t)vx->tos;
+
+			if (rdma_set_option(ln->id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos,
+					    sizeof(tos)) != 0) {
+				r = negerrno();
+				set_error(vx, "lane: set TOS %d: %s", vx->tos, strerror(-r));
+				return r;
+			}
+		}
 		step = MAX(1, MIN(VERBS_RESOLVE_STEP_MS, remaining_ms(deadline)));
 		if (rdma_resolve_addr(ln->id, (struct sockaddr *)src, (struct sockaddr *)addr,
 				      step) != 0) {
@@ -811,6 +825,17 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 	r = cm_wait(vx->ec, ln->id, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline);
 	if (r < 0) {
 		return r;
+	}
+	if (vx->ack_timeout >= 0) {
+		uint8_t t = (uint8_t)vx->ack_timeout;
+
+		if (rdma_set_option(ln->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t,
+				    sizeof(t)) != 0) {
+			r = negerrno();
+			set_error(vx, "lane %u: set ACK timeout %d: %s", lane, vx->ack_timeout,
+				  strerror(-r));
+			return r;
+		}
 	}
 	r = lane_create_qp(vx, lane, dev != NULL);
 	if (r < 0) {

@@ -293,6 +293,14 @@ else
 	fail "verbs pull with --poll: rc $? ($(head -3 "$OUT/poll_pull.err"))"
 fi
 
+# --tos and --ack-timeout are set on the lanes before their routes (rdma_cm options).
+if run tos_push "${C[@]}" --transport verbs --tos 106 --ack-timeout 14 "$W/src/f_65537" \
+	"$SERVER:data/tos/"; then
+	same "verbs push with --tos 106 --ack-timeout 14" "$W/src/f_65537" "$W/mod/tos/f_65537"
+else
+	fail "verbs push with --tos/--ack-timeout: rc $? ($(head -3 "$OUT/tos_push.err"))"
+fi
+
 # ---- 6. kill -9 of the session process mid-transfer -----------------------------------
 head -c $((20 * 1024 * 1024)) /dev/urandom >"$W/src/kill20m"
 "${C[@]}" --transport verbs --bwlimit 2M "$W/src/kill20m" "$SERVER:data/k/" \

@@ -107,6 +107,11 @@ static void test_cli_table_walk(void **state)
 	assert_int_equal(o.chunk_size, 64u << 20);
 	assert_int_equal(o.progress, 1);
 	assert_true(o.busy_poll && o.long_listing && o.dry_run && o.json);
+	assert_int_equal(run_options(&o, "--tos 106 --ack-timeout 14"), 0);
+	assert_int_equal(o.tos, 106);
+	assert_int_equal(o.ack_timeout, 14);
+	assert_int_equal(run_options(&o, "--tos 256"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--ack-timeout 32"), EXIT_USAGE);
 	assert_int_equal(run_options(&o, "--progress --no-progress -q"), 0);
 	assert_int_equal(o.progress, 0);
 	assert_int_equal(o.verbose, -1);
