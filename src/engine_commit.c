@@ -24,7 +24,8 @@ int rx_resolve(struct engine *e, struct efile *f)
 {
 	int r;
 
-	rx_link_target_done(e, f, !f->failed);
+	/* A device is never given a second name (-H): links to it fail. */
+	rx_link_target_done(e, f, !f->failed && !f->device);
 	if (f->failed) {
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
 			rx_discard(e, f);

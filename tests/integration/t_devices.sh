@@ -11,7 +11,8 @@
 #   3. a target held open O_EXCL by another process, and one with a mounted
 #      file system: refused, DEVICE_BUSY, exit 17, device untouched
 #   4. a target smaller than the source: DEVICE_SMALL, exit 17, nothing
-#      written
+#      written; a peer without capability 0x8000 hears NOSPACE instead
+#      (rawpeer); an image of an odd size (not whole blocks) onto a device
 #   5. a device push cut half-way (kill -9 of the client) with --partial: the
 #      daemon says the device is incomplete, keeps the journal; the next
 #      --partial run sends only the rest (resumed_bytes), cmp identical,
@@ -158,6 +159,23 @@ grep -q "smaller than the source" "$T/err" && pass "says it is smaller" ||
 	fail "message: $(cat "$T/err")"
 [ "$(sum_of "$DEV_SMALL" $((8 * MiB)))" = "$(head -c $((8 * MiB)) /dev/zero | md5sum | cut -d' ' -f1)" ] &&
 	pass "nothing written to the small device" || fail "small device written"
+
+# The codes only go to a peer that announced them; one from before hears NOSPACE.
+rawpeer_for "$PORT"
+rawpeer_rc 0 "a peer without the devices capability: NOSPACE for a smaller device" \
+	hello caps=0x3fff open push disks/small lanes ring files "1:small:$SIZE" ack \
+	expect "1=NOSPACE" end wait END bye close
+rawpeer_rc 0 "a peer with it: DEVICE_SMALL" \
+	hello caps=0xbfff open push disks/small lanes ring files "1:small:$SIZE" ack \
+	expect "1=DEVICE_SMALL" end wait END bye close
+# An odd size (not whole logical blocks): the tail is written and read back too.
+head -c $((5 * MiB + 777)) /dev/urandom >"$T/odd.img"
+expect_rc 0 "push of an image of an odd size onto a device" \
+	"${CLIENT[@]}" "$T/odd.img" "$HOST:disks/a"
+cmp -s -n $((5 * MiB + 777)) "$DEV_A" "$T/odd.img" && pass "odd-sized image identical" ||
+	fail "odd-sized image differs"
+# Back to the full image for the cases below.
+expect_rc 0 "push of the image again" "${CLIENT[@]}" "$T/src.img" "$HOST:disks/a"
 
 # ---- 5. a device push cut half-way, resumed with --partial ----
 new_loop c $((64 * MiB))
