@@ -419,6 +419,13 @@ uint32_t errno_to_perr(int r);
 
 /* engine_device.c: block device targets. */
 uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t textlen);
+/*
+ * A probe's look at the same: the refusals a real run would make but
+ * DEVICE_BUSY; *ret_blk: a block device would be written (no file system
+ * space taken).
+ */
+uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char *text,
+			 size_t textlen);
 int rx_device_verify_start(struct engine *e, struct efile *f);
 int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
 int msg_unexpected(struct engine *e, const struct msg *m);

@@ -50,19 +50,23 @@ static int device_open(int dirfd, const char *leaf, const struct stat *st, int *
 	return 0;
 }
 
-uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t textlen)
+/*
+ * What is at f's destination name: PERR_OK with *ret_blk false for nothing
+ * there, a file, a directory or a symlink (the usual path); PERR_OK with
+ * *ret_blk and *st for a block device the receiver may write; else the
+ * refusal, its text in text.
+ */
+static uint32_t device_look(struct engine *e, struct efile *f, struct stat *st, bool *ret_blk,
+			    char *text, size_t textlen)
 {
 	int dirfd = e->dirs[f->dir].fd;
-	struct stat st;
-	uint64_t size;
-	uint32_t lbs;
-	int fd, r;
 
-	if (fstatat(dirfd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+	*ret_blk = false;
+	if (fstatat(dirfd, f->leaf, st, AT_SYMLINK_NOFOLLOW) < 0) {
 		/* Nothing there (the usual case), or the usual path reports it. */
 		return PERR_OK;
 	}
-	if (S_ISLNK(st.st_mode) && e->p->write_devices) {
+	if (S_ISLNK(st->st_mode) && e->p->write_devices) {
 		struct stat to;
 
 		/* Looked at only: a device is written by its own name, never through a link. */
@@ -73,12 +77,12 @@ uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t 
 			return PERR_DEVICE_REFUSED;
 		}
 	}
-	if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) {
+	if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode) || S_ISLNK(st->st_mode)) {
 		return PERR_OK;
 	}
-	if (!S_ISBLK(st.st_mode)) {
+	if (!S_ISBLK(st->st_mode)) {
 		snprintf(text, textlen, "%s is there: only a block device takes data in place",
-			 special_kind(st.st_mode));
+			 special_kind(st->st_mode));
 		return PERR_DEVICE_REFUSED;
 	}
 	if (!e->p->write_devices) {
@@ -87,7 +91,60 @@ uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t 
 			 "needs 'devices = yes', a client --write-devices)");
 		return PERR_DEVICE_REFUSED;
 	}
-	r = device_open(dirfd, f->leaf, &st, &fd);
+	*ret_blk = true;
+	return PERR_OK;
+}
+
+static uint32_t device_too_small(const struct efile *f, uint64_t size, char *text, size_t textlen)
+{
+	if (size >= f->size) {
+		return PERR_OK;
+	}
+	snprintf(text, textlen, "block device of %llu bytes: smaller than the source's %llu bytes",
+		 (unsigned long long)size, (unsigned long long)f->size);
+	return PERR_DEVICE_SMALL;
+}
+
+uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char *text,
+			 size_t textlen)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	uint64_t size;
+	bool blk;
+	uint32_t code = device_look(e, f, &st, &blk, text, textlen);
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+
+	*ret_blk = blk;
+	if (code != PERR_OK || !blk) {
+		return code;
+	}
+	/* A look only: its size; whether it is free is known when a real run opens it. */
+	fd = (int)syscall(SYS_openat2, e->dirs[f->dir].fd, f->leaf, &how, sizeof(how));
+	if (fd < 0 || diskio_blk_geometry(fd, &size, NULL) < 0) {
+		int r = negerrno();
+
+		snprintf(text, textlen, "block device: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	return device_too_small(f, size, text, textlen);
+}
+
+uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	struct stat st;
+	uint64_t size;
+	bool blk;
+	uint32_t code = device_look(e, f, &st, &blk, text, textlen);
+	int fd, r;
+
+	if (code != PERR_OK || !blk) {
+		return code;
+	}
+	r = device_open(e->dirs[f->dir].fd, f->leaf, &st, &fd);
 	if (r == -EBUSY) {
 		snprintf(text, textlen, "block device in use (mounted, or held open exclusively)");
 		return PERR_DEVICE_BUSY;
@@ -96,18 +153,16 @@ uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t 
 		snprintf(text, textlen, "open block device: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	r = diskio_blk_geometry(fd, &size, &lbs);
+	r = diskio_blk_geometry(fd, &size, NULL);
 	if (r < 0) {
 		close(fd);
 		snprintf(text, textlen, "block device size: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	if (size < f->size) {
+	code = device_too_small(f, size, text, textlen);
+	if (code != PERR_OK) {
 		close(fd);
-		snprintf(text, textlen,
-			 "block device of %llu bytes: smaller than the source's %llu bytes",
-			 (unsigned long long)size, (unsigned long long)f->size);
-		return PERR_DEVICE_SMALL;
+		return code;
 	}
 	f->tfd = fd;
 	f->device = true;

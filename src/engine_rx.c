@@ -242,8 +242,12 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 static uint32_t rx_probe_copy(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	uint32_t code = rx_check_limits(e, f, text, textlen);
+	bool blk = false;
 
 	if (code == PERR_OK && f->dir >= 0) {
+		code = rx_device_probe(e, f, &blk, text, textlen);
+	}
+	if (code == PERR_OK && f->dir >= 0 && !blk) {
 		code = rx_check_space(e, f, f->size, text, textlen);
 	}
 	if (code == PERR_OK) {

@@ -152,6 +152,7 @@ fi
 
 # ---- 4. a target smaller than the source ----
 node "$T/disks/small" "$DEV_SMALL"
+mkfifo "$T/mod/fifo"
 expect_rc 17 "push onto a smaller device" "${CLIENT[@]}" --json "$T/src.img" "$HOST:disks/small"
 [ "$(jq -r 'select(.event=="file") | .code' "$T/out")" = "DEVICE_SMALL" ] &&
 	pass "code DEVICE_SMALL" || fail "small: $(cat "$T/out")"
@@ -160,6 +161,15 @@ grep -q "smaller than the source" "$T/err" && pass "says it is smaller" ||
 [ "$(sum_of "$DEV_SMALL" $((8 * MiB)))" = "$(head -c $((8 * MiB)) /dev/zero | md5sum | cut -d' ' -f1)" ] &&
 	pass "nothing written to the small device" || fail "small device written"
 
+# A dry run that asks the receiver (-n --skip) says the same, and writes nothing.
+expect_rc 17 "dry run onto a smaller device" \
+	"${CLIENT[@]}" -n --skip quick --json "$T/src.img" "$HOST:disks/small"
+grep -q "smaller than the source" "$T/err" && pass "dry run: says it is smaller" ||
+	fail "dry run small: $(cat "$T/err")"
+expect_rc 0 "dry run onto a device that fits" \
+	"${CLIENT[@]}" -n --skip quick "$T/src.img" "$HOST:disks/b"
+expect_rc 17 "dry run onto a FIFO" "${CLIENT[@]}" -n --skip quick "$T/src.img" "$HOST:data/fifo"
+[ -p "$T/mod/fifo" ] && pass "dry run: the FIFO stays" || fail "dry run: FIFO replaced"
 # The codes only go to a peer that announced them; one from before hears NOSPACE.
 rawpeer_for "$PORT"
 rawpeer_rc 0 "a peer without the devices capability: NOSPACE for a smaller device" \
