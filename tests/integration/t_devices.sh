@@ -289,4 +289,7 @@ expect_rc 17 "pull onto a /dev/zero node with --write-devices" \
 	"${CLIENT[@]}" --write-devices "$HOST:disks/a" "$T/zero"
 [ -c "$T/zero" ] && pass "the character device stays" || fail "char device replaced"
 
+# Under a sanitizer build a report in the daemon's sessions ends up in its log.
+grep -qE "killed by signal|AddressSanitizer|LeakSanitizer|runtime error" "$T/d.log" &&
+	fail "daemon log: $(grep -E "killed by signal|Sanitizer|runtime error" "$T/d.log" | head -3)"
 finish
