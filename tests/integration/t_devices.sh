@@ -16,7 +16,8 @@
 #   5. a device push cut half-way (kill -9 of the client) with --partial: the
 #      daemon says the device is incomplete, keeps the journal; the next
 #      --partial run sends only the rest (resumed_bytes), cmp identical,
-#      journal gone
+#      journal gone; the same for a pull onto a local device; a kept journal
+#      whose device bytes changed is not trusted
 #   6. bad input, each with its code and exit status: a character device, a
 #      FIFO and a /dev/zero node as targets; a symlink in the module to a
 #      device; a path escaping the module; an absolute /dev path; a module
@@ -217,6 +218,32 @@ sent=$(jq -r 'select(.event=="summary") | .bytes' "$T/out")
 cmp -s "$DEV_C" "$T/big.img" && pass "resumed device identical" || fail "resumed device differs"
 [ ! -e "$T/disks/.rdmacp-partial" ] && pass "journal and store removed" ||
 	fail "store left: $(ls -A "$T/disks/.rdmacp-partial")"
+# The same for a pull onto a local device (the client keeps the journal next to its node).
+new_loop d $((64 * MiB))
+DEV_D=$LOOP
+mkdir -p "$T/local"
+node "$T/local/d" "$DEV_D"
+"${CLIENT[@]}" --partial --write-devices --bwlimit 16M "$HOST:disks/c" "$T/local/d" \
+	>/dev/null 2>&1 &
+CP=$!
+for _ in $(seq 100); do
+	n=$(stat -c %s "$T/local/.rdmacp-partial/"*.jnl 2>/dev/null | head -1)
+	[ -n "$n" ] && [ "$n" -gt 300 ] && break
+	sleep 0.1
+done
+sleep 0.5
+kill -9 $CP
+wait $CP 2>/dev/null
+ls "$T/local/.rdmacp-partial/"*.jnl >/dev/null 2>&1 && pass "pull: the journal is kept" ||
+	fail "pull: no journal after the cut"
+expect_rc 0 "pull: the --partial run after the cut" \
+	"${CLIENT[@]}" --json --partial --write-devices "$HOST:disks/c" "$T/local/d"
+kept=$(jq -r 'select(.event=="summary") | .resumed_bytes' "$T/out")
+[ "$kept" -gt 0 ] && pass "pull resumed: $kept bytes kept" || fail "pull resume: $(cat "$T/out")"
+cmp -s "$DEV_D" "$T/big.img" && pass "pull: resumed device identical" ||
+	fail "pull: resumed device differs"
+[ -b "$T/local/d" ] && [ ! -e "$T/local/.rdmacp-partial" ] &&
+	pass "pull: node kept, store removed" || fail "pull: $(ls -lA "$T/local")"
 # A kept journal whose device bytes changed meanwhile: re-verified, not trusted.
 "${CLIENT[@]}" --partial --bwlimit 16M "$T/src.img" "$HOST:disks/c" >/dev/null 2>&1 &
 CP=$!
