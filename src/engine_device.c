@@ -124,9 +124,9 @@ uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char 
 	}
 	/* A look only: its size; whether it is free is known when a real run opens it. */
 	fd = (int)syscall(SYS_openat2, e->dirs[f->dir].fd, f->leaf, &how, sizeof(how));
-	if (fd < 0 || diskio_blk_geometry(fd, &size, NULL) < 0) {
-		int r = negerrno();
+	int r = fd < 0 ? negerrno() : diskio_blk_geometry(fd, &size, NULL);
 
+	if (r < 0) {
 		snprintf(text, textlen, "block device: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
