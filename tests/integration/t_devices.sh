@@ -23,6 +23,7 @@
 #      device; a path escaping the module; an absolute /dev path; a module
 #      with 'devices = no' (push and pull); a pull onto a local device
 #      without --write-devices, and onto /dev/zero with it
+#   7. --delete into a 'devices = yes' module keeps its device nodes
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -315,6 +316,16 @@ mknod "$T/zero" c 1 5
 expect_rc 17 "pull onto a /dev/zero node with --write-devices" \
 	"${CLIENT[@]}" --write-devices "$HOST:disks/a" "$T/zero"
 [ -c "$T/zero" ] && pass "the character device stays" || fail "char device replaced"
+
+# ---- 7. --delete leaves a module's devices alone ----
+mkdir -p "$T/disks/tree"
+node "$T/disks/tree/blk" "$DEV_A"
+rm -f "$T/tree/blk"
+expect_rc 0 "push -r --delete into a devices module" \
+	"${CLIENT[@]}" -r --delete "$T/tree" "$HOST:disks/"
+[ -b "$T/disks/tree/blk" ] && [ -f "$T/disks/tree/f" ] &&
+	pass "--delete keeps a block device of a devices module" ||
+	fail "--delete: $(ls -lA "$T/disks/tree")"
 
 # Under a sanitizer build a report in the daemon's sessions ends up in its log.
 grep -qE "killed by signal|AddressSanitizer|LeakSanitizer|runtime error" "$T/d.log" &&
