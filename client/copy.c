@@ -770,6 +770,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	for (int i = 0; i < nargs; i++) {
 		_cleanup_free_ char *name = last_component(args[i]);
 		char esc[4200];
+		unsigned wflags;
 		int r;
 
 		if (!name) {
@@ -777,9 +778,11 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 			src_list_free(&srcs);
 			return finish(&x, &st, local_failures, EXIT_LOCAL_IO);
 		}
-		r = walk ? walk_add_root(walk, AT_FDCWD, args[i], name, o->recursive)
-			 : walk_add(&srcs, AT_FDCWD, args[i], name, o->recursive, walk_warning,
-				    NULL);
+		/* A block device named here is read whole, as an image (rdmacp /dev/sdb h:m/x.img). */
+		wflags = (o->recursive ? WALK_RECURSIVE : 0) | WALK_DEVICES;
+		r = walk ? walk_add_root_flags(walk, AT_FDCWD, args[i], name, wflags)
+			 : walk_add_flags(&srcs, AT_FDCWD, args[i], name, wflags, walk_warning,
+					  NULL);
 		if (r == -ENOMEM) {
 			walk_free(walk);
 			src_list_free(&srcs);
@@ -1070,6 +1073,17 @@ static int pull_plan(struct daemon_conn *s, struct xfer *x)
 	}
 }
 
+/* dst resolved when it is a block device (its symlinks followed), else NULL. */
+static char *device_dest(const char *dst)
+{
+	struct stat st;
+
+	if (stat(dst, &st) < 0 || !S_ISBLK(st.st_mode)) {
+		return NULL;
+	}
+	return realpath(dst, NULL);
+}
+
 static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 {
 	struct remote rems[PROTO_MAX_BATCH];
@@ -1120,6 +1134,11 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	if (o->dry_run && (o->skip || o->mirror)) {
 		flags |= o->skip | (o->mirror ? PROTO_OPEN_DELETE : 0);
 	}
+	/* --write-devices: a device named through a symlink (/dev/vg0/lv) is written, not the link. */
+	_cleanup_free_ char *dev_dst = o->write_devices ? device_dest(dst) : NULL;
+	if (dev_dst) {
+		dst = dev_dst;
+	}
 	if (!o->dry_run || proto_open_is_probe(flags)) {
 		/* A wildcard may match several: the destination is a directory, as for cp. */
 		r = pull_dest(dst, nglob ? 2 : nargs, !o->dry_run, &basefd, &rename_to, &local_dir,
@@ -1153,6 +1172,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		ep.keep_setid = o->owner || geteuid() != 0;
 		ep.bwlimit = o->bwlimit;
 		ep.umask = fspath_umask(); /* without -p: cp's rule */
+		ep.write_devices = o->write_devices;
 		ep.name_ok = pull_name_ok;
 		ep.name_ok_ud = &x;
 		/* --delete: we mirror, here; the daemon hears only that the pass goes on. */

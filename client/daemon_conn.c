@@ -43,6 +43,10 @@ int exit_for_perr(uint32_t code)
 		return EXIT_REMOTE_IO;
 	case PERR_TIMEOUT:
 		return EXIT_TRANSPORT;
+	case PERR_DEVICE_REFUSED:
+	case PERR_DEVICE_BUSY:
+	case PERR_DEVICE_SMALL:
+		return EXIT_DEVICE;
 	default:
 		return EXIT_PROTOCOL;
 	}

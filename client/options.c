@@ -86,6 +86,8 @@ static void usage(FILE *f)
 	    "                         more were due; 0 lists them with -v, removes none)\n"
 	    "      --partial          keep what a cut copy received; a later --partial run\n"
 	    "                         of the same source sends only what is missing\n"
+	    "      --write-devices    pull into an existing local block device by its name\n"
+	    "                         (written in place, verified by reading it back)\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
@@ -104,7 +106,8 @@ static void usage(FILE *f)
 	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
 	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
 	    "could not store or read a file, or failed on its side), 15 check found\n"
-	    "differences, 16 deletions held back by --max-delete.\n",
+	    "differences, 16 deletions held back by --max-delete, 17 a block device\n"
+	    "refused (not allowed, in use, too small).\n",
 	    f);
 }
 
@@ -389,6 +392,7 @@ static int set_acls(struct client_opts *o, const char *v)
 }
 FLAG_HANDLER(set_dry_run, dry_run)
 FLAG_HANDLER(set_partial, partial)
+FLAG_HANDLER(set_write_devices, write_devices)
 FLAG_HANDLER(set_long, long_listing)
 FLAG_HANDLER(set_poll, busy_poll)
 FLAG_HANDLER(set_json, json)
@@ -499,6 +503,7 @@ const struct client_option client_options[] = {
 	{ "max-delete", required_argument, 0, NULL, set_max_delete,
 	  "a number of entries, 0 or more" },
 	{ "partial", no_argument, 0, NULL, set_partial, NULL },
+	{ "write-devices", no_argument, 0, NULL, set_write_devices, NULL },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },

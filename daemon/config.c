@@ -722,6 +722,11 @@ static int m_preserve_owner(struct parse_state *ps, const char *key, const char 
 	return set_bool_key(ps, key, value, &cur_module(ps)->preserve_owner);
 }
 
+static int m_devices(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_bool_key(ps, key, value, &cur_module(ps)->devices);
+}
+
 /* A module's limit on what a push may store: any size, 0 included (only empty files). */
 static int set_limit_key(struct parse_state *ps, const char *key, const char *value, uint64_t *dst)
 {
@@ -796,6 +801,7 @@ static const struct key_handler module_keys[] = {
 	{ "max file size", false, m_max_file_size },
 	{ "max session bytes", false, m_max_session_bytes },
 	{ "max files per session", false, m_max_files },
+	{ "devices", false, m_devices },
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= 32 && ARRAY_SIZE(module_keys) <= 32,

@@ -60,6 +60,11 @@ struct module {
 	gid_t run_gid;
 	bool keep_setid;     /* "keep setid": set-id and sticky bits as sent; default no */
 	bool preserve_owner; /* "preserve owner": --owner honoured; needs uid = root */
+	/*
+	 * "devices": block devices under the path may be read whole (pull) and
+	 * written, existing ones by name only (push); default no.
+	 */
+	bool devices;
 	/* The module directory as loaded: a later OPEN must find the same one. */
 	dev_t root_dev;
 	ino_t root_ino;

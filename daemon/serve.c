@@ -119,7 +119,7 @@ static int refuse(struct conn *c, uint32_t code, const char *fmt, ...)
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
 	log_notice("%s (%s): refused: %s", c->peer, c->id, text);
-	chan_send_error(&c->chan, code, "%s", text);
+	chan_send_error(&c->chan, proto_err_for_peer(code, c->peer_caps), "%s", text);
 	return -EPERM;
 }
 
@@ -446,6 +446,8 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 	ep.partial_max_age_s = cfg->partial_max_age_s;
 	/* Files belong to whoever the session runs as (become_module_user). */
 	ep.keep_setid = m->keep_setid;
+	/* 'devices = yes': an existing block device by its name is written in place. */
+	ep.write_devices = m->devices;
 	/* Without -p new entries lose the daemon's umask (systemd UMask=, 0022), as rsyncd's do. */
 	ep.umask = fspath_umask();
 	/* The module's limits count every push of this connection together. */
@@ -883,7 +885,9 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 			added++;
 			continue;
 		}
-		r = walk_add_root(g->w, rootfd, gl.paths[i], name, recursive);
+		r = walk_add_root_flags(g->w, rootfd, gl.paths[i], name,
+					(recursive ? WALK_RECURSIVE : 0) |
+					    (m->devices ? WALK_DEVICES : 0));
 		if (r == -EISDIR) {
 			/* Left out, so not "seen": named alone later, it is refused as a directory. */
 			dirs++;
@@ -917,6 +921,19 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 			   dirs);
 	}
 	return 0;
+}
+
+/* Is rel, beneath rootfd (no symlinks followed), a block device? */
+static bool is_block_device(int rootfd, const char *rel)
+{
+	_cleanup_close_ int parentfd = -1;
+	const char *leaf = rel;
+	struct stat st;
+
+	if (rel[0] == '\0' || fspath_open_parent(rootfd, rel, false, &parentfd, &leaf) < 0) {
+		return false;
+	}
+	return fstatat(parentfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISBLK(st.st_mode);
 }
 
 /* A pull's GET: a malformed one is answered with ERROR. */
@@ -1036,7 +1053,16 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 			break;
 		}
 		seen_paths[nseen++] = TAKE_PTR(trimmed);
-		r = walk_add_root(g->w, rootfd, seen_paths[nseen - 1], name, recursive);
+		if (!m->devices && is_block_device(rootfd, seen_paths[nseen - 1])) {
+			r = refuse(c, PERR_DEVICE_REFUSED,
+				   "'%s': a block device: module '%s' does not export devices "
+				   "('devices = no')",
+				   esc, m->name);
+			break;
+		}
+		r = walk_add_root_flags(g->w, rootfd, seen_paths[nseen - 1], name,
+					(recursive ? WALK_RECURSIVE : 0) |
+					    (m->devices ? WALK_DEVICES : 0));
 		g->queued += r == 0;
 		if (r < 0) {
 			r = refuse(c,

@@ -60,6 +60,9 @@ static const char *const err_names[] = {
 	[PERR_DUPLICATE] = "DUPLICATE",
 	[PERR_SKIPPED] = "SKIPPED",
 	[PERR_SUM_WANTED] = "SUM_WANTED",
+	[PERR_DEVICE_REFUSED] = "DEVICE_REFUSED",
+	[PERR_DEVICE_BUSY] = "DEVICE_BUSY",
+	[PERR_DEVICE_SMALL] = "DEVICE_SMALL",
 };
 
 const char *proto_type_name(uint16_t type)
@@ -68,6 +71,23 @@ const char *proto_type_name(uint16_t type)
 		return type_names[type];
 	}
 	return "UNKNOWN";
+}
+
+uint32_t proto_err_for_peer(uint32_t code, uint64_t peer_caps)
+{
+	if (peer_caps & PROTO_CAP_DEVICES) {
+		return code;
+	}
+	switch (code) {
+	case PERR_DEVICE_REFUSED:
+		return PERR_PERMISSION;
+	case PERR_DEVICE_BUSY:
+		return PERR_BUSY;
+	case PERR_DEVICE_SMALL:
+		return PERR_NOSPACE;
+	default:
+		return code;
+	}
 }
 
 const char *proto_err_name(uint32_t code)

@@ -81,8 +81,10 @@ enum {
 	PROTO_CAP_XATTRS = 1u << 12,	/* OPEN XATTRS and ACLS, XATTRS messages */
 	/* Dry-run probes: OPEN DRY_RUN with a skip level or DELETE runs the engine, no data path */
 	PROTO_CAP_PROBE = 1u << 13,
+	/* Block devices: status codes DEVICE_REFUSED, DEVICE_BUSY, DEVICE_SMALL (22..24) */
+	PROTO_CAP_DEVICES = 1u << 15,
 };
-#define PROTO_CAPS_KNOWN 0x3fffu
+#define PROTO_CAPS_KNOWN 0xbfffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -116,7 +118,17 @@ enum proto_err {
 	 * entry for the id follows (OK, SKIPPED or a failure).
 	 */
 	PERR_SUM_WANTED = 20,
-	PERR_MAX = PERR_SUM_WANTED,
+	/*
+	 * Block devices (PROTO_CAP_DEVICES; sent only to a peer with it):
+	 * a device the receiver may not write or the sender may not read
+	 * ('devices = no', no --write-devices), or a special file that is no
+	 * block device where data should go; a target mounted or held by
+	 * another opener (O_EXCL); a target smaller than the source.
+	 */
+	PERR_DEVICE_REFUSED = 22,
+	PERR_DEVICE_BUSY = 23,
+	PERR_DEVICE_SMALL = 24,
+	PERR_MAX = PERR_DEVICE_SMALL,
 };
 
 enum proto_dir {
@@ -494,6 +506,13 @@ static inline uint32_t proto_imm(unsigned kind, uint32_t slot)
 
 const char *proto_type_name(uint16_t type);
 const char *proto_err_name(uint32_t code);
+
+/*
+ * code as a peer with these HELLO caps understands it: the device codes
+ * (22..24) become PERMISSION, BUSY and NOSPACE for one without
+ * PROTO_CAP_DEVICES; every other code is itself.
+ */
+uint32_t proto_err_for_peer(uint32_t code, uint64_t peer_caps);
 
 /* Header: encode into 16 bytes; decode checks magic, version, reserved, flags, cap. */
 void proto_hdr_encode(uint16_t type, uint32_t length, uint8_t out[PROTO_HDR_LEN]);

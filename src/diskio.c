@@ -9,7 +9,9 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/openat2.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -92,7 +94,16 @@ int diskio_dio_align(int fd, struct dio_align *ret)
 	}
 	/* Half an answer is no answer. */
 	if (mem == 0 || offset == 0) {
+		struct stat st;
+		uint64_t size;
+		uint32_t lbs;
+
 		mem = offset = 0;
+		/* A block device always takes I/O in whole logical blocks. */
+		if (fstat(fd, &st) == 0 && S_ISBLK(st.st_mode) &&
+		    diskio_blk_geometry(fd, &size, &lbs) == 0) {
+			mem = offset = lbs;
+		}
 	}
 	ret->mem = mem;
 	ret->offset = offset;
@@ -137,8 +148,49 @@ static int diskio_open_beneath(int dirfd, const char *path)
 	return fd < 0 ? negerrno() : fd;
 }
 
+int diskio_blk_geometry(int fd, uint64_t *ret_size, uint32_t *ret_lbs)
+{
+	uint64_t size;
+	int lbs;
+
+	if (ioctl(fd, BLKGETSIZE64, &size) < 0 || ioctl(fd, BLKSSZGET, &lbs) < 0) {
+		return negerrno();
+	}
+	/* A power of two from 512 up, or the device lies: refuse it. */
+	if (lbs < 512 || lbs > (1 << 20) || (lbs & (lbs - 1)) != 0) {
+		return -EINVAL;
+	}
+	if (ret_size) {
+		*ret_size = size;
+	}
+	if (ret_lbs) {
+		*ret_lbs = (uint32_t)lbs;
+	}
+	return 0;
+}
+
+int diskio_fd_size(int fd, uint64_t *ret_size)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		return negerrno();
+	}
+	if (S_ISBLK(st.st_mode)) {
+		return diskio_blk_geometry(fd, ret_size, NULL);
+	}
+	*ret_size = (uint64_t)st.st_size;
+	return 0;
+}
+
 int diskio_open_read(int dirfd, const char *path, uint32_t chunk_size, int *ret_fd,
 		     bool *ret_direct, struct stat *ret_st)
+{
+	return diskio_open_read_flags(dirfd, path, chunk_size, 0, ret_fd, ret_direct, ret_st);
+}
+
+int diskio_open_read_flags(int dirfd, const char *path, uint32_t chunk_size, unsigned flags,
+			   int *ret_fd, bool *ret_direct, struct stat *ret_st)
 {
 	_cleanup_close_ int fd = -1;
 	struct dio_align a;
@@ -157,7 +209,15 @@ int diskio_open_read(int dirfd, const char *path, uint32_t chunk_size, int *ret_
 	if (S_ISDIR(st.st_mode)) {
 		return -EISDIR;
 	}
-	if (!S_ISREG(st.st_mode)) {
+	if (S_ISBLK(st.st_mode) && (flags & DISKIO_BLOCK)) {
+		uint64_t size;
+
+		r = diskio_blk_geometry(fd, &size, NULL);
+		if (r < 0) {
+			return r;
+		}
+		st.st_size = (off_t)size;
+	} else if (!S_ISREG(st.st_mode)) {
 		return -EINVAL;
 	}
 	fl = fcntl(fd, F_GETFL);

@@ -26,6 +26,25 @@ struct dio_align {
 int diskio_open_read(int dirfd, const char *path, uint32_t chunk_size, int *ret_fd,
 		     bool *ret_direct, struct stat *ret_st);
 
+/*
+ * diskio_open_read() with flags. DISKIO_BLOCK: a block device is read too,
+ * as a file of the device's size (BLKGETSIZE64): *ret_st says S_ISBLK and
+ * holds that size in st_size. Without it a block device is -EINVAL as any
+ * other special file.
+ */
+enum { DISKIO_BLOCK = 1u << 0 };
+int diskio_open_read_flags(int dirfd, const char *path, uint32_t chunk_size, unsigned flags,
+			   int *ret_fd, bool *ret_direct, struct stat *ret_st);
+
+/*
+ * A block device's size in bytes (BLKGETSIZE64) and logical block size
+ * (BLKSSZGET), the unit every O_DIRECT offset and length on it must keep.
+ */
+int diskio_blk_geometry(int fd, uint64_t *ret_size, uint32_t *ret_lbs);
+
+/* The size of what fd is: st_size for a file, the device's size for a block device. */
+int diskio_fd_size(int fd, uint64_t *ret_size);
+
 /* Pure: may an I/O of len bytes at offset from buf use O_DIRECT? */
 bool diskio_dio_ok(const struct dio_align *a, const void *buf, uint64_t offset, uint32_t len);
 
@@ -36,5 +55,9 @@ bool diskio_dio_ok(const struct dio_align *a, const void *buf, uint64_t offset, 
  */
 bool diskio_mostly_cached(int fd, uint64_t size);
 
-/* statx STATX_DIOALIGN for an open fd; zeros when unsupported. */
+/*
+ * statx STATX_DIOALIGN for an open fd; zeros when unsupported. A block
+ * device the kernel does not answer for gets its logical block size for
+ * both.
+ */
 int diskio_dio_align(int fd, struct dio_align *ret);

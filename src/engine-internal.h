@@ -146,6 +146,7 @@ struct efile {
 	/* sender */
 	char *src_path; /* what to open, relative to src_dirfd */
 	int src_dirfd;
+	bool src_device; /* a block device, read as a file of its size (engine_src.device) */
 	bool acked, started, finished, done_sent;
 	int fd, dfd;
 	struct dio_align dio;
@@ -185,6 +186,11 @@ struct efile {
 	bool own_sum_done, peer_sum_done;
 	uint32_t own_sum_status, peer_sum_status; /* PERR_OK: the digest is good */
 	uint8_t own_sum[HASH_LEN], peer_sum[HASH_LEN];
+	/*
+	 * A block device target (engine_device.c): tfd is the device itself,
+	 * written in place; dev_verify: its read-back digest is being made.
+	 */
+	bool device, dev_verify;
 	/* --partial (engine_partial.c): tfd is the store's data file, [0, kept) verified. */
 	bool partial;
 	uint64_t kept;
@@ -411,6 +417,18 @@ static inline double ts_since(const struct timespec *t0)
 int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 uint32_t errno_to_perr(int r);
+
+/* engine_device.c: block device targets. */
+uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t textlen);
+/*
+ * A probe's look at the same: the refusals a real run would make but
+ * DEVICE_BUSY; *ret_blk: a block device would be written (no file system
+ * space taken).
+ */
+uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char *text,
+			 size_t textlen);
+int rx_device_verify_start(struct engine *e, struct efile *f);
+int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
 int msg_unexpected(struct engine *e, const struct msg *m);
 void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -473,6 +473,13 @@ static void teardown(struct engine *e)
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
 			rx_discard(e, f);
 		}
+		/* A device written in place can't be left as it was: say so. */
+		if (f->device && !f->renamed && e->p->ev.notice) {
+			e->p->ev.notice(e->p->ev.ud, f->name,
+					f->partial ? "the device is incomplete: a --partial run of "
+						     "the same source finishes it"
+						   : "the device is incomplete: copy it again");
+		}
 		file_release(e, f);
 	}
 	if (e->ring_ok) {

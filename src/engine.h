@@ -51,6 +51,11 @@ struct engine_src {
 	uint64_t dev, ino;
 	uint64_t nlink;
 	/*
+	 * A block device named as a root (see WALK_DEVICES), offered as a
+	 * regular file of the device's size and read as one.
+	 */
+	bool device;
+	/*
 	 * < 0 (-errno): an entry that can't be sent (unreadable, a name too
 	 * long for the wire); name says which (shortened in the middle when
 	 * over PROTO_MAX_PATH), why says why. The engine counts it as a failed
@@ -226,6 +231,12 @@ struct engine_params {
 	uint64_t partial_max_age_s;
 	/* Receiver: what the peer may store; NULL: no limits. */
 	const struct engine_limits *limits;
+	/*
+	 * Receiver: an existing block device by a regular file's destination
+	 * name is written in place (engine_device.c); false: refused
+	 * (PERR_DEVICE_REFUSED), as any special file there always is.
+	 */
+	bool write_devices;
 	/* Receiver: refuse names the caller did not ask for (pull); NULL = all. */
 	bool (*name_ok)(void *ud, const char *name);
 	void *name_ok_ud;

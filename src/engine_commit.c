@@ -14,7 +14,7 @@ static int send_result(struct engine *e, struct efile *f, uint32_t status, const
 	struct msg m = { .type = MSG_FILE_RESULT };
 
 	m.u.file_result.id = f->id;
-	m.u.file_result.status = status;
+	m.u.file_result.status = proto_err_for_peer(status, e->p->peer_caps);
 	snprintf(m.u.file_result.text, sizeof(m.u.file_result.text), "%s", text);
 	return chan_queue(e->p->chan, &m);
 }
@@ -24,7 +24,8 @@ int rx_resolve(struct engine *e, struct efile *f)
 {
 	int r;
 
-	rx_link_target_done(e, f, !f->failed);
+	/* A device is never given a second name (-H): links to it fail. */
+	rx_link_target_done(e, f, !f->failed && !f->device);
 	if (f->failed) {
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
 			rx_discard(e, f);
@@ -33,6 +34,12 @@ int rx_resolve(struct engine *e, struct efile *f)
 		if (f->partial && !f->renamed &&
 		    (f->fail_code == PERR_INTEGRITY || f->fail_code == PERR_SOURCE_CHANGED)) {
 			rx_partial_drop(e, f);
+		}
+		if (f->device) {
+			size_t n = strlen(f->fail_text);
+
+			snprintf(f->fail_text + n, sizeof(f->fail_text) - n,
+				 "; the device is incomplete");
 		}
 		note_failure(e, f->name, f->ftype, f->fail_code, !f->fail_peer, f->fail_text);
 		r = send_result(e, f, f->fail_code, f->fail_text);
@@ -79,15 +86,18 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 			  b);
 		return rx_resolve(e, f);
 	}
-	rx_xattrs_apply(e, f);
-	if (!f->failed) {
+	/* A device keeps its own node: no mode, times or attributes from the source. */
+	if (!f->device) {
+		rx_xattrs_apply(e, f);
+	}
+	if (!f->failed && !f->device) {
 		rx_apply_meta(e, f);
 	}
 	if (f->failed) {
 		return rx_resolve(e, f);
 	}
 	f->fsyncing = true;
-	if (f->size < SYNC_BATCH_FILE_MAX) {
+	if (f->size < SYNC_BATCH_FILE_MAX && !f->device) {
 		/* Maybe together with others: rx_sync_step decides. */
 		e->sync_wait[e->nsync_wait++] = file_index(e, f);
 		return 0;
@@ -210,6 +220,10 @@ void rx_fsync_done(struct engine *e, struct efile *f, int res)
 	char pname[64];
 	int r;
 
+	if (f->device) {
+		rx_device_verify_start(e, f);
+		return;
+	}
 	if (f->partial) {
 		rx_partial_data_name(f, pname, sizeof(pname));
 		r = renameat(f->part_store, pname, d->fd, f->leaf) < 0 ? negerrno() : 0;

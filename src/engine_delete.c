@@ -302,7 +302,7 @@ static int del_push(struct engine *e, int parentfd, const char *leaf, bool doome
  * mount (a bind mount of a directory on the same file system included).
  */
 static int del_look(const struct del_state *ds, int dfd, const char *leaf, uint8_t *ret_ftype,
-		    bool *ret_ours)
+		    bool *ret_ours, bool *ret_blk)
 {
 	struct statx stx;
 
@@ -313,6 +313,7 @@ static int del_look(const struct del_state *ds, int dfd, const char *leaf, uint8
 		     : S_ISREG(stx.stx_mode) ? PROTO_FT_REG
 		     : S_ISLNK(stx.stx_mode) ? PROTO_FT_SYMLINK
 					     : 0;
+	*ret_blk = S_ISBLK(stx.stx_mode);
 	*ret_ours = makedev(stx.stx_dev_major, stx.stx_dev_minor) == ds->dev &&
 		    !(stx.stx_attributes_mask & stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 	return 0;
@@ -326,7 +327,7 @@ static int del_entry(struct engine *e, struct del_frame *fr, const char *leaf)
 {
 	struct del_state *ds = e->del;
 	int dfd = dirfd(fr->d), r;
-	bool is_dir, ours;
+	bool is_dir, ours, blk = false;
 	uint8_t ftype = 0;
 
 	/* Transfers in flight (this one's, or another session's), and the partial store. */
@@ -334,7 +335,7 @@ static int del_entry(struct engine *e, struct del_frame *fr, const char *leaf)
 		return HOLD_KEPT;
 	}
 	ds->ftype = 0;
-	r = del_look(ds, dfd, leaf, &ftype, &ours);
+	r = del_look(ds, dfd, leaf, &ftype, &ours, &blk);
 	ds->ftype = ftype;
 	is_dir = ftype == PROTO_FT_DIR;
 	if (r < 0) {
@@ -344,8 +345,13 @@ static int del_entry(struct engine *e, struct del_frame *fr, const char *leaf)
 		r = del_fail(e, r, "stat");
 		return r < 0 ? r : HOLD_FAILED;
 	}
-	/* Another file system, or any mount, in the tree is never walked or touched. */
-	if (!ours) {
+	/*
+	 * Another file system, or any mount, in the tree is never walked or
+	 * touched; nor is a block device where devices are written (a module's
+	 * 'devices = yes'): its node is the administrator's, and no peer can make
+	 * it again.
+	 */
+	if (!ours || (blk && e->p->write_devices)) {
 		return HOLD_KEPT;
 	}
 	if (!fr->doomed && rx_seen(e, ds->path)) {

@@ -331,15 +331,23 @@ static int partial_open_once(struct engine *e, struct efile *f)
 	if (r < 0) {
 		return r;
 	}
-	r = data_open(f, store, &dfd);
+	if (f->device) {
+		/* The device is the data (held O_EXCL: no other writer); the store keeps the journal. */
+		dfd = fcntl(f->tfd, F_DUPFD_CLOEXEC, 3);
+		r = dfd < 0 ? negerrno() : 0;
+	} else {
+		r = data_open(f, store, &dfd);
+	}
 	if (r < 0) {
 		return r;
 	}
+	int own_tfd = f->tfd;
+
 	f->tfd = dfd; /* for the reads below */
 	partial_name(f->leaf, ".jnl", name, sizeof(name));
 	jfd = openat(store, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	r = jfd >= 0 ? jnl_verify(f, jfd, e->verify_deadline, &prefix, &recs, &n) : -ENOENT;
-	f->tfd = -1;
+	f->tfd = own_tfd;
 	if (r == -ENOMEM) {
 		return r;
 	}
@@ -396,13 +404,21 @@ static int partial_open_once(struct engine *e, struct efile *f)
 			return r;
 		}
 	}
-	/* Nothing past the kept bytes is trusted (and a file longer than the source never commits). */
-	if (ftruncate(dfd, (off_t)kept) < 0) {
+	/*
+	 * Nothing past the kept bytes is trusted (and a file longer than the
+	 * source never commits). A device keeps its size: its bytes past the
+	 * kept ones are written again, and what lies past the source's length
+	 * is not the copy's.
+	 */
+	if (!f->device && ftruncate(dfd, (off_t)kept) < 0) {
 		return negerrno();
 	}
 	r = jnl_rewrite(f, store, recs, n, &newj);
 	if (r < 0) {
 		return r;
+	}
+	if (f->device) {
+		close(f->tfd); /* dfd is the same open device */
 	}
 	f->partial = true;
 	f->kept = kept;

@@ -167,6 +167,21 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 	}
 	f->hash_live = true;
 	f->tmpname[0] = '\0';
+	/* A block device by that name is written in place, or the entry refused. */
+	code = rx_device_target(e, f, text, textlen);
+	if (code != PERR_OK || f->device) {
+		/* --partial: the journal of a cut run says what the device holds already. */
+		if (code == PERR_OK && rx_partial_on(e) && f->size > e->p->chunk_size &&
+		    rx_partial_open(e, f) == -ENOMEM) {
+			snprintf(text, textlen, "out of memory");
+			return PERR_INTERNAL;
+		}
+		if (code == PERR_OK) {
+			rx_open_direct(e, f);
+			e->st.bytes_accepted += f->size;
+		}
+		return code;
+	}
 	/*
 	 * --partial: into the store, resumed from what a cut run left there.
 	 * Where that cannot be (another session writes it, the store can't be
@@ -227,8 +242,12 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 static uint32_t rx_probe_copy(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	uint32_t code = rx_check_limits(e, f, text, textlen);
+	bool blk = false;
 
 	if (code == PERR_OK && f->dir >= 0) {
+		code = rx_device_probe(e, f, &blk, text, textlen);
+	}
+	if (code == PERR_OK && f->dir >= 0 && !blk) {
 		code = rx_check_space(e, f, f->size, text, textlen);
 	}
 	if (code == PERR_OK) {
@@ -459,7 +478,8 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		rx_entry_init(e, f, pf);
 		text[0] = '\0';
 		code = rx_entry_accept(e, f, pf, text, sizeof(text), &peer);
-		*s = (struct proto_status){ .id = pf->id, .status = code };
+		*s = (struct proto_status){ .id = pf->id,
+					    .status = proto_err_for_peer(code, e->p->peer_caps) };
 		ack.u.files_ack.count++;
 		if (code != PERR_OK && code != PERR_SKIPPED && code != PERR_SUM_WANTED) {
 			file_fail(f, code, "%s", text);
@@ -508,7 +528,7 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	} else {
 		code = rx_open_temp(e, f, text, sizeof(text));
 	}
-	st.status = code;
+	st.status = proto_err_for_peer(code, e->p->peer_caps);
 	if (code != PERR_OK && code != PERR_SKIPPED) {
 		file_fail(f, code, "%s", text);
 		st.text = f->fail_text;

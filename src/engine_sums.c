@@ -134,7 +134,9 @@ int on_sums(struct engine *e)
 		rev = j->next;
 		e->sums_inflight--;
 		/* A file failed or released meanwhile has no use for it. */
-		if (r >= 0 && f->used && f->id == j->id && f->sum_wanted) {
+		if (r >= 0 && f->used && f->id == j->id && f->dev_verify) {
+			r = rx_device_verified(e, f, j->r, j->hash);
+		} else if (r >= 0 && f->used && f->id == j->id && f->sum_wanted) {
 			r = e->role == &engine_sender_ops ? tx_sum_done(e, f, j->r, j->hash)
 							  : rx_sum_done(e, f, j->r, j->hash);
 		}

@@ -91,6 +91,7 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	f->name = strdup(s->name);
 	f->src_path = strdup(s->path);
 	f->src_dirfd = s->dirfd;
+	f->src_device = s->device;
 	f->ftype = ftype;
 	f->size = ftype == PROTO_FT_REG ? s->size : 0;
 	ts_now(&f->t0);
@@ -233,7 +234,8 @@ static int tx_open(struct engine *e, struct efile *f)
 	int fd;
 
 	/* Beneath dirfd without following symlinks, unless dirfd is AT_FDCWD. */
-	int r = diskio_open_read(f->src_dirfd, f->src_path, 0, &fd, NULL, &st);
+	int r = diskio_open_read_flags(f->src_dirfd, f->src_path, 0,
+				       f->src_device ? DISKIO_BLOCK : 0, &fd, NULL, &st);
 	if (r < 0) {
 		file_fail(f, errno_to_perr(r), "open: %s", strerror(-r));
 		return 0;
@@ -397,12 +399,12 @@ void tx_read_done(struct engine *e, uint32_t ci, int res)
 /* The last chunk of f is posted: its FILE_DONE, unless the source changed size meanwhile. */
 static int tx_file_sent(struct engine *e, struct efile *f)
 {
-	struct stat st;
+	uint64_t size;
 
-	if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size != f->size) {
+	if (diskio_fd_size(f->fd, &size) == 0 && size != f->size) {
 		file_fail(f, PERR_SOURCE_CHANGED,
 			  "file changed size while being sent (%llu -> %llu)",
-			  (unsigned long long)f->size, (unsigned long long)st.st_size);
+			  (unsigned long long)f->size, (unsigned long long)size);
 	}
 	return tx_send_done(e, f);
 }
@@ -554,7 +556,8 @@ static int tx_sum_start(struct engine *e, struct efile *f)
 	int fd, r;
 
 	f->sum_wanted = true;
-	r = diskio_open_read(f->src_dirfd, f->src_path, 0, &fd, NULL, &st);
+	r = diskio_open_read_flags(f->src_dirfd, f->src_path, 0, f->src_device ? DISKIO_BLOCK : 0,
+				   &fd, NULL, &st);
 	if (r < 0) {
 		return tx_sum_done(e, f, r, NULL);
 	}

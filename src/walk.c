@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "diskio.h"
 #include "fspath.h"
 #include "macro.h"
 #include "proto/msg.h"
@@ -248,16 +249,44 @@ static int fail_found(struct engine_src *e, const char *name, int r)
 }
 
 /*
+ * A block device root (WALK_DEVICES): a regular file of the device's size,
+ * opened now as the engine will open it, so a device that can't be read
+ * fails here, with its reason, before anything is offered.
+ */
+static int classify_device(struct engine_src *e, int rootfd, const char *path, const char *name)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int r;
+
+	r = diskio_open_read_flags(rootfd, path, 0, DISKIO_BLOCK, &fd, NULL, &st);
+	if (r < 0) {
+		return r;
+	}
+	r = make_entry(e, rootfd, path, name, &st, PROTO_FT_REG, NULL);
+	if (r < 0) {
+		return r;
+	}
+	e->device = true;
+	/* Who it is means nothing for -H: a device is read by its contents. */
+	e->nlink = 1;
+	return 1;
+}
+
+/*
  * The entry for one thing found: 1 with e filled, 0 when it is skipped with
  * a warning, -errno when it can't be sent (-EISDIR: a directory, not
  * recursive).
  */
 static int classify(struct walk *w, struct engine_src *e, int rootfd, const char *path,
 		    const char *name, const struct stat *st, int parentfd, const char *leaf,
-		    bool recursive)
+		    bool recursive, bool devices)
 {
 	int r;
 
+	if (S_ISBLK(st->st_mode) && devices) {
+		return classify_device(e, rootfd, path, name);
+	}
 	if (S_ISREG(st->st_mode)) {
 		r = make_entry(e, rootfd, path, name, st, PROTO_FT_REG, NULL);
 		return r < 0 ? r : 1;
@@ -332,6 +361,7 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 			unsigned flags)
 {
 	bool recursive = flags & WALK_RECURSIVE;
+	bool devices = flags & WALK_DEVICES;
 	/* Classified as under -r: a directory taken alone is an entry too. */
 	bool take_dirs = recursive || (flags & WALK_DIR_ALONE);
 	struct walk_root root = { .recursive = recursive, .alone = !recursive };
@@ -347,15 +377,16 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 		}
 		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
 			? 0
-			: classify(w, &root.top, rootfd, path, name, &st, AT_FDCWD, path,
-				   take_dirs);
+			: classify(w, &root.top, rootfd, path, name, &st, AT_FDCWD, path, take_dirs,
+				   devices);
 	} else if (path[0] == '\0') {
 		if (fstat(rootfd, &st) < 0) {
 			return negerrno();
 		}
 		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
 			? 0
-			: classify(w, &root.top, rootfd, path, name, &st, rootfd, ".", take_dirs);
+			: classify(w, &root.top, rootfd, path, name, &st, rootfd, ".", take_dirs,
+				   devices);
 	} else {
 		r = fspath_open_parent(rootfd, path, false, &parentfd, &leaf);
 		if (r < 0) {
@@ -366,8 +397,8 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 		}
 		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
 			? 0
-			: classify(w, &root.top, rootfd, path, name, &st, parentfd, leaf,
-				   take_dirs);
+			: classify(w, &root.top, rootfd, path, name, &st, parentfd, leaf, take_dirs,
+				   devices);
 	}
 	if (r <= 0) {
 		return r; /* 0: skipped (excluded, or with a warning), nothing to queue */
@@ -534,7 +565,7 @@ static int next_in_dir(struct walk *w)
 			continue;
 		}
 		r = classify(w, &w->cur, w->rootfd, cpath, cname, &st, dirfd(f->d), de->d_name,
-			     true);
+			     true, false);
 		if (r == -ENOMEM || r > 0) {
 			return r;
 		}

@@ -50,11 +50,15 @@ int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name
 /*
  * walk_add_root() with flags: WALK_RECURSIVE as `recursive`; WALK_DIR_ALONE
  * takes a directory without -r as an entry of its own, without what it
- * holds (a directory named in a --files-from list).
+ * holds (a directory named in a --files-from list); WALK_DEVICES takes a
+ * root that is a block device as a regular file of the device's size
+ * (engine_src.device), read whole. Without it, and always below a root, a
+ * block device is skipped with a warning like any special file.
  */
 enum {
 	WALK_RECURSIVE = 1u << 0,
 	WALK_DIR_ALONE = 1u << 1,
+	WALK_DEVICES = 1u << 2,
 };
 int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char *name,
 			unsigned flags);

@@ -149,6 +149,62 @@ static void test_open_refused(void **state)
 	free(fifo);
 }
 
+/*
+ * DISKIO_BLOCK: block devices only, read as files of the device's size;
+ * other special files are still refused. A block device is tried where one
+ * can be opened (/dev/loop0, attached or not); else that part is left out.
+ */
+static void test_open_block(void **state)
+{
+	char *fifo = path_in("fifo-blk");
+	char *p = path_in("f");
+	struct stat st;
+	uint64_t size = 0;
+	uint32_t lbs = 0;
+	int fd = -7;
+
+	(void)state;
+	assert_int_equal(
+	    diskio_open_read_flags(AT_FDCWD, "/dev/null", 4096, DISKIO_BLOCK, &fd, NULL, &st),
+	    -EINVAL);
+	assert_int_equal(
+	    diskio_open_read_flags(AT_FDCWD, tmpdir, 4096, DISKIO_BLOCK, &fd, NULL, &st), -EISDIR);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(diskio_open_read_flags(AT_FDCWD, fifo, 4096, DISKIO_BLOCK, &fd, NULL, &st),
+			 -EINVAL);
+	assert_int_equal(fd, -7);
+
+	/* A regular file: its st_size; no device geometry. */
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(diskio_fd_size(fd, &size), 0);
+	assert_int_equal(size, FILE_LEN);
+	assert_int_equal(diskio_blk_geometry(fd, &size, &lbs), -ENOTTY);
+	close(fd);
+
+	/* Another program may attach or detach it meanwhile: only what one open says is compared. */
+	fd = open("/dev/loop0", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd >= 0) {
+		close(fd);
+		fd = -1;
+		assert_int_equal(diskio_open_read(AT_FDCWD, "/dev/loop0", 4096, &fd, NULL, &st),
+				 -EINVAL);
+		assert_int_equal(diskio_open_read_flags(AT_FDCWD, "/dev/loop0", 4096, DISKIO_BLOCK,
+							&fd, NULL, &st),
+				 0);
+		assert_true(S_ISBLK(st.st_mode));
+		assert_int_equal(diskio_blk_geometry(fd, NULL, &lbs), 0);
+		assert_true(lbs >= 512 && (lbs & (lbs - 1)) == 0);
+		assert_int_equal(diskio_fd_size(fd, &size), 0);
+		close(fd);
+	} else {
+		print_message("no /dev/loop0 to open: the block device part is left out\n");
+	}
+	unlink(fifo);
+	free(p);
+	free(fifo);
+}
+
 static void test_open_beneath(void **state)
 {
 	char *link = path_in("link"), *sub = path_in("sub");
@@ -312,6 +368,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_open_regular),
 		cmocka_unit_test(test_open_refused),
+		cmocka_unit_test(test_open_block),
 		cmocka_unit_test(test_open_beneath),
 		cmocka_unit_test(test_dio_align),
 		cmocka_unit_test(test_dio_ok_table),

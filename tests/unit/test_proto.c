@@ -598,6 +598,25 @@ static void test_hdr_round_trip(void **state)
 	assert_string_equal(proto_err_name(PERR_MAX + 1), "UNKNOWN");
 }
 
+/* The device codes: named, and downgraded for a peer without PROTO_CAP_DEVICES. */
+static void test_device_codes(void **state)
+{
+	(void)state;
+	assert_string_equal(proto_err_name(PERR_DEVICE_REFUSED), "DEVICE_REFUSED");
+	assert_string_equal(proto_err_name(PERR_DEVICE_BUSY), "DEVICE_BUSY");
+	assert_string_equal(proto_err_name(PERR_DEVICE_SMALL), "DEVICE_SMALL");
+	assert_int_equal(proto_err_for_peer(PERR_DEVICE_REFUSED, 0), PERR_PERMISSION);
+	assert_int_equal(proto_err_for_peer(PERR_DEVICE_BUSY, 0), PERR_BUSY);
+	assert_int_equal(proto_err_for_peer(PERR_DEVICE_SMALL, PROTO_CAP_TCP), PERR_NOSPACE);
+	for (uint32_t c = PERR_DEVICE_REFUSED; c <= PERR_DEVICE_SMALL; c++) {
+		assert_int_equal(proto_err_for_peer(c, PROTO_CAP_DEVICES), c);
+	}
+	for (uint32_t c = 0; c < PERR_DEVICE_REFUSED; c++) {
+		assert_int_equal(proto_err_for_peer(c, 0), c);
+	}
+	assert_true(PROTO_CAPS_KNOWN & PROTO_CAP_DEVICES);
+}
+
 static void test_hdr_bad_fields(void **state)
 {
 	uint8_t h[PROTO_HDR_LEN];
@@ -2018,6 +2037,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hdr_round_trip),
 		cmocka_unit_test(test_hdr_bad_fields),
+		cmocka_unit_test(test_device_codes),
 		cmocka_unit_test(test_hdr_length_and_type),
 		cmocka_unit_test(test_round_trip_every_type),
 		cmocka_unit_test(test_round_trip_edges),
