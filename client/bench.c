@@ -10,6 +10,7 @@
 #include <openssl/rand.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
@@ -74,7 +75,11 @@ static void print_json(const struct bench_result *b)
 	printf("{\"event\":\"bench\",\"host\":");
 	output_json_string(stdout, b->host);
 	printf(",\"transport\":");
-	output_json_string(stdout, b->transport ? b->transport : "");
+	if (b->transport) {
+		output_json_string(stdout, b->transport);
+	} else {
+		printf("null"); /* refused before the lanes were set up */
+	}
 	printf(",\"lanes\":%u,\"chunk_size\":%" PRIu32 ",\"slots\":%" PRIu32 ",\"size\":%" PRIu64,
 	       b->lanes, b->chunk, b->slots, b->size);
 	if (st) {
@@ -118,7 +123,8 @@ static void print_text(const struct bench_result *b)
 }
 
 /* Send BENCH; OPEN_OK back, or the daemon's refusal as an exit code. */
-static int bench_open(struct daemon_conn *s, uint64_t seed, struct msg *ret)
+static int bench_open(struct daemon_conn *s, uint64_t seed, struct msg *ret, char *err,
+		      size_t errlen)
 {
 	struct msg m = { .type = MSG_BENCH };
 	char esc[1024];
@@ -148,6 +154,7 @@ static int bench_open(struct daemon_conn *s, uint64_t seed, struct msg *ret)
 		return r == -EPIPE || r == -ECONNRESET ? EXIT_CONNECT : EXIT_PROTOCOL;
 	}
 	if (ret->type == MSG_ERROR) {
+		snprintf(err, errlen, "%s", ret->u.error.text);
 		log_error("%s: %s", s->rem->host, log_escape(ret->u.error.text, esc, sizeof(esc)));
 		if (ret->u.error.code == PERR_TRANSPORT &&
 		    m.u.bench.transport == XPORT_KIND_VERBS) {
@@ -193,7 +200,7 @@ static int bench_run(struct daemon_conn *s, struct bench_result *res, struct eng
 		log_error("no randomness for the bench pattern");
 		return EXIT_LOCAL_IO;
 	}
-	rc = bench_open(s, seed, &ok);
+	rc = bench_open(s, seed, &ok, err, errlen);
 	if (rc != 0) {
 		return rc;
 	}
@@ -217,6 +224,8 @@ static int bench_run(struct daemon_conn *s, struct bench_result *res, struct eng
 	ep.bench_bytes = s->o->bench_size;
 	ep.bench_seed = seed;
 	ep.stop = &bench_interrupted;
+	/* Test hook: the second chunk carries the first one's bytes (the daemon must notice). */
+	ep.faults = getenv("RDMACP_TEST_BENCH_MISPLACE") ? ENGINE_FAULT_BENCH_MISPLACE : 0;
 	r = engine_run(&ep, st, &code, err, errlen);
 	x->ops->destroy(x);
 	res->st = st;
