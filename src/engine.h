@@ -302,14 +302,19 @@ bool engine_rx_copies_slots(const struct xport_ops *ops);
 uint64_t engine_pinned_bytes(const struct engine_params *p, const struct xport_ops *ops);
 
 /*
- * rdmacp bench's data: the bytes at stream offset `offset` (a multiple of 8)
- * of the pattern seeded by seed. Every 8-byte word is seed + i × an odd
- * constant, little-endian, i its index in the stream, so a chunk holds
- * bytes no other offset or seed has. check returns 0 when buf holds
- * exactly that, else -EBADMSG with the offset in buf of the first
- * difference in *ret_at.
+ * rdmacp bench's data for `len` bytes at stream offset `offset` (a multiple
+ * of ENGINE_BENCH_BLOCK) of the pattern seeded by seed: in each block, the
+ * first 8 bytes name the block's offset in the stream, the others hold
+ * seed + (their word's index in the chunk) × an odd constant, little-endian.
+ * A chunk from another offset, a block moved inside a chunk, or any byte
+ * changed does not check. fill writes it all; stamp only the block heads
+ * (buf holds a fill already, of any offset). check returns 0 when buf holds
+ * exactly that, else -EBADMSG with the offset in buf of the first difference
+ * in *ret_at.
  */
+#define ENGINE_BENCH_BLOCK 4096
 void engine_bench_fill(uint8_t *buf, uint32_t len, uint64_t offset, uint64_t seed);
+void engine_bench_stamp(uint8_t *buf, uint32_t len, uint64_t offset, uint64_t seed);
 int engine_bench_check(const uint8_t *buf, uint32_t len, uint64_t offset, uint64_t seed,
 		       uint32_t *ret_at);
 

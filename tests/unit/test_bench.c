@@ -26,11 +26,16 @@ static void test_round_trip(void **state)
 		engine_bench_fill(buf, lens[i], 1ull << 40, 42);
 		assert_int_equal(engine_bench_check(buf, lens[i], 1ull << 40, 42, &at), 0);
 	}
-	/* Offsets are the stream's: the same bytes as one long fill. */
-	static uint8_t whole[2 * LEN], half[LEN];
-	engine_bench_fill(whole, 2 * LEN, 0, 7);
-	engine_bench_fill(half, LEN, LEN, 7);
-	assert_memory_equal(whole + LEN, half, LEN);
+	/* A fill of any offset, stamped for another, is that other offset's fill. */
+	static uint8_t a[2 * LEN], b[2 * LEN];
+	engine_bench_fill(a, 2 * LEN, 0, 7);
+	engine_bench_stamp(a, 2 * LEN, 3 * LEN, 7);
+	engine_bench_fill(b, 2 * LEN, 3 * LEN, 7);
+	assert_memory_equal(a, b, 2 * LEN);
+	assert_int_equal(engine_bench_check(a, 2 * LEN, 3 * LEN, 7, &at), 0);
+	/* Short ones too, down to a part of the first block head. */
+	engine_bench_stamp(a, 5, LEN, 7);
+	assert_int_equal(engine_bench_check(a, 5, LEN, 7, &at), 0);
 }
 
 static void test_every_byte_flipped(void **state)
@@ -76,6 +81,18 @@ static void test_misplaced_and_other_seed(void **state)
 	/* All zeros (a slot nobody wrote) is not data. */
 	memset(buf, 0, LEN);
 	assert_int_equal(engine_bench_check(buf, LEN, LEN, 0x1234, &at), -EBADMSG);
+
+	/* A block moved inside a chunk, head and all: caught past its head. */
+	static uint8_t two[2 * LEN];
+	engine_bench_fill(two, 2 * LEN, 0, 9);
+	memcpy(two + LEN, two, LEN);
+	assert_int_equal(engine_bench_check(two, 2 * LEN, 0, 9, &at), -EBADMSG);
+	assert_true(at == LEN || at == LEN + 1); /* the head's low byte may agree */
+	/* The right block heads over another chunk's words: still caught. */
+	engine_bench_fill(two, 2 * LEN, 0, 9);
+	memmove(two + 8, two + 16, LEN - 16);
+	assert_int_equal(engine_bench_check(two, 2 * LEN, 0, 9, &at), -EBADMSG);
+	assert_true(at >= 8 && at < 16);
 }
 
 int main(void)
