@@ -89,6 +89,9 @@ wait_port "$PORT" $! || { cat "$R/d.log" >&2; die "rdmacpd did not start"; }
 
 echo "membench $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(nproc) CPUs, kernel $(uname -r)"
 echo "$(numfmt --to=iec "$BYTES")B moved by each, $LANES lanes / streams, 127.0.0.1 (loopback: NOT RDMA numbers)"
+c0=$(cpu_busy)
+sleep 2
+echo "background: $(echo "($(cpu_busy) - $c0) / 2" | bc -l | xargs printf %.2f) of $(nproc) CPUs busy before the runs (counted in every CPU figure below)"
 
 CMD=("$RDMACP" --config /dev/null --cert "$R/certs/client.crt" --key "$R/certs/client.key"
 	--ca "$R/certs/ca.crt" -P "$PORT" --transport "$TRANSPORT" --lanes "$LANES"
