@@ -6,6 +6,9 @@
 #      (jq) says bytes = size, verified, 3 lanes whose bytes add up to it, a
 #      positive rate; the text form prints the lanes and the total; the daemon
 #      logs the bytes it checked
+#   1b. a hostile client (rawpeer): BENCH without capability 0x10000 is a protocol
+#      error; a chunk that is not the pattern (INTEGRITY), of another file id, past
+#      the end, and END before the data (PROTOCOL) end the session
 #   2. not allowed (a daemon without 'allow bench', and one that allows
 #      another name): refused, exit 5, "not allowed", --json exit 5
 #   3. beyond the memory budget: with one bench holding the daemon's whole
@@ -70,6 +73,27 @@ expect_rc 0 "bench with a tail chunk, 64K chunks" "${CLIENT[@]}" bench --size 10
 	--chunk-size 64K --json "$HOST"
 jq -e '.bytes == 1000001' "$T/out" >/dev/null && pass "odd size sent whole" ||
 	fail "odd size: $(cat "$T/out")"
+
+# 1b. a hostile client (rawpeer): BENCH without the capability; chunks not of the pattern,
+# for another stream, past the end
+rawpeer_for "$PORT"
+rawpeer_rc 0 "BENCH from a client without the capability" \
+	hello caps=1 bench 1048576 chunk=65536 expect-seen "without bench" wait closed
+rawpeer_rc 0 "a chunk that is not the pattern" \
+	hello caps=0x10001 bench 1048576 chunk=65536 slots=4 expect OPEN_OK lanes ring \
+	chunk 0 1 0 65536 fill=0 wait closed expect-seen "ERROR INTEGRITY" \
+	expect-seen "chunk at offset 0"
+rawpeer_rc 0 "a chunk of another file id" \
+	hello caps=0x10001 bench 1048576 chunk=65536 slots=4 lanes ring \
+	chunk 0 1 0 65536 fill=0 did=2 wait closed expect-seen "ERROR PROTOCOL" \
+	expect-seen "bad chunk"
+rawpeer_rc 0 "a chunk past the end of the stream" \
+	hello caps=0x10001 bench 1048576 chunk=65536 slots=4 lanes ring \
+	chunk 0 1 0 65536 fill=0 doff=1048576 wait closed expect-seen "ERROR PROTOCOL" \
+	expect-seen "bad chunk"
+rawpeer_rc 0 "END before the data" \
+	hello caps=0x10001 bench 1048576 chunk=65536 slots=4 lanes ring \
+	end 0 1048576 wait closed expect-seen "ERROR PROTOCOL" expect-seen "END after 0 of 16"
 
 # 2. not allowed
 bench_daemon
