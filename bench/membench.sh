@@ -24,7 +24,7 @@ BUILD_DIR=${RDMACP_BUILD_DIR:-$SRC_DIR/build}
 RDMACP=$BUILD_DIR/rdmacp
 RDMACPD=$BUILD_DIR/rdmacpd
 
-SIZE=10G LANES=2 CHUNK= TRANSPORT=tcp
+SIZE=10G LANES=2 CHUNK='' TRANSPORT=tcp
 while [ $# -gt 0 ]; do
 	case $1 in
 	--size) SIZE=$2; shift ;;
