@@ -4,12 +4,13 @@
 # the source. Each tool's time and machine-wide CPU-seconds per GiB moved (/proc/stat:
 # both ends, kernel included). See docs/PERFORMANCE.md.
 #
-# usage: bench/run.sh [--quick] [--full] [--explore] [--reps N]
+# usage: bench/run.sh [--quick] [--full] [--explore] [--reps N] [--vm]
 #   --quick    256 MiB file and 1,000 small files (smoke run, about a minute)
 #   (default)  2 GiB file and 10,000 files of 4 KiB
 #   --full     also the RSS-flatness run on an 8 GiB file (needs >= 20 GiB free)
 #   --explore  also rdmacp --lanes 1/2/4 x --chunk-size 256K/1M/4M on the big file
 #   --reps N   run every measurement N times and report the median (default 1)
+#   --vm       also rdmacp bench over verbs vs ib_write_bw in the Soft-RoCE VM (emulated)
 #
 # Environment: BENCH_DIR (work dir, default /var/tmp/rdmacp-bench; the generated
 # source data is cached there between runs, everything else is removed on exit),
@@ -24,14 +25,15 @@ RDMACP=$BUILD_DIR/rdmacp
 RDMACPD=$BUILD_DIR/rdmacpd
 BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 
-QUICK=0 FULL=0 EXPLORE=0 REPS=1
+QUICK=0 FULL=0 EXPLORE=0 REPS=1 VM=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
 	--full) FULL=1 ;;
 	--explore) EXPLORE=1 ;;
 	--reps) REPS=$2; shift ;;
-	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--vm) VM=1 ;;
+	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 1 ;;
 	esac
 	shift
@@ -460,7 +462,19 @@ cpu_row cp "cp + sync (local)"
 rd_cpu=$(echo "${CPU[rdmacp,big]} / ($BIG_BYTES / 1073741824)" | bc -l)
 printf 'target %-48s %6.2f   %s\n' "big file: rdmacp <= 1.0 CPU-s/GiB (tcp)" "$rd_cpu" \
 	"$([ "$(echo "$rd_cpu <= 1.0" | bc -l)" = 1 ] && echo MET || echo 'NOT MET')"
-echo "memory-to-memory (rdmacp bench vs iperf3 -P N, CPU per GiB): bench/membench.sh"
+echo
+echo "memory to memory, no disk (bench/membench.sh: rdmacp bench vs iperf3 -P 2, $BIG_MIB MiB each):"
+if command -v iperf3 >/dev/null; then
+	"$HERE/membench.sh" --size "${BIG_MIB}M" --lanes 2 | sed -n '/^background/p; /^| /,$p'
+else
+	echo "  skipped: iperf3 not installed (apt-get install -y iperf3)"
+fi
+if [ "$VM" = 1 ]; then
+	echo "verbs in the Soft-RoCE VM (EMULATED, a proxy only): rdmacp bench vs ib_write_bw, 32 MiB, 2 QPs, 1 MiB"
+	mkdir -p "$R/vm"
+	RXEVM_OUT=$R/vm "$SRC_DIR/tests/rxe-vm/run" bash "$HERE/verbs_vm.sh" "$BUILD_DIR" "$R/vm" 32 2 1024 |
+		grep -E '^(rdmacp bench:|ratio|ib_write_bw:)' || echo "  the VM run failed"
+fi
 echo
 
 # ---------------------------------------------------------------- memory
