@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# rdmacp benchmark: rdmacp (tcp transport) vs rsync daemon, scp and nc, all on
+# rdmacp benchmark: rdmacp (tcp transport) vs rsync daemon, scp, nc and cp, all on
 # one machine over loopback (127.0.0.1), destination on the same file system as
-# the source. See docs/PERFORMANCE.md.
+# the source. Each tool's time and machine-wide CPU-seconds per GiB moved (/proc/stat:
+# both ends, kernel included). See docs/PERFORMANCE.md.
 #
-# usage: bench/run.sh [--quick] [--full] [--explore] [--reps N]
+# usage: bench/run.sh [--quick] [--full] [--explore] [--reps N] [--vm]
 #   --quick    256 MiB file and 1,000 small files (smoke run, about a minute)
 #   (default)  2 GiB file and 10,000 files of 4 KiB
 #   --full     also the RSS-flatness run on an 8 GiB file (needs >= 20 GiB free)
 #   --explore  also rdmacp --lanes 1/2/4 x --chunk-size 256K/1M/4M on the big file
 #   --reps N   run every measurement N times and report the median (default 1)
+#   --vm       also rdmacp bench over verbs vs ib_write_bw in the Soft-RoCE VM (emulated)
 #
 # Environment: BENCH_DIR (work dir, default /var/tmp/rdmacp-bench; the generated
 # source data is cached there between runs, everything else is removed on exit),
@@ -23,14 +25,15 @@ RDMACP=$BUILD_DIR/rdmacp
 RDMACPD=$BUILD_DIR/rdmacpd
 BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 
-QUICK=0 FULL=0 EXPLORE=0 REPS=1
+QUICK=0 FULL=0 EXPLORE=0 REPS=1 VM=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
 	--full) FULL=1 ;;
 	--explore) EXPLORE=1 ;;
 	--reps) REPS=$2; shift ;;
-	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--vm) VM=1 ;;
+	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 1 ;;
 	esac
 	shift
@@ -83,6 +86,10 @@ wait_port() { # PORT PID
 }
 
 now() { date +%s.%N; }
+# Machine-wide busy CPU seconds since boot from /proc/stat (user, nice, system, irq,
+# softirq, steal: every process and the kernel, both ends of a loopback copy).
+CLK_TCK=$(getconf CLK_TCK)
+cpu_busy() { awk -v hz="$CLK_TCK" '$1 == "cpu" { printf "%.2f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz; exit }' /proc/stat; }
 
 # ---------------------------------------------------------------- source data
 BIG=$BENCH_DIR/data/big-${BIG_MIB}M.bin
@@ -200,6 +207,7 @@ run_rdmacp() {
 	sample_hwm "$R/rdmacp/hwm" &
 	sp=$!
 	t0=$(now)
+	C0=$(cpu_busy)
 	if [ "$kind" = big ]; then
 		/usr/bin/time -v -o "$R/rdmacp/c.time" "${RD_CLIENT[@]}" -q "$@" "$BIG" "127.0.0.1:bench/dst/" 2>"$R/rdmacp/c.err"
 		rc=$?
@@ -208,6 +216,7 @@ run_rdmacp() {
 		rc=$?
 	fi
 	t1=$(now)
+	CPU_SEC=$(echo "$(cpu_busy) - $C0" | bc -l)
 	stop_rdmacpd
 	wait "$sp" 2>/dev/null
 	[ "$rc" -eq 0 ] || { cat "$R/rdmacp/c.err" "$R/rdmacp/d.log" >&2; die "rdmacp failed (exit $rc)"; }
@@ -243,6 +252,7 @@ run_rsync() {
 	fresh_dst
 	warm
 	t0=$(now)
+	C0=$(cpu_busy)
 	if [ "$kind" = big ]; then
 		rsync -W -a $RSYNC_FSYNC "$BIG" "rsync://127.0.0.1:$RS_PORT/bench/dst/" || die "rsync failed"
 	else
@@ -250,6 +260,7 @@ run_rsync() {
 	fi
 	[ -z "$RSYNC_FSYNC" ] && sync -f "$DST"
 	t1=$(now)
+	CPU_SEC=$(echo "$(cpu_busy) - $C0" | bc -l)
 	T_SEC=$(echo "$t1 - $t0" | bc -l)
 }
 
@@ -284,6 +295,7 @@ run_scp() {
 	fresh_dst
 	warm
 	t0=$(now)
+	C0=$(cpu_busy)
 	if [ "$kind" = big ]; then
 		"${SCP[@]}" "$BIG" "$(id -un)@127.0.0.1:$DST/" || die "scp failed"
 	else
@@ -291,6 +303,7 @@ run_scp() {
 	fi
 	sync -f "$DST" # scp cannot fsync: the receiver's sync is timed
 	t1=$(now)
+	CPU_SEC=$(echo "$(cpu_busy) - $C0" | bc -l)
 	T_SEC=$(echo "$t1 - $t0" | bc -l)
 }
 
@@ -312,6 +325,7 @@ run_nc() {
 		sleep 0.01
 	done
 	t0=$(now)
+	C0=$(cpu_busy)
 	if [ "$kind" = big ]; then
 		nc -N 127.0.0.1 "$port" <"$BIG" || die "nc failed"
 	else
@@ -320,6 +334,25 @@ run_nc() {
 	wait "$rp" || die "nc receiver failed"
 	sync -f "$DST" # nc cannot fsync: the receiver's sync is timed
 	t1=$(now)
+	CPU_SEC=$(echo "$(cpu_busy) - $C0" | bc -l)
+	T_SEC=$(echo "$t1 - $t0" | bc -l)
+}
+
+# ---------------------------------------------------------------- cp (local, no network)
+run_cp() {
+	local kind=$1 t0 t1
+	fresh_dst
+	warm
+	t0=$(now)
+	C0=$(cpu_busy)
+	if [ "$kind" = big ]; then
+		cp "$BIG" "$DST/" || die "cp failed"
+	else
+		cp -r "$SMALL" "$DST/" || die "cp failed"
+	fi
+	sync -f "$DST"
+	t1=$(now)
+	CPU_SEC=$(echo "$(cpu_busy) - $C0" | bc -l)
 	T_SEC=$(echo "$t1 - $t0" | bc -l)
 }
 
@@ -329,8 +362,9 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else prin
 # measure TOOL CASE -> prints the median seconds; for rdmacp also sets RSS vars (max over reps)
 declare -A SEC
 RD_C_RSS=0 RD_D_RSS=0 RD_D_HWM=0
+declare -A CPU
 measure() {
-	local tool=$1 kind=$2 i ts=()
+	local tool=$1 kind=$2 i ts=() cs=()
 	shift 2
 	for i in $(seq 1 "$REPS"); do
 		case $tool in
@@ -343,9 +377,11 @@ measure() {
 		*) "run_$tool" "$kind" ;;
 		esac
 		ts+=("$T_SEC")
-		log "$tool $kind $* rep $i: $(printf %.3f "$T_SEC") s"
+		cs+=("$CPU_SEC")
+		log "$tool $kind $* rep $i: $(printf %.3f "$T_SEC") s, $(printf %.2f "$CPU_SEC") CPU-s"
 	done
 	SEC[$tool,$kind]=$(printf '%s\n' "${ts[@]}" | median)
+	CPU[$tool,$kind]=$(printf '%s\n' "${cs[@]}" | median)
 }
 
 BIG_BYTES=$((BIG_MIB << 20))
@@ -358,6 +394,9 @@ echo "cases: (a) one file of $BIG_MIB MiB, (b) $NSMALL files of $SMALL_SIZE B in
 echo "source page cache warmed (read once) before every measurement; fresh empty destination each run"
 echo "receiver durability: rdmacp fsyncs each file; rsync ${RSYNC_FSYNC:-(no --fsync: sync -f timed)}; scp and nc: 'sync -f DST' inside the timing"
 echo "transport: rdmacp tcp over loopback -- these are NOT RDMA numbers"
+C0=$(cpu_busy)
+sleep 2
+echo "background: $(echo "($(cpu_busy) - $C0) / 2" | bc -l | xargs printf %.2f) of $(nproc) CPUs busy before the runs (machine-wide CPU figures count it)"
 echo
 
 for kind in big small; do
@@ -365,6 +404,7 @@ for kind in big small; do
 	measure rsync "$kind"
 	measure scp "$kind"
 	measure nc "$kind"
+	measure cp "$kind"
 done
 
 row() { # TOOL CASE LABEL
@@ -386,6 +426,7 @@ for kind in big small; do
 	row rsync "$kind" "rsync daemon ${RSYNC_FSYNC:+--fsync}"
 	row scp "$kind" "scp + sync"
 	if [ "$kind" = big ]; then row nc big "nc + sync"; else row nc small "tar|nc|tar + sync"; fi
+	row cp "$kind" "cp + sync (local)"
 done
 echo
 echo "(rdmacp/tool = tool seconds / rdmacp seconds: > 1 means rdmacp is faster; MB = 10^6 bytes)"
@@ -399,6 +440,41 @@ r_sm=$(echo "${SEC[rsync,small]} / ${SEC[rdmacp,small]}" | bc -l)
 printf 'target %-48s %6.2fx  %s\n' "big file: rdmacp >= 1.0x nc" "$r_nc" "$(ge "$r_nc" 1.0)"
 printf 'target %-48s %6.2fx  %s\n' "big file: rdmacp >= 1.5x rsync daemon" "$r_rs" "$(ge "$r_rs" 1.5)"
 printf 'target %-48s %6.2fx  %s\n' "small files: rdmacp >= 2x rsync daemon files/s" "$r_sm" "$(ge "$r_sm" 2.0)"
+echo
+
+# ---------------------------------------------------------------- CPU per byte
+# Machine-wide busy CPU between the start and the end of each timed run (median), per
+# GiB (2^30 bytes) of payload moved: both ends and the kernel. Anything else running
+# on the machine counts too: run on an idle machine.
+echo "CPU-seconds per GiB moved (machine-wide, /proc/stat; both ends, kernel included):"
+echo "| tool                   | $BIG_MIB MiB x 1 | $NSMALL x 4 KiB |"
+echo "|------------------------|---------:|---------:|"
+cpu_row() { # TOOL LABEL
+	printf '| %-22s | %8.2f | %8.2f |\n' "$2" \
+		"$(echo "${CPU[$1,big]} / ($BIG_BYTES / 1073741824)" | bc -l)" \
+		"$(echo "${CPU[$1,small]} / ($SMALL_BYTES / 1073741824)" | bc -l)"
+}
+cpu_row rdmacp "rdmacp (tcp, 2 lanes)"
+cpu_row rsync "rsync daemon ${RSYNC_FSYNC:+--fsync}"
+cpu_row scp "scp + sync"
+cpu_row nc "nc (tar|nc|tar) + sync"
+cpu_row cp "cp + sync (local)"
+rd_cpu=$(echo "${CPU[rdmacp,big]} / ($BIG_BYTES / 1073741824)" | bc -l)
+printf 'target %-48s %6.2f   %s\n' "big file: rdmacp <= 1.0 CPU-s/GiB (tcp)" "$rd_cpu" \
+	"$([ "$(echo "$rd_cpu <= 1.0" | bc -l)" = 1 ] && echo MET || echo 'NOT MET')"
+echo
+echo "memory to memory, no disk (bench/membench.sh: rdmacp bench vs iperf3 -P 2, $BIG_MIB MiB each):"
+if command -v iperf3 >/dev/null; then
+	"$HERE/membench.sh" --size "${BIG_MIB}M" --lanes 2 | sed -n '/^background/p; /^| /,$p'
+else
+	echo "  skipped: iperf3 not installed (apt-get install -y iperf3)"
+fi
+if [ "$VM" = 1 ]; then
+	echo "verbs in the Soft-RoCE VM (EMULATED, a proxy only): rdmacp bench vs ib_write_bw, 32 MiB, 2 QPs, 1 MiB"
+	mkdir -p "$R/vm"
+	RXEVM_OUT=$R/vm "$SRC_DIR/tests/rxe-vm/run" bash "$HERE/verbs_vm.sh" "$BUILD_DIR" "$R/vm" 32 2 1024 |
+		grep -E '^(rdmacp bench:|ratio|ib_write_bw:)' || echo "  the VM run failed"
+fi
 echo
 
 # ---------------------------------------------------------------- memory

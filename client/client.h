@@ -64,7 +64,8 @@ struct client_opts {
 	/* --files-from FILE ("-": standard input), -0: its names end in NUL */
 	char files_from[4096];
 	bool from0;
-	bool missing_ok; /* a --files-from name that doesn't exist is no failure */
+	bool missing_ok;     /* a --files-from name that doesn't exist is no failure */
+	uint64_t bench_size; /* bench --size: bytes to send (default 10 GiB) */
 };
 
 /* A pull's receiver removes partials of cut runs older than this from the directories it writes. */
@@ -91,6 +92,7 @@ int parse_bwlimit(const char *s, uint64_t *ret);
 int cmd_copy(struct client_opts *o, char **args, int nargs);
 int cmd_ls(struct client_opts *o, char **args, int nargs);
 int cmd_check(struct client_opts *o, char **args, int nargs);
+int cmd_bench(struct client_opts *o, char **args, int nargs);
 int cmd_ping(struct client_opts *o, char **args, int nargs);
 int cmd_doctor(struct client_opts *o, char **args, int nargs);
 int cmd_certs(int argc, char **argv);

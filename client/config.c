@@ -44,6 +44,7 @@ void client_opts_defaults(struct client_opts *o)
 	o->idle_timeout_s = 60;
 	o->progress = -1;
 	o->max_delete = UINT64_MAX; /* PROTO_NO_MAX_DELETE */
+	o->bench_size = 10ull << 30;
 }
 
 void client_opts_free(struct client_opts *o)

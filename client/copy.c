@@ -1259,3 +1259,15 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 		  "destination");
 	return EXIT_USAGE;
 }
+
+/* For the other subcommands that open a data path (bench.c). */
+int daemon_conn_pick_transport(struct daemon_conn *s, uint8_t *ret)
+{
+	return pick_transport(s, ret);
+}
+
+int daemon_conn_connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
+			     struct xport **ret)
+{
+	return connect_data(s, ok, ret);
+}

@@ -31,3 +31,13 @@ int daemon_conn_open(struct daemon_conn *s);
 void daemon_conn_close(struct daemon_conn *s, bool clean);
 /* The exit code for a daemon's ERROR code. */
 int exit_for_perr(uint32_t code);
+
+struct xport;
+/*
+ * The transport to ask for (--transport; auto asks the daemon only when an
+ * RDMA device is here), and the data lanes to the daemon's OPEN_OK (copy.c).
+ * Return 0 or an exit code, the error printed.
+ */
+int daemon_conn_pick_transport(struct daemon_conn *s, uint8_t *ret);
+int daemon_conn_connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
+			     struct xport **ret);

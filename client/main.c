@@ -35,6 +35,7 @@ static const struct subcommand subcommands[] = {
 	{ "ls", cmd_ls },
 	{ "check", cmd_check },
 	{ "doctor", cmd_doctor },
+	{ "bench", cmd_bench },
 	{ "certs", run_certs },
 };
 /* clang-format on */

@@ -33,6 +33,7 @@ static void usage(FILE *f)
 	    "       rdmacp check [-r] [-p] [--level L] SRC HOST:MODULE/PATH  (compare, no copy;\n"
 	    "                                                  or HOST:MODULE/PATH DEST)\n"
 	    "       rdmacp ping HOST\n"
+	    "       rdmacp bench [--size S] [--lanes N] [--json] HOST  (memory to memory)\n"
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
 	    "       rdmacp certs init DIR [--host NAME]...\n"
 	    "       rdmacp certs issue DIR --client NAME [--days N] [--backdate N]\n"
@@ -67,6 +68,7 @@ static void usage(FILE *f)
 	    "                         exists (a file by that name), quick (same size and\n"
 	    "                         modification time: use with -p), checksum (same\n"
 	    "                         size and XXH3-128, each side hashing its own file)\n"
+	    "      --size SIZE        bench: bytes to send (K, M, G, T suffixes; default 10G)\n"
 	    "      --level LEVEL      check: quick (type, size, modification time; the\n"
 	    "                         default) or checksum (type, size, XXH3-128 of the\n"
 	    "                         contents, each side hashing its own files); with -p\n"
@@ -311,6 +313,21 @@ static int set_level(struct client_opts *o, const char *v)
 	return 0;
 }
 
+static int set_size(struct client_opts *o, const char *v)
+{
+	uint64_t sz;
+	int r = parse_size(v, &sz);
+
+	if (r < 0) {
+		return r;
+	}
+	if (sz == 0 || sz > PROTO_BENCH_MAX_BYTES) {
+		return -ERANGE;
+	}
+	o->bench_size = sz;
+	return 0;
+}
+
 static int set_exclude(struct client_opts *o, const char *v)
 {
 	return filter_add(&o->filters, FILTER_EXCLUDE, v);
@@ -492,6 +509,7 @@ const struct client_option client_options[] = {
 	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
 	{ "skip", required_argument, 0, NULL, set_skip, "none, exists, quick or checksum" },
 	{ "level", required_argument, 0, NULL, set_level, "quick or checksum" },
+	{ "size", required_argument, 0, NULL, set_size, "bytes, with K, M, G or T: 1 .. 1P" },
 	{ "exclude", required_argument, 0, NULL, set_exclude, PATTERN_EXPECT },
 	{ "include", required_argument, 0, NULL, set_include, PATTERN_EXPECT },
 	{ "exclude-from", required_argument, 0, NULL, set_exclude_from,

@@ -644,13 +644,14 @@ static int m_write_only(struct parse_state *ps, const char *key, const char *val
 	return r < 0 ? r : check_ro_wo(ps);
 }
 
-static int add_allow(struct parse_state *ps, const char *key, const char *tok)
+/* One allow rule into rules (*n of them so far, at most DAEMON_MAX_ALLOW); where: the section. */
+static int add_allow_rule(struct parse_state *ps, const char *key, const char *tok,
+			  struct allow_rule *rules, size_t *n, const char *where)
 {
-	struct module *m = cur_module(ps);
 	struct allow_rule rule = { 0 };
 
-	if (m->nallow >= DAEMON_MAX_ALLOW) {
-		return fail(ps, "too many '%s' rules in [%s] (at most %d)", key, m->name,
+	if (*n >= DAEMON_MAX_ALLOW) {
+		return fail(ps, "too many '%s' rules in [%s] (at most %d)", key, where,
 			    DAEMON_MAX_ALLOW);
 	}
 	if (strcmp(tok, "*") == 0) {
@@ -676,8 +677,26 @@ static int add_allow(struct parse_state *ps, const char *key, const char *tok)
 		}
 		strcpy(rule.name, tok);
 	}
-	m->allow[m->nallow++] = rule;
+	rules[(*n)++] = rule;
 	return 0;
+}
+
+static int add_allow(struct parse_state *ps, const char *key, const char *tok)
+{
+	struct module *m = cur_module(ps);
+
+	return add_allow_rule(ps, key, tok, m->allow, &m->nallow, m->name);
+}
+
+/* 'allow bench' in [global]: who may run rdmacp bench (same entries as a module's 'allow'). */
+static int add_bench_allow(struct parse_state *ps, const char *key, const char *tok)
+{
+	return add_allow_rule(ps, key, tok, ps->cfg->bench_allow, &ps->cfg->nbench_allow, "global");
+}
+
+static int g_allow_bench(struct parse_state *ps, const char *key, const char *value)
+{
+	return for_each_list_entry(ps, key, value, add_bench_allow);
 }
 
 static int m_allow(struct parse_state *ps, const char *key, const char *value)
@@ -786,6 +805,7 @@ static const struct key_handler global_keys[] = {
 	{ "memory budget", false, g_budget },
 	{ "pool size", false, g_pool },
 	{ "log level", false, g_log_level },
+	{ "allow bench", true, g_allow_bench },
 };
 
 static const struct key_handler module_keys[] = {

@@ -89,6 +89,9 @@ struct daemon_config {
 	uint64_t memory_budget;	      /* pinned bytes, all sessions; default 4 GiB */
 	uint64_t pool_size;	      /* per session; default 64 MiB */
 	int log_level;		      /* LOG_* ; default LOG_INFO */
+	/* 'allow bench': who may run rdmacp bench (memory to memory); none: nobody */
+	struct allow_rule bench_allow[DAEMON_MAX_ALLOW];
+	size_t nbench_allow;
 	struct module *modules;
 	size_t nmodules;
 };

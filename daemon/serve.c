@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
+#include <pwd.h>
 #include <openssl/rand.h>
 #include <stdarg.h>
 #include <signal.h>
@@ -81,11 +82,11 @@ static bool san_equals(const char *san, void *ud)
 	return strcmp(san, (const char *)ud) == 0;
 }
 
-/* Does the peer's certificate match one of the module's allow rules? */
-static bool peer_allowed(struct conn *c, const struct module *m)
+/* Does the peer's certificate match one of these allow rules (a module's, 'allow bench')? */
+static bool peer_matches(struct conn *c, const struct allow_rule *rules, size_t n)
 {
-	for (size_t i = 0; i < m->nallow; i++) {
-		const struct allow_rule *a = &m->allow[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct allow_rule *a = &rules[i];
 
 		switch (a->kind) {
 		case ALLOW_ANY:
@@ -104,6 +105,11 @@ static bool peer_allowed(struct conn *c, const struct module *m)
 		}
 	}
 	return false; /* no rule, or none matched: fail closed */
+}
+
+static bool peer_allowed(struct conn *c, const struct module *m)
+{
+	return peer_matches(c, m->allow, m->nallow);
 }
 
 static int refuse(struct conn *c, uint32_t code, const char *fmt, ...)
@@ -602,6 +608,149 @@ static int run_transfer(struct conn *c, const struct msg_open *o, const struct m
 {
 	int r = run_transfer_pinned(c, o, m, basefd, rename_to, pull_srcs);
 
+	if (c->sessions) {
+		session_table_release(c->sessions);
+	}
+	return r;
+}
+
+/* ---- rdmacp bench: memory to memory, no module, no file ---- */
+
+/*
+ * A root daemon runs a bench session as DAEMON_DEFAULT_USER, as it runs a
+ * module without 'uid': the data path never needs root. A connection that
+ * has switched to a module's user already stays that user.
+ */
+static int become_bench_user(struct conn *c)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	uint64_t kept = 0;
+	char err[256];
+	int r;
+
+	if (c->switched || geteuid() != 0) {
+		return 0;
+	}
+	if (getpwnam_r(DAEMON_DEFAULT_USER, &pw, buf, sizeof(buf), &res) != 0 || !res) {
+		log_error("bench: no user %s to run it as", DAEMON_DEFAULT_USER);
+		return refuse(c, PERR_INTERNAL, "bench is unavailable on this daemon");
+	}
+	r = privs_drop(pw.pw_uid, pw.pw_gid, serve_session_memlock(c->cfg), &kept, err,
+		       sizeof(err));
+	if (r < 0) {
+		log_error("bench: cannot switch to %s: %s", DAEMON_DEFAULT_USER, err);
+		refuse(c, PERR_INTERNAL, "bench is unavailable on this daemon");
+		return r;
+	}
+	c->switched = true;
+	c->uid = pw.pw_uid;
+	c->gid = pw.pw_gid;
+	return 0;
+}
+
+/*
+ * The receiving end of rdmacp bench: the same policy, listener, memory
+ * budget and engine as a push, with a ring that is checked and dropped.
+ */
+static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
+{
+	const struct daemon_config *cfg = c->cfg;
+	const struct xport_ops *ops = NULL;
+	struct xport_listener *l = NULL;
+	struct xport *x = NULL;
+	struct xport_params xp = { 0 };
+	struct msg ok = { .type = MSG_OPEN_OK };
+	struct sockaddr_storage bind_addr = c->local;
+	struct engine_params ep = { 0 };
+	struct engine_stats st;
+	uint32_t code = 0;
+	char err[512];
+	uint16_t port;
+	int r;
+
+	ep.role = ENGINE_BENCH_RECEIVER;
+	ep.chunk_size = MIN(MAX(b->chunk_size, POLICY_MIN_CHUNK), POLICY_MAX_CHUNK);
+	ep.slots = MAX((uint32_t)MIN((uint64_t)b->slots, cfg->pool_size / ep.chunk_size), 2u);
+	ep.bench_bytes = b->bytes;
+	ep.bench_seed = b->seed;
+	ep.faults = getenv("RDMACPD_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
+	if (RAND_bytes(xp.token, sizeof(xp.token)) != 1) {
+		return refuse(c, PERR_INTERNAL, "no randomness for a session token");
+	}
+	net_set_port(&bind_addr, 0);
+	r = transport_listen(c, b->transport, &bind_addr, &ops, &l, &port);
+	if (r < 0) {
+		return r;
+	}
+	fit_pool_size(&ep, ops, cfg->pool_size);
+	xp.nlanes = MIN((unsigned)b->lanes, POLICY_MAX_LANES);
+	xport_params_set_slots(&xp, ep.slots);
+	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
+	/* The pinned-memory budget every session shares: over it, "busy". */
+	if (c->sessions && session_table_reserve(c->sessions, engine_pinned_bytes(&ep, ops)) < 0) {
+		ops->listener_close(l);
+		return refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
+	}
+	ok.u.open_ok.transport = (uint8_t)ops->kind;
+	ok.u.open_ok.lanes = (uint8_t)xp.nlanes;
+	ok.u.open_ok.data_port = port;
+	ok.u.open_ok.chunk_size = ep.chunk_size;
+	ok.u.open_ok.slots = ep.slots;
+	memcpy(ok.u.open_ok.token, xp.token, sizeof(xp.token));
+	r = chan_send(&c->chan, &ok);
+	if (r >= 0) {
+		r = ops->accept(l, &xp, &x);
+		if (r < 0) {
+			log_notice_errno(r, "%s (%s): bench lanes did not connect: %m", c->peer,
+					 c->id);
+			chan_send_error(&c->chan, PERR_TRANSPORT, "data lanes did not connect: %s",
+					strerror(-r));
+		}
+	}
+	ops->listener_close(l);
+	explicit_bzero(xp.token, sizeof(xp.token));
+	if (r < 0) {
+		return r;
+	}
+	ep.chan = &c->chan;
+	ep.x = x;
+	ep.idle_timeout_ms = (int)cfg->idle_timeout_s * 1000;
+	ep.peer_caps = c->peer_caps;
+	ep.stop = &stop_requested;
+	r = engine_run(&ep, &st, &code, err, sizeof(err));
+	x->ops->destroy(x);
+	if (r < 0) {
+		char esc[4 * sizeof(err)];
+
+		log_notice("%s (%s): bench failed: %s: %s", c->peer, c->id, proto_err_name(code),
+			   log_escape(err, esc, sizeof(esc)));
+		return r;
+	}
+	log_info("%s (%s): bench done: %llu bytes checked over %u %s lanes in %.3f s", c->peer,
+		 c->id, (unsigned long long)st.bytes, xp.nlanes, ops->name, st.data_seconds);
+	return 0;
+}
+
+static int handle_bench(struct conn *c, const struct msg_bench *b)
+{
+	int r;
+
+	/* Never to a peer that did not announce it: it could not have sent BENCH. */
+	if (!(c->peer_caps & PROTO_CAP_BENCH)) {
+		chan_send_error(&c->chan, PERR_PROTOCOL, "BENCH from a client without bench");
+		return -EBADMSG;
+	}
+	if (!peer_matches(c, c->cfg->bench_allow, c->cfg->nbench_allow)) {
+		return refuse(
+		    c, PERR_PERMISSION,
+		    "bench is not allowed for this client ('allow bench' in rdmacpd.conf)");
+	}
+	r = become_bench_user(c);
+	if (r < 0) {
+		return r;
+	}
+	r = run_bench_pinned(c, b);
 	if (c->sessions) {
 		session_table_release(c->sessions);
 	}
@@ -1698,6 +1847,10 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 			r = handle_open(&c, &m.u.open);
 			filter_list_free(&c.filter);
 			c.have_filter = false;
+			idle_deadline = now_ms() + (int64_t)cfg->idle_timeout_s * 1000;
+			break;
+		case MSG_BENCH:
+			r = handle_bench(&c, &m.u.bench);
 			idle_deadline = now_ms() + (int64_t)cfg->idle_timeout_s * 1000;
 			break;
 		case MSG_LIST:

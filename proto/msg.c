@@ -37,6 +37,7 @@ static const char *const type_names[] = {
 	[MSG_FILTER] = "FILTER",
 	[MSG_DELETED] = "DELETED",
 	[MSG_SUMS] = "SUMS",
+	[MSG_BENCH] = "BENCH",
 };
 
 static const char *const err_names[] = {
@@ -332,6 +333,15 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		wbuf_put_u64(w, m->u.ping.nonce);
 		break;
 	case MSG_BYE:
+		break;
+	case MSG_BENCH:
+		wbuf_put_u8(w, m->u.bench.transport);
+		wbuf_put_u8(w, m->u.bench.lanes);
+		wbuf_put_u16(w, 0);
+		wbuf_put_u32(w, m->u.bench.chunk_size);
+		wbuf_put_u32(w, m->u.bench.slots);
+		wbuf_put_u64(w, m->u.bench.bytes);
+		wbuf_put_u64(w, m->u.bench.seed);
 		break;
 	case MSG_XATTRS:
 		return enc_xattrs(w, &m->u.xattrs);
@@ -933,6 +943,25 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return 0;
 	case MSG_BYE:
 		return 0;
+	case MSG_BENCH: {
+		struct msg_bench *b = &m->u.bench;
+
+		b->transport = rbuf_get_u8(r);
+		b->lanes = rbuf_get_u8(r);
+		if (rbuf_get_u16(r) != 0) {
+			return -EBADMSG;
+		}
+		b->chunk_size = rbuf_get_u32(r);
+		b->slots = rbuf_get_u32(r);
+		b->bytes = rbuf_get_u64(r);
+		b->seed = rbuf_get_u64(r);
+		if (r->error || b->transport > 2 || b->lanes == 0 || b->lanes > PROTO_MAX_LANES ||
+		    !chunk_size_ok(b->chunk_size) || b->slots == 0 || b->slots > PROTO_MAX_SLOTS ||
+		    b->bytes == 0 || b->bytes > PROTO_BENCH_MAX_BYTES) {
+			return -EBADMSG;
+		}
+		return 0;
+	}
 	case MSG_ENTRY_FAILED: {
 		struct msg_entry_failed *ef = &m->u.entry_failed;
 

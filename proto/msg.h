@@ -57,7 +57,9 @@ enum proto_type {
 	 * sender -> receiver (PERR_SUM_WANTED, skip level checksum) */
 	MSG_SUMS = 21,
 	MSG_XATTRS = 23, /* sender -> receiver, only with OPEN XATTRS or ACLS */
-	MSG_TYPE_MAX = MSG_XATTRS,
+	/* client -> daemon: a memory-to-memory run (PROTO_CAP_BENCH); 27 is reserved for it */
+	MSG_BENCH = 26,
+	MSG_TYPE_MAX = MSG_BENCH,
 };
 
 /* Header flags: none are defined in version 1; every bit is reserved. */
@@ -83,8 +85,9 @@ enum {
 	PROTO_CAP_PROBE = 1u << 13,
 	/* Block devices: status codes DEVICE_REFUSED, DEVICE_BUSY, DEVICE_SMALL (22..24) */
 	PROTO_CAP_DEVICES = 1u << 15,
+	PROTO_CAP_BENCH = 1u << 16, /* BENCH: memory-to-memory runs (rdmacp bench) */
 };
-#define PROTO_CAPS_KNOWN 0xbfffu
+#define PROTO_CAPS_KNOWN 0x1bfffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -386,6 +389,21 @@ struct msg_ping {
 	uint64_t nonce;
 };
 
+/*
+ * rdmacp bench: the client sends `bytes` of a pattern seeded by `seed` from
+ * memory to the daemon's memory, which checks every chunk and drops it.
+ * Answered like OPEN (OPEN_OK, or ERROR); the client is the sender.
+ */
+#define PROTO_BENCH_MAX_BYTES (1ull << 50) /* 1 PiB */
+struct msg_bench {
+	uint8_t transport;   /* enum xport_kind, 0 = daemon's choice */
+	uint8_t lanes;	     /* proposed, 1..PROTO_MAX_LANES */
+	uint32_t chunk_size; /* proposed slot size */
+	uint32_t slots;	     /* proposed ring slots */
+	uint64_t bytes;	     /* 1..PROTO_BENCH_MAX_BYTES */
+	uint64_t seed;
+};
+
 /* FILTER rule actions. */
 enum {
 	PROTO_FILTER_INCLUDE = 1,
@@ -470,6 +488,7 @@ struct msg {
 		struct msg_get get;
 		struct msg_end end;
 		struct msg_ping ping;
+		struct msg_bench bench;
 		struct msg_entry_failed entry_failed;
 		struct msg_resume resume;
 		struct msg_list list;

@@ -261,6 +261,8 @@ struct engine_role_ops {
 
 extern const struct engine_role_ops engine_sender_ops;
 extern const struct engine_role_ops engine_receiver_ops;
+extern const struct engine_role_ops engine_bench_sender_ops;
+extern const struct engine_role_ops engine_bench_receiver_ops;
 
 struct engine {
 	const struct engine_params *p;
@@ -389,6 +391,8 @@ struct engine {
 	uint64_t del_heard; /* sender: DELETED batches (the receiver's pass is progress) */
 	/* --partial: kept data is re-verified until then in one FILES batch (see rx_files). */
 	double verify_deadline;
+	/* rdmacp bench (engine_bench.c) */
+	struct bench_state *bench;
 };
 
 /* A probe (engine.h): a dry run on the control channel alone, nothing created. */
@@ -461,9 +465,12 @@ int imm_unexpected(struct engine *e, const struct xport_wc *wc);
 
 /* engine_tx.c */
 void tx_read_done(struct engine *e, uint32_t ci, int res);
+int tx_wait_ring(struct engine *e);
+int tx_on_credit(struct engine *e, const struct xport_wc *wc);
 
 /* engine_rx.c */
 void rx_write_done(struct engine *e, uint32_t slot, int res);
+int rx_offer_ring(struct engine *e);
 
 uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
 
@@ -526,6 +533,9 @@ int rx_delete_start(struct engine *e);
 int rx_delete_step(struct engine *e);
 void rx_delete_free(struct engine *e);
 int tx_deleted(struct engine *e, const struct msg_deleted *md);
+
+/* engine_bench.c */
+void bench_free(struct engine *e);
 
 /* engine_partial.c */
 int rx_partial_open(struct engine *e, struct efile *f);

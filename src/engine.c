@@ -273,6 +273,10 @@ static const struct engine_role_ops *engine_role(enum engine_role role)
 		return &engine_sender_ops;
 	case ENGINE_RECEIVER:
 		return &engine_receiver_ops;
+	case ENGINE_BENCH_SENDER:
+		return &engine_bench_sender_ops;
+	case ENGINE_BENCH_RECEIVER:
+		return &engine_bench_receiver_ops;
 	default:
 		return NULL;
 	}
@@ -288,10 +292,13 @@ bool engine_rx_copies_slots(const struct xport_ops *ops)
 	return !ops->fence;
 }
 
-/* Receiver on a transport that cannot fence slots: one private copy per slot. */
+/*
+ * Receiver on a transport that cannot fence slots: one private copy per slot.
+ * A bench receiver checks each slot where it lies and keeps nothing.
+ */
 static bool engine_copies_slots(const struct engine_params *p, const struct xport_ops *ops)
 {
-	return engine_role(p->role)->peer_writes &&
+	return engine_role(p->role)->peer_writes && p->role != ENGINE_BENCH_RECEIVER &&
 	       (engine_rx_copies_slots(ops) || (p->faults & ENGINE_FAULT_COPY_SLOTS));
 }
 
@@ -529,6 +536,7 @@ static void teardown(struct engine *e)
 	}
 	free(e->dirs_meta);
 	rx_delete_free(e);
+	bench_free(e);
 }
 
 static bool finished(struct engine *e)

@@ -34,6 +34,9 @@ struct xport_ops;
 enum engine_role {
 	ENGINE_SENDER = 1,
 	ENGINE_RECEIVER = 2,
+	/* rdmacp bench (engine_bench.c): memory to memory, no files, no disk. */
+	ENGINE_BENCH_SENDER = 3,
+	ENGINE_BENCH_RECEIVER = 4,
 };
 
 /* One entry the sender offers. */
@@ -98,6 +101,13 @@ struct engine_stats {
 	/* A probe (engine_params.x NULL): entries the receiver would copy, and their bytes. */
 	uint64_t files_planned;
 	uint64_t bytes_planned;
+	/*
+	 * Bench roles: bytes per lane (posted by the sender, verified by the
+	 * receiver), and the seconds from the first chunk posted (received) to
+	 * the last one credited (verified). bytes holds the total.
+	 */
+	uint64_t lane_bytes[16];
+	double data_seconds;
 };
 
 /* An entry committed by the receiver, as engine_events.file_ok tells it. */
@@ -170,6 +180,8 @@ struct engine_limits {
 #define ENGINE_FAULT_FEW_LINKS (1u << 3)
 /* Test hook on the receiver: no time to re-verify kept partial data (--partial). */
 #define ENGINE_FAULT_NO_VERIFY_TIME (1u << 4)
+/* Test hook on the bench sender: the second chunk carries the first one's bytes. */
+#define ENGINE_FAULT_BENCH_MISPLACE (1u << 5)
 
 struct engine_params {
 	enum engine_role role;
@@ -199,6 +211,12 @@ struct engine_params {
 	 * chunk with no burst allowance. A receiver holds credits back instead.
 	 */
 	uint64_t bwlimit;
+	/*
+	 * Bench roles: the stream's length and the seed of its pattern (see
+	 * engine_bench_fill); no source, no destination, no files.
+	 */
+	uint64_t bench_bytes;
+	uint64_t bench_seed;
 	/* receiver */
 	int base_fd;	       /* destination directory (borrowed) */
 	const char *rename_to; /* store the single top-level entry under this name */
@@ -293,6 +311,23 @@ bool engine_rx_copies_slots(const struct xport_ops *ops);
  * reserves exactly this against its memory budget before engine_run.
  */
 uint64_t engine_pinned_bytes(const struct engine_params *p, const struct xport_ops *ops);
+
+/*
+ * rdmacp bench's data for `len` bytes at stream offset `offset` (a multiple
+ * of ENGINE_BENCH_BLOCK) of the pattern seeded by seed: in each block, the
+ * first 8 bytes name the block's offset in the stream, the others hold
+ * seed + (their word's index in the chunk) × an odd constant, little-endian.
+ * A chunk from another offset, a block moved inside a chunk, or any byte
+ * changed does not check. fill writes it all; stamp only the block heads
+ * (buf holds a fill already, of any offset). check returns 0 when buf holds
+ * exactly that, else -EBADMSG with the offset in buf of the first difference
+ * in *ret_at.
+ */
+#define ENGINE_BENCH_BLOCK 4096
+void engine_bench_fill(uint8_t *buf, uint32_t len, uint64_t offset, uint64_t seed);
+void engine_bench_stamp(uint8_t *buf, uint32_t len, uint64_t offset, uint64_t seed);
+int engine_bench_check(const uint8_t *buf, uint32_t len, uint64_t offset, uint64_t seed,
+		       uint32_t *ret_at);
 
 /*
  * Run one transfer to its end. Returns 0 when the exchange completed (files

@@ -876,8 +876,6 @@ static uint32_t rx_data_chunks(const struct engine_params *p)
 /* The slots' states and the commit path's tables, then the RING offered. */
 static int rx_setup(struct engine *e)
 {
-	int r;
-
 	e->rslots = calloc(e->p->slots, sizeof(*e->rslots));
 	e->commit_batch = calloc(FILE_TABLE, sizeof(*e->commit_batch));
 	e->sync_wait = calloc(FILE_TABLE, sizeof(*e->sync_wait));
@@ -889,8 +887,15 @@ static int rx_setup(struct engine *e)
 	if (engine_probe(e)) {
 		return 0; /* no data path: no RING */
 	}
-	/* Offer the ring: data slots, then the descriptor array. */
+	return rx_offer_ring(e);
+}
+
+/* Offer the ring: data slots, then the descriptor array. */
+int rx_offer_ring(struct engine *e)
+{
 	struct msg m = { .type = MSG_RING };
+	int r;
+
 	/* In the registration's own address space: nothing of our heap's layout. */
 	m.u.ring.addr = e->mr->iova;
 	m.u.ring.desc_addr = e->mr->iova + (uint64_t)(e->desc_area - (uint8_t *)e->pool->base);

@@ -768,7 +768,7 @@ static int tx_resume(struct engine *e, const struct msg_resume *rs)
 }
 
 /* Sender: the first message must be the receiver's ring, and it must fit. */
-static int tx_wait_ring(struct engine *e)
+int tx_wait_ring(struct engine *e)
 {
 	struct msg m;
 	int r = chan_recv(e->p->chan, &m, e->p->idle_timeout_ms);
@@ -887,7 +887,7 @@ static int tx_on_message(struct engine *e, struct msg *m)
 }
 
 /* A credit: the receiver has a slot free again. */
-static int tx_on_receive(struct engine *e, const struct xport_wc *wc)
+int tx_on_credit(struct engine *e, const struct xport_wc *wc)
 {
 	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
 	uint32_t slot = wc->imm & PROTO_IMM_SLOT_MASK;
@@ -908,6 +908,6 @@ const struct engine_role_ops engine_sender_ops = {
 	.peer_writes = false,
 	.setup = tx_setup,
 	.on_message = tx_on_message,
-	.on_receive = tx_on_receive,
+	.on_receive = tx_on_credit,
 	.step = step_sender,
 };

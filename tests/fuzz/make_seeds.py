@@ -104,12 +104,16 @@ SEEDS = {
     # receiver -> sender: file id, count, then (offset, len) per verified range
     "resume": frame(19, struct.pack(">IH", 1, 2) + struct.pack(">QQ", 0, 4 << 20)
                     + struct.pack(">QQ", 6 << 20, 12345)),
+    # rdmacp bench: transport tcp, 4 lanes, reserved u16, chunk 1 MiB, 64 slots, bytes, seed
+    "bench": frame(26, struct.pack(">BBHIIQQ", 1, 4, 0, 1 << 20, 64, 10 << 30,
+                                   0x0102030405060708)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]
                        + SEEDS["end"] + SEEDS["bye"])
 SEEDS["stream_ls"] = (SEEDS["hello"] + SEEDS["list_modules"] + SEEDS["modules"] + SEEDS["end"]
                       + SEEDS["list"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"])
+SEEDS["stream_bench"] = SEEDS["hello"] + SEEDS["bench"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_check"] = (SEEDS["hello"] + SEEDS["list_sums"] + SEEDS["files"] + SEEDS["sums"]
                          + SEEDS["end"] + SEEDS["bye"])
 # Two slot descriptors (32 bytes each: file_id, len, offset, seq, reserved 0);

@@ -42,6 +42,8 @@
  *        [chunk=B] [slots=S] [transport=tcp|verbs|auto] [flags=N]
  *                               send OPEN, wait for OPEN_OK / END (dry) / ERROR;
  *                               defaults lanes=1 chunk=1048576 slots=8 tcp
+ *   bench BYTES [lanes=N] [chunk=B] [slots=S]
+ *                               send BENCH (seed 1, tcp), wait for OPEN_OK / ERROR
  *   lanes [token=HEX64] [nlanes=N] [replay]
  *                               connect the tcp data lanes with OPEN_OK's token
  *                               (or another), register a local buffer of two
@@ -939,6 +941,32 @@ static int step_open(struct peer *p, char **args, int nargs)
 			p->ok = reply.u.open_ok;
 			p->have_ok = true;
 		}
+		msg_clear(&reply);
+	}
+	return 0;
+}
+
+/* BENCH (rdmacp bench), answered like OPEN: its OPEN_OK is kept for lanes and chunk. */
+static int step_bench(struct peer *p, char **args, int nargs)
+{
+	struct msg m = { .type = MSG_BENCH }, reply;
+	uint32_t lanes;
+
+	m.u.bench.transport = XPORT_KIND_TCP;
+	if (parse_u64(args[0], &m.u.bench.bytes) < 0 ||
+	    opt_u32(args + 1, nargs - 1, "lanes", 1, &lanes) < 0 || lanes > 255 ||
+	    opt_u32(args + 1, nargs - 1, "chunk", DEFAULT_CHUNK, &m.u.bench.chunk_size) < 0 ||
+	    opt_u32(args + 1, nargs - 1, "slots", DEFAULT_SLOTS, &m.u.bench.slots) < 0) {
+		return usage_error("bench: bad option");
+	}
+	m.u.bench.lanes = (uint8_t)lanes;
+	m.u.bench.seed = 1;
+	if (send_msg(p, &m) < 0) {
+		return 0;
+	}
+	if (await(p, TYPE_BIT(MSG_OPEN_OK), "OPEN_OK", &reply) > 0) {
+		p->ok = reply.u.open_ok;
+		p->have_ok = true;
 		msg_clear(&reply);
 	}
 	return 0;
@@ -1997,6 +2025,7 @@ static const struct step steps[] = {
 	{ "open", 2, -1, step_open, true },
 	{ "lanes", 0, 4, step_lanes, true },
 	{ "ring", 0, 0, step_ring, true },
+	{ "bench", 1, -1, step_bench, true },
 	{ "files", 1, -1, step_files, true },
 	{ "ack", 0, 0, step_ack, true },
 	{ "chunk", 5, -1, step_chunk, true },
@@ -2040,6 +2069,7 @@ static void usage(FILE *f)
 	      "  hello [MIN:MAX] [caps=N] [sw=TEXT]    ping [NONCE]\n"
 	      "  open push|pull PATH [dir] [recursive] [preserve] [owner] [dry] [lanes=N]\n"
 	      "       [chunk=B] [slots=S] [transport=tcp|verbs|auto] [flags=N]\n"
+	      "  bench BYTES [lanes=N] [chunk=B] [slots=S]\n"
 	      "  lanes [token=HEX] [nlanes=N] [replay]    ring\n"
 	      "  files ID:NAME:SIZE[:MODE_OCTAL[:TYPE[:LINK]]]... [mtime=S] [uid=N] [gid=N]\n"
 	      "  ack    result    credits\n"

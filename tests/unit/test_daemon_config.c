@@ -629,6 +629,38 @@ static void test_bad_allow(void **state)
 	expect_error(BASE_LINES + 3, "empty");
 }
 
+/* 'allow bench' in [global]: a module's allow syntax, repeatable, none by default. */
+static void test_allow_bench(void **state)
+{
+	struct daemon_config *c;
+
+	write_conf("[data]\npath = @/data\nallow = *\n");
+	c = load_ok();
+	assert_int_equal(c->nbench_allow, 0);
+	daemon_config_free(c);
+
+	write_conf("allow bench = alice, *\nallow bench = sha256:"
+		   "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"
+		   "[data]\npath = @/data\n");
+	c = load_ok();
+	assert_int_equal(c->nbench_allow, 3);
+	assert_int_equal(c->bench_allow[0].kind, ALLOW_NAME);
+	assert_string_equal(c->bench_allow[0].name, "alice");
+	assert_int_equal(c->bench_allow[1].kind, ALLOW_ANY);
+	assert_int_equal(c->bench_allow[2].kind, ALLOW_FINGERPRINT);
+	assert_int_equal(c->bench_allow[2].fp[31], 0xff);
+	/* Not a module's: no module allows anyone for it. */
+	assert_int_equal(c->modules[0].nallow, 0);
+	daemon_config_free(c);
+
+	write_conf("allow bench = alice,,bob\n");
+	expect_error(BASE_LINES + 1, "empty entry");
+	write_conf("allow bench = \"alice\"\n");
+	expect_error(BASE_LINES + 1, "bad entry");
+	write_conf("[data]\npath = @/data\nallow bench = alice\n");
+	expect_error(BASE_LINES + 3, "unknown key 'allow bench' in module [data]");
+}
+
 /* Issue 15: "allow = alice, bob" took "alice," as a name and locked alice out. */
 static void test_allow_lists(void **state)
 {
@@ -903,6 +935,7 @@ int main(void)
 		cmocka_unit_test(test_max_files),
 		cmocka_unit_test(test_bad_allow),
 		cmocka_unit_test(test_allow_lists),
+		cmocka_unit_test(test_allow_bench),
 		cmocka_unit_test(test_listen_lists),
 		cmocka_unit_test(test_too_many_allow),
 		cmocka_unit_test(test_bad_bool),

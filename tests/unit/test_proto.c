@@ -303,6 +303,14 @@ static void sample(uint16_t type, struct msg *m)
 		m->u.sums.count = 3;
 		m->u.sums.sums = s_sums;
 		break;
+	case MSG_BENCH:
+		m->u.bench.transport = 1;
+		m->u.bench.lanes = 4;
+		m->u.bench.chunk_size = 1u << 20;
+		m->u.bench.slots = 64;
+		m->u.bench.bytes = 10ull << 30;
+		m->u.bench.seed = 0x0102030405060708ull;
+		break;
 	default:
 		fail();
 	}
@@ -491,6 +499,14 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 			assert_memory_equal(a->u.sums.sums[i].hash, b->u.sums.sums[i].hash,
 					    PROTO_HASH_LEN);
 		}
+		break;
+	case MSG_BENCH:
+		assert_int_equal(a->u.bench.transport, b->u.bench.transport);
+		assert_int_equal(a->u.bench.lanes, b->u.bench.lanes);
+		assert_int_equal(a->u.bench.chunk_size, b->u.bench.chunk_size);
+		assert_int_equal(a->u.bench.slots, b->u.bench.slots);
+		assert_true(a->u.bench.bytes == b->u.bench.bytes);
+		assert_true(a->u.bench.seed == b->u.bench.seed);
 		break;
 	default:
 		fail();
@@ -1267,6 +1283,58 @@ static void test_bad_open(void **state)
 	len = encode_ok(&m);
 	payload()[3] = 1;
 	assert_int_equal(decode_rc(MSG_OPEN, payload(), len), -EBADMSG);
+}
+
+/* BENCH: every field at its edges; each out of range, and the reserved bytes, refused. */
+static void test_bench(void **state)
+{
+	struct msg m;
+	size_t len;
+
+	(void)state;
+	sample(MSG_BENCH, &m);
+	m.u.bench.transport = 0;
+	m.u.bench.lanes = PROTO_MAX_LANES;
+	m.u.bench.chunk_size = PROTO_MAX_CHUNK;
+	m.u.bench.slots = PROTO_MAX_SLOTS;
+	m.u.bench.bytes = PROTO_BENCH_MAX_BYTES;
+	round_trip(&m);
+	m.u.bench.transport = 2;
+	m.u.bench.lanes = 1;
+	m.u.bench.chunk_size = PROTO_MIN_CHUNK;
+	m.u.bench.slots = 1;
+	m.u.bench.bytes = 1;
+	m.u.bench.seed = 0;
+	round_trip(&m);
+#define BAD_BENCH(field, value)                                   \
+	do {                                                      \
+		sample(MSG_BENCH, &m);                            \
+		m.u.bench.field = (value);                        \
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG); \
+	} while (0)
+	BAD_BENCH(transport, 3);
+	BAD_BENCH(lanes, 0);
+	BAD_BENCH(lanes, PROTO_MAX_LANES + 1);
+	BAD_BENCH(chunk_size, 0);
+	BAD_BENCH(chunk_size, PROTO_MIN_CHUNK + 1);
+	BAD_BENCH(chunk_size, PROTO_MAX_CHUNK * 2);
+	BAD_BENCH(slots, 0);
+	BAD_BENCH(slots, PROTO_MAX_SLOTS + 1);
+	BAD_BENCH(bytes, 0);
+	BAD_BENCH(bytes, PROTO_BENCH_MAX_BYTES + 1);
+#undef BAD_BENCH
+	for (size_t i = 2; i < 4; i++) {
+		sample(MSG_BENCH, &m);
+		len = encode_ok(&m);
+		payload()[i] = 1;
+		assert_int_equal(decode_rc(MSG_BENCH, payload(), len), -EBADMSG);
+	}
+	/* Short by one byte, one byte too many. */
+	sample(MSG_BENCH, &m);
+	len = encode_ok(&m);
+	assert_int_equal(len, 28);
+	assert_int_equal(decode_rc(MSG_BENCH, payload(), len - 1), -EBADMSG);
+	assert_int_equal(decode_rc(MSG_BENCH, payload(), len + 1), -EBADMSG);
 }
 
 static void test_bad_open_ok(void **state)
@@ -2052,6 +2120,7 @@ int main(void)
 		cmocka_unit_test(test_bad_hello),
 		cmocka_unit_test(test_bad_open),
 		cmocka_unit_test(test_bad_open_ok),
+		cmocka_unit_test(test_bench),
 		cmocka_unit_test(test_bad_ring),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_bad_xattrs),
