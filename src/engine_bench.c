@@ -248,6 +248,15 @@ static int btx_setup(struct engine *e)
 	for (uint32_t i = 0; i < e->p->slots; i++) {
 		e->bench->slot_chunk[i] = BENCH_NONE;
 	}
+	/*
+	 * A copy registers its pool with io_uring at its first disk read; a
+	 * bench has none, and measures the data path as a copy in full flow
+	 * has it: pinned from the start, and counted (VmPin) as such.
+	 */
+	r = engine_pin_pool(e);
+	if (r < 0) {
+		return r;
+	}
 	/* The pattern once; each chunk posted gets only its block heads stamped. */
 	for (uint32_t ci = 0; ci < e->p->pool_chunks; ci++) {
 		engine_bench_fill(pool_chunk(e->pool, ci), e->p->chunk_size, 0, e->p->bench_seed);
@@ -404,6 +413,10 @@ static int brx_setup(struct engine *e)
 {
 	int r = bench_alloc(e);
 
+	/* Pinned before RING, as btx_setup pins its pool (a copy: at its first write). */
+	if (r >= 0) {
+		r = engine_pin_pool(e);
+	}
 	return r < 0 ? r : rx_offer_ring(e);
 }
 
