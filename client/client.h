@@ -61,7 +61,8 @@ struct client_opts {
 	/* --files-from FILE ("-": standard input), -0: its names end in NUL */
 	char files_from[4096];
 	bool from0;
-	bool missing_ok; /* a --files-from name that doesn't exist is no failure */
+	bool missing_ok;       /* a --files-from name that doesn't exist is no failure */
+	uint64_t wait_busy_ms; /* --wait-busy: how long a busy daemon is asked again, 0: not */
 };
 
 /* A pull's receiver removes partials of cut runs older than this from the directories it writes. */
@@ -81,6 +82,9 @@ struct remote {
 
 /* "HOST:PATH" / "[v6]:PATH" -> 1; a local path -> 0; malformed -> -EINVAL. */
 int parse_remote(const char *arg, struct remote *ret);
+
+/* --wait-busy: seconds, or with an ms, s, m or h suffix; at most a day. */
+int parse_duration_ms(const char *s, uint64_t *ret);
 
 /* --bwlimit: a bare number is KiB/s (as rsync's), K/M/G/T suffixes as parse_size. */
 int parse_bwlimit(const char *s, uint64_t *ret);

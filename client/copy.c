@@ -405,6 +405,13 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  r == -EPIPE || r == -ECONNRESET ? "connection closed" : strerror(-r));
 		return r == -EPIPE || r == -ECONNRESET ? EXIT_CONNECT : EXIT_PROTOCOL;
 	}
+	if (ret->type == MSG_ERROR && ret->u.error.code == PERR_BUSY) {
+		/* The memory budget in use: --wait-busy asks again. */
+		daemon_conn_busy(s, "%s: %s", s->rem->host,
+				 log_escape(ret->u.error.text, esc, sizeof(esc)));
+		msg_clear(ret);
+		return exit_for_perr(PERR_BUSY);
+	}
 	if (ret->type == MSG_ERROR) {
 		log_error("%s: %s", s->rem->host, log_escape(ret->u.error.text, esc, sizeof(esc)));
 		if (ret->u.error.code == PERR_TRANSPORT && m.u.open.transport == XPORT_KIND_VERBS) {
@@ -426,6 +433,29 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 	log_error("%s: protocol error: unexpected %s", s->rem->host, proto_type_name(ret->type));
 	msg_clear(ret);
 	return EXIT_PROTOCOL;
+}
+
+/* OPEN as a step of daemon_conn_open_waiting: a busy answer is asked again. */
+struct open_args {
+	uint8_t direction;
+	uint32_t flags;
+	const char *path;
+	struct msg *reply;
+};
+
+static int open_step(struct daemon_conn *s, void *ud)
+{
+	struct open_args *a = ud;
+
+	return open_transfer(s, a->direction, a->flags, a->path, a->reply);
+}
+
+static int connect_open(struct daemon_conn *s, uint8_t direction, uint32_t flags, const char *path,
+			struct msg *reply)
+{
+	struct open_args a = { direction, flags, path, reply };
+
+	return daemon_conn_open_waiting(s, open_step, &a, &interrupted);
 }
 
 static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, struct xport **ret)
@@ -786,10 +816,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	if (o->mirror && local_failures == 0) {
 		flags |= PROTO_OPEN_DELETE;
 	}
-	rc = daemon_conn_open(&s);
-	if (rc == 0) {
-		rc = open_transfer(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
-	}
+	rc = connect_open(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
 	if (rc == 0 && proto_open_is_probe(flags)) {
 		/* The daemon looks at its side: what it would skip, take, delete. */
 		src_list_source(&srcs, &ep.source);
@@ -1091,10 +1118,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		x.local_dir = local_dir;
 	}
 	if (rc == 0) {
-		rc = daemon_conn_open(&s);
-	}
-	if (rc == 0) {
-		rc = open_transfer(&s, PROTO_DIR_PULL, flags, rems[0].path, &reply);
+		rc = connect_open(&s, PROTO_DIR_PULL, flags, rems[0].path, &reply);
 	}
 	if (rc == 0 && o->dry_run && !proto_open_is_probe(flags)) {
 		rc = send_get(&s, paths, (size_t)nargs) < 0 ? EXIT_PROTOCOL : pull_plan(&s, &x);

@@ -50,6 +50,9 @@ static void usage(FILE *f)
 	    "      --lanes N, --qps N data connections: TCP lanes or RC QPs (default 2)\n"
 	    "      --devices D1,D2    stripe the lanes over these RDMA devices (implies verbs)\n"
 	    "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
+	    "      --wait-busy TIME   a busy daemon (connection limit, memory budget) is\n"
+	    "                         asked again with backoff for up to TIME: seconds, or\n"
+	    "                         with ms, s, m or h (default 1m; 0: fail at once)\n"
 	    "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"
 	    "  -p, --preserve         keep modes and modification times (symlinks' too)\n"
 	    "  -a, --archive          the same as -r -p\n"
@@ -323,6 +326,11 @@ static int set_max_delete(struct client_opts *o, const char *v)
 	return 0;
 }
 
+static int set_wait_busy(struct client_opts *o, const char *v)
+{
+	return parse_duration_ms(v, &o->wait_busy_ms);
+}
+
 static int set_connect_timeout(struct client_opts *o, const char *v)
 {
 	uint64_t s;
@@ -446,6 +454,8 @@ const struct client_option client_options[] = {
 	{ "chunk-size", required_argument, 0, "chunk size", set_chunk_size,
 	  "a power of two from 4K to 64M" },
 	{ NULL, required_argument, 0, "connect timeout", set_connect_timeout, "seconds, 1..3600" },
+	{ "wait-busy", required_argument, 0, "wait busy", set_wait_busy,
+	  "a duration up to 24h: seconds, or with ms, s, m or h (0: don't wait)" },
 	{ "recursive", no_argument, 'r', NULL, set_recursive, NULL },
 	{ "preserve", no_argument, 'p', NULL, set_preserve, NULL },
 	{ "archive", no_argument, 'a', NULL, set_archive, NULL },
