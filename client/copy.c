@@ -38,6 +38,24 @@
 
 static volatile sig_atomic_t interrupted;
 
+/* rdmacp run: where push tells each entry's outcome (copy_set_observer). */
+static void (*observe_fn)(void *ud, const char *name, const char *action, uint64_t bytes,
+			  const char *code);
+static void *observe_ud;
+
+void copy_set_observer(void (*fn)(void *ud, const char *name, const char *action, uint64_t bytes,
+				  const char *code),
+		       void *ud)
+{
+	observe_fn = fn;
+	observe_ud = ud;
+}
+
+bool copy_interrupted(void)
+{
+	return interrupted != 0;
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -758,6 +776,8 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 
 	output_init(&x.out, o->json, o->progress, o->verbose);
 	x.out.dry_run = o->dry_run;
+	x.out.observe = observe_fn;
+	x.out.observe_ud = observe_ud;
 	srcs.filter = filter_empty(&o->filters) ? NULL : &o->filters;
 	if (o->files_from[0]) {
 		if (nargs != 1) {

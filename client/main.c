@@ -36,6 +36,10 @@ static const struct subcommand subcommands[] = {
 	{ "check", cmd_check },
 	{ "doctor", cmd_doctor },
 	{ "certs", run_certs },
+	{ "plan", cmd_plan },
+	{ "run", cmd_run },
+	{ "finalize", cmd_finalize },
+	{ "report", cmd_report },
 };
 /* clang-format on */
 

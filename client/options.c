@@ -32,6 +32,11 @@ static void usage(FILE *f)
 	    "       rdmacp ls [-l] [-r] [--json] HOST[:MODULE/PATH]  (list modules or entries)\n"
 	    "       rdmacp check [-r] [-p] [--level L] SRC HOST:MODULE/PATH  (compare, no copy;\n"
 	    "                                                  or HOST:MODULE/PATH DEST)\n"
+	    "       rdmacp plan SRC HOST[,HOST...]:MODULE/PATH -o PLAN [--shards N] [copy "
+	    "options]\n"
+	    "       rdmacp run PLAN --shard I/N|auto              (copy one shard, journaled)\n"
+	    "       rdmacp finalize PLAN [--delete [--max-delete N]]  (after all shards)\n"
+	    "       rdmacp report PLAN [--json|--csv]              (outcomes of every entry)\n"
 	    "       rdmacp ping HOST\n"
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
 	    "       rdmacp certs init DIR [--host NAME]...\n"
@@ -87,6 +92,11 @@ static void usage(FILE *f)
 	    "      --partial          keep what a cut copy received; a later --partial run\n"
 	    "                         of the same source sends only what is missing\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
+	    "  -o, --output PLAN      plan: the plan file to write\n"
+	    "      --shards N         plan: how many shards (default 1, at most 65536)\n"
+	    "      --shard I/N|auto   run: which shard; auto from Slurm, MPI, PMI or a\n"
+	    "                         Kubernetes Indexed Job (JOB_COMPLETION_INDEX)\n"
+	    "      --csv              report: one CSV row per entry\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
 	    "      --poll             busy-poll completions (lower latency, one core spins)\n"
@@ -104,7 +114,8 @@ static void usage(FILE *f)
 	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
 	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
 	    "could not store or read a file, or failed on its side), 15 check found\n"
-	    "differences, 16 deletions held back by --max-delete.\n",
+	    "differences, 16 deletions held back by --max-delete, 18 shard already\n"
+	    "running, 19 bad plan or journal.\n",
 	    f);
 }
 
@@ -331,6 +342,28 @@ static int set_wait_busy(struct client_opts *o, const char *v)
 	return parse_duration_ms(v, &o->wait_busy_ms);
 }
 
+static int set_output(struct client_opts *o, const char *v)
+{
+	return set_path(o->plan_out, sizeof(o->plan_out), v);
+}
+
+static int set_shards(struct client_opts *o, const char *v)
+{
+	uint64_t n;
+	int r = parse_uint(v, 1, 65536, &n);
+
+	if (r < 0) {
+		return r;
+	}
+	o->shards = (uint32_t)n;
+	return 0;
+}
+
+static int set_shard(struct client_opts *o, const char *v)
+{
+	return set_path(o->shard_spec, sizeof(o->shard_spec), v);
+}
+
 static int set_connect_timeout(struct client_opts *o, const char *v)
 {
 	uint64_t s;
@@ -374,6 +407,7 @@ FLAG_HANDLER(set_json, json)
 FLAG_HANDLER(set_from0, from0)
 FLAG_HANDLER(set_missing_ok, missing_ok)
 FLAG_HANDLER(set_delete, mirror)
+FLAG_HANDLER(set_csv, csv)
 
 /* -a: -r -p, as cp -a and rsync -a (less what rdmacp doesn't keep: owners, links). */
 static int set_archive(struct client_opts *o, const char *v)
@@ -478,6 +512,10 @@ const struct client_option client_options[] = {
 	  "a number of entries, 0 or more" },
 	{ "partial", no_argument, 0, NULL, set_partial, NULL },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
+	{ "output", required_argument, 'o', NULL, set_output, PATH_EXPECT },
+	{ "shards", required_argument, 0, NULL, set_shards, "1..65536" },
+	{ "shard", required_argument, 0, NULL, set_shard, "I/N (0 <= I < N) or auto" },
+	{ "csv", no_argument, 0, NULL, set_csv, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },
 	{ "poll", no_argument, 0, "poll", set_poll, BOOL_EXPECT },

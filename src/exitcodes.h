@@ -20,4 +20,6 @@ enum rdmacp_exit {
 	EXIT_REMOTE_IO = 14,   /* the daemon could not store or read a file, or its set-up failed */
 	EXIT_DIFFERENT = 15,   /* check: the trees differ */
 	EXIT_MAX_DELETE = 16,  /* --delete: --max-delete kept entries that were due for removal */
+	EXIT_SHARD_TAKEN = 18, /* rdmacp run: another process runs that shard (or finalize) */
+	EXIT_BAD_PLAN = 19,    /* a plan or journal malformed, edited, or not of this plan */
 };
