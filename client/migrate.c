@@ -638,7 +638,8 @@ static int parse_index(const char *s, uint64_t max, uint32_t *ret)
 /*
  * --shard auto: I and N from the launcher. Slurm array tasks (their IDs may
  * start above 0: SLURM_ARRAY_TASK_MIN), srun tasks, Open MPI and PMI ranks,
- * a Kubernetes Indexed Job's index (its count: --shards, or the plan's).
+ * a Kubernetes Indexed Job's index (its count: --shards, or the plan's). --shards, when
+ * given, is the count for the others too.
  */
 static int shard_from_env(const struct client_opts *o, uint32_t plan_shards, uint32_t *ri,
 			  uint32_t *rn, const char **ret_from)
@@ -660,7 +661,9 @@ static int shard_from_env(const struct client_opts *o, uint32_t plan_shards, uin
 			continue;
 		}
 		*ret_from = pairs[i][0];
-		if (pairs[i][1] && (!cnt || parse_index(cnt, PLAN_MAX_SHARDS, &n) < 0 || n == 0)) {
+		/* --shards wins: one task of an array run again alone (sbatch --array=I) counts 1. */
+		if (pairs[i][1] && !o->shards &&
+		    (!cnt || parse_index(cnt, PLAN_MAX_SHARDS, &n) < 0 || n == 0)) {
 			log_error("--shard auto: %s is set but %s is not a count", pairs[i][0],
 				  pairs[i][1]);
 			return EXIT_USAGE;

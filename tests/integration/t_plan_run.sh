@@ -150,7 +150,7 @@ expect_rc 9 "finalize after the kill" "${CLIENT[@]}" finalize "$P2"
 grep -q "shard 0:" "$T/err" && grep -q "not finished" "$T/err" && pass "finalize names the unfinished shard" ||
 	fail "finalize said: $(cat "$T/err")"
 expect_rc 0 "the killed shard run again" "${CLIENT[@]}" --json run "$P2" --shard 0/1
-jq -e 'select(.event == "file" and .action == "resumed" and .resumed_bytes > 0)' "$T/out" >/dev/null &&
+jq -c 'select(.event == "file" and .action == "resumed" and .resumed_bytes > 0)' "$T/out" | grep -q . &&
 	pass "the big file resumed (--partial)" || echo "note: the kill came before any data was kept: $(grep big "$T/out" | head -2)"
 expect_rc 0 "finalize" "${CLIENT[@]}" finalize "$P2"
 diff -r "$T/src/k" "$T/mod/k/k" >/dev/null && pass "identical after the re-run" || fail "differs after the re-run"
