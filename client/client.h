@@ -68,6 +68,7 @@ struct client_opts {
 	uint32_t shards;     /* plan --shards; run --shard auto: a Kubernetes index's count */
 	char shard_spec[64]; /* run --shard I/N or auto */
 	bool csv;	     /* report --csv */
+	bool watch;	     /* report --watch */
 };
 
 /* A pull's receiver removes partials of cut runs older than this from the directories it writes. */

@@ -1304,31 +1304,48 @@ static void merged_summary(const struct merged *m, const struct client_opts *o, 
 	}
 }
 
+/* report --watch: the totals and shards again every few seconds, until nothing is pending. */
+#define REPORT_WATCH_S 5
+
 int cmd_report(struct client_opts *o, char **args, int nargs)
 {
-	struct merged m = { .o = o, .listing = true };
 	int rc;
 
 	if (nargs != 1) {
-		log_error("usage: rdmacp report PLAN [--json|--csv]");
+		log_error("usage: rdmacp report PLAN [--json|--csv] [--watch]");
 		return EXIT_USAGE;
 	}
 	if (o->json && o->csv) {
 		log_error("--json or --csv, not both");
 		return EXIT_USAGE;
 	}
-	rc = merged_load(&m, args[0]);
-	if (rc == 0 && o->csv) {
-		printf("name,type,shard,state,size,code\n");
+	if (o->watch && o->csv) {
+		log_error("--watch prints totals, not --csv rows");
+		return EXIT_USAGE;
 	}
-	if (rc == 0) {
-		rc = plan_pass(m.r, merged_entry, &m);
+	for (;;) {
+		/* Watching, each round is the totals and the shards, not every entry. */
+		struct merged m = { .o = o, .listing = !o->watch };
+		uint64_t pending = 0;
+
+		rc = merged_load(&m, args[0]);
+		if (rc == 0 && o->csv) {
+			printf("name,type,shard,state,size,code\n");
+		}
+		if (rc == 0) {
+			rc = plan_pass(m.r, merged_entry, &m);
+		}
+		if (rc == 0) {
+			merged_summary(&m, o, true);
+			fflush(stdout);
+			pending = m.by_state[0];
+		}
+		merged_free(&m);
+		if (rc != 0 || !o->watch || pending == 0) {
+			return rc;
+		}
+		sleep(REPORT_WATCH_S);
 	}
-	if (rc == 0) {
-		merged_summary(&m, o, true);
-	}
-	merged_free(&m);
-	return rc;
 }
 
 /* finalize: the directories again, with -p: their modes and times, now their contents are in. */

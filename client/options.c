@@ -36,7 +36,7 @@ static void usage(FILE *f)
 	    "options]\n"
 	    "       rdmacp run PLAN --shard I/N|auto              (copy one shard, journaled)\n"
 	    "       rdmacp finalize PLAN [--delete [--max-delete N]]  (after all shards)\n"
-	    "       rdmacp report PLAN [--json|--csv]              (outcomes of every entry)\n"
+	    "       rdmacp report PLAN [--json|--csv|--watch]      (outcomes of every entry)\n"
 	    "       rdmacp ping HOST\n"
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
 	    "       rdmacp certs init DIR [--host NAME]...\n"
@@ -97,6 +97,7 @@ static void usage(FILE *f)
 	    "      --shard I/N|auto   run: which shard; auto from Slurm, MPI, PMI or a\n"
 	    "                         Kubernetes Indexed Job (JOB_COMPLETION_INDEX)\n"
 	    "      --csv              report: one CSV row per entry\n"
+	    "      --watch            report: again every 5 s until nothing is pending\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
 	    "      --poll             busy-poll completions (lower latency, one core spins)\n"
@@ -408,6 +409,7 @@ FLAG_HANDLER(set_from0, from0)
 FLAG_HANDLER(set_missing_ok, missing_ok)
 FLAG_HANDLER(set_delete, mirror)
 FLAG_HANDLER(set_csv, csv)
+FLAG_HANDLER(set_watch, watch)
 
 /* -a: -r -p, as cp -a and rsync -a (less what rdmacp doesn't keep: owners, links). */
 static int set_archive(struct client_opts *o, const char *v)
@@ -516,6 +518,7 @@ const struct client_option client_options[] = {
 	{ "shards", required_argument, 0, NULL, set_shards, "1..65536" },
 	{ "shard", required_argument, 0, NULL, set_shard, "I/N (0 <= I < N) or auto" },
 	{ "csv", no_argument, 0, NULL, set_csv, NULL },
+	{ "watch", no_argument, 0, NULL, set_watch, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },
 	{ "poll", no_argument, 0, "poll", set_poll, BOOL_EXPECT },

@@ -15,7 +15,8 @@
 #      every entry copied; report --csv has one row per entry;
 #   3. a shard run again copies no file (its journal proves them done);
 #   4. a shard killed (kill -9) while it copies a big file: finalize exits 9
-#      and names the shard; run again, it resumes the big file (--partial),
+#      and names the shard; report --watch follows the re-run and ends once
+#      nothing is pending; run again, it resumes the big file (--partial),
 #      finalize exits 0, identical; finalize --delete removes what the source
 #      no longer has (--max-delete honoured: exit 16 first);
 #   5. bad input: a plan cut short, two entries swapped, a header whose
@@ -149,7 +150,22 @@ BG_PIDS=()
 expect_rc 9 "finalize after the kill" "${CLIENT[@]}" finalize "$P2"
 grep -q "shard 0:" "$T/err" && grep -q "not finished" "$T/err" && pass "finalize names the unfinished shard" ||
 	fail "finalize said: $(cat "$T/err")"
+# report --watch follows the re-run and ends by itself once nothing is pending.
+"${CLIENT[@]}" report --watch --json "$P2" >"$T/watch.out" 2>"$T/watch.err" &
+wp=$!
+BG_PIDS+=("$wp")
+sleep 1
 expect_rc 0 "the killed shard run again" "${CLIENT[@]}" --json run "$P2" --shard 0/1
+for _ in $(seq 1 150); do kill -0 "$wp" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$wp" 2>/dev/null && fail "report --watch still runs with nothing pending"
+wait "$wp"
+wrc=$?
+BG_PIDS=()
+rounds=$(jq -c 'select(.event == "report")' "$T/watch.out" | wc -l)
+[ "$wrc" -eq 0 ] && [ "$rounds" -ge 2 ] &&
+	[ "$(jq -r 'select(.event == "report") | .complete' "$T/watch.out" | sed -n '1p;$p' | tr '\n' ' ')" = "false true " ] &&
+	pass "report --watch: $rounds rounds, pending then complete, exit 0" ||
+	fail "report --watch: exit $wrc, $rounds rounds: $(jq -r 'select(.event == "report") | .complete' "$T/watch.out" | tr '\n' ' ')"
 jq -c 'select(.event == "file" and .action == "resumed" and .resumed_bytes > 0)' "$T/out" | grep -q . &&
 	pass "the big file resumed (--partial)" || echo "note: the kill came before any data was kept: $(grep big "$T/out" | head -2)"
 expect_rc 0 "finalize" "${CLIENT[@]}" finalize "$P2"
