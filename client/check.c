@@ -597,7 +597,7 @@ int cmd_check(struct client_opts *o, char **args, int nargs)
 	ls.recursive = o->recursive;
 	ls.checksum = o->check_level == CHECK_LEVEL_CHECKSUM;
 	output_init(&out, o->json, 0, o->verbose);
-	rc = daemon_conn_open(&s);
+	rc = daemon_conn_open_waiting(&s, NULL, NULL, NULL);
 	if (rc != 0) {
 		daemon_conn_close(&s, false);
 		return rc;

@@ -64,8 +64,15 @@ struct client_opts {
 	/* --files-from FILE ("-": standard input), -0: its names end in NUL */
 	char files_from[4096];
 	bool from0;
-	bool missing_ok;     /* a --files-from name that doesn't exist is no failure */
-	uint64_t bench_size; /* bench --size: bytes to send (default 10 GiB) */
+	bool missing_ok;       /* a --files-from name that doesn't exist is no failure */
+	uint64_t bench_size;   /* bench --size: bytes to send (default 10 GiB) */
+	uint64_t wait_busy_ms; /* --wait-busy: how long a busy daemon is asked again, 0: not */
+	/* plan, run, report (migrate.c) */
+	char plan_out[4096]; /* plan -o */
+	uint32_t shards;     /* plan --shards; run --shard auto: a Kubernetes index's count */
+	char shard_spec[64]; /* run --shard I/N or auto */
+	bool csv;	     /* report --csv */
+	bool watch;	     /* report --watch */
 };
 
 /* A pull's receiver removes partials of cut runs older than this from the directories it writes. */
@@ -86,10 +93,23 @@ struct remote {
 /* "HOST:PATH" / "[v6]:PATH" -> 1; a local path -> 0; malformed -> -EINVAL. */
 int parse_remote(const char *arg, struct remote *ret);
 
+/* --wait-busy: seconds, or with an ms, s, m or h suffix; at most a day. */
+int parse_duration_ms(const char *s, uint64_t *ret);
+
 /* --bwlimit: a bare number is KiB/s (as rsync's), K/M/G/T suffixes as parse_size. */
 int parse_bwlimit(const char *s, uint64_t *ret);
 
 int cmd_copy(struct client_opts *o, char **args, int nargs);
+/* rdmacp run: each entry a push commits, skips or fails is told to fn too (NULL: none). */
+void copy_set_observer(void (*fn)(void *ud, const char *name, const char *action, uint64_t bytes,
+				  const char *code),
+		       void *ud);
+/* Whether SIGINT or SIGTERM came during cmd_copy. */
+bool copy_interrupted(void);
+int cmd_plan(struct client_opts *o, char **args, int nargs);
+int cmd_run(struct client_opts *o, char **args, int nargs);
+int cmd_finalize(struct client_opts *o, char **args, int nargs);
+int cmd_report(struct client_opts *o, char **args, int nargs);
 int cmd_ls(struct client_opts *o, char **args, int nargs);
 int cmd_check(struct client_opts *o, char **args, int nargs);
 int cmd_bench(struct client_opts *o, char **args, int nargs);

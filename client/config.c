@@ -45,6 +45,7 @@ void client_opts_defaults(struct client_opts *o)
 	o->progress = -1;
 	o->max_delete = UINT64_MAX; /* PROTO_NO_MAX_DELETE */
 	o->bench_size = 10ull << 30;
+	o->wait_busy_ms = 60 * 1000;
 }
 
 void client_opts_free(struct client_opts *o)
@@ -53,6 +54,35 @@ void client_opts_free(struct client_opts *o)
 }
 
 /* rsync's rule: without a suffix the number counts KiB per second. */
+int parse_duration_ms(const char *s, uint64_t *ret)
+{
+	static const struct {
+		const char *suffix;
+		uint64_t ms;
+	} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1000 } };
+	char *end;
+	unsigned long long n;
+
+	if (!s || *s < '0' || *s > '9') {
+		return -EINVAL;
+	}
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno) {
+		return -ERANGE;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (!strcmp(end, units[i].suffix)) {
+			if (n > 24ull * 3600000 / units[i].ms) {
+				return -ERANGE;
+			}
+			*ret = n * units[i].ms;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 int parse_bwlimit(const char *s, uint64_t *ret)
 {
 	return parse_size_unit(s, 1024, ret);

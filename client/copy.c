@@ -38,6 +38,24 @@
 
 static volatile sig_atomic_t interrupted;
 
+/* rdmacp run: where push tells each entry's outcome (copy_set_observer). */
+static void (*observe_fn)(void *ud, const char *name, const char *action, uint64_t bytes,
+			  const char *code);
+static void *observe_ud;
+
+void copy_set_observer(void (*fn)(void *ud, const char *name, const char *action, uint64_t bytes,
+				  const char *code),
+		       void *ud)
+{
+	observe_fn = fn;
+	observe_ud = ud;
+}
+
+bool copy_interrupted(void)
+{
+	return interrupted != 0;
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -405,6 +423,13 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  r == -EPIPE || r == -ECONNRESET ? "connection closed" : strerror(-r));
 		return r == -EPIPE || r == -ECONNRESET ? EXIT_CONNECT : EXIT_PROTOCOL;
 	}
+	if (ret->type == MSG_ERROR && ret->u.error.code == PERR_BUSY) {
+		/* The memory budget in use: --wait-busy asks again. */
+		daemon_conn_busy(s, "%s: %s", s->rem->host,
+				 log_escape(ret->u.error.text, esc, sizeof(esc)));
+		msg_clear(ret);
+		return exit_for_perr(PERR_BUSY);
+	}
 	if (ret->type == MSG_ERROR) {
 		log_error("%s: %s", s->rem->host, log_escape(ret->u.error.text, esc, sizeof(esc)));
 		if (ret->u.error.code == PERR_TRANSPORT && m.u.open.transport == XPORT_KIND_VERBS) {
@@ -426,6 +451,29 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 	log_error("%s: protocol error: unexpected %s", s->rem->host, proto_type_name(ret->type));
 	msg_clear(ret);
 	return EXIT_PROTOCOL;
+}
+
+/* OPEN as a step of daemon_conn_open_waiting: a busy answer is asked again. */
+struct open_args {
+	uint8_t direction;
+	uint32_t flags;
+	const char *path;
+	struct msg *reply;
+};
+
+static int open_step(struct daemon_conn *s, void *ud)
+{
+	struct open_args *a = ud;
+
+	return open_transfer(s, a->direction, a->flags, a->path, a->reply);
+}
+
+static int connect_open(struct daemon_conn *s, uint8_t direction, uint32_t flags, const char *path,
+			struct msg *reply)
+{
+	struct open_args a = { direction, flags, path, reply };
+
+	return daemon_conn_open_waiting(s, open_step, &a, &interrupted);
 }
 
 static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, struct xport **ret)
@@ -741,6 +789,8 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 
 	output_init(&x.out, o->json, o->progress, o->verbose);
 	x.out.dry_run = o->dry_run;
+	x.out.observe = observe_fn;
+	x.out.observe_ud = observe_ud;
 	srcs.filter = filter_empty(&o->filters) ? NULL : &o->filters;
 	if (!o->files_from[0] && !x.out.progress) {
 		if (walk_new(walk_warning, NULL, &walk) < 0) {
@@ -821,10 +871,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	if (o->mirror && local_failures == 0) {
 		flags |= PROTO_OPEN_DELETE;
 	}
-	rc = daemon_conn_open(&s);
-	if (rc == 0) {
-		rc = open_transfer(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
-	}
+	rc = connect_open(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
 	if (rc == 0 && proto_open_is_probe(flags)) {
 		/* The daemon looks at its side: what it would skip, take, delete. */
 		ep.source = source;
@@ -1150,10 +1197,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		x.local_dir = local_dir;
 	}
 	if (rc == 0) {
-		rc = daemon_conn_open(&s);
-	}
-	if (rc == 0) {
-		rc = open_transfer(&s, PROTO_DIR_PULL, flags, rems[0].path, &reply);
+		rc = connect_open(&s, PROTO_DIR_PULL, flags, rems[0].path, &reply);
 	}
 	if (rc == 0 && o->dry_run && !proto_open_is_probe(flags)) {
 		rc = send_get(&s, paths, (size_t)nargs) < 0 ? EXIT_PROTOCOL : pull_plan(&s, &x);

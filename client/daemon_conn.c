@@ -3,7 +3,11 @@
 #include "daemon_conn.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "busywait.h"
 
 #include "exitcodes.h"
 #include "hello.h"
@@ -71,6 +75,60 @@ void daemon_conn_close(struct daemon_conn *s, bool clean)
 	}
 }
 
+void daemon_conn_busy(struct daemon_conn *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	s->busy = true;
+	va_start(ap, fmt);
+	vsnprintf(s->busy_why, sizeof(s->busy_why), fmt, ap);
+	va_end(ap);
+	if (s->quiet_busy) {
+		log_debug("%s", s->busy_why);
+	} else {
+		log_error("%s", s->busy_why);
+	}
+}
+
+int daemon_conn_open_waiting(struct daemon_conn *s, int (*step)(struct daemon_conn *s, void *ud),
+			     void *ud, const volatile sig_atomic_t *stop)
+{
+	struct client_opts *o = s->o;
+	const struct remote *rem = s->rem;
+	struct busy_wait w;
+	char why[sizeof(s->busy_why)];
+	bool quiet;
+	int rc;
+
+	busy_wait_init(&w, o, rem->host, stop);
+	for (;;) {
+		/* Said once, after the wait, with how long it lasted. */
+		s->quiet_busy = o->wait_busy_ms > 0;
+		rc = daemon_conn_open(s);
+		if (rc == 0 && step) {
+			rc = step(s, ud);
+		}
+		if (rc == 0 || !s->busy) {
+			return rc;
+		}
+		quiet = s->quiet_busy;
+		memcpy(why, s->busy_why, sizeof(why));
+		daemon_conn_close(s, false);
+		*s = (struct daemon_conn){ .o = o, .rem = rem };
+		if (!busy_wait_next(&w, why)) {
+			break;
+		}
+	}
+	if (stop && *stop) {
+		log_error("%s: interrupted while waiting for a busy daemon", rem->host);
+		return EXIT_INTERRUPTED;
+	}
+	if (quiet) {
+		log_error("%s (still busy after %u s of --wait-busy)", why, busy_wait_seconds(&w));
+	}
+	return rc;
+}
+
 /* -vv: who we are talking to. */
 static void log_conn_debug(struct daemon_conn *s)
 {
@@ -112,9 +170,10 @@ int daemon_conn_open(struct daemon_conn *s)
 	r = tls_connect(s->ctx, fd, s->rem->host, s->o->connect_timeout_s * 1000, &s->tls);
 	if (r == -ECONNRESET || r == -EPIPE) {
 		/* A daemon at its connection limits closes before any TLS: "busy". */
-		log_error("%s closed the connection before the TLS handshake finished "
-			  "(busy, or not accepting connections): %s",
-			  s->rem->host, tls_last_error());
+		daemon_conn_busy(s,
+				 "%s closed the connection before the TLS handshake finished "
+				 "(busy, or not accepting connections): %s",
+				 s->rem->host, tls_last_error());
 		return EXIT_CONNECT;
 	}
 	if (r == -EBADMSG) {
@@ -144,6 +203,10 @@ int daemon_conn_open(struct daemon_conn *s)
 	if (r == -EPROTONOSUPPORT) {
 		log_error("%s", log_escape(err, esc, sizeof(esc)));
 		return EXIT_VERSION;
+	}
+	if (r == -EREMOTEIO && code == PERR_BUSY) {
+		daemon_conn_busy(s, "%s: %s", s->rem->host, log_escape(err, esc, sizeof(esc)));
+		return exit_for_perr(code);
 	}
 	if (r == -EREMOTEIO) {
 		log_error("%s: %s", s->rem->host, log_escape(err, esc, sizeof(esc)));

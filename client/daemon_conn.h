@@ -2,6 +2,7 @@
 /* One control connection to a daemon: connect, TLS, HELLO, BYE (daemon_conn.c). */
 #pragma once
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -24,11 +25,29 @@ struct daemon_conn {
 	struct msg_hello hello; /* the daemon's */
 	struct client_fit fit;	/* what open_transfer fitted to the limits */
 	bool have_fit;
+	/* --wait-busy: a busy answer is kept quiet (quiet_busy) and said in busy_why */
+	bool quiet_busy;
+	bool busy;
+	char busy_why[512];
 };
 
 /* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */
 int daemon_conn_open(struct daemon_conn *s);
 void daemon_conn_close(struct daemon_conn *s, bool clean);
+/*
+ * A busy answer (s->busy set): said now, or kept quiet for the caller when
+ * s->quiet_busy. fmt names what the daemon said.
+ */
+void daemon_conn_busy(struct daemon_conn *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/*
+ * daemon_conn_open, then step (NULL: none), again from the start while the
+ * daemon answers busy and --wait-busy has time left (busywait.h); stop: a
+ * signal's flag, or NULL. Returns 0 or an exit code (error printed; 10 when
+ * stop cut the wait). The connection is open only on success.
+ */
+int daemon_conn_open_waiting(struct daemon_conn *s, int (*step)(struct daemon_conn *s, void *ud),
+			     void *ud, const volatile sig_atomic_t *stop);
 /* The exit code for a daemon's ERROR code. */
 int exit_for_perr(uint32_t code);
 

@@ -204,7 +204,7 @@ int cmd_ls(struct client_opts *o, char **args, int nargs)
 		return EXIT_USAGE;
 	}
 	output_init(&out, o->json, 0, o->verbose);
-	rc = daemon_conn_open(&s);
+	rc = daemon_conn_open_waiting(&s, NULL, NULL, NULL);
 	if (rc != 0) {
 		daemon_conn_close(&s, false);
 		return rc;

@@ -37,6 +37,10 @@ static const struct subcommand subcommands[] = {
 	{ "doctor", cmd_doctor },
 	{ "bench", cmd_bench },
 	{ "certs", run_certs },
+	{ "plan", cmd_plan },
+	{ "run", cmd_run },
+	{ "finalize", cmd_finalize },
+	{ "report", cmd_report },
 };
 /* clang-format on */
 

@@ -32,6 +32,11 @@ static void usage(FILE *f)
 	    "       rdmacp ls [-l] [-r] [--json] HOST[:MODULE/PATH]  (list modules or entries)\n"
 	    "       rdmacp check [-r] [-p] [--level L] SRC HOST:MODULE/PATH  (compare, no copy;\n"
 	    "                                                  or HOST:MODULE/PATH DEST)\n"
+	    "       rdmacp plan SRC HOST[,HOST...]:MODULE/PATH -o PLAN [--shards N] [copy "
+	    "options]\n"
+	    "       rdmacp run PLAN --shard I/N|auto              (copy one shard, journaled)\n"
+	    "       rdmacp finalize PLAN [--delete [--max-delete N]]  (after all shards)\n"
+	    "       rdmacp report PLAN [--json|--csv|--watch]      (outcomes of every entry)\n"
 	    "       rdmacp ping HOST\n"
 	    "       rdmacp bench [--size S] [--lanes N] [--json] HOST  (memory to memory)\n"
 	    "       rdmacp doctor [--json]                         (preflight checks)\n"
@@ -54,6 +59,9 @@ static void usage(FILE *f)
 	    "                         lossless class\n"
 	    "      --ack-timeout N    RDMA lanes' ACK timeout, 4.096 us << N (0..31)\n"
 	    "      --chunk-size SIZE  chunk and slot size, power of two (default 1M)\n"
+	    "      --wait-busy TIME   a busy daemon (connection limit, memory budget) is\n"
+	    "                         asked again with backoff for up to TIME: seconds, or\n"
+	    "                         with ms, s, m or h (default 1m; 0: fail at once)\n"
 	    "  -r, --recursive        copy directories (symlinks as symlinks, empty dirs kept)\n"
 	    "  -p, --preserve         keep modes and modification times (symlinks' too)\n"
 	    "  -a, --archive          the same as -r -p\n"
@@ -91,6 +99,12 @@ static void usage(FILE *f)
 	    "      --write-devices    pull into an existing local block device by its name\n"
 	    "                         (written in place, verified by reading it back)\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
+	    "  -o, --output PLAN      plan: the plan file to write\n"
+	    "      --shards N         plan: how many shards (default 1, at most 65536)\n"
+	    "      --shard I/N|auto   run: which shard; auto from Slurm, MPI, PMI or a\n"
+	    "                         Kubernetes Indexed Job (JOB_COMPLETION_INDEX)\n"
+	    "      --csv              report: one CSV row per entry\n"
+	    "      --watch            report: again every 5 s until nothing is pending\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
 	    "      --poll             busy-poll completions (lower latency, one core spins)\n"
@@ -109,7 +123,8 @@ static void usage(FILE *f)
 	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
 	    "could not store or read a file, or failed on its side), 15 check found\n"
 	    "differences, 16 deletions held back by --max-delete, 17 a block device\n"
-	    "refused (not allowed, in use, too small).\n",
+	    "refused (not allowed, in use, too small), 18 shard already running, 19 bad\n"
+	    "plan or journal.\n",
 	    f);
 }
 
@@ -372,6 +387,33 @@ static int set_max_delete(struct client_opts *o, const char *v)
 	return 0;
 }
 
+static int set_wait_busy(struct client_opts *o, const char *v)
+{
+	return parse_duration_ms(v, &o->wait_busy_ms);
+}
+
+static int set_output(struct client_opts *o, const char *v)
+{
+	return set_path(o->plan_out, sizeof(o->plan_out), v);
+}
+
+static int set_shards(struct client_opts *o, const char *v)
+{
+	uint64_t n;
+	int r = parse_uint(v, 1, 65536, &n);
+
+	if (r < 0) {
+		return r;
+	}
+	o->shards = (uint32_t)n;
+	return 0;
+}
+
+static int set_shard(struct client_opts *o, const char *v)
+{
+	return set_path(o->shard_spec, sizeof(o->shard_spec), v);
+}
+
 static int set_connect_timeout(struct client_opts *o, const char *v)
 {
 	uint64_t s;
@@ -416,6 +458,8 @@ FLAG_HANDLER(set_json, json)
 FLAG_HANDLER(set_from0, from0)
 FLAG_HANDLER(set_missing_ok, missing_ok)
 FLAG_HANDLER(set_delete, mirror)
+FLAG_HANDLER(set_csv, csv)
+FLAG_HANDLER(set_watch, watch)
 
 /* -a: -r -p, as cp -a and rsync -a (less what rdmacp doesn't keep: owners, links). */
 static int set_archive(struct client_opts *o, const char *v)
@@ -499,6 +543,8 @@ const struct client_option client_options[] = {
 	{ "chunk-size", required_argument, 0, "chunk size", set_chunk_size,
 	  "a power of two from 4K to 64M" },
 	{ NULL, required_argument, 0, "connect timeout", set_connect_timeout, "seconds, 1..3600" },
+	{ "wait-busy", required_argument, 0, "wait busy", set_wait_busy,
+	  "a duration up to 24h: seconds, or with ms, s, m or h (0: don't wait)" },
 	{ "recursive", no_argument, 'r', NULL, set_recursive, NULL },
 	{ "preserve", no_argument, 'p', NULL, set_preserve, NULL },
 	{ "archive", no_argument, 'a', NULL, set_archive, NULL },
@@ -523,6 +569,11 @@ const struct client_option client_options[] = {
 	{ "partial", no_argument, 0, NULL, set_partial, NULL },
 	{ "write-devices", no_argument, 0, NULL, set_write_devices, NULL },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
+	{ "output", required_argument, 'o', NULL, set_output, PATH_EXPECT },
+	{ "shards", required_argument, 0, NULL, set_shards, "1..65536" },
+	{ "shard", required_argument, 0, NULL, set_shard, "I/N (0 <= I < N) or auto" },
+	{ "csv", no_argument, 0, NULL, set_csv, NULL },
+	{ "watch", no_argument, 0, NULL, set_watch, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },
 	{ "poll", no_argument, 0, "poll", set_poll, BOOL_EXPECT },

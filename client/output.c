@@ -159,6 +159,9 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 {
 	char hex[33] = "", esc[4200];
 
+	if (out->observe) {
+		out->observe(out->observe_ud, name, "copied", bytes, NULL);
+	}
 	if (hash) {
 		hash_to_hex(hash, hex);
 	}
@@ -196,6 +199,9 @@ void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_
 {
 	char hex[33], esc[4200];
 
+	if (out->observe) {
+		out->observe(out->observe_ud, name, "resumed", sent, NULL);
+	}
 	out->resumed_bytes += kept;
 	hash_to_hex(hash, hex);
 	if (out->json) {
@@ -218,6 +224,9 @@ void output_skipped(struct output *out, const char *name)
 {
 	char esc[4200];
 
+	if (out->observe) {
+		out->observe(out->observe_ud, name, "skipped", 0, NULL);
+	}
 	if (out->json) {
 		printf("{\"event\":\"file\",\"name\":");
 		output_json_string(stdout, name);
@@ -243,6 +252,9 @@ void output_deleted(struct output *out, const char *name, uint8_t ftype)
 {
 	char esc[4200];
 
+	if (out->observe) {
+		out->observe(out->observe_ud, name, "deleted", 0, NULL);
+	}
 	if (out->json) {
 		json_file_action(name, ftype, "deleted");
 	} else if (out->verbose > 0) {
@@ -317,6 +329,9 @@ void output_error(struct output *out, const char *name, uint8_t ftype, const cha
 {
 	char esc[4200], esc2[2100];
 
+	if (out->observe) {
+		out->observe(out->observe_ud, name, "failed", 0, code);
+	}
 	out->files_failed++;
 	if (out->json) {
 		json_failed(name, ftype, NULL, code, text);
@@ -332,6 +347,9 @@ void output_local_error(struct output *out, const char *name, uint8_t ftype, con
 {
 	char esc[1024], esc2[768];
 
+	if (out->observe) {
+		out->observe(out->observe_ud, name, "failed", 0, code);
+	}
 	out->files_failed++;
 	if (out->json) {
 		json_failed(name, ftype, path, code, text);

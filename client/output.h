@@ -34,6 +34,10 @@ struct output {
 	uint64_t deleted, delete_withheld;
 	bool delete_suppressed;
 	bool dry_run; /* every entry is listed (plan events) */
+	/* rdmacp run: each entry's outcome told to this too (a shard's journal); NULL: none */
+	void (*observe)(void *ud, const char *name, const char *action, uint64_t bytes,
+			const char *code);
+	void *observe_ud;
 };
 
 /*

@@ -21,4 +21,6 @@ enum rdmacp_exit {
 	EXIT_DIFFERENT = 15,   /* check: the trees differ */
 	EXIT_MAX_DELETE = 16,  /* --delete: --max-delete kept entries that were due for removal */
 	EXIT_DEVICE = 17,      /* a block device refused (not allowed, busy, too small) */
+	EXIT_SHARD_TAKEN = 18, /* rdmacp run: another process runs that shard (or finalize) */
+	EXIT_BAD_PLAN = 19,    /* a plan or journal malformed, edited, or not of this plan */
 };

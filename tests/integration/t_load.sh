@@ -4,13 +4,14 @@
 # Many clients at once against one daemon:
 #   1. "max connections = 64" (and 64 per host: all clients come from
 #      127.0.0.1): 32 concurrent pushes all succeed, every file intact
-#   2. "max connections = 8" (8 per host): 32 concurrent pushes each exit 0,
+#   2. "max connections = 8" (8 per host): 32 concurrent pushes with
+#      --wait-busy 0 (no waiting: t_wait_busy waits) each exit 0,
 #      11 (turned away at the TCP level) or 5 (busy), nothing else; the
 #      daemon survives, no session is killed by a signal, and every file a
 #      client reported done is intact
 #   3. "memory budget = 8M" with "pool size = 4M" (one transfer pins 4 MiB,
 #      so two fit at a time): 16 concurrent rate-limited
-#      pushes each exit 0 or 5 ("busy"), at least one of each
+#      pushes with --wait-busy 0 each exit 0 or 5 ("busy"), at least one of each
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -124,7 +125,7 @@ echo "--- 2. 32 concurrent clients, max connections = 8"
 new_daemon two "max connections = 8" "max connections per host = 8"
 D2=$DAEMON_PID
 # Rate-limited so that the sessions overlap.
-run_many 32 $((4 * M)) -q --bwlimit 16M
+run_many 32 $((4 * M)) -q --wait-busy 0 --bwlimit 16M
 echo "    exit codes: $(summarize)"
 other=0 n0=0 n11=0 n5=0
 for i in $(seq 1 32); do
@@ -164,7 +165,7 @@ new_daemon three "max connections = 64" "max connections per host = 64" \
 D3=$DAEMON_PID
 # 4 MiB at 2 MiB/s: about two seconds each, so they overlap even when the
 # clients start slowly (sanitizer builds).
-run_many 16 $((4 * M)) -q --bwlimit 2M
+run_many 16 $((4 * M)) -q --wait-busy 0 --bwlimit 2M
 echo "    exit codes: $(summarize)"
 other=0 n0=0 n5=0
 for i in $(seq 1 16); do

@@ -82,7 +82,7 @@ hold_pull() {
 	local i=$1 before p v
 	before=" $(sessions | tr '\n' ' ') "
 	mkdir -p "$T/p$i"
-	"${CLIENT[@]}" -q "$HOST:data/big" "$T/p$i/" >"$T/p$i.out" 2>"$T/p$i.err" &
+	"${CLIENT[@]}" -q --wait-busy 0 "$HOST:data/big" "$T/p$i/" >"$T/p$i.out" 2>"$T/p$i.err" &
 	PULL_PID[$i]=$!
 	BG_PIDS+=("${PULL_PID[$i]}")
 	for _ in $(seq 1 1000); do
@@ -150,7 +150,7 @@ mkdir -p "$T/src"
 declare -A PUSH_PID PUSH_RC
 for i in 1 2 3; do
 	head -c $((3 * M)) /dev/urandom >"$T/src/f$i"
-	"${CLIENT[@]}" -q --bwlimit 1M "$T/src/f$i" "$HOST:data/c$i/" >"$T/c$i.out" 2>"$T/c$i.err" &
+	"${CLIENT[@]}" -q --wait-busy 0 --bwlimit 1M "$T/src/f$i" "$HOST:data/c$i/" >"$T/c$i.out" 2>"$T/c$i.err" &
 	PUSH_PID[$i]=$!
 	BG_PIDS+=("${PUSH_PID[$i]}")
 done

@@ -228,8 +228,8 @@ expect_rc 11 "i4 3rd connection from 127.0.0.1 over 'max connections per host = 
 sed 's/^/    client said: /' "$T/err" | head -2
 # The same refusal seen by a copy.
 echo payload >"$T/src.txt"
-expect_rc 11 "i4 copy over 'max connections per host = 2'" \
-	"${CLIENT[@]}" -P "$PORT3" "$T/src.txt" 127.0.0.1:data/src.txt
+expect_rc 11 "i4 copy over 'max connections per host = 2' (--wait-busy 0)" \
+	"${CLIENT[@]}" -P "$PORT3" --wait-busy 0 "$T/src.txt" 127.0.0.1:data/src.txt
 sed 's/^/    client said: /' "$T/err" | head -2
 log_has "max connections per host reached" "i4" "$T/d3.log"
 wait_bg

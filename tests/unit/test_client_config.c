@@ -62,6 +62,35 @@ static void test_bwlimit_bad(void **state)
 	assert_int_equal(v, 42);
 }
 
+/* --wait-busy: seconds by default, ms/s/m/h, at most a day, nothing else. */
+static void test_wait_busy_duration(void **state)
+{
+	uint64_t v = 7;
+
+	(void)state;
+	assert_int_equal(parse_duration_ms("0", &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(parse_duration_ms("90", &v), 0);
+	assert_int_equal(v, 90000);
+	assert_int_equal(parse_duration_ms("90s", &v), 0);
+	assert_int_equal(v, 90000);
+	assert_int_equal(parse_duration_ms("1500ms", &v), 0);
+	assert_int_equal(v, 1500);
+	assert_int_equal(parse_duration_ms("2m", &v), 0);
+	assert_int_equal(v, 120000);
+	assert_int_equal(parse_duration_ms("24h", &v), 0);
+	assert_int_equal(v, 86400000);
+	v = 7;
+	assert_int_equal(parse_duration_ms("25h", &v), -ERANGE);
+	assert_int_equal(parse_duration_ms("99999999999999999999", &v), -ERANGE);
+	assert_int_equal(parse_duration_ms("", &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("-1", &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("5x", &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("1.5s", &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("s", &v), -EINVAL);
+	assert_int_equal(v, 7);
+}
+
 static void test_size_unchanged(void **state)
 {
 	uint64_t v = 0;
@@ -220,6 +249,7 @@ int main(void)
 		cmocka_unit_test(test_bwlimit_bare_is_kib),
 		cmocka_unit_test(test_bwlimit_suffixes),
 		cmocka_unit_test(test_bwlimit_bad),
+		cmocka_unit_test(test_wait_busy_duration),
 		cmocka_unit_test(test_size_unchanged),
 		cmocka_unit_test(test_cli_table_walk),
 		cmocka_unit_test(test_config_keys_are_options),

@@ -1,0 +1,1501 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Migrations beyond one client (plan.h): `rdmacp plan` walks the source once
+ * and writes a plan of shards; `rdmacp run PLAN --shard I/N|auto` copies one
+ * shard with the push engine (a --files-from list of its entries, --partial)
+ * and journals every outcome; `rdmacp finalize PLAN` checks that every entry
+ * is done, then sets directory times and mirrors deletions; `rdmacp report
+ * PLAN` merges the journals. Each of them streams the plan: memory follows
+ * the largest batch and the journals' outcomes (16 bytes a name), not the
+ * plan.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "client.h"
+#include "exitcodes.h"
+#include "fileslist.h"
+#include "fspath.h"
+#include "log.h"
+#include "macro.h"
+#include "output.h"
+#include "plan.h"
+#include "walk.h"
+
+static void xxh3_state_freep(XXH3_state_t **p)
+{
+	if (*p) {
+		XXH3_freeState(*p);
+	}
+}
+
+#define RUN_BATCH	   100000 /* names a push of a shard takes at a time */
+#define JOURNAL_SYNC_EVERY 256	  /* outcomes between fsyncs of a journal */
+
+static const char *skip_name(uint32_t skip)
+{
+	return skip & PROTO_OPEN_SKIP_CHECKSUM ? "checksum"
+	       : skip & PROTO_OPEN_SKIP_QUICK  ? "quick"
+	       : skip & PROTO_OPEN_SKIP_EXISTS ? "exists"
+					       : "none";
+}
+
+static uint32_t skip_parse(const char *s)
+{
+	return !strcmp(s, "checksum") ? PROTO_OPEN_SKIP_CHECKSUM
+	       : !strcmp(s, "quick")  ? PROTO_OPEN_SKIP_QUICK
+	       : !strcmp(s, "exists") ? PROTO_OPEN_SKIP_EXISTS
+				      : 0;
+}
+
+/* ---- plan ------------------------------------------------------------------- */
+
+/* -H: the shard and first name of each file with other names (by device and inode). */
+struct inode_map {
+	struct inode_slot {
+		uint64_t dev, ino;
+		uint32_t shard;
+		char *name; /* NULL: empty slot */
+	} * v;
+	size_t cap, n;
+};
+
+static struct inode_slot *inode_find(struct inode_map *m, uint64_t dev, uint64_t ino)
+{
+	size_t j = (size_t)((ino * 0x9e3779b97f4a7c15ull) ^ dev) & (m->cap - 1);
+
+	while (m->v[j].name && (m->v[j].dev != dev || m->v[j].ino != ino)) {
+		j = (j + 1) & (m->cap - 1);
+	}
+	return &m->v[j];
+}
+
+static int inode_map_grow(struct inode_map *m)
+{
+	struct inode_map g = { .cap = m->cap ? m->cap * 2 : 256 };
+
+	g.v = calloc(g.cap, sizeof(*g.v));
+	if (!g.v) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->cap; i++) {
+		if (m->v[i].name) {
+			*inode_find(&g, m->v[i].dev, m->v[i].ino) = m->v[i];
+		}
+	}
+	free(m->v);
+	m->v = g.v;
+	m->cap = g.cap;
+	return 0;
+}
+
+static void inode_map_free(struct inode_map *m)
+{
+	for (size_t i = 0; i < m->cap; i++) {
+		free(m->v[i].name);
+	}
+	free(m->v);
+}
+
+static void plan_warning(void *ud, const char *path, const char *why)
+{
+	char esc[1024];
+
+	(void)ud;
+	log_warning("%s: %s", log_escape_short(path, esc, sizeof(esc)), why);
+}
+
+struct planner {
+	struct client_opts *o;
+	struct plan_header h;
+	struct plan_balancer bal;
+	struct inode_map links;
+	uint64_t *shard_entries, *shard_bytes;
+	uint64_t failures;
+	FILE *entries; /* the entry lines, before the header is known */
+};
+
+static int plan_one(struct planner *p, const struct engine_src *e)
+{
+	struct plan_entry pe = { .n = p->h.entries + 1, .ftype = e->ftype, .size = 0 };
+	char esc[1024];
+
+	if (e->error) {
+		log_error("%s: %s (not in the plan)", log_escape_short(e->name, esc, sizeof(esc)),
+			  e->why ? e->why : strerror(-e->error));
+		p->failures++;
+		return 0;
+	}
+	if (strlen(e->name) > PROTO_MAX_PATH) {
+		return -ENAMETOOLONG;
+	}
+	snprintf(pe.name, sizeof(pe.name), "%s", e->name);
+	pe.size = e->ftype == PROTO_FT_REG ? e->size : 0;
+	pe.mtime = e->mtime.tv_sec;
+	pe.mtime_ns = (uint32_t)e->mtime.tv_nsec;
+	pe.mode = e->mode & 07777;
+	if (p->h.hardlinks && e->ftype == PROTO_FT_REG && e->nlink > 1) {
+		struct inode_slot *s;
+
+		if ((p->links.n + 1) * 2 > p->links.cap && inode_map_grow(&p->links) < 0) {
+			return -ENOMEM;
+		}
+		s = inode_find(&p->links, e->dev, e->ino);
+		if (s->name) {
+			/* Another name of a file planned already: with it, in its shard. */
+			pe.ftype = PROTO_FT_HARDLINK;
+			pe.size = 0;
+			pe.shard = s->shard;
+			snprintf(pe.link, sizeof(pe.link), "%s", s->name);
+			plan_balancer_add(&p->bal, pe.shard, 0);
+		} else {
+			s->name = strdup(e->name);
+			if (!s->name) {
+				return -ENOMEM;
+			}
+			s->dev = e->dev;
+			s->ino = e->ino;
+			pe.shard = s->shard = plan_balancer_pick(&p->bal, pe.size);
+			pe.links = e->nlink;
+			p->links.n++;
+		}
+	} else {
+		pe.shard = plan_balancer_pick(&p->bal, pe.size);
+	}
+	plan_put_entry(p->entries, &pe);
+	p->h.entries++;
+	p->h.bytes += pe.size;
+	p->shard_entries[pe.shard]++;
+	p->shard_bytes[pe.shard] += pe.size;
+	return 0;
+}
+
+/* The filters as "+ PAT\n- PAT\n" for the plan's header (finalize --delete keeps what they exclude). */
+static int filters_text(const struct filter_list *f, char **ret)
+{
+	size_t len = 1;
+	char *t, *p;
+
+	*ret = NULL;
+	if (filter_empty(f)) {
+		return 0;
+	}
+	for (size_t i = 0; i < f->n; i++) {
+		if (strchr(f->rules[i].text, '\n')) {
+			return -EINVAL;
+		}
+		len += strlen(f->rules[i].text) + 3;
+	}
+	t = p = malloc(len);
+	if (!t) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < f->n; i++) {
+		p += sprintf(p, "%c %s\n", f->rules[i].action == FILTER_INCLUDE ? '+' : '-',
+			     f->rules[i].text);
+	}
+	*ret = t;
+	return 0;
+}
+
+/* The walk: each root, its entries through plan_one. 0 or an exit code. */
+static int plan_walk(struct planner *p, const char *src, const char *srcreal)
+{
+	struct client_opts *o = p->o;
+	struct walk *w = NULL;
+	const struct engine_src *e;
+	char esc[1024];
+	int basefd = -1, rc = 0, r;
+
+	r = walk_new(plan_warning, NULL, &w);
+	if (r < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	walk_set_filter(w, filter_empty(&o->filters) ? NULL : &o->filters);
+	if (o->files_from[0]) {
+		struct files_list fl = { 0 };
+		size_t entry;
+
+		basefd = open(srcreal, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		r = basefd < 0 ? -errno : files_list_read(o->files_from, o->from0, &fl, &entry);
+		if (r == 0) {
+			r = files_list_prune(&fl, o->recursive);
+		}
+		if (r < 0) {
+			log_error("--files-from %s with %s: %s",
+				  log_escape_short(o->files_from, esc, sizeof(esc)), src,
+				  strerror(-r));
+			rc = EXIT_LOCAL_IO;
+		}
+		for (size_t i = 0; rc == 0 && i < fl.n; i++) {
+			r = fspath_validate(fl.names[i]);
+			if (r == 0) {
+				r = walk_add_root_flags(w, basefd, fl.names[i], fl.names[i],
+							(o->recursive ? WALK_RECURSIVE : 0) |
+							    WALK_DIR_ALONE);
+			}
+			if (r < 0 && !((r == -ENOENT || r == -ENOTDIR) && o->missing_ok)) {
+				log_error("%s: %s (listed in --files-from)",
+					  log_escape_short(fl.names[i], esc, sizeof(esc)),
+					  strerror(-r));
+				p->failures++;
+			}
+		}
+		files_list_free(&fl);
+	} else {
+		char buf[PATH_MAX];
+		const char *top;
+
+		snprintf(buf, sizeof(buf), "%s", srcreal);
+		top = basename(buf);
+		r = walk_add_root(w, AT_FDCWD, srcreal, top, o->recursive);
+		if (r < 0) {
+			log_error("%s: %s", log_escape_short(src, esc, sizeof(esc)),
+				  r == -EISDIR ? "is a directory (use -r)" : strerror(-r));
+			rc = r == -EISDIR ? EXIT_USAGE : EXIT_LOCAL_IO;
+		}
+	}
+	while (rc == 0 && (r = walk_next(w, &e)) > 0) {
+		r = plan_one(p, e);
+		if (r < 0) {
+			log_error("planning: %s", strerror(-r));
+			rc = EXIT_LOCAL_IO;
+		}
+	}
+	if (rc == 0 && r < 0) {
+		log_error("walking %s: %s", log_escape_short(src, esc, sizeof(esc)), strerror(-r));
+		rc = EXIT_LOCAL_IO;
+	}
+	walk_free(w);
+	if (basefd >= 0) {
+		close(basefd);
+	}
+	return rc;
+}
+
+/* The plan file: header then the entry lines, hashed on a first read. */
+static int plan_write(struct planner *p, const char *out)
+{
+	_cleanup_free_ char *tmp = NULL;
+	_cleanup_(xxh3_state_freep) XXH3_state_t *st = XXH3_createState();
+	char buf[65536];
+	size_t n;
+	FILE *f;
+	int fd, r = 0;
+
+	if (!st || asprintf(&tmp, "%s.tmp.XXXXXX", out) < 0) {
+		return -ENOMEM;
+	}
+	if (fflush(p->entries) != 0 || fseek(p->entries, 0, SEEK_SET) < 0) {
+		return -EIO;
+	}
+	XXH3_128bits_reset(st);
+	while ((n = fread(buf, 1, sizeof(buf), p->entries)) > 0) {
+		XXH3_128bits_update(st, buf, n);
+	}
+	plan_digest_final(st, &p->h, p->h.digest);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		return -errno;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		r = -errno;
+		close(fd);
+		unlink(tmp);
+		return r;
+	}
+	fchmod(fd, 0644);
+	plan_put_header(f, &p->h);
+	rewind(p->entries);
+	while ((n = fread(buf, 1, sizeof(buf), p->entries)) > 0) {
+		if (fwrite(buf, 1, n, f) != n) {
+			break;
+		}
+	}
+	if (ferror(p->entries) || fflush(f) != 0 || ferror(f) || fsync(fd) < 0) {
+		r = -EIO;
+	}
+	if (fclose(f) != 0 && r == 0) {
+		r = -EIO;
+	}
+	if (r == 0 && rename(tmp, out) < 0) {
+		r = -errno;
+	}
+	if (r < 0) {
+		unlink(tmp);
+	}
+	return r;
+}
+
+static int plan_check_dest(const char *arg, struct remote *rem)
+{
+	int r = parse_remote(arg, rem);
+
+	if (r != 1) {
+		log_error("bad destination '%s': expected HOST[,HOST...]:MODULE/PATH", arg);
+		return EXIT_USAGE;
+	}
+	if (!rem->path[0]) {
+		log_error("bad destination '%s': no MODULE/PATH", arg);
+		return EXIT_USAGE;
+	}
+	for (const char *h = rem->host;;) {
+		size_t len = strcspn(h, ",");
+
+		if (len == 0) {
+			log_error("bad destination '%s': an empty host name", arg);
+			return EXIT_USAGE;
+		}
+		if (!h[len]) {
+			break;
+		}
+		h += len + 1;
+	}
+	return 0;
+}
+
+int cmd_plan(struct client_opts *o, char **args, int nargs)
+{
+	struct planner p = { .o = o };
+	struct remote rem;
+	char srcreal[PATH_MAX], esc[1024];
+	_cleanup_free_ char *tmpl = NULL;
+	int rc = 0, r, fd;
+
+	if (nargs != 2 || !o->plan_out[0]) {
+		log_error("usage: rdmacp plan SRC HOST[,HOST...]:MODULE/PATH -o PLAN [--shards N] "
+			  "[-r] [-a] [-H] [--skip L] [filters] [--files-from FILE]");
+		return EXIT_USAGE;
+	}
+	rc = plan_check_dest(args[1], &rem);
+	if (rc != 0) {
+		return rc;
+	}
+	if (!realpath(args[0], srcreal)) {
+		log_error("%s: %s", log_escape_short(args[0], esc, sizeof(esc)), strerror(errno));
+		return EXIT_LOCAL_IO;
+	}
+	if (o->files_from[0] && !strcmp(o->files_from, "-") && o->filters_from_stdin) {
+		log_error("--files-from - and --exclude-from - both want standard input");
+		return EXIT_USAGE;
+	}
+	p.h.shards = o->shards ? o->shards : 1;
+	if (plan_new_id(p.h.id) < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	snprintf(p.h.source, sizeof(p.h.source), "%s", args[0]);
+	if (o->files_from[0]) {
+		snprintf(p.h.base, sizeof(p.h.base), "%s", srcreal);
+	} else {
+		char buf[PATH_MAX];
+
+		snprintf(buf, sizeof(buf), "%s", srcreal);
+		snprintf(p.h.base, sizeof(p.h.base), "%s", dirname(buf));
+	}
+	snprintf(p.h.hosts, sizeof(p.h.hosts), "%s", rem.host);
+	snprintf(p.h.path, sizeof(p.h.path), "%s", rem.path);
+	p.h.port = o->port;
+	p.h.recursive = o->recursive;
+	p.h.preserve = o->preserve;
+	p.h.owner = o->owner;
+	p.h.hardlinks = o->hardlinks;
+	p.h.xattrs = o->xattrs;
+	p.h.acls = o->acls;
+	p.h.files_from = o->files_from[0] != '\0';
+	snprintf(p.h.skip, sizeof(p.h.skip), "%s", skip_name(o->skip));
+	r = filters_text(&o->filters, &p.h.filters);
+	if (r < 0) {
+		log_error("a filter with a newline in it can't be kept in a plan");
+		return EXIT_USAGE;
+	}
+	p.shard_entries = calloc(p.h.shards, sizeof(uint64_t));
+	p.shard_bytes = calloc(p.h.shards, sizeof(uint64_t));
+	if (!p.shard_entries || !p.shard_bytes || plan_balancer_init(&p.bal, p.h.shards) < 0 ||
+	    asprintf(&tmpl, "%s.entries.XXXXXX", o->plan_out) < 0) {
+		rc = EXIT_LOCAL_IO;
+		tmpl = NULL;
+		goto out;
+	}
+	fd = mkostemp(tmpl, O_CLOEXEC);
+	if (fd < 0 || !(p.entries = fdopen(fd, "w+"))) {
+		log_error("%s: %s", log_escape_short(o->plan_out, esc, sizeof(esc)),
+			  strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+		}
+		rc = EXIT_LOCAL_IO;
+		goto out;
+	}
+	unlink(tmpl); /* a scratch file: gone with the process, however it ends */
+	rc = plan_walk(&p, args[0], srcreal);
+	if (rc == 0) {
+		r = plan_write(&p, o->plan_out);
+		if (r < 0) {
+			log_error("%s: %s", log_escape_short(o->plan_out, esc, sizeof(esc)),
+				  strerror(-r));
+			rc = EXIT_LOCAL_IO;
+		}
+	}
+	if (rc == 0) {
+		if (o->json) {
+			printf("{\"event\":\"planned\",\"id\":\"%s\",\"entries\":%" PRIu64
+			       ",\"bytes\":%" PRIu64 ",\"shards\":%" PRIu32 ",\"failed\":%" PRIu64
+			       "}\n",
+			       p.h.id, p.h.entries, p.h.bytes, p.h.shards, p.failures);
+		} else if (o->verbose >= 0) {
+			fprintf(stderr,
+				"plan %s: %" PRIu64 " entries, %" PRIu64 " bytes in %" PRIu32
+				" shards (id %s)\n",
+				log_escape_short(o->plan_out, esc, sizeof(esc)), p.h.entries,
+				p.h.bytes, p.h.shards, p.h.id);
+		}
+		for (uint32_t i = 0; o->verbose > 0 && i < p.h.shards; i++) {
+			fprintf(stderr,
+				"  shard %" PRIu32 ": %" PRIu64 " entries, %" PRIu64 " bytes\n", i,
+				p.shard_entries[i], p.shard_bytes[i]);
+		}
+		/* What could not be planned is not in it: said, and not a success. */
+		rc = p.failures ? EXIT_PARTIAL : EXIT_OK;
+	}
+out:
+	if (p.entries) {
+		fclose(p.entries);
+	}
+	free(p.h.filters);
+	free(p.shard_entries);
+	free(p.shard_bytes);
+	plan_balancer_free(&p.bal);
+	inode_map_free(&p.links);
+	return rc;
+}
+
+/* ---- reading a plan with its journals ----------------------------------------- */
+
+static int open_plan(const char *path, struct plan_reader **ret)
+{
+	char err[8192];
+	int r = plan_open(path, ret, err, sizeof(err));
+
+	if (r < 0) {
+		log_error("%s", err);
+		return r == -EBADMSG ? EXIT_BAD_PLAN : EXIT_LOCAL_IO;
+	}
+	return 0;
+}
+
+/*
+ * Read the plan through once: every line checked, the digest at the end.
+ * each (NULL: none) sees every entry. 0 or an exit code.
+ */
+static int plan_pass(struct plan_reader *r, int (*each)(void *ud, const struct plan_entry *e),
+		     void *ud)
+{
+	_cleanup_free_ struct plan_entry *e = malloc(sizeof(*e));
+	char err[8192];
+	int q, rc;
+
+	if (!e || plan_rewind(r) < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	while ((q = plan_next(r, e, err, sizeof(err))) > 0) {
+		if (each && (rc = each(ud, e)) != 0) {
+			return rc;
+		}
+	}
+	if (q < 0) {
+		log_error("%s", err);
+		return q == -EBADMSG ? EXIT_BAD_PLAN : EXIT_LOCAL_IO;
+	}
+	return 0;
+}
+
+struct shard_stats {
+	uint64_t entries, bytes;
+	uint64_t done, failed;
+	uint64_t sent, runs;
+	double seconds;
+	int last_exit;
+	bool journal;
+};
+
+/*
+ * One journal into ns (the latest outcome of each name wins). Checks that it
+ * is this plan's, for this shard; a last line cut short (the run killed
+ * while it wrote) is left out. fd: the journal, open; ret_good_end: the
+ * offset after its last whole line. 0, or EXIT_BAD_PLAN (said why).
+ */
+static int journal_load(int fd, const char *jpath, const char *plan_id, int64_t shard,
+			uint32_t shards, struct nameset *ns, struct shard_stats *st,
+			off_t *ret_good_end)
+{
+	_cleanup_free_ char *buf = malloc(NDJSON_MAX_LINE + 2);
+	_cleanup_free_ struct ndjson_obj *obj = malloc(sizeof(*obj));
+	_cleanup_free_ struct journal_line *jl = malloc(sizeof(*jl));
+	char esc[1024];
+	uint64_t line = 0;
+	off_t good = 0;
+	FILE *f;
+	int nfd, rc = 0;
+
+	if (!buf || !obj || !jl) {
+		return EXIT_LOCAL_IO;
+	}
+	nfd = dup(fd);
+	if (nfd < 0 || lseek(nfd, 0, SEEK_SET) < 0 || !(f = fdopen(nfd, "r"))) {
+		if (nfd >= 0) {
+			close(nfd);
+		}
+		return EXIT_LOCAL_IO;
+	}
+	log_escape_short(jpath, esc, sizeof(esc));
+	while (rc == 0 && fgets(buf, NDJSON_MAX_LINE + 2, f)) {
+		size_t len = strlen(buf);
+		const char *why;
+
+		line++;
+		if (buf[len - 1] != '\n') {
+			if (len > NDJSON_MAX_LINE) {
+				log_error("%s:%" PRIu64 ": a line longer than 64 KiB", esc, line);
+				rc = EXIT_BAD_PLAN;
+			}
+			break; /* cut short by a kill: not a record */
+		}
+		buf[--len] = '\0';
+		if (journal_parse(buf, len, obj, jl, &why) < 0) {
+			log_error("%s:%" PRIu64 ": %s", esc, line, why);
+			rc = EXIT_BAD_PLAN;
+			break;
+		}
+		if (line == 1 && jl->kind != JL_HEADER) {
+			log_error("%s:1: not a journal (no journal header)", esc);
+			rc = EXIT_BAD_PLAN;
+		} else if (jl->kind == JL_HEADER && (line != 1 || strcmp(jl->plan_id, plan_id) ||
+						     jl->shard != shard || jl->shards != shards)) {
+			if (strcmp(jl->plan_id, plan_id)) {
+				log_error("%s:%" PRIu64
+					  ": the journal of another plan (id %s, this "
+					  "plan's is %s): remove it, or use its own plan",
+					  esc, line, jl->plan_id, plan_id);
+			} else {
+				log_error("%s:%" PRIu64 ": the journal of shard %" PRId64
+					  " of %" PRIu32 ", not of shard %" PRId64 " of %" PRIu32,
+					  esc, line, jl->shard, jl->shards, shard, shards);
+			}
+			rc = EXIT_BAD_PLAN;
+		} else if (jl->kind == JL_ENTRY) {
+			if (nameset_put(ns, jl->name, jl->state, jl->code) < 0) {
+				rc = EXIT_LOCAL_IO;
+			}
+			if (st) {
+				st->sent += jl->bytes;
+			}
+		} else if (jl->kind == JL_RUN_START && st) {
+			st->runs++;
+		} else if (jl->kind == JL_RUN_END && st) {
+			st->seconds += jl->seconds;
+			st->last_exit = jl->exit_code;
+		}
+		good = ftello(f);
+	}
+	fclose(f);
+	if (ret_good_end) {
+		*ret_good_end = good;
+	}
+	return rc;
+}
+
+/* ---- run ----------------------------------------------------------------------- */
+
+static int parse_index(const char *s, uint64_t max, uint32_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || *s < '0' || *s > '9') {
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max) {
+		return -EINVAL;
+	}
+	*ret = (uint32_t)v;
+	return 0;
+}
+
+/*
+ * --shard auto: I and N from the launcher. Slurm array tasks (their IDs may
+ * start above 0: SLURM_ARRAY_TASK_MIN), srun tasks, Open MPI and PMI ranks,
+ * a Kubernetes Indexed Job's index (its count: --shards, or the plan's). --shards, when
+ * given, is the count for the others too.
+ */
+static int shard_from_env(const struct client_opts *o, uint32_t plan_shards, uint32_t *ri,
+			  uint32_t *rn, const char **ret_from)
+{
+	static const char *const pairs[][2] = {
+		{ "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT" },
+		{ "SLURM_PROCID", "SLURM_NTASKS" },
+		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+		{ "PMI_RANK", "PMI_SIZE" },
+		{ "JOB_COMPLETION_INDEX", NULL },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(pairs); i++) {
+		const char *idx = getenv(pairs[i][0]);
+		const char *cnt = pairs[i][1] ? getenv(pairs[i][1]) : NULL;
+		uint32_t n = o->shards ? o->shards : plan_shards, min = 0;
+
+		if (!idx || !*idx) {
+			continue;
+		}
+		*ret_from = pairs[i][0];
+		/* --shards wins: one task of an array run again alone (sbatch --array=I) counts 1. */
+		if (pairs[i][1] && !o->shards &&
+		    (!cnt || parse_index(cnt, PLAN_MAX_SHARDS, &n) < 0 || n == 0)) {
+			log_error("--shard auto: %s is set but %s is not a count", pairs[i][0],
+				  pairs[i][1]);
+			return EXIT_USAGE;
+		}
+		if (i == 0 && getenv("SLURM_ARRAY_TASK_MIN") &&
+		    parse_index(getenv("SLURM_ARRAY_TASK_MIN"), UINT32_MAX, &min) < 0) {
+			log_error("--shard auto: SLURM_ARRAY_TASK_MIN is not a number");
+			return EXIT_USAGE;
+		}
+		if (parse_index(idx, UINT32_MAX, ri) < 0 || *ri < min) {
+			log_error("--shard auto: %s is not an index", pairs[i][0]);
+			return EXIT_USAGE;
+		}
+		*ri -= min;
+		*rn = n;
+		return 0;
+	}
+	log_error("--shard auto: no launcher's index in the environment (SLURM_ARRAY_TASK_ID, "
+		  "SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK or JOB_COMPLETION_INDEX)");
+	return EXIT_USAGE;
+}
+
+static int resolve_shard(const struct client_opts *o, uint32_t plan_shards, uint32_t *ri,
+			 uint32_t *rn)
+{
+	const char *from = "--shard";
+	int rc;
+
+	if (!o->shard_spec[0]) {
+		log_error("rdmacp run needs --shard I/N or --shard auto");
+		return EXIT_USAGE;
+	}
+	if (!strcmp(o->shard_spec, "auto")) {
+		rc = shard_from_env(o, plan_shards, ri, rn, &from);
+		if (rc != 0) {
+			return rc;
+		}
+	} else {
+		char buf[64], *slash;
+
+		snprintf(buf, sizeof(buf), "%s", o->shard_spec);
+		slash = strchr(buf, '/');
+		if (!slash) {
+			log_error("bad --shard '%s': I/N (0 <= I < N) or auto", o->shard_spec);
+			return EXIT_USAGE;
+		}
+		*slash = '\0';
+		if (parse_index(buf, UINT32_MAX, ri) < 0 ||
+		    parse_index(slash + 1, UINT32_MAX, rn) < 0 || *rn == 0) {
+			log_error("bad --shard '%s': I/N (0 <= I < N) or auto", o->shard_spec);
+			return EXIT_USAGE;
+		}
+	}
+	if (*rn != plan_shards) {
+		log_error("%s: %" PRIu32 " shards, but the plan has %" PRIu32, from, *rn,
+			  plan_shards);
+		return EXIT_BAD_PLAN;
+	}
+	if (*ri >= *rn) {
+		log_error("%s: shard %" PRIu32 " of %" PRIu32 " (shards are 0..%" PRIu32 ")", from,
+			  *ri, *rn, *rn - 1);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+struct journal_writer {
+	FILE *f;
+	int fd;
+	unsigned unsynced;
+	uint64_t bytes;
+	int err;
+};
+
+static void journal_sync(struct journal_writer *j)
+{
+	if (fflush(j->f) != 0 || fdatasync(j->fd) < 0) {
+		j->err = j->err ? j->err : -EIO;
+	}
+	j->unsynced = 0;
+}
+
+static void journal_observe(void *ud, const char *name, const char *action, uint64_t bytes,
+			    const char *code)
+{
+	struct journal_writer *j = ud;
+	int state = journal_state_parse(action);
+
+	if (state < 0) {
+		return;
+	}
+	journal_put_entry(j->f, name, state, bytes, code);
+	j->bytes += bytes;
+	if (++j->unsynced >= JOURNAL_SYNC_EVERY) {
+		journal_sync(j);
+	}
+}
+
+/* The list files of a shard's run: NUL-ended names, rdmacp --files-from -0. */
+/* A journal's path leaves room for the suffixes of its list files. */
+#define JOURNAL_PATH_MAX 4000
+
+struct batch {
+	char path[PATH_MAX];
+	FILE *f;
+	size_t n;
+};
+
+static int batch_open(struct batch *b, const char *jpath, const char *what)
+{
+	snprintf(b->path, sizeof(b->path), "%s.%s", jpath, what);
+	b->f = fopen(b->path, "we");
+	b->n = 0;
+	return b->f ? 0 : -errno;
+}
+
+static void batch_add(struct batch *b, const char *name)
+{
+	fputs(name, b->f);
+	fputc('\0', b->f);
+	b->n++;
+}
+
+struct runner {
+	struct client_opts *o;
+	const struct plan_header *h;
+	uint32_t shard;
+	const struct nameset *done;
+	struct nameset skeleton; /* directories to make first */
+	struct batch list, links;
+	char jpath[JOURNAL_PATH_MAX];
+	char dest[8192];
+	int rc;
+	uint64_t todo, already;
+	bool stop;
+};
+
+/* One push of a list of names: the plan's options, --partial, the shard's destination. */
+static int run_push(struct runner *ru, struct batch *b)
+{
+	struct client_opts *o = ru->o;
+	char *args[2] = { (char *)ru->h->base, ru->dest };
+	int rc;
+
+	if (fflush(b->f) != 0) {
+		return EXIT_LOCAL_IO;
+	}
+	snprintf(o->files_from, sizeof(o->files_from), "%s", b->path);
+	o->from0 = true;
+	rc = cmd_copy(o, args, 2);
+	if (ftruncate(fileno(b->f), 0) < 0 || fseek(b->f, 0, SEEK_SET) < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	b->n = 0;
+	return rc;
+}
+
+static void run_result(struct runner *ru, int rc)
+{
+	if (rc != 0 && ru->rc == 0) {
+		ru->rc = rc;
+	}
+	if (rc == EXIT_INTERRUPTED || copy_interrupted()) {
+		ru->rc = EXIT_INTERRUPTED;
+		ru->stop = true;
+	}
+}
+
+static int run_entry(void *ud, const struct plan_entry *e)
+{
+	struct runner *ru = ud;
+	bool linked = ru->h->hardlinks && (e->links > 1 || e->ftype == PROTO_FT_HARDLINK);
+
+	if (e->shard != ru->shard || ru->stop || e->ftype == PROTO_FT_DIR) {
+		return 0; /* directories went with the skeleton */
+	}
+	if (nameset_get(ru->done, e->name) &&
+	    journal_state_done(nameset_get(ru->done, e->name)->state)) {
+		ru->already++;
+		return 0;
+	}
+	ru->todo++;
+	if (linked) {
+		/* The names of one file go in one push, so -H makes them one file again. */
+		batch_add(&ru->links, e->name);
+		if (e->ftype == PROTO_FT_HARDLINK) {
+			batch_add(&ru->links, e->link);
+		}
+		return 0;
+	}
+	batch_add(&ru->list, e->name);
+	if (ru->list.n >= RUN_BATCH) {
+		run_result(ru, run_push(ru, &ru->list));
+	}
+	return 0;
+}
+
+/*
+ * The skeleton of a shard: its own directories and those above its
+ * entries, made in a push of their own before any file, in plan order
+ * (parents first). A directory another shard made first as a mere parent
+ * would keep the daemon's default mode (the engine gives modes to the
+ * directories it creates as entries): made as entries here, each gets its
+ * own, whichever shard comes first.
+ */
+static int skeleton_mark(void *ud, const struct plan_entry *e)
+{
+	struct runner *ru = ud;
+	char name[PROTO_MAX_PATH + 1];
+	char *slash;
+
+	if (e->shard != ru->shard) {
+		return 0;
+	}
+	snprintf(name, sizeof(name), "%s", e->name);
+	if (e->ftype != PROTO_FT_DIR) {
+		slash = strrchr(name, '/');
+		if (!slash) {
+			return 0;
+		}
+		*slash = '\0';
+	}
+	for (;;) {
+		if (nameset_get(&ru->skeleton, name)) {
+			return 0; /* and so are its parents */
+		}
+		if (nameset_put(&ru->skeleton, name, JOURNAL_COPIED, NULL) < 0) {
+			return EXIT_LOCAL_IO;
+		}
+		slash = strrchr(name, '/');
+		if (!slash) {
+			return 0;
+		}
+		*slash = '\0';
+	}
+}
+
+static int skeleton_list(void *ud, const struct plan_entry *e)
+{
+	struct runner *ru = ud;
+
+	if (e->ftype == PROTO_FT_DIR && nameset_get(&ru->skeleton, e->name)) {
+		batch_add(&ru->list, e->name);
+		if (ru->list.n >= RUN_BATCH && !ru->stop) {
+			run_result(ru, run_push(ru, &ru->list));
+		}
+	}
+	return 0;
+}
+
+/* HOST:PATH/ for shard i: the plan's hosts taken in turn. */
+static void shard_dest(const struct plan_header *h, uint32_t shard, char *buf, size_t len)
+{
+	uint32_t nhosts = 1, k;
+	const char *p = h->hosts;
+	size_t hl;
+
+	for (const char *c = h->hosts; *c; c++) {
+		nhosts += *c == ',';
+	}
+	for (k = shard % nhosts; k > 0; k--) {
+		p = strchr(p, ',') + 1;
+	}
+	hl = strcspn(p, ",");
+	snprintf(buf, len, "%s%.*s%s:%s%s", memchr(p, ':', hl) ? "[" : "", (int)hl, p,
+		 memchr(p, ':', hl) ? "]" : "", h->path,
+		 h->path[strlen(h->path) - 1] == '/' ? "" : "/");
+}
+
+/* The plan's options for the pushes of a shard or of finalize. */
+static void apply_plan_options(struct client_opts *o, const struct plan_header *h)
+{
+	o->port = h->port;
+	o->recursive = false;
+	o->preserve = h->preserve;
+	o->owner = h->owner;
+	o->hardlinks = h->hardlinks;
+	o->xattrs = h->xattrs;
+	o->acls = h->acls;
+	o->skip = skip_parse(h->skip);
+	o->partial = true;
+	o->mirror = false;
+	o->missing_ok = false;
+	o->dry_run = false;
+	filter_list_free(&o->filters);
+	o->filters = (struct filter_list){ 0 };
+}
+
+/* Open and lock a journal: EXIT_SHARD_TAKEN when another run holds it. */
+static int journal_lock(const char *jpath, const char *what, int *ret_fd)
+{
+	char esc[1024];
+	int fd = open(jpath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+	if (fd < 0) {
+		log_error("%s: %s", log_escape_short(jpath, esc, sizeof(esc)), strerror(errno));
+		return EXIT_LOCAL_IO;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+
+		close(fd);
+		if (e == EWOULDBLOCK) {
+			log_error("%s is running already (its journal %s is locked by another "
+				  "process): one process per shard",
+				  what, log_escape_short(jpath, esc, sizeof(esc)));
+			return EXIT_SHARD_TAKEN;
+		}
+		log_error("%s: lock: %s", log_escape_short(jpath, esc, sizeof(esc)), strerror(e));
+		return EXIT_LOCAL_IO;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+/* Lock, check and load a journal, cut a torn last line, write the header of a new one. */
+static int journal_begin(const char *jpath, const char *what, const struct plan_header *h,
+			 int64_t shard, struct nameset *done, struct journal_writer *j)
+{
+	off_t good = 0;
+	struct stat stt;
+	int rc = journal_lock(jpath, what, &j->fd);
+
+	if (rc != 0) {
+		return rc;
+	}
+	rc = journal_load(j->fd, jpath, h->id, shard, h->shards, done, NULL, &good);
+	if (rc == 0 && fstat(j->fd, &stt) == 0 && stt.st_size > good &&
+	    ftruncate(j->fd, good) < 0) {
+		rc = EXIT_LOCAL_IO;
+	}
+	if (rc == 0 && !(j->f = fdopen(j->fd, "a"))) {
+		rc = EXIT_LOCAL_IO;
+	}
+	if (rc != 0) {
+		close(j->fd);
+		return rc;
+	}
+	if (good == 0) {
+		journal_put_header(j->f, h->id, shard, h->shards);
+	}
+	journal_put_run(j->f, true, (double)time(NULL), 0, 0, 0);
+	journal_sync(j);
+	return 0;
+}
+
+static int journal_end(struct journal_writer *j, int rc, double secs)
+{
+	journal_put_run(j->f, false, (double)time(NULL), rc, j->bytes, secs);
+	journal_sync(j);
+	if (fclose(j->f) != 0 && j->err == 0) {
+		j->err = -EIO;
+	}
+	return j->err;
+}
+
+int cmd_run(struct client_opts *o, char **args, int nargs)
+{
+	struct plan_reader *r = NULL;
+	struct runner ru = { .o = o };
+	struct nameset done = { 0 };
+	struct journal_writer j = { 0 };
+	char what[64], esc[1024];
+	double t0 = now_seconds();
+	int rc;
+
+	if (nargs != 1) {
+		log_error("usage: rdmacp run PLAN --shard I/N|auto");
+		return EXIT_USAGE;
+	}
+	rc = open_plan(args[0], &r);
+	if (rc != 0) {
+		return rc;
+	}
+	ru.h = plan_reader_header(r);
+	rc = resolve_shard(o, ru.h->shards, &ru.shard, &(uint32_t){ 0 });
+	if (rc == 0) {
+		/* All of it checked before anything is copied. */
+		rc = plan_pass(r, skeleton_mark, &ru);
+	}
+	if (rc == 0 && journal_path(args[0], ru.shard, ru.jpath, sizeof(ru.jpath)) < 0) {
+		rc = EXIT_USAGE;
+	}
+	snprintf(what, sizeof(what), "shard %" PRIu32 " of %" PRIu32, ru.shard, ru.h->shards);
+	if (rc == 0) {
+		rc = journal_begin(ru.jpath, what, ru.h, ru.shard, &done, &j);
+	}
+	if (rc != 0) {
+		nameset_free(&done);
+		nameset_free(&ru.skeleton);
+		plan_close(r);
+		return rc;
+	}
+	ru.done = &done;
+	shard_dest(ru.h, ru.shard, ru.dest, sizeof(ru.dest));
+	apply_plan_options(o, ru.h);
+	copy_set_observer(journal_observe, &j);
+	if (batch_open(&ru.list, ru.jpath, "list") < 0 ||
+	    batch_open(&ru.links, ru.jpath, "links") < 0) {
+		log_error("%s.list: %s", log_escape_short(ru.jpath, esc, sizeof(esc)),
+			  strerror(errno));
+		rc = EXIT_LOCAL_IO;
+	}
+	if (rc == 0) {
+		rc = plan_pass(r, skeleton_list, &ru);
+	}
+	if (rc == 0 && !ru.stop && ru.list.n > 0) {
+		run_result(&ru, run_push(&ru, &ru.list));
+	}
+	if (rc == 0 && !ru.stop) {
+		rc = plan_pass(r, run_entry, &ru);
+	}
+	if (rc == 0 && !ru.stop && ru.list.n > 0) {
+		run_result(&ru, run_push(&ru, &ru.list));
+	}
+	if (rc == 0 && !ru.stop && ru.links.n > 0) {
+		run_result(&ru, run_push(&ru, &ru.links));
+	}
+	if (rc == 0) {
+		rc = ru.rc;
+	}
+	copy_set_observer(NULL, NULL);
+	for (struct batch *b = &ru.list; b <= &ru.links; b++) {
+		if (b->f) {
+			fclose(b->f);
+			unlink(b->path);
+		}
+	}
+	if (journal_end(&j, rc, now_seconds() - t0) < 0) {
+		log_error("%s: journal not written: %s",
+			  log_escape_short(ru.jpath, esc, sizeof(esc)), strerror(EIO));
+		rc = rc ? rc : EXIT_LOCAL_IO;
+	}
+	if (o->verbose >= 0 && !o->json) {
+		fprintf(stderr,
+			"%s: %" PRIu64 " entries done before, %" PRIu64 " this run, exit %d\n",
+			what, ru.already, ru.todo, rc);
+	}
+	nameset_free(&done);
+	nameset_free(&ru.skeleton);
+	plan_close(r);
+	return rc;
+}
+
+/* ---- finalize and report ------------------------------------------------------- */
+
+struct merged {
+	struct plan_reader *r;
+	const struct plan_header *h;
+	struct nameset ns;
+	struct shard_stats *shards;
+	uint64_t by_state[JOURNAL_DELETED + 1]; /* [0]: pending */
+	uint64_t deleted;
+	struct client_opts *o;
+	bool listing; /* report: each entry printed */
+	uint64_t shown_failed;
+};
+
+/* The plan and every journal next to it; EXIT_BAD_PLAN for one that doesn't belong. */
+static int merged_load(struct merged *m, const char *plan)
+{
+	char jpath[PATH_MAX];
+	int rc = open_plan(plan, &m->r);
+
+	if (rc != 0) {
+		return rc;
+	}
+	m->h = plan_reader_header(m->r);
+	m->shards = calloc(m->h->shards, sizeof(*m->shards));
+	if (!m->shards) {
+		return EXIT_LOCAL_IO;
+	}
+	for (uint32_t i = 0; i <= m->h->shards && rc == 0; i++) {
+		bool final = i == m->h->shards;
+		struct nameset finalset = { 0 };
+		int fd;
+
+		journal_path(plan, final ? UINT32_MAX : i, jpath, sizeof(jpath));
+		fd = open(jpath, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno != ENOENT) {
+				rc = EXIT_LOCAL_IO;
+			}
+			continue;
+		}
+		if (final) {
+			rc = journal_load(fd, jpath, m->h->id, -1, m->h->shards, &finalset, NULL,
+					  NULL);
+			for (size_t k = 0; k < finalset.cap; k++) {
+				m->deleted += finalset.v[k].state == JOURNAL_DELETED;
+			}
+			nameset_free(&finalset);
+		} else {
+			m->shards[i].journal = true;
+			rc = journal_load(fd, jpath, m->h->id, i, m->h->shards, &m->ns,
+					  &m->shards[i], NULL);
+		}
+		close(fd);
+	}
+	return rc;
+}
+
+static void merged_free(struct merged *m)
+{
+	nameset_free(&m->ns);
+	free(m->shards);
+	plan_close(m->r);
+}
+
+static void csv_field(const char *s)
+{
+	bool quote = strpbrk(s, ",\"\r\n") != NULL;
+
+	if (quote) {
+		putchar('"');
+	}
+	for (; *s; s++) {
+		if (*s == '"') {
+			putchar('"');
+		}
+		putchar(*s);
+	}
+	if (quote) {
+		putchar('"');
+	}
+}
+
+static void entry_out(struct merged *m, const struct plan_entry *e, int state, const char *code)
+{
+	char esc[1024];
+
+	if (m->o->csv) {
+		csv_field(e->name);
+		printf(",%s,%" PRIu32 ",%s,%" PRIu64 ",", plan_ftype_name(e->ftype), e->shard,
+		       journal_state_name(state), e->size);
+		csv_field(code);
+		putchar('\n');
+	} else if (m->o->json) {
+		printf("{\"event\":\"entry\"");
+		ndjson_put_name(stdout, "name", e->name);
+		printf(",\"type\":\"%s\",\"shard\":%" PRIu32 ",\"state\":\"%s\",\"size\":%" PRIu64,
+		       plan_ftype_name(e->ftype), e->shard, journal_state_name(state), e->size);
+		if (*code) {
+			printf(",\"code\":");
+			ndjson_put_string(stdout, code);
+		}
+		printf("}\n");
+	} else if (state == JOURNAL_FAILED || (state == 0 && m->o->verbose > 0)) {
+		if (state == 0 || m->shown_failed++ < 100 || m->o->verbose > 0) {
+			printf("  %s: %s%s%s%s (shard %" PRIu32 ")\n", journal_state_name(state),
+			       log_escape_short(e->name, esc, sizeof(esc)), *code ? " (" : "", code,
+			       *code ? ")" : "", e->shard);
+		}
+	}
+}
+
+static int merged_entry(void *ud, const struct plan_entry *e)
+{
+	struct merged *m = ud;
+	const struct nameset_slot *s = nameset_get(&m->ns, e->name);
+	int state = s ? s->state : 0;
+	struct shard_stats *st = &m->shards[e->shard];
+
+	/* A deleted name (the last word of a run without --delete can't be that) counts as pending. */
+	if (state == JOURNAL_DELETED) {
+		state = 0;
+	}
+	m->by_state[state]++;
+	st->entries++;
+	st->bytes += e->size;
+	st->done += journal_state_done(state);
+	st->failed += state == JOURNAL_FAILED;
+	if (m->listing) {
+		entry_out(m, e, state, s && state ? s->code : "");
+	}
+	return 0;
+}
+
+static uint64_t merged_done(const struct merged *m)
+{
+	return m->by_state[JOURNAL_COPIED] + m->by_state[JOURNAL_SKIPPED] +
+	       m->by_state[JOURNAL_RESUMED];
+}
+
+static void merged_summary(const struct merged *m, const struct client_opts *o, bool to_stdout)
+{
+	FILE *f = to_stdout ? stdout : stderr;
+	const struct plan_header *h = m->h;
+
+	if (o->csv) {
+		return;
+	}
+	if (o->json) {
+		printf("{\"event\":\"report\",\"plan\":\"%s\",\"shards\":%" PRIu32
+		       ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"copied\":%" PRIu64
+		       ",\"skipped\":%" PRIu64 ",\"resumed\":%" PRIu64 ",\"failed\":%" PRIu64
+		       ",\"pending\":%" PRIu64 ",\"deleted\":%" PRIu64 ",\"complete\":%s}\n",
+		       h->id, h->shards, h->entries, h->bytes, m->by_state[JOURNAL_COPIED],
+		       m->by_state[JOURNAL_SKIPPED], m->by_state[JOURNAL_RESUMED],
+		       m->by_state[JOURNAL_FAILED], m->by_state[0], m->deleted,
+		       merged_done(m) == h->entries ? "true" : "false");
+		for (uint32_t i = 0; i < h->shards; i++) {
+			const struct shard_stats *s = &m->shards[i];
+
+			printf("{\"event\":\"shard\",\"shard\":%" PRIu32 ",\"entries\":%" PRIu64
+			       ",\"bytes\":%" PRIu64 ",\"done\":%" PRIu64 ",\"failed\":%" PRIu64
+			       ",\"pending\":%" PRIu64 ",\"runs\":%" PRIu64 ",\"sent\":%" PRIu64
+			       ",\"seconds\":%.3f,\"rate\":%.0f,\"last_exit\":%d}\n",
+			       i, s->entries, s->bytes, s->done, s->failed,
+			       s->entries - s->done - s->failed, s->runs, s->sent, s->seconds,
+			       s->seconds > 0 ? (double)s->sent / s->seconds : 0.0, s->last_exit);
+		}
+		fflush(stdout);
+		return;
+	}
+	fprintf(f,
+		"plan %s: %" PRIu64 " entries, %" PRIu64 " bytes, %" PRIu32
+		" shards\n  copied %" PRIu64 ", skipped %" PRIu64 ", resumed %" PRIu64
+		", failed %" PRIu64 ", pending %" PRIu64 ", deleted %" PRIu64 "\n",
+		h->id, h->entries, h->bytes, h->shards, m->by_state[JOURNAL_COPIED],
+		m->by_state[JOURNAL_SKIPPED], m->by_state[JOURNAL_RESUMED],
+		m->by_state[JOURNAL_FAILED], m->by_state[0], m->deleted);
+	for (uint32_t i = 0; i < h->shards; i++) {
+		const struct shard_stats *s = &m->shards[i];
+		uint64_t pending = s->entries - s->done - s->failed;
+
+		if (!to_stdout && s->done == s->entries) {
+			continue; /* finalize names the shards to run again */
+		}
+		fprintf(f,
+			"  shard %" PRIu32 ": %" PRIu64 " entries, %" PRIu64 " done, %" PRIu64
+			" failed, %" PRIu64 " pending; %s%" PRIu64
+			" bytes sent in %.1f s (%.1f MiB/s), "
+			"%" PRIu64 " runs\n",
+			i, s->entries, s->done, s->failed, pending, s->journal ? "" : "never run; ",
+			s->sent, s->seconds,
+			s->seconds > 0 ? (double)s->sent / s->seconds / 1048576 : 0.0, s->runs);
+	}
+}
+
+/* report --watch: the totals and shards again every few seconds, until nothing is pending. */
+#define REPORT_WATCH_S 5
+
+int cmd_report(struct client_opts *o, char **args, int nargs)
+{
+	int rc;
+
+	if (nargs != 1) {
+		log_error("usage: rdmacp report PLAN [--json|--csv] [--watch]");
+		return EXIT_USAGE;
+	}
+	if (o->json && o->csv) {
+		log_error("--json or --csv, not both");
+		return EXIT_USAGE;
+	}
+	if (o->watch && o->csv) {
+		log_error("--watch prints totals, not --csv rows");
+		return EXIT_USAGE;
+	}
+	for (;;) {
+		/* Watching, each round is the totals and the shards, not every entry. */
+		struct merged m = { .o = o, .listing = !o->watch };
+		uint64_t pending = 0;
+
+		rc = merged_load(&m, args[0]);
+		if (rc == 0 && o->csv) {
+			printf("name,type,shard,state,size,code\n");
+		}
+		if (rc == 0) {
+			rc = plan_pass(m.r, merged_entry, &m);
+		}
+		if (rc == 0) {
+			merged_summary(&m, o, true);
+			fflush(stdout);
+			pending = m.by_state[0];
+		}
+		merged_free(&m);
+		if (rc != 0 || !o->watch || pending == 0) {
+			return rc;
+		}
+		sleep(REPORT_WATCH_S);
+	}
+}
+
+/* finalize: the directories again, with -p: their modes and times, now their contents are in. */
+static int dirs_entry(void *ud, const struct plan_entry *e)
+{
+	struct runner *ru = ud;
+
+	if (e->ftype == PROTO_FT_DIR && !ru->stop) {
+		batch_add(&ru->list, e->name);
+		if (ru->list.n >= RUN_BATCH) {
+			run_result(ru, run_push(ru, &ru->list));
+		}
+	}
+	return 0;
+}
+
+/* --delete: the whole tree pushed again with -r and a skip level, the daemon mirroring. */
+static int mirror_push(struct client_opts *o, const struct plan_header *h, const char *dest,
+		       const char *top)
+{
+	_cleanup_free_ char *src = NULL;
+	char *args[2];
+	unsigned line;
+	int r;
+
+	if (asprintf(&src, "%s/%s", h->base, top) < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	o->recursive = true;
+	o->mirror = true;
+	o->files_from[0] = '\0';
+	/* What was copied stays: at least the plan's skip level, quick with -p, else exists. */
+	if (!o->skip) {
+		o->skip = h->preserve ? PROTO_OPEN_SKIP_QUICK : PROTO_OPEN_SKIP_EXISTS;
+	}
+	if (h->filters) {
+		r = filter_add_text(&o->filters, h->filters, strlen(h->filters), &line);
+		if (r < 0) {
+			log_error("the plan's filters, rule %u: %s", line, strerror(-r));
+			return EXIT_BAD_PLAN;
+		}
+	}
+	args[0] = src;
+	args[1] = (char *)dest;
+	return cmd_copy(o, args, 2);
+}
+
+static int first_entry(void *ud, const struct plan_entry *e)
+{
+	char *top = ud;
+
+	if (!top[0]) {
+		snprintf(top, PROTO_MAX_PATH + 1, "%s", e->name);
+	}
+	return 0;
+}
+
+int cmd_finalize(struct client_opts *o, char **args, int nargs)
+{
+	struct merged m = { .o = o };
+	struct runner ru = { .o = o };
+	struct journal_writer j = { 0 };
+	struct nameset ignored = { 0 };
+	bool mirror = o->mirror, have_max = o->have_max_delete;
+	uint64_t max_delete = o->max_delete;
+	double t0 = now_seconds();
+	char top[PROTO_MAX_PATH + 1] = "";
+	int rc;
+
+	if (nargs != 1) {
+		log_error("usage: rdmacp finalize PLAN [--delete [--max-delete N]]");
+		return EXIT_USAGE;
+	}
+	if (have_max && !mirror) {
+		log_error("--max-delete needs --delete");
+		return EXIT_USAGE;
+	}
+	rc = merged_load(&m, args[0]);
+	if (rc == 0) {
+		rc = plan_pass(m.r, merged_entry, &m);
+	}
+	if (rc != 0) {
+		merged_free(&m);
+		return rc;
+	}
+	if (merged_done(&m) != m.h->entries) {
+		merged_summary(&m, o, false);
+		log_error("not finished: %" PRIu64 " of %" PRIu64
+			  " entries have no outcome, %" PRIu64
+			  " failed: run the shards above again (their journals keep what is done), "
+			  "then finalize",
+			  m.by_state[0], m.h->entries, m.by_state[JOURNAL_FAILED]);
+		merged_free(&m);
+		return EXIT_PARTIAL;
+	}
+	if (mirror && (!m.h->recursive || m.h->files_from)) {
+		log_error("finalize --delete needs a plan of one tree (-r, without --files-from)");
+		merged_free(&m);
+		return EXIT_USAGE;
+	}
+	/* All shards are done: one finalize at a time, in its own journal. */
+	journal_path(args[0], UINT32_MAX, ru.jpath, sizeof(ru.jpath));
+	ru.h = m.h;
+	rc = journal_begin(ru.jpath, "finalize", m.h, -1, &ignored, &j);
+	nameset_free(&ignored);
+	if (rc != 0) {
+		merged_free(&m);
+		return rc;
+	}
+	shard_dest(m.h, 0, ru.dest, sizeof(ru.dest));
+	apply_plan_options(o, m.h);
+	copy_set_observer(journal_observe, &j);
+	if (mirror) {
+		o->max_delete = max_delete;
+		o->have_max_delete = have_max;
+		rc = plan_pass(m.r, first_entry, top);
+		if (rc == 0) {
+			rc = mirror_push(o, m.h, ru.dest, top);
+		}
+	} else if (m.h->preserve) {
+		if (batch_open(&ru.list, ru.jpath, "list") < 0) {
+			rc = EXIT_LOCAL_IO;
+		}
+		if (rc == 0) {
+			rc = plan_pass(m.r, dirs_entry, &ru);
+		}
+		if (rc == 0 && !ru.stop && ru.list.n > 0) {
+			run_result(&ru, run_push(&ru, &ru.list));
+		}
+		rc = rc ? rc : ru.rc;
+		if (ru.list.f) {
+			fclose(ru.list.f);
+			unlink(ru.list.path);
+		}
+	}
+	copy_set_observer(NULL, NULL);
+	if (journal_end(&j, rc, now_seconds() - t0) < 0 && rc == 0) {
+		rc = EXIT_LOCAL_IO;
+	}
+	if (rc == 0 && o->verbose >= 0) {
+		merged_free(&m);
+		m = (struct merged){ .o = o };
+		rc = merged_load(&m, args[0]);
+		if (rc == 0) {
+			rc = plan_pass(m.r, merged_entry, &m);
+		}
+		if (rc == 0) {
+			merged_summary(&m, o, o->json);
+		}
+	}
+	merged_free(&m);
+	return rc;
+}

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Migration plans and shard journals (rdmacp plan / run / finalize /
+ * report), as NDJSON files (ndjson.h).
+ *
+ * A plan: one header line (format, id, source, destination, options, shard
+ * count, entry count, bytes, and a digest over the entries), then one line
+ * per entry numbered from 1 ("n"), each with its shard. The reader checks
+ * every line as it comes (a line cut short, a number out of sequence, a
+ * shard beyond the count: an error naming the line) and the digest and the
+ * count at the end, so a plan edited by hand is refused; the header's
+ * source and destination may be edited (a host moved), its id, shard and
+ * entry counts may not.
+ *
+ * A journal: one per shard, next to the plan (PLAN.journal.I), appended by
+ * each run of that shard: a header line naming the plan id and the shard,
+ * then run start/end lines and one line per entry outcome.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <xxhash.h>
+
+#include "ndjson.h"
+#include "proto/msg.h"
+
+#define PLAN_FORMAT	     1
+#define PLAN_MAX_SHARDS	     65536
+#define PLAN_ID_LEN	     32		  /* hex digits */
+#define PLAN_ENTRY_COST	     (256 * 1024) /* bytes one entry weighs in the balance */
+#define PLAN_MAX_FILTERS_LEN (256 * 1024)
+
+struct plan_header {
+	char id[PLAN_ID_LEN + 1];
+	char source[PROTO_MAX_PATH + 1]; /* as typed */
+	char base[PROTO_MAX_PATH + 1];	 /* the directory the names are relative to */
+	char hosts[1024];		 /* destination daemons, comma-separated */
+	char path[PROTO_MAX_PATH + 1];	 /* MODULE/PATH at each of them */
+	uint16_t port;
+	uint32_t shards;
+	uint64_t entries, bytes;
+	bool recursive, preserve, owner, hardlinks, xattrs, acls, files_from;
+	char skip[16]; /* none, exists, quick, checksum */
+	char *filters; /* "+ PAT\n- PAT\n..." or NULL (heap) */
+	char digest[2 * 16 + 1];
+};
+
+struct plan_entry {
+	uint64_t n;
+	uint32_t shard;
+	uint8_t ftype; /* PROTO_FT_REG, _DIR, _SYMLINK, _HARDLINK */
+	uint64_t size;
+	int64_t mtime;
+	uint32_t mtime_ns;
+	uint32_t mode;
+	uint64_t links; /* a file with other names (-H): how many in all; else 0 */
+	char name[PROTO_MAX_PATH + 1];
+	char link[PROTO_MAX_PATH + 1]; /* PROTO_FT_HARDLINK: the name it is a link to */
+};
+
+const char *plan_ftype_name(uint8_t ftype);
+
+/* A new random plan id. 0 or -EIO. */
+int plan_new_id(char id[PLAN_ID_LEN + 1]);
+/* One entry line (with its newline) to f. */
+void plan_put_entry(FILE *f, const struct plan_entry *e);
+/* The header line; digest and counts as set in h. */
+void plan_put_header(FILE *f, const struct plan_header *h);
+/* The digest of a plan: XXH3-128 over the entry lines, then id, shards and entries. */
+void plan_digest_final(XXH3_state_t *st, const struct plan_header *h, char out[33]);
+
+struct plan_reader;
+/*
+ * Open a plan and read its header. On a bad plan: -EBADMSG with
+ * "PLAN:LINE: problem" in err; else -errno (err says what).
+ */
+int plan_open(const char *path, struct plan_reader **ret, char *err, size_t errlen);
+const struct plan_header *plan_reader_header(const struct plan_reader *r);
+/* The next entry: 1, 0 at the end (count and digest checked), or -EBADMSG / -errno (err set). */
+int plan_next(struct plan_reader *r, struct plan_entry *e, char *err, size_t errlen);
+/* Back to the first entry (a second pass). 0 or -errno. */
+int plan_rewind(struct plan_reader *r);
+void plan_close(struct plan_reader *r);
+
+/* ---- balancing --------------------------------------------------------------- */
+
+/* Each new entry to the shard with the least weight so far (bytes + PLAN_ENTRY_COST a entry). */
+struct plan_balancer {
+	uint32_t n;
+	uint64_t *load;
+	uint32_t *heap; /* shard numbers, a min-heap by (load, number) */
+};
+int plan_balancer_init(struct plan_balancer *b, uint32_t shards);
+uint32_t plan_balancer_pick(struct plan_balancer *b, uint64_t bytes);
+/* Add weight to a given shard (a hard link going where its file went). */
+void plan_balancer_add(struct plan_balancer *b, uint32_t shard, uint64_t bytes);
+void plan_balancer_free(struct plan_balancer *b);
+
+/* ---- journals ---------------------------------------------------------------- */
+
+enum journal_state {
+	JOURNAL_NONE = 0,
+	JOURNAL_COPIED,
+	JOURNAL_SKIPPED,
+	JOURNAL_RESUMED,
+	JOURNAL_FAILED,
+	JOURNAL_DELETED,
+};
+
+const char *journal_state_name(int state);
+int journal_state_parse(const char *s);
+static inline bool journal_state_done(int state)
+{
+	return state == JOURNAL_COPIED || state == JOURNAL_SKIPPED || state == JOURNAL_RESUMED;
+}
+
+/* PLAN.journal.I, or PLAN.journal.final for shard UINT32_MAX. */
+int journal_path(const char *plan, uint32_t shard, char *buf, size_t len);
+
+/* What a journal line says. */
+struct journal_line {
+	enum { JL_HEADER, JL_RUN_START, JL_RUN_END, JL_ENTRY } kind;
+	char plan_id[PLAN_ID_LEN + 1];
+	int64_t shard; /* header: -1 for the final journal */
+	uint32_t shards;
+	double t;
+	int exit_code;
+	uint64_t bytes;
+	double seconds;
+	int state;
+	char code[32];
+	char name[PROTO_MAX_PATH + 1];
+};
+/* Parse one journal line (without newline). 0 or -EBADMSG (why set). */
+int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct journal_line *ret,
+		  const char **why);
+void journal_put_header(FILE *f, const char *plan_id, int64_t shard, uint32_t shards);
+void journal_put_run(FILE *f, bool start, double t, int exit_code, uint64_t bytes, double secs);
+void journal_put_entry(FILE *f, const char *name, int state, uint64_t bytes, const char *code);
+
+/* ---- a set of names -------------------------------------------------------- */
+
+/* Names by their XXH3-128 (16 bytes each, not the names): the latest state wins. */
+struct nameset_slot {
+	uint64_t lo, hi;
+	uint8_t state; /* enum journal_state; 0: empty slot */
+	char code[23];
+};
+struct nameset {
+	struct nameset_slot *v;
+	size_t cap, n;
+};
+int nameset_put(struct nameset *s, const char *name, int state, const char *code);
+const struct nameset_slot *nameset_get(const struct nameset *s, const char *name);
+void nameset_free(struct nameset *s);

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/* Plans and journals (src/plan.c, src/ndjson.c): round trips and bad lines. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ndjson.h"
+#include "plan.h"
+
+static struct ndjson_obj obj;
+
+static int parse(const char *line, const char **why)
+{
+	return ndjson_parse(line, strlen(line), &obj, why);
+}
+
+static void test_ndjson_values(void **state)
+{
+	const char *why, *s;
+	int64_t i;
+	uint64_t u;
+	bool b;
+
+	(void)state;
+	assert_int_equal(
+	    parse("{\"a\":\"x\\ny\\u00e9\\ud83d\\ude00\",\"n\":-12,\"u\":18446744073709551615,"
+		  "\"t\":true,\"z\":null}",
+		  &why),
+	    -EINVAL); /* u is beyond int64 */
+	assert_int_equal(
+	    parse(" {\"a\":\"x\\ny\\u00e9\\ud83d\\ude00\", \"n\":-12,\"t\":true,\"z\":null} ",
+		  &why),
+	    0);
+	assert_int_equal(ndjson_get_str(&obj, "a", &s), 0);
+	assert_string_equal(s, "x\ny\xc3\xa9\xf0\x9f\x98\x80");
+	assert_int_equal(ndjson_get_i64(&obj, "n", &i), 0);
+	assert_int_equal(i, -12);
+	assert_int_equal(ndjson_get_u64(&obj, "n", &u), -EINVAL);
+	assert_int_equal(ndjson_get_bool(&obj, "t", &b), 0);
+	assert_true(b);
+	assert_int_equal(ndjson_get_str(&obj, "n", &s), -EINVAL);
+	assert_int_equal(ndjson_get_str(&obj, "missing", &s), -ENOENT);
+	assert_int_equal(parse("{}", &why), 0);
+}
+
+static void test_ndjson_bad(void **state)
+{
+	static const char *const bad[] = {
+		"",
+		"[1]",
+		"{\"a\":1",
+		"{\"a\":1,}",
+		"{\"a\":1} x",
+		"{\"a\":\"\\x\"}",
+		"{\"a\":\"\\u12\"}",
+		"{\"a\":\"\\u0000\"}",
+		"{\"a\":\"\\udc00\"}",
+		"{\"a\":\"\\ud800x\"}",
+		"{\"a\":{\"b\":1}}",
+		"{\"a\":1.5}",
+		"{\"a\":01}",
+		"{\"a\":1,\"a\":2}",
+		"{\"a\":\"tab\there\"}",
+		"{\"a\":tru}",
+		"{a:1}",
+	};
+	const char *why;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why = NULL;
+		assert_int_not_equal(parse(bad[i], &why), 0);
+		assert_non_null(why);
+	}
+}
+
+static void test_ndjson_names(void **state)
+{
+	static const char *const names[] = { "plain",		"new\nline \"q\" \\",
+					     "bad\xff",		"\x01\x7f",
+					     "\xc0\x80",	"\xed\xa0\x80",
+					     "\xf0\x9f\x98\x80" };
+	char buf[256], out[64];
+	const char *why;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		FILE *f = fmemopen(buf, sizeof(buf), "w");
+
+		assert_non_null(f);
+		fputs("{\"x\":1", f);
+		ndjson_put_name(f, "name", names[i]);
+		fputs("}", f);
+		fclose(f);
+		assert_int_equal(parse(buf, &why), 0);
+		assert_int_equal(ndjson_get_name(&obj, "name", out, sizeof(out)), 0);
+		assert_string_equal(out, names[i]);
+	}
+	assert_int_equal(parse("{\"name_hex\":\"6100\"}", &why), 0);
+	assert_int_equal(ndjson_get_name(&obj, "name", out, sizeof(out)), -EINVAL);
+	assert_int_equal(parse("{\"name_hex\":\"6\"}", &why), 0);
+	assert_int_equal(ndjson_get_name(&obj, "name", out, sizeof(out)), -EINVAL);
+	assert_int_equal(parse("{\"name\":\"abcdef\"}", &why), 0);
+	assert_int_equal(ndjson_get_name(&obj, "name", out, 4), -ENAMETOOLONG);
+}
+
+/* Write a plan of n entries in 3 shards to path; its header in h. */
+static void write_plan(const char *path, struct plan_header *h, unsigned n)
+{
+	XXH3_state_t *st = XXH3_createState();
+	char *body = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&body, &len), *f;
+
+	memset(h, 0, sizeof(*h));
+	assert_int_equal(plan_new_id(h->id), 0);
+	strcpy(h->source, "src");
+	strcpy(h->base, "/base");
+	strcpy(h->hosts, "a,b");
+	strcpy(h->path, "mod/dst");
+	strcpy(h->skip, "quick");
+	h->port = 7471;
+	h->shards = 3;
+	for (unsigned i = 1; i <= n; i++) {
+		struct plan_entry e = { .n = i,
+					.shard = i % 3,
+					.ftype = PROTO_FT_REG,
+					.size = i,
+					.mtime = -5,
+					.mtime_ns = 7,
+					.mode = 0640 };
+
+		snprintf(e.name, sizeof(e.name), "d/f%u", i);
+		plan_put_entry(m, &e);
+		h->entries++;
+		h->bytes += i;
+	}
+	fclose(m);
+	XXH3_128bits_reset(st);
+	XXH3_128bits_update(st, body, len);
+	plan_digest_final(st, h, h->digest);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	plan_put_header(f, h);
+	fwrite(body, 1, len, f);
+	fclose(f);
+	free(body);
+	XXH3_freeState(st);
+}
+
+static void test_plan_round_trip(void **state)
+{
+	char path[] = "/tmp/test_plan.XXXXXX", err[8192];
+	struct plan_header h;
+	struct plan_reader *r;
+	struct plan_entry e;
+	unsigned n = 0;
+	int fd = mkstemp(path), q;
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	write_plan(path, &h, 50);
+	assert_int_equal(plan_open(path, &r, err, sizeof(err)), 0);
+	assert_string_equal(plan_reader_header(r)->id, h.id);
+	assert_string_equal(plan_reader_header(r)->hosts, "a,b");
+	assert_int_equal(plan_reader_header(r)->shards, 3);
+	for (int pass = 0; pass < 2; pass++) {
+		n = 0;
+		assert_int_equal(plan_rewind(r), 0);
+		while ((q = plan_next(r, &e, err, sizeof(err))) > 0) {
+			n++;
+			assert_int_equal(e.n, n);
+			assert_int_equal(e.shard, n % 3);
+			assert_int_equal(e.mtime, -5);
+			assert_int_equal(e.mode, 0640);
+		}
+		assert_int_equal(q, 0);
+		assert_int_equal(n, 50);
+	}
+	plan_close(r);
+	unlink(path);
+}
+
+static void test_balancer(void **state)
+{
+	struct plan_balancer b;
+	uint64_t count[4] = { 0 };
+
+	(void)state;
+	assert_int_equal(plan_balancer_init(&b, 4), 0);
+	/* One huge file and many small ones: the small ones spread over the other shards. */
+	uint32_t huge = plan_balancer_pick(&b, 1ull << 30);
+
+	count[huge]++;
+	for (int i = 0; i < 3000; i++) {
+		count[plan_balancer_pick(&b, 1000)]++;
+	}
+	assert_int_equal(count[huge], 1);
+	for (int i = 0; i < 4; i++) {
+		assert_true(i == (int)huge || (count[i] >= 999 && count[i] <= 1001));
+	}
+	plan_balancer_free(&b);
+	assert_int_equal(plan_balancer_init(&b, 3), 0);
+	for (int i = 0; i < 300; i++) {
+		plan_balancer_pick(&b, 0);
+	}
+	assert_true(b.load[0] == b.load[1] && b.load[1] == b.load[2]);
+	plan_balancer_free(&b);
+}
+
+static void test_journal_lines(void **state)
+{
+	char buf[1024];
+	struct journal_line jl;
+	const char *why;
+	FILE *f;
+
+	(void)state;
+	f = fmemopen(buf, sizeof(buf), "w");
+	journal_put_entry(f, "a\nb", JOURNAL_FAILED, 0, "NOT_FOUND");
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	assert_int_equal(journal_parse(buf, strlen(buf), &obj, &jl, &why), 0);
+	assert_int_equal(jl.kind, JL_ENTRY);
+	assert_int_equal(jl.state, JOURNAL_FAILED);
+	assert_string_equal(jl.name, "a\nb");
+	assert_string_equal(jl.code, "NOT_FOUND");
+	strcpy(buf, "{\"state\":\"eaten\",\"name\":\"x\"}");
+	assert_int_equal(journal_parse(buf, strlen(buf), &obj, &jl, &why), -EBADMSG);
+	strcpy(buf, "{\"rdmacp_journal\":1,\"plan\":\"short\",\"shard\":0,\"shards\":2}");
+	assert_int_equal(journal_parse(buf, strlen(buf), &obj, &jl, &why), -EBADMSG);
+}
+
+static void test_nameset(void **state)
+{
+	struct nameset s = { 0 };
+	char name[32];
+
+	(void)state;
+	for (int i = 0; i < 5000; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		assert_int_equal(nameset_put(&s, name, JOURNAL_FAILED, "IO"), 0);
+	}
+	assert_int_equal(nameset_put(&s, "n7", JOURNAL_COPIED, NULL), 0);
+	assert_int_equal(s.n, 5000);
+	assert_int_equal(nameset_get(&s, "n7")->state, JOURNAL_COPIED);
+	assert_int_equal(nameset_get(&s, "n4999")->state, JOURNAL_FAILED);
+	assert_string_equal(nameset_get(&s, "n8")->code, "IO");
+	assert_null(nameset_get(&s, "n5000"));
+	nameset_free(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ndjson_values), cmocka_unit_test(test_ndjson_bad),
+		cmocka_unit_test(test_ndjson_names),  cmocka_unit_test(test_plan_round_trip),
+		cmocka_unit_test(test_balancer),      cmocka_unit_test(test_journal_lines),
+		cmocka_unit_test(test_nameset),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
