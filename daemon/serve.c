@@ -248,8 +248,8 @@ static void ev_file_ok(void *ud, const struct engine_entry_ev *ev)
 	}
 }
 
-static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, double secs,
-			    const uint8_t h[16])
+static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
+			    double secs, const uint8_t h[16])
 {
 	struct conn *c = ud;
 	char esc[512], hex[33];
@@ -257,9 +257,10 @@ static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t 
 	if (log_get_max_level() >= LOG_DEBUG) {
 		hash_to_hex(h, hex);
 		log_debug(
-		    "%s: committed %s, resumed (%llu bytes sent, %llu kept, %.3f s, xxh128 %s)",
+		    "%s: committed %s, resumed (%llu bytes sent, %llu kept, %llu zeros, %.3f s, "
+		    "xxh128 %s)",
 		    c->peer, log_escape(name, esc, sizeof(esc)), (unsigned long long)sent,
-		    (unsigned long long)kept, secs, hex);
+		    (unsigned long long)kept, (unsigned long long)zero, secs, hex);
 	}
 }
 

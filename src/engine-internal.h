@@ -32,6 +32,7 @@
 #include "hash.h"
 #include "macro.h"
 #include "pool.h"
+#include "sparse.h"
 #include "tls.h"
 #include "xport.h"
 
@@ -91,6 +92,13 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
  * (a client's: 60 s by default) is not known here.
  */
 #define VERIFY_BUDGET_MAX_S 10.0
+/*
+ * Zero extents (PROTO_CAP_ZEROS): a hole the sender finds is taken as one
+ * pool chunk of at most this many bytes (whole chunks), never read.
+ */
+#define ZERO_CHUNK_MAX ((uint64_t)1 << 30)
+/* Sender: fill-and-pass rounds in one turn of the loop before it looks at its events. */
+#define TX_PASS_TURNS 16
 
 enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4 };
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
@@ -102,6 +110,7 @@ enum slot_state { SL_FREE = 0, SL_HELD };
 
 struct chunk {
 	uint8_t state;
+	bool zero;     /* all zeros (a hole, not read; or read and found so): no payload */
 	uint32_t fidx; /* file table index */
 	uint64_t off;
 	uint32_t len;  /* payload bytes */
@@ -155,6 +164,14 @@ struct efile {
 	struct proto_range *resume;
 	uint16_t nresume;
 	uint64_t resumed; /* bytes of it the sender has passed over */
+	/* Zero extents: where the source's data starts and ends next (SEEK_DATA/HOLE). */
+	uint64_t next_data, next_hole;
+	/* Both: bytes of it described as zeros (ZEROS), no payload. */
+	uint64_t zeroed;
+	/* Receiver: the ZEROS ranges not hashed yet, ascending; the end of the last one. */
+	struct proto_range *zr;
+	uint32_t nzr, zr_cap;
+	uint64_t zr_end;
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
 	char *leaf;
@@ -305,6 +322,8 @@ struct engine {
 	bool sent_end;
 	uint64_t seq;
 	size_t rr_lane;
+	/* ZEROS not sent yet: ranges of one file (zq.id), flushed before its FILE_DONE. */
+	struct msg_resume zq;
 
 	/* receiver */
 	struct rslot *rslots;
@@ -382,7 +401,20 @@ struct engine {
 	uint64_t del_heard; /* sender: DELETED batches (the receiver's pass is progress) */
 	/* --partial: kept data is re-verified until then in one FILES batch (see rx_files). */
 	double verify_deadline;
+	/* --partial with ZEROS: the XXH3-128 of one chunk of zeros, for the journal. */
+	uint8_t zero_chunk_hash[HASH_LEN];
+	bool zero_chunk_hashed;
+	bool zeros; /* see engine_zeros */
+	/* Sender: chunks passed over without a slot (zeros, kept); the step goes on while they are. */
+	uint64_t passes;
+	bool again; /* work left that needs no event: the loop does not sleep */
 };
+
+/* ZEROS may flow on this transfer: a data path, and both ends announced them. */
+static inline bool engine_zeros(const struct engine *e)
+{
+	return e->zeros;
+}
 
 /* A probe (engine.h): a dry run on the control channel alone, nothing created. */
 static inline bool engine_probe(const struct engine *e)
@@ -423,6 +455,8 @@ void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t by
 struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(struct engine *e, struct efile *f);
 void file_release(struct engine *e, struct efile *f);
+
+void hash_zeros(struct file_hash *h, uint64_t len);
 
 /* engine_uring.c */
 struct io_uring_sqe *uring_sqe(struct engine *e);

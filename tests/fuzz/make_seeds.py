@@ -104,6 +104,9 @@ SEEDS = {
     # receiver -> sender: file id, count, then (offset, len) per verified range
     "resume": frame(19, struct.pack(">IH", 1, 2) + struct.pack(">QQ", 0, 4 << 20)
                     + struct.pack(">QQ", 6 << 20, 12345)),
+    # sender -> receiver: file id, count, then (offset, len) per range of zeros (no payload)
+    "zeros": frame(24, struct.pack(">IH", 1, 2) + struct.pack(">QQ", 1 << 20, 3 << 20)
+                   + struct.pack(">QQ", 8 << 20, 4321)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]
