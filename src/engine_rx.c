@@ -973,6 +973,14 @@ void rx_write_done(struct engine *e, uint32_t slot, int res)
 		}
 		s->written = true;
 		f->written += s->len;
+		/* With zero extents, blocks of zeros inside data stay holes too. */
+		int pr = engine_zeros(e)
+			     ? sparse_punch_zeros(f->tfd, rx_slot_buf(e, slot), s->off, s->len)
+			     : 0;
+
+		if (pr < 0) {
+			file_fail(f, errno_to_perr(pr), "punch %s: %s", f->name, strerror(-pr));
+		}
 		if (f->partial && rx_partial_note(f, s->off, s->len, s->chash) < 0) {
 			/* Not a failure of the copy: only less of it can be resumed. */
 			close(f->jfd);

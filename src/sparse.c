@@ -128,6 +128,45 @@ int sparse_zero_range(int fd, uint64_t off, uint64_t len, unsigned flags)
 	return 0;
 }
 
+int sparse_punch_zeros(int fd, const uint8_t *buf, uint64_t off, size_t len)
+{
+	size_t run = 0, at = 0;
+	bool checked = false;
+
+	/* Offsets on blocks only: the part of a block before off is not ours to judge. */
+	size_t skip = off % SPARSE_BLOCK ? SPARSE_BLOCK - off % SPARSE_BLOCK : 0;
+
+	for (size_t i = skip; i <= len; i += SPARSE_BLOCK) {
+		bool zero = i + SPARSE_BLOCK <= len && sparse_all_zero(buf + i, SPARSE_BLOCK);
+
+		if (zero) {
+			if (run == 0) {
+				at = i;
+			}
+			run += SPARSE_BLOCK;
+			continue;
+		}
+		if (run > 0 && !checked) {
+			struct stat st;
+
+			/* Regular files only: a device's written zeros are as good as any. */
+			if (fstat(fd, &st) < 0) {
+				return negerrno();
+			}
+			if (!S_ISREG(st.st_mode)) {
+				return 0;
+			}
+			checked = true;
+		}
+		if (run > 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					 (off_t)(off + at), (off_t)run) < 0) {
+			return errno == EOPNOTSUPP || errno == ENOSYS ? 0 : negerrno();
+		}
+		run = 0;
+	}
+	return 0;
+}
+
 int sparse_grow_to(int fd, uint64_t size)
 {
 	struct stat st;

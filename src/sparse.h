@@ -47,5 +47,15 @@ enum {
  */
 int sparse_zero_range(int fd, uint64_t off, uint64_t len, unsigned flags);
 
+/*
+ * buf holds the len bytes just written at off of the regular file fd: give
+ * back every run of whole SPARSE_BLOCK blocks of zeros in it (a punch, as
+ * cp --sparse=always leaves them), so data chunks with holes inside keep
+ * them. Nothing to do where the file system can't punch, nor for anything
+ * but a regular file. 0 or -errno.
+ */
+#define SPARSE_BLOCK 4096u
+int sparse_punch_zeros(int fd, const uint8_t *buf, uint64_t off, size_t len);
+
 /* A regular file shorter than size grows to it (the tail a hole); others are left alone. */
 int sparse_grow_to(int fd, uint64_t size);
