@@ -399,7 +399,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 	struct engine_limits limits = { 0 };
 	struct engine_stats st;
 	uint32_t code = 0;
-	char err[512], skipped[120] = "", resumed[80] = "";
+	char err[512], skipped[120] = "", resumed[128] = "";
 	int r;
 
 	ep.role = pull_srcs ? ENGINE_SENDER : ENGINE_RECEIVER;
@@ -482,6 +482,12 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 		snprintf(resumed, sizeof(resumed), ", %llu resumed (%llu bytes kept, not sent)",
 			 (unsigned long long)st.files_resumed,
 			 (unsigned long long)st.bytes_resumed);
+	}
+	if (st.bytes_zero) {
+		size_t n = strlen(resumed);
+
+		snprintf(resumed + n, sizeof(resumed) - n, ", %llu bytes as zeros",
+			 (unsigned long long)st.bytes_zero);
 	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
