@@ -97,6 +97,8 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
  * pool chunk of at most this many bytes (whole chunks), never read.
  */
 #define ZERO_CHUNK_MAX ((uint64_t)1 << 30)
+/* A zero chunk at least this long goes out (ZEROS) before the sender hashes it. */
+#define ZERO_EARLY_FLUSH ((uint32_t)8 << 20)
 /* Sender: fill-and-pass rounds in one turn of the loop before it looks at its events. */
 #define TX_PASS_TURNS 16
 

@@ -587,7 +587,6 @@ static int tx_pass_zero(struct engine *e, uint32_t ci)
 	for (uint64_t off = c->off; off < end; off += cs) {
 		uint64_t unit = MIN(cs, end - off);
 
-		hash_zeros(&f->hash, unit);
 		if (f->nresume && tx_kept(f, off, (uint32_t)unit)) {
 			f->resumed += unit;
 			continue;
@@ -597,6 +596,21 @@ static int tx_pass_zero(struct engine *e, uint32_t ci)
 			return r;
 		}
 	}
+	/*
+	 * A big hole: the receiver is told before we hash it, so both ends
+	 * hash their zeros at the same time rather than one after the other.
+	 */
+	if (c->len >= ZERO_EARLY_FLUSH) {
+		r = tx_zeros_flush(e);
+		if (r >= 0) {
+			r = chan_flush(e->p->chan);
+		}
+		if (r < 0) {
+			return e->failed ? r
+					 : fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
+	}
+	hash_zeros(&f->hash, c->len);
 	f->send_off += c->len;
 	e->bytes_progress += c->len;
 	e->passes++;
