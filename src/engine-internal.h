@@ -406,7 +406,8 @@ struct engine {
 	/* --partial with ZEROS: the XXH3-128 of one chunk of zeros, for the journal. */
 	uint8_t zero_chunk_hash[HASH_LEN];
 	bool zero_chunk_hashed;
-	bool zeros; /* see engine_zeros */
+	bool zeros;	   /* see engine_zeros */
+	uint32_t zr_total; /* receiver: ZEROS ranges waiting in all files (efile.nzr) */
 	/* Sender: chunks passed over without a slot (zeros, kept); the step goes on while they are. */
 	uint64_t passes;
 	bool again; /* work left that needs no event: the loop does not sleep */

@@ -208,6 +208,7 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->jbuf);
 	free(f->resume);
 	free(f->zr);
+	e->zr_total -= f->nzr;
 	free(f->name);
 	free(f->leaf);
 	free(f->src_path);

@@ -633,9 +633,10 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 	} else {
 		/*
 		 * An honest sender is at most a ring of chunks ahead of our hash,
-		 * and its ranges between them are merged: more is not a sender's.
+		 * and its ranges between them are merged: more (per file, or in
+		 * all, one more per file) is not a sender's.
 		 */
-		if (f->nzr > e->p->slots) {
+		if (f->nzr > e->p->slots || e->zr_total >= e->p->slots + FILE_TABLE) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG,
 				    "ZEROS for %s: too many ranges ahead of the data", f->name);
 		}
@@ -650,6 +651,7 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 			f->zr_cap = cap;
 		}
 		f->zr[f->nzr++] = *g;
+		e->zr_total++;
 	}
 	f->zr_end = end;
 	f->zeroed += g->len;
@@ -859,6 +861,7 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 			f->hash_off += f->zr[0].len;
 			memmove(f->zr, f->zr + 1, (f->nzr - 1) * sizeof(*f->zr));
 			f->nzr--;
+			e->zr_total--;
 			progress = true;
 		}
 		for (uint32_t i = 0; i < e->p->slots; i++) {

@@ -2710,6 +2710,37 @@ static void test_zeros_refused(void **state)
 	zeros_refused(state, PROTO_CAP_ZEROS, true, 1, 0, 2 * CHUNK, "overlaps data");
 }
 
+/* More ranges ahead of the hash than a ring of chunks could separate: refused. */
+static void test_zeros_too_many(void **state)
+{
+	struct fx *f = *state;
+	struct raw w;
+	struct msg m = { .type = MSG_ZEROS };
+	static const uint32_t ids[] = { 1 }, ok[] = { PERR_OK };
+	static const char *const names[] = { "z" };
+	static const uint64_t sizes[] = { 4 * (uint64_t)SLOTS * CHUNK };
+
+	f->rxr.p.peer_caps = PROTO_CAP_ZEROS;
+	raw_init(&w, &f->tx);
+	run_start(&f->rxr);
+	raw_ring(&w);
+	raw_files(&w, 1, ids, names, sizes);
+	raw_ack(&w, 1, ids, ok);
+	/* Nothing at offset 0 ever comes: every range waits. SLOTS + 1 may, one more may not. */
+	m.u.zeros.id = 1;
+	m.u.zeros.count = SLOTS + 2;
+	for (uint16_t i = 0; i < m.u.zeros.count; i++) {
+		m.u.zeros.r[i] =
+		    (struct proto_range){ .offset = (2 * i + 1) * (uint64_t)CHUNK, .len = CHUNK };
+	}
+	raw_send(&w, &m);
+	raw_expect_error(&w, PERR_PROTOCOL, "too many ranges");
+	run_join(&f->rxr);
+	assert_failed_run(&f->rxr, -EBADMSG, PERR_PROTOCOL, "too many ranges");
+	assert_dest(f->dst, "");
+	raw_free(&w);
+}
+
 /* Zeros described twice, and data inside zeros: both refused. */
 static void test_zeros_overlap(void **state)
 {
@@ -2889,6 +2920,7 @@ int main(void)
 		T(test_zeros_by_hand),
 		T(test_zeros_refused),
 		T(test_zeros_overlap),
+		T(test_zeros_too_many),
 	};
 	/* clang-format on */
 
