@@ -131,6 +131,7 @@ static int finish(struct xfer *x, const struct engine_stats *st, uint64_t local_
 		.skipped = st->files_skipped,
 		.deleted = st->files_deleted,
 		.resumed_bytes = st->bytes_resumed,
+		.zero_bytes = st->bytes_zero,
 		.dry_run = x->o->dry_run,
 		.completed = x->completed,
 	};
@@ -143,15 +144,15 @@ static void ev_ok(void *ud, const struct engine_entry_ev *ev)
 {
 	struct xfer *x = ud;
 
-	output_file(&x->out, ev->name, ev->ftype, ev->bytes, ev->seconds, ev->hash);
+	output_file(&x->out, ev->name, ev->ftype, ev->bytes, ev->zero_bytes, ev->seconds, ev->hash);
 }
 
-static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, double secs,
-		       const uint8_t h[16])
+static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
+		       double secs, const uint8_t h[16])
 {
 	struct xfer *x = ud;
 
-	output_resumed(&x->out, name, sent, kept, secs, h);
+	output_resumed(&x->out, name, sent, kept, zero, secs, h);
 }
 
 /* In a dry run (a probe) skipped, deleted and withheld are what a real run would do. */

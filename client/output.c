@@ -154,8 +154,8 @@ static void json_type(uint8_t ftype)
 	}
 }
 
-void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, double secs,
-		 const uint8_t *hash)
+void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, uint64_t zero,
+		 double secs, const uint8_t *hash)
 {
 	char hex[33] = "", esc[4200];
 
@@ -171,6 +171,10 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 		json_type(ftype);
 		printf(",\"action\":\"copied\",\"bytes\":%" PRIu64 ",\"seconds\":%.6f", bytes,
 		       secs);
+		if (ftype == PROTO_FT_REG) {
+			/* What crossed the data path, and what went as zeros without payload. */
+			printf(",\"data_bytes\":%" PRIu64 ",\"zero_bytes\":%" PRIu64, bytes, zero);
+		}
 		if (hash) {
 			printf(",\"xxh128\":\"%s\"", hex);
 		}
@@ -194,8 +198,8 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 	}
 }
 
-void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept, double secs,
-		    const uint8_t hash[16])
+void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept,
+		    uint64_t zero, double secs, const uint8_t hash[16])
 {
 	char hex[33], esc[4200];
 
@@ -208,8 +212,9 @@ void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_
 		printf("{\"event\":\"file\",\"name\":");
 		output_json_string(stdout, name);
 		printf(",\"type\":\"file\",\"action\":\"resumed\",\"bytes\":%" PRIu64
-		       ",\"resumed_bytes\":%" PRIu64 ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n",
-		       sent, kept, secs, hex);
+		       ",\"resumed_bytes\":%" PRIu64 ",\"data_bytes\":%" PRIu64
+		       ",\"zero_bytes\":%" PRIu64 ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n",
+		       sent, kept, sent, zero, secs, hex);
 		fflush(stdout);
 	} else if (out->verbose > 0) {
 		clear_progress(out);
@@ -415,9 +420,10 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 		printf("{\"event\":\"summary\",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64
 		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failed\":%" PRIu64
 		       ",\"failures\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"deleted\":%" PRIu64
-		       ",\"resumed_bytes\":%" PRIu64 ",\"dry_run\":%s",
+		       ",\"resumed_bytes\":%" PRIu64 ",\"data_bytes\":%" PRIu64
+		       ",\"zero_bytes\":%" PRIu64 ",\"dry_run\":%s",
 		       t->files, t->bytes, secs, rate, t->failed, t->failed, t->skipped, t->deleted,
-		       t->resumed_bytes, t->dry_run ? "true" : "false");
+		       t->resumed_bytes, t->bytes, t->zero_bytes, t->dry_run ? "true" : "false");
 		if (out->mirror) {
 			printf(",\"delete_withheld\":%" PRIu64 ",\"delete_suppressed\":%s",
 			       out->delete_withheld, out->delete_suppressed ? "true" : "false");
@@ -446,8 +452,12 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 					      t->deleted);
 		}
 		if (t->resumed_bytes && n < sizeof(extra)) {
-			snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " bytes resumed",
-				 t->resumed_bytes);
+			n += (size_t)snprintf(extra + n, sizeof(extra) - n,
+					      ", %" PRIu64 " bytes resumed", t->resumed_bytes);
+		}
+		if (t->zero_bytes && n < sizeof(extra)) {
+			snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " bytes as zeros",
+				 t->zero_bytes);
 		}
 		fprintf(stderr,
 			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%s/s), %" PRIu64

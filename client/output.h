@@ -62,8 +62,8 @@ void output_memory(struct output *out, uint64_t limit, uint64_t pool, uint32_t c
  * rsync-like itemized line ("<f NAME" sent, ">f NAME" received, "cd NAME/",
  * "cL NAME"); --json a file event with "type" and "action":"copied".
  */
-void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, double secs,
-		 const uint8_t *hash);
+void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, uint64_t zero,
+		 double secs, const uint8_t *hash);
 /* A file kept as it was at the destination (--skip): -v ".f NAME", --json "action":"skipped". */
 void output_skipped(struct output *out, const char *name);
 /*
@@ -94,8 +94,8 @@ void output_local_error(struct output *out, const char *name, uint8_t ftype, con
 			const char *code, const char *text);
 void output_progress(struct output *out, uint64_t bytes);
 /* A file completed from a cut run's partial: sent bytes crossed now, kept did not. */
-void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept, double secs,
-		    const uint8_t hash[16]);
+void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept,
+		    uint64_t zero, double secs, const uint8_t hash[16]);
 
 /* What a run did, for its summary. */
 struct output_totals {
@@ -105,6 +105,7 @@ struct output_totals {
 	uint64_t skipped;	/* files kept as they were (--skip) */
 	uint64_t deleted;	/* entries removed at the destination (--delete) */
 	uint64_t resumed_bytes; /* bytes a partial held and that were not sent again */
+	uint64_t zero_bytes;	/* bytes described as zeros, no payload (ZEROS) */
 	bool dry_run;
 	bool completed; /* the exchange ran to its end (files may have failed) */
 };

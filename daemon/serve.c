@@ -255,8 +255,8 @@ static void ev_file_ok(void *ud, const struct engine_entry_ev *ev)
 	}
 }
 
-static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, double secs,
-			    const uint8_t h[16])
+static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
+			    double secs, const uint8_t h[16])
 {
 	struct conn *c = ud;
 	char esc[512], hex[33];
@@ -264,9 +264,10 @@ static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t 
 	if (log_get_max_level() >= LOG_DEBUG) {
 		hash_to_hex(h, hex);
 		log_debug(
-		    "%s: committed %s, resumed (%llu bytes sent, %llu kept, %.3f s, xxh128 %s)",
+		    "%s: committed %s, resumed (%llu bytes sent, %llu kept, %llu zeros, %.3f s, "
+		    "xxh128 %s)",
 		    c->peer, log_escape(name, esc, sizeof(esc)), (unsigned long long)sent,
-		    (unsigned long long)kept, secs, hex);
+		    (unsigned long long)kept, (unsigned long long)zero, secs, hex);
 	}
 }
 
@@ -424,7 +425,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 	struct engine_limits limits = { 0 };
 	struct engine_stats st;
 	uint32_t code = 0;
-	char err[512], skipped[120] = "", resumed[80] = "";
+	char err[512], skipped[120] = "", resumed[128] = "";
 	int r;
 
 	ep.role = pull_srcs ? ENGINE_SENDER : ENGINE_RECEIVER;
@@ -509,6 +510,12 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 		snprintf(resumed, sizeof(resumed), ", %llu resumed (%llu bytes kept, not sent)",
 			 (unsigned long long)st.files_resumed,
 			 (unsigned long long)st.bytes_resumed);
+	}
+	if (st.bytes_zero) {
+		size_t n = strlen(resumed);
+
+		snprintf(resumed + n, sizeof(resumed) - n, ", %llu bytes as zeros",
+			 (unsigned long long)st.bytes_zero);
 	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,

@@ -37,6 +37,7 @@ static const char *const type_names[] = {
 	[MSG_FILTER] = "FILTER",
 	[MSG_DELETED] = "DELETED",
 	[MSG_SUMS] = "SUMS",
+	[MSG_ZEROS] = "ZEROS",
 	[MSG_BENCH] = "BENCH",
 };
 
@@ -351,6 +352,7 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		wbuf_put_str16(w, m->u.entry_failed.text, PROTO_MAX_TEXT);
 		break;
 	case MSG_RESUME:
+	case MSG_ZEROS: /* the same layout (struct msg_resume) */
 		if (m->u.resume.count > PROTO_MAX_RESUME_RANGES) {
 			return -EMSGSIZE;
 		}
@@ -976,6 +978,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 	}
 	case MSG_RESUME:
 		return dec_resume(r, &m->u.resume);
+	case MSG_ZEROS:
+		return dec_resume(r, &m->u.zeros);
 	case MSG_LIST:
 		m->u.list.flags = rbuf_get_u32(r);
 		rbuf_get_str16(r, m->u.list.path, sizeof(m->u.list.path), PROTO_MAX_PATH);

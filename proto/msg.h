@@ -57,6 +57,7 @@ enum proto_type {
 	 * sender -> receiver (PERR_SUM_WANTED, skip level checksum) */
 	MSG_SUMS = 21,
 	MSG_XATTRS = 23, /* sender -> receiver, only with OPEN XATTRS or ACLS */
+	MSG_ZEROS = 24,	 /* sender -> receiver: ranges of zeros, no payload (PROTO_CAP_ZEROS) */
 	/* client -> daemon: a memory-to-memory run (PROTO_CAP_BENCH); 27 is reserved for it */
 	MSG_BENCH = 26,
 	MSG_TYPE_MAX = MSG_BENCH,
@@ -83,11 +84,12 @@ enum {
 	PROTO_CAP_XATTRS = 1u << 12,	/* OPEN XATTRS and ACLS, XATTRS messages */
 	/* Dry-run probes: OPEN DRY_RUN with a skip level or DELETE runs the engine, no data path */
 	PROTO_CAP_PROBE = 1u << 13,
+	PROTO_CAP_ZEROS = 1u << 14, /* ZEROS: zero extents of a file sent without payload */
 	/* Block devices: status codes DEVICE_REFUSED, DEVICE_BUSY, DEVICE_SMALL (22..24) */
 	PROTO_CAP_DEVICES = 1u << 15,
 	PROTO_CAP_BENCH = 1u << 16, /* BENCH: memory-to-memory runs (rdmacp bench) */
 };
-#define PROTO_CAPS_KNOWN 0x1bfffu
+#define PROTO_CAPS_KNOWN 0x1ffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -470,6 +472,15 @@ struct msg_resume {
 };
 
 /*
+ * Sender -> receiver, before the FILE_DONE of file id: ranges of the file
+ * that are all zeros (holes, or data that reads as zeros) and cross no data
+ * path; the receiver makes them zeros and hashes them as such. The same
+ * layout and decoder checks as RESUME; the receiver checks them against the
+ * file (whole chunks, inside it, overlapping nothing described or sent).
+ */
+#define PROTO_MAX_ZERO_RANGES PROTO_MAX_RESUME_RANGES
+
+/*
  * One decoded message. Decoders allocate only after caps are checked;
  * msg_clear frees what a decode allocated.
  */
@@ -491,6 +502,7 @@ struct msg {
 		struct msg_bench bench;
 		struct msg_entry_failed entry_failed;
 		struct msg_resume resume;
+		struct msg_resume zeros; /* MSG_ZEROS */
 		struct msg_list list;
 		struct msg_modules modules;
 		struct msg_xattrs xattrs;

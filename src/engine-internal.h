@@ -32,6 +32,7 @@
 #include "hash.h"
 #include "macro.h"
 #include "pool.h"
+#include "sparse.h"
 #include "tls.h"
 #include "xport.h"
 
@@ -91,6 +92,15 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
  * (a client's: 60 s by default) is not known here.
  */
 #define VERIFY_BUDGET_MAX_S 10.0
+/*
+ * Zero extents (PROTO_CAP_ZEROS): a hole the sender finds is taken as one
+ * pool chunk of at most this many bytes (whole chunks), never read.
+ */
+#define ZERO_CHUNK_MAX ((uint64_t)1 << 30)
+/* A zero chunk at least this long goes out (ZEROS) before the sender hashes it. */
+#define ZERO_EARLY_FLUSH ((uint32_t)8 << 20)
+/* Sender: fill-and-pass rounds in one turn of the loop before it looks at its events. */
+#define TX_PASS_TURNS 16
 
 enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4 };
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
@@ -102,6 +112,7 @@ enum slot_state { SL_FREE = 0, SL_HELD };
 
 struct chunk {
 	uint8_t state;
+	bool zero;     /* all zeros (a hole, not read; or read and found so): no payload */
 	uint32_t fidx; /* file table index */
 	uint64_t off;
 	uint32_t len;  /* payload bytes */
@@ -156,6 +167,14 @@ struct efile {
 	struct proto_range *resume;
 	uint16_t nresume;
 	uint64_t resumed; /* bytes of it the sender has passed over */
+	/* Zero extents: where the source's data starts and ends next (SEEK_DATA/HOLE). */
+	uint64_t next_data, next_hole;
+	/* Both: bytes of it described as zeros (ZEROS), no payload. */
+	uint64_t zeroed;
+	/* Receiver: the ZEROS ranges not hashed yet, ascending; the end of the last one. */
+	struct proto_range *zr;
+	uint32_t nzr, zr_cap;
+	uint64_t zr_end;
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
 	char *leaf;
@@ -314,6 +333,8 @@ struct engine {
 	bool sent_end;
 	uint64_t seq;
 	size_t rr_lane;
+	/* ZEROS not sent yet: ranges of one file (zq.id), flushed before its FILE_DONE. */
+	struct msg_resume zq;
 
 	/* receiver */
 	struct rslot *rslots;
@@ -393,7 +414,21 @@ struct engine {
 	double verify_deadline;
 	/* rdmacp bench (engine_bench.c) */
 	struct bench_state *bench;
+	/* --partial with ZEROS: the XXH3-128 of one chunk of zeros, for the journal. */
+	uint8_t zero_chunk_hash[HASH_LEN];
+	bool zero_chunk_hashed;
+	bool zeros;	   /* see engine_zeros */
+	uint32_t zr_total; /* receiver: ZEROS ranges waiting in all files (efile.nzr) */
+	/* Sender: chunks passed over without a slot (zeros, kept); the step goes on while they are. */
+	uint64_t passes;
+	bool again; /* work left that needs no event: the loop does not sleep */
 };
+
+/* ZEROS may flow on this transfer: a data path, and both ends announced them. */
+static inline bool engine_zeros(const struct engine *e)
+{
+	return e->zeros;
+}
 
 /* A probe (engine.h): a dry run on the control channel alone, nothing created. */
 static inline bool engine_probe(const struct engine *e)
@@ -449,6 +484,7 @@ void file_release(struct engine *e, struct efile *f);
 
 /* engine.c: register the pool with io_uring before its first fixed read or write. */
 int engine_pin_pool(struct engine *e);
+void hash_zeros(struct file_hash *h, uint64_t len);
 
 /* engine_uring.c */
 struct io_uring_sqe *uring_sqe(struct engine *e);

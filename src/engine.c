@@ -8,6 +8,8 @@
  */
 #include "engine-internal.h"
 
+#include "hello.h"
+
 static uint64_t progress_mark(const struct engine *e);
 static bool finished(struct engine *e);
 int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,
@@ -89,11 +91,13 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
 {
 	e->st.files_ok++;
 	e->st.bytes += bytes;
+	e->st.bytes_zero += f->zeroed;
 	if (e->p->ev.file_ok) {
 		struct engine_entry_ev ev = {
 			.name = f->name,
 			.ftype = f->ftype,
 			.bytes = bytes,
+			.zero_bytes = f->zeroed,
 			.seconds = ts_since(&f->t0),
 			.hash = f->ftype == PROTO_FT_REG ? hash : NULL,
 		};
@@ -113,18 +117,35 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 	e->st.files_resumed++;
 	e->st.bytes += sent;
 	e->st.bytes_resumed += kept;
+	e->st.bytes_zero += f->zeroed;
 	if (e->p->ev.file_resumed) {
-		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, ts_since(&f->t0), hash);
+		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, f->zeroed, ts_since(&f->t0),
+				      hash);
 	} else if (e->p->ev.file_ok) {
 		struct engine_entry_ev ev = {
 			.name = f->name,
 			.ftype = f->ftype,
 			.bytes = sent,
+			.zero_bytes = f->zeroed,
 			.seconds = ts_since(&f->t0),
 			.hash = hash,
 		};
 
 		e->p->ev.file_ok(e->p->ev.ud, &ev);
+	}
+}
+
+/* Feed len zero bytes to h: a ZEROS range, hashed as the bytes it stands for. */
+void hash_zeros(struct file_hash *h, uint64_t len)
+{
+	size_t zlen;
+	const uint8_t *z = sparse_zero_buf(&zlen);
+
+	while (len > 0) {
+		size_t n = (size_t)MIN(len, (uint64_t)zlen);
+
+		file_hash_update(h, z, n);
+		len -= n;
 	}
 }
 
@@ -186,6 +207,8 @@ void file_release(struct engine *e, struct efile *f)
 	}
 	free(f->jbuf);
 	free(f->resume);
+	free(f->zr);
+	e->zr_total -= f->nzr;
 	free(f->name);
 	free(f->leaf);
 	free(f->src_path);
@@ -715,7 +738,9 @@ static int loop(struct engine *e)
 			return r < 0 ? r : 0;
 		}
 		/* Work that is ours to do (a --delete pass) goes on without sleeping. */
-		wait_ms = chan_readable_now(p->chan) || p->busy_poll || e->del_active ? 0 : 1000;
+		wait_ms = chan_readable_now(p->chan) || p->busy_poll || e->del_active || e->again
+			      ? 0
+			      : 1000;
 		if (wait_ms && p->bwlimit) {
 			wait_ms = 10;
 		}
@@ -776,6 +801,9 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	e->sync_efd = -1;
 	e->sum_efd = -1;
 	e->oldest_id = 1;
+	/* Our own caps too: a test plays a peer from before ZEROS (RDMACP_TEST_CAPS_OFF). */
+	e->zeros =
+	    p->x && (p->peer_caps & PROTO_CAP_ZEROS) && (hello_local_caps() & PROTO_CAP_ZEROS);
 	err[0] = '\0';
 
 	r = setup(e);

@@ -84,6 +84,7 @@ struct engine_stats {
 	uint64_t files_ok;
 	uint64_t files_failed;
 	uint64_t bytes;		/* payload bytes of committed files */
+	uint64_t bytes_zero;	/* zero bytes of committed files described without payload */
 	uint32_t first_error;	/* enum proto_err of the first per-file failure */
 	bool first_error_local; /* it happened on this side (our disk), not the peer's */
 	/* Receiver: the declared sizes of the regular files accepted. */
@@ -115,6 +116,7 @@ struct engine_entry_ev {
 	const char *name;
 	uint8_t ftype;	     /* enum proto_ftype */
 	uint64_t bytes;	     /* payload bytes of a regular file; 0 for anything else */
+	uint64_t zero_bytes; /* bytes of it described as zeros (no payload) */
 	double seconds;	     /* since the entry was offered (sender) or taken (receiver) */
 	const uint8_t *hash; /* its verified XXH3-128: regular files only, else NULL */
 };
@@ -146,10 +148,11 @@ struct engine_events {
 	void (*delete_withheld)(void *ud, const char *name, uint8_t ftype);
 	/*
 	 * A file committed with kept bytes of a cut run (--partial): sent bytes
-	 * crossed now, kept did not. NULL: reported through file_ok (sent).
+	 * crossed now, kept did not, zero was described as zeros (no payload).
+	 * NULL: reported through file_ok (sent).
 	 */
 	void (*file_resumed)(void *ud, const char *name, uint64_t sent, uint64_t kept,
-			     double seconds, const uint8_t hash[16]);
+			     uint64_t zero, double seconds, const uint8_t hash[16]);
 	/*
 	 * A probe (both roles): an entry the receiver would copy (make, for a
 	 * directory or a link), with its size; may be NULL. In a probe, skipped

@@ -46,9 +46,9 @@ int rx_resolve(struct engine *e, struct efile *f)
 	} else {
 		/* Reported only after verify, fsync, rename and the directory fsync. */
 		if (f->kept > 0) {
-			note_resumed(e, f, f->size - f->kept, f->kept, f->done_hash);
+			note_resumed(e, f, f->size - f->kept - f->zeroed, f->kept, f->done_hash);
 		} else {
-			note_committed(e, f, f->size,
+			note_committed(e, f, f->size - f->zeroed,
 				       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 		}
 		r = send_result(e, f, PERR_OK, "");
@@ -69,10 +69,12 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 	if (f->done_status != PERR_OK && !f->failed) {
 		file_fail(f, f->done_status, "sender: %s", f->done_text);
 		f->fail_peer = true; /* the sender's own failure */
-	} else if (f->done_bytes + f->kept != f->size || f->written + f->kept != f->size) {
-		file_fail(f, PERR_PROTOCOL, "size mismatch: announced %llu, sent %llu, kept %llu",
+	} else if (f->done_bytes + f->kept + f->zeroed != f->size ||
+		   f->written + f->kept + f->zeroed != f->size || f->hash_off != f->size) {
+		file_fail(f, PERR_PROTOCOL,
+			  "size mismatch: announced %llu, sent %llu, kept %llu, zeros %llu",
 			  (unsigned long long)f->size, (unsigned long long)f->done_bytes,
-			  (unsigned long long)f->kept);
+			  (unsigned long long)f->kept, (unsigned long long)f->zeroed);
 	}
 	if (f->failed) {
 		return rx_resolve(e, f);
@@ -85,6 +87,15 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 		file_fail(f, PERR_INTEGRITY, "checksum mismatch: sender xxh128 %s, received %s", a,
 			  b);
 		return rx_resolve(e, f);
+	}
+	/* Zeros at the end are a hole that only the size makes (a device keeps its size). */
+	if (f->zeroed > 0) {
+		int r = sparse_grow_to(f->tfd, f->size);
+
+		if (r < 0) {
+			file_fail(f, errno_to_perr(r), "size %s: %s", f->name, strerror(-r));
+			return rx_resolve(e, f);
+		}
 	}
 	/* A device keeps its own node: no mode, times or attributes from the source. */
 	if (!f->device) {

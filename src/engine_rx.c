@@ -583,7 +583,8 @@ static int rx_file_done(struct engine *e, const struct msg_file_done *d)
 	if (!f || f->got_done || f->sum_wanted) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE for unknown file id %u", d->id);
 	}
-	if (d->bytes > f->size - f->kept || d->bytes < f->recv_bytes) {
+	/* Its ZEROS came before it (one channel): what is neither kept nor zeros is payload. */
+	if (d->bytes > f->size - f->kept - f->zeroed || d->bytes < f->recv_bytes) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE: impossible byte count");
 	}
 	f->got_done = true;
@@ -591,6 +592,132 @@ static int rx_file_done(struct engine *e, const struct msg_file_done *d)
 	f->done_bytes = d->bytes;
 	memcpy(f->done_hash, d->hash, HASH_LEN);
 	snprintf(f->done_text, sizeof(f->done_text), "%.200s", d->text);
+	return rx_maybe_finish(e, f);
+}
+
+/* The XXH3-128 of len zero bytes (the journal's record of a zero chunk). */
+static void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
+{
+	struct file_hash h;
+
+	if (len == e->p->chunk_size && e->zero_chunk_hashed) {
+		memcpy(out, e->zero_chunk_hash, HASH_LEN);
+		return;
+	}
+	if (file_hash_init(&h) < 0) {
+		memset(out, 0xff, HASH_LEN); /* a record that never verifies: re-sent, not wrong */
+		return;
+	}
+	hash_zeros(&h, len);
+	file_hash_final(&h, out);
+	file_hash_free(&h);
+	if (len == e->p->chunk_size) {
+		memcpy(e->zero_chunk_hash, out, HASH_LEN);
+		e->zero_chunk_hashed = true;
+	}
+}
+
+/*
+ * One ZEROS range of f, checked: whole chunks of the file (the last may be
+ * short), past everything hashed, kept or described before, and no chunk
+ * of data held for it inside. Queued to be hashed in file order, and made
+ * zeros on the disk now (sparse_zero_range: a hole in a new temp file, a
+ * punch in a partial's data file, zeroes on a device).
+ */
+static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_range *g)
+{
+	uint64_t cs = e->p->chunk_size, end;
+	struct proto_range *last = f->nzr ? &f->zr[f->nzr - 1] : NULL;
+	int r;
+
+	if (g->offset % cs || g->offset >= f->size || g->len > f->size - g->offset ||
+	    (g->len % cs && g->offset + g->len != f->size) ||
+	    g->offset < MAX(f->zr_end, f->hash_off)) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "ZEROS for %s: range %llu+%llu not whole chunks of it, or overlapping",
+			    f->name, (unsigned long long)g->offset, (unsigned long long)g->len);
+	}
+	end = g->offset + g->len;
+	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
+		const struct rslot *s = &e->rslots[i];
+
+		if (s->state == SL_HELD && &e->files[s->fidx] == f && s->off >= g->offset &&
+		    s->off < end) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "ZEROS for %s: range %llu+%llu overlaps data", f->name,
+				    (unsigned long long)g->offset, (unsigned long long)g->len);
+		}
+	}
+	if (last && last->offset + last->len == g->offset) {
+		last->len += g->len;
+	} else {
+		/*
+		 * An honest sender is at most a ring of chunks ahead of our hash,
+		 * and its ranges between them are merged: more (per file, or in
+		 * all, one more per file) is not a sender's.
+		 */
+		if (f->nzr > e->p->slots || e->zr_total >= e->p->slots + FILE_TABLE) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "ZEROS for %s: too many ranges ahead of the data", f->name);
+		}
+		if (f->nzr == f->zr_cap) {
+			uint32_t cap = f->zr_cap ? f->zr_cap * 2 : 8;
+			struct proto_range *t = realloc(f->zr, cap * sizeof(*t));
+
+			if (!t) {
+				return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			}
+			f->zr = t;
+			f->zr_cap = cap;
+		}
+		f->zr[f->nzr++] = *g;
+		e->zr_total++;
+	}
+	f->zr_end = end;
+	f->zeroed += g->len;
+	e->bytes_progress += g->len;
+	if (f->failed) {
+		return 0;
+	}
+	/* A new temp file has nothing there; its size is set last (rx_maybe_finish). */
+	r = sparse_zero_range(f->tfd, g->offset, g->len,
+			      SPARSE_KEEP_SIZE | (f->partial ? 0 : SPARSE_FRESH));
+	if (r < 0) {
+		file_fail(f, errno_to_perr(r), "zeros %s: %s", f->name, strerror(-r));
+		return 0;
+	}
+	for (uint64_t off = g->offset; f->partial && off < end; off += cs) {
+		uint64_t unit = MIN(cs, end - off);
+		uint8_t h[HASH_LEN];
+
+		zero_digest(e, unit, h);
+		if (rx_partial_note(f, off, (uint32_t)unit, h) < 0) {
+			close(f->jfd);
+			f->jfd = -1;
+		}
+	}
+	return 0;
+}
+
+static void rx_hash_ready(struct engine *e, struct efile *f);
+
+/* ZEROS: only from a peer that knows them, for a file of ours whose FILE_DONE is still to come. */
+static int rx_zeros(struct engine *e, const struct msg_resume *z)
+{
+	struct efile *f = file_by_id(e, z->id);
+	int r;
+
+	if (!engine_zeros(e) || !f || f->ftype != PROTO_FT_REG || f->sum_wanted || f->got_done ||
+	    z->count == 0) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "ZEROS for id %u out of place", z->id);
+	}
+	for (uint16_t i = 0; i < z->count; i++) {
+		r = rx_zero_range(e, f, &z->r[i]);
+		if (r < 0) {
+			return r;
+		}
+	}
+	rx_hash_ready(e, f);
 	return rx_maybe_finish(e, f);
 }
 
@@ -748,8 +875,19 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 {
 	bool progress = true;
 
-	while (progress && f->held) {
+	while (progress && (f->held || f->nzr)) {
 		progress = false;
+		/* A zero range next: hashed as the zeros it stands for. */
+		if (f->nzr && f->zr[0].offset == f->hash_off) {
+			if (!f->failed) {
+				hash_zeros(&f->hash, f->zr[0].len);
+			}
+			f->hash_off += f->zr[0].len;
+			memmove(f->zr, f->zr + 1, (f->nzr - 1) * sizeof(*f->zr));
+			f->nzr--;
+			e->zr_total--;
+			progress = true;
+		}
 		for (uint32_t i = 0; i < e->p->slots; i++) {
 			struct rslot *s = &e->rslots[i];
 			if (s->state == SL_HELD && !s->hashed && &e->files[s->fidx] == f &&
@@ -798,6 +936,12 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 		if (e->rslots[i].state == SL_HELD && &e->files[e->rslots[i].fidx] == f &&
 		    e->rslots[i].off == d.offset) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "duplicate chunk for %s", f->name);
+		}
+	}
+	for (uint32_t i = 0; i < f->nzr; i++) {
+		if (d.offset >= f->zr[i].offset && d.offset - f->zr[i].offset < f->zr[i].len) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG, "chunk for %s inside its zeros",
+				    f->name);
 		}
 	}
 	s = &e->rslots[slot];
@@ -856,6 +1000,14 @@ void rx_write_done(struct engine *e, uint32_t slot, int res)
 		}
 		s->written = true;
 		f->written += s->len;
+		/* With zero extents, blocks of zeros inside data stay holes too. */
+		int pr = engine_zeros(e)
+			     ? sparse_punch_zeros(f->tfd, rx_slot_buf(e, slot), s->off, s->len)
+			     : 0;
+
+		if (pr < 0) {
+			file_fail(f, errno_to_perr(pr), "punch %s: %s", f->name, strerror(-pr));
+		}
 		if (f->partial && rx_partial_note(f, s->off, s->len, s->chash) < 0) {
 			/* Not a failure of the copy: only less of it can be resumed. */
 			close(f->jfd);
@@ -928,6 +1080,8 @@ static int rx_on_message(struct engine *e, struct msg *m)
 		return engine_probe(e) ? msg_unexpected(e, m) : rx_xattrs(e, &m->u.xattrs);
 	case MSG_SUMS:
 		return rx_sums(e, &m->u.sums);
+	case MSG_ZEROS:
+		return rx_zeros(e, &m->u.zeros);
 	case MSG_END:
 		if (e->files_open != 0) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");

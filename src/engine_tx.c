@@ -199,12 +199,56 @@ static int tx_offer(struct engine *e)
 	return e->failed ? e->fail_r : 0;
 }
 
+/* The zero ranges noted so far, in one ZEROS (before anything that must follow them). */
+static int tx_zeros_flush(struct engine *e)
+{
+	struct msg m = { .type = MSG_ZEROS };
+	int r;
+
+	if (e->zq.count == 0) {
+		return 0;
+	}
+	m.u.zeros = e->zq;
+	e->zq.count = 0;
+	r = chan_queue(e->p->chan, &m);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+/* [off, off + len) of f is zeros: into the next ZEROS, merged with the range before it. */
+static int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
+{
+	struct msg_resume *q = &e->zq;
+	int r;
+
+	f->zeroed += len;
+	if (q->count > 0 && q->id == f->id &&
+	    q->r[q->count - 1].offset + q->r[q->count - 1].len == off) {
+		q->r[q->count - 1].len += len;
+		return 0;
+	}
+	if (q->count > 0 && (q->id != f->id || q->count == PROTO_MAX_ZERO_RANGES)) {
+		r = tx_zeros_flush(e);
+		if (r < 0) {
+			return r;
+		}
+	}
+	q->id = f->id;
+	q->r[q->count++] = (struct proto_range){ .offset = off, .len = len };
+	return 0;
+}
+
 static int tx_send_done(struct engine *e, struct efile *f)
 {
 	struct msg m = { .type = MSG_FILE_DONE };
+	/* Its zero ranges go first: the receiver refuses them after FILE_DONE. */
+	int zr = tx_zeros_flush(e);
 
+	if (zr < 0) {
+		return zr;
+	}
 	m.u.file_done.id = f->id;
-	m.u.file_done.bytes = f->send_off - f->resumed; /* put on the data path */
+	/* put on the data path: neither kept by the receiver nor zeros */
+	m.u.file_done.bytes = f->send_off - f->resumed - f->zeroed;
 	if (f->failed) {
 		m.u.file_done.status = f->fail_code;
 		snprintf(m.u.file_done.text, sizeof(m.u.file_done.text), "%s", f->fail_text);
@@ -300,6 +344,47 @@ static int tx_submit_read(struct engine *e, uint32_t ci)
 	return 0;
 }
 
+/*
+ * How many bytes from f->read_off (a chunk boundary) are a hole of whole
+ * chunks, or a hole to the end of the file: 0 when data starts within the
+ * next chunk. SEEK_DATA/SEEK_HOLE, remembered until read_off passes them,
+ * so a file of data costs two lseeks. A file system that can't tell has
+ * only data; a source that changes meanwhile is caught by the hash and the
+ * size checks as ever (a hole that gets data is sent as zeros, and the
+ * receiver's whole-file digest matches the sender's, which hashed zeros).
+ */
+static uint64_t tx_hole_at(struct engine *e, struct efile *f)
+{
+	uint64_t cs = e->p->chunk_size, off = f->read_off, end;
+
+	if (off >= f->next_hole) {
+		uint64_t d;
+
+		if (sparse_next_data(f->fd, off, f->size, &d) < 0) {
+			d = off;
+		}
+		f->next_data = d;
+		if (d >= f->size) {
+			f->next_hole = f->size;
+		} else {
+			off_t h = lseek(f->fd, (off_t)d, SEEK_HOLE);
+
+			f->next_hole = h < 0 || (uint64_t)h > f->size ? f->size : (uint64_t)h;
+			/* Never stuck: the data run is at least one byte long. */
+			f->next_hole = MAX(f->next_hole, d + 1);
+		}
+	}
+	if (off >= f->next_data) {
+		return 0;
+	}
+	end = f->next_data >= f->size ? f->size : f->next_data / cs * cs;
+	if (end <= off) {
+		return 0;
+	}
+	end = MIN(end - off, ZERO_CHUNK_MAX);
+	return end == f->size - off ? end : end / cs * cs;
+}
+
 /* Start reads for accepted files while pool chunks are free. */
 static int tx_fill(struct engine *e)
 {
@@ -342,11 +427,21 @@ static int tx_fill(struct engine *e)
 		while (f->read_off < f->size && e->pool->nfree > 0) {
 			int ci = pool_get(e->pool);
 			struct chunk *c = &e->chunks[ci];
+			uint64_t hole = engine_zeros(e) ? tx_hole_at(e, f) : 0;
 
 			*c = (struct chunk){ .fidx = file_index(e, f),
 					     .off = f->read_off,
 					     .len = (uint32_t)MIN((uint64_t)e->p->chunk_size,
 								  f->size - f->read_off) };
+			if (hole > 0) {
+				/* A hole: zeros without a read, one pool chunk for all of it. */
+				c->len = (uint32_t)hole;
+				c->zero = true;
+				c->state = CH_READY;
+				f->read_off += c->len;
+				f->chunks_out++;
+				continue;
+			}
 			f->read_off += c->len;
 			f->chunks_out++;
 			r = tx_submit_read(e, (uint32_t)ci);
@@ -389,6 +484,8 @@ void tx_read_done(struct engine *e, uint32_t ci, int res)
 			return;
 		}
 		c->state = CH_READY;
+		/* Data that reads as zeros goes as zeros, when the receiver knows ZEROS. */
+		c->zero = engine_zeros(e) && sparse_all_zero(pool_chunk(e->pool, ci), c->len);
 		return;
 	}
 	/* Failed: this chunk will never be sent; neither will later ones. */
@@ -487,6 +584,54 @@ static int tx_pass_chunk(struct engine *e, uint32_t ci)
 	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
 	f->send_off += c->len;
 	f->resumed += c->len;
+	e->passes++;
+	tx_chunk_drop(e, ci);
+	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
+}
+
+/*
+ * A chunk of zeros next in its file (a hole, or data that read as zeros):
+ * hashed as zeros, a ZEROS range instead of payload, chunk by chunk so
+ * that what the receiver kept (RESUME) is passed over as kept, never
+ * described twice.
+ */
+static int tx_pass_zero(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+	uint64_t cs = e->p->chunk_size, end = c->off + c->len;
+	int r;
+
+	for (uint64_t off = c->off; off < end; off += cs) {
+		uint64_t unit = MIN(cs, end - off);
+
+		if (f->nresume && tx_kept(f, off, (uint32_t)unit)) {
+			f->resumed += unit;
+			continue;
+		}
+		r = tx_zero_note(e, f, off, unit);
+		if (r < 0) {
+			return r;
+		}
+	}
+	/*
+	 * A big hole: the receiver is told before we hash it, so both ends
+	 * hash their zeros at the same time rather than one after the other.
+	 */
+	if (c->len >= ZERO_EARLY_FLUSH) {
+		r = tx_zeros_flush(e);
+		if (r >= 0) {
+			r = chan_flush(e->p->chan);
+		}
+		if (r < 0) {
+			return e->failed ? r
+					 : fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
+	}
+	hash_zeros(&f->hash, c->len);
+	f->send_off += c->len;
+	e->bytes_progress += c->len;
+	e->passes++;
 	tx_chunk_drop(e, ci);
 	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
 }
@@ -514,6 +659,14 @@ static int tx_post_ready(struct engine *e)
 				continue;
 			}
 			if (c->off != f->send_off) {
+				continue;
+			}
+			if (c->zero) {
+				r = tx_pass_zero(e, ci);
+				if (r < 0) {
+					return r;
+				}
+				progress = true;
 				continue;
 			}
 			if (f->nresume && tx_kept(f, c->off, c->len)) {
@@ -718,9 +871,10 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_RESULT for unknown id %u", res->id);
 	}
 	if (res->status == PERR_OK && f->resumed) {
-		note_resumed(e, f, f->size - f->resumed, f->resumed, f->done_hash);
+		note_resumed(e, f, f->size - f->resumed - f->zeroed, f->resumed, f->done_hash);
 	} else if (res->status == PERR_OK) {
-		note_committed(e, f, f->size, f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
+		note_committed(e, f, f->size - f->zeroed,
+			       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 	} else if (f->failed) {
 		/* Ours (open, read, a source that changed): the receiver only echoes it. */
 		note_failure(e, f->name, f->ftype, f->fail_code, true, f->fail_text);
@@ -806,12 +960,31 @@ static int step_sender(struct engine *e)
 	if (r >= 0) {
 		r = tx_offer(e);
 	}
-	/* A probe has no data path: its files end with their answers. */
-	if (r >= 0 && !engine_probe(e)) {
+	/*
+	 * A probe has no data path: its files end with their answers. Chunks
+	 * passed over without a slot (zeros, kept bytes) free the pool with no
+	 * event to wake us: fill it again at once, a bounded number of times,
+	 * and then have the loop come back without sleeping.
+	 */
+	e->again = false;
+	for (unsigned turn = 0; r >= 0 && !engine_probe(e); turn++) {
+		uint64_t passes = e->passes;
+
 		r = tx_fill(e);
+		if (r >= 0) {
+			r = tx_post_ready(e);
+		}
+		if (e->passes == passes) {
+			break;
+		}
+		if (turn == TX_PASS_TURNS) {
+			e->again = true;
+			break;
+		}
 	}
-	if (r >= 0 && !engine_probe(e)) {
-		r = tx_post_ready(e);
+	/* The receiver hashes data behind a zero range only once it has the range. */
+	if (r >= 0) {
+		r = tx_zeros_flush(e);
 	}
 	if (r < 0) {
 		return r;

@@ -15,10 +15,16 @@ uint64_t hello_local_caps(void)
 			PROTO_CAP_ENTRY_FAILED | PROTO_CAP_SKIP | PROTO_CAP_FILTER |
 			PROTO_CAP_PARTIAL | PROTO_CAP_DELETE | PROTO_CAP_CHECK |
 			PROTO_CAP_HARDLINKS | PROTO_CAP_XATTRS | PROTO_CAP_PROBE |
-			PROTO_CAP_DEVICES | PROTO_CAP_BENCH;
+			PROTO_CAP_ZEROS | PROTO_CAP_DEVICES | PROTO_CAP_BENCH;
+	const char *off = getenv("RDMACP_TEST_CAPS_OFF");
+
 #ifdef HAVE_VERBS
 	caps |= PROTO_CAP_VERBS;
 #endif
+	/* Test hook: play a peer from before a feature; only removes bits. */
+	if (off && *off) {
+		caps &= ~(uint64_t)strtoull(off, NULL, 0);
+	}
 	return caps;
 }
 

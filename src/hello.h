@@ -30,3 +30,4 @@ int hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer, cha
 		 size_t errlen);
 
 /* Test hook: RDMACP_TEST_PROTO_VERSION=N makes HELLO offer only version N. */
+/* Test hook: RDMACP_TEST_CAPS_OFF=MASK leaves those bits out of HELLO's caps (an older peer). */

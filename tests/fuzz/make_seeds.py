@@ -107,6 +107,9 @@ SEEDS = {
     # rdmacp bench: transport tcp, 4 lanes, reserved u16, chunk 1 MiB, 64 slots, bytes, seed
     "bench": frame(26, struct.pack(">BBHIIQQ", 1, 4, 0, 1 << 20, 64, 10 << 30,
                                    0x0102030405060708)),
+    # sender -> receiver: file id, count, then (offset, len) per range of zeros (no payload)
+    "zeros": frame(24, struct.pack(">IH", 1, 2) + struct.pack(">QQ", 1 << 20, 3 << 20)
+                   + struct.pack(">QQ", 8 << 20, 4321)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]

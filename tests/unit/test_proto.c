@@ -311,6 +311,12 @@ static void sample(uint16_t type, struct msg *m)
 		m->u.bench.bytes = 10ull << 30;
 		m->u.bench.seed = 0x0102030405060708ull;
 		break;
+	case MSG_ZEROS:
+		m->u.zeros.id = 9;
+		m->u.zeros.count = 2;
+		m->u.zeros.r[0] = (struct proto_range){ .offset = 1u << 20, .len = 4u << 20 };
+		m->u.zeros.r[1] = (struct proto_range){ .offset = 8u << 20, .len = 777 };
+		break;
 	default:
 		fail();
 	}
@@ -434,6 +440,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		assert_string_equal(a->u.entry_failed.text, b->u.entry_failed.text);
 		break;
 	case MSG_RESUME:
+	case MSG_ZEROS: /* the same layout */
 		assert_int_equal(a->u.resume.id, b->u.resume.id);
 		assert_int_equal(a->u.resume.count, b->u.resume.count);
 		for (size_t i = 0; i < a->u.resume.count; i++) {
@@ -1662,14 +1669,14 @@ static void test_bad_status(void **state)
 }
 
 /* RESUME: at most PROTO_MAX_RESUME_RANGES ranges, ascending, none empty or past 2^64. */
-static void test_bad_resume(void **state)
+/* RESUME and ZEROS share their layout and the decoder's checks. */
+static void bad_ranges(uint16_t type)
 {
 	struct msg m;
 	struct wbuf w;
 	size_t len;
 
-	(void)state;
-	sample(MSG_RESUME, &m);
+	sample(type, &m);
 	m.u.resume.count = 0;
 	assert_int_equal(encode_decode_rc(&m), 0);
 	m.u.resume.count = PROTO_MAX_RESUME_RANGES;
@@ -1688,22 +1695,35 @@ static void test_bad_resume(void **state)
 		wbuf_put_u64(&w, 10);
 	}
 	len = w.len;
-	assert_int_equal(decode_rc(MSG_RESUME, payload(), len), -EBADMSG);
-	sample(MSG_RESUME, &m);
+	assert_int_equal(decode_rc(type, payload(), len), -EBADMSG);
+	sample(type, &m);
 	m.u.resume.r[1].len = 0; /* empty */
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
-	sample(MSG_RESUME, &m);
+	sample(type, &m);
 	m.u.resume.r[1].offset = 1; /* overlaps the first */
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
-	sample(MSG_RESUME, &m);
+	sample(type, &m);
 	m.u.resume.r[0].offset = 9u << 20; /* not ascending */
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
-	sample(MSG_RESUME, &m);
+	sample(type, &m);
 	m.u.resume.r[1].offset = UINT64_MAX - 10; /* past 2^64 */
 	m.u.resume.r[1].len = 11;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 	m.u.resume.r[1].len = 10; /* ends exactly at 2^64 - 1 */
 	assert_int_equal(encode_decode_rc(&m), 0);
+}
+
+static void test_bad_resume(void **state)
+{
+	(void)state;
+	bad_ranges(MSG_RESUME);
+}
+
+/* ZEROS: empty, overlapping, unordered or overflowing ranges refused by the decoder. */
+static void test_bad_zeros(void **state)
+{
+	(void)state;
+	bad_ranges(MSG_ZEROS);
 }
 
 /* ---- encoder refusals --------------------------------------------------- */
@@ -2126,6 +2146,7 @@ int main(void)
 		cmocka_unit_test(test_bad_xattrs),
 		cmocka_unit_test(test_bad_status),
 		cmocka_unit_test(test_bad_resume),
+		cmocka_unit_test(test_bad_zeros),
 		cmocka_unit_test(test_bad_list),
 		cmocka_unit_test(test_bad_modules),
 		cmocka_unit_test(test_bad_sums),
