@@ -71,7 +71,8 @@ sample_pinned() {
 # ---- 1. pulls --------------------------------------------------------------------
 echo "--- 1. three pulls held mid-transfer, memory budget = 8M"
 # Sparse: the daemon reads zeros quickly, the held clients write only a little.
-truncate -s 4G "$T/mod/big"
+# Data, not a hole: a sparse file crosses as zero extents with nothing to read or pin.
+yes 0123456789abcdef | head -c $((512 * M)) >"$T/mod/big"
 
 # hold_pull I: start pull I; once a new session of the daemon has pinned
 # memory, stop the client there (the session keeps its pool while the client
