@@ -29,8 +29,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#define XPORT_TOKEN_LEN 32
-#define XPORT_MAX_LANES 16
+#define XPORT_TOKEN_LEN	      32
+#define XPORT_MAX_LANES	      16
+#define XPORT_SEAL_SECRET_LEN 32
 
 enum xport_kind {
 	XPORT_KIND_TCP = 1,
@@ -119,6 +120,25 @@ struct xport_params {
 	 */
 	const char *devices[XPORT_MAX_LANES];
 	unsigned ndevices;
+	/*
+	 * Seal every frame of every lane (tcp only; verbs refuses with
+	 * -EOPNOTSUPP): AES-256-GCM under keys derived from seal_secret, which
+	 * both ends export from their TLS control channel (src/lane_seal.h).
+	 */
+	bool seal;
+	uint8_t seal_secret[XPORT_SEAL_SECRET_LEN];
+	/* Test hooks, tcp only, set by the programs from the environment (tests). */
+	unsigned test_tamper;	   /* XPORT_TEST_TAMPER_*: spoil one frame we send */
+	const char *test_tee_path; /* append every byte our lanes send to this file */
+};
+
+/* How test_tamper spoils the first payload write (op WRITE, len > 0) on lane 0. */
+enum {
+	XPORT_TEST_TAMPER_NONE = 0,
+	XPORT_TEST_TAMPER_FLIP = 1,	/* one ciphertext bit flipped */
+	XPORT_TEST_TAMPER_REPLAY = 2,	/* sent twice, byte for byte */
+	XPORT_TEST_TAMPER_MOVE = 3,	/* header aimed one payload length further */
+	XPORT_TEST_TAMPER_TRUNCATE = 4, /* header and payload cut to half, tag kept */
 };
 
 /*
