@@ -43,6 +43,8 @@ int exit_for_perr(uint32_t code)
 		return EXIT_REMOTE_IO;
 	case PERR_TIMEOUT:
 		return EXIT_TRANSPORT;
+	case PERR_ENCRYPTION:
+		return EXIT_ENCRYPTION;
 	default:
 		return EXIT_PROTOCOL;
 	}

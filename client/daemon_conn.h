@@ -24,6 +24,9 @@ struct daemon_conn {
 	struct msg_hello hello; /* the daemon's */
 	struct client_fit fit;	/* what open_transfer fitted to the limits */
 	bool have_fit;
+	/* What open_transfer asked for the lanes (0, or enum proto_encrypt_wish) and why not. */
+	uint8_t encrypt_wish;
+	const char *clear_why;
 };
 
 /* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */

@@ -83,6 +83,9 @@ static void usage(FILE *f)
 	    "                         more were due; 0 lists them with -v, removes none)\n"
 	    "      --partial          keep what a cut copy received; a later --partial run\n"
 	    "                         of the same source sends only what is missing\n"
+	    "      --encrypt          seal the data lanes (AES-256-GCM) or fail (exit 20);\n"
+	    "                         the default seals tcp lanes where the daemon can\n"
+	    "      --no-encrypt       data lanes in clear (a module may refuse: exit 20)\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "      --bwlimit RATE     limit the data rate, push or pull: KiB/s, or with a\n"
 	    "                         K, M, G or T suffix (binary): 500 = 500K = 500 KiB/s\n"
@@ -101,7 +104,7 @@ static void usage(FILE *f)
 	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
 	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
 	    "could not store or read a file, or failed on its side), 15 check found\n"
-	    "differences, 16 deletions held back by --max-delete.\n",
+	    "differences, 16 deletions held back by --max-delete, 20 lane encryption refused.\n",
 	    f);
 }
 
@@ -387,6 +390,25 @@ static int set_progress(struct client_opts *o, const char *v)
 	return 0;
 }
 
+static int set_encrypt(struct client_opts *o, const char *v)
+{
+	bool on;
+	int r = flag_value(v, &on);
+
+	if (r < 0) {
+		return r;
+	}
+	o->encrypt = on ? 1 : 0;
+	return 0;
+}
+
+static int set_no_encrypt(struct client_opts *o, const char *v)
+{
+	(void)v;
+	o->encrypt = 0;
+	return 0;
+}
+
 static int set_no_progress(struct client_opts *o, const char *v)
 {
 	(void)v;
@@ -467,6 +489,8 @@ const struct client_option client_options[] = {
 	{ "max-delete", required_argument, 0, NULL, set_max_delete,
 	  "a number of entries, 0 or more" },
 	{ "partial", no_argument, 0, NULL, set_partial, NULL },
+	{ "encrypt", no_argument, 0, "encrypt", set_encrypt, BOOL_EXPECT },
+	{ "no-encrypt", no_argument, 0, NULL, set_no_encrypt, NULL },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,
 	  "KiB per second, or with a K, M, G or T suffix, e.g. 500 or 50M" },

@@ -39,6 +39,14 @@ struct allow_rule {
 	uint8_t fp[32];
 };
 
+/* "encryption": what a module does with clear and sealed data lanes. */
+enum module_encryption {
+	ENCRYPTION_INHERIT = 0, /* a module without the key: [global]'s */
+	ENCRYPTION_OFF,		/* clear lanes only; --encrypt is refused */
+	ENCRYPTION_ALLOWED,	/* sealed when the client asks (its default on tcp); the default */
+	ENCRYPTION_REQUIRED,	/* sealed lanes only; clear ones are refused */
+};
+
 struct module {
 	char name[64];
 	char path[4096]; /* absolute */
@@ -67,6 +75,7 @@ struct module {
 	/* Pushes: a file's declared size, and one connection's together; default none. */
 	uint64_t max_file_size, max_session_bytes;
 	char comment[1025]; /* "comment": shown in module listings (PROTO_MAX_TEXT) */
+	int encryption;	    /* enum module_encryption, never INHERIT once loaded */
 };
 
 struct daemon_config {
@@ -84,6 +93,7 @@ struct daemon_config {
 	uint64_t memory_budget;	      /* pinned bytes, all sessions; default 4 GiB */
 	uint64_t pool_size;	      /* per session; default 64 MiB */
 	int log_level;		      /* LOG_* ; default LOG_INFO */
+	int encryption;		      /* modules' default; enum module_encryption, ALLOWED */
 	struct module *modules;
 	size_t nmodules;
 };

@@ -33,6 +33,7 @@
 #include "privs.h"
 #include "hello.h"
 #include "session_table.h"
+#include "lane_seal.h"
 #include "tls.h"
 #include "walk.h"
 #include "xport.h"
@@ -73,6 +74,7 @@ struct conn {
 	 */
 	struct filter_list filter;
 	bool have_filter;
+	bool lanes_sealed; /* this transfer's data lanes are encrypted */
 };
 
 static bool san_equals(const char *san, void *ud)
@@ -371,6 +373,51 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
 }
 
 /*
+ * Sealed or clear data lanes, from the client's wish (OPEN's ENCRYPT and its
+ * wish byte), the module's "encryption" and the transport chosen. Where they
+ * cannot agree the client hears why (PERR_ENCRYPTION, its exit 20).
+ */
+static int decide_sealing(struct conn *c, const struct msg_open *o, const struct module *m,
+			  const struct xport_ops *ops, bool *ret_seal)
+{
+	uint8_t wish = o->flags & PROTO_OPEN_ENCRYPT ? o->encrypt : 0;
+
+	*ret_seal = false;
+	if (m->encryption == ENCRYPTION_OFF) {
+		if (wish == PROTO_ENCRYPT_REQUIRE) {
+			return refuse(c, PERR_ENCRYPTION,
+				      "module '%s' does not encrypt data lanes (encryption = off): "
+				      "copy with --no-encrypt",
+				      m->name);
+		}
+		return 0;
+	}
+	if (!wish) {
+		if (m->encryption == ENCRYPTION_REQUIRED) {
+			return refuse(c, PERR_ENCRYPTION,
+				      "module '%s' requires encrypted data lanes (encryption = "
+				      "required): %s",
+				      m->name,
+				      c->peer_caps & PROTO_CAP_ENCRYPT
+					  ? "copy without --no-encrypt"
+					  : "this client cannot encrypt them: upgrade it");
+		}
+		return 0;
+	}
+	if (ops->kind != XPORT_KIND_TCP) {
+		if (wish == PROTO_ENCRYPT_REQUIRE || m->encryption == ENCRYPTION_REQUIRED) {
+			return refuse(c, PERR_ENCRYPTION,
+				      "module '%s': verbs data lanes cannot be encrypted yet: copy "
+				      "with --transport tcp",
+				      m->name);
+		}
+		return 0;
+	}
+	*ret_seal = true;
+	return 0;
+}
+
+/*
  * "pool size" bounds what one session pins, descriptor chunks and the
  * rounding to whole pages included: fewer slots (or sender chunks) until it
  * fits, down to the engine's minimum of two.
@@ -453,7 +500,8 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 		char esc[4 * sizeof(err)];
 
 		/* err may quote the peer's ERROR text or a file name (THREATS.md G46). */
-		log_notice("%s (%s): transfer failed: %s: %s", c->peer, c->id, proto_err_name(code),
+		log_notice("%s (%s): transfer failed (lanes %s): %s: %s", c->peer, c->id,
+			   c->lanes_sealed ? "encrypted" : "in clear", proto_err_name(code),
 			   log_escape(err, esc, sizeof(esc)));
 		return r;
 	}
@@ -482,10 +530,11 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 			 (unsigned long long)st.files_resumed,
 			 (unsigned long long)st.bytes_resumed);
 	}
-	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
-		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
-		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped,
-		 resumed);
+	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s, lanes %s", c->peer,
+		 c->id, pull_srcs ? "pull from" : "push to", m->name,
+		 (unsigned long long)st.files_ok, (unsigned long long)st.bytes,
+		 (unsigned long long)st.files_failed, skipped, resumed,
+		 c->lanes_sealed ? "encrypted (AES-256-GCM)" : "in clear");
 	return 0;
 }
 
@@ -526,6 +575,18 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	if (r < 0) {
 		return r;
 	}
+	r = decide_sealing(c, o, m, ops, &xp.seal);
+	if (r >= 0 && xp.seal &&
+	    tls_export_secret(c->tls, LANE_SEAL_EXPORT_LABEL, xp.seal_secret,
+			      sizeof(xp.seal_secret)) < 0) {
+		r = refuse(c, PERR_INTERNAL, "no lane keys from the TLS session");
+	}
+	if (r < 0) {
+		ops->listener_close(l);
+		return r;
+	}
+	c->lanes_sealed = xp.seal;
+	xport_test_hooks(&xp, "RDMACPD_TEST_LANE_TAMPER", "RDMACPD_TEST_LANE_TEE");
 	/* What the engine pins depends on the transport (slot copies where it cannot fence). */
 	fit_pool_size(&ep, ops, cfg->pool_size);
 	slots = ep.slots;
@@ -547,6 +608,9 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ok.u.open_ok.chunk_size = chunk;
 	ok.u.open_ok.slots = slots;
 	memcpy(ok.u.open_ok.token, xp.token, sizeof(xp.token));
+	if (o->flags & PROTO_OPEN_ENCRYPT) {
+		ok.u.open_ok.lanes_sealed = xp.seal ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
+	}
 	r = chan_send(&c->chan, &ok);
 	if (r >= 0) {
 		r = ops->accept(l, &xp, &x);
@@ -559,6 +623,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	}
 	ops->listener_close(l);
 	explicit_bzero(xp.token, sizeof(xp.token));
+	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
 	if (r < 0) {
 		return r;
 	}
@@ -609,6 +674,11 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 		return refuse(c, PERR_PROTOCOL,
 			      "skip level checksum from a client without the "
 			      "check capability");
+	}
+	/* Lane encryption is asked for only by a peer that announced it. */
+	if ((o->flags & PROTO_OPEN_ENCRYPT) && !(c->peer_caps & PROTO_CAP_ENCRYPT)) {
+		return refuse(c, PERR_PROTOCOL,
+			      "lane encryption from a client without the encrypt capability");
 	}
 	/* A probe's engine exchange goes only to a peer that announced it. */
 	if (proto_open_is_probe(o->flags) && !(c->peer_caps & PROTO_CAP_PROBE)) {

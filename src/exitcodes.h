@@ -20,4 +20,5 @@ enum rdmacp_exit {
 	EXIT_REMOTE_IO = 14,   /* the daemon could not store or read a file, or its set-up failed */
 	EXIT_DIFFERENT = 15,   /* check: the trees differ */
 	EXIT_MAX_DELETE = 16,  /* --delete: --max-delete kept entries that were due for removal */
+	EXIT_ENCRYPTION = 20,  /* lane encryption: --encrypt or the module's policy refused */
 };

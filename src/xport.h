@@ -246,6 +246,13 @@ static inline bool xport_range_inside(uint64_t base, uint64_t mlen, uint64_t add
  */
 int xport_wr_check_common(const struct xport_wr *w, unsigned nlanes);
 
+/*
+ * The tests' lane hooks from the environment: tamper_env names one of
+ * flip, replay, move, truncate (XPORT_TEST_TAMPER_*), tee_env a file.
+ * Unset (as outside the tests), nothing changes.
+ */
+void xport_test_hooks(struct xport_params *p, const char *tamper_env, const char *tee_env);
+
 /* "IBV_WC_REM_ACCESS_ERR"-style names, for messages. */
 const char *xport_wc_status_str(int status);
 /* Backend by kind, or NULL when not built. */

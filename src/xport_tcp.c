@@ -230,7 +230,8 @@ struct tcp_swr {
 	uint64_t remote_addr;
 	uint32_t len;
 	uint32_t imm;
-	const void *buf; /* caller's buffer, or this slot's inline copy */
+	const void *buf;	   /* caller's buffer, or this slot's inline copy */
+	const struct xport_mr *mr; /* the registration holding buf; NULL when inline or empty */
 };
 
 struct tcp_xport;
@@ -268,6 +269,15 @@ struct tcp_lane {
 	/* Under tx->mr_lock: the MR and range (offsets) the RX thread is placing into. */
 	struct tcp_mr *placing;
 	uint64_t placing_off, placing_len;
+
+	/*
+	 * Under lock: the caller's buffer the TX thread is reading (sending or
+	 * sealing) right now; dereg_mr waits for it (tx_waiters) before the
+	 * memory can go.
+	 */
+	const uint8_t *tx_reading;
+	uint32_t tx_reading_len;
+	unsigned tx_waiters;
 
 	/* Sealed lanes: the TX thread's and the RX thread's own, never shared. */
 	struct lane_seal seal_tx, seal_rx;
@@ -539,6 +549,18 @@ static int send_sealed(struct tcp_lane *ln, const struct tcp_frame *f, const voi
 	}
 	do {
 		uint32_t n = MIN(f->len - off, (uint32_t)TCP_SEAL_PIECE);
+		bool failed;
+
+		/*
+		 * A failed lane's peer reads no more: stop sealing payload nobody
+		 * will open (the NAK that tells the peer why still goes).
+		 */
+		pthread_mutex_lock(&ln->lock);
+		failed = ln->failed && f->op != TCP_OP_NAK;
+		pthread_mutex_unlock(&ln->lock);
+		if (failed) {
+			return -ECANCELED;
+		}
 		uint32_t out_n = off >= send_len ? 0 : MIN(n, send_len - off);
 		struct iovec iov[3];
 		int iovcnt = 0;
@@ -597,6 +619,19 @@ static int send_frame(struct tcp_lane *ln, const struct tcp_frame *f, const void
 
 /* ---- TX thread ---- */
 
+static struct tcp_mr *mr_lookup_locked(struct tcp_xport *tx, const struct xport_mr *pub);
+
+/* Is pub still registered? A send from a deregistered buffer must not start. */
+static bool mr_registered(struct tcp_xport *tx, const struct xport_mr *pub)
+{
+	bool ok;
+
+	pthread_mutex_lock(&tx->mr_lock);
+	ok = mr_lookup_locked(tx, pub) != NULL;
+	pthread_mutex_unlock(&tx->mr_lock);
+	return ok;
+}
+
 static void *lane_tx_main(void *arg)
 {
 	struct tcp_lane *ln = arg;
@@ -651,10 +686,24 @@ static void *lane_tx_main(void *arg)
 				.imm = w->imm,
 			};
 			const void *payload = w->buf;
+			bool gone;
 
 			ln->seq_issued++;
+			/*
+			 * Marked before the check: a dereg_mr that unlinks the
+			 * registration after it waits for this send to end.
+			 */
+			ln->tx_reading = payload;
+			ln->tx_reading_len = w->len;
+			gone = w->mr && !mr_registered(tx, w->mr);
 			pthread_mutex_unlock(&ln->lock);
-			r = send_frame(ln, &f, payload);
+			r = gone ? -EFAULT : send_frame(ln, &f, payload);
+			pthread_mutex_lock(&ln->lock);
+			ln->tx_reading = NULL;
+			if (ln->tx_waiters > 0) {
+				pthread_cond_broadcast(&ln->cond);
+			}
+			pthread_mutex_unlock(&ln->lock);
 		}
 		if (r < 0) {
 			xport_set_error(tx, "lane %u: send: %s", ln->idx, strerror(-r));
@@ -1578,6 +1627,36 @@ static void shut_lanes_placing_locked(struct tcp_xport *tx, struct tcp_mr *m)
 }
 
 /*
+ * Waits until no TX thread reads from m's memory (a send in progress from a
+ * buffer in it). A lane whose send stalls longer than timeout_ms is shut,
+ * which ends the send.
+ */
+static void wait_tx_reads(struct tcp_xport *tx, const struct tcp_mr *m)
+{
+	uintptr_t lo = (uintptr_t)m->pub.addr, hi = lo + m->pub.len;
+
+	for (unsigned i = 0; i < tx->pub.nlanes; i++) {
+		struct tcp_lane *ln = &tx->lanes[i];
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += tx->timeout_ms / 1000 + 1;
+		pthread_mutex_lock(&ln->lock);
+		while (ln->tx_reading && (uintptr_t)ln->tx_reading < hi &&
+		       (uintptr_t)ln->tx_reading + ln->tx_reading_len > lo) {
+			ln->tx_waiters++;
+			if (pthread_cond_timedwait(&ln->cond, &ln->lock, &ts) == ETIMEDOUT) {
+				xport_set_error(tx, "lane %u: send stalled during dereg_mr", i);
+				shutdown(ln->fd, SHUT_RDWR);
+				ts.tv_sec += 3600;
+			}
+			ln->tx_waiters--;
+		}
+		pthread_mutex_unlock(&ln->lock);
+	}
+}
+
+/*
  * Unlinks the MR so no new placement can find it, then waits for placements
  * already in progress. A peer that stalls inside a write into this MR for
  * longer than timeout_ms gets its lane shut, which ends the placement.
@@ -1615,6 +1694,8 @@ static int tcp_dereg_mr(struct xport *x, struct xport_mr *pub)
 		}
 	}
 	pthread_mutex_unlock(&tx->mr_lock);
+	/* The caller may free the memory next: no send may still be reading it. */
+	wait_tx_reads(tx, m);
 	fence_set_fini(&m->fences);
 	free(m);
 	return 0;
@@ -1768,6 +1849,7 @@ static int tcp_post_writes(struct xport *x, const struct xport_wr *wrs, size_t n
 			.len = w->len,
 			.imm = w->opcode == XPORT_OP_WRITE_IMM ? w->imm : 0,
 			.buf = w->buf,
+			.mr = (w->flags & XPORT_SEND_INLINE) || w->len == 0 ? NULL : w->mr,
 		};
 		if ((w->flags & XPORT_SEND_INLINE) && w->len > 0) {
 			uint8_t *copy = ln->inline_buf + slot * TCP_MAX_INLINE;
