@@ -74,7 +74,6 @@ struct conn {
 	 */
 	struct filter_list filter;
 	bool have_filter;
-	bool lanes_sealed; /* this transfer's data lanes are encrypted */
 };
 
 static bool san_equals(const char *san, void *ud)
@@ -500,8 +499,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 		char esc[4 * sizeof(err)];
 
 		/* err may quote the peer's ERROR text or a file name (THREATS.md G46). */
-		log_notice("%s (%s): transfer failed (lanes %s): %s: %s", c->peer, c->id,
-			   c->lanes_sealed ? "encrypted" : "in clear", proto_err_name(code),
+		log_notice("%s (%s): transfer failed: %s: %s", c->peer, c->id, proto_err_name(code),
 			   log_escape(err, esc, sizeof(esc)));
 		return r;
 	}
@@ -530,11 +528,10 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 			 (unsigned long long)st.files_resumed,
 			 (unsigned long long)st.bytes_resumed);
 	}
-	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s, lanes %s", c->peer,
-		 c->id, pull_srcs ? "pull from" : "push to", m->name,
-		 (unsigned long long)st.files_ok, (unsigned long long)st.bytes,
-		 (unsigned long long)st.files_failed, skipped, resumed,
-		 c->lanes_sealed ? "encrypted (AES-256-GCM)" : "in clear");
+	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
+		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
+		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped,
+		 resumed);
 	return 0;
 }
 
@@ -585,7 +582,6 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 		ops->listener_close(l);
 		return r;
 	}
-	c->lanes_sealed = xp.seal;
 	xport_test_hooks(&xp, "RDMACPD_TEST_LANE_TAMPER", "RDMACPD_TEST_LANE_TEE");
 	/* What the engine pins depends on the transport (slot copies where it cannot fence). */
 	fit_pool_size(&ep, ops, cfg->pool_size);
@@ -627,6 +623,9 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	if (r < 0) {
 		return r;
 	}
+	log_info("%s (%s): %s %s: %u %s lanes, %s", c->peer, c->id,
+		 pull_srcs ? "pull from" : "push to", m->name, xp.nlanes, ops->name,
+		 xp.seal ? "encrypted (AES-256-GCM)" : "in clear");
 
 	if (pull_srcs) {
 		/* The client names what it wants once the lanes are up. */

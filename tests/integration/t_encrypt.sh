@@ -42,7 +42,7 @@ check() {
 }
 
 start_enc() { jq -r 'select(.event == "start") | .encryption' "$T/out"; }
-last_done() { grep ' done: ' "$T/d.log" | tail -1; }
+last_lanes() { grep ' lanes, ' "$T/d.log" | tail -1; }
 
 # ---- 1. the wire: ciphertext only ------------------------------------------
 rm -f "$T/tee1"
@@ -53,8 +53,8 @@ check "tee captured the lane ($(stat -c %s "$T/tee1" 2>/dev/null) bytes)" \
 	test "$(stat -c %s "$T/tee1" 2>/dev/null || echo 0)" -gt 3000000
 check "sealed lane: no plaintext on the wire" test "$(grep -c -a "$MARK" "$T/tee1")" -eq 0
 check "--json start: encryption aes-256-gcm" test "$(start_enc)" = aes-256-gcm
-[[ $(last_done) == *"lanes encrypted (AES-256-GCM)" ]] && pass "daemon log: lanes encrypted" ||
-	fail "daemon line: $(last_done)"
+[[ $(last_lanes) == *"push to data: 2 tcp lanes, encrypted (AES-256-GCM)" ]] &&
+	pass "daemon log: lanes encrypted" || fail "daemon line: $(last_lanes)"
 
 rm -f "$T/tee2"
 RDMACP_TEST_LANE_TEE=$T/tee2 expect_rc 0 "the same push again" \
@@ -67,8 +67,8 @@ RDMACP_TEST_LANE_TEE=$T/tee3 expect_rc 0 "push --no-encrypt, lanes teed" \
 	"${CLIENT[@]}" --json --no-encrypt "$T/src/known" "$HOST:data/k3"
 check "clear lane: the plaintext is on the wire" test "$(grep -c -a "$MARK" "$T/tee3")" -gt 1000
 check "--json start: encryption none" test "$(start_enc)" = none
-[[ $(last_done) == *"lanes in clear" ]] && pass "daemon log: lanes in clear" ||
-	fail "daemon line: $(last_done)"
+[[ $(last_lanes) == *"push to data: 2 tcp lanes, in clear" ]] &&
+	pass "daemon log: lanes in clear" || fail "daemon line: $(last_lanes)"
 
 # A pull: the daemon sends; a second daemon tees its lanes.
 DPORT=$(free_port)
@@ -95,7 +95,7 @@ for how in flip replay move truncate; do
 		fail "$how: message: $(cat "$T/err")"
 	check "$how: nothing committed" test ! -e "$T/mod/t_$how"
 done
-grep -q "refused: \|transfer failed (lanes encrypted).*failed authentication" "$T/d.log" &&
+grep -q "transfer failed: TRANSPORT: .*failed authentication" "$T/d.log" &&
 	pass "daemon log names the failure" || fail "daemon log lacks the failure"
 check "no temp file left in the module" test -z "$(find "$T/mod" -name '*t_*' -print -quit)"
 
