@@ -553,10 +553,10 @@ static int send_sealed(struct tcp_lane *ln, const struct tcp_frame *f, const voi
 
 		/*
 		 * A failed lane's peer reads no more: stop sealing payload nobody
-		 * will open (the NAK that tells the peer why still goes).
+		 * will open (replies still go: the NAK tells the peer why).
 		 */
 		pthread_mutex_lock(&ln->lock);
-		failed = ln->failed && f->op != TCP_OP_NAK;
+		failed = ln->failed && (f->op == TCP_OP_WRITE || f->op == TCP_OP_WRITE_IMM);
 		pthread_mutex_unlock(&ln->lock);
 		if (failed) {
 			return -ECANCELED;
@@ -705,7 +705,8 @@ static void *lane_tx_main(void *arg)
 			}
 			pthread_mutex_unlock(&ln->lock);
 		}
-		if (r < 0) {
+		/* -ECANCELED: the lane failed already, and may still owe its peer a NAK. */
+		if (r < 0 && r != -ECANCELED) {
 			xport_set_error(tx, "lane %u: send: %s", ln->idx, strerror(-r));
 			lane_fail(ln, FAIL_CONN_LOST, 0, 0);
 		}
