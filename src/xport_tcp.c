@@ -836,11 +836,29 @@ static int nak_to_status(uint32_t code)
 static bool rx_handle_reply(struct tcp_lane *ln, const struct tcp_frame *f)
 {
 	struct tcp_xport *tx = ln->tx;
-	bool ok;
+	bool ok, auth_nak = tx->sealed && f->op == TCP_OP_NAK && f->imm == TCP_NAK_AUTH;
 
 	pthread_mutex_lock(&ln->lock);
 	ok = f->flags == 0 && f->reserved16 == 0 && f->reserved64 == 0 && f->rkey == 0 &&
-	     f->len == 0 && f->addr >= ln->seq_acked && f->addr <= ln->seq_issued &&
+	     f->len == 0;
+	if (ok && auth_nak) {
+		/*
+		 * The peer numbers the frames that reached it: after a replay or
+		 * a drop on the way that is not what we sent, so its number names
+		 * none of our requests reliably. (The NAK itself passed its tag.)
+		 * The first unacknowledged request takes the blame.
+		 */
+		uint64_t blame = ln->seq_acked;
+
+		pthread_mutex_unlock(&ln->lock);
+		xport_set_error(tx,
+				"lane %u: peer refused a frame: it failed authentication there "
+				"(changed, replayed, reordered or cut short on the way)",
+				ln->idx);
+		lane_fail(ln, FAIL_NAK_RECEIVED, blame, XPORT_WC_GENERAL_ERR);
+		return false;
+	}
+	ok = ok && f->addr >= ln->seq_acked && f->addr <= ln->seq_issued &&
 	     (f->op == TCP_OP_ACK ? f->imm == 0 : f->addr < ln->seq_issued);
 	if (!ok) {
 		pthread_mutex_unlock(&ln->lock);
@@ -854,11 +872,7 @@ static bool rx_handle_reply(struct tcp_lane *ln, const struct tcp_frame *f)
 
 		pthread_mutex_unlock(&ln->lock);
 		xport_set_error(tx, "lane %u: peer refused request #%llu: %s", ln->idx,
-				(unsigned long long)f->addr,
-				f->imm == TCP_NAK_AUTH && tx->sealed
-				    ? "a frame failed authentication there (changed, replayed, "
-				      "reordered or cut short on the way)"
-				    : xport_wc_status_str(status));
+				(unsigned long long)f->addr, xport_wc_status_str(status));
 		lane_fail(ln, FAIL_NAK_RECEIVED, f->addr, status);
 		return false;
 	}
