@@ -57,6 +57,7 @@ struct client_opts {
 	int ack_timeout;   /* --ack-timeout: verbs' IB encoding 0..31, -1 = rdma_cm's */
 	bool long_listing; /* ls -l */
 	int progress;	   /* -1 default (a terminal), 0 off, 1 on */
+	int encrypt;	   /* -1 default (tcp lanes sealed where the daemon can), 0 off, 1 on */
 	uint64_t bwlimit;  /* bytes per second, 0 = none */
 	/* --include, --exclude, --exclude-from, in the order given */
 	struct filter_list filters;

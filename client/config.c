@@ -43,6 +43,7 @@ void client_opts_defaults(struct client_opts *o)
 	o->connect_timeout_s = 10;
 	o->idle_timeout_s = 60;
 	o->progress = -1;
+	o->encrypt = -1;
 	o->max_delete = UINT64_MAX; /* PROTO_NO_MAX_DELETE */
 	o->bench_size = 10ull << 30;
 	o->wait_busy_ms = 60 * 1000;

@@ -31,8 +31,10 @@
 #include "log.h"
 #include "net.h"
 #include "hello.h"
+#include "lane_seal.h"
 #include "output.h"
 #include "rdmadev.h"
+#include "tls.h"
 #include "walk.h"
 #include "xport.h"
 
@@ -304,6 +306,68 @@ static int pick_transport(struct daemon_conn *s, uint8_t *ret)
 }
 
 /*
+ * What to ask for the data lanes: sealed (--encrypt: or nothing), sealed
+ * where the daemon can (the default), or clear (--no-encrypt, or a daemon
+ * from before encryption). Sealing exists on tcp lanes only: --encrypt asks
+ * for tcp when the transport is auto. Returns 0 or an exit code.
+ */
+static int encryption_wish(struct daemon_conn *s, uint8_t *transport, uint32_t *flags)
+{
+	const struct client_opts *o = s->o;
+
+	s->encrypt_wish = 0;
+	if (o->encrypt == 0) {
+		s->clear_why = "--no-encrypt";
+		return 0;
+	}
+	/* What we announced is what we do (the tests play a client from before this way). */
+	if (!(hello_local_caps() & PROTO_CAP_ENCRYPT)) {
+		s->clear_why = "this client does not encrypt them";
+		return 0;
+	}
+	if (!(s->hello.caps & PROTO_CAP_ENCRYPT)) {
+		if (o->encrypt == 1) {
+			log_error("%s: the daemon is too old for --encrypt (its data lanes are in "
+				  "clear): upgrade it, or copy with --no-encrypt",
+				  s->rem->host);
+			return EXIT_VERSION;
+		}
+		s->clear_why = "the daemon is too old to encrypt them";
+		return 0;
+	}
+	if (o->encrypt == 1 && *transport != XPORT_KIND_TCP) {
+		if (o->verbose > 0) {
+			log_info("transport: tcp (--encrypt: only tcp lanes are encrypted)");
+		}
+		*transport = XPORT_KIND_TCP;
+	}
+	s->encrypt_wish = o->encrypt == 1 ? PROTO_ENCRYPT_REQUIRE : PROTO_ENCRYPT_PREFER;
+	*flags |= PROTO_OPEN_ENCRYPT;
+	return 0;
+}
+
+/* OPEN_OK's lanes byte against what we asked. Returns 0 or an exit code. */
+static int check_lanes_answer(struct daemon_conn *s, const struct msg_open_ok *ok)
+{
+	if (!s->encrypt_wish) {
+		if (ok->lanes_sealed == 0) {
+			return 0;
+		}
+	} else if (ok->lanes_sealed == PROTO_LANES_SEALED ||
+		   (ok->lanes_sealed == PROTO_LANES_CLEAR &&
+		    s->encrypt_wish == PROTO_ENCRYPT_PREFER)) {
+		s->clear_why = ok->transport == XPORT_KIND_VERBS
+				   ? "verbs lanes are not encrypted"
+				   : "the daemon's module has encryption = off";
+		return 0;
+	}
+	log_error("%s: protocol error: OPEN_OK does not answer what we asked for the data lanes "
+		  "(encryption)",
+		  s->rem->host);
+	return EXIT_PROTOCOL;
+}
+
+/*
  * A pull's rules, as one FILTER right before its OPEN (the daemon's walk
  * applies them); open_transfer made sure the daemon knows FILTER.
  */
@@ -385,7 +449,15 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
+	if (s->o->encrypt == 1 && s->o->transport == XPORT_KIND_VERBS) {
+		log_error("--encrypt: verbs lanes cannot be encrypted yet; use --transport tcp, or "
+			  "--no-encrypt");
+		return EXIT_ENCRYPTION;
+	}
 	r = pick_transport(s, &m.u.open.transport);
+	if (r == 0) {
+		r = encryption_wish(s, &m.u.open.transport, &flags);
+	}
 	if (r != 0) {
 		return r;
 	}
@@ -403,6 +475,7 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 	m.u.open.chunk_size = s->o->chunk_size;
 	m.u.open.slots = s->o->slots;
 	m.u.open.max_delete = s->o->max_delete;
+	m.u.open.encrypt = s->encrypt_wish;
 	snprintf(m.u.open.path, sizeof(m.u.open.path), "%s", path);
 	log_debug("OPEN %s %s: transport %s, %u lanes, chunk %u, %u slots, flags %#x",
 		  direction == PROTO_DIR_PUSH ? "push to" : "pull from", path,
@@ -446,6 +519,11 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			    transport_name(ret->u.open_ok.transport), ret->u.open_ok.lanes,
 			    ret->u.open_ok.chunk_size, ret->u.open_ok.slots,
 			    ret->u.open_ok.data_port);
+			r = check_lanes_answer(s, &ret->u.open_ok);
+			if (r != 0) {
+				msg_clear(ret);
+			}
+			return r;
 		}
 		return 0;
 	}
@@ -497,6 +575,16 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, str
 	xport_params_set_slots(&xp, ok->slots);
 	xp.timeout_ms = s->o->connect_timeout_s * 1000;
 	memcpy(xp.token, ok->token, sizeof(xp.token));
+	if (ok->lanes_sealed == PROTO_LANES_SEALED) {
+		xp.seal = true;
+		r = tls_export_secret(s->tls, LANE_SEAL_EXPORT_LABEL, xp.seal_secret,
+				      sizeof(xp.seal_secret));
+		if (r < 0) {
+			log_error_errno(r, "lane keys from the TLS session: %m");
+			return EXIT_TRANSPORT;
+		}
+	}
+	xport_test_hooks(&xp, "RDMACP_TEST_LANE_TAMPER", "RDMACP_TEST_LANE_TEE");
 	for (unsigned i = 0; i < s->o->ndevices; i++) {
 		xp.devices[xp.ndevices++] = s->o->devices[i];
 	}
@@ -508,6 +596,7 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, str
 	net_set_port(&addr, ok->data_port);
 	r = ops->connect((struct sockaddr *)&addr, s->peerlen, &xp, ret);
 	explicit_bzero(xp.token, sizeof(xp.token));
+	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
 	if (r < 0) {
 		log_error_errno(r, "data connection (%s, %u lanes, port %u): %m", ops->name,
 				xp.nlanes, ok->data_port);
@@ -597,7 +686,8 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	}
 	if (ok) {
 		output_start(&x->out, ep->role == ENGINE_SENDER ? "push" : "pull", s->rem->host,
-			     transport_name(ok->transport), ok->lanes);
+			     transport_name(ok->transport), ok->lanes,
+			     ok->lanes_sealed == PROTO_LANES_SEALED, s->clear_why);
 	}
 	ep->chan = &s->chan;
 	ep->x = xp;

@@ -51,6 +51,8 @@ int exit_for_perr(uint32_t code)
 	case PERR_DEVICE_BUSY:
 	case PERR_DEVICE_SMALL:
 		return EXIT_DEVICE;
+	case PERR_ENCRYPTION:
+		return EXIT_ENCRYPTION;
 	default:
 		return EXIT_PROTOCOL;
 	}

@@ -29,6 +29,9 @@ struct daemon_conn {
 	bool quiet_busy;
 	bool busy;
 	char busy_why[512];
+	/* What open_transfer asked for the lanes (0, or enum proto_encrypt_wish) and why not. */
+	uint8_t encrypt_wish;
+	const char *clear_why;
 };
 
 /* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */

@@ -98,6 +98,9 @@ static void usage(FILE *f)
 	    "                         of the same source sends only what is missing\n"
 	    "      --write-devices    pull into an existing local block device by its name\n"
 	    "                         (written in place, verified by reading it back)\n"
+	    "      --encrypt          seal the data lanes (AES-256-GCM) or fail (exit 20);\n"
+	    "                         the default seals tcp lanes where the daemon can\n"
+	    "      --no-encrypt       data lanes in clear (a module may refuse: exit 20)\n"
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "  -o, --output PLAN      plan: the plan file to write\n"
 	    "      --shards N         plan: how many shards (default 1, at most 65536)\n"
@@ -124,7 +127,7 @@ static void usage(FILE *f)
 	    "could not store or read a file, or failed on its side), 15 check found\n"
 	    "differences, 16 deletions held back by --max-delete, 17 a block device\n"
 	    "refused (not allowed, in use, too small), 18 shard already running, 19 bad\n"
-	    "plan or journal.\n",
+	    "plan or journal, 20 lane encryption refused.\n",
 	    f);
 }
 
@@ -481,6 +484,25 @@ static int set_progress(struct client_opts *o, const char *v)
 	return 0;
 }
 
+static int set_encrypt(struct client_opts *o, const char *v)
+{
+	bool on;
+	int r = flag_value(v, &on);
+
+	if (r < 0) {
+		return r;
+	}
+	o->encrypt = on ? 1 : 0;
+	return 0;
+}
+
+static int set_no_encrypt(struct client_opts *o, const char *v)
+{
+	(void)v;
+	o->encrypt = 0;
+	return 0;
+}
+
 static int set_no_progress(struct client_opts *o, const char *v)
 {
 	(void)v;
@@ -568,6 +590,8 @@ const struct client_option client_options[] = {
 	  "a number of entries, 0 or more" },
 	{ "partial", no_argument, 0, NULL, set_partial, NULL },
 	{ "write-devices", no_argument, 0, NULL, set_write_devices, NULL },
+	{ "encrypt", no_argument, 0, "encrypt", set_encrypt, BOOL_EXPECT },
+	{ "no-encrypt", no_argument, 0, NULL, set_no_encrypt, NULL },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "output", required_argument, 'o', NULL, set_output, PATH_EXPECT },
 	{ "shards", required_argument, 0, NULL, set_shards, "1..65536" },

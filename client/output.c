@@ -94,18 +94,24 @@ static void json_memory(const struct output *out)
 static void human_bytes(uint64_t b, char *buf, size_t len);
 
 void output_start(struct output *out, const char *direction, const char *host,
-		  const char *transport, unsigned lanes)
+		  const char *transport, unsigned lanes, bool sealed, const char *clear_why)
 {
 	if (out->json) {
 		printf("{\"event\":\"start\",\"direction\":\"%s\",\"host\":", direction);
 		output_json_string(stdout, host);
 		printf(",\"transport\":\"%s\",\"lanes\":%u", transport, lanes);
+		printf(",\"encryption\":\"%s\"", sealed ? "aes-256-gcm" : "none");
 		json_memory(out);
 		printf("}\n");
 		fflush(stdout);
 	} else if (out->verbose > 0) {
 		fprintf(stderr, "%s %s %s over %s (%u lanes)\n", direction,
 			!strcmp(direction, "push") ? "to" : "from", host, transport, lanes);
+		if (sealed) {
+			fprintf(stderr, "data lanes encrypted (AES-256-GCM)\n");
+		} else {
+			fprintf(stderr, "data lanes not encrypted (%s)\n", clear_why);
+		}
 		if (out->mem_fitted) {
 			char lim[32], pool[32], chunk[32];
 

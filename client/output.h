@@ -48,8 +48,9 @@ struct output {
 void output_json_string(FILE *f, const char *s);
 
 void output_init(struct output *out, bool json, int progress, int verbose);
+/* sealed: the data lanes are encrypted; else clear_why says why they are not. */
 void output_start(struct output *out, const char *direction, const char *host,
-		  const char *transport, unsigned lanes);
+		  const char *transport, unsigned lanes, bool sealed, const char *clear_why);
 /*
  * The buffer pool chosen (before output_start): limit is RLIMIT_MEMLOCK, 0
  * for none; fitted when the pool was made smaller for it (said once with -v).

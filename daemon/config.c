@@ -564,6 +564,25 @@ static int g_log_level(struct parse_state *ps, const char *key, const char *valu
 	return fail(ps, "bad '%s' '%s' (error, warning, notice, info or debug)", key, ESC(value));
 }
 
+static int parse_encryption(struct parse_state *ps, const char *key, const char *value, int *ret)
+{
+	if (strcasecmp(value, "required") == 0) {
+		*ret = ENCRYPTION_REQUIRED;
+	} else if (strcasecmp(value, "allowed") == 0) {
+		*ret = ENCRYPTION_ALLOWED;
+	} else if (strcasecmp(value, "off") == 0) {
+		*ret = ENCRYPTION_OFF;
+	} else {
+		return fail(ps, "bad '%s' '%s' (required, allowed or off)", key, ESC(value));
+	}
+	return 0;
+}
+
+static int g_encryption(struct parse_state *ps, const char *key, const char *value)
+{
+	return parse_encryption(ps, key, value, &ps->cfg->encryption);
+}
+
 /* ---- module keys ---- */
 
 static struct module *cur_module(struct parse_state *ps)
@@ -771,6 +790,11 @@ static int m_max_files(struct parse_state *ps, const char *key, const char *valu
 	return set_uint_key(ps, key, value, 1, UINT32_MAX, &cur_module(ps)->max_files);
 }
 
+static int m_encryption(struct parse_state *ps, const char *key, const char *value)
+{
+	return parse_encryption(ps, key, value, &cur_module(ps)->encryption);
+}
+
 /* Shown to the clients the module allows, in `rdmacp ls HOST`. */
 static int m_comment(struct parse_state *ps, const char *key, const char *value)
 {
@@ -806,6 +830,7 @@ static const struct key_handler global_keys[] = {
 	{ "pool size", false, g_pool },
 	{ "log level", false, g_log_level },
 	{ "allow bench", true, g_allow_bench },
+	{ "encryption", false, g_encryption },
 };
 
 static const struct key_handler module_keys[] = {
@@ -822,6 +847,7 @@ static const struct key_handler module_keys[] = {
 	{ "max session bytes", false, m_max_session_bytes },
 	{ "max files per session", false, m_max_files },
 	{ "devices", false, m_devices },
+	{ "encryption", false, m_encryption },
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= 32 && ARRAY_SIZE(module_keys) <= 32,
@@ -1235,6 +1261,12 @@ static int finish_config(struct parse_state *ps)
 	if (check_unauth_limits(ps) < 0) {
 		return -EINVAL;
 	}
+	/* [global] may come after a module: its default is known only now. */
+	for (size_t i = 0; i < c->nmodules; i++) {
+		if (c->modules[i].encryption == ENCRYPTION_INHERIT) {
+			c->modules[i].encryption = c->encryption;
+		}
+	}
 	return check_module_overlap(ps);
 }
 
@@ -1248,6 +1280,7 @@ static void config_defaults(struct daemon_config *c)
 	c->memory_budget = UINT64_C(4) << 30;
 	c->pool_size = UINT64_C(64) << 20;
 	c->log_level = LOG_INFO;
+	c->encryption = ENCRYPTION_ALLOWED;
 }
 
 /*

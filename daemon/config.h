@@ -39,6 +39,14 @@ struct allow_rule {
 	uint8_t fp[32];
 };
 
+/* "encryption": what a module does with clear and sealed data lanes. */
+enum module_encryption {
+	ENCRYPTION_INHERIT = 0, /* a module without the key: [global]'s */
+	ENCRYPTION_OFF,		/* clear lanes only; --encrypt is refused */
+	ENCRYPTION_ALLOWED,	/* sealed when the client asks (its default on tcp); the default */
+	ENCRYPTION_REQUIRED,	/* sealed lanes only; clear ones are refused */
+};
+
 struct module {
 	char name[64];
 	char path[4096]; /* absolute */
@@ -72,6 +80,7 @@ struct module {
 	/* Pushes: a file's declared size, and one connection's together; default none. */
 	uint64_t max_file_size, max_session_bytes;
 	char comment[1025]; /* "comment": shown in module listings (PROTO_MAX_TEXT) */
+	int encryption;	    /* enum module_encryption, never INHERIT once loaded */
 };
 
 struct daemon_config {
@@ -92,6 +101,7 @@ struct daemon_config {
 	/* 'allow bench': who may run rdmacp bench (memory to memory); none: nobody */
 	struct allow_rule bench_allow[DAEMON_MAX_ALLOW];
 	size_t nbench_allow;
+	int encryption; /* modules' default; enum module_encryption, ALLOWED */
 	struct module *modules;
 	size_t nmodules;
 };

@@ -35,6 +35,7 @@
 #include "privs.h"
 #include "hello.h"
 #include "session_table.h"
+#include "lane_seal.h"
 #include "tls.h"
 #include "walk.h"
 #include "xport.h"
@@ -398,6 +399,51 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
 }
 
 /*
+ * Sealed or clear data lanes, from the client's wish (OPEN's ENCRYPT and its
+ * wish byte), the module's "encryption" and the transport chosen. Where they
+ * cannot agree the client hears why (PERR_ENCRYPTION, its exit 20).
+ */
+static int decide_sealing(struct conn *c, const struct msg_open *o, const struct module *m,
+			  const struct xport_ops *ops, bool *ret_seal)
+{
+	uint8_t wish = o->flags & PROTO_OPEN_ENCRYPT ? o->encrypt : 0;
+
+	*ret_seal = false;
+	if (m->encryption == ENCRYPTION_OFF) {
+		if (wish == PROTO_ENCRYPT_REQUIRE) {
+			return refuse(c, PERR_ENCRYPTION,
+				      "module '%s' does not encrypt data lanes (encryption = off): "
+				      "copy with --no-encrypt",
+				      m->name);
+		}
+		return 0;
+	}
+	if (!wish) {
+		if (m->encryption == ENCRYPTION_REQUIRED) {
+			return refuse(c, PERR_ENCRYPTION,
+				      "module '%s' requires encrypted data lanes (encryption = "
+				      "required): %s",
+				      m->name,
+				      c->peer_caps & PROTO_CAP_ENCRYPT
+					  ? "copy without --no-encrypt"
+					  : "this client cannot encrypt them: upgrade it");
+		}
+		return 0;
+	}
+	if (ops->kind != XPORT_KIND_TCP) {
+		if (wish == PROTO_ENCRYPT_REQUIRE || m->encryption == ENCRYPTION_REQUIRED) {
+			return refuse(c, PERR_ENCRYPTION,
+				      "module '%s': verbs data lanes cannot be encrypted yet: copy "
+				      "with --transport tcp",
+				      m->name);
+		}
+		return 0;
+	}
+	*ret_seal = true;
+	return 0;
+}
+
+/*
  * "pool size" bounds what one session pins, descriptor chunks and the
  * rounding to whole pages included: fewer slots (or sender chunks) until it
  * fits, down to the engine's minimum of two.
@@ -561,6 +607,17 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	if (r < 0) {
 		return r;
 	}
+	r = decide_sealing(c, o, m, ops, &xp.seal);
+	if (r >= 0 && xp.seal &&
+	    tls_export_secret(c->tls, LANE_SEAL_EXPORT_LABEL, xp.seal_secret,
+			      sizeof(xp.seal_secret)) < 0) {
+		r = refuse(c, PERR_INTERNAL, "no lane keys from the TLS session");
+	}
+	if (r < 0) {
+		ops->listener_close(l);
+		return r;
+	}
+	xport_test_hooks(&xp, "RDMACPD_TEST_LANE_TAMPER", "RDMACPD_TEST_LANE_TEE");
 	/* What the engine pins depends on the transport (slot copies where it cannot fence). */
 	fit_pool_size(&ep, ops, cfg->pool_size);
 	slots = ep.slots;
@@ -582,6 +639,9 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ok.u.open_ok.chunk_size = chunk;
 	ok.u.open_ok.slots = slots;
 	memcpy(ok.u.open_ok.token, xp.token, sizeof(xp.token));
+	if (o->flags & PROTO_OPEN_ENCRYPT) {
+		ok.u.open_ok.lanes_sealed = xp.seal ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
+	}
 	r = chan_send(&c->chan, &ok);
 	if (r >= 0) {
 		r = ops->accept(l, &xp, &x);
@@ -594,9 +654,13 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	}
 	ops->listener_close(l);
 	explicit_bzero(xp.token, sizeof(xp.token));
+	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
 	if (r < 0) {
 		return r;
 	}
+	log_info("%s (%s): %s %s: %u %s lanes, %s", c->peer, c->id,
+		 pull_srcs ? "pull from" : "push to", m->name, xp.nlanes, ops->name,
+		 xp.seal ? "encrypted (AES-256-GCM)" : "in clear");
 
 	if (pull_srcs) {
 		/* The client names what it wants once the lanes are up. */
@@ -787,6 +851,11 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 		return refuse(c, PERR_PROTOCOL,
 			      "skip level checksum from a client without the "
 			      "check capability");
+	}
+	/* Lane encryption is asked for only by a peer that announced it. */
+	if ((o->flags & PROTO_OPEN_ENCRYPT) && !(c->peer_caps & PROTO_CAP_ENCRYPT)) {
+		return refuse(c, PERR_PROTOCOL,
+			      "lane encryption from a client without the encrypt capability");
 	}
 	/* A probe's engine exchange goes only to a peer that announced it. */
 	if (proto_open_is_probe(o->flags) && !(c->peer_caps & PROTO_CAP_PROBE)) {

@@ -65,6 +65,7 @@ static const char *const err_names[] = {
 	[PERR_DEVICE_REFUSED] = "DEVICE_REFUSED",
 	[PERR_DEVICE_BUSY] = "DEVICE_BUSY",
 	[PERR_DEVICE_SMALL] = "DEVICE_SMALL",
+	[PERR_ENCRYPTION] = "ENCRYPTION",
 };
 
 const char *proto_type_name(uint16_t type)
@@ -262,6 +263,9 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		if (m->u.open.flags & PROTO_OPEN_DELETE) {
 			wbuf_put_u64(w, m->u.open.max_delete);
 		}
+		if (m->u.open.flags & PROTO_OPEN_ENCRYPT) {
+			wbuf_put_u8(w, m->u.open.encrypt);
+		}
 		break;
 	case MSG_OPEN_OK:
 		wbuf_put_u8(w, m->u.open_ok.transport);
@@ -270,6 +274,10 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		wbuf_put_u32(w, m->u.open_ok.chunk_size);
 		wbuf_put_u32(w, m->u.open_ok.slots);
 		wbuf_put_bytes(w, m->u.open_ok.token, PROTO_TOKEN_LEN);
+		/* Only in answer to an OPEN with PROTO_OPEN_ENCRYPT: older clients know no more. */
+		if (m->u.open_ok.lanes_sealed) {
+			wbuf_put_u8(w, m->u.open_ok.lanes_sealed);
+		}
 		break;
 	case MSG_RING:
 		wbuf_put_u64(w, m->u.ring.addr);
@@ -840,7 +848,12 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		o->slots = rbuf_get_u32(r);
 		rbuf_get_str16(r, o->path, sizeof(o->path), PROTO_MAX_PATH);
 		o->max_delete = o->flags & PROTO_OPEN_DELETE ? rbuf_get_u64(r) : 0;
+		o->encrypt = o->flags & PROTO_OPEN_ENCRYPT ? rbuf_get_u8(r) : 0;
 		if (r->error) {
+			return -EBADMSG;
+		}
+		if ((o->flags & PROTO_OPEN_ENCRYPT) && o->encrypt != PROTO_ENCRYPT_PREFER &&
+		    o->encrypt != PROTO_ENCRYPT_REQUIRE) {
 			return -EBADMSG;
 		}
 		/*
@@ -870,6 +883,15 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		o->chunk_size = rbuf_get_u32(r);
 		o->slots = rbuf_get_u32(r);
 		rbuf_get_bytes(r, o->token, PROTO_TOKEN_LEN);
+		/* The lanes byte is there when the OPEN asked (the client checks that it did). */
+		o->lanes_sealed = 0;
+		if (!r->error && rbuf_left(r) > 0) {
+			o->lanes_sealed = rbuf_get_u8(r);
+			if (o->lanes_sealed != PROTO_LANES_CLEAR &&
+			    o->lanes_sealed != PROTO_LANES_SEALED) {
+				return -EBADMSG;
+			}
+		}
 		if (r->error) {
 			return -EBADMSG;
 		}

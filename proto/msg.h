@@ -88,8 +88,10 @@ enum {
 	/* Block devices: status codes DEVICE_REFUSED, DEVICE_BUSY, DEVICE_SMALL (22..24) */
 	PROTO_CAP_DEVICES = 1u << 15,
 	PROTO_CAP_BENCH = 1u << 16, /* BENCH: memory-to-memory runs (rdmacp bench) */
+	/* OPEN ENCRYPT and its wish byte, OPEN_OK's lanes byte: sealed tcp lanes */
+	PROTO_CAP_ENCRYPT = 1u << 17,
 };
-#define PROTO_CAPS_KNOWN 0x1ffffu
+#define PROTO_CAPS_KNOWN 0x3ffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -133,7 +135,9 @@ enum proto_err {
 	PERR_DEVICE_REFUSED = 22,
 	PERR_DEVICE_BUSY = 23,
 	PERR_DEVICE_SMALL = 24,
-	PERR_MAX = PERR_DEVICE_SMALL,
+	/* Lane encryption: the client's wish and the module's "encryption" disagree */
+	PERR_ENCRYPTION = 26,
+	PERR_MAX = PERR_ENCRYPTION,
 };
 
 enum proto_dir {
@@ -165,8 +169,26 @@ enum {
 	PROTO_OPEN_HARDLINKS = 1u << 10, /* -H: later names of a file as FILES type 4 */
 	PROTO_OPEN_XATTRS = 1u << 11,	 /* -X: extended attributes in XATTRS */
 	PROTO_OPEN_ACLS = 1u << 12,	 /* -A: POSIX ACLs (system.posix_acl_*) in XATTRS */
+	/*
+	 * Only to a peer with PROTO_CAP_ENCRYPT: the client wants sealed lanes;
+	 * OPEN then carries the wish byte and OPEN_OK the lanes byte.
+	 */
+	PROTO_OPEN_ENCRYPT = 1u << 15,
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x1fffu
+#define PROTO_OPEN_FLAGS_KNOWN 0x9fffu
+
+/* OPEN's wish byte (with PROTO_OPEN_ENCRYPT). */
+enum proto_encrypt_wish {
+	PROTO_ENCRYPT_PREFER =
+	    1, /* sealed where the transport can (tcp), unless the module is off */
+	PROTO_ENCRYPT_REQUIRE = 2, /* --encrypt: sealed or refused */
+};
+
+/* OPEN_OK's lanes byte (only when OPEN had PROTO_OPEN_ENCRYPT; 0 = absent). */
+enum proto_lanes {
+	PROTO_LANES_CLEAR = 1,
+	PROTO_LANES_SEALED = 2,
+};
 #define PROTO_OPEN_SKIP_LEVELS \
 	(PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_SKIP_CHECKSUM)
 
@@ -234,6 +256,8 @@ struct msg_open {
 	char path[PROTO_MAX_PATH + 1]; /* push: destination MODULE/REL; pull: MODULE */
 	/* Only with PROTO_OPEN_DELETE: deletions allowed, PROTO_NO_MAX_DELETE = no limit. */
 	uint64_t max_delete;
+	/* Only with PROTO_OPEN_ENCRYPT: enum proto_encrypt_wish. */
+	uint8_t encrypt;
 };
 #define PROTO_NO_MAX_DELETE UINT64_MAX
 
@@ -244,6 +268,8 @@ struct msg_open_ok {
 	uint32_t chunk_size;
 	uint32_t slots;
 	uint8_t token[PROTO_TOKEN_LEN];
+	/* enum proto_lanes; 0: not sent (an OPEN without PROTO_OPEN_ENCRYPT) */
+	uint8_t lanes_sealed;
 };
 
 /* The receiver's ring, sent once the data connection is up. */

@@ -23,4 +23,5 @@ enum rdmacp_exit {
 	EXIT_DEVICE = 17,      /* a block device refused (not allowed, busy, too small) */
 	EXIT_SHARD_TAKEN = 18, /* rdmacp run: another process runs that shard (or finalize) */
 	EXIT_BAD_PLAN = 19,    /* a plan or journal malformed, edited, or not of this plan */
+	EXIT_ENCRYPTION = 20,  /* lane encryption: --encrypt or the module's policy refused */
 };

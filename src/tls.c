@@ -1108,6 +1108,18 @@ void tls_peer_fingerprint(struct tls_conn *c, uint8_t ret_fp[TLS_FINGERPRINT_LEN
 	memcpy(ret_fp, c->peer_fp, TLS_FINGERPRINT_LEN);
 }
 
+int tls_export_secret(struct tls_conn *c, const char *label, uint8_t *out, size_t len)
+{
+	if (!c || !c->ssl || c->broken || !label || !out || len == 0) {
+		return -EINVAL;
+	}
+	/* RFC 8446 7.5: both ends of this session get the same bytes, nobody else can. */
+	if (SSL_export_keying_material(c->ssl, out, len, label, strlen(label), NULL, 0, 0) != 1) {
+		return -EIO;
+	}
+	return 0;
+}
+
 static bool san_text(const GENERAL_NAME *gn, char *out, size_t size)
 {
 	if (gn->type == GEN_DNS) {

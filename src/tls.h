@@ -67,6 +67,11 @@ const char *tls_peer_cn(struct tls_conn *c); /* subject CN, or "" */
 /* Calls fn for each DNS/IP SAN of the peer (as text); stops when fn returns true. */
 bool tls_peer_match_san(struct tls_conn *c, bool (*fn)(const char *san, void *ud), void *ud);
 void tls_peer_fingerprint(struct tls_conn *c, uint8_t ret_fp[TLS_FINGERPRINT_LEN]);
+/*
+ * len bytes of keying material for label (RFC 8446 7.5, empty context): the
+ * same at both ends of this connection, different for every other session.
+ */
+int tls_export_secret(struct tls_conn *c, const char *label, uint8_t *out, size_t len);
 /* The last failure's reason (verify error string, alert, OpenSSL error), never NULL. */
 const char *tls_conn_error(struct tls_conn *c);
 /* Reason for a failed tls_connect/tls_accept (thread-local, overwritten per call). */

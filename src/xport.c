@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Transport-independent helpers: completion status names and the table of
- * built backends, looked up by kind or by name.
+ * built backends, looked up by kind or by name; the tests' lane hooks.
  */
 #include "xport.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef HAVE_VERBS
 #include <infiniband/verbs.h>
@@ -101,4 +102,24 @@ int xport_verbs_probe(char *why, size_t whylen)
 	snprintf(why, whylen, "this build has no verbs transport");
 	return -EOPNOTSUPP;
 #endif
+}
+
+void xport_test_hooks(struct xport_params *p, const char *tamper_env, const char *tee_env)
+{
+	static const char *const names[] = {
+		[XPORT_TEST_TAMPER_FLIP] = "flip",
+		[XPORT_TEST_TAMPER_REPLAY] = "replay",
+		[XPORT_TEST_TAMPER_MOVE] = "move",
+		[XPORT_TEST_TAMPER_TRUNCATE] = "truncate",
+	};
+	const char *t = getenv(tamper_env), *tee = getenv(tee_env);
+
+	for (unsigned i = 1; t && i < ARRAY_SIZE(names); i++) {
+		if (strcmp(t, names[i]) == 0) {
+			p->test_tamper = i;
+		}
+	}
+	if (tee && *tee) {
+		p->test_tee_path = tee;
+	}
 }

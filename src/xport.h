@@ -29,8 +29,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#define XPORT_TOKEN_LEN 32
-#define XPORT_MAX_LANES 16
+#define XPORT_TOKEN_LEN	      32
+#define XPORT_MAX_LANES	      16
+#define XPORT_SEAL_SECRET_LEN 32
 
 enum xport_kind {
 	XPORT_KIND_TCP = 1,
@@ -132,6 +133,25 @@ struct xport_params {
 	 */
 	bool tos_set, ack_timeout_set;
 	uint8_t tos, ack_timeout;
+	/*
+	 * Seal every frame of every lane (tcp only; verbs refuses with
+	 * -EOPNOTSUPP): AES-256-GCM under keys derived from seal_secret, which
+	 * both ends export from their TLS control channel (src/lane_seal.h).
+	 */
+	bool seal;
+	uint8_t seal_secret[XPORT_SEAL_SECRET_LEN];
+	/* Test hooks, tcp only, set by the programs from the environment (tests). */
+	unsigned test_tamper;	   /* XPORT_TEST_TAMPER_*: spoil one frame we send */
+	const char *test_tee_path; /* append every byte our lanes send to this file */
+};
+
+/* How test_tamper spoils the first payload write (op WRITE, len > 0) on lane 0. */
+enum {
+	XPORT_TEST_TAMPER_NONE = 0,
+	XPORT_TEST_TAMPER_FLIP = 1,	/* one ciphertext bit flipped */
+	XPORT_TEST_TAMPER_REPLAY = 2,	/* sent twice, byte for byte */
+	XPORT_TEST_TAMPER_MOVE = 3,	/* header aimed one payload length further */
+	XPORT_TEST_TAMPER_TRUNCATE = 4, /* header and payload cut to half, tag kept */
 };
 
 /*
@@ -238,6 +258,13 @@ static inline bool xport_range_inside(uint64_t base, uint64_t mlen, uint64_t add
  * the local buffer (inline size, registration).
  */
 int xport_wr_check_common(const struct xport_wr *w, unsigned nlanes);
+
+/*
+ * The tests' lane hooks from the environment: tamper_env names one of
+ * flip, replay, move, truncate (XPORT_TEST_TAMPER_*), tee_env a file.
+ * Unset (as outside the tests), nothing changes.
+ */
+void xport_test_hooks(struct xport_params *p, const char *tamper_env, const char *tee_env);
 
 /* "IBV_WC_REM_ACCESS_ERR"-style names, for messages. */
 const char *xport_wc_status_str(int status);

@@ -38,6 +38,7 @@
 #include "fdutil.h"
 #include "fenceset.h"
 #include "lane_hello.h"
+#include "lane_seal.h"
 #include "macro.h"
 
 #define TCP_HELLO_LEN	  LANE_HELLO_LEN
@@ -45,7 +46,8 @@
 #define TCP_FRAME_HDR_LEN 32
 #define TCP_MAX_INLINE	  256
 #define TCP_MAX_DEPTH	  65536
-#define TCP_MAX_PENDING	  32 /* unauthenticated connections held at once by accept */
+#define TCP_MAX_PENDING	  32	       /* unauthenticated connections held at once by accept */
+#define TCP_SEAL_PIECE	  (256 * 1024) /* sealed payload is encrypted and sent in pieces */
 
 static const uint8_t tcp_hello_ack[TCP_ACK_LEN] = { 'R', 'D', 'O', 'K' };
 
@@ -61,6 +63,7 @@ enum tcp_nak_code {
 	TCP_NAK_REM_ACCESS = 1,
 	TCP_NAK_RNR = 2,
 	TCP_NAK_INVALID = 3,
+	TCP_NAK_AUTH = 4, /* sealed lanes: the frame failed authentication */
 };
 
 /* ---- big-endian field codecs ---- */
@@ -227,7 +230,8 @@ struct tcp_swr {
 	uint64_t remote_addr;
 	uint32_t len;
 	uint32_t imm;
-	const void *buf; /* caller's buffer, or this slot's inline copy */
+	const void *buf;	   /* caller's buffer, or this slot's inline copy */
+	const struct xport_mr *mr; /* the registration holding buf; NULL when inline or empty */
 };
 
 struct tcp_xport;
@@ -265,6 +269,19 @@ struct tcp_lane {
 	/* Under tx->mr_lock: the MR and range (offsets) the RX thread is placing into. */
 	struct tcp_mr *placing;
 	uint64_t placing_off, placing_len;
+
+	/*
+	 * Under lock: the caller's buffer the TX thread is reading (sending or
+	 * sealing) right now; dereg_mr waits for it (tx_waiters) before the
+	 * memory can go.
+	 */
+	const uint8_t *tx_reading;
+	uint32_t tx_reading_len;
+	unsigned tx_waiters;
+
+	/* Sealed lanes: the TX thread's and the RX thread's own, never shared. */
+	struct lane_seal seal_tx, seal_rx;
+	uint8_t *seal_buf; /* TCP_SEAL_PIECE bytes of ciphertext on their way out */
 };
 
 struct tcp_xport {
@@ -279,6 +296,13 @@ struct tcp_xport {
 	pthread_mutex_t err_lock;
 	bool has_error;
 	char error[256];
+
+	bool sealed;
+	/* Test hooks (xport_params): lane 0's TX thread alone reads and sets tamper_done. */
+	unsigned tamper;
+	bool tamper_done;
+	int tee_fd;
+	pthread_mutex_t tee_lock;
 
 	struct tcp_lane lanes[XPORT_MAX_LANES];
 };
@@ -455,7 +479,130 @@ static int recv_all(int fd, void *buf, size_t len)
 	return 0;
 }
 
-static int send_frame(int fd, const struct tcp_frame *f, const void *payload)
+/* The test hook's copy of what a lane sends (xport_params.test_tee_path). */
+static void tee_iov(struct tcp_xport *tx, const struct iovec *iov, int iovcnt)
+{
+	pthread_mutex_lock(&tx->tee_lock);
+	for (int i = 0; i < iovcnt; i++) {
+		const char *p = iov[i].iov_base;
+		size_t left = iov[i].iov_len;
+
+		while (left > 0) {
+			ssize_t n = write(tx->tee_fd, p, left);
+
+			if (n <= 0) {
+				break;
+			}
+			p += n;
+			left -= (size_t)n;
+		}
+	}
+	pthread_mutex_unlock(&tx->tee_lock);
+}
+
+static int lane_send_iov(struct tcp_lane *ln, struct iovec *iov, int iovcnt)
+{
+	if (ln->tx->tee_fd >= 0) {
+		tee_iov(ln->tx, iov, iovcnt);
+	}
+	return send_all(ln->fd, iov, iovcnt);
+}
+
+/* Lane 0's first payload write, once, when a test asked to spoil it. */
+static unsigned tamper_this(struct tcp_lane *ln, const struct tcp_frame *f)
+{
+	struct tcp_xport *tx = ln->tx;
+
+	if (tx->tamper == XPORT_TEST_TAMPER_NONE || tx->tamper_done || ln->idx != 0 ||
+	    f->op != TCP_OP_WRITE || f->len < 2) {
+		return XPORT_TEST_TAMPER_NONE;
+	}
+	tx->tamper_done = true;
+	return tx->tamper;
+}
+
+/*
+ * A sealed frame: the clear header (the additional data), the payload
+ * encrypted piece by piece through seal_buf, the tag. The caller's buffer is
+ * only read, as for a clear frame.
+ */
+static int send_sealed(struct tcp_lane *ln, const struct tcp_frame *f, const void *payload,
+		       unsigned tamper)
+{
+	struct tcp_frame wire = *f;
+	uint8_t hdr[TCP_FRAME_HDR_LEN], wire_hdr[TCP_FRAME_HDR_LEN], tag[LANE_SEAL_TAG_LEN];
+	const uint8_t *p = payload;
+	uint32_t off = 0, send_len = f->len;
+	bool hdr_sent = false;
+	int r;
+
+	frame_encode(f, hdr);
+	if (tamper == XPORT_TEST_TAMPER_MOVE) {
+		wire.addr += f->len;
+	} else if (tamper == XPORT_TEST_TAMPER_TRUNCATE) {
+		wire.len = send_len = f->len / 2;
+	}
+	frame_encode(&wire, wire_hdr);
+	r = lane_seal_begin(&ln->seal_tx, hdr, sizeof(hdr));
+	if (r < 0) {
+		return r;
+	}
+	do {
+		uint32_t n = MIN(f->len - off, (uint32_t)TCP_SEAL_PIECE);
+		bool failed;
+
+		/*
+		 * A failed lane's peer reads no more: stop sealing payload nobody
+		 * will open (replies still go: the NAK tells the peer why).
+		 */
+		pthread_mutex_lock(&ln->lock);
+		failed = ln->failed && (f->op == TCP_OP_WRITE || f->op == TCP_OP_WRITE_IMM);
+		pthread_mutex_unlock(&ln->lock);
+		if (failed) {
+			return -ECANCELED;
+		}
+		uint32_t out_n = off >= send_len ? 0 : MIN(n, send_len - off);
+		struct iovec iov[3];
+		int iovcnt = 0;
+
+		r = lane_seal_update(&ln->seal_tx, p + off, ln->seal_buf, n);
+		if (r < 0) {
+			return r;
+		}
+		if (tamper == XPORT_TEST_TAMPER_FLIP && off == 0) {
+			ln->seal_buf[n / 2] ^= 0x01;
+		}
+		off += n;
+		if (!hdr_sent) {
+			iov[iovcnt++] =
+			    (struct iovec){ .iov_base = wire_hdr, .iov_len = sizeof(hdr) };
+			hdr_sent = true;
+		}
+		if (out_n > 0) {
+			iov[iovcnt++] =
+			    (struct iovec){ .iov_base = ln->seal_buf, .iov_len = out_n };
+		}
+		if (off == f->len) {
+			r = lane_seal_end(&ln->seal_tx, tag);
+			if (r < 0) {
+				return r;
+			}
+			iov[iovcnt++] = (struct iovec){ .iov_base = tag, .iov_len = sizeof(tag) };
+		}
+		r = lane_send_iov(ln, iov, iovcnt);
+		if (r < 0) {
+			return r;
+		}
+	} while (off < f->len);
+	if (tamper == XPORT_TEST_TAMPER_REPLAY) {
+		/* The same nonce, key and bytes again: exactly what a replaying path sends. */
+		ln->seal_tx.count--;
+		return send_sealed(ln, f, payload, XPORT_TEST_TAMPER_NONE);
+	}
+	return 0;
+}
+
+static int send_frame(struct tcp_lane *ln, const struct tcp_frame *f, const void *payload)
 {
 	uint8_t hdr[TCP_FRAME_HDR_LEN];
 	struct iovec iov[2] = {
@@ -463,11 +610,27 @@ static int send_frame(int fd, const struct tcp_frame *f, const void *payload)
 		{ .iov_base = (void *)payload, .iov_len = f->len },
 	};
 
+	if (ln->tx->sealed) {
+		return send_sealed(ln, f, payload, tamper_this(ln, f));
+	}
 	frame_encode(f, hdr);
-	return send_all(fd, iov, f->len > 0 ? 2 : 1);
+	return lane_send_iov(ln, iov, f->len > 0 ? 2 : 1);
 }
 
 /* ---- TX thread ---- */
+
+static struct tcp_mr *mr_lookup_locked(struct tcp_xport *tx, const struct xport_mr *pub);
+
+/* Is pub still registered? A send from a deregistered buffer must not start. */
+static bool mr_registered(struct tcp_xport *tx, const struct xport_mr *pub)
+{
+	bool ok;
+
+	pthread_mutex_lock(&tx->mr_lock);
+	ok = mr_lookup_locked(tx, pub) != NULL;
+	pthread_mutex_unlock(&tx->mr_lock);
+	return ok;
+}
 
 static void *lane_tx_main(void *arg)
 {
@@ -499,7 +662,7 @@ static void *lane_tx_main(void *arg)
 
 				ln->nak_pending = false;
 				pthread_mutex_unlock(&ln->lock);
-				(void)send_frame(ln->fd, &f, NULL);
+				(void)send_frame(ln, &f, NULL);
 				shutdown(ln->fd, SHUT_RDWR);
 				pthread_mutex_lock(&ln->lock);
 			}
@@ -511,7 +674,7 @@ static void *lane_tx_main(void *arg)
 
 			ln->ack_sent = ln->placed;
 			pthread_mutex_unlock(&ln->lock);
-			r = send_frame(ln->fd, &f, NULL);
+			r = send_frame(ln, &f, NULL);
 		} else {
 			/* The slot stays ours until acked; post_writes only fills past seq_tail. */
 			const struct tcp_swr *w = &ln->sq[ln->seq_issued % tx->pub.sq_depth];
@@ -523,12 +686,27 @@ static void *lane_tx_main(void *arg)
 				.imm = w->imm,
 			};
 			const void *payload = w->buf;
+			bool gone;
 
 			ln->seq_issued++;
+			/*
+			 * Marked before the check: a dereg_mr that unlinks the
+			 * registration after it waits for this send to end.
+			 */
+			ln->tx_reading = payload;
+			ln->tx_reading_len = w->len;
+			gone = w->mr && !mr_registered(tx, w->mr);
 			pthread_mutex_unlock(&ln->lock);
-			r = send_frame(ln->fd, &f, payload);
+			r = gone ? -EFAULT : send_frame(ln, &f, payload);
+			pthread_mutex_lock(&ln->lock);
+			ln->tx_reading = NULL;
+			if (ln->tx_waiters > 0) {
+				pthread_cond_broadcast(&ln->cond);
+			}
+			pthread_mutex_unlock(&ln->lock);
 		}
-		if (r < 0) {
+		/* -ECANCELED: the lane failed already, and may still owe its peer a NAK. */
+		if (r < 0 && r != -ECANCELED) {
 			xport_set_error(tx, "lane %u: send: %s", ln->idx, strerror(-r));
 			lane_fail(ln, FAIL_CONN_LOST, 0, 0);
 		}
@@ -658,11 +836,29 @@ static int nak_to_status(uint32_t code)
 static bool rx_handle_reply(struct tcp_lane *ln, const struct tcp_frame *f)
 {
 	struct tcp_xport *tx = ln->tx;
-	bool ok;
+	bool ok, auth_nak = tx->sealed && f->op == TCP_OP_NAK && f->imm == TCP_NAK_AUTH;
 
 	pthread_mutex_lock(&ln->lock);
 	ok = f->flags == 0 && f->reserved16 == 0 && f->reserved64 == 0 && f->rkey == 0 &&
-	     f->len == 0 && f->addr >= ln->seq_acked && f->addr <= ln->seq_issued &&
+	     f->len == 0;
+	if (ok && auth_nak) {
+		/*
+		 * The peer numbers the frames that reached it: after a replay or
+		 * a drop on the way that is not what we sent, so its number names
+		 * none of our requests reliably. (The NAK itself passed its tag.)
+		 * The first unacknowledged request takes the blame.
+		 */
+		uint64_t blame = ln->seq_acked;
+
+		pthread_mutex_unlock(&ln->lock);
+		xport_set_error(tx,
+				"lane %u: peer refused a frame: it failed authentication there "
+				"(changed, replayed, reordered or cut short on the way)",
+				ln->idx);
+		lane_fail(ln, FAIL_NAK_RECEIVED, blame, XPORT_WC_GENERAL_ERR);
+		return false;
+	}
+	ok = ok && f->addr >= ln->seq_acked && f->addr <= ln->seq_issued &&
 	     (f->op == TCP_OP_ACK ? f->imm == 0 : f->addr < ln->seq_issued);
 	if (!ok) {
 		pthread_mutex_unlock(&ln->lock);
@@ -693,6 +889,35 @@ static bool rx_handle_reply(struct tcp_lane *ln, const struct tcp_frame *f)
 	return true;
 }
 
+/* Sealed lanes: the payload lands as ciphertext and is opened in place, piece by piece. */
+static int recv_open(struct tcp_lane *ln, uint8_t *target, uint32_t len)
+{
+	while (len > 0) {
+		uint32_t n = MIN(len, (uint32_t)TCP_SEAL_PIECE);
+		int r = recv_all(ln->fd, target, n);
+
+		if (r < 0) {
+			return r;
+		}
+		r = lane_seal_update(&ln->seal_rx, target, target, n);
+		if (r < 0) {
+			return r;
+		}
+		target += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Sealed lanes: read the frame's tag and check it. -EBADMSG: not what the peer sealed. */
+static int recv_tag(struct tcp_lane *ln)
+{
+	uint8_t tag[LANE_SEAL_TAG_LEN];
+	int r = recv_all(ln->fd, tag, sizeof(tag));
+
+	return r < 0 ? r : lane_seal_end(&ln->seal_rx, tag);
+}
+
 static void *lane_rx_main(void *arg)
 {
 	struct tcp_lane *ln = arg;
@@ -717,7 +942,27 @@ static void *lane_rx_main(void *arg)
 			break;
 		}
 		frame_decode(hdr, &f);
+		/* The header as it came is what the tag covers: a changed byte fails it. */
+		r = tx->sealed ? lane_seal_begin(&ln->seal_rx, hdr, sizeof(hdr)) : 0;
+		if (r < 0) {
+			xport_set_error(tx, "lane %u: cannot open frames: %s", ln->idx,
+					strerror(-r));
+			lane_fail(ln, FAIL_CONN_LOST, 0, 0);
+			break;
+		}
 		if (f.op == TCP_OP_ACK || f.op == TCP_OP_NAK) {
+			/* Sealed replies carry no payload: the tag follows the header. */
+			r = tx->sealed ? recv_tag(ln) : 0;
+			if (r < 0) {
+				xport_set_error(
+				    tx,
+				    r == -EBADMSG ? "lane %u: a reply frame failed authentication "
+						    "(changed, replayed or reordered on the way)"
+						  : "lane %u: recv: %s",
+				    ln->idx, strerror(-r));
+				lane_fail(ln, FAIL_CONN_LOST, 0, 0);
+				break;
+			}
 			if (!rx_handle_reply(ln, &f)) {
 				break;
 			}
@@ -735,7 +980,8 @@ static void *lane_rx_main(void *arg)
 		}
 		if (m) {
 			/* Straight into the registered target: no bounce buffer. */
-			r = recv_all(ln->fd, target, f.len);
+			r = tx->sealed ? recv_open(ln, target, f.len)
+				       : recv_all(ln->fd, target, f.len);
 			mr_release(tx, ln, m);
 			if (r < 0) {
 				xport_set_error(tx, "lane %u: connection lost inside a write: %s",
@@ -743,6 +989,27 @@ static void *lane_rx_main(void *arg)
 				lane_fail(ln, FAIL_CONN_LOST, 0, 0);
 				break;
 			}
+		}
+		/*
+		 * Checked before the frame counts as placed and before its
+		 * immediate completes: the engine never sees a descriptor after
+		 * bytes that were not the peer's, and a forged frame's target
+		 * (not fenced, so nothing the engine holds) is never described.
+		 */
+		r = tx->sealed ? recv_tag(ln) : 0;
+		if (r == -EBADMSG) {
+			xport_set_error(tx,
+					"lane %u: data frame #%llu failed authentication (changed, "
+					"replayed, reordered or cut short on the way): refused",
+					ln->idx, (unsigned long long)rx_seq);
+			lane_fail(ln, FAIL_WE_NAK, rx_seq, TCP_NAK_AUTH);
+			break;
+		}
+		if (r < 0) {
+			xport_set_error(tx, "lane %u: connection lost inside a write: %s", ln->idx,
+					strerror(-r));
+			lane_fail(ln, FAIL_CONN_LOST, 0, 0);
+			break;
 		}
 		rx_seq++;
 		pthread_mutex_lock(&ln->lock);
@@ -813,6 +1080,9 @@ static void tcp_destroy(struct xport *x)
 		free(ln->sq);
 		free(ln->inline_buf);
 		free(ln->rq);
+		free(ln->seal_buf);
+		lane_seal_fini(&ln->seal_tx);
+		lane_seal_fini(&ln->seal_rx);
 		pthread_cond_destroy(&ln->cond);
 		pthread_mutex_destroy(&ln->lock);
 	}
@@ -824,6 +1094,10 @@ static void tcp_destroy(struct xport *x)
 		free(m);
 	}
 	cq_fini(&tx->cq);
+	if (tx->tee_fd >= 0) {
+		close(tx->tee_fd);
+	}
+	pthread_mutex_destroy(&tx->tee_lock);
 	pthread_cond_destroy(&tx->mr_cond);
 	pthread_mutex_destroy(&tx->mr_lock);
 	pthread_mutex_destroy(&tx->err_lock);
@@ -840,8 +1114,31 @@ static int params_check(const struct xport_params *p)
 	return 0;
 }
 
+/* Keys for both directions of every lane; connector: we connected the lanes. */
+static int seal_setup(struct tcp_xport *tx, const struct xport_params *p, bool connector)
+{
+	for (unsigned i = 0; i < p->nlanes; i++) {
+		struct tcp_lane *ln = &tx->lanes[i];
+		int r;
+
+		r = lane_seal_init(&ln->seal_tx, p->seal_secret, i, connector, true);
+		if (r >= 0) {
+			r = lane_seal_init(&ln->seal_rx, p->seal_secret, i, !connector, false);
+		}
+		if (r < 0) {
+			return r;
+		}
+		ln->seal_buf = malloc(TCP_SEAL_PIECE);
+		if (!ln->seal_buf) {
+			return -ENOMEM;
+		}
+	}
+	tx->sealed = true;
+	return 0;
+}
+
 /* Takes ownership of fds[] (all of them, also on failure). */
-static int xport_create(const struct xport_params *p, int *fds, struct xport **ret)
+static int xport_create(const struct xport_params *p, bool connector, int *fds, struct xport **ret)
 {
 	struct tcp_xport *tx;
 	size_t cq_cap;
@@ -863,6 +1160,9 @@ static int xport_create(const struct xport_params *p, int *fds, struct xport **r
 	pthread_mutex_init(&tx->mr_lock, NULL);
 	pthread_cond_init(&tx->mr_cond, NULL);
 	pthread_mutex_init(&tx->err_lock, NULL);
+	pthread_mutex_init(&tx->tee_lock, NULL);
+	tx->tee_fd = -1;
+	tx->tamper = p->test_tamper;
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct tcp_lane *ln = &tx->lanes[i];
 
@@ -876,6 +1176,20 @@ static int xport_create(const struct xport_params *p, int *fds, struct xport **r
 	r = cq_init(&tx->cq, cq_cap);
 	if (r < 0) {
 		goto fail;
+	}
+	if (p->seal) {
+		r = seal_setup(tx, p, connector);
+		if (r < 0) {
+			goto fail;
+		}
+	}
+	if (p->test_tee_path) {
+		tx->tee_fd =
+		    open(p->test_tee_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (tx->tee_fd < 0) {
+			r = negerrno();
+			goto fail;
+		}
 	}
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct tcp_lane *ln = &tx->lanes[i];
@@ -1095,7 +1409,7 @@ static int tcp_accept(struct xport_listener *l, const struct xport_params *p, st
 		set_nodelay(lanes[i]);
 	}
 	if (r >= 0) {
-		r = xport_create(p, lanes, ret);
+		r = xport_create(p, false, lanes, ret);
 		/* xport_create owns the fds now, whatever happened. */
 		for (unsigned i = 0; i < p->nlanes; i++) {
 			lanes[i] = -1;
@@ -1245,7 +1559,7 @@ static int tcp_connect(const struct sockaddr *addr, socklen_t addrlen, const str
 		}
 		return r;
 	}
-	return xport_create(p, fds, ret);
+	return xport_create(p, true, fds, ret);
 }
 
 /* ---- memory registration ---- */
@@ -1328,6 +1642,36 @@ static void shut_lanes_placing_locked(struct tcp_xport *tx, struct tcp_mr *m)
 }
 
 /*
+ * Waits until no TX thread reads from m's memory (a send in progress from a
+ * buffer in it). A lane whose send stalls longer than timeout_ms is shut,
+ * which ends the send.
+ */
+static void wait_tx_reads(struct tcp_xport *tx, const struct tcp_mr *m)
+{
+	uintptr_t lo = (uintptr_t)m->pub.addr, hi = lo + m->pub.len;
+
+	for (unsigned i = 0; i < tx->pub.nlanes; i++) {
+		struct tcp_lane *ln = &tx->lanes[i];
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += tx->timeout_ms / 1000 + 1;
+		pthread_mutex_lock(&ln->lock);
+		while (ln->tx_reading && (uintptr_t)ln->tx_reading < hi &&
+		       (uintptr_t)ln->tx_reading + ln->tx_reading_len > lo) {
+			ln->tx_waiters++;
+			if (pthread_cond_timedwait(&ln->cond, &ln->lock, &ts) == ETIMEDOUT) {
+				xport_set_error(tx, "lane %u: send stalled during dereg_mr", i);
+				shutdown(ln->fd, SHUT_RDWR);
+				ts.tv_sec += 3600;
+			}
+			ln->tx_waiters--;
+		}
+		pthread_mutex_unlock(&ln->lock);
+	}
+}
+
+/*
  * Unlinks the MR so no new placement can find it, then waits for placements
  * already in progress. A peer that stalls inside a write into this MR for
  * longer than timeout_ms gets its lane shut, which ends the placement.
@@ -1365,6 +1709,8 @@ static int tcp_dereg_mr(struct xport *x, struct xport_mr *pub)
 		}
 	}
 	pthread_mutex_unlock(&tx->mr_lock);
+	/* The caller may free the memory next: no send may still be reading it. */
+	wait_tx_reads(tx, m);
 	fence_set_fini(&m->fences);
 	free(m);
 	return 0;
@@ -1518,6 +1864,7 @@ static int tcp_post_writes(struct xport *x, const struct xport_wr *wrs, size_t n
 			.len = w->len,
 			.imm = w->opcode == XPORT_OP_WRITE_IMM ? w->imm : 0,
 			.buf = w->buf,
+			.mr = (w->flags & XPORT_SEND_INLINE) || w->len == 0 ? NULL : w->mr,
 		};
 		if ((w->flags & XPORT_SEND_INLINE) && w->len > 0) {
 			uint8_t *copy = ln->inline_buf + slot * TCP_MAX_INLINE;

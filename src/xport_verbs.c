@@ -703,6 +703,10 @@ static int verbs_accept(struct xport_listener *l, const struct xport_params *p, 
 	if (!l || !ret || params_check(p) < 0) {
 		return -EINVAL;
 	}
+	/* Sealed lanes exist on tcp only: never carry clear what was asked sealed. */
+	if (p->seal) {
+		return -EOPNOTSUPP;
+	}
 	vx = xport_alloc(p);
 	if (!vx) {
 		return -ENOMEM;
@@ -869,6 +873,9 @@ static int verbs_connect(const struct sockaddr *addr, socklen_t addrlen,
 	if (!addr || !ret || params_check(p) < 0 ||
 	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
 		return -EINVAL;
+	}
+	if (p->seal) {
+		return -EOPNOTSUPP;
 	}
 	vx = xport_alloc(p);
 	if (!vx) {

@@ -95,6 +95,12 @@ SEEDS = {
     # OPEN push -r -p --skip checksum (0x80)
     "open_skip_checksum": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x83, 1 << 20, 64)
                                 + s16("mod/dest")),
+    # OPEN push --encrypt (0x8000): the wish byte (2 require) follows the path
+    "open_encrypt": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x8003, 1 << 20, 64)
+                          + s16("mod/dest") + struct.pack(">B", 2)),
+    # OPEN_OK to it: the lanes byte (2 sealed) follows the token
+    "open_ok_sealed": frame(4, struct.pack(">BBHII", 1, 4, 40001, 1 << 20, 64) + bytes(range(32))
+                            + struct.pack(">B", 2)),
     # FILES_ACK: SUM_WANTED (20), then later the final answer for the same id
     "files_ack_sum_wanted": frame(7, struct.pack(">H", 1) + status(1, 20, "")),
     # LIST with the sums flag (0x2); per file: id, status, XXH3-128 (zero unless status 0)

@@ -615,6 +615,32 @@ static void test_max_files(void **state)
 	expect_error(BASE_LINES + 3, "1..4294967295");
 }
 
+/* encryption: per module, its default from [global], allowed when neither says. */
+static void test_encryption(void **state)
+{
+	struct daemon_config *c;
+
+	write_conf("[a]\npath = @/data\n[b]\npath = @/other\nencryption = Required\n"
+		   "[c]\npath = @/backup\nencryption = off\n");
+	c = load_ok();
+	assert_int_equal(c->modules[0].encryption, ENCRYPTION_ALLOWED);
+	assert_int_equal(c->modules[1].encryption, ENCRYPTION_REQUIRED);
+	assert_int_equal(c->modules[2].encryption, ENCRYPTION_OFF);
+	daemon_config_free(c);
+
+	write_conf("encryption = required\n[a]\npath = @/data\n[b]\npath = @/other\n"
+		   "encryption = allowed\n");
+	c = load_ok();
+	assert_int_equal(c->modules[0].encryption, ENCRYPTION_REQUIRED);
+	assert_int_equal(c->modules[1].encryption, ENCRYPTION_ALLOWED);
+	daemon_config_free(c);
+
+	write_conf("[data]\npath = @/data\nencryption = yes\n");
+	expect_error(BASE_LINES + 3, "required, allowed or off");
+	write_conf("encryption = on\n[data]\npath = @/data\n");
+	expect_error(BASE_LINES + 1, "required, allowed or off");
+}
+
 static void test_bad_allow(void **state)
 {
 	write_conf("[data]\npath = @/data\nallow = * sha256:abcd\n");
@@ -933,6 +959,7 @@ int main(void)
 		cmocka_unit_test(test_module_path),
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_max_files),
+		cmocka_unit_test(test_encryption),
 		cmocka_unit_test(test_bad_allow),
 		cmocka_unit_test(test_allow_lists),
 		cmocka_unit_test(test_allow_bench),

@@ -211,6 +211,7 @@ static void sample(uint16_t type, struct msg *m)
 		m->u.open.chunk_size = 1u << 20;
 		m->u.open.slots = 64;
 		strcpy(m->u.open.path, "mod/dest");
+		m->u.open.encrypt = PROTO_ENCRYPT_REQUIRE; /* with PROTO_OPEN_ENCRYPT */
 		break;
 	case MSG_OPEN_OK:
 		m->u.open_ok.transport = 2;
@@ -221,6 +222,7 @@ static void sample(uint16_t type, struct msg *m)
 		for (size_t i = 0; i < PROTO_TOKEN_LEN; i++) {
 			m->u.open_ok.token[i] = (uint8_t)(0xa0 + i);
 		}
+		m->u.open_ok.lanes_sealed = PROTO_LANES_SEALED;
 		break;
 	case MSG_RING:
 		m->u.ring.addr = 0x7f0000001000ull;
@@ -372,6 +374,8 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		assert_int_equal(a->u.open.slots, b->u.open.slots);
 		assert_string_equal(a->u.open.path, b->u.open.path);
 		assert_true(a->u.open.max_delete == b->u.open.max_delete);
+		assert_int_equal(a->u.open.flags & PROTO_OPEN_ENCRYPT ? a->u.open.encrypt : 0,
+				 b->u.open.encrypt);
 		break;
 	case MSG_OPEN_OK:
 		assert_int_equal(a->u.open_ok.transport, b->u.open_ok.transport);
@@ -380,6 +384,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		assert_int_equal(a->u.open_ok.chunk_size, b->u.open_ok.chunk_size);
 		assert_int_equal(a->u.open_ok.slots, b->u.open_ok.slots);
 		assert_memory_equal(a->u.open_ok.token, b->u.open_ok.token, PROTO_TOKEN_LEN);
+		assert_int_equal(a->u.open_ok.lanes_sealed, b->u.open_ok.lanes_sealed);
 		break;
 	case MSG_RING:
 		assert_true(a->u.ring.addr == b->u.ring.addr);
@@ -825,6 +830,7 @@ static void test_string_caps(void **state)
 	sample(MSG_OPEN, &m);
 	strcpy(m.u.open.path, path);
 	round_trip(&m);
+	m.u.open.flags &= ~PROTO_OPEN_ENCRYPT; /* its wish byte would follow the path */
 	len = encode_ok(&m);
 	assert_int_equal(decode_last_string_grown(MSG_OPEN, payload(), len, PROTO_MAX_PATH),
 			 -EBADMSG);
@@ -950,6 +956,14 @@ static void test_truncated_every_byte(void **state)
 			continue;
 		}
 		sample(t, &m);
+		if (t == MSG_OPEN_OK) {
+			/*
+			 * Its lanes byte is optional: cut off, the rest is the
+			 * older form, which the client refuses when its OPEN asked
+			 * (test_bad_open_ok; client/copy.c).
+			 */
+			m.u.open_ok.lanes_sealed = 0;
+		}
 		len = encode_ok(&m);
 		full = malloc(len + 1);
 		assert_non_null(full);
@@ -1284,6 +1298,20 @@ static void test_bad_open(void **state)
 	BAD_OPEN(flags, PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_CHECKSUM);
 	BAD_OPEN(flags, PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_SKIP_CHECKSUM);
 	BAD_OPEN(flags, PROTO_OPEN_SKIP_LEVELS);
+	/* ENCRYPT's wish byte: known values only, and there. */
+	BAD_OPEN(encrypt, 0);
+	BAD_OPEN(encrypt, 3);
+	sample(MSG_OPEN, &m);
+	len = encode_ok(&m);
+	assert_int_equal(decode_rc(MSG_OPEN, payload(), len - 1), -EBADMSG);
+	/* Without the flag there is no wish byte, and a stray byte is refused. */
+	sample(MSG_OPEN, &m);
+	m.u.open.flags &= ~PROTO_OPEN_ENCRYPT;
+	m.u.open.encrypt = 0;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	len = encode_ok(&m);
+	payload()[len] = PROTO_ENCRYPT_PREFER;
+	assert_int_equal(decode_rc(MSG_OPEN, payload(), len + 1), -EBADMSG);
 #undef BAD_OPEN
 	/* The reserved byte after lanes. */
 	sample(MSG_OPEN, &m);
@@ -1347,6 +1375,7 @@ static void test_bench(void **state)
 static void test_bad_open_ok(void **state)
 {
 	struct msg m;
+	size_t len;
 
 	(void)state;
 #define BAD_OPEN_OK(field, value)                                 \
@@ -1365,7 +1394,18 @@ static void test_bad_open_ok(void **state)
 	BAD_OPEN_OK(chunk_size, PROTO_MAX_CHUNK * 2);
 	BAD_OPEN_OK(slots, 0);
 	BAD_OPEN_OK(slots, PROTO_MAX_SLOTS + 1);
+	BAD_OPEN_OK(lanes_sealed, 3);
 #undef BAD_OPEN_OK
+	/* The lanes byte: absent for an OPEN without ENCRYPT (what older clients parse), one byte. */
+	sample(MSG_OPEN_OK, &m);
+	m.u.open_ok.lanes_sealed = 0;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	sample(MSG_OPEN_OK, &m);
+	m.u.open_ok.lanes_sealed = PROTO_LANES_CLEAR;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	len = encode_ok(&m);
+	payload()[len] = PROTO_LANES_CLEAR;
+	assert_int_equal(decode_rc(MSG_OPEN_OK, payload(), len + 1), -EBADMSG);
 }
 
 static void test_bad_ring(void **state)

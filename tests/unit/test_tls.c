@@ -136,6 +136,8 @@ struct server {
 	int shutdown_rc;
 	char error[512];
 	char cn[256];
+	int export_rc;
+	uint8_t exported[32]; /* tls_export_secret right after the handshake */
 };
 
 static void *server_main(void *arg)
@@ -165,6 +167,8 @@ static void *server_main(void *arg)
 		return NULL;
 	}
 	snprintf(s->cn, sizeof(s->cn), "%s", tls_peer_cn(c));
+	s->export_rc =
+	    tls_export_secret(c, "EXPORTER-rdmacp-test", s->exported, sizeof(s->exported));
 	switch (s->mode) {
 	case SRV_ECHO:
 		s->io_rc = tls_read_full(c, buf, 5, IO_TIMEOUT_MS);
@@ -236,6 +240,9 @@ struct outcome {
 	char cn[256];	 /* server CN seen by the client */
 	uint8_t fp[TLS_FINGERPRINT_LEN];
 	bool san_ok;
+	int export_rc;
+	uint8_t exported[32];
+	uint8_t exported_other[32]; /* another label */
 	struct server srv;
 };
 
@@ -273,6 +280,12 @@ static void exchange(struct tls_ctx *sctx, struct tls_ctx *cctx, const char *hos
 	tls_peer_fingerprint(c, o->fp);
 	tls_peer_match_san(c, san_is_expected, seen);
 	o->san_ok = seen[0] && seen[1] && seen[2];
+	o->export_rc =
+	    tls_export_secret(c, "EXPORTER-rdmacp-test", o->exported, sizeof(o->exported));
+	if (o->export_rc == 0) {
+		o->export_rc = tls_export_secret(c, "EXPORTER-rdmacp-other", o->exported_other,
+						 sizeof(o->exported_other));
+	}
 
 	/* In TLS 1.3 a rejected client certificate shows up here, on the first read. */
 	o->io_rc = tls_write_full(c, "hello", 5, IO_TIMEOUT_MS);
@@ -332,6 +345,32 @@ static void test_mutual_auth_roundtrip(void **state)
 	assert_int_equal(o.srv.shutdown_rc, 0);
 	assert_string_equal(o.srv.cn, "client");
 
+	tls_ctx_free(sctx);
+	tls_ctx_free(cctx);
+}
+
+/* The lane secret: both ends of a session agree, another session or label differs. */
+static void test_export_secret(void **state)
+{
+	struct tls_ctx *sctx = make_ctx(true, dir_a, "server", dir_a, NULL);
+	struct tls_ctx *cctx = make_ctx(false, dir_a, "client", dir_a, NULL);
+	static const uint8_t zero[32];
+	struct outcome o1, o2;
+	uint8_t buf[8];
+
+	exchange(sctx, cctx, "localhost", &o1);
+	exchange(sctx, cctx, "localhost", &o2);
+	assert_int_equal(o1.io_rc, 5);
+	assert_int_equal(o2.io_rc, 5);
+	assert_int_equal(o1.export_rc, 0);
+	assert_int_equal(o1.srv.export_rc, 0);
+	assert_int_equal(o2.export_rc, 0);
+	assert_memory_equal(o1.exported, o1.srv.exported, 32);
+	assert_memory_equal(o2.exported, o2.srv.exported, 32);
+	assert_memory_not_equal(o1.exported, o2.exported, 32);
+	assert_memory_not_equal(o1.exported, o1.exported_other, 32);
+	assert_memory_not_equal(o1.exported, zero, 32);
+	assert_int_equal(tls_export_secret(NULL, "x", buf, sizeof(buf)), -EINVAL);
 	tls_ctx_free(sctx);
 	tls_ctx_free(cctx);
 }
@@ -820,6 +859,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mutual_auth_roundtrip),
 		cmocka_unit_test(test_host_names_and_ips),
+		cmocka_unit_test(test_export_secret),
 		cmocka_unit_test(test_tls12_refused),
 		cmocka_unit_test(test_client_without_certificate),
 		cmocka_unit_test(test_client_from_other_ca),

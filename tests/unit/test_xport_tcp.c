@@ -28,6 +28,12 @@
 
 static const struct xport_ops *ops = &xport_tcp_ops;
 
+/* Sealed lanes for make_pair (tests set and reset these); the client side's test hooks. */
+static bool g_seal;
+static uint8_t g_cli_secret_xor;
+static unsigned g_cli_tamper;
+static const char *g_cli_tee;
+
 static struct xport_params mkparams(unsigned nlanes, unsigned sq, unsigned rq, int timeout_ms)
 {
 	struct xport_params p = {
@@ -35,10 +41,14 @@ static struct xport_params mkparams(unsigned nlanes, unsigned sq, unsigned rq, i
 		.sq_depth = sq,
 		.rq_depth = rq,
 		.timeout_ms = timeout_ms,
+		.seal = g_seal,
 	};
 
 	for (size_t i = 0; i < XPORT_TOKEN_LEN; i++) {
 		p.token[i] = (uint8_t)(0x30 + i);
+	}
+	for (size_t i = 0; i < XPORT_SEAL_SECRET_LEN; i++) {
+		p.seal_secret[i] = (uint8_t)(0x90 + i);
 	}
 	return p;
 }
@@ -98,15 +108,18 @@ struct pair {
 
 static struct pair make_pair(unsigned nlanes, unsigned sq, unsigned rq)
 {
-	struct xport_params p = mkparams(nlanes, sq, rq, 5000);
+	struct xport_params p = mkparams(nlanes, sq, rq, 5000), pc = p;
 	struct server s;
 	struct sockaddr_in sin;
 	struct pair pr = { 0 };
 
+	pc.seal_secret[0] ^= g_cli_secret_xor;
+	pc.test_tamper = g_cli_tamper;
+	pc.test_tee_path = g_cli_tee;
 	server_listen(&s);
 	server_start_accept(&s, &p);
 	sin = loopback(s.port);
-	assert_int_equal(ops->connect((struct sockaddr *)&sin, sizeof(sin), &p, &pr.cli), 0);
+	assert_int_equal(ops->connect((struct sockaddr *)&sin, sizeof(sin), &pc, &pr.cli), 0);
 	assert_int_equal(server_join(&s), 0);
 	pr.srv = s.x;
 	ops->listener_close(s.l);
@@ -1322,6 +1335,156 @@ static void test_fence_race(void **state)
 
 /* ---- xport.c ---- */
 
+/* ---- sealed lanes ---- */
+
+static void test_sealed_data(void **state)
+{
+	g_seal = true;
+	run_data(4);
+	test_big_and_inline(state);
+	test_bidirectional(state);
+	g_seal = false;
+}
+
+static bool contains(const uint8_t *hay, size_t n, const uint8_t *needle, size_t m)
+{
+	for (size_t i = 0; i + m <= n; i++) {
+		if (memcmp(hay + i, needle, m) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* What a lane sends (the test tee, as a capture would see it): ciphertext only when sealed. */
+static bool tee_shows_plaintext(bool seal)
+{
+	char path[] = "/tmp/rdmacp-tee-XXXXXX";
+	int fd = mkstemp(path);
+	size_t len = 3 * 256 * 1024 + 100, got;
+	uint8_t *src = malloc(len), *dst = calloc(1, len), *seen = malloc(2 * len);
+	struct xport_mr *smr, *dmr;
+	struct xport_wr w;
+	struct xport_wc wc;
+	struct pair pr;
+	bool shows = false;
+
+	assert_true(fd >= 0);
+	g_seal = seal;
+	g_cli_tee = path;
+	pr = make_pair(1, 4, 4);
+	fill(src, len, 5);
+	assert_int_equal(ops->reg_mr(pr.cli, src, len, XPORT_ACCESS_LOCAL, &smr), 0);
+	assert_int_equal(ops->reg_mr(pr.srv, dst, len, XPORT_ACCESS_REMOTE_WRITE, &dmr), 0);
+	post_recvs(pr.srv, 0, 1, 1);
+	w = wr_write(smr, src, (uint32_t)len, dmr->iova, dmr->rkey, 0, 9);
+	w.opcode = XPORT_OP_WRITE_IMM;
+	w.flags = XPORT_SEND_SIGNALED;
+	assert_int_equal(ops->post_writes(pr.cli, &w, 1), 0);
+	wait_wcs(pr.srv, &wc, 1, 10000);
+	assert_int_equal(wc.status, XPORT_WC_SUCCESS);
+	assert_memory_equal(dst, src, len);
+	wait_wcs(pr.cli, &wc, 1, 10000);
+	assert_int_equal(wc.status, XPORT_WC_SUCCESS);
+	free_pair(&pr);
+	got = (size_t)pread(fd, seen, 2 * len, 0);
+	assert_true(got >= len);
+	/* Any 32 bytes of the payload, at its start, middle, or past a seal piece. */
+	for (size_t off = 0; off + 32 <= len; off += len / 7) {
+		shows |= contains(seen, got, src + off, 32);
+	}
+	close(fd);
+	unlink(path);
+	free(src);
+	free(dst);
+	free(seen);
+	g_seal = false;
+	g_cli_tee = NULL;
+	return shows;
+}
+
+static void test_sealed_tee(void **state)
+{
+	assert_true(tee_shows_plaintext(false));
+	assert_false(tee_shows_plaintext(true));
+}
+
+/*
+ * A spoiled frame (the sender's test hook, or a key that differs) fails the
+ * lane before the immediate behind it completes: the receiver never sees a
+ * descriptor after bytes the peer did not seal, and both ends say why.
+ */
+static void run_sealed_spoiled(unsigned tamper, uint8_t secret_xor)
+{
+	struct pair pr;
+	uint8_t *src = malloc(4 * CHUNK), *dst = calloc(1, 4 * CHUNK);
+	struct xport_mr *smr, *dmr;
+	struct xport_wr w[2];
+	struct xport_wc wc;
+	const char *why;
+
+	g_seal = true;
+	g_cli_tamper = tamper;
+	g_cli_secret_xor = secret_xor;
+	pr = make_pair(1, 8, 4);
+	fill(src, 4 * CHUNK, 3);
+	assert_int_equal(ops->reg_mr(pr.cli, src, 4 * CHUNK, XPORT_ACCESS_LOCAL, &smr), 0);
+	assert_int_equal(ops->reg_mr(pr.srv, dst, 4 * CHUNK, XPORT_ACCESS_REMOTE_WRITE, &dmr), 0);
+	post_recvs(pr.srv, 0, 1, 2);
+	w[0] = wr_write(smr, src, CHUNK, dmr->iova, dmr->rkey, 0, 1);
+	w[1] = wr_write(NULL, NULL, 0, 0, 0, 0, 2);
+	w[1].opcode = XPORT_OP_WRITE_IMM;
+	w[1].flags = XPORT_SEND_SIGNALED;
+	assert_int_equal(ops->post_writes(pr.cli, w, 2), 0);
+	wait_wcs(pr.srv, &wc, 1, 10000);
+	assert_int_equal(wc.opcode, XPORT_WC_RECV_IMM);
+	assert_int_equal(wc.status, XPORT_WC_WR_FLUSH_ERR);
+	why = ops->last_error(pr.srv);
+	assert_non_null(why);
+	if (!strstr(why, "failed authentication")) {
+		fail_msg("receiver's reason: %s", why);
+	}
+	/* The refused frame's request fails (a replay: the WRITE went, its copy did not). */
+	wait_wcs(pr.cli, &wc, 1, 10000);
+	assert_int_not_equal(wc.status, XPORT_WC_SUCCESS);
+	why = ops->last_error(pr.cli);
+	assert_non_null(why);
+	if (!strstr(why, "failed authentication")) {
+		fail_msg("sender's reason: %s", why);
+	}
+	free_pair(&pr);
+	free(src);
+	free(dst);
+	g_seal = false;
+	g_cli_tamper = 0;
+	g_cli_secret_xor = 0;
+}
+
+static void test_sealed_flip(void **state)
+{
+	run_sealed_spoiled(XPORT_TEST_TAMPER_FLIP, 0);
+}
+
+static void test_sealed_replay(void **state)
+{
+	run_sealed_spoiled(XPORT_TEST_TAMPER_REPLAY, 0);
+}
+
+static void test_sealed_move(void **state)
+{
+	run_sealed_spoiled(XPORT_TEST_TAMPER_MOVE, 0);
+}
+
+static void test_sealed_truncate(void **state)
+{
+	run_sealed_spoiled(XPORT_TEST_TAMPER_TRUNCATE, 0);
+}
+
+static void test_sealed_other_key(void **state)
+{
+	run_sealed_spoiled(XPORT_TEST_TAMPER_NONE, 0x01);
+}
+
 static void test_ops_lookup(void **state)
 {
 	assert_ptr_equal(xport_ops_by_name("tcp"), &xport_tcp_ops);
@@ -1368,6 +1531,13 @@ int main(void)
 		cmocka_unit_test(test_dereg_stalled_peer),
 		cmocka_unit_test(test_peer_destroy_midstream),
 		cmocka_unit_test(test_sq_full),
+		cmocka_unit_test(test_sealed_data),
+		cmocka_unit_test(test_sealed_tee),
+		cmocka_unit_test(test_sealed_flip),
+		cmocka_unit_test(test_sealed_replay),
+		cmocka_unit_test(test_sealed_move),
+		cmocka_unit_test(test_sealed_truncate),
+		cmocka_unit_test(test_sealed_other_key),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/* AES-256-GCM sealing of lane frames (see lane_seal.h). */
+#include "lane_seal.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+
+#include "macro.h"
+
+int lane_seal_derive(const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane, bool from_connector,
+		     uint8_t ret_key[LANE_SEAL_KEY_LEN])
+{
+	static const char what[] = "rdmacp lane key v1";
+	uint8_t info[sizeof(what) - 1 + 3];
+	uint16_t be_lane = htobe16((uint16_t)lane);
+	EVP_KDF *kdf;
+	EVP_KDF_CTX *kctx;
+	OSSL_PARAM params[4];
+	int ok;
+
+	memcpy(info, what, sizeof(what) - 1);
+	memcpy(info + sizeof(what) - 1, &be_lane, sizeof(be_lane));
+	info[sizeof(info) - 1] = from_connector ? 'c' : 'a';
+	kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+	if (!kdf) {
+		return -EIO;
+	}
+	kctx = EVP_KDF_CTX_new(kdf);
+	EVP_KDF_free(kdf);
+	if (!kctx) {
+		return -EIO;
+	}
+	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0);
+	params[1] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)secret,
+						      LANE_SEAL_SECRET_LEN);
+	params[2] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, sizeof(info));
+	params[3] = OSSL_PARAM_construct_end();
+	ok = EVP_KDF_derive(kctx, ret_key, LANE_SEAL_KEY_LEN, params);
+	EVP_KDF_CTX_free(kctx);
+	return ok == 1 ? 0 : -EIO;
+}
+
+int lane_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
+		   bool from_connector, bool encrypt)
+{
+	uint8_t key[LANE_SEAL_KEY_LEN];
+	EVP_CIPHER_CTX *ctx;
+	int r, ok;
+
+	*s = (struct lane_seal){ .prefix = (uint32_t)lane << 1 | (from_connector ? 1u : 0u),
+				 .encrypt = encrypt };
+	r = lane_seal_derive(secret, lane, from_connector, key);
+	if (r < 0) {
+		return r;
+	}
+	ctx = EVP_CIPHER_CTX_new();
+	if (!ctx) {
+		OPENSSL_cleanse(key, sizeof(key));
+		return -ENOMEM;
+	}
+	/* The key schedule once; each frame only sets its nonce. */
+	ok = encrypt ? EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL)
+		     : EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL);
+	OPENSSL_cleanse(key, sizeof(key));
+	if (ok != 1) {
+		EVP_CIPHER_CTX_free(ctx);
+		return -EIO;
+	}
+	s->ctx = ctx;
+	return 0;
+}
+
+void lane_seal_fini(struct lane_seal *s)
+{
+	EVP_CIPHER_CTX_free(s->ctx); /* cleanses the key schedule */
+	s->ctx = NULL;
+}
+
+int lane_seal_begin(struct lane_seal *s, const uint8_t *aad, size_t aadlen)
+{
+	uint8_t nonce[LANE_SEAL_NONCE_LEN];
+	uint32_t be_prefix = htobe32(s->prefix);
+	uint64_t be_count;
+	int outl, ok;
+
+	/* 2^64 frames on one lane never happen; wrapping would reuse a nonce. */
+	if (s->count == UINT64_MAX || aadlen > INT_MAX) {
+		return -EOVERFLOW;
+	}
+	be_count = htobe64(s->count++);
+	memcpy(nonce, &be_prefix, sizeof(be_prefix));
+	memcpy(nonce + sizeof(be_prefix), &be_count, sizeof(be_count));
+	ok = s->encrypt ? EVP_EncryptInit_ex(s->ctx, NULL, NULL, NULL, nonce)
+			: EVP_DecryptInit_ex(s->ctx, NULL, NULL, NULL, nonce);
+	if (ok == 1 && aadlen > 0) {
+		ok = s->encrypt ? EVP_EncryptUpdate(s->ctx, NULL, &outl, aad, (int)aadlen)
+				: EVP_DecryptUpdate(s->ctx, NULL, &outl, aad, (int)aadlen);
+	}
+	return ok == 1 ? 0 : -EIO;
+}
+
+int lane_seal_update(struct lane_seal *s, const uint8_t *in, uint8_t *out, size_t len)
+{
+	while (len > 0) {
+		int n = (int)MIN(len, (size_t)1 << 30);
+		int outl, ok;
+
+		ok = s->encrypt ? EVP_EncryptUpdate(s->ctx, out, &outl, in, n)
+				: EVP_DecryptUpdate(s->ctx, out, &outl, in, n);
+		/* GCM is a stream mode: every byte in comes out at once. */
+		if (ok != 1 || outl != n) {
+			return -EIO;
+		}
+		in += n;
+		out += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int lane_seal_end(struct lane_seal *s, uint8_t tag[LANE_SEAL_TAG_LEN])
+{
+	uint8_t none[16];
+	int outl;
+
+	if (s->encrypt) {
+		if (EVP_EncryptFinal_ex(s->ctx, none, &outl) != 1 ||
+		    EVP_CIPHER_CTX_ctrl(s->ctx, EVP_CTRL_GCM_GET_TAG, LANE_SEAL_TAG_LEN, tag) !=
+			1) {
+			return -EIO;
+		}
+		return 0;
+	}
+	if (EVP_CIPHER_CTX_ctrl(s->ctx, EVP_CTRL_GCM_SET_TAG, LANE_SEAL_TAG_LEN, tag) != 1) {
+		return -EIO;
+	}
+	/* OpenSSL compares the tag in constant time. */
+	return EVP_DecryptFinal_ex(s->ctx, none, &outl) == 1 ? 0 : -EBADMSG;
+}
