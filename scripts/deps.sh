@@ -11,6 +11,10 @@ pkgs=(
 	# the Soft-RoCE VM, helpers
 	systemd man-db groff-base dpkg-dev libcap2-bin xxhash
 	qemu-system-x86 busybox-static cpio xz-utils
+	# tests: sharded migrations under Slurm and Open MPI, the Kubernetes manifest
+	slurm-wlm munge openmpi-bin python3-yaml
+	# benchmarks (bench/): the tools rdmacp is compared with
+	rsync netcat-openbsd iperf3
 )
 missing=()
 for p in "${pkgs[@]}"; do
