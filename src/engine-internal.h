@@ -323,6 +323,7 @@ struct engine {
 	size_t hl_n, hl_vcap, hl_bytes;
 	bool hl_full; /* told the user once */
 	uint32_t offered_unresolved;
+	uint32_t tx_unfinished; /* files started whose FILE_DONE is not sent yet */
 	uint32_t open_fds;
 	struct chunk *chunks;
 	uint32_t *free_slots;

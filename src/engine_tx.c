@@ -256,6 +256,9 @@ static int tx_send_done(struct engine *e, struct efile *f)
 		file_hash_final(&f->hash, m.u.file_done.hash);
 		memcpy(f->done_hash, m.u.file_done.hash, HASH_LEN);
 	}
+	if (f->started && !f->done_sent) {
+		e->tx_unfinished--;
+	}
 	f->done_sent = true;
 	if (f->fd >= 0) {
 		close(f->fd);
@@ -404,6 +407,7 @@ static int tx_fill(struct engine *e)
 				break;
 			}
 			f->started = true;
+			e->tx_unfinished++;
 			r = tx_open(e, f);
 			if (r < 0) {
 				return r;
@@ -989,8 +993,12 @@ static int step_sender(struct engine *e)
 	if (r < 0) {
 		return r;
 	}
-	/* Files that failed while reading owe a FILE_DONE once their chunks are gone. */
-	for (size_t i = 0; i < FILE_TABLE; i++) {
+	/*
+	 * Files that failed while reading owe a FILE_DONE once their chunks are
+	 * gone. Only started ones can: none (a re-run that skips every file)
+	 * spares the walk over the whole table on every turn.
+	 */
+	for (size_t i = 0; e->tx_unfinished > 0 && i < FILE_TABLE; i++) {
 		struct efile *f = &e->files[i];
 		if (f->used && f->failed && f->started && !f->done_sent && f->chunks_out == 0) {
 			r = tx_send_done(e, f);
