@@ -13,10 +13,11 @@
 # Each destination is compared with the source afterwards (cksum of every file, and
 # type, size, mode and mtime of every name): a run that copied less fails the script.
 #
-# usage: bench/migrate.sh [--quick] [--reps N]
-#   --quick    2,000 files in 20 directories (smoke run)
-#   (default)  20,000 files of 4-64 KiB (1 in 200 of 1-8 MiB) in 320 directories
-#   --reps N   each measurement N times, the median reported (default 3)
+# usage: bench/migrate.sh [--quick] [--reps N] [--no-encrypt]
+#   --quick       2,000 files in 20 directories (smoke run)
+#   (default)     20,000 files of 4-64 KiB (1 in 200 of 1-8 MiB) in 320 directories
+#   --reps N      each measurement N times, the median reported (default 3)
+#   --no-encrypt  rdmacp's tcp lanes in clear, as rsync's (default: sealed, AES-256-GCM)
 #
 # Environment: BENCH_DIR (default /var/tmp/rdmacp-bench; the source tree is cached
 # there), RDMACP_BUILD_DIR (default <repo>/build).
@@ -30,12 +31,13 @@ RDMACP=$BUILD_DIR/rdmacp
 RDMACPD=$BUILD_DIR/rdmacpd
 BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 
-QUICK=0 REPS=3
+QUICK=0 REPS=3 ENC=--encrypt
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
 	--reps) REPS=$2; shift ;;
-	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--no-encrypt) ENC=--no-encrypt ;;
+	-h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 1 ;;
 	esac
 	shift
@@ -185,7 +187,7 @@ EOF
 	wait_port "127.0.0.$n" "$RS_PORT" $! || die "rsync daemon on 127.0.0.$n did not start"
 done
 RD=("$RDMACP" --config /dev/null --cert "$R/certs/client.crt" --key "$R/certs/client.key"
-	--ca "$R/certs/ca.crt" -P "$PORT" --transport tcp)
+	--ca "$R/certs/ca.crt" -P "$PORT" --transport tcp "$ENC")
 
 if command -v parallel >/dev/null && parallel --version 2>/dev/null | grep -q "GNU parallel"; then
 	PAR_TOOL="parallel -j$PAR"
@@ -261,6 +263,12 @@ for i in $(seq 1 "$REPS"); do
 	verify "(c) rsync"
 	tc+=("$(echo "$t1 - $t0" | bc -l)")
 done
+# Every push of every run had its lanes sealed (--encrypt) or in clear (--no-encrypt).
+want="encrypted (AES-256-GCM)"
+[ "$ENC" = --no-encrypt ] && want="in clear"
+n_all=$(cat "$R/d1.log" "$R/d2.log" | grep -c "tcp lanes, ")
+n_want=$(cat "$R/d1.log" "$R/d2.log" | grep -c "tcp lanes, $want")
+[ "$n_all" -gt 0 ] && [ "$n_all" = "$n_want" ] || die "pushes with lanes $want: $n_want of $n_all"
 A=$(printf '%s\n' "${ta[@]}" | median)
 AP=$(printf '%s\n' "${tap[@]}" | median)
 AF=$(printf '%s\n' "${taf[@]}" | median)
@@ -269,7 +277,7 @@ C=$(printf '%s\n' "${tc[@]}" | median)
 
 # ---------------------------------------------------------------- report
 echo "rdmacp $("$RDMACP" --version 2>&1 | head -1); $(rsync --version | head -1); $PAR_TOOL"
-echo "$(nproc) CPUs, $(uname -r), tcp over loopback, medians of $REPS"
+echo "$(nproc) CPUs, $(uname -r), tcp over loopback (rdmacp $ENC), medians of $REPS"
 echo "tree: $NFILES files, $NDIRS directories, $(echo "$BYTES / 1000000" | bc) MB; sync -f counted in every run"
 row() { # LABEL SECONDS ALL
 	printf '%-52s %8.2f s %7.0f files/s %7.1f MB/s  (%s)\n' "$1" "$2" \
