@@ -52,7 +52,7 @@ SHARDS=8 PAR=2
 die() { echo "bench: $*" >&2; exit 1; }
 log() { echo "# $*" >&2; }
 
-[ -x "$RDMACP" ] && [ -x "$RDMACPD" ] || die "binaries not built in $BUILD_DIR"
+{ [ -x "$RDMACP" ] && [ -x "$RDMACPD" ]; } || die "binaries not built in $BUILD_DIR"
 for t in rsync jq python3 bc xargs cksum; do
 	command -v "$t" >/dev/null || die "missing $t (scripts/deps.sh installs it)"
 done
@@ -112,7 +112,7 @@ for i in range(n):
     with open(os.path.join(rng.choice(dirs), "f%05d" % i), "wb") as f:
         f.write(pool[off:off + size])
 EOF
-	mv "$TREE.tmp" "$TREE" && touch "$TREE.done" || die "mv"
+	{ mv "$TREE.tmp" "$TREE" && touch "$TREE.done"; } || die "mv"
 fi
 NDIRS=$(find "$TREE" -type d | wc -l)
 BYTES=$(find "$TREE" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
@@ -140,7 +140,7 @@ DST=$R/mod/out
 OLD_N=0
 fresh_dst() {
 	if [ -d "$DST" ]; then
-		mkdir -p "$R/old" && mv "$DST" "$R/old/$((OLD_N += 1))" || die "cannot move $DST"
+		{ mkdir -p "$R/old" && mv "$DST" "$R/old/$((OLD_N += 1))"; } || die "cannot move $DST"
 	fi
 	mkdir -p "$DST" || die "cannot reset $DST"
 	warm
@@ -203,7 +203,8 @@ par2() {
 	fi
 }
 # The shards run in child shells (xargs, parallel): the client's command line as a script.
-printf '#!/bin/bash\nexec %s"$@"\n' "$(printf '%q ' "${RD[@]}")" >"$R/rd" && chmod +x "$R/rd" || die "$R/rd"
+printf '#!/bin/bash\nexec %s"$@"\n' "$(printf '%q ' "${RD[@]}")" >"$R/rd" || die "$R/rd"
+chmod +x "$R/rd" || die "$R/rd"
 rd_shard() { "$R/rd" -q run "$PLAN" --shard "$1/$SHARDS" 2>"$R/run.$1.err"; }
 rs_shard() {
 	rsync -a --files-from="$R/list.$1" "$BASE/" "rsync://127.0.0.$(($1 % 2 + 1)):$RS_PORT/bench/out/" \
@@ -268,7 +269,7 @@ want="encrypted (AES-256-GCM)"
 [ "$ENC" = --no-encrypt ] && want="in clear"
 n_all=$(cat "$R/d1.log" "$R/d2.log" | grep -c "tcp lanes, ")
 n_want=$(cat "$R/d1.log" "$R/d2.log" | grep -c "tcp lanes, $want")
-[ "$n_all" -gt 0 ] && [ "$n_all" = "$n_want" ] || die "pushes with lanes $want: $n_want of $n_all"
+{ [ "$n_all" -gt 0 ] && [ "$n_all" = "$n_want" ]; } || die "pushes with lanes $want: $n_want of $n_all"
 A=$(printf '%s\n' "${ta[@]}" | median)
 AP=$(printf '%s\n' "${tap[@]}" | median)
 AF=$(printf '%s\n' "${taf[@]}" | median)
