@@ -1023,6 +1023,10 @@ static int step_sender(struct engine *e)
 	if (r >= 0) {
 		r = tx_zeros_flush(e);
 	}
+	/* An unchanged range too; and it copies it from its old file meanwhile. */
+	if (r >= 0) {
+		r = tx_delta_flush(e);
+	}
 	if (r < 0) {
 		return r;
 	}
