@@ -349,6 +349,7 @@ struct engine {
 	struct msg_resume zq;
 	/* --delta: SAME ranges not sent yet (allocated at the first), like zq. */
 	struct msg_delta *sq;
+	uint8_t *delta_buf; /* --delta, receiver: reads of the old file and read-backs */
 
 	/* receiver */
 	struct rslot *rslots;
@@ -591,7 +592,7 @@ void bench_free(struct engine *e);
 /* engine_delta.c */
 void rx_delta_open(struct engine *e, struct efile *f);
 int rx_delta_send_sums(struct engine *e, struct efile *f);
-void rx_delta_take(struct efile *f, const struct proto_range *g);
+void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g);
 int tx_delta_sums(struct engine *e, const struct msg_delta *d);
 bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
 			const void *buf);

@@ -568,6 +568,7 @@ static void teardown(struct engine *e)
 	rx_delete_free(e);
 	bench_free(e);
 	free(e->sq);
+	free(e->delta_buf);
 }
 
 static bool finished(struct engine *e)

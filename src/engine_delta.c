@@ -25,6 +25,15 @@ static void delta_digest(const void *buf, size_t len, uint8_t out[HASH_LEN])
 	memcpy(out, c.digest, HASH_LEN);
 }
 
+/* The receiver's read buffer (DELTA_BUF), made once per session: a file's ranges come many. */
+static uint8_t *delta_buf(struct engine *e)
+{
+	if (!e->delta_buf) {
+		e->delta_buf = malloc(DELTA_BUF);
+	}
+	return e->delta_buf;
+}
+
 static uint64_t delta_chunks(const struct engine *e, uint64_t size)
 {
 	return size / e->p->chunk_size + (size % e->p->chunk_size != 0);
@@ -72,7 +81,8 @@ int rx_delta_send_sums(struct engine *e, struct efile *f)
 	uint64_t cs = e->p->chunk_size, n = delta_chunks(e, f->size);
 	size_t per = MAX(DELTA_BUF / cs, 1), cap = per * cs;
 	_cleanup_free_ struct msg *m = calloc(1, sizeof(*m));
-	_cleanup_free_ uint8_t *buf = malloc(cap);
+	_cleanup_free_ uint8_t *big = cap > DELTA_BUF ? malloc(cap) : NULL;
+	uint8_t *buf = cap > DELTA_BUF ? big : delta_buf(e);
 	int r;
 
 	if (!m || !buf) {
@@ -122,9 +132,9 @@ int rx_delta_send_sums(struct engine *e, struct efile *f)
  * (what is hashed is what will be renamed into place). Failures fail the
  * file, not the session.
  */
-void rx_delta_take(struct efile *f, const struct proto_range *g)
+void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g)
 {
-	_cleanup_free_ uint8_t *buf = NULL;
+	uint8_t *buf;
 	uint64_t done = 0;
 
 	if (f->failed) {
@@ -142,7 +152,7 @@ void rx_delta_take(struct efile *f, const struct proto_range *g)
 		}
 		done += (uint64_t)n;
 	}
-	buf = malloc(MIN((uint64_t)DELTA_BUF, g->len));
+	buf = delta_buf(e);
 	if (!buf) {
 		file_fail(f, PERR_INTERNAL, "out of memory");
 		return;

@@ -920,7 +920,7 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 		progress = false;
 		/* An unchanged range next (--delta): from the old file, hashed as read back. */
 		if (f->nsr && f->sr[0].offset == f->hash_off) {
-			rx_delta_take(f, &f->sr[0]);
+			rx_delta_take(e, f, &f->sr[0]);
 			f->hash_off += f->sr[0].len;
 			memmove(f->sr, f->sr + 1, (f->nsr - 1) * sizeof(*f->sr));
 			f->nsr--;
