@@ -51,6 +51,7 @@ struct client_opts {
 	bool have_max_delete; /* --max-delete given */
 	uint64_t max_delete;  /* --max-delete, PROTO_NO_MAX_DELETE: none */
 	bool partial;	      /* --partial: keep cut files, resume them */
+	bool delta;	      /* --delta: send only the chunks the destination's file lacks */
 	bool write_devices;   /* --write-devices: a pull may write local block devices */
 	bool busy_poll;
 	int tos;	   /* --tos: the lanes' traffic class (verbs), -1 = the system's */

@@ -134,6 +134,7 @@ static int finish(struct xfer *x, const struct engine_stats *st, uint64_t local_
 		.deleted = st->files_deleted,
 		.resumed_bytes = st->bytes_resumed,
 		.zero_bytes = st->bytes_zero,
+		.skipped_bytes = st->bytes_unchanged,
 		.dry_run = x->o->dry_run,
 		.completed = x->completed,
 	};
@@ -146,7 +147,8 @@ static void ev_ok(void *ud, const struct engine_entry_ev *ev)
 {
 	struct xfer *x = ud;
 
-	output_file(&x->out, ev->name, ev->ftype, ev->bytes, ev->zero_bytes, ev->seconds, ev->hash);
+	output_file(&x->out, ev->name, ev->ftype, ev->bytes, ev->zero_bytes, ev->skipped_bytes,
+		    ev->seconds, ev->hash);
 }
 
 static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
@@ -449,6 +451,12 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
+	if (s->o->delta && !(s->hello.caps & PROTO_CAP_DELTA)) {
+		log_error("%s: the daemon is too old for --delta (it cannot send or take only "
+			  "changed chunks): upgrade it, or copy without --delta",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
 	if (s->o->encrypt == 1 && s->o->transport == XPORT_KIND_VERBS) {
 		log_error("--encrypt: verbs lanes cannot be encrypted yet; use --transport tcp, or "
 			  "--no-encrypt");
@@ -739,7 +747,7 @@ static uint32_t open_flags(const struct client_opts *o)
 	return (o->recursive ? PROTO_OPEN_RECURSIVE : 0) | (o->preserve ? PROTO_OPEN_PRESERVE : 0) |
 	       (o->owner ? PROTO_OPEN_OWNER : 0) | (o->dry_run ? PROTO_OPEN_DRY_RUN : 0) |
 	       (o->hardlinks ? PROTO_OPEN_HARDLINKS : 0) | (o->xattrs ? PROTO_OPEN_XATTRS : 0) |
-	       (o->acls ? PROTO_OPEN_ACLS : 0);
+	       (o->acls ? PROTO_OPEN_ACLS : 0) | (o->delta ? PROTO_OPEN_DELTA : 0);
 }
 
 static char *last_component(const char *path)

@@ -96,6 +96,8 @@ static void usage(FILE *f)
 	    "                         more were due; 0 lists them with -v, removes none)\n"
 	    "      --partial          keep what a cut copy received; a later --partial run\n"
 	    "                         of the same source sends only what is missing\n"
+	    "      --delta            a file there with the same size: send only the chunks\n"
+	    "                         whose XXH3-128 differs (the rest is copied from it)\n"
 	    "      --write-devices    pull into an existing local block device by its name\n"
 	    "                         (written in place, verified by reading it back)\n"
 	    "      --encrypt          seal the data lanes (AES-256-GCM) or fail (exit 20);\n"
@@ -454,6 +456,7 @@ static int set_acls(struct client_opts *o, const char *v)
 }
 FLAG_HANDLER(set_dry_run, dry_run)
 FLAG_HANDLER(set_partial, partial)
+FLAG_HANDLER(set_delta, delta)
 FLAG_HANDLER(set_write_devices, write_devices)
 FLAG_HANDLER(set_long, long_listing)
 FLAG_HANDLER(set_poll, busy_poll)
@@ -589,6 +592,7 @@ const struct client_option client_options[] = {
 	{ "max-delete", required_argument, 0, NULL, set_max_delete,
 	  "a number of entries, 0 or more" },
 	{ "partial", no_argument, 0, NULL, set_partial, NULL },
+	{ "delta", no_argument, 0, NULL, set_delta, NULL },
 	{ "write-devices", no_argument, 0, NULL, set_write_devices, NULL },
 	{ "encrypt", no_argument, 0, "encrypt", set_encrypt, BOOL_EXPECT },
 	{ "no-encrypt", no_argument, 0, NULL, set_no_encrypt, NULL },

@@ -161,7 +161,7 @@ static void json_type(uint8_t ftype)
 }
 
 void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, uint64_t zero,
-		 double secs, const uint8_t *hash)
+		 uint64_t skipped, double secs, const uint8_t *hash)
 {
 	char hex[33] = "", esc[4200];
 
@@ -178,8 +178,13 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 		printf(",\"action\":\"copied\",\"bytes\":%" PRIu64 ",\"seconds\":%.6f", bytes,
 		       secs);
 		if (ftype == PROTO_FT_REG) {
-			/* What crossed the data path, and what went as zeros without payload. */
-			printf(",\"data_bytes\":%" PRIu64 ",\"zero_bytes\":%" PRIu64, bytes, zero);
+			/*
+			 * What crossed the data path, what went as zeros without
+			 * payload, and what --delta found unchanged there.
+			 */
+			printf(",\"data_bytes\":%" PRIu64 ",\"zero_bytes\":%" PRIu64
+			       ",\"skipped_bytes\":%" PRIu64,
+			       bytes, zero, skipped);
 		}
 		if (hash) {
 			printf(",\"xxh128\":\"%s\"", hex);
@@ -427,9 +432,10 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failed\":%" PRIu64
 		       ",\"failures\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"deleted\":%" PRIu64
 		       ",\"resumed_bytes\":%" PRIu64 ",\"data_bytes\":%" PRIu64
-		       ",\"zero_bytes\":%" PRIu64 ",\"dry_run\":%s",
+		       ",\"zero_bytes\":%" PRIu64 ",\"skipped_bytes\":%" PRIu64 ",\"dry_run\":%s",
 		       t->files, t->bytes, secs, rate, t->failed, t->failed, t->skipped, t->deleted,
-		       t->resumed_bytes, t->bytes, t->zero_bytes, t->dry_run ? "true" : "false");
+		       t->resumed_bytes, t->bytes, t->zero_bytes, t->skipped_bytes,
+		       t->dry_run ? "true" : "false");
 		if (out->mirror) {
 			printf(",\"delete_withheld\":%" PRIu64 ",\"delete_suppressed\":%s",
 			       out->delete_withheld, out->delete_suppressed ? "true" : "false");
@@ -462,8 +468,12 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 					      ", %" PRIu64 " bytes resumed", t->resumed_bytes);
 		}
 		if (t->zero_bytes && n < sizeof(extra)) {
-			snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " bytes as zeros",
-				 t->zero_bytes);
+			n += (size_t)snprintf(extra + n, sizeof(extra) - n,
+					      ", %" PRIu64 " bytes as zeros", t->zero_bytes);
+		}
+		if (t->skipped_bytes && n < sizeof(extra)) {
+			snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " bytes unchanged",
+				 t->skipped_bytes);
 		}
 		fprintf(stderr,
 			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%s/s), %" PRIu64

@@ -64,7 +64,7 @@ void output_memory(struct output *out, uint64_t limit, uint64_t pool, uint32_t c
  * "cL NAME"); --json a file event with "type" and "action":"copied".
  */
 void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, uint64_t zero,
-		 double secs, const uint8_t *hash);
+		 uint64_t skipped, double secs, const uint8_t *hash);
 /* A file kept as it was at the destination (--skip): -v ".f NAME", --json "action":"skipped". */
 void output_skipped(struct output *out, const char *name);
 /*
@@ -107,6 +107,7 @@ struct output_totals {
 	uint64_t deleted;	/* entries removed at the destination (--delete) */
 	uint64_t resumed_bytes; /* bytes a partial held and that were not sent again */
 	uint64_t zero_bytes;	/* bytes described as zeros, no payload (ZEROS) */
+	uint64_t skipped_bytes; /* --delta: bytes unchanged at the destination, not sent */
 	bool dry_run;
 	bool completed; /* the exchange ran to its end (files may have failed) */
 };

@@ -563,6 +563,12 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 		snprintf(resumed + n, sizeof(resumed) - n, ", %llu bytes as zeros",
 			 (unsigned long long)st.bytes_zero);
 	}
+	if (st.bytes_unchanged) {
+		size_t n = strlen(resumed);
+
+		snprintf(resumed + n, sizeof(resumed) - n, ", %llu bytes unchanged (--delta)",
+			 (unsigned long long)st.bytes_unchanged);
+	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
 		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped,

@@ -39,6 +39,7 @@ static const char *const type_names[] = {
 	[MSG_SUMS] = "SUMS",
 	[MSG_ZEROS] = "ZEROS",
 	[MSG_BENCH] = "BENCH",
+	[MSG_DELTA] = "DELTA",
 };
 
 static const char *const err_names[] = {
@@ -238,6 +239,31 @@ static int enc_xattrs(struct wbuf *w, const struct msg_xattrs *x)
 	return 0;
 }
 
+static int enc_delta(struct wbuf *w, const struct msg_delta *d)
+{
+	if (d->count == 0 || (d->kind == PROTO_DELTA_SUMS && d->count > PROTO_MAX_DELTA_SUMS) ||
+	    (d->kind == PROTO_DELTA_SAME && d->count > PROTO_MAX_RESUME_RANGES) ||
+	    (d->kind != PROTO_DELTA_SUMS && d->kind != PROTO_DELTA_SAME)) {
+		return -EMSGSIZE;
+	}
+	wbuf_put_u32(w, d->id);
+	wbuf_put_u8(w, d->kind);
+	wbuf_put_u8(w, 0);
+	wbuf_put_u16(w, d->count);
+	if (d->kind == PROTO_DELTA_SUMS) {
+		wbuf_put_u64(w, d->first);
+		for (size_t i = 0; i < d->count; i++) {
+			wbuf_put_bytes(w, d->sums[i], PROTO_HASH_LEN);
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < d->count; i++) {
+		wbuf_put_u64(w, d->r[i].offset);
+		wbuf_put_u64(w, d->r[i].len);
+	}
+	return 0;
+}
+
 static int enc_payload(const struct msg *m, struct wbuf *w)
 {
 	switch (m->type) {
@@ -371,6 +397,8 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 			wbuf_put_u64(w, m->u.resume.r[i].len);
 		}
 		break;
+	case MSG_DELTA:
+		return enc_delta(w, &m->u.delta);
 	case MSG_LIST:
 		wbuf_put_u32(w, m->u.list.flags);
 		wbuf_put_str16(w, m->u.list.path, PROTO_MAX_PATH);
@@ -785,6 +813,50 @@ static int dec_sums(struct rbuf *r, struct msg_sums *ms)
 	return 0;
 }
 
+/*
+ * DELTA: a known kind, reserved byte zero, count within its kind's cap;
+ * SUMS' first chunk index below PROTO_MAX_DELTA_CHUNKS with room for count;
+ * SAME's ranges as RESUME's. The peer checks them against the file.
+ */
+static int dec_delta(struct rbuf *r, struct msg_delta *d)
+{
+	uint64_t end = 0;
+
+	d->id = rbuf_get_u32(r);
+	d->kind = rbuf_get_u8(r);
+	uint8_t reserved = rbuf_get_u8(r);
+	d->count = rbuf_get_u16(r);
+	if (r->error || reserved != 0 || d->count == 0) {
+		return -EBADMSG;
+	}
+	if (d->kind == PROTO_DELTA_SUMS) {
+		d->first = rbuf_get_u64(r);
+		if (r->error || d->count > PROTO_MAX_DELTA_SUMS ||
+		    d->first > PROTO_MAX_DELTA_CHUNKS - d->count) {
+			return -EBADMSG;
+		}
+		for (size_t i = 0; i < d->count; i++) {
+			rbuf_get_bytes(r, d->sums[i], PROTO_HASH_LEN);
+		}
+		return r->error ? -EBADMSG : 0;
+	}
+	if (d->kind != PROTO_DELTA_SAME || d->count > PROTO_MAX_RESUME_RANGES) {
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < d->count; i++) {
+		struct proto_range *g = &d->r[i];
+
+		g->offset = rbuf_get_u64(r);
+		g->len = rbuf_get_u64(r);
+		if (r->error || g->len == 0 || g->offset > UINT64_MAX - g->len ||
+		    (i > 0 && g->offset < end)) {
+			return -EBADMSG;
+		}
+		end = g->offset + g->len;
+	}
+	return 0;
+}
+
 /* Ranges ascending, not empty, not overlapping, not past 2^64: the sender checks the rest. */
 static int dec_resume(struct rbuf *r, struct msg_resume *rs)
 {
@@ -1002,6 +1074,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return dec_resume(r, &m->u.resume);
 	case MSG_ZEROS:
 		return dec_resume(r, &m->u.zeros);
+	case MSG_DELTA:
+		return dec_delta(r, &m->u.delta);
 	case MSG_LIST:
 		m->u.list.flags = rbuf_get_u32(r);
 		rbuf_get_str16(r, m->u.list.path, sizeof(m->u.list.path), PROTO_MAX_PATH);

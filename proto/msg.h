@@ -60,7 +60,9 @@ enum proto_type {
 	MSG_ZEROS = 24,	 /* sender -> receiver: ranges of zeros, no payload (PROTO_CAP_ZEROS) */
 	/* client -> daemon: a memory-to-memory run (PROTO_CAP_BENCH); 27 is reserved for it */
 	MSG_BENCH = 26,
-	MSG_TYPE_MAX = MSG_BENCH,
+	/* --delta: receiver -> sender chunk digests, sender -> receiver unchanged ranges */
+	MSG_DELTA = 28,
+	MSG_TYPE_MAX = MSG_DELTA,
 };
 
 /* Header flags: none are defined in version 1; every bit is reserved. */
@@ -90,8 +92,9 @@ enum {
 	PROTO_CAP_BENCH = 1u << 16, /* BENCH: memory-to-memory runs (rdmacp bench) */
 	/* OPEN ENCRYPT and its wish byte, OPEN_OK's lanes byte: sealed tcp lanes */
 	PROTO_CAP_ENCRYPT = 1u << 17,
+	PROTO_CAP_DELTA = 1u << 18, /* OPEN DELTA, DELTA messages */
 };
-#define PROTO_CAPS_KNOWN 0x3ffffu
+#define PROTO_CAPS_KNOWN 0x7ffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -174,8 +177,10 @@ enum {
 	 * OPEN then carries the wish byte and OPEN_OK the lanes byte.
 	 */
 	PROTO_OPEN_ENCRYPT = 1u << 15,
+	/* Only to a peer with PROTO_CAP_DELTA: send only chunks the receiver's file lacks (DELTA). */
+	PROTO_OPEN_DELTA = 1u << 16,
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x9fffu
+#define PROTO_OPEN_FLAGS_KNOWN 0x19fffu
 
 /* OPEN's wish byte (with PROTO_OPEN_ENCRYPT). */
 enum proto_encrypt_wish {
@@ -507,6 +512,32 @@ struct msg_resume {
 #define PROTO_MAX_ZERO_RANGES PROTO_MAX_RESUME_RANGES
 
 /*
+ * --delta (OPEN DELTA). Kind SUMS, receiver -> sender before the FILES_ACK
+ * of file id: the XXH3-128 of chunks first .. first + count - 1 of the file
+ * it has under that name (same size; the last chunk may be short), in
+ * order, from chunk 0 on, at most all the file's chunks. Kind SAME, sender
+ * -> receiver before the FILE_DONE of id: ranges (whole chunks, ascending,
+ * inside the file) whose digest matched; they cross no data path and the
+ * receiver takes them from its old file. The sender checks SUMS against the
+ * file's chunk count, the receiver SAME like ZEROS.
+ */
+#define PROTO_MAX_DELTA_SUMS 256
+/* Files of more chunks than this are copied whole. */
+#define PROTO_MAX_DELTA_CHUNKS (1u << 22)
+enum {
+	PROTO_DELTA_SUMS = 1,
+	PROTO_DELTA_SAME = 2,
+};
+struct msg_delta {
+	uint32_t id;
+	uint8_t kind;	/* PROTO_DELTA_* */
+	uint16_t count; /* 1 .. PROTO_MAX_DELTA_SUMS (SUMS) or PROTO_MAX_RESUME_RANGES (SAME) */
+	uint64_t first; /* SUMS: index of the first chunk */
+	uint8_t sums[PROTO_MAX_DELTA_SUMS][PROTO_HASH_LEN];
+	struct proto_range r[PROTO_MAX_RESUME_RANGES]; /* SAME */
+};
+
+/*
  * One decoded message. Decoders allocate only after caps are checked;
  * msg_clear frees what a decode allocated.
  */
@@ -535,6 +566,7 @@ struct msg {
 		struct msg_filter filter;
 		struct msg_deleted deleted;
 		struct msg_sums sums;
+		struct msg_delta delta;
 	} u;
 };
 

@@ -175,6 +175,18 @@ struct efile {
 	struct proto_range *zr;
 	uint32_t nzr, zr_cap;
 	uint64_t zr_end;
+	/*
+	 * --delta. Sender: the receiver's chunk digests (DELTA SUMS), ndsum of
+	 * them. Receiver: oldfd is the file under the destination name, and sr
+	 * the SAME ranges not hashed yet (taken from it, ascending). Both:
+	 * skipped, the bytes not sent because they were unchanged.
+	 */
+	uint8_t (*dsum)[HASH_LEN];
+	uint64_t ndsum;
+	int oldfd;
+	struct proto_range *sr;
+	uint32_t nsr, sr_cap;
+	uint64_t skipped;
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
 	char *leaf;
@@ -336,6 +348,9 @@ struct engine {
 	size_t rr_lane;
 	/* ZEROS not sent yet: ranges of one file (zq.id), flushed before its FILE_DONE. */
 	struct msg_resume zq;
+	/* --delta: SAME ranges not sent yet (allocated at the first), like zq. */
+	struct msg_delta *sq;
+	uint8_t *delta_buf; /* --delta, receiver: reads of the old file and read-backs */
 
 	/* receiver */
 	struct rslot *rslots;
@@ -419,6 +434,7 @@ struct engine {
 	uint8_t zero_chunk_hash[HASH_LEN];
 	bool zero_chunk_hashed;
 	bool zeros;	   /* see engine_zeros */
+	bool delta;	   /* --delta asked for, and both ends know DELTA */
 	uint32_t zr_total; /* receiver: ZEROS ranges waiting in all files (efile.nzr) */
 	/* Sender: chunks passed over without a slot (zeros, kept); the step goes on while they are. */
 	uint64_t passes;
@@ -573,6 +589,19 @@ int tx_deleted(struct engine *e, const struct msg_deleted *md);
 
 /* engine_bench.c */
 void bench_free(struct engine *e);
+
+/* engine_delta.c */
+void rx_delta_open(struct engine *e, struct efile *f);
+int rx_delta_send_sums(struct engine *e, struct efile *f);
+void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g);
+int tx_delta_sums(struct engine *e, const struct msg_delta *d);
+bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
+			const void *buf);
+int tx_delta_flush(struct engine *e);
+int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
+
+/* engine_tx.c */
+int tx_zeros_flush(struct engine *e);
 
 /* engine_partial.c */
 int rx_partial_open(struct engine *e, struct efile *f);

@@ -92,12 +92,14 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
 	e->st.files_ok++;
 	e->st.bytes += bytes;
 	e->st.bytes_zero += f->zeroed;
+	e->st.bytes_unchanged += f->skipped;
 	if (e->p->ev.file_ok) {
 		struct engine_entry_ev ev = {
 			.name = f->name,
 			.ftype = f->ftype,
 			.bytes = bytes,
 			.zero_bytes = f->zeroed,
+			.skipped_bytes = f->skipped,
 			.seconds = ts_since(&f->t0),
 			.hash = f->ftype == PROTO_FT_REG ? hash : NULL,
 		};
@@ -208,14 +210,19 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->jbuf);
 	free(f->resume);
 	free(f->zr);
-	e->zr_total -= f->nzr;
+	e->zr_total -= f->nzr + f->nsr;
+	free(f->sr);
+	free(f->dsum);
+	if (f->oldfd >= 0) {
+		close(f->oldfd);
+	}
 	free(f->name);
 	free(f->leaf);
 	free(f->src_path);
 	free(f->link_target);
 	rx_xattrs_release(e, f);
 	memset(f, 0, sizeof(*f));
-	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = -1;
 	e->files_open--;
 }
 
@@ -428,7 +435,7 @@ static int setup(struct engine *e)
 
 	for (size_t i = 0; i < FILE_TABLE; i++) {
 		e->files[i].fd = e->files[i].dfd = e->files[i].tfd = e->files[i].dir = -1;
-		e->files[i].jfd = e->files[i].part_store = -1;
+		e->files[i].jfd = e->files[i].part_store = e->files[i].oldfd = -1;
 	}
 	for (int i = 0; i < DIR_CACHE; i++) {
 		e->dirs[i].fd = -1;
@@ -560,6 +567,8 @@ static void teardown(struct engine *e)
 	free(e->dirs_meta);
 	rx_delete_free(e);
 	bench_free(e);
+	free(e->sq);
+	free(e->delta_buf);
 }
 
 static bool finished(struct engine *e)
@@ -804,6 +813,8 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	/* Our own caps too: a test plays a peer from before ZEROS (RDMACP_TEST_CAPS_OFF). */
 	e->zeros =
 	    p->x && (p->peer_caps & PROTO_CAP_ZEROS) && (hello_local_caps() & PROTO_CAP_ZEROS);
+	e->delta = p->x && (p->open_flags & PROTO_OPEN_DELTA) && (p->peer_caps & PROTO_CAP_DELTA) &&
+		   (hello_local_caps() & PROTO_CAP_DELTA);
 	err[0] = '\0';
 
 	r = setup(e);

@@ -83,8 +83,10 @@ struct engine_source {
 struct engine_stats {
 	uint64_t files_ok;
 	uint64_t files_failed;
-	uint64_t bytes;		/* payload bytes of committed files */
-	uint64_t bytes_zero;	/* zero bytes of committed files described without payload */
+	uint64_t bytes;	     /* payload bytes of committed files */
+	uint64_t bytes_zero; /* zero bytes of committed files described without payload */
+	/* --delta: bytes of committed files unchanged at the destination, not sent. */
+	uint64_t bytes_unchanged;
 	uint32_t first_error;	/* enum proto_err of the first per-file failure */
 	bool first_error_local; /* it happened on this side (our disk), not the peer's */
 	/* Receiver: the declared sizes of the regular files accepted. */
@@ -117,6 +119,8 @@ struct engine_entry_ev {
 	uint8_t ftype;	     /* enum proto_ftype */
 	uint64_t bytes;	     /* payload bytes of a regular file; 0 for anything else */
 	uint64_t zero_bytes; /* bytes of it described as zeros (no payload) */
+	/* --delta: bytes of it unchanged at the destination, taken from the old file. */
+	uint64_t skipped_bytes;
 	double seconds;	     /* since the entry was offered (sender) or taken (receiver) */
 	const uint8_t *hash; /* its verified XXH3-128: regular files only, else NULL */
 };

@@ -48,7 +48,7 @@ int rx_resolve(struct engine *e, struct efile *f)
 		if (f->kept > 0) {
 			note_resumed(e, f, f->size - f->kept - f->zeroed, f->kept, f->done_hash);
 		} else {
-			note_committed(e, f, f->size - f->zeroed,
+			note_committed(e, f, f->size - f->zeroed - f->skipped,
 				       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 		}
 		r = send_result(e, f, PERR_OK, "");
@@ -69,8 +69,9 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 	if (f->done_status != PERR_OK && !f->failed) {
 		file_fail(f, f->done_status, "sender: %s", f->done_text);
 		f->fail_peer = true; /* the sender's own failure */
-	} else if (f->done_bytes + f->kept + f->zeroed != f->size ||
-		   f->written + f->kept + f->zeroed != f->size || f->hash_off != f->size) {
+	} else if (f->done_bytes + f->kept + f->zeroed + f->skipped != f->size ||
+		   f->written + f->kept + f->zeroed + f->skipped != f->size ||
+		   f->hash_off != f->size) {
 		file_fail(f, PERR_PROTOCOL,
 			  "size mismatch: announced %llu, sent %llu, kept %llu, zeros %llu",
 			  (unsigned long long)f->size, (unsigned long long)f->done_bytes,

@@ -229,6 +229,7 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 		rx_discard(e, f);
 		return code;
 	}
+	rx_delta_open(e, f);
 	rx_open_direct(e, f);
 	e->st.bytes_accepted += f->size;
 	return PERR_OK;
@@ -351,7 +352,7 @@ static void rx_entry_init(struct engine *e, struct efile *f, const struct proto_
 	f->used = true;
 	e->files_open++;
 	f->id = pf->id;
-	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = -1;
 	f->ftype = pf->ftype;
 	f->size = pf->size;
 	f->meta = *pf;
@@ -491,6 +492,12 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 				break;
 			}
 		}
+		if (code == PERR_OK && f->oldfd >= 0) {
+			r = rx_delta_send_sums(e, f);
+			if (r < 0) {
+				break;
+			}
+		}
 		rx_entry_settle(e, f, pf, code, peer);
 	}
 	if (r == 0) {
@@ -584,7 +591,7 @@ static int rx_file_done(struct engine *e, const struct msg_file_done *d)
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE for unknown file id %u", d->id);
 	}
 	/* Its ZEROS came before it (one channel): what is neither kept nor zeros is payload. */
-	if (d->bytes > f->size - f->kept - f->zeroed || d->bytes < f->recv_bytes) {
+	if (d->bytes > f->size - f->kept - f->zeroed - f->skipped || d->bytes < f->recv_bytes) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE: impossible byte count");
 	}
 	f->got_done = true;
@@ -624,18 +631,28 @@ static void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
  * zeros on the disk now (sparse_zero_range: a hole in a new temp file, a
  * punch in a partial's data file, zeroes on a device).
  */
-static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_range *g)
+static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
 {
 	uint64_t cs = e->p->chunk_size, end;
-	struct proto_range *last = f->nzr ? &f->zr[f->nzr - 1] : NULL;
+	struct proto_range **zr = same ? &f->sr : &f->zr;
+	uint32_t *nzr = same ? &f->nsr : &f->nzr, *zr_cap = same ? &f->sr_cap : &f->zr_cap;
+	struct proto_range *last = *nzr ? &(*zr)[*nzr - 1] : NULL;
+	const char *what = same ? "DELTA SAME" : "ZEROS";
 	int r;
 
 	if (g->offset % cs || g->offset >= f->size || g->len > f->size - g->offset ||
 	    (g->len % cs && g->offset + g->len != f->size) ||
 	    g->offset < MAX(f->zr_end, f->hash_off)) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "ZEROS for %s: range %llu+%llu not whole chunks of it, or overlapping",
-			    f->name, (unsigned long long)g->offset, (unsigned long long)g->len);
+			    "%s for %s: range %llu+%llu not whole chunks of it, or overlapping",
+			    what, f->name, (unsigned long long)g->offset,
+			    (unsigned long long)g->len);
+	}
+	/* Only chunks whose digests we sent can be unchanged. */
+	if (same && g->offset + g->len > MIN(f->size, f->ndsum * cs)) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "DELTA SAME for %s: range %llu+%llu past the digests sent", f->name,
+			    (unsigned long long)g->offset, (unsigned long long)g->len);
 	}
 	end = g->offset + g->len;
 	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
@@ -644,7 +661,7 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 		if (s->state == SL_HELD && &e->files[s->fidx] == f && s->off >= g->offset &&
 		    s->off < end) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG,
-				    "ZEROS for %s: range %llu+%llu overlaps data", f->name,
+				    "%s for %s: range %llu+%llu overlaps data", what, f->name,
 				    (unsigned long long)g->offset, (unsigned long long)g->len);
 		}
 	}
@@ -656,26 +673,30 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 		 * and its ranges between them are merged: more (per file, or in
 		 * all, one more per file) is not a sender's.
 		 */
-		if (f->nzr > e->p->slots || e->zr_total >= e->p->slots + FILE_TABLE) {
+		if (f->nzr + f->nsr > e->p->slots || e->zr_total >= e->p->slots + FILE_TABLE) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG,
-				    "ZEROS for %s: too many ranges ahead of the data", f->name);
+				    "%s for %s: too many ranges ahead of the data", what, f->name);
 		}
-		if (f->nzr == f->zr_cap) {
-			uint32_t cap = f->zr_cap ? f->zr_cap * 2 : 8;
-			struct proto_range *t = realloc(f->zr, cap * sizeof(*t));
+		if (*nzr == *zr_cap) {
+			uint32_t cap = *zr_cap ? *zr_cap * 2 : 8;
+			struct proto_range *t = realloc(*zr, cap * sizeof(*t));
 
 			if (!t) {
 				return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 			}
-			f->zr = t;
-			f->zr_cap = cap;
+			*zr = t;
+			*zr_cap = cap;
 		}
-		f->zr[f->nzr++] = *g;
+		(*zr)[(*nzr)++] = *g;
 		e->zr_total++;
 	}
 	f->zr_end = end;
-	f->zeroed += g->len;
 	e->bytes_progress += g->len;
+	if (same) {
+		f->skipped += g->len;
+		return 0; /* copied and hashed at its turn (rx_hash_ready) */
+	}
+	f->zeroed += g->len;
 	if (f->failed) {
 		return 0;
 	}
@@ -712,7 +733,27 @@ static int rx_zeros(struct engine *e, const struct msg_resume *z)
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "ZEROS for id %u out of place", z->id);
 	}
 	for (uint16_t i = 0; i < z->count; i++) {
-		r = rx_zero_range(e, f, &z->r[i]);
+		r = rx_zero_range(e, f, &z->r[i], false);
+		if (r < 0) {
+			return r;
+		}
+	}
+	rx_hash_ready(e, f);
+	return rx_maybe_finish(e, f);
+}
+
+/* DELTA SAME: only in a --delta session, for a file whose old copy we hashed, before FILE_DONE. */
+static int rx_delta_same(struct engine *e, const struct msg_delta *d)
+{
+	struct efile *f = file_by_id(e, d->id);
+	int r;
+
+	if (!e->delta || d->kind != PROTO_DELTA_SAME || !f || f->ftype != PROTO_FT_REG ||
+	    f->oldfd < 0 || f->got_done) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA for id %u out of place", d->id);
+	}
+	for (uint16_t i = 0; i < d->count; i++) {
+		r = rx_zero_range(e, f, &d->r[i], true);
 		if (r < 0) {
 			return r;
 		}
@@ -875,8 +916,17 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 {
 	bool progress = true;
 
-	while (progress && (f->held || f->nzr)) {
+	while (progress && (f->held || f->nzr || f->nsr)) {
 		progress = false;
+		/* An unchanged range next (--delta): from the old file, hashed as read back. */
+		if (f->nsr && f->sr[0].offset == f->hash_off) {
+			rx_delta_take(e, f, &f->sr[0]);
+			f->hash_off += f->sr[0].len;
+			memmove(f->sr, f->sr + 1, (f->nsr - 1) * sizeof(*f->sr));
+			f->nsr--;
+			e->zr_total--;
+			progress = true;
+		}
 		/* A zero range next: hashed as the zeros it stands for. */
 		if (f->nzr && f->zr[0].offset == f->hash_off) {
 			if (!f->failed) {
@@ -942,6 +992,12 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 		if (d.offset >= f->zr[i].offset && d.offset - f->zr[i].offset < f->zr[i].len) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "chunk for %s inside its zeros",
 				    f->name);
+		}
+	}
+	for (uint32_t i = 0; i < f->nsr; i++) {
+		if (d.offset >= f->sr[i].offset && d.offset - f->sr[i].offset < f->sr[i].len) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "chunk for %s inside its unchanged ranges", f->name);
 		}
 	}
 	s = &e->rslots[slot];
@@ -1082,6 +1138,8 @@ static int rx_on_message(struct engine *e, struct msg *m)
 		return rx_sums(e, &m->u.sums);
 	case MSG_ZEROS:
 		return rx_zeros(e, &m->u.zeros);
+	case MSG_DELTA:
+		return rx_delta_same(e, &m->u.delta);
 	case MSG_END:
 		if (e->files_open != 0) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");

@@ -87,7 +87,7 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	f->used = true;
 	e->files_open++;
 	f->id = id;
-	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = -1;
 	f->name = strdup(s->name);
 	f->src_path = strdup(s->path);
 	f->src_dirfd = s->dirfd;
@@ -200,7 +200,7 @@ static int tx_offer(struct engine *e)
 }
 
 /* The zero ranges noted so far, in one ZEROS (before anything that must follow them). */
-static int tx_zeros_flush(struct engine *e)
+int tx_zeros_flush(struct engine *e)
 {
 	struct msg m = { .type = MSG_ZEROS };
 	int r;
@@ -218,8 +218,12 @@ static int tx_zeros_flush(struct engine *e)
 static int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 {
 	struct msg_resume *q = &e->zq;
-	int r;
+	/* One order for all ranges: the SAME noted before go first. */
+	int r = tx_delta_flush(e);
 
+	if (r < 0) {
+		return r;
+	}
 	f->zeroed += len;
 	if (q->count > 0 && q->id == f->id &&
 	    q->r[q->count - 1].offset + q->r[q->count - 1].len == off) {
@@ -240,15 +244,18 @@ static int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_
 static int tx_send_done(struct engine *e, struct efile *f)
 {
 	struct msg m = { .type = MSG_FILE_DONE };
-	/* Its zero ranges go first: the receiver refuses them after FILE_DONE. */
+	/* Its zero and unchanged ranges go first: the receiver refuses them after FILE_DONE. */
 	int zr = tx_zeros_flush(e);
 
+	if (zr >= 0) {
+		zr = tx_delta_flush(e);
+	}
 	if (zr < 0) {
 		return zr;
 	}
 	m.u.file_done.id = f->id;
 	/* put on the data path: neither kept by the receiver nor zeros */
-	m.u.file_done.bytes = f->send_off - f->resumed - f->zeroed;
+	m.u.file_done.bytes = f->send_off - f->resumed - f->zeroed - f->skipped;
 	if (f->failed) {
 		m.u.file_done.status = f->fail_code;
 		snprintf(m.u.file_done.text, sizeof(m.u.file_done.text), "%s", f->fail_text);
@@ -594,6 +601,27 @@ static int tx_pass_chunk(struct engine *e, uint32_t ci)
 }
 
 /*
+ * --delta: a chunk next in its file that the receiver has unchanged:
+ * hashed like the others, a SAME range instead of payload.
+ */
+static int tx_pass_same(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+	int r = tx_delta_note(e, f, c->off, c->len);
+
+	if (r < 0) {
+		return r;
+	}
+	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	f->send_off += c->len;
+	e->bytes_progress += c->len;
+	e->passes++;
+	tx_chunk_drop(e, ci);
+	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
+}
+
+/*
  * A chunk of zeros next in its file (a hole, or data that read as zeros):
  * hashed as zeros, a ZEROS range instead of payload, chunk by chunk so
  * that what the receiver kept (RESUME) is passed over as kept, never
@@ -667,6 +695,15 @@ static int tx_post_ready(struct engine *e)
 			}
 			if (c->zero) {
 				r = tx_pass_zero(e, ci);
+				if (r < 0) {
+					return r;
+				}
+				progress = true;
+				continue;
+			}
+			if (f->ndsum && !(f->nresume && tx_kept(f, c->off, c->len)) &&
+			    tx_delta_unchanged(e, f, c, pool_chunk(e->pool, ci))) {
+				r = tx_pass_same(e, ci);
 				if (r < 0) {
 					return r;
 				}
@@ -877,7 +914,7 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 	if (res->status == PERR_OK && f->resumed) {
 		note_resumed(e, f, f->size - f->resumed - f->zeroed, f->resumed, f->done_hash);
 	} else if (res->status == PERR_OK) {
-		note_committed(e, f, f->size - f->zeroed,
+		note_committed(e, f, f->size - f->zeroed - f->skipped,
 			       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 	} else if (f->failed) {
 		/* Ours (open, read, a source that changed): the receiver only echoes it. */
@@ -990,6 +1027,10 @@ static int step_sender(struct engine *e)
 	if (r >= 0) {
 		r = tx_zeros_flush(e);
 	}
+	/* An unchanged range too; and it copies it from its old file meanwhile. */
+	if (r >= 0) {
+		r = tx_delta_flush(e);
+	}
 	if (r < 0) {
 		return r;
 	}
@@ -1061,6 +1102,8 @@ static int tx_on_message(struct engine *e, struct msg *m)
 		break;
 	case MSG_RESUME:
 		return tx_resume(e, &m->u.resume);
+	case MSG_DELTA:
+		return tx_delta_sums(e, &m->u.delta);
 	default:
 		break;
 	}

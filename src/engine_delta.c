@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --delta re-sync (OPEN DELTA, DELTA messages). The receiver, for a regular
+ * file that exists under the destination name with the declared size,
+ * hashes that old file chunk by chunk (XXH3-128) and sends the digests
+ * (DELTA SUMS) before the FILES_ACK. The sender hashes each chunk it reads
+ * anyway; one whose digest matches crosses no data path: it goes into a
+ * DELTA SAME range, like a ZEROS range. The receiver copies those ranges
+ * from the old file into the new temp file (copy_file_range, a reflink
+ * where the file system can), reads them back from the temp file and hashes
+ * them in file order, so the end-to-end XXH3-128 still covers every byte
+ * of what is renamed into place.
+ */
+#include "engine-internal.h"
+
+#include "proto/wire.h"
+
+#define DELTA_BUF ((size_t)4 << 20)
+
+static void delta_digest(const void *buf, size_t len, uint8_t out[HASH_LEN])
+{
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
+	memcpy(out, c.digest, HASH_LEN);
+}
+
+/* The receiver's read buffer (DELTA_BUF), made once per session: a file's ranges come many. */
+static uint8_t *delta_buf(struct engine *e)
+{
+	if (!e->delta_buf) {
+		e->delta_buf = malloc(DELTA_BUF);
+	}
+	return e->delta_buf;
+}
+
+static uint64_t delta_chunks(const struct engine *e, uint64_t size)
+{
+	return size / e->p->chunk_size + (size % e->p->chunk_size != 0);
+}
+
+/*
+ * Receiver: keep the old file open when it is a regular file of the
+ * declared size (never through a symlink). Anything else: a full copy.
+ */
+void rx_delta_open(struct engine *e, struct efile *f)
+{
+	struct stat st;
+	int fd;
+
+	if (!e->delta || f->size == 0 || delta_chunks(e, f->size) > PROTO_MAX_DELTA_CHUNKS) {
+		return;
+	}
+	fd = openat(e->dirs[f->dir].fd, f->leaf,
+		    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != f->size) {
+		close(fd);
+		return;
+	}
+	f->oldfd = fd;
+}
+
+static int rx_delta_queue(struct engine *e, struct msg *m)
+{
+	int r = chan_queue(e->p->chan, m);
+
+	m->u.delta.count = 0;
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+/*
+ * Receiver, before f's FILES_ACK: the digests of the old file's chunks.
+ * A read that fails stops the list there (the sender sends the rest);
+ * ndsum counts the digests sent, the SAME ranges the sender may name.
+ */
+int rx_delta_send_sums(struct engine *e, struct efile *f)
+{
+	uint64_t cs = e->p->chunk_size, n = delta_chunks(e, f->size);
+	size_t per = MAX(DELTA_BUF / cs, 1), cap = per * cs;
+	_cleanup_free_ struct msg *m = calloc(1, sizeof(*m));
+	_cleanup_free_ uint8_t *big = cap > DELTA_BUF ? malloc(cap) : NULL;
+	uint8_t *buf = cap > DELTA_BUF ? big : delta_buf(e);
+	int r;
+
+	if (!m || !buf) {
+		return 0; /* only a full copy */
+	}
+	m->type = MSG_DELTA;
+	m->u.delta.id = f->id;
+	m->u.delta.kind = PROTO_DELTA_SUMS;
+	for (uint64_t i = 0; i < n;) {
+		uint64_t off = i * cs, want = MIN((uint64_t)cap, f->size - off);
+		ssize_t got = pread(f->oldfd, buf, want, (off_t)off);
+
+		if (got != (ssize_t)want) {
+			break;
+		}
+		for (uint64_t o = 0; o < want; o += cs, i++) {
+			if (m->u.delta.count == 0) {
+				m->u.delta.first = i;
+			}
+			delta_digest(buf + o, MIN(cs, want - o),
+				     m->u.delta.sums[m->u.delta.count++]);
+			f->ndsum++;
+			if (m->u.delta.count == PROTO_MAX_DELTA_SUMS) {
+				r = rx_delta_queue(e, m);
+				if (r < 0) {
+					return r;
+				}
+			}
+		}
+	}
+	if (m->u.delta.count) {
+		r = rx_delta_queue(e, m);
+		if (r < 0) {
+			return r;
+		}
+	}
+	if (f->ndsum == 0) {
+		close(f->oldfd);
+		f->oldfd = -1;
+	}
+	return 0;
+}
+
+/*
+ * Receiver, at g's turn in file order: g's bytes from the old file into
+ * the temp file, then read back from the temp file into the file's hash
+ * (what is hashed is what will be renamed into place). Failures fail the
+ * file, not the session.
+ */
+void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g)
+{
+	uint8_t *buf;
+	uint64_t done = 0;
+
+	if (f->failed) {
+		return;
+	}
+	while (done < g->len) {
+		loff_t in = (loff_t)(g->offset + done), out = in;
+		ssize_t n = copy_file_range(f->oldfd, &in, f->tfd, &out, g->len - done, 0);
+
+		if (n <= 0) {
+			file_fail(f, n < 0 ? errno_to_perr(negerrno()) : PERR_IO,
+				  "delta %s: copy from the old file: %s", f->name,
+				  n < 0 ? strerror(errno) : "it got shorter");
+			return;
+		}
+		done += (uint64_t)n;
+	}
+	buf = delta_buf(e);
+	if (!buf) {
+		file_fail(f, PERR_INTERNAL, "out of memory");
+		return;
+	}
+	for (done = 0; done < g->len;) {
+		size_t want = MIN((uint64_t)DELTA_BUF, g->len - done);
+		ssize_t n = pread(f->tfd, buf, want, (off_t)(g->offset + done));
+
+		if (n <= 0) {
+			file_fail(f, n < 0 ? errno_to_perr(negerrno()) : PERR_IO,
+				  "delta %s: read back: %s", f->name,
+				  n < 0 ? strerror(errno) : "short file");
+			return;
+		}
+		file_hash_update(&f->hash, buf, (size_t)n);
+		done += (uint64_t)n;
+	}
+}
+
+/*
+ * Sender: DELTA SUMS for a file offered and not answered yet, in order
+ * from chunk 0, never more than the file has chunks. Only in a session
+ * that asked for --delta with a peer that knows it.
+ */
+int tx_delta_sums(struct engine *e, const struct msg_delta *d)
+{
+	struct efile *f = file_by_id(e, d->id);
+	uint64_t n;
+
+	if (!e->delta || d->kind != PROTO_DELTA_SUMS || !f || f->acked ||
+	    f->ftype != PROTO_FT_REG || d->first != f->ndsum) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA SUMS for id %u out of place", d->id);
+	}
+	n = delta_chunks(e, f->size);
+	if (n > PROTO_MAX_DELTA_CHUNKS || d->count > n - d->first) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "DELTA SUMS for %s: chunks %llu..%llu, the file has %llu", f->name,
+			    (unsigned long long)d->first,
+			    (unsigned long long)(d->first + d->count - 1), (unsigned long long)n);
+	}
+	if (!f->dsum) {
+		f->dsum = calloc(n, HASH_LEN);
+		if (!f->dsum) {
+			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		}
+	}
+	memcpy(f->dsum[f->ndsum], d->sums, (size_t)d->count * HASH_LEN);
+	f->ndsum += d->count;
+	return 0;
+}
+
+/* Sender: has the receiver this chunk (whole, canonical) already? */
+bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
+			const void *buf)
+{
+	uint64_t cs = e->p->chunk_size, i = c->off / cs;
+	uint8_t h[HASH_LEN];
+
+	if (c->off % cs || i >= f->ndsum || c->len != MIN(cs, f->size - c->off)) {
+		return false;
+	}
+	delta_digest(buf, c->len, h);
+	return memcmp(h, f->dsum[i], HASH_LEN) == 0;
+}
+
+/* The SAME ranges noted so far, in one DELTA (before anything that must follow them). */
+int tx_delta_flush(struct engine *e)
+{
+	_cleanup_free_ struct msg *m = NULL;
+	int r;
+
+	if (!e->sq || e->sq->count == 0) {
+		return 0;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	m->type = MSG_DELTA;
+	m->u.delta = *e->sq;
+	e->sq->count = 0;
+	r = chan_queue(e->p->chan, m);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+/* [off, off + len) of f is unchanged: into the next SAME, merged with the range before it. */
+int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
+{
+	struct msg_delta *q;
+	int r;
+
+	/* One order for all ranges: the ZEROS noted before go first. */
+	r = tx_zeros_flush(e);
+	if (r < 0) {
+		return r;
+	}
+	if (!e->sq) {
+		e->sq = calloc(1, sizeof(*e->sq));
+		if (!e->sq) {
+			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		}
+	}
+	q = e->sq;
+	f->skipped += len;
+	if (q->count > 0 && q->id == f->id &&
+	    q->r[q->count - 1].offset + q->r[q->count - 1].len == off) {
+		q->r[q->count - 1].len += len;
+		return 0;
+	}
+	if (q->count > 0 && (q->id != f->id || q->count == PROTO_MAX_RESUME_RANGES)) {
+		r = tx_delta_flush(e);
+		if (r < 0) {
+			return r;
+		}
+	}
+	q->id = f->id;
+	q->kind = PROTO_DELTA_SAME;
+	q->r[q->count++] = (struct proto_range){ .offset = off, .len = len };
+	return 0;
+}
