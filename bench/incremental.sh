@@ -40,41 +40,13 @@ else
 fi
 SMALL_SIZE=4096
 
-die() { echo "bench: $*" >&2; exit 1; }
-log() { echo "# $*" >&2; }
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
 
 [ -x "$RDMACP" ] && [ -x "$RDMACPD" ] || die "binaries not built in $BUILD_DIR"
-for t in rsync xxhsum python3 openssl bc; do
-	command -v "$t" >/dev/null || die "missing $t (scripts/deps.sh installs it)"
-done
-
+need rsync xxhsum python3 openssl bc
 mkdir -p "$BENCH_DIR/data" || die "cannot create $BENCH_DIR"
-R=$(mktemp -d "$BENCH_DIR/inc.XXXXXX") || die "mktemp"
-PIDS=()
-cleanup() {
-	local p
-	trap - EXIT INT TERM
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	rm -rf "$R"
-}
-trap cleanup EXIT
-trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_port() { # PORT PID
-	local i
-	for i in $(seq 1 200); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		kill -0 "$2" 2>/dev/null || return 1
-		sleep 0.025
-	done
-	return 1
-}
-now() { date +%s.%N; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+bench_workdir inc
 
 # ---------------------------------------------------------------- source data (as bench/run.sh)
 BIG=$BENCH_DIR/data/big-${BIG_MIB}M.bin
@@ -94,43 +66,9 @@ if ! [ -d "$SMALL" ] || [ "$(find "$SMALL" -type f | wc -l)" -ne "$NSMALL" ]; th
 fi
 
 # ---------------------------------------------------------------- daemons
-RD_PORT=$(free_port)
-"$RDMACP" certs init "$R/certs" >/dev/null || die "rdmacp certs init"
 mkdir -p "$R/mod"
-cat >"$R/d.conf" <<EOF
-[global]
-listen = 127.0.0.1:$RD_PORT
-cert = $R/certs/server.crt
-key = $R/certs/server.key
-ca = $R/certs/ca.crt
-idle timeout = 120
-
-[bench]
-path = $R/mod
-allow = client
-uid = $(id -u)
-gid = $(id -g)
-EOF
-"$RDMACPD" --config "$R/d.conf" >"$R/d.log" 2>&1 &
-PIDS+=($!)
-wait_port "$RD_PORT" $! || { cat "$R/d.log" >&2; die "rdmacpd did not start"; }
-RD=("$RDMACP" --config /dev/null --cert "$R/certs/client.crt" --key "$R/certs/client.key"
-	--ca "$R/certs/ca.crt" -P "$RD_PORT" --transport tcp)
-
-RS_PORT=$(free_port)
-cat >"$R/rsyncd.conf" <<EOF
-pid file = $R/rsyncd.pid
-use chroot = no
-uid = $(id -u)
-gid = $(id -g)
-[bench]
-path = $R/mod
-read only = no
-EOF
-rsync --daemon --no-detach --address=127.0.0.1 --port="$RS_PORT" --config="$R/rsyncd.conf" \
-	--log-file="$R/rsyncd.log" &
-PIDS+=($!)
-wait_port "$RS_PORT" $! || die "rsync daemon did not start"
+bench_rdmacpd "$R/mod"
+bench_rsyncd "$R/mod"
 
 # ---------------------------------------------------------------- (a) check vs xxhsum
 log "(a) copying the ${BIG_MIB} MiB file into the module"
