@@ -499,6 +499,14 @@ struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(struct engine *e, struct efile *f);
 void file_release(struct engine *e, struct efile *f);
 
+/*
+ * engine_tx.c: pool chunk ci (len bytes of file_id at off) into the receiver's
+ * next free slot on lane: the payload WRITE, then the descriptor's
+ * WRITE_WITH_IMM behind it on the same lane. Returns the slot, or -errno.
+ */
+int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
+		 uint32_t len);
+
 /* engine.c: register the pool with io_uring before its first fixed read or write. */
 int engine_pin_pool(struct engine *e);
 void hash_zeros(struct file_hash *h, uint64_t len);

@@ -264,53 +264,24 @@ static int btx_setup(struct engine *e)
 	return tx_wait_ring(e);
 }
 
-/* The next chunk of the stream, from pool chunk ci into a free slot on lane (as tx_post_chunk). */
+/* The next chunk of the stream, from pool chunk ci into a free slot on lane (tx_post_slot). */
 static int btx_post(struct engine *e, uint32_t ci, unsigned lane)
 {
 	struct bench_state *b = e->bench;
 	uint64_t idx = b->next;
 	uint64_t off = idx * e->p->chunk_size;
 	uint32_t len = bench_chunk_len(e, idx);
-	uint32_t slot = e->free_slots[--e->nfree_slots];
 	uint8_t *buf = pool_chunk(e->pool, ci);
-	uint8_t *stage = e->desc_area + (size_t)ci * PROTO_DESC_LEN;
-	struct proto_desc d = {
-		.file_id = BENCH_STREAM_ID, .len = len, .offset = off, .seq = ++e->seq
-	};
-	struct xport_wr data = {
-		.opcode = XPORT_OP_WRITE,
-		.mr = e->mr,
-		.buf = buf,
-		.len = len,
-		.remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
-		.rkey = e->rkey[lane],
-		.lane = lane,
-	};
-	struct xport_wr desc = {
-		.opcode = XPORT_OP_WRITE_IMM,
-		.flags = XPORT_SEND_INLINE,
-		.mr = e->mr,
-		.buf = stage,
-		.len = PROTO_DESC_LEN,
-		.remote_addr = e->rdesc_addr + (uint64_t)slot * PROTO_DESC_LEN,
-		.rkey = e->rkey[lane],
-		.imm = proto_imm(PROTO_IMM_DATA, slot),
-		.lane = lane,
-	};
-	int r;
+	int slot;
 
 	engine_bench_stamp(buf, len, off, e->p->bench_seed);
 	if ((e->p->faults & ENGINE_FAULT_BENCH_MISPLACE) && idx == 1) {
 		engine_bench_stamp(buf, len, 0, e->p->bench_seed);
 	}
-	proto_desc_encode(&d, stage);
 	e->chunks[ci].state = CH_POSTED;
-	r = lane_push(e, &data, -1);
-	if (r >= 0) {
-		r = lane_push(e, &desc, (int32_t)ci);
-	}
-	if (r < 0) {
-		return r;
+	slot = tx_post_slot(e, ci, lane, BENCH_STREAM_ID, off, len);
+	if (slot < 0) {
+		return slot;
 	}
 	b->slot_chunk[slot] = idx;
 	b->next++;

@@ -517,25 +517,17 @@ static int tx_file_sent(struct engine *e, struct efile *f)
 	return tx_send_done(e, f);
 }
 
-/*
- * Chunk ci, next in its file's order, into the receiver's next free slot
- * on this lane: hashed, then the payload WRITE and the descriptor's
- * WRITE_WITH_IMM behind it.
- */
-static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
+int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
+		 uint32_t len)
 {
-	struct chunk *c = &e->chunks[ci];
-	struct efile *f = &e->files[c->fidx];
 	uint32_t slot = e->free_slots[--e->nfree_slots];
 	uint8_t *stage = e->desc_area + (size_t)ci * PROTO_DESC_LEN;
-	struct proto_desc d = {
-		.file_id = f->id, .len = c->len, .offset = c->off, .seq = ++e->seq
-	};
+	struct proto_desc d = { .file_id = file_id, .len = len, .offset = off, .seq = ++e->seq };
 	struct xport_wr data = {
 		.opcode = XPORT_OP_WRITE,
 		.mr = e->mr,
 		.buf = pool_chunk(e->pool, ci),
-		.len = c->len,
+		.len = len,
 		.remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
 		.rkey = e->rkey[lane],
 		.lane = lane,
@@ -553,17 +545,28 @@ static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 	};
 	int r;
 
-	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
 	proto_desc_encode(&d, stage);
 	r = lane_push(e, &data, -1);
 	if (r >= 0) {
 		r = lane_push(e, &desc, (int32_t)ci);
 	}
-	if (r < 0) {
-		return r;
+	return r < 0 ? r : (int)slot;
+}
+
+/* Chunk ci, next in its file's order, hashed and posted (tx_post_slot). */
+static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+	int slot;
+
+	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len);
+	if (slot < 0) {
+		return slot;
 	}
 	c->state = CH_POSTED;
-	c->slot = slot;
+	c->slot = (uint32_t)slot;
 	f->send_off += c->len;
 	f->chunks_out--;
 	e->bytes_progress += c->len;
