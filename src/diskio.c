@@ -226,7 +226,8 @@ int diskio_open_read_flags(int dirfd, const char *path, uint32_t chunk_size, uns
 	}
 	fl &= ~O_NONBLOCK;
 
-	r = diskio_dio_align(fd, &a);
+	/* Direct I/O's alignment only matters where it is asked for. */
+	r = chunk_size != 0 ? diskio_dio_align(fd, &a) : (a = (struct dio_align){ 0 }, 0);
 	if (r < 0) {
 		return r;
 	}

@@ -427,12 +427,25 @@ int fspath_link_anon(int dirfd, int fd, const char *leaf)
 		return r;
 	}
 	/*
-	 * linkat through /proc needs no CAP_DAC_READ_SEARCH (AT_EMPTY_PATH
-	 * would). It creates the name or fails with EEXIST: it never follows
-	 * or replaces what is there, so a first copy needs one directory entry.
+	 * linkat creates the name or fails with EEXIST: it never follows or
+	 * replaces what is there, so a first copy needs one directory entry.
+	 * AT_EMPTY_PATH spares the lookup of a /proc path, but needs
+	 * CAP_DAC_READ_SEARCH (ENOENT without it); through /proc needs none.
 	 */
+	static _Atomic bool no_empty_path;
+	int ok = -1;
+
+	if (!no_empty_path) {
+		ok = linkat(fd, "", dirfd, leaf, AT_EMPTY_PATH);
+		if (ok < 0 && (errno == ENOENT || errno == EPERM)) {
+			no_empty_path = true;
+		}
+	}
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	if (linkat(AT_FDCWD, proc, dirfd, leaf, AT_SYMLINK_FOLLOW) == 0) {
+	if (ok < 0 && no_empty_path) {
+		ok = linkat(AT_FDCWD, proc, dirfd, leaf, AT_SYMLINK_FOLLOW);
+	}
+	if (ok == 0) {
 		return 0;
 	}
 	if (errno != EEXIST) {
