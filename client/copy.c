@@ -135,6 +135,8 @@ static int finish(struct xfer *x, const struct engine_stats *st, uint64_t local_
 		.resumed_bytes = st->bytes_resumed,
 		.zero_bytes = st->bytes_zero,
 		.skipped_bytes = st->bytes_unchanged,
+		.packed_files = st->files_packed,
+		.packed_slots = st->packed_slots,
 		.dry_run = x->o->dry_run,
 		.completed = x->completed,
 	};

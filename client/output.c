@@ -432,10 +432,11 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failed\":%" PRIu64
 		       ",\"failures\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"deleted\":%" PRIu64
 		       ",\"resumed_bytes\":%" PRIu64 ",\"data_bytes\":%" PRIu64
-		       ",\"zero_bytes\":%" PRIu64 ",\"skipped_bytes\":%" PRIu64 ",\"dry_run\":%s",
+		       ",\"zero_bytes\":%" PRIu64 ",\"skipped_bytes\":%" PRIu64
+		       ",\"packed_files\":%" PRIu64 ",\"packed_slots\":%" PRIu64 ",\"dry_run\":%s",
 		       t->files, t->bytes, secs, rate, t->failed, t->failed, t->skipped, t->deleted,
-		       t->resumed_bytes, t->bytes, t->zero_bytes, t->skipped_bytes,
-		       t->dry_run ? "true" : "false");
+		       t->resumed_bytes, t->bytes, t->zero_bytes, t->skipped_bytes, t->packed_files,
+		       t->packed_slots, t->dry_run ? "true" : "false");
 		if (out->mirror) {
 			printf(",\"delete_withheld\":%" PRIu64 ",\"delete_suppressed\":%s",
 			       out->delete_withheld, out->delete_suppressed ? "true" : "false");

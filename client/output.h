@@ -108,6 +108,8 @@ struct output_totals {
 	uint64_t resumed_bytes; /* bytes a partial held and that were not sent again */
 	uint64_t zero_bytes;	/* bytes described as zeros, no payload (ZEROS) */
 	uint64_t skipped_bytes; /* --delta: bytes unchanged at the destination, not sent */
+	uint64_t packed_files;	/* regular files that travelled whole in shared slots */
+	uint64_t packed_slots;	/* ... and those slots */
 	bool dry_run;
 	bool completed; /* the exchange ran to its end (files may have failed) */
 };

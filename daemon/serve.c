@@ -471,7 +471,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 	struct engine_limits limits = { 0 };
 	struct engine_stats st;
 	uint32_t code = 0;
-	char err[512], skipped[120] = "", resumed[128] = "";
+	char err[512], skipped[120] = "", resumed[256] = "";
 	int r;
 
 	ep.role = pull_srcs ? ENGINE_SENDER : ENGINE_RECEIVER;
@@ -568,6 +568,10 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 
 		snprintf(resumed + n, sizeof(resumed) - n, ", %llu bytes unchanged (--delta)",
 			 (unsigned long long)st.bytes_unchanged);
+	}
+	if (st.packed_slots) {
+		log_debug("%s: %llu files travelled packed in %llu slots", c->peer,
+			  (unsigned long long)st.files_packed, (unsigned long long)st.packed_slots);
 	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,

@@ -164,7 +164,8 @@ void proto_desc_encode(const struct proto_desc *d, uint8_t out[PROTO_DESC_LEN])
 	wbuf_put_u32(&w, d->len);
 	wbuf_put_u64(&w, d->offset);
 	wbuf_put_u64(&w, d->seq);
-	wbuf_put_u64(&w, 0);
+	wbuf_put_u32(&w, d->file_id == 0 ? d->pieces : 0);
+	wbuf_put_u32(&w, 0);
 }
 
 int proto_desc_decode(const uint8_t in[PROTO_DESC_LEN], struct proto_desc *ret)
@@ -177,11 +178,49 @@ int proto_desc_decode(const uint8_t in[PROTO_DESC_LEN], struct proto_desc *ret)
 	d.len = rbuf_get_u32(&r);
 	d.offset = rbuf_get_u64(&r);
 	d.seq = rbuf_get_u64(&r);
-	if (r.error || rbuf_get_u64(&r) != 0) {
+	d.pieces = rbuf_get_u32(&r);
+	if (r.error || rbuf_get_u32(&r) != 0) {
+		return -EBADMSG;
+	}
+	/* Packed: at least one piece of one byte and its table entry; else no pieces. */
+	if (d.file_id == 0 ? d.pieces == 0 || d.pieces > PROTO_MAX_PIECES || d.offset != 0 ||
+				 d.len / (PROTO_PIECE_LEN + 1) < d.pieces
+			   : d.pieces != 0) {
 		return -EBADMSG;
 	}
 	*ret = d;
 	return 0;
+}
+
+void proto_piece_encode(const struct proto_piece *pc, uint8_t out[PROTO_PIECE_LEN])
+{
+	struct wbuf w;
+
+	wbuf_init(&w, out, PROTO_PIECE_LEN);
+	wbuf_put_u32(&w, pc->id);
+	wbuf_put_u32(&w, pc->len);
+}
+
+int proto_pieces_decode(const uint8_t *slot, const struct proto_desc *d, struct proto_piece *out)
+{
+	uint32_t table = d->len - d->pieces * PROTO_PIECE_LEN, at = 0;
+	struct rbuf r;
+
+	if (d->file_id != 0 || d->pieces == 0 || d->pieces > PROTO_MAX_PIECES ||
+	    d->len / (PROTO_PIECE_LEN + 1) < d->pieces) {
+		return -EBADMSG;
+	}
+	rbuf_init(&r, slot + table, (size_t)d->pieces * PROTO_PIECE_LEN);
+	for (uint32_t i = 0; i < d->pieces; i++) {
+		out[i].id = rbuf_get_u32(&r);
+		out[i].len = rbuf_get_u32(&r);
+		out[i].at = at;
+		if (out[i].id == 0 || out[i].len == 0 || out[i].len > table - at) {
+			return -EBADMSG;
+		}
+		at += out[i].len;
+	}
+	return r.error || at != table ? -EBADMSG : 0;
 }
 
 /* ---- encoders ---------------------------------------------------------- */

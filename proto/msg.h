@@ -93,8 +93,9 @@ enum {
 	/* OPEN ENCRYPT and its wish byte, OPEN_OK's lanes byte: sealed tcp lanes */
 	PROTO_CAP_ENCRYPT = 1u << 17,
 	PROTO_CAP_DELTA = 1u << 18, /* OPEN DELTA, DELTA messages */
+	PROTO_CAP_PACK = 1u << 19,  /* packed slots: whole small files, a piece table */
 };
-#define PROTO_CAPS_KNOWN 0x7ffffu
+#define PROTO_CAPS_KNOWN 0xfffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -570,16 +571,37 @@ struct msg {
 	} u;
 };
 
-/* Slot descriptor written into the receiver's descriptor array. */
-#define PROTO_DESC_LEN 32
+/*
+ * Slot descriptor written into the receiver's descriptor array. A packed
+ * slot (PROTO_CAP_PACK) has file id 0, offset 0 and pieces > 0: its len
+ * bytes are whole files back to back, then a table of pieces entries of
+ * PROTO_PIECE_LEN bytes (file id u32, length u32) in the same order.
+ */
+#define PROTO_DESC_LEN	 32
+#define PROTO_PIECE_LEN	 8
+#define PROTO_MAX_PIECES 1024 /* pieces in one packed slot */
 struct proto_desc {
 	uint32_t file_id;
 	uint32_t len;
 	uint64_t offset;
-	uint64_t seq; /* sender's chunk sequence number, for diagnostics */
+	uint64_t seq;	 /* sender's chunk sequence number, for diagnostics */
+	uint32_t pieces; /* a packed slot's file count; 0 otherwise */
 };
 void proto_desc_encode(const struct proto_desc *d, uint8_t out[PROTO_DESC_LEN]);
 int proto_desc_decode(const uint8_t in[PROTO_DESC_LEN], struct proto_desc *ret);
+
+struct proto_piece {
+	uint32_t id;
+	uint32_t len;
+	uint32_t at; /* where its bytes start in the slot (decoded, not on the wire) */
+};
+/*
+ * The piece table of a packed slot whose descriptor is d: its d->pieces
+ * entries (ids non-zero, each at least one byte) must account for exactly
+ * the bytes before the table. out has room for d->pieces entries.
+ */
+int proto_pieces_decode(const uint8_t *slot, const struct proto_desc *d, struct proto_piece *out);
+void proto_piece_encode(const struct proto_piece *pc, uint8_t out[PROTO_PIECE_LEN]);
 
 /* Immediate values on the data path. */
 #define PROTO_IMM_KIND_SHIFT 24

@@ -102,7 +102,13 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
 /* Sender: fill-and-pass rounds in one turn of the loop before it looks at its events. */
 #define TX_PASS_TURNS 16
 
-enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4 };
+enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4, UD_PREAD = 5, UD_PWRITE = 6 };
+/*
+ * Packed slots (PROTO_CAP_PACK, engine_pack.c): a regular file of at most
+ * this many bytes, and at most a quarter of the chunk, travels whole in a
+ * slot shared with others.
+ */
+#define PACK_FILE_MAX ((uint64_t)256 << 10)
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
 #define UD_KIND(ud)   ((unsigned)((ud) >> 56))
 #define UD_IDX(ud)    ((uint32_t)(ud))
@@ -118,6 +124,10 @@ struct chunk {
 	uint32_t len;  /* payload bytes */
 	uint32_t done; /* bytes read so far */
 	uint32_t slot; /* receiver slot once posted */
+	/* A pack: whole files (fidx + 1 in a list through efile.pk_next), then their table. */
+	bool packed, closed;
+	uint32_t npieces, fill, reads_out;
+	uint32_t first, last;
 };
 
 struct rslot {
@@ -129,6 +139,8 @@ struct rslot {
 	uint32_t wdone; /* bytes written so far */
 	uint32_t lane;
 	bool credit_due;	 /* done, its credit held back by --bwlimit */
+	bool packed;		 /* whole files (engine_pack.c): fidx means nothing */
+	uint32_t pieces_left;	 /* packed: writes of its files not done yet */
 	uint8_t chash[HASH_LEN]; /* --partial: the chunk's own hash, for the journal */
 };
 
@@ -187,6 +199,13 @@ struct efile {
 	struct proto_range *sr;
 	uint32_t nsr, sr_cap;
 	uint64_t skipped;
+	/*
+	 * Packed (engine_pack.c): the sender's pool chunk or the receiver's
+	 * slot it travels in, where its bytes start there, how many are read
+	 * or written; the sender's next file in the same pack (fidx + 1).
+	 */
+	bool packed;
+	uint32_t pk_at, pk_off, pk_done, pk_next;
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
 	char *leaf;
@@ -433,9 +452,12 @@ struct engine {
 	/* --partial with ZEROS: the XXH3-128 of one chunk of zeros, for the journal. */
 	uint8_t zero_chunk_hash[HASH_LEN];
 	bool zero_chunk_hashed;
-	bool zeros;	   /* see engine_zeros */
-	bool delta;	   /* --delta asked for, and both ends know DELTA */
-	uint32_t zr_total; /* receiver: ZEROS ranges waiting in all files (efile.nzr) */
+	bool zeros;		    /* see engine_zeros */
+	bool delta;		    /* --delta asked for, and both ends know DELTA */
+	bool pack;		    /* both ends know packed slots */
+	int32_t pack_ci;	    /* sender: the pack being filled, -1 none */
+	struct proto_piece *pieces; /* receiver: a packed slot's table, decoded */
+	uint32_t zr_total;	    /* receiver: ZEROS ranges waiting in all files (efile.nzr) */
 	/* Sender: chunks passed over without a slot (zeros, kept); the step goes on while they are. */
 	uint64_t passes;
 	bool again; /* work left that needs no event: the loop does not sleep */
@@ -505,7 +527,17 @@ void file_release(struct engine *e, struct efile *f);
  * WRITE_WITH_IMM behind it on the same lane. Returns the slot, or -errno.
  */
 int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
-		 uint32_t len);
+		 uint32_t len, uint32_t pieces);
+int tx_send_done(struct engine *e, struct efile *f);
+
+/* engine_pack.c */
+bool tx_packable(const struct engine *e, const struct efile *f);
+int tx_pack_add(struct engine *e, struct efile *f);
+void tx_pack_close(struct engine *e);
+void tx_pread_done(struct engine *e, uint32_t fidx, int res);
+int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane);
+int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
+void rx_pwrite_done(struct engine *e, uint32_t fidx, int res);
 
 /* engine.c: register the pool with io_uring before its first fixed read or write. */
 int engine_pin_pool(struct engine *e);
@@ -531,6 +563,9 @@ int tx_on_credit(struct engine *e, const struct xport_wc *wc);
 
 /* engine_rx.c */
 void rx_write_done(struct engine *e, uint32_t slot, int res);
+uint8_t *rx_slot_buf(struct engine *e, uint32_t slot);
+int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes);
+int rx_credit(struct engine *e, uint32_t slot);
 int rx_offer_ring(struct engine *e);
 
 uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t textlen);

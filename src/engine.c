@@ -555,6 +555,7 @@ static void teardown(struct engine *e)
 	free(e->chunks);
 	free(e->free_slots);
 	free(e->rslots);
+	free(e->pieces);
 	free(e->commit_batch);
 	free(e->batch);
 	free(e->seen);
@@ -815,6 +816,8 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	    p->x && (p->peer_caps & PROTO_CAP_ZEROS) && (hello_local_caps() & PROTO_CAP_ZEROS);
 	e->delta = p->x && (p->open_flags & PROTO_OPEN_DELTA) && (p->peer_caps & PROTO_CAP_DELTA) &&
 		   (hello_local_caps() & PROTO_CAP_DELTA);
+	e->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
+	e->pack_ci = -1;
 	err[0] = '\0';
 
 	r = setup(e);

@@ -104,6 +104,9 @@ struct engine_stats {
 	/* A probe (engine_params.x NULL): entries the receiver would copy, and their bytes. */
 	uint64_t files_planned;
 	uint64_t bytes_planned;
+	/* Packed slots (both roles): regular files that travelled whole in shared slots, and those slots. */
+	uint64_t files_packed;
+	uint64_t packed_slots;
 	/*
 	 * Bench roles: bytes per lane (posted by the sender, verified by the
 	 * receiver), and the seconds from the first chunk posted (received) to

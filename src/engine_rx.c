@@ -6,8 +6,6 @@
  */
 #include "engine-internal.h"
 
-static int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes);
-
 /*
  * A second, O_DIRECT descriptor for the temp file where the file system
  * allows it: whole aligned chunks then go from the ring to the disk without
@@ -763,7 +761,7 @@ static int rx_delta_same(struct engine *e, const struct msg_delta *d)
 }
 
 /* The bytes of a held slot: the ones that are hashed and written (see rx_slot_hold). */
-static uint8_t *rx_slot_buf(struct engine *e, uint32_t slot)
+uint8_t *rx_slot_buf(struct engine *e, uint32_t slot)
 {
 	return pool_chunk(e->pool, e->rx_copy ? e->copy_base + slot : slot);
 }
@@ -774,7 +772,7 @@ static uint8_t *rx_slot_buf(struct engine *e, uint32_t slot)
  * fence the slot the peer's writes into it are refused (its lane fails);
  * elsewhere the bytes are copied out of the peer's reach first.
  */
-static int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes)
+int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes)
 {
 	struct xport *x = e->p->x;
 	int r;
@@ -820,7 +818,9 @@ static int rx_credit_now(struct engine *e, uint32_t slot)
 	int r;
 
 	s->state = SL_FREE;
-	f->held--;
+	if (!s->packed) {
+		f->held--;
+	}
 	e->credits++;
 	/* The peer may write the slot again once it has the credit, not before. */
 	r = rx_slot_unhold(e, slot);
@@ -839,7 +839,7 @@ static int rx_credit_now(struct engine *e, uint32_t slot)
  * once it has the credit, so credits go back no faster than the limit; the
  * slot stays held (and its file uncommitted) until then.
  */
-static int rx_credit(struct engine *e, uint32_t slot)
+int rx_credit(struct engine *e, uint32_t slot)
 {
 	struct rslot *s = &e->rslots[slot];
 
@@ -873,9 +873,11 @@ static int rx_credit_flush(struct engine *e)
 		s->credit_due = false;
 		e->ncredit_due--;
 		e->bw_sent += s->len;
+		bool packed = s->packed;
 		int r = rx_credit_now(e, i);
 
-		if (r >= 0) {
+		/* A pack's files finish with their writes (rx_pwrite_done). */
+		if (r >= 0 && !packed) {
 			r = rx_maybe_finish(e, f);
 		}
 		if (r < 0) {
@@ -967,6 +969,9 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 	}
 	if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
+	}
+	if (d.file_id == 0) {
+		return rx_packed(e, slot, lane, &d);
 	}
 	f = file_by_id(e, d.file_id);
 	/* FILE_DONE may overtake the data (different connections), not exceed it. */

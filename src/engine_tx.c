@@ -241,7 +241,7 @@ static int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_
 	return 0;
 }
 
-static int tx_send_done(struct engine *e, struct efile *f)
+int tx_send_done(struct engine *e, struct efile *f)
 {
 	struct msg m = { .type = MSG_FILE_DONE };
 	/* Its zero and unchanged ranges go first: the receiver refuses them after FILE_DONE. */
@@ -403,7 +403,10 @@ static int tx_fill(struct engine *e)
 	while (e->oldest_id <= e->next_id && !file_by_id(e, e->oldest_id)) {
 		e->oldest_id++;
 	}
-	for (uint32_t id = e->oldest_id; id <= e->next_id && e->pool->nfree > 0; id++) {
+	bool fds_full = false;
+
+	for (uint32_t id = e->oldest_id;
+	     id <= e->next_id && (e->pool->nfree > 0 || e->pack_ci >= 0); id++) {
 		struct efile *f = file_by_id(e, id);
 
 		if (!f || !f->acked || f->done_sent) {
@@ -411,6 +414,7 @@ static int tx_fill(struct engine *e)
 		}
 		if (!f->started) {
 			if (e->open_fds >= OPEN_FILES_MAX) {
+				fds_full = true;
 				break;
 			}
 			f->started = true;
@@ -432,6 +436,17 @@ static int tx_fill(struct engine *e)
 			r = tx_send_done(e, f);
 			if (r < 0) {
 				return r;
+			}
+			continue;
+		}
+		if (f->read_off == 0 && tx_packable(e, f)) {
+			/* Whole, into the pack being filled: read with the others, one slot. */
+			r = tx_pack_add(e, f);
+			if (r < 0) {
+				return r;
+			}
+			if (r == 0) {
+				break; /* no pool chunk for a new pack */
 			}
 			continue;
 		}
@@ -460,6 +475,13 @@ static int tx_fill(struct engine *e)
 				return r;
 			}
 		}
+	}
+	/*
+	 * A pack goes when nothing more can join it now; one that waits only
+	 * for open files to close (their reads complete) stays open for more.
+	 */
+	if (!fds_full) {
+		tx_pack_close(e);
 	}
 	return 0;
 }
@@ -518,11 +540,13 @@ static int tx_file_sent(struct engine *e, struct efile *f)
 }
 
 int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
-		 uint32_t len)
+		 uint32_t len, uint32_t pieces)
 {
 	uint32_t slot = e->free_slots[--e->nfree_slots];
 	uint8_t *stage = e->desc_area + (size_t)ci * PROTO_DESC_LEN;
-	struct proto_desc d = { .file_id = file_id, .len = len, .offset = off, .seq = ++e->seq };
+	struct proto_desc d = {
+		.file_id = file_id, .len = len, .offset = off, .seq = ++e->seq, .pieces = pieces
+	};
 	struct xport_wr data = {
 		.opcode = XPORT_OP_WRITE,
 		.mr = e->mr,
@@ -561,7 +585,7 @@ static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 	int slot;
 
 	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
-	slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len);
+	slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len, 0);
 	if (slot < 0) {
 		return slot;
 	}
@@ -685,6 +709,22 @@ static int tx_post_ready(struct engine *e)
 			unsigned lane;
 
 			if (c->state != CH_READY) {
+				continue;
+			}
+			if (c->packed) {
+				if (e->p->bwlimit && !bw_allows(e, c->fill)) {
+					return 0;
+				}
+				lane = (unsigned)(e->rr_lane % x->nlanes);
+				if (!lane_room(e, lane, 2)) {
+					continue;
+				}
+				e->rr_lane++;
+				r = tx_post_pack(e, ci, lane);
+				if (r < 0) {
+					return r;
+				}
+				progress = true;
 				continue;
 			}
 			f = &e->files[c->fidx];

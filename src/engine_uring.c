@@ -59,6 +59,12 @@ int on_uring(struct engine *e)
 		case UD_WRITE:
 			rx_write_done(e, UD_IDX(ud), res);
 			break;
+		case UD_PREAD:
+			tx_pread_done(e, UD_IDX(ud), res);
+			break;
+		case UD_PWRITE:
+			rx_pwrite_done(e, UD_IDX(ud), res);
+			break;
 		case UD_FSYNC:
 			rx_fsync_done(e, &e->files[UD_IDX(ud)], res);
 			break;

@@ -8,7 +8,7 @@
  * canonical: encode(decode(x)) == x byte for byte, and that encoding decodes
  * and re-encodes to itself. Every payload is decoded from an exact-size heap
  * copy so ASan sees any over-read. The input is also read as 32-byte slot
- * descriptors.
+ * descriptors (a packed slot's table too).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -93,6 +93,22 @@ static void descriptors(const uint8_t *data, size_t size)
 		if (proto_desc_decode(data + off, &d) == 0) {
 			proto_desc_encode(&d, again);
 			CHECK(memcmp(again, data + off, PROTO_DESC_LEN) == 0);
+			/* A packed slot: its table read from what follows, within the input. */
+			if (d.file_id == 0 && d.len <= size - off - PROTO_DESC_LEN) {
+				struct proto_piece *pc = calloc(d.pieces, sizeof(*pc));
+				uint64_t sum = 0;
+
+				CHECK(pc != NULL);
+				if (proto_pieces_decode(data + off + PROTO_DESC_LEN, &d, pc) == 0) {
+					for (uint32_t i = 0; i < d.pieces; i++) {
+						CHECK(pc[i].id != 0 && pc[i].len != 0);
+						CHECK(pc[i].at == sum);
+						sum += pc[i].len;
+					}
+					CHECK(sum + (uint64_t)d.pieces * PROTO_PIECE_LEN == d.len);
+				}
+				free(pc);
+			}
 		}
 	}
 }

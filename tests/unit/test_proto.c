@@ -2169,6 +2169,90 @@ static void test_desc(void **state)
 	assert_int_equal(proto_imm(PROTO_IMM_CREDIT, 0x1234567), 0x02234567u);
 }
 
+/* A packed slot's descriptor: file id 0, offset 0, a piece count that fits its length. */
+static void test_desc_packed(void **state)
+{
+	struct proto_desc d = { .len = 9 * 3, .seq = 7, .pieces = 3 }, out;
+	uint8_t b[PROTO_DESC_LEN];
+
+	(void)state;
+	proto_desc_encode(&d, b);
+	assert_int_equal(b[27], 3); /* pieces, big-endian u32 at 24 */
+	assert_int_equal(proto_desc_decode(b, &out), 0);
+	assert_int_equal(out.file_id, 0);
+	assert_int_equal(out.pieces, 3);
+	assert_int_equal(out.len, 27);
+
+	/* Each piece needs its byte and its table entry. */
+	d.len = 9 * 3 - 1;
+	proto_desc_encode(&d, b);
+	assert_int_equal(proto_desc_decode(b, &out), -EBADMSG);
+	/* No pieces, too many, an offset: refused. */
+	d = (struct proto_desc){ .len = 1u << 20, .pieces = 0 };
+	proto_desc_encode(&d, b);
+	assert_int_equal(proto_desc_decode(b, &out), -EBADMSG);
+	d.pieces = PROTO_MAX_PIECES + 1;
+	proto_desc_encode(&d, b);
+	assert_int_equal(proto_desc_decode(b, &out), -EBADMSG);
+	d.pieces = PROTO_MAX_PIECES;
+	proto_desc_encode(&d, b);
+	assert_int_equal(proto_desc_decode(b, &out), 0);
+	d.offset = 4096;
+	proto_desc_encode(&d, b);
+	assert_int_equal(proto_desc_decode(b, &out), -EBADMSG);
+	/* A file's chunk carries no piece count (the encoder writes none; a peer might). */
+	d = (struct proto_desc){ .file_id = 1, .len = 10, .pieces = 2 };
+	proto_desc_encode(&d, b);
+	assert_int_equal(b[27], 0);
+	b[27] = 2;
+	assert_int_equal(proto_desc_decode(b, &out), -EBADMSG);
+}
+
+/* A packed slot's table: pieces back to back, accounting for every byte before the table. */
+static void test_pieces(void **state)
+{
+	uint8_t slot[64] = { 0 };
+	struct proto_piece out[4];
+	struct proto_desc d = { .pieces = 2 };
+	const struct proto_piece in[] = { { .id = 5, .len = 10 }, { .id = 9, .len = 6 } };
+
+	(void)state;
+	/* 16 bytes of data, then the table */
+	proto_piece_encode(&in[0], slot + 16);
+	proto_piece_encode(&in[1], slot + 24);
+	d.len = 32;
+	assert_int_equal(proto_pieces_decode(slot, &d, out), 0);
+	assert_int_equal(out[0].id, 5);
+	assert_int_equal(out[0].len, 10);
+	assert_int_equal(out[0].at, 0);
+	assert_int_equal(out[1].id, 9);
+	assert_int_equal(out[1].at, 10);
+
+	/* A byte more or less before the table than the pieces account for. */
+	d.len = 33;
+	memmove(slot + 17, slot + 16, 16);
+	assert_int_equal(proto_pieces_decode(slot, &d, out), -EBADMSG);
+	memmove(slot + 16, slot + 17, 16);
+	d.len = 32;
+	/* A piece of no bytes, id 0, a piece running into the table. */
+	struct proto_piece bad = { .id = 5, .len = 0 };
+	proto_piece_encode(&bad, slot + 16);
+	assert_int_equal(proto_pieces_decode(slot, &d, out), -EBADMSG);
+	bad = (struct proto_piece){ .id = 0, .len = 10 };
+	proto_piece_encode(&bad, slot + 16);
+	assert_int_equal(proto_pieces_decode(slot, &d, out), -EBADMSG);
+	bad = (struct proto_piece){ .id = 5, .len = 17 };
+	proto_piece_encode(&bad, slot + 16);
+	assert_int_equal(proto_pieces_decode(slot, &d, out), -EBADMSG);
+	bad = (struct proto_piece){ .id = 5, .len = UINT32_MAX };
+	proto_piece_encode(&bad, slot + 16);
+	assert_int_equal(proto_pieces_decode(slot, &d, out), -EBADMSG);
+	/* Not a packed descriptor at all. */
+	proto_piece_encode(&in[0], slot + 16);
+	d.file_id = 1;
+	assert_int_equal(proto_pieces_decode(slot, &d, out), -EBADMSG);
+}
+
 /* ---- wire reader and writer --------------------------------------------- */
 
 static void test_rbuf_latches(void **state)
@@ -2308,6 +2392,8 @@ int main(void)
 		cmocka_unit_test(test_encode_refuses),
 		cmocka_unit_test(test_filter_checks),
 		cmocka_unit_test(test_desc),
+		cmocka_unit_test(test_desc_packed),
+		cmocka_unit_test(test_pieces),
 		cmocka_unit_test(test_rbuf_latches),
 		cmocka_unit_test(test_rbuf_str16),
 		cmocka_unit_test(test_wbuf_latches),

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Many small files, in one run, on one machine over loopback (see docs/PERFORMANCE.md):
+# N files of S bytes in one directory, pushed into an empty directory, by
+#   rdmacp -r (tcp lanes; every file verified, fsynced and renamed into place)
+#   tar -c | nc | tar -x, then one sync -f of the destination
+#   rsync -a to an rsync daemon (its default: no fsync), then one sync -f
+#   rsync -a --fsync to an rsync daemon (the same durability as rdmacp)
+# Each case is timed end to end (sync included); files/s and the ratio
+# rdmacp/tool (> 1: rdmacp is faster) are printed, and the peak RSS of the
+# rdmacp client and of the daemon's session.
+# Targets (issue 12): rdmacp >= 1.0x tar|nc|tar + sync and >= 1.0x rsync + sync
+# on 10,000 x 4 KiB; 100,000 x 1 KiB with both peaks within 10 % of the
+# 10,000-file run's.
+#
+# usage: bench/smallfiles.sh [--quick] [--reps N] [--files N --size S] [--no-flat]
+#   --quick      1,000 x 4 KiB, no 100,000-file run
+#   --reps N     each measurement N times, the median reported (default 3)
+#   --files N --size S   the main case (default 10000 x 4096)
+#   --no-flat    leave out the 100,000 x 1 KiB memory run
+#
+# Environment: BENCH_DIR (default /var/tmp/rdmacp-bench; source data cached there),
+# RDMACP_BUILD_DIR (default <repo>/build).
+set -u
+export LC_ALL=C
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC_DIR=$(cd "$HERE/.." && pwd)
+BUILD_DIR=${RDMACP_BUILD_DIR:-$SRC_DIR/build}
+RDMACP=$BUILD_DIR/rdmacp
+RDMACPD=$BUILD_DIR/rdmacpd
+BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
+
+REPS=3 NFILES=10000 FSIZE=4096 FLAT=1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) NFILES=1000 FLAT=0 ;;
+	--reps) REPS=$2; shift ;;
+	--files) NFILES=$2; shift ;;
+	--size) FSIZE=$2; shift ;;
+	--no-flat) FLAT=0 ;;
+	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "unknown option: $1" >&2; exit 1 ;;
+	esac
+	shift
+done
+
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
+
+[ -x "$RDMACP" ] && [ -x "$RDMACPD" ] || die "binaries not built in $BUILD_DIR"
+need rsync nc tar python3 openssl bc /usr/bin/time
+mkdir -p "$BENCH_DIR/data" || die "cannot create $BENCH_DIR"
+bench_workdir small
+
+# gen_tree N SIZE: a cached directory of N files of SIZE random bytes; prints its path.
+gen_tree() {
+	local d=$BENCH_DIR/data/small-${1}x${2}
+	if ! [ -d "$d" ] || [ "$(find "$d" -type f | wc -l)" -ne "$1" ]; then
+		log "generating $d"
+		rm -rf "$d" "$d.tmp" && mkdir -p "$d.tmp" || die "mkdir $d.tmp"
+		openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-bench-$RANDOM" </dev/zero 2>/dev/null |
+			head -c $(($1 * $2)) | (cd "$d.tmp" && split -b "$2" -a 6 -d - f) || die "cannot generate $d"
+		mv "$d.tmp" "$d"
+	fi
+	echo "$d"
+}
+
+DST=$R/dst
+OLD_N=0
+# A fresh empty destination on the same file system. The previous one is moved
+# aside, not deleted (ext4 skips recently deleted inodes when it allocates, which
+# would bill the next run for the previous one's clean-up), and nothing dirty is
+# left to be paid by the next run.
+fresh_dst() {
+	[ -d "$DST" ] && { mkdir -p "$R/old" && mv "$DST" "$R/old/$((OLD_N += 1))" || die "mv $DST"; }
+	mkdir -p "$DST" || die "mkdir $DST"
+	sync -f "$R"
+}
+warm() { find "$1" -type f -exec cat {} + >/dev/null; }
+
+bench_rdmacpd "$R"
+bench_rsyncd "$R"
+RSYNC_FSYNC=
+rsync --help 2>&1 | grep -q -- '--fsync' && RSYNC_FSYNC=--fsync
+
+# session_hwm OUT: the largest VmHWM (kB) of any child of the daemon while it runs.
+session_hwm() {
+	local out=$1 d=${PIDS[0]} max=0 kids c k v rest
+	while :; do
+		kids=()
+		read -r -a kids <"/proc/$d/task/$d/children" 2>/dev/null
+		for c in "${kids[@]}"; do
+			while read -r k v rest; do
+				[ "$k" = VmHWM: ] && [ "$v" -gt "$max" ] && max=$v && echo "$max" >"$out"
+			done <"/proc/$c/status" 2>/dev/null
+		done
+		[ -e "$R/stop-hwm" ] && break
+		sleep 0.05
+	done
+}
+
+# one TOOL SRC: one timed copy of SRC's files into a fresh DST; sets T (s).
+one() {
+	local tool=$1 src=$2 t0 t1 port rp n
+	fresh_dst
+	warm "$src"
+	case $tool in
+	rdmacp)
+		rm -f "$R/stop-hwm" "$R/hwm"
+		session_hwm "$R/hwm" &
+		rp=$!
+		t0=$(now)
+		/usr/bin/time -f %M -o "$R/c.rss" "${RD[@]}" -q -r "$src/" "127.0.0.1:bench/dst/" 2>"$R/c.err" ||
+			{ cat "$R/c.err" "$R/d.log" >&2; die "rdmacp failed"; }
+		t1=$(now)
+		touch "$R/stop-hwm"
+		wait "$rp"
+		;;
+	nc)
+		port=$(free_port)
+		(nc -l -s 127.0.0.1 -p "$port" | tar -x -C "$DST") &
+		rp=$!
+		for _ in $(seq 1 200); do
+			ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+			sleep 0.01
+		done
+		t0=$(now)
+		tar -c -C "$src" . | nc -N 127.0.0.1 "$port" || die "tar|nc failed"
+		wait "$rp" || die "nc|tar failed"
+		sync -f "$DST"
+		t1=$(now)
+		;;
+	rsync)
+		t0=$(now)
+		rsync -a "$src/" "rsync://127.0.0.1:$RS_PORT/bench/dst/" || die "rsync failed"
+		sync -f "$DST"
+		t1=$(now)
+		;;
+	rsync-fsync)
+		t0=$(now)
+		rsync -a $RSYNC_FSYNC "$src/" "rsync://127.0.0.1:$RS_PORT/bench/dst/" || die "rsync failed"
+		t1=$(now)
+		;;
+	esac
+	n=$(find "$DST" -type f | wc -l)
+	[ "$n" -eq "$(find "$src" -type f | wc -l)" ] || die "$tool: $n files arrived"
+	T=$(echo "$t1 - $t0" | bc -l)
+}
+
+# measure TOOL SRC: REPS runs; MED[TOOL] = median seconds (and the rdmacp peaks).
+declare -A MED
+C_RSS=0 S_HWM=0
+measure() {
+	local tool=$1 src=$2 i ts=() r h
+	for i in $(seq 1 "$REPS"); do
+		one "$tool" "$src"
+		ts+=("$T")
+		if [ "$tool" = rdmacp ]; then
+			r=$(cat "$R/c.rss") h=$(cat "$R/hwm" 2>/dev/null || echo 0)
+			[ "$r" -gt "$C_RSS" ] && C_RSS=$r
+			[ "$h" -gt "$S_HWM" ] && S_HWM=$h
+		fi
+		log "$tool rep $i: $(printf %.3f "$T") s"
+	done
+	MED[$tool]=$(printf '%s\n' "${ts[@]}" | median)
+}
+
+SRC=$(gen_tree "$NFILES" "$FSIZE")
+echo "small files $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$NFILES files of $FSIZE B, one directory; $(df -T "$R" | awk 'NR==2 {print $2}'); reps $REPS (median)"
+echo "transport: rdmacp tcp over loopback -- NOT RDMA numbers"
+for t in rdmacp nc rsync rsync-fsync; do measure "$t" "$SRC"; done
+echo
+echo "| tool | seconds | files/s | rdmacp/tool |"
+echo "|---|---:|---:|---:|"
+for t in rdmacp nc rsync rsync-fsync; do
+	case $t in
+	rdmacp) label="rdmacp -r (verified, fsynced)" ;;
+	nc) label="tar | nc | tar, then sync" ;;
+	rsync) label="rsync daemon, then sync" ;;
+	rsync-fsync) label="rsync daemon $RSYNC_FSYNC" ;;
+	esac
+	printf '| %s | %.3f | %.0f | %.2fx |\n' "$label" "${MED[$t]}" \
+		"$(echo "$NFILES / ${MED[$t]}" | bc -l)" "$(echo "${MED[$t]} / ${MED[rdmacp]}" | bc -l)"
+done
+echo "rdmacp peak RSS: client $((C_RSS / 1024)) MiB, daemon session $((S_HWM / 1024)) MiB"
+ge() { [ "$(echo "$1 >= $2" | bc -l)" = 1 ] && echo MET || echo "NOT MET"; }
+r=$(echo "${MED[nc]} / ${MED[rdmacp]}" | bc -l)
+printf 'target rdmacp >= 1.0x tar|nc|tar + sync: %.2fx %s\n' "$r" "$(ge "$r" 1.0)"
+r=$(echo "${MED[rsync]} / ${MED[rdmacp]}" | bc -l)
+printf 'target rdmacp >= 1.0x rsync daemon + sync: %.2fx %s\n' "$r" "$(ge "$r" 1.0)"
+
+if [ "$FLAT" = 1 ]; then
+	C10=$C_RSS S10=$S_HWM
+	C_RSS=0 S_HWM=0
+	BIGTREE=$(gen_tree 100000 1024)
+	REPS=1 measure rdmacp "$BIGTREE"
+	echo
+	printf '100,000 x 1 KiB: %.3f s (%.0f files/s); peak RSS client %d MiB (%+.1f %%), session %d MiB (%+.1f %%) vs the %d-file run\n' \
+		"${MED[rdmacp]}" "$(echo "100000 / ${MED[rdmacp]}" | bc -l)" \
+		$((C_RSS / 1024)) "$(echo "($C_RSS - $C10) * 100 / $C10" | bc -l)" \
+		$((S_HWM / 1024)) "$(echo "($S_HWM - $S10) * 100 / $S10" | bc -l)" "$NFILES"
+fi

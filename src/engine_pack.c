@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Packed slots (PROTO_CAP_PACK): many small files in one slot. The sender
+ * reads whole files back to back into one pool chunk (one io_uring read
+ * each), appends a table of (id, length), and posts it as one chunk: one
+ * payload WRITE, one descriptor, one credit for all of them. The receiver
+ * checks the table against the files it has accepted, hashes each file (a
+ * piece is always a whole file, so in file order), and writes each to its
+ * temp file; the slot's credit goes back when the last write is done. A
+ * file's FILE_DONE, its commit and its FILE_RESULT are the same as for a
+ * file sent alone.
+ */
+#include "engine-internal.h"
+
+/* Sender: may f travel in a pack? Only a plain whole regular file. */
+bool tx_packable(const struct engine *e, const struct efile *f)
+{
+	uint64_t max = MIN(PACK_FILE_MAX, (uint64_t)e->p->chunk_size / 4);
+
+	return e->pack && f->ftype == PROTO_FT_REG && f->size > 0 && f->size <= max &&
+	       !f->src_device && !f->failed && f->nresume == 0 && f->ndsum == 0 && f->fd >= 0;
+}
+
+static void tx_pack_ready(struct engine *e, struct chunk *c)
+{
+	if (c->closed && c->reads_out == 0) {
+		c->state = CH_READY;
+	}
+}
+
+/* The pack being filled takes no more files; it goes once its reads are done. */
+void tx_pack_close(struct engine *e)
+{
+	struct chunk *c;
+
+	if (e->pack_ci < 0) {
+		return;
+	}
+	c = &e->chunks[e->pack_ci];
+	e->pack_ci = -1;
+	c->closed = true;
+	tx_pack_ready(e, c);
+}
+
+static int tx_pread_submit(struct engine *e, struct efile *f)
+{
+	uint8_t *buf = pool_chunk(e->pool, f->pk_at) + f->pk_off;
+	struct io_uring_sqe *sqe = uring_sqe(e);
+
+	if (!sqe) {
+		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+	}
+	/* Not a fixed buffer: a run of small files pins nothing (engine_pin_pool). */
+	io_uring_prep_read(sqe, f->fd, buf + f->pk_done, (unsigned)(f->size - f->pk_done),
+			   f->pk_done);
+	io_uring_sqe_set_data64(sqe, UD(UD_PREAD, file_index(e, f)));
+	return 0;
+}
+
+/*
+ * f (packable, opened) into the pack being filled, or a new one: 1 when it
+ * is on its way, 0 when no pool chunk is free for a new pack, or -errno.
+ */
+int tx_pack_add(struct engine *e, struct efile *f)
+{
+	uint32_t cs = e->p->chunk_size;
+	struct chunk *c = e->pack_ci >= 0 ? &e->chunks[e->pack_ci] : NULL;
+
+	if (c && (c->npieces == PROTO_MAX_PIECES ||
+		  f->size > cs - c->fill - (uint64_t)(c->npieces + 1) * PROTO_PIECE_LEN)) {
+		tx_pack_close(e);
+		c = NULL;
+	}
+	if (!c) {
+		int ci;
+
+		if (e->pool->nfree == 0) {
+			return 0;
+		}
+		ci = pool_get(e->pool);
+		c = &e->chunks[ci];
+		*c = (struct chunk){ .state = CH_READING, .packed = true };
+		e->pack_ci = ci;
+	}
+	f->packed = true;
+	f->pk_at = (uint32_t)e->pack_ci;
+	f->pk_off = c->fill;
+	f->pk_done = 0;
+	f->pk_next = 0;
+	if (c->last) {
+		e->files[c->last - 1].pk_next = file_index(e, f) + 1;
+	} else {
+		c->first = file_index(e, f) + 1;
+	}
+	c->last = file_index(e, f) + 1;
+	c->fill += (uint32_t)f->size;
+	c->npieces++;
+	c->reads_out++;
+	f->read_off = f->size;
+	f->chunks_out = 1;
+	return tx_pread_submit(e, f) < 0 ? -EIO : 1;
+}
+
+/*
+ * A packed file's read completed. Whole, and the file still that size: its
+ * descriptor closes at once (the pack needs only its bytes), so many files
+ * can fill a pack. A failure is the file's own; its place in the pack stays
+ * (the receiver discards it on its FILE_DONE).
+ */
+void tx_pread_done(struct engine *e, uint32_t fidx, int res)
+{
+	struct efile *f = &e->files[fidx];
+	struct chunk *c = &e->chunks[f->pk_at];
+	uint64_t size;
+
+	if (res == -EAGAIN || res == -EINTR) {
+		tx_pread_submit(e, f);
+		return;
+	}
+	if (res < 0) {
+		file_fail(f, PERR_IO, "read: %s", strerror(-res));
+	} else if (res == 0) {
+		file_fail(f, PERR_SOURCE_CHANGED, "file shrank while being read (at %u of %llu)",
+			  f->pk_done, (unsigned long long)f->size);
+	} else {
+		f->pk_done += (uint32_t)MIN((uint64_t)res, f->size - f->pk_done);
+		if (f->pk_done < f->size) {
+			tx_pread_submit(e, f); /* short read: the rest */
+			return;
+		}
+		if (diskio_fd_size(f->fd, &size) == 0 && size != f->size) {
+			file_fail(f, PERR_SOURCE_CHANGED,
+				  "file changed size while being read (%llu -> %llu)",
+				  (unsigned long long)f->size, (unsigned long long)size);
+		}
+	}
+	close(f->fd);
+	f->fd = -1;
+	e->open_fds--;
+	c->reads_out--;
+	tx_pack_ready(e, c);
+}
+
+/*
+ * Pack ci, its reads done: each file hashed (whole, so in file order), the
+ * table written behind the files, one slot posted, and every file's
+ * FILE_DONE queued.
+ */
+int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane)
+{
+	struct chunk *c = &e->chunks[ci];
+	uint8_t *buf = pool_chunk(e->pool, ci);
+	uint32_t n = 0, len = c->fill + c->npieces * PROTO_PIECE_LEN;
+	int slot, r;
+
+	for (uint32_t i = c->first; i; i = e->files[i - 1].pk_next) {
+		struct efile *f = &e->files[i - 1];
+		struct proto_piece pc = { .id = f->id, .len = (uint32_t)f->size };
+
+		if (!f->failed) {
+			file_hash_update(&f->hash, buf + f->pk_off, f->size);
+		}
+		proto_piece_encode(&pc, buf + c->fill + (size_t)n++ * PROTO_PIECE_LEN);
+	}
+	assert(n == c->npieces);
+	slot = tx_post_slot(e, ci, lane, 0, 0, len, n);
+	if (slot < 0) {
+		return slot;
+	}
+	c->state = CH_POSTED;
+	c->slot = (uint32_t)slot;
+	e->st.packed_slots++;
+	e->st.files_packed += n;
+	e->bytes_progress += len;
+	e->bw_sent += len;
+	for (uint32_t i = c->first; i; i = e->files[i - 1].pk_next) {
+		struct efile *f = &e->files[i - 1];
+
+		f->send_off = f->size;
+		f->chunks_out = 0;
+		r = tx_send_done(e, f);
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int rx_pwrite_submit(struct engine *e, struct efile *f)
+{
+	uint8_t *buf = rx_slot_buf(e, f->pk_at) + f->pk_off;
+	struct io_uring_sqe *sqe = uring_sqe(e);
+
+	if (!sqe) {
+		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+	}
+	io_uring_prep_write(sqe, f->tfd, buf + f->pk_done, (unsigned)(f->size - f->pk_done),
+			    f->pk_done);
+	io_uring_sqe_set_data64(sqe, UD(UD_PWRITE, file_index(e, f)));
+	f->writes_out++;
+	return 0;
+}
+
+/*
+ * The piece's file: one we accepted, a regular file not yet sent a byte of
+ * (nor described as kept, zeros or unchanged), whose size is the piece's.
+ */
+static struct efile *rx_piece_file(struct engine *e, const struct proto_piece *pc)
+{
+	struct efile *f = file_by_id(e, pc->id);
+
+	if (!f || f->ftype != PROTO_FT_REG || f->sum_wanted || f->packed || f->partial ||
+	    f->size != pc->len || f->recv_bytes || f->held || f->hash_off || f->kept || f->zeroed ||
+	    f->skipped || f->nzr || f->nsr || (f->got_done && f->done_bytes != pc->len)) {
+		return NULL;
+	}
+	return f;
+}
+
+/* A packed slot arrived (descriptor d, file id 0): hold it, check its table, write its files. */
+int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d)
+{
+	struct rslot *s = &e->rslots[slot];
+	uint8_t *buf;
+	int r;
+
+	if (!e->pack || d->len > e->p->chunk_size) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad packed slot (%u bytes, %u files)",
+			    d->len, d->pieces);
+	}
+	if (!e->pieces) {
+		e->pieces = calloc(PROTO_MAX_PIECES, sizeof(*e->pieces));
+		if (!e->pieces) {
+			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		}
+	}
+	*s = (struct rslot){
+		.state = SL_HELD, .packed = true, .hashed = true, .len = d->len, .lane = lane
+	};
+	/* From here the bytes are ours alone: the table is read from what is written. */
+	r = rx_slot_hold(e, slot, d->len, true);
+	if (r < 0) {
+		return r;
+	}
+	buf = rx_slot_buf(e, slot);
+	if (proto_pieces_decode(buf, d, e->pieces) < 0) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "packed slot: bad table of %u files",
+			    d->pieces);
+	}
+	for (uint32_t i = 0; i < d->pieces; i++) {
+		const struct proto_piece *pc = &e->pieces[i];
+		struct efile *f = rx_piece_file(e, pc);
+
+		if (!f) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "packed slot: file id %u (%u bytes) not one in flight whole",
+				    pc->id, pc->len);
+		}
+		f->packed = true;
+		f->pk_at = slot;
+		f->pk_off = pc->at;
+		f->pk_done = 0;
+		f->recv_bytes = pc->len;
+		f->hash_off = pc->len;
+		if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && i == 0) {
+			buf[pc->at] ^= 0xff;
+		}
+		if (f->failed) {
+			continue; /* disk full, ...: its bytes are dropped */
+		}
+		file_hash_update(&f->hash, buf + pc->at, pc->len);
+		r = rx_pwrite_submit(e, f);
+		if (r < 0) {
+			return r;
+		}
+		s->pieces_left++;
+	}
+	e->bytes_progress += d->len;
+	e->st.packed_slots++;
+	e->st.files_packed += d->pieces;
+	r = 0;
+	if (s->pieces_left == 0) {
+		s->written = true;
+		r = rx_credit(e, slot);
+	}
+	/* The failed ones are done with the slot already: resolved (maybe freed) last. */
+	for (uint32_t i = 0; r >= 0 && i < d->pieces; i++) {
+		struct efile *f = file_by_id(e, e->pieces[i].id);
+
+		if (f && f->failed && f->writes_out == 0) {
+			r = rx_maybe_finish(e, f);
+		}
+	}
+	return r < 0 ? r : 0;
+}
+
+void rx_pwrite_done(struct engine *e, uint32_t fidx, int res)
+{
+	struct efile *f = &e->files[fidx];
+	uint32_t slot = f->pk_at;
+	struct rslot *s = &e->rslots[slot];
+
+	f->writes_out--;
+	if (res == -EAGAIN || res == -EINTR) {
+		rx_pwrite_submit(e, f);
+		return;
+	}
+	if (res <= 0) {
+		file_fail(f, errno_to_perr(res ? res : -EIO), "write %s: %s", f->name,
+			  strerror(res ? -res : EIO));
+	} else {
+		f->pk_done += (uint32_t)res;
+		if (f->pk_done < f->size) {
+			rx_pwrite_submit(e, f); /* short write: the rest */
+			return;
+		}
+		f->written = f->size;
+		if (engine_zeros(e)) {
+			int pr = sparse_punch_zeros(f->tfd, rx_slot_buf(e, slot) + f->pk_off, 0,
+						    (uint32_t)f->size);
+
+			if (pr < 0) {
+				file_fail(f, errno_to_perr(pr), "punch %s: %s", f->name,
+					  strerror(-pr));
+			}
+		}
+	}
+	if (--s->pieces_left == 0) {
+		s->written = true;
+		rx_credit(e, slot);
+	}
+	rx_maybe_finish(e, f);
+}
