@@ -208,6 +208,9 @@ struct efile {
 	uint32_t pk_at, pk_off, pk_done, pk_next;
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
+	/* What was under its name when it was accepted: the st_mode, 0 for nothing. */
+	bool old_seen;
+	uint32_t old_mode;
 	char *leaf;
 	char tmpname[FSPATH_NAME_MAX + 1];
 	int tfd;

@@ -62,10 +62,13 @@ static uint32_t device_look(struct engine *e, struct efile *f, struct stat *st, 
 	int dirfd = e->dirs[f->dir].fd;
 
 	*ret_blk = false;
+	f->old_seen = true;
+	f->old_mode = 0;
 	if (fstatat(dirfd, f->leaf, st, AT_SYMLINK_NOFOLLOW) < 0) {
 		/* Nothing there (the usual case), or the usual path reports it. */
 		return PERR_OK;
 	}
+	f->old_mode = (uint32_t)st->st_mode;
 	if (S_ISLNK(st->st_mode) && e->p->write_devices) {
 		struct stat to;
 

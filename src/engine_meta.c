@@ -25,14 +25,21 @@ void rx_apply_meta(struct engine *e, struct efile *f)
 	uint32_t mode = f->meta.mode & rx_mode_mask(e);
 
 	if (!(e->p->open_flags & PROTO_OPEN_PRESERVE)) {
-		struct stat old;
+		/*
+		 * A file replaced keeps its mode, as cp and rsync leave it: the
+		 * one seen when the file was accepted (rsync too looks once).
+		 */
+		uint32_t old_mode = f->old_mode;
 
-		mode = rx_plain_mode(e, f->meta.mode);
-		/* A file replaced keeps its mode, as cp and rsync leave it. */
-		if (fstatat(e->dirs[f->dir].fd, f->leaf, &old, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISREG(old.st_mode)) {
-			mode = old.st_mode & 0777;
+		if (!f->old_seen) {
+			struct stat old;
+
+			old_mode =
+			    fstatat(e->dirs[f->dir].fd, f->leaf, &old, AT_SYMLINK_NOFOLLOW) == 0
+				? (uint32_t)old.st_mode
+				: 0;
 		}
+		mode = S_ISREG(old_mode) ? old_mode & 0777 : rx_plain_mode(e, f->meta.mode);
 	}
 	/* The owner was set when the temp file was made (rx_open_file). */
 	if (fchmod(f->tfd, mode) < 0) {

@@ -8,7 +8,8 @@
 #
 # Steps: rdmacp doctor (rxe0/rxe1 ACTIVE with a RoCE v2 GID); verbs push of
 # 0, 1, chunk-1, chunk, chunk+1 and a few MiB (--chunk-size 64K) plus a tree
-# with -r; verbs pull of a file and a tree; --transport auto picks verbs
+# with -r; verbs pull of a file and a tree; 300 small files pushed and pulled
+# in packed slots; --transport auto picks verbs
 # (--json start event), also with a dual-stack socket-activated daemon; rails: a push and a pull with --devices rxe0,rxe1 --qps 2,
 # --devices nosuchdev exits 13; the same push set over tcp; an 8 MiB push each way
 # (timed); a push and a pull with --poll; kill -9 of the daemon's
@@ -194,6 +195,32 @@ if run verbs_pull_tree "${C[@]}" --transport verbs -r "$SERVER:data/v/tree" "$W/
 	same_tree "verbs pull -r" "$W/src/tree" "$W/pull/tree"
 else
 	fail "verbs pull -r: rc $? ($(head -3 "$OUT/verbs_pull_tree.err"))"
+fi
+
+# ---- 2b. packed slots over verbs: 300 small files, push and pull ------------------------
+mkdir -p "$W/src/small"
+for i in $(seq 1 300); do
+	head -c $(((i * 37) % 3000 + 1)) /dev/urandom >"$W/src/small/s$i"
+done
+packed_ok() { # DESC OUTFILE
+	if jq -e -s 'map(select(.event == "summary")) | .[0] | .packed_files == 300 and
+		.packed_slots >= 1 and .packed_slots < 300' "$2" >/dev/null; then
+		pass "$1: 300 files packed"
+	else
+		fail "$1: not packed: $(grep summary "$2" | head -1)"
+	fi
+}
+if run verbs_packed_push "${C[@]}" --transport verbs --json -r "$W/src/small" "$SERVER:data/p/"; then
+	same_tree "verbs packed push" "$W/src/small" "$W/mod/p/small"
+	packed_ok "verbs packed push" "$OUT/verbs_packed_push.out"
+else
+	fail "verbs packed push: rc $? ($(head -3 "$OUT/verbs_packed_push.err"))"
+fi
+if run verbs_packed_pull "${C[@]}" --transport verbs --json -r "$SERVER:data/p/small" "$W/pull/"; then
+	same_tree "verbs packed pull" "$W/src/small" "$W/pull/small"
+	packed_ok "verbs packed pull" "$OUT/verbs_packed_pull.out"
+else
+	fail "verbs packed pull: rc $? ($(head -3 "$OUT/verbs_packed_pull.err"))"
 fi
 
 # ---- 3. auto picks verbs ------------------------------------------------------------

@@ -1,0 +1,141 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Packed slots (capability 0x80000), real daemons, tcp lanes:
+#   1. push of 10,000 files of 1..4096 bytes in one run (and a few empty):
+#      byte-identical, every regular file travelled packed (--json
+#      packed_files), in far fewer slots than files
+#   2. a mixed tree: empty files, files at and around a pack's bounds (256 KiB),
+#      one exactly a chunk, one spanning chunks, pushed and pulled with a
+#      chunk of 1 MiB and of 64 KiB (which packs at most 16 KiB files):
+#      identical trees, the daemon's log counting the packs
+#   3. an old daemon (no 0x80000 in HELLO): a push still arrives whole, one
+#      chunk per file (packed_files 0); an old client pulling from ours the same
+#   4. a packed run cut by killing the client: nothing under a final name that
+#      is not whole and verified (every file at the destination equals its
+#      source), no temp file left
+#
+# Exit 0 pass, 1 fail, 77 skip (reason printed).
+. "$(dirname "$0")/lib.sh"
+
+HOST=127.0.0.1
+KIB=1024
+
+command -v jq >/dev/null || skip "jq not installed"
+setup_standard
+mkdir -p "$T/src" "$T/pull"
+
+json_sum() { jq -r "select(.event == \"summary\") | .$1" "$T/out"; }
+
+# same_tree DESC A B: the same names, types and bytes.
+same_tree() {
+	if diff -r --no-dereference "$2" "$3" >"$T/diff" 2>&1; then
+		pass "$1: identical"
+	else
+		fail "$1: trees differ: $(head -5 "$T/diff" | tr '\n' ' ')"
+	fi
+}
+
+# ---- 1. 10,000 small files in one run ------------------------------------------------
+python3 - "$T/src/many" <<'EOF' || die "make many"
+import os, sys, random
+d = sys.argv[1]
+os.makedirs(d)
+r = random.Random(12)
+for i in range(10000):
+    n = 0 if i % 997 == 0 else r.randint(1, 4096)
+    with open(os.path.join(d, "f%05d" % i), "wb") as f:
+        f.write(r.randbytes(n))
+EOF
+expect_rc 0 "10,000 files pushed" "${CLIENT[@]}" --transport tcp --json -r "$T/src/many" "$HOST:data/"
+same_tree "10,000 files" "$T/src/many" "$T/mod/many"
+nonempty=$(find "$T/src/many" -type f -size +0 | wc -l)
+pf=$(json_sum packed_files)
+ps=$(json_sum packed_slots)
+[ "$pf" = "$nonempty" ] && pass "10,000 files: all $pf non-empty files packed" ||
+	fail "10,000 files: packed_files $pf, $nonempty non-empty files"
+[ -n "$ps" ] && [ "$ps" -ge 1 ] && [ "$ps" -le $((nonempty / 100)) ] &&
+	pass "10,000 files: in $ps slots" || fail "10,000 files: $ps slots"
+[ "$(json_sum files)" = 10001 ] && [ "$(json_sum failed)" = 0 ] &&
+	pass "10,000 files: summary counts them" ||
+	fail "10,000 files: files $(json_sum files) failed $(json_sum failed)"
+
+# ---- 2. a mixed tree, both ways, two chunk sizes ----------------------------------------
+mkdir -p "$T/src/mixed/sub/deeper" "$T/src/mixed/emptydir"
+mk() { head -c "$2" /dev/urandom >"$T/src/mixed/$1" || die "make $1"; }
+: >"$T/src/mixed/empty1"
+: >"$T/src/mixed/sub/empty2"
+mk one 1
+mk sub/small 5000
+mk k16 $((16 * KIB))
+mk k16plus $((16 * KIB + 1))
+mk pmax $((256 * KIB))
+mk pmaxplus $((256 * KIB + 1))
+mk chunk $((1024 * KIB))
+mk sub/span $((2 * 1024 * KIB + 7))
+mk sub/deeper/tail 333
+ln -s one "$T/src/mixed/link"
+for cs in 1M 64K; do
+	rm -rf "$T/mod/mixed"
+	expect_rc 0 "mixed push, chunk $cs" "${CLIENT[@]}" --transport tcp --json --chunk-size "$cs" \
+		-r "$T/src/mixed" "$HOST:data/"
+	same_tree "mixed push, chunk $cs" "$T/src/mixed" "$T/mod/mixed"
+	pf=$(json_sum packed_files)
+	# 1 MiB chunks pack files of up to 256 KiB: one, small, k16, k16plus, pmax, tail;
+	# 64 KiB chunks up to 16 KiB: one, small, k16, tail.
+	want=6
+	[ "$cs" = 64K ] && want=4
+	[ "$pf" = "$want" ] && pass "mixed push, chunk $cs: $pf files packed" ||
+		fail "mixed push, chunk $cs: packed_files $pf, wanted $want"
+	rm -rf "$T/pull/mixed"
+	expect_rc 0 "mixed pull, chunk $cs" "${CLIENT[@]}" --transport tcp --json --chunk-size "$cs" \
+		-r "$HOST:data/mixed" "$T/pull/"
+	same_tree "mixed pull, chunk $cs" "$T/src/mixed" "$T/pull/mixed"
+	[ "$(json_sum packed_files)" = "$want" ] && pass "mixed pull, chunk $cs: packed" ||
+		fail "mixed pull, chunk $cs: packed_files $(json_sum packed_files)"
+done
+grep -q "files travelled packed in" "$T/d.log" && pass "daemon log counts the packs" ||
+	fail "daemon log: no packed count"
+
+# ---- 3. old peers ---------------------------------------------------------------------
+OLD_PORT=$(free_port)
+mkdir -p "$T/oldmod"
+write_conf "$T/old.conf" "$OLD_PORT" "$T/certs" "handshake timeout = 5" "idle timeout = 20"
+printf '\n[data]\npath = %s\nallow = client\n' "$T/oldmod" | as_root_modules >>"$T/old.conf"
+RDMACP_TEST_CAPS_OFF=0x80000 start_daemon "$T/old.conf" "$T/old.log" "$OLD_PORT"
+OLD=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
+	--ca "$T/certs/ca.crt" -P "$OLD_PORT" --transport tcp)
+expect_rc 0 "old daemon push" "${OLD[@]}" --json -r "$T/src/mixed" "$HOST:data/"
+same_tree "old daemon push" "$T/src/mixed" "$T/oldmod/mixed"
+[ "$(json_sum packed_files)" = 0 ] && pass "old daemon: nothing packed" ||
+	fail "old daemon: packed_files $(json_sum packed_files)"
+rm -rf "$T/pull/mixed"
+RDMACP_TEST_CAPS_OFF=0x80000 expect_rc 0 "old client pull" "${CLIENT[@]}" --transport tcp --json \
+	-r "$HOST:data/mixed" "$T/pull/"
+same_tree "old client pull" "$T/src/mixed" "$T/pull/mixed"
+[ "$(json_sum packed_files)" = 0 ] && pass "old client: nothing packed" ||
+	fail "old client: packed_files $(json_sum packed_files)"
+
+# ---- 4. a packed run cut short ------------------------------------------------------------
+rm -rf "$T/mod/many"
+"${CLIENT[@]}" --transport tcp -q -r --bwlimit 4M "$T/src/many" "$HOST:data/" >/dev/null 2>&1 &
+c=$!
+for _ in $(seq 1 200); do
+	[ "$(find "$T/mod/many" -type f 2>/dev/null | head -300 | wc -l)" -ge 300 ] && break
+	sleep 0.05
+done
+kill -9 $c 2>/dev/null
+wait $c 2>/dev/null
+sleep 1
+n=$(find "$T/mod/many" -type f | wc -l)
+[ "$n" -gt 0 ] && [ "$n" -lt 10000 ] && pass "cut: $n files arrived before the cut" ||
+	fail "cut: $n files arrived (the cut came too early or too late)"
+bad=0
+while IFS= read -r f; do
+	cmp -s "$f" "$T/src/many/${f##*/}" || bad=$((bad + 1))
+done < <(find "$T/mod/many" -type f)
+[ "$bad" = 0 ] && pass "cut: every file there is whole" || fail "cut: $bad files differ from their source"
+tmp=$(find "$T/mod" -name '.*.rdmacp.*' | wc -l)
+[ "$tmp" = 0 ] && pass "cut: no temp file left" || fail "cut: $tmp temp files left"
+
+finish
