@@ -147,29 +147,38 @@ one() {
 	T=$(echo "$t1 - $t0" | bc -l)
 }
 
-# measure TOOL SRC: REPS runs; MED[TOOL] = median seconds (and the rdmacp peaks).
-declare -A MED
+# measure SRC TOOL...: REPS rounds, each running every tool once (so a slow spell of
+# the disk is shared, not billed to one tool); MED[TOOL] = median seconds (and the
+# rdmacp peaks).
+declare -A MED TIMES
 C_RSS=0 S_HWM=0
 measure() {
-	local tool=$1 src=$2 i ts=() r h
+	local src=$1 i tool r h
+	shift
 	for i in $(seq 1 "$REPS"); do
-		one "$tool" "$src"
-		ts+=("$T")
-		if [ "$tool" = rdmacp ]; then
-			r=$(cat "$R/c.rss") h=$(cat "$R/hwm" 2>/dev/null || echo 0)
-			[ "$r" -gt "$C_RSS" ] && C_RSS=$r
-			[ "$h" -gt "$S_HWM" ] && S_HWM=$h
-		fi
-		log "$tool rep $i: $(printf %.3f "$T") s"
+		for tool in "$@"; do
+			one "$tool" "$src"
+			TIMES[$tool]+="$T "
+			if [ "$tool" = rdmacp ]; then
+				r=$(cat "$R/c.rss") h=$(cat "$R/hwm" 2>/dev/null || echo 0)
+				[ "$r" -gt "$C_RSS" ] && C_RSS=$r
+				[ "$h" -gt "$S_HWM" ] && S_HWM=$h
+			fi
+			log "$tool rep $i: $(printf %.3f "$T") s"
+		done
 	done
-	MED[$tool]=$(printf '%s\n' "${ts[@]}" | median)
+	for tool in "$@"; do
+		# shellcheck disable=SC2086 # the times, one word each
+		MED[$tool]=$(printf '%s\n' ${TIMES[$tool]} | median)
+		TIMES[$tool]=
+	done
 }
 
 SRC=$(gen_tree "$NFILES" "$FSIZE")
 echo "small files $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$NFILES files of $FSIZE B, one directory; $(df -T "$R" | awk 'NR==2 {print $2}'); reps $REPS (median)"
 echo "transport: rdmacp tcp over loopback -- NOT RDMA numbers"
-for t in rdmacp nc rsync rsync-fsync; do measure "$t" "$SRC"; done
+measure "$SRC" rdmacp nc rsync rsync-fsync
 echo
 echo "| tool | seconds | files/s | rdmacp/tool |"
 echo "|---|---:|---:|---:|"
@@ -194,7 +203,7 @@ if [ "$FLAT" = 1 ]; then
 	C10=$C_RSS S10=$S_HWM
 	C_RSS=0 S_HWM=0
 	BIGTREE=$(gen_tree 100000 1024)
-	REPS=1 measure rdmacp "$BIGTREE"
+	REPS=1 measure "$BIGTREE" rdmacp
 	echo
 	printf '100,000 x 1 KiB: %.3f s (%.0f files/s); peak RSS client %d MiB (%+.1f %%), session %d MiB (%+.1f %%) vs the %d-file run\n' \
 		"${MED[rdmacp]}" "$(echo "100000 / ${MED[rdmacp]}" | bc -l)" \

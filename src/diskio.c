@@ -220,11 +220,12 @@ int diskio_open_read_flags(int dirfd, const char *path, uint32_t chunk_size, uns
 	} else if (!S_ISREG(st.st_mode)) {
 		return -EINVAL;
 	}
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0) {
-		return negerrno();
-	}
-	fl &= ~O_NONBLOCK;
+	/*
+	 * The status flags diskio_open_beneath set, less O_NONBLOCK (io_uring
+	 * would hand -EAGAIN back for a read that has to wait for the disk):
+	 * F_SETFL changes only those, so nothing needs reading first.
+	 */
+	fl = 0;
 
 	/* Direct I/O's alignment only matters where it is asked for. */
 	r = chunk_size != 0 ? diskio_dio_align(fd, &a) : (a = (struct dio_align){ 0 }, 0);

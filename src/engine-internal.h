@@ -287,6 +287,8 @@ struct dirent_cache {
 	uint64_t submitted; /* directory fsyncs submitted */
 	uint64_t completed; /* ... and completed (in order: one at a time) */
 	int sync_error;	    /* of the last completed one */
+	uint64_t dev;	    /* its file system (st_dev) */
+	bool by_syncfs;	    /* the running syncfs is its directory sync */
 };
 
 /*
@@ -395,6 +397,7 @@ struct engine {
 	pthread_t sync_thread;
 	int sync_efd;		 /* the sync thread says it is done */
 	int sync_fds[DIR_CACHE]; /* one directory per file system in the batch */
+	uint64_t sync_devs[DIR_CACHE];
 	size_t nsync_fds;
 	int sync_result;
 	uint64_t *seen; /* hashes of names received this session */

@@ -3,7 +3,8 @@
  * The receiver's commit path: a file complete is verified, made durable
  * (fsync through io_uring, or one syncfs on a thread for a batch of small
  * files), linked or renamed under its name, and reported once an fsync of
- * its directory covers the rename (shared by the files renamed meanwhile).
+ * its directory covers the rename (shared by the files renamed meanwhile),
+ * or the next batch's syncfs, which then serves both.
  */
 #include "engine-internal.h"
 
@@ -174,14 +175,15 @@ int rx_sync_step(struct engine *e)
 	e->nsync_fds = 0;
 	for (uint32_t i = 0; i < e->nsync_wait; i++) {
 		struct efile *f = &e->files[e->sync_wait[i]];
-		int fd = e->dirs[f->dir].fd;
+		const struct dirent_cache *d = &e->dirs[f->dir];
 		bool dup = false;
 
 		for (size_t k = 0; k < e->nsync_fds && !dup; k++) {
-			dup = e->sync_fds[k] == fd;
+			dup = e->sync_devs[k] == d->dev;
 		}
 		if (!dup && e->nsync_fds < ARRAY_SIZE(e->sync_fds)) {
-			e->sync_fds[e->nsync_fds++] = fd;
+			e->sync_devs[e->nsync_fds] = d->dev;
+			e->sync_fds[e->nsync_fds++] = d->fd;
 		}
 	}
 	memcpy(e->sync_run, e->sync_wait, e->nsync_wait * sizeof(*e->sync_wait));
@@ -199,6 +201,26 @@ int rx_sync_step(struct engine *e)
 		return 0;
 	}
 	e->sync_running = true;
+	/*
+	 * The syncfs also makes durable the names linked before it started:
+	 * it is their directory's sync, in place of an fsync of its own (one
+	 * journal commit where there would be two).
+	 */
+	for (int i = 0; i < DIR_CACHE; i++) {
+		struct dirent_cache *d = &e->dirs[i];
+
+		if (!d->path || !d->dirty || d->syncing || d->dev == UINT64_MAX) {
+			continue;
+		}
+		for (size_t k = 0; k < e->nsync_fds; k++) {
+			if (e->sync_devs[k] == d->dev) {
+				d->syncing = d->by_syncfs = true;
+				d->dirty = false;
+				d->submitted++;
+				break;
+			}
+		}
+	}
 	return 0;
 }
 
@@ -212,6 +234,12 @@ void rx_sync_done(struct engine *e)
 	}
 	pthread_join(e->sync_thread, NULL);
 	e->sync_running = false;
+	for (int i = 0; i < DIR_CACHE; i++) {
+		if (e->dirs[i].by_syncfs) {
+			e->dirs[i].by_syncfs = false;
+			rx_dirsync_done(e, (uint32_t)i, e->sync_result);
+		}
+	}
 	for (uint32_t i = 0; i < e->nsync_run; i++) {
 		rx_fsync_done(e, &e->files[e->sync_run[i]], e->sync_result);
 	}
@@ -259,9 +287,16 @@ void rx_fsync_done(struct engine *e, struct efile *f, int res)
 	e->commit_batch[e->ncommit++] = file_index(e, f);
 }
 
-/* Start a directory fsync wherever renames wait and none is running. */
+/*
+ * Start a directory fsync wherever renames wait and none is running;
+ * unless a syncfs runs or is about to start (rx_sync_step): the next one
+ * covers them.
+ */
 int rx_commit_batch(struct engine *e)
 {
+	if (e->sync_running || e->nsync_wait >= SYNC_BATCH_MIN) {
+		return 0;
+	}
 	for (int i = 0; i < DIR_CACHE; i++) {
 		struct dirent_cache *d = &e->dirs[i];
 		struct io_uring_sqe *sqe;

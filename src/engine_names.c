@@ -8,6 +8,7 @@
 
 static int dir_get(struct engine *e, const char *path, int *ret_idx)
 {
+	struct stat st;
 	int free_idx = -1, r, fd;
 
 	for (int i = 0; i < DIR_CACHE; i++) {
@@ -56,6 +57,8 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 		engine_partial_sweep(fd, e->p->partial_max_age_s);
 	}
 	e->dirs[free_idx].fd = fd;
+	e->dirs[free_idx].dev = fstat(fd, &st) == 0 ? (uint64_t)st.st_dev : UINT64_MAX;
+	e->dirs[free_idx].by_syncfs = false;
 	e->dirs[free_idx].refs = 1;
 	e->dirs[free_idx].dirty = false;
 	e->dirs[free_idx].syncing = false;
