@@ -439,7 +439,10 @@ r_rs=$(echo "${SEC[rsync,big]} / ${SEC[rdmacp,big]}" | bc -l)
 r_sm=$(echo "${SEC[rsync,small]} / ${SEC[rdmacp,small]}" | bc -l)
 printf 'target %-48s %6.2fx  %s\n' "big file: rdmacp >= 1.0x nc" "$r_nc" "$(ge "$r_nc" 1.0)"
 printf 'target %-48s %6.2fx  %s\n' "big file: rdmacp >= 1.5x rsync daemon" "$r_rs" "$(ge "$r_rs" 1.5)"
+r_tar=$(echo "${SEC[nc,small]} / ${SEC[rdmacp,small]}" | bc -l)
 printf 'target %-48s %6.2fx  %s\n' "small files: rdmacp >= 2x rsync daemon files/s" "$r_sm" "$(ge "$r_sm" 2.0)"
+printf 'target %-48s %6.2fx  %s\n' "small files: rdmacp >= 1.0x tar|nc|tar + sync" "$r_tar" "$(ge "$r_tar" 1.0)"
+echo "(rsync without --fsync, then one sync: bench/smallfiles.sh, which also checks 100,000 x 1 KiB RSS)"
 echo
 
 # ---------------------------------------------------------------- CPU per byte

@@ -13,10 +13,14 @@
 # 10,000-file run's.
 #
 # usage: bench/smallfiles.sh [--quick] [--reps N] [--files N --size S] [--no-flat]
+#        bench/smallfiles.sh --tree DIR [--reps N]
 #   --quick      1,000 x 4 KiB, no 100,000-file run
 #   --reps N     each measurement N times, the median reported (default 3)
 #   --files N --size S   the main case (default 10000 x 4096)
 #   --no-flat    leave out the 100,000 x 1 KiB memory run
+#   --tree DIR   instead: a real tree (e.g. /usr) copied whole with its modes and
+#                times, rdmacp -r -p vs rsync -aW to the rsync daemon, then one
+#                sync (target: rdmacp >= 2x); the tree must fit twice in BENCH_DIR
 #
 # Environment: BENCH_DIR (default /var/tmp/rdmacp-bench; source data cached there),
 # RDMACP_BUILD_DIR (default <repo>/build).
@@ -30,7 +34,7 @@ RDMACP=$BUILD_DIR/rdmacp
 RDMACPD=$BUILD_DIR/rdmacpd
 BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 
-REPS=3 NFILES=10000 FSIZE=4096 FLAT=1
+REPS=3 NFILES=10000 FSIZE=4096 FLAT=1 TREE=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) NFILES=1000 FLAT=0 ;;
@@ -38,7 +42,8 @@ while [ $# -gt 0 ]; do
 	--files) NFILES=$2; shift ;;
 	--size) FSIZE=$2; shift ;;
 	--no-flat) FLAT=0 ;;
-	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--tree) TREE=$2; shift ;;
+	-h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 1 ;;
 	esac
 	shift
@@ -110,7 +115,7 @@ one() {
 		session_hwm "$R/hwm" &
 		rp=$!
 		t0=$(now)
-		/usr/bin/time -f %M -o "$R/c.rss" "${RD[@]}" -q -r "$src/" "127.0.0.1:bench/dst/" 2>"$R/c.err" ||
+		/usr/bin/time -f %M -o "$R/c.rss" "${RD[@]}" -q -r ${TREE:+-p} "$src/" "127.0.0.1:bench/dst/" 2>"$R/c.err" ||
 			{ cat "$R/c.err" "$R/d.log" >&2; die "rdmacp failed"; }
 		t1=$(now)
 		touch "$R/stop-hwm"
@@ -132,7 +137,7 @@ one() {
 		;;
 	rsync)
 		t0=$(now)
-		rsync -a "$src/" "rsync://127.0.0.1:$RS_PORT/bench/dst/" || die "rsync failed"
+		rsync -a ${TREE:+-W} "$src/" "rsync://127.0.0.1:$RS_PORT/bench/dst/" || die "rsync failed"
 		sync -f "$DST"
 		t1=$(now)
 		;;
@@ -174,6 +179,18 @@ measure() {
 	done
 }
 
+if [ -n "$TREE" ]; then
+	[ -d "$TREE" ] || die "no directory $TREE"
+	n=$(find "$TREE" -type f | wc -l)
+	echo "tree $TREE $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "$n files, $(du -sh "$TREE" 2>/dev/null | cut -f1); reps $REPS (median); NOT RDMA numbers (tcp, loopback)"
+	measure "$TREE" rdmacp rsync
+	r=$(echo "${MED[rsync]} / ${MED[rdmacp]}" | bc -l)
+	printf '| rdmacp -r -p | %.2f s |\n| rsync -aW + sync | %.2f s |\n' "${MED[rdmacp]}" "${MED[rsync]}"
+	printf 'target rdmacp >= 2x rsync daemon + sync on the tree: %.2fx %s\n' "$r" \
+		"$([ "$(echo "$r >= 2" | bc -l)" = 1 ] && echo MET || echo 'NOT MET')"
+	exit 0
+fi
 SRC=$(gen_tree "$NFILES" "$FSIZE")
 echo "small files $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$NFILES files of $FSIZE B, one directory; $(df -T "$R" | awk 'NR==2 {print $2}'); reps $REPS (median)"
