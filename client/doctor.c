@@ -82,7 +82,8 @@ struct doctor {
 	size_t ndevices;
 	struct doctor_device *devices;
 	/* memlock */
-	uint64_t pool_need;
+	uint64_t pool_need;  /* what verbs pins: the pool for io_uring and each device */
+	uint64_t pool_bytes; /* one pool */
 	uint64_t memlock_cur, memlock_max; /* RLIM_INFINITY: unlimited */
 	uint64_t tcp_pool;		   /* the pool a tcp push fits under it (0: none) */
 	int cap_ipc_lock;		   /* 1, 0, or -errno */
@@ -423,7 +424,9 @@ static void check_memlock(struct doctor *d, const struct client_opts *o)
 	struct rlimit rl;
 	char advice[512];
 
-	d->pool_need = MAX(push, pull);
+	/* Verbs: once per device registration and once for io_uring (memfit_verbs_need). */
+	d->pool_bytes = MAX(push, pull);
+	d->pool_need = memfit_verbs_need(d->pool_bytes, o->ndevices);
 	d->cap_ipc_lock = pool_has_cap_ipc_lock();
 	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0) {
 		d->memlock_cur = d->memlock_max = 0;
@@ -591,8 +594,8 @@ static void check_hugepages(struct doctor *d)
 	}
 	/* src/pool.c: MAP_HUGETLB (2 MiB) when the size is a multiple and pages are free. */
 	d->pool_huge = d->huge_size_kb == 2048 && d->huge_free > 0 &&
-		       d->pool_need % (2u << 20) == 0 &&
-		       (uint64_t)d->huge_free * (2u << 20) >= d->pool_need;
+		       d->pool_bytes % (2u << 20) == 0 &&
+		       (uint64_t)d->huge_free * (2u << 20) >= d->pool_bytes;
 }
 
 /* ---- output --------------------------------------------------------------------- */
@@ -745,8 +748,9 @@ static void print_human(const struct doctor *d, bool ok)
 	human_bytes(d->pool_need, need, sizeof(need));
 	human_bytes(d->memlock_cur, cur, sizeof(cur));
 	human_bytes(d->memlock_max, max, sizeof(max));
-	printf("memlock: limit %s (hard %s), pool needs %s, CAP_IPC_LOCK %s: %s\n", cur, max, need,
-	       d->cap_ipc_lock > 0 ? "yes" : "no",
+	printf("memlock: limit %s (hard %s), verbs pins %s (the pool for io_uring and each "
+	       "device), CAP_IPC_LOCK %s: %s\n",
+	       cur, max, need, d->cap_ipc_lock > 0 ? "yes" : "no",
 	       d->memlock_ok	 ? "ok"
 	       : d->tcp_pool > 0 ? "TOO SMALL for verbs (tcp fits a smaller pool)"
 				 : "TOO SMALL");

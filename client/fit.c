@@ -133,11 +133,22 @@ int client_fit(struct client_opts *o, uint8_t direction, uint8_t *transport, str
 	budget = memfit_budget(rl.rlim_cur, cap);
 #ifdef HAVE_VERBS
 	if (*transport != XPORT_KIND_TCP) {
-		/* Verbs pins its pool for the NIC as well: no fitting there. */
-		uint64_t need = engine_pinned_bytes(&ep, &xport_verbs_ops);
+		/*
+		 * Verbs pins its pool for each device and for io_uring, all
+		 * against the one limit (memfit_verbs_need): no fitting there.
+		 */
+		uint64_t need =
+		    memfit_verbs_need(engine_pinned_bytes(&ep, &xport_verbs_ops), o->ndevices);
 
 		if (need > budget && *transport == XPORT_KIND_VERBS) {
-			fit_advice_error("--transport verbs", need, rl.rlim_cur);
+			char what[128];
+
+			snprintf(what, sizeof(what),
+				 "--transport verbs (its pool pinned %u times: io_uring and %u "
+				 "device%s)",
+				 MAX(o->ndevices, 1u) + 1, MAX(o->ndevices, 1u),
+				 o->ndevices > 1 ? "s" : "");
+			fit_advice_error(what, need, rl.rlim_cur);
 			return EXIT_LOCAL_IO;
 		}
 		if (need > budget) {

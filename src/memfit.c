@@ -132,3 +132,10 @@ uint64_t memfit_probe_max(uint64_t max)
 	}
 	return lo * MEMFIT_MIN_CHUNK;
 }
+
+uint64_t memfit_verbs_need(uint64_t pool, unsigned ndevices)
+{
+	uint64_t n = (uint64_t)MAX(ndevices, 1u) + 1;
+
+	return pool > UINT64_MAX / n ? UINT64_MAX : pool * n;
+}

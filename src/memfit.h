@@ -32,6 +32,16 @@ uint64_t memfit_budget(uint64_t limit, bool cap_ipc_lock);
 uint64_t memfit_limit_for(uint64_t budget);
 
 /*
+ * What verbs pins of one pool of pool bytes, against RLIMIT_MEMLOCK: the
+ * pool once for each device's memory registration (rails: ndevices of them,
+ * 0 meaning one) and once for io_uring's. The kernel checks each
+ * registration's pages added to the process's pinned_vm against the limit
+ * (ib_umem_get), and io_uring adds its own registered buffers to the same
+ * count: whichever comes second needs room for all of them.
+ */
+uint64_t memfit_verbs_need(uint64_t pool, unsigned ndevices);
+
+/*
  * Shrink p's data chunks (pool_chunks for a sender, slots for a receiver) and,
  * below MEMFIT_MIN_DEPTH of them, its chunk_size (halving, down to
  * MEMFIT_MIN_CHUNK; the count then grows to keep the bytes in flight, up to

@@ -60,6 +60,14 @@ for form in "doctor --json" "--json doctor"; do
 done
 expect_rc 1 "doctor with a stray argument is a usage error" "$RDMACP" --config /dev/null doctor bogus
 
+# Verbs pins the pool once for io_uring and once per device: two rails need 3/2 of one.
+one=$("$RDMACP" --config /dev/null doctor --json 2>/dev/null | jq -r .memlock.need)
+two=$("$RDMACP" --config /dev/null --devices dev0,dev1 doctor --json 2>/dev/null | jq -r .memlock.need)
+[ -n "$one" ] && [ "$one" -gt 0 ] && [ $((two * 2)) -eq $((one * 3)) ] &&
+	pass "memlock need: one device $one, two devices $two (the pool x2, x3)" ||
+	fail "memlock need: one device $one, two devices $two"
+
+
 # ---- 3. memlock too small, no CAP_IPC_LOCK -> the problem, its fix, exit 6 ---------
 if ! command -v capsh >/dev/null; then
 	echo "SKIP (part): capsh not installed (apt-get install libcap2-bin): memlock check not run"

@@ -292,6 +292,23 @@ else
 	fail "--devices nosuchdev: rc $rc ($(head -1 "$OUT/rails_nodev.err"))"
 fi
 
+# Rails pin the pool once per device and once for io_uring, against one RLIMIT_MEMLOCK:
+# a limit that holds two pools but not three refuses --devices rxe0,rxe1 up front.
+if command -v capsh >/dev/null && capsh --drop=cap_ipc_lock -- -c true 2>/dev/null; then
+	n2=$("${C[@]}" --chunk-size 64K --devices rxe0,rxe1 doctor --json 2>/dev/null | jq -r .memlock.need)
+	run rails_memlock capsh --drop=cap_ipc_lock -- -c "ulimit -l $((n2 / 1024)) && exec \
+		$(printf '%q ' "${C[@]}") --transport verbs --devices rxe0,rxe1 --chunk-size 64K \
+		'$W/src/f_1' $SERVER:data/rails/"
+	rc=$?
+	if [ "$rc" -eq 6 ] && grep -q "pinned 3 times: io_uring and 2 devices" "$OUT/rails_memlock.err"; then
+		pass "rails under a limit of two pools: exit 6, '$(head -1 "$OUT/rails_memlock.err" | cut -c1-120)'"
+	else
+		fail "rails under a limit of two pools: rc $rc ($(head -1 "$OUT/rails_memlock.err"))"
+	fi
+else
+	say "rails memlock check not run: no capsh, or CAP_IPC_LOCK cannot be dropped here"
+fi
+
 # ---- 4. the same push set over tcp ----------------------------------------------------
 push_set tcp_push tcp t
 

@@ -139,12 +139,22 @@ static void test_smallest(void **state)
 	assert_int_equal(p.pool_chunks, 3);
 }
 
+/* Verbs pins the pool once per device registration and once for io_uring. */
+static void test_verbs_need(void **state)
+{
+	(void)state;
+	assert_true(memfit_verbs_need(64u << 20, 0) == (uint64_t)128 << 20);
+	assert_true(memfit_verbs_need(64u << 20, 1) == (uint64_t)128 << 20);
+	assert_true(memfit_verbs_need(64u << 20, 2) == (uint64_t)192 << 20);
+	assert_true(memfit_verbs_need(UINT64_MAX / 2, 4) == UINT64_MAX); /* saturates */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_budget),	       cmocka_unit_test(test_all_limits),
 		cmocka_unit_test(test_debian_default), cmocka_unit_test(test_no_limit_untouched),
-		cmocka_unit_test(test_smallest),
+		cmocka_unit_test(test_smallest),       cmocka_unit_test(test_verbs_need),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
