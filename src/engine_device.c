@@ -205,11 +205,11 @@ int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t h
 		hash_to_hex(f->done_hash, a);
 		hash_to_hex(hash, b);
 		if (f->zero_assumed > 0) {
-			/* The likeliest cause by far: say it, and what to do. */
+			/* By far the likeliest cause (not proven: the read back is one digest). */
 			file_fail(f, PERR_INTEGRITY,
-				  "device read back does not match (device xxh128 %s): it did not "
-				  "read as zeros where --assume-zero-target left %llu bytes "
-				  "unwritten; copy again without it",
+				  "device read back does not match (device xxh128 %s): most likely "
+				  "it did not read as zeros where --assume-zero-target left %llu "
+				  "bytes unwritten; copy again without it",
 				  b, (unsigned long long)f->zero_assumed);
 		} else {
 			file_fail(f, PERR_INTEGRITY,
