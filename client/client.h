@@ -53,6 +53,7 @@ struct client_opts {
 	bool partial;	      /* --partial: keep cut files, resume them */
 	bool delta;	      /* --delta: send only the chunks the destination's file lacks */
 	bool write_devices;   /* --write-devices: a pull may write local block devices */
+	bool assume_zero;     /* --assume-zero-target: device targets read as zeros already */
 	bool busy_poll;
 	int tos;	   /* --tos: the lanes' traffic class (verbs), -1 = the system's */
 	int ack_timeout;   /* --ack-timeout: verbs' IB encoding 0..31, -1 = rdma_cm's */

@@ -459,6 +459,13 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
+	/* An older daemon would write the zeros: slower, but the user asked for it not to. */
+	if ((flags & PROTO_OPEN_ASSUME_ZERO) && !(s->hello.caps & PROTO_CAP_ASSUME_ZERO)) {
+		log_error("%s: the daemon is too old for --assume-zero-target (it writes every "
+			  "zero extent): upgrade it, or copy without --assume-zero-target",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
 	if (s->o->encrypt == 1 && s->o->transport == XPORT_KIND_VERBS) {
 		log_error("--encrypt: verbs lanes cannot be encrypted yet; use --transport tcp, or "
 			  "--no-encrypt");
@@ -884,8 +891,9 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	struct engine_stats st = { 0 };
 	struct msg reply = { 0 };
 	uint64_t local_failures = 0;
-	/* The daemon is the receiver: it applies the skip level and keeps partials. */
-	uint32_t flags = open_flags(o) | o->skip | (o->partial ? PROTO_OPEN_PARTIAL : 0);
+	/* The daemon is the receiver: it applies the skip level, keeps partials, assumes zeros. */
+	uint32_t flags = open_flags(o) | o->skip | (o->partial ? PROTO_OPEN_PARTIAL : 0) |
+			 (o->assume_zero ? PROTO_OPEN_ASSUME_ZERO : 0);
 	int rc;
 
 	output_init(&x.out, o->json, o->progress, o->verbose);
@@ -1256,6 +1264,11 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 			  "pull, name the remote sources (HOST:MODULE/PATH...) instead");
 		return EXIT_USAGE;
 	}
+	if (o->assume_zero && !o->write_devices) {
+		log_error("--assume-zero-target is for block device targets: a pull writes a local "
+			  "device only with --write-devices");
+		return EXIT_USAGE;
+	}
 	output_init(&x.out, o->json, o->progress, o->verbose);
 	x.out.dry_run = o->dry_run;
 	x.out.pull = true;
@@ -1318,6 +1331,8 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		ep.bwlimit = o->bwlimit;
 		ep.umask = fspath_umask(); /* without -p: cp's rule */
 		ep.write_devices = o->write_devices;
+		/* Our own device targets: the daemon, the sender, need not know. */
+		ep.open_flags |= o->assume_zero ? PROTO_OPEN_ASSUME_ZERO : 0;
 		ep.name_ok = pull_name_ok;
 		ep.name_ok_ud = &x;
 		/* --delete: we mirror, here; the daemon hears only that the pass goes on. */

@@ -100,6 +100,8 @@ static void usage(FILE *f)
 	    "                         whose XXH3-128 differs (the rest is copied from it)\n"
 	    "      --write-devices    pull into an existing local block device by its name\n"
 	    "                         (written in place, verified by reading it back)\n"
+	    "      --assume-zero-target  block device targets read as zeros already (a new\n"
+	    "                         disk or thin LV): zeros not written, still verified\n"
 	    "      --encrypt          seal the data lanes (AES-256-GCM) or fail (exit 20);\n"
 	    "                         the default seals tcp lanes where the daemon can\n"
 	    "      --no-encrypt       data lanes in clear (a module may refuse: exit 20)\n"
@@ -458,6 +460,7 @@ FLAG_HANDLER(set_dry_run, dry_run)
 FLAG_HANDLER(set_partial, partial)
 FLAG_HANDLER(set_delta, delta)
 FLAG_HANDLER(set_write_devices, write_devices)
+FLAG_HANDLER(set_assume_zero, assume_zero)
 FLAG_HANDLER(set_long, long_listing)
 FLAG_HANDLER(set_poll, busy_poll)
 FLAG_HANDLER(set_json, json)
@@ -594,6 +597,7 @@ const struct client_option client_options[] = {
 	{ "partial", no_argument, 0, NULL, set_partial, NULL },
 	{ "delta", no_argument, 0, NULL, set_delta, NULL },
 	{ "write-devices", no_argument, 0, NULL, set_write_devices, NULL },
+	{ "assume-zero-target", no_argument, 0, NULL, set_assume_zero, NULL },
 	{ "encrypt", no_argument, 0, "encrypt", set_encrypt, BOOL_EXPECT },
 	{ "no-encrypt", no_argument, 0, NULL, set_no_encrypt, NULL },
 	{ "long", no_argument, 'l', NULL, set_long, NULL },

@@ -867,6 +867,16 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 		return refuse(c, PERR_PROTOCOL,
 			      "lane encryption from a client without the encrypt capability");
 	}
+	/*
+	 * --assume-zero-target, from a peer that announced it. Any module takes
+	 * it: it changes only what is written on block devices, which only a
+	 * module with 'devices = yes' lets a client write whole anyway.
+	 */
+	if ((o->flags & PROTO_OPEN_ASSUME_ZERO) && !(c->peer_caps & PROTO_CAP_ASSUME_ZERO)) {
+		return refuse(
+		    c, PERR_PROTOCOL,
+		    "assume-zero-target from a client without the assume-zero capability");
+	}
 	/* A probe's engine exchange goes only to a peer that announced it. */
 	if (proto_open_is_probe(o->flags) && !(c->peer_caps & PROTO_CAP_PROBE)) {
 		return refuse(c, PERR_PROTOCOL,

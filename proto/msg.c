@@ -976,6 +976,10 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		     (o->direction != PROTO_DIR_PUSH && !(o->flags & PROTO_OPEN_DRY_RUN)))) {
 			return -EBADMSG;
 		}
+		/* The daemon receives only in a push; a pull's client applies it itself. */
+		if ((o->flags & PROTO_OPEN_ASSUME_ZERO) && o->direction != PROTO_DIR_PUSH) {
+			return -EBADMSG;
+		}
 		if ((o->direction != PROTO_DIR_PUSH && o->direction != PROTO_DIR_PULL) ||
 		    o->transport > 2 || o->lanes == 0 || o->lanes > PROTO_MAX_LANES ||
 		    (o->flags & ~PROTO_OPEN_FLAGS_KNOWN) ||

@@ -94,8 +94,10 @@ enum {
 	PROTO_CAP_ENCRYPT = 1u << 17,
 	PROTO_CAP_DELTA = 1u << 18, /* OPEN DELTA, DELTA messages */
 	PROTO_CAP_PACK = 1u << 19,  /* packed slots: whole small files, a piece table */
+	/* OPEN ASSUME_ZERO: a push's device targets read as zeros, zero extents not written */
+	PROTO_CAP_ASSUME_ZERO = 1u << 20,
 };
-#define PROTO_CAPS_KNOWN 0xfffffu
+#define PROTO_CAPS_KNOWN 0x1fffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -180,8 +182,14 @@ enum {
 	PROTO_OPEN_ENCRYPT = 1u << 15,
 	/* Only to a peer with PROTO_CAP_DELTA: send only chunks the receiver's file lacks (DELTA). */
 	PROTO_OPEN_DELTA = 1u << 16,
+	/*
+	 * A push's only, to a peer with PROTO_CAP_ASSUME_ZERO (--assume-zero-target):
+	 * block device targets already read as zeros; zero extents are not written
+	 * on them (the device's read-back check still covers them).
+	 */
+	PROTO_OPEN_ASSUME_ZERO = 1u << 17,
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x19fffu
+#define PROTO_OPEN_FLAGS_KNOWN 0x39fffu
 
 /* OPEN's wish byte (with PROTO_OPEN_ENCRYPT). */
 enum proto_encrypt_wish {

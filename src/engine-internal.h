@@ -183,6 +183,8 @@ struct efile {
 	uint64_t next_data, next_hole;
 	/* Both: bytes of it described as zeros (ZEROS), no payload. */
 	uint64_t zeroed;
+	/* Receiver: of those, bytes left unwritten on its device (--assume-zero-target). */
+	uint64_t zero_assumed;
 	/* Receiver: the ZEROS ranges not hashed yet, ascending; the end of the last one. */
 	struct proto_range *zr;
 	uint32_t nzr, zr_cap;
@@ -460,6 +462,7 @@ struct engine {
 	bool zero_chunk_hashed;
 	bool zeros;		    /* see engine_zeros */
 	bool delta;		    /* --delta asked for, and both ends know DELTA */
+	bool assume_zero;	    /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
 	bool pack;		    /* both ends know packed slots */
 	int32_t pack_ci;	    /* sender: the pack being filled, -1 none */
 	struct proto_piece *pieces; /* receiver: a packed slot's table, decoded */

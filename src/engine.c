@@ -817,6 +817,9 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	e->delta = p->x && (p->open_flags & PROTO_OPEN_DELTA) && (p->peer_caps & PROTO_CAP_DELTA) &&
 		   (hello_local_caps() & PROTO_CAP_DELTA);
 	e->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
+	/* The receiver's own knowledge only: a pull's is the client's option, a push's the OPEN. */
+	e->assume_zero = p->role == ENGINE_RECEIVER && (p->open_flags & PROTO_OPEN_ASSUME_ZERO) &&
+			 (hello_local_caps() & PROTO_CAP_ASSUME_ZERO);
 	e->pack_ci = -1;
 	err[0] = '\0';
 

@@ -204,8 +204,18 @@ int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t h
 
 		hash_to_hex(f->done_hash, a);
 		hash_to_hex(hash, b);
-		file_fail(f, PERR_INTEGRITY,
-			  "device read back does not match: sender xxh128 %s, device %s", a, b);
+		if (f->zero_assumed > 0) {
+			/* By far the likeliest cause (not proven: the read back is one digest). */
+			file_fail(f, PERR_INTEGRITY,
+				  "device read back does not match (device xxh128 %s): most likely "
+				  "it did not read as zeros where --assume-zero-target left %llu "
+				  "bytes unwritten; copy again without it",
+				  b, (unsigned long long)f->zero_assumed);
+		} else {
+			file_fail(f, PERR_INTEGRITY,
+				  "device read back does not match: sender xxh128 %s, device %s", a,
+				  b);
+		}
 	}
 	/* Nothing to rename: the device is in place; its journal (--partial) has done its work. */
 	if (!f->failed && f->partial) {

@@ -627,7 +627,8 @@ static void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
  * short), past everything hashed, kept or described before, and no chunk
  * of data held for it inside. Queued to be hashed in file order, and made
  * zeros on the disk now (sparse_zero_range: a hole in a new temp file, a
- * punch in a partial's data file, zeroes on a device).
+ * punch in a partial's data file, zeroes on a device), or on a device
+ * taken to be zeros already (--assume-zero-target) left alone.
  */
 static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
 {
@@ -698,9 +699,19 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 	if (f->failed) {
 		return 0;
 	}
-	/* A new temp file has nothing there; its size is set last (rx_maybe_finish). */
-	r = sparse_zero_range(f->tfd, g->offset, g->len,
-			      SPARSE_KEEP_SIZE | (f->partial ? 0 : SPARSE_FRESH));
+	/*
+	 * --assume-zero-target: the user says the device reads as zeros there
+	 * already. Not trusted: its read back (rx_device_verified) covers these
+	 * bytes too, so a device that was not zeros fails the copy.
+	 */
+	if (f->device && e->assume_zero) {
+		f->zero_assumed += g->len;
+		r = 0;
+	} else {
+		/* A new temp file has nothing there; its size is set last (rx_maybe_finish). */
+		r = sparse_zero_range(f->tfd, g->offset, g->len,
+				      SPARSE_KEEP_SIZE | (f->partial ? 0 : SPARSE_FRESH));
+	}
 	if (r < 0) {
 		file_fail(f, errno_to_perr(r), "zeros %s: %s", f->name, strerror(-r));
 		return 0;

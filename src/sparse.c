@@ -2,8 +2,9 @@
 /*
  * Sparse data and zero extents (see sparse.h). The receiver never writes
  * a zero range byte by byte where the kernel can describe it: a file gets a
- * hole, a block device BLKZEROOUT. What reads back is zeros either way,
- * which is what both ends hashed.
+ * hole, a block device a write-zeroes the device may unmap (else
+ * BLKZEROOUT). What reads back is zeros either way, which is what both ends
+ * hashed (and what a device's read back checks).
  */
 #include "sparse.h"
 
@@ -84,6 +85,39 @@ static int zero_write(int fd, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/*
+ * A block device's range made zeros that the device itself guarantees.
+ * fallocate(PUNCH_HOLE) on a block device is a REQ_OP_WRITE_ZEROES that may
+ * unmap the blocks, and never falls back to writing zeros: the device
+ * offers it (NVMe Write Zeroes, which may deallocate; SCSI WRITE SAME with
+ * UNMAP only where the device reports reading zeros after an unmap; a loop
+ * device punches its backing file) or the call fails with EOPNOTSUPP. Then
+ * BLKZEROOUT: a write-zeroes that keeps the blocks mapped, else zero pages
+ * written by the kernel. A plain discard (BLKDISCARD) is never used: no
+ * device promises what it reads back after one (BLKDISCARDZEROES is always
+ * 0, discard_zeroes_data gone). The copy's read back checks it all anyway.
+ */
+static int blk_zero_range(int fd, uint64_t off, uint64_t len)
+{
+	uint64_t range[2] = { off, len }, size;
+
+	/* fallocate with KEEP_SIZE would cut a range past the end short: refuse it whole. */
+	if (ioctl(fd, BLKGETSIZE64, &size) < 0) {
+		return negerrno();
+	}
+	if (off > size || len > size - off) {
+		return -EINVAL;
+	}
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) ==
+	    0) {
+		return 0;
+	}
+	if (errno != EOPNOTSUPP) {
+		return negerrno();
+	}
+	return ioctl(fd, BLKZEROOUT, range) < 0 ? negerrno() : 0;
+}
+
 int sparse_zero_range(int fd, uint64_t off, uint64_t len, unsigned flags)
 {
 	struct stat st;
@@ -99,9 +133,7 @@ int sparse_zero_range(int fd, uint64_t off, uint64_t len, unsigned flags)
 		return negerrno();
 	}
 	if (S_ISBLK(st.st_mode)) {
-		uint64_t range[2] = { off, len };
-
-		return ioctl(fd, BLKZEROOUT, range) < 0 ? negerrno() : 0;
+		return blk_zero_range(fd, off, len);
 	}
 	if (!S_ISREG(st.st_mode)) {
 		return -EINVAL;

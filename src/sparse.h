@@ -2,7 +2,7 @@
 /*
  * Sparse data and zero extents: where a source file has data (SEEK_DATA,
  * SEEK_HOLE), whether a buffer is all zeros, and the one writer of zero
- * ranges on the receiving side (holes in files, BLKZEROOUT on devices).
+ * ranges on the receiving side (holes in files, write-zeroes on devices).
  */
 #pragma once
 
@@ -38,8 +38,9 @@ enum {
 
 /*
  * Make [off, off + len) of fd read as zeros:
- *  - a block device: BLKZEROOUT (the device writes or unmaps zeros); the
- *    range must lie on its logical blocks;
+ *  - a block device: a write-zeroes the device may unmap
+ *    (fallocate PUNCH_HOLE), or where it has none BLKZEROOUT (zeros
+ *    written); the range must lie on its logical blocks;
  *  - a regular file: below its end the range is punched
  *    (FALLOC_FL_PUNCH_HOLE | KEEP_SIZE), or, where the file system can't
  *    punch, written with zeros; past its end only its size grows (a hole).

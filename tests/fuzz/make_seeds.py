@@ -101,6 +101,9 @@ SEEDS = {
     # OPEN_OK to it: the lanes byte (2 sealed) follows the token
     "open_ok_sealed": frame(4, struct.pack(">BBHII", 1, 4, 40001, 1 << 20, 64) + bytes(range(32))
                             + struct.pack(">B", 2)),
+    # OPEN push --assume-zero-target (0x20000): device targets taken to read as zeros
+    "open_assume_zero": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x20000, 1 << 20, 64)
+                              + s16("disks/vm1")),
     # FILES_ACK: SUM_WANTED (20), then later the final answer for the same id
     "files_ack_sum_wanted": frame(7, struct.pack(">H", 1) + status(1, 20, "")),
     # LIST with the sums flag (0x2); per file: id, status, XXH3-128 (zero unless status 0)

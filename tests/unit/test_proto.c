@@ -773,6 +773,7 @@ static void test_round_trip_edges(void **state)
 	/* Every limit exactly at its edge is accepted. */
 	sample(MSG_OPEN, &m);
 	m.u.open.direction = PROTO_DIR_PULL;
+	m.u.open.flags &= ~PROTO_OPEN_ASSUME_ZERO; /* a push's only */
 	m.u.open.transport = 0;
 	m.u.open.lanes = PROTO_MAX_LANES;
 	m.u.open.chunk_size = PROTO_MAX_CHUNK;
@@ -1311,6 +1312,17 @@ static void test_bad_open(void **state)
 	assert_false(proto_open_is_probe(PROTO_OPEN_DRY_RUN | PROTO_OPEN_RECURSIVE));
 	assert_false(proto_open_is_probe(PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_DELETE));
 	assert_true(proto_open_is_probe(PROTO_OPEN_DRY_RUN | PROTO_OPEN_SKIP_CHECKSUM));
+	/* ASSUME_ZERO: a push's only (a pull's receiver is the client, which applies it). */
+	sample(MSG_OPEN, &m);
+	assert_true(m.u.open.flags & PROTO_OPEN_ASSUME_ZERO);
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.open.direction = PROTO_DIR_PULL;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.open.flags |= PROTO_OPEN_DRY_RUN;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.open.flags &= ~PROTO_OPEN_ASSUME_ZERO;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	assert_true(PROTO_CAPS_KNOWN & PROTO_CAP_ASSUME_ZERO);
 	/* Its max_delete cut short, or missing. */
 	sample_open_delete(&m);
 	len = encode_ok(&m);
