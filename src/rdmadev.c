@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * RDMA device facts from sysfs (class/infiniband/<dev>/...) and getifaddrs():
- * existence, NUMA node, network device of port 1 and a source address on it.
- * Unset GID attributes read as errors in sysfs; they are skipped.
+ * RDMA device facts from sysfs (class/infiniband/<dev>/..., class/net/...) and
+ * getifaddrs(): existence, NUMA node, the network devices of every port
+ * (RoCE: its GIDs' ones; InfiniBand: its IPoIB interfaces) and a source
+ * address on one of them. Unset GID attributes read as errors in sysfs; they
+ * are skipped.
  */
 #include "rdmadev.h"
 
@@ -75,40 +77,175 @@ int rdmadev_numa_node(const char *sysfs, const char *name)
 	return (int)node;
 }
 
-int rdmadev_netdev(const char *sysfs, const char *name, char ret_ifname[static 64])
+/* Add ifname to the list unless it is there; false when the list is full. */
+static bool list_add(char (*names)[64], size_t max, size_t *n, const char *ifname)
+{
+	for (size_t i = 0; i < *n; i++) {
+		if (strcmp(names[i], ifname) == 0) {
+			return true;
+		}
+	}
+	if (*n == max) {
+		return false;
+	}
+	snprintf(names[(*n)++], 64, "%s", ifname);
+	return true;
+}
+
+static int cmp_uint(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * RoCE: the network devices of port's GIDs (gid_attrs/ndevs/<index>; an
+ * unset GID reads as an error and is skipped), RoCE v2 ones first, each
+ * kind in GID index order (not readdir order: the same answer every time).
+ */
+static void roce_netdevs(const char *sysfs, const char *name, const char *port, char (*names)[64],
+			 size_t max, size_t *n)
 {
 	char dir[512], path[1024], ifname[64], type[32];
+	unsigned idx[256];
+	size_t nidx = 0;
 	struct dirent *de;
-	bool found = false, v2 = false;
 	DIR *d;
 
+	snprintf(dir, sizeof(dir), "%s/%s/ports/%s/gid_attrs/ndevs", sysfs, name, port);
+	d = opendir(dir);
+	if (!d) {
+		return;
+	}
+	while ((de = readdir(d)) && nidx < ARRAY_SIZE(idx)) {
+		char *end;
+		unsigned long v = strtoul(de->d_name, &end, 10);
+
+		if (de->d_name[0] != '.' && *end == '\0' && v < 65536) {
+			idx[nidx++] = (unsigned)v;
+		}
+	}
+	closedir(d);
+	qsort(idx, nidx, sizeof(*idx), cmp_uint);
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < nidx; i++) {
+			bool v2;
+
+			snprintf(path, sizeof(path), "%s/%u", dir, idx[i]);
+			if (sysfile_read_line(path, ifname, sizeof(ifname)) <= 0 ||
+			    !rdmadev_name_ok(ifname)) {
+				continue;
+			}
+			snprintf(path, sizeof(path), "%s/%s/ports/%s/gid_attrs/types/%u", sysfs,
+				 name, port, idx[i]);
+			v2 = sysfile_read_line(path, type, sizeof(type)) > 0 &&
+			     strcasecmp(type, "RoCE v2") == 0;
+			if (v2 == (pass == 0)) {
+				list_add(names, max, n, ifname);
+			}
+		}
+	}
+}
+
+/*
+ * InfiniBand: IPoIB interfaces are not attached to IB GIDs. As rdma-core's
+ * ibdev2netdev does, an interface belongs to the device when its
+ * device/infiniband/<name> exists, and to the port its dev_port (0-based)
+ * names; kernels before dev_port gave IPoIB ports in dev_id (hex).
+ */
+static void ib_netdevs(const char *netsysfs, const char *name, unsigned port, char (*names)[64],
+		       size_t max, size_t *n)
+{
+	struct dirent *de;
+	DIR *d = opendir(netsysfs);
+
+	if (!d) {
+		return;
+	}
+	while ((de = readdir(d))) {
+		char path[1024], line[32], *end;
+		struct stat st;
+		unsigned long v;
+
+		if (de->d_name[0] == '.' || !rdmadev_name_ok(de->d_name)) {
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/%s/device/infiniband/%s", netsysfs, de->d_name,
+			 name);
+		if (stat(path, &st) < 0) {
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/%s/dev_port", netsysfs, de->d_name);
+		if (sysfile_read_line(path, line, sizeof(line)) > 0) {
+			v = strtoul(line, &end, 10);
+		} else {
+			snprintf(path, sizeof(path), "%s/%s/dev_id", netsysfs, de->d_name);
+			if (sysfile_read_line(path, line, sizeof(line)) <= 0) {
+				continue;
+			}
+			v = strtoul(line, &end, 16);
+		}
+		if (*end == '\0' && v + 1 == port) {
+			list_add(names, max, n, de->d_name);
+		}
+	}
+	closedir(d);
+}
+
+int rdmadev_netdevs(const char *sysfs, const char *netsysfs, const char *name,
+		    char (*ret_names)[64], size_t max, size_t *ret_n)
+{
+	char dir[512], path[1024], ll[32];
+	unsigned ports[64];
+	size_t nports = 0;
+	struct dirent *de;
+	DIR *d;
+
+	*ret_n = 0;
 	if (!rdmadev_name_ok(name)) {
 		return -EINVAL;
 	}
-	snprintf(dir, sizeof(dir), "%s/%s/ports/1/gid_attrs/ndevs", sysfs, name);
+	snprintf(dir, sizeof(dir), "%s/%s/ports", sysfs, name);
 	d = opendir(dir);
 	if (!d) {
 		return errno == ENOENT ? -ENOENT : negerrno();
 	}
-	while (!v2 && (de = readdir(d))) {
-		if (de->d_name[0] == '.') {
-			continue;
-		}
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (sysfile_read_line(path, ifname, sizeof(ifname)) <= 0) {
-			continue; /* an unset GID */
-		}
-		snprintf(path, sizeof(path), "%s/%s/ports/1/gid_attrs/types/%s", sysfs, name,
-			 de->d_name);
-		v2 = sysfile_read_line(path, type, sizeof(type)) > 0 &&
-		     strcasecmp(type, "RoCE v2") == 0;
-		if (!found || v2) {
-			memcpy(ret_ifname, ifname, sizeof(ifname));
-			found = true;
+	while ((de = readdir(d)) && nports < ARRAY_SIZE(ports)) {
+		char *end;
+		unsigned long v = strtoul(de->d_name, &end, 10);
+
+		if (de->d_name[0] != '.' && *end == '\0' && v > 0 && v < 256) {
+			ports[nports++] = (unsigned)v;
 		}
 	}
 	closedir(d);
-	return found ? 0 : -ENOENT;
+	/* Port order, not readdir order: the same answer every time. */
+	qsort(ports, nports, sizeof(*ports), cmp_uint);
+	for (size_t i = 0; i < nports; i++) {
+		char port[8];
+
+		snprintf(port, sizeof(port), "%u", ports[i]);
+		snprintf(path, sizeof(path), "%s/%s/ports/%s/link_layer", sysfs, name, port);
+		if (sysfile_read_line(path, ll, sizeof(ll)) > 0 && strcmp(ll, "InfiniBand") == 0) {
+			ib_netdevs(netsysfs, name, ports[i], ret_names, max, ret_n);
+		} else {
+			roce_netdevs(sysfs, name, port, ret_names, max, ret_n);
+		}
+	}
+	return *ret_n > 0 ? 0 : -ENOENT;
+}
+
+int rdmadev_netdev(const char *sysfs, const char *name, char ret_ifname[static 64])
+{
+	char names[16][64];
+	size_t n;
+	int r = rdmadev_netdevs(sysfs, RDMADEV_NETSYSFS, name, names, ARRAY_SIZE(names), &n);
+
+	if (r == 0) {
+		memcpy(ret_ifname, names[0], 64);
+	}
+	return r;
 }
 
 /* Lower is better: IPv4 any; IPv6 global before link-local. */
@@ -123,32 +260,84 @@ static int addr_rank(const struct sockaddr *sa)
 	return IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr) ? 1 : 0;
 }
 
-int rdmadev_src_addr(const char *sysfs, const char *name, int family,
+/* Is a in the subnet of addr/mask that holds b? */
+static bool same_subnet(const struct sockaddr *a, const struct sockaddr *mask,
+			const struct sockaddr *b)
+{
+	const uint8_t *x, *m, *y;
+	size_t len;
+
+	if (!mask || a->sa_family != b->sa_family || mask->sa_family != a->sa_family) {
+		return false;
+	}
+	if (a->sa_family == AF_INET) {
+		x = (const uint8_t *)&((const struct sockaddr_in *)(const void *)a)->sin_addr;
+		m = (const uint8_t *)&((const struct sockaddr_in *)(const void *)mask)->sin_addr;
+		y = (const uint8_t *)&((const struct sockaddr_in *)(const void *)b)->sin_addr;
+		len = 4;
+	} else {
+		x = (const uint8_t *)&((const struct sockaddr_in6 *)(const void *)a)->sin6_addr;
+		m = (const uint8_t *)&((const struct sockaddr_in6 *)(const void *)mask)->sin6_addr;
+		y = (const uint8_t *)&((const struct sockaddr_in6 *)(const void *)b)->sin6_addr;
+		len = 16;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if ((x[i] & m[i]) != (y[i] & m[i])) {
+			return false;
+		}
+	}
+	return true;
+}
+
+const struct ifaddrs *rdmadev_pick_addr(const struct ifaddrs *list, char (*names)[64], size_t n,
+					int family, const struct sockaddr *dst)
+{
+	const struct ifaddrs *best = NULL;
+	int best_score = 0;
+
+	for (const struct ifaddrs *ifa = list; ifa; ifa = ifa->ifa_next) {
+		size_t k;
+		int score;
+
+		if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != family) {
+			continue;
+		}
+		for (k = 0; k < n && strcmp(ifa->ifa_name, names[k]) != 0; k++) {
+		}
+		if (k == n) {
+			continue;
+		}
+		/* The peer's subnet first (a VLAN of the port), then the netdev order, then the rank. */
+		score = (dst && same_subnet(ifa->ifa_addr, ifa->ifa_netmask, dst) ? 0 : 1000) +
+			(int)k * 2 + addr_rank(ifa->ifa_addr);
+		if (!best || score < best_score) {
+			best = ifa;
+			best_score = score;
+		}
+	}
+	return best;
+}
+
+int rdmadev_src_addr(const char *sysfs, const char *name, int family, const struct sockaddr *dst,
 		     struct sockaddr_storage *ret_addr)
 {
-	char ifname[64];
-	struct ifaddrs *ifa_list, *best = NULL;
+	char names[16][64];
+	size_t n;
+	struct ifaddrs *ifa_list;
+	const struct ifaddrs *best;
 	int r;
 
 	if (family != AF_INET && family != AF_INET6) {
 		return -EINVAL;
 	}
-	r = rdmadev_netdev(sysfs, name, ifname);
+	r = rdmadev_netdevs(sysfs, RDMADEV_NETSYSFS, name, names, ARRAY_SIZE(names), &n);
 	if (r < 0) {
 		return r;
 	}
 	if (getifaddrs(&ifa_list) < 0) {
 		return negerrno();
 	}
-	for (struct ifaddrs *ifa = ifa_list; ifa; ifa = ifa->ifa_next) {
-		if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != family ||
-		    strcmp(ifa->ifa_name, ifname) != 0) {
-			continue;
-		}
-		if (!best || addr_rank(ifa->ifa_addr) < addr_rank(best->ifa_addr)) {
-			best = ifa;
-		}
-	}
+	best = rdmadev_pick_addr(ifa_list, names, n, family, dst);
 	if (!best) {
 		freeifaddrs(ifa_list);
 		return -EADDRNOTAVAIL;

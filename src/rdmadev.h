@@ -1,17 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Facts about an RDMA device by name, from sysfs and the interface list: does
- * it exist, its NUMA node, and an IP address of its network device (the source
- * address that makes rdma_cm leave through it). No libibverbs: usable and
+ * it exist, its NUMA node, its network devices on every port, and an IP
+ * address of one of them (the source address that makes rdma_cm leave
+ * through it). No libibverbs: usable and
  * testable without RDMA. `sysfs` is the class directory, normally
  * RDMADEV_SYSFS; tests pass a fake tree.
  */
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/socket.h>
 
+struct ifaddrs;
+
 #define RDMADEV_SYSFS	 "/sys/class/infiniband"
+#define RDMADEV_NETSYSFS "/sys/class/net"
 #define RDMADEV_NAME_MAX 63
 
 /* [A-Za-z0-9_.-]{1,63}, and not "." or "..": safe inside a sysfs path. */
@@ -21,15 +26,29 @@ int rdmadev_exists(const char *sysfs, const char *name);
 /* The device's NUMA node, or -1 when it reports none (or cannot be read). */
 int rdmadev_numa_node(const char *sysfs, const char *name);
 /*
- * The network device behind port 1: the first GID whose ndev is set,
- * preferring a RoCE v2 one. -ENOENT when there is none (InfiniBand without
- * IPoIB addresses, a port without GIDs).
+ * The network devices of every port of the device, in port order, at most
+ * max of them: for a RoCE port those its GIDs are attached to (RoCE v2 ones
+ * first), for an InfiniBand port its IPoIB interfaces (those under
+ * netsysfs, normally RDMADEV_NETSYSFS, whose device/infiniband/<name>
+ * exists and whose dev_port, or dev_id before it, names the port). -ENOENT
+ * when there is none.
  */
+int rdmadev_netdevs(const char *sysfs, const char *netsysfs, const char *name,
+		    char (*ret_names)[64], size_t max, size_t *ret_n);
+/* The first of rdmadev_netdevs. */
 int rdmadev_netdev(const char *sysfs, const char *name, char ret_ifname[static 64]);
 /*
- * An address of `family` (AF_INET or AF_INET6) on the device's network device,
- * port 0; for IPv6 a global one before a link-local one (with its scope).
- * -EADDRNOTAVAIL when the network device has none of that family.
+ * Of list's addresses of `family` on the interfaces names[0..n), the one to
+ * leave from: one in dst's subnet first (of a port's VLANs, the one that
+ * reaches the peer directly), then in the order of names, then for IPv6 a
+ * global one before a link-local one. NULL when none. dst may be NULL.
  */
-int rdmadev_src_addr(const char *sysfs, const char *name, int family,
+const struct ifaddrs *rdmadev_pick_addr(const struct ifaddrs *list, char (*names)[64], size_t n,
+					int family, const struct sockaddr *dst);
+/*
+ * An address of `family` (AF_INET or AF_INET6) on the device's network
+ * devices (rdmadev_pick_addr, towards dst when given), port 0.
+ * -EADDRNOTAVAIL when they have none of that family.
+ */
+int rdmadev_src_addr(const char *sysfs, const char *name, int family, const struct sockaddr *dst,
 		     struct sockaddr_storage *ret_addr);

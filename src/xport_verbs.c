@@ -806,7 +806,7 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 
 	/* Rails: leave from an address of the lane's device, and rdma_cm binds to it. */
 	if (dev) {
-		r = rdmadev_src_addr(RDMADEV_SYSFS, dev, addr->sa_family, &src);
+		r = rdmadev_src_addr(RDMADEV_SYSFS, dev, addr->sa_family, addr, &src);
 		if (r < 0) {
 			set_error(vx, "lane %u: no %s address on RDMA device %s: %s", lane,
 				  addr->sa_family == AF_INET ? "IPv4" : "IPv6", dev, strerror(-r));
