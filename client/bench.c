@@ -63,6 +63,7 @@ struct bench_result {
 	unsigned lanes;
 	uint32_t chunk, slots;
 	uint64_t size;
+	bool sealed; /* the lanes were sealed (AES-256-GCM) */
 	const struct engine_stats *st;
 	int rc;
 	const char *error;
@@ -80,8 +81,9 @@ static void print_json(const struct bench_result *b)
 	} else {
 		printf("null"); /* refused before the lanes were set up */
 	}
-	printf(",\"lanes\":%u,\"chunk_size\":%" PRIu32 ",\"slots\":%" PRIu32 ",\"size\":%" PRIu64,
-	       b->lanes, b->chunk, b->slots, b->size);
+	printf(",\"lanes\":%u,\"chunk_size\":%" PRIu32 ",\"slots\":%" PRIu32 ",\"size\":%" PRIu64
+	       ",\"encryption\":\"%s\"",
+	       b->lanes, b->chunk, b->slots, b->size, b->sealed ? "aes-256-gcm" : "none");
 	if (st) {
 		printf(",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"bytes_per_second\":%.0f"
 		       ",\"gbit_per_second\":%.3f,\"verified\":%s,\"per_lane\":[",
@@ -108,10 +110,10 @@ static void print_text(const struct bench_result *b)
 	const struct engine_stats *st = b->st;
 	double gib = (double)st->bytes / (1u << 30);
 
-	printf("bench %s: %.2f GiB over %u %s lane%s, chunk %" PRIu32 " KiB, %" PRIu32
+	printf("bench %s: %.2f GiB over %u %s lane%s%s, chunk %" PRIu32 " KiB, %" PRIu32
 	       " slots, every chunk checked by the daemon\n",
-	       b->host, gib, b->lanes, b->transport, b->lanes == 1 ? "" : "s", b->chunk >> 10,
-	       b->slots);
+	       b->host, gib, b->lanes, b->transport, b->lanes == 1 ? "" : "s",
+	       b->sealed ? " (encrypted, AES-256-GCM)" : "", b->chunk >> 10, b->slots);
 	for (unsigned i = 0; i < b->lanes; i++) {
 		printf("  lane %2u: %8.2f GiB  %8.2f Gbit/s\n", i,
 		       (double)st->lane_bytes[i] / (1u << 30),
@@ -139,6 +141,12 @@ static int bench_open(struct daemon_conn *s, uint64_t seed, struct msg *ret, cha
 		return r;
 	}
 	s->have_fit = true;
+	/* Sealed lanes as a copy's, from a daemon that takes BENCH's encrypt byte. */
+	r = daemon_conn_encryption_wish(s, PROTO_CAP_BENCH_SEAL, &m.u.bench.transport);
+	if (r != 0) {
+		return r;
+	}
+	m.u.bench.encrypt = s->encrypt_wish;
 	m.u.bench.lanes = (uint8_t)s->o->lanes;
 	m.u.bench.chunk_size = s->o->chunk_size;
 	m.u.bench.slots = s->o->slots;
@@ -168,7 +176,11 @@ static int bench_open(struct daemon_conn *s, uint64_t seed, struct msg *ret, cha
 		msg_clear(ret);
 		return EXIT_PROTOCOL;
 	}
-	return 0;
+	r = daemon_conn_check_lanes(s, &ret->u.open_ok);
+	if (r != 0) {
+		msg_clear(ret);
+	}
+	return r;
 }
 
 /* The engine's failure as an exit code: the daemon's word, or ours. */
@@ -209,6 +221,7 @@ static int bench_run(struct daemon_conn *s, struct bench_result *res, struct eng
 		return rc;
 	}
 	res->transport = x->ops->name;
+	res->sealed = ok.u.open_ok.lanes_sealed == PROTO_LANES_SEALED;
 	res->lanes = ok.u.open_ok.lanes;
 	res->chunk = ok.u.open_ok.chunk_size;
 	res->slots = ok.u.open_ok.slots;

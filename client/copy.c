@@ -310,68 +310,6 @@ static int pick_transport(struct daemon_conn *s, uint8_t *ret)
 }
 
 /*
- * What to ask for the data lanes: sealed (--encrypt: or nothing), sealed
- * where the daemon can (the default), or clear (--no-encrypt, or a daemon
- * from before encryption). Sealing exists on tcp lanes only: --encrypt asks
- * for tcp when the transport is auto. Returns 0 or an exit code.
- */
-static int encryption_wish(struct daemon_conn *s, uint8_t *transport, uint32_t *flags)
-{
-	const struct client_opts *o = s->o;
-
-	s->encrypt_wish = 0;
-	if (o->encrypt == 0) {
-		s->clear_why = "--no-encrypt";
-		return 0;
-	}
-	/* What we announced is what we do (the tests play a client from before this way). */
-	if (!(hello_local_caps() & PROTO_CAP_ENCRYPT)) {
-		s->clear_why = "this client does not encrypt them";
-		return 0;
-	}
-	if (!(s->hello.caps & PROTO_CAP_ENCRYPT)) {
-		if (o->encrypt == 1) {
-			log_error("%s: the daemon is too old for --encrypt (its data lanes are in "
-				  "clear): upgrade it, or copy with --no-encrypt",
-				  s->rem->host);
-			return EXIT_VERSION;
-		}
-		s->clear_why = "the daemon is too old to encrypt them";
-		return 0;
-	}
-	if (o->encrypt == 1 && *transport != XPORT_KIND_TCP) {
-		if (o->verbose > 0) {
-			log_info("transport: tcp (--encrypt: only tcp lanes are encrypted)");
-		}
-		*transport = XPORT_KIND_TCP;
-	}
-	s->encrypt_wish = o->encrypt == 1 ? PROTO_ENCRYPT_REQUIRE : PROTO_ENCRYPT_PREFER;
-	*flags |= PROTO_OPEN_ENCRYPT;
-	return 0;
-}
-
-/* OPEN_OK's lanes byte against what we asked. Returns 0 or an exit code. */
-static int check_lanes_answer(struct daemon_conn *s, const struct msg_open_ok *ok)
-{
-	if (!s->encrypt_wish) {
-		if (ok->lanes_sealed == 0) {
-			return 0;
-		}
-	} else if (ok->lanes_sealed == PROTO_LANES_SEALED ||
-		   (ok->lanes_sealed == PROTO_LANES_CLEAR &&
-		    s->encrypt_wish == PROTO_ENCRYPT_PREFER)) {
-		s->clear_why = ok->transport == XPORT_KIND_VERBS
-				   ? "verbs lanes are not encrypted"
-				   : "the daemon's module has encryption = off";
-		return 0;
-	}
-	log_error("%s: protocol error: OPEN_OK does not answer what we asked for the data lanes "
-		  "(encryption)",
-		  s->rem->host);
-	return EXIT_PROTOCOL;
-}
-
-/*
  * A pull's rules, as one FILTER right before its OPEN (the daemon's walk
  * applies them); open_transfer made sure the daemon knows FILTER.
  */
@@ -473,7 +411,10 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 	}
 	r = pick_transport(s, &m.u.open.transport);
 	if (r == 0) {
-		r = encryption_wish(s, &m.u.open.transport, &flags);
+		r = daemon_conn_encryption_wish(s, PROTO_CAP_ENCRYPT, &m.u.open.transport);
+		if (s->encrypt_wish) {
+			flags |= PROTO_OPEN_ENCRYPT;
+		}
 	}
 	if (r != 0) {
 		return r;
@@ -536,7 +477,7 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			    transport_name(ret->u.open_ok.transport), ret->u.open_ok.lanes,
 			    ret->u.open_ok.chunk_size, ret->u.open_ok.slots,
 			    ret->u.open_ok.data_port);
-			r = check_lanes_answer(s, &ret->u.open_ok);
+			r = daemon_conn_check_lanes(s, &ret->u.open_ok);
 			if (r != 0) {
 				msg_clear(ret);
 			}

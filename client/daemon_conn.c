@@ -14,6 +14,7 @@
 #include "log.h"
 #include "net.h"
 #include "proto/msg.h"
+#include "xport.h"
 
 /* The exit code for a failure the daemon reported (copy.c maps our own failures). */
 int exit_for_perr(uint32_t code)
@@ -224,4 +225,65 @@ int daemon_conn_open(struct daemon_conn *s)
 	s->version = r;
 	log_conn_debug(s);
 	return 0;
+}
+
+/*
+ * What to ask for the data lanes: sealed (--encrypt: or nothing), sealed
+ * where the daemon can (the default), or clear (--no-encrypt, or a daemon
+ * from before encryption). Sealing exists on tcp lanes only: --encrypt asks
+ * for tcp when the transport is auto. Returns 0 or an exit code.
+ */
+int daemon_conn_encryption_wish(struct daemon_conn *s, uint64_t cap, uint8_t *transport)
+{
+	const struct client_opts *o = s->o;
+
+	s->encrypt_wish = 0;
+	if (o->encrypt == 0) {
+		s->clear_why = "--no-encrypt";
+		return 0;
+	}
+	/* What we announced is what we do (the tests play a client from before this way). */
+	if (!(hello_local_caps() & cap)) {
+		s->clear_why = "this client does not encrypt them";
+		return 0;
+	}
+	if (!(s->hello.caps & cap)) {
+		if (o->encrypt == 1) {
+			log_error("%s: the daemon is too old for --encrypt (its data lanes are in "
+				  "clear): upgrade it, or copy with --no-encrypt",
+				  s->rem->host);
+			return EXIT_VERSION;
+		}
+		s->clear_why = "the daemon is too old to encrypt them";
+		return 0;
+	}
+	if (o->encrypt == 1 && *transport != XPORT_KIND_TCP) {
+		if (o->verbose > 0) {
+			log_info("transport: tcp (--encrypt: only tcp lanes are encrypted)");
+		}
+		*transport = XPORT_KIND_TCP;
+	}
+	s->encrypt_wish = o->encrypt == 1 ? PROTO_ENCRYPT_REQUIRE : PROTO_ENCRYPT_PREFER;
+	return 0;
+}
+
+/* OPEN_OK's lanes byte against what we asked. Returns 0 or an exit code. */
+int daemon_conn_check_lanes(struct daemon_conn *s, const struct msg_open_ok *ok)
+{
+	if (!s->encrypt_wish) {
+		if (ok->lanes_sealed == 0) {
+			return 0;
+		}
+	} else if (ok->lanes_sealed == PROTO_LANES_SEALED ||
+		   (ok->lanes_sealed == PROTO_LANES_CLEAR &&
+		    s->encrypt_wish == PROTO_ENCRYPT_PREFER)) {
+		s->clear_why = ok->transport == XPORT_KIND_VERBS
+				   ? "verbs lanes are not encrypted"
+				   : "the daemon's module has encryption = off";
+		return 0;
+	}
+	log_error("%s: protocol error: OPEN_OK does not answer what we asked for the data lanes "
+		  "(encryption)",
+		  s->rem->host);
+	return EXIT_PROTOCOL;
 }

@@ -61,5 +61,14 @@ struct xport;
  * Return 0 or an exit code, the error printed.
  */
 int daemon_conn_pick_transport(struct daemon_conn *s, uint8_t *ret);
+/*
+ * What to ask for the data lanes (s->encrypt_wish, and s->clear_why when
+ * clear) from --encrypt / --no-encrypt and the daemon's HELLO, where cap is
+ * the capability that lets the request say so (OPEN's, BENCH's); --encrypt
+ * asks for tcp when the transport is auto. Returns 0 or an exit code.
+ */
+int daemon_conn_encryption_wish(struct daemon_conn *s, uint64_t cap, uint8_t *transport);
+/* OPEN_OK's lanes byte against what was asked. Returns 0 or an exit code. */
+int daemon_conn_check_lanes(struct daemon_conn *s, const struct msg_open_ok *ok);
 int daemon_conn_connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 			     struct xport **ret);

@@ -400,30 +400,29 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
 
 /*
  * Sealed or clear data lanes, from the client's wish (OPEN's ENCRYPT and its
- * wish byte), the module's "encryption" and the transport chosen. Where they
+ * wish byte, or BENCH's), the "encryption" that applies (the module's, or
+ * [global]'s for a bench; who names it) and the transport chosen. Where they
  * cannot agree the client hears why (PERR_ENCRYPTION, its exit 20).
  */
-static int decide_sealing(struct conn *c, const struct msg_open *o, const struct module *m,
-			  const struct xport_ops *ops, bool *ret_seal)
+static int decide_sealing_for(struct conn *c, uint8_t wish, int encryption, const char *who,
+			      const struct xport_ops *ops, bool *ret_seal)
 {
-	uint8_t wish = o->flags & PROTO_OPEN_ENCRYPT ? o->encrypt : 0;
-
 	*ret_seal = false;
-	if (m->encryption == ENCRYPTION_OFF) {
+	if (encryption == ENCRYPTION_OFF) {
 		if (wish == PROTO_ENCRYPT_REQUIRE) {
 			return refuse(c, PERR_ENCRYPTION,
-				      "module '%s' does not encrypt data lanes (encryption = off): "
+				      "%s does not encrypt data lanes (encryption = off): "
 				      "copy with --no-encrypt",
-				      m->name);
+				      who);
 		}
 		return 0;
 	}
 	if (!wish) {
-		if (m->encryption == ENCRYPTION_REQUIRED) {
+		if (encryption == ENCRYPTION_REQUIRED) {
 			return refuse(c, PERR_ENCRYPTION,
-				      "module '%s' requires encrypted data lanes (encryption = "
+				      "%s requires encrypted data lanes (encryption = "
 				      "required): %s",
-				      m->name,
+				      who,
 				      c->peer_caps & PROTO_CAP_ENCRYPT
 					  ? "copy without --no-encrypt"
 					  : "this client cannot encrypt them: upgrade it");
@@ -431,16 +430,26 @@ static int decide_sealing(struct conn *c, const struct msg_open *o, const struct
 		return 0;
 	}
 	if (ops->kind != XPORT_KIND_TCP) {
-		if (wish == PROTO_ENCRYPT_REQUIRE || m->encryption == ENCRYPTION_REQUIRED) {
+		if (wish == PROTO_ENCRYPT_REQUIRE || encryption == ENCRYPTION_REQUIRED) {
 			return refuse(c, PERR_ENCRYPTION,
-				      "module '%s': verbs data lanes cannot be encrypted yet: copy "
+				      "%s: verbs data lanes cannot be encrypted yet: copy "
 				      "with --transport tcp",
-				      m->name);
+				      who);
 		}
 		return 0;
 	}
 	*ret_seal = true;
 	return 0;
+}
+
+static int decide_sealing(struct conn *c, const struct msg_open *o, const struct module *m,
+			  const struct xport_ops *ops, bool *ret_seal)
+{
+	char who[128];
+
+	snprintf(who, sizeof(who), "module '%s'", m->name);
+	return decide_sealing_for(c, o->flags & PROTO_OPEN_ENCRYPT ? o->encrypt : 0, m->encryption,
+				  who, ops, ret_seal);
 }
 
 /*
@@ -765,12 +774,25 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 		return r;
 	}
 	fit_pool_size(&ep, ops, cfg->pool_size);
+	/* Sealed lanes as for a copy, under [global]'s "encryption" (a bench has no module). */
+	r = decide_sealing_for(c, b->encrypt, cfg->encryption, "this daemon", ops, &xp.seal);
+	if (r >= 0 && xp.seal &&
+	    tls_export_secret(c->tls, LANE_SEAL_EXPORT_LABEL, xp.seal_secret,
+			      sizeof(xp.seal_secret)) < 0) {
+		r = refuse(c, PERR_INTERNAL, "no lane keys from the TLS session");
+	}
+	if (r < 0) {
+		ops->listener_close(l);
+		explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
+		return r;
+	}
 	xp.nlanes = MIN((unsigned)b->lanes, POLICY_MAX_LANES);
 	xport_params_set_slots(&xp, ep.slots);
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
 	/* The pinned-memory budget every session shares: over it, "busy". */
 	if (c->sessions && session_table_reserve(c->sessions, engine_pinned_bytes(&ep, ops)) < 0) {
 		ops->listener_close(l);
+		explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
 		return refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
 	}
 	ok.u.open_ok.transport = (uint8_t)ops->kind;
@@ -779,6 +801,9 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	ok.u.open_ok.chunk_size = ep.chunk_size;
 	ok.u.open_ok.slots = ep.slots;
 	memcpy(ok.u.open_ok.token, xp.token, sizeof(xp.token));
+	if (b->encrypt) {
+		ok.u.open_ok.lanes_sealed = xp.seal ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
+	}
 	r = chan_send(&c->chan, &ok);
 	if (r >= 0) {
 		r = ops->accept(l, &xp, &x);
@@ -791,6 +816,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	}
 	ops->listener_close(l);
 	explicit_bzero(xp.token, sizeof(xp.token));
+	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
 	if (r < 0) {
 		return r;
 	}
@@ -808,8 +834,9 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 			   log_escape(err, esc, sizeof(esc)));
 		return r;
 	}
-	log_info("%s (%s): bench done: %llu bytes checked over %u %s lanes in %.3f s", c->peer,
-		 c->id, (unsigned long long)st.bytes, xp.nlanes, ops->name, st.data_seconds);
+	log_info("%s (%s): bench done: %llu bytes checked over %u %s lanes in %.3f s%s", c->peer,
+		 c->id, (unsigned long long)st.bytes, xp.nlanes, ops->name, st.data_seconds,
+		 xp.seal ? ", encrypted (AES-256-GCM)" : "");
 	return 0;
 }
 
@@ -820,6 +847,11 @@ static int handle_bench(struct conn *c, const struct msg_bench *b)
 	/* Never to a peer that did not announce it: it could not have sent BENCH. */
 	if (!(c->peer_caps & PROTO_CAP_BENCH)) {
 		chan_send_error(&c->chan, PERR_PROTOCOL, "BENCH from a client without bench");
+		return -EBADMSG;
+	}
+	if (b->encrypt && !(c->peer_caps & PROTO_CAP_BENCH_SEAL)) {
+		chan_send_error(&c->chan, PERR_PROTOCOL,
+				"BENCH asks for sealed lanes from a client without them");
 		return -EBADMSG;
 	}
 	if (!peer_matches(c, c->cfg->bench_allow, c->cfg->nbench_allow)) {

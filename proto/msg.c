@@ -411,7 +411,8 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 	case MSG_BENCH:
 		wbuf_put_u8(w, m->u.bench.transport);
 		wbuf_put_u8(w, m->u.bench.lanes);
-		wbuf_put_u16(w, 0);
+		wbuf_put_u8(w, m->u.bench.encrypt);
+		wbuf_put_u8(w, 0);
 		wbuf_put_u32(w, m->u.bench.chunk_size);
 		wbuf_put_u32(w, m->u.bench.slots);
 		wbuf_put_u64(w, m->u.bench.bytes);
@@ -1087,7 +1088,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 
 		b->transport = rbuf_get_u8(r);
 		b->lanes = rbuf_get_u8(r);
-		if (rbuf_get_u16(r) != 0) {
+		b->encrypt = rbuf_get_u8(r);
+		if (rbuf_get_u8(r) != 0 || b->encrypt > PROTO_ENCRYPT_REQUIRE) {
 			return -EBADMSG;
 		}
 		b->chunk_size = rbuf_get_u32(r);

@@ -96,8 +96,9 @@ enum {
 	PROTO_CAP_PACK = 1u << 19,  /* packed slots: whole small files, a piece table */
 	/* OPEN ASSUME_ZERO: a push's device targets read as zeros, zero extents not written */
 	PROTO_CAP_ASSUME_ZERO = 1u << 20,
+	PROTO_CAP_BENCH_SEAL = 1u << 21, /* BENCH's encrypt byte: sealed bench lanes */
 };
-#define PROTO_CAPS_KNOWN 0x1fffffu
+#define PROTO_CAPS_KNOWN 0x3fffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -438,8 +439,10 @@ struct msg_ping {
  */
 #define PROTO_BENCH_MAX_BYTES (1ull << 50) /* 1 PiB */
 struct msg_bench {
-	uint8_t transport;   /* enum xport_kind, 0 = daemon's choice */
-	uint8_t lanes;	     /* proposed, 1..PROTO_MAX_LANES */
+	uint8_t transport; /* enum xport_kind, 0 = daemon's choice */
+	uint8_t lanes;	   /* proposed, 1..PROTO_MAX_LANES */
+	/* 0, or the lanes wish (PROTO_ENCRYPT_*: with PROTO_CAP_BENCH_SEAL only) */
+	uint8_t encrypt;
 	uint32_t chunk_size; /* proposed slot size */
 	uint32_t slots;	     /* proposed ring slots */
 	uint64_t bytes;	     /* 1..PROTO_BENCH_MAX_BYTES */

@@ -19,6 +19,10 @@
 #      hook) is caught the same way
 #   6. a daemon from before bench (rawserver.py announcing no 0x10000):
 #      refused before anything is sent, "too old", exit 12
+#   7. sealed lanes (capability 0x200000): by default on tcp (--json encryption,
+#      the daemon's log), clear with --no-encrypt; [global] encryption = off with
+#      --encrypt and = required with --no-encrypt refused (exit 20); a daemon
+#      without 0x200000: clear by default, --encrypt refused (exit 12)
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -94,6 +98,34 @@ rawpeer_rc 0 "a chunk past the end of the stream" \
 rawpeer_rc 0 "END before the data" \
 	hello caps=0x10001 bench 1048576 chunk=65536 slots=4 lanes ring \
 	end 0 1048576 wait closed expect-seen "ERROR PROTOCOL" expect-seen "END after 0 of 16"
+
+# 7. sealed lanes
+jq -e '.encryption == "aes-256-gcm"' "$J" >/dev/null && pass "sealed by default (json)" ||
+	fail "not sealed by default: $(cat "$J")"
+grep -q "bench done: $SIZE bytes checked over 3 tcp lanes in .* s, encrypted (AES-256-GCM)" \
+	"$T/d.log" && pass "daemon: sealed bench" || fail "daemon log: $(grep 'bench done' "$T/d.log")"
+expect_rc 0 "bench --no-encrypt" "${CLIENT[@]}" --no-encrypt bench --size 32M --json "$HOST"
+jq -e '.encryption == "none" and .verified == true' "$T/out" >/dev/null &&
+	pass "--no-encrypt: clear lanes, verified" || fail "--no-encrypt: $(cat "$T/out")"
+bench_daemon "allow bench = client" "encryption = off"
+expect_rc 20 "bench --encrypt, daemon encryption = off" "${CLIENT[@]}" --encrypt bench \
+	--size 32M "$HOST"
+expect_rc 0 "bench by default, daemon encryption = off" "${CLIENT[@]}" bench --size 32M \
+	--json "$HOST"
+jq -e '.encryption == "none"' "$T/out" >/dev/null && pass "encryption = off: clear" ||
+	fail "encryption = off: $(cat "$T/out")"
+bench_daemon "allow bench = client" "encryption = required"
+expect_rc 20 "bench --no-encrypt, daemon encryption = required" "${CLIENT[@]}" --no-encrypt \
+	bench --size 32M "$HOST"
+grep -q "requires encrypted data lanes" "$T/err" && pass "required: says why" ||
+	fail "required: $(cat "$T/err")"
+RDMACP_TEST_CAPS_OFF=0x200000 bench_daemon "allow bench = client"
+expect_rc 0 "bench, daemon without sealed bench" "${CLIENT[@]}" bench --size 32M --json "$HOST"
+jq -e '.encryption == "none" and .verified == true' "$T/out" >/dev/null &&
+	pass "old daemon: clear lanes" || fail "old daemon: $(cat "$T/out")"
+expect_rc 12 "bench --encrypt, daemon without sealed bench" "${CLIENT[@]}" --encrypt bench \
+	--size 32M "$HOST"
+bench_daemon "allow bench = client"
 
 # 2. not allowed
 bench_daemon

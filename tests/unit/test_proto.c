@@ -539,6 +539,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 	case MSG_BENCH:
 		assert_int_equal(a->u.bench.transport, b->u.bench.transport);
 		assert_int_equal(a->u.bench.lanes, b->u.bench.lanes);
+		assert_int_equal(a->u.bench.encrypt, b->u.bench.encrypt);
 		assert_int_equal(a->u.bench.chunk_size, b->u.bench.chunk_size);
 		assert_int_equal(a->u.bench.slots, b->u.bench.slots);
 		assert_true(a->u.bench.bytes == b->u.bench.bytes);
@@ -1394,12 +1395,20 @@ static void test_bench(void **state)
 	BAD_BENCH(bytes, 0);
 	BAD_BENCH(bytes, PROTO_BENCH_MAX_BYTES + 1);
 #undef BAD_BENCH
-	for (size_t i = 2; i < 4; i++) {
+	/* The encrypt byte: a wish (1 prefer, 2 require) or 0; the byte after it reserved. */
+	for (uint8_t w = 0; w <= PROTO_ENCRYPT_REQUIRE; w++) {
 		sample(MSG_BENCH, &m);
-		len = encode_ok(&m);
-		payload()[i] = 1;
-		assert_int_equal(decode_rc(MSG_BENCH, payload(), len), -EBADMSG);
+		m.u.bench.encrypt = w;
+		round_trip(&m);
 	}
+	sample(MSG_BENCH, &m);
+	len = encode_ok(&m);
+	payload()[2] = PROTO_ENCRYPT_REQUIRE + 1;
+	assert_int_equal(decode_rc(MSG_BENCH, payload(), len), -EBADMSG);
+	sample(MSG_BENCH, &m);
+	len = encode_ok(&m);
+	payload()[3] = 1;
+	assert_int_equal(decode_rc(MSG_BENCH, payload(), len), -EBADMSG);
 	/* Short by one byte, one byte too many. */
 	sample(MSG_BENCH, &m);
 	len = encode_ok(&m);
