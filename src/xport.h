@@ -203,6 +203,17 @@ struct xport_ops {
 	 */
 	int (*fence)(struct xport *x, struct xport_mr *mr, uint64_t offset, uint64_t len, bool on);
 
+	/*
+	 * Optional (NULL: nothing to wait for): stop the lanes before memory
+	 * they use goes (teardown). Every lane is put in error, and once it
+	 * returns no work request of ours is in flight and no peer write is
+	 * being placed, so any registration may be deregistered and freed.
+	 * Bounded in time: -ETIMEDOUT when the flush did not all come back (it
+	 * goes on regardless: destroy still stops the lanes before freeing).
+	 * Later posts fail (-ESHUTDOWN), polls return 0.
+	 */
+	int (*quiesce)(struct xport *x);
+
 	/* -ENOSPC when a lane's send queue is full; nothing posted then. */
 	int (*post_writes)(struct xport *x, const struct xport_wr *wrs, size_t n);
 	/* Post zero-length receives for immediates on one lane. */

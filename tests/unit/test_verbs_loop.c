@@ -4,7 +4,8 @@
  * session token, WRITE and WRITE_WITH_IMM (0 bytes included) landing byte-exact
  * with the right immediates, a wrong token turned away at connect time, and
  * remote access errors (wrong rkey, outside the MR, after dereg_mr) leaving the
- * target untouched.
+ * target untouched, teardown with writes in flight (quiesce: lanes to error,
+ * flush awaited, then dereg and destroy, in bounded time).
  *
  * Needs a device: on machines without one it exits 77 and says why. It runs
  * for real inside the Soft-RoCE VM (tests/rxe-vm/run, driven by
@@ -453,6 +454,71 @@ static int test_access_error(enum bad_kind kind, const char *name)
 	return 0;
 }
 
+/* Queues full of writes, then teardown at once: quiesce drains, dereg and destroy follow. */
+static int test_teardown_in_flight(bool explicit_quiesce)
+{
+	enum { PER_LANE = 32, LEN = 32768 };
+	const char *name = explicit_quiesce ? "quiesce, dereg, destroy" : "destroy alone";
+	struct xport_wr wrs[2 * PER_LANE], late;
+	struct xport_wc wc[4];
+	struct pair pr;
+	int64_t t0, tq, t1;
+	int r;
+
+	if (pair_open(&pr, 2) < 0) {
+		pair_close(&pr);
+		return -1;
+	}
+	for (unsigned l = 0; l < 2; l++) {
+		for (unsigned i = 0; i < PER_LANE; i++) {
+			/* Every lane's last one signaled, the rest not: as the engine posts. */
+			wrs[l * PER_LANE + i] =
+			    wr_write(&pr, XPORT_OP_WRITE, (size_t)i * LEN, (size_t)i * LEN, LEN, 0,
+				     l, i == PER_LANE - 1 ? XPORT_SEND_SIGNALED : 0);
+		}
+	}
+	r = pr.cli->ops->post_writes(pr.cli, wrs, 2 * PER_LANE);
+	CHECK(r >= 0, "post %d writes: %s", 2 * PER_LANE, strerror(-r));
+	t0 = now_ms();
+	if (explicit_quiesce) {
+		r = pr.cli->ops->quiesce(pr.cli);
+		tq = now_ms();
+		/* The flush of all 64 came back: not the bounded wait running out. */
+		CHECK(r == 0, "quiesce: %s after %lld ms", strerror(-r), (long long)(tq - t0));
+		late = wr_write(&pr, XPORT_OP_WRITE, 0, 0, 8, 0, 0, XPORT_SEND_SIGNALED);
+		r = pr.cli->ops->post_writes(pr.cli, &late, 1);
+		CHECK(r == -ESHUTDOWN, "post after quiesce: %d", r);
+		r = pr.cli->ops->poll_cq(pr.cli, wc, 4);
+		CHECK(r == 0, "poll after quiesce: %d", r);
+		r = pr.cli->ops->dereg_mr(pr.cli, pr.smr);
+		CHECK(r >= 0, "dereg after quiesce: %s", strerror(-r));
+		pr.smr = NULL;
+		/* The source may go now: nothing of ours reads it any more. */
+		memset(pr.source, 0, TARGET_LEN);
+		free(pr.source);
+		pr.source = NULL;
+		CHECK(pr.cli->ops->last_error(pr.cli) == NULL, "client error: %s",
+		      pr.cli->ops->last_error(pr.cli));
+		r = pr.srv->ops->quiesce(pr.srv);
+		CHECK(r == 0, "server quiesce: %s", strerror(-r));
+	} else {
+		tq = t0;
+	}
+	pr.cli->ops->destroy(pr.cli);
+	pr.cli = NULL;
+	pr.srv->ops->destroy(pr.srv);
+	pr.srv = NULL;
+	t1 = now_ms();
+	CHECK(t1 - t0 < 3000, "%s took %lld ms", name, (long long)(t1 - t0));
+	/* Nothing landed outside the MR. */
+	CHECK(untouched(pr.target, GUARD) && untouched(pr.target + GUARD + TARGET_LEN, GUARD),
+	      "guards touched");
+	fprintf(stderr, "ok teardown with %d writes in flight, %s (quiesce %lld ms, all %lld ms)\n",
+		2 * PER_LANE, name, (long long)(tq - t0), (long long)(t1 - t0));
+	pair_close(&pr);
+	return 0;
+}
+
 int main(void)
 {
 	struct ibv_device **devs;
@@ -483,6 +549,8 @@ int main(void)
 	test_access_error(BAD_RANGE, "write past the MR");
 	test_access_error(BAD_WRAP, "write wrapping past UINT64_MAX");
 	test_access_error(BAD_DEREG, "write after dereg_mr");
+	test_teardown_in_flight(true);
+	test_teardown_in_flight(false);
 	fprintf(stderr, "%s: %d failure(s), %lld ms\n", failures ? "FAILED" : "PASSED", failures,
 		(long long)(now_ms() - t0));
 	return failures ? 1 : 0;
