@@ -45,6 +45,7 @@
 #include "fdutil.h"
 #include "lane_hello.h"
 #include "log.h"
+#include "net.h"
 #include "rdmadev.h"
 #include "verbs_wr.h"
 
@@ -748,6 +749,14 @@ static int request_lane(const struct rdma_cm_event *ev, const struct xport_param
 	struct lane_hello h;
 	int lane;
 
+	/*
+	 * From the control connection's client only: the token crossed the
+	 * network in clear in this very request, so anyone on the path has it.
+	 */
+	if (p->peer_set &&
+	    !xport_same_ip(rdma_get_peer_addr(ev->id), (const struct sockaddr *)&p->peer)) {
+		return -EPERM;
+	}
 	if (lane_hello_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &h) <
 	    0) {
 		return -EPROTO;
@@ -807,6 +816,17 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 
 	if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 		lane = request_lane(ev, p, token_dead, vx);
+		if (lane < 0) {
+			char from[INET6_ADDRSTRLEN + 8];
+
+			(void)net_addr_str(rdma_get_peer_addr(id), sizeof(struct sockaddr_storage),
+					   from, sizeof(from));
+			log_debug("verbs: lane request from %s rejected: %s", from,
+				  lane == -EPERM    ? "not the control connection's host"
+				  : lane == -EACCES ? "wrong or used-up token"
+				  : lane == -EXDEV  ? "arrived on another device"
+						    : "malformed or duplicate lane");
+		}
 		rdma_ack_cm_event(ev);
 		if (lane < 0) {
 			/* Turned away before a QP or a byte of theirs exists here. */
