@@ -243,8 +243,12 @@ static bool lanes_drained(const struct verbs_xport *vx)
 static int drain_device(struct verbs_xport *vx, struct verbs_dev *dv)
 {
 	struct ibv_wc hw[32];
-	int got = ibv_poll_cq(dv->cq, (int)ARRAY_SIZE(hw), hw);
+	int got;
 
+	if (!dv->cq) {
+		return 0; /* a half-built xport: a device whose set-up failed */
+	}
+	got = ibv_poll_cq(dv->cq, (int)ARRAY_SIZE(hw), hw);
 	for (int i = 0; i < got; i++) {
 		enum verbs_wrid_kind kind;
 		struct verbs_lane *ln;
