@@ -638,6 +638,11 @@ static int set_bool_key(struct parse_state *ps, const char *key, const char *val
 	return 0;
 }
 
+static int g_lanes_any_source(struct parse_state *ps, const char *key, const char *value)
+{
+	return set_bool_key(ps, key, value, &ps->cfg->lanes_any_source);
+}
+
 static int check_ro_wo(struct parse_state *ps)
 {
 	const struct module *m = cur_module(ps);
@@ -831,6 +836,7 @@ static const struct key_handler global_keys[] = {
 	{ "log level", false, g_log_level },
 	{ "allow bench", true, g_allow_bench },
 	{ "encryption", false, g_encryption },
+	{ "lanes from other addresses", false, g_lanes_any_source },
 };
 
 static const struct key_handler module_keys[] = {

@@ -102,6 +102,11 @@ struct daemon_config {
 	struct allow_rule bench_allow[DAEMON_MAX_ALLOW];
 	size_t nbench_allow;
 	int encryption; /* modules' default; enum module_encryption, ALLOWED */
+	/*
+	 * "lanes from other addresses": RDMA lanes are taken from any address
+	 * with the session token, not only the control connection's; default no.
+	 */
+	bool lanes_any_source;
 	struct module *modules;
 	size_t nmodules;
 };

@@ -58,8 +58,9 @@ struct conn {
 	const struct daemon_config *cfg;
 	struct tls_conn *tls;
 	struct chan chan;
-	char peer[96]; /* address */
-	char id[320];  /* "CN=client sha256:ab12.." for logs */
+	char peer[96];			   /* address */
+	struct sockaddr_storage peer_addr; /* the client's, for its data lanes (verbs) */
+	char id[320];			   /* "CN=client sha256:ab12.." for logs */
 	uint8_t fp[TLS_FINGERPRINT_LEN];
 	struct sockaddr_storage local;
 	socklen_t locallen;
@@ -336,6 +337,20 @@ struct get_source;
 static int expand_get(struct conn *c, const struct module *m, int rootfd, bool recursive,
 		      struct get_source *g);
 static void get_source_engine(struct get_source *g, struct engine_source *ret);
+
+/*
+ * RDMA lanes only from the client's own address: their
+ * token crosses the network in clear in the CM request. 'lanes from other
+ * addresses = yes' lifts it, for clients whose rails leave from addresses of
+ * their own (--devices).
+ */
+static void lanes_from_peer(const struct conn *c, struct xport_params *xp)
+{
+	if (!c->cfg->lanes_any_source && c->peer_addr.ss_family != AF_UNSPEC) {
+		xp->peer_set = true;
+		xp->peer = c->peer_addr;
+	}
+}
 
 /*
  * The data path's listener on the control connection's own address: verbs
@@ -643,6 +658,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	xp.nlanes = MIN((unsigned)o->lanes, POLICY_MAX_LANES);
 	xport_params_set_slots(&xp, slots);
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
+	lanes_from_peer(c, &xp);
 	/*
 	 * Pinned memory counts against the daemon-wide budget: over it, "busy".
 	 * Reserved exactly as the engine will size it, for either role.
@@ -789,6 +805,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	xp.nlanes = MIN((unsigned)b->lanes, POLICY_MAX_LANES);
 	xport_params_set_slots(&xp, ep.slots);
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
+	lanes_from_peer(c, &xp);
 	/* The pinned-memory budget every session shares: over it, "busy". */
 	if (c->sessions && session_table_reserve(c->sessions, engine_pinned_bytes(&ep, ops)) < 0) {
 		ops->listener_close(l);
@@ -1885,6 +1902,9 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	signal(SIGTERM, on_term);
 	signal(SIGPIPE, SIG_IGN);
 	net_addr_str(peer, peerlen, c.peer, sizeof(c.peer));
+	if (peer && peerlen <= sizeof(c.peer_addr)) {
+		memcpy(&c.peer_addr, peer, peerlen);
+	}
 	/* Still root until the first OPEN (become_module_user), but not all of root. */
 	if (geteuid() == 0) {
 		r = privs_limit_preauth(err, sizeof(err));

@@ -531,8 +531,15 @@ static void teardown(struct engine *e)
 			e->uring_inflight--;
 		}
 	}
-	/* Revoke remote access before the memory can be reused or freed. */
+	/*
+	 * Revoke remote access before the memory can be reused or freed; the
+	 * lanes stopped first, so that no write in flight meets a freed
+	 * registration (verbs: QPs to error, flush awaited).
+	 */
 	if (e->mr) {
+		if (x->ops->quiesce) {
+			(void)x->ops->quiesce(x);
+		}
 		x->ops->dereg_mr(x, e->mr);
 		e->mr = NULL;
 	}

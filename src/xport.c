@@ -6,6 +6,7 @@
 #include "xport.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,4 +123,41 @@ void xport_test_hooks(struct xport_params *p, const char *tamper_env, const char
 	if (tee && *tee) {
 		p->test_tee_path = tee;
 	}
+}
+
+/* The 4 bytes of an IPv4 address in a, plain or IPv4-mapped; NULL for anything else. */
+static const uint8_t *ipv4_bytes(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET) {
+		return (const uint8_t *)&((const struct sockaddr_in *)(const void *)a)->sin_addr;
+	}
+	if (a->sa_family == AF_INET6) {
+		const struct in6_addr *v6 =
+		    &((const struct sockaddr_in6 *)(const void *)a)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(v6)) {
+			return &v6->s6_addr[12];
+		}
+	}
+	return NULL;
+}
+
+bool xport_same_ip(const struct sockaddr *a, const struct sockaddr *b)
+{
+	const uint8_t *a4, *b4;
+
+	if (!a || !b) {
+		return false;
+	}
+	a4 = ipv4_bytes(a);
+	b4 = ipv4_bytes(b);
+	if (a4 || b4) {
+		return a4 && b4 && memcmp(a4, b4, 4) == 0;
+	}
+	if (a->sa_family != AF_INET6 || b->sa_family != AF_INET6) {
+		return false;
+	}
+	return memcmp(&((const struct sockaddr_in6 *)(const void *)a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)(const void *)b)->sin6_addr,
+		      sizeof(struct in6_addr)) == 0;
 }

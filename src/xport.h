@@ -140,6 +140,15 @@ struct xport_params {
 	 */
 	bool seal;
 	uint8_t seal_secret[XPORT_SEAL_SECRET_LEN];
+	/*
+	 * Passive side of verbs: when peer_set, only lanes whose source IP is
+	 * peer's (the control connection's client; port ignored, ::ffff:a.b.c.d
+	 * equal to a.b.c.d) are accepted; others are rejected at connect time
+	 * like a wrong token, and accept goes on waiting. The token travels in
+	 * clear in the CM request: this keeps a host that saw it from using it.
+	 */
+	bool peer_set;
+	struct sockaddr_storage peer;
 	/* Test hooks, tcp only, set by the programs from the environment (tests). */
 	unsigned test_tamper;	   /* XPORT_TEST_TAMPER_*: spoil one frame we send */
 	const char *test_tee_path; /* append every byte our lanes send to this file */
@@ -202,6 +211,17 @@ struct xport_ops {
 	 * exactly a range that was fenced (-ENOENT otherwise).
 	 */
 	int (*fence)(struct xport *x, struct xport_mr *mr, uint64_t offset, uint64_t len, bool on);
+
+	/*
+	 * Optional (NULL: nothing to wait for): stop the lanes before memory
+	 * they use goes (teardown). Every lane is put in error, and once it
+	 * returns no work request of ours is in flight and no peer write is
+	 * being placed, so any registration may be deregistered and freed.
+	 * Bounded in time: -ETIMEDOUT when the flush did not all come back (it
+	 * goes on regardless: destroy still stops the lanes before freeing).
+	 * Later posts fail (-ESHUTDOWN), polls return 0.
+	 */
+	int (*quiesce)(struct xport *x);
 
 	/* -ENOSPC when a lane's send queue is full; nothing posted then. */
 	int (*post_writes)(struct xport *x, const struct xport_wr *wrs, size_t n);
@@ -268,6 +288,13 @@ void xport_test_hooks(struct xport_params *p, const char *tamper_env, const char
 
 /* "IBV_WC_REM_ACCESS_ERR"-style names, for messages. */
 const char *xport_wc_status_str(int status);
+/*
+ * Do a and b name the same IP address (ports ignored)? An IPv4-mapped IPv6
+ * address (::ffff:a.b.c.d) equals the IPv4 one; anything but AF_INET and
+ * AF_INET6 is never equal.
+ */
+bool xport_same_ip(const struct sockaddr *a, const struct sockaddr *b);
+
 /* Backend by kind, or NULL when not built. */
 const struct xport_ops *xport_ops_by_kind(enum xport_kind kind);
 const struct xport_ops *xport_ops_by_name(const char *name);

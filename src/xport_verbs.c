@@ -44,6 +44,8 @@
 #include "clock.h"
 #include "fdutil.h"
 #include "lane_hello.h"
+#include "log.h"
+#include "net.h"
 #include "rdmadev.h"
 #include "verbs_wr.h"
 
@@ -69,6 +71,11 @@
 #define VERBS_EV_CM	      2u
 #define VERBS_POST_STACK      64
 #define VERBS_RESOLVE_STEP_MS 1000
+/*
+ * Teardown waits this long for the lanes' flush (QP in error: every work
+ * request outstanding completes with WR_FLUSH_ERR) before it goes on.
+ */
+#define VERBS_DRAIN_MS 300
 
 /* ---- time ---- */
 
@@ -108,6 +115,15 @@ struct verbs_lane {
 	bool connected;
 	bool failed;
 	bool peer_gone; /* DISCONNECTED: nothing more may be posted */
+	bool draining;	/* quiesce put the QP in error: its receives come back flushed */
+	/*
+	 * Quiesce: the signaled marker posted after the QP went to error. Its
+	 * flush completion comes after every earlier send's (in order), so it
+	 * shows the send queue empty, unsignaled requests included. The QP has
+	 * room for it beyond sq_depth.
+	 */
+	bool drain_sq;
+	uint64_t drain_seq;
 	/* Send queue: engine wr_ids of entries [sq_done, sq_tail). */
 	uint64_t *sq_ids;
 	uint64_t sq_tail, sq_done;
@@ -129,6 +145,7 @@ struct verbs_xport {
 	struct verbs_mr *mrs;
 	bool busy_poll;	      /* no re-arming: the engine polls every turn */
 	int tos, ack_timeout; /* xport_params', active side; -1: the system's */
+	bool quiesced;	      /* lanes in error and drained: nothing more is posted or polled */
 	bool has_error;
 	char error[256];
 	struct verbs_lane lanes[XPORT_MAX_LANES];
@@ -204,9 +221,140 @@ static struct verbs_xport *xport_alloc(const struct xport_params *p)
 	return vx;
 }
 
+/* ---- quiesce ---- */
+
+/* Has every lane's flush come back: the marker's, and one per posted receive? */
+static bool lanes_drained(const struct verbs_xport *vx)
+{
+	for (unsigned i = 0; i < vx->pub.nlanes; i++) {
+		const struct verbs_lane *ln = &vx->lanes[i];
+
+		if (!ln->draining) {
+			continue;
+		}
+		if ((ln->drain_sq && ln->sq_done <= ln->drain_seq) || ln->rq_done != ln->rq_tail) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Takes what a device's CQ holds, for the bookkeeping only (nobody gets these). */
+static int drain_device(struct verbs_xport *vx, struct verbs_dev *dv)
+{
+	struct ibv_wc hw[32];
+	int got;
+
+	if (!dv->cq) {
+		return 0; /* a half-built xport: a device whose set-up failed */
+	}
+	got = ibv_poll_cq(dv->cq, (int)ARRAY_SIZE(hw), hw);
+	for (int i = 0; i < got; i++) {
+		enum verbs_wrid_kind kind;
+		struct verbs_lane *ln;
+		unsigned lane;
+		uint64_t seq48;
+
+		if (verbs_wrid_decode(hw[i].wr_id, vx->pub.nlanes, &kind, &lane, &seq48) < 0) {
+			continue;
+		}
+		ln = &vx->lanes[lane];
+		if (kind == VERBS_WRID_SEND) {
+			ln->sq_done = verbs_seq_expand(ln->sq_done, seq48) + 1;
+		} else {
+			ln->rq_done = verbs_seq_expand(ln->rq_done, seq48) + 1;
+		}
+	}
+	return got;
+}
+
 /*
- * Teardown in the order verbs wants: QPs to error (disconnect) and gone
- * before the MRs, PD and CQ they use; the CQ after its last event is acked
+ * As the kernel's ib_drain_qp: each QP to error, which flushes everything
+ * outstanding on it; a signaled marker on its send queue (unsignaled
+ * requests that finished leave no completion, the marker's flush comes
+ * after all of them); then the CQs polled until every lane's marker and
+ * posted receives are back, or VERBS_DRAIN_MS passed (said at debug
+ * level; destroying the QPs still stops them before the MRs go).
+ */
+static int verbs_quiesce(struct xport *x)
+{
+	struct verbs_xport *vx = to_verbs(x);
+	int64_t t0 = now_ms(), deadline = t0 + VERBS_DRAIN_MS;
+
+	if (vx->quiesced) {
+		return 0;
+	}
+	vx->quiesced = true;
+	for (unsigned i = 0; i < x->nlanes; i++) {
+		struct verbs_lane *ln = &vx->lanes[i];
+		struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+		struct ibv_send_wr wr = { 0 }, *bad = NULL;
+		int e;
+
+		if (!ln->has_qp || !ln->id || !ln->id->qp) {
+			continue;
+		}
+		e = ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
+		if (e != 0) {
+			log_debug("verbs: lane %u: QP to error: %s", i, strerror(e));
+			continue;
+		}
+		ln->draining = true;
+		/* Zero bytes, no SGE: flushed at once, it touches no memory. */
+		wr.wr_id = verbs_wrid_encode(VERBS_WRID_SEND, i, ln->sq_tail);
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		e = ibv_post_send(ln->id->qp, &wr, &bad);
+		if (e != 0) {
+			log_debug("verbs: lane %u: drain marker: %s", i, strerror(e));
+			continue;
+		}
+		ln->drain_sq = true;
+		ln->drain_seq = ln->sq_tail++;
+	}
+	while (!lanes_drained(vx)) {
+		struct timespec ts = { .tv_nsec = 1000000 };
+		int got = 0;
+
+		for (unsigned d = 0; d < vx->ndevs; d++) {
+			int n = drain_device(vx, &vx->devs[d]);
+
+			if (n < 0) {
+				log_debug("verbs: drain: ibv_poll_cq failed");
+				return -EIO;
+			}
+			got += n;
+		}
+		if (got > 0 || lanes_drained(vx)) {
+			continue;
+		}
+		if (now_ms() >= deadline) {
+			for (unsigned i = 0; i < x->nlanes; i++) {
+				const struct verbs_lane *ln = &vx->lanes[i];
+
+				if (!ln->draining ||
+				    ((!ln->drain_sq || ln->sq_done > ln->drain_seq) &&
+				     ln->rq_done == ln->rq_tail)) {
+					continue;
+				}
+				log_debug("verbs: lane %u not drained after %d ms: %llu sends, "
+					  "%llu receives outstanding; going on",
+					  i, VERBS_DRAIN_MS,
+					  (unsigned long long)(ln->sq_tail - ln->sq_done),
+					  (unsigned long long)(ln->rq_tail - ln->rq_done));
+			}
+			return -ETIMEDOUT;
+		}
+		nanosleep(&ts, NULL);
+	}
+	log_debug("verbs: %u lanes quiesced in %lld ms", x->nlanes, (long long)(now_ms() - t0));
+	return 0;
+}
+
+/*
+ * Teardown in the order verbs wants: QPs to error and drained (quiesce),
+ * disconnected and gone before the MRs, PD and CQ they use; the CQ after
+ * its last event is acked
  * (we ack each at once); CM ids after their QPs; the channel last. Safe on a
  * half-built xport.
  */
@@ -218,6 +366,7 @@ static void verbs_destroy(struct xport *x)
 		return;
 	}
 	vx = to_verbs(x);
+	(void)verbs_quiesce(x);
 	for (unsigned i = 0; i < x->nlanes; i++) {
 		struct verbs_lane *ln = &vx->lanes[i];
 
@@ -314,7 +463,8 @@ static int xport_watch_device(struct verbs_xport *vx, unsigned dev)
 static int xport_setup_device(struct verbs_xport *vx, struct verbs_dev *dv,
 			      struct ibv_context *verbs)
 {
-	int cqe = (int)(vx->pub.nlanes * (vx->pub.sq_depth + vx->pub.rq_depth));
+	/* One more send per lane: the quiesce marker. */
+	int cqe = (int)(vx->pub.nlanes * (vx->pub.sq_depth + 1 + vx->pub.rq_depth));
 	int r;
 
 	struct ibv_device_attr da;
@@ -332,8 +482,8 @@ static int xport_setup_device(struct verbs_xport *vx, struct verbs_dev *dv,
 			  strerror(r));
 		return -r;
 	}
-	if (da.max_qp_wr > 0 && vx->pub.sq_depth > (unsigned)da.max_qp_wr) {
-		vx->pub.sq_depth = (unsigned)da.max_qp_wr;
+	if (da.max_qp_wr > 1 && vx->pub.sq_depth + 1 > (unsigned)da.max_qp_wr) {
+		vx->pub.sq_depth = (unsigned)da.max_qp_wr - 1;
 	}
 	if ((da.max_qp_wr > 0 && vx->pub.rq_depth > (unsigned)da.max_qp_wr) ||
 	    (da.max_cqe > 0 && cqe > da.max_cqe)) {
@@ -411,7 +561,7 @@ static int lane_create_qp(struct verbs_xport *vx, unsigned lane, bool may_add)
 		attr.recv_cq = dv->cq;
 		attr.qp_type = IBV_QPT_RC;
 		attr.sq_sig_all = 0;
-		attr.cap.max_send_wr = vx->pub.sq_depth;
+		attr.cap.max_send_wr = vx->pub.sq_depth + 1; /* + the quiesce marker */
 		attr.cap.max_recv_wr = vx->pub.rq_depth;
 		attr.cap.max_send_sge = 1;
 		attr.cap.max_recv_sge = 1;
@@ -603,6 +753,14 @@ static int request_lane(const struct rdma_cm_event *ev, const struct xport_param
 	struct lane_hello h;
 	int lane;
 
+	/*
+	 * From the control connection's client only: the token crossed the
+	 * network in clear in this very request, so anyone on the path has it.
+	 */
+	if (p->peer_set &&
+	    !xport_same_ip(rdma_get_peer_addr(ev->id), (const struct sockaddr *)&p->peer)) {
+		return -EPERM;
+	}
 	if (lane_hello_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &h) <
 	    0) {
 		return -EPROTO;
@@ -662,6 +820,17 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 
 	if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 		lane = request_lane(ev, p, token_dead, vx);
+		if (lane < 0) {
+			char from[INET6_ADDRSTRLEN + 8];
+
+			(void)net_addr_str(rdma_get_peer_addr(id), sizeof(struct sockaddr_storage),
+					   from, sizeof(from));
+			log_debug("verbs: lane request from %s rejected: %s", from,
+				  lane == -EPERM    ? "not the control connection's host"
+				  : lane == -EACCES ? "wrong or used-up token"
+				  : lane == -EXDEV  ? "arrived on another device"
+						    : "malformed or duplicate lane");
+		}
 		rdma_ack_cm_event(ev);
 		if (lane < 0) {
 			/* Turned away before a QP or a byte of theirs exists here. */
@@ -1017,6 +1186,9 @@ static int verbs_post_writes(struct xport *x, const struct xport_wr *wrs, size_t
 	if (!wrs) {
 		return -EINVAL;
 	}
+	if (vx->quiesced) {
+		return -ESHUTDOWN;
+	}
 	for (size_t i = 0; i < n; i++) {
 		r = verbs_wr_check(&wrs[i], x->nlanes, x->max_inline);
 		if (r < 0) {
@@ -1089,6 +1261,9 @@ static int verbs_post_recvs(struct xport *x, unsigned lane, const uint64_t *wr_i
 
 	if (lane >= x->nlanes || (n > 0 && !wr_ids)) {
 		return -EINVAL;
+	}
+	if (vx->quiesced) {
+		return -ESHUTDOWN;
 	}
 	ln = &vx->lanes[lane];
 	if (ln->rq_tail - ln->rq_done + n > x->rq_depth) {
@@ -1329,6 +1504,9 @@ static int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
 	if (max > 0 && !wcs) {
 		return -EINVAL;
 	}
+	if (vx->quiesced) {
+		return 0;
+	}
 	r = take_events(vx, comp);
 	if (r < 0) {
 		return r;
@@ -1382,6 +1560,7 @@ const struct xport_ops xport_verbs_ops = {
 	.connect = verbs_connect,
 	.reg_mr = verbs_reg_mr,
 	.dereg_mr = verbs_dereg_mr,
+	.quiesce = verbs_quiesce,
 	.post_writes = verbs_post_writes,
 	.post_recvs = verbs_post_recvs,
 	.poll_cq = verbs_poll_cq,

@@ -5,7 +5,8 @@
 # once and runs inside it
 #  1. tests/unit/test_verbs_loop (rdma_cm setup with the token, WRITE /
 #     WRITE_WITH_IMM byte-exact, a wrong session token rejected at RDMA
-#     connect, remote access errors leaving the target untouched);
+#     connect, remote access errors leaving the target untouched, teardown
+#     with writes in flight, a lane from the VM's other address rejected);
 #  2. tests/rxe-vm/e2e.sh: rdmacp doctor (rxe0/rxe1 ACTIVE, RoCE v2 GIDs), then
 #     real rdmacpd (10.0.0.2, rxe1) and rdmacp (10.0.0.1, rxe0) processes:
 #     verbs push of 0/1/chunk-1/chunk/chunk+1/3 MiB files and a tree, verbs
@@ -47,7 +48,7 @@ done
 ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 ||
 	skip "no Soft-RoCE userspace provider (apt-get install ibverbs-providers)"
 
-export RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-150}
+export RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-270}
 start=$(date +%s)
 
 # First use builds the kernel + initramfs from Debian's archive (apt-get

@@ -10,7 +10,9 @@
 # 0, 1, chunk-1, chunk, chunk+1 and a few MiB (--chunk-size 64K) plus a tree
 # with -r; verbs pull of a file and a tree; 300 small files pushed and pulled
 # in packed slots; --transport auto picks verbs
-# (--json start event), also with a dual-stack socket-activated daemon; rails: a push and a pull with --devices rxe0,rxe1 --qps 2,
+# (--json start event), also with a dual-stack socket-activated daemon; rails: refused
+# while the daemon takes lanes only from the client's address (lane 1 leaves from
+# 10.0.0.2), then a push and a pull with --devices rxe0,rxe1 --qps 2,
 # --devices nosuchdev exits 13; the same push set over tcp; an 8 MiB push each way
 # (timed); a push and a pull with --poll; kill -9 of the daemon's
 # session child mid-transfer (client fails, no file under the final name).
@@ -270,7 +272,25 @@ fi
 # ---- 3b. rails: lanes striped over rxe0 and rxe1 ------------------------------------
 # Lane 0 leaves from rxe0 (10.0.0.1), lane 1 from rxe1 (10.0.0.2, loopback on the
 # daemon's device); the daemon's MR keys are per lane in RING. A push and a pull.
+# By default the daemon takes RDMA lanes only from the control connection's address
+# (10.0.0.1): lane 1 is refused, token and all, and nothing lands. With
+# 'lanes from other addresses = yes' (reloaded by SIGHUP) the rails get in.
 rails=f_$((3 * 1024 * 1024 + 123))
+run rails_refused "${C[@]}" --transport verbs --devices rxe0,rxe1 --qps 2 --chunk-size 64K \
+	"$W/src/$rails" "$SERVER:data/rails_refused/"
+rc=$?
+if [ "$rc" -eq 8 ] && ! [ -e "$W/mod/rails_refused/$rails" ]; then
+	pass "lane from 10.0.0.2 (not the control connection's address) refused: exit 8, '$(tail -1 "$OUT/rails_refused.err")'"
+else
+	fail "lane from another address than the client's was not refused: rc $rc"
+fi
+sed -i 's/^idle timeout = 30$/&\nlanes from other addresses = yes/' "$W/d.conf"
+n_reloads=$(grep -c "reloaded" "$W/d.log")
+kill -HUP "$DPID"
+for _ in $(seq 1 50); do
+	[ "$(grep -c "reloaded" "$W/d.log")" -gt "$n_reloads" ] && break
+	sleep 0.1
+done
 if run rails_push "${C[@]}" --transport verbs --devices rxe0,rxe1 --qps 2 --chunk-size 64K \
 	"$W/src/$rails" "$SERVER:data/rails/"; then
 	same "rails push (rxe0,rxe1)" "$W/src/$rails" "$W/mod/rails/$rails"

@@ -154,6 +154,7 @@ static void test_full_valid(void **state)
 		 "memory budget = 1G\n"
 		 "pool size = 16MiB\n"
 		 "log level = debug\n"
+		 "lanes from other addresses = yes\n"
 		 "; a comment\n"
 		 "# another\n"
 		 "\n"
@@ -195,6 +196,7 @@ static void test_full_valid(void **state)
 	assert_int_equal(c->max_per_host, 2);
 	assert_int_equal(c->handshake_timeout_s, 5);
 	assert_int_equal(c->idle_timeout_s, 600);
+	assert_true(c->lanes_any_source);
 	assert_int_equal(c->partial_max_age_s, 0);
 	assert_int_equal(c->memory_budget, UINT64_C(1) << 30);
 	assert_int_equal(c->pool_size, UINT64_C(16) << 20);
@@ -255,6 +257,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c->memory_budget, UINT64_C(4) << 30);
 	assert_int_equal(c->pool_size, UINT64_C(64) << 20);
 	assert_int_equal(c->log_level, LOG_INFO);
+	assert_false(c->lanes_any_source);
 	assert_int_equal(c->nmodules, 0);
 	daemon_config_free(c);
 
@@ -878,6 +881,9 @@ static void test_bad_numbers(void **state)
 
 	write_conf("idle timeout = -1\n");
 	expect_error(BASE_LINES + 1, "idle timeout");
+
+	write_conf("lanes from other addresses = maybe\n");
+	expect_error(BASE_LINES + 1, "lanes from other addresses");
 
 	write_conf("partial max age = 316224001\n");
 	expect_error(BASE_LINES + 1, "partial max age");

@@ -4,7 +4,9 @@
  * session token, WRITE and WRITE_WITH_IMM (0 bytes included) landing byte-exact
  * with the right immediates, a wrong token turned away at connect time, and
  * remote access errors (wrong rkey, outside the MR, after dereg_mr) leaving the
- * target untouched.
+ * target untouched, teardown with writes in flight (quiesce: lanes to error,
+ * flush awaited, then dereg and destroy, in bounded time), and a lane from
+ * another host than the expected peer rejected while the right one gets in.
  *
  * Needs a device: on machines without one it exits 77 and says why. It runs
  * for real inside the Soft-RoCE VM (tests/rxe-vm/run, driven by
@@ -84,19 +86,26 @@ static void *accept_main(void *arg)
 	return NULL;
 }
 
-/* Listener + accept thread; returns the port. */
-static int acceptor_start(struct acceptor *a, unsigned nlanes, uint8_t tok, uint16_t *ret_port)
+/* Listener + accept thread with these parameters; returns the port. */
+static int acceptor_start_p(struct acceptor *a, const struct xport_params *p, uint16_t *ret_port)
 {
 	struct sockaddr_in la = addr_of(listen_ip, 0);
 	int r;
 
 	memset(a, 0, sizeof(*a));
-	a->p = mkparams(nlanes, tok);
+	a->p = *p;
 	r = ops->listen((struct sockaddr *)&la, sizeof(la), &a->l, ret_port);
 	if (r < 0) {
 		return r;
 	}
 	return -pthread_create(&a->thr, NULL, accept_main, a);
+}
+
+static int acceptor_start(struct acceptor *a, unsigned nlanes, uint8_t tok, uint16_t *ret_port)
+{
+	struct xport_params p = mkparams(nlanes, tok);
+
+	return acceptor_start_p(a, &p, ret_port);
 }
 
 static int acceptor_join(struct acceptor *a)
@@ -453,6 +462,137 @@ static int test_access_error(enum bad_kind kind, const char *name)
 	return 0;
 }
 
+/* Queues full of writes, then teardown at once: quiesce drains, dereg and destroy follow. */
+static int test_teardown_in_flight(bool explicit_quiesce)
+{
+	enum { PER_LANE = 32, LEN = 32768 };
+	const char *name = explicit_quiesce ? "quiesce, dereg, destroy" : "destroy alone";
+	struct xport_wr wrs[2 * PER_LANE], late;
+	struct xport_wc wc[4];
+	struct pair pr;
+	int64_t t0, tq, t1;
+	int r;
+
+	if (pair_open(&pr, 2) < 0) {
+		pair_close(&pr);
+		return -1;
+	}
+	for (unsigned l = 0; l < 2; l++) {
+		for (unsigned i = 0; i < PER_LANE; i++) {
+			/* Every lane's last one signaled, the rest not: as the engine posts. */
+			wrs[l * PER_LANE + i] =
+			    wr_write(&pr, XPORT_OP_WRITE, (size_t)i * LEN, (size_t)i * LEN, LEN, 0,
+				     l, i == PER_LANE - 1 ? XPORT_SEND_SIGNALED : 0);
+		}
+	}
+	r = pr.cli->ops->post_writes(pr.cli, wrs, 2 * PER_LANE);
+	CHECK(r >= 0, "post %d writes: %s", 2 * PER_LANE, strerror(-r));
+	t0 = now_ms();
+	if (explicit_quiesce) {
+		r = pr.cli->ops->quiesce(pr.cli);
+		tq = now_ms();
+		/* The flush of all 64 came back: not the bounded wait running out. */
+		CHECK(r == 0, "quiesce: %s after %lld ms", strerror(-r), (long long)(tq - t0));
+		late = wr_write(&pr, XPORT_OP_WRITE, 0, 0, 8, 0, 0, XPORT_SEND_SIGNALED);
+		r = pr.cli->ops->post_writes(pr.cli, &late, 1);
+		CHECK(r == -ESHUTDOWN, "post after quiesce: %d", r);
+		r = pr.cli->ops->poll_cq(pr.cli, wc, 4);
+		CHECK(r == 0, "poll after quiesce: %d", r);
+		r = pr.cli->ops->dereg_mr(pr.cli, pr.smr);
+		CHECK(r >= 0, "dereg after quiesce: %s", strerror(-r));
+		pr.smr = NULL;
+		/* The source may go now: nothing of ours reads it any more. */
+		memset(pr.source, 0, TARGET_LEN);
+		free(pr.source);
+		pr.source = NULL;
+		CHECK(pr.cli->ops->last_error(pr.cli) == NULL, "client error: %s",
+		      pr.cli->ops->last_error(pr.cli));
+		r = pr.srv->ops->quiesce(pr.srv);
+		CHECK(r == 0, "server quiesce: %s", strerror(-r));
+	} else {
+		tq = t0;
+	}
+	pr.cli->ops->destroy(pr.cli);
+	pr.cli = NULL;
+	pr.srv->ops->destroy(pr.srv);
+	pr.srv = NULL;
+	t1 = now_ms();
+	CHECK(t1 - t0 < 3000, "%s took %lld ms", name, (long long)(t1 - t0));
+	/* Nothing landed outside the MR. */
+	CHECK(untouched(pr.target, GUARD) && untouched(pr.target + GUARD + TARGET_LEN, GUARD),
+	      "guards touched");
+	fprintf(stderr, "ok teardown with %d writes in flight, %s (quiesce %lld ms, all %lld ms)\n",
+		2 * PER_LANE, name, (long long)(tq - t0), (long long)(t1 - t0));
+	pair_close(&pr);
+	return 0;
+}
+
+/*
+ * The lane source check: the acceptor expects ::ffff:10.0.0.1 (the control
+ * connection of a dual-stack daemon); a lane leaving from rxe1 (10.0.0.2),
+ * with the right token, is rejected, and the one from rxe0 (10.0.0.1) gets in.
+ */
+static int test_wrong_source(void)
+{
+	struct acceptor a;
+	struct xport_params want = mkparams(1, 0x31), from_b = mkparams(1, 0x31),
+			    from_a = mkparams(1, 0x31);
+	struct sockaddr_in6 *w6 = (struct sockaddr_in6 *)&want.peer;
+	struct sockaddr_in ca;
+	struct xport *x = NULL;
+	int64_t t0 = now_ms();
+	uint16_t port;
+	int r, ra;
+
+	want.peer_set = true;
+	w6->sin6_family = AF_INET6;
+	w6->sin6_port = htons(40000); /* the control connection's port: no matter */
+	inet_pton(AF_INET6, "::ffff:10.0.0.1", &w6->sin6_addr);
+	r = acceptor_start_p(&a, &want, &port);
+	CHECK(r >= 0, "listen: %s", strerror(-r));
+	ca = addr_of(listen_ip, port);
+	from_b.devices[0] = "rxe1";
+	from_b.ndevices = 1;
+	from_b.timeout_ms = 5000;
+	r = ops->connect((struct sockaddr *)&ca, sizeof(ca), &from_b, &x);
+	if (r != -ECONNREFUSED) {
+		fprintf(stderr,
+			"FAIL: lane from 10.0.0.2 (rxe1): connect returned %d (%s), "
+			"want ECONNREFUSED\n",
+			r, strerror(-r));
+		failures++;
+		if (r >= 0) {
+			x->ops->destroy(x);
+		}
+	}
+	/* The right host, same token: the session was waiting for it. */
+	from_a.devices[0] = "rxe0";
+	from_a.ndevices = 1;
+	r = ops->connect((struct sockaddr *)&ca, sizeof(ca), &from_a, &x);
+	ra = acceptor_join(&a);
+	CHECK(r >= 0, "lane from 10.0.0.1 (rxe0): %s", strerror(-r));
+	CHECK(ra >= 0, "accept: %s", strerror(-ra));
+	x->ops->destroy(x);
+	a.x->ops->destroy(a.x);
+	fprintf(stderr, "ok lane from another host rejected, the expected one accepted (%lld ms)\n",
+		(long long)(now_ms() - t0));
+	return 0;
+}
+
+static bool have_device(const char *name)
+{
+	struct ibv_device **devs = ibv_get_device_list(NULL);
+	bool found = false;
+
+	for (int i = 0; devs && devs[i]; i++) {
+		found = found || strcmp(ibv_get_device_name(devs[i]), name) == 0;
+	}
+	if (devs) {
+		ibv_free_device_list(devs);
+	}
+	return found;
+}
+
 int main(void)
 {
 	struct ibv_device **devs;
@@ -483,6 +623,14 @@ int main(void)
 	test_access_error(BAD_RANGE, "write past the MR");
 	test_access_error(BAD_WRAP, "write wrapping past UINT64_MAX");
 	test_access_error(BAD_DEREG, "write after dereg_mr");
+	test_teardown_in_flight(true);
+	test_teardown_in_flight(false);
+	if (strcmp(listen_ip, "10.0.0.2") == 0 && have_device("rxe0") && have_device("rxe1")) {
+		test_wrong_source();
+	} else {
+		fprintf(stderr, "note: lane source check not run (needs the VM's rxe0 10.0.0.1 and "
+				"rxe1 10.0.0.2)\n");
+	}
 	fprintf(stderr, "%s: %d failure(s), %lld ms\n", failures ? "FAILED" : "PASSED", failures,
 		(long long)(now_ms() - t0));
 	return failures ? 1 : 0;

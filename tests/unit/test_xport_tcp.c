@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1497,10 +1498,65 @@ static void test_ops_lookup(void **state)
 	assert_string_equal(xport_wc_status_str(1000), "IBV_WC_UNKNOWN");
 }
 
+static struct sockaddr_storage ss_of(const char *ip, uint16_t port)
+{
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+	if (inet_pton(AF_INET, ip, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+	} else {
+		assert_int_equal(inet_pton(AF_INET6, ip, &s6->sin6_addr), 1);
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+	}
+	return ss;
+}
+
+/* The verbs lane source check: one host, whatever form and port its address has. */
+static void test_same_ip(void **state)
+{
+	static const struct {
+		const char *a, *b;
+		bool same;
+	} cases[] = {
+		{ "10.0.0.1", "10.0.0.1", true },
+		{ "10.0.0.1", "10.0.0.2", false },
+		{ "::ffff:10.0.0.1", "10.0.0.1", true },
+		{ "10.0.0.1", "::ffff:10.0.0.1", true },
+		{ "::ffff:10.0.0.1", "::ffff:10.0.0.1", true },
+		{ "::ffff:10.0.0.2", "10.0.0.1", false },
+		{ "fd00::1", "fd00::1", true },
+		{ "fd00::1", "fd00::2", false },
+		/* Only ::ffff: maps IPv4; the old compatible form and NAT64 do not. */
+		{ "::10.0.0.1", "10.0.0.1", false },
+		{ "64:ff9b::a00:1", "10.0.0.1", false },
+	};
+	struct sockaddr_storage a, b;
+	struct sockaddr_un u = { .sun_family = AF_UNIX };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		a = ss_of(cases[i].a, 1000);
+		b = ss_of(cases[i].b, (uint16_t)(2000 + i));
+		if (xport_same_ip((struct sockaddr *)&a, (struct sockaddr *)&b) != cases[i].same) {
+			fail_msg("%s vs %s: want %s", cases[i].a, cases[i].b,
+				 cases[i].same ? "same" : "different");
+		}
+	}
+	a = ss_of("10.0.0.1", 1);
+	assert_false(xport_same_ip((struct sockaddr *)&a, (struct sockaddr *)&u));
+	assert_false(xport_same_ip((struct sockaddr *)&u, (struct sockaddr *)&u));
+	assert_false(xport_same_ip(NULL, (struct sockaddr *)&a));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ops_lookup),
+		cmocka_unit_test(test_same_ip),
 		cmocka_unit_test(test_data_1lane),
 		cmocka_unit_test(test_data_4lanes),
 		cmocka_unit_test(test_big_and_inline),
