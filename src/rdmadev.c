@@ -108,8 +108,8 @@ static void roce_netdevs(const char *sysfs, const char *name, const char *port, 
 			 size_t max, size_t *n)
 {
 	char dir[512], path[1024], ifname[64], type[32];
-	unsigned idx[256];
-	size_t nidx = 0;
+	unsigned *idx = NULL;
+	size_t nidx = 0, cap = 0;
 	struct dirent *de;
 	DIR *d;
 
@@ -118,16 +118,29 @@ static void roce_netdevs(const char *sysfs, const char *name, const char *port, 
 	if (!d) {
 		return;
 	}
-	while ((de = readdir(d)) && nidx < ARRAY_SIZE(idx)) {
+	/* Every index (a GID table has hundreds or thousands, most unset). */
+	while ((de = readdir(d))) {
 		char *end;
 		unsigned long v = strtoul(de->d_name, &end, 10);
 
-		if (de->d_name[0] != '.' && *end == '\0' && v < 65536) {
-			idx[nidx++] = (unsigned)v;
+		if (de->d_name[0] == '.' || *end != '\0' || v >= 65536) {
+			continue;
 		}
+		if (nidx == cap) {
+			unsigned *grown = realloc(idx, (cap ? cap * 2 : 256) * sizeof(*idx));
+
+			if (!grown) {
+				break;
+			}
+			idx = grown;
+			cap = cap ? cap * 2 : 256;
+		}
+		idx[nidx++] = (unsigned)v;
 	}
 	closedir(d);
-	qsort(idx, nidx, sizeof(*idx), cmp_uint);
+	if (nidx > 1) {
+		qsort(idx, nidx, sizeof(*idx), cmp_uint);
+	}
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t i = 0; i < nidx; i++) {
 			bool v2;
@@ -146,6 +159,7 @@ static void roce_netdevs(const char *sysfs, const char *name, const char *port, 
 			}
 		}
 	}
+	free(idx);
 }
 
 /*

@@ -98,6 +98,16 @@ static void test_roce(void **state)
 	assert_int_equal(n, 1); /* capped */
 	assert_int_equal(rdmadev_netdev(ib, "roce0", one), 0);
 	assert_string_equal(one, "eth0");
+	/* A GID table of a thousand entries, all unset but the last (rxe has such). */
+	for (int i = 0; i < 1000; i++) {
+		char rel[128];
+
+		snprintf(rel, sizeof(rel), "infiniband/big0/ports/1/gid_attrs/ndevs/%d", i);
+		mk(rel, i == 999 ? "veth0" : NULL);
+	}
+	assert_int_equal(rdmadev_netdevs(ib, net, "big0", names, 8, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(names[0], "veth0");
 	assert_int_equal(rdmadev_netdevs(ib, net, "nosuch", names, 8, &n), -ENOENT);
 	assert_int_equal(rdmadev_netdevs(ib, net, "../x", names, 8, &n), -EINVAL);
 }
