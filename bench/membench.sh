@@ -8,6 +8,7 @@
 #   --chunk-size rdmacp chunk (default: rdmacp's, 1M)
 #   --transport  rdmacp transport (default tcp; iperf3 is always TCP)
 #
+# rdmacp's lanes in clear (--no-encrypt), as iperf3's streams are.
 # Both on 127.0.0.1: rdmacpd ('allow bench = client') and an iperf3 server the script
 # starts and stops. Rates are each tool's own (rdmacp: first chunk posted to last one
 # checked by the daemon; iperf3: receiver's end sum). CPU: machine-wide busy time from
@@ -95,7 +96,7 @@ echo "background: $(echo "($(cpu_busy) - $c0) / 2" | bc -l | xargs printf %.2f) 
 
 CMD=("$RDMACP" --config /dev/null --cert "$R/certs/client.crt" --key "$R/certs/client.key"
 	--ca "$R/certs/ca.crt" -P "$PORT" --transport "$TRANSPORT" --lanes "$LANES"
-	${CHUNK:+--chunk-size "$CHUNK"} bench --size "$BYTES" --json 127.0.0.1)
+	--no-encrypt ${CHUNK:+--chunk-size "$CHUNK"} bench --size "$BYTES" --json 127.0.0.1)
 echo "+ ${CMD[*]}"
 c0=$(cpu_busy)
 "${CMD[@]}" >"$R/bench.json" || die "rdmacp bench failed: $(cat "$R/bench.json")"
