@@ -414,6 +414,32 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
 }
 
 /*
+ * OPEN_OK (ok, filled in) to the client, then its lanes on the listener;
+ * the listener closed and the session's token and lane key wiped either
+ * way. what names the lanes in the log ("data", "bench").
+ */
+static int offer_lanes(struct conn *c, const struct msg *ok, const struct xport_ops *ops,
+		       struct xport_listener *l, struct xport_params *xp, struct xport **ret,
+		       const char *what)
+{
+	int r = chan_send(&c->chan, ok);
+
+	if (r >= 0) {
+		r = ops->accept(l, xp, ret);
+		if (r < 0) {
+			log_notice_errno(r, "%s (%s): %s lanes did not connect: %m", c->peer, c->id,
+					 what);
+			chan_send_error(&c->chan, PERR_TRANSPORT, "data lanes did not connect: %s",
+					strerror(-r));
+		}
+	}
+	ops->listener_close(l);
+	explicit_bzero(xp->token, sizeof(xp->token));
+	explicit_bzero(xp->seal_secret, sizeof(xp->seal_secret));
+	return r;
+}
+
+/*
  * Sealed or clear data lanes, from the client's wish (OPEN's ENCRYPT and its
  * wish byte, or BENCH's), the "encryption" that applies (the module's, or
  * [global]'s for a bench; who names it) and the transport chosen. Where they
@@ -677,19 +703,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	if (o->flags & PROTO_OPEN_ENCRYPT) {
 		ok.u.open_ok.lanes_sealed = xp.seal ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
 	}
-	r = chan_send(&c->chan, &ok);
-	if (r >= 0) {
-		r = ops->accept(l, &xp, &x);
-		if (r < 0) {
-			log_notice_errno(r, "%s (%s): data lanes did not connect: %m", c->peer,
-					 c->id);
-			chan_send_error(&c->chan, PERR_TRANSPORT, "data lanes did not connect: %s",
-					strerror(-r));
-		}
-	}
-	ops->listener_close(l);
-	explicit_bzero(xp.token, sizeof(xp.token));
-	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
+	r = offer_lanes(c, &ok, ops, l, &xp, &x, "data");
 	if (r < 0) {
 		return r;
 	}
@@ -821,19 +835,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	if (b->encrypt) {
 		ok.u.open_ok.lanes_sealed = xp.seal ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
 	}
-	r = chan_send(&c->chan, &ok);
-	if (r >= 0) {
-		r = ops->accept(l, &xp, &x);
-		if (r < 0) {
-			log_notice_errno(r, "%s (%s): bench lanes did not connect: %m", c->peer,
-					 c->id);
-			chan_send_error(&c->chan, PERR_TRANSPORT, "data lanes did not connect: %s",
-					strerror(-r));
-		}
-	}
-	ops->listener_close(l);
-	explicit_bzero(xp.token, sizeof(xp.token));
-	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
+	r = offer_lanes(c, &ok, ops, l, &xp, &x, "bench");
 	if (r < 0) {
 		return r;
 	}
