@@ -14,6 +14,9 @@
 #   4. a packed run cut by killing the client: nothing under a final name that
 #      is not whole and verified (every file at the destination equals its
 #      source), no temp file left
+#   5. packs made by hand (rawpeer) against the daemon: a good one commits both
+#      files; one naming a file not in flight, and one whose table does not add
+#      up, end the session with ERROR PROTOCOL and commit nothing
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -137,5 +140,53 @@ done < <(find "$T/mod/many" -type f)
 [ "$bad" = 0 ] && pass "cut: every file there is whole" || fail "cut: $bad files differ from their source"
 tmp=$(find "$T/mod" -name '.*.rdmacp.*' | wc -l)
 [ "$tmp" = 0 ] && pass "cut: no temp file left" || fail "cut: $tmp temp files left"
+
+# ---- 5. packs made by hand ---------------------------------------------------------------
+rawpeer_for "$PORT"
+head -c 100 /dev/urandom >"$T/pa.bin"
+head -c 200 /dev/urandom >"$T/pb.bin"
+# mkpack OUT ID1:LEN1 ID2:LEN2 [EXTRA]: pa.bin then pb.bin, EXTRA junk bytes, the table.
+mkpack() {
+	python3 - "$@" "$T/pa.bin" "$T/pb.bin" <<'EOF2' || die "mkpack"
+import struct, sys
+out, p1, p2 = sys.argv[1], sys.argv[2], sys.argv[3]
+extra = int(sys.argv[4]) if len(sys.argv) > 6 else 0
+a, b = open(sys.argv[-2], "rb").read(), open(sys.argv[-1], "rb").read()
+body = a + b + b"Z" * extra
+for p in (p1, p2):
+    i, n = p.split(":")
+    body += struct.pack(">II", int(i), int(n))
+open(out, "wb").write(body)
+EOF2
+	stat -c %s "$1"
+}
+n=$(mkpack "$T/good.pack" 1:100 2:200)
+rawpeer_rc 0 "a pack by hand, committed" \
+	hello caps=0x3fffff open push data/hand/ dir chunk=65536 lanes ring \
+	files 1:pa.bin:100 2:pb.bin:200 ack expect "1=OK" \
+	chunk 0 1 0 "$n" "$T/good.pack" did=0 dres=2 \
+	"done" 1 100 "$T/pa.bin" "done" 2 200 "$T/pb.bin" \
+	result expect "OK" result expect "OK" end wait END bye close
+cmp -s "$T/pa.bin" "$T/mod/hand/pa.bin" && cmp -s "$T/pb.bin" "$T/mod/hand/pb.bin" &&
+	pass "hand pack: both files committed, identical" || fail "hand pack: files differ or missing"
+n=$(mkpack "$T/unknown.pack" 1:100 7:200)
+rawpeer_rc 0 "a pack naming a file not in flight" \
+	hello caps=0x3fffff open push data/bad1/ dir chunk=65536 lanes ring \
+	files 1:pa.bin:100 2:pb.bin:200 ack \
+	chunk 0 1 0 "$n" "$T/unknown.pack" did=0 dres=2 \
+	wait closed expect-seen "ERROR PROTOCOL" expect closed
+n=$(mkpack "$T/short.pack" 1:100 2:200 3)
+rawpeer_rc 0 "a pack whose table does not add up" \
+	hello caps=0x3fffff open push data/bad2/ dir chunk=65536 lanes ring \
+	files 1:pa.bin:100 2:pb.bin:200 ack \
+	chunk 0 1 0 "$n" "$T/short.pack" did=0 dres=2 \
+	wait closed expect-seen "ERROR PROTOCOL" expect closed
+for d in bad1 bad2; do
+	[ -z "$(find "$T/mod/$d" -type f 2>/dev/null)" ] && pass "$d: nothing committed" ||
+		fail "$d: $(find "$T/mod/$d" -type f)"
+done
+grep -q "packed slot: file id 7 (200 bytes) not one in flight" "$T/d.log" &&
+	grep -q "packed slot: bad table of 2 files" "$T/d.log" &&
+	pass "daemon log names both refusals" || fail "daemon log: $(grep -i 'packed slot' "$T/d.log")"
 
 finish
