@@ -102,7 +102,8 @@ static int cmp_uint(const void *a, const void *b)
 /*
  * RoCE: the network devices of port's GIDs (gid_attrs/ndevs/<index>; an
  * unset GID reads as an error and is skipped), RoCE v2 ones first, each
- * kind in GID index order (not readdir order: the same answer every time).
+ * kind in GID index order (not readdir order: the same answer every time);
+ * each GID's files read once.
  */
 static void roce_netdevs(const char *sysfs, const char *name, const char *port, char (*names)[64],
 			 size_t max, size_t *n)
@@ -141,23 +142,27 @@ static void roce_netdevs(const char *sysfs, const char *name, const char *port, 
 	if (nidx > 1) {
 		qsort(idx, nidx, sizeof(*idx), cmp_uint);
 	}
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < nidx; i++) {
-			bool v2;
+	/* One read of each GID: RoCE v2 ones straight in, the others behind them. */
+	char others[16][64];
+	size_t nothers = 0;
 
-			snprintf(path, sizeof(path), "%s/%u", dir, idx[i]);
-			if (sysfile_read_line(path, ifname, sizeof(ifname)) <= 0 ||
-			    !rdmadev_name_ok(ifname)) {
-				continue;
-			}
-			snprintf(path, sizeof(path), "%s/%s/ports/%s/gid_attrs/types/%u", sysfs,
-				 name, port, idx[i]);
-			v2 = sysfile_read_line(path, type, sizeof(type)) > 0 &&
-			     strcasecmp(type, "RoCE v2") == 0;
-			if (v2 == (pass == 0)) {
-				list_add(names, max, n, ifname);
-			}
+	for (size_t i = 0; i < nidx; i++) {
+		snprintf(path, sizeof(path), "%s/%u", dir, idx[i]);
+		if (sysfile_read_line(path, ifname, sizeof(ifname)) <= 0 ||
+		    !rdmadev_name_ok(ifname)) {
+			continue;
 		}
+		snprintf(path, sizeof(path), "%s/%s/ports/%s/gid_attrs/types/%u", sysfs, name, port,
+			 idx[i]);
+		if (sysfile_read_line(path, type, sizeof(type)) > 0 &&
+		    strcasecmp(type, "RoCE v2") == 0) {
+			list_add(names, max, n, ifname);
+		} else {
+			list_add(others, ARRAY_SIZE(others), &nothers, ifname);
+		}
+	}
+	for (size_t i = 0; i < nothers; i++) {
+		list_add(names, max, n, others[i]);
 	}
 	free(idx);
 }
