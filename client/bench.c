@@ -216,7 +216,7 @@ static int bench_run(struct daemon_conn *s, struct bench_result *res, struct eng
 	if (rc != 0) {
 		return rc;
 	}
-	rc = daemon_conn_connect_data(s, &ok.u.open_ok, &x);
+	rc = daemon_conn_connect_data(s, &ok.u.open_ok, &ep, &x);
 	if (rc != 0) {
 		return rc;
 	}
@@ -240,6 +240,7 @@ static int bench_run(struct daemon_conn *s, struct bench_result *res, struct eng
 	/* Test hook: the second chunk carries the first one's bytes (the daemon must notice). */
 	ep.faults = getenv("RDMACP_TEST_BENCH_MISPLACE") ? ENGINE_FAULT_BENCH_MISPLACE : 0;
 	r = engine_run(&ep, st, &code, err, errlen);
+	explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 	x->ops->destroy(x);
 	res->st = st;
 	if (r < 0) {

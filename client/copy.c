@@ -404,11 +404,6 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
-	if (s->o->encrypt == 1 && s->o->transport == XPORT_KIND_VERBS) {
-		log_error("--encrypt: verbs lanes cannot be encrypted yet; use --transport tcp, or "
-			  "--no-encrypt");
-		return EXIT_ENCRYPTION;
-	}
 	r = pick_transport(s, &m.u.open.transport);
 	if (r == 0) {
 		r = daemon_conn_encryption_wish(s, PROTO_CAP_ENCRYPT, &m.u.open.transport);
@@ -513,7 +508,13 @@ static int connect_open(struct daemon_conn *s, uint8_t direction, uint32_t flags
 	return daemon_conn_open_waiting(s, open_step, &a, &interrupted);
 }
 
-static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, struct xport **ret)
+/*
+ * The data lanes OPEN_OK offers. Sealed lanes take their keys from the TLS
+ * session: the tcp transport seals its frames, on verbs the engine seals
+ * each slot (ep).
+ */
+static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
+			struct engine_params *ep, struct xport **ret)
 {
 	const struct xport_ops *ops = xport_ops_by_kind(ok->transport);
 	struct xport_params xp = { 0 };
@@ -533,16 +534,22 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, str
 	xport_params_set_slots(&xp, ok->slots);
 	xp.timeout_ms = s->o->connect_timeout_s * 1000;
 	memcpy(xp.token, ok->token, sizeof(xp.token));
+	xport_test_hooks(&xp, "RDMACP_TEST_LANE_TAMPER", "RDMACP_TEST_LANE_TEE");
 	if (ok->lanes_sealed == PROTO_LANES_SEALED) {
-		xp.seal = true;
-		r = tls_export_secret(s->tls, LANE_SEAL_EXPORT_LABEL, xp.seal_secret,
-				      sizeof(xp.seal_secret));
+		bool frames = ok->transport == XPORT_KIND_TCP;
+
+		xp.seal = frames;
+		ep->seal_slots = !frames;
+		ep->seal_tamper = frames ? 0 : xp.test_tamper;
+		r = tls_export_secret(s->tls, LANE_SEAL_EXPORT_LABEL,
+				      frames ? xp.seal_secret : ep->seal_secret,
+				      LANE_SEAL_SECRET_LEN);
 		if (r < 0) {
 			log_error_errno(r, "lane keys from the TLS session: %m");
+			explicit_bzero(ep->seal_secret, sizeof(ep->seal_secret));
 			return EXIT_TRANSPORT;
 		}
 	}
-	xport_test_hooks(&xp, "RDMACP_TEST_LANE_TAMPER", "RDMACP_TEST_LANE_TEE");
 	for (unsigned i = 0; i < s->o->ndevices; i++) {
 		xp.devices[xp.ndevices++] = s->o->devices[i];
 	}
@@ -556,6 +563,7 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok, str
 	explicit_bzero(xp.token, sizeof(xp.token));
 	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
 	if (r < 0) {
+		explicit_bzero(ep->seal_secret, sizeof(ep->seal_secret));
 		log_error_errno(r, "data connection (%s, %u lanes, port %u): %m", ops->name,
 				xp.nlanes, ok->data_port);
 		return EXIT_TRANSPORT;
@@ -627,7 +635,7 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	char err[1200];
 	int rc, r;
 
-	rc = ok ? connect_data(s, ok, &xp) : 0;
+	rc = ok ? connect_data(s, ok, ep, &xp) : 0;
 	if (rc != 0) {
 		return rc;
 	}
@@ -669,6 +677,7 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	};
 	ep->stop = &interrupted;
 	r = engine_run(ep, st, &code, err, sizeof(err));
+	explicit_bzero(ep->seal_secret, sizeof(ep->seal_secret));
 	if (xp) {
 		xp->ops->destroy(xp);
 	}
@@ -1368,7 +1377,7 @@ int daemon_conn_pick_transport(struct daemon_conn *s, uint8_t *ret)
 }
 
 int daemon_conn_connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
-			     struct xport **ret)
+			     struct engine_params *ep, struct xport **ret)
 {
-	return connect_data(s, ok, ret);
+	return connect_data(s, ok, ep, ret);
 }

@@ -229,9 +229,11 @@ int daemon_conn_open(struct daemon_conn *s)
 
 /*
  * What to ask for the data lanes: sealed (--encrypt: or nothing), sealed
- * where the daemon can (the default), or clear (--no-encrypt, or a daemon
- * from before encryption). Sealing exists on tcp lanes only: --encrypt asks
- * for tcp when the transport is auto. Returns 0 or an exit code.
+ * where the daemon can (the default: tcp lanes; verbs lanes only where its
+ * module requires it), or clear (--no-encrypt, or a daemon from before
+ * encryption). verbs lanes are sealed only with a daemon that seals slots:
+ * with an older one --encrypt asks for tcp when the transport is auto.
+ * Returns 0 or an exit code.
  */
 int daemon_conn_encryption_wish(struct daemon_conn *s, uint64_t cap, uint8_t *transport)
 {
@@ -257,9 +259,17 @@ int daemon_conn_encryption_wish(struct daemon_conn *s, uint64_t cap, uint8_t *tr
 		s->clear_why = "the daemon is too old to encrypt them";
 		return 0;
 	}
-	if (o->encrypt == 1 && *transport != XPORT_KIND_TCP) {
+	if (o->encrypt == 1 && *transport != XPORT_KIND_TCP &&
+	    !(hello_local_caps() & s->hello.caps & PROTO_CAP_VERBS_SEAL)) {
+		if (*transport == XPORT_KIND_VERBS) {
+			log_error(
+			    "%s: the daemon is too old to encrypt verbs lanes: upgrade it, or "
+			    "copy with --transport tcp or --no-encrypt",
+			    s->rem->host);
+			return EXIT_VERSION;
+		}
 		if (o->verbose > 0) {
-			log_info("transport: tcp (--encrypt: only tcp lanes are encrypted)");
+			log_info("transport: tcp (--encrypt: the daemon encrypts only tcp lanes)");
 		}
 		*transport = XPORT_KIND_TCP;
 	}
@@ -274,11 +284,13 @@ int daemon_conn_check_lanes(struct daemon_conn *s, const struct msg_open_ok *ok)
 		if (ok->lanes_sealed == 0) {
 			return 0;
 		}
-	} else if (ok->lanes_sealed == PROTO_LANES_SEALED ||
+	} else if ((ok->lanes_sealed == PROTO_LANES_SEALED &&
+		    (ok->transport != XPORT_KIND_VERBS ||
+		     (hello_local_caps() & PROTO_CAP_VERBS_SEAL))) ||
 		   (ok->lanes_sealed == PROTO_LANES_CLEAR &&
 		    s->encrypt_wish == PROTO_ENCRYPT_PREFER)) {
 		s->clear_why = ok->transport == XPORT_KIND_VERBS
-				   ? "verbs lanes are not encrypted"
+				   ? "verbs lanes are encrypted only with --encrypt"
 				   : "the daemon's module has encryption = off";
 		return 0;
 	}

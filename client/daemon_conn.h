@@ -55,6 +55,7 @@ int daemon_conn_open_waiting(struct daemon_conn *s, int (*step)(struct daemon_co
 int exit_for_perr(uint32_t code);
 
 struct xport;
+struct engine_params;
 /*
  * The transport to ask for (--transport; auto asks the daemon only when an
  * RDMA device is here), and the data lanes to the daemon's OPEN_OK (copy.c).
@@ -65,10 +66,15 @@ int daemon_conn_pick_transport(struct daemon_conn *s, uint8_t *ret);
  * What to ask for the data lanes (s->encrypt_wish, and s->clear_why when
  * clear) from --encrypt / --no-encrypt and the daemon's HELLO, where cap is
  * the capability that lets the request say so (OPEN's, BENCH's); --encrypt
- * asks for tcp when the transport is auto. Returns 0 or an exit code.
+ * asks for tcp when the transport is auto and the daemon cannot seal verbs
+ * lanes. Returns 0 or an exit code.
  */
 int daemon_conn_encryption_wish(struct daemon_conn *s, uint64_t cap, uint8_t *transport);
 /* OPEN_OK's lanes byte against what was asked. Returns 0 or an exit code. */
 int daemon_conn_check_lanes(struct daemon_conn *s, const struct msg_open_ok *ok);
+/*
+ * Connects the data lanes OPEN_OK offers; sealed verbs lanes set ep's slot
+ * sealing and its secret, which the caller wipes once the engine has run.
+ */
 int daemon_conn_connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
-			     struct xport **ret);
+			     struct engine_params *ep, struct xport **ret);

@@ -470,16 +470,45 @@ static int decide_sealing_for(struct conn *c, uint8_t wish, int encryption, cons
 		}
 		return 0;
 	}
+	/*
+	 * verbs: sealed slots only where asked for or required. By default its
+	 * lanes stay clear: sealing costs the CPU that RDMA saves, and RDMA
+	 * fabrics are most often trusted.
+	 */
 	if (ops->kind != XPORT_KIND_TCP) {
-		if (wish == PROTO_ENCRYPT_REQUIRE || encryption == ENCRYPTION_REQUIRED) {
+		if (wish != PROTO_ENCRYPT_REQUIRE && encryption != ENCRYPTION_REQUIRED) {
+			return 0;
+		}
+		if (!(c->peer_caps & PROTO_CAP_VERBS_SEAL)) {
 			return refuse(c, PERR_ENCRYPTION,
-				      "%s: verbs data lanes cannot be encrypted yet: copy "
-				      "with --transport tcp",
+				      "%s: this client cannot encrypt verbs data lanes: upgrade "
+				      "it, or copy with --transport tcp",
 				      who);
 		}
-		return 0;
 	}
 	*ret_seal = true;
+	return 0;
+}
+
+/*
+ * Sealed lanes' keys, from the TLS session: the tcp transport seals its
+ * frames (xp), on verbs the engine seals each slot (ep). Both ends export
+ * the same secret; they never carry it.
+ */
+static int seal_keys(struct conn *c, const struct xport_ops *ops, struct xport_params *xp,
+		     struct engine_params *ep)
+{
+	uint8_t *secret = ops->kind == XPORT_KIND_TCP ? xp->seal_secret : ep->seal_secret;
+
+	if (ops->kind == XPORT_KIND_TCP) {
+		xp->seal = true;
+	} else {
+		ep->seal_slots = true;
+		ep->seal_tamper = xp->test_tamper;
+	}
+	if (tls_export_secret(c->tls, LANE_SEAL_EXPORT_LABEL, secret, LANE_SEAL_SECRET_LEN) < 0) {
+		return refuse(c, PERR_INTERNAL, "no lane keys from the TLS session");
+	}
 	return 0;
 }
 
@@ -570,6 +599,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 	c->last_progress = 0;
 	ep.stop = &stop_requested;
 	r = engine_run(&ep, &st, &code, err, sizeof(err));
+	explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 	if (x) {
 		c->bytes_accepted += st.bytes_accepted;
 		x->ops->destroy(x);
@@ -645,6 +675,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	uint32_t chunk, slots;
 	uint64_t pinned;
 	uint16_t port;
+	bool sealed = false;
 	int r;
 
 	chunk = MIN(MAX(o->chunk_size, POLICY_MIN_CHUNK), POLICY_MAX_CHUNK);
@@ -667,17 +698,16 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	if (r < 0) {
 		return r;
 	}
-	r = decide_sealing(c, o, m, ops, &xp.seal);
-	if (r >= 0 && xp.seal &&
-	    tls_export_secret(c->tls, LANE_SEAL_EXPORT_LABEL, xp.seal_secret,
-			      sizeof(xp.seal_secret)) < 0) {
-		r = refuse(c, PERR_INTERNAL, "no lane keys from the TLS session");
+	xport_test_hooks(&xp, "RDMACPD_TEST_LANE_TAMPER", "RDMACPD_TEST_LANE_TEE");
+	r = decide_sealing(c, o, m, ops, &sealed);
+	if (r >= 0 && sealed) {
+		r = seal_keys(c, ops, &xp, &ep);
 	}
 	if (r < 0) {
 		ops->listener_close(l);
+		explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 		return r;
 	}
-	xport_test_hooks(&xp, "RDMACPD_TEST_LANE_TAMPER", "RDMACPD_TEST_LANE_TEE");
 	/* What the engine pins depends on the transport (slot copies where it cannot fence). */
 	fit_pool_size(&ep, ops, cfg->pool_size);
 	slots = ep.slots;
@@ -692,6 +722,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	pinned = engine_pinned_bytes(&ep, ops);
 	if (c->sessions && session_table_reserve(c->sessions, pinned) < 0) {
 		ops->listener_close(l);
+		explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 		return refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
 	}
 	ok.u.open_ok.transport = (uint8_t)ops->kind;
@@ -701,25 +732,29 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ok.u.open_ok.slots = slots;
 	memcpy(ok.u.open_ok.token, xp.token, sizeof(xp.token));
 	if (o->flags & PROTO_OPEN_ENCRYPT) {
-		ok.u.open_ok.lanes_sealed = xp.seal ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
+		ok.u.open_ok.lanes_sealed = sealed ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
 	}
 	r = offer_lanes(c, &ok, ops, l, &xp, &x, "data");
 	if (r < 0) {
+		explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 		return r;
 	}
 	log_info("%s (%s): %s %s: %u %s lanes, %s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, xp.nlanes, ops->name,
-		 xp.seal ? "encrypted (AES-256-GCM)" : "in clear");
+		 sealed ? "encrypted (AES-256-GCM)" : "in clear");
 
 	if (pull_srcs) {
 		/* The client names what it wants once the lanes are up. */
 		r = expand_get(c, m, basefd, o->flags & PROTO_OPEN_RECURSIVE, pull_srcs);
 		if (r < 0) {
 			x->ops->destroy(x);
+			explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 			return r;
 		}
 	}
-	return run_session_engine(c, o, m, basefd, rename_to, pull_srcs, x, &ep);
+	r = run_session_engine(c, o, m, basefd, rename_to, pull_srcs, x, &ep);
+	explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
+	return r;
 }
 
 /* The client asked for an OPEN: is this peer allowed to do it on this module? */
@@ -787,6 +822,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	uint32_t code = 0;
 	char err[512];
 	uint16_t port;
+	bool sealed = false;
 	int r;
 
 	ep.role = ENGINE_BENCH_RECEIVER;
@@ -803,19 +839,19 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	if (r < 0) {
 		return r;
 	}
-	fit_pool_size(&ep, ops, cfg->pool_size);
 	/* Sealed lanes as for a copy, under [global]'s "encryption" (a bench has no module). */
-	r = decide_sealing_for(c, b->encrypt, cfg->encryption, "this daemon", ops, &xp.seal);
-	if (r >= 0 && xp.seal &&
-	    tls_export_secret(c->tls, LANE_SEAL_EXPORT_LABEL, xp.seal_secret,
-			      sizeof(xp.seal_secret)) < 0) {
-		r = refuse(c, PERR_INTERNAL, "no lane keys from the TLS session");
+	r = decide_sealing_for(c, b->encrypt, cfg->encryption, "this daemon", ops, &sealed);
+	if (r >= 0 && sealed) {
+		r = seal_keys(c, ops, &xp, &ep);
 	}
 	if (r < 0) {
 		ops->listener_close(l);
 		explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
+		explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 		return r;
 	}
+	/* Sealed slots change what is pinned (their tags): sized once that is known. */
+	fit_pool_size(&ep, ops, cfg->pool_size);
 	xp.nlanes = MIN((unsigned)b->lanes, POLICY_MAX_LANES);
 	xport_params_set_slots(&xp, ep.slots);
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
@@ -824,6 +860,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	if (c->sessions && session_table_reserve(c->sessions, engine_pinned_bytes(&ep, ops)) < 0) {
 		ops->listener_close(l);
 		explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
+		explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 		return refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
 	}
 	ok.u.open_ok.transport = (uint8_t)ops->kind;
@@ -833,10 +870,11 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	ok.u.open_ok.slots = ep.slots;
 	memcpy(ok.u.open_ok.token, xp.token, sizeof(xp.token));
 	if (b->encrypt) {
-		ok.u.open_ok.lanes_sealed = xp.seal ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
+		ok.u.open_ok.lanes_sealed = sealed ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
 	}
 	r = offer_lanes(c, &ok, ops, l, &xp, &x, "bench");
 	if (r < 0) {
+		explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 		return r;
 	}
 	ep.chan = &c->chan;
@@ -845,6 +883,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	ep.peer_caps = c->peer_caps;
 	ep.stop = &stop_requested;
 	r = engine_run(&ep, &st, &code, err, sizeof(err));
+	explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 	x->ops->destroy(x);
 	if (r < 0) {
 		char esc[4 * sizeof(err)];
@@ -855,7 +894,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	}
 	log_info("%s (%s): bench done: %llu bytes checked over %u %s lanes in %.3f s%s", c->peer,
 		 c->id, (unsigned long long)st.bytes, xp.nlanes, ops->name, st.data_seconds,
-		 xp.seal ? ", encrypted (AES-256-GCM)" : "");
+		 sealed ? ", encrypted (AES-256-GCM)" : "");
 	return 0;
 }
 

@@ -97,8 +97,10 @@ enum {
 	/* OPEN ASSUME_ZERO: a push's device targets read as zeros, zero extents not written */
 	PROTO_CAP_ASSUME_ZERO = 1u << 20,
 	PROTO_CAP_BENCH_SEAL = 1u << 21, /* BENCH's encrypt byte: sealed bench lanes */
+	/* Sealed slots: verbs lanes encrypted (--encrypt, or a module's encryption = required) */
+	PROTO_CAP_VERBS_SEAL = 1u << 22,
 };
-#define PROTO_CAPS_KNOWN 0x3fffffu
+#define PROTO_CAPS_KNOWN 0x7fffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {

@@ -271,7 +271,8 @@ struct lane {
 	struct lane_ent *fifo;
 	unsigned head, len, cap;
 	unsigned unsignaled;
-	unsigned batch_last; /* index in the pending batch of this lane's last WR, +1 */
+	unsigned batch_last;   /* index in the pending batch of this lane's last WR, +1 */
+	struct lane_seal seal; /* sealed slots: the sender's to seal, the receiver's to open */
 };
 
 /*
@@ -341,7 +342,10 @@ struct engine {
 	struct pool *pool;
 	bool pool_pinned; /* registered with io_uring (engine_pin_pool) */
 	struct xport_mr *mr;
-	uint8_t *desc_area; /* receiver: descriptor array; sender: staging */
+	uint8_t *desc_area;   /* receiver: descriptor array; sender: staging */
+	uint32_t desc_len;    /* a slot's descriptor: PROTO_DESC_LEN, + the tag when sealed */
+	bool sealed;	      /* p->seal_slots, and the lanes' seals are set up */
+	unsigned sealed_sent; /* tests (seal_tamper): sealed slots posted on lane 0 */
 
 	struct efile files[FILE_TABLE];
 	uint32_t next_id;    /* sender: next id to assign; receiver: last id seen */
@@ -564,6 +568,10 @@ int batch_flush(struct engine *e);
 bool bw_allows(struct engine *e, uint32_t len);
 int on_xport(struct engine *e);
 int imm_unexpected(struct engine *e, const struct xport_wc *wc);
+int slot_seal(struct engine *e, unsigned lane, uint32_t slot, uint8_t *stage, uint8_t *buf,
+	      uint32_t len);
+int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d);
+int fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r);
 
 /* engine_tx.c */
 void tx_read_done(struct engine *e, uint32_t ci, int res);

@@ -328,15 +328,23 @@ bool engine_rx_copies_slots(const struct xport_ops *ops)
  */
 static bool engine_copies_slots(const struct engine_params *p, const struct xport_ops *ops)
 {
+	/* Sealed slots open into the copy: what is checked is what stays. */
 	return engine_role(p->role)->peer_writes && p->role != ENGINE_BENCH_RECEIVER &&
-	       (engine_rx_copies_slots(ops) || (p->faults & ENGINE_FAULT_COPY_SLOTS));
+	       (engine_rx_copies_slots(ops) || p->seal_slots ||
+		(p->faults & ENGINE_FAULT_COPY_SLOTS));
+}
+
+/* A slot's descriptor: sealed slots carry their tag behind it. */
+static uint32_t engine_desc_len(const struct engine_params *p)
+{
+	return PROTO_DESC_LEN + (p->seal_slots ? LANE_SEAL_TAG_LEN : 0);
 }
 
 /* Data chunks and the descriptor chunks behind them: what the transport registers. */
 static uint64_t engine_registered_chunks(const struct engine_params *p)
 {
 	uint64_t data_chunks = engine_data_chunks(p);
-	uint64_t desc_bytes = data_chunks * PROTO_DESC_LEN;
+	uint64_t desc_bytes = data_chunks * engine_desc_len(p);
 
 	return data_chunks + (desc_bytes + p->chunk_size - 1) / p->chunk_size;
 }
@@ -391,6 +399,7 @@ static int setup_memory(struct engine *e)
 		pool_put(e->pool, i);
 	}
 	e->desc_area = pool_chunk(e->pool, data_chunks);
+	e->desc_len = engine_desc_len(p);
 	/*
 	 * RDMA pins the pages now (reg_mr); on tcp nothing does until the first
 	 * disk read or write (engine_pin_pool), so a run that moves no data (a
@@ -480,6 +489,14 @@ static int setup(struct engine *e)
 			}
 		}
 	}
+	for (unsigned i = 0; p->seal_slots && i < x->nlanes; i++) {
+		/* Only the sender seals slots, only the receiver opens them. */
+		r = slot_seal_init(&e->lanes[i].seal, p->seal_secret, i, !e->role->peer_writes);
+		if (r < 0) {
+			return fail(e, PERR_INTERNAL, r, "slot keys: %s", strerror(-r));
+		}
+	}
+	e->sealed = p->seal_slots;
 	return e->role->setup(e);
 }
 
@@ -558,6 +575,7 @@ static void teardown(struct engine *e)
 	}
 	for (unsigned i = 0; i < XPORT_MAX_LANES; i++) {
 		free(e->lanes[i].fifo);
+		lane_seal_fini(&e->lanes[i].seal);
 	}
 	free(e->chunks);
 	free(e->free_slots);

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "chan.h"
+#include "lane_seal.h"
 
 struct xport;
 struct xport_ops;
@@ -251,6 +252,18 @@ struct engine_params {
 	 */
 	mode_t umask;
 	unsigned faults; /* ENGINE_FAULT_* */
+	/*
+	 * Sealed slots, for transports that do not seal their frames (verbs;
+	 * tcp seals each frame itself, xport_params.seal): the sender seals
+	 * each slot's descriptor and payload with AES-256-GCM under a key per
+	 * lane from seal_secret (slot_seal_init), the receiver opens them
+	 * before it uses a byte. Both ends must agree (PROTOCOL.md "Sealed
+	 * slots"). The caller wipes seal_secret once the engine has run.
+	 */
+	bool seal_slots;
+	uint8_t seal_secret[LANE_SEAL_SECRET_LEN];
+	/* Tests, sender: XPORT_TEST_TAMPER_* spoils one sealed slot on lane 0. */
+	unsigned seal_tamper;
 	/*
 	 * Receiver: partials (see ENGINE_PARTIAL_DIR) not written for this
 	 * many seconds are removed from each destination directory the session

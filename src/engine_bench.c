@@ -274,7 +274,12 @@ static int btx_post(struct engine *e, uint32_t ci, unsigned lane)
 	uint8_t *buf = pool_chunk(e->pool, ci);
 	int slot;
 
-	engine_bench_stamp(buf, len, off, e->p->bench_seed);
+	if (e->sealed) {
+		/* Sealing left ciphertext where the pattern was: the whole of it again. */
+		engine_bench_fill(buf, len, off, e->p->bench_seed);
+	} else {
+		engine_bench_stamp(buf, len, off, e->p->bench_seed);
+	}
 	if ((e->p->faults & ENGINE_FAULT_BENCH_MISPLACE) && idx == 1) {
 		engine_bench_stamp(buf, len, 0, e->p->bench_seed);
 	}
@@ -404,7 +409,13 @@ static int brx_data(struct engine *e, uint32_t slot, uint32_t lane)
 	if (slot >= e->p->slots) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown slot %u", slot);
 	}
-	if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
+	if (e->sealed) {
+		/* Opened where it lies: a bench keeps nothing. */
+		r = slot_open(e, lane, slot, pool_chunk(e->pool, slot), &d);
+		if (r < 0) {
+			return fail_sealed(e, slot, lane, r);
+		}
+	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
 	}
 	idx = d.offset / e->p->chunk_size;
@@ -460,7 +471,7 @@ static int brx_on_receive(struct engine *e, const struct xport_wc *wc)
 {
 	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
 
-	if (kind != PROTO_IMM_DATA || wc->len != PROTO_DESC_LEN) {
+	if (kind != PROTO_IMM_DATA || wc->len != e->desc_len) {
 		return imm_unexpected(e, wc);
 	}
 	return brx_data(e, wc->imm & PROTO_IMM_SLOT_MASK, wc->lane);

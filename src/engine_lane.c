@@ -182,3 +182,107 @@ int on_xport(struct engine *e)
 	}
 	return 0;
 }
+
+/*
+ * Sealed slots (engine_params.seal_slots; PROTOCOL.md "Sealed slots"): one
+ * AES-256-GCM message per slot on its lane's key, nonce from the lane and its
+ * count of slots, the slot's number (u32 BE) as additional data. It covers
+ * the descriptor first, then the payload, so the receiver learns the length
+ * before it opens the payload; the tag follows the descriptor.
+ */
+static void slot_aad(uint32_t slot, uint8_t aad[4])
+{
+	uint32_t be = htobe32(slot);
+
+	memcpy(aad, &be, sizeof(be));
+}
+
+/*
+ * Sender: seal stage (the slot's descriptor, PROTO_DESC_LEN bytes, the tag
+ * written behind it) and the payload buf[0, len) in place, for slot on lane.
+ * Returns how many payload bytes to post (len; less only for a test's
+ * truncation) or -errno.
+ */
+int slot_seal(struct engine *e, unsigned lane, uint32_t slot, uint8_t *stage, uint8_t *buf,
+	      uint32_t len)
+{
+	struct lane_seal *s = &e->lanes[lane].seal;
+	unsigned tamper = XPORT_TEST_TAMPER_NONE;
+	uint8_t aad[4];
+	int r;
+
+	if (lane == 0 && e->p->seal_tamper && len >= 2) {
+		unsigned at = e->p->seal_tamper == XPORT_TEST_TAMPER_REPLAY ? 1 : 0;
+
+		if (e->sealed_sent++ == at) {
+			tamper = e->p->seal_tamper;
+		}
+	}
+	/* Tests: a slot sealed for its neighbour (moved), or under the last nonce again. */
+	slot_aad(tamper == XPORT_TEST_TAMPER_MOVE ? (slot + 1) % e->p->slots : slot, aad);
+	if (tamper == XPORT_TEST_TAMPER_REPLAY) {
+		s->count--;
+	}
+	r = lane_seal_begin(s, aad, sizeof(aad));
+	if (r >= 0) {
+		r = lane_seal_update(s, stage, stage, PROTO_DESC_LEN);
+	}
+	if (r >= 0) {
+		r = lane_seal_update(s, buf, buf, len);
+	}
+	if (r >= 0) {
+		r = lane_seal_end(s, stage + PROTO_DESC_LEN);
+	}
+	if (r < 0) {
+		return fail(e, PERR_INTERNAL, r, "seal slot %u: %s", slot, strerror(-r));
+	}
+	if (tamper == XPORT_TEST_TAMPER_FLIP) {
+		buf[len / 2] ^= 0x01;
+	}
+	return (int)(tamper == XPORT_TEST_TAMPER_TRUNCATE ? len / 2 : len);
+}
+
+/* A slot that did not open: the session fails (the tcp lanes' NAK_AUTH, exit 8). */
+int fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r)
+{
+	if (r == -EBADMSG) {
+		return fail(e, PERR_TRANSPORT, r,
+			    "data lane %u: sealed slot %u fails authentication (changed, replayed, "
+			    "moved or cut on the way, or sealed under another key)",
+			    lane, slot);
+	}
+	return fail(e, PERR_INTERNAL, r, "open sealed slot %u: %s", slot, strerror(-r));
+}
+
+/*
+ * Receiver: open slot's descriptor into d and its payload into dst (the
+ * slot's private copy; or the slot itself), checking the tag; no byte is
+ * used before. The descriptor is read from the peer's reach once.
+ */
+int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d)
+{
+	struct lane_seal *s = &e->lanes[lane].seal;
+	const uint8_t *src = pool_chunk(e->pool, slot);
+	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], clear[PROTO_DESC_LEN];
+	uint8_t aad[4];
+	int r;
+
+	memcpy(sealed, e->desc_area + (size_t)slot * e->desc_len, sizeof(sealed));
+	slot_aad(slot, aad);
+	r = lane_seal_begin(s, aad, sizeof(aad));
+	if (r >= 0) {
+		r = lane_seal_update(s, sealed, clear, PROTO_DESC_LEN);
+	}
+	if (r < 0) {
+		return r;
+	}
+	/* Not authenticated yet: only bounded, so the payload can be opened. */
+	if (proto_desc_decode(clear, d) < 0 || d->len > e->p->chunk_size) {
+		return -EBADMSG;
+	}
+	if (dst != src) {
+		memcpy(dst, src, d->len);
+	}
+	r = lane_seal_update(s, dst, dst, d->len);
+	return r < 0 ? r : lane_seal_end(s, sealed + PROTO_DESC_LEN);
+}

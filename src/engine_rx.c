@@ -789,7 +789,8 @@ int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes)
 	int r;
 
 	if (e->rx_copy) {
-		if (need_bytes) {
+		/* A sealed slot was opened into its copy (slot_open). */
+		if (need_bytes && !e->sealed) {
 			memcpy(rx_slot_buf(e, slot), pool_chunk(e->pool, slot), len);
 		}
 		return 0;
@@ -978,7 +979,13 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 	if (slot >= e->p->slots || e->rslots[slot].state != SL_FREE) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for busy or unknown slot %u", slot);
 	}
-	if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
+	if (e->sealed) {
+		/* Opened into the slot's copy: what rx_slot_hold would take. */
+		r = slot_open(e, lane, slot, rx_slot_buf(e, slot), &d);
+		if (r < 0) {
+			return fail_sealed(e, slot, lane, r);
+		}
+	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
 	}
 	if (d.file_id == 0) {
@@ -1178,7 +1185,7 @@ static int rx_on_receive(struct engine *e, const struct xport_wc *wc)
 	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
 	uint32_t slot = wc->imm & PROTO_IMM_SLOT_MASK;
 
-	if (kind != PROTO_IMM_DATA || wc->len != PROTO_DESC_LEN) {
+	if (kind != PROTO_IMM_DATA || wc->len != e->desc_len) {
 		return imm_unexpected(e, wc);
 	}
 	return rx_data(e, slot, wc->lane);

@@ -543,7 +543,7 @@ int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id,
 		 uint32_t len, uint32_t pieces)
 {
 	uint32_t slot = e->free_slots[--e->nfree_slots];
-	uint8_t *stage = e->desc_area + (size_t)ci * PROTO_DESC_LEN;
+	uint8_t *stage = e->desc_area + (size_t)ci * e->desc_len;
 	struct proto_desc d = {
 		.file_id = file_id, .len = len, .offset = off, .seq = ++e->seq, .pieces = pieces
 	};
@@ -561,8 +561,8 @@ int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id,
 		.flags = XPORT_SEND_INLINE,
 		.mr = e->mr,
 		.buf = stage,
-		.len = PROTO_DESC_LEN,
-		.remote_addr = e->rdesc_addr + (uint64_t)slot * PROTO_DESC_LEN,
+		.len = e->desc_len,
+		.remote_addr = e->rdesc_addr + (uint64_t)slot * e->desc_len,
 		.rkey = e->rkey[lane],
 		.imm = proto_imm(PROTO_IMM_DATA, slot),
 		.lane = lane,
@@ -570,6 +570,14 @@ int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id,
 	int r;
 
 	proto_desc_encode(&d, stage);
+	if (e->sealed) {
+		/* Hashed already: from here the chunk holds ciphertext until it is free. */
+		r = slot_seal(e, lane, slot, stage, pool_chunk(e->pool, ci), len);
+		if (r < 0) {
+			return r;
+		}
+		data.len = (uint32_t)r;
+	}
 	r = lane_push(e, &data, -1);
 	if (r >= 0) {
 		r = lane_push(e, &desc, (int32_t)ci);

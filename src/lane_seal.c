@@ -14,20 +14,24 @@
 
 #include "macro.h"
 
-int lane_seal_derive(const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane, bool from_connector,
-		     uint8_t ret_key[LANE_SEAL_KEY_LEN])
+/* HKDF-SHA256 of the secret; info = what, the lane (u16 BE) and a direction letter. */
+static int derive(const uint8_t secret[LANE_SEAL_SECRET_LEN], const char *what, unsigned lane,
+		  char dir, uint8_t ret_key[LANE_SEAL_KEY_LEN])
 {
-	static const char what[] = "rdmacp lane key v1";
-	uint8_t info[sizeof(what) - 1 + 3];
+	size_t wlen = strlen(what);
+	uint8_t info[64];
 	uint16_t be_lane = htobe16((uint16_t)lane);
 	EVP_KDF *kdf;
 	EVP_KDF_CTX *kctx;
 	OSSL_PARAM params[4];
 	int ok;
 
-	memcpy(info, what, sizeof(what) - 1);
-	memcpy(info + sizeof(what) - 1, &be_lane, sizeof(be_lane));
-	info[sizeof(info) - 1] = from_connector ? 'c' : 'a';
+	if (wlen + 3 > sizeof(info)) {
+		return -EINVAL;
+	}
+	memcpy(info, what, wlen);
+	memcpy(info + wlen, &be_lane, sizeof(be_lane));
+	info[wlen + 2] = (uint8_t)dir;
 	kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
 	if (!kdf) {
 		return -EIO;
@@ -40,41 +44,68 @@ int lane_seal_derive(const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane, 
 	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0);
 	params[1] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)secret,
 						      LANE_SEAL_SECRET_LEN);
-	params[2] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, sizeof(info));
+	params[2] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, wlen + 3);
 	params[3] = OSSL_PARAM_construct_end();
 	ok = EVP_KDF_derive(kctx, ret_key, LANE_SEAL_KEY_LEN, params);
 	EVP_KDF_CTX_free(kctx);
 	return ok == 1 ? 0 : -EIO;
 }
 
-int lane_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
-		   bool from_connector, bool encrypt)
+int lane_seal_derive(const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane, bool from_connector,
+		     uint8_t ret_key[LANE_SEAL_KEY_LEN])
 {
-	uint8_t key[LANE_SEAL_KEY_LEN];
-	EVP_CIPHER_CTX *ctx;
-	int r, ok;
+	return derive(secret, "rdmacp lane key v1", lane, from_connector ? 'c' : 'a', ret_key);
+}
 
-	*s = (struct lane_seal){ .prefix = (uint32_t)lane << 1 | (from_connector ? 1u : 0u),
-				 .encrypt = encrypt };
-	r = lane_seal_derive(secret, lane, from_connector, key);
-	if (r < 0) {
-		return r;
-	}
+/* The cipher context for key, nonces from prefix; the key is wiped. */
+static int seal_init(struct lane_seal *s, uint8_t key[LANE_SEAL_KEY_LEN], uint32_t prefix,
+		     bool encrypt)
+{
+	EVP_CIPHER_CTX *ctx;
+	int ok;
+
+	*s = (struct lane_seal){ .prefix = prefix, .encrypt = encrypt };
 	ctx = EVP_CIPHER_CTX_new();
 	if (!ctx) {
-		OPENSSL_cleanse(key, sizeof(key));
+		OPENSSL_cleanse(key, LANE_SEAL_KEY_LEN);
 		return -ENOMEM;
 	}
 	/* The key schedule once; each frame only sets its nonce. */
 	ok = encrypt ? EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL)
 		     : EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL);
-	OPENSSL_cleanse(key, sizeof(key));
+	OPENSSL_cleanse(key, LANE_SEAL_KEY_LEN);
 	if (ok != 1) {
 		EVP_CIPHER_CTX_free(ctx);
 		return -EIO;
 	}
 	s->ctx = ctx;
 	return 0;
+}
+
+int lane_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
+		   bool from_connector, bool encrypt)
+{
+	uint8_t key[LANE_SEAL_KEY_LEN];
+	int r = lane_seal_derive(secret, lane, from_connector, key);
+
+	if (r < 0) {
+		*s = (struct lane_seal){ 0 };
+		return r;
+	}
+	return seal_init(s, key, (uint32_t)lane << 1 | (from_connector ? 1u : 0u), encrypt);
+}
+
+int slot_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
+		   bool encrypt)
+{
+	uint8_t key[LANE_SEAL_KEY_LEN];
+	int r = derive(secret, "rdmacp slot key v1", lane, 's', key);
+
+	if (r < 0) {
+		*s = (struct lane_seal){ 0 };
+		return r;
+	}
+	return seal_init(s, key, (uint32_t)lane << 1, encrypt);
 }
 
 void lane_seal_fini(struct lane_seal *s)

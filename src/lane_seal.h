@@ -44,6 +44,15 @@ int lane_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LE
 		   bool from_connector, bool encrypt);
 void lane_seal_fini(struct lane_seal *s);
 
+/*
+ * Sealed slots (verbs lanes: the engine seals, see engine_lane.c): the key of
+ * lane's slots, which only the sender of a session's data seals (encrypt)
+ * and only its receiver opens. Its own HKDF info ("rdmacp slot key v1"), so
+ * it is never a tcp lane's key.
+ */
+int slot_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
+		   bool encrypt);
+
 /* The next frame: its nonce, and aad (the clear header) authenticated with it. */
 int lane_seal_begin(struct lane_seal *s, const uint8_t *aad, size_t aadlen);
 /* Encrypts or decrypts len bytes of the frame's payload; in == out is allowed. */

@@ -15,7 +15,8 @@
 #      encryption = allowed (the default), required and off, from [global]
 #      too; an older client (RDMACP_TEST_CAPS_OFF) and an older daemon
 #      (the same, and rawserver.py without the capability: no OPEN sent);
-#      --encrypt --transport verbs; a dry run moves no data and is not refused.
+#      --encrypt --transport verbs is not refused for its encryption (the VM
+#      test seals verbs lanes); a dry run moves no data and is not refused.
 #      What was chosen shows in -v, the --json start event and the daemon's
 #      log line.
 #
@@ -131,9 +132,11 @@ expect_rc 20 "--encrypt to an off module" "${CLIENT[@]}" --encrypt "$T/src/known
 grep -q "does not encrypt data lanes" "$T/err" && pass "  says so" || fail "  $(cat "$T/err")"
 expect_rc 0 "-v says sealed" "${CLIENT[@]}" -v "$T/src/known" "$HOST:data/n6"
 grep -q "data lanes encrypted (AES-256-GCM)" "$T/err" && pass "  -v line" || fail "  $(cat "$T/err")"
-expect_rc 20 "--encrypt --transport verbs" "${CLIENT[@]}" --encrypt --transport verbs \
-	"$T/src/known" "$HOST:data/n7"
-grep -q "verbs lanes cannot be encrypted" "$T/err" && pass "  says so" || fail "  $(cat "$T/err")"
+# verbs lanes are sealed too (slot by slot, by the engine): what stops this here is
+# the missing RDMA device, not the encryption. The Soft-RoCE VM runs them sealed.
+expect_rc 13 "--encrypt --transport verbs (no RDMA device here)" "${CLIENT[@]}" --encrypt \
+	--transport verbs "$T/src/known" "$HOST:data/n7"
+grep -q "encrypt" "$T/err" && fail "  refused for encryption: $(cat "$T/err")" || pass "  not refused for encryption"
 
 # A client from before encryption.
 RDMACP_TEST_CAPS_OFF=0x20000 expect_rc 20 "older client to a required module" \
