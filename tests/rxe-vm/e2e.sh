@@ -329,6 +329,31 @@ if [ "$sealed_n" -eq 0 ] && grep -q "rc 0" "$W/wire_sealed.ready" &&
 else
 	fail "wire, sealed verbs lanes: $sealed_n marker lines seen ($(cat "$W/wire_sealed.ready"))"
 fi
+# --partial over sealed verbs lanes: a paced push killed part-way, then resumed sealed.
+head -c $((6 * 1024 * 1024)) /dev/urandom >"$W/src/res6m"
+"${C[@]}" --transport verbs --encrypt --partial --bwlimit 1M --chunk-size 64K "$W/src/res6m" \
+	"$SERVER:data/res/" >"$OUT/enc_cut.out" 2>"$OUT/enc_cut.err" &
+cpid=$!
+for _ in $(seq 1 100); do
+	sleep 0.1
+	[ -n "$(find "$W/mod/res" -path '*.rdmacp-partial*' -type f -size +1024k 2>/dev/null)" ] && break
+done
+kill -9 "$cpid" 2>/dev/null
+wait "$cpid" 2>/dev/null
+if [ -e "$W/mod/res/res6m" ]; then
+	fail "sealed verbs --partial: a file under the final name after the kill"
+elif run enc_resume "${C[@]}" --transport verbs --encrypt --partial --json --chunk-size 64K \
+	"$W/src/res6m" "$SERVER:data/res/"; then
+	if jq -e -s 'map(select(.event == "file")) | .[0] | .action == "resumed" and
+		.resumed_bytes > 0' "$OUT/enc_resume.out" >/dev/null; then
+		pass "sealed verbs --partial: resumed after a kill ($(jq -s 'map(select(.event == "file")) | .[0].resumed_bytes' "$OUT/enc_resume.out") bytes kept)"
+	else
+		fail "sealed verbs --partial: not resumed: $(grep '"file"' "$OUT/enc_resume.out" | head -1)"
+	fi
+	same "sealed verbs --partial resumed" "$W/src/res6m" "$W/mod/res/res6m"
+else
+	fail "sealed verbs --partial re-run: rc $? ($(head -3 "$OUT/enc_resume.err"))"
+fi
 # A client from before sealed verbs lanes (capability 0x400000 off) into that module.
 RDMACP_TEST_CAPS_OFF=0x400000 run enc_old "${C[@]}" --transport verbs "$W/src/f_1" "$SERVER:sealed/o/"
 rc=$?
