@@ -1825,10 +1825,16 @@ static const char *verbs_last_error(struct xport *x)
 static int device_path(struct ibv_device *dev, bool force_send, char *why, size_t whylen)
 {
 	int r = verbs_transport_path(dev->transport_type, force_send);
+	const char *name = ibv_get_device_name(dev), *t = verbs_transport_name(dev->transport_type);
 
 	if (r < 0) {
-		snprintf(why, whylen, "RDMA device %s has the %s transport: no RC RDMA WRITE",
-			 ibv_get_device_name(dev), verbs_transport_name(dev->transport_type));
+		snprintf(why, whylen, "RDMA device %s has the %s transport: no RC RDMA WRITE", name,
+			 t);
+	} else if (dev->transport_type == IBV_TRANSPORT_IWARP) {
+		snprintf(why, whylen, "%s is iWARP: no immediate data", name);
+	} else {
+		snprintf(why, whylen, "%s is %s%s", name, t,
+			 force_send ? ", WRITE + SEND forced by a test switch" : "");
 	}
 	return r;
 }
@@ -1858,8 +1864,13 @@ static int named_devices_path(const char *const *devices, unsigned ndevices, boo
 			snprintf(why, whylen, "no RDMA device named %s", devices[i]);
 			path = -ENODEV;
 		} else {
-			int r = device_path(list[found], force_send, why, whylen);
+			char one[256];
+			int r = device_path(list[found], force_send, one, sizeof(one));
 
+			/* The reason of the device that decides: a refusal, or WRITE + SEND. */
+			if (r < 0 || r > path || i == 0) {
+				snprintf(why, whylen, "%s", one);
+			}
 			path = r < 0 ? r : MAX(path, r);
 		}
 	}
