@@ -300,8 +300,11 @@ static int pick_verbs_path(struct daemon_conn *s, bool with_send, char *why, siz
 	path = xport_verbs_path((struct sockaddr *)&local, devs,
 				MIN(s->o->ndevices, (unsigned)XPORT_MAX_LANES), forced, dev,
 				sizeof(dev));
-	/* No device holds our address: rdma_cm finds the route when the lanes connect. */
-	if (path == -ENODEV && s->o->ndevices == 0) {
+	/*
+	 * No device found for our address (or rdma_cm could not say): as
+	 * before, rdma_cm finds the route when the lanes connect.
+	 */
+	if (path < 0 && path != -EOPNOTSUPP && s->o->ndevices == 0) {
 		path = forced ? XPORT_PATH_WRITE_SEND : XPORT_PATH_WRITE_IMM;
 	}
 	if (path < 0) {

@@ -366,8 +366,12 @@ static int verbs_path_check(struct conn *c, unsigned want, bool client_send,
 	int path = xport_verbs_path(addr, NULL, 0, force && *force, dev, sizeof(dev));
 
 	*ret_send = client_send;
-	/* No device holds the address: rdma_cm's listen says whether verbs can go, as before. */
-	if (path == -ENODEV || (path > 0 && (client_send || path == XPORT_PATH_WRITE_IMM))) {
+	/*
+	 * No device found for the address (or rdma_cm could not say): its
+	 * listen says whether verbs can go, as before.
+	 */
+	if ((path < 0 && path != -EOPNOTSUPP) ||
+	    (path > 0 && (client_send || path == XPORT_PATH_WRITE_IMM))) {
 		return 1;
 	}
 	if (path < 0) {

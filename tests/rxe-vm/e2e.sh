@@ -172,25 +172,25 @@ head -c 70000 /dev/urandom >"$W/src/tree/sub/b"
 head -c 5 /dev/urandom >"$W/src/tree/sub/deeper/c"
 ln -s ../a "$W/src/tree/sub/link"
 
-# push_set NAME TRANSPORT DIR: the sized files and the tree, checked.
+# push_set NAME TRANSPORT DIR [LABEL]: the sized files and the tree, checked.
 push_set() {
-	local name=$1 tr=$2 dir=$3 t0 t1
+	local name=$1 tr=$2 dir=$3 label=${4:-$2} t0 t1
 	t0=$(now)
 	if run "${name}_files" "${C[@]}" --transport "$tr" --chunk-size 64K "${files[@]}" \
 		"$SERVER:data/$dir/"; then
 		t1=$(now)
-		say "time: $tr push of ${#files[@]} files, $total bytes: $(secs "$t0" "$t1") s, $(rate "$total" "$t0" "$t1") MB/s (emulated)"
+		say "time: $label push of ${#files[@]} files, $total bytes: $(secs "$t0" "$t1") s, $(rate "$total" "$t0" "$t1") MB/s (emulated)"
 		for s in "${SIZES[@]}"; do
-			same "$tr push" "$W/src/f_$s" "$W/mod/$dir/f_$s"
+			same "$label push" "$W/src/f_$s" "$W/mod/$dir/f_$s"
 		done
 	else
-		fail "$tr push of the sized files: rc $? ($(head -3 "$OUT/${name}_files.err"))"
+		fail "$label push of the sized files: rc $? ($(head -3 "$OUT/${name}_files.err"))"
 	fi
 	if run "${name}_tree" "${C[@]}" --transport "$tr" --chunk-size 64K -r "$W/src/tree" \
 		"$SERVER:data/$dir/"; then
-		same_tree "$tr push -r" "$W/src/tree" "$W/mod/$dir/tree"
+		same_tree "$label push -r" "$W/src/tree" "$W/mod/$dir/tree"
 	else
-		fail "$tr push -r of the tree: rc $? ($(head -3 "$OUT/${name}_tree.err"))"
+		fail "$label push -r of the tree: rc $? ($(head -3 "$OUT/${name}_tree.err"))"
 	fi
 }
 
@@ -465,7 +465,7 @@ if grep -q "verbs lanes (WRITE + SEND)" "$W/d.log"; then
 else
 	fail "WRITE + SEND: the daemon's log does not say WRITE + SEND"
 fi
-push_set ws_push verbs ws
+push_set ws_push verbs ws "verbs (WRITE + SEND)"
 if run ws_pull "${C[@]}" --transport verbs --chunk-size 64K "$SERVER:data/ws/$big" \
 	"$SERVER:data/ws/f_0" "$W/pull/ws/"; then
 	same "WRITE + SEND pull" "$W/src/$big" "$W/pull/ws/$big"
