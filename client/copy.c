@@ -275,14 +275,81 @@ static const char *transport_name(int kind)
 }
 
 /*
- * Which transport to ask for: verbs needs a device here (else exit 13);
- * auto asks the daemon to choose only when there is one, else tcp.
+ * The verbs path this host's lanes need (the --devices, else the device of
+ * the control connection's own address), and whether the daemon can meet
+ * it: 0 with s->write_send set for WRITE + SEND; 1 when verbs can't go here
+ * (why says it; auto then asks for tcp); or an exit code (said). with_send:
+ * the request can say WRITE + SEND (OPEN can, BENCH can't).
  */
-static int pick_transport(struct daemon_conn *s, uint8_t *ret)
+static int pick_verbs_path(struct daemon_conn *s, bool with_send, char *why, size_t whylen)
 {
-	char why[256];
+	const char *force = getenv("RDMACP_TEST_WRITE_SEND");
+	bool forced = force && *force;
+	const char *devs[XPORT_MAX_LANES];
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	char dev[256];
+	int path;
+
+	for (unsigned i = 0; i < s->o->ndevices && i < XPORT_MAX_LANES; i++) {
+		devs[i] = s->o->devices[i];
+	}
+	if (!s->tls || getsockname(tls_fd(s->tls), (struct sockaddr *)&local, &len) < 0) {
+		local.ss_family = AF_UNSPEC;
+	}
+	path = xport_verbs_path((struct sockaddr *)&local, devs,
+				MIN(s->o->ndevices, (unsigned)XPORT_MAX_LANES), forced, dev,
+				sizeof(dev));
+	/*
+	 * No device found for our address (or rdma_cm could not say): as
+	 * before, rdma_cm finds the route when the lanes connect.
+	 */
+	if (path < 0 && path != -EOPNOTSUPP && s->o->ndevices == 0) {
+		path = forced ? XPORT_PATH_WRITE_SEND : XPORT_PATH_WRITE_IMM;
+	}
+	if (path < 0) {
+		snprintf(why, whylen, "%.200s", dev);
+		if (s->o->transport == XPORT_KIND_VERBS) {
+			log_error("%s; use --transport tcp", why);
+			return EXIT_NO_DEVICE;
+		}
+		return 1;
+	}
+	if (path == XPORT_PATH_WRITE_IMM) {
+		return 0;
+	}
+	if (with_send && (s->hello.caps & PROTO_CAP_WRITE_SEND)) {
+		s->write_send = true;
+		return 0;
+	}
+	if (snprintf(why, whylen,
+		     with_send
+			 ? "%.100s: the daemon is too old for the WRITE + SEND verbs path "
+			   "that this host's RDMA device needs (%.200s)"
+			 : "%.100s: bench's verbs lanes need RDMA WRITE WITH IMMEDIATE, which "
+			   "this host's RDMA device lacks (%.200s)",
+		     s->rem->host, dev) < 0) {
+		why[0] = '\0';
+	}
+	if (s->o->transport == XPORT_KIND_VERBS) {
+		log_error("%s: %s", why,
+			  with_send ? "upgrade it, or use --transport tcp" : "use --transport tcp");
+		return with_send ? EXIT_VERSION : EXIT_NO_DEVICE;
+	}
+	return 1;
+}
+
+/*
+ * Which transport to ask for: verbs needs a device here that the daemon can
+ * meet (else exit 13, or 12 for a daemon too old for its path); auto asks
+ * the daemon to choose only when there is one, else tcp.
+ */
+static int pick_transport_for(struct daemon_conn *s, bool with_send, uint8_t *ret)
+{
+	char why[512];
 	int n;
 
+	s->write_send = false;
 	if (s->o->transport == XPORT_KIND_TCP) {
 		*ret = XPORT_KIND_TCP;
 		return 0;
@@ -295,7 +362,15 @@ static int pick_transport(struct daemon_conn *s, uint8_t *ret)
 				return EXIT_NO_DEVICE;
 			}
 		}
-		*ret = (uint8_t)s->o->transport;
+		n = pick_verbs_path(s, with_send, why, sizeof(why));
+		if (n != 1) {
+			*ret = (uint8_t)s->o->transport;
+			return n;
+		}
+		if (s->o->verbose > 0) {
+			log_info("transport auto: tcp (%s)", why);
+		}
+		*ret = XPORT_KIND_TCP;
 		return 0;
 	}
 	if (s->o->transport == XPORT_KIND_VERBS) {
@@ -404,7 +479,10 @@ static int open_transfer(struct daemon_conn *s, uint8_t direction, uint32_t flag
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
-	r = pick_transport(s, &m.u.open.transport);
+	r = pick_transport_for(s, true, &m.u.open.transport);
+	if (r == 0 && s->write_send) {
+		flags |= PROTO_OPEN_WRITE_SEND;
+	}
 	if (r == 0) {
 		r = daemon_conn_encryption_wish(s, PROTO_CAP_ENCRYPT, &m.u.open.transport);
 		if (s->encrypt_wish) {
@@ -531,6 +609,7 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 		return EXIT_PROTOCOL;
 	}
 	xp.nlanes = ok->lanes;
+	xp.write_send = ok->transport == XPORT_KIND_VERBS && s->write_send;
 	xport_params_set_slots(&xp, ok->slots);
 	xp.timeout_ms = s->o->connect_timeout_s * 1000;
 	memcpy(xp.token, ok->token, sizeof(xp.token));
@@ -652,8 +731,12 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	}
 	if (ok) {
 		output_start(&x->out, ep->role == ENGINE_SENDER ? "push" : "pull", s->rem->host,
-			     transport_name(ok->transport), ok->lanes,
-			     ok->lanes_sealed == PROTO_LANES_SEALED, s->clear_why);
+			     transport_name(ok->transport),
+			     ok->transport == XPORT_KIND_VERBS
+				 ? xport_path_name(s->write_send ? XPORT_PATH_WRITE_SEND
+								 : XPORT_PATH_WRITE_IMM)
+				 : NULL,
+			     ok->lanes, ok->lanes_sealed == PROTO_LANES_SEALED, s->clear_why);
 	}
 	ep->chan = &s->chan;
 	ep->x = xp;
@@ -1373,7 +1456,7 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 /* For the other subcommands that open a data path (bench.c). */
 int daemon_conn_pick_transport(struct daemon_conn *s, uint8_t *ret)
 {
-	return pick_transport(s, ret);
+	return pick_transport_for(s, false, ret);
 }
 
 int daemon_conn_connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,

@@ -32,6 +32,8 @@ struct daemon_conn {
 	/* What open_transfer asked for the lanes (0, or enum proto_encrypt_wish) and why not. */
 	uint8_t encrypt_wish;
 	const char *clear_why;
+	/* OPEN asked for the WRITE + SEND verbs path (this host's device needs it). */
+	bool write_send;
 };
 
 /* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */

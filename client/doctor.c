@@ -23,6 +23,8 @@
 
 #ifdef HAVE_VERBS
 #include <infiniband/verbs.h>
+
+#include "verbs_wr.h"
 #endif
 
 #include "client.h"
@@ -70,7 +72,9 @@ struct doctor_port {
 
 struct doctor_device {
 	char name[64];
-	char error[128]; /* open/query failure, or "" */
+	char error[128];    /* open/query failure, or "" */
+	char transport[24]; /* "InfiniBand/RoCE", "iWARP", ... */
+	int path;	    /* XPORT_PATH_*, or -EOPNOTSUPP: no verbs lanes on it */
 	unsigned nports;
 	struct doctor_port ports[DOCTOR_MAX_PORTS];
 };
@@ -294,7 +298,18 @@ static void device_scan(struct ibv_device *ibdev, struct doctor *d, struct docto
 	struct ibv_context *ctx;
 	struct ibv_device_attr da;
 
+	const char *force = getenv("RDMACP_TEST_WRITE_SEND");
+
 	snprintf(out->name, sizeof(out->name), "%s", ibv_get_device_name(ibdev));
+	/* What the copy's lanes on it would be (xport_verbs_path): iWARP has no immediates. */
+	snprintf(out->transport, sizeof(out->transport), "%s",
+		 verbs_transport_name(ibdev->transport_type));
+	out->path = verbs_transport_path(ibdev->transport_type, force && *force);
+	if (out->path < 0) {
+		problem(d, false, "use another device, or --transport tcp",
+			"%s: the %s transport has no RC RDMA WRITE: verbs lanes cannot use it",
+			out->name, out->transport);
+	}
 	ctx = ibv_open_device(ibdev);
 	if (!ctx) {
 		snprintf(out->error, sizeof(out->error), "ibv_open_device: %s", strerror(errno));
@@ -648,6 +663,9 @@ static void print_json(const struct doctor *d, bool ok)
 
 		fprintf(f, "%s{\"name\":", i ? "," : "");
 		output_json_string(f, dev->name);
+		fputs(",\"transport\":", f);
+		output_json_string(f, dev->transport);
+		fprintf(f, ",\"verbs_path\":\"%s\"", xport_path_name(dev->path));
 		fputs(",\"error\":", f);
 		output_json_string(f, dev->error);
 		fputs(",\"ports\":[", f);
@@ -718,7 +736,11 @@ static void print_human_devices(const struct doctor *d)
 	for (size_t i = 0; i < d->ndevices; i++) {
 		const struct doctor_device *dev = &d->devices[i];
 
-		printf("  %s%s%s\n", dev->name, dev->error[0] ? ": " : "", dev->error);
+		printf("  %s (%s, verbs lanes: %s)%s%s\n", dev->name, dev->transport,
+		       dev->path == XPORT_PATH_WRITE_SEND  ? "RDMA WRITE + SEND, write_send"
+		       : dev->path == XPORT_PATH_WRITE_IMM ? "RDMA WRITE WITH IMMEDIATE, write_imm"
+							   : "none",
+		       dev->error[0] ? ": " : "", dev->error);
 		for (unsigned p = 0; p < dev->nports; p++) {
 			const struct doctor_port *pt = &dev->ports[p];
 

@@ -94,19 +94,25 @@ static void json_memory(const struct output *out)
 static void human_bytes(uint64_t b, char *buf, size_t len);
 
 void output_start(struct output *out, const char *direction, const char *host,
-		  const char *transport, unsigned lanes, bool sealed, const char *clear_why)
+		  const char *transport, const char *verbs_path, unsigned lanes, bool sealed,
+		  const char *clear_why)
 {
 	if (out->json) {
 		printf("{\"event\":\"start\",\"direction\":\"%s\",\"host\":", direction);
 		output_json_string(stdout, host);
 		printf(",\"transport\":\"%s\",\"lanes\":%u", transport, lanes);
+		if (verbs_path) {
+			printf(",\"verbs_path\":\"%s\"", verbs_path);
+		}
 		printf(",\"encryption\":\"%s\"", sealed ? "aes-256-gcm" : "none");
 		json_memory(out);
 		printf("}\n");
 		fflush(stdout);
 	} else if (out->verbose > 0) {
-		fprintf(stderr, "%s %s %s over %s (%u lanes)\n", direction,
-			!strcmp(direction, "push") ? "to" : "from", host, transport, lanes);
+		fprintf(stderr, "%s %s %s over %s%s%s%s (%u lanes)\n", direction,
+			!strcmp(direction, "push") ? "to" : "from", host, transport,
+			verbs_path ? " (" : "", verbs_path ? verbs_path : "", verbs_path ? ")" : "",
+			lanes);
 		if (sealed) {
 			fprintf(stderr, "data lanes encrypted (AES-256-GCM)\n");
 		} else {

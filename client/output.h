@@ -48,9 +48,13 @@ struct output {
 void output_json_string(FILE *f, const char *s);
 
 void output_init(struct output *out, bool json, int progress, int verbose);
-/* sealed: the data lanes are encrypted; else clear_why says why they are not. */
+/*
+ * sealed: the data lanes are encrypted; else clear_why says why they are not.
+ * verbs_path: "write_imm" or "write_send" on verbs, NULL on tcp.
+ */
 void output_start(struct output *out, const char *direction, const char *host,
-		  const char *transport, unsigned lanes, bool sealed, const char *clear_why);
+		  const char *transport, const char *verbs_path, unsigned lanes, bool sealed,
+		  const char *clear_why);
 /*
  * The buffer pool chosen (before output_start): limit is RLIMIT_MEMLOCK, 0
  * for none; fitted when the pool was made smaller for it (said once with -v).

@@ -353,19 +353,60 @@ static void lanes_from_peer(const struct conn *c, struct xport_params *xp)
 }
 
 /*
- * The data path's listener on the control connection's own address: verbs
- * when asked for (or, for "auto", when this address has an RDMA device),
- * tcp otherwise. Binding rdma_cm to the address is what proves the device
- * reaches the client: it is the device the client's traffic arrives on.
+ * Which verbs path the lanes take (*ret_send: WRITE + SEND): the client's
+ * word when it asked for WRITE + SEND (OPEN flag), which any device can
+ * carry; else WRITE WITH IMMEDIATE, which the device of the address must
+ * have. 1: verbs can go; 0: not here (why says so); <0: refused (said).
  */
-static int transport_listen(struct conn *c, unsigned want, struct sockaddr_storage *addr,
-			    const struct xport_ops **ret_ops, struct xport_listener **ret_l,
-			    uint16_t *ret_port)
+static int verbs_path_check(struct conn *c, unsigned want, bool client_send,
+			    const struct sockaddr *addr, bool *ret_send, char *why, size_t whylen)
+{
+	const char *force = getenv("RDMACPD_TEST_WRITE_SEND");
+	char dev[256];
+	int path = xport_verbs_path(addr, NULL, 0, force && *force, dev, sizeof(dev));
+
+	*ret_send = client_send;
+	/*
+	 * No device found for the address (or rdma_cm could not say): its
+	 * listen says whether verbs can go, as before.
+	 */
+	if ((path < 0 && path != -EOPNOTSUPP) ||
+	    (path > 0 && (client_send || path == XPORT_PATH_WRITE_IMM))) {
+		return 1;
+	}
+	if (path < 0) {
+		snprintf(why, whylen, "%s", dev);
+	} else {
+		snprintf(why, whylen,
+			 "this daemon's RDMA device needs the WRITE + SEND verbs path (%s), and %s",
+			 dev,
+			 c->peer_caps & PROTO_CAP_WRITE_SEND
+			     ? "the client's lanes use RDMA WRITE WITH IMMEDIATE"
+			     : "the client is too old for it: upgrade it");
+	}
+	if (want == XPORT_KIND_VERBS) {
+		return refuse(c, PERR_TRANSPORT, "%s; use --transport tcp", why);
+	}
+	return 0;
+}
+
+/*
+ * The data path's listener on the control connection's own address: verbs
+ * when asked for (or, for "auto", when this address has an RDMA device
+ * that can take the client's path), tcp otherwise. Binding rdma_cm to the
+ * address is what proves the device reaches the client: it is the device
+ * the client's traffic arrives on. client_send: the client asked for the
+ * WRITE + SEND path; *ret_send says whether verbs lanes take it.
+ */
+static int transport_listen(struct conn *c, unsigned want, bool client_send,
+			    struct sockaddr_storage *addr, const struct xport_ops **ret_ops,
+			    struct xport_listener **ret_l, uint16_t *ret_port, bool *ret_send)
 {
 	const struct xport_ops *verbs = xport_ops_by_kind(XPORT_KIND_VERBS);
-	char why[256] = "";
+	char why[512] = "";
 	int r = -ENODEV;
 
+	*ret_send = false;
 	if (want == XPORT_KIND_VERBS || want == 0) {
 		if (verbs && xport_verbs_probe(why, sizeof(why)) > 0) {
 			/*
@@ -387,13 +428,21 @@ static int transport_listen(struct conn *c, unsigned want, struct sockaddr_stora
 				bind = (const struct sockaddr *)&v4;
 				bindlen = sizeof(*s4);
 			}
-			r = verbs->listen(bind, bindlen, ret_l, ret_port);
+			r = verbs_path_check(c, want, client_send, bind, ret_send, why,
+					     sizeof(why));
+			if (r < 0) {
+				return r;
+			}
+			r = r > 0 ? verbs->listen(bind, bindlen, ret_l, ret_port) : -EOPNOTSUPP;
 			if (r == 0) {
 				*ret_ops = verbs;
 				return 0;
 			}
-			snprintf(why, sizeof(why), "rdma_cm listen on this address: %s",
-				 strerror(-r));
+			*ret_send = false;
+			if (r != -EOPNOTSUPP) {
+				snprintf(why, sizeof(why), "rdma_cm listen on this address: %s",
+					 strerror(-r));
+			}
 		} else if (!verbs) {
 			snprintf(why, sizeof(why), "built without the verbs transport");
 		}
@@ -694,7 +743,8 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 		return refuse(c, PERR_INTERNAL, "no randomness for a session token");
 	}
 	net_set_port(&bind_addr, 0);
-	r = transport_listen(c, o->transport, &bind_addr, &ops, &l, &port);
+	r = transport_listen(c, o->transport, o->flags & PROTO_OPEN_WRITE_SEND, &bind_addr, &ops,
+			     &l, &port, &xp.write_send);
 	if (r < 0) {
 		return r;
 	}
@@ -739,8 +789,9 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 		explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 		return r;
 	}
-	log_info("%s (%s): %s %s: %u %s lanes, %s", c->peer, c->id,
+	log_info("%s (%s): %s %s: %u %s lanes%s, %s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, xp.nlanes, ops->name,
+		 xp.write_send ? " (WRITE + SEND)" : "",
 		 sealed ? "encrypted (AES-256-GCM)" : "in clear");
 
 	if (pull_srcs) {
@@ -835,7 +886,8 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 		return refuse(c, PERR_INTERNAL, "no randomness for a session token");
 	}
 	net_set_port(&bind_addr, 0);
-	r = transport_listen(c, b->transport, &bind_addr, &ops, &l, &port);
+	/* BENCH has no flags: its verbs lanes are WRITE WITH IMMEDIATE only. */
+	r = transport_listen(c, b->transport, false, &bind_addr, &ops, &l, &port, &xp.write_send);
 	if (r < 0) {
 		return r;
 	}
@@ -966,6 +1018,10 @@ static int check_module(struct conn *c, const struct msg_open *o, const struct m
 		return refuse(
 		    c, PERR_PROTOCOL,
 		    "assume-zero-target from a client without the assume-zero capability");
+	}
+	if ((o->flags & PROTO_OPEN_WRITE_SEND) && !(c->peer_caps & PROTO_CAP_WRITE_SEND)) {
+		return refuse(c, PERR_PROTOCOL,
+			      "the WRITE + SEND verbs path from a client without its capability");
 	}
 	/* A probe's engine exchange goes only to a peer that announced it. */
 	if (proto_open_is_probe(o->flags) && !(c->peer_caps & PROTO_CAP_PROBE)) {

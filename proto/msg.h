@@ -99,8 +99,10 @@ enum {
 	PROTO_CAP_BENCH_SEAL = 1u << 21, /* BENCH's encrypt byte: sealed bench lanes */
 	/* Sealed slots: verbs lanes encrypted (--encrypt, or a module's encryption = required) */
 	PROTO_CAP_VERBS_SEAL = 1u << 22,
+	/* OPEN WRITE_SEND: verbs lanes as RDMA WRITE + SEND, no immediates (iWARP) */
+	PROTO_CAP_WRITE_SEND = 1u << 25,
 };
-#define PROTO_CAPS_KNOWN 0x7fffffu
+#define PROTO_CAPS_KNOWN 0x27fffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -191,8 +193,14 @@ enum {
 	 * on them (the device's read-back check still covers them).
 	 */
 	PROTO_OPEN_ASSUME_ZERO = 1u << 17,
+	/*
+	 * Only to a peer with PROTO_CAP_WRITE_SEND: verbs lanes carry each
+	 * immediate as a SEND after the RDMA WRITE (the client's device has no
+	 * immediate data: iWARP). The daemon's verbs lanes then do the same.
+	 */
+	PROTO_OPEN_WRITE_SEND = 1u << 18,
 };
-#define PROTO_OPEN_FLAGS_KNOWN 0x39fffu
+#define PROTO_OPEN_FLAGS_KNOWN 0x79fffu
 
 /* OPEN's wish byte (with PROTO_OPEN_ENCRYPT). */
 enum proto_encrypt_wish {

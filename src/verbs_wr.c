@@ -141,6 +141,145 @@ void verbs_wr_chain(const struct xport_wr *wrs, size_t n, unsigned nlanes, const
 	}
 }
 
+void verbs_send_msg_encode(uint32_t imm, uint32_t len, uint8_t out[VERBS_SEND_MSG_LEN])
+{
+	uint32_t be_imm = htobe32(imm), be_len = htobe32(len);
+
+	memcpy(out, &be_imm, 4);
+	memcpy(out + 4, &be_len, 4);
+}
+
+void verbs_send_msg_decode(const uint8_t in[VERBS_SEND_MSG_LEN], uint32_t *ret_imm,
+			   uint32_t *ret_len)
+{
+	uint32_t be_imm, be_len;
+
+	memcpy(&be_imm, in, 4);
+	memcpy(&be_len, in + 4, 4);
+	*ret_imm = be32toh(be_imm);
+	*ret_len = be32toh(be_len);
+}
+
+unsigned verbs_wr_hw_count(const struct xport_wr *w, bool write_send)
+{
+	return write_send && w->opcode == XPORT_OP_WRITE_IMM && w->len > 0 ? 2 : 1;
+}
+
+/* The SEND that carries w's immediate and length, from the message entry msg. */
+static void fill_send(const struct xport_wr *w, uint64_t hw_wr_id, uint32_t max_inline,
+		      uint8_t *msg, uint32_t lkey, struct ibv_send_wr *ret_wr,
+		      struct ibv_sge *ret_sge)
+{
+	memset(ret_wr, 0, sizeof(*ret_wr));
+	memset(ret_sge, 0, sizeof(*ret_sge));
+	verbs_send_msg_encode(w->imm, w->len, msg);
+	ret_wr->wr_id = hw_wr_id;
+	ret_wr->opcode = IBV_WR_SEND;
+	if (w->flags & XPORT_SEND_SIGNALED) {
+		ret_wr->send_flags |= IBV_SEND_SIGNALED;
+	}
+	/* Registered either way; inline where the lane has room (copied at post time). */
+	if (max_inline >= VERBS_SEND_MSG_LEN) {
+		ret_wr->send_flags |= IBV_SEND_INLINE;
+	}
+	ret_sge->addr = (uint64_t)(uintptr_t)msg;
+	ret_sge->length = VERBS_SEND_MSG_LEN;
+	ret_sge->lkey = lkey;
+	ret_wr->sg_list = ret_sge;
+	ret_wr->num_sge = 1;
+}
+
+size_t verbs_wr_chain_send(const struct xport_wr *wrs, size_t n, unsigned nlanes,
+			   const uint64_t *base_seq, uint32_t max_inline, uint8_t *const *msgs,
+			   const uint32_t *msg_lkey, unsigned msg_slots, struct ibv_send_wr *out_wr,
+			   struct ibv_sge *out_sge, size_t *ret_src, struct ibv_send_wr **ret_heads,
+			   size_t *ret_counts)
+{
+	struct ibv_send_wr *tail[XPORT_MAX_LANES] = { 0 };
+	size_t k = 0;
+
+	for (unsigned l = 0; l < nlanes; l++) {
+		ret_heads[l] = NULL;
+		ret_counts[l] = 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct xport_wr *w = &wrs[i];
+		unsigned l = w->lane;
+
+		for (unsigned part = 0; part < verbs_wr_hw_count(w, true); part++) {
+			uint64_t seq = base_seq[l] + ret_counts[l];
+			uint64_t id = verbs_wrid_encode(VERBS_WRID_SEND, l, seq);
+			bool send = w->opcode == XPORT_OP_WRITE_IMM && (part == 1 || w->len == 0);
+
+			if (send) {
+				fill_send(w, id, max_inline,
+					  msgs[l] + (seq % msg_slots) * VERBS_SEND_MSG_LEN,
+					  msg_lkey[l], &out_wr[k], &out_sge[k]);
+			} else {
+				struct xport_wr write = *w;
+
+				/* A WRITE_IMM's bytes: a plain write, its SEND signals. */
+				write.opcode = XPORT_OP_WRITE;
+				if (w->opcode == XPORT_OP_WRITE_IMM) {
+					write.flags &= ~(uint32_t)XPORT_SEND_SIGNALED;
+				}
+				verbs_wr_fill(&write, id, max_inline, &out_wr[k], &out_sge[k]);
+			}
+			ret_src[k] = i;
+			if (tail[l]) {
+				tail[l]->next = &out_wr[k];
+			} else {
+				ret_heads[l] = &out_wr[k];
+			}
+			tail[l] = &out_wr[k];
+			ret_counts[l]++;
+			k++;
+		}
+	}
+	return k;
+}
+
+void verbs_recv_fill_msg(uint64_t hw_wr_id, void *buf, uint32_t lkey, struct ibv_recv_wr *ret_wr,
+			 struct ibv_sge *ret_sge)
+{
+	memset(ret_wr, 0, sizeof(*ret_wr));
+	memset(ret_sge, 0, sizeof(*ret_sge));
+	ret_sge->addr = (uint64_t)(uintptr_t)buf;
+	ret_sge->length = VERBS_SEND_MSG_LEN;
+	ret_sge->lkey = lkey;
+	ret_wr->wr_id = hw_wr_id;
+	ret_wr->sg_list = ret_sge;
+	ret_wr->num_sge = 1;
+}
+
+int verbs_transport_path(enum ibv_transport_type t, bool force_send)
+{
+	switch (t) {
+	case IBV_TRANSPORT_IB:
+		return force_send ? XPORT_PATH_WRITE_SEND : XPORT_PATH_WRITE_IMM;
+	case IBV_TRANSPORT_IWARP:
+		/* No immediate data in iWARP (RDMAP, RFC 5040): WRITE then SEND. */
+		return XPORT_PATH_WRITE_SEND;
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+const char *verbs_transport_name(enum ibv_transport_type t)
+{
+	switch (t) {
+	case IBV_TRANSPORT_IB:
+		return "InfiniBand/RoCE";
+	case IBV_TRANSPORT_IWARP:
+		return "iWARP";
+	case IBV_TRANSPORT_USNIC:
+	case IBV_TRANSPORT_USNIC_UDP:
+		return "usNIC";
+	default:
+		return "unspecified";
+	}
+}
+
 void verbs_recv_fill(uint64_t hw_wr_id, struct ibv_recv_wr *ret_wr)
 {
 	memset(ret_wr, 0, sizeof(*ret_wr));
@@ -203,7 +342,7 @@ const char *verbs_wc_status_name(enum ibv_wc_status status)
 	return names[status];
 }
 
-int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, struct xport_wc *ret,
+int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, bool write_send, struct xport_wc *ret,
 		 enum verbs_wrid_kind *ret_kind, uint64_t *ret_seq48)
 {
 	enum verbs_wrid_kind kind;
@@ -220,10 +359,17 @@ int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, struct xport_wc *ret,
 	};
 	/* An error completion's opcode and lengths are undefined: trust the wr_id only. */
 	if (wc->status == IBV_WC_SUCCESS) {
-		if (kind == VERBS_WRID_SEND && wc->opcode != IBV_WC_RDMA_WRITE) {
+		if (kind == VERBS_WRID_SEND && wc->opcode != IBV_WC_RDMA_WRITE &&
+		    !(write_send && wc->opcode == IBV_WC_SEND)) {
 			return -EPROTO;
 		}
-		if (kind == VERBS_WRID_RECV) {
+		if (kind == VERBS_WRID_RECV && write_send) {
+			/* The message itself is in the receive's buffer: the caller reads it. */
+			if (wc->opcode != IBV_WC_RECV || (wc->wc_flags & IBV_WC_WITH_IMM) ||
+			    wc->byte_len != VERBS_SEND_MSG_LEN) {
+				return -EPROTO;
+			}
+		} else if (kind == VERBS_WRID_RECV) {
 			if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
 			    !(wc->wc_flags & IBV_WC_WITH_IMM)) {
 				return -EPROTO;

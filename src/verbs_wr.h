@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,53 @@ void verbs_wr_chain(const struct xport_wr *wrs, size_t n, unsigned nlanes, const
 		    uint32_t max_inline, struct ibv_send_wr *out_wr, struct ibv_sge *out_sge,
 		    struct ibv_send_wr **ret_heads, size_t *ret_counts);
 
+/*
+ * The WRITE + SEND path (xport_params.write_send). A WRITE_IMM becomes an
+ * RDMA WRITE of its bytes (none when len is 0: a zero-length RDMA WRITE is
+ * not sent) and then a SEND of a VERBS_SEND_MSG_LEN-byte message: imm u32,
+ * len u32, big-endian. The active side opens each lane with one message,
+ * VERBS_OPEN_IMM / VERBS_OPEN_LEN, before anything else (iWARP: MPA wants
+ * the active side to send first).
+ */
+#define VERBS_SEND_MSG_LEN 8
+#define VERBS_OPEN_IMM	   0x52444d43u /* "RDMC" */
+#define VERBS_OPEN_LEN	   0xffffffffu
+
+void verbs_send_msg_encode(uint32_t imm, uint32_t len, uint8_t out[VERBS_SEND_MSG_LEN]);
+void verbs_send_msg_decode(const uint8_t in[VERBS_SEND_MSG_LEN], uint32_t *ret_imm,
+			   uint32_t *ret_len);
+
+/* Hardware send requests one request takes: 2 for a WRITE_IMM with bytes on WRITE + SEND. */
+unsigned verbs_wr_hw_count(const struct xport_wr *w, bool write_send);
+
+/*
+ * verbs_wr_chain for the WRITE + SEND path. Each lane's messages live in
+ * msgs[lane] (msg_slots entries of VERBS_SEND_MSG_LEN bytes, registered with
+ * msg_lkey[lane]); a SEND with sequence s uses entry s % msg_slots, written
+ * here. The WRITE of a WRITE_IMM is unsignaled, its SEND carries the
+ * request's flags (signaled: both are done). out_wr, out_sge and ret_src
+ * have 2n entries; ret_src[k] is the index in wrs that hardware request k
+ * came from. Returns the number of hardware requests.
+ */
+size_t verbs_wr_chain_send(const struct xport_wr *wrs, size_t n, unsigned nlanes,
+			   const uint64_t *base_seq, uint32_t max_inline, uint8_t *const *msgs,
+			   const uint32_t *msg_lkey, unsigned msg_slots, struct ibv_send_wr *out_wr,
+			   struct ibv_sge *out_sge, size_t *ret_src, struct ibv_send_wr **ret_heads,
+			   size_t *ret_counts);
+
+/* WRITE + SEND: a receive for one message into buf (VERBS_SEND_MSG_LEN bytes, lkey). */
+void verbs_recv_fill_msg(uint64_t hw_wr_id, void *buf, uint32_t lkey, struct ibv_recv_wr *ret_wr,
+			 struct ibv_sge *ret_sge);
+
+/*
+ * Which path a device's transport allows: WRITE_IMM for InfiniBand and RoCE
+ * (IBV_TRANSPORT_IB), WRITE_SEND for iWARP (or any, when force_send), and
+ * -EOPNOTSUPP for the others (usNIC, unspecified: no RC RDMA WRITE).
+ */
+int verbs_transport_path(enum ibv_transport_type t, bool force_send);
+/* "InfiniBand/RoCE", "iWARP", ... for messages. */
+const char *verbs_transport_name(enum ibv_transport_type t);
+
 /* A zero-length receive (num_sge 0) for an immediate. */
 void verbs_recv_fill(uint64_t hw_wr_id, struct ibv_recv_wr *ret_wr);
 
@@ -69,6 +117,9 @@ const char *verbs_wc_status_name(enum ibv_wc_status status);
  * RECV_RDMA_WITH_IMM. ret->wr_id is left for the caller (the engine's id).
  * -EPROTO when the completion does not fit (unknown wr_id, or a successful
  * receive that is not RECV_RDMA_WITH_IMM, or a send that is not a write).
+ * write_send: a successful receive must be a plain RECV of exactly
+ * VERBS_SEND_MSG_LEN bytes (the caller reads imm and len from its buffer),
+ * and a send may be a SEND.
  */
-int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, struct xport_wc *ret,
+int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, bool write_send, struct xport_wc *ret,
 		 enum verbs_wrid_kind *ret_kind, uint64_t *ret_seq48);

@@ -105,6 +105,26 @@ int xport_verbs_probe(char *why, size_t whylen)
 #endif
 }
 
+const char *xport_path_name(int path)
+{
+	return path == XPORT_PATH_WRITE_IMM    ? "write_imm"
+	       : path == XPORT_PATH_WRITE_SEND ? "write_send"
+					       : "-";
+}
+
+#ifndef HAVE_VERBS
+int xport_verbs_path(const struct sockaddr *local, const char *const *devices, unsigned ndevices,
+		     bool force_send, char *why, size_t whylen)
+{
+	(void)local;
+	(void)devices;
+	(void)ndevices;
+	(void)force_send;
+	snprintf(why, whylen, "this build has no verbs transport");
+	return -EOPNOTSUPP;
+}
+#endif
+
 void xport_test_hooks(struct xport_params *p, const char *tamper_env, const char *tee_env)
 {
 	static const char *const names[] = {

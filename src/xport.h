@@ -149,6 +149,13 @@ struct xport_params {
 	 */
 	bool peer_set;
 	struct sockaddr_storage peer;
+	/*
+	 * Verbs: carry each WRITE_IMM as an RDMA WRITE of its bytes and then a
+	 * SEND of its immediate and length (the WRITE + SEND path), for devices
+	 * without immediate data (iWARP). Both ends must agree (the control
+	 * channel negotiates it): the lanes' first messages differ.
+	 */
+	bool write_send;
 	/* Test hooks, tcp only, set by the programs from the environment (tests). */
 	unsigned test_tamper;	   /* XPORT_TEST_TAMPER_*: spoil one frame we send */
 	const char *test_tee_path; /* append every byte our lanes send to this file */
@@ -264,6 +271,31 @@ extern const struct xport_ops xport_verbs_ops;
  * not implemented", "built without verbs", ...).
  */
 int xport_verbs_probe(char *why, size_t whylen);
+
+/*
+ * How a verbs xport carries an immediate: RDMA WRITE WITH IMMEDIATE
+ * (InfiniBand, RoCE), or an RDMA WRITE then a SEND holding the immediate and
+ * length (iWARP has no immediate data). Same semantics above the transport.
+ */
+enum xport_verbs_path {
+	XPORT_PATH_WRITE_IMM = 1,
+	XPORT_PATH_WRITE_SEND = 2,
+};
+
+/* "write_imm", "write_send" (as the --json start event and doctor say it), "-" otherwise. */
+const char *xport_path_name(int path);
+
+/*
+ * The path this host's verbs lanes need: those of the named devices
+ * (ndevices > 0: rails, WRITE + SEND if any one needs it), else of the RDMA
+ * device that holds the address `local` (the control connection's own:
+ * what rdma_cm binds lanes to). force_send (a test switch) asks for WRITE +
+ * SEND on any device. Returns XPORT_PATH_*, or -errno with the reason in
+ * why: -ENODEV when no RDMA device holds the address, -EOPNOTSUPP for a
+ * device whose transport can do neither (why says which).
+ */
+int xport_verbs_path(const struct sockaddr *local, const char *const *devices, unsigned ndevices,
+		     bool force_send, char *why, size_t whylen);
 
 /* [addr, addr+len) inside [base, base+mlen), without overflow. */
 static inline bool xport_range_inside(uint64_t base, uint64_t mlen, uint64_t addr, uint64_t len)

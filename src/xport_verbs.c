@@ -17,6 +17,28 @@
  * completions, whose opcode is undefined, still map back to the engine's
  * wr_id and lane; verbs_wr.c has the pure parts.
  *
+ * The WRITE + SEND path (xport_params.write_send, for iWARP, which has no
+ * immediate data: siw, cxgb4, irdma in iWARP mode refuse WRITE_WITH_IMM).
+ * A WRITE_IMM becomes an RDMA WRITE of its bytes, then a SEND of its imm and
+ * len (8 bytes) into a receive buffer of ours: each lane has its own small
+ * registered area, one message entry per send queue entry and one per posted
+ * receive (the engine's post_recvs posts one of ours each). A receive's
+ * completion turns back into RECV_IMM with the message's imm and len. What
+ * the interface promises still holds because a SEND is delivered only after
+ * every earlier message on its connection is placed: on InfiniBand/RoCE RC
+ * the responder executes requests in order and completes a receive only once
+ * the SEND and everything before it is placed; on iWARP, RDMAP (RFC 5040,
+ * 5.5 "Ordering and Completions") requires a Send to complete at the data
+ * sink only after every earlier RDMA Write on the stream is placed. The len
+ * is the peer's word, not the hardware's: a peer holding the token can write
+ * the bytes it likes there anyway, so it gains nothing by lying about it.
+ * iWARP has no RNR retry: a SEND without a posted receive is fatal. The
+ * engine posts its receives before the peer can send (RING, credits), and
+ * here the active side opens every lane with one message the passive side
+ * has a receive for before it accepts (MPA wants the active side first);
+ * accept returns once each lane's opening message is in, connect once each
+ * was taken.
+ *
  * Not thread-safe per xport (nor is the engine's use of it): one thread
  * posts and polls an xport at a time.
  */
@@ -70,6 +92,7 @@
 #define VERBS_EV_ASYNC	      1u
 #define VERBS_EV_CM	      2u
 #define VERBS_POST_STACK      64
+#define VERBS_SIW_VENDOR_ID   0x626d74u
 #define VERBS_RESOLVE_STEP_MS 1000
 /*
  * Teardown waits this long for the lanes' flush (QP in error: every work
@@ -110,6 +133,12 @@ struct verbs_dev {
 
 struct verbs_lane {
 	struct rdma_cm_id *id;
+	/*
+	 * WRITE + SEND: message entries, sq_cap for SENDs (by sequence) then
+	 * rq_depth for receives, registered on the lane's device.
+	 */
+	uint8_t *msgs;
+	struct ibv_mr *msg_mr;
 	unsigned dev; /* index into vx->devs, once it has a QP */
 	bool has_qp;
 	bool connected;
@@ -143,6 +172,18 @@ struct verbs_xport {
 	 */
 	int epfd;
 	struct verbs_mr *mrs;
+	bool write_send; /* XPORT_PATH_WRITE_SEND: WRITE then SEND, no immediates */
+	/*
+	 * Hardware send entries per lane we keep in flight: sq_depth, or twice
+	 * that on WRITE + SEND (a WRITE_IMM with bytes takes two).
+	 */
+	unsigned sq_cap;
+	/*
+	 * A device maps remote addresses by our virtual address whatever iova
+	 * we register (siw ignores it): registrations then use their address
+	 * as iova, and the peer sees it.
+	 */
+	bool va_keys;
 	bool busy_poll;	      /* no re-arming: the engine polls every turn */
 	int tos, ack_timeout; /* xport_params', active side; -1: the system's */
 	bool quiesced;	      /* lanes in error and drained: nothing more is posted or polled */
@@ -200,6 +241,8 @@ static struct verbs_xport *xport_alloc(const struct xport_params *p)
 	vx->pub.sq_depth = p->sq_depth;
 	vx->pub.rq_depth = p->rq_depth;
 	vx->pub.max_inline = VERBS_MAX_INLINE;
+	vx->write_send = p->write_send;
+	vx->sq_cap = p->write_send ? 2 * p->sq_depth : p->sq_depth;
 	vx->busy_poll = p->busy_poll;
 	vx->tos = p->tos_set ? p->tos : -1;
 	vx->ack_timeout = p->ack_timeout_set ? p->ack_timeout : -1;
@@ -207,7 +250,7 @@ static struct verbs_xport *xport_alloc(const struct xport_params *p)
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct verbs_lane *ln = &vx->lanes[i];
 
-		ln->sq_ids = calloc(p->sq_depth, sizeof(*ln->sq_ids));
+		ln->sq_ids = calloc(vx->sq_cap, sizeof(*ln->sq_ids));
 		ln->rq_ids = calloc(p->rq_depth, sizeof(*ln->rq_ids));
 		if (!ln->sq_ids || !ln->rq_ids) {
 			for (unsigned j = 0; j <= i; j++) {
@@ -382,6 +425,14 @@ static void verbs_destroy(struct xport *x)
 			ln->has_qp = false;
 		}
 	}
+	for (unsigned i = 0; i < x->nlanes; i++) {
+		struct verbs_lane *ln = &vx->lanes[i];
+
+		if (ln->msg_mr) {
+			(void)ibv_dereg_mr(ln->msg_mr);
+		}
+		free(ln->msgs);
+	}
 	while (vx->mrs) {
 		struct verbs_mr *m = vx->mrs;
 
@@ -463,11 +514,8 @@ static int xport_watch_device(struct verbs_xport *vx, unsigned dev)
 static int xport_setup_device(struct verbs_xport *vx, struct verbs_dev *dv,
 			      struct ibv_context *verbs)
 {
-	/* One more send per lane: the quiesce marker. */
-	int cqe = (int)(vx->pub.nlanes * (vx->pub.sq_depth + 1 + vx->pub.rq_depth));
-	int r;
-
 	struct ibv_device_attr da;
+	int cqe, r;
 
 	dv->verbs = verbs;
 	/*
@@ -482,8 +530,17 @@ static int xport_setup_device(struct verbs_xport *vx, struct verbs_dev *dv,
 			  strerror(r));
 		return -r;
 	}
-	if (da.max_qp_wr > 1 && vx->pub.sq_depth + 1 > (unsigned)da.max_qp_wr) {
-		vx->pub.sq_depth = (unsigned)da.max_qp_wr - 1;
+	if (da.max_qp_wr > 1 && vx->sq_cap + 1 > (unsigned)da.max_qp_wr) {
+		unsigned cap = (unsigned)da.max_qp_wr - 1;
+
+		vx->pub.sq_depth = vx->write_send ? cap / 2 : cap;
+		vx->sq_cap = vx->write_send ? 2 * vx->pub.sq_depth : vx->pub.sq_depth;
+	}
+	/* One more send per lane: the quiesce marker. */
+	cqe = (int)(vx->pub.nlanes * (vx->sq_cap + 1 + vx->pub.rq_depth));
+	/* Soft-iWARP's vendor id ("bmt"): it checks remote addresses against our own. */
+	if (da.vendor_id == VERBS_SIW_VENDOR_ID) {
+		vx->va_keys = true;
 	}
 	if ((da.max_qp_wr > 0 && vx->pub.rq_depth > (unsigned)da.max_qp_wr) ||
 	    (da.max_cqe > 0 && cqe > da.max_cqe)) {
@@ -542,6 +599,40 @@ static int xport_device(struct verbs_xport *vx, struct ibv_context *verbs, bool 
 	return r < 0 ? r : (int)d;
 }
 
+/* WRITE + SEND: the lane's message entries, registered for local use only. */
+static int lane_setup_msgs(struct verbs_xport *vx, struct verbs_lane *ln)
+{
+	size_t len = (size_t)(vx->sq_cap + vx->pub.rq_depth) * VERBS_SEND_MSG_LEN;
+
+	if (!vx->write_send) {
+		return 0;
+	}
+	ln->msgs = calloc(1, len);
+	if (!ln->msgs) {
+		return -ENOMEM;
+	}
+	ln->msg_mr = ibv_reg_mr(vx->devs[ln->dev].pd, ln->msgs, len, IBV_ACCESS_LOCAL_WRITE);
+	return ln->msg_mr ? 0 : negerrno();
+}
+
+static uint8_t *lane_recv_msg(const struct verbs_xport *vx, const struct verbs_lane *ln,
+			      uint64_t seq)
+{
+	return ln->msgs + (size_t)(vx->sq_cap + seq % vx->pub.rq_depth) * VERBS_SEND_MSG_LEN;
+}
+
+/* Post one receive for a message (WRITE + SEND), sequence ln->rq_tail. */
+static int lane_post_msg_recv(struct verbs_xport *vx, unsigned lane)
+{
+	struct verbs_lane *ln = &vx->lanes[lane];
+	struct ibv_recv_wr wr, *bad = NULL;
+	struct ibv_sge sge;
+
+	verbs_recv_fill_msg(verbs_wrid_encode(VERBS_WRID_RECV, lane, ln->rq_tail),
+			    lane_recv_msg(vx, ln, ln->rq_tail), ln->msg_mr->lkey, &wr, &sge);
+	return ibv_post_recv(ln->id->qp, &wr, &bad);
+}
+
 /* An RC QP on the lane's CM id, with inline data if the device has it. */
 static int lane_create_qp(struct verbs_xport *vx, unsigned lane, bool may_add)
 {
@@ -561,13 +652,17 @@ static int lane_create_qp(struct verbs_xport *vx, unsigned lane, bool may_add)
 		attr.recv_cq = dv->cq;
 		attr.qp_type = IBV_QPT_RC;
 		attr.sq_sig_all = 0;
-		attr.cap.max_send_wr = vx->pub.sq_depth + 1; /* + the quiesce marker */
+		attr.cap.max_send_wr = vx->sq_cap + 1; /* + the quiesce marker */
 		attr.cap.max_recv_wr = vx->pub.rq_depth;
 		attr.cap.max_send_sge = 1;
 		attr.cap.max_recv_sge = 1;
 		attr.cap.max_inline_data = attempt == 0 ? VERBS_MAX_INLINE : 0;
 		if (rdma_create_qp(ln->id, dv->pd, &attr) == 0) {
 			ln->has_qp = true;
+			r = lane_setup_msgs(vx, ln);
+			if (r < 0) {
+				return r;
+			}
 			/* The device may give more than asked; promise what all lanes have. */
 			if (attr.cap.max_inline_data < vx->pub.max_inline) {
 				vx->pub.max_inline = attr.cap.max_inline_data;
@@ -606,6 +701,133 @@ static void lane_tune(struct verbs_lane *ln)
 	if (ln->id && ln->id->qp) {
 		(void)ibv_modify_qp(ln->id->qp, &attr, IBV_QP_MIN_RNR_TIMER);
 	}
+}
+
+/* ---- WRITE + SEND: opening the lanes ---- */
+
+/* The active side's first message on a lane (signaled; taken by wait_open). */
+static int lane_post_open(struct verbs_xport *vx, unsigned lane)
+{
+	struct verbs_lane *ln = &vx->lanes[lane];
+	struct xport_wr w = { .opcode = XPORT_OP_WRITE_IMM,
+			      .flags = XPORT_SEND_SIGNALED,
+			      .imm = VERBS_OPEN_IMM,
+			      .len = 0,
+			      .lane = lane };
+	uint8_t *msgs[XPORT_MAX_LANES] = { 0 };
+	uint32_t lkeys[XPORT_MAX_LANES] = { 0 };
+	struct ibv_send_wr wr, *heads[XPORT_MAX_LANES], *bad = NULL;
+	size_t counts[XPORT_MAX_LANES], src;
+	uint64_t base[XPORT_MAX_LANES] = { 0 };
+	struct ibv_sge sge;
+	int e;
+
+	msgs[lane] = ln->msgs;
+	lkeys[lane] = ln->msg_mr->lkey;
+	base[lane] = ln->sq_tail;
+	(void)verbs_wr_chain_send(&w, 1, vx->pub.nlanes, base, vx->pub.max_inline, msgs, lkeys,
+				  vx->sq_cap, &wr, &sge, &src, heads, counts);
+	/* The length field says "opening", not a length: no write ever has that many bytes. */
+	verbs_send_msg_encode(VERBS_OPEN_IMM, VERBS_OPEN_LEN,
+			      ln->msgs + (base[lane] % vx->sq_cap) * VERBS_SEND_MSG_LEN);
+	e = ibv_post_send(ln->id->qp, &wr, &bad);
+	if (e != 0) {
+		set_error(vx, "lane %u: opening message: ibv_post_send: %s", lane, strerror(e));
+		return -e;
+	}
+	ln->sq_tail++;
+	return 0;
+}
+
+/* Has every lane its opening message out (active) or in (passive)? */
+static bool lanes_open(const struct verbs_xport *vx)
+{
+	for (unsigned i = 0; i < vx->pub.nlanes; i++) {
+		const struct verbs_lane *ln = &vx->lanes[i];
+
+		if (ln->sq_done != ln->sq_tail || ln->rq_done != ln->rq_tail) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* One completion while the lanes open: only the opening messages may come. */
+static int open_complete(struct verbs_xport *vx, const struct ibv_wc *wc)
+{
+	struct xport_wc out;
+	enum verbs_wrid_kind kind;
+	struct verbs_lane *ln;
+	uint64_t seq48, seq;
+	uint32_t imm, len;
+
+	if (verbs_wc_map(wc, vx->pub.nlanes, true, &out, &kind, &seq48) < 0) {
+		set_error(vx, "opening the lanes: a completion that is no opening message "
+			      "(is the peer on the WRITE + SEND path?)");
+		return -EPROTO;
+	}
+	ln = &vx->lanes[out.lane];
+	if (wc->status != IBV_WC_SUCCESS) {
+		set_error(vx, "lane %u: opening message: %s (%s, vendor error 0x%x)", out.lane,
+			  verbs_wc_status_name(wc->status), ibv_wc_status_str(wc->status),
+			  wc->vendor_err);
+		return -ECONNABORTED;
+	}
+	if (kind == VERBS_WRID_SEND) {
+		ln->sq_done = verbs_seq_expand(ln->sq_done, seq48) + 1;
+		return 0;
+	}
+	seq = verbs_seq_expand(ln->rq_done, seq48);
+	verbs_send_msg_decode(lane_recv_msg(vx, ln, seq), &imm, &len);
+	ln->rq_done = seq + 1;
+	if (imm != VERBS_OPEN_IMM || len != VERBS_OPEN_LEN) {
+		set_error(vx, "lane %u: the peer's first message is no opening message", out.lane);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/*
+ * Until every lane's opening message is in (passive) or taken by the peer
+ * (active): nothing else is in flight yet, so whatever the CQs hold is one.
+ * Their channel events stay for the first poll_cq, which re-arms.
+ */
+static int wait_open(struct verbs_xport *vx, int64_t deadline)
+{
+	if (!vx->write_send) {
+		return 0;
+	}
+	while (!lanes_open(vx)) {
+		struct timespec ts = { .tv_nsec = 1000000 };
+		int got = 0;
+
+		for (unsigned d = 0; d < vx->ndevs; d++) {
+			struct ibv_wc hw[XPORT_MAX_LANES];
+			int n = ibv_poll_cq(vx->devs[d].cq, (int)ARRAY_SIZE(hw), hw);
+
+			if (n < 0) {
+				set_error(vx, "ibv_poll_cq failed");
+				return -EIO;
+			}
+			for (int i = 0; i < n; i++) {
+				int r = open_complete(vx, &hw[i]);
+
+				if (r < 0) {
+					return r;
+				}
+			}
+			got += n;
+		}
+		if (got > 0) {
+			continue;
+		}
+		if (remaining_ms(deadline) == 0) {
+			set_error(vx, "the lanes' opening messages did not all come through");
+			return -ETIMEDOUT;
+		}
+		nanosleep(&ts, NULL);
+	}
+	return 0;
 }
 
 /* ---- CM event waiting ---- */
@@ -792,6 +1014,16 @@ static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id 
 	if (r < 0) {
 		return r;
 	}
+	/* WRITE + SEND: the receive for the active side's opening message, before it can come. */
+	if (vx->write_send) {
+		int e = lane_post_msg_recv(vx, lane);
+
+		if (e != 0) {
+			set_error(vx, "lane %u: ibv_post_recv: %s", lane, strerror(e));
+			return -e;
+		}
+		ln->rq_tail++;
+	}
 	conn_param_init(&cp, NULL, 0);
 	if (rdma_accept(id, &cp) != 0) {
 		return negerrno();
@@ -889,6 +1121,9 @@ static int verbs_accept(struct xport_listener *l, const struct xport_params *p, 
 		if (r >= 0) {
 			r = accept_handle_event(l, p, token_dead, vx, ev, &nest);
 		}
+	}
+	if (r >= 0) {
+		r = wait_open(vx, deadline);
 	}
 	if (r >= 0) {
 		r = lane_token_kill(&l->dead, p->token);
@@ -1029,7 +1264,8 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 	}
 	ln->connected = true;
 	lane_tune(ln);
-	return 0;
+	/* WRITE + SEND: iWARP's active side speaks first (MPA); the peer has a receive for it. */
+	return vx->write_send ? lane_post_open(vx, lane) : 0;
 }
 
 static int verbs_connect(const struct sockaddr *addr, socklen_t addrlen,
@@ -1055,6 +1291,9 @@ static int verbs_connect(const struct sockaddr *addr, socklen_t addrlen,
 	r = vx->ec ? set_nonblock(vx->ec->fd) : negerrno();
 	for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
 		r = connect_lane(vx, i, addr, p, deadline);
+	}
+	if (r >= 0) {
+		r = wait_open(vx, deadline);
 	}
 	if (r >= 0) {
 		r = xport_watch(vx, vx->ec->fd, VERBS_EV_CM, 0);
@@ -1101,7 +1340,8 @@ static int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access
 	 * iova to a page by its page offset, so the iova keeps addr's offset in
 	 * its page: 0 for the page-aligned pools the engine registers.
 	 */
-	iova = (uint64_t)((uintptr_t)addr & (uintptr_t)(page_size() - 1));
+	iova = vx->va_keys ? (uint64_t)(uintptr_t)addr
+			   : (uint64_t)((uintptr_t)addr & (uintptr_t)(page_size() - 1));
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		return -ENOMEM;
@@ -1173,10 +1413,11 @@ static int verbs_dereg_mr(struct xport *x, struct xport_mr *pub)
 static int verbs_post_writes(struct xport *x, const struct xport_wr *wrs, size_t n)
 {
 	struct verbs_xport *vx = to_verbs(x);
-	struct ibv_send_wr stack_wr[VERBS_POST_STACK], *out_wr = stack_wr;
-	struct ibv_sge stack_sge[VERBS_POST_STACK], *out_sge = stack_sge;
+	struct ibv_send_wr stack_wr[2 * VERBS_POST_STACK], *out_wr = stack_wr;
+	struct ibv_sge stack_sge[2 * VERBS_POST_STACK], *out_sge = stack_sge;
+	size_t stack_src[2 * VERBS_POST_STACK], *src = stack_src;
 	struct ibv_send_wr *heads[XPORT_MAX_LANES];
-	size_t need[XPORT_MAX_LANES] = { 0 }, counts[XPORT_MAX_LANES];
+	size_t need[XPORT_MAX_LANES] = { 0 }, counts[XPORT_MAX_LANES], nhw = 0;
 	uint64_t base[XPORT_MAX_LANES];
 	int r = 0;
 
@@ -1194,7 +1435,7 @@ static int verbs_post_writes(struct xport *x, const struct xport_wr *wrs, size_t
 		if (r < 0) {
 			return r;
 		}
-		need[wrs[i].lane]++;
+		need[wrs[i].lane] += verbs_wr_hw_count(&wrs[i], vx->write_send);
 	}
 	for (unsigned l = 0; l < x->nlanes; l++) {
 		struct verbs_lane *ln = &vx->lanes[l];
@@ -1203,28 +1444,47 @@ static int verbs_post_writes(struct xport *x, const struct xport_wr *wrs, size_t
 			set_error(vx, "lane %u: the peer disconnected", l);
 			return -ENOTCONN;
 		}
-		if (need[l] && ln->sq_tail - ln->sq_done + need[l] > x->sq_depth) {
+		if (need[l] && ln->sq_tail - ln->sq_done + need[l] > vx->sq_cap) {
 			return -ENOSPC;
 		}
 		base[l] = ln->sq_tail;
 	}
 	if (n > VERBS_POST_STACK) {
-		out_wr = calloc(n, sizeof(*out_wr));
-		out_sge = calloc(n, sizeof(*out_sge));
-		if (!out_wr || !out_sge) {
+		out_wr = calloc(2 * n, sizeof(*out_wr));
+		out_sge = calloc(2 * n, sizeof(*out_sge));
+		src = calloc(2 * n, sizeof(*src));
+		if (!out_wr || !out_sge || !src) {
 			r = -ENOMEM;
 			goto out;
 		}
 	}
-	verbs_wr_chain(wrs, n, x->nlanes, base, x->max_inline, out_wr, out_sge, heads, counts);
-	for (size_t i = 0; i < n; i++) {
-		struct verbs_lane *ln = &vx->lanes[wrs[i].lane];
+	if (vx->write_send) {
+		uint8_t *msgs[XPORT_MAX_LANES];
+		uint32_t lkeys[XPORT_MAX_LANES];
+
+		for (unsigned l = 0; l < x->nlanes; l++) {
+			msgs[l] = vx->lanes[l].msgs;
+			lkeys[l] = vx->lanes[l].msg_mr->lkey;
+		}
+		nhw = verbs_wr_chain_send(wrs, n, x->nlanes, base, x->max_inline, msgs, lkeys,
+					  vx->sq_cap, out_wr, out_sge, src, heads, counts);
+	} else {
+		verbs_wr_chain(wrs, n, x->nlanes, base, x->max_inline, out_wr, out_sge, heads,
+			       counts);
+		for (size_t i = 0; i < n; i++) {
+			src[i] = i;
+		}
+		nhw = n;
+	}
+	for (size_t k = 0; k < nhw; k++) {
+		const struct xport_wr *w = &wrs[src[k]];
+		struct verbs_lane *ln = &vx->lanes[w->lane];
 		enum verbs_wrid_kind kind;
 		unsigned lane;
 		uint64_t seq;
 
-		(void)verbs_wrid_decode(out_wr[i].wr_id, x->nlanes, &kind, &lane, &seq);
-		ln->sq_ids[verbs_seq_expand(ln->sq_done, seq) % x->sq_depth] = wrs[i].wr_id;
+		(void)verbs_wrid_decode(out_wr[k].wr_id, x->nlanes, &kind, &lane, &seq);
+		ln->sq_ids[verbs_seq_expand(ln->sq_done, seq) % vx->sq_cap] = w->wr_id;
 	}
 	for (unsigned l = 0; l < x->nlanes && r >= 0; l++) {
 		struct verbs_lane *ln = &vx->lanes[l];
@@ -1250,6 +1510,7 @@ out:
 	if (out_wr != stack_wr) {
 		free(out_wr);
 		free(out_sge);
+		free(src);
 	}
 	return r;
 }
@@ -1273,9 +1534,13 @@ static int verbs_post_recvs(struct xport *x, unsigned lane, const uint64_t *wr_i
 		struct ibv_recv_wr wr, *bad = NULL;
 		int e;
 
-		verbs_recv_fill(verbs_wrid_encode(VERBS_WRID_RECV, lane, ln->rq_tail), &wr);
 		ln->rq_ids[ln->rq_tail % x->rq_depth] = wr_ids[i];
-		e = ibv_post_recv(ln->id->qp, &wr, &bad);
+		if (vx->write_send) {
+			e = lane_post_msg_recv(vx, lane);
+		} else {
+			verbs_recv_fill(verbs_wrid_encode(VERBS_WRID_RECV, lane, ln->rq_tail), &wr);
+			e = ibv_post_recv(ln->id->qp, &wr, &bad);
+		}
 		if (e != 0) {
 			set_error(vx, "lane %u: ibv_post_recv: %s", lane, strerror(e));
 			return e == ENOMEM ? -ENOSPC : -e;
@@ -1292,7 +1557,7 @@ static void complete_one(struct verbs_xport *vx, const struct ibv_wc *wc, struct
 	enum verbs_wrid_kind kind;
 	uint64_t seq48, seq;
 	struct verbs_lane *ln;
-	int r = verbs_wc_map(wc, vx->pub.nlanes, out, &kind, &seq48);
+	int r = verbs_wc_map(wc, vx->pub.nlanes, vx->write_send, out, &kind, &seq48);
 
 	if (r < 0) {
 		/* Not a completion we asked for: the device or our bookkeeping is broken. */
@@ -1308,12 +1573,16 @@ static void complete_one(struct verbs_xport *vx, const struct ibv_wc *wc, struct
 	if (kind == VERBS_WRID_SEND) {
 		/* In order per lane: this one and every unsignaled one before it are done. */
 		seq = verbs_seq_expand(ln->sq_done, seq48);
-		out->wr_id = ln->sq_ids[seq % vx->pub.sq_depth];
+		out->wr_id = ln->sq_ids[seq % vx->sq_cap];
 		ln->sq_done = seq + 1;
 	} else {
 		seq = verbs_seq_expand(ln->rq_done, seq48);
 		out->wr_id = ln->rq_ids[seq % vx->pub.rq_depth];
 		ln->rq_done = seq + 1;
+		/* WRITE + SEND: the immediate and length came in the message. */
+		if (vx->write_send && wc->status == IBV_WC_SUCCESS) {
+			verbs_send_msg_decode(lane_recv_msg(vx, ln, seq), &out->imm, &out->len);
+		}
 	}
 	if (wc->status != IBV_WC_SUCCESS) {
 		ln->failed = true;
@@ -1549,6 +1818,124 @@ static const char *verbs_last_error(struct xport *x)
 	struct verbs_xport *vx = to_verbs(x);
 
 	return vx->has_error ? vx->error : NULL;
+}
+
+/* ---- which path ---- */
+
+static int device_path(struct ibv_device *dev, bool force_send, char *why, size_t whylen)
+{
+	int r = verbs_transport_path(dev->transport_type, force_send);
+	const char *name = ibv_get_device_name(dev), *t = verbs_transport_name(dev->transport_type);
+
+	if (r < 0) {
+		snprintf(why, whylen, "RDMA device %s has the %s transport: no RC RDMA WRITE", name,
+			 t);
+	} else if (dev->transport_type == IBV_TRANSPORT_IWARP) {
+		snprintf(why, whylen, "%s is iWARP: no immediate data", name);
+	} else {
+		snprintf(why, whylen, "%s is %s%s", name, t,
+			 force_send ? ", WRITE + SEND forced by a test switch" : "");
+	}
+	return r;
+}
+
+static int named_devices_path(const char *const *devices, unsigned ndevices, bool force_send,
+			      char *why, size_t whylen)
+{
+	struct ibv_device **list;
+	int n = 0, path = XPORT_PATH_WRITE_IMM;
+
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		int r = negerrno();
+
+		snprintf(why, whylen, "ibv_get_device_list: %s", strerror(-r));
+		return r;
+	}
+	for (unsigned i = 0; i < ndevices && path > 0; i++) {
+		int found = -1;
+
+		for (int k = 0; k < n && found < 0; k++) {
+			if (strcmp(ibv_get_device_name(list[k]), devices[i]) == 0) {
+				found = k;
+			}
+		}
+		if (found < 0) {
+			snprintf(why, whylen, "no RDMA device named %s", devices[i]);
+			path = -ENODEV;
+		} else {
+			char one[256];
+			int r = device_path(list[found], force_send, one, sizeof(one));
+
+			/* The reason of the device that decides: a refusal, or WRITE + SEND. */
+			if (r < 0 || r > path || i == 0) {
+				snprintf(why, whylen, "%s", one);
+			}
+			path = r < 0 ? r : MAX(path, r);
+		}
+	}
+	ibv_free_device_list(list);
+	return path;
+}
+
+int xport_verbs_path(const struct sockaddr *local, const char *const *devices, unsigned ndevices,
+		     bool force_send, char *why, size_t whylen)
+{
+	struct rdma_event_channel *ec;
+	struct rdma_cm_id *id = NULL;
+	struct sockaddr_storage a = { 0 };
+	char name[INET6_ADDRSTRLEN + 8] = "?";
+	int r;
+
+	why[0] = '\0';
+	if (ndevices > 0) {
+		return named_devices_path(devices, ndevices, force_send, why, whylen);
+	}
+	if (!local || (local->sa_family != AF_INET && local->sa_family != AF_INET6)) {
+		snprintf(why, whylen, "no IP address to find the RDMA device by");
+		return -ENODEV;
+	}
+	/* The address alone (port 0), IPv4-mapped as plain IPv4: what rdma_cm binds lanes to. */
+	if (local->sa_family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)(const void *)local)->sin6_addr)) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&a;
+
+		s4->sin_family = AF_INET;
+		memcpy(&s4->sin_addr,
+		       &((const struct sockaddr_in6 *)(const void *)local)->sin6_addr.s6_addr[12],
+		       4);
+	} else if (local->sa_family == AF_INET) {
+		memcpy(&a, local, sizeof(struct sockaddr_in));
+		((struct sockaddr_in *)&a)->sin_port = 0;
+	} else {
+		memcpy(&a, local, sizeof(struct sockaddr_in6));
+		((struct sockaddr_in6 *)&a)->sin6_port = 0;
+	}
+	(void)net_addr_str((struct sockaddr *)&a, sizeof(a), name, sizeof(name));
+	ec = rdma_create_event_channel();
+	if (!ec) {
+		r = negerrno();
+		snprintf(why, whylen, "rdma_create_event_channel: %s", strerror(-r));
+		return r;
+	}
+	if (rdma_create_id(ec, &id, NULL, RDMA_PS_TCP) != 0) {
+		r = negerrno();
+		snprintf(why, whylen, "rdma_create_id: %s", strerror(-r));
+		id = NULL;
+	} else if (rdma_bind_addr(id, (struct sockaddr *)&a) != 0) {
+		r = negerrno();
+		snprintf(why, whylen, "rdma_cm cannot bind %s: %s", name, strerror(-r));
+	} else if (!id->verbs) {
+		r = -ENODEV;
+		snprintf(why, whylen, "no RDMA device holds %s", name);
+	} else {
+		r = device_path(id->verbs->device, force_send, why, whylen);
+	}
+	if (id) {
+		(void)rdma_destroy_id(id);
+	}
+	rdma_destroy_event_channel(ec);
+	return r;
 }
 
 const struct xport_ops xport_verbs_ops = {

@@ -113,6 +113,14 @@ check "h HELLO 7..7" --send-hello 7:7 --expect error:2
 log_has "protocol version mismatch: client speaks 7..7" "h"
 ping_ok "h"
 
+# j. OPEN's write-send flag (0x40000) from a client whose HELLO lacks its
+#    capability (0x2000000; rawclient announces tcp only): refused, not guessed.
+OPEN_WS_PAYLOAD=010001000004000000100000000000100004$(printf data | od -An -tx1 | tr -d ' \n')
+check "j OPEN write-send without the capability" --hello \
+	--frame "type=OPEN,payload=$OPEN_WS_PAYLOAD" --expect error:1
+log_has "WRITE + SEND verbs path from a client without its capability" "j"
+ping_ok "j"
+
 if kill -0 "$DAEMON_PID" 2>/dev/null; then pass "daemon survived all bad frames"; else fail "daemon died"; fi
 stop_daemon "$DAEMON_PID"
 

@@ -11,7 +11,10 @@
 #     real rdmacpd (10.0.0.2, rxe1) and rdmacp (10.0.0.1, rxe0) processes:
 #     verbs push of 0/1/chunk-1/chunk/chunk+1/3 MiB files and a tree, verbs
 #     pull, --transport auto choosing verbs, the same push set over tcp, and
-#     kill -9 of the daemon's session process mid-transfer.
+#     kill -9 of the daemon's session process mid-transfer; then the WRITE +
+#     SEND path (iWARP's, forced by a test switch) end to end and its
+#     negotiation with peers that lack it. The VM's kernel (Debian's) has no
+#     Soft-iWARP (CONFIG_RDMA_SIW unset): real iWARP is not run here.
 # The logs of step 2 stay in $BUILD_DIR/rxe-vm-e2e (RXEVM_E2E_OUT overrides).
 #
 # Skips (77, reason printed) when the VM cannot run here: no qemu or helper
@@ -48,7 +51,7 @@ done
 ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 ||
 	skip "no Soft-RoCE userspace provider (apt-get install ibverbs-providers)"
 
-export RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-540}
+export RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-840}
 start=$(date +%s)
 
 # First use builds the kernel + initramfs from Debian's archive (apt-get

@@ -16,6 +16,13 @@
 # --devices nosuchdev exits 13; the same push set over tcp; an 8 MiB push each way
 # (timed); a push and a pull with --poll; kill -9 of the daemon's
 # session child mid-transfer (client fails, no file under the final name).
+# The WRITE + SEND path (what iWARP devices need), forced on Soft-RoCE by the
+# test switches RDMACP_TEST_WRITE_SEND / RDMACPD_TEST_WRITE_SEND: doctor and
+# the --json start event name it; push of the sized files and a tree, pull of
+# a file and a tree, kill -9 mid-transfer; a daemon whose device needs it
+# against a client that does not ask (verbs: exit 13; auto: tcp), and a
+# client that needs it against a daemon too old for it (verbs: exit 12;
+# auto: tcp).
 # A wrong session token at RDMA connect is test_verbs_loop's check (run just
 # before this in the same VM), not repeated here.
 #
@@ -104,6 +111,16 @@ if run doctor "$RDMACP" doctor && run doctor_json "$RDMACP" doctor --json; then
 	else
 		fail "doctor human output lacks rxe0/rxe1/ACTIVE/RoCE v2"
 	fi
+	if jq -e '[.devices[] | select(.name == "rxe0" or .name == "rxe1") |
+		   select(.verbs_path == "write_imm")] | length == 2' \
+		"$OUT/doctor_json.out" >/dev/null &&
+		RDMACP_TEST_WRITE_SEND=1 run doctor_ws "$RDMACP" doctor --json &&
+		jq -e '[.devices[] | select(.name == "rxe0" or .name == "rxe1") |
+		   select(.verbs_path == "write_send")] | length == 2' "$OUT/doctor_ws.out" >/dev/null; then
+		pass "doctor: verbs path write_imm on rxe0/rxe1, write_send with the test switch"
+	else
+		fail "doctor --json does not name the verbs path: $(jq -c '[.devices[] | {name, verbs_path}]' "$OUT/doctor_json.out")"
+	fi
 else
 	fail "rdmacp doctor failed (see $OUT/doctor*.err)"
 fi
@@ -164,25 +181,25 @@ head -c 70000 /dev/urandom >"$W/src/tree/sub/b"
 head -c 5 /dev/urandom >"$W/src/tree/sub/deeper/c"
 ln -s ../a "$W/src/tree/sub/link"
 
-# push_set NAME TRANSPORT DIR: the sized files and the tree, checked.
+# push_set NAME TRANSPORT DIR [LABEL]: the sized files and the tree, checked.
 push_set() {
-	local name=$1 tr=$2 dir=$3 t0 t1
+	local name=$1 tr=$2 dir=$3 label=${4:-$2} t0 t1
 	t0=$(now)
 	if run "${name}_files" "${C[@]}" --transport "$tr" --chunk-size 64K "${files[@]}" \
 		"$SERVER:data/$dir/"; then
 		t1=$(now)
-		say "time: $tr push of ${#files[@]} files, $total bytes: $(secs "$t0" "$t1") s, $(rate "$total" "$t0" "$t1") MB/s (emulated)"
+		say "time: $label push of ${#files[@]} files, $total bytes: $(secs "$t0" "$t1") s, $(rate "$total" "$t0" "$t1") MB/s (emulated)"
 		for s in "${SIZES[@]}"; do
-			same "$tr push" "$W/src/f_$s" "$W/mod/$dir/f_$s"
+			same "$label push" "$W/src/f_$s" "$W/mod/$dir/f_$s"
 		done
 	else
-		fail "$tr push of the sized files: rc $? ($(head -3 "$OUT/${name}_files.err"))"
+		fail "$label push of the sized files: rc $? ($(head -3 "$OUT/${name}_files.err"))"
 	fi
 	if run "${name}_tree" "${C[@]}" --transport "$tr" --chunk-size 64K -r "$W/src/tree" \
 		"$SERVER:data/$dir/"; then
-		same_tree "$tr push -r" "$W/src/tree" "$W/mod/$dir/tree"
+		same_tree "$label push -r" "$W/src/tree" "$W/mod/$dir/tree"
 	else
-		fail "$tr push -r of the tree: rc $? ($(head -3 "$OUT/${name}_tree.err"))"
+		fail "$label push -r of the tree: rc $? ($(head -3 "$OUT/${name}_tree.err"))"
 	fi
 }
 
@@ -529,52 +546,153 @@ fi
 
 # ---- 6. kill -9 of the session process mid-transfer -----------------------------------
 head -c $((20 * 1024 * 1024)) /dev/urandom >"$W/src/kill20m"
-"${C[@]}" --transport verbs --bwlimit 2M "$W/src/kill20m" "$SERVER:data/k/" \
-	>"$OUT/kill.out" 2>"$OUT/kill.err" &
-cpid=$!
-child=
-for _ in $(seq 1 100); do
-	sleep 0.1
-	child=$(pgrep -P "$DPID" | head -1)
-	# wait until data is flowing: the temp file has grown
-	if [ -n "$child" ] && [ -n "$(find "$W/mod/k" -name '.*.rdmacp.*' -size +256k 2>/dev/null)" ]; then
-		break
+# kill_mid NAME DIR: a verbs push (client "${C[@]}") whose daemon session child is
+# killed once data flows; the client fails, nothing lands under the final name.
+kill_mid() {
+	local name=$1 dir=$2 cpid child crc t0 t1 temps
+	"${C[@]}" --transport verbs --bwlimit 2M "$W/src/kill20m" "$SERVER:data/$dir/" \
+		>"$OUT/$name.out" 2>"$OUT/$name.err" &
+	cpid=$!
+	child=
+	for _ in $(seq 1 100); do
+		sleep 0.1
+		child=$(pgrep -P "$DPID" | head -1)
+		# wait until data is flowing: the temp file has grown
+		if [ -n "$child" ] && [ -n "$(find "$W/mod/$dir" -name '.*.rdmacp.*' -size +256k 2>/dev/null)" ]; then
+			break
+		fi
+	done
+	if [ -z "$child" ]; then
+		fail "$name: no session child of the daemon found"
+		kill "$cpid" 2>/dev/null
+		wait "$cpid"
+		return
 	fi
-done
-if [ -z "$child" ]; then
-	fail "kill -9: no session child of the daemon found"
-	kill "$cpid" 2>/dev/null
-	wait "$cpid"
-else
-	say "kill -9: session process $child (temp: $(find "$W/mod/k" -name '.*.rdmacp.*' -printf '%f %s bytes ' 2>/dev/null))"
+	say "$name: session process $child (temp: $(find "$W/mod/$dir" -name '.*.rdmacp.*' -printf '%f %s bytes ' 2>/dev/null))"
 	t0=$(now)
 	kill -9 "$child"
 	wait "$cpid"
 	crc=$?
 	t1=$(now)
 	if [ "$crc" -ne 0 ]; then
-		pass "kill -9 of the session: client exits $crc after $(secs "$t0" "$t1") s ($(tail -1 "$OUT/kill.err"))"
+		pass "$name: kill -9 of the session: client exits $crc after $(secs "$t0" "$t1") s ($(tail -1 "$OUT/$name.err"))"
 	else
-		fail "kill -9 of the session: client exited 0"
+		fail "$name: kill -9 of the session: client exited 0"
 	fi
-	if [ -e "$W/mod/k/kill20m" ]; then
-		fail "kill -9: a file appeared under the final name"
+	if [ -e "$W/mod/$dir/kill20m" ]; then
+		fail "$name: a file appeared under the final name"
 	else
-		pass "kill -9: nothing under the final name"
+		pass "$name: nothing under the final name"
 	fi
-	temps=$(find "$W/mod/k" -name '.*.rdmacp.*' -printf '%f (%s bytes) ' 2>/dev/null)
+	temps=$(find "$W/mod/$dir" -name '.*.rdmacp.*' -printf '%f (%s bytes) ' 2>/dev/null)
 	say "note: temp files left by the killed session: ${temps:-none} (no stale-temp cleanup on daemon restart yet)"
 	if kill -0 "$DPID" 2>/dev/null; then
-		pass "kill -9: the daemon itself is still running"
-		if run after_kill "${C[@]}" --transport verbs "$W/src/f_65537" "$SERVER:data/k/"; then
-			same "verbs push after the kill" "$W/src/f_65537" "$W/mod/k/f_65537"
+		pass "$name: the daemon itself is still running"
+		if run "${name}_after" "${C[@]}" --transport verbs "$W/src/f_65537" "$SERVER:data/$dir/"; then
+			same "verbs push after the kill" "$W/src/f_65537" "$W/mod/$dir/f_65537"
 		else
-			fail "verbs push after the kill: rc $? ($(head -3 "$OUT/after_kill.err"))"
+			fail "verbs push after the kill: rc $? ($(head -3 "$OUT/${name}_after.err"))"
 		fi
 	else
-		fail "kill -9: the daemon died too"
+		fail "$name: the daemon died too"
 	fi
+}
+kill_mid kill k
+
+# ---- 7. the WRITE + SEND path (iWARP's), forced on Soft-RoCE ---------------------------
+# start_daemon PORT LOG ENV...: another daemon on the same module, its own environment.
+start_daemon() {
+	local port=$1 log=$2
+	shift 2
+	sed "s/^listen = .*/listen = $SERVER:$port/" "$W/d.conf" >"$W/d$port.conf"
+	env "$@" "$RDMACPD" --config "$W/d$port.conf" -v >"$W/$log" 2>&1 &
+	for _ in $(seq 1 100); do
+		(exec 4<>"/dev/tcp/$SERVER/$port") 2>/dev/null && break
+		sleep 0.1
+	done
+}
+# start_path NAME: the --json start event's transport and verbs path, "tcp -" style.
+start_path() { jq -r -s 'map(select(.event == "start")) | .[0] | "\(.transport) \(.verbs_path // "-")"' "$OUT/$1.out"; }
+C_IMM=("${C[@]}")
+C=(env RDMACP_TEST_WRITE_SEND=1 "${C_IMM[@]}")
+# 7a. the client's device needs it, the daemon's does not: the daemon follows OPEN.
+if run ws_json "${C[@]}" --transport verbs --json "$W/src/f_1" "$SERVER:data/ws/" &&
+	[ "$(start_path ws_json)" = "verbs write_send" ]; then
+	pass "WRITE + SEND: the --json start event says verbs_path write_send"
+else
+	fail "WRITE + SEND: start event: $(start_path ws_json 2>/dev/null) ($(head -3 "$OUT/ws_json.err"))"
 fi
+if grep -q "verbs lanes (WRITE + SEND)" "$W/d.log"; then
+	pass "WRITE + SEND: the daemon's log says its lanes took it"
+else
+	fail "WRITE + SEND: the daemon's log does not say WRITE + SEND"
+fi
+push_set ws_push verbs ws "verbs (WRITE + SEND)"
+if run ws_pull "${C[@]}" --transport verbs --chunk-size 64K "$SERVER:data/ws/$big" \
+	"$SERVER:data/ws/f_0" "$W/pull/ws/"; then
+	same "WRITE + SEND pull" "$W/src/$big" "$W/pull/ws/$big"
+	same "WRITE + SEND pull" "$W/src/f_0" "$W/pull/ws/f_0"
+else
+	fail "WRITE + SEND pull: rc $? ($(head -3 "$OUT/ws_pull.err"))"
+fi
+if run ws_pull_tree "${C[@]}" --transport verbs -r "$SERVER:data/ws/tree" "$W/pull/ws/"; then
+	same_tree "WRITE + SEND pull -r" "$W/src/tree" "$W/pull/ws/tree"
+else
+	fail "WRITE + SEND pull -r: rc $? ($(head -3 "$OUT/ws_pull_tree.err"))"
+fi
+kill_mid ws_kill wsk
+# 7b. the daemon's device needs it (its switch): a client that does not ask can't
+# have verbs (exit 13, said), auto takes tcp; one that asks gets it.
+start_daemon $((PORT + 2)) dws.log RDMACPD_TEST_WRITE_SEND=1
+run ws_daemon_verbs "${C_IMM[@]}" -P $((PORT + 2)) --transport verbs "$W/src/f_1" "$SERVER:data/wsd/"
+rc=$?
+if [ "$rc" -eq 13 ] && grep -q "WRITE + SEND" "$OUT/ws_daemon_verbs.err" && ! [ -e "$W/mod/wsd/f_1" ]; then
+	pass "daemon needs WRITE + SEND, client without it: exit 13, '$(tail -1 "$OUT/ws_daemon_verbs.err" | cut -c1-160)'"
+else
+	fail "daemon needs WRITE + SEND, client without it: rc $rc ($(tail -1 "$OUT/ws_daemon_verbs.err"))"
+fi
+if run ws_daemon_auto "${C_IMM[@]}" -P $((PORT + 2)) --transport auto --json "$W/src/f_1" \
+	"$SERVER:data/wsd/" && [ "$(start_path ws_daemon_auto)" = "tcp -" ]; then
+	same "daemon needs WRITE + SEND, auto: tcp" "$W/src/f_1" "$W/mod/wsd/f_1"
+else
+	fail "daemon needs WRITE + SEND, auto: $(start_path ws_daemon_auto 2>/dev/null) ($(head -3 "$OUT/ws_daemon_auto.err"))"
+fi
+if run ws_both "${C[@]}" -P $((PORT + 2)) --transport verbs --json --chunk-size 64K \
+	"$W/src/$big" "$SERVER:data/wsd/" && [ "$(start_path ws_both)" = "verbs write_send" ]; then
+	same "both ends WRITE + SEND" "$W/src/$big" "$W/mod/wsd/$big"
+else
+	fail "both ends WRITE + SEND: rc/path $(start_path ws_both 2>/dev/null) ($(head -3 "$OUT/ws_both.err"))"
+fi
+# An old client (no capability 0x2000000) against that daemon: refused with its reason.
+run ws_old_client env RDMACP_TEST_CAPS_OFF=0x2000000 "${C_IMM[@]}" -P $((PORT + 2)) \
+	--transport verbs "$W/src/f_1" "$SERVER:data/wsold/"
+rc=$?
+if [ "$rc" -eq 13 ] && grep -q "client is too old" "$OUT/ws_old_client.err"; then
+	pass "daemon needs WRITE + SEND, old client: exit 13, '$(tail -1 "$OUT/ws_old_client.err" | cut -c1-160)'"
+else
+	fail "daemon needs WRITE + SEND, old client: rc $rc ($(tail -1 "$OUT/ws_old_client.err"))"
+fi
+# 7c. a daemon too old for WRITE + SEND: the client that needs it refuses verbs
+# (exit 12, daemon too old), auto takes tcp.
+start_daemon $((PORT + 3)) dold.log RDMACP_TEST_CAPS_OFF=0x2000000
+run ws_old_daemon "${C[@]}" -P $((PORT + 3)) --transport verbs "$W/src/f_1" "$SERVER:data/wsold/"
+rc=$?
+if [ "$rc" -eq 12 ] && grep -q "too old for the WRITE + SEND" "$OUT/ws_old_daemon.err"; then
+	pass "client needs WRITE + SEND, old daemon: exit 12, '$(tail -1 "$OUT/ws_old_daemon.err" | cut -c1-160)'"
+else
+	fail "client needs WRITE + SEND, old daemon: rc $rc ($(tail -1 "$OUT/ws_old_daemon.err"))"
+fi
+if run ws_old_daemon_auto "${C[@]}" -P $((PORT + 3)) --transport auto --json "$W/src/f_1" \
+	"$SERVER:data/wsold/" && [ "$(start_path ws_old_daemon_auto)" = "tcp -" ]; then
+	same "client needs WRITE + SEND, old daemon, auto: tcp" "$W/src/f_1" "$W/mod/wsold/f_1"
+else
+	fail "client needs WRITE + SEND, old daemon, auto: $(start_path ws_old_daemon_auto 2>/dev/null) ($(head -3 "$OUT/ws_old_daemon_auto.err"))"
+fi
+C=("${C_IMM[@]}")
+for p in $(jobs -p); do
+	[ "$p" = "$DPID" ] || kill -TERM "$p" 2>/dev/null
+done
+cp "$W/dws.log" "$W/dold.log" "$OUT/" 2>/dev/null
 
 say "e2e: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -1324,6 +1324,14 @@ static void test_bad_open(void **state)
 	m.u.open.flags &= ~PROTO_OPEN_ASSUME_ZERO;
 	assert_int_equal(encode_decode_rc(&m), 0);
 	assert_true(PROTO_CAPS_KNOWN & PROTO_CAP_ASSUME_ZERO);
+	/* WRITE + SEND: a flag any OPEN may carry (the daemon checks the capability). */
+	m.u.open.flags |= PROTO_OPEN_WRITE_SEND;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.open.direction = PROTO_DIR_PUSH;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.open.flags &= ~PROTO_OPEN_WRITE_SEND;
+	assert_true(PROTO_CAPS_KNOWN & PROTO_CAP_WRITE_SEND);
+	assert_true(PROTO_OPEN_FLAGS_KNOWN & PROTO_OPEN_WRITE_SEND);
 	/* Its max_delete cut short, or missing. */
 	sample_open_delete(&m);
 	len = encode_ok(&m);

@@ -7,6 +7,9 @@
  * target untouched, teardown with writes in flight (quiesce: lanes to error,
  * flush awaited, then dereg and destroy, in bounded time), and a lane from
  * another host than the expected peer rejected while the right one gets in.
+ * The same again on the WRITE + SEND path (xport_params.write_send, what
+ * iWARP devices take), and a WRITE + SEND connector against a WRITE_IMM
+ * acceptor failing at connect (never a hang, never a guess).
  *
  * Needs a device: on machines without one it exits 77 and says why. It runs
  * for real inside the Soft-RoCE VM (tests/rxe-vm/run, driven by
@@ -38,6 +41,7 @@
 
 static int failures;
 static const char *listen_ip = "10.0.0.2";
+static bool write_send; /* every xport of the tests below on the WRITE + SEND path */
 
 #define CHECK(cond, ...)                                                                \
 	do {                                                                            \
@@ -59,6 +63,7 @@ static struct xport_params mkparams(unsigned nlanes, uint8_t tok)
 	};
 
 	memset(p.token, tok, sizeof(p.token));
+	p.write_send = write_send;
 	return p;
 }
 
@@ -337,20 +342,57 @@ static int test_happy_path(void)
 			  wc[0].len == 0 && wc[0].lane == 1 && wc[0].wr_id == 9,
 		      "credit arrival: n %d imm 0x%x", n, n > 0 ? wc[0].imm : 0);
 	}
-	/* Send queue bound: 33 on a 32-deep lane is refused whole. */
+	/*
+	 * Send queue bound: 33 on a 32-deep lane is refused whole. On WRITE +
+	 * SEND the lane has room for 32 WRITE_IMMs of two requests each: 65
+	 * plain writes are the first that can't fit.
+	 */
 	{
-		struct xport_wr many[33];
+		struct xport_wr many[65];
+		int nmany = write_send ? 65 : 33;
 
-		for (int i = 0; i < 33; i++) {
+		for (int i = 0; i < nmany; i++) {
 			many[i] = wr_write(&pr, XPORT_OP_WRITE, 0, 0, 8, 0, 0, 0);
 		}
-		r = pr.cli->ops->post_writes(pr.cli, many, 33);
-		CHECK(r == -ENOSPC, "33 WRs on sq 32: %d", r);
+		r = pr.cli->ops->post_writes(pr.cli, many, (size_t)nmany);
+		CHECK(r == -ENOSPC, "%d WRs on sq 32: %d", nmany, r);
 	}
 	CHECK(pr.cli->ops->last_error(pr.cli) == NULL, "client error: %s",
 	      pr.cli->ops->last_error(pr.cli));
 	pair_close(&pr);
 	fprintf(stderr, "ok happy path (%lld ms)\n", (long long)(now_ms() - t0));
+	return 0;
+}
+
+/* The two ends on different paths: the lanes' opening message can't go through. */
+static int test_path_mismatch(void)
+{
+	struct acceptor a;
+	struct xport_params cli = mkparams(1, 0x42);
+	struct xport_params srv = mkparams(1, 0x42);
+	struct sockaddr_in ca;
+	struct xport *x = NULL;
+	int64_t t0 = now_ms();
+	uint16_t port;
+	int r, ra;
+
+	cli.write_send = true;
+	srv.write_send = false;
+	cli.timeout_ms = srv.timeout_ms = 5000;
+	r = acceptor_start_p(&a, &srv, &port);
+	CHECK(r >= 0, "listen: %s", strerror(-r));
+	ca = addr_of(listen_ip, port);
+	r = ops->connect((struct sockaddr *)&ca, sizeof(ca), &cli, &x);
+	ra = acceptor_join(&a);
+	if (a.x) {
+		a.x->ops->destroy(a.x);
+	}
+	if (r >= 0) {
+		x->ops->destroy(x);
+	}
+	CHECK(r < 0, "a WRITE + SEND lane connected to a WRITE_IMM one (accept %d)", ra);
+	fprintf(stderr, "ok paths that differ fail at connect: %s (%lld ms)\n", strerror(-r),
+		(long long)(now_ms() - t0));
 	return 0;
 }
 
@@ -406,6 +448,7 @@ enum bad_kind { BAD_RKEY, BAD_RANGE, BAD_WRAP, BAD_DEREG };
 
 static int test_access_error(enum bad_kind kind, const char *name)
 {
+	struct xport_mr gone;
 	struct pair pr;
 	struct xport_wc wc[4];
 	struct xport_wr w;
@@ -430,8 +473,11 @@ static int test_access_error(enum bad_kind kind, const char *name)
 		w.remote_addr = UINT64_MAX - 15;
 		break;
 	case BAD_DEREG:
+		/* What the peer knew of it stays; the registration itself is freed. */
+		gone = *pr.tmr;
 		r = pr.srv->ops->dereg_mr(pr.srv, pr.tmr);
 		CHECK(r >= 0, "dereg_mr: %s", strerror(-r));
+		pr.tmr = &gone;
 		break;
 	}
 	r = pr.cli->ops->post_writes(pr.cli, &w, 1);
@@ -631,6 +677,15 @@ int main(void)
 		fprintf(stderr, "note: lane source check not run (needs the VM's rxe0 10.0.0.1 and "
 				"rxe1 10.0.0.2)\n");
 	}
+	/* The WRITE + SEND path (iWARP's), forced on this device. */
+	fprintf(stderr, "-- WRITE + SEND path\n");
+	write_send = true;
+	test_happy_path();
+	test_wrong_token();
+	test_access_error(BAD_RKEY, "wrong rkey");
+	test_access_error(BAD_DEREG, "write after dereg_mr");
+	test_teardown_in_flight(true);
+	test_path_mismatch();
 	fprintf(stderr, "%s: %d failure(s), %lld ms\n", failures ? "FAILED" : "PASSED", failures,
 		(long long)(now_ms() - t0));
 	return failures ? 1 : 0;

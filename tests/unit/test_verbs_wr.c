@@ -243,7 +243,7 @@ static void test_wc_map(void **state)
 	wc.wc_flags = IBV_WC_WITH_IMM;
 	wc.imm_data = htobe32(0x01020304);
 	wc.byte_len = 4096;
-	assert_int_equal(verbs_wc_map(&wc, 2, &x, &kind, &seq), 0);
+	assert_int_equal(verbs_wc_map(&wc, 2, false, &x, &kind, &seq), 0);
 	assert_int_equal(x.status, XPORT_WC_SUCCESS);
 	assert_int_equal(x.opcode, XPORT_WC_RECV_IMM);
 	assert_int_equal(x.imm, 0x01020304);
@@ -256,7 +256,7 @@ static void test_wc_map(void **state)
 	memset(&wc, 0, sizeof(wc));
 	wc.wr_id = verbs_wrid_encode(VERBS_WRID_SEND, 0, 3);
 	wc.opcode = IBV_WC_RDMA_WRITE;
-	assert_int_equal(verbs_wc_map(&wc, 2, &x, &kind, &seq), 0);
+	assert_int_equal(verbs_wc_map(&wc, 2, false, &x, &kind, &seq), 0);
 	assert_int_equal(x.opcode, XPORT_WC_WRITE);
 	assert_int_equal(x.imm, 0);
 	assert_int_equal(x.len, 0);
@@ -264,24 +264,166 @@ static void test_wc_map(void **state)
 	/* Errors: opcode is garbage, the wr_id decides. */
 	wc.status = IBV_WC_REM_ACCESS_ERR;
 	wc.opcode = (enum ibv_wc_opcode)0x55;
-	assert_int_equal(verbs_wc_map(&wc, 2, &x, &kind, &seq), 0);
+	assert_int_equal(verbs_wc_map(&wc, 2, false, &x, &kind, &seq), 0);
 	assert_int_equal(x.status, XPORT_WC_REM_ACCESS_ERR);
 	assert_int_equal(x.opcode, XPORT_WC_WRITE);
 	wc.wr_id = verbs_wrid_encode(VERBS_WRID_RECV, 1, 0);
 	wc.status = IBV_WC_WR_FLUSH_ERR;
-	assert_int_equal(verbs_wc_map(&wc, 2, &x, &kind, &seq), 0);
+	assert_int_equal(verbs_wc_map(&wc, 2, false, &x, &kind, &seq), 0);
 	assert_int_equal(x.status, XPORT_WC_WR_FLUSH_ERR);
 	assert_int_equal(x.opcode, XPORT_WC_RECV_IMM);
 
 	/* Completions that cannot be ours. */
 	wc.status = IBV_WC_SUCCESS;
 	wc.opcode = IBV_WC_RECV;
-	assert_int_equal(verbs_wc_map(&wc, 2, &x, &kind, &seq), -EPROTO);
+	assert_int_equal(verbs_wc_map(&wc, 2, false, &x, &kind, &seq), -EPROTO);
 	wc.wr_id = 99;
-	assert_int_equal(verbs_wc_map(&wc, 2, &x, &kind, &seq), -EPROTO);
+	assert_int_equal(verbs_wc_map(&wc, 2, false, &x, &kind, &seq), -EPROTO);
 	wc.wr_id = verbs_wrid_encode(VERBS_WRID_SEND, 0, 3);
 	wc.opcode = IBV_WC_RDMA_READ;
-	assert_int_equal(verbs_wc_map(&wc, 2, &x, &kind, &seq), -EPROTO);
+	assert_int_equal(verbs_wc_map(&wc, 2, false, &x, &kind, &seq), -EPROTO);
+}
+
+/*
+ * WRITE + SEND (iWARP): a WRITE_IMM with bytes is an unsignaled RDMA WRITE
+ * then a SEND of imm and len carrying the caller's flags; a credit (len 0)
+ * is the SEND alone; plain writes stay; lanes keep their order and counts.
+ */
+static void test_chain_send(void **state)
+{
+	static uint8_t msgs0[4 * VERBS_SEND_MSG_LEN], msgs1[4 * VERBS_SEND_MSG_LEN];
+	uint8_t *msgs[2] = { msgs0, msgs1 };
+	uint32_t lkeys[2] = { 0x11, 0x22 };
+	struct xport_wr wrs[4] = {
+		mkwr(XPORT_OP_WRITE, 0, 0, 64, 0),
+		mkwr(XPORT_OP_WRITE_IMM, XPORT_SEND_SIGNALED | XPORT_SEND_INLINE, 64, 32, 0),
+		mkwr(XPORT_OP_WRITE_IMM, XPORT_SEND_SIGNALED, 0, 0, 1),
+		mkwr(XPORT_OP_WRITE, XPORT_SEND_SIGNALED, 128, 8, 1),
+	};
+	struct ibv_send_wr out[8], *heads[2];
+	struct ibv_sge sge[8];
+	size_t src[8], counts[2];
+	uint64_t base[2] = { 3, 0 };
+	uint32_t imm, len;
+
+	assert_int_equal(verbs_wr_hw_count(&wrs[0], true), 1);
+	assert_int_equal(verbs_wr_hw_count(&wrs[1], true), 2);
+	assert_int_equal(verbs_wr_hw_count(&wrs[1], false), 1);
+	assert_int_equal(verbs_wr_hw_count(&wrs[2], true), 1);
+	assert_int_equal(
+	    verbs_wr_chain_send(wrs, 4, 2, base, 64, msgs, lkeys, 4, out, sge, src, heads, counts),
+	    5);
+	assert_int_equal(counts[0], 3);
+	assert_int_equal(counts[1], 2);
+	/* Lane 0: write, write (the descriptor's bytes, unsignaled), send. */
+	assert_ptr_equal(heads[0], &out[0]);
+	assert_int_equal(out[0].opcode, IBV_WR_RDMA_WRITE);
+	assert_ptr_equal(out[0].next, &out[1]);
+	assert_int_equal(out[1].opcode, IBV_WR_RDMA_WRITE);
+	assert_int_equal(out[1].send_flags & IBV_SEND_SIGNALED, 0);
+	assert_true(out[1].send_flags & IBV_SEND_INLINE);
+	assert_int_equal(out[1].wr.rdma.remote_addr, 0x7f0000001000ull + 64);
+	assert_int_equal(sge[1].length, 32);
+	assert_ptr_equal(out[1].next, &out[2]);
+	assert_int_equal(out[2].opcode, IBV_WR_SEND);
+	assert_true(out[2].send_flags & IBV_SEND_SIGNALED);
+	assert_null(out[2].next);
+	assert_int_equal(out[2].num_sge, 1);
+	assert_int_equal(sge[2].length, VERBS_SEND_MSG_LEN);
+	assert_int_equal(sge[2].lkey, 0x11);
+	/* Sequence 3 + 2 = 5: entry 5 % 4 = 1 of lane 0's messages holds imm and len. */
+	assert_int_equal(sge[2].addr, (uint64_t)(uintptr_t)(msgs0 + 1 * VERBS_SEND_MSG_LEN));
+	verbs_send_msg_decode(msgs0 + VERBS_SEND_MSG_LEN, &imm, &len);
+	assert_int_equal(imm, 0xa1b2c3d4);
+	assert_int_equal(len, 32);
+	assert_int_equal(msgs0[0], 0); /* big-endian on the wire: imm first */
+	assert_int_equal(msgs0[VERBS_SEND_MSG_LEN], 0xa1);
+	/* The wr_ids count the lane's hardware requests from its base. */
+	for (int k = 0; k < 3; k++) {
+		enum verbs_wrid_kind kind;
+		unsigned lane;
+		uint64_t seq;
+
+		assert_int_equal(verbs_wrid_decode(out[k].wr_id, 2, &kind, &lane, &seq), 0);
+		assert_int_equal(lane, 0);
+		assert_int_equal(seq, 3 + (uint64_t)k);
+	}
+	assert_int_equal(src[0], 0);
+	assert_int_equal(src[1], 1);
+	assert_int_equal(src[2], 1);
+	/* Lane 1: a credit is a SEND alone (no zero-length write), then a plain write. */
+	assert_ptr_equal(heads[1], &out[3]);
+	assert_int_equal(out[3].opcode, IBV_WR_SEND);
+	assert_true(out[3].send_flags & IBV_SEND_SIGNALED);
+	assert_int_equal(sge[3].lkey, 0x22);
+	verbs_send_msg_decode(msgs1, &imm, &len);
+	assert_int_equal(len, 0);
+	assert_int_equal(out[4].opcode, IBV_WR_RDMA_WRITE);
+	assert_true(out[4].send_flags & IBV_SEND_SIGNALED);
+	assert_int_equal(src[3], 2);
+	assert_int_equal(src[4], 3);
+	/* No inline room: the message goes from its registration. */
+	verbs_wr_chain_send(&wrs[2], 1, 2, base, 0, msgs, lkeys, 4, out, sge, src, heads, counts);
+	assert_int_equal(out[0].send_flags & IBV_SEND_INLINE, 0);
+}
+
+static void test_wc_map_send(void **state)
+{
+	struct ibv_wc wc = { 0 };
+	struct ibv_recv_wr r;
+	struct ibv_sge sge;
+	struct xport_wc x;
+	enum verbs_wrid_kind kind;
+	uint64_t seq;
+
+	/* A receive of one message: imm and len are left to the caller (its buffer). */
+	wc.wr_id = verbs_wrid_encode(VERBS_WRID_RECV, 1, 5);
+	wc.opcode = IBV_WC_RECV;
+	wc.byte_len = VERBS_SEND_MSG_LEN;
+	assert_int_equal(verbs_wc_map(&wc, 2, true, &x, &kind, &seq), 0);
+	assert_int_equal(x.opcode, XPORT_WC_RECV_IMM);
+	assert_int_equal(kind, VERBS_WRID_RECV);
+	assert_int_equal(seq, 5);
+	/* Not a message: wrong size, an immediate, or not on this path. */
+	wc.byte_len = VERBS_SEND_MSG_LEN - 1;
+	assert_int_equal(verbs_wc_map(&wc, 2, true, &x, &kind, &seq), -EPROTO);
+	wc.byte_len = VERBS_SEND_MSG_LEN;
+	wc.wc_flags = IBV_WC_WITH_IMM;
+	assert_int_equal(verbs_wc_map(&wc, 2, true, &x, &kind, &seq), -EPROTO);
+	wc.wc_flags = 0;
+	assert_int_equal(verbs_wc_map(&wc, 2, false, &x, &kind, &seq), -EPROTO);
+	wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+	wc.wc_flags = IBV_WC_WITH_IMM;
+	assert_int_equal(verbs_wc_map(&wc, 2, true, &x, &kind, &seq), -EPROTO);
+	/* A SEND's completion is ours on this path only. */
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = verbs_wrid_encode(VERBS_WRID_SEND, 0, 2);
+	wc.opcode = IBV_WC_SEND;
+	assert_int_equal(verbs_wc_map(&wc, 2, true, &x, &kind, &seq), 0);
+	assert_int_equal(x.opcode, XPORT_WC_WRITE);
+	assert_int_equal(verbs_wc_map(&wc, 2, false, &x, &kind, &seq), -EPROTO);
+	/* The receive for one message. */
+	verbs_recv_fill_msg(77, buf, 0x33, &r, &sge);
+	assert_int_equal(r.wr_id, 77);
+	assert_int_equal(r.num_sge, 1);
+	assert_ptr_equal(r.sg_list, &sge);
+	assert_int_equal(sge.length, VERBS_SEND_MSG_LEN);
+	assert_int_equal(sge.lkey, 0x33);
+	assert_int_equal(sge.addr, (uint64_t)(uintptr_t)buf);
+}
+
+/* Which path a device's transport takes; the test switch only ever adds WRITE + SEND. */
+static void test_transport_path(void **state)
+{
+	assert_int_equal(verbs_transport_path(IBV_TRANSPORT_IB, false), XPORT_PATH_WRITE_IMM);
+	assert_int_equal(verbs_transport_path(IBV_TRANSPORT_IB, true), XPORT_PATH_WRITE_SEND);
+	assert_int_equal(verbs_transport_path(IBV_TRANSPORT_IWARP, false), XPORT_PATH_WRITE_SEND);
+	assert_int_equal(verbs_transport_path(IBV_TRANSPORT_USNIC, false), -EOPNOTSUPP);
+	assert_int_equal(verbs_transport_path(IBV_TRANSPORT_UNKNOWN, true), -EOPNOTSUPP);
+	assert_string_equal(verbs_transport_name(IBV_TRANSPORT_IWARP), "iWARP");
+	assert_string_equal(xport_path_name(XPORT_PATH_WRITE_IMM), "write_imm");
+	assert_string_equal(xport_path_name(XPORT_PATH_WRITE_SEND), "write_send");
+	assert_string_equal(xport_path_name(0), "-");
 }
 
 static void test_status_names(void **state)
@@ -368,6 +510,9 @@ int main(void)
 		cmocka_unit_test(test_chain_per_lane),
 		cmocka_unit_test(test_wrid),
 		cmocka_unit_test(test_wc_map),
+		cmocka_unit_test(test_chain_send),
+		cmocka_unit_test(test_wc_map_send),
+		cmocka_unit_test(test_transport_path),
 		cmocka_unit_test(test_status_names),
 		cmocka_unit_test(test_recv_fill),
 		cmocka_unit_test(test_backend_registered),
