@@ -193,6 +193,8 @@ struct engine_limits {
 #define ENGINE_FAULT_NO_VERIFY_TIME (1u << 4)
 /* Test hook on the bench sender: the second chunk carries the first one's bytes. */
 #define ENGINE_FAULT_BENCH_MISPLACE (1u << 5)
+/* Test hook: a receive consumed is not posted again (the peer's writes then meet RNR). */
+#define ENGINE_FAULT_NO_REPOST (1u << 8)
 
 struct engine_params {
 	enum engine_role role;

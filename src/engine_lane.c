@@ -167,7 +167,9 @@ int on_xport(struct engine *e)
 			}
 			/* A receive was consumed: give it back right away. */
 			uint64_t id = wc[i].lane;
-			int r = x->ops->post_recvs(x, wc[i].lane, &id, 1);
+			int r = (e->p->faults & ENGINE_FAULT_NO_REPOST)
+				    ? 0
+				    : x->ops->post_recvs(x, wc[i].lane, &id, 1);
 			if (r < 0) {
 				return fail(e, PERR_TRANSPORT, r, "post receive: %s", strerror(-r));
 			}

@@ -3,6 +3,8 @@
 #
 # Push under faults (docs: THREATS.md sections B, C, E):
 #   1. checksum mismatch (daemon with RDMACPD_TEST_FLIP_BYTE=1) -> exit 7
+#   1b. a receiver that stops posting receives (RDMACPD_TEST_NO_REPOST): RNR,
+#      exit 8, nothing committed (the VM test does the same over verbs)
 #   2. disk full on a small tmpfs module -> exit 14 / 9 (needs mount; skipped
 #      with a printed reason when it cannot mount, the rest still runs)
 #   3. a source that shrinks while being sent -> SOURCE_CHANGED, others
@@ -158,6 +160,26 @@ expect_rc 7 "checksum mismatch, renamed single file" \
 absent "checksum mismatch, renamed" "$T/mod2/renamed"
 no_temps "checksum mismatch" "$T/mod2"
 stop_daemon "$FLIP_DAEMON"
+
+# ---- 1b. forced RNR: a receiver that never posts its receives again ---------
+# (RDMACPD_TEST_NO_REPOST) once its first ones are used: the next descriptor finds
+# no receive (RNR), the copy fails on the transport at once, nothing committed.
+echo "--- 1b. forced RNR"
+PORT3=$(free_port)
+mkdir -p "$T/mod3"
+write_conf "$T/d3.conf" "$PORT3" "$T/certs" "handshake timeout = 5" "idle timeout = 20"
+printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod3" >>"$T/d3.conf"
+export RDMACPD_TEST_NO_REPOST=1
+start_daemon "$T/d3.conf" "$T/d3.log" "$PORT3"
+unset RDMACPD_TEST_NO_REPOST
+RNR_DAEMON=$DAEMON_PID
+rand_file "$T/src/rnr" $((8 * M))
+expect_rc 8 "forced RNR -> EXIT_TRANSPORT" "${CLIENT_NOPORT[@]}" -P "$PORT3" --lanes 1 \
+	--chunk-size 64K "$T/src/rnr" "$HOST:data/in/"
+err_has "forced RNR" "RNR"
+absent "forced RNR" "$T/mod3/in/rnr"
+no_temps "forced RNR" "$T/mod3"
+stop_daemon "$RNR_DAEMON"
 
 # ---- 2. disk full ------------------------------------------------------------
 echo "--- 2. disk full"

@@ -537,12 +537,65 @@ else
 fi
 
 # --tos and --ack-timeout are set on the lanes before their routes (rdma_cm options).
-if run tos_push "${C[@]}" --transport verbs --tos 106 --ack-timeout 14 "$W/src/f_65537" \
-	"$SERVER:data/tos/"; then
-	same "verbs push with --tos 106 --ack-timeout 14" "$W/src/f_65537" "$W/mod/tos/f_65537"
+# On the wire (a packet socket on veth0): every RoCE v2 frame of the copy carries IP TOS
+# 106 both ways, the daemon's too (its lanes follow the class of the client's connection
+# request), for a push and for a pull (the daemon's data frames).
+tos_check() { # NAME DESC CMD...: run CMD under capture, then check the frames' TOS
+	local name=$1 desc=$2 cpid lines
+	shift 2
+	python3 "$(dirname "$0")/capture.py" veth0 "$W/$name.cap" >"$W/$name.ready" 2>&1 &
+	cpid=$!
+	for _ in $(seq 1 100); do grep -q capturing "$W/$name.ready" && break; sleep 0.1; done
+	run "$name" "$@"
+	echo "rc $?" >>"$W/$name.ready"
+	kill -TERM "$cpid"
+	wait "$cpid"
+	python3 "$(dirname "$0")/capture.py" tos "$W/$name.cap" >"$OUT/$name.tos"
+	lines=$(tr '\n' ';' <"$OUT/$name.tos")
+	if grep -q "rc 0" "$W/$name.ready" && grep -q "^10.0.0.1 tos 106 " "$OUT/$name.tos" &&
+		grep -q "^10.0.0.2 tos 106 " "$OUT/$name.tos" && ! grep -qv " tos 106 " "$OUT/$name.tos"; then
+		pass "$desc: every RoCE frame both ways has TOS 106 ($lines)"
+	else
+		fail "$desc: $(cat "$W/$name.ready" | tail -1), frames: $lines"
+	fi
+}
+tos_check tos_push "verbs push with --tos 106 --ack-timeout 14" "${C[@]}" --transport verbs \
+	--tos 106 --ack-timeout 14 "$W/src/f_65537" "$SERVER:data/tos/"
+same "verbs push with --tos 106 --ack-timeout 14" "$W/src/f_65537" "$W/mod/tos/f_65537"
+mkdir -p "$W/tospull"
+tos_check tos_pull "verbs pull with --tos 106" "${C[@]}" --transport verbs --tos 106 \
+	"$SERVER:data/tos/f_65537" "$W/tospull/"
+same "verbs pull with --tos 106" "$W/src/f_65537" "$W/tospull/f_65537"
+
+# ---- 5c. forced RNR: a daemon that never posts its receives again ------------------------
+# (RDMACPD_TEST_NO_REPOST) once its first receives are used, the client's next descriptor
+# meets RNR NAKs: after 6 retries 0.64 ms apart the lane fails with RNR_RETRY_EXC, the copy
+# fails within seconds (not the idle timeout), nothing is committed on either side.
+RPORT=7475
+sed "s/^listen = .*/listen = $SERVER:$RPORT/" "$W/d.conf" >"$W/d_rnr.conf"
+RDMACPD_TEST_NO_REPOST=1 "$RDMACPD" --config "$W/d_rnr.conf" -v >"$W/d_rnr.log" 2>&1 &
+RPID=$!
+for _ in $(seq 1 100); do
+	(exec 4<>"/dev/tcp/$SERVER/$RPORT") 2>/dev/null && break
+	sleep 0.1
+done
+head -c $((8 * 1024 * 1024)) /dev/urandom >"$W/src/rnr8m"
+t0=$(now)
+RC=("$RDMACP" --config /dev/null --cert "$W/certs/client.crt" --key "$W/certs/client.key"
+	--ca "$W/certs/ca.crt" -P "$RPORT" --no-progress)
+run rnr_push "${RC[@]}" --transport verbs --chunk-size 64K --lanes 1 \
+	"$W/src/rnr8m" "$SERVER:data/rnr/"
+rc=$?
+t1=$(now)
+if [ "$rc" -eq 8 ] && grep -q "RNR_RETRY_EXC" "$OUT/rnr_push.err" && [ ! -e "$W/mod/rnr/rnr8m" ] &&
+	awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 25) }'; then
+	pass "forced RNR: exit 8 after $(secs "$t0" "$t1") s, RNR_RETRY_EXC named, nothing committed"
 else
-	fail "verbs push with --tos/--ack-timeout: rc $? ($(head -3 "$OUT/tos_push.err"))"
+	fail "forced RNR: rc $rc after $(secs "$t0" "$t1") s ($(head -2 "$OUT/rnr_push.err"))"
 fi
+kill -TERM "$RPID" 2>/dev/null
+wait "$RPID" 2>/dev/null
+cp "$W/d_rnr.log" "$OUT/daemon_rnr.log" 2>/dev/null
 
 # ---- 6. kill -9 of the session process mid-transfer -----------------------------------
 head -c $((20 * 1024 * 1024)) /dev/urandom >"$W/src/kill20m"
