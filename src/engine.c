@@ -120,6 +120,7 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 	e->st.bytes += sent;
 	e->st.bytes_resumed += kept;
 	e->st.bytes_zero += f->zeroed;
+	e->st.bytes_unchanged += f->skipped;
 	if (e->p->ev.file_resumed) {
 		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, f->zeroed, ts_since(&f->t0),
 				      hash);

@@ -175,6 +175,7 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 			return PERR_INTERNAL;
 		}
 		if (code == PERR_OK) {
+			rx_delta_open(e, f);
 			rx_open_direct(e, f);
 			e->st.bytes_accepted += f->size;
 		}
@@ -200,6 +201,7 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 			if (code != PERR_OK) {
 				return code; /* the partial stays for a run with more room */
 			}
+			rx_delta_open(e, f);
 			rx_open_direct(e, f);
 			e->st.bytes_accepted += f->size;
 			return PERR_OK;
