@@ -185,6 +185,8 @@ struct efile {
 	uint64_t zeroed;
 	/* Receiver: of those, bytes left unwritten on its device (--assume-zero-target). */
 	uint64_t zero_assumed;
+	/* Receiver: a device's zero ranges being written on the worker (engine_sums.c). */
+	uint32_t zeros_out;
 	/* Receiver: the ZEROS ranges not hashed yet, ascending; the end of the last one. */
 	struct proto_range *zr;
 	uint32_t nzr, zr_cap;
@@ -516,6 +518,7 @@ uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char 
 			 size_t textlen);
 int rx_device_verify_start(struct engine *e, struct efile *f);
 int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+int rx_device_zeroed(struct engine *e, struct efile *f, int r, uint64_t off, uint64_t len);
 int msg_unexpected(struct engine *e, const struct msg *m);
 void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -576,6 +579,7 @@ uint8_t *rx_slot_buf(struct engine *e, uint32_t slot);
 int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes);
 int rx_credit(struct engine *e, uint32_t slot);
 int rx_offer_ring(struct engine *e);
+void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t end);
 
 uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
 
@@ -592,6 +596,8 @@ void rx_discard(struct engine *e, struct efile *f);
 /* engine_sums.c */
 struct sum_job;
 int sums_queue(struct engine *e, struct efile *f, int fd);
+/* A device's zero range, written on the worker (blk_zero_range may take long). */
+int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 int on_sums(struct engine *e);
 void sums_stop(struct engine *e);
 int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);

@@ -64,7 +64,7 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 {
 	uint8_t h[HASH_LEN];
 
-	if (!f->got_done || f->fsyncing || f->writes_out || f->held ||
+	if (!f->got_done || f->fsyncing || f->writes_out || f->held || f->zeros_out ||
 	    f->recv_bytes < f->done_bytes) {
 		return 0;
 	}
