@@ -203,6 +203,8 @@ struct efile {
 	struct proto_range *sr;
 	uint32_t nsr, sr_cap;
 	uint64_t skipped;
+	/* Receiver, a device target: bit i set, chunk i read as zeros (no write-zeroes needed). */
+	uint8_t *dzero;
 	/*
 	 * Packed (engine_pack.c): the sender's pool chunk or the receiver's
 	 * slot it travels in, where its bytes start there, how many are read
@@ -652,6 +654,7 @@ void bench_free(struct engine *e);
 void rx_delta_open(struct engine *e, struct efile *f);
 int rx_delta_send_sums(struct engine *e, struct efile *f);
 void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g);
+int rx_delta_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 int tx_delta_sums(struct engine *e, const struct msg_delta *d);
 bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
 			const void *buf);

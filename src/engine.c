@@ -214,6 +214,7 @@ void file_release(struct engine *e, struct efile *f)
 	e->zr_total -= f->nzr + f->nsr;
 	free(f->sr);
 	free(f->dsum);
+	free(f->dzero);
 	if (f->oldfd >= 0) {
 		close(f->oldfd);
 	}

@@ -103,6 +103,10 @@ int rx_delta_send_sums(struct engine *e, struct efile *f)
 	m->type = MSG_DELTA;
 	m->u.delta.id = f->id;
 	m->u.delta.kind = PROTO_DELTA_SUMS;
+	/* A device's chunks that read as zeros need no write-zeroes (rx_delta_zeros). */
+	if (f->device) {
+		f->dzero = calloc(n / 8 + 1, 1);
+	}
 	for (uint64_t i = 0; i < n;) {
 		uint64_t off = i * cs, want = MIN((uint64_t)cap, f->size - off);
 		ssize_t got;
@@ -133,6 +137,9 @@ int rx_delta_send_sums(struct engine *e, struct efile *f)
 			}
 			delta_digest(buf + o, MIN(cs, want - o),
 				     m->u.delta.sums[m->u.delta.count++]);
+			if (f->dzero && sparse_all_zero(buf + o, MIN(cs, want - o))) {
+				f->dzero[i / 8] |= (uint8_t)(1u << (i % 8));
+			}
 			f->ndsum++;
 			if (m->u.delta.count == PROTO_MAX_DELTA_SUMS) {
 				r = rx_delta_queue(e, m);
@@ -151,6 +158,39 @@ int rx_delta_send_sums(struct engine *e, struct efile *f)
 	if (f->ndsum == 0) {
 		close(f->oldfd);
 		f->oldfd = -1;
+	}
+	return 0;
+}
+
+/*
+ * Receiver, a device target: a ZEROS range [off, off + len). The chunks the
+ * digest pass read as zeros are zeros already: not written again (the
+ * device takes only what changed; its read back at the commit checks them
+ * like every byte), journaled now; the others go to the zero writer.
+ */
+int rx_delta_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
+{
+	uint64_t cs = e->p->chunk_size, end = off + len;
+
+	while (off < end) {
+		uint64_t i = off / cs, at = off;
+		bool zero = i < f->ndsum && (f->dzero[i / 8] >> (i % 8) & 1);
+
+		/* The run of chunks of one kind from off. */
+		do {
+			at = MIN(end, (at / cs + 1) * cs);
+			i = at / cs;
+		} while (at < end && (i < f->ndsum && (f->dzero[i / 8] >> (i % 8) & 1)) == zero);
+		if (zero) {
+			rx_zeros_journal(e, f, off, at);
+		} else {
+			int r = sums_queue_zeros(e, f, off, at - off);
+
+			if (r < 0) {
+				return r;
+			}
+		}
+		off = at;
 	}
 	return 0;
 }

@@ -711,7 +711,8 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 		r = 0;
 	} else if (f->device) {
 		/* On the worker, off the loop; journaled when written (rx_device_zeroed). */
-		r = sums_queue_zeros(e, f, g->offset, g->len);
+		r = f->dzero ? rx_delta_zeros(e, f, g->offset, g->len)
+			     : sums_queue_zeros(e, f, g->offset, g->len);
 		if (r == 0) {
 			return 0;
 		}

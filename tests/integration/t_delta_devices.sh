@@ -8,6 +8,9 @@
 #      is skipped_bytes; the loop device's write sectors (/sys/block/*/stat)
 #      grew by those chunks only; the device equals the source over its
 #      length and its bytes past the source's end are untouched
+#      a sparse source: zeros go where the source has its hole (a chunk
+#      there that held data is zeroed), and the chunks of the hole that read
+#      as zeros already take no write
 #   2. the same pulled onto a local device (--write-devices)
 #   3. a --delta --partial device push cut half-way (kill -9): the next run
 #      keeps what the cut wrote (resumed_bytes), skips the unchanged chunks
@@ -112,6 +115,31 @@ cmp -s -i $SIZE:0 -n $((8 * MIB)) "$DEV_A" "$T/tail.bin" &&
 	pass "push: the device took $(((w1 - w0) * 512)) bytes of writes (3 chunks)" ||
 	fail "push: the device took $(((w1 - w0) * 512)) bytes of writes, wanted $((3 * MIB))"
 [ -b "$T/disks/a" ] && pass "push: the node is still a device" || fail "push: node replaced"
+
+# ---- 1b. a sparse source: zeros the device holds already are not written again ----
+truncate -s $SIZE "$T/sparse.img"
+dd if=/dev/urandom of="$T/sparse.img" bs=1M count=8 conv=notrunc status=none || die "dd"
+dd if=/dev/urandom of="$T/sparse.img" bs=1M count=8 seek=24 conv=notrunc status=none || die "dd"
+new_loop s $SIZE
+DEV_S=$LOOP
+cp "$T/sparse.img" "$T/old.img"
+change "$T/old.img" 2 12 # chunk 12 lies in the source's hole: it must become zeros again
+dd if="$T/old.img" of="$DEV_S" bs=1M oflag=direct status=none || die "fill $DEV_S"
+node "$T/disks/s" "$DEV_S"
+w0=$(written "$DEV_S")
+expect_rc 0 "sparse source: push --delta onto a device" \
+	"${CLIENT[@]}" --json --chunk-size 1M --delta "$T/sparse.img" "$HOST:disks/s"
+w1=$(written "$DEV_S")
+cmp -s "$DEV_S" "$T/sparse.img" && pass "sparse source: the device equals it, zeros in its hole" ||
+	fail "sparse source: the device differs"
+[ "$(json_file data_bytes)" = $((1 * MIB)) ] && [ "$(json_file zero_bytes)" = $((16 * MIB)) ] &&
+	[ "$(json_file skipped_bytes)" = $((15 * MIB)) ] &&
+	pass "sparse source: 1 chunk sent, 16 MiB as zeros, 15 MiB unchanged" ||
+	fail "sparse source: data $(json_file data_bytes) zeros $(json_file zero_bytes) skipped $(json_file skipped_bytes)"
+# The changed chunk and the chunk of the hole that held data: 2 MiB, not the hole's 16.
+[ $(((w1 - w0) * 512)) -le $((2 * MIB)) ] && [ $(((w1 - w0) * 512)) -ge $((1 * MIB)) ] &&
+	pass "sparse source: the device took $(((w1 - w0) * 512)) bytes of writes" ||
+	fail "sparse source: the device took $(((w1 - w0) * 512)) bytes of writes, wanted 1..2 MiB"
 
 # ---- 2. pull of that device onto a local one, 2 chunks differ ----
 # A device's source length is its whole size: the pulled "file" is source and tail.
