@@ -154,11 +154,11 @@ static void ev_ok(void *ud, const struct engine_entry_ev *ev)
 }
 
 static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
-		       double secs, const uint8_t h[16])
+		       uint64_t skipped, double secs, const uint8_t h[16])
 {
 	struct xfer *x = ud;
 
-	output_resumed(&x->out, name, sent, kept, zero, secs, h);
+	output_resumed(&x->out, name, sent, kept, zero, skipped, secs, h);
 }
 
 /* In a dry run (a probe) skipped, deleted and withheld are what a real run would do. */

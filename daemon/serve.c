@@ -258,18 +258,18 @@ static void ev_file_ok(void *ud, const struct engine_entry_ev *ev)
 }
 
 static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
-			    double secs, const uint8_t h[16])
+			    uint64_t skipped, double secs, const uint8_t h[16])
 {
 	struct conn *c = ud;
 	char esc[512], hex[33];
 
 	if (log_get_max_level() >= LOG_DEBUG) {
 		hash_to_hex(h, hex);
-		log_debug(
-		    "%s: committed %s, resumed (%llu bytes sent, %llu kept, %llu zeros, %.3f s, "
-		    "xxh128 %s)",
-		    c->peer, log_escape(name, esc, sizeof(esc)), (unsigned long long)sent,
-		    (unsigned long long)kept, (unsigned long long)zero, secs, hex);
+		log_debug("%s: committed %s, resumed (%llu bytes sent, %llu kept, %llu zeros, %llu "
+			  "unchanged, %.3f s, xxh128 %s)",
+			  c->peer, log_escape(name, esc, sizeof(esc)), (unsigned long long)sent,
+			  (unsigned long long)kept, (unsigned long long)zero,
+			  (unsigned long long)skipped, secs, hex);
 	}
 }
 

@@ -122,14 +122,15 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 	e->st.bytes_zero += f->zeroed;
 	e->st.bytes_unchanged += f->skipped;
 	if (e->p->ev.file_resumed) {
-		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, f->zeroed, ts_since(&f->t0),
-				      hash);
+		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, f->zeroed, f->skipped,
+				      ts_since(&f->t0), hash);
 	} else if (e->p->ev.file_ok) {
 		struct engine_entry_ev ev = {
 			.name = f->name,
 			.ftype = f->ftype,
 			.bytes = sent,
 			.zero_bytes = f->zeroed,
+			.skipped_bytes = f->skipped,
 			.seconds = ts_since(&f->t0),
 			.hash = hash,
 		};

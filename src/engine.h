@@ -159,7 +159,8 @@ struct engine_events {
 	 * NULL: reported through file_ok (sent).
 	 */
 	void (*file_resumed)(void *ud, const char *name, uint64_t sent, uint64_t kept,
-			     uint64_t zero, double seconds, const uint8_t hash[16]);
+			     uint64_t zero, uint64_t skipped, double seconds,
+			     const uint8_t hash[16]);
 	/*
 	 * A probe (both roles): an entry the receiver would copy (make, for a
 	 * directory or a link), with its size; may be NULL. In a probe, skipped

@@ -218,6 +218,9 @@ same=$(json_sum skipped_bytes)
 [ "$kept" -gt 0 ] && [ "$same" -gt 0 ] && [ $((kept + sent + same)) -eq $BIG ] &&
 	pass "file: $kept bytes kept, $same unchanged, $sent sent" ||
 	fail "file: kept $kept unchanged $same sent $sent: $(cat "$T/out")"
+[ "$(json_file action)" = resumed ] && [ "$(json_file skipped_bytes)" = "$same" ] &&
+	[ "$(json_file resumed_bytes)" = "$kept" ] &&
+	pass "file: its resumed event says the same" || fail "file: event: $(cat "$T/out")"
 [ ! -e "$T/mod/.rdmacp-partial" ] && pass "file: no partial left" ||
 	fail "file: store left: $(ls -A "$T/mod/.rdmacp-partial")"
 
