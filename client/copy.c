@@ -653,6 +653,7 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	ep->slots = ok ? ok->slots : s->o->slots;
 	ep->pool_chunks = MAX(s->o->pool_chunks, 2u);
 	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
+	ep->faults = getenv("RDMACP_TEST_SLOW_DISK") ? ENGINE_FAULT_SLOW_DISK : 0;
 	ep->busy_poll = s->o->busy_poll;
 	ep->peer_caps = s->hello.caps;
 	ep->ev = (struct engine_events){

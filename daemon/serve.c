@@ -659,7 +659,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	}
 	ep.faults = getenv("RDMACPD_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
 	ep.faults |= getenv("RDMACPD_TEST_COPY_SLOTS") ? ENGINE_FAULT_COPY_SLOTS : 0;
-	ep.faults |= getenv("RDMACPD_TEST_SLOW_ZEROS") ? ENGINE_FAULT_SLOW_ZEROS : 0;
+	ep.faults |= getenv("RDMACPD_TEST_SLOW_DISK") ? ENGINE_FAULT_SLOW_DISK : 0;
 	if (RAND_bytes(xp.token, sizeof(xp.token)) != 1) {
 		return refuse(c, PERR_INTERNAL, "no randomness for a session token");
 	}

@@ -380,7 +380,8 @@ struct engine {
 	struct msg_resume zq;
 	/* --delta: SAME ranges not sent yet (allocated at the first), like zq. */
 	struct msg_delta *sq;
-	uint8_t *delta_buf; /* --delta, receiver: reads of the old file and read-backs */
+	uint8_t *delta_buf;   /* --delta, receiver: reads of the old file and read-backs */
+	uint64_t delta_heard; /* --delta: SUMS sent or received (a long digest pass is progress) */
 
 	/* receiver */
 	struct rslot *rslots;

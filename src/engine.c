@@ -596,7 +596,7 @@ static bool finished(struct engine *e)
 static uint64_t progress_mark(const struct engine *e)
 {
 	return e->bytes_progress + e->credits + e->st.files_ok + e->st.files_skipped +
-	       e->st.files_planned + e->del_examined + e->del_heard;
+	       e->st.files_planned + e->del_examined + e->del_heard + e->delta_heard;
 }
 
 /* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */

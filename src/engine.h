@@ -193,8 +193,11 @@ struct engine_limits {
 #define ENGINE_FAULT_NO_VERIFY_TIME (1u << 4)
 /* Test hook on the bench sender: the second chunk carries the first one's bytes. */
 #define ENGINE_FAULT_BENCH_MISPLACE (1u << 5)
-/* Test hook on the receiver: a device's zero writer (a worker's job) waits 4 s first. */
-#define ENGINE_FAULT_SLOW_ZEROS (1u << 6)
+/*
+ * Test hook on the receiver, a slow disk: a device's zero writer (a worker's
+ * job) waits 4 s first; the --delta digest pass 1 s before each read.
+ */
+#define ENGINE_FAULT_SLOW_DISK (1u << 6)
 
 struct engine_params {
 	enum engine_role role;

@@ -139,7 +139,7 @@ int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t l
 	}
 	r = sums_queue_job(e, f, fd,
 			   &(struct sum_job){ .zeros = true,
-					      .slow = e->p->faults & ENGINE_FAULT_SLOW_ZEROS,
+					      .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK,
 					      .off = off,
 					      .size = len });
 	if (r == 0) {

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # A device's zero writer runs off the receiver's event loop: the daemon's
-# test hook RDMACPD_TEST_SLOW_ZEROS makes each write-zeroes job wait 4 s
+# test hook RDMACPD_TEST_SLOW_DISK makes each write-zeroes job wait 4 s
 # first (a slow device). One push of an image with a big hole onto a
 # module's loop device, then a regular file: the regular file is committed
 # (its file event) while the device's zeros are still being written, the
@@ -37,9 +37,9 @@ mm=$(stat -c '%t %T' "$LOOP") || die "stat $LOOP"
 set -- $mm
 mknod "$T/disks/img" b $((16#$1)) $((16#$2)) || skip "mknod not possible here"
 
-export RDMACPD_TEST_SLOW_ZEROS=1
+export RDMACPD_TEST_SLOW_DISK=1
 setup_standard "" "[disks]" "path = $T/disks" "allow = client" "devices = yes"
-unset RDMACPD_TEST_SLOW_ZEROS
+unset RDMACPD_TEST_SLOW_DISK
 
 # The image: 1 MiB of data, then a 31 MiB hole. The second file: 2 MiB of data.
 truncate -s $SIZE "$T/src/img"
