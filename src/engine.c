@@ -684,7 +684,10 @@ static int loop_dispatch(struct engine *e, const struct pollfd pfd[5])
  * long as reading it takes. That much more silence is allowed, at the
  * slowest disk we expect (50 MB/s, the size the peer declared or asked
  * about), so a big file is not cut by the idle timeout and a peer that
- * never answers still is.
+ * never answers still is. The same for a sender's file whose FILE_DONE is
+ * sent: the receiver's commit reads or writes it whole before it answers
+ * (the fsync of a big file, a device's read back, --delta's read back of
+ * the unchanged chunks), with nothing to say meanwhile.
  */
 #define SUM_WAIT_MIN_RATE 50000000.0
 
@@ -695,7 +698,9 @@ static double sum_wait_allowance_ms(const struct engine *e)
 	for (size_t i = 0; i < FILE_TABLE; i++) {
 		const struct efile *f = &e->files[i];
 
-		if (f->used && f->sum_wanted && f->size > max) {
+		bool committing = e->role == &engine_sender_ops && f->done_sent;
+
+		if (f->used && (f->sum_wanted || committing) && f->size > max) {
 			max = f->size;
 		}
 	}

@@ -194,8 +194,9 @@ struct engine_limits {
 /* Test hook on the bench sender: the second chunk carries the first one's bytes. */
 #define ENGINE_FAULT_BENCH_MISPLACE (1u << 5)
 /*
- * Test hook on the receiver, a slow disk: a device's zero writer (a worker's
- * job) waits 4 s first; the --delta digest pass 1 s before each read.
+ * Test hook on the receiver, a slow disk: each job of the hashing thread (a
+ * device's zero writer, its read back, a skip level digest) waits 4 s first;
+ * the --delta digest pass 1 s before each read.
  */
 #define ENGINE_FAULT_SLOW_DISK (1u << 6)
 

@@ -29,11 +29,11 @@ struct sum_job {
 
 static int sum_job_run(struct filehasher *fh, int fr, struct sum_job *j)
 {
-	if (!j->zeros) {
-		return fr < 0 ? fr : filehasher_fd(fh, j->fd, j->size, j->hash);
-	}
 	if (j->slow) {
 		sleep(4);
+	}
+	if (!j->zeros) {
+		return fr < 0 ? fr : filehasher_fd(fh, j->fd, j->size, j->hash);
 	}
 	return sparse_zero_range(j->fd, j->off, j->size, SPARSE_KEEP_SIZE);
 }
@@ -127,7 +127,9 @@ static int sums_queue_job(struct engine *e, struct efile *f, int fd, const struc
 
 int sums_queue(struct engine *e, struct efile *f, int fd)
 {
-	return sums_queue_job(e, f, fd, &(struct sum_job){ .size = f->size });
+	return sums_queue_job(
+	    e, f, fd,
+	    &(struct sum_job){ .size = f->size, .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK });
 }
 
 int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)

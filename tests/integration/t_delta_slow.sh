@@ -8,6 +8,10 @@
 # a 24 MiB file, 6 reads of 4 MiB, about 6 s): it completes, identical,
 # with only the changed chunk sent. Were the digests held back until the
 # pass ends, the daemon would end the session after 2 s of silence.
+# Then a pull onto a local loop device whose read back (the commit) is
+# held 4 s by the same hook: the daemon waits for the result (a sender
+# allows a file whose FILE_DONE is sent as long as reading it at 50 MB/s
+# takes), and the device holds the image.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -42,4 +46,28 @@ cmp -s "$T/mod/img" "$T/dst/img" && pass "identical" || fail "differs"
 	"$MIB $((SIZE - MIB))" ] && pass "one chunk sent, the rest unchanged" ||
 	fail "summary: $(cat "$T/out")"
 grep -q "idle timeout" "$T/d2.log" && fail "the daemon timed out: $(grep "idle" "$T/d2.log")"
+
+# ---- 2. a receiver's commit longer than the sender's idle timeout ----
+# A pull onto a local loop device whose read back waits 4 s (the hook): the
+# daemon, idle 2 s, allows a file whose FILE_DONE is sent as long as reading
+# it at 50 MB/s takes (256 MiB: 5.4 s more) and hears the result.
+if [ "$(id -u)" -ne 0 ] || ! command -v losetup >/dev/null; then
+	echo "note: no loop devices here (root and losetup needed): the device case is left out"
+	finish
+fi
+BIG=$((256 * MIB))
+head -c $BIG /dev/urandom >"$T/mod/disk.img" || die "random"
+truncate -s $BIG "$T/loop.back"
+LOOP=$(losetup -f --show "$T/loop.back" 2>"$T/losetup.err") || {
+	echo "note: losetup: $(cat "$T/losetup.err"): the device case is left out"
+	finish
+}
+trap 'losetup -d "$LOOP" 2>/dev/null; cleanup' EXIT
+t0=$(date +%s)
+RDMACP_TEST_SLOW_DISK=1 expect_rc 0 "pull onto a device whose read back takes 4 s more, daemon idle 2 s" \
+	"${CLIENT[@]}" -P "$PORT2" --write-devices "$HOST:data/disk.img" "$LOOP"
+t1=$(date +%s)
+[ $((t1 - t0)) -ge 4 ] && pass "the commit took $((t1 - t0)) s (the hook held it)" ||
+	fail "the run took $((t1 - t0)) s: the slow hook did not hold the read back"
+cmp -s "$T/mod/disk.img" "$LOOP" && pass "the device holds the image" || fail "the device differs"
 finish
