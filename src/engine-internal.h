@@ -380,8 +380,9 @@ struct engine {
 	struct msg_resume zq;
 	/* --delta: SAME ranges not sent yet (allocated at the first), like zq. */
 	struct msg_delta *sq;
-	uint8_t *delta_buf;   /* --delta, receiver: reads of the old file and read-backs */
-	uint64_t delta_heard; /* --delta: SUMS sent or received (a long digest pass is progress) */
+	uint8_t *delta_buf; /* --delta, receiver: reads of the old file and read-backs */
+	/* --delta: SUMS sent or received (a long digest pass is progress). */
+	uint64_t delta_heard;
 
 	/* receiver */
 	struct rslot *rslots;

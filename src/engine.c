@@ -697,7 +697,6 @@ static double sum_wait_allowance_ms(const struct engine *e)
 
 	for (size_t i = 0; i < FILE_TABLE; i++) {
 		const struct efile *f = &e->files[i];
-
 		bool committing = e->role == &engine_sender_ops && f->done_sent;
 
 		if (f->used && (f->sum_wanted || committing) && f->size > max) {
