@@ -154,11 +154,11 @@ static void ev_ok(void *ud, const struct engine_entry_ev *ev)
 }
 
 static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
-		       double secs, const uint8_t h[16])
+		       uint64_t skipped, double secs, const uint8_t h[16])
 {
 	struct xfer *x = ud;
 
-	output_resumed(&x->out, name, sent, kept, zero, secs, h);
+	output_resumed(&x->out, name, sent, kept, zero, skipped, secs, h);
 }
 
 /* In a dry run (a probe) skipped, deleted and withheld are what a real run would do. */
@@ -744,6 +744,7 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	ep->slots = ok ? ok->slots : s->o->slots;
 	ep->pool_chunks = MAX(s->o->pool_chunks, 2u);
 	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
+	ep->faults = getenv("RDMACP_TEST_SLOW_DISK") ? ENGINE_FAULT_SLOW_DISK : 0;
 	ep->busy_poll = s->o->busy_poll;
 	ep->peer_caps = s->hello.caps;
 	ep->ev = (struct engine_events){

@@ -414,6 +414,8 @@ int cmd_plan(struct client_opts *o, char **args, int nargs)
 	p.h.xattrs = o->xattrs;
 	p.h.acls = o->acls;
 	p.h.files_from = o->files_from[0] != '\0';
+	p.h.delta = o->delta;
+	p.h.assume_zero = o->assume_zero;
 	snprintf(p.h.skip, sizeof(p.h.skip), "%s", skip_name(o->skip));
 	r = filters_text(&o->filters, &p.h.filters);
 	if (r < 0) {
@@ -944,6 +946,8 @@ static void apply_plan_options(struct client_opts *o, const struct plan_header *
 	o->xattrs = h->xattrs;
 	o->acls = h->acls;
 	o->skip = skip_parse(h->skip);
+	o->delta = h->delta;
+	o->assume_zero = h->assume_zero;
 	o->partial = true;
 	o->mirror = false;
 	o->missing_ok = false;

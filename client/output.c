@@ -216,7 +216,7 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 }
 
 void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept,
-		    uint64_t zero, double secs, const uint8_t hash[16])
+		    uint64_t zero, uint64_t skipped, double secs, const uint8_t hash[16])
 {
 	char hex[33], esc[4200];
 
@@ -230,8 +230,9 @@ void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_
 		output_json_string(stdout, name);
 		printf(",\"type\":\"file\",\"action\":\"resumed\",\"bytes\":%" PRIu64
 		       ",\"resumed_bytes\":%" PRIu64 ",\"data_bytes\":%" PRIu64
-		       ",\"zero_bytes\":%" PRIu64 ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n",
-		       sent, kept, sent, zero, secs, hex);
+		       ",\"zero_bytes\":%" PRIu64 ",\"skipped_bytes\":%" PRIu64
+		       ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n",
+		       sent, kept, sent, zero, skipped, secs, hex);
 		fflush(stdout);
 	} else if (out->verbose > 0) {
 		clear_progress(out);

@@ -100,7 +100,7 @@ void output_local_error(struct output *out, const char *name, uint8_t ftype, con
 void output_progress(struct output *out, uint64_t bytes);
 /* A file completed from a cut run's partial: sent bytes crossed now, kept did not. */
 void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept,
-		    uint64_t zero, double secs, const uint8_t hash[16]);
+		    uint64_t zero, uint64_t skipped, double secs, const uint8_t hash[16]);
 
 /* What a run did, for its summary. */
 struct output_totals {

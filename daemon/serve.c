@@ -258,18 +258,18 @@ static void ev_file_ok(void *ud, const struct engine_entry_ev *ev)
 }
 
 static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
-			    double secs, const uint8_t h[16])
+			    uint64_t skipped, double secs, const uint8_t h[16])
 {
 	struct conn *c = ud;
 	char esc[512], hex[33];
 
 	if (log_get_max_level() >= LOG_DEBUG) {
 		hash_to_hex(h, hex);
-		log_debug(
-		    "%s: committed %s, resumed (%llu bytes sent, %llu kept, %llu zeros, %.3f s, "
-		    "xxh128 %s)",
-		    c->peer, log_escape(name, esc, sizeof(esc)), (unsigned long long)sent,
-		    (unsigned long long)kept, (unsigned long long)zero, secs, hex);
+		log_debug("%s: committed %s, resumed (%llu bytes sent, %llu kept, %llu zeros, %llu "
+			  "unchanged, %.3f s, xxh128 %s)",
+			  c->peer, log_escape(name, esc, sizeof(esc)), (unsigned long long)sent,
+			  (unsigned long long)kept, (unsigned long long)zero,
+			  (unsigned long long)skipped, secs, hex);
 	}
 }
 
@@ -739,6 +739,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	}
 	ep.faults = getenv("RDMACPD_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
 	ep.faults |= getenv("RDMACPD_TEST_COPY_SLOTS") ? ENGINE_FAULT_COPY_SLOTS : 0;
+	ep.faults |= getenv("RDMACPD_TEST_SLOW_DISK") ? ENGINE_FAULT_SLOW_DISK : 0;
 	ep.faults |= getenv("RDMACPD_TEST_NO_REPOST") ? ENGINE_FAULT_NO_REPOST : 0;
 	if (RAND_bytes(xp.token, sizeof(xp.token)) != 1) {
 		return refuse(c, PERR_INTERNAL, "no randomness for a session token");

@@ -185,6 +185,8 @@ struct efile {
 	uint64_t zeroed;
 	/* Receiver: of those, bytes left unwritten on its device (--assume-zero-target). */
 	uint64_t zero_assumed;
+	/* Receiver: a device's zero ranges being written on the worker (engine_sums.c). */
+	uint32_t zeros_out;
 	/* Receiver: the ZEROS ranges not hashed yet, ascending; the end of the last one. */
 	struct proto_range *zr;
 	uint32_t nzr, zr_cap;
@@ -201,6 +203,8 @@ struct efile {
 	struct proto_range *sr;
 	uint32_t nsr, sr_cap;
 	uint64_t skipped;
+	/* Receiver, a device target: bit i set, chunk i read as zeros (no write-zeroes needed). */
+	uint8_t *dzero;
 	/*
 	 * Packed (engine_pack.c): the sender's pool chunk or the receiver's
 	 * slot it travels in, where its bytes start there, how many are read
@@ -381,6 +385,8 @@ struct engine {
 	/* --delta: SAME ranges not sent yet (allocated at the first), like zq. */
 	struct msg_delta *sq;
 	uint8_t *delta_buf; /* --delta, receiver: reads of the old file and read-backs */
+	/* --delta: SUMS sent or received (a long digest pass is progress). */
+	uint64_t delta_heard;
 
 	/* receiver */
 	struct rslot *rslots;
@@ -520,6 +526,7 @@ uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char 
 			 size_t textlen);
 int rx_device_verify_start(struct engine *e, struct efile *f);
 int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+int rx_device_zeroed(struct engine *e, struct efile *f, int r, uint64_t off, uint64_t len);
 int msg_unexpected(struct engine *e, const struct msg *m);
 void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -584,6 +591,7 @@ uint8_t *rx_slot_buf(struct engine *e, uint32_t slot);
 int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes);
 int rx_credit(struct engine *e, uint32_t slot);
 int rx_offer_ring(struct engine *e);
+void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t end);
 
 uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
 
@@ -600,6 +608,8 @@ void rx_discard(struct engine *e, struct efile *f);
 /* engine_sums.c */
 struct sum_job;
 int sums_queue(struct engine *e, struct efile *f, int fd);
+/* A device's zero range, written on the worker (blk_zero_range may take long). */
+int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 int on_sums(struct engine *e);
 void sums_stop(struct engine *e);
 int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
@@ -654,6 +664,7 @@ void bench_free(struct engine *e);
 void rx_delta_open(struct engine *e, struct efile *f);
 int rx_delta_send_sums(struct engine *e, struct efile *f);
 void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g);
+int rx_delta_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 int tx_delta_sums(struct engine *e, const struct msg_delta *d);
 bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
 			const void *buf);

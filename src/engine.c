@@ -120,15 +120,17 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 	e->st.bytes += sent;
 	e->st.bytes_resumed += kept;
 	e->st.bytes_zero += f->zeroed;
+	e->st.bytes_unchanged += f->skipped;
 	if (e->p->ev.file_resumed) {
-		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, f->zeroed, ts_since(&f->t0),
-				      hash);
+		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, f->zeroed, f->skipped,
+				      ts_since(&f->t0), hash);
 	} else if (e->p->ev.file_ok) {
 		struct engine_entry_ev ev = {
 			.name = f->name,
 			.ftype = f->ftype,
 			.bytes = sent,
 			.zero_bytes = f->zeroed,
+			.skipped_bytes = f->skipped,
 			.seconds = ts_since(&f->t0),
 			.hash = hash,
 		};
@@ -213,6 +215,7 @@ void file_release(struct engine *e, struct efile *f)
 	e->zr_total -= f->nzr + f->nsr;
 	free(f->sr);
 	free(f->dsum);
+	free(f->dzero);
 	if (f->oldfd >= 0) {
 		close(f->oldfd);
 	}
@@ -611,7 +614,7 @@ static bool finished(struct engine *e)
 static uint64_t progress_mark(const struct engine *e)
 {
 	return e->bytes_progress + e->credits + e->st.files_ok + e->st.files_skipped +
-	       e->st.files_planned + e->del_examined + e->del_heard;
+	       e->st.files_planned + e->del_examined + e->del_heard + e->delta_heard;
 }
 
 /* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */
@@ -699,7 +702,10 @@ static int loop_dispatch(struct engine *e, const struct pollfd pfd[5])
  * long as reading it takes. That much more silence is allowed, at the
  * slowest disk we expect (50 MB/s, the size the peer declared or asked
  * about), so a big file is not cut by the idle timeout and a peer that
- * never answers still is.
+ * never answers still is. The same for a sender's file whose FILE_DONE is
+ * sent: the receiver's commit reads or writes it whole before it answers
+ * (the fsync of a big file, a device's read back, --delta's read back of
+ * the unchanged chunks), with nothing to say meanwhile.
  */
 #define SUM_WAIT_MIN_RATE 50000000.0
 
@@ -709,8 +715,9 @@ static double sum_wait_allowance_ms(const struct engine *e)
 
 	for (size_t i = 0; i < FILE_TABLE; i++) {
 		const struct efile *f = &e->files[i];
+		bool committing = e->role == &engine_sender_ops && f->done_sent;
 
-		if (f->used && f->sum_wanted && f->size > max) {
+		if (f->used && (f->sum_wanted || committing) && f->size > max) {
 			max = f->size;
 		}
 	}

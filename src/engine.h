@@ -160,7 +160,8 @@ struct engine_events {
 	 * NULL: reported through file_ok (sent).
 	 */
 	void (*file_resumed)(void *ud, const char *name, uint64_t sent, uint64_t kept,
-			     uint64_t zero, double seconds, const uint8_t hash[16]);
+			     uint64_t zero, uint64_t skipped, double seconds,
+			     const uint8_t hash[16]);
 	/*
 	 * A probe (both roles): an entry the receiver would copy (make, for a
 	 * directory or a link), with its size; may be NULL. In a probe, skipped
@@ -193,6 +194,12 @@ struct engine_limits {
 #define ENGINE_FAULT_NO_VERIFY_TIME (1u << 4)
 /* Test hook on the bench sender: the second chunk carries the first one's bytes. */
 #define ENGINE_FAULT_BENCH_MISPLACE (1u << 5)
+/*
+ * Test hook on the receiver, a slow disk: each job of the hashing thread (a
+ * device's zero writer, its read back, a skip level digest) waits 4 s first;
+ * the --delta digest pass 1 s before each read.
+ */
+#define ENGINE_FAULT_SLOW_DISK (1u << 6)
 /* Test hook: a receive consumed is not posted again (the peer's writes then meet RNR). */
 #define ENGINE_FAULT_NO_REPOST (1u << 8)
 

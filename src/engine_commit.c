@@ -47,7 +47,8 @@ int rx_resolve(struct engine *e, struct efile *f)
 	} else {
 		/* Reported only after verify, fsync, rename and the directory fsync. */
 		if (f->kept > 0) {
-			note_resumed(e, f, f->size - f->kept - f->zeroed, f->kept, f->done_hash);
+			note_resumed(e, f, f->size - f->kept - f->zeroed - f->skipped, f->kept,
+				     f->done_hash);
 		} else {
 			note_committed(e, f, f->size - f->zeroed - f->skipped,
 				       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
@@ -63,7 +64,7 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 {
 	uint8_t h[HASH_LEN];
 
-	if (!f->got_done || f->fsyncing || f->writes_out || f->held ||
+	if (!f->got_done || f->fsyncing || f->writes_out || f->held || f->zeros_out ||
 	    f->recv_bytes < f->done_bytes) {
 		return 0;
 	}

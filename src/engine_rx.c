@@ -175,6 +175,7 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 			return PERR_INTERNAL;
 		}
 		if (code == PERR_OK) {
+			rx_delta_open(e, f);
 			rx_open_direct(e, f);
 			e->st.bytes_accepted += f->size;
 		}
@@ -200,6 +201,7 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 			if (code != PERR_OK) {
 				return code; /* the partial stays for a run with more room */
 			}
+			rx_delta_open(e, f);
 			rx_open_direct(e, f);
 			e->st.bytes_accepted += f->size;
 			return PERR_OK;
@@ -707,6 +709,13 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 	if (f->device && e->assume_zero) {
 		f->zero_assumed += g->len;
 		r = 0;
+	} else if (f->device) {
+		/* On the worker, off the loop; journaled when written (rx_device_zeroed). */
+		r = f->dzero ? rx_delta_zeros(e, f, g->offset, g->len)
+			     : sums_queue_zeros(e, f, g->offset, g->len);
+		if (r == 0) {
+			return 0;
+		}
 	} else {
 		/* A new temp file has nothing there; its size is set last (rx_maybe_finish). */
 		r = sparse_zero_range(f->tfd, g->offset, g->len,
@@ -716,7 +725,16 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 		file_fail(f, errno_to_perr(r), "zeros %s: %s", f->name, strerror(-r));
 		return 0;
 	}
-	for (uint64_t off = g->offset; f->partial && off < end; off += cs) {
+	rx_zeros_journal(e, f, g->offset, end);
+	return 0;
+}
+
+/* --partial: [off, end) of f is zeros on the disk: one journal record per chunk. */
+void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t end)
+{
+	uint64_t cs = e->p->chunk_size;
+
+	for (; f->partial && off < end; off += cs) {
 		uint64_t unit = MIN(cs, end - off);
 		uint8_t h[HASH_LEN];
 
@@ -726,7 +744,6 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 			f->jfd = -1;
 		}
 	}
-	return 0;
 }
 
 static void rx_hash_ready(struct engine *e, struct efile *f);

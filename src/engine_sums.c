@@ -7,7 +7,9 @@
  * at the same time. The loop queues a job with an fd it opened; the worker
  * hashes, closes the fd and says so on an eventfd; the loop hands each
  * result to its role (tx_sum_done, rx_sum_done), which checks the file is
- * still the one the job was for.
+ * still the one the job was for. The same worker writes a device's zero
+ * ranges (blk_zero_range: a write-zeroes of a large range can take long),
+ * in the order they were queued; the file's commit waits for them.
  */
 #include "engine-internal.h"
 
@@ -20,7 +22,21 @@ struct sum_job {
 	uint64_t size;
 	int r;
 	uint8_t hash[HASH_LEN];
+	/* A zero range [off, off + size) of a device, not a digest; slow: the test hook. */
+	bool zeros, slow;
+	uint64_t off;
 };
+
+static int sum_job_run(struct filehasher *fh, int fr, struct sum_job *j)
+{
+	if (j->slow) {
+		sleep(4);
+	}
+	if (!j->zeros) {
+		return fr < 0 ? fr : filehasher_fd(fh, j->fd, j->size, j->hash);
+	}
+	return sparse_zero_range(j->fd, j->off, j->size, SPARSE_KEEP_SIZE);
+}
 
 static void *sum_thread_main(void *arg)
 {
@@ -44,7 +60,7 @@ static void *sum_thread_main(void *arg)
 		e->sum_todo = j->next;
 		pthread_mutex_unlock(&e->sum_lock);
 
-		j->r = fr < 0 ? fr : filehasher_fd(fh, j->fd, j->size, j->hash);
+		j->r = sum_job_run(fh, fr, j);
 		close(j->fd);
 		j->fd = -1;
 
@@ -80,7 +96,7 @@ static int sums_start(struct engine *e)
 	return 0;
 }
 
-int sums_queue(struct engine *e, struct efile *f, int fd)
+static int sums_queue_job(struct engine *e, struct efile *f, int fd, const struct sum_job *tmpl)
 {
 	struct sum_job *j, **tail;
 	int r = sums_start(e);
@@ -94,7 +110,10 @@ int sums_queue(struct engine *e, struct efile *f, int fd)
 		close(fd);
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
-	*j = (struct sum_job){ .fidx = file_index(e, f), .id = f->id, .fd = fd, .size = f->size };
+	*j = *tmpl;
+	j->fidx = file_index(e, f);
+	j->id = f->id;
+	j->fd = fd;
 	pthread_mutex_lock(&e->sum_lock);
 	/* In order: the first file asked for is the first answered. */
 	for (tail = &e->sum_todo; *tail; tail = &(*tail)->next) {
@@ -104,6 +123,31 @@ int sums_queue(struct engine *e, struct efile *f, int fd)
 	pthread_mutex_unlock(&e->sum_lock);
 	e->sums_inflight++;
 	return 0;
+}
+
+int sums_queue(struct engine *e, struct efile *f, int fd)
+{
+	return sums_queue_job(
+	    e, f, fd,
+	    &(struct sum_job){ .size = f->size, .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK });
+}
+
+int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
+{
+	int fd = fcntl(f->tfd, F_DUPFD_CLOEXEC, 3), r;
+
+	if (fd < 0) {
+		return negerrno();
+	}
+	r = sums_queue_job(e, f, fd,
+			   &(struct sum_job){ .zeros = true,
+					      .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK,
+					      .off = off,
+					      .size = len });
+	if (r == 0) {
+		f->zeros_out++;
+	}
+	return r;
 }
 
 int on_sums(struct engine *e)
@@ -134,7 +178,9 @@ int on_sums(struct engine *e)
 		rev = j->next;
 		e->sums_inflight--;
 		/* A file failed or released meanwhile has no use for it. */
-		if (r >= 0 && f->used && f->id == j->id && f->dev_verify) {
+		if (r >= 0 && f->used && f->id == j->id && j->zeros) {
+			r = rx_device_zeroed(e, f, j->r, j->off, j->size);
+		} else if (r >= 0 && f->used && f->id == j->id && f->dev_verify) {
 			r = rx_device_verified(e, f, j->r, j->hash);
 		} else if (r >= 0 && f->used && f->id == j->id && f->sum_wanted) {
 			r = e->role == &engine_sender_ops ? tx_sum_done(e, f, j->r, j->hash)

@@ -963,7 +963,8 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_RESULT for unknown id %u", res->id);
 	}
 	if (res->status == PERR_OK && f->resumed) {
-		note_resumed(e, f, f->size - f->resumed - f->zeroed, f->resumed, f->done_hash);
+		note_resumed(e, f, f->size - f->resumed - f->zeroed - f->skipped, f->resumed,
+			     f->done_hash);
 	} else if (res->status == PERR_OK) {
 		note_committed(e, f, f->size - f->zeroed - f->skipped,
 			       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);

@@ -97,6 +97,12 @@ void plan_put_header(FILE *f, const struct plan_header *h)
 	put_bool(f, "xattrs", h->xattrs);
 	put_bool(f, "acls", h->acls);
 	put_bool(f, "files_from", h->files_from);
+	if (h->delta) {
+		put_bool(f, "delta", true);
+	}
+	if (h->assume_zero) {
+		put_bool(f, "assume_zero_target", true);
+	}
 	put_str(f, "skip", h->skip);
 	if (h->filters) {
 		put_str(f, "filters", h->filters);
@@ -252,6 +258,13 @@ static int parse_header(struct plan_reader *r, char *err, size_t errlen)
 	if (ndjson_get_u64(&r->obj, "entries", &h->entries) < 0 ||
 	    ndjson_get_u64(&r->obj, "bytes", &h->bytes) < 0) {
 		return bad(r, err, errlen, "the header's \"entries\" or \"bytes\" is missing");
+	}
+	/* --delta and --assume-zero-target: optional (plans from before them have neither). */
+	if (((q = ndjson_get_bool(&r->obj, "delta", &h->delta)) < 0 && q != -ENOENT) ||
+	    ((q = ndjson_get_bool(&r->obj, "assume_zero_target", &h->assume_zero)) < 0 &&
+	     q != -ENOENT)) {
+		return bad(r, err, errlen,
+			   "the header's \"delta\" or \"assume_zero_target\" is not true or false");
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		if (ndjson_get_bool(&r->obj, flags[i].key, (bool *)((char *)h + flags[i].off)) <

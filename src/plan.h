@@ -42,6 +42,8 @@ struct plan_header {
 	uint32_t shards;
 	uint64_t entries, bytes;
 	bool recursive, preserve, owner, hardlinks, xattrs, acls, files_from;
+	/* --delta, --assume-zero-target: written only when set; absent (older plans): false */
+	bool delta, assume_zero;
 	char skip[16]; /* none, exists, quick, checksum */
 	char *filters; /* "+ PAT\n- PAT\n..." or NULL (heap) */
 	char digest[2 * 16 + 1];

@@ -190,6 +190,71 @@ static void test_plan_round_trip(void **state)
 	unlink(path);
 }
 
+/* The plan at path with its header's "files_from":false followed by extra. */
+static void header_add(const char *path, const char *extra)
+{
+	char *buf = calloc(1, 1 << 20), *at, *rest;
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	assert_non_null(buf);
+	assert_non_null(f);
+	n = fread(buf, 1, (1 << 20) - 1, f);
+	fclose(f);
+	at = strstr(buf, "\"files_from\":false");
+	assert_non_null(at);
+	rest = at + strlen("\"files_from\":false");
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fwrite(buf, 1, (size_t)(rest - buf), f);
+	fputs(extra, f);
+	fwrite(rest, 1, n - (size_t)(rest - buf), f);
+	fclose(f);
+	free(buf);
+}
+
+/* --delta and --assume-zero-target in a plan: optional keys, false when absent. */
+static void test_plan_copy_options(void **state)
+{
+	char path[] = "/tmp/test_plan.XXXXXX", err[8192];
+	struct plan_header h;
+	struct plan_reader *r;
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	write_plan(path, &h, 5);
+	assert_int_equal(plan_open(path, &r, err, sizeof(err)), 0);
+	assert_false(plan_reader_header(r)->delta);
+	assert_false(plan_reader_header(r)->assume_zero);
+	plan_close(r);
+
+	/* Written only when set, and read back. */
+	h.delta = h.assume_zero = true;
+	f = open_memstream(&line, &cap);
+	plan_put_header(f, &h);
+	fclose(f);
+	assert_non_null(strstr(line, "\"delta\":true"));
+	assert_non_null(strstr(line, "\"assume_zero_target\":true"));
+	free(line);
+	header_add(path, ",\"delta\":true,\"assume_zero_target\":true");
+	assert_int_equal(plan_open(path, &r, err, sizeof(err)), 0);
+	assert_true(plan_reader_header(r)->delta);
+	assert_true(plan_reader_header(r)->assume_zero);
+	plan_close(r);
+
+	/* Not a boolean: a bad plan, naming the key. */
+	write_plan(path, &h, 5);
+	header_add(path, ",\"delta\":1");
+	assert_int_equal(plan_open(path, &r, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "\"delta\""));
+	unlink(path);
+}
+
 static void test_balancer(void **state)
 {
 	struct plan_balancer b;
@@ -265,7 +330,7 @@ int main(void)
 		cmocka_unit_test(test_ndjson_values), cmocka_unit_test(test_ndjson_bad),
 		cmocka_unit_test(test_ndjson_names),  cmocka_unit_test(test_plan_round_trip),
 		cmocka_unit_test(test_balancer),      cmocka_unit_test(test_journal_lines),
-		cmocka_unit_test(test_nameset),
+		cmocka_unit_test(test_nameset),	      cmocka_unit_test(test_plan_copy_options),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
