@@ -76,6 +76,8 @@ struct client_opts {
 	char shard_spec[64]; /* run --shard I/N or auto */
 	bool csv;	     /* report --csv */
 	bool watch;	     /* report --watch */
+	/* plan --compress: by the name (.zst), or as said */
+	enum { PLAN_COMPRESS_AUTO = 0, PLAN_COMPRESS_NONE, PLAN_COMPRESS_ZSTD } plan_compress;
 };
 
 /* A pull's receiver removes partials of cut runs older than this from the directories it writes. */

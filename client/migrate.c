@@ -32,6 +32,7 @@
 #include "output.h"
 #include "plan.h"
 #include "walk.h"
+#include "zfile.h"
 
 static void xxh3_state_freep(XXH3_state_t **p)
 {
@@ -284,14 +285,29 @@ static int plan_walk(struct planner *p, const char *src, const char *srcreal)
 	return rc;
 }
 
-/* The plan file: header then the entry lines, hashed on a first read. */
-static int plan_write(struct planner *p, const char *out)
+/* The header line, in memory (a heap string for zwriter_write). */
+static int header_text(const struct plan_header *h, char **ret, size_t *ret_len)
 {
-	_cleanup_free_ char *tmp = NULL;
+	FILE *m = open_memstream(ret, ret_len);
+
+	if (!m) {
+		return -ENOMEM;
+	}
+	plan_put_header(m, h);
+	return fclose(m) == 0 ? 0 : -ENOMEM;
+}
+
+/*
+ * The plan file: header then the entry lines, hashed on a first read;
+ * zstd-compressed when compress. Written beside it, fsynced, renamed over it.
+ */
+static int plan_write(struct planner *p, const char *out, bool compress)
+{
+	_cleanup_free_ char *tmp = NULL, *head = NULL;
 	_cleanup_(xxh3_state_freep) XXH3_state_t *st = XXH3_createState();
+	struct zwriter *w = NULL;
 	char buf[65536];
-	size_t n;
-	FILE *f;
+	size_t n, head_len = 0;
 	int fd, r = 0;
 
 	if (!st || asprintf(&tmp, "%s.tmp.XXXXXX", out) < 0) {
@@ -305,29 +321,34 @@ static int plan_write(struct planner *p, const char *out)
 		XXH3_128bits_update(st, buf, n);
 	}
 	plan_digest_final(st, &p->h, p->h.digest);
+	r = header_text(&p->h, &head, &head_len);
+	if (r < 0) {
+		return r;
+	}
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		return -errno;
 	}
-	f = fdopen(fd, "w");
-	if (!f) {
-		r = -errno;
-		close(fd);
-		unlink(tmp);
-		return r;
-	}
 	fchmod(fd, 0644);
-	plan_put_header(f, &p->h);
-	rewind(p->entries);
-	while ((n = fread(buf, 1, sizeof(buf), p->entries)) > 0) {
-		if (fwrite(buf, 1, n, f) != n) {
-			break;
-		}
+	r = zwriter_new(fd, compress, &w);
+	if (r == 0) {
+		r = zwriter_write(w, head, head_len);
 	}
-	if (ferror(p->entries) || fflush(f) != 0 || ferror(f) || fsync(fd) < 0) {
+	rewind(p->entries);
+	while (r == 0 && (n = fread(buf, 1, sizeof(buf), p->entries)) > 0) {
+		r = zwriter_write(w, buf, n);
+	}
+	if (r == 0 && ferror(p->entries)) {
 		r = -EIO;
 	}
-	if (fclose(f) != 0 && r == 0) {
+	if (r == 0) {
+		r = zwriter_finish(w);
+	}
+	zwriter_free(w);
+	if (r == 0 && fsync(fd) < 0) {
+		r = -errno;
+	}
+	if (close(fd) < 0 && r == 0) {
 		r = -EIO;
 	}
 	if (r == 0 && rename(tmp, out) < 0) {
@@ -337,6 +358,17 @@ static int plan_write(struct planner *p, const char *out)
 		unlink(tmp);
 	}
 	return r;
+}
+
+/* Whether to write the plan zstd-compressed: as --compress says, else by the name (.zst). */
+static bool plan_compressed(const struct client_opts *o)
+{
+	size_t len = strlen(o->plan_out);
+
+	if (o->plan_compress != PLAN_COMPRESS_AUTO) {
+		return o->plan_compress == PLAN_COMPRESS_ZSTD;
+	}
+	return len > 4 && !strcmp(o->plan_out + len - 4, ".zst");
 }
 
 static int plan_check_dest(const char *arg, struct remote *rem)
@@ -441,7 +473,7 @@ int cmd_plan(struct client_opts *o, char **args, int nargs)
 	unlink(tmpl); /* a scratch file: gone with the process, however it ends */
 	rc = plan_walk(&p, args[0], srcreal);
 	if (rc == 0) {
-		r = plan_write(&p, o->plan_out);
+		r = plan_write(&p, o->plan_out, plan_compressed(o));
 		if (r < 0) {
 			log_error("%s: %s", log_escape_short(o->plan_out, esc, sizeof(esc)),
 				  strerror(-r));

@@ -108,6 +108,8 @@ static void usage(FILE *f)
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "  -o, --output PLAN      plan: the plan file to write\n"
 	    "      --shards N         plan: how many shards (default 1, at most 65536)\n"
+	    "      --compress zstd|none  plan: write the plan zstd-compressed or plain\n"
+	    "                         (default: zstd when PLAN ends in .zst)\n"
 	    "      --shard I/N|auto   run: which shard; auto from Slurm, MPI, PMI or a\n"
 	    "                         Kubernetes Indexed Job (JOB_COMPLETION_INDEX)\n"
 	    "      --csv              report: one CSV row per entry\n"
@@ -404,6 +406,18 @@ static int set_output(struct client_opts *o, const char *v)
 	return set_path(o->plan_out, sizeof(o->plan_out), v);
 }
 
+static int set_compress(struct client_opts *o, const char *v)
+{
+	if (!strcmp(v, "zstd")) {
+		o->plan_compress = PLAN_COMPRESS_ZSTD;
+	} else if (!strcmp(v, "none")) {
+		o->plan_compress = PLAN_COMPRESS_NONE;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int set_shards(struct client_opts *o, const char *v)
 {
 	uint64_t n;
@@ -603,6 +617,7 @@ const struct client_option client_options[] = {
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "output", required_argument, 'o', NULL, set_output, PATH_EXPECT },
 	{ "shards", required_argument, 0, NULL, set_shards, "1..65536" },
+	{ "compress", required_argument, 0, NULL, set_compress, "zstd or none" },
 	{ "shard", required_argument, 0, NULL, set_shard, "I/N (0 <= I < N) or auto" },
 	{ "csv", no_argument, 0, NULL, set_csv, NULL },
 	{ "watch", no_argument, 0, NULL, set_watch, NULL },

@@ -11,6 +11,7 @@
 #include <openssl/rand.h>
 
 #include "macro.h"
+#include "zfile.h"
 
 const char *plan_ftype_name(uint8_t ftype)
 {
@@ -122,10 +123,10 @@ void plan_digest_final(XXH3_state_t *st, const struct plan_header *h, char out[3
 /* ---- reading ------------------------------------------------------------------- */
 
 struct plan_reader {
-	FILE *f;
+	struct zreader *zr; /* the plan, plain or zstd */
 	char *path;
 	uint64_t line;
-	long first_entry; /* file offset of the first entry line */
+	uint64_t first_entry; /* text offset of the first entry line */
 	struct plan_header h;
 	XXH3_state_t *st;
 	char *buf; /* NDJSON_MAX_LINE + 2 */
@@ -152,23 +153,27 @@ static int bad(struct plan_reader *r, char *err, size_t errlen, const char *fmt,
 static int read_line(struct plan_reader *r, size_t *ret_len, char *err, size_t errlen)
 {
 	size_t len;
+	int q = zreader_gets(r->zr, r->buf, NDJSON_MAX_LINE + 2, &len);
 
-	if (!fgets(r->buf, NDJSON_MAX_LINE + 2, r->f)) {
-		if (ferror(r->f)) {
-			snprintf(err, errlen, "%s: %s", r->path, strerror(errno ? errno : EIO));
-			return -EIO;
-		}
+	if (q == -EBADMSG) {
+		/* Named by the line it was reading: the lines before it were whole. */
+		r->line++;
+		return bad(r, err, errlen, "%s", zreader_error(r->zr));
+	}
+	if (q < 0) {
+		snprintf(err, errlen, "%s: %s", r->path, strerror(-q));
+		return q;
+	}
+	if (q == 0) {
 		return 0;
 	}
 	r->line++;
-	len = strlen(r->buf);
-	if (len == 0 || r->buf[len - 1] != '\n') {
+	if (r->buf[len - 1] != '\n') {
 		if (len > NDJSON_MAX_LINE) {
 			return bad(r, err, errlen, "a line longer than 64 KiB");
 		}
 		return bad(r, err, errlen, "the last line is cut short (no newline at its end)");
 	}
-	*ret_len = len;
 	r->buf[--len] = '\0';
 	*ret_len = len;
 	return 1;
@@ -299,9 +304,8 @@ int plan_open(const char *path, struct plan_reader **ret, char *err, size_t errl
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	r->f = fopen(path, "re");
-	if (!r->f) {
-		q = -errno;
+	q = zreader_open(path, &r->zr);
+	if (q < 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(-q));
 		plan_close(r);
 		return q;
@@ -324,7 +328,7 @@ int plan_open(const char *path, struct plan_reader **ret, char *err, size_t errl
 		plan_close(r);
 		return q;
 	}
-	r->first_entry = ftell(r->f);
+	r->first_entry = zreader_tell(r->zr);
 	XXH3_128bits_reset(r->st);
 	*ret = r;
 	return 0;
@@ -337,8 +341,10 @@ const struct plan_header *plan_reader_header(const struct plan_reader *r)
 
 int plan_rewind(struct plan_reader *r)
 {
-	if (fseek(r->f, r->first_entry, SEEK_SET) < 0) {
-		return -errno;
+	int q = zreader_seek(r->zr, r->first_entry);
+
+	if (q < 0) {
+		return q;
 	}
 	r->line = 1;
 	XXH3_128bits_reset(r->st);
@@ -451,9 +457,7 @@ void plan_close(struct plan_reader *r)
 	if (!r) {
 		return;
 	}
-	if (r->f) {
-		fclose(r->f);
-	}
+	zreader_close(r->zr);
 	if (r->st) {
 		XXH3_freeState(r->st);
 	}

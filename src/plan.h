@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Migration plans and shard journals (rdmacp plan / run / finalize /
- * report), as NDJSON files (ndjson.h).
+ * report), as NDJSON files (ndjson.h); a plan may be zstd-compressed
+ * (zfile.h: read through it either way), a journal is always plain.
  *
  * A plan: one header line (format, id, source, destination, options, shard
  * count, entry count, bytes, and a digest over the entries), then one line

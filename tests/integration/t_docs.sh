@@ -97,6 +97,7 @@ value_for() {
 	--skip) echo quick ;;
 	--exclude-from) echo /dev/null ;;
 	--level) echo checksum ;;
+	--compress) echo zstd ;;
 	*) echo 1 ;;
 	esac
 }
