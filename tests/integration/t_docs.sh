@@ -98,6 +98,7 @@ value_for() {
 	--exclude-from) echo /dev/null ;;
 	--level) echo checksum ;;
 	--compress) echo zstd ;;
+	--split-size) echo 64M ;;
 	*) echo 1 ;;
 	esac
 }
