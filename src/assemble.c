@@ -173,10 +173,7 @@ static int join_and_verify(struct asm_job *j, const int *fds, int fd)
 	if (!buf) {
 		return asm_fail(j, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
-	if (a->size > 0 && fallocate(fd, 0, 0, (off_t)a->size) < 0 && errno == ENOSPC) {
-		return asm_fail(j, PERR_NOSPACE, -ENOSPC, "%llu bytes: %s",
-				(unsigned long long)a->size, strerror(ENOSPC));
-	}
+	/* Not preallocated: copy_file_range may share the parts' extents (reflink) or keep holes. */
 	for (size_t i = 0; i < a->count; i++) {
 		const struct proto_part *p = &a->parts[i];
 
