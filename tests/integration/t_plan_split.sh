@@ -18,7 +18,9 @@
 #      exits 21, names the bytes that do not match, the final name never
 #      appears, the parts are kept; a part removed: 21, "missing"; the ranges
 #      are marked failed in their shards' journals, the shards run again send
-#      them, finalize assembles the file identical;
+#      them, finalize assembles the file identical; finalize --delete
+#      --max-delete 0 of another plan into the same place while a split plan's
+#      parts wait there: exit 0, the parts untouched; that plan then finishes;
 #   6. hostile ASSEMBLE requests (rawclient.py): a part name escaping the
 #      module, a staging directory that is a symlink out of it, parts that do
 #      not add up, too many parts, a size over the module's max file size:
@@ -169,6 +171,22 @@ expect_rc 0 "shard 0 again" "${CLIENT[@]}" -q run "$P3" --shard 0/2
 expect_rc 0 "shard 1 again" "${CLIENT[@]}" -q run "$P3" --shard 1/2
 expect_rc 0 "finalize after the shards sent the ranges again" "${CLIENT[@]}" finalize "$P3"
 cmp "$T/src/c/file" "$T/mod/c/c/file" && pass "assembled: identical" || fail "c/file differs or is missing"
+# finalize --delete of another plan into the same place while this one's parts wait.
+P5=$T/plans/c5.plan
+P6=$T/plans/c6.plan
+expect_rc 0 "plan c5 (split)" "${CLIENT[@]}" plan -r --shards 2 --split-size 4M "$T/src/c" "$HOST:data/c" -o "$P5"
+expect_rc 0 "c5 shard 0 only" "${CLIENT[@]}" -q run "$P5" --shard 0/2
+stage5=$(ls -d "$T"/mod/c/.rdmacp-split.*)
+parts5=$(ls "$stage5" | wc -l)
+expect_rc 0 "plan c6 (no split)" "${CLIENT[@]}" plan -r "$T/src/c" "$HOST:data/c" -o "$P6"
+expect_rc 0 "c6 run" "${CLIENT[@]}" -q run "$P6" --shard 0/1
+expect_rc 0 "c6 finalize --delete --max-delete 0" "${CLIENT[@]}" finalize --delete --max-delete 0 "$P6"
+[ -d "$stage5" ] && [ "$(ls "$stage5" | wc -l)" = "$parts5" ] && [ "$parts5" -ge 1 ] &&
+	pass "--delete neither removed nor counted the waiting parts ($parts5)" || fail "staging: $(ls -la "$stage5" 2>&1)"
+expect_rc 0 "c5 shard 1" "${CLIENT[@]}" -q run "$P5" --shard 1/2
+expect_rc 0 "c5 finalize --delete" "${CLIENT[@]}" finalize --delete "$P5"
+cmp "$T/src/c/file" "$T/mod/c/c/file" && [ ! -e "$stage5" ] && pass "c5 assembled, its staging directory gone" ||
+	fail "c5: $(ls -la "$T/mod/c")"
 
 # ---- 6. hostile requests, an old daemon -----------------------------------------------------
 mkdir -p "$T/mod/h/.st" "$T/outside"
