@@ -544,14 +544,20 @@ int cmd_plan(struct client_opts *o, char **args, int nargs)
 		if (o->json) {
 			printf("{\"event\":\"planned\",\"id\":\"%s\",\"entries\":%" PRIu64
 			       ",\"bytes\":%" PRIu64 ",\"shards\":%" PRIu32 ",\"failed\":%" PRIu64
-			       "}\n",
-			       p.h.id, p.h.entries, p.h.bytes, p.h.shards, p.failures);
+			       ",\"split\":%" PRIu64 "}\n",
+			       p.h.id, p.h.entries, p.h.bytes, p.h.shards, p.failures,
+			       p.split_files);
 		} else if (o->verbose >= 0) {
 			fprintf(stderr,
 				"plan %s: %" PRIu64 " entries, %" PRIu64 " bytes in %" PRIu32
-				" shards (id %s)\n",
+				" shards (id %s)",
 				log_escape_short(o->plan_out, esc, sizeof(esc)), p.h.entries,
 				p.h.bytes, p.h.shards, p.h.id);
+			if (p.split_files) {
+				fprintf(stderr, ", %" PRIu64 " files split in ranges",
+					p.split_files);
+			}
+			fputc('\n', stderr);
 		}
 		for (uint32_t i = 0; o->verbose > 0 && i < p.h.shards; i++) {
 			fprintf(stderr,

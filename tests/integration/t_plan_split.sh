@@ -60,7 +60,9 @@ D=$T/mod/dst/tree
 STAGE_GLOB="$T/mod/dst/.rdmacp-split.*"
 
 # ---- 1. plan --------------------------------------------------------------------------
-expect_rc 0 "plan -a --split-size 4M --shards 3" "${CLIENT[@]}" plan -a --shards 3 --split-size 4M "$S" "$HOST:data/dst" -o "$P"
+expect_rc 0 "plan -a --split-size 4M --shards 3" "${CLIENT[@]}" plan --json -a --shards 3 --split-size 4M "$S" "$HOST:data/dst" -o "$P"
+[ "$(jq -r 'select(.event == "planned") | .split' "$T/out")" = 2 ] && pass "plan --json: 2 files split" ||
+	fail "planned event: $(cat "$T/out")"
 tail -n +2 "$P" >"$T/entries"
 [ "$(jq -r 'select(.name == "tree/a/b/big" and .type == "file") | .ranges' "$T/entries")" = 6 ] &&
 	pass "the 22 MB file: one entry of 6 ranges" || fail "big entry: $(grep '"tree/a/b/big"' "$T/entries" | head -2)"
