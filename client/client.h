@@ -76,6 +76,9 @@ struct client_opts {
 	char shard_spec[64]; /* run --shard I/N or auto */
 	bool csv;	     /* report --csv */
 	bool watch;	     /* report --watch */
+	/* plan --compress: by the name (.zst), or as said */
+	enum { PLAN_COMPRESS_AUTO = 0, PLAN_COMPRESS_NONE, PLAN_COMPRESS_ZSTD } plan_compress;
+	uint64_t split_size; /* plan --split-size: files larger go in ranges of it; 0 = none */
 };
 
 /* A pull's receiver removes partials of cut runs older than this from the directories it writes. */
@@ -105,8 +108,15 @@ int parse_bwlimit(const char *s, uint64_t *ret);
 int cmd_copy(struct client_opts *o, char **args, int nargs);
 /* rdmacp run: each entry a push commits, skips or fails is told to fn too (NULL: none). */
 void copy_set_observer(void (*fn)(void *ud, const char *name, const char *action, uint64_t bytes,
-				  const char *code),
+				  const char *code, const uint8_t *hash),
 		       void *ud);
+/*
+ * rdmacp run: the next pushes send these entries (v[0..n), kept by the
+ * caller), not their operands' files; the operands name the destination
+ * only. n = 0: back to operands.
+ */
+struct engine_src;
+void copy_set_sources(const struct engine_src *v, size_t n);
 /* Whether SIGINT or SIGTERM came during cmd_copy. */
 bool copy_interrupted(void);
 int cmd_plan(struct client_opts *o, char **args, int nargs);

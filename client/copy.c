@@ -42,15 +42,38 @@ static volatile sig_atomic_t interrupted;
 
 /* rdmacp run: where push tells each entry's outcome (copy_set_observer). */
 static void (*observe_fn)(void *ud, const char *name, const char *action, uint64_t bytes,
-			  const char *code);
+			  const char *code, const uint8_t *hash);
 static void *observe_ud;
 
 void copy_set_observer(void (*fn)(void *ud, const char *name, const char *action, uint64_t bytes,
-				  const char *code),
+				  const char *code, const uint8_t *hash),
 		       void *ud)
 {
 	observe_fn = fn;
 	observe_ud = ud;
+}
+
+/* rdmacp run: a push of these entries instead of its operands (copy_set_sources). */
+static struct {
+	const struct engine_src *v;
+	size_t n, next;
+} given;
+
+void copy_set_sources(const struct engine_src *v, size_t n)
+{
+	given.v = v;
+	given.n = n;
+	given.next = 0;
+}
+
+static int given_next(void *ud, const struct engine_src **ret, char *why, size_t whylen)
+{
+	(void)ud, (void)why, (void)whylen;
+	if (given.next == given.n) {
+		return 0;
+	}
+	*ret = &given.v[given.next++];
+	return 1;
 }
 
 bool copy_interrupted(void)
@@ -935,7 +958,14 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	x.out.observe = observe_fn;
 	x.out.observe_ud = observe_ud;
 	srcs.filter = filter_empty(&o->filters) ? NULL : &o->filters;
-	if (!o->files_from[0] && !x.out.progress) {
+	if (given.n > 0) {
+		/* The entries are given (byte ranges of files): no operand is walked. */
+		nargs = 0;
+		o->files_from[0] = '\0';
+		for (size_t i = 0; i < given.n; i++) {
+			srcs.total_bytes += given.v[i].size;
+		}
+	} else if (!o->files_from[0] && !x.out.progress) {
 		if (walk_new(walk_warning, NULL, &walk) < 0) {
 			return finish(&x, &st, local_failures, EXIT_LOCAL_IO);
 		}
@@ -992,7 +1022,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	x.args = args;
 	x.nargs = nargs;
 	/* Every root queued comes out of the walk as an entry of its own. */
-	nsrcs = walk ? walk_nroots(walk) : srcs.n;
+	nsrcs = given.n ? given.n : walk ? walk_nroots(walk) : srcs.n;
 	if (nsrcs == 0 && (local_failures > 0 || (srcs.filter == NULL && !o->files_from[0]))) {
 		walk_free(walk);
 		src_list_free(&srcs);
@@ -1001,12 +1031,14 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 			      o->files_from[0] ? EXIT_PARTIAL : EXIT_LOCAL_IO);
 	}
 	x.out.total_bytes = srcs.total_bytes; /* 0 (unknown) while walking */
-	if (walk) {
+	if (given.n) {
+		source = (struct engine_source){ .next = given_next };
+	} else if (walk) {
 		walk_source(walk, &source);
 	} else {
 		src_list_source(&srcs, &source);
 	}
-	if (nargs > 1 || o->files_from[0] || rem->path[0] == '\0' ||
+	if (nargs > 1 || o->files_from[0] || given.n || rem->path[0] == '\0' ||
 	    rem->path[strlen(rem->path) - 1] == '/') {
 		flags |= PROTO_OPEN_DEST_IS_DIR;
 	}

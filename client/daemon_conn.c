@@ -54,6 +54,8 @@ int exit_for_perr(uint32_t code)
 		return EXIT_DEVICE;
 	case PERR_ENCRYPTION:
 		return EXIT_ENCRYPTION;
+	case PERR_ASSEMBLY:
+		return EXIT_ASSEMBLY;
 	default:
 		return EXIT_PROTOCOL;
 	}

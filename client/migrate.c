@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "client.h"
+#include "daemon_conn.h"
 #include "exitcodes.h"
 #include "fileslist.h"
 #include "fspath.h"
@@ -32,6 +33,7 @@
 #include "output.h"
 #include "plan.h"
 #include "walk.h"
+#include "zfile.h"
 
 static void xxh3_state_freep(XXH3_state_t **p)
 {
@@ -123,8 +125,62 @@ struct planner {
 	struct inode_map links;
 	uint64_t *shard_entries, *shard_bytes;
 	uint64_t failures;
+	uint64_t split_files;
 	FILE *entries; /* the entry lines, before the header is known */
 };
+
+/* Bytes a range of a file of size bytes holds: about --split-size, whole chunks, at most 1024 ranges. */
+static uint64_t split_range_size(const struct client_opts *o, uint64_t split, uint64_t size)
+{
+	uint64_t cs = o->chunk_size ? o->chunk_size : (1u << 20);
+	uint64_t rs = (split + cs - 1) / cs * cs;
+
+	if ((size + rs - 1) / rs > PLAN_MAX_RANGES) {
+		rs = (size + PLAN_MAX_RANGES - 1) / PLAN_MAX_RANGES;
+		rs = (rs + cs - 1) / cs * cs;
+	}
+	return rs;
+}
+
+/* A file over --split-size: its entry, then its ranges, each to the shard that weighs least. */
+static int plan_split(struct planner *p, struct plan_entry *pe)
+{
+	uint64_t size = pe->size, rs = split_range_size(p->o, p->h.split, size);
+	uint32_t k = (uint32_t)((size + rs - 1) / rs);
+	_cleanup_free_ uint32_t *shards = calloc(k, sizeof(*shards));
+
+	if (!shards) {
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < k; i++) {
+		uint64_t len = i + 1 == k ? pe->size - (uint64_t)i * rs : rs;
+
+		shards[i] = plan_balancer_pick(&p->bal, len);
+		p->shard_entries[shards[i]]++;
+		p->shard_bytes[shards[i]] += len;
+	}
+	pe->ranges = k;
+	pe->shard = shards[0];
+	plan_put_entry(p->entries, pe);
+	p->h.entries++;
+	p->h.bytes += pe->size;
+	p->shard_entries[pe->shard]++;
+	for (uint32_t i = 0; i < k; i++) {
+		struct plan_entry *r = pe; /* the same name, mtime and mode */
+
+		r->n = p->h.entries + 1;
+		r->ftype = PLAN_FT_RANGE;
+		r->ranges = 0;
+		r->range = i;
+		r->offset = (uint64_t)i * rs;
+		r->size = i + 1 == k ? size - r->offset : rs;
+		r->shard = shards[i];
+		plan_put_entry(p->entries, r);
+		p->h.entries++;
+	}
+	p->split_files++;
+	return 0;
+}
 
 static int plan_one(struct planner *p, const struct engine_src *e)
 {
@@ -170,6 +226,10 @@ static int plan_one(struct planner *p, const struct engine_src *e)
 			pe.links = e->nlink;
 			p->links.n++;
 		}
+	} else if (p->h.split && e->ftype == PROTO_FT_REG && !e->device && pe.size > p->h.split &&
+		   pe.size > split_range_size(p->o, p->h.split, pe.size)) {
+		/* Not a file with other names under -H: those go whole, with their names. */
+		return plan_split(p, &pe);
 	} else {
 		pe.shard = plan_balancer_pick(&p->bal, pe.size);
 	}
@@ -284,14 +344,29 @@ static int plan_walk(struct planner *p, const char *src, const char *srcreal)
 	return rc;
 }
 
-/* The plan file: header then the entry lines, hashed on a first read. */
-static int plan_write(struct planner *p, const char *out)
+/* The header line, in memory (a heap string for zwriter_write). */
+static int header_text(const struct plan_header *h, char **ret, size_t *ret_len)
 {
-	_cleanup_free_ char *tmp = NULL;
+	FILE *m = open_memstream(ret, ret_len);
+
+	if (!m) {
+		return -ENOMEM;
+	}
+	plan_put_header(m, h);
+	return fclose(m) == 0 ? 0 : -ENOMEM;
+}
+
+/*
+ * The plan file: header then the entry lines, hashed on a first read;
+ * zstd-compressed when compress. Written beside it, fsynced, renamed over it.
+ */
+static int plan_write(struct planner *p, const char *out, bool compress)
+{
+	_cleanup_free_ char *tmp = NULL, *head = NULL;
 	_cleanup_(xxh3_state_freep) XXH3_state_t *st = XXH3_createState();
+	struct zwriter *w = NULL;
 	char buf[65536];
-	size_t n;
-	FILE *f;
+	size_t n, head_len = 0;
 	int fd, r = 0;
 
 	if (!st || asprintf(&tmp, "%s.tmp.XXXXXX", out) < 0) {
@@ -305,29 +380,34 @@ static int plan_write(struct planner *p, const char *out)
 		XXH3_128bits_update(st, buf, n);
 	}
 	plan_digest_final(st, &p->h, p->h.digest);
+	r = header_text(&p->h, &head, &head_len);
+	if (r < 0) {
+		return r;
+	}
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		return -errno;
 	}
-	f = fdopen(fd, "w");
-	if (!f) {
-		r = -errno;
-		close(fd);
-		unlink(tmp);
-		return r;
-	}
 	fchmod(fd, 0644);
-	plan_put_header(f, &p->h);
-	rewind(p->entries);
-	while ((n = fread(buf, 1, sizeof(buf), p->entries)) > 0) {
-		if (fwrite(buf, 1, n, f) != n) {
-			break;
-		}
+	r = zwriter_new(fd, compress, &w);
+	if (r == 0) {
+		r = zwriter_write(w, head, head_len);
 	}
-	if (ferror(p->entries) || fflush(f) != 0 || ferror(f) || fsync(fd) < 0) {
+	rewind(p->entries);
+	while (r == 0 && (n = fread(buf, 1, sizeof(buf), p->entries)) > 0) {
+		r = zwriter_write(w, buf, n);
+	}
+	if (r == 0 && ferror(p->entries)) {
 		r = -EIO;
 	}
-	if (fclose(f) != 0 && r == 0) {
+	if (r == 0) {
+		r = zwriter_finish(w);
+	}
+	zwriter_free(w);
+	if (r == 0 && fsync(fd) < 0) {
+		r = -errno;
+	}
+	if (close(fd) < 0 && r == 0) {
 		r = -EIO;
 	}
 	if (r == 0 && rename(tmp, out) < 0) {
@@ -337,6 +417,17 @@ static int plan_write(struct planner *p, const char *out)
 		unlink(tmp);
 	}
 	return r;
+}
+
+/* Whether to write the plan zstd-compressed: as --compress says, else by the name (.zst). */
+static bool plan_compressed(const struct client_opts *o)
+{
+	size_t len = strlen(o->plan_out);
+
+	if (o->plan_compress != PLAN_COMPRESS_AUTO) {
+		return o->plan_compress == PLAN_COMPRESS_ZSTD;
+	}
+	return len > 4 && !strcmp(o->plan_out + len - 4, ".zst");
 }
 
 static int plan_check_dest(const char *arg, struct remote *rem)
@@ -416,6 +507,7 @@ int cmd_plan(struct client_opts *o, char **args, int nargs)
 	p.h.files_from = o->files_from[0] != '\0';
 	p.h.delta = o->delta;
 	p.h.assume_zero = o->assume_zero;
+	p.h.split = o->split_size;
 	snprintf(p.h.skip, sizeof(p.h.skip), "%s", skip_name(o->skip));
 	r = filters_text(&o->filters, &p.h.filters);
 	if (r < 0) {
@@ -443,7 +535,7 @@ int cmd_plan(struct client_opts *o, char **args, int nargs)
 	unlink(tmpl); /* a scratch file: gone with the process, however it ends */
 	rc = plan_walk(&p, args[0], srcreal);
 	if (rc == 0) {
-		r = plan_write(&p, o->plan_out);
+		r = plan_write(&p, o->plan_out, plan_compressed(o));
 		if (r < 0) {
 			log_error("%s: %s", log_escape_short(o->plan_out, esc, sizeof(esc)),
 				  strerror(-r));
@@ -454,14 +546,20 @@ int cmd_plan(struct client_opts *o, char **args, int nargs)
 		if (o->json) {
 			printf("{\"event\":\"planned\",\"id\":\"%s\",\"entries\":%" PRIu64
 			       ",\"bytes\":%" PRIu64 ",\"shards\":%" PRIu32 ",\"failed\":%" PRIu64
-			       "}\n",
-			       p.h.id, p.h.entries, p.h.bytes, p.h.shards, p.failures);
+			       ",\"split\":%" PRIu64 "}\n",
+			       p.h.id, p.h.entries, p.h.bytes, p.h.shards, p.failures,
+			       p.split_files);
 		} else if (o->verbose >= 0) {
 			fprintf(stderr,
 				"plan %s: %" PRIu64 " entries, %" PRIu64 " bytes in %" PRIu32
-				" shards (id %s)\n",
+				" shards (id %s)",
 				log_escape_short(o->plan_out, esc, sizeof(esc)), p.h.entries,
 				p.h.bytes, p.h.shards, p.h.id);
+			if (p.split_files) {
+				fprintf(stderr, ", %" PRIu64 " files split in ranges",
+					p.split_files);
+			}
+			fputc('\n', stderr);
 		}
 		for (uint32_t i = 0; o->verbose > 0 && i < p.h.shards; i++) {
 			fprintf(stderr,
@@ -539,8 +637,8 @@ struct shard_stats {
  * offset after its last whole line. 0, or EXIT_BAD_PLAN (said why).
  */
 static int journal_load(int fd, const char *jpath, const char *plan_id, int64_t shard,
-			uint32_t shards, struct nameset *ns, struct shard_stats *st,
-			off_t *ret_good_end)
+			uint32_t shards, struct nameset *ns, struct rangeset *rs,
+			struct shard_stats *st, off_t *ret_good_end)
 {
 	_cleanup_free_ char *buf = malloc(NDJSON_MAX_LINE + 2);
 	_cleanup_free_ struct ndjson_obj *obj = malloc(sizeof(*obj));
@@ -597,7 +695,14 @@ static int journal_load(int fd, const char *jpath, const char *plan_id, int64_t 
 			}
 			rc = EXIT_BAD_PLAN;
 		} else if (jl->kind == JL_ENTRY) {
-			if (nameset_put(ns, jl->name, jl->state, jl->code) < 0) {
+			int q = jl->range < 0 ? nameset_put(ns, jl->name, jl->state, jl->code)
+					      : nameset_put_range(ns, jl->name, (uint32_t)jl->range,
+								  jl->state, jl->code);
+
+			if (q == 0 && rs && jl->range >= 0 && jl->has_hash) {
+				q = rangeset_put(rs, jl->name, (uint32_t)jl->range, jl->hash);
+			}
+			if (q < 0) {
 				rc = EXIT_LOCAL_IO;
 			}
 			if (st) {
@@ -749,9 +854,11 @@ static void journal_sync(struct journal_writer *j)
 }
 
 static void journal_observe(void *ud, const char *name, const char *action, uint64_t bytes,
-			    const char *code)
+			    const char *code, const uint8_t *hash)
 {
 	struct journal_writer *j = ud;
+
+	(void)hash;
 	int state = journal_state_parse(action);
 
 	if (state < 0) {
@@ -789,10 +896,26 @@ static void batch_add(struct batch *b, const char *name)
 	b->n++;
 }
 
+/* A shard's ranges of split files: each pushed as a file of its own, its bytes read in place. */
+struct windows {
+	struct engine_src *v; /* v[0]: the staging directory, then a range each */
+	struct window_of {
+		char *file;
+		uint32_t range;
+	} * of; /* of[i] for v[i], i >= 1 */
+	size_t n, cap;
+	int basefd;
+	char staging[64];
+	struct timespec now;
+};
+
 struct runner {
 	struct client_opts *o;
 	const struct plan_header *h;
 	uint32_t shard;
+	struct journal_writer *j;
+	struct windows win;
+	uint64_t split_n, split_size; /* the split file whose ranges come */
 	const struct nameset *done;
 	struct nameset skeleton; /* directories to make first */
 	struct batch list, links;
@@ -834,13 +957,157 @@ static void run_result(struct runner *ru, int rc)
 	}
 }
 
+static void windows_free(struct windows *w)
+{
+	for (size_t i = 1; i < w->n; i++) {
+		free(w->v[i].name);
+		free(w->v[i].path);
+		free(w->of[i].file);
+	}
+	free(w->v);
+	free(w->of);
+	if (w->basefd >= 0) {
+		close(w->basefd);
+	}
+	*w = (struct windows){ .basefd = -1 };
+}
+
+/* A range of ours: the staging directory first, then it, read from the plan's base. */
+static int windows_add(struct runner *ru, const struct plan_entry *e)
+{
+	struct windows *w = &ru->win;
+	struct engine_src *s;
+
+	if (w->n == 0) {
+		w->basefd = open(ru->h->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (w->basefd < 0) {
+			return -errno;
+		}
+		plan_staging_dir(ru->h, w->staging);
+		clock_gettime(CLOCK_REALTIME, &w->now);
+	}
+	if (w->n + 2 > w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		struct engine_src *v = realloc(w->v, cap * sizeof(*v));
+		struct window_of *of = v ? realloc(w->of, cap * sizeof(*of)) : NULL;
+
+		if (v) {
+			w->v = v;
+		}
+		if (!of) {
+			return -ENOMEM;
+		}
+		w->of = of;
+		w->cap = cap;
+	}
+	if (w->n == 0) {
+		/* Private to the migration: the parts are no one's files yet. */
+		w->v[0] = (struct engine_src){ .name = w->staging,
+					       .path = (char *)".",
+					       .dirfd = w->basefd,
+					       .ftype = PROTO_FT_DIR,
+					       .mode = 0700,
+					       .mtime = w->now };
+		w->of[0] = (struct window_of){ 0 };
+		w->n = 1;
+	}
+	s = &w->v[w->n];
+	*s = (struct engine_src){ .dirfd = w->basefd,
+				  .ftype = PROTO_FT_REG,
+				  .mode = 0600,
+				  .size = e->size,
+				  .mtime = { .tv_sec = e->mtime, .tv_nsec = e->mtime_ns },
+				  .window = true,
+				  .window_off = e->offset,
+				  .window_whole = ru->split_size };
+	if (asprintf(&s->name, "%s/%" PRIu64 ".%" PRIu32, w->staging, ru->split_n, e->range) < 0) {
+		s->name = NULL;
+		return -ENOMEM;
+	}
+	s->path = strdup(e->name);
+	w->of[w->n] = (struct window_of){ .file = strdup(e->name), .range = e->range };
+	if (!s->path || !w->of[w->n].file) {
+		free(s->name);
+		free(s->path);
+		free(w->of[w->n].file);
+		return -ENOMEM;
+	}
+	w->n++;
+	return 0;
+}
+
+/* What a range push tells of each part: a journal line for its range, with the sender's digest. */
+static void window_observe(void *ud, const char *name, const char *action, uint64_t bytes,
+			   const char *code, const uint8_t *hash)
+{
+	struct runner *ru = ud;
+	struct journal_writer *j = ru->j;
+	int state = journal_state_parse(action);
+
+	if (state < 0) {
+		return;
+	}
+	for (size_t i = 1; i < ru->win.n; i++) {
+		if (strcmp(ru->win.v[i].name, name)) {
+			continue;
+		}
+		if (journal_state_done(state) && !hash) {
+			state = JOURNAL_FAILED; /* never done without the digest finalize checks */
+			code = "NO_DIGEST";
+		}
+		journal_put_range(j->f, ru->win.of[i].file, ru->win.of[i].range, state, bytes, code,
+				  journal_state_done(state) ? hash : NULL);
+		j->bytes += bytes;
+		if (++j->unsynced >= JOURNAL_SYNC_EVERY) {
+			journal_sync(j);
+		}
+		return;
+	}
+}
+
+/* The ranges: one push of them, as files under the staging directory, no skip level. */
+static int run_windows(struct runner *ru)
+{
+	struct client_opts *o = ru->o;
+	char *args[2] = { (char *)ru->h->base, ru->dest };
+	int rc;
+
+	o->skip = 0;
+	o->hardlinks = false;
+	o->xattrs = false;
+	o->acls = false;
+	o->owner = false;
+	copy_set_sources(ru->win.v, ru->win.n);
+	copy_set_observer(window_observe, ru);
+	rc = cmd_copy(o, args, 2);
+	copy_set_sources(NULL, 0);
+	copy_set_observer(journal_observe, ru->j);
+	return rc;
+}
+
 static int run_entry(void *ud, const struct plan_entry *e)
 {
 	struct runner *ru = ud;
 	bool linked = ru->h->hardlinks && (e->links > 1 || e->ftype == PROTO_FT_HARDLINK);
+	const struct nameset_slot *s;
 
+	if (e->ranges) {
+		/* Not sent whole: its ranges are, by their shards; finalize joins them. */
+		ru->split_n = e->n;
+		ru->split_size = e->size;
+		return 0;
+	}
 	if (e->shard != ru->shard || ru->stop || e->ftype == PROTO_FT_DIR) {
 		return 0; /* directories went with the skeleton */
+	}
+	if (e->ftype == PLAN_FT_RANGE) {
+		s = nameset_get_range(ru->done, e->name, e->range);
+		if (s && journal_state_done(s->state)) {
+			ru->already++;
+			return 0;
+		}
+		ru->todo++;
+		return windows_add(ru, e) < 0 ? EXIT_LOCAL_IO : 0;
 	}
 	if (nameset_get(ru->done, e->name) &&
 	    journal_state_done(nameset_get(ru->done, e->name)->state)) {
@@ -994,7 +1261,7 @@ static int journal_begin(const char *jpath, const char *what, const struct plan_
 	if (rc != 0) {
 		return rc;
 	}
-	rc = journal_load(j->fd, jpath, h->id, shard, h->shards, done, NULL, &good);
+	rc = journal_load(j->fd, jpath, h->id, shard, h->shards, done, NULL, NULL, &good);
 	if (rc == 0 && fstat(j->fd, &stt) == 0 && stt.st_size > good &&
 	    ftruncate(j->fd, good) < 0) {
 		rc = EXIT_LOCAL_IO;
@@ -1027,7 +1294,7 @@ static int journal_end(struct journal_writer *j, int rc, double secs)
 int cmd_run(struct client_opts *o, char **args, int nargs)
 {
 	struct plan_reader *r = NULL;
-	struct runner ru = { .o = o };
+	struct runner ru = { .o = o, .win.basefd = -1 };
 	struct nameset done = { 0 };
 	struct journal_writer j = { 0 };
 	char what[64], esc[1024];
@@ -1062,6 +1329,7 @@ int cmd_run(struct client_opts *o, char **args, int nargs)
 		return rc;
 	}
 	ru.done = &done;
+	ru.j = &j;
 	shard_dest(ru.h, ru.shard, ru.dest, sizeof(ru.dest));
 	apply_plan_options(o, ru.h);
 	copy_set_observer(journal_observe, &j);
@@ -1086,6 +1354,10 @@ int cmd_run(struct client_opts *o, char **args, int nargs)
 	if (rc == 0 && !ru.stop && ru.links.n > 0) {
 		run_result(&ru, run_push(&ru, &ru.links));
 	}
+	if (rc == 0 && !ru.stop && ru.win.n > 1) {
+		run_result(&ru, run_windows(&ru));
+	}
+	windows_free(&ru.win);
 	if (rc == 0) {
 		rc = ru.rc;
 	}
@@ -1118,6 +1390,14 @@ struct merged {
 	struct plan_reader *r;
 	const struct plan_header *h;
 	struct nameset ns;
+	struct nameset final;	 /* finalize's own outcomes: deletions, split files assembled */
+	struct rangeset digests; /* each range done: the XXH3-128 its sender computed */
+	/* The split file whose ranges the pass is in: how many, how many done. */
+	struct {
+		uint32_t ranges, done;
+		uint64_t n;
+	} split;
+	uint64_t split_files, split_ready; /* split files; not assembled, every range done */
 	struct shard_stats *shards;
 	uint64_t by_state[JOURNAL_DELETED + 1]; /* [0]: pending */
 	uint64_t deleted;
@@ -1142,7 +1422,6 @@ static int merged_load(struct merged *m, const char *plan)
 	}
 	for (uint32_t i = 0; i <= m->h->shards && rc == 0; i++) {
 		bool final = i == m->h->shards;
-		struct nameset finalset = { 0 };
 		int fd;
 
 		journal_path(plan, final ? UINT32_MAX : i, jpath, sizeof(jpath));
@@ -1154,15 +1433,14 @@ static int merged_load(struct merged *m, const char *plan)
 			continue;
 		}
 		if (final) {
-			rc = journal_load(fd, jpath, m->h->id, -1, m->h->shards, &finalset, NULL,
-					  NULL);
-			for (size_t k = 0; k < finalset.cap; k++) {
-				m->deleted += finalset.v[k].state == JOURNAL_DELETED;
+			rc = journal_load(fd, jpath, m->h->id, -1, m->h->shards, &m->final, NULL,
+					  NULL, NULL);
+			for (size_t k = 0; k < m->final.cap; k++) {
+				m->deleted += m->final.v[k].state == JOURNAL_DELETED;
 			}
-			nameset_free(&finalset);
 		} else {
 			m->shards[i].journal = true;
-			rc = journal_load(fd, jpath, m->h->id, i, m->h->shards, &m->ns,
+			rc = journal_load(fd, jpath, m->h->id, i, m->h->shards, &m->ns, &m->digests,
 					  &m->shards[i], NULL);
 		}
 		close(fd);
@@ -1173,6 +1451,8 @@ static int merged_load(struct merged *m, const char *plan)
 static void merged_free(struct merged *m)
 {
 	nameset_free(&m->ns);
+	nameset_free(&m->final);
+	rangeset_free(&m->digests);
 	free(m->shards);
 	plan_close(m->r);
 }
@@ -1224,24 +1504,67 @@ static void entry_out(struct merged *m, const struct plan_entry *e, int state, c
 	}
 }
 
+/* A split file's line once its ranges are counted: --json an event, else with -v or when some are missing. */
+static void split_out(struct merged *m, const char *name, bool assembled)
+{
+	char esc[1024];
+
+	if (!m->listing || m->o->csv) {
+		return;
+	}
+	if (m->o->json) {
+		printf("{\"event\":\"split\"");
+		ndjson_put_name(stdout, "name", name);
+		printf(",\"ranges\":%" PRIu32 ",\"done\":%" PRIu32 ",\"assembled\":%s}\n",
+		       m->split.ranges, m->split.done, assembled ? "true" : "false");
+	} else if (!assembled || m->o->verbose > 0) {
+		printf("  split: %s: %" PRIu32 "/%" PRIu32 " ranges done, %s\n",
+		       log_escape_short(name, esc, sizeof(esc)), m->split.done, m->split.ranges,
+		       assembled			  ? "assembled"
+		       : m->split.done == m->split.ranges ? "to be assembled by finalize"
+							  : "not assembled");
+	}
+}
+
 static int merged_entry(void *ud, const struct plan_entry *e)
 {
 	struct merged *m = ud;
-	const struct nameset_slot *s = nameset_get(&m->ns, e->name);
+	const struct nameset_slot *s = e->ftype == PLAN_FT_RANGE
+					   ? nameset_get_range(&m->ns, e->name, e->range)
+				       : e->ranges ? nameset_get(&m->final, e->name)
+						   : nameset_get(&m->ns, e->name);
 	int state = s ? s->state : 0;
 	struct shard_stats *st = &m->shards[e->shard];
 
+	if (e->ranges) {
+		/* Done once finalize assembled it; its ranges are counted as they come. */
+		m->split = (typeof(m->split)){ .ranges = e->ranges, .n = e->n };
+		m->split_files++;
+	}
+	if (e->ftype == PLAN_FT_RANGE) {
+		m->split.done += journal_state_done(state);
+	}
 	/* A deleted name (the last word of a run without --delete can't be that) counts as pending. */
 	if (state == JOURNAL_DELETED) {
 		state = 0;
 	}
 	m->by_state[state]++;
-	st->entries++;
-	st->bytes += e->size;
-	st->done += journal_state_done(state);
-	st->failed += state == JOURNAL_FAILED;
+	if (!e->ranges) {
+		/* A split file is finalize's to assemble, not its shard's. */
+		st->entries++;
+		st->bytes += e->size;
+		st->done += journal_state_done(state);
+		st->failed += state == JOURNAL_FAILED;
+	}
 	if (m->listing) {
 		entry_out(m, e, state, s && state ? s->code : "");
+	}
+	if (e->ftype == PLAN_FT_RANGE && e->range + 1 == m->split.ranges) {
+		const struct nameset_slot *f = nameset_get(&m->final, e->name);
+		bool assembled = f && journal_state_done(f->state);
+
+		m->split_ready += !assembled && m->split.done == m->split.ranges;
+		split_out(m, e->name, assembled);
 	}
 	return 0;
 }
@@ -1342,7 +1665,8 @@ int cmd_report(struct client_opts *o, char **args, int nargs)
 		if (rc == 0) {
 			merged_summary(&m, o, true);
 			fflush(stdout);
-			pending = m.by_state[0];
+			/* A split file whose ranges are in waits for finalize, not for shards. */
+			pending = m.by_state[0] - m.split_ready;
 		}
 		merged_free(&m);
 		if (rc != 0 || !o->watch || pending == 0) {
@@ -1392,9 +1716,284 @@ static int mirror_push(struct client_opts *o, const struct plan_header *h, const
 			return EXIT_BAD_PLAN;
 		}
 	}
+	/* The staging directory of split files' parts is no extra to delete (nor counted). */
+	r = filter_add_text(&o->filters, "- " PLAN_STAGING_PREFIX "*\n",
+			    strlen("- " PLAN_STAGING_PREFIX "*\n"), &line);
+	if (r < 0) {
+		return EXIT_LOCAL_IO;
+	}
 	args[0] = src;
 	args[1] = (char *)dest;
 	return cmd_copy(o, args, 2);
+}
+
+/* ---- split files ---------------------------------------------------------------- */
+
+/* finalize: each split file whose ranges are all done, assembled by the daemon (ASSEMBLE). */
+struct assembler {
+	struct merged *m;
+	struct client_opts *o;
+	struct journal_writer *j;
+	struct remote rem;
+	struct daemon_conn s;
+	bool open;
+	struct msg req; /* the file being gathered: u.assemble, parts for PLAN_MAX_RANGES */
+	char name[PROTO_MAX_PATH + 1], staging[64];
+	uint64_t n;	    /* its entry number (the parts are named N.R) */
+	uint32_t *shard_of; /* each range's shard (PLAN_MAX_RANGES) */
+	const char *plan;
+	uint32_t ranges;
+	bool active; /* gathering its ranges */
+	uint64_t done, failed;
+	int rc;
+};
+
+static int assembler_connect(struct assembler *as)
+{
+	int rc;
+
+	if (as->open) {
+		return 0;
+	}
+	as->s = (struct daemon_conn){ .o = as->o, .rem = &as->rem };
+	rc = daemon_conn_open_waiting(&as->s, NULL, NULL, NULL);
+	if (rc != 0) {
+		daemon_conn_close(&as->s, false);
+		return rc;
+	}
+	if (!(as->s.hello.caps & PROTO_CAP_ASSEMBLE)) {
+		log_error(
+		    "%s: the daemon is too old for split files (it can't assemble their parts): "
+		    "upgrade it, or plan without --split-size",
+		    as->rem.host);
+		daemon_conn_close(&as->s, true);
+		return EXIT_VERSION;
+	}
+	as->open = true;
+	return 0;
+}
+
+/*
+ * The parts of a file that could not be assembled are no longer done: each
+ * range marked failed in its shard's journal, so that a run of the shard
+ * sends it again. A shard running now (its journal locked) is said.
+ */
+static void unmark_ranges(struct assembler *as)
+{
+	const struct msg_assemble *a = &as->req.u.assemble;
+	char jpath[PATH_MAX], esc[1024];
+
+	for (uint32_t i = 0; i < a->count; i++) {
+		uint32_t shard = as->shard_of[i];
+		bool first = true;
+		FILE *f = NULL;
+		int fd;
+
+		for (uint32_t k = 0; k < i; k++) {
+			first = first && as->shard_of[k] != shard;
+		}
+		if (!first || journal_path(as->plan, shard, jpath, sizeof(jpath)) < 0) {
+			continue;
+		}
+		fd = open(jpath, O_WRONLY | O_APPEND | O_CLOEXEC);
+		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || !(f = fdopen(fd, "a"))) {
+			log_warning("%s: can't mark the ranges of %s to send again (%s): run "
+				    "finalize again once shard %" PRIu32 " is not running",
+				    log_escape_short(jpath, esc, sizeof(esc)), a->name,
+				    strerror(errno), shard);
+			if (fd >= 0) {
+				close(fd);
+			}
+			continue;
+		}
+		for (uint32_t k = i; k < a->count; k++) {
+			if (as->shard_of[k] == shard) {
+				journal_put_range(f, a->name, k, JOURNAL_FAILED, 0, "ASSEMBLY",
+						  NULL);
+			}
+		}
+		if (fflush(f) != 0 || fdatasync(fd) < 0) {
+			log_warning("%s: %s", log_escape_short(jpath, esc, sizeof(esc)),
+				    strerror(errno));
+		}
+		fclose(f);
+	}
+}
+
+/* One ASSEMBLE and its answer; the outcome journaled. 0, or an exit code for the run. */
+static int assemble_one(struct assembler *as)
+{
+	struct msg_assemble *a = &as->req.u.assemble;
+	char esc[1024], text[4 * PROTO_MAX_TEXT + 1];
+	struct msg reply;
+	/* Long enough to read a big file twice at 100 MB/s on a slow disk. */
+	int timeout_ms = (int)MIN((uint64_t)INT32_MAX, 60000 + a->size / 50000);
+	int rc = assembler_connect(as), r;
+
+	if (rc != 0) {
+		return rc;
+	}
+	log_escape_short(a->name, esc, sizeof(esc));
+	if (chan_send(&as->s.chan, &as->req) < 0) {
+		log_error("%s: control channel write failed", as->rem.host);
+		daemon_conn_close(&as->s, false);
+		as->open = false;
+		return EXIT_CONNECT;
+	}
+	r = chan_recv(&as->s.chan, &reply, timeout_ms);
+	if (r < 0) {
+		log_error("%s: assembling %s: control channel: %s", as->rem.host, esc,
+			  strerror(-r));
+		daemon_conn_close(&as->s, false);
+		as->open = false;
+		return EXIT_TRANSPORT;
+	}
+	if (reply.type == MSG_ASSEMBLED && reply.u.assembled.size == a->size) {
+		journal_put_entry(as->j->f, a->name, JOURNAL_COPIED, a->size, NULL);
+		journal_sync(as->j);
+		as->done++;
+		if (as->o->verbose > 0) {
+			fprintf(stderr, "assembled %s: %u parts, %" PRIu64 " bytes\n", esc,
+				a->count, a->size);
+		}
+		msg_clear(&reply);
+		return 0;
+	}
+	if (reply.type == MSG_ERROR) {
+		log_error("%s: %s not assembled: %s", as->rem.host, esc,
+			  log_escape(reply.u.error.text, text, sizeof(text)));
+		rc = exit_for_perr(reply.u.error.code);
+		journal_put_entry(as->j->f, a->name, JOURNAL_FAILED, 0,
+				  proto_err_name(reply.u.error.code));
+		if (reply.u.error.code == PERR_ASSEMBLY) {
+			unmark_ranges(as);
+			log_error("%s: its ranges are marked to send again: run their shards, then "
+				  "finalize",
+				  esc);
+		}
+	} else {
+		log_error("%s: assembling %s: unexpected %s", as->rem.host, esc,
+			  proto_type_name(reply.type));
+		rc = EXIT_PROTOCOL;
+	}
+	journal_sync(as->j);
+	as->failed++;
+	msg_clear(&reply);
+	/* After an ERROR the daemon ends the session: a new one for the next file. */
+	daemon_conn_close(&as->s, false);
+	as->open = false;
+	return rc;
+}
+
+static int assemble_entry(void *ud, const struct plan_entry *e)
+{
+	struct assembler *as = ud;
+	struct msg_assemble *a = &as->req.u.assemble;
+	const struct plan_header *h = as->m->h;
+
+	if (e->ranges) {
+		const struct nameset_slot *f = nameset_get(&as->m->final, e->name);
+		struct stat st;
+		char path[2 * PROTO_MAX_PATH + 2];
+
+		as->active = !(f && journal_state_done(f->state));
+		if (!as->active) {
+			return 0;
+		}
+		as->ranges = e->ranges;
+		snprintf(as->name, sizeof(as->name), "%s", e->name);
+		as->n = e->n;
+		a->name = as->name;
+		a->size = e->size;
+		a->count = 0;
+		/* Without -p, as a push without it: the mode less group and other write, now. */
+		a->mode = h->preserve ? e->mode : e->mode & 0755;
+		a->mtime_sec = h->preserve ? e->mtime : (int64_t)time(NULL);
+		a->mtime_nsec = h->preserve ? e->mtime_ns : 0;
+		a->flags = 0;
+		if (h->owner) {
+			/* The plan has no owners: the source's, as a push would send them. */
+			snprintf(path, sizeof(path), "%s/%s", h->base, e->name);
+			if (lstat(path, &st) < 0) {
+				log_error("%s: its owner: %s (not assembled)", e->name,
+					  strerror(errno));
+				as->active = false;
+				as->failed++;
+				as->rc = as->rc ? as->rc : EXIT_LOCAL_IO;
+				return 0;
+			}
+			a->flags = PROTO_ASM_OWNER;
+			a->uid = st.st_uid;
+			a->gid = st.st_gid;
+		}
+		return 0;
+	}
+	if (e->ftype != PLAN_FT_RANGE || !as->active) {
+		return 0;
+	}
+	{
+		struct proto_part *p = &a->parts[a->count++];
+		const uint8_t *hash = rangeset_get(&as->m->digests, e->name, e->range);
+
+		snprintf(p->name, sizeof(p->name), "%" PRIu64 ".%" PRIu32, as->n, e->range);
+		as->shard_of[a->count - 1] = e->shard;
+		p->offset = e->offset;
+		p->len = e->size;
+		if (!hash) {
+			log_error("%s: range %" PRIu32 " has no digest in its journal", e->name,
+				  e->range);
+			as->active = false;
+			as->failed++;
+			as->rc = as->rc ? as->rc : EXIT_BAD_PLAN;
+			return 0;
+		}
+		memcpy(p->hash, hash, PROTO_HASH_LEN);
+	}
+	if (a->count == as->ranges) {
+		int rc;
+
+		as->active = false;
+		rc = assemble_one(as);
+		as->rc = as->rc ? as->rc : rc;
+		/* No daemon to ask, or one that can't: the other files would fare the same. */
+		if (rc == EXIT_VERSION || rc == EXIT_CONNECT || rc == EXIT_AUTH ||
+		    rc == EXIT_CONFIG) {
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Every split file whose ranges are done and that is not assembled yet. 0 or an exit code. */
+static int assemble_all(struct merged *m, struct client_opts *o, struct journal_writer *j,
+			const char *plan, const char *dest)
+{
+	struct assembler as = { .m = m, .o = o, .j = j, .req.type = MSG_ASSEMBLE, .plan = plan };
+	_cleanup_free_ uint32_t *shard_of = calloc(PLAN_MAX_RANGES, sizeof(uint32_t));
+	int rc;
+
+	if (parse_remote(dest, &as.rem) != 1) {
+		return EXIT_USAGE;
+	}
+	as.shard_of = shard_of;
+	as.req.u.assemble.parts = calloc(PLAN_MAX_RANGES, sizeof(struct proto_part));
+	if (!as.req.u.assemble.parts || !shard_of) {
+		free(as.req.u.assemble.parts);
+		return EXIT_LOCAL_IO;
+	}
+	plan_staging_dir(m->h, as.staging);
+	as.req.u.assemble.path = (char *)m->h->path;
+	as.req.u.assemble.staging = as.staging;
+	rc = plan_pass(m->r, assemble_entry, &as);
+	if (as.open) {
+		daemon_conn_close(&as.s, true);
+	}
+	free(as.req.u.assemble.parts);
+	if (o->verbose >= 0 && !o->json && (as.done || as.failed)) {
+		fprintf(stderr, "split files: %" PRIu64 " assembled, %" PRIu64 " failed\n", as.done,
+			as.failed);
+	}
+	return rc ? rc : as.rc;
 }
 
 static int first_entry(void *ud, const struct plan_entry *e)
@@ -1435,13 +2034,14 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 		merged_free(&m);
 		return rc;
 	}
-	if (merged_done(&m) != m.h->entries) {
+	/* Split files are assembled here: they are done once all their ranges are. */
+	if (merged_done(&m) + m.split_ready != m.h->entries) {
 		merged_summary(&m, o, false);
 		log_error("not finished: %" PRIu64 " of %" PRIu64
 			  " entries have no outcome, %" PRIu64
 			  " failed: run the shards above again (their journals keep what is done), "
 			  "then finalize",
-			  m.by_state[0], m.h->entries, m.by_state[JOURNAL_FAILED]);
+			  m.by_state[0] - m.split_ready, m.h->entries, m.by_state[JOURNAL_FAILED]);
 		merged_free(&m);
 		return EXIT_PARTIAL;
 	}
@@ -1461,8 +2061,14 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 	}
 	shard_dest(m.h, 0, ru.dest, sizeof(ru.dest));
 	apply_plan_options(o, m.h);
+	/* First the split files: assembling them changes their directories' times. */
+	if (m.split_ready > 0) {
+		rc = assemble_all(&m, o, &j, args[0], ru.dest);
+	}
 	copy_set_observer(journal_observe, &j);
-	if (mirror) {
+	if (rc != 0) {
+		/* Nothing more: a failed assembly is said, its parts kept for another try. */
+	} else if (mirror) {
 		o->max_delete = max_delete;
 		o->have_max_delete = have_max;
 		rc = plan_pass(m.r, first_entry, top);

@@ -109,6 +109,10 @@ static void usage(FILE *f)
 	    "  -l, --long             ls: type, mode, owner, size and time of each entry\n"
 	    "  -o, --output PLAN      plan: the plan file to write\n"
 	    "      --shards N         plan: how many shards (default 1, at most 65536)\n"
+	    "      --compress zstd|none  plan: write the plan zstd-compressed or plain\n"
+	    "                         (default: zstd when PLAN ends in .zst)\n"
+	    "      --split-size SIZE  plan: files larger than SIZE go in byte ranges of\n"
+	    "                         about SIZE that shards send apart; finalize joins them\n"
 	    "      --shard I/N|auto   run: which shard; auto from Slurm, MPI, PMI or a\n"
 	    "                         Kubernetes Indexed Job (JOB_COMPLETION_INDEX)\n"
 	    "      --csv              report: one CSV row per entry\n"
@@ -132,7 +136,8 @@ static void usage(FILE *f)
 	    "could not store or read a file, or failed on its side), 15 check found\n"
 	    "differences, 16 deletions held back by --max-delete, 17 a block device\n"
 	    "refused (not allowed, in use, too small), 18 shard already running, 19 bad\n"
-	    "plan or journal, 20 lane encryption refused.\n",
+	    "plan or journal, 20 lane encryption refused, 21 a split file's parts could\n"
+	    "not be assembled.\n",
 	    f);
 }
 
@@ -405,6 +410,33 @@ static int set_output(struct client_opts *o, const char *v)
 	return set_path(o->plan_out, sizeof(o->plan_out), v);
 }
 
+static int set_compress(struct client_opts *o, const char *v)
+{
+	if (!strcmp(v, "zstd")) {
+		o->plan_compress = PLAN_COMPRESS_ZSTD;
+	} else if (!strcmp(v, "none")) {
+		o->plan_compress = PLAN_COMPRESS_NONE;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_split_size(struct client_opts *o, const char *v)
+{
+	uint64_t sz;
+	int r = parse_size(v, &sz);
+
+	if (r < 0) {
+		return r;
+	}
+	if (sz < PROTO_MIN_CHUNK || sz > (1ull << 50)) {
+		return -ERANGE;
+	}
+	o->split_size = sz;
+	return 0;
+}
+
 static int set_shards(struct client_opts *o, const char *v)
 {
 	uint64_t n;
@@ -604,6 +636,9 @@ const struct client_option client_options[] = {
 	{ "long", no_argument, 'l', NULL, set_long, NULL },
 	{ "output", required_argument, 'o', NULL, set_output, PATH_EXPECT },
 	{ "shards", required_argument, 0, NULL, set_shards, "1..65536" },
+	{ "compress", required_argument, 0, NULL, set_compress, "zstd or none" },
+	{ "split-size", required_argument, 0, NULL, set_split_size,
+	  "bytes, with K, M, G or T: 4K .. 1P" },
 	{ "shard", required_argument, 0, NULL, set_shard, "I/N (0 <= I < N) or auto" },
 	{ "csv", no_argument, 0, NULL, set_csv, NULL },
 	{ "watch", no_argument, 0, NULL, set_watch, NULL },

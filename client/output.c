@@ -172,7 +172,7 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 	char hex[33] = "", esc[4200];
 
 	if (out->observe) {
-		out->observe(out->observe_ud, name, "copied", bytes, NULL);
+		out->observe(out->observe_ud, name, "copied", bytes, NULL, hash);
 	}
 	if (hash) {
 		hash_to_hex(hash, hex);
@@ -221,7 +221,7 @@ void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_
 	char hex[33], esc[4200];
 
 	if (out->observe) {
-		out->observe(out->observe_ud, name, "resumed", sent, NULL);
+		out->observe(out->observe_ud, name, "resumed", sent, NULL, hash);
 	}
 	out->resumed_bytes += kept;
 	hash_to_hex(hash, hex);
@@ -248,7 +248,7 @@ void output_skipped(struct output *out, const char *name)
 	char esc[4200];
 
 	if (out->observe) {
-		out->observe(out->observe_ud, name, "skipped", 0, NULL);
+		out->observe(out->observe_ud, name, "skipped", 0, NULL, NULL);
 	}
 	if (out->json) {
 		printf("{\"event\":\"file\",\"name\":");
@@ -276,7 +276,7 @@ void output_deleted(struct output *out, const char *name, uint8_t ftype)
 	char esc[4200];
 
 	if (out->observe) {
-		out->observe(out->observe_ud, name, "deleted", 0, NULL);
+		out->observe(out->observe_ud, name, "deleted", 0, NULL, NULL);
 	}
 	if (out->json) {
 		json_file_action(name, ftype, "deleted");
@@ -353,7 +353,7 @@ void output_error(struct output *out, const char *name, uint8_t ftype, const cha
 	char esc[4200], esc2[2100];
 
 	if (out->observe) {
-		out->observe(out->observe_ud, name, "failed", 0, code);
+		out->observe(out->observe_ud, name, "failed", 0, code, NULL);
 	}
 	out->files_failed++;
 	if (out->json) {
@@ -371,7 +371,7 @@ void output_local_error(struct output *out, const char *name, uint8_t ftype, con
 	char esc[1024], esc2[768];
 
 	if (out->observe) {
-		out->observe(out->observe_ud, name, "failed", 0, code);
+		out->observe(out->observe_ud, name, "failed", 0, code, NULL);
 	}
 	out->files_failed++;
 	if (out->json) {

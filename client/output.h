@@ -36,7 +36,7 @@ struct output {
 	bool dry_run; /* every entry is listed (plan events) */
 	/* rdmacp run: each entry's outcome told to this too (a shard's journal); NULL: none */
 	void (*observe)(void *ud, const char *name, const char *action, uint64_t bytes,
-			const char *code);
+			const char *code, const uint8_t *hash /* XXH3-128 of a file, or NULL */);
 	void *observe_ud;
 };
 

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "assemble.h"
 #include "chan.h"
 #include "clock.h"
 #include "engine.h"
@@ -1951,6 +1952,73 @@ static int list_path(struct conn *c, const struct msg_list *l)
 	return r;
 }
 
+/*
+ * rdmacp finalize: join a split file's parts (ASSEMBLE, src/assemble.h), as
+ * the module's user, beneath the module, where a push to a->path would
+ * write; the module's rules for a push apply (not read only, owners only
+ * where kept, 'max file size'). ASSEMBLED once the file is in place;
+ * otherwise ERROR (ASSEMBLY for parts that are missing or not what their
+ * digests say) and the session ends.
+ */
+static int handle_assemble(struct conn *c, const struct msg_assemble *a)
+{
+	struct msg_open o = { .direction = PROTO_DIR_PUSH };
+	struct msg done = { .type = MSG_ASSEMBLED };
+	char esc[PROTO_MAX_PATH * 4 + 1], why[512];
+	_cleanup_close_ int rootfd = -1, destfd = -1;
+	const struct module *m = NULL;
+	const char *rel = NULL;
+	uint32_t code;
+	int r;
+
+	if (!(c->peer_caps & PROTO_CAP_ASSEMBLE)) {
+		return refuse(c, PERR_PROTOCOL, "ASSEMBLE from a client without the capability");
+	}
+	snprintf(o.path, sizeof(o.path), "%s", a->path);
+	r = check_module(c, &o, &m, &rel);
+	if (r < 0) {
+		return r;
+	}
+	if ((a->flags & PROTO_ASM_OWNER) && !(m->preserve_owner && m->run_uid == 0)) {
+		return refuse(c, PERR_PERMISSION,
+			      "module '%s' does not keep owners (needs 'preserve owner = yes' and "
+			      "'uid = root')",
+			      m->name);
+	}
+	if (a->size > m->max_file_size) {
+		return refuse(
+		    c, PERR_PERMISSION, "%llu bytes is over module '%s''s max file size (%llu)",
+		    (unsigned long long)a->size, m->name, (unsigned long long)m->max_file_size);
+	}
+	log_escape(a->name, esc, sizeof(esc));
+	if (engine_name_reserved(a->name) || fspath_validate(a->name) < 0 ||
+	    fspath_validate(a->staging) < 0) {
+		return refuse(c, PERR_BAD_PATH, "bad name '%s' or staging directory", esc);
+	}
+	r = enter_module(c, m, &rootfd);
+	if (r < 0) {
+		return r;
+	}
+	while (*rel == '/') {
+		rel++;
+	}
+	r = fspath_open_dir(rootfd, rel, &destfd);
+	if (r < 0) {
+		log_escape(a->path, esc, sizeof(esc));
+		return refuse(
+		    c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH, "destination '%s': %s", esc,
+		    r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
+	}
+	r = assemble_file(destfd, a, &code, why, sizeof(why));
+	if (r < 0) {
+		return refuse(c, code, "assembling '%s': %s", esc, why);
+	}
+	log_info("%s (%s): assembled %s in module %s from %u parts, %llu bytes", c->peer, c->id,
+		 esc, m->name, a->count, (unsigned long long)a->size);
+	done.u.assembled.size = a->size;
+	return chan_send(&c->chan, &done);
+}
+
 static int handle_list(struct conn *c, const struct msg_list *l)
 {
 	return l->path[0] == '\0' ? list_modules(c) : list_path(c, l);
@@ -2098,6 +2166,10 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 			break;
 		case MSG_BENCH:
 			r = handle_bench(&c, &m.u.bench);
+			idle_deadline = now_ms() + (int64_t)cfg->idle_timeout_s * 1000;
+			break;
+		case MSG_ASSEMBLE:
+			r = handle_assemble(&c, &m.u.assemble);
 			idle_deadline = now_ms() + (int64_t)cfg->idle_timeout_s * 1000;
 			break;
 		case MSG_LIST:

@@ -55,7 +55,7 @@ if(RDMACP_DEB_SHLIBDEPS)
 	set(CPACK_DEBIAN_PACKAGE_DEPENDS "${_tool_depends}")
 else()
 	# What dpkg-shlibdeps finds on Debian 12 (libc6 from the toolchain).
-	set(_lib_depends "libc6 (>= 2.34), libssl3 (>= 3.0.0), libsystemd0, liburing2 (>= 2.1), libxxhash0 (>= 0.8), libinih1")
+	set(_lib_depends "libc6 (>= 2.34), libssl3 (>= 3.0.0), libsystemd0, liburing2 (>= 2.1), libxxhash0 (>= 0.8), libinih1, libzstd1 (>= 1.4)")
 	if(ENABLE_VERBS)
 		string(APPEND _lib_depends ", libibverbs1, librdmacm1")
 	endif()

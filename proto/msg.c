@@ -40,6 +40,8 @@ static const char *const type_names[] = {
 	[MSG_ZEROS] = "ZEROS",
 	[MSG_BENCH] = "BENCH",
 	[MSG_DELTA] = "DELTA",
+	[MSG_ASSEMBLE] = "ASSEMBLE",
+	[MSG_ASSEMBLED] = "ASSEMBLED",
 };
 
 static const char *const err_names[] = {
@@ -67,6 +69,7 @@ static const char *const err_names[] = {
 	[PERR_DEVICE_BUSY] = "DEVICE_BUSY",
 	[PERR_DEVICE_SMALL] = "DEVICE_SMALL",
 	[PERR_ENCRYPTION] = "ENCRYPTION",
+	[PERR_ASSEMBLY] = "ASSEMBLY",
 };
 
 const char *proto_type_name(uint16_t type)
@@ -79,6 +82,9 @@ const char *proto_type_name(uint16_t type)
 
 uint32_t proto_err_for_peer(uint32_t code, uint64_t peer_caps)
 {
+	if (code == PERR_ASSEMBLY && !(peer_caps & PROTO_CAP_ASSEMBLE)) {
+		return PERR_INTEGRITY;
+	}
 	if (peer_caps & PROTO_CAP_DEVICES) {
 		return code;
 	}
@@ -303,6 +309,31 @@ static int enc_delta(struct wbuf *w, const struct msg_delta *d)
 	return 0;
 }
 
+static int enc_assemble(struct wbuf *w, const struct msg_assemble *a)
+{
+	if (a->count == 0 || a->count > PROTO_MAX_PARTS || !a->path || !a->name || !a->staging) {
+		return -EMSGSIZE;
+	}
+	wbuf_put_u32(w, a->flags);
+	wbuf_put_str16(w, a->path, PROTO_MAX_PATH);
+	wbuf_put_str16(w, a->name, PROTO_MAX_PATH);
+	wbuf_put_str16(w, a->staging, PROTO_MAX_PATH);
+	wbuf_put_u32(w, a->mode);
+	wbuf_put_u64(w, (uint64_t)a->mtime_sec);
+	wbuf_put_u32(w, a->mtime_nsec);
+	wbuf_put_u32(w, a->uid);
+	wbuf_put_u32(w, a->gid);
+	wbuf_put_u64(w, a->size);
+	wbuf_put_u16(w, a->count);
+	for (size_t i = 0; i < a->count; i++) {
+		wbuf_put_str16(w, a->parts[i].name, PROTO_MAX_PART_NAME);
+		wbuf_put_u64(w, a->parts[i].offset);
+		wbuf_put_u64(w, a->parts[i].len);
+		wbuf_put_bytes(w, a->parts[i].hash, PROTO_HASH_LEN);
+	}
+	return 0;
+}
+
 static int enc_payload(const struct msg *m, struct wbuf *w)
 {
 	switch (m->type) {
@@ -439,6 +470,11 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		break;
 	case MSG_DELTA:
 		return enc_delta(w, &m->u.delta);
+	case MSG_ASSEMBLE:
+		return enc_assemble(w, &m->u.assemble);
+	case MSG_ASSEMBLED:
+		wbuf_put_u64(w, m->u.assembled.size);
+		break;
 	case MSG_LIST:
 		wbuf_put_u32(w, m->u.list.flags);
 		wbuf_put_str16(w, m->u.list.path, PROTO_MAX_PATH);
@@ -858,6 +894,64 @@ static int dec_sums(struct rbuf *r, struct msg_sums *ms)
  * SUMS' first chunk index below PROTO_MAX_DELTA_CHUNKS with room for count;
  * SAME's ranges as RESUME's. The peer checks them against the file.
  */
+/* A part's name: one path component, not "." or "..". */
+static bool part_name_ok(const char *s)
+{
+	return s[0] && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
+}
+
+/*
+ * ASSEMBLE: known flags, a mode of permission bits, nanoseconds below a
+ * second, 1..PROTO_MAX_PARTS parts of single names, contiguous from 0, not
+ * empty, their ends adding up to size without overflow.
+ */
+static int dec_assemble(struct rbuf *r, struct msg_assemble *a)
+{
+	uint64_t end = 0;
+
+	a->flags = rbuf_get_u32(r);
+	if (r->error || (a->flags & ~PROTO_ASM_FLAGS_KNOWN)) {
+		return -EBADMSG;
+	}
+	a->path = dec_str_alloc(r, PROTO_MAX_PATH);
+	a->name = a->path ? dec_str_alloc(r, PROTO_MAX_PATH) : NULL;
+	a->staging = a->name ? dec_str_alloc(r, PROTO_MAX_PATH) : NULL;
+	if (!a->staging) {
+		return -EBADMSG;
+	}
+	a->mode = rbuf_get_u32(r);
+	a->mtime_sec = (int64_t)rbuf_get_u64(r);
+	a->mtime_nsec = rbuf_get_u32(r);
+	a->uid = rbuf_get_u32(r);
+	a->gid = rbuf_get_u32(r);
+	a->size = rbuf_get_u64(r);
+	a->count = rbuf_get_u16(r);
+	if (r->error || !rel_name_ok(a->name) || !rel_name_ok(a->staging) || a->mode > 07777 ||
+	    a->mtime_nsec >= 1000000000u || a->count == 0 || a->count > PROTO_MAX_PARTS ||
+	    rbuf_left(r) < (size_t)a->count * (2 + 16 + PROTO_HASH_LEN)) {
+		return -EBADMSG;
+	}
+	a->parts = calloc(a->count, sizeof(*a->parts));
+	if (!a->parts) {
+		a->count = 0;
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < a->count; i++) {
+		struct proto_part *p = &a->parts[i];
+
+		rbuf_get_str16(r, p->name, sizeof(p->name), PROTO_MAX_PART_NAME);
+		p->offset = rbuf_get_u64(r);
+		p->len = rbuf_get_u64(r);
+		rbuf_get_bytes(r, p->hash, PROTO_HASH_LEN);
+		if (r->error || !part_name_ok(p->name) || p->offset != end || p->len == 0 ||
+		    p->len > UINT64_MAX - end) {
+			return -EBADMSG;
+		}
+		end += p->len;
+	}
+	return end == a->size ? 0 : -EBADMSG;
+}
+
 static int dec_delta(struct rbuf *r, struct msg_delta *d)
 {
 	uint64_t end = 0;
@@ -1138,6 +1232,11 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return dec_deleted(r, &m->u.deleted);
 	case MSG_SUMS:
 		return dec_sums(r, &m->u.sums);
+	case MSG_ASSEMBLE:
+		return dec_assemble(r, &m->u.assemble);
+	case MSG_ASSEMBLED:
+		m->u.assembled.size = rbuf_get_u64(r);
+		return 0;
 	default:
 		return -EBADMSG;
 	}
@@ -1216,6 +1315,12 @@ void msg_clear(struct msg *m)
 		break;
 	case MSG_SUMS:
 		free(m->u.sums.sums);
+		break;
+	case MSG_ASSEMBLE:
+		free(m->u.assemble.path);
+		free(m->u.assemble.name);
+		free(m->u.assemble.staging);
+		free(m->u.assemble.parts);
 		break;
 	default:
 		break;

@@ -62,7 +62,10 @@ enum proto_type {
 	MSG_BENCH = 26,
 	/* --delta: receiver -> sender chunk digests, sender -> receiver unchanged ranges */
 	MSG_DELTA = 28,
-	MSG_TYPE_MAX = MSG_DELTA,
+	/* rdmacp finalize: client -> daemon, join a split file's parts (PROTO_CAP_ASSEMBLE) */
+	MSG_ASSEMBLE = 29,
+	MSG_ASSEMBLED = 30, /* daemon -> client: the file is in place */
+	MSG_TYPE_MAX = MSG_ASSEMBLED,
 };
 
 /* Header flags: none are defined in version 1; every bit is reserved. */
@@ -99,10 +102,11 @@ enum {
 	PROTO_CAP_BENCH_SEAL = 1u << 21, /* BENCH's encrypt byte: sealed bench lanes */
 	/* Sealed slots: verbs lanes encrypted (--encrypt, or a module's encryption = required) */
 	PROTO_CAP_VERBS_SEAL = 1u << 22,
+	PROTO_CAP_ASSEMBLE = 1u << 23, /* ASSEMBLE, ASSEMBLED, status ASSEMBLY (27) */
 	/* OPEN WRITE_SEND: verbs lanes as RDMA WRITE + SEND, no immediates (iWARP) */
 	PROTO_CAP_WRITE_SEND = 1u << 25,
 };
-#define PROTO_CAPS_KNOWN 0x27fffffu
+#define PROTO_CAPS_KNOWN 0x2ffffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -148,7 +152,9 @@ enum proto_err {
 	PERR_DEVICE_SMALL = 24,
 	/* Lane encryption: the client's wish and the module's "encryption" disagree */
 	PERR_ENCRYPTION = 26,
-	PERR_MAX = PERR_ENCRYPTION,
+	/* ASSEMBLE: a part missing, of another size, or not what its digest says (only with the cap) */
+	PERR_ASSEMBLY = 27,
+	PERR_MAX = PERR_ASSEMBLY,
 };
 
 enum proto_dir {
@@ -560,6 +566,41 @@ struct msg_delta {
 };
 
 /*
+ * rdmacp finalize (PROTO_CAP_ASSEMBLE): join the parts of a split file.
+ * path is the destination directory (MODULE/REL, as OPEN's), name the
+ * file's name beneath it, staging the parts' directory beneath it; each
+ * part a single name in staging holding bytes [offset, offset + len) of the
+ * file, with their XXH3-128. Parts in order, contiguous from 0, not empty,
+ * adding up to size. The daemon answers ASSEMBLED, or ERROR (ASSEMBLY for
+ * a part that is missing, short or not its digest).
+ */
+#define PROTO_MAX_PARTS	      1024
+#define PROTO_MAX_PART_NAME   255
+#define PROTO_ASM_OWNER	      0x1u /* set uid and gid */
+#define PROTO_ASM_FLAGS_KNOWN 0x1u
+struct proto_part {
+	char name[PROTO_MAX_PART_NAME + 1];
+	uint64_t offset, len;
+	uint8_t hash[PROTO_HASH_LEN];
+};
+
+struct msg_assemble {
+	uint32_t flags;		     /* PROTO_ASM_* */
+	char *path, *name, *staging; /* allocated by decode, each <= PROTO_MAX_PATH bytes */
+	uint32_t mode;		     /* 07777 bits */
+	int64_t mtime_sec;
+	uint32_t mtime_nsec;
+	uint32_t uid, gid;
+	uint64_t size;
+	uint16_t count;		  /* 1..PROTO_MAX_PARTS */
+	struct proto_part *parts; /* allocated by decode */
+};
+
+struct msg_assembled {
+	uint64_t size;
+};
+
+/*
  * One decoded message. Decoders allocate only after caps are checked;
  * msg_clear frees what a decode allocated.
  */
@@ -589,6 +630,8 @@ struct msg {
 		struct msg_deleted deleted;
 		struct msg_sums sums;
 		struct msg_delta delta;
+		struct msg_assemble assemble;
+		struct msg_assembled assembled;
 	} u;
 };
 

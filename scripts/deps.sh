@@ -4,7 +4,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(
 	build-essential cmake pkg-config clang libclang-rt-14-dev clang-format
-	libssl-dev liburing-dev libxxhash-dev libinih-dev libsystemd-dev libcmocka-dev
+	libssl-dev liburing-dev libxxhash-dev libinih-dev libzstd-dev libsystemd-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
 	openssl python3 iproute2 procps util-linux jq
 	# tests: systemd units and man pages, the Debian package (dpkg-shlibdeps),

@@ -170,6 +170,9 @@ struct efile {
 	char *src_path; /* what to open, relative to src_dirfd */
 	int src_dirfd;
 	bool src_device; /* a block device, read as a file of its size (engine_src.device) */
+	/* engine_src.window: where the file's bytes start in the source, and its whole size. */
+	bool src_window;
+	uint64_t src_base, src_whole;
 	bool acked, started, finished, done_sent;
 	int fd, dfd;
 	struct dio_align dio;

@@ -60,6 +60,15 @@ struct engine_src {
 	 */
 	bool device;
 	/*
+	 * A byte range of a regular file (rdmacp run of a split file's range):
+	 * its bytes [window_off, window_off + size) are sent as a file of size
+	 * bytes, and the source must still be window_whole bytes long (checked
+	 * as a whole file's size is). Not packed, not offered to --skip
+	 * checksum (no SUMS digest of a part of a file).
+	 */
+	bool window;
+	uint64_t window_off, window_whole;
+	/*
 	 * < 0 (-errno): an entry that can't be sent (unreadable, a name too
 	 * long for the wire); name says which (shortened in the middle when
 	 * over PROTO_MAX_PATH), why says why. The engine counts it as a failed

@@ -94,6 +94,15 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	f->src_device = s->device;
 	f->ftype = ftype;
 	f->size = ftype == PROTO_FT_REG ? s->size : 0;
+	f->src_whole = f->size;
+	if (s->window && ftype == PROTO_FT_REG) {
+		if (s->window_off > s->window_whole || s->size > s->window_whole - s->window_off) {
+			return fail(e, PERR_INTERNAL, -EINVAL, "a window beyond its file");
+		}
+		f->src_window = true;
+		f->src_base = s->window_off;
+		f->src_whole = s->window_whole;
+	}
 	ts_now(&f->t0);
 	if (first) {
 		*ret_link = strdup(first);
@@ -296,9 +305,9 @@ static int tx_open(struct engine *e, struct efile *f)
 	}
 	f->fd = fd;
 	e->open_fds++;
-	if ((uint64_t)st.st_size != f->size) {
+	if ((uint64_t)st.st_size != f->src_whole) {
 		file_fail(f, PERR_SOURCE_CHANGED, "changed size before it was read (%llu -> %llu)",
-			  (unsigned long long)f->size, (unsigned long long)st.st_size);
+			  (unsigned long long)f->src_whole, (unsigned long long)st.st_size);
 		return 0;
 	}
 	/* -X, -A: its attributes go ahead of its FILE_DONE. */
@@ -344,10 +353,11 @@ static int tx_submit_read(struct engine *e, uint32_t ci)
 		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 	}
 	/* Direct I/O only for whole, aligned requests; the tail goes buffered. */
-	if (f->dfd >= 0 && c->done == 0 && diskio_dio_ok(&f->dio, buf, c->off, want)) {
+	if (f->dfd >= 0 && c->done == 0 &&
+	    diskio_dio_ok(&f->dio, buf, f->src_base + c->off, want)) {
 		fd = f->dfd;
 	}
-	io_uring_prep_read_fixed(sqe, fd, buf + c->done, want, c->off + c->done,
+	io_uring_prep_read_fixed(sqe, fd, buf + c->done, want, f->src_base + c->off + c->done,
 				 pool_buf_index(e->pool, buf));
 	io_uring_sqe_set_data64(sqe, UD(UD_READ, ci));
 	c->state = CH_READING;
@@ -368,18 +378,21 @@ static uint64_t tx_hole_at(struct engine *e, struct efile *f)
 	uint64_t cs = e->p->chunk_size, off = f->read_off, end;
 
 	if (off >= f->next_hole) {
-		uint64_t d;
+		/* In the source, at the window's base (0 for a whole file); kept relative to it. */
+		uint64_t base = f->src_base, d;
 
-		if (sparse_next_data(f->fd, off, f->size, &d) < 0) {
-			d = off;
+		if (sparse_next_data(f->fd, base + off, base + f->size, &d) < 0) {
+			d = base + off;
 		}
+		d -= base;
 		f->next_data = d;
 		if (d >= f->size) {
 			f->next_hole = f->size;
 		} else {
-			off_t h = lseek(f->fd, (off_t)d, SEEK_HOLE);
+			off_t h = lseek(f->fd, (off_t)(base + d), SEEK_HOLE);
 
-			f->next_hole = h < 0 || (uint64_t)h > f->size ? f->size : (uint64_t)h;
+			f->next_hole =
+			    h < 0 || (uint64_t)h - base > f->size ? f->size : (uint64_t)h - base;
 			/* Never stuck: the data run is at least one byte long. */
 			f->next_hole = MAX(f->next_hole, d + 1);
 		}
@@ -531,10 +544,10 @@ static int tx_file_sent(struct engine *e, struct efile *f)
 {
 	uint64_t size;
 
-	if (diskio_fd_size(f->fd, &size) == 0 && size != f->size) {
+	if (diskio_fd_size(f->fd, &size) == 0 && size != f->src_whole) {
 		file_fail(f, PERR_SOURCE_CHANGED,
 			  "file changed size while being sent (%llu -> %llu)",
-			  (unsigned long long)f->size, (unsigned long long)size);
+			  (unsigned long long)f->src_whole, (unsigned long long)size);
 	}
 	return tx_send_done(e, f);
 }
@@ -801,6 +814,10 @@ static int tx_sum_start(struct engine *e, struct efile *f)
 	int fd, r;
 
 	f->sum_wanted = true;
+	if (f->src_window) {
+		/* A digest of the whole source would not be this part's: no answer, it is sent. */
+		return tx_sum_done(e, f, -EOPNOTSUPP, NULL);
+	}
 	r = diskio_open_read_flags(f->src_dirfd, f->src_path, 0, f->src_device ? DISKIO_BLOCK : 0,
 				   &fd, NULL, &st);
 	if (r < 0) {

@@ -24,4 +24,5 @@ enum rdmacp_exit {
 	EXIT_SHARD_TAKEN = 18, /* rdmacp run: another process runs that shard (or finalize) */
 	EXIT_BAD_PLAN = 19,    /* a plan or journal malformed, edited, or not of this plan */
 	EXIT_ENCRYPTION = 20,  /* lane encryption: --encrypt or the module's policy refused */
+	EXIT_ASSEMBLY = 21,    /* finalize: a split file's parts missing or not their digests */
 };

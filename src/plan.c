@@ -11,6 +11,7 @@
 #include <openssl/rand.h>
 
 #include "macro.h"
+#include "zfile.h"
 
 const char *plan_ftype_name(uint8_t ftype)
 {
@@ -23,6 +24,8 @@ const char *plan_ftype_name(uint8_t ftype)
 		return "symlink";
 	case PROTO_FT_HARDLINK:
 		return "hardlink";
+	case PLAN_FT_RANGE:
+		return "range";
 	default:
 		return "?";
 	}
@@ -35,7 +38,12 @@ static int ftype_parse(const char *s)
 			return t;
 		}
 	}
-	return -EINVAL;
+	return strcmp(s, "range") ? -EINVAL : PLAN_FT_RANGE;
+}
+
+void plan_staging_dir(const struct plan_header *h, char out[64])
+{
+	snprintf(out, 64, "%s%.16s", PLAN_STAGING_PREFIX, h->id);
 }
 
 int plan_new_id(char id[PLAN_ID_LEN + 1])
@@ -65,6 +73,12 @@ void plan_put_entry(FILE *f, const struct plan_entry *e)
 		e->size, e->mtime, e->mtime_ns, e->mode);
 	if (e->links) {
 		fprintf(f, ",\"links\":%" PRIu64, e->links);
+	}
+	if (e->ranges) {
+		fprintf(f, ",\"ranges\":%" PRIu32, e->ranges);
+	}
+	if (e->ftype == PLAN_FT_RANGE) {
+		fprintf(f, ",\"range\":%" PRIu32 ",\"offset\":%" PRIu64, e->range, e->offset);
 	}
 	fputs("}\n", f);
 }
@@ -107,6 +121,9 @@ void plan_put_header(FILE *f, const struct plan_header *h)
 	if (h->filters) {
 		put_str(f, "filters", h->filters);
 	}
+	if (h->split) {
+		fprintf(f, ",\"split\":%" PRIu64, h->split);
+	}
 	put_str(f, "digest", h->digest);
 	fputs("}\n", f);
 }
@@ -128,14 +145,20 @@ void plan_digest_final(XXH3_state_t *st, const struct plan_header *h, char out[3
 /* ---- reading ------------------------------------------------------------------- */
 
 struct plan_reader {
-	FILE *f;
+	struct zreader *zr; /* the plan, plain or zstd */
 	char *path;
 	uint64_t line;
-	long first_entry; /* file offset of the first entry line */
+	uint64_t first_entry; /* text offset of the first entry line */
 	struct plan_header h;
 	XXH3_state_t *st;
 	char *buf; /* NDJSON_MAX_LINE + 2 */
 	struct ndjson_obj obj;
+	/* The split file whose ranges come next: how many are left, where the next starts. */
+	struct {
+		uint64_t line, size, next_off;
+		uint32_t ranges, next;
+		char name[PROTO_MAX_PATH + 1];
+	} split;
 };
 
 static int bad(struct plan_reader *r, char *err, size_t errlen, const char *fmt, ...)
@@ -158,23 +181,27 @@ static int bad(struct plan_reader *r, char *err, size_t errlen, const char *fmt,
 static int read_line(struct plan_reader *r, size_t *ret_len, char *err, size_t errlen)
 {
 	size_t len;
+	int q = zreader_gets(r->zr, r->buf, NDJSON_MAX_LINE + 2, &len);
 
-	if (!fgets(r->buf, NDJSON_MAX_LINE + 2, r->f)) {
-		if (ferror(r->f)) {
-			snprintf(err, errlen, "%s: %s", r->path, strerror(errno ? errno : EIO));
-			return -EIO;
-		}
+	if (q == -EBADMSG) {
+		/* Named by the line it was reading: the lines before it were whole. */
+		r->line++;
+		return bad(r, err, errlen, "%s", zreader_error(r->zr));
+	}
+	if (q < 0) {
+		snprintf(err, errlen, "%s: %s", r->path, strerror(-q));
+		return q;
+	}
+	if (q == 0) {
 		return 0;
 	}
 	r->line++;
-	len = strlen(r->buf);
-	if (len == 0 || r->buf[len - 1] != '\n') {
+	if (r->buf[len - 1] != '\n') {
 		if (len > NDJSON_MAX_LINE) {
 			return bad(r, err, errlen, "a line longer than 64 KiB");
 		}
 		return bad(r, err, errlen, "the last line is cut short (no newline at its end)");
 	}
-	*ret_len = len;
 	r->buf[--len] = '\0';
 	*ret_len = len;
 	return 1;
@@ -290,6 +317,9 @@ static int parse_header(struct plan_reader *r, char *err, size_t errlen)
 	} else if (q != -ENOENT) {
 		return bad(r, err, errlen, "the header's \"filters\" is not a string");
 	}
+	if (ndjson_get_u64(&r->obj, "split", &h->split) == -EINVAL) {
+		return bad(r, err, errlen, "the header's \"split\" is not a size");
+	}
 	return 0;
 }
 
@@ -312,9 +342,8 @@ int plan_open(const char *path, struct plan_reader **ret, char *err, size_t errl
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	r->f = fopen(path, "re");
-	if (!r->f) {
-		q = -errno;
+	q = zreader_open(path, &r->zr);
+	if (q < 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(-q));
 		plan_close(r);
 		return q;
@@ -337,7 +366,7 @@ int plan_open(const char *path, struct plan_reader **ret, char *err, size_t errl
 		plan_close(r);
 		return q;
 	}
-	r->first_entry = ftell(r->f);
+	r->first_entry = zreader_tell(r->zr);
 	XXH3_128bits_reset(r->st);
 	*ret = r;
 	return 0;
@@ -350,11 +379,85 @@ const struct plan_header *plan_reader_header(const struct plan_reader *r)
 
 int plan_rewind(struct plan_reader *r)
 {
-	if (fseek(r->f, r->first_entry, SEEK_SET) < 0) {
-		return -errno;
+	int q = zreader_seek(r->zr, r->first_entry);
+
+	if (q < 0) {
+		return q;
 	}
 	r->line = 1;
+	r->split.ranges = 0;
 	XXH3_128bits_reset(r->st);
+	return 0;
+}
+
+/*
+ * A split file's entry and its ranges: right after it, numbered in order,
+ * contiguous from 0, not empty, adding up to its size; nothing else in
+ * between, no range anywhere else.
+ */
+static int parse_split(struct plan_reader *r, struct plan_entry *e, char *err, size_t errlen)
+{
+	uint64_t v = 0;
+	int q = ndjson_get_u64(&r->obj, "ranges", &v);
+
+	if (q == -EINVAL || (q == 0 && e->ftype != PROTO_FT_REG)) {
+		return bad(r, err, errlen, "\"ranges\" on an entry that is not a file");
+	}
+	if (r->split.ranges && e->ftype != PLAN_FT_RANGE) {
+		return bad(r, err, errlen,
+			   "range %" PRIu32 " of the split file at line %" PRIu64
+			   " is due here (its %" PRIu32 " ranges come right after it)",
+			   r->split.next, r->split.line, r->split.ranges);
+	}
+	if (e->ftype == PROTO_FT_REG && q == 0) {
+		if (v < 2 || v > PLAN_MAX_RANGES || e->size < v) {
+			return bad(r, err, errlen,
+				   "a split file in %" PRIu64
+				   " ranges (2..%d, no more than its bytes)",
+				   v, PLAN_MAX_RANGES);
+		}
+		e->ranges = (uint32_t)v;
+		r->split.line = r->line;
+		r->split.size = e->size;
+		r->split.next_off = 0;
+		r->split.ranges = (uint32_t)v;
+		r->split.next = 0;
+		memcpy(r->split.name, e->name, strlen(e->name) + 1);
+		return 0;
+	}
+	if (e->ftype != PLAN_FT_RANGE) {
+		return 0;
+	}
+	if (!r->split.ranges) {
+		return bad(r, err, errlen, "a range with no split file before it");
+	}
+	if (strcmp(e->name, r->split.name)) {
+		return bad(r, err, errlen,
+			   "a range of another name than its file's (line %" PRIu64 ")",
+			   r->split.line);
+	}
+	if (ndjson_get_u64(&r->obj, "range", &v) < 0 || v != r->split.next) {
+		return bad(r, err, errlen, "range number %" PRIu64 " where %" PRIu32 " was due", v,
+			   r->split.next);
+	}
+	e->range = (uint32_t)v;
+	if (ndjson_get_u64(&r->obj, "offset", &e->offset) < 0 || e->offset != r->split.next_off) {
+		return bad(r, err, errlen,
+			   "range %" PRIu32 " starts at %" PRIu64
+			   ", where the one before ended at %" PRIu64,
+			   e->range, e->offset, r->split.next_off);
+	}
+	if (e->size == 0 || e->size > r->split.size - e->offset ||
+	    (e->range + 1 == r->split.ranges && e->offset + e->size != r->split.size)) {
+		return bad(r, err, errlen,
+			   "range %" PRIu32 " (%" PRIu64 " bytes at %" PRIu64
+			   ") does not fit its file of %" PRIu64 " bytes in %" PRIu32 " ranges",
+			   e->range, e->size, e->offset, r->split.size, r->split.ranges);
+	}
+	r->split.next_off += e->size;
+	if (++r->split.next == r->split.ranges) {
+		r->split.ranges = 0;
+	}
 	return 0;
 }
 
@@ -412,7 +515,7 @@ static int parse_entry(struct plan_reader *r, struct plan_entry *e, char *err, s
 	if (ndjson_get_u64(&r->obj, "links", &e->links) == -EINVAL) {
 		return bad(r, err, errlen, "the entry's \"links\" is not a number");
 	}
-	return 0;
+	return parse_split(r, e, err, errlen);
 }
 
 int plan_next(struct plan_reader *r, struct plan_entry *e, char *err, size_t errlen)
@@ -424,6 +527,13 @@ int plan_next(struct plan_reader *r, struct plan_entry *e, char *err, size_t err
 	if (q == 0) {
 		char digest[33];
 
+		if (r->split.ranges) {
+			r->line++;
+			return bad(r, err, errlen,
+				   "the plan ends before the %" PRIu32
+				   " ranges of the split file at line %" PRIu64 " (cut short?)",
+				   r->split.ranges, r->split.line);
+		}
 		if (r->line - 1 != r->h.entries) {
 			r->line++;
 			return bad(r, err, errlen,
@@ -464,9 +574,7 @@ void plan_close(struct plan_reader *r)
 	if (!r) {
 		return;
 	}
-	if (r->f) {
-		fclose(r->f);
-	}
+	zreader_close(r->zr);
 	if (r->st) {
 		XXH3_freeState(r->st);
 	}
@@ -616,6 +724,51 @@ void journal_put_entry(FILE *f, const char *name, int state, uint64_t bytes, con
 	fputs("}\n", f);
 }
 
+static void put_hex(FILE *f, const char *key, const uint8_t *b, size_t n)
+{
+	fprintf(f, ",\"%s\":\"", key);
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "%02x", b[i]);
+	}
+	fputc('"', f);
+}
+
+void journal_put_range(FILE *f, const char *name, uint32_t range, int state, uint64_t bytes,
+		       const char *code, const uint8_t hash[16])
+{
+	fprintf(f, "{\"state\":\"%s\"", journal_state_name(state));
+	ndjson_put_name(f, "name", name);
+	fprintf(f, ",\"range\":%" PRIu32, range);
+	if (bytes) {
+		fprintf(f, ",\"bytes\":%" PRIu64, bytes);
+	}
+	if (hash) {
+		put_hex(f, "xxh128", hash, 16);
+	}
+	if (code && *code) {
+		put_str(f, "code", code);
+	}
+	fputs("}\n", f);
+}
+
+static int hex_bytes(const char *s, uint8_t *out, size_t n)
+{
+	if (strlen(s) != 2 * n) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+
+		if (!strchr("0123456789abcdef", s[2 * i]) ||
+		    !strchr("0123456789abcdef", s[2 * i + 1]) ||
+		    sscanf(s + 2 * i, "%2x", &v) != 1) {
+			return -EINVAL;
+		}
+		out[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
 int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct journal_line *ret,
 		  const char **why)
 {
@@ -625,6 +778,7 @@ int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct j
 
 	memset(ret, 0, offsetof(struct journal_line, name));
 	ret->name[0] = '\0';
+	ret->range = -1;
 	if (ndjson_parse(line, len, obj, why) < 0) {
 		return -EBADMSG;
 	}
@@ -677,6 +831,25 @@ int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct j
 	if (ndjson_get_str(obj, "code", &s) == 0) {
 		snprintf(ret->code, sizeof(ret->code), "%s", s);
 	}
+	if (ndjson_get(obj, "range")) {
+		if (ndjson_get_u64(obj, "range", &v) < 0 || v >= PLAN_MAX_RANGES) {
+			*why = "a range number out of range";
+			return -EBADMSG;
+		}
+		ret->range = (int64_t)v;
+	}
+	if (ndjson_get(obj, "xxh128")) {
+		if (ret->range < 0 || ndjson_get_str(obj, "xxh128", &s) < 0 ||
+		    hex_bytes(s, ret->hash, sizeof(ret->hash)) < 0) {
+			*why = "an xxh128 that is not 32 hex digits of a range";
+			return -EBADMSG;
+		}
+		ret->has_hash = true;
+	}
+	if (ret->range >= 0 && journal_state_done(ret->state) && !ret->has_hash) {
+		*why = "a range done without its xxh128";
+		return -EBADMSG;
+	}
 	return 0;
 }
 
@@ -718,9 +891,23 @@ static struct nameset_slot *nameset_find(const struct nameset *s, XXH128_hash_t 
 	}
 }
 
-int nameset_put(struct nameset *s, const char *name, int state, const char *code)
+/* A range's key: the name, a NUL (no name has one), the range number. */
+static XXH128_hash_t range_key(const char *name, uint32_t r)
 {
-	XXH128_hash_t h = XXH3_128bits(name, strlen(name));
+	char key[PROTO_MAX_PATH + 1 + 5];
+	size_t n = strnlen(name, PROTO_MAX_PATH);
+
+	memcpy(key, name, n);
+	key[n] = '\0';
+	key[n + 1] = (char)(r >> 24);
+	key[n + 2] = (char)(r >> 16);
+	key[n + 3] = (char)(r >> 8);
+	key[n + 4] = (char)r;
+	return XXH3_128bits(key, n + 5);
+}
+
+static int nameset_put_hash(struct nameset *s, XXH128_hash_t h, int state, const char *code)
+{
 	struct nameset_slot *slot;
 
 	if ((s->n + 1) * 4 > s->cap * 3) {
@@ -740,9 +927,26 @@ int nameset_put(struct nameset *s, const char *name, int state, const char *code
 	return 0;
 }
 
+int nameset_put(struct nameset *s, const char *name, int state, const char *code)
+{
+	return nameset_put_hash(s, XXH3_128bits(name, strlen(name)), state, code);
+}
+
+int nameset_put_range(struct nameset *s, const char *name, uint32_t r, int state, const char *code)
+{
+	return nameset_put_hash(s, range_key(name, r), state, code);
+}
+
 const struct nameset_slot *nameset_get(const struct nameset *s, const char *name)
 {
 	const struct nameset_slot *slot = nameset_find(s, XXH3_128bits(name, strlen(name)));
+
+	return slot && slot->state ? slot : NULL;
+}
+
+const struct nameset_slot *nameset_get_range(const struct nameset *s, const char *name, uint32_t r)
+{
+	const struct nameset_slot *slot = nameset_find(s, range_key(name, r));
 
 	return slot && slot->state ? slot : NULL;
 }
@@ -751,4 +955,64 @@ void nameset_free(struct nameset *s)
 {
 	free(s->v);
 	*s = (struct nameset){ 0 };
+}
+
+/* ---- range digests ------------------------------------------------------------- */
+
+static struct rangeset_slot *rangeset_find(struct rangeset_slot *v, size_t cap, XXH128_hash_t h)
+{
+	for (size_t j = h.low64 & (cap - 1);; j = (j + 1) & (cap - 1)) {
+		if (!v[j].used || (v[j].lo == h.low64 && v[j].hi == h.high64)) {
+			return &v[j];
+		}
+	}
+}
+
+int rangeset_put(struct rangeset *s, const char *name, uint32_t r, const uint8_t hash[16])
+{
+	XXH128_hash_t h = range_key(name, r);
+	struct rangeset_slot *slot;
+
+	if ((s->n + 1) * 4 > s->cap * 3) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct rangeset_slot *v = calloc(cap, sizeof(*v));
+
+		if (!v) {
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < s->cap; i++) {
+			if (s->v[i].used) {
+				*rangeset_find(v, cap,
+					       (XXH128_hash_t){ .low64 = s->v[i].lo,
+								.high64 = s->v[i].hi }) = s->v[i];
+			}
+		}
+		free(s->v);
+		s->v = v;
+		s->cap = cap;
+	}
+	slot = rangeset_find(s->v, s->cap, h);
+	if (!slot->used) {
+		s->n++;
+	}
+	*slot = (struct rangeset_slot){ .lo = h.low64, .hi = h.high64, .used = true };
+	memcpy(slot->hash, hash, 16);
+	return 0;
+}
+
+const uint8_t *rangeset_get(const struct rangeset *s, const char *name, uint32_t r)
+{
+	const struct rangeset_slot *slot;
+
+	if (!s->cap) {
+		return NULL;
+	}
+	slot = rangeset_find(s->v, s->cap, range_key(name, r));
+	return slot->used ? slot->hash : NULL;
+}
+
+void rangeset_free(struct rangeset *s)
+{
+	free(s->v);
+	*s = (struct rangeset){ 0 };
 }

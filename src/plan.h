@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Migration plans and shard journals (rdmacp plan / run / finalize /
- * report), as NDJSON files (ndjson.h).
+ * report), as NDJSON files (ndjson.h); a plan may be zstd-compressed
+ * (zfile.h: read through it either way), a journal is always plain.
  *
  * A plan: one header line (format, id, source, destination, options, shard
  * count, entry count, bytes, and a digest over the entries), then one line
@@ -12,9 +13,15 @@
  * source and destination may be edited (a host moved), its id, shard and
  * entry counts may not.
  *
+ * A split file (plan --split-size): its entry ("ranges": K) and right
+ * after it K range entries (type "range", the file's name, "range" 0..K-1,
+ * "offset", "size"), contiguous from 0 and adding up to the file's size,
+ * each in a shard of its own choosing; the reader checks that they do.
+ *
  * A journal: one per shard, next to the plan (PLAN.journal.I), appended by
  * each run of that shard: a header line naming the plan id and the shard,
- * then run start/end lines and one line per entry outcome.
+ * then run start/end lines and one line per entry outcome (a range's with
+ * its number and the XXH3-128 its sender computed).
  */
 #pragma once
 
@@ -31,6 +38,10 @@
 #define PLAN_ID_LEN	     32		  /* hex digits */
 #define PLAN_ENTRY_COST	     (256 * 1024) /* bytes one entry weighs in the balance */
 #define PLAN_MAX_FILTERS_LEN (256 * 1024)
+#define PLAN_MAX_RANGES	     PROTO_MAX_PARTS /* ranges of one split file */
+#define PLAN_FT_RANGE	     0x80	     /* plan_entry.ftype of a range entry */
+/* The directory a split file's parts wait in, under the destination: this and 16 id digits. */
+#define PLAN_STAGING_PREFIX ".rdmacp-split."
 
 struct plan_header {
 	char id[PLAN_ID_LEN + 1];
@@ -44,20 +55,24 @@ struct plan_header {
 	bool recursive, preserve, owner, hardlinks, xattrs, acls, files_from;
 	/* --delta, --assume-zero-target: written only when set; absent (older plans): false */
 	bool delta, assume_zero;
-	char skip[16]; /* none, exists, quick, checksum */
-	char *filters; /* "+ PAT\n- PAT\n..." or NULL (heap) */
+	char skip[16];	/* none, exists, quick, checksum */
+	char *filters;	/* "+ PAT\n- PAT\n..." or NULL (heap) */
+	uint64_t split; /* --split-size: files larger are split in ranges of this; 0: none */
 	char digest[2 * 16 + 1];
 };
 
 struct plan_entry {
 	uint64_t n;
 	uint32_t shard;
-	uint8_t ftype; /* PROTO_FT_REG, _DIR, _SYMLINK, _HARDLINK */
+	uint8_t ftype; /* PROTO_FT_REG, _DIR, _SYMLINK, _HARDLINK, or PLAN_FT_RANGE */
 	uint64_t size;
 	int64_t mtime;
 	uint32_t mtime_ns;
 	uint32_t mode;
-	uint64_t links; /* a file with other names (-H): how many in all; else 0 */
+	uint64_t links;	 /* a file with other names (-H): how many in all; else 0 */
+	uint32_t ranges; /* a split file: in how many ranges (2..PLAN_MAX_RANGES); else 0 */
+	uint32_t range;	 /* a range: its number (0..ranges-1) */
+	uint64_t offset; /* a range: where it starts in the file (size: its length) */
 	char name[PROTO_MAX_PATH + 1];
 	char link[PROTO_MAX_PATH + 1]; /* PROTO_FT_HARDLINK: the name it is a link to */
 };
@@ -70,6 +85,8 @@ int plan_new_id(char id[PLAN_ID_LEN + 1]);
 void plan_put_entry(FILE *f, const struct plan_entry *e);
 /* The header line; digest and counts as set in h. */
 void plan_put_header(FILE *f, const struct plan_header *h);
+/* The staging directory of a plan's split files: PLAN_STAGING_PREFIX and 16 id digits. */
+void plan_staging_dir(const struct plan_header *h, char out[64]);
 /* The digest of a plan: XXH3-128 over the entry lines, then id, shards and entries. */
 void plan_digest_final(XXH3_state_t *st, const struct plan_header *h, char out[33]);
 
@@ -133,6 +150,9 @@ struct journal_line {
 	double seconds;
 	int state;
 	char code[32];
+	int64_t range; /* an entry: the range of a split file, -1 for a whole entry */
+	bool has_hash;
+	uint8_t hash[16]; /* a range's XXH3-128, when has_hash */
 	char name[PROTO_MAX_PATH + 1];
 };
 /* Parse one journal line (without newline). 0 or -EBADMSG (why set). */
@@ -141,6 +161,9 @@ int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct j
 void journal_put_header(FILE *f, const char *plan_id, int64_t shard, uint32_t shards);
 void journal_put_run(FILE *f, bool start, double t, int exit_code, uint64_t bytes, double secs);
 void journal_put_entry(FILE *f, const char *name, int state, uint64_t bytes, const char *code);
+/* A range of a split file: its number, and the XXH3-128 of its bytes when done (else NULL). */
+void journal_put_range(FILE *f, const char *name, uint32_t range, int state, uint64_t bytes,
+		       const char *code, const uint8_t hash[16]);
 
 /* ---- a set of names -------------------------------------------------------- */
 
@@ -156,4 +179,21 @@ struct nameset {
 };
 int nameset_put(struct nameset *s, const char *name, int state, const char *code);
 const struct nameset_slot *nameset_get(const struct nameset *s, const char *name);
+/* The same for range r of a split file (keyed apart from every name: names hold no NUL). */
+int nameset_put_range(struct nameset *s, const char *name, uint32_t r, int state, const char *code);
+const struct nameset_slot *nameset_get_range(const struct nameset *s, const char *name, uint32_t r);
 void nameset_free(struct nameset *s);
+
+/* The digests of ranges (few: huge files only), by file name and range number. */
+struct rangeset {
+	struct rangeset_slot {
+		uint64_t lo, hi;
+		bool used;
+		uint8_t hash[16];
+	} * v;
+	size_t cap, n;
+};
+int rangeset_put(struct rangeset *s, const char *name, uint32_t r, const uint8_t hash[16]);
+/* The digest, or NULL. */
+const uint8_t *rangeset_get(const struct rangeset *s, const char *name, uint32_t r);
+void rangeset_free(struct rangeset *s);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for what reads plans and journals (src/ndjson.c,
- * src/plan.c): the input, as a file, is opened as a plan and read to its
- * end; each of its lines is also parsed as a journal line. Names that come
+ * src/plan.c, src/zfile.c): the input, as a file, is opened as a plan
+ * (plain, or zstd when it starts with the zstd magic: the corpus has both)
+ * and read to its end; each of its lines is also parsed as a journal line. Names that come
  * out are written back with ndjson_put_name and must read back the same.
  */
 #include <stdint.h>

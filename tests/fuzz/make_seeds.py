@@ -125,12 +125,22 @@ SEEDS = {
     # kind 2 SAME: file id, kind, reserved 0, count, then (offset, len) per unchanged range
     "delta_same": frame(28, struct.pack(">IBBH", 1, 2, 0, 2) + struct.pack(">QQ", 0, 2 << 20)
                         + struct.pack(">QQ", 5 << 20, 4321)),
+    # finalize: flags (1 OWNER), path, name, staging dir, mode, mtime s, ns, uid, gid, size,
+    # count, then per part: name, offset, len, XXH3-128 (contiguous from 0, adding up to size)
+    "assemble": frame(29, struct.pack(">I", 1) + s16("mod/dst") + s16("tree/big.img")
+                      + s16(".rdmacp-split.0123456789abcdef")
+                      + struct.pack(">IqIIIQH", 0o640, 1700000000, 5, 1000, 100, (4 << 20) + 17, 2)
+                      + s16("5.0") + struct.pack(">QQ", 0, 4 << 20) + bytes(range(16))
+                      + s16("5.1") + struct.pack(">QQ", 4 << 20, 17) + bytes(16)),
+    "assembled": frame(30, struct.pack(">Q", (4 << 20) + 17)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]
                        + SEEDS["end"] + SEEDS["bye"])
 SEEDS["stream_ls"] = (SEEDS["hello"] + SEEDS["list_modules"] + SEEDS["modules"] + SEEDS["end"]
                       + SEEDS["list"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"])
+SEEDS["stream_assemble"] = (SEEDS["hello"] + SEEDS["assemble"] + SEEDS["assembled"]
+                            + SEEDS["bye"])
 SEEDS["stream_bench"] = SEEDS["hello"] + SEEDS["bench"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_check"] = (SEEDS["hello"] + SEEDS["list_sums"] + SEEDS["files"] + SEEDS["sums"]
                          + SEEDS["end"] + SEEDS["bye"])

@@ -9,6 +9,7 @@ checks it against --expect.
 
 Steps (repeatable, run in command-line order):
   --hello [MIN:MAX]     send HELLO (default 1:1) and require a HELLO back
+                        (its capability bits: --caps, default 0x1)
   --send-hello MIN:MAX  send HELLO only (the daemon's answer is left for --expect)
   --frame SPEC          send one frame; SPEC is comma-separated key=value with
                         keys type (number or name), magic, version, res8, flags,
@@ -27,7 +28,8 @@ Modes:
                         (a slow-loris handshake); only with --expect closed
 
 Expectation (what comes back, within --timeout seconds, default 5):
-  error:CODE   the first frame is ERROR with that code, then the daemon closes
+  error:CODE   the first frame is ERROR with that code (a number or its name, e.g.
+               PROTOCOL), then the daemon closes
   closed       no frame at all; the daemon closes the connection
   frame:NAME   the first frame is of that type (e.g. PONG, HELLO)
   --max-close SECS   additionally: "closed" must happen within SECS seconds
@@ -51,7 +53,7 @@ HDR = struct.Struct(">IBBHHHI")
 TYPES = {
     "HELLO": 1, "ERROR": 2, "OPEN": 3, "OPEN_OK": 4, "RING": 5, "FILES": 6,
     "FILES_ACK": 7, "FILE_DONE": 8, "FILE_RESULT": 9, "GET": 10, "END": 11,
-    "PING": 12, "PONG": 13, "BYE": 14,
+    "PING": 12, "PONG": 13, "BYE": 14, "ASSEMBLE": 29, "ASSEMBLED": 30,
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 PERR = {
@@ -59,6 +61,7 @@ PERR = {
     5: "PERMISSION", 6: "BAD_PATH", 7: "IO", 8: "NOSPACE", 9: "INTEGRITY",
     10: "BUSY", 11: "TRANSPORT", 12: "SHUTDOWN", 13: "TIMEOUT",
     14: "SOURCE_CHANGED", 15: "NOT_FOUND", 16: "INTERNAL", 17: "DUPLICATE",
+    27: "ASSEMBLY",
 }
 
 
@@ -212,6 +215,8 @@ def main():
     ap.add_argument("--max-close", type=float)
     ap.add_argument("--min-close", type=float)
     ap.add_argument("--hello", dest="hello", nargs="?", const="1:1", action=Steps)
+    ap.add_argument("--caps", type=lambda v: int(v, 0), default=1,
+                    help="the capability bits our HELLOs announce (default 0x1, tcp)")
     ap.add_argument("--send-hello", dest="send_hello", action=Steps)
     ap.add_argument("--frame", dest="frame", action=Steps)
     ap.add_argument("--send-hex", dest="send_hex", action=Steps)
@@ -265,7 +270,7 @@ def main():
         for step, val in args.steps:
             if step == "hello":
                 lo, hi = parse_versions(val)
-                sock.sendall(frame(TYPES["HELLO"], hello_payload(lo, hi)))
+                sock.sendall(frame(TYPES["HELLO"], hello_payload(lo, hi, args.caps)))
                 t, p = read_frame(sock, time.monotonic() + args.timeout)
                 say("sent HELLO %d..%d, got %s" % (lo, hi, describe(t, p)))
                 if t != TYPES["HELLO"]:
@@ -273,7 +278,7 @@ def main():
                     return 1
             elif step == "send_hello":
                 lo, hi = parse_versions(val)
-                sock.sendall(frame(TYPES["HELLO"], hello_payload(lo, hi)))
+                sock.sendall(frame(TYPES["HELLO"], hello_payload(lo, hi, args.caps)))
                 say("sent HELLO %d..%d" % (lo, hi))
             elif step == "frame":
                 data = parse_frame_spec(val)
@@ -343,7 +348,8 @@ def main():
 
     ok = True
     if kind == "error":
-        want = int(arg, 0)
+        names = {v: k for k, v in PERR.items()}
+        want = names[arg.upper()] if arg.upper() in names else int(arg, 0)
         if not frames or frames[0][0] != TYPES["ERROR"]:
             say("FAILED: wanted ERROR %d (%s) first" % (want, PERR.get(want, "?")))
             ok = False

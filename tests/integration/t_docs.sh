@@ -97,6 +97,8 @@ value_for() {
 	--skip) echo quick ;;
 	--exclude-from) echo /dev/null ;;
 	--level) echo checksum ;;
+	--compress) echo zstd ;;
+	--split-size) echo 64M ;;
 	*) echo 1 ;;
 	esac
 }

@@ -3,7 +3,8 @@
 #
 # Plans stream: the peak RSS of `rdmacp plan` and `rdmacp report` over a
 # tree of 100,000 entries (8 shards) is that of one of 10,000 entries, give
-# or take 4 MiB: neither holds the plan. (A shard's run holds one batch of
+# or take 4 MiB: neither holds the plan. The same for zstd plans (-o
+# PLAN.zst), written and read through bounded buffers. (A shard's run holds one batch of
 # names at a time; finalize one 40-byte record per journaled name.)
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
@@ -61,4 +62,17 @@ rb=$(peak_kb "${C[@]}" report "$W/big.plan")
 echo "    report: 10,000 entries $rs KiB, 100,000 entries $rb KiB"
 [ "$rs" -gt 0 ] && [ "$rb" -gt 0 ] && [ "$rb" -le $((rs + 4096)) ] && pass "report: peak RSS flat ($rs -> $rb KiB)" ||
 	fail "report: peak RSS $rs -> $rb KiB"
+zps=$(peak_kb "${C[@]}" plan -r --shards 8 "$W/small" 127.0.0.1:data/x -o "$W/small.plan.zst")
+zpb=$(peak_kb "${C[@]}" plan -r --shards 8 "$W/big" 127.0.0.1:data/x -o "$W/big.plan.zst")
+echo "    zstd plan: 10,000 entries $zps KiB, 100,000 entries $zpb KiB"
+[ "$zps" -gt 0 ] && [ "$zpb" -gt 0 ] && [ "$zpb" -le $((zps + 4096)) ] &&
+	pass "zstd plan: peak RSS flat ($zps -> $zpb KiB)" || fail "zstd plan: peak RSS $zps -> $zpb KiB"
+[ "$(head -c 4 "$W/big.plan.zst" | od -An -tx1 | tr -d ' ')" = "28b52ffd" ] &&
+	[ "$(stat -c %s "$W/big.plan.zst")" -lt "$(stat -c %s "$W/big.plan")" ] &&
+	pass "the zstd plan is zstd, and smaller" || fail "big.plan.zst is not a smaller zstd frame"
+zrs=$(peak_kb "${C[@]}" report "$W/small.plan.zst")
+zrb=$(peak_kb "${C[@]}" report "$W/big.plan.zst")
+echo "    report (zstd): 10,000 entries $zrs KiB, 100,000 entries $zrb KiB"
+[ "$zrs" -gt 0 ] && [ "$zrb" -gt 0 ] && [ "$zrb" -le $((zrs + 4096)) ] &&
+	pass "report of a zstd plan: peak RSS flat ($zrs -> $zrb KiB)" || fail "report (zstd): peak RSS $zrs -> $zrb KiB"
 finish

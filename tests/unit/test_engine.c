@@ -983,6 +983,67 @@ static void test_transfer(void **state)
 	assert_no_fd_beneath(f->src);
 }
 
+/* A source offered as windows of itself (engine_src.window): its byte ranges as files. */
+static void source_window(struct fx *f, struct source *s, const char *name, const char *path,
+			  uint64_t off, uint64_t len, uint64_t whole)
+{
+	s->e[s->n++] = (struct engine_src){ .name = (char *)name,
+					    .path = (char *)path,
+					    .dirfd = f->src_fd,
+					    .ftype = PROTO_FT_REG,
+					    .mode = 0600,
+					    .size = len,
+					    .window = true,
+					    .window_off = off,
+					    .window_whole = whole };
+}
+
+/*
+ * Windows of one file: each arrives as a file of its own holding exactly
+ * those bytes (the first, a middle one across chunk edges, the tail); one
+ * whose file no longer has the size it was planned with fails (changed),
+ * the others don't.
+ */
+static void test_window(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	const uint64_t whole = 5 * CHUNK + 17;
+	static const struct {
+		const char *name;
+		uint64_t off, len;
+	} w[] = { { "w0", 0, 2 * CHUNK },
+		  { "w1", 2 * CHUNK, CHUNK + 100 },
+		  { "w2", 3 * CHUNK + 100, 2 * CHUNK - 83 } };
+	uint8_t *all;
+	size_t len;
+
+	source_file(f, &s, "big", whole);
+	for (size_t i = 0; i < ARRAY_SIZE(w); i++) {
+		source_window(f, &s, w[i].name, "big", w[i].off, w[i].len, whole);
+	}
+	source_window(f, &s, "stale", "big", 0, CHUNK, whole + 1);
+	run_both(f, &s);
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.ev.ok, 4);
+	assert_int_equal(f->rxr.ev.failed, 1);
+	assert_int_equal(f->txr.ev.first_failed_code, PERR_SOURCE_CHANGED);
+	all = read_file(f->src, "big", &len);
+	assert_int_equal(len, whole);
+	for (size_t i = 0; i < ARRAY_SIZE(w); i++) {
+		size_t plen;
+		uint8_t *part = read_file(f->dst, w[i].name, &plen);
+
+		assert_int_equal(plen, w[i].len);
+		assert_memory_equal(part, all + w[i].off, plen);
+		free(part);
+	}
+	free(all);
+	assert_dest(f->dst, "big w0 w1 w2");
+	assert_no_fd_beneath(f->src);
+}
+
 /*
  * -p over more directories than the receiver keeps for the end (its
  * FEW_DIRS hook: 8, standing for DIR_META_MAX): the first 8 get their times,
@@ -3574,6 +3635,7 @@ int main(void)
 	/* clang-format off */
 	const struct CMUnitTest tests[] = {
 		T(test_transfer),
+		T(test_window),
 		T(test_checksum_mismatch),
 		T(test_event_fd_hangup),
 	T(test_dir_meta_cap),

@@ -8,12 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "ndjson.h"
 #include "plan.h"
+#include "zfile.h"
 
 static struct ndjson_obj obj;
 
@@ -190,6 +193,324 @@ static void test_plan_round_trip(void **state)
 	unlink(path);
 }
 
+/* path (a plain file) as a zstd frame into zpath; only the first keep bytes of it when keep. */
+static void compress_file(const char *path, const char *zpath, size_t keep)
+{
+	struct zwriter *w;
+	char buf[4096];
+	size_t n;
+	FILE *in = fopen(path, "r");
+	int fd = open(zpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	assert_non_null(in);
+	assert_true(fd >= 0);
+	assert_int_equal(zwriter_new(fd, true, &w), 0);
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
+		assert_int_equal(zwriter_write(w, buf, n), 0);
+	}
+	assert_int_equal(zwriter_finish(w), 0);
+	zwriter_free(w);
+	if (keep) {
+		assert_int_equal(ftruncate(fd, (off_t)keep), 0);
+	}
+	close(fd);
+	fclose(in);
+}
+
+/* A zstd plan reads as its plain self, passes twice; cut short or corrupt it names the line. */
+static void test_plan_zstd(void **state)
+{
+	char path[] = "/tmp/test_plan.XXXXXX", zpath[64], err[8192];
+	struct plan_header h;
+	struct plan_reader *r;
+	struct plan_entry e;
+	struct stat st;
+	unsigned n;
+	int fd = mkstemp(path), q;
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(zpath, sizeof(zpath), "%s.zst", path);
+	write_plan(path, &h, 20000);
+	compress_file(path, zpath, 0);
+	assert_int_equal(plan_open(zpath, &r, err, sizeof(err)), 0);
+	assert_string_equal(plan_reader_header(r)->id, h.id);
+	for (int pass = 0; pass < 2; pass++) {
+		n = 0;
+		assert_int_equal(plan_rewind(r), 0);
+		while ((q = plan_next(r, &e, err, sizeof(err))) > 0) {
+			n++;
+			assert_int_equal(e.n, n);
+		}
+		assert_int_equal(q, 0);
+		assert_int_equal(n, 20000);
+	}
+	plan_close(r);
+
+	/* Cut in the middle of the frame: an error naming a line past the header. */
+	assert_int_equal(stat(zpath, &st), 0);
+	compress_file(path, zpath, (size_t)st.st_size / 2);
+	assert_int_equal(plan_open(zpath, &r, err, sizeof(err)), 0);
+	n = 0;
+	while ((q = plan_next(r, &e, err, sizeof(err))) > 0) {
+		n++;
+	}
+	assert_int_equal(q, -EBADMSG);
+	assert_non_null(strstr(err, "the zstd stream ends inside a frame"));
+	{
+		char want[128];
+
+		snprintf(want, sizeof(want), "%s:%u: ", zpath, n + 2);
+		assert_non_null(strstr(err, want));
+	}
+	plan_close(r);
+	unlink(zpath);
+	unlink(path);
+}
+
+/* zreader: fgets-like lines, capped; tell and seek, plain and zstd alike. */
+static void test_zreader(void **state)
+{
+	char path[] = "/tmp/test_zfile.XXXXXX", zpath[64], buf[16];
+	const char *files[2] = { path, zpath };
+	int fd = mkstemp(path);
+	size_t len;
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "one\ntwo-and-more\nthree", 23), 23);
+	close(fd);
+	snprintf(zpath, sizeof(zpath), "%s.zst", path);
+	compress_file(path, zpath, 0);
+	for (int i = 0; i < 2; i++) {
+		struct zreader *r;
+		uint64_t at;
+
+		assert_int_equal(zreader_open(files[i], &r), 0);
+		assert_int_equal(zreader_compressed(r), i == 1);
+		assert_int_equal(zreader_gets(r, buf, sizeof(buf), &len), 1);
+		assert_string_equal(buf, "one\n");
+		at = zreader_tell(r);
+		assert_int_equal(at, 4);
+		/* A line longer than the buffer: cap - 1 bytes, no newline. */
+		assert_int_equal(zreader_gets(r, buf, 8, &len), 1);
+		assert_string_equal(buf, "two-and");
+		assert_int_equal(zreader_gets(r, buf, sizeof(buf), &len), 1);
+		assert_string_equal(buf, "-more\n");
+		assert_int_equal(zreader_gets(r, buf, sizeof(buf), &len), 1);
+		assert_string_equal(buf, "three");
+		assert_int_equal(zreader_gets(r, buf, sizeof(buf), &len), 0);
+		assert_int_equal(zreader_seek(r, at), 0);
+		assert_int_equal(zreader_gets(r, buf, sizeof(buf), &len), 1);
+		assert_string_equal(buf, "two-and-more\n");
+		zreader_close(r);
+	}
+	unlink(zpath);
+	unlink(path);
+}
+
+/* A plan of these entry lines (each without its newline), header and digest made to fit. */
+static void write_plan_lines(const char *path, const char *const *lines, size_t n)
+{
+	XXH3_state_t *st = XXH3_createState();
+	struct plan_header h;
+	FILE *f;
+
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(plan_new_id(h.id), 0);
+	strcpy(h.source, "src");
+	strcpy(h.base, "/base");
+	strcpy(h.hosts, "a");
+	strcpy(h.path, "mod/dst");
+	strcpy(h.skip, "none");
+	h.port = 7471;
+	h.shards = 3;
+	h.split = 4096;
+	h.entries = n;
+	XXH3_128bits_reset(st);
+	for (size_t i = 0; i < n; i++) {
+		XXH3_128bits_update(st, lines[i], strlen(lines[i]));
+		XXH3_128bits_update(st, "\n", 1);
+	}
+	plan_digest_final(st, &h, h.digest);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	plan_put_header(f, &h);
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "%s\n", lines[i]);
+	}
+	fclose(f);
+	XXH3_freeState(st);
+}
+
+/* Read a plan through: 0 at its end, or -EBADMSG with err holding want. */
+static int read_through(const char *path, const char *want, struct plan_entry *last)
+{
+	char err[8192];
+	struct plan_reader *r;
+	int q;
+
+	assert_int_equal(plan_open(path, &r, err, sizeof(err)), 0);
+	while ((q = plan_next(r, last, err, sizeof(err))) > 0) {
+	}
+	plan_close(r);
+	if (q < 0 && want && !strstr(err, want)) {
+		fail_msg("error '%s', wanted '%s'", err, want);
+	}
+	return q;
+}
+
+#define F(n, name, size, extra)                                                             \
+	"{\"n\":" #n ",\"shard\":0,\"type\":\"file\",\"name\":\"" name "\",\"size\":" #size \
+	",\"mtime\":1,\"mtime_ns\":0,\"mode\":420" extra "}"
+#define R(n, shard, name, r, off, size)                                               \
+	"{\"n\":" #n ",\"shard\":" #shard ",\"type\":\"range\",\"name\":\"" name      \
+	"\",\"size\":" #size ",\"mtime\":1,\"mtime_ns\":0,\"mode\":420,\"range\":" #r \
+	",\"offset\":" #off "}"
+
+/*
+ * Split files: the ranges right after their file, in order, contiguous,
+ * adding up to its size; anything else is refused naming the line.
+ */
+static void test_plan_split(void **state)
+{
+	char path[] = "/tmp/test_plan.XXXXXX";
+	struct plan_entry e;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	{
+		const char *good[] = { F(1, "a", 10000, ",\"ranges\":3"), R(2, 1, "a", 0, 0, 4096),
+				       R(3, 2, "a", 1, 4096, 4096), R(4, 0, "a", 2, 8192, 1808),
+				       F(5, "b", 5, "") };
+		struct plan_reader *r;
+		char err[8192];
+		unsigned ranges = 0;
+
+		write_plan_lines(path, good, 5);
+		assert_int_equal(plan_open(path, &r, err, sizeof(err)), 0);
+		assert_int_equal(plan_reader_header(r)->split, 4096);
+		while (plan_next(r, &e, err, sizeof(err)) > 0) {
+			if (e.n == 1) {
+				assert_int_equal(e.ranges, 3);
+			}
+			if (e.ftype == PLAN_FT_RANGE) {
+				assert_int_equal(e.range, ranges);
+				assert_int_equal(e.offset, 4096u * ranges);
+				ranges++;
+			}
+		}
+		assert_int_equal(ranges, 3);
+		assert_int_equal(e.n, 5);
+		plan_close(r);
+	}
+	static const struct {
+		const char *lines[4];
+		size_t n;
+		const char *why;
+	} bad[] = {
+		{ { F(1, "a", 8192, ",\"ranges\":2"), R(2, 0, "a", 0, 0, 4096), F(3, "b", 1, "") },
+		  3,
+		  ":4: range 1 of the split file at line 2 is due here" },
+		{ { F(1, "a", 8192, ",\"ranges\":2"), R(2, 0, "a", 0, 0, 4096) },
+		  2,
+		  "ends before the 2 ranges of the split file at line 2" },
+		{ { R(1, 0, "a", 0, 0, 4096) }, 1, ":2: a range with no split file before it" },
+		{ { F(1, "a", 8192, ",\"ranges\":2"), R(2, 0, "a", 0, 0, 4096),
+		    R(3, 0, "a", 1, 4097, 4095) },
+		  3,
+		  ":4: range 1 starts at 4097, where the one before ended at 4096" },
+		{ { F(1, "a", 8192, ",\"ranges\":2"), R(2, 0, "a", 0, 0, 4096),
+		    R(3, 0, "a", 1, 4096, 4000) },
+		  3,
+		  ":4: range 1 (4000 bytes at 4096) does not fit" },
+		{ { F(1, "a", 8192, ",\"ranges\":2"), R(2, 0, "a", 0, 0, 4096),
+		    R(3, 0, "a", 2, 4096, 4096) },
+		  3,
+		  ":4: range number 2 where 1 was due" },
+		{ { F(1, "a", 8192, ",\"ranges\":2"), R(2, 0, "b", 0, 0, 4096) },
+		  2,
+		  ":3: a range of another name" },
+		{ { F(1, "a", 8192, ",\"ranges\":1"), R(2, 0, "a", 0, 0, 8192) },
+		  2,
+		  ":2: a split file in 1 ranges" },
+		{ { F(1, "a", 8192, ",\"ranges\":2000"), R(2, 0, "a", 0, 0, 8192) },
+		  2,
+		  ":2: a split file in 2000 ranges" },
+		{ { F(1, "a", 8192, ",\"ranges\":2"), R(2, 0, "a", 0, 0, 0),
+		    R(3, 0, "a", 1, 0, 8192) },
+		  3,
+		  ":3: range 0 (0 bytes at 0) does not fit" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_plan_lines(path, bad[i].lines, bad[i].n);
+		assert_int_equal(read_through(path, bad[i].why, &e), -EBADMSG);
+	}
+	unlink(path);
+}
+
+/* Range lines in journals: their number and digest; names and ranges keyed apart. */
+static void test_journal_ranges(void **state)
+{
+	static const uint8_t hash[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0xff };
+	struct journal_line jl;
+	struct nameset ns = { 0 };
+	struct rangeset rs = { 0 };
+	char *buf = NULL;
+	size_t len = 0;
+	const char *why;
+	FILE *m = open_memstream(&buf, &len);
+
+	(void)state;
+	journal_put_range(m, "dir/big", 7, JOURNAL_COPIED, 4096, NULL, hash);
+	fclose(m);
+	buf[len - 1] = '\0';
+	assert_int_equal(journal_parse(buf, len - 1, &obj, &jl, &why), 0);
+	assert_int_equal(jl.kind, JL_ENTRY);
+	assert_int_equal(jl.range, 7);
+	assert_true(jl.has_hash);
+	assert_memory_equal(jl.hash, hash, 16);
+	assert_string_equal(jl.name, "dir/big");
+	free(buf);
+	static const char *const bad[] = {
+		"{\"state\":\"copied\",\"name\":\"a\",\"range\":1}",
+		"{\"state\":\"copied\",\"name\":\"a\",\"range\":1,\"xxh128\":\"00\"}",
+		"{\"state\":\"copied\",\"name\":\"a\",\"range\":5000,\"xxh128\":"
+		"\"000102030405060708090a0b0c0d0e0f\"}",
+		"{\"state\":\"copied\",\"name\":\"a\",\"xxh128\":"
+		"\"000102030405060708090a0b0c0d0e0f\"}",
+		"{\"state\":\"copied\",\"name\":\"a\",\"range\":1,\"xxh128\":"
+		"\"000102030405060708090a0b0c0d0e0g\"}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (journal_parse(bad[i], strlen(bad[i]), &obj, &jl, &why) != -EBADMSG) {
+			fail_msg("accepted: %s", bad[i]);
+		}
+	}
+	assert_int_equal(
+	    journal_parse("{\"state\":\"failed\",\"name\":\"a\",\"range\":1}", 39, &obj, &jl, &why),
+	    0);
+	assert_int_equal(jl.range, 1);
+	assert_int_equal(nameset_put(&ns, "a", JOURNAL_COPIED, NULL), 0);
+	assert_int_equal(nameset_put_range(&ns, "a", 0, JOURNAL_FAILED, "X"), 0);
+	assert_int_equal(nameset_get(&ns, "a")->state, JOURNAL_COPIED);
+	assert_int_equal(nameset_get_range(&ns, "a", 0)->state, JOURNAL_FAILED);
+	assert_null(nameset_get_range(&ns, "a", 1));
+	for (uint32_t r = 0; r < 300; r++) {
+		uint8_t h[16] = { (uint8_t)r, (uint8_t)(r >> 8) };
+
+		assert_int_equal(rangeset_put(&rs, "file", r, h), 0);
+	}
+	assert_int_equal(rangeset_get(&rs, "file", 299)[0], 299 & 0xff);
+	assert_int_equal(rangeset_get(&rs, "file", 299)[1], 1);
+	assert_null(rangeset_get(&rs, "other", 0));
+	nameset_free(&ns);
+	rangeset_free(&rs);
+}
+
 /* The plan at path with its header's "files_from":false followed by extra. */
 static void header_add(const char *path, const char *extra)
 {
@@ -331,6 +652,8 @@ int main(void)
 		cmocka_unit_test(test_ndjson_names),  cmocka_unit_test(test_plan_round_trip),
 		cmocka_unit_test(test_balancer),      cmocka_unit_test(test_journal_lines),
 		cmocka_unit_test(test_nameset),	      cmocka_unit_test(test_plan_copy_options),
+		cmocka_unit_test(test_plan_zstd),     cmocka_unit_test(test_zreader),
+		cmocka_unit_test(test_plan_split),    cmocka_unit_test(test_journal_ranges),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -182,6 +182,32 @@ static struct proto_sum s_sums[3] = {
 	{ .id = UINT32_MAX, .status = PERR_OK, .hash = { [15] = 0xff } },
 };
 
+static char s_asm_path[] = "mod/dst", s_asm_name[] = "tree/big.img",
+	    s_asm_staging[] = ".rdmacp-split.0123456789abcdef";
+static struct proto_part s_parts[3] = {
+	{ .name = "5.0", .offset = 0, .len = 4u << 20, .hash = { 1, 2, 3 } },
+	{ .name = "5.1", .offset = 4u << 20, .len = 4u << 20, .hash = { [15] = 9 } },
+	{ .name = "5.2", .offset = 8u << 20, .len = 17, .hash = { 7 } },
+};
+
+static void sample_assemble(struct msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = MSG_ASSEMBLE;
+	m->u.assemble = (struct msg_assemble){ .flags = PROTO_ASM_OWNER,
+					       .path = s_asm_path,
+					       .name = s_asm_name,
+					       .staging = s_asm_staging,
+					       .mode = 0640,
+					       .mtime_sec = -3,
+					       .mtime_nsec = 999999999,
+					       .uid = 1000,
+					       .gid = 100,
+					       .size = (8u << 20) + 17,
+					       .count = 3,
+					       .parts = s_parts };
+}
+
 static void sample(uint16_t type, struct msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -318,6 +344,12 @@ static void sample(uint16_t type, struct msg *m)
 		m->u.zeros.count = 2;
 		m->u.zeros.r[0] = (struct proto_range){ .offset = 1u << 20, .len = 4u << 20 };
 		m->u.zeros.r[1] = (struct proto_range){ .offset = 8u << 20, .len = 777 };
+		break;
+	case MSG_ASSEMBLE:
+		sample_assemble(m);
+		break;
+	case MSG_ASSEMBLED:
+		m->u.assembled.size = (8u << 20) + 17;
 		break;
 	case MSG_DELTA:
 		m->u.delta.id = 11;
@@ -535,6 +567,30 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 			assert_memory_equal(a->u.sums.sums[i].hash, b->u.sums.sums[i].hash,
 					    PROTO_HASH_LEN);
 		}
+		break;
+	case MSG_ASSEMBLE:
+		assert_int_equal(a->u.assemble.flags, b->u.assemble.flags);
+		assert_string_equal(a->u.assemble.path, b->u.assemble.path);
+		assert_string_equal(a->u.assemble.name, b->u.assemble.name);
+		assert_string_equal(a->u.assemble.staging, b->u.assemble.staging);
+		assert_int_equal(a->u.assemble.mode, b->u.assemble.mode);
+		assert_true(a->u.assemble.mtime_sec == b->u.assemble.mtime_sec);
+		assert_int_equal(a->u.assemble.mtime_nsec, b->u.assemble.mtime_nsec);
+		assert_int_equal(a->u.assemble.uid, b->u.assemble.uid);
+		assert_int_equal(a->u.assemble.gid, b->u.assemble.gid);
+		assert_true(a->u.assemble.size == b->u.assemble.size);
+		assert_int_equal(a->u.assemble.count, b->u.assemble.count);
+		for (size_t i = 0; i < a->u.assemble.count; i++) {
+			const struct proto_part *x = &a->u.assemble.parts[i];
+			const struct proto_part *y = &b->u.assemble.parts[i];
+
+			assert_string_equal(x->name, y->name);
+			assert_true(x->offset == y->offset && x->len == y->len);
+			assert_memory_equal(x->hash, y->hash, PROTO_HASH_LEN);
+		}
+		break;
+	case MSG_ASSEMBLED:
+		assert_true(a->u.assembled.size == b->u.assembled.size);
 		break;
 	case MSG_BENCH:
 		assert_int_equal(a->u.bench.transport, b->u.bench.transport);
@@ -1911,6 +1967,119 @@ static void test_delta(void **state)
 /* ---- encoder refusals --------------------------------------------------- */
 
 /* LIST: only the defined flags; the path under its cap (issue 15). */
+/*
+ * ASSEMBLE: parts that do not add up (a gap, an overlap, an empty one, a
+ * sum other than size, an offset that wraps), names that could leave the
+ * staging directory or the destination, counts past the cap (the encoder
+ * refuses them, and so does the decoder, written by hand, before it
+ * allocates), unknown flags, a mode beyond 07777, nanoseconds of a second.
+ */
+static void test_assemble(void **state)
+{
+	struct msg m;
+	struct wbuf w;
+	uint8_t *p;
+	size_t len;
+
+	(void)state;
+	sample_assemble(&m);
+	assert_int_equal(encode_decode_rc(&m), 0);
+	s_parts[1].offset++; /* a gap */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	s_parts[1].offset -= 2; /* an overlap */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	s_parts[1].offset++;
+	m.u.assemble.size++; /* the parts fall short of it */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.assemble.size -= 2; /* past it */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample_assemble(&m);
+	s_parts[2].len = 0;
+	m.u.assemble.size = 8u << 20;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	s_parts[2].len = UINT64_MAX - (8u << 20) + 1; /* wraps to 0 */
+	m.u.assemble.size = 0;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	s_parts[2].len = 17;
+	static const char *const bad_part[] = { "", ".", "..", "a/b", "../x" };
+	for (size_t i = 0; i < (sizeof(bad_part) / sizeof(bad_part[0])); i++) {
+		sample_assemble(&m);
+		strcpy(s_parts[1].name, bad_part[i]);
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	}
+	strcpy(s_parts[1].name, "5.1");
+	static const char *const bad_rel[] = { "", "/etc/passwd", "../up", "a/../../b", "a//b" };
+	for (size_t i = 0; i < (sizeof(bad_rel) / sizeof(bad_rel[0])); i++) {
+		sample_assemble(&m);
+		m.u.assemble.name = (char *)bad_rel[i];
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+		sample_assemble(&m);
+		m.u.assemble.staging = (char *)bad_rel[i];
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	}
+	sample_assemble(&m);
+	m.u.assemble.flags = 0x2;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample_assemble(&m);
+	m.u.assemble.mode = 010000;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample_assemble(&m);
+	m.u.assemble.mtime_nsec = 1000000000;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample_assemble(&m);
+	m.u.assemble.count = 0;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	m.u.assemble.count = PROTO_MAX_PARTS + 1;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	/* By hand: a count of 0, one past the cap, 65535 with no parts behind it. */
+	static const uint16_t bad_count[] = { 0, PROTO_MAX_PARTS + 1, UINT16_MAX, 4 };
+	sample_assemble(&m);
+	len = encode_ok(&m);
+	p = payload();
+	{
+		/* The count: after flags, three strings and 36 bytes of fixed fields. */
+		size_t at = 4 + 3 * 2 + strlen(s_asm_path) + strlen(s_asm_name) +
+			    strlen(s_asm_staging) + 4 + 8 + 4 + 4 + 4 + 8;
+
+		assert_int_equal((p[at] << 8) | p[at + 1], 3);
+		for (size_t i = 0; i < (sizeof(bad_count) / sizeof(bad_count[0])); i++) {
+			p[at] = (uint8_t)(bad_count[i] >> 8);
+			p[at + 1] = (uint8_t)bad_count[i];
+			assert_int_equal(decode_rc(MSG_ASSEMBLE, p, len), -EBADMSG);
+		}
+		p[at] = 0;
+		p[at + 1] = 3;
+		assert_int_equal(decode_rc(MSG_ASSEMBLE, p, len), 0);
+	}
+	/* A name of 256 bytes (over PROTO_MAX_PART_NAME), written by hand. */
+	wbuf_init(&w, payload(), PROTO_MAX_PAYLOAD);
+	wbuf_put_u32(&w, 0);
+	wbuf_put_str16(&w, "m", PROTO_MAX_PATH);
+	wbuf_put_str16(&w, "f", PROTO_MAX_PATH);
+	wbuf_put_str16(&w, "s", PROTO_MAX_PATH);
+	wbuf_put_u32(&w, 0644);
+	wbuf_put_u64(&w, 0);
+	wbuf_put_u32(&w, 0);
+	wbuf_put_u32(&w, 0);
+	wbuf_put_u32(&w, 0);
+	wbuf_put_u64(&w, 1);
+	wbuf_put_u16(&w, 1);
+	{
+		char *longname = repeat('n', PROTO_MAX_PART_NAME + 1);
+
+		wbuf_put_str16(&w, longname, UINT16_MAX);
+		free(longname);
+	}
+	wbuf_put_u64(&w, 0);
+	wbuf_put_u64(&w, 1);
+	wbuf_put_bytes(&w, (uint8_t[PROTO_HASH_LEN]){ 0 }, PROTO_HASH_LEN);
+	assert_false(w.overflow);
+	assert_int_equal(decode_rc(MSG_ASSEMBLE, payload(), w.len), -EBADMSG);
+	/* A peer without the capability hears INTEGRITY, not a code it does not know. */
+	assert_int_equal(proto_err_for_peer(PERR_ASSEMBLY, PROTO_CAP_TCP), PERR_INTEGRITY);
+	assert_int_equal(proto_err_for_peer(PERR_ASSEMBLY, PROTO_CAP_ASSEMBLE), PERR_ASSEMBLY);
+}
+
 static void test_bad_list(void **state)
 {
 	struct msg m;
@@ -2414,6 +2583,7 @@ int main(void)
 		cmocka_unit_test(test_bad_resume),
 		cmocka_unit_test(test_bad_zeros),
 		cmocka_unit_test(test_delta),
+		cmocka_unit_test(test_assemble),
 		cmocka_unit_test(test_bad_list),
 		cmocka_unit_test(test_bad_modules),
 		cmocka_unit_test(test_bad_sums),

@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+/* Joining the parts of a split file (assemble.h). */
+#include "assemble.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "diskio.h"
+#include "fspath.h"
+#include "hash.h"
+#include "macro.h"
+
+#define ASSEMBLE_BUF (1u << 20)
+
+struct asm_job {
+	const struct msg_assemble *a;
+	uint32_t code;
+	char *why;
+	size_t whylen;
+};
+
+static int asm_fail(struct asm_job *j, uint32_t code, int r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int asm_fail(struct asm_job *j, uint32_t code, int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	j->code = code;
+	va_start(ap, fmt);
+	vsnprintf(j->why, j->whylen, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+static uint32_t perr_of(int r)
+{
+	switch (r) {
+	case -ENOSPC:
+	case -EDQUOT:
+		return PERR_NOSPACE;
+	case -EACCES:
+	case -EPERM:
+	case -EROFS:
+		return PERR_PERMISSION;
+	case -ELOOP:
+	case -EXDEV:
+	case -ENOTDIR:
+	case -EISDIR:
+	case -EINVAL:
+	case -ENAMETOOLONG:
+		return PERR_BAD_PATH;
+	default:
+		return PERR_IO;
+	}
+}
+
+/* Bytes [off, off + len) of in to the same offsets of out: copy_file_range, else read and write. */
+static int copy_range(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t len,
+		      uint8_t *buf)
+{
+	bool plain = false;
+
+	while (len > 0) {
+		size_t want = len > (1u << 30) ? (1u << 30) : (size_t)len;
+		ssize_t n;
+
+		if (!plain) {
+			loff_t io = (loff_t)in_off, oo = (loff_t)out_off;
+
+			n = copy_file_range(in, &io, out, &oo, want, 0);
+			if (n < 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS ||
+				      errno == EINVAL)) {
+				plain = true;
+				continue;
+			}
+		} else {
+			n = pread(in, buf, want > ASSEMBLE_BUF ? ASSEMBLE_BUF : want,
+				  (off_t)in_off);
+			if (n > 0 && pwrite(out, buf, (size_t)n, (off_t)out_off) != n) {
+				return errno ? negerrno() : -EIO;
+			}
+		}
+		if (n < 0 && errno == EINTR) {
+			continue;
+		}
+		if (n < 0) {
+			return negerrno();
+		}
+		if (n == 0) {
+			return -ENODATA; /* the part shrank meanwhile */
+		}
+		in_off += (uint64_t)n;
+		out_off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Read [off, off + len) of fd back and compare its XXH3-128 with want. 1 same, 0 not, or -errno. */
+static int range_matches(int fd, uint64_t off, uint64_t len, const uint8_t want[PROTO_HASH_LEN],
+			 uint8_t *buf)
+{
+	struct file_hash h;
+	uint8_t got[HASH_LEN];
+	int r = file_hash_init(&h);
+
+	if (r < 0) {
+		return r;
+	}
+	while (len > 0) {
+		size_t n = len > ASSEMBLE_BUF ? ASSEMBLE_BUF : (size_t)len;
+		ssize_t k = pread(fd, buf, n, (off_t)off);
+
+		if (k < 0 && errno == EINTR) {
+			continue;
+		}
+		if (k <= 0) {
+			file_hash_free(&h);
+			return k < 0 ? negerrno() : -ENODATA;
+		}
+		file_hash_update(&h, buf, (size_t)k);
+		off += (uint64_t)k;
+		len -= (uint64_t)k;
+	}
+	file_hash_final(&h, got);
+	file_hash_free(&h);
+	return memcmp(got, want, HASH_LEN) == 0;
+}
+
+/* Each part open and of its size: into fds (a->count of them). */
+static int open_parts(struct asm_job *j, int stagefd, int *fds)
+{
+	const struct msg_assemble *a = j->a;
+
+	for (size_t i = 0; i < a->count; i++) {
+		const struct proto_part *p = &a->parts[i];
+		struct stat st;
+		int r = diskio_open_read_flags(stagefd, p->name, 0, 0, &fds[i], NULL, &st);
+
+		if (r == -ENOENT) {
+			return asm_fail(j, PERR_ASSEMBLY, r, "part %zu of %u (%s) is missing",
+					i + 1, a->count, p->name);
+		}
+		if (r < 0) {
+			return asm_fail(j, r == -EINVAL ? PERR_BAD_PATH : perr_of(r), r,
+					"part %zu of %u (%s): %s", i + 1, a->count, p->name,
+					r == -EINVAL ? "not a regular file" : strerror(-r));
+		}
+		if ((uint64_t)st.st_size != p->len) {
+			return asm_fail(j, PERR_ASSEMBLY, -EBADMSG,
+					"part %zu of %u (%s) holds %llu bytes, its range %llu",
+					i + 1, a->count, p->name, (unsigned long long)st.st_size,
+					(unsigned long long)p->len);
+		}
+	}
+	return 0;
+}
+
+/* The parts into fd, read back and checked range by range. */
+static int join_and_verify(struct asm_job *j, const int *fds, int fd)
+{
+	const struct msg_assemble *a = j->a;
+	_cleanup_free_ uint8_t *buf = malloc(ASSEMBLE_BUF);
+	int r;
+
+	if (!buf) {
+		return asm_fail(j, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	/* Not preallocated: copy_file_range may share the parts' extents (reflink) or keep holes. */
+	for (size_t i = 0; i < a->count; i++) {
+		const struct proto_part *p = &a->parts[i];
+
+		r = copy_range(fds[i], 0, fd, p->offset, p->len, buf);
+		if (r < 0) {
+			return asm_fail(j, r == -ENODATA ? PERR_ASSEMBLY : perr_of(r), r,
+					"copying part %zu of %u (%s): %s", i + 1, a->count, p->name,
+					r == -ENODATA ? "it shrank" : strerror(-r));
+		}
+	}
+	if (ftruncate(fd, (off_t)a->size) < 0 || fsync(fd) < 0) {
+		r = negerrno();
+		return asm_fail(j, perr_of(r), r, "writing: %s", strerror(-r));
+	}
+	for (size_t i = 0; i < a->count; i++) {
+		const struct proto_part *p = &a->parts[i];
+
+		r = range_matches(fd, p->offset, p->len, p->hash, buf);
+		if (r < 0) {
+			return asm_fail(j, perr_of(r), r, "reading back: %s", strerror(-r));
+		}
+		if (r == 0) {
+			return asm_fail(j, PERR_ASSEMBLY, -EBADMSG,
+					"bytes %llu..%llu (part %zu of %u, %s) do not match the "
+					"digest the sender computed",
+					(unsigned long long)p->offset,
+					(unsigned long long)(p->offset + p->len), i + 1, a->count,
+					p->name);
+		}
+	}
+	return 0;
+}
+
+static int set_meta(struct asm_job *j, int fd)
+{
+	const struct msg_assemble *a = j->a;
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
+				  { .tv_sec = a->mtime_sec, .tv_nsec = a->mtime_nsec } };
+	int r;
+
+	if ((a->flags & PROTO_ASM_OWNER) && fchown(fd, a->uid, a->gid) < 0) {
+		r = negerrno();
+		return asm_fail(j, perr_of(r), r, "chown: %s", strerror(-r));
+	}
+	/* After chown, which clears set-id bits. */
+	if (fchmod(fd, a->mode & 07777) < 0 || futimens(fd, ts) < 0 || fsync(fd) < 0) {
+		r = negerrno();
+		return asm_fail(j, perr_of(r), r, "mode, time: %s", strerror(-r));
+	}
+	return 0;
+}
+
+/* The file, whole and checked, under its name: unnamed until then where the file system can. */
+static int commit(struct asm_job *j, int dirfd, const char *leaf, int fd, const char *tmpname)
+{
+	int r;
+
+	if (tmpname[0]) {
+		r = renameat(dirfd, tmpname, dirfd, leaf) < 0 ? negerrno() : 0;
+	} else {
+		r = fspath_link_anon(dirfd, fd, leaf);
+	}
+	if (r == 0 && fsync(dirfd) < 0) {
+		r = negerrno();
+	}
+	if (r < 0) {
+		return asm_fail(j, perr_of(r), r, "linking into place: %s", strerror(-r));
+	}
+	return 0;
+}
+
+/* The parts and, once empty, their directory: the file is in place, they are spare. */
+static void remove_parts(int destfd, int stagefd, const struct msg_assemble *a)
+{
+	for (size_t i = 0; i < a->count; i++) {
+		unlinkat(stagefd, a->parts[i].name, 0);
+	}
+	fsync(stagefd);
+	if (unlinkat(destfd, a->staging, AT_REMOVEDIR) == 0) {
+		fsync(destfd);
+	}
+}
+
+int assemble_file(int destfd, const struct msg_assemble *a, uint32_t *ret_code, char *why,
+		  size_t whylen)
+{
+	struct asm_job j = { .a = a, .code = PERR_OK, .why = why, .whylen = whylen };
+	_cleanup_close_ int stagefd = -1, dirfd = -1, fd = -1;
+	_cleanup_free_ int *fds = calloc(a->count, sizeof(int));
+	char tmpname[FSPATH_NAME_MAX + 1] = "";
+	const char *leaf;
+	int r;
+
+	why[0] = '\0';
+	if (!fds) {
+		r = asm_fail(&j, PERR_INTERNAL, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < a->count; i++) {
+		fds[i] = -1;
+	}
+	r = fspath_open_dir(destfd, a->staging, &stagefd);
+	if (r < 0) {
+		r = asm_fail(&j, r == -ENOENT ? PERR_ASSEMBLY : perr_of(r), r,
+			     "the parts' directory: %s",
+			     r == -ENOENT		  ? "missing"
+			     : r == -ELOOP || r == -EXDEV ? "symlink or escape refused"
+							  : strerror(-r));
+		goto out;
+	}
+	r = fspath_open_parent(destfd, a->name, false, &dirfd, &leaf);
+	if (r < 0) {
+		r = asm_fail(&j, r == -ENOENT ? PERR_NOT_FOUND : perr_of(r), r, "its directory: %s",
+			     r == -ELOOP || r == -EXDEV ? "symlink or escape refused"
+							: strerror(-r));
+		goto out;
+	}
+	r = open_parts(&j, stagefd, fds);
+	if (r < 0) {
+		goto out;
+	}
+	r = fspath_create_anon(dirfd, &fd);
+	if (r == -EOPNOTSUPP) {
+		r = fspath_create_temp(dirfd, leaf, &fd, tmpname, sizeof(tmpname));
+	}
+	if (r < 0) {
+		r = asm_fail(&j, perr_of(r), r, "a temp file: %s", strerror(-r));
+		goto out;
+	}
+	r = join_and_verify(&j, fds, fd);
+	if (r == 0) {
+		r = set_meta(&j, fd);
+	}
+	if (r == 0) {
+		r = commit(&j, dirfd, leaf, fd, tmpname);
+	}
+	if (r < 0 && tmpname[0]) {
+		fspath_discard(dirfd, tmpname);
+	}
+	if (r == 0) {
+		remove_parts(destfd, stagefd, a);
+	}
+out:
+	for (size_t i = 0; fds && i < a->count; i++) {
+		if (fds[i] >= 0) {
+			close(fds[i]);
+		}
+	}
+	*ret_code = j.code;
+	return r;
+}
