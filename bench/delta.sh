@@ -12,9 +12,14 @@
 # against the changed bytes. Targets: payload <= 1.1 x the changed bytes; rdmacp >= 3x
 # faster than rsync.
 #
-# usage: bench/delta.sh [--quick] [--reps N]
+# With --device the destinations are loop devices of the same size holding the old
+# version (rdmacp: a module with devices = yes; rsync: --write-devices), restored before
+# each run: the issue's "delta re-sync of a 2 GiB loop device" (root, losetup).
+#
+# usage: bench/delta.sh [--quick] [--reps N] [--device]
 #   --quick    a 256 MiB file (smoke run)
 #   --reps N   each measurement N times, the median reported (default 1)
+#   --device   loop device targets instead of files
 #
 # Environment: BENCH_DIR (default /var/tmp/rdmacp-bench), RDMACP_BUILD_DIR (default
 # <repo>/build).
@@ -28,11 +33,12 @@ RDMACP=$BUILD_DIR/rdmacp
 RDMACPD=$BUILD_DIR/rdmacpd
 BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 
-QUICK=0 REPS=1
+QUICK=0 REPS=1 DEVICE=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
 	--reps) REPS=$2; shift ;;
+	--device) DEVICE=1 ;;
 	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 1 ;;
 	esac
@@ -69,14 +75,39 @@ for i in $(seq 0 $((NCHANGE - 1))); do
 done
 
 # ---------------------------------------------------------------- daemons
-bench_rdmacpd "$R/mod" 300
+if [ "$DEVICE" = 1 ]; then
+	need losetup mknod
+	bench_rdmacpd "$R/mod" 300 "devices = yes"
+	# A loop device per destination, its node in the module under the file's name.
+	for d in mod rs; do
+		cp "$OLD" "$R/$d.backing" || die "cp"
+		dev=$(losetup -f --show "$R/$d.backing") || die "losetup (needs root)"
+		LOOPS+=("$dev")
+		mknod "$R/$d/vm.img" b "$((0x$(stat -c %t "$dev")))" "$((0x$(stat -c %T "$dev")))" ||
+			die "mknod"
+	done
+	RS_WD=(--write-devices)
+else
+	bench_rdmacpd "$R/mod" 300
+	RS_WD=()
+fi
 RD+=(--chunk-size 1M)
 bench_rsyncd "$R/rs"
+
+# restore PATH: the old version at a destination (a file copied, a device overwritten).
+restore() {
+	if [ "$DEVICE" = 1 ]; then
+		dd if="$OLD" of="$1" bs=1M oflag=direct conv=notrunc status=none || die "dd"
+	else
+		cp "$OLD" "$1" || die "cp"
+	fi
+}
 
 # ---------------------------------------------------------------- runs
 tr_=() ts=() tf=()
 for i in $(seq 1 "$REPS"); do
-	cp "$OLD" "$R/mod/vm.img" && cp "$OLD" "$R/rs/vm.img" || die "cp"
+	restore "$R/mod/vm.img"
+	restore "$R/rs/vm.img"
 	sync -f "$R"
 	cat "$NEW" "$R/mod/vm.img" "$R/rs/vm.img" >/dev/null # page cache, for both alike
 	t0=$(now)
@@ -84,13 +115,14 @@ for i in $(seq 1 "$REPS"); do
 	t1=$(now)
 	tr_+=("$(echo "$t1 - $t0" | bc -l)")
 	t0=$(now)
-	rsync --no-whole-file --inplace --ignore-times --stats "$NEW" "rsync://127.0.0.1:$RS_PORT/bench/" \
+	rsync "${RS_WD[@]}" --no-whole-file --inplace --ignore-times --stats "$NEW" \
+		"rsync://127.0.0.1:$RS_PORT/bench/" \
 		>"$R/rs.stats" || die "rsync failed"
 	t1=$(now)
 	ts+=("$(echo "$t1 - $t0" | bc -l)")
 	cmp -s "$NEW" "$R/mod/vm.img" || die "rdmacp's copy differs"
 	cmp -s "$NEW" "$R/rs/vm.img" || die "rsync's copy differs"
-	cp "$OLD" "$R/mod/vm.img" || die "cp"
+	restore "$R/mod/vm.img"
 	sync -f "$R"
 	cat "$NEW" "$R/mod/vm.img" >/dev/null
 	t0=$(now)
@@ -110,7 +142,7 @@ T_FULL=$(printf '%s\n' "${tf[@]}" | median)
 # ---------------------------------------------------------------- report
 echo "rdmacp $("$RDMACP" --version 2>&1 | head -1); $(rsync --version | head -1)"
 echo "$(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), medians of $REPS"
-echo "a ${FILE_MIB} MiB file, $CHANGED bytes changed ($NCHANGE regions of 1 MiB)"
+echo "a ${FILE_MIB} MiB file, $CHANGED bytes changed ($NCHANGE regions of 1 MiB)$([ "$DEVICE" = 1 ] && echo ", onto loop devices")"
 printf '%-40s %8.3f s  payload %s (%.3fx changed), unchanged %s (%s)\n' "rdmacp --delta (tcp)" \
 	"$T_RD" "$RD_DATA" "$(echo "$RD_DATA / $CHANGED" | bc -l)" "$RD_SKIP" "${tr_[*]}"
 printf '%-40s %8.3f s  payload %s (%.3fx changed) %6.2fx (%s)\n' \

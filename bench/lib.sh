@@ -26,6 +26,7 @@ bench_workdir() {
 	mkdir -p "$BENCH_DIR" || die "cannot create $BENCH_DIR"
 	R=$(mktemp -d "$BENCH_DIR/$1.XXXXXX") || die "mktemp"
 	PIDS=()
+	LOOPS=()
 	trap bench_cleanup EXIT
 	trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
 }
@@ -34,6 +35,7 @@ bench_cleanup() {
 	trap - EXIT INT TERM
 	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	for p in "${LOOPS[@]}"; do losetup -d "$p" 2>/dev/null; done
 	rm -rf "$R"
 }
 
@@ -54,7 +56,7 @@ now() { date +%s.%N; }
 # The middle one of the numbers on stdin (the higher middle one of an even count).
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-# bench_rdmacpd MODPATH [IDLE_TIMEOUT_S]: certificates and an rdmacpd on
+# bench_rdmacpd MODPATH [IDLE_TIMEOUT_S [MODULE_LINES]]: certificates and an rdmacpd on
 # 127.0.0.1 whose module "bench" is MODPATH; RD_PORT, and RD, the client's
 # command line to it over tcp. Its log is $R/d.log.
 bench_rdmacpd() {
@@ -73,6 +75,7 @@ path = $1
 allow = client
 uid = $(id -u)
 gid = $(id -g)
+${3:-}
 EOF
 	"$RDMACPD" --config "$R/d.conf" >"$R/d.log" 2>&1 &
 	PIDS+=($!)
