@@ -92,7 +92,8 @@ else
 	RS_WD=()
 fi
 RD+=(--chunk-size 1M)
-bench_rsyncd "$R/rs"
+# rsyncd refuses --write-devices unless a module lifts it.
+bench_rsyncd "$R/rs" "$([ "$DEVICE" = 1 ] && echo 'refuse options = !write-devices')"
 
 # restore PATH: the old version at a destination (a file copied, a device overwritten).
 restore() {

@@ -88,7 +88,8 @@ EOF
 		--ca "$R/certs/ca.crt" -P "$RD_PORT" --transport tcp)
 }
 
-# bench_rsyncd MODPATH: an rsync daemon on 127.0.0.1, module "bench" = MODPATH; RS_PORT.
+# bench_rsyncd MODPATH [MODULE_LINES]: an rsync daemon on 127.0.0.1, module "bench" =
+# MODPATH; RS_PORT.
 bench_rsyncd() {
 	RS_PORT=$(free_port)
 	cat >"$R/rsyncd.conf" <<EOF
@@ -99,6 +100,7 @@ gid = $(id -g)
 [bench]
 path = $1
 read only = no
+${2:-}
 EOF
 	rsync --daemon --no-detach --address=127.0.0.1 --port="$RS_PORT" --config="$R/rsyncd.conf" \
 		--log-file="$R/rsyncd.log" &
