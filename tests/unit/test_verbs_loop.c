@@ -5,7 +5,8 @@
  * with the right immediates, a wrong token turned away at connect time, and
  * remote access errors (wrong rkey, outside the MR, after dereg_mr) leaving the
  * target untouched, teardown with writes in flight (quiesce: lanes to error,
- * flush awaited, then dereg and destroy, in bounded time), and a lane from
+ * flush awaited, then dereg and destroy, in bounded time), 16 lanes up and
+ * lanes the device's limits cannot hold refused at once, and a lane from
  * another host than the expected peer rejected while the right one gets in.
  * The same again on the WRITE + SEND path (xport_params.write_send, what
  * iWARP devices take), and a WRITE + SEND connector against a WRITE_IMM
@@ -625,6 +626,74 @@ static int test_wrong_source(void)
 	return 0;
 }
 
+/* The first device's limits (ibv_query_device), or -1. */
+static int device_limits(int *ret_max_qp_wr, int *ret_max_cqe)
+{
+	struct ibv_device **devs = ibv_get_device_list(NULL);
+	struct ibv_device_attr da;
+	struct ibv_context *ctx = devs && devs[0] ? ibv_open_device(devs[0]) : NULL;
+	int r = ctx ? ibv_query_device(ctx, &da) : -1;
+
+	if (r == 0) {
+		*ret_max_qp_wr = da.max_qp_wr;
+		*ret_max_cqe = da.max_cqe;
+	}
+	if (ctx) {
+		ibv_close_device(ctx);
+	}
+	if (devs) {
+		ibv_free_device_list(devs);
+	}
+	return r == 0 ? 0 : -1;
+}
+
+/*
+ * The device's limits, taken before anything is sized: 16 lanes (the most
+ * there are) connect; lanes whose receives the device cannot hold (per
+ * queue or in their CQ) fail the connect at once with -EINVAL, before any
+ * lane is up (the acceptor only times out).
+ */
+static int test_device_limits(void)
+{
+	struct pair pr;
+	struct acceptor a;
+	struct xport_params big = mkparams(16, 0x3e);
+	struct sockaddr_in ca;
+	struct xport *x = NULL;
+	int max_qp_wr, max_cqe;
+	int64_t t0 = now_ms();
+	uint16_t port;
+	int r, ra;
+
+	CHECK(device_limits(&max_qp_wr, &max_cqe) == 0, "ibv_query_device failed");
+	CHECK(pair_open(&pr, XPORT_MAX_LANES) == 0, "16 lanes did not connect");
+	pair_close(&pr);
+
+	/* Past the CQ (rxe: 1M work requests per queue, far fewer completions per CQ). */
+	big.rq_depth = (unsigned)(max_qp_wr < max_cqe ? max_qp_wr : max_cqe);
+	big.timeout_ms = 2000;
+	r = acceptor_start_p(&a, &big, &port);
+	CHECK(r >= 0, "listen: %s", strerror(-r));
+	ca = addr_of(listen_ip, port);
+	x = NULL;
+	r = ops->connect((struct sockaddr *)&ca, sizeof(ca), &big, &x);
+	ra = acceptor_join(&a);
+	if (x) {
+		x->ops->destroy(x);
+	}
+	if (a.x) {
+		a.x->ops->destroy(a.x);
+	}
+	CHECK(r == -EINVAL,
+	      "16 lanes of %u receives (device: %d per queue, %d per CQ): connect %d, want -EINVAL",
+	      big.rq_depth, max_qp_wr, max_cqe, r);
+	CHECK(ra < 0, "accept of lanes that cannot exist returned %d", ra);
+	fprintf(stderr,
+		"ok device limits: 16 lanes up; a receive queue past them refused (%lld ms)\n",
+		(long long)(now_ms() - t0));
+	return 0;
+}
+
 static bool have_device(const char *name)
 {
 	struct ibv_device **devs = ibv_get_device_list(NULL);
@@ -671,6 +740,7 @@ int main(void)
 	test_access_error(BAD_DEREG, "write after dereg_mr");
 	test_teardown_in_flight(true);
 	test_teardown_in_flight(false);
+	test_device_limits();
 	if (strcmp(listen_ip, "10.0.0.2") == 0 && have_device("rxe0") && have_device("rxe1")) {
 		test_wrong_source();
 	} else {
