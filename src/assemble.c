@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "diskio.h"
+#include "engine.h"
 #include "fspath.h"
 #include "hash.h"
 #include "macro.h"
@@ -39,26 +40,10 @@ static int asm_fail(struct asm_job *j, uint32_t code, int r, const char *fmt, ..
 	return r;
 }
 
+/* As the engine reports a -errno, but a part gone is an I/O error (ASSEMBLY where it matters). */
 static uint32_t perr_of(int r)
 {
-	switch (r) {
-	case -ENOSPC:
-	case -EDQUOT:
-		return PERR_NOSPACE;
-	case -EACCES:
-	case -EPERM:
-	case -EROFS:
-		return PERR_PERMISSION;
-	case -ELOOP:
-	case -EXDEV:
-	case -ENOTDIR:
-	case -EISDIR:
-	case -EINVAL:
-	case -ENAMETOOLONG:
-		return PERR_BAD_PATH;
-	default:
-		return PERR_IO;
-	}
+	return r == -ENOENT ? PERR_IO : errno_to_perr(r);
 }
 
 /* Bytes [off, off + len) of in to the same offsets of out: copy_file_range, else read and write. */

@@ -516,7 +516,6 @@ static inline double ts_since(const struct timespec *t0)
 /* engine.c */
 int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-uint32_t errno_to_perr(int r);
 
 /* engine_device.c: block device targets. */
 uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t textlen);

@@ -371,6 +371,12 @@ int engine_bench_check(const uint8_t *buf, uint32_t len, uint64_t offset, uint64
 		       uint32_t *ret_at);
 
 /*
+ * The status code (PERR_*) a -errno of a file operation is reported as:
+ * no space, permission, not found, a bad path, else an I/O error.
+ */
+uint32_t errno_to_perr(int r);
+
+/*
  * Run one transfer to its end. Returns 0 when the exchange completed (files
  * may still have failed: see stats), or a negative errno when the session
  * failed; then err holds the reason and *ret_code the protocol error code;

@@ -136,15 +136,24 @@ rand_file "$T/src/one" $((1 * M + 17))
 rand_file "$T/src/two" 4097
 rand_file "$T/src/small1" $((1 * M))
 
+# fault_daemon N ENVVAR: a second daemon with ENVVAR=1 (a test hook) on port PORTN,
+# its module "data" at $T/modN, its config and log $T/dN.conf and .log; DAEMON_PID.
+fault_daemon() {
+	local port
+	port=$(free_port)
+	printf -v "PORT$1" '%s' "$port"
+	mkdir -p "$T/mod$1"
+	write_conf "$T/d$1.conf" "$port" "$T/certs" "handshake timeout = 5" "idle timeout = 20"
+	printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod$1" \
+		>>"$T/d$1.conf"
+	export "$2=1"
+	start_daemon "$T/d$1.conf" "$T/d$1.log" "$port"
+	unset "$2"
+}
+
 # ---- 1. checksum mismatch: the receiver flips a byte of each first chunk --
 echo "--- 1. checksum mismatch"
-PORT2=$(free_port)
-mkdir -p "$T/mod2"
-write_conf "$T/d2.conf" "$PORT2" "$T/certs" "handshake timeout = 5" "idle timeout = 20"
-printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod2" >>"$T/d2.conf"
-export RDMACPD_TEST_FLIP_BYTE=1
-start_daemon "$T/d2.conf" "$T/d2.log" "$PORT2"
-unset RDMACPD_TEST_FLIP_BYTE
+fault_daemon 2 RDMACPD_TEST_FLIP_BYTE
 FLIP_DAEMON=$DAEMON_PID
 FLIP=("${CLIENT_NOPORT[@]}" -P "$PORT2")
 expect_rc 7 "checksum mismatch, single file -> EXIT_INTEGRITY" \
@@ -165,13 +174,7 @@ stop_daemon "$FLIP_DAEMON"
 # (RDMACPD_TEST_NO_REPOST) once its first ones are used: the next descriptor finds
 # no receive (RNR), the copy fails on the transport at once, nothing committed.
 echo "--- 1b. forced RNR"
-PORT3=$(free_port)
-mkdir -p "$T/mod3"
-write_conf "$T/d3.conf" "$PORT3" "$T/certs" "handshake timeout = 5" "idle timeout = 20"
-printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod3" >>"$T/d3.conf"
-export RDMACPD_TEST_NO_REPOST=1
-start_daemon "$T/d3.conf" "$T/d3.log" "$PORT3"
-unset RDMACPD_TEST_NO_REPOST
+fault_daemon 3 RDMACPD_TEST_NO_REPOST
 RNR_DAEMON=$DAEMON_PID
 rand_file "$T/src/rnr" $((8 * M))
 expect_rc 8 "forced RNR -> EXIT_TRANSPORT" "${CLIENT_NOPORT[@]}" -P "$PORT3" --lanes 1 \

@@ -318,16 +318,23 @@ fi
 # What crosses the wire (RoCE v2 frames on veth0, captured with a packet socket):
 # a known file's lines are there in clear lanes, and none in sealed ones.
 for i in $(seq 1 8000); do printf 'rdmacp-wire-marker-%06d\n' "$i"; done >"$W/src/marker"
-wire_marks() { # NAME RDMACP-ARGS...: the push under capture; prints the marker lines seen
-	local name=$1 cpid n
+# captured NAME CMD...: run NAME (see run) while capture.py records veth0's frames into
+# $W/NAME.cap; "rc N" (CMD's status) lands in $W/NAME.ready.
+captured() {
+	local name=$1 cpid
 	shift
 	python3 "$(dirname "$0")/capture.py" veth0 "$W/$name.cap" >"$W/$name.ready" 2>&1 &
 	cpid=$!
-	for _ in $(seq 1 50); do grep -q capturing "$W/$name.ready" && break; sleep 0.1; done
-	run "$name" "${C[@]}" --transport verbs "$@" "$W/src/marker" "$SERVER:data/$name/"
+	for _ in $(seq 1 100); do grep -q capturing "$W/$name.ready" && break; sleep 0.1; done
+	run "$name" "$@"
 	echo "rc $?" >>"$W/$name.ready"
 	kill -TERM "$cpid"
 	wait "$cpid"
+}
+wire_marks() { # NAME RDMACP-ARGS...: the push under capture; prints the marker lines seen
+	local name=$1 n
+	shift
+	captured "$name" "${C[@]}" --transport verbs "$@" "$W/src/marker" "$SERVER:data/$name/"
 	n=$(grep -a -c 'rdmacp-wire-marker-' "$W/$name.cap" 2>/dev/null)
 	echo "${n:-0}"
 }
@@ -541,15 +548,9 @@ fi
 # 106 both ways, the daemon's too (its lanes follow the class of the client's connection
 # request), for a push and for a pull (the daemon's data frames).
 tos_check() { # NAME DESC CMD...: run CMD under capture, then check the frames' TOS
-	local name=$1 desc=$2 cpid lines
+	local name=$1 desc=$2 lines
 	shift 2
-	python3 "$(dirname "$0")/capture.py" veth0 "$W/$name.cap" >"$W/$name.ready" 2>&1 &
-	cpid=$!
-	for _ in $(seq 1 100); do grep -q capturing "$W/$name.ready" && break; sleep 0.1; done
-	run "$name" "$@"
-	echo "rc $?" >>"$W/$name.ready"
-	kill -TERM "$cpid"
-	wait "$cpid"
+	captured "$name" "$@"
 	python3 "$(dirname "$0")/capture.py" tos "$W/$name.cap" >"$OUT/$name.tos"
 	lines=$(tr '\n' ';' <"$OUT/$name.tos")
 	if grep -q "rc 0" "$W/$name.ready" && grep -q "^10.0.0.1 tos 106 " "$OUT/$name.tos" &&
