@@ -15,7 +15,10 @@
 # 10.0.0.2), then a push and a pull with --devices rxe0,rxe1 --qps 2,
 # --devices nosuchdev exits 13; the same push set over tcp; an 8 MiB push each way
 # (timed); a push and a pull with --poll; kill -9 of the daemon's
-# session child mid-transfer (client fails, no file under the final name).
+# session child mid-transfer (client fails, no file under the final name); sealed
+# lanes (--encrypt, encryption = required, tampering, a packet capture of the wire);
+# --tos on the wire both ways; a forced RNR; and last, the client's link taken down
+# for good mid-transfer (both ends fail in bounded time, nothing committed).
 # The WRITE + SEND path (what iWARP devices need), forced on Soft-RoCE by the
 # test switches RDMACP_TEST_WRITE_SEND / RDMACPD_TEST_WRITE_SEND: doctor and
 # the --json start event name it; push of the sized files and a tree, pull of
@@ -747,6 +750,44 @@ for p in $(jobs -p); do
 	[ "$p" = "$DPID" ] || kill -TERM "$p" 2>/dev/null
 done
 cp "$W/dws.log" "$W/dold.log" "$OUT/" 2>/dev/null
+
+# ---- 7. the client's link down for good mid-transfer (last: rxe does not recover) ------
+# Both ends must fail in bounded time with nothing committed: the client's lanes at once
+# (rxe fails a QP that cannot transmit), the daemon's session when its lanes or its idle
+# timeout (30 s here) say so. After the link comes back, rxe's lanes on it do not connect
+# again in this VM (control TCP does), so this runs last and checks nothing after it.
+"${C[@]}" --transport verbs --bwlimit 2M "$W/src/kill20m" "$SERVER:data/down/" \
+	>"$OUT/down.out" 2>"$OUT/down.err" &
+cpid=$!
+sleep 3
+ip link set veth0 down
+t0=$(now)
+for _ in $(seq 1 900); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$cpid" 2>/dev/null; then
+	fail "link down: the client still runs after 90 s"
+	kill -9 "$cpid"
+fi
+wait "$cpid"
+crc=$?
+t1=$(now)
+for _ in $(seq 1 900); do [ -z "$(pgrep -P "$DPID")" ] && break; sleep 0.1; done
+t2=$(now)
+if [ "$crc" -ne 0 ] && [ "$crc" -ne 137 ]; then
+	pass "link down: the client exits $crc after $(secs "$t0" "$t1") s ($(tail -1 "$OUT/down.err"))"
+else
+	fail "link down: client rc $crc"
+fi
+if [ -z "$(pgrep -P "$DPID")" ]; then
+	pass "link down: the daemon's session ended after $(secs "$t0" "$t2") s"
+else
+	fail "link down: the daemon's session still runs after $(secs "$t0" "$t2") s"
+fi
+if [ -e "$W/mod/down/kill20m" ]; then
+	fail "link down: a file appeared under the final name"
+else
+	pass "link down: nothing under the final name"
+fi
+ip link set veth0 up
 
 say "e2e: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]
