@@ -14,6 +14,8 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/rdmacp-it.XXXXXX")
 DAEMON_PIDS=()
 FAILS=0
 
+# Loop devices a test attached (loop_attach): cleanup detaches them.
+LOOPS=()
 cleanup() {
 	local p
 	for p in "${DAEMON_PIDS[@]}"; do
@@ -21,6 +23,9 @@ cleanup() {
 	done
 	for p in "${DAEMON_PIDS[@]}"; do
 		wait "$p" 2>/dev/null
+	done
+	for p in "${LOOPS[@]}"; do
+		losetup -d "$p" 2>/dev/null
 	done
 	rm -rf "$T"
 }
@@ -32,6 +37,22 @@ pass() { echo "ok: $*"; }
 die() { echo "FAIL: $*"; exit 1; }
 
 [ -x "$RDMACP" ] && [ -x "$RDMACPD" ] || die "binaries not built in $BUILD_DIR"
+
+# loop_attach FILE: a loop device over FILE (cleanup detaches it); its path in LOOP.
+# A machine that cannot attach one skips the test, saying why.
+loop_attach() {
+	LOOP=$(losetup -f --show "$1" 2>"$T/losetup.err") ||
+		skip "losetup: $(cat "$T/losetup.err")"
+	LOOPS+=("$LOOP")
+}
+
+# block_node PATH DEV: a block device node at PATH for DEV's major:minor.
+block_node() {
+	local mm
+	mm=$(stat -c '%t %T' "$2") || die "stat $2"
+	set -- "$1" $mm
+	mknod "$1" b $((16#$2)) $((16#$3)) || skip "mknod not possible here"
+}
 
 # A free TCP port on 127.0.0.1 (bind-and-release; good enough for tests).
 free_port() {

@@ -32,16 +32,6 @@ SIZE=$((64 * MiB))
 command -v losetup >/dev/null || skip "losetup is not installed"
 command -v jq >/dev/null || skip "jq is not installed"
 
-LOOPS=()
-zero_cleanup() {
-	local l
-	for l in "${LOOPS[@]}"; do
-		losetup -d "$l" 2>/dev/null
-	done
-	cleanup
-}
-trap zero_cleanup EXIT
-
 # new_loop NAME [random]: a loop device over $T/NAME.back of SIZE bytes (zeros, or
 # random bytes, written through the file); its path in LOOP.
 new_loop() {
@@ -50,18 +40,9 @@ new_loop() {
 	else
 		truncate -s $SIZE "$T/$1.back" || die "truncate $1"
 	fi
-	LOOP=$(losetup -f --show "$T/$1.back" 2>"$T/losetup.err") ||
-		skip "losetup: $(cat "$T/losetup.err")"
-	LOOPS+=("$LOOP")
+	loop_attach "$T/$1.back"
 }
 
-# node DIR/NAME DEV: a block device node for DEV's major:minor.
-node() {
-	local mm
-	mm=$(stat -c '%t %T' "$2") || die "stat $2"
-	set -- "$1" $mm
-	mknod "$1" b $((16#$2)) $((16#$3)) || skip "mknod not possible here"
-}
 
 # written DEV: bytes written to DEV so far (its sectors written, /sys/block/*/stat field 7).
 written() {
@@ -91,9 +72,9 @@ new_loop zero
 DEV_ZERO=$LOOP
 new_loop junk random
 DEV_JUNK=$LOOP
-node "$T/disks/base" "$DEV_BASE"
-node "$T/disks/zero" "$DEV_ZERO"
-node "$T/disks/junk" "$DEV_JUNK"
+block_node "$T/disks/base" "$DEV_BASE"
+block_node "$T/disks/zero" "$DEV_ZERO"
+block_node "$T/disks/junk" "$DEV_JUNK"
 
 # ---- 1. onto a zeroed device ----
 w0=$(written "$DEV_BASE")
@@ -158,7 +139,7 @@ fi
 # ---- 3. older peers ----
 OLD_PORT=$(free_port)
 mkdir -p "$T/olddisks"
-node "$T/olddisks/zero" "$DEV_ZERO"
+block_node "$T/olddisks/zero" "$DEV_ZERO"
 write_conf "$T/old.conf" "$OLD_PORT" "$T/certs" "handshake timeout = 5" "idle timeout = 20"
 printf '\n[disks]\npath = %s\nallow = client\ndevices = yes\n' "$T/olddisks" |
 	as_root_modules >>"$T/old.conf"

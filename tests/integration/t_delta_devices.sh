@@ -29,31 +29,12 @@ MIB=$((1 << 20))
 command -v losetup >/dev/null || skip "losetup is not installed"
 command -v jq >/dev/null || skip "jq is not installed"
 
-LOOPS=()
-delta_devices_cleanup() {
-	local l
-	for l in "${LOOPS[@]}"; do
-		losetup -d "$l" 2>/dev/null
-	done
-	cleanup
-}
-trap delta_devices_cleanup EXIT
-
 # new_loop NAME SIZE: a loop device over $T/NAME.back of SIZE bytes; its path in LOOP.
 new_loop() {
 	truncate -s "$2" "$T/$1.back" || die "truncate $1"
-	LOOP=$(losetup -f --show "$T/$1.back" 2>"$T/losetup.err") ||
-		skip "losetup: $(cat "$T/losetup.err")"
-	LOOPS+=("$LOOP")
+	loop_attach "$T/$1.back"
 }
 
-# node PATH DEV: a block device node for DEV's major:minor.
-node() {
-	local mm
-	mm=$(stat -c '%t %T' "$2") || die "stat $2"
-	set -- "$1" $mm
-	mknod "$1" b $((16#$2)) $((16#$3)) || skip "mknod not possible here"
-}
 
 # written DEV: sectors written to DEV so far (its /sys/block stat, field 7).
 written() { awk '{ print $7 }' "/sys/block/$(basename "$1")/stat"; }
@@ -96,7 +77,7 @@ cp "$T/src.img" "$T/old.img"
 change "$T/old.img" 0 13 31
 cat "$T/old.img" "$T/tail.bin" | dd of="$DEV_A" bs=1M oflag=direct status=none ||
 	die "fill $DEV_A"
-node "$T/disks/a" "$DEV_A"
+block_node "$T/disks/a" "$DEV_A"
 w0=$(written "$DEV_A")
 expect_rc 0 "push --delta onto a device" \
 	"${CLIENT[@]}" --json --chunk-size 1M --delta "$T/src.img" "$HOST:disks/a"
@@ -125,7 +106,7 @@ DEV_S=$LOOP
 cp "$T/sparse.img" "$T/old.img"
 change "$T/old.img" 2 12 # chunk 12 lies in the source's hole: it must become zeros again
 dd if="$T/old.img" of="$DEV_S" bs=1M oflag=direct status=none || die "fill $DEV_S"
-node "$T/disks/s" "$DEV_S"
+block_node "$T/disks/s" "$DEV_S"
 w0=$(written "$DEV_S")
 expect_rc 0 "sparse source: push --delta onto a device" \
 	"${CLIENT[@]}" --json --chunk-size 1M --delta "$T/sparse.img" "$HOST:disks/s"
@@ -171,7 +152,7 @@ DEV_C=$LOOP
 cp "$T/big.img" "$T/old.img"
 change "$T/old.img" $(seq 0 2 63)
 dd if="$T/old.img" of="$DEV_C" bs=1M oflag=direct status=none || die "fill $DEV_C"
-node "$T/disks/c" "$DEV_C"
+block_node "$T/disks/c" "$DEV_C"
 "${CLIENT[@]}" --chunk-size 1M --delta --partial --bwlimit 8M "$T/big.img" "$HOST:disks/c" \
 	>/dev/null 2>&1 &
 CP=$!

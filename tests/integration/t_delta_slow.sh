@@ -62,7 +62,7 @@ LOOP=$(losetup -f --show "$T/loop.back" 2>"$T/losetup.err") || {
 	echo "note: losetup: $(cat "$T/losetup.err"): the device case is left out"
 	finish
 }
-trap 'losetup -d "$LOOP" 2>/dev/null; cleanup' EXIT
+LOOPS+=("$LOOP") # cleanup detaches it
 t0=$(date +%s)
 RDMACP_TEST_SLOW_DISK=1 expect_rc 0 "pull onto a device whose read back takes 4 s more, daemon idle 2 s" \
 	"${CLIENT[@]}" -P "$PORT2" --write-devices "$HOST:data/disk.img" "$LOOP"

@@ -35,33 +35,19 @@ MiB=$((1024 * 1024))
 command -v losetup >/dev/null || skip "losetup is not installed"
 command -v jq >/dev/null || skip "jq is not installed"
 
-LOOPS=()
 MOUNTED=""
 devices_cleanup() {
-	local l
 	[ -n "$MOUNTED" ] && umount "$MOUNTED" 2>/dev/null
-	for l in "${LOOPS[@]}"; do
-		losetup -d "$l" 2>/dev/null
-	done
-	cleanup
+	cleanup # detaches the loop devices
 }
 trap devices_cleanup EXIT
 
 # new_loop NAME SIZE: a loop device over $T/NAME.back of SIZE bytes (zeros); its path in LOOP.
 new_loop() {
 	truncate -s "$2" "$T/$1.back" || die "truncate $1"
-	LOOP=$(losetup -f --show "$T/$1.back" 2>"$T/losetup.err") ||
-		skip "losetup: $(cat "$T/losetup.err")"
-	LOOPS+=("$LOOP")
+	loop_attach "$T/$1.back"
 }
 
-# node DIR/NAME DEV: a block device node for DEV's major:minor.
-node() {
-	local mm
-	mm=$(stat -c '%t %T' "$2") || die "stat $2"
-	set -- "$1" $mm
-	mknod "$1" b $((16#$2)) $((16#$3)) || skip "mknod not possible here"
-}
 
 sum_of() { head -c "$2" "$1" | md5sum | cut -d' ' -f1; }
 
@@ -91,14 +77,14 @@ cmp -s "$T/mod/dev.img" "$T/src.img" && pass "image file identical to the device
 	pass "file event: the device's size" || fail "file event: $(cat "$T/out")"
 mkdir -p "$T/tree"
 echo x >"$T/tree/f"
-node "$T/tree/blk" "$DEV_SRC"
+block_node "$T/tree/blk" "$DEV_SRC"
 expect_rc 0 "a device inside a tree" "${CLIENT[@]}" -r "$T/tree" "$HOST:data/"
 [ -f "$T/mod/tree/f" ] && [ ! -e "$T/mod/tree/blk" ] &&
 	pass "a device below a root is skipped, not read" || fail "tree: $(ls -l "$T/mod/tree")"
 grep -q "blk.*skipped" "$T/err" && pass "its skip is a warning" || fail "no warning: $(cat "$T/err")"
 
 # ---- 2. image -> device (push), device -> device (pull) ----
-node "$T/disks/a" "$DEV_A"
+block_node "$T/disks/a" "$DEV_A"
 expect_rc 0 "push of an image onto a module's device" \
 	"${CLIENT[@]}" --json "$T/src.img" "$HOST:disks/a"
 cmp -s "$DEV_A" "$T/src.img" && pass "device identical to the image" || fail "device differs"
@@ -121,7 +107,7 @@ expect_rc 0 "pull onto a device named through a symlink" \
 	pass "the device behind the link is written, the link kept" || fail "via a link"
 
 # ---- 3. a held target ----
-node "$T/disks/b" "$DEV_B"
+block_node "$T/disks/b" "$DEV_B"
 before=$(sum_of "$DEV_B" $SIZE)
 python3 -c '
 import os, sys, time
@@ -153,7 +139,7 @@ else
 fi
 
 # ---- 4. a target smaller than the source ----
-node "$T/disks/small" "$DEV_SMALL"
+block_node "$T/disks/small" "$DEV_SMALL"
 mkfifo "$T/mod/fifo"
 expect_rc 17 "push onto a smaller device" "${CLIENT[@]}" --json "$T/src.img" "$HOST:disks/small"
 [ "$(jq -r 'select(.event=="file") | .code' "$T/out")" = "DEVICE_SMALL" ] &&
@@ -193,7 +179,7 @@ expect_rc 0 "push of the image again" "${CLIENT[@]}" "$T/src.img" "$HOST:disks/a
 new_loop c $((64 * MiB))
 DEV_C=$LOOP
 head -c $((64 * MiB)) /dev/urandom >"$T/big.img" || die "write big.img"
-node "$T/disks/c" "$DEV_C"
+block_node "$T/disks/c" "$DEV_C"
 "${CLIENT[@]}" --partial --bwlimit 16M "$T/big.img" "$HOST:disks/c" >/dev/null 2>&1 &
 CP=$!
 for _ in $(seq 100); do
@@ -223,7 +209,7 @@ cmp -s "$DEV_C" "$T/big.img" && pass "resumed device identical" || fail "resumed
 new_loop d $((64 * MiB))
 DEV_D=$LOOP
 mkdir -p "$T/local"
-node "$T/local/d" "$DEV_D"
+block_node "$T/local/d" "$DEV_D"
 "${CLIENT[@]}" --partial --write-devices --bwlimit 16M "$HOST:disks/c" "$T/local/d" \
 	>/dev/null 2>&1 &
 CP=$!
@@ -292,7 +278,7 @@ expect_rc 5 "a pull of an absolute device path" "${CLIENT[@]}" "$HOST:$DEV_A" "$
 [ "$(sum_of "$DEV_A" $SIZE)" = "$before" ] && pass "the device outside was not written" ||
 	fail "device written through a bad path"
 
-node "$T/nodev/d" "$DEV_A"
+block_node "$T/nodev/d" "$DEV_A"
 expect_rc 17 "push onto a device of a module with devices = no" \
 	"${CLIENT[@]}" --json "$T/src.img" "$HOST:nodev/d"
 grep -q "writing devices is not enabled" "$T/err" && pass "says devices are not enabled" ||
@@ -319,7 +305,7 @@ expect_rc 17 "pull onto a /dev/zero node with --write-devices" \
 
 # ---- 7. --delete leaves a module's devices alone ----
 mkdir -p "$T/disks/tree"
-node "$T/disks/tree/blk" "$DEV_A"
+block_node "$T/disks/tree/blk" "$DEV_A"
 rm -f "$T/tree/blk"
 expect_rc 0 "push -r --delete into a devices module" \
 	"${CLIENT[@]}" -r --delete "$T/tree" "$HOST:disks/"

@@ -21,21 +21,11 @@ MIB=$((1 << 20))
 command -v losetup >/dev/null || skip "losetup is not installed"
 command -v jq >/dev/null || skip "jq is not installed"
 
-LOOP=""
-zero_worker_cleanup() {
-	[ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
-	cleanup
-}
-trap zero_worker_cleanup EXIT
-
 SIZE=$((32 * MIB))
 head -c $SIZE /dev/urandom >"$T/old.back" || die "random"
-LOOP=$(losetup -f --show "$T/old.back" 2>"$T/losetup.err") ||
-	skip "losetup: $(cat "$T/losetup.err")"
+loop_attach "$T/old.back"
 mkdir -p "$T/disks" "$T/src"
-mm=$(stat -c '%t %T' "$LOOP") || die "stat $LOOP"
-set -- $mm
-mknod "$T/disks/img" b $((16#$1)) $((16#$2)) || skip "mknod not possible here"
+block_node "$T/disks/img" "$LOOP"
 
 export RDMACPD_TEST_SLOW_DISK=1
 setup_standard "" "[disks]" "path = $T/disks" "allow = client" "devices = yes"
