@@ -288,12 +288,13 @@ static int enc_delta(struct wbuf *w, const struct msg_delta *d)
 {
 	if (d->count == 0 || (d->kind == PROTO_DELTA_SUMS && d->count > PROTO_MAX_DELTA_SUMS) ||
 	    (d->kind == PROTO_DELTA_SAME && d->count > PROTO_MAX_RESUME_RANGES) ||
-	    (d->kind != PROTO_DELTA_SUMS && d->kind != PROTO_DELTA_SAME)) {
+	    (d->kind != PROTO_DELTA_SUMS && d->kind != PROTO_DELTA_SAME) ||
+	    (d->flags & ~PROTO_DELTA_FLAGS_KNOWN) || (d->kind != PROTO_DELTA_SUMS && d->flags)) {
 		return -EMSGSIZE;
 	}
 	wbuf_put_u32(w, d->id);
 	wbuf_put_u8(w, d->kind);
-	wbuf_put_u8(w, 0);
+	wbuf_put_u8(w, d->flags);
 	wbuf_put_u16(w, d->count);
 	if (d->kind == PROTO_DELTA_SUMS) {
 		wbuf_put_u64(w, d->first);
@@ -890,7 +891,7 @@ static int dec_sums(struct rbuf *r, struct msg_sums *ms)
 }
 
 /*
- * DELTA: a known kind, reserved byte zero, count within its kind's cap;
+ * DELTA: a known kind, known flags (none in SAME), count within its kind's cap;
  * SUMS' first chunk index below PROTO_MAX_DELTA_CHUNKS with room for count;
  * SAME's ranges as RESUME's. The peer checks them against the file.
  */
@@ -958,9 +959,10 @@ static int dec_delta(struct rbuf *r, struct msg_delta *d)
 
 	d->id = rbuf_get_u32(r);
 	d->kind = rbuf_get_u8(r);
-	uint8_t reserved = rbuf_get_u8(r);
+	d->flags = rbuf_get_u8(r);
 	d->count = rbuf_get_u16(r);
-	if (r->error || reserved != 0 || d->count == 0) {
+	if (r->error || (d->flags & ~PROTO_DELTA_FLAGS_KNOWN) || d->count == 0 ||
+	    (d->kind != PROTO_DELTA_SUMS && d->flags)) {
 		return -EBADMSG;
 	}
 	if (d->kind == PROTO_DELTA_SUMS) {

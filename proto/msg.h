@@ -103,10 +103,12 @@ enum {
 	/* Sealed slots: verbs lanes encrypted (--encrypt, or a module's encryption = required) */
 	PROTO_CAP_VERBS_SEAL = 1u << 22,
 	PROTO_CAP_ASSEMBLE = 1u << 23, /* ASSEMBLE, ASSEMBLED, status ASSEMBLY (27) */
+	/* DELTA SUMS' TREE flag: a device's delta checked by its chunks' digests */
+	PROTO_CAP_DELTA_TREE = 1u << 24,
 	/* OPEN WRITE_SEND: verbs lanes as RDMA WRITE + SEND, no immediates (iWARP) */
 	PROTO_CAP_WRITE_SEND = 1u << 25,
 };
-#define PROTO_CAPS_KNOWN 0x2ffffffu
+#define PROTO_CAPS_KNOWN 0x3ffffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -547,7 +549,9 @@ struct msg_resume {
  * -> receiver before the FILE_DONE of id: ranges (whole chunks, ascending,
  * inside the file) whose digest matched; they cross no data path and the
  * receiver takes them from its old file. The sender checks SUMS against the
- * file's chunk count, the receiver SAME like ZEROS.
+ * file's chunk count, the receiver SAME like ZEROS. flags: only in SUMS,
+ * the same in all of a file's: TREE (PROTO_CAP_DELTA_TREE), the file's
+ * digest (FILE_DONE) is the XXH3-128 of its chunks' XXH3-128 in order.
  */
 #define PROTO_MAX_DELTA_SUMS 256
 /* Files of more chunks than this are copied whole. */
@@ -556,9 +560,12 @@ enum {
 	PROTO_DELTA_SUMS = 1,
 	PROTO_DELTA_SAME = 2,
 };
+#define PROTO_DELTA_TREE	0x1u
+#define PROTO_DELTA_FLAGS_KNOWN 0x1u
 struct msg_delta {
 	uint32_t id;
 	uint8_t kind;	/* PROTO_DELTA_* */
+	uint8_t flags;	/* SUMS: PROTO_DELTA_TREE */
 	uint16_t count; /* 1 .. PROTO_MAX_DELTA_SUMS (SUMS) or PROTO_MAX_RESUME_RANGES (SAME) */
 	uint64_t first; /* SUMS: index of the first chunk */
 	uint8_t sums[PROTO_MAX_DELTA_SUMS][PROTO_HASH_LEN];

@@ -119,6 +119,8 @@ enum slot_state { SL_FREE = 0, SL_HELD };
 struct chunk {
 	uint8_t state;
 	bool zero;     /* all zeros (a hole, not read; or read and found so): no payload */
+	bool same;     /* --delta, a tree file: chunks the pre-pass found unchanged, not read */
+	bool hashed;   /* a tree file's: fed into its digest (tx_tree_feed) */
 	uint32_t fidx; /* file table index */
 	uint64_t off;
 	uint32_t len;  /* payload bytes */
@@ -208,6 +210,23 @@ struct efile {
 	uint64_t skipped;
 	/* Receiver, a device target: bit i set, chunk i read as zeros (no write-zeroes needed). */
 	uint8_t *dzero;
+	/*
+	 * --delta checked by chunk digests (DELTA SUMS' TREE: a device target
+	 * and a peer with PROTO_CAP_DELTA_TREE): the file's digest is the
+	 * XXH3-128 of its chunks' XXH3-128, in order. Receiver: rd, each
+	 * chunk's digest as it will be (the digest pass's, then what arrived
+	 * or was zeroed); rdisk bit i, chunk i is as the digest pass read it
+	 * (nothing written there since). Sender: tst, the running digest of the
+	 * chunks' digests; mine, the digests of chunks 0 .. prehashed - 1 made
+	 * by its pre-pass (through pfd) while it waited for the FILES_ACK.
+	 */
+	bool tree;
+	uint8_t (*rd)[HASH_LEN];
+	uint8_t *rdisk;
+	XXH3_state_t *tst;
+	uint8_t (*mine)[HASH_LEN];
+	uint64_t prehashed;
+	int pfd;
 	/*
 	 * Packed (engine_pack.c): the sender's pool chunk or the receiver's
 	 * slot it travels in, where its bytes start there, how many are read
@@ -390,6 +409,8 @@ struct engine {
 	uint8_t *delta_buf; /* --delta, receiver: reads of the old file and read-backs */
 	/* --delta: SUMS sent or received (a long digest pass is progress). */
 	uint64_t delta_heard;
+	/* --delta, sender: the tree file whose source the pre-pass reads (tx_delta_prehash). */
+	uint32_t prehash_id;
 
 	/* receiver */
 	struct rslot *rslots;
@@ -475,6 +496,7 @@ struct engine {
 	bool zero_chunk_hashed;
 	bool zeros;		    /* see engine_zeros */
 	bool delta;		    /* --delta asked for, and both ends know DELTA */
+	bool delta_tree;	    /* ... and DELTA SUMS' TREE (PROTO_CAP_DELTA_TREE) */
 	bool assume_zero;	    /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
 	bool pack;		    /* both ends know packed slots */
 	int32_t pack_ci;	    /* sender: the pack being filled, -1 none */
@@ -663,14 +685,26 @@ int tx_deleted(struct engine *e, const struct msg_deleted *md);
 void bench_free(struct engine *e);
 
 /* engine_delta.c */
+void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN]);
 void rx_delta_open(struct engine *e, struct efile *f);
 int rx_delta_send_sums(struct engine *e, struct efile *f);
 void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g);
 int rx_delta_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
+void rx_tree_same(struct engine *e, struct efile *f, const struct proto_range *g);
+void rx_tree_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
+void rx_tree_chunk(struct engine *e, struct efile *f, uint64_t off, const uint8_t d[HASH_LEN]);
+void rx_tree_digest(struct engine *e, struct efile *f, uint8_t out[HASH_LEN]);
+int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
+		uint8_t out[HASH_LEN]);
+int sums_queue_tree(struct engine *e, struct efile *f, int fd);
 int tx_delta_sums(struct engine *e, const struct msg_delta *d);
 bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
 			const void *buf);
 int tx_delta_flush(struct engine *e);
+int tx_delta_prehash(struct engine *e);
+uint64_t tx_tree_same_at(const struct engine *e, const struct efile *f, bool holes);
+bool tx_tree_feed(struct engine *e, struct efile *f, const struct chunk *c, const void *buf);
+void tx_tree_final(struct efile *f, uint8_t out[HASH_LEN]);
 int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 
 /* engine_tx.c */

@@ -216,8 +216,15 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->sr);
 	free(f->dsum);
 	free(f->dzero);
+	free(f->rd);
+	free(f->rdisk);
+	free(f->mine);
+	XXH3_freeState(f->tst);
 	if (f->oldfd >= 0) {
 		close(f->oldfd);
+	}
+	if (f->pfd >= 0) {
+		close(f->pfd);
 	}
 	free(f->name);
 	free(f->leaf);
@@ -225,7 +232,7 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->link_target);
 	rx_xattrs_release(e, f);
 	memset(f, 0, sizeof(*f));
-	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
 	e->files_open--;
 }
 
@@ -447,7 +454,7 @@ static int setup(struct engine *e)
 
 	for (size_t i = 0; i < FILE_TABLE; i++) {
 		e->files[i].fd = e->files[i].dfd = e->files[i].tfd = e->files[i].dir = -1;
-		e->files[i].jfd = e->files[i].part_store = e->files[i].oldfd = -1;
+		e->files[i].jfd = e->files[i].part_store = e->files[i].oldfd = e->files[i].pfd = -1;
 	}
 	for (int i = 0; i < DIR_CACHE; i++) {
 		e->dirs[i].fd = -1;
@@ -848,6 +855,8 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	    p->x && (p->peer_caps & PROTO_CAP_ZEROS) && (hello_local_caps() & PROTO_CAP_ZEROS);
 	e->delta = p->x && (p->open_flags & PROTO_OPEN_DELTA) && (p->peer_caps & PROTO_CAP_DELTA) &&
 		   (hello_local_caps() & PROTO_CAP_DELTA);
+	e->delta_tree = e->delta && (p->peer_caps & PROTO_CAP_DELTA_TREE) &&
+			(hello_local_caps() & PROTO_CAP_DELTA_TREE);
 	e->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
 	/* The receiver's own knowledge only: a pull's is the client's option, a push's the OPEN. */
 	e->assume_zero = p->role == ENGINE_RECEIVER && (p->open_flags & PROTO_OPEN_ASSUME_ZERO) &&

@@ -82,7 +82,11 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 	if (f->failed) {
 		return rx_resolve(e, f);
 	}
-	file_hash_final(&f->hash, h);
+	if (f->tree) {
+		rx_tree_digest(e, f, h);
+	} else {
+		file_hash_final(&f->hash, h);
+	}
 	if (CRYPTO_memcmp(h, f->done_hash, HASH_LEN) != 0) {
 		char a[33], b[33];
 		hash_to_hex(f->done_hash, a);

@@ -191,7 +191,8 @@ int rx_device_verify_start(struct engine *e, struct efile *f)
 		return rx_resolve(e, f);
 	}
 	f->dev_verify = true;
-	return sums_queue(e, f, fd);
+	/* Checked by chunk digests: only what was written since the digest pass is read. */
+	return f->tree ? sums_queue_tree(e, f, fd) : sums_queue(e, f, fd);
 }
 
 int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])

@@ -19,7 +19,7 @@ bool tx_packable(const struct engine *e, const struct efile *f)
 
 	return e->pack && f->ftype == PROTO_FT_REG && f->size > 0 && f->size <= max &&
 	       !f->src_device && !f->src_window && !f->failed && f->nresume == 0 && f->ndsum == 0 &&
-	       f->fd >= 0;
+	       !f->tree && f->fd >= 0;
 }
 
 static void tx_pack_ready(struct engine *e, struct chunk *c)

@@ -352,7 +352,7 @@ static void rx_entry_init(struct engine *e, struct efile *f, const struct proto_
 	f->used = true;
 	e->files_open++;
 	f->id = pf->id;
-	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
 	f->ftype = pf->ftype;
 	f->size = pf->size;
 	f->meta = *pf;
@@ -602,8 +602,8 @@ static int rx_file_done(struct engine *e, const struct msg_file_done *d)
 	return rx_maybe_finish(e, f);
 }
 
-/* The XXH3-128 of len zero bytes (the journal's record of a zero chunk). */
-static void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
+/* The XXH3-128 of len zero bytes (the journal's record of a zero chunk; a tree's digest). */
+void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
 {
 	struct file_hash h;
 
@@ -951,7 +951,11 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 		progress = false;
 		/* An unchanged range next (--delta): from the old file, hashed as read back. */
 		if (f->nsr && f->sr[0].offset == f->hash_off) {
-			rx_delta_take(e, f, &f->sr[0]);
+			if (f->tree) {
+				rx_tree_same(e, f, &f->sr[0]);
+			} else {
+				rx_delta_take(e, f, &f->sr[0]);
+			}
 			f->hash_off += f->sr[0].len;
 			memmove(f->sr, f->sr + 1, (f->nsr - 1) * sizeof(*f->sr));
 			f->nsr--;
@@ -960,7 +964,10 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 		}
 		/* A zero range next: hashed as the zeros it stands for. */
 		if (f->nzr && f->zr[0].offset == f->hash_off) {
-			if (!f->failed) {
+			if (f->failed) {
+			} else if (f->tree) {
+				rx_tree_zeros(e, f, f->zr[0].offset, f->zr[0].len);
+			} else {
 				hash_zeros(&f->hash, f->zr[0].len);
 			}
 			f->hash_off += f->zr[0].len;
@@ -973,7 +980,11 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 			struct rslot *s = &e->rslots[i];
 			if (s->state == SL_HELD && !s->hashed && &e->files[s->fidx] == f &&
 			    s->off == f->hash_off) {
-				file_hash_update(&f->hash, rx_slot_buf(e, i), s->len);
+				if (f->tree) {
+					rx_tree_chunk(e, f, s->off, s->chash);
+				} else {
+					file_hash_update(&f->hash, rx_slot_buf(e, i), s->len);
+				}
 				f->hash_off += s->len;
 				s->hashed = true;
 				progress = true;
@@ -1055,8 +1066,15 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && d.offset == 0) {
 		rx_slot_buf(e, slot)[0] ^= 0xff;
 	}
-	if (f->partial && !f->failed) {
-		/* The journal's digest of the bytes that are written: the held ones. */
+	if (f->tree && !f->failed &&
+	    (d.offset % e->p->chunk_size || d.len != MIN(e->p->chunk_size, f->size - d.offset))) {
+		/* Checked by chunk digests: data comes in whole chunks. */
+		file_fail(f, PERR_PROTOCOL, "%s: data at %llu+%u is not a whole chunk", f->name,
+			  (unsigned long long)d.offset, d.len);
+		f->fail_peer = true;
+	}
+	if ((f->partial || f->tree) && !f->failed) {
+		/* The digest of the bytes that are written (the held ones): journal, tree. */
 		XXH128_canonical_t c;
 
 		XXH128_canonicalFromHash(&c, XXH3_128bits(rx_slot_buf(e, slot), d.len));

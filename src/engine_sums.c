@@ -25,12 +25,26 @@ struct sum_job {
 	/* A zero range [off, off + size) of a device, not a digest; slow: the test hook. */
 	bool zeros, slow;
 	uint64_t off;
+	/* A tree's read back (tree_verify): its chunk size, copies of rd and rdisk. */
+	uint32_t cs;
+	uint8_t (*rd)[HASH_LEN];
+	uint8_t *rdisk;
 };
+
+static void sum_job_free(struct sum_job *j)
+{
+	free(j->rd);
+	free(j->rdisk);
+	free(j);
+}
 
 static int sum_job_run(struct filehasher *fh, int fr, struct sum_job *j)
 {
 	if (j->slow) {
 		sleep(4);
+	}
+	if (j->rd) {
+		return tree_verify(j->fd, j->size, j->cs, j->rd, j->rdisk, j->hash);
 	}
 	if (!j->zeros) {
 		return fr < 0 ? fr : filehasher_fd(fh, j->fd, j->size, j->hash);
@@ -103,11 +117,15 @@ static int sums_queue_job(struct engine *e, struct efile *f, int fd, const struc
 
 	if (r < 0) {
 		close(fd);
+		free(tmpl->rd);
+		free(tmpl->rdisk);
 		return r;
 	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
 		close(fd);
+		free(tmpl->rd);
+		free(tmpl->rdisk);
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	*j = *tmpl;
@@ -130,6 +148,30 @@ int sums_queue(struct engine *e, struct efile *f, int fd)
 	return sums_queue_job(
 	    e, f, fd,
 	    &(struct sum_job){ .size = f->size, .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK });
+}
+
+/*
+ * A tree file's read back (rx_device_verify_start): the job gets its own
+ * copies of rd and rdisk, so the file may go while it runs.
+ */
+int sums_queue_tree(struct engine *e, struct efile *f, int fd)
+{
+	uint64_t n = f->size / e->p->chunk_size + (f->size % e->p->chunk_size != 0);
+	struct sum_job t = { .size = f->size,
+			     .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK,
+			     .cs = e->p->chunk_size,
+			     .rd = malloc(n * HASH_LEN),
+			     .rdisk = malloc(n / 8 + 1) };
+
+	if (!t.rd || !t.rdisk) {
+		close(fd);
+		free(t.rd);
+		free(t.rdisk);
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	memcpy(t.rd, f->rd, n * HASH_LEN);
+	memcpy(t.rdisk, f->rdisk, n / 8 + 1);
+	return sums_queue_job(e, f, fd, &t);
 }
 
 int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
@@ -186,7 +228,7 @@ int on_sums(struct engine *e)
 			r = e->role == &engine_sender_ops ? tx_sum_done(e, f, j->r, j->hash)
 							  : rx_sum_done(e, f, j->r, j->hash);
 		}
-		free(j);
+		sum_job_free(j);
 	}
 	if (r >= 0 && e->role == &engine_sender_ops) {
 		r = tx_sums_flush(e);
@@ -220,7 +262,7 @@ void sums_stop(struct engine *e)
 			if (j->fd >= 0) {
 				close(j->fd);
 			}
-			free(j);
+			sum_job_free(j);
 		}
 	}
 	e->sum_todo = e->sum_done = NULL;

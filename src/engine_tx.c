@@ -87,7 +87,7 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	f->used = true;
 	e->files_open++;
 	f->id = id;
-	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
 	f->name = strdup(s->name);
 	f->src_path = strdup(s->path);
 	f->src_dirfd = s->dirfd;
@@ -269,7 +269,11 @@ int tx_send_done(struct engine *e, struct efile *f)
 		m.u.file_done.status = f->fail_code;
 		snprintf(m.u.file_done.text, sizeof(m.u.file_done.text), "%s", f->fail_text);
 	} else {
-		file_hash_final(&f->hash, m.u.file_done.hash);
+		if (f->tree) {
+			tx_tree_final(f, m.u.file_done.hash);
+		} else {
+			file_hash_final(&f->hash, m.u.file_done.hash);
+		}
 		memcpy(f->done_hash, m.u.file_done.hash, HASH_LEN);
 	}
 	if (f->started && !f->done_sent) {
@@ -467,11 +471,22 @@ static int tx_fill(struct engine *e)
 			int ci = pool_get(e->pool);
 			struct chunk *c = &e->chunks[ci];
 			uint64_t hole = engine_zeros(e) ? tx_hole_at(e, f) : 0;
+			uint64_t same =
+			    !hole && f->tree ? tx_tree_same_at(e, f, engine_zeros(e)) : 0;
 
 			*c = (struct chunk){ .fidx = file_index(e, f),
 					     .off = f->read_off,
 					     .len = (uint32_t)MIN((uint64_t)e->p->chunk_size,
 								  f->size - f->read_off) };
+			if (same > 0) {
+				/* Unchanged by the pre-pass (a tree file): no read, one pool chunk. */
+				c->len = (uint32_t)same;
+				c->same = true;
+				c->state = CH_READY;
+				f->read_off += c->len;
+				f->chunks_out++;
+				continue;
+			}
 			if (hole > 0) {
 				/* A hole: zeros without a read, one pool chunk for all of it. */
 				c->len = (uint32_t)hole;
@@ -605,7 +620,9 @@ static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 	struct efile *f = &e->files[c->fidx];
 	int slot;
 
-	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	if (!f->tree) {
+		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	}
 	slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len, 0);
 	if (slot < 0) {
 		return slot;
@@ -640,7 +657,9 @@ static int tx_pass_chunk(struct engine *e, uint32_t ci)
 	struct chunk *c = &e->chunks[ci];
 	struct efile *f = &e->files[c->fidx];
 
-	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	if (!f->tree) {
+		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	}
 	f->send_off += c->len;
 	f->resumed += c->len;
 	e->passes++;
@@ -661,7 +680,9 @@ static int tx_pass_same(struct engine *e, uint32_t ci)
 	if (r < 0) {
 		return r;
 	}
-	file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	if (!f->tree) {
+		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	}
 	f->send_off += c->len;
 	e->bytes_progress += c->len;
 	e->passes++;
@@ -708,7 +729,9 @@ static int tx_pass_zero(struct engine *e, uint32_t ci)
 					 : fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
 	}
-	hash_zeros(&f->hash, c->len);
+	if (!f->tree) {
+		hash_zeros(&f->hash, c->len);
+	}
 	f->send_off += c->len;
 	e->bytes_progress += c->len;
 	e->passes++;
@@ -757,6 +780,24 @@ static int tx_post_ready(struct engine *e)
 			if (c->off != f->send_off) {
 				continue;
 			}
+			/* A tree file: its digest is fed here, in file order, once per chunk. */
+			if (f->tree && !c->hashed) {
+				c->same = tx_tree_feed(e, f, c, pool_chunk(e->pool, ci));
+				c->hashed = true;
+				if (f->failed) {
+					tx_chunk_drop(e, ci);
+					progress = true;
+					continue;
+				}
+			}
+			if (c->same) {
+				r = tx_pass_same(e, ci);
+				if (r < 0) {
+					return r;
+				}
+				progress = true;
+				continue;
+			}
 			if (c->zero) {
 				r = tx_pass_zero(e, ci);
 				if (r < 0) {
@@ -765,7 +806,7 @@ static int tx_post_ready(struct engine *e)
 				progress = true;
 				continue;
 			}
-			if (f->ndsum && !(f->nresume && tx_kept(f, c->off, c->len)) &&
+			if (f->ndsum && !f->tree && !(f->nresume && tx_kept(f, c->off, c->len)) &&
 			    tx_delta_unchanged(e, f, c, pool_chunk(e->pool, ci))) {
 				r = tx_pass_same(e, ci);
 				if (r < 0) {
@@ -1091,6 +1132,10 @@ static int step_sender(struct engine *e)
 			e->again = true;
 			break;
 		}
+	}
+	/* --delta: our digests of a tree file made while the receiver makes its own. */
+	if (r >= 0 && e->prehash_id) {
+		r = tx_delta_prehash(e);
 	}
 	/* The receiver hashes data behind a zero range only once it has the range. */
 	if (r >= 0) {

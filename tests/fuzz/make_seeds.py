@@ -119,10 +119,13 @@ SEEDS = {
     # sender -> receiver: file id, count, then (offset, len) per range of zeros (no payload)
     "zeros": frame(24, struct.pack(">IH", 1, 2) + struct.pack(">QQ", 1 << 20, 3 << 20)
                    + struct.pack(">QQ", 8 << 20, 4321)),
-    # --delta: file id, kind (1 SUMS), reserved 0, count, first chunk, XXH3-128 per chunk
+    # --delta: file id, kind (1 SUMS), flags 0, count, first chunk, XXH3-128 per chunk
     "delta_sums": frame(28, struct.pack(">IBBHQ", 1, 1, 0, 2, 0) + bytes(range(16))
                         + bytes(16)),
-    # kind 2 SAME: file id, kind, reserved 0, count, then (offset, len) per unchanged range
+    # the same with flags TREE (0x1): the file checked by its chunks' digests
+    "delta_sums_tree": frame(28, struct.pack(">IBBHQ", 1, 1, 1, 2, 0) + bytes(range(16))
+                             + bytes(16)),
+    # kind 2 SAME: file id, kind, flags 0, count, then (offset, len) per unchanged range
     "delta_same": frame(28, struct.pack(">IBBH", 1, 2, 0, 2) + struct.pack(">QQ", 0, 2 << 20)
                         + struct.pack(">QQ", 5 << 20, 4321)),
     # finalize: flags (1 OWNER), path, name, staging dir, mode, mtime s, ns, uid, gid, size,

@@ -11,6 +11,11 @@
 #      a sparse source: zeros go where the source has its hole (a chunk
 #      there that held data is zeroed), and the chunks of the hole that read
 #      as zeros already take no write
+#   1c. with chunk digests (TREE, both ends): the device is read once by the
+#      digest pass and the 3 written chunks once more at the commit; an older
+#      client: read back whole; identical either way
+#   1d. --delta --assume-zero-target onto junk: the unwritten hole is read
+#      back at the commit and the copy fails (exit 7)
 #   2. the same pulled onto a local device (--write-devices)
 #   3. a --delta --partial device push cut half-way (kill -9): the next run
 #      keeps what the cut wrote (resumed_bytes), skips the unchanged chunks
@@ -38,6 +43,8 @@ new_loop() {
 
 # written DEV: sectors written to DEV so far (its /sys/block stat, field 7).
 written() { awk '{ print $7 }' "/sys/block/$(basename "$1")/stat"; }
+# read_sectors DEV: sectors read from DEV so far (field 3).
+read_sectors() { awk '{ print $3 }' "/sys/block/$(basename "$1")/stat"; }
 
 # change FILE MIB...: 4 KiB of new random bytes inside each of those 1 MiB chunks.
 change() {
@@ -121,6 +128,59 @@ cmp -s "$DEV_S" "$T/sparse.img" && pass "sparse source: the device equals it, ze
 [ $(((w1 - w0) * 512)) -le $((2 * MIB)) ] && [ $(((w1 - w0) * 512)) -ge $((1 * MIB)) ] &&
 	pass "sparse source: the device took $(((w1 - w0) * 512)) bytes of writes" ||
 	fail "sparse source: the device took $(((w1 - w0) * 512)) bytes of writes, wanted 1..2 MiB"
+
+# ---- 1c. checked by chunk digests: what the device is read for ----
+# Both ends know DELTA SUMS' TREE: the digest pass reads the device once (direct)
+# and the commit reads back only the 3 chunks written. An older client (without
+# capability 0x1000000): the unchanged chunks are read back into the file's hash
+# and the whole device again at the commit. Identical either way.
+new_loop t $SIZE
+DEV_T=$LOOP
+block_node "$T/disks/t" "$DEV_T"
+for mode in tree older; do
+	cp "$T/src.img" "$T/old.img"
+	change "$T/old.img" 4 17 30
+	dd if="$T/old.img" of="$DEV_T" bs=1M oflag=direct status=none || die "fill $DEV_T"
+	r0=$(read_sectors "$DEV_T")
+	if [ $mode = tree ]; then
+		expect_rc 0 "$mode: push --delta onto a device" \
+			"${CLIENT[@]}" --json --chunk-size 1M --delta "$T/src.img" "$HOST:disks/t"
+	else
+		RDMACP_TEST_CAPS_OFF=0x1000000 expect_rc 0 "$mode: push --delta onto a device" \
+			"${CLIENT[@]}" --json --chunk-size 1M --delta "$T/src.img" "$HOST:disks/t"
+	fi
+	r1=$(read_sectors "$DEV_T")
+	cmp -s "$DEV_T" "$T/src.img" && pass "$mode: the device equals the source" ||
+		fail "$mode: the device differs"
+	[ "$(json_file data_bytes)" = $((3 * MIB)) ] && pass "$mode: 3 chunks sent" ||
+		fail "$mode: data_bytes $(json_file data_bytes)"
+	reads=$(((r1 - r0) * 512))
+	if [ $mode = tree ]; then
+		# The pass's SIZE and the 3 chunks; a little slack for anyone probing the device.
+		[ $reads -ge $((SIZE + 3 * MIB)) ] && [ $reads -le $((SIZE + 4 * MIB)) ] &&
+			pass "$mode: the device was read for $reads bytes (the digest pass + 3 chunks)" ||
+			fail "$mode: the device was read for $reads bytes, wanted $((SIZE + 3 * MIB))"
+	else
+		[ $reads -ge $((2 * SIZE)) ] &&
+			pass "$mode: the device was read for $reads bytes (read back whole)" ||
+			fail "$mode: the device was read for $reads bytes, wanted at least $((2 * SIZE))"
+	fi
+done
+
+# ---- 1d. a chunk left unwritten is still checked: --assume-zero-target over junk ----
+# The source's hole is not written (the user says it is zeros there); the device
+# holds random bytes in it, which the digest pass saw: those chunks are read back at
+# the commit and the copy fails (exit 7), however few bytes crossed.
+new_loop j $SIZE
+DEV_J=$LOOP
+block_node "$T/disks/j" "$DEV_J"
+dd if=/dev/urandom of="$DEV_J" bs=1M count=$((SIZE / MIB)) oflag=direct status=none ||
+	die "fill $DEV_J"
+expect_rc 7 "delta with --assume-zero-target onto a device of random bytes" \
+	"${CLIENT[@]}" --json --chunk-size 1M --delta --assume-zero-target "$T/sparse.img" \
+	"$HOST:disks/j"
+grep -q 'did not read as zeros' "$T/err" && pass "assume-zero: says why" ||
+	fail "assume-zero: $(cat "$T/err")"
 
 # ---- 2. pull of that device onto a local one, 2 chunks differ ----
 # A device's source length is its whole size: the pulled "file" is source and tail.

@@ -497,6 +497,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 	case MSG_DELTA:
 		assert_int_equal(a->u.delta.id, b->u.delta.id);
 		assert_int_equal(a->u.delta.kind, b->u.delta.kind);
+		assert_int_equal(a->u.delta.flags, b->u.delta.flags);
 		assert_int_equal(a->u.delta.count, b->u.delta.count);
 		if (a->u.delta.kind == PROTO_DELTA_SUMS) {
 			assert_true(a->u.delta.first == b->u.delta.first);
@@ -1886,7 +1887,7 @@ static void sample_delta_same(struct msg *m)
 	m->u.delta.r[1] = (struct proto_range){ .offset = 8u << 20, .len = 777 };
 }
 
-/* DELTA: both kinds round-trip; a bad kind, count, reserved byte or range is refused. */
+/* DELTA: both kinds round-trip; a bad kind, count, flag or range is refused. */
 static void test_delta(void **state)
 {
 	static const uint8_t zero16[PROTO_HASH_LEN];
@@ -1930,6 +1931,28 @@ static void test_delta(void **state)
 	sample(MSG_DELTA, &m);
 	m.u.delta.kind = 3;
 	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	sample(MSG_DELTA, &m);
+	m.u.delta.flags = 2;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	/* TREE: in SUMS, round trip; never in SAME. */
+	sample(MSG_DELTA, &m);
+	m.u.delta.flags = PROTO_DELTA_TREE;
+	d = calloc(1, sizeof(*d));
+	assert_non_null(d);
+	len = encode_ok(&m);
+	assert_int_equal(msg_decode(MSG_DELTA, payload(), len, d), 0);
+	assert_int_equal(d->u.delta.flags, PROTO_DELTA_TREE);
+	free(d);
+	sample_delta_same(&m);
+	m.u.delta.flags = PROTO_DELTA_TREE;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	len = encode_ok(&(struct msg){ .type = MSG_DELTA,
+				       .u.delta = { .id = 1,
+						    .kind = PROTO_DELTA_SAME,
+						    .count = 1,
+						    .r = { { .offset = 0, .len = 1 } } } });
+	payload()[5] = PROTO_DELTA_TREE;
+	assert_int_equal(decode_rc(MSG_DELTA, payload(), len), -EBADMSG);
 	/* ... and the decoder too, written by hand. */
 	sample(MSG_DELTA, &m);
 	len = encode_ok(&m);
@@ -1939,8 +1962,10 @@ static void test_delta(void **state)
 	p[4] = 0;
 	assert_int_equal(decode_rc(MSG_DELTA, p, len), -EBADMSG);
 	p[4] = PROTO_DELTA_SUMS;
-	p[5] = 1; /* reserved */
+	p[5] = 2; /* flags: an unknown one */
 	assert_int_equal(decode_rc(MSG_DELTA, p, len), -EBADMSG);
+	p[5] = PROTO_DELTA_TREE;
+	assert_int_equal(decode_rc(MSG_DELTA, p, len), 0);
 	p[5] = 0;
 	assert_int_equal(decode_rc(MSG_DELTA, p, len), 0);
 	assert_int_equal(decode_rc(MSG_DELTA, p, len - 1), -EBADMSG); /* a digest cut short */
