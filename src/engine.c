@@ -8,6 +8,8 @@
  */
 #include "engine-internal.h"
 
+#include "rdmadev.h"
+
 #include "hello.h"
 
 static uint64_t progress_mark(const struct engine *e);
@@ -371,6 +373,25 @@ uint64_t engine_pinned_bytes(const struct engine_params *p, const struct xport_o
 	return bytes;
 }
 
+/*
+ * Run on the device's node too: this thread, and the threads it starts
+ * later (hashing, syncs), on the CPUs of that node that we may use. A hint
+ * like the memory's: nothing changes when the node has none of them.
+ */
+static void bind_node_cpus(int node)
+{
+	cpu_set_t want, have, both;
+
+	if (rdmadev_node_cpus(RDMADEV_NODESYSFS, node, &want) < 0 ||
+	    sched_getaffinity(0, sizeof(have), &have) < 0) {
+		return;
+	}
+	CPU_AND(&both, &want, &have);
+	if (CPU_COUNT(&both) > 0 && !CPU_EQUAL(&both, &have)) {
+		(void)sched_setaffinity(0, sizeof(both), &both);
+	}
+}
+
 static int setup_memory(struct engine *e)
 {
 	const struct engine_params *p = e->p;
@@ -400,6 +421,7 @@ static int setup_memory(struct engine *e)
 
 		if (node >= 0) {
 			(void)pool_bind_node(e->pool, node);
+			bind_node_cpus(node);
 		}
 	}
 	/* The extra chunks hold descriptors; they never enter the free list. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The registered buffer pool: one anonymous region (2 MiB huge pages when the
- * system has them, 4 KiB-aligned otherwise), registered once with io_uring as
+ * system has a hugetlb pool; else, for whole 2 MiB, aligned to 2 MiB and
+ * advised for transparent huge pages; 4 KiB-aligned otherwise), registered once with io_uring as
  * fixed buffers, carved into equal power-of-two chunks. The transport
  * registration is done by the caller (it needs the xport). Bounded: the size
  * is fixed at creation and counts against a caller-held budget.

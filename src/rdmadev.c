@@ -77,6 +77,51 @@ int rdmadev_numa_node(const char *sysfs, const char *name)
 	return (int)node;
 }
 
+int rdmadev_node_cpus(const char *nodes, int node, cpu_set_t *set)
+{
+	char path[512], line[4096], *p, *end;
+
+	if (node < 0 || node > 4095) {
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/node%d/cpulist", nodes, node);
+	if (sysfile_read_line(path, line, sizeof(line)) < 0) {
+		return -ENOENT;
+	}
+	CPU_ZERO(set);
+	/* Ranges a-b or single CPUs, comma separated; an empty list is a node without CPUs. */
+	for (p = line; *p;) {
+		unsigned long lo, hi;
+
+		errno = 0;
+		lo = strtoul(p, &end, 10);
+		if (errno || end == p) {
+			return -EINVAL;
+		}
+		hi = lo;
+		if (*end == '-') {
+			p = end + 1;
+			hi = strtoul(p, &end, 10);
+			if (errno || end == p || hi < lo) {
+				return -EINVAL;
+			}
+		}
+		if (hi >= CPU_SETSIZE) {
+			return -EINVAL;
+		}
+		for (unsigned long c = lo; c <= hi; c++) {
+			CPU_SET(c, set);
+		}
+		if (*end == ',') {
+			end++;
+		} else if (*end != '\0') {
+			return -EINVAL;
+		}
+		p = end;
+	}
+	return 0;
+}
+
 /* Add ifname to the list unless it is there; false when the list is full. */
 static bool list_add(char (*names)[64], size_t max, size_t *n, const char *ifname)
 {

@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -25,6 +26,13 @@ bool rdmadev_name_ok(const char *name);
 int rdmadev_exists(const char *sysfs, const char *name);
 /* The device's NUMA node, or -1 when it reports none (or cannot be read). */
 int rdmadev_numa_node(const char *sysfs, const char *name);
+/*
+ * The CPUs of NUMA node `node` (nodes/node<N>/cpulist, "0-3,8-11"), into
+ * *set. `nodes` is normally RDMADEV_NODESYSFS. -ENOENT: no such node;
+ * -EINVAL: a list this cannot read (a CPU past CPU_SETSIZE included).
+ */
+#define RDMADEV_NODESYSFS "/sys/devices/system/node"
+int rdmadev_node_cpus(const char *nodes, int node, cpu_set_t *set);
 /*
  * The network devices of every port of the device, in port order, at most
  * max of them: for a RoCE port those its GIDs are attached to (RoCE v2 ones

@@ -71,6 +71,57 @@ static void test_create_sizes(void **state)
 	pool_destroy(NULL);
 }
 
+/* The VmFlags line of the mapping that starts at base, from /proc/self/smaps ("" none). */
+static void smaps_flags(const void *base, char *out, size_t len)
+{
+	char line[512], want[32];
+	bool in = false;
+	FILE *f = fopen("/proc/self/smaps", "re");
+
+	out[0] = '\0';
+	assert_non_null(f);
+	snprintf(want, sizeof(want), "%lx-", (unsigned long)(uintptr_t)base);
+	while (fgets(line, sizeof(line), f)) {
+		if (strchr(line, '-') && strncmp(line, want, strlen(want)) == 0) {
+			in = true;
+		} else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+			snprintf(out, len, "%.200s", line + 8);
+			break;
+		}
+	}
+	fclose(f);
+}
+
+/*
+ * Without a hugetlb pool, a pool of whole 2 MiB is 2 MiB aligned and advised
+ * for transparent huge pages ("hg" in its VmFlags), where the kernel has them.
+ */
+static void test_transparent_huge(void **state)
+{
+	struct pool *p = NULL;
+	char flags[512];
+
+	(void)state;
+	assert_int_equal(pool_create(8 * MiB, MiB, &p), 0);
+	assert_int_equal((uintptr_t)p->base % (2 * MiB), 0);
+	memset(p->base, 0x5a, p->size);
+	smaps_flags(p->base, flags, sizeof(flags));
+	if (p->hugepages) {
+		printf("hugetlb pages: transparent ones not asked for\n");
+	} else if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {
+		printf("this kernel has no transparent huge pages\n");
+	} else {
+		printf("pool VmFlags:%s", flags);
+		assert_non_null(strstr(flags, " hg"));
+	}
+	pool_destroy(p);
+	/* Not whole 2 MiB: normal pages, page aligned, not advised. */
+	assert_int_equal(pool_create(3 * MiB, MiB, &p), 0);
+	smaps_flags(p->base, flags, sizeof(flags));
+	assert_null(strstr(flags, " hg"));
+	pool_destroy(p);
+}
+
 static void test_chunk_accounting(void **state)
 {
 	const size_t chunk = 64 * KiB;
@@ -394,6 +445,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_create_sizes),
+		cmocka_unit_test(test_transparent_huge),
 		cmocka_unit_test(test_chunk_accounting),
 		cmocka_unit_test(test_double_put_aborts),
 		cmocka_unit_test(test_register_read_fixed),

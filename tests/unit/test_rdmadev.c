@@ -69,6 +69,36 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* A node's CPU list: ranges, single CPUs, an empty node, and lists that are refused. */
+static void test_node_cpus(void **state)
+{
+	char nodes[512];
+	cpu_set_t set;
+
+	(void)state;
+	snprintf(nodes, sizeof(nodes), "%s/node", root);
+	mk("node/node0/cpulist", "0-3,8-11,16");
+	mk("node/node1/cpulist", "");
+	mk("node/node2/cpulist", "3-1");
+	mk("node/node3/cpulist", "0-99999");
+	mk("node/node4/cpulist", "1,x");
+	assert_int_equal(rdmadev_node_cpus(nodes, 0, &set), 0);
+	assert_int_equal(CPU_COUNT(&set), 9);
+	assert_true(CPU_ISSET(0, &set) && CPU_ISSET(3, &set) && CPU_ISSET(8, &set));
+	assert_true(CPU_ISSET(11, &set) && CPU_ISSET(16, &set) && !CPU_ISSET(4, &set));
+	assert_int_equal(rdmadev_node_cpus(nodes, 1, &set), 0);
+	assert_int_equal(CPU_COUNT(&set), 0);
+	assert_int_equal(rdmadev_node_cpus(nodes, 2, &set), -EINVAL);
+	assert_int_equal(rdmadev_node_cpus(nodes, 3, &set), -EINVAL);
+	assert_int_equal(rdmadev_node_cpus(nodes, 4, &set), -EINVAL);
+	assert_int_equal(rdmadev_node_cpus(nodes, 5, &set), -ENOENT);
+	assert_int_equal(rdmadev_node_cpus(nodes, -1, &set), -EINVAL);
+	/* This machine's own node 0, where it has one: at least one CPU. */
+	if (rdmadev_node_cpus(RDMADEV_NODESYSFS, 0, &set) == 0) {
+		assert_true(CPU_COUNT(&set) >= 1);
+	}
+}
+
 static void test_roce(void **state)
 {
 	char ib[512], net[512], names[8][64], one[64];
@@ -213,6 +243,7 @@ static void test_pick_addr(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_node_cpus, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_roce, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_infiniband, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pick_addr, setup, teardown),
