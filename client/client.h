@@ -57,6 +57,7 @@ struct client_opts {
 	bool busy_poll;
 	int tos;	   /* --tos: the lanes' traffic class (verbs), -1 = the system's */
 	int ack_timeout;   /* --ack-timeout: verbs' IB encoding 0..31, -1 = rdma_cm's */
+	int hash_threads;  /* --hash-threads: a receiving engine's, -1 = auto */
 	bool long_listing; /* ls -l */
 	int progress;	   /* -1 default (a terminal), 0 off, 1 on */
 	int encrypt;	   /* -1 default (tcp lanes sealed where the daemon can), 0 off, 1 on */

@@ -37,6 +37,7 @@ void client_opts_defaults(struct client_opts *o)
 	o->lanes = 2;
 	o->tos = -1;
 	o->ack_timeout = -1;
+	o->hash_threads = -1;
 	o->chunk_size = 1u << 20;
 	o->slots = 32;
 	o->pool_chunks = 64;

@@ -768,7 +768,13 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	ep->pool_chunks = MAX(s->o->pool_chunks, 2u);
 	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
 	ep->faults = getenv("RDMACP_TEST_SLOW_DISK") ? ENGINE_FAULT_SLOW_DISK : 0;
+	ep->faults |= getenv("RDMACP_TEST_SLOW_HASH") ? ENGINE_FAULT_SLOW_HASH : 0;
 	ep->busy_poll = s->o->busy_poll;
+	ep->hash_threads =
+	    engine_hash_threads(s->o->hash_threads, xp && xp->ops->kind == XPORT_KIND_VERBS);
+	if (ep->hash_threads > 0 && !ep->seal_slots) {
+		log_debug("%u hashing threads", ep->hash_threads);
+	}
 	ep->peer_caps = s->hello.caps;
 	ep->ev = (struct engine_events){
 		.file_ok = ev_ok,

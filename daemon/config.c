@@ -35,6 +35,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "fspath.h"
 #include "log.h"
 #include "macro.h"
@@ -512,6 +513,22 @@ static int g_idle(struct parse_state *ps, const char *key, const char *value)
 	return set_uint_key(ps, key, value, 1, 86400, &ps->cfg->idle_timeout_s);
 }
 
+static int g_hash_threads(struct parse_state *ps, const char *key, const char *value)
+{
+	unsigned n = 0;
+	int r;
+
+	if (!strcmp(value, "auto")) {
+		ps->cfg->hash_threads = -1;
+		return 0;
+	}
+	r = set_uint_key(ps, key, value, 0, ENGINE_HASH_THREADS_MAX, &n);
+	if (r >= 0) {
+		ps->cfg->hash_threads = (int)n;
+	}
+	return r;
+}
+
 static int g_partial_max_age(struct parse_state *ps, const char *key, const char *value)
 {
 	/* 0: kept until resumed; at most ten years. */
@@ -830,6 +847,7 @@ static const struct key_handler global_keys[] = {
 	{ "max unauthenticated per host", false, g_max_unauth_per_host },
 	{ "handshake timeout", false, g_handshake },
 	{ "idle timeout", false, g_idle },
+	{ "hash threads", false, g_hash_threads },
 	{ "partial max age", false, g_partial_max_age },
 	{ "memory budget", false, g_budget },
 	{ "pool size", false, g_pool },
@@ -1282,6 +1300,7 @@ static void config_defaults(struct daemon_config *c)
 	c->max_per_host = 8;
 	c->handshake_timeout_s = 5;
 	c->idle_timeout_s = 300;
+	c->hash_threads = -1;
 	c->partial_max_age_s = 7 * 86400;
 	c->memory_budget = UINT64_C(4) << 30;
 	c->pool_size = UINT64_C(64) << 20;

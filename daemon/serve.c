@@ -742,6 +742,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.faults |= getenv("RDMACPD_TEST_COPY_SLOTS") ? ENGINE_FAULT_COPY_SLOTS : 0;
 	ep.faults |= getenv("RDMACPD_TEST_SLOW_DISK") ? ENGINE_FAULT_SLOW_DISK : 0;
 	ep.faults |= getenv("RDMACPD_TEST_NO_REPOST") ? ENGINE_FAULT_NO_REPOST : 0;
+	ep.faults |= getenv("RDMACPD_TEST_SLOW_HASH") ? ENGINE_FAULT_SLOW_HASH : 0;
 	if (RAND_bytes(xp.token, sizeof(xp.token)) != 1) {
 		return refuse(c, PERR_INTERNAL, "no randomness for a session token");
 	}
@@ -752,6 +753,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 		return r;
 	}
 	xport_test_hooks(&xp, "RDMACPD_TEST_LANE_TAMPER", "RDMACPD_TEST_LANE_TEE");
+	ep.hash_threads = engine_hash_threads(cfg->hash_threads, ops->kind == XPORT_KIND_VERBS);
 	r = decide_sealing(c, o, m, ops, &sealed);
 	if (r >= 0 && sealed) {
 		r = seal_keys(c, ops, &xp, &ep);
@@ -796,6 +798,9 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 		 pull_srcs ? "pull from" : "push to", m->name, xp.nlanes, ops->name,
 		 xp.write_send ? " (WRITE + SEND)" : "",
 		 sealed ? "encrypted (AES-256-GCM)" : "in clear");
+	if (ep.hash_threads > 0 && !ep.seal_slots) {
+		log_debug("%s: %u hashing threads", c->peer, ep.hash_threads);
+	}
 
 	if (pull_srcs) {
 		/* The client names what it wants once the lanes are up. */

@@ -118,9 +118,11 @@ enum slot_state { SL_FREE = 0, SL_HELD };
 
 struct chunk {
 	uint8_t state;
-	bool zero;     /* all zeros (a hole, not read; or read and found so): no payload */
-	bool same;     /* --delta, a tree file: chunks the pre-pass found unchanged, not read */
-	bool hashed;   /* a tree file's: fed into its digest (tx_tree_feed) */
+	bool zero;   /* all zeros (a hole, not read; or read and found so): no payload */
+	bool same;   /* --delta, a tree file: chunks the pre-pass found unchanged, not read */
+	bool hashed; /* a tree file's: fed into its digest (tx_tree_feed) */
+	/* With a hashing thread (engine_hashers.c); sent: its lane is done with it too. */
+	bool hashing, sent;
 	uint32_t fidx; /* file table index */
 	uint64_t off;
 	uint32_t len;  /* payload bytes */
@@ -135,6 +137,7 @@ struct chunk {
 struct rslot {
 	uint8_t state;
 	bool hashed, written;
+	bool hashing; /* with a hashing thread (engine_hashers.c) */
 	uint32_t fidx;
 	uint64_t off;
 	uint32_t len;
@@ -243,6 +246,8 @@ struct efile {
 	char tmpname[FSPATH_NAME_MAX + 1];
 	int tfd;
 	uint64_t hash_off, recv_bytes, written;
+	uint32_t hash_jobs; /* chunks with a hashing thread (engine_hashers.c) */
+	bool done_wait;	    /* sender: FILE_DONE waits for those */
 	uint32_t writes_out, held;
 	bool got_done, fsyncing, renamed;
 	uint64_t dir_sync_needed; /* renamed: durable once the dir's completed >= this */
@@ -465,6 +470,8 @@ struct engine {
 	/* Skip level checksum: one hashing thread (engine_sums.c), started when needed. */
 	pthread_t sum_thread;
 	bool sum_running, sum_stop;
+	/* The hashing threads (engine_hashers.c), NULL: none. */
+	struct hashers *hashers;
 	pthread_mutex_t sum_lock;
 	pthread_cond_t sum_cond;
 	struct sum_job *sum_todo, *sum_done; /* FIFO to the thread; its results, newest first */
@@ -697,6 +704,14 @@ void rx_tree_digest(struct engine *e, struct efile *f, uint8_t out[HASH_LEN]);
 int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
 		uint8_t out[HASH_LEN]);
 int sums_queue_tree(struct engine *e, struct efile *f, int fd);
+int hashers_start(struct engine *e, unsigned n);
+void hashers_stop(struct engine *e);
+int hashers_fd(const struct engine *e);
+int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,
+		  uint32_t len);
+int on_hashers(struct engine *e);
+int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
+int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
 int tx_delta_sums(struct engine *e, const struct msg_delta *d);
 bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
 			const void *buf);

@@ -538,6 +538,8 @@ static void teardown(struct engine *e)
 
 	/* Its jobs hold file descriptors of their own: stopped first. */
 	sums_stop(e);
+	/* Theirs hold files' hash states and slots: stopped before those go. */
+	hashers_stop(e);
 	free(e->sum_out);
 	/* The sync thread uses directory fds: it finishes before they close. */
 	if (e->sync_running) {
@@ -684,7 +686,7 @@ static int loop_work(struct engine *e)
  * After the wait: what the sources have for us. A completion handler that
  * returns nothing (a write, an fsync) records its failure in e: that counts too.
  */
-static int loop_dispatch(struct engine *e, const struct pollfd pfd[5])
+static int loop_dispatch(struct engine *e, const struct pollfd pfd[6])
 {
 	int r = 0;
 
@@ -693,6 +695,9 @@ static int loop_dispatch(struct engine *e, const struct pollfd pfd[5])
 	}
 	if (r >= 0 && !e->failed && (pfd[4].revents & POLLIN)) {
 		r = on_sums(e);
+	}
+	if (r >= 0 && !e->failed && (pfd[5].revents & POLLIN)) {
+		r = on_hashers(e);
 	}
 	if (r >= 0 && (pfd[3].revents & POLLIN)) {
 		rx_sync_done(e);
@@ -793,13 +798,14 @@ static int loop(struct engine *e)
 	ts_now(&e->last_activity);
 	e->last_ping = e->last_activity;
 	while (!e->failed) {
-		struct pollfd pfd[5] = {
+		struct pollfd pfd[6] = {
 			{ .fd = tls_fd(p->chan->tls), .events = POLLIN },
 			{ .fd = x ? x->ops->event_fd(x) : -1,
 			  .events = POLLIN }, /* none: a probe */
 			{ .fd = e->uring_efd, .events = POLLIN },
 			{ .fd = e->sync_efd, .events = POLLIN },
 			{ .fd = e->sum_efd, .events = POLLIN }, /* -1 (ignored) until needed */
+			{ .fd = hashers_fd(e), .events = POLLIN },
 		};
 		uint64_t before = e->bytes_progress, mark = progress_mark(e);
 		int r, wait_ms;
@@ -815,7 +821,7 @@ static int loop(struct engine *e)
 		if (wait_ms && p->bwlimit) {
 			wait_ms = 10;
 		}
-		if (poll(pfd, 5, wait_ms) < 0 && errno != EINTR) {
+		if (poll(pfd, 6, wait_ms) < 0 && errno != EINTR) {
 			return fail(e, PERR_INTERNAL, negerrno(), "poll: %s", strerror(errno));
 		}
 		r = loop_dispatch(e, pfd);

@@ -211,6 +211,8 @@ struct engine_limits {
 #define ENGINE_FAULT_SLOW_DISK (1u << 6)
 /* Test hook: a receive consumed is not posted again (the peer's writes then meet RNR). */
 #define ENGINE_FAULT_NO_REPOST (1u << 8)
+/* Tests: each job of a hashing thread (hash_threads) waits 20 ms first. */
+#define ENGINE_FAULT_SLOW_HASH (1u << 11)
 
 struct engine_params {
 	enum engine_role role;
@@ -270,6 +272,13 @@ struct engine_params {
 	 */
 	mode_t umask;
 	unsigned faults; /* ENGINE_FAULT_* */
+	/*
+	 * Receiver: threads that make the end-to-end hash of the data chunks
+	 * off the engine's thread (engine_hashers.c), a file's chunks on one of
+	 * them in order; 0: on the engine's thread.
+	 */
+	unsigned hash_threads;
+#define ENGINE_HASH_THREADS_MAX 16
 	/*
 	 * Sealed slots, for transports that do not seal their frames (verbs;
 	 * tcp seals each frame itself, xport_params.seal): the sender seals
@@ -383,5 +392,11 @@ uint32_t errno_to_perr(int r);
  * -EREMOTEIO: the peer ended the session with its ERROR (else it failed here).
  * Every temp file is gone on return unless it was committed.
  */
+/*
+ * hash_threads for a setting (--hash-threads, "hash threads"): 0..16 as it
+ * is, -1 (auto) one per 4 online CPUs (at most 4) on verbs, none on tcp.
+ */
+unsigned engine_hash_threads(int setting, bool verbs);
+
 int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,
 	       char *err, size_t errlen);

@@ -64,8 +64,8 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 {
 	uint8_t h[HASH_LEN];
 
-	if (!f->got_done || f->fsyncing || f->writes_out || f->held || f->zeros_out ||
-	    f->recv_bytes < f->done_bytes) {
+	if (!f->got_done || f->fsyncing || f->writes_out || f->held || f->hash_jobs ||
+	    f->zeros_out || f->recv_bytes < f->done_bytes) {
 		return 0;
 	}
 	if (f->done_status != PERR_OK && !f->failed) {

@@ -96,7 +96,9 @@ static void lane_complete(struct engine *e, unsigned lane, uint64_t wr_id)
 
 	while (l->len > 0 && l->fifo[l->head].wr_id <= wr_id) {
 		int32_t c = l->fifo[l->head].chunk;
-		if (c >= 0) {
+		if (c >= 0 && e->chunks[c].hashing) {
+			e->chunks[c].sent = true; /* freed when hashed (tx_hashed) */
+		} else if (c >= 0) {
 			e->chunks[c].state = CH_FREE;
 			pool_put(e->pool, (uint32_t)c);
 		}

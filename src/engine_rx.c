@@ -949,8 +949,11 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 
 	while (progress && (f->held || f->nzr || f->nsr)) {
 		progress = false;
-		/* An unchanged range next (--delta): from the old file, hashed as read back. */
-		if (f->nsr && f->sr[0].offset == f->hash_off) {
+		/*
+		 * An unchanged range next (--delta): from the old file, hashed as read
+		 * back; like zeros, only once the hashing threads have what is before it.
+		 */
+		if (f->nsr && f->sr[0].offset == f->hash_off && !f->hash_jobs) {
 			if (f->tree) {
 				rx_tree_same(e, f, &f->sr[0]);
 			} else {
@@ -963,7 +966,7 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 			progress = true;
 		}
 		/* A zero range next: hashed as the zeros it stands for. */
-		if (f->nzr && f->zr[0].offset == f->hash_off) {
+		if (f->nzr && f->zr[0].offset == f->hash_off && !f->hash_jobs) {
 			if (f->failed) {
 			} else if (f->tree) {
 				rx_tree_zeros(e, f, f->zr[0].offset, f->zr[0].len);
@@ -978,8 +981,18 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 		}
 		for (uint32_t i = 0; i < e->p->slots; i++) {
 			struct rslot *s = &e->rslots[i];
-			if (s->state == SL_HELD && !s->hashed && &e->files[s->fidx] == f &&
-			    s->off == f->hash_off) {
+			if (s->state == SL_HELD && !s->hashed && !s->hashing &&
+			    &e->files[s->fidx] == f && s->off == f->hash_off) {
+				if (e->hashers && !f->tree && !f->failed) {
+					/* Its thread hashes it; rx_hashed when it has. */
+					if (hashers_queue(e, f, i, rx_slot_buf(e, i), s->len) < 0) {
+						return;
+					}
+					s->hashing = true;
+					f->hash_off += s->len;
+					progress = true;
+					continue;
+				}
 				if (f->tree) {
 					rx_tree_chunk(e, f, s->off, s->chash);
 				} else {
@@ -994,6 +1007,22 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 			}
 		}
 	}
+}
+
+/* A hashing thread has hashed held slot `slot` of f (engine_hashers.c). */
+int rx_hashed(struct engine *e, struct efile *f, uint32_t slot)
+{
+	struct rslot *s = &e->rslots[slot];
+	int r = 0;
+
+	s->hashing = false;
+	s->hashed = true;
+	if (s->written) {
+		r = rx_credit(e, slot);
+	}
+	/* Zeros or an unchanged range may have waited for it. */
+	rx_hash_ready(e, f);
+	return r < 0 ? r : rx_maybe_finish(e, f);
 }
 
 static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
@@ -1105,7 +1134,9 @@ void rx_write_done(struct engine *e, uint32_t slot, int res)
 	if (res < 0 || res == 0) {
 		file_fail(f, errno_to_perr(res ? res : -EIO), "write %s: %s", f->name,
 			  strerror(res ? -res : EIO));
-		s->written = s->hashed = true;
+		s->written = true;
+		/* One with a hashing thread is credited when it comes back (rx_hashed). */
+		s->hashed = !s->hashing;
 	} else {
 		s->wdone += (uint32_t)res;
 		if (s->wdone < s->len) {
@@ -1152,6 +1183,9 @@ static int rx_setup(struct engine *e)
 	}
 	if (engine_probe(e)) {
 		return 0; /* no data path: no RING */
+	}
+	if (hashers_start(e, MIN(e->p->hash_threads, ENGINE_HASH_THREADS_MAX)) < 0) {
+		return e->fail_r;
 	}
 	return rx_offer_ring(e);
 }

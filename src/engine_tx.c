@@ -252,6 +252,11 @@ static int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_
 
 int tx_send_done(struct engine *e, struct efile *f)
 {
+	/* Its digest is not whole before its hashing thread is done with it (tx_hashed). */
+	if (f->hash_jobs > 0) {
+		f->done_wait = true;
+		return 0;
+	}
 	struct msg m = { .type = MSG_FILE_DONE };
 	/* Its zero and unchanged ranges go first: the receiver refuses them after FILE_DONE. */
 	int zr = tx_zeros_flush(e);
@@ -620,7 +625,13 @@ static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 	struct efile *f = &e->files[c->fidx];
 	int slot;
 
-	if (!f->tree) {
+	if (e->hashers && !f->tree) {
+		/* Its thread hashes it while it goes; freed when both are done. */
+		if (hashers_queue(e, f, ci, pool_chunk(e->pool, ci), c->len) < 0) {
+			return e->fail_r;
+		}
+		c->hashing = true;
+	} else if (!f->tree) {
 		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
 	}
 	slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len, 0);
@@ -780,6 +791,11 @@ static int tx_post_ready(struct engine *e)
 			if (c->off != f->send_off) {
 				continue;
 			}
+			/*
+			 * Zeros, kept and unchanged chunks are hashed here, on the
+			 * loop: only after what its hashing thread has before them.
+			 */
+			bool wait = f->hash_jobs > 0 && !f->tree;
 			/* A tree file: its digest is fed here, in file order, once per chunk. */
 			if (f->tree && !c->hashed) {
 				c->same = tx_tree_feed(e, f, c, pool_chunk(e->pool, ci));
@@ -799,6 +815,9 @@ static int tx_post_ready(struct engine *e)
 				continue;
 			}
 			if (c->zero) {
+				if (wait) {
+					continue;
+				}
 				r = tx_pass_zero(e, ci);
 				if (r < 0) {
 					return r;
@@ -808,6 +827,9 @@ static int tx_post_ready(struct engine *e)
 			}
 			if (f->ndsum && !f->tree && !(f->nresume && tx_kept(f, c->off, c->len)) &&
 			    tx_delta_unchanged(e, f, c, pool_chunk(e->pool, ci))) {
+				if (wait) {
+					continue;
+				}
 				r = tx_pass_same(e, ci);
 				if (r < 0) {
 					return r;
@@ -816,6 +838,9 @@ static int tx_post_ready(struct engine *e)
 				continue;
 			}
 			if (f->nresume && tx_kept(f, c->off, c->len)) {
+				if (wait) {
+					continue;
+				}
 				r = tx_pass_chunk(e, ci);
 				if (r < 0) {
 					return r;
@@ -1175,6 +1200,24 @@ static int step_sender(struct engine *e)
 	return 0;
 }
 
+/* A hashing thread has hashed posted chunk ci of f (engine_hashers.c). */
+int tx_hashed(struct engine *e, struct efile *f, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+
+	c->hashing = false;
+	if (c->sent) {
+		c->sent = false;
+		c->state = CH_FREE;
+		pool_put(e->pool, ci);
+	}
+	if (f->hash_jobs == 0 && f->done_wait) {
+		f->done_wait = false;
+		return tx_send_done(e, f);
+	}
+	return 0;
+}
+
 static uint32_t tx_data_chunks(const struct engine_params *p)
 {
 	return p->pool_chunks;
@@ -1190,6 +1233,10 @@ static int tx_setup(struct engine *e)
 	e->free_slots = calloc(e->p->slots, sizeof(*e->free_slots));
 	if (!e->chunks || !e->free_slots) {
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	/* Sealed slots are sealed in place once hashed: those hash here. */
+	if (!e->sealed && hashers_start(e, MIN(e->p->hash_threads, ENGINE_HASH_THREADS_MAX)) < 0) {
+		return e->fail_r;
 	}
 	return tx_wait_ring(e);
 }
