@@ -14,7 +14,8 @@
 # while the daemon takes lanes only from the client's address (lane 1 leaves from
 # 10.0.0.2), then a push and a pull with --devices rxe0,rxe1 --qps 2,
 # --devices nosuchdev exits 13; the same push set over tcp; an 8 MiB push each way
-# (timed); a push and a pull with --poll; kill -9 of the daemon's
+# (timed); a push and a pull with --poll; a tree and 8 MiB pushed and pulled
+# with --hash-threads 2, clear and sealed; kill -9 of the daemon's
 # session child mid-transfer (client fails, no file under the final name); sealed
 # lanes (--encrypt, encryption = required, tampering, a packet capture of the wire);
 # --tos on the wire both ways; a forced RNR; and last, the client's link taken down
@@ -545,6 +546,26 @@ if run poll_pull "${C[@]}" --transport verbs --poll "$SERVER:data/poll/rate8m" "
 else
 	fail "verbs pull with --poll: rc $? ($(head -3 "$OUT/poll_pull.err"))"
 fi
+
+# ---- 5b'. hashing threads on verbs: the client hashes beside its loop, each way ----------
+# (2 vCPUs here: auto gives none, so asked for; sealed too: a sealed sender hashes on its loop.)
+for enc in --no-encrypt --encrypt; do
+	if run ht_push "${C[@]}" --transport verbs --hash-threads 2 $enc -r "$W/src/tree" \
+		"$W/src/rate8m" "$SERVER:data/ht$enc/"; then
+		same_tree "verbs push, 2 hashing threads ($enc)" "$W/src/tree" "$W/mod/ht$enc/tree"
+		same "verbs push, 2 hashing threads ($enc)" "$W/src/rate8m" "$W/mod/ht$enc/rate8m"
+	else
+		fail "verbs push, 2 hashing threads ($enc): rc $? ($(head -3 "$OUT/ht_push.err"))"
+	fi
+	mkdir -p "$W/pull/ht$enc"
+	if run ht_pull "${C[@]}" --transport verbs --hash-threads 2 $enc -r \
+		"$SERVER:data/ht$enc/tree" "$SERVER:data/ht$enc/rate8m" "$W/pull/ht$enc/"; then
+		same_tree "verbs pull, 2 hashing threads ($enc)" "$W/src/tree" "$W/pull/ht$enc/tree"
+		same "verbs pull, 2 hashing threads ($enc)" "$W/src/rate8m" "$W/pull/ht$enc/rate8m"
+	else
+		fail "verbs pull, 2 hashing threads ($enc): rc $? ($(head -3 "$OUT/ht_pull.err"))"
+	fi
+done
 
 # --tos and --ack-timeout are set on the lanes before their routes (rdma_cm options).
 # On the wire (a packet socket on veth0): every RoCE v2 frame of the copy carries IP TOS
