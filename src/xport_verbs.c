@@ -1335,6 +1335,15 @@ static int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access
 		flags |= IBV_ACCESS_REMOTE_WRITE;
 	}
 	/*
+	 * PCIe relaxed ordering where the device and platform allow it (an
+	 * optional flag: dropped where they do not). Safe here: the receiver
+	 * reads a slot only after the completion of its immediate, and a
+	 * completion, written in strict order, cannot pass the writes before it.
+	 */
+#ifdef IBV_ACCESS_OPTIONAL_FIRST
+	flags |= IBV_ACCESS_RELAXED_ORDERING;
+#endif
+	/*
 	 * Zero-based: the peer addresses the registration from its iova, so our
 	 * heap addresses never leave the process. Devices (rxe included) map an
 	 * iova to a page by its page offset, so the iova keeps addr's offset in
