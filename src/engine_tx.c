@@ -483,19 +483,14 @@ static int tx_fill(struct engine *e)
 					     .off = f->read_off,
 					     .len = (uint32_t)MIN((uint64_t)e->p->chunk_size,
 								  f->size - f->read_off) };
-			if (same > 0) {
-				/* Unchanged by the pre-pass (a tree file): no read, one pool chunk. */
-				c->len = (uint32_t)same;
-				c->same = true;
-				c->state = CH_READY;
-				f->read_off += c->len;
-				f->chunks_out++;
-				continue;
-			}
-			if (hole > 0) {
-				/* A hole: zeros without a read, one pool chunk for all of it. */
-				c->len = (uint32_t)hole;
-				c->zero = true;
+			if (hole > 0 || same > 0) {
+				/*
+				 * Not read, one pool chunk for all of it: a hole (zeros), or
+				 * chunks the pre-pass found unchanged (a tree file).
+				 */
+				c->len = (uint32_t)(hole > 0 ? hole : same);
+				c->zero = hole > 0;
+				c->same = same > 0;
 				c->state = CH_READY;
 				f->read_off += c->len;
 				f->chunks_out++;
