@@ -983,7 +983,9 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 			struct rslot *s = &e->rslots[i];
 			if (s->state == SL_HELD && !s->hashed && !s->hashing &&
 			    &e->files[s->fidx] == f && s->off == f->hash_off) {
-				if (e->hashers && !f->tree && !f->failed) {
+				if (f->failed) {
+					/* Its digest no longer counts (its thread may still hash). */
+				} else if (e->hashers && !f->tree) {
 					/* Its thread hashes it; rx_hashed when it has. */
 					if (hashers_queue(e, f, i, rx_slot_buf(e, i), s->len) < 0) {
 						return;
@@ -992,8 +994,7 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 					f->hash_off += s->len;
 					progress = true;
 					continue;
-				}
-				if (f->tree) {
+				} else if (f->tree) {
 					rx_tree_chunk(e, f, s->off, s->chash);
 				} else {
 					file_hash_update(&f->hash, rx_slot_buf(e, i), s->len);
