@@ -768,6 +768,11 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	ep->pool_chunks = MAX(s->o->pool_chunks, 2u);
 	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
 	ep->faults = getenv("RDMACP_TEST_SLOW_DISK") ? ENGINE_FAULT_SLOW_DISK : 0;
+	/* Tests: take this many data lanes down mid-transfer. */
+	if (getenv("RDMACP_TEST_KILL_LANES")) {
+		ep->faults |= ENGINE_FAULT_KILL_LANE;
+		ep->test_kill_lanes = (unsigned)strtoul(getenv("RDMACP_TEST_KILL_LANES"), NULL, 10);
+	}
 	ep->busy_poll = s->o->busy_poll;
 	ep->peer_caps = s->hello.caps;
 	ep->ev = (struct engine_events){

@@ -211,6 +211,12 @@ struct engine_limits {
 #define ENGINE_FAULT_SLOW_DISK (1u << 6)
 /* Test hook: a receive consumed is not posted again (the peer's writes then meet RNR). */
 #define ENGINE_FAULT_NO_REPOST (1u << 8)
+/*
+ * Test hook, either role: take test_kill_lanes data lanes down mid-transfer
+ * (the transport's lane_down: the connection cut as if lost), lane 0 once 4
+ * slots went (sender) or came (receiver), lane 1 at 8, and so on.
+ */
+#define ENGINE_FAULT_KILL_LANE (1u << 9)
 
 struct engine_params {
 	enum engine_role role;
@@ -269,7 +275,8 @@ struct engine_params {
 	 * that is there already keeps its own mode.
 	 */
 	mode_t umask;
-	unsigned faults; /* ENGINE_FAULT_* */
+	unsigned faults;	  /* ENGINE_FAULT_* */
+	unsigned test_kill_lanes; /* ENGINE_FAULT_KILL_LANE: how many */
 	/*
 	 * Sealed slots, for transports that do not seal their frames (verbs;
 	 * tcp seals each frame itself, xport_params.seal): the sender seals
