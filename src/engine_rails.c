@@ -123,7 +123,7 @@ static int lane_stop(struct engine *e, unsigned lane, const char *why)
  * counted ones), or the count of them when none is: every post before it
  * completed, so the peer took it.
  */
-static uint64_t lane_first_open(const struct engine *e, const struct lane *l)
+static uint64_t lane_first_open(const struct lane *l)
 {
 	for (unsigned k = 0; k < l->len; k++) {
 		const struct lane_ent *le = &l->fifo[(l->head + k) % l->cap];
@@ -132,7 +132,6 @@ static uint64_t lane_first_open(const struct engine *e, const struct lane *l)
 			return le->idx - 1;
 		}
 	}
-	(void)e;
 	return l->posted;
 }
 
@@ -143,7 +142,7 @@ static uint64_t lane_first_open(const struct engine *e, const struct lane *l)
 static int rails_resolve(struct engine *e, unsigned lane)
 {
 	struct lane *l = &e->lanes[lane];
-	uint64_t first = lane_first_open(e, l), n = l->peer_count;
+	uint64_t first = lane_first_open(l), n = l->peer_count;
 	bool sender = !e->role->peer_writes;
 	uint32_t before = sender ? e->nrepost : e->nrecredit;
 

@@ -767,7 +767,7 @@ static int tx_post_ready(struct engine *e)
 				}
 				pick = lane_pick(e, 2);
 				if (pick < 0) {
-					return 0;
+					continue;
 				}
 				r = tx_post_pack(e, ci, (unsigned)pick);
 				if (r < 0) {
@@ -815,7 +815,7 @@ static int tx_post_ready(struct engine *e)
 			}
 			pick = lane_pick(e, 2);
 			if (pick < 0) {
-				return 0;
+				continue;
 			}
 			r = tx_post_chunk(e, ci, (unsigned)pick);
 			if (r < 0) {
