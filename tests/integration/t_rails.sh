@@ -8,7 +8,8 @@
 # flight on it goes again on the others and the copy completes, byte for byte.
 #   1. push and pull, the hook on the sender's side and on the receiver's,
 #      --lanes 2 and 4 (one lane and three lanes killed), sealed (--encrypt)
-#      and clear, a big file of many chunks and a tree of small packed files
+#      and clear, a big file of many chunks and a tree of small packed files;
+#      --partial and --delta pushes
 #   2. every lane killed: the session fails (exit 8), nothing committed
 #   3. a peer without the capability (RDMACP_TEST_CAPS_OFF, either end): a
 #      lane lost fails the session as before, nothing committed
@@ -113,6 +114,24 @@ push_case 2 1 --encrypt "2 lanes, 1 killed by the sender, sealed"
 push_case 2 1 --no-encrypt "2 lanes, 1 killed by the sender, clear"
 push_case 4 3 --encrypt "4 lanes, 3 killed by the sender, sealed"
 push_case 4 1 --no-encrypt "4 lanes, 1 killed by the sender, clear"
+
+# --partial (journaled chunks) and --delta (unchanged chunks not sent): the same.
+RDMACP_TEST_KILL_LANES=1 expect_rc 0 "push --partial, 1 of 2 lanes killed" \
+	"${CLIENT[@]}" --transport tcp --lanes 2 -q --partial "$T/src/big" "$HOST:data/part.big"
+lost_said 1 "push --partial"
+cmp -s "$T/src/big" "$T/mod/part.big" && pass "push --partial: intact" ||
+	fail "push --partial: differs"
+cp "$T/src/big" "$T/src/big2"
+# Every other MiB changed: half the chunks go, half are SAME.
+for mb in 1 3 5 7 9 11 13 15 17 19 21 23; do
+	printf 'changed %d' "$mb" | dd of="$T/src/big2" bs=1M seek="$mb" conv=notrunc status=none
+done
+cp "$T/src/big" "$T/mod/delta.big"
+RDMACP_TEST_KILL_LANES=1 expect_rc 0 "push --delta, 1 of 2 lanes killed" \
+	"${CLIENT[@]}" --transport tcp --lanes 2 -q --delta "$T/src/big2" "$HOST:data/delta.big"
+lost_said 1 "push --delta"
+cmp -s "$T/src/big2" "$T/mod/delta.big" && pass "push --delta: intact" ||
+	fail "push --delta: differs"
 
 # The daemon receives and kills its lanes (the receiver's side of a push).
 kill_daemon 1

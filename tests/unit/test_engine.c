@@ -603,6 +603,7 @@ struct raw {
 	bool receiver;
 	unsigned data_imms;
 	uint32_t data_slot[64];
+	uint32_t data_lane[64]; /* the lane each came on */
 };
 
 static void raw_init(struct raw *w, struct end *e)
@@ -683,6 +684,7 @@ static void raw_drain(struct raw *w, uint64_t want_id, int *done)
 					assert_int_equal(wc[i].imm >> PROTO_IMM_KIND_SHIFT,
 							 PROTO_IMM_DATA);
 					assert_true(w->data_imms < ARRAY_SIZE(w->data_slot));
+					w->data_lane[w->data_imms] = wc[i].lane;
 					w->data_slot[w->data_imms++] =
 					    wc[i].imm & PROTO_IMM_SLOT_MASK;
 				} else {
@@ -3477,6 +3479,75 @@ static void test_rails_receiver_claims_too_few(void **state)
 	rails_lying_receiver(*state, 0, "LANE_DOWN: the peer took 0 slots on lane 0");
 }
 
+/* A played receiver: wait until want data immediates came. */
+static void raw_wait_data(struct raw *w, unsigned want)
+{
+	int64_t deadline = now_ms() + IO_MS;
+
+	while (w->data_imms < want) {
+		struct pollfd pfd = { .fd = w->end->x->ops->event_fd(w->end->x), .events = POLLIN };
+
+		if (now_ms() > deadline) {
+			fail_msg("%u of %u slots written within %d ms", w->data_imms, want, IO_MS);
+		}
+		raw_drain(w, 0, NULL);
+		poll(&pfd, 1, 100);
+	}
+}
+
+/*
+ * Lanes by load: a receiver that credits only the slots that came on lane 0
+ * leaves lane 1 with two slots outstanding, so the sender's next slots all
+ * go on lane 0 (round robin would put every other one on lane 1).
+ */
+static void test_rails_least_loaded(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct raw w;
+	struct msg m;
+	struct proto_status st = { .status = PERR_OK, .text = (char *)"" };
+	struct xport *x = f->rx.x;
+	unsigned on0 = 0;
+
+	source_file(f, &s, "big", 12 * CHUNK);
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	raw_expect(&w, MSG_FILES, &m);
+	st.id = m.u.files.files[0].id;
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_FILES_ACK, .u.files_ack = { .count = 1, .st = &st } };
+	raw_send(&w, &m);
+	raw_wait_data(&w, SLOTS);
+	for (unsigned i = 0; i < SLOTS; i++) {
+		if (w.data_lane[i] != 0) {
+			continue;
+		}
+		struct xport_wr wr = { .wr_id = ++w.wr_id,
+				       .opcode = XPORT_OP_WRITE_IMM,
+				       .flags = XPORT_SEND_SIGNALED,
+				       .imm = proto_imm(PROTO_IMM_CREDIT, w.data_slot[i]),
+				       .lane = 0 };
+
+		assert_int_equal(x->ops->post_writes(x, &wr, 1), 0);
+		on0++;
+	}
+	/* Equal loads take turns: the first slots went half on each lane. */
+	assert_int_equal(on0, SLOTS / NLANES);
+	raw_wait_data(&w, SLOTS + on0);
+	for (unsigned i = SLOTS; i < SLOTS + on0; i++) {
+		assert_int_equal(w.data_lane[i], 0);
+	}
+	m = (struct msg){ .type = MSG_ERROR, .u.error = { .code = PERR_SHUTDOWN } };
+	snprintf(m.u.error.text, sizeof(m.u.error.text), "enough");
+	raw_send(&w, &m);
+	run_join(&f->txr);
+	raw_free(&w);
+
+	assert_failed_run(&f->txr, -EREMOTEIO, PERR_SHUTDOWN, "enough");
+}
+
 /* LANE_DOWN from a peer that never said it has rails: refused. */
 static void test_rails_unexpected_lane_down(void **state)
 {
@@ -3851,6 +3922,7 @@ int main(void)
 		T(test_rails_receiver_claims_too_many),
 		T(test_rails_receiver_claims_too_few),
 		T(test_rails_unexpected_lane_down),
+		T(test_rails_least_loaded),
 		T(test_sealed_transfer),
 		T(test_sealed_wrong_key),
 		T(test_sealed_flip),
