@@ -769,6 +769,11 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	ep->idle_timeout_ms = s->o->idle_timeout_s * 1000;
 	ep->faults = getenv("RDMACP_TEST_SLOW_DISK") ? ENGINE_FAULT_SLOW_DISK : 0;
 	ep->faults |= getenv("RDMACP_TEST_SLOW_HASH") ? ENGINE_FAULT_SLOW_HASH : 0;
+	/* Tests: take this many data lanes down mid-transfer. */
+	if (getenv("RDMACP_TEST_KILL_LANES")) {
+		ep->faults |= ENGINE_FAULT_KILL_LANE;
+		ep->test_kill_lanes = (unsigned)strtoul(getenv("RDMACP_TEST_KILL_LANES"), NULL, 10);
+	}
 	ep->busy_poll = s->o->busy_poll;
 	ep->hash_threads =
 	    engine_hash_threads(s->o->hash_threads, xp && xp->ops->kind == XPORT_KIND_VERBS);

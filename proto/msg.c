@@ -42,6 +42,7 @@ static const char *const type_names[] = {
 	[MSG_DELTA] = "DELTA",
 	[MSG_ASSEMBLE] = "ASSEMBLE",
 	[MSG_ASSEMBLED] = "ASSEMBLED",
+	[MSG_LANE_DOWN] = "LANE_DOWN",
 };
 
 static const char *const err_names[] = {
@@ -476,6 +477,15 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 	case MSG_ASSEMBLED:
 		wbuf_put_u64(w, m->u.assembled.size);
 		break;
+	case MSG_LANE_DOWN:
+		if (m->u.lane_down.lane >= PROTO_MAX_LANES) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_u8(w, m->u.lane_down.lane);
+		wbuf_put_u8(w, 0);
+		wbuf_put_u16(w, 0);
+		wbuf_put_u64(w, m->u.lane_down.count);
+		break;
 	case MSG_LIST:
 		wbuf_put_u32(w, m->u.list.flags);
 		wbuf_put_str16(w, m->u.list.path, PROTO_MAX_PATH);
@@ -861,6 +871,21 @@ static int dec_deleted(struct rbuf *r, struct msg_deleted *md)
  * SUMS: fixed-size entries, exactly count of them; a digest only with
  * PERR_OK (otherwise all zero), a failure status otherwise (never SKIPPED).
  */
+/* A lane the session can have, reserved bytes zero; the count is the engine's to check. */
+static int dec_lane_down(struct rbuf *r, struct msg_lane_down *ld)
+{
+	uint8_t lane = rbuf_get_u8(r);
+	uint8_t res8 = rbuf_get_u8(r);
+	uint16_t res16 = rbuf_get_u16(r);
+
+	ld->count = rbuf_get_u64(r);
+	if (r->error || lane >= PROTO_MAX_LANES || res8 != 0 || res16 != 0) {
+		return -EBADMSG;
+	}
+	ld->lane = lane;
+	return 0;
+}
+
 static int dec_sums(struct rbuf *r, struct msg_sums *ms)
 {
 	static const uint8_t zero[PROTO_HASH_LEN];
@@ -1239,6 +1264,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 	case MSG_ASSEMBLED:
 		m->u.assembled.size = rbuf_get_u64(r);
 		return 0;
+	case MSG_LANE_DOWN:
+		return dec_lane_down(r, &m->u.lane_down);
 	default:
 		return -EBADMSG;
 	}

@@ -65,7 +65,9 @@ enum proto_type {
 	/* rdmacp finalize: client -> daemon, join a split file's parts (PROTO_CAP_ASSEMBLE) */
 	MSG_ASSEMBLE = 29,
 	MSG_ASSEMBLED = 30, /* daemon -> client: the file is in place */
-	MSG_TYPE_MAX = MSG_ASSEMBLED,
+	/* Rails: a data lane is down, with this side's count on it (PROTO_CAP_RAILS) */
+	MSG_LANE_DOWN = 31,
+	MSG_TYPE_MAX = MSG_LANE_DOWN,
 };
 
 /* Header flags: none are defined in version 1; every bit is reserved. */
@@ -107,8 +109,10 @@ enum {
 	PROTO_CAP_DELTA_TREE = 1u << 24,
 	/* OPEN WRITE_SEND: verbs lanes as RDMA WRITE + SEND, no immediates (iWARP) */
 	PROTO_CAP_WRITE_SEND = 1u << 25,
+	/* Rails: LANE_DOWN; a lane lost mid-transfer has its slots re-posted on the others */
+	PROTO_CAP_RAILS = 1u << 26,
 };
-#define PROTO_CAPS_KNOWN 0x3ffffffu
+#define PROTO_CAPS_KNOWN 0x7ffffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -608,6 +612,16 @@ struct msg_assembled {
 };
 
 /*
+ * Rails (PROTO_CAP_RAILS): data lane `lane` is down for this side, which
+ * takes nothing more from it. count: the receiver's, the slot descriptors
+ * it has taken on that lane; the sender's, the credits it has taken there.
+ */
+struct msg_lane_down {
+	uint8_t lane; /* < PROTO_MAX_LANES */
+	uint64_t count;
+};
+
+/*
  * One decoded message. Decoders allocate only after caps are checked;
  * msg_clear frees what a decode allocated.
  */
@@ -639,6 +653,7 @@ struct msg {
 		struct msg_delta delta;
 		struct msg_assemble assemble;
 		struct msg_assembled assembled;
+		struct msg_lane_down lane_down;
 	} u;
 };
 

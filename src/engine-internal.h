@@ -132,6 +132,15 @@ struct chunk {
 	bool packed, closed;
 	uint32_t npieces, fill, reads_out;
 	uint32_t first, last;
+	/*
+	 * Posted: its descriptor, the lane it went on, the payload bytes posted
+	 * and (sealed) the lane's count it was sealed under, so that rails can
+	 * post it again on another lane (engine_rails.c).
+	 */
+	struct proto_desc desc;
+	uint8_t lane;
+	uint32_t post_len;
+	uint64_t seal_count;
 };
 
 struct rslot {
@@ -296,7 +305,20 @@ struct hl_ent {
 struct lane_ent {
 	uint64_t wr_id;
 	int32_t chunk; /* sender chunk released on completion, -1 none */
+	/*
+	 * A counted post (a slot's descriptor, a credit): its index among the
+	 * lane's counted posts + 1, and its slot; idx 0: not counted.
+	 */
+	uint64_t idx;
+	uint32_t slot;
 };
+
+/*
+ * Rails (engine_rails.c): a lane is up; closing (stopped by us: nothing new
+ * goes on it, its completions count until its first error); or dead (its
+ * count final, nothing more taken from it).
+ */
+enum lane_state { LANE_UP = 0, LANE_CLOSING, LANE_DEAD };
 
 struct lane {
 	struct lane_ent *fifo;
@@ -304,6 +326,12 @@ struct lane {
 	unsigned unsignaled;
 	unsigned batch_last;   /* index in the pending batch of this lane's last WR, +1 */
 	struct lane_seal seal; /* sealed slots: the sender's to seal, the receiver's to open */
+	uint8_t state;	       /* enum lane_state */
+	bool told, heard;      /* our LANE_DOWN sent; the peer's taken (peer_count) */
+	uint64_t peer_count;
+	/* Counted posts (descriptors, credits) and receives (the other kind) on it. */
+	uint64_t posted, taken;
+	uint32_t load; /* sender: slots posted on it not credited yet */
 };
 
 /*
@@ -407,6 +435,10 @@ struct engine {
 	bool sent_end;
 	uint64_t seq;
 	size_t rr_lane;
+	/* Rails, sender: the lane each slot was last posted on; chunks to post again, in order. */
+	uint8_t *slot_lane;
+	uint32_t *repost;
+	uint32_t nrepost;
 	/* ZEROS not sent yet: ranges of one file (zq.id), flushed before its FILE_DONE. */
 	struct msg_resume zq;
 	/* --delta: SAME ranges not sent yet (allocated at the first), like zq. */
@@ -420,6 +452,9 @@ struct engine {
 	/* receiver */
 	struct rslot *rslots;
 	uint32_t ncredit_due; /* slots whose credit --bwlimit holds back */
+	/* Rails: slots whose credit went on a lane lost before the sender took it. */
+	uint32_t *recredit;
+	uint32_t nrecredit;
 	/*
 	 * No transport fences (verbs): each held slot is copied here and hashed
 	 * and written from the copy, which the peer cannot reach. Chunk index.
@@ -486,6 +521,10 @@ struct engine {
 	struct timespec bw_t0; /* --bwlimit: since the first chunk, */
 	uint64_t bw_sent;      /* bytes posted (sender) or credited back (receiver) */
 	struct lane lanes[XPORT_MAX_LANES];
+	/* Rails (PROTO_CAP_RAILS on both ends): a lost lane's slots go on the others. */
+	bool rails;
+	unsigned lanes_up;
+	unsigned lanes_killed; /* tests: ENGINE_FAULT_KILL_LANE */
 	struct xport_wr *batch;
 	size_t nbatch, batch_cap;
 	uint64_t wr_seq;
@@ -579,6 +618,8 @@ void file_release(struct engine *e, struct efile *f);
  */
 int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
 		 uint32_t len, uint32_t pieces);
+/* The same for a chunk posted before on a lane now lost: its slot and descriptor again. */
+int tx_post_again(struct engine *e, uint32_t ci, unsigned lane);
 int tx_send_done(struct engine *e, struct efile *f);
 
 /* engine_pack.c */
@@ -602,6 +643,25 @@ int on_uring(struct engine *e);
 /* engine_lane.c */
 bool lane_room(struct engine *e, unsigned lane, unsigned n);
 int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk);
+/* lane_push of a counted post (a descriptor or a credit) for slot. */
+int lane_push_slot(struct engine *e, struct xport_wr *wr, int32_t chunk, uint32_t slot);
+/* Sender: the payload of chunk ci sealed for slot under lane's count back to clear bytes. */
+int slot_unseal(struct engine *e, unsigned lane, uint32_t slot, uint64_t count, uint8_t *buf,
+		uint32_t len);
+/* The session's failure for a failed completion (what the transport and the peer say). */
+int fail_lane(struct engine *e, const struct xport_wc *wc);
+
+/* engine_rails.c: a lost data lane's work goes on the others (PROTO_CAP_RAILS). */
+int rails_setup(struct engine *e);
+void rails_free(struct engine *e);
+/* The least-loaded lane that is up with room for n WRs, or -1. */
+int lane_pick(struct engine *e, unsigned n);
+bool lane_is_up(const struct engine *e, unsigned lane);
+int rails_lane_error(struct engine *e, const struct xport_wc *wc);
+int rails_lane_down_msg(struct engine *e, const struct msg_lane_down *ld);
+int rails_step(struct engine *e);
+int rails_test_kill(struct engine *e);
+void rails_on_credit(struct engine *e, uint32_t slot);
 int batch_flush(struct engine *e);
 bool bw_allows(struct engine *e, uint32_t len);
 int on_xport(struct engine *e);
@@ -712,6 +772,7 @@ int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_
 int on_hashers(struct engine *e);
 int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
+void chunk_sent(struct engine *e, uint32_t ci);
 int tx_delta_sums(struct engine *e, const struct msg_delta *d);
 bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
 			const void *buf);

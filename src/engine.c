@@ -262,6 +262,8 @@ static int on_message(struct engine *e, struct msg *m)
 	case MSG_ERROR:
 		return fail(e, m->u.error.code ? m->u.error.code : PERR_PROTOCOL, -EREMOTEIO,
 			    "peer: %s", m->u.error.text);
+	case MSG_LANE_DOWN:
+		return rails_lane_down_msg(e, &m->u.lane_down);
 	default:
 		return e->role->on_message(e, m);
 	}
@@ -529,7 +531,8 @@ static int setup(struct engine *e)
 		}
 	}
 	e->sealed = p->seal_slots;
-	return e->role->setup(e);
+	r = rails_setup(e);
+	return r < 0 ? r : e->role->setup(e);
 }
 
 static void teardown(struct engine *e)
@@ -629,6 +632,7 @@ static void teardown(struct engine *e)
 	bench_free(e);
 	free(e->sq);
 	free(e->delta_buf);
+	rails_free(e);
 }
 
 static bool finished(struct engine *e)
@@ -665,7 +669,13 @@ static int loop_work(struct engine *e)
 		e->error_sent = true;
 		return fail(e, PERR_SHUTDOWN, -EINTR, "interrupted");
 	}
-	r = e->role->step(e);
+	r = rails_step(e);
+	if (r >= 0) {
+		r = e->role->step(e);
+	}
+	if (r >= 0) {
+		r = rails_test_kill(e);
+	}
 	if (r >= 0) {
 		r = batch_flush(e);
 	}
@@ -886,6 +896,9 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	e->delta_tree = e->delta && (p->peer_caps & PROTO_CAP_DELTA_TREE) &&
 			(hello_local_caps() & PROTO_CAP_DELTA_TREE);
 	e->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
+	/* A lost lane's slots go on the others: files only (a bench fails as before). */
+	e->rails = p->x && (p->role == ENGINE_SENDER || p->role == ENGINE_RECEIVER) &&
+		   (p->peer_caps & PROTO_CAP_RAILS) && (hello_local_caps() & PROTO_CAP_RAILS);
 	/* The receiver's own knowledge only: a pull's is the client's option, a push's the OPEN. */
 	e->assume_zero = p->role == ENGINE_RECEIVER && (p->open_flags & PROTO_OPEN_ASSUME_ZERO) &&
 			 (hello_local_caps() & PROTO_CAP_ASSUME_ZERO);

@@ -211,6 +211,12 @@ struct engine_limits {
 #define ENGINE_FAULT_SLOW_DISK (1u << 6)
 /* Test hook: a receive consumed is not posted again (the peer's writes then meet RNR). */
 #define ENGINE_FAULT_NO_REPOST (1u << 8)
+/*
+ * Test hook, either role: take test_kill_lanes data lanes down mid-transfer
+ * (the transport's lane_down: the connection cut as if lost), lane 0 once 4
+ * slots went (sender) or came (receiver), lane 1 at 8, and so on.
+ */
+#define ENGINE_FAULT_KILL_LANE (1u << 9)
 /* Tests: each job of a hashing thread (hash_threads) waits 20 ms first. */
 #define ENGINE_FAULT_SLOW_HASH (1u << 11)
 
@@ -271,7 +277,8 @@ struct engine_params {
 	 * that is there already keeps its own mode.
 	 */
 	mode_t umask;
-	unsigned faults; /* ENGINE_FAULT_* */
+	unsigned faults;	  /* ENGINE_FAULT_* */
+	unsigned test_kill_lanes; /* ENGINE_FAULT_KILL_LANE: how many */
 	/*
 	 * Receiver: threads that make the end-to-end hash of the data chunks
 	 * off the engine's thread (engine_hashers.c), a file's chunks on one of

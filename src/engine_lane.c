@@ -32,7 +32,8 @@ bool lane_room(struct engine *e, unsigned lane, unsigned n)
  * Queue a WR on its lane's FIFO and in the batch. Signal every quarter of
  * the send queue so it always drains; batch_flush signals each lane's last.
  */
-int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk)
+static int lane_push_ent(struct engine *e, struct xport_wr *wr, int32_t chunk, bool counted,
+			 uint32_t slot)
 {
 	struct lane *l = &e->lanes[wr->lane];
 	unsigned every = MAX(1u, l->cap / 4);
@@ -48,7 +49,12 @@ int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk)
 	if (wr->flags & XPORT_SEND_SIGNALED) {
 		l->unsignaled = 0;
 	}
-	l->fifo[(l->head + l->len) % l->cap] = (struct lane_ent){ wr->wr_id, chunk };
+	l->fifo[(l->head + l->len) % l->cap] = (struct lane_ent){
+		.wr_id = wr->wr_id,
+		.chunk = chunk,
+		.idx = counted ? ++l->posted : 0,
+		.slot = slot,
+	};
 	l->len++;
 	r = batch_add(e, wr);
 	if (r < 0) {
@@ -56,6 +62,16 @@ int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk)
 	}
 	l->batch_last = (unsigned)e->nbatch;
 	return 0;
+}
+
+int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk)
+{
+	return lane_push_ent(e, wr, chunk, false, 0);
+}
+
+int lane_push_slot(struct engine *e, struct xport_wr *wr, int32_t chunk, uint32_t slot)
+{
+	return lane_push_ent(e, wr, chunk, true, slot);
 }
 
 int batch_flush(struct engine *e)
@@ -89,6 +105,17 @@ int imm_unexpected(struct engine *e, const struct xport_wc *wc)
 		    wc->len);
 }
 
+/* Sender: a posted chunk's lane is done with it: back to the pool, or once hashed (tx_hashed). */
+void chunk_sent(struct engine *e, uint32_t ci)
+{
+	if (e->chunks[ci].hashing) {
+		e->chunks[ci].sent = true;
+		return;
+	}
+	e->chunks[ci].state = CH_FREE;
+	pool_put(e->pool, ci);
+}
+
 /* A signaled completion: everything up to wr_id on that lane is done. */
 static void lane_complete(struct engine *e, unsigned lane, uint64_t wr_id)
 {
@@ -96,11 +123,8 @@ static void lane_complete(struct engine *e, unsigned lane, uint64_t wr_id)
 
 	while (l->len > 0 && l->fifo[l->head].wr_id <= wr_id) {
 		int32_t c = l->fifo[l->head].chunk;
-		if (c >= 0 && e->chunks[c].hashing) {
-			e->chunks[c].sent = true; /* freed when hashed (tx_hashed) */
-		} else if (c >= 0) {
-			e->chunks[c].state = CH_FREE;
-			pool_put(e->pool, (uint32_t)c);
+		if (c >= 0) {
+			chunk_sent(e, (uint32_t)c);
 		}
 		l->head = (l->head + 1) % l->cap;
 		l->len--;
@@ -133,6 +157,21 @@ static bool peer_closed(struct engine *e)
 	       (p.revents & POLLHUP || recv(p.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
 }
 
+int fail_lane(struct engine *e, const struct xport_wc *wc)
+{
+	struct xport *x = e->p->x;
+	const char *why = x->ops->last_error ? x->ops->last_error(x) : NULL;
+	/*
+	 * A peer that died takes its memory registrations with it: say so
+	 * rather than let this read like an attack.
+	 */
+	bool gone = peer_closed(e);
+
+	return fail(e, PERR_TRANSPORT, -EIO, "data transport: %s%s%s%s",
+		    xport_wc_status_str(wc->status), why ? ": " : "", why ? why : "",
+		    gone ? " (the peer closed its control connection: it probably ended)" : "");
+}
+
 int on_xport(struct engine *e)
 {
 	struct xport *x = e->p->x;
@@ -141,6 +180,10 @@ int on_xport(struct engine *e)
 
 	while ((n = x->ops->poll_cq(x, wc, ARRAY_SIZE(wc))) > 0) {
 		for (int i = 0; i < n; i++) {
+			if (wc[i].lane >= x->nlanes || e->lanes[wc[i].lane].state == LANE_DEAD) {
+				/* Rails: nothing more is taken from a lane whose count is final. */
+				continue;
+			}
 			if (wc[i].status != XPORT_WC_SUCCESS && e->sent_end) {
 				/*
 				 * Everything is resolved and END is on its way: the
@@ -150,24 +193,20 @@ int on_xport(struct engine *e)
 				continue;
 			}
 			if (wc[i].status != XPORT_WC_SUCCESS) {
-				const char *why = x->ops->last_error ? x->ops->last_error(x) : NULL;
-				/*
-				 * A peer that died takes its memory registrations with
-				 * it: say so rather than let this read like an attack.
-				 */
-				bool gone = peer_closed(e);
-				return fail(e, PERR_TRANSPORT, -EIO, "data transport: %s%s%s%s",
-					    xport_wc_status_str(wc[i].status), why ? ": " : "",
-					    why ? why : "",
-					    gone ? " (the peer closed its control connection: it "
-						   "probably ended)"
-						 : "");
+				int r =
+				    e->rails ? rails_lane_error(e, &wc[i]) : fail_lane(e, &wc[i]);
+
+				if (r < 0) {
+					return r;
+				}
+				continue;
 			}
 			if (wc[i].opcode == XPORT_WC_WRITE) {
 				lane_complete(e, wc[i].lane, wc[i].wr_id);
 				continue;
 			}
 			/* A receive was consumed: give it back right away. */
+			e->lanes[wc[i].lane].taken++;
 			uint64_t id = wc[i].lane;
 			int r = (e->p->faults & ENGINE_FAULT_NO_REPOST)
 				    ? 0
@@ -244,6 +283,36 @@ int slot_seal(struct engine *e, unsigned lane, uint32_t slot, uint8_t *stage, ui
 		buf[len / 2] ^= 0x01;
 	}
 	return (int)(tamper == XPORT_TEST_TAMPER_TRUNCATE ? len / 2 : len);
+}
+
+/*
+ * Sender, rails: a payload sealed in place for slot under lane's key and
+ * count back to its clear bytes (AES-GCM's stream applied once more), to be
+ * sealed again for another lane. Our count for the lane stays as it is.
+ */
+int slot_unseal(struct engine *e, unsigned lane, uint32_t slot, uint64_t count, uint8_t *buf,
+		uint32_t len)
+{
+	struct lane_seal *s = &e->lanes[lane].seal;
+	uint64_t next = s->count;
+	uint8_t aad[4], tag[LANE_SEAL_TAG_LEN], desc[PROTO_DESC_LEN] = { 0 };
+	int r;
+
+	slot_aad(slot, aad);
+	s->count = count;
+	r = lane_seal_begin(s, aad, sizeof(aad));
+	/* The descriptor came first in the stream: its bytes are skipped the same way. */
+	if (r >= 0) {
+		r = lane_seal_update(s, desc, desc, PROTO_DESC_LEN);
+	}
+	if (r >= 0) {
+		r = lane_seal_update(s, buf, buf, len);
+	}
+	if (r >= 0) {
+		r = lane_seal_end(s, tag);
+	}
+	s->count = next;
+	return r < 0 ? fail(e, PERR_INTERNAL, r, "unseal slot %u: %s", slot, strerror(-r)) : 0;
 }
 
 /* A slot that did not open: the session fails (the tcp lanes' NAK_AUTH, exit 8). */

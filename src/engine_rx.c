@@ -856,11 +856,20 @@ static int rx_credit_now(struct engine *e, uint32_t slot)
 	if (r < 0) {
 		return r;
 	}
+	if (!lane_is_up(e, wr.lane)) {
+		/* Rails: its lane is lost; the credit goes on another. */
+		int pick = lane_pick(e, 1);
+
+		if (pick < 0) {
+			return fail(e, PERR_INTERNAL, -ENOSPC, "no lane has room for a credit");
+		}
+		wr.lane = (uint32_t)pick;
+	}
 	if (!lane_room(e, wr.lane, 1)) {
 		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
 		return fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
 	}
-	return lane_push(e, &wr, -1);
+	return lane_push_slot(e, &wr, -1, slot);
 }
 
 /*

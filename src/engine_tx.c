@@ -567,19 +567,16 @@ static int tx_file_sent(struct engine *e, struct efile *f)
 	return tx_send_done(e, f);
 }
 
-int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
-		 uint32_t len, uint32_t pieces)
+/* Pool chunk ci, its descriptor c->desc, into slot on lane: payload, then the descriptor. */
+static int tx_post_at(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot)
 {
-	uint32_t slot = e->free_slots[--e->nfree_slots];
+	struct chunk *c = &e->chunks[ci];
 	uint8_t *stage = e->desc_area + (size_t)ci * e->desc_len;
-	struct proto_desc d = {
-		.file_id = file_id, .len = len, .offset = off, .seq = ++e->seq, .pieces = pieces
-	};
 	struct xport_wr data = {
 		.opcode = XPORT_OP_WRITE,
 		.mr = e->mr,
 		.buf = pool_chunk(e->pool, ci),
-		.len = len,
+		.len = c->desc.len,
 		.remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
 		.rkey = e->rkey[lane],
 		.lane = lane,
@@ -597,20 +594,53 @@ int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id,
 	};
 	int r;
 
-	proto_desc_encode(&d, stage);
+	proto_desc_encode(&c->desc, stage);
+	c->lane = (uint8_t)lane;
+	c->seal_count = e->lanes[lane].seal.count;
 	if (e->sealed) {
 		/* Hashed already: from here the chunk holds ciphertext until it is free. */
-		r = slot_seal(e, lane, slot, stage, pool_chunk(e->pool, ci), len);
+		r = slot_seal(e, lane, slot, stage, pool_chunk(e->pool, ci), c->desc.len);
 		if (r < 0) {
 			return r;
 		}
 		data.len = (uint32_t)r;
 	}
+	c->post_len = data.len;
 	r = lane_push(e, &data, -1);
 	if (r >= 0) {
-		r = lane_push(e, &desc, (int32_t)ci);
+		r = lane_push_slot(e, &desc, (int32_t)ci, slot);
 	}
-	return r < 0 ? r : (int)slot;
+	if (r < 0) {
+		return r;
+	}
+	e->slot_lane[slot] = (uint8_t)lane;
+	e->lanes[lane].load++;
+	return (int)slot;
+}
+
+int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
+		 uint32_t len, uint32_t pieces)
+{
+	uint32_t slot = e->free_slots[--e->nfree_slots];
+
+	e->chunks[ci].desc = (struct proto_desc){
+		.file_id = file_id, .len = len, .offset = off, .seq = ++e->seq, .pieces = pieces
+	};
+	return tx_post_at(e, ci, lane, slot);
+}
+
+int tx_post_again(struct engine *e, uint32_t ci, unsigned lane)
+{
+	struct chunk *c = &e->chunks[ci];
+
+	if (e->sealed) {
+		int r = slot_unseal(e, c->lane, c->slot, c->seal_count, pool_chunk(e->pool, ci),
+				    c->post_len);
+		if (r < 0) {
+			return r;
+		}
+	}
+	return tx_post_at(e, ci, lane, c->slot);
 }
 
 /* Chunk ci, next in its file's order, hashed and posted (tx_post_slot). */
@@ -747,7 +777,6 @@ static int tx_pass_zero(struct engine *e, uint32_t ci)
 
 static int tx_post_ready(struct engine *e)
 {
-	struct xport *x = e->p->x;
 	bool progress = true;
 	int r;
 
@@ -756,7 +785,7 @@ static int tx_post_ready(struct engine *e)
 		for (uint32_t ci = 0; ci < e->pool->nchunks && e->nfree_slots > 0; ci++) {
 			struct chunk *c = &e->chunks[ci];
 			struct efile *f;
-			unsigned lane;
+			int pick;
 
 			if (c->state != CH_READY) {
 				continue;
@@ -765,12 +794,11 @@ static int tx_post_ready(struct engine *e)
 				if (e->p->bwlimit && !bw_allows(e, c->fill)) {
 					return 0;
 				}
-				lane = (unsigned)(e->rr_lane % x->nlanes);
-				if (!lane_room(e, lane, 2)) {
+				pick = lane_pick(e, 2);
+				if (pick < 0) {
 					continue;
 				}
-				e->rr_lane++;
-				r = tx_post_pack(e, ci, lane);
+				r = tx_post_pack(e, ci, (unsigned)pick);
 				if (r < 0) {
 					return r;
 				}
@@ -846,12 +874,11 @@ static int tx_post_ready(struct engine *e)
 			if (e->p->bwlimit && !bw_allows(e, c->len)) {
 				return 0;
 			}
-			lane = (unsigned)(e->rr_lane % x->nlanes);
-			if (!lane_room(e, lane, 2)) {
+			pick = lane_pick(e, 2);
+			if (pick < 0) {
 				continue;
 			}
-			e->rr_lane++;
-			r = tx_post_chunk(e, ci, lane);
+			r = tx_post_chunk(e, ci, (unsigned)pick);
 			if (r < 0) {
 				return r;
 			}
@@ -1280,6 +1307,7 @@ int tx_on_credit(struct engine *e, const struct xport_wc *wc)
 	}
 	e->free_slots[e->nfree_slots++] = slot;
 	e->credits++;
+	rails_on_credit(e, slot);
 	return 0;
 }
 

@@ -230,6 +230,18 @@ struct xport_ops {
 	 */
 	int (*quiesce)(struct xport *x);
 
+	/*
+	 * Optional (NULL: the backend cannot; rails then fail the session):
+	 * take one lane down as if its connection were lost, the others left
+	 * as they are. When it returns the lane places nothing more of the
+	 * peer's and completes nothing more successfully; its posted work
+	 * comes back in error (flushed, at least one completion when
+	 * anything was posted), and the peer's side of it fails too (tcp at
+	 * once; verbs at the peer's next request on it). Tests use it to kill
+	 * a lane; the engine to stop one its peer has lost (rails).
+	 */
+	int (*lane_down)(struct xport *x, unsigned lane);
+
 	/* -ENOSPC when a lane's send queue is full; nothing posted then. */
 	int (*post_writes)(struct xport *x, const struct xport_wr *wrs, size_t n);
 	/* Post zero-length receives for immediates on one lane. */

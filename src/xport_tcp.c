@@ -257,6 +257,7 @@ struct tcp_lane {
 
 	bool stopping; /* destroy */
 	bool failed;
+	bool rx_exited;	 /* the RX thread is gone: nothing more is placed from this lane */
 	bool sq_flushed; /* the TX thread has flushed the send queue */
 	bool nak_pending;
 	uint32_t nak_code;
@@ -968,6 +969,13 @@ static void *lane_rx_main(void *arg)
 			}
 			continue;
 		}
+		/* A failed lane places nothing more, whatever is still queued on its socket. */
+		pthread_mutex_lock(&ln->lock);
+		bool failed = ln->failed;
+		pthread_mutex_unlock(&ln->lock);
+		if (failed) {
+			break;
+		}
 		if (f.op != TCP_OP_WRITE && f.op != TCP_OP_WRITE_IMM) {
 			xport_set_error(tx, "lane %u: unknown frame op %u", ln->idx, f.op);
 			lane_fail(ln, FAIL_WE_NAK, rx_seq, TCP_NAK_INVALID);
@@ -1024,6 +1032,10 @@ static void *lane_rx_main(void *arg)
 		pthread_cond_broadcast(&ln->cond);
 		pthread_mutex_unlock(&ln->lock);
 	}
+	pthread_mutex_lock(&ln->lock);
+	ln->rx_exited = true;
+	pthread_cond_broadcast(&ln->cond);
+	pthread_mutex_unlock(&ln->lock);
 	return NULL;
 }
 
@@ -1911,6 +1923,24 @@ static int tcp_post_recvs(struct xport *x, unsigned lane, const uint64_t *wr_ids
 	return r;
 }
 
+/* The connection cut as if lost: the peer reads EOF, our queues complete in error. */
+static int tcp_lane_down(struct xport *x, unsigned lane)
+{
+	if (lane >= x->nlanes) {
+		return -EINVAL;
+	}
+	struct tcp_lane *ln = &to_tcp(x)->lanes[lane];
+
+	lane_fail(ln, FAIL_CONN_LOST, 0, 0);
+	/* Its RX thread sees the shutdown at once; a write it is placing ends first. */
+	pthread_mutex_lock(&ln->lock);
+	while (ln->rx_started && !ln->rx_exited) {
+		pthread_cond_wait(&ln->cond, &ln->lock);
+	}
+	pthread_mutex_unlock(&ln->lock);
+	return 0;
+}
+
 static int tcp_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
 {
 	struct tcp_xport *tx = to_tcp(x);
@@ -1965,6 +1995,7 @@ const struct xport_ops xport_tcp_ops = {
 	.reg_mr = tcp_reg_mr,
 	.dereg_mr = tcp_dereg_mr,
 	.fence = tcp_fence,
+	.lane_down = tcp_lane_down,
 	.post_writes = tcp_post_writes,
 	.post_recvs = tcp_post_recvs,
 	.poll_cq = tcp_poll_cq,

@@ -395,6 +395,33 @@ static int verbs_quiesce(struct xport *x)
 }
 
 /*
+ * One lane's QP to error: its posted work is flushed. The peer's QP learns
+ * at its next request (retries exhausted); the engine tells the peer over
+ * the control channel (rails) before that.
+ */
+static int verbs_lane_down(struct xport *x, unsigned lane)
+{
+	struct verbs_xport *vx = to_verbs(x);
+	struct verbs_lane *ln;
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	int e;
+
+	if (lane >= x->nlanes) {
+		return -EINVAL;
+	}
+	ln = &vx->lanes[lane];
+	if (!ln->has_qp || !ln->id || !ln->id->qp) {
+		return -ENOTCONN;
+	}
+	e = ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
+	if (e != 0) {
+		return -e;
+	}
+	ln->failed = true;
+	return 0;
+}
+
+/*
  * Teardown in the order verbs wants: QPs to error and drained (quiesce),
  * disconnected and gone before the MRs, PD and CQ they use; the CQ after
  * its last event is acked
@@ -1957,6 +1984,7 @@ const struct xport_ops xport_verbs_ops = {
 	.reg_mr = verbs_reg_mr,
 	.dereg_mr = verbs_dereg_mr,
 	.quiesce = verbs_quiesce,
+	.lane_down = verbs_lane_down,
 	.post_writes = verbs_post_writes,
 	.post_recvs = verbs_post_recvs,
 	.poll_cq = verbs_poll_cq,

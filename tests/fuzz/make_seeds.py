@@ -136,6 +136,8 @@ SEEDS = {
                       + s16("5.0") + struct.pack(">QQ", 0, 4 << 20) + bytes(range(16))
                       + s16("5.1") + struct.pack(">QQ", 4 << 20, 17) + bytes(16)),
     "assembled": frame(30, struct.pack(">Q", (4 << 20) + 17)),
+    # rails: lane, reserved u8 and u16 (0), the side's count on that lane
+    "lane_down": frame(31, struct.pack(">BBHQ", 1, 0, 0, 37)),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]
@@ -144,6 +146,8 @@ SEEDS["stream_ls"] = (SEEDS["hello"] + SEEDS["list_modules"] + SEEDS["modules"] 
                       + SEEDS["list"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"])
 SEEDS["stream_assemble"] = (SEEDS["hello"] + SEEDS["assemble"] + SEEDS["assembled"]
                             + SEEDS["bye"])
+SEEDS["stream_rails"] = (SEEDS["files"] + SEEDS["lane_down"] + SEEDS["file_done"]
+                        + SEEDS["end"])
 SEEDS["stream_bench"] = SEEDS["hello"] + SEEDS["bench"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_check"] = (SEEDS["hello"] + SEEDS["list_sums"] + SEEDS["files"] + SEEDS["sums"]
                          + SEEDS["end"] + SEEDS["bye"])

@@ -13,6 +13,7 @@
 #      sender's unchanged chunks wait for its thread): identical, only the
 #      changed chunk sent
 #   3. pull of the tree with --hash-threads 3 (the daemon sends on 2): identical
+#   3b. a lane killed mid-push (rails) with chunks out to hashing threads
 #   4. a flipped byte (RDMACPD_TEST_FLIP_BYTE) is still caught (exit 7) and
 #      nothing is committed
 #   5. a bad --hash-threads value and a bad "hash threads" are refused
@@ -70,6 +71,13 @@ diff -r "$T/mod/tree" "$T/pull/tree" >/dev/null && pass "pull: the tree is ident
 	fail "pull: trees differ"
 grep -q "3 hashing threads" "$T/err" && pass "pull: the client hashed on 3 threads" ||
 	fail "pull: no hashing threads in $(head -5 "$T/err")"
+
+# ---- 3b. a lane lost mid-push (rails) while its chunks are with the hashing threads ----
+RDMACP_TEST_KILL_LANES=1 RDMACP_TEST_SLOW_HASH=1 expect_rc 0 "push with a lane killed, hashing threads" \
+	"${CLIENT[@]}" --lanes 2 --hash-threads 2 "$T/src/tree/big3" "$HOST:data/rails/"
+cmp -s "$T/src/tree/big3" "$T/mod/rails/big3" && pass "rails: identical" || fail "rails: differs"
+grep -q "lost" "$T/err" && pass "rails: the lane was lost and its slots went again" ||
+	fail "rails: no lane lost ($(head -3 "$T/err"))"
 
 # ---- 4. a flipped byte is caught ----
 stop_daemon "$DAEMON_PID"

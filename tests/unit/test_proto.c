@@ -351,6 +351,10 @@ static void sample(uint16_t type, struct msg *m)
 	case MSG_ASSEMBLED:
 		m->u.assembled.size = (8u << 20) + 17;
 		break;
+	case MSG_LANE_DOWN:
+		m->u.lane_down.lane = 3;
+		m->u.lane_down.count = 0x0102030405060708ull;
+		break;
 	case MSG_DELTA:
 		m->u.delta.id = 11;
 		m->u.delta.kind = PROTO_DELTA_SUMS;
@@ -592,6 +596,10 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		break;
 	case MSG_ASSEMBLED:
 		assert_true(a->u.assembled.size == b->u.assembled.size);
+		break;
+	case MSG_LANE_DOWN:
+		assert_int_equal(a->u.lane_down.lane, b->u.lane_down.lane);
+		assert_true(a->u.lane_down.count == b->u.lane_down.count);
 		break;
 	case MSG_BENCH:
 		assert_int_equal(a->u.bench.transport, b->u.bench.transport);
@@ -1999,6 +2007,34 @@ static void test_delta(void **state)
  * refuses them, and so does the decoder, written by hand, before it
  * allocates), unknown flags, a mode beyond 07777, nanoseconds of a second.
  */
+/* LANE_DOWN: its exact bytes; a lane past PROTO_MAX_LANES or a reserved byte set is refused. */
+static void test_lane_down(void **state)
+{
+	static const uint8_t expect[12] = { 15, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x02 };
+	uint8_t bad[12];
+	struct msg m = { .type = MSG_LANE_DOWN }, d;
+
+	(void)state;
+	m.u.lane_down.lane = PROTO_MAX_LANES - 1;
+	m.u.lane_down.count = 0x102;
+	assert_int_equal(encode_ok(&m), sizeof(expect));
+	assert_memory_equal(payload(), expect, sizeof(expect));
+	round_trip(&m);
+	assert_string_equal(proto_type_name(MSG_LANE_DOWN), "LANE_DOWN");
+	m.u.lane_down.lane = PROTO_MAX_LANES;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	for (size_t at = 0; at < 4; at++) {
+		memcpy(bad, expect, sizeof(bad));
+		bad[at] = at == 0 ? PROTO_MAX_LANES : 1;
+		assert_int_equal(decode_rc(MSG_LANE_DOWN, bad, sizeof(bad)), -EBADMSG);
+	}
+	assert_int_equal(decode_rc(MSG_LANE_DOWN, expect, sizeof(expect) - 1), -EBADMSG);
+	assert_int_equal(decode_copy(MSG_LANE_DOWN, expect, sizeof(expect), &d), 0);
+	assert_int_equal(d.u.lane_down.lane, PROTO_MAX_LANES - 1);
+	assert_true(d.u.lane_down.count == 0x102);
+	assert_true((PROTO_CAPS_KNOWN & PROTO_CAP_RAILS) != 0);
+}
+
 static void test_assemble(void **state)
 {
 	struct msg m;
@@ -2609,6 +2645,7 @@ int main(void)
 		cmocka_unit_test(test_bad_zeros),
 		cmocka_unit_test(test_delta),
 		cmocka_unit_test(test_assemble),
+		cmocka_unit_test(test_lane_down),
 		cmocka_unit_test(test_bad_list),
 		cmocka_unit_test(test_bad_modules),
 		cmocka_unit_test(test_bad_sums),

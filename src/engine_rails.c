@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rails, both roles (PROTO_CAP_RAILS on both ends; PROTOCOL.md "Rails"): a
+ * data lane lost mid-transfer while others are up does not end the session.
+ *
+ * Each side counts, per lane, the posts that matter to the other (the
+ * sender's slot descriptors, the receiver's credits) and the receives it
+ * has taken (descriptors, credits). A side that loses a lane (its first
+ * failed completion there), or hears that its peer did (LANE_DOWN) and
+ * stops the lane itself, takes nothing more from it once that first failed
+ * completion is in: every completion the lane made before is taken first,
+ * so its count is final. It then tells the peer (LANE_DOWN with that
+ * count). With both counts known, each side posts again on the lanes that
+ * are up exactly what the other did not take: the sender the chunks beyond
+ * the receiver's count of descriptors (same slot, same descriptor, sealed
+ * again under the new lane's key: the receiver is authoritative), the
+ * receiver the credits beyond the sender's count. Nothing is lost, nothing
+ * twice. The last lane lost fails the session as before.
+ *
+ * Lane choice (lane_pick): the lane that is up with the fewest slots posted
+ * and not credited, so a slow rail holds fewer of them.
+ */
+#include "engine-internal.h"
+
+int rails_setup(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+
+	e->lanes_up = p->x->nlanes;
+	e->slot_lane = calloc(p->slots, sizeof(*e->slot_lane));
+	if (!e->slot_lane) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	if (!e->rails) {
+		return 0;
+	}
+	if (e->role->peer_writes) {
+		e->recredit = calloc(p->slots, sizeof(*e->recredit));
+	} else {
+		e->repost = calloc(e->pool->nchunks, sizeof(*e->repost));
+	}
+	if (!e->recredit && !e->repost) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+void rails_free(struct engine *e)
+{
+	free(e->slot_lane);
+	free(e->repost);
+	free(e->recredit);
+}
+
+bool lane_is_up(const struct engine *e, unsigned lane)
+{
+	return e->lanes[lane].state == LANE_UP;
+}
+
+int lane_pick(struct engine *e, unsigned n)
+{
+	unsigned nl = e->p->x->nlanes;
+	int best = -1;
+
+	/* From the lane after the last one picked: equal loads take turns. */
+	for (unsigned k = 0; k < nl; k++) {
+		unsigned i = (unsigned)((e->rr_lane + k) % nl);
+
+		if (!lane_is_up(e, i) || !lane_room(e, i, n)) {
+			continue;
+		}
+		if (best < 0 || e->lanes[i].load < e->lanes[best].load) {
+			best = (int)i;
+		}
+	}
+	if (best >= 0) {
+		e->rr_lane = (size_t)best + 1;
+	}
+	return best;
+}
+
+/* Sender: slot is free again; the lane it went on holds one fewer. */
+void rails_on_credit(struct engine *e, uint32_t slot)
+{
+	struct lane *l = &e->lanes[e->slot_lane[slot]];
+
+	if (l->load > 0) {
+		l->load--;
+	}
+}
+
+static int all_lanes_lost(struct engine *e, unsigned lane, const char *why)
+{
+	return fail(e, PERR_TRANSPORT, -EIO,
+		    "data transport: every data lane is down (lane %u: %s)", lane, why);
+}
+
+/*
+ * Stop a lane that is up (the peer lost it, or a test kills it): nothing new
+ * goes on it, and its completions are taken until its first failed one.
+ */
+static int lane_stop(struct engine *e, unsigned lane, const char *why)
+{
+	struct xport *x = e->p->x;
+	int r;
+
+	if (!x->ops->lane_down) {
+		return fail(e, PERR_TRANSPORT, -EOPNOTSUPP,
+			    "data lane %u is down (%s) and the transport cannot stop it alone",
+			    lane, why);
+	}
+	e->lanes[lane].state = LANE_CLOSING;
+	e->lanes_up--;
+	r = x->ops->lane_down(x, lane);
+	if (r < 0) {
+		return fail(e, PERR_TRANSPORT, r, "stop data lane %u: %s", lane, strerror(-r));
+	}
+	return e->lanes_up == 0 && e->rails ? all_lanes_lost(e, lane, why) : 0;
+}
+
+/*
+ * The first counted post still in the lane's queue (its index among the
+ * counted ones), or the count of them when none is: every post before it
+ * completed, so the peer took it.
+ */
+static uint64_t lane_first_open(const struct lane *l)
+{
+	for (unsigned k = 0; k < l->len; k++) {
+		const struct lane_ent *le = &l->fifo[(l->head + k) % l->cap];
+
+		if (le->idx) {
+			return le->idx - 1;
+		}
+	}
+	return l->posted;
+}
+
+/*
+ * Both counts of a lost lane known: what the peer did not take goes again
+ * on the others (rails_step), in the order it went; what it took is done.
+ */
+static int rails_resolve(struct engine *e, unsigned lane)
+{
+	struct lane *l = &e->lanes[lane];
+	uint64_t first = lane_first_open(l), n = l->peer_count;
+	bool sender = !e->role->peer_writes;
+	uint32_t before = sender ? e->nrepost : e->nrecredit;
+
+	if (n < first || n > l->posted) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "LANE_DOWN: the peer took %" PRIu64 " %s on lane %u, but %" PRIu64
+			    " went there and it took the first %" PRIu64 " already",
+			    n, sender ? "slots" : "credits", lane, l->posted, first);
+	}
+	for (unsigned k = 0; k < l->len; k++) {
+		const struct lane_ent *le = &l->fifo[(l->head + k) % l->cap];
+
+		if (!le->idx) {
+			continue;
+		}
+		if (le->idx - 1 < n) {
+			/* Taken there: its completion went with the lane. */
+			if (sender && le->chunk >= 0) {
+				chunk_sent(e, (uint32_t)le->chunk);
+			}
+			continue;
+		}
+		if (sender) {
+			e->repost[e->nrepost++] = (uint32_t)le->chunk;
+		} else {
+			e->recredit[e->nrecredit++] = le->slot;
+		}
+	}
+	l->head = l->len = 0;
+	l->load = 0;
+	if (e->p->ev.notice) {
+		char text[160];
+
+		snprintf(
+		    text, sizeof(text), "data lane %u lost; %u %s again on the %u lane%s still up",
+		    lane, sender ? e->nrepost - before : e->nrecredit - before,
+		    sender ? "slots go" : "credits go", e->lanes_up, e->lanes_up == 1 ? "" : "s");
+		e->p->ev.notice(e->p->ev.ud, "transport", text);
+	}
+	return 0;
+}
+
+/* Our count on a lane is final: the peer hears it, and the lane is resolved once both are known. */
+static int lane_dead(struct engine *e, unsigned lane)
+{
+	struct lane *l = &e->lanes[lane];
+	struct msg m = { .type = MSG_LANE_DOWN };
+	int r;
+
+	l->state = LANE_DEAD;
+	m.u.lane_down.lane = (uint8_t)lane;
+	m.u.lane_down.count = l->taken;
+	r = chan_queue(e->p->chan, &m);
+	if (r < 0) {
+		return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+	}
+	l->told = true;
+	return l->heard ? rails_resolve(e, lane) : 0;
+}
+
+int rails_lane_error(struct engine *e, const struct xport_wc *wc)
+{
+	struct lane *l = &e->lanes[wc->lane];
+
+	if (l->state == LANE_UP) {
+		/* Lost here first: no other lane may take its work while it is the last. */
+		if (e->lanes_up == 1) {
+			return fail_lane(e, wc);
+		}
+		l->state = LANE_CLOSING;
+		e->lanes_up--;
+		if (e->p->x->ops->lane_down) {
+			/* Put the peer's side of it down too (tcp: at once). */
+			(void)e->p->x->ops->lane_down(e->p->x, wc->lane);
+		}
+	}
+	return lane_dead(e, wc->lane);
+}
+
+int rails_lane_down_msg(struct engine *e, const struct msg_lane_down *ld)
+{
+	struct lane *l;
+	int r;
+
+	if (!e->rails || ld->lane >= e->p->x->nlanes || e->lanes[ld->lane].heard) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected LANE_DOWN for lane %u",
+			    ld->lane);
+	}
+	l = &e->lanes[ld->lane];
+	l->heard = true;
+	l->peer_count = ld->count;
+	if (l->state == LANE_UP) {
+		r = lane_stop(e, ld->lane, "lost by the peer");
+		if (r < 0) {
+			return r;
+		}
+	}
+	return l->state == LANE_DEAD ? rails_resolve(e, ld->lane) : 0;
+}
+
+/*
+ * Tests (ENGINE_FAULT_KILL_LANE): lanes 0, 1, ... taken down, one every 4
+ * slots from the 4th; after the turn's posts are queued, before they go, so
+ * the lane is lost with work in flight.
+ */
+int rails_test_kill(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+	uint64_t slots = 0;
+
+	if (!p->x || engine_probe(e) || !(p->faults & ENGINE_FAULT_KILL_LANE) ||
+	    e->lanes_killed >= p->test_kill_lanes || e->lanes_killed >= p->x->nlanes) {
+		return 0;
+	}
+	for (unsigned i = 0; i < p->x->nlanes; i++) {
+		slots += e->role->peer_writes ? e->lanes[i].taken : e->lanes[i].posted;
+	}
+	if (slots < 4 * (uint64_t)(e->lanes_killed + 1)) {
+		return 0;
+	}
+	unsigned lane = e->lanes_killed++;
+
+	return lane_is_up(e, lane) ? lane_stop(e, lane, "taken down by a test") : 0;
+}
+
+/* Each turn: a lost lane's chunks or credits on the lanes that are up. */
+int rails_step(struct engine *e)
+{
+	uint32_t done = 0;
+	int r = 0;
+
+	while (r >= 0 && done < e->nrepost) {
+		int pick = lane_pick(e, 2);
+
+		if (pick < 0) {
+			break;
+		}
+		r = tx_post_again(e, e->repost[done], (unsigned)pick);
+		if (r >= 0) {
+			done++;
+		}
+	}
+	if (done > 0) {
+		memmove(e->repost, e->repost + done, (e->nrepost - done) * sizeof(*e->repost));
+		e->nrepost -= done;
+	}
+	done = 0;
+	while (r >= 0 && done < e->nrecredit) {
+		uint32_t slot = e->recredit[done];
+		int pick = lane_pick(e, 1);
+		struct xport_wr wr = {
+			.opcode = XPORT_OP_WRITE_IMM,
+			.imm = proto_imm(PROTO_IMM_CREDIT, slot),
+		};
+
+		if (pick < 0) {
+			break;
+		}
+		wr.lane = (uint32_t)pick;
+		r = lane_push_slot(e, &wr, -1, slot);
+		if (r >= 0) {
+			done++;
+		}
+	}
+	if (done > 0) {
+		memmove(e->recredit, e->recredit + done,
+			(e->nrecredit - done) * sizeof(*e->recredit));
+		e->nrecredit -= done;
+	}
+	return r < 0 ? r : 0;
+}
