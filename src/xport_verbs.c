@@ -77,9 +77,16 @@
  * inline size makes some providers (mlx5) build much larger send queue
  * entries, and so fewer of them fit.
  */
-#define VERBS_MAX_INLINE  64
-#define VERBS_MAX_DEPTH	  16384
-#define VERBS_RETRY_COUNT 7
+#define VERBS_MAX_INLINE 64
+#define VERBS_MAX_DEPTH	 16384
+/*
+ * Transport retries before a lane fails (IBV_WC_RETRY_EXC_ERR): 6, so a
+ * lane tries 7 times in all, 7 ACK timeouts (rdma_cm's, or --ack-timeout).
+ * Not 7: Soft-RoCE (rxe_comp.c) takes a retry count of 7 to mean "retry
+ * for ever", as the spec says only of the RNR retry count, so a lane whose
+ * peer vanished would never fail on rxe.
+ */
+#define VERBS_RETRY_COUNT 6
 /* Finite: a missing receive is an engine bug that must show, not hang. */
 #define VERBS_RNR_RETRY 6
 /*
