@@ -13,6 +13,8 @@
 #             a verbs push and pull over IPv6, auto picking verbs over IPv6.
 #  dualstack  a socket-activated daemon on [::]: an IPv4 client and an IPv6 client,
 #             both with --transport auto, get verbs (start event), push and pull.
+#  tos        a module with 'tos = 72': the daemon's frames carry TOS 72 on the wire,
+#             push and pull, whatever the client's carry (none, or --tos 106).
 #  flap       veth0 down for 1 s mid-transfer: the copy still completes.
 #  linkdel    `rdma link del rxe0` mid-push (the client's device) and `rdma link del
 #             rxe1` mid-pull (the daemon's): both ends fail within seconds, nothing
@@ -25,7 +27,7 @@ set -u
 B=${1:?usage: faults.sh BUILD_DIR OUT_DIR [SECTION...]}
 OUT=${2:?usage: faults.sh BUILD_DIR OUT_DIR [SECTION...]}
 shift 2
-SECTIONS=${*:-ipv6 dualstack flap linkdel}
+SECTIONS=${*:-ipv6 dualstack tos flap linkdel}
 RDMACP=$B/rdmacp
 RDMACPD=$B/rdmacpd
 S4=10.0.0.2
@@ -158,7 +160,7 @@ rping_try() {
 	fail "certs init"
 	exit 1
 }
-mkdir -p "$W/mod" "$W/src" "$W/pull"
+mkdir -p "$W/mod" "$W/tosmod" "$W/src" "$W/pull"
 conf() { # [LISTEN]: the daemon's configuration on stdout (none: socket activation)
 	echo "[global]"
 	[ $# -eq 0 ] || echo "listen = $1"
@@ -174,6 +176,13 @@ path = $W/mod
 allow = client
 uid = $(id -u)
 gid = $(id -g)
+
+[tos]
+path = $W/tosmod
+allow = client
+uid = $(id -u)
+gid = $(id -g)
+tos = 72
 EOF
 }
 C=("$RDMACP" --config /dev/null --cert "$W/certs/client.crt" --key "$W/certs/client.key"
@@ -558,9 +567,56 @@ sec_linkdel() {
 	fi
 }
 
+# ---- tos ---------------------------------------------------------------------------------------
+# A module with 'tos = 72': the daemon's lanes send in that class whatever the client's
+# carry (its QPs are taken to RTR with that traffic class), seen on the wire (capture.py
+# on veth0). The CM's own replies still go in the class of the request: a few frames per
+# lane.
+captured() { # NAME CMD...: CMD under capture of veth0's frames into $W/NAME.cap
+	local name=$1 cpid
+	shift
+	: >"$W/$name.ready"
+	python3 "$(dirname "$0")/capture.py" veth0 "$W/$name.cap" >>"$W/$name.ready" 2>&1 &
+	cpid=$!
+	for _ in $(seq 1 100); do grep -q capturing "$W/$name.ready" && break; sleep 0.1; done
+	run "$name" "$@"
+	echo "rc $?" >>"$W/$name.ready"
+	kill -TERM "$cpid"
+	wait "$cpid"
+	python3 "$(dirname "$0")/capture.py" tos "$W/$name.cap" >"$OUT/$name.tos"
+}
+# tos_frames NAME SRC TOS: how many of SRC's RoCE frames had TOS; "other T": any but T.
+tos_frames() {
+	awk -v s="$2" -v t="$3" -v x="${4:-}" '$1 == s && (t == "other" ? $3 != x : $3 == t) { n += $5 }
+		END { print n + 0 }' "$OUT/$1.tos"
+}
+tos_check() { # NAME DESC CLIENT_TOS
+	local name=$1 desc=$2 ct=$3 d72 dother cown cother
+	d72=$(tos_frames "$name" 10.0.0.2 72)
+	dother=$(tos_frames "$name" 10.0.0.2 other 72)
+	cown=$(tos_frames "$name" 10.0.0.1 "$ct")
+	cother=$(tos_frames "$name" 10.0.0.1 other "$ct")
+	if grep -q "rc 0" "$W/$name.ready" && [ "$d72" -ge 10 ] && [ "$dother" -le 8 ] &&
+		[ "$cown" -ge 10 ] && [ "$cother" -eq 0 ]; then
+		pass "$desc: daemon's frames TOS 72 ($d72; $dother CM frames in the request's class), client's TOS $ct ($cown)"
+	else
+		fail "$desc: $(tail -1 "$W/$name.ready"), frames: $(tr '\n' ';' <"$OUT/$name.tos")"
+	fi
+}
+sec_tos() {
+	head -c $((2 * 1024 * 1024)) /dev/urandom >"$W/src/tos2m"
+	captured tos_push "${C[@]}" --transport verbs "$W/src/tos2m" "$S4:tos/"
+	tos_check tos_push "module tos = 72, push without --tos" 0
+	same "module tos = 72, push" "$W/src/tos2m" "$W/tosmod/tos2m"
+	mkdir -p "$W/pull/tos"
+	captured tos_pull "${C[@]}" --transport verbs --tos 106 "$S4:tos/tos2m" "$W/pull/tos/"
+	tos_check tos_pull "module tos = 72, pull with --tos 106" 106
+	same "module tos = 72, pull" "$W/src/tos2m" "$W/pull/tos/tos2m"
+}
+
 for s in $SECTIONS; do
 	case $s in
-	ipv6 | dualstack | flap | linkdel) "sec_$s" ;;
+	ipv6 | dualstack | tos | flap | linkdel) "sec_$s" ;;
 	*) fail "unknown section $s" ;;
 	esac
 done
