@@ -529,6 +529,23 @@ static int g_hash_threads(struct parse_state *ps, const char *key, const char *v
 	return r;
 }
 
+/* "tos = N": 0..255, the IP TOS byte (DSCP << 2 | ECN) of the daemon's RDMA lanes. */
+static int parse_tos(struct parse_state *ps, const char *key, const char *value, int *dst)
+{
+	unsigned v = 0;
+	int r = set_uint_key(ps, key, value, 0, 255, &v);
+
+	if (r == 0) {
+		*dst = (int)v;
+	}
+	return r;
+}
+
+static int g_tos(struct parse_state *ps, const char *key, const char *value)
+{
+	return parse_tos(ps, key, value, &ps->cfg->tos);
+}
+
 static int g_partial_max_age(struct parse_state *ps, const char *key, const char *value)
 {
 	/* 0: kept until resumed; at most ten years. */
@@ -817,6 +834,11 @@ static int m_encryption(struct parse_state *ps, const char *key, const char *val
 	return parse_encryption(ps, key, value, &cur_module(ps)->encryption);
 }
 
+static int m_tos(struct parse_state *ps, const char *key, const char *value)
+{
+	return parse_tos(ps, key, value, &cur_module(ps)->tos);
+}
+
 /* Shown to the clients the module allows, in `rdmacp ls HOST`. */
 static int m_comment(struct parse_state *ps, const char *key, const char *value)
 {
@@ -855,6 +877,7 @@ static const struct key_handler global_keys[] = {
 	{ "allow bench", true, g_allow_bench },
 	{ "encryption", false, g_encryption },
 	{ "lanes from other addresses", false, g_lanes_any_source },
+	{ "tos", false, g_tos },
 };
 
 static const struct key_handler module_keys[] = {
@@ -872,6 +895,7 @@ static const struct key_handler module_keys[] = {
 	{ "max files per session", false, m_max_files },
 	{ "devices", false, m_devices },
 	{ "encryption", false, m_encryption },
+	{ "tos", false, m_tos },
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= 32 && ARRAY_SIZE(module_keys) <= 32,
@@ -1018,6 +1042,7 @@ static int add_module(struct parse_state *ps, const char *name)
 	strcpy(m->name, name);
 	m->max_file_size = m->max_session_bytes = UINT64_MAX; /* not set: no limit */
 	m->max_files = DAEMON_DEFAULT_MAX_FILES;
+	m->tos = MODULE_TOS_INHERIT;
 	return 0;
 }
 
@@ -1290,6 +1315,9 @@ static int finish_config(struct parse_state *ps)
 		if (c->modules[i].encryption == ENCRYPTION_INHERIT) {
 			c->modules[i].encryption = c->encryption;
 		}
+		if (c->modules[i].tos == MODULE_TOS_INHERIT) {
+			c->modules[i].tos = c->tos;
+		}
 	}
 	return check_module_overlap(ps);
 }
@@ -1306,6 +1334,7 @@ static void config_defaults(struct daemon_config *c)
 	c->pool_size = UINT64_C(64) << 20;
 	c->log_level = LOG_INFO;
 	c->encryption = ENCRYPTION_ALLOWED;
+	c->tos = -1;
 }
 
 /*

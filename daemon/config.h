@@ -20,6 +20,8 @@
 
 /* Entries one pull may list or send, unless the module says otherwise. */
 #define DAEMON_DEFAULT_MAX_FILES 1000000
+/* struct module.tos while loading: the key not given (then [global]'s). */
+#define MODULE_TOS_INHERIT (-2)
 
 struct listen_addr {
 	struct sockaddr_storage ss;
@@ -81,6 +83,12 @@ struct module {
 	uint64_t max_file_size, max_session_bytes;
 	char comment[1025]; /* "comment": shown in module listings (PROTO_MAX_TEXT) */
 	int encryption;	    /* enum module_encryption, never INHERIT once loaded */
+	/*
+	 * "tos": the IP TOS byte of the daemon's RDMA lanes for this module (its
+	 * frames); -1: none, they follow the client's connection request. A
+	 * module without the key takes [global]'s once loaded.
+	 */
+	int tos;
 };
 
 struct daemon_config {
@@ -108,6 +116,7 @@ struct daemon_config {
 	 * with the session token, not only the control connection's; default no.
 	 */
 	bool lanes_any_source;
+	int tos; /* "tos" in [global]: modules' default and bench's; -1 none */
 	struct module *modules;
 	size_t nmodules;
 };

@@ -353,6 +353,15 @@ static void lanes_from_peer(const struct conn *c, struct xport_params *xp)
 	}
 }
 
+/* The module's (or [global]'s) "tos": the daemon's lanes' own traffic class. */
+static void lanes_tos(int tos, struct xport_params *xp)
+{
+	if (tos >= 0) {
+		xp->tos_set = true;
+		xp->tos = (uint8_t)tos;
+	}
+}
+
 /*
  * Which verbs path the lanes take (*ret_send: WRITE + SEND): the client's
  * word when it asked for WRITE + SEND (OPEN flag), which any device can
@@ -774,6 +783,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	xport_params_set_slots(&xp, slots);
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
 	lanes_from_peer(c, &xp);
+	lanes_tos(m->tos, &xp);
 	/*
 	 * Pinned memory counts against the daemon-wide budget: over it, "busy".
 	 * Reserved exactly as the engine will size it, for either role.
@@ -920,6 +930,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	xport_params_set_slots(&xp, ep.slots);
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
 	lanes_from_peer(c, &xp);
+	lanes_tos(cfg->tos, &xp);
 	/* The pinned-memory budget every session shares: over it, "busy". */
 	if (c->sessions && session_table_reserve(c->sessions, engine_pinned_bytes(&ep, ops)) < 0) {
 		ops->listener_close(l);

@@ -126,10 +126,11 @@ struct xport_params {
 	 */
 	bool busy_poll;
 	/*
-	 * Active side of verbs only, each used when its _set is true (else the
-	 * system's): the lanes' IP TOS byte (rdma_cm's RDMA_OPTION_ID_TOS, set
-	 * before the route is resolved) and local ACK timeout (IB encoding,
-	 * 4.096 us << n).
+	 * Verbs, each used when its _set is true (else the system's): the
+	 * lanes' IP TOS byte (active side: rdma_cm's RDMA_OPTION_ID_TOS, set
+	 * before the route is resolved; passive side: the accepted QPs' traffic
+	 * class, which otherwise follows the connection request) and, active
+	 * side only, the local ACK timeout (IB encoding, 4.096 us << n).
 	 */
 	bool tos_set, ack_timeout_set;
 	uint8_t tos, ack_timeout;

@@ -77,9 +77,16 @@
  * inline size makes some providers (mlx5) build much larger send queue
  * entries, and so fewer of them fit.
  */
-#define VERBS_MAX_INLINE  64
-#define VERBS_MAX_DEPTH	  16384
-#define VERBS_RETRY_COUNT 7
+#define VERBS_MAX_INLINE 64
+#define VERBS_MAX_DEPTH	 16384
+/*
+ * Transport retries before a lane fails (IBV_WC_RETRY_EXC_ERR): 6, so a
+ * lane tries 7 times in all, 7 ACK timeouts (rdma_cm's, or --ack-timeout).
+ * Not 7: Soft-RoCE (rxe_comp.c) takes a retry count of 7 to mean "retry
+ * for ever", as the spec says only of the RNR retry count, so a lane whose
+ * peer vanished would never fail on rxe.
+ */
+#define VERBS_RETRY_COUNT 6
 /* Finite: a missing receive is an engine bug that must show, not hang. */
 #define VERBS_RNR_RETRY 6
 /*
@@ -185,7 +192,7 @@ struct verbs_xport {
 	 */
 	bool va_keys;
 	bool busy_poll;	      /* no re-arming: the engine polls every turn */
-	int tos, ack_timeout; /* xport_params', active side; -1: the system's */
+	int tos, ack_timeout; /* xport_params' (tos: both sides); -1: the system's */
 	bool quiesced;	      /* lanes in error and drained: nothing more is posted or polled */
 	bool has_error;
 	char error[256];
@@ -1029,6 +1036,49 @@ static int request_lane(const struct rdma_cm_event *ev, const struct xport_param
 	return lane;
 }
 
+/*
+ * The passive side's own traffic class (the daemon's "tos"): rdma_cm would
+ * give the QP the class of the connection request, and a QP's address
+ * vector can change only on the way to RTR. So this side takes the QP
+ * through INIT -> RTR (the request's attributes, traffic class replaced)
+ * -> RTS itself, as librdmacm's rdma_accept does, and accepts with the QP
+ * hidden from librdmacm (it then takes qp_num from the parameters and
+ * leaves the QP alone).
+ */
+static int accept_with_tos(struct verbs_lane *ln, struct rdma_conn_param *cp, uint8_t tos)
+{
+	static const enum ibv_qp_state steps[] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
+	struct rdma_cm_id *id = ln->id;
+	struct ibv_qp *qp = id->qp;
+	int r = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		struct ibv_qp_attr attr = { .qp_state = steps[i] };
+		int mask = 0;
+
+		if (rdma_init_qp_attr(id, &attr, &mask) != 0) {
+			return negerrno();
+		}
+		if (steps[i] == IBV_QPS_RTR) {
+			/* As librdmacm's rdma_accept: these bits are not for ibv_modify_qp. */
+			mask &= ~0xe00000;
+			attr.max_dest_rd_atomic = cp->responder_resources;
+			attr.ah_attr.grh.traffic_class = tos;
+		} else if (steps[i] == IBV_QPS_RTS) {
+			attr.max_rd_atomic = cp->initiator_depth;
+		}
+		r = ibv_modify_qp(qp, &attr, mask);
+		if (r != 0) {
+			return -r;
+		}
+	}
+	cp->qp_num = qp->qp_num;
+	id->qp = NULL;
+	r = rdma_accept(id, cp) == 0 ? 0 : negerrno();
+	id->qp = qp;
+	return r;
+}
+
 /* A good request: resources, then rdma_accept. The lane owns id from here. */
 static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id *id)
 {
@@ -1052,6 +1102,9 @@ static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id 
 		ln->rq_tail++;
 	}
 	conn_param_init(&cp, NULL, 0);
+	if (vx->tos >= 0) {
+		return accept_with_tos(ln, &cp, (uint8_t)vx->tos);
+	}
 	if (rdma_accept(id, &cp) != 0) {
 		return negerrno();
 	}

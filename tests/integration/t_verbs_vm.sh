@@ -51,7 +51,7 @@ done
 ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 ||
 	skip "no Soft-RoCE userspace provider (apt-get install ibverbs-providers)"
 
-export RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-840}
+export RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-1440}
 start=$(date +%s)
 
 # First use builds the kernel + initramfs from Debian's archive (apt-get

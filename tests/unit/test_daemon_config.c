@@ -644,6 +644,38 @@ static void test_encryption(void **state)
 	expect_error(BASE_LINES + 1, "required, allowed or off");
 }
 
+/* tos: per module, its default from [global], none (-1) when neither says; 0..255. */
+static void test_tos(void **state)
+{
+	struct daemon_config *c;
+
+	write_conf("[a]\npath = @/data\n[b]\npath = @/other\ntos = 106\n");
+	c = load_ok();
+	assert_int_equal(c->tos, -1);
+	assert_int_equal(c->modules[0].tos, -1);
+	assert_int_equal(c->modules[1].tos, 106);
+	daemon_config_free(c);
+
+	/* [global]'s is the default; a module's 0 is its own. */
+	write_conf("tos = 72\n[a]\npath = @/data\n[b]\npath = @/other\ntos = 0\n"
+		   "[c]\npath = @/backup\ntos = 255\n");
+	c = load_ok();
+	assert_int_equal(c->tos, 72);
+	assert_int_equal(c->modules[0].tos, 72);
+	assert_int_equal(c->modules[1].tos, 0);
+	assert_int_equal(c->modules[2].tos, 255);
+	daemon_config_free(c);
+
+	write_conf("[data]\npath = @/data\ntos = 256\n");
+	expect_error(BASE_LINES + 3, "0..255");
+	write_conf("tos = -1\n[data]\npath = @/data\n");
+	expect_error(BASE_LINES + 1, "0..255");
+	write_conf("tos = ef\n[data]\npath = @/data\n");
+	expect_error(BASE_LINES + 1, "'tos'");
+	write_conf("[data]\npath = @/data\ntos = 8\ntos = 16\n");
+	expect_error(BASE_LINES + 4, "duplicate key 'tos'");
+}
+
 static void test_bad_allow(void **state)
 {
 	write_conf("[data]\npath = @/data\nallow = * sha256:abcd\n");
@@ -966,6 +998,7 @@ int main(void)
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_max_files),
 		cmocka_unit_test(test_encryption),
+		cmocka_unit_test(test_tos),
 		cmocka_unit_test(test_bad_allow),
 		cmocka_unit_test(test_allow_lists),
 		cmocka_unit_test(test_allow_bench),
