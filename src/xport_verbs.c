@@ -216,8 +216,13 @@ static int params_check(const struct xport_params *p)
 {
 	if (!p || p->nlanes < 1 || p->nlanes > XPORT_MAX_LANES || p->sq_depth < 2 ||
 	    p->sq_depth > VERBS_MAX_DEPTH || p->rq_depth < 1 || p->rq_depth > VERBS_MAX_DEPTH ||
-	    p->timeout_ms <= 0 || p->ndevices > XPORT_MAX_LANES) {
+	    p->timeout_ms <= 0 || p->ndevices > XPORT_MAX_LANES || p->nrails >= XPORT_MAX_LANES) {
 		return -EINVAL;
+	}
+	for (unsigned i = 0; i < p->nrails; i++) {
+		if (p->rails[i].ss_family != AF_INET && p->rails[i].ss_family != AF_INET6) {
+			return -EINVAL;
+		}
 	}
 	for (unsigned i = 0; i < p->ndevices; i++) {
 		if (!rdmadev_name_ok(p->devices[i])) {
@@ -935,7 +940,9 @@ static int cm_wait(struct rdma_event_channel *ec, struct rdma_cm_id *id,
 
 struct xport_listener {
 	struct rdma_event_channel *ec;
-	struct rdma_cm_id *id;
+	/* ids[0]: listen's address; then listen_rail's (daemon rails), one channel for all */
+	struct rdma_cm_id *ids[XPORT_MAX_LANES];
+	unsigned nids;
 	struct lane_tokens dead; /* tokens already used up */
 };
 
@@ -944,14 +951,43 @@ static void verbs_listener_close(struct xport_listener *l)
 	if (!l) {
 		return;
 	}
-	if (l->id) {
-		(void)rdma_destroy_id(l->id);
+	for (unsigned i = 0; i < l->nids; i++) {
+		(void)rdma_destroy_id(l->ids[i]);
 	}
 	if (l->ec) {
 		rdma_destroy_event_channel(l->ec);
 	}
 	lane_tokens_free(&l->dead);
 	free(l);
+}
+
+/* One more listening id on l's channel, bound to addr. */
+static int verbs_listen_rail(struct xport_listener *l, const struct sockaddr *addr,
+			     socklen_t addrlen, uint16_t *ret_port)
+{
+	struct rdma_cm_id *id = NULL;
+
+	(void)addrlen;
+	if (!l || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
+		return -EINVAL;
+	}
+	if (l->nids >= XPORT_MAX_LANES) {
+		return -E2BIG;
+	}
+	if (rdma_create_id(l->ec, &id, NULL, RDMA_PS_TCP) != 0) {
+		return negerrno();
+	}
+	if (rdma_bind_addr(id, (struct sockaddr *)addr) != 0 || rdma_listen(id, 64) != 0) {
+		int r = negerrno();
+
+		(void)rdma_destroy_id(id);
+		return r;
+	}
+	l->ids[l->nids++] = id;
+	if (ret_port) {
+		*ret_port = ntohs(rdma_get_src_port(id));
+	}
+	return 0;
 }
 
 static int verbs_listen(const struct sockaddr *addr, socklen_t addrlen,
@@ -976,17 +1012,9 @@ static int verbs_listen(const struct sockaddr *addr, socklen_t addrlen,
 	if (r < 0) {
 		goto fail;
 	}
-	if (rdma_create_id(l->ec, &l->id, NULL, RDMA_PS_TCP) != 0) {
-		r = negerrno();
-		l->id = NULL;
+	r = verbs_listen_rail(l, addr, addrlen, ret_port);
+	if (r < 0) {
 		goto fail;
-	}
-	if (rdma_bind_addr(l->id, (struct sockaddr *)addr) != 0 || rdma_listen(l->id, 64) != 0) {
-		r = negerrno();
-		goto fail;
-	}
-	if (ret_port) {
-		*ret_port = ntohs(rdma_get_src_port(l->id));
 	}
 	*ret_listener = l;
 	return 0;
@@ -997,7 +1025,7 @@ fail:
 
 /* May this connect request become a lane? Checked before any QP exists. */
 static int request_lane(const struct rdma_cm_event *ev, const struct xport_params *p,
-			bool token_dead, const struct verbs_xport *vx)
+			bool token_dead, const struct verbs_xport *vx, bool rails)
 {
 	struct lane_hello h;
 	int lane;
@@ -1022,7 +1050,12 @@ static int request_lane(const struct rdma_cm_event *ev, const struct xport_param
 	if (h.nlanes != p->nlanes || h.lane >= p->nlanes || vx->lanes[h.lane].id) {
 		return -EPROTO;
 	}
-	if (vx->ndevs > 0 && ev->id->verbs != vx->devs[0].verbs) {
+	/*
+	 * Each lane on the device of the address it reached: with rails (more
+	 * than one listening address) that may be several devices.
+	 */
+	if (rails ? (ev->listen_id && ev->id->verbs != ev->listen_id->verbs)
+		  : (vx->ndevs > 0 && ev->id->verbs != vx->devs[0].verbs)) {
 		return -EXDEV;
 	}
 	lane = h.lane;
@@ -1030,14 +1063,14 @@ static int request_lane(const struct rdma_cm_event *ev, const struct xport_param
 }
 
 /* A good request: resources, then rdma_accept. The lane owns id from here. */
-static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id *id)
+static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id *id, bool rails)
 {
 	struct verbs_lane *ln = &vx->lanes[lane];
 	struct rdma_conn_param cp;
 	int r;
 
 	ln->id = id;
-	r = lane_create_qp(vx, lane, false);
+	r = lane_create_qp(vx, lane, rails);
 	if (r < 0) {
 		return r;
 	}
@@ -1078,7 +1111,7 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 	int lane, r;
 
 	if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-		lane = request_lane(ev, p, token_dead, vx);
+		lane = request_lane(ev, p, token_dead, vx, l->nids > 1);
 		if (lane < 0) {
 			char from[INET6_ADDRSTRLEN + 8];
 
@@ -1097,7 +1130,7 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 			(void)rdma_destroy_id(id);
 			return 0;
 		}
-		r = accept_lane(vx, (unsigned)lane, id);
+		r = accept_lane(vx, (unsigned)lane, id, l->nids > 1);
 		if (r < 0) {
 			(void)rdma_reject(id, NULL, 0);
 		}
@@ -1317,7 +1350,11 @@ static int verbs_connect(const struct sockaddr *addr, socklen_t addrlen,
 	vx->ec = rdma_create_event_channel();
 	r = vx->ec ? set_nonblock(vx->ec->fd) : negerrno();
 	for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
-		r = connect_lane(vx, i, addr, p, deadline);
+		/* Daemon rails: lane i to the daemon's address i % (1 + nrails). */
+		unsigned a = p->nrails ? i % (1 + p->nrails) : 0;
+
+		r = connect_lane(vx, i, a ? (const struct sockaddr *)&p->rails[a - 1] : addr, p,
+				 deadline);
 	}
 	if (r >= 0) {
 		r = wait_open(vx, deadline);
@@ -1978,6 +2015,7 @@ const struct xport_ops xport_verbs_ops = {
 	.name = "verbs",
 	.kind = XPORT_KIND_VERBS,
 	.listen = verbs_listen,
+	.listen_rail = verbs_listen_rail,
 	.accept = verbs_accept,
 	.listener_close = verbs_listener_close,
 	.connect = verbs_connect,
