@@ -638,6 +638,9 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 	xp.timeout_ms = s->o->connect_timeout_s * 1000;
 	memcpy(xp.token, ok->token, sizeof(xp.token));
 	xport_test_hooks(&xp, "RDMACP_TEST_LANE_TAMPER", "RDMACP_TEST_LANE_TEE");
+	if (getenv("RDMACP_TEST_QP_FATAL")) {
+		xp.test_qp_fatal = 1 + (unsigned)strtoul(getenv("RDMACP_TEST_QP_FATAL"), NULL, 10);
+	}
 	if (ok->lanes_sealed == PROTO_LANES_SEALED) {
 		bool frames = ok->transport == XPORT_KIND_TCP;
 

@@ -164,7 +164,12 @@ struct xport_params {
 	 */
 	bool write_send;
 	/* Test hooks, tcp only, set by the programs from the environment (tests). */
-	unsigned test_tamper;	   /* XPORT_TEST_TAMPER_*: spoil one frame we send */
+	unsigned test_tamper; /* XPORT_TEST_TAMPER_*: spoil one frame we send */
+	/*
+	 * Test hook, verbs only: 1 + the lane whose QP fails as on a fatal
+	 * async event (QP_FATAL) once 64 completions were polled; 0: none.
+	 */
+	unsigned test_qp_fatal;
 	const char *test_tee_path; /* append every byte our lanes send to this file */
 };
 

@@ -184,9 +184,11 @@ struct verbs_xport {
 	 * as iova, and the peer sees it.
 	 */
 	bool va_keys;
-	bool busy_poll;	      /* no re-arming: the engine polls every turn */
-	int tos, ack_timeout; /* xport_params', active side; -1: the system's */
-	bool quiesced;	      /* lanes in error and drained: nothing more is posted or polled */
+	bool busy_poll;		/* no re-arming: the engine polls every turn */
+	int tos, ack_timeout;	/* xport_params', active side; -1: the system's */
+	bool quiesced;		/* lanes in error and drained: nothing more is posted or polled */
+	unsigned test_qp_fatal; /* xport_params': 1 + lane, 0 none */
+	uint64_t test_polled;	/* completions polled, for test_qp_fatal */
 	bool has_error;
 	char error[256];
 	struct verbs_lane lanes[XPORT_MAX_LANES];
@@ -252,6 +254,7 @@ static struct verbs_xport *xport_alloc(const struct xport_params *p)
 	vx->tos = p->tos_set ? p->tos : -1;
 	vx->ack_timeout = p->ack_timeout_set ? p->ack_timeout : -1;
 	vx->epfd = -1;
+	vx->test_qp_fatal = p->test_qp_fatal;
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct verbs_lane *ln = &vx->lanes[i];
 
@@ -1657,7 +1660,8 @@ static void complete_one(struct verbs_xport *vx, const struct ibv_wc *wc, struct
 			verbs_send_msg_decode(lane_recv_msg(vx, ln, seq), &out->imm, &out->len);
 		}
 	}
-	if (wc->status != IBV_WC_SUCCESS) {
+	/* The lane's first failure names it (a fatal QP event's flush says less). */
+	if (wc->status != IBV_WC_SUCCESS && !ln->failed) {
 		ln->failed = true;
 		set_error(vx, "lane %u: %s (%s, vendor error 0x%x)", out->lane,
 			  verbs_wc_status_name(wc->status), ibv_wc_status_str(wc->status),
@@ -1677,8 +1681,34 @@ static int lane_of_qp(const struct verbs_xport *vx, const struct ibv_qp *qp)
 }
 
 /*
- * A device's async events (non-blocking fd). Those that mean a QP, a CQ or
- * the device can no longer work end the session with their name; a port
+ * A fatal event on one lane's QP (QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR): that
+ * lane fails as a failed completion fails it, not the whole xport. Its QP is
+ * put in error (the device may have done so already), so its posted work,
+ * the receives every lane has posted included, comes back flushed; the
+ * engine then takes the lane as lost (rails), or fails the session on those
+ * completions (no rails), as for any failed completion.
+ */
+static int lane_fatal(struct verbs_xport *vx, unsigned lane, const char *dev, const char *what)
+{
+	struct verbs_lane *ln = &vx->lanes[lane];
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	int e;
+
+	if (!ln->failed) {
+		set_error(vx, "lane %u: %s: %s", lane, dev, what);
+	}
+	ln->failed = true;
+	if (!ln->has_qp || !ln->id || !ln->id->qp) {
+		return -EIO;
+	}
+	e = ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
+	return e == 0 ? 0 : -EIO;
+}
+
+/*
+ * A device's async events (non-blocking fd). A fatal event on a lane's QP
+ * fails that lane (lane_fatal); those that mean a CQ, the device or an
+ * unknown QP can no longer work end the session with their name; a port
  * going down does not by itself (a link that comes back within the QP's
  * retries costs nothing; one that does not fails the work requests).
  */
@@ -1710,13 +1740,13 @@ static int take_async(struct verbs_xport *vx, unsigned dev)
 			break;
 		}
 		ibv_ack_async_event(&ev);
+		if (r < 0 && lane >= 0) {
+			r = lane_fatal(vx, (unsigned)lane, ibv_get_device_name(dv->verbs->device),
+				       ibv_event_type_str(type));
+		}
 		if (r < 0) {
-			if (lane >= 0) {
-				vx->lanes[lane].failed = true;
-				set_error(vx, "lane %d: %s: %s", lane,
-					  ibv_get_device_name(dv->verbs->device),
-					  ibv_event_type_str(type));
-			} else {
+			/* lane_fatal named a lane whose QP could not be put in error */
+			if (lane < 0) {
 				set_error(vx, "%s: %s", ibv_get_device_name(dv->verbs->device),
 					  ibv_event_type_str(type));
 			}
@@ -1864,6 +1894,21 @@ static int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
 			return got;
 		}
 		n += (size_t)got;
+	}
+	/* Test hook: a lane's QP fails as on QP_FATAL (the event's own path from here). */
+	vx->test_polled += n;
+	if (vx->test_qp_fatal && vx->test_polled >= 64) {
+		unsigned lane = vx->test_qp_fatal - 1;
+
+		vx->test_qp_fatal = 0;
+		if (lane < vx->pub.nlanes && vx->lanes[lane].has_qp) {
+			r = lane_fatal(vx, lane,
+				       ibv_get_device_name(vx->lanes[lane].id->verbs->device),
+				       ibv_event_type_str(IBV_EVENT_QP_FATAL));
+			if (r < 0) {
+				return r;
+			}
+		}
 	}
 	return (int)n;
 }

@@ -8,9 +8,10 @@
 # to 10.0.0.1, so the daemon's lanes sit on both its devices. Proved with `rdma res show
 # qp` (the daemon's QPs, by device) during a slow push, against the same push from a
 # client without the capability (all the daemon's QPs on rxe1, as before). Then a push
-# and a pull byte for byte, and a daemon rail lost mid-pull: a client on rxe1 alone
-# (lane 0 to 10.0.0.2 inside rxe1, lane 1 over veth1 to the daemon's rxe0), veth0 down
-# for 4 s: lane 1 is lost, the copy completes on lane 0. rxe0 is made again at the end.
+# and a pull byte for byte; a fatal QP event on one lane (test hook); the daemon's rail
+# lost mid-push (lane 1 from rxe0 to the rail 10.0.0.1 on rxe0, lane 0 from rxe1 to
+# 10.0.0.2 on rxe1; veth0 down for 4 s): lane 1 is lost, the copy completes on lane 0.
+# rxe0 is made again at the end.
 #
 # usage: rails2.sh BUILD_DIR OUT_DIR; exit 0 when every check passed.
 set -u
@@ -119,12 +120,33 @@ else
 	fail "pull with daemon rails: $(head -3 "$OUT/rails2_pull.err")"
 fi
 
-# A daemon rail lost mid-pull (the daemon sends, so it posts on the lost rail at once):
-# client lanes both from rxe1; lane 1 reaches the daemon's rxe0 over veth1 -> veth0, lane
-# 0 stays inside rxe1. veth0 down 3 s into a 6 s pull, for 4 s: rxe fails the daemon's
-# QP on rxe0 when it cannot send; LANE_DOWN goes once the control connection is back.
-mkdir -p "$W/pull2"
-"${C[@]}" --devices rxe1 --bwlimit 2M --ack-timeout 14 "$SERVER:data/rails" "$W/pull2/" \
+# A fatal async event on one lane's QP (the hook RDMACP_TEST_QP_FATAL=1: lane 1's QP
+# fails through the event's path once 64 completions are in): with rails that lane is
+# lost and the copy completes on the other; without them (a peer without LANE_DOWN,
+# capability 0x4000000) the session fails as before, exit 8, nothing committed.
+if RDMACP_TEST_QP_FATAL=1 "${C[@]}" --devices rxe0,rxe1 "$W/big" "$SERVER:data/fatal" \
+	>"$OUT/rails2_fatal.out" 2>"$OUT/rails2_fatal.err" && cmp -s "$W/big" "$W/mod/fatal" &&
+	grep -q "data lane 1 lost" "$OUT/rails2_fatal.err"; then
+	pass "QP_FATAL on lane 1: $(grep -m1 -o 'data lane 1 lost.*' "$OUT/rails2_fatal.err"); identical"
+else
+	fail "QP_FATAL on lane 1 with rails: $(grep -m3 -e lost -e rror "$OUT/rails2_fatal.err")"
+fi
+RDMACP_TEST_QP_FATAL=1 RDMACP_TEST_CAPS_OFF=0x4000000 "${C[@]}" --devices rxe0,rxe1 "$W/big" \
+	"$SERVER:data/fatal_old" >"$OUT/rails2_fatal_old.out" 2>"$OUT/rails2_fatal_old.err"
+rc=$?
+if [ "$rc" -eq 8 ] && ! [ -e "$W/mod/fatal_old" ] &&
+	grep -q "lane 1: rxe[01]: local work queue catastrophic error" "$OUT/rails2_fatal_old.err"; then
+	pass "QP_FATAL on lane 1 without rails: exit 8, nothing committed, '$(grep -m1 -o 'lane 1: rxe.*' "$OUT/rails2_fatal_old.err")'"
+else
+	fail "QP_FATAL on lane 1 without rails: rc $rc ($(head -3 "$OUT/rails2_fatal_old.err"))"
+fi
+
+# The daemon's rail lost mid-push: --devices rxe1,rxe0, so lane 0 goes from rxe1 to the
+# daemon's 10.0.0.2 (rxe1) and lane 1 from rxe0 to its rail 10.0.0.1 (rxe0). veth0 down
+# 3 s into a 6 s push, for 4 s: rxe0, which carries the rail, can send nothing, lane 1's
+# QPs fail (the client's at once or when its retries run out, --ack-timeout 14), and
+# the copy completes on lane 0 inside rxe1. Then rxe0 is made again, as rails.sh does.
+"${C[@]}" --devices rxe1,rxe0 --bwlimit 2M --ack-timeout 14 "$W/big" "$SERVER:data/down" \
 	>"$OUT/rails2_down.out" 2>"$OUT/rails2_down.err" &
 cpid=$!
 sleep 3
@@ -137,14 +159,15 @@ if kill -0 "$cpid" 2>/dev/null; then
 fi
 wait "$cpid"
 rc=$?
-if [ "$rc" -eq 0 ] && cmp -s "$W/big" "$W/pull2/rails" &&
+if [ "$rc" -eq 0 ] && cmp -s "$W/big" "$W/mod/down" &&
 	grep -q "data lane 1 lost" "$OUT/rails2_down.err"; then
-	pass "the daemon's rail rxe0 lost mid-pull: $(grep -m1 -o 'data lane 1 lost.*' "$OUT/rails2_down.err"); identical"
+	pass "the daemon's rail lost mid-push: $(grep -m1 -o 'data lane 1 lost.*' "$OUT/rails2_down.err"); completed on rxe1, identical"
 else
-	fail "the daemon's rail lost mid-pull: rc $rc ($(grep -m3 -e lost -e error "$OUT/rails2_down.err"))"
+	fail "the daemon's rail lost mid-push: rc $rc ($(grep -m3 -e lost -e rror "$OUT/rails2_down.err"))"
 fi
 
-# rxe0 made again for what runs after this.
+# rxe0 made again for what runs after this (rxe connects no new lanes on a device whose
+# link went down and up).
 printf 'link del rxe0\nlink add rxe0 type rxe netdev veth0\n' | rdma -b - 2>>"$OUT/rails2.log"
 for _ in $(seq 50); do
 	read -r s0 </sys/class/infiniband/rxe0/ports/1/state 2>/dev/null
