@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -637,6 +638,9 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 	xp.timeout_ms = s->o->connect_timeout_s * 1000;
 	memcpy(xp.token, ok->token, sizeof(xp.token));
 	xport_test_hooks(&xp, "RDMACP_TEST_LANE_TAMPER", "RDMACP_TEST_LANE_TEE");
+	if (getenv("RDMACP_TEST_QP_FATAL")) {
+		xp.test_qp_fatal = 1 + (unsigned)strtoul(getenv("RDMACP_TEST_QP_FATAL"), NULL, 10);
+	}
 	if (ok->lanes_sealed == PROTO_LANES_SEALED) {
 		bool frames = ok->transport == XPORT_KIND_TCP;
 
@@ -654,6 +658,28 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 	}
 	for (unsigned i = 0; i < s->o->ndevices; i++) {
 		xp.devices[xp.ndevices++] = s->o->devices[i];
+	}
+	/* Daemon rails (checked in daemon_conn_check_lanes): lane i to address i % (1 + n). */
+	for (unsigned i = 0; i < ok->nrails && i < PROTO_MAX_RAILS; i++) {
+		const struct proto_rail *rl = &ok->rails[i];
+		struct sockaddr_storage *a = &xp.rails[xp.nrails++];
+
+		memset(a, 0, sizeof(*a));
+		if (rl->family == PROTO_RAIL_INET) {
+			struct sockaddr_in *a4 = (struct sockaddr_in *)a;
+
+			a4->sin_family = AF_INET;
+			memcpy(&a4->sin_addr, rl->addr, 4);
+		} else {
+			struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)a;
+
+			a6->sin6_family = AF_INET6;
+			memcpy(&a6->sin6_addr, rl->addr, 16);
+		}
+		net_set_port(a, rl->port);
+	}
+	if (xp.nrails && s->o->verbose > 0) {
+		log_info("daemon rails: lanes over %u daemon addresses", 1 + xp.nrails);
 	}
 	xp.busy_poll = s->o->busy_poll;
 	xp.tos_set = s->o->tos >= 0;

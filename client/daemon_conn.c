@@ -282,8 +282,17 @@ int daemon_conn_encryption_wish(struct daemon_conn *s, uint64_t cap, uint8_t *tr
 /* OPEN_OK's lanes byte against what we asked. Returns 0 or an exit code. */
 int daemon_conn_check_lanes(struct daemon_conn *s, const struct msg_open_ok *ok)
 {
+	/* Daemon rails: only for verbs lanes, to a client that announced them. */
+	if (ok->nrails &&
+	    (ok->transport != XPORT_KIND_VERBS || !(hello_local_caps() & PROTO_CAP_DAEMON_RAILS))) {
+		log_error("%s: protocol error: OPEN_OK offers rails we did not ask for",
+			  s->rem->host);
+		return EXIT_PROTOCOL;
+	}
 	if (!s->encrypt_wish) {
-		if (ok->lanes_sealed == 0) {
+		/* With rails the lanes byte is always there: clear when not asked. */
+		if (ok->lanes_sealed == 0 ||
+		    (ok->nrails && ok->lanes_sealed == PROTO_LANES_CLEAR)) {
 			return 0;
 		}
 	} else if ((ok->lanes_sealed == PROTO_LANES_SEALED &&

@@ -16,6 +16,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
@@ -677,6 +678,52 @@ static int g_lanes_any_source(struct parse_state *ps, const char *key, const cha
 	return set_bool_key(ps, key, value, &ps->cfg->lanes_any_source);
 }
 
+/*
+ * Daemon rails: one IP address (no port, no name) that is this host's: a
+ * UDP socket can bind it. Which RDMA device owns it is found per session.
+ */
+static int add_rail(struct parse_state *ps, const char *key, const char *value)
+{
+	struct daemon_config *c = ps->cfg;
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	socklen_t len;
+	_cleanup_close_ int fd = -1;
+
+	if (c->nrails >= DAEMON_MAX_RAILS) {
+		return fail(ps, "too many '%s' addresses (at most %d)", key, DAEMON_MAX_RAILS);
+	}
+	if (inet_pton(AF_INET, value, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		len = sizeof(*s4);
+	} else if (inet_pton(AF_INET6, value, &s6->sin6_addr) == 1) {
+		s6->sin6_family = AF_INET6;
+		len = sizeof(*s6);
+	} else {
+		return fail(ps, "bad '%s' address '%s' (expected an IPv4 or IPv6 address, no port)",
+			    key, ESC(value));
+	}
+	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) < 0) {
+		return fail(ps, "'%s' address '%s' is not an address of this host: %s", key,
+			    ESC(value), strerror(errno));
+	}
+	for (size_t i = 0; i < c->nrails; i++) {
+		if (memcmp(&c->rails[i], &ss, sizeof(ss)) == 0) {
+			return fail(ps, "duplicate '%s' address '%s'", key, ESC(value));
+		}
+	}
+	c->rails[c->nrails++] = ss;
+	return 0;
+}
+
+/* One or more addresses per line, and the key may repeat. */
+static int g_rails(struct parse_state *ps, const char *key, const char *value)
+{
+	return for_each_list_entry(ps, key, value, add_rail);
+}
+
 static int check_ro_wo(struct parse_state *ps)
 {
 	const struct module *m = cur_module(ps);
@@ -878,6 +925,7 @@ static const struct key_handler global_keys[] = {
 	{ "encryption", false, g_encryption },
 	{ "lanes from other addresses", false, g_lanes_any_source },
 	{ "tos", false, g_tos },
+	{ "rails", true, g_rails },
 };
 
 static const struct key_handler module_keys[] = {

@@ -13,6 +13,7 @@
 
 #define DAEMON_DEFAULT_PORT 7471
 #define DAEMON_MAX_LISTEN   16
+#define DAEMON_MAX_RAILS    15 /* rails: 16 lanes at most, one on the address reached */
 #define DAEMON_MAX_MODULES  256
 #define DAEMON_MAX_ALLOW    64
 /* Sessions of a module without 'uid' run as this system user (sysusers.d). */
@@ -117,6 +118,12 @@ struct daemon_config {
 	 */
 	bool lanes_any_source;
 	int tos; /* "tos" in [global]: modules' default and bench's; -1 none */
+	/*
+	 * "rails": more local addresses (each on another RDMA device, port 0)
+	 * on which a verbs session's lanes are taken too (daemon rails).
+	 */
+	struct sockaddr_storage rails[DAEMON_MAX_RAILS];
+	size_t nrails;
 	struct module *modules;
 	size_t nmodules;
 };

@@ -473,6 +473,60 @@ static int transport_listen(struct conn *c, unsigned want, bool client_send,
 }
 
 /*
+ * Daemon rails ('rails' addresses): verbs lanes are taken on those too, for
+ * a client that announced PROTO_CAP_DAEMON_RAILS; ok lists them. Only
+ * addresses of the lanes' family, other than the one the client reached;
+ * one rdma_cm cannot listen on (no RDMA device there) is left out.
+ */
+static void offer_rails(const struct conn *c, const struct xport_ops *ops, struct xport_listener *l,
+			const struct sockaddr_storage *reached, struct msg_open_ok *ok)
+{
+	const struct sockaddr_in6 *r6 = (const struct sockaddr_in6 *)reached;
+	int family = reached->ss_family;
+
+	if (ops->kind != XPORT_KIND_VERBS || !ops->listen_rail ||
+	    !(c->peer_caps & PROTO_CAP_DAEMON_RAILS) || c->cfg->nrails == 0) {
+		return;
+	}
+	if (family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&r6->sin6_addr)) {
+		family = AF_INET;
+	}
+	for (size_t i = 0; i < c->cfg->nrails && ok->nrails < PROTO_MAX_RAILS; i++) {
+		const struct sockaddr_storage *a = &c->cfg->rails[i];
+		struct proto_rail *rl = &ok->rails[ok->nrails];
+		char text[INET6_ADDRSTRLEN + 8];
+		uint16_t port = 0;
+		int r;
+
+		if (a->ss_family != family ||
+		    xport_same_ip((const struct sockaddr *)a, (const struct sockaddr *)reached)) {
+			continue;
+		}
+		(void)net_addr_str((const struct sockaddr *)a, sizeof(*a), text, sizeof(text));
+		r = ops->listen_rail(l, (const struct sockaddr *)a,
+				     family == AF_INET ? sizeof(struct sockaddr_in)
+						       : sizeof(struct sockaddr_in6),
+				     &port);
+		if (r < 0) {
+			log_notice_errno(r, "%s (%s): rail %s left out: rdma_cm listen: %m",
+					 c->peer, c->id, text);
+			continue;
+		}
+		memset(rl, 0, sizeof(*rl));
+		if (family == AF_INET) {
+			rl->family = PROTO_RAIL_INET;
+			memcpy(rl->addr, &((const struct sockaddr_in *)a)->sin_addr, 4);
+		} else {
+			rl->family = PROTO_RAIL_INET6;
+			memcpy(rl->addr, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+		}
+		rl->port = port;
+		ok->nrails++;
+		log_debug("%s (%s): lanes also on rail %s port %u", c->peer, c->id, text, port);
+	}
+}
+
+/*
  * OPEN_OK (ok, filled in) to the client, then its lanes on the listener;
  * the listener closed and the session's token and lane key wiped either
  * way. what names the lanes in the log ("data", "bench").
@@ -803,6 +857,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	if (o->flags & PROTO_OPEN_ENCRYPT) {
 		ok.u.open_ok.lanes_sealed = sealed ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
 	}
+	offer_rails(c, ops, l, &c->local, &ok.u.open_ok);
 	r = offer_lanes(c, &ok, ops, l, &xp, &x, "data");
 	if (r < 0) {
 		explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));

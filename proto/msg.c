@@ -373,8 +373,24 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		wbuf_put_u32(w, m->u.open_ok.slots);
 		wbuf_put_bytes(w, m->u.open_ok.token, PROTO_TOKEN_LEN);
 		/* Only in answer to an OPEN with PROTO_OPEN_ENCRYPT: older clients know no more. */
-		if (m->u.open_ok.lanes_sealed) {
-			wbuf_put_u8(w, m->u.open_ok.lanes_sealed);
+		if (m->u.open_ok.lanes_sealed || m->u.open_ok.nrails) {
+			wbuf_put_u8(w, m->u.open_ok.lanes_sealed ? m->u.open_ok.lanes_sealed
+								 : PROTO_LANES_CLEAR);
+		}
+		/* Daemon rails: only to a client with PROTO_CAP_DAEMON_RAILS. */
+		if (m->u.open_ok.nrails) {
+			const struct proto_rail *rl = m->u.open_ok.rails;
+
+			if (m->u.open_ok.nrails > PROTO_MAX_RAILS) {
+				return -EINVAL;
+			}
+			wbuf_put_u8(w, m->u.open_ok.nrails);
+			for (unsigned i = 0; i < m->u.open_ok.nrails; i++) {
+				wbuf_put_u8(w, rl[i].family);
+				wbuf_put_bytes(w, rl[i].addr,
+					       rl[i].family == PROTO_RAIL_INET6 ? 16 : 4);
+				wbuf_put_u16(w, rl[i].port);
+			}
 		}
 		break;
 	case MSG_RING:
@@ -1122,11 +1138,35 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		rbuf_get_bytes(r, o->token, PROTO_TOKEN_LEN);
 		/* The lanes byte is there when the OPEN asked (the client checks that it did). */
 		o->lanes_sealed = 0;
+		o->nrails = 0;
 		if (!r->error && rbuf_left(r) > 0) {
 			o->lanes_sealed = rbuf_get_u8(r);
 			if (o->lanes_sealed != PROTO_LANES_CLEAR &&
 			    o->lanes_sealed != PROTO_LANES_SEALED) {
 				return -EBADMSG;
+			}
+		}
+		/* Daemon rails: after the lanes byte, which is then always there. */
+		if (!r->error && rbuf_left(r) > 0) {
+			o->nrails = rbuf_get_u8(r);
+			if (o->nrails == 0 || o->nrails > PROTO_MAX_RAILS) {
+				return -EBADMSG;
+			}
+			for (unsigned i = 0; i < o->nrails && !r->error; i++) {
+				struct proto_rail *rl = &o->rails[i];
+
+				memset(rl, 0, sizeof(*rl));
+				rl->family = rbuf_get_u8(r);
+				if (rl->family != PROTO_RAIL_INET &&
+				    rl->family != PROTO_RAIL_INET6) {
+					return -EBADMSG;
+				}
+				rbuf_get_bytes(r, rl->addr,
+					       rl->family == PROTO_RAIL_INET6 ? 16 : 4);
+				rl->port = rbuf_get_u16(r);
+				if (rl->port == 0) {
+					return -EBADMSG;
+				}
 			}
 		}
 		if (r->error) {

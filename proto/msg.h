@@ -111,8 +111,10 @@ enum {
 	PROTO_CAP_WRITE_SEND = 1u << 25,
 	/* Rails: LANE_DOWN; a lane lost mid-transfer has its slots re-posted on the others */
 	PROTO_CAP_RAILS = 1u << 26,
+	/* Daemon rails: OPEN_OK's rails, more daemon addresses for the verbs lanes */
+	PROTO_CAP_DAEMON_RAILS = 1u << 27,
 };
-#define PROTO_CAPS_KNOWN 0x7ffffffu
+#define PROTO_CAPS_KNOWN 0xfffffffu
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {
@@ -298,6 +300,18 @@ struct msg_open {
 };
 #define PROTO_NO_MAX_DELETE UINT64_MAX
 
+/* One more daemon address for data lanes (OPEN_OK, daemon rails). */
+#define PROTO_MAX_RAILS (PROTO_MAX_LANES - 1)
+struct proto_rail {
+	uint8_t family;	  /* PROTO_RAIL_INET or PROTO_RAIL_INET6 */
+	uint8_t addr[16]; /* 4 bytes for INET */
+	uint16_t port;	  /* non-zero */
+};
+enum {
+	PROTO_RAIL_INET = 4,
+	PROTO_RAIL_INET6 = 6,
+};
+
 struct msg_open_ok {
 	uint8_t transport;
 	uint8_t lanes;
@@ -305,8 +319,18 @@ struct msg_open_ok {
 	uint32_t chunk_size;
 	uint32_t slots;
 	uint8_t token[PROTO_TOKEN_LEN];
-	/* enum proto_lanes; 0: not sent (an OPEN without PROTO_OPEN_ENCRYPT) */
+	/*
+	 * enum proto_lanes; 0: not sent (an OPEN without PROTO_OPEN_ENCRYPT and
+	 * no rails). With rails it is always sent (CLEAR when not asked).
+	 */
 	uint8_t lanes_sealed;
+	/*
+	 * Daemon rails (PROTO_CAP_DAEMON_RAILS, verbs): more daemon addresses;
+	 * lane i connects to address i % (1 + nrails), address 0 the one the
+	 * client reached. 0: not sent.
+	 */
+	uint8_t nrails; /* 0..PROTO_MAX_RAILS */
+	struct proto_rail rails[PROTO_MAX_RAILS];
 };
 
 /* The receiver's ring, sent once the data connection is up. */

@@ -22,7 +22,7 @@ uint64_t hello_local_caps(void)
 	const char *off = getenv("RDMACP_TEST_CAPS_OFF");
 
 #ifdef HAVE_VERBS
-	caps |= PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND;
+	caps |= PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND | PROTO_CAP_DAEMON_RAILS;
 #endif
 	/* Test hook: play a peer from before a feature; only removes bits. */
 	if (off && *off) {

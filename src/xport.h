@@ -121,6 +121,13 @@ struct xport_params {
 	const char *devices[XPORT_MAX_LANES];
 	unsigned ndevices;
 	/*
+	 * Active side of verbs only (daemon rails): lane i connects to rails[i %
+	 * (1 + nrails) - 1], or to connect's addr where that is -1 (i % (1 +
+	 * nrails) == 0). Each is a full address, port included.
+	 */
+	struct sockaddr_storage rails[XPORT_MAX_LANES - 1];
+	unsigned nrails;
+	/*
 	 * The caller polls the CQ every turn (--poll) instead of waiting for
 	 * event_fd: verbs then does not re-arm completion notification.
 	 */
@@ -158,7 +165,12 @@ struct xport_params {
 	 */
 	bool write_send;
 	/* Test hooks, tcp only, set by the programs from the environment (tests). */
-	unsigned test_tamper;	   /* XPORT_TEST_TAMPER_*: spoil one frame we send */
+	unsigned test_tamper; /* XPORT_TEST_TAMPER_*: spoil one frame we send */
+	/*
+	 * Test hook, verbs only: 1 + the lane whose QP fails as on a fatal
+	 * async event (QP_FATAL) once 64 completions were polled; 0: none.
+	 */
+	unsigned test_qp_fatal;
 	const char *test_tee_path; /* append every byte our lanes send to this file */
 };
 
@@ -197,6 +209,15 @@ struct xport_ops {
 	 */
 	int (*listen)(const struct sockaddr *addr, socklen_t addrlen,
 		      struct xport_listener **ret_listener, uint16_t *ret_port);
+	/*
+	 * Optional (NULL: the backend cannot; daemon rails then stay off): the
+	 * listener also takes lanes on addr (another device's address; port 0
+	 * = ephemeral), reported in *ret_port. accept then takes each lane on
+	 * any of the listener's addresses, and the lanes may sit on several
+	 * devices.
+	 */
+	int (*listen_rail)(struct xport_listener *l, const struct sockaddr *addr, socklen_t addrlen,
+			   uint16_t *ret_port);
 	int (*accept)(struct xport_listener *l, const struct xport_params *p, struct xport **ret);
 	void (*listener_close)(struct xport_listener *l);
 	/* Active side: connect p->nlanes lanes presenting p->token. */

@@ -191,9 +191,11 @@ struct verbs_xport {
 	 * as iova, and the peer sees it.
 	 */
 	bool va_keys;
-	bool busy_poll;	      /* no re-arming: the engine polls every turn */
-	int tos, ack_timeout; /* xport_params' (tos: both sides); -1: the system's */
-	bool quiesced;	      /* lanes in error and drained: nothing more is posted or polled */
+	bool busy_poll;		/* no re-arming: the engine polls every turn */
+	int tos, ack_timeout;	/* xport_params' (tos: both sides); -1: the system's */
+	bool quiesced;		/* lanes in error and drained: nothing more is posted or polled */
+	unsigned test_qp_fatal; /* xport_params': 1 + lane, 0 none */
+	uint64_t test_polled;	/* completions polled, for test_qp_fatal */
 	bool has_error;
 	char error[256];
 	struct verbs_lane lanes[XPORT_MAX_LANES];
@@ -223,8 +225,13 @@ static int params_check(const struct xport_params *p)
 {
 	if (!p || p->nlanes < 1 || p->nlanes > XPORT_MAX_LANES || p->sq_depth < 2 ||
 	    p->sq_depth > VERBS_MAX_DEPTH || p->rq_depth < 1 || p->rq_depth > VERBS_MAX_DEPTH ||
-	    p->timeout_ms <= 0 || p->ndevices > XPORT_MAX_LANES) {
+	    p->timeout_ms <= 0 || p->ndevices > XPORT_MAX_LANES || p->nrails >= XPORT_MAX_LANES) {
 		return -EINVAL;
+	}
+	for (unsigned i = 0; i < p->nrails; i++) {
+		if (p->rails[i].ss_family != AF_INET && p->rails[i].ss_family != AF_INET6) {
+			return -EINVAL;
+		}
 	}
 	for (unsigned i = 0; i < p->ndevices; i++) {
 		if (!rdmadev_name_ok(p->devices[i])) {
@@ -254,6 +261,7 @@ static struct verbs_xport *xport_alloc(const struct xport_params *p)
 	vx->tos = p->tos_set ? p->tos : -1;
 	vx->ack_timeout = p->ack_timeout_set ? p->ack_timeout : -1;
 	vx->epfd = -1;
+	vx->test_qp_fatal = p->test_qp_fatal;
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct verbs_lane *ln = &vx->lanes[i];
 
@@ -942,7 +950,9 @@ static int cm_wait(struct rdma_event_channel *ec, struct rdma_cm_id *id,
 
 struct xport_listener {
 	struct rdma_event_channel *ec;
-	struct rdma_cm_id *id;
+	/* ids[0]: listen's address; then listen_rail's (daemon rails), one channel for all */
+	struct rdma_cm_id *ids[XPORT_MAX_LANES];
+	unsigned nids;
 	struct lane_tokens dead; /* tokens already used up */
 };
 
@@ -951,14 +961,43 @@ static void verbs_listener_close(struct xport_listener *l)
 	if (!l) {
 		return;
 	}
-	if (l->id) {
-		(void)rdma_destroy_id(l->id);
+	for (unsigned i = 0; i < l->nids; i++) {
+		(void)rdma_destroy_id(l->ids[i]);
 	}
 	if (l->ec) {
 		rdma_destroy_event_channel(l->ec);
 	}
 	lane_tokens_free(&l->dead);
 	free(l);
+}
+
+/* One more listening id on l's channel, bound to addr. */
+static int verbs_listen_rail(struct xport_listener *l, const struct sockaddr *addr,
+			     socklen_t addrlen, uint16_t *ret_port)
+{
+	struct rdma_cm_id *id = NULL;
+
+	(void)addrlen;
+	if (!l || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
+		return -EINVAL;
+	}
+	if (l->nids >= XPORT_MAX_LANES) {
+		return -E2BIG;
+	}
+	if (rdma_create_id(l->ec, &id, NULL, RDMA_PS_TCP) != 0) {
+		return negerrno();
+	}
+	if (rdma_bind_addr(id, (struct sockaddr *)addr) != 0 || rdma_listen(id, 64) != 0) {
+		int r = negerrno();
+
+		(void)rdma_destroy_id(id);
+		return r;
+	}
+	l->ids[l->nids++] = id;
+	if (ret_port) {
+		*ret_port = ntohs(rdma_get_src_port(id));
+	}
+	return 0;
 }
 
 static int verbs_listen(const struct sockaddr *addr, socklen_t addrlen,
@@ -983,17 +1022,9 @@ static int verbs_listen(const struct sockaddr *addr, socklen_t addrlen,
 	if (r < 0) {
 		goto fail;
 	}
-	if (rdma_create_id(l->ec, &l->id, NULL, RDMA_PS_TCP) != 0) {
-		r = negerrno();
-		l->id = NULL;
+	r = verbs_listen_rail(l, addr, addrlen, ret_port);
+	if (r < 0) {
 		goto fail;
-	}
-	if (rdma_bind_addr(l->id, (struct sockaddr *)addr) != 0 || rdma_listen(l->id, 64) != 0) {
-		r = negerrno();
-		goto fail;
-	}
-	if (ret_port) {
-		*ret_port = ntohs(rdma_get_src_port(l->id));
 	}
 	*ret_listener = l;
 	return 0;
@@ -1004,7 +1035,7 @@ fail:
 
 /* May this connect request become a lane? Checked before any QP exists. */
 static int request_lane(const struct rdma_cm_event *ev, const struct xport_params *p,
-			bool token_dead, const struct verbs_xport *vx)
+			bool token_dead, const struct verbs_xport *vx, bool rails)
 {
 	struct lane_hello h;
 	int lane;
@@ -1029,7 +1060,12 @@ static int request_lane(const struct rdma_cm_event *ev, const struct xport_param
 	if (h.nlanes != p->nlanes || h.lane >= p->nlanes || vx->lanes[h.lane].id) {
 		return -EPROTO;
 	}
-	if (vx->ndevs > 0 && ev->id->verbs != vx->devs[0].verbs) {
+	/*
+	 * Each lane on the device of the address it reached: with rails (more
+	 * than one listening address) that may be several devices.
+	 */
+	if (rails ? (ev->listen_id && ev->id->verbs != ev->listen_id->verbs)
+		  : (vx->ndevs > 0 && ev->id->verbs != vx->devs[0].verbs)) {
 		return -EXDEV;
 	}
 	lane = h.lane;
@@ -1080,14 +1116,14 @@ static int accept_with_tos(struct verbs_lane *ln, struct rdma_conn_param *cp, ui
 }
 
 /* A good request: resources, then rdma_accept. The lane owns id from here. */
-static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id *id)
+static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id *id, bool rails)
 {
 	struct verbs_lane *ln = &vx->lanes[lane];
 	struct rdma_conn_param cp;
 	int r;
 
 	ln->id = id;
-	r = lane_create_qp(vx, lane, false);
+	r = lane_create_qp(vx, lane, rails);
 	if (r < 0) {
 		return r;
 	}
@@ -1131,7 +1167,7 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 	int lane, r;
 
 	if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-		lane = request_lane(ev, p, token_dead, vx);
+		lane = request_lane(ev, p, token_dead, vx, l->nids > 1);
 		if (lane < 0) {
 			char from[INET6_ADDRSTRLEN + 8];
 
@@ -1150,7 +1186,7 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 			(void)rdma_destroy_id(id);
 			return 0;
 		}
-		r = accept_lane(vx, (unsigned)lane, id);
+		r = accept_lane(vx, (unsigned)lane, id, l->nids > 1);
 		if (r < 0) {
 			(void)rdma_reject(id, NULL, 0);
 		}
@@ -1370,7 +1406,11 @@ static int verbs_connect(const struct sockaddr *addr, socklen_t addrlen,
 	vx->ec = rdma_create_event_channel();
 	r = vx->ec ? set_nonblock(vx->ec->fd) : negerrno();
 	for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
-		r = connect_lane(vx, i, addr, p, deadline);
+		/* Daemon rails: lane i to the daemon's address i % (1 + nrails). */
+		unsigned a = p->nrails ? i % (1 + p->nrails) : 0;
+
+		r = connect_lane(vx, i, a ? (const struct sockaddr *)&p->rails[a - 1] : addr, p,
+				 deadline);
 	}
 	if (r >= 0) {
 		r = wait_open(vx, deadline);
@@ -1673,7 +1713,8 @@ static void complete_one(struct verbs_xport *vx, const struct ibv_wc *wc, struct
 			verbs_send_msg_decode(lane_recv_msg(vx, ln, seq), &out->imm, &out->len);
 		}
 	}
-	if (wc->status != IBV_WC_SUCCESS) {
+	/* The lane's first failure names it (a fatal QP event's flush says less). */
+	if (wc->status != IBV_WC_SUCCESS && !ln->failed) {
 		ln->failed = true;
 		set_error(vx, "lane %u: %s (%s, vendor error 0x%x)", out->lane,
 			  verbs_wc_status_name(wc->status), ibv_wc_status_str(wc->status),
@@ -1693,8 +1734,34 @@ static int lane_of_qp(const struct verbs_xport *vx, const struct ibv_qp *qp)
 }
 
 /*
- * A device's async events (non-blocking fd). Those that mean a QP, a CQ or
- * the device can no longer work end the session with their name; a port
+ * A fatal event on one lane's QP (QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR): that
+ * lane fails as a failed completion fails it, not the whole xport. Its QP is
+ * put in error (the device may have done so already), so its posted work,
+ * the receives every lane has posted included, comes back flushed; the
+ * engine then takes the lane as lost (rails), or fails the session on those
+ * completions (no rails), as for any failed completion.
+ */
+static int lane_fatal(struct verbs_xport *vx, unsigned lane, const char *dev, const char *what)
+{
+	struct verbs_lane *ln = &vx->lanes[lane];
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	int e;
+
+	if (!ln->failed) {
+		set_error(vx, "lane %u: %s: %s", lane, dev, what);
+	}
+	ln->failed = true;
+	if (!ln->has_qp || !ln->id || !ln->id->qp) {
+		return -EIO;
+	}
+	e = ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
+	return e == 0 ? 0 : -EIO;
+}
+
+/*
+ * A device's async events (non-blocking fd). A fatal event on a lane's QP
+ * fails that lane (lane_fatal); those that mean a CQ, the device or an
+ * unknown QP can no longer work end the session with their name; a port
  * going down does not by itself (a link that comes back within the QP's
  * retries costs nothing; one that does not fails the work requests).
  */
@@ -1726,13 +1793,13 @@ static int take_async(struct verbs_xport *vx, unsigned dev)
 			break;
 		}
 		ibv_ack_async_event(&ev);
+		if (r < 0 && lane >= 0) {
+			r = lane_fatal(vx, (unsigned)lane, ibv_get_device_name(dv->verbs->device),
+				       ibv_event_type_str(type));
+		}
 		if (r < 0) {
-			if (lane >= 0) {
-				vx->lanes[lane].failed = true;
-				set_error(vx, "lane %d: %s: %s", lane,
-					  ibv_get_device_name(dv->verbs->device),
-					  ibv_event_type_str(type));
-			} else {
+			/* lane_fatal named a lane whose QP could not be put in error */
+			if (lane < 0) {
 				set_error(vx, "%s: %s", ibv_get_device_name(dv->verbs->device),
 					  ibv_event_type_str(type));
 			}
@@ -1880,6 +1947,21 @@ static int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
 			return got;
 		}
 		n += (size_t)got;
+	}
+	/* Test hook: a lane's QP fails as on QP_FATAL (the event's own path from here). */
+	vx->test_polled += n;
+	if (vx->test_qp_fatal && vx->test_polled >= 64) {
+		unsigned lane = vx->test_qp_fatal - 1;
+
+		vx->test_qp_fatal = 0;
+		if (lane < vx->pub.nlanes && vx->lanes[lane].has_qp) {
+			r = lane_fatal(vx, lane,
+				       ibv_get_device_name(vx->lanes[lane].id->verbs->device),
+				       ibv_event_type_str(IBV_EVENT_QP_FATAL));
+			if (r < 0) {
+				return r;
+			}
+		}
 	}
 	return (int)n;
 }
@@ -2031,6 +2113,7 @@ const struct xport_ops xport_verbs_ops = {
 	.name = "verbs",
 	.kind = XPORT_KIND_VERBS,
 	.listen = verbs_listen,
+	.listen_rail = verbs_listen_rail,
 	.accept = verbs_accept,
 	.listener_close = verbs_listener_close,
 	.connect = verbs_connect,

@@ -101,6 +101,11 @@ SEEDS = {
     # OPEN_OK to it: the lanes byte (2 sealed) follows the token
     "open_ok_sealed": frame(4, struct.pack(">BBHII", 1, 4, 40001, 1 << 20, 64) + bytes(range(32))
                             + struct.pack(">B", 2)),
+    # OPEN_OK with daemon rails (capability 0x8000000): lanes byte (1 clear), 2 more
+    # addresses: 10.0.0.1 port 40002, ::1 port 40003
+    "open_ok_rails": frame(4, struct.pack(">BBHII", 2, 4, 40001, 1 << 20, 64) + bytes(range(32))
+                           + struct.pack(">BB", 1, 2) + struct.pack(">B4sH", 4, bytes([10, 0, 0, 1]), 40002)
+                           + struct.pack(">B16sH", 6, bytes(15) + b"\x01", 40003)),
     # OPEN push --assume-zero-target (0x20000): device targets taken to read as zeros
     "open_assume_zero": frame(3, struct.pack(">BBBBIII", 1, 1, 4, 0, 0x20000, 1 << 20, 64)
                               + s16("disks/vm1")),

@@ -172,6 +172,17 @@ def serve(sock, args, text, name):
     if args.mode == "error-open":
         send(sock, "ERROR", error_payload(args.code, text))
         return
+    if args.mode == "rails-tcp":
+        # OPEN_OK for tcp lanes with daemon rails (only verbs may have them): lanes byte 1
+        # (clear), 1 rail 127.0.0.1 port 40002
+        send(sock, "OPEN_OK", struct.pack(">BBHII", 1, 1, 40001, 1 << 16, 2) + bytes(32)
+             + struct.pack(">BBB4sH", 1, 1, 4, bytes([127, 0, 0, 1]), 40002))
+        try:
+            t, _ = read_frame(sock)
+            say("got %s" % TYPE_NAMES.get(t, t))
+        except (EOFError, OSError, ValueError):
+            pass
+        return
     # error-get, list: accept the (dry-run) OPEN, wait for GET.
     send(sock, "END", struct.pack(">IQ", 0, 0))
     paths = get_paths(expect(sock, "GET"))
@@ -204,7 +215,7 @@ def main():
     ap.add_argument("--port-file")
     ap.add_argument("--mode", required=True,
                     choices=("hello", "error-hello", "error-open", "error-get", "list", "glob",
-                             "ls", "sums"))
+                             "ls", "sums", "rails-tcp"))
     ap.add_argument("--caps", type=lambda v: int(v, 0), default=0xD)
     ap.add_argument("--code", type=int, default=5)
     ap.add_argument("--text-hex")

@@ -486,6 +486,43 @@ static void test_too_many_listens(void **state)
 	expect_error(BASE_LINES + DAEMON_MAX_LISTEN + 1, "too many");
 }
 
+/* Daemon rails: local IP addresses, a list and repeated, at most DAEMON_MAX_RAILS. */
+static void test_rails(void **state)
+{
+	struct daemon_config *c;
+	char body[4096];
+	size_t o = 0;
+
+	write_conf("rails = 127.0.0.2, 127.0.0.3\nrails = 127.0.0.4\n");
+	c = load_ok();
+	assert_int_equal(c->nrails, 3);
+	assert_int_equal(c->rails[0].ss_family, AF_INET);
+	assert_int_equal(((const struct sockaddr_in *)&c->rails[2])->sin_addr.s_addr,
+			 htonl(0x7f000004));
+	assert_int_equal(((const struct sockaddr_in *)&c->rails[2])->sin_port, 0);
+	daemon_config_free(c);
+
+	write_conf("");
+	c = load_ok();
+	assert_int_equal(c->nrails, 0);
+	daemon_config_free(c);
+
+	/* TEST-NET-1: no host has it. */
+	write_conf("\nrails = 127.0.0.2, 192.0.2.1\n");
+	expect_error(BASE_LINES + 2, "'rails' address '192.0.2.1' is not an address of this host");
+	write_conf("rails = 127.0.0.2:7471\n");
+	expect_error(BASE_LINES + 1, "bad 'rails' address '127.0.0.2:7471'");
+	write_conf("rails = localhost\n");
+	expect_error(BASE_LINES + 1, "expected an IPv4 or IPv6 address");
+	write_conf("rails = 127.0.0.2\nrails = 127.0.0.2\n");
+	expect_error(BASE_LINES + 2, "duplicate 'rails' address");
+	for (int i = 0; i <= DAEMON_MAX_RAILS; i++) {
+		o += (size_t)snprintf(body + o, sizeof(body) - o, "rails = 127.0.0.%d\n", 2 + i);
+	}
+	write_conf(body);
+	expect_error(BASE_LINES + DAEMON_MAX_RAILS + 1, "too many 'rails' addresses (at most 15)");
+}
+
 static void test_unreadable_cert(void **state)
 {
 	write_conf_raw("[global]\n"
@@ -992,6 +1029,7 @@ int main(void)
 		cmocka_unit_test(test_bad_port),
 		cmocka_unit_test(test_port_zero),
 		cmocka_unit_test(test_too_many_listens),
+		cmocka_unit_test(test_rails),
 		cmocka_unit_test(test_unreadable_cert),
 		cmocka_unit_test(test_missing_cert),
 		cmocka_unit_test(test_module_path),

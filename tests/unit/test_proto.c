@@ -430,6 +430,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		assert_int_equal(a->u.open_ok.slots, b->u.open_ok.slots);
 		assert_memory_equal(a->u.open_ok.token, b->u.open_ok.token, PROTO_TOKEN_LEN);
 		assert_int_equal(a->u.open_ok.lanes_sealed, b->u.open_ok.lanes_sealed);
+		assert_int_equal(a->u.open_ok.nrails, b->u.open_ok.nrails);
 		break;
 	case MSG_RING:
 		assert_true(a->u.ring.addr == b->u.ring.addr);
@@ -1524,6 +1525,66 @@ static void test_bad_open_ok(void **state)
 	len = encode_ok(&m);
 	payload()[len] = PROTO_LANES_CLEAR;
 	assert_int_equal(decode_rc(MSG_OPEN_OK, payload(), len + 1), -EBADMSG);
+}
+
+/* Daemon rails: the lanes byte, then the count and the addresses; every cut or bad field refused. */
+static void test_open_ok_rails(void **state)
+{
+	struct msg m, back;
+	size_t len, base;
+
+	(void)state;
+	sample(MSG_OPEN_OK, &m);
+	m.u.open_ok.lanes_sealed = 0;
+	base = encode_ok(&m);
+	m.u.open_ok.nrails = 2;
+	m.u.open_ok.rails[0] = (struct proto_rail){ .family = PROTO_RAIL_INET,
+						    .addr = { 10, 0, 0, 1 },
+						    .port = 40002 };
+	m.u.open_ok.rails[1] = (struct proto_rail){ .family = PROTO_RAIL_INET6, .port = 40003 };
+	m.u.open_ok.rails[1].addr[15] = 1;
+	len = encode_ok(&m);
+	/* lanes byte (clear: not asked), count, 1 + 4 + 2, 1 + 16 + 2 */
+	assert_int_equal(len, base + 1 + 1 + 7 + 19);
+	assert_int_equal(payload()[base], PROTO_LANES_CLEAR);
+	assert_int_equal(decode_copy(MSG_OPEN_OK, payload(), len, &back), 0);
+	assert_int_equal(back.u.open_ok.lanes_sealed, PROTO_LANES_CLEAR);
+	assert_int_equal(back.u.open_ok.nrails, 2);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_int_equal(back.u.open_ok.rails[i].family, m.u.open_ok.rails[i].family);
+		assert_int_equal(back.u.open_ok.rails[i].port, m.u.open_ok.rails[i].port);
+		assert_memory_equal(back.u.open_ok.rails[i].addr, m.u.open_ok.rails[i].addr, 16);
+	}
+	msg_clear(&back);
+	/* Cut anywhere inside the rails (the count included): refused. */
+	for (size_t cut = base + 2; cut < len; cut++) {
+		assert_int_equal(decode_rc(MSG_OPEN_OK, payload(), cut), -EBADMSG);
+	}
+	/* A sealed lanes byte stays what it was. */
+	m.u.open_ok.lanes_sealed = PROTO_LANES_SEALED;
+	len = encode_ok(&m);
+	assert_int_equal(decode_copy(MSG_OPEN_OK, payload(), len, &back), 0);
+	assert_int_equal(back.u.open_ok.lanes_sealed, PROTO_LANES_SEALED);
+	msg_clear(&back);
+	/* Bad family, port 0, count 0 or beyond PROTO_MAX_RAILS, trailing bytes. */
+	m.u.open_ok.rails[1].family = 5;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.open_ok.rails[1].family = PROTO_RAIL_INET6;
+	m.u.open_ok.rails[0].port = 0;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.open_ok.rails[0].port = 1;
+	len = encode_ok(&m);
+	payload()[base + 1] = 0;
+	assert_int_equal(decode_rc(MSG_OPEN_OK, payload(), len), -EBADMSG);
+	payload()[base + 1] = PROTO_MAX_RAILS + 1;
+	assert_int_equal(decode_rc(MSG_OPEN_OK, payload(), len), -EBADMSG);
+	payload()[base + 1] = 2;
+	payload()[len] = 0;
+	assert_int_equal(decode_rc(MSG_OPEN_OK, payload(), len), 0);
+	assert_int_equal(decode_rc(MSG_OPEN_OK, payload(), len + 1), -EBADMSG);
+	/* The encoder refuses more than PROTO_MAX_RAILS. */
+	m.u.open_ok.nrails = PROTO_MAX_RAILS + 1;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EINVAL);
 }
 
 static void test_bad_ring(void **state)
@@ -2636,6 +2697,7 @@ int main(void)
 		cmocka_unit_test(test_bad_hello),
 		cmocka_unit_test(test_bad_open),
 		cmocka_unit_test(test_bad_open_ok),
+		cmocka_unit_test(test_open_ok_rails),
 		cmocka_unit_test(test_bench),
 		cmocka_unit_test(test_bad_ring),
 		cmocka_unit_test(test_bad_files),
