@@ -64,11 +64,12 @@ static int tx_pread_submit(struct engine *e, struct efile *f)
  */
 int tx_pack_add(struct engine *e, struct efile *f)
 {
-	uint32_t cs = e->p->chunk_size;
+	uint64_t cs = e->p->chunk_size;
 	struct chunk *c = e->pack_ci >= 0 ? &e->chunks[e->pack_ci] : NULL;
+	/* Its bytes and the table with one more entry; a pack within a piece's length of full has no room. */
+	uint64_t used = c ? c->fill + (uint64_t)(c->npieces + 1) * PROTO_PIECE_LEN : 0;
 
-	if (c && (c->npieces == PROTO_MAX_PIECES ||
-		  f->size > cs - c->fill - (uint64_t)(c->npieces + 1) * PROTO_PIECE_LEN)) {
+	if (c && (c->npieces == PROTO_MAX_PIECES || used > cs || f->size > cs - used)) {
 		tx_pack_close(e);
 		c = NULL;
 	}

@@ -3269,6 +3269,39 @@ static void test_pack_transfer(void **state)
 	assert_no_fd_beneath(f->src);
 }
 
+/*
+ * A pack filled to within one table entry of its chunk (three quarter-chunk
+ * files and one that leaves less room than an entry needs): the next small
+ * file goes into a new pack. It once joined the full one (the room left,
+ * computed unsigned, wrapped), whose reads then ran past its chunk.
+ */
+static void test_pack_nearly_full(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	static const char *const regs[] = { "a", "b", "c", "d", "e", NULL };
+	uint64_t bytes = 0;
+
+	bytes += source_file(f, &s, "a", CHUNK / 4);
+	bytes += source_file(f, &s, "b", CHUNK / 4);
+	bytes += source_file(f, &s, "c", CHUNK / 4);
+	/* 4 entries now; a fifth would need more room than the one byte left. */
+	bytes += source_file(f, &s, "d", CHUNK / 4 - 4 * PROTO_PIECE_LEN - 1);
+	bytes += source_file(f, &s, "e", 100);
+	f->txr.p.peer_caps = f->rxr.p.peer_caps = PROTO_CAP_PACK;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 5, 0, bytes, PERR_OK);
+	assert_int_equal(f->txr.st.files_packed, 5);
+	assert_int_equal(f->rxr.st.packed_slots, 2);
+	for (size_t i = 0; regs[i]; i++) {
+		assert_same_file(f->src, f->dst, regs[i]);
+	}
+}
+
 /* Packing only when both ends announced it: a peer without it gets a chunk per file. */
 static void test_pack_without_cap(void **state)
 {
@@ -3934,6 +3967,7 @@ int main(void)
 		T(test_pack_without_cap),
 		T(test_pack_checksum_mismatch),
 		T(test_pack_by_hand),
+		T(test_pack_nearly_full),
 		T(test_pack_refused),
 		T(test_pack_refused_size),
 		T(test_pack_refused_twice),
