@@ -17,55 +17,12 @@
 set -u
 B=${1:?usage: rails2.sh BUILD_DIR OUT_DIR}
 OUT=${2:?usage: rails2.sh BUILD_DIR OUT_DIR}
-RDMACP=$B/rdmacp
-RDMACPD=$B/rdmacpd
-SERVER=10.0.0.2
 PORT=7493
-W=$(mktemp -d /tmp/rdmacp-rails2.XXXXXX)
-FAILS=0
-DPID=
-
-mkdir -p "$OUT"
-say() { echo "rails2: $*"; echo "rails2: $*" >>"$OUT/rails2.log"; }
-pass() { say "ok: $*"; }
-fail() { say "FAIL: $*"; FAILS=$((FAILS + 1)); }
-veth0_up() {
-	ip link set veth0 up
-	ip route replace 10.0.0.2/32 dev veth0 src 10.0.0.1 table 100
-}
-cleanup() {
-	[ -n "$DPID" ] && kill -TERM "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
-	[ -f "$W/d.log" ] && cp "$W/d.log" "$OUT/rails2_daemon.log"
-	veth0_up 2>/dev/null
-	rm -rf "$W"
-}
-trap cleanup EXIT
-
-"$RDMACP" certs init "$W/certs" --host "$SERVER" >/dev/null 2>&1 || { fail "certs init"; exit 1; }
-mkdir -p "$W/mod" "$W/pull"
-cat >"$W/d.conf" <<EOF
-[global]
-listen = $SERVER:$PORT
-cert = $W/certs/server.crt
-key = $W/certs/server.key
-ca = $W/certs/ca.crt
-handshake timeout = 10
-idle timeout = 60
-lanes from other addresses = yes
-rails = 10.0.0.1
-
-[data]
-path = $W/mod
-allow = client
-uid = $(id -u)
-gid = $(id -g)
-EOF
-"$RDMACPD" --config "$W/d.conf" -vv >"$W/d.log" 2>&1 &
-DPID=$!
-for _ in $(seq 1 100); do
-	(exec 4<>"/dev/tcp/$SERVER/$PORT") 2>/dev/null && break
-	sleep 0.1
-done
+NAME=rails2
+# shellcheck source=tests/rxe-vm/rails-lib.sh
+. "$(dirname "$0")/rails-lib.sh"
+rails_daemon -vv "rails = 10.0.0.1"
+mkdir -p "$W/pull"
 C=("$RDMACP" --config /dev/null --cert "$W/certs/client.crt" --key "$W/certs/client.key"
 	--ca "$W/certs/ca.crt" -P "$PORT" --no-progress --transport verbs --qps 2 --chunk-size 64K
 	-v)

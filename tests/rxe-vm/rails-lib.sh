@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: MIT
+#
+# Sourced by rails.sh and rails2.sh (inside the Soft-RoCE VM): the log, the
+# checks' verdicts, veth0 brought back with its policy route, and a daemon on
+# 10.0.0.2 with a module "data" in a temp dir.
+#
+# Before sourcing: NAME (the log's prefix), B and OUT (the script's
+# arguments), PORT. Gives RDMACP, RDMACPD, SERVER, W, FAILS, DPID and
+# rails_daemon.
+
+RDMACP=$B/rdmacp
+RDMACPD=$B/rdmacpd
+SERVER=10.0.0.2
+W=$(mktemp -d "/tmp/rdmacp-$NAME.XXXXXX")
+FAILS=0
+DPID=
+
+mkdir -p "$OUT"
+say() { echo "$NAME: $*"; echo "$NAME: $*" >>"$OUT/$NAME.log"; }
+pass() { say "ok: $*"; }
+fail() { say "FAIL: $*"; FAILS=$((FAILS + 1)); }
+# Taking veth0 down deletes the route through it in table 100: put it back too.
+veth0_up() {
+	ip link set veth0 up
+	ip route replace 10.0.0.2/32 dev veth0 src 10.0.0.1 table 100
+}
+cleanup() {
+	[ -n "$DPID" ] && kill -TERM "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+	[ -f "$W/d.log" ] && cp "$W/d.log" "$OUT/${NAME}_daemon.log"
+	veth0_up 2>/dev/null
+	rm -rf "$W"
+}
+trap cleanup EXIT
+
+# rails_daemon VERBOSITY [GLOBAL-LINE...]: certificates, the config and the daemon, up.
+rails_daemon() {
+	local v=$1 l
+	shift
+	"$RDMACP" certs init "$W/certs" --host "$SERVER" >/dev/null 2>&1 ||
+		{ fail "certs init"; exit 1; }
+	mkdir -p "$W/mod"
+	{
+		printf '[global]\nlisten = %s:%s\n' "$SERVER" "$PORT"
+		printf 'cert = %s\nkey = %s\nca = %s\n' "$W/certs/server.crt" \
+			"$W/certs/server.key" "$W/certs/ca.crt"
+		printf 'handshake timeout = 10\nidle timeout = 60\nlanes from other addresses = yes\n'
+		for l in "$@"; do echo "$l"; done
+		printf '\n[data]\npath = %s\nallow = client\nuid = %s\ngid = %s\n' "$W/mod" \
+			"$(id -u)" "$(id -g)"
+	} >"$W/d.conf"
+	"$RDMACPD" --config "$W/d.conf" "$v" >"$W/d.log" 2>&1 &
+	DPID=$!
+	for _ in $(seq 1 100); do
+		(exec 4<>"/dev/tcp/$SERVER/$PORT") 2>/dev/null && break
+		sleep 0.1
+	done
+}
