@@ -9,7 +9,8 @@
 # Steps: rdmacp doctor (rxe0/rxe1 ACTIVE with a RoCE v2 GID); verbs push of
 # 0, 1, chunk-1, chunk, chunk+1 and a few MiB (--chunk-size 64K) plus a tree
 # with -r; verbs pull of a file and a tree; 300 small files pushed and pulled
-# in packed slots; --transport auto picks verbs
+# in packed slots, and the packed format's edges (empty, exactly a chunk,
+# spanning chunks, nested, beside big files); --transport auto picks verbs
 # (--json start event), also with a dual-stack socket-activated daemon; rails: refused
 # while the daemon takes lanes only from the client's address (lane 1 leaves from
 # 10.0.0.2), then a push and a pull with --devices rxe0,rxe1 --qps 2,
@@ -23,7 +24,8 @@
 # The WRITE + SEND path (what iWARP devices need), forced on Soft-RoCE by the
 # test switches RDMACP_TEST_WRITE_SEND / RDMACPD_TEST_WRITE_SEND: doctor and
 # the --json start event name it; push of the sized files and a tree, pull of
-# a file and a tree, kill -9 mid-transfer; a daemon whose device needs it
+# a file and a tree, packed slots (300 small files, the edges), kill -9
+# mid-transfer; a daemon whose device needs it
 # against a client that does not ask (verbs: exit 13; auto: tcp), and a
 # client that needs it against a daemon too old for it (verbs: exit 12;
 # auto: tcp).
@@ -254,6 +256,42 @@ if run verbs_packed_pull "${C[@]}" --transport verbs --json -r "$SERVER:data/p/s
 else
 	fail "verbs packed pull: rc $? ($(head -3 "$OUT/verbs_packed_pull.err"))"
 fi
+
+# The packed format's edges (64 KiB chunks pack files of up to 16 KiB): empty
+# files, one byte, 16 KiB and one more, a file of exactly a chunk, one spanning
+# chunks, small files in nested directories beside big ones; pushed and pulled,
+# byte-identical, the four packable files packed.
+mkdir -p "$W/src/pmixed/sub/deeper" "$W/src/pmixed/emptydir"
+: >"$W/src/pmixed/empty1"
+: >"$W/src/pmixed/sub/empty2"
+for f in one:1 sub/small:5000 k16:16384 k16plus:16385 chunk:65536 sub/span:$((2 * 65536 + 7)) \
+	sub/deeper/tail:333 big:$((3 * 1024 * 1024 + 5)); do
+	head -c "${f#*:}" /dev/urandom >"$W/src/pmixed/${f%%:*}"
+done
+# packed_mixed NAME LABEL DIR: push and pull that tree (C: the client command).
+packed_mixed() {
+	local name=$1 label=$2 dir=$3
+	if run "${name}_push" "${C[@]}" --transport verbs --chunk-size 64K --json -r "$W/src/pmixed" \
+		"$SERVER:data/$dir/"; then
+		same_tree "$label push of the packed edges" "$W/src/pmixed" "$W/mod/$dir/pmixed"
+		jq -e -s 'map(select(.event == "summary")) | .[0].packed_files == 4' \
+			"$OUT/${name}_push.out" >/dev/null && pass "$label push: the 4 packable files packed" ||
+			fail "$label push: $(grep summary "$OUT/${name}_push.out" | head -1)"
+	else
+		fail "$label push of the packed edges: rc $? ($(head -3 "$OUT/${name}_push.err"))"
+	fi
+	mkdir -p "$W/pull/$dir"
+	if run "${name}_pull" "${C[@]}" --transport verbs --chunk-size 64K --json -r \
+		"$SERVER:data/$dir/pmixed" "$W/pull/$dir/"; then
+		same_tree "$label pull of the packed edges" "$W/src/pmixed" "$W/pull/$dir/pmixed"
+		jq -e -s 'map(select(.event == "summary")) | .[0].packed_files == 4' \
+			"$OUT/${name}_pull.out" >/dev/null && pass "$label pull: the 4 packable files packed" ||
+			fail "$label pull: $(grep summary "$OUT/${name}_pull.out" | head -1)"
+	else
+		fail "$label pull of the packed edges: rc $? ($(head -3 "$OUT/${name}_pull.err"))"
+	fi
+}
+packed_mixed verbs_pmixed "verbs" pm
 
 # ---- 2c. sealed verbs lanes: the engine seals each slot (AES-256-GCM) ----------------
 # encryption in the start event (and the daemon's log): none by default on verbs,
@@ -718,6 +756,17 @@ if run ws_pull_tree "${C[@]}" --transport verbs -r "$SERVER:data/ws/tree" "$W/pu
 else
 	fail "WRITE + SEND pull -r: rc $? ($(head -3 "$OUT/ws_pull_tree.err"))"
 fi
+# The packed format on this path too: 300 small files, then the edges.
+if run ws_packed_push "${C[@]}" --transport verbs --json -r "$W/src/small" "$SERVER:data/wsp/"; then
+	same_tree "WRITE + SEND packed push" "$W/src/small" "$W/mod/wsp/small"
+	packed_ok "WRITE + SEND packed push" "$OUT/ws_packed_push.out"
+else
+	fail "WRITE + SEND packed push: rc $? ($(head -3 "$OUT/ws_packed_push.err"))"
+fi
+packed_mixed ws_pmixed "WRITE + SEND" wspm
+[ "$(start_path ws_pmixed_push)" = "verbs write_send" ] &&
+	pass "WRITE + SEND: the packed edges went on that path" ||
+	fail "WRITE + SEND packed edges: path $(start_path ws_pmixed_push 2>/dev/null)"
 kill_mid ws_kill wsk
 # 7b. the daemon's device needs it (its switch): a client that does not ask can't
 # have verbs (exit 13, said), auto takes tcp; one that asks gets it.
