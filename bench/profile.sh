@@ -32,6 +32,8 @@ ca = $P/certs/ca.crt
 [bench]
 path = $P
 allow = client
+uid = $(id -u)
+gid = $(id -g)
 EOF
 C=("$RDMACP" --config /dev/null --cert "$P/certs/client.crt" --key "$P/certs/client.key"
 	--ca "$P/certs/ca.crt" -P "$PORT" --transport tcp -q "$@")
@@ -63,8 +65,23 @@ perf report -i "$P/perf.data" --no-children --sort comm,dso,sym --stdio -g none 
 echo "== CPU by process"; cat "$P/by-comm.txt"
 echo "== top symbols"; head -40 "$P/by-sym.txt"
 
-# 2. syscall counts: daemon (incl. the session child) and client, separate runs
-run_once strace-daemon strace -f -c -o "$P/strace-daemon.txt"
+# 2. syscall counts: daemon (incl. the session child) and client, separate runs;
+# strace attaches to the running daemon, so the daemon is stopped as usual.
+strace_daemon() {
+	local sp
+	rm -rf "$P/dst" && mkdir "$P/dst" && sync -f "$P"
+	"$RDMACPD" --config "$P/d.conf" 2>/dev/null &
+	DPID=$!
+	until (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do sleep 0.05; done
+	strace -f -c -o "$P/strace-daemon.txt" -p "$DPID" 2>/dev/null &
+	sp=$!
+	sleep 1
+	"${C[@]}" "$BIG" "127.0.0.1:bench/dst/"
+	sleep 0.5
+	kill -INT "$sp"; wait "$sp" 2>/dev/null
+	kill -TERM "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+}
+strace_daemon
 rm -rf "$P/dst" && mkdir "$P/dst" && sync -f "$P"
 "$RDMACPD" --config "$P/d.conf" 2>/dev/null &
 DPID=$!
