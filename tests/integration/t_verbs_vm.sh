@@ -10,7 +10,9 @@
 #  2. tests/rxe-vm/e2e.sh: rdmacp doctor (rxe0/rxe1 ACTIVE, RoCE v2 GIDs), then
 #     real rdmacpd (10.0.0.2, rxe1) and rdmacp (10.0.0.1, rxe0) processes:
 #     verbs push of 0/1/chunk-1/chunk/chunk+1/3 MiB files and a tree, verbs
-#     pull, --transport auto choosing verbs, the same push set over tcp, and
+#     pull, packed slots (300 small files; the packed format's edges: empty,
+#     exactly a chunk, spanning chunks, nested, beside big files) on both
+#     verbs paths, --transport auto choosing verbs, the same push set over tcp, and
 #     kill -9 of the daemon's session process mid-transfer; then the WRITE +
 #     SEND path (iWARP's, forced by a test switch) end to end and its
 #     negotiation with peers that lack it. The VM's kernel (Debian's) has no
