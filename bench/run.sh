@@ -424,7 +424,7 @@ row() { # TOOL CASE LABEL
 echo "| tool                   | case               |  seconds |     MB/s |   files/s | rdmacp/tool |"
 echo "|------------------------|--------------------|---------:|---------:|----------:|------------:|"
 for kind in big small; do
-	row rdmacp "$kind" "rdmacp (sealed, default)"
+	row rdmacp "$kind" "rdmacp (sealed)"
 	row rdmacp-clear "$kind" "rdmacp --no-encrypt"
 	row rsync "$kind" "rsync daemon ${RSYNC_FSYNC:+--fsync}"
 	row scp "$kind" "scp + sync"
@@ -460,7 +460,7 @@ cpu_row() { # TOOL LABEL
 		"$(echo "${CPU[$1,big]} / ($BIG_BYTES / 1073741824)" | bc -l)" \
 		"$(echo "${CPU[$1,small]} / ($SMALL_BYTES / 1073741824)" | bc -l)"
 }
-cpu_row rdmacp "rdmacp (sealed, default)"
+cpu_row rdmacp "rdmacp (sealed)"
 cpu_row rdmacp-clear "rdmacp --no-encrypt"
 cpu_row rsync "rsync daemon ${RSYNC_FSYNC:+--fsync}"
 cpu_row scp "scp + sync"

@@ -270,26 +270,20 @@ for f in one:1 sub/small:5000 k16:16384 k16plus:16385 chunk:65536 sub/span:$((2 
 done
 # packed_mixed NAME LABEL DIR: push and pull that tree (C: the client command).
 packed_mixed() {
-	local name=$1 label=$2 dir=$3
-	if run "${name}_push" "${C[@]}" --transport verbs --chunk-size 64K --json -r "$W/src/pmixed" \
-		"$SERVER:data/$dir/"; then
-		same_tree "$label push of the packed edges" "$W/src/pmixed" "$W/mod/$dir/pmixed"
-		jq -e -s 'map(select(.event == "summary")) | .[0].packed_files == 4' \
-			"$OUT/${name}_push.out" >/dev/null && pass "$label push: the 4 packable files packed" ||
-			fail "$label push: $(grep summary "$OUT/${name}_push.out" | head -1)"
-	else
-		fail "$label push of the packed edges: rc $? ($(head -3 "$OUT/${name}_push.err"))"
-	fi
+	local name=$1 label=$2 dir=$3 way from to at
 	mkdir -p "$W/pull/$dir"
-	if run "${name}_pull" "${C[@]}" --transport verbs --chunk-size 64K --json -r \
-		"$SERVER:data/$dir/pmixed" "$W/pull/$dir/"; then
-		same_tree "$label pull of the packed edges" "$W/src/pmixed" "$W/pull/$dir/pmixed"
+	for way in push pull; do
+		from=$W/src/pmixed to=$SERVER:data/$dir/ at=$W/mod/$dir/pmixed
+		[ "$way" = pull ] && from=$SERVER:data/$dir/pmixed to=$W/pull/$dir/ at=$W/pull/$dir/pmixed
+		if ! run "${name}_$way" "${C[@]}" --transport verbs --chunk-size 64K --json -r "$from" "$to"; then
+			fail "$label $way of the packed edges: rc $? ($(head -3 "$OUT/${name}_$way.err"))"
+			continue
+		fi
+		same_tree "$label $way of the packed edges" "$W/src/pmixed" "$at"
 		jq -e -s 'map(select(.event == "summary")) | .[0].packed_files == 4' \
-			"$OUT/${name}_pull.out" >/dev/null && pass "$label pull: the 4 packable files packed" ||
-			fail "$label pull: $(grep summary "$OUT/${name}_pull.out" | head -1)"
-	else
-		fail "$label pull of the packed edges: rc $? ($(head -3 "$OUT/${name}_pull.err"))"
-	fi
+			"$OUT/${name}_$way.out" >/dev/null && pass "$label $way: the 4 packable files packed" ||
+			fail "$label $way: $(grep summary "$OUT/${name}_$way.out" | head -1)"
+	done
 }
 packed_mixed verbs_pmixed "verbs" pm
 
