@@ -38,28 +38,27 @@ EOF
 C=("$RDMACP" --config /dev/null --cert "$P/certs/client.crt" --key "$P/certs/client.key"
 	--ca "$P/certs/ca.crt" -P "$PORT" --transport tcp -q "$@")
 
-run_once() { # LABEL WRAPPER...
-	local label=$1 t0 t1
-	shift
+# daemon_up LOG: a fresh empty destination and the daemon listening; daemon_down stops it.
+daemon_up() {
 	rm -rf "$P/dst" && mkdir "$P/dst" && sync -f "$P"
-	cat "$BIG" >/dev/null
-	"$@" "$RDMACPD" --config "$P/d.conf" 2>"$P/d-$label.log" &
+	"$RDMACPD" --config "$P/d.conf" 2>"$1" &
 	DPID=$!
 	until (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do sleep 0.05; done
-	t0=$(date +%s.%N)
-	"${C[@]}" "$BIG" "127.0.0.1:bench/dst/"
-	t1=$(date +%s.%N)
-	kill -TERM "$DPID"; wait "$DPID" 2>/dev/null; DPID=
-	echo "$label: $(echo "$t1 - $t0" | bc -l | cut -c1-6) s"
 }
+daemon_down() { kill -TERM "$DPID"; wait "$DPID" 2>/dev/null; DPID=; }
 
 # 1. perf, system wide, while one copy runs
-rm -rf "$P/dst" && mkdir "$P/dst" && sync -f "$P"
+cat "$BIG" >/dev/null
+daemon_up "$P/d-perf.log"
 perf record -e cpu-clock -F 999 -a -g -o "$P/perf.data" -- sleep 3600 >/dev/null 2>&1 &
 PERF=$!
 sleep 1
-run_once perf env
+t0=$(date +%s.%N)
+"${C[@]}" "$BIG" "127.0.0.1:bench/dst/"
+t1=$(date +%s.%N)
 kill -INT "$PERF"; wait "$PERF"
+daemon_down
+echo "perf: $(echo "$t1 - $t0" | bc -l | cut -c1-6) s"
 perf report -i "$P/perf.data" --no-children --sort comm --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -15 >"$P/by-comm.txt"
 perf report -i "$P/perf.data" --no-children --sort comm,dso,sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -60 >"$P/by-sym.txt"
 echo "== CPU by process"; cat "$P/by-comm.txt"
@@ -67,26 +66,16 @@ echo "== top symbols"; head -40 "$P/by-sym.txt"
 
 # 2. syscall counts: daemon (incl. the session child) and client, separate runs;
 # strace attaches to the running daemon, so the daemon is stopped as usual.
-strace_daemon() {
-	local sp
-	rm -rf "$P/dst" && mkdir "$P/dst" && sync -f "$P"
-	"$RDMACPD" --config "$P/d.conf" 2>/dev/null &
-	DPID=$!
-	until (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do sleep 0.05; done
-	strace -f -c -o "$P/strace-daemon.txt" -p "$DPID" 2>/dev/null &
-	sp=$!
-	sleep 1
-	"${C[@]}" "$BIG" "127.0.0.1:bench/dst/"
-	sleep 0.5
-	kill -INT "$sp"; wait "$sp" 2>/dev/null
-	kill -TERM "$DPID"; wait "$DPID" 2>/dev/null; DPID=
-}
-strace_daemon
-rm -rf "$P/dst" && mkdir "$P/dst" && sync -f "$P"
-"$RDMACPD" --config "$P/d.conf" 2>/dev/null &
-DPID=$!
-until (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do sleep 0.05; done
+daemon_up /dev/null
+strace -f -c -o "$P/strace-daemon.txt" -p "$DPID" 2>/dev/null &
+SP=$!
+sleep 1
+"${C[@]}" "$BIG" "127.0.0.1:bench/dst/"
+sleep 0.5
+kill -INT "$SP"; wait "$SP" 2>/dev/null
+daemon_down
+daemon_up /dev/null
 strace -f -c -o "$P/strace-client.txt" "${C[@]}" "$BIG" "127.0.0.1:bench/dst/"
-kill -TERM "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+daemon_down
 echo "== daemon syscalls"; head -15 "$P/strace-daemon.txt"
 echo "== client syscalls"; head -15 "$P/strace-client.txt"
