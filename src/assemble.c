@@ -280,7 +280,7 @@ int assemble_file(int destfd, const struct msg_assemble *a, uint32_t *ret_code, 
 	if (r < 0) {
 		goto out;
 	}
-	r = fspath_create_anon(dirfd, &fd);
+	r = fspath_create_anon(dirfd, 0600, &fd);
 	if (r == -EOPNOTSUPP) {
 		r = fspath_create_temp(dirfd, leaf, &fd, tmpname, sizeof(tmpname));
 	}

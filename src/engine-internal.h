@@ -159,6 +159,12 @@ struct rslot {
 };
 
 /* A directory whose mode and time are set last (rx_finish_dirs). */
+/* A set of names, kept as 64-bit hashes (8 bytes a name; engine_names.c). */
+struct name_set {
+	uint64_t *h; /* open addressing; 0 marks an empty slot */
+	size_t n, cap;
+};
+
 struct dir_meta {
 	char *name;
 	int64_t mtime_sec;
@@ -251,6 +257,9 @@ struct efile {
 	/* What was under its name when it was accepted: the st_mode, 0 for nothing. */
 	bool old_seen;
 	uint32_t old_mode;
+	/* The unnamed temp file was made with its final mode (no fchmod at commit). */
+	bool tmode_set;
+	uint32_t tmode;
 	char *leaf;
 	char tmpname[FSPATH_NAME_MAX + 1];
 	int tfd;
@@ -351,6 +360,8 @@ struct dirent_cache {
 	int sync_error;	    /* of the last completed one */
 	uint64_t dev;	    /* its file system (st_dev) */
 	bool by_syncfs;	    /* the running syncfs is its directory sync */
+	bool fresh;	    /* made by this session (rx_make_dir) */
+	int8_t acl_default; /* it has a default ACL: 1, none 0, not looked at -1 */
 };
 
 /*
@@ -476,8 +487,8 @@ struct engine {
 	uint64_t sync_devs[DIR_CACHE];
 	size_t nsync_fds;
 	int sync_result;
-	uint64_t *seen; /* hashes of names received this session */
-	size_t seen_n, seen_cap;
+	struct name_set seen;	    /* names received this session */
+	struct name_set fresh;	    /* directories made or found empty (rx_fresh_add) */
 	struct dir_meta *dirs_meta; /* in arrival order: parents before children */
 	size_t ndirs_meta, dirs_meta_cap;
 	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
@@ -712,6 +723,7 @@ uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen
 uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
 		       bool *ret_peer);
 bool rx_seen(const struct engine *e, const char *name);
+int rx_fresh_add(struct engine *e, const char *dir);
 
 /* engine_links.c */
 int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first);
@@ -736,6 +748,7 @@ void rx_xattrs_release(struct engine *e, struct efile *f);
 
 /* engine_meta.c */
 void rx_apply_meta(struct engine *e, struct efile *f);
+mode_t rx_create_mode(struct engine *e, struct efile *f);
 uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textlen);
 uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,
 			 size_t textlen);

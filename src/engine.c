@@ -620,7 +620,8 @@ static void teardown(struct engine *e)
 	free(e->pieces);
 	free(e->commit_batch);
 	free(e->batch);
-	free(e->seen);
+	free(e->seen.h);
+	free(e->fresh.h);
 	tx_links_free(e);
 	rx_links_free(e);
 	rx_xattr_dirs_reset(e);

@@ -64,6 +64,14 @@ static uint32_t device_look(struct engine *e, struct efile *f, struct stat *st, 
 	*ret_blk = false;
 	f->old_seen = true;
 	f->old_mode = 0;
+	/*
+	 * In a directory this session made, nothing is there to look at (rx_fresh_add).
+	 * Whatever another writer puts there meanwhile is replaced at commit, as
+	 * if it had come after this look.
+	 */
+	if (e->dirs[f->dir].fresh) {
+		return PERR_OK;
+	}
 	if (fstatat(dirfd, f->leaf, st, AT_SYMLINK_NOFOLLOW) < 0) {
 		/* Nothing there (the usual case), or the usual path reports it. */
 		return PERR_OK;

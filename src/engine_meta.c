@@ -20,7 +20,8 @@ static uint32_t rx_plain_mode(const struct engine *e, uint32_t sent)
 	return sent & 0777 & ~(uint32_t)e->p->umask;
 }
 
-void rx_apply_meta(struct engine *e, struct efile *f)
+/* The mode a received regular file ends with. */
+static uint32_t rx_file_mode(struct engine *e, struct efile *f)
 {
 	uint32_t mode = f->meta.mode & rx_mode_mask(e);
 
@@ -41,8 +42,45 @@ void rx_apply_meta(struct engine *e, struct efile *f)
 		}
 		mode = S_ISREG(old_mode) ? old_mode & 0777 : rx_plain_mode(e, f->meta.mode);
 	}
+	return mode;
+}
+
+/*
+ * The mode to make a regular file's unnamed temp file with (f->tmode_set
+ * says whether it is the final one). Its final mode where creating it gives
+ * exactly that: no set-id or sticky bit (creation may drop those), nothing
+ * the umask takes away, no default ACL in its directory (which would shape
+ * the mode instead), and the owner may read and write it (the second,
+ * O_DIRECT descriptor is opened by its /proc name). That spares a small
+ * file's fchmod at commit. Else 0600, and its mode is set at commit.
+ * Nobody can open the file by a name while it is written, whatever its mode.
+ */
+mode_t rx_create_mode(struct engine *e, struct efile *f)
+{
+	struct dirent_cache *d = &e->dirs[f->dir];
+	uint32_t mode = rx_file_mode(e, f);
+
+	f->tmode_set = false;
+	if ((mode & ~0777u) || (mode & e->p->umask) || (mode & 0600) != 0600) {
+		return 0600;
+	}
+	if (d->acl_default < 0) {
+		d->acl_default = fspath_dir_default_acl(d->fd) == 0 ? 0 : 1;
+	}
+	if (d->acl_default) {
+		return 0600;
+	}
+	f->tmode_set = true;
+	f->tmode = mode;
+	return mode;
+}
+
+void rx_apply_meta(struct engine *e, struct efile *f)
+{
+	uint32_t mode = rx_file_mode(e, f);
+
 	/* The owner was set when the temp file was made (rx_open_file). */
-	if (fchmod(f->tfd, mode) < 0) {
+	if (!(f->tmode_set && f->tmode == mode) && fchmod(f->tfd, mode) < 0) {
 		file_fail(f, PERR_IO, "chmod: %s", strerror(errno));
 	}
 	if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
@@ -153,6 +191,10 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 	if (created) {
 		rx_acl_clear(e, fd, true);
 		(void)fchmod(fd, rx_dir_mode(e, f->meta.mode) | 0700);
+		if (rx_fresh_add(e, f->name) < 0) {
+			snprintf(text, textlen, "out of memory");
+			return PERR_INTERNAL;
+		}
 	}
 	if (rx_xattr_dir_note(e, f, created) < 0) {
 		snprintf(text, textlen, "out of memory");

@@ -6,10 +6,71 @@
  */
 #include "engine-internal.h"
 
+/* The hash a name is kept by: never 0, which marks an empty slot. */
+static uint64_t name_hash(const char *name)
+{
+	return XXH3_64bits(name, strlen(name)) | 1;
+}
+
+/* Is name in s? A hash collision answers yes for a name never added. */
+static bool name_set_has(const struct name_set *s, const char *name)
+{
+	uint64_t h = name_hash(name);
+
+	if (s->cap == 0) {
+		return false;
+	}
+	for (size_t k = h & (s->cap - 1);; k = (k + 1) & (s->cap - 1)) {
+		if (s->h[k] == h) {
+			return true;
+		}
+		if (!s->h[k]) {
+			return false;
+		}
+	}
+}
+
+/* Add name to s: 1 added, 0 there already, -ENOMEM. */
+static int name_set_add(struct name_set *s, const char *name)
+{
+	uint64_t h = name_hash(name);
+
+	if (s->n * 2 >= s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		uint64_t *t = calloc(cap, sizeof(*t));
+		if (!t) {
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < s->cap; i++) {
+			if (s->h[i]) {
+				size_t k = s->h[i] & (cap - 1);
+				while (t[k]) {
+					k = (k + 1) & (cap - 1);
+				}
+				t[k] = s->h[i];
+			}
+		}
+		free(s->h);
+		s->h = t;
+		s->cap = cap;
+	}
+	for (size_t k = h & (s->cap - 1);; k = (k + 1) & (s->cap - 1)) {
+		if (s->h[k] == h) {
+			return 0;
+		}
+		if (!s->h[k]) {
+			s->h[k] = h;
+			s->n++;
+			return 1;
+		}
+	}
+}
+
 static int dir_get(struct engine *e, const char *path, int *ret_idx)
 {
 	struct stat st;
 	int free_idx = -1, r, fd;
+	bool fresh;
 
 	for (int i = 0; i < DIR_CACHE; i++) {
 		if (e->dirs[i].path && strcmp(e->dirs[i].path, path) == 0) {
@@ -49,16 +110,30 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 		close(fd);
 		return -ENOMEM;
 	}
-	/* Temp files of writers that died here earlier go now (the first time we see the dir). */
-	/* A probe sweeps nothing: it only looks. */
+	/*
+	 * Temp files of writers that died here earlier go now (the first time
+	 * we see the dir). A probe sweeps nothing: it only looks. A directory
+	 * found empty is fresh from now on, as one this session made is: what
+	 * this session puts there has names sent once (rx_fresh_add).
+	 */
+	fresh = false;
 	if (!engine_probe(e)) {
-		fspath_sweep_stale(fd, STALE_TEMP_AGE_S);
+		bool empty = false;
+
+		fresh = fspath_sweep_stale(fd, STALE_TEMP_AGE_S, &empty) >= 0 && empty;
+		if (name_set_has(&e->fresh, path)) {
+			fresh = true;
+		} else if (fresh && rx_fresh_add(e, path) < 0) {
+			fresh = false;
+		}
 		/* And partials of cut runs nobody resumed (bounded: only the directories we write). */
 		engine_partial_sweep(fd, e->p->partial_max_age_s);
 	}
 	e->dirs[free_idx].fd = fd;
 	e->dirs[free_idx].dev = fstat(fd, &st) == 0 ? (uint64_t)st.st_dev : UINT64_MAX;
 	e->dirs[free_idx].by_syncfs = false;
+	e->dirs[free_idx].fresh = fresh;
+	e->dirs[free_idx].acl_default = -1;
 	e->dirs[free_idx].refs = 1;
 	e->dirs[free_idx].dirty = false;
 	e->dirs[free_idx].syncing = false;
@@ -93,42 +168,16 @@ uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen
 }
 
 /*
- * The same destination twice in one session is refused (never two writers on
- * one name). Names are remembered as 64-bit hashes: 8 bytes per file.
+ * A directory this session made, or found empty when it first opened it
+ * (names after rename_to). Nothing was in it then, and each name comes once
+ * a session, so a file received into it has nothing under its name to look
+ * at (engine_device.c). Returns 0 or -ENOMEM.
  */
-static int seen_add(struct engine *e, const char *name)
+int rx_fresh_add(struct engine *e, const char *dir)
 {
-	uint64_t h = XXH3_64bits(name, strlen(name)) | 1; /* 0 marks an empty slot */
+	int r = name_set_add(&e->fresh, dir);
 
-	if (e->seen_n * 2 >= e->seen_cap) {
-		size_t cap = e->seen_cap ? e->seen_cap * 2 : 1024;
-		uint64_t *t = calloc(cap, sizeof(*t));
-		if (!t) {
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < e->seen_cap; i++) {
-			if (e->seen[i]) {
-				size_t k = e->seen[i] & (cap - 1);
-				while (t[k]) {
-					k = (k + 1) & (cap - 1);
-				}
-				t[k] = e->seen[i];
-			}
-		}
-		free(e->seen);
-		e->seen = t;
-		e->seen_cap = cap;
-	}
-	for (size_t k = h & (e->seen_cap - 1);; k = (k + 1) & (e->seen_cap - 1)) {
-		if (e->seen[k] == h) {
-			return 0;
-		}
-		if (!e->seen[k]) {
-			e->seen[k] = h;
-			e->seen_n++;
-			return 1;
-		}
-	}
+	return r < 0 ? r : 0;
 }
 
 bool engine_name_reserved(const char *name)
@@ -150,19 +199,7 @@ bool engine_name_reserved(const char *name)
  */
 bool rx_seen(const struct engine *e, const char *name)
 {
-	uint64_t h = XXH3_64bits(name, strlen(name)) | 1;
-
-	if (e->seen_cap == 0) {
-		return false;
-	}
-	for (size_t k = h & (e->seen_cap - 1);; k = (k + 1) & (e->seen_cap - 1)) {
-		if (e->seen[k] == h) {
-			return true;
-		}
-		if (!e->seen[k]) {
-			return false;
-		}
-	}
+	return name_set_has(&e->seen, name);
 }
 
 /* name with rename_to applied to its top-level component, freshly allocated. */
@@ -231,9 +268,11 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 	}
 	/*
 	 * After the rename mapping: with OPEN "mod/target", "a", "b" and a
-	 * symlink "c" would all be "target" (issue 8 item 9).
+	 * symlink "c" would all be "target" (issue 8 item 9). The same
+	 * destination twice in one session is refused (never two writers on
+	 * one name).
 	 */
-	dup = seen_add(e, f->name);
+	dup = name_set_add(&e->seen, f->name);
 	if (dup <= 0) {
 		*ret_peer = dup == 0;
 		snprintf(text, textlen, "%s",

@@ -215,8 +215,9 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 	 * An unnamed file where the file system allows it: it gets its name only
 	 * when complete, and a crash leaves nothing behind. Else a named temp file.
 	 */
-	r = fspath_create_anon(e->dirs[f->dir].fd, &f->tfd);
+	r = fspath_create_anon(e->dirs[f->dir].fd, rx_create_mode(e, f), &f->tfd);
 	if (r == -EOPNOTSUPP) {
+		f->tmode_set = false;
 		r = fspath_create_temp(e->dirs[f->dir].fd, f->leaf, &f->tfd, f->tmpname,
 				       sizeof(f->tmpname));
 	}

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/file.h>
+#include <sys/xattr.h>
 #include <sys/random.h>
 #include <time.h>
 #include <sys/stat.h>
@@ -359,13 +360,13 @@ int fspath_create_temp(int dirfd, const char *leaf, int *ret_fd, char *ret_tmpna
 	return -EEXIST;
 }
 
-int fspath_sweep_stale(int dfd_in, unsigned min_age_s)
+int fspath_sweep_stale(int dfd_in, unsigned min_age_s, bool *ret_empty)
 {
 	_cleanup_close_ int dfd = -1;
 	struct timespec now;
 	struct dirent *de;
 	DIR *d;
-	int removed = 0;
+	int removed = 0, kept = 0;
 
 	dfd = openat2_beneath(dfd_in, ".", FSPATH_DIR_FLAGS, 0);
 	if (dfd < 0) {
@@ -381,6 +382,10 @@ int fspath_sweep_stale(int dfd_in, unsigned min_age_s)
 		_cleanup_close_ int fd = -1;
 		struct stat st;
 
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
+			continue;
+		}
+		kept++;
 		if (!fspath_is_temp_name(de->d_name)) {
 			continue;
 		}
@@ -397,24 +402,36 @@ int fspath_sweep_stale(int dfd_in, unsigned min_age_s)
 		}
 		if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
 			removed++;
+			kept--;
 		}
 	}
 	closedir(d);
+	if (ret_empty) {
+		*ret_empty = kept == 0;
+	}
 	return removed;
 }
 
-int fspath_create_anon(int dirfd, int *ret_fd)
+int fspath_create_anon(int dirfd, mode_t mode, int *ret_fd)
 {
 	int fd;
 
 	assert(ret_fd);
 	/* An inode with no name: nothing to clean up if the writer dies. */
-	fd = openat2_beneath(dirfd, ".", O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
+	fd = openat2_beneath(dirfd, ".", O_RDWR | O_TMPFILE | O_CLOEXEC, mode & 0777);
 	if (fd < 0) {
 		return fd == -EISDIR || fd == -EINVAL ? -EOPNOTSUPP : fd;
 	}
 	*ret_fd = fd;
 	return 0;
+}
+
+int fspath_dir_default_acl(int fd)
+{
+	if (fgetxattr(fd, "system.posix_acl_default", NULL, 0) >= 0) {
+		return 1;
+	}
+	return errno == ENODATA || errno == EOPNOTSUPP ? 0 : negerrno();
 }
 
 int fspath_link_anon(int dirfd, int fd, const char *leaf)

@@ -65,11 +65,18 @@ int fspath_create_temp(int dirfd, const char *leaf, int *ret_fd, char *ret_tmpna
 int fspath_temp_name(const char *leaf, char *out, size_t outlen);
 
 /*
- * An unnamed file in dirfd (O_TMPFILE), mode 0600: a writer that dies leaves
- * nothing behind. -EOPNOTSUPP where the file system has no O_TMPFILE (use
- * fspath_create_temp then).
+ * An unnamed file in dirfd (O_TMPFILE) with mode (less the umask, or as the
+ * directory's default ACL gives it): a writer that dies leaves nothing
+ * behind, and nobody can open it by a name while it is written. -EOPNOTSUPP
+ * where the file system has no O_TMPFILE (use fspath_create_temp then).
  */
-int fspath_create_anon(int dirfd, int *ret_fd);
+int fspath_create_anon(int dirfd, mode_t mode, int *ret_fd);
+
+/*
+ * Does directory fd carry a default ACL (which, not the umask, shapes the
+ * mode of what is created in it)? 1 yes, 0 no (or no ACLs there), -errno.
+ */
+int fspath_dir_default_acl(int fd);
 
 /*
  * Give the unnamed file fd the name leaf in dirfd: linked directly when the
@@ -93,9 +100,9 @@ int fspath_last_component(const char *path, char *out, size_t outlen);
  * Remove temp files in dirfd left by writers that died (kill -9, a crash):
  * fspath_create_temp's writer holds an exclusive flock for its lifetime, so
  * a temp file older than min_age_s that can be locked is stale. Returns the
- * number removed or -errno.
+ * number removed or -errno; *ret_empty (may be NULL): nothing else is there.
  */
-int fspath_sweep_stale(int dirfd, unsigned min_age_s);
+int fspath_sweep_stale(int dirfd, unsigned min_age_s, bool *ret_empty);
 
 /*
  * The process's umask, read without changing it (/proc/self/status; where

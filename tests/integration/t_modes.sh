@@ -125,6 +125,27 @@ m=$(stat -c %a "$T/mod/again/tree/d700")
 [ "$m" = 751 ] && pass "an existing directory keeps its mode (751)" || fail "an existing directory got $m, wanted 751"
 cmp -s "$S/f644" "$T/mod/again/tree/f644" && pass "the replaced file has the new contents" ||
 	fail "the replaced file's contents differ"
+
+# Into a directory with a default ACL (u::rwx g::r-x o::---), which would make
+# new files 0640 and 0600 where the umask gives 0644: the files still end with
+# the modes above. (A temp file made with its final mode, where nothing but the
+# umask shapes it, must not take this directory's word for it.)
+mkdir -p "$T/mod/acl"
+if python3 - "$T/mod/acl" <<'EOF'; then
+import os, struct, sys
+acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, 0xffffffff) for t, p in
+    ((1, 7), (4, 5), (0x20, 0)))
+os.setxattr(sys.argv[1], "system.posix_acl_default", acl)
+EOF
+	expect_rc 0 "push -r into a directory with a default ACL" "${CLIENT[@]}" -r "$S/f644" \
+		"$S/f640" "$S/f600" "$HOST:data/acl/"
+	m=$(cd "$T/mod/acl" && stat -c '%n %a' f644 f640 f600 | tr '\n' ' ')
+	[ "$m" = "f644 644 f640 640 f600 600 " ] &&
+		pass "under a default ACL the files still get their modes ($m)" ||
+		fail "under a default ACL: $m, wanted f644 644 f640 640 f600 600"
+else
+	echo "not checked: the file system of $T/mod keeps no default ACL"
+fi
 stop_daemon "$DPID"
 
 finish

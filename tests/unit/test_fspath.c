@@ -483,6 +483,7 @@ static void test_sweep_stale(void **state)
 {
 	char dead[FSPATH_NAME_MAX + 1], live[FSPATH_NAME_MAX + 1], young[FSPATH_NAME_MAX + 1];
 	int live_fd, young_fd, status;
+	bool empty;
 	pid_t pid;
 
 	(void)state;
@@ -511,14 +512,19 @@ static void test_sweep_stale(void **state)
 		}
 		closedir(d);
 	}
-	assert_int_equal(fspath_sweep_stale(rootfd, 60), 1);
+	assert_int_equal(fspath_sweep_stale(rootfd, 60, &empty), 1);
+	assert_false(empty);
 	assert_int_equal(faccessat(rootfd, live, F_OK, AT_SYMLINK_NOFOLLOW), 0);
 	assert_int_equal(faccessat(rootfd, young, F_OK, AT_SYMLINK_NOFOLLOW), 0);
 	assert_int_equal(dir_entries(mod), 2);
 	close(live_fd);
 	/* Once the live writer is gone too, it is stale. */
-	assert_int_equal(fspath_sweep_stale(rootfd, 60), 1);
+	assert_int_equal(fspath_sweep_stale(rootfd, 60, &empty), 1);
 	assert_int_equal(dir_entries(mod), 1);
+	assert_false(empty); /* the young one */
+	assert_int_equal(unlinkat(rootfd, young, 0), 0);
+	assert_int_equal(fspath_sweep_stale(rootfd, 60, &empty), 0);
+	assert_true(empty);
 }
 
 /* O_TMPFILE files: no name until linked; linking never follows or clobbers blindly. */
@@ -529,7 +535,7 @@ static void test_anon_link(void **state)
 	int fd, fd2, r;
 
 	(void)state;
-	r = fspath_create_anon(rootfd, &fd);
+	r = fspath_create_anon(rootfd, 0600, &fd);
 	if (r == -EOPNOTSUPP) {
 		skip();
 	}
@@ -541,7 +547,7 @@ static void test_anon_link(void **state)
 	close(fd);
 
 	/* An existing name is replaced atomically, through a temp name. */
-	assert_int_equal(fspath_create_anon(rootfd, &fd2), 0);
+	assert_int_equal(fspath_create_anon(rootfd, 0600, &fd2), 0);
 	assert_int_equal(write(fd2, "second", 6), 6);
 	assert_int_equal(fspath_link_anon(rootfd, fd2, "new"), 0);
 	close(fd2);
@@ -554,7 +560,7 @@ static void test_anon_link(void **state)
 
 	/* A symlink leaf is replaced itself; its target is untouched. */
 	assert_int_equal(symlinkat("/etc/hostname", rootfd, "link"), 0);
-	assert_int_equal(fspath_create_anon(rootfd, &fd), 0);
+	assert_int_equal(fspath_create_anon(rootfd, 0600, &fd), 0);
 	assert_int_equal(fspath_link_anon(rootfd, fd, "link"), 0);
 	close(fd);
 	assert_int_equal(fstatat(rootfd, "link", &st, AT_SYMLINK_NOFOLLOW), 0);
@@ -562,7 +568,7 @@ static void test_anon_link(void **state)
 
 	/* A directory is never replaced. */
 	assert_int_equal(mkdirat(rootfd, "dir", 0755), 0);
-	assert_int_equal(fspath_create_anon(rootfd, &fd), 0);
+	assert_int_equal(fspath_create_anon(rootfd, 0600, &fd), 0);
 	assert_int_equal(fspath_link_anon(rootfd, fd, "dir"), -EISDIR);
 	assert_int_equal(fspath_link_anon(rootfd, fd, "../x"), -EINVAL);
 	close(fd);
