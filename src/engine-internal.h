@@ -102,7 +102,15 @@ _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per la
 /* Sender: fill-and-pass rounds in one turn of the loop before it looks at its events. */
 #define TX_PASS_TURNS 16
 
-enum { UD_READ = 1, UD_WRITE = 2, UD_FSYNC = 3, UD_DIRSYNC = 4, UD_PREAD = 5, UD_PWRITE = 6 };
+enum {
+	UD_READ = 1,
+	UD_WRITE = 2,
+	UD_FSYNC = 3,
+	UD_DIRSYNC = 4,
+	UD_PREAD = 5,
+	UD_PWRITE = 6,
+	UD_LINK = 7,
+};
 /*
  * Packed slots (PROTO_CAP_PACK, engine_pack.c): a regular file of at most
  * this many bytes, and at most a quarter of the chunk, travels whole in a
@@ -268,6 +276,7 @@ struct efile {
 	bool done_wait;	    /* sender: FILE_DONE waits for those */
 	uint32_t writes_out, held;
 	bool got_done, fsyncing, renamed;
+	bool linking;		  /* its name is being made by io_uring (rx_link_done) */
 	uint64_t dir_sync_needed; /* renamed: durable once the dir's completed >= this */
 	uint32_t done_status;
 	uint64_t done_bytes;
@@ -703,6 +712,7 @@ int rx_resolve(struct engine *e, struct efile *f);
 int rx_sync_step(struct engine *e);
 void rx_sync_done(struct engine *e);
 void rx_fsync_done(struct engine *e, struct efile *f, int res);
+void rx_link_done(struct engine *e, struct efile *f, int res);
 int rx_commit_batch(struct engine *e);
 void rx_dirsync_done(struct engine *e, uint32_t di, int res);
 void rx_discard(struct engine *e, struct efile *f);

@@ -555,6 +555,21 @@ static void teardown(struct engine *e)
 	free(e->sync_wait);
 	free(e->sync_run);
 
+	/*
+	 * Drain what the kernel still owns before files close and buffers go:
+	 * a linkat in flight names its file by fd number (rx_link_submit).
+	 */
+	if (e->ring_ok) {
+		while (e->uring_inflight > 0) {
+			struct io_uring_cqe *cqe;
+			io_uring_submit(&e->ring);
+			if (io_uring_wait_cqe(&e->ring, &cqe) < 0) {
+				break;
+			}
+			io_uring_cqe_seen(&e->ring, cqe);
+			e->uring_inflight--;
+		}
+	}
 	/* Receiver: every temp file not committed goes. */
 	for (size_t i = 0; i < FILE_TABLE; i++) {
 		struct efile *f = &e->files[i];
@@ -572,18 +587,6 @@ static void teardown(struct engine *e)
 						   : "the device is incomplete: copy it again");
 		}
 		file_release(e, f);
-	}
-	if (e->ring_ok) {
-		/* Drain what the kernel still owns before the buffers go. */
-		while (e->uring_inflight > 0) {
-			struct io_uring_cqe *cqe;
-			io_uring_submit(&e->ring);
-			if (io_uring_wait_cqe(&e->ring, &cqe) < 0) {
-				break;
-			}
-			io_uring_cqe_seen(&e->ring, cqe);
-			e->uring_inflight--;
-		}
 	}
 	/*
 	 * Revoke remote access before the memory can be reused or freed; the

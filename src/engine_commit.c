@@ -9,6 +9,8 @@
 #include "engine-internal.h"
 
 static int rx_submit_fsync(struct engine *e, struct efile *f);
+static int rx_link_submit(struct engine *e, struct efile *f);
+static void rx_named(struct engine *e, struct efile *f, int r);
 
 static int send_result(struct engine *e, struct efile *f, uint32_t status, const char *text)
 {
@@ -64,7 +66,7 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 {
 	uint8_t h[HASH_LEN];
 
-	if (!f->got_done || f->fsyncing || f->writes_out || f->held || f->hash_jobs ||
+	if (!f->got_done || f->fsyncing || f->linking || f->writes_out || f->held || f->hash_jobs ||
 	    f->zeros_out || f->recv_bytes < f->done_bytes) {
 		return 0;
 	}
@@ -274,9 +276,55 @@ void rx_fsync_done(struct engine *e, struct efile *f, int res)
 		r = renameat(f->part_store, pname, d->fd, f->leaf) < 0 ? negerrno() : 0;
 	} else if (f->tmpname[0]) {
 		r = renameat(d->fd, f->tmpname, d->fd, f->leaf) < 0 ? negerrno() : 0;
+	} else if (rx_link_submit(e, f) == 0) {
+		return; /* rx_link_done */
 	} else {
 		r = fspath_link_anon(d->fd, f->tfd, f->leaf);
 	}
+	rx_named(e, f, r);
+}
+
+/*
+ * An unnamed file's name, made off the loop: io_uring runs linkat on a
+ * worker thread. The name is a single component (rx_locate), made in the
+ * held directory fd, and linkat never follows or replaces what is there; any
+ * failure (the name taken, AT_EMPTY_PATH not allowed here, no LINKAT in this
+ * kernel) goes to fspath_link_anon, which settles it. f stays open and in
+ * the table until the completion (f->linking), and teardown drains io_uring
+ * before it closes files, so the fd number is this file's when the worker
+ * uses it. Returns 0 when submitted.
+ */
+static int rx_link_submit(struct engine *e, struct efile *f)
+{
+	struct io_uring_sqe *sqe;
+
+	if (!f->leaf || strchr(f->leaf, '/')) {
+		return -EINVAL;
+	}
+	sqe = uring_sqe(e);
+	if (!sqe) {
+		return -EBUSY;
+	}
+	io_uring_prep_linkat(sqe, f->tfd, "", e->dirs[f->dir].fd, f->leaf, AT_EMPTY_PATH);
+	io_uring_sqe_set_data64(sqe, UD(UD_LINK, file_index(e, f)));
+	f->linking = true;
+	return 0;
+}
+
+void rx_link_done(struct engine *e, struct efile *f, int res)
+{
+	f->linking = false;
+	if (res < 0) {
+		res = fspath_link_anon(e->dirs[f->dir].fd, f->tfd, f->leaf);
+	}
+	rx_named(e, f, res);
+}
+
+/* f's data is durable and r says whether it has its name now (0) or why not. */
+static void rx_named(struct engine *e, struct efile *f, int r)
+{
+	struct dirent_cache *d = &e->dirs[f->dir];
+
 	if (r == 0 && f->partial) {
 		rx_partial_committed(e, f);
 	}

@@ -71,6 +71,9 @@ int on_uring(struct engine *e)
 		case UD_DIRSYNC:
 			rx_dirsync_done(e, UD_IDX(ud), res);
 			break;
+		case UD_LINK:
+			rx_link_done(e, &e->files[UD_IDX(ud)], res);
+			break;
 		default:
 			break;
 		}
