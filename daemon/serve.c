@@ -806,6 +806,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.faults |= getenv("RDMACPD_TEST_SLOW_DISK") ? ENGINE_FAULT_SLOW_DISK : 0;
 	ep.faults |= getenv("RDMACPD_TEST_NO_REPOST") ? ENGINE_FAULT_NO_REPOST : 0;
 	ep.faults |= getenv("RDMACPD_TEST_SLOW_HASH") ? ENGINE_FAULT_SLOW_HASH : 0;
+	ep.faults |= getenv("RDMACPD_TEST_READ_EAGAIN") ? ENGINE_FAULT_READ_EAGAIN : 0;
 	if (getenv("RDMACPD_TEST_KILL_LANES")) {
 		ep.faults |= ENGINE_FAULT_KILL_LANE;
 		ep.test_kill_lanes = (unsigned)strtoul(getenv("RDMACPD_TEST_KILL_LANES"), NULL, 10);

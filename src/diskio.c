@@ -239,7 +239,7 @@ int diskio_open_read_flags(int dirfd, const char *path, uint32_t chunk_size, uns
 			direct = true;
 		}
 	}
-	if (!direct && fcntl(fd, F_SETFL, fl) < 0) {
+	if (!direct && !(flags & DISKIO_NONBLOCK) && fcntl(fd, F_SETFL, fl) < 0) {
 		return negerrno();
 	}
 

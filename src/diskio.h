@@ -30,9 +30,13 @@ int diskio_open_read(int dirfd, const char *path, uint32_t chunk_size, int *ret_
  * diskio_open_read() with flags. DISKIO_BLOCK: a block device is read too,
  * as a file of the device's size (BLKGETSIZE64): *ret_st says S_ISBLK and
  * holds that size in st_size. Without it a block device is -EINVAL as any
- * other special file.
+ * other special file. DISKIO_NONBLOCK: a buffered fd keeps the O_NONBLOCK it
+ * was opened with (one system call less a file). io_uring still waits for
+ * the disk on its worker where the file system supports that (ext4, XFS,
+ * btrfs); elsewhere it answers -EAGAIN, and the caller clears O_NONBLOCK
+ * (F_SETFL 0) and reads again.
  */
-enum { DISKIO_BLOCK = 1u << 0 };
+enum { DISKIO_BLOCK = 1u << 0, DISKIO_NONBLOCK = 1u << 1 };
 int diskio_open_read_flags(int dirfd, const char *path, uint32_t chunk_size, unsigned flags,
 			   int *ret_fd, bool *ret_direct, struct stat *ret_st);
 

@@ -197,7 +197,8 @@ struct efile {
 	/* sender */
 	char *src_path; /* what to open, relative to src_dirfd */
 	int src_dirfd;
-	bool src_device; /* a block device, read as a file of its size (engine_src.device) */
+	bool src_device;   /* a block device, read as a file of its size (engine_src.device) */
+	bool src_nonblock; /* fd is O_NONBLOCK still (DISKIO_NONBLOCK; tx_read_again) */
 	/* engine_src.window: where the file's bytes start in the source, and its whole size. */
 	bool src_window;
 	uint64_t src_base, src_whole;
@@ -692,6 +693,7 @@ int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, stru
 int fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r);
 
 /* engine_tx.c */
+int tx_read_again(struct engine *e, struct efile *f, int *res);
 void tx_read_done(struct engine *e, uint32_t ci, int res);
 int tx_wait_ring(struct engine *e);
 int tx_on_credit(struct engine *e, const struct xport_wc *wc);

@@ -209,6 +209,12 @@ struct engine_limits {
  * the --delta digest pass 1 s before each read.
  */
 #define ENGINE_FAULT_SLOW_DISK (1u << 6)
+/*
+ * Test hook on the sender: a read's completion on an fd still O_NONBLOCK
+ * (DISKIO_NONBLOCK) is taken as -EAGAIN, as a file system that cannot read
+ * without waiting answers (ext4 and most others wait on io_uring's worker).
+ */
+#define ENGINE_FAULT_READ_EAGAIN (1u << 7)
 /* Test hook: a receive consumed is not posted again (the peer's writes then meet RNR). */
 #define ENGINE_FAULT_NO_REPOST (1u << 8)
 /*

@@ -115,7 +115,7 @@ void tx_pread_done(struct engine *e, uint32_t fidx, int res)
 	struct chunk *c = &e->chunks[f->pk_at];
 	uint64_t size;
 
-	if (res == -EAGAIN || res == -EINTR) {
+	if (tx_read_again(e, f, &res) == 0) {
 		tx_pread_submit(e, f);
 		return;
 	}

@@ -307,12 +307,14 @@ static int tx_open(struct engine *e, struct efile *f)
 
 	/* Beneath dirfd without following symlinks, unless dirfd is AT_FDCWD. */
 	int r = diskio_open_read_flags(f->src_dirfd, f->src_path, 0,
-				       f->src_device ? DISKIO_BLOCK : 0, &fd, NULL, &st);
+				       DISKIO_NONBLOCK | (f->src_device ? DISKIO_BLOCK : 0), &fd,
+				       NULL, &st);
 	if (r < 0) {
 		file_fail(f, errno_to_perr(r), "open: %s", strerror(-r));
 		return 0;
 	}
 	f->fd = fd;
+	f->src_nonblock = true;
 	e->open_fds++;
 	if ((uint64_t)st.st_size != f->src_whole) {
 		file_fail(f, PERR_SOURCE_CHANGED, "changed size before it was read (%llu -> %llu)",
@@ -524,12 +526,36 @@ static void tx_chunk_drop(struct engine *e, uint32_t ci)
 	f->chunks_out--;
 }
 
+/*
+ * A read answered -EAGAIN or -EINTR is submitted again: returns 0 for that,
+ * else 1 with *res the read's answer. On an fd still O_NONBLOCK (tx_open),
+ * -EAGAIN means its file system would not wait for the disk on io_uring's
+ * worker (ext4, XFS and btrfs do), so the fd blocks from now on.
+ */
+int tx_read_again(struct engine *e, struct efile *f, int *res)
+{
+	if ((e->p->faults & ENGINE_FAULT_READ_EAGAIN) && f->src_nonblock && *res >= 0) {
+		*res = -EAGAIN;
+	}
+	if (*res != -EAGAIN && *res != -EINTR) {
+		return 1;
+	}
+	if (*res == -EAGAIN && f->src_nonblock) {
+		if (fcntl(f->fd, F_SETFL, 0) < 0) {
+			*res = negerrno();
+			return 1;
+		}
+		f->src_nonblock = false;
+	}
+	return 0;
+}
+
 void tx_read_done(struct engine *e, uint32_t ci, int res)
 {
 	struct chunk *c = &e->chunks[ci];
 	struct efile *f = &e->files[c->fidx];
 
-	if (res == -EAGAIN || res == -EINTR) {
+	if (tx_read_again(e, f, &res) == 0) {
 		tx_submit_read(e, ci);
 		return;
 	}

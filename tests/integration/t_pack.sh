@@ -9,6 +9,9 @@
 #      one exactly a chunk, one spanning chunks, pushed and pulled with a
 #      chunk of 1 MiB and of 64 KiB (which packs at most 16 KiB files):
 #      identical trees, the daemon's log counting the packs
+#   2b. the mixed tree pushed and pulled with its sources out of the page cache
+#      (the sender's reads that wait for the disk), and pushed with every read on
+#      an O_NONBLOCK fd answered -EAGAIN (a test hook)
 #   3. an old daemon (no 0x80000 in HELLO): a push still arrives whole, one
 #      chunk per file (packed_files 0); an old client pulling from ours the same
 #   4. a packed run cut by killing the client: nothing under a final name that
@@ -97,6 +100,43 @@ for cs in 1M 64K; do
 	[ "$(json_sum packed_files)" = "$want" ] && pass "mixed pull, chunk $cs: packed" ||
 		fail "mixed pull, chunk $cs: packed_files $(json_sum packed_files)"
 done
+
+# ---- 2b. sources not in the page cache ---------------------------------------------------
+# The sender's fds stay O_NONBLOCK. Reads that wait for the disk, both ways: the
+# sources evicted first (written back, then POSIX_FADV_DONTNEED). Then a file system
+# that answers such a read -EAGAIN (the test hook makes every read on an O_NONBLOCK
+# fd look so): the fd is made blocking and the read submitted again.
+evict() {
+	sync -f "$1"
+	find "$1" -type f -print0 | python3 -c '
+import os, sys
+for p in sys.stdin.buffer.read().split(b"\0"):
+    if p:
+        fd = os.open(p, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)'
+	# Resident bytes of the files' pages, summed (fincore, util-linux).
+	find "$1" -type f -size +0 -exec fincore --bytes --noheadings --raw -o RES {} + |
+		awk '{ s += $1 } END { print s + 0 }'
+}
+cached=$(evict "$T/src/mixed")
+if [ "$cached" = 0 ]; then
+	rm -rf "$T/mod/mixed"
+	expect_rc 0 "uncached push" "${CLIENT[@]}" --transport tcp --json -r "$T/src/mixed" "$HOST:data/"
+	same_tree "uncached push" "$T/src/mixed" "$T/mod/mixed"
+	cached=$(evict "$T/mod/mixed")
+	rm -rf "$T/pull/mixed"
+	expect_rc 0 "uncached pull" "${CLIENT[@]}" --transport tcp --json -r "$HOST:data/mixed" "$T/pull/"
+	same_tree "uncached pull" "$T/src/mixed" "$T/pull/mixed"
+	[ "$cached" = 0 ] || echo "note: the pull's source kept $cached bytes in the page cache"
+else
+	echo "not checked: $T's file system kept $cached bytes in the page cache after POSIX_FADV_DONTNEED"
+fi
+rm -rf "$T/mod/mixed"
+expect_rc 0 "push, reads answered -EAGAIN" env RDMACP_TEST_READ_EAGAIN=1 timeout 120 "${CLIENT[@]}" \
+	--transport tcp -r "$T/src/mixed" "$HOST:data/"
+same_tree "push, reads answered -EAGAIN" "$T/src/mixed" "$T/mod/mixed"
+
 grep -q "files travelled packed in" "$T/d.log" && pass "daemon log counts the packs" ||
 	fail "daemon log: no packed count"
 
