@@ -497,6 +497,9 @@ struct engine {
 	uint64_t sync_devs[DIR_CACHE];
 	size_t nsync_fds;
 	int sync_result;
+	/* rx_sync_done: its batch's LINKATs run one after another (the last one so far). */
+	bool link_chaining;
+	struct io_uring_sqe *link_chain;
 	struct name_set seen;	    /* names received this session */
 	struct name_set fresh;	    /* directories made or found empty (rx_fresh_add) */
 	struct dir_meta *dirs_meta; /* in arrival order: parents before children */

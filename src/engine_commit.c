@@ -247,9 +247,13 @@ void rx_sync_done(struct engine *e)
 			rx_dirsync_done(e, (uint32_t)i, e->sync_result);
 		}
 	}
+	e->link_chain = NULL;
+	e->link_chaining = true;
 	for (uint32_t i = 0; i < e->nsync_run; i++) {
 		rx_fsync_done(e, &e->files[e->sync_run[i]], e->sync_result);
 	}
+	e->link_chaining = false;
+	e->link_chain = NULL;
 	e->nsync_run = 0;
 }
 
@@ -307,6 +311,12 @@ static int rx_link_submit(struct engine *e, struct efile *f)
 	}
 	io_uring_prep_linkat(sqe, f->tfd, "", e->dirs[f->dir].fd, f->leaf, AT_EMPTY_PATH);
 	io_uring_sqe_set_data64(sqe, UD(UD_LINK, file_index(e, f)));
+	if (e->link_chaining) {
+		if (e->link_chain) {
+			e->link_chain->flags |= IOSQE_IO_HARDLINK;
+		}
+		e->link_chain = sqe;
+	}
 	f->linking = true;
 	return 0;
 }

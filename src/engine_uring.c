@@ -12,6 +12,7 @@ struct io_uring_sqe *uring_sqe(struct engine *e)
 	if (!sqe) {
 		io_uring_submit(&e->ring);
 		e->uring_pending = 0;
+		e->link_chain = NULL; /* submitted: a chain does not reach past it */
 		sqe = io_uring_get_sqe(&e->ring);
 	}
 	if (sqe) {
@@ -29,6 +30,7 @@ int uring_flush(struct engine *e)
 		return 0;
 	}
 	r = io_uring_submit(&e->ring);
+	e->link_chain = NULL;
 	if (r < 0) {
 		return fail(e, PERR_IO, r, "io_uring_submit: %s", strerror(-r));
 	}
