@@ -491,7 +491,14 @@ struct engine {
 	uint32_t *sync_run; /* the batch whose syncfs runs now */
 	uint32_t nsync_run;
 	bool sync_running;
+	/*
+	 * The sync thread, started with the first batch and kept until
+	 * teardown: sync_go under sync_lock starts a batch, sync_stop ends it.
+	 */
+	bool sync_started, sync_go, sync_stop;
 	pthread_t sync_thread;
+	pthread_mutex_t sync_lock;
+	pthread_cond_t sync_cond;
 	int sync_efd;		 /* the sync thread says it is done */
 	int sync_fds[DIR_CACHE]; /* one directory per file system in the batch */
 	uint64_t sync_devs[DIR_CACHE];
@@ -715,6 +722,7 @@ uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t t
 int rx_maybe_finish(struct engine *e, struct efile *f);
 int rx_resolve(struct engine *e, struct efile *f);
 int rx_sync_step(struct engine *e);
+void rx_sync_thread_stop(struct engine *e);
 void rx_sync_done(struct engine *e);
 void rx_fsync_done(struct engine *e, struct efile *f, int res);
 void rx_link_done(struct engine *e, struct efile *f, int res);

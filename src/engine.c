@@ -545,10 +545,7 @@ static void teardown(struct engine *e)
 	hashers_stop(e);
 	free(e->sum_out);
 	/* The sync thread uses directory fds: it finishes before they close. */
-	if (e->sync_running) {
-		pthread_join(e->sync_thread, NULL);
-		e->sync_running = false;
-	}
+	rx_sync_thread_stop(e);
 	if (e->sync_efd >= 0) {
 		close(e->sync_efd);
 	}

@@ -138,22 +138,77 @@ static int rx_submit_fsync(struct engine *e, struct efile *f)
 	return 0;
 }
 
+/* One batch at a time: the loop fills sync_fds, then sets sync_go. */
 static void *sync_thread_main(void *arg)
 {
 	struct engine *e = arg;
 	uint64_t one = 1;
-	int r = 0;
 
-	for (size_t i = 0; i < e->nsync_fds; i++) {
-		if (syncfs(e->sync_fds[i]) < 0 && r == 0) {
-			r = negerrno();
+	for (;;) {
+		int r = 0;
+
+		pthread_mutex_lock(&e->sync_lock);
+		while (!e->sync_go && !e->sync_stop) {
+			pthread_cond_wait(&e->sync_cond, &e->sync_lock);
+		}
+		if (!e->sync_go) {
+			pthread_mutex_unlock(&e->sync_lock);
+			return NULL;
+		}
+		e->sync_go = false;
+		pthread_mutex_unlock(&e->sync_lock);
+		for (size_t i = 0; i < e->nsync_fds; i++) {
+			if (syncfs(e->sync_fds[i]) < 0 && r == 0) {
+				r = negerrno();
+			}
+		}
+		e->sync_result = r;
+		if (write(e->sync_efd, &one, sizeof(one)) < 0) {
+			/* The engine waits for the join in teardown in any case. */
 		}
 	}
-	e->sync_result = r;
-	if (write(e->sync_efd, &one, sizeof(one)) < 0) {
-		/* The engine waits for the join in teardown in any case. */
+}
+
+/* Hand the batch in sync_fds to the sync thread (started the first time). */
+static int sync_thread_go(struct engine *e)
+{
+	if (!e->sync_started) {
+		if (pthread_mutex_init(&e->sync_lock, NULL) != 0) {
+			return -ENOMEM;
+		}
+		if (pthread_cond_init(&e->sync_cond, NULL) != 0) {
+			pthread_mutex_destroy(&e->sync_lock);
+			return -ENOMEM;
+		}
+		if (pthread_create(&e->sync_thread, NULL, sync_thread_main, e) != 0) {
+			pthread_cond_destroy(&e->sync_cond);
+			pthread_mutex_destroy(&e->sync_lock);
+			return -EAGAIN;
+		}
+		e->sync_started = true;
 	}
-	return NULL;
+	pthread_mutex_lock(&e->sync_lock);
+	e->sync_go = true;
+	pthread_cond_signal(&e->sync_cond);
+	pthread_mutex_unlock(&e->sync_lock);
+	return 0;
+}
+
+/* Teardown: the batch running finishes, then the thread ends. */
+void rx_sync_thread_stop(struct engine *e)
+{
+	if (!e->sync_started) {
+		return;
+	}
+	pthread_mutex_lock(&e->sync_lock);
+	e->sync_stop = true;
+	pthread_cond_signal(&e->sync_cond);
+	pthread_mutex_unlock(&e->sync_lock);
+	pthread_join(e->sync_thread, NULL);
+	pthread_cond_destroy(&e->sync_cond);
+	pthread_mutex_destroy(&e->sync_lock);
+	e->sync_started = false;
+	e->sync_running = false;
 }
 
 /*
@@ -196,7 +251,7 @@ int rx_sync_step(struct engine *e)
 	memcpy(e->sync_run, e->sync_wait, e->nsync_wait * sizeof(*e->sync_wait));
 	e->nsync_run = e->nsync_wait;
 	e->nsync_wait = 0;
-	if (pthread_create(&e->sync_thread, NULL, sync_thread_main, e) != 0) {
+	if (sync_thread_go(e) < 0) {
 		/* No thread: fsync each instead. */
 		for (uint32_t i = 0; i < e->nsync_run; i++) {
 			r = rx_submit_fsync(e, &e->files[e->sync_run[i]]);
@@ -239,7 +294,6 @@ void rx_sync_done(struct engine *e)
 	if (read(e->sync_efd, &v, sizeof(v)) < 0 || !e->sync_running) {
 		return;
 	}
-	pthread_join(e->sync_thread, NULL);
 	e->sync_running = false;
 	for (int i = 0; i < DIR_CACHE; i++) {
 		if (e->dirs[i].by_syncfs) {
