@@ -660,8 +660,8 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
 		const struct rslot *s = &e->rslots[i];
 
-		if (s->state == SL_HELD && &e->files[s->fidx] == f && s->off >= g->offset &&
-		    s->off < end) {
+		if (s->state == SL_HELD && !s->packed && &e->files[s->fidx] == f &&
+		    s->off >= g->offset && s->off < end) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG,
 				    "%s for %s: range %llu+%llu overlaps data", what, f->name,
 				    (unsigned long long)g->offset, (unsigned long long)g->len);
@@ -1073,9 +1073,10 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 			    "bad chunk for %s: offset %llu len %u (size %llu)", f->name,
 			    (unsigned long long)d.offset, d.len, (unsigned long long)f->size);
 	}
+	/* A packed slot names no file of its own (its fidx and off are 0): never this one. */
 	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
-		if (e->rslots[i].state == SL_HELD && &e->files[e->rslots[i].fidx] == f &&
-		    e->rslots[i].off == d.offset) {
+		if (e->rslots[i].state == SL_HELD && !e->rslots[i].packed &&
+		    &e->files[e->rslots[i].fidx] == f && e->rslots[i].off == d.offset) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "duplicate chunk for %s", f->name);
 		}
 	}

@@ -19,7 +19,8 @@
 #      source), no temp file left
 #   5. packs made by hand (rawpeer) against the daemon: a good one commits both
 #      files; one naming a file not in flight, and one whose table does not add
-#      up, end the session with ERROR PROTOCOL and commit nothing
+#      up, end the session with ERROR PROTOCOL and commit nothing; a packed slot
+#      held beside the chunks of the file at table entry 0 is no duplicate of them
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -221,6 +222,26 @@ rawpeer_rc 0 "a pack whose table does not add up" \
 	files 1:pa.bin:100 2:pb.bin:200 ack \
 	chunk 0 1 0 "$n" "$T/short.pack" did=0 dres=2 \
 	wait closed expect-seen "ERROR PROTOCOL" expect closed
+# A file whose table entry is 0 (id 1024) gets its second chunk, a packed slot
+# arrives, then its first chunk: a packed slot held at the same time (which names no
+# file of its own) is no duplicate of that chunk.
+head -c $((128 * KIB)) /dev/urandom >"$T/big.bin"
+python3 - "$T/pa.bin" "$T/one.pack" <<'EOF2' || die "one.pack"
+import struct, sys
+a = open(sys.argv[1], "rb").read()
+open(sys.argv[2], "wb").write(a + struct.pack(">II", 1023, len(a)))
+EOF2
+n=$(stat -c %s "$T/one.pack")
+rawpeer_rc 0 "a packed slot beside a chunk of the file at table entry 0" \
+	hello caps=0x3fffff open push data/entry0/ dir chunk=65536 lanes ring \
+	files 1023:pa.bin:100 1024:big.bin:131072 ack expect "1023=OK" \
+	chunk 0 1024 65536 65536 "$T/big.bin" chunk 1 0 0 "$n" "$T/one.pack" did=0 dres=1 \
+	chunk 2 1024 0 65536 "$T/big.bin" \
+	"done" 1023 100 "$T/pa.bin" "done" 1024 131072 "$T/big.bin" \
+	result expect "OK" result expect "OK" end wait END bye close
+cmp -s "$T/pa.bin" "$T/mod/entry0/pa.bin" && cmp -s "$T/big.bin" "$T/mod/entry0/big.bin" &&
+	pass "table entry 0: both files committed, identical" ||
+	fail "table entry 0: $(grep -i 'duplicate\|chunk' "$T/d.log" | tail -1)"
 for d in bad1 bad2; do
 	[ -z "$(find "$T/mod/$d" -type f 2>/dev/null)" ] && pass "$d: nothing committed" ||
 		fail "$d: $(find "$T/mod/$d" -type f)"
