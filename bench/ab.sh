@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick]: is a change slower? The same
-# rdmacp pushes (tcp transport, loopback) with two builds, alternating old and new
-# run by run (the order swapped every repetition), so that a machine whose load
-# drifts bills both alike. Prints each run and the medians, new/old.
+# bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small]: is a change
+# slower? The same rdmacp pushes (tcp transport, loopback) with two builds, alternating
+# old and new run by run (the order swapped every repetition), so that a machine whose
+# load drifts bills both alike. Prints each run, its seconds and the machine's busy
+# CPU-seconds over it (/proc/stat: both ends, kernel included), and the medians, new/old.
 #
 #   big:   one file of 2048 MiB (--quick: 256 MiB)
 #   small: 10,000 files of 4 KiB (--quick: 1,000)
@@ -15,14 +16,15 @@ set -u
 export LC_ALL=C
 
 die() { echo "ab: $*" >&2; exit 1; }
-[ $# -ge 2 ] || die "usage: bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick]"
+[ $# -ge 2 ] || die "usage: bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small]"
 OLD=$1 NEW=$2
 shift 2
-REPS=5 QUICK=0
+REPS=5 QUICK=0 ONLY=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--reps) REPS=$2; shift ;;
 	--quick) QUICK=1 ;;
+	--only) ONLY=$2; shift ;;
 	*) die "unknown option $1" ;;
 	esac
 	shift
@@ -70,6 +72,8 @@ wait_port() {
 	return 1
 }
 now() { date +%s.%N; }
+CLK_TCK=$(getconf CLK_TCK)
+cpu_busy() { awk -v hz="$CLK_TCK" '$1 == "cpu" { printf "%.2f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz; exit }' /proc/stat; }
 
 "$NEW/rdmacp" certs init "$R/certs" >/dev/null || die "certs init"
 declare -A PORT
@@ -96,9 +100,9 @@ EOF
 	wait_port "${PORT[$side]}" || { cat "$R/$side.log" >&2; die "$side rdmacpd did not start"; }
 done
 
-# run SIDE CASE: one timed push into a fresh destination; prints seconds.
+# run SIDE CASE: one timed push into a fresh destination; prints seconds and CPU-seconds.
 run() {
-	local side=$1 kind=$2 build=$OLD dst=$R/$1/dst t0 t1 rc
+	local side=$1 kind=$2 build=$OLD dst=$R/$1/dst t0 t1 c0 c1 rc
 	[ "$side" = new ] && build=$NEW
 	[ -d "$dst" ] && mv "$dst" "$R/$side/gone.$RANDOM$RANDOM"
 	mkdir -p "$dst"
@@ -107,6 +111,7 @@ run() {
 	find "$SMALL" -type f -exec cat {} + >/dev/null
 	local client=("$build/rdmacp" --config /dev/null --cert "$R/certs/client.crt"
 		--key "$R/certs/client.key" --ca "$R/certs/ca.crt" -P "${PORT[$side]}" --transport tcp -q)
+	c0=$(cpu_busy)
 	t0=$(now)
 	if [ "$kind" = big ]; then
 		"${client[@]}" "$BIG" "127.0.0.1:bench/dst/"
@@ -116,8 +121,9 @@ run() {
 		rc=$?
 	fi
 	t1=$(now)
+	c1=$(cpu_busy)
 	[ "$rc" -eq 0 ] || return 1
-	echo "$t1 - $t0" | bc -l
+	echo "$(echo "$t1 - $t0" | bc -l) $(echo "$c1 - $c0" | bc -l)"
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -126,18 +132,21 @@ echo "old: $OLD"
 echo "new: $NEW"
 echo "reps: $REPS (alternating; order swapped every repetition)"
 for kind in big small; do
-	: >"$R/$kind.old"
-	: >"$R/$kind.new"
+	[ -n "$ONLY" ] && [ "$ONLY" != "$kind" ] && continue
+	: >"$R/$kind.old" && : >"$R/$kind.new" && : >"$R/$kind.old.cpu" && : >"$R/$kind.new.cpu"
 	for i in $(seq 1 "$REPS"); do
 		order="old new"
 		[ $((i % 2)) -eq 0 ] && order="new old"
 		for side in $order; do
-			s=$(run "$side" "$kind") || die "$side $kind: rdmacp failed"
-			printf '%s %-5s rep %d: %.3f s\n' "$kind" "$side" "$i" "$s"
+			out=$(run "$side" "$kind") || die "$side $kind: rdmacp failed"
+			read -r s c <<<"$out"
+			printf '%s %-5s rep %d: %.3f s, %.2f CPU-s\n' "$kind" "$side" "$i" "$s" "$c"
 			echo "$s" >>"$R/$kind.$side"
+			echo "$c" >>"$R/$kind.$side.cpu"
 		done
 	done
-	mo=$(median <"$R/$kind.old")
-	mn=$(median <"$R/$kind.new")
-	printf 'median %-5s old %.3f s  new %.3f s  new/old %.3f\n' "$kind" "$mo" "$mn" "$(echo "$mn / $mo" | bc -l)"
+	mo=$(median <"$R/$kind.old") mn=$(median <"$R/$kind.new")
+	co=$(median <"$R/$kind.old.cpu") cn=$(median <"$R/$kind.new.cpu")
+	printf 'median %-5s old %.3f s  new %.3f s  new/old %.3f;  CPU-s old %.2f  new %.2f  new/old %.3f\n' \
+		"$kind" "$mo" "$mn" "$(echo "$mn / $mo" | bc -l)" "$co" "$cn" "$(echo "$cn / $co" | bc -l)"
 done
