@@ -167,7 +167,10 @@ struct rslot {
 };
 
 /* A directory whose mode and time are set last (rx_finish_dirs). */
-/* A set of names, kept as 64-bit hashes (8 bytes a name; engine_names.c). */
+/*
+ * A set of 64-bit keys, 0 never one (engine_names.c): names kept as their
+ * hashes, 8 bytes a name. A hash collision answers yes for a name never added.
+ */
 struct name_set {
 	uint64_t *h; /* open addressing; 0 marks an empty slot */
 	size_t n, cap;
@@ -513,8 +516,7 @@ struct engine {
 	size_t ndirs_meta, dirs_meta_cap;
 	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
 	/* -H: names a hard link may point at (hashes; see LINK_TARGETS_MAX) */
-	uint64_t *lt;
-	size_t lt_n, lt_cap;
+	struct name_set lt;
 	bool lt_full;
 	uint32_t links_waiting; /* hard links waiting for their first name */
 	uint32_t links_ready;	/* hard links whose first name is resolved */
@@ -747,6 +749,8 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 		       bool *ret_peer);
 bool rx_seen(const struct engine *e, const char *name);
 int rx_fresh_add(struct engine *e, const char *dir);
+bool hash_set_has(const struct name_set *s, uint64_t key);
+int hash_set_add(struct name_set *s, uint64_t key);
 
 /* engine_links.c */
 int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first);

@@ -148,52 +148,17 @@ static uint64_t lt_hash_planned(const char *name)
 
 static bool lt_has_hash(const struct engine *e, uint64_t h)
 {
-	if (!e->lt_cap) {
-		return false;
-	}
-	for (size_t k = h & (e->lt_cap - 1); e->lt[k]; k = (k + 1) & (e->lt_cap - 1)) {
-		if (e->lt[k] == h) {
-			return true;
-		}
-	}
-	return false;
+	return hash_set_has(&e->lt, h);
 }
 
 /* Remember a name a link may point at; past LINK_TARGETS_MAX it is not (lt_full). */
 static int lt_add_hash(struct engine *e, uint64_t h)
 {
-	size_t k;
-
-	if (e->lt_n >= LINK_TARGETS_MAX) {
+	if (e->lt.n >= LINK_TARGETS_MAX) {
 		e->lt_full = true;
 		return 0;
 	}
-	if ((e->lt_n + 1) * 2 > e->lt_cap) {
-		size_t cap = e->lt_cap ? e->lt_cap * 2 : 1024;
-		uint64_t *t = calloc(cap, sizeof(*t));
-
-		if (!t) {
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < e->lt_cap; i++) {
-			if (e->lt[i]) {
-				for (k = e->lt[i] & (cap - 1); t[k]; k = (k + 1) & (cap - 1)) {
-				}
-				t[k] = e->lt[i];
-			}
-		}
-		free(e->lt);
-		e->lt = t;
-		e->lt_cap = cap;
-	}
-	for (k = h & (e->lt_cap - 1); e->lt[k]; k = (k + 1) & (e->lt_cap - 1)) {
-		if (e->lt[k] == h) {
-			return 0;
-		}
-	}
-	e->lt[k] = h;
-	e->lt_n++;
-	return 0;
+	return hash_set_add(&e->lt, h) < 0 ? -ENOMEM : 0;
 }
 
 static bool lt_has(const struct engine *e, const char *name)
@@ -218,9 +183,8 @@ void rx_link_target_planned(struct engine *e, const struct efile *t)
 
 void rx_links_free(struct engine *e)
 {
-	free(e->lt);
-	e->lt = NULL;
-	e->lt_n = e->lt_cap = 0;
+	free(e->lt.h);
+	e->lt = (struct name_set){ 0 };
 }
 
 /*

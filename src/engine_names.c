@@ -6,22 +6,14 @@
  */
 #include "engine-internal.h"
 
-/* The hash a name is kept by: never 0, which marks an empty slot. */
-static uint64_t name_hash(const char *name)
+/* Is key (never 0) in s? */
+bool hash_set_has(const struct name_set *s, uint64_t key)
 {
-	return XXH3_64bits(name, strlen(name)) | 1;
-}
-
-/* Is name in s? A hash collision answers yes for a name never added. */
-static bool name_set_has(const struct name_set *s, const char *name)
-{
-	uint64_t h = name_hash(name);
-
 	if (s->cap == 0) {
 		return false;
 	}
-	for (size_t k = h & (s->cap - 1);; k = (k + 1) & (s->cap - 1)) {
-		if (s->h[k] == h) {
+	for (size_t k = key & (s->cap - 1);; k = (k + 1) & (s->cap - 1)) {
+		if (s->h[k] == key) {
 			return true;
 		}
 		if (!s->h[k]) {
@@ -30,22 +22,21 @@ static bool name_set_has(const struct name_set *s, const char *name)
 	}
 }
 
-/* Add name to s: 1 added, 0 there already, -ENOMEM. */
-static int name_set_add(struct name_set *s, const char *name)
+/* Add key (never 0) to s: 1 added, 0 there already, -ENOMEM. */
+int hash_set_add(struct name_set *s, uint64_t key)
 {
-	uint64_t h = name_hash(name);
+	size_t k;
 
-	if (s->n * 2 >= s->cap) {
+	if ((s->n + 1) * 2 > s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 1024;
 		uint64_t *t = calloc(cap, sizeof(*t));
+
 		if (!t) {
 			return -ENOMEM;
 		}
 		for (size_t i = 0; i < s->cap; i++) {
 			if (s->h[i]) {
-				size_t k = s->h[i] & (cap - 1);
-				while (t[k]) {
-					k = (k + 1) & (cap - 1);
+				for (k = s->h[i] & (cap - 1); t[k]; k = (k + 1) & (cap - 1)) {
 				}
 				t[k] = s->h[i];
 			}
@@ -54,16 +45,30 @@ static int name_set_add(struct name_set *s, const char *name)
 		s->h = t;
 		s->cap = cap;
 	}
-	for (size_t k = h & (s->cap - 1);; k = (k + 1) & (s->cap - 1)) {
-		if (s->h[k] == h) {
+	for (k = key & (s->cap - 1); s->h[k]; k = (k + 1) & (s->cap - 1)) {
+		if (s->h[k] == key) {
 			return 0;
 		}
-		if (!s->h[k]) {
-			s->h[k] = h;
-			s->n++;
-			return 1;
-		}
 	}
+	s->h[k] = key;
+	s->n++;
+	return 1;
+}
+
+/* The key a name is kept by: never 0, which marks an empty slot. */
+static uint64_t name_hash(const char *name)
+{
+	return XXH3_64bits(name, strlen(name)) | 1;
+}
+
+static bool name_set_has(const struct name_set *s, const char *name)
+{
+	return hash_set_has(s, name_hash(name));
+}
+
+static int name_set_add(struct name_set *s, const char *name)
+{
+	return hash_set_add(s, name_hash(name));
 }
 
 static int dir_get(struct engine *e, const char *path, int *ret_idx)
