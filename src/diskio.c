@@ -221,9 +221,11 @@ int diskio_open_read_flags(int dirfd, const char *path, uint32_t chunk_size, uns
 		return -EINVAL;
 	}
 	/*
-	 * The status flags diskio_open_beneath set, less O_NONBLOCK (io_uring
-	 * would hand -EAGAIN back for a read that has to wait for the disk):
-	 * F_SETFL changes only those, so nothing needs reading first.
+	 * The status flags diskio_open_beneath set, less O_NONBLOCK (where the
+	 * file system can't wait for the disk on io_uring's worker, io_uring
+	 * hands -EAGAIN back for such a read; DISKIO_NONBLOCK keeps it for a
+	 * caller that handles that): F_SETFL changes only those, so nothing
+	 * needs reading first.
 	 */
 	fl = 0;
 
