@@ -483,7 +483,20 @@ static int setup(struct engine *e)
 	for (int i = 0; i < DIR_CACHE; i++) {
 		e->dirs[i].fd = -1;
 	}
+	/*
+	 * Every completion on io_uring's workers (the writes, fsyncs and links)
+	 * is handed to this thread as task work. By default that interrupts the
+	 * thread with an IPI wherever it runs; with COOP_TASKRUN the work waits
+	 * for the loop's next system call, which is never far off, and
+	 * TASKRUN_FLAG tells liburing when a peek must enter the kernel to run
+	 * it. Kernels before 5.19 refuse the flags: then without them.
+	 */
+	up.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
 	r = io_uring_queue_init_params(URING_ENTRIES, &e->ring, &up);
+	if (r == -EINVAL) {
+		memset(&up, 0, sizeof(up));
+		r = io_uring_queue_init_params(URING_ENTRIES, &e->ring, &up);
+	}
 	if (r < 0) {
 		return fail(e, PERR_INTERNAL, r, "io_uring: %s", strerror(-r));
 	}
