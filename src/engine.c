@@ -476,10 +476,6 @@ static int setup(struct engine *e)
 	struct io_uring_params up = { 0 };
 	int r;
 
-	for (size_t i = 0; i < FILE_TABLE; i++) {
-		e->files[i].fd = e->files[i].dfd = e->files[i].tfd = e->files[i].dir = -1;
-		e->files[i].jfd = e->files[i].part_store = e->files[i].oldfd = e->files[i].pfd = -1;
-	}
 	for (int i = 0; i < DIR_CACHE; i++) {
 		e->dirs[i].fd = -1;
 	}
@@ -581,7 +577,7 @@ static void teardown(struct engine *e)
 		}
 	}
 	/* Receiver: every temp file not committed goes. */
-	for (size_t i = 0; i < FILE_TABLE; i++) {
+	for (size_t i = 0; i < e->files_hw; i++) {
 		struct efile *f = &e->files[i];
 		if (!f->used) {
 			continue;
@@ -771,7 +767,7 @@ static double sum_wait_allowance_ms(const struct engine *e)
 {
 	uint64_t max = 0;
 
-	for (size_t i = 0; i < FILE_TABLE; i++) {
+	for (size_t i = 0; i < e->files_hw; i++) {
 		const struct efile *f = &e->files[i];
 		bool committing = e->role == &engine_sender_ops && f->done_sent;
 

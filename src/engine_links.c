@@ -271,7 +271,7 @@ uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, cha
 	if (code != PERR_OK) {
 		return code;
 	}
-	for (size_t i = 0; i < FILE_TABLE; i++) {
+	for (size_t i = 0; i < e->files_hw; i++) {
 		struct efile *t = &e->files[i];
 
 		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name &&
@@ -323,7 +323,7 @@ void rx_link_target_done(struct engine *e, const struct efile *t, bool ok)
 	if (ok && lt_add(e, t->name) < 0) {
 		e->lt_full = true;
 	}
-	for (size_t i = 0; e->links_waiting > 0 && i < FILE_TABLE; i++) {
+	for (size_t i = 0; e->links_waiting > 0 && i < e->files_hw; i++) {
 		struct efile *f = &e->files[i];
 
 		if (f->used && f->link_waiting && f->link_wait == t->id) {
@@ -339,7 +339,7 @@ void rx_link_target_done(struct engine *e, const struct efile *t, bool ok)
 /* The links whose target is resolved: made now, or failed with it. */
 int rx_links_step(struct engine *e)
 {
-	for (size_t i = 0; e->links_ready > 0 && i < FILE_TABLE; i++) {
+	for (size_t i = 0; e->links_ready > 0 && i < e->files_hw; i++) {
 		struct efile *f = &e->files[i];
 		char text[256] = "";
 		uint32_t code;

@@ -352,6 +352,7 @@ static void rx_entry_init(struct engine *e, struct efile *f, const struct proto_
 	memset(f, 0, sizeof(*f));
 	f->used = true;
 	e->files_open++;
+	e->files_hw = MAX(e->files_hw, file_index(e, f) + 1);
 	f->id = pf->id;
 	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
 	f->ftype = pf->ftype;
@@ -1278,7 +1279,7 @@ static int rx_step(struct engine *e)
 	int r = rx_sync_step(e);
 
 	/* --partial: what is on disk is journaled each turn, so a cut loses little. */
-	for (uint32_t i = 0; rx_partial_on(e) && i < FILE_TABLE; i++) {
+	for (uint32_t i = 0; rx_partial_on(e) && i < e->files_hw; i++) {
 		struct efile *f = &e->files[i];
 
 		if (f->used && f->jn > 0 && rx_partial_flush(f) < 0) {

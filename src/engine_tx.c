@@ -86,6 +86,7 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	memset(f, 0, sizeof(*f));
 	f->used = true;
 	e->files_open++;
+	e->files_hw = MAX(e->files_hw, file_index(e, f) + 1);
 	f->id = id;
 	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
 	f->name = strdup(s->name);
@@ -1226,7 +1227,7 @@ static int step_sender(struct engine *e)
 	 * gone. Only started ones can: none (a re-run that skips every file)
 	 * spares the walk over the whole table on every turn.
 	 */
-	for (size_t i = 0; e->tx_unfinished > 0 && i < FILE_TABLE; i++) {
+	for (size_t i = 0; e->tx_unfinished > 0 && i < e->files_hw; i++) {
 		struct efile *f = &e->files[i];
 		if (f->used && f->failed && f->started && !f->done_sent && f->chunks_out == 0) {
 			r = tx_send_done(e, f);
