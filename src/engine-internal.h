@@ -308,6 +308,8 @@ struct efile {
 	 * written in place; dev_verify: its read-back digest is being made.
 	 */
 	bool device, dev_verify;
+	/* A new temp file allocated to its full size up front (rx_prealloc). */
+	bool prealloc;
 	/* --partial (engine_partial.c): tfd is the store's data file, [0, kept) verified. */
 	bool partial;
 	uint64_t kept;

@@ -24,6 +24,31 @@ static void rx_open_direct(struct engine *e, struct efile *f)
 	f->dfd = open(proc, O_WRONLY | O_CLOEXEC | O_DIRECT);
 }
 
+/*
+ * A new temp file that chunks go into with O_DIRECT, allocated to its full
+ * size first (unwritten extents, which read as zeros). Every write is then
+ * inside the file and onto blocks it has, which ext4 and XFS take under the
+ * inode's shared lock: the chunks in flight on io_uring's workers are
+ * written side by side instead of each waiting for the inode's exclusive
+ * lock (extending writes, or writes into holes, need it). The file's
+ * blocks also come in one piece. Only the whole chunks, which are what
+ * goes direct: the short last chunk is written through the page cache, as
+ * before, and stays a hole where the sender reports zeros there. Zeros it
+ * reports inside are punched out again (rx_zero_range), so a sparse source
+ * stays sparse. Only a help: where it fails (no such call, no room) the
+ * file is written as before.
+ */
+static void rx_prealloc(struct efile *f, uint32_t chunk_size)
+{
+	uint64_t whole = f->size / chunk_size * chunk_size;
+
+	if (f->dfd < 0 || f->oldfd >= 0 || whole < 2 * (uint64_t)chunk_size ||
+	    whole > (uint64_t)INT64_MAX) {
+		return;
+	}
+	f->prealloc = fallocate(f->tfd, 0, 0, (off_t)whole) == 0;
+}
+
 /* Is a regular file of f->size within the receiver's limits? Checked before anything exists. */
 static uint32_t rx_check_limits(struct engine *e, const struct efile *f, char *text, size_t textlen)
 {
@@ -232,6 +257,7 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 	}
 	rx_delta_open(e, f);
 	rx_open_direct(e, f);
+	rx_prealloc(f, e->p->chunk_size);
 	e->st.bytes_accepted += f->size;
 	return PERR_OK;
 }
@@ -719,9 +745,14 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 			return 0;
 		}
 	} else {
-		/* A new temp file has nothing there; its size is set last (rx_maybe_finish). */
+		/*
+		 * A new temp file has nothing there, unless it was allocated
+		 * whole (rx_prealloc): then punched. Its size is set last
+		 * (rx_maybe_finish).
+		 */
 		r = sparse_zero_range(f->tfd, g->offset, g->len,
-				      SPARSE_KEEP_SIZE | (f->partial ? 0 : SPARSE_FRESH));
+				      SPARSE_KEEP_SIZE |
+					  (f->partial || f->prealloc ? 0 : SPARSE_FRESH));
 	}
 	if (r < 0) {
 		file_fail(f, errno_to_perr(r), "zeros %s: %s", f->name, strerror(-r));
