@@ -36,7 +36,8 @@ static void rx_open_direct(struct engine *e, struct efile *f)
  * before, and stays a hole where the sender reports zeros there. Zeros it
  * reports inside are punched out again (rx_zero_range), so a sparse source
  * stays sparse. Only a help: where it fails (no such call, no room) the
- * file is written as before.
+ * file is written as before; but one that failed part way (no room) may
+ * have allocated some, so zeros are punched there as well.
  */
 static void rx_prealloc(struct efile *f, uint32_t chunk_size)
 {
@@ -46,7 +47,8 @@ static void rx_prealloc(struct efile *f, uint32_t chunk_size)
 	    whole > (uint64_t)INT64_MAX) {
 		return;
 	}
-	f->prealloc = fallocate(f->tfd, 0, 0, (off_t)whole) == 0;
+	f->prealloc =
+	    fallocate(f->tfd, 0, 0, (off_t)whole) == 0 || (errno != EOPNOTSUPP && errno != ENOSYS);
 }
 
 /* Is a regular file of f->size within the receiver's limits? Checked before anything exists. */
