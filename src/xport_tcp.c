@@ -633,6 +633,29 @@ static bool mr_registered(struct tcp_xport *tx, const struct xport_mr *pub)
 	return ok;
 }
 
+/*
+ * TX thread: a send found the connection closed or reset by the peer. A
+ * peer that fails a lane sends its NAK (why) and then closes, so the NAK
+ * may be waiting in our receive queue, behind nothing the RX thread cannot
+ * read: let the RX thread read it and fail the lane with that cause (a
+ * remote access error, RNR) rather than fail it first as a lost
+ * connection. Bounded: a second, then the caller fails it.
+ */
+static void tx_wait_rx_verdict(struct tcp_lane *ln)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	pthread_mutex_lock(&ln->lock);
+	while (!ln->failed && !ln->stopping) {
+		if (pthread_cond_timedwait(&ln->cond, &ln->lock, &ts) == ETIMEDOUT) {
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ln->lock);
+}
+
 static void *lane_tx_main(void *arg)
 {
 	struct tcp_lane *ln = arg;
@@ -708,6 +731,9 @@ static void *lane_tx_main(void *arg)
 		}
 		/* -ECANCELED: the lane failed already, and may still owe its peer a NAK. */
 		if (r < 0 && r != -ECANCELED) {
+			if (r == -EPIPE || r == -ECONNRESET) {
+				tx_wait_rx_verdict(ln);
+			}
 			xport_set_error(tx, "lane %u: send: %s", ln->idx, strerror(-r));
 			lane_fail(ln, FAIL_CONN_LOST, 0, 0);
 		}
