@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small]: is a change
+# bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--clear]: is a change
 # slower? The same rdmacp pushes (tcp transport, loopback) with two builds, alternating
 # old and new run by run (the order swapped every repetition), so that a machine whose
 # load drifts bills both alike. Prints each run, its seconds and the machine's busy
@@ -8,7 +8,11 @@
 #
 #   big:   one file of 2048 MiB (--quick: 256 MiB)
 #   small: 10,000 files of 4 KiB (--quick: 1,000)
+#   --clear: data lanes in clear (--no-encrypt), as the comparisons in bench/run.sh
 #
+# Old destinations are moved aside, not deleted (a big delete slows the next runs'
+# inode allocation on some file systems), except their files over 100 MB, which go at
+# once (few inodes, and a run of big pushes would fill the disk). All goes at the end.
 # Same source data, cache warming and fresh destination as bench/run.sh (its
 # generated data in $BENCH_DIR/data is reused). Each build gets its own rdmacpd
 # and module, both running as the user who runs the script.
@@ -16,15 +20,16 @@ set -u
 export LC_ALL=C
 
 die() { echo "ab: $*" >&2; exit 1; }
-[ $# -ge 2 ] || die "usage: bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small]"
+[ $# -ge 2 ] || die "usage: bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--clear]"
 OLD=$1 NEW=$2
 shift 2
-REPS=5 QUICK=0 ONLY=
+REPS=5 QUICK=0 ONLY= CLEAR=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--reps) REPS=$2; shift ;;
 	--quick) QUICK=1 ;;
 	--only) ONLY=$2; shift ;;
+	--clear) CLEAR=(--no-encrypt) ;;
 	*) die "unknown option $1" ;;
 	esac
 	shift
@@ -105,12 +110,13 @@ run() {
 	local side=$1 kind=$2 build=$OLD dst=$R/$1/dst t0 t1 c0 c1 rc
 	[ "$side" = new ] && build=$NEW
 	[ -d "$dst" ] && mv "$dst" "$R/$side/gone.$RANDOM$RANDOM"
+	find "$R" -path '*/gone.*' -type f -size +100M -delete
 	mkdir -p "$dst"
 	sync -f "$R"
 	cat "$BIG" >/dev/null
 	find "$SMALL" -type f -exec cat {} + >/dev/null
 	local client=("$build/rdmacp" --config /dev/null --cert "$R/certs/client.crt"
-		--key "$R/certs/client.key" --ca "$R/certs/ca.crt" -P "${PORT[$side]}" --transport tcp -q)
+		--key "$R/certs/client.key" --ca "$R/certs/ca.crt" -P "${PORT[$side]}" --transport tcp -q "${CLEAR[@]}")
 	c0=$(cpu_busy)
 	t0=$(now)
 	if [ "$kind" = big ]; then
