@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--clear]: is a change
+# bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--clear] [--keep]: is a change
 # slower? The same rdmacp pushes (tcp transport, loopback) with two builds, alternating
 # old and new run by run (the order swapped every repetition), so that a machine whose
 # load drifts bills both alike. Prints each run, its seconds and the machine's busy
@@ -12,7 +12,9 @@
 #
 # Old destinations are moved aside, not deleted (a big delete slows the next runs'
 # inode allocation on some file systems), except their files over 100 MB, which go at
-# once (few inodes, and a run of big pushes would fill the disk). All goes at the end.
+# once (few inodes, and a run of big pushes would fill the disk). All goes at the end,
+# unless --keep: then the work directory stays (its path is printed), so that a run
+# right after this one does not pay for the delete.
 # Same source data, cache warming and fresh destination as bench/run.sh (its
 # generated data in $BENCH_DIR/data is reused). Each build gets its own rdmacpd
 # and module, both running as the user who runs the script.
@@ -20,16 +22,17 @@ set -u
 export LC_ALL=C
 
 die() { echo "ab: $*" >&2; exit 1; }
-[ $# -ge 2 ] || die "usage: bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--clear]"
+[ $# -ge 2 ] || die "usage: bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--clear] [--keep]"
 OLD=$1 NEW=$2
 shift 2
-REPS=5 QUICK=0 ONLY= CLEAR=()
+REPS=5 QUICK=0 ONLY= CLEAR=() KEEP=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--reps) REPS=$2; shift ;;
 	--quick) QUICK=1 ;;
 	--only) ONLY=$2; shift ;;
 	--clear) CLEAR=(--no-encrypt) ;;
+	--keep) KEEP=1 ;;
 	*) die "unknown option $1" ;;
 	esac
 	shift
@@ -62,7 +65,11 @@ cleanup() {
 	local p
 	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	rm -rf "$R"
+	if [ "$KEEP" = 1 ]; then
+		echo "kept: $R"
+	else
+		rm -rf "$R"
+	fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
