@@ -650,6 +650,8 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes);
 struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(struct engine *e, struct efile *f);
+/* A free entry of the file table, cleared and taken for file id (files_hw follows it). */
+void file_take(struct engine *e, struct efile *f, uint32_t id);
 void file_release(struct engine *e, struct efile *f);
 
 /*

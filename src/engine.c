@@ -186,6 +186,16 @@ uint32_t file_index(struct engine *e, struct efile *f)
 	return (uint32_t)(f - e->files);
 }
 
+void file_take(struct engine *e, struct efile *f, uint32_t id)
+{
+	memset(f, 0, sizeof(*f));
+	f->used = true;
+	f->id = id;
+	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
+	e->files_open++;
+	e->files_hw = MAX(e->files_hw, file_index(e, f) + 1);
+}
+
 void file_release(struct engine *e, struct efile *f)
 {
 	if (f->hash_live) {

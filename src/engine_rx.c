@@ -377,12 +377,7 @@ static int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
 /* A new entry in the file table, from its FILES record. */
 static void rx_entry_init(struct engine *e, struct efile *f, const struct proto_file *pf)
 {
-	memset(f, 0, sizeof(*f));
-	f->used = true;
-	e->files_open++;
-	e->files_hw = MAX(e->files_hw, file_index(e, f) + 1);
-	f->id = pf->id;
-	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
+	file_take(e, f, pf->id);
 	f->ftype = pf->ftype;
 	f->size = pf->size;
 	f->meta = *pf;

@@ -83,12 +83,7 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	if (r > 0) {
 		ftype = PROTO_FT_HARDLINK;
 	}
-	memset(f, 0, sizeof(*f));
-	f->used = true;
-	e->files_open++;
-	e->files_hw = MAX(e->files_hw, file_index(e, f) + 1);
-	f->id = id;
-	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
+	file_take(e, f, id);
 	f->name = strdup(s->name);
 	f->src_path = strdup(s->path);
 	f->src_dirfd = s->dirfd;
