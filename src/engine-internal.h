@@ -166,7 +166,6 @@ struct rslot {
 	uint8_t chash[HASH_LEN]; /* --partial: the chunk's own hash, for the journal */
 };
 
-/* A directory whose mode and time are set last (rx_finish_dirs). */
 /*
  * A set of 64-bit keys, 0 never one (engine_names.c): names kept as their
  * hashes, 8 bytes a name. A hash collision answers yes for a name never added.
@@ -176,6 +175,7 @@ struct name_set {
 	size_t n, cap;
 };
 
+/* A directory whose mode and time are set last (rx_finish_dirs). */
 struct dir_meta {
 	char *name;
 	int64_t mtime_sec;
@@ -308,7 +308,7 @@ struct efile {
 	 * written in place; dev_verify: its read-back digest is being made.
 	 */
 	bool device, dev_verify;
-	/* A new temp file allocated to its full size up front (rx_prealloc). */
+	/* A new temp file allocated over its whole chunks up front (rx_prealloc). */
 	bool prealloc;
 	/* --partial (engine_partial.c): tfd is the store's data file, [0, kept) verified. */
 	bool partial;

@@ -25,8 +25,8 @@ static void rx_open_direct(struct engine *e, struct efile *f)
 }
 
 /*
- * A new temp file that chunks go into with O_DIRECT, allocated to its full
- * size first (unwritten extents, which read as zeros). Every write is then
+ * A new temp file that chunks go into with O_DIRECT, allocated first
+ * (unwritten extents, which read as zeros). Every write is then
  * inside the file and onto blocks it has, which ext4 and XFS take under the
  * inode's shared lock: the chunks in flight on io_uring's workers are
  * written side by side instead of each waiting for the inode's exclusive
