@@ -7,7 +7,7 @@
 # CPU-seconds over it (/proc/stat: both ends, kernel included), and the medians, new/old.
 #
 #   big:   one file of 2048 MiB (--quick: 256 MiB)
-#   small: 10,000 files of 4 KiB (--quick: 1,000)
+#   small: 10,000 files of 4 KiB (--quick: 1,000), as one directory (-r DIR/)
 #   --clear: data lanes in clear (--no-encrypt), as the comparisons in bench/run.sh
 #
 # Old destinations are moved aside, not deleted (a big delete slows the next runs'
@@ -130,7 +130,7 @@ run() {
 		"${client[@]}" "$BIG" "127.0.0.1:bench/dst/"
 		rc=$?
 	else
-		(cd "$SMALL" && "${client[@]}" f* "127.0.0.1:bench/dst/")
+		"${client[@]}" -r "$SMALL/" "127.0.0.1:bench/dst/"
 		rc=$?
 	fi
 	t1=$(now)

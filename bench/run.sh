@@ -163,8 +163,9 @@ RD_CLIENT=("$RDMACP" --config /dev/null --cert "$R/rdmacp/certs/client.crt"
 
 # The daemon runs under GNU time for each rdmacp measurement, so that its max RSS
 # (wait4's ru_maxrss, which also covers the session children it reaped) can be
-# read after it stops. A sampler also reads VmHWM of the session child while it
-# lives, as a cross-check.
+# read after it stops. The daemon's log gives the session's own peak too (the
+# "session N ... ended: ..., peak RSS K KiB" line, also from wait4), as a
+# cross-check; nothing samples /proc while a copy is timed.
 RD_PID=
 start_rdmacpd() {
 	/usr/bin/time -v -o "$R/rdmacp/d.time" "$RDMACPD" --config "$R/rdmacp/d.conf" >"$R/rdmacp/d.log" 2>&1 &
@@ -177,53 +178,32 @@ stop_rdmacpd() {
 	wait "$RD_PID" 2>/dev/null
 	RD_PID=
 }
-# sample_hwm OUTFILE: while the daemon lives, record the largest VmHWM (kB) of any
-# child of the daemon process (the per-connection session).
-sample_hwm() {
-	local out=$1 d c max=0 k v rest
-	d=$(pgrep -P "$RD_PID" -x rdmacpd | head -1)
-	# builtins only in the loop, ~10 samples/s: the sampler must not steal CPU
-	while [ -d "/proc/$d" ]; do
-		kids=()
-		read -r -a kids <"/proc/$d/task/$d/children" 2>/dev/null # no newline: read "fails"
-		for c in "${kids[@]}"; do
-			while read -r k v rest; do
-				[ "$k" = VmHWM: ] && [ "$v" -gt "$max" ] && max=$v && echo "$max" >"$out"
-			done <"/proc/$c/status" 2>/dev/null
-		done
-		sleep 0.1
-	done
-}
 maxrss_of() { awk -F': ' '/Maximum resident set size/ {print $2}' "$1"; }
 
 # run_rdmacp CASE [rdmacp options...]: one timed copy; sets T_SEC, C_RSS, D_RSS, D_HWM (kB)
 run_rdmacp() {
-	local kind=$1 t0 t1 rc sp
+	local kind=$1 t0 t1 rc
 	shift
 	fresh_dst
 	warm
 	start_rdmacpd
-	: >"$R/rdmacp/hwm"
-	sample_hwm "$R/rdmacp/hwm" &
-	sp=$!
 	t0=$(now)
 	C0=$(cpu_busy)
 	if [ "$kind" = big ]; then
 		/usr/bin/time -v -o "$R/rdmacp/c.time" "${RD_CLIENT[@]}" -q "$@" "$BIG" "127.0.0.1:bench/dst/" 2>"$R/rdmacp/c.err"
 		rc=$?
 	else
-		(cd "$SMALL" && /usr/bin/time -v -o "$R/rdmacp/c.time" "${RD_CLIENT[@]}" -q "$@" f* "127.0.0.1:bench/dst/") 2>"$R/rdmacp/c.err"
+		/usr/bin/time -v -o "$R/rdmacp/c.time" "${RD_CLIENT[@]}" -q "$@" -r "$SMALL/" "127.0.0.1:bench/dst/" 2>"$R/rdmacp/c.err"
 		rc=$?
 	fi
 	t1=$(now)
 	CPU_SEC=$(echo "$(cpu_busy) - $C0" | bc -l)
 	stop_rdmacpd
-	wait "$sp" 2>/dev/null
 	[ "$rc" -eq 0 ] || { cat "$R/rdmacp/c.err" "$R/rdmacp/d.log" >&2; die "rdmacp failed (exit $rc)"; }
 	T_SEC=$(echo "$t1 - $t0" | bc -l)
 	C_RSS=$(maxrss_of "$R/rdmacp/c.time")
 	D_RSS=$(maxrss_of "$R/rdmacp/d.time")
-	D_HWM=$(cat "$R/rdmacp/hwm")
+	D_HWM=$(sed -n 's/.* ended: .*peak RSS \([0-9]*\) KiB.*/\1/p' "$R/rdmacp/d.log" | sort -n | tail -1)
 	D_HWM=${D_HWM:-0}
 }
 
@@ -491,7 +471,7 @@ POOL_KB=$((64 * 1024)) # client default: pool of 64 chunks of 1 MiB
 echo "peak RSS (default settings, chunk 1 MiB; client pool 64 MiB, daemon ring 32 slots = 32 MiB):"
 printf '  rdmacp client (time -v max RSS)      %7d KiB  (limit pool + 32 MiB = %d KiB: %s)\n' \
 	"$RD_C_RSS" $((POOL_KB + 32768)) "$([ "$RD_C_RSS" -le $((POOL_KB + 32768)) ] && echo MET || echo 'NOT MET')"
-printf '  rdmacpd session (time -v on daemon)  %7d KiB  (sampled VmHWM of the session child: %d KiB)\n' \
+printf '  rdmacpd session (time -v on daemon)  %7d KiB  (the session alone, from its log: %d KiB)\n' \
 	"$RD_D_RSS" "$RD_D_HWM"
 echo
 

@@ -93,39 +93,33 @@ bench_rsyncd "$R"
 RSYNC_FSYNC=
 rsync --help 2>&1 | grep -q -- '--fsync' && RSYNC_FSYNC=--fsync
 
-# session_hwm OUT: the largest VmHWM (kB) of any child of the daemon while it runs.
-session_hwm() {
-	local out=$1 d=${PIDS[0]} max=0 kids c k v rest
-	while :; do
-		kids=()
-		read -r -a kids <"/proc/$d/task/$d/children" 2>/dev/null
-		for c in "${kids[@]}"; do
-			while read -r k v rest; do
-				[ "$k" = VmHWM: ] && [ "$v" -gt "$max" ] && max=$v && echo "$max" >"$out"
-			done <"/proc/$c/status" 2>/dev/null
-		done
-		[ -e "$R/stop-hwm" ] && break
-		sleep 0.05
+# session_peak N0: the peak RSS (kB) of the session that ended after the log held N0
+# "ended:" lines. rdmacpd logs it when it reaps the session (from wait4), so
+# nothing samples /proc while the copy is timed, and the peak is not missed.
+session_peak() {
+	local _ n
+	for _ in $(seq 1 100); do
+		n=$(grep -c 'ended: .* peak RSS' "$R/d.log")
+		[ "$n" -gt "$1" ] && break
+		sleep 0.02
 	done
+	grep 'ended: .* peak RSS' "$R/d.log" | tail -1 | sed -n 's/.*peak RSS \([0-9]*\) KiB.*/\1/p'
 }
 
 # one TOOL SRC: one timed copy of SRC's files into a fresh DST; sets T (s).
 one() {
-	local tool=$1 src=$2 t0 t1 port rp n
+	local tool=$1 src=$2 t0 t1 port rp n n0
 	fresh_dst
 	warm "$src"
 	case $tool in
 	rdmacp | rdmacp-clear)
-		rm -f "$R/stop-hwm" "$R/hwm"
-		session_hwm "$R/hwm" &
-		rp=$!
+		n0=$(grep -c 'ended: .* peak RSS' "$R/d.log")
 		t0=$(now)
 		/usr/bin/time -f %M -o "$R/c.rss" "${RD[@]}" -q -r ${TREE:+-p} \
 			$([ "$tool" = rdmacp-clear ] && echo --no-encrypt) "$src/" "127.0.0.1:bench/dst/" 2>"$R/c.err" ||
 			{ cat "$R/c.err" "$R/d.log" >&2; die "rdmacp failed"; }
 		t1=$(now)
-		touch "$R/stop-hwm"
-		wait "$rp"
+		session_peak "$n0" >"$R/hwm"
 		;;
 	nc)
 		port=$(free_port)

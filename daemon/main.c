@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -388,7 +389,12 @@ static void remove_child(struct daemon *d, struct child *c)
 	*c = d->children[--d->nchildren];
 }
 
-static void log_child_exit(const struct daemon *d, const struct child *c, pid_t pid, int status)
+/*
+ * ru: what the session used, from wait4(); a clean end is logged with it (CPU
+ * time and peak resident memory, the figure the memory budget is about).
+ */
+static void log_child_exit(const struct daemon *d, const struct child *c, pid_t pid, int status,
+			   const struct rusage *ru)
 {
 	const char *peer = c ? c->peer_text : "?";
 
@@ -405,6 +411,13 @@ static void log_child_exit(const struct daemon *d, const struct child *c, pid_t 
 	} else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
 		log_notice("session %d from %s exited with status %d", (int)pid, peer,
 			   WEXITSTATUS(status));
+	} else if (c && c->authenticated) {
+		log_info("session %d from %s ended: %.3f s CPU (%.3f user), peak RSS %ld KiB",
+			 (int)pid, peer,
+			 (double)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) +
+			     (double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1e6,
+			 (double)ru->ru_utime.tv_sec + (double)ru->ru_utime.tv_usec / 1e6,
+			 ru->ru_maxrss);
 	} else {
 		log_debug("session %d from %s ended", (int)pid, peer);
 	}
@@ -415,15 +428,19 @@ static void reap_children(struct daemon *d)
 	bool changed = false;
 
 	for (;;) {
+		struct rusage ru;
 		int status;
-		pid_t pid = waitpid(-1, &status, WNOHANG);
+		pid_t pid = wait4(-1, &status, WNOHANG, &ru);
 		struct child *c;
 
 		if (pid <= 0) {
 			break;
 		}
 		c = find_child(d, pid);
-		log_child_exit(d, c, pid, status);
+		if (c) {
+			(void)child_unauthenticated(d, c); /* refreshes c->authenticated */
+		}
+		log_child_exit(d, c, pid, status, &ru);
 		/* Whatever it died holding is released here. */
 		session_table_reap(d->sessions, pid);
 		if (c) {

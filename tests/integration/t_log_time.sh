@@ -10,6 +10,7 @@
 #      the session's lines (from its own process) too
 #   2. JOURNAL_STREAM = stderr's dev:ino: every line starts with <N>, no time
 #   3. JOURNAL_STREAM naming another file: timestamps, as in 1
+# And the master's line for a session's end carries its CPU time and peak RSS.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -70,6 +71,16 @@ if [ -n "$when" ] && [ $(($(date +%s) - when)) -lt 60 ]; then
 	pass "plain: the first line's time $first is now"
 else
 	fail "plain: the first line's time '$first' is not now ($(date -Iseconds))"
+fi
+
+# The master logs each authenticated session's end with what it used (wait4):
+# CPU time and peak RSS, a number of KiB no smaller than a process's least.
+line=$(grep -E 'rdmacpd\[[0-9]+\] info: session [0-9]+ from 127\.0\.0\.1:[0-9]+ ended: [0-9]+\.[0-9]{3} s CPU \([0-9]+\.[0-9]{3} user\), peak RSS [0-9]+ KiB$' "$T/plain.log")
+kib=$(sed -n 's/.*peak RSS \([0-9]*\) KiB$/\1/p' <<<"$line")
+if [ -n "$kib" ] && [ "$kib" -ge 1024 ]; then
+	pass "plain: the session's end is logged with its resources: ${line#* info: }"
+else
+	fail "plain: no session end line with CPU and peak RSS: $(grep -E 'session [0-9]+ ' "$T/plain.log")"
 fi
 
 # ---- 2. stderr the journal ----
