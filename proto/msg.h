@@ -113,8 +113,16 @@ enum {
 	PROTO_CAP_RAILS = 1u << 26,
 	/* Daemon rails: OPEN_OK's rails, more daemon addresses for the verbs lanes */
 	PROTO_CAP_DAEMON_RAILS = 1u << 27,
+	/*
+	 * Wide file window: as a receiver this end holds PROTO_FILES_WIDE
+	 * files offered and not yet resolved (PROTO_FILES_NARROW otherwise).
+	 */
+	PROTO_CAP_WIDE_WINDOW = 1u << 28,
 };
-#define PROTO_CAPS_KNOWN 0xfffffffu
+#define PROTO_CAPS_KNOWN 0x1fffffffu
+/* Files a sender may have offered and not yet resolved (PROTO_CAP_WIDE_WINDOW). */
+#define PROTO_FILES_NARROW 768
+#define PROTO_FILES_WIDE   1536
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {

@@ -38,9 +38,15 @@
 
 _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per lane");
 
-#define FILE_TABLE     1024 /* files in flight (power of two) */
-#define FILES_WINDOW   768  /* offered but unresolved files, sender side */
-#define OPEN_FILES_MAX 64   /* sender: source files open at once */
+/*
+ * Files in flight (a power of two). A receiver takes up to PROTO_FILES_WIDE
+ * from a sender; a sender offers PROTO_FILES_WIDE when the receiver
+ * announced PROTO_CAP_WIDE_WINDOW, else PROTO_FILES_NARROW (older peers'
+ * tables hold 1,024). Entries are set up when taken, so what a session
+ * touches is what it had in flight at most.
+ */
+#define FILE_TABLE     2048
+#define OPEN_FILES_MAX 64 /* sender: source files open at once */
 /*
  * Every file in flight holds its directory, so the cache is larger than the
  * file table: a free entry always exists.
@@ -273,7 +279,8 @@ struct efile {
 	bool tmode_set;
 	uint32_t tmode;
 	char *leaf;
-	char tmpname[FSPATH_NAME_MAX + 1];
+	/* A named temp file's name (or a link's, a symlink's on its way): NULL or "" none. */
+	char *tmpname;
 	int tfd;
 	uint64_t hash_off, recv_bytes, written;
 	uint32_t hash_jobs; /* chunks with a hashing thread (engine_hashers.c) */
@@ -285,7 +292,6 @@ struct efile {
 	uint32_t done_status;
 	uint64_t done_bytes;
 	uint8_t done_hash[HASH_LEN];
-	char done_text[256];
 	struct proto_file meta;
 	/* receiver, a hard link: the name it links to, waiting for that file (its id) */
 	char *link_target;
@@ -456,6 +462,7 @@ struct engine {
 	size_t hl_n, hl_vcap, hl_bytes;
 	bool hl_full; /* told the user once */
 	uint32_t offered_unresolved;
+	uint32_t files_window;	/* the most offered_unresolved may be (PROTO_CAP_WIDE_WINDOW) */
 	uint32_t tx_unfinished; /* files started whose FILE_DONE is not sent yet */
 	uint32_t open_fds;
 	struct chunk *chunks;
@@ -493,7 +500,13 @@ struct engine {
 	 */
 	bool rx_copy;
 	uint32_t copy_base;
+	/*
+	 * Entries at dirs_hw and above were never used (zero: never faulted
+	 * in); scans stop there. dir_last: the entry dir_get returned last,
+	 * looked at first (files come directory by directory).
+	 */
 	struct dirent_cache dirs[DIR_CACHE];
+	int dirs_hw, dir_last;
 	uint32_t *commit_batch; /* file indexes renamed, awaiting their dir fsync */
 	uint32_t ncommit;
 	/* batched durability (see SYNC_BATCH_MIN) */
@@ -653,6 +666,9 @@ uint32_t file_index(struct engine *e, struct efile *f);
 /* A free entry of the file table, cleared and taken for file id (files_hw follows it). */
 void file_take(struct engine *e, struct efile *f, uint32_t id);
 void file_release(struct engine *e, struct efile *f);
+/* f->tmpname, allocated the first time (FILE_TMPNAME_LEN bytes), "" ; NULL: no memory. */
+#define FILE_TMPNAME_LEN (FSPATH_NAME_MAX + 1)
+char *file_tmpname(struct efile *f);
 
 /*
  * engine_tx.c: pool chunk ci (len bytes of file_id at off) into the receiver's

@@ -196,6 +196,18 @@ void file_take(struct engine *e, struct efile *f, uint32_t id)
 	e->files_hw = MAX(e->files_hw, file_index(e, f) + 1);
 }
 
+char *file_tmpname(struct efile *f)
+{
+	if (!f->tmpname) {
+		f->tmpname = malloc(FILE_TMPNAME_LEN);
+		if (!f->tmpname) {
+			return NULL;
+		}
+	}
+	f->tmpname[0] = '\0';
+	return f->tmpname;
+}
+
 void file_release(struct engine *e, struct efile *f)
 {
 	if (f->hash_live) {
@@ -222,6 +234,7 @@ void file_release(struct engine *e, struct efile *f)
 		e->dirs[f->dir].refs--;
 	}
 	free(f->jbuf);
+	free(f->tmpname);
 	free(f->resume);
 	free(f->zr);
 	e->zr_total -= f->nzr + f->nsr;
@@ -486,9 +499,6 @@ static int setup(struct engine *e)
 	struct io_uring_params up = { 0 };
 	int r;
 
-	for (int i = 0; i < DIR_CACHE; i++) {
-		e->dirs[i].fd = -1;
-	}
 	/*
 	 * Every completion on io_uring's workers (the writes, fsyncs and links)
 	 * is handed to this thread as task work. By default that interrupts the
@@ -623,7 +633,7 @@ static void teardown(struct engine *e)
 	if (e->uring_efd >= 0) {
 		close(e->uring_efd);
 	}
-	for (int i = 0; i < DIR_CACHE; i++) {
+	for (int i = 0; i < e->dirs_hw; i++) {
 		if (e->dirs[i].path) {
 			free(e->dirs[i].path);
 			close(e->dirs[i].fd);
@@ -916,6 +926,8 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	e->delta_tree = e->delta && (p->peer_caps & PROTO_CAP_DELTA_TREE) &&
 			(hello_local_caps() & PROTO_CAP_DELTA_TREE);
 	e->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
+	e->files_window =
+	    (p->peer_caps & PROTO_CAP_WIDE_WINDOW) ? PROTO_FILES_WIDE : PROTO_FILES_NARROW;
 	/* A lost lane's slots go on the others: files only (a bench fails as before). */
 	e->rails = p->x && (p->role == ENGINE_SENDER || p->role == ENGINE_RECEIVER) &&
 		   (p->peer_caps & PROTO_CAP_RAILS) && (hello_local_caps() & PROTO_CAP_RAILS);

@@ -71,7 +71,9 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 		return 0;
 	}
 	if (f->done_status != PERR_OK && !f->failed) {
-		file_fail(f, f->done_status, "sender: %s", f->done_text);
+		/* Its reason is in fail_text already (rx_file_done). */
+		f->failed = true;
+		f->fail_code = f->done_status;
 		f->fail_peer = true; /* the sender's own failure */
 	} else if (f->done_bytes + f->kept + f->zeroed + f->skipped != f->size ||
 		   f->written + f->kept + f->zeroed + f->skipped != f->size ||
@@ -268,7 +270,7 @@ int rx_sync_step(struct engine *e)
 	 * it is their directory's sync, in place of an fsync of its own (one
 	 * journal commit where there would be two).
 	 */
-	for (int i = 0; i < DIR_CACHE; i++) {
+	for (int i = 0; i < e->dirs_hw; i++) {
 		struct dirent_cache *d = &e->dirs[i];
 
 		if (!d->path || !d->dirty || d->syncing || d->dev == UINT64_MAX) {
@@ -295,7 +297,7 @@ void rx_sync_done(struct engine *e)
 		return;
 	}
 	e->sync_running = false;
-	for (int i = 0; i < DIR_CACHE; i++) {
+	for (int i = 0; i < e->dirs_hw; i++) {
 		if (e->dirs[i].by_syncfs) {
 			e->dirs[i].by_syncfs = false;
 			rx_dirsync_done(e, (uint32_t)i, e->sync_result);
@@ -332,7 +334,7 @@ void rx_fsync_done(struct engine *e, struct efile *f, int res)
 	if (f->partial) {
 		rx_partial_data_name(f, pname, sizeof(pname));
 		r = renameat(f->part_store, pname, d->fd, f->leaf) < 0 ? negerrno() : 0;
-	} else if (f->tmpname[0]) {
+	} else if (f->tmpname && f->tmpname[0]) {
 		r = renameat(d->fd, f->tmpname, d->fd, f->leaf) < 0 ? negerrno() : 0;
 	} else if (rx_link_submit(e, f) == 0) {
 		return; /* rx_link_done */
@@ -414,7 +416,7 @@ int rx_commit_batch(struct engine *e)
 	if (e->sync_running || e->nsync_wait >= SYNC_BATCH_MIN) {
 		return 0;
 	}
-	for (int i = 0; i < DIR_CACHE; i++) {
+	for (int i = 0; i < e->dirs_hw; i++) {
 		struct dirent_cache *d = &e->dirs[i];
 		struct io_uring_sqe *sqe;
 
@@ -462,7 +464,7 @@ void rx_dirsync_done(struct engine *e, uint32_t di, int res)
 void rx_discard(struct engine *e, struct efile *f)
 {
 	/* A partial stays for a later run (see rx_resolve for the ones that don't). */
-	if (f->tmpname[0] != '\0' && f->dir >= 0 && !f->partial) {
+	if (f->tmpname && f->tmpname[0] != '\0' && f->dir >= 0 && !f->partial) {
 		fspath_discard(e->dirs[f->dir].fd, f->tmpname);
 	}
 }

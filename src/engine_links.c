@@ -217,7 +217,9 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
 	if (fstatat(d->fd, f->leaf, &old, AT_SYMLINK_NOFOLLOW) < 0 || old.st_dev != st.st_dev ||
 	    old.st_ino != st.st_ino) {
 		for (int tries = 0; tries < 16; tries++) {
-			r = fspath_temp_name(f->leaf, f->tmpname, sizeof(f->tmpname));
+			r = file_tmpname(f)
+				? fspath_temp_name(f->leaf, f->tmpname, FILE_TMPNAME_LEN)
+				: -ENOMEM;
 			if (r < 0) {
 				break;
 			}
@@ -230,7 +232,7 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
 			r = negerrno();
 		}
 		/* Gone after a rename, unless the name was the same file already (a no-op). */
-		if (f->tmpname[0]) {
+		if (f->tmpname && f->tmpname[0]) {
 			unlinkat(d->fd, f->tmpname, 0);
 			f->tmpname[0] = '\0';
 		}

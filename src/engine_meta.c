@@ -235,7 +235,8 @@ uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, 
 	d = &e->dirs[f->dir];
 	/* A temp name first, then rename: atomic, and nothing is ever followed. */
 	for (int tries = 0; tries < 16; tries++) {
-		r = fspath_temp_name(f->leaf, f->tmpname, sizeof(f->tmpname));
+		r = file_tmpname(f) ? fspath_temp_name(f->leaf, f->tmpname, FILE_TMPNAME_LEN)
+				    : -ENOMEM;
 		if (r < 0) {
 			break;
 		}

@@ -77,10 +77,16 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 	int free_idx = -1, r, fd;
 	bool fresh;
 
-	for (int i = 0; i < DIR_CACHE; i++) {
+	if (e->dir_last < e->dirs_hw && e->dirs[e->dir_last].path &&
+	    strcmp(e->dirs[e->dir_last].path, path) == 0) {
+		e->dirs[e->dir_last].refs++;
+		*ret_idx = e->dir_last;
+		return 0;
+	}
+	for (int i = 0; i < e->dirs_hw; i++) {
 		if (e->dirs[i].path && strcmp(e->dirs[i].path, path) == 0) {
 			e->dirs[i].refs++;
-			*ret_idx = i;
+			*ret_idx = e->dir_last = i;
 			return 0;
 		}
 		if (free_idx < 0 &&
@@ -88,6 +94,9 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 		     (e->dirs[i].refs == 0 && !e->dirs[i].dirty && !e->dirs[i].syncing))) {
 			free_idx = i;
 		}
+	}
+	if (free_idx < 0 && e->dirs_hw < DIR_CACHE) {
+		free_idx = e->dirs_hw; /* never used: zero */
 	}
 	if (free_idx < 0) {
 		return -EBUSY;
@@ -143,7 +152,8 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 	e->dirs[free_idx].dirty = false;
 	e->dirs[free_idx].syncing = false;
 	e->dirs[free_idx].submitted = e->dirs[free_idx].completed = 0;
-	*ret_idx = free_idx;
+	e->dirs_hw = MAX(e->dirs_hw, free_idx + 1);
+	*ret_idx = e->dir_last = free_idx;
 	return 0;
 }
 

@@ -191,7 +191,6 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 		return PERR_INTERNAL;
 	}
 	f->hash_live = true;
-	f->tmpname[0] = '\0';
 	/* A block device by that name is written in place, or the entry refused. */
 	code = rx_device_target(e, f, text, textlen);
 	if (code != PERR_OK || f->device) {
@@ -245,8 +244,9 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 	r = fspath_create_anon(e->dirs[f->dir].fd, rx_create_mode(e, f), &f->tfd);
 	if (r == -EOPNOTSUPP) {
 		f->tmode_set = false;
-		r = fspath_create_temp(e->dirs[f->dir].fd, f->leaf, &f->tfd, f->tmpname,
-				       sizeof(f->tmpname));
+		r = file_tmpname(f) ? fspath_create_temp(e->dirs[f->dir].fd, f->leaf, &f->tfd,
+							 f->tmpname, FILE_TMPNAME_LEN)
+				    : -ENOMEM;
 	}
 	if (r < 0) {
 		snprintf(text, textlen, "create temp file: %s", strerror(-r));
@@ -623,7 +623,14 @@ static int rx_file_done(struct engine *e, const struct msg_file_done *d)
 	f->done_status = d->status;
 	f->done_bytes = d->bytes;
 	memcpy(f->done_hash, d->hash, HASH_LEN);
-	snprintf(f->done_text, sizeof(f->done_text), "%.200s", d->text);
+	/*
+	 * The sender's reason waits in fail_text (unused until the file fails;
+	 * rx_maybe_finish fails it with this one unless it failed here first,
+	 * and then file_fail has written its own reason over this).
+	 */
+	if (d->status != PERR_OK && !f->failed) {
+		snprintf(f->fail_text, sizeof(f->fail_text), "sender: %.200s", d->text);
+	}
 	return rx_maybe_finish(e, f);
 }
 

@@ -145,10 +145,10 @@ static int tx_offer(struct engine *e)
 	char *links[PROTO_MAX_BATCH];
 	int r;
 
-	while (e->offered_unresolved < FILES_WINDOW && tx_have_src(e)) {
+	while (e->offered_unresolved < e->files_window && tx_have_src(e)) {
 		uint32_t n = 0;
 
-		while (n < PROTO_MAX_BATCH && e->offered_unresolved < FILES_WINDOW &&
+		while (n < PROTO_MAX_BATCH && e->offered_unresolved < e->files_window &&
 		       tx_have_src(e)) {
 			const struct engine_src *s = e->next_src;
 
@@ -190,7 +190,7 @@ static int tx_offer(struct engine *e)
 		 * On its way before the next batch is taken from the source: a
 		 * walking source takes time, and the receiver can use it.
 		 */
-		if (r >= 0 && e->offered_unresolved < FILES_WINDOW && tx_have_src(e)) {
+		if (r >= 0 && e->offered_unresolved < e->files_window && tx_have_src(e)) {
 			r = chan_flush(e->p->chan);
 			if (r < 0) {
 				r = fail(e, PERR_IO, r, "control channel write failed: %s",

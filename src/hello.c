@@ -6,8 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "macro.h"
+
+/* Open files a process needs before it announces PROTO_CAP_WIDE_WINDOW. */
+#define WIDE_WINDOW_NOFILE 16384
 
 uint64_t hello_local_caps(void)
 {
@@ -20,7 +24,16 @@ uint64_t hello_local_caps(void)
 			PROTO_CAP_VERBS_SEAL | PROTO_CAP_ASSEMBLE | PROTO_CAP_DELTA_TREE |
 			PROTO_CAP_RAILS;
 	const char *off = getenv("RDMACP_TEST_CAPS_OFF");
+	struct rlimit rl;
 
+	/*
+	 * A receiver holds a descriptor for each file in flight and its
+	 * directory: it takes the wide window only where its limit (raised to
+	 * the hard one at start) leaves room for that many.
+	 */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= WIDE_WINDOW_NOFILE) {
+		caps |= PROTO_CAP_WIDE_WINDOW;
+	}
 #ifdef HAVE_VERBS
 	caps |= PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND | PROTO_CAP_DAEMON_RAILS;
 #endif

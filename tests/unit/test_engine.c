@@ -2324,6 +2324,102 @@ static void test_sender_no_credits(void **state)
 	raw_free(&w);
 }
 
+/* A source of n empty regular files, f00000 onwards, made in the source directory. */
+struct gen_source {
+	struct engine_src cur;
+	char name[32];
+	size_t n, next;
+};
+
+static int gen_next(void *ud, const struct engine_src **ret, char *why, size_t whylen)
+{
+	struct gen_source *g = ud;
+
+	(void)why, (void)whylen;
+	if (g->next == g->n) {
+		return 0;
+	}
+	snprintf(g->name, sizeof(g->name), "f%05zu", g->next++);
+	g->cur.name = g->cur.path = g->name; /* the engine copies both */
+	*ret = &g->cur;
+	return 1;
+}
+
+/*
+ * The file window: a receiver that accepts every file and resolves none.
+ * The sender offers exactly as many as the receiver announced it holds
+ * (PROTO_CAP_WIDE_WINDOW: PROTO_FILES_WIDE, else PROTO_FILES_NARROW, what a
+ * receiver with the old 1,024-entry table takes), then waits; no more come
+ * until it gives up at the idle timeout.
+ */
+static void files_window(void **state, uint64_t caps, uint32_t want)
+{
+	struct fx *f = *state;
+	struct gen_source g = { .n = PROTO_FILES_WIDE + 200 };
+	struct raw w;
+	uint32_t offered = 0, last = 0;
+
+	for (size_t i = 0; i < g.n; i++) {
+		char name[32];
+		int fd;
+
+		snprintf(name, sizeof(name), "f%05zu", i);
+		fd = openat(f->src_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	g.cur = (struct engine_src){ .dirfd = f->src_fd, .ftype = PROTO_FT_REG, .mode = 0644 };
+	f->txr.p.source = (struct engine_source){ .next = gen_next, .ud = &g };
+	f->txr.p.peer_caps = caps;
+	f->txr.p.idle_timeout_ms = IDLE_MS;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	for (;;) {
+		struct msg m;
+
+		raw_next(&w, &m);
+		if (m.type == MSG_ERROR) {
+			assert_int_equal(m.u.error.code, PERR_TIMEOUT);
+			msg_clear(&m);
+			break;
+		}
+		if (m.type == MSG_FILES) {
+			struct proto_status st[PROTO_MAX_BATCH];
+			struct msg a = { .type = MSG_FILES_ACK };
+
+			for (size_t i = 0; i < m.u.files.count; i++) {
+				/* Ids strictly increase from 1. */
+				assert_int_equal(m.u.files.files[i].id, last + 1);
+				last = m.u.files.files[i].id;
+				st[i] = (struct proto_status){ .id = last,
+							       .status = PERR_OK,
+							       .text = (char *)"" };
+			}
+			offered += m.u.files.count;
+			a.u.files_ack.count = m.u.files.count;
+			a.u.files_ack.st = st;
+			raw_send(&w, &a);
+		} else {
+			assert_int_equal(m.type, MSG_FILE_DONE); /* an empty file is done at once */
+		}
+		msg_clear(&m);
+	}
+	run_join(&f->txr);
+	assert_int_equal(offered, want);
+	assert_failed_run(&f->txr, -ETIMEDOUT, PERR_TIMEOUT, "");
+	raw_free(&w);
+}
+
+static void test_window_narrow(void **state)
+{
+	files_window(state, 0, PROTO_FILES_NARROW);
+}
+
+static void test_window_wide(void **state)
+{
+	files_window(state, PROTO_CAP_WIDE_WINDOW, PROTO_FILES_WIDE);
+}
+
 /*
  * Skip level checksum: a receiver that answers SUM_WANTED and then never
  * decides. The sender sends its digest, then waits beyond the idle timeout
@@ -3983,6 +4079,8 @@ int main(void)
 		T(test_sender_peer_error),
 		T(test_sender_bad_ring),
 		T(test_sender_no_credits),
+		T(test_window_narrow),
+		T(test_window_wide),
 		T(test_sum_answer_never_comes),
 		T(test_stop_requested),
 		T(test_partial_resume),
