@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--clear] [--keep]: is a change
+# bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--tree DIR] [--clear] [--keep]: is a change
 # slower? The same rdmacp pushes (tcp transport, loopback) with two builds, alternating
 # old and new run by run (the order swapped every repetition), so that a machine whose
 # load drifts bills both alike. Prints each run, its seconds and the machine's busy
@@ -8,6 +8,8 @@
 #
 #   big:   one file of 2048 MiB (--quick: 256 MiB)
 #   small: 10,000 files of 4 KiB (--quick: 1,000), as one directory (-r DIR/)
+#   tree:  with --tree DIR, a real tree instead of both (rdmacp -r -p DIR/); its
+#          copies are all kept until the end (so leave room for 2 x REPS of it)
 #   --clear: data lanes in clear (--no-encrypt), as the comparisons in bench/run.sh
 #
 # Old destinations are moved aside, not deleted (a big delete slows the next runs'
@@ -22,15 +24,16 @@ set -u
 export LC_ALL=C
 
 die() { echo "ab: $*" >&2; exit 1; }
-[ $# -ge 2 ] || die "usage: bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--clear] [--keep]"
+[ $# -ge 2 ] || die "usage: bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--tree DIR] [--clear] [--keep]"
 OLD=$1 NEW=$2
 shift 2
-REPS=5 QUICK=0 ONLY= CLEAR=() KEEP=0
+REPS=5 QUICK=0 ONLY= CLEAR=() KEEP=0 TREE=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--reps) REPS=$2; shift ;;
 	--quick) QUICK=1 ;;
 	--only) ONLY=$2; shift ;;
+	--tree) TREE=$(realpath "$2") && [ -d "$TREE" ] || die "no directory $2"; ONLY=tree; shift ;;
 	--clear) CLEAR=(--no-encrypt) ;;
 	--keep) KEEP=1 ;;
 	*) die "unknown option $1" ;;
@@ -120,14 +123,21 @@ run() {
 	find "$R" -path '*/gone.*' -type f -size +100M -delete
 	mkdir -p "$dst"
 	sync -f "$R"
-	cat "$BIG" >/dev/null
-	find "$SMALL" -type f -exec cat {} + >/dev/null
+	if [ "$kind" = tree ]; then
+		find "$TREE" -type f -exec cat {} + >/dev/null 2>&1
+	else
+		cat "$BIG" >/dev/null
+		find "$SMALL" -type f -exec cat {} + >/dev/null
+	fi
 	local client=("$build/rdmacp" --config /dev/null --cert "$R/certs/client.crt"
 		--key "$R/certs/client.key" --ca "$R/certs/ca.crt" -P "${PORT[$side]}" --transport tcp -q "${CLEAR[@]}")
 	c0=$(cpu_busy)
 	t0=$(now)
 	if [ "$kind" = big ]; then
 		"${client[@]}" "$BIG" "127.0.0.1:bench/dst/"
+		rc=$?
+	elif [ "$kind" = tree ]; then
+		"${client[@]}" -r -p "$TREE/" "127.0.0.1:bench/dst/"
 		rc=$?
 	else
 		"${client[@]}" -r "$SMALL/" "127.0.0.1:bench/dst/"
@@ -144,7 +154,7 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 echo "old: $OLD"
 echo "new: $NEW"
 echo "reps: $REPS (alternating; order swapped every repetition)"
-for kind in big small; do
+for kind in big small tree; do
 	[ -n "$ONLY" ] && [ "$ONLY" != "$kind" ] && continue
 	: >"$R/$kind.old" && : >"$R/$kind.new" && : >"$R/$kind.old.cpu" && : >"$R/$kind.new.cpu"
 	for i in $(seq 1 "$REPS"); do

@@ -123,6 +123,12 @@ enum {
  * slot shared with others.
  */
 #define PACK_FILE_MAX ((uint64_t)256 << 10)
+/*
+ * Receiver: files from this size on (and bigger than a packed one) are
+ * written with O_DIRECT but for their last, partial page (rx_open_direct).
+ */
+#define RX_DIRECT_MIN ((uint64_t)64 << 10)
+#define RX_PAGE	      4096u
 #define UD(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
 #define UD_KIND(ud)   ((unsigned)((ud) >> 56))
 #define UD_IDX(ud)    ((uint32_t)(ud))

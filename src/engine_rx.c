@@ -8,16 +8,21 @@
 
 /*
  * A second, O_DIRECT descriptor for the temp file where the file system
- * allows it: whole aligned chunks then go from the ring to the disk without
+ * allows it: a slot's whole pages then go from the ring to the disk without
  * a copy into the page cache (and without io_uring punting buffered writes
- * to its worker threads). The tail and short-write remainders stay buffered.
+ * to its worker threads). Only the last page of a file, partly filled, and
+ * short-write remainders go buffered (rx_submit_write). Not for a file that
+ * may travel packed (its pieces are written buffered; engine_pack.c) or a
+ * smaller one.
  */
 static void rx_open_direct(struct engine *e, struct efile *f)
 {
+	uint64_t min = MAX(RX_DIRECT_MIN, MIN(PACK_FILE_MAX, (uint64_t)e->p->chunk_size / 4) + 1);
 	char proc[64];
 
-	if (f->size < e->p->chunk_size || diskio_dio_align(f->tfd, &f->dio) < 0 || !f->dio.mem ||
-	    !f->dio.offset || e->p->chunk_size % f->dio.offset || 4096 % f->dio.mem) {
+	if (f->size < MIN(min, e->p->chunk_size) || diskio_dio_align(f->tfd, &f->dio) < 0 ||
+	    !f->dio.mem || !f->dio.offset || e->p->chunk_size % f->dio.offset ||
+	    4096 % f->dio.mem) {
 		return;
 	}
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->tfd);
@@ -978,11 +983,25 @@ static void rx_submit_write(struct engine *e, uint32_t slot)
 		return;
 	}
 	int fd = f->tfd;
+	uint32_t len = s->len - s->wdone;
+	uint32_t pages = s->len / RX_PAGE * RX_PAGE;
 
-	if (f->dfd >= 0 && s->wdone == 0 && diskio_dio_ok(&f->dio, buf, s->off, s->len)) {
-		fd = f->dfd;
+	if (f->dfd >= 0 && s->wdone == 0) {
+		if (diskio_dio_ok(&f->dio, buf, s->off, s->len)) {
+			fd = f->dfd;
+		} else if (pages > 0 && diskio_dio_ok(&f->dio, buf, s->off, pages)) {
+			/*
+			 * The file's last slot: its whole pages direct, the rest
+			 * (less than a page, past them) then through the page
+			 * cache as a short write's remainder (rx_write_done). Whole
+			 * pages, so the buffered write never has to read a block
+			 * the direct one wrote.
+			 */
+			fd = f->dfd;
+			len = pages;
+		}
 	}
-	io_uring_prep_write_fixed(sqe, fd, buf + s->wdone, s->len - s->wdone, s->off + s->wdone,
+	io_uring_prep_write_fixed(sqe, fd, buf + s->wdone, len, s->off + s->wdone,
 				  pool_buf_index(e->pool, buf));
 	io_uring_sqe_set_data64(sqe, UD(UD_WRITE, slot));
 	f->writes_out++;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Push: file sizes around every boundary (0, 1, page, chunk), a 300 MiB file,
+# Push: file sizes around every boundary (0, 1, page, packed, chunk; the
+# receiver writes whole pages direct from just past the packed size), a 300 MiB file,
 # a sparse file, 2000 small files in one command, rename of a single file,
 # into an existing / a not-yet-existing directory, 1 and 4 lanes. Every file
 # is compared byte for byte with cmp, and no temp file (".*.rdmacp.*") may
@@ -63,7 +64,7 @@ done
 
 # ---- 2. the same kind of boundaries with the default 1M chunk ------------
 M=$((1024 * 1024))
-SIZES1M=(0 1 4095 4096 4097 $((M - 1)) $M $((M + 1)) $((5 * M + 3)))
+SIZES1M=(0 1 4095 4096 4097 $((256 * 1024)) $((256 * 1024 + 1)) 300000 409600 $((M - 4095)) $((M - 1)) $M $((M + 1)) $((5 * M + 3)))
 files=()
 for s in "${SIZES1M[@]}"; do
 	rand_file "$T/src/s1m_$s" "$s"
