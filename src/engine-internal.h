@@ -688,6 +688,7 @@ int tx_post_again(struct engine *e, uint32_t ci, unsigned lane);
 int tx_send_done(struct engine *e, struct efile *f);
 
 /* engine_pack.c */
+uint64_t pack_file_max(const struct engine *e);
 bool tx_packable(const struct engine *e, const struct efile *f);
 int tx_pack_add(struct engine *e, struct efile *f);
 void tx_pack_close(struct engine *e);

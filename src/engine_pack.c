@@ -12,12 +12,16 @@
  */
 #include "engine-internal.h"
 
+/* The largest file that may travel packed with this chunk size. */
+uint64_t pack_file_max(const struct engine *e)
+{
+	return MIN(PACK_FILE_MAX, (uint64_t)e->p->chunk_size / 4);
+}
+
 /* Sender: may f travel in a pack? Only a plain whole regular file. */
 bool tx_packable(const struct engine *e, const struct efile *f)
 {
-	uint64_t max = MIN(PACK_FILE_MAX, (uint64_t)e->p->chunk_size / 4);
-
-	return e->pack && f->ftype == PROTO_FT_REG && f->size > 0 && f->size <= max &&
+	return e->pack && f->ftype == PROTO_FT_REG && f->size > 0 && f->size <= pack_file_max(e) &&
 	       !f->src_device && !f->src_window && !f->failed && f->nresume == 0 && f->ndsum == 0 &&
 	       !f->tree && f->fd >= 0;
 }

@@ -17,7 +17,7 @@
  */
 static void rx_open_direct(struct engine *e, struct efile *f)
 {
-	uint64_t min = MAX(RX_DIRECT_MIN, MIN(PACK_FILE_MAX, (uint64_t)e->p->chunk_size / 4) + 1);
+	uint64_t min = MAX(RX_DIRECT_MIN, pack_file_max(e) + 1);
 	char proc[64];
 
 	if (f->size < MIN(min, e->p->chunk_size) || diskio_dio_align(f->tfd, &f->dio) < 0 ||
