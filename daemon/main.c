@@ -1030,6 +1030,7 @@ static int run(struct daemon *d, bool check)
 	log_set_daemon_mode("rdmacpd");
 	apply_log_level(d);
 	check_memlock(d->cfg);
+	privs_preload_nss();
 	if (limits_raise_nofile() < 0) {
 		log_warning("cannot raise the open-files limit: many files in flight may fail");
 	}

@@ -156,6 +156,14 @@ static int user_groups(uid_t uid, gid_t gid, gid_t **ret, int *ret_n)
 	}
 }
 
+void privs_preload_nss(void)
+{
+	_cleanup_free_ gid_t *groups = NULL;
+	int n = 0;
+
+	(void)user_groups(getuid(), getgid(), &groups, &n);
+}
+
 const char *privs_missing(void)
 {
 	static const struct {

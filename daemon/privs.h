@@ -49,5 +49,14 @@ bool privs_memlock_settable(uint64_t memlock);
 int privs_limit_preauth(char *err, size_t errlen);
 uint64_t privs_preauth_caps(void);
 
+/*
+ * Load the name service modules privs_drop's group lookup uses (getpwuid_r,
+ * getgrouplist) into this process, the listener, once: every session forked
+ * from it then finds them loaded instead of loading them itself (a dlopen of
+ * libnss_systemd and what it needs, per session). The session still looks
+ * its user up afresh. Nothing is kept, and a failure here changes nothing.
+ */
+void privs_preload_nss(void);
+
 /* For a root daemon: the first capability privs_drop needs and lacks, or NULL. */
 const char *privs_missing(void);
