@@ -1024,11 +1024,9 @@ int tls_fd(struct tls_conn *c)
 	return c->fd;
 }
 
-int tls_shutdown(struct tls_conn *c, int timeout_ms)
+/* Our close_notify, on its way by the deadline. 1: the peer's is in already. */
+static int send_close_notify(struct tls_conn *c, int64_t deadline, int timeout_ms)
 {
-	int64_t deadline = deadline_after(timeout_ms);
-	char scratch[4096];
-
 	if (c->broken) {
 		return -EPIPE;
 	}
@@ -1039,10 +1037,10 @@ int tls_shutdown(struct tls_conn *c, int timeout_ms)
 		errno = 0;
 		r = SSL_shutdown(c->ssl);
 		if (r == 1) {
-			return 0; /* both close_notify exchanged */
+			return 1; /* both close_notify exchanged */
 		}
 		if (r == 0) {
-			break; /* ours sent */
+			return 0; /* ours sent */
 		}
 		saved = errno;
 		err = SSL_get_error(c->ssl, r);
@@ -1054,6 +1052,24 @@ int tls_shutdown(struct tls_conn *c, int timeout_ms)
 			continue;
 		}
 		return fail_ssl(c, err, saved, "shutdown");
+	}
+}
+
+int tls_close_notify(struct tls_conn *c, int timeout_ms)
+{
+	int r = send_close_notify(c, deadline_after(timeout_ms), timeout_ms);
+
+	return MIN(r, 0);
+}
+
+int tls_shutdown(struct tls_conn *c, int timeout_ms)
+{
+	int64_t deadline = deadline_after(timeout_ms);
+	char scratch[4096];
+	int s = send_close_notify(c, deadline, timeout_ms);
+
+	if (s != 0) {
+		return MIN(s, 0);
 	}
 	/* Wait for the peer's close_notify, discarding anything it still sends. */
 	for (;;) {

@@ -60,6 +60,11 @@ bool tls_pending(struct tls_conn *c);
 int tls_fd(struct tls_conn *c);
 /* Send close_notify (and wait briefly for the peer's). */
 int tls_shutdown(struct tls_conn *c, int timeout_ms);
+/*
+ * Send close_notify only, for a side that has nothing more to hear: RFC 8446
+ * 6.1 does not require the one that closes first to wait for the peer's.
+ */
+int tls_close_notify(struct tls_conn *c, int timeout_ms);
 void tls_conn_free(struct tls_conn *c);
 
 /* Peer identity after the handshake. */
