@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "busywait.h"
 
@@ -66,8 +67,13 @@ void daemon_conn_close(struct daemon_conn *s, bool clean)
 	if (s->chan_ok) {
 		if (clean) {
 			struct msg bye = { .type = MSG_BYE };
+			/*
+			 * Everything the daemon had to say is in: our close_notify
+			 * follows BYE, and the daemon's own (sent once its session
+			 * has wound down) is not waited for.
+			 */
 			if (chan_send(&s->chan, &bye) >= 0) {
-				tls_shutdown(s->tls, 1000);
+				tls_close_notify(s->tls, 1000);
 			}
 		}
 		chan_done(&s->chan);
@@ -160,13 +166,20 @@ int daemon_conn_open(struct daemon_conn *s)
 	tc.ca_file = s->o->ca;
 	tc.have_pin = s->o->have_pin;
 	memcpy(tc.pin, s->o->pin, sizeof(tc.pin));
-	r = tls_ctx_new(&tc, &s->ctx);
-	if (r < 0) {
+	/*
+	 * Connected first: the daemon accepts and forks the session while we
+	 * load our certificate and key. A broken TLS set-up is still the error
+	 * reported, whether or not the daemon answered.
+	 */
+	r = net_connect(s->rem->host, s->o->port, s->o->connect_timeout_s * 1000, &fd, &s->peer,
+			&s->peerlen);
+	if (tls_ctx_new(&tc, &s->ctx) < 0) {
+		if (r >= 0) {
+			close(fd);
+		}
 		log_error("TLS setup: %s", tls_last_error());
 		return EXIT_CONFIG;
 	}
-	r = net_connect(s->rem->host, s->o->port, s->o->connect_timeout_s * 1000, &fd, &s->peer,
-			&s->peerlen);
 	if (r < 0) {
 		log_error("cannot connect to %s port %u: %s", s->rem->host, s->o->port,
 			  r == -ENOENT ? "unknown host" : strerror(-r));

@@ -99,6 +99,16 @@ err_has "2: range message names FILE:LINE" "$T/bad2.conf:2:"
 expect_rc 2 "2: --config of a missing file" "$RDMACP" --config "$T/nosuch.conf" "$T/src/a" "$HOST:data/"
 expect_rc 2 "2: missing certificate file" "$RDMACP" --config /dev/null --cert "$T/nosuch.crt" \
 	--key "$T/certs/client.key" --ca "$T/certs/ca.crt" -P "$PORT" "$T/src/a" "$HOST:data/"
+# A key file that is there but no key: the client connects before it loads it,
+# and the TLS set-up is still the error, with the daemon up and with nothing there.
+echo "not a key" >"$T/garbage.key"
+expect_rc 2 "2: a key file that holds no key" "$RDMACP" --config /dev/null \
+	--cert "$T/certs/client.crt" --key "$T/garbage.key" --ca "$T/certs/ca.crt" -P "$PORT" \
+	"$T/src/a" "$HOST:data/"
+err_has "2: says TLS set-up" "TLS setup"
+expect_rc 2 "2: a key file that holds no key, no daemon" "$RDMACP" --config /dev/null \
+	--cert "$T/certs/client.crt" --key "$T/garbage.key" --ca "$T/certs/ca.crt" -P "$(free_port)" \
+	"$T/src/a" "$HOST:data/"
 
 # 3: a client certificate from another CA.
 "$RDMACP" certs init "$T/other" >/dev/null || die "certs init other"
