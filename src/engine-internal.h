@@ -207,8 +207,8 @@ struct efile {
 	bool hash_live;
 	bool failed;
 	uint32_t fail_code;
-	bool fail_peer; /* the failure is the peer's (it said so, or sent what we refuse) */
-	char fail_text[256];
+	bool fail_peer;	 /* the failure is the peer's (it said so, or sent what we refuse) */
+	char *fail_text; /* its reason (file_fail_text), allocated when there is one */
 	/* sender */
 	char *src_path; /* what to open, relative to src_dirfd */
 	int src_dirfd;
@@ -672,6 +672,14 @@ uint32_t file_index(struct engine *e, struct efile *f);
 /* A free entry of the file table, cleared and taken for file id (files_hw follows it). */
 void file_take(struct engine *e, struct efile *f, uint32_t id);
 void file_release(struct engine *e, struct efile *f);
+/*
+ * f's failure text: the buffer (FILE_FAIL_TEXT_LEN bytes, allocated the first
+ * time; NULL: no memory), and what it says ("" when there is none).
+ */
+#define FILE_FAIL_TEXT_LEN 256
+char *file_fail_buf(struct efile *f);
+const char *file_fail_text(const struct efile *f);
+
 /* f->tmpname, allocated the first time (FILE_TMPNAME_LEN bytes), "" ; NULL: no memory. */
 #define FILE_TMPNAME_LEN (FSPATH_NAME_MAX + 1)
 char *file_tmpname(struct efile *f);

@@ -66,9 +66,28 @@ void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
 	}
 	f->failed = true;
 	f->fail_code = code;
-	va_start(ap, fmt);
-	vsnprintf(f->fail_text, sizeof(f->fail_text), fmt, ap);
-	va_end(ap);
+	if (file_fail_buf(f)) {
+		va_start(ap, fmt);
+		vsnprintf(f->fail_text, FILE_FAIL_TEXT_LEN, fmt, ap);
+		va_end(ap);
+	}
+}
+
+/*
+ * Few files fail, and a file table entry is touched once per session at
+ * least: the text lives apart, so that entries stay small.
+ */
+char *file_fail_buf(struct efile *f)
+{
+	if (!f->fail_text) {
+		f->fail_text = calloc(1, FILE_FAIL_TEXT_LEN);
+	}
+	return f->fail_text;
+}
+
+const char *file_fail_text(const struct efile *f)
+{
+	return f->fail_text ? f->fail_text : "";
 }
 
 /* Count a failed file: the first failure's code and side are kept for the exit code. */
@@ -234,6 +253,7 @@ void file_release(struct engine *e, struct efile *f)
 		e->dirs[f->dir].refs--;
 	}
 	free(f->jbuf);
+	free(f->fail_text);
 	free(f->tmpname);
 	free(f->resume);
 	free(f->zr);

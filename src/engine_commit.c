@@ -38,14 +38,14 @@ int rx_resolve(struct engine *e, struct efile *f)
 		    (f->fail_code == PERR_INTEGRITY || f->fail_code == PERR_SOURCE_CHANGED)) {
 			rx_partial_drop(e, f);
 		}
-		if (f->device) {
+		if (f->device && file_fail_buf(f)) {
 			size_t n = strlen(f->fail_text);
 
-			snprintf(f->fail_text + n, sizeof(f->fail_text) - n,
+			snprintf(f->fail_text + n, FILE_FAIL_TEXT_LEN - n,
 				 "; the device is incomplete");
 		}
-		note_failure(e, f->name, f->ftype, f->fail_code, !f->fail_peer, f->fail_text);
-		r = send_result(e, f, f->fail_code, f->fail_text);
+		note_failure(e, f->name, f->ftype, f->fail_code, !f->fail_peer, file_fail_text(f));
+		r = send_result(e, f, f->fail_code, file_fail_text(f));
 	} else {
 		/* Reported only after verify, fsync, rename and the directory fsync. */
 		if (f->kept > 0) {

@@ -445,7 +445,8 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 		note_planned(e, f->name, f->ftype, f->ftype == PROTO_FT_REG ? f->size : 0);
 		file_release(e, f);
 	} else if (code != PERR_OK) {
-		note_failure(e, f->name ? f->name : pf->name, pf->ftype, code, !peer, f->fail_text);
+		note_failure(e, f->name ? f->name : pf->name, pf->ftype, code, !peer,
+			     file_fail_text(f));
 		if (f->tfd >= 0 && f->dir >= 0) {
 			rx_discard(e, f);
 		}
@@ -514,7 +515,7 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		ack.u.files_ack.count++;
 		if (code != PERR_OK && code != PERR_SKIPPED && code != PERR_SUM_WANTED) {
 			file_fail(f, code, "%s", text);
-			s->text = strdup(f->fail_text);
+			s->text = strdup(file_fail_text(f));
 		}
 		if (code == PERR_OK && f->kept > 0) {
 			r = rx_send_resume(e, f);
@@ -568,7 +569,7 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	st.status = proto_err_for_peer(code, e->p->peer_caps);
 	if (code != PERR_OK && code != PERR_SKIPPED) {
 		file_fail(f, code, "%s", text);
-		st.text = f->fail_text;
+		st.text = (char *)file_fail_text(f);
 	}
 	ack.u.files_ack.count = 1;
 	ack.u.files_ack.st = &st;
@@ -633,8 +634,8 @@ static int rx_file_done(struct engine *e, const struct msg_file_done *d)
 	 * rx_maybe_finish fails it with this one unless it failed here first,
 	 * and then file_fail has written its own reason over this).
 	 */
-	if (d->status != PERR_OK && !f->failed) {
-		snprintf(f->fail_text, sizeof(f->fail_text), "sender: %.200s", d->text);
+	if (d->status != PERR_OK && !f->failed && file_fail_buf(f)) {
+		snprintf(f->fail_text, FILE_FAIL_TEXT_LEN, "sender: %.200s", d->text);
 	}
 	return rx_maybe_finish(e, f);
 }

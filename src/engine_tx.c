@@ -268,7 +268,7 @@ int tx_send_done(struct engine *e, struct efile *f)
 	m.u.file_done.bytes = f->send_off - f->resumed - f->zeroed - f->skipped;
 	if (f->failed) {
 		m.u.file_done.status = f->fail_code;
-		snprintf(m.u.file_done.text, sizeof(m.u.file_done.text), "%s", f->fail_text);
+		snprintf(m.u.file_done.text, sizeof(m.u.file_done.text), "%s", file_fail_text(f));
 	} else {
 		if (f->tree) {
 			tx_tree_final(f, m.u.file_done.hash);
@@ -1097,7 +1097,7 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 			       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 	} else if (f->failed) {
 		/* Ours (open, read, a source that changed): the receiver only echoes it. */
-		note_failure(e, f->name, f->ftype, f->fail_code, true, f->fail_text);
+		note_failure(e, f->name, f->ftype, f->fail_code, true, file_fail_text(f));
 	} else {
 		note_failure(e, f->name, f->ftype, res->status, false, res->text);
 	}
