@@ -164,7 +164,7 @@ int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane)
 		struct proto_piece pc = { .id = f->id, .len = (uint32_t)f->size };
 
 		if (!f->failed) {
-			file_hash_update(&f->hash, buf + f->pk_off, f->size);
+			file_hash_whole(&f->hash, buf + f->pk_off, f->size);
 		}
 		proto_piece_encode(&pc, buf + c->fill + (size_t)n++ * PROTO_PIECE_LEN);
 	}

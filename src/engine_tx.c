@@ -326,6 +326,10 @@ static int tx_open(struct engine *e, struct efile *f)
 		file_fail(f, (uint32_t)r, "%s", text);
 		return 0;
 	}
+	/* A file that travels packed is hashed whole in one call (tx_post_pack): no state. */
+	if (tx_packable(e, f)) {
+		return 0;
+	}
 	/*
 	 * O_DIRECT keeps a big copy from flushing the page cache. Files under a
 	 * chunk are read in one buffered request, and a file that is already in

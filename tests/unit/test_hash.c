@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Per-file XXH3-128: known answers, streaming equals one-shot, hex form. */
+/* Per-file XXH3-128: known answers, streaming equals one-shot and whole, hex form. */
 #include <string.h>
 
 #include "testutil.h"
@@ -73,6 +73,37 @@ static void test_streamed_equals_oneshot(void **state)
 	}
 }
 
+/*
+ * A file hashed whole in one call (a packed file) has the streamed digest,
+ * with no state; and file_hash_init clears what a stack struct held.
+ */
+static void test_whole_equals_streamed(void **state)
+{
+	static uint8_t buf[8192];
+	const size_t sizes[] = { 1, 3, 64, 240, 241, 4095, 4096, 8192 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		buf[i] = (uint8_t)(i * 131 + 7);
+	}
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct file_hash whole = { 0 }, h;
+		uint8_t a[HASH_LEN], b[HASH_LEN];
+
+		file_hash_whole(&whole, buf, sizes[i]);
+		assert_null(whole.state);
+		file_hash_final(&whole, a);
+		file_hash_free(&whole);
+
+		memset(&h, 0xa5, sizeof(h)); /* what an uninitialised stack struct may hold */
+		assert_int_equal(file_hash_init(&h), 0);
+		file_hash_update(&h, buf, sizes[i]);
+		file_hash_final(&h, b);
+		file_hash_free(&h);
+		assert_memory_equal(a, b, HASH_LEN);
+	}
+}
+
 static void test_hex_format(void **state)
 {
 	uint8_t d[HASH_LEN];
@@ -97,6 +128,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_known_answers),
 		cmocka_unit_test(test_streamed_equals_oneshot),
+		cmocka_unit_test(test_whole_equals_streamed),
 		cmocka_unit_test(test_hex_format),
 	};
 
