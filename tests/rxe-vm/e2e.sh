@@ -668,7 +668,7 @@ kill_mid() {
 	child=
 	for _ in $(seq 1 100); do
 		sleep 0.1
-		child=$(pgrep -P "$DPID" | head -1)
+		child=$(pgrep -n -P "$DPID") # the newest: an earlier session may still be ending
 		# wait until data is flowing: the temp file has grown
 		if [ -n "$child" ] && [ -n "$(find "$W/mod/$dir" -name '.*.rdmacp.*' -size +256k 2>/dev/null)" ]; then
 			break
