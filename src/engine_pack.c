@@ -274,7 +274,12 @@ int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struct proto
 		if (f->failed) {
 			continue; /* disk full, ...: its bytes are dropped */
 		}
-		file_hash_update(&f->hash, buf + pc->at, pc->len);
+		/* The whole file, in one call (no streaming state unless one was made). */
+		if (f->hash.state) {
+			file_hash_update(&f->hash, buf + pc->at, pc->len);
+		} else {
+			file_hash_whole(&f->hash, buf + pc->at, pc->len);
+		}
 		r = rx_pwrite_submit(e, f);
 		if (r < 0) {
 			return r;

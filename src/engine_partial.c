@@ -434,6 +434,15 @@ int rx_partial_open(struct engine *e, struct efile *f)
 {
 	int r = -ENOENT;
 
+	/* What a cut run left is hashed from the disk into f->hash. */
+	if (!f->hash.state) {
+		r = file_hash_init(&f->hash);
+		if (r < 0) {
+			return r;
+		}
+		r = -ENOENT;
+	}
+
 	/* A session that commits the last partial of a directory removes the store: again. */
 	for (int tries = 0; tries < 3 && r == -ENOENT; tries++) {
 		r = partial_open_once(e, f);

@@ -191,10 +191,10 @@ static uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size
 	if (code != PERR_OK) {
 		return code;
 	}
-	r = file_hash_init(&f->hash);
-	if (r < 0) {
-		return PERR_INTERNAL;
-	}
+	/*
+	 * Its hash state comes with its first streamed bytes (rx_hash_ready): a file
+	 * that travels packed is hashed whole, in one call, and never needs one.
+	 */
 	f->hash_live = true;
 	/* A block device by that name is written in place, or the entry refused. */
 	code = rx_device_target(e, f, text, textlen);
@@ -1013,6 +1013,18 @@ static void rx_hash_ready(struct engine *e, struct efile *f)
 {
 	bool progress = true;
 
+	if (!f->tree && !f->hash.state && (f->held || f->nzr || f->nsr)) {
+		/* A packed file was hashed whole: nothing of it may stream after. */
+		if (f->hash.whole) {
+			fail(e, PERR_PROTOCOL, -EBADMSG, "%s: data for a file that came packed",
+			     f->name);
+			return;
+		}
+		if (file_hash_init(&f->hash) < 0) {
+			fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			return;
+		}
+	}
 	while (progress && (f->held || f->nzr || f->nsr)) {
 		progress = false;
 		/*

@@ -11,7 +11,8 @@
 
 /*
  * A streaming state (file_hash_init, then updates), or none: a file hashed
- * whole in one call (file_hash_whole) keeps just its digest.
+ * whole in one call (file_hash_whole) keeps just its digest, and a zeroed one
+ * that was never fed gives the digest of empty input.
  */
 struct file_hash {
 	XXH3_state_t *state;

@@ -28,7 +28,8 @@
  * around a pack's bounds, a peer without them, a flipped byte in a pack, a
  * pack by hand with a wrong digest and a sender's failure inside it, and
  * packs refused (a file not in flight, another length, a file twice, a file
- * sent a chunk already, a table that does not add up, no capability).
+ * sent a chunk already, a table that does not add up, no capability), and a
+ * packed file sent more after its piece (a chunk, zeros).
  *
  * Every case checks engine_run's return, its protocol error code, the stats,
  * and the destination: nothing under a final name unless it was committed, no
@@ -3923,7 +3924,7 @@ static void test_pack_by_hand(void **state)
 	raw_free(&w);
 }
 
-enum pack_bad { PB_UNKNOWN, PB_SIZE, PB_TWICE, PB_SENT, PB_TABLE, PB_NO_CAP };
+enum pack_bad { PB_UNKNOWN, PB_SIZE, PB_TWICE, PB_SENT, PB_TABLE, PB_NO_CAP, PB_AFTER, PB_ZEROS };
 
 /*
  * A hostile pack ends the session, nothing committed: a file not in flight,
@@ -3970,6 +3971,11 @@ static void pack_refused(struct fx *f, enum pack_bad bad, const char *why)
 		raw_chunk(&w, 1, 2, 0, b, 200);
 	}
 	raw_pack(&w, 0, 2, pids, data, lens, extra);
+	if (bad == PB_AFTER) {
+		raw_chunk(&w, 1, 1, 0, a, 100); /* the packed file's bytes again, streamed */
+	} else if (bad == PB_ZEROS) {
+		raw_zeros(&w, 2, 0, 200);
+	}
 	raw_expect_error(&w, PERR_PROTOCOL, why);
 	run_join(&f->rxr);
 
@@ -4009,6 +4015,17 @@ static void test_pack_refused_table(void **state)
 static void test_pack_refused_no_cap(void **state)
 {
 	pack_refused(*state, PB_NO_CAP, "bad packed slot");
+}
+
+/* A file that came packed is whole: nothing more of it may stream after its piece. */
+static void test_pack_refused_after(void **state)
+{
+	pack_refused(*state, PB_AFTER, "bad chunk for a: offset 0 len 100 (size 100)");
+}
+
+static void test_pack_refused_zeros(void **state)
+{
+	pack_refused(*state, PB_ZEROS, "ZEROS for id 2 out of place");
 }
 
 int main(void)
@@ -4070,6 +4087,8 @@ int main(void)
 		T(test_pack_refused_sent),
 		T(test_pack_refused_table),
 		T(test_pack_refused_no_cap),
+		T(test_pack_refused_after),
+		T(test_pack_refused_zeros),
 		T(test_file_done_wrong_hash),
 		T(test_files_out_of_order),
 		T(test_file_done_too_many_bytes),

@@ -104,6 +104,25 @@ static void test_whole_equals_streamed(void **state)
 	}
 }
 
+/* A receiver's file that never streamed a byte (empty, or not yet fed) has no state. */
+static void test_unfed_is_empty(void **state)
+{
+	struct file_hash none = { 0 }, whole = { 0 }, h;
+	uint8_t a[HASH_LEN], b[HASH_LEN], c[HASH_LEN];
+
+	(void)state;
+	file_hash_final(&none, a);
+	assert_null(none.state);
+	file_hash_free(&none);
+	file_hash_whole(&whole, "", 0);
+	file_hash_final(&whole, b);
+	assert_int_equal(file_hash_init(&h), 0);
+	file_hash_final(&h, c);
+	file_hash_free(&h);
+	assert_memory_equal(a, b, HASH_LEN);
+	assert_memory_equal(a, c, HASH_LEN);
+}
+
 static void test_hex_format(void **state)
 {
 	uint8_t d[HASH_LEN];
@@ -129,6 +148,7 @@ int main(void)
 		cmocka_unit_test(test_known_answers),
 		cmocka_unit_test(test_streamed_equals_oneshot),
 		cmocka_unit_test(test_whole_equals_streamed),
+		cmocka_unit_test(test_unfed_is_empty),
 		cmocka_unit_test(test_hex_format),
 	};
 
