@@ -294,6 +294,7 @@ struct efile {
 	uint32_t writes_out, held;
 	bool got_done, fsyncing, renamed;
 	bool linking;		  /* its name is being made by io_uring (rx_link_done) */
+	bool link_batch;	  /* ... as one of a syncfs batch (its dir's links_out) */
 	uint64_t dir_sync_needed; /* renamed: durable once the dir's completed >= this */
 	uint32_t done_status;
 	uint64_t done_bytes;
@@ -382,6 +383,7 @@ struct dirent_cache {
 	unsigned refs;
 	bool dirty;	    /* renames wait for a directory fsync */
 	bool syncing;	    /* a directory fsync is in flight */
+	uint32_t links_out; /* a syncfs batch's names being made in it (LINKAT) */
 	uint64_t submitted; /* directory fsyncs submitted */
 	uint64_t completed; /* ... and completed (in order: one at a time) */
 	int sync_error;	    /* of the last completed one */

@@ -213,10 +213,25 @@ void rx_sync_thread_stop(struct engine *e)
 	e->sync_running = false;
 }
 
+/* Names made and waiting for their directory's fsync (rx_commit_batch would start one)? */
+static bool rx_names_wait(const struct engine *e)
+{
+	for (int i = 0; i < e->dirs_hw; i++) {
+		const struct dirent_cache *d = &e->dirs[i];
+
+		if (d->path && d->dirty && !d->syncing && !d->links_out) {
+			return true;
+		}
+	}
+	return false;
+}
+
 /*
  * Small files waiting to be durable: many → one syncfs per file system, on
  * a thread (syncfs blocks and io_uring has no such operation); few → fsync
- * each. Files that finish while a syncfs runs wait for the next one.
+ * each, unless names wait for a directory fsync too: one syncfs then serves
+ * both (one journal commit where there would be several). Files that finish
+ * while a syncfs runs wait for the next one.
  */
 int rx_sync_step(struct engine *e)
 {
@@ -225,7 +240,7 @@ int rx_sync_step(struct engine *e)
 	if (e->sync_running || e->nsync_wait == 0) {
 		return 0;
 	}
-	if (e->nsync_wait < SYNC_BATCH_MIN) {
+	if (e->nsync_wait < SYNC_BATCH_MIN && !rx_names_wait(e)) {
 		for (uint32_t i = 0; i < e->nsync_wait; i++) {
 			r = rx_submit_fsync(e, &e->files[e->sync_wait[i]]);
 			if (r < 0) {
@@ -372,6 +387,8 @@ static int rx_link_submit(struct engine *e, struct efile *f)
 			e->link_chain->flags |= IOSQE_IO_HARDLINK;
 		}
 		e->link_chain = sqe;
+		f->link_batch = true;
+		e->dirs[f->dir].links_out++;
 	}
 	f->linking = true;
 	return 0;
@@ -380,6 +397,10 @@ static int rx_link_submit(struct engine *e, struct efile *f)
 void rx_link_done(struct engine *e, struct efile *f, int res)
 {
 	f->linking = false;
+	if (f->link_batch) {
+		f->link_batch = false;
+		e->dirs[f->dir].links_out--;
+	}
 	if (res < 0) {
 		res = fspath_link_anon(e->dirs[f->dir].fd, f->tfd, f->leaf);
 	}
@@ -409,18 +430,19 @@ static void rx_named(struct engine *e, struct efile *f, int r)
 /*
  * Start a directory fsync wherever renames wait and none is running;
  * unless a syncfs runs or is about to start (rx_sync_step): the next one
- * covers them.
+ * covers them. A syncfs batch's names are all made first, so that one
+ * fsync (one journal commit) covers the batch, not its first few names.
  */
 int rx_commit_batch(struct engine *e)
 {
-	if (e->sync_running || e->nsync_wait >= SYNC_BATCH_MIN) {
+	if (e->sync_running || e->nsync_wait > 0) {
 		return 0;
 	}
 	for (int i = 0; i < e->dirs_hw; i++) {
 		struct dirent_cache *d = &e->dirs[i];
 		struct io_uring_sqe *sqe;
 
-		if (!d->path || !d->dirty || d->syncing) {
+		if (!d->path || !d->dirty || d->syncing || d->links_out) {
 			continue;
 		}
 		sqe = uring_sqe(e);

@@ -151,6 +151,7 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 	e->dirs[free_idx].refs = 1;
 	e->dirs[free_idx].dirty = false;
 	e->dirs[free_idx].syncing = false;
+	e->dirs[free_idx].links_out = 0;
 	e->dirs[free_idx].submitted = e->dirs[free_idx].completed = 0;
 	e->dirs_hw = MAX(e->dirs_hw, free_idx + 1);
 	*ret_idx = e->dir_last = free_idx;
