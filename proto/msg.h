@@ -118,11 +118,29 @@ enum {
 	 * files offered and not yet resolved (PROTO_FILES_NARROW otherwise).
 	 */
 	PROTO_CAP_WIDE_WINDOW = 1u << 28,
+	/*
+	 * Wider file window: as a receiver this end holds PROTO_FILES_WIDER
+	 * files offered and not yet resolved, their ids within PROTO_SPAN_WIDER.
+	 */
+	PROTO_CAP_WIDER_WINDOW = 1u << 29,
 };
-#define PROTO_CAPS_KNOWN 0x1fffffffu
-/* Files a sender may have offered and not yet resolved (PROTO_CAP_WIDE_WINDOW). */
+#define PROTO_CAPS_KNOWN 0x3fffffffu
+/*
+ * Files a sender may have offered and not yet resolved: PROTO_FILES_WIDER
+ * to a receiver that announced PROTO_CAP_WIDER_WINDOW, PROTO_FILES_WIDE to
+ * one that announced PROTO_CAP_WIDE_WINDOW, PROTO_FILES_NARROW to others.
+ */
 #define PROTO_FILES_NARROW 768
 #define PROTO_FILES_WIDE   1536
+#define PROTO_FILES_WIDER  6144
+/*
+ * And the span of their ids: the newest offered minus the oldest not yet
+ * resolved is less than this (a receiver's table takes a file by its id
+ * modulo the span).
+ */
+#define PROTO_SPAN_NARROW 1024
+#define PROTO_SPAN_WIDE	  2048
+#define PROTO_SPAN_WIDER  8192
 
 /* Error and per-file status codes (ERROR.code, FILES_ACK/FILE_RESULT.status). */
 enum proto_err {

@@ -39,13 +39,16 @@
 _Static_assert(PROTO_MAX_LANES == XPORT_MAX_LANES, "RING carries one rkey per lane");
 
 /*
- * Files in flight (a power of two). A receiver takes up to PROTO_FILES_WIDE
- * from a sender; a sender offers PROTO_FILES_WIDE when the receiver
- * announced PROTO_CAP_WIDE_WINDOW, else PROTO_FILES_NARROW (older peers'
- * tables hold 1,024). Entries are set up when taken, so what a session
- * touches is what it had in flight at most.
+ * Files in flight (a power of two), taken by id modulo the table. A
+ * receiver takes up to PROTO_FILES_WIDER from a sender, their ids within
+ * PROTO_SPAN_WIDER; a sender offers what the receiver announced it holds
+ * (files_window, files_span: older peers' tables hold 2,048 or 1,024).
+ * Entries are set up when taken, so what a session touches is what it had
+ * in flight at most.
  */
-#define FILE_TABLE     2048
+#define FILE_TABLE 8192
+_Static_assert(FILE_TABLE == PROTO_SPAN_WIDER && PROTO_FILES_WIDER < PROTO_SPAN_WIDER,
+	       "the table holds a receiver's widest window");
 #define OPEN_FILES_MAX 64 /* sender: source files open at once */
 /*
  * Every file in flight holds its directory, so the cache is larger than the
@@ -471,6 +474,7 @@ struct engine {
 	bool hl_full; /* told the user once */
 	uint32_t offered_unresolved;
 	uint32_t files_window;	/* the most offered_unresolved may be (PROTO_CAP_WIDE_WINDOW) */
+	uint32_t files_span;	/* sender: a new id minus oldest_id stays below it */
 	uint32_t tx_unfinished; /* files started whose FILE_DONE is not sent yet */
 	uint32_t open_fds;
 	struct chunk *chunks;

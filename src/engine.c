@@ -946,8 +946,16 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	e->delta_tree = e->delta && (p->peer_caps & PROTO_CAP_DELTA_TREE) &&
 			(hello_local_caps() & PROTO_CAP_DELTA_TREE);
 	e->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
-	e->files_window =
-	    (p->peer_caps & PROTO_CAP_WIDE_WINDOW) ? PROTO_FILES_WIDE : PROTO_FILES_NARROW;
+	if (p->peer_caps & PROTO_CAP_WIDER_WINDOW) {
+		e->files_window = PROTO_FILES_WIDER;
+		e->files_span = PROTO_SPAN_WIDER;
+	} else if (p->peer_caps & PROTO_CAP_WIDE_WINDOW) {
+		e->files_window = PROTO_FILES_WIDE;
+		e->files_span = PROTO_SPAN_WIDE;
+	} else {
+		e->files_window = PROTO_FILES_NARROW;
+		e->files_span = PROTO_SPAN_NARROW;
+	}
 	/* A lost lane's slots go on the others: files only (a bench fails as before). */
 	e->rails = p->x && (p->role == ENGINE_SENDER || p->role == ENGINE_RECEIVER) &&
 		   (p->peer_caps & PROTO_CAP_RAILS) && (hello_local_caps() & PROTO_CAP_RAILS);

@@ -59,6 +59,14 @@ static int tx_entry_failed(struct engine *e, const struct engine_src *s)
 	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
+/* oldest_id: the lowest id still in flight, or next_id + 1 when none is. */
+static void tx_oldest_advance(struct engine *e)
+{
+	while (e->oldest_id <= e->next_id && !file_by_id(e, e->oldest_id)) {
+		e->oldest_id++;
+	}
+}
+
 /*
  * Source entry s as file id: its place in the file table and its FILES
  * record. 1: taken; 0: its place is still in use (offer it later); -errno.
@@ -73,7 +81,9 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	uint8_t ftype = s->ftype;
 	int r;
 
-	if (f->used) {
+	/* The receiver's table may be smaller than ours: its span is the bound. */
+	tx_oldest_advance(e);
+	if (f->used || id - e->oldest_id >= e->files_span) {
 		return 0;
 	}
 	r = tx_link_check(e, s, &first);
@@ -424,9 +434,7 @@ static int tx_fill(struct engine *e)
 {
 	int r;
 	/* Walk files in id order, from the oldest still in flight. */
-	while (e->oldest_id <= e->next_id && !file_by_id(e, e->oldest_id)) {
-		e->oldest_id++;
-	}
+	tx_oldest_advance(e);
 	bool fds_full = false;
 
 	for (uint32_t id = e->oldest_id;

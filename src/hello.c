@@ -10,8 +10,13 @@
 
 #include "macro.h"
 
-/* Open files a process needs before it announces PROTO_CAP_WIDE_WINDOW. */
+/*
+ * Open files a process needs before it announces PROTO_CAP_WIDE_WINDOW and
+ * PROTO_CAP_WIDER_WINDOW: a descriptor for each of PROTO_FILES_WIDER files in
+ * flight, for each of their directories, and room for the rest.
+ */
 #define WIDE_WINDOW_NOFILE 16384
+_Static_assert(2 * PROTO_FILES_WIDER + 2048 <= WIDE_WINDOW_NOFILE, "room for the wider window");
 
 uint64_t hello_local_caps(void)
 {
@@ -28,11 +33,11 @@ uint64_t hello_local_caps(void)
 
 	/*
 	 * A receiver holds a descriptor for each file in flight and its
-	 * directory: it takes the wide window only where its limit (raised to
+	 * directory: it takes the wide windows only where its limit (raised to
 	 * the hard one at start) leaves room for that many.
 	 */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= WIDE_WINDOW_NOFILE) {
-		caps |= PROTO_CAP_WIDE_WINDOW;
+		caps |= PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW;
 	}
 #ifdef HAVE_VERBS
 	caps |= PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND | PROTO_CAP_DAEMON_RAILS;

@@ -4,7 +4,9 @@
 # Packed slots (capability 0x80000), real daemons, tcp lanes:
 #   1. push of 10,000 files of 1..4096 bytes in one run (and a few empty):
 #      byte-identical, every regular file travelled packed (--json
-#      packed_files), in far fewer slots than files
+#      packed_files), in far fewer slots than files; pulled back by a client
+#      that plays an older receiver (without the wider window 0x20000000, and
+#      without the wide one 0x10000000 too)
 #   2. a mixed tree: empty files, files at and around a pack's bounds (256 KiB),
 #      one exactly a chunk, one spanning chunks, pushed and pulled with a
 #      chunk of 1 MiB and of 64 KiB (which packs at most 16 KiB files):
@@ -66,6 +68,16 @@ ps=$(json_sum packed_slots)
 [ "$(json_sum files)" = 10001 ] && [ "$(json_sum failed)" = 0 ] &&
 	pass "10,000 files: summary counts them" ||
 	fail "10,000 files: files $(json_sum files) failed $(json_sum failed)"
+# Pulled by a client that plays an older receiver: without the wider window
+# (0x20000000) the daemon offers it 1,536 files at a time, without the wide one
+# too (0x10000000) 768, each within that receiver's span of ids.
+for off in 0x20000000 0x30000000; do
+	rm -rf "$T/pull/many"
+	RDMACP_TEST_CAPS_OFF=$off expect_rc 0 "10,000 files pulled (caps off $off)" \
+		"${CLIENT[@]}" --transport tcp -r "$HOST:data/many" "$T/pull/"
+	same_tree "10,000 files pulled (caps off $off)" "$T/src/many" "$T/pull/many"
+done
+rm -rf "$T/pull/many"
 
 # ---- 2. a mixed tree, both ways, two chunk sizes ----------------------------------------
 mkdir -p "$T/src/mixed/sub/deeper" "$T/src/mixed/emptydir"

@@ -2356,7 +2356,7 @@ static int gen_next(void *ud, const struct engine_src **ret, char *why, size_t w
 static void files_window(void **state, uint64_t caps, uint32_t want)
 {
 	struct fx *f = *state;
-	struct gen_source g = { .n = PROTO_FILES_WIDE + 200 };
+	struct gen_source g = { .n = want + 200 };
 	struct raw w;
 	uint32_t offered = 0, last = 0;
 
@@ -2419,6 +2419,93 @@ static void test_window_narrow(void **state)
 static void test_window_wide(void **state)
 {
 	files_window(state, PROTO_CAP_WIDE_WINDOW, PROTO_FILES_WIDE);
+}
+
+static void test_window_wider(void **state)
+{
+	files_window(state, PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW, PROTO_FILES_WIDER);
+}
+
+/*
+ * The span of ids: a receiver that accepts the first file, never resolves
+ * it, and refuses every other (resolved at once). The sender offers ids up
+ * to the first plus the receiver's span less one (a receiver with a smaller
+ * table than ours takes a file by its id modulo its own table), then no
+ * more until it gives up at the idle timeout.
+ */
+static void files_span(void **state, uint64_t caps, uint32_t span)
+{
+	struct fx *f = *state;
+	struct gen_source g = { .n = span + 200 };
+	struct raw w;
+	uint32_t last = 0;
+
+	for (size_t i = 0; i < g.n; i++) {
+		char name[32];
+		int fd;
+
+		snprintf(name, sizeof(name), "f%05zu", i);
+		fd = openat(f->src_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	g.cur = (struct engine_src){ .dirfd = f->src_fd, .ftype = PROTO_FT_REG, .mode = 0644 };
+	f->txr.p.source = (struct engine_source){ .next = gen_next, .ud = &g };
+	f->txr.p.peer_caps = caps;
+	f->txr.p.idle_timeout_ms = IDLE_MS;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	for (;;) {
+		struct msg m;
+
+		raw_next(&w, &m);
+		if (m.type == MSG_ERROR) {
+			assert_int_equal(m.u.error.code, PERR_TIMEOUT);
+			msg_clear(&m);
+			break;
+		}
+		if (m.type == MSG_FILES) {
+			struct proto_status st[PROTO_MAX_BATCH];
+			struct msg a = { .type = MSG_FILES_ACK };
+
+			for (size_t i = 0; i < m.u.files.count; i++) {
+				assert_int_equal(m.u.files.files[i].id, last + 1);
+				last = m.u.files.files[i].id;
+				st[i] =
+				    (struct proto_status){ .id = last,
+							   .status = last == 1 ? PERR_OK
+									       : PERR_PERMISSION,
+							   .text = (char *)"" };
+			}
+			a.u.files_ack.count = m.u.files.count;
+			a.u.files_ack.st = st;
+			raw_send(&w, &a);
+		} else {
+			/* The first, empty, is done at once; it is never answered. */
+			assert_int_equal(m.type, MSG_FILE_DONE);
+			assert_int_equal(m.u.file_done.id, 1);
+		}
+		msg_clear(&m);
+	}
+	run_join(&f->txr);
+	assert_int_equal(last, span);
+	assert_failed_run(&f->txr, -ETIMEDOUT, PERR_TIMEOUT, "");
+	raw_free(&w);
+}
+
+static void test_span_narrow(void **state)
+{
+	files_span(state, 0, PROTO_SPAN_NARROW);
+}
+
+static void test_span_wide(void **state)
+{
+	files_span(state, PROTO_CAP_WIDE_WINDOW, PROTO_SPAN_WIDE);
+}
+
+static void test_span_wider(void **state)
+{
+	files_span(state, PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW, PROTO_SPAN_WIDER);
 }
 
 /*
@@ -4100,6 +4187,10 @@ int main(void)
 		T(test_sender_no_credits),
 		T(test_window_narrow),
 		T(test_window_wide),
+		T(test_window_wider),
+		T(test_span_narrow),
+		T(test_span_wide),
+		T(test_span_wider),
 		T(test_sum_answer_never_comes),
 		T(test_stop_requested),
 		T(test_partial_resume),
