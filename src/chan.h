@@ -20,6 +20,13 @@ struct chan {
 	uint8_t *out;
 	size_t out_len, out_cap;
 	uint8_t *in; /* payload buffer, PROTO_MAX_PAYLOAD */
+	/*
+	 * Bytes the peer sent while a flush waited for room (the peer may be
+	 * waiting for room too): read before the socket, ib_off..ib_len.
+	 */
+	uint8_t *ib;
+	size_t ib_off, ib_len, ib_cap;
+	bool ib_closed; /* the peer's close_notify came in meanwhile */
 	/* What the last failed chan_recv saw, for the ERROR reply. */
 	uint16_t bad_type;
 };
@@ -29,6 +36,11 @@ void chan_done(struct chan *c);
 
 /* Queue a message; flushes first when the buffer would overflow. */
 int chan_queue(struct chan *c, const struct msg *m);
+/*
+ * Write what is queued, within io_timeout_ms. While the socket has no room,
+ * what the peer sends is read into the inbox (up to CHAN_INBOX_MAX): two
+ * ends that flush at once never wait for each other.
+ */
 int chan_flush(struct chan *c);
 /* Queue + flush. */
 int chan_send(struct chan *c, const struct msg *m);

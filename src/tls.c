@@ -1014,6 +1014,54 @@ int tls_write_full(struct tls_conn *c, const void *buf, size_t len, int timeout_
 	return (int)len;
 }
 
+ssize_t tls_write_some(struct tls_conn *c, const void *buf, size_t len)
+{
+	size_t n = 0;
+	int r, err, saved;
+
+	if (c->broken) {
+		return -EPIPE;
+	}
+	ERR_clear_error();
+	errno = 0;
+	r = SSL_write_ex(c->ssl, buf, len, &n);
+	if (r == 1) {
+		return (ssize_t)n;
+	}
+	saved = errno;
+	err = SSL_get_error(c->ssl, r);
+	if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+		return -EAGAIN;
+	}
+	return fail_ssl(c, err, saved, "write");
+}
+
+ssize_t tls_read_some(struct tls_conn *c, void *buf, size_t len)
+{
+	size_t n = 0;
+	int r, err, saved;
+
+	if (c->broken) {
+		return -EPIPE;
+	}
+	ERR_clear_error();
+	errno = 0;
+	r = SSL_read_ex(c->ssl, buf, len, &n);
+	if (r == 1) {
+		return (ssize_t)n;
+	}
+	saved = errno;
+	err = SSL_get_error(c->ssl, r);
+	if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+		return -EAGAIN;
+	}
+	if (err == SSL_ERROR_ZERO_RETURN) {
+		ERR_clear_error();
+		return 0;
+	}
+	return fail_ssl(c, err, saved, "read");
+}
+
 bool tls_pending(struct tls_conn *c)
 {
 	return SSL_pending(c->ssl) > 0 || SSL_has_pending(c->ssl);

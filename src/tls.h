@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define TLS_FINGERPRINT_LEN 32
 
@@ -55,6 +56,14 @@ int tls_accept(struct tls_ctx *ctx, int fd, int timeout_ms, struct tls_conn **re
  */
 int tls_read_full(struct tls_conn *c, void *buf, size_t len, int timeout_ms);
 int tls_write_full(struct tls_conn *c, const void *buf, size_t len, int timeout_ms);
+/*
+ * One try each, never waiting: the bytes moved (> 0), -EAGAIN when the
+ * socket has no room (write) or nothing ready (read), or a failure as above;
+ * tls_read_some returns 0 at the peer's close_notify. A write that returned
+ * -EAGAIN is tried again with the same bytes; reads may come in between.
+ */
+ssize_t tls_write_some(struct tls_conn *c, const void *buf, size_t len);
+ssize_t tls_read_some(struct tls_conn *c, void *buf, size_t len);
 /* Bytes already decrypted and buffered (poll() on the fd would miss them). */
 bool tls_pending(struct tls_conn *c);
 int tls_fd(struct tls_conn *c);

@@ -26,6 +26,7 @@
 #include <openssl/ssl.h>
 
 #include "certs.h"
+#include "chan.h"
 #include "clock.h"
 #include "tls.h"
 
@@ -689,6 +690,94 @@ static void test_bulk_transfer(void **state)
 	tls_ctx_free(cctx);
 }
 
+/*
+ * The message channel, both ends flushing at once: each queues more than
+ * the sockets between them hold (buffers made small) before it reads
+ * anything. A flush that only waited for room would wait for the other's
+ * forever; each takes in what the other sends meanwhile, and both then read
+ * every message, in order.
+ */
+#define CHAN_BURST 300000
+
+struct chan_end {
+	struct tls_ctx *ctx;
+	int fd; /* server: the listening socket; client: its connected one */
+	bool server;
+	int rc;
+	uint32_t got;
+};
+
+static void *chan_end_main(void *arg)
+{
+	struct chan_end *e = arg;
+	struct tls_conn *c = NULL;
+	struct chan ch;
+	int fd = e->fd, small = 32 * 1024;
+
+	if (e->server) {
+		fd = accept4(e->fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			e->rc = -errno;
+			return NULL;
+		}
+	}
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	e->rc = e->server ? tls_accept(e->ctx, fd, IO_TIMEOUT_MS, &c)
+			  : tls_connect(e->ctx, fd, "localhost", IO_TIMEOUT_MS, &c);
+	if (e->rc < 0) {
+		return NULL;
+	}
+	e->rc = chan_init(&ch, c, IO_TIMEOUT_MS);
+	for (uint32_t i = 0; i < CHAN_BURST && e->rc == 0; i++) {
+		struct msg m = { .type = MSG_FILE_RESULT };
+
+		m.u.file_result.id = i;
+		e->rc = chan_queue(&ch, &m);
+	}
+	if (e->rc == 0) {
+		e->rc = chan_flush(&ch);
+	}
+	for (e->got = 0; e->rc == 0 && e->got < CHAN_BURST; e->got++) {
+		struct msg m;
+
+		e->rc = chan_recv(&ch, &m, IO_TIMEOUT_MS);
+		if (e->rc < 0) {
+			break;
+		}
+		if (m.type != MSG_FILE_RESULT || m.u.file_result.id != e->got) {
+			e->rc = -EBADMSG;
+		}
+		msg_clear(&m);
+	}
+	chan_done(&ch);
+	tls_conn_free(c);
+	return NULL;
+}
+
+static void test_chan_both_flush(void **state)
+{
+	struct chan_end srv = { .ctx = make_ctx(true, dir_a, "server", dir_a, NULL),
+				.server = true };
+	struct chan_end cli = { .ctx = make_ctx(false, dir_a, "client", dir_a, NULL) };
+	pthread_t ts, tc;
+	int port;
+
+	srv.fd = listen_tcp(&port);
+	cli.fd = connect_tcp(port);
+	assert_int_equal(pthread_create(&ts, NULL, chan_end_main, &srv), 0);
+	assert_int_equal(pthread_create(&tc, NULL, chan_end_main, &cli), 0);
+	assert_int_equal(pthread_join(ts, NULL), 0);
+	assert_int_equal(pthread_join(tc, NULL), 0);
+	close(srv.fd);
+	assert_int_equal(srv.rc, 0);
+	assert_int_equal(cli.rc, 0);
+	assert_int_equal(srv.got, CHAN_BURST);
+	assert_int_equal(cli.got, CHAN_BURST);
+	tls_ctx_free(srv.ctx);
+	tls_ctx_free(cli.ctx);
+}
+
 static void test_handshake_deadline(void **state)
 {
 	struct tls_ctx *sctx = make_ctx(true, dir_a, "server", dir_a, NULL);
@@ -868,6 +957,7 @@ int main(void)
 		cmocka_unit_test(test_server_pins_client),
 		cmocka_unit_test(test_eof_without_close_notify),
 		cmocka_unit_test(test_bulk_transfer),
+		cmocka_unit_test(test_chan_both_flush),
 		cmocka_unit_test(test_handshake_deadline),
 		cmocka_unit_test(test_ctx_errors),
 		cmocka_unit_test(test_fingerprints),
