@@ -697,7 +697,7 @@ kill_mid() {
 		pass "$name: nothing under the final name"
 	fi
 	temps=$(find "$W/mod/$dir" -name '.*.rdmacp.*' -printf '%f (%s bytes) ' 2>/dev/null)
-	say "note: temp files left by the killed session: ${temps:-none} (no stale-temp cleanup on daemon restart yet)"
+	say "note: temp files left by the killed session: ${temps:-none} (the next session that writes there removes those it can lock, once more than 2 s old)"
 	if kill -0 "$DPID" 2>/dev/null; then
 		pass "$name: the daemon itself is still running"
 		if run "${name}_after" "${C[@]}" --transport verbs "$W/src/f_65537" "$SERVER:data/$dir/"; then
