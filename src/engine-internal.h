@@ -205,6 +205,7 @@ struct efile {
 	char *name;
 	uint8_t ftype;
 	uint64_t size;
+	uint32_t name_bytes; /* sender: what its names count in names_in_flight */
 	struct timespec t0;
 	struct file_hash hash;
 	bool hash_live;
@@ -475,6 +476,7 @@ struct engine {
 	uint32_t offered_unresolved;
 	uint32_t files_window;	/* the most offered_unresolved may be (PROTO_CAP_WIDE_WINDOW) */
 	uint32_t files_span;	/* sender: a new id minus oldest_id stays below it */
+	size_t names_in_flight; /* sender: bytes of its files' names (ENGINE_NAMES_IN_FLIGHT_MAX) */
 	uint32_t tx_unfinished; /* files started whose FILE_DONE is not sent yet */
 	uint32_t open_fds;
 	struct chunk *chunks;

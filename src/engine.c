@@ -271,6 +271,7 @@ void file_release(struct engine *e, struct efile *f)
 	if (f->pfd >= 0) {
 		close(f->pfd);
 	}
+	e->names_in_flight -= f->name_bytes;
 	free(f->name);
 	free(f->leaf);
 	free(f->src_path);

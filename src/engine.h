@@ -191,6 +191,13 @@ struct engine_limits {
 	uint64_t max_session_bytes;
 };
 
+/*
+ * A sender offers files while the receiver's window has room and the names
+ * of the files it has in flight (each file's name and source path) take
+ * less than this: a window of long names stays within the session's memory.
+ */
+#define ENGINE_NAMES_IN_FLIGHT_MAX (4u << 20)
+
 /* Test hook on the receiver: flip one byte of the first chunk before hashing. */
 #define ENGINE_FAULT_FLIP_BYTE (1u << 0)
 /* Test hook on the receiver: hold slots by copying them (the verbs way) on any transport. */

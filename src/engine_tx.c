@@ -59,6 +59,13 @@ static int tx_entry_failed(struct engine *e, const struct engine_src *s)
 	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
+/* Room for one more file in flight: the receiver's window, and our memory for names. */
+static bool tx_room(const struct engine *e)
+{
+	return e->offered_unresolved < e->files_window &&
+	       (e->names_in_flight < ENGINE_NAMES_IN_FLIGHT_MAX || e->offered_unresolved == 0);
+}
+
 /* oldest_id: the lowest id still in flight, or next_id + 1 when none is. */
 static void tx_oldest_advance(struct engine *e)
 {
@@ -119,6 +126,8 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 		free(*ret_link);
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
+	f->name_bytes = (uint32_t)(strlen(f->name) + strlen(f->src_path) + 2);
+	e->names_in_flight += f->name_bytes;
 	*ret_pf = (struct proto_file){
 		.id = id,
 		.ftype = ftype,
@@ -155,11 +164,10 @@ static int tx_offer(struct engine *e)
 	char *links[PROTO_MAX_BATCH];
 	int r;
 
-	while (e->offered_unresolved < e->files_window && tx_have_src(e)) {
+	while (tx_room(e) && tx_have_src(e)) {
 		uint32_t n = 0;
 
-		while (n < PROTO_MAX_BATCH && e->offered_unresolved < e->files_window &&
-		       tx_have_src(e)) {
+		while (n < PROTO_MAX_BATCH && tx_room(e) && tx_have_src(e)) {
 			const struct engine_src *s = e->next_src;
 
 			if (s->error) {
@@ -200,7 +208,7 @@ static int tx_offer(struct engine *e)
 		 * On its way before the next batch is taken from the source: a
 		 * walking source takes time, and the receiver can use it.
 		 */
-		if (r >= 0 && e->offered_unresolved < e->files_window && tx_have_src(e)) {
+		if (r >= 0 && tx_room(e) && tx_have_src(e)) {
 			r = chan_flush(e->p->chan);
 			if (r < 0) {
 				r = fail(e, PERR_IO, r, "control channel write failed: %s",

@@ -2328,8 +2328,9 @@ static void test_sender_no_credits(void **state)
 /* A source of n empty regular files, f00000 onwards, made in the source directory. */
 struct gen_source {
 	struct engine_src cur;
-	char name[32];
+	char name[PROTO_MAX_PATH + 1];
 	size_t n, next;
+	size_t name_len; /* 0: short names, f00000...; else names this long */
 };
 
 static int gen_next(void *ud, const struct engine_src **ret, char *why, size_t whylen)
@@ -2340,7 +2341,15 @@ static int gen_next(void *ud, const struct engine_src **ret, char *why, size_t w
 	if (g->next == g->n) {
 		return 0;
 	}
-	snprintf(g->name, sizeof(g->name), "f%05zu", g->next++);
+	if (g->name_len) {
+		/* Components of 200 bytes; no such file: each fails when it is opened. */
+		for (size_t i = 0; i < g->name_len; i++) {
+			g->name[i] = i % 201 == 200 ? '/' : 'n';
+		}
+		snprintf(g->name + g->name_len - 6, 7, "%06zu", g->next++);
+	} else {
+		snprintf(g->name, sizeof(g->name), "f%05zu", g->next++);
+	}
 	g->cur.name = g->cur.path = g->name; /* the engine copies both */
 	*ret = &g->cur;
 	return 1;
@@ -2424,6 +2433,65 @@ static void test_window_wide(void **state)
 static void test_window_wider(void **state)
 {
 	files_window(state, PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW, PROTO_FILES_WIDER);
+}
+
+/*
+ * Long names: a receiver with the wider window that accepts every file and
+ * resolves none. The sender stops offering once its files' names and source
+ * paths take ENGINE_NAMES_IN_FLIGHT_MAX bytes, well before the window.
+ */
+static void test_window_long_names(void **state)
+{
+	struct fx *f = *state;
+	const size_t len = 4000, per = 2 * (len + 1);
+	const uint32_t want = (uint32_t)((ENGINE_NAMES_IN_FLIGHT_MAX + per - 1) / per);
+	struct gen_source *g = calloc(1, sizeof(*g));
+	struct raw w;
+	uint32_t offered = 0;
+
+	assert_non_null(g);
+	assert_true(want < PROTO_FILES_WIDER);
+	g->n = want + 100;
+	g->name_len = len;
+	g->cur = (struct engine_src){ .dirfd = f->src_fd, .ftype = PROTO_FT_REG, .mode = 0644 };
+	f->txr.p.source = (struct engine_source){ .next = gen_next, .ud = g };
+	f->txr.p.peer_caps = PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW;
+	f->txr.p.idle_timeout_ms = IDLE_MS;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	for (;;) {
+		struct msg m;
+
+		raw_next(&w, &m);
+		if (m.type == MSG_ERROR) {
+			assert_int_equal(m.u.error.code, PERR_TIMEOUT);
+			msg_clear(&m);
+			break;
+		}
+		if (m.type == MSG_FILES) {
+			struct proto_status st[PROTO_MAX_BATCH];
+			struct msg a = { .type = MSG_FILES_ACK };
+
+			for (size_t i = 0; i < m.u.files.count; i++) {
+				assert_int_equal(strlen(m.u.files.files[i].name), len);
+				st[i] = (struct proto_status){ .id = m.u.files.files[i].id,
+							       .status = PERR_OK,
+							       .text = (char *)"" };
+			}
+			offered += m.u.files.count;
+			a.u.files_ack.count = m.u.files.count;
+			a.u.files_ack.st = st;
+			raw_send(&w, &a);
+		} else {
+			assert_int_equal(m.type, MSG_FILE_DONE); /* its open failed */
+		}
+		msg_clear(&m);
+	}
+	run_join(&f->txr);
+	assert_int_equal(offered, want);
+	assert_failed_run(&f->txr, -ETIMEDOUT, PERR_TIMEOUT, "");
+	raw_free(&w);
+	free(g);
 }
 
 /*
@@ -4188,6 +4256,7 @@ int main(void)
 		T(test_window_narrow),
 		T(test_window_wide),
 		T(test_window_wider),
+		T(test_window_long_names),
 		T(test_span_narrow),
 		T(test_span_wide),
 		T(test_span_wider),
