@@ -2355,21 +2355,10 @@ static int gen_next(void *ud, const struct engine_src **ret, char *why, size_t w
 	return 1;
 }
 
-/*
- * The file window: a receiver that accepts every file and resolves none.
- * The sender offers exactly as many as the receiver announced it holds
- * (PROTO_CAP_WIDE_WINDOW: PROTO_FILES_WIDE, else PROTO_FILES_NARROW, what a
- * receiver with the old 1,024-entry table takes), then waits; no more come
- * until it gives up at the idle timeout.
- */
-static void files_window(void **state, uint64_t caps, uint32_t want)
+/* n empty files in the source directory, named as gen_next names them. */
+static void make_empty_files(struct fx *f, size_t n)
 {
-	struct fx *f = *state;
-	struct gen_source g = { .n = want + 200 };
-	struct raw w;
-	uint32_t offered = 0, last = 0;
-
-	for (size_t i = 0; i < g.n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		char name[32];
 		int fd;
 
@@ -2378,8 +2367,22 @@ static void files_window(void **state, uint64_t caps, uint32_t want)
 		assert_true(fd >= 0);
 		close(fd);
 	}
-	g.cur = (struct engine_src){ .dirfd = f->src_fd, .ftype = PROTO_FT_REG, .mode = 0644 };
-	f->txr.p.source = (struct engine_source){ .next = gen_next, .ud = &g };
+}
+
+/*
+ * g's files offered to a raw receiver that resolves none of them: it accepts
+ * every file, or with refuse_rest the first only, refusing the others (which
+ * resolves those at once). Runs until the sender gives up at the idle
+ * timeout; returns the last id offered, and in *ret_offered how many.
+ */
+static uint32_t offer_unresolved(struct fx *f, struct gen_source *g, uint64_t caps,
+				 bool refuse_rest, uint32_t *ret_offered)
+{
+	struct raw w;
+	uint32_t offered = 0, last = 0;
+
+	g->cur = (struct engine_src){ .dirfd = f->src_fd, .ftype = PROTO_FT_REG, .mode = 0644 };
+	f->txr.p.source = (struct engine_source){ .next = gen_next, .ud = g };
 	f->txr.p.peer_caps = caps;
 	f->txr.p.idle_timeout_ms = IDLE_MS;
 	raw_init_receiver(&w, &f->rx);
@@ -2401,8 +2404,14 @@ static void files_window(void **state, uint64_t caps, uint32_t want)
 				/* Ids strictly increase from 1. */
 				assert_int_equal(m.u.files.files[i].id, last + 1);
 				last = m.u.files.files[i].id;
+				if (g->name_len) {
+					assert_int_equal(strlen(m.u.files.files[i].name),
+							 g->name_len);
+				}
 				st[i] = (struct proto_status){ .id = last,
-							       .status = PERR_OK,
+							       .status = refuse_rest && last != 1
+									     ? PERR_PERMISSION
+									     : PERR_OK,
 							       .text = (char *)"" };
 			}
 			offered += m.u.files.count;
@@ -2410,14 +2419,40 @@ static void files_window(void **state, uint64_t caps, uint32_t want)
 			a.u.files_ack.st = st;
 			raw_send(&w, &a);
 		} else {
-			assert_int_equal(m.type, MSG_FILE_DONE); /* an empty file is done at once */
+			/* An empty file is done at once, a missing one fails at its open. */
+			assert_int_equal(m.type, MSG_FILE_DONE);
+			if (refuse_rest) {
+				assert_int_equal(m.u.file_done.id, 1);
+			}
 		}
 		msg_clear(&m);
 	}
 	run_join(&f->txr);
-	assert_int_equal(offered, want);
 	assert_failed_run(&f->txr, -ETIMEDOUT, PERR_TIMEOUT, "");
 	raw_free(&w);
+	if (ret_offered) {
+		*ret_offered = offered;
+	}
+	return last;
+}
+
+/*
+ * The file window: a receiver that accepts every file and resolves none.
+ * The sender offers exactly as many as the receiver announced it holds
+ * (PROTO_CAP_WIDER_WINDOW: PROTO_FILES_WIDER; PROTO_CAP_WIDE_WINDOW:
+ * PROTO_FILES_WIDE; else PROTO_FILES_NARROW, what a receiver with the old
+ * 1,024-entry table takes), then waits; no more come until it gives up at
+ * the idle timeout.
+ */
+static void files_window(void **state, uint64_t caps, uint32_t want)
+{
+	struct fx *f = *state;
+	struct gen_source g = { .n = want + 200 };
+	uint32_t offered;
+
+	make_empty_files(f, g.n);
+	offer_unresolved(f, &g, caps, false, &offered);
+	assert_int_equal(offered, want);
 }
 
 static void test_window_narrow(void **state)
@@ -2446,51 +2481,14 @@ static void test_window_long_names(void **state)
 	const size_t len = 4000, per = 2 * (len + 1);
 	const uint32_t want = (uint32_t)((ENGINE_NAMES_IN_FLIGHT_MAX + per - 1) / per);
 	struct gen_source *g = calloc(1, sizeof(*g));
-	struct raw w;
-	uint32_t offered = 0;
+	uint32_t offered;
 
 	assert_non_null(g);
 	assert_true(want < PROTO_FILES_WIDER);
 	g->n = want + 100;
 	g->name_len = len;
-	g->cur = (struct engine_src){ .dirfd = f->src_fd, .ftype = PROTO_FT_REG, .mode = 0644 };
-	f->txr.p.source = (struct engine_source){ .next = gen_next, .ud = g };
-	f->txr.p.peer_caps = PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW;
-	f->txr.p.idle_timeout_ms = IDLE_MS;
-	raw_init_receiver(&w, &f->rx);
-	run_start(&f->txr);
-	for (;;) {
-		struct msg m;
-
-		raw_next(&w, &m);
-		if (m.type == MSG_ERROR) {
-			assert_int_equal(m.u.error.code, PERR_TIMEOUT);
-			msg_clear(&m);
-			break;
-		}
-		if (m.type == MSG_FILES) {
-			struct proto_status st[PROTO_MAX_BATCH];
-			struct msg a = { .type = MSG_FILES_ACK };
-
-			for (size_t i = 0; i < m.u.files.count; i++) {
-				assert_int_equal(strlen(m.u.files.files[i].name), len);
-				st[i] = (struct proto_status){ .id = m.u.files.files[i].id,
-							       .status = PERR_OK,
-							       .text = (char *)"" };
-			}
-			offered += m.u.files.count;
-			a.u.files_ack.count = m.u.files.count;
-			a.u.files_ack.st = st;
-			raw_send(&w, &a);
-		} else {
-			assert_int_equal(m.type, MSG_FILE_DONE); /* its open failed */
-		}
-		msg_clear(&m);
-	}
-	run_join(&f->txr);
+	offer_unresolved(f, g, PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW, false, &offered);
 	assert_int_equal(offered, want);
-	assert_failed_run(&f->txr, -ETIMEDOUT, PERR_TIMEOUT, "");
-	raw_free(&w);
 	free(g);
 }
 
@@ -2505,60 +2503,9 @@ static void files_span(void **state, uint64_t caps, uint32_t span)
 {
 	struct fx *f = *state;
 	struct gen_source g = { .n = span + 200 };
-	struct raw w;
-	uint32_t last = 0;
 
-	for (size_t i = 0; i < g.n; i++) {
-		char name[32];
-		int fd;
-
-		snprintf(name, sizeof(name), "f%05zu", i);
-		fd = openat(f->src_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		assert_true(fd >= 0);
-		close(fd);
-	}
-	g.cur = (struct engine_src){ .dirfd = f->src_fd, .ftype = PROTO_FT_REG, .mode = 0644 };
-	f->txr.p.source = (struct engine_source){ .next = gen_next, .ud = &g };
-	f->txr.p.peer_caps = caps;
-	f->txr.p.idle_timeout_ms = IDLE_MS;
-	raw_init_receiver(&w, &f->rx);
-	run_start(&f->txr);
-	for (;;) {
-		struct msg m;
-
-		raw_next(&w, &m);
-		if (m.type == MSG_ERROR) {
-			assert_int_equal(m.u.error.code, PERR_TIMEOUT);
-			msg_clear(&m);
-			break;
-		}
-		if (m.type == MSG_FILES) {
-			struct proto_status st[PROTO_MAX_BATCH];
-			struct msg a = { .type = MSG_FILES_ACK };
-
-			for (size_t i = 0; i < m.u.files.count; i++) {
-				assert_int_equal(m.u.files.files[i].id, last + 1);
-				last = m.u.files.files[i].id;
-				st[i] =
-				    (struct proto_status){ .id = last,
-							   .status = last == 1 ? PERR_OK
-									       : PERR_PERMISSION,
-							   .text = (char *)"" };
-			}
-			a.u.files_ack.count = m.u.files.count;
-			a.u.files_ack.st = st;
-			raw_send(&w, &a);
-		} else {
-			/* The first, empty, is done at once; it is never answered. */
-			assert_int_equal(m.type, MSG_FILE_DONE);
-			assert_int_equal(m.u.file_done.id, 1);
-		}
-		msg_clear(&m);
-	}
-	run_join(&f->txr);
-	assert_int_equal(last, span);
-	assert_failed_run(&f->txr, -ETIMEDOUT, PERR_TIMEOUT, "");
-	raw_free(&w);
+	make_empty_files(f, g.n);
+	assert_int_equal(offer_unresolved(f, &g, caps, true, NULL), span);
 }
 
 static void test_span_narrow(void **state)
