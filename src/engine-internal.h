@@ -457,8 +457,9 @@ struct engine {
 	 */
 	struct efile files[FILE_TABLE];
 	uint32_t files_hw;
-	uint32_t next_id;    /* sender: next id to assign; receiver: last id seen */
-	uint32_t files_open; /* entries used */
+	uint32_t files_ready; /* entries below this one have their pages (file_populate) */
+	uint32_t next_id;     /* sender: next id to assign; receiver: last id seen */
+	uint32_t files_open;  /* entries used */
 
 	/* sender */
 	/* Taken from the source and not offered yet; the source has no more; offered in all. */
