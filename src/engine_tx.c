@@ -158,68 +158,62 @@ static int tx_send_files(struct engine *e, struct proto_file *pf, char **links, 
 	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
+/*
+ * One FILES batch taken from the source and offered, per loop turn. The
+ * walk is the slow part (a stat per entry): offering the whole window at
+ * once would keep the data path idle while it runs (6,144 entries, about
+ * 70 ms here, before the first read). One batch, then the loop reads and
+ * sends what the receiver has accepted, and comes back without sleeping.
+ * Returns 1 when there is room and source for another batch.
+ */
 static int tx_offer(struct engine *e)
 {
 	struct proto_file pf[PROTO_MAX_BATCH];
 	char *links[PROTO_MAX_BATCH];
+	uint32_t n = 0;
 	int r;
 
-	while (tx_room(e) && tx_have_src(e)) {
-		uint32_t n = 0;
+	while (n < PROTO_MAX_BATCH && tx_room(e) && tx_have_src(e)) {
+		const struct engine_src *s = e->next_src;
 
-		while (n < PROTO_MAX_BATCH && tx_room(e) && tx_have_src(e)) {
-			const struct engine_src *s = e->next_src;
-
-			if (s->error) {
-				e->next_src = NULL;
-				if (tx_entry_failed(e, s) < 0) {
-					break;
-				}
-				continue;
-			}
-			r = tx_file_new(e, s, e->next_id + 1, &pf[n], &links[n]);
-			if (r < 0) {
-				for (uint32_t i = 0; i < n; i++) {
-					free(links[i]);
-				}
-				return r;
-			}
-			if (r == 0) {
+		if (s->error) {
+			e->next_src = NULL;
+			if (tx_entry_failed(e, s) < 0) {
 				break;
 			}
-			e->next_id++;
-			n++;
-			e->next_src = NULL;
-			e->offered++;
-			e->offered_unresolved++;
+			continue;
 		}
-		if (n == 0 || e->failed) {
+		r = tx_file_new(e, s, e->next_id + 1, &pf[n], &links[n]);
+		if (r < 0) {
 			for (uint32_t i = 0; i < n; i++) {
 				free(links[i]);
 			}
-			break;
-		}
-		r = tx_send_files(e, pf, links, n);
-		/* A probe reads nothing but names: no attributes either. */
-		if (r >= 0 && !engine_probe(e)) {
-			r = tx_send_dir_xattrs(e, pf, n);
-		}
-		/*
-		 * On its way before the next batch is taken from the source: a
-		 * walking source takes time, and the receiver can use it.
-		 */
-		if (r >= 0 && tx_room(e) && tx_have_src(e)) {
-			r = chan_flush(e->p->chan);
-			if (r < 0) {
-				r = fail(e, PERR_IO, r, "control channel write failed: %s",
-					 strerror(-r));
-			}
-		}
-		if (r < 0) {
 			return r;
 		}
+		if (r == 0) {
+			break;
+		}
+		e->next_id++;
+		n++;
+		e->next_src = NULL;
+		e->offered++;
+		e->offered_unresolved++;
 	}
-	return e->failed ? e->fail_r : 0;
+	if (n == 0 || e->failed) {
+		for (uint32_t i = 0; i < n; i++) {
+			free(links[i]);
+		}
+		return e->failed ? e->fail_r : 0;
+	}
+	r = tx_send_files(e, pf, links, n);
+	/* A probe reads nothing but names: no attributes either. */
+	if (r >= 0 && !engine_probe(e)) {
+		r = tx_send_dir_xattrs(e, pf, n);
+	}
+	if (r < 0) {
+		return r;
+	}
+	return e->failed ? e->fail_r : tx_room(e) && tx_have_src(e);
 }
 
 /* The zero ranges noted so far, in one ZEROS (before anything that must follow them). */
@@ -1196,9 +1190,12 @@ int tx_wait_ring(struct engine *e)
 static int step_sender(struct engine *e)
 {
 	int r = tx_sums_flush(e);
+	bool more = false;
 
 	if (r >= 0) {
 		r = tx_offer(e);
+		more = r > 0;
+		r = MIN(r, 0);
 	}
 	/*
 	 * A probe has no data path: its files end with their answers. Chunks
@@ -1221,6 +1218,9 @@ static int step_sender(struct engine *e)
 			e->again = true;
 			break;
 		}
+	}
+	if (more) {
+		e->again = true; /* the next batch */
 	}
 	/* --delta: our digests of a tree file made while the receiver makes its own. */
 	if (r >= 0 && e->prehash_id) {
