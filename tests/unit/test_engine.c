@@ -2373,13 +2373,14 @@ static void make_empty_files(struct fx *f, size_t n)
  * g's files offered to a raw receiver that resolves none of them: it accepts
  * every file, or with refuse_rest the first only, refusing the others (which
  * resolves those at once). Runs until the sender gives up at the idle
- * timeout; returns the last id offered, and in *ret_offered how many.
+ * timeout; returns the last id offered, in *ret_offered how many, and in
+ * *ret_before_done how many had been offered when the first FILE_DONE came.
  */
 static uint32_t offer_unresolved(struct fx *f, struct gen_source *g, uint64_t caps,
-				 bool refuse_rest, uint32_t *ret_offered)
+				 bool refuse_rest, uint32_t *ret_offered, uint32_t *ret_before_done)
 {
 	struct raw w;
-	uint32_t offered = 0, last = 0;
+	uint32_t offered = 0, last = 0, before_done = 0;
 
 	g->cur = (struct engine_src){ .dirfd = f->src_fd, .ftype = PROTO_FT_REG, .mode = 0644 };
 	f->txr.p.source = (struct engine_source){ .next = gen_next, .ud = g };
@@ -2421,6 +2422,7 @@ static uint32_t offer_unresolved(struct fx *f, struct gen_source *g, uint64_t ca
 		} else {
 			/* An empty file is done at once, a missing one fails at its open. */
 			assert_int_equal(m.type, MSG_FILE_DONE);
+			before_done = before_done ? before_done : offered;
 			if (refuse_rest) {
 				assert_int_equal(m.u.file_done.id, 1);
 			}
@@ -2432,6 +2434,9 @@ static uint32_t offer_unresolved(struct fx *f, struct gen_source *g, uint64_t ca
 	raw_free(&w);
 	if (ret_offered) {
 		*ret_offered = offered;
+	}
+	if (ret_before_done) {
+		*ret_before_done = before_done;
 	}
 	return last;
 }
@@ -2451,7 +2456,7 @@ static void files_window(void **state, uint64_t caps, uint32_t want)
 	uint32_t offered;
 
 	make_empty_files(f, g.n);
-	offer_unresolved(f, &g, caps, false, &offered);
+	offer_unresolved(f, &g, caps, false, &offered, NULL);
 	assert_int_equal(offered, want);
 }
 
@@ -2471,6 +2476,28 @@ static void test_window_wider(void **state)
 }
 
 /*
+ * The sender reads while it offers: one FILES batch per loop turn, so the
+ * first accepted file is read and done (empty files: FILE_DONE at once)
+ * long before the wider window is full. A sender that offered the whole
+ * window before reading (6,144 stats of its walk) sends no FILE_DONE until
+ * all 6,144 are offered.
+ */
+static void test_offer_interleaved(void **state)
+{
+	struct fx *f = *state;
+	struct gen_source g = { .n = PROTO_FILES_WIDER + 200 };
+	uint32_t offered, before_done;
+
+	make_empty_files(f, g.n);
+	offer_unresolved(f, &g, PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW, false, &offered,
+			 &before_done);
+	assert_int_equal(offered, PROTO_FILES_WIDER);
+	assert_true(before_done > 0);
+	assert_true(before_done < PROTO_FILES_WIDER);
+	printf("offered before the first FILE_DONE: %u of %u\n", before_done, offered);
+}
+
+/*
  * Long names: a receiver with the wider window that accepts every file and
  * resolves none. The sender stops offering once its files' names and source
  * paths take ENGINE_NAMES_IN_FLIGHT_MAX bytes, well before the window.
@@ -2487,7 +2514,8 @@ static void test_window_long_names(void **state)
 	assert_true(want < PROTO_FILES_WIDER);
 	g->n = want + 100;
 	g->name_len = len;
-	offer_unresolved(f, g, PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW, false, &offered);
+	offer_unresolved(f, g, PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW, false, &offered,
+			 NULL);
 	assert_int_equal(offered, want);
 	free(g);
 }
@@ -2505,7 +2533,7 @@ static void files_span(void **state, uint64_t caps, uint32_t span)
 	struct gen_source g = { .n = span + 200 };
 
 	make_empty_files(f, g.n);
-	assert_int_equal(offer_unresolved(f, &g, caps, true, NULL), span);
+	assert_int_equal(offer_unresolved(f, &g, caps, true, NULL, NULL), span);
 }
 
 static void test_span_narrow(void **state)
@@ -4203,6 +4231,7 @@ int main(void)
 		T(test_window_narrow),
 		T(test_window_wide),
 		T(test_window_wider),
+		T(test_offer_interleaved),
 		T(test_window_long_names),
 		T(test_span_narrow),
 		T(test_span_wide),
