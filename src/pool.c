@@ -47,6 +47,34 @@ static uint8_t *pool_chunk_busy(const struct pool *p)
 	return (uint8_t *)(p->free_list + p->nchunks);
 }
 
+void *mem_map_thp(size_t size, size_t *ret_len)
+{
+	size_t len = (size + POOL_HUGE_PAGE - 1) & ~(size_t)(POOL_HUGE_PAGE - 1);
+	uint8_t *raw;
+	uintptr_t a;
+	size_t head;
+
+	if (len < size) {
+		return NULL;
+	}
+	/* 2 MiB alignment: map 2 MiB more and trim both ends. */
+	raw = mmap(NULL, len + POOL_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		   -1, 0);
+	if (raw == MAP_FAILED) {
+		return NULL;
+	}
+	a = ((uintptr_t)raw + POOL_HUGE_PAGE - 1) & ~(uintptr_t)(POOL_HUGE_PAGE - 1);
+	head = a - (uintptr_t)raw;
+	if (head > 0) {
+		munmap(raw, head);
+	}
+	munmap((uint8_t *)a + len, POOL_HUGE_PAGE - head);
+	/* Only a hint: a kernel that says no (enabled = never) leaves normal pages. */
+	(void)madvise((void *)a, len, MADV_HUGEPAGE);
+	*ret_len = len;
+	return (void *)a;
+}
+
 static void *pool_map(size_t size, bool *ret_huge)
 {
 	void *base;
@@ -62,27 +90,16 @@ static void *pool_map(size_t size, bool *ret_huge)
 	}
 	*ret_huge = false;
 	/*
-	 * No hugetlb pool: transparent huge pages where the kernel allows them
-	 * (enabled = always or madvise). They need 2 MiB alignment, so map 2 MiB
-	 * more and trim both ends. Fewer TLB misses while the pool is hashed
-	 * and copied, and fewer pages to pin for io_uring and the NIC.
+	 * No hugetlb pool: transparent huge pages where the kernel allows them.
+	 * Fewer TLB misses while the pool is hashed and copied, and fewer pages
+	 * to pin for io_uring and the NIC.
 	 */
 	if (size % POOL_HUGE_PAGE == 0) {
-		uint8_t *raw = mmap(NULL, size + POOL_HUGE_PAGE, PROT_READ | PROT_WRITE,
-				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		size_t len;
 
-		if (raw != MAP_FAILED) {
-			uintptr_t a = ((uintptr_t)raw + POOL_HUGE_PAGE - 1) &
-				      ~(uintptr_t)(POOL_HUGE_PAGE - 1);
-			size_t head = a - (uintptr_t)raw;
-
-			if (head > 0) {
-				munmap(raw, head);
-			}
-			munmap((uint8_t *)a + size, POOL_HUGE_PAGE - head);
-			/* Only a hint: a kernel that says no leaves normal pages. */
-			(void)madvise((void *)a, size, MADV_HUGEPAGE);
-			return (void *)a;
+		base = mem_map_thp(size, &len);
+		if (base) {
+			return base;
 		}
 	}
 	/*

@@ -34,6 +34,14 @@ struct pool {
  * be a power of two in [4 KiB, 64 MiB]. -ENOMEM when the mapping fails.
  */
 int pool_create(size_t size, size_t chunk_size, struct pool **ret_pool);
+
+/*
+ * An anonymous zeroed mapping of at least size bytes, aligned to 2 MiB and
+ * advised for transparent huge pages (where the kernel allows them, enabled
+ * = always or madvise; normal pages otherwise). *ret_len: the length mapped,
+ * size rounded up to 2 MiB, for munmap. NULL when mmap fails.
+ */
+void *mem_map_thp(size_t size, size_t *ret_len);
 void pool_destroy(struct pool *p); /* unregisters from io_uring first; NULL ok */
 
 /*
