@@ -206,6 +206,7 @@ struct efile {
 	uint8_t ftype;
 	uint64_t size;
 	uint32_t name_bytes; /* sender: what its names count in names_in_flight */
+	uint64_t name_key;   /* receiver: its destination's key in e->inflight; 0: none */
 	struct timespec t0;
 	struct file_hash hash;
 	bool hash_live;
@@ -549,7 +550,9 @@ struct engine {
 	/* rx_sync_done: its batch's LINKATs run one after another (the last one so far). */
 	bool link_chaining;
 	struct io_uring_sqe *link_chain;
-	struct name_set seen;	    /* names received this session */
+	struct name_set seen;	    /* --delete: names received this session */
+	struct name_set inflight;   /* destinations of the entries in the table (name_key) */
+	char *rename_root;	    /* rename_to: the one top-level name it renames */
 	struct name_set fresh;	    /* directories made or found empty (rx_fresh_add) */
 	struct dir_meta *dirs_meta; /* in arrival order: parents before children */
 	size_t ndirs_meta, dirs_meta_cap;
@@ -804,6 +807,7 @@ bool rx_seen(const struct engine *e, const char *name);
 int rx_fresh_add(struct engine *e, const char *dir);
 bool hash_set_has(const struct name_set *s, uint64_t key);
 int hash_set_add(struct name_set *s, uint64_t key);
+void hash_set_del(struct name_set *s, uint64_t key);
 
 /* engine_links.c */
 int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first);

@@ -261,6 +261,9 @@ char *file_tmpname(struct efile *f)
 
 void file_release(struct engine *e, struct efile *f)
 {
+	if (f->name_key) {
+		hash_set_del(&e->inflight, f->name_key);
+	}
 	if (f->hash_live) {
 		file_hash_free(&f->hash);
 	}
@@ -703,6 +706,8 @@ static void teardown(struct engine *e)
 	free(e->commit_batch);
 	free(e->batch);
 	free(e->seen.h);
+	free(e->inflight.h);
+	free(e->rename_root);
 	free(e->fresh.h);
 	tx_links_free(e);
 	rx_links_free(e);

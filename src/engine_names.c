@@ -55,6 +55,43 @@ int hash_set_add(struct name_set *s, uint64_t key)
 	return 1;
 }
 
+/*
+ * Remove key from s, if there. Linear probing without tombstones: each entry
+ * after the hole that would be looked for at or before the hole moves into
+ * it, until an empty slot ends the run (Knuth's algorithm R).
+ */
+void hash_set_del(struct name_set *s, uint64_t key)
+{
+	size_t mask, i, j;
+
+	if (s->cap == 0) {
+		return;
+	}
+	mask = s->cap - 1;
+	for (i = key & mask; s->h[i] != key; i = (i + 1) & mask) {
+		if (!s->h[i]) {
+			return;
+		}
+	}
+	for (j = i;;) {
+		size_t home;
+
+		j = (j + 1) & mask;
+		if (!s->h[j]) {
+			break;
+		}
+		home = s->h[j] & mask;
+		/* The entry at j stays where it is if its home lies cyclically in (i, j]. */
+		if (i <= j ? (i < home && home <= j) : (i < home || home <= j)) {
+			continue;
+		}
+		s->h[i] = s->h[j];
+		i = j;
+	}
+	s->h[i] = 0;
+	s->n--;
+}
+
 /* The key a name is kept by: never 0, which marks an empty slot. */
 static uint64_t name_hash(const char *name)
 {
@@ -252,12 +289,14 @@ static int rx_map_entry(struct engine *e, struct efile *f)
 
 /*
  * The name policy of an entry the peer sent: one the caller asked for (a
- * pull), valid, mapped by rename_to, and not a destination this session has
- * written already. *ret_peer: a refusal for what the peer sent.
+ * pull), valid, mapped by rename_to (one top-level name only), and not the
+ * destination of an entry in the table. *ret_peer: a refusal for what the
+ * peer sent.
  */
 uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
 		       bool *ret_peer)
 {
+	uint64_t key;
 	int dup;
 
 	if (!f->name) {
@@ -273,6 +312,27 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 		snprintf(text, textlen, "invalid name");
 		return PERR_BAD_PATH;
 	}
+	/*
+	 * rename_to stores the one top-level entry under its name: a second
+	 * top-level name would land on the same destination (issue 8 item 9:
+	 * with OPEN "mod/target", "a", "b" and a symlink "c" would all be
+	 * "target"). The first one is that entry; another is refused.
+	 */
+	if (e->p->rename_to) {
+		size_t top = strcspn(f->name, "/");
+
+		if (!e->rename_root) {
+			e->rename_root = strndup(f->name, top);
+			if (!e->rename_root) {
+				return PERR_INTERNAL;
+			}
+		} else if (strlen(e->rename_root) != top ||
+			   memcmp(e->rename_root, f->name, top) != 0) {
+			*ret_peer = true;
+			snprintf(text, textlen, "same destination twice in one session");
+			return PERR_DUPLICATE;
+		}
+	}
 	if (rx_map_entry(e, f) < 0) {
 		return PERR_INTERNAL;
 	}
@@ -283,17 +343,25 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 		return PERR_BAD_PATH;
 	}
 	/*
-	 * After the rename mapping: with OPEN "mod/target", "a", "b" and a
-	 * symlink "c" would all be "target" (issue 8 item 9). The same
-	 * destination twice in one session is refused (never two writers on
-	 * one name).
+	 * Never two writers on one name: a destination that an entry in the
+	 * table has already is refused. The set holds the table's entries only,
+	 * so it does not grow with the tree; an entry resolved earlier is gone
+	 * from it, and the same name again replaces what it made, as a second
+	 * session would. The sender's own walk never sends a name twice.
 	 */
-	dup = name_set_add(&e->seen, f->name);
+	key = name_hash(f->name);
+	dup = hash_set_add(&e->inflight, key);
 	if (dup <= 0) {
 		*ret_peer = dup == 0;
 		snprintf(text, textlen, "%s",
 			 dup < 0 ? "out of memory" : "same destination twice in one session");
 		return dup < 0 ? PERR_INTERNAL : PERR_DUPLICATE;
+	}
+	f->name_key = key;
+	/* --delete keeps what was sent: every name, for the whole session (as rsync's list). */
+	if ((e->p->open_flags & PROTO_OPEN_DELETE) && hash_set_add(&e->seen, key) < 0) {
+		snprintf(text, textlen, "out of memory");
+		return PERR_INTERNAL;
 	}
 	return PERR_OK;
 }

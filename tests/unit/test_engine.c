@@ -1879,6 +1879,51 @@ static void test_duplicate_names(void **state)
 	raw_free(&w);
 }
 
+/*
+ * The same name again once its first entry is resolved: accepted, and it
+ * replaces what the first one made. The duplicate check holds the entries in
+ * flight only, so that its memory does not grow with the tree.
+ */
+static void test_duplicate_after_resolved(void **state)
+{
+	struct fx *f = *state;
+	struct raw w;
+	uint8_t d1[100], d2[100];
+	static const uint32_t id1[] = { 1 }, id2[] = { 2 }, ok[] = { PERR_OK };
+	static const char *const names[] = { "a" };
+	static const uint64_t sizes[] = { sizeof(d1) };
+	uint8_t *got;
+	size_t len;
+
+	fill(d1, sizeof(d1), 7);
+	fill(d2, sizeof(d2), 9);
+	raw_init(&w, &f->tx);
+	run_start(&f->rxr);
+	raw_ring(&w);
+	raw_files(&w, 1, id1, names, sizes);
+	raw_ack(&w, 1, id1, ok);
+	raw_chunk(&w, 0, 1, 0, d1, sizeof(d1));
+	raw_done(&w, 1, sizeof(d1), d1, sizeof(d1));
+	raw_result(&w, 1, PERR_OK, "");
+	raw_files(&w, 1, id2, names, sizes);
+	raw_ack(&w, 1, id2, ok);
+	raw_chunk(&w, 1, 2, 0, d2, sizeof(d2));
+	raw_done(&w, 2, sizeof(d2), d2, sizeof(d2));
+	raw_result(&w, 2, PERR_OK, "");
+	raw_end(&w, 2);
+	run_join(&f->rxr);
+
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 2, 0, 2 * sizeof(d1), PERR_OK);
+	assert_dest(f->dst, "a");
+	got = read_file(f->dst, "a", &len);
+	assert_non_null(got);
+	assert_int_equal(len, sizeof(d2));
+	assert_memory_equal(got, d2, sizeof(d2));
+	free(got);
+	raw_free(&w);
+}
+
 /* FILE_DONE whose hash is not that of the bytes sent (no test hook): INTEGRITY, nothing committed. */
 static void test_file_done_wrong_hash(void **state)
 {
@@ -4190,6 +4235,7 @@ int main(void)
 		T(test_sums_twice),
 		T(test_done_before_sum_answer),
 		T(test_duplicate_names),
+		T(test_duplicate_after_resolved),
 		T(test_pack_transfer),
 		T(test_clear_slots_seen),
 		T(test_rails_sealed_sender_kills),
