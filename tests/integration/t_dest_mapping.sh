@@ -7,7 +7,9 @@
 # names as sent, so FILES a, b and a symlink c were all accepted, all as
 # "target": the last one won, whatever the first had committed. Now the
 # check runs after the mapping: the second and third get DUPLICATE, only the
-# first lands. Driven by the hostile client rawpeer against a real daemon.
+# first lands. Without a rename, the same name twice while the first is in
+# flight is refused too. Driven by the hostile client rawpeer against a real
+# daemon.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -43,7 +45,21 @@ rawpeer_rc 0 "directories a and b to 'data/tdir': b refused as DUPLICATE" \
 	ack expect "1=OK" expect "2=DUPLICATE" \
 	end wait END bye close
 
-# 3. The real client still copies one file under a new name, and a tree.
+# 3. No rename: the same name twice in one batch, into an existing directory.
+# Never two writers on one name: the second is refused while the first is in flight.
+rm -rf "${T:?}/mod/"*
+mkdir "$T/mod/in"
+rawpeer_rc 0 "x twice into 'data/in': the second refused as DUPLICATE" \
+	hello open push data/in recursive lanes ring \
+	files 1:x:5 2:x:5 \
+	ack expect "1=OK" expect "2=DUPLICATE" \
+	chunk 0 1 0 5 "$T/a" expect placed \
+	"done" 1 5 "$T/a" result expect "FILE_RESULT 1 OK" \
+	end wait END bye close
+cmp -s "$T/a" "$T/mod/in/x" && pass "only the first landed: in/x is a's bytes" ||
+	fail "mod/in/x is not a's file: $(ls -l "$T/mod/in" 2>&1)"
+
+# 4. The real client still copies one file under a new name, and a tree.
 echo one >"$T/one"
 expect_rc 0 "rdmacp one file to data/renamed" "${CLIENT[@]}" "$T/one" 127.0.0.1:data/renamed
 cmp -s "$T/one" "$T/mod/renamed" && pass "renamed file landed" || fail "renamed file missing"
