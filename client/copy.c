@@ -796,6 +796,7 @@ static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_param
 	ep->faults = getenv("RDMACP_TEST_SLOW_DISK") ? ENGINE_FAULT_SLOW_DISK : 0;
 	ep->faults |= getenv("RDMACP_TEST_SLOW_HASH") ? ENGINE_FAULT_SLOW_HASH : 0;
 	ep->faults |= getenv("RDMACP_TEST_READ_EAGAIN") ? ENGINE_FAULT_READ_EAGAIN : 0;
+	ep->faults |= getenv("RDMACP_TEST_SMALL_RING") ? ENGINE_FAULT_SMALL_RING : 0;
 	/* Tests: take this many data lanes down mid-transfer. */
 	if (getenv("RDMACP_TEST_KILL_LANES")) {
 		ep->faults |= ENGINE_FAULT_KILL_LANE;

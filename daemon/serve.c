@@ -766,6 +766,10 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 		log_debug("%s: %llu files travelled packed in %llu slots", c->peer,
 			  (unsigned long long)st.files_packed, (unsigned long long)st.packed_slots);
 	}
+	if (st.uring_overflows) {
+		log_debug("%s: io_uring's completion queue was full %llu times", c->peer,
+			  (unsigned long long)st.uring_overflows);
+	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
 		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped,
@@ -807,6 +811,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	ep.faults |= getenv("RDMACPD_TEST_NO_REPOST") ? ENGINE_FAULT_NO_REPOST : 0;
 	ep.faults |= getenv("RDMACPD_TEST_SLOW_HASH") ? ENGINE_FAULT_SLOW_HASH : 0;
 	ep.faults |= getenv("RDMACPD_TEST_READ_EAGAIN") ? ENGINE_FAULT_READ_EAGAIN : 0;
+	ep.faults |= getenv("RDMACPD_TEST_SMALL_RING") ? ENGINE_FAULT_SMALL_RING : 0;
 	if (getenv("RDMACPD_TEST_KILL_LANES")) {
 		ep.faults |= ENGINE_FAULT_KILL_LANE;
 		ep.test_kill_lanes = (unsigned)strtoul(getenv("RDMACPD_TEST_KILL_LANES"), NULL, 10);

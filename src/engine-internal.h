@@ -726,6 +726,7 @@ void hash_zeros(struct file_hash *h, uint64_t len);
 
 /* engine_uring.c */
 struct io_uring_sqe *uring_sqe(struct engine *e);
+bool uring_ready(struct engine *e);
 int uring_flush(struct engine *e);
 int on_uring(struct engine *e);
 

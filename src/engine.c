@@ -553,6 +553,7 @@ static int setup(struct engine *e)
 	const struct engine_params *p = e->p;
 	struct xport *x = p->x;
 	struct io_uring_params up = { 0 };
+	unsigned entries = p->faults & ENGINE_FAULT_SMALL_RING ? 8 : URING_ENTRIES;
 	int r;
 
 	/*
@@ -564,10 +565,10 @@ static int setup(struct engine *e)
 	 * it. Kernels before 5.19 refuse the flags: then without them.
 	 */
 	up.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
-	r = io_uring_queue_init_params(URING_ENTRIES, &e->ring, &up);
+	r = io_uring_queue_init_params(entries, &e->ring, &up);
 	if (r == -EINVAL) {
 		memset(&up, 0, sizeof(up));
-		r = io_uring_queue_init_params(URING_ENTRIES, &e->ring, &up);
+		r = io_uring_queue_init_params(entries, &e->ring, &up);
 	}
 	if (r < 0) {
 		return fail(e, PERR_INTERNAL, r, "io_uring: %s", strerror(-r));
@@ -640,9 +641,10 @@ static void teardown(struct engine *e)
 	/*
 	 * Drain what the kernel still owns before files close and buffers go:
 	 * a linkat in flight names its file by fd number (rx_link_submit).
+	 * Completions the kernel dropped (on_uring) are of operations done.
 	 */
 	if (e->ring_ok) {
-		while (e->uring_inflight > 0) {
+		while (e->uring_inflight > IO_URING_READ_ONCE(*e->ring.cq.koverflow)) {
 			struct io_uring_cqe *cqe;
 			io_uring_submit(&e->ring);
 			if (io_uring_wait_cqe(&e->ring, &cqe) < 0) {
@@ -788,7 +790,8 @@ static int loop_dispatch(struct engine *e, const struct pollfd pfd[6])
 {
 	int r = 0;
 
-	if (pfd[2].revents & POLLIN) {
+	/* Completions the kernel held past a full queue come with no signal. */
+	if ((pfd[2].revents & POLLIN) || uring_ready(e)) {
 		r = on_uring(e);
 	}
 	if (r >= 0 && !e->failed && (pfd[4].revents & POLLIN)) {
@@ -913,7 +916,8 @@ static int loop(struct engine *e)
 			return r < 0 ? r : 0;
 		}
 		/* Work that is ours to do (a --delete pass) goes on without sleeping. */
-		wait_ms = chan_readable_now(p->chan) || p->busy_poll || e->del_active || e->again
+		wait_ms = chan_readable_now(p->chan) || p->busy_poll || e->del_active || e->again ||
+				  uring_ready(e)
 			      ? 0
 			      : 1000;
 		if (wait_ms && p->bwlimit) {

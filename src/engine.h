@@ -117,6 +117,8 @@ struct engine_stats {
 	/* Packed slots (both roles): regular files that travelled whole in shared slots, and those slots. */
 	uint64_t files_packed;
 	uint64_t packed_slots;
+	/* Times io_uring's completion queue was full and the kernel held the rest (on_uring). */
+	uint64_t uring_overflows;
 	/*
 	 * Bench roles: bytes per lane (posted by the sender, verified by the
 	 * receiver), and the seconds from the first chunk posted (received) to
@@ -232,6 +234,8 @@ struct engine_limits {
 #define ENGINE_FAULT_KILL_LANE (1u << 9)
 /* Tests: each job of a hashing thread (hash_threads) waits 20 ms first. */
 #define ENGINE_FAULT_SLOW_HASH (1u << 11)
+/* Test hook, either role: an io_uring of 8 entries, so that its completion queue overflows. */
+#define ENGINE_FAULT_SMALL_RING (1u << 12)
 
 struct engine_params {
 	enum engine_role role;

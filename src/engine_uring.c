@@ -38,15 +38,18 @@ int uring_flush(struct engine *e)
 	return 0;
 }
 
-int on_uring(struct engine *e)
+/* Completions to reap without waiting: in the ring, or held by the kernel past a full one. */
+bool uring_ready(struct engine *e)
+{
+	return e->ring_ok &&
+	       (io_uring_cq_ready(&e->ring) > 0 || io_uring_cq_has_overflow(&e->ring));
+}
+
+static unsigned uring_reap(struct engine *e)
 {
 	struct io_uring_cqe *cqe;
 	unsigned head, n = 0;
-	uint64_t v;
 
-	if (read(e->uring_efd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-		return fail(e, PERR_IO, negerrno(), "eventfd: %s", strerror(errno));
-	}
 	io_uring_for_each_cqe(&e->ring, head, cqe)
 	{
 		uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -81,5 +84,44 @@ int on_uring(struct engine *e)
 		}
 	}
 	io_uring_cq_advance(&e->ring, n);
+	return n;
+}
+
+/*
+ * Nothing bounds the operations in flight by the completion queue's size:
+ * a receiver with thousands of small files links, writes and syncs more at
+ * once than it holds. The kernel then keeps the completions that did not
+ * fit on a list of its own (IORING_FEAT_NODROP) and flags the ring; they
+ * come into the queue only when asked for (io_uring_get_events), and no
+ * eventfd signal says so. Left there, the loop would wait for them forever:
+ * they are asked for here until none is left. A completion the kernel could
+ * not even keep (its allocation failed) is lost, and so is the operation's
+ * answer: the session ends rather than wait for it.
+ */
+int on_uring(struct engine *e)
+{
+	uint64_t v;
+
+	if (read(e->uring_efd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
+		return fail(e, PERR_IO, negerrno(), "eventfd: %s", strerror(errno));
+	}
+	/* Bounded: a flag that stays with nothing to reap is looked at again next turn. */
+	for (unsigned turn = 0;; turn++) {
+		unsigned n = uring_reap(e);
+		int r;
+
+		if (!io_uring_cq_has_overflow(&e->ring) || (turn > 0 && n == 0)) {
+			break;
+		}
+		e->st.uring_overflows++;
+		r = io_uring_get_events(&e->ring);
+		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+			return fail(e, PERR_IO, r, "io_uring: %s", strerror(-r));
+		}
+	}
+	if (IO_URING_READ_ONCE(*e->ring.cq.koverflow) != 0) {
+		return fail(e, PERR_INTERNAL, -EOVERFLOW, "io_uring lost %u completions",
+			    IO_URING_READ_ONCE(*e->ring.cq.koverflow));
+	}
 	return 0;
 }
