@@ -43,9 +43,9 @@ FAILS=0
 pass() { echo "ok: $*"; }
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 
-cache_var() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; }
+. "$SRC_DIR/tests/rxe-vm/host-lib.sh"
 
-[ "$(cache_var ENABLE_ASAN)" = ON ] && skip "VM test runs in the normal build only (this build has ENABLE_ASAN=ON)"
+rxevm_skip_asan
 [ -x "$BUILD_DIR/rdmacp" ] && [ -x "$BUILD_DIR/rdmacpd" ] || die "rdmacp/rdmacpd not built in $BUILD_DIR"
 [ "$(id -u)" -eq 0 ] || skip "mounting the image needs root"
 for t in qemu-system-x86_64 cpio xz rdma mkfs.ext4 e2fsck losetup python3; do
@@ -66,20 +66,7 @@ trap cleanup EXIT
 export RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-900}
 start=$(date +%s)
 
-# First use builds the kernel + initramfs from Debian's archive (apt-get
-# download). Without network and without a cached image that cannot work: skip.
-if ! [ -s "$CACHE/vmlinux" ] || ! [ -s "$CACHE/initrd.gz" ]; then
-	out=$("$RUN" true 2>&1)
-	rc=$?
-	if [ $rc -ne 0 ]; then
-		if ! [ -s "$CACHE/vmlinux" ]; then
-			echo "$out" | tail -n 8
-			skip "no kernel image in $CACHE and it could not be fetched (rxe-vm rc $rc)"
-		fi
-		echo "$out" | tail -n 30
-		die "the VM did not boot (rc $rc)"
-	fi
-fi
+rxevm_require_kernel
 KMODS=$(ls -d "$CACHE"/kernel/lib/modules/*/ 2>/dev/null | head -1)
 [ -n "$KMODS" ] || skip "the VM's kernel package has no modules in $CACHE/kernel"
 

@@ -39,9 +39,9 @@ OUT=${RXEVM_E2E_OUT:-$BUILD_DIR/rxe-vm-e2e}
 skip() { echo "SKIP: $*"; exit 77; }
 die() { echo "FAIL: $*"; exit 1; }
 
-cache_var() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; }
+. "$SRC_DIR/tests/rxe-vm/host-lib.sh"
 
-[ "$(cache_var ENABLE_ASAN)" = ON ] && skip "VM test runs in the normal build only (this build has ENABLE_ASAN=ON)"
+rxevm_skip_asan
 [ "$(cache_var ENABLE_VERBS)" = OFF ] && skip "built without the verbs transport (ENABLE_VERBS=OFF)"
 [ -x "$LOOP" ] || die "$LOOP not built"
 [ -x "$BUILD_DIR/rdmacp" ] && [ -x "$BUILD_DIR/rdmacpd" ] || die "rdmacp/rdmacpd not built in $BUILD_DIR"
@@ -56,20 +56,7 @@ ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 ||
 export RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-1440}
 start=$(date +%s)
 
-# First use builds the kernel + initramfs from Debian's archive (apt-get
-# download). Without network and without a cached image that cannot work: skip.
-if ! [ -s "$CACHE/vmlinux" ] || ! [ -s "$CACHE/initrd.gz" ]; then
-	out=$("$RUN" true 2>&1)
-	rc=$?
-	if [ $rc -ne 0 ]; then
-		if ! [ -s "$CACHE/vmlinux" ]; then
-			echo "$out" | tail -n 8
-			skip "no kernel image in $CACHE and it could not be fetched (rxe-vm rc $rc; needs apt access to Debian's linux-image-amd64 once)"
-		fi
-		echo "$out" | tail -n 30
-		die "the VM did not boot (rc $rc)"
-	fi
-fi
+rxevm_require_kernel
 
 rm -rf "$OUT" && mkdir -p "$OUT" || die "cannot create $OUT"
 # One boot for both steps (a boot costs ~7 s); each step's status comes back apart.

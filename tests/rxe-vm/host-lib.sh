@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+#
+# Sourced by the tests that boot the VM from this machine (t_verbs_vm.sh,
+# t_crash_vm.sh). They set RUN (tests/rxe-vm/run), CACHE (RXEVM_CACHE) and
+# BUILD_DIR, and define skip and die.
+
+cache_var() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; }
+
+# The VM emulates its CPU: its tests run in the normal build only.
+rxevm_skip_asan() {
+	[ "$(cache_var ENABLE_ASAN)" = ON ] &&
+		skip "VM test runs in the normal build only (this build has ENABLE_ASAN=ON)"
+	return 0
+}
+
+# First use builds the kernel + initramfs from Debian's archive (apt-get
+# download). Without network and without a cached image that cannot work: skip.
+rxevm_require_kernel() {
+	local out rc
+
+	[ -s "$CACHE/vmlinux" ] && [ -s "$CACHE/initrd.gz" ] && return 0
+	out=$("$RUN" true 2>&1)
+	rc=$?
+	[ $rc -eq 0 ] && return 0
+	if ! [ -s "$CACHE/vmlinux" ]; then
+		echo "$out" | tail -n 8
+		skip "no kernel image in $CACHE and it could not be fetched (rxe-vm rc $rc; needs apt access to Debian's linux-image-amd64 once)"
+	fi
+	echo "$out" | tail -n 30
+	die "the VM did not boot (rc $rc)"
+}
