@@ -175,6 +175,15 @@ old_daemon_refuses() {
 		pass "$desc: no OPEN sent"
 }
 
+# expect_same_tree DESC A B: the same names, types and bytes (diff -r, links not followed).
+expect_same_tree() {
+	if diff -r --no-dereference "$2" "$3" >"$T/diff" 2>&1; then
+		pass "$1: identical"
+	else
+		fail "$1: trees differ: $(head -5 "$T/diff" | tr '\n' ' ')"
+	fi
+}
+
 # expect_rc WANT DESC CMD...: run, compare the exit status.
 expect_rc() {
 	local want=$1 desc=$2 rc

@@ -36,15 +36,6 @@ mkdir -p "$T/src" "$T/pull"
 
 json_sum() { jq -r "select(.event == \"summary\") | .$1" "$T/out"; }
 
-# same_tree DESC A B: the same names, types and bytes.
-same_tree() {
-	if diff -r --no-dereference "$2" "$3" >"$T/diff" 2>&1; then
-		pass "$1: identical"
-	else
-		fail "$1: trees differ: $(head -5 "$T/diff" | tr '\n' ' ')"
-	fi
-}
-
 # ---- 1. 10,000 small files in one run ------------------------------------------------
 python3 - "$T/src/many" <<'EOF' || die "make many"
 import os, sys, random
@@ -57,7 +48,7 @@ for i in range(10000):
         f.write(r.randbytes(n))
 EOF
 expect_rc 0 "10,000 files pushed" "${CLIENT[@]}" --transport tcp --json -r "$T/src/many" "$HOST:data/"
-same_tree "10,000 files" "$T/src/many" "$T/mod/many"
+expect_same_tree "10,000 files" "$T/src/many" "$T/mod/many"
 nonempty=$(find "$T/src/many" -type f -size +0 | wc -l)
 pf=$(json_sum packed_files)
 ps=$(json_sum packed_slots)
@@ -75,7 +66,7 @@ for off in 0x20000000 0x30000000; do
 	rm -rf "$T/pull/many"
 	RDMACP_TEST_CAPS_OFF=$off expect_rc 0 "10,000 files pulled (caps off $off)" \
 		"${CLIENT[@]}" --transport tcp -r "$HOST:data/many" "$T/pull/"
-	same_tree "10,000 files pulled (caps off $off)" "$T/src/many" "$T/pull/many"
+	expect_same_tree "10,000 files pulled (caps off $off)" "$T/src/many" "$T/pull/many"
 done
 rm -rf "$T/pull/many"
 
@@ -98,7 +89,7 @@ for cs in 1M 64K; do
 	rm -rf "$T/mod/mixed"
 	expect_rc 0 "mixed push, chunk $cs" "${CLIENT[@]}" --transport tcp --json --chunk-size "$cs" \
 		-r "$T/src/mixed" "$HOST:data/"
-	same_tree "mixed push, chunk $cs" "$T/src/mixed" "$T/mod/mixed"
+	expect_same_tree "mixed push, chunk $cs" "$T/src/mixed" "$T/mod/mixed"
 	pf=$(json_sum packed_files)
 	# 1 MiB chunks pack files of up to 256 KiB: one, small, k16, k16plus, pmax, tail;
 	# 64 KiB chunks up to 16 KiB: one, small, k16, tail.
@@ -109,7 +100,7 @@ for cs in 1M 64K; do
 	rm -rf "$T/pull/mixed"
 	expect_rc 0 "mixed pull, chunk $cs" "${CLIENT[@]}" --transport tcp --json --chunk-size "$cs" \
 		-r "$HOST:data/mixed" "$T/pull/"
-	same_tree "mixed pull, chunk $cs" "$T/src/mixed" "$T/pull/mixed"
+	expect_same_tree "mixed pull, chunk $cs" "$T/src/mixed" "$T/pull/mixed"
 	[ "$(json_sum packed_files)" = "$want" ] && pass "mixed pull, chunk $cs: packed" ||
 		fail "mixed pull, chunk $cs: packed_files $(json_sum packed_files)"
 done
@@ -136,11 +127,11 @@ cached=$(evict "$T/src/mixed")
 if [ "$cached" = 0 ]; then
 	rm -rf "$T/mod/mixed"
 	expect_rc 0 "uncached push" "${CLIENT[@]}" --transport tcp --json -r "$T/src/mixed" "$HOST:data/"
-	same_tree "uncached push" "$T/src/mixed" "$T/mod/mixed"
+	expect_same_tree "uncached push" "$T/src/mixed" "$T/mod/mixed"
 	cached=$(evict "$T/mod/mixed")
 	rm -rf "$T/pull/mixed"
 	expect_rc 0 "uncached pull" "${CLIENT[@]}" --transport tcp --json -r "$HOST:data/mixed" "$T/pull/"
-	same_tree "uncached pull" "$T/src/mixed" "$T/pull/mixed"
+	expect_same_tree "uncached pull" "$T/src/mixed" "$T/pull/mixed"
 	[ "$cached" = 0 ] || echo "note: the pull's source kept $cached bytes in the page cache"
 else
 	echo "not checked: $T's file system kept $cached bytes in the page cache after POSIX_FADV_DONTNEED"
@@ -148,7 +139,7 @@ fi
 rm -rf "$T/mod/mixed"
 expect_rc 0 "push, reads answered -EAGAIN" env RDMACP_TEST_READ_EAGAIN=1 timeout 120 "${CLIENT[@]}" \
 	--transport tcp -r "$T/src/mixed" "$HOST:data/"
-same_tree "push, reads answered -EAGAIN" "$T/src/mixed" "$T/mod/mixed"
+expect_same_tree "push, reads answered -EAGAIN" "$T/src/mixed" "$T/mod/mixed"
 
 grep -q "files travelled packed in" "$T/d.log" && pass "daemon log counts the packs" ||
 	fail "daemon log: no packed count"
@@ -162,13 +153,13 @@ RDMACP_TEST_CAPS_OFF=0x80000 start_daemon "$T/old.conf" "$T/old.log" "$OLD_PORT"
 OLD=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 	--ca "$T/certs/ca.crt" -P "$OLD_PORT" --transport tcp)
 expect_rc 0 "old daemon push" "${OLD[@]}" --json -r "$T/src/mixed" "$HOST:data/"
-same_tree "old daemon push" "$T/src/mixed" "$T/oldmod/mixed"
+expect_same_tree "old daemon push" "$T/src/mixed" "$T/oldmod/mixed"
 [ "$(json_sum packed_files)" = 0 ] && pass "old daemon: nothing packed" ||
 	fail "old daemon: packed_files $(json_sum packed_files)"
 rm -rf "$T/pull/mixed"
 RDMACP_TEST_CAPS_OFF=0x80000 expect_rc 0 "old client pull" "${CLIENT[@]}" --transport tcp --json \
 	-r "$HOST:data/mixed" "$T/pull/"
-same_tree "old client pull" "$T/src/mixed" "$T/pull/mixed"
+expect_same_tree "old client pull" "$T/src/mixed" "$T/pull/mixed"
 [ "$(json_sum packed_files)" = 0 ] && pass "old client: nothing packed" ||
 	fail "old client: packed_files $(json_sum packed_files)"
 
