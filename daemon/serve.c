@@ -33,6 +33,7 @@
 #include "log.h"
 #include "macro.h"
 #include "net.h"
+#include "policy.h"
 #include "privs.h"
 #include "hello.h"
 #include "session_table.h"
@@ -67,9 +68,9 @@ struct conn {
 	socklen_t locallen;
 	struct session_table *sessions;
 	uint64_t last_progress;
-	uint64_t bytes_accepted; /* declared sizes of the files pushed on this connection */
-	uint64_t peer_caps;	 /* the client's HELLO caps */
-	bool switched;		 /* runs as a module's user now, for good */
+	struct policy_session used; /* what this connection stored, against its modules' caps */
+	uint64_t peer_caps;	    /* the client's HELLO caps */
+	bool switched;		    /* runs as a module's user now, for good */
 	uid_t uid;
 	gid_t gid;
 	/*
@@ -79,41 +80,6 @@ struct conn {
 	struct filter_list filter;
 	bool have_filter;
 };
-
-static bool san_equals(const char *san, void *ud)
-{
-	return strcmp(san, (const char *)ud) == 0;
-}
-
-/* Does the peer's certificate match one of these allow rules (a module's, 'allow bench')? */
-static bool peer_matches(struct conn *c, const struct allow_rule *rules, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		const struct allow_rule *a = &rules[i];
-
-		switch (a->kind) {
-		case ALLOW_ANY:
-			return true;
-		case ALLOW_FINGERPRINT:
-			if (CRYPTO_memcmp(a->fp, c->fp, sizeof(c->fp)) == 0) {
-				return true;
-			}
-			break;
-		case ALLOW_NAME:
-			if (strcmp(tls_peer_cn(c->tls), a->name) == 0 ||
-			    tls_peer_match_san(c->tls, san_equals, (void *)a->name)) {
-				return true;
-			}
-			break;
-		}
-	}
-	return false; /* no rule, or none matched: fail closed */
-}
-
-static bool peer_allowed(struct conn *c, const struct module *m)
-{
-	return peer_matches(c, m->allow, m->nallow);
-}
 
 static int refuse(struct conn *c, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -132,51 +98,34 @@ static int refuse(struct conn *c, uint32_t code, const char *fmt, ...)
 	return -EPERM;
 }
 
-/*
- * "MODULE/REL" names a module and a path in it (REL may be empty). "/ABS/PATH"
- * is accepted too when it lies inside a module's path, so scp habits work:
- * the module with the longest matching path wins.
- */
-static const struct module *resolve_module(const struct daemon_config *cfg, const char *path,
-					   const char **ret_rel)
+static struct policy_peer conn_peer(const struct conn *c)
 {
-	const struct module *best = NULL;
-	size_t best_len = 0;
+	return (struct policy_peer){ .tls = c->tls, .fp = c->fp, .caps = c->peer_caps };
+}
 
-	if (path[0] != '/') {
-		char mod[64];
-		const char *slash = strchr(path, '/');
-		size_t n = slash ? (size_t)(slash - path) : strlen(path);
+/* Ask the module policy (policy.h); a no is sent to the client, with its reason. */
+static int decide(struct conn *c, const struct policy_request *rq, struct policy_grant *ret)
+{
+	struct policy_peer peer = conn_peer(c);
+	uint32_t code;
+	char why[512];
 
-		if (n == 0 || n >= sizeof(mod)) {
-			return NULL;
-		}
-		memcpy(mod, path, n);
-		mod[n] = '\0';
-		for (path += n; *path == '/'; path++) {
-		}
-		*ret_rel = path;
-		return daemon_config_module(cfg, mod);
+	if (policy_decide(c->cfg, &peer, &c->used, rq, ret, &code, why, sizeof(why)) < 0) {
+		return refuse(c, code, "%s", why);
 	}
-	for (size_t i = 0; i < cfg->nmodules; i++) {
-		const struct module *m = &cfg->modules[i];
-		size_t n = strlen(m->path);
+	return 0;
+}
 
-		while (n > 1 && m->path[n - 1] == '/') {
-			n--;
-		}
-		if (n > best_len && !strncmp(path, m->path, n) && (path[n] == '/' || !path[n])) {
-			best = m;
-			best_len = n;
-		}
+/* A path the granted request names in its module (policy_path); a no is sent. */
+static int check_path(struct conn *c, const struct policy_grant *g, int rootfd, const char *rel)
+{
+	uint32_t code;
+	char why[PROTO_MAX_PATH * 4 + 256];
+
+	if (policy_path(g, rootfd, rel, &code, why, sizeof(why)) < 0) {
+		return refuse(c, code, "%s", why);
 	}
-	if (!best) {
-		return NULL;
-	}
-	for (path += best_len; *path == '/'; path++) {
-	}
-	*ret_rel = path;
-	return best;
+	return 0;
 }
 
 struct push_dest {
@@ -211,10 +160,6 @@ static int resolve_push_dest(int rootfd, const char *rel, bool dest_is_dir, bool
 	r = fspath_validate(trimmed);
 	if (r < 0) {
 		return r;
-	}
-	/* A partial store holds the receiver's own files: no push goes in there. */
-	if (engine_name_reserved(trimmed)) {
-		return -EINVAL;
 	}
 	r = fspath_open_dir(rootfd, trimmed, &ret->fd);
 	/*
@@ -335,7 +280,7 @@ static void ev_file_failed(void *ud, const char *name, uint8_t ftype, uint32_t c
 }
 
 struct get_source;
-static int expand_get(struct conn *c, const struct module *m, int rootfd, bool recursive,
+static int expand_get(struct conn *c, const struct policy_grant *gr, int rootfd, bool recursive,
 		      struct get_source *g);
 static void get_source_engine(struct get_source *g, struct engine_source *ret);
 
@@ -625,13 +570,13 @@ static int seal_keys(struct conn *c, const struct xport_ops *ops, struct xport_p
 	return 0;
 }
 
-static int decide_sealing(struct conn *c, const struct msg_open *o, const struct module *m,
+static int decide_sealing(struct conn *c, const struct msg_open *o, const struct policy_grant *gr,
 			  const struct xport_ops *ops, bool *ret_seal)
 {
 	char who[128];
 
-	snprintf(who, sizeof(who), "module '%s'", m->name);
-	return decide_sealing_for(c, o->flags & PROTO_OPEN_ENCRYPT ? o->encrypt : 0, m->encryption,
+	snprintf(who, sizeof(who), "module '%s'", gr->m->name);
+	return decide_sealing_for(c, o->flags & PROTO_OPEN_ENCRYPT ? o->encrypt : 0, gr->encryption,
 				  who, ops, ret_seal);
 }
 
@@ -654,9 +599,10 @@ static void fit_pool_size(struct engine_params *ep, const struct xport_ops *ops,
  * looks at the destination, on the control channel alone). ep holds the
  * sizes and test faults; x is destroyed here.
  */
-static int run_session_engine(struct conn *c, const struct msg_open *o, const struct module *m,
-			      int basefd, const char *rename_to, struct get_source *pull_srcs,
-			      struct xport *x, struct engine_params *ep_in)
+static int run_session_engine(struct conn *c, const struct msg_open *o,
+			      const struct policy_grant *gr, int basefd, const char *rename_to,
+			      struct get_source *pull_srcs, struct xport *x,
+			      struct engine_params *ep_in)
 {
 	const struct daemon_config *cfg = c->cfg;
 	struct engine_params ep = *ep_in;
@@ -689,16 +635,14 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 		ep.delete_keep_ud = &c->filter;
 	}
 	ep.partial_max_age_s = cfg->partial_max_age_s;
-	/* Files belong to whoever the session runs as (become_module_user). */
-	ep.keep_setid = m->keep_setid;
+	/* The module's metadata rule (policy.h): files belong to whoever the session runs as. */
+	ep.keep_setid = gr->meta.keep_setid;
+	ep.umask = gr->meta.umask;
 	/* 'devices = yes': an existing block device by its name is written in place. */
-	ep.write_devices = m->devices;
-	/* Without -p new entries lose the daemon's umask (systemd UMask=, 0022), as rsyncd's do. */
-	ep.umask = fspath_umask();
+	ep.write_devices = gr->devices;
 	/* The module's limits count every push of this connection together. */
-	limits.max_file_size = m->max_file_size;
-	limits.max_session_bytes =
-	    m->max_session_bytes - MIN(m->max_session_bytes, c->bytes_accepted);
+	limits.max_file_size = gr->max_file_size;
+	limits.max_session_bytes = gr->session_bytes_left;
 	ep.limits = &limits;
 	ep.ev = (struct engine_events){ .file_ok = ev_file_ok,
 					.file_failed = ev_file_failed,
@@ -714,7 +658,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 	r = engine_run(&ep, &st, &code, err, sizeof(err));
 	explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 	if (x) {
-		c->bytes_accepted += st.bytes_accepted;
+		policy_account(&c->used, gr, st.bytes_accepted);
 		x->ops->destroy(x);
 	}
 	if (r < 0) {
@@ -740,7 +684,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 	}
 	if (!x) {
 		log_info("%s (%s): dry run of a %s %s: %llu would be copied, %llu failed%s",
-			 c->peer, c->id, pull_srcs ? "pull from" : "push to", m->name,
+			 c->peer, c->id, pull_srcs ? "pull from" : "push to", gr->m->name,
 			 (unsigned long long)st.files_planned, (unsigned long long)st.files_failed,
 			 skipped);
 		return 0;
@@ -771,15 +715,16 @@ static int run_session_engine(struct conn *c, const struct msg_open *o, const st
 			  (unsigned long long)st.uring_overflows);
 	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
-		 pull_srcs ? "pull from" : "push to", m->name, (unsigned long long)st.files_ok,
+		 pull_srcs ? "pull from" : "push to", gr->m->name, (unsigned long long)st.files_ok,
 		 (unsigned long long)st.bytes, (unsigned long long)st.files_failed, skipped,
 		 resumed);
 	return 0;
 }
 
 /* Set up the data connection the client asked for, then run the engine. */
-static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const struct module *m,
-			       int basefd, const char *rename_to, struct get_source *pull_srcs)
+static int run_transfer_pinned(struct conn *c, const struct msg_open *o,
+			       const struct policy_grant *gr, int basefd, const char *rename_to,
+			       struct get_source *pull_srcs)
 {
 	const struct daemon_config *cfg = c->cfg;
 	const struct xport_ops *ops = NULL;
@@ -827,7 +772,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	}
 	xport_test_hooks(&xp, "RDMACPD_TEST_LANE_TAMPER", "RDMACPD_TEST_LANE_TEE");
 	ep.hash_threads = engine_hash_threads(cfg->hash_threads, ops->kind == XPORT_KIND_VERBS);
-	r = decide_sealing(c, o, m, ops, &sealed);
+	r = decide_sealing(c, o, gr, ops, &sealed);
 	if (r >= 0 && sealed) {
 		r = seal_keys(c, ops, &xp, &ep);
 	}
@@ -843,7 +788,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 	xport_params_set_slots(&xp, slots);
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
 	lanes_from_peer(c, &xp);
-	lanes_tos(m->tos, &xp);
+	lanes_tos(gr->tos, &xp);
 	/*
 	 * Pinned memory counts against the daemon-wide budget: over it, "busy".
 	 * Reserved exactly as the engine will size it, for either role.
@@ -870,7 +815,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 		return r;
 	}
 	log_info("%s (%s): %s %s: %u %s lanes%s, %s", c->peer, c->id,
-		 pull_srcs ? "pull from" : "push to", m->name, xp.nlanes, ops->name,
+		 pull_srcs ? "pull from" : "push to", gr->m->name, xp.nlanes, ops->name,
 		 xp.write_send ? " (WRITE + SEND)" : "",
 		 sealed ? "encrypted (AES-256-GCM)" : "in clear");
 	if (ep.hash_threads > 0 && !ep.seal_slots) {
@@ -879,23 +824,23 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o, const s
 
 	if (pull_srcs) {
 		/* The client names what it wants once the lanes are up. */
-		r = expand_get(c, m, basefd, o->flags & PROTO_OPEN_RECURSIVE, pull_srcs);
+		r = expand_get(c, gr, basefd, o->flags & PROTO_OPEN_RECURSIVE, pull_srcs);
 		if (r < 0) {
 			x->ops->destroy(x);
 			explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 			return r;
 		}
 	}
-	r = run_session_engine(c, o, m, basefd, rename_to, pull_srcs, x, &ep);
+	r = run_session_engine(c, o, gr, basefd, rename_to, pull_srcs, x, &ep);
 	explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 	return r;
 }
 
 /* The client asked for an OPEN: is this peer allowed to do it on this module? */
-static int run_transfer(struct conn *c, const struct msg_open *o, const struct module *m,
+static int run_transfer(struct conn *c, const struct msg_open *o, const struct policy_grant *gr,
 			int basefd, const char *rename_to, struct get_source *pull_srcs)
 {
-	int r = run_transfer_pinned(c, o, m, basefd, rename_to, pull_srcs);
+	int r = run_transfer_pinned(c, o, gr, basefd, rename_to, pull_srcs);
 
 	if (c->sessions) {
 		session_table_release(c->sessions);
@@ -942,7 +887,8 @@ static int become_bench_user(struct conn *c)
  * The receiving end of rdmacp bench: the same policy, listener, memory
  * budget and engine as a push, with a ring that is checked and dropped.
  */
-static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
+static int run_bench_pinned(struct conn *c, const struct msg_bench *b,
+			    const struct policy_grant *gr)
 {
 	const struct daemon_config *cfg = c->cfg;
 	const struct xport_ops *ops = NULL;
@@ -975,7 +921,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 		return r;
 	}
 	/* Sealed lanes as for a copy, under [global]'s "encryption" (a bench has no module). */
-	r = decide_sealing_for(c, b->encrypt, cfg->encryption, "this daemon", ops, &sealed);
+	r = decide_sealing_for(c, b->encrypt, gr->encryption, "this daemon", ops, &sealed);
 	if (r >= 0 && sealed) {
 		r = seal_keys(c, ops, &xp, &ep);
 	}
@@ -991,7 +937,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 	xport_params_set_slots(&xp, ep.slots);
 	xp.timeout_ms = (int)cfg->handshake_timeout_s * 1000;
 	lanes_from_peer(c, &xp);
-	lanes_tos(cfg->tos, &xp);
+	lanes_tos(gr->tos, &xp);
 	/* The pinned-memory budget every session shares: over it, "busy". */
 	if (c->sessions && session_table_reserve(c->sessions, engine_pinned_bytes(&ep, ops)) < 0) {
 		ops->listener_close(l);
@@ -1036,6 +982,8 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b)
 
 static int handle_bench(struct conn *c, const struct msg_bench *b)
 {
+	struct policy_request rq = { .op = POLICY_BENCH, .encrypt = b->encrypt };
+	struct policy_grant gr;
 	int r;
 
 	/* Never to a peer that did not announce it: it could not have sent BENCH. */
@@ -1048,95 +996,19 @@ static int handle_bench(struct conn *c, const struct msg_bench *b)
 				"BENCH asks for sealed lanes from a client without them");
 		return -EBADMSG;
 	}
-	if (!peer_matches(c, c->cfg->bench_allow, c->cfg->nbench_allow)) {
-		return refuse(
-		    c, PERR_PERMISSION,
-		    "bench is not allowed for this client ('allow bench' in rdmacpd.conf)");
+	r = decide(c, &rq, &gr);
+	if (r < 0) {
+		return r;
 	}
 	r = become_bench_user(c);
 	if (r < 0) {
 		return r;
 	}
-	r = run_bench_pinned(c, b);
+	r = run_bench_pinned(c, b, &gr);
 	if (c->sessions) {
 		session_table_release(c->sessions);
 	}
 	return r;
-}
-
-static int check_module(struct conn *c, const struct msg_open *o, const struct module **ret_m,
-			const char **ret_rel)
-{
-	char esc[PROTO_MAX_PATH * 4 + 1];
-	const struct module *m;
-
-	log_escape(o->path, esc, sizeof(esc));
-	m = resolve_module(c->cfg, o->path, ret_rel);
-	if (!m) {
-		return refuse(c, PERR_NO_MODULE, "no module for '%s'", esc);
-	}
-	if (!peer_allowed(c, m)) {
-		return refuse(c, PERR_PERMISSION, "module '%s' does not allow this client",
-			      m->name);
-	}
-	if (o->direction == PROTO_DIR_PUSH && m->read_only) {
-		return refuse(c, PERR_PERMISSION, "module '%s' is read only", m->name);
-	}
-	/* SUM_WANTED and SUMS go only to a peer that announced them. */
-	if ((o->flags & PROTO_OPEN_SKIP_CHECKSUM) && !(c->peer_caps & PROTO_CAP_CHECK)) {
-		return refuse(c, PERR_PROTOCOL,
-			      "skip level checksum from a client without the "
-			      "check capability");
-	}
-	/* Lane encryption is asked for only by a peer that announced it. */
-	if ((o->flags & PROTO_OPEN_ENCRYPT) && !(c->peer_caps & PROTO_CAP_ENCRYPT)) {
-		return refuse(c, PERR_PROTOCOL,
-			      "lane encryption from a client without the encrypt capability");
-	}
-	/*
-	 * --assume-zero-target, from a peer that announced it. Any module takes
-	 * it: it changes only what is written on block devices, which only a
-	 * module with 'devices = yes' lets a client write whole anyway.
-	 */
-	if ((o->flags & PROTO_OPEN_ASSUME_ZERO) && !(c->peer_caps & PROTO_CAP_ASSUME_ZERO)) {
-		return refuse(
-		    c, PERR_PROTOCOL,
-		    "assume-zero-target from a client without the assume-zero capability");
-	}
-	if ((o->flags & PROTO_OPEN_WRITE_SEND) && !(c->peer_caps & PROTO_CAP_WRITE_SEND)) {
-		return refuse(c, PERR_PROTOCOL,
-			      "the WRITE + SEND verbs path from a client without its capability");
-	}
-	/* A probe's engine exchange goes only to a peer that announced it. */
-	if (proto_open_is_probe(o->flags) && !(c->peer_caps & PROTO_CAP_PROBE)) {
-		return refuse(c, PERR_PROTOCOL,
-			      "a dry run with a skip level or delete from a client without the "
-			      "probe capability");
-	}
-	if (o->direction == PROTO_DIR_PULL && m->write_only) {
-		return refuse(c, PERR_PERMISSION, "module '%s' is write only", m->name);
-	}
-	/* Each DELETED would tell what the module holds. */
-	if (o->direction == PROTO_DIR_PUSH && m->write_only && (o->flags & PROTO_OPEN_DELETE)) {
-		return refuse(c, PERR_PERMISSION,
-			      "module '%s' is write only: --delete would show what it holds",
-			      m->name);
-	}
-	/* Each SKIPPED would tell what the module holds: a name, its size and mtime. */
-	if (o->direction == PROTO_DIR_PUSH && m->write_only &&
-	    (o->flags & PROTO_OPEN_SKIP_LEVELS)) {
-		return refuse(c, PERR_PERMISSION,
-			      "module '%s' is write only: --skip would show what it holds",
-			      m->name);
-	}
-	/* RESUME would tell how much of a name a cut push left there. */
-	if (o->direction == PROTO_DIR_PUSH && m->write_only && (o->flags & PROTO_OPEN_PARTIAL)) {
-		return refuse(c, PERR_PERMISSION,
-			      "module '%s' is write only: --partial would show what it holds",
-			      m->name);
-	}
-	*ret_m = m;
-	return 0;
 }
 
 /* A dry run gets every check a real transfer would, then END instead of a data path. */
@@ -1151,12 +1023,12 @@ static int accept_dry_run(struct conn *c)
  * A probe (proto_open_is_probe), after its END: the engine on the control
  * channel alone. It pins and reserves nothing.
  */
-static int run_probe(struct conn *c, const struct msg_open *o, const struct module *m, int basefd,
-		     const char *rename_to, struct get_source *pull_srcs)
+static int run_probe(struct conn *c, const struct msg_open *o, const struct policy_grant *gr,
+		     int basefd, const char *rename_to, struct get_source *pull_srcs)
 {
 	struct engine_params ep = { 0 };
 
-	return run_session_engine(c, o, m, basefd, rename_to, pull_srcs, NULL, &ep);
+	return run_session_engine(c, o, gr, basefd, rename_to, pull_srcs, NULL, &ep);
 }
 
 /*
@@ -1165,7 +1037,7 @@ static int run_probe(struct conn *c, const struct msg_open *o, const struct modu
  */
 struct get_source {
 	struct conn *c;
-	const struct module *m;
+	const struct policy_grant *gr;
 	struct walk *w;
 	uint64_t queued; /* top entries queued on w */
 	/* Wildcard matches queued so far, sorted: each is sent once per GET. */
@@ -1193,7 +1065,7 @@ static int get_source_next(void *ud, const struct engine_src **ret, char *why, s
 		snprintf(why, whylen,
 			 "more than %u files in one session: module '%s' allows no more "
 			 "('max files per session')",
-			 g->m->max_files, g->m->name);
+			 g->gr->max_files, g->gr->m->name);
 		return -EPERM;
 	}
 	return r;
@@ -1294,16 +1166,18 @@ static int refuse_top(struct conn *c, int r, const char *esc)
  * max_matches matches, and directory reading bounded by the same limit.
  * Refuses (the ERROR sent) when the pattern is bad or matches too much.
  */
-static int expand_pattern(struct conn *c, const struct module *m, int rootfd, const char *pattern,
-			  const char *esc, uint64_t max_matches, struct fsglob *ret)
+static int expand_pattern(struct conn *c, const struct policy_grant *gr, int rootfd,
+			  const char *pattern, const char *esc, uint64_t max_matches,
+			  struct fsglob *ret)
 {
-	int r = fsglob_expand(rootfd, pattern, max_matches, (uint64_t)m->max_files * 4 + 4096, ret);
+	int r =
+	    fsglob_expand(rootfd, pattern, max_matches, (uint64_t)gr->max_files * 4 + 4096, ret);
 
 	if (r == -E2BIG) {
 		return refuse(c, PERR_PERMISSION,
 			      "'%s' matches or reads more entries than module '%s' allows "
 			      "('max files per session' is %u)",
-			      esc, m->name, m->max_files);
+			      esc, gr->m->name, gr->max_files);
 	}
 	if (r < 0) {
 		return refuse(c, r == -ENOMEM ? PERR_INTERNAL : PERR_BAD_PATH, "bad pattern '%s'",
@@ -1319,11 +1193,12 @@ static int expand_pattern(struct conn *c, const struct module *m, int rootfd, co
  * nothing is NOT_FOUND. The matches count against 'max files per session'
  * before they are queued, and so does the reading of the directories.
  */
-static int expand_glob(struct conn *c, const struct module *m, int rootfd, const char *pattern,
-		       const char *esc, bool recursive, struct get_source *g,
-		       char *const *seen_paths, char *const *seen_names, size_t nseen)
+static int expand_glob(struct conn *c, int rootfd, const char *pattern, const char *esc,
+		       bool recursive, struct get_source *g, char *const *seen_paths,
+		       char *const *seen_names, size_t nseen)
 {
-	uint64_t left = m->max_files - MIN((uint64_t)m->max_files, g->queued);
+	const struct policy_grant *gr = g->gr;
+	uint64_t left = gr->max_files - MIN((uint64_t)gr->max_files, g->queued);
 	struct fsglob gl = { 0 };
 	size_t added = 0, dirs = 0;
 	int r;
@@ -1332,9 +1207,9 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 		return refuse(c, PERR_PERMISSION,
 			      "more than %u files in one session: module '%s' allows no more "
 			      "('max files per session')",
-			      m->max_files, m->name);
+			      gr->max_files, gr->m->name);
 	}
-	r = expand_pattern(c, m, rootfd, pattern, esc, left, &gl);
+	r = expand_pattern(c, gr, rootfd, pattern, esc, left, &gl);
 	if (r < 0) {
 		return r;
 	}
@@ -1360,9 +1235,14 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 			added++;
 			continue;
 		}
+		/* A match is a path the client named: the same rules. */
+		r = check_path(c, gr, rootfd, gl.paths[i]);
+		if (r < 0) {
+			break;
+		}
 		r = walk_add_root_flags(g->w, rootfd, gl.paths[i], name,
 					(recursive ? WALK_RECURSIVE : 0) |
-					    (m->devices ? WALK_DEVICES : 0));
+					    (gr->devices ? WALK_DEVICES : 0));
 		if (r == -EISDIR) {
 			/* Left out, so not "seen": named alone later, it is refused as a directory. */
 			dirs++;
@@ -1396,19 +1276,6 @@ static int expand_glob(struct conn *c, const struct module *m, int rootfd, const
 			   dirs);
 	}
 	return 0;
-}
-
-/* Is rel, beneath rootfd (no symlinks followed), a block device? */
-static bool is_block_device(int rootfd, const char *rel)
-{
-	_cleanup_close_ int parentfd = -1;
-	const char *leaf = rel;
-	struct stat st;
-
-	if (rel[0] == '\0' || fspath_open_parent(rootfd, rel, false, &parentfd, &leaf) < 0) {
-		return false;
-	}
-	return fstatat(parentfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISBLK(st.st_mode);
 }
 
 /* A pull's GET: a malformed one is answered with ERROR. */
@@ -1460,7 +1327,7 @@ static int take_filter(struct conn *c, const struct msg_filter *f)
  * distinct one queued once on the walker. Only the top entries are looked
  * at now; what lies below them is listed as it is sent.
  */
-static int expand_get(struct conn *c, const struct module *m, int rootfd, bool recursive,
+static int expand_get(struct conn *c, const struct policy_grant *gr, int rootfd, bool recursive,
 		      struct get_source *g)
 {
 	char *seen_paths[PROTO_MAX_BATCH], *seen_names[PROTO_MAX_BATCH];
@@ -1476,19 +1343,22 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 		msg_clear(&in);
 		return refuse(c, PERR_PROTOCOL, "expected GET");
 	}
-	walk_set_max_entries(g->w, m->max_files);
+	walk_set_max_entries(g->w, gr->max_files);
 	static_assert(PROTO_MAX_BATCH <= ARRAY_SIZE(seen_paths), "GET holds PROTO_MAX_BATCH paths");
 	for (size_t i = 0; i < in.u.get.count && i < PROTO_MAX_BATCH; i++) {
 		const char *path = in.u.get.paths[i], *rel = NULL;
-		const struct module *pm = resolve_module(c->cfg, path, &rel);
 		_cleanup_free_ char *trimmed = NULL;
 		const char *name;
 		char esc[PROTO_MAX_PATH * 4 + 1], lastname[FSPATH_NAME_MAX + 1];
+		char why[PROTO_MAX_PATH * 4 + 256];
+		uint32_t code;
 		size_t n;
 
 		log_escape(path, esc, sizeof(esc));
-		if (pm != m) {
-			r = refuse(c, PERR_BAD_PATH, "'%s' is not in module '%s'", esc, m->name);
+		/* In the OPEN's module, clean, no reserved name, no device unless exported. */
+		r = policy_request_path(gr, rootfd, path, &rel, &code, why, sizeof(why));
+		if (r < 0) {
+			r = refuse(c, code, "%s", why);
 			break;
 		}
 		trimmed = strdup(rel);
@@ -1510,7 +1380,7 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 		}
 		name = lastname;
 		if (fsglob_has_magic(trimmed)) {
-			r = expand_glob(c, m, rootfd, trimmed, esc, recursive, g, seen_paths,
+			r = expand_glob(c, rootfd, trimmed, esc, recursive, g, seen_paths,
 					seen_names, nseen);
 			if (r < 0) {
 				break;
@@ -1528,16 +1398,9 @@ static int expand_get(struct conn *c, const struct module *m, int rootfd, bool r
 			break;
 		}
 		seen_paths[nseen++] = TAKE_PTR(trimmed);
-		if (!m->devices && is_block_device(rootfd, seen_paths[nseen - 1])) {
-			r = refuse(c, PERR_DEVICE_REFUSED,
-				   "'%s': a block device: module '%s' does not export devices "
-				   "('devices = no')",
-				   esc, m->name);
-			break;
-		}
 		r = walk_add_root_flags(g->w, rootfd, seen_paths[nseen - 1], name,
 					(recursive ? WALK_RECURSIVE : 0) |
-					    (m->devices ? WALK_DEVICES : 0));
+					    (gr->devices ? WALK_DEVICES : 0));
 		g->queued += r == 0;
 		if (r < 0) {
 			r = refuse(c,
@@ -1778,44 +1641,53 @@ static int open_module_root(struct conn *c, const struct module *m, int *ret_fd)
 	return 0;
 }
 
-/* Become the module's user, then open its root as that user. */
-static int enter_module(struct conn *c, const struct module *m, int *ret_rootfd)
+/*
+ * Become the module's user, then open its root as that user: only for a
+ * request the module policy granted (policy.h). This is the one way into a
+ * module's files.
+ */
+static int enter_module(struct conn *c, const struct policy_grant *gr, int *ret_rootfd)
 {
-	int r = become_module_user(c, m);
+	int r;
 
+	assert(policy_grant_valid(gr) && gr->m);
+	r = become_module_user(c, gr->m);
 	if (r < 0) {
 		return r;
 	}
-	return open_module_root(c, m, ret_rootfd);
+	return open_module_root(c, gr->m, ret_rootfd);
+}
+
+/* OPEN's request to the module policy. */
+static struct policy_request open_request(const struct msg_open *o)
+{
+	return (struct policy_request){
+		.op = o->direction == PROTO_DIR_PULL ? POLICY_PULL : POLICY_PUSH,
+		.path = o->path,
+		.flags = o->flags,
+	};
 }
 
 static int handle_open(struct conn *c, const struct msg_open *o)
 {
 	char esc[PROTO_MAX_PATH * 4 + 1];
-	const struct module *m = NULL;
-	const char *rel = NULL;
+	struct policy_request rq = open_request(o);
+	struct policy_grant gr;
 	_cleanup_close_ int rootfd = -1;
 	struct push_dest dest = { .fd = -1 };
 	int r;
 
-	r = check_module(c, o, &m, &rel);
+	r = decide(c, &rq, &gr);
 	if (r < 0) {
 		return r;
 	}
 	log_escape(o->path, esc, sizeof(esc));
-	if (o->direction == PROTO_DIR_PUSH && (o->flags & PROTO_OPEN_OWNER) &&
-	    !(m->preserve_owner && m->run_uid == 0)) {
-		return refuse(c, PERR_PERMISSION,
-			      "module '%s' does not keep owners: push without --owner "
-			      "(needs 'preserve owner = yes' and 'uid = root')",
-			      m->name);
-	}
-	r = enter_module(c, m, &rootfd);
+	r = enter_module(c, &gr, &rootfd);
 	if (r < 0) {
 		return r;
 	}
 	if (o->direction == PROTO_DIR_PULL) {
-		struct get_source g = { .c = c, .m = m };
+		struct get_source g = { .c = c, .gr = &gr };
 		bool recursive = o->flags & PROTO_OPEN_RECURSIVE;
 
 		r = walk_new(pull_warning, &g, &g.w);
@@ -1828,26 +1700,31 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 			/* The client receives and decides: we offer as for a pull, send nothing. */
 			r = accept_dry_run(c);
 			if (r >= 0) {
-				r = expand_get(c, m, rootfd, recursive, &g);
+				r = expand_get(c, &gr, rootfd, recursive, &g);
 			}
 			if (r >= 0) {
-				r = run_probe(c, o, m, rootfd, NULL, &g);
+				r = run_probe(c, o, &gr, rootfd, NULL, &g);
 			}
 		} else if (o->flags & PROTO_OPEN_DRY_RUN) {
 			r = accept_dry_run(c);
 			if (r >= 0) {
-				r = expand_get(c, m, rootfd, recursive, &g);
+				r = expand_get(c, &gr, rootfd, recursive, &g);
 			}
 			if (r >= 0) {
 				r = list_plan(&g);
 			}
 		} else {
-			r = run_transfer(c, o, m, rootfd, NULL, &g);
+			r = run_transfer(c, o, &gr, rootfd, NULL, &g);
 		}
 		walk_free(g.w);
 		return r;
 	}
-	r = resolve_push_dest(rootfd, rel, o->flags & PROTO_OPEN_DEST_IS_DIR,
+	/* A partial store holds the receiver's own files: no push goes in there. */
+	r = check_path(c, &gr, -1, gr.rel);
+	if (r < 0) {
+		return r;
+	}
+	r = resolve_push_dest(rootfd, gr.rel, o->flags & PROTO_OPEN_DEST_IS_DIR,
 			      !(o->flags & PROTO_OPEN_DRY_RUN), &dest);
 	if (r < 0) {
 		return refuse(c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH,
@@ -1860,10 +1737,10 @@ static int handle_open(struct conn *c, const struct msg_open *o)
 		r = accept_dry_run(c);
 		/* A probe: we receive as we would, and create nothing (dest.fd < 0: not there). */
 		if (r >= 0 && proto_open_is_probe(o->flags)) {
-			r = run_probe(c, o, m, dest.fd, dest.rename_to, NULL);
+			r = run_probe(c, o, &gr, dest.fd, dest.rename_to, NULL);
 		}
 	} else {
-		r = run_transfer(c, o, m, dest.fd, dest.rename_to, NULL);
+		r = run_transfer(c, o, &gr, dest.fd, dest.rename_to, NULL);
 	}
 	if (dest.fd >= 0) {
 		close(dest.fd);
@@ -1876,6 +1753,7 @@ static int list_modules(struct conn *c)
 {
 	struct proto_module pm[PROTO_MAX_BATCH];
 	struct msg mm = { .type = MSG_MODULES }, end = { .type = MSG_END };
+	struct policy_peer peer = conn_peer(c);
 	size_t n = 0;
 	uint32_t shown = 0;
 	int r = 0;
@@ -1883,13 +1761,13 @@ static int list_modules(struct conn *c)
 	/* A module this peer may not use is not named: its existence is not theirs to know. */
 	for (size_t i = 0; i < c->cfg->nmodules && r >= 0; i++) {
 		const struct module *m = &c->cfg->modules[i];
+		uint32_t flags;
 
-		if (!peer_allowed(c, m)) {
+		if (!policy_module_visible(&peer, m, &flags)) {
 			continue;
 		}
 		pm[n++] = (struct proto_module){
-			.flags = (m->read_only ? PROTO_MOD_READ_ONLY : 0) |
-				 (m->write_only ? PROTO_MOD_WRITE_ONLY : 0),
+			.flags = flags,
 			.name = (char *)m->name,
 			.comment = (char *)m->comment,
 		};
@@ -1915,13 +1793,13 @@ static int list_modules(struct conn *c)
 }
 
 /* A listing's wildcard: every match queued as a root under its path in the module. */
-static int list_glob(struct conn *c, const struct module *m, int rootfd, const char *pattern,
-		     const char *esc, struct get_source *g)
+static int list_glob(struct conn *c, int rootfd, const char *pattern, const char *esc,
+		     struct get_source *g)
 {
 	struct fsglob gl = { 0 };
 	int r;
 
-	r = expand_pattern(c, m, rootfd, pattern, esc, m->max_files, &gl);
+	r = expand_pattern(c, g->gr, rootfd, pattern, esc, g->gr->max_files, &gl);
 	if (r < 0) {
 		return r;
 	}
@@ -1935,6 +1813,11 @@ static int list_glob(struct conn *c, const struct module *m, int rootfd, const c
 		return r < 0 ? refuse_top(c, r, esc) : 0;
 	}
 	for (size_t i = 0; i < gl.n && r >= 0; i++) {
+		/* A match is a path the client named: the same rules. */
+		r = check_path(c, g->gr, rootfd, gl.paths[i]);
+		if (r < 0) {
+			break;
+		}
 		r = walk_add_root(g->w, rootfd, gl.paths[i], gl.paths[i], true);
 		if (r < 0) {
 			char esc2[PROTO_MAX_PATH * 4 + 1];
@@ -1954,12 +1837,11 @@ static int list_glob(struct conn *c, const struct module *m, int rootfd, const c
  */
 static int list_path(struct conn *c, const struct msg_list *l)
 {
-	struct msg_open o = { .direction = PROTO_DIR_PULL };
+	struct policy_request rq = { .op = POLICY_LIST, .path = l->path, .flags = l->flags };
+	struct policy_grant gr;
 	char esc[PROTO_MAX_PATH * 4 + 1], lastname[FSPATH_NAME_MAX + 1] = "";
 	_cleanup_close_ int rootfd = -1, dirfd = -1;
 	_cleanup_free_ char *trimmed = NULL;
-	const struct module *m = NULL;
-	const char *rel = NULL;
 	bool recursive = l->flags & PROTO_LIST_RECURSIVE;
 	struct get_source g = { .c = c };
 	_cleanup_(filehasher_freep) struct filehasher *fh = NULL;
@@ -1967,31 +1849,26 @@ static int list_path(struct conn *c, const struct msg_list *l)
 	size_t n;
 	int r;
 
-	snprintf(o.path, sizeof(o.path), "%s", l->path);
 	log_escape(l->path, esc, sizeof(esc));
-	/* SUMS only to a client that announced it understands them. */
-	if ((l->flags & PROTO_LIST_SUMS) && !(c->peer_caps & PROTO_CAP_CHECK)) {
-		return refuse(c, PERR_PROTOCOL,
-			      "LIST with sums from a client without the check "
-			      "capability");
-	}
-	r = check_module(c, &o, &m, &rel);
+	/* A pull's rules, and SUMS only to a client that announced it understands them. */
+	r = decide(c, &rq, &gr);
 	if (r < 0) {
 		return r;
 	}
-	r = enter_module(c, m, &rootfd);
+	r = enter_module(c, &gr, &rootfd);
 	if (r < 0) {
 		return r;
 	}
-	trimmed = strdup(rel);
+	r = check_path(c, &gr, rootfd, gr.rel);
+	if (r < 0) {
+		return r;
+	}
+	trimmed = strdup(gr.rel);
 	if (!trimmed) {
 		return refuse(c, PERR_INTERNAL, "out of memory");
 	}
 	for (n = strlen(trimmed); n > 0 && trimmed[n - 1] == '/'; n--) {
 		trimmed[n - 1] = '\0';
-	}
-	if (n > 0 && fspath_validate(trimmed) < 0) {
-		return refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
 	}
 	/* A wildcard lists its matches themselves (with -r, what is beneath them too). */
 	magic = fsglob_has_magic(trimmed);
@@ -2002,7 +1879,7 @@ static int list_path(struct conn *c, const struct msg_list *l)
 	if (r < 0 && fspath_last_component(trimmed, lastname, sizeof(lastname)) < 0) {
 		return refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
 	}
-	g.m = m;
+	g.gr = &gr;
 	if (l->flags & PROTO_LIST_SUMS) {
 		r = filehasher_new(&fh);
 		if (r < 0) {
@@ -2015,13 +1892,13 @@ static int list_path(struct conn *c, const struct msg_list *l)
 		return refuse(c, PERR_INTERNAL, "out of memory");
 	}
 	/* The listed directory itself is walked but not listed: it does not count. */
-	walk_set_max_entries(g.w, (uint64_t)m->max_files + (lastname[0] == '\0'));
+	walk_set_max_entries(g.w, (uint64_t)gr.max_files + (lastname[0] == '\0'));
 	if (recursive) {
 		walk_set_max_depth(g.w, UINT_MAX);
 	} else {
 		walk_set_max_depth(g.w, lastname[0] ? 0 : 1);
 	}
-	r = magic ? list_glob(c, m, rootfd, trimmed, esc, &g)
+	r = magic ? list_glob(c, rootfd, trimmed, esc, &g)
 		  : walk_add_root(g.w, rootfd, trimmed, lastname, true);
 	r = r < 0 ? (magic ? r : refuse_top(c, r, esc)) : list_plan(&g);
 	if (r >= 0) {
@@ -2043,45 +1920,41 @@ static int list_path(struct conn *c, const struct msg_list *l)
  */
 static int handle_assemble(struct conn *c, const struct msg_assemble *a)
 {
-	struct msg_open o = { .direction = PROTO_DIR_PUSH };
+	struct policy_request rq = {
+		.op = POLICY_ASSEMBLE, .path = a->path, .flags = a->flags, .bytes = a->size
+	};
+	struct policy_grant gr;
 	struct msg done = { .type = MSG_ASSEMBLED };
 	char esc[PROTO_MAX_PATH * 4 + 1], why[512];
 	_cleanup_close_ int rootfd = -1, destfd = -1;
-	const struct module *m = NULL;
-	const char *rel = NULL;
+	const char *rel;
 	uint32_t code;
 	int r;
 
 	if (!(c->peer_caps & PROTO_CAP_ASSEMBLE)) {
 		return refuse(c, PERR_PROTOCOL, "ASSEMBLE from a client without the capability");
 	}
-	snprintf(o.path, sizeof(o.path), "%s", a->path);
-	r = check_module(c, &o, &m, &rel);
+	r = decide(c, &rq, &gr);
 	if (r < 0) {
 		return r;
-	}
-	if ((a->flags & PROTO_ASM_OWNER) && !(m->preserve_owner && m->run_uid == 0)) {
-		return refuse(c, PERR_PERMISSION,
-			      "module '%s' does not keep owners (needs 'preserve owner = yes' and "
-			      "'uid = root')",
-			      m->name);
-	}
-	if (a->size > m->max_file_size) {
-		return refuse(
-		    c, PERR_PERMISSION, "%llu bytes is over module '%s''s max file size (%llu)",
-		    (unsigned long long)a->size, m->name, (unsigned long long)m->max_file_size);
 	}
 	log_escape(a->name, esc, sizeof(esc));
-	if (engine_name_reserved(a->name) || fspath_validate(a->name) < 0 ||
-	    fspath_validate(a->staging) < 0) {
-		return refuse(c, PERR_BAD_PATH, "bad name '%s' or staging directory", esc);
+	/* The destination, the file's name and the staging directory: each a path it names. */
+	r = check_path(c, &gr, -1, gr.rel);
+	if (r >= 0) {
+		r = check_path(c, &gr, -1, a->name);
 	}
-	r = enter_module(c, m, &rootfd);
+	if (r >= 0) {
+		r = check_path(c, &gr, -1, a->staging);
+	}
 	if (r < 0) {
 		return r;
 	}
-	while (*rel == '/') {
-		rel++;
+	r = enter_module(c, &gr, &rootfd);
+	if (r < 0) {
+		return r;
+	}
+	for (rel = gr.rel; *rel == '/'; rel++) {
 	}
 	r = fspath_open_dir(rootfd, rel, &destfd);
 	if (r < 0) {
@@ -2090,12 +1963,14 @@ static int handle_assemble(struct conn *c, const struct msg_assemble *a)
 		    c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH, "destination '%s': %s", esc,
 		    r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
 	}
-	r = assemble_file(destfd, a, &code, why, sizeof(why));
+	/* The module's metadata rule, as for a push (policy.h, meta_policy.h). */
+	r = assemble_file(destfd, a, &gr.meta, &code, why, sizeof(why));
 	if (r < 0) {
 		return refuse(c, code, "assembling '%s': %s", esc, why);
 	}
+	policy_account(&c->used, &gr, a->size);
 	log_info("%s (%s): assembled %s in module %s from %u parts, %llu bytes", c->peer, c->id,
-		 esc, m->name, a->count, (unsigned long long)a->size);
+		 esc, gr.m->name, a->count, (unsigned long long)a->size);
 	done.u.assembled.size = a->size;
 	return chan_send(&c->chan, &done);
 }

@@ -21,6 +21,7 @@
 
 struct asm_job {
 	const struct msg_assemble *a;
+	const struct meta_policy *mp;
 	uint32_t code;
 	char *why;
 	size_t whylen;
@@ -119,11 +120,41 @@ static int range_matches(int fd, uint64_t off, uint64_t len, const uint8_t want[
 	return memcmp(got, want, HASH_LEN) == 0;
 }
 
-/* Each part open and of its size: into fds (a->count of them). */
-static int open_parts(struct asm_job *j, int stagefd, int *fds)
+/*
+ * Is part i a file an earlier part is already (the same name, or another
+ * link to the same inode)? Each byte of a part counts once against the
+ * module's caps: a part listed twice would make a file bigger than what was
+ * stored. ids: the earlier parts' device and inode.
+ */
+static int part_repeated(struct asm_job *j, size_t i, const struct stat *st, dev_t *devs,
+			 ino_t *inos)
 {
 	const struct msg_assemble *a = j->a;
 
+	for (size_t k = 0; k < i; k++) {
+		if (!strcmp(a->parts[k].name, a->parts[i].name) ||
+		    (devs[k] == st->st_dev && inos[k] == st->st_ino)) {
+			return asm_fail(j, PERR_ASSEMBLY, -EBADMSG,
+					"part %zu of %u (%s) is part %zu (%s) again: each part "
+					"must be a file of its own",
+					i + 1, a->count, a->parts[i].name, k + 1, a->parts[k].name);
+		}
+	}
+	devs[i] = st->st_dev;
+	inos[i] = st->st_ino;
+	return 0;
+}
+
+/* Each part open, of its size and no other part: into fds (a->count of them). */
+static int open_parts(struct asm_job *j, int stagefd, int *fds)
+{
+	const struct msg_assemble *a = j->a;
+	_cleanup_free_ dev_t *devs = calloc(a->count, sizeof(*devs));
+	_cleanup_free_ ino_t *inos = calloc(a->count, sizeof(*inos));
+
+	if (!devs || !inos) {
+		return asm_fail(j, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
 	for (size_t i = 0; i < a->count; i++) {
 		const struct proto_part *p = &a->parts[i];
 		struct stat st;
@@ -143,6 +174,10 @@ static int open_parts(struct asm_job *j, int stagefd, int *fds)
 					"part %zu of %u (%s) holds %llu bytes, its range %llu",
 					i + 1, a->count, p->name, (unsigned long long)st.st_size,
 					(unsigned long long)p->len);
+		}
+		r = part_repeated(j, i, &st, devs, inos);
+		if (r < 0) {
+			return r;
 		}
 	}
 	return 0;
@@ -192,22 +227,50 @@ static int join_and_verify(struct asm_job *j, const int *fds, int fd)
 	return 0;
 }
 
-static int set_meta(struct asm_job *j, int fd)
+/* Owner, mode and mtime by the destination's rule (meta_policy.h), then an fsync. */
+static int set_meta(struct asm_job *j, int fd, uint32_t existing)
 {
 	const struct msg_assemble *a = j->a;
-	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
-				  { .tv_sec = a->mtime_sec, .tv_nsec = a->mtime_nsec } };
+	struct meta_policy mp = *j->mp;
+	const char *what = "fsync";
 	int r;
 
-	if ((a->flags & PROTO_ASM_OWNER) && fchown(fd, a->uid, a->gid) < 0) {
+	mp.owner = mp.owner && (a->flags & PROTO_ASM_OWNER);
+	r = meta_policy_apply_fd(&mp, fd, S_IFREG, a->mode, existing, a->uid, a->gid, a->mtime_sec,
+				 a->mtime_nsec, &what);
+	if (r == 0 && fsync(fd) < 0) {
 		r = negerrno();
-		return asm_fail(j, perr_of(r), r, "chown: %s", strerror(-r));
 	}
-	/* After chown, which clears set-id bits. */
-	if (fchmod(fd, a->mode & 07777) < 0 || futimens(fd, ts) < 0 || fsync(fd) < 0) {
+	if (r < 0) {
+		return asm_fail(j, perr_of(r), r, "%s: %s", what, strerror(-r));
+	}
+	return 0;
+}
+
+/*
+ * What holds the name now may be replaced by a file (fspath_replace_rule):
+ * its st_mode in *ret_existing (0: nothing). A special file is refused.
+ */
+static int check_target(struct asm_job *j, int dirfd, const char *leaf, uint32_t *ret_existing)
+{
+	struct stat st;
+	const char *kind;
+	int r;
+
+	*ret_existing = 0;
+	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		r = negerrno();
-		return asm_fail(j, perr_of(r), r, "mode, time: %s", strerror(-r));
+		return r == -ENOENT ? 0 : asm_fail(j, perr_of(r), r, "%s", strerror(-r));
 	}
+	r = fspath_replace_rule(st.st_mode, &kind);
+	if (r == -EPERM) {
+		return asm_fail(j, PERR_DEVICE_REFUSED, r,
+				"%s is there: a special file is never replaced by a file", kind);
+	}
+	if (r < 0) {
+		return asm_fail(j, PERR_BAD_PATH, r, "%s is there", kind);
+	}
+	*ret_existing = (uint32_t)st.st_mode;
 	return 0;
 }
 
@@ -242,10 +305,11 @@ static void remove_parts(int destfd, int stagefd, const struct msg_assemble *a)
 	}
 }
 
-int assemble_file(int destfd, const struct msg_assemble *a, uint32_t *ret_code, char *why,
-		  size_t whylen)
+int assemble_file(int destfd, const struct msg_assemble *a, const struct meta_policy *mp,
+		  uint32_t *ret_code, char *why, size_t whylen)
 {
-	struct asm_job j = { .a = a, .code = PERR_OK, .why = why, .whylen = whylen };
+	struct asm_job j = { .a = a, .mp = mp, .code = PERR_OK, .why = why, .whylen = whylen };
+	uint32_t existing = 0;
 	_cleanup_close_ int stagefd = -1, dirfd = -1, fd = -1;
 	_cleanup_free_ int *fds = calloc(a->count, sizeof(int));
 	char tmpname[FSPATH_NAME_MAX + 1] = "";
@@ -276,7 +340,10 @@ int assemble_file(int destfd, const struct msg_assemble *a, uint32_t *ret_code, 
 							: strerror(-r));
 		goto out;
 	}
-	r = open_parts(&j, stagefd, fds);
+	r = check_target(&j, dirfd, leaf, &existing);
+	if (r == 0) {
+		r = open_parts(&j, stagefd, fds);
+	}
 	if (r < 0) {
 		goto out;
 	}
@@ -290,7 +357,11 @@ int assemble_file(int destfd, const struct msg_assemble *a, uint32_t *ret_code, 
 	}
 	r = join_and_verify(&j, fds, fd);
 	if (r == 0) {
-		r = set_meta(&j, fd);
+		r = set_meta(&j, fd, existing);
+	}
+	/* Looked at again: a special file made there meanwhile is not replaced either. */
+	if (r == 0) {
+		r = check_target(&j, dirfd, leaf, &existing);
 	}
 	if (r == 0) {
 		r = commit(&j, dirfd, leaf, fd, tmpname);

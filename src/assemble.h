@@ -16,14 +16,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "meta_policy.h"
 #include "proto/msg.h"
 
 /*
  * Assemble a->name beneath destfd from a's parts in a->staging (beneath
- * destfd too); owner: set a's uid and gid (PROTO_ASM_OWNER, where the
- * module keeps owners). 0, or -errno with *ret_code a PERR_* code
- * (PERR_ASSEMBLY: a part missing, of another size, or not what its digest
- * says) and why.
+ * destfd too). mp: the metadata rule of the destination (meta_policy.h),
+ * applied to a's mode, owner and mtime as it is to a pushed file's: no
+ * set-id bit unless kept, a's uid and gid only where mp->owner. Each part
+ * is a distinct file (by name and by inode), so no byte is counted twice;
+ * an existing special file under the name is never replaced
+ * (fspath_replace_rule). 0, or -errno with *ret_code a PERR_* code
+ * (PERR_ASSEMBLY: a part missing, of another size, twice, or not what its
+ * digest says) and why.
  */
-int assemble_file(int destfd, const struct msg_assemble *a, uint32_t *ret_code, char *why,
-		  size_t whylen);
+int assemble_file(int destfd, const struct msg_assemble *a, const struct meta_policy *mp,
+		  uint32_t *ret_code, char *why, size_t whylen);

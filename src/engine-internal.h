@@ -6,6 +6,8 @@
  */
 #pragma once
 
+#include "meta_policy.h"
+
 #include "engine.h"
 
 #include <assert.h>
@@ -833,6 +835,8 @@ void rx_xattrs_release(struct engine *e, struct efile *f);
 
 /* engine_meta.c */
 void rx_apply_meta(struct engine *e, struct efile *f);
+/* The receiver's metadata rule (meta_policy.h) for this session's options. */
+struct meta_policy rx_meta_policy(const struct engine *e);
 mode_t rx_create_mode(struct engine *e, struct efile *f);
 uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textlen);
 uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,

@@ -15,14 +15,6 @@
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 
-static const char *special_kind(mode_t mode)
-{
-	return S_ISCHR(mode)	? "a character device"
-	       : S_ISFIFO(mode) ? "a FIFO"
-	       : S_ISSOCK(mode) ? "a socket"
-				: "a special file";
-}
-
 /* Open the block device leaf of dirfd for writing, exclusively, and check it is still st. */
 static int device_open(int dirfd, const char *leaf, const struct stat *st, int *ret_fd)
 {
@@ -60,6 +52,7 @@ static uint32_t device_look(struct engine *e, struct efile *f, struct stat *st, 
 			    char *text, size_t textlen)
 {
 	int dirfd = e->dirs[f->dir].fd;
+	const char *kind;
 
 	*ret_blk = false;
 	f->old_seen = true;
@@ -88,12 +81,13 @@ static uint32_t device_look(struct engine *e, struct efile *f, struct stat *st, 
 			return PERR_DEVICE_REFUSED;
 		}
 	}
-	if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode) || S_ISLNK(st->st_mode)) {
+	/* The rule every path follows (fspath.h); a directory there fails at commit. */
+	if (fspath_replace_rule(st->st_mode, &kind) != -EPERM) {
 		return PERR_OK;
 	}
 	if (!S_ISBLK(st->st_mode)) {
 		snprintf(text, textlen, "%s is there: only a block device takes data in place",
-			 special_kind(st->st_mode));
+			 kind);
 		return PERR_DEVICE_REFUSED;
 	}
 	if (!e->p->write_devices) {

@@ -5,44 +5,35 @@
  */
 #include "engine-internal.h"
 
-/* The mode bits a received entry may get: no set-id or sticky bit unless allowed. */
-static uint32_t rx_mode_mask(const struct engine *e)
+/* The receiver's metadata rule (meta_policy.h), from the session's options. */
+struct meta_policy rx_meta_policy(const struct engine *e)
 {
-	return e->p->keep_setid ? 07777 : 0777;
-}
-
-/*
- * Without -p, what cp, scp and rsync give: a new entry the sender's
- * permission bits less the receiver's umask, never a set-id or sticky bit.
- */
-static uint32_t rx_plain_mode(const struct engine *e, uint32_t sent)
-{
-	return sent & 0777 & ~(uint32_t)e->p->umask;
+	return (struct meta_policy){
+		.preserve = e->p->open_flags & PROTO_OPEN_PRESERVE,
+		.owner = (e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0,
+		.keep_setid = e->p->keep_setid,
+		.umask = e->p->umask,
+	};
 }
 
 /* The mode a received regular file ends with. */
 static uint32_t rx_file_mode(struct engine *e, struct efile *f)
 {
-	uint32_t mode = f->meta.mode & rx_mode_mask(e);
+	struct meta_policy mp = rx_meta_policy(e);
+	/*
+	 * Without -p a file replaced keeps its mode: the one seen when the file
+	 * was accepted (rsync too looks once).
+	 */
+	uint32_t old_mode = f->old_mode;
 
-	if (!(e->p->open_flags & PROTO_OPEN_PRESERVE)) {
-		/*
-		 * A file replaced keeps its mode, as cp and rsync leave it: the
-		 * one seen when the file was accepted (rsync too looks once).
-		 */
-		uint32_t old_mode = f->old_mode;
+	if (!mp.preserve && !f->old_seen) {
+		struct stat old;
 
-		if (!f->old_seen) {
-			struct stat old;
-
-			old_mode =
-			    fstatat(e->dirs[f->dir].fd, f->leaf, &old, AT_SYMLINK_NOFOLLOW) == 0
-				? (uint32_t)old.st_mode
-				: 0;
-		}
-		mode = S_ISREG(old_mode) ? old_mode & 0777 : rx_plain_mode(e, f->meta.mode);
+		old_mode = fstatat(e->dirs[f->dir].fd, f->leaf, &old, AT_SYMLINK_NOFOLLOW) == 0
+			       ? (uint32_t)old.st_mode
+			       : 0;
 	}
-	return mode;
+	return meta_policy_mode(&mp, S_IFREG, f->meta.mode, old_mode);
 }
 
 /*
@@ -127,10 +118,9 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 /* The mode a directory we created ends with (rx_finish_dirs). */
 static uint32_t rx_dir_mode(const struct engine *e, uint32_t sent)
 {
-	if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
-		return sent & rx_mode_mask(e);
-	}
-	return rx_plain_mode(e, sent);
+	struct meta_policy mp = rx_meta_policy(e);
+
+	return meta_policy_mode(&mp, S_IFDIR, sent, 0);
 }
 
 /* Remember directory f for rx_finish_dirs. Returns >= 0 or -errno. */

@@ -169,8 +169,7 @@ static bool rx_partial_on(const struct engine *e)
 static uint32_t rx_temp_owner(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	/* Owner first: a chown later would clear attributes set meanwhile (file capabilities). */
-	if ((e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0 &&
-	    fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
+	if (rx_meta_policy(e).owner && fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
 		snprintf(text, textlen, "chown: %s", strerror(errno));
 		return PERR_PERMISSION;
 	}

@@ -569,3 +569,21 @@ mode_t fspath_umask(void)
 	umask(m);
 	return m;
 }
+
+int fspath_replace_rule(mode_t existing, const char **ret_kind)
+{
+	*ret_kind = NULL;
+	if (existing == 0 || S_ISREG(existing) || S_ISLNK(existing)) {
+		return 0;
+	}
+	if (S_ISDIR(existing)) {
+		*ret_kind = "a directory";
+		return -EISDIR;
+	}
+	*ret_kind = S_ISBLK(existing)	 ? "a block device"
+		    : S_ISCHR(existing)	 ? "a character device"
+		    : S_ISFIFO(existing) ? "a FIFO"
+		    : S_ISSOCK(existing) ? "a socket"
+					 : "a special file";
+	return -EPERM;
+}

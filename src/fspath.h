@@ -25,6 +25,17 @@
 int fspath_validate(const char *rel);
 
 /*
+ * May a received regular file take the name of an entry of type existing
+ * (its st_mode; 0: nothing there)? Nothing, a regular file or a symlink: 0
+ * (it is replaced). A directory: -EISDIR. A block or character device, a
+ * FIFO or a socket: -EPERM, with *ret_kind naming it ("a block device"): a
+ * special file is never replaced by a file (a block device is written in
+ * place, where a receiver may write devices: engine_device.c). Every path
+ * that puts a file under a name the peer chose asks this.
+ */
+int fspath_replace_rule(mode_t existing, const char **ret_kind);
+
+/*
  * Open a module root directory by its absolute path with no symlink in any
  * component (-ELOOP if there is one; -EINVAL for a relative path).
  */

@@ -4,8 +4,11 @@
  * request puts the file whole in place with its mode and mtime and removes
  * the parts and their directory; a part missing, of another size, or
  * corrupted (its digest no longer matches), a staging directory that is a
- * symlink, a name whose directory is a symlink: refused with a reason, no
- * file under the final name, the parts left as they were.
+ * symlink, a name whose directory is a symlink, a part listed twice (by
+ * name or as another link to the same file), a special file under the name:
+ * refused with a reason, no file under the final name, the parts left as
+ * they were. The mode follows the destination's metadata rule: set-id bits
+ * only where kept.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +38,7 @@ struct fx {
 	uint8_t *data;
 	struct proto_part parts[NPARTS];
 	struct msg_assemble a;
+	struct meta_policy mp;
 };
 
 static void put_file(int dirfd, const char *name, const void *buf, size_t len)
@@ -83,6 +87,7 @@ static int setup(void **state)
 				      .size = TOTAL,
 				      .count = NPARTS,
 				      .parts = f->parts };
+	f->mp = (struct meta_policy){ .preserve = true, .umask = 022 };
 	*state = f;
 	return 0;
 }
@@ -113,7 +118,7 @@ static void assert_refused(struct fx *f, uint32_t want, const char *text)
 	char why[512];
 	uint32_t code = 0;
 
-	assert_true(assemble_file(f->fd, &f->a, &code, why, sizeof(why)) < 0);
+	assert_true(assemble_file(f->fd, &f->a, &f->mp, &code, why, sizeof(why)) < 0);
 	if (code != want || !strstr(why, text)) {
 		fail_msg("code %u (%s), wanted %u with '%s'", code, why, want, text);
 	}
@@ -136,7 +141,7 @@ static void test_good(void **state)
 	int fd;
 
 	assert_non_null(back);
-	assert_int_equal(assemble_file(f->fd, &f->a, &code, why, sizeof(why)), 0);
+	assert_int_equal(assemble_file(f->fd, &f->a, &f->mp, &code, why, sizeof(why)), 0);
 	assert_int_equal(code, PERR_OK);
 	fd = openat(f->fd, "out/big", O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
@@ -192,7 +197,7 @@ static void test_staging_symlink(void **state)
 		char why[512];
 		uint32_t code = 0;
 
-		assert_true(assemble_file(f->fd, &f->a, &code, why, sizeof(why)) < 0);
+		assert_true(assemble_file(f->fd, &f->a, &f->mp, &code, why, sizeof(why)) < 0);
 		assert_int_equal(code, PERR_BAD_PATH);
 		assert_non_null(strstr(why, "symlink or escape refused"));
 		assert_false(exists_at(f->fd, "out/big"));
@@ -207,7 +212,7 @@ static void test_dir_symlink(void **state)
 
 	assert_int_equal(symlinkat("/tmp", f->fd, "link"), 0);
 	f->a.name = (char *)"link/big";
-	assert_true(assemble_file(f->fd, &f->a, &code, why, sizeof(why)) < 0);
+	assert_true(assemble_file(f->fd, &f->a, &f->mp, &code, why, sizeof(why)) < 0);
 	assert_int_equal(code, PERR_BAD_PATH);
 	assert_true(exists_at(f->fd, ".stage/7.0"));
 }
@@ -223,9 +228,82 @@ static void test_replaces(void **state)
 
 	put_file(ofd, "big", "old", 3);
 	close(ofd);
-	assert_int_equal(assemble_file(f->fd, &f->a, &code, why, sizeof(why)), 0);
+	assert_int_equal(assemble_file(f->fd, &f->a, &f->mp, &code, why, sizeof(why)), 0);
 	assert_int_equal(fstatat(f->fd, "out/big", &st, 0), 0);
 	assert_int_equal(st.st_size, TOTAL);
+}
+
+/* A set-id mode is kept only where the rule keeps set-id bits. */
+static void test_setid(void **state)
+{
+	struct fx *f = *state;
+	char why[512];
+	uint32_t code = 0;
+	struct stat st;
+
+	f->a.mode = 04755;
+	assert_int_equal(assemble_file(f->fd, &f->a, &f->mp, &code, why, sizeof(why)), 0);
+	assert_int_equal(fstatat(f->fd, "out/big", &st, 0), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+}
+
+static void test_setid_kept(void **state)
+{
+	struct fx *f = *state;
+	char why[512];
+	uint32_t code = 0;
+	struct stat st;
+
+	f->a.mode = 02750;
+	f->mp.keep_setid = true;
+	assert_int_equal(assemble_file(f->fd, &f->a, &f->mp, &code, why, sizeof(why)), 0);
+	assert_int_equal(fstatat(f->fd, "out/big", &st, 0), 0);
+	assert_int_equal(st.st_mode & 07777, 02750);
+}
+
+/* The same part twice by name: refused, nothing counted twice. */
+static void test_part_twice(void **state)
+{
+	struct fx *f = *state;
+
+	f->parts[1] = f->parts[0];
+	f->parts[1].offset = PART;
+	assert_refused(f, PERR_ASSEMBLY, "part 2 of 4 (7.0) is part 1 (7.0) again");
+}
+
+/* Another name for the same file (a hard link) is the same part. */
+static void test_part_linked(void **state)
+{
+	struct fx *f = *state;
+	int sfd = openat(f->fd, ".stage", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	assert_true(sfd >= 0);
+	assert_int_equal(unlinkat(sfd, "7.1", 0), 0);
+	assert_int_equal(linkat(sfd, "7.0", sfd, "7.1", 0), 0);
+	close(sfd);
+	f->parts[1].len = PART;
+	memcpy(f->parts[1].hash, f->parts[0].hash, PROTO_HASH_LEN);
+	assert_refused(f, PERR_ASSEMBLY, "part 2 of 4 (7.1) is part 1 (7.0) again");
+}
+
+/* A FIFO (any special file) under the name is never replaced. */
+static void test_special_target(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(mkfifoat(f->fd, "out/big", 0600), 0);
+	{
+		char why[512];
+		uint32_t code = 0;
+		struct stat st;
+
+		assert_true(assemble_file(f->fd, &f->a, &f->mp, &code, why, sizeof(why)) < 0);
+		assert_int_equal(code, PERR_DEVICE_REFUSED);
+		assert_non_null(strstr(why, "a FIFO is there"));
+		assert_int_equal(fstatat(f->fd, "out/big", &st, AT_SYMLINK_NOFOLLOW), 0);
+		assert_true(S_ISFIFO(st.st_mode));
+		assert_true(exists_at(f->fd, ".stage/7.0"));
+	}
 }
 
 int main(void)
@@ -238,6 +316,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_staging_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dir_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replaces, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_setid, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_setid_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_part_twice, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_part_linked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_special_target, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
