@@ -224,6 +224,46 @@ rawpeer_rc() {
 	fi
 }
 
+# ---- ASSEMBLE by hand (rdmacp finalize's request, hostile) ----
+# asm_hex PATH NAME STAGING SIZE COUNT PART...: an ASSEMBLE payload in hex, parts
+# NAME:OFFSET:LEN[:FILE] (the digest: XXH3-128 of FILE, via xxhsum; else zeros),
+# COUNT as written (it may lie). ASM_MODE (octal, 0644), ASM_FLAGS, ASM_UID, ASM_GID: the
+# request's mode, flags (PROTO_ASM_*), owner.
+asm_hex() {
+	python3 - "$@" <<'PY'
+import os, struct, subprocess, sys
+path, name, staging, size, count = sys.argv[1:6]
+env = os.environ.get
+def s16(s):
+    b = s.encode()
+    return struct.pack(">H", len(b)) + b
+out = struct.pack(">I", int(env("ASM_FLAGS", "0"), 0)) + s16(path) + s16(name) + s16(staging)
+out += struct.pack(">IqIIIQH", int(env("ASM_MODE", "0644"), 8), 1700000000, 0,
+                   int(env("ASM_UID", "0")), int(env("ASM_GID", "0")), int(size), int(count))
+digests = {}
+for spec in sys.argv[6:]:
+    f = spec.split(":")
+    digest = bytes(16)
+    if len(f) > 3:
+        if f[3] not in digests:
+            h = subprocess.run(["xxhsum", "-H2", f[3]], capture_output=True, text=True).stdout.split()[0]
+            digests[f[3]] = bytes.fromhex(h[-32:])
+        digest = digests[f[3]]
+    out += s16(f[0]) + struct.pack(">QQ", int(f[1]), int(f[2])) + digest
+print(out.hex())
+PY
+}
+# asm WANT CAPS ARGS...: one ASSEMBLE by hand (rawclient.py), its answer against WANT
+# (error:CODE or frame:ASSEMBLED); what it printed in $T/rc.out. ASM_PRE: more
+# rawclient steps before it (e.g. another ASSEMBLE frame and --recv ASSEMBLED).
+asm() {
+	local want=$1 caps=$2
+	shift 2
+	python3 "$HERE/rawclient.py" --port "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key" \
+		--ca "$T/certs/ca.crt" --server-name localhost --caps "$caps" --hello \
+		${ASM_PRE:-} --frame "type=29,payload=$(asm_hex "$@")" --expect "$want" >"$T/rc.out" 2>&1
+}
+
 finish() {
 	if [ "$FAILS" -ne 0 ]; then
 		echo "$FAILS check(s) failed; daemon log:"

@@ -195,37 +195,6 @@ mkdir -p "$T/mod/h/.st" "$T/outside"
 head -c 100 /dev/urandom >"$T/mod/h/.st/p0"
 head -c 100 /dev/urandom >"$T/outside/secret"
 ln -s "$T/outside" "$T/mod/h/.link"
-# asm_hex PATH NAME STAGING SIZE COUNT PART...: an ASSEMBLE payload in hex, parts
-# NAME:OFFSET:LEN[:FILE] (the digest: XXH3-128 of FILE, via xxhsum; else zeros),
-# COUNT as written (it may lie).
-asm_hex() {
-	python3 - "$@" <<'PY'
-import struct, subprocess, sys
-path, name, staging, size, count = sys.argv[1:6]
-def s16(s):
-    b = s.encode()
-    return struct.pack(">H", len(b)) + b
-out = struct.pack(">I", 0) + s16(path) + s16(name) + s16(staging)
-out += struct.pack(">IqIIIQH", 0o644, 1700000000, 0, 0, 0, int(size), int(count))
-for spec in sys.argv[6:]:
-    f = spec.split(":")
-    digest = bytes(16)
-    if len(f) > 3:
-        h = subprocess.run(["xxhsum", "-H2", f[3]], capture_output=True, text=True).stdout.split()[0]
-        digest = bytes.fromhex(h[-32:])
-    out += s16(f[0]) + struct.pack(">QQ", int(f[1]), int(f[2])) + digest
-print(out.hex())
-PY
-}
-# asm WANT CAPS ARGS...: one ASSEMBLE by hand (rawclient.py), its answer against WANT
-# (error:CODE or frame:ASSEMBLED); what it printed in $T/rc.out.
-asm() {
-	local want=$1 caps=$2
-	shift 2
-	python3 "$HERE/rawclient.py" --port "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key" \
-		--ca "$T/certs/ca.crt" --server-name localhost --caps "$caps" --hello \
-		--frame "type=29,payload=$(asm_hex "$@")" --expect "$want" >"$T/rc.out" 2>&1
-}
 CAPS=0x800001
 asm error:PROTOCOL $CAPS data/h out ../../outside 100 1 secret:0:100 &&
 	pass "a staging directory escaping the module: refused (PROTOCOL)" || fail "escape: $(cat "$T/rc.out")"

@@ -1,0 +1,40 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The rules live in one place (issue 31; DESIGN "rules live in one place"), a
+# check of the source rather than of a daemon:
+#   1. only daemon/policy.c (and config.c, which loads them) reads a module's
+#      rules: allow lists, read only, write only, keep setid, preserve owner,
+#      byte caps. Every other daemon file gets them from a grant;
+#   2. only daemon/policy.c finds a module by a path (resolve_module,
+#      daemon_config_module), so nothing reaches a module without a grant;
+#   3. serve.c opens a module's root only in enter_module, which asserts a
+#      grant, and every request handler that names a module asks decide();
+#   4. an owner is set in src/ only where the metadata rule says so: every
+#      chown is in meta_policy.c or on a line that asks rx_meta_policy().
+# A new request type or path that re-implements a rule fails here.
+#
+# Exit 0 pass, 1 fail.
+. "$(dirname "$0")/lib.sh"
+
+cd "$SRC_DIR" || die "no source tree"
+fields='read_only|write_only|keep_setid|preserve_owner|max_session_bytes|max_file_size|allow|nallow|bench_allow|nbench_allow'
+hits=$(grep -nE "[A-Za-z_]+(->|\.)($fields)\b" daemon/*.c | grep -vE '^daemon/(policy|config)\.c:' |
+	grep -vE '\b(gr|g)(->|\.)')
+[ -z "$hits" ] && pass "module rules are read in daemon/policy.c only" || fail "rules read elsewhere: $hits"
+
+hits=$(grep -nE '\b(resolve_module|daemon_config_module)\(' daemon/*.c | grep -vE '^daemon/(policy|config)\.c:')
+[ -z "$hits" ] && pass "a module is found by its path in daemon/policy.c only" || fail "module lookups: $hits"
+
+hits=$(grep -nE '\bopen_module_root\(' daemon/serve.c | grep -vE 'static int open_module_root|return open_module_root\(c, gr->m')
+[ -z "$hits" ] && pass "a module root is opened only in enter_module" || fail "open_module_root: $hits"
+grep -q 'assert(policy_grant_valid(gr)' daemon/serve.c && pass "enter_module asserts a grant" ||
+	fail "enter_module does not assert its grant"
+for h in handle_open list_path handle_assemble handle_bench; do
+	body=$(awk -v h="$h" '$0 ~ "^static int " h "\\(" { on = 1 } on { print } on && /^}/ { exit }' daemon/serve.c)
+	grep -q 'decide(c, &rq, &gr)' <<<"$body" && pass "$h asks the policy" || fail "$h does not call decide()"
+done
+
+hits=$(grep -nE '\b(f|l)?chown(at)?\(' src/*.c | grep -vE '^src/meta_policy\.c:' | grep -v 'rx_meta_policy(')
+[ -z "$hits" ] && pass "owners are set by the metadata rule only" || fail "chown elsewhere: $hits"
+finish
