@@ -3,12 +3,16 @@
  * rdmacpd.conf reader (see config.h). libinih splits lines into sections,
  * keys and values and strips comments; everything else is ours:
  *
+ *  - The file is read whole, once, into memory (read_config_file), and only
+ *    if it is a regular file within CONFIG_MAX_SIZE: the config is named on
+ *    the command line and read again on every SIGHUP, and a device, a FIFO
+ *    or a file that keeps growing must not hang or exhaust the daemon.
  *  - inih r55 (as Debian builds it) hands the handler neither the line number
  *    nor the start of a section, and truncates section names to 49 bytes. So
- *    we feed inih through our own line reader, which counts lines, enforces
- *    the line-length cap and tracks the current section itself. inih calls the
- *    reader and the handler strictly in turn, so when the handler runs, the
- *    reader's counter is the key's line.
+ *    we feed inih through our own line reader over that memory, which counts
+ *    lines, enforces the line-length cap and tracks the current section
+ *    itself. inih calls the reader and the handler strictly in turn, so when
+ *    the handler runs, the reader's counter is the key's line.
  *  - Only the first error is kept; after it nothing more is interpreted.
  *  - Files named in the config (certificates, module paths) are checked at
  *    load, so a mistake is reported at startup or on SIGHUP with its line,
@@ -43,7 +47,19 @@
 #include "parse.h"
 #include "tls.h"
 
+/*
+ * Longest line, without its line end (rdmacpd.conf(5)). inih's own buffer
+ * (ini_max_line, a process global in Debian's r55) is set just above it, so
+ * inih never sees a line it would truncate: our reader refuses it first.
+ */
 #define CONFIG_MAX_LINE 4096
+/*
+ * Largest config file (rdmacpd.conf(5)). A real one is a few KiB, and
+ * even 256 modules (DAEMON_MAX_MODULES) of a dozen short keys each stay far
+ * below the cap. It is read whole at start and on every SIGHUP, so the cap
+ * bounds the memory and time a load can cost.
+ */
+#define CONFIG_MAX_SIZE (UINT64_C(1) << 20)
 #define CONFIG_MIN_POOL (UINT64_C(1) << 20)
 
 enum section_kind {
@@ -53,9 +69,9 @@ enum section_kind {
 };
 
 struct parse_state {
-	FILE *f;
-	char *buf; /* getline() buffer */
-	size_t bufsize;
+	const char *text; /* the whole file (read_config_file) */
+	size_t text_len;
+	size_t pos;    /* start of the next line in text */
 	unsigned line; /* number of the line inih is working on */
 	struct daemon_config *cfg;
 	size_t modules_cap;
@@ -1134,41 +1150,45 @@ static int start_section(struct parse_state *ps, char *line)
 }
 
 /*
- * inih's line source: one whole line per call. Lines we reject are handed on
- * as empty lines so inih's own error (if any) can't mask ours.
+ * inih's line source: one whole line of the file in memory per call. Lines
+ * we reject are handed on as empty lines so inih's own error (if any) can't
+ * mask ours.
  */
 static char *config_reader(char *str, int num, void *user)
 {
 	struct parse_state *ps = user;
-	ssize_t n = getline(&ps->buf, &ps->bufsize, ps->f);
+	const char *start = ps->text + ps->pos;
+	const char *nl;
 	size_t len;
 	char *p;
 
-	if (n < 0) {
-		if (ferror(ps->f)) {
-			fail(ps, "read error: %s", strerror(errno));
-		}
+	if (ps->pos >= ps->text_len) {
 		return NULL;
 	}
+	nl = memchr(start, '\n', ps->text_len - ps->pos);
+	len = nl ? (size_t)(nl - start) : ps->text_len - ps->pos;
+	ps->pos += nl ? len + 1 : len;
 	ps->line++;
-	len = (size_t)n;
-	if (strlen(ps->buf) != len) {
+	if (memchr(start, '\0', len)) {
 		fail(ps, "NUL byte in line");
 		goto blank;
 	}
-	while (len > 0 && (ps->buf[len - 1] == '\n' || ps->buf[len - 1] == '\r')) {
+	while (len > 0 && start[len - 1] == '\r') {
 		len--;
 	}
 	if (len > CONFIG_MAX_LINE || len + 2 > (size_t)num) {
-		fail(ps, "line too long (at most %d bytes)", CONFIG_MAX_LINE);
+		fail(ps, "line too long (%zu bytes, at most %d)", len, CONFIG_MAX_LINE);
 		goto blank;
 	}
 	if (ps->failed) {
 		goto blank;
 	}
-	p = ps->buf;
+	memcpy(str, start, len);
+	str[len] = '\n';
+	str[len + 1] = '\0';
+	p = str;
 	/* The first line may carry a UTF-8 BOM, which inih skips too. */
-	if (ps->line == 1 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+	if (ps->line == 1 && len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
 		p += 3;
 	}
 	p += strspn(p, " \t\v\f");
@@ -1176,9 +1196,6 @@ static char *config_reader(char *str, int num, void *user)
 		start_section(ps, p);
 		goto blank;
 	}
-	memcpy(str, ps->buf, len);
-	str[len] = '\n';
-	str[len + 1] = '\0';
 	return str;
 blank:
 	/* Sections are ours; inih sees no header, so its section name stays "". */
@@ -1403,21 +1420,109 @@ static void ini_setup(void)
 	ini_stop_on_first_error = false;
 }
 
+static const char *file_kind(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR:
+		return "a directory";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFSOCK:
+		return "a socket";
+	default:
+		return "not a plain file";
+	}
+}
+
+/*
+ * The whole of FILE into memory, NUL-terminated. Opened non-blocking, so a
+ * FIFO nobody writes to can't hang the open; then refused unless fstat()
+ * says it is a regular file within CONFIG_MAX_SIZE (/dev/urandom or
+ * /dev/zero would otherwise be read for ever). Reading stops one byte past
+ * the cap whatever the size said, so a file that grows meanwhile, or a
+ * /proc file that claims size 0, is refused rather than read on.
+ */
+static int read_config_file(const char *file, char **ret_text, size_t *ret_len, char *err,
+			    size_t errlen)
+{
+	_cleanup_close_ int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	struct stat st;
+	int r;
+
+	if (fd < 0) {
+		r = negerrno();
+		snprintf(err, errlen, "%s: cannot open: %s", file, strerror(-r));
+		return r;
+	}
+	if (fstat(fd, &st) < 0) {
+		r = negerrno();
+		snprintf(err, errlen, "%s: cannot stat: %s", file, strerror(-r));
+		return r;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file (it is %s): refusing to read it",
+			 file, file_kind(st.st_mode));
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	}
+	if ((uint64_t)st.st_size > CONFIG_MAX_SIZE) {
+		snprintf(err, errlen,
+			 "%s: file too big (%" PRIu64 " bytes, a config is at most %" PRIu64
+			 " bytes)",
+			 file, (uint64_t)st.st_size, CONFIG_MAX_SIZE);
+		return -EFBIG;
+	}
+	text = malloc(CONFIG_MAX_SIZE + 2);
+	if (!text) {
+		snprintf(err, errlen, "%s: out of memory", file);
+		return -ENOMEM;
+	}
+	while (len <= CONFIG_MAX_SIZE) {
+		ssize_t n = read(fd, text + len, CONFIG_MAX_SIZE + 1 - len);
+
+		if (n < 0 && errno == EINTR) {
+			continue;
+		}
+		if (n < 0) {
+			r = negerrno();
+			snprintf(err, errlen, "%s: read error: %s", file, strerror(-r));
+			return r;
+		}
+		if (n == 0) {
+			break;
+		}
+		len += (size_t)n;
+	}
+	if (len > CONFIG_MAX_SIZE) {
+		snprintf(err, errlen,
+			 "%s: file grew past the cap of %" PRIu64 " bytes while being read", file,
+			 CONFIG_MAX_SIZE);
+		return -EFBIG;
+	}
+	text[len] = '\0';
+	*ret_text = TAKE_PTR(text);
+	*ret_len = len;
+	return 0;
+}
+
 int daemon_config_load(const char *file, struct daemon_config **ret, char *err, size_t errlen)
 {
-	_cleanup_fclose_ FILE *f = NULL;
 	_cleanup_(daemon_config_freep) struct daemon_config *c = NULL;
-	_cleanup_free_ char *buf = NULL;
+	_cleanup_free_ char *text = NULL;
+	size_t text_len = 0;
 	struct parse_state ps = { 0 };
 	int r;
 
 	assert(file && ret && err && errlen > 0);
 	err[0] = '\0';
 
-	f = fopen(file, "re");
-	if (!f) {
-		r = negerrno();
-		snprintf(err, errlen, "%s: cannot open: %s", file, strerror(-r));
+	r = read_config_file(file, &text, &text_len, err, errlen);
+	if (r < 0) {
 		return r;
 	}
 	c = calloc(1, sizeof(*c));
@@ -1432,7 +1537,8 @@ int daemon_config_load(const char *file, struct daemon_config **ret, char *err, 
 	strcpy(c->path, file);
 	config_defaults(c);
 
-	ps.f = f;
+	ps.text = text;
+	ps.text_len = text_len;
 	ps.cfg = c;
 	ps.file = file;
 	ps.err = err;
@@ -1440,7 +1546,6 @@ int daemon_config_load(const char *file, struct daemon_config **ret, char *err, 
 
 	ini_setup();
 	r = ini_parse_stream(config_reader, &ps, ini_handler_cb, &ps);
-	buf = ps.buf;
 	if (r == -2) {
 		fail_at(&ps, ps.line, "out of memory");
 	} else if (r > 0 && (!ps.failed || (unsigned)r < ps.fail_line)) {

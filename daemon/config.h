@@ -129,8 +129,10 @@ struct daemon_config {
 };
 
 /*
- * Parse FILE into a fresh config. On error returns -EINVAL (or -errno for an
- * unreadable file) and writes "FILE:LINE: problem" into err.
+ * Parse FILE into a fresh config. On error returns -EINVAL and writes
+ * "FILE:LINE: problem" into err; for the file as a whole, "FILE: problem"
+ * and -errno: it cannot be opened or read, it is not a regular file (-EISDIR,
+ * -EINVAL), or it is bigger than the cap in rdmacpd.conf(5) (-EFBIG).
  */
 int daemon_config_load(const char *file, struct daemon_config **ret, char *err, size_t errlen);
 void daemon_config_free(struct daemon_config *c);

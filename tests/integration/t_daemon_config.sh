@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # rdmacpd as a process: config errors (exit 2, one "FILE:LINE:" line),
-# --check, SIGTERM shutdown, the connection caps and the handshake deadline.
+# files that are not configs (devices, FIFOs, too big: refused at once, at
+# start and on SIGHUP), --check, SIGTERM shutdown, the connection caps and
+# the handshake deadline.
 # Real certificates (made here with openssl), real sockets on 127.0.0.1.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
@@ -123,6 +125,36 @@ else
 	fail "unloadable certificate: exit $rc, stderr: $(cat "$T/err")"
 fi
 
+# ---- 2b. files that are not configs: refused at once (timeout: a hang is a failure) ----
+# expect_refused DESC FILE TEXT: --check exits 2 within 10 s with one line naming FILE and TEXT.
+expect_refused() {
+	local desc=$1 file=$2 text=$3 rc
+	timeout 10 "$RDMACPD" --check --config "$file" >"$T/out" 2>"$T/err"
+	rc=$?
+	if [ $rc -eq 124 ]; then
+		fail "$desc: --check still running after 10 s"
+	elif [ $rc -ne 2 ] || [ "$(wc -l <"$T/err")" -ne 1 ] ||
+		! grep -qF "$file" "$T/err" || ! grep -qF "$text" "$T/err"; then
+		fail "$desc: exit $rc, expected 2 and one line with '$text': $(cat "$T/err")"
+	else
+		pass "$desc -> exit 2: $(cat "$T/err")"
+	fi
+}
+if [ -c /dev/urandom ]; then
+	expect_refused "/dev/urandom as config" /dev/urandom "not a regular file (it is a character device)"
+fi
+mkfifo "$T/fifo.conf"
+expect_refused "a FIFO nobody writes to" "$T/fifo.conf" "not a regular file (it is a FIFO)"
+expect_refused "a directory" "$T/data" "not a regular file (it is a directory)"
+# A valid config padded with comments to 2 MiB: refused for its size alone.
+write_conf "$T/big.conf"
+head -c $((2 << 20)) /dev/zero | tr '\0' '#' | fold -w 100 >>"$T/big.conf"
+expect_refused "a 2 MiB config" "$T/big.conf" "file too big"
+# A 100 KiB line: an error naming its line, not a truncated value.
+write_conf "$T/longline.conf"
+{ printf 'comment = '; head -c $((100 << 10)) /dev/zero | tr '\0' x; echo; } >>"$T/longline.conf"
+expect_refused "a 100 KiB line" "$T/longline.conf" "$T/longline.conf:10: line too long"
+
 # ---- helpers for a running daemon ----
 port_listening() {
 	local hex
@@ -191,6 +223,54 @@ if start_daemon sigterm; then
 	fi
 else
 	fail "SIGTERM: could not start the daemon"
+fi
+
+# ---- 3b. SIGHUP with the config replaced by a FIFO, then a 2 MiB file: the old one stays ----
+if start_daemon reload; then
+	cp "$T/reload.conf" "$T/reload.good"
+	stuck=0
+	for bad in fifo big; do
+		rm -f "$T/reload.conf"
+		if [ $bad = fifo ]; then
+			mkfifo "$T/reload.conf"
+		else
+			cp "$T/big.conf" "$T/reload.conf"
+		fi
+		before=$(grep -c "reload failed" "$LOG")
+		kill -HUP "$PID"
+		for i in $(seq 100); do
+			[ "$(grep -c "reload failed" "$LOG")" -gt "$before" ] && break
+			sleep 0.05
+		done
+		if [ "$(grep -c "reload failed" "$LOG")" -le "$before" ]; then
+			# Blocked in the open of a FIFO, it would not see SIGTERM either.
+			fail "reload with a $bad config: no 'reload failed' after 5 s: $(cat "$LOG")"
+			stuck=1
+			break
+		elif ! kill -0 "$PID" 2>/dev/null || ! port_listening "$PORT"; then
+			fail "reload with a $bad config: the daemon stopped listening: $(cat "$LOG")"
+		else
+			pass "reload with a $bad config: refused, old configuration kept"
+		fi
+	done
+	if [ $stuck -eq 1 ]; then
+		kill -KILL "$PID" 2>/dev/null
+		wait "$PID" 2>/dev/null
+	else
+		# Back to a good file: the daemon reloads it, so the bad ones left nothing behind.
+		rm -f "$T/reload.conf"
+		cp "$T/reload.good" "$T/reload.conf"
+		kill -HUP "$PID"
+		for i in $(seq 100); do
+			grep -q "reloaded $T/reload.conf" "$LOG" && break
+			sleep 0.05
+		done
+		grep -q "reloaded $T/reload.conf" "$LOG" ||
+			fail "reload of the good config after the bad ones: not reloaded: $(cat "$LOG")"
+		stop_daemon || fail "reload: daemon exit $?: $(cat "$LOG")"
+	fi
+else
+	fail "reload: could not start the daemon"
 fi
 
 # ---- 4. max connections = 1: a second connection is closed at once ----

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "macro.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -1005,6 +1006,101 @@ static void test_long_line(void **state)
 	expect_error(1, "too long");
 }
 
+/* A line far past the cap is an error naming it, however long (a whole line is never kept). */
+static void test_very_long_line(void **state)
+{
+	size_t n = 100 << 10, o;
+	char *body = malloc(n + 64);
+
+	assert_non_null(body);
+	strcpy(body, "[global]\ncomment = ");
+	o = strlen(body);
+	memset(body + o, 'x', n);
+	strcpy(body + o + n, "\n");
+	write_file(conf_path, body);
+	free(body);
+	expect_error(2, "line too long");
+}
+
+/* Loads path, expects the whole-file error r with "path: " and word in the message. */
+static void expect_file_error(const char *path, int r, const char *word)
+{
+	struct daemon_config *c = NULL;
+	char prefix[4300];
+
+	/* A regression reads /dev/urandom or waits on a FIFO for ever: fail instead. */
+	alarm(10);
+	assert_int_equal(daemon_config_load(path, &c, err, sizeof(err)), r);
+	alarm(0);
+	assert_null(c);
+	snprintf(prefix, sizeof(prefix), "%s: ", path);
+	if (strncmp(err, prefix, strlen(prefix)) != 0 || !strstr(err, word)) {
+		fail_msg("expected \"%s...%s...\", got \"%s\"", prefix, word, err);
+	}
+	assert_null(strchr(err, '\n'));
+}
+
+static void test_not_regular_file(void **state)
+{
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/fifo.conf", tmpdir);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	expect_file_error(p, -EINVAL, "not a regular file (it is a FIFO)");
+	unlink(p);
+
+	snprintf(p, sizeof(p), "%s/data", tmpdir);
+	expect_file_error(p, -EISDIR, "not a regular file (it is a directory)");
+
+	if (access("/dev/urandom", R_OK) == 0) {
+		expect_file_error("/dev/urandom", -EINVAL,
+				  "not a regular file (it is a character device)");
+	}
+	if (access("/dev/zero", R_OK) == 0) {
+		expect_file_error("/dev/zero", -EINVAL,
+				  "not a regular file (it is a character device)");
+	}
+}
+
+/* A valid config padded with comment lines to size bytes. */
+static void write_padded_conf(size_t size)
+{
+	char head[4096];
+	char *text = malloc(size + 1);
+	size_t o;
+
+	assert_non_null(text);
+	snprintf(head, sizeof(head),
+		 "[global]\ncert = %s/cert.pem\nkey = %s/key.pem\nca = %s/ca.pem\n", tmpdir, tmpdir,
+		 tmpdir);
+	o = strlen(head);
+	assert_true(o < size);
+	memcpy(text, head, o);
+	while (o < size) {
+		size_t n = MIN(size - o, (size_t)100);
+
+		memset(text + o, '#', n);
+		text[o + n - 1] = '\n';
+		o += n;
+	}
+	text[size] = '\0';
+	write_file(conf_path, text);
+	free(text);
+}
+
+/* rdmacpd.conf(5): a config file is at most 1 MiB. */
+static void test_file_size(void **state)
+{
+	struct daemon_config *c;
+
+	write_padded_conf(1 << 20);
+	c = load_ok();
+	daemon_config_free(c);
+
+	write_padded_conf((1 << 20) + 1);
+	expect_file_error(conf_path, -EFBIG, "file too big (1048577 bytes");
+}
+
 static void test_missing_file(void **state)
 {
 	struct daemon_config *c = NULL;
@@ -1051,6 +1147,9 @@ int main(void)
 		cmocka_unit_test(test_bad_user),
 		cmocka_unit_test(test_syntax),
 		cmocka_unit_test(test_long_line),
+		cmocka_unit_test(test_very_long_line),
+		cmocka_unit_test(test_not_regular_file),
+		cmocka_unit_test(test_file_size),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_nested_modules),
 		cmocka_unit_test(test_unauthenticated_limits),
