@@ -648,6 +648,23 @@ static void accept_all(struct daemon *d, int lfd)
 	}
 }
 
+static void warn_line(void *ud, const char *text)
+{
+	(void)ud;
+	log_warning("%s", text);
+}
+
+/*
+ * Modules that export the kernel or the whole host (modcheck.c). Logged at
+ * --check, and again at start and on each reload: a SIGHUP runs no --check.
+ */
+static void system_path_warnings(const struct daemon_config *cfg)
+{
+	for (size_t i = 0; i < cfg->nmodules; i++) {
+		modcheck_system_path(&cfg->modules[i], warn_line, NULL);
+	}
+}
+
 /* ---- signals ---- */
 
 static bool same_listen(const struct daemon_config *a, const struct daemon_config *b)
@@ -693,6 +710,7 @@ static void reload(struct daemon *d)
 	d->tls = tls;
 	session_table_set_budget(d->sessions, cfg->memory_budget);
 	apply_log_level(d);
+	system_path_warnings(cfg);
 	check_memlock(cfg);
 	log_info("reloaded %s", d->config_file);
 done:
@@ -990,18 +1008,14 @@ static int setup_signals(struct daemon *d)
 	return 0;
 }
 
-static void warn_line(void *ud, const char *text)
-{
-	(void)ud;
-	log_warning("%s", text);
-}
-
 /*
  * --check: what loads but deserves a look. Module paths another user could
- * swap (modcheck.c); modules a daemon that is not root can't serve.
+ * swap, or that export the kernel (modcheck.c); modules a daemon that is
+ * not root can't serve.
  */
 static void check_warnings(const struct daemon_config *cfg)
 {
+	system_path_warnings(cfg);
 	for (size_t i = 0; i < cfg->nmodules; i++) {
 		const struct module *m = &cfg->modules[i];
 
@@ -1029,6 +1043,7 @@ static int run(struct daemon *d, bool check)
 	}
 	log_set_daemon_mode("rdmacpd");
 	apply_log_level(d);
+	system_path_warnings(d->cfg);
 	check_memlock(d->cfg);
 	privs_preload_nss();
 	if (limits_raise_nofile() < 0) {

@@ -1,19 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Module paths that deserve a warning, though they load.
+ *
  * Who can replace a module directory? Whoever can rename entries of its
  * parent: the parent's owner; anyone with write permission on it; and, in a
  * sticky directory (/tmp), the owner of the entry. That holds for every
  * ancestor up to "/". rdmacpd refuses a module root that changed since the
  * config was loaded (serve.c), but that makes the module unavailable: these
  * warnings tell the administrator before a local user can.
+ *
+ * Which module paths hand a client the kernel or the whole host: "/", and
+ * /proc, /sys and /dev (see system_dirs[]). Nothing stops an administrator
+ * who means it, but a typo or a copied example should not do it silently.
  */
 #include "modcheck.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "macro.h"
 
 /* Anyone but root and the module's own user. */
 static bool foreign_owner(const struct module *m, uid_t uid)
@@ -78,4 +87,94 @@ size_t modcheck_module(const struct module *m, void (*warn)(void *ud, const char
 		}
 	}
 	return n;
+}
+
+/*
+ * path with "." and ".." components, repeated and trailing slashes resolved
+ * lexically, into out (at least as big as path). The load refused any
+ * symlink in a module path (fspath_open_root), so ".." means here what it
+ * meant to the kernel: "/srv/../proc" is /proc.
+ */
+static void resolve_dots(const char *path, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	assert(path[0] == '/' && outlen > strlen(path));
+	while (*path) {
+		size_t n;
+
+		path += strspn(path, "/");
+		n = strcspn(path, "/");
+		if (n == 2 && path[0] == '.' && path[1] == '.') {
+			while (o > 0 && out[--o] != '/') {
+			}
+		} else if (n > 0 && !(n == 1 && path[0] == '.')) {
+			out[o++] = '/';
+			memcpy(out + o, path, n);
+			o += n;
+		}
+		path += n;
+	}
+	if (o == 0) {
+		out[o++] = '/';
+	}
+	out[o] = '\0';
+}
+
+static bool path_is_or_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Directories whose export hands a client the kernel, not files; each with why. */
+static const struct {
+	const char *dir;
+	bool devices_ok; /* no warning with 'devices = yes' */
+	const char *why;
+} system_dirs[] = {
+	{ "/proc", false,
+	  "/proc is the kernel's view of every process (memory, environment, open files) and "
+	  "its tunables (/proc/sys)" },
+	{ "/sys", false,
+	  "/sys is the kernel's device and driver tree; writes there reconfigure it" },
+	/*
+	 * With 'devices = yes' a module under /dev is how block devices are
+	 * exported; without it those are refused, and what is left is
+	 * /dev/shm and /dev/mqueue: other programs' shared memory.
+	 */
+	{ "/dev", true,
+	  "that exports no devices, only other programs' shared memory (/dev/shm, "
+	  "/dev/mqueue)" },
+};
+
+size_t modcheck_system_path(const struct module *m, void (*warn)(void *ud, const char *text),
+			    void *ud)
+{
+	char path[sizeof(m->path)];
+	char text[sizeof(m->path) + sizeof(m->name) + 256];
+
+	resolve_dots(m->path, path, sizeof(path));
+	if (strcmp(path, "/") == 0) {
+		snprintf(text, sizeof(text),
+			 "module [%s]: path %s exports the whole host (/etc, /proc, /sys and /dev "
+			 "included)",
+			 m->name, m->path);
+		warn(ud, text);
+		return 1;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
+		if (!path_is_or_under(path, system_dirs[i].dir) ||
+		    (system_dirs[i].devices_ok && m->devices)) {
+			continue;
+		}
+		snprintf(text, sizeof(text), "module [%s]: path %s is under %s%s: %s", m->name,
+			 m->path, system_dirs[i].dir,
+			 system_dirs[i].devices_ok ? " without 'devices = yes'" : "",
+			 system_dirs[i].why);
+		warn(ud, text);
+		return 1;
+	}
+	return 0;
 }

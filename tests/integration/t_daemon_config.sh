@@ -3,8 +3,8 @@
 #
 # rdmacpd as a process: config errors (exit 2, one "FILE:LINE:" line),
 # files that are not configs (devices, FIFOs, too big: refused at once, at
-# start and on SIGHUP), --check, SIGTERM shutdown, the connection caps and
-# the handshake deadline.
+# start and on SIGHUP), --check and its warnings about module paths, SIGTERM
+# shutdown, the connection caps and the handshake deadline.
 # Real certificates (made here with openssl), real sockets on 127.0.0.1.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
@@ -155,6 +155,55 @@ write_conf "$T/longline.conf"
 { printf 'comment = '; head -c $((100 << 10)) /dev/zero | tr '\0' x; echo; } >>"$T/longline.conf"
 expect_refused "a 100 KiB line" "$T/longline.conf" "$T/longline.conf:10: line too long"
 
+# ---- 2c. --check warns about modules that export the kernel or the whole host ----
+# check_conf NAME MODULE-LINES...: a config of [global] and these lines, then --check.
+check_conf() {
+	local name=$1
+	shift
+	{
+		echo "[global]"
+		echo "cert = $T/server.pem"
+		echo "key = $T/server.key"
+		echo "ca = $T/ca.pem"
+		printf '%s\n' "$@"
+	} >"$T/$name.conf"
+	timeout 10 "$RDMACPD" --check --config "$T/$name.conf" >"$T/out" 2>"$T/err"
+}
+# expect_warning DESC TEXT: the last check_conf printed a line with TEXT.
+expect_warning() {
+	if grep -qF -- "$2" "$T/err"; then
+		pass "$1: $(grep -F -- "$2" "$T/err")"
+	else
+		fail "$1: no warning with '$2': $(cat "$T/err")"
+	fi
+}
+check_conf root "[root]" "path = /" "uid = root"
+rc=$?
+[ $rc -eq 0 ] || fail "--check path = /: exit $rc, expected 0 (a warning, not an error): $(cat "$T/err")"
+expect_warning "--check path = /" "module [root]: path / exports the whole host"
+
+check_conf kernel "[proc]" "path = /proc/" "uid = root" "[sys]" "path = /./sys" "uid = root" \
+	"[dev]" "path = /dev" "uid = root"
+rc=$?
+[ $rc -eq 0 ] || fail "--check /proc, /sys, /dev: exit $rc, expected 0: $(cat "$T/err")"
+expect_warning "--check path = /proc/" "module [proc]: path /proc/ is under /proc"
+expect_warning "--check path = /./sys" "module [sys]: path /./sys is under /sys"
+expect_warning "--check path = /dev" "module [dev]: path /dev is under /dev without 'devices = yes'"
+
+# ".." is resolved (a module path has no symlinks); 'devices = yes' is what /dev is for.
+check_conf dotdot "[p]" "path = $T/../../proc" "uid = root" "[d]" "path = /dev" "devices = yes" \
+	"uid = root"
+rc=$?
+[ $rc -eq 0 ] || fail "--check $T/../../proc: exit $rc, expected 0: $(cat "$T/err")"
+expect_warning "--check path = $T/../../proc" "module [p]: path $T/../../proc is under /proc"
+if grep -qF "module [d]: path /dev" "$T/err"; then
+	fail "--check /dev with devices = yes: warned: $(cat "$T/err")"
+fi
+check_conf plain "[data]" "path = $T/data" "uid = root" "gid = root"
+if grep -qE "exports the whole host|is under /(proc|sys|dev)" "$T/err"; then
+	fail "--check $T/data: a system-path warning: $(cat "$T/err")"
+fi
+
 # ---- helpers for a running daemon ----
 port_listening() {
 	local hex
@@ -258,15 +307,22 @@ if start_daemon reload; then
 		wait "$PID" 2>/dev/null
 	else
 		# Back to a good file: the daemon reloads it, so the bad ones left nothing behind.
+		# Its new module exports /proc: a reload runs no --check, so it warns itself.
 		rm -f "$T/reload.conf"
 		cp "$T/reload.good" "$T/reload.conf"
+		printf '[proc]\npath = /proc\nuid = root\n' >>"$T/reload.conf"
 		kill -HUP "$PID"
 		for i in $(seq 100); do
 			grep -q "reloaded $T/reload.conf" "$LOG" && break
 			sleep 0.05
 		done
-		grep -q "reloaded $T/reload.conf" "$LOG" ||
+		if ! grep -q "reloaded $T/reload.conf" "$LOG"; then
 			fail "reload of the good config after the bad ones: not reloaded: $(cat "$LOG")"
+		elif ! grep -q "warning: module \[proc\]: path /proc is under /proc" "$LOG"; then
+			fail "reload with a /proc module: no warning logged: $(cat "$LOG")"
+		else
+			pass "reload with a /proc module: reloaded, warning logged"
+		fi
 		stop_daemon || fail "reload: daemon exit $?: $(cat "$LOG")"
 	fi
 else

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "modcheck.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -1101,6 +1102,74 @@ static void test_file_size(void **state)
 	expect_file_error(conf_path, -EFBIG, "file too big (1048577 bytes");
 }
 
+struct warnings {
+	size_t n;
+	char text[4][8192];
+};
+
+static void collect_warning(void *ud, const char *text)
+{
+	struct warnings *w = ud;
+
+	assert_true(w->n < 4);
+	snprintf(w->text[w->n++], sizeof(w->text[0]), "%s", text);
+}
+
+/* One warning containing word for a module at path, or none when word is NULL. */
+static void expect_system_path(const char *path, bool devices, const char *word)
+{
+	struct module m = { .devices = devices };
+	struct warnings w = { 0 };
+	size_t n;
+
+	snprintf(m.name, sizeof(m.name), "mod");
+	snprintf(m.path, sizeof(m.path), "%s", path);
+	n = modcheck_system_path(&m, collect_warning, &w);
+	assert_int_equal(n, w.n);
+	if (!word) {
+		if (n != 0) {
+			fail_msg("path %s: unexpected warning \"%s\"", path, w.text[0]);
+		}
+		return;
+	}
+	if (n != 1 || !strstr(w.text[0], word) || !strstr(w.text[0], "module [mod]") ||
+	    !strstr(w.text[0], path)) {
+		fail_msg("path %s: expected one warning with \"%s\", got %zu: \"%s\"", path, word,
+			 n, n ? w.text[0] : "");
+	}
+}
+
+/* --check's warnings about modules that export the kernel or the whole host. */
+static void test_system_paths(void **state)
+{
+	static const char root[] = "exports the whole host";
+
+	expect_system_path("/", false, root);
+	expect_system_path("//", false, root);
+	expect_system_path("/.", false, root);
+	expect_system_path("/proc/..", false, root);
+	expect_system_path("/proc", false, "is under /proc");
+	expect_system_path("/proc/", false, "is under /proc");
+	expect_system_path("/./proc", false, "is under /proc");
+	expect_system_path("//proc//sys/", false, "is under /proc");
+	expect_system_path("/srv/../proc", false, "is under /proc");
+	expect_system_path("/srv/a/../../proc/1", false, "is under /proc");
+	expect_system_path("/sys", false, "is under /sys");
+	expect_system_path("/sys/kernel/debug", true, "is under /sys");
+	expect_system_path("/dev", false, "is under /dev without 'devices = yes'");
+	expect_system_path("/dev/shm/", false, "is under /dev without 'devices = yes'");
+	expect_system_path("/dev", true, NULL);
+	expect_system_path("/dev/disks", true, NULL);
+
+	expect_system_path("/srv", false, NULL);
+	expect_system_path("/procfs", false, NULL);
+	expect_system_path("/system", false, NULL);
+	expect_system_path("/device", false, NULL);
+	expect_system_path("/proc/../srv", false, NULL);
+	expect_system_path("/srv/proc", false, NULL);
+	expect_system_path("/srv/..proc", false, NULL);
+}
+
 static void test_missing_file(void **state)
 {
 	struct daemon_config *c = NULL;
@@ -1150,6 +1219,7 @@ int main(void)
 		cmocka_unit_test(test_very_long_line),
 		cmocka_unit_test(test_not_regular_file),
 		cmocka_unit_test(test_file_size),
+		cmocka_unit_test(test_system_paths),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_nested_modules),
 		cmocka_unit_test(test_unauthenticated_limits),
