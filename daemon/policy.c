@@ -338,7 +338,7 @@ int policy_decide(const struct daemon_config *cfg, const struct policy_peer *pee
 		  struct policy_grant *ret, uint32_t *ret_code, char *why, size_t whylen)
 {
 	struct verdict v = { .code = PERR_OK, .why = why, .whylen = whylen };
-	struct policy_grant g = { .op = rq->op, .cfg = cfg, .tos = -1 };
+	struct policy_grant g = { .op = rq->op, .cfg = cfg, .path = rq->path, .tos = -1 };
 	int r;
 
 	why[0] = '\0';
@@ -384,8 +384,9 @@ static bool is_block_device(int rootfd, const char *rel)
 	return fstatat(parentfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISBLK(st.st_mode);
 }
 
-int policy_path(const struct policy_grant *g, int rootfd, const char *rel, uint32_t *ret_code,
-		char *why, size_t whylen)
+/* policy_path's rules for rel; a refusal quotes shown, the path as the client wrote it. */
+static int path_rules(const struct policy_grant *g, int rootfd, const char *rel, const char *shown,
+		      uint32_t *ret_code, char *why, size_t whylen)
 {
 	struct verdict v = { .code = PERR_OK, .why = why, .whylen = whylen };
 	char esc[PROTO_MAX_PATH * 4 + 1];
@@ -401,7 +402,7 @@ int policy_path(const struct policy_grant *g, int rootfd, const char *rel, uint3
 		for (n = strlen(trimmed); n > 0 && trimmed[n - 1] == '/'; n--) {
 			trimmed[n - 1] = '\0';
 		}
-		log_escape(rel, esc, sizeof(esc));
+		log_escape(shown, esc, sizeof(esc));
 		if (n > 0 && fspath_validate(trimmed) < 0) {
 			r = no(&v, PERR_BAD_PATH, "bad path '%s'", esc);
 		} else if (engine_name_reserved(trimmed)) {
@@ -420,6 +421,14 @@ int policy_path(const struct policy_grant *g, int rootfd, const char *rel, uint3
 	return r;
 }
 
+int policy_path(const struct policy_grant *g, int rootfd, const char *rel, uint32_t *ret_code,
+		char *why, size_t whylen)
+{
+	/* The request's own path is quoted whole, module and all. */
+	return path_rules(g, rootfd, rel, g && rel == g->rel ? g->path : rel, ret_code, why,
+			  whylen);
+}
+
 int policy_request_path(const struct policy_grant *g, int rootfd, const char *path,
 			const char **ret_rel, uint32_t *ret_code, char *why, size_t whylen)
 {
@@ -433,7 +442,7 @@ int policy_request_path(const struct policy_grant *g, int rootfd, const char *pa
 		return -EPERM;
 	}
 	*ret_rel = rel;
-	return policy_path(g, rootfd, rel, ret_code, why, whylen);
+	return path_rules(g, rootfd, rel, path, ret_code, why, whylen);
 }
 
 void policy_account(struct policy_session *s, const struct policy_grant *g, uint64_t bytes)

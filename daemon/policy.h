@@ -62,7 +62,8 @@ struct policy_grant {
 	enum policy_op op;
 	const struct daemon_config *cfg;
 	const struct module *m; /* NULL for BENCH */
-	const char *rel;	/* the path in the module (in the request's path) */
+	const char *path;	/* the request's path as sent */
+	const char *rel;	/* the path in the module (in path) */
 	/* The metadata rule for every entry this request makes. */
 	struct meta_policy meta;
 	uint64_t max_file_size;	     /* a file's declared size */
