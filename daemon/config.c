@@ -3,8 +3,8 @@
  * rdmacpd.conf reader (see config.h). libinih splits lines into sections,
  * keys and values and strips comments; everything else is ours:
  *
- *  - The file is read whole, once, into memory (read_config_file), and only
- *    if it is a regular file within CONFIG_MAX_SIZE: the config is named on
+ *  - The file is read whole, once, into memory (conffile_read), and only
+ *    if it is a regular file within CONFFILE_MAX_SIZE: the config is named on
  *    the command line and read again on every SIGHUP, and a device, a FIFO
  *    or a file that keeps growing must not hang or exhaust the daemon.
  *  - inih r55 (as Debian builds it) hands the handler neither the line number
@@ -40,6 +40,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "conffile.h"
 #include "engine.h"
 #include "fspath.h"
 #include "log.h"
@@ -47,19 +48,6 @@
 #include "parse.h"
 #include "tls.h"
 
-/*
- * Longest line, without its line end (rdmacpd.conf(5)). inih's own buffer
- * (ini_max_line, a process global in Debian's r55) is set just above it, so
- * inih never sees a line it would truncate: our reader refuses it first.
- */
-#define CONFIG_MAX_LINE 4096
-/*
- * Largest config file (rdmacpd.conf(5)). A real one is a few KiB, and
- * even 256 modules (DAEMON_MAX_MODULES) of a dozen short keys each stay far
- * below the cap. It is read whole at start and on every SIGHUP, so the cap
- * bounds the memory and time a load can cost.
- */
-#define CONFIG_MAX_SIZE (UINT64_C(1) << 20)
 #define CONFIG_MIN_POOL (UINT64_C(1) << 20)
 
 enum section_kind {
@@ -69,7 +57,7 @@ enum section_kind {
 };
 
 struct parse_state {
-	const char *text; /* the whole file (read_config_file) */
+	const char *text; /* the whole file (conffile_read) */
 	size_t text_len;
 	size_t pos;    /* start of the next line in text */
 	unsigned line; /* number of the line inih is working on */
@@ -1157,29 +1145,21 @@ static int start_section(struct parse_state *ps, char *line)
 static char *config_reader(char *str, int num, void *user)
 {
 	struct parse_state *ps = user;
-	const char *start = ps->text + ps->pos;
-	const char *nl;
+	const char *start;
 	size_t len;
+	char why[128];
 	char *p;
 
-	if (ps->pos >= ps->text_len) {
+	if (!conffile_next_line(ps->text, ps->text_len, &ps->pos, &start, &len)) {
 		return NULL;
 	}
-	nl = memchr(start, '\n', ps->text_len - ps->pos);
-	len = nl ? (size_t)(nl - start) : ps->text_len - ps->pos;
-	ps->pos += nl ? len + 1 : len;
 	ps->line++;
-	if (memchr(start, '\0', len)) {
-		fail(ps, "NUL byte in line");
+	if (conffile_line_check(start, len, why, sizeof(why)) < 0) {
+		fail(ps, "%s", why);
 		goto blank;
 	}
-	while (len > 0 && start[len - 1] == '\r') {
-		len--;
-	}
-	if (len > CONFIG_MAX_LINE || len + 2 > (size_t)num) {
-		fail(ps, "line too long (%zu bytes, at most %d)", len, CONFIG_MAX_LINE);
-		goto blank;
-	}
+	/* ini_setup() makes inih's buffer hold the longest line conffile allows. */
+	assert(num > 0 && len + 2 <= (size_t)num);
 	if (ps->failed) {
 		goto blank;
 	}
@@ -1404,110 +1384,22 @@ static void config_defaults(struct daemon_config *c)
 
 /*
  * inih's knobs are process globals in Debian's build (libinih r55, without
- * INI_HANDLER_LINENO). Set them on every parse: heap line buffer of our cap,
- * no continuation lines (an indented key must not silently extend the
- * previous value), no keys without '='.
+ * INI_HANDLER_LINENO). Set them on every parse: a heap line buffer just above
+ * conffile's line cap (ini.h asks 3 bytes more), so inih never truncates a
+ * line, as conffile_line_check() refuses a longer one first; no continuation
+ * lines (an indented key must not silently extend the previous value), no
+ * keys without '='.
  */
 static void ini_setup(void)
 {
 	ini_use_stack = false;
 	ini_allow_realloc = false;
-	ini_max_line = CONFIG_MAX_LINE + 3;
-	ini_initial_alloc = CONFIG_MAX_LINE + 3;
+	ini_max_line = CONFFILE_MAX_LINE + 3;
+	ini_initial_alloc = CONFFILE_MAX_LINE + 3;
 	ini_allow_multiline = false;
 	ini_allow_no_value = false;
 	ini_allow_inline_comments = true;
 	ini_stop_on_first_error = false;
-}
-
-static const char *file_kind(mode_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFDIR:
-		return "a directory";
-	case S_IFCHR:
-		return "a character device";
-	case S_IFBLK:
-		return "a block device";
-	case S_IFIFO:
-		return "a FIFO";
-	case S_IFSOCK:
-		return "a socket";
-	default:
-		return "not a plain file";
-	}
-}
-
-/*
- * The whole of FILE into memory, NUL-terminated. Opened non-blocking, so a
- * FIFO nobody writes to can't hang the open; then refused unless fstat()
- * says it is a regular file within CONFIG_MAX_SIZE (/dev/urandom or
- * /dev/zero would otherwise be read for ever). Reading stops one byte past
- * the cap whatever the size said, so a file that grows meanwhile, or a
- * /proc file that claims size 0, is refused rather than read on.
- */
-static int read_config_file(const char *file, char **ret_text, size_t *ret_len, char *err,
-			    size_t errlen)
-{
-	_cleanup_close_ int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	struct stat st;
-	int r;
-
-	if (fd < 0) {
-		r = negerrno();
-		snprintf(err, errlen, "%s: cannot open: %s", file, strerror(-r));
-		return r;
-	}
-	if (fstat(fd, &st) < 0) {
-		r = negerrno();
-		snprintf(err, errlen, "%s: cannot stat: %s", file, strerror(-r));
-		return r;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file (it is %s): refusing to read it",
-			 file, file_kind(st.st_mode));
-		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-	}
-	if ((uint64_t)st.st_size > CONFIG_MAX_SIZE) {
-		snprintf(err, errlen,
-			 "%s: file too big (%" PRIu64 " bytes, a config is at most %" PRIu64
-			 " bytes)",
-			 file, (uint64_t)st.st_size, CONFIG_MAX_SIZE);
-		return -EFBIG;
-	}
-	text = malloc(CONFIG_MAX_SIZE + 2);
-	if (!text) {
-		snprintf(err, errlen, "%s: out of memory", file);
-		return -ENOMEM;
-	}
-	while (len <= CONFIG_MAX_SIZE) {
-		ssize_t n = read(fd, text + len, CONFIG_MAX_SIZE + 1 - len);
-
-		if (n < 0 && errno == EINTR) {
-			continue;
-		}
-		if (n < 0) {
-			r = negerrno();
-			snprintf(err, errlen, "%s: read error: %s", file, strerror(-r));
-			return r;
-		}
-		if (n == 0) {
-			break;
-		}
-		len += (size_t)n;
-	}
-	if (len > CONFIG_MAX_SIZE) {
-		snprintf(err, errlen,
-			 "%s: file grew past the cap of %" PRIu64 " bytes while being read", file,
-			 CONFIG_MAX_SIZE);
-		return -EFBIG;
-	}
-	text[len] = '\0';
-	*ret_text = TAKE_PTR(text);
-	*ret_len = len;
-	return 0;
 }
 
 int daemon_config_load(const char *file, struct daemon_config **ret, char *err, size_t errlen)
@@ -1521,7 +1413,7 @@ int daemon_config_load(const char *file, struct daemon_config **ret, char *err, 
 	assert(file && ret && err && errlen > 0);
 	err[0] = '\0';
 
-	r = read_config_file(file, &text, &text_len, err, errlen);
+	r = conffile_read(file, &text, &text_len, err, errlen);
 	if (r < 0) {
 		return r;
 	}
