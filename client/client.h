@@ -85,10 +85,16 @@ struct client_opts {
 /* A pull's receiver removes partials of cut runs older than this from the directories it writes. */
 #define CLIENT_PARTIAL_MAX_AGE_S (7 * 24 * 3600)
 
-/* Defaults, then ~/.config/rdmacp/config (or file): "FILE:LINE: problem" in err. */
+/* The built-in defaults, which the config file and then the command line override. */
 void client_opts_defaults(struct client_opts *o);
 /* What the options hold on the heap (the filters). */
 void client_opts_free(struct client_opts *o);
+/*
+ * Defaults from ~/.config/rdmacp/config (or file) over o. A missing file is
+ * no error unless must_exist; /dev/null is an empty config. On error returns
+ * -errno with "FILE:LINE: problem" in err, or "FILE: problem" for the file as
+ * a whole (conffile_read(): not a regular file, too big, unreadable).
+ */
 int client_config_load(struct client_opts *o, const char *file, bool must_exist, char *err,
 		       size_t errlen);
 

@@ -2,8 +2,11 @@
 /*
  * Client defaults from ~/.config/rdmacp/config, an INI file with a
  * [client] section whose keys are options' (client_options[], options.c).
- * Unknown keys are errors, reported with file and line.
+ * Unknown keys are errors, reported with file and line. The file is read
+ * whole through conffile_read(), as the daemon reads its own, so a device,
+ * a FIFO, a huge file or a huge line is refused instead of read without end.
  */
+#include <assert.h>
 #include <errno.h>
 #include <ini.h>
 #include <stdarg.h>
@@ -12,6 +15,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "conffile.h"
 #include "log.h"
 #include "macro.h"
 #include "options.h"
@@ -93,26 +97,43 @@ int parse_bwlimit(const char *s, uint64_t *ret)
 struct parse_state {
 	struct client_opts *o;
 	const char *file;
-	FILE *f;
+	const char *text; /* the whole file (conffile_read) */
+	size_t text_len;
+	size_t pos; /* start of the next line in text */
 	unsigned line;
 	char *err;
 	size_t errlen;
 	bool failed;
 };
 
-/* Feed inih one line at a time so that the handler knows the line number. */
+static int bad(struct parse_state *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Feed inih one line at a time so that the handler knows the line number.
+ * A line we refuse is handed on empty, so inih's own error can't mask ours.
+ */
 static char *reader(char *str, int num, void *user)
 {
 	struct parse_state *ps = user;
-	char *r = fgets(str, num, ps->f);
+	const char *start;
+	size_t len;
+	char why[128];
 
-	if (r) {
-		ps->line++;
+	if (!conffile_next_line(ps->text, ps->text_len, &ps->pos, &start, &len)) {
+		return NULL;
 	}
-	return r;
+	ps->line++;
+	if (conffile_line_check(start, len, why, sizeof(why)) < 0) {
+		bad(ps, "%s", why);
+		len = 0;
+	}
+	/* ini_buffer_setup() makes inih's buffer hold the longest line conffile allows. */
+	assert(num > 0 && len + 2 <= (size_t)num);
+	memcpy(str, start, len);
+	str[len] = '\n';
+	str[len + 1] = '\0';
+	return str;
 }
-
-static int bad(struct parse_state *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static int bad(struct parse_state *ps, const char *fmt, ...)
 {
@@ -154,24 +175,53 @@ static int handler(void *user, const char *section, const char *name, const char
 	return 1;
 }
 
+/*
+ * inih's line buffer is a process global in Debian's build (libinih r55):
+ * make it just above conffile's line cap (ini.h asks 3 bytes more), so inih
+ * never cuts a line in two; its other knobs keep their defaults.
+ */
+static void ini_buffer_setup(void)
+{
+	ini_use_stack = false;
+	ini_allow_realloc = false;
+	ini_max_line = CONFFILE_MAX_LINE + 3;
+	ini_initial_alloc = CONFFILE_MAX_LINE + 3;
+}
+
 int client_config_load(struct client_opts *o, const char *file, bool must_exist, char *err,
 		       size_t errlen)
 {
 	struct parse_state ps = { .o = o, .file = file, .err = err, .errlen = errlen };
+	_cleanup_free_ char *text = NULL;
+	size_t text_len = 0;
 	int r;
 
-	ps.f = fopen(file, "re");
-	if (!ps.f) {
-		if (errno == ENOENT && !must_exist) {
-			return 0;
-		}
-		snprintf(err, errlen, "%s: %s", file, strerror(errno));
-		return -errno;
+	/*
+	 * --config /dev/null is the documented way to read no defaults
+	 * (rdmacp(1)), and every test runs with it. It is a character device,
+	 * which conffile_read() refuses like any other, so it is named here:
+	 * an empty config, nothing opened.
+	 */
+	if (strcmp(file, "/dev/null") == 0) {
+		return 0;
 	}
+	r = conffile_read(file, &text, &text_len, err, errlen);
+	if (r == -ENOENT && !must_exist) {
+		return 0;
+	}
+	if (r < 0) {
+		return r;
+	}
+	ps.text = text;
+	ps.text_len = text_len;
+	ini_buffer_setup();
 	r = ini_parse_stream(reader, &ps, handler, &ps);
-	fclose(ps.f);
 	if (ps.failed) {
 		return -EINVAL;
+	}
+	if (r == -2) {
+		snprintf(err, errlen, "%s: out of memory", file);
+		return -ENOMEM;
 	}
 	if (r != 0) {
 		snprintf(err, errlen, "%s:%d: syntax error", file, r > 0 ? r : (int)ps.line);

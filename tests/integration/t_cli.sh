@@ -15,6 +15,9 @@
 #   3. --dry-run lists and transfers nothing (push and pull)
 #   4. --bwlimit 20M on 40 MiB takes >= 1.5 s
 #   5. -q prints nothing on success
+#   and, with exit code 2, the client config is only a regular file of at
+#   most 1 MiB with lines of at most 4096 bytes: /dev/urandom, a FIFO, a 2 MiB
+#   file and a 100 KiB line are refused at once; --config /dev/null works
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -97,6 +100,24 @@ expect_rc 2 "2: lanes out of range in the client config" \
 	"$RDMACP" --config "$T/bad2.conf" "$T/src/a" "$HOST:data/"
 err_has "2: range message names FILE:LINE" "$T/bad2.conf:2:"
 expect_rc 2 "2: --config of a missing file" "$RDMACP" --config "$T/nosuch.conf" "$T/src/a" "$HOST:data/"
+# A config is a regular file of at most 1 MiB with lines of at most 4096
+# bytes (src/conffile.c): anything else is refused at once, naming the file
+# (and line). timeout turns a client that reads for ever into a failure.
+printf '[client]\ncert = %s\nkey = %s\nca = %s\nport = %s\n' "$T/certs/client.crt" \
+	"$T/certs/client.key" "$T/certs/ca.crt" "$PORT" >"$T/good.conf"
+expect_rc 0 "0: ping with a good client config" timeout 10 "$RDMACP" --config "$T/good.conf" ping "$HOST"
+expect_rc 2 "2: --config /dev/urandom" timeout 10 "$RDMACP" --config /dev/urandom ping "$HOST"
+err_has "2: /dev/urandom refused" "^.*/dev/urandom: not a regular file \(it is a character device\)"
+mkfifo "$T/fifo.conf"
+expect_rc 2 "2: --config of a FIFO" timeout 10 "$RDMACP" --config "$T/fifo.conf" ping "$HOST"
+err_has "2: FIFO refused" "$T/fifo.conf: not a regular file \(it is a FIFO\)"
+{ cat "$T/good.conf"; head -c $((2 * M)) /dev/zero | tr '\0' '#'; echo; } >"$T/big.conf"
+expect_rc 2 "2: a 2 MiB client config" timeout 10 "$RDMACP" --config "$T/big.conf" ping "$HOST"
+err_has "2: 2 MiB refused" "$T/big.conf: file too big \($((2 * M + 1 + $(stat -c %s "$T/good.conf"))) bytes"
+{ cat "$T/good.conf"; head -c $((100 * 1024)) /dev/zero | tr '\0' '#'; echo; } >"$T/longline.conf"
+expect_rc 2 "2: a 100 KiB line" timeout 10 "$RDMACP" --config "$T/longline.conf" ping "$HOST"
+err_has "2: long line refused" "$T/longline.conf:6: line too long \(102400 bytes, at most 4096\)"
+expect_rc 0 "0: --config /dev/null still reads no defaults" timeout 10 "${CLIENT[@]}" ping "$HOST"
 expect_rc 2 "2: missing certificate file" "$RDMACP" --config /dev/null --cert "$T/nosuch.crt" \
 	--key "$T/certs/client.key" --ca "$T/certs/ca.crt" -P "$PORT" "$T/src/a" "$HOST:data/"
 # A key file that is there but no key: the client connects before it loads it,

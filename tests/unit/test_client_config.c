@@ -9,12 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
 
 #include "client.h"
 #include "exitcodes.h"
+#include "macro.h"
 #include "options.h"
 #include "parse.h"
 #include "xport.h"
@@ -225,6 +227,188 @@ static void test_config_keys_are_options(void **state)
 	assert_int_equal(load(&o, "[client]\nqps = 2\n", err, sizeof(err)), -EINVAL);
 }
 
+/*
+ * Loads path (must exist), expects r and an error that starts with "path" and
+ * holds word. A regression reads /dev/urandom or waits on a FIFO for ever:
+ * alarm() fails the test instead.
+ */
+static void expect_load_error(const char *path, int r, const char *word)
+{
+	struct client_opts o;
+	char err[4400] = "";
+
+	client_opts_defaults(&o);
+	alarm(10);
+	assert_int_equal(client_config_load(&o, path, true, err, sizeof(err)), r);
+	alarm(0);
+	if (strncmp(err, path, strlen(path)) != 0 || !strstr(err, word)) {
+		fail_msg("expected \"%s...%s...\", got \"%s\"", path, word, err);
+	}
+	assert_null(strchr(err, '\n'));
+}
+
+/* Only a regular file is a config: a device or a FIFO is refused at once. */
+static void test_config_not_regular_file(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/fifo.conf", dir);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	expect_load_error(p, -EINVAL, ": not a regular file (it is a FIFO)");
+	expect_load_error(dir, -EISDIR, ": not a regular file (it is a directory)");
+	if (access("/dev/urandom", R_OK) == 0) {
+		expect_load_error("/dev/urandom", -EINVAL,
+				  ": not a regular file (it is a character device)");
+	}
+	if (access("/dev/zero", R_OK) == 0) {
+		expect_load_error("/dev/zero", -EINVAL,
+				  ": not a regular file (it is a character device)");
+	}
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* A file of text, written as is (it may hold NUL bytes). */
+static char *write_config_bytes(const char *text, size_t len)
+{
+	char *path = strdup("/tmp/rdmacp-test-client-config-XXXXXX");
+	int fd;
+
+	assert_non_null(path);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+/* text of size bytes: "[client]\nport = 7000\n", then fill lines of line_len bytes and '\n'. */
+static char *padded_config(size_t size, size_t line_len)
+{
+	static const char head[] = "[client]\nport = 7000\n";
+	char *text = malloc(size + 1);
+	size_t o = sizeof(head) - 1;
+
+	assert_non_null(text);
+	assert_true(o < size);
+	memcpy(text, head, o);
+	while (o < size) {
+		size_t n = MIN(size - o, line_len + 1);
+
+		memset(text + o, '#', n);
+		text[o + n - 1] = '\n';
+		o += n;
+	}
+	text[size] = '\0';
+	return text;
+}
+
+/* At most 1 MiB, as the daemon's (src/conffile.h): 1 MiB loads, one byte more and 2 MiB don't. */
+static void test_config_file_size(void **state)
+{
+	struct client_opts o;
+	char err[4400] = "";
+	const size_t sizes[] = { 1 << 20, (1 << 20) + 1, 2 << 20 };
+
+	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
+		char *text = padded_config(sizes[i], 99);
+		char *path = write_config_bytes(text, sizes[i]);
+
+		free(text);
+		if (i == 0) {
+			client_opts_defaults(&o);
+			assert_int_equal(client_config_load(&o, path, true, err, sizeof(err)), 0);
+			assert_int_equal(o.port, 7000);
+		} else {
+			expect_load_error(path, -EFBIG, ": file too big (");
+		}
+		unlink(path);
+		free(path);
+	}
+}
+
+/* "[client]\n", a comment line of n bytes ended by end, "port = 7000\n"; its length in ret_len. */
+static char *long_line_config(size_t n, const char *end, size_t *ret_len)
+{
+	static const char head[] = "[client]\n", tail[] = "port = 7000\n";
+	size_t len = strlen(head) + n + strlen(end) + strlen(tail);
+	char *text = malloc(len + 1);
+
+	assert_non_null(text);
+	strcpy(text, head);
+	memset(text + strlen(head), '#', n);
+	strcpy(text + strlen(head) + n, end);
+	strcat(text, tail);
+	*ret_len = len;
+	return text;
+}
+
+/*
+ * Lines of up to 4096 bytes are whole lines: a long value is not cut in two
+ * (the old reader cut at 199 bytes), a longer line is refused with its number.
+ */
+static void test_config_line_length(void **state)
+{
+	static const char nul_line[] = "[client]\nport = 7000\0 lanes = 3\n";
+	struct client_opts o;
+	char err[4400] = "";
+	char cert[4000], line[4200], *text, *path;
+	size_t len;
+
+	/* A certificate path of 3000 bytes. */
+	memset(cert, 'c', sizeof(cert));
+	cert[0] = '/';
+	cert[3000] = '\0';
+	snprintf(line, sizeof(line), "[client]\ncert = %s\n", cert);
+	assert_int_equal(load(&o, line, err, sizeof(err)), 0);
+	assert_string_equal(o.cert, cert);
+
+	/* A comment of exactly 4096 bytes, ended by \r\n, loads, and so does the next line. */
+	text = long_line_config(4096, "\r\n", &len);
+	path = write_config_bytes(text, len);
+	client_opts_defaults(&o);
+	assert_int_equal(client_config_load(&o, path, true, err, sizeof(err)), 0);
+	assert_int_equal(o.port, 7000);
+	unlink(path);
+	free(path);
+	free(text);
+
+	text = long_line_config(4097, "\n", &len);
+	path = write_config_bytes(text, len);
+	expect_load_error(path, -EINVAL, ":2: line too long (4097 bytes, at most 4096)");
+	unlink(path);
+	free(path);
+	free(text);
+
+	text = long_line_config(100 * 1024, "\n", &len);
+	path = write_config_bytes(text, len);
+	expect_load_error(path, -EINVAL, ":2: line too long (102400 bytes, at most 4096)");
+	unlink(path);
+	free(path);
+	free(text);
+
+	/* A NUL byte would hide the rest of its line. */
+	path = write_config_bytes(nul_line, sizeof(nul_line) - 1);
+	expect_load_error(path, -EINVAL, ":2: NUL byte in line");
+	unlink(path);
+	free(path);
+}
+
+/* --config /dev/null means no defaults (rdmacp(1)); a missing default config too. */
+static void test_config_none(void **state)
+{
+	struct client_opts o;
+	char err[4400] = "";
+
+	client_opts_defaults(&o);
+	assert_int_equal(client_config_load(&o, "/dev/null", true, err, sizeof(err)), 0);
+	assert_int_equal(o.port, CLIENT_DEFAULT_PORT);
+	assert_int_equal(
+	    client_config_load(&o, "/nonexistent/rdmacp/config", false, err, sizeof(err)), 0);
+	expect_load_error("/nonexistent/rdmacp/config", -ENOENT, ": cannot open: ");
+}
+
 /* Every key belongs to an option row whose handler takes a value or a boolean. */
 static void test_table_shape(void **state)
 {
@@ -253,6 +437,10 @@ int main(void)
 		cmocka_unit_test(test_size_unchanged),
 		cmocka_unit_test(test_cli_table_walk),
 		cmocka_unit_test(test_config_keys_are_options),
+		cmocka_unit_test(test_config_not_regular_file),
+		cmocka_unit_test(test_config_file_size),
+		cmocka_unit_test(test_config_line_length),
+		cmocka_unit_test(test_config_none),
 		cmocka_unit_test(test_table_shape),
 	};
 
