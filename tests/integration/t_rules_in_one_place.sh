@@ -11,7 +11,9 @@
 #   3. serve.c opens a module's root only in enter_module, which asserts a
 #      grant, and every request handler that names a module asks decide();
 #   4. an owner is set in src/ only where the metadata rule says so: every
-#      chown is in meta_policy.c or on a line that asks rx_meta_policy().
+#      chown is in meta_policy.c or on a line that asks rx_meta_policy();
+#   5. both config loaders read their file through src/conffile.c (only a
+#      regular file within its caps) and open or read nothing themselves.
 # A new request type or path that re-implements a rule fails here.
 #
 # Exit 0 pass, 1 fail.
@@ -37,4 +39,11 @@ done
 
 hits=$(grep -nE '\b(f|l)?chown(at)?\(' src/*.c | grep -vE '^src/meta_policy\.c:' | grep -v 'rx_meta_policy(')
 [ -z "$hits" ] && pass "owners are set by the metadata rule only" || fail "chown elsewhere: $hits"
+
+for f in client/config.c daemon/config.c; do
+	grep -q 'conffile_read(' "$f" && pass "$f reads its config with conffile_read" ||
+		fail "$f does not call conffile_read"
+	hits=$(grep -nE '\b(fopen|getline|fgets|read|ini_parse|ini_parse_file)\(' "$f")
+	[ -z "$hits" ] && pass "$f reads no file itself" || fail "$f reads a file itself: $hits"
+done
 finish
