@@ -1184,6 +1184,21 @@ int tls_export_secret(struct tls_conn *c, const char *label, uint8_t *out, size_
 	return 0;
 }
 
+int tls_export_secret_ctx(struct tls_conn *c, const char *label, const uint8_t *context,
+			  size_t contextlen, uint8_t *out, size_t len)
+{
+	if (!c || !c->ssl || c->broken || !label || !out || len == 0 ||
+	    (!context && contextlen > 0)) {
+		return -EINVAL;
+	}
+	/* use_context = 1: the context is part of the derivation, even when empty. */
+	if (SSL_export_keying_material(c->ssl, out, len, label, strlen(label), context, contextlen,
+				       1) != 1) {
+		return -EIO;
+	}
+	return 0;
+}
+
 static bool san_text(const GENERAL_NAME *gn, char *out, size_t size)
 {
 	if (gn->type == GEN_DNS) {

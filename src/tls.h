@@ -86,6 +86,12 @@ void tls_peer_fingerprint(struct tls_conn *c, uint8_t ret_fp[TLS_FINGERPRINT_LEN
  * same at both ends of this connection, different for every other session.
  */
 int tls_export_secret(struct tls_conn *c, const char *label, uint8_t *out, size_t len);
+/*
+ * The same with a context (RFC 8446 7.5): another context, other bytes, so
+ * one session can give each use of a label its own secret.
+ */
+int tls_export_secret_ctx(struct tls_conn *c, const char *label, const uint8_t *context,
+			  size_t contextlen, uint8_t *out, size_t len);
 /* The last failure's reason (verify error string, alert, OpenSSL error), never NULL. */
 const char *tls_conn_error(struct tls_conn *c);
 /* Reason for a failed tls_connect/tls_accept (thread-local, overwritten per call). */
