@@ -123,8 +123,14 @@ enum {
 	 * files offered and not yet resolved, their ids within PROTO_SPAN_WIDER.
 	 */
 	PROTO_CAP_WIDER_WINDOW = 1u << 29,
+	/*
+	 * Transfer keys: a sealed transfer's lane secret is exported with its
+	 * kind and OPEN_OK's token as context (lane_seal_export), so several
+	 * sealed transfers on one connection never share keys and nonces.
+	 */
+	PROTO_CAP_TRANSFER_KEYS = 1u << 30,
 };
-#define PROTO_CAPS_KNOWN 0x3fffffffu
+#define PROTO_CAPS_KNOWN 0x7fffffffu
 /*
  * Files a sender may have offered and not yet resolved: PROTO_FILES_WIDER
  * to a receiver that announced PROTO_CAP_WIDER_WINDOW, PROTO_FILES_WIDE to

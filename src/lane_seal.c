@@ -13,6 +13,43 @@
 #include <openssl/kdf.h>
 
 #include "macro.h"
+#include "proto/msg.h"
+#include "tls.h"
+
+/* A v2 context: the purpose byte, then the token. */
+#define LANE_SEAL_MAX_TOKEN 64
+
+int lane_seal_export(struct tls_conn *tls, uint64_t both_caps, enum lane_seal_purpose purpose,
+		     const uint8_t *token, size_t tokenlen, unsigned *nsealed,
+		     uint8_t ret_secret[LANE_SEAL_SECRET_LEN])
+{
+	uint8_t context[1 + LANE_SEAL_MAX_TOKEN], secret[LANE_SEAL_SECRET_LEN];
+	int r;
+
+	if (purpose < LANE_SEAL_PUSH || purpose > LANE_SEAL_BENCH || !token || tokenlen == 0 ||
+	    tokenlen > LANE_SEAL_MAX_TOKEN || *nsealed == UINT_MAX) {
+		return -EINVAL;
+	}
+	if (both_caps & PROTO_CAP_TRANSFER_KEYS) {
+		context[0] = (uint8_t)purpose;
+		memcpy(context + 1, token, tokenlen);
+		r = tls_export_secret_ctx(tls, LANE_SEAL_EXPORT_LABEL_V2, context, 1 + tokenlen,
+					  secret, sizeof(secret));
+		OPENSSL_cleanse(context, sizeof(context));
+	} else if (*nsealed > 0) {
+		/* v1 again would be the first transfer's keys and nonces again. */
+		return -EKEYREJECTED;
+	} else {
+		r = tls_export_secret(tls, LANE_SEAL_EXPORT_LABEL, secret, sizeof(secret));
+	}
+	if (r < 0) {
+		return r;
+	}
+	(*nsealed)++;
+	memcpy(ret_secret, secret, sizeof(secret));
+	OPENSSL_cleanse(secret, sizeof(secret));
+	return 0;
+}
 
 /* HKDF-SHA256 of the secret; info = what, the lane (u16 BE) and a direction letter. */
 static int derive(const uint8_t secret[LANE_SEAL_SECRET_LEN], const char *what, unsigned lane,

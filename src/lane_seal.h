@@ -2,10 +2,10 @@
 /*
  * Sealed lanes: AES-256-GCM for every frame a tcp lane carries.
  *
- * Both ends of a session hold one 32-byte secret exported from the TLS
- * control channel (tls_export_secret, label LANE_SEAL_EXPORT_LABEL). Each
- * lane and direction gets its own key from it (HKDF-SHA256, info names the
- * lane and the direction), and each frame its own nonce: a 4-byte prefix
+ * Both ends of a transfer hold one 32-byte secret exported from the TLS
+ * control channel and bound to that transfer (lane_seal_export). Each lane
+ * and direction gets its own key from it (HKDF-SHA256, info names the lane
+ * and the direction), and each frame its own nonce: a 4-byte prefix
  * (lane, direction) and a 64-bit count of the frames sent that way on that
  * lane. The count never repeats and both ends keep it, so a frame replayed,
  * dropped, reordered or moved to another lane fails its tag; the frame header
@@ -22,8 +22,22 @@
 #define LANE_SEAL_KEY_LEN    32
 #define LANE_SEAL_TAG_LEN    16
 #define LANE_SEAL_NONCE_LEN  12
-/* RFC 8446 7.5 exporter label; the context is empty. */
-#define LANE_SEAL_EXPORT_LABEL "EXPORTER-rdmacp-lane-seal-v1"
+/*
+ * RFC 8446 7.5 exporter labels. v1: no context, so the same secret for every
+ * transfer of a connection (peers without PROTO_CAP_TRANSFER_KEYS). v2: the
+ * context is the transfer's kind and OPEN_OK's one-time token.
+ */
+#define LANE_SEAL_EXPORT_LABEL	  "EXPORTER-rdmacp-lane-seal-v1"
+#define LANE_SEAL_EXPORT_LABEL_V2 "EXPORTER-rdmacp-lane-seal-v2"
+
+/* The kind of a sealed transfer: the first byte of its v2 exporter context. */
+enum lane_seal_purpose {
+	LANE_SEAL_PUSH = 1,
+	LANE_SEAL_PULL = 2,
+	LANE_SEAL_BENCH = 3,
+};
+
+struct tls_conn;
 
 struct lane_seal {
 	void *ctx; /* EVP_CIPHER_CTX */
@@ -31,6 +45,22 @@ struct lane_seal {
 	uint64_t count; /* frames begun so far */
 	bool encrypt;
 };
+
+/*
+ * The secret of one sealed transfer (OPEN or BENCH) on control connection
+ * tls, the same at both ends; every caller, daemon and client, goes through
+ * here. both_caps: the HELLO capabilities both ends announced. With
+ * PROTO_CAP_TRANSFER_KEYS the v2 label binds it to purpose and token (OPEN_OK's,
+ * tokenlen 1..64 bytes), so each transfer counts its nonces from 0 under keys
+ * of its own. Without, v1 gives every transfer of the connection the same
+ * secret, and a second one would repeat the first one's nonces under the same
+ * keys: only the connection's first sealed transfer may have it, any later one
+ * is -EKEYREJECTED. *nsealed counts the connection's sealed transfers (0 when
+ * it opens) and grows by one on success. -EINVAL, -EIO from the export.
+ */
+int lane_seal_export(struct tls_conn *tls, uint64_t both_caps, enum lane_seal_purpose purpose,
+		     const uint8_t *token, size_t tokenlen, unsigned *nsealed,
+		     uint8_t ret_secret[LANE_SEAL_SECRET_LEN]);
 
 /*
  * The key of one lane and direction. from_connector: frames the side that
