@@ -216,7 +216,7 @@ static int bench_run(struct daemon_conn *s, struct bench_result *res, struct eng
 	if (rc != 0) {
 		return rc;
 	}
-	rc = daemon_conn_connect_data(s, &ok.u.open_ok, &ep, &x);
+	rc = daemon_conn_connect_data(s, &ok.u.open_ok, LANE_SEAL_BENCH, &ep, &x);
 	if (rc != 0) {
 		return rc;
 	}

@@ -611,12 +611,37 @@ static int connect_open(struct daemon_conn *s, uint8_t direction, uint32_t flags
 }
 
 /*
+ * The keys of sealed lanes, from the TLS session and bound to this transfer
+ * (purpose, OPEN_OK's token): frames (the tcp transport) or slots (ep).
+ */
+static int seal_keys(struct daemon_conn *s, const struct msg_open_ok *ok,
+		     enum lane_seal_purpose purpose, uint8_t secret[LANE_SEAL_SECRET_LEN])
+{
+	int r = lane_seal_export(s->tls, hello_local_caps() & s->hello.caps, purpose, ok->token,
+				 sizeof(ok->token), &s->sealed_transfers, secret);
+
+	if (r == -EKEYREJECTED) {
+		/* rdmacp opens a connection per transfer: this guards a change that reuses one. */
+		log_error("%s: the daemon is too old for a second encrypted transfer on one "
+			  "connection (its lane keys would repeat): upgrade it",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
+	if (r < 0) {
+		log_error_errno(r, "lane keys from the TLS session: %m");
+		return EXIT_TRANSPORT;
+	}
+	return 0;
+}
+
+/*
  * The data lanes OPEN_OK offers. Sealed lanes take their keys from the TLS
  * session: the tcp transport seals its frames, on verbs the engine seals
  * each slot (ep).
  */
 static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
-			struct engine_params *ep, struct xport **ret)
+			enum lane_seal_purpose purpose, struct engine_params *ep,
+			struct xport **ret)
 {
 	const struct xport_ops *ops = xport_ops_by_kind(ok->transport);
 	struct xport_params xp = { 0 };
@@ -647,13 +672,10 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 		xp.seal = frames;
 		ep->seal_slots = !frames;
 		ep->seal_tamper = frames ? 0 : xp.test_tamper;
-		r = tls_export_secret(s->tls, LANE_SEAL_EXPORT_LABEL,
-				      frames ? xp.seal_secret : ep->seal_secret,
-				      LANE_SEAL_SECRET_LEN);
-		if (r < 0) {
-			log_error_errno(r, "lane keys from the TLS session: %m");
+		r = seal_keys(s, ok, purpose, frames ? xp.seal_secret : ep->seal_secret);
+		if (r != 0) {
 			explicit_bzero(ep->seal_secret, sizeof(ep->seal_secret));
-			return EXIT_TRANSPORT;
+			return r;
 		}
 	}
 	for (unsigned i = 0; i < s->o->ndevices; i++) {
@@ -758,12 +780,15 @@ static int send_get(struct daemon_conn *s, char **paths, size_t n);
 static int run_engine(struct daemon_conn *s, struct xfer *x, struct engine_params *ep,
 		      const struct msg_open_ok *ok, struct engine_stats *st)
 {
+	/* A push's lane keys are never a pull's (lane_seal_export). */
+	enum lane_seal_purpose purpose =
+	    ep->role == ENGINE_SENDER ? LANE_SEAL_PUSH : LANE_SEAL_PULL;
 	struct xport *xp = NULL;
 	uint32_t code = 0;
 	char err[1200];
 	int rc, r;
 
-	rc = ok ? connect_data(s, ok, ep, &xp) : 0;
+	rc = ok ? connect_data(s, ok, purpose, ep, &xp) : 0;
 	if (rc != 0) {
 		return rc;
 	}
@@ -1532,7 +1557,8 @@ int daemon_conn_pick_transport(struct daemon_conn *s, uint8_t *ret)
 }
 
 int daemon_conn_connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
-			     struct engine_params *ep, struct xport **ret)
+			     enum lane_seal_purpose purpose, struct engine_params *ep,
+			     struct xport **ret)
 {
-	return connect_data(s, ok, ep, ret);
+	return connect_data(s, ok, purpose, ep, ret);
 }

@@ -10,6 +10,7 @@
 #include "chan.h"
 #include "client.h"
 #include "fit.h"
+#include "lane_seal.h"
 #include "tls.h"
 
 struct daemon_conn {
@@ -34,6 +35,8 @@ struct daemon_conn {
 	const char *clear_why;
 	/* OPEN asked for the WRITE + SEND verbs path (this host's device needs it). */
 	bool write_send;
+	/* Sealed transfers on this connection so far (lane_seal_export counts them). */
+	unsigned sealed_transfers;
 };
 
 /* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */
@@ -77,6 +80,8 @@ int daemon_conn_check_lanes(struct daemon_conn *s, const struct msg_open_ok *ok)
 /*
  * Connects the data lanes OPEN_OK offers; sealed verbs lanes set ep's slot
  * sealing and its secret, which the caller wipes once the engine has run.
+ * purpose: what was asked (OPEN's direction, or BENCH), part of the keys.
  */
 int daemon_conn_connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
-			     struct engine_params *ep, struct xport **ret);
+			     enum lane_seal_purpose purpose, struct engine_params *ep,
+			     struct xport **ret);

@@ -79,6 +79,7 @@ struct conn {
 	 */
 	struct filter_list filter;
 	bool have_filter;
+	unsigned sealed_transfers; /* lane_seal_export's count: v1 keys seal only the first */
 };
 
 static int refuse(struct conn *c, uint32_t code, const char *fmt, ...)
@@ -551,12 +552,14 @@ static int decide_sealing_for(struct conn *c, uint8_t wish, int encryption, cons
 /*
  * Sealed lanes' keys, from the TLS session: the tcp transport seals its
  * frames (xp), on verbs the engine seals each slot (ep). Both ends export
- * the same secret; they never carry it.
+ * the same secret, bound to this transfer (its purpose and xp->token); they
+ * never carry it.
  */
 static int seal_keys(struct conn *c, const struct xport_ops *ops, struct xport_params *xp,
-		     struct engine_params *ep)
+		     struct engine_params *ep, enum lane_seal_purpose purpose)
 {
 	uint8_t *secret = ops->kind == XPORT_KIND_TCP ? xp->seal_secret : ep->seal_secret;
+	int r;
 
 	if (ops->kind == XPORT_KIND_TCP) {
 		xp->seal = true;
@@ -564,7 +567,14 @@ static int seal_keys(struct conn *c, const struct xport_ops *ops, struct xport_p
 		ep->seal_slots = true;
 		ep->seal_tamper = xp->test_tamper;
 	}
-	if (tls_export_secret(c->tls, LANE_SEAL_EXPORT_LABEL, secret, LANE_SEAL_SECRET_LEN) < 0) {
+	r = lane_seal_export(c->tls, hello_local_caps() & c->peer_caps, purpose, xp->token,
+			     sizeof(xp->token), &c->sealed_transfers, secret);
+	if (r == -EKEYREJECTED) {
+		return refuse(c, PERR_ENCRYPTION,
+			      "this client cannot encrypt a second transfer on one connection "
+			      "(its lane keys would repeat): upgrade it, or reconnect");
+	}
+	if (r < 0) {
 		return refuse(c, PERR_INTERNAL, "no lane keys from the TLS session");
 	}
 	return 0;
@@ -774,7 +784,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o,
 	ep.hash_threads = engine_hash_threads(cfg->hash_threads, ops->kind == XPORT_KIND_VERBS);
 	r = decide_sealing(c, o, gr, ops, &sealed);
 	if (r >= 0 && sealed) {
-		r = seal_keys(c, ops, &xp, &ep);
+		r = seal_keys(c, ops, &xp, &ep, pull_srcs ? LANE_SEAL_PULL : LANE_SEAL_PUSH);
 	}
 	if (r < 0) {
 		ops->listener_close(l);
@@ -923,7 +933,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b,
 	/* Sealed lanes as for a copy, under [global]'s "encryption" (a bench has no module). */
 	r = decide_sealing_for(c, b->encrypt, gr->encryption, "this daemon", ops, &sealed);
 	if (r >= 0 && sealed) {
-		r = seal_keys(c, ops, &xp, &ep);
+		r = seal_keys(c, ops, &xp, &ep, LANE_SEAL_BENCH);
 	}
 	if (r < 0) {
 		ops->listener_close(l);
