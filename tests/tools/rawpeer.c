@@ -24,7 +24,7 @@
  * except the expect steps, which are silent when they hold.
  * Incoming messages print as:
  *   HELLO versions=1..1 caps=0xf software=...   ERROR PERMISSION text...
- *   OPEN_OK transport=tcp lanes=1 port=P chunk=1048576 slots=8
+ *   OPEN_OK transport=tcp lanes=1 port=P chunk=1048576 slots=8 [sealed|clear]
  *   RING addr=0x... desc=0x... rkey=0x... nkeys=1 slots=8 chunk=1048576
  *   FILES 1:name:size:mode:type ...   FILES_ACK 1=OK 2=DUPLICATE(text)
  *   FILE_DONE 1 OK bytes=N hash=HEX text   FILE_RESULT 1 OK text
@@ -39,17 +39,27 @@
  *   hello [MIN:MAX] [caps=N] [sw=TEXT]  send HELLO, print the answer
  *   ping [NONCE]                send PING, wait for PONG
  *   open push|pull PATH [dir] [recursive] [preserve] [owner] [dry] [lanes=N]
- *        [chunk=B] [slots=S] [transport=tcp|verbs|auto] [flags=N]
+ *        [chunk=B] [slots=S] [transport=tcp|verbs|auto] [flags=N] [encrypt=W]
  *                               send OPEN, wait for OPEN_OK / END (dry) / ERROR;
- *                               defaults lanes=1 chunk=1048576 slots=8 tcp
- *   bench BYTES [lanes=N] [chunk=B] [slots=S]
+ *                               defaults lanes=1 chunk=1048576 slots=8 tcp;
+ *                               encrypt=W: the encrypt flag and wish W (1 prefer,
+ *                               2 require; announce 0x20000 in hello)
+ *   bench BYTES [lanes=N] [chunk=B] [slots=S] [encrypt=W]
  *                               send BENCH (seed 1, tcp), wait for OPEN_OK / ERROR
- *   lanes [token=HEX64] [nlanes=N] [replay]
+ *   lanes [token=HEX64] [nlanes=N] [replay] [v1]
  *                               connect the tcp data lanes with OPEN_OK's token
  *                               (or another), register a local buffer of two
  *                               chunks, post receives for credits; with replay
  *                               (lanes already up): connect once more with the
- *                               same parameters and drop that connection
+ *                               same parameters and drop that connection. Lanes
+ *                               OPEN_OK says are sealed take their keys as rdmacp
+ *                               does (lane_seal_export: bound to the transfer when
+ *                               both HELLOs have 0x40000000; else the connection's
+ *                               first sealed transfer only, "SEAL_REFUSED" after);
+ *                               v1: as a client from before transfer keys, the
+ *                               connection's one v1 secret, every time
+ *   drop-lanes                  close the data lanes and forget the transfer, so
+ *                               that another open or bench may follow
  *   ring                        wait for RING and remember it
  *   files ID:NAME:SIZE[:MODE_OCTAL[:TYPE[:LINK]]]... [mtime=S] [uid=N] [gid=N]
  *                               one FILES batch; TYPE file|dir|symlink|hardlink; NAME and
@@ -133,6 +143,7 @@
 #include "chan.h"
 #include "clock.h"
 #include "hash.h"
+#include "lane_seal.h"
 #include "log.h"
 #include "macro.h"
 #include "net.h"
@@ -164,10 +175,13 @@ struct peer {
 	char closed_how[64];
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
+	uint64_t caps, peer_caps;  /* the HELLOs: ours, the daemon's */
+	unsigned sealed_transfers; /* lane_seal_export's count */
 
 	/* the transfer */
 	bool have_ok;
 	struct msg_open_ok ok;
+	enum lane_seal_purpose purpose; /* what asked for ok: OPEN's direction, BENCH */
 	struct xport *x;
 	struct xport_mr *mr;
 	uint8_t *buf; /* two chunks, then STAGE_BYTES */
@@ -443,12 +457,16 @@ static void print_msg(struct peer *p, const struct msg *m, const char *suffix)
 		    m->u.error.text[0] ? " " : "", esc(m->u.error.text, e1, sizeof(e1)), suffix);
 		return;
 	case MSG_OPEN_OK:
-		say(p, "OPEN_OK transport=%s lanes=%u port=%u chunk=%u slots=%u%s",
+		say(p, "OPEN_OK transport=%s lanes=%u port=%u chunk=%u slots=%u%s%s",
 		    m->u.open_ok.transport == XPORT_KIND_TCP	 ? "tcp"
 		    : m->u.open_ok.transport == XPORT_KIND_VERBS ? "verbs"
 								 : "?",
 		    m->u.open_ok.lanes, m->u.open_ok.data_port, m->u.open_ok.chunk_size,
-		    m->u.open_ok.slots, suffix);
+		    m->u.open_ok.slots,
+		    m->u.open_ok.lanes_sealed == PROTO_LANES_SEALED  ? " sealed"
+		    : m->u.open_ok.lanes_sealed == PROTO_LANES_CLEAR ? " clear"
+								     : "",
+		    suffix);
 		return;
 	case MSG_FILE_DONE:
 		hash_to_hex(m->u.file_done.hash, hex);
@@ -852,7 +870,7 @@ static int connect_control(struct peer *p)
 
 static int step_hello(struct peer *p, char **args, int nargs)
 {
-	struct msg m = { .type = MSG_HELLO };
+	struct msg m = { .type = MSG_HELLO }, reply;
 	const char *caps = opt_value(args, nargs, "caps"), *sw = opt_value(args, nargs, "sw");
 	unsigned lo = PROTO_VERSION_MIN, hi = PROTO_VERSION;
 
@@ -868,10 +886,17 @@ static int step_hello(struct peer *p, char **args, int nargs)
 		return usage_error("hello: bad caps=%s", caps);
 	}
 	snprintf(m.u.hello.software, sizeof(m.u.hello.software), "%s", sw ? sw : "rawpeer");
+	p->caps = m.u.hello.caps;
 	if (send_msg(p, &m) < 0) {
 		return 0;
 	}
-	return await_print(p, MSG_HELLO);
+	if (await(p, TYPE_BIT(MSG_HELLO), "HELLO", &reply) > 0) {
+		if (reply.type == MSG_HELLO) {
+			p->peer_caps = reply.u.hello.caps;
+		}
+		msg_clear(&reply);
+	}
+	return 0;
 }
 
 static int step_ping(struct peer *p, char **args, int nargs)
@@ -892,7 +917,7 @@ static int step_open(struct peer *p, char **args, int nargs)
 {
 	struct msg m = { .type = MSG_OPEN }, reply;
 	const char *tr = opt_value(args, nargs, "transport");
-	uint32_t v;
+	uint32_t v, wish;
 
 	if (!strcmp(args[0], "push")) {
 		m.u.open.direction = PROTO_DIR_PUSH;
@@ -929,10 +954,16 @@ static int step_open(struct peer *p, char **args, int nargs)
 	if (opt_u32(args, nargs, "flags", m.u.open.flags, &m.u.open.flags) < 0 ||
 	    opt_u32(args, nargs, "lanes", 1, &v) < 0 || v > 255 ||
 	    opt_u32(args, nargs, "chunk", DEFAULT_CHUNK, &m.u.open.chunk_size) < 0 ||
-	    opt_u32(args, nargs, "slots", DEFAULT_SLOTS, &m.u.open.slots) < 0) {
+	    opt_u32(args, nargs, "slots", DEFAULT_SLOTS, &m.u.open.slots) < 0 ||
+	    opt_u32(args, nargs, "encrypt", 0, &wish) < 0 || wish > 255) {
 		return usage_error("open: bad option");
 	}
 	m.u.open.lanes = (uint8_t)v;
+	if (wish) {
+		m.u.open.flags |= PROTO_OPEN_ENCRYPT;
+		m.u.open.encrypt = (uint8_t)wish;
+	}
+	p->purpose = m.u.open.direction == PROTO_DIR_PULL ? LANE_SEAL_PULL : LANE_SEAL_PUSH;
 	if (send_msg(p, &m) < 0) {
 		return 0;
 	}
@@ -950,17 +981,20 @@ static int step_open(struct peer *p, char **args, int nargs)
 static int step_bench(struct peer *p, char **args, int nargs)
 {
 	struct msg m = { .type = MSG_BENCH }, reply;
-	uint32_t lanes;
+	uint32_t lanes, wish;
 
 	m.u.bench.transport = XPORT_KIND_TCP;
 	if (parse_u64(args[0], &m.u.bench.bytes) < 0 ||
 	    opt_u32(args + 1, nargs - 1, "lanes", 1, &lanes) < 0 || lanes > 255 ||
 	    opt_u32(args + 1, nargs - 1, "chunk", DEFAULT_CHUNK, &m.u.bench.chunk_size) < 0 ||
-	    opt_u32(args + 1, nargs - 1, "slots", DEFAULT_SLOTS, &m.u.bench.slots) < 0) {
+	    opt_u32(args + 1, nargs - 1, "slots", DEFAULT_SLOTS, &m.u.bench.slots) < 0 ||
+	    opt_u32(args + 1, nargs - 1, "encrypt", 0, &wish) < 0 || wish > 255) {
 		return usage_error("bench: bad option");
 	}
 	m.u.bench.lanes = (uint8_t)lanes;
+	m.u.bench.encrypt = (uint8_t)wish;
 	m.u.bench.seed = 1;
+	p->purpose = LANE_SEAL_BENCH;
 	if (send_msg(p, &m) < 0) {
 		return 0;
 	}
@@ -1005,6 +1039,24 @@ static int step_lanes(struct peer *p, char **args, int nargs)
 	xp.rq_depth = p->ok.slots + 16;
 	xp.timeout_ms = p->timeout_ms;
 	net_set_port(&addr, p->ok.data_port);
+	if (p->ok.lanes_sealed == PROTO_LANES_SEALED && !p->x) {
+		/* The keys of OPEN_OK's token (not token=): what rdmacp would take. */
+		xp.seal = true;
+		if (has_word(args, nargs, "v1")) {
+			r = tls_export_secret(p->tls, LANE_SEAL_EXPORT_LABEL, xp.seal_secret,
+					      sizeof(xp.seal_secret));
+		} else {
+			r = lane_seal_export(p->tls, p->caps & p->peer_caps, p->purpose,
+					     p->ok.token, sizeof(p->ok.token), &p->sealed_transfers,
+					     xp.seal_secret);
+		}
+		if (r < 0) {
+			say(p, "SEAL_REFUSED no lane keys for this transfer: %s",
+			    r == -EKEYREJECTED ? "they would repeat an earlier transfer's"
+					       : strerror(-r));
+			return 0;
+		}
+	}
 	if (p->x) {
 		/* A second connection with the same (or another) token: is it refused? */
 		struct xport *again = NULL;
@@ -1019,6 +1071,7 @@ static int step_lanes(struct peer *p, char **args, int nargs)
 		return 0;
 	}
 	r = xport_tcp_ops.connect((struct sockaddr *)&addr, p->addrlen, &xp, &p->x);
+	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
 	if (r < 0) {
 		say(p, "LANES_FAILED %u lanes to port %u: %s", nlanes, p->ok.data_port,
 		    strerror(-r));
@@ -1045,7 +1098,37 @@ static int step_lanes(struct peer *p, char **args, int nargs)
 			}
 		}
 	}
-	say(p, "LANES connected=%u port=%u", nlanes, p->ok.data_port);
+	say(p, "LANES connected=%u port=%u%s", nlanes, p->ok.data_port, xp.seal ? " sealed" : "");
+	return 0;
+}
+
+/* The data path's end: lanes, registrations, buffers, the ring; the connection stays. */
+static void drop_transfer(struct peer *p)
+{
+	if (p->x) {
+		if (p->mr) {
+			p->x->ops->dereg_mr(p->x, p->mr);
+		}
+		if (p->rmr) {
+			p->x->ops->dereg_mr(p->x, p->rmr);
+		}
+		p->x->ops->destroy(p->x);
+	}
+	p->x = NULL;
+	p->mr = p->rmr = NULL;
+	free(p->buf);
+	free(p->rring);
+	p->buf = p->rring = NULL;
+	p->buflen = 0;
+	p->have_ok = p->have_ring = false;
+	memset(p->credit, 0, sizeof(p->credit));
+	memset(p->lane_errs, 0, sizeof(p->lane_errs));
+}
+
+static int step_drop_lanes(struct peer *p, char **args, int nargs)
+{
+	drop_transfer(p);
+	say(p, "LANES dropped");
 	return 0;
 }
 
@@ -2024,6 +2107,7 @@ static const struct step steps[] = {
 	{ "ping", 0, 1, step_ping, true },
 	{ "open", 2, -1, step_open, true },
 	{ "lanes", 0, 4, step_lanes, true },
+	{ "drop-lanes", 0, 0, step_drop_lanes, true },
 	{ "ring", 0, 0, step_ring, true },
 	{ "bench", 1, -1, step_bench, true },
 	{ "files", 1, -1, step_files, true },
@@ -2068,9 +2152,9 @@ static void usage(FILE *f)
 	      "steps (see the top of tests/tools/rawpeer.c for details):\n"
 	      "  hello [MIN:MAX] [caps=N] [sw=TEXT]    ping [NONCE]\n"
 	      "  open push|pull PATH [dir] [recursive] [preserve] [owner] [dry] [lanes=N]\n"
-	      "       [chunk=B] [slots=S] [transport=tcp|verbs|auto] [flags=N]\n"
-	      "  bench BYTES [lanes=N] [chunk=B] [slots=S]\n"
-	      "  lanes [token=HEX] [nlanes=N] [replay]    ring\n"
+	      "       [chunk=B] [slots=S] [transport=tcp|verbs|auto] [flags=N] [encrypt=W]\n"
+	      "  bench BYTES [lanes=N] [chunk=B] [slots=S] [encrypt=W]\n"
+	      "  lanes [token=HEX] [nlanes=N] [replay] [v1]    drop-lanes    ring\n"
 	      "  files ID:NAME:SIZE[:MODE_OCTAL[:TYPE[:LINK]]]... [mtime=S] [uid=N] [gid=N]\n"
 	      "  ack    result    credits\n"
 	      "  chunk SLOT ID OFFSET LEN SRC|fill=BYTE [lane=L] [did=N] [dlen=N] [doff=N]\n"
@@ -2211,17 +2295,7 @@ int main(int argc, char **argv)
 			rc = r;
 		}
 	}
-	if (p.x) {
-		if (p.mr) {
-			p.x->ops->dereg_mr(p.x, p.mr);
-		}
-		if (p.rmr) {
-			p.x->ops->dereg_mr(p.x, p.rmr);
-		}
-		p.x->ops->destroy(p.x);
-	}
-	free(p.buf);
-	free(p.rring);
+	drop_transfer(&p);
 	if (p.connected) {
 		chan_done(&p.chan);
 		tls_conn_free(p.tls);
