@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rawpeer: a scriptable HOSTILE client for rdmacpd, for integration tests.
- * Built with the project's own library (TLS, channel, codec, tcp transport,
- * hash), so every frame it sends is well formed unless a step says otherwise,
- * and every step can misbehave on purpose. Not a test itself: the scripts in
+ * Built with the project's own library (TLS, channel, codec, the tcp and
+ * verbs transports, hash), so every frame it sends is well formed unless a
+ * step says otherwise, and every step can misbehave on purpose. The data
+ * lanes are those OPEN_OK names: tcp, or verbs (RC QPs through rdma_cm; on
+ * this project's machines only inside the Soft-RoCE VM, tests/rxe-vm), and
+ * every data step works the same on both. Not a test itself: the scripts in
  * tests/integration drive it.
  *
  * usage: rawpeer [--host H] -P PORT --cert C --key K --ca CA [--source ADDR]
@@ -13,7 +16,9 @@
  *   -P PORT         the daemon's control port
  *   --cert/--key    our client certificate and key (PEM); --ca verifies the daemon
  *   --source ADDR   connect the control connection from this local address
- *                   (the data lanes leave from the kernel's choice)
+ *                   (the data lanes leave from the kernel's, or rdma_cm's,
+ *                   choice: a verbs daemon takes lanes only from the control
+ *                   connection's address)
  *   --timeout SECS  how long a step waits for an answer (default 10)
  *
  * The control connection (TCP + TLS 1.3) is made first and prints
@@ -29,9 +34,11 @@
  *   FILES 1:name:size:mode:type ...   FILES_ACK 1=OK 2=DUPLICATE(text)
  *   FILE_DONE 1 OK bytes=N hash=HEX text   FILE_RESULT 1 OK text
  *   END files=N bytes=N   PING nonce=N (answered)   PONG nonce=N
+ *   LANE_DOWN lane=L count=N
  *   closed (close_notify) after S s   closed (EOF without close_notify) after S s
  * (To tell the two closes apart, expect "(close_notify)".) Data-path failures
- * print "DATA_ERROR lane=L STATUS: reason" once per lane and status; chunk,
+ * print "DATA_ERROR lane=L STATUS: reason" once per lane and status (and
+ * "DATA_ERROR transport: ..." once when the transport itself fails); chunk,
  * poke and write end with "placed" or "failed (IBV_WC_REM_ACCESS_ERR)" etc.
  * Numbers take 0x; a read step gives up after --timeout ("TIMEOUT ...").
  *
@@ -47,11 +54,16 @@
  *   bench BYTES [lanes=N] [chunk=B] [slots=S] [encrypt=W]
  *                               send BENCH (seed 1, tcp), wait for OPEN_OK / ERROR
  *   lanes [token=HEX64] [nlanes=N] [replay] [v1]
- *                               connect the tcp data lanes with OPEN_OK's token
- *                               (or another), register a local buffer of two
- *                               chunks, post receives for credits; with replay
- *                               (lanes already up): connect once more with the
- *                               same parameters and drop that connection. Lanes
+ *                               connect the data lanes of OPEN_OK's transport
+ *                               with its token (or another), register a local
+ *                               buffer of two chunks, post receives for
+ *                               credits; prints "LANES connected=N port=P
+ *                               transport=tcp|verbs". Verbs lanes take the
+ *                               WRITE + SEND path when the OPEN's flags= had
+ *                               it (0x40000) and OPEN_OK's rails when it lists
+ *                               them, as rdmacp does. With replay (lanes
+ *                               already up): connect once more with the same
+ *                               parameters and drop that connection. tcp lanes
  *                               OPEN_OK says are sealed take their keys as rdmacp
  *                               does (lane_seal_export: bound to the transfer when
  *                               both HELLOs have 0x40000000; else the connection's
@@ -73,11 +85,16 @@
  *                               WRITE_WITH_IMM; d* override descriptor fields;
  *                               waits until both are placed (LEN, as for poke
  *                               and write, at most two chunks)
- *   poke SLOT OFFSET_IN_SLOT HEX|fill=BYTE:LEN [lane=L] [area=desc] [rkey=N]
+ *   poke SLOT OFFSET_IN_SLOT HEX|fill=BYTE:LEN [lane=L] [area=desc] [rkey=N|^N]
  *                               bare RDMA WRITE into a ring slot (or its
  *                               descriptor with area=desc): no descriptor, no imm
- *   write ADDR LEN [fill=BYTE] [rkey=N] [lane=L] [imm=N]
+ *   write ADDR LEN [fill=BYTE] [rkey=N|^N] [lane=L] [imm=N]
  *                               a WRITE (WRITE_WITH_IMM with imm=) to any address
+ *                               (ADDR in the RING's address space: the ring's
+ *                               registration starts at its addr=)
+ *                               rkey= (poke, write): that key; ^N: the RING's
+ *                               key for the lane XOR N (a wrong key whatever
+ *                               the daemon's are); default the RING's key
  *   credits                     print the slots we hold credits for
  *   done ID BYTES HASHSRC [status=CODE] [text=T]
  *                               FILE_DONE; HASHSRC is a file (XXH3-128 of all
@@ -121,6 +138,9 @@
  *   ("done" quoted only because shellcheck takes it for the keyword.)
  *   pull:  "${RAWPEER[@]}" hello open pull data/f lanes get data/f recv-all \
  *            expect "complete (END)" bye close
+ * On verbs (inside the Soft-RoCE VM; tests/rxe-vm/hostile.sh has the attacks):
+ *   --host 10.0.0.2 --source 10.0.0.1 ... open push data/f transport=verbs lanes \
+ *            expect "transport=verbs" ring ... (the same steps from there)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -182,11 +202,13 @@ struct peer {
 	bool have_ok;
 	struct msg_open_ok ok;
 	enum lane_seal_purpose purpose; /* what asked for ok: OPEN's direction, BENCH */
+	uint32_t open_flags; /* the last OPEN's: WRITE_SEND picks the verbs lanes' path */
 	struct xport *x;
 	struct xport_mr *mr;
 	uint8_t *buf; /* two chunks, then STAGE_BYTES */
 	size_t buflen;
 	uint32_t lane_errs[XPORT_MAX_LANES]; /* statuses already printed, as bits */
+	bool poll_failed;		     /* poll_cq's own failure printed */
 	bool have_ring;
 	struct msg_ring ring;
 	uint8_t credit[PROTO_MAX_SLOTS]; /* 1: we may write the slot */
@@ -430,6 +452,11 @@ static int status_by_name(const char *s, uint32_t *ret)
 
 /* ---- printing messages ------------------------------------------------- */
 
+static const char *transport_name(unsigned kind)
+{
+	return kind == XPORT_KIND_TCP ? "tcp" : kind == XPORT_KIND_VERBS ? "verbs" : "?";
+}
+
 static const char *ftype_name(uint8_t t)
 {
 	return t == PROTO_FT_REG	? "file"
@@ -458,11 +485,8 @@ static void print_msg(struct peer *p, const struct msg *m, const char *suffix)
 		return;
 	case MSG_OPEN_OK:
 		say(p, "OPEN_OK transport=%s lanes=%u port=%u chunk=%u slots=%u%s%s",
-		    m->u.open_ok.transport == XPORT_KIND_TCP	 ? "tcp"
-		    : m->u.open_ok.transport == XPORT_KIND_VERBS ? "verbs"
-								 : "?",
-		    m->u.open_ok.lanes, m->u.open_ok.data_port, m->u.open_ok.chunk_size,
-		    m->u.open_ok.slots,
+		    transport_name(m->u.open_ok.transport), m->u.open_ok.lanes,
+		    m->u.open_ok.data_port, m->u.open_ok.chunk_size, m->u.open_ok.slots,
 		    m->u.open_ok.lanes_sealed == PROTO_LANES_SEALED  ? " sealed"
 		    : m->u.open_ok.lanes_sealed == PROTO_LANES_CLEAR ? " clear"
 								     : "",
@@ -486,6 +510,10 @@ static void print_msg(struct peer *p, const struct msg *m, const char *suffix)
 	case MSG_PING:
 	case MSG_PONG:
 		say(p, "%s nonce=%" PRIu64 "%s", proto_type_name(m->type), m->u.ping.nonce, suffix);
+		return;
+	case MSG_LANE_DOWN:
+		say(p, "LANE_DOWN lane=%u count=%" PRIu64 "%s", m->u.lane_down.lane,
+		    m->u.lane_down.count, suffix);
 		return;
 	default:
 		break;
@@ -573,7 +601,18 @@ static void drain_cq(struct peer *p, uint64_t want_id, int *ret_done, struct rec
 	if (!p->x) {
 		return;
 	}
-	while ((n = p->x->ops->poll_cq(p->x, wc, ARRAY_SIZE(wc))) > 0) {
+	while ((n = p->x->ops->poll_cq(p->x, wc, ARRAY_SIZE(wc))) != 0) {
+		if (n < 0) {
+			/* The transport as a whole (verbs: a device event), said once. */
+			if (!p->poll_failed) {
+				const char *why =
+				    p->x->ops->last_error ? p->x->ops->last_error(p->x) : NULL;
+				p->poll_failed = true;
+				say(p, "DATA_ERROR transport: %s (%s)", strerror(-n),
+				    why ? why : "no reason given");
+			}
+			return;
+		}
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != XPORT_WC_SUCCESS) {
 				lane_error(p, &wc[i]);
@@ -634,6 +673,9 @@ static int post_and_wait(struct peer *p, struct xport_wr *wrs, size_t n)
 		drain_cq(p, p->wr_id, &done, NULL);
 		if (done) {
 			break;
+		}
+		if (p->poll_failed) {
+			return -EIO;
 		}
 		if (left <= 0) {
 			say(p, "TIMEOUT waiting for the write to be placed");
@@ -964,6 +1006,7 @@ static int step_open(struct peer *p, char **args, int nargs)
 		m.u.open.encrypt = (uint8_t)wish;
 	}
 	p->purpose = m.u.open.direction == PROTO_DIR_PULL ? LANE_SEAL_PULL : LANE_SEAL_PUSH;
+	p->open_flags = m.u.open.flags;
 	if (send_msg(p, &m) < 0) {
 		return 0;
 	}
@@ -1006,77 +1049,68 @@ static int step_bench(struct peer *p, char **args, int nargs)
 	return 0;
 }
 
-static int step_lanes(struct peer *p, char **args, int nargs)
+/* Daemon rails (OPEN_OK's list, verbs only): lane i to address i % (1 + n), as rdmacp does. */
+static void lanes_rails(const struct msg_open_ok *ok, struct xport_params *xp)
+{
+	for (unsigned i = 0; i < ok->nrails && i < PROTO_MAX_RAILS; i++) {
+		const struct proto_rail *rl = &ok->rails[i];
+		struct sockaddr_storage *a = &xp->rails[xp->nrails++];
+
+		memset(a, 0, sizeof(*a));
+		if (rl->family == PROTO_RAIL_INET) {
+			struct sockaddr_in *a4 = (struct sockaddr_in *)a;
+
+			a4->sin_family = AF_INET;
+			memcpy(&a4->sin_addr, rl->addr, 4);
+		} else {
+			struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)a;
+
+			a6->sin6_family = AF_INET6;
+			memcpy(&a6->sin6_addr, rl->addr, 16);
+		}
+		net_set_port(a, rl->port);
+	}
+}
+
+/*
+ * The lanes' parameters from OPEN_OK (and token=, nlanes=): on verbs also
+ * the path the OPEN asked for (WRITE + SEND) and the daemon's rails. More
+ * receives than slots: a hostile run may draw more credits than it has slots.
+ */
+static int lanes_params(struct peer *p, char **args, int nargs, struct xport_params *xp)
 {
 	const char *tok = opt_value(args, nargs, "token");
-	struct xport_params xp = { 0 };
-	struct sockaddr_storage addr = p->addr;
 	uint32_t nlanes;
-	int r;
 
-	if (!p->have_ok) {
-		return usage_error("lanes: no OPEN_OK yet");
-	}
-	if (p->x && !has_word(args, nargs, "replay")) {
-		return usage_error(
-		    "lanes: already connected (replay connects again, then drops it)");
-	}
 	if (opt_u32(args, nargs, "nlanes", p->ok.lanes, &nlanes) < 0 || nlanes < 1 ||
 	    nlanes > XPORT_MAX_LANES) {
 		return usage_error("lanes: bad nlanes");
 	}
-	memcpy(xp.token, p->ok.token, sizeof(xp.token));
+	memcpy(xp->token, p->ok.token, sizeof(xp->token));
 	if (tok) {
 		_cleanup_free_ uint8_t *b = NULL;
 		size_t n;
 		if (parse_hex(tok, &b, &n) < 0 || n != XPORT_TOKEN_LEN) {
 			return usage_error("lanes: token= takes 64 hex digits");
 		}
-		memcpy(xp.token, b, n);
+		memcpy(xp->token, b, n);
 	}
-	xp.nlanes = nlanes;
-	xp.sq_depth = 4 * p->ok.slots + 16;
-	xp.rq_depth = p->ok.slots + 16;
-	xp.timeout_ms = p->timeout_ms;
-	net_set_port(&addr, p->ok.data_port);
-	if (p->ok.lanes_sealed == PROTO_LANES_SEALED && !p->x) {
-		/* The keys of OPEN_OK's token (not token=): what rdmacp would take. */
-		xp.seal = true;
-		if (has_word(args, nargs, "v1")) {
-			r = tls_export_secret(p->tls, LANE_SEAL_EXPORT_LABEL, xp.seal_secret,
-					      sizeof(xp.seal_secret));
-		} else {
-			r = lane_seal_export(p->tls, p->caps & p->peer_caps, p->purpose,
-					     p->ok.token, sizeof(p->ok.token), &p->sealed_transfers,
-					     xp.seal_secret);
-		}
-		if (r < 0) {
-			say(p, "SEAL_REFUSED no lane keys for this transfer: %s",
-			    r == -EKEYREJECTED ? "they would repeat an earlier transfer's"
-					       : strerror(-r));
-			return 0;
-		}
+	xp->nlanes = nlanes;
+	xp->sq_depth = 4 * p->ok.slots + 16;
+	xp->rq_depth = p->ok.slots + 16;
+	xp->timeout_ms = p->timeout_ms;
+	if (p->ok.transport == XPORT_KIND_VERBS) {
+		xp->write_send = (p->open_flags & PROTO_OPEN_WRITE_SEND) != 0;
+		lanes_rails(&p->ok, xp);
 	}
-	if (p->x) {
-		/* A second connection with the same (or another) token: is it refused? */
-		struct xport *again = NULL;
-		r = xport_tcp_ops.connect((struct sockaddr *)&addr, p->addrlen, &xp, &again);
-		if (r < 0) {
-			say(p, "LANES_FAILED replay: %s", strerror(-r));
-		} else {
-			say(p, "LANES connected=%u port=%u (replay accepted)", nlanes,
-			    p->ok.data_port);
-			again->ops->destroy(again);
-		}
-		return 0;
-	}
-	r = xport_tcp_ops.connect((struct sockaddr *)&addr, p->addrlen, &xp, &p->x);
-	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
-	if (r < 0) {
-		say(p, "LANES_FAILED %u lanes to port %u: %s", nlanes, p->ok.data_port,
-		    strerror(-r));
-		return 0;
-	}
+	return 0;
+}
+
+/* Our buffer (two chunks, then the descriptor's stage), registered; receives posted. */
+static int lanes_memory(struct peer *p, const struct xport_params *xp)
+{
+	int r;
+
 	p->buflen = 2 * (size_t)p->ok.chunk_size + STAGE_BYTES;
 	p->buf = aligned_alloc(4096, (p->buflen + 4095) / 4096 * 4096);
 	if (!p->buf) {
@@ -1088,8 +1122,8 @@ static int step_lanes(struct peer *p, char **args, int nargs)
 		say(p, "LANES_FAILED reg_mr: %s", strerror(-r));
 		return 0;
 	}
-	for (unsigned l = 0; l < nlanes; l++) {
-		for (uint32_t k = 0; k < xp.rq_depth; k++) {
+	for (unsigned l = 0; l < xp->nlanes; l++) {
+		for (uint32_t k = 0; k < xp->rq_depth; k++) {
 			uint64_t id = l;
 			r = p->x->ops->post_recvs(p->x, l, &id, 1);
 			if (r < 0) {
@@ -1098,14 +1132,17 @@ static int step_lanes(struct peer *p, char **args, int nargs)
 			}
 		}
 	}
-	say(p, "LANES connected=%u port=%u%s", nlanes, p->ok.data_port, xp.seal ? " sealed" : "");
-	return 0;
+	return 1;
 }
 
 /* The data path's end: lanes, registrations, buffers, the ring; the connection stays. */
 static void drop_transfer(struct peer *p)
 {
 	if (p->x) {
+		/* verbs: nothing in flight on memory about to go (tcp has no quiesce). */
+		if (p->x->ops->quiesce) {
+			(void)p->x->ops->quiesce(p->x);
+		}
 		if (p->mr) {
 			p->x->ops->dereg_mr(p->x, p->mr);
 		}
@@ -1127,8 +1164,103 @@ static void drop_transfer(struct peer *p)
 
 static int step_drop_lanes(struct peer *p, char **args, int nargs)
 {
+	(void)args;
+	(void)nargs;
 	drop_transfer(p);
 	say(p, "LANES dropped");
+	return 0;
+}
+
+/*
+ * Sealed tcp lanes (OPEN_OK says so): the keys of OPEN_OK's token (not
+ * token=), as rdmacp would take them; v1: a client's from before transfer
+ * keys. 1 to go on, 0 when refused (said), <0 on a usage error.
+ */
+static int lanes_seal(struct peer *p, char **args, int nargs, struct xport_params *xp)
+{
+	int r;
+
+	if (p->ok.lanes_sealed != PROTO_LANES_SEALED || p->x) {
+		return 1;
+	}
+	if (p->ok.transport != XPORT_KIND_TCP) {
+		say(p, "SEAL_REFUSED sealed verbs slots: not in rawpeer");
+		return 0;
+	}
+	xp->seal = true;
+	if (has_word(args, nargs, "v1")) {
+		r = tls_export_secret(p->tls, LANE_SEAL_EXPORT_LABEL, xp->seal_secret,
+				      sizeof(xp->seal_secret));
+	} else {
+		r = lane_seal_export(p->tls, p->caps & p->peer_caps, p->purpose, p->ok.token,
+				     sizeof(p->ok.token), &p->sealed_transfers, xp->seal_secret);
+	}
+	if (r < 0) {
+		explicit_bzero(xp->seal_secret, sizeof(xp->seal_secret));
+		say(p, "SEAL_REFUSED no lane keys for this transfer: %s",
+		    r == -EKEYREJECTED ? "they would repeat an earlier transfer's" : strerror(-r));
+		return 0;
+	}
+	return 1;
+}
+
+static int step_lanes(struct peer *p, char **args, int nargs)
+{
+	const struct xport_ops *ops;
+	struct xport_params xp = { 0 };
+	struct sockaddr_storage addr = p->addr;
+	const char *tr;
+	int r;
+
+	if (!p->have_ok) {
+		return usage_error("lanes: no OPEN_OK yet");
+	}
+	if (p->x && !has_word(args, nargs, "replay")) {
+		return usage_error(
+		    "lanes: already connected (replay connects again, then drops it)");
+	}
+	r = lanes_params(p, args, nargs, &xp);
+	if (r < 0) {
+		return r;
+	}
+	/* The transport OPEN_OK names: tcp connections, or RC QPs through rdma_cm. */
+	ops = xport_ops_by_kind(p->ok.transport);
+	tr = transport_name(p->ok.transport);
+	if (!ops) {
+		say(p, "LANES_FAILED transport %s (%u): not in this build", tr, p->ok.transport);
+		return 0;
+	}
+	net_set_port(&addr, p->ok.data_port);
+	r = lanes_seal(p, args, nargs, &xp);
+	if (r <= 0) {
+		return r;
+	}
+	if (p->x) {
+		/* A second connection with the same (or another) token: is it refused? */
+		struct xport *again = NULL;
+		r = ops->connect((struct sockaddr *)&addr, p->addrlen, &xp, &again);
+		if (r < 0) {
+			say(p, "LANES_FAILED replay: %s", strerror(-r));
+		} else {
+			say(p, "LANES connected=%u port=%u transport=%s (replay accepted)",
+			    xp.nlanes, p->ok.data_port, tr);
+			again->ops->destroy(again);
+		}
+		return 0;
+	}
+	r = ops->connect((struct sockaddr *)&addr, p->addrlen, &xp, &p->x);
+	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
+	if (r < 0) {
+		say(p, "LANES_FAILED %u %s lanes to port %u: %s", xp.nlanes, tr, p->ok.data_port,
+		    strerror(-r));
+		return 0;
+	}
+	r = lanes_memory(p, &xp);
+	if (r <= 0) {
+		return r;
+	}
+	say(p, "LANES connected=%u port=%u transport=%s%s%s", xp.nlanes, p->ok.data_port, tr,
+	    xp.write_send ? " (WRITE + SEND)" : "", xp.seal ? " sealed" : "");
 	return 0;
 }
 
@@ -1311,6 +1443,32 @@ static int opt_lane(struct peer *p, char **args, int nargs, uint32_t *ret)
 	return 0;
 }
 
+/*
+ * rkey=N: that key; rkey=^N: the RING's key for the lane XOR N (a wrong key,
+ * whatever the daemon's are); none: the RING's key for the lane.
+ */
+static int opt_rkey(struct peer *p, char **args, int nargs, uint32_t lane, uint32_t *ret)
+{
+	const char *v = opt_value(args, nargs, "rkey");
+	uint32_t ring = 0, x;
+
+	if (p->have_ring && p->ring.nkeys > 0) {
+		ring = p->ring.rkey[MIN(lane, p->ring.nkeys - 1u)];
+	}
+	*ret = ring;
+	if (!v) {
+		return 0;
+	}
+	if (v[0] == '^') {
+		if (parse_u32(v + 1, &x) < 0) {
+			return usage_error("bad rkey=%s", v);
+		}
+		*ret = ring ^ x;
+		return 0;
+	}
+	return parse_u32(v, ret) < 0 ? usage_error("bad rkey=%s", v) : 0;
+}
+
 static int step_chunk(struct peer *p, char **args, int nargs)
 {
 	uint32_t slot, id, len, lane, dlen, did, dres, imm;
@@ -1431,8 +1589,7 @@ static int step_poke(struct peer *p, char **args, int nargs)
 		memcpy(p->buf, bytes, n);
 	}
 	if (opt_lane(p, args + 3, nargs - 3, &lane) < 0 ||
-	    opt_u32(args + 3, nargs - 3, "rkey", p->ring.rkey[MIN(lane, p->ring.nkeys - 1u)],
-		    &rkey) < 0) {
+	    opt_rkey(p, args + 3, nargs - 3, lane, &rkey) < 0) {
 		return -EINVAL;
 	}
 	if (area && !strcmp(area, "desc")) {
@@ -1478,7 +1635,7 @@ static int step_write(struct peer *p, char **args, int nargs)
 	}
 	imm = opt_value(args + 2, nargs - 2, "imm");
 	if (opt_lane(p, args + 2, nargs - 2, &lane) < 0 ||
-	    opt_u32(args + 2, nargs - 2, "rkey", p->have_ring ? p->ring.rkey[0] : 0, &rkey) < 0 ||
+	    opt_rkey(p, args + 2, nargs - 2, lane, &rkey) < 0 ||
 	    (imm && parse_u32(imm, &immv) < 0)) {
 		return -EINVAL;
 	}
@@ -2159,8 +2316,8 @@ static void usage(FILE *f)
 	      "  ack    result    credits\n"
 	      "  chunk SLOT ID OFFSET LEN SRC|fill=BYTE [lane=L] [did=N] [dlen=N] [doff=N]\n"
 	      "        [seq=N] [dres=N] [imm=N] [nodesc]\n"
-	      "  poke SLOT OFFSET_IN_SLOT HEX|fill=BYTE:LEN [lane=L] [area=desc] [rkey=N]\n"
-	      "  write ADDR LEN [fill=BYTE] [rkey=N] [lane=L] [imm=N]\n"
+	      "  poke SLOT OFFSET_IN_SLOT HEX|fill=BYTE:LEN [lane=L] [area=desc] [rkey=N|^N]\n"
+	      "  write ADDR LEN [fill=BYTE] [rkey=N|^N] [lane=L] [imm=N]\n"
 	      "  done ID BYTES FILE|hex=32HEX [status=CODE] [text=T]\n"
 	      "  get PATH...   end [FILES BYTES]   bye   close   fin\n"
 	      "  frame TYPE HEX|- [len=N] [magic=N] [version=N] [flags=N] [res8=N] [res16=N]\n"
