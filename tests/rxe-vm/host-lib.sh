@@ -2,7 +2,7 @@
 # shellcheck shell=bash
 #
 # Sourced by the tests that boot the VM from this machine (t_verbs_vm.sh,
-# t_crash_vm.sh). They set RUN (tests/rxe-vm/run), CACHE (RXEVM_CACHE) and
+# t_crash_vm.sh, t_verbs_hostile_vm.sh). They set RUN (tests/rxe-vm/run), CACHE (RXEVM_CACHE) and
 # BUILD_DIR, and define skip and die.
 
 cache_var() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; }
