@@ -788,6 +788,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o,
 	}
 	if (r < 0) {
 		ops->listener_close(l);
+		explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
 		explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 		return r;
 	}
@@ -806,6 +807,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o,
 	pinned = engine_pinned_bytes(&ep, ops);
 	if (c->sessions && session_table_reserve(c->sessions, pinned) < 0) {
 		ops->listener_close(l);
+		explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
 		explicit_bzero(ep.seal_secret, sizeof(ep.seal_secret));
 		return refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
 	}
