@@ -7,9 +7,12 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/rand.h>
 
+#include "fspath.h"
+#include "log.h"
 #include "macro.h"
 #include "zfile.h"
 
@@ -153,6 +156,7 @@ struct plan_reader {
 	XXH3_state_t *st;
 	char *buf; /* NDJSON_MAX_LINE + 2 */
 	struct ndjson_obj obj;
+	char top[FSPATH_NAME_MAX + 1]; /* a plan of one tree: its first entry's name */
 	/* The split file whose ranges come next: how many are left, where the next starts. */
 	struct {
 		uint64_t line, size, next_off;
@@ -461,6 +465,53 @@ static int parse_split(struct plan_reader *r, struct plan_entry *e, char *err, s
 	return 0;
 }
 
+/*
+ * A name of the plan is read beneath the source's base and written beneath
+ * the destination: never absolute, never with . or .. (a plan edited by
+ * hand says what it likes, and its digest is no signature: anyone can
+ * compute it again). In a plan of one tree (not --files-from) the first
+ * entry is the tree's top, one name, and every other name is beneath it:
+ * a name beside it would read what the base directory holds beside the
+ * planned source (another plan's tree, say). The first entry: top set.
+ */
+static int check_name(struct plan_reader *r, const char *what, const char *name, bool first,
+		      char *err, size_t errlen)
+{
+	char esc[1024], tesc[1024];
+	size_t tl;
+
+	if (fspath_validate(name) < 0) {
+		return bad(
+		    r, err, errlen,
+		    "the entry's %s '%s' is not a name beneath the source (absolute, or with "
+		    ". or .. in it, or too long)",
+		    what, log_escape_short(name, esc, sizeof(esc)));
+	}
+	if (r->h.files_from) {
+		return 0; /* names beneath the base, the directory --files-from named them in */
+	}
+	if (first) {
+		if (strchr(name, '/')) {
+			return bad(
+			    r, err, errlen,
+			    "the first entry '%s' is not one name: a plan of one tree starts "
+			    "with its top",
+			    log_escape_short(name, esc, sizeof(esc)));
+		}
+		memcpy(r->top, name, strlen(name) + 1);
+		return 0;
+	}
+	tl = strlen(r->top);
+	if (strncmp(name, r->top, tl) != 0 || name[tl] != '/') {
+		return bad(r, err, errlen,
+			   "the entry's %s '%s' is not beneath the plan's top entry '%s' (a name "
+			   "from another plan?)",
+			   what, log_escape_short(name, esc, sizeof(esc)),
+			   log_escape_short(r->top, tesc, sizeof(tesc)));
+	}
+	return 0;
+}
+
 static int parse_entry(struct plan_reader *r, struct plan_entry *e, char *err, size_t errlen)
 {
 	const char *s;
@@ -499,6 +550,15 @@ static int parse_entry(struct plan_reader *r, struct plan_entry *e, char *err, s
 	}
 	if (e->ftype == PROTO_FT_HARDLINK &&
 	    get_field_name(r, "link", e->link, sizeof(e->link), err, errlen) < 0) {
+		return -EBADMSG;
+	}
+	/* A range is named as its file, checked just before it (parse_split). */
+	if (e->ftype != PLAN_FT_RANGE &&
+	    check_name(r, "name", e->name, e->n == 1, err, errlen) < 0) {
+		return -EBADMSG;
+	}
+	if (e->ftype == PROTO_FT_HARDLINK &&
+	    check_name(r, "link", e->link, false, err, errlen) < 0) {
 		return -EBADMSG;
 	}
 	if (ndjson_get_u64(&r->obj, "size", &e->size) < 0 ||
@@ -821,7 +881,9 @@ int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct j
 		*why = "an entry without a known state";
 		return -EBADMSG;
 	}
-	if (ndjson_get_name(obj, "name", ret->name, sizeof(ret->name)) < 0 || !ret->name[0]) {
+	/* Only a key here, but a name no plan can have is no outcome of this one's. */
+	if (ndjson_get_name(obj, "name", ret->name, sizeof(ret->name)) < 0 ||
+	    fspath_validate(ret->name) < 0) {
 		*why = "an entry without a valid name";
 		return -EBADMSG;
 	}
@@ -851,6 +913,97 @@ int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct j
 		return -EBADMSG;
 	}
 	return 0;
+}
+
+/* One line of f into buf (cap bytes), NUL bytes and its newline kept: its length, 0 at the end. */
+static int read_raw_line(FILE *f, char *buf, size_t cap, size_t *ret_len)
+{
+	size_t n = 0;
+	int c;
+
+	while ((c = getc_unlocked(f)) != EOF) {
+		if (n + 1 >= cap) {
+			return -E2BIG;
+		}
+		buf[n++] = (char)c;
+		if (c == '\n') {
+			break;
+		}
+	}
+	if (ferror(f)) {
+		return -EIO;
+	}
+	buf[n] = '\0';
+	*ret_len = n;
+	return 0;
+}
+
+int journal_read(int fd, const char *path,
+		 int (*each)(void *ud, uint64_t line, const struct journal_line *jl), void *ud,
+		 off_t *ret_good_end, char *err, size_t errlen)
+{
+	_cleanup_free_ char *buf = malloc(NDJSON_MAX_LINE + 2);
+	_cleanup_free_ struct ndjson_obj *obj = malloc(sizeof(*obj));
+	_cleanup_free_ struct journal_line *jl = malloc(sizeof(*jl));
+	char esc[1024];
+	uint64_t line = 0;
+	off_t good = 0;
+	FILE *f = NULL;
+	int nfd, r = 0;
+
+	if (!buf || !obj || !jl) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	log_escape_short(path, esc, sizeof(esc));
+	nfd = dup(fd);
+	if (nfd < 0 || lseek(nfd, 0, SEEK_SET) < 0 || !(f = fdopen(nfd, "r"))) {
+		r = -errno;
+		if (nfd >= 0) {
+			close(nfd);
+		}
+		snprintf(err, errlen, "%s: %s", esc, strerror(-r));
+		return r;
+	}
+	while (r == 0) {
+		const char *why;
+		size_t len;
+
+		r = read_raw_line(f, buf, NDJSON_MAX_LINE + 2, &len);
+		line++;
+		if (r == -E2BIG) {
+			snprintf(err, errlen, "%s:%" PRIu64 ": a line longer than 64 KiB", esc,
+				 line);
+			r = -EBADMSG;
+			break;
+		}
+		if (r < 0) {
+			snprintf(err, errlen, "%s: %s", esc, strerror(-r));
+			break;
+		}
+		if (len == 0 || buf[len - 1] != '\n') {
+			break; /* the end, or a torn last line: not a record */
+		}
+		buf[--len] = '\0';
+		if (memchr(buf, '\0', len)) {
+			snprintf(err, errlen, "%s:%" PRIu64 ": a NUL byte in the line (damaged?)",
+				 esc, line);
+			r = -EBADMSG;
+			break;
+		}
+		if (journal_parse(buf, len, obj, jl, &why) < 0) {
+			snprintf(err, errlen, "%s:%" PRIu64 ": %s", esc, line, why);
+			r = -EBADMSG;
+			break;
+		}
+		r = each ? each(ud, line, jl) : 0;
+		good = ftello(f);
+	}
+	fclose(f);
+	if (r == 0 && ret_good_end) {
+		*ret_good_end = good;
+	}
+	return r;
 }
 
 /* ---- a set of names ---------------------------------------------------------- */
@@ -949,6 +1102,38 @@ const struct nameset_slot *nameset_get_range(const struct nameset *s, const char
 	const struct nameset_slot *slot = nameset_find(s, range_key(name, r));
 
 	return slot && slot->state ? slot : NULL;
+}
+
+bool nameset_mark(struct nameset *s, const char *name, uint8_t marks)
+{
+	struct nameset_slot *slot = nameset_find(s, XXH3_128bits(name, strlen(name)));
+
+	if (!slot || !slot->state) {
+		return false;
+	}
+	slot->marks |= marks;
+	return true;
+}
+
+bool nameset_mark_range(struct nameset *s, const char *name, uint32_t r, uint8_t marks)
+{
+	struct nameset_slot *slot = nameset_find(s, range_key(name, r));
+
+	if (!slot || !slot->state) {
+		return false;
+	}
+	slot->marks |= marks;
+	return true;
+}
+
+size_t nameset_count_unmarked(const struct nameset *s, uint8_t marks)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->cap; i++) {
+		n += s->v[i].state && (s->v[i].marks & marks) != marks;
+	}
+	return n;
 }
 
 void nameset_free(struct nameset *s)

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include <xxhash.h>
 
 #include "ndjson.h"
@@ -158,6 +159,20 @@ struct journal_line {
 /* Parse one journal line (without newline). 0 or -EBADMSG (why set). */
 int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct journal_line *ret,
 		  const char **why);
+/*
+ * Each whole line of the journal open at fd (read from its start, through a
+ * dup: fd's offset is its own), parsed, to each with its number; each
+ * returns 0 to go on, anything else ends the reading and is returned. A
+ * last line without its newline is no record: a run killed while it wrote,
+ * or a crash before the data reached the disk (NUL bytes, often); it is left
+ * out and *ret_good_end (may be NULL) is where it starts. A whole line with a
+ * NUL byte in it, longer than NDJSON_MAX_LINE or not a journal line is no
+ * torn write but a damaged or edited journal: -EBADMSG with "PATH:LINE: why"
+ * in err. Else 0 or -errno.
+ */
+int journal_read(int fd, const char *path,
+		 int (*each)(void *ud, uint64_t line, const struct journal_line *jl), void *ud,
+		 off_t *ret_good_end, char *err, size_t errlen);
 void journal_put_header(FILE *f, const char *plan_id, int64_t shard, uint32_t shards);
 void journal_put_run(FILE *f, bool start, double t, int exit_code, uint64_t bytes, double secs);
 void journal_put_entry(FILE *f, const char *name, int state, uint64_t bytes, const char *code);
@@ -171,7 +186,12 @@ void journal_put_range(FILE *f, const char *name, uint32_t range, int state, uin
 struct nameset_slot {
 	uint64_t lo, hi;
 	uint8_t state; /* enum journal_state; 0: empty slot */
-	char code[23];
+	uint8_t marks; /* NAMESET_* bits, kept when the state changes */
+	char code[22];
+};
+enum {
+	NAMESET_PLANNED = 1 << 0, /* the plan has an entry of this name (range) */
+	NAMESET_PROVEN = 1 << 1,  /* finalize found it at the destination */
 };
 struct nameset {
 	struct nameset_slot *v;
@@ -182,6 +202,11 @@ const struct nameset_slot *nameset_get(const struct nameset *s, const char *name
 /* The same for range r of a split file (keyed apart from every name: names hold no NUL). */
 int nameset_put_range(struct nameset *s, const char *name, uint32_t r, int state, const char *code);
 const struct nameset_slot *nameset_get_range(const struct nameset *s, const char *name, uint32_t r);
+/* Add marks to a name's (or range r's) slot: false when the set has no such name. */
+bool nameset_mark(struct nameset *s, const char *name, uint8_t marks);
+bool nameset_mark_range(struct nameset *s, const char *name, uint32_t r, uint8_t marks);
+/* How many names lack some of marks. */
+size_t nameset_count_unmarked(const struct nameset *s, uint8_t marks);
 void nameset_free(struct nameset *s);
 
 /* The digests of ranges (few: huge files only), by file name and range number. */

@@ -141,7 +141,13 @@ static void write_plan(const char *path, struct plan_header *h, unsigned n)
 					.mtime_ns = 7,
 					.mode = 0640 };
 
-		snprintf(e.name, sizeof(e.name), "d/f%u", i);
+		/* A plan of one tree: its top first, every other name beneath it. */
+		if (i == 1) {
+			e.ftype = PROTO_FT_DIR;
+			snprintf(e.name, sizeof(e.name), "d");
+		} else {
+			snprintf(e.name, sizeof(e.name), "d/f%u", i);
+		}
 		plan_put_entry(m, &e);
 		h->entries++;
 		h->bytes += i;
@@ -310,8 +316,13 @@ static void test_zreader(void **state)
 	unlink(path);
 }
 
-/* A plan of these entry lines (each without its newline), header and digest made to fit. */
-static void write_plan_lines(const char *path, const char *const *lines, size_t n)
+/*
+ * A plan of these entry lines (each without its newline), header and digest
+ * made to fit; files_from: names of a list (any names beneath the base), else
+ * of one tree (the first entry its top).
+ */
+static void write_plan_lines_from(const char *path, const char *const *lines, size_t n,
+				  bool files_from)
 {
 	XXH3_state_t *st = XXH3_createState();
 	struct plan_header h;
@@ -327,6 +338,7 @@ static void write_plan_lines(const char *path, const char *const *lines, size_t 
 	h.port = 7471;
 	h.shards = 3;
 	h.split = 4096;
+	h.files_from = files_from;
 	h.entries = n;
 	XXH3_128bits_reset(st);
 	for (size_t i = 0; i < n; i++) {
@@ -342,6 +354,11 @@ static void write_plan_lines(const char *path, const char *const *lines, size_t 
 	}
 	fclose(f);
 	XXH3_freeState(st);
+}
+
+static void write_plan_lines(const char *path, const char *const *lines, size_t n)
+{
+	write_plan_lines_from(path, lines, n, true);
 }
 
 /* Read a plan through: 0 at its end, or -EBADMSG with err holding want. */
@@ -448,6 +465,61 @@ static void test_plan_split(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		write_plan_lines(path, bad[i].lines, bad[i].n);
 		assert_int_equal(read_through(path, bad[i].why, &e), -EBADMSG);
+	}
+	unlink(path);
+}
+
+#define D(n, name)                                                                     \
+	"{\"n\":" #n ",\"shard\":0,\"type\":\"dir\",\"name\":\"" name "\",\"size\":0," \
+	"\"mtime\":1,\"mtime_ns\":0,\"mode\":493}"
+#define L(n, name, link)                                                                         \
+	"{\"n\":" #n ",\"shard\":0,\"type\":\"hardlink\",\"name\":\"" name "\",\"link\":\"" link \
+	"\",\"size\":0,\"mtime\":1,\"mtime_ns\":0,\"mode\":420}"
+
+/*
+ * The names of a plan edited by hand (its digest made again, as anyone can):
+ * beneath the source and the destination, never absolute or with . or ..;
+ * in a plan of one tree beneath its first entry, the top, itself one name.
+ */
+static void test_plan_names(void **state)
+{
+	char path[] = "/tmp/test_plan.XXXXXX";
+	struct plan_entry e;
+	int fd = mkstemp(path);
+	static const struct {
+		const char *lines[3];
+		size_t n;
+		bool files_from;
+		const char *why; /* NULL: a good plan */
+	} cases[] = {
+		{ { D(1, "t"), F(2, "t/a", 1, ""), L(3, "t/b", "t/a") }, 3, false, NULL },
+		{ { F(1, "a", 1, ""), F(2, "b", 1, ""), L(3, "c/d", "a") }, 3, true, NULL },
+		{ { D(1, "t"), F(2, "../x", 1, "") },
+		  2,
+		  false,
+		  ":3: the entry's name '../x' is not" },
+		{ { F(1, "a", 1, ""), F(2, "a/../../x", 1, "") }, 2, true, ":3: the entry's name" },
+		{ { F(1, "/etc/passwd", 1, "") }, 1, true, ":2: the entry's name '/etc/passwd'" },
+		{ { F(1, "a/./b", 1, "") }, 1, true, ":2: the entry's name" },
+		{ { F(1, "a//b", 1, "") }, 1, true, ":2: the entry's name" },
+		{ { F(1, "a/", 1, "") }, 1, true, ":2: the entry's name" },
+		{ { D(1, "t"), L(2, "t/a", "../x") }, 2, false, ":3: the entry's link '../x'" },
+		{ { D(1, "t"), F(2, "u/a", 1, "") },
+		  2,
+		  false,
+		  "'u/a' is not beneath the plan's top" },
+		{ { D(1, "t"), F(2, "tt/a", 1, "") }, 2, false, "'tt/a' is not beneath" },
+		{ { D(1, "t"), F(2, "t", 1, "") }, 2, false, "'t' is not beneath" },
+		{ { D(1, "t"), L(2, "t/a", "u") }, 2, false, "link 'u' is not beneath" },
+		{ { D(1, "t/a"), F(2, "t/a/b", 1, "") }, 2, false, ":2: the first entry 't/a'" },
+	};
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		write_plan_lines_from(path, cases[i].lines, cases[i].n, cases[i].files_from);
+		assert_int_equal(read_through(path, cases[i].why, &e), cases[i].why ? -EBADMSG : 0);
 	}
 	unlink(path);
 }
@@ -626,6 +698,92 @@ static void test_journal_lines(void **state)
 	assert_int_equal(journal_parse(buf, strlen(buf), &obj, &jl, &why), -EBADMSG);
 }
 
+static int last_line(void *ud, uint64_t line, const struct journal_line *jl)
+{
+	(void)jl;
+	*(uint64_t *)ud = line;
+	return 0;
+}
+
+/*
+ * A journal read back: a last line without its newline (a kill, or a crash's
+ * NUL bytes) is no record and is left out; a whole line with a NUL byte in
+ * it, too long, or not a journal line is refused naming it.
+ */
+static void test_journal_read(void **state)
+{
+	static const char head[] = "{\"rdmacp_journal\":1,\"plan\":\"0123456789abcdef0123456789"
+				   "abcdef\",\"shard\":0,\"shards\":1}\n"
+				   "{\"state\":\"copied\",\"name\":\"t/a\"}\n";
+	static char nuls[4096], longline[70000];
+	static const struct {
+		const char *tail;
+		size_t len;
+		int want;
+		const char *why;
+	} cases[] = {
+#define TAIL(lit) lit, sizeof(lit) - 1
+		{ TAIL(""), 0, NULL },
+		{ TAIL("{\"state\":\"cop"), 0, NULL },
+		{ nuls, sizeof(nuls), 0, NULL },
+		{ TAIL("{\"state\":\"copied\",\"name\":\"t/b\"}\0\n"), -EBADMSG, ":3: a NUL byte" },
+		{ TAIL("\0\n"), -EBADMSG, ":3: a NUL byte" },
+		{ TAIL("garbage\n"), -EBADMSG, ":3: " },
+		{ longline, sizeof(longline), -EBADMSG, ":3: a line longer than 64 KiB" },
+		{ TAIL("{\"state\":\"copied\",\"name\":\"../x\"}\n"), -EBADMSG,
+		  ":3: an entry without" },
+#undef TAIL
+	};
+	char path[] = "/tmp/test_journal.XXXXXX", err[8192];
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	memset(longline, 'x', sizeof(longline));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t last = 0;
+		off_t good = -1;
+		int r;
+
+		assert_int_equal(ftruncate(fd, 0), 0);
+		assert_int_equal(pwrite(fd, head, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
+		assert_int_equal(pwrite(fd, cases[i].tail, cases[i].len, sizeof(head) - 1),
+				 (ssize_t)cases[i].len);
+		r = journal_read(fd, path, last_line, &last, &good, err, sizeof(err));
+		assert_int_equal(r, cases[i].want);
+		if (r == 0) {
+			assert_int_equal(last, 2);
+			assert_int_equal(good, sizeof(head) - 1);
+		} else if (!strstr(err, cases[i].why)) {
+			fail_msg("case %zu: error '%s', wanted '%s'", i, err, cases[i].why);
+		}
+	}
+	close(fd);
+	unlink(path);
+}
+
+/* Marks on names: kept when a later outcome replaces the state, counted where missing. */
+static void test_nameset_marks(void **state)
+{
+	struct nameset s = { 0 };
+
+	(void)state;
+	assert_false(nameset_mark(&s, "a", NAMESET_PLANNED));
+	assert_int_equal(nameset_put(&s, "a", JOURNAL_COPIED, NULL), 0);
+	assert_int_equal(nameset_put_range(&s, "a", 3, JOURNAL_COPIED, NULL), 0);
+	assert_int_equal(nameset_put(&s, "b", JOURNAL_FAILED, "IO"), 0);
+	assert_int_equal(nameset_count_unmarked(&s, NAMESET_PLANNED), 3);
+	assert_true(nameset_mark(&s, "a", NAMESET_PLANNED));
+	assert_false(nameset_mark(&s, "c", NAMESET_PLANNED));
+	assert_false(nameset_mark_range(&s, "a", 2, NAMESET_PLANNED));
+	assert_true(nameset_mark_range(&s, "a", 3, NAMESET_PLANNED));
+	assert_int_equal(nameset_count_unmarked(&s, NAMESET_PLANNED), 1);
+	assert_int_equal(nameset_put(&s, "a", JOURNAL_FAILED, "X"), 0);
+	assert_int_equal(nameset_get(&s, "a")->marks, NAMESET_PLANNED);
+	assert_int_equal(nameset_count_unmarked(&s, NAMESET_PLANNED | NAMESET_PROVEN), 3);
+	nameset_free(&s);
+}
+
 static void test_nameset(void **state)
 {
 	struct nameset s = { 0 };
@@ -654,6 +812,8 @@ int main(void)
 		cmocka_unit_test(test_nameset),	      cmocka_unit_test(test_plan_copy_options),
 		cmocka_unit_test(test_plan_zstd),     cmocka_unit_test(test_zreader),
 		cmocka_unit_test(test_plan_split),    cmocka_unit_test(test_journal_ranges),
+		cmocka_unit_test(test_plan_names),    cmocka_unit_test(test_journal_read),
+		cmocka_unit_test(test_nameset_marks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
