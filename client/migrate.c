@@ -630,97 +630,142 @@ struct shard_stats {
 	bool journal;
 };
 
+/* What journal_load takes a journal's lines into, and checks them against. */
+struct journal_into {
+	const char *esc; /* the journal's path, escaped */
+	const char *plan_id;
+	int64_t shard;
+	uint32_t shards;
+	struct nameset *ns; /* NULL: lines checked, not kept */
+	struct rangeset *rs;
+	struct shard_stats *st;
+};
+
+static int load_line(void *ud, uint64_t line, const struct journal_line *jl)
+{
+	struct journal_into *in = ud;
+	int q = 0;
+
+	if (line == 1 && jl->kind != JL_HEADER) {
+		log_error("%s:1: not a journal (no journal header)", in->esc);
+		return EXIT_BAD_PLAN;
+	}
+	if (jl->kind == JL_HEADER && (line != 1 || strcmp(jl->plan_id, in->plan_id) ||
+				      jl->shard != in->shard || jl->shards != in->shards)) {
+		if (strcmp(jl->plan_id, in->plan_id)) {
+			log_error("%s:%" PRIu64 ": the journal of another plan (id %s, this "
+				  "plan's is %s): remove it, or use its own plan",
+				  in->esc, line, jl->plan_id, in->plan_id);
+		} else {
+			log_error("%s:%" PRIu64 ": the journal of shard %" PRId64 " of %" PRIu32
+				  ", not of shard %" PRId64 " of %" PRIu32,
+				  in->esc, line, jl->shard, jl->shards, in->shard, in->shards);
+		}
+		return EXIT_BAD_PLAN;
+	}
+	if (jl->kind == JL_ENTRY && in->ns) {
+		q = jl->range < 0 ? nameset_put(in->ns, jl->name, jl->state, jl->code)
+				  : nameset_put_range(in->ns, jl->name, (uint32_t)jl->range,
+						      jl->state, jl->code);
+		if (q == 0 && in->rs && jl->range >= 0 && jl->has_hash) {
+			q = rangeset_put(in->rs, jl->name, (uint32_t)jl->range, jl->hash);
+		}
+	}
+	if (jl->kind == JL_ENTRY && in->st) {
+		in->st->sent += jl->bytes;
+	} else if (jl->kind == JL_RUN_START && in->st) {
+		in->st->runs++;
+	} else if (jl->kind == JL_RUN_END && in->st) {
+		in->st->seconds += jl->seconds;
+		in->st->last_exit = jl->exit_code;
+	}
+	return q < 0 ? EXIT_LOCAL_IO : 0;
+}
+
+/* A journal_read result as an exit code, its error said. */
+static int journal_read_rc(int r, const char *err)
+{
+	if (r < 0) {
+		log_error("%s", err);
+		return r == -EBADMSG ? EXIT_BAD_PLAN : EXIT_LOCAL_IO;
+	}
+	return r;
+}
+
 /*
- * One journal into ns (the latest outcome of each name wins). Checks that it
- * is this plan's, for this shard; a last line cut short (the run killed
- * while it wrote) is left out. fd: the journal, open; ret_good_end: the
- * offset after its last whole line. 0, or EXIT_BAD_PLAN (said why).
+ * One journal into ns (the latest outcome of each name wins; NULL: only
+ * checked). Checks that it is this plan's, for this shard; a last line cut
+ * short is left out (journal_read). fd: the journal, open; ret_good_end:
+ * the offset after its last whole line. 0, or an exit code (said why).
  */
 static int journal_load(int fd, const char *jpath, const char *plan_id, int64_t shard,
 			uint32_t shards, struct nameset *ns, struct rangeset *rs,
 			struct shard_stats *st, off_t *ret_good_end)
 {
-	_cleanup_free_ char *buf = malloc(NDJSON_MAX_LINE + 2);
-	_cleanup_free_ struct ndjson_obj *obj = malloc(sizeof(*obj));
-	_cleanup_free_ struct journal_line *jl = malloc(sizeof(*jl));
+	char esc[1024], err[8192];
+	struct journal_into in = { .esc = log_escape_short(jpath, esc, sizeof(esc)),
+				   .plan_id = plan_id,
+				   .shard = shard,
+				   .shards = shards,
+				   .ns = ns,
+				   .rs = rs,
+				   .st = st };
+
+	return journal_read_rc(
+	    journal_read(fd, jpath, load_line, &in, ret_good_end, err, sizeof(err)), err);
+}
+
+/* The first line of a journal whose name (or range) ns has without the PLANNED mark. */
+struct foreign_find {
+	const char *esc;
+	struct nameset *ns;
+};
+
+static int foreign_line(void *ud, uint64_t line, const struct journal_line *jl)
+{
+	struct foreign_find *ff = ud;
+	const struct nameset_slot *s;
 	char esc[1024];
-	uint64_t line = 0;
-	off_t good = 0;
-	FILE *f;
-	int nfd, rc = 0;
 
-	if (!buf || !obj || !jl) {
-		return EXIT_LOCAL_IO;
+	if (jl->kind != JL_ENTRY) {
+		return 0;
 	}
-	nfd = dup(fd);
-	if (nfd < 0 || lseek(nfd, 0, SEEK_SET) < 0 || !(f = fdopen(nfd, "r"))) {
-		if (nfd >= 0) {
-			close(nfd);
-		}
-		return EXIT_LOCAL_IO;
+	s = jl->range < 0 ? nameset_get(ff->ns, jl->name)
+			  : nameset_get_range(ff->ns, jl->name, (uint32_t)jl->range);
+	if (!s || (s->marks & NAMESET_PLANNED)) {
+		return 0;
 	}
-	log_escape_short(jpath, esc, sizeof(esc));
-	while (rc == 0 && fgets(buf, NDJSON_MAX_LINE + 2, f)) {
-		size_t len = strlen(buf);
-		const char *why;
+	log_escape_short(jl->name, esc, sizeof(esc));
+	if (jl->range < 0) {
+		log_error("%s:%" PRIu64 ": '%s' is no entry of this plan that a shard copies: a "
+			  "line of another plan's journal, or edited",
+			  ff->esc, line, esc);
+	} else {
+		log_error("%s:%" PRIu64 ": range %" PRId64
+			  " of '%s' is no entry of this plan: a line of another plan's "
+			  "journal, or edited",
+			  ff->esc, line, jl->range, esc);
+	}
+	return EXIT_BAD_PLAN;
+}
 
-		line++;
-		if (buf[len - 1] != '\n') {
-			if (len > NDJSON_MAX_LINE) {
-				log_error("%s:%" PRIu64 ": a line longer than 64 KiB", esc, line);
-				rc = EXIT_BAD_PLAN;
-			}
-			break; /* cut short by a kill: not a record */
-		}
-		buf[--len] = '\0';
-		if (journal_parse(buf, len, obj, jl, &why) < 0) {
-			log_error("%s:%" PRIu64 ": %s", esc, line, why);
-			rc = EXIT_BAD_PLAN;
-			break;
-		}
-		if (line == 1 && jl->kind != JL_HEADER) {
-			log_error("%s:1: not a journal (no journal header)", esc);
-			rc = EXIT_BAD_PLAN;
-		} else if (jl->kind == JL_HEADER && (line != 1 || strcmp(jl->plan_id, plan_id) ||
-						     jl->shard != shard || jl->shards != shards)) {
-			if (strcmp(jl->plan_id, plan_id)) {
-				log_error("%s:%" PRIu64
-					  ": the journal of another plan (id %s, this "
-					  "plan's is %s): remove it, or use its own plan",
-					  esc, line, jl->plan_id, plan_id);
-			} else {
-				log_error("%s:%" PRIu64 ": the journal of shard %" PRId64
-					  " of %" PRIu32 ", not of shard %" PRId64 " of %" PRIu32,
-					  esc, line, jl->shard, jl->shards, shard, shards);
-			}
-			rc = EXIT_BAD_PLAN;
-		} else if (jl->kind == JL_ENTRY) {
-			int q = jl->range < 0 ? nameset_put(ns, jl->name, jl->state, jl->code)
-					      : nameset_put_range(ns, jl->name, (uint32_t)jl->range,
-								  jl->state, jl->code);
+/*
+ * After a pass that marked each entry's outcome PLANNED: a shard journal's
+ * line for anything else is refused, naming it. A journal line is only
+ * ever a key (never a path), but one that belongs to no entry is not this
+ * plan's record, and a journal with such lines is not to be trusted with
+ * the others. fd: the journal. 0 or EXIT_BAD_PLAN.
+ */
+static int journal_foreign(struct nameset *ns, int fd, const char *jpath)
+{
+	char esc[1024], err[8192];
+	struct foreign_find ff = { .esc = log_escape_short(jpath, esc, sizeof(esc)), .ns = ns };
 
-			if (q == 0 && rs && jl->range >= 0 && jl->has_hash) {
-				q = rangeset_put(rs, jl->name, (uint32_t)jl->range, jl->hash);
-			}
-			if (q < 0) {
-				rc = EXIT_LOCAL_IO;
-			}
-			if (st) {
-				st->sent += jl->bytes;
-			}
-		} else if (jl->kind == JL_RUN_START && st) {
-			st->runs++;
-		} else if (jl->kind == JL_RUN_END && st) {
-			st->seconds += jl->seconds;
-			st->last_exit = jl->exit_code;
-		}
-		good = ftello(f);
+	if (nameset_count_unmarked(ns, NAMESET_PLANNED) == 0) {
+		return 0;
 	}
-	fclose(f);
-	if (ret_good_end) {
-		*ret_good_end = good;
-	}
-	return rc;
+	return journal_read_rc(journal_read(fd, jpath, foreign_line, &ff, NULL, err, sizeof(err)),
+			       err);
 }
 
 /* ---- run ----------------------------------------------------------------------- */
@@ -840,6 +885,7 @@ static int resolve_shard(const struct client_opts *o, uint32_t plan_shards, uint
 struct journal_writer {
 	FILE *f;
 	int fd;
+	bool fresh; /* no header yet */
 	unsigned unsynced;
 	uint64_t bytes;
 	int err;
@@ -916,8 +962,8 @@ struct runner {
 	struct journal_writer *j;
 	struct windows win;
 	uint64_t split_n, split_size; /* the split file whose ranges come */
-	const struct nameset *done;
-	struct nameset skeleton; /* directories to make first */
+	struct nameset *done;	      /* the journal's outcomes */
+	struct nameset skeleton;      /* directories to make first */
 	struct batch list, links;
 	char jpath[JOURNAL_PATH_MAX];
 	char dest[8192];
@@ -1144,6 +1190,12 @@ static int skeleton_mark(void *ud, const struct plan_entry *e)
 	char name[PROTO_MAX_PATH + 1];
 	char *slash;
 
+	/* Outcomes of this plan's entries (of any shard: the skeleton's directories are theirs). */
+	if (e->ftype == PLAN_FT_RANGE) {
+		nameset_mark_range(ru->done, e->name, e->range, NAMESET_PLANNED);
+	} else if (!e->ranges) {
+		nameset_mark(ru->done, e->name, NAMESET_PLANNED);
+	}
 	if (e->shard != ru->shard) {
 		return 0;
 	}
@@ -1250,9 +1302,9 @@ static int journal_lock(const char *jpath, const char *what, int *ret_fd)
 	return 0;
 }
 
-/* Lock, check and load a journal, cut a torn last line, write the header of a new one. */
-static int journal_begin(const char *jpath, const char *what, const struct plan_header *h,
-			 int64_t shard, struct nameset *done, struct journal_writer *j)
+/* Lock, check and load a journal, cut a torn last line. j->fresh: it has no header yet. */
+static int journal_open(const char *jpath, const char *what, const struct plan_header *h,
+			int64_t shard, struct nameset *done, struct journal_writer *j)
 {
 	off_t good = 0;
 	struct stat stt;
@@ -1266,19 +1318,35 @@ static int journal_begin(const char *jpath, const char *what, const struct plan_
 	    ftruncate(j->fd, good) < 0) {
 		rc = EXIT_LOCAL_IO;
 	}
-	if (rc == 0 && !(j->f = fdopen(j->fd, "a"))) {
-		rc = EXIT_LOCAL_IO;
-	}
 	if (rc != 0) {
 		close(j->fd);
 		return rc;
 	}
-	if (good == 0) {
+	j->fresh = good == 0;
+	return 0;
+}
+
+/* After journal_open: the header of a new journal, and this run's start. */
+static int journal_start(const struct plan_header *h, int64_t shard, struct journal_writer *j)
+{
+	if (!(j->f = fdopen(j->fd, "a"))) {
+		close(j->fd);
+		return EXIT_LOCAL_IO;
+	}
+	if (j->fresh) {
 		journal_put_header(j->f, h->id, shard, h->shards);
 	}
 	journal_put_run(j->f, true, (double)time(NULL), 0, 0, 0);
 	journal_sync(j);
 	return 0;
+}
+
+static int journal_begin(const char *jpath, const char *what, const struct plan_header *h,
+			 int64_t shard, struct nameset *done, struct journal_writer *j)
+{
+	int rc = journal_open(jpath, what, h, shard, done, j);
+
+	return rc != 0 ? rc : journal_start(h, shard, j);
 }
 
 static int journal_end(struct journal_writer *j, int rc, double secs)
@@ -1310,17 +1378,26 @@ int cmd_run(struct client_opts *o, char **args, int nargs)
 		return rc;
 	}
 	ru.h = plan_reader_header(r);
+	ru.done = &done;
 	rc = resolve_shard(o, ru.h->shards, &ru.shard, &(uint32_t){ 0 });
-	if (rc == 0) {
-		/* All of it checked before anything is copied. */
-		rc = plan_pass(r, skeleton_mark, &ru);
-	}
 	if (rc == 0 && journal_path(args[0], ru.shard, ru.jpath, sizeof(ru.jpath)) < 0) {
 		rc = EXIT_USAGE;
 	}
 	snprintf(what, sizeof(what), "shard %" PRIu32 " of %" PRIu32, ru.shard, ru.h->shards);
 	if (rc == 0) {
-		rc = journal_begin(ru.jpath, what, ru.h, ru.shard, &done, &j);
+		rc = journal_open(ru.jpath, what, ru.h, ru.shard, &done, &j);
+	}
+	if (rc == 0) {
+		/* All of it checked before anything is copied: the plan, the journal against it. */
+		rc = plan_pass(r, skeleton_mark, &ru);
+		if (rc == 0) {
+			rc = journal_foreign(&done, j.fd, ru.jpath);
+		}
+		if (rc != 0) {
+			close(j.fd);
+		} else {
+			rc = journal_start(ru.h, ru.shard, &j);
+		}
 	}
 	if (rc != 0) {
 		nameset_free(&done);
@@ -1328,7 +1405,6 @@ int cmd_run(struct client_opts *o, char **args, int nargs)
 		plan_close(r);
 		return rc;
 	}
-	ru.done = &done;
 	ru.j = &j;
 	shard_dest(ru.h, ru.shard, ru.dest, sizeof(ru.dest));
 	apply_plan_options(o, ru.h);
@@ -1448,6 +1524,29 @@ static int merged_load(struct merged *m, const char *plan)
 	return rc;
 }
 
+/* After a pass of merged_entry: a shard journal's line for no entry of the plan refused. */
+static int merged_foreign(struct merged *m, const char *plan)
+{
+	char jpath[PATH_MAX];
+	int rc = 0;
+
+	for (uint32_t i = 0; i < m->h->shards && rc == 0; i++) {
+		int fd;
+
+		if (nameset_count_unmarked(&m->ns, NAMESET_PLANNED) == 0) {
+			return 0;
+		}
+		journal_path(plan, i, jpath, sizeof(jpath));
+		fd = open(jpath, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			continue;
+		}
+		rc = journal_foreign(&m->ns, fd, jpath);
+		close(fd);
+	}
+	return rc;
+}
+
 static void merged_free(struct merged *m)
 {
 	nameset_free(&m->ns);
@@ -1535,6 +1634,13 @@ static int merged_entry(void *ud, const struct plan_entry *e)
 						   : nameset_get(&m->ns, e->name);
 	int state = s ? s->state : 0;
 	struct shard_stats *st = &m->shards[e->shard];
+
+	/* What is left unmarked in the shards' journals names no entry (merged_foreign). */
+	if (e->ftype == PLAN_FT_RANGE) {
+		nameset_mark_range(&m->ns, e->name, e->range, NAMESET_PLANNED);
+	} else if (!e->ranges) {
+		nameset_mark(&m->ns, e->name, NAMESET_PLANNED);
+	}
 
 	if (e->ranges) {
 		/* Done once finalize assembled it; its ranges are counted as they come. */
@@ -1661,6 +1767,9 @@ int cmd_report(struct client_opts *o, char **args, int nargs)
 		}
 		if (rc == 0) {
 			rc = plan_pass(m.r, merged_entry, &m);
+		}
+		if (rc == 0) {
+			rc = merged_foreign(&m, args[0]);
 		}
 		if (rc == 0) {
 			merged_summary(&m, o, true);
@@ -2029,6 +2138,9 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 	rc = merged_load(&m, args[0]);
 	if (rc == 0) {
 		rc = plan_pass(m.r, merged_entry, &m);
+	}
+	if (rc == 0) {
+		rc = merged_foreign(&m, args[0]);
 	}
 	if (rc != 0) {
 		merged_free(&m);
