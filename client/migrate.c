@@ -1785,12 +1785,16 @@ int cmd_report(struct client_opts *o, char **args, int nargs)
 	}
 }
 
-/* finalize: the directories again, with -p: their modes and times, now their contents are in. */
+/*
+ * finalize: the directories and symlinks again. No journal's word is taken
+ * for them (they cost no data to make again), and with -p the directories
+ * get their modes and times now their contents are in.
+ */
 static int dirs_entry(void *ud, const struct plan_entry *e)
 {
 	struct runner *ru = ud;
 
-	if (e->ftype == PROTO_FT_DIR && !ru->stop) {
+	if ((e->ftype == PROTO_FT_DIR || e->ftype == PROTO_FT_SYMLINK) && !ru->stop) {
 		batch_add(&ru->list, e->name);
 		if (ru->list.n >= RUN_BATCH) {
 			run_result(ru, run_push(ru, &ru->list));
@@ -1834,6 +1838,377 @@ static int mirror_push(struct client_opts *o, const struct plan_header *h, const
 	args[0] = src;
 	args[1] = (char *)dest;
 	return cmd_copy(o, args, 2);
+}
+
+/*
+ * A source entry's status, its name resolved beneath the base as a push
+ * resolves it: no symlink followed on the way (a name through one, in a
+ * plan edited by hand, would tell the owner of a file outside the source).
+ */
+static int source_lstat(const char *base, const char *name, struct stat *ret)
+{
+	_cleanup_close_ int basefd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int dirfd = -1;
+	const char *leaf;
+	int r;
+
+	if (basefd < 0) {
+		return -errno;
+	}
+	r = fspath_open_parent(basefd, name, false, &dirfd, &leaf);
+	if (r < 0) {
+		return r;
+	}
+	return fstatat(dirfd, leaf, ret, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+/* ---- finalize's word in the shards' journals ------------------------------------ */
+
+#define MARKS_OPEN_MAX 256 /* shard journals held open at once */
+
+/*
+ * Outcomes a shard's journal says are done that finalize found are not: a
+ * "failed" line for each in that journal, so that the shard's next run
+ * sends it again. A journal is locked while it is held: one whose shard
+ * runs now is said and left alone (finalize again after it). Its torn last
+ * line, if any, is cut first: a line appended to it would make one garbled
+ * line of both.
+ */
+struct journal_marks {
+	const char *plan;
+	const struct plan_header *h;
+	struct marked {
+		FILE *f;
+		bool refused, used;
+	} * v; /* by shard */
+	uint32_t nopen;
+};
+
+static int marks_init(struct journal_marks *jm, const char *plan, const struct plan_header *h)
+{
+	*jm = (struct journal_marks){ .plan = plan, .h = h };
+	jm->v = calloc(h->shards, sizeof(*jm->v));
+	return jm->v ? 0 : -ENOMEM;
+}
+
+static void marks_close_all(struct journal_marks *jm)
+{
+	for (uint32_t i = 0; jm->v && i < jm->h->shards; i++) {
+		FILE *f = jm->v[i].f;
+
+		if (!f) {
+			continue;
+		}
+		if (fflush(f) != 0 || fdatasync(fileno(f)) < 0) {
+			log_warning("the journal of shard %" PRIu32 ": %s", i, strerror(errno));
+		}
+		fclose(f);
+		jm->v[i].f = NULL;
+	}
+	jm->nopen = 0;
+}
+
+static void marks_free(struct journal_marks *jm)
+{
+	marks_close_all(jm);
+	free(jm->v);
+	jm->v = NULL;
+}
+
+/* Where a journal's last whole line ends: its tail read back (a line is at most 64 KiB). */
+static int journal_whole_end(int fd, off_t *ret)
+{
+	_cleanup_free_ char *buf = malloc(NDJSON_MAX_LINE + 2);
+	struct stat st;
+	off_t from;
+	ssize_t n;
+	char *nl;
+
+	if (!buf || fstat(fd, &st) < 0) {
+		return buf ? -errno : -ENOMEM;
+	}
+	from = st.st_size > NDJSON_MAX_LINE + 2 ? st.st_size - (NDJSON_MAX_LINE + 2) : 0;
+	n = pread(fd, buf, (size_t)(st.st_size - from), from);
+	if (n < 0 || n != st.st_size - from) {
+		return n < 0 ? -errno : -EIO;
+	}
+	nl = memrchr(buf, '\n', (size_t)n);
+	if (!nl && from > 0) {
+		return -EBADMSG; /* more than a line's worth without a newline: not a torn line */
+	}
+	*ret = nl ? from + (nl - buf) + 1 : 0;
+	return 0;
+}
+
+/* The journal of a shard, open for finalize's lines; NULL (said why) when it can't be. */
+static FILE *marks_journal(struct journal_marks *jm, uint32_t shard)
+{
+	struct marked *mk = &jm->v[shard];
+	char jpath[PATH_MAX], esc[1024];
+	off_t good = 0;
+	int fd, r = 0;
+
+	if (mk->f || mk->refused) {
+		return mk->f;
+	}
+	if (jm->nopen == MARKS_OPEN_MAX) {
+		marks_close_all(jm);
+	}
+	journal_path(jm->plan, shard, jpath, sizeof(jpath));
+	log_escape_short(jpath, esc, sizeof(esc));
+	fd = open(jpath, O_RDWR | O_APPEND | O_CLOEXEC);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		r = -errno;
+	}
+	if (r == 0) {
+		r = journal_whole_end(fd, &good);
+	}
+	if (r == 0 && ftruncate(fd, good) < 0) {
+		r = -errno;
+	}
+	if (r == 0 && !(mk->f = fdopen(fd, "a"))) {
+		r = -errno;
+	}
+	if (r < 0) {
+		log_warning(
+		    "%s: can't mark outcomes of shard %" PRIu32 " failed (%s): run finalize "
+		    "again once the shard is not running",
+		    esc, shard, r == -EWOULDBLOCK ? "its run holds the journal" : strerror(-r));
+		if (fd >= 0) {
+			close(fd);
+		}
+		mk->refused = true;
+		return NULL;
+	}
+	if (good == 0) {
+		journal_put_header(mk->f, jm->h->id, shard, jm->h->shards);
+	}
+	jm->nopen++;
+	mk->used = true;
+	return mk->f;
+}
+
+/* A failed line for an entry (range < 0) or a range of a split file, in its shard's journal. */
+static void marks_put(struct journal_marks *jm, uint32_t shard, const char *name, int64_t range,
+		      const char *code)
+{
+	FILE *f = marks_journal(jm, shard);
+
+	if (!f) {
+		return;
+	}
+	if (range < 0) {
+		journal_put_entry(f, name, JOURNAL_FAILED, 0, code);
+	} else {
+		journal_put_range(f, name, (uint32_t)range, JOURNAL_FAILED, 0, code, NULL);
+	}
+}
+
+/* The shards marked, as "3, 17, 40" (the first few, then how many more); how many. */
+static size_t marks_shards(const struct journal_marks *jm, char *buf, size_t len)
+{
+	size_t used = 0, n = 0, shown = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < jm->h->shards; i++) {
+		if (!jm->v[i].used) {
+			continue;
+		}
+		n++;
+		if (shown < 16 && used < len) {
+			int w =
+			    snprintf(buf + used, len - used, "%s%" PRIu32, shown ? ", " : "", i);
+
+			used += w > 0 ? (size_t)w : 0;
+			shown++;
+		}
+	}
+	if (n > shown && used < len) {
+		snprintf(buf + used, len - used, " and %zu more", n - shown);
+	}
+	return n;
+}
+
+/* ---- finalize: the destination, not the journals -------------------------------- */
+
+/*
+ * A journal is a record a shard keeps of what it did, on a shared file
+ * system, as easy to edit or to damage as any file there. A shard's run
+ * believes its own (that is what it is for: it leaves out what is done);
+ * finalize does not, for files: it asks the destination. A probe (a dry run
+ * that looks at the destination) of every regular file, every other name of
+ * one and every split file assembled, at the level at which a run of the
+ * plan takes a file as done, must find each one there as the source has it
+ * (the daemon would skip it). One it would copy is not done, whatever its
+ * journal says: it is marked failed there, and finalize exits 15 having
+ * changed nothing. Directories and symlinks finalize makes again itself
+ * (dirs_entry).
+ */
+static uint32_t proof_level(const struct plan_header *h)
+{
+	uint32_t skip = skip_parse(h->skip);
+
+	if (skip & PROTO_OPEN_SKIP_CHECKSUM) {
+		return PROTO_OPEN_SKIP_CHECKSUM; /* the content, as a run compared it */
+	}
+	/* Without -p a copy's mtime is its own: quick would find every file changed. */
+	if ((skip & PROTO_OPEN_SKIP_EXISTS) || !h->preserve) {
+		return PROTO_OPEN_SKIP_EXISTS;
+	}
+	return PROTO_OPEN_SKIP_QUICK;
+}
+
+struct verifier {
+	struct runner ru; /* the list of names pushed, the destination */
+	struct merged *m;
+	struct journal_writer *j; /* finalize's own: a split file's "assembled" is its word */
+	struct journal_marks marks;
+	uint64_t files, unproven, gone;
+};
+
+/* The names a probe proves, and which set holds their outcome. */
+static struct nameset *proven_set(struct merged *m, const struct plan_entry *e)
+{
+	if (e->ranges) {
+		const struct nameset_slot *f = nameset_get(&m->final, e->name);
+
+		/* Not assembled yet: finalize assembles it, and ASSEMBLE checks every part. */
+		return f && journal_state_done(f->state) ? &m->final : NULL;
+	}
+	return e->ftype == PROTO_FT_REG || e->ftype == PROTO_FT_HARDLINK ? &m->ns : NULL;
+}
+
+static int verify_entry(void *ud, const struct plan_entry *e)
+{
+	struct verifier *v = ud;
+
+	if (v->ru.stop || !proven_set(v->m, e)) {
+		return 0;
+	}
+	batch_add(&v->ru.list, e->name);
+	v->files++;
+	if (v->ru.list.n >= RUN_BATCH) {
+		run_result(&v->ru, run_push(&v->ru, &v->ru.list));
+	}
+	return 0;
+}
+
+static void verify_observe(void *ud, const char *name, const char *action, uint64_t bytes,
+			   const char *code, const uint8_t *hash)
+{
+	struct verifier *v = ud;
+	struct stat st;
+
+	(void)bytes;
+	(void)hash;
+	if (!strcmp(action, "failed") && code && !strcmp(code, "NOT_FOUND") &&
+	    source_lstat(v->ru.h->base, name, &st) == -ENOENT) {
+		/* The source no longer has it: nothing to compare (finalize --delete removes it). */
+		v->gone++;
+	} else if (strcmp(action, "would_skip") != 0) {
+		return;
+	}
+	if (!nameset_mark(&v->m->ns, name, NAMESET_PROVEN)) {
+		nameset_mark(&v->m->final, name, NAMESET_PROVEN);
+	}
+}
+
+/* After the probes: each file not proven named, and marked failed where its outcome is kept. */
+static int verify_unproven(void *ud, const struct plan_entry *e)
+{
+	struct verifier *v = ud;
+	struct nameset *ns = proven_set(v->m, e);
+	const struct nameset_slot *s = ns ? nameset_get(ns, e->name) : NULL;
+	char esc[1024];
+
+	if (!ns || (s && (s->marks & NAMESET_PROVEN))) {
+		return 0;
+	}
+	if (v->unproven++ < 100 || v->ru.o->verbose > 0) {
+		log_error("%s: not at the destination as the source has it (%s), though its "
+			  "journal says done",
+			  log_escape_short(e->name, esc, sizeof(esc)),
+			  skip_name(proof_level(v->m->h)));
+	}
+	if (e->ranges) {
+		journal_put_entry(v->j->f, e->name, JOURNAL_FAILED, 0, "UNVERIFIED");
+	} else {
+		marks_put(&v->marks, e->shard, e->name, -1, "UNVERIFIED");
+	}
+	return 0;
+}
+
+/*
+ * The probes, then the verdict. The options are the plan's, less what a
+ * probe has no use for; it prints nothing of its own (finalize says what
+ * it found). 0 when every file is proven, EXIT_DIFFERENT when some are not,
+ * or the exit code of a probe that could not be made.
+ */
+static int verify_all(struct merged *m, struct client_opts *o, struct journal_writer *j,
+		      const char *plan, const char *jpath, const char *dest)
+{
+	struct verifier v = { .ru = { .o = o, .h = m->h }, .m = m, .j = j };
+	int verbose = o->verbose, progress = o->progress, rc;
+	bool json = o->json;
+	char shards[256];
+	size_t nshards;
+
+	snprintf(v.ru.dest, sizeof(v.ru.dest), "%s", dest);
+	snprintf(v.ru.jpath, sizeof(v.ru.jpath), "%s", jpath);
+	if (batch_open(&v.ru.list, v.ru.jpath, "verify") < 0 ||
+	    marks_init(&v.marks, plan, m->h) < 0) {
+		rc = EXIT_LOCAL_IO;
+		goto out;
+	}
+	o->dry_run = true;
+	o->skip = proof_level(m->h);
+	o->hardlinks = o->xattrs = o->acls = o->owner = false;
+	o->delta = o->assume_zero = o->partial = false;
+	o->have_max_delete = false; /* finalize --delete's, for its mirror pass after */
+	o->verbose = -1;
+	o->json = false;
+	o->progress = 0;
+	copy_set_observer(verify_observe, &v);
+	rc = plan_pass(m->r, verify_entry, &v);
+	if (rc == 0 && !v.ru.stop && v.ru.list.n > 0) {
+		run_result(&v.ru, run_push(&v.ru, &v.ru.list));
+	}
+	copy_set_observer(NULL, NULL);
+	o->verbose = verbose;
+	o->json = json;
+	o->progress = progress;
+	apply_plan_options(o, m->h);
+	/* A probe's 9 is an entry it could not look at: not proven, said below. */
+	rc = rc ? rc : v.ru.rc == EXIT_PARTIAL ? 0 : v.ru.rc;
+	if (rc == 0) {
+		rc = plan_pass(m->r, verify_unproven, &v);
+	}
+	marks_close_all(&v.marks);
+	if (rc == 0 && v.unproven > 0) {
+		nshards = marks_shards(&v.marks, shards, sizeof(shards));
+		if (nshards == 0) {
+			/* Split files (their word is finalize's) or shards running now: said above. */
+			snprintf(shards, sizeof(shards), "that hold them");
+		}
+		log_error("%" PRIu64 " of %" PRIu64
+			  " files are not at the destination as the source has them, though "
+			  "their journals say done: marked failed in the journal%s of shard%s %s; "
+			  "run %s again, then finalize",
+			  v.unproven, v.files, nshards == 1 ? "" : "s", nshards == 1 ? "" : "s",
+			  shards, nshards == 1 ? "it" : "them");
+		rc = EXIT_DIFFERENT;
+	} else if (rc == 0 && o->verbose > 0) {
+		fprintf(stderr, "finalize: %" PRIu64 " files found at the destination (%s)%s\n",
+			v.files - v.gone, skip_name(proof_level(m->h)),
+			v.gone ? ", some gone from the source since" : "");
+	}
+out:
+	if (v.ru.list.f) {
+		fclose(v.ru.list.f);
+		unlink(v.ru.list.path);
+	}
+	marks_free(&v.marks);
+	return rc;
 }
 
 /* ---- split files ---------------------------------------------------------------- */
@@ -1885,48 +2260,21 @@ static int assembler_connect(struct assembler *as)
 /*
  * The parts of a file that could not be assembled are no longer done: each
  * range marked failed in its shard's journal, so that a run of the shard
- * sends it again. A shard running now (its journal locked) is said.
+ * sends it again.
  */
 static void unmark_ranges(struct assembler *as)
 {
 	const struct msg_assemble *a = &as->req.u.assemble;
-	char jpath[PATH_MAX], esc[1024];
+	struct journal_marks jm;
 
-	for (uint32_t i = 0; i < a->count; i++) {
-		uint32_t shard = as->shard_of[i];
-		bool first = true;
-		FILE *f = NULL;
-		int fd;
-
-		for (uint32_t k = 0; k < i; k++) {
-			first = first && as->shard_of[k] != shard;
-		}
-		if (!first || journal_path(as->plan, shard, jpath, sizeof(jpath)) < 0) {
-			continue;
-		}
-		fd = open(jpath, O_WRONLY | O_APPEND | O_CLOEXEC);
-		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || !(f = fdopen(fd, "a"))) {
-			log_warning("%s: can't mark the ranges of %s to send again (%s): run "
-				    "finalize again once shard %" PRIu32 " is not running",
-				    log_escape_short(jpath, esc, sizeof(esc)), a->name,
-				    strerror(errno), shard);
-			if (fd >= 0) {
-				close(fd);
-			}
-			continue;
-		}
-		for (uint32_t k = i; k < a->count; k++) {
-			if (as->shard_of[k] == shard) {
-				journal_put_range(f, a->name, k, JOURNAL_FAILED, 0, "ASSEMBLY",
-						  NULL);
-			}
-		}
-		if (fflush(f) != 0 || fdatasync(fd) < 0) {
-			log_warning("%s: %s", log_escape_short(jpath, esc, sizeof(esc)),
-				    strerror(errno));
-		}
-		fclose(f);
+	if (marks_init(&jm, as->plan, as->m->h) < 0) {
+		log_warning("%s: out of memory marking its ranges to send again", a->name);
+		return;
 	}
+	for (uint32_t i = 0; i < a->count; i++) {
+		marks_put(&jm, as->shard_of[i], a->name, i, "ASSEMBLY");
+	}
+	marks_free(&jm);
 }
 
 /* One ASSEMBLE and its answer; the outcome journaled. 0, or an exit code for the run. */
@@ -2003,7 +2351,8 @@ static int assemble_entry(void *ud, const struct plan_entry *e)
 	if (e->ranges) {
 		const struct nameset_slot *f = nameset_get(&as->m->final, e->name);
 		struct stat st;
-		char path[2 * PROTO_MAX_PATH + 2];
+		char esc[1024];
+		int r;
 
 		as->active = !(f && journal_state_done(f->state));
 		if (!as->active) {
@@ -2022,10 +2371,11 @@ static int assemble_entry(void *ud, const struct plan_entry *e)
 		a->flags = 0;
 		if (h->owner) {
 			/* The plan has no owners: the source's, as a push would send them. */
-			snprintf(path, sizeof(path), "%s/%s", h->base, e->name);
-			if (lstat(path, &st) < 0) {
-				log_error("%s: its owner: %s (not assembled)", e->name,
-					  strerror(errno));
+			r = source_lstat(h->base, e->name, &st);
+			if (r < 0) {
+				log_error("%s: its owner: %s (not assembled)",
+					  log_escape_short(e->name, esc, sizeof(esc)),
+					  strerror(-r));
 				as->active = false;
 				as->failed++;
 				as->rc = as->rc ? as->rc : EXIT_LOCAL_IO;
@@ -2173,8 +2523,10 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 	}
 	shard_dest(m.h, 0, ru.dest, sizeof(ru.dest));
 	apply_plan_options(o, m.h);
-	/* First the split files: assembling them changes their directories' times. */
-	if (m.split_ready > 0) {
+	/* The journals' word checked at the destination first: nothing changes unless it holds. */
+	rc = verify_all(&m, o, &j, args[0], ru.jpath, ru.dest);
+	/* Then the split files: assembling them changes their directories' times. */
+	if (rc == 0 && m.split_ready > 0) {
 		rc = assemble_all(&m, o, &j, args[0], ru.dest);
 	}
 	copy_set_observer(journal_observe, &j);
@@ -2187,7 +2539,7 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 		if (rc == 0) {
 			rc = mirror_push(o, m.h, ru.dest, top);
 		}
-	} else if (m.h->preserve) {
+	} else {
 		if (batch_open(&ru.list, ru.jpath, "list") < 0) {
 			rc = EXIT_LOCAL_IO;
 		}

@@ -494,6 +494,11 @@ void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t b
 {
 	char esc[4200];
 
+	/* rdmacp finalize proves files with a probe: one it would copy is not done. */
+	if (out->observe) {
+		out->observe(out->observe_ud, name, "would_copy", bytes, NULL, NULL);
+	}
+
 	if (out->json) {
 		printf("{\"event\":\"plan\",\"name\":");
 		output_json_string(stdout, name);
@@ -508,6 +513,10 @@ void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t b
 void output_plan_skip(struct output *out, const char *name)
 {
 	char esc[4200];
+
+	if (out->observe) {
+		out->observe(out->observe_ud, name, "would_skip", 0, NULL, NULL);
+	}
 
 	if (out->json) {
 		printf("{\"event\":\"plan\",\"name\":");

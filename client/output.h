@@ -34,7 +34,11 @@ struct output {
 	uint64_t deleted, delete_withheld;
 	bool delete_suppressed;
 	bool dry_run; /* every entry is listed (plan events) */
-	/* rdmacp run: each entry's outcome told to this too (a shard's journal); NULL: none */
+	/*
+	 * rdmacp run and finalize: each entry's outcome told to this too (a
+	 * shard's journal): copied, resumed, skipped, deleted, failed; in a
+	 * probe would_copy and would_skip. NULL: none.
+	 */
 	void (*observe)(void *ud, const char *name, const char *action, uint64_t bytes,
 			const char *code, const uint8_t *hash /* XXH3-128 of a file, or NULL */);
 	void *observe_ud;
