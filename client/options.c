@@ -138,7 +138,8 @@ static void usage(FILE *f)
 	    "refused, 6 local I/O, 7 integrity, 8 transport, 9 partial, 10 interrupted,\n"
 	    "11 connect, 12 version mismatch, 13 no RDMA device, 14 remote I/O (the daemon\n"
 	    "could not store or read a file, or failed on its side), 15 check found\n"
-	    "differences, 16 deletions held back by --max-delete, 17 a block device\n"
+	    "differences (finalize: files not at the destination), 16 deletions held\n"
+	    "back by --max-delete, 17 a block device\n"
 	    "refused (not allowed, in use, too small), 18 shard already running, 19 bad\n"
 	    "plan or journal, 20 lane encryption refused, 21 a split file's parts could\n"
 	    "not be assembled.\n",
