@@ -3,9 +3,12 @@
  * libFuzzer target for what reads plans and journals (src/ndjson.c,
  * src/plan.c, src/zfile.c): the input, as a file, is opened as a plan
  * (plain, or zstd when it starts with the zstd magic: the corpus has both)
- * and read to its end; each of its lines is also parsed as a journal line. Names that come
- * out are written back with ndjson_put_name and must read back the same.
+ * and read to its end; each of its lines is also parsed as a journal line, and
+ * the file is read as a journal (journal_read: NUL bytes, torn last lines).
+ * Names that come out are written back with ndjson_put_name and must read
+ * back the same.
  */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +43,16 @@ static void name_round_trip(const char *name)
 	}
 }
 
+static int journal_each(void *ud, uint64_t line, const struct journal_line *l)
+{
+	(void)ud;
+	(void)line;
+	if (l->kind == JL_ENTRY) {
+		name_round_trip(l->name);
+	}
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char path[] = "/tmp/fuzz_plan.XXXXXX", err[8192];
@@ -62,6 +75,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			name_round_trip(pe.name);
 		}
 		plan_close(r);
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		off_t good;
+
+		journal_read(fd, path, journal_each, NULL, &good, err, sizeof(err));
+		close(fd);
 	}
 	unlink(path);
 	for (size_t i = 0; i <= size; i++) {
