@@ -754,16 +754,14 @@ static int foreign_line(void *ud, uint64_t line, const struct journal_line *jl)
  * line for anything else is refused, naming it. A journal line is only
  * ever a key (never a path), but one that belongs to no entry is not this
  * plan's record, and a journal with such lines is not to be trusted with
- * the others. fd: the journal. 0 or EXIT_BAD_PLAN.
+ * the others. fd: the journal; called when ns has some unmarked (a second
+ * read, to name the line). 0 or EXIT_BAD_PLAN.
  */
 static int journal_foreign(struct nameset *ns, int fd, const char *jpath)
 {
 	char esc[1024], err[8192];
 	struct foreign_find ff = { .esc = log_escape_short(jpath, esc, sizeof(esc)), .ns = ns };
 
-	if (nameset_count_unmarked(ns, NAMESET_PLANNED) == 0) {
-		return 0;
-	}
 	return journal_read_rc(journal_read(fd, jpath, foreign_line, &ff, NULL, err, sizeof(err)),
 			       err);
 }
@@ -1390,7 +1388,7 @@ int cmd_run(struct client_opts *o, char **args, int nargs)
 	if (rc == 0) {
 		/* All of it checked before anything is copied: the plan, the journal against it. */
 		rc = plan_pass(r, skeleton_mark, &ru);
-		if (rc == 0) {
+		if (rc == 0 && nameset_count_unmarked(&done, NAMESET_PLANNED) > 0) {
 			rc = journal_foreign(&done, j.fd, ru.jpath);
 		}
 		if (rc != 0) {
@@ -1530,12 +1528,12 @@ static int merged_foreign(struct merged *m, const char *plan)
 	char jpath[PATH_MAX];
 	int rc = 0;
 
+	if (nameset_count_unmarked(&m->ns, NAMESET_PLANNED) == 0) {
+		return 0;
+	}
 	for (uint32_t i = 0; i < m->h->shards && rc == 0; i++) {
 		int fd;
 
-		if (nameset_count_unmarked(&m->ns, NAMESET_PLANNED) == 0) {
-			return 0;
-		}
 		journal_path(plan, i, jpath, sizeof(jpath));
 		fd = open(jpath, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
@@ -2179,7 +2177,9 @@ static int verify_all(struct merged *m, struct client_opts *o, struct journal_wr
 	o->progress = progress;
 	apply_plan_options(o, m->h);
 	/* A probe's 9 is an entry it could not look at: not proven, said below. */
-	rc = rc ? rc : v.ru.rc == EXIT_PARTIAL ? 0 : v.ru.rc;
+	if (rc == 0 && v.ru.rc != EXIT_PARTIAL) {
+		rc = v.ru.rc;
+	}
 	if (rc == 0) {
 		rc = plan_pass(m->r, verify_unproven, &v);
 	}
