@@ -9,8 +9,9 @@
 #      with the right digest: committed byte-exact (jobs queued are waited
 #      for, not dropped);
 #   2. a slot written twice, the second time while its first chunk is still
-#      held for hashing: refused (the write fails, or the session ends), the
-#      file never committed;
+#      held for hashing: refused, by the fence (the write into held memory
+#      fails) or, when the write lands first, by the receiver (a descriptor for
+#      a busy slot: ERROR PROTOCOL); the file never committed;
 #   3. a client that dies with jobs queued (TCP FIN, then a hard reset of the
 #      lanes): the session ends, no file and no temp file under any name;
 #   4. wrong digests for a flood of files in one session: each fails alone
@@ -50,7 +51,10 @@ rawpeer_rc 0 "a slot written twice while held" \
 	hello open push data/twice.bin chunk=$K slots=8 lanes ring \
 	files 1:twice.bin:$((8 * K)) ack expect "1=OK" \
 	chunk 0 1 0 $K "$T/src.bin" chunk 0 1 $K $K "$T/src.bin" \
-	wait closed expect closed expect-seen "write into memory the receiver holds"
+	wait closed expect closed
+grep -Eq "write into memory the receiver holds|ERROR PROTOCOL data for busy or unknown slot 0" \
+	"$T/rp.out" && pass "the second write refused (fence or busy slot)" ||
+	fail "second write: $(tail -5 "$T/rp.out")"
 [ ! -e "$T/mod/twice.bin" ] && pass "twice.bin not committed" || fail "twice.bin committed"
 
 # 3. Gone with jobs queued: a FIN after a flood, no FILE_DONE.
