@@ -683,22 +683,7 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 	}
 	/* Daemon rails (checked in daemon_conn_check_lanes): lane i to address i % (1 + n). */
 	for (unsigned i = 0; i < ok->nrails && i < PROTO_MAX_RAILS; i++) {
-		const struct proto_rail *rl = &ok->rails[i];
-		struct sockaddr_storage *a = &xp.rails[xp.nrails++];
-
-		memset(a, 0, sizeof(*a));
-		if (rl->family == PROTO_RAIL_INET) {
-			struct sockaddr_in *a4 = (struct sockaddr_in *)a;
-
-			a4->sin_family = AF_INET;
-			memcpy(&a4->sin_addr, rl->addr, 4);
-		} else {
-			struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)a;
-
-			a6->sin6_family = AF_INET6;
-			memcpy(&a6->sin6_addr, rl->addr, 16);
-		}
-		net_set_port(a, rl->port);
+		net_rail_addr(&ok->rails[i], &xp.rails[xp.nrails++]);
 	}
 	if (xp.nrails && s->o->verbose > 0) {
 		log_info("daemon rails: lanes over %u daemon addresses", 1 + xp.nrails);

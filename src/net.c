@@ -15,6 +15,7 @@
 
 #include "fdutil.h"
 #include "macro.h"
+#include "proto/msg.h"
 
 const char *net_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t buflen)
 {
@@ -102,4 +103,21 @@ int net_connect(const char *host, uint16_t port, int timeout_ms, int *ret_fd,
 	}
 	freeaddrinfo(res);
 	return r;
+}
+
+void net_rail_addr(const struct proto_rail *rl, struct sockaddr_storage *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (rl->family == PROTO_RAIL_INET) {
+		struct sockaddr_in *a4 = (struct sockaddr_in *)ret;
+
+		a4->sin_family = AF_INET;
+		memcpy(&a4->sin_addr, rl->addr, 4);
+	} else {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ret;
+
+		a6->sin6_family = AF_INET6;
+		memcpy(&a6->sin6_addr, rl->addr, 16);
+	}
+	net_set_port(ret, rl->port);
 }

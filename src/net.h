@@ -20,3 +20,7 @@ int net_connect(const char *host, uint16_t port, int timeout_ms, int *ret_fd,
 
 /* Copy sa with its port replaced. */
 void net_set_port(struct sockaddr_storage *ss, uint16_t port);
+
+struct proto_rail;
+/* A daemon rail of OPEN_OK (its family, address and port) as a socket address. */
+void net_rail_addr(const struct proto_rail *rl, struct sockaddr_storage *ret);

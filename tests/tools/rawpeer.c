@@ -1053,22 +1053,7 @@ static int step_bench(struct peer *p, char **args, int nargs)
 static void lanes_rails(const struct msg_open_ok *ok, struct xport_params *xp)
 {
 	for (unsigned i = 0; i < ok->nrails && i < PROTO_MAX_RAILS; i++) {
-		const struct proto_rail *rl = &ok->rails[i];
-		struct sockaddr_storage *a = &xp->rails[xp->nrails++];
-
-		memset(a, 0, sizeof(*a));
-		if (rl->family == PROTO_RAIL_INET) {
-			struct sockaddr_in *a4 = (struct sockaddr_in *)a;
-
-			a4->sin_family = AF_INET;
-			memcpy(&a4->sin_addr, rl->addr, 4);
-		} else {
-			struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)a;
-
-			a6->sin6_family = AF_INET6;
-			memcpy(&a6->sin6_addr, rl->addr, 16);
-		}
-		net_set_port(a, rl->port);
+		net_rail_addr(&ok->rails[i], &xp->rails[xp->nrails++]);
 	}
 }
 
