@@ -42,12 +42,7 @@ rxevm_skip_asan
 [ -x "$BUILD_DIR/rdmacp" ] && [ -x "$BUILD_DIR/rdmacpd" ] || die "rdmacp/rdmacpd not built in $BUILD_DIR"
 [ -x "$BUILD_DIR/tests/rawpeer" ] || die "rawpeer not built in $BUILD_DIR/tests"
 
-for t in qemu-system-x86_64 cpio xz rdma; do
-	command -v "$t" >/dev/null || skip "$t not installed (apt-get install qemu-system-x86 cpio xz-utils iproute2)"
-done
-[ -x /bin/busybox ] || skip "/bin/busybox missing (apt-get install busybox-static)"
-ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 ||
-	skip "no Soft-RoCE userspace provider (apt-get install ibverbs-providers)"
+rxevm_require_tools
 
 export RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-600}
 start=$(date +%s)

@@ -46,12 +46,7 @@ rxevm_skip_asan
 [ -x "$LOOP" ] || die "$LOOP not built"
 [ -x "$BUILD_DIR/rdmacp" ] && [ -x "$BUILD_DIR/rdmacpd" ] || die "rdmacp/rdmacpd not built in $BUILD_DIR"
 
-for t in qemu-system-x86_64 cpio xz rdma jq pgrep; do
-	command -v "$t" >/dev/null || skip "$t not installed (apt-get install qemu-system-x86 cpio xz-utils iproute2 jq procps)"
-done
-[ -x /bin/busybox ] || skip "/bin/busybox missing (apt-get install busybox-static)"
-ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 ||
-	skip "no Soft-RoCE userspace provider (apt-get install ibverbs-providers)"
+rxevm_require_tools jq pgrep -- jq procps
 
 export RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-1440}
 start=$(date +%s)

@@ -14,6 +14,23 @@ rxevm_skip_asan() {
 	return 0
 }
 
+# rxevm_require_tools [TOOL...] -- [PACKAGE...]: what booting the VM needs (qemu, cpio,
+# xz, rdma, busybox, the Soft-RoCE provider) and the test's own TOOLs: skip, naming
+# the Debian packages (the VM's and the test's PACKAGEs), when one is missing.
+rxevm_require_tools() {
+	local tools=(qemu-system-x86_64 cpio xz rdma) pkgs=(qemu-system-x86 cpio xz-utils iproute2) t
+
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do tools+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	pkgs+=("$@")
+	for t in "${tools[@]}"; do
+		command -v "$t" >/dev/null || skip "$t not installed (apt-get install ${pkgs[*]})"
+	done
+	[ -x /bin/busybox ] || skip "/bin/busybox missing (apt-get install busybox-static)"
+	ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 ||
+		skip "no Soft-RoCE userspace provider (apt-get install ibverbs-providers)"
+}
+
 # First use builds the kernel + initramfs from Debian's archive (apt-get
 # download). Without network and without a cached image that cannot work: skip.
 rxevm_require_kernel() {
