@@ -3441,19 +3441,7 @@ static void test_stop_requested(void **state)
 
 static struct tls_ctx *make_ctx(bool server, const char *name)
 {
-	char crt[512], key[512], ca[512];
-	struct tls_config cfg = {
-		.server = server, .cert_file = crt, .key_file = key, .ca_file = ca
-	};
-	struct tls_ctx *ctx = NULL;
-
-	snprintf(crt, sizeof(crt), "%s/%s.crt", certdir, name);
-	snprintf(key, sizeof(key), "%s/%s.key", certdir, name);
-	snprintf(ca, sizeof(ca), "%s/ca.crt", certdir);
-	if (tls_ctx_new(&cfg, &ctx) < 0) {
-		return NULL;
-	}
-	return ctx;
+	return tu_tls_ctx(certdir, server, name);
 }
 
 static int group_setup(void **state)

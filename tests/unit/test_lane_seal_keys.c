@@ -44,16 +44,9 @@ struct accept_arg {
 
 static struct tls_ctx *make_ctx(bool server, const char *name)
 {
-	char crt[512], key[512], ca[512];
-	struct tls_config cfg = {
-		.server = server, .cert_file = crt, .key_file = key, .ca_file = ca
-	};
-	struct tls_ctx *ctx = NULL;
+	struct tls_ctx *ctx = tu_tls_ctx(certdir, server, name);
 
-	snprintf(crt, sizeof(crt), "%s/%s.crt", certdir, name);
-	snprintf(key, sizeof(key), "%s/%s.key", certdir, name);
-	snprintf(ca, sizeof(ca), "%s/ca.crt", certdir);
-	if (tls_ctx_new(&cfg, &ctx) < 0) {
+	if (!ctx) {
 		fail_msg("tls_ctx_new: %s", tls_last_error());
 	}
 	return ctx;

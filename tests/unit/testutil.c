@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tls.h"
+
 char *tu_mkdtemp(void)
 {
 	const char *base = getenv("TMPDIR");
@@ -47,4 +49,18 @@ void tu_skip(const char *fmt, ...)
 	va_end(ap);
 	printf("\n");
 	exit(T_EXIT_SKIP);
+}
+
+struct tls_ctx *tu_tls_ctx(const char *certdir, bool server, const char *name)
+{
+	char crt[512], key[512], ca[512];
+	struct tls_config cfg = {
+		.server = server, .cert_file = crt, .key_file = key, .ca_file = ca
+	};
+	struct tls_ctx *ctx = NULL;
+
+	snprintf(crt, sizeof(crt), "%s/%s.crt", certdir, name);
+	snprintf(key, sizeof(key), "%s/%s.key", certdir, name);
+	snprintf(ca, sizeof(ca), "%s/ca.crt", certdir);
+	return tls_ctx_new(&cfg, &ctx) < 0 ? NULL : ctx;
 }
