@@ -155,6 +155,7 @@ static int finish(struct xfer *x, const struct engine_stats *st, uint64_t local_
 		.bytes = st->bytes,
 		.failed = st->files_failed + local_failures,
 		.skipped = st->files_skipped,
+		.updated = st->files_updated,
 		.deleted = st->files_deleted,
 		.resumed_bytes = st->bytes_resumed,
 		.zero_bytes = st->bytes_zero,
@@ -174,7 +175,7 @@ static void ev_ok(void *ud, const struct engine_entry_ev *ev)
 	struct xfer *x = ud;
 
 	output_file(&x->out, ev->name, ev->ftype, ev->bytes, ev->zero_bytes, ev->skipped_bytes,
-		    ev->seconds, ev->hash);
+		    ev->seconds, ev->hash, ev->items);
 }
 
 static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
@@ -186,14 +187,14 @@ static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept,
 }
 
 /* In a dry run (a probe) skipped, deleted and withheld are what a real run would do. */
-static void ev_skipped(void *ud, const char *name)
+static void ev_skipped(void *ud, const char *name, uint8_t ftype, uint32_t items)
 {
 	struct xfer *x = ud;
 
 	if (x->o->dry_run) {
-		output_plan_skip(&x->out, name);
+		output_plan_skip(&x->out, name, ftype, items);
 	} else {
-		output_skipped(&x->out, name);
+		output_skipped(&x->out, name, ftype, items);
 	}
 }
 

@@ -150,12 +150,6 @@ static const char *type_name(uint8_t ftype)
 	}
 }
 
-/* rsync's itemize letter for a type: f, d, L. */
-static char type_letter(uint8_t ftype)
-{
-	return ftype == PROTO_FT_DIR ? 'd' : ftype == PROTO_FT_SYMLINK ? 'L' : 'f';
-}
-
 /* ,"type":"..." when the type is known. */
 static void json_type(uint8_t ftype)
 {
@@ -166,10 +160,46 @@ static void json_type(uint8_t ftype)
 	}
 }
 
-void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, uint64_t zero,
-		 uint64_t skipped, double secs, const uint8_t *hash)
+/* ,"changes":[...]: what differed at the destination (PROTO_ITEM_*), when known. */
+static void json_changes(uint32_t items)
 {
-	char hex[33] = "", esc[4200];
+	static const char *const names[] = { "new",   "content", "size",  "checksum",
+					     "times", "perms",	 "owner", "group" };
+	const char *sep = "";
+
+	if (!items) {
+		return;
+	}
+	printf(",\"changes\":[");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (items & (1u << i)) {
+			printf("%s\"%s\"", sep, names[i]);
+			sep = ",";
+		}
+	}
+	printf("]");
+}
+
+/* The -v line's itemized change: '<' sent, '>' received, 'c' made, 'h' linked, '.' kept. */
+static void item_string(const struct output *out, uint8_t ftype, uint32_t items, char buf[12])
+{
+	bool made = items & (PROTO_ITEM_NEW | PROTO_ITEM_CONTENT);
+	char y = '.';
+
+	if (ftype == PROTO_FT_HARDLINK) {
+		y = 'h';
+	} else if (made && ftype == PROTO_FT_REG) {
+		y = out->pull ? '>' : '<';
+	} else if (made) {
+		y = 'c';
+	}
+	proto_itemize(buf, y, ftype, items);
+}
+
+void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, uint64_t zero,
+		 uint64_t skipped, double secs, const uint8_t *hash, uint32_t items)
+{
+	char hex[33] = "", esc[4200], item[12];
 
 	if (out->observe) {
 		out->observe(out->observe_ud, name, "copied", bytes, NULL, hash);
@@ -183,6 +213,7 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 		json_type(ftype);
 		printf(",\"action\":\"copied\",\"bytes\":%" PRIu64 ",\"seconds\":%.6f", bytes,
 		       secs);
+		json_changes(items);
 		if (ftype == PROTO_FT_REG) {
 			/*
 			 * What crossed the data path, what went as zeros without
@@ -200,17 +231,14 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 	} else if (out->verbose > 0) {
 		clear_progress(out);
 		log_escape(name, esc, sizeof(esc));
+		/* An entry made before the receiver told what differed: made, no more is known. */
+		item_string(out, ftype, items ? items : PROTO_ITEM_CONTENT, item);
 		if (ftype == PROTO_FT_REG) {
-			/* rsync -i: '<' sent, '>' received; then what was verified. */
-			fprintf(stderr, "%cf %s  %" PRIu64 " bytes, xxh128 %s\n",
-				out->pull ? '>' : '<', esc, bytes, hex);
-		} else if (ftype == PROTO_FT_HARDLINK) {
-			/* 'h': a hard link to a file of this run, as rsync -i says. */
-			fprintf(stderr, "hf %s\n", esc);
+			/* rsync -i: what changed; then what was verified. */
+			fprintf(stderr, "%s %s  %" PRIu64 " bytes, xxh128 %s\n", item, esc, bytes,
+				hex);
 		} else {
-			/* 'c': created or changed at the destination, as rsync -i says. */
-			fprintf(stderr, "c%c %s%s\n", type_letter(ftype), esc,
-				ftype == PROTO_FT_DIR ? "/" : "");
+			fprintf(stderr, "%s %s%s\n", item, esc, ftype == PROTO_FT_DIR ? "/" : "");
 		}
 	}
 }
@@ -243,22 +271,32 @@ void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_
 	}
 }
 
-void output_skipped(struct output *out, const char *name)
+void output_skipped(struct output *out, const char *name, uint8_t ftype, uint32_t items)
 {
-	char esc[4200];
+	char esc[4200], item[12];
 
+	/* A journal's entry is done either way. */
 	if (out->observe) {
 		out->observe(out->observe_ud, name, "skipped", 0, NULL, NULL);
 	}
 	if (out->json) {
 		printf("{\"event\":\"file\",\"name\":");
 		output_json_string(stdout, name);
-		printf(",\"type\":\"file\",\"action\":\"skipped\"}\n");
+		json_type(ftype);
+		printf(",\"action\":\"%s\"", items ? "updated" : "skipped");
+		json_changes(items);
+		printf("}\n");
 		fflush(stdout);
-	} else if (out->verbose > 0) {
+	} else if (out->verbose > (items ? 0 : 1)) {
+		/* rsync -i: '.', the data is not sent; what was brought in line (-vv: all). */
 		clear_progress(out);
-		/* rsync -i: '.', the item is not being updated. */
-		fprintf(stderr, ".f %s\n", log_escape(name, esc, sizeof(esc)));
+		item_string(out, ftype, items, item);
+		if (!items) {
+			/* rsync -ii's unchanged entry: its type, then blanks. */
+			memset(item + 2, ' ', 9);
+		}
+		fprintf(stderr, "%s %s%s\n", item, log_escape(name, esc, sizeof(esc)),
+			ftype == PROTO_FT_DIR ? "/" : "");
 	}
 }
 
@@ -437,13 +475,14 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 		/* "failures" is the name "failed" had before; kept for older scripts. */
 		printf("{\"event\":\"summary\",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64
 		       ",\"seconds\":%.6f,\"rate\":%.0f,\"failed\":%" PRIu64
-		       ",\"failures\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"deleted\":%" PRIu64
-		       ",\"resumed_bytes\":%" PRIu64 ",\"data_bytes\":%" PRIu64
-		       ",\"zero_bytes\":%" PRIu64 ",\"skipped_bytes\":%" PRIu64
-		       ",\"packed_files\":%" PRIu64 ",\"packed_slots\":%" PRIu64 ",\"dry_run\":%s",
-		       t->files, t->bytes, secs, rate, t->failed, t->failed, t->skipped, t->deleted,
-		       t->resumed_bytes, t->bytes, t->zero_bytes, t->skipped_bytes, t->packed_files,
-		       t->packed_slots, t->dry_run ? "true" : "false");
+		       ",\"failures\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"updated\":%" PRIu64
+		       ",\"deleted\":%" PRIu64 ",\"resumed_bytes\":%" PRIu64
+		       ",\"data_bytes\":%" PRIu64 ",\"zero_bytes\":%" PRIu64
+		       ",\"skipped_bytes\":%" PRIu64 ",\"packed_files\":%" PRIu64
+		       ",\"packed_slots\":%" PRIu64 ",\"dry_run\":%s",
+		       t->files, t->bytes, secs, rate, t->failed, t->failed, t->skipped, t->updated,
+		       t->deleted, t->resumed_bytes, t->bytes, t->zero_bytes, t->skipped_bytes,
+		       t->packed_files, t->packed_slots, t->dry_run ? "true" : "false");
 		if (out->mirror) {
 			printf(",\"delete_withheld\":%" PRIu64 ",\"delete_suppressed\":%s",
 			       out->delete_withheld, out->delete_suppressed ? "true" : "false");
@@ -463,7 +502,11 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 		/* The progress line's units (binary, as --bwlimit's), so the two agree. */
 		human_bytes((uint64_t)rate, r, sizeof(r));
 		/* Each said only when there are some: a plain copy's line stays as it was. */
-		if (t->skipped) {
+		if (t->updated) {
+			n += (size_t)snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " updated",
+					      t->updated);
+		}
+		if (t->skipped && n < sizeof(extra)) {
 			n += (size_t)snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " skipped",
 					      t->skipped);
 		}
@@ -510,9 +553,9 @@ void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t b
 	}
 }
 
-void output_plan_skip(struct output *out, const char *name)
+void output_plan_skip(struct output *out, const char *name, uint8_t ftype, uint32_t items)
 {
-	char esc[4200];
+	char esc[4200], item[12];
 
 	if (out->observe) {
 		out->observe(out->observe_ud, name, "would_skip", 0, NULL, NULL);
@@ -521,8 +564,15 @@ void output_plan_skip(struct output *out, const char *name)
 	if (out->json) {
 		printf("{\"event\":\"plan\",\"name\":");
 		output_json_string(stdout, name);
-		printf(",\"type\":\"file\",\"action\":\"skip\"}\n");
-	} else if (out->verbose >= 0) {
+		json_type(ftype);
+		printf(",\"action\":\"%s\"", items ? "update" : "skip");
+		json_changes(items);
+		printf("}\n");
+	} else if (out->verbose >= 0 && items) {
+		item_string(out, ftype, items, item);
+		printf("would update %s (%s)\n", log_escape(name, esc, sizeof(esc)), item);
+	} else if (out->verbose > (ftype == PROTO_FT_REG ? 0 : 1)) {
+		/* Unchanged: a file with -v, directories and links with -vv (rsync -n lists changes). */
 		printf("would skip %s\n", log_escape(name, esc, sizeof(esc)));
 	}
 }

@@ -67,14 +67,21 @@ void output_memory(struct output *out, uint64_t limit, uint64_t pool, uint32_t c
 		   uint32_t chunks, bool fitted);
 /*
  * An entry committed at the destination (ftype: enum proto_ftype; hash:
- * its verified XXH3-128, NULL for entries that have none). -v prints an
- * rsync-like itemized line ("<f NAME" sent, ">f NAME" received, "cd NAME/",
- * "cL NAME"); --json a file event with "type" and "action":"copied".
+ * its verified XXH3-128, NULL for entries that have none; items: what
+ * differed, PROTO_ITEM_*, 0 when the peer did not say). -v prints rsync
+ * -i's itemized line ("<f+++++++++ NAME" sent, ">f.st...... NAME"
+ * received, "cd+++++++++ NAME/", "cL+++++++++ NAME"); --json a file event
+ * with "type", "action":"copied" and "changes".
  */
 void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, uint64_t zero,
-		 uint64_t skipped, double secs, const uint8_t *hash);
-/* A file kept as it was at the destination (--skip): -v ".f NAME", --json "action":"skipped". */
-void output_skipped(struct output *out, const char *name);
+		 uint64_t skipped, double secs, const uint8_t *hash, uint32_t items);
+/*
+ * An entry kept at the destination (--skip, or a directory or symlink there
+ * already): items 0 unchanged (-vv ".f NAME", --json "action":"skipped"),
+ * else its metadata was brought in line (-v ".f..tp..... NAME", --json
+ * "action":"updated" with "changes").
+ */
+void output_skipped(struct output *out, const char *name, uint8_t ftype, uint32_t items);
 /*
  * --delete: an entry removed (-v "deleting NAME", --json "action":"deleted"),
  * or one --max-delete kept (-v "not deleting NAME (--max-delete)", --json
@@ -111,7 +118,8 @@ struct output_totals {
 	uint64_t files;		/* entries committed (a dry run: entries it would copy) */
 	uint64_t bytes;		/* payload bytes sent over the data path (a dry run: 0) */
 	uint64_t failed;	/* entries that failed, on either side */
-	uint64_t skipped;	/* files kept as they were (--skip) */
+	uint64_t skipped;	/* entries kept as they were (--skip; directories, symlinks) */
+	uint64_t updated;	/* entries kept whose metadata alone was brought in line */
 	uint64_t deleted;	/* entries removed at the destination (--delete) */
 	uint64_t resumed_bytes; /* bytes a partial held and that were not sent again */
 	uint64_t zero_bytes;	/* bytes described as zeros, no payload (ZEROS) */
@@ -136,7 +144,7 @@ void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t b
  * kept as it is; an entry --delete would remove (withheld: one --max-delete
  * would keep).
  */
-void output_plan_skip(struct output *out, const char *name);
+void output_plan_skip(struct output *out, const char *name, uint8_t ftype, uint32_t items);
 void output_plan_delete(struct output *out, const char *name, uint8_t ftype, bool withheld);
 /* ls: a module ("read only", "write only" or "read/write") and an entry. */
 void output_module(struct output *out, const char *name, const char *access, const char *comment);

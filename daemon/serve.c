@@ -220,12 +220,14 @@ static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t 
 	}
 }
 
-static void ev_file_skipped(void *ud, const char *name)
+static void ev_file_skipped(void *ud, const char *name, uint8_t ftype, uint32_t items)
 {
 	struct conn *c = ud;
-	char esc[512];
+	char esc[512], item[12];
 
-	log_debug("%s: kept %s (skip level)", c->peer, log_escape(name, esc, sizeof(esc)));
+	proto_itemize(item, '.', ftype, items);
+	log_debug("%s: kept %s (%s)", c->peer, log_escape(name, esc, sizeof(esc)),
+		  items ? item : "unchanged");
 }
 
 static void ev_notice(void *ud, const char *name, const char *text)
@@ -679,8 +681,9 @@ static int run_session_engine(struct conn *c, const struct msg_open *o,
 			   log_escape(err, esc, sizeof(esc)));
 		return r;
 	}
-	if (st.files_skipped) {
-		snprintf(skipped, sizeof(skipped), ", %llu skipped",
+	if (st.files_skipped || st.files_updated) {
+		snprintf(skipped, sizeof(skipped), ", %llu updated, %llu unchanged",
+			 (unsigned long long)st.files_updated,
 			 (unsigned long long)st.files_skipped);
 	}
 	if (o->flags & PROTO_OPEN_DELETE) {

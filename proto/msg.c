@@ -101,6 +101,27 @@ uint32_t proto_err_for_peer(uint32_t code, uint64_t peer_caps)
 	}
 }
 
+void proto_itemize(char out[12], char y, uint8_t ftype, uint32_t items)
+{
+	bool link = ftype == PROTO_FT_SYMLINK;
+
+	out[0] = y;
+	out[1] = ftype == PROTO_FT_DIR ? 'd' : link ? 'L' : 'f';
+	if (items & PROTO_ITEM_NEW) {
+		memcpy(out + 2, "+++++++++", 10);
+		return;
+	}
+	memcpy(out + 2, ".........", 10);
+	if ((items & PROTO_ITEM_CHECKSUM) || (link && (items & PROTO_ITEM_CONTENT))) {
+		out[2] = 'c';
+	}
+	out[3] = (items & PROTO_ITEM_SIZE) ? 's' : '.';
+	out[4] = (items & PROTO_ITEM_TIME) ? 't' : '.';
+	out[5] = (items & PROTO_ITEM_PERMS) ? 'p' : '.';
+	out[6] = (items & PROTO_ITEM_OWNER) ? 'o' : '.';
+	out[7] = (items & PROTO_ITEM_GROUP) ? 'g' : '.';
+}
+
 const char *proto_err_name(uint32_t code)
 {
 	if (code < ARRAY_LEN(err_names) && err_names[code]) {
@@ -421,8 +442,13 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 		}
 		wbuf_put_u16(w, m->u.files_ack.count);
 		for (size_t i = 0; i < m->u.files_ack.count; i++) {
-			wbuf_put_u32(w, m->u.files_ack.st[i].id);
-			wbuf_put_u32(w, m->u.files_ack.st[i].status);
+			const struct proto_status *s = &m->u.files_ack.st[i];
+
+			if (s->items && (s->status > 0xffffu || (s->items & ~PROTO_ITEMS_KNOWN))) {
+				return -EINVAL;
+			}
+			wbuf_put_u32(w, s->id);
+			wbuf_put_u32(w, s->status | s->items << 16);
 			wbuf_put_str16(w, m->u.files_ack.st[i].text, PROTO_MAX_TEXT);
 		}
 		break;
@@ -740,11 +766,17 @@ static int dec_files_ack(struct rbuf *r, struct msg_files_ack *a)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < count; i++) {
+		uint32_t word;
+
 		a->st[i].id = rbuf_get_u32(r);
-		a->st[i].status = rbuf_get_u32(r);
+		word = rbuf_get_u32(r);
+		/* The code, and what differs (PROTO_CAP_ITEMIZE; 0 from older peers). */
+		a->st[i].status = word & 0xffffu;
+		a->st[i].items = word >> 16;
 		a->count = (uint16_t)(i + 1);
 		a->st[i].text = dec_str_alloc(r, PROTO_MAX_TEXT);
-		if (r->error || a->st[i].status > PERR_MAX) {
+		if (r->error || a->st[i].status > PERR_MAX ||
+		    (a->st[i].items & ~PROTO_ITEMS_KNOWN)) {
 			return -EBADMSG;
 		}
 	}

@@ -130,7 +130,35 @@ enum {
 	 */
 	PROTO_CAP_TRANSFER_KEYS = 1u << 30,
 };
-#define PROTO_CAPS_KNOWN 0x7fffffffu
+/*
+ * Itemized changes: a FILES_ACK entry carries what differs at the receiver
+ * (PROTO_ITEM_*, in its status word's upper 16 bits), and a directory or a
+ * symlink that is there already may be answered SKIPPED (kept, its
+ * metadata brought in line where items says so).
+ */
+#define PROTO_CAP_ITEMIZE (1ull << 31)
+#define PROTO_CAPS_KNOWN  0xffffffffull
+
+/*
+ * What differs between an entry offered and the one at the receiver, as
+ * rsync -i itemizes it. NEW: nothing (or another type) was there. CONTENT:
+ * its data (a symlink's target) is sent again; SIZE, CHECKSUM: why. The
+ * rest is metadata the options keep (-p: TIME, PERMS; --owner: OWNER,
+ * GROUP), brought in line on a kept entry (SKIPPED) without its data.
+ */
+enum proto_item {
+	PROTO_ITEM_NEW = 1u << 0,
+	PROTO_ITEM_CONTENT = 1u << 1,
+	PROTO_ITEM_SIZE = 1u << 2,
+	PROTO_ITEM_CHECKSUM = 1u << 3,
+	PROTO_ITEM_TIME = 1u << 4,
+	PROTO_ITEM_PERMS = 1u << 5,
+	PROTO_ITEM_OWNER = 1u << 6,
+	PROTO_ITEM_GROUP = 1u << 7,
+};
+#define PROTO_ITEMS_KNOWN 0xffu
+/* The items that are metadata alone: a kept entry with any of them was updated. */
+#define PROTO_ITEMS_META (PROTO_ITEM_TIME | PROTO_ITEM_PERMS | PROTO_ITEM_OWNER | PROTO_ITEM_GROUP)
 /*
  * Files a sender may have offered and not yet resolved: PROTO_FILES_WIDER
  * to a receiver that announced PROTO_CAP_WIDER_WINDOW, PROTO_FILES_WIDE to
@@ -395,7 +423,12 @@ struct msg_files {
 struct proto_status {
 	uint32_t id;
 	uint32_t status; /* enum proto_err */
-	char *text;	 /* allocated by decode, may be "" */
+	/*
+	 * FILES_ACK, to a peer with PROTO_CAP_ITEMIZE only: PROTO_ITEM_*, sent
+	 * in the status word's upper 16 bits (0 to others).
+	 */
+	uint32_t items;
+	char *text; /* allocated by decode, may be "" */
 };
 
 struct msg_files_ack {
@@ -759,6 +792,15 @@ static inline uint32_t proto_imm(unsigned kind, uint32_t slot)
 
 const char *proto_type_name(uint16_t type);
 const char *proto_err_name(uint32_t code);
+/*
+ * An entry's change as rsync -i writes it: 11 characters and a NUL in out,
+ * "YXcstpoguax". y: '<' sent, '>' received (a regular file whose data
+ * crossed), else 'c' made or changed here, 'h' a hard link, '.' kept (its
+ * metadata maybe brought in line). X: f, d, L. Then "+++++++++" for a new
+ * entry, else a letter for each of PROTO_ITEM_CHECKSUM (or a symlink's
+ * CONTENT), SIZE, TIME, PERMS, OWNER, GROUP that is set, '.' for the rest.
+ */
+void proto_itemize(char out[12], char y, uint8_t ftype, uint32_t items);
 
 /*
  * code as a peer with these HELLO caps understands it: the device codes

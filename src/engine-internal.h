@@ -198,7 +198,8 @@ struct dir_meta {
 	int64_t mtime_sec;
 	uint32_t mtime_nsec;
 	uint32_t mode;
-	bool created; /* by us: takes the sender's mode (an existing one keeps its own) */
+	bool created;	/* by us: takes the sender's mode (an existing one only with -p) */
+	uint32_t items; /* an existing one: what differs (PROTO_ITEM_PERMS: its mode is set) */
 };
 
 struct efile {
@@ -288,6 +289,12 @@ struct efile {
 	/* What was under its name when it was accepted: the st_mode, 0 for nothing. */
 	bool old_seen;
 	uint32_t old_mode;
+	/*
+	 * What differs from the entry there (PROTO_ITEM_*): decided by the
+	 * receiver when it takes the entry, told to a sender with
+	 * PROTO_CAP_ITEMIZE in the FILES_ACK.
+	 */
+	uint32_t items;
 	/* The unnamed temp file was made with its final mode (no fchmod at commit). */
 	bool tmode_set;
 	uint32_t tmode;
@@ -557,6 +564,8 @@ struct engine {
 	char *rename_root;	    /* rename_to: the one top-level name it renames */
 	struct name_set fresh;	    /* directories made or found empty (rx_fresh_add) */
 	struct dir_meta *dirs_meta; /* in arrival order: parents before children */
+	/* An entry kept had its metadata brought in line: one syncfs before END. */
+	bool meta_updated;
 	size_t ndirs_meta, dirs_meta_cap;
 	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
 	/* -H: names a hard link may point at (hashes; see LINK_TARGETS_MAX) */
@@ -680,7 +689,7 @@ void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
 void note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t code, bool local,
 		  const char *text);
 void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash);
-void note_skipped(struct engine *e, const char *name);
+void note_kept(struct engine *e, const struct efile *f);
 void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64_t kept,
 		  const uint8_t *hash);
 void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes);
@@ -842,6 +851,11 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,
 			 size_t textlen);
 void rx_finish_dirs(struct engine *e);
+struct meta_sent rx_meta_sent(const struct efile *f, mode_t type);
+uint32_t rx_kept_code(const struct engine *e);
+bool rx_symlink_same(struct engine *e, struct efile *f, const char *target, struct stat *st);
+uint32_t rx_meta_keep(struct engine *e, struct efile *f, int dirfd, const char *leaf,
+		      const struct stat *st, char *text, size_t textlen);
 
 /* engine_delete.c */
 uint32_t rx_delete_note_dir(struct engine *e, const struct efile *f, char *text, size_t textlen);

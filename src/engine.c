@@ -125,6 +125,7 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
 			.skipped_bytes = f->skipped,
 			.seconds = ts_since(&f->t0),
 			.hash = f->ftype == PROTO_FT_REG ? hash : NULL,
+			.items = f->items,
 		};
 
 		e->p->ev.file_ok(e->p->ev.ud, &ev);
@@ -186,12 +187,22 @@ void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t by
 	}
 }
 
-/* Count a regular file the receiver kept as it was (a skip level): not a failure. */
-void note_skipped(struct engine *e, const char *name)
+/*
+ * Count an entry the receiver kept (a skip level, or a directory or symlink
+ * there already): unchanged, or updated when its metadata alone was brought
+ * in line (f->items). Not a failure.
+ */
+void note_kept(struct engine *e, const struct efile *f)
 {
-	e->st.files_skipped++;
+	uint32_t items = f->items & PROTO_ITEMS_META;
+
+	if (items) {
+		e->st.files_updated++;
+	} else {
+		e->st.files_skipped++;
+	}
 	if (e->p->ev.file_skipped) {
-		e->p->ev.file_skipped(e->p->ev.ud, name);
+		e->p->ev.file_skipped(e->p->ev.ud, f->name, f->ftype, items);
 	}
 }
 
@@ -739,7 +750,8 @@ static bool finished(struct engine *e)
 static uint64_t progress_mark(const struct engine *e)
 {
 	return e->bytes_progress + e->credits + e->st.files_ok + e->st.files_skipped +
-	       e->st.files_planned + e->del_examined + e->del_heard + e->delta_heard;
+	       e->st.files_updated + e->st.files_planned + e->del_examined + e->del_heard +
+	       e->delta_heard;
 }
 
 /* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */

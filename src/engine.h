@@ -101,8 +101,13 @@ struct engine_stats {
 	bool first_error_local; /* it happened on this side (our disk), not the peer's */
 	/* Receiver: the declared sizes of the regular files accepted. */
 	uint64_t bytes_accepted;
-	/* Regular files the receiver kept as they were (skip level): not failures. */
+	/*
+	 * Entries the receiver kept as they were (a skip level; directories and
+	 * symlinks there already, with PROTO_CAP_ITEMIZE): not failures. And
+	 * those kept whose metadata alone was brought in line (updated).
+	 */
 	uint64_t files_skipped;
+	uint64_t files_updated;
 	/* --delete: entries removed, entries --max-delete kept (both roles hear them). */
 	uint64_t files_deleted;
 	uint64_t delete_withheld;
@@ -138,6 +143,7 @@ struct engine_entry_ev {
 	uint64_t skipped_bytes;
 	double seconds;	     /* since the entry was offered (sender) or taken (receiver) */
 	const uint8_t *hash; /* its verified XXH3-128: regular files only, else NULL */
+	uint32_t items;	     /* what differed there (PROTO_ITEM_*); 0 when not known */
 };
 
 struct engine_events {
@@ -152,8 +158,12 @@ struct engine_events {
 	void (*file_failed)(void *ud, const char *name, uint8_t ftype, uint32_t code, bool local,
 			    const char *text);
 	void (*progress)(void *ud, uint64_t bytes);
-	/* A regular file the receiver kept as it was (skip level); may be NULL. */
-	void (*file_skipped)(void *ud, const char *name);
+	/*
+	 * An entry the receiver kept (a skip level; a directory or symlink
+	 * there already): items 0 unchanged, else the metadata brought in line
+	 * (PROTO_ITEMS_META); may be NULL.
+	 */
+	void (*file_skipped)(void *ud, const char *name, uint8_t ftype, uint32_t items);
 	/*
 	 * Something the user should know that is not a failure (a limit that
 	 * makes later entries go another way); may be NULL.

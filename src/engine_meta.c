@@ -16,6 +16,53 @@ struct meta_policy rx_meta_policy(const struct engine *e)
 	};
 }
 
+/* What the sender says entry f is, as the metadata rule takes it. */
+struct meta_sent rx_meta_sent(const struct efile *f, mode_t type)
+{
+	return (struct meta_sent){
+		.type = type,
+		.mode = f->meta.mode,
+		.uid = f->meta.uid,
+		.gid = f->meta.gid,
+		.mtime_sec = f->meta.mtime_sec,
+		.mtime_nsec = f->meta.mtime_nsec,
+	};
+}
+
+/*
+ * An entry there already that is kept as it is (a file the skip level
+ * keeps, a directory, a symlink to the same target), st as looked at: what
+ * differs of its metadata goes into f->items and, unless this is a probe,
+ * is brought in line (meta_policy_update_at; leaf NULL: dirfd is the entry,
+ * held open). PERR_OK, or why not (text).
+ */
+uint32_t rx_meta_keep(struct engine *e, struct efile *f, int dirfd, const char *leaf,
+		      const struct stat *st, char *text, size_t textlen)
+{
+	struct meta_policy mp = rx_meta_policy(e);
+	struct meta_sent sent = rx_meta_sent(f, st->st_mode & S_IFMT);
+	const char *what;
+	int r;
+
+	f->items = meta_policy_changes(&mp, &sent, st);
+	if (engine_probe(e) || !f->items) {
+		return PERR_OK;
+	}
+	if (leaf) {
+		r = meta_policy_update_at(&mp, dirfd, leaf, st, &sent, f->items, &what);
+	} else {
+		/* A directory: its owner now, its mode and time last (rx_finish_dirs). */
+		r = meta_policy_update_fd(&mp, dirfd, st, &sent,
+					  f->items & (PROTO_ITEM_OWNER | PROTO_ITEM_GROUP), &what);
+	}
+	if (r < 0) {
+		snprintf(text, textlen, "%s: %s", what, strerror(-r));
+		return errno_to_perr(r);
+	}
+	e->meta_updated = true;
+	return PERR_OK;
+}
+
 /* The mode a received regular file ends with. */
 static uint32_t rx_file_mode(struct engine *e, struct efile *f)
 {
@@ -86,6 +133,33 @@ void rx_apply_meta(struct engine *e, struct efile *f)
 }
 
 /*
+ * Something is by a directory's name: a directory is kept (0); a file or a
+ * symlink is replaced by a new directory (1), as rsync replaces it; a
+ * special file never is (fspath_replace_rule: -EPERM).
+ */
+static int rx_dir_replace(int parent, const char *leaf, mode_t mode)
+{
+	const char *kind;
+	struct stat st;
+	int r;
+
+	if (fstatat(parent, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		return negerrno();
+	}
+	if (S_ISDIR(st.st_mode)) {
+		return 0;
+	}
+	r = fspath_replace_rule(st.st_mode, &kind);
+	if (r < 0) {
+		return r;
+	}
+	if (unlinkat(parent, leaf, 0) < 0 || mkdirat(parent, leaf, mode) < 0) {
+		return negerrno();
+	}
+	return 1;
+}
+
+/*
  * Create directory name (mode as given), or find it there. Returns an fd for it, and
  * whether this call created it: only a directory we made takes the sender's
  * mode, an existing one (the module's own, say) keeps its own.
@@ -106,6 +180,12 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 		created = true;
 	} else if (errno != EEXIST) {
 		return negerrno();
+	} else {
+		r = rx_dir_replace(parent, leaf, mode);
+		if (r < 0) {
+			return r;
+		}
+		created = r > 0;
 	}
 	r = fspath_open_dir(parent, leaf, ret_fd);
 	if (r < 0) {
@@ -115,12 +195,49 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 	return 0;
 }
 
-/* The mode a directory we created ends with (rx_finish_dirs). */
+/* A directory there already: what differs (f->items); its owner now, the rest last. */
+static uint32_t rx_dir_keep(struct engine *e, struct efile *f, int fd, char *text, size_t textlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		int r = negerrno();
+
+		snprintf(text, textlen, "directory: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	/* Named by the descriptor itself: the entry that is held, whatever its name is now. */
+	return rx_meta_keep(e, f, fd, NULL, &st, text, textlen);
+}
+
+/* The mode a directory ends with (rx_finish_dirs): one we created, or one whose mode differs (-p). */
 static uint32_t rx_dir_mode(const struct engine *e, uint32_t sent)
 {
 	struct meta_policy mp = rx_meta_policy(e);
 
 	return meta_policy_mode(&mp, S_IFDIR, sent, 0);
+}
+
+/* A directory we made: its owner, its mode (but writable for us), and made this session. */
+static uint32_t rx_dir_new(struct engine *e, struct efile *f, int fd, char *text, size_t textlen)
+{
+	struct meta_policy mp = rx_meta_policy(e);
+	int r;
+
+	f->items = PROTO_ITEM_NEW;
+	rx_acl_clear(e, fd, true);
+	/* Its owner first: a chown may clear set-id bits its mode keeps. */
+	r = meta_policy_own(&mp, fd, NULL, f->meta.uid, f->meta.gid);
+	if (r < 0) {
+		snprintf(text, textlen, "chown: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	(void)fchmod(fd, rx_dir_mode(e, f->meta.mode) | 0700);
+	if (rx_fresh_add(e, f->name) < 0) {
+		snprintf(text, textlen, "out of memory");
+		return PERR_INTERNAL;
+	}
+	return PERR_OK;
 }
 
 /* Remember directory f for rx_finish_dirs. Returns >= 0 or -errno. */
@@ -154,6 +271,7 @@ static int rx_dir_remember(struct engine *e, const struct efile *f, bool created
 	d->mtime_nsec = f->meta.mtime_nsec;
 	d->mode = f->meta.mode;
 	d->created = created;
+	d->items = f->items;
 	e->ndirs_meta++;
 	e->dirs_meta_bytes += bytes;
 	return 0;
@@ -163,6 +281,7 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 {
 	_cleanup_close_ int fd = -1;
 	bool preserve = e->p->open_flags & PROTO_OPEN_PRESERVE, created;
+	uint32_t code;
 	int r;
 
 	/*
@@ -178,13 +297,9 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 		snprintf(text, textlen, "directory: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	if (created) {
-		rx_acl_clear(e, fd, true);
-		(void)fchmod(fd, rx_dir_mode(e, f->meta.mode) | 0700);
-		if (rx_fresh_add(e, f->name) < 0) {
-			snprintf(text, textlen, "out of memory");
-			return PERR_INTERNAL;
-		}
+	code = created ? rx_dir_new(e, f, fd, text, textlen) : rx_dir_keep(e, f, fd, text, textlen);
+	if (code != PERR_OK) {
+		return code;
 	}
 	if (rx_xattr_dir_note(e, f, created) < 0) {
 		snprintf(text, textlen, "out of memory");
@@ -212,17 +327,60 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 	return PERR_OK;
 }
 
+/*
+ * What is by symlink f's name (f->dir located): NEW (nothing, or another
+ * type), CONTENT (a symlink to elsewhere), or a symlink to target already:
+ * true, with st, the entry to keep.
+ */
+bool rx_symlink_same(struct engine *e, struct efile *f, const char *target, struct stat *st)
+{
+	int dfd = e->dirs[f->dir].fd;
+	size_t len = strlen(target);
+	char buf[PROTO_MAX_PATH + 1];
+	ssize_t n;
+
+	if (fstatat(dfd, f->leaf, st, AT_SYMLINK_NOFOLLOW) < 0) {
+		st->st_mode = 0;
+	}
+	if (!S_ISLNK(st->st_mode)) {
+		f->items = PROTO_ITEM_NEW;
+		return false;
+	}
+	n = readlinkat(dfd, f->leaf, buf, sizeof(buf));
+	if (n < 0 || (size_t)n != len || memcmp(buf, target, len) != 0) {
+		f->items = PROTO_ITEM_CONTENT;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The answer for an entry there already that is kept (a directory, a
+ * symlink to the same target): SKIPPED to a sender that knows it
+ * (PROTO_CAP_ITEMIZE), else OK, as peers before it were told.
+ */
+uint32_t rx_kept_code(const struct engine *e)
+{
+	return (e->p->peer_caps & PROTO_CAP_ITEMIZE) ? PERR_SKIPPED : PERR_OK;
+}
+
 uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,
 			 size_t textlen)
 {
 	uint32_t code = rx_locate(e, f, text, textlen);
 	struct dirent_cache *d;
+	struct stat st;
 	int r;
 
 	if (code != PERR_OK) {
 		return code;
 	}
 	d = &e->dirs[f->dir];
+	if (rx_symlink_same(e, f, target, &st)) {
+		/* The same link: kept, its owner and time brought in line. */
+		code = rx_meta_keep(e, f, d->fd, f->leaf, &st, text, textlen);
+		return code == PERR_OK ? rx_kept_code(e) : code;
+	}
 	/* A temp name first, then rename: atomic, and nothing is ever followed. */
 	for (int tries = 0; tries < 16; tries++) {
 		r = file_tmpname(f) ? fspath_temp_name(f->leaf, f->tmpname, FILE_TMPNAME_LEN)
@@ -237,6 +395,17 @@ uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, 
 		r = negerrno();
 		if (r != -EEXIST) {
 			break;
+		}
+	}
+	if (r == 0) {
+		struct meta_policy mp = rx_meta_policy(e);
+
+		/* Its owner on its temp name, before it has its own. */
+		r = meta_policy_own(&mp, d->fd, f->tmpname, f->meta.uid, f->meta.gid);
+		if (r < 0) {
+			unlinkat(d->fd, f->tmpname, 0);
+			snprintf(text, textlen, "symlink: chown: %s", strerror(-r));
+			return errno_to_perr(r);
 		}
 	}
 	if (r < 0) {
@@ -266,12 +435,14 @@ uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, 
 }
 
 /*
- * Directories we created get their mode last (with -p their mtime too),
- * deepest first: in reverse arrival order, children before their parents.
- * One that can't be set is a failure of its own, reported.
+ * Directories we created get their mode last (with -p every directory its
+ * mode and mtime), deepest first: in reverse arrival order, children before
+ * their parents. One that can't be set is a failure of its own, reported.
+ * They are made durable with the rest before END (meta_updated).
  */
 void rx_finish_dirs(struct engine *e)
 {
+	e->meta_updated |= e->ndirs_meta > 0;
 	for (size_t i = e->ndirs_meta; i-- > 0;) {
 		_cleanup_close_ int fd = -1;
 		struct dir_meta *d = &e->dirs_meta[i];
@@ -285,7 +456,8 @@ void rx_finish_dirs(struct engine *e)
 		r = fspath_open_dir(e->p->base_fd, d->name, &fd);
 		if (r < 0) {
 			what = "directory";
-		} else if (d->created && fchmod(fd, rx_dir_mode(e, d->mode)) < 0) {
+		} else if ((d->created || (d->items & PROTO_ITEM_PERMS)) &&
+			   fchmod(fd, rx_dir_mode(e, d->mode)) < 0) {
 			what = "chmod";
 			r = negerrno();
 		} else if ((e->p->open_flags & PROTO_OPEN_PRESERVE) && futimens(fd, ts) < 0) {

@@ -126,6 +126,43 @@ static uint32_t rx_sum_request(struct engine *e, struct efile *f)
 }
 
 /*
+ * What is by regular file f's name (f->dir located), for its items and the
+ * mode rule: nothing or another type (NEW), or a regular file (st, true)
+ * that the data replaces (CONTENT, SIZE, and what differs of its metadata)
+ * unless the skip level keeps it (rx_keep_file).
+ */
+static bool rx_item_file(struct engine *e, struct efile *f, struct stat *st)
+{
+	struct meta_policy mp = rx_meta_policy(e);
+	struct meta_sent sent = rx_meta_sent(f, S_IFREG);
+
+	f->old_seen = true;
+	f->old_mode = 0;
+	if (fstatat(e->dirs[f->dir].fd, f->leaf, st, AT_SYMLINK_NOFOLLOW) < 0) {
+		f->items = PROTO_ITEM_NEW;
+		return false;
+	}
+	f->old_mode = (uint32_t)st->st_mode;
+	if (!S_ISREG(st->st_mode)) {
+		/* A block device is written in place: its contents change, it is not new. */
+		f->items = S_ISBLK(st->st_mode) ? PROTO_ITEM_CONTENT : PROTO_ITEM_NEW;
+		return false;
+	}
+	f->items = PROTO_ITEM_CONTENT | meta_policy_changes(&mp, &sent, st) |
+		   ((uint64_t)st->st_size != f->size ? PROTO_ITEM_SIZE : 0);
+	return true;
+}
+
+/* A regular file the skip level keeps: SKIPPED, its metadata brought in line (rx_meta_keep). */
+static uint32_t rx_keep_file(struct engine *e, struct efile *f, const struct stat *st, char *text,
+			     size_t textlen)
+{
+	uint32_t code = rx_meta_keep(e, f, e->dirs[f->dir].fd, f->leaf, st, text, textlen);
+
+	return code == PERR_OK ? PERR_SKIPPED : code;
+}
+
+/*
  * The skip level (OPEN flags): PERR_SKIPPED when a regular file is there by
  * f's name (SKIP_EXISTS), with the declared size and mtime to the nanosecond
  * (SKIP_QUICK); with the declared size, SUM_WANTED (SKIP_CHECKSUM: the
@@ -133,28 +170,27 @@ static uint32_t rx_sum_request(struct engine *e, struct efile *f)
  * never through a symlink; anything else there (a symlink, a directory) is
  * not a match and is dealt with as without a skip level.
  */
-static uint32_t rx_check_skip(struct engine *e, struct efile *f)
+static uint32_t rx_check_skip(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	uint32_t level = e->p->open_flags & PROTO_OPEN_SKIP_LEVELS;
 	struct stat st;
 
-	if (!level || fstatat(e->dirs[f->dir].fd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    !S_ISREG(st.st_mode)) {
+	if (!rx_item_file(e, f, &st) || !level) {
 		return PERR_OK;
 	}
 	if (level == PROTO_OPEN_SKIP_EXISTS) {
-		return PERR_SKIPPED;
+		return rx_keep_file(e, f, &st, text, textlen);
 	}
 	if (level == PROTO_OPEN_SKIP_CHECKSUM) {
 		if ((uint64_t)st.st_size != f->size) {
 			return PERR_OK;
 		}
 		/* Two empty files have the same contents: nothing to hash. */
-		return f->size == 0 ? PERR_SKIPPED : rx_sum_request(e, f);
+		return f->size == 0 ? rx_keep_file(e, f, &st, text, textlen) : rx_sum_request(e, f);
 	}
 	if ((uint64_t)st.st_size == f->size && st.st_mtim.tv_sec == f->meta.mtime_sec &&
 	    (uint64_t)st.st_mtim.tv_nsec == f->meta.mtime_nsec) {
-		return PERR_SKIPPED;
+		return rx_keep_file(e, f, &st, text, textlen);
 	}
 	return PERR_OK;
 }
@@ -168,9 +204,13 @@ static bool rx_partial_on(const struct engine *e)
 /* A new file's owner and ACLs, before anything else is set on it. */
 static uint32_t rx_temp_owner(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
+	struct meta_policy mp = rx_meta_policy(e);
+	int r;
+
 	/* Owner first: a chown later would clear attributes set meanwhile (file capabilities). */
-	if (rx_meta_policy(e).owner && fchown(f->tfd, f->meta.uid, f->meta.gid) < 0) {
-		snprintf(text, textlen, "chown: %s", strerror(errno));
+	r = meta_policy_own(&mp, f->tfd, NULL, f->meta.uid, f->meta.gid);
+	if (r < 0) {
+		snprintf(text, textlen, "chown: %s", strerror(-r));
 		return PERR_PERMISSION;
 	}
 	rx_acl_clear(e, f->tfd, false);
@@ -311,8 +351,9 @@ static uint32_t rx_probe_file(struct engine *e, struct efile *f, char *text, siz
 {
 	uint32_t code = rx_probe_locate(e, f, text, textlen);
 
+	f->items = PROTO_ITEM_NEW;
 	if (code == PERR_OK && f->dir >= 0) {
-		code = rx_check_skip(e, f);
+		code = rx_check_skip(e, f, text, textlen);
 	}
 	return code == PERR_OK ? rx_probe_copy(e, f, text, textlen) : code;
 }
@@ -324,27 +365,42 @@ static uint32_t rx_probe_file(struct engine *e, struct efile *f, char *text, siz
  */
 static uint32_t rx_probe_dir(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
-	int fd = -1, r = e->p->base_fd < 0 ? -ENOENT : fspath_open_dir(e->p->base_fd, f->name, &fd);
+	_cleanup_close_ int fd = -1;
+	int r = e->p->base_fd < 0 ? -ENOENT : fspath_open_dir(e->p->base_fd, f->name, &fd);
+	uint32_t code = PERR_OK;
+	struct stat st;
 
-	if (fd >= 0) {
-		close(fd);
-	}
+	f->items = PROTO_ITEM_NEW;
 	if (r < 0 && r != -ENOENT) {
 		snprintf(text, textlen, "directory: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	return rx_delete_note_dir(e, f, text, textlen);
+	/* One there already: what a run would bring in line (nothing is set in a probe). */
+	if (fd >= 0 && fstat(fd, &st) == 0) {
+		code = rx_meta_keep(e, f, fd, NULL, &st, text, textlen);
+	}
+	if (code == PERR_OK) {
+		code = rx_delete_note_dir(e, f, text, textlen);
+	}
+	return code == PERR_OK && !(f->items & PROTO_ITEM_NEW) ? rx_kept_code(e) : code;
 }
 
 /* A probe's symlink: it would replace anything by its name but a directory. */
-static uint32_t rx_probe_symlink(struct engine *e, struct efile *f, char *text, size_t textlen)
+static uint32_t rx_probe_symlink(struct engine *e, struct efile *f, const char *pf_link, char *text,
+				 size_t textlen)
 {
 	uint32_t code = rx_probe_locate(e, f, text, textlen);
 	struct stat st;
 
-	if (code == PERR_OK && f->dir >= 0 &&
-	    fstatat(e->dirs[f->dir].fd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISDIR(st.st_mode)) {
+	f->items = PROTO_ITEM_NEW;
+	if (code != PERR_OK || f->dir < 0) {
+		return code;
+	}
+	if (rx_symlink_same(e, f, pf_link, &st)) {
+		code = rx_meta_keep(e, f, e->dirs[f->dir].fd, f->leaf, &st, text, textlen);
+		return code == PERR_OK ? rx_kept_code(e) : code;
+	}
+	if (S_ISDIR(st.st_mode)) {
 		snprintf(text, textlen, "symlink: %s", strerror(EISDIR));
 		return errno_to_perr(-EISDIR);
 	}
@@ -359,16 +415,11 @@ static uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size
 		return rx_probe_file(e, f, text, textlen);
 	}
 	/* A file kept as it is counts against no limit: its name is looked at first. */
-	if (e->p->open_flags & PROTO_OPEN_SKIP_LEVELS) {
-		code = rx_locate(e, f, text, textlen);
-		if (code == PERR_OK) {
-			code = rx_check_skip(e, f);
-		}
-		if (code != PERR_OK) {
-			return code;
-		}
+	code = rx_locate(e, f, text, textlen);
+	if (code == PERR_OK) {
+		code = rx_check_skip(e, f, text, textlen);
 	}
-	return rx_open_temp(e, f, text, textlen);
+	return code == PERR_OK ? rx_open_temp(e, f, text, textlen) : code;
 }
 
 /* The sender could not send an entry: a failed file on this side too. */
@@ -407,11 +458,15 @@ static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct 
 		return rx_probe_dir(e, f, text, textlen);
 	}
 	if (engine_probe(e) && pf->ftype == PROTO_FT_SYMLINK) {
-		return rx_probe_symlink(e, f, text, textlen);
+		return rx_probe_symlink(e, f, pf->link, text, textlen);
 	}
 	if (pf->ftype == PROTO_FT_DIR) {
 		code = rx_make_dir(e, f, text, textlen);
-		return code == PERR_OK ? rx_delete_note_dir(e, f, text, textlen) : code;
+		if (code == PERR_OK) {
+			code = rx_delete_note_dir(e, f, text, textlen);
+		}
+		/* One there already is kept (its metadata brought in line). */
+		return code == PERR_OK && !(f->items & PROTO_ITEM_NEW) ? rx_kept_code(e) : code;
 	}
 	if (pf->ftype == PROTO_FT_SYMLINK) {
 		return rx_make_symlink(e, f, pf->link, text, textlen);
@@ -436,7 +491,7 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 	if (code == PERR_SKIPPED) {
 		/* A file kept as it is may be linked to. */
 		rx_link_target_done(e, f, true);
-		note_skipped(e, f->name);
+		note_kept(e, f);
 		file_release(e, f);
 	} else if (code == PERR_OK && engine_probe(e)) {
 		/* A probe's answer resolves the entry: it would be copied (or made). */
@@ -467,6 +522,15 @@ static int rx_send_resume(struct engine *e, const struct efile *f)
 	m.u.resume.r[0] = (struct proto_range){ .offset = 0, .len = f->kept };
 	r = chan_queue(e->p->chan, &m);
 	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+/* What differs, in a FILES_ACK entry: to a peer that knows it, for an entry taken or kept. */
+static uint32_t rx_items_for_peer(const struct engine *e, const struct efile *f, uint32_t code)
+{
+	if (!(e->p->peer_caps & PROTO_CAP_ITEMIZE) || (code != PERR_OK && code != PERR_SKIPPED)) {
+		return 0;
+	}
+	return f->items & PROTO_ITEMS_KNOWN;
 }
 
 static int rx_files(struct engine *e, struct msg_files *mf)
@@ -510,7 +574,8 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 		text[0] = '\0';
 		code = rx_entry_accept(e, f, pf, text, sizeof(text), &peer);
 		*s = (struct proto_status){ .id = pf->id,
-					    .status = proto_err_for_peer(code, e->p->peer_caps) };
+					    .status = proto_err_for_peer(code, e->p->peer_caps),
+					    .items = rx_items_for_peer(e, f, code) };
 		ack.u.files_ack.count++;
 		if (code != PERR_OK && code != PERR_SKIPPED && code != PERR_SUM_WANTED) {
 			file_fail(f, code, "%s", text);
@@ -544,6 +609,24 @@ static int rx_files(struct engine *e, struct msg_files *mf)
 }
 
 /*
+ * A file kept after the digests were compared (skip level checksum): looked
+ * at again, as the hashing may have taken a while. One no longer there as
+ * hashed is copied over after all.
+ */
+static uint32_t rx_keep_file_again(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	struct stat st;
+
+	if (fstatat(e->dirs[f->dir].fd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode) || (uint64_t)st.st_size != f->size) {
+		f->items |= PROTO_ITEM_CHECKSUM;
+		return engine_probe(e) ? rx_probe_copy(e, f, text, textlen)
+				       : rx_open_temp(e, f, text, textlen);
+	}
+	return rx_keep_file(e, f, &st, text, textlen);
+}
+
+/*
  * Both digests are here: the same contents keep the file (SKIPPED), others
  * (or a side that could not hash) copy it as without a skip level. The
  * second FILES_ACK entry for the id says which.
@@ -559,13 +642,14 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	f->sum_wanted = false;
 	if (f->own_sum_status == PERR_OK && f->peer_sum_status == PERR_OK &&
 	    memcmp(f->own_sum, f->peer_sum, HASH_LEN) == 0) {
-		code = PERR_SKIPPED;
-	} else if (engine_probe(e)) {
-		code = rx_probe_copy(e, f, text, sizeof(text));
+		code = rx_keep_file_again(e, f, text, sizeof(text));
 	} else {
-		code = rx_open_temp(e, f, text, sizeof(text));
+		f->items |= PROTO_ITEM_CHECKSUM;
+		code = engine_probe(e) ? rx_probe_copy(e, f, text, sizeof(text))
+				       : rx_open_temp(e, f, text, sizeof(text));
 	}
 	st.status = proto_err_for_peer(code, e->p->peer_caps);
+	st.items = rx_items_for_peer(e, f, code);
 	if (code != PERR_OK && code != PERR_SKIPPED) {
 		file_fail(f, code, "%s", text);
 		st.text = (char *)file_fail_text(f);
@@ -1371,8 +1455,16 @@ static int rx_step(struct engine *e)
 	}
 	if (r >= 0 && e->got_end && !e->del_active) {
 		struct msg m = { .type = MSG_END };
-		m.u.end.files = (uint32_t)(e->st.files_ok + e->st.files_failed +
-					   e->st.files_skipped + e->st.files_planned);
+
+		/* Metadata brought in line on kept entries is durable before the end is told. */
+		if (e->meta_updated && !engine_probe(e) && syncfs(e->p->base_fd) < 0) {
+			r = negerrno();
+			return fail(e, PERR_IO, r, "syncfs: %s", strerror(-r));
+		}
+		e->meta_updated = false;
+		m.u.end.files =
+		    (uint32_t)(e->st.files_ok + e->st.files_failed + e->st.files_skipped +
+			       e->st.files_updated + e->st.files_planned);
 		m.u.end.bytes = e->st.bytes;
 		r = chan_queue(e->p->chan, &m);
 		if (r < 0) {

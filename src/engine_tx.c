@@ -996,6 +996,26 @@ int tx_sums_flush(struct engine *e)
 	return 0;
 }
 
+/*
+ * An entry the receiver kept (SKIPPED): a regular file by the skip level
+ * (PROTO_CAP_SKIP), or a directory or symlink there already
+ * (PROTO_CAP_ITEMIZE). Not read, not sent, not a failure.
+ */
+static int tx_check_kept(struct engine *e, const struct efile *f)
+{
+	bool file = f->ftype == PROTO_FT_REG || f->ftype == PROTO_FT_HARDLINK;
+
+	if (file && !(e->p->peer_caps & PROTO_CAP_SKIP)) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "FILES_ACK: SKIPPED from a peer without skip levels");
+	}
+	if (!file && !(e->p->peer_caps & PROTO_CAP_ITEMIZE)) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "FILES_ACK: SKIPPED for a directory or symlink");
+	}
+	return 0;
+}
+
 static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 {
 	for (size_t i = 0; i < a->count; i++) {
@@ -1023,16 +1043,17 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 		/* The answer after SUM_WANTED: our digest, if still being made, is not needed. */
 		f->sum_wanted = false;
 		f->acked = true;
+		f->items = a->st[i].items;
+		if (a->st[i].items && !(e->p->peer_caps & PROTO_CAP_ITEMIZE)) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "FILES_ACK: items from a peer without them");
+		}
 		if (a->st[i].status == PERR_SKIPPED) {
-			/* Kept as it is there: not read, not sent, not a failure. */
-			if ((f->ftype != PROTO_FT_REG && f->ftype != PROTO_FT_HARDLINK) ||
-			    !(e->p->peer_caps & PROTO_CAP_SKIP)) {
-				return fail(e, PERR_PROTOCOL, -EBADMSG,
-					    "FILES_ACK: SKIPPED for a %s",
-					    f->ftype != PROTO_FT_REG ? "directory or symlink"
-								     : "peer without skip levels");
+			r = tx_check_kept(e, f);
+			if (r < 0) {
+				return r;
 			}
-			note_skipped(e, f->name);
+			note_kept(e, f);
 			e->offered_unresolved--;
 			file_release(e, f);
 			continue;
@@ -1075,8 +1096,8 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
  */
 static void tx_unheard_failures(struct engine *e, uint32_t peer_files)
 {
-	uint64_t mine =
-	    e->st.files_ok + e->st.files_failed + e->st.files_skipped + e->st.files_planned;
+	uint64_t mine = e->st.files_ok + e->st.files_failed + e->st.files_skipped +
+			e->st.files_updated + e->st.files_planned;
 	char text[160];
 
 	if (peer_files <= mine) {

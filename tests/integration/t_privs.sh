@@ -93,8 +93,9 @@ m=$(mode_of "$T/mod/suid")
 m=$(mode_of "$T/mod/sgid")
 [ "$m" = 755 ] && pass "setgid file arrives as 755" || fail "setgid file arrived as $m (want 755)"
 
-# -r -p of a 07777 directory: an existing directory of the module keeps its
-# mode; one the push creates gets the mode without set-id and sticky bits.
+# -r -p of a 07777 directory: an existing directory takes the sender's mode,
+# as rsync -p gives it, and one the push creates too: without set-id and
+# sticky bits either way (the module does not keep them).
 mkdir -p "$T/mod/shared" "$T/src/shared" "$T/src/fresh"
 chmod 0755 "$T/mod/shared"
 echo x >"$T/src/shared/f"
@@ -103,8 +104,8 @@ chmod 07777 "$T/src/shared" "$T/src/fresh"
 expect_rc 0 "push -r -p of two 07777 directories" \
 	"${CLIENT[@]}" -r -p "$T/src/shared" "$T/src/fresh" 127.0.0.1:data/
 m=$(mode_of "$T/mod/shared")
-[ "$m" = 755 ] && pass "existing module directory keeps 755" ||
-	fail "existing module directory re-moded to $m by -r -p (want 755)"
+[ "$m" = 777 ] && pass "existing directory takes 777, not 7777" ||
+	fail "existing directory re-moded to $m by -r -p (want 777)"
 m=$(mode_of "$T/mod/fresh")
 [ "$m" = 777 ] && pass "created directory gets 777, no set-id or sticky bit" ||
 	fail "created directory got $m (want 777)"

@@ -3,7 +3,8 @@
 #
 # --skip none|exists|quick, push and pull, against a real daemon:
 #   1. a 300-file tree pushed with -p, then again with --skip quick: every
-#      file reported skipped (-v ".f NAME", --json file events with
+#      file and directory reported skipped (-vv ".f          NAME", as rsync
+#      -ii; -v lists only what changed), --json file events with
 #      "action":"skipped", summary "skipped"), 0 payload bytes (the summary
 #      and the daemon's "done" line), exit 0
 #   2. a file changed in place with its size and mtime restored (touch -r) is
@@ -77,18 +78,25 @@ diff -r "$T/src/tree" "$T/mod/tree" >/dev/null && pass "tree identical" || fail 
 
 expect_rc 0 "re-run with --skip quick --json" \
 	"${CLIENT[@]}" --json -r -p --skip quick "$T/src/tree" "$HOST:data/"
-check_eq "quick: files reported skipped" "$(json_count "$T/out" skipped)" $N
-check_eq "quick: files reported copied (the directories)" "$(json_count "$T/out" copied)" 3
-check_eq "quick: summary skipped" "$(json_summary "$T/out" skipped)" $N
+# The 3 directories there already are kept too (unchanged), not made again.
+check_eq "quick: files reported skipped" "$(json_count "$T/out" skipped)" $((N + 3))
+check_eq "quick: nothing reported copied" "$(json_count "$T/out" copied)" 0
+check_eq "quick: summary skipped" "$(json_summary "$T/out" skipped)" $((N + 3))
 check_eq "quick: summary bytes" "$(json_summary "$T/out" bytes)" 0
 check_eq "quick: summary failures" "$(json_summary "$T/out" failures)" 0
-[[ $(last_done) == *"push to data done: 3 files, 0 bytes, 0 failed, $N skipped" ]] &&
-	pass "daemon: 0 bytes, $N skipped" || fail "daemon line: $(last_done)"
+[[ $(last_done) == *"push to data done: 0 files, 0 bytes, 0 failed, 0 updated, $((N + 3)) unchanged" ]] &&
+	pass "daemon: 0 bytes, $((N + 3)) unchanged" || fail "daemon line: $(last_done)"
 
 expect_rc 0 "re-run with --skip quick -v" \
 	"${CLIENT[@]}" -v -r -p --skip quick "$T/src/tree" "$HOST:data/"
-check_eq "-v: skipped lines" "$(grep -c '^\.f tree/[ab]/f[0-9]*$' "$T/err")" $N
-grep -q ", 0 failed, $N skipped, over tcp" "$T/err" && pass "text summary says $N skipped" ||
+check_eq "-v: nothing changed, nothing listed" "$(grep -c '^\.f' "$T/err")" 0
+grep -q ", 0 failed, $((N + 3)) skipped, over tcp" "$T/err" &&
+	pass "text summary says $((N + 3)) skipped" ||
+	fail "text summary: $(tail -1 "$T/err")"
+expect_rc 0 "re-run with --skip quick -vv" \
+	"${CLIENT[@]}" -vv -r -p --skip quick "$T/src/tree" "$HOST:data/"
+check_eq "-vv: skipped lines" "$(grep -cE '^\.f {10}tree/[ab]/f[0-9]*$' "$T/err")" $N
+grep -q ", 0 failed, $((N + 3)) skipped, over tcp" "$T/err" && pass "-vv: the same summary" ||
 	fail "text summary: $(tail -1 "$T/err")"
 
 # ---- 2. same size and mtime, new content: quick keeps it, none copies ------
@@ -99,12 +107,12 @@ cmp -s "$T/src/tree/a/f1" "$T/f1.orig" && printf 'Y' | dd of="$T/src/tree/a/f1" 
 touch -r "$T/f1.orig" "$T/src/tree/a/f1"
 expect_rc 0 "in-place change, size and mtime kept: --skip quick" \
 	"${CLIENT[@]}" --json -r -p --skip quick "$T/src/tree" "$HOST:data/"
-check_eq "quick keeps it (documented limitation)" "$(json_summary "$T/out" skipped)" $N
+check_eq "quick keeps it (documented limitation)" "$(json_summary "$T/out" skipped)" $((N + 3))
 cmp -s "$T/mod/tree/a/f1" "$T/f1.orig" && pass "destination f1 still the old content" ||
 	fail "destination f1 was rewritten"
 expect_rc 0 "--skip none" "${CLIENT[@]}" --json -r -p --skip none "$T/src/tree" "$HOST:data/"
-check_eq "none: nothing skipped" "$(json_summary "$T/out" skipped)" 0
-check_eq "none: every file copied" "$(json_count "$T/out" copied)" $((N + 3))
+check_eq "none: only the directories kept" "$(json_summary "$T/out" skipped)" 3
+check_eq "none: every file copied" "$(json_count "$T/out" copied)" $N
 cmp -s "$T/mod/tree/a/f1" "$T/src/tree/a/f1" && pass "none copied the new f1" ||
 	fail "f1 not copied by --skip none"
 
@@ -112,7 +120,7 @@ cmp -s "$T/mod/tree/a/f1" "$T/src/tree/a/f1" && pass "none copied the new f1" ||
 echo more >>"$T/src/tree/b/f2"
 expect_rc 0 "size change: --skip quick" \
 	"${CLIENT[@]}" --json -r -p --skip quick "$T/src/tree" "$HOST:data/"
-check_eq "quick: skipped all but one" "$(json_summary "$T/out" skipped)" $((N - 1))
+check_eq "quick: skipped all but one" "$(json_summary "$T/out" skipped)" $((N + 2))
 check_eq "quick: bytes of the changed file" "$(json_summary "$T/out" bytes)" \
 	"$(stat -c %s "$T/src/tree/b/f2")"
 cmp -s "$T/mod/tree/b/f2" "$T/src/tree/b/f2" && pass "f2 copied" || fail "f2 not copied"
@@ -121,7 +129,7 @@ cmp -s "$T/mod/tree/b/f2" "$T/src/tree/b/f2" && pass "f2 copied" || fail "f2 not
 echo changed >"$T/src/tree/b/f4"
 expect_rc 0 "--skip exists (no -p)" \
 	"${CLIENT[@]}" --json -r --skip exists "$T/src/tree" "$HOST:data/"
-check_eq "exists: every file skipped" "$(json_summary "$T/out" skipped)" $N
+check_eq "exists: every file skipped" "$(json_summary "$T/out" skipped)" $((N + 3))
 check_eq "exists: 0 bytes" "$(json_summary "$T/out" bytes)" 0
 cmp -s "$T/mod/tree/b/f4" "$T/src/tree/b/f4" && fail "exists rewrote f4" ||
 	pass "exists left f4 as it was"
@@ -136,9 +144,9 @@ mkdir -p "$T/pull"
 expect_rc 0 "pull the tree with -p" "${CLIENT[@]}" -q -r -p "$HOST:data/tree" "$T/pull/"
 expect_rc 0 "pull again with --skip quick" \
 	"${CLIENT[@]}" --json -r -p --skip quick "$HOST:data/tree" "$T/pull/"
-check_eq "pull quick: all skipped" "$(json_summary "$T/out" skipped)" $((N + 1))
+check_eq "pull quick: all skipped" "$(json_summary "$T/out" skipped)" $((N + 4))
 check_eq "pull quick: 0 bytes" "$(json_summary "$T/out" bytes)" 0
-[[ $(last_done) == *"pull from data done: 3 files, 0 bytes, 0 failed, $((N + 1)) skipped" ]] &&
+[[ $(last_done) == *"pull from data done: 0 files, 0 bytes, 0 failed, 0 updated, $((N + 4)) unchanged" ]] &&
 	pass "daemon sent 0 bytes" || fail "daemon line: $(last_done)"
 echo grown >>"$T/mod/tree/a/f3"
 cp -p "$T/mod/tree/a/f5" "$T/f5.orig"
@@ -148,15 +156,15 @@ cmp -s "$T/mod/tree/a/f5" "$T/f5.orig" && printf 'W' | dd of="$T/mod/tree/a/f5" 
 touch -r "$T/f5.orig" "$T/mod/tree/a/f5"
 expect_rc 0 "pull --skip quick after a size change and an in-place change" \
 	"${CLIENT[@]}" --json -r -p --skip quick "$HOST:data/tree" "$T/pull/"
-check_eq "pull quick: all but the grown file skipped" "$(json_summary "$T/out" skipped)" $N
+check_eq "pull quick: all but the grown file skipped" "$(json_summary "$T/out" skipped)" $((N + 3))
 cmp -s "$T/pull/tree/a/f3" "$T/mod/tree/a/f3" && pass "pull: f3 copied" || fail "pull: f3 not"
 cmp -s "$T/pull/tree/a/f5" "$T/f5.orig" && pass "pull: f5 kept (same size and mtime)" ||
 	fail "pull: f5 rewritten"
 expect_rc 0 "pull --skip exists" \
 	"${CLIENT[@]}" --json -r --skip exists "$HOST:data/tree" "$T/pull/"
-check_eq "pull exists: all skipped" "$(json_summary "$T/out" skipped)" $((N + 1))
+check_eq "pull exists: all skipped" "$(json_summary "$T/out" skipped)" $((N + 4))
 expect_rc 0 "pull --skip none" "${CLIENT[@]}" --json -r -p "$HOST:data/tree" "$T/pull/"
-check_eq "pull none: nothing skipped" "$(json_summary "$T/out" skipped)" 0
+check_eq "pull none: only the directories kept" "$(json_summary "$T/out" skipped)" 3
 cmp -s "$T/pull/tree/a/f5" "$T/mod/tree/a/f5" && pass "pull none: f5 copied" ||
 	fail "pull none: f5 not copied"
 
@@ -192,7 +200,7 @@ check_eq "plain push overwrote it" "$(cat "$T/drop/there")" probe
 
 # ---- 8. an old daemon, and -n -----------------------------------------------
 before=$(find "$T/mod" -printf '%p %s %T@ %m\n' | sort)
-expect_rc 0 "--skip with -n" "${CLIENT[@]}" -n --skip quick -r -p "$T/src/tree" "$HOST:data/"
+expect_rc 0 "--skip with -n -v" "${CLIENT[@]}" -n -v --skip quick -r -p "$T/src/tree" "$HOST:data/"
 grep -q "^would skip tree/" "$T/out" && pass "lists what would be kept" ||
 	fail "no 'would skip': $(head -5 "$T/out")"
 [ "$before" = "$(find "$T/mod" -printf '%p %s %T@ %m\n' | sort)" ] &&

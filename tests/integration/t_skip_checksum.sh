@@ -29,7 +29,7 @@ for i in 1 2 3; do
 done
 : >"$T/src/tree/b/empty"
 NFILES=54
-NDIRS=3 # counted in "files": directories are made or kept, never skipped
+NDIRS=3 # directories there already are kept: counted in "skipped"
 
 # check_eq DESC GOT WANT
 check_eq() {
@@ -47,7 +47,7 @@ summary() {
 	jq -r "select(.event == \"summary\") | [${q%,}] | map(tostring) | join(\" \")" "$T/out"
 }
 
-# copied: the regular files copied (file events; the three directories are always "copied").
+# copied: the regular files copied (file events).
 copied() {
 	jq -r 'select(.event == "file" and .action == "copied") | .name' "$T/out" |
 		grep -vxE 'tree|tree/a|tree/b' | sort | paste -sd'|'
@@ -66,9 +66,9 @@ f.seek(n); b = f.read(1); f.seek(n); f.write(bytes([b[0] ^ 0x5a]))' "$1"
 expect_rc 0 "push the tree with -p" "${CLIENT[@]}" -q -r -p "$T/src/tree" "$HOST:data/"
 expect_rc 0 "re-run with --skip checksum" \
 	"${CLIENT[@]}" --json -r -p --skip checksum "$T/src/tree" "$HOST:data/"
-check_eq "all skipped, 0 bytes sent" "$(summary files bytes skipped failures)" "$NDIRS 0 $NFILES 0"
-check_eq "skipped events" "$(jq -r 'select(.event == "file" and .action == "skipped") | .name' "$T/out" | wc -l)" $NFILES
-grep ' done: ' "$T/d.log" | tail -1 | grep -q "$NDIRS files, 0 bytes, 0 failed, $NFILES skipped" &&
+check_eq "all skipped, 0 bytes sent" "$(summary files bytes skipped failures)" "0 0 $((NFILES + NDIRS)) 0"
+check_eq "skipped events" "$(jq -r 'select(.event == "file" and .action == "skipped") | .name' "$T/out" | wc -l)" $((NFILES + NDIRS))
+grep ' done: ' "$T/d.log" | tail -1 | grep -q "0 files, 0 bytes, 0 failed, 0 updated, $((NFILES + NDIRS)) unchanged" &&
 	pass "the daemon kept them all" || fail "daemon: $(grep ' done: ' "$T/d.log" | tail -1)"
 
 # ---- 2. push: same size and mtime, other contents ---------------------------
@@ -76,11 +76,11 @@ flip "$T/mod/tree/b/big2"
 flip "$T/mod/tree/a/f7"
 expect_rc 0 "push --skip quick keeps the changed files" \
 	"${CLIENT[@]}" --json -r -p --skip quick "$T/src/tree" "$HOST:data/"
-check_eq "quick: nothing copied" "$(summary files bytes skipped)" "$NDIRS 0 $NFILES"
+check_eq "quick: nothing copied" "$(summary files bytes skipped)" "0 0 $((NFILES + NDIRS))"
 cmp -s "$T/src/tree/b/big2" "$T/mod/tree/b/big2" && fail "quick copied big2" || pass "big2 still differs"
 expect_rc 0 "push --skip checksum copies them" \
 	"${CLIENT[@]}" --json -r -p --skip checksum "$T/src/tree" "$HOST:data/"
-check_eq "checksum: two copied" "$(summary files bytes skipped)" "$((NDIRS + 2)) $(((6 << 20) + 7 * 331 + 1)) $((NFILES - 2))"
+check_eq "checksum: two copied" "$(summary files bytes skipped)" "2 $(((6 << 20) + 7 * 331 + 1)) $((NFILES - 2 + NDIRS))"
 check_eq "checksum: which" "$(copied)" "tree/a/f7|tree/b/big2"
 diff -r "$T/src/tree" "$T/mod/tree" >/dev/null && pass "tree identical again" || fail "tree differs"
 
@@ -88,7 +88,7 @@ diff -r "$T/src/tree" "$T/mod/tree" >/dev/null && pass "tree identical again" ||
 echo longer >>"$T/mod/tree/a/f9"
 expect_rc 0 "push --skip checksum, a file of another size" \
 	"${CLIENT[@]}" --json -r -p --skip checksum "$T/src/tree" "$HOST:data/"
-check_eq "other size: one copied" "$(summary files skipped)" "$((NDIRS + 1)) $((NFILES - 1))"
+check_eq "other size: one copied" "$(summary files skipped)" "1 $((NFILES - 1 + NDIRS))"
 cmp -s "$T/src/tree/a/f9" "$T/mod/tree/a/f9" && pass "f9 restored" || fail "f9 differs"
 
 # ---- 2b. the same for a pull (the client hashes its destination) -------------
@@ -96,14 +96,14 @@ mkdir -p "$T/pull"
 expect_rc 0 "pull the tree with -p" "${CLIENT[@]}" -q -r -p "$HOST:data/tree" "$T/pull/"
 expect_rc 0 "pull re-run with --skip checksum" \
 	"${CLIENT[@]}" --json -r -p --skip checksum "$HOST:data/tree" "$T/pull/"
-check_eq "pull: all skipped, 0 bytes" "$(summary files bytes skipped failures)" "$NDIRS 0 $NFILES 0"
+check_eq "pull: all skipped, 0 bytes" "$(summary files bytes skipped failures)" "0 0 $((NFILES + NDIRS)) 0"
 flip "$T/pull/tree/b/big3"
 expect_rc 0 "pull --skip quick keeps the changed file" \
 	"${CLIENT[@]}" --json -r -p --skip quick "$HOST:data/tree" "$T/pull/"
-check_eq "pull quick: nothing copied" "$(summary files skipped)" "$NDIRS $NFILES"
+check_eq "pull quick: nothing copied" "$(summary files skipped)" "0 $((NFILES + NDIRS))"
 expect_rc 0 "pull --skip checksum copies it" \
 	"${CLIENT[@]}" --json -r -p --skip checksum "$HOST:data/tree" "$T/pull/"
-check_eq "pull checksum: one copied" "$(summary files bytes skipped)" "$((NDIRS + 1)) $((6 << 20)) $((NFILES - 1))"
+check_eq "pull checksum: one copied" "$(summary files bytes skipped)" "1 $((6 << 20)) $((NFILES - 1 + NDIRS))"
 check_eq "pull checksum: which" "$(copied)" "tree/b/big3"
 diff -r "$T/src/tree" "$T/pull/tree" >/dev/null && pass "pulled tree identical" || fail "pulled tree differs"
 

@@ -371,11 +371,13 @@ static void ev_failed(void *ud, const char *name, uint8_t ftype, uint32_t code, 
 	}
 }
 
-static void ev_skipped(void *ud, const char *name)
+static void ev_skipped(void *ud, const char *name, uint8_t ftype, uint32_t items)
 {
 	struct events *ev = ud;
 
 	(void)name;
+	(void)ftype;
+	(void)items;
 	ev->skipped++;
 }
 

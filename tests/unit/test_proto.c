@@ -128,7 +128,7 @@ static struct proto_file s_files[3] = {
 static char s_text_empty[] = "";
 static char s_text_nospace[] = "no space left";
 static struct proto_status s_st[2] = {
-	{ .id = 7, .status = PERR_OK, .text = s_text_empty },
+	{ .id = 7, .status = PERR_OK, .items = PROTO_ITEM_NEW, .text = s_text_empty },
 	{ .id = 8, .status = PERR_MAX, .text = s_text_nospace },
 };
 static char s_get0[] = "mod/a";
@@ -454,6 +454,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 		for (size_t i = 0; i < a->u.files_ack.count; i++) {
 			assert_int_equal(a->u.files_ack.st[i].id, b->u.files_ack.st[i].id);
 			assert_int_equal(a->u.files_ack.st[i].status, b->u.files_ack.st[i].status);
+			assert_int_equal(a->u.files_ack.st[i].items, b->u.files_ack.st[i].items);
 			assert_string_equal(a->u.files_ack.st[i].text, b->u.files_ack.st[i].text);
 		}
 		break;
@@ -1852,6 +1853,25 @@ static void test_bad_files(void **state)
 	}
 }
 
+/* rsync -i's strings for what differed. */
+static void test_itemize(void **state)
+{
+	char s[12];
+
+	(void)state;
+	proto_itemize(s, '<', PROTO_FT_REG, PROTO_ITEM_NEW);
+	assert_string_equal(s, "<f+++++++++");
+	proto_itemize(s, '>', PROTO_FT_REG,
+		      PROTO_ITEM_CONTENT | PROTO_ITEM_SIZE | PROTO_ITEM_TIME | PROTO_ITEM_CHECKSUM);
+	assert_string_equal(s, ">fcst......");
+	proto_itemize(s, '.', PROTO_FT_DIR, PROTO_ITEM_PERMS | PROTO_ITEM_OWNER);
+	assert_string_equal(s, ".d...po....");
+	proto_itemize(s, 'c', PROTO_FT_SYMLINK, PROTO_ITEM_CONTENT);
+	assert_string_equal(s, "cLc........");
+	proto_itemize(s, '.', PROTO_FT_SYMLINK, PROTO_ITEM_TIME | PROTO_ITEM_GROUP);
+	assert_string_equal(s, ".L..t..g...");
+}
+
 static void test_bad_status(void **state)
 {
 	struct msg m;
@@ -1867,6 +1887,12 @@ static void test_bad_status(void **state)
 		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 		st[1].status = UINT32_MAX;
 		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+		/* Items (PROTO_CAP_ITEMIZE) ride in the upper half: unknown ones are refused. */
+		st[1].status = PERR_SKIPPED | (0x100u << 16);
+		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+		st[1].status = PERR_SKIPPED;
+		st[1].items = PROTO_ITEMS_META;
+		assert_int_equal(encode_decode_rc(&m), 0);
 	}
 	sample(MSG_FILE_DONE, &m);
 	m.u.file_done.status = PERR_MAX + 1;
@@ -2703,6 +2729,7 @@ int main(void)
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_bad_xattrs),
 		cmocka_unit_test(test_bad_status),
+		cmocka_unit_test(test_itemize),
 		cmocka_unit_test(test_bad_resume),
 		cmocka_unit_test(test_bad_zeros),
 		cmocka_unit_test(test_delta),
