@@ -786,13 +786,16 @@ static int parse_index(const char *s, uint64_t max, uint32_t *ret)
 }
 
 /*
- * --shard auto: I and N from the launcher. Slurm array tasks (their IDs may
- * start above 0: SLURM_ARRAY_TASK_MIN), srun tasks, Open MPI and PMI ranks,
- * a Kubernetes Indexed Job's index (its count: --shards, or the plan's). --shards, when
- * given, is the count for the others too.
+ * --shard auto: I and N from the launcher. Slurm array tasks, srun tasks, Open
+ * MPI and PMI ranks, a Kubernetes Indexed Job's index (its count: --shards, or
+ * the plan's). --shards, when given, is the count for all of them, and a Slurm
+ * task's ID is then its shard as it is: an array of some indexes of the plan
+ * (sbatch --array=17,230, a retry) runs those shards. Without it the array is
+ * the plan's, whole: the task's place in it (its ID less SLURM_ARRAY_TASK_MIN)
+ * is its shard, so --array=1-8 runs shards 0..7.
  */
 static int shard_from_env(const struct client_opts *o, uint32_t plan_shards, uint32_t *ri,
-			  uint32_t *rn, const char **ret_from)
+			  uint32_t *rn, const char **ret_from, const char **ret_count_from)
 {
 	static const char *const pairs[][2] = {
 		{ "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT" },
@@ -811,6 +814,7 @@ static int shard_from_env(const struct client_opts *o, uint32_t plan_shards, uin
 			continue;
 		}
 		*ret_from = pairs[i][0];
+		*ret_count_from = o->shards ? "--shards" : pairs[i][1] ? pairs[i][1] : "the plan";
 		/* --shards wins: one task of an array run again alone (sbatch --array=I) counts 1. */
 		if (pairs[i][1] && !o->shards &&
 		    (!cnt || parse_index(cnt, PLAN_MAX_SHARDS, &n) < 0 || n == 0)) {
@@ -818,7 +822,7 @@ static int shard_from_env(const struct client_opts *o, uint32_t plan_shards, uin
 				  pairs[i][1]);
 			return EXIT_USAGE;
 		}
-		if (i == 0 && getenv("SLURM_ARRAY_TASK_MIN") &&
+		if (i == 0 && !o->shards && getenv("SLURM_ARRAY_TASK_MIN") &&
 		    parse_index(getenv("SLURM_ARRAY_TASK_MIN"), UINT32_MAX, &min) < 0) {
 			log_error("--shard auto: SLURM_ARRAY_TASK_MIN is not a number");
 			return EXIT_USAGE;
@@ -839,7 +843,7 @@ static int shard_from_env(const struct client_opts *o, uint32_t plan_shards, uin
 static int resolve_shard(const struct client_opts *o, uint32_t plan_shards, uint32_t *ri,
 			 uint32_t *rn)
 {
-	const char *from = "--shard";
+	const char *from = "--shard", *count_from = "--shard";
 	int rc;
 
 	if (!o->shard_spec[0]) {
@@ -847,7 +851,7 @@ static int resolve_shard(const struct client_opts *o, uint32_t plan_shards, uint
 		return EXIT_USAGE;
 	}
 	if (!strcmp(o->shard_spec, "auto")) {
-		rc = shard_from_env(o, plan_shards, ri, rn, &from);
+		rc = shard_from_env(o, plan_shards, ri, rn, &from, &count_from);
 		if (rc != 0) {
 			return rc;
 		}
@@ -867,10 +871,12 @@ static int resolve_shard(const struct client_opts *o, uint32_t plan_shards, uint
 			return EXIT_USAGE;
 		}
 	}
+	/* A count given is a usage error, not a bad plan: the plan says what it is. */
 	if (*rn != plan_shards) {
-		log_error("%s: %" PRIu32 " shards, but the plan has %" PRIu32, from, *rn,
-			  plan_shards);
-		return EXIT_BAD_PLAN;
+		log_error("%s: %" PRIu32 " shards, but the plan has %" PRIu32 ": expected %" PRIu32
+			  " (--shard I/%" PRIu32 ", or --shard auto with --shards %" PRIu32 ")",
+			  count_from, *rn, plan_shards, plan_shards, plan_shards, plan_shards);
+		return EXIT_USAGE;
 	}
 	if (*ri >= *rn) {
 		log_error("%s: shard %" PRIu32 " of %" PRIu32 " (shards are 0..%" PRIu32 ")", from,

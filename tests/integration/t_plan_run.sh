@@ -21,7 +21,10 @@
 #      no longer has (--max-delete honoured: exit 16 first);
 #   5. bad input: a plan cut short, two entries swapped, a header whose
 #      shard count was changed, a digest that no longer matches: exit 19
-#      naming the line; --shard 0/5 against a plan of 4 shards: 19; two runs
+#      naming the line; --shard 0/5 or --shards 5 against a plan of 4
+#      shards: exit 1 saying 4 were expected; Slurm's variables set by hand:
+#      with --shards the task ID is the shard (--array=3: shard 3), without it
+#      the task's place in an array of the plan's count; two runs
 #      of one shard at once: the second exits 18; a journal from another plan
 #      next to the plan: run and finalize exit 19; --shard auto without a
 #      launcher: exit 1.
@@ -203,8 +206,29 @@ bad_plan "the header's shard count lowered to 2" "bad.plan:[0-9]*: shard [23], b
 bad_plan "an entry moved to another shard" "digest does not match" \
 	'sed "3s/\"shard\":\([0-9]\)/\"shard\":9/;3s/\"shard\":9/\"shard\":0/" "$P" >"$T/plans/bad.plan"; sed -i "4s/\"shard\":[0-9]/\"shard\":3/" "$T/plans/bad.plan"'
 bad_plan "not a plan" "not an rdmacp plan" 'echo "{\"hello\":1}" >"$T/plans/bad.plan"'
-expect_rc 19 "--shard 0/5 against a plan of 4 shards" "${CLIENT[@]}" run "$P" --shard 0/5
-grep -q "5 shards, but the plan has 4" "$T/err" && pass "says the plan has 4" || fail "message: $(cat "$T/err")"
+# A count that is not the plan's is a usage error, saying the plan's (not 19: the plan is fine).
+expect_rc 1 "--shard 0/5 against a plan of 4 shards" "${CLIENT[@]}" run "$P" --shard 0/5
+grep -q "5 shards, but the plan has 4: expected 4" "$T/err" && pass "says the plan has 4" || fail "message: $(cat "$T/err")"
+expect_rc 1 "--shard auto --shards 5 against a plan of 4" env JOB_COMPLETION_INDEX=0 "${CLIENT[@]}" run "$P" --shard auto --shards 5
+grep -q "^rdmacp: --shards: 5 shards, but the plan has 4: expected 4" "$T/err" && pass "says --shards is not the plan's" ||
+	fail "message: $(cat "$T/err")"
+# Slurm (its variables set by hand): with --shards the task ID is the shard, whatever the array.
+starts() { grep -c '"run":"start"' "$P.journal.$1"; }
+b3=$(starts 3)
+expect_rc 0 "sbatch --array=3's task, --shards 4" env SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_MIN=3 \
+	SLURM_ARRAY_TASK_COUNT=1 "${CLIENT[@]}" run "$P" --shard auto --shards 4
+[ "$(starts 3)" -eq $((b3 + 1)) ] && pass "it ran shard 3 (not 0)" || fail "shard 3's runs: $b3 -> $(starts 3)"
+expect_rc 1 "sbatch --array=3's task without --shards" env SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_MIN=3 \
+	SLURM_ARRAY_TASK_COUNT=1 "${CLIENT[@]}" run "$P" --shard auto
+grep -q "SLURM_ARRAY_TASK_COUNT: 1 shards, but the plan has 4: expected 4" "$T/err" &&
+	pass "says the array is not the plan's, expected 4" || fail "message: $(cat "$T/err")"
+expect_rc 1 "--array=4 with --shards 4: no shard 4" env SLURM_ARRAY_TASK_ID=4 SLURM_ARRAY_TASK_MIN=4 \
+	SLURM_ARRAY_TASK_COUNT=1 "${CLIENT[@]}" run "$P" --shard auto --shards 4
+# Without --shards, an array of the plan's count from 1 (--array=1-4): its place in it.
+b3=$(starts 3)
+expect_rc 0 "--array=1-4's task 4, no --shards" env SLURM_ARRAY_TASK_ID=4 SLURM_ARRAY_TASK_MIN=1 \
+	SLURM_ARRAY_TASK_COUNT=4 "${CLIENT[@]}" run "$P" --shard auto
+[ "$(starts 3)" -eq $((b3 + 1)) ] && pass "it ran shard 3" || fail "shard 3's runs: $b3 -> $(starts 3)"
 expect_rc 1 "--shard 4/4" "${CLIENT[@]}" run "$P" --shard 4/4
 expect_rc 1 "--shard auto with no launcher" env -u JOB_COMPLETION_INDEX -u SLURM_ARRAY_TASK_ID -u SLURM_PROCID \
 	-u OMPI_COMM_WORLD_RANK -u PMI_RANK "${CLIENT[@]}" run "$P" --shard auto
