@@ -624,8 +624,9 @@ static int plan_pass(struct plan_reader *r, int (*each)(void *ud, const struct p
 struct shard_stats {
 	uint64_t entries, bytes;
 	uint64_t done, failed;
-	uint64_t sent, runs;
-	double seconds;
+	uint64_t sent, runs; /* every run's: those cut short (killed) have no end line */
+	uint64_t ended, ended_sent;
+	double seconds; /* of the runs that ended: a cut run's time is not known */
 	int last_exit;
 	bool journal;
 };
@@ -676,7 +677,9 @@ static int load_line(void *ud, uint64_t line, const struct journal_line *jl)
 	} else if (jl->kind == JL_RUN_START && in->st) {
 		in->st->runs++;
 	} else if (jl->kind == JL_RUN_END && in->st) {
-		in->st->seconds += jl->seconds;
+		in->st->ended++;
+		in->st->ended_sent += jl->bytes;
+		in->st->seconds += jl->seconds > 0 ? jl->seconds : 0;
 		in->st->last_exit = jl->exit_code;
 	}
 	return q < 0 ? EXIT_LOCAL_IO : 0;
@@ -1479,6 +1482,7 @@ struct merged {
 	} split;
 	uint64_t split_files, split_ready; /* split files; not assembled, every range done */
 	struct shard_stats *shards;
+	struct shard_stats assembly;		/* the split files: finalize's, no shard's */
 	uint64_t by_state[JOURNAL_DELETED + 1]; /* [0]: pending */
 	uint64_t deleted;
 	struct client_opts *o;
@@ -1637,7 +1641,7 @@ static int merged_entry(void *ud, const struct plan_entry *e)
 				       : e->ranges ? nameset_get(&m->final, e->name)
 						   : nameset_get(&m->ns, e->name);
 	int state = s ? s->state : 0;
-	struct shard_stats *st = &m->shards[e->shard];
+	struct shard_stats *st = e->ranges ? &m->assembly : &m->shards[e->shard];
 
 	/* What is left unmarked in the shards' journals names no entry (merged_foreign). */
 	if (e->ftype == PLAN_FT_RANGE) {
@@ -1659,13 +1663,11 @@ static int merged_entry(void *ud, const struct plan_entry *e)
 		state = 0;
 	}
 	m->by_state[state]++;
-	if (!e->ranges) {
-		/* A split file is finalize's to assemble, not its shard's. */
-		st->entries++;
-		st->bytes += e->size;
-		st->done += journal_state_done(state);
-		st->failed += state == JOURNAL_FAILED;
-	}
+	/* A split file is finalize's to assemble, not its shard's; its bytes are its ranges'. */
+	st->entries++;
+	st->bytes += e->ranges ? 0 : e->size;
+	st->done += journal_state_done(state);
+	st->failed += state == JOURNAL_FAILED;
 	if (m->listing) {
 		entry_out(m, e, state, s && state ? s->code : "");
 	}
@@ -1685,37 +1687,90 @@ static uint64_t merged_done(const struct merged *m)
 	       m->by_state[JOURNAL_RESUMED];
 }
 
-static void merged_summary(const struct merged *m, const struct client_opts *o, bool to_stdout)
+static double shard_rate(const struct shard_stats *s)
 {
-	FILE *f = to_stdout ? stdout : stderr;
+	return s->seconds > 0 ? (double)s->ended_sent / s->seconds : 0.0;
+}
+
+/* The shards' runs added up: the rate is of the runs that ended, over their own seconds. */
+static struct shard_stats shards_total(const struct merged *m)
+{
+	struct shard_stats t = { 0 };
+
+	for (uint32_t i = 0; i < m->h->shards; i++) {
+		t.sent += m->shards[i].sent;
+		t.runs += m->shards[i].runs;
+		t.ended += m->shards[i].ended;
+		t.ended_sent += m->shards[i].ended_sent;
+		t.seconds += m->shards[i].seconds;
+	}
+	return t;
+}
+
+static void summary_json(const struct merged *m)
+{
 	const struct plan_header *h = m->h;
+	struct shard_stats t = shards_total(m);
 
-	if (o->csv) {
+	printf("{\"event\":\"report\",\"plan\":\"%s\",\"shards\":%" PRIu32 ",\"entries\":%" PRIu64
+	       ",\"bytes\":%" PRIu64 ",\"copied\":%" PRIu64 ",\"skipped\":%" PRIu64
+	       ",\"resumed\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"pending\":%" PRIu64
+	       ",\"deleted\":%" PRIu64 ",\"runs\":%" PRIu64 ",\"ended\":%" PRIu64
+	       ",\"sent\":%" PRIu64 ",\"seconds\":%.3f,\"rate\":%.0f"
+	       ",\"complete\":%s}\n",
+	       h->id, h->shards, h->entries, h->bytes, m->by_state[JOURNAL_COPIED],
+	       m->by_state[JOURNAL_SKIPPED], m->by_state[JOURNAL_RESUMED],
+	       m->by_state[JOURNAL_FAILED], m->by_state[0], m->deleted, t.runs, t.ended, t.sent,
+	       t.seconds, shard_rate(&t), merged_done(m) == h->entries ? "true" : "false");
+	for (uint32_t i = 0; i < h->shards; i++) {
+		const struct shard_stats *s = &m->shards[i];
+
+		printf("{\"event\":\"shard\",\"shard\":%" PRIu32 ",\"entries\":%" PRIu64
+		       ",\"bytes\":%" PRIu64 ",\"done\":%" PRIu64 ",\"failed\":%" PRIu64
+		       ",\"pending\":%" PRIu64 ",\"runs\":%" PRIu64 ",\"ended\":%" PRIu64
+		       ",\"sent\":%" PRIu64 ",\"seconds\":%.3f,\"rate\":%.0f,\"last_exit\":%d}\n",
+		       i, s->entries, s->bytes, s->done, s->failed,
+		       s->entries - s->done - s->failed, s->runs, s->ended, s->sent, s->seconds,
+		       shard_rate(s), s->last_exit);
+	}
+	if (m->assembly.entries > 0) {
+		const struct shard_stats *a = &m->assembly;
+
+		printf("{\"event\":\"assembly\",\"entries\":%" PRIu64 ",\"done\":%" PRIu64
+		       ",\"failed\":%" PRIu64 ",\"pending\":%" PRIu64 "}\n",
+		       a->entries, a->done, a->failed, a->entries - a->done - a->failed);
+	}
+}
+
+/* "N bytes sent in R runs ...": what a shard's runs did, said as far as it is known. */
+static void runs_text(const struct shard_stats *s, char *buf, size_t len)
+{
+	uint64_t cut = s->runs > s->ended ? s->runs - s->ended : 0;
+
+	if (!s->journal) {
+		/* Its directories may be done all the same: other shards make them as parents. */
+		snprintf(buf, len,
+			 s->done == s->entries ? "no run of its own: other shards' runs made its "
+						 "entries"
+			 : s->done > 0	       ? "never run (other shards' runs made some of it)"
+					       : "never run");
 		return;
 	}
-	if (o->json) {
-		printf("{\"event\":\"report\",\"plan\":\"%s\",\"shards\":%" PRIu32
-		       ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"copied\":%" PRIu64
-		       ",\"skipped\":%" PRIu64 ",\"resumed\":%" PRIu64 ",\"failed\":%" PRIu64
-		       ",\"pending\":%" PRIu64 ",\"deleted\":%" PRIu64 ",\"complete\":%s}\n",
-		       h->id, h->shards, h->entries, h->bytes, m->by_state[JOURNAL_COPIED],
-		       m->by_state[JOURNAL_SKIPPED], m->by_state[JOURNAL_RESUMED],
-		       m->by_state[JOURNAL_FAILED], m->by_state[0], m->deleted,
-		       merged_done(m) == h->entries ? "true" : "false");
-		for (uint32_t i = 0; i < h->shards; i++) {
-			const struct shard_stats *s = &m->shards[i];
+	snprintf(buf, len,
+		 "%" PRIu64 " bytes sent in %" PRIu64 " run%s%s; %.1f s, %.1f MiB/s in the %" PRIu64
+		 " that ended",
+		 s->sent, s->runs, s->runs == 1 ? "" : "s",
+		 cut ? " (some cut short, or running)" : "", s->seconds, shard_rate(s) / 1048576,
+		 s->ended);
+}
 
-			printf("{\"event\":\"shard\",\"shard\":%" PRIu32 ",\"entries\":%" PRIu64
-			       ",\"bytes\":%" PRIu64 ",\"done\":%" PRIu64 ",\"failed\":%" PRIu64
-			       ",\"pending\":%" PRIu64 ",\"runs\":%" PRIu64 ",\"sent\":%" PRIu64
-			       ",\"seconds\":%.3f,\"rate\":%.0f,\"last_exit\":%d}\n",
-			       i, s->entries, s->bytes, s->done, s->failed,
-			       s->entries - s->done - s->failed, s->runs, s->sent, s->seconds,
-			       s->seconds > 0 ? (double)s->sent / s->seconds : 0.0, s->last_exit);
-		}
-		fflush(stdout);
-		return;
-	}
+static void summary_text(const struct merged *m, FILE *f, bool all_shards)
+{
+	const struct plan_header *h = m->h;
+	struct shard_stats t = shards_total(m);
+	const struct shard_stats *a = &m->assembly;
+	char runs[160];
+
 	fprintf(f,
 		"plan %s: %" PRIu64 " entries, %" PRIu64 " bytes, %" PRIu32
 		" shards\n  copied %" PRIu64 ", skipped %" PRIu64 ", resumed %" PRIu64
@@ -1723,22 +1778,40 @@ static void merged_summary(const struct merged *m, const struct client_opts *o, 
 		h->id, h->entries, h->bytes, h->shards, m->by_state[JOURNAL_COPIED],
 		m->by_state[JOURNAL_SKIPPED], m->by_state[JOURNAL_RESUMED],
 		m->by_state[JOURNAL_FAILED], m->by_state[0], m->deleted);
+	t.journal = true;
+	runs_text(&t, runs, sizeof(runs));
+	fprintf(f, "  all shards: %s\n", runs);
 	for (uint32_t i = 0; i < h->shards; i++) {
 		const struct shard_stats *s = &m->shards[i];
-		uint64_t pending = s->entries - s->done - s->failed;
 
-		if (!to_stdout && s->done == s->entries) {
+		if (!all_shards && s->done == s->entries) {
 			continue; /* finalize names the shards to run again */
 		}
+		runs_text(s, runs, sizeof(runs));
 		fprintf(f,
 			"  shard %" PRIu32 ": %" PRIu64 " entries, %" PRIu64 " done, %" PRIu64
-			" failed, %" PRIu64 " pending; %s%" PRIu64
-			" bytes sent in %.1f s (%.1f MiB/s), "
-			"%" PRIu64 " runs\n",
-			i, s->entries, s->done, s->failed, pending, s->journal ? "" : "never run; ",
-			s->sent, s->seconds,
-			s->seconds > 0 ? (double)s->sent / s->seconds / 1048576 : 0.0, s->runs);
+			" failed, %" PRIu64 " pending; %s\n",
+			i, s->entries, s->done, s->failed, s->entries - s->done - s->failed, runs);
 	}
+	if (a->entries > 0 && (all_shards || a->done < a->entries)) {
+		fprintf(f,
+			"  split files (finalize assembles them): %" PRIu64 " entries, %" PRIu64
+			" done, %" PRIu64 " failed, %" PRIu64 " pending\n",
+			a->entries, a->done, a->failed, a->entries - a->done - a->failed);
+	}
+}
+
+static void merged_summary(const struct merged *m, const struct client_opts *o, bool to_stdout)
+{
+	if (o->csv) {
+		return;
+	}
+	if (o->json) {
+		summary_json(m);
+		fflush(stdout);
+		return;
+	}
+	summary_text(m, to_stdout ? stdout : stderr, to_stdout);
 }
 
 /* report --watch: the totals and shards again every few seconds, until nothing is pending. */
