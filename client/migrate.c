@@ -419,6 +419,47 @@ static int plan_write(struct planner *p, const char *out, bool compress)
 	return r;
 }
 
+/*
+ * The directories above -o that are missing, made as mkdir -p makes them
+ * (mode 0777 less the umask): a plan is often the first file of a
+ * migration's directory. 0, or -errno with the directory that could not be
+ * made said.
+ */
+static int plan_out_parents(const char *out)
+{
+	_cleanup_free_ char *dir = strdup(out);
+	char esc[1024], esc_dir[1024], *p;
+
+	if (!dir) {
+		return -ENOMEM;
+	}
+	p = strrchr(dir, '/');
+	if (!p || p == dir) {
+		return 0;
+	}
+	*p = '\0';
+	for (p = dir + 1;; p++) {
+		char c = *p;
+
+		if (c != '/' && c != '\0') {
+			continue;
+		}
+		*p = '\0';
+		if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
+			int r = -errno;
+
+			log_error("-o %s: can't make the directory %s: %s",
+				  log_escape_short(out, esc, sizeof(esc)),
+				  log_escape_short(dir, esc_dir, sizeof(esc_dir)), strerror(-r));
+			return r;
+		}
+		*p = c;
+		if (c == '\0') {
+			return 0;
+		}
+	}
+}
+
 /* Whether to write the plan zstd-compressed: as --compress says, else by the name (.zst). */
 static bool plan_compressed(const struct client_opts *o)
 {
@@ -481,6 +522,9 @@ int cmd_plan(struct client_opts *o, char **args, int nargs)
 	if (o->files_from[0] && !strcmp(o->files_from, "-") && o->filters_from_stdin) {
 		log_error("--files-from - and --exclude-from - both want standard input");
 		return EXIT_USAGE;
+	}
+	if (plan_out_parents(o->plan_out) < 0) {
+		return EXIT_LOCAL_IO;
 	}
 	p.h.shards = o->shards ? o->shards : 1;
 	if (plan_new_id(p.h.id) < 0) {

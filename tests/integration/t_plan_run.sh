@@ -3,8 +3,9 @@
 #
 # A migration in shards (rdmacp plan / run / finalize / report), plain
 # processes against a real daemon:
-#   1. plan -a -H --shards 4 of a tree with nested and empty directories, a
-#      symlink, hard links, a name with a newline and one that is not UTF-8:
+#   1. plan -a -H --shards 4 -o DIR/PLAN makes DIR (as mkdir -p; beneath a
+#      file: exit 6, naming it and why); of a tree with nested and empty
+#      directories, a symlink, hard links, a name with a newline and one that is not UTF-8:
 #      the header says 4 shards and the entry count (jq), every entry has a
 #      shard below 4, the names of one inode share a shard, the shards hold
 #      about as many entries each;
@@ -60,9 +61,15 @@ chmod 0750 "$S/a/b"
 touch -d '2020-01-02 03:04:05' "$S/a" "$S/a/b" "$S/empty"
 
 P=$T/plans/tree.plan
-mkdir -p "$T/plans"
 # ---- 1. plan ----------------------------------------------------------------------
+# -o in a directory not there yet: made, as mkdir -p makes it (0777 less the umask).
 expect_rc 0 "plan -a -H --shards 4" "${CLIENT[@]}" plan -a -H --shards 4 "$S" "$HOST:data/dst" -o "$P"
+[ "$(stat -c %a "$T/plans")" = "$(printf %o $((0777 & ~$(umask))))" ] && pass "-o: its missing directory made" ||
+	fail "-o: $T/plans: $(stat -c %a "$T/plans" 2>&1)"
+touch "$T/not-a-dir"
+expect_rc 6 "-o beneath a regular file" "${CLIENT[@]}" plan -a --shards 4 "$S" "$HOST:data/dst" -o "$T/not-a-dir/x/p.plan"
+grep -q "can't make the directory .*not-a-dir/x: Not a directory" "$T/err" && pass "-o: says which directory and why" ||
+	fail "-o: message: $(cat "$T/err")"
 NENT=$(find "$S" -printf . | wc -c)
 [ "$(head -1 "$P" | jq -r '"\(.shards) \(.entries) \(.hardlinks) \(.preserve)"')" = "4 $NENT true true" ] &&
 	pass "header: 4 shards, $NENT entries, -H and -p kept" || fail "header: $(head -1 "$P")"
