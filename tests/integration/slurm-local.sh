@@ -4,7 +4,8 @@
 # slurm_start DIR: 0 with SLURM_CONF exported, or 1 with the reason in
 # SLURM_WHY (not installed, not root, a daemon that would not start);
 # slurm_stop DIR. Nothing is installed here: slurm-wlm and munge must be.
-# No cgroups (proctrack/linuxproc, task/none).
+# No cgroups (proctrack/linuxproc, task/none). Ports of its own (free_port,
+# lib.sh): another test's cluster may run beside it.
 
 slurm_start() {
 	local S=$1 H cpus
@@ -30,6 +31,8 @@ slurm_start() {
 	cat >"$S/slurm.conf" <<CONF
 ClusterName=rdmacptest
 SlurmctldHost=$H
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
