@@ -120,6 +120,9 @@ void plan_put_header(FILE *f, const struct plan_header *h)
 	if (h->assume_zero) {
 		put_bool(f, "assume_zero_target", true);
 	}
+	if (h->missing_ok) {
+		put_bool(f, "missing_ok", true);
+	}
 	put_str(f, "skip", h->skip);
 	if (h->filters) {
 		put_str(f, "filters", h->filters);
@@ -293,9 +296,12 @@ static int parse_header(struct plan_reader *r, char *err, size_t errlen)
 	/* --delta and --assume-zero-target: optional (plans from before them have neither). */
 	if (((q = ndjson_get_bool(&r->obj, "delta", &h->delta)) < 0 && q != -ENOENT) ||
 	    ((q = ndjson_get_bool(&r->obj, "assume_zero_target", &h->assume_zero)) < 0 &&
-	     q != -ENOENT)) {
-		return bad(r, err, errlen,
-			   "the header's \"delta\" or \"assume_zero_target\" is not true or false");
+	     q != -ENOENT) ||
+	    ((q = ndjson_get_bool(&r->obj, "missing_ok", &h->missing_ok)) < 0 && q != -ENOENT)) {
+		return bad(
+		    r, err, errlen,
+		    "the header's \"delta\", \"assume_zero_target\" or \"missing_ok\" is not "
+		    "true or false");
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		if (ndjson_get_bool(&r->obj, flags[i].key, (bool *)((char *)h + flags[i].off)) <
@@ -720,7 +726,7 @@ void plan_balancer_free(struct plan_balancer *b)
 
 static const char *const state_names[] = {
 	[JOURNAL_COPIED] = "copied", [JOURNAL_SKIPPED] = "skipped", [JOURNAL_RESUMED] = "resumed",
-	[JOURNAL_FAILED] = "failed", [JOURNAL_DELETED] = "deleted",
+	[JOURNAL_FAILED] = "failed", [JOURNAL_DELETED] = "deleted", [JOURNAL_VANISHED] = "vanished",
 };
 
 const char *journal_state_name(int state)
@@ -908,8 +914,10 @@ int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct j
 		}
 		ret->has_hash = true;
 	}
-	if (ret->range >= 0 && journal_state_done(ret->state) && !ret->has_hash) {
-		*why = "a range done without its xxh128";
+	/* A range skipped was not sent (the whole file unchanged): no part, no digest. */
+	if (ret->range >= 0 && journal_state_done(ret->state) && ret->state != JOURNAL_SKIPPED &&
+	    !ret->has_hash) {
+		*why = "a range copied without its xxh128";
 		return -EBADMSG;
 	}
 	return 0;

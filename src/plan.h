@@ -21,7 +21,8 @@
  * A journal: one per shard, next to the plan (PLAN.journal.I), appended by
  * each run of that shard: a header line naming the plan id and the shard,
  * then run start/end lines and one line per entry outcome (a range's with
- * its number and the XXH3-128 its sender computed).
+ * its number and the XXH3-128 its sender computed; a range "skipped" was not
+ * sent, the destination having the whole file unchanged, and has none).
  */
 #pragma once
 
@@ -56,6 +57,8 @@ struct plan_header {
 	bool recursive, preserve, owner, hardlinks, xattrs, acls, files_from;
 	/* --delta, --assume-zero-target: written only when set; absent (older plans): false */
 	bool delta, assume_zero;
+	/* --missing-ok: a name the source loses after the plan does not hold finalize up */
+	bool missing_ok;
 	char skip[16];	/* none, exists, quick, checksum */
 	char *filters;	/* "+ PAT\n- PAT\n..." or NULL (heap) */
 	uint64_t split; /* --split-size: files larger are split in ranges of this; 0: none */
@@ -127,6 +130,7 @@ enum journal_state {
 	JOURNAL_RESUMED,
 	JOURNAL_FAILED,
 	JOURNAL_DELETED,
+	JOURNAL_VANISHED, /* the source lost the name since the plan: no copy, no failure */
 };
 
 const char *journal_state_name(int state);
