@@ -894,7 +894,8 @@ static void files_from_failed(struct xfer *x, const char *srcdir, const char *na
 	char esc[1024];
 
 	if ((r == -ENOENT || r == -ENOTDIR) && x->o->missing_ok) {
-		if (x->o->verbose > 0) {
+		output_missing(&x->out, name);
+		if (x->o->verbose > 0 && !x->out.observe) {
 			log_info("%s: missing (--missing-ok)",
 				 log_escape_short(name, esc, sizeof(esc)));
 		}

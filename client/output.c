@@ -300,6 +300,14 @@ void output_skipped(struct output *out, const char *name, uint8_t ftype, uint32_
 	}
 }
 
+void output_missing(struct output *out, const char *name)
+{
+	/* rdmacp run journals it as vanished: the plan had it, the source lost it since. */
+	if (out->observe) {
+		out->observe(out->observe_ud, name, "missing", 0, NULL, NULL);
+	}
+}
+
 static void json_file_action(const char *name, uint8_t ftype, const char *action)
 {
 	printf("{\"event\":\"file\",\"name\":");

@@ -82,6 +82,8 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
  * "action":"updated" with "changes").
  */
 void output_skipped(struct output *out, const char *name, uint8_t ftype, uint32_t items);
+/* A listed name the source does not have, kept from failing (--missing-ok): told to the observer. */
+void output_missing(struct output *out, const char *name);
 /*
  * --delete: an entry removed (-v "deleting NAME", --json "action":"deleted"),
  * or one --max-delete kept (-v "not deleting NAME (--max-delete)", --json
