@@ -551,6 +551,7 @@ int cmd_plan(struct client_opts *o, char **args, int nargs)
 	p.h.files_from = o->files_from[0] != '\0';
 	p.h.delta = o->delta;
 	p.h.assume_zero = o->assume_zero;
+	p.h.missing_ok = o->missing_ok;
 	p.h.split = o->split_size;
 	snprintf(p.h.skip, sizeof(p.h.skip), "%s", skip_name(o->skip));
 	r = filters_text(&o->filters, &p.h.filters);
@@ -940,6 +941,10 @@ struct journal_writer {
 	unsigned unsynced;
 	uint64_t bytes;
 	int err;
+	/* A run's: where the source is, whether its vanished names are accepted, and counts. */
+	const char *base;
+	bool missing_ok, quiet;
+	uint64_t vanished, failed;
 };
 
 static void journal_sync(struct journal_writer *j)
@@ -950,17 +955,46 @@ static void journal_sync(struct journal_writer *j)
 	j->unsynced = 0;
 }
 
+static int source_lstat(const char *base, const char *name, struct stat *ret);
+
+/*
+ * A name the plan has and the source lost since: told by the push (a listed
+ * name missing, or one gone before its sender opened it). A live migration
+ * expects some; journaled apart, never a failure of the run. Accepted
+ * (code MISSING_OK) when the run or the plan has --missing-ok.
+ */
+static int vanished_state(struct journal_writer *j, const char *name, const char *action,
+			  const char *code, const char **ret_code)
+{
+	struct stat st;
+	char esc[1024];
+
+	if (strcmp(action, "missing") != 0 &&
+	    !(j->base && !strcmp(action, "failed") && code && !strcmp(code, "NOT_FOUND") &&
+	      source_lstat(j->base, name, &st) == -ENOENT)) {
+		return journal_state_parse(action);
+	}
+	j->vanished++;
+	*ret_code = j->missing_ok ? "MISSING_OK" : NULL;
+	if (!j->missing_ok && !j->quiet) {
+		log_warning("%s: vanished from the source since the plan",
+			    log_escape_short(name, esc, sizeof(esc)));
+	}
+	return JOURNAL_VANISHED;
+}
+
 static void journal_observe(void *ud, const char *name, const char *action, uint64_t bytes,
 			    const char *code, const uint8_t *hash)
 {
 	struct journal_writer *j = ud;
 
 	(void)hash;
-	int state = journal_state_parse(action);
+	int state = vanished_state(j, name, action, code, &code);
 
 	if (state < 0) {
 		return;
 	}
+	j->failed += state == JOURNAL_FAILED;
 	journal_put_entry(j->f, name, state, bytes, code);
 	j->bytes += bytes;
 	if (++j->unsynced >= JOURNAL_SYNC_EVERY) {
@@ -1020,6 +1054,7 @@ struct runner {
 	char dest[8192];
 	int rc;
 	uint64_t todo, already;
+	uint64_t kept; /* ranges not sent: their files unchanged at the destination */
 	bool stop;
 };
 
@@ -1028,6 +1063,7 @@ static int run_push(struct runner *ru, struct batch *b)
 {
 	struct client_opts *o = ru->o;
 	char *args[2] = { (char *)ru->h->base, ru->dest };
+	uint64_t failed = ru->j ? ru->j->failed : 0, vanished = ru->j ? ru->j->vanished : 0;
 	int rc;
 
 	if (fflush(b->f) != 0) {
@@ -1036,6 +1072,11 @@ static int run_push(struct runner *ru, struct batch *b)
 	snprintf(o->files_from, sizeof(o->files_from), "%s", b->path);
 	o->from0 = true;
 	rc = cmd_copy(o, args, 2);
+	/* Entries that failed only because the source lost them: no failure of the run. */
+	if ((rc == EXIT_PARTIAL || rc == EXIT_LOCAL_IO) && ru->j && ru->j->failed == failed &&
+	    ru->j->vanished > vanished) {
+		rc = 0;
+	}
 	if (ftruncate(fileno(b->f), 0) < 0 || fseek(b->f, 0, SEEK_SET) < 0) {
 		return EXIT_LOCAL_IO;
 	}
@@ -1139,14 +1180,15 @@ static void window_observe(void *ud, const char *name, const char *action, uint6
 {
 	struct runner *ru = ud;
 	struct journal_writer *j = ru->j;
-	int state = journal_state_parse(action);
+	int state;
 
-	if (state < 0) {
-		return;
-	}
 	for (size_t i = 1; i < ru->win.n; i++) {
 		if (strcmp(ru->win.v[i].name, name)) {
 			continue;
+		}
+		state = vanished_state(j, ru->win.of[i].file, action, code, &code);
+		if (state < 0) {
+			return;
 		}
 		if (journal_state_done(state) && !hash) {
 			state = JOURNAL_FAILED; /* never done without the digest finalize checks */
@@ -1162,13 +1204,122 @@ static void window_observe(void *ud, const char *name, const char *action, uint6
 	}
 }
 
-/* The ranges: one push of them, as files under the staging directory, no skip level. */
+/*
+ * The level at which a split file the destination has already is left as it
+ * is, as a whole file of the plan would be: the plan's skip level; under
+ * --delta without one, the content (a delta would send none of it). 0: its
+ * ranges always go.
+ */
+static uint32_t split_keep_level(const struct plan_header *h)
+{
+	uint32_t skip = skip_parse(h->skip);
+
+	return skip ? skip : h->delta ? PROTO_OPEN_SKIP_CHECKSUM : 0;
+}
+
+static void keep_observe(void *ud, const char *name, const char *action, uint64_t bytes,
+			 const char *code, const uint8_t *hash)
+{
+	(void)bytes;
+	(void)code;
+	(void)hash;
+	/* Out of memory: not kept, its ranges sent (the safe way to be wrong). */
+	if (!strcmp(action, "would_skip")) {
+		(void)nameset_put(ud, name, JOURNAL_SKIPPED, NULL);
+	}
+}
+
+static void apply_plan_options(struct client_opts *o, const struct plan_header *h);
+
+/*
+ * A probe (a dry run at the keep level) of the whole files whose ranges this
+ * shard holds, at their final names; same: those the destination has as
+ * the source has them. 0 or the probe's exit code.
+ */
+static int keep_probe(struct runner *ru, struct nameset *same)
+{
+	struct client_opts *o = ru->o;
+	int verbose = o->verbose, progress = o->progress, rc;
+	bool json = o->json;
+	struct batch b;
+	const char *last = "";
+
+	if (batch_open(&b, ru->jpath, "keep") < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	for (size_t i = 1; i < ru->win.n; i++) {
+		if (strcmp(ru->win.of[i].file, last)) {
+			last = ru->win.of[i].file;
+			batch_add(&b, last);
+		}
+	}
+	o->dry_run = true;
+	o->skip = split_keep_level(ru->h);
+	o->hardlinks = o->xattrs = o->acls = o->owner = false;
+	o->delta = o->assume_zero = o->partial = false;
+	o->verbose = -1;
+	o->json = false;
+	o->progress = 0;
+	copy_set_observer(keep_observe, same);
+	rc = run_push(ru, &b);
+	copy_set_observer(journal_observe, ru->j);
+	o->verbose = verbose;
+	o->json = json;
+	o->progress = progress;
+	apply_plan_options(o, ru->h);
+	fclose(b.f);
+	unlink(b.path);
+	return rc;
+}
+
+/* The ranges of files the destination has unchanged: journaled skipped (no part, no digest). */
+static void windows_keep(struct runner *ru, const struct nameset *same)
+{
+	struct windows *w = &ru->win;
+	size_t k = 1;
+
+	for (size_t i = 1; i < w->n; i++) {
+		if (!nameset_get(same, w->of[i].file)) {
+			w->v[k] = w->v[i];
+			w->of[k++] = w->of[i];
+			continue;
+		}
+		journal_put_range(ru->j->f, w->of[i].file, w->of[i].range, JOURNAL_SKIPPED, 0, NULL,
+				  NULL);
+		ru->kept++;
+		free(w->v[i].name);
+		free(w->v[i].path);
+		free(w->of[i].file);
+	}
+	w->n = k;
+	journal_sync(ru->j);
+}
+
+/*
+ * The ranges: those of files the destination has unchanged left out; the
+ * others in one push, as files under the staging directory, no skip level
+ * (a part is new; the level was the whole file's).
+ */
 static int run_windows(struct runner *ru)
 {
 	struct client_opts *o = ru->o;
 	char *args[2] = { (char *)ru->h->base, ru->dest };
 	int rc;
 
+	if (split_keep_level(ru->h)) {
+		struct nameset same = { 0 };
+
+		rc = keep_probe(ru, &same);
+		if (rc == EXIT_INTERRUPTED || copy_interrupted()) {
+			nameset_free(&same);
+			return EXIT_INTERRUPTED;
+		}
+		windows_keep(ru, &same);
+		nameset_free(&same);
+		if (ru->win.n <= 1) {
+			return 0;
+		}
+	}
 	o->skip = 0;
 	o->hardlinks = false;
 	o->xattrs = false;
@@ -1320,7 +1471,8 @@ static void apply_plan_options(struct client_opts *o, const struct plan_header *
 	o->assume_zero = h->assume_zero;
 	o->partial = true;
 	o->mirror = false;
-	o->missing_ok = false;
+	/* A name the source lost since the plan is told (journaled vanished), not failed. */
+	o->missing_ok = true;
 	o->dry_run = false;
 	filter_list_free(&o->filters);
 	o->filters = (struct filter_list){ 0 };
@@ -1410,6 +1562,34 @@ static int journal_end(struct journal_writer *j, int rc, double secs)
 	return j->err;
 }
 
+/* The last line of a shard's run; --json: a "run" event, whatever -q says. */
+static void run_summary(const struct runner *ru, const char *what, int rc)
+{
+	const struct journal_writer *j = ru->j;
+
+	if (ru->o->json) {
+		printf("{\"event\":\"run\",\"shard\":%" PRIu32 ",\"shards\":%" PRIu32
+		       ",\"done_before\":%" PRIu64 ",\"this_run\":%" PRIu64 ",\"bytes\":%" PRIu64
+		       ",\"ranges_kept\":%" PRIu64 ",\"vanished\":%" PRIu64 ",\"exit\":%d}\n",
+		       ru->shard, ru->h->shards, ru->already, ru->todo, j->bytes, ru->kept,
+		       j->vanished, rc);
+		fflush(stdout);
+		return;
+	}
+	if (ru->o->verbose < 0) {
+		return;
+	}
+	fprintf(stderr, "%s: %" PRIu64 " entries done before, %" PRIu64 " this run", what,
+		ru->already, ru->todo);
+	if (ru->kept) {
+		fprintf(stderr, ", %" PRIu64 " ranges kept (their files unchanged)", ru->kept);
+	}
+	if (j->vanished) {
+		fprintf(stderr, ", %" PRIu64 " vanished since the plan", j->vanished);
+	}
+	fprintf(stderr, ", exit %d\n", rc);
+}
+
 int cmd_run(struct client_opts *o, char **args, int nargs)
 {
 	struct plan_reader *r = NULL;
@@ -1457,6 +1637,9 @@ int cmd_run(struct client_opts *o, char **args, int nargs)
 		return rc;
 	}
 	ru.j = &j;
+	j.base = ru.h->base;
+	j.missing_ok = o->missing_ok || ru.h->missing_ok;
+	j.quiet = o->verbose < 0;
 	shard_dest(ru.h, ru.shard, ru.dest, sizeof(ru.dest));
 	apply_plan_options(o, ru.h);
 	copy_set_observer(journal_observe, &j);
@@ -1500,11 +1683,7 @@ int cmd_run(struct client_opts *o, char **args, int nargs)
 			  log_escape_short(ru.jpath, esc, sizeof(esc)), strerror(EIO));
 		rc = rc ? rc : EXIT_LOCAL_IO;
 	}
-	if (o->verbose >= 0 && !o->json) {
-		fprintf(stderr,
-			"%s: %" PRIu64 " entries done before, %" PRIu64 " this run, exit %d\n",
-			what, ru.already, ru.todo, rc);
-	}
+	run_summary(&ru, what, rc);
 	nameset_free(&done);
 	nameset_free(&ru.skeleton);
 	plan_close(r);
@@ -1519,15 +1698,20 @@ struct merged {
 	struct nameset ns;
 	struct nameset final;	 /* finalize's own outcomes: deletions, split files assembled */
 	struct rangeset digests; /* each range done: the XXH3-128 its sender computed */
-	/* The split file whose ranges the pass is in: how many, how many done. */
+	/* Split files whose ranges were all kept (not sent): the destination's file unchanged. */
+	struct nameset kept;
+	/* The split file whose ranges the pass is in: how many, how many done, what they make. */
 	struct {
 		uint32_t ranges, done;
 		uint64_t n;
+		int kind;
 	} split;
 	uint64_t split_files, split_ready; /* split files; not assembled, every range done */
+	uint64_t split_mixed;		   /* ... some ranges sent, some kept: changed meanwhile */
+	uint64_t vanished, vanished_accepted; /* entries the source lost; of them, --missing-ok */
 	struct shard_stats *shards;
-	struct shard_stats assembly;		/* the split files: finalize's, no shard's */
-	uint64_t by_state[JOURNAL_DELETED + 1]; /* [0]: pending */
+	struct shard_stats assembly;		 /* the split files: finalize's, no shard's */
+	uint64_t by_state[JOURNAL_VANISHED + 1]; /* [0]: pending */
 	uint64_t deleted;
 	struct client_opts *o;
 	bool listing; /* report: each entry printed */
@@ -1603,6 +1787,7 @@ static void merged_free(struct merged *m)
 {
 	nameset_free(&m->ns);
 	nameset_free(&m->final);
+	nameset_free(&m->kept);
 	rangeset_free(&m->digests);
 	free(m->shards);
 	plan_close(m->r);
@@ -1655,9 +1840,47 @@ static void entry_out(struct merged *m, const struct plan_entry *e, int state, c
 	}
 }
 
+/*
+ * What the outcomes of a split file's ranges (in ns) make of it: every
+ * range sent (parts to assemble), every one kept (the destination's file
+ * unchanged: nothing to assemble), some of each (the file changed between
+ * the shards' looks), one the source lost, or not all done yet.
+ * ret_accepted (may be NULL): every vanished range with MISSING_OK.
+ */
+enum split_kind { SPLIT_PENDING, SPLIT_PARTS, SPLIT_UNCHANGED, SPLIT_MIXED, SPLIT_VANISHED };
+
+static int split_kind(const struct nameset *ns, const struct plan_entry *e, bool *ret_accepted)
+{
+	uint32_t kept = 0, sent = 0, vanished = 0, accepted = 0;
+
+	for (uint32_t i = 0; i < e->ranges; i++) {
+		const struct nameset_slot *s = nameset_get_range(ns, e->name, i);
+
+		if (s && s->state == JOURNAL_VANISHED) {
+			vanished++;
+			accepted += !strcmp(s->code, "MISSING_OK");
+		} else if (s && s->state == JOURNAL_SKIPPED) {
+			kept++;
+		} else if (s && journal_state_done(s->state)) {
+			sent++;
+		}
+	}
+	if (ret_accepted) {
+		*ret_accepted = vanished > 0 && accepted == vanished;
+	}
+	if (vanished) {
+		return SPLIT_VANISHED;
+	}
+	if (kept + sent < e->ranges) {
+		return SPLIT_PENDING;
+	}
+	return !kept ? SPLIT_PARTS : !sent ? SPLIT_UNCHANGED : SPLIT_MIXED;
+}
+
 /* A split file's line once its ranges are counted: --json an event, else with -v or when some are missing. */
 static void split_out(struct merged *m, const char *name, bool assembled)
 {
+	bool unchanged = m->split.kind == SPLIT_UNCHANGED;
 	char esc[1024];
 
 	if (!m->listing || m->o->csv) {
@@ -1666,15 +1889,41 @@ static void split_out(struct merged *m, const char *name, bool assembled)
 	if (m->o->json) {
 		printf("{\"event\":\"split\"");
 		ndjson_put_name(stdout, "name", name);
-		printf(",\"ranges\":%" PRIu32 ",\"done\":%" PRIu32 ",\"assembled\":%s}\n",
-		       m->split.ranges, m->split.done, assembled ? "true" : "false");
+		printf(",\"ranges\":%" PRIu32 ",\"done\":%" PRIu32
+		       ",\"assembled\":%s,\"unchanged\":%s}\n",
+		       m->split.ranges, m->split.done, assembled ? "true" : "false",
+		       unchanged ? "true" : "false");
 	} else if (!assembled || m->o->verbose > 0) {
 		printf("  split: %s: %" PRIu32 "/%" PRIu32 " ranges done, %s\n",
 		       log_escape_short(name, esc, sizeof(esc)), m->split.done, m->split.ranges,
-		       assembled			  ? "assembled"
+		       assembled && unchanged	      ? "in place, unchanged (no range sent)"
+		       : assembled		      ? "assembled"
+		       : m->split.kind == SPLIT_MIXED ? "changed meanwhile (ranges sent and kept)"
+		       : m->split.kind == SPLIT_VANISHED  ? "vanished from the source"
+		       : unchanged			  ? "unchanged, for finalize to keep"
 		       : m->split.done == m->split.ranges ? "to be assembled by finalize"
 							  : "not assembled");
 	}
+}
+
+/* A split file's entry: what its ranges make of it; one kept unchanged remembered, one the source lost counted. */
+static int merged_split(struct merged *m, const struct plan_entry *e, int *state)
+{
+	bool accepted;
+
+	m->split = (typeof(m->split)){ .ranges = e->ranges,
+				       .n = e->n,
+				       .kind = split_kind(&m->ns, e, &accepted) };
+	m->split_files++;
+	if (m->split.kind == SPLIT_UNCHANGED && *state != JOURNAL_SKIPPED &&
+	    *state != JOURNAL_COPIED && nameset_put(&m->kept, e->name, JOURNAL_SKIPPED, NULL) < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	if (m->split.kind == SPLIT_VANISHED && !journal_state_done(*state)) {
+		*state = JOURNAL_VANISHED;
+		m->vanished_accepted += accepted;
+	}
+	return 0;
 }
 
 static int merged_entry(void *ud, const struct plan_entry *e)
@@ -1694,13 +1943,16 @@ static int merged_entry(void *ud, const struct plan_entry *e)
 		nameset_mark(&m->ns, e->name, NAMESET_PLANNED);
 	}
 
-	if (e->ranges) {
-		/* Done once finalize assembled it; its ranges are counted as they come. */
-		m->split = (typeof(m->split)){ .ranges = e->ranges, .n = e->n };
-		m->split_files++;
+	/* Done once finalize assembled it (or kept it); its ranges are counted as they come. */
+	if (e->ranges && merged_split(m, e, &state) != 0) {
+		return EXIT_LOCAL_IO;
 	}
 	if (e->ftype == PLAN_FT_RANGE) {
 		m->split.done += journal_state_done(state);
+	}
+	if (state == JOURNAL_VANISHED) {
+		m->vanished++;
+		m->vanished_accepted += !e->ranges && !strcmp(s->code, "MISSING_OK");
 	}
 	/* A deleted name (the last word of a run without --delete can't be that) counts as pending. */
 	if (state == JOURNAL_DELETED) {
@@ -1710,7 +1962,8 @@ static int merged_entry(void *ud, const struct plan_entry *e)
 	/* A split file is finalize's to assemble, not its shard's; its bytes are its ranges'. */
 	st->entries++;
 	st->bytes += e->ranges ? 0 : e->size;
-	st->done += journal_state_done(state);
+	/* A name the source lost is no work left for its shard (finalize judges it). */
+	st->done += journal_state_done(state) || state == JOURNAL_VANISHED;
 	st->failed += state == JOURNAL_FAILED;
 	if (m->listing) {
 		entry_out(m, e, state, s && state ? s->code : "");
@@ -1719,7 +1972,10 @@ static int merged_entry(void *ud, const struct plan_entry *e)
 		const struct nameset_slot *f = nameset_get(&m->final, e->name);
 		bool assembled = f && journal_state_done(f->state);
 
-		m->split_ready += !assembled && m->split.done == m->split.ranges;
+		bool mixed = m->split.kind == SPLIT_MIXED;
+
+		m->split_ready += !assembled && !mixed && m->split.done == m->split.ranges;
+		m->split_mixed += !assembled && mixed;
 		split_out(m, e->name, assembled);
 	}
 	return 0;
@@ -1759,13 +2015,14 @@ static void summary_json(const struct merged *m)
 	printf("{\"event\":\"report\",\"plan\":\"%s\",\"shards\":%" PRIu32 ",\"entries\":%" PRIu64
 	       ",\"bytes\":%" PRIu64 ",\"copied\":%" PRIu64 ",\"skipped\":%" PRIu64
 	       ",\"resumed\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"pending\":%" PRIu64
-	       ",\"deleted\":%" PRIu64 ",\"runs\":%" PRIu64 ",\"ended\":%" PRIu64
-	       ",\"sent\":%" PRIu64 ",\"seconds\":%.3f,\"rate\":%.0f"
+	       ",\"deleted\":%" PRIu64 ",\"vanished\":%" PRIu64 ",\"runs\":%" PRIu64
+	       ",\"ended\":%" PRIu64 ",\"sent\":%" PRIu64 ",\"seconds\":%.3f,\"rate\":%.0f"
 	       ",\"complete\":%s}\n",
 	       h->id, h->shards, h->entries, h->bytes, m->by_state[JOURNAL_COPIED],
 	       m->by_state[JOURNAL_SKIPPED], m->by_state[JOURNAL_RESUMED],
-	       m->by_state[JOURNAL_FAILED], m->by_state[0], m->deleted, t.runs, t.ended, t.sent,
-	       t.seconds, shard_rate(&t), merged_done(m) == h->entries ? "true" : "false");
+	       m->by_state[JOURNAL_FAILED], m->by_state[0], m->deleted, m->vanished, t.runs,
+	       t.ended, t.sent, t.seconds, shard_rate(&t),
+	       merged_done(m) + m->vanished == h->entries ? "true" : "false");
 	for (uint32_t i = 0; i < h->shards; i++) {
 		const struct shard_stats *s = &m->shards[i];
 
@@ -1818,10 +2075,11 @@ static void summary_text(const struct merged *m, FILE *f, bool all_shards)
 	fprintf(f,
 		"plan %s: %" PRIu64 " entries, %" PRIu64 " bytes, %" PRIu32
 		" shards\n  copied %" PRIu64 ", skipped %" PRIu64 ", resumed %" PRIu64
-		", failed %" PRIu64 ", pending %" PRIu64 ", deleted %" PRIu64 "\n",
+		", failed %" PRIu64 ", pending %" PRIu64 ", deleted %" PRIu64 ", vanished %" PRIu64
+		"\n",
 		h->id, h->entries, h->bytes, h->shards, m->by_state[JOURNAL_COPIED],
 		m->by_state[JOURNAL_SKIPPED], m->by_state[JOURNAL_RESUMED],
-		m->by_state[JOURNAL_FAILED], m->by_state[0], m->deleted);
+		m->by_state[JOURNAL_FAILED], m->by_state[0], m->deleted, m->vanished);
 	t.journal = true;
 	runs_text(&t, runs, sizeof(runs));
 	fprintf(f, "  all shards: %s\n", runs);
@@ -2185,6 +2443,8 @@ struct verifier {
 	struct journal_writer *j; /* finalize's own: a split file's "assembled" is its word */
 	struct journal_marks marks;
 	uint64_t files, unproven, gone;
+	/* The split file the pass is in: kept by its shards, not found as the source has it. */
+	bool kept_unproven;
 };
 
 /* The names a probe proves, and which set holds their outcome. */
@@ -2193,8 +2453,11 @@ static struct nameset *proven_set(struct merged *m, const struct plan_entry *e)
 	if (e->ranges) {
 		const struct nameset_slot *f = nameset_get(&m->final, e->name);
 
-		/* Not assembled yet: finalize assembles it, and ASSEMBLE checks every part. */
-		return f && journal_state_done(f->state) ? &m->final : NULL;
+		if (f && journal_state_done(f->state)) {
+			return &m->final;
+		}
+		/* Kept by its shards: proven whole, as any file. Else ASSEMBLE checks every part. */
+		return nameset_get(&m->kept, e->name) ? &m->kept : NULL;
 	}
 	return e->ftype == PROTO_FT_REG || e->ftype == PROTO_FT_HARDLINK ? &m->ns : NULL;
 }
@@ -2222,15 +2485,17 @@ static void verify_observe(void *ud, const char *name, const char *action, uint6
 
 	(void)bytes;
 	(void)hash;
-	if (!strcmp(action, "failed") && code && !strcmp(code, "NOT_FOUND") &&
-	    source_lstat(v->ru.h->base, name, &st) == -ENOENT) {
+	if (!strcmp(action, "missing") ||
+	    (!strcmp(action, "failed") && code && !strcmp(code, "NOT_FOUND") &&
+	     source_lstat(v->ru.h->base, name, &st) == -ENOENT)) {
 		/* The source no longer has it: nothing to compare (finalize --delete removes it). */
 		v->gone++;
 	} else if (strcmp(action, "would_skip") != 0) {
 		return;
 	}
-	if (!nameset_mark(&v->m->ns, name, NAMESET_PROVEN)) {
-		nameset_mark(&v->m->final, name, NAMESET_PROVEN);
+	if (!nameset_mark(&v->m->ns, name, NAMESET_PROVEN) &&
+	    !nameset_mark(&v->m->final, name, NAMESET_PROVEN)) {
+		nameset_mark(&v->m->kept, name, NAMESET_PROVEN);
 	}
 }
 
@@ -2242,6 +2507,14 @@ static int verify_unproven(void *ud, const struct plan_entry *e)
 	const struct nameset_slot *s = ns ? nameset_get(ns, e->name) : NULL;
 	char esc[1024];
 
+	if (e->ftype == PLAN_FT_RANGE) {
+		/* A file its shards kept, not found as the source has it: its ranges to send. */
+		if (v->kept_unproven) {
+			marks_put(&v->marks, e->shard, e->name, e->range, "UNVERIFIED");
+		}
+		return 0;
+	}
+	v->kept_unproven = false;
 	if (!ns || (s && (s->marks & NAMESET_PROVEN))) {
 		return 0;
 	}
@@ -2251,7 +2524,9 @@ static int verify_unproven(void *ud, const struct plan_entry *e)
 			  log_escape_short(e->name, esc, sizeof(esc)),
 			  skip_name(proof_level(v->m->h)));
 	}
-	if (e->ranges) {
+	if (ns == &v->m->kept) {
+		v->kept_unproven = true;
+	} else if (e->ranges) {
 		journal_put_entry(v->j->f, e->name, JOURNAL_FAILED, 0, "UNVERIFIED");
 	} else {
 		marks_put(&v->marks, e->shard, e->name, -1, "UNVERIFIED");
@@ -2351,7 +2626,8 @@ struct assembler {
 	const char *plan;
 	uint32_t ranges;
 	bool active; /* gathering its ranges */
-	uint64_t done, failed;
+	uint64_t done, failed, kept;
+	struct batch keep; /* split files kept by their shards, for keep_push */
 	int rc;
 };
 
@@ -2465,49 +2741,64 @@ static int assemble_one(struct assembler *as)
 	return rc;
 }
 
+/*
+ * A split file's entry: the ASSEMBLE request begun, unless it is done, or
+ * kept by its shards (listed for keep_push instead), or lost by the source.
+ */
+static void assemble_begin(struct assembler *as, const struct plan_entry *e)
+{
+	struct msg_assemble *a = &as->req.u.assemble;
+	const struct plan_header *h = as->m->h;
+	const struct nameset_slot *f = nameset_get(&as->m->final, e->name);
+	struct stat st;
+	char esc[1024];
+	int r;
+
+	as->active = !(f && journal_state_done(f->state));
+	if (as->active && nameset_get(&as->m->kept, e->name)) {
+		as->active = false;
+		batch_add(&as->keep, e->name);
+	}
+	if (!as->active || split_kind(&as->m->ns, e, NULL) == SPLIT_VANISHED) {
+		as->active = false;
+		return;
+	}
+	as->ranges = e->ranges;
+	snprintf(as->name, sizeof(as->name), "%s", e->name);
+	as->n = e->n;
+	a->name = as->name;
+	a->size = e->size;
+	a->count = 0;
+	/* Without -p, as a push without it: the mode less group and other write, now. */
+	a->mode = h->preserve ? e->mode : e->mode & 0755;
+	a->mtime_sec = h->preserve ? e->mtime : (int64_t)time(NULL);
+	a->mtime_nsec = h->preserve ? e->mtime_ns : 0;
+	a->flags = 0;
+	if (!h->owner) {
+		return;
+	}
+	/* The plan has no owners: the source's, as a push would send them. */
+	r = source_lstat(h->base, e->name, &st);
+	if (r < 0) {
+		log_error("%s: its owner: %s (not assembled)",
+			  log_escape_short(e->name, esc, sizeof(esc)), strerror(-r));
+		as->active = false;
+		as->failed++;
+		as->rc = as->rc ? as->rc : EXIT_LOCAL_IO;
+		return;
+	}
+	a->flags = PROTO_ASM_OWNER;
+	a->uid = st.st_uid;
+	a->gid = st.st_gid;
+}
+
 static int assemble_entry(void *ud, const struct plan_entry *e)
 {
 	struct assembler *as = ud;
 	struct msg_assemble *a = &as->req.u.assemble;
-	const struct plan_header *h = as->m->h;
 
 	if (e->ranges) {
-		const struct nameset_slot *f = nameset_get(&as->m->final, e->name);
-		struct stat st;
-		char esc[1024];
-		int r;
-
-		as->active = !(f && journal_state_done(f->state));
-		if (!as->active) {
-			return 0;
-		}
-		as->ranges = e->ranges;
-		snprintf(as->name, sizeof(as->name), "%s", e->name);
-		as->n = e->n;
-		a->name = as->name;
-		a->size = e->size;
-		a->count = 0;
-		/* Without -p, as a push without it: the mode less group and other write, now. */
-		a->mode = h->preserve ? e->mode : e->mode & 0755;
-		a->mtime_sec = h->preserve ? e->mtime : (int64_t)time(NULL);
-		a->mtime_nsec = h->preserve ? e->mtime_ns : 0;
-		a->flags = 0;
-		if (h->owner) {
-			/* The plan has no owners: the source's, as a push would send them. */
-			r = source_lstat(h->base, e->name, &st);
-			if (r < 0) {
-				log_error("%s: its owner: %s (not assembled)",
-					  log_escape_short(e->name, esc, sizeof(esc)),
-					  strerror(-r));
-				as->active = false;
-				as->failed++;
-				as->rc = as->rc ? as->rc : EXIT_LOCAL_IO;
-				return 0;
-			}
-			a->flags = PROTO_ASM_OWNER;
-			a->uid = st.st_uid;
-			a->gid = st.st_gid;
-		}
+		assemble_begin(as, e);
 		return 0;
 	}
 	if (e->ftype != PLAN_FT_RANGE || !as->active) {
@@ -2546,12 +2837,36 @@ static int assemble_entry(void *ud, const struct plan_entry *e)
 	return 0;
 }
 
+/*
+ * The split files whose shards kept every range (the destination had them
+ * unchanged), already proven by verify_all: pushed whole at the keep level,
+ * so that the daemon keeps their data and brings their metadata in line as
+ * for any file a re-run skips. One the source changed since is sent whole
+ * (verified as any push). The outcome in finalize's journal.
+ */
+static int keep_push(struct assembler *as, const char *dest)
+{
+	struct runner ru = { .o = as->o, .h = as->m->h };
+	int rc;
+
+	snprintf(ru.dest, sizeof(ru.dest), "%s", dest);
+	as->kept += as->keep.n;
+	as->o->skip = split_keep_level(as->m->h);
+	copy_set_observer(journal_observe, as->j);
+	rc = run_push(&ru, &as->keep);
+	copy_set_observer(NULL, NULL);
+	apply_plan_options(as->o, as->m->h);
+	journal_sync(as->j);
+	return rc;
+}
+
 /* Every split file whose ranges are done and that is not assembled yet. 0 or an exit code. */
 static int assemble_all(struct merged *m, struct client_opts *o, struct journal_writer *j,
 			const char *plan, const char *dest)
 {
 	struct assembler as = { .m = m, .o = o, .j = j, .req.type = MSG_ASSEMBLE, .plan = plan };
 	_cleanup_free_ uint32_t *shard_of = calloc(PLAN_MAX_RANGES, sizeof(uint32_t));
+	char jpath[JOURNAL_PATH_MAX];
 	int rc;
 
 	if (parse_remote(dest, &as.rem) != 1) {
@@ -2559,7 +2874,9 @@ static int assemble_all(struct merged *m, struct client_opts *o, struct journal_
 	}
 	as.shard_of = shard_of;
 	as.req.u.assemble.parts = calloc(PLAN_MAX_RANGES, sizeof(struct proto_part));
-	if (!as.req.u.assemble.parts || !shard_of) {
+	if (!as.req.u.assemble.parts || !shard_of ||
+	    journal_path(plan, UINT32_MAX, jpath, sizeof(jpath)) < 0 ||
+	    batch_open(&as.keep, jpath, "keep") < 0) {
 		free(as.req.u.assemble.parts);
 		return EXIT_LOCAL_IO;
 	}
@@ -2571,11 +2888,108 @@ static int assemble_all(struct merged *m, struct client_opts *o, struct journal_
 		daemon_conn_close(&as.s, true);
 	}
 	free(as.req.u.assemble.parts);
-	if (o->verbose >= 0 && !o->json && (as.done || as.failed)) {
-		fprintf(stderr, "split files: %" PRIu64 " assembled, %" PRIu64 " failed\n", as.done,
-			as.failed);
+	if (rc == 0 && as.keep.n > 0) {
+		rc = keep_push(&as, dest);
+	}
+	fclose(as.keep.f);
+	unlink(as.keep.path);
+	if (o->verbose >= 0 && !o->json && (as.done || as.failed || as.kept)) {
+		fprintf(stderr,
+			"split files: %" PRIu64 " assembled, %" PRIu64 " kept (unchanged), %" PRIu64
+			" failed\n",
+			as.done, as.kept, as.failed);
 	}
 	return rc ? rc : as.rc;
+}
+
+/* A split file some of whose ranges were kept, others sent: the kept ones to send again. */
+struct mixed_marks {
+	struct merged *m;
+	struct journal_marks jm;
+	bool in; /* the pass is in the ranges of such a file */
+};
+
+static int mixed_entry(void *ud, const struct plan_entry *e)
+{
+	struct mixed_marks *mm = ud;
+	const struct nameset_slot *s;
+	char esc[1024];
+
+	if (e->ranges) {
+		s = nameset_get(&mm->m->final, e->name);
+		mm->in = !(s && journal_state_done(s->state)) &&
+			 split_kind(&mm->m->ns, e, NULL) == SPLIT_MIXED;
+		if (mm->in) {
+			log_error(
+			    "%s: changed during the migration (some of its ranges were sent, "
+			    "others kept as unchanged): the kept ones are marked to send again",
+			    log_escape_short(e->name, esc, sizeof(esc)));
+		}
+	} else if (e->ftype == PLAN_FT_RANGE && mm->in) {
+		s = nameset_get_range(&mm->m->ns, e->name, e->range);
+		if (s && s->state == JOURNAL_SKIPPED) {
+			marks_put(&mm->jm, e->shard, e->name, e->range, "CHANGED");
+		}
+	}
+	return 0;
+}
+
+static int finalize_mixed(struct merged *m, const char *plan)
+{
+	struct mixed_marks mm = { .m = m };
+	char shards[256];
+	int rc;
+
+	if (marks_init(&mm.jm, plan, m->h) < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	rc = plan_pass(m->r, mixed_entry, &mm);
+	marks_close_all(&mm.jm);
+	if (rc == 0) {
+		if (marks_shards(&mm.jm, shards, sizeof(shards)) == 0) {
+			snprintf(shards, sizeof(shards), "that hold them (running now)");
+		}
+		log_error("not finished: %" PRIu64 " split files changed during the migration: run "
+			  "shards %s again, then finalize",
+			  m->split_mixed, shards);
+		rc = EXIT_PARTIAL;
+	}
+	marks_free(&mm.jm);
+	return rc;
+}
+
+/*
+ * Whether every entry has its outcome: done, or a split file ready to
+ * assemble or to keep, or a name the source lost that may stay lost (with
+ * --delete, which removes its copy, or --missing-ok, given to finalize,
+ * to the plan or to the runs). 0, or EXIT_PARTIAL said why.
+ */
+static int finalize_ready(struct merged *m, const struct client_opts *o, const char *plan,
+			  bool mirror)
+{
+	uint64_t pending = m->by_state[0] - m->split_ready;
+
+	if (m->split_mixed > 0) {
+		return finalize_mixed(m, plan);
+	}
+	if (m->vanished > m->vanished_accepted && !mirror && !o->missing_ok && !m->h->missing_ok &&
+	    pending == 0 && m->by_state[JOURNAL_FAILED] == 0) {
+		log_error("%" PRIu64 " entries vanished from the source since the plan (rdmacp "
+			  "report lists them): finalize --delete removes their copies, "
+			  "--missing-ok leaves the destination as it is; or make a new plan",
+			  m->vanished);
+		return EXIT_PARTIAL;
+	}
+	if (merged_done(m) + m->split_ready + m->vanished != m->h->entries) {
+		merged_summary(m, o, false);
+		log_error("not finished: %" PRIu64 " of %" PRIu64
+			  " entries have no outcome, %" PRIu64
+			  " failed: run the shards above again (their journals keep what is done), "
+			  "then finalize",
+			  pending, m->h->entries, m->by_state[JOURNAL_FAILED]);
+		return EXIT_PARTIAL;
+	}
+	return 0;
 }
 
 static int first_entry(void *ud, const struct plan_entry *e)
@@ -2619,16 +3033,10 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 		merged_free(&m);
 		return rc;
 	}
-	/* Split files are assembled here: they are done once all their ranges are. */
-	if (merged_done(&m) + m.split_ready != m.h->entries) {
-		merged_summary(&m, o, false);
-		log_error("not finished: %" PRIu64 " of %" PRIu64
-			  " entries have no outcome, %" PRIu64
-			  " failed: run the shards above again (their journals keep what is done), "
-			  "then finalize",
-			  m.by_state[0] - m.split_ready, m.h->entries, m.by_state[JOURNAL_FAILED]);
+	rc = finalize_ready(&m, o, args[0], mirror);
+	if (rc != 0) {
 		merged_free(&m);
-		return EXIT_PARTIAL;
+		return rc;
 	}
 	if (mirror && (!m.h->recursive || m.h->files_from)) {
 		log_error("finalize --delete needs a plan of one tree (-r, without --files-from)");
