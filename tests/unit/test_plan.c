@@ -566,6 +566,19 @@ static void test_journal_ranges(void **state)
 	    journal_parse("{\"state\":\"failed\",\"name\":\"a\",\"range\":1}", 39, &obj, &jl, &why),
 	    0);
 	assert_int_equal(jl.range, 1);
+	/* A range kept (its file unchanged at the destination) has no part and no digest. */
+	const char *line;
+
+	line = "{\"state\":\"skipped\",\"name\":\"a\",\"range\":2}";
+	assert_int_equal(journal_parse(line, strlen(line), &obj, &jl, &why), 0);
+	assert_int_equal(jl.state, JOURNAL_SKIPPED);
+	assert_false(jl.has_hash);
+	line = "{\"state\":\"resumed\",\"name\":\"a\",\"range\":2}";
+	assert_int_equal(journal_parse(line, strlen(line), &obj, &jl, &why), -EBADMSG);
+	line = "{\"state\":\"vanished\",\"name\":\"a\",\"code\":\"MISSING_OK\"}";
+	assert_int_equal(journal_parse(line, strlen(line), &obj, &jl, &why), 0);
+	assert_int_equal(jl.state, JOURNAL_VANISHED);
+	assert_string_equal(jl.code, "MISSING_OK");
 	assert_int_equal(nameset_put(&ns, "a", JOURNAL_COPIED, NULL), 0);
 	assert_int_equal(nameset_put_range(&ns, "a", 0, JOURNAL_FAILED, "X"), 0);
 	assert_int_equal(nameset_get(&ns, "a")->state, JOURNAL_COPIED);
