@@ -74,28 +74,28 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp(((const struct proto_file *)a)->name, ((const struct proto_file *)b)->name);
 }
 
-static void ls_sorted_flush(struct ls_sorted *l, struct output *out, bool long_format)
+static void ls_sorted_flush(struct ls_sorted *l, struct output *out, unsigned eflags)
 {
 	if (l->n > 1) {
 		qsort(l->v, l->n, sizeof(*l->v), cmp_entry);
 	}
 	for (size_t i = 0; i < l->n; i++) {
-		output_entry(out, &l->v[i], long_format);
+		output_entry(out, &l->v[i], eflags);
 	}
 	ls_sorted_free(l);
 }
 
 /* Keep f (its strings are taken), or print it when over the cap. */
 static int ls_sorted_add(struct ls_sorted *l, struct output *out, struct proto_file *f,
-			 bool long_format)
+			 unsigned eflags)
 {
 	if (!l->streaming && l->n == LS_SORT_MAX) {
 		log_warning("more than %d entries: the rest is listed unsorted", LS_SORT_MAX);
-		ls_sorted_flush(l, out, long_format);
+		ls_sorted_flush(l, out, eflags);
 		l->streaming = true;
 	}
 	if (l->streaming) {
-		output_entry(out, f, long_format);
+		output_entry(out, f, eflags);
 		return 0;
 	}
 	if (l->n == l->cap) {
@@ -124,6 +124,8 @@ static int receive_listing(struct daemon_conn *s, struct output *out, bool want_
 			   struct ls_sorted *sorted)
 {
 	char esc[4 * PROTO_MAX_TEXT + 1];
+	unsigned eflags = (s->o->long_listing ? OUTPUT_ENTRY_LONG : 0) |
+			  (s->hello.caps & PROTO_CAP_LIST_OWNERS ? OUTPUT_ENTRY_OWNERS : 0);
 
 	for (;;) {
 		struct msg m;
@@ -137,12 +139,12 @@ static int receive_listing(struct daemon_conn *s, struct output *out, bool want_
 		}
 		switch (m.type) {
 		case MSG_END:
-			ls_sorted_flush(sorted, out, s->o->long_listing);
+			ls_sorted_flush(sorted, out, eflags);
 			fflush(stdout);
 			return EXIT_OK;
 		case MSG_ERROR:
 			/* What was listed before the refusal is shown, then why it stopped. */
-			ls_sorted_flush(sorted, out, s->o->long_listing);
+			ls_sorted_flush(sorted, out, eflags);
 			fflush(stdout);
 			log_error("%s: %s", s->rem->host,
 				  log_escape(m.u.error.text, esc, sizeof(esc)));
@@ -171,8 +173,7 @@ static int receive_listing(struct daemon_conn *s, struct output *out, bool want_
 					msg_clear(&m);
 					return EXIT_PROTOCOL;
 				}
-				if (ls_sorted_add(sorted, out, &m.u.files.files[i],
-						  s->o->long_listing) < 0) {
+				if (ls_sorted_add(sorted, out, &m.u.files.files[i], eflags) < 0) {
 					log_error("out of memory");
 					msg_clear(&m);
 					return EXIT_LOCAL_IO;

@@ -649,28 +649,45 @@ static void mode_string(uint8_t ftype, uint32_t mode, char out[11])
 }
 
 /* `rdmacp ls HOST:MODULE/PATH`: one entry; -l as ls -l (numeric owners), --json whole. */
-void output_entry(struct output *out, const struct proto_file *f, bool long_format)
+/* The size ls shows: a symlink's is the length of its target, as lstat gives it. */
+static uint64_t entry_size(const struct proto_file *f)
+{
+	return f->ftype == PROTO_FT_SYMLINK && f->link ? strlen(f->link) : f->size;
+}
+
+static void entry_json(const struct proto_file *f, bool owners)
+{
+	printf("{\"event\":\"entry\",\"name\":");
+	output_json_string(stdout, f->name);
+	printf(",\"type\":\"%s\",\"mode\":\"%04o\",\"size\":%" PRIu64 ",\"mtime\":%" PRId64
+	       ",\"mtime_nsec\":%u",
+	       ftype_name(f->ftype), f->mode, entry_size(f), f->mtime_sec, f->mtime_nsec);
+	/* A daemon from before PROTO_CAP_LIST_OWNERS sends zeros: unknown, not root. */
+	if (owners) {
+		printf(",\"uid\":%u,\"gid\":%u", f->uid, f->gid);
+	} else {
+		printf(",\"uid\":null,\"gid\":null");
+	}
+	if (f->link) {
+		printf(",\"link\":");
+		output_json_string(stdout, f->link);
+	}
+	printf("}\n");
+}
+
+void output_entry(struct output *out, const struct proto_file *f, unsigned flags)
 {
 	char esc[4 * PROTO_MAX_PATH + 1], esc2[4 * PROTO_MAX_PATH + 1], when[32], mode[11];
+	char uid[16] = "?", gid[16] = "?";
 	time_t t = (time_t)f->mtime_sec;
 	struct tm tm;
 
 	if (out->json) {
-		printf("{\"event\":\"entry\",\"name\":");
-		output_json_string(stdout, f->name);
-		printf(",\"type\":\"%s\",\"mode\":\"%04o\",\"size\":%" PRIu64 ",\"mtime\":%" PRId64
-		       ",\"mtime_nsec\":%u,\"uid\":%u,\"gid\":%u",
-		       ftype_name(f->ftype), f->mode, f->size, f->mtime_sec, f->mtime_nsec, f->uid,
-		       f->gid);
-		if (f->link) {
-			printf(",\"link\":");
-			output_json_string(stdout, f->link);
-		}
-		printf("}\n");
+		entry_json(f, flags & OUTPUT_ENTRY_OWNERS);
 		return;
 	}
 	log_escape(f->name, esc, sizeof(esc));
-	if (!long_format) {
+	if (!(flags & OUTPUT_ENTRY_LONG)) {
 		printf("%s\n", esc);
 		return;
 	}
@@ -678,6 +695,10 @@ void output_entry(struct output *out, const struct proto_file *f, bool long_form
 	if (!localtime_r(&t, &tm) || strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
 		snprintf(when, sizeof(when), "%" PRId64, f->mtime_sec);
 	}
-	printf("%s %6u %6u %15" PRIu64 " %s %s%s%s\n", mode, f->uid, f->gid, f->size, when, esc,
+	if (flags & OUTPUT_ENTRY_OWNERS) {
+		snprintf(uid, sizeof(uid), "%u", f->uid);
+		snprintf(gid, sizeof(gid), "%u", f->gid);
+	}
+	printf("%s %6s %6s %15" PRIu64 " %s %s%s%s\n", mode, uid, gid, entry_size(f), when, esc,
 	       f->link ? " -> " : "", f->link ? log_escape(f->link, esc2, sizeof(esc2)) : "");
 }

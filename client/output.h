@@ -150,4 +150,12 @@ void output_plan_skip(struct output *out, const char *name, uint8_t ftype, uint3
 void output_plan_delete(struct output *out, const char *name, uint8_t ftype, bool withheld);
 /* ls: a module ("read only", "write only" or "read/write") and an entry. */
 void output_module(struct output *out, const char *name, const char *access, const char *comment);
-void output_entry(struct output *out, const struct proto_file *f, bool long_format);
+/*
+ * OUTPUT_ENTRY_LONG: ls -l's columns. OUTPUT_ENTRY_OWNERS: the daemon sends
+ * owners (PROTO_CAP_LIST_OWNERS); without it they show as unknown.
+ */
+enum {
+	OUTPUT_ENTRY_LONG = 1u << 0,
+	OUTPUT_ENTRY_OWNERS = 1u << 1,
+};
+void output_entry(struct output *out, const struct proto_file *f, unsigned flags);

@@ -1489,9 +1489,29 @@ static void list_sum(struct get_source *g, const struct engine_src *e, uint32_t 
 	}
 }
 
+/*
+ * A listed entry as FILES carries it; its owner only where this daemon
+ * announces PROTO_CAP_LIST_OWNERS (a pull already tells it, a listing too).
+ */
+static struct proto_file listed_file(const struct engine_src *e, uint32_t id, bool owners,
+				     char *name, char *link)
+{
+	return (struct proto_file){ .id = id,
+				    .ftype = e->ftype,
+				    .mode = e->mode,
+				    .size = e->size,
+				    .mtime_sec = e->mtime.tv_sec,
+				    .mtime_nsec = (uint32_t)e->mtime.tv_nsec,
+				    .uid = owners ? e->uid : 0,
+				    .gid = owners ? e->gid : 0,
+				    .name = name,
+				    .link = link };
+}
+
 static int list_plan(struct get_source *g)
 {
 	struct conn *c = g->c;
+	bool owners = hello_local_caps() & PROTO_CAP_LIST_OWNERS;
 	struct proto_file pf[PROTO_MAX_BATCH];
 	struct proto_sum sums[PROTO_MAX_BATCH];
 	char *names[PROTO_MAX_BATCH], *links[PROTO_MAX_BATCH];
@@ -1521,14 +1541,7 @@ static int list_plan(struct get_source *g)
 			bytes += e->size;
 			names[n] = strdup(e->name);
 			links[n] = e->link ? strdup(e->link) : NULL;
-			pf[n] = (struct proto_file){ .id = ++id,
-						     .ftype = e->ftype,
-						     .mode = e->mode,
-						     .size = e->size,
-						     .mtime_sec = e->mtime.tv_sec,
-						     .mtime_nsec = (uint32_t)e->mtime.tv_nsec,
-						     .name = names[n],
-						     .link = links[n] };
+			pf[n] = listed_file(e, ++id, owners, names[n], links[n]);
 			n++;
 			if (!names[n - 1] || (e->link && !links[n - 1])) {
 				r = -ENOMEM;

@@ -137,7 +137,13 @@ enum {
  * metadata brought in line where items says so).
  */
 #define PROTO_CAP_ITEMIZE (1ull << 31)
-#define PROTO_CAPS_KNOWN  0xffffffffull
+/*
+ * Listing owners: the FILES entries of a listing (LIST, a pull's dry run)
+ * carry each entry's uid and gid; without it they are zero and mean nothing.
+ * Past bit 31, so a define: an enum constant is an int.
+ */
+#define PROTO_CAP_LIST_OWNERS (1ull << 32)
+#define PROTO_CAPS_KNOWN      (0xffffffffull | PROTO_CAP_LIST_OWNERS)
 
 /*
  * What differs between an entry offered and the one at the receiver, as

@@ -40,7 +40,9 @@ echo bbb >b.img
 echo hidden >.hidden.img
 printf 'notes\n' >notes.txt
 chmod 0640 notes.txt
+chown 1234:5678 notes.txt
 ln -s a.img link.img
+chown -h 4321:8765 link.img
 ln -s .. up
 mkdir -p sub/one sub/two dir.img
 echo x >sub/one/x
@@ -92,11 +94,13 @@ cmp -s "$T/out" "$T/want" && pass "HOST::data/ lists the same" || fail "ls ::dat
 expect_rc 0 "ls HOST:data (no slash)" "${CLIENT[@]}" ls "$H:data"
 cmp -s "$T/out" "$T/want" && pass "the module without a slash lists the same" || fail "ls data: $(cat "$T/out")"
 expect_rc 0 "ls -l a file" "${CLIENT[@]}" ls -l "$H:data/notes.txt"
-grep -qE '^-rw-r----- +0 +0 +6 2024-01-02 03:04:05 notes.txt$' "$T/out" &&
+grep -qE '^-rw-r----- +1234 +5678 +6 2024-01-02 03:04:05 notes.txt$' "$T/out" &&
 	pass "-l: mode, owner, size, time, name" || fail "ls -l notes.txt: $(cat "$T/out")"
 expect_rc 0 "ls -l a directory" "${CLIENT[@]}" ls -l "$H:data/"
-grep -qE '^lrwxrwxrwx .* link.img -> a.img$' "$T/out" && grep -qE '^drwx.* sub$' "$T/out" &&
-	pass "-l shows symlinks with their target and directories as d" || fail "ls -l: $(cat "$T/out")"
+grep -qE '^lrwxrwxrwx +4321 +8765 +5 .* link.img -> a.img$' "$T/out" &&
+	grep -qE '^drwx.* sub$' "$T/out" &&
+	pass "-l shows symlinks with their owner, target and its length as size, directories as d" ||
+	fail "ls -l: $(cat "$T/out")"
 expect_rc 0 "ls -r a subdirectory" "${CLIENT[@]}" ls -r "$H:data/sub"
 printf '%s\n' one one/x two two/y >"$T/want"
 cmp -s "$T/out" "$T/want" && pass "-r lists the tree beneath it" || fail "ls -r sub: $(cat "$T/out")"
@@ -117,6 +121,18 @@ if python3 - "$T/out" <<-'EOF'; then
 	pass "--json: one object per entry"
 else
 	fail "--json entry: $(cat "$T/out")"
+fi
+expect_rc 0 "ls --json owned entries" "${CLIENT[@]}" ls --json "$H:data/"
+if python3 - "$T/out" <<-'EOF'; then
+	import json, sys
+	by = {e["name"]: e for e in map(json.loads, open(sys.argv[1]))}
+	n, l = by["notes.txt"], by["link.img"]
+	assert (n["uid"], n["gid"], n["size"]) == (1234, 5678, 6), n
+	assert (l["uid"], l["gid"], l["size"], l["link"]) == (4321, 8765, 5, "a.img"), l
+	EOF
+	pass "--json: real owners, a symlink's size is its target's length"
+else
+	fail "--json owners: $(cat "$T/out")"
 fi
 
 # wildcards: the matches themselves (no dotfile, no symlink), -r beneath them
@@ -218,6 +234,14 @@ if command -v python3 >/dev/null && python3 -c 'import ssl; ssl.TLSVersion.TLSv1
 			fail "hostile ls $what: exit $RC: $(od -c "$T/h.out" | head -5) $(cat "$T/h.err")"
 		fi
 	done
+	# A daemon from before PROTO_CAP_LIST_OWNERS sends zeros: shown as unknown, not root.
+	rawserve ls "owners unknown" --caps 0x1f -- ls -l "$H:data/"
+	[ "$RC" -eq 0 ] && grep -qE '^[-dl][rwx-]{9} +\? +\? ' "$T/h.out" &&
+		pass "a daemon without the owners capability: owners shown as ?" ||
+		fail "owners unknown: exit $RC: $(cat "$T/h.out" "$T/h.err")"
+	rawserve ls "owners unknown (--json)" --caps 0x1f -- ls --json "$H:data/"
+	[ "$RC" -eq 0 ] && grep -q '"uid":null,"gid":null' "$T/h.out" &&
+		pass "--json: owners null" || fail "owners null: exit $RC: $(cat "$T/h.out" "$T/h.err")"
 	rawserve ls "a name that climbs" --caps 0x1f --name-hex "$(printf '../../etc/passwd' | od -An -tx1 | tr -d ' \n')" -- ls "$H:data/"
 	[ "$RC" -eq 4 ] && ! grep -q passwd "$T/h.out" && pass "a listed '../../etc/passwd' is refused (exit 4)" ||
 		fail "climbing name: exit $RC: $(cat "$T/h.out" "$T/h.err")"
