@@ -11,6 +11,7 @@
  * checked as paths, duplicates and stray digests are protocol errors, and
  * what is held is capped.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -44,6 +45,7 @@ struct check_entry {
 	uint64_t size;
 	int64_t mtime_sec;
 	uint32_t mtime_nsec;
+	uint32_t uid, gid;
 	uint32_t id;	     /* remote: the FILES id its SUMS entry names */
 	bool summed;	     /* a SUMS entry (or the local hash) came */
 	uint32_t sum_status; /* PERR_OK: hash is the XXH3-128 */
@@ -145,6 +147,8 @@ static int local_add(struct local_scan *ls, struct filehasher *fh, const struct 
 	ce->size = e->size;
 	ce->mtime_sec = e->mtime.tv_sec;
 	ce->mtime_nsec = (uint32_t)e->mtime.tv_nsec;
+	ce->uid = e->uid;
+	ce->gid = e->gid;
 	if (ls->checksum && e->ftype == PROTO_FT_REG) {
 		r = filehasher_at(fh, e->dirfd, e->path, e->size, ce->hash);
 		ce->summed = true;
@@ -240,6 +244,8 @@ static int remote_files(struct daemon_conn *s, struct remote_list *rl, const str
 		ce->size = pf->size;
 		ce->mtime_sec = pf->mtime_sec;
 		ce->mtime_nsec = pf->mtime_nsec;
+		ce->uid = pf->uid;
+		ce->gid = pf->gid;
 		ce->id = pf->id;
 	}
 	return EXIT_OK;
@@ -337,89 +343,181 @@ struct check_counts {
 	uint64_t compared, missing, extra, differs, errors;
 };
 
-/* The attributes in which src and dst differ, as "a, b" (empty: the same). */
-static void differences(const struct client_opts *o, const struct check_entry *a,
-			const struct check_entry *b, bool *unsure, char *out, size_t outlen)
+/* One attribute in which the two sides differ, and each side's value as text. */
+struct attr_diff {
+	const char *attr;
+	char src[40], dst[40];		 /* "" where no value is shown (content) */
+	const char *src_text, *dst_text; /* symlink targets, raw: escaped when printed */
+};
+
+/* type or (size or content or target), mtime, mode, owner, group */
+#define CHECK_MAX_DIFFS 6
+
+struct entry_diffs {
+	struct attr_diff v[CHECK_MAX_DIFFS];
+	size_t n;
+};
+
+static struct attr_diff *diff_add(struct entry_diffs *d, const char *attr)
 {
-	bool checksum = o->check_level == CHECK_LEVEL_CHECKSUM;
-	const char *attrs[5];
-	size_t n = 0, used = 0;
+	assert(d->n < CHECK_MAX_DIFFS);
+	d->v[d->n] = (struct attr_diff){ .attr = attr };
+	return &d->v[d->n++];
+}
 
-	*unsure = false;
-	if (a->ftype != b->ftype) {
-		attrs[n++] = "type";
-	} else if (a->ftype == PROTO_FT_REG) {
-		if (a->size != b->size) {
-			attrs[n++] = "size";
-		} else if (checksum && (a->sum_status != PERR_OK || b->sum_status != PERR_OK)) {
-			*unsure = true; /* already reported as an error */
-		} else if (checksum && memcmp(a->hash, b->hash, HASH_LEN) != 0) {
-			attrs[n++] = "content";
-		}
-	} else if (a->ftype == PROTO_FT_SYMLINK && strcmp(a->link, b->link) != 0) {
-		attrs[n++] = "target";
-	}
-	/*
-	 * The quick level is rsync's quick check: a file's mtime is part of
-	 * it. Other times, and modes, only matter where -p keeps them.
-	 */
-	if (a->ftype == b->ftype && ((a->ftype == PROTO_FT_REG && !checksum) || o->preserve) &&
-	    (a->mtime_sec != b->mtime_sec || a->mtime_nsec != b->mtime_nsec)) {
-		attrs[n++] = "mtime";
-	}
-	if (a->ftype == b->ftype && a->ftype != PROTO_FT_SYMLINK && o->preserve &&
-	    a->mode != b->mode) {
-		attrs[n++] = "mode";
-	}
-	out[0] = '\0';
-	for (size_t i = 0; i < n; i++) {
-		int w = snprintf(out + used, outlen - used, "%s%s", i ? ", " : "", attrs[i]);
+static void diff_num(struct entry_diffs *d, const char *attr, uint64_t a, uint64_t b, bool octal)
+{
+	struct attr_diff *x = diff_add(d, attr);
 
-		if (w < 0 || (size_t)w >= outlen - used) {
-			break;
-		}
-		used += (size_t)w;
+	snprintf(x->src, sizeof(x->src), octal ? "%04" PRIo64 : "%" PRIu64, a);
+	snprintf(x->dst, sizeof(x->dst), octal ? "%04" PRIo64 : "%" PRIu64, b);
+}
+
+static void diff_text(struct entry_diffs *d, const char *attr, const char *a, const char *b)
+{
+	struct attr_diff *x = diff_add(d, attr);
+
+	x->src_text = a;
+	x->dst_text = b;
+}
+
+static const char *attr_src(const struct attr_diff *x)
+{
+	return x->src_text ? x->src_text : x->src;
+}
+
+static const char *attr_dst(const struct attr_diff *x)
+{
+	return x->dst_text ? x->dst_text : x->dst;
+}
+
+static const char *ftype_word(uint8_t ftype)
+{
+	switch (ftype) {
+	case PROTO_FT_REG:
+		return "file";
+	case PROTO_FT_DIR:
+		return "directory";
+	case PROTO_FT_SYMLINK:
+		return "symlink";
+	default:
+		return "other";
 	}
 }
 
-static void report(const struct output *out, const char *kind, const char *name, const char *attrs)
+/* What an entry holds: a regular file's size then digest, a symlink's target. */
+static void content_differences(bool checksum, const struct check_entry *a,
+				const struct check_entry *b, struct entry_diffs *d)
 {
-	char esc[4 * PROTO_MAX_PATH + 1];
+	if (a->ftype == PROTO_FT_REG) {
+		if (a->size != b->size) {
+			diff_num(d, "size", a->size, b->size, false);
+		} else if (checksum && a->sum_status == PERR_OK && b->sum_status == PERR_OK &&
+			   memcmp(a->hash, b->hash, HASH_LEN) != 0) {
+			/* A digest that failed is reported as an error already. */
+			diff_add(d, "content");
+		}
+	} else if (a->ftype == PROTO_FT_SYMLINK && strcmp(a->link, b->link) != 0) {
+		diff_text(d, "target", a->link, b->link);
+	}
+}
+
+/* The attributes in which src (a) and dst (b) differ, into d (n 0: the same). */
+static void differences(const struct client_opts *o, const struct check_entry *a,
+			const struct check_entry *b, struct entry_diffs *d)
+{
+	bool checksum = o->check_level == CHECK_LEVEL_CHECKSUM;
+	struct attr_diff *x;
+
+	d->n = 0;
+	if (a->ftype != b->ftype) {
+		diff_text(d, "type", ftype_word(a->ftype), ftype_word(b->ftype));
+		return;
+	}
+	content_differences(checksum, a, b, d);
+	/*
+	 * The quick level is rsync's quick check: a file's mtime is part of
+	 * it. Other times, and modes, only matter where -p keeps them; owners
+	 * where --owner does, of every type of entry.
+	 */
+	if (((a->ftype == PROTO_FT_REG && !checksum) || o->preserve) &&
+	    (a->mtime_sec != b->mtime_sec || a->mtime_nsec != b->mtime_nsec)) {
+		x = diff_add(d, "mtime");
+		snprintf(x->src, sizeof(x->src), "%" PRId64 ".%09" PRIu32, a->mtime_sec,
+			 a->mtime_nsec);
+		snprintf(x->dst, sizeof(x->dst), "%" PRId64 ".%09" PRIu32, b->mtime_sec,
+			 b->mtime_nsec);
+	}
+	/* A symlink's mode is always 0777 on Linux: nothing to keep. */
+	if (a->ftype != PROTO_FT_SYMLINK && o->preserve && a->mode != b->mode) {
+		diff_num(d, "mode", a->mode, b->mode, true);
+	}
+	if (o->owner && a->uid != b->uid) {
+		diff_num(d, "owner", a->uid, b->uid, false);
+	}
+	if (o->owner && a->gid != b->gid) {
+		diff_num(d, "group", a->gid, b->gid, false);
+	}
+}
+
+static void report_json(const char *kind, const char *name, const struct entry_diffs *d)
+{
+	printf("{\"event\":\"check\",\"name\":");
+	output_json_string(stdout, name);
+	printf(",\"difference\":\"%s\"", kind);
+	if (d) {
+		printf(",\"attributes\":[");
+		for (size_t i = 0; i < d->n; i++) {
+			printf("%s\"%s\"", i ? "," : "", d->v[i].attr);
+		}
+		/* Each side's value, source first: {"mode":{"source":"0644",...}} */
+		printf("],\"values\":{");
+		for (size_t i = 0, shown = 0; i < d->n; i++) {
+			if (!attr_src(&d->v[i])[0]) {
+				continue;
+			}
+			printf("%s\"%s\":{\"source\":", shown++ ? "," : "", d->v[i].attr);
+			output_json_string(stdout, attr_src(&d->v[i]));
+			printf(",\"destination\":");
+			output_json_string(stdout, attr_dst(&d->v[i]));
+			printf("}");
+		}
+		printf("}");
+	}
+	printf("}\n");
+}
+
+/* "differs  NAME (mode 0644 -> 0600, content)": the source's value first. */
+static void report(const struct output *out, const char *kind, const char *name,
+		   const struct entry_diffs *d)
+{
+	char esc[4 * PROTO_MAX_PATH + 1], a[1024], b[1024];
 
 	if (out->json) {
-		printf("{\"event\":\"check\",\"name\":");
-		output_json_string(stdout, name);
-		printf(",\"difference\":\"%s\"", kind);
-		if (attrs && attrs[0]) {
-			const char *p = attrs;
-
-			printf(",\"attributes\":[");
-			while (*p) {
-				size_t len = strcspn(p, ",");
-
-				printf("%s\"%.*s\"", p == attrs ? "" : ",", (int)len, p);
-				p += len;
-				p += strspn(p, ", ");
-			}
-			printf("]");
-		}
-		printf("}\n");
-	} else if (attrs) {
-		printf("%-8s %s (%s)\n", kind, log_escape(name, esc, sizeof(esc)), attrs);
-	} else {
-		printf("%-8s %s\n", kind, log_escape(name, esc, sizeof(esc)));
+		report_json(kind, name, d);
+		return;
 	}
+	printf("%-8s %s", kind, log_escape(name, esc, sizeof(esc)));
+	for (size_t i = 0; d && i < d->n; i++) {
+		const struct attr_diff *x = &d->v[i];
+
+		printf("%s%s", i ? ", " : " (", x->attr);
+		if (attr_src(x)[0]) {
+			printf(" %s -> %s", log_escape_short(attr_src(x), a, sizeof(a)),
+			       log_escape_short(attr_dst(x), b, sizeof(b)));
+		}
+	}
+	printf("%s\n", d && d->n ? ")" : "");
 }
 
 static void compare(const struct client_opts *o, const struct output *out, struct check_list *src,
 		    struct check_list *dst, struct check_counts *c)
 {
 	size_t i = 0, k = 0;
-	char attrs[64];
+	struct entry_diffs diffs;
 
 	while (i < src->n || k < dst->n) {
 		int d = i == src->n ? 1 : k == dst->n ? -1 : strcmp(src->v[i].name, dst->v[k].name);
-		bool unsure;
 
 		c->compared++;
 		if (d < 0) {
@@ -432,10 +530,10 @@ static void compare(const struct client_opts *o, const struct output *out, struc
 			report(out, "extra", dst->v[k++].name, NULL);
 			continue;
 		}
-		differences(o, &src->v[i], &dst->v[k], &unsure, attrs, sizeof(attrs));
-		if (attrs[0]) {
+		differences(o, &src->v[i], &dst->v[k], &diffs);
+		if (diffs.n > 0) {
 			c->differs++;
-			report(out, "differs", src->v[i].name, attrs);
+			report(out, "differs", src->v[i].name, &diffs);
 		}
 		i++;
 		k++;
@@ -533,6 +631,13 @@ static int list_remote(struct daemon_conn *s, struct remote_list *rl)
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
+	/* An older daemon lists every owner as 0: --owner would compare nothing true. */
+	if (o->owner && !(s->hello.caps & PROTO_CAP_LIST_OWNERS)) {
+		log_error("%s: this rdmacpd is too old for check --owner (its listings carry no "
+			  "owners): upgrade it",
+			  s->rem->host);
+		return EXIT_VERSION;
+	}
 	m.u.list.flags = (o->recursive ? PROTO_LIST_RECURSIVE : 0) |
 			 (o->check_level == CHECK_LEVEL_CHECKSUM ? PROTO_LIST_SUMS : 0);
 	snprintf(m.u.list.path, sizeof(m.u.list.path), "%s", s->rem->path);
@@ -584,8 +689,15 @@ int cmd_check(struct client_opts *o, char **args, int nargs)
 	int rc, r;
 
 	if (parse_check_args(args, nargs, &rem, &ls.path, &pull) < 0) {
-		log_error("usage: rdmacp check [-r] [-p] [--level quick|checksum] [--json] "
-			  "SRC HOST:MODULE/PATH (or HOST:MODULE/PATH DEST)");
+		log_error(
+		    "usage: rdmacp check [-r] [-p] [--owner] [--level quick|checksum] [--json] "
+		    "SRC HOST:MODULE/PATH (or HOST:MODULE/PATH DEST)");
+		return EXIT_USAGE;
+	}
+	/* Not compared yet: a check that said "identical" would promise what it never looked at. */
+	if (o->xattrs || o->acls) {
+		log_error("check does not compare extended attributes or ACLs yet: "
+			  "leave out -X and -A");
 		return EXIT_USAGE;
 	}
 	r = local_top_name(ls.path, &rem, top, sizeof(top));

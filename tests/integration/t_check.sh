@@ -11,9 +11,13 @@
 #      a type, and with -p a mode: exit 15 with exactly those lines, each
 #      --json event with its difference and attributes; pulled the other
 #      way round, missing and extra swap
+#   3b. --owner: the owner and group of a directory, a file and a symlink, each
+#      with both values; with -p also their modes and times (text and --json
+#      values, source first); -X is refused rather than not compared
 #   4. without -r only the top level is compared; a file against a file
 #   5. a write-only module refuses check (it would tell what it holds): exit 5
-#   6. a daemon without the check capability (rawserver.py): exit 12
+#   6. a daemon without the check capability (rawserver.py): exit 12; one
+#      without owners in its listings, for --owner: exit 12
 #   7. a client that did not announce the check capability gets no SUMS: its
 #      LIST with the sums flag is ERROR PROTOCOL (rawpeer); and a push with
 #      --skip checksum (OPEN flag 0x80) from it is refused the same way
@@ -47,8 +51,12 @@ check_eq() {
 	fi
 }
 
-# lines: the difference lines of the last run, sorted, on one line.
+# lines: the difference lines of the last run, sorted, on one line, each attribute's
+# values ("mode 0644 -> 0600") left out; vlines keeps them.
 lines() {
+	sed 's/ [^ ,()]* -> [^,()]*//g' "$T/out" | sort | tr -s ' ' | paste -sd'|'
+}
+vlines() {
 	sort "$T/out" | tr -s ' ' | paste -sd'|'
 }
 
@@ -108,12 +116,43 @@ expect_rc 15 "checksum -p: each difference and the mode" \
 # -p: directories' and symlinks' times too (those changed above), and modes.
 check_eq "checksum -p lines" "$(lines)" \
 	"differs a (mtime)|differs a/deep (mtime)|differs a/deep/x (type)|differs a/f5 (size, mtime)|differs a/f9 (mode)|differs link (target, mtime)|extra a/new|missing a/f3"
+check_eq "values: source first" "$(grep -E 'a/f9|deep/x|link|f5' "$T/out" | sed 's/mtime [^,)]*/mtime/' | sort | tr -s ' ' | paste -sd'|')" \
+	"differs a/deep/x (type file -> directory)|differs a/f5 (size 4986 -> 4996, mtime)|differs a/f9 (mode 0644 -> 0600)|differs link (target a/f1 -> a/f2, mtime)"
 expect_rc 15 "pull side --json: missing and extra swap" \
 	"${CLIENT[@]}" check -r --json "$HOST:data/tree" "$T/src/tree"
 check_eq "pull events" "$(jq_events)" \
 	"differs a/deep/x type|differs a/f5 size,mtime|differs link target|extra a/f3|missing a/new"
 check_eq "pull summary" \
 	"$(jq -r 'select(.event == "summary") | [.missing, .extra, .differs] | join(" ")' "$T/out")" "1 1 3"
+
+# ---- 3b. owners and metadata of every type of entry (issue 32 item 3) ---------
+mkdir -p "$T/own/d"
+echo f >"$T/own/f"
+ln -s f "$T/own/l"
+cp -a "$T/own" "$T/mod/own"
+expect_rc 0 "--owner -p: identical" "${CLIENT[@]}" check -r -p --owner "$T/own" "$HOST:data/own"
+chown 1234 "$T/mod/own/d"
+chmod 0700 "$T/mod/own/d"
+chgrp 5678 "$T/mod/own/f"
+chown -h 1234:5678 "$T/mod/own/l"
+touch -h -d '2020-01-01 00:00:00 UTC' "$T/mod/own/l"
+touch -d '2020-01-01 00:00:00 UTC' "$T/mod/own/d"
+lt=$(stat -c %Y "$T/own/l") dt=$(stat -c %Y "$T/own/d")
+expect_rc 0 "without -p or --owner: owners, modes and times of dirs and symlinks unseen" \
+	"${CLIENT[@]}" check -r "$T/own" "$HOST:data/own"
+expect_rc 15 "--owner: owners of a directory, a file and a symlink (push side)" \
+	"${CLIENT[@]}" check -r --owner "$T/own" "$HOST:data/own"
+check_eq "owner lines" "$(vlines)" \
+	"differs d (owner 0 -> 1234)|differs f (group 0 -> 5678)|differs l (owner 0 -> 1234, group 0 -> 5678)"
+expect_rc 15 "-p --owner: and the modes and times of every type (pull side, --json)" \
+	"${CLIENT[@]}" check -r -p --owner --json "$HOST:data/own" "$T/own"
+check_eq "owner events" "$(jq_events)" "differs d mtime,mode,owner|differs f group|differs l mtime,owner,group"
+check_eq "owner values (source is the daemon's)" \
+	"$(jq -r 'select(.event == "check") | .values | to_entries[] | "\(.key)=\(.value.source)/\(.value.destination)"' "$T/out" | paste -sd' ')" \
+	"mtime=1577836800.000000000/$dt.$(stat -c %y "$T/own/d" | sed 's/.*\.\([0-9]*\) .*/\1/') mode=0700/0755 owner=1234/0 group=5678/0 mtime=1577836800.000000000/$lt.$(stat -c %y "$T/own/l" | sed 's/.*\.\([0-9]*\) .*/\1/') owner=1234/0 group=5678/0"
+expect_rc 1 "-X is refused, not left out unsaid" \
+	"${CLIENT[@]}" check -r -X "$T/own" "$HOST:data/own"
+grep -q "does not compare extended attributes" "$T/err" && pass "says why" || fail "-X: $(cat "$T/err")"
 
 # ---- 4. without -r; a file against a file ------------------------------------
 expect_rc 15 "without -r: the top level only" \
@@ -146,6 +185,16 @@ expect_rc 12 "an old daemon: refused before LIST" \
 	"$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key" \
 	--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" check -r "$T/src/tree" "$HOST:data/tree"
 grep -q 'too old' "$T/err" && pass "says too old" || fail "no 'too old': $(cat "$T/err")"
+kill "$rs" 2>/dev/null
+wait "$rs" 2>/dev/null
+# A daemon with check but without owners in its listings: --owner is refused before LIST.
+start_rawserver --mode ls --caps 0x47f
+rs=$RS_PID
+expect_rc 12 "an old daemon: --owner refused before LIST" \
+	"$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key" \
+	--ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" check -r --owner "$T/src/tree" "$HOST:data/tree"
+grep -q 'too old for check --owner' "$T/err" && pass "says too old for --owner" ||
+	fail "no 'too old': $(cat "$T/err")"
 kill "$rs" 2>/dev/null
 wait "$rs" 2>/dev/null
 
