@@ -231,6 +231,7 @@ static void ev_planned(void *ud, const char *name, uint8_t ftype, uint64_t bytes
 
 /* The local path of a wire name: the source it came from, or where it would land. */
 static char *last_component(const char *path);
+static char *source_name(const char *path);
 
 static char *local_path(const struct xfer *x, const char *name)
 {
@@ -242,9 +243,13 @@ static char *local_path(const struct xfer *x, const char *name)
 	 * directory's fd, so the walk holds no full path for them).
 	 */
 	for (int i = 0; i < x->nargs; i++) {
-		_cleanup_free_ char *top = last_component(x->args[i]);
+		_cleanup_free_ char *top = source_name(x->args[i]);
 		size_t n = top ? strlen(top) : 0;
 
+		if (top && n == 0) {
+			/* DIR/.: any name may be under it; the first such operand is a fair guess. */
+			return asprintf(&p, "%s/%s", x->args[i], name) < 0 ? NULL : p;
+		}
 		if (top && !strncmp(top, name, n) && (name[n] == '\0' || name[n] == '/')) {
 			return asprintf(&p, "%s%s", x->args[i], name + n) < 0 ? NULL : p;
 		}
@@ -873,6 +878,20 @@ static char *last_component(const char *path)
 	return fspath_last_component(path, buf, sizeof(buf)) < 0 ? NULL : strdup(buf);
 }
 
+/* DIR/. (or .): the directory's contents, dotfiles too, as cp -r DIR/. DEST copies them. */
+static bool names_contents(const char *path)
+{
+	_cleanup_free_ char *copy = strdup(path);
+
+	return copy && fspath_strip_contents_dot(copy);
+}
+
+/* The wire name a push operand's entries go under: "" for DIR/. (its entries as they are). */
+static char *source_name(const char *path)
+{
+	return names_contents(path) ? strdup("") : last_component(path);
+}
+
 /* Keep fd open with the list: its entries are relative to it. */
 static int src_list_hold(struct src_list *l, int fd)
 {
@@ -999,6 +1018,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	struct engine_stats st = { 0 };
 	struct msg reply = { 0 };
 	uint64_t local_failures = 0;
+	bool contents = false; /* a DIR/. operand: its entries go into the destination */
 	/* The daemon is the receiver: it applies the skip level, keeps partials, assumes zeros. */
 	uint32_t flags = open_flags(o) | o->skip | (o->partial ? PROTO_OPEN_PARTIAL : 0) |
 			 (o->assume_zero ? PROTO_OPEN_ASSUME_ZERO : 0);
@@ -1042,7 +1062,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 		nargs = 0;
 	}
 	for (int i = 0; i < nargs; i++) {
-		_cleanup_free_ char *name = last_component(args[i]);
+		_cleanup_free_ char *name = source_name(args[i]);
 		char esc[4200];
 		unsigned wflags;
 		int r;
@@ -1053,7 +1073,9 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 			return finish(&x, &st, local_failures, EXIT_LOCAL_IO);
 		}
 		/* A block device named here is read whole, as an image (rdmacp /dev/sdb h:m/x.img). */
-		wflags = (o->recursive ? WALK_RECURSIVE : 0) | WALK_DEVICES;
+		wflags = (o->recursive ? WALK_RECURSIVE : 0) | WALK_DEVICES |
+			 (name[0] ? 0 : WALK_CONTENTS);
+		contents |= !name[0];
 		r = walk ? walk_add_root_flags(walk, AT_FDCWD, args[i], name, wflags)
 			 : walk_add_flags(&srcs, AT_FDCWD, args[i], name, wflags, walk_warning,
 					  NULL);
@@ -1089,7 +1111,7 @@ static int push(struct client_opts *o, char **args, int nargs, const struct remo
 	} else {
 		src_list_source(&srcs, &source);
 	}
-	if (nargs > 1 || o->files_from[0] || given.n || rem->path[0] == '\0' ||
+	if (nargs > 1 || contents || o->files_from[0] || given.n || rem->path[0] == '\0' ||
 	    rem->path[strlen(rem->path) - 1] == '/') {
 		flags |= PROTO_OPEN_DEST_IS_DIR;
 	}
@@ -1173,6 +1195,10 @@ static bool pull_name_ok(void *ud, const char *name)
 		return false;
 	}
 	for (size_t i = 0; i < x->nwanted; i++) {
+		/* DIR/.: what the directory holds, under any name of its own. */
+		if (x->wanted[i][0] == '\0') {
+			return true;
+		}
 		/*
 		 * A wildcard we sent: the daemon expanded it, each match under its own
 		 * name, or found none and took it as a name.
@@ -1370,7 +1396,7 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	char why[PROTO_MAX_PATH + 64];
 	bool made_dest = false;
 	uint32_t flags = open_flags(o);
-	int basefd = -1, rc, r, nglob = 0;
+	int basefd = -1, rc, r, nglob = 0, ncontents = 0;
 
 	if (nargs > PROTO_MAX_BATCH) {
 		log_error("at most %d remote sources at once", PROTO_MAX_BATCH);
@@ -1396,8 +1422,10 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 		}
 		paths[i] = rems[i].path;
 		nglob += fsglob_has_magic(rems[i].path);
-		wanted[i] = last_component(rems[i].path);
-		if (!wanted[i] || fspath_validate(wanted[i]) < 0) {
+		/* DIR/.: its entries, any name; the daemon strips the dot (an older one refuses). */
+		ncontents += names_contents(rems[i].path);
+		wanted[i] = source_name(rems[i].path);
+		if (!wanted[i] || (wanted[i][0] && fspath_validate(wanted[i]) < 0)) {
 			log_error("bad remote path '%s'", args[i]);
 			for (int k = 0; k <= i; k++) {
 				free(wanted[k]);
@@ -1419,8 +1447,8 @@ static int pull(struct client_opts *o, char **args, int nargs, const char *dst)
 	}
 	if (!o->dry_run || proto_open_is_probe(flags)) {
 		/* A wildcard may match several: the destination is a directory, as for cp. */
-		r = pull_dest(dst, nglob ? 2 : nargs, !o->dry_run, &basefd, &rename_to, &local_dir,
-			      &made_dest, why, sizeof(why));
+		r = pull_dest(dst, nglob || ncontents ? 2 : nargs, !o->dry_run, &basefd, &rename_to,
+			      &local_dir, &made_dest, why, sizeof(why));
 		if (r < 0) {
 			log_error("destination %s: %s", dst, why[0] ? why : strerror(-r));
 			rc = EXIT_LOCAL_IO;

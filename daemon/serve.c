@@ -1361,15 +1361,26 @@ static int expand_get(struct conn *c, const struct policy_grant *gr, int rootfd,
 	walk_set_max_entries(g->w, gr->max_files);
 	static_assert(PROTO_MAX_BATCH <= ARRAY_SIZE(seen_paths), "GET holds PROTO_MAX_BATCH paths");
 	for (size_t i = 0; i < in.u.get.count && i < PROTO_MAX_BATCH; i++) {
-		const char *path = in.u.get.paths[i], *rel = NULL;
-		_cleanup_free_ char *trimmed = NULL;
+		const char *rel = NULL;
+		_cleanup_free_ char *trimmed = NULL, *path = strdup(in.u.get.paths[i]);
 		const char *name;
 		char esc[PROTO_MAX_PATH * 4 + 1], lastname[FSPATH_NAME_MAX + 1];
 		char why[PROTO_MAX_PATH * 4 + 256];
 		uint32_t code;
+		bool contents;
 		size_t n;
 
+		if (!path) {
+			r = -ENOMEM;
+			break;
+		}
 		log_escape(path, esc, sizeof(esc));
+		/* DIR/.: the directory's entries, dotfiles too, as cp -r DIR/. DEST; no wildcard. */
+		contents = fspath_strip_contents_dot(path);
+		if (contents && fsglob_has_magic(path)) {
+			r = refuse(c, PERR_BAD_PATH, "'%s': a wildcard and /. together", esc);
+			break;
+		}
 		/* In the OPEN's module, clean, no reserved name, no device unless exported. */
 		r = policy_request_path(gr, rootfd, path, &rel, &code, why, sizeof(why));
 		if (r < 0) {
@@ -1393,7 +1404,7 @@ static int expand_get(struct conn *c, const struct policy_grant *gr, int rootfd,
 			r = refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
 			break;
 		}
-		name = lastname;
+		name = contents ? "" : lastname;
 		if (fsglob_has_magic(trimmed)) {
 			r = expand_glob(c, rootfd, trimmed, esc, recursive, g, seen_paths,
 					seen_names, nseen);
@@ -1415,7 +1426,8 @@ static int expand_get(struct conn *c, const struct policy_grant *gr, int rootfd,
 		seen_paths[nseen++] = TAKE_PTR(trimmed);
 		r = walk_add_root_flags(g->w, rootfd, seen_paths[nseen - 1], name,
 					(recursive ? WALK_RECURSIVE : 0) |
-					    (gr->devices ? WALK_DEVICES : 0));
+					    (gr->devices ? WALK_DEVICES : 0) |
+					    (contents ? WALK_CONTENTS : 0));
 		g->queued += r == 0;
 		if (r < 0) {
 			r = refuse(c,

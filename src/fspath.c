@@ -526,6 +526,20 @@ int fspath_last_component(const char *path, char *out, size_t outlen)
 	return 0;
 }
 
+bool fspath_strip_contents_dot(char *path)
+{
+	size_t n = strlen(path);
+
+	while (n > 1 && path[n - 1] == '/') {
+		n--;
+	}
+	if (n == 0 || path[n - 1] != '.' || (n > 1 && path[n - 2] != '/')) {
+		return false;
+	}
+	path[n - 1] = '\0';
+	return true;
+}
+
 bool fspath_is_temp_name(const char *name)
 {
 	size_t len;

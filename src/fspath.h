@@ -108,6 +108,13 @@ int fspath_discard(int dirfd, const char *tmpname);
 int fspath_last_component(const char *path, char *out, size_t outlen);
 
 /*
+ * DIR/. (or "."): a path whose last component is "." names the directory's
+ * contents, as in cp -r DIR/. DEST. Strips that "." (and the slashes after
+ * it) in place, "a/b/." -> "a/b/", "." -> "", and says whether it did.
+ */
+bool fspath_strip_contents_dot(char *path);
+
+/*
  * Remove temp files in dirfd left by writers that died (kill -9, a crash):
  * fspath_create_temp's writer holds an exclusive flock for its lifetime, so
  * a temp file older than min_age_s that can be locked is stale. Returns the

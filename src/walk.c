@@ -33,8 +33,9 @@ struct walk_frame {
 struct walk_root {
 	struct engine_src top; /* made when the root was queued */
 	bool recursive;
-	bool alone;  /* a directory without its contents (WALK_DIR_ALONE) */
-	char *shown; /* a held local directory: its path as given, for warnings */
+	bool alone;    /* a directory without its contents (WALK_DIR_ALONE) */
+	bool contents; /* its contents without the directory (WALK_CONTENTS) */
+	char *shown;   /* a held local directory: its path as given, for warnings */
 };
 
 struct walk {
@@ -50,7 +51,9 @@ struct walk {
 	uint64_t count, max;
 	unsigned max_depth; /* descend above it; UINT_MAX: no limit */
 	bool over;
-	bool cur_alone; /* w->cur is a root taken alone: not descended */
+	bool cur_alone;	   /* w->cur is a root taken alone: not descended */
+	bool cur_contents; /* w->cur is a root whose contents alone are wanted */
+	bool cur_hidden;   /* w->cur is such a root, descended: not handed out */
 	const struct filter_list *filter;
 	/* Directories given as local paths, held open: the walk goes on from them. */
 	int *held;
@@ -364,7 +367,9 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 	bool devices = flags & WALK_DEVICES;
 	/* Classified as under -r: a directory taken alone is an entry too. */
 	bool take_dirs = recursive || (flags & WALK_DIR_ALONE);
-	struct walk_root root = { .recursive = recursive, .alone = !recursive };
+	struct walk_root root = { .recursive = recursive,
+				  .alone = !recursive,
+				  .contents = flags & WALK_CONTENTS };
 	_cleanup_close_ int parentfd = -1;
 	const char *leaf = path;
 	struct stat st;
@@ -577,7 +582,7 @@ static int next_in_dir(struct walk *w)
 	}
 }
 
-int walk_next(struct walk *w, const struct engine_src **ret)
+static int walk_next_entry(struct walk *w, const struct engine_src **ret)
 {
 	unsigned depth = 0;
 	int r = 0;
@@ -599,6 +604,7 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 
 		w->cur = root->top;
 		w->cur_alone = root->alone;
+		w->cur_contents = root->contents;
 		memset(&root->top, 0, sizeof(root->top));
 		w->rootfd = w->cur.dirfd;
 		free(w->shown);
@@ -623,11 +629,24 @@ int walk_next(struct walk *w, const struct engine_src **ret)
 	if (r == 0) {
 		return 0;
 	}
-	if (!w->cur.error) {
+	/* DIR/.: what the directory holds comes out, the directory itself does not. */
+	w->cur_hidden =
+	    depth == 0 && w->cur_contents && !w->cur.error && w->cur.ftype == PROTO_FT_DIR;
+	if (!w->cur.error && !w->cur_hidden) {
 		w->count++;
 	}
 	*ret = &w->cur;
 	return 1;
+}
+
+int walk_next(struct walk *w, const struct engine_src **ret)
+{
+	int r;
+
+	do {
+		r = walk_next_entry(w, ret);
+	} while (r == 1 && w->cur_hidden);
+	return r;
 }
 
 size_t walk_nroots(const struct walk *w)

@@ -54,11 +54,15 @@ int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name
  * root that is a block device as a regular file of the device's size
  * (engine_src.device), read whole. Without it, and always below a root, a
  * block device is skipped with a warning like any special file.
+ * WALK_CONTENTS (with WALK_RECURSIVE, for `cp -r DIR/. DEST`): a directory
+ * root's entries, dotfiles included, without the directory itself; give it
+ * the name "" so that they are named relative to it.
  */
 enum {
 	WALK_RECURSIVE = 1u << 0,
 	WALK_DIR_ALONE = 1u << 1,
 	WALK_DEVICES = 1u << 2,
+	WALK_CONTENTS = 1u << 3,
 };
 int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char *name,
 			unsigned flags);
