@@ -1259,9 +1259,13 @@ static int expand_glob(struct conn *c, int rootfd, const char *pattern, const ch
 					(recursive ? WALK_RECURSIVE : 0) |
 					    (gr->devices ? WALK_DEVICES : 0));
 		if (r == -EISDIR) {
-			/* Left out, so not "seen": named alone later, it is refused as a directory. */
+			/*
+			 * Left out, so not "seen": named alone later, it is refused as a
+			 * directory. Told to the client as a failed entry, as a push tells
+			 * of a directory given without -r (exit 9), never dropped unsaid.
+			 */
 			dirs++;
-			r = 0;
+			r = walk_add_failed_root(g->w, name, -EISDIR, "is a directory (use -r)");
 			free(gl.paths[i]);
 			gl.paths[i] = NULL;
 		} else if (r == 0) {

@@ -69,6 +69,16 @@ static mode_t entry_type(int dirfd, const char *name)
 	return st.st_mode & S_IFMT;
 }
 
+/*
+ * What a last component may match: a file, a directory, or a symlink (the
+ * match itself, never followed: sent as a symlink, as a -r pull of its
+ * directory would send it). Never a special file.
+ */
+static bool matchable(mode_t t)
+{
+	return t == S_IFREG || t == S_IFDIR || t == S_IFLNK;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -156,7 +166,7 @@ static int expand_at(struct glob_state *gs, int dirfd, const char *prefix, char 
 	if (!fsglob_has_magic(comps[i]) && last) {
 		mode_t t = entry_type(dirfd, comps[i]);
 
-		return t == S_IFREG || t == S_IFDIR ? add_match(gs, prefix, comps[i]) : 0;
+		return matchable(t) ? add_match(gs, prefix, comps[i]) : 0;
 	}
 	if (!fsglob_has_magic(comps[i])) {
 		/* The literal run up to the next wildcard (or the last component): one open. */
@@ -190,7 +200,7 @@ static int expand_at(struct glob_state *gs, int dirfd, const char *prefix, char 
 		_cleanup_close_ int fd = -1;
 
 		if (last) {
-			r = t == S_IFREG || t == S_IFDIR ? add_match(gs, prefix, names[k]) : 0;
+			r = matchable(t) ? add_match(gs, prefix, names[k]) : 0;
 			continue;
 		}
 		if (t != S_IFDIR || fspath_open_dir(dirfd, names[k], &fd) < 0) {

@@ -23,9 +23,10 @@ struct fsglob {
 
 /*
  * Expand pattern (a relative path as fspath_validate accepts it) beneath
- * rootfd. A match is a regular file or a directory reached through
- * directories only: symlinks and special files never match, and a
- * directory that can't be opened is passed over, as a shell does.
+ * rootfd. A match is a regular file, a directory or a symlink (the link
+ * itself: never followed) reached through directories only: no symlink is
+ * gone through, special files never match, and a directory that can't be
+ * opened is passed over, as a shell does.
  * At most max_matches matches and max_scanned directory entries read
  * (both > 0): beyond either, -E2BIG. Returns 0 with ret filled (n may be 0:
  * no match), -EINVAL for a bad pattern (more than FSGLOB_MAX_MAGIC wildcard

@@ -355,6 +355,23 @@ static int hold_local_dir(struct walk *w, struct engine_src *top)
 	return 0;
 }
 
+/* Append root (taken on success). */
+static int queue_root(struct walk *w, const struct walk_root *root)
+{
+	if (w->nroots == w->roots_cap) {
+		size_t cap = w->roots_cap ? w->roots_cap * 2 : 8;
+		struct walk_root *v = reallocarray(w->roots, cap, sizeof(*v));
+
+		if (!v) {
+			return -ENOMEM;
+		}
+		w->roots = v;
+		w->roots_cap = cap;
+	}
+	w->roots[w->nroots++] = *root;
+	return 0;
+}
+
 int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name, bool recursive)
 {
 	return walk_add_root_flags(w, rootfd, path, name, recursive ? WALK_RECURSIVE : 0);
@@ -417,19 +434,26 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 			return r;
 		}
 	}
-	if (w->nroots == w->roots_cap) {
-		size_t cap = w->roots_cap ? w->roots_cap * 2 : 8;
-		struct walk_root *v = reallocarray(w->roots, cap, sizeof(*v));
-		if (!v) {
-			free(root.shown);
-			src_clear(&root.top);
-			return -ENOMEM;
-		}
-		w->roots = v;
-		w->roots_cap = cap;
+	r = queue_root(w, &root);
+	if (r < 0) {
+		free(root.shown);
+		src_clear(&root.top);
 	}
-	w->roots[w->nroots++] = root;
-	return 0;
+	return r;
+}
+
+int walk_add_failed_root(struct walk *w, const char *name, int error, const char *why)
+{
+	struct walk_root root = { .alone = true };
+	int r = fail_entry(&root.top, name, error, "%s", why);
+
+	if (r == 0) {
+		r = queue_root(w, &root);
+	}
+	if (r < 0) {
+		src_clear(&root.top);
+	}
+	return r;
 }
 
 /* Open a directory for listing: beneath rootfd, or plainly for local paths. */

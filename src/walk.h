@@ -68,6 +68,13 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 			unsigned flags);
 
 /*
+ * Queue a root that can't be sent: it comes out of walk_next() in its turn as
+ * a failure entry (error -errno, named name, why the reason), for the engine
+ * to report (a directory a pull's wildcard matched without -r). 0 or -ENOMEM.
+ */
+int walk_add_failed_root(struct walk *w, const char *name, int error, const char *why);
+
+/*
  * Apply these rules (borrowed: they must outlive the walk) to every entry
  * by its wire name, roots included: an excluded entry is left out without
  * a word, and an excluded directory is not read at all. NULL: none.

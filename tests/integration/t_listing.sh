@@ -135,9 +135,9 @@ else
 	fail "--json owners: $(cat "$T/out")"
 fi
 
-# wildcards: the matches themselves (no dotfile, no symlink), -r beneath them
+# wildcards: the matches themselves (no dotfile; a symlink as itself), -r beneath them
 expect_rc 0 "ls 'data/*.img'" "${CLIENT[@]}" ls "$H:data/*.img"
-printf '%s\n' a.img b.img dir.img >"$T/want"
+printf '%s\n' a.img b.img dir.img link.img >"$T/want"
 cmp -s "$T/out" "$T/want" && pass "a wildcard lists its matches" || fail "ls *.img: $(cat "$T/out")"
 expect_rc 0 "ls 'data/sub/*/?'" "${CLIENT[@]}" ls "$H:data/sub/*/?"
 printf '%s\n' sub/one/x sub/two/y >"$T/want"

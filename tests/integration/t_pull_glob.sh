@@ -3,17 +3,19 @@
 #
 # Wildcards in a pull's remote source (issue 15 item 5), expanded by a real
 # daemon beneath the module, as scp and rsync do:
-#   1. 'data/*.img' brings exactly the matching regular files: not
-#      .hidden.img (a wildcard doesn't match a leading dot), not link.img (a
-#      symlink is never followed or matched), not fifo.img, and not the
-#      directory dir.img without -r (with -r, it comes whole); ? and [..] too
-#      a file named by a path and by wildcards (or by two) comes once
+#   1. 'data/*.img' brings exactly the matching regular files and link.img
+#      as a symlink (never followed): not .hidden.img (a wildcard doesn't
+#      match a leading dot), not fifo.img; the directory dir.img without -r
+#      is reported as a failed entry and the pull exits 9, as a push of a
+#      directory without -r does (issue 32 item 11); with -r it comes whole;
+#      ? and [..] too; a file named by a path and by wildcards (or by two)
+#      comes once
 #   2. wildcards in several components: 'data/sub/*/x'
 #   3. never outside the module: 'data/../*' is refused, 'data/up/*' through
 #      a symlink to .. matches nothing
 #   4. a pattern that matches nothing: a clear error naming it, exit 5; the
 #      matches count against 'max files per session'
-#   5. the dry run lists the matches
+#   5. the dry run lists the matches and reports the directory (exit 9)
 #   6. a hostile daemon (rawserver.py) that answers '*.img' with a name the
 #      pattern can't match (or a dotfile) is refused by the client (exit 4);
 #      one that answers with a matching name is accepted (the control)
@@ -58,13 +60,17 @@ has_exactly() {
 
 # ---- 1. ----
 fresh
-expect_rc 0 "pull 'data/*.img'" "${CLIENT[@]}" "$H:data/*.img" "$T/dst/"
-has_exactly "only the matching regular files" a.img b.img
+expect_rc 9 "pull 'data/*.img' (a directory matched without -r)" "${CLIENT[@]}" "$H:data/*.img" "$T/dst/"
+has_exactly "the matching regular files and the symlink" a.img b.img link.img
+grep -q "dir.img: is a directory (use -r)" "$T/err" && pass "the directory left out is reported" ||
+	fail "no report of dir.img: $(cat "$T/err")"
 cmp -s "$T/dst/a.img" "$T/mod/a.img" && cmp -s "$T/dst/b.img" "$T/mod/b.img" &&
 	pass "contents intact" || fail "contents differ"
+[ -L "$T/dst/link.img" ] && [ "$(readlink "$T/dst/link.img")" = a.img ] &&
+	pass "link.img came as a symlink, not followed" || fail "link.img: $(ls -l "$T/dst")"
 fresh
 expect_rc 0 "pull -r 'data/*.img'" "${CLIENT[@]}" -r "$H:data/*.img" "$T/dst"
-has_exactly "with -r the matching directory too" a.img b.img dir.img
+has_exactly "with -r the matching directory too" a.img b.img dir.img link.img
 [ -f "$T/dst/dir.img/inside" ] && pass "dir.img came whole" || fail "dir.img/inside missing"
 fresh
 expect_rc 0 "pull 'data/?.img'" "${CLIENT[@]}" "$H:data/?.img" "$T/dst/"
@@ -77,8 +83,8 @@ expect_rc 0 "pull 'data/.*.img'" "${CLIENT[@]}" "$H:data/.*.img" "$T/dst/"
 has_exactly "a pattern with the dot gets the dotfile" .hidden.img
 
 fresh
-expect_rc 0 "pull 'data/a.img' 'data/*.img' 'data/[ab].img' 'data/*.img'" "${CLIENT[@]}" \
-	"$H:data/a.img" "$H:data/*.img" "$H:data/[ab].img" "$H:data/*.img" "$T/dst/"
+expect_rc 0 "pull 'data/a.img' 'data/?.img' 'data/[ab].img' 'data/?.img'" "${CLIENT[@]}" \
+	"$H:data/a.img" "$H:data/?.img" "$H:data/[ab].img" "$H:data/?.img" "$T/dst/"
 has_exactly "what several sources name is sent once" a.img b.img
 
 expect_rc 5 "pull 'data/*.img' 'data/dir.img' without -r" "${CLIENT[@]}" \
@@ -119,9 +125,11 @@ grep -q "max files per session" "$T/err" && pass "refused naming the key" || fai
 expect_rc 0 "pull 'small/f[123].img' (3 matches)" "${CLIENT[@]}" "$H:small/f[123].img" "$T/dst/"
 
 # ---- 5. ----
-expect_rc 0 "dry run of 'data/*.img'" "${CLIENT[@]}" -n "$H:data/*.img" "$T/dst/"
-printf 'would copy a.img (3 bytes)\nwould copy b.img (4 bytes)\n' >"$T/want"
+expect_rc 9 "dry run of 'data/*.img'" "${CLIENT[@]}" -n "$H:data/*.img" "$T/dst/"
+printf 'would copy a.img (3 bytes)\nwould copy b.img (4 bytes)\nwould copy link.img (0 bytes)\n' >"$T/want"
 cmp -s "$T/out" "$T/want" && pass "the dry run lists the matches" || fail "dry run: $(cat "$T/out")"
+grep -q "dir.img: is a directory (use -r)" "$T/err" && pass "and reports the directory" ||
+	fail "dry run, no report of dir.img: $(cat "$T/err")"
 
 # ---- 6. ----
 # rawglob NAME: a dry-run pull of 'data/*.img' from a daemon that lists NAME; RC.
