@@ -580,6 +580,15 @@ struct engine {
 		char *name;
 	} xdirs[PROTO_MAX_BATCH];
 	size_t nxdirs;
+	/*
+	 * -X/-A with PROTO_CAP_ITEMIZE: regular files kept (SKIPPED) whose
+	 * attributes the sender sends next, to be brought in line (rx_xattrs).
+	 */
+	struct {
+		uint32_t id;
+		char *name;
+	} * xkept;
+	size_t nxkept, xkept_cap;
 	size_t xattr_held; /* bytes of attributes the files in flight hold */
 	/* --delete (engine_delete.c): top-level directories received, the pass */
 	char **del_roots;
@@ -833,9 +842,12 @@ void rx_links_free(struct engine *e);
 int rx_map_name(struct engine *e, const char *name, char **ret);
 
 /* engine_xattr.c */
-int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t textlen);
+int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, char *text, size_t textlen);
 int tx_send_dir_xattrs(struct engine *e, const struct proto_file *pf, uint32_t n);
+int tx_kept_xattrs(struct engine *e, struct efile *f);
 void rx_xattr_dirs_reset(struct engine *e);
+int rx_xattr_kept_note(struct engine *e, const struct efile *f);
+void rx_xattr_kept_free(struct engine *e);
 int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created);
 void rx_acl_clear(struct engine *e, int fd, bool dir);
 int rx_xattrs(struct engine *e, struct msg_xattrs *x);

@@ -725,6 +725,7 @@ static void teardown(struct engine *e)
 	tx_links_free(e);
 	rx_links_free(e);
 	rx_xattr_dirs_reset(e);
+	rx_xattr_kept_free(e);
 	for (size_t i = 0; i < e->ndirs_meta; i++) {
 		free(e->dirs_meta[i].name);
 	}

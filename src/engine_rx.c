@@ -489,8 +489,11 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 		return; /* waits for the digests (rx_sum_decide) */
 	}
 	if (code == PERR_SKIPPED) {
-		/* A file kept as it is may be linked to. */
+		/* A file kept as it is may be linked to; its attributes may come next. */
 		rx_link_target_done(e, f, true);
+		if (rx_xattr_kept_note(e, f) == -ENOMEM) {
+			fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		}
 		note_kept(e, f);
 		file_release(e, f);
 	} else if (code == PERR_OK && engine_probe(e)) {

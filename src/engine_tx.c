@@ -330,7 +330,7 @@ static int tx_open(struct engine *e, struct efile *f)
 		return 0;
 	}
 	/* -X, -A: its attributes go ahead of its FILE_DONE. */
-	r = tx_send_xattrs(e, f->id, fd, text, sizeof(text));
+	r = tx_send_xattrs(e, f->id, fd, false, text, sizeof(text));
 	if (r < 0) {
 		return r;
 	}
@@ -1050,6 +1050,9 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 		}
 		if (a->st[i].status == PERR_SKIPPED) {
 			r = tx_check_kept(e, f);
+			if (r == 0) {
+				r = tx_kept_xattrs(e, f);
+			}
 			if (r < 0) {
 				return r;
 			}

@@ -13,6 +13,13 @@
  * (else they are ignored, as rsync does). One the receiving file system
  * refuses fails the entry: a file is not committed, a directory is
  * reported.
+ *
+ * Between ends with PROTO_CAP_ITEMIZE an entry there already is brought in
+ * line (xattr_sync_on): the sender sends the attributes of every directory
+ * and of every regular file the receiver kept (SKIPPED), none too (an empty
+ * XATTRS), and the receiver sets them and removes the user.* attributes and
+ * ACLs the entry has that the sender's has not (rx_xattrs_prune), as rsync
+ * -X does. security.* and trusted.* are never removed.
  */
 #include "engine-internal.h"
 
@@ -30,6 +37,16 @@ static bool xattr_wanted(const struct engine *e, const char *name)
 		   : (e->p->open_flags & PROTO_OPEN_XATTRS) != 0;
 }
 
+/* Kept files waiting for their XATTRS: twice the widest file window. */
+#define XKEPT_MAX (2u * PROTO_SPAN_WIDER)
+
+/* Entries there already are brought in line (both ends know it; never in a probe). */
+static bool xattr_sync_on(const struct engine *e)
+{
+	return (e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)) &&
+	       (e->p->peer_caps & PROTO_CAP_ITEMIZE) && !engine_probe(e);
+}
+
 /* ---- sender ---- */
 
 /*
@@ -37,7 +54,7 @@ static bool xattr_wanted(const struct engine *e, const char *name)
  * (none: nothing sent). Returns 0, PERR_* > 0 for a failure of that entry
  * (text says why), or -errno when the session fails.
  */
-int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t textlen)
+int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, char *text, size_t textlen)
 {
 	_cleanup_free_ char *list = NULL;
 	_cleanup_free_ uint8_t *val = NULL;
@@ -58,7 +75,7 @@ int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t tex
 	}
 	len = flistxattr(fd, list, XATTR_LIST_MAX);
 	if (len < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP)) {
-		return 0; /* a file system without them: there are none */
+		len = 0; /* a file system without them: there are none */
 	}
 	if (len < 0) {
 		r = negerrno();
@@ -68,14 +85,14 @@ int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t tex
 	for (char *p = list; p < list + len; p += strlen(p) + 1) {
 		n += xattr_wanted(e, p);
 	}
-	if (n == 0) {
+	if (n == 0 && !always) {
 		return 0;
 	}
 	if (n > PROTO_MAX_XATTRS) {
 		snprintf(text, textlen, "more than %u extended attributes", PROTO_MAX_XATTRS);
 		return PERR_PERMISSION;
 	}
-	x = calloc(n, sizeof(*x));
+	x = calloc(n ? n : 1, sizeof(*x));
 	if (!x) {
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
@@ -118,7 +135,7 @@ int tx_send_xattrs(struct engine *e, uint32_t id, int fd, char *text, size_t tex
 		a->len = (uint32_t)vlen;
 		m.u.xattrs.count++;
 	}
-	if (r == 0 && code == PERR_OK && m.u.xattrs.count > 0) {
+	if (r == 0 && code == PERR_OK && (m.u.xattrs.count > 0 || always)) {
 		r = chan_queue(e->p->chan, &m);
 		if (r < 0) {
 			r = fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
@@ -165,7 +182,7 @@ int tx_send_dir_xattrs(struct engine *e, const struct proto_file *pf, uint32_t n
 			note_failure(e, f->name, f->ftype, errno_to_perr(r), true, text);
 			continue;
 		}
-		r = tx_send_xattrs(e, f->id, fd, text, sizeof(text));
+		r = tx_send_xattrs(e, f->id, fd, xattr_sync_on(e), text, sizeof(text));
 		if (r < 0) {
 			return r;
 		}
@@ -174,6 +191,34 @@ int tx_send_dir_xattrs(struct engine *e, const struct proto_file *pf, uint32_t n
 		}
 	}
 	return 0;
+}
+
+/*
+ * A regular file the receiver kept (SKIPPED): its attributes, none too, so
+ * that the receiver brings the file's in line. One that can't be read is a
+ * failure of its own (the file is kept, its attributes as they were).
+ */
+int tx_kept_xattrs(struct engine *e, struct efile *f)
+{
+	_cleanup_close_ int fd = -1;
+	char text[256] = "";
+	struct stat st;
+	int r;
+
+	if (!xattr_sync_on(e) || f->ftype != PROTO_FT_REG) {
+		return 0;
+	}
+	r = diskio_open_read_flags(f->src_dirfd, f->src_path, 0, DISKIO_NONBLOCK, &fd, NULL, &st);
+	if (r < 0) {
+		snprintf(text, sizeof(text), "open for its extended attributes: %s", strerror(-r));
+		note_failure(e, f->name, f->ftype, errno_to_perr(r), true, text);
+		return 0;
+	}
+	r = tx_send_xattrs(e, f->id, fd, true, text, sizeof(text));
+	if (r > 0) {
+		note_failure(e, f->name, f->ftype, (uint32_t)r, true, text);
+	}
+	return r < 0 ? r : 0;
 }
 
 /* ---- receiver ---- */
@@ -265,6 +310,132 @@ static uint32_t rx_xattrs_set(const struct proto_xattr *x, size_t n, int fd, cha
 	return PERR_OK;
 }
 
+/*
+ * The attributes this session carries that fd has and x has not: removed,
+ * for an entry there already (xattr_sync_on). Only user.* and ACLs: a
+ * receiver may not own security.* and trusted.* (they stay).
+ */
+static uint32_t rx_xattrs_prune(struct engine *e, const struct msg_xattrs *x, int fd, char *text,
+				size_t textlen)
+{
+	_cleanup_free_ char *list = malloc(XATTR_LIST_MAX);
+	ssize_t len;
+
+	if (!list) {
+		snprintf(text, textlen, "out of memory");
+		return PERR_INTERNAL;
+	}
+	len = flistxattr(fd, list, XATTR_LIST_MAX);
+	if (len < 0) {
+		int r = negerrno();
+
+		if (r == -ENOTSUP || r == -EOPNOTSUPP) {
+			return PERR_OK;
+		}
+		snprintf(text, textlen, "list extended attributes: %s", strerror(-r));
+		return errno_to_perr(r);
+	}
+	for (char *p = list; p < list + len; p += strlen(p) + 1) {
+		bool sent = false;
+
+		if (!xattr_wanted(e, p) ||
+		    (strncmp(p, "user.", 5) != 0 && strncmp(p, "system.posix_acl_", 17) != 0)) {
+			continue;
+		}
+		for (size_t i = 0; i < x->count && !sent; i++) {
+			sent = strcmp(x->x[i].name, p) == 0;
+		}
+		if (!sent && fremovexattr(fd, p) < 0 && errno != ENODATA) {
+			int r = negerrno();
+
+			snprintf(text, textlen, "remove extended attribute %.100s: %s", p,
+				 strerror(-r));
+			return errno_to_perr(r);
+		}
+	}
+	return PERR_OK;
+}
+
+/* An entry there already (fd): the sender's attributes set, the others removed. */
+static uint32_t rx_xattrs_sync(struct engine *e, const struct msg_xattrs *x, int fd, char *text,
+			       size_t textlen)
+{
+	uint32_t code = rx_xattrs_set(x->x, x->count, fd, text, textlen);
+
+	return code == PERR_OK && xattr_sync_on(e) ? rx_xattrs_prune(e, x, fd, text, textlen)
+						   : code;
+}
+
+int rx_xattr_kept_note(struct engine *e, const struct efile *f)
+{
+	if (!xattr_sync_on(e) || f->ftype != PROTO_FT_REG) {
+		return 0;
+	}
+	/* The sender answers within its file window: more waiting is a sender that never does. */
+	if (e->nxkept >= XKEPT_MAX) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "more than %u kept files waiting for their attributes", XKEPT_MAX);
+	}
+	if (e->nxkept == e->xkept_cap) {
+		size_t cap = e->xkept_cap ? e->xkept_cap * 2 : 64;
+		void *t = reallocarray(e->xkept, cap, sizeof(*e->xkept));
+
+		if (!t) {
+			return -ENOMEM;
+		}
+		e->xkept = t;
+		e->xkept_cap = cap;
+	}
+	e->xkept[e->nxkept].name = strdup(f->name);
+	if (!e->xkept[e->nxkept].name) {
+		return -ENOMEM;
+	}
+	e->xkept[e->nxkept++].id = f->id;
+	return 0;
+}
+
+void rx_xattr_kept_free(struct engine *e)
+{
+	for (size_t i = 0; i < e->nxkept; i++) {
+		free(e->xkept[i].name);
+	}
+	free(e->xkept);
+	e->xkept = NULL;
+	e->nxkept = e->xkept_cap = 0;
+}
+
+/* A kept file's attributes (rx_xattr_kept_note): set on it by its name, never followed. */
+static int rx_xattrs_kept(struct engine *e, const struct msg_xattrs *x, size_t i)
+{
+	_cleanup_free_ char *name = e->xkept[i].name;
+	_cleanup_close_ int dirfd = -1, fd = -1;
+	char text[256] = "";
+	const char *leaf;
+	struct stat st;
+	uint32_t code = PERR_OK;
+	int r;
+
+	e->xkept[i] = e->xkept[--e->nxkept];
+	r = fspath_open_parent(e->p->base_fd, name, false, &dirfd, &leaf);
+	if (r >= 0) {
+		fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		r = fd < 0 ? negerrno() : fstat(fd, &st) < 0 ? negerrno() : 0;
+	}
+	if (r == 0 && !S_ISREG(st.st_mode)) {
+		r = -ESTALE;
+	}
+	if (r < 0) {
+		snprintf(text, sizeof(text), "extended attributes: %s", strerror(-r));
+		code = errno_to_perr(r);
+	} else {
+		code = rx_xattrs_sync(e, x, fd, text, sizeof(text));
+	}
+	if (code != PERR_OK) {
+		note_failure(e, name, PROTO_FT_REG, code, true, text);
+	}
+	return 0;
+}
+
 /* Free what a regular file holds of its attributes. */
 void rx_xattrs_release(struct engine *e, struct efile *f)
 {
@@ -354,7 +525,7 @@ int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 				     text);
 			return 0;
 		}
-		code = rx_xattrs_set(x->x, x->count, fd, text, sizeof(text));
+		code = rx_xattrs_sync(e, x, fd, text, sizeof(text));
 		if (code != PERR_OK) {
 			note_failure(e, e->xdirs[i].name, PROTO_FT_DIR, code, true, text);
 		}
@@ -366,6 +537,11 @@ int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 			fchmod(fd, (st.st_mode & 07777) | 0700);
 		}
 		return 0;
+	}
+	for (size_t i = 0; i < e->nxkept; i++) {
+		if (e->xkept[i].id == x->id) {
+			return rx_xattrs_kept(e, x, i);
+		}
 	}
 	/* Not in flight and not a directory of the last batch: a refused or failed entry. */
 	if (x->id > e->next_id) {

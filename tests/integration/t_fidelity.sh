@@ -11,8 +11,10 @@
 # retargeted, hard link broken, xattr and ACL changed with content,
 # deletions) a re-run of each with --skip quick --delete. After every pass
 # the destinations compare equal, attribute by attribute. The re-run after
-# metadata-only changes sends no data, counts them "updated" and itemizes
-# them (-v, --json) as rsync -i does; an unchanged re-run lists nothing.
+# metadata-only changes (modes, owners, times, xattrs and ACLs added, changed
+# and removed on kept files and directories) sends no data but a touched
+# file's, counts them "updated" and itemizes them (-v, --json) as rsync -i
+# does; an unchanged re-run lists nothing.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"

@@ -4,10 +4,11 @@
 changes a migration's cut-over meets, and an attribute-by-attribute compare.
 
   fidelity.py make DIR      build the tree (run as root: owners)
-  fidelity.py change DIR    apply the changes (chmod, chown, touch, content,
-                            file -> dir, symlink retargeted, hard link broken,
-                            xattr and ACL changed with the content, deletions)
-  fidelity.py meta DIR      the metadata-only changes alone (for counting)
+  fidelity.py meta DIR      metadata-only changes (chmod, chown, touch,
+                            xattrs and ACLs added, changed, removed)
+  fidelity.py change DIR    after meta: content, file -> dir, symlink
+                            retargeted, hard link broken, xattr and ACL
+                            changed with the content, deletions
   fidelity.py compare A B   every entry's type, mode, owner, size, mtime (ns),
                             link target, xattrs, ACLs and hard-link group;
                             prints each difference, exit 1 if any
@@ -73,6 +74,8 @@ def make(root):
     os.setxattr(j(root, "open/a"), "user.note", b"hello")
     os.setxattr(j(root, "tochange"), "user.rev", b"1")
     os.setxattr(j(root, "open"), "user.dir", b"d")
+    os.setxattr(j(root, "ro/file"), "user.gone", b"removed later")
+    os.setxattr(j(root, "private"), "user.gone", b"removed later")
     os.setxattr(j(root, "open/b"), "system.posix_acl_access",
                 acl((1, 6, U), (2, 4, 1234), (4, 4, U), (0x10, 6, U), (0x20, 0, U)))
     # Owners and modes of directories, and nanosecond times everywhere (last: contents first).
@@ -96,14 +99,21 @@ def meta_changes(root):
     os.chown(j(root, "open/b"), 1010, 1011)
     os.lchown(j(root, "link-a"), 1012, 1013)
     os.chown(j(root, "private"), 1014, 1014)
+    # Attributes alone: changed, added, removed, on kept files and a directory.
+    os.setxattr(j(root, "open/a"), "user.note", b"changed, data the same")
+    os.setxattr(j(root, "hl1"), "user.added", b"new")
+    os.removexattr(j(root, "ro/file"), "user.gone")
+    os.removexattr(j(root, "private"), "user.gone")
+    os.setxattr(j(root, "sparse"), "system.posix_acl_access",
+                acl((1, 6, U), (2, 4, 1234), (4, 4, U), (0x10, 4, U), (0x20, 4, U)))
     st = os.stat(j(root, "open/deep/c"))
     mtime(j(root, "open/deep/c"), int(st.st_mtime) + 100, 42)
     mtime(j(root, "link-a"), 1_650_000_000, 7)
 
 
 def change(root):
+    """After meta_changes: data, types, links and attributes with the data."""
     j = os.path.join
-    meta_changes(root)
     with open(j(root, "tochange"), "ab") as f:
         f.write(b"new line\n")
     os.setxattr(j(root, "tochange"), "user.rev", b"2")
