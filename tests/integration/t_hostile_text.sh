@@ -56,7 +56,7 @@ rc=$?
 clean "$T/d.log" "daemon log after the push"
 has "$T/d.log" "committed $ESCAPED" "daemon log shows the name escaped"
 clean "$T/push.err" "client -v output of the push"
-has "$T/push.err" "<f $ESCAPED  5 bytes" "client -v line shows the name escaped"
+has "$T/push.err" "<f+++++++++ $ESCAPED  5 bytes" "client -v line shows the name escaped"
 
 # A pull of the same file: names now come from the daemon.
 "${CLIENT[@]}" -v "127.0.0.1:data/$NAME" "$T/pull/" >"$T/pull.out" 2>"$T/pull.err"
@@ -64,7 +64,7 @@ rc=$?
 [ "$rc" -eq 0 ] && cmp -s "$T/src/$NAME" "$T/pull/$NAME" && pass "pull of it" ||
 	fail "pull: exit $rc: $(cat "$T/pull.err")"
 clean "$T/pull.err" "client -v output of the pull"
-has "$T/pull.err" ">f $ESCAPED  5 bytes" "pull -v line shows the name escaped"
+has "$T/pull.err" ">f+++++++++ $ESCAPED  5 bytes" "pull -v line shows the name escaped"
 
 # The daemon's listing for a dry-run pull, as text and as JSON.
 mkdir -p "$T/mod/tree"

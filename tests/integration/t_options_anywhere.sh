@@ -26,7 +26,7 @@ has() {
 
 expect_rc 0 "push with -v and -P after the operands" "${BASE[@]}" "$T/src/a" "$HOST:data/" -v \
 	-P "$PORT"
-has "-v after the operands prints the verified checksum" "<f a  4 bytes, xxh128 "
+has "-v after the operands prints the verified checksum" "<f[+]{9} a  4 bytes, xxh128 "
 cmp -s "$T/src/a" "$T/mod/a" || fail "the pushed file differs"
 
 expect_rc 0 "push -r with -r and --port=PORT last" "${BASE[@]}" "$T/src/tree" "$HOST:data/t/" -r \
