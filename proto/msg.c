@@ -37,6 +37,7 @@ static const char *const type_names[] = {
 	[MSG_FILTER] = "FILTER",
 	[MSG_DELETED] = "DELETED",
 	[MSG_SUMS] = "SUMS",
+	[MSG_LIST_ATTRS] = "LIST_ATTRS",
 	[MSG_ZEROS] = "ZEROS",
 	[MSG_BENCH] = "BENCH",
 	[MSG_DELTA] = "DELTA",
@@ -267,6 +268,50 @@ static void enc_file(struct wbuf *w, const struct proto_file *f)
 	wbuf_put_str16(w,
 		       f->ftype == PROTO_FT_SYMLINK || f->ftype == PROTO_FT_HARDLINK ? f->link : "",
 		       PROTO_MAX_PATH);
+}
+
+_Static_assert(PROTO_LATTR_XATTRS == 1u << PROTO_LATTR_DIGEST_XATTRS &&
+		   PROTO_LATTR_PRIVILEGED == 1u << PROTO_LATTR_DIGEST_PRIVILEGED &&
+		   PROTO_LATTR_ACLS == 1u << PROTO_LATTR_DIGEST_ACLS,
+	       "a digest's field bit is its index");
+
+/* LIST_ATTRS fields: some, known, PRIVILEGED only with XATTRS. */
+static bool list_attrs_fields_ok(uint8_t fields)
+{
+	return fields != 0 && (fields & ~PROTO_LATTR_KNOWN) == 0 &&
+	       (!(fields & PROTO_LATTR_PRIVILEGED) || (fields & PROTO_LATTR_XATTRS));
+}
+
+/* A LIST_ATTRS record's length on the wire: what fields says it carries. */
+static size_t list_attrs_entry_len(uint8_t fields)
+{
+	return 4 + 4 + PROTO_HASH_LEN * (size_t)__builtin_popcount(fields & 0x7u) +
+	       (fields & PROTO_LATTR_LINKS ? 8 : 0);
+}
+
+static int enc_list_attrs(struct wbuf *w, const struct msg_list_attrs *la)
+{
+	if (la->count > PROTO_MAX_BATCH || !list_attrs_fields_ok(la->fields)) {
+		return -EMSGSIZE;
+	}
+	wbuf_put_u8(w, la->fields);
+	wbuf_put_u8(w, 0);
+	wbuf_put_u16(w, la->count);
+	for (size_t i = 0; i < la->count; i++) {
+		const struct proto_entry_attrs *e = &la->ents[i];
+
+		wbuf_put_u32(w, e->id);
+		wbuf_put_u32(w, e->status);
+		for (unsigned k = 0; k < PROTO_LATTR_DIGESTS; k++) {
+			if (la->fields & (1u << k)) {
+				wbuf_put_bytes(w, e->digest[k], PROTO_HASH_LEN);
+			}
+		}
+		if (la->fields & PROTO_LATTR_LINKS) {
+			wbuf_put_u64(w, e->link_group);
+		}
+	}
+	return 0;
 }
 
 bool proto_xattr_name_ok(const char *name)
@@ -543,6 +588,8 @@ static int enc_payload(const struct msg *m, struct wbuf *w)
 			wbuf_put_bytes(w, m->u.sums.sums[i].hash, PROTO_HASH_LEN);
 		}
 		break;
+	case MSG_LIST_ATTRS:
+		return enc_list_attrs(w, &m->u.list_attrs);
 	case MSG_MODULES:
 		if (m->u.modules.count > PROTO_MAX_BATCH) {
 			return -EMSGSIZE;
@@ -931,6 +978,55 @@ static int dec_lane_down(struct rbuf *r, struct msg_lane_down *ld)
 		return -EBADMSG;
 	}
 	ld->lane = lane;
+	return 0;
+}
+
+/* One LIST_ATTRS record: a digest only with PERR_OK (else all zero), never SKIPPED. */
+static int dec_entry_attrs(struct rbuf *r, uint8_t fields, struct proto_entry_attrs *e)
+{
+	static const uint8_t zero[PROTO_HASH_LEN];
+
+	e->id = rbuf_get_u32(r);
+	e->status = rbuf_get_u32(r);
+	for (unsigned k = 0; k < PROTO_LATTR_DIGESTS; k++) {
+		if (fields & (1u << k)) {
+			rbuf_get_bytes(r, e->digest[k], PROTO_HASH_LEN);
+		}
+		if (e->status != PERR_OK && memcmp(e->digest[k], zero, PROTO_HASH_LEN) != 0) {
+			return -EBADMSG;
+		}
+	}
+	if (fields & PROTO_LATTR_LINKS) {
+		e->link_group = rbuf_get_u64(r);
+	}
+	if (r->error || e->id == 0 || e->status > PERR_MAX || e->status == PERR_SKIPPED ||
+	    e->status == PERR_SUM_WANTED) {
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* LIST_ATTRS: known fields, fixed-size records, exactly count of them. */
+static int dec_list_attrs(struct rbuf *r, struct msg_list_attrs *la)
+{
+	uint8_t fields = rbuf_get_u8(r), reserved = rbuf_get_u8(r);
+	uint16_t count = rbuf_get_u16(r);
+
+	if (r->error || reserved != 0 || !list_attrs_fields_ok(fields) || count > PROTO_MAX_BATCH ||
+	    (size_t)count * list_attrs_entry_len(fields) != rbuf_left(r)) {
+		return -EBADMSG;
+	}
+	la->ents = calloc(count ? count : 1, sizeof(*la->ents));
+	if (!la->ents) {
+		return -ENOMEM;
+	}
+	la->fields = fields;
+	la->count = count;
+	for (size_t i = 0; i < count; i++) {
+		if (dec_entry_attrs(r, fields, &la->ents[i]) < 0) {
+			return -EBADMSG;
+		}
+	}
 	return 0;
 }
 
@@ -1331,6 +1427,8 @@ static int dec_payload(struct rbuf *r, struct msg *m)
 		return dec_deleted(r, &m->u.deleted);
 	case MSG_SUMS:
 		return dec_sums(r, &m->u.sums);
+	case MSG_LIST_ATTRS:
+		return dec_list_attrs(r, &m->u.list_attrs);
 	case MSG_ASSEMBLE:
 		return dec_assemble(r, &m->u.assemble);
 	case MSG_ASSEMBLED:
@@ -1416,6 +1514,9 @@ void msg_clear(struct msg *m)
 		break;
 	case MSG_SUMS:
 		free(m->u.sums.sums);
+		break;
+	case MSG_LIST_ATTRS:
+		free(m->u.list_attrs.ents);
 		break;
 	case MSG_ASSEMBLE:
 		free(m->u.assemble.path);

@@ -56,6 +56,8 @@ enum proto_type {
 	/* Digests: daemon -> client after FILES (LIST with PROTO_LIST_SUMS), or
 	 * sender -> receiver (PERR_SUM_WANTED, skip level checksum) */
 	MSG_SUMS = 21,
+	/* Attribute digests and link groups: daemon -> client after FILES (LIST with attrs) */
+	MSG_LIST_ATTRS = 22,
 	MSG_XATTRS = 23, /* sender -> receiver, only with OPEN XATTRS or ACLS */
 	MSG_ZEROS = 24,	 /* sender -> receiver: ranges of zeros, no payload (PROTO_CAP_ZEROS) */
 	/* client -> daemon: a memory-to-memory run (PROTO_CAP_BENCH); 27 is reserved for it */
@@ -143,7 +145,12 @@ enum {
  * Past bit 31, so a define: an enum constant is an int.
  */
 #define PROTO_CAP_LIST_OWNERS (1ull << 32)
-#define PROTO_CAPS_KNOWN      (0xffffffffull | PROTO_CAP_LIST_OWNERS)
+/*
+ * Listing attributes: LIST's XATTRS, ACLS and HARDLINKS flags, LIST_ATTRS
+ * after each FILES batch (rdmacp check -X, -A, -H).
+ */
+#define PROTO_CAP_LIST_ATTRS (1ull << 33)
+#define PROTO_CAPS_KNOWN     (0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS)
 
 /*
  * What differs between an entry offered and the one at the receiver, as
@@ -313,8 +320,13 @@ enum {
 	PROTO_LIST_RECURSIVE = 1u << 0,
 	/* SUMS after each FILES batch (only to a peer with PROTO_CAP_CHECK) */
 	PROTO_LIST_SUMS = 1u << 1,
+	/* LIST_ATTRS after each FILES batch (only to a peer with PROTO_CAP_LIST_ATTRS): */
+	PROTO_LIST_XATTRS = 1u << 2,	/* digests of user.* (and security.*, trusted.*) */
+	PROTO_LIST_ACLS = 1u << 3,	/* digests of system.posix_acl_access/default */
+	PROTO_LIST_HARDLINKS = 1u << 4, /* link groups of regular files */
 };
-#define PROTO_LIST_FLAGS_KNOWN 0x3u
+#define PROTO_LIST_ATTR_FLAGS  (PROTO_LIST_XATTRS | PROTO_LIST_ACLS | PROTO_LIST_HARDLINKS)
+#define PROTO_LIST_FLAGS_KNOWN 0x1fu
 
 /* MODULES entry flags. */
 enum {
@@ -485,6 +497,42 @@ struct proto_sum {
 struct msg_sums {
 	uint16_t count;		/* <= PROTO_MAX_BATCH */
 	struct proto_sum *sums; /* count entries, allocated by decode */
+};
+
+/*
+ * LIST_ATTRS: what each entry of the FILES batch just before it has, one
+ * record per entry in the batch's order. fields says which parts every
+ * record carries: the XXH3-128 of the entry's sorted (name, value) list of
+ * user.* attributes (XATTRS), of security.* and trusted.* (PRIVILEGED: only
+ * from a side that reads them with privilege, see src/listattrs.h), of its
+ * two ACL attributes (ACLS); its link group (LINKS: 0, or a number the
+ * regular files of one inode with more than one link share in this
+ * listing). Digests are all zero unless status is PERR_OK.
+ */
+enum {
+	PROTO_LATTR_XATTRS = 1u << 0,
+	PROTO_LATTR_PRIVILEGED = 1u << 1,
+	PROTO_LATTR_ACLS = 1u << 2,
+	PROTO_LATTR_LINKS = 1u << 3,
+};
+#define PROTO_LATTR_KNOWN 0xfu
+enum {
+	PROTO_LATTR_DIGEST_XATTRS,
+	PROTO_LATTR_DIGEST_PRIVILEGED,
+	PROTO_LATTR_DIGEST_ACLS,
+	PROTO_LATTR_DIGESTS,
+};
+struct proto_entry_attrs {
+	uint32_t id;	 /* the FILES entry's */
+	uint32_t status; /* enum proto_err: the attributes could not be read */
+	uint8_t digest[PROTO_LATTR_DIGESTS][PROTO_HASH_LEN];
+	uint64_t link_group;
+};
+
+struct msg_list_attrs {
+	uint8_t fields;			/* PROTO_LATTR_*, not 0 */
+	uint16_t count;			/* <= PROTO_MAX_BATCH */
+	struct proto_entry_attrs *ents; /* allocated by decode */
 };
 
 struct proto_module {
@@ -745,6 +793,7 @@ struct msg {
 		struct msg_filter filter;
 		struct msg_deleted deleted;
 		struct msg_sums sums;
+		struct msg_list_attrs list_attrs;
 		struct msg_delta delta;
 		struct msg_assemble assemble;
 		struct msg_assembled assembled;

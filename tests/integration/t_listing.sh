@@ -178,8 +178,8 @@ RP=$BUILD_DIR/tests/rawpeer
 if [ -x "$RP" ]; then
 	RPA=("$RP" -P "$PORT" --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 		--ca "$T/certs/ca.crt" --timeout 10)
-	# flags 0x4 (unknown), path "data"
-	timeout 30 "${RPA[@]}" hello frame LIST 00000004000464617461 wait closed >"$T/rp.out" 2>&1
+	# flags 0x20 (unknown), path "data"
+	timeout 30 "${RPA[@]}" hello frame LIST 00000020000464617461 wait closed >"$T/rp.out" 2>&1
 	grep -q "ERROR PROTOCOL malformed LIST" "$T/rp.out" && grep -q "close_notify" "$T/rp.out" &&
 		pass "a LIST with an unknown flag: ERROR PROTOCOL, then close_notify" ||
 		fail "LIST flags: $(cat "$T/rp.out")"

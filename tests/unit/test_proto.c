@@ -182,6 +182,15 @@ static struct proto_sum s_sums[3] = {
 	{ .id = UINT32_MAX, .status = PERR_OK, .hash = { [15] = 0xff } },
 };
 
+static struct proto_entry_attrs s_lattrs[3] = {
+	{ .id = 1,
+	  .status = PERR_OK,
+	  .digest = { { 1, 2, 3 }, { [15] = 4 }, { 5, [15] = 6 } },
+	  .link_group = 0x0102030405060708ull },
+	{ .id = 2, .status = PERR_PERMISSION },
+	{ .id = UINT32_MAX, .status = PERR_OK, .digest = { { [15] = 0xff } } },
+};
+
 static char s_asm_path[] = "mod/dst", s_asm_name[] = "tree/big.img",
 	    s_asm_staging[] = ".rdmacp-split.0123456789abcdef";
 static struct proto_part s_parts[3] = {
@@ -330,6 +339,11 @@ static void sample(uint16_t type, struct msg *m)
 	case MSG_SUMS:
 		m->u.sums.count = 3;
 		m->u.sums.sums = s_sums;
+		break;
+	case MSG_LIST_ATTRS:
+		m->u.list_attrs.fields = PROTO_LATTR_KNOWN;
+		m->u.list_attrs.count = 3;
+		m->u.list_attrs.ents = s_lattrs;
 		break;
 	case MSG_BENCH:
 		m->u.bench.transport = 1;
@@ -573,6 +587,19 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
 			assert_int_equal(a->u.sums.sums[i].status, b->u.sums.sums[i].status);
 			assert_memory_equal(a->u.sums.sums[i].hash, b->u.sums.sums[i].hash,
 					    PROTO_HASH_LEN);
+		}
+		break;
+	case MSG_LIST_ATTRS:
+		assert_int_equal(a->u.list_attrs.fields, b->u.list_attrs.fields);
+		assert_int_equal(a->u.list_attrs.count, b->u.list_attrs.count);
+		for (size_t i = 0; i < a->u.list_attrs.count; i++) {
+			const struct proto_entry_attrs *x = &a->u.list_attrs.ents[i];
+			const struct proto_entry_attrs *y = &b->u.list_attrs.ents[i];
+
+			assert_int_equal(x->id, y->id);
+			assert_int_equal(x->status, y->status);
+			assert_memory_equal(x->digest, y->digest, sizeof(x->digest));
+			assert_true(x->link_group == y->link_group);
 		}
 		break;
 	case MSG_ASSEMBLE:
@@ -2238,7 +2265,7 @@ static void test_bad_list(void **state)
 	sample(MSG_LIST, &m);
 	len = encode_ok(&m);
 	assert_int_equal(decode_rc(MSG_LIST, payload(), len), 0);
-	for (unsigned bit = 2; bit < 32; bit++) {
+	for (unsigned bit = 5; bit < 32; bit++) {
 		m.u.list.flags = 1u << bit;
 		len = encode_ok(&m);
 		assert_int_equal(decode_rc(MSG_LIST, payload(), len), -EBADMSG);
@@ -2300,6 +2327,67 @@ static void test_bad_sums(void **state)
 	m = (struct msg){ .type = MSG_SUMS };
 	round_trip(&m);
 	free(sums);
+}
+
+/* A LIST_ATTRS of n records of fields, each (id, status, digests ending in last, group). */
+static int decode_lattrs_raw(uint8_t fields, uint8_t reserved, uint16_t count, size_t n,
+			     uint32_t id, uint32_t status, uint8_t last)
+{
+	struct wbuf w;
+	uint8_t *buf = payload(), hash[PROTO_HASH_LEN] = { [15] = last };
+
+	wbuf_init(&w, buf, PROTO_MAX_PAYLOAD);
+	wbuf_put_u8(&w, fields);
+	wbuf_put_u8(&w, reserved);
+	wbuf_put_u16(&w, count);
+	for (size_t i = 0; i < n; i++) {
+		wbuf_put_u32(&w, id);
+		wbuf_put_u32(&w, status);
+		for (unsigned k = 0; k < PROTO_LATTR_DIGESTS; k++) {
+			if (fields & (1u << k)) {
+				wbuf_put_bytes(&w, hash, sizeof(hash));
+			}
+		}
+		if (fields & PROTO_LATTR_LINKS) {
+			wbuf_put_u64(&w, 42);
+		}
+	}
+	assert_false(w.overflow);
+	return decode_rc(MSG_LIST_ATTRS, buf, w.len);
+}
+
+/* LIST_ATTRS: known fields, PRIVILEGED only with XATTRS, records as fields says, statuses. */
+static void test_bad_list_attrs(void **state)
+{
+	const uint8_t x = PROTO_LATTR_XATTRS, l = PROTO_LATTR_LINKS;
+	struct msg m;
+
+	(void)state;
+	assert_int_equal(decode_lattrs_raw(x, 0, 1, 1, 1, PERR_OK, 7), 0);
+	assert_int_equal(decode_lattrs_raw(l, 0, 2, 2, 1, PERR_OK, 0), 0);
+	assert_int_equal(decode_lattrs_raw(PROTO_LATTR_KNOWN, 0, 0, 0, 1, PERR_OK, 0), 0);
+	assert_int_equal(decode_lattrs_raw(0, 0, 0, 0, 1, PERR_OK, 0), -EBADMSG); /* no fields */
+	assert_int_equal(decode_lattrs_raw(0x10 | x, 0, 1, 1, 1, PERR_OK, 0), -EBADMSG);
+	assert_int_equal(decode_lattrs_raw(PROTO_LATTR_PRIVILEGED, 0, 1, 1, 1, PERR_OK, 0),
+			 -EBADMSG);
+	assert_int_equal(decode_lattrs_raw(x, 1, 1, 1, 1, PERR_OK, 0), -EBADMSG); /* reserved */
+	assert_int_equal(decode_lattrs_raw(x, 0, 1, 1, 0, PERR_OK, 0), -EBADMSG); /* id 0 */
+	assert_int_equal(decode_lattrs_raw(x, 0, 1, 1, 1, PERR_MAX + 1, 0), -EBADMSG);
+	assert_int_equal(decode_lattrs_raw(x, 0, 1, 1, 1, PERR_SKIPPED, 0), -EBADMSG);
+	assert_int_equal(decode_lattrs_raw(x, 0, 1, 1, 1, PERR_IO, 0), 0);
+	assert_int_equal(decode_lattrs_raw(x, 0, 1, 1, 1, PERR_IO, 7), -EBADMSG);
+	assert_int_equal(decode_lattrs_raw(x | l, 0, 2, 1, 1, PERR_OK, 7), -EBADMSG); /* short */
+	assert_int_equal(decode_lattrs_raw(x, 0, 1, 2, 1, PERR_OK, 7), -EBADMSG);     /* trailing */
+	assert_int_equal(
+	    decode_lattrs_raw(l, 0, PROTO_MAX_BATCH + 1, PROTO_MAX_BATCH + 1, 1, PERR_OK, 0),
+	    -EBADMSG);
+	/* The encoder keeps the same rules. */
+	m = (struct msg){ .type = MSG_LIST_ATTRS, .u.list_attrs = { .fields = 0 } };
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	m.u.list_attrs.fields = PROTO_LATTR_PRIVILEGED;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+	m.u.list_attrs.fields = PROTO_LATTR_LINKS;
+	round_trip(&m);
 }
 
 /* Encode one module the way a hostile daemon might, past what our encoder allows. */
@@ -2738,6 +2826,7 @@ int main(void)
 		cmocka_unit_test(test_bad_list),
 		cmocka_unit_test(test_bad_modules),
 		cmocka_unit_test(test_bad_sums),
+		cmocka_unit_test(test_bad_list_attrs),
 		cmocka_unit_test(test_bad_deleted),
 		cmocka_unit_test(test_encode_refuses),
 		cmocka_unit_test(test_filter_checks),
