@@ -319,6 +319,12 @@ static int decide_module(const struct daemon_config *cfg, const struct policy_pe
 		return no(v, PERR_PROTOCOL,
 			  "LIST with sums from a client without the check capability");
 	}
+	if (rq->op == POLICY_LIST && (rq->flags & PROTO_LIST_ATTR_FLAGS) &&
+	    !(peer->caps & PROTO_CAP_LIST_ATTRS)) {
+		return no(v, PERR_PROTOCOL,
+			  "LIST with attributes from a client without the listing-attributes "
+			  "capability");
+	}
 	if (wants_owner(rq) && !keeps_owners(m)) {
 		return no(v, PERR_PERMISSION,
 			  "module '%s' does not keep owners%s (needs 'preserve owner = yes' and "

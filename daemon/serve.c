@@ -36,6 +36,7 @@
 #include "policy.h"
 #include "privs.h"
 #include "hello.h"
+#include "listattrs.h"
 #include "session_table.h"
 #include "lane_seal.h"
 #include "tls.h"
@@ -1060,6 +1061,9 @@ struct get_source {
 	size_t nglobbed;
 	/* LIST with PROTO_LIST_SUMS: each regular file listed is hashed here. */
 	struct filehasher *fh;
+	/* LIST with attribute flags: a LIST_ATTRS record per entry of the batch. */
+	struct list_attrs la;
+	struct proto_entry_attrs *attrs; /* PROTO_MAX_BATCH of them */
 };
 
 static void pull_warning(void *ud, const char *path, const char *why)
@@ -1524,6 +1528,44 @@ static struct proto_file listed_file(const struct engine_src *e, uint32_t id, bo
 				    .link = link };
 }
 
+/* The attributes of a listed entry, or why they could not be read. */
+static void list_attr(struct get_source *g, const struct engine_src *e, uint32_t id,
+		      struct proto_entry_attrs *ret)
+{
+	char esc[1024];
+	int r = list_attrs_entry(&g->la, e, id, ret);
+
+	if (r < 0) {
+		log_notice("%s (%s): check: %s: attributes: %s", g->c->peer, g->c->id,
+			   log_escape_short(e->name, esc, sizeof(esc)), strerror(-r));
+	}
+}
+
+/* A batch of n entries: FILES, then their LIST_ATTRS, then their regular files' SUMS. */
+static int list_batch_send(struct get_source *g, struct proto_file *pf, size_t n,
+			   struct proto_sum *sums, size_t nsums)
+{
+	struct msg m = { .type = MSG_FILES }, ma = { .type = MSG_LIST_ATTRS };
+	struct msg ms = { .type = MSG_SUMS };
+	int r;
+
+	m.u.files.count = (uint16_t)n;
+	m.u.files.files = pf;
+	r = chan_queue(&g->c->chan, &m);
+	if (r >= 0 && g->attrs) {
+		ma.u.list_attrs.fields = g->la.fields;
+		ma.u.list_attrs.count = (uint16_t)n;
+		ma.u.list_attrs.ents = g->attrs;
+		r = chan_queue(&g->c->chan, &ma);
+	}
+	if (r >= 0 && nsums > 0) {
+		ms.u.sums.count = (uint16_t)nsums;
+		ms.u.sums.sums = sums;
+		r = chan_queue(&g->c->chan, &ms);
+	}
+	return r < 0 ? r : 1;
+}
+
 static int list_plan(struct get_source *g)
 {
 	struct conn *c = g->c;
@@ -1531,8 +1573,7 @@ static int list_plan(struct get_source *g)
 	struct proto_file pf[PROTO_MAX_BATCH];
 	struct proto_sum sums[PROTO_MAX_BATCH];
 	char *names[PROTO_MAX_BATCH], *links[PROTO_MAX_BATCH];
-	struct msg m = { .type = MSG_FILES }, end = { .type = MSG_END };
-	struct msg ms = { .type = MSG_SUMS };
+	struct msg end = { .type = MSG_END };
 	char why[256] = "";
 	uint64_t bytes = 0;
 	uint32_t id = 0;
@@ -1563,23 +1604,16 @@ static int list_plan(struct get_source *g)
 				r = -ENOMEM;
 				break;
 			}
-			/* Hashed now: the entry's path is good until the next one. */
+			/* Hashed and read now: the entry's path is good until the next one. */
 			if (g->fh && e->ftype == PROTO_FT_REG) {
 				list_sum(g, e, id, &sums[nsums++]);
 			}
+			if (g->attrs) {
+				list_attr(g, e, id, &g->attrs[n - 1]);
+			}
 		}
 		if (r >= 0 && n > 0) {
-			m.u.files.count = (uint16_t)n;
-			m.u.files.files = pf;
-			r = chan_queue(&c->chan, &m);
-			r = r < 0 ? r : 1;
-		}
-		/* The digests of the batch's regular files follow it. */
-		if (r >= 0 && nsums > 0) {
-			ms.u.sums.count = (uint16_t)nsums;
-			ms.u.sums.sums = sums;
-			r = chan_queue(&c->chan, &ms);
-			r = r < 0 ? r : 1;
+			r = list_batch_send(g, pf, n, sums, nsums);
 		}
 		free_strings(names, n);
 		free_strings(links, n);
@@ -1874,6 +1908,35 @@ static int list_glob(struct conn *c, int rootfd, const char *pattern, const char
 }
 
 /*
+ * What a check's LIST asks for besides the entries: a hasher for their
+ * digests (SUMS), room for their attributes (LIST_ATTRS). Refuses (the
+ * ERROR sent) when there is no memory for them.
+ */
+static int list_extras(struct conn *c, uint32_t flags, struct get_source *g,
+		       struct filehasher **ret_fh, struct proto_entry_attrs **ret_attrs)
+{
+	int r;
+
+	if (flags & PROTO_LIST_SUMS) {
+		r = filehasher_new(ret_fh);
+		if (r < 0) {
+			return refuse(c, PERR_INTERNAL, "hashing: %s", strerror(-r));
+		}
+		g->fh = *ret_fh;
+	}
+	if (flags & PROTO_LIST_ATTR_FLAGS) {
+		r = list_attrs_init(flags, &g->la);
+		*ret_attrs = calloc(PROTO_MAX_BATCH, sizeof(**ret_attrs));
+		if (r < 0 || !*ret_attrs) {
+			return refuse(c, PERR_INTERNAL, "attributes: %s",
+				      strerror(r < 0 ? -r : ENOMEM));
+		}
+		g->attrs = *ret_attrs;
+	}
+	return 0;
+}
+
+/*
  * `rdmacp ls HOST:MODULE/PATH`: exactly a pull's rules (allow, write only,
  * the module's user, no symlink followed, 'max files per session'), then the
  * pull dry run's FILES batches and END. A directory lists its entries, named
@@ -1889,6 +1952,7 @@ static int list_path(struct conn *c, const struct msg_list *l)
 	bool recursive = l->flags & PROTO_LIST_RECURSIVE;
 	struct get_source g = { .c = c };
 	_cleanup_(filehasher_freep) struct filehasher *fh = NULL;
+	_cleanup_free_ struct proto_entry_attrs *attrs = NULL;
 	bool magic;
 	size_t n;
 	int r;
@@ -1924,12 +1988,9 @@ static int list_path(struct conn *c, const struct msg_list *l)
 		return refuse(c, PERR_BAD_PATH, "bad path '%s'", esc);
 	}
 	g.gr = &gr;
-	if (l->flags & PROTO_LIST_SUMS) {
-		r = filehasher_new(&fh);
-		if (r < 0) {
-			return refuse(c, PERR_INTERNAL, "hashing: %s", strerror(-r));
-		}
-		g.fh = fh;
+	r = list_extras(c, l->flags, &g, &fh, &attrs);
+	if (r < 0) {
+		return r;
 	}
 	r = walk_new(pull_warning, &g, &g.w);
 	if (r < 0) {
@@ -1946,8 +2007,8 @@ static int list_path(struct conn *c, const struct msg_list *l)
 		  : walk_add_root(g.w, rootfd, trimmed, lastname, true);
 	r = r < 0 ? (magic ? r : refuse_top(c, r, esc)) : list_plan(&g);
 	if (r >= 0) {
-		log_info("%s (%s): listed %s%s: %llu entries", c->peer, c->id, esc,
-			 fh ? " with digests" : "",
+		log_info("%s (%s): listed %s%s%s: %llu entries", c->peer, c->id, esc,
+			 fh ? " with digests" : "", attrs ? " with attributes" : "",
 			 (unsigned long long)(walk_count(g.w) - (lastname[0] == '\0')));
 	}
 	walk_free(g.w);
