@@ -7,7 +7,10 @@
  * local side; only metadata and digests cross the network. Both lists are
  * then sorted by name and merged: what only the source has is missing, what
  * only the destination has is extra, and an entry on both sides differs in
- * the attributes named. Nothing the daemon sends is trusted: names are
+ * the attributes named: with -X and -A digests of its extended attributes
+ * and ACLs, with -H the names it shares its inode with (src/listattrs.h
+ * makes both sides' alike; the daemon's come in LIST_ATTRS after each FILES
+ * batch). Nothing the daemon sends is trusted: names are
  * checked as paths, duplicates and stray digests are protocol errors, and
  * what is held is capped.
  */
@@ -23,39 +26,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "check.h"
 #include "client.h"
 #include "clock.h"
 #include "daemon_conn.h"
 #include "exitcodes.h"
 #include "filehash.h"
 #include "fspath.h"
+#include "listattrs.h"
 #include "log.h"
 #include "macro.h"
 #include "output.h"
 #include "walk.h"
-
-/* Entries held per side: past this the comparison stops with an error. */
-#define CHECK_MAX_ENTRIES 4000000u
-
-struct check_entry {
-	char *name;
-	char *link; /* symlink target */
-	uint8_t ftype;
-	uint32_t mode;
-	uint64_t size;
-	int64_t mtime_sec;
-	uint32_t mtime_nsec;
-	uint32_t uid, gid;
-	uint32_t id;	     /* remote: the FILES id its SUMS entry names */
-	bool summed;	     /* a SUMS entry (or the local hash) came */
-	uint32_t sum_status; /* PERR_OK: hash is the XXH3-128 */
-	uint8_t hash[HASH_LEN];
-};
-
-struct check_list {
-	struct check_entry *v;
-	size_t n, cap;
-};
 
 static void check_list_free(struct check_list *l)
 {
@@ -67,9 +49,8 @@ static void check_list_free(struct check_list *l)
 	memset(l, 0, sizeof(*l));
 }
 
-/* Append an entry (its strings copied); -E2BIG past the cap. */
-static int check_list_add(struct check_list *l, const char *name, const char *link,
-			  struct check_entry **ret)
+int check_list_add(struct check_list *l, const char *name, const char *link,
+		   struct check_entry **ret)
 {
 	struct check_entry *e;
 
@@ -109,6 +90,7 @@ struct local_scan {
 	const char *path; /* as typed */
 	const char *name; /* the top entry's name: "" for a directory */
 	bool recursive, checksum;
+	struct list_attrs la; /* -X, -A, -H: what each entry's record carries */
 	struct check_list list;
 	uint64_t errors; /* entries that could not be read or hashed */
 	int r;		 /* 0 or an exit code */
@@ -149,6 +131,20 @@ static int local_add(struct local_scan *ls, struct filehasher *fh, const struct 
 	ce->mtime_nsec = (uint32_t)e->mtime.tv_nsec;
 	ce->uid = e->uid;
 	ce->gid = e->gid;
+	if (ls->la.fields) {
+		struct proto_entry_attrs pea;
+
+		r = list_attrs_entry(&ls->la, e, 0, &pea);
+		ce->attr_status = pea.status;
+		memcpy(ce->attr_digest, pea.digest, sizeof(ce->attr_digest));
+		ce->link_group = pea.link_group;
+		if (r < 0) {
+			char why[128];
+
+			snprintf(why, sizeof(why), "attributes: %s", strerror(-r));
+			local_failed(ls, e->name, why);
+		}
+	}
 	if (ls->checksum && e->ftype == PROTO_FT_REG) {
 		r = filehasher_at(fh, e->dirfd, e->path, e->size, ce->hash);
 		ce->summed = true;
@@ -209,134 +205,6 @@ out:
 	return NULL;
 }
 
-/* ---- the daemon's side --------------------------------------------------- */
-
-struct remote_list {
-	struct check_list list;
-	size_t batch_start; /* the last FILES batch: what a SUMS may name */
-	uint64_t errors;    /* entries the daemon could not read or hash */
-};
-
-static int remote_files(struct daemon_conn *s, struct remote_list *rl, const struct msg_files *mf)
-{
-	char esc[4 * PROTO_MAX_PATH + 1];
-
-	rl->batch_start = rl->list.n;
-	for (size_t i = 0; i < mf->count; i++) {
-		const struct proto_file *pf = &mf->files[i];
-		struct check_entry *ce;
-		int r;
-
-		if (fspath_validate(pf->name) < 0) {
-			log_error("%s: protocol error: listed a bad name '%s'", s->rem->host,
-				  log_escape(pf->name, esc, sizeof(esc)));
-			return EXIT_PROTOCOL;
-		}
-		r = check_list_add(&rl->list, pf->name, pf->link, &ce);
-		if (r < 0) {
-			log_error("%s: %s", s->rem->host,
-				  r == -E2BIG ? "more entries than check compares"
-					      : "out of memory");
-			return EXIT_LOCAL_IO;
-		}
-		ce->ftype = pf->ftype;
-		ce->mode = pf->mode;
-		ce->size = pf->size;
-		ce->mtime_sec = pf->mtime_sec;
-		ce->mtime_nsec = pf->mtime_nsec;
-		ce->uid = pf->uid;
-		ce->gid = pf->gid;
-		ce->id = pf->id;
-	}
-	return EXIT_OK;
-}
-
-/* Digests for the last batch: each for one of its regular files, once. */
-static int remote_sums(struct daemon_conn *s, struct remote_list *rl, const struct msg_sums *ms)
-{
-	char esc[4 * PROTO_MAX_PATH + 1];
-
-	for (size_t i = 0; i < ms->count; i++) {
-		const struct proto_sum *ps = &ms->sums[i];
-		struct check_entry *ce = NULL;
-
-		for (size_t k = rl->batch_start; k < rl->list.n; k++) {
-			if (rl->list.v[k].id == ps->id) {
-				ce = &rl->list.v[k];
-				break;
-			}
-		}
-		if (!ce || ce->ftype != PROTO_FT_REG || ce->summed) {
-			log_error("%s: protocol error: a digest for no listed file (id %" PRIu32
-				  ")",
-				  s->rem->host, ps->id);
-			return EXIT_PROTOCOL;
-		}
-		ce->summed = true;
-		ce->sum_status = ps->status;
-		memcpy(ce->hash, ps->hash, HASH_LEN);
-		if (ps->status != PERR_OK) {
-			rl->errors++;
-			log_error("%s: %s: could not be hashed there (%s)", s->rem->host,
-				  log_escape_short(ce->name, esc, sizeof(esc)),
-				  proto_err_name(ps->status));
-		}
-	}
-	return EXIT_OK;
-}
-
-/* The answer to LIST: FILES (and SUMS) batches, ENTRY_FAILED, then END or ERROR. */
-static int receive_remote(struct daemon_conn *s, struct remote_list *rl)
-{
-	char esc[4 * PROTO_MAX_TEXT + 1];
-
-	for (;;) {
-		struct msg m;
-		int r = chan_recv(&s->chan, &m, s->o->idle_timeout_s * 1000), rc;
-
-		if (r < 0) {
-			log_error("%s: control channel: %s", s->rem->host,
-				  r == -EPIPE || r == -ECONNRESET ? "connection closed"
-								  : strerror(-r));
-			return r == -EPIPE || r == -ECONNRESET ? EXIT_CONNECT : EXIT_PROTOCOL;
-		}
-		switch (m.type) {
-		case MSG_END:
-			return EXIT_OK;
-		case MSG_ERROR:
-			log_error("%s: %s", s->rem->host,
-				  log_escape(m.u.error.text, esc, sizeof(esc)));
-			return exit_for_perr(m.u.error.code);
-		case MSG_FILES:
-			rc = remote_files(s, rl, &m.u.files);
-			msg_clear(&m);
-			if (rc != EXIT_OK) {
-				return rc;
-			}
-			continue;
-		case MSG_SUMS:
-			rc = remote_sums(s, rl, &m.u.sums);
-			msg_clear(&m);
-			if (rc != EXIT_OK) {
-				return rc;
-			}
-			continue;
-		case MSG_ENTRY_FAILED:
-			rl->errors++;
-			log_error("%s: %s: %s (remote)", s->rem->host,
-				  log_escape_short(m.u.entry_failed.name, esc, 1200),
-				  m.u.entry_failed.text);
-			continue;
-		default:
-			break;
-		}
-		log_error("%s: protocol error: unexpected %s in a listing", s->rem->host,
-			  proto_type_name(m.type));
-		msg_clear(&m);
-		return EXIT_PROTOCOL;
-	}
-}
-
 /* ---- the comparison ------------------------------------------------------ */
 
 struct check_counts {
@@ -350,8 +218,8 @@ struct attr_diff {
 	const char *src_text, *dst_text; /* symlink targets, raw: escaped when printed */
 };
 
-/* type or (size or content or target), mtime, mode, owner, group */
-#define CHECK_MAX_DIFFS 6
+/* type or (size or content or target), mtime, mode, owner, group, xattrs, acl, links */
+#define CHECK_MAX_DIFFS 8
 
 struct entry_diffs {
 	struct attr_diff v[CHECK_MAX_DIFFS];
@@ -422,8 +290,40 @@ static void content_differences(bool checksum, const struct check_entry *a,
 	}
 }
 
-/* The attributes in which src (a) and dst (b) differ, into d (n 0: the same). */
-static void differences(const struct client_opts *o, const struct check_entry *a,
+static bool digest_differs(uint8_t fields, unsigned k, const struct check_entry *a,
+			   const struct check_entry *b)
+{
+	return (fields & (1u << k)) && memcmp(a->attr_digest[k], b->attr_digest[k], HASH_LEN);
+}
+
+/*
+ * -X, -A (fields: the digests both sides made) of files and directories,
+ * whose attributes could be read on both sides (else an error is counted
+ * already); -H of every name (check_links).
+ */
+static void attr_differences(uint8_t fields, const struct check_entry *a,
+			     const struct check_entry *b, struct entry_diffs *d)
+{
+	bool readable = a->attr_status == PERR_OK && b->attr_status == PERR_OK &&
+			(a->ftype == PROTO_FT_REG || a->ftype == PROTO_FT_DIR);
+
+	if (readable && (digest_differs(fields, PROTO_LATTR_DIGEST_XATTRS, a, b) ||
+			 digest_differs(fields, PROTO_LATTR_DIGEST_PRIVILEGED, a, b))) {
+		diff_add(d, "xattrs");
+	}
+	if (readable && digest_differs(fields, PROTO_LATTR_DIGEST_ACLS, a, b)) {
+		diff_add(d, "acl");
+	}
+	if ((fields & PROTO_LATTR_LINKS) && a->links_differ) {
+		diff_num(d, "links", a->links_here, a->links_there, false);
+	}
+}
+
+/*
+ * The attributes in which src (a) and dst (b) differ, into d (n 0: the
+ * same); fields: the LIST_ATTRS fields both sides have.
+ */
+static void differences(const struct client_opts *o, uint8_t fields, const struct check_entry *a,
 			const struct check_entry *b, struct entry_diffs *d)
 {
 	bool checksum = o->check_level == CHECK_LEVEL_CHECKSUM;
@@ -458,6 +358,7 @@ static void differences(const struct client_opts *o, const struct check_entry *a
 	if (o->owner && a->gid != b->gid) {
 		diff_num(d, "group", a->gid, b->gid, false);
 	}
+	attr_differences(fields, a, b, d);
 }
 
 static void report_json(const char *kind, const char *name, const struct entry_diffs *d)
@@ -510,8 +411,8 @@ static void report(const struct output *out, const char *kind, const char *name,
 	printf("%s\n", d && d->n ? ")" : "");
 }
 
-static void compare(const struct client_opts *o, const struct output *out, struct check_list *src,
-		    struct check_list *dst, struct check_counts *c)
+static void compare(const struct client_opts *o, uint8_t fields, const struct output *out,
+		    struct check_list *src, struct check_list *dst, struct check_counts *c)
 {
 	size_t i = 0, k = 0;
 	struct entry_diffs diffs;
@@ -530,7 +431,7 @@ static void compare(const struct client_opts *o, const struct output *out, struc
 			report(out, "extra", dst->v[k++].name, NULL);
 			continue;
 		}
-		differences(o, &src->v[i], &dst->v[k], &diffs);
+		differences(o, fields, &src->v[i], &dst->v[k], &diffs);
 		if (diffs.n > 0) {
 			c->differs++;
 			report(out, "differs", src->v[i].name, &diffs);
@@ -617,12 +518,19 @@ static int parse_check_args(char **args, int nargs, struct remote *rem, const ch
 	return -EINVAL;
 }
 
-/* The daemon: LIST (with sums at the checksum level), its answer. */
-static int list_remote(struct daemon_conn *s, struct remote_list *rl)
+/* LIST's flags for these options: -r, the checksum level, -X, -A, -H. */
+static uint32_t list_flags(const struct client_opts *o)
 {
-	struct msg m = { .type = MSG_LIST };
+	return (o->recursive ? PROTO_LIST_RECURSIVE : 0) |
+	       (o->check_level == CHECK_LEVEL_CHECKSUM ? PROTO_LIST_SUMS : 0) |
+	       (o->xattrs ? PROTO_LIST_XATTRS : 0) | (o->acls ? PROTO_LIST_ACLS : 0) |
+	       (o->hardlinks ? PROTO_LIST_HARDLINKS : 0);
+}
+
+/* A daemon that can't answer what these options ask: said, and EXIT_VERSION. */
+static int daemon_too_old(const struct daemon_conn *s)
+{
 	const struct client_opts *o = s->o;
-	int rc;
 
 	/* An older daemon would refuse the sums flag as a malformed LIST. */
 	if (!(s->hello.caps & PROTO_CAP_CHECK)) {
@@ -638,14 +546,38 @@ static int list_remote(struct daemon_conn *s, struct remote_list *rl)
 			  s->rem->host);
 		return EXIT_VERSION;
 	}
-	m.u.list.flags = (o->recursive ? PROTO_LIST_RECURSIVE : 0) |
-			 (o->check_level == CHECK_LEVEL_CHECKSUM ? PROTO_LIST_SUMS : 0);
+	/* ... and would refuse the attribute flags as a malformed LIST. */
+	if ((o->xattrs || o->acls || o->hardlinks) && !(s->hello.caps & PROTO_CAP_LIST_ATTRS)) {
+		log_error("%s: this rdmacpd is too old for check %s (its listings carry no "
+			  "attributes or hard links): upgrade it",
+			  s->rem->host,
+			  o->xattrs ? "-X"
+			  : o->acls ? "-A"
+				    : "-H");
+		return EXIT_VERSION;
+	}
+	return EXIT_OK;
+}
+
+/* The daemon: LIST (with sums at the checksum level, attributes with -X -A -H), its answer. */
+static int list_remote(struct daemon_conn *s, struct remote_list *rl)
+{
+	struct msg m = { .type = MSG_LIST };
+	const struct client_opts *o = s->o;
+	int rc = daemon_too_old(s);
+
+	if (rc != EXIT_OK) {
+		return rc;
+	}
+	m.u.list.flags = list_flags(o);
+	rl->want = (o->xattrs ? PROTO_LATTR_XATTRS : 0) | (o->acls ? PROTO_LATTR_ACLS : 0) |
+		   (o->hardlinks ? PROTO_LATTR_LINKS : 0);
 	snprintf(m.u.list.path, sizeof(m.u.list.path), "%s", s->rem->path);
 	if (chan_send(&s->chan, &m) < 0) {
 		log_error("%s: control channel write failed", s->rem->host);
 		return EXIT_CONNECT;
 	}
-	rc = receive_remote(s, rl);
+	rc = check_receive_remote(s, rl);
 	if (rc == EXIT_OK && o->check_level == CHECK_LEVEL_CHECKSUM) {
 		rc = all_summed(&rl->list, s->rem->host);
 	}
@@ -674,13 +606,34 @@ static int local_top_name(const char *local, const struct remote *rem, char *out
 	return fspath_last_component(trimmed, out, outlen);
 }
 
+/* Both sides listed and sorted: the differences, the summary, the exit code. */
+static int compare_sides(const struct client_opts *o, const struct output *out,
+			 struct local_scan *ls, struct remote_list *rl, bool pull, double t0)
+{
+	struct check_list *src = pull ? &rl->list : &ls->list;
+	struct check_list *dst = pull ? &ls->list : &rl->list;
+	/* The digests both sides made: security.* and trusted.* only where both could. */
+	uint8_t fields = ls->la.fields & rl->fields;
+	struct check_counts c = { .errors = ls->errors + rl->errors };
+
+	if ((fields & PROTO_LATTR_LINKS) && check_links(src, dst) < 0) {
+		log_error("out of memory comparing hard links");
+		return EXIT_LOCAL_IO;
+	}
+	compare(o, fields, out, src, dst, &c);
+	print_summary(o, out, &c, t0);
+	/* A difference found is certain; entries that could not be compared are not. */
+	return c.missing || c.extra || c.differs ? EXIT_DIFFERENT
+	       : c.errors			 ? EXIT_PARTIAL
+						 : EXIT_OK;
+}
+
 int cmd_check(struct client_opts *o, char **args, int nargs)
 {
 	struct remote rem = { 0 };
 	struct daemon_conn s = { .o = o, .rem = &rem };
 	struct remote_list rl = { 0 };
 	struct local_scan ls = { 0 };
-	struct check_counts c = { 0 };
 	struct output out;
 	char top[FSPATH_NAME_MAX + 1];
 	double t0 = now_seconds();
@@ -690,17 +643,15 @@ int cmd_check(struct client_opts *o, char **args, int nargs)
 
 	if (parse_check_args(args, nargs, &rem, &ls.path, &pull) < 0) {
 		log_error(
-		    "usage: rdmacp check [-r] [-p] [--owner] [--level quick|checksum] [--json] "
-		    "SRC HOST:MODULE/PATH (or HOST:MODULE/PATH DEST)");
-		return EXIT_USAGE;
-	}
-	/* Not compared yet: a check that said "identical" would promise what it never looked at. */
-	if (o->xattrs || o->acls) {
-		log_error("check does not compare extended attributes or ACLs yet: "
-			  "leave out -X and -A");
+		    "usage: rdmacp check [-r] [-p] [--owner] [-X] [-A] [-H] "
+		    "[--level quick|checksum] [--json] SRC HOST:MODULE/PATH (or HOST:MODULE/PATH "
+		    "DEST)");
 		return EXIT_USAGE;
 	}
 	r = local_top_name(ls.path, &rem, top, sizeof(top));
+	if (r >= 0) {
+		r = list_attrs_init(list_flags(o), &ls.la);
+	}
 	if (r < 0) {
 		log_error("%s: %s", ls.path, strerror(-r));
 		return EXIT_LOCAL_IO;
@@ -732,17 +683,7 @@ int cmd_check(struct client_opts *o, char **args, int nargs)
 	}
 	if (rc == EXIT_OK) {
 		sort_list(&ls.list, NULL);
-		c.errors = ls.errors + rl.errors;
-		if (pull) {
-			compare(o, &out, &rl.list, &ls.list, &c);
-		} else {
-			compare(o, &out, &ls.list, &rl.list, &c);
-		}
-		print_summary(o, &out, &c, t0);
-		/* A difference found is certain; entries that could not be compared are not. */
-		rc = c.missing || c.extra || c.differs ? EXIT_DIFFERENT
-		     : c.errors			       ? EXIT_PARTIAL
-						       : EXIT_OK;
+		rc = compare_sides(o, &out, &ls, &rl, pull, t0);
 	}
 	check_list_free(&ls.list);
 	check_list_free(&rl.list);

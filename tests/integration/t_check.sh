@@ -13,7 +13,7 @@
 #      way round, missing and extra swap
 #   3b. --owner: the owner and group of a directory, a file and a symlink, each
 #      with both values; with -p also their modes and times (text and --json
-#      values, source first); -X is refused rather than not compared
+#      values, source first); -X, -A and -H are t_check_attrs.sh's
 #   4. without -r only the top level is compared; a file against a file
 #   5. a write-only module refuses check (it would tell what it holds): exit 5
 #   6. a daemon without the check capability (rawserver.py): exit 12; one
@@ -150,9 +150,6 @@ check_eq "owner events" "$(jq_events)" "differs d mtime,mode,owner|differs f gro
 check_eq "owner values (source is the daemon's)" \
 	"$(jq -r 'select(.event == "check") | .values | to_entries[] | "\(.key)=\(.value.source)/\(.value.destination)"' "$T/out" | paste -sd' ')" \
 	"mtime=1577836800.000000000/$dt.$(stat -c %y "$T/own/d" | sed 's/.*\.\([0-9]*\) .*/\1/') mode=0700/0755 owner=1234/0 group=5678/0 mtime=1577836800.000000000/$lt.$(stat -c %y "$T/own/l" | sed 's/.*\.\([0-9]*\) .*/\1/') owner=1234/0 group=5678/0"
-expect_rc 1 "-X is refused, not left out unsaid" \
-	"${CLIENT[@]}" check -r -X "$T/own" "$HOST:data/own"
-grep -q "does not compare extended attributes" "$T/err" && pass "says why" || fail "-X: $(cat "$T/err")"
 
 # ---- 4. without -r; a file against a file ------------------------------------
 expect_rc 15 "without -r: the top level only" \
