@@ -48,6 +48,20 @@ same() {
 # summary KEY: a field of the --json summary in $T/out.
 summary() { jq -r "select(.event == \"summary\") | .$1" "$T/out"; }
 
+# migrate DESC [FINALIZE-ARGS]: plan -a -H -X -A --owner --skip quick in 2 shards (the 4 MiB sparse file
+# split in 1 MiB ranges), run both, finalize, into data/mig; then equal to rsync's.
+migrate() {
+	local i
+	rm -f "$T/plan" "$T/plan".journal.*
+	expect_rc 0 "$1: plan" "${CLIENT[@]}" plan "${A[@]}" --skip quick --shards 2 --split-size 1M \
+		"$T/src/tree" "$HOST:data/mig" -o "$T/plan"
+	for i in 0 1; do
+		expect_rc 0 "$1: run shard $i" "${CLIENT[@]}" -q run "$T/plan" --shard "$i/2"
+	done
+	expect_rc 0 "$1: finalize ${2:-}" "${CLIENT[@]}" finalize ${2:-} "$T/plan"
+	same "$1 (plan, run, finalize)" "$T/mod/mig/tree"
+}
+
 # ---- first copies -----------------------------------------------------------
 rsync -aHAX --numeric-ids "$T/src/tree/" "$T/rs/" || die "rsync"
 mkdir -p "$T/pull"
@@ -55,6 +69,7 @@ expect_rc 0 "push -a -H -X -A --owner" "${CLIENT[@]}" "${A[@]}" "$T/src/tree" "$
 same "push" "$T/mod/tree"
 expect_rc 0 "pull -a -H -X -A --owner" "${CLIENT[@]}" "${A[@]}" "$HOST:src/tree" "$T/pull/"
 same "pull" "$T/pull/tree"
+migrate "first migration"
 
 # ---- an unchanged re-run: nothing sent, nothing listed -----------------------
 expect_rc 0 "unchanged re-run, -v" "${CLIENT[@]}" "${A[@]}" -v --skip quick \
@@ -95,6 +110,8 @@ grep -qx '\.d\.\.\.p\.\.\.\.\. tree/open/' "$T/err" &&
 	pass "-v itemizes as rsync -i: $(grep -E '^\.[dL]' "$T/err" | head -2 | tr '\n' '|')" ||
 	fail "-v itemized lines: $(grep -E '^[.<>c]' "$T/err" | head -8 | tr '\n' '|')"
 
+migrate "migration after chmod, chown, touch"
+
 # ---- every kind of change, with --delete ------------------------------------
 python3 "$FID" change "$T/src/tree" || die "changes"
 rsync -aHAX --numeric-ids --delete "$T/src/tree/" "$T/rs/" || die "rsync"
@@ -104,6 +121,7 @@ same "push after changes" "$T/mod/tree"
 expect_rc 0 "re-run after changes, pull" "${CLIENT[@]}" "${A[@]}" --skip quick --delete \
 	"$HOST:src/tree" "$T/pull/"
 same "pull after changes" "$T/pull/tree"
+migrate "migration after changes" --delete
 
 # ---- a dry run lists what would change only ---------------------------------
 python3 -c 'import os,sys; os.chmod(sys.argv[1], 0o750)' "$T/src/tree/ro" || die "chmod"
