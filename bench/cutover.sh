@@ -79,7 +79,7 @@ truncate -s "$IMG_SIZE" "$R/fs.img" || die "truncate"
 LOOP=$(losetup --direct-io=on -f --show "$R/fs.img") || die "losetup"
 LOOPS+=("$LOOP")
 mkfs.ext4 -q -F "$LOOP" || die "mkfs.ext4"
-mkdir -p "$FS" && mount "$LOOP" "$FS" || die "mount $LOOP"
+{ mkdir -p "$FS" && mount "$LOOP" "$FS"; } || die "mount $LOOP"
 log "ext4 (journal) on $LOOP, direct I/O, $IMG_SIZE, at $FS"
 SRC=$FS/src
 mkdir -p "$FS/rd" "$FS/dst/rs" "$FS/dst/fp" "$R/fptmp" || die "mkdir"
