@@ -288,7 +288,9 @@ log "changed: $NCHANGED files in content ($CHANGED_BYTES bytes), $NCHANGED in me
 # ---------------------------------------------------------------- the cut-over
 log "cut-over: rdmacp"
 warm "$FS/rd"
+n0=$(grep -c ': connected (' "$R/d.log")
 rd_migrate cut
+RD_SESSIONS=$(($(grep -c ': connected (' "$R/d.log") - n0))
 C_RD=$T_ALL C_PLAN=$T_PLAN C_RUN=$T_RUN C_FIN=$T_FIN
 log "cut-over: rsync"
 warm "$FS/dst/rs"
@@ -342,7 +344,7 @@ printf '%-44s %9.2fs %9.2fs %9.2fs\n' "first migration" "$F_RD" "$F_RS" "$F_FP"
 printf '%-44s %9.2fs %9.2fs %9.2fs\n' "cut-over (re-run)" "$C_RD" "$C_RS" "$C_FP"
 printf '%-44s %10s %9.2fx %9.2fx\n' "cut-over: time / rdmacp's (goal >= 2x)" "" "$(r2 "$C_RS" "$C_RD")" "$(r2 "$C_FP" "$C_RD")"
 printf '%-44s %10s %10s %10s\n' "destination = source after the cut-over" "${V[rdmacp]%%:*}" "${V[rsync]%%:*}" "${V[fpsync]%%:*}"
-printf '%s\n' "rdmacp cut-over: plan $(printf %.2f "$C_PLAN") s, $JOBS runs $(printf %.2f "$C_RUN") s, finalize $(printf %.2f "$C_FIN") s; $RD_FILES files sent, $RD_UPD updated, $RD_KEPT split ranges kept"
+printf '%s\n' "rdmacp cut-over: plan $(printf %.2f "$C_PLAN") s, $JOBS runs $(printf %.2f "$C_RUN") s, finalize $(printf %.2f "$C_FIN") s; $RD_SESSIONS daemon sessions; $RD_FILES files sent, $RD_UPD updated, $RD_KEPT split ranges kept"
 printf '%s\n' "rdmacp bytes sent $RD_BYTES / changed bytes $CHANGED_BYTES = $(printf %.3f "$(r2 "$RD_BYTES" "$CHANGED_BYTES")") (goal <= 1.05); rsync: literal data $RS_LIT, total sent $RS_SENT"
 for t in rdmacp rsync fpsync; do
 	[ "${V[$t]}" = equal ] || echo "$t: ${V[$t]}"
