@@ -2030,9 +2030,9 @@ static int handle_assemble(struct conn *c, const struct msg_assemble *a)
 	};
 	struct policy_grant gr;
 	struct msg done = { .type = MSG_ASSEMBLED };
-	char esc[PROTO_MAX_PATH * 4 + 1], why[512];
+	char esc[PROTO_MAX_PATH * 4 + 1], why[512], rel[PROTO_MAX_PATH + 1];
 	_cleanup_close_ int rootfd = -1, destfd = -1;
-	const char *rel;
+	size_t len;
 	uint32_t code;
 	int r;
 
@@ -2059,7 +2059,10 @@ static int handle_assemble(struct conn *c, const struct msg_assemble *a)
 	if (r < 0) {
 		return r;
 	}
-	for (rel = gr.rel; *rel == '/'; rel++) {
+	/* MOD/DIR/ names the directory as MOD/DIR does, as for a push. */
+	snprintf(rel, sizeof(rel), "%s", gr.rel + strspn(gr.rel, "/"));
+	for (len = strlen(rel); len > 0 && rel[len - 1] == '/'; len--) {
+		rel[len - 1] = '\0';
 	}
 	r = fspath_open_dir(rootfd, rel, &destfd);
 	if (r < 0) {
