@@ -213,6 +213,10 @@ uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen
 		return PERR_INTERNAL;
 	}
 	r = dir_get(e, dirpath, &f->dir);
+	/* A probe: a file where a directory goes is one a real run replaces (rx_dir_replace). */
+	if (r == -ENOTDIR && engine_probe(e)) {
+		r = -ENOENT;
+	}
 	if (r < 0) {
 		snprintf(text, textlen, "destination directory: %s", strerror(-r));
 		return errno_to_perr(r);

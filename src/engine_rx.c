@@ -371,7 +371,8 @@ static uint32_t rx_probe_dir(struct engine *e, struct efile *f, char *text, size
 	struct stat st;
 
 	f->items = PROTO_ITEM_NEW;
-	if (r < 0 && r != -ENOENT) {
+	/* Not there, or a file a real run would replace by the directory (rx_dir_replace). */
+	if (r < 0 && r != -ENOENT && r != -ENOTDIR) {
 		snprintf(text, textlen, "directory: %s", strerror(-r));
 		return errno_to_perr(r);
 	}

@@ -116,6 +116,12 @@ migrate "migration after chmod, chown, touch"
 # ---- every kind of change, with --delete ------------------------------------
 python3 "$FID" change "$T/src/tree" || die "changes"
 rsync -aHAX --numeric-ids --delete "$T/src/tree/" "$T/rs/" || die "rsync"
+# A dry run first: a file that became a directory would be replaced, as the run does.
+expect_rc 0 "dry run of the changes" "${CLIENT[@]}" "${A[@]}" -n --skip quick --delete \
+	"$T/src/tree" "$HOST:data/"
+grep -q "^would copy tree/becomesdir/inside " "$T/out" && grep -q "^would delete tree/gone" "$T/out" &&
+	pass "-n: the file that became a directory, and the deletion" ||
+	fail "-n lists: $(head -8 "$T/out" | tr '\n' '|')"
 expect_rc 0 "re-run after changes, push" "${CLIENT[@]}" "${A[@]}" --skip quick --delete \
 	"$T/src/tree" "$HOST:data/"
 same "push after changes" "$T/mod/tree"
