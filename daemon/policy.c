@@ -281,6 +281,7 @@ static void grant_module(const struct module *m, const struct policy_request *rq
 	g->devices = m->devices;
 	g->encryption = m->encryption;
 	g->tos = m->tos;
+	g->conceal = m->write_only;
 	g->meta = (struct meta_policy){
 		/* ASSEMBLE's mode and mtime are the client's, as with -p (it applies its own rule). */
 		.preserve = rq->op == POLICY_ASSEMBLE || (rq->flags & PROTO_OPEN_PRESERVE),

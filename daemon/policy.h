@@ -72,7 +72,12 @@ struct policy_grant {
 	bool devices;		     /* block devices read and written whole */
 	int encryption;		     /* enum module_encryption of the request */
 	int tos;		     /* its lanes' IP TOS byte, -1 none */
-	uint32_t seal_;		     /* set by policy_decide only (policy_grant_valid) */
+	/*
+	 * A 'write only' module: the answers to a push say nothing of what is
+	 * there (no items of what differed, nothing answered kept).
+	 */
+	bool conceal;
+	uint32_t seal_; /* set by policy_decide only (policy_grant_valid) */
 };
 
 /*

@@ -650,6 +650,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o,
 	ep.partial_max_age_s = cfg->partial_max_age_s;
 	/* The module's metadata rule (policy.h): files belong to whoever the session runs as. */
 	ep.keep_setid = gr->meta.keep_setid;
+	ep.conceal = gr->conceal;
 	ep.umask = gr->meta.umask;
 	/* 'devices = yes': an existing block device by its name is written in place. */
 	ep.write_devices = gr->devices;

@@ -293,6 +293,12 @@ struct engine_params {
 	 */
 	uint32_t open_flags;
 	/*
+	 * Receiver in a 'write only' module: its answers show nothing of what
+	 * is there: no items (PROTO_ITEM_*) and no entry answered kept (a
+	 * directory or symlink there already is answered OK, as a new one).
+	 */
+	bool conceal;
+	/*
 	 * Create set-user-ID, set-group-ID and sticky bits as the sender sent
 	 * them (with PRESERVE); false: never, on files and directories alike.
 	 */

@@ -357,11 +357,12 @@ bool rx_symlink_same(struct engine *e, struct efile *f, const char *target, stru
 /*
  * The answer for an entry there already that is kept (a directory, a
  * symlink to the same target): SKIPPED to a sender that knows it
- * (PROTO_CAP_ITEMIZE), else OK, as peers before it were told.
+ * (PROTO_CAP_ITEMIZE), else OK, as peers before it were told; OK in a
+ * 'write only' module too, where no answer shows what is there.
  */
 uint32_t rx_kept_code(const struct engine *e)
 {
-	return (e->p->peer_caps & PROTO_CAP_ITEMIZE) ? PERR_SKIPPED : PERR_OK;
+	return (e->p->peer_caps & PROTO_CAP_ITEMIZE) && !e->p->conceal ? PERR_SKIPPED : PERR_OK;
 }
 
 uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,

@@ -531,7 +531,8 @@ static int rx_send_resume(struct engine *e, const struct efile *f)
 /* What differs, in a FILES_ACK entry: to a peer that knows it, for an entry taken or kept. */
 static uint32_t rx_items_for_peer(const struct engine *e, const struct efile *f, uint32_t code)
 {
-	if (!(e->p->peer_caps & PROTO_CAP_ITEMIZE) || (code != PERR_OK && code != PERR_SKIPPED)) {
+	if (!(e->p->peer_caps & PROTO_CAP_ITEMIZE) || e->p->conceal ||
+	    (code != PERR_OK && code != PERR_SKIPPED)) {
 		return 0;
 	}
 	return f->items & PROTO_ITEMS_KNOWN;

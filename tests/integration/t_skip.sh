@@ -197,6 +197,19 @@ done
 check_eq "write-only module's file untouched" "$(cat "$T/drop/there")" secret
 expect_rc 0 "write-only module, plain push" "${CLIENT[@]}" -q "$T/src/there" "$HOST:drop/"
 check_eq "plain push overwrote it" "$(cat "$T/drop/there")" probe
+# A tree pushed twice with -a: the second push's answers show nothing of what is there
+# (no directory or symlink kept, no "changes": every entry as if new).
+mkdir -p "$T/src/wo/sub"
+echo w >"$T/src/wo/sub/f"
+ln -s sub/f "$T/src/wo/link"
+for pass in 1 2; do
+	expect_rc 0 "write-only module, push -a of a tree ($pass)" \
+		"${CLIENT[@]}" --json -a "$T/src/wo" "$HOST:drop/"
+done
+check_eq "write-only module: the second push's actions" \
+	"$(jq -r 'select(.event == "file") | .action' "$T/out" | sort | uniq -c | tr -s ' ' | tr '\n' '|')" \
+	" 4 copied|"
+check_eq "write-only module: no changes told" "$(jq -r 'select(.changes) | .name' "$T/out")" ""
 
 # ---- 8. an old daemon, and -n -----------------------------------------------
 before=$(find "$T/mod" -printf '%p %s %T@ %m\n' | sort)
