@@ -9,6 +9,7 @@
 #include "meta_policy.h"
 
 #include "engine.h"
+#include "engine_feature.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -121,7 +122,9 @@ enum {
 	UD_PREAD = 5,
 	UD_PWRITE = 6,
 	UD_LINK = 7,
+	UD_KINDS
 };
+_Static_assert(UD_KINDS <= ENGINE_UD_KINDS, "the completion table holds every kind");
 /*
  * Packed slots (PROTO_CAP_PACK, engine_pack.c): a regular file of at most
  * this many bytes, and at most a quarter of the chunk, travels whole in a
@@ -428,6 +431,13 @@ struct engine_role_ops {
 	int (*on_receive)(struct engine *e, const struct xport_wc *wc);
 	/* Once per turn of the loop, before the queues are flushed. */
 	int (*step)(struct engine *e);
+	/*
+	 * Its features' messages are taken now (a receiver takes none after the
+	 * peer's END); NULL: always.
+	 */
+	bool (*takes_messages)(const struct engine *e);
+	/* At teardown: its threads end (before files close); NULL: none. */
+	void (*stop)(struct engine *e);
 };
 
 extern const struct engine_role_ops engine_sender_ops;
@@ -445,6 +455,13 @@ struct engine {
 	bool failed;
 	bool error_sent; /* the peer has been told why (ERROR) */
 	int fail_r;	 /* the -errno of the failure: -EREMOTEIO when the peer sent ERROR */
+
+	/* The core's dispatch tables (engine_feature.h). */
+	struct engine_watch watches[ENGINE_WATCH_MAX];
+	unsigned nwatches;
+	engine_uring_fn uring_fn[ENGINE_UD_KINDS];
+	const struct engine_feature *feat[ENGINE_FEATURES_MAX]; /* the features on */
+	unsigned nfeat;
 
 	struct io_uring ring;
 	bool ring_ok;
@@ -677,6 +694,10 @@ static inline double ts_since(const struct timespec *t0)
 }
 
 /* engine.c */
+/* The peer's END reached the receiver: the features' on_end; 1: work started that ends later. */
+int engine_features_end(struct engine *e);
+/* A feature has work of its own left (engine_feature.busy). */
+bool engine_busy(const struct engine *e);
 int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -794,6 +815,8 @@ int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes)
 int rx_credit(struct engine *e, uint32_t slot);
 int rx_offer_ring(struct engine *e);
 void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t end);
+/* DELTA SAME ranges of a file (the delta feature's row on the receiver). */
+int rx_delta_same(struct engine *e, const struct msg_delta *d);
 
 uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
 
@@ -802,7 +825,10 @@ int rx_maybe_finish(struct engine *e, struct efile *f);
 int rx_resolve(struct engine *e, struct efile *f);
 int rx_sync_step(struct engine *e);
 void rx_sync_thread_stop(struct engine *e);
-void rx_sync_done(struct engine *e);
+/* The sync thread's eventfd is readable (a loop source). */
+int rx_sync_ready(struct engine *e);
+/* Registers the completion handlers of the commit path's io_uring kinds. */
+void rx_commit_handlers(struct engine *e);
 void rx_fsync_done(struct engine *e, struct efile *f, int res);
 void rx_link_done(struct engine *e, struct efile *f, int res);
 int rx_commit_batch(struct engine *e);
@@ -894,7 +920,6 @@ int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], con
 int sums_queue_tree(struct engine *e, struct efile *f, int fd);
 int hashers_start(struct engine *e, unsigned n);
 void hashers_stop(struct engine *e);
-int hashers_fd(const struct engine *e);
 int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,
 		  uint32_t len);
 int on_hashers(struct engine *e);

@@ -328,6 +328,105 @@ void file_release(struct engine *e, struct efile *f)
 	e->files_open--;
 }
 
+/* The loop's own descriptors (control, transport, io_uring), before the sources. */
+#define LOOP_FIXED_FDS 3
+
+int engine_watch_add(struct engine *e, int fd, engine_ready_fn on_ready, unsigned flags)
+{
+	assert(fd >= 0 && on_ready);
+	if (e->nwatches == ENGINE_WATCH_MAX) {
+		return -ENOSPC;
+	}
+	e->watches[e->nwatches++] = (struct engine_watch){ fd, flags, on_ready };
+	return 0;
+}
+
+void engine_watch_del(struct engine *e, int fd)
+{
+	for (unsigned i = 0; i < e->nwatches; i++) {
+		if (e->watches[i].fd == fd) {
+			memmove(&e->watches[i], &e->watches[i + 1],
+				(e->nwatches - i - 1) * sizeof(e->watches[0]));
+			e->nwatches--;
+			return;
+		}
+	}
+}
+
+static const struct engine_watch *engine_watch_find(const struct engine *e, int fd)
+{
+	for (unsigned i = 0; i < e->nwatches; i++) {
+		if (e->watches[i].fd == fd) {
+			return &e->watches[i];
+		}
+	}
+	return NULL;
+}
+
+/* Which features are on for this session: they alone are called from here on. */
+static void features_choose(struct engine *e)
+{
+	for (unsigned i = 0; i < engine_nfeatures; i++) {
+		const struct engine_feature *ft = engine_features[i];
+
+		assert(e->nfeat < ENGINE_FEATURES_MAX);
+		if (!ft->enable || ft->enable(e)) {
+			e->feat[e->nfeat++] = ft;
+		}
+	}
+}
+
+static int features_setup(struct engine *e)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->setup ? e->feat[i]->setup(e) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* The features' steps: before the role's (late: false) or after it. */
+static int features_step(struct engine *e, bool late)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int (*step)(struct engine *) = late ? e->feat[i]->late_step : e->feat[i]->step;
+		int r = step ? step(e) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+int engine_features_end(struct engine *e)
+{
+	int started = 0;
+
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->on_end ? e->feat[i]->on_end(e) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+		started |= r > 0;
+	}
+	return started;
+}
+
+bool engine_busy(const struct engine *e)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->busy && e->feat[i]->busy(e)) {
+			return true;
+		}
+	}
+	return false;
+}
+
 /* A message this role does not take now: the session fails. */
 int msg_unexpected(struct engine *e, const struct msg *m)
 {
@@ -352,11 +451,22 @@ static int on_message(struct engine *e, struct msg *m)
 	case MSG_ERROR:
 		return fail(e, m->u.error.code ? m->u.error.code : PERR_PROTOCOL, -EREMOTEIO,
 			    "peer: %s", m->u.error.text);
-	case MSG_LANE_DOWN:
-		return rails_lane_down_msg(e, &m->u.lane_down);
 	default:
-		return e->role->on_message(e, m);
+		break;
 	}
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		for (const struct engine_msg_row *row = e->feat[i]->msgs; row && row->type; row++) {
+			if (row->type != m->type || !(row->roles & ENGINE_ROLE_BIT(e->p->role))) {
+				continue;
+			}
+			if (!(row->flags & ENGINE_MSG_ANYTIME) && e->role->takes_messages &&
+			    !e->role->takes_messages(e)) {
+				return msg_unexpected(e, m);
+			}
+			return row->handle(e, m);
+		}
+	}
+	return e->role->on_message(e, m);
 }
 
 static int on_control(struct engine *e)
@@ -598,7 +708,7 @@ static int setup(struct engine *e)
 	}
 	/* A probe has no data path: no pool, no lanes, no RING. */
 	if (!x) {
-		return e->role->setup(e);
+		return features_setup(e) < 0 ? e->fail_r : e->role->setup(e);
 	}
 	r = setup_memory(e);
 	if (r < 0) {
@@ -628,7 +738,7 @@ static int setup(struct engine *e)
 		}
 	}
 	e->sealed = p->seal_slots;
-	r = rails_setup(e);
+	r = features_setup(e);
 	return r < 0 ? r : e->role->setup(e);
 }
 
@@ -636,18 +746,18 @@ static void teardown(struct engine *e)
 {
 	struct xport *x = e->p->x;
 
-	/* Its jobs hold file descriptors of their own: stopped first. */
-	sums_stop(e);
-	/* Theirs hold files' hash states and slots: stopped before those go. */
-	hashers_stop(e);
-	free(e->sum_out);
-	/* The sync thread uses directory fds: it finishes before they close. */
-	rx_sync_thread_stop(e);
-	if (e->sync_efd >= 0) {
-		close(e->sync_efd);
+	/*
+	 * Threads first: their jobs hold file descriptors, files' hash states,
+	 * slots and directory fds, all of which go below.
+	 */
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->stop) {
+			e->feat[i]->stop(e);
+		}
 	}
-	free(e->sync_wait);
-	free(e->sync_run);
+	if (e->role->stop) {
+		e->role->stop(e);
+	}
 
 	/*
 	 * Drain what the kernel still owns before files close and buffers go:
@@ -722,24 +832,20 @@ static void teardown(struct engine *e)
 	free(e->inflight.h);
 	free(e->rename_root);
 	free(e->fresh.h);
-	tx_links_free(e);
-	rx_links_free(e);
-	rx_xattr_dirs_reset(e);
-	rx_xattr_kept_free(e);
 	for (size_t i = 0; i < e->ndirs_meta; i++) {
 		free(e->dirs_meta[i].name);
 	}
 	free(e->dirs_meta);
-	rx_delete_free(e);
-	bench_free(e);
-	free(e->sq);
-	free(e->delta_buf);
-	rails_free(e);
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->release) {
+			e->feat[i]->release(e);
+		}
+	}
 }
 
 static bool finished(struct engine *e)
 {
-	return e->got_end && !e->del_active;
+	return e->got_end && !engine_busy(e);
 }
 
 /*
@@ -750,9 +856,15 @@ static bool finished(struct engine *e)
  */
 static uint64_t progress_mark(const struct engine *e)
 {
-	return e->bytes_progress + e->credits + e->st.files_ok + e->st.files_skipped +
-	       e->st.files_updated + e->st.files_planned + e->del_examined + e->del_heard +
-	       e->delta_heard;
+	uint64_t mark = e->bytes_progress + e->credits + e->st.files_ok + e->st.files_skipped +
+			e->st.files_updated + e->st.files_planned;
+
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->progress) {
+			mark += e->feat[i]->progress(e);
+		}
+	}
+	return mark;
 }
 
 /* Our own disk work in flight (reads, writes, fsyncs): waiting on it is not idling. */
@@ -772,12 +884,12 @@ static int loop_work(struct engine *e)
 		e->error_sent = true;
 		return fail(e, PERR_SHUTDOWN, -EINTR, "interrupted");
 	}
-	r = rails_step(e);
+	r = features_step(e, false);
 	if (r >= 0) {
 		r = e->role->step(e);
 	}
 	if (r >= 0) {
-		r = rails_test_kill(e);
+		r = features_step(e, true);
 	}
 	if (r >= 0) {
 		r = batch_flush(e);
@@ -799,7 +911,7 @@ static int loop_work(struct engine *e)
  * After the wait: what the sources have for us. A completion handler that
  * returns nothing (a write, an fsync) records its failure in e: that counts too.
  */
-static int loop_dispatch(struct engine *e, const struct pollfd pfd[6])
+static int loop_dispatch(struct engine *e, const struct pollfd *pfd, unsigned nfds)
 {
 	int r = 0;
 
@@ -807,14 +919,13 @@ static int loop_dispatch(struct engine *e, const struct pollfd pfd[6])
 	if ((pfd[2].revents & POLLIN) || uring_ready(e)) {
 		r = on_uring(e);
 	}
-	if (r >= 0 && !e->failed && (pfd[4].revents & POLLIN)) {
-		r = on_sums(e);
-	}
-	if (r >= 0 && !e->failed && (pfd[5].revents & POLLIN)) {
-		r = on_hashers(e);
-	}
-	if (r >= 0 && (pfd[3].revents & POLLIN)) {
-		rx_sync_done(e);
+	for (unsigned i = LOOP_FIXED_FDS; i < nfds && r >= 0; i++) {
+		const struct engine_watch *s = engine_watch_find(e, pfd[i].fd);
+
+		if (s && (pfd[i].revents & POLLIN) &&
+		    (!e->failed || (s->flags & ENGINE_WATCH_ALWAYS))) {
+			r = s->on_ready(e);
+		}
 	}
 	if (r >= 0 && !e->failed &&
 	    ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) || chan_readable_now(e->p->chan))) {
@@ -912,34 +1023,37 @@ static int loop(struct engine *e)
 	ts_now(&e->last_activity);
 	e->last_ping = e->last_activity;
 	while (!e->failed) {
-		struct pollfd pfd[6] = {
+		struct pollfd pfd[LOOP_FIXED_FDS + ENGINE_WATCH_MAX] = {
 			{ .fd = tls_fd(p->chan->tls), .events = POLLIN },
 			{ .fd = x ? x->ops->event_fd(x) : -1,
 			  .events = POLLIN }, /* none: a probe */
 			{ .fd = e->uring_efd, .events = POLLIN },
-			{ .fd = e->sync_efd, .events = POLLIN },
-			{ .fd = e->sum_efd, .events = POLLIN }, /* -1 (ignored) until needed */
-			{ .fd = hashers_fd(e), .events = POLLIN },
 		};
 		uint64_t before = e->bytes_progress, mark = progress_mark(e);
+		unsigned nfds;
 		int r, wait_ms;
 
 		r = loop_work(e);
 		if (r != 0) {
 			return r < 0 ? r : 0;
 		}
+		/* The sources as they are now: a worker may have started in the step. */
+		for (nfds = LOOP_FIXED_FDS; nfds < LOOP_FIXED_FDS + e->nwatches; nfds++) {
+			pfd[nfds].fd = e->watches[nfds - LOOP_FIXED_FDS].fd;
+			pfd[nfds].events = POLLIN;
+		}
 		/* Work that is ours to do (a --delete pass) goes on without sleeping. */
-		wait_ms = chan_readable_now(p->chan) || p->busy_poll || e->del_active || e->again ||
-				  uring_ready(e)
+		wait_ms = chan_readable_now(p->chan) || p->busy_poll || engine_busy(e) ||
+				  e->again || uring_ready(e)
 			      ? 0
 			      : 1000;
 		if (wait_ms && p->bwlimit) {
 			wait_ms = 10;
 		}
-		if (poll(pfd, 6, wait_ms) < 0 && errno != EINTR) {
+		if (poll(pfd, nfds, wait_ms) < 0 && errno != EINTR) {
 			return fail(e, PERR_INTERNAL, negerrno(), "poll: %s", strerror(errno));
 		}
-		r = loop_dispatch(e, pfd);
+		r = loop_dispatch(e, pfd, nfds);
 		if (r >= 0) {
 			r = loop_idle(e, mark, before, idle_ms);
 		}
@@ -1001,11 +1115,6 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	/* Our own caps too: a test plays a peer from before ZEROS (RDMACP_TEST_CAPS_OFF). */
 	e->zeros =
 	    p->x && (p->peer_caps & PROTO_CAP_ZEROS) && (hello_local_caps() & PROTO_CAP_ZEROS);
-	e->delta = p->x && (p->open_flags & PROTO_OPEN_DELTA) && (p->peer_caps & PROTO_CAP_DELTA) &&
-		   (hello_local_caps() & PROTO_CAP_DELTA);
-	e->delta_tree = e->delta && (p->peer_caps & PROTO_CAP_DELTA_TREE) &&
-			(hello_local_caps() & PROTO_CAP_DELTA_TREE);
-	e->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
 	if (p->peer_caps & PROTO_CAP_WIDER_WINDOW) {
 		e->files_window = PROTO_FILES_WIDER;
 		e->files_span = PROTO_SPAN_WIDER;
@@ -1016,14 +1125,11 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 		e->files_window = PROTO_FILES_NARROW;
 		e->files_span = PROTO_SPAN_NARROW;
 	}
-	/* A lost lane's slots go on the others: files only (a bench fails as before). */
-	e->rails = p->x && (p->role == ENGINE_SENDER || p->role == ENGINE_RECEIVER) &&
-		   (p->peer_caps & PROTO_CAP_RAILS) && (hello_local_caps() & PROTO_CAP_RAILS);
 	/* The receiver's own knowledge only: a pull's is the client's option, a push's the OPEN. */
 	e->assume_zero = p->role == ENGINE_RECEIVER && (p->open_flags & PROTO_OPEN_ASSUME_ZERO) &&
 			 (hello_local_caps() & PROTO_CAP_ASSUME_ZERO);
-	e->pack_ci = -1;
 	err[0] = '\0';
+	features_choose(e);
 
 	r = setup(e);
 	if (r >= 0) {

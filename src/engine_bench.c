@@ -517,3 +517,15 @@ const struct engine_role_ops engine_bench_receiver_ops = {
 	.on_receive = brx_on_receive,
 	.step = brx_step,
 };
+
+/* rdmacp bench: its state is the bench roles' (engine_bench_*_ops). */
+static bool bench_enable(struct engine *e)
+{
+	return e->p->role == ENGINE_BENCH_SENDER || e->p->role == ENGINE_BENCH_RECEIVER;
+}
+
+const struct engine_feature engine_feature_bench = {
+	.name = "bench",
+	.enable = bench_enable,
+	.release = bench_free,
+};

@@ -304,7 +304,7 @@ int rx_sync_step(struct engine *e)
 }
 
 /* The batch's syncfs finished: each of its files goes on as if fsynced alone. */
-void rx_sync_done(struct engine *e)
+static void rx_sync_done(struct engine *e)
 {
 	uint64_t v;
 
@@ -489,4 +489,29 @@ void rx_discard(struct engine *e, struct efile *f)
 	if (f->tmpname && f->tmpname[0] != '\0' && f->dir >= 0 && !f->partial) {
 		fspath_discard(e->dirs[f->dir].fd, f->tmpname);
 	}
+}
+
+/* The sync thread's eventfd (a source of the loop): its batch is done. */
+int rx_sync_ready(struct engine *e)
+{
+	rx_sync_done(e);
+	return 0;
+}
+
+static void rx_fsync_cqe(struct engine *e, uint32_t idx, int res)
+{
+	rx_fsync_done(e, &e->files[idx], res);
+}
+
+static void rx_link_cqe(struct engine *e, uint32_t idx, int res)
+{
+	rx_link_done(e, &e->files[idx], res);
+}
+
+/* The completions of what the commit path submits: fsyncs, directory fsyncs, links. */
+void rx_commit_handlers(struct engine *e)
+{
+	engine_uring_handle(e, UD_FSYNC, rx_fsync_cqe);
+	engine_uring_handle(e, UD_DIRSYNC, rx_dirsync_done);
+	engine_uring_handle(e, UD_LINK, rx_link_cqe);
 }

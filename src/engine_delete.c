@@ -572,3 +572,63 @@ int tx_deleted(struct engine *e, const struct msg_deleted *md)
 	}
 	return 0;
 }
+
+/*
+ * The feature: a receiver's pass after the sender's END (PROTO_OPEN_DELETE),
+ * and a sender's hearing of it.
+ */
+static bool delete_enable(struct engine *e)
+{
+	return e->p->role == ENGINE_SENDER || e->p->role == ENGINE_RECEIVER;
+}
+
+/* A share of the pass each turn; when it ends, the directories' times are set (rx_finish_dirs). */
+static int delete_step(struct engine *e)
+{
+	int r;
+
+	if (!e->del_active) {
+		return 0;
+	}
+	r = rx_delete_step(e);
+	if (r >= 0 && !e->del_active) {
+		rx_finish_dirs(e);
+	}
+	return r;
+}
+
+static bool delete_busy(const struct engine *e)
+{
+	return e->del_active;
+}
+
+/* What the pass examined (receiver) or heard of it (sender) is progress. */
+static uint64_t delete_progress(const struct engine *e)
+{
+	return e->del_examined + e->del_heard;
+}
+
+/* Between our END and the receiver's, from a peer that can. */
+static int delete_on_deleted(struct engine *e, struct msg *m)
+{
+	if (e->sent_end && !e->got_end && (e->p->peer_caps & PROTO_CAP_DELETE)) {
+		return tx_deleted(e, &m->u.deleted);
+	}
+	return msg_unexpected(e, m);
+}
+
+static const struct engine_msg_row delete_msgs[] = {
+	{ MSG_DELETED, ENGINE_ROLE_BIT(ENGINE_SENDER), 0, delete_on_deleted },
+	{ 0 },
+};
+
+const struct engine_feature engine_feature_delete = {
+	.name = "delete",
+	.enable = delete_enable,
+	.step = delete_step,
+	.on_end = rx_delete_start,
+	.busy = delete_busy,
+	.progress = delete_progress,
+	.release = rx_delete_free,
+	.msgs = delete_msgs,
+};

@@ -13,6 +13,8 @@
  */
 #include "engine-internal.h"
 
+#include "hello.h"
+
 #include "proto/wire.h"
 
 #define DELTA_BUF ((size_t)4 << 20)
@@ -733,3 +735,51 @@ int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 	q->r[q->count++] = (struct proto_range){ .offset = off, .len = len };
 	return 0;
 }
+
+/* --delta asked for, and both ends know DELTA (and its TREE). */
+static bool delta_enable(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+
+	e->delta = p->x && (p->open_flags & PROTO_OPEN_DELTA) && (p->peer_caps & PROTO_CAP_DELTA) &&
+		   (hello_local_caps() & PROTO_CAP_DELTA);
+	e->delta_tree = e->delta && (p->peer_caps & PROTO_CAP_DELTA_TREE) &&
+			(hello_local_caps() & PROTO_CAP_DELTA_TREE);
+	return true; /* a DELTA from a peer in a session without it is refused here */
+}
+
+/* SUMS sent or received: a long digest pass is progress. */
+static uint64_t delta_progress(const struct engine *e)
+{
+	return e->delta_heard;
+}
+
+static int delta_on_sums(struct engine *e, struct msg *m)
+{
+	return tx_delta_sums(e, &m->u.delta);
+}
+
+static int delta_on_same(struct engine *e, struct msg *m)
+{
+	return rx_delta_same(e, &m->u.delta);
+}
+
+static void delta_release(struct engine *e)
+{
+	free(e->sq);
+	free(e->delta_buf);
+}
+
+static const struct engine_msg_row delta_msgs[] = {
+	{ MSG_DELTA, ENGINE_ROLE_BIT(ENGINE_SENDER), 0, delta_on_sums },
+	{ MSG_DELTA, ENGINE_ROLE_BIT(ENGINE_RECEIVER), 0, delta_on_same },
+	{ 0 },
+};
+
+const struct engine_feature engine_feature_delta = {
+	.name = "delta",
+	.enable = delta_enable,
+	.progress = delta_progress,
+	.release = delta_release,
+	.msgs = delta_msgs,
+};

@@ -155,6 +155,10 @@ int hashers_start(struct engine *e, unsigned n)
 		}
 		hs->t[i].started = true;
 	}
+	if (engine_watch_add(e, hs->efd, on_hashers, 0) < 0) {
+		hashers_free(hs);
+		return fail(e, PERR_INTERNAL, -ENOSPC, "too many event sources");
+	}
 	e->hashers = hs;
 	return 0;
 }
@@ -178,15 +182,17 @@ unsigned engine_hash_threads(int setting, bool verbs)
 void hashers_stop(struct engine *e)
 {
 	if (e->hashers) {
+		engine_watch_del(e, e->hashers->efd);
 		hashers_free(e->hashers);
 		e->hashers = NULL;
 	}
 }
 
-int hashers_fd(const struct engine *e)
-{
-	return e->hashers ? e->hashers->efd : -1;
-}
+/* Its jobs hold files' hash states and slots: stopped before those go. */
+const struct engine_feature engine_feature_hashers = {
+	.name = "hashers",
+	.stop = hashers_stop,
+};
 
 /* Slot or chunk `slot`, next in f's order, into f's hash on f's thread. */
 int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,

@@ -369,3 +369,21 @@ int rx_links_step(struct engine *e)
 	}
 	return 0;
 }
+
+/* -H: the sender's first names by inode, the receiver's links waiting for their targets. */
+static int links_step(struct engine *e)
+{
+	return e->p->role == ENGINE_RECEIVER ? rx_links_step(e) : 0;
+}
+
+static void links_release(struct engine *e)
+{
+	tx_links_free(e);
+	rx_links_free(e);
+}
+
+const struct engine_feature engine_feature_links = {
+	.name = "links",
+	.step = links_step,
+	.release = links_release,
+};

@@ -12,6 +12,8 @@
  */
 #include "engine-internal.h"
 
+#include "hello.h"
+
 /* The largest file that may travel packed with this chunk size. */
 uint64_t pack_file_max(const struct engine *e)
 {
@@ -342,3 +344,30 @@ void rx_pwrite_done(struct engine *e, uint32_t fidx, int res)
 	}
 	rx_maybe_finish(e, f);
 }
+
+/* Both ends know packed slots. */
+static bool pack_enable(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+
+	e->pack_ci = -1;
+	e->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
+	return e->pack;
+}
+
+/* A pack's files are read (sender) and written (receiver) one io_uring operation each. */
+static int pack_setup(struct engine *e)
+{
+	if (e->p->role == ENGINE_SENDER) {
+		engine_uring_handle(e, UD_PREAD, tx_pread_done);
+	} else if (e->p->role == ENGINE_RECEIVER) {
+		engine_uring_handle(e, UD_PWRITE, rx_pwrite_done);
+	}
+	return 0;
+}
+
+const struct engine_feature engine_feature_pack = {
+	.name = "pack",
+	.enable = pack_enable,
+	.setup = pack_setup,
+};

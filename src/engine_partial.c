@@ -580,3 +580,30 @@ int engine_partial_sweep(int parent, uint64_t max_age_s)
 	unlinkat(parent, ENGINE_PARTIAL_DIR, AT_REMOVEDIR);
 	return removed;
 }
+
+/* --partial on a receiver, with a peer that knows RESUME. */
+static bool partial_enable(struct engine *e)
+{
+	return e->p->role == ENGINE_RECEIVER && (e->p->open_flags & PROTO_OPEN_PARTIAL) &&
+	       (e->p->peer_caps & PROTO_CAP_PARTIAL);
+}
+
+/* What is on disk is journaled each turn, so a cut loses little. */
+static int partial_step(struct engine *e)
+{
+	for (uint32_t i = 0; i < e->files_hw; i++) {
+		struct efile *f = &e->files[i];
+
+		if (f->used && f->jn > 0 && rx_partial_flush(f) < 0) {
+			close(f->jfd);
+			f->jfd = -1;
+		}
+	}
+	return 0;
+}
+
+const struct engine_feature engine_feature_partial = {
+	.name = "partial",
+	.enable = partial_enable,
+	.step = partial_step,
+};

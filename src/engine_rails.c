@@ -22,6 +22,8 @@
  */
 #include "engine-internal.h"
 
+#include "hello.h"
+
 int rails_setup(struct engine *e)
 {
 	const struct engine_params *p = e->p;
@@ -314,3 +316,38 @@ int rails_step(struct engine *e)
 	}
 	return r < 0 ? r : 0;
 }
+
+/* A lost lane's slots go on the others: files only (a bench fails as before). */
+static bool rails_enable(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+
+	e->rails = p->x && (p->role == ENGINE_SENDER || p->role == ENGINE_RECEIVER) &&
+		   (p->peer_caps & PROTO_CAP_RAILS) && (hello_local_caps() & PROTO_CAP_RAILS);
+	return true; /* the lanes' own bookkeeping, and a test's lane kills, are here too */
+}
+
+static int rails_feature_setup(struct engine *e)
+{
+	return e->p->x ? rails_setup(e) : 0; /* a probe has no lanes */
+}
+
+static int rails_on_lane_down(struct engine *e, struct msg *m)
+{
+	return rails_lane_down_msg(e, &m->u.lane_down);
+}
+
+static const struct engine_msg_row rails_msgs[] = {
+	{ MSG_LANE_DOWN, ENGINE_ROLES_ALL, ENGINE_MSG_ANYTIME, rails_on_lane_down },
+	{ 0 },
+};
+
+const struct engine_feature engine_feature_rails = {
+	.name = "rails",
+	.enable = rails_enable,
+	.setup = rails_feature_setup,
+	.step = rails_step,
+	.late_step = rails_test_kill,
+	.release = rails_free,
+	.msgs = rails_msgs,
+};

@@ -900,7 +900,7 @@ static int rx_zeros(struct engine *e, const struct msg_resume *z)
 }
 
 /* DELTA SAME: only in a --delta session, for a file whose old copy we hashed, before FILE_DONE. */
-static int rx_delta_same(struct engine *e, const struct msg_delta *d)
+int rx_delta_same(struct engine *e, const struct msg_delta *d)
 {
 	struct efile *f = file_by_id(e, d->id);
 	int r;
@@ -1346,9 +1346,12 @@ static int rx_setup(struct engine *e)
 	e->sync_wait = calloc(FILE_TABLE, sizeof(*e->sync_wait));
 	e->sync_run = calloc(FILE_TABLE, sizeof(*e->sync_run));
 	e->sync_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!e->rslots || !e->commit_batch || !e->sync_wait || !e->sync_run || e->sync_efd < 0) {
+	if (!e->rslots || !e->commit_batch || !e->sync_wait || !e->sync_run || e->sync_efd < 0 ||
+	    engine_watch_add(e, e->sync_efd, rx_sync_ready, ENGINE_WATCH_ALWAYS) < 0) {
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
+	engine_uring_handle(e, UD_WRITE, rx_write_done);
+	rx_commit_handlers(e);
 	if (engine_probe(e)) {
 		return 0; /* no data path: no RING */
 	}
@@ -1391,22 +1394,17 @@ static int rx_on_message(struct engine *e, struct msg *m)
 		return rx_file_done(e, &m->u.file_done);
 	case MSG_ENTRY_FAILED:
 		return rx_entry_failed(e, &m->u.entry_failed);
-	case MSG_XATTRS:
-		/* A probe reads no source: nothing to carry attributes for. */
-		return engine_probe(e) ? msg_unexpected(e, m) : rx_xattrs(e, &m->u.xattrs);
 	case MSG_SUMS:
 		return rx_sums(e, &m->u.sums);
 	case MSG_ZEROS:
 		return rx_zeros(e, &m->u.zeros);
-	case MSG_DELTA:
-		return rx_delta_same(e, &m->u.delta);
 	case MSG_END:
 		if (e->files_open != 0) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");
 		}
 		e->got_end = true;
-		/* --delete runs first: removing entries changes their directories' times. */
-		r = rx_delete_start(e);
+		/* A pass of a feature (--delete) runs first: it changes directories' times. */
+		r = engine_features_end(e);
 		if (r == 0) {
 			rx_finish_dirs(e);
 		}
@@ -1433,32 +1431,13 @@ static int rx_step(struct engine *e)
 {
 	int r = rx_sync_step(e);
 
-	/* --partial: what is on disk is journaled each turn, so a cut loses little. */
-	for (uint32_t i = 0; rx_partial_on(e) && i < e->files_hw; i++) {
-		struct efile *f = &e->files[i];
-
-		if (f->used && f->jn > 0 && rx_partial_flush(f) < 0) {
-			close(f->jfd);
-			f->jfd = -1;
-		}
-	}
-
 	if (r >= 0) {
 		r = rx_credit_flush(e);
 	}
 	if (r >= 0) {
-		r = rx_links_step(e);
-	}
-	if (r >= 0) {
 		r = rx_commit_batch(e);
 	}
-	if (r >= 0 && e->del_active) {
-		r = rx_delete_step(e);
-		if (r >= 0 && !e->del_active) {
-			rx_finish_dirs(e);
-		}
-	}
-	if (r >= 0 && e->got_end && !e->del_active) {
+	if (r >= 0 && e->got_end && !engine_busy(e)) {
 		struct msg m = { .type = MSG_END };
 
 		/* Metadata brought in line on kept entries is durable before the end is told. */
@@ -1479,6 +1458,26 @@ static int rx_step(struct engine *e)
 	return r;
 }
 
+/* Nothing after the peer's END but what every role takes (PING, a lane lost). */
+static bool rx_takes_messages(const struct engine *e)
+{
+	return !e->got_end;
+}
+
+/* The sync thread uses directory fds: it finishes before they close. */
+static void rx_stop(struct engine *e)
+{
+	rx_sync_thread_stop(e);
+	if (e->sync_efd >= 0) {
+		engine_watch_del(e, e->sync_efd);
+		close(e->sync_efd);
+		e->sync_efd = -1;
+	}
+	free(e->sync_wait);
+	free(e->sync_run);
+	e->sync_wait = e->sync_run = NULL;
+}
+
 const struct engine_role_ops engine_receiver_ops = {
 	.data_chunks = rx_data_chunks,
 	.peer_writes = true,
@@ -1486,4 +1485,6 @@ const struct engine_role_ops engine_receiver_ops = {
 	.on_message = rx_on_message,
 	.on_receive = rx_on_receive,
 	.step = rx_step,
+	.takes_messages = rx_takes_messages,
+	.stop = rx_stop,
 };

@@ -101,7 +101,9 @@ static int sums_start(struct engine *e)
 	}
 	pthread_mutex_init(&e->sum_lock, NULL);
 	pthread_cond_init(&e->sum_cond, NULL);
-	if (pthread_create(&e->sum_thread, NULL, sum_thread_main, e) != 0) {
+	if (engine_watch_add(e, e->sum_efd, on_sums, 0) < 0 ||
+	    pthread_create(&e->sum_thread, NULL, sum_thread_main, e) != 0) {
+		engine_watch_del(e, e->sum_efd);
 		pthread_mutex_destroy(&e->sum_lock);
 		pthread_cond_destroy(&e->sum_cond);
 		return fail(e, PERR_INTERNAL, -EAGAIN, "cannot start the hashing thread");
@@ -268,6 +270,20 @@ void sums_stop(struct engine *e)
 	e->sum_todo = e->sum_done = NULL;
 	pthread_mutex_destroy(&e->sum_lock);
 	pthread_cond_destroy(&e->sum_cond);
+	engine_watch_del(e, e->sum_efd);
 	close(e->sum_efd);
 	e->sum_efd = -1;
 }
+
+/* Its jobs hold file descriptors of their own: stopped before the files close. */
+static void sums_feature_stop(struct engine *e)
+{
+	sums_stop(e);
+	free(e->sum_out);
+	e->sum_out = NULL;
+}
+
+const struct engine_feature engine_feature_sums = {
+	.name = "sums",
+	.stop = sums_feature_stop,
+};

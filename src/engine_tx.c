@@ -1314,6 +1314,7 @@ static uint32_t tx_data_chunks(const struct engine_params *p)
 /* The pool's chunk states and the receiver's free slots, then its RING. */
 static int tx_setup(struct engine *e)
 {
+	engine_uring_handle(e, UD_READ, tx_read_done);
 	if (engine_probe(e)) {
 		return 0; /* no pool, no RING */
 	}
@@ -1343,16 +1344,8 @@ static int tx_on_message(struct engine *e, struct msg *m)
 		return tx_files_ack(e, &m->u.files_ack);
 	case MSG_FILE_RESULT:
 		return tx_file_result(e, &m->u.file_result);
-	case MSG_DELETED:
-		/* The receiver's --delete pass: after our END, before its own, from a peer that can. */
-		if (e->sent_end && !e->got_end && (e->p->peer_caps & PROTO_CAP_DELETE)) {
-			return tx_deleted(e, &m->u.deleted);
-		}
-		break;
 	case MSG_RESUME:
 		return tx_resume(e, &m->u.resume);
-	case MSG_DELTA:
-		return tx_delta_sums(e, &m->u.delta);
 	default:
 		break;
 	}

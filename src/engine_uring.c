@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The engine's io_uring plumbing: SQEs, submission, and the completions
- * handed to the sender (reads) and the receiver (writes, fsyncs).
+ * The engine's io_uring plumbing: SQEs, submission, and the completions,
+ * each handed to the handler its kind's submitter registered
+ * (engine_uring_handle): the core names none of them.
  */
 #include "engine-internal.h"
 
@@ -38,6 +39,12 @@ int uring_flush(struct engine *e)
 	return 0;
 }
 
+void engine_uring_handle(struct engine *e, unsigned kind, engine_uring_fn fn)
+{
+	assert(kind < ENGINE_UD_KINDS && (!e->uring_fn[kind] || e->uring_fn[kind] == fn));
+	e->uring_fn[kind] = fn;
+}
+
 /* Completions to reap without waiting: in the ring, or held by the kernel past a full one. */
 bool uring_ready(struct engine *e)
 {
@@ -57,30 +64,9 @@ static unsigned uring_reap(struct engine *e)
 
 		n++;
 		e->uring_inflight--;
-		switch (UD_KIND(ud)) {
-		case UD_READ:
-			tx_read_done(e, UD_IDX(ud), res);
-			break;
-		case UD_WRITE:
-			rx_write_done(e, UD_IDX(ud), res);
-			break;
-		case UD_PREAD:
-			tx_pread_done(e, UD_IDX(ud), res);
-			break;
-		case UD_PWRITE:
-			rx_pwrite_done(e, UD_IDX(ud), res);
-			break;
-		case UD_FSYNC:
-			rx_fsync_done(e, &e->files[UD_IDX(ud)], res);
-			break;
-		case UD_DIRSYNC:
-			rx_dirsync_done(e, UD_IDX(ud), res);
-			break;
-		case UD_LINK:
-			rx_link_done(e, &e->files[UD_IDX(ud)], res);
-			break;
-		default:
-			break;
+		/* A kind nobody registered is nobody's: dropped. */
+		if (UD_KIND(ud) < ENGINE_UD_KINDS && e->uring_fn[UD_KIND(ud)]) {
+			e->uring_fn[UD_KIND(ud)](e, UD_IDX(ud), res);
 		}
 	}
 	io_uring_cq_advance(&e->ring, n);

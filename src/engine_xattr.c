@@ -549,3 +549,26 @@ int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 	}
 	return 0;
 }
+
+/* -X/-A: a receiver takes XATTRS (a probe reads no source: nothing to carry them for). */
+static int xattrs_on_xattrs(struct engine *e, struct msg *m)
+{
+	return engine_probe(e) ? msg_unexpected(e, m) : rx_xattrs(e, &m->u.xattrs);
+}
+
+static void xattrs_release(struct engine *e)
+{
+	rx_xattr_dirs_reset(e);
+	rx_xattr_kept_free(e);
+}
+
+static const struct engine_msg_row xattrs_msgs[] = {
+	{ MSG_XATTRS, ENGINE_ROLE_BIT(ENGINE_RECEIVER), 0, xattrs_on_xattrs },
+	{ 0 },
+};
+
+const struct engine_feature engine_feature_xattrs = {
+	.name = "xattrs",
+	.release = xattrs_release,
+	.msgs = xattrs_msgs,
+};

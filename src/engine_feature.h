@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the engine's core offers the parts above it, and how a feature plugs
+ * in (engine_features.c holds the list). The core (the loop, io_uring, the
+ * file table, lanes, failure reporting) names no role and no feature: it
+ * polls the descriptors registered with it, dispatches io_uring completions
+ * through the handlers registered for their kind, and calls each feature
+ * that is on at the points below.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct engine;
+struct msg;
+
+/*
+ * A descriptor the loop watches for whoever registered it (sd-event's I/O
+ * source): on_ready runs when it is readable. Sources are looked at in the
+ * order they were added, after io_uring's and before the control channel.
+ * ENGINE_WATCH_ALWAYS: it runs even once the session has failed (it reaps
+ * a thread's answer that teardown would otherwise wait for).
+ */
+#define ENGINE_WATCH_MAX    8
+#define ENGINE_WATCH_ALWAYS 1u
+
+typedef int (*engine_ready_fn)(struct engine *e);
+
+struct engine_watch {
+	int fd;
+	unsigned flags;
+	engine_ready_fn on_ready;
+};
+
+/* Adds fd (>= 0) to what the loop polls; -ENOSPC: the table is full. */
+int engine_watch_add(struct engine *e, int fd, engine_ready_fn on_ready, unsigned flags);
+/* Takes fd off the table (before it is closed); nothing when it is not there. */
+void engine_watch_del(struct engine *e, int fd);
+
+/*
+ * io_uring completions by kind (UD_KIND of the user data): the part that
+ * submits a kind registers what handles its completions, once, at set-up.
+ * idx is UD_IDX of the user data; res the completion's result.
+ */
+#define ENGINE_UD_KINDS 16
+typedef void (*engine_uring_fn)(struct engine *e, uint32_t idx, int res);
+void engine_uring_handle(struct engine *e, unsigned kind, engine_uring_fn fn);
+
+/* Role bits of a feature or a message row: 1u << enum engine_role. */
+#define ENGINE_ROLE_BIT(r) (1u << (r))
+#define ENGINE_ROLES_ALL                                                     \
+	(ENGINE_ROLE_BIT(ENGINE_SENDER) | ENGINE_ROLE_BIT(ENGINE_RECEIVER) | \
+	 ENGINE_ROLE_BIT(ENGINE_BENCH_SENDER) | ENGINE_ROLE_BIT(ENGINE_BENCH_RECEIVER))
+
+/*
+ * A control message a feature takes: its type, the roles that take it, and
+ * its handler. ENGINE_MSG_ANYTIME: taken even when the role takes no more
+ * messages (a receiver after the peer's END).
+ */
+#define ENGINE_MSG_ANYTIME 1u
+
+struct engine_msg_row {
+	uint8_t type;
+	uint8_t roles;
+	uint8_t flags;
+	int (*handle)(struct engine *e, struct msg *m);
+};
+
+/*
+ * A feature: an option or a capability with state of its own. Every member
+ * but name may be NULL. The core calls the features that are on, in the
+ * order of the list, at these points:
+ *   enable     before set-up: is it on for this session (the options, the
+ *              peer's capabilities, the role)? It may record its own flags.
+ *   setup      after the common set-up (pool, lanes), before the role's.
+ *   step       each turn of the loop, before the role's step; late_step
+ *              after it.
+ *   on_end     the peer's END reached the receiver: > 0, work started that
+ *              ends later (the role waits for it: see engine_busy).
+ *   busy       work of its own still to do: the session does not end, and
+ *              the loop does not sleep.
+ *   progress   what it has done that counts as progress (the idle timeout).
+ *   stop       at teardown, first: its threads end, their jobs dropped.
+ *   release    at teardown, last: its session state freed.
+ * msgs: the control messages it takes, ended by a row of type 0.
+ */
+struct engine_feature {
+	const char *name;
+	bool (*enable)(struct engine *e);
+	int (*setup)(struct engine *e);
+	int (*step)(struct engine *e);
+	int (*late_step)(struct engine *e);
+	int (*on_end)(struct engine *e);
+	bool (*busy)(const struct engine *e);
+	uint64_t (*progress)(const struct engine *e);
+	void (*stop)(struct engine *e);
+	void (*release)(struct engine *e);
+	const struct engine_msg_row *msgs;
+};
+
+/* engine_features.c: the features, in the order the core calls them. */
+extern const struct engine_feature *const engine_features[];
+extern const unsigned engine_nfeatures;
+#define ENGINE_FEATURES_MAX 16
