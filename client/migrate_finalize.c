@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmacp finalize PLAN [--delete] (migrate.h): every entry's outcome
+ * checked in the merged journals (split files changed meanwhile marked to
+ * send again), the journals' word proven at the destination
+ * (migrate_verify.c), the split files assembled (migrate_assemble.c), then
+ * the directories and symlinks made again, or with --delete the tree pushed
+ * again with the daemon mirroring; in finalize's own journal.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "client.h"
+#include "exitcodes.h"
+#include "log.h"
+#include "macro.h"
+#include "migrate.h"
+#include "plan.h"
+
+/*
+ * finalize: the directories and symlinks again. No journal's word is taken
+ * for them (they cost no data to make again), and with -p the directories
+ * get their modes and times now their contents are in.
+ */
+static int dirs_entry(void *ud, const struct plan_entry *e)
+{
+	struct runner *ru = ud;
+
+	if ((e->ftype == PROTO_FT_DIR || e->ftype == PROTO_FT_SYMLINK) && !ru->stop) {
+		batch_add(&ru->list, e->name);
+		if (ru->list.n >= RUN_BATCH) {
+			run_result(ru, run_push(ru, &ru->list));
+		}
+	}
+	return 0;
+}
+
+/* --delete: the whole tree pushed again with -r and a skip level, the daemon mirroring. */
+static int mirror_push(struct client_opts *o, const struct plan_header *h, const char *dest,
+		       const char *top)
+{
+	_cleanup_free_ char *src = NULL;
+	char *args[2];
+	unsigned line;
+	int r;
+
+	if (asprintf(&src, "%s/%s", h->base, top) < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	o->recursive = true;
+	o->mirror = true;
+	o->files_from[0] = '\0';
+	/* What was copied stays: at least the plan's skip level, quick with -p, else exists. */
+	if (!o->skip) {
+		o->skip = h->preserve ? PROTO_OPEN_SKIP_QUICK : PROTO_OPEN_SKIP_EXISTS;
+	}
+	if (h->filters) {
+		r = filter_add_text(&o->filters, h->filters, strlen(h->filters), &line);
+		if (r < 0) {
+			log_error("the plan's filters, rule %u: %s", line, strerror(-r));
+			return EXIT_BAD_PLAN;
+		}
+	}
+	/* The staging directory of split files' parts is no extra to delete (nor counted). */
+	r = filter_add_text(&o->filters, "- " PLAN_STAGING_PREFIX "*\n",
+			    strlen("- " PLAN_STAGING_PREFIX "*\n"), &line);
+	if (r < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	args[0] = src;
+	args[1] = (char *)dest;
+	return cmd_copy(o, args, 2);
+}
+
+/* A split file some of whose ranges were kept, others sent: the kept ones to send again. */
+struct mixed_marks {
+	struct merged *m;
+	struct journal_marks jm;
+	bool in; /* the pass is in the ranges of such a file */
+};
+
+static int mixed_entry(void *ud, const struct plan_entry *e)
+{
+	struct mixed_marks *mm = ud;
+	const struct nameset_slot *s;
+	char esc[1024];
+
+	if (e->ranges) {
+		s = nameset_get(&mm->m->final, e->name);
+		mm->in = !(s && journal_state_done(s->state)) &&
+			 split_kind(&mm->m->ns, e, NULL) == SPLIT_MIXED;
+		if (mm->in) {
+			log_error(
+			    "%s: changed during the migration (some of its ranges were sent, "
+			    "others kept as unchanged): the kept ones are marked to send again",
+			    log_escape_short(e->name, esc, sizeof(esc)));
+		}
+	} else if (e->ftype == PLAN_FT_RANGE && mm->in) {
+		s = nameset_get_range(&mm->m->ns, e->name, e->range);
+		if (s && s->state == JOURNAL_SKIPPED) {
+			marks_put(&mm->jm, e->shard, e->name, e->range, "CHANGED");
+		}
+	}
+	return 0;
+}
+
+static int finalize_mixed(struct merged *m, const char *plan)
+{
+	struct mixed_marks mm = { .m = m };
+	char shards[256];
+	int rc;
+
+	if (marks_init(&mm.jm, plan, m->h) < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	rc = plan_pass(m->r, mixed_entry, &mm);
+	marks_close_all(&mm.jm);
+	if (rc == 0) {
+		if (marks_shards(&mm.jm, shards, sizeof(shards)) == 0) {
+			snprintf(shards, sizeof(shards), "that hold them (running now)");
+		}
+		log_error("not finished: %" PRIu64 " split files changed during the migration: run "
+			  "shards %s again, then finalize",
+			  m->split_mixed, shards);
+		rc = EXIT_PARTIAL;
+	}
+	marks_free(&mm.jm);
+	return rc;
+}
+
+/*
+ * Whether every entry has its outcome: done, or a split file ready to
+ * assemble or to keep, or a name the source lost that may stay lost (with
+ * --delete, which removes its copy, or --missing-ok, given to finalize,
+ * to the plan or to the runs). 0, or EXIT_PARTIAL said why.
+ */
+static int finalize_ready(struct merged *m, const struct client_opts *o, const char *plan,
+			  bool mirror)
+{
+	uint64_t pending = m->by_state[0] - m->split_ready;
+
+	if (m->split_mixed > 0) {
+		return finalize_mixed(m, plan);
+	}
+	if (m->vanished > m->vanished_accepted && !mirror && !o->missing_ok && !m->h->missing_ok &&
+	    pending == 0 && m->by_state[JOURNAL_FAILED] == 0) {
+		log_error("%" PRIu64 " entries vanished from the source since the plan (rdmacp "
+			  "report lists them): finalize --delete removes their copies, "
+			  "--missing-ok leaves the destination as it is; or make a new plan",
+			  m->vanished);
+		return EXIT_PARTIAL;
+	}
+	if (merged_done(m) + m->split_ready + m->vanished != m->h->entries) {
+		merged_summary(m, o, false);
+		log_error("not finished: %" PRIu64 " of %" PRIu64
+			  " entries have no outcome, %" PRIu64
+			  " failed: run the shards above again (their journals keep what is done), "
+			  "then finalize",
+			  pending, m->h->entries, m->by_state[JOURNAL_FAILED]);
+		return EXIT_PARTIAL;
+	}
+	return 0;
+}
+
+static int first_entry(void *ud, const struct plan_entry *e)
+{
+	char *top = ud;
+
+	if (!top[0]) {
+		snprintf(top, PROTO_MAX_PATH + 1, "%s", e->name);
+	}
+	return 0;
+}
+
+int cmd_finalize(struct client_opts *o, char **args, int nargs)
+{
+	struct merged m = { .o = o };
+	struct runner ru = { .o = o };
+	struct journal_writer j = { 0 };
+	struct nameset ignored = { 0 };
+	bool mirror = o->mirror, have_max = o->have_max_delete;
+	uint64_t max_delete = o->max_delete;
+	double t0 = now_seconds();
+	char top[PROTO_MAX_PATH + 1] = "";
+	int rc;
+
+	if (nargs != 1) {
+		log_error("usage: rdmacp finalize PLAN [--delete [--max-delete N]]");
+		return EXIT_USAGE;
+	}
+	if (have_max && !mirror) {
+		log_error("--max-delete needs --delete");
+		return EXIT_USAGE;
+	}
+	rc = merged_load(&m, args[0]);
+	if (rc == 0) {
+		rc = plan_pass(m.r, merged_entry, &m);
+	}
+	if (rc == 0) {
+		rc = merged_foreign(&m, args[0]);
+	}
+	if (rc != 0) {
+		merged_free(&m);
+		return rc;
+	}
+	rc = finalize_ready(&m, o, args[0], mirror);
+	if (rc != 0) {
+		merged_free(&m);
+		return rc;
+	}
+	if (mirror && (!m.h->recursive || m.h->files_from)) {
+		log_error("finalize --delete needs a plan of one tree (-r, without --files-from)");
+		merged_free(&m);
+		return EXIT_USAGE;
+	}
+	/* All shards are done: one finalize at a time, in its own journal. */
+	journal_path(args[0], UINT32_MAX, ru.jpath, sizeof(ru.jpath));
+	ru.h = m.h;
+	rc = journal_begin(ru.jpath, "finalize", m.h, -1, &ignored, &j);
+	nameset_free(&ignored);
+	if (rc != 0) {
+		merged_free(&m);
+		return rc;
+	}
+	shard_dest(m.h, 0, ru.dest, sizeof(ru.dest));
+	apply_plan_options(o, m.h);
+	/* The journals' word checked at the destination first: nothing changes unless it holds. */
+	rc = verify_all(&m, o, &j, args[0], ru.jpath, ru.dest);
+	/* Then the split files: assembling them changes their directories' times. */
+	if (rc == 0 && m.split_ready > 0) {
+		rc = assemble_all(&m, o, &j, args[0], ru.dest);
+	}
+	copy_set_observer(journal_observe, &j);
+	if (rc != 0) {
+		/* Nothing more: a failed assembly is said, its parts kept for another try. */
+	} else if (mirror) {
+		o->max_delete = max_delete;
+		o->have_max_delete = have_max;
+		rc = plan_pass(m.r, first_entry, top);
+		if (rc == 0) {
+			rc = mirror_push(o, m.h, ru.dest, top);
+		}
+	} else {
+		if (batch_open(&ru.list, ru.jpath, "list") < 0) {
+			rc = EXIT_LOCAL_IO;
+		}
+		if (rc == 0) {
+			rc = plan_pass(m.r, dirs_entry, &ru);
+		}
+		if (rc == 0 && !ru.stop && ru.list.n > 0) {
+			run_result(&ru, run_push(&ru, &ru.list));
+		}
+		rc = rc ? rc : ru.rc;
+		if (ru.list.f) {
+			fclose(ru.list.f);
+			unlink(ru.list.path);
+		}
+	}
+	copy_set_observer(NULL, NULL);
+	if (journal_end(&j, rc, now_seconds() - t0) < 0 && rc == 0) {
+		rc = EXIT_LOCAL_IO;
+	}
+	if (rc == 0 && o->verbose >= 0) {
+		merged_free(&m);
+		m = (struct merged){ .o = o };
+		rc = merged_load(&m, args[0]);
+		if (rc == 0) {
+			rc = plan_pass(m.r, merged_entry, &m);
+		}
+		if (rc == 0) {
+			merged_summary(&m, o, o->json);
+		}
+	}
+	merged_free(&m);
+	return rc;
+}

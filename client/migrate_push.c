@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pushes a migration makes through cmd_copy (migrate.h): the plan's
+ * options for them and its skip level by name, a shard's destination, the
+ * list files of names they take, one push of a list and what its exit code
+ * does to a run's, and a source entry's status resolved as a push resolves
+ * it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "exitcodes.h"
+#include "fspath.h"
+#include "macro.h"
+#include "migrate.h"
+#include "plan.h"
+
+const char *skip_name(uint32_t skip)
+{
+	return skip & PROTO_OPEN_SKIP_CHECKSUM ? "checksum"
+	       : skip & PROTO_OPEN_SKIP_QUICK  ? "quick"
+	       : skip & PROTO_OPEN_SKIP_EXISTS ? "exists"
+					       : "none";
+}
+
+uint32_t skip_parse(const char *s)
+{
+	return !strcmp(s, "checksum") ? PROTO_OPEN_SKIP_CHECKSUM
+	       : !strcmp(s, "quick")  ? PROTO_OPEN_SKIP_QUICK
+	       : !strcmp(s, "exists") ? PROTO_OPEN_SKIP_EXISTS
+				      : 0;
+}
+
+/*
+ * The level at which a split file the destination has already is left as it
+ * is, as a whole file of the plan would be: the plan's skip level; under
+ * --delta without one, the content (a delta would send none of it). 0: its
+ * ranges always go.
+ */
+uint32_t split_keep_level(const struct plan_header *h)
+{
+	uint32_t skip = skip_parse(h->skip);
+
+	return skip ? skip : h->delta ? PROTO_OPEN_SKIP_CHECKSUM : 0;
+}
+
+/* HOST:PATH/ for shard i: the plan's hosts taken in turn. */
+void shard_dest(const struct plan_header *h, uint32_t shard, char *buf, size_t len)
+{
+	uint32_t nhosts = 1, k;
+	const char *p = h->hosts;
+	size_t hl;
+
+	for (const char *c = h->hosts; *c; c++) {
+		nhosts += *c == ',';
+	}
+	for (k = shard % nhosts; k > 0; k--) {
+		p = strchr(p, ',') + 1;
+	}
+	hl = strcspn(p, ",");
+	snprintf(buf, len, "%s%.*s%s:%s%s", memchr(p, ':', hl) ? "[" : "", (int)hl, p,
+		 memchr(p, ':', hl) ? "]" : "", h->path,
+		 h->path[strlen(h->path) - 1] == '/' ? "" : "/");
+}
+
+/* The plan's options for the pushes of a shard or of finalize. */
+void apply_plan_options(struct client_opts *o, const struct plan_header *h)
+{
+	o->port = h->port;
+	o->recursive = false;
+	o->preserve = h->preserve;
+	o->owner = h->owner;
+	o->hardlinks = h->hardlinks;
+	o->xattrs = h->xattrs;
+	o->acls = h->acls;
+	o->skip = skip_parse(h->skip);
+	o->delta = h->delta;
+	o->assume_zero = h->assume_zero;
+	o->partial = true;
+	o->mirror = false;
+	/* A name the source lost since the plan is told (journaled vanished), not failed. */
+	o->missing_ok = true;
+	o->dry_run = false;
+	filter_list_free(&o->filters);
+	o->filters = (struct filter_list){ 0 };
+}
+
+int batch_open(struct batch *b, const char *jpath, const char *what)
+{
+	snprintf(b->path, sizeof(b->path), "%s.%s", jpath, what);
+	b->f = fopen(b->path, "we");
+	b->n = 0;
+	return b->f ? 0 : -errno;
+}
+
+void batch_add(struct batch *b, const char *name)
+{
+	fputs(name, b->f);
+	fputc('\0', b->f);
+	b->n++;
+}
+
+/* One push of a list of names: the plan's options, --partial, the shard's destination. */
+int run_push(struct runner *ru, struct batch *b)
+{
+	struct client_opts *o = ru->o;
+	char *args[2] = { (char *)ru->h->base, ru->dest };
+	uint64_t failed = ru->j ? ru->j->failed : 0, vanished = ru->j ? ru->j->vanished : 0;
+	int rc;
+
+	if (fflush(b->f) != 0) {
+		return EXIT_LOCAL_IO;
+	}
+	snprintf(o->files_from, sizeof(o->files_from), "%s", b->path);
+	o->from0 = true;
+	rc = cmd_copy(o, args, 2);
+	/* Entries that failed only because the source lost them: no failure of the run. */
+	if ((rc == EXIT_PARTIAL || rc == EXIT_LOCAL_IO) && ru->j && ru->j->failed == failed &&
+	    ru->j->vanished > vanished) {
+		rc = 0;
+	}
+	if (ftruncate(fileno(b->f), 0) < 0 || fseek(b->f, 0, SEEK_SET) < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	b->n = 0;
+	return rc;
+}
+
+void run_result(struct runner *ru, int rc)
+{
+	if (rc != 0 && ru->rc == 0) {
+		ru->rc = rc;
+	}
+	if (rc == EXIT_INTERRUPTED || copy_interrupted()) {
+		ru->rc = EXIT_INTERRUPTED;
+		ru->stop = true;
+	}
+}
+
+/*
+ * A source entry's status, its name resolved beneath the base as a push
+ * resolves it: no symlink followed on the way (a name through one, in a
+ * plan edited by hand, would tell the owner of a file outside the source).
+ */
+int source_lstat(const char *base, const char *name, struct stat *ret)
+{
+	_cleanup_close_ int basefd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int dirfd = -1;
+	const char *leaf;
+	int r;
+
+	if (basefd < 0) {
+		return -errno;
+	}
+	r = fspath_open_parent(basefd, name, false, &dirfd, &leaf);
+	if (r < 0) {
+		return r;
+	}
+	return fstatat(dirfd, leaf, ret, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}

@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmacp run PLAN --shard I/N|auto (migrate.h): the shard resolved (given,
+ * or from the launcher's environment), its journal locked and checked
+ * against the plan, then its skeleton of directories, its entries in
+ * batches of RUN_BATCH names, the names of a file with other names in one
+ * push, and its ranges of split files (migrate_ranges.c), each outcome
+ * journaled.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "client.h"
+#include "exitcodes.h"
+#include "log.h"
+#include "macro.h"
+#include "migrate.h"
+#include "plan.h"
+
+static int parse_index(const char *s, uint64_t max, uint32_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || *s < '0' || *s > '9') {
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max) {
+		return -EINVAL;
+	}
+	*ret = (uint32_t)v;
+	return 0;
+}
+
+/*
+ * --shard auto: I and N from the launcher. Slurm array tasks, srun tasks, Open
+ * MPI and PMI ranks, a Kubernetes Indexed Job's index (its count: --shards, or
+ * the plan's). --shards, when given, is the count for all of them, and a Slurm
+ * task's ID is then its shard as it is: an array of some indexes of the plan
+ * (sbatch --array=17,230, a retry) runs those shards. Without it the array is
+ * the plan's, whole: the task's place in it (its ID less SLURM_ARRAY_TASK_MIN)
+ * is its shard, so --array=1-8 runs shards 0..7.
+ */
+static int shard_from_env(const struct client_opts *o, uint32_t plan_shards, uint32_t *ri,
+			  uint32_t *rn, const char **ret_from, const char **ret_count_from)
+{
+	static const char *const pairs[][2] = {
+		{ "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT" },
+		{ "SLURM_PROCID", "SLURM_NTASKS" },
+		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+		{ "PMI_RANK", "PMI_SIZE" },
+		{ "JOB_COMPLETION_INDEX", NULL },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(pairs); i++) {
+		const char *idx = getenv(pairs[i][0]);
+		const char *cnt = pairs[i][1] ? getenv(pairs[i][1]) : NULL;
+		uint32_t n = o->shards ? o->shards : plan_shards, min = 0;
+
+		if (!idx || !*idx) {
+			continue;
+		}
+		*ret_from = pairs[i][0];
+		*ret_count_from = o->shards ? "--shards" : pairs[i][1] ? pairs[i][1] : "the plan";
+		/* --shards wins: one task of an array run again alone (sbatch --array=I) counts 1. */
+		if (pairs[i][1] && !o->shards &&
+		    (!cnt || parse_index(cnt, PLAN_MAX_SHARDS, &n) < 0 || n == 0)) {
+			log_error("--shard auto: %s is set but %s is not a count", pairs[i][0],
+				  pairs[i][1]);
+			return EXIT_USAGE;
+		}
+		if (i == 0 && !o->shards && getenv("SLURM_ARRAY_TASK_MIN") &&
+		    parse_index(getenv("SLURM_ARRAY_TASK_MIN"), UINT32_MAX, &min) < 0) {
+			log_error("--shard auto: SLURM_ARRAY_TASK_MIN is not a number");
+			return EXIT_USAGE;
+		}
+		if (parse_index(idx, UINT32_MAX, ri) < 0 || *ri < min) {
+			log_error("--shard auto: %s is not an index", pairs[i][0]);
+			return EXIT_USAGE;
+		}
+		*ri -= min;
+		*rn = n;
+		return 0;
+	}
+	log_error("--shard auto: no launcher's index in the environment (SLURM_ARRAY_TASK_ID, "
+		  "SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK or JOB_COMPLETION_INDEX)");
+	return EXIT_USAGE;
+}
+
+static int resolve_shard(const struct client_opts *o, uint32_t plan_shards, uint32_t *ri,
+			 uint32_t *rn)
+{
+	const char *from = "--shard", *count_from = "--shard";
+	int rc;
+
+	if (!o->shard_spec[0]) {
+		log_error("rdmacp run needs --shard I/N or --shard auto");
+		return EXIT_USAGE;
+	}
+	if (!strcmp(o->shard_spec, "auto")) {
+		rc = shard_from_env(o, plan_shards, ri, rn, &from, &count_from);
+		if (rc != 0) {
+			return rc;
+		}
+	} else {
+		char buf[64], *slash;
+
+		snprintf(buf, sizeof(buf), "%s", o->shard_spec);
+		slash = strchr(buf, '/');
+		if (!slash) {
+			log_error("bad --shard '%s': I/N (0 <= I < N) or auto", o->shard_spec);
+			return EXIT_USAGE;
+		}
+		*slash = '\0';
+		if (parse_index(buf, UINT32_MAX, ri) < 0 ||
+		    parse_index(slash + 1, UINT32_MAX, rn) < 0 || *rn == 0) {
+			log_error("bad --shard '%s': I/N (0 <= I < N) or auto", o->shard_spec);
+			return EXIT_USAGE;
+		}
+	}
+	/* A count given is a usage error, not a bad plan: the plan says what it is. */
+	if (*rn != plan_shards) {
+		log_error("%s: %" PRIu32 " shards, but the plan has %" PRIu32 ": expected %" PRIu32
+			  " (--shard I/%" PRIu32 ", or --shard auto with --shards %" PRIu32 ")",
+			  count_from, *rn, plan_shards, plan_shards, plan_shards, plan_shards);
+		return EXIT_USAGE;
+	}
+	if (*ri >= *rn) {
+		log_error("%s: shard %" PRIu32 " of %" PRIu32 " (shards are 0..%" PRIu32 ")", from,
+			  *ri, *rn, *rn - 1);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int run_entry(void *ud, const struct plan_entry *e)
+{
+	struct runner *ru = ud;
+	bool linked = ru->h->hardlinks && (e->links > 1 || e->ftype == PROTO_FT_HARDLINK);
+	const struct nameset_slot *s;
+
+	if (e->ranges) {
+		/* Not sent whole: its ranges are, by their shards; finalize joins them. */
+		ru->split_n = e->n;
+		ru->split_size = e->size;
+		return 0;
+	}
+	if (e->shard != ru->shard || ru->stop || e->ftype == PROTO_FT_DIR) {
+		return 0; /* directories went with the skeleton */
+	}
+	if (e->ftype == PLAN_FT_RANGE) {
+		s = nameset_get_range(ru->done, e->name, e->range);
+		if (s && journal_state_done(s->state)) {
+			ru->already++;
+			return 0;
+		}
+		ru->todo++;
+		return windows_add(ru, e) < 0 ? EXIT_LOCAL_IO : 0;
+	}
+	if (nameset_get(ru->done, e->name) &&
+	    journal_state_done(nameset_get(ru->done, e->name)->state)) {
+		ru->already++;
+		return 0;
+	}
+	ru->todo++;
+	if (linked) {
+		/* The names of one file go in one push, so -H makes them one file again. */
+		batch_add(&ru->links, e->name);
+		if (e->ftype == PROTO_FT_HARDLINK) {
+			batch_add(&ru->links, e->link);
+		}
+		return 0;
+	}
+	batch_add(&ru->list, e->name);
+	if (ru->list.n >= RUN_BATCH) {
+		run_result(ru, run_push(ru, &ru->list));
+	}
+	return 0;
+}
+
+/*
+ * The skeleton of a shard: its own directories and those above its
+ * entries, made in a push of their own before any file, in plan order
+ * (parents first). A directory another shard made first as a mere parent
+ * would keep the daemon's default mode (the engine gives modes to the
+ * directories it creates as entries): made as entries here, each gets its
+ * own, whichever shard comes first.
+ */
+static int skeleton_mark(void *ud, const struct plan_entry *e)
+{
+	struct runner *ru = ud;
+	char name[PROTO_MAX_PATH + 1];
+	char *slash;
+
+	/* Outcomes of this plan's entries (of any shard: the skeleton's directories are theirs). */
+	if (e->ftype == PLAN_FT_RANGE) {
+		nameset_mark_range(ru->done, e->name, e->range, NAMESET_PLANNED);
+	} else if (!e->ranges) {
+		nameset_mark(ru->done, e->name, NAMESET_PLANNED);
+	}
+	if (e->shard != ru->shard) {
+		return 0;
+	}
+	snprintf(name, sizeof(name), "%s", e->name);
+	if (e->ftype != PROTO_FT_DIR) {
+		slash = strrchr(name, '/');
+		if (!slash) {
+			return 0;
+		}
+		*slash = '\0';
+	}
+	for (;;) {
+		if (nameset_get(&ru->skeleton, name)) {
+			return 0; /* and so are its parents */
+		}
+		if (nameset_put(&ru->skeleton, name, JOURNAL_COPIED, NULL) < 0) {
+			return EXIT_LOCAL_IO;
+		}
+		slash = strrchr(name, '/');
+		if (!slash) {
+			return 0;
+		}
+		*slash = '\0';
+	}
+}
+
+static int skeleton_list(void *ud, const struct plan_entry *e)
+{
+	struct runner *ru = ud;
+
+	if (e->ftype == PROTO_FT_DIR && nameset_get(&ru->skeleton, e->name)) {
+		batch_add(&ru->list, e->name);
+		if (ru->list.n >= RUN_BATCH && !ru->stop) {
+			run_result(ru, run_push(ru, &ru->list));
+		}
+	}
+	return 0;
+}
+
+/* The last line of a shard's run; --json: a "run" event, whatever -q says. */
+static void run_summary(const struct runner *ru, const char *what, int rc)
+{
+	const struct journal_writer *j = ru->j;
+
+	if (ru->o->json) {
+		printf("{\"event\":\"run\",\"shard\":%" PRIu32 ",\"shards\":%" PRIu32
+		       ",\"done_before\":%" PRIu64 ",\"this_run\":%" PRIu64 ",\"bytes\":%" PRIu64
+		       ",\"ranges_kept\":%" PRIu64 ",\"vanished\":%" PRIu64 ",\"exit\":%d}\n",
+		       ru->shard, ru->h->shards, ru->already, ru->todo, j->bytes, ru->kept,
+		       j->vanished, rc);
+		fflush(stdout);
+		return;
+	}
+	if (ru->o->verbose < 0) {
+		return;
+	}
+	fprintf(stderr, "%s: %" PRIu64 " entries done before, %" PRIu64 " this run", what,
+		ru->already, ru->todo);
+	if (ru->kept) {
+		fprintf(stderr, ", %" PRIu64 " ranges kept (their files unchanged)", ru->kept);
+	}
+	if (j->vanished) {
+		fprintf(stderr, ", %" PRIu64 " vanished since the plan", j->vanished);
+	}
+	fprintf(stderr, ", exit %d\n", rc);
+}
+
+int cmd_run(struct client_opts *o, char **args, int nargs)
+{
+	struct plan_reader *r = NULL;
+	struct runner ru = { .o = o, .win.basefd = -1 };
+	struct nameset done = { 0 };
+	struct journal_writer j = { 0 };
+	char what[64], esc[1024];
+	double t0 = now_seconds();
+	int rc;
+
+	if (nargs != 1) {
+		log_error("usage: rdmacp run PLAN --shard I/N|auto");
+		return EXIT_USAGE;
+	}
+	rc = open_plan(args[0], &r);
+	if (rc != 0) {
+		return rc;
+	}
+	ru.h = plan_reader_header(r);
+	ru.done = &done;
+	rc = resolve_shard(o, ru.h->shards, &ru.shard, &(uint32_t){ 0 });
+	if (rc == 0 && journal_path(args[0], ru.shard, ru.jpath, sizeof(ru.jpath)) < 0) {
+		rc = EXIT_USAGE;
+	}
+	snprintf(what, sizeof(what), "shard %" PRIu32 " of %" PRIu32, ru.shard, ru.h->shards);
+	if (rc == 0) {
+		rc = journal_open(ru.jpath, what, ru.h, ru.shard, &done, &j);
+	}
+	if (rc == 0) {
+		/* All of it checked before anything is copied: the plan, the journal against it. */
+		rc = plan_pass(r, skeleton_mark, &ru);
+		if (rc == 0 && nameset_count_unmarked(&done, NAMESET_PLANNED) > 0) {
+			rc = journal_foreign(&done, j.fd, ru.jpath);
+		}
+		if (rc != 0) {
+			close(j.fd);
+		} else {
+			rc = journal_start(ru.h, ru.shard, &j);
+		}
+	}
+	if (rc != 0) {
+		nameset_free(&done);
+		nameset_free(&ru.skeleton);
+		plan_close(r);
+		return rc;
+	}
+	ru.j = &j;
+	j.base = ru.h->base;
+	j.missing_ok = o->missing_ok || ru.h->missing_ok;
+	j.quiet = o->verbose < 0;
+	shard_dest(ru.h, ru.shard, ru.dest, sizeof(ru.dest));
+	apply_plan_options(o, ru.h);
+	copy_set_observer(journal_observe, &j);
+	if (batch_open(&ru.list, ru.jpath, "list") < 0 ||
+	    batch_open(&ru.links, ru.jpath, "links") < 0) {
+		log_error("%s.list: %s", log_escape_short(ru.jpath, esc, sizeof(esc)),
+			  strerror(errno));
+		rc = EXIT_LOCAL_IO;
+	}
+	if (rc == 0) {
+		rc = plan_pass(r, skeleton_list, &ru);
+	}
+	if (rc == 0 && !ru.stop && ru.list.n > 0) {
+		run_result(&ru, run_push(&ru, &ru.list));
+	}
+	if (rc == 0 && !ru.stop) {
+		rc = plan_pass(r, run_entry, &ru);
+	}
+	if (rc == 0 && !ru.stop && ru.list.n > 0) {
+		run_result(&ru, run_push(&ru, &ru.list));
+	}
+	if (rc == 0 && !ru.stop && ru.links.n > 0) {
+		run_result(&ru, run_push(&ru, &ru.links));
+	}
+	if (rc == 0 && !ru.stop && ru.win.n > 1) {
+		run_result(&ru, run_windows(&ru));
+	}
+	windows_free(&ru.win);
+	if (rc == 0) {
+		rc = ru.rc;
+	}
+	copy_set_observer(NULL, NULL);
+	for (struct batch *b = &ru.list; b <= &ru.links; b++) {
+		if (b->f) {
+			fclose(b->f);
+			unlink(b->path);
+		}
+	}
+	if (journal_end(&j, rc, now_seconds() - t0) < 0) {
+		log_error("%s: journal not written: %s",
+			  log_escape_short(ru.jpath, esc, sizeof(esc)), strerror(EIO));
+		rc = rc ? rc : EXIT_LOCAL_IO;
+	}
+	run_summary(&ru, what, rc);
+	nameset_free(&done);
+	nameset_free(&ru.skeleton);
+	plan_close(r);
+	return rc;
+}

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * finalize's proof at the destination (migrate.h): a dry-run probe of every
+ * file the journals say done; one not found as the source has it is marked
+ * failed in its journal, and finalize changes nothing.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "exitcodes.h"
+#include "log.h"
+#include "migrate.h"
+#include "plan.h"
+
+/*
+ * A journal is a record a shard keeps of what it did, on a shared file
+ * system, as easy to edit or to damage as any file there. A shard's run
+ * believes its own (that is what it is for: it leaves out what is done);
+ * finalize does not, for files: it asks the destination. A probe (a dry run
+ * that looks at the destination) of every regular file, every other name of
+ * one and every split file assembled, at the level at which a run of the
+ * plan takes a file as done, must find each one there as the source has it
+ * (the daemon would skip it). One it would copy is not done, whatever its
+ * journal says: it is marked failed there, and finalize exits 15 having
+ * changed nothing. Directories and symlinks finalize makes again itself
+ * (dirs_entry).
+ */
+static uint32_t proof_level(const struct plan_header *h)
+{
+	uint32_t skip = skip_parse(h->skip);
+
+	if (skip & PROTO_OPEN_SKIP_CHECKSUM) {
+		return PROTO_OPEN_SKIP_CHECKSUM; /* the content, as a run compared it */
+	}
+	/* Without -p a copy's mtime is its own: quick would find every file changed. */
+	if ((skip & PROTO_OPEN_SKIP_EXISTS) || !h->preserve) {
+		return PROTO_OPEN_SKIP_EXISTS;
+	}
+	return PROTO_OPEN_SKIP_QUICK;
+}
+
+struct verifier {
+	struct runner ru; /* the list of names pushed, the destination */
+	struct merged *m;
+	struct journal_writer *j; /* finalize's own: a split file's "assembled" is its word */
+	struct journal_marks marks;
+	uint64_t files, unproven, gone;
+	/* The split file the pass is in: kept by its shards, not found as the source has it. */
+	bool kept_unproven;
+};
+
+/* The names a probe proves, and which set holds their outcome. */
+static struct nameset *proven_set(struct merged *m, const struct plan_entry *e)
+{
+	if (e->ranges) {
+		const struct nameset_slot *f = nameset_get(&m->final, e->name);
+
+		if (f && journal_state_done(f->state)) {
+			return &m->final;
+		}
+		/* Kept by its shards: proven whole, as any file. Else ASSEMBLE checks every part. */
+		return nameset_get(&m->kept, e->name) ? &m->kept : NULL;
+	}
+	return e->ftype == PROTO_FT_REG || e->ftype == PROTO_FT_HARDLINK ? &m->ns : NULL;
+}
+
+static int verify_entry(void *ud, const struct plan_entry *e)
+{
+	struct verifier *v = ud;
+
+	if (v->ru.stop || !proven_set(v->m, e)) {
+		return 0;
+	}
+	batch_add(&v->ru.list, e->name);
+	v->files++;
+	if (v->ru.list.n >= RUN_BATCH) {
+		run_result(&v->ru, run_push(&v->ru, &v->ru.list));
+	}
+	return 0;
+}
+
+static void verify_observe(void *ud, const char *name, const char *action, uint64_t bytes,
+			   const char *code, const uint8_t *hash)
+{
+	struct verifier *v = ud;
+	struct stat st;
+
+	(void)bytes;
+	(void)hash;
+	if (!strcmp(action, "missing") ||
+	    (!strcmp(action, "failed") && code && !strcmp(code, "NOT_FOUND") &&
+	     source_lstat(v->ru.h->base, name, &st) == -ENOENT)) {
+		/* The source no longer has it: nothing to compare (finalize --delete removes it). */
+		v->gone++;
+	} else if (strcmp(action, "would_skip") != 0) {
+		return;
+	}
+	if (!nameset_mark(&v->m->ns, name, NAMESET_PROVEN) &&
+	    !nameset_mark(&v->m->final, name, NAMESET_PROVEN)) {
+		nameset_mark(&v->m->kept, name, NAMESET_PROVEN);
+	}
+}
+
+/* After the probes: each file not proven named, and marked failed where its outcome is kept. */
+static int verify_unproven(void *ud, const struct plan_entry *e)
+{
+	struct verifier *v = ud;
+	struct nameset *ns = proven_set(v->m, e);
+	const struct nameset_slot *s = ns ? nameset_get(ns, e->name) : NULL;
+	char esc[1024];
+
+	if (e->ftype == PLAN_FT_RANGE) {
+		/* A file its shards kept, not found as the source has it: its ranges to send. */
+		if (v->kept_unproven) {
+			marks_put(&v->marks, e->shard, e->name, e->range, "UNVERIFIED");
+		}
+		return 0;
+	}
+	v->kept_unproven = false;
+	if (!ns || (s && (s->marks & NAMESET_PROVEN))) {
+		return 0;
+	}
+	if (v->unproven++ < 100 || v->ru.o->verbose > 0) {
+		log_error("%s: not at the destination as the source has it (%s), though its "
+			  "journal says done",
+			  log_escape_short(e->name, esc, sizeof(esc)),
+			  skip_name(proof_level(v->m->h)));
+	}
+	if (ns == &v->m->kept) {
+		v->kept_unproven = true;
+	} else if (e->ranges) {
+		journal_put_entry(v->j->f, e->name, JOURNAL_FAILED, 0, "UNVERIFIED");
+	} else {
+		marks_put(&v->marks, e->shard, e->name, -1, "UNVERIFIED");
+	}
+	return 0;
+}
+
+/*
+ * The probes, then the verdict. The options are the plan's, less what a
+ * probe has no use for; it prints nothing of its own (finalize says what
+ * it found). 0 when every file is proven, EXIT_DIFFERENT when some are not,
+ * or the exit code of a probe that could not be made.
+ */
+int verify_all(struct merged *m, struct client_opts *o, struct journal_writer *j, const char *plan,
+	       const char *jpath, const char *dest)
+{
+	struct verifier v = { .ru = { .o = o, .h = m->h }, .m = m, .j = j };
+	int verbose = o->verbose, progress = o->progress, rc;
+	bool json = o->json;
+	char shards[256];
+	size_t nshards;
+
+	snprintf(v.ru.dest, sizeof(v.ru.dest), "%s", dest);
+	snprintf(v.ru.jpath, sizeof(v.ru.jpath), "%s", jpath);
+	if (batch_open(&v.ru.list, v.ru.jpath, "verify") < 0 ||
+	    marks_init(&v.marks, plan, m->h) < 0) {
+		rc = EXIT_LOCAL_IO;
+		goto out;
+	}
+	o->dry_run = true;
+	o->skip = proof_level(m->h);
+	o->hardlinks = o->xattrs = o->acls = o->owner = false;
+	o->delta = o->assume_zero = o->partial = false;
+	o->have_max_delete = false; /* finalize --delete's, for its mirror pass after */
+	o->verbose = -1;
+	o->json = false;
+	o->progress = 0;
+	copy_set_observer(verify_observe, &v);
+	rc = plan_pass(m->r, verify_entry, &v);
+	if (rc == 0 && !v.ru.stop && v.ru.list.n > 0) {
+		run_result(&v.ru, run_push(&v.ru, &v.ru.list));
+	}
+	copy_set_observer(NULL, NULL);
+	o->verbose = verbose;
+	o->json = json;
+	o->progress = progress;
+	apply_plan_options(o, m->h);
+	/* A probe's 9 is an entry it could not look at: not proven, said below. */
+	if (rc == 0 && v.ru.rc != EXIT_PARTIAL) {
+		rc = v.ru.rc;
+	}
+	if (rc == 0) {
+		rc = plan_pass(m->r, verify_unproven, &v);
+	}
+	marks_close_all(&v.marks);
+	if (rc == 0 && v.unproven > 0) {
+		nshards = marks_shards(&v.marks, shards, sizeof(shards));
+		if (nshards == 0) {
+			/* Split files (their word is finalize's) or shards running now: said above. */
+			snprintf(shards, sizeof(shards), "that hold them");
+		}
+		log_error("%" PRIu64 " of %" PRIu64
+			  " files are not at the destination as the source has them, though "
+			  "their journals say done: marked failed in the journal%s of shard%s %s; "
+			  "run %s again, then finalize",
+			  v.unproven, v.files, nshards == 1 ? "" : "s", nshards == 1 ? "" : "s",
+			  shards, nshards == 1 ? "it" : "them");
+		rc = EXIT_DIFFERENT;
+	} else if (rc == 0 && o->verbose > 0) {
+		fprintf(stderr, "finalize: %" PRIu64 " files found at the destination (%s)%s\n",
+			v.files - v.gone, skip_name(proof_level(m->h)),
+			v.gone ? ", some gone from the source since" : "");
+	}
+out:
+	if (v.ru.list.f) {
+		fclose(v.ru.list.f);
+		unlink(v.ru.list.path);
+	}
+	marks_free(&v.marks);
+	return rc;
+}
