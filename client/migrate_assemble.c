@@ -89,11 +89,44 @@ static void unmark_ranges(struct assembler *as)
 	marks_free(&jm);
 }
 
+/* A file the daemon did not assemble: said, journaled failed, the session ended. An exit code. */
+static int assemble_refused(struct assembler *as, struct msg *reply, const char *esc)
+{
+	struct msg_assemble *a = &as->req.u.assemble;
+	char text[4 * PROTO_MAX_TEXT + 1];
+	int rc;
+
+	if (reply->type == MSG_ERROR) {
+		log_error("%s: %s not assembled: %s", as->rem.host, esc,
+			  log_escape(reply->u.error.text, text, sizeof(text)));
+		rc = exit_for_perr(reply->u.error.code);
+		journal_put_entry(as->j->f, a->name, JOURNAL_FAILED, 0,
+				  proto_err_name(reply->u.error.code));
+		if (reply->u.error.code == PERR_ASSEMBLY) {
+			unmark_ranges(as);
+			log_error("%s: its ranges are marked to send again: run their shards, then "
+				  "finalize",
+				  esc);
+		}
+	} else {
+		log_error("%s: assembling %s: unexpected %s", as->rem.host, esc,
+			  proto_type_name(reply->type));
+		rc = EXIT_PROTOCOL;
+	}
+	journal_sync(as->j);
+	as->failed++;
+	msg_clear(reply);
+	/* After an ERROR the daemon ends the session: a new one for the next file. */
+	daemon_conn_close(&as->s, false);
+	as->open = false;
+	return rc;
+}
+
 /* One ASSEMBLE and its answer; the outcome journaled. 0, or an exit code for the run. */
 static int assemble_one(struct assembler *as)
 {
 	struct msg_assemble *a = &as->req.u.assemble;
-	char esc[1024], text[4 * PROTO_MAX_TEXT + 1];
+	char esc[1024];
 	struct msg reply;
 	/* Long enough to read a big file twice at 100 MB/s on a slow disk. */
 	int timeout_ms = (int)MIN((uint64_t)INT32_MAX, 60000 + a->size / 50000);
@@ -117,41 +150,18 @@ static int assemble_one(struct assembler *as)
 		as->open = false;
 		return EXIT_TRANSPORT;
 	}
-	if (reply.type == MSG_ASSEMBLED && reply.u.assembled.size == a->size) {
-		journal_put_entry(as->j->f, a->name, JOURNAL_COPIED, a->size, NULL);
-		journal_sync(as->j);
-		as->done++;
-		if (as->o->verbose > 0) {
-			fprintf(stderr, "assembled %s: %u parts, %" PRIu64 " bytes\n", esc,
-				a->count, a->size);
-		}
-		msg_clear(&reply);
-		return 0;
+	if (reply.type != MSG_ASSEMBLED || reply.u.assembled.size != a->size) {
+		return assemble_refused(as, &reply, esc);
 	}
-	if (reply.type == MSG_ERROR) {
-		log_error("%s: %s not assembled: %s", as->rem.host, esc,
-			  log_escape(reply.u.error.text, text, sizeof(text)));
-		rc = exit_for_perr(reply.u.error.code);
-		journal_put_entry(as->j->f, a->name, JOURNAL_FAILED, 0,
-				  proto_err_name(reply.u.error.code));
-		if (reply.u.error.code == PERR_ASSEMBLY) {
-			unmark_ranges(as);
-			log_error("%s: its ranges are marked to send again: run their shards, then "
-				  "finalize",
-				  esc);
-		}
-	} else {
-		log_error("%s: assembling %s: unexpected %s", as->rem.host, esc,
-			  proto_type_name(reply.type));
-		rc = EXIT_PROTOCOL;
-	}
+	journal_put_entry(as->j->f, a->name, JOURNAL_COPIED, a->size, NULL);
 	journal_sync(as->j);
-	as->failed++;
+	as->done++;
+	if (as->o->verbose > 0) {
+		fprintf(stderr, "assembled %s: %u parts, %" PRIu64 " bytes\n", esc, a->count,
+			a->size);
+	}
 	msg_clear(&reply);
-	/* After an ERROR the daemon ends the session: a new one for the next file. */
-	daemon_conn_close(&as->s, false);
-	as->open = false;
-	return rc;
+	return 0;
 }
 
 /*

@@ -175,6 +175,85 @@ static int first_entry(void *ud, const struct plan_entry *e)
 	return 0;
 }
 
+/*
+ * The plan and its journals merged, every entry's outcome there, and
+ * --delete given a plan of one tree. 0 or an exit code (said why).
+ */
+static int finalize_load(struct merged *m, struct client_opts *o, const char *plan, bool mirror)
+{
+	int rc = merged_load(m, plan);
+
+	if (rc == 0) {
+		rc = plan_pass(m->r, merged_entry, m);
+	}
+	if (rc == 0) {
+		rc = merged_foreign(m, plan);
+	}
+	if (rc == 0) {
+		rc = finalize_ready(m, o, plan, mirror);
+	}
+	if (rc == 0 && mirror && (!m->h->recursive || m->h->files_from)) {
+		log_error("finalize --delete needs a plan of one tree (-r, without --files-from)");
+		rc = EXIT_USAGE;
+	}
+	return rc;
+}
+
+/* --delete: the tree pushed again from its top, with finalize's --max-delete. */
+static int finalize_mirror(struct merged *m, struct client_opts *o, const char *dest,
+			   uint64_t max_delete, bool have_max)
+{
+	char top[PROTO_MAX_PATH + 1] = "";
+	int rc;
+
+	o->max_delete = max_delete;
+	o->have_max_delete = have_max;
+	rc = plan_pass(m->r, first_entry, top);
+	if (rc == 0) {
+		rc = mirror_push(o, m->h, dest, top);
+	}
+	return rc;
+}
+
+/* Without --delete: the directories and symlinks again, in pushes of their own. */
+static int finalize_dirs(struct runner *ru, struct merged *m)
+{
+	int rc = 0;
+
+	if (batch_open(&ru->list, ru->jpath, "list") < 0) {
+		rc = EXIT_LOCAL_IO;
+	}
+	if (rc == 0) {
+		rc = plan_pass(m->r, dirs_entry, ru);
+	}
+	if (rc == 0 && !ru->stop && ru->list.n > 0) {
+		run_result(ru, run_push(ru, &ru->list));
+	}
+	rc = rc ? rc : ru->rc;
+	if (ru->list.f) {
+		fclose(ru->list.f);
+		unlink(ru->list.path);
+	}
+	return rc;
+}
+
+/* Once finalized: the plan and its journals read again for the summary. */
+static int finalize_summary(struct merged *m, struct client_opts *o, const char *plan)
+{
+	int rc;
+
+	merged_free(m);
+	*m = (struct merged){ .o = o };
+	rc = merged_load(m, plan);
+	if (rc == 0) {
+		rc = plan_pass(m->r, merged_entry, m);
+	}
+	if (rc == 0) {
+		merged_summary(m, o, o->json);
+	}
+	return rc;
+}
+
 int cmd_finalize(struct client_opts *o, char **args, int nargs)
 {
 	struct merged m = { .o = o };
@@ -184,7 +263,6 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 	bool mirror = o->mirror, have_max = o->have_max_delete;
 	uint64_t max_delete = o->max_delete;
 	double t0 = now_seconds();
-	char top[PROTO_MAX_PATH + 1] = "";
 	int rc;
 
 	if (nargs != 1) {
@@ -195,26 +273,10 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 		log_error("--max-delete needs --delete");
 		return EXIT_USAGE;
 	}
-	rc = merged_load(&m, args[0]);
-	if (rc == 0) {
-		rc = plan_pass(m.r, merged_entry, &m);
-	}
-	if (rc == 0) {
-		rc = merged_foreign(&m, args[0]);
-	}
+	rc = finalize_load(&m, o, args[0], mirror);
 	if (rc != 0) {
 		merged_free(&m);
 		return rc;
-	}
-	rc = finalize_ready(&m, o, args[0], mirror);
-	if (rc != 0) {
-		merged_free(&m);
-		return rc;
-	}
-	if (mirror && (!m.h->recursive || m.h->files_from)) {
-		log_error("finalize --delete needs a plan of one tree (-r, without --files-from)");
-		merged_free(&m);
-		return EXIT_USAGE;
 	}
 	/* All shards are done: one finalize at a time, in its own journal. */
 	journal_path(args[0], UINT32_MAX, ru.jpath, sizeof(ru.jpath));
@@ -237,42 +299,16 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 	if (rc != 0) {
 		/* Nothing more: a failed assembly is said, its parts kept for another try. */
 	} else if (mirror) {
-		o->max_delete = max_delete;
-		o->have_max_delete = have_max;
-		rc = plan_pass(m.r, first_entry, top);
-		if (rc == 0) {
-			rc = mirror_push(o, m.h, ru.dest, top);
-		}
+		rc = finalize_mirror(&m, o, ru.dest, max_delete, have_max);
 	} else {
-		if (batch_open(&ru.list, ru.jpath, "list") < 0) {
-			rc = EXIT_LOCAL_IO;
-		}
-		if (rc == 0) {
-			rc = plan_pass(m.r, dirs_entry, &ru);
-		}
-		if (rc == 0 && !ru.stop && ru.list.n > 0) {
-			run_result(&ru, run_push(&ru, &ru.list));
-		}
-		rc = rc ? rc : ru.rc;
-		if (ru.list.f) {
-			fclose(ru.list.f);
-			unlink(ru.list.path);
-		}
+		rc = finalize_dirs(&ru, &m);
 	}
 	copy_set_observer(NULL, NULL);
 	if (journal_end(&j, rc, now_seconds() - t0) < 0 && rc == 0) {
 		rc = EXIT_LOCAL_IO;
 	}
 	if (rc == 0 && o->verbose >= 0) {
-		merged_free(&m);
-		m = (struct merged){ .o = o };
-		rc = merged_load(&m, args[0]);
-		if (rc == 0) {
-			rc = plan_pass(m.r, merged_entry, &m);
-		}
-		if (rc == 0) {
-			merged_summary(&m, o, o->json);
-		}
+		rc = finalize_summary(&m, o, args[0]);
 	}
 	merged_free(&m);
 	return rc;

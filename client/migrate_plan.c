@@ -241,6 +241,61 @@ static int filters_text(const struct filter_list *f, char **ret)
 	return 0;
 }
 
+/* --files-from: each name listed a root of its own beneath the source. 0 or an exit code. */
+static int plan_roots_listed(struct planner *p, struct walk *w, const char *src,
+			     const char *srcreal, int *ret_basefd)
+{
+	struct client_opts *o = p->o;
+	struct files_list fl = { 0 };
+	size_t entry;
+	char esc[1024];
+	int basefd, rc = 0, r;
+
+	basefd = *ret_basefd = open(srcreal, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	r = basefd < 0 ? -errno : files_list_read(o->files_from, o->from0, &fl, &entry);
+	if (r == 0) {
+		r = files_list_prune(&fl, o->recursive);
+	}
+	if (r < 0) {
+		log_error("--files-from %s with %s: %s",
+			  log_escape_short(o->files_from, esc, sizeof(esc)), src, strerror(-r));
+		rc = EXIT_LOCAL_IO;
+	}
+	for (size_t i = 0; rc == 0 && i < fl.n; i++) {
+		r = fspath_validate(fl.names[i]);
+		if (r == 0) {
+			r = walk_add_root_flags(w, basefd, fl.names[i], fl.names[i],
+						(o->recursive ? WALK_RECURSIVE : 0) |
+						    WALK_DIR_ALONE);
+		}
+		if (r < 0 && !((r == -ENOENT || r == -ENOTDIR) && o->missing_ok)) {
+			log_error("%s: %s (listed in --files-from)",
+				  log_escape_short(fl.names[i], esc, sizeof(esc)), strerror(-r));
+			p->failures++;
+		}
+	}
+	files_list_free(&fl);
+	return rc;
+}
+
+/* The source as one root, named by its last component. 0 or an exit code. */
+static int plan_root(struct planner *p, struct walk *w, const char *src, const char *srcreal)
+{
+	char buf[PATH_MAX], esc[1024];
+	const char *top;
+	int r;
+
+	snprintf(buf, sizeof(buf), "%s", srcreal);
+	top = basename(buf);
+	r = walk_add_root(w, AT_FDCWD, srcreal, top, p->o->recursive);
+	if (r < 0) {
+		log_error("%s: %s", log_escape_short(src, esc, sizeof(esc)),
+			  r == -EISDIR ? "is a directory (use -r)" : strerror(-r));
+		return r == -EISDIR ? EXIT_USAGE : EXIT_LOCAL_IO;
+	}
+	return 0;
+}
+
 /* The walk: each root, its entries through plan_one. 0 or an exit code. */
 static int plan_walk(struct planner *p, const char *src, const char *srcreal)
 {
@@ -248,7 +303,7 @@ static int plan_walk(struct planner *p, const char *src, const char *srcreal)
 	struct walk *w = NULL;
 	const struct engine_src *e;
 	char esc[1024];
-	int basefd = -1, rc = 0, r;
+	int basefd = -1, rc, r;
 
 	r = walk_new(plan_warning, NULL, &w);
 	if (r < 0) {
@@ -256,47 +311,9 @@ static int plan_walk(struct planner *p, const char *src, const char *srcreal)
 	}
 	walk_set_filter(w, filter_empty(&o->filters) ? NULL : &o->filters);
 	if (o->files_from[0]) {
-		struct files_list fl = { 0 };
-		size_t entry;
-
-		basefd = open(srcreal, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		r = basefd < 0 ? -errno : files_list_read(o->files_from, o->from0, &fl, &entry);
-		if (r == 0) {
-			r = files_list_prune(&fl, o->recursive);
-		}
-		if (r < 0) {
-			log_error("--files-from %s with %s: %s",
-				  log_escape_short(o->files_from, esc, sizeof(esc)), src,
-				  strerror(-r));
-			rc = EXIT_LOCAL_IO;
-		}
-		for (size_t i = 0; rc == 0 && i < fl.n; i++) {
-			r = fspath_validate(fl.names[i]);
-			if (r == 0) {
-				r = walk_add_root_flags(w, basefd, fl.names[i], fl.names[i],
-							(o->recursive ? WALK_RECURSIVE : 0) |
-							    WALK_DIR_ALONE);
-			}
-			if (r < 0 && !((r == -ENOENT || r == -ENOTDIR) && o->missing_ok)) {
-				log_error("%s: %s (listed in --files-from)",
-					  log_escape_short(fl.names[i], esc, sizeof(esc)),
-					  strerror(-r));
-				p->failures++;
-			}
-		}
-		files_list_free(&fl);
+		rc = plan_roots_listed(p, w, src, srcreal, &basefd);
 	} else {
-		char buf[PATH_MAX];
-		const char *top;
-
-		snprintf(buf, sizeof(buf), "%s", srcreal);
-		top = basename(buf);
-		r = walk_add_root(w, AT_FDCWD, srcreal, top, o->recursive);
-		if (r < 0) {
-			log_error("%s: %s", log_escape_short(src, esc, sizeof(esc)),
-				  r == -EISDIR ? "is a directory (use -r)" : strerror(-r));
-			rc = r == -EISDIR ? EXIT_USAGE : EXIT_LOCAL_IO;
-		}
+		rc = plan_root(p, w, src, srcreal);
 	}
 	while (rc == 0 && (r = walk_next(w, &e)) > 0) {
 		r = plan_one(p, e);
@@ -470,24 +487,27 @@ static int plan_check_dest(const char *arg, struct remote *rem)
 	return 0;
 }
 
-int cmd_plan(struct client_opts *o, char **args, int nargs)
+/*
+ * The operands and what goes with them: the destination well formed, the
+ * source resolved (ret_srcreal), standard input wanted once, the
+ * directories above -o made. 0 or an exit code (said why).
+ */
+static int plan_check_args(const struct client_opts *o, char **args, int nargs,
+			   struct remote *ret_rem, char ret_srcreal[PATH_MAX])
 {
-	struct planner p = { .o = o };
-	struct remote rem;
-	char srcreal[PATH_MAX], esc[1024];
-	_cleanup_free_ char *tmpl = NULL;
-	int rc = 0, r, fd;
+	char esc[1024];
+	int rc;
 
 	if (nargs != 2 || !o->plan_out[0]) {
 		log_error("usage: rdmacp plan SRC HOST[,HOST...]:MODULE/PATH -o PLAN [--shards N] "
 			  "[-r] [-a] [-H] [--skip L] [filters] [--files-from FILE]");
 		return EXIT_USAGE;
 	}
-	rc = plan_check_dest(args[1], &rem);
+	rc = plan_check_dest(args[1], ret_rem);
 	if (rc != 0) {
 		return rc;
 	}
-	if (!realpath(args[0], srcreal)) {
+	if (!realpath(args[0], ret_srcreal)) {
 		log_error("%s: %s", log_escape_short(args[0], esc, sizeof(esc)), strerror(errno));
 		return EXIT_LOCAL_IO;
 	}
@@ -498,59 +518,135 @@ int cmd_plan(struct client_opts *o, char **args, int nargs)
 	if (plan_out_parents(o->plan_out) < 0) {
 		return EXIT_LOCAL_IO;
 	}
-	p.h.shards = o->shards ? o->shards : 1;
-	if (plan_new_id(p.h.id) < 0) {
+	return 0;
+}
+
+/* The plan's header from the options and the operands; its counts come with the walk. */
+static int plan_header_init(struct planner *p, const char *src, const char *srcreal,
+			    const struct remote *rem)
+{
+	const struct client_opts *o = p->o;
+
+	p->h.shards = o->shards ? o->shards : 1;
+	if (plan_new_id(p->h.id) < 0) {
 		return EXIT_LOCAL_IO;
 	}
-	snprintf(p.h.source, sizeof(p.h.source), "%s", args[0]);
+	snprintf(p->h.source, sizeof(p->h.source), "%s", src);
 	if (o->files_from[0]) {
-		snprintf(p.h.base, sizeof(p.h.base), "%s", srcreal);
+		snprintf(p->h.base, sizeof(p->h.base), "%s", srcreal);
 	} else {
 		char buf[PATH_MAX];
 
 		snprintf(buf, sizeof(buf), "%s", srcreal);
-		snprintf(p.h.base, sizeof(p.h.base), "%s", dirname(buf));
+		snprintf(p->h.base, sizeof(p->h.base), "%s", dirname(buf));
 	}
-	snprintf(p.h.hosts, sizeof(p.h.hosts), "%s", rem.host);
-	snprintf(p.h.path, sizeof(p.h.path), "%s", rem.path);
-	p.h.port = o->port;
-	p.h.recursive = o->recursive;
-	p.h.preserve = o->preserve;
-	p.h.owner = o->owner;
-	p.h.hardlinks = o->hardlinks;
-	p.h.xattrs = o->xattrs;
-	p.h.acls = o->acls;
-	p.h.files_from = o->files_from[0] != '\0';
-	p.h.delta = o->delta;
-	p.h.assume_zero = o->assume_zero;
-	p.h.missing_ok = o->missing_ok;
-	p.h.split = o->split_size;
-	snprintf(p.h.skip, sizeof(p.h.skip), "%s", skip_name(o->skip));
-	r = filters_text(&o->filters, &p.h.filters);
-	if (r < 0) {
+	snprintf(p->h.hosts, sizeof(p->h.hosts), "%s", rem->host);
+	snprintf(p->h.path, sizeof(p->h.path), "%s", rem->path);
+	p->h.port = o->port;
+	p->h.recursive = o->recursive;
+	p->h.preserve = o->preserve;
+	p->h.owner = o->owner;
+	p->h.hardlinks = o->hardlinks;
+	p->h.xattrs = o->xattrs;
+	p->h.acls = o->acls;
+	p->h.files_from = o->files_from[0] != '\0';
+	p->h.delta = o->delta;
+	p->h.assume_zero = o->assume_zero;
+	p->h.missing_ok = o->missing_ok;
+	p->h.split = o->split_size;
+	snprintf(p->h.skip, sizeof(p->h.skip), "%s", skip_name(o->skip));
+	if (filters_text(&o->filters, &p->h.filters) < 0) {
 		log_error("a filter with a newline in it can't be kept in a plan");
 		return EXIT_USAGE;
 	}
-	p.shard_entries = calloc(p.h.shards, sizeof(uint64_t));
-	p.shard_bytes = calloc(p.h.shards, sizeof(uint64_t));
-	if (!p.shard_entries || !p.shard_bytes || plan_balancer_init(&p.bal, p.h.shards) < 0 ||
-	    asprintf(&tmpl, "%s.entries.XXXXXX", o->plan_out) < 0) {
-		rc = EXIT_LOCAL_IO;
+	return 0;
+}
+
+/* The counts by shard, the balance, and the scratch file the entry lines wait in. */
+static int planner_init(struct planner *p)
+{
+	_cleanup_free_ char *tmpl = NULL;
+	char esc[1024];
+	int fd;
+
+	p->shard_entries = calloc(p->h.shards, sizeof(uint64_t));
+	p->shard_bytes = calloc(p->h.shards, sizeof(uint64_t));
+	if (!p->shard_entries || !p->shard_bytes || plan_balancer_init(&p->bal, p->h.shards) < 0 ||
+	    asprintf(&tmpl, "%s.entries.XXXXXX", p->o->plan_out) < 0) {
 		tmpl = NULL;
-		goto out;
+		return EXIT_LOCAL_IO;
 	}
 	fd = mkostemp(tmpl, O_CLOEXEC);
-	if (fd < 0 || !(p.entries = fdopen(fd, "w+"))) {
-		log_error("%s: %s", log_escape_short(o->plan_out, esc, sizeof(esc)),
+	if (fd < 0 || !(p->entries = fdopen(fd, "w+"))) {
+		log_error("%s: %s", log_escape_short(p->o->plan_out, esc, sizeof(esc)),
 			  strerror(errno));
 		if (fd >= 0) {
 			close(fd);
 		}
-		rc = EXIT_LOCAL_IO;
-		goto out;
+		return EXIT_LOCAL_IO;
 	}
 	unlink(tmpl); /* a scratch file: gone with the process, however it ends */
-	rc = plan_walk(&p, args[0], srcreal);
+	return 0;
+}
+
+static void planner_free(struct planner *p)
+{
+	if (p->entries) {
+		fclose(p->entries);
+	}
+	free(p->h.filters);
+	free(p->shard_entries);
+	free(p->shard_bytes);
+	plan_balancer_free(&p->bal);
+	inode_map_free(&p->links);
+}
+
+/* What was planned: --json an event, else a line (and with -v one a shard). */
+static void plan_said(const struct planner *p)
+{
+	const struct client_opts *o = p->o;
+	char esc[1024];
+
+	if (o->json) {
+		printf("{\"event\":\"planned\",\"id\":\"%s\",\"entries\":%" PRIu64
+		       ",\"bytes\":%" PRIu64 ",\"shards\":%" PRIu32 ",\"failed\":%" PRIu64
+		       ",\"split\":%" PRIu64 "}\n",
+		       p->h.id, p->h.entries, p->h.bytes, p->h.shards, p->failures, p->split_files);
+	} else if (o->verbose >= 0) {
+		fprintf(stderr,
+			"plan %s: %" PRIu64 " entries, %" PRIu64 " bytes in %" PRIu32
+			" shards (id %s)",
+			log_escape_short(o->plan_out, esc, sizeof(esc)), p->h.entries, p->h.bytes,
+			p->h.shards, p->h.id);
+		if (p->split_files) {
+			fprintf(stderr, ", %" PRIu64 " files split in ranges", p->split_files);
+		}
+		fputc('\n', stderr);
+	}
+	for (uint32_t i = 0; o->verbose > 0 && i < p->h.shards; i++) {
+		fprintf(stderr, "  shard %" PRIu32 ": %" PRIu64 " entries, %" PRIu64 " bytes\n", i,
+			p->shard_entries[i], p->shard_bytes[i]);
+	}
+}
+
+int cmd_plan(struct client_opts *o, char **args, int nargs)
+{
+	struct planner p = { .o = o };
+	struct remote rem;
+	char srcreal[PATH_MAX], esc[1024];
+	int rc, r;
+
+	rc = plan_check_args(o, args, nargs, &rem, srcreal);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = plan_header_init(&p, args[0], srcreal, &rem);
+	if (rc == 0) {
+		rc = planner_init(&p);
+	}
+	if (rc == 0) {
+		rc = plan_walk(&p, args[0], srcreal);
+	}
 	if (rc == 0) {
 		r = plan_write(&p, o->plan_out, plan_compressed(o));
 		if (r < 0) {
@@ -560,40 +656,10 @@ int cmd_plan(struct client_opts *o, char **args, int nargs)
 		}
 	}
 	if (rc == 0) {
-		if (o->json) {
-			printf("{\"event\":\"planned\",\"id\":\"%s\",\"entries\":%" PRIu64
-			       ",\"bytes\":%" PRIu64 ",\"shards\":%" PRIu32 ",\"failed\":%" PRIu64
-			       ",\"split\":%" PRIu64 "}\n",
-			       p.h.id, p.h.entries, p.h.bytes, p.h.shards, p.failures,
-			       p.split_files);
-		} else if (o->verbose >= 0) {
-			fprintf(stderr,
-				"plan %s: %" PRIu64 " entries, %" PRIu64 " bytes in %" PRIu32
-				" shards (id %s)",
-				log_escape_short(o->plan_out, esc, sizeof(esc)), p.h.entries,
-				p.h.bytes, p.h.shards, p.h.id);
-			if (p.split_files) {
-				fprintf(stderr, ", %" PRIu64 " files split in ranges",
-					p.split_files);
-			}
-			fputc('\n', stderr);
-		}
-		for (uint32_t i = 0; o->verbose > 0 && i < p.h.shards; i++) {
-			fprintf(stderr,
-				"  shard %" PRIu32 ": %" PRIu64 " entries, %" PRIu64 " bytes\n", i,
-				p.shard_entries[i], p.shard_bytes[i]);
-		}
+		plan_said(&p);
 		/* What could not be planned is not in it: said, and not a success. */
 		rc = p.failures ? EXIT_PARTIAL : EXIT_OK;
 	}
-out:
-	if (p.entries) {
-		fclose(p.entries);
-	}
-	free(p.h.filters);
-	free(p.shard_entries);
-	free(p.shard_bytes);
-	plan_balancer_free(&p.bal);
-	inode_map_free(&p.links);
+	planner_free(&p);
 	return rc;
 }

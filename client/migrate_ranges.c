@@ -36,6 +36,24 @@ void windows_free(struct windows *w)
 	*w = (struct windows){ .basefd = -1 };
 }
 
+/* Room for another range, and the staging directory before the first. */
+static int windows_grow(struct windows *w)
+{
+	size_t cap = w->cap ? 2 * w->cap : 64;
+	struct engine_src *v = realloc(w->v, cap * sizeof(*v));
+	struct window_of *of = v ? realloc(w->of, cap * sizeof(*of)) : NULL;
+
+	if (v) {
+		w->v = v;
+	}
+	if (!of) {
+		return -ENOMEM;
+	}
+	w->of = of;
+	w->cap = cap;
+	return 0;
+}
+
 /* A range of ours: the staging directory first, then it, read from the plan's base. */
 int windows_add(struct runner *ru, const struct plan_entry *e)
 {
@@ -50,19 +68,8 @@ int windows_add(struct runner *ru, const struct plan_entry *e)
 		plan_staging_dir(ru->h, w->staging);
 		clock_gettime(CLOCK_REALTIME, &w->now);
 	}
-	if (w->n + 2 > w->cap) {
-		size_t cap = w->cap ? 2 * w->cap : 64;
-		struct engine_src *v = realloc(w->v, cap * sizeof(*v));
-		struct window_of *of = v ? realloc(w->of, cap * sizeof(*of)) : NULL;
-
-		if (v) {
-			w->v = v;
-		}
-		if (!of) {
-			return -ENOMEM;
-		}
-		w->of = of;
-		w->cap = cap;
+	if (w->n + 2 > w->cap && windows_grow(w) < 0) {
+		return -ENOMEM;
 	}
 	if (w->n == 0) {
 		/* Private to the migration: the parts are no one's files yet. */

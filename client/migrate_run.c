@@ -272,13 +272,110 @@ static void run_summary(const struct runner *ru, const char *what, int rc)
 	fprintf(stderr, ", exit %d\n", rc);
 }
 
+/*
+ * All of it checked before anything is copied: the shard, its journal
+ * locked and loaded, the plan read through (its entries' outcomes marked,
+ * the skeleton gathered), the journal against it; then the run's start in
+ * the journal. what: the shard, in words. 0 or an exit code.
+ */
+static int run_prepare(struct runner *ru, struct plan_reader *r, const char *plan,
+		       struct journal_writer *j, char *what, size_t what_len)
+{
+	int rc = resolve_shard(ru->o, ru->h->shards, &ru->shard, &(uint32_t){ 0 });
+
+	if (rc == 0 && journal_path(plan, ru->shard, ru->jpath, sizeof(ru->jpath)) < 0) {
+		rc = EXIT_USAGE;
+	}
+	snprintf(what, what_len, "shard %" PRIu32 " of %" PRIu32, ru->shard, ru->h->shards);
+	if (rc == 0) {
+		rc = journal_open(ru->jpath, what, ru->h, ru->shard, ru->done, j);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	rc = plan_pass(r, skeleton_mark, ru);
+	if (rc == 0 && nameset_count_unmarked(ru->done, NAMESET_PLANNED) > 0) {
+		rc = journal_foreign(ru->done, j->fd, ru->jpath);
+	}
+	if (rc != 0) {
+		close(j->fd);
+		return rc;
+	}
+	return journal_start(ru->h, ru->shard, j);
+}
+
+/* The pushes of a shard: its skeleton, its entries, the names of linked files, its ranges. */
+static int run_pushes(struct runner *ru, struct plan_reader *r)
+{
+	char esc[1024];
+	int rc = 0;
+
+	if (batch_open(&ru->list, ru->jpath, "list") < 0 ||
+	    batch_open(&ru->links, ru->jpath, "links") < 0) {
+		log_error("%s.list: %s", log_escape_short(ru->jpath, esc, sizeof(esc)),
+			  strerror(errno));
+		rc = EXIT_LOCAL_IO;
+	}
+	if (rc == 0) {
+		rc = plan_pass(r, skeleton_list, ru);
+	}
+	if (rc == 0 && !ru->stop && ru->list.n > 0) {
+		run_result(ru, run_push(ru, &ru->list));
+	}
+	if (rc == 0 && !ru->stop) {
+		rc = plan_pass(r, run_entry, ru);
+	}
+	if (rc == 0 && !ru->stop && ru->list.n > 0) {
+		run_result(ru, run_push(ru, &ru->list));
+	}
+	if (rc == 0 && !ru->stop && ru->links.n > 0) {
+		run_result(ru, run_push(ru, &ru->links));
+	}
+	if (rc == 0 && !ru->stop && ru->win.n > 1) {
+		run_result(ru, run_windows(ru));
+	}
+	windows_free(&ru->win);
+	return rc == 0 ? ru->rc : rc;
+}
+
+/* The shard's run, once prepared: its pushes journaled, the run's end, its summary. */
+static int run_shard(struct runner *ru, struct plan_reader *r, const char *what, double t0)
+{
+	struct client_opts *o = ru->o;
+	struct journal_writer *j = ru->j;
+	char esc[1024];
+	int rc;
+
+	j->base = ru->h->base;
+	j->missing_ok = o->missing_ok || ru->h->missing_ok;
+	j->quiet = o->verbose < 0;
+	shard_dest(ru->h, ru->shard, ru->dest, sizeof(ru->dest));
+	apply_plan_options(o, ru->h);
+	copy_set_observer(journal_observe, j);
+	rc = run_pushes(ru, r);
+	copy_set_observer(NULL, NULL);
+	for (struct batch *b = &ru->list; b <= &ru->links; b++) {
+		if (b->f) {
+			fclose(b->f);
+			unlink(b->path);
+		}
+	}
+	if (journal_end(j, rc, now_seconds() - t0) < 0) {
+		log_error("%s: journal not written: %s",
+			  log_escape_short(ru->jpath, esc, sizeof(esc)), strerror(EIO));
+		rc = rc ? rc : EXIT_LOCAL_IO;
+	}
+	run_summary(ru, what, rc);
+	return rc;
+}
+
 int cmd_run(struct client_opts *o, char **args, int nargs)
 {
 	struct plan_reader *r = NULL;
 	struct runner ru = { .o = o, .win.basefd = -1 };
 	struct nameset done = { 0 };
 	struct journal_writer j = { 0 };
-	char what[64], esc[1024];
+	char what[64];
 	double t0 = now_seconds();
 	int rc;
 
@@ -292,80 +389,11 @@ int cmd_run(struct client_opts *o, char **args, int nargs)
 	}
 	ru.h = plan_reader_header(r);
 	ru.done = &done;
-	rc = resolve_shard(o, ru.h->shards, &ru.shard, &(uint32_t){ 0 });
-	if (rc == 0 && journal_path(args[0], ru.shard, ru.jpath, sizeof(ru.jpath)) < 0) {
-		rc = EXIT_USAGE;
-	}
-	snprintf(what, sizeof(what), "shard %" PRIu32 " of %" PRIu32, ru.shard, ru.h->shards);
+	rc = run_prepare(&ru, r, args[0], &j, what, sizeof(what));
 	if (rc == 0) {
-		rc = journal_open(ru.jpath, what, ru.h, ru.shard, &done, &j);
+		ru.j = &j;
+		rc = run_shard(&ru, r, what, t0);
 	}
-	if (rc == 0) {
-		/* All of it checked before anything is copied: the plan, the journal against it. */
-		rc = plan_pass(r, skeleton_mark, &ru);
-		if (rc == 0 && nameset_count_unmarked(&done, NAMESET_PLANNED) > 0) {
-			rc = journal_foreign(&done, j.fd, ru.jpath);
-		}
-		if (rc != 0) {
-			close(j.fd);
-		} else {
-			rc = journal_start(ru.h, ru.shard, &j);
-		}
-	}
-	if (rc != 0) {
-		nameset_free(&done);
-		nameset_free(&ru.skeleton);
-		plan_close(r);
-		return rc;
-	}
-	ru.j = &j;
-	j.base = ru.h->base;
-	j.missing_ok = o->missing_ok || ru.h->missing_ok;
-	j.quiet = o->verbose < 0;
-	shard_dest(ru.h, ru.shard, ru.dest, sizeof(ru.dest));
-	apply_plan_options(o, ru.h);
-	copy_set_observer(journal_observe, &j);
-	if (batch_open(&ru.list, ru.jpath, "list") < 0 ||
-	    batch_open(&ru.links, ru.jpath, "links") < 0) {
-		log_error("%s.list: %s", log_escape_short(ru.jpath, esc, sizeof(esc)),
-			  strerror(errno));
-		rc = EXIT_LOCAL_IO;
-	}
-	if (rc == 0) {
-		rc = plan_pass(r, skeleton_list, &ru);
-	}
-	if (rc == 0 && !ru.stop && ru.list.n > 0) {
-		run_result(&ru, run_push(&ru, &ru.list));
-	}
-	if (rc == 0 && !ru.stop) {
-		rc = plan_pass(r, run_entry, &ru);
-	}
-	if (rc == 0 && !ru.stop && ru.list.n > 0) {
-		run_result(&ru, run_push(&ru, &ru.list));
-	}
-	if (rc == 0 && !ru.stop && ru.links.n > 0) {
-		run_result(&ru, run_push(&ru, &ru.links));
-	}
-	if (rc == 0 && !ru.stop && ru.win.n > 1) {
-		run_result(&ru, run_windows(&ru));
-	}
-	windows_free(&ru.win);
-	if (rc == 0) {
-		rc = ru.rc;
-	}
-	copy_set_observer(NULL, NULL);
-	for (struct batch *b = &ru.list; b <= &ru.links; b++) {
-		if (b->f) {
-			fclose(b->f);
-			unlink(b->path);
-		}
-	}
-	if (journal_end(&j, rc, now_seconds() - t0) < 0) {
-		log_error("%s: journal not written: %s",
-			  log_escape_short(ru.jpath, esc, sizeof(esc)), strerror(EIO));
-		rc = rc ? rc : EXIT_LOCAL_IO;
-	}
-	run_summary(&ru, what, rc);
 	nameset_free(&done);
 	nameset_free(&ru.skeleton);
 	plan_close(r);

@@ -141,55 +141,49 @@ static int verify_unproven(void *ud, const struct plan_entry *e)
 }
 
 /*
- * The probes, then the verdict. The options are the plan's, less what a
- * probe has no use for; it prints nothing of its own (finalize says what
- * it found). 0 when every file is proven, EXIT_DIFFERENT when some are not,
- * or the exit code of a probe that could not be made.
+ * The probes: every file the journals say done, pushed dry at the proof
+ * level. The options are the plan's, less what a probe has no use for; it
+ * prints nothing of its own (finalize says what it found). 0, or the exit
+ * code of a probe that could not be made.
  */
-int verify_all(struct merged *m, struct client_opts *o, struct journal_writer *j, const char *plan,
-	       const char *jpath, const char *dest)
+static int verify_probe(struct verifier *v, struct client_opts *o)
 {
-	struct verifier v = { .ru = { .o = o, .h = m->h }, .m = m, .j = j };
 	int verbose = o->verbose, progress = o->progress, rc;
 	bool json = o->json;
-	char shards[256];
-	size_t nshards;
 
-	snprintf(v.ru.dest, sizeof(v.ru.dest), "%s", dest);
-	snprintf(v.ru.jpath, sizeof(v.ru.jpath), "%s", jpath);
-	if (batch_open(&v.ru.list, v.ru.jpath, "verify") < 0 ||
-	    marks_init(&v.marks, plan, m->h) < 0) {
-		rc = EXIT_LOCAL_IO;
-		goto out;
-	}
 	o->dry_run = true;
-	o->skip = proof_level(m->h);
+	o->skip = proof_level(v->m->h);
 	o->hardlinks = o->xattrs = o->acls = o->owner = false;
 	o->delta = o->assume_zero = o->partial = false;
 	o->have_max_delete = false; /* finalize --delete's, for its mirror pass after */
 	o->verbose = -1;
 	o->json = false;
 	o->progress = 0;
-	copy_set_observer(verify_observe, &v);
-	rc = plan_pass(m->r, verify_entry, &v);
-	if (rc == 0 && !v.ru.stop && v.ru.list.n > 0) {
-		run_result(&v.ru, run_push(&v.ru, &v.ru.list));
+	copy_set_observer(verify_observe, v);
+	rc = plan_pass(v->m->r, verify_entry, v);
+	if (rc == 0 && !v->ru.stop && v->ru.list.n > 0) {
+		run_result(&v->ru, run_push(&v->ru, &v->ru.list));
 	}
 	copy_set_observer(NULL, NULL);
 	o->verbose = verbose;
 	o->json = json;
 	o->progress = progress;
-	apply_plan_options(o, m->h);
+	apply_plan_options(o, v->m->h);
 	/* A probe's 9 is an entry it could not look at: not proven, said below. */
-	if (rc == 0 && v.ru.rc != EXIT_PARTIAL) {
-		rc = v.ru.rc;
+	if (rc == 0 && v->ru.rc != EXIT_PARTIAL) {
+		rc = v->ru.rc;
 	}
-	if (rc == 0) {
-		rc = plan_pass(m->r, verify_unproven, &v);
-	}
-	marks_close_all(&v.marks);
-	if (rc == 0 && v.unproven > 0) {
-		nshards = marks_shards(&v.marks, shards, sizeof(shards));
+	return rc;
+}
+
+/* After the unproven are marked: the verdict said, EXIT_DIFFERENT when there are some. */
+static int verify_verdict(struct verifier *v, const struct client_opts *o)
+{
+	char shards[256];
+	size_t nshards;
+
+	if (v->unproven > 0) {
+		nshards = marks_shards(&v->marks, shards, sizeof(shards));
 		if (nshards == 0) {
 			/* Split files (their word is finalize's) or shards running now: said above. */
 			snprintf(shards, sizeof(shards), "that hold them");
@@ -198,13 +192,43 @@ int verify_all(struct merged *m, struct client_opts *o, struct journal_writer *j
 			  " files are not at the destination as the source has them, though "
 			  "their journals say done: marked failed in the journal%s of shard%s %s; "
 			  "run %s again, then finalize",
-			  v.unproven, v.files, nshards == 1 ? "" : "s", nshards == 1 ? "" : "s",
+			  v->unproven, v->files, nshards == 1 ? "" : "s", nshards == 1 ? "" : "s",
 			  shards, nshards == 1 ? "it" : "them");
-		rc = EXIT_DIFFERENT;
-	} else if (rc == 0 && o->verbose > 0) {
+		return EXIT_DIFFERENT;
+	}
+	if (o->verbose > 0) {
 		fprintf(stderr, "finalize: %" PRIu64 " files found at the destination (%s)%s\n",
-			v.files - v.gone, skip_name(proof_level(m->h)),
-			v.gone ? ", some gone from the source since" : "");
+			v->files - v->gone, skip_name(proof_level(v->m->h)),
+			v->gone ? ", some gone from the source since" : "");
+	}
+	return 0;
+}
+
+/*
+ * The probes, then the verdict. 0 when every file is proven,
+ * EXIT_DIFFERENT when some are not, or the exit code of a probe that could
+ * not be made.
+ */
+int verify_all(struct merged *m, struct client_opts *o, struct journal_writer *j, const char *plan,
+	       const char *jpath, const char *dest)
+{
+	struct verifier v = { .ru = { .o = o, .h = m->h }, .m = m, .j = j };
+	int rc;
+
+	snprintf(v.ru.dest, sizeof(v.ru.dest), "%s", dest);
+	snprintf(v.ru.jpath, sizeof(v.ru.jpath), "%s", jpath);
+	if (batch_open(&v.ru.list, v.ru.jpath, "verify") < 0 ||
+	    marks_init(&v.marks, plan, m->h) < 0) {
+		rc = EXIT_LOCAL_IO;
+		goto out;
+	}
+	rc = verify_probe(&v, o);
+	if (rc == 0) {
+		rc = plan_pass(m->r, verify_unproven, &v);
+	}
+	marks_close_all(&v.marks);
+	if (rc == 0) {
+		rc = verify_verdict(&v, o);
 	}
 out:
 	if (v.ru.list.f) {
