@@ -71,7 +71,7 @@ struct client_opts {
 	bool missing_ok;       /* a --files-from name that doesn't exist is no failure */
 	uint64_t bench_size;   /* bench --size: bytes to send (default 10 GiB) */
 	uint64_t wait_busy_ms; /* --wait-busy: how long a busy daemon is asked again, 0: not */
-	/* plan, run, report (migrate.c) */
+	/* plan, run, report, finalize (migrate_*.c) */
 	char plan_out[4096]; /* plan -o */
 	uint32_t shards;     /* plan --shards; run --shard auto: a Kubernetes index's count */
 	char shard_spec[64]; /* run --shard I/N or auto */
