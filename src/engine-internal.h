@@ -693,6 +693,14 @@ static inline double ts_since(const struct timespec *t0)
 	return ts_now(NULL) - ((double)t0->tv_sec + (double)t0->tv_nsec / 1e9);
 }
 
+/* engine_features.c: the features that are on, called at their points (engine_feature.h). */
+void engine_features_choose(struct engine *e);
+int engine_features_setup(struct engine *e);
+/* The steps before the role's (late: false) or after it. */
+int engine_features_step(struct engine *e, bool late);
+/* engine_loop.c: the session's loop, until its end or its failure. */
+int engine_loop(struct engine *e);
+
 /* engine.c */
 /* The peer's END reached the receiver: the features' on_end; 1: work started that ends later. */
 int engine_features_end(struct engine *e);

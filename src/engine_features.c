@@ -28,3 +28,67 @@ const struct engine_feature *const engine_features[] = {
 const unsigned engine_nfeatures = sizeof(engine_features) / sizeof(engine_features[0]);
 _Static_assert(sizeof(engine_features) / sizeof(engine_features[0]) <= ENGINE_FEATURES_MAX,
 	       "the engine's table of features on holds them all");
+
+/* Which features are on for this session: they alone are called from here on. */
+void engine_features_choose(struct engine *e)
+{
+	for (unsigned i = 0; i < engine_nfeatures; i++) {
+		const struct engine_feature *ft = engine_features[i];
+
+		assert(e->nfeat < ENGINE_FEATURES_MAX);
+		if (!ft->enable || ft->enable(e)) {
+			e->feat[e->nfeat++] = ft;
+		}
+	}
+}
+
+int engine_features_setup(struct engine *e)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->setup ? e->feat[i]->setup(e) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* The features' steps: before the role's (late: false) or after it. */
+int engine_features_step(struct engine *e, bool late)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int (*step)(struct engine *) = late ? e->feat[i]->late_step : e->feat[i]->step;
+		int r = step ? step(e) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+int engine_features_end(struct engine *e)
+{
+	int started = 0;
+
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->on_end ? e->feat[i]->on_end(e) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+		started |= r > 0;
+	}
+	return started;
+}
+
+bool engine_busy(const struct engine *e)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->busy && e->feat[i]->busy(e)) {
+			return true;
+		}
+	}
+	return false;
+}
