@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Write seed frames for fuzz_msg: one valid frame per message type, plus a
 stream of several frames and a frame followed by slot descriptors.
-Encodings follow proto/msg.c (enc_payload); all integers are big-endian.
+Encodings follow the encoders in proto/msg_*.c (proto/msg.c lists them by
+type); all integers are big-endian.
 
 usage: tests/fuzz/make_seeds.py [OUTDIR]   (default: tests/fuzz/corpus/fuzz_msg)
 """
