@@ -7,6 +7,8 @@
  * all big-endian. Reserved fields and undefined flag bits must be zero.
  * Payloads are encoded field by field through proto/wire.h; every length and
  * count has a hard cap that is checked before anything is allocated.
+ * Framing and dispatch: msg.c; each message's encoder and decoder: the
+ * msg_*.c files msg_codec.h lists; status code names: status.c.
  */
 #pragma once
 
