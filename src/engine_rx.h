@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the receiver's files (src/engine_rx*.c) offer each other: nothing
+ * outside the receiver includes this.
+ */
+#pragma once
+
+#include "engine-internal.h"
+
+/* engine_rx_open.c: one entry looked at, a regular file's temp file; a probe's answers. */
+uint32_t rx_keep_file(struct engine *e, struct efile *f, const struct stat *st, char *text,
+		      size_t textlen);
+uint32_t rx_open_file(struct engine *e, struct efile *f, char *text, size_t textlen);
+uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size_t textlen);
+uint32_t rx_probe_copy(struct engine *e, struct efile *f, char *text, size_t textlen);
+uint32_t rx_probe_dir(struct engine *e, struct efile *f, char *text, size_t textlen);
+uint32_t rx_probe_symlink(struct engine *e, struct efile *f, const char *pf_link, char *text,
+			  size_t textlen);
+
+/* engine_rx_files.c: FILES, ENTRY_FAILED, SUMS, FILE_DONE. */
+int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef);
+int rx_file_done(struct engine *e, const struct msg_file_done *d);
+int rx_files(struct engine *e, struct msg_files *mf);
+int rx_sums(struct engine *e, const struct msg_sums *ms);
+
+/* engine_rx_zeros.c: ZEROS. */
+int rx_zeros(struct engine *e, const struct msg_resume *z);
+
+/* engine_rx.c: a file's bytes hashed in order as they become ready. */
+void rx_hash_ready(struct engine *e, struct efile *f);

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The receiver's FILES: each entry checked and accepted (or kept, or
+ * refused), the FILES_ACK with what differs, RESUME for kept data, the
+ * checksum skip level's digests, and FILE_DONE.
+ */
+#include "engine_rx.h"
+
+/* The sender could not send an entry: a failed file on this side too. */
+int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
+{
+	note_failure(e, ef->name, 0, ef->status, false, ef->text);
+	return 0;
+}
+
+/* A new entry in the file table, from its FILES record. */
+static void rx_entry_init(struct engine *e, struct efile *f, const struct proto_file *pf)
+{
+	file_take(e, f, pf->id);
+	f->ftype = pf->ftype;
+	f->size = pf->size;
+	f->meta = *pf;
+	f->meta.name = f->meta.link = NULL;
+	f->name = strdup(pf->name);
+	ts_now(&f->t0);
+}
+
+/*
+ * Take an entry or refuse it: its name (rx_check_name), then the directory,
+ * symlink or temp file made for it. *ret_peer: refused for what the peer
+ * sent, not for our disk.
+ */
+static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct proto_file *pf,
+				char *text, size_t textlen, bool *ret_peer)
+{
+	uint32_t code = rx_check_name(e, f, text, textlen, ret_peer);
+
+	if (code != PERR_OK) {
+		return code;
+	}
+	if (engine_probe(e) && pf->ftype == PROTO_FT_DIR) {
+		return rx_probe_dir(e, f, text, textlen);
+	}
+	if (engine_probe(e) && pf->ftype == PROTO_FT_SYMLINK) {
+		return rx_probe_symlink(e, f, pf->link, text, textlen);
+	}
+	if (pf->ftype == PROTO_FT_DIR) {
+		code = rx_make_dir(e, f, text, textlen);
+		if (code == PERR_OK) {
+			code = rx_delete_note_dir(e, f, text, textlen);
+		}
+		/* One there already is kept (its metadata brought in line). */
+		return code == PERR_OK && !(f->items & PROTO_ITEM_NEW) ? rx_kept_code(e) : code;
+	}
+	if (pf->ftype == PROTO_FT_SYMLINK) {
+		return rx_make_symlink(e, f, pf->link, text, textlen);
+	}
+	if (pf->ftype == PROTO_FT_HARDLINK) {
+		return rx_link_accept(e, f, pf->link, text, textlen, ret_peer);
+	}
+	return rx_open_file(e, f, text, textlen);
+}
+
+/*
+ * A refused entry is reported now and forgotten; directories and symlinks
+ * are done the moment they exist; a regular file waits for its data, a
+ * hard link for its directory's fsync (and maybe for the file it links to).
+ */
+static void rx_entry_settle(struct engine *e, struct efile *f, const struct proto_file *pf,
+			    uint32_t code, bool peer)
+{
+	if (code == PERR_SUM_WANTED) {
+		return; /* waits for the digests (rx_sum_decide) */
+	}
+	if (code == PERR_SKIPPED) {
+		/* A file kept as it is may be linked to; its attributes may come next. */
+		rx_link_target_done(e, f, true);
+		if (rx_xattr_kept_note(e, f) == -ENOMEM) {
+			fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		}
+		note_kept(e, f);
+		file_release(e, f);
+	} else if (code == PERR_OK && engine_probe(e)) {
+		/* A probe's answer resolves the entry: it would be copied (or made). */
+		rx_link_target_planned(e, f);
+		note_planned(e, f->name, f->ftype, f->ftype == PROTO_FT_REG ? f->size : 0);
+		file_release(e, f);
+	} else if (code != PERR_OK) {
+		note_failure(e, f->name ? f->name : pf->name, pf->ftype, code, !peer,
+			     file_fail_text(f));
+		if (f->tfd >= 0 && f->dir >= 0) {
+			rx_discard(e, f);
+		}
+		file_release(e, f);
+	} else if (pf->ftype != PROTO_FT_REG && pf->ftype != PROTO_FT_HARDLINK) {
+		note_committed(e, f, 0, NULL);
+		file_release(e, f);
+	}
+}
+
+/* Before its FILES_ACK: the bytes of f kept from a cut run, which the sender passes over. */
+static int rx_send_resume(struct engine *e, const struct efile *f)
+{
+	struct msg m = { .type = MSG_RESUME };
+	int r;
+
+	m.u.resume.id = f->id;
+	m.u.resume.count = 1;
+	m.u.resume.r[0] = (struct proto_range){ .offset = 0, .len = f->kept };
+	r = chan_queue(e->p->chan, &m);
+	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+/* What differs, in a FILES_ACK entry: to a peer that knows it, for an entry taken or kept. */
+static uint32_t rx_items_for_peer(const struct engine *e, const struct efile *f, uint32_t code)
+{
+	if (!(e->p->peer_caps & PROTO_CAP_ITEMIZE) || e->p->conceal ||
+	    (code != PERR_OK && code != PERR_SKIPPED)) {
+		return 0;
+	}
+	return f->items & PROTO_ITEMS_KNOWN;
+}
+
+int rx_files(struct engine *e, struct msg_files *mf)
+{
+	struct msg ack = { .type = MSG_FILES_ACK };
+	struct proto_status *st;
+	char text[256];
+	int r = 0;
+
+	st = calloc(mf->count ? mf->count : 1, sizeof(*st));
+	if (!st) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	rx_xattr_dirs_reset(e);
+	ack.u.files_ack.st = st;
+	e->verify_deadline =
+	    ts_now(NULL) + MIN(e->p->idle_timeout_ms / 4000.0, VERIFY_BUDGET_MAX_S);
+	if (e->p->faults & ENGINE_FAULT_NO_VERIFY_TIME) {
+		e->verify_deadline = 0;
+	}
+	for (size_t i = 0; i < mf->count; i++) {
+		struct proto_file *pf = &mf->files[i];
+		struct efile *f = &e->files[pf->id % FILE_TABLE];
+		struct proto_status *s = &st[ack.u.files_ack.count];
+		bool peer = false;
+		uint32_t code;
+
+		/* Ids strictly increase; the table bounds the files in flight. */
+		if (pf->id <= e->next_id || f->used) {
+			r = fail(e, PERR_PROTOCOL, -EBADMSG,
+				 "FILES: id %u out of order or too many files in flight", pf->id);
+			break;
+		}
+		if (pf->ftype == PROTO_FT_HARDLINK && !(e->p->open_flags & PROTO_OPEN_HARDLINKS)) {
+			r = fail(e, PERR_PROTOCOL, -EBADMSG,
+				 "FILES: a hard link in a session without hard links");
+			break;
+		}
+		e->next_id = pf->id;
+		rx_entry_init(e, f, pf);
+		text[0] = '\0';
+		code = rx_entry_accept(e, f, pf, text, sizeof(text), &peer);
+		*s = (struct proto_status){ .id = pf->id,
+					    .status = proto_err_for_peer(code, e->p->peer_caps),
+					    .items = rx_items_for_peer(e, f, code) };
+		ack.u.files_ack.count++;
+		if (code != PERR_OK && code != PERR_SKIPPED && code != PERR_SUM_WANTED) {
+			file_fail(f, code, "%s", text);
+			s->text = strdup(file_fail_text(f));
+		}
+		if (code == PERR_OK && f->kept > 0) {
+			r = rx_send_resume(e, f);
+			if (r < 0) {
+				break;
+			}
+		}
+		if (code == PERR_OK && f->oldfd >= 0) {
+			r = rx_delta_send_sums(e, f);
+			if (r < 0) {
+				break;
+			}
+		}
+		rx_entry_settle(e, f, pf, code, peer);
+	}
+	if (r == 0) {
+		r = chan_queue(e->p->chan, &ack);
+		if (r < 0) {
+			fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
+	}
+	for (size_t i = 0; i < ack.u.files_ack.count; i++) {
+		free(st[i].text);
+	}
+	free(st);
+	return r;
+}
+
+/*
+ * A file kept after the digests were compared (skip level checksum): looked
+ * at again, as the hashing may have taken a while. One no longer there as
+ * hashed is copied over after all.
+ */
+static uint32_t rx_keep_file_again(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	struct stat st;
+
+	if (fstatat(e->dirs[f->dir].fd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode) || (uint64_t)st.st_size != f->size) {
+		f->items |= PROTO_ITEM_CHECKSUM;
+		return engine_probe(e) ? rx_probe_copy(e, f, text, textlen)
+				       : rx_open_temp(e, f, text, textlen);
+	}
+	return rx_keep_file(e, f, &st, text, textlen);
+}
+
+/*
+ * Both digests are here: the same contents keep the file (SKIPPED), others
+ * (or a side that could not hash) copy it as without a skip level. The
+ * second FILES_ACK entry for the id says which.
+ */
+static int rx_sum_decide(struct engine *e, struct efile *f)
+{
+	struct msg ack = { .type = MSG_FILES_ACK };
+	struct proto_status st = { .id = f->id };
+	char text[256] = "";
+	uint32_t code;
+	int r;
+
+	f->sum_wanted = false;
+	if (f->own_sum_status == PERR_OK && f->peer_sum_status == PERR_OK &&
+	    memcmp(f->own_sum, f->peer_sum, HASH_LEN) == 0) {
+		code = rx_keep_file_again(e, f, text, sizeof(text));
+	} else {
+		f->items |= PROTO_ITEM_CHECKSUM;
+		code = engine_probe(e) ? rx_probe_copy(e, f, text, sizeof(text))
+				       : rx_open_temp(e, f, text, sizeof(text));
+	}
+	st.status = proto_err_for_peer(code, e->p->peer_caps);
+	st.items = rx_items_for_peer(e, f, code);
+	if (code != PERR_OK && code != PERR_SKIPPED) {
+		file_fail(f, code, "%s", text);
+		st.text = (char *)file_fail_text(f);
+	}
+	ack.u.files_ack.count = 1;
+	ack.u.files_ack.st = &st;
+	r = chan_queue(e->p->chan, &ack);
+	if (r < 0) {
+		return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+	}
+	rx_entry_settle(e, f, &f->meta, code, false);
+	return 0;
+}
+
+/* Our own digest of the file at the destination name (engine_sums.c). */
+int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
+{
+	f->own_sum_done = true;
+	f->own_sum_status = r < 0 ? PERR_IO : PERR_OK;
+	memcpy(f->own_sum, hash, HASH_LEN);
+	return f->peer_sum_done ? rx_sum_decide(e, f) : 0;
+}
+
+/* The sender's digests: one for each file we answered SUM_WANTED, once. */
+int rx_sums(struct engine *e, const struct msg_sums *ms)
+{
+	for (size_t i = 0; i < ms->count; i++) {
+		const struct proto_sum *ps = &ms->sums[i];
+		struct efile *f = file_by_id(e, ps->id);
+		int r;
+
+		if (!f || !f->sum_wanted || f->peer_sum_done) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG, "SUMS for id %u, not asked for",
+				    ps->id);
+		}
+		f->peer_sum_done = true;
+		f->peer_sum_status = ps->status;
+		memcpy(f->peer_sum, ps->hash, HASH_LEN);
+		r = f->own_sum_done ? rx_sum_decide(e, f) : 0;
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+int rx_file_done(struct engine *e, const struct msg_file_done *d)
+{
+	struct efile *f = file_by_id(e, d->id);
+
+	/* Nor for one we have not answered yet (SUM_WANTED): it has nowhere to go. */
+	if (!f || f->got_done || f->sum_wanted) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE for unknown file id %u", d->id);
+	}
+	/* Its ZEROS came before it (one channel): what is neither kept nor zeros is payload. */
+	if (d->bytes > f->size - f->kept - f->zeroed - f->skipped || d->bytes < f->recv_bytes) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE: impossible byte count");
+	}
+	f->got_done = true;
+	f->done_status = d->status;
+	f->done_bytes = d->bytes;
+	memcpy(f->done_hash, d->hash, HASH_LEN);
+	/*
+	 * The sender's reason waits in fail_text (unused until the file fails;
+	 * rx_maybe_finish fails it with this one unless it failed here first,
+	 * and then file_fail has written its own reason over this).
+	 */
+	if (d->status != PERR_OK && !f->failed && file_fail_buf(f)) {
+		snprintf(f->fail_text, FILE_FAIL_TEXT_LEN, "sender: %.200s", d->text);
+	}
+	return rx_maybe_finish(e, f);
+}

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The receiver's ranges without payload: ZEROS (holes) and --delta's SAME
+ * ranges, taken into the file's digest in order and journaled (--partial).
+ */
+#include "engine_rx.h"
+
+/* The XXH3-128 of len zero bytes (the journal's record of a zero chunk; a tree's digest). */
+void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
+{
+	struct file_hash h;
+
+	if (len == e->p->chunk_size && e->zero_chunk_hashed) {
+		memcpy(out, e->zero_chunk_hash, HASH_LEN);
+		return;
+	}
+	if (file_hash_init(&h) < 0) {
+		memset(out, 0xff, HASH_LEN); /* a record that never verifies: re-sent, not wrong */
+		return;
+	}
+	hash_zeros(&h, len);
+	file_hash_final(&h, out);
+	file_hash_free(&h);
+	if (len == e->p->chunk_size) {
+		memcpy(e->zero_chunk_hash, out, HASH_LEN);
+		e->zero_chunk_hashed = true;
+	}
+}
+
+/*
+ * One ZEROS range of f, checked: whole chunks of the file (the last may be
+ * short), past everything hashed, kept or described before, and no chunk
+ * of data held for it inside. Queued to be hashed in file order, and made
+ * zeros on the disk now (sparse_zero_range: a hole in a new temp file, a
+ * punch in a partial's data file, zeroes on a device), or on a device
+ * taken to be zeros already (--assume-zero-target) left alone.
+ */
+static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
+{
+	uint64_t cs = e->p->chunk_size, end;
+	struct proto_range **zr = same ? &f->sr : &f->zr;
+	uint32_t *nzr = same ? &f->nsr : &f->nzr, *zr_cap = same ? &f->sr_cap : &f->zr_cap;
+	struct proto_range *last = *nzr ? &(*zr)[*nzr - 1] : NULL;
+	const char *what = same ? "DELTA SAME" : "ZEROS";
+	int r;
+
+	if (g->offset % cs || g->offset >= f->size || g->len > f->size - g->offset ||
+	    (g->len % cs && g->offset + g->len != f->size) ||
+	    g->offset < MAX(f->zr_end, f->hash_off)) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "%s for %s: range %llu+%llu not whole chunks of it, or overlapping",
+			    what, f->name, (unsigned long long)g->offset,
+			    (unsigned long long)g->len);
+	}
+	/* Only chunks whose digests we sent can be unchanged. */
+	if (same && g->offset + g->len > MIN(f->size, f->ndsum * cs)) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "DELTA SAME for %s: range %llu+%llu past the digests sent", f->name,
+			    (unsigned long long)g->offset, (unsigned long long)g->len);
+	}
+	end = g->offset + g->len;
+	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
+		const struct rslot *s = &e->rslots[i];
+
+		if (s->state == SL_HELD && !s->packed && &e->files[s->fidx] == f &&
+		    s->off >= g->offset && s->off < end) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "%s for %s: range %llu+%llu overlaps data", what, f->name,
+				    (unsigned long long)g->offset, (unsigned long long)g->len);
+		}
+	}
+	if (last && last->offset + last->len == g->offset) {
+		last->len += g->len;
+	} else {
+		/*
+		 * An honest sender is at most a ring of chunks ahead of our hash,
+		 * and its ranges between them are merged: more (per file, or in
+		 * all, one more per file) is not a sender's.
+		 */
+		if (f->nzr + f->nsr > e->p->slots || e->zr_total >= e->p->slots + FILE_TABLE) {
+			return fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "%s for %s: too many ranges ahead of the data", what, f->name);
+		}
+		if (*nzr == *zr_cap) {
+			uint32_t cap = *zr_cap ? *zr_cap * 2 : 8;
+			struct proto_range *t = realloc(*zr, cap * sizeof(*t));
+
+			if (!t) {
+				return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			}
+			*zr = t;
+			*zr_cap = cap;
+		}
+		(*zr)[(*nzr)++] = *g;
+		e->zr_total++;
+	}
+	f->zr_end = end;
+	e->bytes_progress += g->len;
+	if (same) {
+		f->skipped += g->len;
+		return 0; /* copied and hashed at its turn (rx_hash_ready) */
+	}
+	f->zeroed += g->len;
+	if (f->failed) {
+		return 0;
+	}
+	/*
+	 * --assume-zero-target: the user says the device reads as zeros there
+	 * already. Not trusted: its read back (rx_device_verified) covers these
+	 * bytes too, so a device that was not zeros fails the copy.
+	 */
+	if (f->device && e->assume_zero) {
+		f->zero_assumed += g->len;
+		r = 0;
+	} else if (f->device) {
+		/* On the worker, off the loop; journaled when written (rx_device_zeroed). */
+		r = f->dzero ? rx_delta_zeros(e, f, g->offset, g->len)
+			     : sums_queue_zeros(e, f, g->offset, g->len);
+		if (r == 0) {
+			return 0;
+		}
+	} else {
+		/*
+		 * A new temp file has nothing there, unless it was allocated
+		 * whole (rx_prealloc): then punched. Its size is set last
+		 * (rx_maybe_finish).
+		 */
+		r = sparse_zero_range(f->tfd, g->offset, g->len,
+				      SPARSE_KEEP_SIZE |
+					  (f->partial || f->prealloc ? 0 : SPARSE_FRESH));
+	}
+	if (r < 0) {
+		file_fail(f, errno_to_perr(r), "zeros %s: %s", f->name, strerror(-r));
+		return 0;
+	}
+	rx_zeros_journal(e, f, g->offset, end);
+	return 0;
+}
+
+/* --partial: [off, end) of f is zeros on the disk: one journal record per chunk. */
+void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t end)
+{
+	uint64_t cs = e->p->chunk_size;
+
+	for (; f->partial && off < end; off += cs) {
+		uint64_t unit = MIN(cs, end - off);
+		uint8_t h[HASH_LEN];
+
+		zero_digest(e, unit, h);
+		if (rx_partial_note(f, off, (uint32_t)unit, h) < 0) {
+			close(f->jfd);
+			f->jfd = -1;
+		}
+	}
+}
+
+/* ZEROS: only from a peer that knows them, for a file of ours whose FILE_DONE is still to come. */
+int rx_zeros(struct engine *e, const struct msg_resume *z)
+{
+	struct efile *f = file_by_id(e, z->id);
+	int r;
+
+	if (!engine_zeros(e) || !f || f->ftype != PROTO_FT_REG || f->sum_wanted || f->got_done ||
+	    z->count == 0) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "ZEROS for id %u out of place", z->id);
+	}
+	for (uint16_t i = 0; i < z->count; i++) {
+		r = rx_zero_range(e, f, &z->r[i], false);
+		if (r < 0) {
+			return r;
+		}
+	}
+	rx_hash_ready(e, f);
+	return rx_maybe_finish(e, f);
+}
+
+/* DELTA SAME: only in a --delta session, for a file whose old copy we hashed, before FILE_DONE. */
+int rx_delta_same(struct engine *e, const struct msg_delta *d)
+{
+	struct efile *f = file_by_id(e, d->id);
+	int r;
+
+	if (!e->delta || d->kind != PROTO_DELTA_SAME || !f || f->ftype != PROTO_FT_REG ||
+	    f->oldfd < 0 || f->got_done) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA for id %u out of place", d->id);
+	}
+	for (uint16_t i = 0; i < d->count; i++) {
+		r = rx_zero_range(e, f, &d->r[i], true);
+		if (r < 0) {
+			return r;
+		}
+	}
+	rx_hash_ready(e, f);
+	return rx_maybe_finish(e, f);
+}
