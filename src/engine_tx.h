@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the sender's files (src/engine_tx*.c) offer each other: nothing
+ * outside the sender includes this.
+ */
+#pragma once
+
+#include "engine-internal.h"
+
+/* engine_tx_offer.c: entries offered and opened, zeros noted. */
+int tx_offer(struct engine *e);
+void tx_oldest_advance(struct engine *e);
+int tx_open(struct engine *e, struct efile *f);
+int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
+
+/* engine_tx_read.c: chunks filled from the disk. */
+void tx_chunk_drop(struct engine *e, uint32_t ci);
+int tx_file_sent(struct engine *e, struct efile *f);
+int tx_fill(struct engine *e);
+
+/* engine_tx_post.c: ready chunks posted in file order. */
+int tx_post_ready(struct engine *e);

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sender's posts: a ready chunk into the receiver's next free slot (the
+ * payload WRITE, then its descriptor), chunks passed over without a slot
+ * (kept, unchanged, zeros), in file order.
+ */
+#include "engine_tx.h"
+
+/* Pool chunk ci, its descriptor c->desc, into slot on lane: payload, then the descriptor. */
+static int tx_post_at(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot)
+{
+	struct chunk *c = &e->chunks[ci];
+	uint8_t *stage = e->desc_area + (size_t)ci * e->desc_len;
+	struct xport_wr data = {
+		.opcode = XPORT_OP_WRITE,
+		.mr = e->mr,
+		.buf = pool_chunk(e->pool, ci),
+		.len = c->desc.len,
+		.remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
+		.rkey = e->rkey[lane],
+		.lane = lane,
+	};
+	struct xport_wr desc = {
+		.opcode = XPORT_OP_WRITE_IMM,
+		.flags = XPORT_SEND_INLINE,
+		.mr = e->mr,
+		.buf = stage,
+		.len = e->desc_len,
+		.remote_addr = e->rdesc_addr + (uint64_t)slot * e->desc_len,
+		.rkey = e->rkey[lane],
+		.imm = proto_imm(PROTO_IMM_DATA, slot),
+		.lane = lane,
+	};
+	int r;
+
+	proto_desc_encode(&c->desc, stage);
+	c->lane = (uint8_t)lane;
+	c->seal_count = e->lanes[lane].seal.count;
+	if (e->sealed) {
+		/* Hashed already: from here the chunk holds ciphertext until it is free. */
+		r = slot_seal(e, lane, slot, stage, pool_chunk(e->pool, ci), c->desc.len);
+		if (r < 0) {
+			return r;
+		}
+		data.len = (uint32_t)r;
+	}
+	c->post_len = data.len;
+	r = lane_push(e, &data, -1);
+	if (r >= 0) {
+		r = lane_push_slot(e, &desc, (int32_t)ci, slot);
+	}
+	if (r < 0) {
+		return r;
+	}
+	e->slot_lane[slot] = (uint8_t)lane;
+	e->lanes[lane].load++;
+	return (int)slot;
+}
+
+int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
+		 uint32_t len, uint32_t pieces)
+{
+	uint32_t slot = e->free_slots[--e->nfree_slots];
+
+	e->chunks[ci].desc = (struct proto_desc){
+		.file_id = file_id, .len = len, .offset = off, .seq = ++e->seq, .pieces = pieces
+	};
+	return tx_post_at(e, ci, lane, slot);
+}
+
+int tx_post_again(struct engine *e, uint32_t ci, unsigned lane)
+{
+	struct chunk *c = &e->chunks[ci];
+
+	if (e->sealed) {
+		int r = slot_unseal(e, c->lane, c->slot, c->seal_count, pool_chunk(e->pool, ci),
+				    c->post_len);
+		if (r < 0) {
+			return r;
+		}
+	}
+	return tx_post_at(e, ci, lane, c->slot);
+}
+
+/* Chunk ci, next in its file's order, hashed and posted (tx_post_slot). */
+static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+	int slot;
+
+	if (e->hashers && !f->tree) {
+		/* Its thread hashes it while it goes; freed when both are done. */
+		if (hashers_queue(e, f, ci, pool_chunk(e->pool, ci), c->len) < 0) {
+			return e->fail_r;
+		}
+		c->hashing = true;
+	} else if (!f->tree) {
+		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	}
+	slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len, 0);
+	if (slot < 0) {
+		return slot;
+	}
+	c->state = CH_POSTED;
+	c->slot = (uint32_t)slot;
+	f->send_off += c->len;
+	f->chunks_out--;
+	e->bytes_progress += c->len;
+	e->bw_sent += c->len;
+	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
+}
+
+/* Is the chunk at off, len inside a range the receiver kept (RESUME)? */
+static bool tx_kept(const struct efile *f, uint64_t off, uint32_t len)
+{
+	for (uint16_t i = 0; i < f->nresume; i++) {
+		if (off >= f->resume[i].offset &&
+		    off + len <= f->resume[i].offset + f->resume[i].len) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * A chunk next in its file that the receiver has: hashed like the others
+ * (FILE_DONE's hash is the whole file's) but not sent.
+ */
+static int tx_pass_chunk(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+
+	if (!f->tree) {
+		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	}
+	f->send_off += c->len;
+	f->resumed += c->len;
+	e->passes++;
+	tx_chunk_drop(e, ci);
+	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
+}
+
+/*
+ * --delta: a chunk next in its file that the receiver has unchanged:
+ * hashed like the others, a SAME range instead of payload.
+ */
+static int tx_pass_same(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+	int r = tx_delta_note(e, f, c->off, c->len);
+
+	if (r < 0) {
+		return r;
+	}
+	if (!f->tree) {
+		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	}
+	f->send_off += c->len;
+	e->bytes_progress += c->len;
+	e->passes++;
+	tx_chunk_drop(e, ci);
+	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
+}
+
+/*
+ * A chunk of zeros next in its file (a hole, or data that read as zeros):
+ * hashed as zeros, a ZEROS range instead of payload, chunk by chunk so
+ * that what the receiver kept (RESUME) is passed over as kept, never
+ * described twice.
+ */
+static int tx_pass_zero(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f = &e->files[c->fidx];
+	uint64_t cs = e->p->chunk_size, end = c->off + c->len;
+	int r;
+
+	for (uint64_t off = c->off; off < end; off += cs) {
+		uint64_t unit = MIN(cs, end - off);
+
+		if (f->nresume && tx_kept(f, off, (uint32_t)unit)) {
+			f->resumed += unit;
+			continue;
+		}
+		r = tx_zero_note(e, f, off, unit);
+		if (r < 0) {
+			return r;
+		}
+	}
+	/*
+	 * A big hole: the receiver is told before we hash it, so both ends
+	 * hash their zeros at the same time rather than one after the other.
+	 */
+	if (c->len >= ZERO_EARLY_FLUSH) {
+		r = tx_zeros_flush(e);
+		if (r >= 0) {
+			r = chan_flush(e->p->chan);
+		}
+		if (r < 0) {
+			return e->failed ? r
+					 : fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
+	}
+	if (!f->tree) {
+		hash_zeros(&f->hash, c->len);
+	}
+	f->send_off += c->len;
+	e->bytes_progress += c->len;
+	e->passes++;
+	tx_chunk_drop(e, ci);
+	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
+}
+
+int tx_post_ready(struct engine *e)
+{
+	bool progress = true;
+	int r;
+
+	while (progress && e->nfree_slots > 0) {
+		progress = false;
+		for (uint32_t ci = 0; ci < e->pool->nchunks && e->nfree_slots > 0; ci++) {
+			struct chunk *c = &e->chunks[ci];
+			struct efile *f;
+			int pick;
+
+			if (c->state != CH_READY) {
+				continue;
+			}
+			if (c->packed) {
+				if (e->p->bwlimit && !bw_allows(e, c->fill)) {
+					return 0;
+				}
+				pick = lane_pick(e, 2);
+				if (pick < 0) {
+					continue;
+				}
+				r = tx_post_pack(e, ci, (unsigned)pick);
+				if (r < 0) {
+					return r;
+				}
+				progress = true;
+				continue;
+			}
+			f = &e->files[c->fidx];
+			if (f->failed) {
+				tx_chunk_drop(e, ci);
+				progress = true;
+				continue;
+			}
+			if (c->off != f->send_off) {
+				continue;
+			}
+			/*
+			 * Zeros, kept and unchanged chunks are hashed here, on the
+			 * loop: only after what its hashing thread has before them.
+			 */
+			bool wait = f->hash_jobs > 0 && !f->tree;
+			/* A tree file: its digest is fed here, in file order, once per chunk. */
+			if (f->tree && !c->hashed) {
+				c->same = tx_tree_feed(e, f, c, pool_chunk(e->pool, ci));
+				c->hashed = true;
+				if (f->failed) {
+					tx_chunk_drop(e, ci);
+					progress = true;
+					continue;
+				}
+			}
+			if (c->same) {
+				r = tx_pass_same(e, ci);
+				if (r < 0) {
+					return r;
+				}
+				progress = true;
+				continue;
+			}
+			if (c->zero) {
+				if (wait) {
+					continue;
+				}
+				r = tx_pass_zero(e, ci);
+				if (r < 0) {
+					return r;
+				}
+				progress = true;
+				continue;
+			}
+			if (f->ndsum && !f->tree && !(f->nresume && tx_kept(f, c->off, c->len)) &&
+			    tx_delta_unchanged(e, f, c, pool_chunk(e->pool, ci))) {
+				if (wait) {
+					continue;
+				}
+				r = tx_pass_same(e, ci);
+				if (r < 0) {
+					return r;
+				}
+				progress = true;
+				continue;
+			}
+			if (f->nresume && tx_kept(f, c->off, c->len)) {
+				if (wait) {
+					continue;
+				}
+				r = tx_pass_chunk(e, ci);
+				if (r < 0) {
+					return r;
+				}
+				progress = true;
+				continue;
+			}
+			if (e->p->bwlimit && !bw_allows(e, c->len)) {
+				return 0;
+			}
+			pick = lane_pick(e, 2);
+			if (pick < 0) {
+				continue;
+			}
+			r = tx_post_chunk(e, ci, (unsigned)pick);
+			if (r < 0) {
+				return r;
+			}
+			progress = true;
+		}
+	}
+	/* A failed file with nothing left in flight still owes its FILE_DONE. */
+	return 0;
+}
