@@ -17,7 +17,7 @@
 #include "proto/msg.h"
 #include "xport.h"
 
-/* The exit code for a failure the daemon reported (copy.c maps our own failures). */
+/* The exit code for a failure the daemon reported (transfer_run.c maps our own failures). */
 int exit_for_perr(uint32_t code)
 {
 	switch (code) {

@@ -63,7 +63,7 @@ struct xport;
 struct engine_params;
 /*
  * The transport to ask for (--transport; auto asks the daemon only when an
- * RDMA device is here), and the data lanes to the daemon's OPEN_OK (copy.c).
+ * RDMA device is here), and the data lanes to the daemon's OPEN_OK (transfer_open.c).
  * Return 0 or an exit code, the error printed.
  */
 int daemon_conn_pick_transport(struct daemon_conn *s, uint8_t *ret);
