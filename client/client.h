@@ -106,12 +106,6 @@ struct remote {
 /* "HOST:PATH" / "[v6]:PATH" -> 1; a local path -> 0; malformed -> -EINVAL. */
 int parse_remote(const char *arg, struct remote *ret);
 
-/* --wait-busy: seconds, or with an ms, s, m or h suffix; at most a day. */
-int parse_duration_ms(const char *s, uint64_t *ret);
-
-/* --bwlimit: a bare number is KiB/s (as rsync's), K/M/G/T suffixes as parse_size. */
-int parse_bwlimit(const char *s, uint64_t *ret);
-
 int cmd_copy(struct client_opts *o, char **args, int nargs);
 /* rdmacp run: each entry a push commits, skips or fails is told to fn too (NULL: none). */
 void copy_set_observer(void (*fn)(void *ud, const char *name, const char *action, uint64_t bytes,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Client defaults from ~/.config/rdmacp/config, an INI file with a
- * [client] section whose keys are options' (client_options[], options.c).
+ * [client] section whose keys are options' (client_options[], option_table.c).
  * Unknown keys are errors, reported with file and line. The file is read
  * whole through conffile_read(), as the daemon reads its own, so a device,
  * a FIFO, a huge file or a huge line is refused instead of read without end.
@@ -19,7 +19,6 @@
 #include "log.h"
 #include "macro.h"
 #include "options.h"
-#include "parse.h"
 
 void client_opts_defaults(struct client_opts *o)
 {
@@ -57,41 +56,6 @@ void client_opts_defaults(struct client_opts *o)
 void client_opts_free(struct client_opts *o)
 {
 	filter_list_free(&o->filters);
-}
-
-/* rsync's rule: without a suffix the number counts KiB per second. */
-int parse_duration_ms(const char *s, uint64_t *ret)
-{
-	static const struct {
-		const char *suffix;
-		uint64_t ms;
-	} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1000 } };
-	char *end;
-	unsigned long long n;
-
-	if (!s || *s < '0' || *s > '9') {
-		return -EINVAL;
-	}
-	errno = 0;
-	n = strtoull(s, &end, 10);
-	if (errno) {
-		return -ERANGE;
-	}
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (!strcmp(end, units[i].suffix)) {
-			if (n > 24ull * 3600000 / units[i].ms) {
-				return -ERANGE;
-			}
-			*ret = n * units[i].ms;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-int parse_bwlimit(const char *s, uint64_t *ret)
-{
-	return parse_size_unit(s, 1024, ret);
 }
 
 struct parse_state {
@@ -150,7 +114,7 @@ static int bad(struct parse_state *ps, const char *fmt, ...)
 	return 0;
 }
 
-/* Each key is an option's (options.c): the same handler, the same values. */
+/* Each key is an option's (option_table.c): the same handler, the same values. */
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
 	struct parse_state *ps = user;

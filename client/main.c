@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdmacp: the command line. Options come from a table (options.c), so do
+ * rdmacp: the command line. Options come from a table (option_table.c), so do
  * subcommands; anything that is not a subcommand is a copy (SRC... DST).
  */
 #include <getopt.h>

@@ -3,10 +3,13 @@
  * rdmacp's options, one table for the command line (getopt) and the [client]
  * section of the config file: an option that makes sense as a default has a
  * config key, and both places take the same values through the same handler.
+ * The table and its handlers are option_table.c, the walk over the config
+ * file and the command line options.c, the --help text usage.c.
  */
 #pragma once
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "client.h"
 
@@ -24,11 +27,16 @@ struct client_option {
 	const char *expect; /* what a good value looks like, for the error */
 };
 
+/* The table's rows: client_noptions of them, at most CLIENT_MAX_OPTIONS (getopt's tables). */
+#define CLIENT_MAX_OPTIONS 96
 extern const struct client_option client_options[];
 extern const size_t client_noptions;
 
 /* The entry for a [client] key, or NULL. */
 const struct client_option *client_option_by_key(const char *key);
+
+/* rdmacp --help's text on f (usage.c). */
+void client_usage(FILE *f);
 
 /*
  * The config file (--config FILE or the default; load_config), then the

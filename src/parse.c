@@ -137,6 +137,37 @@ int parse_size(const char *s, uint64_t *ret)
 	return parse_size_unit(s, 1, ret);
 }
 
+int parse_rate(const char *s, uint64_t *ret)
+{
+	return parse_size_unit(s, 1024, ret);
+}
+
+int parse_duration_ms(const char *s, uint64_t max_ms, uint64_t *ret)
+{
+	static const struct {
+		const char *suffix;
+		uint64_t ms;
+	} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1000 } };
+	const char *end;
+	uint64_t n;
+	bool overflow;
+	int r = parse_digits(s, &n, &overflow, &end);
+
+	if (r < 0) {
+		return r;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(units); i++) {
+		if (!strcmp(end, units[i].suffix)) {
+			if (overflow || n > max_ms / units[i].ms) {
+				return -ERANGE;
+			}
+			*ret = n * units[i].ms;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 int parse_bool(const char *s, bool *ret)
 {
 	static const char *const yes[] = { "yes", "true", "1" };
@@ -168,4 +199,19 @@ int parse_port(const char *s, uint16_t *ret)
 	}
 	*ret = (uint16_t)v;
 	return 0;
+}
+
+int parse_enum(const char *s, const struct parse_enum_name *names, size_t n, bool any_case,
+	       int *ret)
+{
+	if (!s) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (any_case ? !strcasecmp(s, names[i].name) : !strcmp(s, names[i].name)) {
+			*ret = names[i].value;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }

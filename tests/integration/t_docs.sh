@@ -36,7 +36,7 @@ man_shorts() { grep -oE -- '^\.BR? -[A-Za-z]\b' | awk '{ print $2 }' | sort -u; 
 table_longs() { grep -ohE '\{ "[a-z][a-z0-9-]*", (no|required|optional)_argument' "$@" |
 	sed -E 's/\{ "([^"]*)".*/--\1/' | sort -u; }
 table_needs_arg() { grep -ohE "\\{ \"${1#--}\", required_argument" "${@:2}" | head -1; }
-# table_shorts FILE: the short options of rdmacp's option table (client/options.c):
+# table_shorts FILE: the short options of rdmacp's option table (client/option_table.c):
 # rows { "name", has_arg, 'X', "config key" or NULL, handler, expect }.
 table_shorts() { grep -ohE "\\{ \"[a-z][a-z0-9-]*\", (no|required)_argument, '[A-Za-z]'" "$1" |
 	grep -oE "'[A-Za-z]'" | tr -d "'" | sed 's/^/-/' | sort -u; }
@@ -70,16 +70,16 @@ same_set() {
 
 # ---- 1. options ------------------------------------------------------------------
 echo "--- 1. options"
-C_SRC=("$SRC_DIR/client/options.c" "$SRC_DIR/client/certs_cmd.c")
+C_SRC=("$SRC_DIR/client/option_table.c" "$SRC_DIR/client/certs_cmd.c")
 prog=$(table_longs "${C_SRC[@]}")
-[ -n "$prog" ] || die "no option table found in client/options.c"
+[ -n "$prog" ] || die "no option table found in client/option_table.c"
 man1=$(section "$M1" SYNOPSIS,OPTIONS,SUBCOMMANDS | longs)
 help1=$("$RDMACP" --help | longs)
 same_set "rdmacp long options" "the program's tables" "$prog" "rdmacp(1)" "$man1"
 same_set "rdmacp long options" "the program's tables" "$prog" "rdmacp --help" "$help1"
-same_set "rdmacp short options" "the program's table" "$(table_shorts "$SRC_DIR/client/options.c")" \
+same_set "rdmacp short options" "the program's table" "$(table_shorts "$SRC_DIR/client/option_table.c")" \
 	"rdmacp --help" "$("$RDMACP" --help | help_shorts)"
-same_set "rdmacp short options" "the program's table" "$(table_shorts "$SRC_DIR/client/options.c")" \
+same_set "rdmacp short options" "the program's table" "$(table_shorts "$SRC_DIR/client/option_table.c")" \
 	"rdmacp(1)" "$(section "$M1" OPTIONS | man_shorts)"
 
 # Each documented copy option, run: accepted (then --help exits 0).
@@ -161,12 +161,12 @@ same_set "rdmacpd.conf keys" "the daemon's key tables" "$dkeys" "rdmacpd.conf(5)
 # The client's [client] keys, and rdmacp(1)'s FILES section.
 # The config keys of rdmacp's option table: its rows' fourth field, when not NULL.
 ckeys=$(grep -oE "\\{ (NULL|\"[a-z][a-z0-9-]*\"), (no|required)_argument, ('[A-Za-z]'|0), \"[a-z][a-z ]*\"" \
-	"$SRC_DIR/client/options.c" | sed -E 's/.*"([^"]*)"$/\1/' | sort -u)
-[ -n "$ckeys" ] || die "no config keys found in client/options.c"
+	"$SRC_DIR/client/option_table.c" | sed -E 's/.*"([^"]*)"$/\1/' | sort -u)
+[ -n "$ckeys" ] || die "no config keys found in client/option_table.c"
 m1keys=$(section "$M1" FILES | awk '/^\.I ~\/\.config\/rdmacp\/config$/ { on = 1 } /^\.TP/ && on > 1 { exit }
 	on { on++; print }' | grep -E '^\.BR? ' | sed -E 's/^\.BR? ([a-z][a-z ]*[a-z])( ,|,)?$/\1/; s/^\.BR? ([a-z]+) .*/\1/' |
 	grep -vE '^(client|auto|tcp|verbs)$' | grep -E '^[a-z][a-z ]*$' | sort -u)
-same_set "client config keys" "client/options.c" "$ckeys" "rdmacp(1) FILES" "$m1keys"
+same_set "client config keys" "client/option_table.c" "$ckeys" "rdmacp(1) FILES" "$m1keys"
 # Each documented client key, run: accepted in a [client] section.
 {
 	echo "[client]"

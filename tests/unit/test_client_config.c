@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The client's options: --bwlimit's units (rsync's: a bare number is KiB/s),
- * and the one table behind the command line and the [client] config file.
+ * The client's options: the one table behind the command line and the
+ * [client] config file (the values' grammars are test_parse.c's).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,85 +22,6 @@
 #include "xport.h"
 
 #define KiB (UINT64_C(1024))
-
-static uint64_t bw(const char *s)
-{
-	uint64_t v = 0;
-
-	assert_int_equal(parse_bwlimit(s, &v), 0);
-	return v;
-}
-
-static void test_bwlimit_bare_is_kib(void **state)
-{
-	assert_int_equal(bw("500"), 500 * KiB);
-	assert_int_equal(bw("1024"), 1024 * KiB);
-	assert_int_equal(bw("1"), KiB);
-}
-
-static void test_bwlimit_suffixes(void **state)
-{
-	assert_int_equal(bw("500K"), 500 * KiB);
-	assert_int_equal(bw("500k"), 500 * KiB);
-	assert_int_equal(bw("500KiB"), 500 * KiB);
-	assert_int_equal(bw("50M"), 50 * 1024 * KiB);
-	assert_int_equal(bw("2G"), UINT64_C(2) << 30);
-	/* T, as the daemon's sizes have it. */
-	assert_int_equal(bw("1T"), UINT64_C(1) << 40);
-	assert_int_equal(bw("1tib"), UINT64_C(1) << 40);
-	/* The bare number and the K suffix agree. */
-	assert_int_equal(bw("500"), bw("500K"));
-}
-
-static void test_bwlimit_bad(void **state)
-{
-	uint64_t v = 42;
-
-	assert_int_equal(parse_bwlimit("", &v), -EINVAL);
-	assert_int_equal(parse_bwlimit("-5", &v), -EINVAL);
-	assert_int_equal(parse_bwlimit("5X", &v), -EINVAL);
-	assert_int_equal(parse_bwlimit("M", &v), -EINVAL);
-	assert_int_equal(parse_bwlimit("18446744073709551615", &v), -ERANGE);
-	assert_int_equal(v, 42);
-}
-
-/* --wait-busy: seconds by default, ms/s/m/h, at most a day, nothing else. */
-static void test_wait_busy_duration(void **state)
-{
-	uint64_t v = 7;
-
-	(void)state;
-	assert_int_equal(parse_duration_ms("0", &v), 0);
-	assert_int_equal(v, 0);
-	assert_int_equal(parse_duration_ms("90", &v), 0);
-	assert_int_equal(v, 90000);
-	assert_int_equal(parse_duration_ms("90s", &v), 0);
-	assert_int_equal(v, 90000);
-	assert_int_equal(parse_duration_ms("1500ms", &v), 0);
-	assert_int_equal(v, 1500);
-	assert_int_equal(parse_duration_ms("2m", &v), 0);
-	assert_int_equal(v, 120000);
-	assert_int_equal(parse_duration_ms("24h", &v), 0);
-	assert_int_equal(v, 86400000);
-	v = 7;
-	assert_int_equal(parse_duration_ms("25h", &v), -ERANGE);
-	assert_int_equal(parse_duration_ms("99999999999999999999", &v), -ERANGE);
-	assert_int_equal(parse_duration_ms("", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("-1", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("5x", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("1.5s", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("s", &v), -EINVAL);
-	assert_int_equal(v, 7);
-}
-
-static void test_size_unchanged(void **state)
-{
-	uint64_t v = 0;
-
-	/* --chunk-size and friends keep bytes for a bare number. */
-	assert_int_equal(parse_size("4096", &v), 0);
-	assert_int_equal(v, 4096);
-}
 
 /* argv from a string, as the shell would split it (no quoting). */
 static int run_options(struct client_opts *o, const char *cmdline)
@@ -162,6 +83,20 @@ static void test_cli_table_walk(void **state)
 	assert_int_equal(o.transport, XPORT_KIND_VERBS);
 	assert_int_equal(run_options(&o, "--devices rxe0 --transport tcp"), EXIT_USAGE);
 	assert_int_equal(run_options(&o, "--devices rxe0,,rxe1"), EXIT_USAGE);
+	/* Names from a set (parse_enum), exactly as written; durations (parse_duration_ms). */
+	assert_int_equal(run_options(&o, "--skip exists --level checksum --compress zstd"), 0);
+	assert_int_equal(o.skip, PROTO_OPEN_SKIP_EXISTS);
+	assert_int_equal(o.check_level, CHECK_LEVEL_CHECKSUM);
+	assert_int_equal(o.plan_compress, PLAN_COMPRESS_ZSTD);
+	assert_int_equal(run_options(&o, "--skip none --transport auto"), 0);
+	assert_int_equal(o.skip, 0);
+	assert_int_equal(o.transport, 0);
+	assert_int_equal(run_options(&o, "--skip Quick"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--level exists"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--compress gzip"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--wait-busy 90s"), 0);
+	assert_int_equal(o.wait_busy_ms, 90000);
+	assert_int_equal(run_options(&o, "--wait-busy 25h"), EXIT_USAGE);
 }
 
 static char *write_config(const char *text)
@@ -430,11 +365,6 @@ static void test_table_shape(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bwlimit_bare_is_kib),
-		cmocka_unit_test(test_bwlimit_suffixes),
-		cmocka_unit_test(test_bwlimit_bad),
-		cmocka_unit_test(test_wait_busy_duration),
-		cmocka_unit_test(test_size_unchanged),
 		cmocka_unit_test(test_cli_table_walk),
 		cmocka_unit_test(test_config_keys_are_options),
 		cmocka_unit_test(test_config_not_regular_file),

@@ -186,13 +186,145 @@ static void test_port(void **state)
 	assert_int_equal(p, 42);
 }
 
+#define DAY_MS (UINT64_C(24) * 3600 * 1000)
+
+static uint64_t rate(const char *s)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(parse_rate(s, &v), 0);
+	return v;
+}
+
+static void test_rate_bare_is_kib(void **state)
+{
+	assert_int_equal(rate("500"), 500 * KiB);
+	assert_int_equal(rate("1024"), 1024 * KiB);
+	assert_int_equal(rate("1"), KiB);
+}
+
+static void test_rate_suffixes(void **state)
+{
+	assert_int_equal(rate("500K"), 500 * KiB);
+	assert_int_equal(rate("500k"), 500 * KiB);
+	assert_int_equal(rate("500KiB"), 500 * KiB);
+	assert_int_equal(rate("50M"), 50 * 1024 * KiB);
+	assert_int_equal(rate("2G"), UINT64_C(2) << 30);
+	/* T, as the daemon's sizes have it. */
+	assert_int_equal(rate("1T"), UINT64_C(1) << 40);
+	assert_int_equal(rate("1tib"), UINT64_C(1) << 40);
+	/* The bare number and the K suffix agree. */
+	assert_int_equal(rate("500"), rate("500K"));
+}
+
+static void test_rate_bad(void **state)
+{
+	uint64_t v = 42;
+
+	assert_int_equal(parse_rate("", &v), -EINVAL);
+	assert_int_equal(parse_rate("-5", &v), -EINVAL);
+	assert_int_equal(parse_rate("5X", &v), -EINVAL);
+	assert_int_equal(parse_rate("M", &v), -EINVAL);
+	assert_int_equal(parse_rate("18446744073709551615", &v), -ERANGE);
+	assert_int_equal(v, 42);
+}
+
+/* --wait-busy's: seconds by default, ms/s/m/h, at most max_ms (a day there), nothing else. */
+static void test_duration(void **state)
+{
+	uint64_t v = 7;
+
+	(void)state;
+	assert_int_equal(parse_duration_ms("0", DAY_MS, &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(parse_duration_ms("90", DAY_MS, &v), 0);
+	assert_int_equal(v, 90000);
+	assert_int_equal(parse_duration_ms("90s", DAY_MS, &v), 0);
+	assert_int_equal(v, 90000);
+	assert_int_equal(parse_duration_ms("1500ms", DAY_MS, &v), 0);
+	assert_int_equal(v, 1500);
+	assert_int_equal(parse_duration_ms("2m", DAY_MS, &v), 0);
+	assert_int_equal(v, 120000);
+	assert_int_equal(parse_duration_ms("24h", DAY_MS, &v), 0);
+	assert_int_equal(v, 86400000);
+	v = 7;
+	assert_int_equal(parse_duration_ms("25h", DAY_MS, &v), -ERANGE);
+	assert_int_equal(parse_duration_ms("99999999999999999999", DAY_MS, &v), -ERANGE);
+	assert_int_equal(parse_duration_ms("", DAY_MS, &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("-1", DAY_MS, &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("5x", DAY_MS, &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("1.5s", DAY_MS, &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("s", DAY_MS, &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("99999999999999999999x", DAY_MS, &v), -EINVAL);
+	assert_int_equal(parse_duration_ms(" 5", DAY_MS, &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("+5", DAY_MS, &v), -EINVAL);
+	assert_int_equal(parse_duration_ms("5S", DAY_MS, &v), -EINVAL);
+	assert_int_equal(parse_duration_ms(NULL, DAY_MS, &v), -EINVAL);
+	assert_int_equal(v, 7);
+	/* The cap is the caller's, in every unit. */
+	assert_int_equal(parse_duration_ms("60", 60000, &v), 0);
+	assert_int_equal(v, 60000);
+	assert_int_equal(parse_duration_ms("1m", 60000, &v), 0);
+	assert_int_equal(parse_duration_ms("60001ms", 60000, &v), -ERANGE);
+	assert_int_equal(parse_duration_ms("61", 60000, &v), -ERANGE);
+	assert_int_equal(parse_duration_ms("2m", 60000, &v), -ERANGE);
+	assert_int_equal(parse_duration_ms("1h", 60000, &v), -ERANGE);
+	assert_int_equal(v, 60000);
+}
+
+/* Names from a set: exactly as written, or (the daemon's) in any case. */
+static void test_enum(void **state)
+{
+	static const struct parse_enum_name names[] = {
+		{ "tcp", 1 },
+		{ "verbs", 2 },
+		{ "auto", 0 },
+	};
+	int v = 42;
+
+	assert_int_equal(parse_enum("verbs", names, 3, false, &v), 0);
+	assert_int_equal(v, 2);
+	assert_int_equal(parse_enum("auto", names, 3, false, &v), 0);
+	assert_int_equal(v, 0);
+	v = 42;
+	assert_int_equal(parse_enum("TCP", names, 3, false, &v), -EINVAL);
+	assert_int_equal(parse_enum("tcp ", names, 3, false, &v), -EINVAL);
+	assert_int_equal(parse_enum("", names, 3, false, &v), -EINVAL);
+	assert_int_equal(parse_enum("rdma", names, 3, true, &v), -EINVAL);
+	assert_int_equal(parse_enum(NULL, names, 3, true, &v), -EINVAL);
+	assert_int_equal(v, 42);
+	assert_int_equal(parse_enum("TCP", names, 3, true, &v), 0);
+	assert_int_equal(v, 1);
+	assert_int_equal(parse_enum("Verbs", names, 3, true, &v), 0);
+	assert_int_equal(v, 2);
+}
+
+static void test_size_unchanged(void **state)
+{
+	uint64_t v = 0;
+
+	/* --chunk-size and friends keep bytes for a bare number. */
+	assert_int_equal(parse_size("4096", &v), 0);
+	assert_int_equal(v, 4096);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_size_plain),     cmocka_unit_test(test_size_suffixes),
-		cmocka_unit_test(test_size_malformed), cmocka_unit_test(test_size_overflow),
-		cmocka_unit_test(test_size_unit),      cmocka_unit_test(test_uint),
-		cmocka_unit_test(test_bool),	       cmocka_unit_test(test_port),
+		cmocka_unit_test(test_size_plain),
+		cmocka_unit_test(test_size_suffixes),
+		cmocka_unit_test(test_size_malformed),
+		cmocka_unit_test(test_size_overflow),
+		cmocka_unit_test(test_size_unit),
+		cmocka_unit_test(test_uint),
+		cmocka_unit_test(test_bool),
+		cmocka_unit_test(test_port),
+		cmocka_unit_test(test_rate_bare_is_kib),
+		cmocka_unit_test(test_rate_suffixes),
+		cmocka_unit_test(test_rate_bad),
+		cmocka_unit_test(test_duration),
+		cmocka_unit_test(test_size_unchanged),
+		cmocka_unit_test(test_enum),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
