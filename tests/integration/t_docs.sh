@@ -149,10 +149,11 @@ done
 
 # ---- 2. config keys --------------------------------------------------------------
 echo "--- 2. config keys"
-# The daemon's key tables: { "key", LIST, handler }.
-dkeys=$(grep -oE '^\s*\{ "[a-z][a-z ]*", (true|false), [gm]_[a-z_]+ \}' "$SRC_DIR/daemon/config.c" |
+# The daemon's key tables ([global]'s, a module's): { "key", LIST, handler }.
+dkeys=$(grep -ohE '^\s*\{ "[a-z][a-z ]*", (true|false), [gm]_[a-z_]+ \}' \
+	"$SRC_DIR/daemon/config_global.c" "$SRC_DIR/daemon/config_module.c" |
 	sed -E 's/.*\{ "([^"]*)".*/\1/' | sort -u)
-[ -n "$dkeys" ] || die "no key table found in daemon/config.c"
+[ -n "$dkeys" ] || die "no key table found in daemon/config_global.c, config_module.c"
 # rdmacpd.conf(5): each key's own entry, ".BI key " = VALUE"" or ".BI "two words" " = VALUE"".
 m5keys=$(grep -E '^\.BI ("[a-z][a-z ]*"|[a-z]+) " = ' "$M5" |
 	sed -E 's/^\.BI "?([a-z][a-z ]*[a-z])"? " = .*/\1/' | sort -u)
