@@ -6,6 +6,7 @@
  */
 #include "options.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -85,6 +86,29 @@ static const struct client_option *option_for(int c)
 	return NULL;
 }
 
+/*
+ * --devices implies verbs; tcp_here, devices_here: --transport tcp and
+ * --devices were on the command line. Returns 0 or -EINVAL (said).
+ */
+static int devices_transport(struct client_opts *o, bool tcp_here, bool devices_here)
+{
+	if (o->ndevices == 0) {
+		return 0;
+	}
+	/* Rails are RC QPs on named devices: only verbs has them. */
+	if (tcp_here && devices_here) {
+		log_error("--devices needs --transport verbs (or auto), not tcp");
+		return -EINVAL;
+	}
+	if (tcp_here) {
+		/* --transport tcp here wins over the config file's devices. */
+		o->ndevices = 0;
+	} else {
+		o->transport = XPORT_KIND_VERBS;
+	}
+	return 0;
+}
+
 int client_parse_options(int argc, char **argv, struct client_opts *o, bool load_config)
 {
 	struct option longs[CLIENT_MAX_OPTIONS + 1];
@@ -131,18 +155,8 @@ int client_parse_options(int argc, char **argv, struct client_opts *o, bool load
 			devices_here = true;
 		}
 	}
-	if (o->ndevices > 0) {
-		/* Rails are RC QPs on named devices: only verbs has them. */
-		if (tcp_here && devices_here) {
-			log_error("--devices needs --transport verbs (or auto), not tcp");
-			return EXIT_USAGE;
-		}
-		if (tcp_here) {
-			/* --transport tcp here wins over the config file's devices. */
-			o->ndevices = 0;
-		} else {
-			o->transport = XPORT_KIND_VERBS;
-		}
+	if (devices_transport(o, tcp_here, devices_here) < 0) {
+		return EXIT_USAGE;
 	}
 	if (o->verbose > 1) {
 		log_set_max_level(LOG_DEBUG);
