@@ -627,6 +627,8 @@ struct engine {
 	/* sender: SUMS entries waiting to go out */
 	struct proto_sum *sum_out;
 	uint16_t nsum_out;
+	/* After the worker's answers are taken: the role's (the sender's SUMS batch); NULL none. */
+	int (*sums_answered)(struct engine *e);
 
 	/* both */
 	bool got_end;	       /* the peer's END */
@@ -845,7 +847,12 @@ void rx_discard(struct engine *e, struct efile *f);
 
 /* engine_sums.c */
 struct sum_job;
-int sums_queue(struct engine *e, struct efile *f, int fd);
+/*
+ * A digest made on the worker (r < 0: none, and why), for f if it still
+ * wants it: each done function checks that (sum_wanted, dev_verify).
+ */
+typedef int (*sum_done_fn)(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+int sums_queue(struct engine *e, struct efile *f, int fd, sum_done_fn done);
 /* A device's zero range, written on the worker (blk_zero_range may take long). */
 int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 int on_sums(struct engine *e);
@@ -925,7 +932,7 @@ void rx_tree_chunk(struct engine *e, struct efile *f, uint64_t off, const uint8_
 void rx_tree_digest(struct engine *e, struct efile *f, uint8_t out[HASH_LEN]);
 int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
 		uint8_t out[HASH_LEN]);
-int sums_queue_tree(struct engine *e, struct efile *f, int fd);
+int sums_queue_tree(struct engine *e, struct efile *f, int fd, sum_done_fn done);
 int hashers_start(struct engine *e, unsigned n);
 void hashers_stop(struct engine *e);
 int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,

@@ -173,12 +173,10 @@ int engine_pin_pool(struct engine *e)
 	return 0;
 }
 
-static int setup(struct engine *e)
+static int setup_uring(struct engine *e)
 {
-	const struct engine_params *p = e->p;
-	struct xport *x = p->x;
 	struct io_uring_params up = { 0 };
-	unsigned entries = p->faults & ENGINE_FAULT_SMALL_RING ? 8 : URING_ENTRIES;
+	unsigned entries = e->p->faults & ENGINE_FAULT_SMALL_RING ? 8 : URING_ENTRIES;
 	int r;
 
 	/*
@@ -210,14 +208,16 @@ static int setup(struct engine *e)
 	if (e->uring_efd < 0 || io_uring_register_eventfd(&e->ring, e->uring_efd) < 0) {
 		return fail(e, PERR_INTERNAL, -EIO, "io_uring eventfd");
 	}
-	/* A probe has no data path: no pool, no lanes, no RING. */
-	if (!x) {
-		return engine_features_setup(e) < 0 ? e->fail_r : e->role->setup(e);
-	}
-	r = setup_memory(e);
-	if (r < 0) {
-		return r;
-	}
+	return 0;
+}
+
+/* Each lane's queue of work requests, its receives posted, its slot keys. */
+static int setup_lanes(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+	struct xport *x = p->x;
+	int r;
+
 	for (unsigned i = 0; i < x->nlanes; i++) {
 		e->lanes[i].cap = x->sq_depth;
 		e->lanes[i].fifo = calloc(x->sq_depth, sizeof(struct lane_ent));
@@ -242,32 +242,34 @@ static int setup(struct engine *e)
 		}
 	}
 	e->sealed = p->seal_slots;
-	r = engine_features_setup(e);
+	return 0;
+}
+
+/* io_uring, then (a data path) the pool and lanes, then the features, then the role. */
+static int setup(struct engine *e)
+{
+	int r = setup_uring(e);
+
+	/* A probe has no data path: no pool, no lanes, no RING. */
+	if (r >= 0 && e->p->x) {
+		r = setup_memory(e);
+		if (r >= 0) {
+			r = setup_lanes(e);
+		}
+	}
+	if (r >= 0) {
+		r = engine_features_setup(e);
+	}
 	return r < 0 ? r : e->role->setup(e);
 }
 
-static void teardown(struct engine *e)
+/*
+ * Drain what the kernel still owns before files close and buffers go:
+ * a linkat in flight names its file by fd number (rx_link_submit).
+ * Completions the kernel dropped (on_uring) are of operations done.
+ */
+static void teardown_uring_drain(struct engine *e)
 {
-	struct xport *x = e->p->x;
-
-	/*
-	 * Threads first: their jobs hold file descriptors, files' hash states,
-	 * slots and directory fds, all of which go below.
-	 */
-	for (unsigned i = 0; i < e->nfeat; i++) {
-		if (e->feat[i]->stop) {
-			e->feat[i]->stop(e);
-		}
-	}
-	if (e->role->stop) {
-		e->role->stop(e);
-	}
-
-	/*
-	 * Drain what the kernel still owns before files close and buffers go:
-	 * a linkat in flight names its file by fd number (rx_link_submit).
-	 * Completions the kernel dropped (on_uring) are of operations done.
-	 */
 	if (e->ring_ok) {
 		while (e->uring_inflight > IO_URING_READ_ONCE(*e->ring.cq.koverflow)) {
 			struct io_uring_cqe *cqe;
@@ -279,7 +281,11 @@ static void teardown(struct engine *e)
 			e->uring_inflight--;
 		}
 	}
-	/* Receiver: every temp file not committed goes. */
+}
+
+/* Every entry released; a receiver's temp files not committed go. */
+static void teardown_files(struct engine *e)
+{
 	for (size_t i = 0; i < e->files_hw; i++) {
 		struct efile *f = &e->files[i];
 		if (!f->used) {
@@ -297,11 +303,17 @@ static void teardown(struct engine *e)
 		}
 		file_release(e, f);
 	}
-	/*
-	 * Revoke remote access before the memory can be reused or freed; the
-	 * lanes stopped first, so that no write in flight meets a freed
-	 * registration (verbs: QPs to error, flush awaited).
-	 */
+}
+
+/*
+ * Revoke remote access before the memory can be reused or freed; the
+ * lanes stopped first, so that no write in flight meets a freed
+ * registration (verbs: QPs to error, flush awaited).
+ */
+static void teardown_memory(struct engine *e)
+{
+	struct xport *x = e->p->x;
+
 	if (e->mr) {
 		if (x->ops->quiesce) {
 			(void)x->ops->quiesce(x);
@@ -310,6 +322,25 @@ static void teardown(struct engine *e)
 		e->mr = NULL;
 	}
 	pool_destroy(e->pool);
+}
+
+static void teardown(struct engine *e)
+{
+	/*
+	 * Threads first: their jobs hold file descriptors, files' hash states,
+	 * slots and directory fds, all of which go below.
+	 */
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->stop) {
+			e->feat[i]->stop(e);
+		}
+	}
+	if (e->role->stop) {
+		e->role->stop(e);
+	}
+	teardown_uring_drain(e);
+	teardown_files(e);
+	teardown_memory(e);
 	if (e->ring_ok) {
 		io_uring_queue_exit(&e->ring);
 	}
@@ -363,29 +394,27 @@ static void report_failure(struct engine *e)
 	e->error_sent = true;
 }
 
-int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,
-	       char *err, size_t errlen)
+/* No transport: a probe, which only a dry run may be. */
+static bool engine_params_ok(const struct engine_params *p)
 {
-	struct engine *e;
-	int r;
+	return p->chan && engine_role(p->role) && (p->x || (p->open_flags & PROTO_OPEN_DRY_RUN)) &&
+	       (!p->x ||
+		(p->slots > 0 && p->slots <= PROTO_MAX_SLOTS && p->chunk_size >= PROTO_MIN_CHUNK &&
+		 p->x->nlanes > 0 && p->x->sq_depth >= 4));
+}
 
-	/* No transport: a probe, which only a dry run may be. */
-	if (!p->chan || !engine_role(p->role) || (!p->x && !(p->open_flags & PROTO_OPEN_DRY_RUN)) ||
-	    (p->x &&
-	     (p->slots == 0 || p->slots > PROTO_MAX_SLOTS || p->chunk_size < PROTO_MIN_CHUNK ||
-	      p->x->nlanes == 0 || p->x->sq_depth < 4))) {
-		snprintf(err, errlen, "bad engine parameters");
-		*ret_code = PERR_INTERNAL;
-		return -EINVAL;
-	}
-	e = calloc(1, sizeof(*e));
+/* A session's state, its file table mapped; NULL: no memory. */
+static struct engine *engine_new(const struct engine_params *p, char *err, size_t errlen)
+{
+	struct engine *e = calloc(1, sizeof(*e));
+
 	if (!e) {
-		return -ENOMEM;
+		return NULL;
 	}
 	e->files = mem_map_thp(FILE_TABLE * sizeof(*e->files), &e->files_len);
 	if (!e->files) {
 		free(e);
-		return -ENOMEM;
+		return NULL;
 	}
 	e->p = p;
 	e->role = engine_role(p->role);
@@ -395,9 +424,6 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	e->sync_efd = -1;
 	e->sum_efd = -1;
 	e->oldest_id = 1;
-	/* Our own caps too: a test plays a peer from before ZEROS (RDMACP_TEST_CAPS_OFF). */
-	e->zeros =
-	    p->x && (p->peer_caps & PROTO_CAP_ZEROS) && (hello_local_caps() & PROTO_CAP_ZEROS);
 	if (p->peer_caps & PROTO_CAP_WIDER_WINDOW) {
 		e->files_window = PROTO_FILES_WIDER;
 		e->files_span = PROTO_SPAN_WIDER;
@@ -413,6 +439,24 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 			 (hello_local_caps() & PROTO_CAP_ASSUME_ZERO);
 	err[0] = '\0';
 	engine_features_choose(e);
+	return e;
+}
+
+int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, uint32_t *ret_code,
+	       char *err, size_t errlen)
+{
+	struct engine *e;
+	int r;
+
+	if (!engine_params_ok(p)) {
+		snprintf(err, errlen, "bad engine parameters");
+		*ret_code = PERR_INTERNAL;
+		return -EINVAL;
+	}
+	e = engine_new(p, err, errlen);
+	if (!e) {
+		return -ENOMEM;
+	}
 
 	r = setup(e);
 	if (r >= 0) {

@@ -174,6 +174,13 @@ uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t 
 	return PERR_OK;
 }
 
+/* The worker's digest of the device read back, while the commit waits for it. */
+static int rx_device_read_back(struct engine *e, struct efile *f, int r,
+			       const uint8_t hash[HASH_LEN])
+{
+	return f->dev_verify ? rx_device_verified(e, f, r, hash) : 0;
+}
+
 int rx_device_verify_start(struct engine *e, struct efile *f)
 {
 	int fd, r;
@@ -194,7 +201,8 @@ int rx_device_verify_start(struct engine *e, struct efile *f)
 	}
 	f->dev_verify = true;
 	/* Checked by chunk digests: only what was written since the digest pass is read. */
-	return f->tree ? sums_queue_tree(e, f, fd) : sums_queue(e, f, fd);
+	return f->tree ? sums_queue_tree(e, f, fd, rx_device_read_back)
+		       : sums_queue(e, f, fd, rx_device_read_back);
 }
 
 int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])

@@ -483,8 +483,6 @@ static int rx_on_message(struct engine *e, struct msg *m)
 		return rx_entry_failed(e, &m->u.entry_failed);
 	case MSG_SUMS:
 		return rx_sums(e, &m->u.sums);
-	case MSG_ZEROS:
-		return rx_zeros(e, &m->u.zeros);
 	case MSG_END:
 		if (e->files_open != 0) {
 			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");

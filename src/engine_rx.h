@@ -23,8 +23,5 @@ int rx_file_done(struct engine *e, const struct msg_file_done *d);
 int rx_files(struct engine *e, struct msg_files *mf);
 int rx_sums(struct engine *e, const struct msg_sums *ms);
 
-/* engine_rx_zeros.c: ZEROS. */
-int rx_zeros(struct engine *e, const struct msg_resume *z);
-
 /* engine_rx.c: a file's bytes hashed in order as they become ready. */
 void rx_hash_ready(struct engine *e, struct efile *f);

@@ -5,6 +5,8 @@
  */
 #include "engine_rx.h"
 
+#include "hello.h"
+
 /* The XXH3-128 of len zero bytes (the journal's record of a zero chunk; a tree's digest). */
 void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
 {
@@ -155,7 +157,7 @@ void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t 
 }
 
 /* ZEROS: only from a peer that knows them, for a file of ours whose FILE_DONE is still to come. */
-int rx_zeros(struct engine *e, const struct msg_resume *z)
+static int rx_zeros(struct engine *e, const struct msg_resume *z)
 {
 	struct efile *f = file_by_id(e, z->id);
 	int r;
@@ -193,3 +195,29 @@ int rx_delta_same(struct engine *e, const struct msg_delta *d)
 	rx_hash_ready(e, f);
 	return rx_maybe_finish(e, f);
 }
+
+/* Zero extents: a data path, and both ends announced them (our own caps too, for tests). */
+static bool zeros_enable(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+
+	e->zeros =
+	    p->x && (p->peer_caps & PROTO_CAP_ZEROS) && (hello_local_caps() & PROTO_CAP_ZEROS);
+	return true; /* ZEROS in a session without them is refused here */
+}
+
+static int zeros_on_zeros(struct engine *e, struct msg *m)
+{
+	return rx_zeros(e, &m->u.zeros);
+}
+
+static const struct engine_msg_row zeros_msgs[] = {
+	{ MSG_ZEROS, ENGINE_ROLE_BIT(ENGINE_RECEIVER), 0, zeros_on_zeros },
+	{ 0 },
+};
+
+const struct engine_feature engine_feature_zeros = {
+	.name = "zeros",
+	.enable = zeros_enable,
+	.msgs = zeros_msgs,
+};

@@ -6,8 +6,9 @@
  * (filehash.c), so a big file never stalls the loop, and the two sides hash
  * at the same time. The loop queues a job with an fd it opened; the worker
  * hashes, closes the fd and says so on an eventfd; the loop hands each
- * result to its role (tx_sum_done, rx_sum_done), which checks the file is
- * still the one the job was for. The same worker writes a device's zero
+ * result to the done function the job was queued with (the role's, or a
+ * device's read back), once it has checked the file is still the one the
+ * job was for. The same worker writes a device's zero
  * ranges (blk_zero_range: a write-zeroes of a large range can take long),
  * in the order they were queued; the file's commit waits for them.
  */
@@ -22,6 +23,7 @@ struct sum_job {
 	uint64_t size;
 	int r;
 	uint8_t hash[HASH_LEN];
+	sum_done_fn done; /* a digest's: who takes it */
 	/* A zero range [off, off + size) of a device, not a digest; slow: the test hook. */
 	bool zeros, slow;
 	uint64_t off;
@@ -145,21 +147,23 @@ static int sums_queue_job(struct engine *e, struct efile *f, int fd, const struc
 	return 0;
 }
 
-int sums_queue(struct engine *e, struct efile *f, int fd)
+int sums_queue(struct engine *e, struct efile *f, int fd, sum_done_fn done)
 {
-	return sums_queue_job(
-	    e, f, fd,
-	    &(struct sum_job){ .size = f->size, .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK });
+	return sums_queue_job(e, f, fd,
+			      &(struct sum_job){ .size = f->size,
+						 .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK,
+						 .done = done });
 }
 
 /*
  * A tree file's read back (rx_device_verify_start): the job gets its own
  * copies of rd and rdisk, so the file may go while it runs.
  */
-int sums_queue_tree(struct engine *e, struct efile *f, int fd)
+int sums_queue_tree(struct engine *e, struct efile *f, int fd, sum_done_fn done)
 {
 	uint64_t n = f->size / e->p->chunk_size + (f->size % e->p->chunk_size != 0);
-	struct sum_job t = { .size = f->size,
+	struct sum_job t = { .done = done,
+			     .size = f->size,
 			     .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK,
 			     .cs = e->p->chunk_size,
 			     .rd = malloc(n * HASH_LEN),
@@ -224,16 +228,14 @@ int on_sums(struct engine *e)
 		/* A file failed or released meanwhile has no use for it. */
 		if (r >= 0 && f->used && f->id == j->id && j->zeros) {
 			r = rx_device_zeroed(e, f, j->r, j->off, j->size);
-		} else if (r >= 0 && f->used && f->id == j->id && f->dev_verify) {
-			r = rx_device_verified(e, f, j->r, j->hash);
-		} else if (r >= 0 && f->used && f->id == j->id && f->sum_wanted) {
-			r = e->role == &engine_sender_ops ? tx_sum_done(e, f, j->r, j->hash)
-							  : rx_sum_done(e, f, j->r, j->hash);
+		} else if (r >= 0 && f->used && f->id == j->id) {
+			r = j->done(e, f, j->r, j->hash);
 		}
 		sum_job_free(j);
 	}
-	if (r >= 0 && e->role == &engine_sender_ops) {
-		r = tx_sums_flush(e);
+	/* What the answers queued goes out together (the sender's SUMS). */
+	if (r >= 0 && e->sums_answered) {
+		r = e->sums_answered(e);
 	}
 	return r;
 }

@@ -13,6 +13,12 @@
  * gets a SUMS entry saying so at once (the receiver then has it copied,
  * where the same failure is reported as usual).
  */
+/* The worker's digest of a source the receiver asked about, while it still asks. */
+static int tx_own_sum(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
+{
+	return f->sum_wanted ? tx_sum_done(e, f, r, hash) : 0;
+}
+
 static int tx_sum_start(struct engine *e, struct efile *f)
 {
 	struct stat st;
@@ -32,7 +38,8 @@ static int tx_sum_start(struct engine *e, struct efile *f)
 		close(fd);
 		return tx_sum_done(e, f, -ESTALE, NULL);
 	}
-	return sums_queue(e, f, fd);
+	e->sums_answered = tx_sums_flush;
+	return sums_queue(e, f, fd, tx_own_sum);
 }
 
 /* Our source's digest (or why there is none), for the next SUMS. */
