@@ -214,114 +214,166 @@ static int tx_pass_zero(struct engine *e, uint32_t ci)
 	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
 }
 
+/* What a ready chunk came to: nothing yet, taken (progress), or stop posting this turn. */
+enum { READY_NONE = 0, READY_TAKEN = 1, READY_STOP = 2, READY_WAIT = 3 };
+
+/*
+ * --delta on a tree file: its digest is fed here, in file order, once per
+ * chunk; a chunk the pre-pass found unchanged passes as SAME.
+ */
+static int claim_tree_same(struct engine *e, uint32_t ci, struct efile *f, bool wait)
+{
+	struct chunk *c = &e->chunks[ci];
+	int r;
+
+	(void)wait;
+	if (f->tree && !c->hashed) {
+		c->same = tx_tree_feed(e, f, c, pool_chunk(e->pool, ci));
+		c->hashed = true;
+		if (f->failed) {
+			tx_chunk_drop(e, ci);
+			return READY_TAKEN;
+		}
+	}
+	if (!c->same) {
+		return READY_NONE;
+	}
+	r = tx_pass_same(e, ci);
+	return r < 0 ? r : READY_TAKEN;
+}
+
+/* A zero chunk (a hole, or read and found so) goes as ZEROS. */
+static int claim_zero(struct engine *e, uint32_t ci, struct efile *f, bool wait)
+{
+	int r;
+
+	(void)f;
+	if (!e->chunks[ci].zero) {
+		return READY_NONE;
+	}
+	if (wait) {
+		return READY_WAIT;
+	}
+	r = tx_pass_zero(e, ci);
+	return r < 0 ? r : READY_TAKEN;
+}
+
+/* --delta: a chunk whose digest the receiver has already (not one it keeps anyway). */
+static int claim_unchanged(struct engine *e, uint32_t ci, struct efile *f, bool wait)
+{
+	struct chunk *c = &e->chunks[ci];
+	int r;
+
+	if (!f->ndsum || f->tree || (f->nresume && tx_kept(f, c->off, c->len)) ||
+	    !tx_delta_unchanged(e, f, c, pool_chunk(e->pool, ci))) {
+		return READY_NONE;
+	}
+	if (wait) {
+		return READY_WAIT;
+	}
+	r = tx_pass_same(e, ci);
+	return r < 0 ? r : READY_TAKEN;
+}
+
+/* --partial: a chunk the receiver keeps (RESUME) is hashed and passed over. */
+static int claim_kept(struct engine *e, uint32_t ci, struct efile *f, bool wait)
+{
+	struct chunk *c = &e->chunks[ci];
+	int r;
+
+	if (!f->nresume || !tx_kept(f, c->off, c->len)) {
+		return READY_NONE;
+	}
+	if (wait) {
+		return READY_WAIT;
+	}
+	r = tx_pass_chunk(e, ci);
+	return r < 0 ? r : READY_TAKEN;
+}
+
+/*
+ * Who may take a ready chunk, in file order, before it is posted, in this
+ * order. Zeros, kept and unchanged chunks are hashed here, on the loop:
+ * only after what its hashing thread has before them (wait).
+ */
+static int (*const tx_claims[])(struct engine *e, uint32_t ci, struct efile *f, bool wait) = {
+	claim_tree_same,
+	claim_zero,
+	claim_unchanged,
+	claim_kept,
+};
+
+/* A pack: posted whole when the rate and a lane allow. */
+static int tx_ready_pack(struct engine *e, uint32_t ci)
+{
+	int pick, r;
+
+	if (e->p->bwlimit && !bw_allows(e, e->chunks[ci].fill)) {
+		return READY_STOP;
+	}
+	pick = lane_pick(e, 2);
+	if (pick < 0) {
+		return READY_NONE;
+	}
+	r = tx_post_pack(e, ci, (unsigned)pick);
+	return r < 0 ? r : READY_TAKEN;
+}
+
+/* Ready chunk ci: dropped (its file failed), claimed, posted, or left for later. */
+static int tx_ready_chunk(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+	struct efile *f;
+	int pick, r;
+
+	if (c->packed) {
+		return tx_ready_pack(e, ci);
+	}
+	f = &e->files[c->fidx];
+	if (f->failed) {
+		tx_chunk_drop(e, ci);
+		return READY_TAKEN;
+	}
+	if (c->off != f->send_off) {
+		return READY_NONE;
+	}
+	for (size_t i = 0; i < sizeof(tx_claims) / sizeof(tx_claims[0]); i++) {
+		r = tx_claims[i](e, ci, f, f->hash_jobs > 0 && !f->tree);
+		if (r != READY_NONE) {
+			return r == READY_WAIT ? READY_NONE : r;
+		}
+	}
+	if (e->p->bwlimit && !bw_allows(e, c->len)) {
+		return READY_STOP;
+	}
+	pick = lane_pick(e, 2);
+	if (pick < 0) {
+		return READY_NONE;
+	}
+	r = tx_post_chunk(e, ci, (unsigned)pick);
+	return r < 0 ? r : READY_TAKEN;
+}
+
 int tx_post_ready(struct engine *e)
 {
 	bool progress = true;
-	int r;
 
 	while (progress && e->nfree_slots > 0) {
 		progress = false;
 		for (uint32_t ci = 0; ci < e->pool->nchunks && e->nfree_slots > 0; ci++) {
-			struct chunk *c = &e->chunks[ci];
-			struct efile *f;
-			int pick;
+			int r;
 
-			if (c->state != CH_READY) {
+			if (e->chunks[ci].state != CH_READY) {
 				continue;
 			}
-			if (c->packed) {
-				if (e->p->bwlimit && !bw_allows(e, c->fill)) {
-					return 0;
-				}
-				pick = lane_pick(e, 2);
-				if (pick < 0) {
-					continue;
-				}
-				r = tx_post_pack(e, ci, (unsigned)pick);
-				if (r < 0) {
-					return r;
-				}
-				progress = true;
-				continue;
-			}
-			f = &e->files[c->fidx];
-			if (f->failed) {
-				tx_chunk_drop(e, ci);
-				progress = true;
-				continue;
-			}
-			if (c->off != f->send_off) {
-				continue;
-			}
-			/*
-			 * Zeros, kept and unchanged chunks are hashed here, on the
-			 * loop: only after what its hashing thread has before them.
-			 */
-			bool wait = f->hash_jobs > 0 && !f->tree;
-			/* A tree file: its digest is fed here, in file order, once per chunk. */
-			if (f->tree && !c->hashed) {
-				c->same = tx_tree_feed(e, f, c, pool_chunk(e->pool, ci));
-				c->hashed = true;
-				if (f->failed) {
-					tx_chunk_drop(e, ci);
-					progress = true;
-					continue;
-				}
-			}
-			if (c->same) {
-				r = tx_pass_same(e, ci);
-				if (r < 0) {
-					return r;
-				}
-				progress = true;
-				continue;
-			}
-			if (c->zero) {
-				if (wait) {
-					continue;
-				}
-				r = tx_pass_zero(e, ci);
-				if (r < 0) {
-					return r;
-				}
-				progress = true;
-				continue;
-			}
-			if (f->ndsum && !f->tree && !(f->nresume && tx_kept(f, c->off, c->len)) &&
-			    tx_delta_unchanged(e, f, c, pool_chunk(e->pool, ci))) {
-				if (wait) {
-					continue;
-				}
-				r = tx_pass_same(e, ci);
-				if (r < 0) {
-					return r;
-				}
-				progress = true;
-				continue;
-			}
-			if (f->nresume && tx_kept(f, c->off, c->len)) {
-				if (wait) {
-					continue;
-				}
-				r = tx_pass_chunk(e, ci);
-				if (r < 0) {
-					return r;
-				}
-				progress = true;
-				continue;
-			}
-			if (e->p->bwlimit && !bw_allows(e, c->len)) {
-				return 0;
-			}
-			pick = lane_pick(e, 2);
-			if (pick < 0) {
-				continue;
-			}
-			r = tx_post_chunk(e, ci, (unsigned)pick);
+			r = tx_ready_chunk(e, ci);
 			if (r < 0) {
 				return r;
 			}
-			progress = true;
+			if (r == READY_STOP) {
+				return 0;
+			}
+			progress |= r == READY_TAKEN;
 		}
 	}
 	/* A failed file with nothing left in flight still owes its FILE_DONE. */
