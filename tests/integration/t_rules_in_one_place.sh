@@ -9,8 +9,9 @@
 #      from a grant;
 #   2. only daemon/policy.c finds a module by a path (resolve_module,
 #      daemon_config_module), so nothing reaches a module without a grant;
-#   3. serve.c opens a module's root only in enter_module, which asserts a
-#      grant, and every request handler that names a module asks decide();
+#   3. the daemon/serve*.c files open a module's root only in
+#      serve_enter_module, which asserts a grant, and every request handler
+#      that names a module asks serve_decide();
 #   4. an owner is set in src/ only where the metadata rule says so: every
 #      chown is in meta_policy.c or on a line that asks rx_meta_policy();
 #   5. both config loaders read their file through src/conffile.c (only a
@@ -29,13 +30,14 @@ hits=$(grep -nE "[A-Za-z_]+(->|\.)($fields)\b" daemon/*.c | grep -vE '^daemon/(p
 hits=$(grep -nE '\b(resolve_module|daemon_config_module)\(' daemon/*.c | grep -vE '^daemon/(policy|config)\.c:')
 [ -z "$hits" ] && pass "a module is found by its path in daemon/policy.c only" || fail "module lookups: $hits"
 
-hits=$(grep -nE '\bopen_module_root\(' daemon/serve.c | grep -vE 'static int open_module_root|return open_module_root\(c, gr->m')
-[ -z "$hits" ] && pass "a module root is opened only in enter_module" || fail "open_module_root: $hits"
-grep -q 'assert(policy_grant_valid(gr)' daemon/serve.c && pass "enter_module asserts a grant" ||
-	fail "enter_module does not assert its grant"
-for h in handle_open list_path handle_assemble handle_bench; do
-	body=$(awk -v h="$h" '$0 ~ "^static int " h "\\(" { on = 1 } on { print } on && /^}/ { exit }' daemon/serve.c)
-	grep -q 'decide(c, &rq, &gr)' <<<"$body" && pass "$h asks the policy" || fail "$h does not call decide()"
+hits=$(grep -nE '\bopen_module_root\(' daemon/serve*.c | grep -vE 'static int open_module_root|return open_module_root\(c, gr->m')
+[ -z "$hits" ] && pass "a module root is opened only in serve_enter_module" || fail "open_module_root: $hits"
+body=$(awk '/^int serve_enter_module\(/ { on = 1 } on { print } on && /^}/ { exit }' daemon/serve*.c)
+grep -q 'assert(policy_grant_valid(gr)' <<<"$body" && pass "serve_enter_module asserts a grant" ||
+	fail "serve_enter_module does not assert its grant"
+for h in serve_open list_path serve_assemble serve_bench; do
+	body=$(awk -v h="$h" '$0 ~ "^(static )?int " h "\\(" { on = 1 } on { print } on && /^}/ { exit }' daemon/serve*.c)
+	grep -q 'serve_decide(c, &rq, &gr)' <<<"$body" && pass "$h asks the policy" || fail "$h does not call serve_decide()"
 done
 
 hits=$(grep -nE '\b(f|l)?chown(at)?\(' src/*.c | grep -vE '^src/meta_policy\.c:' | grep -v 'rx_meta_policy(')

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ASSEMBLE (serve_internal.h): rdmacp finalize's join of a split file's
+ * parts (src/assemble.h), as the module's user, beneath the module, under
+ * the module's rules for a push.
+ */
+#include "serve_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "assemble.h"
+#include "fspath.h"
+#include "log.h"
+#include "macro.h"
+
+/*
+ * rdmacp finalize: join a split file's parts (ASSEMBLE, src/assemble.h), as
+ * the module's user, beneath the module, where a push to a->path would
+ * write; the module's rules for a push apply (not read only, owners only
+ * where kept, 'max file size'). ASSEMBLED once the file is in place;
+ * otherwise ERROR (ASSEMBLY for parts that are missing or not what their
+ * digests say) and the session ends.
+ */
+int serve_assemble(struct conn *c, const struct msg *m)
+{
+	const struct msg_assemble *a = &m->u.assemble;
+	struct policy_request rq = {
+		.op = POLICY_ASSEMBLE, .path = a->path, .flags = a->flags, .bytes = a->size
+	};
+	struct policy_grant gr;
+	struct msg done = { .type = MSG_ASSEMBLED };
+	char esc[PROTO_MAX_PATH * 4 + 1], why[512], rel[PROTO_MAX_PATH + 1];
+	_cleanup_close_ int rootfd = -1, destfd = -1;
+	size_t len;
+	uint32_t code;
+	int r;
+
+	if (!(c->peer_caps & PROTO_CAP_ASSEMBLE)) {
+		return serve_refuse(c, PERR_PROTOCOL,
+				    "ASSEMBLE from a client without the capability");
+	}
+	r = serve_decide(c, &rq, &gr);
+	if (r < 0) {
+		return r;
+	}
+	log_escape(a->name, esc, sizeof(esc));
+	/* The destination, the file's name and the staging directory: each a path it names. */
+	r = serve_check_path(c, &gr, -1, gr.rel);
+	if (r >= 0) {
+		r = serve_check_path(c, &gr, -1, a->name);
+	}
+	if (r >= 0) {
+		r = serve_check_path(c, &gr, -1, a->staging);
+	}
+	if (r < 0) {
+		return r;
+	}
+	r = serve_enter_module(c, &gr, &rootfd);
+	if (r < 0) {
+		return r;
+	}
+	/* MOD/DIR/ names the directory as MOD/DIR does, as for a push. */
+	snprintf(rel, sizeof(rel), "%s", gr.rel + strspn(gr.rel, "/"));
+	for (len = strlen(rel); len > 0 && rel[len - 1] == '/'; len--) {
+		rel[len - 1] = '\0';
+	}
+	r = fspath_open_dir(rootfd, rel, &destfd);
+	if (r < 0) {
+		log_escape(a->path, esc, sizeof(esc));
+		return serve_refuse(
+		    c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH, "destination '%s': %s", esc,
+		    r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
+	}
+	/* The module's metadata rule, as for a push (policy.h, meta_policy.h). */
+	r = assemble_file(destfd, a, &gr.meta, &code, why, sizeof(why));
+	if (r < 0) {
+		return serve_refuse(c, code, "assembling '%s': %s", esc, why);
+	}
+	policy_account(&c->used, &gr, a->size);
+	log_info("%s (%s): assembled %s in module %s from %u parts, %llu bytes", c->peer, c->id,
+		 esc, gr.m->name, a->count, (unsigned long long)a->size);
+	done.u.assembled.size = a->size;
+	return chan_send(&c->chan, &done);
+}

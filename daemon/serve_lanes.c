@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A session's data path, set up the same way for a copy and a bench
+ * (serve_internal.h): the transport (verbs where the address's device can
+ * take the client's path, tcp otherwise), its listener and daemon rails,
+ * sealed or clear lanes and their keys, the ring within "pool size" and the
+ * memory budget, then OPEN_OK and the lanes connected.
+ */
+#include "serve_internal.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hello.h"
+#include "log.h"
+#include "macro.h"
+#include "net.h"
+#include "session_table.h"
+
+/*
+ * RDMA lanes only from the client's own address: their
+ * token crosses the network in clear in the CM request. 'lanes from other
+ * addresses = yes' lifts it, for clients whose rails leave from addresses of
+ * their own (--devices).
+ */
+static void lanes_from_peer(const struct conn *c, struct xport_params *xp)
+{
+	if (!c->cfg->lanes_any_source && c->peer_addr.ss_family != AF_UNSPEC) {
+		xp->peer_set = true;
+		xp->peer = c->peer_addr;
+	}
+}
+
+/* The module's (or [global]'s) "tos": the daemon's lanes' own traffic class. */
+static void lanes_tos(int tos, struct xport_params *xp)
+{
+	if (tos >= 0) {
+		xp->tos_set = true;
+		xp->tos = (uint8_t)tos;
+	}
+}
+
+/*
+ * Which verbs path the lanes take (*ret_send: WRITE + SEND): the client's
+ * word when it asked for WRITE + SEND (OPEN flag), which any device can
+ * carry; else WRITE WITH IMMEDIATE, which the device of the address must
+ * have. 1: verbs can go; 0: not here (why says so); <0: refused (said).
+ */
+static int verbs_path_check(struct conn *c, unsigned want, bool client_send,
+			    const struct sockaddr *addr, bool *ret_send, char *why, size_t whylen)
+{
+	const char *force = getenv("RDMACPD_TEST_WRITE_SEND");
+	char dev[256];
+	int path = xport_verbs_path(addr, NULL, 0, force && *force, dev, sizeof(dev));
+
+	*ret_send = client_send;
+	/*
+	 * No device found for the address (or rdma_cm could not say): its
+	 * listen says whether verbs can go, as before.
+	 */
+	if ((path < 0 && path != -EOPNOTSUPP) ||
+	    (path > 0 && (client_send || path == XPORT_PATH_WRITE_IMM))) {
+		return 1;
+	}
+	if (path < 0) {
+		snprintf(why, whylen, "%s", dev);
+	} else {
+		snprintf(why, whylen,
+			 "this daemon's RDMA device needs the WRITE + SEND verbs path (%s), and %s",
+			 dev,
+			 c->peer_caps & PROTO_CAP_WRITE_SEND
+			     ? "the client's lanes use RDMA WRITE WITH IMMEDIATE"
+			     : "the client is too old for it: upgrade it");
+	}
+	if (want == XPORT_KIND_VERBS) {
+		return serve_refuse(c, PERR_TRANSPORT, "%s; use --transport tcp", why);
+	}
+	return 0;
+}
+
+/*
+ * A dual-stack listener (socket activation) sees an IPv4 client as
+ * ::ffff:a.b.c.d; rdma_cm binds IPv4 addresses, so the device is found from
+ * the plain IPv4 one (in v4).
+ */
+static const struct sockaddr *rdma_bind_addr(const struct sockaddr_storage *addr, socklen_t len,
+					     struct sockaddr_storage *v4, socklen_t *ret_len)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)addr;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)v4;
+
+	*ret_len = len;
+	if (addr->ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+		return (const struct sockaddr *)addr;
+	}
+	s4->sin_family = AF_INET;
+	s4->sin_port = s6->sin6_port;
+	memcpy(&s4->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+	*ret_len = sizeof(*s4);
+	return (const struct sockaddr *)v4;
+}
+
+/*
+ * The verbs listener, where this address's RDMA device can take the
+ * client's path. 1: listening; 0: not here (why says so); <0: refused (said).
+ */
+static int listen_verbs(struct conn *c, unsigned want, bool client_send,
+			const struct sockaddr_storage *addr, struct xport_listener **ret_l,
+			uint16_t *ret_port, bool *ret_send, char *why, size_t whylen)
+{
+	const struct xport_ops *verbs = xport_ops_by_kind(XPORT_KIND_VERBS);
+	struct sockaddr_storage v4 = { 0 };
+	const struct sockaddr *bind;
+	socklen_t bindlen;
+	int r;
+
+	if (!verbs) {
+		snprintf(why, whylen, "built without the verbs transport");
+		return 0;
+	}
+	if (xport_verbs_probe(why, whylen) <= 0) {
+		return 0;
+	}
+	bind = rdma_bind_addr(addr, c->locallen, &v4, &bindlen);
+	r = verbs_path_check(c, want, client_send, bind, ret_send, why, whylen);
+	if (r < 0) {
+		return r;
+	}
+	r = r > 0 ? verbs->listen(bind, bindlen, ret_l, ret_port) : -EOPNOTSUPP;
+	if (r == 0) {
+		return 1;
+	}
+	*ret_send = false;
+	if (r != -EOPNOTSUPP) {
+		snprintf(why, whylen, "rdma_cm listen on this address: %s", strerror(-r));
+	}
+	return 0;
+}
+
+/*
+ * The data path's listener on the control connection's own address: verbs
+ * when asked for (or, for "auto", when this address has an RDMA device
+ * that can take the client's path), tcp otherwise. Binding rdma_cm to the
+ * address is what proves the device reaches the client: it is the device
+ * the client's traffic arrives on. client_send: the client asked for the
+ * WRITE + SEND path; *ret_send says whether verbs lanes take it.
+ */
+static int transport_listen(struct conn *c, unsigned want, bool client_send,
+			    struct sockaddr_storage *addr, const struct xport_ops **ret_ops,
+			    struct xport_listener **ret_l, uint16_t *ret_port, bool *ret_send)
+{
+	char why[512] = "";
+	int r;
+
+	*ret_send = false;
+	if (want == XPORT_KIND_VERBS || want == 0) {
+		r = listen_verbs(c, want, client_send, addr, ret_l, ret_port, ret_send, why,
+				 sizeof(why));
+		if (r < 0) {
+			return r;
+		}
+		if (r > 0) {
+			*ret_ops = xport_ops_by_kind(XPORT_KIND_VERBS);
+			return 0;
+		}
+		if (want == XPORT_KIND_VERBS) {
+			return serve_refuse(c, PERR_TRANSPORT,
+					    "no RDMA device on the daemon (%s); use "
+					    "--transport tcp",
+					    why);
+		}
+		log_debug("%s: auto transport: tcp (%s)", c->peer, why);
+	}
+	r = xport_tcp_ops.listen((struct sockaddr *)addr, c->locallen, ret_l, ret_port);
+	if (r < 0) {
+		return serve_refuse(c, PERR_TRANSPORT, "cannot listen for data lanes: %s",
+				    strerror(-r));
+	}
+	*ret_ops = &xport_tcp_ops;
+	return 0;
+}
+
+/* A rail's address and port as OPEN_OK carries it. */
+static void rail_entry(const struct sockaddr_storage *a, int family, uint16_t port,
+		       struct proto_rail *rl)
+{
+	memset(rl, 0, sizeof(*rl));
+	if (family == AF_INET) {
+		rl->family = PROTO_RAIL_INET;
+		memcpy(rl->addr, &((const struct sockaddr_in *)a)->sin_addr, 4);
+	} else {
+		rl->family = PROTO_RAIL_INET6;
+		memcpy(rl->addr, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+	}
+	rl->port = port;
+}
+
+/*
+ * Daemon rails ('rails' addresses): verbs lanes are taken on those too, for
+ * a client that announced PROTO_CAP_DAEMON_RAILS; ok lists them. Only
+ * addresses of the lanes' family, other than the one the client reached;
+ * one rdma_cm cannot listen on (no RDMA device there) is left out.
+ */
+static void offer_rails(const struct conn *c, const struct xport_ops *ops, struct xport_listener *l,
+			const struct sockaddr_storage *reached, struct msg_open_ok *ok)
+{
+	const struct sockaddr_in6 *r6 = (const struct sockaddr_in6 *)reached;
+	int family = reached->ss_family;
+
+	if (ops->kind != XPORT_KIND_VERBS || !ops->listen_rail ||
+	    !(c->peer_caps & PROTO_CAP_DAEMON_RAILS) || c->cfg->nrails == 0) {
+		return;
+	}
+	if (family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&r6->sin6_addr)) {
+		family = AF_INET;
+	}
+	for (size_t i = 0; i < c->cfg->nrails && ok->nrails < PROTO_MAX_RAILS; i++) {
+		const struct sockaddr_storage *a = &c->cfg->rails[i];
+		char text[INET6_ADDRSTRLEN + 8];
+		uint16_t port = 0;
+		int r;
+
+		if (a->ss_family != family ||
+		    xport_same_ip((const struct sockaddr *)a, (const struct sockaddr *)reached)) {
+			continue;
+		}
+		(void)net_addr_str((const struct sockaddr *)a, sizeof(*a), text, sizeof(text));
+		r = ops->listen_rail(l, (const struct sockaddr *)a,
+				     family == AF_INET ? sizeof(struct sockaddr_in)
+						       : sizeof(struct sockaddr_in6),
+				     &port);
+		if (r < 0) {
+			log_notice_errno(r, "%s (%s): rail %s left out: rdma_cm listen: %m",
+					 c->peer, c->id, text);
+			continue;
+		}
+		rail_entry(a, family, port, &ok->rails[ok->nrails]);
+		ok->nrails++;
+		log_debug("%s (%s): lanes also on rail %s port %u", c->peer, c->id, text, port);
+	}
+}
+
+/*
+ * OPEN_OK (ok, filled in) to the client, then its lanes on the listener;
+ * the listener closed and the session's token and lane key wiped either
+ * way. what names the lanes in the log ("data", "bench").
+ */
+static int offer_lanes(struct conn *c, const struct msg *ok, const struct xport_ops *ops,
+		       struct xport_listener *l, struct xport_params *xp, struct xport **ret,
+		       const char *what)
+{
+	int r = chan_send(&c->chan, ok);
+
+	if (r >= 0) {
+		r = ops->accept(l, xp, ret);
+		if (r < 0) {
+			log_notice_errno(r, "%s (%s): %s lanes did not connect: %m", c->peer, c->id,
+					 what);
+			chan_send_error(&c->chan, PERR_TRANSPORT, "data lanes did not connect: %s",
+					strerror(-r));
+		}
+	}
+	ops->listener_close(l);
+	explicit_bzero(xp->token, sizeof(xp->token));
+	explicit_bzero(xp->seal_secret, sizeof(xp->seal_secret));
+	return r;
+}
+
+/*
+ * Sealed or clear data lanes, from the client's wish (OPEN's ENCRYPT and its
+ * wish byte, or BENCH's), the "encryption" that applies (the module's, or
+ * [global]'s for a bench; who names it) and the transport chosen. Where they
+ * cannot agree the client hears why (PERR_ENCRYPTION, its exit 20).
+ */
+static int decide_sealing(struct conn *c, uint8_t wish, int encryption, const char *who,
+			  const struct xport_ops *ops, bool *ret_seal)
+{
+	*ret_seal = false;
+	if (encryption == ENCRYPTION_OFF) {
+		if (wish == PROTO_ENCRYPT_REQUIRE) {
+			return serve_refuse(c, PERR_ENCRYPTION,
+					    "%s does not encrypt data lanes (encryption = off): "
+					    "copy with --no-encrypt",
+					    who);
+		}
+		return 0;
+	}
+	if (!wish) {
+		if (encryption == ENCRYPTION_REQUIRED) {
+			return serve_refuse(c, PERR_ENCRYPTION,
+					    "%s requires encrypted data lanes (encryption = "
+					    "required): %s",
+					    who,
+					    c->peer_caps & PROTO_CAP_ENCRYPT
+						? "copy without --no-encrypt"
+						: "this client cannot encrypt them: upgrade it");
+		}
+		return 0;
+	}
+	/*
+	 * verbs: sealed slots only where asked for or required. By default its
+	 * lanes stay clear: sealing costs the CPU that RDMA saves, and RDMA
+	 * fabrics are most often trusted.
+	 */
+	if (ops->kind != XPORT_KIND_TCP) {
+		if (wish != PROTO_ENCRYPT_REQUIRE && encryption != ENCRYPTION_REQUIRED) {
+			return 0;
+		}
+		if (!(c->peer_caps & PROTO_CAP_VERBS_SEAL)) {
+			return serve_refuse(c, PERR_ENCRYPTION,
+					    "%s: this client cannot encrypt verbs data lanes: "
+					    "upgrade it, or copy with --transport tcp",
+					    who);
+		}
+	}
+	*ret_seal = true;
+	return 0;
+}
+
+/*
+ * Sealed lanes' keys, from the TLS session: the tcp transport seals its
+ * frames (xp), on verbs the engine seals each slot (ep). Both ends export
+ * the same secret, bound to this transfer (its purpose and xp->token); they
+ * never carry it.
+ */
+static int seal_keys(struct conn *c, const struct xport_ops *ops, struct xport_params *xp,
+		     struct engine_params *ep, enum lane_seal_purpose purpose)
+{
+	uint8_t *secret = ops->kind == XPORT_KIND_TCP ? xp->seal_secret : ep->seal_secret;
+	int r;
+
+	if (ops->kind == XPORT_KIND_TCP) {
+		xp->seal = true;
+	} else {
+		ep->seal_slots = true;
+		ep->seal_tamper = xp->test_tamper;
+	}
+	r = lane_seal_export(c->tls, hello_local_caps() & c->peer_caps, purpose, xp->token,
+			     sizeof(xp->token), &c->sealed_transfers, secret);
+	if (r == -EKEYREJECTED) {
+		return serve_refuse(c, PERR_ENCRYPTION,
+				    "this client cannot encrypt a second transfer on one "
+				    "connection (its lane keys would repeat): upgrade it, or "
+				    "reconnect");
+	}
+	if (r < 0) {
+		return serve_refuse(c, PERR_INTERNAL, "no lane keys from the TLS session");
+	}
+	return 0;
+}
+
+/*
+ * "pool size" bounds what one session pins, descriptor chunks and the
+ * rounding to whole pages included: fewer slots (or sender chunks) until it
+ * fits, down to the engine's minimum of two.
+ */
+static void fit_pool_size(struct engine_params *ep, const struct xport_ops *ops, uint64_t pool_size)
+{
+	uint32_t *n = ep->role == ENGINE_SENDER ? &ep->pool_chunks : &ep->slots;
+
+	while (*n > 2 && engine_pinned_bytes(ep, ops) > pool_size) {
+		(*n)--;
+	}
+}
+
+void serve_lanes_size(const struct daemon_config *cfg, uint32_t chunk_size, uint32_t slots,
+		      struct engine_params *ep)
+{
+	ep->chunk_size = MIN(MAX(chunk_size, POLICY_MIN_CHUNK), POLICY_MAX_CHUNK);
+	ep->slots = MAX((uint32_t)MIN((uint64_t)slots, cfg->pool_size / ep->chunk_size), 2u);
+}
+
+/* A data path given up before its lanes: the listener closed, its keys wiped. */
+static void lanes_abandon(struct lanes *ln, struct engine_params *ep)
+{
+	ln->ops->listener_close(ln->l);
+	explicit_bzero(ln->xp.seal_secret, sizeof(ln->xp.seal_secret));
+	explicit_bzero(ep->seal_secret, sizeof(ep->seal_secret));
+}
+
+/* A session token, the listener, and sealed lanes' keys where the lanes are sealed. */
+static int lanes_listen(struct conn *c, const struct lanes_want *w, struct engine_params *ep,
+			struct lanes *ln)
+{
+	struct sockaddr_storage bind_addr = c->local;
+	int r;
+
+	if (RAND_bytes(ln->xp.token, sizeof(ln->xp.token)) != 1) {
+		return serve_refuse(c, PERR_INTERNAL, "no randomness for a session token");
+	}
+	net_set_port(&bind_addr, 0);
+	r = transport_listen(c, w->transport, w->write_send, &bind_addr, &ln->ops, &ln->l,
+			     &ln->port, &ln->xp.write_send);
+	if (r < 0) {
+		return r;
+	}
+	if (w->test_hooks) {
+		xport_test_hooks(&ln->xp, "RDMACPD_TEST_LANE_TAMPER", "RDMACPD_TEST_LANE_TEE");
+	}
+	if (w->hash_threads) {
+		ep->hash_threads =
+		    engine_hash_threads(c->cfg->hash_threads, ln->ops->kind == XPORT_KIND_VERBS);
+	}
+	r = decide_sealing(c, w->encrypt, w->encryption, w->who, ln->ops, &ln->sealed);
+	if (r >= 0 && ln->sealed) {
+		r = seal_keys(c, ln->ops, &ln->xp, ep, w->purpose);
+	}
+	if (r < 0) {
+		lanes_abandon(ln, ep);
+		return r;
+	}
+	return 0;
+}
+
+/*
+ * The ring sized for the transport, the lanes' parameters, and the pinned
+ * memory reserved against the daemon-wide budget: over it, "busy".
+ */
+static int lanes_reserve(struct conn *c, const struct lanes_want *w, struct engine_params *ep,
+			 struct lanes *ln)
+{
+	/* What the engine pins depends on the transport (slot copies where it cannot fence). */
+	fit_pool_size(ep, ln->ops, c->cfg->pool_size);
+	ln->xp.nlanes = MIN(w->lanes, POLICY_MAX_LANES);
+	xport_params_set_slots(&ln->xp, ep->slots);
+	ln->xp.timeout_ms = (int)c->cfg->handshake_timeout_s * 1000;
+	lanes_from_peer(c, &ln->xp);
+	lanes_tos(w->tos, &ln->xp);
+	/* Reserved exactly as the engine will size it, for either role. */
+	if (c->sessions &&
+	    session_table_reserve(c->sessions, engine_pinned_bytes(ep, ln->ops)) < 0) {
+		lanes_abandon(ln, ep);
+		return serve_refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
+	}
+	return 0;
+}
+
+/* OPEN_OK with what was set up, then the client's lanes. */
+static int lanes_offer(struct conn *c, const struct lanes_want *w, struct engine_params *ep,
+		       struct lanes *ln, struct xport **ret_x)
+{
+	struct msg ok = { .type = MSG_OPEN_OK };
+	struct msg_open_ok *k = &ok.u.open_ok;
+	int r;
+
+	k->transport = (uint8_t)ln->ops->kind;
+	k->lanes = (uint8_t)ln->xp.nlanes;
+	k->data_port = ln->port;
+	k->chunk_size = ep->chunk_size;
+	k->slots = ep->slots;
+	memcpy(k->token, ln->xp.token, sizeof(ln->xp.token));
+	if (w->encrypt_asked) {
+		k->lanes_sealed = ln->sealed ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
+	}
+	if (w->rails) {
+		offer_rails(c, ln->ops, ln->l, &c->local, k);
+	}
+	r = offer_lanes(c, &ok, ln->ops, ln->l, &ln->xp, ret_x, w->what);
+	if (r < 0) {
+		explicit_bzero(ep->seal_secret, sizeof(ep->seal_secret));
+	}
+	return r;
+}
+
+int serve_lanes_open(struct conn *c, const struct lanes_want *w, struct engine_params *ep,
+		     struct lanes *ret, struct xport **ret_x)
+{
+	int r;
+
+	*ret = (struct lanes){ 0 };
+	r = lanes_listen(c, w, ep, ret);
+	if (r >= 0) {
+		r = lanes_reserve(c, w, ep, ret);
+	}
+	if (r >= 0) {
+		r = lanes_offer(c, w, ep, ret, ret_x);
+	}
+	return r;
+}
