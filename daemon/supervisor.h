@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The supervisor process's state and the files that share it (main.c has
+ * the command line and the start). Each file calls only the ones listed
+ * below it:
+ *
+ *   supervisor.c  the signalfd, the main loop, the watchdog, the drain at SIGTERM
+ *   reload.c      the configuration and TLS credentials: loaded, checked, reloaded
+ *   admission.c   accepting a connection within the load limits
+ *   children.c    one session process per connection: started, counted, reaped
+ *   listeners.c   the listening sockets, or systemd's
+ */
+#pragma once
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+#define DRAIN_S		   20
+#define SHUTDOWN_GRACE_S   10
+#define STATUS_INTERVAL_MS 2000
+/* After EMFILE/ENOBUFS and the like, stop polling the listeners this long. */
+#define ACCEPT_BACKOFF_MS 100
+/* At most this many "refused" notices per second; the rest are counted. */
+#define REFUSE_LOG_PER_S 10
+/* The supervisor's backstop after a child's own handshake deadline. */
+#define HANDSHAKE_GRACE_MS 1000
+
+struct tls_ctx;
+struct session_table;
+
+struct child {
+	pid_t pid;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	char peer_text[INET6_ADDRSTRLEN + 8];
+	int slot;	    /* its entry in the shared session table, or -1 */
+	bool authenticated; /* TLS and HELLO done (cached from the table) */
+	uint64_t started_ms;
+};
+
+struct daemon {
+	struct daemon_config *cfg;
+	struct tls_ctx *tls;
+	const char *config_file;
+	bool verbose;
+
+	int listen_fds[DAEMON_MAX_LISTEN];
+	size_t nlisten;
+	bool socket_activated;
+	int sfd;	     /* signalfd */
+	sigset_t saved_mask; /* restored in children */
+
+	struct child *children;
+	size_t nchildren, children_cap;
+	struct session_table *sessions; /* shared with the session processes */
+	uint64_t next_status_ms;
+
+	uint64_t watchdog_usec; /* 0: no watchdog */
+	uint64_t next_watchdog_ms;
+	uint64_t accept_paused_until_ms;
+
+	uint64_t refuse_window_ms;
+	unsigned refuse_logged, refuse_suppressed;
+
+	bool stopping;
+};
+
+/* ---- listeners.c ---- */
+
+/* systemd's sockets, or the configured 'listen' addresses; errors logged. */
+int listeners_setup(struct daemon *d);
+void listeners_close(struct daemon *d);
+
+/* ---- children.c ---- */
+
+/* Is c still in TLS/HELLO (and not already ended by us)? Refreshes the cached flag. */
+bool child_unauthenticated(struct daemon *d, struct child *c);
+/* A session process for the accepted fd (closed here); logged if fork fails. */
+void children_start(struct daemon *d, int fd, const struct sockaddr_storage *peer,
+		    socklen_t peerlen, const char *peer_text);
+void children_reap(struct daemon *d);
+/* Room for cap children (never shrinks). */
+int children_grow(struct daemon *d, size_t cap);
+void children_signal(struct daemon *d, int sig);
+/* Every child waited for (after SIGKILL), their table entries released. */
+void children_wait_all(struct daemon *d);
+/* STATUS= for systemd: sessions, memory pinned, bytes moved. */
+void children_notify_status(const struct daemon *d);
+
+/* ---- admission.c ---- */
+
+/* Every connection waiting on listener lfd, each admitted or refused. */
+void admission_accept_all(struct daemon *d, int lfd);
+/*
+ * Kill children still unauthenticated past the handshake deadline plus a
+ * grace. Returns the ms until the next such deadline, or -1 when none is
+ * pending.
+ */
+int admission_enforce_handshake_deadline(struct daemon *d);
+
+/* ---- reload.c ---- */
+
+/* Config plus TLS context, or an error already logged. */
+int supervisor_load(const char *file, struct daemon_config **ret_cfg, struct tls_ctx **ret_tls);
+void supervisor_apply_log_level(const struct daemon *d);
+void supervisor_check_memlock(const struct daemon_config *cfg);
+void supervisor_system_path_warnings(const struct daemon_config *cfg);
+/* --check: what loads but deserves a look. */
+void supervisor_check_warnings(const struct daemon_config *cfg);
+/* SIGHUP: the new configuration for new connections, or the old one kept. */
+void supervisor_reload(struct daemon *d);
+
+/* ---- supervisor.c ---- */
+
+int supervisor_setup_signals(struct daemon *d);
+void supervisor_watchdog(struct daemon *d);
+/* Accepts and serves until SIGTERM/SIGINT (0) or a failing poll (<0). */
+int supervisor_loop(struct daemon *d);
+/* SIGTERM: stop accepting, let the sessions finish, then end them. */
+void supervisor_drain(struct daemon *d);
