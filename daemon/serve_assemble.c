@@ -15,6 +15,28 @@
 #include "log.h"
 #include "macro.h"
 
+/* Where a push to a->path would write: MOD/DIR/ names the directory as MOD/DIR does. */
+static int assemble_dest(struct conn *c, const struct msg_assemble *a,
+			 const struct policy_grant *gr, int rootfd, int *ret_fd)
+{
+	char esc[PROTO_MAX_PATH * 4 + 1], rel[PROTO_MAX_PATH + 1];
+	size_t len;
+	int r;
+
+	snprintf(rel, sizeof(rel), "%s", gr->rel + strspn(gr->rel, "/"));
+	for (len = strlen(rel); len > 0 && rel[len - 1] == '/'; len--) {
+		rel[len - 1] = '\0';
+	}
+	r = fspath_open_dir(rootfd, rel, ret_fd);
+	if (r < 0) {
+		log_escape(a->path, esc, sizeof(esc));
+		return serve_refuse(
+		    c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH, "destination '%s': %s", esc,
+		    r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
+	}
+	return 0;
+}
+
 /*
  * rdmacp finalize: join a split file's parts (ASSEMBLE, src/assemble.h), as
  * the module's user, beneath the module, where a push to a->path would
@@ -31,9 +53,8 @@ int serve_assemble(struct conn *c, const struct msg *m)
 	};
 	struct policy_grant gr;
 	struct msg done = { .type = MSG_ASSEMBLED };
-	char esc[PROTO_MAX_PATH * 4 + 1], why[512], rel[PROTO_MAX_PATH + 1];
+	char esc[PROTO_MAX_PATH * 4 + 1], why[512];
 	_cleanup_close_ int rootfd = -1, destfd = -1;
-	size_t len;
 	uint32_t code;
 	int r;
 
@@ -61,17 +82,9 @@ int serve_assemble(struct conn *c, const struct msg *m)
 	if (r < 0) {
 		return r;
 	}
-	/* MOD/DIR/ names the directory as MOD/DIR does, as for a push. */
-	snprintf(rel, sizeof(rel), "%s", gr.rel + strspn(gr.rel, "/"));
-	for (len = strlen(rel); len > 0 && rel[len - 1] == '/'; len--) {
-		rel[len - 1] = '\0';
-	}
-	r = fspath_open_dir(rootfd, rel, &destfd);
+	r = assemble_dest(c, a, &gr, rootfd, &destfd);
 	if (r < 0) {
-		log_escape(a->path, esc, sizeof(esc));
-		return serve_refuse(
-		    c, r == -ENOENT ? PERR_NOT_FOUND : PERR_BAD_PATH, "destination '%s': %s", esc,
-		    r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
+		return r;
 	}
 	/* The module's metadata rule, as for a push (policy.h, meta_policy.h). */
 	r = assemble_file(destfd, a, &gr.meta, &code, why, sizeof(why));
