@@ -64,13 +64,16 @@ def cycles(files, fns):
             continue
         defined.setdefault(t["name"], set()).add(t["path"])
     unit = lambda p: p[:-2] if p.endswith((".c", ".h")) else p
+    own = {}
+    for t in fns:
+        own.setdefault(unit(t["path"]), set()).add(t["name"])
     edges = {}
     for f in files:
         if not f.endswith(".c"):
             continue
         with open(os.path.join(TOP, f), errors="replace") as fh:
-            words = set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", strip(fh.read())))
-        for w in words:
+            words = set(re.findall(r"(?<![.>\w])([A-Za-z_]\w*)\s*\(", strip(fh.read())))
+        for w in words - own.get(unit(f), set()):
             for g in defined.get(w, ()):
                 if unit(g) != unit(f) and links(f, g):
                     edges.setdefault(unit(f), set()).add(unit(g))

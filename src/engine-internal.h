@@ -438,6 +438,10 @@ struct engine_role_ops {
 	bool (*takes_messages)(const struct engine *e);
 	/* At teardown: its threads end (before files close); NULL: none. */
 	void (*stop)(struct engine *e);
+	/* An entry leaves the file table: the role's own hold on it goes first; NULL: none. */
+	void (*file_release)(struct engine *e, struct efile *f);
+	/* At teardown, an entry still in the table (not done): before it is released. */
+	void (*abandon)(struct engine *e, struct efile *f);
 };
 
 extern const struct engine_role_ops engine_sender_ops;
@@ -708,6 +712,10 @@ int engine_loop(struct engine *e);
 int engine_features_end(struct engine *e);
 /* A feature has work of its own left (engine_feature.busy). */
 bool engine_busy(const struct engine *e);
+/* The features' file_release hooks (engine_feature.h). */
+void engine_features_file_release(struct engine *e, struct efile *f);
+/* A failed data-lane completion offered to the features; ENGINE_DECLINED: none took it. */
+int engine_features_lane_error(struct engine *e, const struct xport_wc *wc);
 int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -291,15 +291,8 @@ static void teardown_files(struct engine *e)
 		if (!f->used) {
 			continue;
 		}
-		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
-			rx_discard(e, f);
-		}
-		/* A device written in place can't be left as it was: say so. */
-		if (f->device && !f->renamed && e->p->ev.notice) {
-			e->p->ev.notice(e->p->ev.ud, f->name,
-					f->partial ? "the device is incomplete: a --partial run of "
-						     "the same source finishes it"
-						   : "the device is incomplete: copy it again");
+		if (e->role->abandon) {
+			e->role->abandon(e, f);
 		}
 		file_release(e, f);
 	}

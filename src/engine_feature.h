@@ -13,7 +13,12 @@
 #include <stdint.h>
 
 struct engine;
+struct efile;
 struct msg;
+struct xport_wc;
+
+/* A hook's answer: not this feature's business. */
+#define ENGINE_DECLINED 1
 
 /*
  * A descriptor the loop watches for whoever registered it (sd-event's I/O
@@ -81,6 +86,10 @@ struct engine_msg_row {
  *   busy       work of its own still to do: the session does not end, and
  *              the loop does not sleep.
  *   progress   what it has done that counts as progress (the idle timeout).
+ *   file_release  an entry leaves the file table (done, failed, or at
+ *              teardown), before the core closes and frees what it holds.
+ *   lane_error a data lane's completion failed: ENGINE_DECLINED when it is
+ *              not the feature's to handle (the session then fails).
  *   stop       at teardown, first: its threads end, their jobs dropped.
  *   release    at teardown, last: its session state freed.
  * msgs: the control messages it takes, ended by a row of type 0.
@@ -94,6 +103,8 @@ struct engine_feature {
 	int (*on_end)(struct engine *e);
 	bool (*busy)(const struct engine *e);
 	uint64_t (*progress)(const struct engine *e);
+	void (*file_release)(struct engine *e, struct efile *f);
+	int (*lane_error)(struct engine *e, const struct xport_wc *wc);
 	void (*stop)(struct engine *e);
 	void (*release)(struct engine *e);
 	const struct engine_msg_row *msgs;

@@ -94,3 +94,24 @@ bool engine_busy(const struct engine *e)
 	}
 	return false;
 }
+
+void engine_features_file_release(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->file_release) {
+			e->feat[i]->file_release(e, f);
+		}
+	}
+}
+
+int engine_features_lane_error(struct engine *e, const struct xport_wc *wc)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->lane_error ? e->feat[i]->lane_error(e, wc) : ENGINE_DECLINED;
+
+		if (r != ENGINE_DECLINED) {
+			return r;
+		}
+	}
+	return ENGINE_DECLINED;
+}

@@ -262,9 +262,10 @@ char *file_tmpname(struct efile *f)
 
 void file_release(struct engine *e, struct efile *f)
 {
-	if (f->name_key) {
-		hash_set_del(&e->inflight, f->name_key);
+	if (e->role->file_release) {
+		e->role->file_release(e, f);
 	}
+	engine_features_file_release(e, f);
 	if (f->hash_live) {
 		file_hash_free(&f->hash);
 	}
@@ -279,7 +280,6 @@ void file_release(struct engine *e, struct efile *f)
 		close(f->tfd);
 	}
 	if (f->jfd >= 0) {
-		rx_partial_flush(f); /* a cut file keeps every record it has */
 		close(f->jfd);
 	}
 	if (f->part_store >= 0) {
@@ -312,7 +312,6 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->leaf);
 	free(f->src_path);
 	free(f->link_target);
-	rx_xattrs_release(e, f);
 	memset(f, 0, sizeof(*f));
 	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
 	e->files_open--;

@@ -193,8 +193,11 @@ int on_xport(struct engine *e)
 				continue;
 			}
 			if (wc[i].status != XPORT_WC_SUCCESS) {
-				int r =
-				    e->rails ? rails_lane_error(e, &wc[i]) : fail_lane(e, &wc[i]);
+				int r = engine_features_lane_error(e, &wc[i]);
+
+				if (r == ENGINE_DECLINED) {
+					r = fail_lane(e, &wc[i]);
+				}
 
 				if (r < 0) {
 					return r;

@@ -602,8 +602,18 @@ static int partial_step(struct engine *e)
 	return 0;
 }
 
+/* A cut file keeps every record it has. */
+static void partial_file_release(struct engine *e, struct efile *f)
+{
+	(void)e;
+	if (f->jfd >= 0) {
+		rx_partial_flush(f);
+	}
+}
+
 const struct engine_feature engine_feature_partial = {
 	.name = "partial",
+	.file_release = partial_file_release,
 	.enable = partial_enable,
 	.step = partial_step,
 };

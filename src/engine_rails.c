@@ -332,6 +332,18 @@ static int rails_feature_setup(struct engine *e)
 	return e->p->x ? rails_setup(e) : 0; /* a probe has no lanes */
 }
 
+/* A lane's failed completion: with rails, its slots go on the others. */
+static int rails_on_lane_error(struct engine *e, const struct xport_wc *wc)
+{
+	int r;
+
+	if (!e->rails) {
+		return ENGINE_DECLINED;
+	}
+	r = rails_lane_error(e, wc);
+	return r < 0 ? r : 0;
+}
+
 static int rails_on_lane_down(struct engine *e, struct msg *m)
 {
 	return rails_lane_down_msg(e, &m->u.lane_down);
@@ -348,6 +360,7 @@ const struct engine_feature engine_feature_rails = {
 	.setup = rails_feature_setup,
 	.step = rails_step,
 	.late_step = rails_test_kill,
+	.lane_error = rails_on_lane_error,
 	.release = rails_free,
 	.msgs = rails_msgs,
 };

@@ -563,6 +563,28 @@ static void rx_stop(struct engine *e)
 	e->sync_wait = e->sync_run = NULL;
 }
 
+/* The destination's name is no longer in flight. */
+static void rx_file_release(struct engine *e, struct efile *f)
+{
+	if (f->name_key) {
+		hash_set_del(&e->inflight, f->name_key);
+	}
+}
+
+/* At teardown: a temp file not committed goes; a device written in place is said to be cut. */
+static void rx_abandon(struct engine *e, struct efile *f)
+{
+	if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
+		rx_discard(e, f);
+	}
+	if (f->device && !f->renamed && e->p->ev.notice) {
+		e->p->ev.notice(e->p->ev.ud, f->name,
+				f->partial ? "the device is incomplete: a --partial run of "
+					     "the same source finishes it"
+					   : "the device is incomplete: copy it again");
+	}
+}
+
 const struct engine_role_ops engine_receiver_ops = {
 	.data_chunks = rx_data_chunks,
 	.peer_writes = true,
@@ -572,4 +594,6 @@ const struct engine_role_ops engine_receiver_ops = {
 	.step = rx_step,
 	.takes_messages = rx_takes_messages,
 	.stop = rx_stop,
+	.file_release = rx_file_release,
+	.abandon = rx_abandon,
 };

@@ -569,6 +569,7 @@ static const struct engine_msg_row xattrs_msgs[] = {
 
 const struct engine_feature engine_feature_xattrs = {
 	.name = "xattrs",
+	.file_release = rx_xattrs_release,
 	.release = xattrs_release,
 	.msgs = xattrs_msgs,
 };
