@@ -279,34 +279,36 @@ int rx_hashed(struct engine *e, struct efile *f, uint32_t slot)
 	return r < 0 ? r : rx_maybe_finish(e, f);
 }
 
-static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
+/* The slot's descriptor: opened (sealed) into the slot's copy, or decoded from the array. */
+static int rx_desc(struct engine *e, uint32_t slot, uint32_t lane, struct proto_desc *d)
 {
 	int r;
-	struct proto_desc d;
-	struct rslot *s;
-	struct efile *f;
-	uint64_t expect;
 
 	if (slot >= e->p->slots || e->rslots[slot].state != SL_FREE) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for busy or unknown slot %u", slot);
 	}
 	if (e->sealed) {
 		/* Opened into the slot's copy: what rx_slot_hold would take. */
-		r = slot_open(e, lane, slot, rx_slot_buf(e, slot), &d);
+		r = slot_open(e, lane, slot, rx_slot_buf(e, slot), d);
 		if (r < 0) {
 			return fail_sealed(e, slot, lane, r);
 		}
-	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
+	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, d) < 0) {
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
 	}
-	if (d.file_id == 0) {
-		return rx_packed(e, slot, lane, &d);
-	}
-	f = file_by_id(e, d.file_id);
-	/* FILE_DONE may overtake the data (different connections), not exceed it. */
-	if (!f || f->sum_wanted || (f->got_done && f->recv_bytes + d.len > f->done_bytes)) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown file id %u", d.file_id);
-	}
+	return 0;
+}
+
+/*
+ * A chunk of f a sender may send: canonical (aligned to the slot size, full
+ * but the last), not hashed yet, not held already, not inside its zeros or
+ * unchanged ranges.
+ */
+static int rx_chunk_check(struct engine *e, struct efile *f, const struct proto_desc *dp)
+{
+	const struct proto_desc d = *dp;
+	uint64_t expect;
+
 	/* Chunks are canonical: aligned to the slot size, full except the last. */
 	expect = f->size - MIN(f->size, d.offset);
 	expect = MIN(expect, (uint64_t)e->p->chunk_size);
@@ -335,6 +337,53 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 				    "chunk for %s inside its unchanged ranges", f->name);
 		}
 	}
+	return 0;
+}
+
+/* A held chunk of a tree (whole chunks only) or --partial file: its own digest. */
+static void rx_chunk_digest(struct engine *e, struct efile *f, uint32_t slot,
+			    const struct proto_desc *d)
+{
+	if (f->tree && !f->failed &&
+	    (d->offset % e->p->chunk_size ||
+	     d->len != MIN(e->p->chunk_size, f->size - d->offset))) {
+		/* Checked by chunk digests: data comes in whole chunks. */
+		file_fail(f, PERR_PROTOCOL, "%s: data at %llu+%u is not a whole chunk", f->name,
+			  (unsigned long long)d->offset, d->len);
+		f->fail_peer = true;
+	}
+	if ((f->partial || f->tree) && !f->failed) {
+		/* The digest of the bytes that are written (the held ones): journal, tree. */
+		XXH128_canonical_t c;
+
+		XXH128_canonicalFromHash(&c, XXH3_128bits(rx_slot_buf(e, slot), d->len));
+		memcpy(e->rslots[slot].chash, c.digest, HASH_LEN);
+	}
+}
+
+/* A descriptor came: its slot holds a chunk of a file (or a pack), checked, held, written, hashed. */
+static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
+{
+	struct proto_desc d;
+	struct rslot *s;
+	struct efile *f;
+	int r = rx_desc(e, slot, lane, &d);
+
+	if (r < 0) {
+		return r;
+	}
+	if (d.file_id == 0) {
+		return rx_packed(e, slot, lane, &d);
+	}
+	f = file_by_id(e, d.file_id);
+	/* FILE_DONE may overtake the data (different connections), not exceed it. */
+	if (!f || f->sum_wanted || (f->got_done && f->recv_bytes + d.len > f->done_bytes)) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown file id %u", d.file_id);
+	}
+	r = rx_chunk_check(e, f, &d);
+	if (r < 0) {
+		return r;
+	}
 	s = &e->rslots[slot];
 	*s = (struct rslot){ .state = SL_HELD,
 			     .fidx = file_index(e, f),
@@ -350,20 +399,7 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && d.offset == 0) {
 		rx_slot_buf(e, slot)[0] ^= 0xff;
 	}
-	if (f->tree && !f->failed &&
-	    (d.offset % e->p->chunk_size || d.len != MIN(e->p->chunk_size, f->size - d.offset))) {
-		/* Checked by chunk digests: data comes in whole chunks. */
-		file_fail(f, PERR_PROTOCOL, "%s: data at %llu+%u is not a whole chunk", f->name,
-			  (unsigned long long)d.offset, d.len);
-		f->fail_peer = true;
-	}
-	if ((f->partial || f->tree) && !f->failed) {
-		/* The digest of the bytes that are written (the held ones): journal, tree. */
-		XXH128_canonical_t c;
-
-		XXH128_canonicalFromHash(&c, XXH3_128bits(rx_slot_buf(e, slot), d.len));
-		memcpy(s->chash, c.digest, HASH_LEN);
-	}
+	rx_chunk_digest(e, f, slot, &d);
 	if (f->failed) {
 		/* Already failed (disk full, ...): drop the bytes, keep the credits flowing. */
 		s->hashed = s->written = true;

@@ -29,22 +29,11 @@ void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
 	}
 }
 
-/*
- * One ZEROS range of f, checked: whole chunks of the file (the last may be
- * short), past everything hashed, kept or described before, and no chunk
- * of data held for it inside. Queued to be hashed in file order, and made
- * zeros on the disk now (sparse_zero_range: a hole in a new temp file, a
- * punch in a partial's data file, zeroes on a device), or on a device
- * taken to be zeros already (--assume-zero-target) left alone.
- */
-static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
+/* A range whole chunks of f, past what is hashed or described, with no data held inside. */
+static int rx_range_check(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
 {
-	uint64_t cs = e->p->chunk_size, end;
-	struct proto_range **zr = same ? &f->sr : &f->zr;
-	uint32_t *nzr = same ? &f->nsr : &f->nzr, *zr_cap = same ? &f->sr_cap : &f->zr_cap;
-	struct proto_range *last = *nzr ? &(*zr)[*nzr - 1] : NULL;
+	uint64_t cs = e->p->chunk_size, end = g->offset + g->len;
 	const char *what = same ? "DELTA SAME" : "ZEROS";
-	int r;
 
 	if (g->offset % cs || g->offset >= f->size || g->len > f->size - g->offset ||
 	    (g->len % cs && g->offset + g->len != f->size) ||
@@ -60,7 +49,6 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 			    "DELTA SAME for %s: range %llu+%llu past the digests sent", f->name,
 			    (unsigned long long)g->offset, (unsigned long long)g->len);
 	}
-	end = g->offset + g->len;
 	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
 		const struct rslot *s = &e->rslots[i];
 
@@ -71,6 +59,17 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 				    (unsigned long long)g->offset, (unsigned long long)g->len);
 		}
 	}
+	return 0;
+}
+
+/* The range noted on f's list (ZEROS or SAME), merged with the last one where they touch. */
+static int rx_range_note(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
+{
+	struct proto_range **zr = same ? &f->sr : &f->zr;
+	uint32_t *nzr = same ? &f->nsr : &f->nzr, *zr_cap = same ? &f->sr_cap : &f->zr_cap;
+	struct proto_range *last = *nzr ? &(*zr)[*nzr - 1] : NULL;
+	const char *what = same ? "DELTA SAME" : "ZEROS";
+
 	if (last && last->offset + last->len == g->offset) {
 		last->len += g->len;
 	} else {
@@ -96,16 +95,14 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 		(*zr)[(*nzr)++] = *g;
 		e->zr_total++;
 	}
-	f->zr_end = end;
-	e->bytes_progress += g->len;
-	if (same) {
-		f->skipped += g->len;
-		return 0; /* copied and hashed at its turn (rx_hash_ready) */
-	}
-	f->zeroed += g->len;
-	if (f->failed) {
-		return 0;
-	}
+	return 0;
+}
+
+/* Zeros written where f needs them (a device's on the worker), then journaled. */
+static int rx_zeros_write(struct engine *e, struct efile *f, const struct proto_range *g)
+{
+	int r;
+
 	/*
 	 * --assume-zero-target: the user says the device reads as zeros there
 	 * already. Not trusted: its read back (rx_device_verified) covers these
@@ -135,8 +132,36 @@ static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_r
 		file_fail(f, errno_to_perr(r), "zeros %s: %s", f->name, strerror(-r));
 		return 0;
 	}
-	rx_zeros_journal(e, f, g->offset, end);
+	rx_zeros_journal(e, f, g->offset, g->offset + g->len);
 	return 0;
+}
+
+/*
+ * One ZEROS range of f, checked: whole chunks of the file (the last may be
+ * short), past everything hashed, kept or described before, and no chunk
+ * of data held for it inside. Queued to be hashed in file order, and made
+ * zeros on the disk now (sparse_zero_range: a hole in a new temp file, a
+ * punch in a partial's data file, zeroes on a device), or on a device
+ * taken to be zeros already (--assume-zero-target) left alone.
+ */
+static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
+{
+	int r = rx_range_check(e, f, g, same);
+
+	if (r == 0) {
+		r = rx_range_note(e, f, g, same);
+	}
+	if (r < 0) {
+		return r;
+	}
+	f->zr_end = g->offset + g->len;
+	e->bytes_progress += g->len;
+	if (same) {
+		f->skipped += g->len;
+		return 0; /* copied and hashed at its turn (rx_hash_ready) */
+	}
+	f->zeroed += g->len;
+	return f->failed ? 0 : rx_zeros_write(e, f, g);
 }
 
 /* --partial: [off, end) of f is zeros on the disk: one journal record per chunk. */
