@@ -80,88 +80,102 @@ static uint64_t tx_hole_at(struct engine *e, struct efile *f)
 }
 
 /* Start reads for accepted files while pool chunks are free. */
-int tx_fill(struct engine *e)
+/* f's next chunks into free pool chunks: read, or (a hole, unchanged chunks) not read at all. */
+static int tx_fill_chunks(struct engine *e, struct efile *f)
+{
+	while (f->read_off < f->size && e->pool->nfree > 0) {
+		int ci = pool_get(e->pool), r;
+		struct chunk *c = &e->chunks[ci];
+		uint64_t hole = engine_zeros(e) ? tx_hole_at(e, f) : 0;
+		uint64_t same = !hole && f->tree ? tx_tree_same_at(e, f, engine_zeros(e)) : 0;
+
+		*c = (struct chunk){ .fidx = file_index(e, f),
+				     .off = f->read_off,
+				     .len = (uint32_t)MIN((uint64_t)e->p->chunk_size,
+							  f->size - f->read_off) };
+		if (hole > 0 || same > 0) {
+			/*
+			 * Not read, one pool chunk for all of it: a hole (zeros), or
+			 * chunks the pre-pass found unchanged (a tree file).
+			 */
+			c->len = (uint32_t)(hole > 0 ? hole : same);
+			c->zero = hole > 0;
+			c->same = same > 0;
+			c->state = CH_READY;
+			f->read_off += c->len;
+			f->chunks_out++;
+			continue;
+		}
+		f->read_off += c->len;
+		f->chunks_out++;
+		r = tx_submit_read(e, (uint32_t)ci);
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* What tx_fill_file says: go on to the next file, or stop (no pool chunk, no fd). */
+enum { FILL_NEXT = 0, FILL_STOP = 1, FILL_FDS_FULL = 2 };
+
+/* One acked file: opened the first time, its FILE_DONE when failed or empty, else filled. */
+static int tx_fill_file(struct engine *e, struct efile *f)
 {
 	int r;
-	/* Walk files in id order, from the oldest still in flight. */
-	tx_oldest_advance(e);
+
+	if (!f->started) {
+		if (e->open_fds >= OPEN_FILES_MAX) {
+			return FILL_FDS_FULL;
+		}
+		f->started = true;
+		e->tx_unfinished++;
+		r = tx_open(e, f);
+		if (r < 0) {
+			return r;
+		}
+	}
+	if (f->failed) {
+		r = f->chunks_out == 0 ? tx_send_done(e, f) : 0;
+		return r < 0 ? r : FILL_NEXT;
+	}
+	if (f->size == 0 && !f->finished) {
+		f->finished = true;
+		r = tx_send_done(e, f);
+		return r < 0 ? r : FILL_NEXT;
+	}
+	if (f->read_off == 0 && tx_packable(e, f)) {
+		/* Whole, into the pack being filled: read with the others, one slot. */
+		r = tx_pack_add(e, f);
+		/* r == 0: no pool chunk for a new pack */
+		return r < 0 ? r : r == 0 ? FILL_STOP : FILL_NEXT;
+	}
+	return tx_fill_chunks(e, f);
+}
+
+int tx_fill(struct engine *e)
+{
 	bool fds_full = false;
 
+	/* Walk files in id order, from the oldest still in flight. */
+	tx_oldest_advance(e);
 	for (uint32_t id = e->oldest_id;
 	     id <= e->next_id && (e->pool->nfree > 0 || e->pack_ci >= 0); id++) {
 		struct efile *f = file_by_id(e, id);
+		int r;
 
 		if (!f || !f->acked || f->done_sent) {
 			continue;
 		}
-		if (!f->started) {
-			if (e->open_fds >= OPEN_FILES_MAX) {
-				fds_full = true;
-				break;
-			}
-			f->started = true;
-			e->tx_unfinished++;
-			r = tx_open(e, f);
-			if (r < 0) {
-				return r;
-			}
+		r = tx_fill_file(e, f);
+		if (r < 0) {
+			return r;
 		}
-		if (f->failed) {
-			r = f->chunks_out == 0 ? tx_send_done(e, f) : 0;
-			if (r < 0) {
-				return r;
-			}
-			continue;
+		if (r == FILL_FDS_FULL) {
+			fds_full = true;
 		}
-		if (f->size == 0 && !f->finished) {
-			f->finished = true;
-			r = tx_send_done(e, f);
-			if (r < 0) {
-				return r;
-			}
-			continue;
-		}
-		if (f->read_off == 0 && tx_packable(e, f)) {
-			/* Whole, into the pack being filled: read with the others, one slot. */
-			r = tx_pack_add(e, f);
-			if (r < 0) {
-				return r;
-			}
-			if (r == 0) {
-				break; /* no pool chunk for a new pack */
-			}
-			continue;
-		}
-		while (f->read_off < f->size && e->pool->nfree > 0) {
-			int ci = pool_get(e->pool);
-			struct chunk *c = &e->chunks[ci];
-			uint64_t hole = engine_zeros(e) ? tx_hole_at(e, f) : 0;
-			uint64_t same =
-			    !hole && f->tree ? tx_tree_same_at(e, f, engine_zeros(e)) : 0;
-
-			*c = (struct chunk){ .fidx = file_index(e, f),
-					     .off = f->read_off,
-					     .len = (uint32_t)MIN((uint64_t)e->p->chunk_size,
-								  f->size - f->read_off) };
-			if (hole > 0 || same > 0) {
-				/*
-				 * Not read, one pool chunk for all of it: a hole (zeros), or
-				 * chunks the pre-pass found unchanged (a tree file).
-				 */
-				c->len = (uint32_t)(hole > 0 ? hole : same);
-				c->zero = hole > 0;
-				c->same = same > 0;
-				c->state = CH_READY;
-				f->read_off += c->len;
-				f->chunks_out++;
-				continue;
-			}
-			f->read_off += c->len;
-			f->chunks_out++;
-			r = tx_submit_read(e, (uint32_t)ci);
-			if (r < 0) {
-				return r;
-			}
+		if (r != FILL_NEXT) {
+			break;
 		}
 	}
 	/*
