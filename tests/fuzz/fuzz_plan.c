@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for what reads plans and journals (src/ndjson.c,
- * src/plan.c, src/zfile.c): the input, as a file, is opened as a plan
- * (plain, or zstd when it starts with the zstd magic: the corpus has both)
- * and read to its end; each of its lines is also parsed as a journal line, and
- * the file is read as a journal (journal_read: NUL bytes, torn last lines).
- * Names that come out are written back with ndjson_put_name and must read
- * back the same.
+ * src/plan_read.c, src/plan_journal.c, src/zfile.c): the input, as a file,
+ * is opened as a plan (plain, or zstd when it starts with the zstd magic:
+ * the corpus has both) and read to its end; each of its lines is also
+ * parsed as a journal line, and the file is read as a journal
+ * (journal_read: NUL bytes, torn last lines). Names that come out are
+ * written back with ndjson_put_name and must read back the same.
  */
 #include <fcntl.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Plans and journals (src/plan.c, src/ndjson.c): round trips and bad lines. */
+/* Plans and journals (src/plan*.c, src/ndjson.c): round trips and bad lines. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
