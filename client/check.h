@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdmacp check's lists (check.c): each side's entries, sorted by name; the
- * daemon's side as it arrives (check_remote.c), and the comparison of
- * their hard-link groups (check_links.c).
+ * rdmacp check's lists (check_list.c): each side's entries, sorted by name
+ * (check.c); the daemon's side as it arrives (check_remote.c), and the
+ * comparison of their hard-link groups (check_links.c).
  */
 #pragma once
 
@@ -46,6 +46,8 @@ struct check_list {
 /* Append an entry (its strings copied); -E2BIG past CHECK_MAX_ENTRIES. */
 int check_list_add(struct check_list *l, const char *name, const char *link,
 		   struct check_entry **ret);
+/* Its entries and their strings; the list left empty. */
+void check_list_free(struct check_list *l);
 
 struct remote_list {
 	struct check_list list;
