@@ -928,7 +928,7 @@ int tx_deleted(struct engine *e, const struct msg_deleted *md);
 /* engine_bench.c */
 void bench_free(struct engine *e);
 
-/* engine_delta.c */
+/* engine_delta.c, engine_delta_tree.c */
 void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN]);
 void rx_delta_open(struct engine *e, struct efile *f);
 int rx_delta_send_sums(struct engine *e, struct efile *f);

@@ -9,23 +9,16 @@
  * from the old file into the new temp file (copy_file_range, a reflink
  * where the file system can), reads them back from the temp file and hashes
  * them in file order, so the end-to-end XXH3-128 still covers every byte
- * of what is renamed into place.
+ * of what is renamed into place. A device target checked by its chunks'
+ * digests (DELTA SUMS' TREE) is engine_delta_tree.c's.
  */
-#include "engine-internal.h"
+#include "engine_delta.h"
 
 #include "hello.h"
 
 #include "proto/wire.h"
 
 #define DELTA_BUF ((size_t)4 << 20)
-
-static void delta_digest(const void *buf, size_t len, uint8_t out[HASH_LEN])
-{
-	XXH128_canonical_t c;
-
-	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
-	memcpy(out, c.digest, HASH_LEN);
-}
 
 /*
  * The read buffer (DELTA_BUF), made once per session: a file's ranges come
@@ -39,20 +32,6 @@ static uint8_t *delta_buf(struct engine *e)
 		e->delta_buf = p;
 	}
 	return e->delta_buf;
-}
-
-static bool bit_get(const uint8_t *map, uint64_t i)
-{
-	return map[i / 8] >> (i % 8) & 1;
-}
-
-static void bit_set(uint8_t *map, uint64_t i, bool on)
-{
-	if (on) {
-		map[i / 8] |= (uint8_t)(1u << (i % 8));
-	} else {
-		map[i / 8] &= (uint8_t) ~(1u << (i % 8));
-	}
 }
 
 /*
@@ -70,11 +49,6 @@ static ssize_t delta_pread(struct efile *f, int dfd, uint8_t *buf, size_t len, u
 		}
 	}
 	return pread(f->oldfd, buf, len, (off_t)off);
-}
-
-static uint64_t delta_chunks(const struct engine *e, uint64_t size)
-{
-	return size / e->p->chunk_size + (size % e->p->chunk_size != 0);
 }
 
 /*
@@ -128,6 +102,127 @@ static int rx_delta_queue(struct engine *e, struct msg *m, bool now)
 	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
+/* The pass's reads, whole chunks: the session's buffer, or (*ret_big) one as big as a chunk. */
+static uint8_t *rx_sums_buf(struct engine *e, size_t cap, uint8_t **ret_big)
+{
+	uint8_t *buf = delta_buf(e);
+
+	if (cap > DELTA_BUF) {
+		void *p;
+
+		buf = posix_memalign(&p, 4096, cap) == 0 ? (*ret_big = p) : NULL;
+	}
+	return buf;
+}
+
+/*
+ * A device target's digest pass: a direct reopen of it to read (-1: none),
+ * the map of its chunks that read as zeros (they need no write-zeroes,
+ * rx_delta_zeros) and, with PROTO_CAP_DELTA_TREE, the digests it keeps.
+ */
+static int rx_sums_device(struct engine *e, struct efile *f, uint64_t n)
+{
+	char proc[64];
+	int dfd;
+
+	f->dzero = calloc(n / 8 + 1, 1);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->oldfd);
+	dfd = open(proc, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	/*
+	 * Checked by chunk digests (PROTO_CAP_DELTA_TREE): the chunks this
+	 * pass reads need no read back at the commit; only the ones
+	 * written after it do. Not with a cut run's kept prefix (its
+	 * chunks are the journal's, hashed as a whole).
+	 */
+	if (e->delta_tree && f->kept == 0 && f->dzero) {
+		f->rd = calloc(n, HASH_LEN);
+		f->rdisk = calloc(n / 8 + 1, 1);
+		f->tree = f->rd && f->rdisk;
+	}
+	return dfd;
+}
+
+/* The next digest's place in m, chunk i (the first of m's sets its start). */
+static uint8_t *rx_sums_slot(struct msg *m, uint64_t i)
+{
+	if (m->u.delta.count == 0) {
+		m->u.delta.first = i;
+	}
+	return m->u.delta.sums[m->u.delta.count++];
+}
+
+/* m full: queued, a new one starts. */
+static int rx_sums_full(struct engine *e, struct msg *m)
+{
+	return m->u.delta.count == PROTO_MAX_DELTA_SUMS ? rx_delta_queue(e, m, false) : 0;
+}
+
+/* Chunk i, kept by a cut run: a zero digest, never compared (see rx_delta_send_sums). */
+static int rx_sums_kept(struct engine *e, struct efile *f, struct msg *m, uint64_t i)
+{
+	memset(rx_sums_slot(m, i), 0, HASH_LEN);
+	f->ndsum++;
+	return rx_sums_full(e, m);
+}
+
+/* m sent now (see rx_delta_queue), the clock of the next one restarted. */
+static int rx_sums_send_now(struct engine *e, struct msg *m, double *last)
+{
+	int r = rx_delta_queue(e, m, true);
+
+	if (r < 0) {
+		return r;
+	}
+	*last = ts_now(NULL);
+	return 0;
+}
+
+/* Before a read: at least one SUMS a second, however slow the disk (see rx_delta_queue). */
+static int rx_sums_pace(struct engine *e, struct msg *m, double *last)
+{
+	if (m->u.delta.count > 0 && ts_now(NULL) - *last >= 1.0) {
+		int r = rx_sums_send_now(e, m, last);
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	if (e->p->faults & ENGINE_FAULT_SLOW_DISK) {
+		sleep(1);
+	}
+	return 0;
+}
+
+/*
+ * The digests of want bytes read at chunk *i (whole chunks but the file's
+ * last), into m; a device's zero map and tree digests noted on the way.
+ */
+static int rx_sums_digests(struct engine *e, struct efile *f, struct msg *m, const uint8_t *buf,
+			   uint64_t want, uint64_t *i)
+{
+	uint64_t cs = e->p->chunk_size;
+	int r;
+
+	for (uint64_t o = 0; o < want; o += cs, (*i)++) {
+		uint8_t *d = rx_sums_slot(m, *i);
+
+		delta_digest(buf + o, MIN(cs, want - o), d);
+		if (f->dzero && sparse_all_zero(buf + o, MIN(cs, want - o))) {
+			bit_set(f->dzero, *i, true);
+		}
+		if (f->tree) {
+			memcpy(f->rd[*i], d, HASH_LEN);
+			bit_set(f->rdisk, *i, true);
+		}
+		f->ndsum++;
+		r = rx_sums_full(e, m);
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
 /*
  * Receiver, before f's FILES_ACK: the digests of the old file's chunks.
  * A read that fails stops the list there (the sender sends the rest);
@@ -142,114 +237,50 @@ int rx_delta_send_sums(struct engine *e, struct efile *f)
 	size_t per = MAX(DELTA_BUF / cs, 1), cap = per * cs;
 	_cleanup_free_ struct msg *m = calloc(1, sizeof(*m));
 	_cleanup_free_ uint8_t *big = NULL;
-	uint8_t *buf = delta_buf(e);
+	uint8_t *buf = rx_sums_buf(e, cap, &big);
 	_cleanup_close_ int dfd = -1;
 	double last = ts_now(NULL);
 	int r;
 
-	if (cap > DELTA_BUF) {
-		void *p;
-
-		buf = posix_memalign(&p, 4096, cap) == 0 ? (big = p) : NULL;
-	}
 	if (!m || !buf) {
 		return 0; /* only a full copy */
 	}
 	m->type = MSG_DELTA;
 	m->u.delta.id = f->id;
 	m->u.delta.kind = PROTO_DELTA_SUMS;
-	/* A device's chunks that read as zeros need no write-zeroes (rx_delta_zeros). */
 	if (f->device) {
-		char proc[64];
-
-		f->dzero = calloc(n / 8 + 1, 1);
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->oldfd);
-		dfd = open(proc, O_RDONLY | O_CLOEXEC | O_DIRECT);
-		/*
-		 * Checked by chunk digests (PROTO_CAP_DELTA_TREE): the chunks this
-		 * pass reads need no read back at the commit; only the ones
-		 * written after it do. Not with a cut run's kept prefix (its
-		 * chunks are the journal's, hashed as a whole).
-		 */
-		if (e->delta_tree && f->kept == 0 && f->dzero) {
-			f->rd = calloc(n, HASH_LEN);
-			f->rdisk = calloc(n / 8 + 1, 1);
-			f->tree = f->rd && f->rdisk;
-		}
+		dfd = rx_sums_device(e, f, n);
 	}
 	m->u.delta.flags = f->tree ? PROTO_DELTA_TREE : 0;
 	for (uint64_t i = 0; i < n;) {
 		uint64_t off = i * cs, want = MIN((uint64_t)cap, f->size - off);
-		ssize_t got;
 
 		if (off + cs <= f->kept) {
-			if (m->u.delta.count == 0) {
-				m->u.delta.first = i;
-			}
-			memset(m->u.delta.sums[m->u.delta.count++], 0, HASH_LEN);
-			f->ndsum++;
-			i++;
-			if (m->u.delta.count == PROTO_MAX_DELTA_SUMS) {
-				r = rx_delta_queue(e, m, false);
-				if (r < 0) {
-					return r;
-				}
+			r = rx_sums_kept(e, f, m, i++);
+			if (r < 0) {
+				return r;
 			}
 			continue;
 		}
-		/* At least one SUMS a second, however slow the disk (see rx_delta_queue). */
-		if (m->u.delta.count > 0 && ts_now(NULL) - last >= 1.0) {
-			r = rx_delta_queue(e, m, true);
-			if (r < 0) {
-				return r;
-			}
-			last = ts_now(NULL);
-		}
-		if (e->p->faults & ENGINE_FAULT_SLOW_DISK) {
-			sleep(1);
-		}
-		got = delta_pread(f, dfd, buf, want, off);
-
-		if (got != (ssize_t)want) {
-			break;
-		}
-		for (uint64_t o = 0; o < want; o += cs, i++) {
-			uint8_t *d;
-
-			if (m->u.delta.count == 0) {
-				m->u.delta.first = i;
-			}
-			d = m->u.delta.sums[m->u.delta.count++];
-			delta_digest(buf + o, MIN(cs, want - o), d);
-			if (f->dzero && sparse_all_zero(buf + o, MIN(cs, want - o))) {
-				bit_set(f->dzero, i, true);
-			}
-			if (f->tree) {
-				memcpy(f->rd[i], d, HASH_LEN);
-				bit_set(f->rdisk, i, true);
-			}
-			f->ndsum++;
-			if (m->u.delta.count == PROTO_MAX_DELTA_SUMS) {
-				r = rx_delta_queue(e, m, false);
-				if (r < 0) {
-					return r;
-				}
-			}
-		}
-		/* The sender's own pass runs beside ours from the first digests on. */
-		if (f->tree && m->u.delta.count > 0 && f->ndsum <= per) {
-			r = rx_delta_queue(e, m, true);
-			if (r < 0) {
-				return r;
-			}
-			last = ts_now(NULL);
-		}
-	}
-	if (m->u.delta.count) {
-		r = rx_delta_queue(e, m, false);
+		r = rx_sums_pace(e, m, &last);
 		if (r < 0) {
 			return r;
 		}
+		if (delta_pread(f, dfd, buf, want, off) != (ssize_t)want) {
+			break;
+		}
+		r = rx_sums_digests(e, f, m, buf, want, &i);
+		/* The sender's own pass runs beside ours from the first digests on. */
+		if (r >= 0 && f->tree && m->u.delta.count > 0 && f->ndsum <= per) {
+			r = rx_sums_send_now(e, m, &last);
+		}
+		if (r < 0) {
+			return r;
+		}
+	}
+	r = m->u.delta.count ? rx_delta_queue(e, m, false) : 0;
+	if (r < 0) {
+		return r;
 	}
 	if (f->ndsum == 0) {
 		close(f->oldfd);
@@ -291,6 +322,64 @@ int rx_delta_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len
 	return 0;
 }
 
+/* g's bytes from the old file into the temp file; false: f failed. */
+static bool rx_delta_copy(struct efile *f, const struct proto_range *g)
+{
+	uint64_t done = 0;
+
+	while (!f->device && done < g->len) {
+		loff_t in = (loff_t)(g->offset + done), out = in;
+		ssize_t n = copy_file_range(f->oldfd, &in, f->tfd, &out, g->len - done, 0);
+
+		if (n <= 0) {
+			file_fail(f, n < 0 ? errno_to_perr(negerrno()) : PERR_IO,
+				  "delta %s: copy from the old file: %s", f->name,
+				  n < 0 ? strerror(errno) : "it got shorter");
+			return false;
+		}
+		done += (uint64_t)n;
+	}
+	return true;
+}
+
+/* With --partial, each chunk's own digest (NULL: none; its journal is closed, not resumable). */
+static XXH3_state_t *rx_delta_chunk_state(struct efile *f)
+{
+	XXH3_state_t *cst = NULL;
+
+	if (f->partial && f->jfd >= 0) {
+		cst = XXH3_createState();
+		if (!cst || XXH3_128bits_reset(cst) != XXH_OK) {
+			XXH3_freeState(cst);
+			cst = NULL;
+			close(f->jfd); /* only less of it can be resumed */
+			f->jfd = -1;
+		}
+	}
+	return cst;
+}
+
+/*
+ * The chunk read back that ends at at, journaled with its digest (cst,
+ * then reset); one the journal refuses closes it: NULL, no more digests.
+ */
+static XXH3_state_t *rx_delta_chunk_note(struct efile *f, XXH3_state_t *cst, uint64_t at,
+					 uint64_t cs)
+{
+	uint64_t start = at - ((at - 1) % cs + 1);
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(cst));
+	XXH3_128bits_reset(cst);
+	if (rx_partial_note(f, start, (uint32_t)(at - start), c.digest) < 0) {
+		close(f->jfd);
+		f->jfd = -1;
+		XXH3_freeState(cst);
+		cst = NULL;
+	}
+	return cst;
+}
+
 /*
  * Receiver, at g's turn in file order: g's bytes from the old file into
  * the temp file (or the partial's data file), then read back from there
@@ -301,39 +390,19 @@ int rx_delta_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len
  */
 void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g)
 {
-	uint64_t cs = e->p->chunk_size, done = 0;
-	XXH3_state_t *cst = NULL;
+	uint64_t cs = e->p->chunk_size, done;
+	XXH3_state_t *cst;
 	uint8_t *buf;
 
-	if (f->failed) {
+	if (f->failed || !rx_delta_copy(f, g)) {
 		return;
-	}
-	while (!f->device && done < g->len) {
-		loff_t in = (loff_t)(g->offset + done), out = in;
-		ssize_t n = copy_file_range(f->oldfd, &in, f->tfd, &out, g->len - done, 0);
-
-		if (n <= 0) {
-			file_fail(f, n < 0 ? errno_to_perr(negerrno()) : PERR_IO,
-				  "delta %s: copy from the old file: %s", f->name,
-				  n < 0 ? strerror(errno) : "it got shorter");
-			return;
-		}
-		done += (uint64_t)n;
 	}
 	buf = delta_buf(e);
 	if (!buf) {
 		file_fail(f, PERR_INTERNAL, "out of memory");
 		return;
 	}
-	if (f->partial && f->jfd >= 0) {
-		cst = XXH3_createState();
-		if (!cst || XXH3_128bits_reset(cst) != XXH_OK) {
-			XXH3_freeState(cst);
-			cst = NULL;
-			close(f->jfd); /* only less of it can be resumed */
-			f->jfd = -1;
-		}
-	}
+	cst = rx_delta_chunk_state(f);
 	for (done = 0; done < g->len;) {
 		uint64_t at = g->offset + done;
 		/* Never across a chunk's end: each chunk's own digest goes into the journal. */
@@ -353,133 +422,10 @@ void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *
 		}
 		at += (uint64_t)n;
 		if (cst && (at % cs == 0 || done == g->len)) {
-			uint64_t start = at - ((at - 1) % cs + 1);
-			XXH128_canonical_t c;
-
-			XXH128_canonicalFromHash(&c, XXH3_128bits_digest(cst));
-			XXH3_128bits_reset(cst);
-			if (rx_partial_note(f, start, (uint32_t)(at - start), c.digest) < 0) {
-				close(f->jfd);
-				f->jfd = -1;
-				XXH3_freeState(cst);
-				cst = NULL;
-			}
+			cst = rx_delta_chunk_note(f, cst, at, cs);
 		}
 	}
 	XXH3_freeState(cst);
-}
-
-/*
- * Receiver, a tree file (f->tree), at g's turn in file order: the device
- * holds those chunks as the digest pass read them, so their digests are
- * the pass's (rd) and nothing is read back. With --partial each is
- * journaled with that digest.
- */
-void rx_tree_same(struct engine *e, struct efile *f, const struct proto_range *g)
-{
-	uint64_t cs = e->p->chunk_size;
-
-	for (uint64_t off = g->offset; f->partial && f->jfd >= 0 && off < g->offset + g->len;
-	     off += cs) {
-		if (rx_partial_note(f, off, (uint32_t)MIN(cs, f->size - off), f->rd[off / cs]) <
-		    0) {
-			close(f->jfd);
-			f->jfd = -1;
-		}
-	}
-}
-
-/*
- * Receiver, a tree file: zeros at [off, off + len) (whole chunks, or to the
- * file's end). Chunks the digest pass read as zeros were not written again
- * (rx_delta_zeros): they stay the pass's; the others are zeros now, or
- * will be read back as such at the commit (written, or assumed).
- */
-void rx_tree_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
-{
-	uint64_t cs = e->p->chunk_size;
-
-	for (uint64_t at = off; at < off + len; at += cs) {
-		uint64_t i = at / cs;
-
-		if (!(i < f->ndsum && bit_get(f->dzero, i) && bit_get(f->rdisk, i))) {
-			zero_digest(e, MIN(cs, f->size - at), f->rd[i]);
-			bit_set(f->rdisk, i, false);
-		}
-	}
-}
-
-/* Receiver, a tree file: chunk at off arrived with this digest (its own bytes'). */
-void rx_tree_chunk(struct engine *e, struct efile *f, uint64_t off, const uint8_t d[HASH_LEN])
-{
-	uint64_t i = off / e->p->chunk_size;
-
-	memcpy(f->rd[i], d, HASH_LEN);
-	bit_set(f->rdisk, i, false);
-}
-
-/* A tree's digest: the XXH3-128 of n chunk digests in order. */
-static void tree_digest(uint8_t (*rd)[HASH_LEN], uint64_t n, uint8_t out[HASH_LEN])
-{
-	XXH128_canonical_t c;
-
-	XXH128_canonicalFromHash(&c, XXH3_128bits(rd, (size_t)n * HASH_LEN));
-	memcpy(out, c.digest, HASH_LEN);
-}
-
-/* Receiver, a tree file with every chunk accounted for: its digest, to match FILE_DONE's. */
-void rx_tree_digest(struct engine *e, struct efile *f, uint8_t out[HASH_LEN])
-{
-	tree_digest(f->rd, delta_chunks(e, f->size), out);
-}
-
-/*
- * On the hashing thread, after the device's fsync and with its cached
- * pages dropped: the chunks written since the digest pass read back from
- * the device and hashed, the others taken as that pass read them, into
- * the tree's digest (rx_device_verified matches it to FILE_DONE's). rd and
- * rdisk are the job's own copies.
- */
-int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
-		uint8_t out[HASH_LEN])
-{
-	uint64_t n = size / cs + (size % cs != 0);
-	_cleanup_free_ uint8_t *buf = NULL;
-	_cleanup_close_ int dfd = -1;
-	char proc[64];
-	void *p;
-
-	if (posix_memalign(&p, 4096, cs) != 0) {
-		return -ENOMEM;
-	}
-	buf = p;
-	/* From the device itself, not a cache, and no more than asked (no read-ahead). */
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	dfd = open(proc, O_RDONLY | O_CLOEXEC | O_DIRECT);
-	for (uint64_t i = 0; i < n; i++) {
-		size_t want = (size_t)MIN((uint64_t)cs, size - i * cs);
-		ssize_t got;
-
-		if (bit_get(rdisk, i)) {
-			continue;
-		}
-		got = -1;
-		if (dfd >= 0 && want % 4096 == 0 && cs % 4096 == 0) {
-			got = pread(dfd, buf, want, (off_t)(i * cs));
-		}
-		if (got != (ssize_t)want) {
-			got = pread(fd, buf, want, (off_t)(i * cs));
-		}
-		if (got < 0) {
-			return negerrno();
-		}
-		if (got != (ssize_t)want) {
-			return -EIO;
-		}
-		delta_digest(buf, want, rd[i]);
-	}
-	tree_digest(rd, n, out);
-	return 0;
 }
 
 /*
@@ -594,76 +540,6 @@ done:
 	}
 	e->prehash_id = 0;
 	return 0;
-}
-
-/*
- * Sender, a tree file: from read_off (a chunk's start), the bytes of the
- * run of chunks whose pre-pass digest is the receiver's: unchanged, they
- * need no read (at most ZERO_CHUNK_MAX at a time). 0: read the next one.
- * With zero extents the run stops where the source's next hole has whole
- * chunks (tx_hole_at's f->next_hole): a hole goes as zeros, as ever.
- */
-uint64_t tx_tree_same_at(const struct engine *e, const struct efile *f, bool holes)
-{
-	uint64_t cs = e->p->chunk_size, off = f->read_off, end = f->size;
-
-	if (off % cs) {
-		return 0;
-	}
-	if (holes && f->next_hole > off) {
-		end = MIN(end, (f->next_hole + cs - 1) / cs * cs);
-	}
-	for (uint64_t i = off / cs; off < end && off - f->read_off < ZERO_CHUNK_MAX; i++) {
-		if (i >= f->prehashed || i >= f->ndsum ||
-		    memcmp(f->mine[i], f->dsum[i], HASH_LEN) != 0) {
-			break;
-		}
-		off = MIN(off + cs, f->size);
-	}
-	return off - f->read_off;
-}
-
-/*
- * Sender, a tree file: chunk c, next in file order, into the digest of its
- * chunks' digests: a same run by the pre-pass's digests, zeros by theirs,
- * data (buf) by its own, which must be the pre-pass's where there is one
- * (else the source changed: the file fails). True: data the receiver has
- * unchanged (a SAME range, not posted).
- */
-bool tx_tree_feed(struct engine *e, struct efile *f, const struct chunk *c, const void *buf)
-{
-	uint64_t cs = e->p->chunk_size, i = c->off / cs;
-	uint8_t d[HASH_LEN];
-
-	if (c->same || c->zero) {
-		for (uint64_t off = c->off; off < c->off + c->len; off += cs, i++) {
-			if (c->same) {
-				memcpy(d, f->mine[i], HASH_LEN);
-			} else {
-				zero_digest(e, MIN(cs, f->size - off), d);
-			}
-			XXH3_128bits_update(f->tst, d, HASH_LEN);
-		}
-		return c->same;
-	}
-	delta_digest(buf, c->len, d);
-	XXH3_128bits_update(f->tst, d, HASH_LEN);
-	if (i < f->prehashed && memcmp(d, f->mine[i], HASH_LEN) != 0) {
-		file_fail(f, PERR_SOURCE_CHANGED, "changed while being sent (chunk at %llu)",
-			  (unsigned long long)c->off);
-		return false;
-	}
-	return c->off % cs == 0 && c->len == MIN(cs, f->size - c->off) && i < f->ndsum &&
-	       memcmp(d, f->dsum[i], HASH_LEN) == 0;
-}
-
-/* Sender, a tree file with every chunk fed: FILE_DONE's digest. */
-void tx_tree_final(struct efile *f, uint8_t out[HASH_LEN])
-{
-	XXH128_canonical_t c;
-
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(f->tst));
-	memcpy(out, c.digest, HASH_LEN);
 }
 
 /* Sender: has the receiver this chunk (whole, canonical) already? */

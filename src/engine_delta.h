@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the --delta files (src/engine_delta.c, src/engine_delta_tree.c)
+ * share: the chunk digest, the chunk count and the bit maps of chunks.
+ * Nothing else includes this.
+ */
+#pragma once
+
+#include "engine-internal.h"
+
+/* A chunk's digest: the XXH3-128 of its bytes, canonical (the wire's order). */
+static inline void delta_digest(const void *buf, size_t len, uint8_t out[HASH_LEN])
+{
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
+	memcpy(out, c.digest, HASH_LEN);
+}
+
+/* How many chunks a file of size bytes has (the last one may be short). */
+static inline uint64_t delta_chunks(const struct engine *e, uint64_t size)
+{
+	return size / e->p->chunk_size + (size % e->p->chunk_size != 0);
+}
+
+/* Maps of one bit a chunk: a device's chunks that read as zeros, a tree's read by the pass. */
+static inline bool bit_get(const uint8_t *map, uint64_t i)
+{
+	return map[i / 8] >> (i % 8) & 1;
+}
+
+static inline void bit_set(uint8_t *map, uint64_t i, bool on)
+{
+	if (on) {
+		map[i / 8] |= (uint8_t)(1u << (i % 8));
+	} else {
+		map[i / 8] &= (uint8_t) ~(1u << (i % 8));
+	}
+}
