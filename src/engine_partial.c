@@ -140,6 +140,131 @@ static bool verify_record(struct efile *f, const struct jrec *j, uint8_t *buf, X
 	return false;
 }
 
+/* A journal being verified (jnl_verify): its records pending, those kept, the prefix. */
+struct jnl_scan {
+	struct efile *f;
+	double deadline;
+	struct jrec *pend; /* JNL_PENDING_MAX records ahead of the prefix, in no order */
+	struct jrec *kept; /* the records of the prefix, in order */
+	size_t npend, nkept, capkept;
+	uint8_t *buf; /* VERIFY_BUF */
+	XXH3_state_t *st, *saved;
+	uint64_t prefix;
+	bool stopped; /* verified no further: what is kept stays, the rest is re-sent */
+};
+
+static void jnl_scan_free(struct jnl_scan *s)
+{
+	free(s->pend);
+	free(s->kept);
+	free(s->buf);
+	XXH3_freeState(s->st);
+	XXH3_freeState(s->saved);
+}
+
+/* Is jfd's header f's (source, name)? 0 with its length and the journal's size. */
+static int jnl_check_header(struct efile *f, int jfd, size_t *ret_hlen, uint64_t *ret_size)
+{
+	uint8_t want[JNL_HDR_MAX], have[JNL_HDR_MAX];
+	size_t hlen = jnl_header(f, want, sizeof(want));
+	struct stat sb;
+
+	if (hlen == 0 || fstat(jfd, &sb) < 0) {
+		return hlen == 0 ? -EINVAL : negerrno();
+	}
+	if ((uint64_t)sb.st_size < hlen || pread(jfd, have, hlen, 0) != (ssize_t)hlen ||
+	    memcmp(have, want, hlen) != 0) {
+		return -EBADMSG; /* another source, another name, or nothing yet */
+	}
+	*ret_hlen = hlen;
+	*ret_size = (uint64_t)sb.st_size;
+	return 0;
+}
+
+/* The record at pos (untrusted): within the file and not before the prefix, or -EBADMSG. */
+static int jnl_read_record(const struct jnl_scan *s, int jfd, uint64_t pos, struct jrec *ret)
+{
+	uint8_t rec[JNL_REC_LEN];
+	struct rbuf rb;
+	struct jrec j;
+
+	if (pread(jfd, rec, JNL_REC_LEN, (off_t)pos) != JNL_REC_LEN) {
+		return -EIO;
+	}
+	rbuf_init(&rb, rec, JNL_REC_LEN);
+	j.off = rbuf_get_u64(&rb);
+	j.len = rbuf_get_u64(&rb);
+	rbuf_get_bytes(&rb, j.hash, HASH_LEN);
+	if (rb.error || j.len == 0 || j.len > s->f->size || j.off > s->f->size - j.len ||
+	    j.off < s->prefix) {
+		return -EBADMSG;
+	}
+	*ret = j;
+	return 0;
+}
+
+/*
+ * j among the pending records: 0; -EBADMSG when one starts where it does
+ * (an overlap: corrupt); 1 when they are full (too far out of order: what
+ * is verified is kept).
+ */
+static int jnl_pend(struct jnl_scan *s, const struct jrec *j)
+{
+	int r = 0;
+
+	for (size_t i = 0; i < s->npend && r == 0; i++) {
+		r = s->pend[i].off == j->off ? -EBADMSG : 0;
+	}
+	if (r < 0 || s->npend == JNL_PENDING_MAX) {
+		return r < 0 ? r : 1;
+	}
+	s->pend[s->npend++] = *j;
+	return 0;
+}
+
+/* Room for one more kept record; false: as many as we keep (the rest is re-sent). */
+static bool jnl_keep_room(struct jnl_scan *s)
+{
+	if (s->nkept == s->capkept) {
+		size_t cap = s->capkept ? s->capkept * 2 : 1024;
+		struct jrec *t = cap <= JNL_KEEP_MAX ? realloc(s->kept, cap * sizeof(*t)) : NULL;
+
+		if (!t) {
+			return false;
+		}
+		s->kept = t;
+		s->capkept = cap;
+	}
+	return true;
+}
+
+/* Extend the prefix with every pending record that starts where it ends, verified. */
+static void jnl_extend(struct jnl_scan *s)
+{
+	for (size_t i = 0; i < s->npend && !s->stopped;) {
+		struct jrec j;
+
+		if (s->pend[i].off != s->prefix) {
+			i++;
+			continue;
+		}
+		j = s->pend[i];
+		s->pend[i] = s->pend[--s->npend];
+		/*
+		 * A flipped bit, data never written, or out of time (the
+		 * peer waits): what is verified is kept, the rest re-sent.
+		 */
+		if (!jnl_keep_room(s) || ts_now(NULL) > s->deadline ||
+		    !verify_record(s->f, &j, s->buf, s->st, s->saved, s->deadline)) {
+			s->stopped = true;
+			break;
+		}
+		s->kept[s->nkept++] = j;
+		s->prefix += j.len;
+		i = 0;
+	}
+}
+
 /*
  * Read the journal jfd: 0 with *ret_prefix = the bytes from 0 that its
  * records cover and the data verifies (f->hash fed with them) before the
@@ -151,103 +276,45 @@ static bool verify_record(struct efile *f, const struct jrec *j, uint8_t *buf, X
 static int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_prefix,
 		      struct jrec **ret_recs, size_t *ret_n)
 {
-	_cleanup_free_ struct jrec *pend = NULL, *kept = NULL;
-	size_t nkept = 0, capkept = 0;
-	_cleanup_free_ uint8_t *buf = NULL;
-	uint8_t want[JNL_HDR_MAX], have[JNL_HDR_MAX], rec[JNL_REC_LEN];
-	size_t hlen = jnl_header(f, want, sizeof(want)), npend = 0;
-	uint64_t prefix = 0, pos;
-	XXH3_state_t *st, *saved;
-	struct stat sb;
-	bool stopped = false;
-	int r = 0;
+	_cleanup_(jnl_scan_free) struct jnl_scan s = { .f = f, .deadline = deadline };
+	uint64_t pos, size;
+	size_t hlen;
+	int r;
 
-	if (hlen == 0 || fstat(jfd, &sb) < 0) {
-		return hlen == 0 ? -EINVAL : negerrno();
+	r = jnl_check_header(f, jfd, &hlen, &size);
+	if (r < 0) {
+		return r;
 	}
-	if ((uint64_t)sb.st_size < hlen || pread(jfd, have, hlen, 0) != (ssize_t)hlen ||
-	    memcmp(have, want, hlen) != 0) {
-		return -EBADMSG; /* another source, another name, or nothing yet */
-	}
-	pend = calloc(JNL_PENDING_MAX, sizeof(*pend));
-	buf = malloc(VERIFY_BUF);
-	st = XXH3_createState();
-	saved = XXH3_createState();
-	if (!pend || !buf || !st || !saved) {
-		XXH3_freeState(st);
-		XXH3_freeState(saved);
+	s.pend = calloc(JNL_PENDING_MAX, sizeof(*s.pend));
+	s.buf = malloc(VERIFY_BUF);
+	s.st = XXH3_createState();
+	s.saved = XXH3_createState();
+	if (!s.pend || !s.buf || !s.st || !s.saved) {
 		return -ENOMEM;
 	}
 	/* A torn last record (a crash mid-append) is ignored, not corrupt. */
-	for (pos = hlen; !stopped && pos + JNL_REC_LEN <= (uint64_t)sb.st_size;
-	     pos += JNL_REC_LEN) {
-		struct rbuf rb;
+	for (pos = hlen; !s.stopped && pos + JNL_REC_LEN <= size; pos += JNL_REC_LEN) {
 		struct jrec j;
 
-		if (pread(jfd, rec, JNL_REC_LEN, (off_t)pos) != JNL_REC_LEN) {
-			r = -EIO;
+		r = jnl_read_record(&s, jfd, pos, &j);
+		if (r == 0) {
+			r = jnl_pend(&s, &j);
+		}
+		if (r != 0) {
+			r = MIN(
+			    r,
+			    0); /* overlap: corrupt; too far out of order: keep what is verified */
 			break;
 		}
-		rbuf_init(&rb, rec, JNL_REC_LEN);
-		j.off = rbuf_get_u64(&rb);
-		j.len = rbuf_get_u64(&rb);
-		rbuf_get_bytes(&rb, j.hash, HASH_LEN);
-		if (rb.error || j.len == 0 || j.len > f->size || j.off > f->size - j.len ||
-		    j.off < prefix) {
-			r = -EBADMSG;
-			break;
-		}
-		for (size_t i = 0; i < npend && r == 0; i++) {
-			r = pend[i].off == j.off ? -EBADMSG : 0;
-		}
-		if (r < 0 || npend == JNL_PENDING_MAX) {
-			break; /* overlap: corrupt; too far out of order: keep what is verified */
-		}
-		pend[npend++] = j;
-		/* Extend the prefix with every pending record that starts where it ends. */
-		for (size_t i = 0; i < npend && !stopped;) {
-			if (pend[i].off != prefix) {
-				i++;
-				continue;
-			}
-			j = pend[i];
-			pend[i] = pend[--npend];
-			if (nkept == capkept) {
-				size_t cap = capkept ? capkept * 2 : 1024;
-				struct jrec *t =
-				    cap <= JNL_KEEP_MAX ? realloc(kept, cap * sizeof(*t)) : NULL;
-
-				/* As many as we keep: the rest is re-sent. */
-				if (!t) {
-					stopped = true;
-					break;
-				}
-				kept = t;
-				capkept = cap;
-			}
-			/*
-			 * A flipped bit, data never written, or out of time (the
-			 * peer waits): what is verified is kept, the rest re-sent.
-			 */
-			if (ts_now(NULL) > deadline ||
-			    !verify_record(f, &j, buf, st, saved, deadline)) {
-				stopped = true;
-				break;
-			}
-			kept[nkept++] = j;
-			prefix += j.len;
-			i = 0;
-		}
+		jnl_extend(&s);
 	}
-	for (size_t i = 0; r == 0 && !stopped && i < npend; i++) {
-		r = pend[i].off < prefix ? -EBADMSG : 0;
+	for (size_t i = 0; r == 0 && !s.stopped && i < s.npend; i++) {
+		r = s.pend[i].off < s.prefix ? -EBADMSG : 0;
 	}
-	XXH3_freeState(st);
-	XXH3_freeState(saved);
 	if (r == 0) {
-		*ret_prefix = prefix;
-		*ret_recs = TAKE_PTR(kept);
-		*ret_n = nkept;
+		*ret_prefix = s.prefix;
+		*ret_recs = TAKE_PTR(s.kept);
+		*ret_n = s.nkept;
 	}
 	return r;
 }
@@ -311,6 +378,128 @@ static int data_open(struct efile *f, int store, int *ret_fd)
 	return 0;
 }
 
+/* f's data: the device itself (a second descriptor of it), or the store's data file, locked. */
+static int partial_data_open(struct efile *f, int store, int *ret_fd)
+{
+	int fd;
+
+	if (!f->device) {
+		return data_open(f, store, ret_fd);
+	}
+	/* The device is the data (held O_EXCL: no other writer); the store keeps the journal. */
+	fd = fcntl(f->tfd, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0) {
+		return negerrno();
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+/* f's journal in the store, verified against its data (dfd): jnl_verify's answer, or -ENOENT. */
+static int partial_jnl_read(struct engine *e, struct efile *f, int store, int dfd,
+			    uint64_t *ret_prefix, struct jrec **ret_recs, size_t *ret_n)
+{
+	_cleanup_close_ int jfd = -1;
+	int own_tfd = f->tfd, r;
+	char name[64];
+
+	f->tfd = dfd; /* for the reads below */
+	partial_name(f->leaf, ".jnl", name, sizeof(name));
+	jfd = openat(store, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	r = jfd >= 0 ? jnl_verify(f, jfd, e->verify_deadline, ret_prefix, ret_recs, ret_n)
+		     : -ENOENT;
+	f->tfd = own_tfd;
+	return r;
+}
+
+/* f->hash again, from nothing: [0, kept) of dfd, by the verify deadline. */
+static int partial_rehash(struct engine *e, struct efile *f, int dfd, uint64_t kept, uint8_t *buf)
+{
+	int r;
+
+	file_hash_free(&f->hash);
+	r = file_hash_init(&f->hash);
+	if (r == 0) {
+		r = hash_range(dfd, 0, kept, buf, NULL, &f->hash, e->verify_deadline);
+	}
+	return r;
+}
+
+/*
+ * The records (*io_recs, *io_n of them) cut to those that end within the
+ * kept bytes, and one more for the rest of them, hashed from dfd: the
+ * fresh journal covers [0, kept) exactly.
+ */
+static int jnl_records_to(int dfd, uint64_t kept, uint8_t *buf, struct jrec **io_recs, size_t *io_n)
+{
+	size_t n = *io_n;
+	uint64_t end;
+	int r = 0;
+
+	while (n > 0 && (*io_recs)[n - 1].off + (*io_recs)[n - 1].len > kept) {
+		n--;
+	}
+	end = n ? (*io_recs)[n - 1].off + (*io_recs)[n - 1].len : 0;
+	if (end < kept) {
+		XXH3_state_t *st = XXH3_createState();
+		struct jrec *t = realloc(*io_recs, (n + 1) * sizeof(*t));
+		XXH128_canonical_t c;
+
+		if (t) {
+			*io_recs = t;
+		}
+		r = !st || !t ? -ENOMEM : 0;
+		if (r == 0) {
+			XXH3_128bits_reset(st);
+			r = hash_range(dfd, end, kept - end, buf, st, NULL, 0);
+		}
+		if (r == 0) {
+			XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+			t[n] = (struct jrec){ .off = end, .len = kept - end };
+			memcpy(t[n++].hash, c.digest, HASH_LEN);
+		}
+		XXH3_freeState(st);
+	}
+	*io_n = n;
+	return r;
+}
+
+/*
+ * f writes into its partial from here: its data (*io_dfd) and a fresh
+ * journal of the n records, in the store (*io_store), [0, kept) kept.
+ */
+static int partial_start(struct efile *f, uint64_t kept, const struct jrec *recs, size_t n,
+			 int *io_store, int *io_dfd)
+{
+	_cleanup_close_ int newj = -1;
+	int r;
+
+	/*
+	 * Nothing past the kept bytes is trusted (and a file longer than the
+	 * source never commits). A device keeps its size: its bytes past the
+	 * kept ones are written again, and what lies past the source's length
+	 * is not the copy's.
+	 */
+	if (!f->device && ftruncate(*io_dfd, (off_t)kept) < 0) {
+		return negerrno();
+	}
+	r = jnl_rewrite(f, *io_store, recs, n, &newj);
+	if (r < 0) {
+		return r;
+	}
+	if (f->device) {
+		close(f->tfd); /* dfd is the same open device */
+	}
+	f->partial = true;
+	f->kept = kept;
+	f->hash_off = kept;
+	f->written = 0;
+	f->tfd = TAKE_FD(*io_dfd);
+	f->jfd = TAKE_FD(newj);
+	f->part_store = TAKE_FD(*io_store);
+	return 0;
+}
+
 /*
  * Open f's partial: the data file (locked), the journal verified, kept
  * bytes folded into f->hash (initialised by the caller). 0 with f->partial
@@ -319,35 +508,21 @@ static int data_open(struct efile *f, int store, int *ret_fd)
  */
 static int partial_open_once(struct engine *e, struct efile *f)
 {
-	_cleanup_close_ int store = -1, dfd = -1, jfd = -1, newj = -1;
+	_cleanup_close_ int store = -1, dfd = -1;
 	_cleanup_free_ struct jrec *recs = NULL;
 	_cleanup_free_ uint8_t *buf = NULL;
-	uint64_t prefix = 0, kept, end = 0;
+	uint64_t prefix = 0, kept;
 	size_t n = 0;
-	char name[64];
 	int r;
 
 	r = store_open(e->dirs[f->dir].fd, true, &store);
-	if (r < 0) {
-		return r;
-	}
-	if (f->device) {
-		/* The device is the data (held O_EXCL: no other writer); the store keeps the journal. */
-		dfd = fcntl(f->tfd, F_DUPFD_CLOEXEC, 3);
-		r = dfd < 0 ? negerrno() : 0;
-	} else {
-		r = data_open(f, store, &dfd);
+	if (r >= 0) {
+		r = partial_data_open(f, store, &dfd);
 	}
 	if (r < 0) {
 		return r;
 	}
-	int own_tfd = f->tfd;
-
-	f->tfd = dfd; /* for the reads below */
-	partial_name(f->leaf, ".jnl", name, sizeof(name));
-	jfd = openat(store, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	r = jfd >= 0 ? jnl_verify(f, jfd, e->verify_deadline, &prefix, &recs, &n) : -ENOENT;
-	f->tfd = own_tfd;
+	r = partial_jnl_read(e, f, store, dfd, &prefix, &recs, &n);
 	if (r == -ENOMEM) {
 		return r;
 	}
@@ -366,68 +541,15 @@ static int partial_open_once(struct engine *e, struct efile *f)
 	 * more (records of another chunk size: rare). Out of time for that, the
 	 * file goes to a temp file and the partial stays as it is.
 	 */
-	if (r < 0 || kept != prefix) {
-		file_hash_free(&f->hash);
-		r = file_hash_init(&f->hash);
-		if (r == 0) {
-			r = hash_range(dfd, 0, kept, buf, NULL, &f->hash, e->verify_deadline);
-		}
-		if (r < 0) {
-			return r;
-		}
-	}
+	r = r < 0 || kept != prefix ? partial_rehash(e, f, dfd, kept, buf) : 0;
 	/* The records that end within the kept bytes, and one for the rest of them. */
-	while (n > 0 && recs[n - 1].off + recs[n - 1].len > kept) {
-		n--;
+	if (r >= 0) {
+		r = jnl_records_to(dfd, kept, buf, &recs, &n);
 	}
-	end = n ? recs[n - 1].off + recs[n - 1].len : 0;
-	if (end < kept) {
-		XXH3_state_t *st = XXH3_createState();
-		struct jrec *t = realloc(recs, (n + 1) * sizeof(*recs));
-		XXH128_canonical_t c;
-
-		if (t) {
-			recs = t;
-		}
-		r = !st || !t ? -ENOMEM : 0;
-		if (r == 0) {
-			XXH3_128bits_reset(st);
-			r = hash_range(dfd, end, kept - end, buf, st, NULL, 0);
-		}
-		if (r == 0) {
-			XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
-			recs[n] = (struct jrec){ .off = end, .len = kept - end };
-			memcpy(recs[n++].hash, c.digest, HASH_LEN);
-		}
-		XXH3_freeState(st);
-		if (r < 0) {
-			return r;
-		}
-	}
-	/*
-	 * Nothing past the kept bytes is trusted (and a file longer than the
-	 * source never commits). A device keeps its size: its bytes past the
-	 * kept ones are written again, and what lies past the source's length
-	 * is not the copy's.
-	 */
-	if (!f->device && ftruncate(dfd, (off_t)kept) < 0) {
-		return negerrno();
-	}
-	r = jnl_rewrite(f, store, recs, n, &newj);
 	if (r < 0) {
 		return r;
 	}
-	if (f->device) {
-		close(f->tfd); /* dfd is the same open device */
-	}
-	f->partial = true;
-	f->kept = kept;
-	f->hash_off = kept;
-	f->written = 0;
-	f->tfd = TAKE_FD(dfd);
-	f->jfd = TAKE_FD(newj);
-	f->part_store = TAKE_FD(store);
-	return 0;
+	return partial_start(f, kept, recs, n, &store, &dfd);
 }
 
 int rx_partial_open(struct engine *e, struct efile *f)
