@@ -50,6 +50,60 @@ static bool xattr_sync_on(const struct engine *e)
 /* ---- sender ---- */
 
 /*
+ * The values of the n wanted names of list (len bytes) into mx, each read
+ * into val, then kept at its size: at most a frame's worth in all. 0 with
+ * *ret_code PERR_OK or an entry's failure (text says why); -errno when the
+ * session fails.
+ */
+static int tx_xattr_values(struct engine *e, int fd, char *list, ssize_t len, uint8_t *val,
+			   size_t n, struct msg_xattrs *mx, uint32_t *ret_code, char *text,
+			   size_t textlen)
+{
+	size_t total = 4 + 2;
+	uint32_t code = PERR_OK;
+	int r = 0;
+
+	for (char *p = list; p < list + len && code == PERR_OK; p += strlen(p) + 1) {
+		struct proto_xattr *a = &mx->x[mx->count];
+		ssize_t vlen;
+
+		if (!xattr_wanted(e, p) || mx->count >= n) {
+			continue;
+		}
+		vlen = fgetxattr(fd, p, val, PROTO_MAX_XATTR_VALUE);
+		if (vlen < 0 && errno == ENODATA) {
+			continue; /* gone since it was listed */
+		}
+		if (vlen < 0) {
+			int err = negerrno();
+
+			snprintf(text, textlen, "read extended attribute %.100s: %s", p,
+				 strerror(-err));
+			code = errno_to_perr(err);
+			break;
+		}
+		total += 2 + strlen(p) + 4 + (size_t)vlen;
+		if (total > PROTO_MAX_PAYLOAD) {
+			snprintf(text, textlen, "extended attributes over %u bytes in all",
+				 PROTO_MAX_PAYLOAD);
+			code = PERR_PERMISSION;
+			break;
+		}
+		a->value = malloc(vlen ? (size_t)vlen : 1);
+		if (!a->value) {
+			r = fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			break;
+		}
+		memcpy(a->value, val, (size_t)vlen);
+		a->name = p;
+		a->len = (uint32_t)vlen;
+		mx->count++;
+	}
+	*ret_code = code;
+	return r;
+}
+
+/*
  * The attributes of the entry open as fd, for id, in one XATTRS message
  * (none: nothing sent). Returns 0, PERR_* > 0 for a failure of that entry
  * (text says why), or -errno when the session fails.
@@ -60,7 +114,7 @@ int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, char *tex
 	_cleanup_free_ uint8_t *val = NULL;
 	struct proto_xattr *x = NULL;
 	struct msg m = { .type = MSG_XATTRS };
-	size_t total = 4 + 2, n = 0;
+	size_t n = 0;
 	ssize_t len;
 	uint32_t code = PERR_OK;
 	int r = 0;
@@ -98,43 +152,7 @@ int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, char *tex
 	}
 	m.u.xattrs.id = id;
 	m.u.xattrs.x = x;
-	/* Each value read into val, then kept at its size: at most a frame's worth in all. */
-	for (char *p = list; p < list + len && code == PERR_OK; p += strlen(p) + 1) {
-		struct proto_xattr *a = &x[m.u.xattrs.count];
-		ssize_t vlen;
-
-		if (!xattr_wanted(e, p) || m.u.xattrs.count >= n) {
-			continue;
-		}
-		vlen = fgetxattr(fd, p, val, PROTO_MAX_XATTR_VALUE);
-		if (vlen < 0 && errno == ENODATA) {
-			continue; /* gone since it was listed */
-		}
-		if (vlen < 0) {
-			int err = negerrno();
-
-			snprintf(text, textlen, "read extended attribute %.100s: %s", p,
-				 strerror(-err));
-			code = errno_to_perr(err);
-			break;
-		}
-		total += 2 + strlen(p) + 4 + (size_t)vlen;
-		if (total > PROTO_MAX_PAYLOAD) {
-			snprintf(text, textlen, "extended attributes over %u bytes in all",
-				 PROTO_MAX_PAYLOAD);
-			code = PERR_PERMISSION;
-			break;
-		}
-		a->value = malloc(vlen ? (size_t)vlen : 1);
-		if (!a->value) {
-			r = fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
-			break;
-		}
-		memcpy(a->value, val, (size_t)vlen);
-		a->name = p;
-		a->len = (uint32_t)vlen;
-		m.u.xattrs.count++;
-	}
+	r = tx_xattr_values(e, fd, list, len, val, n, &m.u.xattrs, &code, text, textlen);
 	if (r == 0 && code == PERR_OK && (m.u.xattrs.count > 0 || always)) {
 		r = chan_queue(e->p->chan, &m);
 		if (r < 0) {
@@ -470,11 +488,66 @@ void rx_xattrs_apply(struct engine *e, struct efile *f)
 	rx_xattrs_release(e, f);
 }
 
+/* A regular file's, once, before FILE_DONE: kept until the file is verified (rx_xattrs_apply). */
+static int rx_xattrs_hold(struct engine *e, struct efile *f, struct msg_xattrs *x)
+{
+	size_t bytes = 0;
+
+	if (f->got_done || f->nxattrs) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS after FILE_DONE or twice");
+	}
+	if (f->failed || f->tfd < 0) {
+		return 0;
+	}
+	for (size_t i = 0; i < x->count; i++) {
+		bytes += sizeof(x->x[i]) + strlen(x->x[i].name) + 1 + x->x[i].len;
+	}
+	if (e->xattr_held + bytes > XATTR_HELD_MAX) {
+		file_fail(f, PERR_BUSY, "extended attributes of the files in flight over %zu MiB",
+			  XATTR_HELD_MAX >> 20);
+		return 0;
+	}
+	f->xattrs = x->x;
+	f->nxattrs = x->count;
+	f->xattr_bytes = bytes;
+	e->xattr_held += bytes;
+	x->x = NULL;
+	x->count = 0;
+	return 0;
+}
+
+/* A directory of the last FILES batch (e->xdirs[i]): its attributes set now, by its name. */
+static int rx_xattrs_dir(struct engine *e, const struct msg_xattrs *x, size_t i)
+{
+	_cleanup_close_ int fd = -1;
+	char text[256] = "";
+	struct stat st;
+	uint32_t code;
+	int r;
+
+	r = fspath_open_dir(e->p->base_fd, e->xdirs[i].name, &fd);
+	if (r < 0) {
+		snprintf(text, sizeof(text), "extended attributes: %s", strerror(-r));
+		note_failure(e, e->xdirs[i].name, PROTO_FT_DIR, errno_to_perr(r), true, text);
+		return 0;
+	}
+	code = rx_xattrs_sync(e, x, fd, text, sizeof(text));
+	if (code != PERR_OK) {
+		note_failure(e, e->xdirs[i].name, PROTO_FT_DIR, code, true, text);
+	}
+	/*
+	 * An access ACL sets the mode's bits: a directory we made stays
+	 * ours to write into until its own mode is set, at the end.
+	 */
+	if (e->xdirs[i].created && fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700) {
+		fchmod(fd, (st.st_mode & 07777) | 0700);
+	}
+	return 0;
+}
+
 int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 {
 	struct efile *f = file_by_id(e, x->id);
-	char text[256] = "";
-	uint32_t code;
 	int r;
 
 	if (!(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))) {
@@ -485,58 +558,12 @@ int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 		return r;
 	}
 	if (f && f->ftype == PROTO_FT_REG) {
-		size_t bytes = 0;
-
-		/* Once, before FILE_DONE; kept until the file is verified (rx_xattrs_apply). */
-		if (f->got_done || f->nxattrs) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS after FILE_DONE or twice");
-		}
-		if (f->failed || f->tfd < 0) {
-			return 0;
-		}
-		for (size_t i = 0; i < x->count; i++) {
-			bytes += sizeof(x->x[i]) + strlen(x->x[i].name) + 1 + x->x[i].len;
-		}
-		if (e->xattr_held + bytes > XATTR_HELD_MAX) {
-			file_fail(f, PERR_BUSY,
-				  "extended attributes of the files in flight over %zu MiB",
-				  XATTR_HELD_MAX >> 20);
-			return 0;
-		}
-		f->xattrs = x->x;
-		f->nxattrs = x->count;
-		f->xattr_bytes = bytes;
-		e->xattr_held += bytes;
-		x->x = NULL;
-		x->count = 0;
-		return 0;
+		return rx_xattrs_hold(e, f, x);
 	}
 	for (size_t i = 0; i < e->nxdirs; i++) {
-		_cleanup_close_ int fd = -1;
-		struct stat st;
-
-		if (e->xdirs[i].id != x->id) {
-			continue;
+		if (e->xdirs[i].id == x->id) {
+			return rx_xattrs_dir(e, x, i);
 		}
-		r = fspath_open_dir(e->p->base_fd, e->xdirs[i].name, &fd);
-		if (r < 0) {
-			snprintf(text, sizeof(text), "extended attributes: %s", strerror(-r));
-			note_failure(e, e->xdirs[i].name, PROTO_FT_DIR, errno_to_perr(r), true,
-				     text);
-			return 0;
-		}
-		code = rx_xattrs_sync(e, x, fd, text, sizeof(text));
-		if (code != PERR_OK) {
-			note_failure(e, e->xdirs[i].name, PROTO_FT_DIR, code, true, text);
-		}
-		/*
-		 * An access ACL sets the mode's bits: a directory we made stays
-		 * ours to write into until its own mode is set, at the end.
-		 */
-		if (e->xdirs[i].created && fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700) {
-			fchmod(fd, (st.st_mode & 07777) | 0700);
-		}
-		return 0;
 	}
 	for (size_t i = 0; i < e->nxkept; i++) {
 		if (e->xkept[i].id == x->id) {
