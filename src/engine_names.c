@@ -108,23 +108,23 @@ static int name_set_add(struct name_set *s, const char *name)
 	return hash_set_add(s, name_hash(name));
 }
 
-static int dir_get(struct engine *e, const char *path, int *ret_idx)
+/*
+ * path held in the cache already: a reference more, its index. Else -1,
+ * with *ret_free a slot to hold it in (-1: none; every one is in use).
+ */
+static int dir_cached(struct engine *e, const char *path, int *ret_free)
 {
-	struct stat st;
-	int free_idx = -1, r, fd;
-	bool fresh;
+	int free_idx = -1;
 
 	if (e->dir_last < e->dirs_hw && e->dirs[e->dir_last].path &&
 	    strcmp(e->dirs[e->dir_last].path, path) == 0) {
 		e->dirs[e->dir_last].refs++;
-		*ret_idx = e->dir_last;
-		return 0;
+		return e->dir_last;
 	}
 	for (int i = 0; i < e->dirs_hw; i++) {
 		if (e->dirs[i].path && strcmp(e->dirs[i].path, path) == 0) {
 			e->dirs[i].refs++;
-			*ret_idx = e->dir_last = i;
-			return 0;
+			return e->dir_last = i;
 		}
 		if (free_idx < 0 &&
 		    (!e->dirs[i].path ||
@@ -135,9 +135,15 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 	if (free_idx < 0 && e->dirs_hw < DIR_CACHE) {
 		free_idx = e->dirs_hw; /* never used: zero */
 	}
-	if (free_idx < 0) {
-		return -EBUSY;
-	}
+	*ret_free = free_idx;
+	return -1;
+}
+
+/* The directory path beneath the destination, opened (made, but by a probe). */
+static int dir_open(struct engine *e, const char *path, int *ret_fd)
+{
+	int r, fd;
+
 	if (engine_probe(e) && e->p->base_fd < 0) {
 		r = -ENOENT; /* a probe into a destination that a real run would make */
 	} else if (path[0] == '\0') {
@@ -152,22 +158,20 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 	if (r < 0) {
 		return r;
 	}
-	if (e->dirs[free_idx].path) {
-		free(e->dirs[free_idx].path);
-		close(e->dirs[free_idx].fd);
-	}
-	e->dirs[free_idx].path = strdup(path);
-	if (!e->dirs[free_idx].path) {
-		close(fd);
-		return -ENOMEM;
-	}
-	/*
-	 * Temp files of writers that died here earlier go now (the first time
-	 * we see the dir). A probe sweeps nothing: it only looks. A directory
-	 * found empty is fresh from now on, as one this session made is: what
-	 * this session puts there has names sent once (rx_fresh_add).
-	 */
-	fresh = false;
+	*ret_fd = fd;
+	return 0;
+}
+
+/*
+ * Temp files of writers that died here earlier go now (the first time
+ * we see the dir). A probe sweeps nothing: it only looks. A directory
+ * found empty is fresh from now on, as one this session made is: what
+ * this session puts there has names sent once (rx_fresh_add). Is it?
+ */
+static bool dir_first_look(struct engine *e, int fd, const char *path)
+{
+	bool fresh = false;
+
 	if (!engine_probe(e)) {
 		bool empty = false;
 
@@ -180,17 +184,53 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 		/* And partials of cut runs nobody resumed (bounded: only the directories we write). */
 		engine_partial_sweep(fd, e->p->partial_max_age_s);
 	}
-	e->dirs[free_idx].fd = fd;
-	e->dirs[free_idx].dev = fstat(fd, &st) == 0 ? (uint64_t)st.st_dev : UINT64_MAX;
-	e->dirs[free_idx].by_syncfs = false;
-	e->dirs[free_idx].fresh = fresh;
-	e->dirs[free_idx].acl_default = -1;
-	e->dirs[free_idx].refs = 1;
-	e->dirs[free_idx].dirty = false;
-	e->dirs[free_idx].syncing = false;
-	e->dirs[free_idx].links_out = 0;
-	e->dirs[free_idx].submitted = e->dirs[free_idx].completed = 0;
-	e->dirs_hw = MAX(e->dirs_hw, free_idx + 1);
+	return fresh;
+}
+
+/* Slot idx holds fd (its path set), one reference, nothing written in it yet. */
+static void dir_hold(struct engine *e, int idx, int fd, bool fresh)
+{
+	struct stat st;
+
+	e->dirs[idx].fd = fd;
+	e->dirs[idx].dev = fstat(fd, &st) == 0 ? (uint64_t)st.st_dev : UINT64_MAX;
+	e->dirs[idx].by_syncfs = false;
+	e->dirs[idx].fresh = fresh;
+	e->dirs[idx].acl_default = -1;
+	e->dirs[idx].refs = 1;
+	e->dirs[idx].dirty = false;
+	e->dirs[idx].syncing = false;
+	e->dirs[idx].links_out = 0;
+	e->dirs[idx].submitted = e->dirs[idx].completed = 0;
+	e->dirs_hw = MAX(e->dirs_hw, idx + 1);
+}
+
+/* The directory path held in the cache (a reference more): its index. */
+static int dir_get(struct engine *e, const char *path, int *ret_idx)
+{
+	int free_idx = -1, r, fd, i = dir_cached(e, path, &free_idx);
+
+	if (i >= 0) {
+		*ret_idx = i;
+		return 0;
+	}
+	if (free_idx < 0) {
+		return -EBUSY;
+	}
+	r = dir_open(e, path, &fd);
+	if (r < 0) {
+		return r;
+	}
+	if (e->dirs[free_idx].path) {
+		free(e->dirs[free_idx].path);
+		close(e->dirs[free_idx].fd);
+	}
+	e->dirs[free_idx].path = strdup(path);
+	if (!e->dirs[free_idx].path) {
+		close(fd);
+		return -ENOMEM;
+	}
+	dir_hold(e, free_idx, fd, dir_first_look(e, fd, path));
 	*ret_idx = e->dir_last = free_idx;
 	return 0;
 }
@@ -291,21 +331,10 @@ static int rx_map_entry(struct engine *e, struct efile *f)
 	return 0;
 }
 
-/*
- * The name policy of an entry the peer sent: one the caller asked for (a
- * pull), valid, mapped by rename_to (one top-level name only), and not the
- * destination of an entry in the table. *ret_peer: a refusal for what the
- * peer sent.
- */
-uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
-		       bool *ret_peer)
+/* One the caller asked for (a pull), and valid. */
+static uint32_t rx_name_valid(struct engine *e, struct efile *f, char *text, size_t textlen,
+			      bool *ret_peer)
 {
-	uint64_t key;
-	int dup;
-
-	if (!f->name) {
-		return PERR_INTERNAL;
-	}
 	if (e->p->name_ok && !e->p->name_ok(e->p->name_ok_ud, f->name)) {
 		*ret_peer = true;
 		snprintf(text, textlen, "not a name that was asked for");
@@ -316,12 +345,18 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 		snprintf(text, textlen, "invalid name");
 		return PERR_BAD_PATH;
 	}
-	/*
-	 * rename_to stores the one top-level entry under its name: a second
-	 * top-level name would land on the same destination (issue 8 item 9:
-	 * with OPEN "mod/target", "a", "b" and a symlink "c" would all be
-	 * "target"). The first one is that entry; another is refused.
-	 */
+	return PERR_OK;
+}
+
+/*
+ * rename_to stores the one top-level entry under its name: a second
+ * top-level name would land on the same destination (issue 8 item 9:
+ * with OPEN "mod/target", "a", "b" and a symlink "c" would all be
+ * "target"). The first one is that entry; another is refused.
+ */
+static uint32_t rx_name_one_root(struct engine *e, struct efile *f, char *text, size_t textlen,
+				 bool *ret_peer)
+{
 	if (e->p->rename_to) {
 		size_t top = strcspn(f->name, "/");
 
@@ -337,24 +372,22 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 			return PERR_DUPLICATE;
 		}
 	}
-	if (rx_map_entry(e, f) < 0) {
-		return PERR_INTERNAL;
-	}
-	/* The partial store is the receiver's own: nothing a peer sends goes in there. */
-	if (engine_name_reserved(f->name)) {
-		*ret_peer = true;
-		snprintf(text, textlen, "%s is reserved for --partial", ENGINE_PARTIAL_DIR);
-		return PERR_BAD_PATH;
-	}
-	/*
-	 * Never two writers on one name: a destination that an entry in the
-	 * table has already is refused. The set holds the table's entries only,
-	 * so it does not grow with the tree; an entry resolved earlier is gone
-	 * from it, and the same name again replaces what it made, as a second
-	 * session would. The sender's own walk never sends a name twice.
-	 */
-	key = name_hash(f->name);
-	dup = hash_set_add(&e->inflight, key);
+	return PERR_OK;
+}
+
+/*
+ * Never two writers on one name: a destination that an entry in the
+ * table has already is refused. The set holds the table's entries only,
+ * so it does not grow with the tree; an entry resolved earlier is gone
+ * from it, and the same name again replaces what it made, as a second
+ * session would. The sender's own walk never sends a name twice.
+ */
+static uint32_t rx_name_inflight(struct engine *e, struct efile *f, char *text, size_t textlen,
+				 bool *ret_peer)
+{
+	uint64_t key = name_hash(f->name);
+	int dup = hash_set_add(&e->inflight, key);
+
 	if (dup <= 0) {
 		*ret_peer = dup == 0;
 		snprintf(text, textlen, "%s",
@@ -368,4 +401,37 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 		return PERR_INTERNAL;
 	}
 	return PERR_OK;
+}
+
+/*
+ * The name policy of an entry the peer sent: one the caller asked for (a
+ * pull), valid, mapped by rename_to (one top-level name only), and not the
+ * destination of an entry in the table. *ret_peer: a refusal for what the
+ * peer sent.
+ */
+uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
+		       bool *ret_peer)
+{
+	uint32_t code;
+
+	if (!f->name) {
+		return PERR_INTERNAL;
+	}
+	code = rx_name_valid(e, f, text, textlen, ret_peer);
+	if (code == PERR_OK) {
+		code = rx_name_one_root(e, f, text, textlen, ret_peer);
+	}
+	if (code != PERR_OK) {
+		return code;
+	}
+	if (rx_map_entry(e, f) < 0) {
+		return PERR_INTERNAL;
+	}
+	/* The partial store is the receiver's own: nothing a peer sends goes in there. */
+	if (engine_name_reserved(f->name)) {
+		*ret_peer = true;
+		snprintf(text, textlen, "%s is reserved for --partial", ENGINE_PARTIAL_DIR);
+		return PERR_BAD_PATH;
+	}
+	return rx_name_inflight(e, f, text, textlen, ret_peer);
 }
