@@ -225,8 +225,9 @@ static struct efile *rx_piece_file(struct engine *e, const struct proto_piece *p
 	return f;
 }
 
-/* A packed slot arrived (descriptor d, file id 0): hold it, check its table, write its files. */
-int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d)
+/* The slot held, a packed one, and its table (untrusted) decoded into e->pieces. */
+static int rx_packed_hold(struct engine *e, uint32_t slot, uint32_t lane,
+			  const struct proto_desc *d, uint8_t **ret_buf)
 {
 	struct rslot *s = &e->rslots[slot];
 	uint8_t *buf;
@@ -255,38 +256,61 @@ int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struct proto
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "packed slot: bad table of %u files",
 			    d->pieces);
 	}
-	for (uint32_t i = 0; i < d->pieces; i++) {
-		const struct proto_piece *pc = &e->pieces[i];
-		struct efile *f = rx_piece_file(e, pc);
+	*ret_buf = buf;
+	return 0;
+}
 
-		if (!f) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG,
-				    "packed slot: file id %u (%u bytes) not one in flight whole",
-				    pc->id, pc->len);
-		}
-		f->packed = true;
-		f->pk_at = slot;
-		f->pk_off = pc->at;
-		f->pk_done = 0;
-		f->recv_bytes = pc->len;
-		f->hash_off = pc->len;
-		if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && i == 0) {
-			buf[pc->at] ^= 0xff;
-		}
-		if (f->failed) {
-			continue; /* disk full, ...: its bytes are dropped */
-		}
-		/* The whole file, in one call (no streaming state unless one was made). */
-		if (f->hash.state) {
-			file_hash_update(&f->hash, buf + pc->at, pc->len);
-		} else {
-			file_hash_whole(&f->hash, buf + pc->at, pc->len);
-		}
-		r = rx_pwrite_submit(e, f);
-		if (r < 0) {
-			return r;
-		}
-		s->pieces_left++;
+/* Piece i of the slot at buf: its file's whole bytes, hashed, and their write submitted. */
+static int rx_piece(struct engine *e, uint32_t slot, uint32_t i, uint8_t *buf)
+{
+	const struct proto_piece *pc = &e->pieces[i];
+	struct efile *f = rx_piece_file(e, pc);
+	int r;
+
+	if (!f) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "packed slot: file id %u (%u bytes) not one in flight whole", pc->id,
+			    pc->len);
+	}
+	f->packed = true;
+	f->pk_at = slot;
+	f->pk_off = pc->at;
+	f->pk_done = 0;
+	f->recv_bytes = pc->len;
+	f->hash_off = pc->len;
+	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && i == 0) {
+		buf[pc->at] ^= 0xff;
+	}
+	if (f->failed) {
+		return 0; /* disk full, ...: its bytes are dropped */
+	}
+	/* The whole file, in one call (no streaming state unless one was made). */
+	if (f->hash.state) {
+		file_hash_update(&f->hash, buf + pc->at, pc->len);
+	} else {
+		file_hash_whole(&f->hash, buf + pc->at, pc->len);
+	}
+	r = rx_pwrite_submit(e, f);
+	if (r < 0) {
+		return r;
+	}
+	e->rslots[slot].pieces_left++;
+	return 0;
+}
+
+/* A packed slot arrived (descriptor d, file id 0): hold it, check its table, write its files. */
+int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d)
+{
+	struct rslot *s = &e->rslots[slot];
+	uint8_t *buf = NULL;
+	int r;
+
+	r = rx_packed_hold(e, slot, lane, d, &buf);
+	for (uint32_t i = 0; r >= 0 && i < d->pieces; i++) {
+		r = rx_piece(e, slot, i, buf);
+	}
+	if (r < 0) {
+		return r;
 	}
 	e->bytes_progress += d->len;
 	e->st.packed_slots++;
