@@ -61,15 +61,9 @@ int rx_resolve(struct engine *e, struct efile *f)
 	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
-/* Receiver: everything the sender sent has arrived and is on disk? */
-int rx_maybe_finish(struct engine *e, struct efile *f)
+/* The sender's own failure, or sizes that do not add up: f fails. */
+static void rx_finish_sizes(struct efile *f)
 {
-	uint8_t h[HASH_LEN];
-
-	if (!f->got_done || f->fsyncing || f->linking || f->writes_out || f->held || f->hash_jobs ||
-	    f->zeros_out || f->recv_bytes < f->done_bytes) {
-		return 0;
-	}
 	if (f->done_status != PERR_OK && !f->failed) {
 		/* Its reason is in fail_text already (rx_file_done). */
 		f->failed = true;
@@ -83,9 +77,13 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 			  (unsigned long long)f->size, (unsigned long long)f->done_bytes,
 			  (unsigned long long)f->kept, (unsigned long long)f->zeroed);
 	}
-	if (f->failed) {
-		return rx_resolve(e, f);
-	}
+}
+
+/* Is f's digest (its tree's, or its bytes') the sender's? Else f fails. */
+static bool rx_finish_verified(struct engine *e, struct efile *f)
+{
+	uint8_t h[HASH_LEN];
+
 	if (f->tree) {
 		rx_tree_digest(e, f, h);
 	} else {
@@ -97,6 +95,20 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 		hash_to_hex(h, b);
 		file_fail(f, PERR_INTEGRITY, "checksum mismatch: sender xxh128 %s, received %s", a,
 			  b);
+		return false;
+	}
+	return true;
+}
+
+/* Receiver: everything the sender sent has arrived and is on disk? */
+int rx_maybe_finish(struct engine *e, struct efile *f)
+{
+	if (!f->got_done || f->fsyncing || f->linking || f->writes_out || f->held || f->hash_jobs ||
+	    f->zeros_out || f->recv_bytes < f->done_bytes) {
+		return 0;
+	}
+	rx_finish_sizes(f);
+	if (f->failed || !rx_finish_verified(e, f)) {
 		return rx_resolve(e, f);
 	}
 	/* Zeros at the end are a hole that only the size makes (a device keeps its size). */
@@ -226,31 +238,22 @@ static bool rx_names_wait(const struct engine *e)
 	return false;
 }
 
-/*
- * Small files waiting to be durable: many → one syncfs per file system, on
- * a thread (syncfs blocks and io_uring has no such operation); few → fsync
- * each, unless names wait for a directory fsync too: one syncfs then serves
- * both (one journal commit where there would be several). Files that finish
- * while a syncfs runs wait for the next one.
- */
-int rx_sync_step(struct engine *e)
+/* The n files of list (indexes into the table) fsynced each on its own. */
+static int rx_fsync_each(struct engine *e, const uint32_t *list, uint32_t n)
 {
-	int r;
+	for (uint32_t i = 0; i < n; i++) {
+		int r = rx_submit_fsync(e, &e->files[list[i]]);
 
-	if (e->sync_running || e->nsync_wait == 0) {
-		return 0;
-	}
-	if (e->nsync_wait < SYNC_BATCH_MIN && !rx_names_wait(e)) {
-		for (uint32_t i = 0; i < e->nsync_wait; i++) {
-			r = rx_submit_fsync(e, &e->files[e->sync_wait[i]]);
-			if (r < 0) {
-				return r;
-			}
+		if (r < 0) {
+			return r;
 		}
-		e->nsync_wait = 0;
-		return 0;
 	}
-	/* One directory per file system is enough for syncfs. */
+	return 0;
+}
+
+/* The waiting files' directories, one per file system: enough for syncfs. */
+static void rx_sync_pick_fds(struct engine *e)
+{
 	e->nsync_fds = 0;
 	for (uint32_t i = 0; i < e->nsync_wait; i++) {
 		struct efile *f = &e->files[e->sync_wait[i]];
@@ -265,26 +268,15 @@ int rx_sync_step(struct engine *e)
 			e->sync_fds[e->nsync_fds++] = d->fd;
 		}
 	}
-	memcpy(e->sync_run, e->sync_wait, e->nsync_wait * sizeof(*e->sync_wait));
-	e->nsync_run = e->nsync_wait;
-	e->nsync_wait = 0;
-	if (sync_thread_go(e) < 0) {
-		/* No thread: fsync each instead. */
-		for (uint32_t i = 0; i < e->nsync_run; i++) {
-			r = rx_submit_fsync(e, &e->files[e->sync_run[i]]);
-			if (r < 0) {
-				return r;
-			}
-		}
-		e->nsync_run = 0;
-		return 0;
-	}
-	e->sync_running = true;
-	/*
-	 * The syncfs also makes durable the names linked before it started:
-	 * it is their directory's sync, in place of an fsync of its own (one
-	 * journal commit where there would be two).
-	 */
+}
+
+/*
+ * The syncfs also makes durable the names linked before it started:
+ * it is their directory's sync, in place of an fsync of its own (one
+ * journal commit where there would be two).
+ */
+static void rx_sync_dirs_by_syncfs(struct engine *e)
+{
 	for (int i = 0; i < e->dirs_hw; i++) {
 		struct dirent_cache *d = &e->dirs[i];
 
@@ -300,6 +292,45 @@ int rx_sync_step(struct engine *e)
 			}
 		}
 	}
+}
+
+/*
+ * Small files waiting to be durable: many → one syncfs per file system, on
+ * a thread (syncfs blocks and io_uring has no such operation); few → fsync
+ * each, unless names wait for a directory fsync too: one syncfs then serves
+ * both (one journal commit where there would be several). Files that finish
+ * while a syncfs runs wait for the next one.
+ */
+int rx_sync_step(struct engine *e)
+{
+	int r;
+
+	if (e->sync_running || e->nsync_wait == 0) {
+		return 0;
+	}
+	if (e->nsync_wait < SYNC_BATCH_MIN && !rx_names_wait(e)) {
+		r = rx_fsync_each(e, e->sync_wait, e->nsync_wait);
+		if (r < 0) {
+			return r;
+		}
+		e->nsync_wait = 0;
+		return 0;
+	}
+	rx_sync_pick_fds(e);
+	memcpy(e->sync_run, e->sync_wait, e->nsync_wait * sizeof(*e->sync_wait));
+	e->nsync_run = e->nsync_wait;
+	e->nsync_wait = 0;
+	if (sync_thread_go(e) < 0) {
+		/* No thread: fsync each instead. */
+		r = rx_fsync_each(e, e->sync_run, e->nsync_run);
+		if (r < 0) {
+			return r;
+		}
+		e->nsync_run = 0;
+		return 0;
+	}
+	e->sync_running = true;
+	rx_sync_dirs_by_syncfs(e);
 	return 0;
 }
 
