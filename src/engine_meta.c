@@ -365,6 +365,51 @@ uint32_t rx_kept_code(const struct engine *e)
 	return (e->p->peer_caps & PROTO_CAP_ITEMIZE) && !e->p->conceal ? PERR_SKIPPED : PERR_OK;
 }
 
+/*
+ * The link made under a fresh temp name in dirfd (f->tmpname): then renamed,
+ * atomic, and nothing is ever followed. 0 or -errno.
+ */
+static int rx_symlink_temp(struct efile *f, int dirfd, const char *target)
+{
+	int r = 0;
+
+	for (int tries = 0; tries < 16; tries++) {
+		r = file_tmpname(f) ? fspath_temp_name(f->leaf, f->tmpname, FILE_TMPNAME_LEN)
+				    : -ENOMEM;
+		if (r < 0) {
+			break;
+		}
+		if (symlinkat(target, dirfd, f->tmpname) == 0) {
+			r = 0;
+			break;
+		}
+		r = negerrno();
+		if (r != -EEXIST) {
+			break;
+		}
+	}
+	return r;
+}
+
+/* -p: the link's own time, as cp -a and rsync -a keep it; nothing followed. */
+static uint32_t rx_symlink_mtime(struct engine *e, struct efile *f, int dirfd, char *text,
+				 size_t textlen)
+{
+	if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
+		struct timespec ts[2] = {
+			{ .tv_sec = 0, .tv_nsec = UTIME_OMIT },
+			{ .tv_sec = f->meta.mtime_sec, .tv_nsec = f->meta.mtime_nsec },
+		};
+		if (utimensat(dirfd, f->leaf, ts, AT_SYMLINK_NOFOLLOW) < 0) {
+			int r = negerrno();
+
+			snprintf(text, textlen, "symlink: set mtime: %s", strerror(-r));
+			return errno_to_perr(r);
+		}
+	}
+	return PERR_OK;
+}
+
 uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, char *text,
 			 size_t textlen)
 {
@@ -383,21 +428,7 @@ uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, 
 		return code == PERR_OK ? rx_kept_code(e) : code;
 	}
 	/* A temp name first, then rename: atomic, and nothing is ever followed. */
-	for (int tries = 0; tries < 16; tries++) {
-		r = file_tmpname(f) ? fspath_temp_name(f->leaf, f->tmpname, FILE_TMPNAME_LEN)
-				    : -ENOMEM;
-		if (r < 0) {
-			break;
-		}
-		if (symlinkat(target, d->fd, f->tmpname) == 0) {
-			r = 0;
-			break;
-		}
-		r = negerrno();
-		if (r != -EEXIST) {
-			break;
-		}
-	}
+	r = rx_symlink_temp(f, d->fd, target);
 	if (r == 0) {
 		struct meta_policy mp = rx_meta_policy(e);
 
@@ -420,19 +451,7 @@ uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, 
 		return errno_to_perr(r);
 	}
 	d->dirty = true;
-	if (e->p->open_flags & PROTO_OPEN_PRESERVE) {
-		/* -p: the link's own time, as cp -a and rsync -a keep it; nothing followed. */
-		struct timespec ts[2] = {
-			{ .tv_sec = 0, .tv_nsec = UTIME_OMIT },
-			{ .tv_sec = f->meta.mtime_sec, .tv_nsec = f->meta.mtime_nsec },
-		};
-		if (utimensat(d->fd, f->leaf, ts, AT_SYMLINK_NOFOLLOW) < 0) {
-			r = negerrno();
-			snprintf(text, textlen, "symlink: set mtime: %s", strerror(-r));
-			return errno_to_perr(r);
-		}
-	}
-	return PERR_OK;
+	return rx_symlink_mtime(e, f, d->fd, text, textlen);
 }
 
 /*
