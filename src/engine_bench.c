@@ -396,6 +396,65 @@ static int brx_setup(struct engine *e)
 	return r < 0 ? r : rx_offer_ring(e);
 }
 
+/* Slot's descriptor: opened where it lies when sealed, else from the descriptor area. */
+static int brx_desc(struct engine *e, uint32_t slot, uint32_t lane, struct proto_desc *ret)
+{
+	int r;
+
+	if (slot >= e->p->slots) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown slot %u", slot);
+	}
+	if (e->sealed) {
+		/* Opened where it lies: a bench keeps nothing. */
+		r = slot_open(e, lane, slot, pool_chunk(e->pool, slot), ret);
+		if (r < 0) {
+			return fail_sealed(e, slot, lane, r);
+		}
+	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, ret) < 0) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
+	}
+	return 0;
+}
+
+/* d names a chunk of the stream, whole, and one not seen before (in the window). */
+static int brx_check_desc(struct engine *e, const struct proto_desc *d, uint64_t idx)
+{
+	int r;
+
+	if (d->file_id != BENCH_STREAM_ID || d->offset % e->p->chunk_size ||
+	    d->offset >= e->p->bench_bytes || d->len != bench_chunk_len(e, idx)) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "bad chunk: id %u offset %llu len %u (stream of %llu bytes)",
+			    d->file_id, (unsigned long long)d->offset, d->len,
+			    (unsigned long long)e->p->bench_bytes);
+	}
+	r = window_mark(&e->bench->win, idx);
+	if (r < 0) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "chunk at offset %llu %s",
+			    (unsigned long long)d->offset,
+			    r == -EEXIST ? "came twice"
+					 : "is too far ahead of the oldest one missing");
+	}
+	return 0;
+}
+
+/* The slot's credit back to the sender, at once. */
+static int brx_credit(struct engine *e, uint32_t slot, uint32_t lane)
+{
+	struct xport_wr wr = {
+		.opcode = XPORT_OP_WRITE_IMM,
+		.imm = proto_imm(PROTO_IMM_CREDIT, slot),
+		.lane = lane,
+	};
+
+	e->credits++;
+	if (!lane_room(e, lane, 1)) {
+		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
+		return fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
+	}
+	return lane_push(e, &wr, -1);
+}
+
 /* A descriptor arrived: check it and the slot's every byte, then the credit back. */
 static int brx_data(struct engine *e, uint32_t slot, uint32_t lane)
 {
@@ -406,32 +465,14 @@ static int brx_data(struct engine *e, uint32_t slot, uint32_t lane)
 	uint8_t *buf;
 	int r;
 
-	if (slot >= e->p->slots) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown slot %u", slot);
-	}
-	if (e->sealed) {
-		/* Opened where it lies: a bench keeps nothing. */
-		r = slot_open(e, lane, slot, pool_chunk(e->pool, slot), &d);
-		if (r < 0) {
-			return fail_sealed(e, slot, lane, r);
-		}
-	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
+	r = brx_desc(e, slot, lane, &d);
+	if (r < 0) {
+		return r;
 	}
 	idx = d.offset / e->p->chunk_size;
-	if (d.file_id != BENCH_STREAM_ID || d.offset % e->p->chunk_size ||
-	    d.offset >= e->p->bench_bytes || d.len != bench_chunk_len(e, idx)) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "bad chunk: id %u offset %llu len %u (stream of %llu bytes)", d.file_id,
-			    (unsigned long long)d.offset, d.len,
-			    (unsigned long long)e->p->bench_bytes);
-	}
-	r = window_mark(&b->win, idx);
+	r = brx_check_desc(e, &d, idx);
 	if (r < 0) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "chunk at offset %llu %s",
-			    (unsigned long long)d.offset,
-			    r == -EEXIST ? "came twice"
-					 : "is too far ahead of the oldest one missing");
+		return r;
 	}
 	bench_clock(e);
 	buf = pool_chunk(e->pool, slot);
@@ -452,19 +493,7 @@ static int brx_data(struct engine *e, uint32_t slot, uint32_t lane)
 	if (b->done == b->nchunks) {
 		e->st.data_seconds = ts_since(&b->t0);
 	}
-
-	struct xport_wr wr = {
-		.opcode = XPORT_OP_WRITE_IMM,
-		.imm = proto_imm(PROTO_IMM_CREDIT, slot),
-		.lane = lane,
-	};
-
-	e->credits++;
-	if (!lane_room(e, lane, 1)) {
-		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
-		return fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
-	}
-	return lane_push(e, &wr, -1);
+	return brx_credit(e, slot, lane);
 }
 
 static int brx_on_receive(struct engine *e, const struct xport_wc *wc)
