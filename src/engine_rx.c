@@ -183,7 +183,72 @@ static void rx_submit_write(struct engine *e, uint32_t slot)
 	f->writes_out++;
 }
 
-/* Hash, in file order, every held chunk that is next for its file. */
+/*
+ * The next range of f is an unchanged one (--delta: from the old file,
+ * hashed as read back) or zeros (hashed as the zeros it stands for); like
+ * held slots, only once the hashing threads have what is before it.
+ */
+static bool rx_hash_range(struct engine *e, struct efile *f)
+{
+	bool progress = false;
+
+	if (f->nsr && f->sr[0].offset == f->hash_off && !f->hash_jobs) {
+		if (f->tree) {
+			rx_tree_same(e, f, &f->sr[0]);
+		} else {
+			rx_delta_take(e, f, &f->sr[0]);
+		}
+		f->hash_off += f->sr[0].len;
+		memmove(f->sr, f->sr + 1, (f->nsr - 1) * sizeof(*f->sr));
+		f->nsr--;
+		e->zr_total--;
+		progress = true;
+	}
+	if (f->nzr && f->zr[0].offset == f->hash_off && !f->hash_jobs) {
+		if (f->failed) {
+		} else if (f->tree) {
+			rx_tree_zeros(e, f, f->zr[0].offset, f->zr[0].len);
+		} else {
+			hash_zeros(&f->hash, f->zr[0].len);
+		}
+		f->hash_off += f->zr[0].len;
+		memmove(f->zr, f->zr + 1, (f->nzr - 1) * sizeof(*f->zr));
+		f->nzr--;
+		e->zr_total--;
+		progress = true;
+	}
+	return progress;
+}
+
+/* Held slot i is f's next bytes: hashed here, on its thread, or (a failed file) passed. */
+static int rx_hash_slot(struct engine *e, struct efile *f, uint32_t i)
+{
+	struct rslot *s = &e->rslots[i];
+
+	if (f->failed) {
+		/* Its digest no longer counts (its thread may still hash). */
+	} else if (e->hashers && !f->tree) {
+		/* Its thread hashes it; rx_hashed when it has. */
+		if (hashers_queue(e, f, i, rx_slot_buf(e, i), s->len) < 0) {
+			return -ENOMEM;
+		}
+		s->hashing = true;
+		f->hash_off += s->len;
+		return 0;
+	} else if (f->tree) {
+		rx_tree_chunk(e, f, s->off, s->chash);
+	} else {
+		file_hash_update(&f->hash, rx_slot_buf(e, i), s->len);
+	}
+	f->hash_off += s->len;
+	s->hashed = true;
+	if (s->written) {
+		rx_credit(e, i);
+	}
+	return 0;
+}
+
+/* Hash, in file order, every held chunk (and range) that is next for its file. */
 void rx_hash_ready(struct engine *e, struct efile *f)
 {
 	bool progress = true;
@@ -201,63 +266,16 @@ void rx_hash_ready(struct engine *e, struct efile *f)
 		}
 	}
 	while (progress && (f->held || f->nzr || f->nsr)) {
-		progress = false;
-		/*
-		 * An unchanged range next (--delta): from the old file, hashed as read
-		 * back; like zeros, only once the hashing threads have what is before it.
-		 */
-		if (f->nsr && f->sr[0].offset == f->hash_off && !f->hash_jobs) {
-			if (f->tree) {
-				rx_tree_same(e, f, &f->sr[0]);
-			} else {
-				rx_delta_take(e, f, &f->sr[0]);
-			}
-			f->hash_off += f->sr[0].len;
-			memmove(f->sr, f->sr + 1, (f->nsr - 1) * sizeof(*f->sr));
-			f->nsr--;
-			e->zr_total--;
-			progress = true;
-		}
-		/* A zero range next: hashed as the zeros it stands for. */
-		if (f->nzr && f->zr[0].offset == f->hash_off && !f->hash_jobs) {
-			if (f->failed) {
-			} else if (f->tree) {
-				rx_tree_zeros(e, f, f->zr[0].offset, f->zr[0].len);
-			} else {
-				hash_zeros(&f->hash, f->zr[0].len);
-			}
-			f->hash_off += f->zr[0].len;
-			memmove(f->zr, f->zr + 1, (f->nzr - 1) * sizeof(*f->zr));
-			f->nzr--;
-			e->zr_total--;
-			progress = true;
-		}
+		progress = rx_hash_range(e, f);
 		for (uint32_t i = 0; i < e->p->slots; i++) {
-			struct rslot *s = &e->rslots[i];
+			const struct rslot *s = &e->rslots[i];
+
 			if (s->state == SL_HELD && !s->hashed && !s->hashing &&
 			    &e->files[s->fidx] == f && s->off == f->hash_off) {
-				if (f->failed) {
-					/* Its digest no longer counts (its thread may still hash). */
-				} else if (e->hashers && !f->tree) {
-					/* Its thread hashes it; rx_hashed when it has. */
-					if (hashers_queue(e, f, i, rx_slot_buf(e, i), s->len) < 0) {
-						return;
-					}
-					s->hashing = true;
-					f->hash_off += s->len;
-					progress = true;
-					continue;
-				} else if (f->tree) {
-					rx_tree_chunk(e, f, s->off, s->chash);
-				} else {
-					file_hash_update(&f->hash, rx_slot_buf(e, i), s->len);
+				if (rx_hash_slot(e, f, i) < 0) {
+					return;
 				}
-				f->hash_off += s->len;
-				s->hashed = true;
 				progress = true;
-				if (s->written) {
-					rx_credit(e, i);
-				}
 			}
 		}
 	}

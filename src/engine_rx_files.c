@@ -121,11 +121,55 @@ static uint32_t rx_items_for_peer(const struct engine *e, const struct efile *f,
 	return f->items & PROTO_ITEMS_KNOWN;
 }
 
+/*
+ * One FILES entry into the table, checked and answered in *s; what it says
+ * next (RESUME for kept data, --delta's SUMS) goes out before the answer.
+ */
+static int rx_files_entry(struct engine *e, struct proto_file *pf, struct proto_status *s,
+			  bool *ret_answered)
+{
+	struct efile *f = &e->files[pf->id % FILE_TABLE];
+	char text[256] = "";
+	bool peer = false;
+	uint32_t code;
+	int r = 0;
+
+	/* Ids strictly increase; the table bounds the files in flight. */
+	if (pf->id <= e->next_id || f->used) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "FILES: id %u out of order or too many files in flight", pf->id);
+	}
+	if (pf->ftype == PROTO_FT_HARDLINK && !(e->p->open_flags & PROTO_OPEN_HARDLINKS)) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG,
+			    "FILES: a hard link in a session without hard links");
+	}
+	e->next_id = pf->id;
+	rx_entry_init(e, f, pf);
+	code = rx_entry_accept(e, f, pf, text, sizeof(text), &peer);
+	*s = (struct proto_status){ .id = pf->id,
+				    .status = proto_err_for_peer(code, e->p->peer_caps),
+				    .items = rx_items_for_peer(e, f, code) };
+	*ret_answered = true;
+	if (code != PERR_OK && code != PERR_SKIPPED && code != PERR_SUM_WANTED) {
+		file_fail(f, code, "%s", text);
+		s->text = strdup(file_fail_text(f));
+	}
+	if (code == PERR_OK && f->kept > 0) {
+		r = rx_send_resume(e, f);
+	}
+	if (r >= 0 && code == PERR_OK && f->oldfd >= 0) {
+		r = rx_delta_send_sums(e, f);
+	}
+	if (r >= 0) {
+		rx_entry_settle(e, f, pf, code, peer);
+	}
+	return r < 0 ? r : 0;
+}
+
 int rx_files(struct engine *e, struct msg_files *mf)
 {
 	struct msg ack = { .type = MSG_FILES_ACK };
 	struct proto_status *st;
-	char text[256];
 	int r = 0;
 
 	st = calloc(mf->count ? mf->count : 1, sizeof(*st));
@@ -139,49 +183,12 @@ int rx_files(struct engine *e, struct msg_files *mf)
 	if (e->p->faults & ENGINE_FAULT_NO_VERIFY_TIME) {
 		e->verify_deadline = 0;
 	}
-	for (size_t i = 0; i < mf->count; i++) {
-		struct proto_file *pf = &mf->files[i];
-		struct efile *f = &e->files[pf->id % FILE_TABLE];
-		struct proto_status *s = &st[ack.u.files_ack.count];
-		bool peer = false;
-		uint32_t code;
+	for (size_t i = 0; i < mf->count && r == 0; i++) {
+		bool answered = false;
 
-		/* Ids strictly increase; the table bounds the files in flight. */
-		if (pf->id <= e->next_id || f->used) {
-			r = fail(e, PERR_PROTOCOL, -EBADMSG,
-				 "FILES: id %u out of order or too many files in flight", pf->id);
-			break;
-		}
-		if (pf->ftype == PROTO_FT_HARDLINK && !(e->p->open_flags & PROTO_OPEN_HARDLINKS)) {
-			r = fail(e, PERR_PROTOCOL, -EBADMSG,
-				 "FILES: a hard link in a session without hard links");
-			break;
-		}
-		e->next_id = pf->id;
-		rx_entry_init(e, f, pf);
-		text[0] = '\0';
-		code = rx_entry_accept(e, f, pf, text, sizeof(text), &peer);
-		*s = (struct proto_status){ .id = pf->id,
-					    .status = proto_err_for_peer(code, e->p->peer_caps),
-					    .items = rx_items_for_peer(e, f, code) };
-		ack.u.files_ack.count++;
-		if (code != PERR_OK && code != PERR_SKIPPED && code != PERR_SUM_WANTED) {
-			file_fail(f, code, "%s", text);
-			s->text = strdup(file_fail_text(f));
-		}
-		if (code == PERR_OK && f->kept > 0) {
-			r = rx_send_resume(e, f);
-			if (r < 0) {
-				break;
-			}
-		}
-		if (code == PERR_OK && f->oldfd >= 0) {
-			r = rx_delta_send_sums(e, f);
-			if (r < 0) {
-				break;
-			}
-		}
-		rx_entry_settle(e, f, pf, code, peer);
+		r = rx_files_entry(e, &mf->files[i], &st[ack.u.files_ack.count], &answered);
+		/* Its text is freed below. */
+		ack.u.files_ack.count += answered;
 	}
 	if (r == 0) {
 		r = chan_queue(e->p->chan, &ack);

@@ -224,6 +224,65 @@ static uint32_t rx_temp_owner(struct engine *e, struct efile *f, char *text, siz
 }
 
 /* A regular file to be received: the limits, the space, and its temp file. */
+/* A data file is open (temp, store or device): the rest it needs before its data. */
+static void rx_temp_ready(struct engine *e, struct efile *f)
+{
+	rx_delta_open(e, f);
+	rx_open_direct(e, f);
+	e->st.bytes_accepted += f->size;
+}
+
+/* A block device by that name: written in place (resumed with --partial), or refused. */
+static uint32_t rx_open_device(struct engine *e, struct efile *f, uint32_t code, char *text,
+			       size_t textlen)
+{
+	/* --partial: the journal of a cut run says what the device holds already. */
+	if (code == PERR_OK && rx_partial_on(e) && f->size > e->p->chunk_size &&
+	    rx_partial_open(e, f) == -ENOMEM) {
+		snprintf(text, textlen, "out of memory");
+		return PERR_INTERNAL;
+	}
+	if (code == PERR_OK) {
+		rx_temp_ready(e, f);
+	}
+	return code;
+}
+
+/*
+ * --partial: into the store, resumed from what a cut run left there. Where
+ * that cannot be (another session writes it, the store can't be made), the
+ * file is written the usual way: it is only not resumable. False: not in
+ * the store; true: *ret_code says how the entry is answered.
+ */
+static bool rx_open_store(struct engine *e, struct efile *f, char *text, size_t textlen,
+			  uint32_t *ret_code)
+{
+	int r;
+
+	if (!rx_partial_on(e) || f->size <= e->p->chunk_size) {
+		return false;
+	}
+	r = rx_partial_open(e, f);
+	if (r == -ENOMEM) {
+		snprintf(text, textlen, "out of memory");
+		*ret_code = PERR_INTERNAL;
+		return true;
+	}
+	if (r != 0) {
+		return false;
+	}
+	/* What a cut left is on the disk already (a full one, maybe). */
+	*ret_code = rx_check_space(e, f, f->size - f->kept, text, textlen);
+	if (*ret_code == PERR_OK) {
+		*ret_code = rx_temp_owner(e, f, text, textlen);
+	}
+	/* Not OK: the partial stays for a run with more room. */
+	if (*ret_code == PERR_OK) {
+		rx_temp_ready(e, f);
+	}
+	return true;
+}
+
 uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	uint32_t code;
@@ -241,47 +300,12 @@ uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size_t text
 	 * that travels packed is hashed whole, in one call, and never needs one.
 	 */
 	f->hash_live = true;
-	/* A block device by that name is written in place, or the entry refused. */
 	code = rx_device_target(e, f, text, textlen);
 	if (code != PERR_OK || f->device) {
-		/* --partial: the journal of a cut run says what the device holds already. */
-		if (code == PERR_OK && rx_partial_on(e) && f->size > e->p->chunk_size &&
-		    rx_partial_open(e, f) == -ENOMEM) {
-			snprintf(text, textlen, "out of memory");
-			return PERR_INTERNAL;
-		}
-		if (code == PERR_OK) {
-			rx_delta_open(e, f);
-			rx_open_direct(e, f);
-			e->st.bytes_accepted += f->size;
-		}
-		return code;
+		return rx_open_device(e, f, code, text, textlen);
 	}
-	/*
-	 * --partial: into the store, resumed from what a cut run left there.
-	 * Where that cannot be (another session writes it, the store can't be
-	 * made), the file is written the usual way: it is only not resumable.
-	 */
-	if (rx_partial_on(e) && f->size > e->p->chunk_size) {
-		r = rx_partial_open(e, f);
-		if (r == -ENOMEM) {
-			snprintf(text, textlen, "out of memory");
-			return PERR_INTERNAL;
-		}
-		if (r == 0) {
-			/* What a cut left is on the disk already (a full one, maybe). */
-			code = rx_check_space(e, f, f->size - f->kept, text, textlen);
-			if (code == PERR_OK) {
-				code = rx_temp_owner(e, f, text, textlen);
-			}
-			if (code != PERR_OK) {
-				return code; /* the partial stays for a run with more room */
-			}
-			rx_delta_open(e, f);
-			rx_open_direct(e, f);
-			e->st.bytes_accepted += f->size;
-			return PERR_OK;
-		}
+	if (rx_open_store(e, f, text, textlen, &code)) {
+		return code;
 	}
 	code = rx_check_space(e, f, f->size, text, textlen);
 	if (code != PERR_OK) {

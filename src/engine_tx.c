@@ -104,6 +104,44 @@ static int tx_check_kept(struct engine *e, const struct efile *f)
 	return 0;
 }
 
+/*
+ * A final answer for f: kept, planned (a probe), made there (not a regular
+ * file), or refused: f is resolved and leaves the table. OK for a regular
+ * file (or a hard link) leaves it to be sent.
+ */
+static int tx_file_answered(struct engine *e, struct efile *f, const struct proto_status *st)
+{
+	int r;
+
+	if (st->status == PERR_SKIPPED) {
+		r = tx_check_kept(e, f);
+		if (r == 0) {
+			r = tx_kept_xattrs(e, f);
+		}
+		if (r < 0) {
+			return r;
+		}
+		note_kept(e, f);
+	} else if (st->status == PERR_OK && engine_probe(e)) {
+		/* A probe: the answer is the result; nothing is read or sent. */
+		note_planned(e, f->name, f->ftype, f->size);
+	} else if (st->status == PERR_OK && f->ftype == PROTO_FT_HARDLINK) {
+		/* Made (or waiting for its file) there: its FILE_RESULT says. */
+		f->done_sent = true;
+		return 0;
+	} else if (st->status == PERR_OK && f->ftype != PROTO_FT_REG) {
+		note_committed(e, f, 0, NULL);
+	} else if (st->status != PERR_OK) {
+		/* The receiver refused it. */
+		note_failure(e, f->name, f->ftype, st->status, false, st->text ? st->text : "");
+	} else {
+		return 0;
+	}
+	e->offered_unresolved--;
+	file_release(e, f);
+	return 0;
+}
+
 static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 {
 	for (size_t i = 0; i < a->count; i++) {
@@ -136,43 +174,9 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 			return fail(e, PERR_PROTOCOL, -EBADMSG,
 				    "FILES_ACK: items from a peer without them");
 		}
-		if (a->st[i].status == PERR_SKIPPED) {
-			r = tx_check_kept(e, f);
-			if (r == 0) {
-				r = tx_kept_xattrs(e, f);
-			}
-			if (r < 0) {
-				return r;
-			}
-			note_kept(e, f);
-			e->offered_unresolved--;
-			file_release(e, f);
-			continue;
-		}
-		if (a->st[i].status == PERR_OK && engine_probe(e)) {
-			/* A probe: the answer is the result; nothing is read or sent. */
-			note_planned(e, f->name, f->ftype, f->size);
-			e->offered_unresolved--;
-			file_release(e, f);
-			continue;
-		}
-		if (a->st[i].status == PERR_OK && f->ftype == PROTO_FT_HARDLINK) {
-			/* Made (or waiting for its file) there: its FILE_RESULT says. */
-			f->done_sent = true;
-			continue;
-		}
-		if (a->st[i].status == PERR_OK && f->ftype != PROTO_FT_REG) {
-			note_committed(e, f, 0, NULL);
-			e->offered_unresolved--;
-			file_release(e, f);
-			continue;
-		}
-		if (a->st[i].status != PERR_OK) {
-			/* The receiver refused it. */
-			note_failure(e, f->name, f->ftype, a->st[i].status, false,
-				     a->st[i].text ? a->st[i].text : "");
-			e->offered_unresolved--;
-			file_release(e, f);
+		r = tx_file_answered(e, f, &a->st[i]);
+		if (r < 0) {
+			return r;
 		}
 	}
 	return 0;
@@ -299,23 +303,16 @@ int tx_wait_ring(struct engine *e)
 	return 0;
 }
 
-static int step_sender(struct engine *e)
+/*
+ * Fill and post. A probe has no data path: its files end with their
+ * answers. Chunks passed over without a slot (zeros, kept bytes) free the
+ * pool with no event to wake us: fill it again at once, a bounded number of
+ * times, and then have the loop come back without sleeping.
+ */
+static int tx_fill_and_post(struct engine *e)
 {
-	int r = tx_sums_flush(e);
-	bool more = false;
+	int r = 0;
 
-	if (r >= 0) {
-		r = tx_offer(e);
-		more = r > 0;
-		r = MIN(r, 0);
-	}
-	/*
-	 * A probe has no data path: its files end with their answers. Chunks
-	 * passed over without a slot (zeros, kept bytes) free the pool with no
-	 * event to wake us: fill it again at once, a bounded number of times,
-	 * and then have the loop come back without sleeping.
-	 */
-	e->again = false;
 	for (unsigned turn = 0; r >= 0 && !engine_probe(e); turn++) {
 		uint64_t passes = e->passes;
 
@@ -331,29 +328,19 @@ static int step_sender(struct engine *e)
 			break;
 		}
 	}
-	if (more) {
-		e->again = true; /* the next batch */
-	}
-	/* --delta: our digests of a tree file made while the receiver makes its own. */
-	if (r >= 0 && e->prehash_id) {
-		r = tx_delta_prehash(e);
-	}
-	/* The receiver hashes data behind a zero range only once it has the range. */
-	if (r >= 0) {
-		r = tx_zeros_flush(e);
-	}
-	/* An unchanged range too; and it copies it from its old file meanwhile. */
-	if (r >= 0) {
-		r = tx_delta_flush(e);
-	}
-	if (r < 0) {
-		return r;
-	}
-	/*
-	 * Files that failed while reading owe a FILE_DONE once their chunks are
-	 * gone. Only started ones can: none (a re-run that skips every file)
-	 * spares the walk over the whole table on every turn.
-	 */
+	return r;
+}
+
+/*
+ * Files that failed while reading owe a FILE_DONE once their chunks are
+ * gone. Only started ones can: none (a re-run that skips every file)
+ * spares the walk over the whole table on every turn. Then END, once every
+ * entry is offered and answered.
+ */
+static int tx_finish_step(struct engine *e)
+{
+	int r;
+
 	for (size_t i = 0; e->tx_unfinished > 0 && i < e->files_hw; i++) {
 		struct efile *f = &e->files[i];
 		if (f->used && f->failed && f->started && !f->done_sent && f->chunks_out == 0) {
@@ -374,6 +361,38 @@ static int step_sender(struct engine *e)
 		e->sent_end = true;
 	}
 	return 0;
+}
+
+static int step_sender(struct engine *e)
+{
+	int r = tx_sums_flush(e);
+	bool more = false;
+
+	if (r >= 0) {
+		r = tx_offer(e);
+		more = r > 0;
+		r = MIN(r, 0);
+	}
+	e->again = false;
+	if (r >= 0) {
+		r = tx_fill_and_post(e);
+	}
+	if (more) {
+		e->again = true; /* the next batch */
+	}
+	/* --delta: our digests of a tree file made while the receiver makes its own. */
+	if (r >= 0 && e->prehash_id) {
+		r = tx_delta_prehash(e);
+	}
+	/* The receiver hashes data behind a zero range only once it has the range. */
+	if (r >= 0) {
+		r = tx_zeros_flush(e);
+	}
+	/* An unchanged range too; and it copies it from its old file meanwhile. */
+	if (r >= 0) {
+		r = tx_delta_flush(e);
+	}
+	return r < 0 ? r : tx_finish_step(e);
 }
 
 /* A hashing thread has hashed posted chunk ci of f (engine_hashers.c). */

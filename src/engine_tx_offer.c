@@ -73,6 +73,29 @@ void tx_oldest_advance(struct engine *e)
 	}
 }
 
+/* Where f's bytes come from: the source's name, its directory, a window of a bigger file. */
+static int tx_file_source(struct engine *e, struct efile *f, const struct engine_src *s,
+			  uint8_t ftype)
+{
+	f->name = strdup(s->name);
+	f->src_path = strdup(s->path);
+	f->src_dirfd = s->dirfd;
+	f->src_device = s->device;
+	f->ftype = ftype;
+	f->size = ftype == PROTO_FT_REG ? s->size : 0;
+	f->src_whole = f->size;
+	if (s->window && ftype == PROTO_FT_REG) {
+		if (s->window_off > s->window_whole || s->size > s->window_whole - s->window_off) {
+			return fail(e, PERR_INTERNAL, -EINVAL, "a window beyond its file");
+		}
+		f->src_window = true;
+		f->src_base = s->window_off;
+		f->src_whole = s->window_whole;
+	}
+	ts_now(&f->t0);
+	return 0;
+}
+
 /*
  * Source entry s as file id: its place in the file table and its FILES
  * record. 1: taken; 0: its place is still in use (offer it later); -errno.
@@ -100,22 +123,10 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 		ftype = PROTO_FT_HARDLINK;
 	}
 	file_take(e, f, id);
-	f->name = strdup(s->name);
-	f->src_path = strdup(s->path);
-	f->src_dirfd = s->dirfd;
-	f->src_device = s->device;
-	f->ftype = ftype;
-	f->size = ftype == PROTO_FT_REG ? s->size : 0;
-	f->src_whole = f->size;
-	if (s->window && ftype == PROTO_FT_REG) {
-		if (s->window_off > s->window_whole || s->size > s->window_whole - s->window_off) {
-			return fail(e, PERR_INTERNAL, -EINVAL, "a window beyond its file");
-		}
-		f->src_window = true;
-		f->src_base = s->window_off;
-		f->src_whole = s->window_whole;
+	r = tx_file_source(e, f, s, ftype);
+	if (r < 0) {
+		return r;
 	}
-	ts_now(&f->t0);
 	if (first) {
 		*ret_link = strdup(first);
 	} else {
