@@ -41,7 +41,8 @@ int exit_for_perr(uint32_t code)
 	case PERR_TRANSPORT:
 		return EXIT_TRANSPORT;
 	case PERR_SHUTDOWN:
-		return EXIT_INTERRUPTED;
+		/* Our own Ctrl-C is EXIT_INTERRUPTED, decided before the daemon's word is read. */
+		return EXIT_DAEMON_STOPPING;
 	case PERR_NOSPACE:
 	case PERR_IO:
 	case PERR_SOURCE_CHANGED: /* a file the daemon sent changed under it */

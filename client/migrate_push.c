@@ -139,6 +139,10 @@ void run_result(struct runner *ru, int rc)
 	if (rc == EXIT_INTERRUPTED || copy_interrupted()) {
 		ru->rc = EXIT_INTERRUPTED;
 		ru->stop = true;
+	} else if (rc == EXIT_DAEMON_STOPPING) {
+		/* The next batch would find no daemon: stop, and say why. */
+		ru->rc = EXIT_DAEMON_STOPPING;
+		ru->stop = true;
 	}
 }
 

@@ -232,6 +232,10 @@ int run_windows(struct runner *ru)
 			nameset_free(&same);
 			return EXIT_INTERRUPTED;
 		}
+		if (rc == EXIT_DAEMON_STOPPING) {
+			nameset_free(&same);
+			return rc;
+		}
 		windows_keep(ru, &same);
 		nameset_free(&same);
 		if (ru->win.n <= 1) {

@@ -305,11 +305,32 @@ static void tell_start(const struct daemon_conn *s, struct xfer *x, enum engine_
 	}
 }
 
+/*
+ * The daemon ended the transfer because it is going away (SIGTERM: a stop or
+ * a restart, its drain over): not our Ctrl-C, and worth another try.
+ */
+static int daemon_stopping(const struct daemon_conn *s)
+{
+	log_error("transfer failed: the daemon on %s is shutting down (stopped or restarting)",
+		  s->rem->host);
+	if (s->o->partial) {
+		log_error("run the same command again once it is back: --partial resumes where "
+			  "this one stopped");
+	} else {
+		log_error("run the command again once it is back (with --partial a cut copy "
+			  "resumes where it stopped)");
+	}
+	return EXIT_DAEMON_STOPPING;
+}
+
 /* The exit code of an engine that failed (r < 0): code is its PERR_*, err what it said. */
-static int exit_for_engine(int r, uint32_t code, const char *err)
+static int exit_for_engine(const struct daemon_conn *s, int r, uint32_t code, const char *err)
 {
 	char esc[4 * ENGINE_ERR_LEN];
 
+	if (r == -EREMOTEIO && code == PERR_SHUTDOWN && !transfer_interrupted) {
+		return daemon_stopping(s);
+	}
 	/* err may quote the daemon's ERROR text or a name. */
 	log_error("transfer failed: %s", log_escape(err, esc, sizeof(esc)));
 	if (transfer_interrupted) {
@@ -354,7 +375,7 @@ int transfer_run_engine(struct daemon_conn *s, struct xfer *x, struct engine_par
 	if (xp) {
 		xp->ops->destroy(xp);
 	}
-	return r < 0 ? exit_for_engine(r, code, err) : 0;
+	return r < 0 ? exit_for_engine(s, r, code, err) : 0;
 }
 
 int transfer_done(struct xfer *x, const struct engine_stats *st, uint64_t local_failures,

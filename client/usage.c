@@ -124,7 +124,8 @@ static const char usage_text[] =
     "back by --max-delete, 17 a block device\n"
     "refused (not allowed, in use, too small), 18 shard already running, 19 bad\n"
     "plan or journal, 20 lane encryption refused, 21 a split file's parts could\n"
-    "not be assembled.\n";
+    "not be assembled, 22 the daemon is shutting down (stopped or restarting:\n"
+    "run again once it is back; --partial resumes).\n";
 
 void client_usage(FILE *f)
 {

@@ -224,6 +224,7 @@ static void config_defaults(struct daemon_config *c)
 	c->max_per_host = 8;
 	c->handshake_timeout_s = 5;
 	c->idle_timeout_s = 300;
+	c->drain_timeout_ms = 20 * 1000;
 	c->hash_threads = -1;
 	c->partial_max_age_s = 7 * 86400;
 	c->memory_budget = UINT64_C(4) << 30;

@@ -103,6 +103,7 @@ struct daemon_config {
 	unsigned max_unauth_per_host; /* per IPv4 address or IPv6 /64; default max_per_host */
 	unsigned handshake_timeout_s; /* default 5: TLS and HELLO together */
 	unsigned idle_timeout_s;      /* default 300 */
+	uint64_t drain_timeout_ms;    /* SIGTERM: sessions may finish this long; default 20 s */
 	int hash_threads;	      /* "hash threads": a receiving session's, -1 = auto */
 	unsigned partial_max_age_s;   /* --partial data unwritten this long goes; 0 never; 7 days */
 	uint64_t memory_budget;	      /* pinned bytes, all sessions; default 4 GiB */

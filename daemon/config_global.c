@@ -104,6 +104,16 @@ static int g_idle(struct parse_state *ps, const char *key, const char *value)
 	return config_set_uint(ps, key, value, 1, 86400, &ps->cfg->idle_timeout_s);
 }
 
+/* 0: no drain, the sessions are asked to end at once. At most an hour. */
+static int g_drain(struct parse_state *ps, const char *key, const char *value)
+{
+	if (parse_duration_ms(value, 3600 * 1000, &ps->cfg->drain_timeout_ms) < 0) {
+		return fail(ps, "bad '%s' value '%s' (0 to 1h: seconds, or with ms, s, m or h)",
+			    key, ESC(value));
+	}
+	return 0;
+}
+
 static int g_hash_threads(struct parse_state *ps, const char *key, const char *value)
 {
 	unsigned n = 0;
@@ -236,6 +246,7 @@ const struct key_handler config_global_keys[] = {
 	{ "max unauthenticated per host", false, g_max_unauth_per_host },
 	{ "handshake timeout", false, g_handshake },
 	{ "idle timeout", false, g_idle },
+	{ "drain timeout", false, g_drain },
 	{ "hash threads", false, g_hash_threads },
 	{ "partial max age", false, g_partial_max_age },
 	{ "memory budget", false, g_budget },

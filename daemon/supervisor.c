@@ -77,21 +77,27 @@ void supervisor_watchdog(struct daemon *d)
 
 /*
  * SIGTERM drains: stop accepting, let running transfers finish for up to
- * DRAIN_S seconds, then ask the sessions that are left to abort (SIGTERM:
- * they remove their temp files and tell their clients), and after
+ * 'drain timeout' (rdmacpd.conf(5)), then ask the sessions that are left to
+ * abort (SIGTERM: they remove their temp files and tell their clients, whose
+ * exit code says the daemon is going away), and after
  * SHUTDOWN_GRACE_S more, kill what still runs. A second SIGTERM or SIGINT
  * skips the drain.
  */
 void supervisor_drain(struct daemon *d)
 {
-	uint64_t deadline = (uint64_t)now_ms() + DRAIN_S * 1000;
+	uint64_t deadline = (uint64_t)now_ms() + d->cfg->drain_timeout_ms;
 	int phase = 0; /* 0 draining, 1 asked to abort, 2 killed */
 
 	d->stopping = true;
 	listeners_close(d);
 	sd_notify(0, "STOPPING=1");
-	log_info("stopping, %zu active session%s%s", d->nchildren, d->nchildren == 1 ? "" : "s",
-		 d->nchildren ? ": letting them finish" : "");
+	if (d->nchildren == 0) {
+		log_info("stopping, 0 active sessions");
+	} else {
+		log_info("stopping, %zu active session%s: letting them finish for up to %g s",
+			 d->nchildren, d->nchildren == 1 ? "" : "s",
+			 (double)d->cfg->drain_timeout_ms / 1000);
+	}
 
 	while (d->nchildren > 0) {
 		struct pollfd pfd = { .fd = d->sfd, .events = POLLIN };

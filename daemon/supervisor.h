@@ -21,7 +21,6 @@
 
 #include "config.h"
 
-#define DRAIN_S		   20
 #define SHUTDOWN_GRACE_S   10
 #define STATUS_INTERVAL_MS 2000
 /* After EMFILE/ENOBUFS and the like, stop polling the listeners this long. */

@@ -13,7 +13,7 @@ enum rdmacp_exit {
 	EXIT_INTEGRITY = 7,    /* checksum mismatch */
 	EXIT_TRANSPORT = 8,    /* transport set-up failed, or a connection was lost mid-transfer */
 	EXIT_PARTIAL = 9,      /* some files failed, the others are committed */
-	EXIT_INTERRUPTED = 10, /* SIGINT/SIGTERM */
+	EXIT_INTERRUPTED = 10, /* SIGINT/SIGTERM: this process was stopped */
 	EXIT_CONNECT = 11,     /* could not reach the daemon */
 	EXIT_VERSION = 12,     /* protocol version mismatch */
 	EXIT_NO_DEVICE = 13,   /* --transport verbs and no usable RDMA device */
@@ -25,4 +25,5 @@ enum rdmacp_exit {
 	EXIT_BAD_PLAN = 19,    /* a plan or journal malformed, edited, or not of this plan */
 	EXIT_ENCRYPTION = 20,  /* lane encryption: --encrypt or the module's policy refused */
 	EXIT_ASSEMBLY = 21,    /* finalize: a split file's parts missing or not their digests */
+	EXIT_DAEMON_STOPPING = 22, /* the daemon is shutting down (stopped or restarting) */
 };

@@ -4,7 +4,9 @@
 # rdmacpd as a process: config errors (exit 2, one "FILE:LINE:" line),
 # files that are not configs (devices, FIFOs, too big: refused at once, at
 # start and on SIGHUP), --check and its warnings about module paths, SIGTERM
-# shutdown, the connection caps and the handshake deadline.
+# shutdown (with copies running: drained, or past 'drain timeout' ended with
+# the client told, exit 22, and resumed by a --partial re-run), the
+# connection caps and the handshake deadline.
 # Real certificates (made here with openssl), real sockets on 127.0.0.1.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
@@ -13,6 +15,7 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${RDMACP_BUILD_DIR:-$HERE/../../build}
 RDMACPD=$BUILD/rdmacpd
+RDMACP=$BUILD/rdmacp
 
 skip() { echo "SKIP: $*"; exit 77; }
 failures=0
@@ -51,6 +54,13 @@ make_certs() {
 	EOF
 	openssl x509 -req -in "$T/server.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" \
 		-CAcreateserial -out "$T/server.pem" -days 2 -extfile "$T/server.ext" || return 1
+	# A client, for the copies that section 3a stops the daemon under.
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$T/client.key" -out "$T/client.csr" -subj "/CN=client" || return 1
+	printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' \
+		>"$T/client.ext"
+	openssl x509 -req -in "$T/client.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" \
+		-CAcreateserial -out "$T/client.pem" -days 2 -extfile "$T/client.ext" || return 1
 }
 make_certs >"$T/openssl.log" 2>&1 || { cat "$T/openssl.log"; skip "openssl could not make certificates"; }
 mkdir -p "$T/data"
@@ -273,6 +283,111 @@ if start_daemon sigterm; then
 else
 	fail "SIGTERM: could not start the daemon"
 fi
+
+# ---- 3a. SIGTERM with copies running: the drain, its 'drain timeout', the client told ----
+# client ARGS...: rdmacp with the test's client certificate, to the daemon on $PORT.
+client() {
+	"$RDMACP" --config /dev/null --cert "$T/client.pem" --key "$T/client.key" --ca "$T/ca.pem" \
+		-P "$PORT" --transport tcp "$@"
+}
+# stop_timed: SIGTERM the daemon, wait for it; its exit status in DRC, how long it took in MS.
+stop_timed() {
+	local t0
+	t0=$(now_ms)
+	kill -TERM "$PID" 2>/dev/null
+	wait "$PID"
+	DRC=$?
+	MS=$(($(now_ms) - t0))
+}
+if [ ! -x "$RDMACP" ]; then
+	fail "no rdmacp binary at $RDMACP: the copies under SIGTERM were not tried"
+else
+	head -c $((2 << 20)) /dev/urandom >"$T/small"
+	head -c $((24 << 20)) /dev/urandom >"$T/big"
+
+	# A copy that ends within the drain ends well (exit 0), and the daemon stops after it.
+	if start_daemon drain "drain timeout = 30s"; then
+		client -q --bwlimit 2M "$T/small" 127.0.0.1:data/drained/ >"$T/c.out" 2>"$T/c.err" &
+		cpid=$!
+		sleep 0.4
+		stop_timed
+		wait "$cpid"
+		rc=$?
+		if [ "$rc" -ne 0 ] || ! cmp -s "$T/small" "$T/data/drained/small"; then
+			fail "SIGTERM, a copy that ends within the drain: exit $rc: $(cat "$T/c.err")"
+		elif [ $DRC -ne 0 ] || [ $MS -gt 10000 ]; then
+			fail "SIGTERM, drained: daemon exit $DRC after $MS ms: $(cat "$LOG")"
+		else
+			pass "SIGTERM with a copy running: the copy finished (exit 0), the daemon stopped after $MS ms"
+		fi
+		grep -q "letting them finish for up to 30 s" "$LOG" ||
+			fail "SIGTERM, drained: the log does not give the drain timeout: $(cat "$LOG")"
+	else
+		fail "drain: could not start the daemon"
+	fi
+
+	# 'drain timeout = 1': a long copy is ended a second after SIGTERM, and its client
+	# says that the daemon is going away (exit 22, not 10: that is a local Ctrl-C).
+	if start_daemon cut "drain timeout = 1"; then
+		client --partial --bwlimit 4M "$T/big" 127.0.0.1:data/cut/ >"$T/c.out" 2>"$T/c.err" &
+		cpid=$!
+		sleep 1.5
+		stop_timed
+		wait "$cpid"
+		rc=$?
+		[ "$rc" -eq 22 ] && pass "SIGTERM past the drain timeout: the client exits 22" ||
+			fail "SIGTERM past the drain timeout: client exit $rc, wanted 22: $(cat "$T/c.err")"
+		if grep -q "the daemon on 127.0.0.1 is shutting down (stopped or restarting)" "$T/c.err" &&
+			grep -q -- "--partial resumes" "$T/c.err"; then
+			pass "the client says the daemon is shutting down and that --partial resumes"
+		else
+			fail "the client's message: $(cat "$T/c.err")"
+		fi
+		grep -q "interrupted" "$T/c.err" &&
+			fail "the client calls it an interruption: $(cat "$T/c.err")"
+		if [ $DRC -ne 0 ] || [ $MS -lt 800 ] || [ $MS -gt 8000 ]; then
+			fail "drain timeout = 1: daemon exit $DRC after $MS ms (about 1 s wanted): $(cat "$LOG")"
+		else
+			pass "drain timeout = 1: the daemon ended the session and exited 0 after $MS ms"
+		fi
+		grep -q "still running after the drain, ending them" "$LOG" ||
+			fail "drain timeout = 1: no 'ending them' in the log: $(cat "$LOG")"
+		[ -e "$T/data/cut/big" ] && fail "drain timeout = 1: a file under the final name"
+		# The daemon back: the same command resumes.
+		if start_daemon resume; then
+			client --partial -v "$T/big" 127.0.0.1:data/cut/ >"$T/c.out" 2>"$T/c.err"
+			rc=$?
+			if [ $rc -ne 0 ] || ! cmp -s "$T/big" "$T/data/cut/big"; then
+				fail "the re-run after the stop: exit $rc: $(cat "$T/c.err")"
+			elif ! grep -qi "resumed" "$T/c.out" "$T/c.err"; then
+				fail "the re-run after the stop: not resumed: $(cat "$T/c.out" "$T/c.err")"
+			else
+				pass "the --partial re-run resumed the cut copy"
+			fi
+			stop_daemon || fail "resume: daemon exit $?: $(cat "$LOG")"
+		else
+			fail "resume: could not start the daemon"
+		fi
+	else
+		fail "drain timeout = 1: could not start the daemon"
+	fi
+fi
+
+# 'drain timeout' values: a duration, 0 to 1h.
+for v in 0 1500ms 45 2m 1h; do
+	write_conf "$T/drain.conf" "drain timeout = $v"
+	"$RDMACPD" --check --config "$T/drain.conf" >"$T/out" 2>"$T/err" ||
+		fail "drain timeout = $v refused: $(cat "$T/err")"
+done
+for v in 5x -1 61m ""; do
+	write_conf "$T/drain.conf" "drain timeout = $v"
+	"$RDMACPD" --check --config "$T/drain.conf" >"$T/out" 2>"$T/err"
+	rc=$?
+	if [ $rc -ne 2 ] || ! grep -qF "$T/drain.conf:5: bad 'drain timeout' value" "$T/err"; then
+		fail "drain timeout = '$v': exit $rc, wanted 2 and the line named: $(cat "$T/err")"
+	fi
+done
+pass "drain timeout: 0 to 1h taken, other values refused with the line named"
 
 # ---- 3b. SIGHUP with the config replaced by a FIFO, then a 2 MiB file: the old one stays ----
 if start_daemon reload; then
