@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -92,26 +93,72 @@ static unsigned children_from_host(const struct daemon *d, const struct sockaddr
 	return n;
 }
 
-static void log_refused(struct daemon *d, const char *peer, const char *why, unsigned limit)
+static const char *const refusal_why[REFUSED_KINDS] = {
+	[REFUSED_CONNECTIONS] = "max connections reached",
+	[REFUSED_PER_HOST] = "max connections per host reached",
+	[REFUSED_UNAUTH] = "max unauthenticated reached",
+	[REFUSED_UNAUTH_PER_HOST] = "max unauthenticated per host reached",
+};
+
+/* The line for the refusals of one kind counted since its last one. */
+static void log_suppressed(struct refusal_log *r, enum refusal kind, uint64_t now)
 {
+	log_notice("refused %u more connection%s in the last %u s: %s (%u), the last from %s",
+		   r->suppressed, r->suppressed == 1 ? "" : "s",
+		   (unsigned)((now - r->logged_ms + 500) / 1000), refusal_why[kind], r->limit,
+		   r->last_peer);
+	r->suppressed = 0;
+	r->logged_ms = now;
+}
+
+/*
+ * The first refusal of a kind is logged at once; its repeats within
+ * REFUSE_LOG_INTERVAL_MS are counted (debug lines only) and said in one line
+ * when the interval is over (admission_flush_refusals): a client waiting
+ * under --wait-busy, or a flood, costs one line per interval and kind.
+ */
+static void log_refused(struct daemon *d, enum refusal kind, const char *peer, unsigned limit)
+{
+	struct refusal_log *r = &d->refusals[kind];
 	uint64_t now = (uint64_t)now_ms();
 
-	/* A flood of refused connections must not become a flood of log lines. */
-	if (now - d->refuse_window_ms >= 1000) {
-		if (d->refuse_suppressed) {
-			log_notice("%u more connections refused (log rate limited)",
-				   d->refuse_suppressed);
-		}
-		d->refuse_window_ms = now;
-		d->refuse_logged = 0;
-		d->refuse_suppressed = 0;
-	}
-	if (d->refuse_logged >= REFUSE_LOG_PER_S) {
-		d->refuse_suppressed++;
+	r->limit = limit;
+	snprintf(r->last_peer, sizeof(r->last_peer), "%s", peer);
+	if (r->logged_ms != 0 && now - r->logged_ms < REFUSE_LOG_INTERVAL_MS) {
+		r->suppressed++;
+		log_debug("refusing connection from %s: %s (%u) (repeated: counted)", peer,
+			  refusal_why[kind], limit);
 		return;
 	}
-	d->refuse_logged++;
-	log_notice("refusing connection from %s: %s (%u)", peer, why, limit);
+	if (r->suppressed > 0) {
+		/* Its interval ended before the loop came round to say so: this one joins. */
+		r->suppressed++;
+		log_suppressed(r, kind, now);
+		return;
+	}
+	r->logged_ms = now;
+	log_notice("refusing connection from %s: %s (%u)", peer, refusal_why[kind], limit);
+}
+
+int admission_flush_refusals(struct daemon *d, bool all)
+{
+	uint64_t now = (uint64_t)now_ms();
+	int next = -1;
+
+	for (int k = 0; k < REFUSED_KINDS; k++) {
+		struct refusal_log *r = &d->refusals[k];
+		uint64_t due = r->logged_ms + REFUSE_LOG_INTERVAL_MS;
+
+		if (r->suppressed == 0) {
+			continue;
+		}
+		if (all || now >= due) {
+			log_suppressed(r, (enum refusal)k, now);
+		} else if (next < 0 || due - now < (uint64_t)next) {
+			next = (int)(due - now);
+		}
+	}
+	return next;
 }
 
 /*
@@ -159,8 +206,7 @@ static bool admit_unauthenticated(struct daemon *d, const struct sockaddr_storag
 	peer_prefix_key(peer, key);
 	host = unauthenticated_from(d, key);
 	if (host >= d->cfg->max_unauth_per_host) {
-		log_refused(d, peer_text, "max unauthenticated per host reached",
-			    d->cfg->max_unauth_per_host);
+		log_refused(d, REFUSED_UNAUTH_PER_HOST, peer_text, d->cfg->max_unauth_per_host);
 		return false;
 	}
 	if (all < d->cfg->max_unauth) {
@@ -168,7 +214,7 @@ static bool admit_unauthenticated(struct daemon *d, const struct sockaddr_storag
 	}
 	victim = pick_unauthenticated_victim(d, host);
 	if (!victim) {
-		log_refused(d, peer_text, "max unauthenticated reached", d->cfg->max_unauth);
+		log_refused(d, REFUSED_UNAUTH, peer_text, d->cfg->max_unauth);
 		return false;
 	}
 	/* Debug only: a flood of these must not become a flood of log lines. */
@@ -187,12 +233,12 @@ static void handle_connection(struct daemon *d, int fd, const struct sockaddr_st
 
 	net_addr_str((const struct sockaddr *)peer, peerlen, peer_text, sizeof(peer_text));
 	if (d->nchildren >= d->cfg->max_connections || d->nchildren >= SESSIONS_MAX) {
-		log_refused(d, peer_text, "max connections reached", d->cfg->max_connections);
+		log_refused(d, REFUSED_CONNECTIONS, peer_text, d->cfg->max_connections);
 		close(fd);
 		return;
 	}
 	if (children_from_host(d, peer) >= d->cfg->max_per_host) {
-		log_refused(d, peer_text, "max connections per host reached", d->cfg->max_per_host);
+		log_refused(d, REFUSED_PER_HOST, peer_text, d->cfg->max_per_host);
 		close(fd);
 		return;
 	}

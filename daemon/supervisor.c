@@ -90,6 +90,7 @@ void supervisor_drain(struct daemon *d)
 
 	d->stopping = true;
 	listeners_close(d);
+	admission_flush_refusals(d, true);
 	sd_notify(0, "STOPPING=1");
 	if (d->nchildren == 0) {
 		log_info("stopping, 0 active sessions");
@@ -155,6 +156,11 @@ static int loop_timeout(struct daemon *d, uint64_t now, bool accepting)
 		timeout = timeout < 0 ? st : MIN(timeout, st);
 	}
 	r = admission_enforce_handshake_deadline(d);
+	if (r >= 0) {
+		timeout = timeout < 0 ? r : MIN(timeout, r);
+	}
+	/* Repeated refusals: their count is said when their interval is over. */
+	r = admission_flush_refusals(d, false);
 	if (r >= 0) {
 		timeout = timeout < 0 ? r : MIN(timeout, r);
 	}

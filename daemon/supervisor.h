@@ -25,13 +25,33 @@
 #define STATUS_INTERVAL_MS 2000
 /* After EMFILE/ENOBUFS and the like, stop polling the listeners this long. */
 #define ACCEPT_BACKOFF_MS 100
-/* At most this many "refused" notices per second; the rest are counted. */
-#define REFUSE_LOG_PER_S 10
+/*
+ * A refusal of one kind is logged at once, then its repeats are counted and
+ * said in one line per this interval (a client under --wait-busy retries
+ * several times a second; a flood retries faster).
+ */
+#define REFUSE_LOG_INTERVAL_MS 10000
 /* The supervisor's backstop after a child's own handshake deadline. */
 #define HANDSHAKE_GRACE_MS 1000
 
 struct tls_ctx;
 struct session_table;
+
+/* Why admission turned a connection away: one log rate limit each. */
+enum refusal {
+	REFUSED_CONNECTIONS,	 /* max connections */
+	REFUSED_PER_HOST,	 /* max connections per host */
+	REFUSED_UNAUTH,		 /* max unauthenticated */
+	REFUSED_UNAUTH_PER_HOST, /* max unauthenticated per host */
+	REFUSED_KINDS
+};
+
+struct refusal_log {
+	uint64_t logged_ms;  /* its last line; 0: none yet */
+	unsigned suppressed; /* refused since, not logged */
+	unsigned limit;	     /* the limit, as last refused */
+	char last_peer[INET6_ADDRSTRLEN + 8];
+};
 
 struct child {
 	pid_t pid;
@@ -64,8 +84,7 @@ struct daemon {
 	uint64_t next_watchdog_ms;
 	uint64_t accept_paused_until_ms;
 
-	uint64_t refuse_window_ms;
-	unsigned refuse_logged, refuse_suppressed;
+	struct refusal_log refusals[REFUSED_KINDS];
 
 	bool stopping;
 };
@@ -102,6 +121,11 @@ void admission_accept_all(struct daemon *d, int lfd);
  * pending.
  */
 int admission_enforce_handshake_deadline(struct daemon *d);
+/*
+ * Log the refusals counted but not said whose interval is over (all: every
+ * one, at shutdown). Returns the ms until the next is due, or -1 when none is.
+ */
+int admission_flush_refusals(struct daemon *d, bool all);
 
 /* ---- reload.c ---- */
 

@@ -10,6 +10,9 @@
 #      why ("busy");
 #   3. --wait-busy 1 against a daemon whose only per-host slot is held gives
 #      up after about a second with exit 11 and says how long it waited;
+#      one client waiting 12 s costs the daemon's log at most 2 notice lines
+#      (the first refusal, then one line per 10 s with how many more), and
+#      every repeat counted is said by the time the daemon stops;
 #   4. SIGINT during the wait ends it with exit 10;
 #   5. a bad duration is a usage error (exit 1);
 #   6. BUSY at OPEN (the memory budget held by another transfer) is waited
@@ -127,13 +130,13 @@ stop_daemon "$DAEMON_PID"
 # ---- 3. the time runs out ----------------------------------------------------------------
 echo "--- 3. one slot, held: --wait-busy 1 gives up"
 PORT=$(free_port)
-write_conf "$T/d1.conf" "$PORT" "$T/certs" "handshake timeout = 10" "idle timeout = 30" \
+write_conf "$T/d1.conf" "$PORT" "$T/certs" "handshake timeout = 30" "idle timeout = 30" \
 	"max connections = 4" "max connections per host = 1"
 printf '\n[data]\npath = %s\nallow = client\nuid = root\ngid = root\n' "$T/mod" >>"$T/d1.conf"
 start_daemon "$T/d1.conf" "$T/d1.log" "$PORT"
 CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 	--ca "$T/certs/ca.crt" -P "$PORT")
-# A silent TCP connection holds the one slot (until the 10 s handshake
+# A silent TCP connection holds the one slot (until the 30 s handshake
 # deadline), once start_daemon's probe connection is gone; ping (which never
 # waits) is turned away then.
 for _ in $(seq 1 20); do
@@ -152,6 +155,24 @@ grep -q "still busy after 1 s of --wait-busy" "$T/err" && pass "says how long it
 	fail "message: $(cat "$T/err")"
 [ "$(grep -c "waiting up to 1 s" "$T/err")" -eq 1 ] && pass "said once that it waits" || fail "wait said: $(cat "$T/err")"
 [ ! -e "$T/mod/one/a" ] && pass "nothing written" || fail "one/a exists"
+
+# ---- 3b. the daemon's log while one client waits: bounded -----------------------------
+echo "--- 3b. one client waiting 12 s: one log line per 10 s, the rest counted"
+mark=$(wc -l <"$T/d1.log")
+expect_rc 11 "--wait-busy 12 against a held slot" "${CLIENT[@]}" --wait-busy 12 "$T/src/tree/a" "$HOST:data/one/"
+tail -n +"$((mark + 1))" "$T/d1.log" >"$T/d1.part"
+tries=$(grep -c "refusing connection from .*max connections per host reached" "$T/d1.part")
+notices=$(grep -c " notice: refus" "$T/d1.part")
+echo "    $tries refusals while it waited, $notices notice lines"
+[ "$tries" -ge 4 ] && pass "the waiting client was refused $tries times" ||
+	fail "only $tries refusals in 12 s of --wait-busy: $(cat "$T/d1.part")"
+[ "$notices" -le 2 ] && pass "at most 2 notice lines for them ($notices)" ||
+	fail "$notices notice lines for $tries refusals: $(grep " notice: refus" "$T/d1.part")"
+# The first refusal (section 3) was logged less than 10 s before this wait began, and
+# the wait outlasts that interval: its count is said meanwhile, not only at the stop.
+grep -qE " notice: refused [0-9]+ more connections? in the last 1[0-9] s: max connections per host" \
+	"$T/d1.part" && pass "the count of repeats is said once the interval is over" ||
+	fail "no 'refused N more' line while it waited: $(grep " notice: refus" "$T/d1.part")"
 
 # ---- 4. SIGINT while waiting ------------------------------------------------------------
 "${CLIENT[@]}" --wait-busy 30 "$T/src/tree/a" "$HOST:data/one/" >"$T/int.out" 2>"$T/int.err" &
@@ -174,6 +195,14 @@ grep -q "wait-busy" "$T/err" && pass "names --wait-busy" || fail "message: $(cat
 expect_rc 1 "--wait-busy 25h is a usage error" "${CLIENT[@]}" --wait-busy 25h "$T/src/tree/a" "$HOST:data/one/"
 expect_rc 0 "--wait-busy 1500ms is taken" "${CLIENT[@]}" --wait-busy 1500ms "$T/src/tree/a" "$HOST:data/two/"
 stop_daemon "$DAEMON_PID"
+# Every refusal counted is said by the end (at the latest at the stop): the sum of
+# the "refused N more" lines is the number of repeats logged at debug level.
+counted=$(grep -c "refusing connection from .*(repeated: counted)" "$T/d1.log")
+said=$(grep -oE "refused [0-9]+ more connections? in the last [0-9]+ s: max connections per host reached \(1\)" \
+	"$T/d1.log" | awk '{ n += $2 } END { print n + 0 }')
+[ "$counted" -ge 4 ] && [ "$said" -eq "$counted" ] &&
+	pass "the repeats were counted and said: $said in $(grep -c "refused [0-9]* more" "$T/d1.log") line(s)" ||
+	fail "$counted repeats counted, $said said: $(grep "refus" "$T/d1.log")"
 
 # ---- 6. BUSY at OPEN: the memory budget ----------------------------------------------
 echo "--- 6. memory budget = pool size: one transfer at a time"
