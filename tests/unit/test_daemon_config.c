@@ -152,6 +152,7 @@ static void test_full_valid(void **state)
 		 "max connections per host = 2\n"
 		 "handshake timeout = 5\n"
 		 "idle timeout = 600\n"
+		 "drain timeout = 1500ms\n"
 		 "partial max age = 0\n"
 		 "memory budget = 1G\n"
 		 "pool size = 16MiB\n"
@@ -198,6 +199,7 @@ static void test_full_valid(void **state)
 	assert_int_equal(c->max_per_host, 2);
 	assert_int_equal(c->handshake_timeout_s, 5);
 	assert_int_equal(c->idle_timeout_s, 600);
+	assert_int_equal(c->drain_timeout_ms, 1500);
 	assert_true(c->lanes_any_source);
 	assert_int_equal(c->partial_max_age_s, 0);
 	assert_int_equal(c->memory_budget, UINT64_C(1) << 30);
@@ -255,6 +257,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c->max_unauth_per_host, 8);
 	assert_int_equal(c->handshake_timeout_s, 5);
 	assert_int_equal(c->idle_timeout_s, 300);
+	assert_int_equal(c->drain_timeout_ms, 20000);
 	assert_int_equal(c->partial_max_age_s, 7 * 86400);
 	assert_int_equal(c->memory_budget, UINT64_C(4) << 30);
 	assert_int_equal(c->pool_size, UINT64_C(64) << 20);
@@ -952,6 +955,12 @@ static void test_bad_numbers(void **state)
 
 	write_conf("idle timeout = -1\n");
 	expect_error(BASE_LINES + 1, "idle timeout");
+
+	write_conf("drain timeout = 61m\n");
+	expect_error(BASE_LINES + 1, "bad 'drain timeout' value '61m' (0 to 1h");
+
+	write_conf("drain timeout = 5x\n");
+	expect_error(BASE_LINES + 1, "drain timeout");
 
 	write_conf("lanes from other addresses = maybe\n");
 	expect_error(BASE_LINES + 1, "lanes from other addresses");
