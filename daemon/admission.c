@@ -140,10 +140,28 @@ static void log_refused(struct daemon *d, enum refusal kind, const char *peer, u
 	log_notice("refusing connection from %s: %s (%u)", peer, refusal_why[kind], limit);
 }
 
+/* The sessions' BUSY refusals (memory budget) counted and due: said here. */
+static int flush_busy(struct daemon *d, uint64_t now, bool all)
+{
+	unsigned counted;
+	int next;
+
+	if (!d->sessions) {
+		return -1;
+	}
+	next = session_table_take_busy(d->sessions, now, all, &counted);
+	if (counted > 0) {
+		log_notice("refused %u more transfer%s since the last such line: busy: memory "
+			   "budget in use",
+			   counted, counted == 1 ? "" : "s");
+	}
+	return next;
+}
+
 int admission_flush_refusals(struct daemon *d, bool all)
 {
 	uint64_t now = (uint64_t)now_ms();
-	int next = -1;
+	int next = flush_busy(d, now, all);
 
 	for (int k = 0; k < REFUSED_KINDS; k++) {
 		struct refusal_log *r = &d->refusals[k];

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "hello.h"
 #include "log.h"
 #include "macro.h"
@@ -417,6 +418,30 @@ static int lanes_listen(struct conn *c, const struct lanes_want *w, struct engin
 }
 
 /*
+ * Busy for the memory budget. The client is told each time; the log says
+ * the first refusal, and of its repeats (a client retrying under
+ * --wait-busy) at most one line per REFUSE_LOG_INTERVAL_MS with their count
+ * (here, or by the supervisor once the interval is over).
+ */
+static int refuse_busy(struct conn *c)
+{
+	static const char why[] = "busy: memory budget in use, try again later";
+	unsigned counted = 0;
+
+	if (session_table_note_busy(c->sessions, (uint64_t)now_ms(), &counted)) {
+		if (counted > 0) {
+			log_notice("refused %u more transfer%s since the last such line: busy: "
+				   "memory budget in use",
+				   counted, counted == 1 ? "" : "s");
+		}
+		return serve_refuse(c, PERR_BUSY, "%s", why);
+	}
+	log_debug("%s (%s): refused: %s (repeated: counted)", c->peer, c->id, why);
+	chan_send_error(&c->chan, proto_err_for_peer(PERR_BUSY, c->peer_caps), "%s", why);
+	return -EPERM;
+}
+
+/*
  * The ring sized for the transport, the lanes' parameters, and the pinned
  * memory reserved against the daemon-wide budget: over it, "busy".
  */
@@ -434,7 +459,7 @@ static int lanes_reserve(struct conn *c, const struct lanes_want *w, struct engi
 	if (c->sessions &&
 	    session_table_reserve(c->sessions, engine_pinned_bytes(ep, ln->ops)) < 0) {
 		lanes_abandon(ln, ep);
-		return serve_refuse(c, PERR_BUSY, "busy: memory budget in use, try again later");
+		return refuse_busy(c);
 	}
 	return 0;
 }

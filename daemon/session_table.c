@@ -21,6 +21,9 @@ struct session_table {
 	pthread_mutex_t lock;
 	uint64_t budget;
 	uint64_t moved_done; /* bytes of reaped sessions */
+	/* BUSY for the memory budget: the last logged, the repeats counted since. */
+	uint64_t busy_logged_ms;
+	uint32_t busy_counted;
 	struct entry e[SESSIONS_MAX];
 };
 
@@ -211,4 +214,41 @@ void session_table_totals(struct session_table *s, uint64_t *ret_pinned, uint64_
 	unlock(s);
 	*ret_pinned = pinned;
 	*ret_moved = moved;
+}
+
+bool session_table_note_busy(struct session_table *s, uint64_t now_ms, unsigned *ret_counted)
+{
+	bool say;
+
+	lock(s);
+	say = s->busy_logged_ms == 0 || now_ms - s->busy_logged_ms >= REFUSE_LOG_INTERVAL_MS;
+	if (say) {
+		*ret_counted = s->busy_counted;
+		s->busy_counted = 0;
+		s->busy_logged_ms = now_ms;
+	} else {
+		s->busy_counted++;
+	}
+	unlock(s);
+	return say;
+}
+
+int session_table_take_busy(struct session_table *s, uint64_t now_ms, bool all,
+			    unsigned *ret_counted)
+{
+	uint64_t due;
+	int next = -1;
+
+	*ret_counted = 0;
+	lock(s);
+	due = s->busy_logged_ms + REFUSE_LOG_INTERVAL_MS;
+	if (s->busy_counted > 0 && (all || now_ms >= due)) {
+		*ret_counted = s->busy_counted;
+		s->busy_counted = 0;
+		s->busy_logged_ms = now_ms;
+	} else if (s->busy_counted > 0) {
+		next = (int)(due - now_ms);
+	}
+	unlock(s);
+	return next;
 }

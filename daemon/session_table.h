@@ -14,6 +14,13 @@
 #include <sys/types.h>
 
 #define SESSIONS_MAX 4096
+/*
+ * A refusal of one kind is logged at once, then its repeats are counted and
+ * said in one line per this interval (a client under --wait-busy retries
+ * several times a second; a flood retries faster). The supervisor's
+ * admission refusals and the sessions' BUSY for the memory budget alike.
+ */
+#define REFUSE_LOG_INTERVAL_MS 10000
 
 struct session_table;
 
@@ -23,6 +30,19 @@ void session_table_set_budget(struct session_table *s, uint64_t budget);
 /* In a session process: reserve pinned bytes; -EBUSY over the budget. */
 int session_table_reserve(struct session_table *s, uint64_t bytes);
 void session_table_release(struct session_table *s);
+/*
+ * In a session process refused for the memory budget: true when this refusal
+ * is to be logged (none was for REFUSE_LOG_INTERVAL_MS), with the repeats
+ * counted since the last one in *ret_counted; false when it is counted.
+ */
+bool session_table_note_busy(struct session_table *s, uint64_t now_ms, unsigned *ret_counted);
+/*
+ * In the supervisor: the repeats counted whose interval is over (all: any),
+ * taken in *ret_counted (0: none due). Returns the ms until the next are due,
+ * or -1.
+ */
+int session_table_take_busy(struct session_table *s, uint64_t now_ms, bool all,
+			    unsigned *ret_counted);
 /* In a session process: bytes moved so far by this session. */
 void session_table_add_bytes(struct session_table *s, uint64_t bytes);
 

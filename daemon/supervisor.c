@@ -90,7 +90,6 @@ void supervisor_drain(struct daemon *d)
 
 	d->stopping = true;
 	listeners_close(d);
-	admission_flush_refusals(d, true);
 	sd_notify(0, "STOPPING=1");
 	if (d->nchildren == 0) {
 		log_info("stopping, 0 active sessions");
@@ -133,6 +132,8 @@ void supervisor_drain(struct daemon *d)
 			deadline = (uint64_t)now_ms(); /* impatient: skip the drain */
 		}
 	}
+	/* Refusals counted and not yet said: said now, not lost. */
+	admission_flush_refusals(d, true);
 }
 
 /*

@@ -25,12 +25,6 @@
 #define STATUS_INTERVAL_MS 2000
 /* After EMFILE/ENOBUFS and the like, stop polling the listeners this long. */
 #define ACCEPT_BACKOFF_MS 100
-/*
- * A refusal of one kind is logged at once, then its repeats are counted and
- * said in one line per this interval (a client under --wait-busy retries
- * several times a second; a flood retries faster).
- */
-#define REFUSE_LOG_INTERVAL_MS 10000
 /* The supervisor's backstop after a child's own handshake deadline. */
 #define HANDSHAKE_GRACE_MS 1000
 

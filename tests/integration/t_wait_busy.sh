@@ -16,7 +16,8 @@
 #   4. SIGINT during the wait ends it with exit 10;
 #   5. a bad duration is a usage error (exit 1);
 #   6. BUSY at OPEN (the memory budget held by another transfer) is waited
-#      out too: the second push exits 0 once the first is done.
+#      out too: the second push exits 0 once the first is done; its retries
+#      cost the daemon's log one notice, the repeats counted and said.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -214,7 +215,7 @@ start_daemon "$T/d2.conf" "$T/d2.log" "$PORT"
 CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
 	--ca "$T/certs/ca.crt" -P "$PORT")
 head -c $((3 << 20)) /dev/urandom >"$T/src/big"
-"${CLIENT[@]}" -q --bwlimit 3M "$T/src/big" "$HOST:data/first/" >"$T/first.out" 2>"$T/first.err" &
+"${CLIENT[@]}" -q --bwlimit 2M "$T/src/big" "$HOST:data/first/" >"$T/first.out" 2>"$T/first.err" &
 fp=$!
 BG_PIDS+=("$fp")
 sleep 0.4
@@ -228,5 +229,17 @@ BG_PIDS=()
 [ "$rc" -eq 0 ] && pass "the first push exits 0" || fail "the first push: exit $rc"
 cmp -s "$T/src/big" "$T/mod/second/big" && cmp -s "$T/src/big" "$T/mod/first/big" &&
 	pass "both copies intact" || fail "a copy differs"
+# Its retries cost the log one notice; the repeats are counted, and said by the stop.
+stop_daemon "$DAEMON_PID"
+busy=$(grep -c "refused: busy: memory budget in use" "$T/d2.log")
+busy_notices=$(grep -c " notice: .*refused: busy: memory budget in use" "$T/d2.log")
+counted=$(grep -c "refused: busy: memory budget in use.*(repeated: counted)" "$T/d2.log")
+said=$(grep -oE "refused [0-9]+ more transfers? since the last such line: busy: memory budget" \
+	"$T/d2.log" | awk '{ n += $2 } END { print n + 0 }')
+echo "    $busy BUSY refusals, $busy_notices notice lines, $counted counted, $said said"
+[ "$busy" -ge 2 ] && [ "$busy_notices" -eq 1 ] && pass "$busy BUSY refusals at OPEN, one notice line" ||
+	fail "$busy BUSY refusals, $busy_notices notice lines: $(grep "busy" "$T/d2.log")"
+[ "$said" -eq "$counted" ] && pass "the $counted repeats were said" ||
+	fail "$counted BUSY repeats counted, $said said: $(grep "busy" "$T/d2.log")"
 
 finish
