@@ -11,7 +11,6 @@
 
 #include "rdmadev.h"
 
-#include "hello.h"
 
 /* The one place a role becomes its ops; NULL: no such role. */
 static const struct engine_role_ops *engine_role(enum engine_role role)
@@ -427,9 +426,6 @@ static struct engine *engine_new(const struct engine_params *p, char *err, size_
 		e->files_window = PROTO_FILES_NARROW;
 		e->files_span = PROTO_SPAN_NARROW;
 	}
-	/* The receiver's own knowledge only: a pull's is the client's option, a push's the OPEN. */
-	e->assume_zero = p->role == ENGINE_RECEIVER && (p->open_flags & PROTO_OPEN_ASSUME_ZERO) &&
-			 (hello_local_caps() & PROTO_CAP_ASSUME_ZERO);
 	err[0] = '\0';
 	engine_features_choose(e);
 	return e;

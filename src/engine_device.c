@@ -12,6 +12,8 @@
  */
 #include "engine-internal.h"
 
+#include "hello.h"
+
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 
@@ -248,3 +250,21 @@ int rx_device_zeroed(struct engine *e, struct efile *f, int r, uint64_t off, uin
 	}
 	return rx_maybe_finish(e, f);
 }
+
+/*
+ * Block device targets are the receiver's. --assume-zero-target is its own
+ * knowledge only: a pull's is the client's option, a push's the OPEN.
+ */
+static bool device_enable(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+
+	e->assume_zero = p->role == ENGINE_RECEIVER && (p->open_flags & PROTO_OPEN_ASSUME_ZERO) &&
+			 (hello_local_caps() & PROTO_CAP_ASSUME_ZERO);
+	return p->role == ENGINE_RECEIVER;
+}
+
+const struct engine_feature engine_feature_device = {
+	.name = "device",
+	.enable = device_enable,
+};
