@@ -78,9 +78,11 @@ static void unmark_ranges(struct assembler *as)
 {
 	const struct msg_assemble *a = &as->req.u.assemble;
 	struct journal_marks jm;
+	char esc[1024];
 
 	if (marks_init(&jm, as->plan, as->m->h) < 0) {
-		log_warning("%s: out of memory marking its ranges to send again", a->name);
+		log_warning("%s: out of memory marking its ranges to send again",
+			    log_escape_short(a->name, esc, sizeof(esc)));
 		return;
 	}
 	for (uint32_t i = 0; i < a->count; i++) {
@@ -236,8 +238,10 @@ static int assemble_entry(void *ud, const struct plan_entry *e)
 		p->offset = e->offset;
 		p->len = e->size;
 		if (!hash) {
-			log_error("%s: range %" PRIu32 " has no digest in its journal", e->name,
-				  e->range);
+			char esc[1024];
+
+			log_error("%s: range %" PRIu32 " has no digest in its journal",
+				  log_escape_short(e->name, esc, sizeof(esc)), e->range);
 			as->active = false;
 			as->failed++;
 			as->rc = as->rc ? as->rc : EXIT_BAD_PLAN;
