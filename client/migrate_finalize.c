@@ -279,7 +279,14 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 		return rc;
 	}
 	/* All shards are done: one finalize at a time, in its own journal. */
-	journal_path(args[0], UINT32_MAX, ru.jpath, sizeof(ru.jpath));
+	if (journal_path(args[0], UINT32_MAX, ru.jpath, sizeof(ru.jpath)) < 0) {
+		char esc[1024];
+
+		log_error("%s: the plan's path is too long for its journal's",
+			  log_escape_short(args[0], esc, sizeof(esc)));
+		merged_free(&m);
+		return EXIT_USAGE;
+	}
 	ru.h = m.h;
 	rc = journal_begin(ru.jpath, "finalize", m.h, -1, &ignored, &j);
 	nameset_free(&ignored);

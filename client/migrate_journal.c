@@ -234,12 +234,17 @@ static FILE *marks_journal(struct journal_marks *jm, uint32_t shard)
 	if (jm->nopen == MARKS_OPEN_MAX) {
 		marks_close_all(jm);
 	}
-	journal_path(jm->plan, shard, jpath, sizeof(jpath));
-	log_escape_short(jpath, esc, sizeof(esc));
-	fd = open(jpath, O_RDWR | O_APPEND | O_CLOEXEC);
-	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		r = -errno;
+	if (journal_path(jm->plan, shard, jpath, sizeof(jpath)) < 0) {
+		snprintf(jpath, sizeof(jpath), "%s (shard %" PRIu32 ")", jm->plan, shard);
+		fd = -1;
+		r = -ENAMETOOLONG;
+	} else {
+		fd = open(jpath, O_RDWR | O_APPEND | O_CLOEXEC);
+		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			r = -errno;
+		}
 	}
+	log_escape_short(jpath, esc, sizeof(esc));
 	if (r == 0) {
 		r = journal_whole_end(fd, &good);
 	}

@@ -214,7 +214,10 @@ int merged_load(struct merged *m, const char *plan)
 		bool final = i == m->h->shards;
 		int fd;
 
-		journal_path(plan, final ? UINT32_MAX : i, jpath, sizeof(jpath));
+		if (journal_path(plan, final ? UINT32_MAX : i, jpath, sizeof(jpath)) < 0) {
+			rc = EXIT_USAGE;
+			break;
+		}
 		fd = open(jpath, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
 			if (errno != ENOENT) {
@@ -250,7 +253,10 @@ int merged_foreign(struct merged *m, const char *plan)
 	for (uint32_t i = 0; i < m->h->shards && rc == 0; i++) {
 		int fd;
 
-		journal_path(plan, i, jpath, sizeof(jpath));
+		if (journal_path(plan, i, jpath, sizeof(jpath)) < 0) {
+			rc = EXIT_USAGE;
+			break;
+		}
 		fd = open(jpath, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
 			continue;
