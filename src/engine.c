@@ -11,7 +11,6 @@
 
 #include "rdmadev.h"
 
-
 /* The one place a role becomes its ops; NULL: no such role. */
 static const struct engine_role_ops *engine_role(enum engine_role role)
 {
