@@ -38,7 +38,6 @@ static int tx_sum_start(struct engine *e, struct efile *f)
 		close(fd);
 		return tx_sum_done(e, f, -ESTALE, NULL);
 	}
-	e->sums_answered = tx_sums_flush;
 	return sums_queue(e, f, fd, tx_own_sum);
 }
 
@@ -422,6 +421,7 @@ static uint32_t tx_data_chunks(const struct engine_params *p)
 static int tx_setup(struct engine *e)
 {
 	engine_uring_handle(e, UD_READ, tx_read_done);
+	e->sums_answered = tx_sums_flush;
 	if (engine_probe(e)) {
 		return 0; /* no pool, no RING */
 	}
