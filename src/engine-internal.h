@@ -791,6 +791,12 @@ int on_uring(struct engine *e);
 
 /* engine_lane.c */
 bool lane_room(struct engine *e, unsigned lane, unsigned n);
+bool lane_is_up(const struct engine *e, unsigned lane);
+/* The least-loaded lane that is up with room for n WRs, or -1. */
+int lane_pick(struct engine *e, unsigned n);
+/* Sender: slot went out on lane; slot came back (credited). */
+void lane_slot_posted(struct engine *e, uint32_t slot, unsigned lane);
+void lane_slot_credited(struct engine *e, uint32_t slot);
 int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk);
 /* lane_push of a counted post (a descriptor or a credit) for slot. */
 int lane_push_slot(struct engine *e, struct xport_wr *wr, int32_t chunk, uint32_t slot);
@@ -803,14 +809,10 @@ int fail_lane(struct engine *e, const struct xport_wc *wc);
 /* engine_rails.c: a lost data lane's work goes on the others (PROTO_CAP_RAILS). */
 int rails_setup(struct engine *e);
 void rails_free(struct engine *e);
-/* The least-loaded lane that is up with room for n WRs, or -1. */
-int lane_pick(struct engine *e, unsigned n);
-bool lane_is_up(const struct engine *e, unsigned lane);
 int rails_lane_error(struct engine *e, const struct xport_wc *wc);
 int rails_lane_down_msg(struct engine *e, const struct msg_lane_down *ld);
 int rails_step(struct engine *e);
 int rails_test_kill(struct engine *e);
-void rails_on_credit(struct engine *e, uint32_t slot);
 int batch_flush(struct engine *e);
 bool bw_allows(struct engine *e, uint32_t len);
 int on_xport(struct engine *e);
@@ -941,7 +943,9 @@ void rx_tree_digest(struct engine *e, struct efile *f, uint8_t out[HASH_LEN]);
 int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
 		uint8_t out[HASH_LEN]);
 int sums_queue_tree(struct engine *e, struct efile *f, int fd, sum_done_fn done);
-int hashers_start(struct engine *e, unsigned n);
+/* A job of f's is in its digest: slot is the one it was queued with. */
+typedef int (*hash_done_fn)(struct engine *e, struct efile *f, uint32_t slot);
+int hashers_start(struct engine *e, unsigned n, hash_done_fn done);
 void hashers_stop(struct engine *e);
 int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,
 		  uint32_t len);

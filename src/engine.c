@@ -216,6 +216,10 @@ static int setup_lanes(struct engine *e)
 	struct xport *x = p->x;
 	int r;
 
+	e->slot_lane = calloc(p->slots, sizeof(*e->slot_lane));
+	if (!e->slot_lane) {
+		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
 	for (unsigned i = 0; i < x->nlanes; i++) {
 		e->lanes[i].cap = x->sq_depth;
 		e->lanes[i].fifo = calloc(x->sq_depth, sizeof(struct lane_ent));
@@ -348,6 +352,7 @@ static void teardown(struct engine *e)
 		free(e->lanes[i].fifo);
 		lane_seal_fini(&e->lanes[i].seal);
 	}
+	free(e->slot_lane);
 	free(e->chunks);
 	free(e->free_slots);
 	free(e->rslots);

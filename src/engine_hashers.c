@@ -37,6 +37,7 @@ struct hashers {
 	bool stop;
 	struct hash_job *done;
 	int efd;
+	hash_done_fn on_done; /* the role's: a slot or chunk of f is in its digest */
 	struct hasher t[];
 };
 
@@ -118,7 +119,7 @@ static void hashers_free(struct hashers *hs)
 	free(hs);
 }
 
-int hashers_start(struct engine *e, unsigned n)
+int hashers_start(struct engine *e, unsigned n, hash_done_fn done)
 {
 	struct hashers *hs;
 
@@ -130,6 +131,7 @@ int hashers_start(struct engine *e, unsigned n)
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	hs->n = n;
+	hs->on_done = done;
 	pthread_mutex_init(&hs->lock, NULL);
 	pthread_cond_init(&hs->cond, NULL);
 	hs->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -251,8 +253,7 @@ int on_hashers(struct engine *e)
 		assert(f->used && f->id == j->id && f->hash_jobs > 0);
 		f->hash_jobs--;
 		if (r >= 0) {
-			r = e->role == &engine_sender_ops ? tx_hashed(e, f, j->slot)
-							  : rx_hashed(e, f, j->slot);
+			r = hs->on_done(e, f, j->slot);
 		}
 		free(j);
 	}

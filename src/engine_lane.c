@@ -28,6 +28,54 @@ bool lane_room(struct engine *e, unsigned lane, unsigned n)
 	return e->lanes[lane].len + n <= e->lanes[lane].cap;
 }
 
+bool lane_is_up(const struct engine *e, unsigned lane)
+{
+	return e->lanes[lane].state == LANE_UP;
+}
+
+/*
+ * The lane for the next slot: of those up with room for n WRs, the one with
+ * the fewest slots posted and not credited, so a slow rail holds fewer of
+ * them; from the lane after the last one picked, so equal loads take turns.
+ */
+int lane_pick(struct engine *e, unsigned n)
+{
+	unsigned nl = e->p->x->nlanes;
+	int best = -1;
+
+	for (unsigned k = 0; k < nl; k++) {
+		unsigned i = (unsigned)((e->rr_lane + k) % nl);
+
+		if (!lane_is_up(e, i) || !lane_room(e, i, n)) {
+			continue;
+		}
+		if (best < 0 || e->lanes[i].load < e->lanes[best].load) {
+			best = (int)i;
+		}
+	}
+	if (best >= 0) {
+		e->rr_lane = (size_t)best + 1;
+	}
+	return best;
+}
+
+/* Sender: a slot went out on lane: it holds one more until credited. */
+void lane_slot_posted(struct engine *e, uint32_t slot, unsigned lane)
+{
+	e->slot_lane[slot] = (uint8_t)lane;
+	e->lanes[lane].load++;
+}
+
+/* Sender: slot is free again; the lane it went on holds one fewer. */
+void lane_slot_credited(struct engine *e, uint32_t slot)
+{
+	struct lane *l = &e->lanes[e->slot_lane[slot]];
+
+	if (l->load > 0) {
+		l->load--;
+	}
+}
+
 /*
  * Queue a WR on its lane's FIFO and in the batch. Signal every quarter of
  * the send queue so it always drains; batch_flush signals each lane's last.

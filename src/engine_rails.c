@@ -17,8 +17,7 @@
  * receiver the credits beyond the sender's count. Nothing is lost, nothing
  * twice. The last lane lost fails the session as before.
  *
- * Lane choice (lane_pick): the lane that is up with the fewest slots posted
- * and not credited, so a slow rail holds fewer of them.
+ * Which lane a slot goes on is the core's (lane_pick in engine_lane.c).
  */
 #include "engine-internal.h"
 
@@ -29,10 +28,6 @@ int rails_setup(struct engine *e)
 	const struct engine_params *p = e->p;
 
 	e->lanes_up = p->x->nlanes;
-	e->slot_lane = calloc(p->slots, sizeof(*e->slot_lane));
-	if (!e->slot_lane) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
-	}
 	if (!e->rails) {
 		return 0;
 	}
@@ -49,46 +44,8 @@ int rails_setup(struct engine *e)
 
 void rails_free(struct engine *e)
 {
-	free(e->slot_lane);
 	free(e->repost);
 	free(e->recredit);
-}
-
-bool lane_is_up(const struct engine *e, unsigned lane)
-{
-	return e->lanes[lane].state == LANE_UP;
-}
-
-int lane_pick(struct engine *e, unsigned n)
-{
-	unsigned nl = e->p->x->nlanes;
-	int best = -1;
-
-	/* From the lane after the last one picked: equal loads take turns. */
-	for (unsigned k = 0; k < nl; k++) {
-		unsigned i = (unsigned)((e->rr_lane + k) % nl);
-
-		if (!lane_is_up(e, i) || !lane_room(e, i, n)) {
-			continue;
-		}
-		if (best < 0 || e->lanes[i].load < e->lanes[best].load) {
-			best = (int)i;
-		}
-	}
-	if (best >= 0) {
-		e->rr_lane = (size_t)best + 1;
-	}
-	return best;
-}
-
-/* Sender: slot is free again; the lane it went on holds one fewer. */
-void rails_on_credit(struct engine *e, uint32_t slot)
-{
-	struct lane *l = &e->lanes[e->slot_lane[slot]];
-
-	if (l->load > 0) {
-		l->load--;
-	}
 }
 
 static int all_lanes_lost(struct engine *e, unsigned lane, const char *why)

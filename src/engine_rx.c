@@ -496,7 +496,7 @@ static int rx_setup(struct engine *e)
 	if (engine_probe(e)) {
 		return 0; /* no data path: no RING */
 	}
-	if (hashers_start(e, MIN(e->p->hash_threads, ENGINE_HASH_THREADS_MAX)) < 0) {
+	if (hashers_start(e, MIN(e->p->hash_threads, ENGINE_HASH_THREADS_MAX), rx_hashed) < 0) {
 		return e->fail_r;
 	}
 	return rx_offer_ring(e);

@@ -431,7 +431,8 @@ static int tx_setup(struct engine *e)
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	/* Sealed slots are sealed in place once hashed: those hash here. */
-	if (!e->sealed && hashers_start(e, MIN(e->p->hash_threads, ENGINE_HASH_THREADS_MAX)) < 0) {
+	if (!e->sealed &&
+	    hashers_start(e, MIN(e->p->hash_threads, ENGINE_HASH_THREADS_MAX), tx_hashed) < 0) {
 		return e->fail_r;
 	}
 	return tx_wait_ring(e);
@@ -473,7 +474,7 @@ int tx_on_credit(struct engine *e, const struct xport_wc *wc)
 	}
 	e->free_slots[e->nfree_slots++] = slot;
 	e->credits++;
-	rails_on_credit(e, slot);
+	lane_slot_credited(e, slot);
 	return 0;
 }
 

@@ -52,8 +52,7 @@ static int tx_post_at(struct engine *e, uint32_t ci, unsigned lane, uint32_t slo
 	if (r < 0) {
 		return r;
 	}
-	e->slot_lane[slot] = (uint8_t)lane;
-	e->lanes[lane].load++;
+	lane_slot_posted(e, slot, lane);
 	return (int)slot;
 }
 
