@@ -274,6 +274,7 @@ struct efile {
 	 * by its pre-pass (through pfd) while it waited for the FILES_ACK.
 	 */
 	bool tree;
+	const struct engine_digest *dg; /* NULL: the stream of its bytes (the roles' own) */
 	uint8_t (*rd)[HASH_LEN];
 	uint8_t *rdisk;
 	XXH3_state_t *tst;
@@ -417,6 +418,28 @@ struct dirent_cache {
  * completions are shared (engine.c, engine_lane.c) and call in here.
  */
 struct engine;
+
+/*
+ * A file's end-to-end digest where a feature chose another way than the
+ * stream of its bytes in file order (the roles' own, f->dg NULL): --delta's
+ * tree of chunk digests, or the stream with unchanged ranges read back from
+ * the old file. A NULL member: the stream's way.
+ */
+struct engine_digest {
+	/* Receiver, in file order: an unchanged range (DELTA SAME), zeros, a chunk with digest d. */
+	void (*rx_same)(struct engine *e, struct efile *f, const struct proto_range *g);
+	void (*rx_zeros)(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
+	void (*rx_chunk)(struct engine *e, struct efile *f, uint64_t off,
+			 const uint8_t d[HASH_LEN]);
+	/* Receiver: the digest of what is in place, every range taken. */
+	void (*rx_final)(struct engine *e, struct efile *f, uint8_t out[HASH_LEN]);
+	/* Sender: from read_off, bytes the receiver has unchanged (not read); 0: read. */
+	uint64_t (*tx_same_at)(const struct engine *e, const struct efile *f, bool holes);
+	/* Sender: chunk c (buf its bytes) into the digest; true: the receiver has it (SAME). */
+	bool (*tx_feed)(struct engine *e, struct efile *f, const struct chunk *c, const void *buf);
+	/* Sender: FILE_DONE's digest, every chunk fed. */
+	void (*tx_final)(struct engine *e, struct efile *f, uint8_t out[HASH_LEN]);
+};
 
 struct engine_role_ops {
 	/* Chunks of the pool that carry data: the sender's pool, the receiver's slots. */
@@ -934,12 +957,8 @@ void bench_free(struct engine *e);
 void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN]);
 void rx_delta_open(struct engine *e, struct efile *f);
 int rx_delta_send_sums(struct engine *e, struct efile *f);
-void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g);
 int rx_delta_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
-void rx_tree_same(struct engine *e, struct efile *f, const struct proto_range *g);
-void rx_tree_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
-void rx_tree_chunk(struct engine *e, struct efile *f, uint64_t off, const uint8_t d[HASH_LEN]);
-void rx_tree_digest(struct engine *e, struct efile *f, uint8_t out[HASH_LEN]);
+extern const struct engine_digest delta_tree_digest;
 int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
 		uint8_t out[HASH_LEN]);
 int sums_queue_tree(struct engine *e, struct efile *f, int fd, sum_done_fn done);
@@ -958,9 +977,6 @@ bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const str
 			const void *buf);
 int tx_delta_flush(struct engine *e);
 int tx_delta_prehash(struct engine *e);
-uint64_t tx_tree_same_at(const struct engine *e, const struct efile *f, bool holes);
-bool tx_tree_feed(struct engine *e, struct efile *f, const struct chunk *c, const void *buf);
-void tx_tree_final(struct efile *f, uint8_t out[HASH_LEN]);
 int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 
 /* engine_tx.c */

@@ -84,8 +84,8 @@ static bool rx_finish_verified(struct engine *e, struct efile *f)
 {
 	uint8_t h[HASH_LEN];
 
-	if (f->tree) {
-		rx_tree_digest(e, f, h);
+	if (f->dg && f->dg->rx_final) {
+		f->dg->rx_final(e, f, h);
 	} else {
 		file_hash_final(&f->hash, h);
 	}

@@ -58,6 +58,11 @@ static ssize_t delta_pread(struct efile *f, int dfd, uint8_t *buf, size_t len, u
  * Anything else: a full copy. Nothing to compare when a cut run (--partial)
  * left all of it.
  */
+static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g);
+
+/* The stream digest, with the unchanged ranges read back from the old file into it. */
+static const struct engine_digest delta_stream_digest = { .rx_same = rx_delta_take };
+
 void rx_delta_open(struct engine *e, struct efile *f)
 {
 	struct stat st;
@@ -70,6 +75,7 @@ void rx_delta_open(struct engine *e, struct efile *f)
 	if (f->device) {
 		/* Written in place: unchanged chunks simply stay (rx_delta_take). */
 		f->oldfd = fcntl(f->tfd, F_DUPFD_CLOEXEC, 3);
+		f->dg = f->oldfd >= 0 ? &delta_stream_digest : NULL;
 		return;
 	}
 	fd = openat(e->dirs[f->dir].fd, f->leaf,
@@ -82,6 +88,7 @@ void rx_delta_open(struct engine *e, struct efile *f)
 		return;
 	}
 	f->oldfd = fd;
+	f->dg = &delta_stream_digest;
 }
 
 /*
@@ -138,6 +145,9 @@ static int rx_sums_device(struct engine *e, struct efile *f, uint64_t n)
 		f->rd = calloc(n, HASH_LEN);
 		f->rdisk = calloc(n / 8 + 1, 1);
 		f->tree = f->rd && f->rdisk;
+		if (f->tree) {
+			f->dg = &delta_tree_digest;
+		}
 	}
 	return dfd;
 }
@@ -388,7 +398,7 @@ static XXH3_state_t *rx_delta_chunk_note(struct efile *f, XXH3_state_t *cst, uin
  * --partial each chunk read back is journaled, so a cut keeps it.
  * Failures fail the file, not the session.
  */
-void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g)
+static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_range *g)
 {
 	uint64_t cs = e->p->chunk_size, done;
 	XXH3_state_t *cst;
@@ -467,6 +477,7 @@ int tx_delta_sums(struct engine *e, const struct msg_delta *d)
 			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 		f->tree = true;
+		f->dg = &delta_tree_digest;
 		e->prehash_id = f->id;
 	}
 	memcpy(f->dsum[f->ndsum], d->sums, (size_t)d->count * HASH_LEN);

@@ -18,7 +18,7 @@
  * the pass's (rd) and nothing is read back. With --partial each is
  * journaled with that digest.
  */
-void rx_tree_same(struct engine *e, struct efile *f, const struct proto_range *g)
+static void rx_tree_same(struct engine *e, struct efile *f, const struct proto_range *g)
 {
 	uint64_t cs = e->p->chunk_size;
 
@@ -38,7 +38,7 @@ void rx_tree_same(struct engine *e, struct efile *f, const struct proto_range *g
  * (rx_delta_zeros): they stay the pass's; the others are zeros now, or
  * will be read back as such at the commit (written, or assumed).
  */
-void rx_tree_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
+static void rx_tree_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 {
 	uint64_t cs = e->p->chunk_size;
 
@@ -53,7 +53,8 @@ void rx_tree_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len
 }
 
 /* Receiver, a tree file: chunk at off arrived with this digest (its own bytes'). */
-void rx_tree_chunk(struct engine *e, struct efile *f, uint64_t off, const uint8_t d[HASH_LEN])
+static void rx_tree_chunk(struct engine *e, struct efile *f, uint64_t off,
+			  const uint8_t d[HASH_LEN])
 {
 	uint64_t i = off / e->p->chunk_size;
 
@@ -71,7 +72,7 @@ static void tree_digest(uint8_t (*rd)[HASH_LEN], uint64_t n, uint8_t out[HASH_LE
 }
 
 /* Receiver, a tree file with every chunk accounted for: its digest, to match FILE_DONE's. */
-void rx_tree_digest(struct engine *e, struct efile *f, uint8_t out[HASH_LEN])
+static void rx_tree_digest(struct engine *e, struct efile *f, uint8_t out[HASH_LEN])
 {
 	tree_digest(f->rd, delta_chunks(e, f->size), out);
 }
@@ -132,7 +133,7 @@ int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], con
  * With zero extents the run stops where the source's next hole has whole
  * chunks (tx_hole_at's f->next_hole): a hole goes as zeros, as ever.
  */
-uint64_t tx_tree_same_at(const struct engine *e, const struct efile *f, bool holes)
+static uint64_t tx_tree_same_at(const struct engine *e, const struct efile *f, bool holes)
 {
 	uint64_t cs = e->p->chunk_size, off = f->read_off, end = f->size;
 
@@ -159,7 +160,7 @@ uint64_t tx_tree_same_at(const struct engine *e, const struct efile *f, bool hol
  * (else the source changed: the file fails). True: data the receiver has
  * unchanged (a SAME range, not posted).
  */
-bool tx_tree_feed(struct engine *e, struct efile *f, const struct chunk *c, const void *buf)
+static bool tx_tree_feed(struct engine *e, struct efile *f, const struct chunk *c, const void *buf)
 {
 	uint64_t cs = e->p->chunk_size, i = c->off / cs;
 	uint8_t d[HASH_LEN];
@@ -187,10 +188,22 @@ bool tx_tree_feed(struct engine *e, struct efile *f, const struct chunk *c, cons
 }
 
 /* Sender, a tree file with every chunk fed: FILE_DONE's digest. */
-void tx_tree_final(struct efile *f, uint8_t out[HASH_LEN])
+static void tx_tree_final(struct engine *e, struct efile *f, uint8_t out[HASH_LEN])
 {
+	(void)e;
 	XXH128_canonical_t c;
 
 	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(f->tst));
 	memcpy(out, c.digest, HASH_LEN);
 }
+
+/* --delta with chunk digests: the file's digest is its chunks'. */
+const struct engine_digest delta_tree_digest = {
+	.rx_same = rx_tree_same,
+	.rx_zeros = rx_tree_zeros,
+	.rx_chunk = rx_tree_chunk,
+	.rx_final = rx_tree_digest,
+	.tx_same_at = tx_tree_same_at,
+	.tx_feed = tx_tree_feed,
+	.tx_final = tx_tree_final,
+};

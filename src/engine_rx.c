@@ -193,11 +193,8 @@ static bool rx_hash_range(struct engine *e, struct efile *f)
 	bool progress = false;
 
 	if (f->nsr && f->sr[0].offset == f->hash_off && !f->hash_jobs) {
-		if (f->tree) {
-			rx_tree_same(e, f, &f->sr[0]);
-		} else {
-			rx_delta_take(e, f, &f->sr[0]);
-		}
+		/* Only a file with an old copy takes SAME (rx_delta_same): it chose how. */
+		f->dg->rx_same(e, f, &f->sr[0]);
 		f->hash_off += f->sr[0].len;
 		memmove(f->sr, f->sr + 1, (f->nsr - 1) * sizeof(*f->sr));
 		f->nsr--;
@@ -206,8 +203,8 @@ static bool rx_hash_range(struct engine *e, struct efile *f)
 	}
 	if (f->nzr && f->zr[0].offset == f->hash_off && !f->hash_jobs) {
 		if (f->failed) {
-		} else if (f->tree) {
-			rx_tree_zeros(e, f, f->zr[0].offset, f->zr[0].len);
+		} else if (f->dg && f->dg->rx_zeros) {
+			f->dg->rx_zeros(e, f, f->zr[0].offset, f->zr[0].len);
 		} else {
 			hash_zeros(&f->hash, f->zr[0].len);
 		}
@@ -235,8 +232,8 @@ static int rx_hash_slot(struct engine *e, struct efile *f, uint32_t i)
 		s->hashing = true;
 		f->hash_off += s->len;
 		return 0;
-	} else if (f->tree) {
-		rx_tree_chunk(e, f, s->off, s->chash);
+	} else if (f->dg && f->dg->rx_chunk) {
+		f->dg->rx_chunk(e, f, s->off, s->chash);
 	} else {
 		file_hash_update(&f->hash, rx_slot_buf(e, i), s->len);
 	}

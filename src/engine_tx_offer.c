@@ -292,8 +292,8 @@ int tx_send_done(struct engine *e, struct efile *f)
 		m.u.file_done.status = f->fail_code;
 		snprintf(m.u.file_done.text, sizeof(m.u.file_done.text), "%s", file_fail_text(f));
 	} else {
-		if (f->tree) {
-			tx_tree_final(f, m.u.file_done.hash);
+		if (f->dg && f->dg->tx_final) {
+			f->dg->tx_final(e, f, m.u.file_done.hash);
 		} else {
 			file_hash_final(&f->hash, m.u.file_done.hash);
 		}

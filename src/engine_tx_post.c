@@ -226,8 +226,8 @@ static int claim_tree_same(struct engine *e, uint32_t ci, struct efile *f, bool 
 	int r;
 
 	(void)wait;
-	if (f->tree && !c->hashed) {
-		c->same = tx_tree_feed(e, f, c, pool_chunk(e->pool, ci));
+	if (f->dg && f->dg->tx_feed && !c->hashed) {
+		c->same = f->dg->tx_feed(e, f, c, pool_chunk(e->pool, ci));
 		c->hashed = true;
 		if (f->failed) {
 			tx_chunk_drop(e, ci);

@@ -87,7 +87,9 @@ static int tx_fill_chunks(struct engine *e, struct efile *f)
 		int ci = pool_get(e->pool), r;
 		struct chunk *c = &e->chunks[ci];
 		uint64_t hole = engine_zeros(e) ? tx_hole_at(e, f) : 0;
-		uint64_t same = !hole && f->tree ? tx_tree_same_at(e, f, engine_zeros(e)) : 0;
+		uint64_t same = !hole && f->dg && f->dg->tx_same_at
+				    ? f->dg->tx_same_at(e, f, engine_zeros(e))
+				    : 0;
 
 		*c = (struct chunk){ .fidx = file_index(e, f),
 				     .off = f->read_off,
