@@ -753,7 +753,6 @@ uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char 
 			 size_t textlen);
 int rx_device_verify_start(struct engine *e, struct efile *f);
 int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
-int rx_device_zeroed(struct engine *e, struct efile *f, int r, uint64_t off, uint64_t len);
 int msg_unexpected(struct engine *e, const struct msg *m);
 void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -858,8 +857,13 @@ int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes)
 int rx_credit(struct engine *e, uint32_t slot);
 int rx_offer_ring(struct engine *e);
 void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t end);
-/* DELTA SAME ranges of a file (the delta feature's row on the receiver). */
-int rx_delta_same(struct engine *e, const struct msg_delta *d);
+/*
+ * A ZEROS (same: false) or DELTA SAME range of f, checked and noted: hashed
+ * at its turn in file order; zeros are written now (engine_rx_zeros.c).
+ */
+int rx_range_take(struct engine *e, struct efile *f, const struct proto_range *g, bool same);
+/* engine_rx.c: f's bytes (and ranges) hashed in file order as far as they are ready. */
+void rx_hash_ready(struct engine *e, struct efile *f);
 
 uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
 
@@ -886,8 +890,13 @@ struct sum_job;
  */
 typedef int (*sum_done_fn)(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
 int sums_queue(struct engine *e, struct efile *f, int fd, sum_done_fn done);
-/* A device's zero range, written on the worker (blk_zero_range may take long). */
-int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
+/*
+ * A device's zero range, written on the worker (blk_zero_range may take
+ * long); done (r: 0 or -errno) once written, in the order queued.
+ */
+typedef int (*zero_done_fn)(struct engine *e, struct efile *f, int r, uint64_t off, uint64_t len);
+int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len,
+		     zero_done_fn done);
 int on_sums(struct engine *e);
 void sums_stop(struct engine *e);
 int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
@@ -957,11 +966,14 @@ void bench_free(struct engine *e);
 void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN]);
 void rx_delta_open(struct engine *e, struct efile *f);
 int rx_delta_send_sums(struct engine *e, struct efile *f);
-int rx_delta_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 extern const struct engine_digest delta_tree_digest;
 int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
 		uint8_t out[HASH_LEN]);
-int sums_queue_tree(struct engine *e, struct efile *f, int fd, sum_done_fn done);
+/* A tree's read back on the worker: verify (tree_verify) gets the job's copies of rd, rdisk. */
+typedef int (*tree_verify_fn)(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN],
+			      const uint8_t *rdisk, uint8_t out[HASH_LEN]);
+int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn verify,
+		    sum_done_fn done);
 /* A job of f's is in its digest: slot is the one it was queued with. */
 typedef int (*hash_done_fn)(struct engine *e, struct efile *f, uint32_t slot);
 int hashers_start(struct engine *e, unsigned n, hash_done_fn done);

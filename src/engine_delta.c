@@ -125,7 +125,7 @@ static uint8_t *rx_sums_buf(struct engine *e, size_t cap, uint8_t **ret_big)
 /*
  * A device target's digest pass: a direct reopen of it to read (-1: none),
  * the map of its chunks that read as zeros (they need no write-zeroes,
- * rx_delta_zeros) and, with PROTO_CAP_DELTA_TREE, the digests it keeps.
+ * rx_zeros_mapped in engine_rx_zeros.c) and, with PROTO_CAP_DELTA_TREE, the digests it keeps.
  */
 static int rx_sums_device(struct engine *e, struct efile *f, uint64_t n)
 {
@@ -295,39 +295,6 @@ int rx_delta_send_sums(struct engine *e, struct efile *f)
 	if (f->ndsum == 0) {
 		close(f->oldfd);
 		f->oldfd = -1;
-	}
-	return 0;
-}
-
-/*
- * Receiver, a device target: a ZEROS range [off, off + len). The chunks the
- * digest pass read as zeros are zeros already: not written again (the
- * device takes only what changed; its read back at the commit checks them
- * like every byte), journaled now; the others go to the zero writer.
- */
-int rx_delta_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
-{
-	uint64_t cs = e->p->chunk_size, end = off + len;
-
-	while (off < end) {
-		uint64_t i = off / cs, at = off;
-		bool zero = i < f->ndsum && bit_get(f->dzero, i);
-
-		/* The run of chunks of one kind from off. */
-		do {
-			at = MIN(end, (at / cs + 1) * cs);
-			i = at / cs;
-		} while (at < end && (i < f->ndsum && bit_get(f->dzero, i)) == zero);
-		if (zero) {
-			rx_zeros_journal(e, f, off, at);
-		} else {
-			int r = sums_queue_zeros(e, f, off, at - off);
-
-			if (r < 0) {
-				return r;
-			}
-		}
-		off = at;
 	}
 	return 0;
 }
@@ -621,6 +588,26 @@ int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 	q->kind = PROTO_DELTA_SAME;
 	q->r[q->count++] = (struct proto_range){ .offset = off, .len = len };
 	return 0;
+}
+
+/* DELTA SAME: only in a --delta session, for a file whose old copy we hashed, before FILE_DONE. */
+static int rx_delta_same(struct engine *e, const struct msg_delta *d)
+{
+	struct efile *f = file_by_id(e, d->id);
+	int r;
+
+	if (!e->delta || d->kind != PROTO_DELTA_SAME || !f || f->ftype != PROTO_FT_REG ||
+	    f->oldfd < 0 || f->got_done) {
+		return fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA for id %u out of place", d->id);
+	}
+	for (uint16_t i = 0; i < d->count; i++) {
+		r = rx_range_take(e, f, &d->r[i], true);
+		if (r < 0) {
+			return r;
+		}
+	}
+	rx_hash_ready(e, f);
+	return rx_maybe_finish(e, f);
 }
 
 /* --delta asked for, and both ends know DELTA (and its TREE). */

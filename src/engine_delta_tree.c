@@ -35,7 +35,7 @@ static void rx_tree_same(struct engine *e, struct efile *f, const struct proto_r
 /*
  * Receiver, a tree file: zeros at [off, off + len) (whole chunks, or to the
  * file's end). Chunks the digest pass read as zeros were not written again
- * (rx_delta_zeros): they stay the pass's; the others are zeros now, or
+ * (rx_zeros_mapped): they stay the pass's; the others are zeros now, or
  * will be read back as such at the commit (written, or assumed).
  */
 static void rx_tree_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)

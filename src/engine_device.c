@@ -203,7 +203,7 @@ int rx_device_verify_start(struct engine *e, struct efile *f)
 	}
 	f->dev_verify = true;
 	/* Checked by chunk digests: only what was written since the digest pass is read. */
-	return f->tree ? sums_queue_tree(e, f, fd, rx_device_read_back)
+	return f->tree ? sums_queue_tree(e, f, fd, tree_verify, rx_device_read_back)
 		       : sums_queue(e, f, fd, rx_device_read_back);
 }
 
@@ -236,19 +236,6 @@ int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t h
 	}
 	f->renamed = true;
 	return rx_resolve(e, f);
-}
-
-/* A zero range of the device written by the worker (sums_queue_zeros): journaled once there. */
-int rx_device_zeroed(struct engine *e, struct efile *f, int r, uint64_t off, uint64_t len)
-{
-	f->zeros_out--;
-	if (r < 0 && !f->failed) {
-		file_fail(f, errno_to_perr(r), "zeros %s: %s", f->name, strerror(-r));
-	}
-	if (r == 0 && f->partial) {
-		rx_zeros_journal(e, f, off, off + len);
-	}
-	return rx_maybe_finish(e, f);
 }
 
 /*

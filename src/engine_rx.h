@@ -22,6 +22,3 @@ int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef);
 int rx_file_done(struct engine *e, const struct msg_file_done *d);
 int rx_files(struct engine *e, struct msg_files *mf);
 int rx_sums(struct engine *e, const struct msg_sums *ms);
-
-/* engine_rx.c: a file's bytes hashed in order as they become ready. */
-void rx_hash_ready(struct engine *e, struct efile *f);

@@ -39,7 +39,7 @@ static void rx_open_direct(struct engine *e, struct efile *f)
  * blocks also come in one piece. Only the whole chunks, which are what
  * goes direct: the short last chunk is written through the page cache, as
  * before, and stays a hole where the sender reports zeros there. Zeros it
- * reports inside are punched out again (rx_zero_range), so a sparse source
+ * reports inside are punched out again (rx_range_take), so a sparse source
  * stays sparse. Only a help: where it fails (no such call, no room) the
  * file is written as before; but one that failed part way (no room) may
  * have allocated some, so zeros are punched there as well.

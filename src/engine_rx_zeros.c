@@ -3,6 +3,7 @@
  * The receiver's ranges without payload: ZEROS (holes) and --delta's SAME
  * ranges, taken into the file's digest in order and journaled (--partial).
  */
+#include "engine_delta.h"
 #include "engine_rx.h"
 
 #include "hello.h"
@@ -98,6 +99,52 @@ static int rx_range_note(struct engine *e, struct efile *f, const struct proto_r
 	return 0;
 }
 
+/* A zero range of the device written by the worker (on the worker): journaled once there. */
+static int rx_zeros_written(struct engine *e, struct efile *f, int r, uint64_t off, uint64_t len)
+{
+	f->zeros_out--;
+	if (r < 0 && !f->failed) {
+		file_fail(f, errno_to_perr(r), "zeros %s: %s", f->name, strerror(-r));
+	}
+	if (r == 0 && f->partial) {
+		rx_zeros_journal(e, f, off, off + len);
+	}
+	return rx_maybe_finish(e, f);
+}
+
+/*
+ * Receiver, a device target: a ZEROS range [off, off + len). The chunks the
+ * digest pass read as zeros are zeros already: not written again (the
+ * device takes only what changed; its read back at the commit checks them
+ * like every byte), journaled now; the others go to the zero writer.
+ */
+static int rx_zeros_mapped(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
+{
+	uint64_t cs = e->p->chunk_size, end = off + len;
+
+	while (off < end) {
+		uint64_t i = off / cs, at = off;
+		bool zero = i < f->ndsum && bit_get(f->dzero, i);
+
+		/* The run of chunks of one kind from off. */
+		do {
+			at = MIN(end, (at / cs + 1) * cs);
+			i = at / cs;
+		} while (at < end && (i < f->ndsum && bit_get(f->dzero, i)) == zero);
+		if (zero) {
+			rx_zeros_journal(e, f, off, at);
+		} else {
+			int r = sums_queue_zeros(e, f, off, at - off, rx_zeros_written);
+
+			if (r < 0) {
+				return r;
+			}
+		}
+		off = at;
+	}
+	return 0;
+}
+
 /* Zeros written where f needs them (a device's on the worker), then journaled. */
 static int rx_zeros_write(struct engine *e, struct efile *f, const struct proto_range *g)
 {
@@ -112,9 +159,9 @@ static int rx_zeros_write(struct engine *e, struct efile *f, const struct proto_
 		f->zero_assumed += g->len;
 		r = 0;
 	} else if (f->device) {
-		/* On the worker, off the loop; journaled when written (rx_device_zeroed). */
-		r = f->dzero ? rx_delta_zeros(e, f, g->offset, g->len)
-			     : sums_queue_zeros(e, f, g->offset, g->len);
+		/* On the worker, off the loop; journaled when written (rx_zeros_written). */
+		r = f->dzero ? rx_zeros_mapped(e, f, g->offset, g->len)
+			     : sums_queue_zeros(e, f, g->offset, g->len, rx_zeros_written);
 		if (r == 0) {
 			return 0;
 		}
@@ -144,7 +191,7 @@ static int rx_zeros_write(struct engine *e, struct efile *f, const struct proto_
  * punch in a partial's data file, zeroes on a device), or on a device
  * taken to be zeros already (--assume-zero-target) left alone.
  */
-static int rx_zero_range(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
+int rx_range_take(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
 {
 	int r = rx_range_check(e, f, g, same);
 
@@ -192,27 +239,7 @@ static int rx_zeros(struct engine *e, const struct msg_resume *z)
 		return fail(e, PERR_PROTOCOL, -EBADMSG, "ZEROS for id %u out of place", z->id);
 	}
 	for (uint16_t i = 0; i < z->count; i++) {
-		r = rx_zero_range(e, f, &z->r[i], false);
-		if (r < 0) {
-			return r;
-		}
-	}
-	rx_hash_ready(e, f);
-	return rx_maybe_finish(e, f);
-}
-
-/* DELTA SAME: only in a --delta session, for a file whose old copy we hashed, before FILE_DONE. */
-int rx_delta_same(struct engine *e, const struct msg_delta *d)
-{
-	struct efile *f = file_by_id(e, d->id);
-	int r;
-
-	if (!e->delta || d->kind != PROTO_DELTA_SAME || !f || f->ftype != PROTO_FT_REG ||
-	    f->oldfd < 0 || f->got_done) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA for id %u out of place", d->id);
-	}
-	for (uint16_t i = 0; i < d->count; i++) {
-		r = rx_zero_range(e, f, &d->r[i], true);
+		r = rx_range_take(e, f, &z->r[i], false);
 		if (r < 0) {
 			return r;
 		}

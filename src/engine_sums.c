@@ -23,11 +23,13 @@ struct sum_job {
 	uint64_t size;
 	int r;
 	uint8_t hash[HASH_LEN];
-	sum_done_fn done; /* a digest's: who takes it */
+	sum_done_fn done;      /* a digest's: who takes it */
+	zero_done_fn zdone;    /* a zero range's */
+	tree_verify_fn verify; /* a tree's read back: what reads it */
 	/* A zero range [off, off + size) of a device, not a digest; slow: the test hook. */
 	bool zeros, slow;
 	uint64_t off;
-	/* A tree's read back (tree_verify): its chunk size, copies of rd and rdisk. */
+	/* A tree's read back: its chunk size, copies of rd and rdisk. */
 	uint32_t cs;
 	uint8_t (*rd)[HASH_LEN];
 	uint8_t *rdisk;
@@ -45,8 +47,8 @@ static int sum_job_run(struct filehasher *fh, int fr, struct sum_job *j)
 	if (j->slow) {
 		sleep(4);
 	}
-	if (j->rd) {
-		return tree_verify(j->fd, j->size, j->cs, j->rd, j->rdisk, j->hash);
+	if (j->verify) {
+		return j->verify(j->fd, j->size, j->cs, j->rd, j->rdisk, j->hash);
 	}
 	if (!j->zeros) {
 		return fr < 0 ? fr : filehasher_fd(fh, j->fd, j->size, j->hash);
@@ -156,13 +158,15 @@ int sums_queue(struct engine *e, struct efile *f, int fd, sum_done_fn done)
 }
 
 /*
- * A tree file's read back (rx_device_verify_start): the job gets its own
+ * A tree file's read back (a device's, at its commit): the job gets its own
  * copies of rd and rdisk, so the file may go while it runs.
  */
-int sums_queue_tree(struct engine *e, struct efile *f, int fd, sum_done_fn done)
+int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn verify,
+		    sum_done_fn done)
 {
 	uint64_t n = f->size / e->p->chunk_size + (f->size % e->p->chunk_size != 0);
 	struct sum_job t = { .done = done,
+			     .verify = verify,
 			     .size = f->size,
 			     .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK,
 			     .cs = e->p->chunk_size,
@@ -180,7 +184,8 @@ int sums_queue_tree(struct engine *e, struct efile *f, int fd, sum_done_fn done)
 	return sums_queue_job(e, f, fd, &t);
 }
 
-int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
+int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len,
+		     zero_done_fn done)
 {
 	int fd = fcntl(f->tfd, F_DUPFD_CLOEXEC, 3), r;
 
@@ -189,6 +194,7 @@ int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t l
 	}
 	r = sums_queue_job(e, f, fd,
 			   &(struct sum_job){ .zeros = true,
+					      .zdone = done,
 					      .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK,
 					      .off = off,
 					      .size = len });
@@ -227,7 +233,7 @@ int on_sums(struct engine *e)
 		e->sums_inflight--;
 		/* A file failed or released meanwhile has no use for it. */
 		if (r >= 0 && f->used && f->id == j->id && j->zeros) {
-			r = rx_device_zeroed(e, f, j->r, j->off, j->size);
+			r = j->zdone(e, f, j->r, j->off, j->size);
 		} else if (r >= 0 && f->used && f->id == j->id) {
 			r = j->done(e, f, j->r, j->hash);
 		}
