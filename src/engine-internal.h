@@ -130,7 +130,8 @@ _Static_assert(UD_KINDS <= ENGINE_UD_KINDS, "the completion table holds every ki
  * this many bytes, and at most a quarter of the chunk, travels whole in a
  * slot shared with others.
  */
-#define PACK_FILE_MAX ((uint64_t)256 << 10)
+#define PACK_FILE_MAX		      ((uint64_t)256 << 10)
+#define PACK_FILE_MAX_FOR(chunk_size) MIN(PACK_FILE_MAX, (uint64_t)(chunk_size) / 4)
 /*
  * Receiver: files from this size on (and bigger than a packed one) are
  * written with O_DIRECT but for their last, partial page (rx_open_direct).
@@ -739,19 +740,26 @@ bool engine_busy(const struct engine *e);
 void engine_features_file_release(struct engine *e, struct efile *f);
 /* A failed data-lane completion offered to the features; ENGINE_DECLINED: none took it. */
 int engine_features_lane_error(struct engine *e, const struct xport_wc *wc);
+/* The receiver's hooks (engine_feature.h), called for the features that are on. */
+int engine_rx_accept(struct engine *e, struct efile *f, const struct proto_file *pf, uint32_t *code,
+		     char *text, size_t textlen, bool *ret_peer);
+uint32_t engine_rx_target(struct engine *e, struct efile *f, char *text, size_t textlen);
+uint32_t engine_rx_probe_target(struct engine *e, struct efile *f, bool *ret_taken, char *text,
+				size_t textlen);
+void engine_rx_opened(struct engine *e, struct efile *f);
+int engine_rx_answered(struct engine *e, struct efile *f);
+void engine_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how);
+int engine_rx_durable(struct engine *e, struct efile *f);
+int engine_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
 int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* engine_device.c: block device targets. */
-uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t textlen);
 /*
  * A probe's look at the same: the refusals a real run would make but
  * DEVICE_BUSY; *ret_blk: a block device would be written (no file system
  * space taken).
  */
-uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char *text,
-			 size_t textlen);
-int rx_device_verify_start(struct engine *e, struct efile *f);
 int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
 int msg_unexpected(struct engine *e, const struct msg *m);
 void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
@@ -792,13 +800,11 @@ int tx_post_again(struct engine *e, uint32_t ci, unsigned lane);
 int tx_send_done(struct engine *e, struct efile *f);
 
 /* engine_pack.c */
-uint64_t pack_file_max(const struct engine *e);
 bool tx_packable(const struct engine *e, const struct efile *f);
 int tx_pack_add(struct engine *e, struct efile *f);
 void tx_pack_close(struct engine *e);
 void tx_pread_done(struct engine *e, uint32_t fidx, int res);
 int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane);
-int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
 void rx_pwrite_done(struct engine *e, uint32_t fidx, int res);
 
 /* engine.c: register the pool with io_uring before its first fixed read or write. */
@@ -916,10 +922,6 @@ void hash_set_del(struct name_set *s, uint64_t key);
 /* engine_links.c */
 int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first);
 void tx_links_free(struct engine *e);
-uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, char *text,
-			size_t textlen, bool *ret_peer);
-void rx_link_target_done(struct engine *e, const struct efile *t, bool ok);
-void rx_link_target_planned(struct engine *e, const struct efile *t);
 int rx_links_step(struct engine *e);
 void rx_links_free(struct engine *e);
 int rx_map_name(struct engine *e, const char *name, char **ret);
@@ -964,8 +966,6 @@ void bench_free(struct engine *e);
 
 /* engine_delta.c, engine_delta_tree.c */
 void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN]);
-void rx_delta_open(struct engine *e, struct efile *f);
-int rx_delta_send_sums(struct engine *e, struct efile *f);
 extern const struct engine_digest delta_tree_digest;
 int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
 		uint8_t out[HASH_LEN]);

@@ -27,8 +27,7 @@ int rx_resolve(struct engine *e, struct efile *f)
 {
 	int r;
 
-	/* A device is never given a second name (-H): links to it fail. */
-	rx_link_target_done(e, f, !f->failed && !f->device);
+	engine_rx_settled(e, f, f->failed ? ENGINE_RX_FAILED : ENGINE_RX_DONE);
 	if (f->failed) {
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
 			rx_discard(e, f);
@@ -373,9 +372,8 @@ void rx_fsync_done(struct engine *e, struct efile *f, int res)
 	char pname[64];
 	int r;
 
-	if (f->device) {
-		rx_device_verify_start(e, f);
-		return;
+	if (engine_rx_durable(e, f) != ENGINE_DECLINED) {
+		return; /* the feature names it, or has nothing to name (a device) */
 	}
 	if (f->partial) {
 		rx_partial_data_name(f, pname, sizeof(pname));

@@ -63,7 +63,7 @@ static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_
 /* The stream digest, with the unchanged ranges read back from the old file into it. */
 static const struct engine_digest delta_stream_digest = { .rx_same = rx_delta_take };
 
-void rx_delta_open(struct engine *e, struct efile *f)
+static void rx_delta_open(struct engine *e, struct efile *f)
 {
 	struct stat st;
 	int fd;
@@ -241,7 +241,7 @@ static int rx_sums_digests(struct engine *e, struct efile *f, struct msg *m, con
  * read: their digests are zeros, which the sender never compares (it
  * passes kept chunks over) and we never accept a SAME for (they are hashed).
  */
-int rx_delta_send_sums(struct engine *e, struct efile *f)
+static int rx_delta_send_sums(struct engine *e, struct efile *f)
 {
 	uint64_t cs = e->p->chunk_size, n = delta_chunks(e, f->size);
 	size_t per = MAX(DELTA_BUF / cs, 1), cap = per * cs;
@@ -650,10 +650,18 @@ static const struct engine_msg_row delta_msgs[] = {
 	{ 0 },
 };
 
+/* A file with an old copy to compare: its digests go before its FILES_ACK entry. */
+static int delta_rx_answered(struct engine *e, struct efile *f)
+{
+	return f->oldfd >= 0 ? rx_delta_send_sums(e, f) : 0;
+}
+
 const struct engine_feature engine_feature_delta = {
 	.name = "delta",
 	.enable = delta_enable,
 	.progress = delta_progress,
 	.release = delta_release,
 	.msgs = delta_msgs,
+	.rx_opened = rx_delta_open,
+	.rx_answered = delta_rx_answered,
 };

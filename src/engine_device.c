@@ -112,8 +112,8 @@ static uint32_t device_too_small(const struct efile *f, uint64_t size, char *tex
 	return PERR_DEVICE_SMALL;
 }
 
-uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char *text,
-			 size_t textlen)
+static uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char *text,
+				size_t textlen)
 {
 	_cleanup_close_ int fd = -1;
 	struct stat st;
@@ -140,7 +140,7 @@ uint32_t rx_device_probe(struct engine *e, struct efile *f, bool *ret_blk, char 
 	return device_too_small(f, size, text, textlen);
 }
 
-uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t textlen)
+static uint32_t rx_device_target(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	struct stat st;
 	uint64_t size;
@@ -183,7 +183,7 @@ static int rx_device_read_back(struct engine *e, struct efile *f, int r,
 	return f->dev_verify ? rx_device_verified(e, f, r, hash) : 0;
 }
 
-int rx_device_verify_start(struct engine *e, struct efile *f)
+static int rx_device_verify_start(struct engine *e, struct efile *f)
 {
 	int fd, r;
 
@@ -251,7 +251,20 @@ static bool device_enable(struct engine *e)
 	return p->role == ENGINE_RECEIVER;
 }
 
+/* A device is in place once fsynced: its read back decides (rx_device_verified). */
+static int device_rx_durable(struct engine *e, struct efile *f)
+{
+	if (!f->device) {
+		return ENGINE_DECLINED;
+	}
+	rx_device_verify_start(e, f);
+	return 0;
+}
+
 const struct engine_feature engine_feature_device = {
 	.name = "device",
 	.enable = device_enable,
+	.rx_target = rx_device_target,
+	.rx_probe_target = rx_device_probe,
+	.rx_durable = device_rx_durable,
 };

@@ -10,11 +10,14 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct engine;
 struct efile;
 struct msg;
+struct proto_desc;
+struct proto_file;
 struct xport_wc;
 
 /* A hook's answer: not this feature's business. */
@@ -93,7 +96,28 @@ struct engine_msg_row {
  *   stop       at teardown, first: its threads end, their jobs dropped.
  *   release    at teardown, last: its session state freed.
  * msgs: the control messages it takes, ended by a row of type 0.
+ *
+ * And the receiver's points in an entry's life (engine_rx*.c,
+ * engine_commit.c), each called for the features that are on:
+ *   rx_accept   a FILES entry of a type the feature makes (a hard link):
+ *               *code is its answer; ENGINE_DECLINED: not its type.
+ *   rx_target   what is at a regular file's name, before a temp file is
+ *               made: a refusal (PERR_*), or PERR_OK; a feature that takes
+ *               the name (a block device, written in place) says so in f.
+ *   rx_probe_target  the same for a probe: a look only; *ret_taken: the
+ *               feature would take it (no space is needed).
+ *   rx_opened   its data file is open (temp file, store or device).
+ *   rx_answered its FILES_ACK entry goes next: what the feature sends first.
+ *   rx_settled  the entry is resolved: ENGINE_RX_DONE (committed or kept),
+ *               ENGINE_RX_FAILED, or ENGINE_RX_PLANNED (a probe's).
+ *   rx_durable  its data are verified and fsynced, not yet named:
+ *               ENGINE_DECLINED, or the feature commits it itself (a
+ *               device's read back) and answers for it.
+ *   rx_slot     a descriptor that names no file (file id 0): ENGINE_DECLINED,
+ *               or the feature takes the slot (a pack).
  */
+enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
+
 struct engine_feature {
 	const char *name;
 	bool (*enable)(struct engine *e);
@@ -108,6 +132,17 @@ struct engine_feature {
 	void (*stop)(struct engine *e);
 	void (*release)(struct engine *e);
 	const struct engine_msg_row *msgs;
+
+	int (*rx_accept)(struct engine *e, struct efile *f, const struct proto_file *pf,
+			 uint32_t *code, char *text, size_t textlen, bool *ret_peer);
+	uint32_t (*rx_target)(struct engine *e, struct efile *f, char *text, size_t textlen);
+	uint32_t (*rx_probe_target)(struct engine *e, struct efile *f, bool *ret_taken, char *text,
+				    size_t textlen);
+	void (*rx_opened)(struct engine *e, struct efile *f);
+	int (*rx_answered)(struct engine *e, struct efile *f);
+	void (*rx_settled)(struct engine *e, const struct efile *f, enum engine_rx_end how);
+	int (*rx_durable)(struct engine *e, struct efile *f);
+	int (*rx_slot)(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
 };
 
 /* engine_features.c: the features, in the order the core calls them. */

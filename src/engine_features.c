@@ -116,3 +116,107 @@ int engine_features_lane_error(struct engine *e, const struct xport_wc *wc)
 	}
 	return ENGINE_DECLINED;
 }
+
+/*
+ * The receiver's points in an entry's life (engine_feature.h): each calls
+ * the features that are on and have the hook, in the list's order.
+ */
+int engine_rx_accept(struct engine *e, struct efile *f, const struct proto_file *pf, uint32_t *code,
+		     char *text, size_t textlen, bool *ret_peer)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		const struct engine_feature *ft = e->feat[i];
+		int r = ft->rx_accept ? ft->rx_accept(e, f, pf, code, text, textlen, ret_peer)
+				      : ENGINE_DECLINED;
+
+		if (r != ENGINE_DECLINED) {
+			return r;
+		}
+	}
+	return ENGINE_DECLINED;
+}
+
+uint32_t engine_rx_target(struct engine *e, struct efile *f, char *text, size_t textlen)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		uint32_t code =
+		    e->feat[i]->rx_target ? e->feat[i]->rx_target(e, f, text, textlen) : PERR_OK;
+
+		if (code != PERR_OK) {
+			return code;
+		}
+	}
+	return PERR_OK;
+}
+
+uint32_t engine_rx_probe_target(struct engine *e, struct efile *f, bool *ret_taken, char *text,
+				size_t textlen)
+{
+	*ret_taken = false;
+	for (unsigned i = 0; i < e->nfeat && !*ret_taken; i++) {
+		const struct engine_feature *ft = e->feat[i];
+		uint32_t code = ft->rx_probe_target
+				    ? ft->rx_probe_target(e, f, ret_taken, text, textlen)
+				    : PERR_OK;
+
+		if (code != PERR_OK) {
+			return code;
+		}
+	}
+	return PERR_OK;
+}
+
+void engine_rx_opened(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->rx_opened) {
+			e->feat[i]->rx_opened(e, f);
+		}
+	}
+}
+
+int engine_rx_answered(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->rx_answered ? e->feat[i]->rx_answered(e, f) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+void engine_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->rx_settled) {
+			e->feat[i]->rx_settled(e, f, how);
+		}
+	}
+}
+
+int engine_rx_durable(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->rx_durable ? e->feat[i]->rx_durable(e, f) : ENGINE_DECLINED;
+
+		if (r != ENGINE_DECLINED) {
+			return r;
+		}
+	}
+	return ENGINE_DECLINED;
+}
+
+int engine_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r =
+		    e->feat[i]->rx_slot ? e->feat[i]->rx_slot(e, slot, lane, d) : ENGINE_DECLINED;
+
+		if (r != ENGINE_DECLINED) {
+			return r;
+		}
+	}
+	return ENGINE_DECLINED;
+}

@@ -172,7 +172,9 @@ static int lt_add(struct engine *e, const char *name)
 }
 
 /* A probe's regular file t would be copied: it may be linked to, never kept as the same file. */
-void rx_link_target_planned(struct engine *e, const struct efile *t)
+static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok);
+
+static void rx_link_target_planned(struct engine *e, const struct efile *t)
 {
 	if ((e->p->open_flags & PROTO_OPEN_HARDLINKS) && t->ftype == PROTO_FT_REG &&
 	    lt_add_hash(e, lt_hash_planned(t->name)) < 0) {
@@ -254,8 +256,8 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
  * goes, what it links to (the target's name mapped as names are), and then
  * made at once, or left waiting for a target still in flight.
  */
-uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, char *text,
-			size_t textlen, bool *ret_peer)
+static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, char *text,
+			       size_t textlen, bool *ret_peer)
 {
 	uint32_t level = e->p->open_flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
 	uint32_t code;
@@ -317,7 +319,7 @@ uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, cha
  * Regular file t is resolved (ok: committed or kept; else failed): it may
  * be linked to from now on, and the links that wait for it go on.
  */
-void rx_link_target_done(struct engine *e, const struct efile *t, bool ok)
+static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok)
 {
 	if (!(e->p->open_flags & PROTO_OPEN_HARDLINKS) || t->ftype != PROTO_FT_REG) {
 		return;
@@ -382,8 +384,30 @@ static void links_release(struct engine *e)
 	rx_links_free(e);
 }
 
+static int links_rx_accept(struct engine *e, struct efile *f, const struct proto_file *pf,
+			   uint32_t *code, char *text, size_t textlen, bool *ret_peer)
+{
+	if (pf->ftype != PROTO_FT_HARDLINK) {
+		return ENGINE_DECLINED;
+	}
+	*code = rx_link_accept(e, f, pf->link, text, textlen, ret_peer);
+	return 0;
+}
+
+static void links_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how)
+{
+	if (how == ENGINE_RX_PLANNED) {
+		rx_link_target_planned(e, f);
+	} else {
+		/* A device is never given a second name (-H): links to it fail. */
+		rx_link_target_done(e, f, how == ENGINE_RX_DONE && !f->device);
+	}
+}
+
 const struct engine_feature engine_feature_links = {
 	.name = "links",
 	.step = links_step,
 	.release = links_release,
+	.rx_accept = links_rx_accept,
+	.rx_settled = links_rx_settled,
 };

@@ -15,9 +15,9 @@
 #include "hello.h"
 
 /* The largest file that may travel packed with this chunk size. */
-uint64_t pack_file_max(const struct engine *e)
+static uint64_t pack_file_max(const struct engine *e)
 {
-	return MIN(PACK_FILE_MAX, (uint64_t)e->p->chunk_size / 4);
+	return PACK_FILE_MAX_FOR(e->p->chunk_size);
 }
 
 /* Sender: may f travel in a pack? Only a plain whole regular file. */
@@ -299,7 +299,7 @@ static int rx_piece(struct engine *e, uint32_t slot, uint32_t i, uint8_t *buf)
 }
 
 /* A packed slot arrived (descriptor d, file id 0): hold it, check its table, write its files. */
-int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d)
+static int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d)
 {
 	struct rslot *s = &e->rslots[slot];
 	uint8_t *buf = NULL;
@@ -369,6 +369,11 @@ void rx_pwrite_done(struct engine *e, uint32_t fidx, int res)
 	rx_maybe_finish(e, f);
 }
 
+static int pack_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d)
+{
+	return rx_packed(e, slot, lane, d);
+}
+
 /* Both ends know packed slots. */
 static bool pack_enable(struct engine *e)
 {
@@ -393,5 +398,6 @@ static int pack_setup(struct engine *e)
 const struct engine_feature engine_feature_pack = {
 	.name = "pack",
 	.enable = pack_enable,
+	.rx_slot = pack_rx_slot,
 	.setup = pack_setup,
 };

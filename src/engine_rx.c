@@ -388,7 +388,11 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 		return r;
 	}
 	if (d.file_id == 0) {
-		return rx_packed(e, slot, lane, &d);
+		r = engine_rx_slot(e, slot, lane, &d);
+		return r != ENGINE_DECLINED
+			   ? r
+			   : fail(e, PERR_PROTOCOL, -EBADMSG,
+				  "bad packed slot (%u bytes, %u files)", d.len, d.pieces);
 	}
 	f = file_by_id(e, d.file_id);
 	/* FILE_DONE may overtake the data (different connections), not exceed it. */

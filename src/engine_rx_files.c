@@ -55,8 +55,8 @@ static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct 
 	if (pf->ftype == PROTO_FT_SYMLINK) {
 		return rx_make_symlink(e, f, pf->link, text, textlen);
 	}
-	if (pf->ftype == PROTO_FT_HARDLINK) {
-		return rx_link_accept(e, f, pf->link, text, textlen, ret_peer);
+	if (engine_rx_accept(e, f, pf, &code, text, textlen, ret_peer) != ENGINE_DECLINED) {
+		return code;
 	}
 	return rx_open_file(e, f, text, textlen);
 }
@@ -74,7 +74,7 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 	}
 	if (code == PERR_SKIPPED) {
 		/* A file kept as it is may be linked to; its attributes may come next. */
-		rx_link_target_done(e, f, true);
+		engine_rx_settled(e, f, ENGINE_RX_DONE);
 		if (rx_xattr_kept_note(e, f) == -ENOMEM) {
 			fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
@@ -82,7 +82,7 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 		file_release(e, f);
 	} else if (code == PERR_OK && engine_probe(e)) {
 		/* A probe's answer resolves the entry: it would be copied (or made). */
-		rx_link_target_planned(e, f);
+		engine_rx_settled(e, f, ENGINE_RX_PLANNED);
 		note_planned(e, f->name, f->ftype, f->ftype == PROTO_FT_REG ? f->size : 0);
 		file_release(e, f);
 	} else if (code != PERR_OK) {
@@ -157,8 +157,8 @@ static int rx_files_entry(struct engine *e, struct proto_file *pf, struct proto_
 	if (code == PERR_OK && f->kept > 0) {
 		r = rx_send_resume(e, f);
 	}
-	if (r >= 0 && code == PERR_OK && f->oldfd >= 0) {
-		r = rx_delta_send_sums(e, f);
+	if (r >= 0 && code == PERR_OK) {
+		r = engine_rx_answered(e, f);
 	}
 	if (r >= 0) {
 		rx_entry_settle(e, f, pf, code, peer);

@@ -17,7 +17,7 @@
  */
 static void rx_open_direct(struct engine *e, struct efile *f)
 {
-	uint64_t min = MAX(RX_DIRECT_MIN, pack_file_max(e) + 1);
+	uint64_t min = MAX(RX_DIRECT_MIN, PACK_FILE_MAX_FOR(e->p->chunk_size) + 1);
 	char proc[64];
 
 	if (f->size < MIN(min, e->p->chunk_size) || diskio_dio_align(f->tfd, &f->dio) < 0 ||
@@ -227,7 +227,7 @@ static uint32_t rx_temp_owner(struct engine *e, struct efile *f, char *text, siz
 /* A data file is open (temp, store or device): the rest it needs before its data. */
 static void rx_temp_ready(struct engine *e, struct efile *f)
 {
-	rx_delta_open(e, f);
+	engine_rx_opened(e, f);
 	rx_open_direct(e, f);
 	e->st.bytes_accepted += f->size;
 }
@@ -300,7 +300,7 @@ uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size_t text
 	 * that travels packed is hashed whole, in one call, and never needs one.
 	 */
 	f->hash_live = true;
-	code = rx_device_target(e, f, text, textlen);
+	code = engine_rx_target(e, f, text, textlen);
 	if (code != PERR_OK || f->device) {
 		return rx_open_device(e, f, code, text, textlen);
 	}
@@ -331,7 +331,7 @@ uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size_t text
 		rx_discard(e, f);
 		return code;
 	}
-	rx_delta_open(e, f);
+	engine_rx_opened(e, f);
 	rx_open_direct(e, f);
 	rx_prealloc(f, e->p->chunk_size);
 	e->st.bytes_accepted += f->size;
@@ -349,7 +349,7 @@ uint32_t rx_probe_copy(struct engine *e, struct efile *f, char *text, size_t tex
 	bool blk = false;
 
 	if (code == PERR_OK && f->dir >= 0) {
-		code = rx_device_probe(e, f, &blk, text, textlen);
+		code = engine_rx_probe_target(e, f, &blk, text, textlen);
 	}
 	if (code == PERR_OK && f->dir >= 0 && !blk) {
 		code = rx_check_space(e, f, f->size, text, textlen);
