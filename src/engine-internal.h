@@ -442,6 +442,13 @@ struct engine_digest {
 	void (*tx_final)(struct engine *e, struct efile *f, uint8_t out[HASH_LEN]);
 };
 
+/*
+ * A digest made on the sums worker (engine_sums.c; r < 0: none, and why),
+ * for f if it still wants it: each done function checks that (sum_wanted,
+ * dev_verify).
+ */
+typedef int (*sum_done_fn)(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+
 struct engine_role_ops {
 	/* Chunks of the pool that carry data: the sender's pool, the receiver's slots. */
 	uint32_t (*data_chunks)(const struct engine_params *p);
@@ -657,6 +664,8 @@ struct engine {
 	uint16_t nsum_out;
 	/* After the worker's answers are taken: the role's (the sender's SUMS batch); NULL none. */
 	int (*sums_answered)(struct engine *e);
+	/* Receiver (skip level checksum): who takes the digest of a file at its name. */
+	sum_done_fn own_sum_done;
 
 	/* both */
 	bool got_end;	       /* the peer's END */
@@ -890,11 +899,7 @@ void rx_discard(struct engine *e, struct efile *f);
 
 /* engine_sums.c */
 struct sum_job;
-/*
- * A digest made on the worker (r < 0: none, and why), for f if it still
- * wants it: each done function checks that (sum_wanted, dev_verify).
- */
-typedef int (*sum_done_fn)(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+/* f's digest on the worker: done (sum_done_fn) once made. */
 int sums_queue(struct engine *e, struct efile *f, int fd, sum_done_fn done);
 /*
  * A device's zero range, written on the worker (blk_zero_range may take
@@ -907,7 +912,6 @@ int on_sums(struct engine *e);
 void sums_stop(struct engine *e);
 int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
 int tx_sums_flush(struct engine *e);
-int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
 
 /* engine_names.c */
 uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen);

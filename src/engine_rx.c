@@ -494,6 +494,7 @@ static int rx_setup(struct engine *e)
 	}
 	engine_uring_handle(e, UD_WRITE, rx_write_done);
 	rx_commit_handlers(e);
+	e->own_sum_done = rx_sum_done;
 	if (engine_probe(e)) {
 		return 0; /* no data path: no RING */
 	}

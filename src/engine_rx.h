@@ -22,3 +22,4 @@ int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef);
 int rx_file_done(struct engine *e, const struct msg_file_done *d);
 int rx_files(struct engine *e, struct msg_files *mf);
 int rx_sums(struct engine *e, const struct msg_sums *ms);
+int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);

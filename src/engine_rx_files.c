@@ -259,9 +259,12 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	return 0;
 }
 
-/* Our own digest of the file at the destination name (engine_sums.c). */
+/* Our own digest of the file at the destination name (engine_sums.c), while it still asks. */
 int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
 {
+	if (!f->sum_wanted) {
+		return 0;
+	}
 	f->own_sum_done = true;
 	f->own_sum_status = r < 0 ? PERR_IO : PERR_OK;
 	memcpy(f->own_sum, hash, HASH_LEN);

@@ -101,12 +101,6 @@ static uint32_t rx_check_space(struct engine *e, struct efile *f, uint64_t need,
 	return PERR_NOSPACE;
 }
 
-/* The worker's digest of the file at the destination, while the entry still asks. */
-static int rx_own_sum(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
-{
-	return f->sum_wanted ? rx_sum_done(e, f, r, hash) : 0;
-}
-
 /*
  * Skip level checksum: the file at the destination name has the declared
  * size; it is opened here (never through a symlink) and hashed on the
@@ -128,7 +122,7 @@ static uint32_t rx_sum_request(struct engine *e, struct efile *f)
 		return PERR_OK;
 	}
 	f->sum_wanted = true;
-	return sums_queue(e, f, fd, rx_own_sum) < 0 ? PERR_INTERNAL : PERR_SUM_WANTED;
+	return sums_queue(e, f, fd, e->own_sum_done) < 0 ? PERR_INTERNAL : PERR_SUM_WANTED;
 }
 
 /*
