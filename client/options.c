@@ -15,6 +15,7 @@
 
 #include "exitcodes.h"
 #include "log.h"
+#include "opterr.h"
 #include "xport.h"
 
 /* --config FILE, as typed before "--", or the default file (must_exist false). */
@@ -55,6 +56,8 @@ static void getopt_tables(struct option *longs, char *shorts)
 {
 	size_t nl = 0, ns = 0;
 
+	/* A leading ':' tells a missing argument (':') from an unknown option ('?'). */
+	shorts[ns++] = ':';
 	for (size_t i = 0; i < client_noptions; i++) {
 		const struct client_option *opt = &client_options[i];
 
@@ -87,6 +90,24 @@ static const struct client_option *option_for(int c)
 }
 
 /*
+ * What getopt refused, as rsync and coreutils say it: the error, the option a
+ * misspelt one was probably meant to be, where the help is. Never the whole
+ * --help: it would bury the one line that matters.
+ */
+static int usage_error(int c, char **argv, const struct option *longs)
+{
+	struct opterr_msg m;
+
+	opterr_explain(c, optopt, optind, argv, longs, &m);
+	log_error("%s", m.what);
+	if (m.suggest[0]) {
+		log_error("did you mean '%s'?", m.suggest);
+	}
+	client_usage_hint();
+	return EXIT_USAGE;
+}
+
+/*
  * --devices implies verbs; tcp_here, devices_here: --transport tcp and
  * --devices were on the command line. Returns 0 or -EINVAL (said).
  */
@@ -112,7 +133,7 @@ static int devices_transport(struct client_opts *o, bool tcp_here, bool devices_
 int client_parse_options(int argc, char **argv, struct client_opts *o, bool load_config)
 {
 	struct option longs[CLIENT_MAX_OPTIONS + 1];
-	char shorts[2 * CLIENT_MAX_OPTIONS + 1];
+	char shorts[2 * CLIENT_MAX_OPTIONS + 2];
 	char default_config[4200], err[4400], esc[256];
 	bool named, devices_here = false, tcp_here = false;
 	const char *config =
@@ -133,13 +154,13 @@ int client_parse_options(int argc, char **argv, struct client_opts *o, bool load
 	 * ("--" ends the options).
 	 */
 	optind = 0;
+	opterr = 0; /* usage_error() says it, in one line */
 	while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
 		const struct client_option *opt = option_for(c);
 		const char *value;
 
-		if (!opt) {
-			client_usage(stderr);
-			return EXIT_USAGE;
+		if (c == '?' || c == ':' || !opt) {
+			return usage_error(c, argv, longs);
 		}
 		value = opt->has_arg == required_argument ? optarg : NULL;
 		r = opt->set(o, value);

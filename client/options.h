@@ -37,6 +37,8 @@ const struct client_option *client_option_by_key(const char *key);
 
 /* rdmacp --help's text on f (usage.c). */
 void client_usage(FILE *f);
+/* "Try 'rdmacp --help' for more information." on stderr, after a usage error (usage.c). */
+void client_usage_hint(void);
 
 /*
  * The config file (--config FILE or the default; load_config), then the

@@ -131,3 +131,8 @@ void client_usage(FILE *f)
 {
 	fputs(usage_text, f);
 }
+
+void client_usage_hint(void)
+{
+	fputs("Try 'rdmacp --help' for more information.\n", stderr);
+}

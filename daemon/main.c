@@ -22,6 +22,7 @@
 #include "exitcodes.h"
 #include "rlimits.h"
 #include "log.h"
+#include "opterr.h"
 #include "privs.h"
 #include "session_table.h"
 #include "supervisor.h"
@@ -48,6 +49,17 @@ static void usage(FILE *f)
 
 enum { OPT_CHECK = 0x100, OPT_VERSION };
 
+/* A usage error in three lines at most, as coreutils say one: never the whole --help. */
+static int usage_error(const char *what, const char *suggest)
+{
+	log_error("%s", what);
+	if (suggest && *suggest) {
+		log_error("did you mean '%s'?", suggest);
+	}
+	fputs("Try 'rdmacpd --help' for more information.\n", stderr);
+	return -EINVAL;
+}
+
 static int parse_args(int argc, char **argv, struct daemon *d, bool *check)
 {
 	static const struct option opts[] = {
@@ -58,9 +70,12 @@ static int parse_args(int argc, char **argv, struct daemon *d, bool *check)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	struct opterr_msg m;
+	char esc[256];
 	int c;
 
-	while ((c = getopt_long(argc, argv, "c:vh", opts, NULL)) != -1) {
+	opterr = 0; /* usage_error() says it */
+	while ((c = getopt_long(argc, argv, ":c:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			d->config_file = optarg;
@@ -78,17 +93,17 @@ static int parse_args(int argc, char **argv, struct daemon *d, bool *check)
 			usage(stdout);
 			exit(EXIT_OK);
 		default:
-			usage(stderr);
-			return -EINVAL;
+			opterr_explain(c, optopt, optind, argv, opts, &m);
+			return usage_error(m.what, m.suggest);
 		}
 	}
 	if (optind < argc) {
-		log_error("unexpected argument '%s'", argv[optind]);
-		return -EINVAL;
+		snprintf(m.what, sizeof(m.what), "unexpected argument '%s'",
+			 log_escape_short(argv[optind], esc, sizeof(esc)));
+		return usage_error(m.what, NULL);
 	}
 	if (!d->config_file) {
-		log_error("--config FILE is required");
-		return -EINVAL;
+		return usage_error("--config FILE is required", NULL);
 	}
 	return 0;
 }
