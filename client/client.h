@@ -90,13 +90,15 @@ void client_opts_defaults(struct client_opts *o);
 /* What the options hold on the heap (the filters). */
 void client_opts_free(struct client_opts *o);
 /*
- * Defaults from ~/.config/rdmacp/config (or file) over o. A missing file is
+ * Defaults from ~/.config/rdmacp/config (or file) over o: its [client]
+ * section, then the [host PATTERN] sections matching host (as typed; NULL:
+ * no host, only [client]). A missing file is
  * no error unless must_exist; /dev/null is an empty config. On error returns
  * -errno with "FILE:LINE: problem" in err, or "FILE: problem" for the file as
  * a whole (conffile_read(): not a regular file, too big, unreadable).
  */
-int client_config_load(struct client_opts *o, const char *file, bool must_exist, char *err,
-		       size_t errlen);
+int client_config_load(struct client_opts *o, const char *file, bool must_exist, const char *host,
+		       char *err, size_t errlen);
 
 struct remote {
 	char host[256];	 /* without brackets */

@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Client defaults from ~/.config/rdmacp/config, an INI file with a
- * [client] section whose keys are options' (client_options[], option_table.c).
- * Unknown keys are errors, reported with file and line. The file is read
+ * [client] section whose keys are options' (client_options[], option_table.c),
+ * and [host PATTERN...] sections with the same keys for the hosts whose name,
+ * as typed, matches a pattern (fnmatch, as ssh_config's Host). A host
+ * section's value beats [client]'s, and per key the first matching host
+ * section wins, as in ssh_config; the command line beats both (options.c).
+ * Unknown keys and bad values are errors, reported with file and line, in
+ * every section whether it matches or not. The file is read
  * whole through conffile_read(), as the daemon reads its own, so a device,
  * a FIFO, a huge file or a huge line is refused instead of read without end.
  */
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <ini.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -58,8 +65,22 @@ void client_opts_free(struct client_opts *o)
 	filter_list_free(&o->filters);
 }
 
+/* Most host-section values one load keeps for after the file: every key of two sections. */
+#define HOST_VALUES_MAX (2 * CLIENT_MAX_OPTIONS)
+
+/* A value from a matching host section, applied once the whole file is read. */
+struct host_value {
+	const struct client_option *opt;
+	char *value;
+};
+
 struct parse_state {
 	struct client_opts *o;
+	struct client_opts *scratch; /* a host section's values are checked on this */
+	const char *host;	     /* as typed on the command line; NULL: none */
+	struct host_value values[HOST_VALUES_MAX];
+	size_t nvalues;
+	bool host_set[CLIENT_MAX_OPTIONS]; /* by a matching host section already */
 	const char *file;
 	const char *text; /* the whole file (conffile_read) */
 	size_t text_len;
@@ -114,29 +135,111 @@ static int bad(struct parse_state *ps, const char *fmt, ...)
 	return 0;
 }
 
+/*
+ * Whether section is "host PATTERN..." (ret_host true), and whether one of its
+ * patterns matches host, in *ret_match. Returns 0, or -EINVAL for a [host]
+ * without a pattern.
+ */
+static int host_section(const char *section, const char *host, bool *ret_host, bool *ret_match)
+{
+	char pattern[CONFFILE_MAX_LINE + 1];
+	const char *p = section + 4;
+
+	*ret_host =
+	    strncmp(section, "host", 4) == 0 && (p[0] == '\0' || isspace((unsigned char)p[0]));
+	*ret_match = false;
+	if (!*ret_host) {
+		return 0;
+	}
+	p += strspn(p, " \t");
+	if (*p == '\0') {
+		return -EINVAL;
+	}
+	while (*p) {
+		size_t n = strcspn(p, " \t");
+
+		memcpy(pattern, p, n);
+		pattern[n] = '\0';
+		/* Host names are not case-sensitive; ssh_config's Host is not either. */
+		if (host && fnmatch(pattern, host, FNM_CASEFOLD) == 0) {
+			*ret_match = true;
+		}
+		p += n;
+		p += strspn(p, " \t");
+	}
+	return 0;
+}
+
+/* A matching host section's value, kept unless an earlier matching section set the key. */
+static int keep_host_value(struct parse_state *ps, const struct client_option *opt,
+			   const char *value)
+{
+	size_t idx = (size_t)(opt - client_options);
+
+	if (ps->host_set[idx]) {
+		return 1;
+	}
+	if (ps->nvalues == HOST_VALUES_MAX) {
+		return bad(ps, "too many keys in matching [host] sections (at most %d)",
+			   HOST_VALUES_MAX);
+	}
+	ps->values[ps->nvalues].value = strdup(value);
+	if (!ps->values[ps->nvalues].value) {
+		return bad(ps, "out of memory");
+	}
+	ps->values[ps->nvalues++].opt = opt;
+	ps->host_set[idx] = true;
+	return 1;
+}
+
 /* Each key is an option's (option_table.c): the same handler, the same values. */
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
 	struct parse_state *ps = user;
 	const struct client_option *opt;
-	char esc[256];
+	char esc[256], sesc[256];
+	bool is_host, match;
 
 	if (ps->failed) {
 		return 0;
 	}
-	if (strcmp(section, "client") != 0) {
-		return bad(ps, "unknown section [%s]", log_escape(section, esc, sizeof(esc)));
+	log_escape(section, sesc, sizeof(sesc));
+	if (host_section(section, ps->host, &is_host, &match) < 0) {
+		return bad(ps, "[host] needs a host name or pattern: [host NAME...]");
+	}
+	if (!is_host && strcmp(section, "client") != 0) {
+		return bad(ps, "unknown section [%s] (expected [client] or [host NAME])", sesc);
 	}
 	opt = client_option_by_key(name);
 	if (!opt) {
 		return bad(ps, "unknown key '%s' in [%s]", log_escape(name, esc, sizeof(esc)),
-			   section);
+			   sesc);
 	}
-	if (opt->set(ps->o, value) < 0) {
-		return bad(ps, "bad %s '%s': %s", opt->config_key,
-			   log_escape(value, esc, sizeof(esc)), opt->expect);
+	/* A host section's values are checked whether or not it matches this run's host. */
+	if (opt->set(is_host ? ps->scratch : ps->o, value) < 0) {
+		return bad(ps, "bad %s '%s'%s%s%s: %s", opt->config_key,
+			   log_escape(value, esc, sizeof(esc)), is_host ? " in [" : "",
+			   is_host ? sesc : "", is_host ? "]" : "", opt->expect);
 	}
-	return 1;
+	return match ? keep_host_value(ps, opt, value) : 1;
+}
+
+/*
+ * The matching host sections' values over [client]'s (apply), or only freed.
+ * Each was taken by its handler on scratch already: taking it again can't fail.
+ */
+static void apply_host_values(struct parse_state *ps, bool apply)
+{
+	for (size_t i = 0; i < ps->nvalues; i++) {
+		if (apply) {
+			int r = ps->values[i].opt->set(ps->o, ps->values[i].value);
+
+			assert(r == 0);
+			(void)r;
+		}
+		free(ps->values[i].value);
+	}
+	ps->nvalues = 0;
 }
 
 /*
@@ -152,10 +255,48 @@ static void ini_buffer_setup(void)
 	ini_initial_alloc = CONFFILE_MAX_LINE + 3;
 }
 
-int client_config_load(struct client_opts *o, const char *file, bool must_exist, char *err,
-		       size_t errlen)
+/* The file's text over o: [client], then the host sections matching host. */
+static int parse_text(struct client_opts *o, const char *file, const char *text, size_t text_len,
+		      const char *host, char *err, size_t errlen)
 {
-	struct parse_state ps = { .o = o, .file = file, .err = err, .errlen = errlen };
+	_cleanup_free_ struct parse_state *ps = calloc(1, sizeof(*ps));
+	_cleanup_free_ struct client_opts *scratch = malloc(sizeof(*scratch));
+	int r;
+
+	if (!ps || !scratch) {
+		snprintf(err, errlen, "%s: out of memory", file);
+		return -ENOMEM;
+	}
+	client_opts_defaults(scratch);
+	*ps = (struct parse_state){ .o = o,
+				    .scratch = scratch,
+				    .host = host,
+				    .file = file,
+				    .text = text,
+				    .text_len = text_len,
+				    .err = err,
+				    .errlen = errlen };
+	ini_buffer_setup();
+	r = ini_parse_stream(reader, ps, handler, ps);
+	apply_host_values(ps, r == 0 && !ps->failed);
+	client_opts_free(scratch);
+	if (ps->failed) {
+		return -EINVAL;
+	}
+	if (r == -2) {
+		snprintf(err, errlen, "%s: out of memory", file);
+		return -ENOMEM;
+	}
+	if (r != 0) {
+		snprintf(err, errlen, "%s:%d: syntax error", file, r > 0 ? r : (int)ps->line);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int client_config_load(struct client_opts *o, const char *file, bool must_exist, const char *host,
+		       char *err, size_t errlen)
+{
 	_cleanup_free_ char *text = NULL;
 	size_t text_len = 0;
 	int r;
@@ -176,22 +317,7 @@ int client_config_load(struct client_opts *o, const char *file, bool must_exist,
 	if (r < 0) {
 		return r;
 	}
-	ps.text = text;
-	ps.text_len = text_len;
-	ini_buffer_setup();
-	r = ini_parse_stream(reader, &ps, handler, &ps);
-	if (ps.failed) {
-		return -EINVAL;
-	}
-	if (r == -2) {
-		snprintf(err, errlen, "%s: out of memory", file);
-		return -ENOMEM;
-	}
-	if (r != 0) {
-		snprintf(err, errlen, "%s:%d: syntax error", file, r > 0 ? r : (int)ps.line);
-		return -EINVAL;
-	}
-	return 0;
+	return parse_text(o, file, text, text_len, host, err, errlen);
 }
 
 int parse_remote(const char *arg, struct remote *ret)

@@ -518,7 +518,7 @@ const struct client_option client_options[] = {
 	{ "xattrs", no_argument, 'X', NULL, set_xattrs, NULL },
 	{ "acls", no_argument, 'A', NULL, set_acls, NULL },
 	{ "dry-run", no_argument, 'n', NULL, set_dry_run, NULL },
-	{ "skip", required_argument, 0, NULL, set_skip, "none, exists, quick or checksum" },
+	{ "skip", required_argument, 0, "skip", set_skip, "none, exists, quick or checksum" },
 	{ "level", required_argument, 0, NULL, set_level, "quick or checksum" },
 	{ "size", required_argument, 0, NULL, set_size, "bytes, with K, M, G or T: 1 .. 1P" },
 	{ "exclude", required_argument, 0, NULL, set_exclude, PATTERN_EXPECT },

@@ -15,6 +15,7 @@
 
 #include "exitcodes.h"
 #include "log.h"
+#include "macro.h"
 #include "opterr.h"
 #include "xport.h"
 
@@ -107,6 +108,63 @@ static int usage_error(int c, char **argv, const struct option *longs)
 	return EXIT_USAGE;
 }
 
+/* Subcommands whose first operand is a host, HOST or HOST:PATH (main.c's table has them all). */
+static const char *const host_first_subcommands[] = { "ls", "ping", "bench" };
+
+/*
+ * The host the operands name, as typed (an IPv6 address without its
+ * brackets), for the config's [host] sections: a subcommand's HOST operand,
+ * else the first HOST:PATH. NULL when none names one (local operands, a
+ * plan file).
+ */
+static const char *operands_host(char **ops, int n, struct remote *buf)
+{
+	size_t len;
+
+	for (size_t i = 0; n > 1 && i < ARRAY_SIZE(host_first_subcommands); i++) {
+		if (strcmp(ops[0], host_first_subcommands[i]) != 0) {
+			continue;
+		}
+		if (parse_remote(ops[1], buf) == 1) {
+			return buf->host;
+		}
+		len = strlen(ops[1]);
+		if (ops[1][0] == '[' && len > 2 && ops[1][len - 1] == ']') {
+			snprintf(buf->host, sizeof(buf->host), "%.*s", (int)(len - 2), ops[1] + 1);
+		} else {
+			snprintf(buf->host, sizeof(buf->host), "%s", ops[1]);
+		}
+		return buf->host;
+	}
+	for (int i = 0; i < n; i++) {
+		if (parse_remote(ops[i], buf) == 1) {
+			return buf->host;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * getopt over the command line without taking any value, for the operands
+ * (argv[*ret_first..], as getopt moves them to the end) before the config
+ * file is read. Returns 0 or EXIT_USAGE (said).
+ */
+static int find_operands(int argc, char **argv, const struct option *longs, const char *shorts,
+			 int *ret_first)
+{
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+		if (c == '?' || c == ':' || !option_for(c)) {
+			return usage_error(c, argv, longs);
+		}
+	}
+	*ret_first = optind;
+	return 0;
+}
+
 /*
  * --devices implies verbs; tcp_here, devices_here: --transport tcp and
  * --devices were on the command line. Returns 0 or -EINVAL (said).
@@ -138,16 +196,23 @@ int client_parse_options(int argc, char **argv, struct client_opts *o, bool load
 	bool named, devices_here = false, tcp_here = false;
 	const char *config =
 	    config_file(argc, argv, default_config, sizeof(default_config), &named);
-	int c, r;
+	struct remote host;
+	int c, r, first = 0;
 
+	getopt_tables(longs, shorts);
+	r = find_operands(argc, argv, longs, shorts, &first);
+	if (r != 0) {
+		return r;
+	}
 	if (load_config) {
-		r = client_config_load(o, config, named, err, sizeof(err));
+		r = client_config_load(o, config, named,
+				       operands_host(argv + first, argc - first, &host), err,
+				       sizeof(err));
 		if (r < 0) {
 			log_error("%s", err);
 			return EXIT_CONFIG;
 		}
 	}
-	getopt_tables(longs, shorts);
 	/*
 	 * Options anywhere, before or after operands and the subcommand name,
 	 * as GNU tools and rsync take them: getopt moves the operands to the end

@@ -183,6 +183,7 @@ same_set "client config keys" "client/option_table.c" "$ckeys" "rdmacp(1) FILES"
 		devices) echo "devices = rxe0" ;;
 		bwlimit) echo "bwlimit = 1M" ;;
 		poll | progress) echo "$k = no" ;;
+		skip) echo "skip = quick" ;;
 		*) echo "$k = 1" ;;
 		esac
 	done <<<"$m1keys"

@@ -19,6 +19,7 @@
 #include "macro.h"
 #include "options.h"
 #include "parse.h"
+#include "proto/msg.h"
 #include "xport.h"
 
 #define KiB (UINT64_C(1024))
@@ -115,16 +116,22 @@ static char *write_config(const char *text)
 	return path;
 }
 
-static int load(struct client_opts *o, const char *text, char *err, size_t errlen)
+static int load_host(struct client_opts *o, const char *text, const char *host, char *err,
+		     size_t errlen)
 {
 	char *path = write_config(text);
 	int r;
 
 	client_opts_defaults(o);
-	r = client_config_load(o, path, true, err, errlen);
+	r = client_config_load(o, path, true, host, err, errlen);
 	unlink(path);
 	free(path);
 	return r;
+}
+
+static int load(struct client_opts *o, const char *text, char *err, size_t errlen)
+{
+	return load_host(o, text, NULL, err, errlen);
 }
 
 static void test_config_keys_are_options(void **state)
@@ -162,6 +169,44 @@ static void test_config_keys_are_options(void **state)
 	assert_int_equal(load(&o, "[client]\nqps = 2\n", err, sizeof(err)), -EINVAL);
 }
 
+/* [host PATTERN...]: over [client] wherever it stands, the first matching section per key. */
+static void test_config_host_sections(void **state)
+{
+	static const char text[] = "[host data*.example.org other]\nport = 7001\nskip = quick\n"
+				   "[client]\nport = 7000\nlanes = 3\nskip = exists\n"
+				   "[host *]\nport = 7002\nlanes = 5\ntransport = tcp\n";
+	struct client_opts o;
+	char err[4400] = "";
+
+	assert_int_equal(load_host(&o, text, "DATA1.example.org", err, sizeof(err)), 0);
+	assert_int_equal(o.port, 7001); /* the first match wins */
+	assert_int_equal(o.lanes, 5);	/* a later match sets what the first did not */
+	assert_int_equal(o.skip, PROTO_OPEN_SKIP_QUICK);
+	assert_int_equal(o.transport, XPORT_KIND_TCP);
+	assert_int_equal(load_host(&o, text, "other", err, sizeof(err)), 0);
+	assert_int_equal(o.port, 7001);
+	assert_int_equal(load_host(&o, text, "elsewhere", err, sizeof(err)), 0);
+	assert_int_equal(o.port, 7002);
+	/* No host (a local command): [client] alone. */
+	assert_int_equal(load(&o, text, err, sizeof(err)), 0);
+	assert_int_equal(o.port, 7000);
+	assert_int_equal(o.lanes, 3);
+	assert_int_equal(o.skip, PROTO_OPEN_SKIP_EXISTS);
+
+	/* A bad value is refused in a section that does not match too, with its line. */
+	assert_int_equal(
+	    load_host(&o, "[host a]\nport = 7001\n[host b]\nlanes = 99\n", "a", err, sizeof(err)),
+	    -EINVAL);
+	assert_non_null(strstr(err, ":4: bad lanes '99' in [host b]: 1..16"));
+	assert_int_equal(load_host(&o, "[host a]\nrecursive = yes\n", "a", err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, ":2: unknown key 'recursive' in [host a]"));
+	assert_int_equal(load_host(&o, "[host]\nport = 1\n", "a", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":2: [host] needs a host name"));
+	assert_int_equal(load_host(&o, "[hostile]\nport = 1\n", "a", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "unknown section [hostile]"));
+}
+
 /*
  * Loads path (must exist), expects r and an error that starts with "path" and
  * holds word. A regression reads /dev/urandom or waits on a FIFO for ever:
@@ -174,7 +219,7 @@ static void expect_load_error(const char *path, int r, const char *word)
 
 	client_opts_defaults(&o);
 	alarm(10);
-	assert_int_equal(client_config_load(&o, path, true, err, sizeof(err)), r);
+	assert_int_equal(client_config_load(&o, path, true, NULL, err, sizeof(err)), r);
 	alarm(0);
 	if (strncmp(err, path, strlen(path)) != 0 || !strstr(err, word)) {
 		fail_msg("expected \"%s...%s...\", got \"%s\"", path, word, err);
@@ -253,7 +298,8 @@ static void test_config_file_size(void **state)
 		free(text);
 		if (i == 0) {
 			client_opts_defaults(&o);
-			assert_int_equal(client_config_load(&o, path, true, err, sizeof(err)), 0);
+			assert_int_equal(client_config_load(&o, path, true, NULL, err, sizeof(err)),
+					 0);
 			assert_int_equal(o.port, 7000);
 		} else {
 			expect_load_error(path, -EFBIG, ": file too big (");
@@ -303,7 +349,7 @@ static void test_config_line_length(void **state)
 	text = long_line_config(4096, "\r\n", &len);
 	path = write_config_bytes(text, len);
 	client_opts_defaults(&o);
-	assert_int_equal(client_config_load(&o, path, true, err, sizeof(err)), 0);
+	assert_int_equal(client_config_load(&o, path, true, NULL, err, sizeof(err)), 0);
 	assert_int_equal(o.port, 7000);
 	unlink(path);
 	free(path);
@@ -337,10 +383,10 @@ static void test_config_none(void **state)
 	char err[4400] = "";
 
 	client_opts_defaults(&o);
-	assert_int_equal(client_config_load(&o, "/dev/null", true, err, sizeof(err)), 0);
+	assert_int_equal(client_config_load(&o, "/dev/null", true, NULL, err, sizeof(err)), 0);
 	assert_int_equal(o.port, CLIENT_DEFAULT_PORT);
 	assert_int_equal(
-	    client_config_load(&o, "/nonexistent/rdmacp/config", false, err, sizeof(err)), 0);
+	    client_config_load(&o, "/nonexistent/rdmacp/config", false, NULL, err, sizeof(err)), 0);
 	expect_load_error("/nonexistent/rdmacp/config", -ENOENT, ": cannot open: ");
 }
 
@@ -367,6 +413,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cli_table_walk),
 		cmocka_unit_test(test_config_keys_are_options),
+		cmocka_unit_test(test_config_host_sections),
 		cmocka_unit_test(test_config_not_regular_file),
 		cmocka_unit_test(test_config_file_size),
 		cmocka_unit_test(test_config_line_length),
