@@ -122,6 +122,8 @@ struct engine_src;
 void copy_set_sources(const struct engine_src *v, size_t n);
 /* Whether SIGINT or SIGTERM came during cmd_copy. */
 bool copy_interrupted(void);
+/* After a copy cut by SIGINT or SIGTERM: how to pick it up again (--partial or not). */
+void copy_interrupt_hint(const struct client_opts *o);
 int cmd_plan(struct client_opts *o, char **args, int nargs);
 int cmd_run(struct client_opts *o, char **args, int nargs);
 int cmd_finalize(struct client_opts *o, char **args, int nargs);

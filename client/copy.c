@@ -68,3 +68,16 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 		  "destination");
 	return EXIT_USAGE;
 }
+
+void copy_interrupt_hint(const struct client_opts *o)
+{
+	/* Nothing to resume after a dry run; -q asked for errors alone. */
+	if (o->dry_run || o->verbose < 0) {
+		return;
+	}
+	if (o->partial) {
+		log_info("interrupted: re-run the same command to resume");
+	} else {
+		log_info("interrupted: re-run with --partial to keep what was copied");
+	}
+}

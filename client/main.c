@@ -87,5 +87,9 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	return cmd_copy(&o, argv + optind, argc - optind);
+	r = cmd_copy(&o, argv + optind, argc - optind);
+	if (r == EXIT_INTERRUPTED) {
+		copy_interrupt_hint(&o);
+	}
+	return r;
 }

@@ -91,8 +91,6 @@ static void json_memory(const struct output *out)
 	       out->mem_pool, out->mem_chunk, out->mem_chunks, out->mem_fitted ? "true" : "false");
 }
 
-static void human_bytes(uint64_t b, char *buf, size_t len);
-
 void output_start(struct output *out, const char *direction, const char *host,
 		  const char *transport, const char *verbs_path, unsigned lanes, bool sealed,
 		  const char *clear_why)
@@ -121,9 +119,9 @@ void output_start(struct output *out, const char *direction, const char *host,
 		if (out->mem_fitted) {
 			char lim[32], pool[32], chunk[32];
 
-			human_bytes(out->mem_limit, lim, sizeof(lim));
-			human_bytes(out->mem_pool, pool, sizeof(pool));
-			human_bytes(out->mem_chunk, chunk, sizeof(chunk));
+			output_human_bytes(out->mem_limit, lim, sizeof(lim));
+			output_human_bytes(out->mem_pool, pool, sizeof(pool));
+			output_human_bytes(out->mem_chunk, chunk, sizeof(chunk));
 			fprintf(
 			    stderr,
 			    "locked memory limit (RLIMIT_MEMLOCK) %s: buffer pool fitted to %s, "
@@ -201,6 +199,7 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 {
 	char hex[33] = "", esc[4200], item[12];
 
+	output_entry_done(out, name);
 	if (out->observe) {
 		out->observe(out->observe_ud, name, "copied", bytes, NULL, hash);
 	}
@@ -248,6 +247,7 @@ void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_
 {
 	char hex[33], esc[4200];
 
+	output_entry_done(out, name);
 	if (out->observe) {
 		out->observe(out->observe_ud, name, "resumed", sent, NULL, hash);
 	}
@@ -276,6 +276,7 @@ void output_skipped(struct output *out, const char *name, uint8_t ftype, uint32_
 	char esc[4200], item[12];
 
 	/* A journal's entry is done either way. */
+	output_entry_done(out, name);
 	if (out->observe) {
 		out->observe(out->observe_ud, name, "skipped", 0, NULL, NULL);
 	}
@@ -398,6 +399,7 @@ void output_error(struct output *out, const char *name, uint8_t ftype, const cha
 {
 	char esc[4200], esc2[2100];
 
+	output_entry_done(out, name);
 	if (out->observe) {
 		out->observe(out->observe_ud, name, "failed", 0, code, NULL);
 	}
@@ -416,6 +418,7 @@ void output_local_error(struct output *out, const char *name, uint8_t ftype, con
 {
 	char esc[1024], esc2[768];
 
+	output_entry_done(out, name);
 	if (out->observe) {
 		out->observe(out->observe_ud, name, "failed", 0, code, NULL);
 	}
@@ -429,7 +432,7 @@ void output_local_error(struct output *out, const char *name, uint8_t ftype, con
 		  log_escape_short(text, esc2, sizeof(esc2)), code);
 }
 
-static void human_bytes(uint64_t b, char *buf, size_t len)
+void output_human_bytes(uint64_t b, char *buf, size_t len)
 {
 	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
 	double v = (double)b;
@@ -440,32 +443,6 @@ static void human_bytes(uint64_t b, char *buf, size_t len)
 		u++;
 	}
 	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-}
-
-void output_progress(struct output *out, uint64_t bytes)
-{
-	double now = now_seconds(), el = now - out->t0, rate;
-	char b[32], r[32], line[160];
-
-	if (!out->progress || now - out->last_draw < 0.2) {
-		return;
-	}
-	out->last_draw = now;
-	rate = el > 0 ? (double)bytes / el : 0;
-	human_bytes(bytes, b, sizeof(b));
-	human_bytes((uint64_t)rate, r, sizeof(r));
-	if (out->total_bytes > 0) {
-		double pct = 100.0 * (double)bytes / (double)out->total_bytes;
-		double eta =
-		    rate > 0 ? (double)(out->total_bytes - MIN(bytes, out->total_bytes)) / rate : 0;
-		snprintf(line, sizeof(line), "%12s %3.0f%% %10s/s %d:%02d:%02d ETA", b,
-			 pct > 100 ? 100 : pct, r, (int)eta / 3600, (int)eta / 60 % 60,
-			 (int)eta % 60);
-	} else {
-		snprintf(line, sizeof(line), "%12s %10s/s", b, r);
-	}
-	fprintf(stderr, "\r%s\033[K", line);
-	out->drawn = true;
 }
 
 void output_summary(struct output *out, const struct output_totals *t, const char *transport,
@@ -508,7 +485,7 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 		size_t n = 0;
 
 		/* The progress line's units (binary, as --bwlimit's), so the two agree. */
-		human_bytes((uint64_t)rate, r, sizeof(r));
+		output_human_bytes((uint64_t)rate, r, sizeof(r));
 		/* Each said only when there are some: a plain copy's line stays as it was. */
 		if (t->updated) {
 			n += (size_t)snprintf(extra + n, sizeof(extra) - n, ", %" PRIu64 " updated",

@@ -17,7 +17,14 @@ struct output {
 	bool progress;	      /* updating line on stderr */
 	int verbose;	      /* -1 quiet */
 	uint64_t total_bytes; /* 0 = unknown */
-	double t0;
+	uint64_t files_total; /* entries the run will send, 0 = unknown (a walk, a pull) */
+	uint64_t files_done;  /* entries done so far: copied, kept or failed */
+	char last_name[256];  /* the entry last done, for the progress line (cut) */
+	/* a push's entries offered and not done yet, oldest first (output_entry_offered) */
+#define OUTPUT_INFLIGHT_MAX 1024
+	char *inflight[OUTPUT_INFLIGHT_MAX];
+	size_t ninflight;
+	double t0; /* the transfer's start (output_clock_start), for the rate */
 	double last_draw;
 	bool drawn;
 	uint64_t files_failed;
@@ -110,7 +117,25 @@ void output_error(struct output *out, const char *name, uint8_t ftype, const cha
  */
 void output_local_error(struct output *out, const char *name, uint8_t ftype, const char *path,
 			const char *code, const char *text);
+/*
+ * The --progress line: bytes, percent, rate and ETA, entries done (of how
+ * many, when known) and the name of the entry last done, cut to the
+ * terminal's width.
+ */
 void output_progress(struct output *out, uint64_t bytes);
+/*
+ * The transfer starts now (its data lanes up): the rate and the summary's
+ * seconds count from here, not from a --wait-busy wait or the walk before.
+ */
+void output_clock_start(struct output *out);
+/* A push offered this entry: the progress line names it while it is the oldest not done. */
+void output_entry_offered(struct output *out, const char *name);
+/* An entry is done (copied, kept, failed): counted for the progress line (output.c calls it). */
+void output_entry_done(struct output *out, const char *name);
+/* What the progress line holds on the heap; every run ends with it (transfer_finish). */
+void output_release(struct output *out);
+/* b bytes in binary units, "12.3 MiB" (the progress line's and the summary's). */
+void output_human_bytes(uint64_t b, char *buf, size_t len);
 /* A file completed from a cut run's partial: sent bytes crossed now, kept did not. */
 void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept,
 		    uint64_t zero, uint64_t skipped, double secs, const uint8_t hash[16]);

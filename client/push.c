@@ -292,15 +292,36 @@ static int push_collect(struct xfer *x, char **args, int *nargs, struct push_sou
 }
 
 /* Where the entries come from: given, walked as they go, or listed. */
-static void push_source(struct push_sources *ps, struct engine_source *ret)
+/* The entries' source, each one handed to the engine told to the progress line too. */
+struct told_source {
+	struct engine_source inner;
+	struct output *out;
+};
+
+static int told_next(void *ud, const struct engine_src **ret, char *why, size_t whylen)
+{
+	struct told_source *t = ud;
+	int r = t->inner.next(t->inner.ud, ret, why, whylen);
+
+	/* Regular files: the ones the line waits on (a directory is done after its contents). */
+	if (r > 0 && t->out->progress && (*ret)->ftype == PROTO_FT_REG) {
+		output_entry_offered(t->out, (*ret)->name);
+	}
+	return r;
+}
+
+static void push_source(struct push_sources *ps, struct told_source *told, struct output *out,
+			struct engine_source *ret)
 {
 	if (given.n) {
-		*ret = (struct engine_source){ .next = given_next };
+		told->inner = (struct engine_source){ .next = given_next };
 	} else if (ps->walk) {
-		walk_source(ps->walk, ret);
+		walk_source(ps->walk, &told->inner);
 	} else {
-		src_list_source(&ps->list, ret);
+		src_list_source(&ps->list, &told->inner);
 	}
+	told->out = out;
+	*ret = (struct engine_source){ .next = told_next, .ud = told };
 }
 
 /* The OPEN flags of a push: the daemon is the receiver (skip level, partials, zeros, mirror). */
@@ -373,6 +394,7 @@ int transfer_push(struct client_opts *o, char **args, int nargs, const struct re
 	struct xfer x = { .o = o };
 	struct push_sources ps = { 0 };
 	struct engine_source source = { 0 };
+	struct told_source told = { 0 };
 	struct engine_stats st = { 0 };
 	struct msg reply = { 0 };
 	uint64_t local_failures = 0;
@@ -398,7 +420,8 @@ int transfer_push(struct client_opts *o, char **args, int nargs, const struct re
 				       o->files_from[0] ? EXIT_PARTIAL : EXIT_LOCAL_IO);
 	}
 	x.out.total_bytes = ps.list.total_bytes; /* 0 (unknown) while walking */
-	push_source(&ps, &source);
+	x.out.files_total = given.n ? given.n : ps.walk ? 0 : ps.list.n;
+	push_source(&ps, &told, &x.out, &source);
 	flags = push_open_flags(o, nargs, ps.contents, rem, local_failures);
 	rc = transfer_connect_open(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
 	if (rc == 0) {

@@ -102,6 +102,22 @@ static int pick_verbs_path(struct daemon_conn *s, bool with_send, char *why, siz
 }
 
 /*
+ * -v: the transport auto chose, said once a run however many connections ask
+ * (--wait-busy, a split file's parts), in words (plain); -vv: the detail
+ * behind it (ibv_get_device_list's errno).
+ */
+static void say_auto_tcp(const struct client_opts *o, const char *plain, const char *detail)
+{
+	static bool said;
+
+	log_debug("transport auto: tcp: %s", detail);
+	if (o->verbose > 0 && !said) {
+		log_info("transport: tcp (%s)", plain);
+		said = true;
+	}
+}
+
+/*
  * Which transport to ask for: verbs needs a device here that the daemon can
  * meet (else exit 13, or 12 for a daemon too old for its path); auto asks
  * the daemon to choose only when there is one, else tcp.
@@ -129,9 +145,7 @@ static int pick_transport_for(struct daemon_conn *s, bool with_send, uint8_t *re
 			*ret = (uint8_t)s->o->transport;
 			return n;
 		}
-		if (s->o->verbose > 0) {
-			log_info("transport auto: tcp (%s)", why);
-		}
+		say_auto_tcp(s->o, why, why);
 		*ret = XPORT_KIND_TCP;
 		return 0;
 	}
@@ -139,9 +153,7 @@ static int pick_transport_for(struct daemon_conn *s, bool with_send, uint8_t *re
 		log_error("no RDMA device (%s); use --transport tcp", why);
 		return EXIT_NO_DEVICE;
 	}
-	if (s->o->verbose > 0) {
-		log_info("transport auto: tcp (%s)", why);
-	}
+	say_auto_tcp(s->o, n == -EOPNOTSUPP ? why : "no RDMA device on this host", why);
 	*ret = XPORT_KIND_TCP;
 	return 0;
 }
@@ -327,6 +339,36 @@ static int send_open(struct daemon_conn *s, uint8_t direction, const struct msg 
 }
 
 /*
+ * The daemon has no module for the path asked (text: its words): which one,
+ * and where the list of them is, as "rdmacp ls HOST" shows it.
+ */
+static int no_module(const struct daemon_conn *s, const char *text)
+{
+	const char *host = s->rem->host;
+	bool v6 = strchr(host, ':') != NULL;
+	char esc[1024], hesc[600], mesc[300];
+
+	log_escape(host, hesc, sizeof(hesc));
+	if (s->rem->path[0] == '\0') {
+		log_error("%s: no module given: name one, as in %s%s%s:MODULE/PATH", hesc,
+			  v6 ? "[" : "", hesc, v6 ? "]" : "");
+	} else {
+		char module[sizeof(s->rem->path)];
+
+		/* Its first component: no module is a prefix of the path (nested ones included). */
+		snprintf(module, sizeof(module), "%.*s", (int)strcspn(s->rem->path, "/"),
+			 s->rem->path);
+		log_debug("%s: %s", hesc, log_escape(text, esc, sizeof(esc)));
+		log_error("%s: no module '%s' (for '%s')", hesc,
+			  log_escape_short(module, mesc, sizeof(mesc)),
+			  log_escape_short(s->rem->path, esc, sizeof(esc)));
+	}
+	log_error("'rdmacp ls %s%s%s' lists the modules this daemon offers you", v6 ? "[" : "",
+		  hesc, v6 ? "]" : "");
+	return exit_for_perr(PERR_NO_MODULE);
+}
+
+/*
  * The answer to OPEN: OPEN_OK (END for a dry run), else the exit code for
  * the daemon's ERROR (said; a busy one kept quiet with --wait-busy).
  * transport: what OPEN asked for.
@@ -342,6 +384,9 @@ static int open_reply(struct daemon_conn *s, uint32_t flags, uint8_t transport, 
 				 log_escape(ret->u.error.text, esc, sizeof(esc)));
 		msg_clear(ret);
 		return exit_for_perr(PERR_BUSY);
+	}
+	if (ret->type == MSG_ERROR && ret->u.error.code == PERR_NO_MODULE) {
+		return no_module(s, ret->u.error.text);
 	}
 	if (ret->type == MSG_ERROR) {
 		log_error("%s: %s", s->rem->host, log_escape(ret->u.error.text, esc, sizeof(esc)));

@@ -37,6 +37,7 @@ int transfer_finish(struct xfer *x, const struct engine_stats *st, uint64_t loca
 	};
 
 	output_summary(&x->out, &t, x->transport, rc);
+	output_release(&x->out);
 	return rc;
 }
 
@@ -370,6 +371,8 @@ int transfer_run_engine(struct daemon_conn *s, struct xfer *x, struct engine_par
 	}
 	tell_start(s, x, ep->role, ok);
 	engine_setup(s, x, ep, ok, xp);
+	/* The rate counts the transfer, not a busy daemon's wait or the set-up before. */
+	output_clock_start(&x->out);
 	r = engine_run(ep, st, &code, err, sizeof(err));
 	explicit_bzero(ep->seal_secret, sizeof(ep->seal_secret));
 	if (xp) {

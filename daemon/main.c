@@ -108,6 +108,29 @@ static int parse_args(int argc, char **argv, struct daemon *d, bool *check)
 	return 0;
 }
 
+/*
+ * --check went through: one line on stdout saying what was checked, as
+ * nginx -t does, so that a script or ExecStartPre= log shows it ran.
+ */
+static void check_summary(const char *file, const struct daemon_config *cfg)
+{
+	char where[DAEMON_MAX_LISTEN * 82] = "", esc[1024];
+	size_t used = 0;
+
+	for (size_t i = 0; i < cfg->nlisten && used < sizeof(where); i++) {
+		int w = snprintf(where + used, sizeof(where) - used, "%s%s", i ? ", " : "",
+				 cfg->listen[i].text);
+
+		used += w > 0 ? (size_t)w : 0;
+	}
+	if (cfg->nlisten == 0) {
+		snprintf(where, sizeof(where), "0.0.0.0:%d or systemd's sockets",
+			 DAEMON_DEFAULT_PORT);
+	}
+	printf("%s: OK: %zu module%s, listen %s\n", log_escape(file, esc, sizeof(esc)),
+	       cfg->nmodules, cfg->nmodules == 1 ? "" : "s", where);
+}
+
 /* Everything after the command line; returns the exit code. */
 static int run(struct daemon *d, bool check)
 {
@@ -119,6 +142,7 @@ static int run(struct daemon *d, bool check)
 	}
 	if (check) {
 		supervisor_check_warnings(d->cfg);
+		check_summary(d->config_file, d->cfg);
 		return EXIT_OK;
 	}
 	log_set_daemon_mode("rdmacpd");
