@@ -12,7 +12,10 @@
 #      (`expect_rc N`, or `"$rc" -eq N`), and the tables of README, rdmacp(1)
 #      and `rdmacp --help` list the same codes;
 #   4. what --json and -vv print is what rdmacp(1) says: the start event's
-#      direction values, a renamed pull's name, debug lines with -vv.
+#      direction values, a renamed pull's name, debug lines with -vv; every
+#      field of the summary event is described in rdmacp(1);
+#   5. every man page, as man shows it at 80 columns (MANWIDTH=80), has no
+#      line wider than 80 columns.
 . "$(dirname "$0")/lib.sh"
 
 command -v jq >/dev/null || skip "jq not installed"
@@ -249,5 +252,28 @@ if grep -q "connected to" "$T/vv.err" && ! grep -q "connected to" "$T/v.err"; th
 else
 	fail "-vv prints no debug output: $(cat "$T/vv.err")"
 fi
+# Each field of a push's summary event, as a ".B field" of rdmacp(1)'s summary entry.
+summary_doc=$(awk '/^\.B summary$/ { on = 1; next } on && /^\.TP/ { exit } on' "$M1" |
+	grep -oE '^\.BR? [a-z_]+' | awk '{ print $2 }' | sort -u)
+summary_got=$(jq -r 'select(.event == "summary") | keys[]' "$T/push.json" | grep -vx event | sort -u)
+undocumented=$(comm -13 <(echo "$summary_doc") <(echo "$summary_got") | tr '\n' ' ')
+[ -n "$summary_got" ] && [ -z "$undocumented" ] &&
+	pass "--json summary: every field is in rdmacp(1)" ||
+	fail "--json summary fields not in rdmacp(1): ${undocumented:-no summary event}"
+
+# ---- 5. man pages fit 80 columns ----
+command -v man >/dev/null || skip "man not installed (the 80-column check needs it)"
+for page in "$SRC_DIR"/man/*.[1-9]; do
+	MANWIDTH=80 MAN_KEEP_FORMATTING= man -l "$page" 2>"$T/man.err" >"$T/man.txt" ||
+		{ fail "man -l $(basename "$page"): $(head -3 "$T/man.err")"; continue; }
+	wide=$(python3 -c '
+import sys
+for i, l in enumerate(open(sys.argv[1], encoding="utf-8", errors="replace"), 1):
+    l = l.rstrip("\n")
+    if len(l) > 80:
+        print("line %d (%d columns): %s" % (i, len(l), l.strip()[:60]))' "$T/man.txt")
+	[ -z "$wide" ] && pass "$(basename "$page") fits 80 columns" ||
+		fail "$(basename "$page") wider than 80 columns: $(echo "$wide" | head -3 | tr '\n' '|')"
+done
 
 finish
