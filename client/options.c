@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdmacp's options (options.h): the walk that applies the config file
- * (config.c) and then the command line, through the one table
- * (option_table.c).
+ * rdmacp's options (options.h): a first getopt pass that takes no values and
+ * finds the operands (their host picks the config's [host] sections), then
+ * the config file (config.c), then the command line over it, through the one
+ * table (option_table.c). A usage error is said in three lines at most
+ * (opterr.h), never with the whole --help.
  */
 #include "options.h"
 
