@@ -11,6 +11,7 @@
 #include "exitcodes.h"
 #include "log.h"
 #include "macro.h"
+#include "opterr.h"
 #include "parse.h"
 #include "tls.h"
 
@@ -24,6 +25,19 @@ static int certs_usage(void)
 		  "rdmacp certs issue DIR --client NAME [--days N] [--backdate N] | "
 		  "rdmacp certs show FILE");
 	return EXIT_USAGE;
+}
+
+/* An option getopt refused: what, the option meant (if one is close), the usage line. */
+static int certs_usage_error(int c, char **argv, const struct option *opts)
+{
+	struct opterr_msg m;
+
+	opterr_explain(c, optopt, optind, argv, opts, &m);
+	log_error("%s", m.what);
+	if (m.suggest[0]) {
+		log_error("did you mean '%s'?", m.suggest);
+	}
+	return certs_usage();
 }
 
 static int parse_days(const char *s, int *ret)
@@ -99,7 +113,8 @@ int cmd_certs(int argc, char **argv)
 
 	/* Options anywhere after "certs" (getopt moves VERB and DIR to the end). */
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	opterr = 0; /* certs_usage_error() says it, as rdmacp's own options do */
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H':
 			if (nhosts == MAX_HOSTS) {
@@ -119,7 +134,7 @@ int cmd_certs(int argc, char **argv)
 			}
 			break;
 		default:
-			return certs_usage();
+			return certs_usage_error(c, argv, opts);
 		}
 	}
 	if (argc - optind != 2) {

@@ -6,7 +6,8 @@
 # option, and "Try 'PROG --help' for more information.". Exit code 1 (usage,
 # rdmacp(1) EXIT STATUS; rdmacpd(8)). For rdmacp and rdmacpd alike:
 #   an unknown option, a misspelt long option (the suggestion shown), a
-#   missing argument; a name too far from any option gets no suggestion.
+#   missing argument; a name too far from any option gets no suggestion;
+#   rdmacp certs' own options the same way (its usage line last).
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -48,6 +49,12 @@ usage_err "rdmacp missing argument (short)" "$RDMACP" "option requires an argume
 	"${C[@]:1}" a b -P
 usage_err "rdmacp flag with a value" "$RDMACP" "option '--partial' doesn't allow an argument" "" -- \
 	"${C[@]:1}" --partial=yes a b
+
+# rdmacp certs has options of its own: the same error and suggestion, then its usage line.
+expect_rc 1 "rdmacp certs misspelt option" "$RDMACP" certs init "$T/c" --hots x
+[ "$(wc -l <"$T/err")" -le 3 ] && head -1 "$T/err" | grep -qxF "rdmacp: unrecognized option '--hots'" &&
+	grep -qxF "rdmacp: did you mean '--host'?" "$T/err" && grep -q "usage: rdmacp certs" "$T/err" &&
+	pass "certs: error, suggestion, usage line" || fail "certs: $(tr '\n' '|' <"$T/err")"
 
 usage_err "rdmacpd unknown option" "$RDMACPD" "unrecognized option '--xyzzy'" "" -- --xyzzy
 usage_err "rdmacpd misspelt option" "$RDMACPD" "unrecognized option '--chek'" --check -- \
