@@ -29,6 +29,15 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 	struct sigaction sa = { .sa_handler = on_signal };
 	int r, nremote = 0;
 
+	if (nargs == 1 && parse_remote(args[0], &dst) == 1) {
+		/* rsync HOST:: lists modules; here that is ls, and a copy needs a DST. */
+		char esc[1024];
+
+		log_escape_short(args[0], esc, sizeof(esc));
+		log_error("a copy needs SRC... DST; to list what %s offers: rdmacp ls %s", esc,
+			  esc);
+		return EXIT_USAGE;
+	}
 	if (nargs < 2) {
 		log_error("usage: rdmacp [OPTIONS] SRC... DST (see rdmacp --help)");
 		return EXIT_USAGE;

@@ -9,7 +9,7 @@
 #   3. the rate and seconds count from the transfer's start: a --wait-busy
 #      wait of ~2.5 s before it is not in the summary's seconds
 #   4. HOST: (no module) and HOST:nope/x say which module is missing and
-#      hint 'rdmacp ls HOST'; exit 5
+#      hint 'rdmacp ls HOST'; exit 5; HOST: alone (no DST) points at ls, exit 1
 #   5. SIGINT says how to pick the copy up again: "re-run with --partial"
 #      without --partial, "re-run the same command to resume" with it; exit 10
 #   6. rdmacpd --check prints one line on success: modules and listeners
@@ -112,6 +112,8 @@ expect_rc 5 "4: HOST:nope/x" "${CLIENT[@]}" "$T/src/small" "$HOST:nope/x"
 grep -q "no module 'nope'" "$T/err" && grep -qF "'rdmacp ls $HOST'" "$T/err" &&
 	pass "4: names the module, hints rdmacp ls" || fail "4: $(cat "$T/err")"
 [ "$(wc -l <"$T/err")" -le 2 ] && pass "4: two lines" || fail "4: $(cat "$T/err")"
+expect_rc 1 "4: HOST: alone (rsync's HOST:: lists modules)" "${CLIENT[@]}" "$HOST:"
+grep -qF "rdmacp ls $HOST:" "$T/err" && pass "4: points at rdmacp ls" || fail "4: $(cat "$T/err")"
 
 # ---- 5. Ctrl-C ----
 echo "--- 5. SIGINT hints"
