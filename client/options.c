@@ -190,30 +190,42 @@ static int devices_transport(struct client_opts *o, bool tcp_here, bool devices_
 	return 0;
 }
 
+/*
+ * The config file over o: [client], and the [host] sections for the host
+ * the operands (argv[first..]) name. Returns 0 or EXIT_CONFIG (said).
+ */
+static int load_config_for(int argc, char **argv, int first, struct client_opts *o)
+{
+	char default_config[4200], err[4400];
+	bool named;
+	const char *config =
+	    config_file(argc, argv, default_config, sizeof(default_config), &named);
+	struct remote host;
+	int r = client_config_load(
+	    o, config, named, operands_host(argv + first, argc - first, &host), err, sizeof(err));
+
+	if (r < 0) {
+		log_error("%s", err);
+		return EXIT_CONFIG;
+	}
+	return 0;
+}
+
 int client_parse_options(int argc, char **argv, struct client_opts *o, bool load_config)
 {
 	struct option longs[CLIENT_MAX_OPTIONS + 1];
 	char shorts[2 * CLIENT_MAX_OPTIONS + 2];
-	char default_config[4200], err[4400], esc[256];
-	bool named, devices_here = false, tcp_here = false;
-	const char *config =
-	    config_file(argc, argv, default_config, sizeof(default_config), &named);
-	struct remote host;
+	char esc[256];
+	bool devices_here = false, tcp_here = false;
 	int c, r, first = 0;
 
 	getopt_tables(longs, shorts);
 	r = find_operands(argc, argv, longs, shorts, &first);
+	if (r == 0 && load_config) {
+		r = load_config_for(argc, argv, first, o);
+	}
 	if (r != 0) {
 		return r;
-	}
-	if (load_config) {
-		r = client_config_load(o, config, named,
-				       operands_host(argv + first, argc - first, &host), err,
-				       sizeof(err));
-		if (r < 0) {
-			log_error("%s", err);
-			return EXIT_CONFIG;
-		}
 	}
 	/*
 	 * Options anywhere, before or after operands and the subcommand name,
