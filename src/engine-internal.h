@@ -760,6 +760,19 @@ int engine_rx_answered(struct engine *e, struct efile *f);
 void engine_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how);
 int engine_rx_durable(struct engine *e, struct efile *f);
 int engine_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
+/* The sender's hooks. */
+int engine_tx_offer(struct engine *e, const struct engine_src *s, const char **ret_first);
+bool engine_tx_whole(const struct engine *e, const struct efile *f);
+int engine_tx_read(struct engine *e, struct efile *f);
+void engine_tx_read_end(struct engine *e);
+int engine_tx_claim(struct engine *e, uint32_t ci, struct efile *f, bool wait);
+int engine_tx_post(struct engine *e, uint32_t ci);
+int engine_tx_same(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
+int engine_tx_flush(struct engine *e);
+/* engine_tx_post.c: for the features' claims. */
+bool tx_kept(const struct efile *f, uint64_t off, uint32_t len);
+/* Chunk ci, next in its file, hashed and passed over (not posted); f sent when it was the last. */
+int tx_chunk_passed(struct engine *e, uint32_t ci);
 int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -809,11 +822,7 @@ int tx_post_again(struct engine *e, uint32_t ci, unsigned lane);
 int tx_send_done(struct engine *e, struct efile *f);
 
 /* engine_pack.c */
-bool tx_packable(const struct engine *e, const struct efile *f);
-int tx_pack_add(struct engine *e, struct efile *f);
-void tx_pack_close(struct engine *e);
 void tx_pread_done(struct engine *e, uint32_t fidx, int res);
-int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane);
 void rx_pwrite_done(struct engine *e, uint32_t fidx, int res);
 
 /* engine.c: register the pool with io_uring before its first fixed read or write. */
@@ -924,7 +933,6 @@ int hash_set_add(struct name_set *s, uint64_t key);
 void hash_set_del(struct name_set *s, uint64_t key);
 
 /* engine_links.c */
-int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first);
 void tx_links_free(struct engine *e);
 int rx_links_step(struct engine *e);
 void rx_links_free(struct engine *e);
@@ -989,11 +997,6 @@ int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
 void chunk_sent(struct engine *e, uint32_t ci);
 int tx_delta_sums(struct engine *e, const struct msg_delta *d);
-bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
-			const void *buf);
-int tx_delta_flush(struct engine *e);
-int tx_delta_prehash(struct engine *e);
-int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 
 /* engine_tx.c */
 int tx_zeros_flush(struct engine *e);

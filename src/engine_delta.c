@@ -463,7 +463,7 @@ int tx_delta_sums(struct engine *e, const struct msg_delta *d)
  * hashed as it is read), at the file's end, or at a failure (the file is
  * then read and hashed as any).
  */
-int tx_delta_prehash(struct engine *e)
+static int tx_delta_prehash(struct engine *e)
 {
 	struct efile *f = e->prehash_id ? file_by_id(e, e->prehash_id) : NULL;
 	uint64_t cs = e->p->chunk_size, n, budget = PREHASH_TURN;
@@ -521,8 +521,8 @@ done:
 }
 
 /* Sender: has the receiver this chunk (whole, canonical) already? */
-bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
-			const void *buf)
+static bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
+			       const void *buf)
 {
 	uint64_t cs = e->p->chunk_size, i = c->off / cs;
 	uint8_t h[HASH_LEN];
@@ -535,7 +535,7 @@ bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const str
 }
 
 /* The SAME ranges noted so far, in one DELTA (before anything that must follow them). */
-int tx_delta_flush(struct engine *e)
+static int tx_delta_flush(struct engine *e)
 {
 	_cleanup_free_ struct msg *m = NULL;
 	int r;
@@ -555,7 +555,7 @@ int tx_delta_flush(struct engine *e)
 }
 
 /* [off, off + len) of f is unchanged: into the next SAME, merged with the range before it. */
-int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
+static int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 {
 	struct msg_delta *q;
 	int r;
@@ -650,6 +650,36 @@ static const struct engine_msg_row delta_msgs[] = {
 	{ 0 },
 };
 
+/* Sender: our digests of a tree file, made while the receiver makes its own. */
+static int delta_late_step(struct engine *e)
+{
+	return e->p->role == ENGINE_SENDER && e->prehash_id ? tx_delta_prehash(e) : 0;
+}
+
+/*
+ * Sender: a chunk whose digest the receiver has already (not one it keeps
+ * anyway): hashed like the others, a SAME range instead of payload.
+ */
+static int delta_tx_claim(struct engine *e, uint32_t ci, struct efile *f, bool wait)
+{
+	struct chunk *c = &e->chunks[ci];
+	int r;
+
+	if (!f->ndsum || f->tree || (f->nresume && tx_kept(f, c->off, c->len)) ||
+	    !tx_delta_unchanged(e, f, c, pool_chunk(e->pool, ci))) {
+		return READY_NONE;
+	}
+	if (wait) {
+		return READY_WAIT;
+	}
+	r = tx_delta_note(e, f, c->off, c->len);
+	if (r >= 0) {
+		e->bytes_progress += c->len;
+		r = tx_chunk_passed(e, ci);
+	}
+	return r < 0 ? r : READY_TAKEN;
+}
+
 /* A file with an old copy to compare: its digests go before its FILES_ACK entry. */
 static int delta_rx_answered(struct engine *e, struct efile *f)
 {
@@ -662,6 +692,10 @@ const struct engine_feature engine_feature_delta = {
 	.progress = delta_progress,
 	.release = delta_release,
 	.msgs = delta_msgs,
+	.late_step = delta_late_step,
 	.rx_opened = rx_delta_open,
 	.rx_answered = delta_rx_answered,
+	.tx_claim = delta_tx_claim,
+	.tx_same = tx_delta_note,
+	.tx_flush = tx_delta_flush,
 };

@@ -118,6 +118,31 @@ struct engine_msg_row {
  */
 enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
 
+/*
+ * And the sender's (engine_tx*.c):
+ *   tx_offer    a source entry before it is offered: 1 with *ret_first the
+ *               name it goes as a hard link to, 0 as itself, -errno.
+ *   tx_whole    the feature reads and hashes f whole itself (a pack): f
+ *               needs no digest state and no O_DIRECT.
+ *   tx_read     f's first read: ENGINE_DECLINED, or the feature reads it:
+ *               ENGINE_TX_TAKEN, ENGINE_TX_FULL (no room now), -errno.
+ *   tx_read_end a pass over the files to read is over (a pack goes).
+ *   tx_claim    a ready chunk next in its file, before it is posted:
+ *               READY_NONE (not the feature's), READY_WAIT (after what the
+ *               hashing threads have), READY_TAKEN, or -errno.
+ *   tx_post     a chunk of the feature's own (c->packed): READY_*.
+ *   tx_same     [off, off + len) of f, next in file order, is unchanged at
+ *               the receiver: the feature that sends SAME ranges notes it.
+ *   tx_flush    the ranges it noted go out now: before FILE_DONE, and
+ *               before ranges of another kind (one order for all).
+ */
+#define ENGINE_TX_TAKEN 2
+#define ENGINE_TX_FULL	3
+struct engine_src;
+
+/* What a ready chunk came to: nothing yet, taken (progress), or stop posting this turn. */
+enum { READY_NONE = 0, READY_TAKEN = 1, READY_STOP = 2, READY_WAIT = 3 };
+
 struct engine_feature {
 	const char *name;
 	bool (*enable)(struct engine *e);
@@ -143,6 +168,15 @@ struct engine_feature {
 	void (*rx_settled)(struct engine *e, const struct efile *f, enum engine_rx_end how);
 	int (*rx_durable)(struct engine *e, struct efile *f);
 	int (*rx_slot)(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
+
+	int (*tx_offer)(struct engine *e, const struct engine_src *s, const char **ret_first);
+	bool (*tx_whole)(const struct engine *e, const struct efile *f);
+	int (*tx_read)(struct engine *e, struct efile *f);
+	void (*tx_read_end)(struct engine *e);
+	int (*tx_claim)(struct engine *e, uint32_t ci, struct efile *f, bool wait);
+	int (*tx_post)(struct engine *e, uint32_t ci);
+	int (*tx_same)(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
+	int (*tx_flush)(struct engine *e);
 };
 
 /* engine_features.c: the features, in the order the core calls them. */

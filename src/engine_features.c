@@ -220,3 +220,93 @@ int engine_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct 
 	}
 	return ENGINE_DECLINED;
 }
+
+/* The sender's hooks (engine_feature.h). */
+int engine_tx_offer(struct engine *e, const struct engine_src *s, const char **ret_first)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->tx_offer ? e->feat[i]->tx_offer(e, s, ret_first) : 0;
+
+		if (r != 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+bool engine_tx_whole(const struct engine *e, const struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->tx_whole && e->feat[i]->tx_whole(e, f)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+int engine_tx_read(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->tx_read ? e->feat[i]->tx_read(e, f) : ENGINE_DECLINED;
+
+		if (r != ENGINE_DECLINED) {
+			return r;
+		}
+	}
+	return ENGINE_DECLINED;
+}
+
+void engine_tx_read_end(struct engine *e)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->tx_read_end) {
+			e->feat[i]->tx_read_end(e);
+		}
+	}
+}
+
+int engine_tx_claim(struct engine *e, uint32_t ci, struct efile *f, bool wait)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->tx_claim ? e->feat[i]->tx_claim(e, ci, f, wait) : READY_NONE;
+
+		if (r != READY_NONE) {
+			return r;
+		}
+	}
+	return READY_NONE;
+}
+
+int engine_tx_post(struct engine *e, uint32_t ci)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->tx_post ? e->feat[i]->tx_post(e, ci) : READY_NONE;
+
+		if (r != READY_NONE) {
+			return r;
+		}
+	}
+	return READY_NONE;
+}
+
+int engine_tx_flush(struct engine *e)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->tx_flush ? e->feat[i]->tx_flush(e) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+int engine_tx_same(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->tx_same) {
+			return e->feat[i]->tx_same(e, f, off, len);
+		}
+	}
+	return -ENOTSUP; /* no feature sends SAME ranges: the caller fails */
+}

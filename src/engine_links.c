@@ -65,7 +65,7 @@ static void hl_note_full(struct engine *e, const char *name)
  * s as a hard link), 0 to send it as itself (its first name, now
  * remembered, or one past the table's cap), -ENOMEM.
  */
-int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first)
+static int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first)
 {
 	size_t bytes = sizeof(struct hl_ent) + 2 * sizeof(uint32_t) + strlen(s->name) + 1;
 	struct hl_ent *h;
@@ -408,6 +408,7 @@ const struct engine_feature engine_feature_links = {
 	.name = "links",
 	.step = links_step,
 	.release = links_release,
+	.tx_offer = tx_link_check,
 	.rx_accept = links_rx_accept,
 	.rx_settled = links_rx_settled,
 };

@@ -21,7 +21,7 @@ static uint64_t pack_file_max(const struct engine *e)
 }
 
 /* Sender: may f travel in a pack? Only a plain whole regular file. */
-bool tx_packable(const struct engine *e, const struct efile *f)
+static bool tx_packable(const struct engine *e, const struct efile *f)
 {
 	return e->pack && f->ftype == PROTO_FT_REG && f->size > 0 && f->size <= pack_file_max(e) &&
 	       !f->src_device && !f->src_window && !f->failed && f->nresume == 0 && f->ndsum == 0 &&
@@ -36,7 +36,7 @@ static void tx_pack_ready(struct engine *e, struct chunk *c)
 }
 
 /* The pack being filled takes no more files; it goes once its reads are done. */
-void tx_pack_close(struct engine *e)
+static void tx_pack_close(struct engine *e)
 {
 	struct chunk *c;
 
@@ -68,7 +68,7 @@ static int tx_pread_submit(struct engine *e, struct efile *f)
  * f (packable, opened) into the pack being filled, or a new one: 1 when it
  * is on its way, 0 when no pool chunk is free for a new pack, or -errno.
  */
-int tx_pack_add(struct engine *e, struct efile *f)
+static int tx_pack_add(struct engine *e, struct efile *f)
 {
 	uint64_t cs = e->p->chunk_size;
 	struct chunk *c = e->pack_ci >= 0 ? &e->chunks[e->pack_ci] : NULL;
@@ -154,7 +154,7 @@ void tx_pread_done(struct engine *e, uint32_t fidx, int res)
  * table written behind the files, one slot posted, and every file's
  * FILE_DONE queued.
  */
-int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane)
+static int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane)
 {
 	struct chunk *c = &e->chunks[ci];
 	uint8_t *buf = pool_chunk(e->pool, ci);
@@ -369,6 +369,35 @@ void rx_pwrite_done(struct engine *e, uint32_t fidx, int res)
 	rx_maybe_finish(e, f);
 }
 
+/* Sender: a small file goes whole into the pack being filled, one slot for many. */
+static int pack_tx_read(struct engine *e, struct efile *f)
+{
+	int r;
+
+	if (!tx_packable(e, f)) {
+		return ENGINE_DECLINED;
+	}
+	r = tx_pack_add(e, f);
+	/* r == 0: no pool chunk for a new pack */
+	return r < 0 ? r : r == 0 ? ENGINE_TX_FULL : ENGINE_TX_TAKEN;
+}
+
+/* A pack: posted whole when the rate and a lane allow. */
+static int pack_tx_post(struct engine *e, uint32_t ci)
+{
+	int pick, r;
+
+	if (e->p->bwlimit && !bw_allows(e, e->chunks[ci].fill)) {
+		return READY_STOP;
+	}
+	pick = lane_pick(e, 2);
+	if (pick < 0) {
+		return READY_NONE;
+	}
+	r = tx_post_pack(e, ci, (unsigned)pick);
+	return r < 0 ? r : READY_TAKEN;
+}
+
 static int pack_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d)
 {
 	return rx_packed(e, slot, lane, d);
@@ -399,5 +428,9 @@ const struct engine_feature engine_feature_pack = {
 	.name = "pack",
 	.enable = pack_enable,
 	.rx_slot = pack_rx_slot,
+	.tx_whole = tx_packable,
+	.tx_read = pack_tx_read,
+	.tx_read_end = tx_pack_close,
+	.tx_post = pack_tx_post,
 	.setup = pack_setup,
 };

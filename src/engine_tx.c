@@ -379,17 +379,13 @@ static int step_sender(struct engine *e)
 	if (more) {
 		e->again = true; /* the next batch */
 	}
-	/* --delta: our digests of a tree file made while the receiver makes its own. */
-	if (r >= 0 && e->prehash_id) {
-		r = tx_delta_prehash(e);
-	}
 	/* The receiver hashes data behind a zero range only once it has the range. */
 	if (r >= 0) {
 		r = tx_zeros_flush(e);
 	}
 	/* An unchanged range too; and it copies it from its old file meanwhile. */
 	if (r >= 0) {
-		r = tx_delta_flush(e);
+		r = engine_tx_flush(e);
 	}
 	return r < 0 ? r : tx_finish_step(e);
 }

@@ -115,7 +115,7 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	if (f->used || id - e->oldest_id >= e->files_span) {
 		return 0;
 	}
-	r = tx_link_check(e, s, &first);
+	r = engine_tx_offer(e, s, &first);
 	if (r < 0) {
 		return fail(e, PERR_INTERNAL, r, "out of memory");
 	}
@@ -246,7 +246,7 @@ int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 {
 	struct msg_resume *q = &e->zq;
 	/* One order for all ranges: the SAME noted before go first. */
-	int r = tx_delta_flush(e);
+	int r = engine_tx_flush(e);
 
 	if (r < 0) {
 		return r;
@@ -280,7 +280,7 @@ int tx_send_done(struct engine *e, struct efile *f)
 	int zr = tx_zeros_flush(e);
 
 	if (zr >= 0) {
-		zr = tx_delta_flush(e);
+		zr = engine_tx_flush(e);
 	}
 	if (zr < 0) {
 		return zr;
@@ -348,8 +348,8 @@ int tx_open(struct engine *e, struct efile *f)
 		file_fail(f, (uint32_t)r, "%s", text);
 		return 0;
 	}
-	/* A file that travels packed is hashed whole in one call (tx_post_pack): no state. */
-	if (tx_packable(e, f)) {
+	/* A file that travels packed is hashed whole in one call: no state. */
+	if (engine_tx_whole(e, f)) {
 		return 0;
 	}
 	/*

@@ -111,7 +111,7 @@ static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 }
 
 /* Is the chunk at off, len inside a range the receiver kept (RESUME)? */
-static bool tx_kept(const struct efile *f, uint64_t off, uint32_t len)
+bool tx_kept(const struct efile *f, uint64_t off, uint32_t len)
 {
 	for (uint16_t i = 0; i < f->nresume; i++) {
 		if (off >= f->resume[i].offset &&
@@ -126,7 +126,7 @@ static bool tx_kept(const struct efile *f, uint64_t off, uint32_t len)
  * A chunk next in its file that the receiver has: hashed like the others
  * (FILE_DONE's hash is the whole file's) but not sent.
  */
-static int tx_pass_chunk(struct engine *e, uint32_t ci)
+int tx_chunk_passed(struct engine *e, uint32_t ci)
 {
 	struct chunk *c = &e->chunks[ci];
 	struct efile *f = &e->files[c->fidx];
@@ -135,33 +135,15 @@ static int tx_pass_chunk(struct engine *e, uint32_t ci)
 		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
 	}
 	f->send_off += c->len;
-	f->resumed += c->len;
 	e->passes++;
 	tx_chunk_drop(e, ci);
 	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
 }
 
-/*
- * --delta: a chunk next in its file that the receiver has unchanged:
- * hashed like the others, a SAME range instead of payload.
- */
-static int tx_pass_same(struct engine *e, uint32_t ci)
+static int tx_pass_chunk(struct engine *e, uint32_t ci)
 {
-	struct chunk *c = &e->chunks[ci];
-	struct efile *f = &e->files[c->fidx];
-	int r = tx_delta_note(e, f, c->off, c->len);
-
-	if (r < 0) {
-		return r;
-	}
-	if (!f->tree) {
-		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
-	}
-	f->send_off += c->len;
-	e->bytes_progress += c->len;
-	e->passes++;
-	tx_chunk_drop(e, ci);
-	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
+	e->files[e->chunks[ci].fidx].resumed += e->chunks[ci].len;
+	return tx_chunk_passed(e, ci);
 }
 
 /*
@@ -213,9 +195,6 @@ static int tx_pass_zero(struct engine *e, uint32_t ci)
 	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
 }
 
-/* What a ready chunk came to: nothing yet, taken (progress), or stop posting this turn. */
-enum { READY_NONE = 0, READY_TAKEN = 1, READY_STOP = 2, READY_WAIT = 3 };
-
 /*
  * --delta on a tree file: its digest is fed here, in file order, once per
  * chunk; a chunk the pre-pass found unchanged passes as SAME.
@@ -237,7 +216,14 @@ static int claim_tree_same(struct engine *e, uint32_t ci, struct efile *f, bool 
 	if (!c->same) {
 		return READY_NONE;
 	}
-	r = tx_pass_same(e, ci);
+	/* The receiver has it unchanged: a SAME range (the delta feature's) instead. */
+	r = engine_tx_same(e, f, c->off, c->len);
+	if (r == -ENOTSUP) {
+		r = fail(e, PERR_INTERNAL, r, "an unchanged range in a session without them");
+	} else if (r >= 0) {
+		e->bytes_progress += c->len;
+		r = tx_chunk_passed(e, ci);
+	}
 	return r < 0 ? r : READY_TAKEN;
 }
 
@@ -257,23 +243,6 @@ static int claim_zero(struct engine *e, uint32_t ci, struct efile *f, bool wait)
 	return r < 0 ? r : READY_TAKEN;
 }
 
-/* --delta: a chunk whose digest the receiver has already (not one it keeps anyway). */
-static int claim_unchanged(struct engine *e, uint32_t ci, struct efile *f, bool wait)
-{
-	struct chunk *c = &e->chunks[ci];
-	int r;
-
-	if (!f->ndsum || f->tree || (f->nresume && tx_kept(f, c->off, c->len)) ||
-	    !tx_delta_unchanged(e, f, c, pool_chunk(e->pool, ci))) {
-		return READY_NONE;
-	}
-	if (wait) {
-		return READY_WAIT;
-	}
-	r = tx_pass_same(e, ci);
-	return r < 0 ? r : READY_TAKEN;
-}
-
 /* --partial: a chunk the receiver keeps (RESUME) is hashed and passed over. */
 static int claim_kept(struct engine *e, uint32_t ci, struct efile *f, bool wait)
 {
@@ -290,6 +259,12 @@ static int claim_kept(struct engine *e, uint32_t ci, struct efile *f, bool wait)
 	return r < 0 ? r : READY_TAKEN;
 }
 
+/* The features' claims (--delta's unchanged chunks) come between these two. */
+static int claim_features(struct engine *e, uint32_t ci, struct efile *f, bool wait)
+{
+	return engine_tx_claim(e, ci, f, wait);
+}
+
 /*
  * Who may take a ready chunk, in file order, before it is posted, in this
  * order. Zeros, kept and unchanged chunks are hashed here, on the loop:
@@ -298,25 +273,9 @@ static int claim_kept(struct engine *e, uint32_t ci, struct efile *f, bool wait)
 static int (*const tx_claims[])(struct engine *e, uint32_t ci, struct efile *f, bool wait) = {
 	claim_tree_same,
 	claim_zero,
-	claim_unchanged,
+	claim_features,
 	claim_kept,
 };
-
-/* A pack: posted whole when the rate and a lane allow. */
-static int tx_ready_pack(struct engine *e, uint32_t ci)
-{
-	int pick, r;
-
-	if (e->p->bwlimit && !bw_allows(e, e->chunks[ci].fill)) {
-		return READY_STOP;
-	}
-	pick = lane_pick(e, 2);
-	if (pick < 0) {
-		return READY_NONE;
-	}
-	r = tx_post_pack(e, ci, (unsigned)pick);
-	return r < 0 ? r : READY_TAKEN;
-}
 
 /* Ready chunk ci: dropped (its file failed), claimed, posted, or left for later. */
 static int tx_ready_chunk(struct engine *e, uint32_t ci)
@@ -326,7 +285,7 @@ static int tx_ready_chunk(struct engine *e, uint32_t ci)
 	int pick, r;
 
 	if (c->packed) {
-		return tx_ready_pack(e, ci);
+		return engine_tx_post(e, ci); /* a feature's own chunk (a pack) */
 	}
 	f = &e->files[c->fidx];
 	if (f->failed) {

@@ -146,11 +146,10 @@ static int tx_fill_file(struct engine *e, struct efile *f)
 		r = tx_send_done(e, f);
 		return r < 0 ? r : FILL_NEXT;
 	}
-	if (f->read_off == 0 && tx_packable(e, f)) {
-		/* Whole, into the pack being filled: read with the others, one slot. */
-		r = tx_pack_add(e, f);
-		/* r == 0: no pool chunk for a new pack */
-		return r < 0 ? r : r == 0 ? FILL_STOP : FILL_NEXT;
+	/* Read by a feature (whole, into the pack being filled, with the others). */
+	r = f->read_off == 0 ? engine_tx_read(e, f) : ENGINE_DECLINED;
+	if (r != ENGINE_DECLINED) {
+		return r < 0 ? r : r == ENGINE_TX_FULL ? FILL_STOP : FILL_NEXT;
 	}
 	return tx_fill_chunks(e, f);
 }
@@ -185,7 +184,7 @@ int tx_fill(struct engine *e)
 	 * for open files to close (their reads complete) stays open for more.
 	 */
 	if (!fds_full) {
-		tx_pack_close(e);
+		engine_tx_read_end(e);
 	}
 	return 0;
 }
