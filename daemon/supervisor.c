@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -38,6 +39,25 @@ int supervisor_setup_signals(struct daemon *d)
 	return 0;
 }
 
+/*
+ * A hook for tests alone (t_systemd_boot): with RDMACPD_TEST_HANG_ON_HUP in
+ * the environment, SIGHUP makes the supervisor hang for good instead of
+ * reloading (no more watchdog pings, no accepting), so that a test can watch
+ * systemd's WatchdogSec= kill and restart it. Without the variable it does
+ * nothing; never set it outside a test (rdmacpd(8), SYSTEMD).
+ */
+static void test_hang_on_hup(void)
+{
+	if (!getenv("RDMACPD_TEST_HANG_ON_HUP")) {
+		return;
+	}
+	log_warning(
+	    "RDMACPD_TEST_HANG_ON_HUP is set: hanging on purpose, as a test of the watchdog");
+	for (;;) {
+		pause();
+	}
+}
+
 /* Drain the signalfd. Returns true on SIGTERM/SIGINT. */
 static bool handle_signals(struct daemon *d)
 {
@@ -50,6 +70,7 @@ static bool handle_signals(struct daemon *d)
 			children_reap(d);
 			break;
 		case SIGHUP:
+			test_hang_on_hup();
 			if (!d->stopping) {
 				supervisor_reload(d);
 			}
