@@ -9,15 +9,35 @@
 # configuration and the certificates are the administrator's (README.md, "Run
 # the daemon under systemd").
 #
+# The package is Debian-native and carries packaging/changelog (Debian
+# changelog format) as /usr/share/doc/rdmacp/changelog.gz, as Debian Policy
+# 12.7 asks; its newest entry must name this project's version (checked
+# here). The package is lintian-clean (tests/integration/t_package.sh).
+#
 # Options:
-#   RDMACP_DEB_MAINTAINER   the package's Maintainer: "Name <address>"
+#   RDMACP_DEB_MAINTAINER   the package's Maintainer: "Name <address>"; the
+#                           default's example.org address is a placeholder:
+#                           set a real one for packages given to others
 #   RDMACP_DEB_SHLIBDEPS    library dependencies from dpkg-shlibdeps (dpkg-dev)
 #                           instead of the list below  [ON where it is found]
 
 install(FILES ${CMAKE_CURRENT_LIST_DIR}/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
-set(RDMACP_DEB_MAINTAINER "rdmacp maintainers <rdmacp@localhost>" CACHE STRING
+set(RDMACP_DEB_MAINTAINER "rdmacp maintainers <rdmacp@example.org>" CACHE STRING
 	"Maintainer field of the Debian package")
+# Build trees configured before kept the old default, which lintian rejects.
+if(RDMACP_DEB_MAINTAINER STREQUAL "rdmacp maintainers <rdmacp@localhost>")
+	set_property(CACHE RDMACP_DEB_MAINTAINER PROPERTY VALUE "rdmacp maintainers <rdmacp@example.org>")
+endif()
+
+# The changelog's newest entry, "rdmacp (VERSION) ...", is this version.
+file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/changelog _changelog_top LIMIT_COUNT 1)
+if(NOT _changelog_top MATCHES "^rdmacp \\(${PROJECT_VERSION}\\) ")
+	message(FATAL_ERROR "packaging/changelog: the newest entry is '${_changelog_top}', "
+		"not version ${PROJECT_VERSION}: add an entry for it")
+endif()
+# Compressed into the staged package by deb-manpages.cmake.
+set(CPACK_RDMACP_CHANGELOG ${CMAKE_CURRENT_LIST_DIR}/changelog)
 find_program(DPKG_SHLIBDEPS_EXECUTABLE dpkg-shlibdeps)
 if(DPKG_SHLIBDEPS_EXECUTABLE)
 	set(_shlibdeps_default ON)

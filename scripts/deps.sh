@@ -7,9 +7,11 @@ pkgs=(
 	libssl-dev liburing-dev libxxhash-dev libinih-dev libzstd-dev libsystemd-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
 	openssl python3 iproute2 procps util-linux jq
-	# tests: systemd units and man pages, the Debian package (dpkg-shlibdeps),
+	# tests: systemd units and man pages, the Debian package (dpkg-shlibdeps,
+	# lintian), a booted systemd container (debootstrap, systemd-nspawn),
 	# the Soft-RoCE VM, helpers
-	systemd man-db groff-base dpkg-dev libcap2-bin xxhash
+	systemd man-db groff-base dpkg-dev lintian debootstrap systemd-container
+	libcap2-bin xxhash
 	qemu-system-x86 busybox-static cpio xz-utils
 	# tests: sharded migrations under Slurm and Open MPI, the Kubernetes manifest
 	slurm-wlm munge openmpi-bin python3-yaml

@@ -8,7 +8,9 @@
 # (3) the package installs with apt (the system user and directories are made,
 #     the installed units pass "systemd-analyze verify", the installed programs
 #     run), is removed (an enabled unit is disabled, nothing of its files stays)
-#     and purged; (4) the same with dpkg -i, -r, -P.
+#     and purged; (4) the same with dpkg -i, -r, -P; (5) lintian reports no
+#     error and no warning on the package (and does report a broken copy of
+#     it); without lintian the rest runs and the test then skips.
 # Installs the package on this machine, so it needs root and dpkg (skip
 # otherwise), and skips if anything it would install is there already. The
 # package is purged on every exit (trap), also after a failed check. Kept
@@ -193,6 +195,38 @@ dpkg-deb --fsys-tarfile "$DEB" | tar -xO ./usr/lib/systemd/system/rdmacpd.servic
 check_unit_execs "$T/deb.service" /usr/sbin
 grep -q "$BUILD_DIR\|$T" "$T/deb.service" && fail "packaged unit names a build or scratch path"
 
+# ---- (5) lintian: no errors, no warnings ----
+# Run now, before anything is installed; a missing lintian skips the test at
+# the end, after everything else has been checked.
+LINTIAN_MISSING=0
+# lintian_tags DEB: lintian's E: and W: lines for DEB, in $T/lintian.
+lintian_tags() {
+	lintian --no-tag-display-limit "$1" 2>&1 | grep -E '^[EW]: ' >"$T/lintian"
+	return 0
+}
+if command -v lintian >/dev/null; then
+	lintian_tags "$DEB"
+	if [ -s "$T/lintian" ]; then
+		fail "lintian $(basename "$DEB"): errors or warnings:"
+		sed 's/^/    /' "$T/lintian"
+	else
+		pass "lintian $(basename "$DEB"): no errors, no warnings"
+	fi
+	# The check must be able to fail: the same package with a bogus
+	# Maintainer address is reported.
+	mkdir -p "$T/bogus"
+	dpkg-deb -R "$DEB" "$T/bogus/tree"
+	sed -i 's/^Maintainer: .*/Maintainer: nobody <nobody@localhost>/' "$T/bogus/tree/DEBIAN/control"
+	dpkg-deb --root-owner-group -b "$T/bogus/tree" "$T/bogus/${PKG}_bogus.deb" >/dev/null 2>&1 ||
+		fail "dpkg-deb -b of the bogus copy failed"
+	lintian_tags "$T/bogus/${PKG}_bogus.deb"
+	grep -q 'bogus-mail-host' "$T/lintian" && pass "lintian reports a bogus Maintainer address" ||
+		{ fail "lintian did not report nobody@localhost:"; sed 's/^/    /' "$T/lintian"; }
+else
+	LINTIAN_MISSING=1
+	echo "lintian not installed: checked last"
+fi
+
 # Install only onto a machine without any of it: never replace an installed
 # rdmacp, a hand-installed binary or unit, or an enabled unit. A skip here
 # must not hide a failure above.
@@ -305,4 +339,10 @@ else
 	sed 's/^/    /' "$T/dpkg.log"
 fi
 
+if [ "$LINTIAN_MISSING" -eq 1 ]; then
+	# Everything else has run; report the missing part without hiding failures.
+	pkg_cleanup
+	[ "$FAILS" -ne 0 ] && finish
+	skip "lintian not installed (apt-get install lintian): the package was not linted"
+fi
 finish
