@@ -69,7 +69,9 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${RDMACP_DEB_MAINTAINER}")
 # sysusers.d and tmpfiles.d need their tools in postinst (as debhelper's
 # dh_installsysusers and dh_installtmpfiles declare them); systemd itself need
 # not run.
-set(_tool_depends "systemd | systemd-standalone-sysusers | systemd-sysusers, systemd | systemd-standalone-tmpfiles | systemd-tmpfiles")
+# rdmacpd.service reloads with /bin/kill (ExecReload=), which is procps's, as
+# openssh-server's ssh.service does: a minimal system lacks it.
+set(_tool_depends "systemd | systemd-standalone-sysusers | systemd-sysusers, systemd | systemd-standalone-tmpfiles | systemd-tmpfiles, procps")
 if(RDMACP_DEB_SHLIBDEPS)
 	set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 	set(CPACK_DEBIAN_PACKAGE_DEPENDS "${_tool_depends}")

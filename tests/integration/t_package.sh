@@ -46,7 +46,8 @@ for f in "${FILES[@]}"; do
 	esac
 done
 # Libraries the package must depend on (Debian 12 names).
-DEPS=(libssl3 libsystemd0 liburing2 libxxhash0 libinih1 libzstd1)
+# procps: /bin/kill for the unit's ExecReload=.
+DEPS=(libssl3 libsystemd0 liburing2 libxxhash0 libinih1 libzstd1 procps)
 if grep -q '^ENABLE_VERBS:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
 	DEPS+=(libibverbs1 librdmacm1)
 fi
