@@ -432,19 +432,6 @@ void output_local_error(struct output *out, const char *name, uint8_t ftype, con
 		  log_escape_short(text, esc2, sizeof(esc2)), code);
 }
 
-void output_human_bytes(uint64_t b, char *buf, size_t len)
-{
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)b;
-	unsigned u = 0;
-
-	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-}
-
 void output_summary(struct output *out, const struct output_totals *t, const char *transport,
 		    int exit_code)
 {

@@ -17,6 +17,20 @@
 #include "macro.h"
 #include "output.h"
 
+/* b bytes as a person reads them: "512 B", "1.5 MiB". */
+void output_human_bytes(uint64_t b, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	unsigned u = 0;
+
+	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
 void output_clock_start(struct output *out)
 {
 	out->t0 = now_seconds();
