@@ -755,6 +755,7 @@ int engine_rx_accept(struct engine *e, struct efile *f, const struct proto_file 
 uint32_t engine_rx_target(struct engine *e, struct efile *f, char *text, size_t textlen);
 uint32_t engine_rx_probe_target(struct engine *e, struct efile *f, bool *ret_taken, char *text,
 				size_t textlen);
+uint32_t engine_rx_dir(struct engine *e, const struct efile *f, char *text, size_t textlen);
 void engine_rx_opened(struct engine *e, struct efile *f);
 int engine_rx_answered(struct engine *e, struct efile *f);
 void engine_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how);
@@ -967,7 +968,6 @@ uint32_t rx_meta_keep(struct engine *e, struct efile *f, int dirfd, const char *
 		      const struct stat *st, char *text, size_t textlen);
 
 /* engine_delete.c */
-uint32_t rx_delete_note_dir(struct engine *e, const struct efile *f, char *text, size_t textlen);
 int rx_delete_start(struct engine *e);
 int rx_delete_step(struct engine *e);
 void rx_delete_free(struct engine *e);

@@ -74,7 +74,8 @@ static bool del_tells_peer(const struct engine *e)
  * pass. Past DEL_ROOTS_MAX the entry is refused, so the run has a failure
  * and nothing is deleted: never a directory left out of the mirror silently.
  */
-uint32_t rx_delete_note_dir(struct engine *e, const struct efile *f, char *text, size_t textlen)
+static uint32_t rx_delete_note_dir(struct engine *e, const struct efile *f, char *text,
+				   size_t textlen)
 {
 	char *name;
 
@@ -631,4 +632,5 @@ const struct engine_feature engine_feature_delete = {
 	.progress = delete_progress,
 	.release = rx_delete_free,
 	.msgs = delete_msgs,
+	.rx_dir = rx_delete_note_dir,
 };

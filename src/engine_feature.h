@@ -106,6 +106,8 @@ struct engine_msg_row {
  *               the name (a block device, written in place) says so in f.
  *   rx_probe_target  the same for a probe: a look only; *ret_taken: the
  *               feature would take it (no space is needed).
+ *   rx_dir      a directory entry is there (made, or one there already):
+ *               a refusal (PERR_*), or PERR_OK.
  *   rx_opened   its data file is open (temp file, store or device).
  *   rx_answered its FILES_ACK entry goes next: what the feature sends first.
  *   rx_settled  the entry is resolved: ENGINE_RX_DONE (committed or kept),
@@ -163,6 +165,7 @@ struct engine_feature {
 	uint32_t (*rx_target)(struct engine *e, struct efile *f, char *text, size_t textlen);
 	uint32_t (*rx_probe_target)(struct engine *e, struct efile *f, bool *ret_taken, char *text,
 				    size_t textlen);
+	uint32_t (*rx_dir)(struct engine *e, const struct efile *f, char *text, size_t textlen);
 	void (*rx_opened)(struct engine *e, struct efile *f);
 	int (*rx_answered)(struct engine *e, struct efile *f);
 	void (*rx_settled)(struct engine *e, const struct efile *f, enum engine_rx_end how);

@@ -166,6 +166,19 @@ uint32_t engine_rx_probe_target(struct engine *e, struct efile *f, bool *ret_tak
 	return PERR_OK;
 }
 
+uint32_t engine_rx_dir(struct engine *e, const struct efile *f, char *text, size_t textlen)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		uint32_t code =
+		    e->feat[i]->rx_dir ? e->feat[i]->rx_dir(e, f, text, textlen) : PERR_OK;
+
+		if (code != PERR_OK) {
+			return code;
+		}
+	}
+	return PERR_OK;
+}
+
 void engine_rx_opened(struct engine *e, struct efile *f)
 {
 	for (unsigned i = 0; i < e->nfeat; i++) {

@@ -47,7 +47,7 @@ static uint32_t rx_entry_accept(struct engine *e, struct efile *f, const struct 
 	if (pf->ftype == PROTO_FT_DIR) {
 		code = rx_make_dir(e, f, text, textlen);
 		if (code == PERR_OK) {
-			code = rx_delete_note_dir(e, f, text, textlen);
+			code = engine_rx_dir(e, f, text, textlen);
 		}
 		/* One there already is kept (its metadata brought in line). */
 		return code == PERR_OK && !(f->items & PROTO_ITEM_NEW) ? rx_kept_code(e) : code;

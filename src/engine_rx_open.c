@@ -405,7 +405,7 @@ uint32_t rx_probe_dir(struct engine *e, struct efile *f, char *text, size_t text
 		code = rx_meta_keep(e, f, fd, NULL, &st, text, textlen);
 	}
 	if (code == PERR_OK) {
-		code = rx_delete_note_dir(e, f, text, textlen);
+		code = engine_rx_dir(e, f, text, textlen);
 	}
 	return code == PERR_OK && !(f->items & PROTO_ITEM_NEW) ? rx_kept_code(e) : code;
 }
