@@ -140,20 +140,34 @@ static void log_refused(struct daemon *d, enum refusal kind, const char *peer, u
 	log_notice("refusing connection from %s: %s (%u)", peer, refusal_why[kind], limit);
 }
 
-/* The sessions' BUSY refusals (memory budget) counted and due: said here. */
+/* The sessions' BUSY refusals (memory budget, a module's limit) counted and due: said here. */
 static int flush_busy(struct daemon *d, uint64_t now, bool all)
 {
-	unsigned counted;
-	int next;
+	static const char *const what[SESSION_BUSY_KINDS] = {
+		[SESSION_BUSY_MEMORY] = "transfer",
+		[SESSION_BUSY_MODULE] = "session",
+	};
+	static const char *const why[SESSION_BUSY_KINDS] = {
+		[SESSION_BUSY_MEMORY] = "memory budget in use",
+		[SESSION_BUSY_MODULE] = "a module's max connections reached",
+	};
+	int next = -1;
 
 	if (!d->sessions) {
 		return -1;
 	}
-	next = session_table_take_busy(d->sessions, now, all, &counted);
-	if (counted > 0) {
-		log_notice("refused %u more transfer%s since the last such line: busy: memory "
-			   "budget in use",
-			   counted, counted == 1 ? "" : "s");
+	for (int k = 0; k < SESSION_BUSY_KINDS; k++) {
+		unsigned counted;
+		int n =
+		    session_table_take_busy(d->sessions, (enum session_busy)k, now, all, &counted);
+
+		if (counted > 0) {
+			log_notice("refused %u more %s%s since the last such line: busy: %s",
+				   counted, what[k], counted == 1 ? "" : "s", why[k]);
+		}
+		if (n >= 0 && (next < 0 || n < next)) {
+			next = n;
+		}
 	}
 	return next;
 }

@@ -428,7 +428,8 @@ static int refuse_busy(struct conn *c)
 	static const char why[] = "busy: memory budget in use, try again later";
 	unsigned counted = 0;
 
-	if (session_table_note_busy(c->sessions, (uint64_t)now_ms(), &counted)) {
+	if (session_table_note_busy(c->sessions, SESSION_BUSY_MEMORY, (uint64_t)now_ms(),
+				    &counted)) {
 		if (counted > 0) {
 			log_notice("refused %u more transfer%s since the last such line: busy: "
 				   "memory budget in use",

@@ -2,8 +2,10 @@
 /* The supervisor/session shared table (see session_table.h). */
 #include "session_table.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -15,15 +17,20 @@ struct entry {
 	uint64_t pinned;
 	uint64_t bytes;
 	uint32_t authenticated; /* set once by the session after HELLO; read by the supervisor */
+	char module[64];	/* the module it entered last, "" none (struct module.name) */
+};
+
+/* BUSY refusals of one kind: the last logged, the repeats counted since. */
+struct busy_log {
+	uint64_t logged_ms;
+	uint32_t counted;
 };
 
 struct session_table {
 	pthread_mutex_t lock;
 	uint64_t budget;
 	uint64_t moved_done; /* bytes of reaped sessions */
-	/* BUSY for the memory budget: the last logged, the repeats counted since. */
-	uint64_t busy_logged_ms;
-	uint32_t busy_counted;
+	struct busy_log busy[SESSION_BUSY_KINDS];
 	struct entry e[SESSIONS_MAX];
 };
 
@@ -216,39 +223,84 @@ void session_table_totals(struct session_table *s, uint64_t *ret_pinned, uint64_
 	*ret_moved = moved;
 }
 
-bool session_table_note_busy(struct session_table *s, uint64_t now_ms, unsigned *ret_counted)
+bool session_table_note_busy(struct session_table *s, enum session_busy kind, uint64_t now_ms,
+			     unsigned *ret_counted)
 {
+	struct busy_log *b = &s->busy[kind];
 	bool say;
 
+	assert(kind < SESSION_BUSY_KINDS);
 	lock(s);
-	say = s->busy_logged_ms == 0 || now_ms - s->busy_logged_ms >= REFUSE_LOG_INTERVAL_MS;
+	say = b->logged_ms == 0 || now_ms - b->logged_ms >= REFUSE_LOG_INTERVAL_MS;
 	if (say) {
-		*ret_counted = s->busy_counted;
-		s->busy_counted = 0;
-		s->busy_logged_ms = now_ms;
+		*ret_counted = b->counted;
+		b->counted = 0;
+		b->logged_ms = now_ms;
 	} else {
-		s->busy_counted++;
+		b->counted++;
 	}
 	unlock(s);
 	return say;
 }
 
-int session_table_take_busy(struct session_table *s, uint64_t now_ms, bool all,
-			    unsigned *ret_counted)
+int session_table_take_busy(struct session_table *s, enum session_busy kind, uint64_t now_ms,
+			    bool all, unsigned *ret_counted)
 {
+	struct busy_log *b = &s->busy[kind];
 	uint64_t due;
 	int next = -1;
 
+	assert(kind < SESSION_BUSY_KINDS);
 	*ret_counted = 0;
 	lock(s);
-	due = s->busy_logged_ms + REFUSE_LOG_INTERVAL_MS;
-	if (s->busy_counted > 0 && (all || now_ms >= due)) {
-		*ret_counted = s->busy_counted;
-		s->busy_counted = 0;
-		s->busy_logged_ms = now_ms;
-	} else if (s->busy_counted > 0) {
+	due = b->logged_ms + REFUSE_LOG_INTERVAL_MS;
+	if (b->counted > 0 && (all || now_ms >= due)) {
+		*ret_counted = b->counted;
+		b->counted = 0;
+		b->logged_ms = now_ms;
+	} else if (b->counted > 0) {
 		next = (int)(due - now_ms);
 	}
 	unlock(s);
 	return next;
+}
+
+/* Sessions other than pid counted in module name; under the lock. */
+static unsigned count_in_module(const struct session_table *s, const char *name, pid_t pid)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < SESSIONS_MAX; i++) {
+		n += s->e[i].pid && s->e[i].pid != pid && strcmp(s->e[i].module, name) == 0;
+	}
+	return n;
+}
+
+int session_table_enter_module(struct session_table *s, const char *name, unsigned max)
+{
+	struct entry *e;
+	int r = 0;
+
+	assert(name[0] && strlen(name) < sizeof(e->module));
+	lock(s);
+	e = own(s);
+	if (!e) {
+		r = -ENOSPC; /* can't happen: the supervisor registered this pid */
+	} else if (strcmp(e->module, name) != 0 && count_in_module(s, name, getpid()) >= max) {
+		r = -EBUSY;
+	} else {
+		snprintf(e->module, sizeof(e->module), "%s", name);
+	}
+	unlock(s);
+	return r;
+}
+
+unsigned session_table_module_sessions(struct session_table *s, const char *name)
+{
+	unsigned n;
+
+	lock(s);
+	n = count_in_module(s, name, 0);
+	unlock(s);
+	return n;
 }

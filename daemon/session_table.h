@@ -24,6 +24,13 @@
 
 struct session_table;
 
+/* The sessions' BUSY refusals, each kind logged and counted apart. */
+enum session_busy {
+	SESSION_BUSY_MEMORY, /* "memory budget" in use */
+	SESSION_BUSY_MODULE, /* a module's "max connections" reached */
+	SESSION_BUSY_KINDS,
+};
+
 int session_table_create(uint64_t budget, struct session_table **ret);
 void session_table_set_budget(struct session_table *s, uint64_t budget);
 
@@ -31,18 +38,29 @@ void session_table_set_budget(struct session_table *s, uint64_t budget);
 int session_table_reserve(struct session_table *s, uint64_t bytes);
 void session_table_release(struct session_table *s);
 /*
- * In a session process refused for the memory budget: true when this refusal
- * is to be logged (none was for REFUSE_LOG_INTERVAL_MS), with the repeats
+ * In a session process refused busy (kind): true when this refusal is to be
+ * logged (none of its kind was for REFUSE_LOG_INTERVAL_MS), with the repeats
  * counted since the last one in *ret_counted; false when it is counted.
  */
-bool session_table_note_busy(struct session_table *s, uint64_t now_ms, unsigned *ret_counted);
+bool session_table_note_busy(struct session_table *s, enum session_busy kind, uint64_t now_ms,
+			     unsigned *ret_counted);
 /*
- * In the supervisor: the repeats counted whose interval is over (all: any),
- * taken in *ret_counted (0: none due). Returns the ms until the next are due,
- * or -1.
+ * In the supervisor: the repeats of kind counted whose interval is over
+ * (all: any), taken in *ret_counted (0: none due). Returns the ms until the
+ * next are due, or -1.
  */
-int session_table_take_busy(struct session_table *s, uint64_t now_ms, bool all,
-			    unsigned *ret_counted);
+int session_table_take_busy(struct session_table *s, enum session_busy kind, uint64_t now_ms,
+			    bool all, unsigned *ret_counted);
+/*
+ * In a session process: count this session in module name from now on (the
+ * last module it entered), unless max sessions other than this one are in
+ * it already: -EBUSY then, and the session stays where it was. A session
+ * counts until the supervisor reaps it ("max connections" of a module, as
+ * rsyncd's).
+ */
+int session_table_enter_module(struct session_table *s, const char *name, unsigned max);
+/* Sessions counted in module name now (tests, status). */
+unsigned session_table_module_sessions(struct session_table *s, const char *name);
 /* In a session process: bytes moved so far by this session. */
 void session_table_add_bytes(struct session_table *s, uint64_t bytes);
 
