@@ -58,6 +58,8 @@ int exit_for_perr(uint32_t code)
 		return EXIT_ENCRYPTION;
 	case PERR_ASSEMBLY:
 		return EXIT_ASSEMBLY;
+	case PERR_UNAVAILABLE:
+		return EXIT_MODULE_UNAVAILABLE;
 	default:
 		return EXIT_PROTOCOL;
 	}

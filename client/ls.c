@@ -156,7 +156,8 @@ static int receive_listing(struct daemon_conn *s, struct output *out, bool want_
 			for (size_t i = 0; i < m.u.modules.count; i++) {
 				const struct proto_module *pm = &m.u.modules.mods[i];
 
-				output_module(out, pm->name, module_access(pm->flags), pm->comment);
+				output_module(out, pm->name, module_access(pm->flags),
+					      !(pm->flags & PROTO_MOD_UNAVAILABLE), pm->comment);
 			}
 			msg_clear(&m);
 			continue;

@@ -564,21 +564,28 @@ void output_plan_delete(struct output *out, const char *name, uint8_t ftype, boo
 	}
 }
 
-/* `rdmacp ls HOST`: one module, with its access and comment (rsync's `host::`). */
-void output_module(struct output *out, const char *name, const char *access, const char *comment)
+/*
+ * `rdmacp ls HOST`: one module, with its access and comment (rsync's
+ * `host::`), and "(unavailable)" before the comment when the daemon can't
+ * serve it now (its directory missing: a file system not mounted yet).
+ */
+void output_module(struct output *out, const char *name, const char *access, bool available,
+		   const char *comment)
 {
+	const char *mark = available ? "" : comment[0] ? "(unavailable) " : "(unavailable)";
 	char esc[512], esc2[4200];
 
 	if (out->json) {
 		printf("{\"event\":\"module\",\"name\":");
 		output_json_string(stdout, name);
-		printf(",\"access\":\"%s\",\"comment\":", access);
+		printf(",\"access\":\"%s\",\"available\":%s,\"comment\":", access,
+		       available ? "true" : "false");
 		output_json_string(stdout, comment);
 		printf("}\n");
 	} else {
 		log_escape(name, esc, sizeof(esc));
-		if (comment[0]) {
-			printf("%-15s %-10s %s\n", esc, access,
+		if (comment[0] || !available) {
+			printf("%-15s %-10s %s%s\n", esc, access, mark,
 			       log_escape(comment, esc2, sizeof(esc2)));
 		} else {
 			printf("%-15s %s\n", esc, access);

@@ -173,8 +173,12 @@ void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t b
  */
 void output_plan_skip(struct output *out, const char *name, uint8_t ftype, uint32_t items);
 void output_plan_delete(struct output *out, const char *name, uint8_t ftype, bool withheld);
-/* ls: a module ("read only", "write only" or "read/write") and an entry. */
-void output_module(struct output *out, const char *name, const char *access, const char *comment);
+/*
+ * ls: a module ("read only", "write only" or "read/write"; available: the
+ * daemon can serve it now) and an entry.
+ */
+void output_module(struct output *out, const char *name, const char *access, bool available,
+		   const char *comment);
 /*
  * OUTPUT_ENTRY_LONG: ls -l's columns. OUTPUT_ENTRY_OWNERS: the daemon sends
  * owners (PROTO_CAP_LIST_OWNERS); without it they show as unknown.

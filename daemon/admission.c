@@ -279,6 +279,8 @@ static void handle_connection(struct daemon *d, int fd, const struct sockaddr_st
 		close(fd);
 		return;
 	}
+	/* A module's directory that appeared since (mounted at last) is this session's. */
+	supervisor_find_modules(d);
 	children_start(d, fd, peer, peerlen, peer_text);
 }
 

@@ -28,6 +28,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <ini.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,7 @@ static int add_module(struct parse_state *ps, const char *name)
 	strcpy(m->name, name);
 	m->max_file_size = m->max_session_bytes = UINT64_MAX; /* not set: no limit */
 	m->max_files = DAEMON_DEFAULT_MAX_FILES;
+	m->max_connections = UINT_MAX; /* not set: the daemon's 'max connections' only */
 	m->tos = MODULE_TOS_INHERIT;
 	return 0;
 }

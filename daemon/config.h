@@ -76,9 +76,18 @@ struct module {
 	 * written, existing ones by name only (push); default no.
 	 */
 	bool devices;
-	/* The module directory as loaded: a later OPEN must find the same one. */
+	/*
+	 * The module directory as found (modroot.h): at load, or by the
+	 * supervisor once a path missing at load appears. A later OPEN must
+	 * find the same one. root_known false: not found, the module is
+	 * unavailable, root_errno (positive) says why.
+	 */
+	bool root_known;
+	int root_errno;
 	dev_t root_dev;
 	ino_t root_ino;
+	/* "max connections": sessions in this module at once, all clients; UINT_MAX: no cap */
+	unsigned max_connections;
 	unsigned max_files; /* entries one session may list or send; default 1000000 */
 	/* Pushes: a file's declared size, and one connection's together; default none. */
 	uint64_t max_file_size, max_session_bytes;

@@ -81,8 +81,10 @@ int config_finish_section(struct parse_state *ps)
 
 /*
  * Lexically canonical form of an absolute path: no empty or "." components,
- * no trailing slash ("/" stays "/"). ".." is kept as written; realpath()
- * below catches what it means on disk.
+ * ".." taking the component before it away, no trailing slash ("/" stays
+ * "/"). A module path may hold no symlink (modroot_pin), so ".." means on
+ * disk what it means here, whether the path exists yet or not (a module
+ * whose path is missing at load may appear later: its overlap is known now).
  */
 static void canonical_path(const char *in, char *out, size_t outlen)
 {
@@ -96,6 +98,13 @@ static void canonical_path(const char *in, char *out, size_t outlen)
 		in += strspn(in, "/");
 		n = strcspn(in, "/");
 		if (n == 0 || (n == 1 && in[0] == '.')) {
+			in += n;
+			continue;
+		}
+		if (n == 2 && in[0] == '.' && in[1] == '.') {
+			while (o > 1 && out[--o] != '/') {
+			}
+			o = MAX(o, (size_t)1);
 			in += n;
 			continue;
 		}
@@ -150,7 +159,7 @@ static int check_module_overlap(struct parse_state *ps)
 		_cleanup_free_ char *rp = realpath(c->modules[i].path, NULL);
 
 		canonical_path(c->modules[i].path, canon + i * plen, plen);
-		/* Unresolvable now: m_path checked it at load, so a race; the lexical check stands. */
+		/* Unresolvable now (missing: the module waits for it): the lexical check stands. */
 		if (rp && strlen(rp) < plen) {
 			strcpy(real + i * plen, rp);
 		}

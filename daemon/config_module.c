@@ -11,15 +11,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "fspath.h"
+#include "modroot.h"
 
 static int m_path(struct parse_state *ps, const char *key, const char *value)
 {
 	struct module *m = config_cur_module(ps);
-	_cleanup_close_ int fd = -1;
-	struct stat st;
 	int r;
 
 	if (value[0] != '/') {
@@ -28,28 +25,21 @@ static int m_path(struct parse_state *ps, const char *key, const char *value)
 	if (strlen(value) >= sizeof(m->path)) {
 		return fail(ps, "'%s' is too long", key);
 	}
+	strcpy(m->path, value);
+	ps->path_line[ps->cfg->nmodules - 1] = ps->line;
 	/*
 	 * Resolved as every OPEN will resolve it (no symlink anywhere), and its
-	 * identity kept: a directory swapped in later is refused (serve.c).
+	 * identity kept: a directory swapped in later is refused (modroot.c).
+	 * A path that is not there, or not a directory, leaves the module
+	 * unavailable until it appears (a file system not mounted yet): the
+	 * supervisor says so and serves the others. A symlink is a mistake to
+	 * fix now.
 	 */
-	r = fspath_open_root(value, &fd);
+	r = modroot_pin(m);
 	if (r == -ELOOP) {
 		return fail(ps, "module path %s has a symlink in it (write the real path)",
 			    ESC(value));
 	}
-	if (r == -ENOTDIR) {
-		return fail(ps, "module path %s is not a directory", ESC(value));
-	}
-	if (r < 0) {
-		return fail(ps, "module path %s: %s", ESC(value), strerror(-r));
-	}
-	if (fstat(fd, &st) < 0) {
-		return fail(ps, "module path %s: %s", ESC(value), strerror(errno));
-	}
-	strcpy(m->path, value);
-	m->root_dev = st.st_dev;
-	m->root_ino = st.st_ino;
-	ps->path_line[ps->cfg->nmodules - 1] = ps->line;
 	return 0;
 }
 
@@ -147,6 +137,11 @@ static int m_max_files(struct parse_state *ps, const char *key, const char *valu
 	return config_set_uint(ps, key, value, 1, UINT32_MAX, &config_cur_module(ps)->max_files);
 }
 
+static int m_max_connections(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_set_uint(ps, key, value, 1, 65536, &config_cur_module(ps)->max_connections);
+}
+
 static int m_encryption(struct parse_state *ps, const char *key, const char *value)
 {
 	return config_set_encryption(ps, key, value, &config_cur_module(ps)->encryption);
@@ -183,6 +178,7 @@ const struct key_handler config_module_keys[] = {
 	{ "max file size", false, m_max_file_size },
 	{ "max session bytes", false, m_max_session_bytes },
 	{ "max files per session", false, m_max_files },
+	{ "max connections", false, m_max_connections },
 	{ "devices", false, m_devices },
 	{ "encryption", false, m_encryption },
 	{ "tos", false, m_tos },

@@ -147,6 +147,7 @@ static int run(struct daemon *d, bool check)
 	}
 	log_set_daemon_mode("rdmacpd");
 	supervisor_apply_log_level(d);
+	supervisor_missing_module_warnings(d->cfg);
 	supervisor_system_path_warnings(d->cfg);
 	supervisor_check_memlock(d->cfg);
 	privs_preload_nss();

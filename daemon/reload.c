@@ -3,7 +3,8 @@
  * The configuration as the supervisor holds it (supervisor.h): loaded with
  * its TLS credentials, looked over (--check, and at each start and reload),
  * and reloaded at SIGHUP for new connections; the sessions running keep the
- * copy they forked with.
+ * copy they forked with. Modules missing at load are looked for again
+ * before each new session (supervisor_find_modules).
  */
 #include "supervisor.h"
 
@@ -15,6 +16,7 @@
 #include "clock.h"
 #include "log.h"
 #include "modcheck.h"
+#include "modroot.h"
 #include "privs.h"
 #include "serve.h"
 #include "session_table.h"
@@ -105,13 +107,41 @@ void supervisor_system_path_warnings(const struct daemon_config *cfg)
 	}
 }
 
+void supervisor_missing_module_warnings(const struct daemon_config *cfg)
+{
+	for (size_t i = 0; i < cfg->nmodules; i++) {
+		const struct module *m = &cfg->modules[i];
+
+		if (m->root_known) {
+			continue;
+		}
+		log_warning("module [%s]: path %s: %s: the module is unavailable until it is "
+			    "there (rdmacpd looks again at each connection; the other modules are "
+			    "served)",
+			    m->name, m->path, modroot_missing_why(m));
+	}
+}
+
+void supervisor_find_modules(struct daemon *d)
+{
+	for (size_t i = 0; i < d->cfg->nmodules; i++) {
+		struct module *m = &d->cfg->modules[i];
+
+		if (m->root_known || modroot_pin(m) < 0) {
+			continue;
+		}
+		log_notice("module [%s]: %s is there now: serving it", m->name, m->path);
+	}
+}
+
 /*
- * --check: what loads but deserves a look. Module paths another user could
- * swap, or that export the kernel (modcheck.c); modules a daemon that is
- * not root can't serve.
+ * --check: what loads but deserves a look. Modules whose directory is
+ * missing (unavailable until it appears); module paths another user could
+ * swap, or that export the kernel (modcheck.c); modules a daemon that is not root can't serve.
  */
 void supervisor_check_warnings(const struct daemon_config *cfg)
 {
+	supervisor_missing_module_warnings(cfg);
 	supervisor_system_path_warnings(cfg);
 	for (size_t i = 0; i < cfg->nmodules; i++) {
 		const struct module *m = &cfg->modules[i];
@@ -168,6 +198,7 @@ void supervisor_reload(struct daemon *d)
 	d->tls = tls;
 	session_table_set_budget(d->sessions, cfg->memory_budget);
 	supervisor_apply_log_level(d);
+	supervisor_missing_module_warnings(cfg);
 	supervisor_system_path_warnings(cfg);
 	supervisor_check_memlock(cfg);
 	log_info("reloaded %s", d->config_file);

@@ -19,6 +19,7 @@
 #include "hello.h"
 #include "log.h"
 #include "macro.h"
+#include "modroot.h"
 #include "walk.h"
 
 /* One FILES batch being filled, with its SUMS; the names and links are copies. */
@@ -228,6 +229,10 @@ static int list_modules(struct conn *c)
 
 		if (!policy_module_visible(&peer, m, &flags)) {
 			continue;
+		}
+		/* Listed as it is, as rsyncd lists a module it can't serve now. */
+		if ((c->peer_caps & PROTO_CAP_UNAVAILABLE) && !modroot_available(m)) {
+			flags |= PROTO_MOD_UNAVAILABLE;
 		}
 		pm[n++] = (struct proto_module){
 			.flags = flags,

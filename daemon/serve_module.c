@@ -15,10 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fspath.h"
+#include "clock.h"
 #include "log.h"
 #include "macro.h"
+#include "modroot.h"
 #include "privs.h"
+#include "session_table.h"
 
 /* Per connection, above the memory budget: a pool's rounding to 2 MiB pages and the like. */
 #define POLICY_MEMLOCK_SLACK (4u << 20)
@@ -77,7 +79,7 @@ static int check_module_user(struct conn *c, const struct module *m)
 			  "and is not root: remove 'uid'/'gid' or run rdmacpd as root",
 			  m->name, (unsigned)m->run_uid, (unsigned)m->run_gid, (unsigned)geteuid(),
 			  (unsigned)getegid());
-		return serve_refuse(c, PERR_PERMISSION, "module '%s' is unavailable", m->name);
+		return serve_refuse(c, PERR_UNAVAILABLE, "module '%s' is unavailable", m->name);
 	}
 	return 0;
 }
@@ -115,7 +117,7 @@ static int become_module_user(struct conn *c, const struct module *m)
 			/* Half switched is no state to serve anyone in: the session ends. */
 			log_error("module %s: cannot switch to uid %u gid %u: %s", m->name,
 				  (unsigned)m->run_uid, (unsigned)m->run_gid, err);
-			serve_refuse(c, PERR_INTERNAL, "module '%s' is unavailable", m->name);
+			serve_refuse(c, PERR_UNAVAILABLE, "module '%s' is unavailable", m->name);
 			return r;
 		}
 		log_debug("%s: session runs as uid %u gid %u, capabilities %#llx", c->peer,
@@ -129,38 +131,58 @@ static int become_module_user(struct conn *c, const struct module *m)
 
 /*
  * The module directory, resolved with no symlink in the path, and only if it
- * is the directory the configuration was loaded with: whoever can write to a
- * parent could otherwise swap in a link to anywhere (or another directory).
+ * is the directory the configuration was loaded with (modroot.c): whoever
+ * can write to a parent could otherwise swap in a link to anywhere (or
+ * another directory). A module that is not there is unavailable: the client
+ * hears that, the log says why.
  */
 static int open_module_root(struct conn *c, const struct module *m, int *ret_fd)
 {
-	_cleanup_close_ int fd = -1;
-	struct stat st;
+	char why[sizeof(m->path) * 2 + 256];
 	int r;
 
-	r = fspath_open_root(m->path, &fd);
+	r = modroot_open(m, ret_fd, why, sizeof(why));
 	if (r < 0) {
-		log_error("module %s: cannot open %s: %s", m->name, m->path,
-			  r == -ELOOP ? "a symlink in the path (refused)" : strerror(-r));
-		return serve_refuse(c, r == -ELOOP ? PERR_PERMISSION : PERR_IO,
-				    "module '%s' is unavailable", m->name);
+		log_error("module %s: %s", m->name, why);
+		return serve_refuse(c, PERR_UNAVAILABLE, "module '%s' is unavailable", m->name);
 	}
-	if (fstat(fd, &st) < 0) {
-		r = negerrno();
-		log_error_errno(r, "module %s: %s: %m", m->name, m->path);
-		return serve_refuse(c, PERR_IO, "module '%s' is unavailable", m->name);
-	}
-	if (st.st_dev != m->root_dev || st.st_ino != m->root_ino) {
-		log_error("module %s: %s is not the directory loaded from the configuration "
-			  "(device/inode %llu/%llu, now %llu/%llu): refused; reload rdmacpd if "
-			  "it was moved on purpose",
-			  m->name, m->path, (unsigned long long)m->root_dev,
-			  (unsigned long long)m->root_ino, (unsigned long long)st.st_dev,
-			  (unsigned long long)st.st_ino);
-		return serve_refuse(c, PERR_PERMISSION, "module '%s' is unavailable", m->name);
-	}
-	*ret_fd = TAKE_FD(fd);
 	return 0;
+}
+
+/*
+ * The module's "max connections" (rsyncd's): this session counts in the
+ * module from its first request there until it ends. At the limit it is
+ * refused busy, as a daemon at its own limits: --wait-busy asks again. The
+ * log says the first refusal and then the count, once per interval.
+ */
+static int enter_module_limit(struct conn *c, const struct module *m)
+{
+	unsigned counted = 0;
+	int r;
+
+	r = session_table_enter_module(c->sessions, m->name, m->max_connections);
+	if (r != -EBUSY) {
+		return r < 0 ? serve_refuse(c, PERR_INTERNAL, "session table: %s", strerror(-r))
+			     : 0;
+	}
+	if (session_table_note_busy(c->sessions, SESSION_BUSY_MODULE, (uint64_t)now_ms(),
+				    &counted)) {
+		if (counted > 0) {
+			log_notice("refused %u more session%s since the last such line: busy: a "
+				   "module's max connections reached",
+				   counted, counted == 1 ? "" : "s");
+		}
+		return serve_refuse(c, PERR_BUSY,
+				    "busy: module '%s' has its max connections (%u), try again "
+				    "later",
+				    m->name, m->max_connections);
+	}
+	log_debug("%s (%s): refused: module %s: max connections (%u) (repeated: counted)", c->peer,
+		  c->id, m->name, m->max_connections);
+	chan_send_error(&c->chan, proto_err_for_peer(PERR_BUSY, c->peer_caps),
+			"busy: module '%s' has its max connections (%u), try again later", m->name,
+			m->max_connections);
+	return -EPERM;
 }
 
 int serve_enter_module(struct conn *c, const struct policy_grant *gr, int *ret_rootfd)
@@ -168,6 +190,10 @@ int serve_enter_module(struct conn *c, const struct policy_grant *gr, int *ret_r
 	int r;
 
 	assert(policy_grant_valid(gr) && gr->m);
+	r = enter_module_limit(c, gr->m);
+	if (r < 0) {
+		return r;
+	}
 	r = become_module_user(c, gr->m);
 	if (r < 0) {
 		return r;

@@ -128,6 +128,13 @@ int supervisor_load(const char *file, struct daemon_config **ret_cfg, struct tls
 void supervisor_apply_log_level(const struct daemon *d);
 void supervisor_check_memlock(const struct daemon_config *cfg);
 void supervisor_system_path_warnings(const struct daemon_config *cfg);
+/* Modules whose directory is missing or not one: unavailable, and why (start, reload, --check). */
+void supervisor_missing_module_warnings(const struct daemon_config *cfg);
+/*
+ * Before each session: look again for the modules missing so far, and pin
+ * those that appeared (modroot.h), so that the session forked next serves them.
+ */
+void supervisor_find_modules(struct daemon *d);
 /* --check: what loads but deserves a look. */
 void supervisor_check_warnings(const struct daemon_config *cfg);
 /* SIGHUP: the new configuration for new connections, or the old one kept. */

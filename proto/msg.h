@@ -152,7 +152,13 @@ enum {
  * after each FILES batch (rdmacp check -X, -A, -H).
  */
 #define PROTO_CAP_LIST_ATTRS (1ull << 33)
-#define PROTO_CAPS_KNOWN     (0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS)
+/*
+ * Unavailable modules: status UNAVAILABLE (28), and the MODULES flag
+ * PROTO_MOD_UNAVAILABLE on a module a listing names that cannot be served now.
+ */
+#define PROTO_CAP_UNAVAILABLE (1ull << 34)
+#define PROTO_CAPS_KNOWN \
+	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE)
 
 /*
  * What differs between an entry offered and the one at the receiver, as
@@ -237,7 +243,13 @@ enum proto_err {
 	PERR_ENCRYPTION = 26,
 	/* ASSEMBLE: a part missing, of another size, or not what its digest says (only with the cap) */
 	PERR_ASSEMBLY = 27,
-	PERR_MAX = PERR_ASSEMBLY,
+	/*
+	 * The module is configured but cannot be served now: its directory is
+	 * missing or not the one loaded (a file system not mounted yet). Sent
+	 * only to a peer with PROTO_CAP_UNAVAILABLE; IO to others.
+	 */
+	PERR_UNAVAILABLE = 28,
+	PERR_MAX = PERR_UNAVAILABLE,
 };
 
 enum proto_dir {
@@ -334,8 +346,10 @@ enum {
 enum {
 	PROTO_MOD_READ_ONLY = 1u << 0,
 	PROTO_MOD_WRITE_ONLY = 1u << 1,
+	/* Cannot be served now (PERR_UNAVAILABLE); only to a peer with PROTO_CAP_UNAVAILABLE */
+	PROTO_MOD_UNAVAILABLE = 1u << 2,
 };
-#define PROTO_MOD_FLAGS_KNOWN 0x3u
+#define PROTO_MOD_FLAGS_KNOWN 0x7u
 
 /* File entry types in FILES. */
 enum proto_ftype {

@@ -35,6 +35,7 @@ static const char *const err_names[] = {
 	[PERR_DEVICE_SMALL] = "DEVICE_SMALL",
 	[PERR_ENCRYPTION] = "ENCRYPTION",
 	[PERR_ASSEMBLY] = "ASSEMBLY",
+	[PERR_UNAVAILABLE] = "UNAVAILABLE",
 };
 
 const char *proto_err_name(uint32_t code)
@@ -49,6 +50,9 @@ uint32_t proto_err_for_peer(uint32_t code, uint64_t peer_caps)
 {
 	if (code == PERR_ASSEMBLY && !(peer_caps & PROTO_CAP_ASSEMBLE)) {
 		return PERR_INTEGRITY;
+	}
+	if (code == PERR_UNAVAILABLE && !(peer_caps & PROTO_CAP_UNAVAILABLE)) {
+		return PERR_IO; /* what such a peer heard before */
 	}
 	if (peer_caps & PROTO_CAP_DEVICES) {
 		return code;

@@ -25,5 +25,6 @@ enum rdmacp_exit {
 	EXIT_BAD_PLAN = 19,    /* a plan or journal malformed, edited, or not of this plan */
 	EXIT_ENCRYPTION = 20,  /* lane encryption: --encrypt or the module's policy refused */
 	EXIT_ASSEMBLY = 21,    /* finalize: a split file's parts missing or not their digests */
-	EXIT_DAEMON_STOPPING = 22, /* the daemon is shutting down (stopped or restarting) */
+	EXIT_DAEMON_STOPPING = 22,    /* the daemon is shutting down (stopped or restarting) */
+	EXIT_MODULE_UNAVAILABLE = 23, /* the module is configured but cannot be served now */
 };

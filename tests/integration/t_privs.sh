@@ -243,31 +243,31 @@ expect_rc 0 "pull -p --owner a setuid file as root" \
 m=$(mode_of "$T/got2/tool")
 [ "$m" = 4755 ] && pass "with --owner the setuid bit is kept" || fail "with --owner: $m (want 4755)"
 
-# ---- module roots swapped after the config was loaded (G41) ----
+# ---- module roots swapped after the config was loaded (G41): unavailable, exit 23 ----
 echo bad >"$T/src/payload"
 # (1) the module directory renamed away, a symlink to another directory in its place
 mv "$T/swap1/m" "$T/swap1/m.away"
 ln -s "$T/target" "$T/swap1/m"
-expect_rc 5 "push into a module swapped for a symlink refused" \
+expect_rc 23 "push into a module swapped for a symlink refused" \
 	"${CLIENT[@]}" "$T/src/payload" 127.0.0.1:swap1/
 [ -z "$(ls -A "$T/target")" ] && pass "nothing written through the symlink" ||
 	fail "written through the symlink: $(ls -A "$T/target")"
 # (2) the module directory replaced by another directory
 mv "$T/swap2/m" "$T/swap2/m.away"
 mkdir "$T/swap2/m"
-expect_rc 5 "push into a module replaced by another directory refused" \
+expect_rc 23 "push into a module replaced by another directory refused" \
 	"${CLIENT[@]}" "$T/src/payload" 127.0.0.1:swap2/
 [ -z "$(ls -A "$T/swap2/m")" ] && pass "nothing written into the impostor" ||
 	fail "written into the impostor: $(ls -A "$T/swap2/m")"
 # (3) a parent of the module path swapped for a symlink to a look-alike tree
 mv "$T/swap3/p" "$T/swap3/p.away"
 ln -s "$T/decoy/p" "$T/swap3/p"
-expect_rc 5 "push into a module whose parent became a symlink refused" \
+expect_rc 23 "push into a module whose parent became a symlink refused" \
 	"${CLIENT[@]}" "$T/src/payload" 127.0.0.1:swap3/
 [ -z "$(ls -A "$T/decoy/p/m")" ] && pass "nothing written into the look-alike" ||
 	fail "written into the look-alike: $(ls -A "$T/decoy/p/m")"
 echo "not for you" >"$T/target/t"
-expect_rc 5 "pull through a module swapped for a symlink refused" \
+expect_rc 23 "pull through a module swapped for a symlink refused" \
 	"${CLIENT[@]}" 127.0.0.1:swap1/t "$T/got/"
 [ ! -e "$T/got/t" ] && pass "nothing read through the symlink" || fail "read through the symlink"
 grep -q "swap1.*symlink" "$T/d.log" && pass "the daemon logs the refusal" ||
@@ -344,7 +344,7 @@ if command -v setpriv >/dev/null; then
 		"${CLIENT[@]}" -P "$P4" --chunk-size 64K "$T/src/payload0" 127.0.0.1:own/
 	o=$(owner_of "$T/nr/own/payload0")
 	[ "$o" = "$RD_UID:$RD_GID" ] && pass "stored as rdmacp" || fail "stored as $o"
-	expect_rc 5 "and refuses a module that wants root" \
+	expect_rc 23 "and refuses a module that wants root" \
 		"${CLIENT[@]}" -P "$P4" --chunk-size 64K "$T/src/payload0" 127.0.0.1:asroot/
 	[ ! -e "$T/nr/root/payload0" ] && pass "nothing stored there" || fail "stored in asroot"
 else

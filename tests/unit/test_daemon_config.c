@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <syslog.h>
@@ -583,14 +584,33 @@ static void test_module_path(void **state)
 	write_conf("[data]\npath = @/data\n\n[other]\nread only = no\n");
 	expect_error(BASE_LINES + 4, "has no 'path'");
 
-	write_conf("[data]\npath = @/nonexistent\n");
-	expect_error(BASE_LINES + 2, "No such file");
-
 	write_conf("[data]\npath = relative/dir\n");
 	expect_error(BASE_LINES + 2, "absolute");
+}
 
-	write_conf("[data]\npath = @/cert.pem\n");
-	expect_error(BASE_LINES + 2, "not a directory");
+/*
+ * A path that is missing, or not a directory, loads: that module is
+ * unavailable (root_known false, and why), the others are served. Its
+ * overlap with another module is known all the same, ".." and all.
+ */
+static void test_module_path_missing(void **state)
+{
+	struct daemon_config *c;
+
+	(void)state;
+	write_conf("[gone]\npath = @/nonexistent\n[file]\npath = @/cert.pem\n"
+		   "[data]\npath = @/data\n");
+	c = load_ok();
+	assert_false(c->modules[0].root_known);
+	assert_int_equal(c->modules[0].root_errno, ENOENT);
+	assert_false(c->modules[1].root_known);
+	assert_int_equal(c->modules[1].root_errno, ENOTDIR);
+	assert_true(c->modules[2].root_known);
+	assert_true(c->modules[2].root_ino != 0);
+	daemon_config_free(c);
+
+	write_conf("[a]\npath = @/nonexistent/../data\n[b]\npath = @/data/inner\n");
+	expect_error(BASE_LINES + 4, "overlaps module [a]");
 }
 
 /* Who sessions run as, the keys that widen what a client may set, the path's symlinks. */
@@ -940,6 +960,17 @@ static void test_module_limits(void **state)
 	expect_error(BASE_LINES + 4, "max file size");
 	write_conf("max file size = 1M\n");
 	expect_error(BASE_LINES + 1, "max file size");
+
+	/* "max connections" of a module: its own cap, none when not set. */
+	write_conf("max connections = 8\n[a]\npath = @/data\n[b]\npath = @/backup\n"
+		   "max connections = 2\n");
+	c = load_ok();
+	assert_int_equal(c->max_connections, 8);
+	assert_int_equal(c->modules[0].max_connections, UINT_MAX);
+	assert_int_equal(c->modules[1].max_connections, 2);
+	daemon_config_free(c);
+	write_conf("[a]\npath = @/data\nmax connections = 0\n");
+	expect_error(BASE_LINES + 3, "max connections");
 }
 
 static void test_bad_numbers(void **state)
@@ -1207,6 +1238,7 @@ int main(void)
 		cmocka_unit_test(test_unreadable_cert),
 		cmocka_unit_test(test_missing_cert),
 		cmocka_unit_test(test_module_path),
+		cmocka_unit_test(test_module_path_missing),
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_max_files),
 		cmocka_unit_test(test_encryption),
