@@ -12,6 +12,10 @@
  * Which module paths hand a client the kernel or the whole host: "/", and
  * /proc, /sys and /dev (see system_dirs[]). Nothing stops an administrator
  * who means it, but a typo or a copied example should not do it silently.
+ *
+ * Which modules take pushes their user can't store: asked of the kernel as
+ * that user (faccessat in a child that switched), so groups, ACLs and
+ * read-only mounts count as they will for a session.
  */
 #include "modcheck.h"
 
@@ -20,9 +24,16 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "fspath.h"
 #include "macro.h"
+#include "policy.h"
+#include "privs.h"
 
 /* Anyone but root and the module's own user. */
 static bool foreign_owner(const struct module *m, uid_t uid)
@@ -177,4 +188,70 @@ size_t modcheck_system_path(const struct module *m, void (*warn)(void *ud, const
 		return 1;
 	}
 	return 0;
+}
+
+/* 0 or -errno: can this process write in m's directory and search it? */
+static int writable_here(const struct module *m)
+{
+	_cleanup_close_ int fd = -1;
+	int r = fspath_open_root(m->path, &fd);
+
+	if (r < 0) {
+		return r;
+	}
+	return faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) < 0 ? negerrno() : 0;
+}
+
+/* writable_here() as m's sessions run: in a child that became m's user (when root). */
+static int writable_as_user(const struct module *m)
+{
+	uint64_t kept;
+	char err[256];
+	int status;
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		return writable_here(m);
+	}
+	pid = fork();
+	if (pid < 0) {
+		return negerrno();
+	}
+	if (pid == 0) {
+		int r = privs_drop(m->run_uid, m->run_gid, 0, &kept, err, sizeof(err));
+
+		_exit(r < 0 ? 255 : -writable_here(m) & 0xff);
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			return negerrno();
+		}
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) == 255) {
+		return 0; /* could not look as that user: the session says it, better */
+	}
+	return -WEXITSTATUS(status);
+}
+
+size_t modcheck_writable(const struct module *m, void (*warn)(void *ud, const char *text), void *ud)
+{
+	char text[sizeof(m->path) + sizeof(m->name) + 512];
+	struct passwd *pw;
+	int r;
+
+	if (!policy_module_takes_pushes(m) || !m->root_known) {
+		return 0;
+	}
+	r = writable_as_user(m);
+	if (r >= 0) {
+		return 0;
+	}
+	pw = getpwuid(m->run_uid);
+	snprintf(text, sizeof(text),
+		 "module [%s]: its user %s%s%s(uid %u, gid %u) cannot write in %s (%s): every "
+		 "push into it will fail; give that user write access, or set 'read only = yes'",
+		 m->name, pw ? "'" : "", pw ? pw->pw_name : "", pw ? "' " : "",
+		 (unsigned)m->run_uid, (unsigned)m->run_gid, m->path, strerror(-r));
+	warn(ud, text);
+	return 1;
 }

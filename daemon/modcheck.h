@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * "rdmacpd --check": module paths that someone other than root and the
- * module's own user could replace, and module paths that export the kernel
- * or the whole host (see modcheck.c).
+ * module's own user could replace, module paths that export the kernel
+ * or the whole host, and module directories their sessions can't write
+ * (see modcheck.c).
  */
 #pragma once
 
@@ -24,3 +25,14 @@ size_t modcheck_module(const struct module *m, void (*warn)(void *ud, const char
  */
 size_t modcheck_system_path(const struct module *m, void (*warn)(void *ud, const char *text),
 			    void *ud);
+
+/*
+ * Call warn once if m takes pushes ('read only' not set) and its directory
+ * is there, but a session of m (its uid and gid, the user's groups) can't
+ * write in it or search it: every push would fail. Checked as that session
+ * would be, in a child process that becomes the module's user (a daemon
+ * that is not root checks as itself, as its sessions run). Returns the
+ * number of warnings (0 or 1).
+ */
+size_t modcheck_writable(const struct module *m, void (*warn)(void *ud, const char *text),
+			 void *ud);

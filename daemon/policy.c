@@ -103,6 +103,11 @@ bool policy_module_visible(const struct policy_peer *peer, const struct module *
 	return true;
 }
 
+bool policy_module_takes_pushes(const struct module *m)
+{
+	return !m->read_only;
+}
+
 /*
  * "MODULE/REL" names a module and a path in it (REL may be empty). "/ABS/PATH"
  * is accepted too when it lies inside a module's path, so scp habits work:

@@ -118,3 +118,6 @@ void policy_account(struct policy_session *s, const struct policy_grant *g, uint
  */
 bool policy_module_visible(const struct policy_peer *peer, const struct module *m,
 			   uint32_t *ret_flags);
+
+/* Does m take pushes at all (no 'read only'): what --check's write test asks. */
+bool policy_module_takes_pushes(const struct module *m);

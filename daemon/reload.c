@@ -137,7 +137,8 @@ void supervisor_find_modules(struct daemon *d)
 /*
  * --check: what loads but deserves a look. Modules whose directory is
  * missing (unavailable until it appears); module paths another user could
- * swap, or that export the kernel (modcheck.c); modules a daemon that is not root can't serve.
+ * swap, that export the kernel, or that the module's user can't write
+ * (modcheck.c); modules a daemon that is not root can't serve.
  */
 void supervisor_check_warnings(const struct daemon_config *cfg)
 {
@@ -147,6 +148,7 @@ void supervisor_check_warnings(const struct daemon_config *cfg)
 		const struct module *m = &cfg->modules[i];
 
 		modcheck_module(m, warn_line, NULL);
+		modcheck_writable(m, warn_line, NULL);
 		if (geteuid() != 0 && (m->run_uid != geteuid() || m->run_gid != getegid())) {
 			log_warning("module [%s]: wants uid %u gid %u, but rdmacpd is not root: "
 				    "it will refuse this module",

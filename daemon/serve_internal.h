@@ -65,6 +65,11 @@ struct conn {
 	struct filter_list filter;
 	bool have_filter;
 	unsigned sealed_transfers; /* lane_seal_export's count: v1 keys seal only the first */
+	/*
+	 * Whose side and who writes, for a refusal for permission (the engine's
+	 * perm_where): "daemon side: module 'M' (PATH), user 'U' (uid, gid)".
+	 */
+	char side[PROTO_MAX_PATH + 256];
 };
 
 /*
@@ -101,6 +106,13 @@ int serve_check_path(struct conn *c, const struct policy_grant *g, int rootfd, c
  * request the module policy granted. The one way into a module's files.
  */
 int serve_enter_module(struct conn *c, const struct policy_grant *gr, int *ret_rootfd);
+/*
+ * Can this session (the module's user, entered) write in dirfd, the
+ * directory rel names in the module (rel's parent when parent)? A no is sent
+ * naming the module, the directory, the user and the daemon's side.
+ */
+int serve_check_writable(struct conn *c, const struct policy_grant *gr, int dirfd, const char *rel,
+			 bool parent);
 
 /* ---- serve_lanes.c ---- */
 

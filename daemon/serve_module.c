@@ -9,6 +9,8 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -185,6 +187,45 @@ static int enter_module_limit(struct conn *c, const struct module *m)
 	return -EPERM;
 }
 
+/* c->side, while the user database is still at hand (before the switch). */
+static void describe_side(struct conn *c, const struct module *m)
+{
+	struct passwd *pw = getpwuid(m->run_uid);
+
+	snprintf(c->side, sizeof(c->side),
+		 "daemon side: module '%s' (%s), user %s%s%s(uid %u, gid %u)", m->name, m->path,
+		 pw ? "'" : "", pw ? pw->pw_name : "", pw ? "' " : "", (unsigned)m->run_uid,
+		 (unsigned)m->run_gid);
+}
+
+int serve_check_writable(struct conn *c, const struct policy_grant *gr, int dirfd, const char *rel,
+			 bool parent)
+{
+	char dir[PROTO_MAX_PATH + 1], esc[PROTO_MAX_PATH * 4 + 1];
+	size_t n = strlen(rel);
+	int r;
+
+	if (faccessat(dirfd, ".", W_OK | X_OK, AT_EACCESS) == 0) {
+		return 0;
+	}
+	r = negerrno();
+	/* The directory as the client named it: rel, or its parent for a renamed file. */
+	while (n > 0 && rel[n - 1] == '/') {
+		n--;
+	}
+	while (parent && n > 0 && rel[n - 1] != '/') {
+		n--;
+	}
+	while (n > 0 && rel[n - 1] == '/') {
+		n--;
+	}
+	snprintf(dir, sizeof(dir), "%.*s", (int)MIN(n, sizeof(dir) - 1), rel);
+	log_escape(dir, esc, sizeof(esc));
+	/* serve_refuse logs it too: the side names the module's directory and user. */
+	return serve_refuse(c, PERR_PERMISSION, "cannot write in directory '%s%s%s': %s (%s)",
+			    gr->m->name, n ? "/" : "", esc, strerror(-r), c->side);
+}
+
 int serve_enter_module(struct conn *c, const struct policy_grant *gr, int *ret_rootfd)
 {
 	int r;
@@ -194,6 +235,7 @@ int serve_enter_module(struct conn *c, const struct policy_grant *gr, int *ret_r
 	if (r < 0) {
 		return r;
 	}
+	describe_side(c, gr->m);
 	r = become_module_user(c, gr->m);
 	if (r < 0) {
 		return r;

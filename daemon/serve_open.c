@@ -155,6 +155,14 @@ static int open_push(struct conn *c, const struct msg_open *o, const struct poli
 				    : r == -ENOENT ? "its parent directory does not exist"
 						   : strerror(-r));
 	}
+	/* Said now, naming who and where, not as the first file's "Permission denied". */
+	if (dest.fd >= 0) {
+		r = serve_check_writable(c, gr, dest.fd, gr->rel, dest.rename_to[0] != '\0');
+		if (r < 0) {
+			close(dest.fd);
+			return r;
+		}
+	}
 	if (o->flags & PROTO_OPEN_DRY_RUN) {
 		r = accept_dry_run(c);
 		/* A probe: we receive as we would, and create nothing (dest.fd < 0: not there). */

@@ -145,6 +145,7 @@ static void session_engine_params(struct conn *c, const struct msg_open *o,
 	/* The module's metadata rule (policy.h): files belong to whoever the session runs as. */
 	ep->keep_setid = gr->meta.keep_setid;
 	ep->conceal = gr->conceal;
+	ep->perm_where = c->side[0] ? c->side : NULL;
 	ep->umask = gr->meta.umask;
 	/* 'devices = yes': an existing block device by its name is written in place. */
 	ep->write_devices = gr->devices;

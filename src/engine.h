@@ -299,6 +299,12 @@ struct engine_params {
 	 */
 	bool conceal;
 	/*
+	 * Receiver: said after the text of a file refused for permission
+	 * (PERR_PERMISSION), in parentheses: whose side and identity could not
+	 * write there (a daemon: its module, directory and user). NULL: nothing.
+	 */
+	const char *perm_where;
+	/*
 	 * Create set-user-ID, set-group-ID and sticky bits as the sender sent
 	 * them (with PRESERVE); false: never, on files and directories alike.
 	 */

@@ -125,11 +125,25 @@ static uint32_t rx_items_for_peer(const struct engine *e, const struct efile *f,
  * One FILES entry into the table, checked and answered in *s; what it says
  * next (RESUME for kept data, --delta's SUMS) goes out before the answer.
  */
+/*
+ * A file this receiver refused for permission: the text the sender hears
+ * says whose side and who could not write (perm_where), or a user on the
+ * other end is left to guess which machine, directory and user it was.
+ */
+static void rx_say_where(const struct engine *e, uint32_t code, char *text, size_t textlen)
+{
+	size_t n = strlen(text);
+
+	if (code == PERR_PERMISSION && e->p->perm_where && n + 4 < textlen) {
+		snprintf(text + n, textlen - n, " (%s)", e->p->perm_where);
+	}
+}
+
 static int rx_files_entry(struct engine *e, struct proto_file *pf, struct proto_status *s,
 			  bool *ret_answered)
 {
 	struct efile *f = &e->files[pf->id % FILE_TABLE];
-	char text[256] = "";
+	char text[FILE_FAIL_TEXT_LEN] = "";
 	bool peer = false;
 	uint32_t code;
 	int r = 0;
@@ -151,6 +165,7 @@ static int rx_files_entry(struct engine *e, struct proto_file *pf, struct proto_
 				    .items = rx_items_for_peer(e, f, code) };
 	*ret_answered = true;
 	if (code != PERR_OK && code != PERR_SKIPPED && code != PERR_SUM_WANTED) {
+		rx_say_where(e, code, text, sizeof(text));
 		file_fail(f, code, "%s", text);
 		s->text = strdup(file_fail_text(f));
 	}
@@ -230,7 +245,7 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 {
 	struct msg ack = { .type = MSG_FILES_ACK };
 	struct proto_status st = { .id = f->id };
-	char text[256] = "";
+	char text[FILE_FAIL_TEXT_LEN] = "";
 	uint32_t code;
 	int r;
 
@@ -246,6 +261,7 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	st.status = proto_err_for_peer(code, e->p->peer_caps);
 	st.items = rx_items_for_peer(e, f, code);
 	if (code != PERR_OK && code != PERR_SKIPPED) {
+		rx_say_where(e, code, text, sizeof(text));
 		file_fail(f, code, "%s", text);
 		st.text = (char *)file_fail_text(f);
 	}
