@@ -750,6 +750,7 @@ void engine_features_file_release(struct engine *e, struct efile *f);
 /* A failed data-lane completion offered to the features; ENGINE_DECLINED: none took it. */
 int engine_features_lane_error(struct engine *e, const struct xport_wc *wc);
 /* The receiver's hooks (engine_feature.h), called for the features that are on. */
+void engine_rx_batch(struct engine *e);
 int engine_rx_accept(struct engine *e, struct efile *f, const struct proto_file *pf, uint32_t *code,
 		     char *text, size_t textlen, bool *ret_peer);
 uint32_t engine_rx_target(struct engine *e, struct efile *f, char *text, size_t textlen);
@@ -758,11 +759,15 @@ uint32_t engine_rx_probe_target(struct engine *e, struct efile *f, bool *ret_tak
 uint32_t engine_rx_dir(struct engine *e, const struct efile *f, char *text, size_t textlen);
 void engine_rx_opened(struct engine *e, struct efile *f);
 int engine_rx_answered(struct engine *e, struct efile *f);
+void engine_rx_complete(struct engine *e, struct efile *f);
 void engine_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how);
 int engine_rx_durable(struct engine *e, struct efile *f);
 int engine_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
 /* The sender's hooks. */
 int engine_tx_offer(struct engine *e, const struct engine_src *s, const char **ret_first);
+int engine_tx_offered(struct engine *e, const struct proto_file *pf, uint32_t n);
+int engine_tx_skipped(struct engine *e, struct efile *f);
+int engine_tx_opened(struct engine *e, struct efile *f, int fd, char *text, size_t textlen);
 bool engine_tx_whole(const struct engine *e, const struct efile *f);
 int engine_tx_read(struct engine *e, struct efile *f);
 void engine_tx_read_end(struct engine *e);
@@ -940,16 +945,10 @@ void rx_links_free(struct engine *e);
 int rx_map_name(struct engine *e, const char *name, char **ret);
 
 /* engine_xattr.c */
-int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, char *text, size_t textlen);
-int tx_send_dir_xattrs(struct engine *e, const struct proto_file *pf, uint32_t n);
-int tx_kept_xattrs(struct engine *e, struct efile *f);
-void rx_xattr_dirs_reset(struct engine *e);
-int rx_xattr_kept_note(struct engine *e, const struct efile *f);
 void rx_xattr_kept_free(struct engine *e);
 int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created);
 void rx_acl_clear(struct engine *e, int fd, bool dir);
 int rx_xattrs(struct engine *e, struct msg_xattrs *x);
-void rx_xattrs_apply(struct engine *e, struct efile *f);
 void rx_xattrs_release(struct engine *e, struct efile *f);
 
 /* engine_meta.c */

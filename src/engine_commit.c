@@ -119,10 +119,8 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 			return rx_resolve(e, f);
 		}
 	}
+	engine_rx_complete(e, f);
 	/* A device keeps its own node: no mode, times or attributes from the source. */
-	if (!f->device) {
-		rx_xattrs_apply(e, f);
-	}
 	if (!f->failed && !f->device) {
 		rx_apply_meta(e, f);
 	}

@@ -99,6 +99,7 @@ struct engine_msg_row {
  *
  * And the receiver's points in an entry's life (engine_rx*.c,
  * engine_commit.c), each called for the features that are on:
+ *   rx_batch    a FILES message's entries come next.
  *   rx_accept   a FILES entry of a type the feature makes (a hard link):
  *               *code is its answer; ENGINE_DECLINED: not its type.
  *   rx_target   what is at a regular file's name, before a temp file is
@@ -110,20 +111,27 @@ struct engine_msg_row {
  *               a refusal (PERR_*), or PERR_OK.
  *   rx_opened   its data file is open (temp file, store or device).
  *   rx_answered its FILES_ACK entry goes next: what the feature sends first.
- *   rx_settled  the entry is resolved: ENGINE_RX_DONE (committed or kept),
- *               ENGINE_RX_FAILED, or ENGINE_RX_PLANNED (a probe's).
+ *   rx_complete its bytes are all there and verified, before its metadata,
+ *               fsync and name (attributes go on here).
+ *   rx_settled  the entry is resolved: ENGINE_RX_DONE (committed),
+ *               ENGINE_RX_KEPT (kept as it is), ENGINE_RX_FAILED, or
+ *               ENGINE_RX_PLANNED (a probe's).
  *   rx_durable  its data are verified and fsynced, not yet named:
  *               ENGINE_DECLINED, or the feature commits it itself (a
  *               device's read back) and answers for it.
  *   rx_slot     a descriptor that names no file (file id 0): ENGINE_DECLINED,
  *               or the feature takes the slot (a pack).
  */
-enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
+enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
 
 /*
  * And the sender's (engine_tx*.c):
  *   tx_offer    a source entry before it is offered: 1 with *ret_first the
  *               name it goes as a hard link to, 0 as itself, -errno.
+ *   tx_offered  n FILES records (pf) went out: what follows them.
+ *   tx_skipped  the receiver keeps f as it is (SKIPPED).
+ *   tx_opened   f's source is open as fd, before its first read: 0, a
+ *               failure of f (PERR_* > 0, text says why), or -errno.
  *   tx_whole    the feature reads and hashes f whole itself (a pack): f
  *               needs no digest state and no O_DIRECT.
  *   tx_read     f's first read: ENGINE_DECLINED, or the feature reads it:
@@ -160,6 +168,7 @@ struct engine_feature {
 	void (*release)(struct engine *e);
 	const struct engine_msg_row *msgs;
 
+	void (*rx_batch)(struct engine *e);
 	int (*rx_accept)(struct engine *e, struct efile *f, const struct proto_file *pf,
 			 uint32_t *code, char *text, size_t textlen, bool *ret_peer);
 	uint32_t (*rx_target)(struct engine *e, struct efile *f, char *text, size_t textlen);
@@ -168,11 +177,15 @@ struct engine_feature {
 	uint32_t (*rx_dir)(struct engine *e, const struct efile *f, char *text, size_t textlen);
 	void (*rx_opened)(struct engine *e, struct efile *f);
 	int (*rx_answered)(struct engine *e, struct efile *f);
+	void (*rx_complete)(struct engine *e, struct efile *f);
 	void (*rx_settled)(struct engine *e, const struct efile *f, enum engine_rx_end how);
 	int (*rx_durable)(struct engine *e, struct efile *f);
 	int (*rx_slot)(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
 
 	int (*tx_offer)(struct engine *e, const struct engine_src *s, const char **ret_first);
+	int (*tx_offered)(struct engine *e, const struct proto_file *pf, uint32_t n);
+	int (*tx_skipped)(struct engine *e, struct efile *f);
+	int (*tx_opened)(struct engine *e, struct efile *f, int fd, char *text, size_t textlen);
 	bool (*tx_whole)(const struct engine *e, const struct efile *f);
 	int (*tx_read)(struct engine *e, struct efile *f);
 	void (*tx_read_end)(struct engine *e);

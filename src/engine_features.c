@@ -121,6 +121,15 @@ int engine_features_lane_error(struct engine *e, const struct xport_wc *wc)
  * The receiver's points in an entry's life (engine_feature.h): each calls
  * the features that are on and have the hook, in the list's order.
  */
+void engine_rx_batch(struct engine *e)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->rx_batch) {
+			e->feat[i]->rx_batch(e);
+		}
+	}
+}
+
 int engine_rx_accept(struct engine *e, struct efile *f, const struct proto_file *pf, uint32_t *code,
 		     char *text, size_t textlen, bool *ret_peer)
 {
@@ -200,6 +209,15 @@ int engine_rx_answered(struct engine *e, struct efile *f)
 	return 0;
 }
 
+void engine_rx_complete(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->rx_complete) {
+			e->feat[i]->rx_complete(e, f);
+		}
+	}
+}
+
 void engine_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how)
 {
 	for (unsigned i = 0; i < e->nfeat; i++) {
@@ -239,6 +257,42 @@ int engine_tx_offer(struct engine *e, const struct engine_src *s, const char **r
 {
 	for (unsigned i = 0; i < e->nfeat; i++) {
 		int r = e->feat[i]->tx_offer ? e->feat[i]->tx_offer(e, s, ret_first) : 0;
+
+		if (r != 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+int engine_tx_offered(struct engine *e, const struct proto_file *pf, uint32_t n)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->tx_offered ? e->feat[i]->tx_offered(e, pf, n) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+int engine_tx_skipped(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->tx_skipped ? e->feat[i]->tx_skipped(e, f) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+int engine_tx_opened(struct engine *e, struct efile *f, int fd, char *text, size_t textlen)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->tx_opened ? e->feat[i]->tx_opened(e, f, fd, text, textlen) : 0;
 
 		if (r != 0) {
 			return r;

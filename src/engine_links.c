@@ -400,7 +400,8 @@ static void links_rx_settled(struct engine *e, const struct efile *f, enum engin
 		rx_link_target_planned(e, f);
 	} else {
 		/* A device is never given a second name (-H): links to it fail. */
-		rx_link_target_done(e, f, how == ENGINE_RX_DONE && !f->device);
+		rx_link_target_done(e, f,
+				    (how == ENGINE_RX_DONE || how == ENGINE_RX_KEPT) && !f->device);
 	}
 }
 

@@ -74,10 +74,7 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 	}
 	if (code == PERR_SKIPPED) {
 		/* A file kept as it is may be linked to; its attributes may come next. */
-		engine_rx_settled(e, f, ENGINE_RX_DONE);
-		if (rx_xattr_kept_note(e, f) == -ENOMEM) {
-			fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
-		}
+		engine_rx_settled(e, f, ENGINE_RX_KEPT);
 		note_kept(e, f);
 		file_release(e, f);
 	} else if (code == PERR_OK && engine_probe(e)) {
@@ -191,7 +188,7 @@ int rx_files(struct engine *e, struct msg_files *mf)
 	if (!st) {
 		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
-	rx_xattr_dirs_reset(e);
+	engine_rx_batch(e);
 	ack.u.files_ack.st = st;
 	e->verify_deadline =
 	    ts_now(NULL) + MIN(e->p->idle_timeout_ms / 4000.0, VERIFY_BUDGET_MAX_S);

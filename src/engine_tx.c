@@ -115,7 +115,7 @@ static int tx_file_answered(struct engine *e, struct efile *f, const struct prot
 	if (st->status == PERR_SKIPPED) {
 		r = tx_check_kept(e, f);
 		if (r == 0) {
-			r = tx_kept_xattrs(e, f);
+			r = engine_tx_skipped(e, f);
 		}
 		if (r < 0) {
 			return r;

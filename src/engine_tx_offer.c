@@ -218,7 +218,7 @@ int tx_offer(struct engine *e)
 	r = tx_send_files(e, pf, links, n);
 	/* A probe reads nothing but names: no attributes either. */
 	if (r >= 0 && !engine_probe(e)) {
-		r = tx_send_dir_xattrs(e, pf, n);
+		r = engine_tx_offered(e, pf, n);
 	}
 	if (r < 0) {
 		return r;
@@ -340,7 +340,7 @@ int tx_open(struct engine *e, struct efile *f)
 		return 0;
 	}
 	/* -X, -A: its attributes go ahead of its FILE_DONE. */
-	r = tx_send_xattrs(e, f->id, fd, false, text, sizeof(text));
+	r = engine_tx_opened(e, f, fd, text, sizeof(text));
 	if (r < 0) {
 		return r;
 	}

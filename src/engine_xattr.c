@@ -108,7 +108,8 @@ static int tx_xattr_values(struct engine *e, int fd, char *list, ssize_t len, ui
  * (none: nothing sent). Returns 0, PERR_* > 0 for a failure of that entry
  * (text says why), or -errno when the session fails.
  */
-int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, char *text, size_t textlen)
+static int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, char *text,
+			  size_t textlen)
 {
 	_cleanup_free_ char *list = NULL;
 	_cleanup_free_ uint8_t *val = NULL;
@@ -171,7 +172,7 @@ int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, char *tex
  * each opened again from its entry. A directory that can't be read is a
  * failure here (it was offered already: the receiver has it without them).
  */
-int tx_send_dir_xattrs(struct engine *e, const struct proto_file *pf, uint32_t n)
+static int tx_send_dir_xattrs(struct engine *e, const struct proto_file *pf, uint32_t n)
 {
 	if (!(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))) {
 		return 0;
@@ -216,7 +217,7 @@ int tx_send_dir_xattrs(struct engine *e, const struct proto_file *pf, uint32_t n
  * that the receiver brings the file's in line. One that can't be read is a
  * failure of its own (the file is kept, its attributes as they were).
  */
-int tx_kept_xattrs(struct engine *e, struct efile *f)
+static int tx_kept_xattrs(struct engine *e, struct efile *f)
 {
 	_cleanup_close_ int fd = -1;
 	char text[256] = "";
@@ -242,7 +243,7 @@ int tx_kept_xattrs(struct engine *e, struct efile *f)
 /* ---- receiver ---- */
 
 /* Forget the directories of the previous FILES batch. */
-void rx_xattr_dirs_reset(struct engine *e)
+static void rx_xattr_dirs_reset(struct engine *e)
 {
 	for (size_t i = 0; i < e->nxdirs; i++) {
 		free(e->xdirs[i].name);
@@ -384,7 +385,7 @@ static uint32_t rx_xattrs_sync(struct engine *e, const struct msg_xattrs *x, int
 						   : code;
 }
 
-int rx_xattr_kept_note(struct engine *e, const struct efile *f)
+static int rx_xattr_kept_note(struct engine *e, const struct efile *f)
 {
 	if (!xattr_sync_on(e) || f->ftype != PROTO_FT_REG) {
 		return 0;
@@ -473,7 +474,7 @@ void rx_xattrs_release(struct engine *e, struct efile *f)
  * last write (a write clears security.capability) and before its mode
  * and time (rx_apply_meta: a mode that agrees with its access ACL).
  */
-void rx_xattrs_apply(struct engine *e, struct efile *f)
+static void rx_xattrs_apply(struct engine *e, struct efile *f)
 {
 	char text[256];
 	uint32_t code;
@@ -594,9 +595,37 @@ static const struct engine_msg_row xattrs_msgs[] = {
 	{ 0 },
 };
 
+/* A file kept as it is may have attributes to bring in line: they come next. */
+static void xattrs_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how)
+{
+	if (how == ENGINE_RX_KEPT && rx_xattr_kept_note(e, f) == -ENOMEM) {
+		fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+}
+
+/* A device keeps its own node: no attributes from the source. */
+static void xattrs_rx_complete(struct engine *e, struct efile *f)
+{
+	if (!f->device) {
+		rx_xattrs_apply(e, f);
+	}
+}
+
+/* -X, -A: a regular file's attributes go ahead of its FILE_DONE. */
+static int xattrs_tx_opened(struct engine *e, struct efile *f, int fd, char *text, size_t textlen)
+{
+	return tx_send_xattrs(e, f->id, fd, false, text, textlen);
+}
+
 const struct engine_feature engine_feature_xattrs = {
 	.name = "xattrs",
 	.file_release = rx_xattrs_release,
 	.release = xattrs_release,
 	.msgs = xattrs_msgs,
+	.rx_batch = rx_xattr_dirs_reset,
+	.rx_complete = xattrs_rx_complete,
+	.rx_settled = xattrs_rx_settled,
+	.tx_offered = tx_send_dir_xattrs,
+	.tx_skipped = tx_kept_xattrs,
+	.tx_opened = xattrs_tx_opened,
 };
