@@ -5,7 +5,7 @@
  * 128-bit serials. Every file is written to a temporary name beneath the held
  * directory fd and renamed into place, so a reader never sees half a key.
  */
-#include "certs.h"
+#include "certs-internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,31 +28,12 @@
 
 #include "macro.h"
 
-#define CERTS_CA_DAYS	(10 * 365)
-#define CERTS_LEAF_DAYS 825
-#define CERTS_NAME_MAX	64
-/* Tolerate a little clock skew between the machine that issues and the peer. */
-#define CERTS_SKEW_SECONDS 300
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_PKEY *, EVP_PKEY_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(X509 *, X509_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(X509_EXTENSION *, X509_EXTENSION_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(GENERAL_NAMES *, GENERAL_NAMES_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(GENERAL_NAME *, GENERAL_NAME_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(BIGNUM *, BN_free)
-
-enum cert_kind {
-	CERT_CA,
-	CERT_SERVER,
-	CERT_CLIENT,
-};
-
-static EVP_PKEY *make_key(void)
+EVP_PKEY *certs_make_key(void)
 {
 	return EVP_EC_gen("P-256");
 }
 
-static int set_random_serial(X509 *x)
+int certs_set_random_serial(X509 *x)
 {
 	unsigned char raw[16];
 	_cleanup_(BN_freep) BIGNUM *bn = NULL;
@@ -101,6 +82,17 @@ static bool dns_name_valid(const char *s)
 		}
 	}
 	return true;
+}
+
+bool certs_host_valid(const char *host)
+{
+	ASN1_OCTET_STRING *ip = a2i_IPADDRESS(host);
+
+	if (ip) {
+		ASN1_OCTET_STRING_free(ip);
+		return true;
+	}
+	return dns_name_valid(host);
 }
 
 /* host → GENERAL_NAME: an IP literal becomes an IP SAN, anything else a DNS SAN. */
@@ -190,18 +182,7 @@ static int add_server_sans(X509 *x, const char *const *hosts, size_t nhosts)
 	return 0;
 }
 
-struct cert_spec {
-	enum cert_kind kind;
-	const char *cn;
-	long valid_days;
-	long backdate_days;
-	X509 *issuer; /* NULL: self-signed */
-	EVP_PKEY *issuer_key;
-	const char *const *hosts; /* server only */
-	size_t nhosts;
-};
-
-static int make_cert(const struct cert_spec *spec, EVP_PKEY *key, X509 **ret)
+int certs_make_cert(const struct cert_spec *spec, EVP_PKEY *key, X509 **ret)
 {
 	_cleanup_(X509_freep) X509 *x = X509_new();
 	X509_NAME *name;
@@ -216,7 +197,7 @@ static int make_cert(const struct cert_spec *spec, EVP_PKEY *key, X509 **ret)
 	if (!X509_set_version(x, X509_VERSION_3)) {
 		return -ENOMEM;
 	}
-	r = set_random_serial(x);
+	r = certs_set_random_serial(x);
 	if (r < 0) {
 		return r;
 	}
@@ -284,14 +265,12 @@ static int make_cert(const struct cert_spec *spec, EVP_PKEY *key, X509 **ret)
 	return 0;
 }
 
-typedef int (*pem_writer)(FILE *f, const void *obj);
-
-static int write_key_pem(FILE *f, const void *obj)
+int certs_pem_key(FILE *f, const void *obj)
 {
 	return PEM_write_PrivateKey(f, (EVP_PKEY *)obj, NULL, NULL, 0, NULL, NULL);
 }
 
-static int write_cert_pem(FILE *f, const void *obj)
+int certs_pem_cert(FILE *f, const void *obj)
 {
 	return PEM_write_X509(f, (X509 *)obj);
 }
@@ -300,8 +279,8 @@ static int write_cert_pem(FILE *f, const void *obj)
  * Write NAME beneath dirfd via a temporary file and rename. With noreplace the
  * final rename refuses an existing NAME (-EEXIST).
  */
-static int write_file_atomic(int dirfd, const char *name, mode_t mode, pem_writer writer,
-			     const void *obj, bool noreplace)
+int certs_write_atomic(int dirfd, const char *name, mode_t mode, pem_writer writer, const void *obj,
+		       bool noreplace)
 {
 	char tmp[256];
 	_cleanup_close_ int fd = -1;
@@ -364,21 +343,21 @@ fail:
 	return r;
 }
 
-static int write_pair(int dirfd, const char *base, X509 *cert, EVP_PKEY *key, bool noreplace_key)
+int certs_write_pair(int dirfd, const char *base, X509 *cert, EVP_PKEY *key, bool noreplace_key)
 {
 	char crt[CERTS_NAME_MAX + 8], keyname[CERTS_NAME_MAX + 8];
 	int r;
 
 	snprintf(crt, sizeof(crt), "%s.crt", base);
 	snprintf(keyname, sizeof(keyname), "%s.key", base);
-	r = write_file_atomic(dirfd, crt, 0644, write_cert_pem, cert, false);
+	r = certs_write_atomic(dirfd, crt, 0644, certs_pem_cert, cert, false);
 	if (r < 0) {
 		return r;
 	}
-	return write_file_atomic(dirfd, keyname, 0600, write_key_pem, key, noreplace_key);
+	return certs_write_atomic(dirfd, keyname, 0600, certs_pem_key, key, noreplace_key);
 }
 
-static int open_dir(const char *dir, bool create, int *ret_fd)
+int certs_open_dir(const char *dir, bool create, int *ret_fd)
 {
 	int fd;
 
@@ -393,7 +372,7 @@ static int open_dir(const char *dir, bool create, int *ret_fd)
 	return 0;
 }
 
-static int exists_at(int dirfd, const char *name)
+int certs_exists_at(int dirfd, const char *name)
 {
 	struct stat st;
 
@@ -407,7 +386,7 @@ static int issue_leaf(int dirfd, const char *base, enum cert_kind kind, const ch
 		      long valid_days, long backdate_days, X509 *ca, EVP_PKEY *ca_key,
 		      const char *const *hosts, size_t nhosts, bool noreplace_key)
 {
-	_cleanup_(EVP_PKEY_freep) EVP_PKEY *key = make_key();
+	_cleanup_(EVP_PKEY_freep) EVP_PKEY *key = certs_make_key();
 	_cleanup_(X509_freep) X509 *cert = NULL;
 	struct cert_spec spec = {
 		.kind = kind,
@@ -424,11 +403,15 @@ static int issue_leaf(int dirfd, const char *base, enum cert_kind kind, const ch
 	if (!key) {
 		return -ENOMEM;
 	}
-	r = make_cert(&spec, key, &cert);
+	r = certs_make_cert(&spec, key, &cert);
 	if (r < 0) {
 		return r;
 	}
-	return write_pair(dirfd, base, cert, key, noreplace_key);
+	r = certs_write_pair(dirfd, base, cert, key, noreplace_key);
+	if (r < 0) {
+		return r;
+	}
+	return certs_index_add(dirfd, cert);
 }
 
 /*
@@ -485,11 +468,7 @@ int certs_init(const char *dir, const char *const *hosts, size_t nhosts)
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < nhosts; i++) {
-		ASN1_OCTET_STRING *ip = a2i_IPADDRESS(hosts[i]);
-
-		if (ip) {
-			ASN1_OCTET_STRING_free(ip);
-		} else if (!dns_name_valid(hosts[i])) {
+		if (!certs_host_valid(hosts[i])) {
 			return -EINVAL;
 		}
 	}
@@ -501,24 +480,24 @@ int certs_init(const char *dir, const char *const *hosts, size_t nhosts)
 		return r;
 	}
 
-	r = open_dir(dir, true, &dirfd);
+	r = certs_open_dir(dir, true, &dirfd);
 	if (r < 0) {
 		return r;
 	}
-	r = exists_at(dirfd, "ca.key");
+	r = certs_exists_at(dirfd, "ca.key");
 	if (r < 0) {
 		return r;
 	}
 
-	ca_key = make_key();
+	ca_key = certs_make_key();
 	if (!ca_key) {
 		return -ENOMEM;
 	}
-	r = make_cert(&ca_spec, ca_key, &ca);
+	r = certs_make_cert(&ca_spec, ca_key, &ca);
 	if (r < 0) {
 		return r;
 	}
-	r = write_file_atomic(dirfd, "ca.crt", 0644, write_cert_pem, ca, false);
+	r = certs_write_atomic(dirfd, "ca.crt", 0644, certs_pem_cert, ca, false);
 	if (r < 0) {
 		return r;
 	}
@@ -533,10 +512,10 @@ int certs_init(const char *dir, const char *const *hosts, size_t nhosts)
 		return r;
 	}
 	/* ca.key last: it marks a complete directory, and a failed run can be redone. */
-	return write_file_atomic(dirfd, "ca.key", 0600, write_key_pem, ca_key, true);
+	return certs_write_atomic(dirfd, "ca.key", 0600, certs_pem_key, ca_key, true);
 }
 
-static bool client_name_valid(const char *name)
+bool certs_file_name_valid(const char *name)
 {
 	size_t n;
 
@@ -558,7 +537,7 @@ static bool client_name_valid(const char *name)
 	return true;
 }
 
-static FILE *fopen_at(int dirfd, const char *name, int *ret_err)
+FILE *certs_fopen_at(int dirfd, const char *name, int *ret_err)
 {
 	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	FILE *f;
@@ -575,7 +554,7 @@ static FILE *fopen_at(int dirfd, const char *name, int *ret_err)
 	return f;
 }
 
-static int load_ca(int dirfd, X509 **ret_ca, EVP_PKEY **ret_key)
+int certs_load_ca(int dirfd, X509 **ret_ca, EVP_PKEY **ret_key)
 {
 	_cleanup_fclose_ FILE *fc = NULL;
 	_cleanup_fclose_ FILE *fk = NULL;
@@ -583,11 +562,11 @@ static int load_ca(int dirfd, X509 **ret_ca, EVP_PKEY **ret_key)
 	_cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
 	int r = 0;
 
-	fc = fopen_at(dirfd, "ca.crt", &r);
+	fc = certs_fopen_at(dirfd, "ca.crt", &r);
 	if (!fc) {
 		return r;
 	}
-	fk = fopen_at(dirfd, "ca.key", &r);
+	fk = certs_fopen_at(dirfd, "ca.key", &r);
 	if (!fk) {
 		return r;
 	}
@@ -601,7 +580,9 @@ static int load_ca(int dirfd, X509 **ret_ca, EVP_PKEY **ret_key)
 	return 0;
 }
 
-int certs_issue_client(const char *dir, const char *name, int valid_days, int backdate_days)
+/* NAME.crt/NAME.key in dir, of this kind, signed by dir's CA; an existing NAME.key is kept. */
+static int issue_named(const char *dir, enum cert_kind kind, const char *name,
+		       const char *const *hosts, size_t nhosts, int valid_days, int backdate_days)
 {
 	_cleanup_close_ int dirfd = -1;
 	_cleanup_(X509_freep) X509 *ca = NULL;
@@ -609,154 +590,46 @@ int certs_issue_client(const char *dir, const char *name, int valid_days, int ba
 	char keyname[CERTS_NAME_MAX + 8];
 	int r;
 
-	if (!dir || !client_name_valid(name) || valid_days < 0 || backdate_days < 0 ||
+	if (!dir || !certs_file_name_valid(name) || valid_days < 0 || backdate_days < 0 ||
 	    valid_days > 100 * 365 || backdate_days > 100 * 365) {
 		return -EINVAL;
 	}
 	if (valid_days == 0) {
 		valid_days = CERTS_LEAF_DAYS;
 	}
-	r = open_dir(dir, false, &dirfd);
+	r = certs_open_dir(dir, false, &dirfd);
 	if (r < 0) {
 		return r;
 	}
 	snprintf(keyname, sizeof(keyname), "%s.key", name);
-	r = exists_at(dirfd, keyname);
+	r = certs_exists_at(dirfd, keyname);
 	if (r < 0) {
 		return r;
 	}
-	r = load_ca(dirfd, &ca, &ca_key);
+	r = certs_load_ca(dirfd, &ca, &ca_key);
 	if (r < 0) {
 		return r;
 	}
-	return issue_leaf(dirfd, name, CERT_CLIENT, name, valid_days, backdate_days, ca, ca_key,
-			  NULL, 0, true);
+	return issue_leaf(dirfd, name, kind, name, valid_days, backdate_days, ca, ca_key, hosts,
+			  nhosts, true);
 }
 
-/* ---- certs show ---- */
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(BIO *, BIO_free)
-
-static void name_text(const X509_NAME *name, char *buf, size_t size)
+int certs_issue_client(const char *dir, const char *name, int valid_days, int backdate_days)
 {
-	_cleanup_(BIO_freep) BIO *bio = BIO_new(BIO_s_mem());
-	int n;
-
-	buf[0] = '\0';
-	/* RFC 2253 order and escaping, UTF-8 kept as is (the caller escapes for the terminal). */
-	if (!bio || X509_NAME_print_ex(bio, name, 0, XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) < 0) {
-		return;
-	}
-	n = BIO_read(bio, buf, (int)size - 1);
-	buf[n > 0 ? n : 0] = '\0';
+	return issue_named(dir, CERT_CLIENT, name, NULL, 0, valid_days, backdate_days);
 }
 
-static void time_text(const ASN1_TIME *t, char *buf, size_t size)
+int certs_issue_server(const char *dir, const char *const *hosts, size_t nhosts, int valid_days,
+		       int backdate_days)
 {
-	struct tm tm;
-
-	if (!t || ASN1_TIME_to_tm(t, &tm) != 1 ||
-	    !strftime(buf, size, "%Y-%m-%d %H:%M:%S UTC", &tm)) {
-		snprintf(buf, size, "?");
-	}
-}
-
-/* buf += prefix text, cut at the buffer's end. */
-static void append(char *buf, size_t size, const char *prefix, const char *text)
-{
-	size_t n = strlen(buf);
-
-	if (n < size) {
-		snprintf(buf + n, size - n, "%s%s", prefix, text);
-	}
-}
-
-static void sans_text(X509 *x, char *buf, size_t size)
-{
-	_cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *names =
-	    X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
-	int count = names ? sk_GENERAL_NAME_num(names) : 0;
-
-	buf[0] = '\0';
-	for (int i = 0; i < count; i++) {
-		const GENERAL_NAME *gn = sk_GENERAL_NAME_value(names, i);
-		char text[256] = "?";
-		const ASN1_STRING *str;
-		const char *kind = "other";
-
-		append(buf, size, buf[0] ? ", " : "", "");
-		switch (gn->type) {
-		case GEN_DNS:
-		case GEN_EMAIL:
-			str = gn->type == GEN_DNS ? gn->d.dNSName : gn->d.rfc822Name;
-			kind = gn->type == GEN_DNS ? "DNS:" : "email:";
-			/* IA5 text of any length: bounded here, and a NUL stops it early. */
-			snprintf(text, sizeof(text), "%.*s", MIN(ASN1_STRING_length(str), 255),
-				 (const char *)ASN1_STRING_get0_data(str));
-			break;
-		case GEN_IPADD:
-			str = gn->d.iPAddress;
-			kind = "IP:";
-			if (ASN1_STRING_length(str) == 4 || ASN1_STRING_length(str) == 16) {
-				inet_ntop(ASN1_STRING_length(str) == 4 ? AF_INET : AF_INET6,
-					  ASN1_STRING_get0_data(str), text, sizeof(text));
-			}
-			break;
-		default:
-			text[0] = '\0';
-			break;
-		}
-		append(buf, size, kind, text);
-	}
-}
-
-static int describe(X509 *x, struct certs_info *ret)
-{
-	unsigned int n = 0;
-
-	memset(ret, 0, sizeof(*ret));
-	name_text(X509_get_subject_name(x), ret->subject, sizeof(ret->subject));
-	name_text(X509_get_issuer_name(x), ret->issuer, sizeof(ret->issuer));
-	sans_text(x, ret->sans, sizeof(ret->sans));
-	time_text(X509_get0_notBefore(x), ret->not_before, sizeof(ret->not_before));
-	time_text(X509_get0_notAfter(x), ret->not_after, sizeof(ret->not_after));
-	ret->not_yet_valid = X509_cmp_current_time(X509_get0_notBefore(x)) > 0;
-	ret->expired = X509_cmp_current_time(X509_get0_notAfter(x)) < 0;
-	ret->is_ca = X509_check_ca(x) > 0;
-	ret->self_signed = X509_check_issued(x, x) == X509_V_OK;
-	if (X509_digest(x, EVP_sha256(), ret->sha256, &n) != 1 || n != sizeof(ret->sha256)) {
-		return -EIO;
-	}
-	return 0;
-}
-
-int certs_show_file(const char *file, struct certs_info *ret, size_t max)
-{
-	_cleanup_fclose_ FILE *f = NULL;
-	size_t n = 0;
-
-	if (!file || !ret || max == 0) {
+	if (nhosts == 0 || !hosts) {
 		return -EINVAL;
 	}
-	f = fopen(file, "re");
-	if (!f) {
-		return negerrno();
-	}
-	while (n < max) {
-		_cleanup_(X509_freep) X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
-		int r;
-
-		if (!x) {
-			break;
+	for (size_t i = 0; i < nhosts; i++) {
+		if (!certs_host_valid(hosts[i])) {
+			return -EINVAL;
 		}
-		r = describe(x, &ret[n]);
-		if (r < 0) {
-			ERR_clear_error();
-			return r;
-		}
-		n++;
 	}
-	/* The end of the file, or text that is no certificate: only the first matters. */
-	ERR_clear_error();
-	return n > 0 ? (int)n : -EBADMSG;
+	/* The first host names the files and the CN, as certs init's server.crt. */
+	return issue_named(dir, CERT_SERVER, hosts[0], hosts, nhosts, valid_days, backdate_days);
 }

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* certs_init / certs_issue_client: files, modes, extensions, chain, refusals. */
+/*
+ * certs_init / certs_issue_client / certs_issue_server / certs_renew /
+ * certs_revoke / certs_file_expiry: files, modes, extensions, chain, refusals.
+ */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -151,8 +154,10 @@ static void test_init_files_and_modes(void **state)
 	assert_mode(fx->dir, "server.key", 0600);
 	assert_mode(fx->dir, "client.crt", 0644);
 	assert_mode(fx->dir, "client.key", 0600);
+	/* The CA's index of what it signed (certs revoke by fingerprint). */
+	assert_mode(fx->dir, "index.txt", 0644);
 	/* Nothing else: no temporary files left behind. */
-	assert_int_equal(count_entries(fx->dir), 6);
+	assert_int_equal(count_entries(fx->dir), 7);
 }
 
 /* "rdmacp CA HOST YYYY-MM-DD XXXXXX", made today (UTC). */
@@ -454,6 +459,206 @@ static void test_show(void **state)
 	free(bad_path);
 }
 
+static void test_issue_server(void **state)
+{
+	static const char *const hosts[] = { "data2.example.org", "10.9.8.7" };
+	static const char *const v6first[] = { "fd00::9", "x.example" };
+	static const char *const bad[] = { "ok.example", "bad name" };
+	struct fixture *fx = *state;
+	GENERAL_NAMES *names;
+	X509 *x;
+	char cn[128];
+
+	assert_int_equal(certs_issue_server(fx->dir, hosts, 2, 0, 0), 0);
+	assert_mode(fx->dir, "data2.example.org.key", 0600);
+	x = load_cert(fx->dir, "data2.example.org.crt");
+	cn_of(x, cn, sizeof(cn));
+	assert_string_equal(cn, "data2.example.org");
+	names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+	assert_true(has_san(names, GEN_DNS, "data2.example.org"));
+	assert_true(has_san(names, GEN_IPADD, "10.9.8.7"));
+	GENERAL_NAMES_free(names);
+	assert_int_equal(X509_check_purpose(x, X509_PURPOSE_SSL_SERVER, 0), 1);
+	assert_int_equal(verify_against(fx->dir, x, X509_PURPOSE_SSL_SERVER), X509_V_OK);
+	X509_free(x);
+	/* The same name again, a bad host, an IPv6 address to name the files, no host. */
+	assert_int_equal(certs_issue_server(fx->dir, hosts, 2, 0, 0), -EEXIST);
+	assert_int_equal(certs_issue_server(fx->dir, bad, 2, 0, 0), -EINVAL);
+	assert_int_equal(certs_issue_server(fx->dir, v6first, 2, 0, 0), -EINVAL);
+	assert_int_equal(certs_issue_server(fx->dir, hosts, 0, 0, 0), -EINVAL);
+}
+
+static bool same_der(X509 *a, X509 *b)
+{
+	return X509_cmp(a, b) == 0;
+}
+
+static void test_renew(void **state)
+{
+	struct fixture *fx = *state;
+	X509 *before, *after, *old;
+	EVP_PKEY *k1, *k2;
+	char *file = path_in(fx->dir, "server.crt");
+	GENERAL_NAMES *names;
+	int days = 0, secs = 0;
+
+	before = load_cert(fx->dir, "server.crt");
+	k1 = load_key(fx->dir, "server.key");
+	assert_int_equal(certs_renew(file, NULL, false, 30), 0);
+	after = load_cert(fx->dir, "server.crt");
+	old = load_cert(fx->dir, "server.crt.old");
+	assert_true(same_der(old, before));
+	assert_false(same_der(after, before));
+	/* Same subject, SANs, key; new serial and validity; the same CA. */
+	assert_int_equal(X509_NAME_cmp(X509_get_subject_name(before), X509_get_subject_name(after)),
+			 0);
+	assert_int_not_equal(
+	    ASN1_INTEGER_cmp(X509_get0_serialNumber(before), X509_get0_serialNumber(after)), 0);
+	names = X509_get_ext_d2i(after, NID_subject_alt_name, NULL, NULL);
+	assert_true(has_san(names, GEN_IPADD, "fd00::7"));
+	assert_true(has_san(names, GEN_DNS, "data1.example.com"));
+	GENERAL_NAMES_free(names);
+	assert_int_equal(X509_check_private_key(after, k1), 1);
+	assert_true(ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notAfter(after)));
+	assert_true(days == 30 || days == 29);
+	assert_int_equal(verify_against(fx->dir, after, X509_PURPOSE_SSL_SERVER), X509_V_OK);
+	X509_free(old);
+	X509_free(after);
+
+	/* --new-key: a new key, the old one kept. */
+	assert_int_equal(certs_renew(file, NULL, true, 0), 0);
+	after = load_cert(fx->dir, "server.crt");
+	k2 = load_key(fx->dir, "server.key");
+	assert_int_not_equal(EVP_PKEY_eq(k1, k2), 1);
+	assert_int_equal(X509_check_private_key(after, k2), 1);
+	EVP_PKEY_free(k2);
+	k2 = load_key(fx->dir, "server.key.old");
+	assert_int_equal(EVP_PKEY_eq(k1, k2), 1);
+	assert_mode(fx->dir, "server.key", 0600);
+	assert_mode(fx->dir, "server.key.old", 0600);
+	assert_int_equal(verify_against(fx->dir, after, X509_PURPOSE_SSL_SERVER), X509_V_OK);
+	X509_free(after);
+	X509_free(before);
+	EVP_PKEY_free(k1);
+	EVP_PKEY_free(k2);
+	free(file);
+}
+
+static void test_renew_refusals(void **state)
+{
+	struct fixture *fx = *state;
+	char *other = tu_mkdtemp(), *odir = path_in(other, "pki");
+	char *file = path_in(fx->dir, "client.crt"), *key = path_in(fx->dir, "client.key");
+	char *ofile = path_in(odir, "client.crt");
+
+	assert_int_equal(certs_init(odir, NULL, 0), 0);
+	/* Another CA's certificate, with this CA: not renewed. */
+	assert_int_equal(certs_renew(ofile, fx->dir, false, 0), -EXDEV);
+	/* Its key lost: only --new-key renews it. */
+	assert_int_equal(unlink(key), 0);
+	assert_int_equal(certs_renew(file, NULL, false, 0), -ENOKEY);
+	assert_int_equal(certs_renew(file, NULL, true, 0), 0);
+	free(ofile);
+	free(key);
+	free(file);
+	free(odir);
+	tu_rmtree(other);
+	free(other);
+}
+
+/* The first certificate of dir/name, as certs show reads it. */
+static void path_free_show(const char *dir, const char *name, struct certs_info *ci)
+{
+	char *p = path_in(dir, name);
+
+	assert_int_equal(certs_show_file(p, ci, 1), 1);
+	free(p);
+}
+
+static X509_CRL *load_crl(const char *dir)
+{
+	char *p = path_in(dir, "crl.pem");
+	FILE *f = fopen(p, "r");
+	X509_CRL *crl;
+
+	assert_non_null(f);
+	crl = PEM_read_X509_CRL(f, NULL, NULL, NULL);
+	fclose(f);
+	free(p);
+	assert_non_null(crl);
+	return crl;
+}
+
+static bool crl_lists(X509_CRL *crl, X509 *x)
+{
+	X509_REVOKED *rev = NULL;
+
+	return X509_CRL_get0_by_serial(crl, &rev, X509_get0_serialNumber(x)) == 1;
+}
+
+static void test_revoke(void **state)
+{
+	struct fixture *fx = *state;
+	char *file = path_in(fx->dir, "client.crt"), subject[512];
+	struct certs_info ci[1];
+	char fp[80] = "sha256:";
+	X509 *cli, *bob, *ca;
+	X509_CRL *crl;
+
+	assert_int_equal(certs_issue_client(fx->dir, "bob", 0, 0), 0);
+	assert_int_equal(certs_revoke(fx->dir, file, subject, sizeof(subject)), 0);
+	assert_string_equal(subject, "/CN=client");
+	assert_int_equal(certs_revoke(fx->dir, file, NULL, 0), -EALREADY);
+	/* By fingerprint, as certs show prints it: found in the index. */
+	path_free_show(fx->dir, "bob.crt", ci);
+	for (int i = 0; i < 32; i++) {
+		sprintf(fp + 7 + 2 * i, "%02x", ci[0].sha256[i]);
+	}
+	assert_int_equal(certs_revoke(fx->dir, fp, subject, sizeof(subject)), 0);
+	assert_string_equal(subject, "/CN=bob");
+	/* A fingerprint the CA never signed. */
+	memset(fp + 7, 'a', 64);
+	assert_int_equal(certs_revoke(fx->dir, fp, NULL, 0), -ENOENT);
+
+	crl = load_crl(fx->dir);
+	cli = load_cert(fx->dir, "client.crt");
+	bob = load_cert(fx->dir, "bob.crt");
+	ca = load_cert(fx->dir, "ca.crt");
+	assert_true(crl_lists(crl, cli));
+	assert_true(crl_lists(crl, bob));
+	assert_int_equal(X509_CRL_verify(crl, X509_get0_pubkey(ca)), 1);
+	assert_int_equal(X509_NAME_cmp(X509_CRL_get_issuer(crl), X509_get_subject_name(ca)), 0);
+	X509_CRL_free(crl);
+	X509_free(cli);
+	X509_free(bob);
+	X509_free(ca);
+	free(file);
+}
+
+static void test_expiry(void **state)
+{
+	struct fixture *fx = *state;
+	char *file;
+	struct certs_expiry e;
+
+	assert_int_equal(certs_issue_client(fx->dir, "soon", 10, 0), 0);
+	file = path_in(fx->dir, "soon.crt");
+	assert_int_equal(certs_file_expiry(file, &e), 0);
+	assert_true(e.days_left == 9 || e.days_left == 10);
+	assert_false(e.expired);
+	assert_string_equal(e.subject, "CN=soon");
+	free(file);
+	assert_int_equal(certs_issue_client(fx->dir, "gone", 1, 3), 0);
+	file = path_in(fx->dir, "gone.crt");
+	assert_int_equal(certs_file_expiry(file, &e), 0);
+	assert_true(e.expired);
+	assert_true(e.days_left < 0);
+	free(file);
+	file = path_in(fx->dir, "index.txt");
+	assert_int_equal(certs_file_expiry(file, &e), -EBADMSG);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -468,6 +673,11 @@ int main(void)
 		cmocka_unit_test(test_init_defaults_and_bad_hosts),
 		cmocka_unit_test(test_ca_names_differ),
 		cmocka_unit_test(test_show),
+		cmocka_unit_test(test_issue_server),
+		cmocka_unit_test(test_renew),
+		cmocka_unit_test(test_renew_refusals),
+		cmocka_unit_test(test_revoke),
+		cmocka_unit_test(test_expiry),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
