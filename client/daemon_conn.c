@@ -215,6 +215,12 @@ int daemon_conn_open(struct daemon_conn *s)
 	s->chan_ok = true;
 	r = hello_client(&s->chan, s->o->connect_timeout_s * 1000, &s->hello, &code, err,
 			 sizeof(err));
+	if (r == -EKEYREVOKED) {
+		log_error("%s refused our certificate: certificate revoked (the daemon's CRL lists "
+			  "it: ask for a new one)",
+			  s->rem->host);
+		return EXIT_REVOKED;
+	}
 	if (r == -EKEYREJECTED) {
 		/* TLS 1.3: the daemon's verdict on our certificate arrives here. */
 		log_error("%s refused our certificate: %s", s->rem->host, tls_conn_error(s->tls));

@@ -126,7 +126,8 @@ static const char usage_text[] =
     "plan or journal, 20 lane encryption refused, 21 a split file's parts could\n"
     "not be assembled, 22 the daemon is shutting down (stopped or restarting:\n"
     "run again once it is back; --partial resumes), 23 module unavailable (its\n"
-    "directory is missing on the daemon's side: not mounted yet?).\n";
+    "directory is missing on the daemon's side: not mounted yet?), 24 our\n"
+    "certificate is revoked.\n";
 
 void client_usage(FILE *f)
 {

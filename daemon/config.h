@@ -21,6 +21,8 @@
 
 /* Entries one pull may list or send, unless the module says otherwise. */
 #define DAEMON_DEFAULT_MAX_FILES 1000000
+/* "cert warn days": the daemon's certificate expiring this soon is logged. */
+#define DAEMON_DEFAULT_CERT_WARN_DAYS 30
 /* struct module.tos while loading: the key not given (then [global]'s). */
 #define MODULE_TOS_INHERIT (-2)
 
@@ -56,7 +58,10 @@ struct module {
 	bool read_only;	 /* default: no */
 	bool write_only; /* default: no */
 	struct allow_rule allow[DAEMON_MAX_ALLOW];
-	size_t nallow;		 /* 0: nobody is allowed */
+	size_t nallow; /* 0: nobody is allowed */
+	/* "deny": certificates refused here whatever 'allow' says ([global]'s too). */
+	struct allow_rule deny[DAEMON_MAX_ALLOW];
+	size_t ndeny;
 	bool have_uid, have_gid; /* written in the config */
 	uid_t uid;
 	gid_t gid;
@@ -106,6 +111,11 @@ struct daemon_config {
 	struct listen_addr listen[DAEMON_MAX_LISTEN];
 	size_t nlisten; /* 0: socket activation or the default 0.0.0.0:7471 */
 	char cert[4096], key[4096], ca[4096];
+	char crl[4096];		 /* "crl": the CA's revocation list (PEM); "" none */
+	unsigned cert_warn_days; /* "cert warn days": 0 never; default 30 */
+	/* "deny" in [global]: certificates refused at connection, before HELLO's answer. */
+	struct allow_rule deny[DAEMON_MAX_ALLOW];
+	size_t ndeny;
 	unsigned max_connections;     /* default 64 */
 	unsigned max_per_host;	      /* default 8: per peer address */
 	unsigned max_unauth;	      /* in TLS/HELLO at once; default max connections / 2 */

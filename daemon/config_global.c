@@ -2,7 +2,8 @@
 /*
  * rdmacpd.conf's [global] keys (config_parse.h): listen addresses, the
  * certificates, connection limits and timeouts, memory, logging, the lanes'
- * defaults (encryption, traffic class, rails) and who may run bench. One
+ * defaults (encryption, traffic class, rails), who may run bench, and the
+ * certificates refused (deny, crl) and expiry warnings. One
  * handler per key, and the table the loader (config.c) dispatches through.
  */
 #include "config_parse.h"
@@ -67,6 +68,27 @@ static int g_key(struct parse_state *ps, const char *key, const char *value)
 static int g_ca(struct parse_state *ps, const char *key, const char *value)
 {
 	return config_set_path(ps, key, value, ps->cfg->ca, sizeof(ps->cfg->ca));
+}
+
+static int g_crl(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_set_path(ps, key, value, ps->cfg->crl, sizeof(ps->cfg->crl));
+}
+
+static int g_cert_warn_days(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_set_uint(ps, key, value, 0, 3650, &ps->cfg->cert_warn_days);
+}
+
+static int add_deny(struct parse_state *ps, const char *key, const char *tok)
+{
+	return config_add_allow_rule(ps, key, tok, ps->cfg->deny, &ps->cfg->ndeny, "global");
+}
+
+/* 'deny' in [global]: certificates refused at connection (same entries as 'allow'). */
+static int g_deny(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_for_each_entry(ps, key, value, add_deny);
 }
 
 static int g_max_conn(struct parse_state *ps, const char *key, const char *value)
@@ -257,6 +279,9 @@ const struct key_handler config_global_keys[] = {
 	{ "lanes from other addresses", false, g_lanes_any_source },
 	{ "tos", false, g_tos },
 	{ "rails", true, g_rails },
+	{ "crl", false, g_crl },
+	{ "deny", true, g_deny },
+	{ "cert warn days", false, g_cert_warn_days },
 };
 
 const size_t config_nglobal_keys = ARRAY_SIZE(config_global_keys);

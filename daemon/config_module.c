@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rdmacpd.conf's module keys (config_parse.h): the path, who may use the
- * module and how (allow, read only, write only), who its sessions run as,
+ * module and how (allow, deny, read only, write only), who its sessions run as,
  * what they keep (set-id bits, owners), block devices, limits, the lanes'
  * encryption and traffic class. One handler per key, and the table the
  * loader (config.c) dispatches through.
@@ -78,6 +78,18 @@ static int add_allow(struct parse_state *ps, const char *key, const char *tok)
 static int m_allow(struct parse_state *ps, const char *key, const char *value)
 {
 	return config_for_each_entry(ps, key, value, add_allow);
+}
+
+static int add_deny(struct parse_state *ps, const char *key, const char *tok)
+{
+	struct module *m = config_cur_module(ps);
+
+	return config_add_allow_rule(ps, key, tok, m->deny, &m->ndeny, m->name);
+}
+
+static int m_deny(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_for_each_entry(ps, key, value, add_deny);
 }
 
 static int m_uid(struct parse_state *ps, const char *key, const char *value)
@@ -182,6 +194,7 @@ const struct key_handler config_module_keys[] = {
 	{ "devices", false, m_devices },
 	{ "encryption", false, m_encryption },
 	{ "tos", false, m_tos },
+	{ "deny", true, m_deny },
 };
 
 const size_t config_nmodule_keys = ARRAY_SIZE(config_module_keys);

@@ -135,6 +135,7 @@ static void check_summary(const char *file, const struct daemon_config *cfg)
 static int run(struct daemon *d, bool check)
 {
 	uint64_t usec = 0;
+	char cert_text[1024];
 	int r;
 
 	if (supervisor_load(d->config_file, &d->cfg, &d->tls) < 0) {
@@ -179,7 +180,9 @@ static int run(struct daemon *d, bool check)
 	}
 	sd_notify(0, "READY=1");
 	children_notify_status(d);
-	log_info("rdmacpd %s ready", RDMACP_VERSION);
+	supervisor_cert_expiry(d->cfg, cert_text, sizeof(cert_text));
+	d->next_cert_check_ms = (uint64_t)now_ms() + CERT_CHECK_INTERVAL_MS;
+	log_info("rdmacpd %s ready%s%s", RDMACP_VERSION, cert_text[0] ? ", " : "", cert_text);
 	supervisor_watchdog(d);
 
 	r = supervisor_loop(d);

@@ -92,10 +92,18 @@ static bool peer_matches(const struct policy_peer *peer, const struct allow_rule
 	return false; /* no rule, or none matched: fail closed */
 }
 
+bool policy_peer_denied(const struct daemon_config *cfg, const struct module *m,
+			const struct policy_peer *peer)
+{
+	return (cfg && peer_matches(peer, cfg->deny, cfg->ndeny)) ||
+	       (m && peer_matches(peer, m->deny, m->ndeny));
+}
+
 bool policy_module_visible(const struct policy_peer *peer, const struct module *m,
 			   uint32_t *ret_flags)
 {
-	if (!peer_matches(peer, m->allow, m->nallow)) {
+	/* [global]'s 'deny' refused the connection already. */
+	if (policy_peer_denied(NULL, m, peer) || !peer_matches(peer, m->allow, m->nallow)) {
 		return false;
 	}
 	*ret_flags =
@@ -309,6 +317,12 @@ static int decide_module(const struct daemon_config *cfg, const struct policy_pe
 	if (!m) {
 		return no(v, PERR_NO_MODULE, "no module for '%s'",
 			  log_escape(rq->path, esc, sizeof(esc)));
+	}
+	if (policy_peer_denied(cfg, m, peer)) {
+		return no(v, PERR_AUTH,
+			  "module '%s': this client's certificate is denied by the daemon's deny "
+			  "list",
+			  m->name);
 	}
 	if (!peer_matches(peer, m->allow, m->nallow)) {
 		return no(v, PERR_PERMISSION, "module '%s' does not allow this client", m->name);

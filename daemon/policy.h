@@ -113,6 +113,14 @@ int policy_request_path(const struct policy_grant *g, int rootfd, const char *pa
 void policy_account(struct policy_session *s, const struct policy_grant *g, uint64_t bytes);
 
 /*
+ * Is this peer's certificate on a 'deny' list: [global]'s (cfg, may be
+ * NULL) or module m's (may be NULL)? A deny entry matches as an 'allow'
+ * entry does (CN or SAN, or fingerprint), and wins over any 'allow'.
+ */
+bool policy_peer_denied(const struct daemon_config *cfg, const struct module *m,
+			const struct policy_peer *peer);
+
+/*
  * May this peer see module m in a listing of modules (its 'allow')? Its
  * PROTO_MOD_* flags (read only, write only) in *ret_flags when it may.
  */

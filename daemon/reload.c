@@ -4,7 +4,8 @@
  * its TLS credentials, looked over (--check, and at each start and reload),
  * and reloaded at SIGHUP for new connections; the sessions running keep the
  * copy they forked with. Modules missing at load are looked for again
- * before each new session (supervisor_find_modules).
+ * before each new session (supervisor_find_modules). The certificate's
+ * expiry is looked at with each.
  */
 #include "supervisor.h"
 
@@ -13,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "certs.h"
 #include "clock.h"
 #include "log.h"
 #include "modcheck.h"
@@ -29,6 +31,7 @@ static int load_tls(const struct daemon_config *cfg, struct tls_ctx **ret)
 		.cert_file = cfg->cert,
 		.key_file = cfg->key,
 		.ca_file = cfg->ca,
+		.crl_file = cfg->crl,
 	};
 	int r = tls_ctx_new(&tc, ret);
 
@@ -144,6 +147,7 @@ void supervisor_check_warnings(const struct daemon_config *cfg)
 {
 	supervisor_missing_module_warnings(cfg);
 	supervisor_system_path_warnings(cfg);
+	supervisor_cert_expiry(cfg, NULL, 0);
 	for (size_t i = 0; i < cfg->nmodules; i++) {
 		const struct module *m = &cfg->modules[i];
 
@@ -155,6 +159,47 @@ void supervisor_check_warnings(const struct daemon_config *cfg)
 				    m->name, (unsigned)m->run_uid, (unsigned)m->run_gid);
 		}
 	}
+}
+
+/* One certificate file's expiry, logged when due. */
+static void log_expiry(const struct daemon_config *cfg, const char *what, const char *file,
+		       struct certs_expiry *e)
+{
+	char esc[sizeof(e->subject) * 4];
+	int r = certs_file_expiry(file, e);
+
+	if (r < 0) {
+		log_warning("%s %s: cannot read when it expires: %s", what, file,
+			    r == -EBADMSG ? "no PEM certificate in it" : strerror(-r));
+		e->subject[0] = '\0';
+		return;
+	}
+	log_escape(e->subject, esc, sizeof(esc));
+	if (e->expired) {
+		log_error("%s %s (%s) expired on %s: renew it (rdmacp certs renew) and reload",
+			  what, file, esc, e->not_after);
+	} else if (cfg->cert_warn_days && e->days_left < (int)cfg->cert_warn_days) {
+		log_warning("%s %s (%s) expires in %d day%s, on %s: renew it (rdmacp certs renew) "
+			    "and reload ('cert warn days' is %u)",
+			    what, file, esc, e->days_left, e->days_left == 1 ? "" : "s",
+			    e->not_after, cfg->cert_warn_days);
+	}
+}
+
+void supervisor_cert_expiry(const struct daemon_config *cfg, char *ret_text, size_t len)
+{
+	struct certs_expiry e;
+	char esc[sizeof(e.subject) * 4];
+
+	log_expiry(cfg, "certificate", cfg->cert, &e);
+	if (ret_text && len) {
+		ret_text[0] = '\0';
+		if (e.subject[0]) {
+			snprintf(ret_text, len, "certificate %s expires %s",
+				 log_escape(e.subject, esc, sizeof(esc)), e.not_after);
+		}
+	}
+	log_expiry(cfg, "CA certificate", cfg->ca, &e);
 }
 
 static bool same_listen(const struct daemon_config *a, const struct daemon_config *b)
@@ -203,6 +248,8 @@ void supervisor_reload(struct daemon *d)
 	supervisor_missing_module_warnings(cfg);
 	supervisor_system_path_warnings(cfg);
 	supervisor_check_memlock(cfg);
+	supervisor_cert_expiry(cfg, NULL, 0);
+	d->next_cert_check_ms = (uint64_t)now_ms() + CERT_CHECK_INTERVAL_MS;
 	log_info("reloaded %s", d->config_file);
 done:
 	sd_notify(0, "READY=1");

@@ -257,6 +257,30 @@ static int conn_start(struct conn *c, struct tls_ctx *tls, int fd, const struct 
 	return 0;
 }
 
+/*
+ * [global]'s 'deny': refused before anything is served, and told so in
+ * answer to its HELLO (read first, so the answer is not lost in a reset).
+ */
+static int conn_refuse_denied(struct conn *c, int64_t deadline)
+{
+	struct policy_peer peer = serve_conn_peer(c);
+	struct msg m;
+
+	if (!policy_peer_denied(c->cfg, NULL, &peer)) {
+		return 0;
+	}
+	log_notice("%s (%s): refused: certificate on the deny list ('deny' in [global])", c->peer,
+		   c->id);
+	c->chan.io_timeout_ms = remaining_ms(deadline);
+	if (c->chan.io_timeout_ms > 0 && chan_recv(&c->chan, &m, c->chan.io_timeout_ms) >= 0) {
+		msg_clear(&m);
+	}
+	chan_send_error(&c->chan, PERR_AUTH,
+			"this client's certificate (%s) is denied by the daemon's deny list",
+			c->id);
+	return -EPERM;
+}
+
 /* The client's HELLO, by the handshake's deadline; then it is authenticated. */
 static int conn_hello(struct conn *c, int64_t deadline)
 {
@@ -323,7 +347,10 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 	if (r < 0) {
 		return r;
 	}
-	r = conn_hello(&c, deadline);
+	r = conn_refuse_denied(&c, deadline);
+	if (r >= 0) {
+		r = conn_hello(&c, deadline);
+	}
 	if (r >= 0) {
 		r = conn_requests(&c, &clean);
 	}

@@ -8,6 +8,7 @@
 #include "supervisor.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/signalfd.h>
@@ -177,6 +178,12 @@ static int loop_timeout(struct daemon *d, uint64_t now, bool accepting)
 
 		timeout = timeout < 0 ? st : MIN(timeout, st);
 	}
+	if (d->next_cert_check_ms) {
+		uint64_t due = d->next_cert_check_ms > now ? d->next_cert_check_ms - now : 0;
+
+		timeout = timeout < 0 ? (int)MIN(due, (uint64_t)INT_MAX)
+				      : MIN(timeout, (int)MIN(due, (uint64_t)INT_MAX));
+	}
 	r = admission_enforce_handshake_deadline(d);
 	if (r >= 0) {
 		timeout = timeout < 0 ? r : MIN(timeout, r);
@@ -213,6 +220,10 @@ int supervisor_loop(struct daemon *d)
 		if (d->nchildren > 0 && (uint64_t)now_ms() >= d->next_status_ms) {
 			children_notify_status(d);
 			d->next_status_ms = (uint64_t)now_ms() + STATUS_INTERVAL_MS;
+		}
+		if (d->next_cert_check_ms && (uint64_t)now_ms() >= d->next_cert_check_ms) {
+			supervisor_cert_expiry(d->cfg, NULL, 0);
+			d->next_cert_check_ms = (uint64_t)now_ms() + CERT_CHECK_INTERVAL_MS;
 		}
 		if (r <= 0) {
 			continue;

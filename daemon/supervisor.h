@@ -27,6 +27,8 @@
 #define ACCEPT_BACKOFF_MS 100
 /* The supervisor's backstop after a child's own handshake deadline. */
 #define HANDSHAKE_GRACE_MS 1000
+/* How often a running daemon looks at its certificate's expiry. */
+#define CERT_CHECK_INTERVAL_MS (24ull * 3600 * 1000)
 
 struct tls_ctx;
 struct session_table;
@@ -81,6 +83,7 @@ struct daemon {
 	struct refusal_log refusals[REFUSED_KINDS];
 
 	bool stopping;
+	uint64_t next_cert_check_ms; /* the daily look at the certificate's expiry */
 };
 
 /* ---- listeners.c ---- */
@@ -135,6 +138,13 @@ void supervisor_missing_module_warnings(const struct daemon_config *cfg);
  * those that appeared (modroot.h), so that the session forked next serves them.
  */
 void supervisor_find_modules(struct daemon *d);
+/*
+ * The daemon's certificate and CA: each expired one logged as an error, each
+ * expiring within 'cert warn days' as a warning (at start, reload, --check
+ * and once a day). ret_text (may be NULL): "certificate CN=X expires DATE"
+ * for the start line.
+ */
+void supervisor_cert_expiry(const struct daemon_config *cfg, char *ret_text, size_t len);
 /* --check: what loads but deserves a look. */
 void supervisor_check_warnings(const struct daemon_config *cfg);
 /* SIGHUP: the new configuration for new connections, or the old one kept. */

@@ -12,6 +12,7 @@
  * Error mapping (what callers turn into exit codes):
  *   -EKEYREJECTED  certificate verification failed (ours rejected by the peer,
  *                  or theirs by us: unknown CA, expired, host mismatch, pin)
+ *   -EKEYREVOKED   the peer says our certificate is revoked (its CRL lists it)
  *   -EPROTO        TLS protocol failure (e.g. peer offers only TLS <= 1.2)
  *   -ETIMEDOUT     handshake deadline or I/O timeout passed
  *   -ECONNRESET    peer closed without close_notify / connection reset
@@ -33,6 +34,12 @@ struct tls_config {
 	const char *cert_file; /* PEM certificate (chain) */
 	const char *key_file;  /* PEM private key */
 	const char *ca_file;   /* PEM CA bundle used to verify the peer */
+	/*
+	 * Optional: PEM CRLs, one for each CA of ca_file, each checked at load
+	 * (signed by its CA, not past its next update); a peer certificate they
+	 * list fails the handshake (certificate_revoked).
+	 */
+	const char *crl_file;
 	/* Optional pin: SHA-256 of the peer certificate's DER. */
 	bool have_pin;
 	uint8_t pin[TLS_FINGERPRINT_LEN];

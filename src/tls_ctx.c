@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The TLS context (tls.h): TLS 1.3 only, certificate, key and CA loaded and
- * checked with a reason for each failure; certificate fingerprints (parse,
+ * checked with a reason for each failure, and the CAs' revocation lists;
+ * certificate fingerprints (parse,
  * format, of a file); and the verify callback that enforces a pin during the
  * handshake.
  */
@@ -220,6 +221,71 @@ static int new_ssl_ctx(bool server, SSL_CTX **ret_sctx)
 	return 0;
 }
 
+/* Is crl signed by a CA of the store, and still current? 0, or -EINVAL with the reason. */
+static int check_crl(X509_STORE *store, X509_CRL *crl, const char *path)
+{
+	STACK_OF(X509_OBJECT) *objs = X509_STORE_get0_objects(store);
+	const ASN1_TIME *next = X509_CRL_get0_nextUpdate(crl);
+	bool signed_ok = false;
+
+	for (int i = 0; i < sk_X509_OBJECT_num(objs) && !signed_ok; i++) {
+		X509 *ca = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+
+		signed_ok =
+		    ca && X509_NAME_cmp(X509_get_subject_name(ca), X509_CRL_get_issuer(crl)) == 0 &&
+		    X509_CRL_verify(crl, X509_get0_pubkey(ca)) == 1;
+	}
+	ERR_clear_error();
+	if (!signed_ok) {
+		last_reason("CRL file %s: not signed by a CA of the 'ca' file", path);
+		return -EINVAL;
+	}
+	if (next && X509_cmp_current_time(next) < 0) {
+		last_reason("CRL file %s: past its next update (sign it anew: rdmacp certs revoke)",
+			    path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The CAs' revocation lists: every peer certificate is checked against them. */
+static int load_crl(SSL_CTX *sctx, const char *path)
+{
+	X509_STORE *store = SSL_CTX_get_cert_store(sctx);
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	int n = 0, r;
+
+	if (!f) {
+		r = negerrno();
+		last_reason("cannot open CRL file %s: %s", path, strerror(-r));
+		return r;
+	}
+	for (;;) {
+		X509_CRL *crl = PEM_read_X509_CRL(f, NULL, NULL, NULL);
+
+		if (!crl) {
+			break;
+		}
+		r = check_crl(store, crl, path);
+		if (r >= 0 && X509_STORE_add_crl(store, crl) != 1) {
+			last_reason_openssl("CRL", path);
+			r = -EINVAL;
+		}
+		X509_CRL_free(crl);
+		if (r < 0) {
+			return r;
+		}
+		n++;
+	}
+	ERR_clear_error();
+	if (n == 0) {
+		last_reason("CRL file %s holds no PEM CRL", path);
+		return -EINVAL;
+	}
+	X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+	return 0;
+}
+
 /* Our certificate and key, the CA the peer's is verified against, and who must send one. */
 static int load_identity(SSL_CTX *sctx, const struct tls_config *cfg)
 {
@@ -239,6 +305,13 @@ static int load_identity(SSL_CTX *sctx, const struct tls_config *cfg)
 	if (SSL_CTX_load_verify_locations(sctx, cfg->ca_file, NULL) != 1) {
 		last_reason_openssl("CA", cfg->ca_file);
 		return -EINVAL;
+	}
+	if (cfg->crl_file && *cfg->crl_file) {
+		int r = load_crl(sctx, cfg->crl_file);
+
+		if (r < 0) {
+			return r;
+		}
 	}
 	SSL_CTX_set_verify(
 	    sctx, cfg->server ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER,

@@ -40,6 +40,7 @@ enum failure_class {
 	FAIL_VERIFY,   /* we rejected the peer's certificate */
 	FAIL_NO_CERT,  /* the peer sent none */
 	FAIL_REJECTED, /* the peer rejected ours (alert) */
+	FAIL_REVOKED,  /* the peer's CRL lists ours (alert) */
 	FAIL_VERSION,  /* not TLS 1.3 */
 	FAIL_EOF,      /* EOF without close_notify */
 };
@@ -49,12 +50,13 @@ static enum failure_class classify_reason(int reason)
 	switch (reason) {
 	case SSL_R_CERTIFICATE_VERIFY_FAILED:
 		return FAIL_VERIFY;
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+		return FAIL_REVOKED;
 	case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
 	case SSL_R_NO_CERTIFICATES_RETURNED:
 		return FAIL_NO_CERT;
 	case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
 	case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
-	case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
 	case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
 	case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
 	case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
@@ -109,6 +111,10 @@ static int fail_from_queue(struct tls_conn *c, const char *op)
 	case FAIL_REJECTED:
 		conn_reason(c, "peer rejected our certificate (%s)", ERR_reason_error_string(hit));
 		return -EKEYREJECTED;
+	case FAIL_REVOKED:
+		conn_reason(
+		    c, "peer rejected our certificate: certificate revoked (its CRL lists it)");
+		return -EKEYREVOKED;
 	case FAIL_VERSION:
 		conn_reason(c, "TLS 1.3 required but the peer does not offer it (%s)",
 			    ERR_reason_error_string(hit));
