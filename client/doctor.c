@@ -3,7 +3,7 @@
  * rdmacp doctor [--json]: a preflight check of this host. Reports the RDMA
  * devices (ports, state, link layer, MTU, GIDs), RLIMIT_MEMLOCK against the
  * pool this client would pin, whether io_uring can be set up, and huge
- * pages. Every problem comes with its fix.
+ * pages; the certificates' expiry (doctor_certs.c). Every problem comes with its fix.
  *
  * Exit 0 when the tcp transport can work (a missing RDMA device is only a
  * warning: verbs is then unavailable); EXIT_LOCAL_IO when io_uring cannot be
@@ -235,12 +235,15 @@ int cmd_doctor(struct client_opts *o, char **args, int nargs)
 {
 	struct doctor d = { 0 };
 	bool json = o->json, ok = true;
+	const char *daemon_conf = NULL;
 
 	for (int i = 0; i < nargs; i++) {
 		if (!strcmp(args[i], "--json")) {
 			json = true;
+		} else if (args[i][0] != '-' && !daemon_conf) {
+			daemon_conf = args[i];
 		} else {
-			log_error("usage: rdmacp doctor [--json]");
+			log_error("usage: rdmacp doctor [--json] [RDMACPD_CONF]");
 			return EXIT_USAGE;
 		}
 	}
@@ -248,6 +251,7 @@ int cmd_doctor(struct client_opts *o, char **args, int nargs)
 	check_memlock(&d, o);
 	check_uring(&d);
 	check_hugepages(&d);
+	doctor_check_certs(&d, o, daemon_conf);
 	for (size_t i = 0; i < d.nproblems; i++) {
 		ok &= !d.problems[i].error;
 	}

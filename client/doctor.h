@@ -12,7 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "certs.h"
 #include "macro.h"
+
+struct client_opts;
 
 /* What the engine asks io_uring for (src/engine.c URING_ENTRIES). */
 #define DOCTOR_URING_ENTRIES 2048
@@ -20,6 +23,11 @@
 #define DOCTOR_MAX_GIDS	     32	  /* per port: the non-zero ones we show */
 #define DOCTOR_GID_SCAN	     1024 /* table indexes we look at, per port */
 #define DOCTOR_MAX_PORTS     8
+#define DOCTOR_MAX_CERTS     4
+/* The daemon's config doctor looks at when given none (the systemd unit's). */
+#define DOCTOR_DAEMON_CONFIG "/etc/rdmacp/rdmacpd.conf"
+/* Warn of a certificate expiring within this many days, unless rdmacpd.conf says. */
+#define DOCTOR_CERT_WARN_DAYS 30
 
 struct doctor_problem {
 	bool error; /* false: a warning, the tcp transport still works */
@@ -54,6 +62,13 @@ struct doctor_device {
 	struct doctor_port ports[DOCTOR_MAX_PORTS];
 };
 
+struct doctor_cert {
+	char what[32]; /* "client certificate", "daemon certificate", ... */
+	char file[4096];
+	char error[128]; /* it could not be read: why; else "" */
+	struct certs_expiry e;
+};
+
 struct doctor {
 	/* devices */
 	bool verbs_ok;
@@ -77,6 +92,9 @@ struct doctor {
 	long huge_total, huge_free, huge_size_kb; /* -1: unknown */
 	char thp[32];
 	bool pool_huge;
+	/* certificates */
+	size_t ncerts;
+	struct doctor_cert certs[DOCTOR_MAX_CERTS];
 	/* findings */
 	size_t nproblems;
 	struct doctor_problem problems[DOCTOR_MAX_PROBLEMS];
@@ -87,6 +105,12 @@ void doctor_problem(struct doctor *d, bool error, const char *fix, const char *f
     _printf_(4, 5);
 /* The RDMA devices, their ports and GIDs (doctor_devices.c). */
 void doctor_check_devices(struct doctor *d);
+/*
+ * The certificates' expiry (doctor_certs.c): this client's and its CA's, and
+ * the daemon's of daemon_conf (NULL: DOCTOR_DAEMON_CONFIG when it exists),
+ * each warned of within its 'cert warn days' (else DOCTOR_CERT_WARN_DAYS).
+ */
+void doctor_check_certs(struct doctor *d, const struct client_opts *o, const char *daemon_conf);
 /* What kernel.io_uring_disabled's value v means (-1: no such sysctl). */
 const char *doctor_uring_sysctl_meaning(int v);
 /* "unlimited", "N MiB", "N KiB" or "N bytes". */

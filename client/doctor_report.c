@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "doctor.h"
+#include "log.h"
 #include "output.h"
 #include "xport.h"
 
@@ -127,7 +128,25 @@ void doctor_print_json(const struct doctor *d, bool ok)
 	fprintf(f, "},\"hugepages\":{\"total\":%ld,\"free\":%ld,\"size_kb\":%ld,\"thp\":",
 		d->huge_total, d->huge_free, d->huge_size_kb);
 	output_json_string(f, d->thp);
-	fprintf(f, ",\"pool_uses_hugepages\":%s},\"problems\":[", d->pool_huge ? "true" : "false");
+	fprintf(f, ",\"pool_uses_hugepages\":%s},\"certificates\":[",
+		d->pool_huge ? "true" : "false");
+	for (size_t i = 0; i < d->ncerts; i++) {
+		const struct doctor_cert *c = &d->certs[i];
+
+		fprintf(f, "%s{\"what\":", i ? "," : "");
+		output_json_string(f, c->what);
+		fputs(",\"file\":", f);
+		output_json_string(f, c->file);
+		fputs(",\"error\":", f);
+		output_json_string(f, c->error);
+		fputs(",\"subject\":", f);
+		output_json_string(f, c->error[0] ? "" : c->e.subject);
+		fputs(",\"not_after\":", f);
+		output_json_string(f, c->error[0] ? "" : c->e.not_after);
+		fprintf(f, ",\"days_left\":%d,\"expired\":%s}", c->error[0] ? 0 : c->e.days_left,
+			!c->error[0] && c->e.expired ? "true" : "false");
+	}
+	fputs("],\"problems\":[", f);
 	for (size_t i = 0; i < d->nproblems; i++) {
 		fprintf(f, "%s{\"severity\":\"%s\",\"what\":", i ? "," : "",
 			d->problems[i].error ? "error" : "warning");
@@ -213,6 +232,19 @@ void doctor_print_human(const struct doctor *d, bool ok)
 	       "pool on %s pages\n",
 	       d->huge_total, d->huge_free, d->huge_size_kb, d->thp,
 	       d->pool_huge ? "2 MiB" : "4 KiB");
+	for (size_t i = 0; i < d->ncerts; i++) {
+		const struct doctor_cert *c = &d->certs[i];
+		char esc[sizeof(c->e.subject) * 4], fesc[sizeof(c->file) * 4];
+
+		log_escape(c->file, fesc, sizeof(fesc));
+		if (c->error[0]) {
+			printf("%s: %s: %s\n", c->what, fesc, c->error);
+		} else {
+			printf("%s: %s: %s, expires %s (%s %d days)\n", c->what, fesc,
+			       log_escape(c->e.subject, esc, sizeof(esc)), c->e.not_after,
+			       c->e.expired ? "EXPIRED," : "in", c->e.days_left);
+		}
+	}
 	if (d->nproblems == 0) {
 		printf("no problems found\n");
 	}

@@ -17,6 +17,9 @@
 #      days' makes it a warning at start and at reload
 #   7. certs renew of the server certificate, reload: clients still copy
 #   8. --check refuses a CRL of another CA and a 'deny' entry that can't be one
+#   9. rdmacp doctor: a client certificate expiring within 30 days is a
+#      warning, an expired one an error (exit 6); the daemon's certificate,
+#      read from its config, is warned of within its 'cert warn days'
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -151,6 +154,29 @@ expect_rc 2 "--check refuses a CRL of another CA" "$RDMACPD" --check --config "$
 grep -q "not signed by a CA" "$T/err" && pass "and says why" || fail "message: $(cat "$T/err")"
 sed "s|^deny = carol|deny = carol, bad/name|" "$T/d.conf" >"$T/bad.conf"
 expect_rc 2 "--check refuses a bad 'deny' entry" "$RDMACPD" --check --config "$T/bad.conf"
+
+# ---- 9 ----
+"$RDMACP" certs issue "$C" --client soon --days 10 >/dev/null || die "certs issue soon"
+"$RDMACP" certs issue "$C" --client gone --days 1 --backdate 3 >/dev/null || die "certs issue gone"
+doc() { # doc NAME ARGS...: rdmacp doctor with NAME's certificate
+	local who=$1
+	shift
+	"$RDMACP" --config /dev/null --cert "$C/$who.crt" --key "$C/$who.key" --ca "$C/ca.crt" doctor "$@"
+}
+expect_rc 0 "doctor with a certificate good for 825 days" doc client
+grep -q "expires in" "$T/out" && fail "doctor warns of a far expiry: $(grep expires "$T/out")" ||
+	pass "no expiry warning for a far expiry"
+expect_rc 0 "doctor with a certificate good for 10 days (a warning)" doc soon
+grep -qE "^warning: client certificate $C/soon.crt \(CN=soon\) expires in (9|10) days" "$T/out" &&
+	pass "doctor warns of the client certificate expiring in 10 days" ||
+	fail "doctor: $(grep -i cert "$T/out")"
+expect_rc 6 "doctor with an expired certificate (an error)" doc gone
+grep -q "^ERROR: client certificate $C/gone.crt (CN=gone) expired on" "$T/out" &&
+	pass "doctor says the client certificate expired" || fail "doctor: $(grep -i cert "$T/out")"
+expect_rc 0 "doctor with the daemon's config" doc client --json "$T/d.conf"
+jq -e '.problems[] | select(.what | test("daemon certificate .*127.0.0.1.crt .* expires in"))' \
+	"$T/out" >/dev/null && pass "doctor warns of the daemon's certificate within 'cert warn days'" ||
+	fail "doctor --json: $(jq -c .problems "$T/out")"
 
 stop_daemon "$DAEMON_PID"
 finish
