@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "doctor.h"
@@ -246,6 +247,12 @@ int cmd_doctor(struct client_opts *o, char **args, int nargs)
 			log_error("usage: rdmacp doctor [--json] [RDMACPD_CONF]");
 			return EXIT_USAGE;
 		}
+	}
+	/* A daemon config named is one to read: a stray word is a usage error. */
+	if (daemon_conf && access(daemon_conf, F_OK) < 0) {
+		log_error("doctor: %s: %s (the argument is the daemon's config, rdmacpd.conf)",
+			  daemon_conf, strerror(errno));
+		return EXIT_USAGE;
 	}
 	doctor_check_devices(&d);
 	check_memlock(&d, o);

@@ -177,6 +177,7 @@ expect_rc 0 "doctor with the daemon's config" doc client --json "$T/d.conf"
 jq -e '.problems[] | select(.what | test("daemon certificate .*127.0.0.1.crt .* expires in"))' \
 	"$T/out" >/dev/null && pass "doctor warns of the daemon's certificate within 'cert warn days'" ||
 	fail "doctor --json: $(jq -c .problems "$T/out")"
+expect_rc 1 "doctor with a daemon config that is not there" doc client "$T/no-such.conf"
 
 stop_daemon "$DAEMON_PID"
 finish

@@ -784,6 +784,45 @@ static void test_allow_bench(void **state)
 	expect_error(BASE_LINES + 3, "unknown key 'allow bench' in module [data]");
 }
 
+/* Issue 33: 'deny' ([global] and modules, as 'allow'), 'crl' (a readable file), 'cert warn days'. */
+static void test_deny_crl_warn(void **state)
+{
+	struct daemon_config *c;
+
+	write_conf("");
+	c = load_ok();
+	assert_int_equal(c->ndeny, 0);
+	assert_string_equal(c->crl, "");
+	assert_int_equal(c->cert_warn_days, 30);
+	daemon_config_free(c);
+
+	write_conf("deny = mallory, sha256:"
+		   "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"
+		   "crl = @/ca.pem\ncert warn days = 0\n"
+		   "[data]\npath = @/data\nallow = *\ndeny = eve\ndeny = trudy\n");
+	c = load_ok();
+	assert_int_equal(c->ndeny, 2);
+	assert_int_equal(c->deny[0].kind, ALLOW_NAME);
+	assert_string_equal(c->deny[0].name, "mallory");
+	assert_int_equal(c->deny[1].kind, ALLOW_FINGERPRINT);
+	assert_int_equal(c->cert_warn_days, 0);
+	assert_true(strstr(c->crl, "/ca.pem") != NULL);
+	assert_int_equal(c->modules[0].ndeny, 2);
+	assert_string_equal(c->modules[0].deny[1].name, "trudy");
+	daemon_config_free(c);
+
+	write_conf("deny = alice,,bob\n");
+	expect_error(BASE_LINES + 1, "empty entry");
+	write_conf("[data]\npath = @/data\ndeny = sha256:abcd\n");
+	expect_error(BASE_LINES + 3, "bad fingerprint");
+	write_conf("crl = @/no-such.pem\n");
+	expect_error(BASE_LINES + 1, "crl");
+	write_conf("cert warn days = 3651\n");
+	expect_error(BASE_LINES + 1, "cert warn days");
+	write_conf("cert warn days = 7\ncert warn days = 8\n");
+	expect_error(BASE_LINES + 2, "duplicate key 'cert warn days'");
+}
+
 /* Issue 15: "allow = alice, bob" took "alice," as a name and locked alice out. */
 static void test_allow_lists(void **state)
 {
@@ -1246,6 +1285,7 @@ int main(void)
 		cmocka_unit_test(test_bad_allow),
 		cmocka_unit_test(test_allow_lists),
 		cmocka_unit_test(test_allow_bench),
+		cmocka_unit_test(test_deny_crl_warn),
 		cmocka_unit_test(test_listen_lists),
 		cmocka_unit_test(test_too_many_allow),
 		cmocka_unit_test(test_bad_bool),
