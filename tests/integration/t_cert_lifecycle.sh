@@ -110,6 +110,9 @@ grep -q "CN=carol.*deny list" "$T/d.log" && pass "the daemon logs carol's refusa
 expect_rc 3 "dave, on [data]'s deny list by fingerprint, is refused there" as dave "$T/f" "$HOST:data/d1"
 grep -q "denied by the daemon's deny list" "$T/err" && pass "dave is told he is denied" ||
 	fail "dave's message: $(cat "$T/err")"
+grep -q "(CN=dave sha256:.*refused: module 'data': this client's certificate is denied by the daemon's deny list" \
+	"$T/d.log" && pass "the daemon logs dave's refusal in [data]" ||
+	fail "no log line naming dave: $(tail -5 "$T/d.log")"
 expect_rc 0 "dave copies to [other]" as dave "$T/f" "$HOST:other/d1"
 as dave ls "$HOST:" >"$T/ls" 2>&1
 grep -q "other" "$T/ls" || fail "dave's module list: $(cat "$T/ls")"
