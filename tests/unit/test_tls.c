@@ -552,6 +552,72 @@ static void test_expired_client(void **state)
 	tls_ctx_free(cctx);
 }
 
+/* A server with dir/crl.pem (crl NULL: none): the context, or NULL with *ret_rc. */
+static struct tls_ctx *make_crl_ctx(const char *dir, const char *crl, int *ret_rc)
+{
+	char crt[256], key[256], ca[256];
+	struct tls_config cfg = {
+		.server = true, .cert_file = crt, .key_file = key, .ca_file = ca, .crl_file = crl
+	};
+	struct tls_ctx *ctx = NULL;
+
+	snprintf(crt, sizeof(crt), "%s/server.crt", dir);
+	snprintf(key, sizeof(key), "%s/server.key", dir);
+	snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+	*ret_rc = tls_ctx_new(&cfg, &ctx);
+	return ctx;
+}
+
+/* Issue 33: a CRL in the server's store refuses the client it lists, and only that one. */
+static void test_crl_revoked_client(void **state)
+{
+	char crt[256], crl[256], other_crl[256];
+	struct tls_ctx *sctx, *good, *bad;
+	struct outcome o;
+	int r;
+
+	snprintf(crt, sizeof(crt), "%s/revoked.crt", dir_a);
+	snprintf(crl, sizeof(crl), "%s/crl.pem", dir_a);
+	snprintf(other_crl, sizeof(other_crl), "%s/crl.pem", dir_b);
+	assert_int_equal(certs_issue_client(dir_a, "revoked", 0, 0), 0);
+	assert_int_equal(certs_revoke(dir_a, crt, NULL, 0), 0);
+	sctx = make_crl_ctx(dir_a, crl, &r);
+	assert_int_equal(r, 0);
+	good = make_ctx(false, dir_a, "client", dir_a, NULL);
+	bad = make_ctx(false, dir_a, "revoked", dir_a, NULL);
+
+	exchange(sctx, good, "localhost", &o);
+	assert_int_equal(o.connect_rc, 0);
+	assert_int_equal(o.io_rc, 5);
+
+	exchange(sctx, bad, "localhost", &o);
+	assert_int_equal(o.srv.accept_rc, -EKEYREJECTED);
+	assert_contains(o.srv.error, "certificate revoked");
+	assert_contains(o.srv.error, "CN=revoked");
+	/* TLS 1.3: the client learns it at its first read, from the certificate_revoked alert. */
+	assert_int_equal(o.connect_rc == 0 ? o.io_rc : o.connect_rc, -EKEYREVOKED);
+	assert_contains(o.error, "certificate revoked");
+	tls_ctx_free(sctx);
+
+	/* Another CA's list, and a file with no list, are refused at load with the reason. */
+	assert_int_equal(
+	    certs_revoke(dir_b,
+			 "sha256:"
+			 "0000000000000000000000000000000000000000000000000000000000000000",
+			 NULL, 0),
+	    -ENOENT);
+	snprintf(crt, sizeof(crt), "%s/client.crt", dir_b);
+	assert_int_equal(certs_revoke(dir_b, crt, NULL, 0), 0);
+	assert_null(make_crl_ctx(dir_a, other_crl, &r));
+	assert_int_equal(r, -EINVAL);
+	assert_contains(tls_last_error(), "not signed by a CA");
+	assert_null(make_crl_ctx(dir_a, crt, &r));
+	assert_int_equal(r, -EINVAL);
+	assert_contains(tls_last_error(), "no PEM CRL");
+	tls_ctx_free(good);
+	tls_ctx_free(bad);
+}
+
 static void test_client_pins_server(void **state)
 {
 	struct tls_ctx *sctx = make_ctx(true, dir_a, "server", dir_a, NULL);
@@ -953,6 +1019,7 @@ int main(void)
 		cmocka_unit_test(test_client_without_certificate),
 		cmocka_unit_test(test_client_from_other_ca),
 		cmocka_unit_test(test_expired_client),
+		cmocka_unit_test(test_crl_revoked_client),
 		cmocka_unit_test(test_client_pins_server),
 		cmocka_unit_test(test_server_pins_client),
 		cmocka_unit_test(test_eof_without_close_notify),
