@@ -181,7 +181,7 @@ static int run(struct daemon *d, bool check)
 	sd_notify(0, "READY=1");
 	children_notify_status(d);
 	supervisor_cert_expiry(d->cfg, cert_text, sizeof(cert_text));
-	d->next_cert_check_ms = (uint64_t)now_ms() + CERT_CHECK_INTERVAL_MS;
+	d->next_cert_check_ms = supervisor_next_cert_check_ms();
 	log_info("rdmacpd %s ready%s%s", RDMACP_VERSION, cert_text[0] ? ", " : "", cert_text);
 	supervisor_watchdog(d);
 

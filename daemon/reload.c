@@ -10,6 +10,7 @@
 #include "supervisor.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "log.h"
 #include "modcheck.h"
 #include "modroot.h"
+#include "parse.h"
 #include "privs.h"
 #include "serve.h"
 #include "session_table.h"
@@ -202,6 +204,17 @@ void supervisor_cert_expiry(const struct daemon_config *cfg, char *ret_text, siz
 	log_expiry(cfg, "CA certificate", cfg->ca, &e);
 }
 
+uint64_t supervisor_next_cert_check_ms(void)
+{
+	const char *e = getenv("RDMACP_TEST_CERT_CHECK_MS");
+	uint64_t ms = CERT_CHECK_INTERVAL_MS;
+
+	if (e && parse_uint(e, 1, CERT_CHECK_INTERVAL_MS, &ms) < 0) {
+		ms = CERT_CHECK_INTERVAL_MS;
+	}
+	return (uint64_t)now_ms() + ms;
+}
+
 static bool same_listen(const struct daemon_config *a, const struct daemon_config *b)
 {
 	if (a->nlisten != b->nlisten) {
@@ -249,7 +262,7 @@ void supervisor_reload(struct daemon *d)
 	supervisor_system_path_warnings(cfg);
 	supervisor_check_memlock(cfg);
 	supervisor_cert_expiry(cfg, NULL, 0);
-	d->next_cert_check_ms = (uint64_t)now_ms() + CERT_CHECK_INTERVAL_MS;
+	d->next_cert_check_ms = supervisor_next_cert_check_ms();
 	log_info("reloaded %s", d->config_file);
 done:
 	sd_notify(0, "READY=1");

@@ -223,7 +223,7 @@ int supervisor_loop(struct daemon *d)
 		}
 		if (d->next_cert_check_ms && (uint64_t)now_ms() >= d->next_cert_check_ms) {
 			supervisor_cert_expiry(d->cfg, NULL, 0);
-			d->next_cert_check_ms = (uint64_t)now_ms() + CERT_CHECK_INTERVAL_MS;
+			d->next_cert_check_ms = supervisor_next_cert_check_ms();
 		}
 		if (r <= 0) {
 			continue;

@@ -145,6 +145,11 @@ void supervisor_find_modules(struct daemon *d);
  * for the start line.
  */
 void supervisor_cert_expiry(const struct daemon_config *cfg, char *ret_text, size_t len);
+/*
+ * When the next look at the expiry is due: CERT_CHECK_INTERVAL_MS from now
+ * (test hook: RDMACP_TEST_CERT_CHECK_MS=N looks every N ms).
+ */
+uint64_t supervisor_next_cert_check_ms(void);
 /* --check: what loads but deserves a look. */
 void supervisor_check_warnings(const struct daemon_config *cfg);
 /* SIGHUP: the new configuration for new connections, or the old one kept. */

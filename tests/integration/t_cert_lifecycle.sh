@@ -17,6 +17,8 @@
 #      days' makes it a warning at start and at reload
 #   7. certs renew of the server certificate, reload: clients still copy
 #   8. --check refuses a CRL of another CA and a 'deny' entry that can't be one
+#  10. a running daemon looks again on its own (daily; here every 300 ms
+#      through the test hook RDMACP_TEST_CERT_CHECK_MS)
 #   9. rdmacp doctor: a client certificate expiring within 30 days is a
 #      warning, an expired one an error (exit 6); the daemon's certificate,
 #      read from its config, is warned of within its 'cert warn days'
@@ -182,5 +184,16 @@ jq -e '.problems[] | select(.what | test("daemon certificate .*127.0.0.1.crt .* 
 	fail "doctor --json: $(jq -c .problems "$T/out")"
 expect_rc 1 "doctor with a daemon config that is not there" doc client "$T/no-such.conf"
 
+stop_daemon "$DAEMON_PID"
+
+# ---- 10 ----
+PORT=$(free_port)
+sed "s|^listen = .*|listen = $HOST:$PORT|" "$T/d.conf" >"$T/d2.conf"
+RDMACP_TEST_CERT_CHECK_MS=300 start_daemon "$T/d2.conf" "$T/d2.log" "$PORT"
+sleep 1.5
+n=$(grep -c "certificate $C/127.0.0.1.crt (CN=127.0.0.1) expires in" "$T/d2.log")
+[ "$n" -ge 3 ] && pass "a running daemon warns again on its own ($n warnings in 1.5 s)" ||
+	fail "the periodic look: $n warnings: $(cat "$T/d2.log")"
+grep -q "reloaded" "$T/d2.log" && fail "the daemon reloaded (the warnings are not the periodic look's)"
 stop_daemon "$DAEMON_PID"
 finish
