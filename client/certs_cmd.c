@@ -169,7 +169,11 @@ static int certs_failed(const char *verb, const char *what, int r)
 			  : r == -EBADMSG  ? "not a PEM certificate, or a CRL not signed by this CA"
 			  : r == -EALREADY ? "already revoked"
 			  : r == -ENOENT && !strcmp(verb, "revoke")
-			      ? "no such file, nor a fingerprint in the CA's index.txt"
+			      ? "not found: no such file, no CA (ca.crt, ca.key) there, or a "
+				"fingerprint not in the CA's index.txt (--ca-dir names the CA)"
+			  : r == -ENOENT
+			      ? "no such file, or no CA (ca.crt, ca.key) in its directory "
+				"(--ca-dir names the CA)"
 			      : strerror(-r);
 
 	log_error("certs %s %s: %s", verb, log_escape(what, esc, sizeof(esc)), why);
