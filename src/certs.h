@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Certificates in one command: a private CA, a server certificate, client
- * certificates. ECDSA P-256 keys, SHA-256 signatures; keys written 0600.
+ * certificates; then their second year: more server certificates of the same
+ * CA, renewal, revocation (the CA's CRL) and when one expires. ECDSA P-256
+ * keys, SHA-256 signatures; keys written 0600.
  */
 #pragma once
 
