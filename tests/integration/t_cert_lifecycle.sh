@@ -5,7 +5,7 @@
 #   1. certs issue --server --host 127.0.0.1: a server certificate of the
 #      existing CA that the client accepts for 127.0.0.1
 #   2. crl = (certs revoke FILE): the revoked client fails the handshake,
-#      exit 23 and "certificate revoked"; the daemon's log names the
+#      exit 24 and "certificate revoked"; the daemon's log names the
 #      certificate and why; a good client still copies
 #   3. deny = in [global] (a name): refused at connection, exit 3 and
 #      "denied by the daemon's deny list", logged with the certificate
@@ -92,7 +92,7 @@ expect_rc 0 "client copies to a daemon with the issued server certificate" as cl
 cmp -s "$T/f" "$T/data/c1" && pass "the file arrived" || fail "the file did not arrive"
 
 # ---- 2 ----
-expect_rc 23 "revoked bob is refused" as bob "$T/f" "$HOST:data/b1"
+expect_rc 24 "revoked bob is refused" as bob "$T/f" "$HOST:data/b1"
 grep -q "certificate revoked" "$T/err" && pass "bob is told 'certificate revoked'" ||
 	fail "bob's message: $(cat "$T/err")"
 [ ! -e "$T/data/b1" ] && pass "nothing of bob's arrived" || fail "bob's file arrived"
@@ -126,7 +126,7 @@ expect_rc 1 "revoke by fingerprint without --ca-dir" "$RDMACP" certs revoke "$DA
 expect_rc 0 "certs revoke FINGERPRINT --ca-dir" "$RDMACP" certs revoke "$DAVE_FP" --ca-dir "$C"
 kill -HUP "$DAEMON_PID"
 wait_reloads 1
-expect_rc 23 "after the reload, dave is refused as revoked" as dave "$T/f" "$HOST:other/d2"
+expect_rc 24 "after the reload, dave is refused as revoked" as dave "$T/f" "$HOST:other/d2"
 expect_rc 0 "client still copies" as client "$T/f" "$HOST:data/c2"
 
 # ---- 6 ----
