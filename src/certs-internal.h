@@ -64,6 +64,8 @@ bool certs_host_valid(const char *host);
 /* A name for NAME.crt/NAME.key: letters, digits, . _ - (not first '.'), at most 64. */
 bool certs_file_name_valid(const char *name);
 
+/* ---- certs_files.c ---- */
+
 typedef int (*pem_writer)(FILE *f, const void *obj);
 int certs_pem_key(FILE *f, const void *obj);
 int certs_pem_cert(FILE *f, const void *obj);
@@ -81,8 +83,6 @@ FILE *certs_fopen_at(int dirfd, const char *name, int *ret_err);
 int certs_load_ca(int dirfd, X509 **ret_ca, EVP_PKEY **ret_key);
 /* NAME.crt (0644) then NAME.key (0600) beneath dirfd. */
 int certs_write_pair(int dirfd, const char *base, X509 *cert, EVP_PKEY *key, bool noreplace_key);
-
-/* ---- certs_crl.c ---- */
 
 /* Note a certificate the CA at dirfd signed in its index (for revoke by fingerprint). */
 int certs_index_add(int dirfd, X509 *x);

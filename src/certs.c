@@ -2,8 +2,8 @@
 /*
  * Certificate generation: a private CA, a server certificate and client
  * certificates (see certs.h). EC P-256 keys, SHA-256 signatures, random
- * 128-bit serials. Every file is written to a temporary name beneath the held
- * directory fd and renamed into place, so a reader never sees half a key.
+ * 128-bit serials. Files are written through certs_files.c: to a temporary
+ * name beneath the held directory fd, then renamed into place.
  */
 #include "certs-internal.h"
 
@@ -265,123 +265,6 @@ int certs_make_cert(const struct cert_spec *spec, EVP_PKEY *key, X509 **ret)
 	return 0;
 }
 
-int certs_pem_key(FILE *f, const void *obj)
-{
-	return PEM_write_PrivateKey(f, (EVP_PKEY *)obj, NULL, NULL, 0, NULL, NULL);
-}
-
-int certs_pem_cert(FILE *f, const void *obj)
-{
-	return PEM_write_X509(f, (X509 *)obj);
-}
-
-/*
- * Write NAME beneath dirfd via a temporary file and rename. With noreplace the
- * final rename refuses an existing NAME (-EEXIST).
- */
-int certs_write_atomic(int dirfd, const char *name, mode_t mode, pem_writer writer, const void *obj,
-		       bool noreplace)
-{
-	char tmp[256];
-	_cleanup_close_ int fd = -1;
-	FILE *f;
-	int r;
-
-	r = snprintf(tmp, sizeof(tmp), ".%s.tmp.%ld", name, (long)getpid());
-	if (r < 0 || (size_t)r >= sizeof(tmp)) {
-		return -ENAMETOOLONG;
-	}
-	(void)unlinkat(dirfd, tmp, 0);
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-	if (fd < 0) {
-		return negerrno();
-	}
-	/* The umask must not widen or narrow what we promise. */
-	if (fchmod(fd, mode) < 0) {
-		r = negerrno();
-		goto fail;
-	}
-	f = fdopen(fd, "w");
-	if (!f) {
-		r = negerrno();
-		goto fail;
-	}
-	fd = -1; /* owned by f now */
-	if (!writer(f, obj)) {
-		fclose(f);
-		r = -EIO;
-		goto fail;
-	}
-	if (fflush(f) != 0 || fsync(fileno(f)) < 0) {
-		r = negerrno();
-		fclose(f);
-		goto fail;
-	}
-	if (fclose(f) != 0) {
-		r = negerrno();
-		goto fail;
-	}
-	if (noreplace) {
-		r = renameat2(dirfd, tmp, dirfd, name, RENAME_NOREPLACE);
-		if (r < 0 && (errno == EINVAL || errno == ENOSYS)) {
-			/* File system without RENAME_NOREPLACE: link fails on an existing name. */
-			r = linkat(dirfd, tmp, dirfd, name, 0);
-			if (r == 0) {
-				(void)unlinkat(dirfd, tmp, 0);
-			}
-		}
-	} else {
-		r = renameat(dirfd, tmp, dirfd, name);
-	}
-	if (r < 0) {
-		r = negerrno();
-		goto fail;
-	}
-	return 0;
-fail:
-	(void)unlinkat(dirfd, tmp, 0);
-	return r;
-}
-
-int certs_write_pair(int dirfd, const char *base, X509 *cert, EVP_PKEY *key, bool noreplace_key)
-{
-	char crt[CERTS_NAME_MAX + 8], keyname[CERTS_NAME_MAX + 8];
-	int r;
-
-	snprintf(crt, sizeof(crt), "%s.crt", base);
-	snprintf(keyname, sizeof(keyname), "%s.key", base);
-	r = certs_write_atomic(dirfd, crt, 0644, certs_pem_cert, cert, false);
-	if (r < 0) {
-		return r;
-	}
-	return certs_write_atomic(dirfd, keyname, 0600, certs_pem_key, key, noreplace_key);
-}
-
-int certs_open_dir(const char *dir, bool create, int *ret_fd)
-{
-	int fd;
-
-	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		return negerrno();
-	}
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		return negerrno();
-	}
-	*ret_fd = fd;
-	return 0;
-}
-
-int certs_exists_at(int dirfd, const char *name)
-{
-	struct stat st;
-
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		return -EEXIST;
-	}
-	return errno == ENOENT ? 0 : negerrno();
-}
-
 static int issue_leaf(int dirfd, const char *base, enum cert_kind kind, const char *cn,
 		      long valid_days, long backdate_days, X509 *ca, EVP_PKEY *ca_key,
 		      const char *const *hosts, size_t nhosts, bool noreplace_key)
@@ -535,49 +418,6 @@ bool certs_file_name_valid(const char *name)
 		}
 	}
 	return true;
-}
-
-FILE *certs_fopen_at(int dirfd, const char *name, int *ret_err)
-{
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	FILE *f;
-
-	if (fd < 0) {
-		*ret_err = negerrno();
-		return NULL;
-	}
-	f = fdopen(fd, "r");
-	if (!f) {
-		*ret_err = negerrno();
-		close(fd);
-	}
-	return f;
-}
-
-int certs_load_ca(int dirfd, X509 **ret_ca, EVP_PKEY **ret_key)
-{
-	_cleanup_fclose_ FILE *fc = NULL;
-	_cleanup_fclose_ FILE *fk = NULL;
-	_cleanup_(X509_freep) X509 *ca = NULL;
-	_cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
-	int r = 0;
-
-	fc = certs_fopen_at(dirfd, "ca.crt", &r);
-	if (!fc) {
-		return r;
-	}
-	fk = certs_fopen_at(dirfd, "ca.key", &r);
-	if (!fk) {
-		return r;
-	}
-	ca = PEM_read_X509(fc, NULL, NULL, NULL);
-	key = PEM_read_PrivateKey(fk, NULL, NULL, NULL);
-	if (!ca || !key || X509_check_private_key(ca, key) != 1) {
-		return -EINVAL;
-	}
-	*ret_ca = TAKE_PTR(ca);
-	*ret_key = TAKE_PTR(key);
-	return 0;
 }
 
 /* NAME.crt/NAME.key in dir, of this kind, signed by dir's CA; an existing NAME.key is kept. */

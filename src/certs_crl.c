@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CA's records (certs.h): index.txt, one line per certificate it signed
- * ("SERIAL sha256:FINGERPRINT NOTAFTER SUBJECT"), so that a certificate can
- * be revoked by its fingerprint alone; and crl.pem, its revocation list,
- * re-signed with each certificate revoked.
+ * The CA's revocation list (certs.h): crl.pem, re-signed with each
+ * certificate revoked, by its file or by its fingerprint (looked up in the
+ * index that certs_files.c keeps).
  */
 #include "certs-internal.h"
 
@@ -25,43 +24,6 @@
 DEFINE_TRIVIAL_CLEANUP_FUNC(ASN1_INTEGER *, ASN1_INTEGER_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(ASN1_TIME *, ASN1_TIME_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(X509_REVOKED *, X509_REVOKED_free)
-
-static void openssl_free_str(char **p)
-{
-	OPENSSL_free(*p);
-}
-
-int certs_index_add(int dirfd, X509 *x)
-{
-	_cleanup_(BN_freep) BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL);
-	_cleanup_(openssl_free_str) char *hex = bn ? BN_bn2hex(bn) : NULL;
-	_cleanup_close_ int fd = -1;
-	struct certs_info ci;
-	char fp[2 * TLS_FINGERPRINT_LEN + 1], line[1024];
-	unsigned int len = 0;
-	int n;
-
-	if (!hex || X509_digest(x, EVP_sha256(), ci.sha256, &len) != 1 ||
-	    len != sizeof(ci.sha256)) {
-		return -ENOMEM;
-	}
-	X509_NAME_oneline(X509_get_subject_name(x), ci.subject, sizeof(ci.subject));
-	tls_format_fingerprint(ci.sha256, fp);
-	n = snprintf(line, sizeof(line), "%s sha256:%s %s\n", hex, fp, ci.subject);
-	if (n < 0 || (size_t)n >= sizeof(line)) {
-		return -ENAMETOOLONG;
-	}
-	fd = openat(dirfd, CERTS_INDEX, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-		    0644);
-	if (fd < 0) {
-		return negerrno();
-	}
-	/* One write with O_APPEND: lines of two runs never mix. */
-	if (write(fd, line, (size_t)n) != n || fsync(fd) < 0) {
-		return -EIO;
-	}
-	return 0;
-}
 
 /* The serial and subject the index holds for fingerprint fp: 0, -ENOENT or -errno. */
 static int index_find(int dirfd, const uint8_t fp[TLS_FINGERPRINT_LEN], ASN1_INTEGER **ret,
