@@ -18,16 +18,35 @@
 #include "fspath.h"
 #include "macro.h"
 
+/* The module's path opened as a directory (never through a symlink), and its stat. */
+static int root_open(const struct module *m, int *ret_fd, struct stat *st)
+{
+	_cleanup_close_ int fd = -1;
+	int r = fspath_open_root(m->path, &fd);
+
+	if (r >= 0 && fstat(fd, st) < 0) {
+		r = negerrno();
+	}
+	if (r >= 0) {
+		*ret_fd = TAKE_FD(fd);
+	}
+	return r;
+}
+
+/* Why a path is not a module root, for errno err (positive). */
+static const char *root_why(int err)
+{
+	return err == ELOOP	? "a symlink in the path (refused)"
+	       : err == ENOTDIR ? "not a directory"
+				: strerror(err);
+}
+
 int modroot_pin(struct module *m)
 {
 	_cleanup_close_ int fd = -1;
 	struct stat st;
-	int r;
+	int r = root_open(m, &fd, &st);
 
-	r = fspath_open_root(m->path, &fd);
-	if (r >= 0 && fstat(fd, &st) < 0) {
-		r = negerrno();
-	}
 	if (r < 0) {
 		m->root_known = false;
 		m->root_errno = -r;
@@ -42,33 +61,17 @@ int modroot_pin(struct module *m)
 
 const char *modroot_missing_why(const struct module *m)
 {
-	switch (m->root_errno) {
-	case ELOOP:
-		return "a symlink in the path (refused)";
-	case ENOTDIR:
-		return "not a directory";
-	case 0:
-		return "not found yet";
-	default:
-		return strerror(m->root_errno);
-	}
+	return m->root_errno == 0 ? "not found yet" : root_why(m->root_errno);
 }
 
 int modroot_open(const struct module *m, int *ret_fd, char *why, size_t whylen)
 {
 	_cleanup_close_ int fd = -1;
 	struct stat st;
-	int r;
+	int r = root_open(m, &fd, &st);
 
-	r = fspath_open_root(m->path, &fd);
-	if (r >= 0 && fstat(fd, &st) < 0) {
-		r = negerrno();
-	}
 	if (r < 0) {
-		snprintf(why, whylen, "cannot open %s: %s", m->path,
-			 r == -ELOOP	 ? "a symlink in the path (refused)"
-			 : r == -ENOTDIR ? "not a directory"
-					 : strerror(-r));
+		snprintf(why, whylen, "cannot open %s: %s", m->path, root_why(-r));
 		return r;
 	}
 	if (!m->root_known) {
