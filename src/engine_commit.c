@@ -120,7 +120,7 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 		}
 	}
 	engine_rx_complete(e, f);
-	/* A device keeps its own node: no mode, times or attributes from the source. */
+	/* A device keeps its own node: no mode or times from the source. */
 	if (!f->failed && !f->device) {
 		rx_apply_meta(e, f);
 	}

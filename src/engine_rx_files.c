@@ -119,10 +119,6 @@ static uint32_t rx_items_for_peer(const struct engine *e, const struct efile *f,
 }
 
 /*
- * One FILES entry into the table, checked and answered in *s; what it says
- * next (RESUME for kept data, --delta's SUMS) goes out before the answer.
- */
-/*
  * A file this receiver refused for permission: the text the sender hears
  * says whose side and who could not write (perm_where), or a user on the
  * other end is left to guess which machine, directory and user it was.
@@ -136,6 +132,10 @@ static void rx_say_where(const struct engine *e, uint32_t code, char *text, size
 	}
 }
 
+/*
+ * One FILES entry into the table, checked and answered in *s; what it says
+ * next (RESUME for kept data, --delta's SUMS) goes out before the answer.
+ */
 static int rx_files_entry(struct engine *e, struct proto_file *pf, struct proto_status *s,
 			  bool *ret_answered)
 {
