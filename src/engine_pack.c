@@ -398,11 +398,6 @@ static int pack_tx_post(struct engine *e, uint32_t ci)
 	return r < 0 ? r : READY_TAKEN;
 }
 
-static int pack_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d)
-{
-	return rx_packed(e, slot, lane, d);
-}
-
 /* Both ends know packed slots. */
 static bool pack_enable(struct engine *e)
 {
@@ -427,7 +422,7 @@ static int pack_setup(struct engine *e)
 const struct engine_feature engine_feature_pack = {
 	.name = "pack",
 	.enable = pack_enable,
-	.rx_slot = pack_rx_slot,
+	.rx_slot = rx_packed,
 	.tx_whole = tx_packable,
 	.tx_read = pack_tx_read,
 	.tx_read_end = tx_pack_close,
