@@ -757,7 +757,11 @@ uint32_t engine_rx_target(struct engine *e, struct efile *f, char *text, size_t 
 uint32_t engine_rx_probe_target(struct engine *e, struct efile *f, bool *ret_taken, char *text,
 				size_t textlen);
 uint32_t engine_rx_dir(struct engine *e, const struct efile *f, char *text, size_t textlen);
+int engine_rx_store(struct engine *e, struct efile *f);
 void engine_rx_opened(struct engine *e, struct efile *f);
+void engine_rx_written(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
+		       const uint8_t *d);
+void engine_rx_named(struct engine *e, struct efile *f);
 int engine_rx_answered(struct engine *e, struct efile *f);
 void engine_rx_complete(struct engine *e, struct efile *f);
 void engine_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how);
@@ -911,6 +915,8 @@ void rx_link_done(struct engine *e, struct efile *f, int res);
 int rx_commit_batch(struct engine *e);
 void rx_dirsync_done(struct engine *e, uint32_t di, int res);
 void rx_discard(struct engine *e, struct efile *f);
+/* f's data is durable; r: 0, it has its name now, or why not (-errno). */
+void rx_named(struct engine *e, struct efile *f, int r);
 
 /* engine_sums.c */
 struct sum_job;
@@ -1001,9 +1007,6 @@ int tx_delta_sums(struct engine *e, const struct msg_delta *d);
 int tx_zeros_flush(struct engine *e);
 
 /* engine_partial.c */
-int rx_partial_open(struct engine *e, struct efile *f);
 int rx_partial_note(struct efile *f, uint64_t off, uint32_t len, const uint8_t hash[HASH_LEN]);
 int rx_partial_flush(struct efile *f);
-void rx_partial_data_name(const struct efile *f, char *out, size_t outlen);
 void rx_partial_committed(struct engine *e, struct efile *f);
-void rx_partial_drop(struct engine *e, struct efile *f);

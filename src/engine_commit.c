@@ -10,7 +10,6 @@
 
 static int rx_submit_fsync(struct engine *e, struct efile *f);
 static int rx_link_submit(struct engine *e, struct efile *f);
-static void rx_named(struct engine *e, struct efile *f, int r);
 
 static int send_result(struct engine *e, struct efile *f, uint32_t status, const char *text)
 {
@@ -31,11 +30,6 @@ int rx_resolve(struct engine *e, struct efile *f)
 	if (f->failed) {
 		if (f->tfd >= 0 && f->dir >= 0 && !f->renamed) {
 			rx_discard(e, f);
-		}
-		/* A partial that verified wrong, or of a source that changed, is never resumed. */
-		if (f->partial && !f->renamed &&
-		    (f->fail_code == PERR_INTEGRITY || f->fail_code == PERR_SOURCE_CHANGED)) {
-			rx_partial_drop(e, f);
 		}
 		if (f->device && file_fail_buf(f)) {
 			size_t n = strlen(f->fail_text);
@@ -367,16 +361,12 @@ void rx_fsync_done(struct engine *e, struct efile *f, int res)
 		rx_resolve(e, f);
 		return;
 	}
-	char pname[64];
 	int r;
 
 	if (engine_rx_durable(e, f) != ENGINE_DECLINED) {
-		return; /* the feature names it, or has nothing to name (a device) */
+		return; /* the feature names it (the --partial store), or there is none (a device) */
 	}
-	if (f->partial) {
-		rx_partial_data_name(f, pname, sizeof(pname));
-		r = renameat(f->part_store, pname, d->fd, f->leaf) < 0 ? negerrno() : 0;
-	} else if (f->tmpname && f->tmpname[0]) {
+	if (f->tmpname && f->tmpname[0]) {
 		r = renameat(d->fd, f->tmpname, d->fd, f->leaf) < 0 ? negerrno() : 0;
 	} else if (rx_link_submit(e, f) == 0) {
 		return; /* rx_link_done */
@@ -435,12 +425,12 @@ void rx_link_done(struct engine *e, struct efile *f, int res)
 }
 
 /* f's data is durable and r says whether it has its name now (0) or why not. */
-static void rx_named(struct engine *e, struct efile *f, int r)
+void rx_named(struct engine *e, struct efile *f, int r)
 {
 	struct dirent_cache *d = &e->dirs[f->dir];
 
-	if (r == 0 && f->partial) {
-		rx_partial_committed(e, f);
+	if (r == 0) {
+		engine_rx_named(e, f);
 	}
 	if (r < 0) {
 		file_fail(f, errno_to_perr(r), "commit under its name: %s", strerror(-r));

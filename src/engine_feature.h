@@ -109,7 +109,13 @@ struct engine_msg_row {
  *               feature would take it (no space is needed).
  *   rx_dir      a directory entry is there (made, or one there already):
  *               a refusal (PERR_*), or PERR_OK.
+ *   rx_store    a regular file (or a device) about to be opened: a feature
+ *               that keeps its data resumable opens it (the --partial
+ *               store, f->tfd; a device's journal): 0, ENGINE_DECLINED (not
+ *               kept so: a plain temp file), or -ENOMEM.
  *   rx_opened   its data file is open (temp file, store or device).
+ *   rx_written  [off, off + len) of its data is written (d: its digest).
+ *   rx_named    it has its final name (the data durable under it).
  *   rx_answered its FILES_ACK entry goes next: what the feature sends first.
  *   rx_complete its bytes are all there and verified, before its metadata,
  *               fsync and name (attributes go on here).
@@ -175,7 +181,11 @@ struct engine_feature {
 	uint32_t (*rx_probe_target)(struct engine *e, struct efile *f, bool *ret_taken, char *text,
 				    size_t textlen);
 	uint32_t (*rx_dir)(struct engine *e, const struct efile *f, char *text, size_t textlen);
+	int (*rx_store)(struct engine *e, struct efile *f);
 	void (*rx_opened)(struct engine *e, struct efile *f);
+	void (*rx_written)(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
+			   const uint8_t *d);
+	void (*rx_named)(struct engine *e, struct efile *f);
 	int (*rx_answered)(struct engine *e, struct efile *f);
 	void (*rx_complete)(struct engine *e, struct efile *f);
 	void (*rx_settled)(struct engine *e, const struct efile *f, enum engine_rx_end how);

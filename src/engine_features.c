@@ -188,6 +188,37 @@ uint32_t engine_rx_dir(struct engine *e, const struct efile *f, char *text, size
 	return PERR_OK;
 }
 
+int engine_rx_store(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->rx_store ? e->feat[i]->rx_store(e, f) : ENGINE_DECLINED;
+
+		if (r != ENGINE_DECLINED) {
+			return r;
+		}
+	}
+	return ENGINE_DECLINED;
+}
+
+void engine_rx_written(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
+		       const uint8_t *d)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->rx_written) {
+			e->feat[i]->rx_written(e, f, off, len, d);
+		}
+	}
+}
+
+void engine_rx_named(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->rx_named) {
+			e->feat[i]->rx_named(e, f);
+		}
+	}
+}
+
 void engine_rx_opened(struct engine *e, struct efile *f)
 {
 	for (unsigned i = 0; i < e->nfeat; i++) {

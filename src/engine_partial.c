@@ -552,7 +552,7 @@ static int partial_open_once(struct engine *e, struct efile *f)
 	return partial_start(f, kept, recs, n, &store, &dfd);
 }
 
-int rx_partial_open(struct engine *e, struct efile *f)
+static int rx_partial_open(struct engine *e, struct efile *f)
 {
 	int r = -ENOENT;
 
@@ -615,7 +615,7 @@ int rx_partial_flush(struct efile *f)
 }
 
 /* The store's name of f's data (for the commit's rename). */
-void rx_partial_data_name(const struct efile *f, char *out, size_t outlen)
+static void rx_partial_data_name(const struct efile *f, char *out, size_t outlen)
 {
 	partial_name(f->leaf, ".data", out, outlen);
 }
@@ -631,7 +631,7 @@ void rx_partial_committed(struct engine *e, struct efile *f)
 }
 
 /* A partial that must not be resumed (wrong data, a changed source): removed. */
-void rx_partial_drop(struct engine *e, struct efile *f)
+static void rx_partial_drop(struct engine *e, const struct efile *f)
 {
 	char name[64];
 
@@ -733,9 +733,67 @@ static void partial_file_release(struct engine *e, struct efile *f)
 	}
 }
 
+/* A file bigger than a chunk is kept resumable: in the store, or a device's journal. */
+static int partial_rx_store(struct engine *e, struct efile *f)
+{
+	int r;
+
+	if (f->size <= e->p->chunk_size) {
+		return ENGINE_DECLINED;
+	}
+	r = rx_partial_open(e, f);
+	return r == 0 || r == -ENOMEM ? r : ENGINE_DECLINED;
+}
+
+/* Not a failure of the copy when the journal can't be written: only less can be resumed. */
+static void partial_rx_written(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
+			       const uint8_t *d)
+{
+	(void)e;
+	if (f->partial && rx_partial_note(f, off, len, d) < 0) {
+		close(f->jfd);
+		f->jfd = -1;
+	}
+}
+
+/* Durable in the store: renamed from there into place (a device is named already). */
+static int partial_rx_durable(struct engine *e, struct efile *f)
+{
+	char pname[64];
+
+	if (!f->partial || f->device) {
+		return ENGINE_DECLINED;
+	}
+	rx_partial_data_name(f, pname, sizeof(pname));
+	rx_named(e, f,
+		 renameat(f->part_store, pname, e->dirs[f->dir].fd, f->leaf) < 0 ? negerrno() : 0);
+	return 0;
+}
+
+static void partial_rx_named(struct engine *e, struct efile *f)
+{
+	if (f->partial) {
+		rx_partial_committed(e, f);
+	}
+}
+
+/* A partial that verified wrong, or of a source that changed, is never resumed. */
+static void partial_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how)
+{
+	if (how == ENGINE_RX_FAILED && f->partial && !f->renamed &&
+	    (f->fail_code == PERR_INTEGRITY || f->fail_code == PERR_SOURCE_CHANGED)) {
+		rx_partial_drop(e, f);
+	}
+}
+
 const struct engine_feature engine_feature_partial = {
 	.name = "partial",
 	.file_release = partial_file_release,
 	.enable = partial_enable,
 	.step = partial_step,
+	.rx_store = partial_rx_store,
+	.rx_written = partial_rx_written,
+	.rx_durable = partial_rx_durable,
+	.rx_named = partial_rx_named,
+	.rx_settled = partial_rx_settled,
 };

@@ -463,11 +463,7 @@ void rx_write_done(struct engine *e, uint32_t slot, int res)
 		if (pr < 0) {
 			file_fail(f, errno_to_perr(pr), "punch %s: %s", f->name, strerror(-pr));
 		}
-		if (f->partial && rx_partial_note(f, s->off, s->len, s->chash) < 0) {
-			/* Not a failure of the copy: only less of it can be resumed. */
-			close(f->jfd);
-			f->jfd = -1;
-		}
+		engine_rx_written(e, f, s->off, s->len, s->chash);
 	}
 	if (s->hashed) {
 		rx_credit(e, slot);

@@ -195,12 +195,6 @@ static uint32_t rx_check_skip(struct engine *e, struct efile *f, char *text, siz
 	return PERR_OK;
 }
 
-/* --partial asked for, with a peer that knows RESUME. */
-static bool rx_partial_on(const struct engine *e)
-{
-	return (e->p->open_flags & PROTO_OPEN_PARTIAL) && (e->p->peer_caps & PROTO_CAP_PARTIAL);
-}
-
 /* A new file's owner and ACLs, before anything else is set on it. */
 static uint32_t rx_temp_owner(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
@@ -231,8 +225,7 @@ static uint32_t rx_open_device(struct engine *e, struct efile *f, uint32_t code,
 			       size_t textlen)
 {
 	/* --partial: the journal of a cut run says what the device holds already. */
-	if (code == PERR_OK && rx_partial_on(e) && f->size > e->p->chunk_size &&
-	    rx_partial_open(e, f) == -ENOMEM) {
+	if (code == PERR_OK && engine_rx_store(e, f) == -ENOMEM) {
 		snprintf(text, textlen, "out of memory");
 		return PERR_INTERNAL;
 	}
@@ -251,12 +244,8 @@ static uint32_t rx_open_device(struct engine *e, struct efile *f, uint32_t code,
 static bool rx_open_store(struct engine *e, struct efile *f, char *text, size_t textlen,
 			  uint32_t *ret_code)
 {
-	int r;
+	int r = engine_rx_store(e, f);
 
-	if (!rx_partial_on(e) || f->size <= e->p->chunk_size) {
-		return false;
-	}
-	r = rx_partial_open(e, f);
 	if (r == -ENOMEM) {
 		snprintf(text, textlen, "out of memory");
 		*ret_code = PERR_INTERNAL;
