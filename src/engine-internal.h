@@ -953,11 +953,12 @@ int rx_map_name(struct engine *e, const char *name, char **ret);
 /* engine_xattr.c */
 void rx_xattr_kept_free(struct engine *e);
 int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created);
-void rx_acl_clear(struct engine *e, int fd, bool dir);
 int rx_xattrs(struct engine *e, struct msg_xattrs *x);
 void rx_xattrs_release(struct engine *e, struct efile *f);
 
 /* engine_meta.c */
+/* -A: a new entry keeps no inherited ACL (the sender's come in XATTRS). */
+void rx_acl_clear(struct engine *e, int fd, bool dir);
 void rx_apply_meta(struct engine *e, struct efile *f);
 /* The receiver's metadata rule (meta_policy.h) for this session's options. */
 struct meta_policy rx_meta_policy(const struct engine *e);

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The receiver's entries other than file data: directories, symlinks, and
- * the modes, owners and times an entry gets (directories' last).
+ * the modes, owners and times an entry gets (directories' last), and no ACL
+ * inherited by one it creates (-A).
  */
 #include "engine-internal.h"
+
+#include <sys/xattr.h>
 
 /* The receiver's metadata rule (meta_policy.h), from the session's options. */
 struct meta_policy rx_meta_policy(const struct engine *e)
@@ -494,4 +497,20 @@ void rx_finish_dirs(struct engine *e)
 	}
 	e->ndirs_meta = 0;
 	e->dirs_meta_bytes = 0;
+}
+
+/*
+ * -A on an entry we create: no ACL but the sender's. A new file or
+ * directory inherits its parent's default ACL; the sender's ACLs, if any,
+ * come in XATTRS.
+ */
+void rx_acl_clear(struct engine *e, int fd, bool dir)
+{
+	if (!(e->p->open_flags & PROTO_OPEN_ACLS)) {
+		return;
+	}
+	fremovexattr(fd, "system.posix_acl_access");
+	if (dir) {
+		fremovexattr(fd, "system.posix_acl_default");
+	}
 }

@@ -268,22 +268,6 @@ int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created)
 	return 0;
 }
 
-/*
- * -A on an entry we create: no ACL but the sender's. A new file or
- * directory inherits its parent's default ACL; the sender's ACLs, if any,
- * come in XATTRS.
- */
-void rx_acl_clear(struct engine *e, int fd, bool dir)
-{
-	if (!(e->p->open_flags & PROTO_OPEN_ACLS)) {
-		return;
-	}
-	fremovexattr(fd, "system.posix_acl_access");
-	if (dir) {
-		fremovexattr(fd, "system.posix_acl_default");
-	}
-}
-
 /* Does x carry only what this session carries? Else the session fails. */
 static int rx_xattrs_check(struct engine *e, const struct msg_xattrs *x)
 {
