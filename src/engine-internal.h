@@ -783,7 +783,7 @@ int engine_tx_flush(struct engine *e);
 bool tx_kept(const struct efile *f, uint64_t off, uint32_t len);
 /* Chunk ci, next in its file, hashed and passed over (not posted); f sent when it was the last. */
 int tx_chunk_passed(struct engine *e, uint32_t ci);
-int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
+int engine_fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* engine_device.c: block device targets. */
@@ -860,7 +860,7 @@ int lane_push_slot(struct engine *e, struct xport_wr *wr, int32_t chunk, uint32_
 int slot_unseal(struct engine *e, unsigned lane, uint32_t slot, uint64_t count, uint8_t *buf,
 		uint32_t len);
 /* The session's failure for a failed completion (what the transport and the peer say). */
-int fail_lane(struct engine *e, const struct xport_wc *wc);
+int engine_fail_lane(struct engine *e, const struct xport_wc *wc);
 
 /* engine_rails.c: a lost data lane's work goes on the others (PROTO_CAP_RAILS). */
 int rails_setup(struct engine *e);
@@ -876,7 +876,7 @@ int imm_unexpected(struct engine *e, const struct xport_wc *wc);
 int slot_seal(struct engine *e, unsigned lane, uint32_t slot, uint8_t *stage, uint8_t *buf,
 	      uint32_t len);
 int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d);
-int fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r);
+int engine_fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r);
 
 /* engine_tx.c */
 int tx_read_again(struct engine *e, struct efile *f, int *res);

@@ -111,8 +111,8 @@ static int setup_memory(struct engine *e)
 	e->copy_base = (uint32_t)engine_registered_chunks(p);
 	r = pool_create(bytes, p->chunk_size, &e->pool);
 	if (r < 0) {
-		return fail(e, PERR_INTERNAL, r, "buffer pool of %zu MiB: %s", bytes >> 20,
-			    strerror(-r));
+		return engine_fail(e, PERR_INTERNAL, r, "buffer pool of %zu MiB: %s", bytes >> 20,
+				   strerror(-r));
 	}
 	assert(e->pool->size == bytes);
 	/*
@@ -146,8 +146,8 @@ static int setup_memory(struct engine *e)
 						: XPORT_ACCESS_LOCAL,
 			   &e->mr);
 	if (r < 0) {
-		return fail(e, PERR_TRANSPORT, r, "register memory with the transport: %s",
-			    strerror(-r));
+		return engine_fail(e, PERR_TRANSPORT, r, "register memory with the transport: %s",
+				   strerror(-r));
 	}
 	return 0;
 }
@@ -164,8 +164,8 @@ int engine_pin_pool(struct engine *e)
 		char advice[512];
 
 		pool_memlock_check(e->pool->size, advice, sizeof(advice));
-		return fail(e, PERR_INTERNAL, r, "register buffers with io_uring: %s (%s)",
-			    strerror(-r), advice);
+		return engine_fail(e, PERR_INTERNAL, r, "register buffers with io_uring: %s (%s)",
+				   strerror(-r), advice);
 	}
 	e->pool_pinned = true;
 	return 0;
@@ -192,7 +192,7 @@ static int setup_uring(struct engine *e)
 		r = io_uring_queue_init_params(entries, &e->ring, &up);
 	}
 	if (r < 0) {
-		return fail(e, PERR_INTERNAL, r, "io_uring: %s", strerror(-r));
+		return engine_fail(e, PERR_INTERNAL, r, "io_uring: %s", strerror(-r));
 	}
 	e->ring_ok = true;
 	/*
@@ -204,7 +204,7 @@ static int setup_uring(struct engine *e)
 	io_uring_register_iowq_max_workers(&e->ring, workers);
 	e->uring_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->uring_efd < 0 || io_uring_register_eventfd(&e->ring, e->uring_efd) < 0) {
-		return fail(e, PERR_INTERNAL, -EIO, "io_uring eventfd");
+		return engine_fail(e, PERR_INTERNAL, -EIO, "io_uring eventfd");
 	}
 	return 0;
 }
@@ -218,21 +218,21 @@ static int setup_lanes(struct engine *e)
 
 	e->slot_lane = calloc(p->slots, sizeof(*e->slot_lane));
 	if (!e->slot_lane) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	for (unsigned i = 0; i < x->nlanes; i++) {
 		e->lanes[i].cap = x->sq_depth;
 		e->lanes[i].fifo = calloc(x->sq_depth, sizeof(struct lane_ent));
 		if (!e->lanes[i].fifo) {
-			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 		/* Receives for the peer's immediates: at most one per slot in flight. */
 		for (uint32_t k = 0; k < p->slots; k++) {
 			uint64_t id = i;
 			r = x->ops->post_recvs(x, i, &id, 1);
 			if (r < 0) {
-				return fail(e, PERR_TRANSPORT, r, "post receives: %s",
-					    strerror(-r));
+				return engine_fail(e, PERR_TRANSPORT, r, "post receives: %s",
+						   strerror(-r));
 			}
 		}
 	}
@@ -240,7 +240,7 @@ static int setup_lanes(struct engine *e)
 		/* Only the sender seals slots, only the receiver opens them. */
 		r = slot_seal_init(&e->lanes[i].seal, p->seal_secret, i, !e->role->peer_writes);
 		if (r < 0) {
-			return fail(e, PERR_INTERNAL, r, "slot keys: %s", strerror(-r));
+			return engine_fail(e, PERR_INTERNAL, r, "slot keys: %s", strerror(-r));
 		}
 	}
 	e->sealed = p->seal_slots;
@@ -457,7 +457,7 @@ int engine_run(const struct engine_params *p, struct engine_stats *ret_stats, ui
 	}
 	if (r < 0 && !e->failed) {
 		/* Every failure is recorded where it happens; one that was not still counts. */
-		fail(e, PERR_INTERNAL, r, "%s", strerror(-r));
+		engine_fail(e, PERR_INTERNAL, r, "%s", strerror(-r));
 	}
 	if (e->failed) {
 		/* The failure's own errno: -EREMOTEIO tells the caller the peer ended it. */

@@ -200,11 +200,11 @@ static int bench_alloc(struct engine *e)
 	const struct engine_params *p = e->p;
 
 	if (p->bench_bytes == 0) {
-		return fail(e, PERR_INTERNAL, -EINVAL, "bench: no bytes to send");
+		return engine_fail(e, PERR_INTERNAL, -EINVAL, "bench: no bytes to send");
 	}
 	e->bench = calloc(1, sizeof(*e->bench));
 	if (!e->bench) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	e->bench->nchunks = (p->bench_bytes + p->chunk_size - 1) / p->chunk_size;
 	return 0;
@@ -243,7 +243,7 @@ static int btx_setup(struct engine *e)
 	e->free_slots = calloc(e->p->slots, sizeof(*e->free_slots));
 	e->bench->slot_chunk = calloc(e->p->slots, sizeof(uint64_t));
 	if (!e->chunks || !e->free_slots || !e->bench->slot_chunk) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	for (uint32_t i = 0; i < e->p->slots; i++) {
 		e->bench->slot_chunk[i] = BENCH_NONE;
@@ -327,7 +327,7 @@ static int btx_step(struct engine *e)
 		m.u.end.bytes = e->p->bench_bytes;
 		r = chan_queue(e->p->chan, &m);
 		if (r < 0) {
-			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+			return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
 		b->end_sent = e->sent_end = true;
 	}
@@ -345,8 +345,8 @@ static int btx_on_receive(struct engine *e, const struct xport_wc *wc)
 		return r;
 	}
 	if (b->slot_chunk[slot] == BENCH_NONE || window_mark(&b->win, b->slot_chunk[slot]) < 0) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "credit for slot %u, which holds no chunk",
-			    slot);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "credit for slot %u, which holds no chunk", slot);
 	}
 	e->st.bytes += bench_chunk_len(e, b->slot_chunk[slot]);
 	b->slot_chunk[slot] = BENCH_NONE;
@@ -358,10 +358,10 @@ static int btx_on_message(struct engine *e, struct msg *m)
 {
 	if (m->type == MSG_END && e->bench->end_sent && !e->got_end) {
 		if (m->u.end.bytes != e->p->bench_bytes) {
-			return fail(e, PERR_INTEGRITY, -EBADMSG,
-				    "the receiver verified %llu bytes of %llu",
-				    (unsigned long long)m->u.end.bytes,
-				    (unsigned long long)e->p->bench_bytes);
+			return engine_fail(e, PERR_INTEGRITY, -EBADMSG,
+					   "the receiver verified %llu bytes of %llu",
+					   (unsigned long long)m->u.end.bytes,
+					   (unsigned long long)e->p->bench_bytes);
 		}
 		e->got_end = true;
 		return 0;
@@ -402,16 +402,16 @@ static int brx_desc(struct engine *e, uint32_t slot, uint32_t lane, struct proto
 	int r;
 
 	if (slot >= e->p->slots) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown slot %u", slot);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown slot %u", slot);
 	}
 	if (e->sealed) {
 		/* Opened where it lies: a bench keeps nothing. */
 		r = slot_open(e, lane, slot, pool_chunk(e->pool, slot), ret);
 		if (r < 0) {
-			return fail_sealed(e, slot, lane, r);
+			return engine_fail_sealed(e, slot, lane, r);
 		}
 	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, ret) < 0) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
 	}
 	return 0;
 }
@@ -423,17 +423,17 @@ static int brx_check_desc(struct engine *e, const struct proto_desc *d, uint64_t
 
 	if (d->file_id != BENCH_STREAM_ID || d->offset % e->p->chunk_size ||
 	    d->offset >= e->p->bench_bytes || d->len != bench_chunk_len(e, idx)) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "bad chunk: id %u offset %llu len %u (stream of %llu bytes)",
-			    d->file_id, (unsigned long long)d->offset, d->len,
-			    (unsigned long long)e->p->bench_bytes);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "bad chunk: id %u offset %llu len %u (stream of %llu bytes)",
+				   d->file_id, (unsigned long long)d->offset, d->len,
+				   (unsigned long long)e->p->bench_bytes);
 	}
 	r = window_mark(&e->bench->win, idx);
 	if (r < 0) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "chunk at offset %llu %s",
-			    (unsigned long long)d->offset,
-			    r == -EEXIST ? "came twice"
-					 : "is too far ahead of the oldest one missing");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "chunk at offset %llu %s",
+				   (unsigned long long)d->offset,
+				   r == -EEXIST ? "came twice"
+						: "is too far ahead of the oldest one missing");
 	}
 	return 0;
 }
@@ -450,7 +450,7 @@ static int brx_credit(struct engine *e, uint32_t slot, uint32_t lane)
 	e->credits++;
 	if (!lane_room(e, lane, 1)) {
 		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
-		return fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
+		return engine_fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
 	}
 	return lane_push(e, &wr, -1);
 }
@@ -480,11 +480,11 @@ static int brx_data(struct engine *e, uint32_t slot, uint32_t lane)
 		buf[d.len / 2] ^= 0xff;
 	}
 	if (engine_bench_check(buf, d.len, d.offset, e->p->bench_seed, &at) < 0) {
-		return fail(e, PERR_INTEGRITY, -EBADMSG,
-			    "chunk at offset %llu (slot %u, lane %u) is not what was sent for it: "
-			    "byte %llu differs",
-			    (unsigned long long)d.offset, slot, lane,
-			    (unsigned long long)(d.offset + at));
+		return engine_fail(
+		    e, PERR_INTEGRITY, -EBADMSG,
+		    "chunk at offset %llu (slot %u, lane %u) is not what was sent for it: "
+		    "byte %llu differs",
+		    (unsigned long long)d.offset, slot, lane, (unsigned long long)(d.offset + at));
 	}
 	b->done++;
 	e->st.bytes += d.len;
@@ -512,7 +512,7 @@ static int brx_on_message(struct engine *e, struct msg *m)
 		return msg_unexpected(e, m);
 	}
 	if (e->bench->done != e->bench->nchunks || m->u.end.bytes != e->p->bench_bytes) {
-		return fail(
+		return engine_fail(
 		    e, PERR_PROTOCOL, -EBADMSG,
 		    "END after %llu of %llu chunks (%llu bytes said sent, %llu asked for)",
 		    (unsigned long long)e->bench->done, (unsigned long long)e->bench->nchunks,
@@ -531,7 +531,7 @@ static int brx_step(struct engine *e)
 		m.u.end.bytes = e->st.bytes;
 		r = chan_queue(e->p->chan, &m);
 		if (r < 0) {
-			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+			return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
 		e->bench->end_sent = true;
 	}

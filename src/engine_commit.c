@@ -51,7 +51,7 @@ int rx_resolve(struct engine *e, struct efile *f)
 		r = send_result(e, f, PERR_OK, "");
 	}
 	file_release(e, f);
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 /* The sender's own failure, or sizes that do not add up: f fails. */
@@ -136,7 +136,7 @@ static int rx_submit_fsync(struct engine *e, struct efile *f)
 	struct io_uring_sqe *sqe = uring_sqe(e);
 
 	if (!sqe) {
-		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+		return engine_fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 	}
 	io_uring_prep_fsync(sqe, f->tfd, 0);
 	io_uring_sqe_set_data64(sqe, UD(UD_FSYNC, file_index(e, f)));
@@ -464,7 +464,7 @@ int rx_commit_batch(struct engine *e)
 		}
 		sqe = uring_sqe(e);
 		if (!sqe) {
-			return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+			return engine_fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 		}
 		io_uring_prep_fsync(sqe, d->fd, 0);
 		io_uring_sqe_set_data64(sqe, UD(UD_DIRSYNC, i));

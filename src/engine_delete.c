@@ -132,7 +132,7 @@ static int del_flush(struct engine *e, uint8_t flags)
 		del_batch_clear(ds);
 		ts_now(&ds->last_sent);
 	}
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 /* One entry for the peer's batch (only a push's daemon sends names). */
@@ -152,7 +152,7 @@ static int del_queue(struct engine *e, uint8_t what, uint8_t ftype, uint32_t cod
 	if (!d->name || !d->text) {
 		free(d->name);
 		free(d->text);
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	ds->nents++;
 	ds->bytes += 1 + 1 + 4 + 2 + strlen(d->name) + 2 + strlen(d->text);
@@ -409,7 +409,7 @@ static int del_open_root(struct engine *e, const char *name)
 	path_cut(ds, 0);
 	r = path_push(ds, name);
 	if (r < 0) {
-		return fail(e, PERR_INTERNAL, r, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, r, "out of memory");
 	}
 	ds->ftype = PROTO_FT_DIR;
 	r = e->p->base_fd < 0 ? -ENOENT : fspath_open_dir(e->p->base_fd, name, &fd);
@@ -463,7 +463,7 @@ static int del_next(struct engine *e)
 	}
 	r = path_push(ds, de->d_name);
 	if (r < 0) {
-		return fail(e, PERR_INTERNAL, r, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, r, "out of memory");
 	}
 	r = del_entry(e, fr, de->d_name);
 	if (r < 0 || r == DEL_PUSHED) {
@@ -489,7 +489,7 @@ int rx_delete_start(struct engine *e)
 	}
 	e->del = calloc(1, sizeof(*e->del));
 	if (!e->del) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	ts_now(&e->del->last_sent);
 	e->del_active = true;

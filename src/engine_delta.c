@@ -106,7 +106,7 @@ static int rx_delta_queue(struct engine *e, struct msg *m, bool now)
 		r = chan_flush(e->p->chan);
 	}
 	e->delta_heard++;
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 /* The pass's reads, whole chunks: the session's buffer, or (*ret_big) one as big as a chunk. */
@@ -420,20 +420,22 @@ int tx_delta_sums(struct engine *e, const struct msg_delta *d)
 	if (!e->delta || d->kind != PROTO_DELTA_SUMS || !f || f->acked ||
 	    f->ftype != PROTO_FT_REG || d->first != f->ndsum ||
 	    (tree && (!e->delta_tree || (d->first > 0 && !f->tree))) || (!tree && f->tree)) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA SUMS for id %u out of place", d->id);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA SUMS for id %u out of place",
+				   d->id);
 	}
 	e->delta_heard++;
 	n = delta_chunks(e, f->size);
 	if (n > PROTO_MAX_DELTA_CHUNKS || d->count > n - d->first) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "DELTA SUMS for %s: chunks %llu..%llu, the file has %llu", f->name,
-			    (unsigned long long)d->first,
-			    (unsigned long long)(d->first + d->count - 1), (unsigned long long)n);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "DELTA SUMS for %s: chunks %llu..%llu, the file has %llu",
+				   f->name, (unsigned long long)d->first,
+				   (unsigned long long)(d->first + d->count - 1),
+				   (unsigned long long)n);
 	}
 	if (!f->dsum) {
 		f->dsum = calloc(n, HASH_LEN);
 		if (!f->dsum) {
-			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 	}
 	if (tree && !f->tree) {
@@ -441,7 +443,7 @@ int tx_delta_sums(struct engine *e, const struct msg_delta *d)
 		f->mine = calloc(n, HASH_LEN);
 		f->tst = XXH3_createState();
 		if (!f->mine || !f->tst || XXH3_128bits_reset(f->tst) != XXH_OK) {
-			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 		f->tree = true;
 		f->dg = &delta_tree_digest;
@@ -545,13 +547,13 @@ static int tx_delta_flush(struct engine *e)
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	m->type = MSG_DELTA;
 	m->u.delta = *e->sq;
 	e->sq->count = 0;
 	r = chan_queue(e->p->chan, m);
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 /* [off, off + len) of f is unchanged: into the next SAME, merged with the range before it. */
@@ -568,7 +570,7 @@ static int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64
 	if (!e->sq) {
 		e->sq = calloc(1, sizeof(*e->sq));
 		if (!e->sq) {
-			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 	}
 	q = e->sq;
@@ -598,7 +600,8 @@ static int rx_delta_same(struct engine *e, const struct msg_delta *d)
 
 	if (!e->delta || d->kind != PROTO_DELTA_SAME || !f || f->ftype != PROTO_FT_REG ||
 	    f->oldfd < 0 || f->got_done) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA for id %u out of place", d->id);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA for id %u out of place",
+				   d->id);
 	}
 	for (uint16_t i = 0; i < d->count; i++) {
 		r = rx_range_take(e, f, &d->r[i], true);

@@ -2,7 +2,7 @@
 /*
  * The engine's file table (entries taken by id, set up when taken, released
  * with everything they hold) and its failure reporting: the session's
- * (fail), a file's (file_fail), and what the caller's events are told of
+ * (engine_fail), a file's (file_fail), and what the caller's events are told of
  * each entry (note_*).
  */
 #include "engine-internal.h"
@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 
 /* Record the session failure (the first one wins) and return r. */
-int fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
+int engine_fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
 {
 	va_list ap;
 

@@ -128,7 +128,7 @@ int hashers_start(struct engine *e, unsigned n, hash_done_fn done)
 	}
 	hs = calloc(1, sizeof(*hs) + n * sizeof(hs->t[0]));
 	if (!hs) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	hs->n = n;
 	hs->on_done = done;
@@ -139,7 +139,7 @@ int hashers_start(struct engine *e, unsigned n, hash_done_fn done)
 		int r = negerrno();
 
 		hashers_free(hs);
-		return fail(e, PERR_INTERNAL, r, "eventfd: %s", strerror(-r));
+		return engine_fail(e, PERR_INTERNAL, r, "eventfd: %s", strerror(-r));
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct hasher_arg *a = malloc(sizeof(*a));
@@ -147,19 +147,20 @@ int hashers_start(struct engine *e, unsigned n, hash_done_fn done)
 		hs->t[i].tail = &hs->t[i].todo;
 		if (!a) {
 			hashers_free(hs);
-			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 		*a = (struct hasher_arg){ .hs = hs, .i = i };
 		if (pthread_create(&hs->t[i].thread, NULL, hasher_main, a) != 0) {
 			free(a);
 			hashers_free(hs);
-			return fail(e, PERR_INTERNAL, -EAGAIN, "cannot start a hashing thread");
+			return engine_fail(e, PERR_INTERNAL, -EAGAIN,
+					   "cannot start a hashing thread");
 		}
 		hs->t[i].started = true;
 	}
 	if (engine_watch_add(e, hs->efd, on_hashers, 0) < 0) {
 		hashers_free(hs);
-		return fail(e, PERR_INTERNAL, -ENOSPC, "too many event sources");
+		return engine_fail(e, PERR_INTERNAL, -ENOSPC, "too many event sources");
 	}
 	e->hashers = hs;
 	return 0;
@@ -205,7 +206,7 @@ int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_
 	struct hash_job *j = malloc(sizeof(*j));
 
 	if (!j) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	*j = (struct hash_job){ .hash = &f->hash,
 				.buf = buf,
@@ -232,7 +233,7 @@ int on_hashers(struct engine *e)
 	int r = 0;
 
 	if (read(hs->efd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-		return fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
+		return engine_fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
 	}
 	pthread_mutex_lock(&hs->lock);
 	done = hs->done;

@@ -106,7 +106,7 @@ static int lane_push_ent(struct engine *e, struct xport_wr *wr, int32_t chunk, b
 	l->len++;
 	r = batch_add(e, wr);
 	if (r < 0) {
-		return fail(e, PERR_INTERNAL, r, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, r, "out of memory");
 	}
 	l->batch_last = (unsigned)e->nbatch;
 	return 0;
@@ -141,7 +141,7 @@ int batch_flush(struct engine *e)
 	r = x->ops->post_writes(x, e->batch, e->nbatch);
 	e->nbatch = 0;
 	if (r < 0) {
-		return fail(e, PERR_TRANSPORT, r, "post to transport: %s", strerror(-r));
+		return engine_fail(e, PERR_TRANSPORT, r, "post to transport: %s", strerror(-r));
 	}
 	return 0;
 }
@@ -149,8 +149,8 @@ int batch_flush(struct engine *e)
 /* An immediate this role does not take: the session fails. */
 int imm_unexpected(struct engine *e, const struct xport_wc *wc)
 {
-	return fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected immediate 0x%08x (len %u)", wc->imm,
-		    wc->len);
+	return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected immediate 0x%08x (len %u)",
+			   wc->imm, wc->len);
 }
 
 /* Sender: a posted chunk's lane is done with it: back to the pool, or once hashed (tx_hashed). */
@@ -205,7 +205,7 @@ static bool peer_closed(struct engine *e)
 	       (p.revents & POLLHUP || recv(p.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
 }
 
-int fail_lane(struct engine *e, const struct xport_wc *wc)
+int engine_fail_lane(struct engine *e, const struct xport_wc *wc)
 {
 	struct xport *x = e->p->x;
 	const char *why = x->ops->last_error ? x->ops->last_error(x) : NULL;
@@ -215,9 +215,10 @@ int fail_lane(struct engine *e, const struct xport_wc *wc)
 	 */
 	bool gone = peer_closed(e);
 
-	return fail(e, PERR_TRANSPORT, -EIO, "data transport: %s%s%s%s",
-		    xport_wc_status_str(wc->status), why ? ": " : "", why ? why : "",
-		    gone ? " (the peer closed its control connection: it probably ended)" : "");
+	return engine_fail(e, PERR_TRANSPORT, -EIO, "data transport: %s%s%s%s",
+			   xport_wc_status_str(wc->status), why ? ": " : "", why ? why : "",
+			   gone ? " (the peer closed its control connection: it probably ended)"
+				: "");
 }
 
 int on_xport(struct engine *e)
@@ -244,7 +245,7 @@ int on_xport(struct engine *e)
 				int r = engine_features_lane_error(e, &wc[i]);
 
 				if (r == ENGINE_DECLINED) {
-					r = fail_lane(e, &wc[i]);
+					r = engine_fail_lane(e, &wc[i]);
 				}
 
 				if (r < 0) {
@@ -263,7 +264,8 @@ int on_xport(struct engine *e)
 				    ? 0
 				    : x->ops->post_recvs(x, wc[i].lane, &id, 1);
 			if (r < 0) {
-				return fail(e, PERR_TRANSPORT, r, "post receive: %s", strerror(-r));
+				return engine_fail(e, PERR_TRANSPORT, r, "post receive: %s",
+						   strerror(-r));
 			}
 			r = e->role->on_receive(e, &wc[i]);
 			if (r < 0) {
@@ -272,7 +274,7 @@ int on_xport(struct engine *e)
 		}
 	}
 	if (n < 0) {
-		return fail(e, PERR_TRANSPORT, n, "poll transport: %s", strerror(-n));
+		return engine_fail(e, PERR_TRANSPORT, n, "poll transport: %s", strerror(-n));
 	}
 	return 0;
 }
@@ -328,7 +330,7 @@ int slot_seal(struct engine *e, unsigned lane, uint32_t slot, uint8_t *stage, ui
 		r = lane_seal_end(s, stage + PROTO_DESC_LEN);
 	}
 	if (r < 0) {
-		return fail(e, PERR_INTERNAL, r, "seal slot %u: %s", slot, strerror(-r));
+		return engine_fail(e, PERR_INTERNAL, r, "seal slot %u: %s", slot, strerror(-r));
 	}
 	if (tamper == XPORT_TEST_TAMPER_FLIP) {
 		buf[len / 2] ^= 0x01;
@@ -363,19 +365,21 @@ int slot_unseal(struct engine *e, unsigned lane, uint32_t slot, uint64_t count, 
 		r = lane_seal_end(s, tag);
 	}
 	s->count = next;
-	return r < 0 ? fail(e, PERR_INTERNAL, r, "unseal slot %u: %s", slot, strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_INTERNAL, r, "unseal slot %u: %s", slot, strerror(-r))
+		     : 0;
 }
 
 /* A slot that did not open: the session fails (the tcp lanes' NAK_AUTH, exit 8). */
-int fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r)
+int engine_fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r)
 {
 	if (r == -EBADMSG) {
-		return fail(e, PERR_TRANSPORT, r,
-			    "data lane %u: sealed slot %u fails authentication (changed, replayed, "
-			    "moved or cut on the way, or sealed under another key)",
-			    lane, slot);
+		return engine_fail(
+		    e, PERR_TRANSPORT, r,
+		    "data lane %u: sealed slot %u fails authentication (changed, replayed, "
+		    "moved or cut on the way, or sealed under another key)",
+		    lane, slot);
 	}
-	return fail(e, PERR_INTERNAL, r, "open sealed slot %u: %s", slot, strerror(-r));
+	return engine_fail(e, PERR_INTERNAL, r, "open sealed slot %u: %s", slot, strerror(-r));
 }
 
 /*

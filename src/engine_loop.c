@@ -49,8 +49,8 @@ static const struct engine_watch *engine_watch_find(const struct engine *e, int 
 /* A message this role does not take now: the session fails. */
 int msg_unexpected(struct engine *e, const struct msg *m)
 {
-	return fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected %s during transfer",
-		    proto_type_name(m->type));
+	return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected %s during transfer",
+			   proto_type_name(m->type));
 }
 
 /* The messages both roles take; the rest are the role's. */
@@ -63,13 +63,13 @@ static int on_message(struct engine *e, struct msg *m)
 
 		pong.u.ping.nonce = m->u.ping.nonce;
 		r = chan_queue(e->p->chan, &pong);
-		return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+		return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 	}
 	case MSG_PONG:
 		return 0; /* not progress: see progress_mark */
 	case MSG_ERROR:
-		return fail(e, m->u.error.code ? m->u.error.code : PERR_PROTOCOL, -EREMOTEIO,
-			    "peer: %s", m->u.error.text);
+		return engine_fail(e, m->u.error.code ? m->u.error.code : PERR_PROTOCOL, -EREMOTEIO,
+				   "peer: %s", m->u.error.text);
 	default:
 		break;
 	}
@@ -96,14 +96,15 @@ static int on_control(struct engine *e)
 
 		if (r < 0) {
 			if (r == -EPIPE || r == -ECONNRESET) {
-				return fail(e, PERR_TRANSPORT, r,
-					    "the peer closed the control connection mid-transfer");
+				return engine_fail(
+				    e, PERR_TRANSPORT, r,
+				    "the peer closed the control connection mid-transfer");
 			}
 			char why[160];
 
 			/* engine_run tells the peer, with this reason. */
-			return fail(e, chan_err_code(r), r, "control channel: %s",
-				    chan_recv_error(e->p->chan, r, why, sizeof(why)));
+			return engine_fail(e, chan_err_code(r), r, "control channel: %s",
+					   chan_recv_error(e->p->chan, r, why, sizeof(why)));
 		}
 		bool batch = m.type == MSG_FILES || m.type == MSG_FILES_ACK;
 
@@ -167,7 +168,7 @@ static int loop_work(struct engine *e)
 	if (p->stop && *p->stop) {
 		chan_send_error(p->chan, PERR_SHUTDOWN, "interrupted");
 		e->error_sent = true;
-		return fail(e, PERR_SHUTDOWN, -EINTR, "interrupted");
+		return engine_fail(e, PERR_SHUTDOWN, -EINTR, "interrupted");
 	}
 	r = engine_features_step(e, false);
 	if (r >= 0) {
@@ -187,7 +188,7 @@ static int loop_work(struct engine *e)
 	}
 	r = chan_flush(p->chan);
 	if (r < 0) {
-		return fail(e, PERR_IO, r, "control channel write failed: %s", strerror(-r));
+		return engine_fail(e, PERR_IO, r, "control channel write failed: %s", strerror(-r));
 	}
 	return finished(e) ? 1 : 0;
 }
@@ -226,11 +227,12 @@ static int loop_dispatch(struct engine *e, const struct pollfd *pfd, unsigned nf
 		const char *why =
 		    e->p->x->ops->last_error ? e->p->x->ops->last_error(e->p->x) : NULL;
 
-		r = fail(e, PERR_TRANSPORT, -EIO, "transport: its event descriptor reports %s%s%s",
-			 (pfd[1].revents & POLLNVAL)  ? "an invalid descriptor"
-			 : (pfd[1].revents & POLLERR) ? "an error"
-						      : "a hang-up",
-			 why ? ": " : "", why ? why : "");
+		r = engine_fail(e, PERR_TRANSPORT, -EIO,
+				"transport: its event descriptor reports %s%s%s",
+				(pfd[1].revents & POLLNVAL)  ? "an invalid descriptor"
+				: (pfd[1].revents & POLLERR) ? "an error"
+							     : "a hang-up",
+				why ? ": " : "", why ? why : "");
 	}
 	/* --poll: the completion queue every turn, woken or not. */
 	if (r >= 0 && !e->failed && !finished(e) &&
@@ -282,8 +284,8 @@ static int loop_idle(struct engine *e, uint64_t mark, uint64_t before, int idle_
 		   ts_since(&e->last_activity) * 1000 > idle_ms + sum_wait_allowance_ms(e)) {
 		chan_send_error(p->chan, PERR_TIMEOUT, "idle timeout: no data progress");
 		e->error_sent = true;
-		return fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no data progress for %d s",
-			    idle_ms / 1000);
+		return engine_fail(e, PERR_TIMEOUT, -ETIMEDOUT, "no data progress for %d s",
+				   idle_ms / 1000);
 	} else if (ts_since(&e->last_activity) * 1000 > idle_ms / 3 &&
 		   ts_since(&e->last_ping) * 1000 > idle_ms / 3) {
 		/* Tells a peer we are alive; its PONG does not keep us waiting longer. */
@@ -293,7 +295,7 @@ static int loop_idle(struct engine *e, uint64_t mark, uint64_t before, int idle_
 		ts_now(&e->last_ping);
 		r = chan_queue(p->chan, &ping);
 		if (r < 0) {
-			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+			return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
 	}
 	return 0;
@@ -336,7 +338,8 @@ int engine_loop(struct engine *e)
 			wait_ms = 10;
 		}
 		if (poll(pfd, nfds, wait_ms) < 0 && errno != EINTR) {
-			return fail(e, PERR_INTERNAL, negerrno(), "poll: %s", strerror(errno));
+			return engine_fail(e, PERR_INTERNAL, negerrno(), "poll: %s",
+					   strerror(errno));
 		}
 		r = loop_dispatch(e, pfd, nfds);
 		if (r >= 0) {

@@ -55,7 +55,7 @@ static int tx_pread_submit(struct engine *e, struct efile *f)
 	struct io_uring_sqe *sqe = uring_sqe(e);
 
 	if (!sqe) {
-		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+		return engine_fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 	}
 	/* Not a fixed buffer: a run of small files pins nothing (engine_pin_pool). */
 	io_uring_prep_read(sqe, f->fd, buf + f->pk_done, (unsigned)(f->size - f->pk_done),
@@ -200,7 +200,7 @@ static int rx_pwrite_submit(struct engine *e, struct efile *f)
 	struct io_uring_sqe *sqe = uring_sqe(e);
 
 	if (!sqe) {
-		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+		return engine_fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 	}
 	io_uring_prep_write(sqe, f->tfd, buf + f->pk_done, (unsigned)(f->size - f->pk_done),
 			    f->pk_done);
@@ -234,13 +234,13 @@ static int rx_packed_hold(struct engine *e, uint32_t slot, uint32_t lane,
 	int r;
 
 	if (!e->pack || d->len > e->p->chunk_size) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad packed slot (%u bytes, %u files)",
-			    d->len, d->pieces);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "bad packed slot (%u bytes, %u files)", d->len, d->pieces);
 	}
 	if (!e->pieces) {
 		e->pieces = calloc(PROTO_MAX_PIECES, sizeof(*e->pieces));
 		if (!e->pieces) {
-			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 	}
 	*s = (struct rslot){
@@ -253,8 +253,8 @@ static int rx_packed_hold(struct engine *e, uint32_t slot, uint32_t lane,
 	}
 	buf = rx_slot_buf(e, slot);
 	if (proto_pieces_decode(buf, d, e->pieces) < 0) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "packed slot: bad table of %u files",
-			    d->pieces);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "packed slot: bad table of %u files",
+				   d->pieces);
 	}
 	*ret_buf = buf;
 	return 0;
@@ -268,9 +268,9 @@ static int rx_piece(struct engine *e, uint32_t slot, uint32_t i, uint8_t *buf)
 	int r;
 
 	if (!f) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "packed slot: file id %u (%u bytes) not one in flight whole", pc->id,
-			    pc->len);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "packed slot: file id %u (%u bytes) not one in flight whole",
+				   pc->id, pc->len);
 	}
 	f->packed = true;
 	f->pk_at = slot;

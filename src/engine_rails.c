@@ -37,7 +37,7 @@ int rails_setup(struct engine *e)
 		e->repost = calloc(e->pool->nchunks, sizeof(*e->repost));
 	}
 	if (!e->recredit && !e->repost) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	return 0;
 }
@@ -50,8 +50,8 @@ void rails_free(struct engine *e)
 
 static int all_lanes_lost(struct engine *e, unsigned lane, const char *why)
 {
-	return fail(e, PERR_TRANSPORT, -EIO,
-		    "data transport: every data lane is down (lane %u: %s)", lane, why);
+	return engine_fail(e, PERR_TRANSPORT, -EIO,
+			   "data transport: every data lane is down (lane %u: %s)", lane, why);
 }
 
 /*
@@ -64,15 +64,16 @@ static int lane_stop(struct engine *e, unsigned lane, const char *why)
 	int r;
 
 	if (!x->ops->lane_down) {
-		return fail(e, PERR_TRANSPORT, -EOPNOTSUPP,
-			    "data lane %u is down (%s) and the transport cannot stop it alone",
-			    lane, why);
+		return engine_fail(
+		    e, PERR_TRANSPORT, -EOPNOTSUPP,
+		    "data lane %u is down (%s) and the transport cannot stop it alone", lane, why);
 	}
 	e->lanes[lane].state = LANE_CLOSING;
 	e->lanes_up--;
 	r = x->ops->lane_down(x, lane);
 	if (r < 0) {
-		return fail(e, PERR_TRANSPORT, r, "stop data lane %u: %s", lane, strerror(-r));
+		return engine_fail(e, PERR_TRANSPORT, r, "stop data lane %u: %s", lane,
+				   strerror(-r));
 	}
 	return e->lanes_up == 0 && e->rails ? all_lanes_lost(e, lane, why) : 0;
 }
@@ -106,10 +107,11 @@ static int rails_resolve(struct engine *e, unsigned lane)
 	uint32_t before = sender ? e->nrepost : e->nrecredit;
 
 	if (n < first || n > l->posted) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "LANE_DOWN: the peer took %" PRIu64 " %s on lane %u, but %" PRIu64
-			    " went there and it took the first %" PRIu64 " already",
-			    n, sender ? "slots" : "credits", lane, l->posted, first);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "LANE_DOWN: the peer took %" PRIu64
+				   " %s on lane %u, but %" PRIu64
+				   " went there and it took the first %" PRIu64 " already",
+				   n, sender ? "slots" : "credits", lane, l->posted, first);
 	}
 	for (unsigned k = 0; k < l->len; k++) {
 		const struct lane_ent *le = &l->fifo[(l->head + k) % l->cap];
@@ -156,7 +158,7 @@ static int lane_dead(struct engine *e, unsigned lane)
 	m.u.lane_down.count = l->taken;
 	r = chan_queue(e->p->chan, &m);
 	if (r < 0) {
-		return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 	}
 	l->told = true;
 	return l->heard ? rails_resolve(e, lane) : 0;
@@ -169,7 +171,7 @@ int rails_lane_error(struct engine *e, const struct xport_wc *wc)
 	if (l->state == LANE_UP) {
 		/* Lost here first: no other lane may take its work while it is the last. */
 		if (e->lanes_up == 1) {
-			return fail_lane(e, wc);
+			return engine_fail_lane(e, wc);
 		}
 		l->state = LANE_CLOSING;
 		e->lanes_up--;
@@ -187,8 +189,8 @@ int rails_lane_down_msg(struct engine *e, const struct msg_lane_down *ld)
 	int r;
 
 	if (!e->rails || ld->lane >= e->p->x->nlanes || e->lanes[ld->lane].heard) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected LANE_DOWN for lane %u",
-			    ld->lane);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected LANE_DOWN for lane %u",
+				   ld->lane);
 	}
 	l = &e->lanes[ld->lane];
 	l->heard = true;

@@ -34,9 +34,9 @@ int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes)
 	if (r < 0) {
 		const char *why = x->ops->last_error ? x->ops->last_error(x) : NULL;
 
-		return fail(e, PERR_TRANSPORT, r,
-			    "data transport: slot %u rewritten while held%s%s", slot,
-			    why ? ": " : "", why ? why : "");
+		return engine_fail(e, PERR_TRANSPORT, r,
+				   "data transport: slot %u rewritten while held%s%s", slot,
+				   why ? ": " : "", why ? why : "");
 	}
 	return 0;
 }
@@ -50,7 +50,8 @@ static int rx_slot_unhold(struct engine *e, uint32_t slot)
 		return 0;
 	}
 	r = x->ops->fence(x, e->mr, (uint64_t)slot * e->p->chunk_size, e->p->chunk_size, false);
-	return r < 0 ? fail(e, PERR_INTERNAL, r, "unfence slot %u: %s", slot, strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_INTERNAL, r, "unfence slot %u: %s", slot, strerror(-r))
+		     : 0;
 }
 
 static int rx_credit_now(struct engine *e, uint32_t slot)
@@ -79,13 +80,14 @@ static int rx_credit_now(struct engine *e, uint32_t slot)
 		int pick = lane_pick(e, 1);
 
 		if (pick < 0) {
-			return fail(e, PERR_INTERNAL, -ENOSPC, "no lane has room for a credit");
+			return engine_fail(e, PERR_INTERNAL, -ENOSPC,
+					   "no lane has room for a credit");
 		}
 		wr.lane = (uint32_t)pick;
 	}
 	if (!lane_room(e, wr.lane, 1)) {
 		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
-		return fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
+		return engine_fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
 	}
 	return lane_push_slot(e, &wr, -1, slot);
 }
@@ -155,7 +157,7 @@ static void rx_submit_write(struct engine *e, uint32_t slot)
 	}
 	sqe = uring_sqe(e);
 	if (!sqe) {
-		fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+		engine_fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 		return;
 	}
 	int fd = f->tfd;
@@ -253,12 +255,12 @@ void rx_hash_ready(struct engine *e, struct efile *f)
 	if (!f->tree && !f->hash.state && (f->held || f->nzr || f->nsr)) {
 		/* A packed file was hashed whole: nothing of it may stream after. */
 		if (f->hash.whole) {
-			fail(e, PERR_PROTOCOL, -EBADMSG, "%s: data for a file that came packed",
-			     f->name);
+			engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "%s: data for a file that came packed", f->name);
 			return;
 		}
 		if (file_hash_init(&f->hash) < 0) {
-			fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 			return;
 		}
 	}
@@ -300,16 +302,17 @@ static int rx_desc(struct engine *e, uint32_t slot, uint32_t lane, struct proto_
 	int r;
 
 	if (slot >= e->p->slots || e->rslots[slot].state != SL_FREE) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for busy or unknown slot %u", slot);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "data for busy or unknown slot %u",
+				   slot);
 	}
 	if (e->sealed) {
 		/* Opened into the slot's copy: what rx_slot_hold would take. */
 		r = slot_open(e, lane, slot, rx_slot_buf(e, slot), d);
 		if (r < 0) {
-			return fail_sealed(e, slot, lane, r);
+			return engine_fail_sealed(e, slot, lane, r);
 		}
 	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, d) < 0) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
 	}
 	return 0;
 }
@@ -329,27 +332,28 @@ static int rx_chunk_check(struct engine *e, struct efile *f, const struct proto_
 	expect = MIN(expect, (uint64_t)e->p->chunk_size);
 	if (d.offset % e->p->chunk_size || d.offset >= f->size || d.len != expect ||
 	    d.offset < f->hash_off) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "bad chunk for %s: offset %llu len %u (size %llu)", f->name,
-			    (unsigned long long)d.offset, d.len, (unsigned long long)f->size);
+		return engine_fail(
+		    e, PERR_PROTOCOL, -EBADMSG, "bad chunk for %s: offset %llu len %u (size %llu)",
+		    f->name, (unsigned long long)d.offset, d.len, (unsigned long long)f->size);
 	}
 	/* A packed slot names no file of its own (its fidx and off are 0): never this one. */
 	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
 		if (e->rslots[i].state == SL_HELD && !e->rslots[i].packed &&
 		    &e->files[e->rslots[i].fidx] == f && e->rslots[i].off == d.offset) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG, "duplicate chunk for %s", f->name);
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "duplicate chunk for %s",
+					   f->name);
 		}
 	}
 	for (uint32_t i = 0; i < f->nzr; i++) {
 		if (d.offset >= f->zr[i].offset && d.offset - f->zr[i].offset < f->zr[i].len) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG, "chunk for %s inside its zeros",
-				    f->name);
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+					   "chunk for %s inside its zeros", f->name);
 		}
 	}
 	for (uint32_t i = 0; i < f->nsr; i++) {
 		if (d.offset >= f->sr[i].offset && d.offset - f->sr[i].offset < f->sr[i].len) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG,
-				    "chunk for %s inside its unchanged ranges", f->name);
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+					   "chunk for %s inside its unchanged ranges", f->name);
 		}
 	}
 	return 0;
@@ -391,13 +395,14 @@ static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
 		r = engine_rx_slot(e, slot, lane, &d);
 		return r != ENGINE_DECLINED
 			   ? r
-			   : fail(e, PERR_PROTOCOL, -EBADMSG,
-				  "bad packed slot (%u bytes, %u files)", d.len, d.pieces);
+			   : engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+					 "bad packed slot (%u bytes, %u files)", d.len, d.pieces);
 	}
 	f = file_by_id(e, d.file_id);
 	/* FILE_DONE may overtake the data (different connections), not exceed it. */
 	if (!f || f->sum_wanted || (f->got_done && f->recv_bytes + d.len > f->done_bytes)) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown file id %u", d.file_id);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown file id %u",
+				   d.file_id);
 	}
 	r = rx_chunk_check(e, f, &d);
 	if (r < 0) {
@@ -486,7 +491,7 @@ static int rx_setup(struct engine *e)
 	e->sync_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (!e->rslots || !e->commit_batch || !e->sync_wait || !e->sync_run || e->sync_efd < 0 ||
 	    engine_watch_add(e, e->sync_efd, rx_sync_ready, ENGINE_WATCH_ALWAYS) < 0) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	engine_uring_handle(e, UD_WRITE, rx_write_done);
 	rx_commit_handlers(e);
@@ -516,7 +521,7 @@ int rx_offer_ring(struct engine *e)
 	m.u.ring.slots = e->p->slots;
 	m.u.ring.slot_size = e->p->chunk_size;
 	r = chan_send(e->p->chan, &m);
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 static int rx_on_message(struct engine *e, struct msg *m)
@@ -537,7 +542,7 @@ static int rx_on_message(struct engine *e, struct msg *m)
 		return rx_sums(e, &m->u.sums);
 	case MSG_END:
 		if (e->files_open != 0) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "END with files in flight");
 		}
 		e->got_end = true;
 		/* A pass of a feature (--delete) runs first: it changes directories' times. */
@@ -580,7 +585,7 @@ static int rx_step(struct engine *e)
 		/* Metadata brought in line on kept entries is durable before the end is told. */
 		if (e->meta_updated && !engine_probe(e) && syncfs(e->p->base_fd) < 0) {
 			r = negerrno();
-			return fail(e, PERR_IO, r, "syncfs: %s", strerror(-r));
+			return engine_fail(e, PERR_IO, r, "syncfs: %s", strerror(-r));
 		}
 		e->meta_updated = false;
 		m.u.end.files =
@@ -589,7 +594,7 @@ static int rx_step(struct engine *e)
 		m.u.end.bytes = e->st.bytes;
 		r = chan_queue(e->p->chan, &m);
 		if (r < 0) {
-			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+			return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
 	}
 	return r;

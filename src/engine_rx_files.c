@@ -105,7 +105,7 @@ static int rx_send_resume(struct engine *e, const struct efile *f)
 	m.u.resume.count = 1;
 	m.u.resume.r[0] = (struct proto_range){ .offset = 0, .len = f->kept };
 	r = chan_queue(e->p->chan, &m);
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 /* What differs, in a FILES_ACK entry: to a peer that knows it, for an entry taken or kept. */
@@ -147,12 +147,12 @@ static int rx_files_entry(struct engine *e, struct proto_file *pf, struct proto_
 
 	/* Ids strictly increase; the table bounds the files in flight. */
 	if (pf->id <= e->next_id || f->used) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "FILES: id %u out of order or too many files in flight", pf->id);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "FILES: id %u out of order or too many files in flight", pf->id);
 	}
 	if (pf->ftype == PROTO_FT_HARDLINK && !(e->p->open_flags & PROTO_OPEN_HARDLINKS)) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "FILES: a hard link in a session without hard links");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "FILES: a hard link in a session without hard links");
 	}
 	e->next_id = pf->id;
 	rx_entry_init(e, f, pf);
@@ -186,7 +186,7 @@ int rx_files(struct engine *e, struct msg_files *mf)
 
 	st = calloc(mf->count ? mf->count : 1, sizeof(*st));
 	if (!st) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	engine_rx_batch(e);
 	ack.u.files_ack.st = st;
@@ -205,7 +205,7 @@ int rx_files(struct engine *e, struct msg_files *mf)
 	if (r == 0) {
 		r = chan_queue(e->p->chan, &ack);
 		if (r < 0) {
-			fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+			engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
 	}
 	for (size_t i = 0; i < ack.u.files_ack.count; i++) {
@@ -266,7 +266,7 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	ack.u.files_ack.st = &st;
 	r = chan_queue(e->p->chan, &ack);
 	if (r < 0) {
-		return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 	}
 	rx_entry_settle(e, f, &f->meta, code, false);
 	return 0;
@@ -293,8 +293,8 @@ int rx_sums(struct engine *e, const struct msg_sums *ms)
 		int r;
 
 		if (!f || !f->sum_wanted || f->peer_sum_done) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG, "SUMS for id %u, not asked for",
-				    ps->id);
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+					   "SUMS for id %u, not asked for", ps->id);
 		}
 		f->peer_sum_done = true;
 		f->peer_sum_status = ps->status;
@@ -313,11 +313,12 @@ int rx_file_done(struct engine *e, const struct msg_file_done *d)
 
 	/* Nor for one we have not answered yet (SUM_WANTED): it has nowhere to go. */
 	if (!f || f->got_done || f->sum_wanted) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE for unknown file id %u", d->id);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE for unknown file id %u",
+				   d->id);
 	}
 	/* Its ZEROS came before it (one channel): what is neither kept nor zeros is payload. */
 	if (d->bytes > f->size - f->kept - f->zeroed - f->skipped || d->bytes < f->recv_bytes) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE: impossible byte count");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE: impossible byte count");
 	}
 	f->got_done = true;
 	f->done_status = d->status;

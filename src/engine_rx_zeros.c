@@ -39,25 +39,27 @@ static int rx_range_check(struct engine *e, struct efile *f, const struct proto_
 	if (g->offset % cs || g->offset >= f->size || g->len > f->size - g->offset ||
 	    (g->len % cs && g->offset + g->len != f->size) ||
 	    g->offset < MAX(f->zr_end, f->hash_off)) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "%s for %s: range %llu+%llu not whole chunks of it, or overlapping",
-			    what, f->name, (unsigned long long)g->offset,
-			    (unsigned long long)g->len);
+		return engine_fail(
+		    e, PERR_PROTOCOL, -EBADMSG,
+		    "%s for %s: range %llu+%llu not whole chunks of it, or overlapping", what,
+		    f->name, (unsigned long long)g->offset, (unsigned long long)g->len);
 	}
 	/* Only chunks whose digests we sent can be unchanged. */
 	if (same && g->offset + g->len > MIN(f->size, f->ndsum * cs)) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "DELTA SAME for %s: range %llu+%llu past the digests sent", f->name,
-			    (unsigned long long)g->offset, (unsigned long long)g->len);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "DELTA SAME for %s: range %llu+%llu past the digests sent",
+				   f->name, (unsigned long long)g->offset,
+				   (unsigned long long)g->len);
 	}
 	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
 		const struct rslot *s = &e->rslots[i];
 
 		if (s->state == SL_HELD && !s->packed && &e->files[s->fidx] == f &&
 		    s->off >= g->offset && s->off < end) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG,
-				    "%s for %s: range %llu+%llu overlaps data", what, f->name,
-				    (unsigned long long)g->offset, (unsigned long long)g->len);
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+					   "%s for %s: range %llu+%llu overlaps data", what,
+					   f->name, (unsigned long long)g->offset,
+					   (unsigned long long)g->len);
 		}
 	}
 	return 0;
@@ -80,15 +82,16 @@ static int rx_range_note(struct engine *e, struct efile *f, const struct proto_r
 		 * all, one more per file) is not a sender's.
 		 */
 		if (f->nzr + f->nsr > e->p->slots || e->zr_total >= e->p->slots + FILE_TABLE) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG,
-				    "%s for %s: too many ranges ahead of the data", what, f->name);
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+					   "%s for %s: too many ranges ahead of the data", what,
+					   f->name);
 		}
 		if (*nzr == *zr_cap) {
 			uint32_t cap = *zr_cap ? *zr_cap * 2 : 8;
 			struct proto_range *t = realloc(*zr, cap * sizeof(*t));
 
 			if (!t) {
-				return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+				return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 			}
 			*zr = t;
 			*zr_cap = cap;
@@ -236,7 +239,8 @@ static int rx_zeros(struct engine *e, const struct msg_resume *z)
 
 	if (!engine_zeros(e) || !f || f->ftype != PROTO_FT_REG || f->sum_wanted || f->got_done ||
 	    z->count == 0) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "ZEROS for id %u out of place", z->id);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "ZEROS for id %u out of place",
+				   z->id);
 	}
 	for (uint16_t i = 0; i < z->count; i++) {
 		r = rx_range_take(e, f, &z->r[i], false);

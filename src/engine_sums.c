@@ -101,7 +101,7 @@ static int sums_start(struct engine *e)
 	}
 	e->sum_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->sum_efd < 0) {
-		return fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
+		return engine_fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
 	}
 	pthread_mutex_init(&e->sum_lock, NULL);
 	pthread_cond_init(&e->sum_cond, NULL);
@@ -110,7 +110,7 @@ static int sums_start(struct engine *e)
 		engine_watch_del(e, e->sum_efd);
 		pthread_mutex_destroy(&e->sum_lock);
 		pthread_cond_destroy(&e->sum_cond);
-		return fail(e, PERR_INTERNAL, -EAGAIN, "cannot start the hashing thread");
+		return engine_fail(e, PERR_INTERNAL, -EAGAIN, "cannot start the hashing thread");
 	}
 	e->sum_running = true;
 	return 0;
@@ -132,7 +132,7 @@ static int sums_queue_job(struct engine *e, struct efile *f, int fd, const struc
 		close(fd);
 		free(tmpl->rd);
 		free(tmpl->rdisk);
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	*j = *tmpl;
 	j->fidx = file_index(e, f);
@@ -177,7 +177,7 @@ int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn ve
 		close(fd);
 		free(t.rd);
 		free(t.rdisk);
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	memcpy(t.rd, f->rd, n * HASH_LEN);
 	memcpy(t.rdisk, f->rdisk, n / 8 + 1);
@@ -211,7 +211,7 @@ int on_sums(struct engine *e)
 	int r = 0;
 
 	if (read(e->sum_efd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-		return fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
+		return engine_fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
 	}
 	pthread_mutex_lock(&e->sum_lock);
 	done = e->sum_done;

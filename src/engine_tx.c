@@ -49,7 +49,7 @@ int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HAS
 	if (!e->sum_out) {
 		e->sum_out = calloc(PROTO_MAX_BATCH, sizeof(*e->sum_out));
 		if (!e->sum_out) {
-			return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 	}
 	if (e->nsum_out == PROTO_MAX_BATCH && tx_sums_flush(e) < 0) {
@@ -78,7 +78,7 @@ int tx_sums_flush(struct engine *e)
 	e->nsum_out = 0;
 	r = chan_queue(e->p->chan, &m);
 	if (r < 0) {
-		return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 	}
 	return 0;
 }
@@ -93,12 +93,12 @@ static int tx_check_kept(struct engine *e, const struct efile *f)
 	bool file = f->ftype == PROTO_FT_REG || f->ftype == PROTO_FT_HARDLINK;
 
 	if (file && !(e->p->peer_caps & PROTO_CAP_SKIP)) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "FILES_ACK: SKIPPED from a peer without skip levels");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "FILES_ACK: SKIPPED from a peer without skip levels");
 	}
 	if (!file && !(e->p->peer_caps & PROTO_CAP_ITEMIZE)) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "FILES_ACK: SKIPPED for a directory or symlink");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "FILES_ACK: SKIPPED for a directory or symlink");
 	}
 	return 0;
 }
@@ -148,16 +148,16 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 		int r;
 
 		if (!f || f->acked) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG, "FILES_ACK for unknown id %u",
-				    a->st[i].id);
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+					   "FILES_ACK for unknown id %u", a->st[i].id);
 		}
 		if (a->st[i].status == PERR_SUM_WANTED) {
 			/* Once per file, for a regular file, from a peer that has the level. */
 			if (f->ftype != PROTO_FT_REG || f->sum_wanted ||
 			    !(e->p->peer_caps & PROTO_CAP_CHECK)) {
-				return fail(e, PERR_PROTOCOL, -EBADMSG,
-					    "FILES_ACK: SUM_WANTED for id %u unexpected",
-					    a->st[i].id);
+				return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+						   "FILES_ACK: SUM_WANTED for id %u unexpected",
+						   a->st[i].id);
 			}
 			r = tx_sum_start(e, f);
 			if (r < 0) {
@@ -170,8 +170,8 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 		f->acked = true;
 		f->items = a->st[i].items;
 		if (a->st[i].items && !(e->p->peer_caps & PROTO_CAP_ITEMIZE)) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG,
-				    "FILES_ACK: items from a peer without them");
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+					   "FILES_ACK: items from a peer without them");
 		}
 		r = tx_file_answered(e, f, &a->st[i]);
 		if (r < 0) {
@@ -216,7 +216,8 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 	struct efile *f = file_by_id(e, res->id);
 
 	if (!f || !f->done_sent) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_RESULT for unknown id %u", res->id);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_RESULT for unknown id %u",
+				   res->id);
 	}
 	if (res->status == PERR_OK && f->resumed) {
 		note_resumed(e, f, f->size - f->resumed - f->zeroed - f->skipped, f->resumed,
@@ -247,7 +248,8 @@ static int tx_resume(struct engine *e, const struct msg_resume *rs)
 
 	if (!(e->p->peer_caps & PROTO_CAP_PARTIAL) || !f || f->acked || f->resume ||
 	    f->ftype != PROTO_FT_REG || rs->count == 0) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "RESUME for id %u out of place", rs->id);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "RESUME for id %u out of place",
+				   rs->id);
 	}
 	for (uint16_t i = 0; i < rs->count; i++) {
 		const struct proto_range *g = &rs->r[i];
@@ -255,15 +257,15 @@ static int tx_resume(struct engine *e, const struct msg_resume *rs)
 		/* The decoder checked order and overflow; the file's size and chunks are ours. */
 		if (g->offset % cs || g->offset >= f->size || g->len > f->size - g->offset ||
 		    (g->len % cs && g->offset + g->len != f->size)) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG,
-				    "RESUME for %s: range %llu+%llu not whole chunks of it",
-				    f->name, (unsigned long long)g->offset,
-				    (unsigned long long)g->len);
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+					   "RESUME for %s: range %llu+%llu not whole chunks of it",
+					   f->name, (unsigned long long)g->offset,
+					   (unsigned long long)g->len);
 		}
 	}
 	f->resume = calloc(rs->count, sizeof(*f->resume));
 	if (!f->resume) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	memcpy(f->resume, rs->r, rs->count * sizeof(*f->resume));
 	f->nresume = rs->count;
@@ -277,11 +279,11 @@ int tx_wait_ring(struct engine *e)
 	int r = chan_recv(e->p->chan, &m, e->p->idle_timeout_ms);
 
 	if (r < 0) {
-		return fail(e, chan_err_code(r), r, "waiting for the receiver's ring: %s",
-			    strerror(-r));
+		return engine_fail(e, chan_err_code(r), r, "waiting for the receiver's ring: %s",
+				   strerror(-r));
 	}
 	if (m.type == MSG_ERROR) {
-		r = fail(e, m.u.error.code, -EREMOTEIO, "peer: %s", m.u.error.text);
+		r = engine_fail(e, m.u.error.code, -EREMOTEIO, "peer: %s", m.u.error.text);
 		msg_clear(&m);
 		return r;
 	}
@@ -290,7 +292,7 @@ int tx_wait_ring(struct engine *e)
 		msg_clear(&m);
 		chan_send_error(e->p->chan, PERR_PROTOCOL, "bad RING");
 		e->error_sent = true;
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "receiver sent a bad RING");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "receiver sent a bad RING");
 	}
 	e->rring_addr = m.u.ring.addr;
 	e->rdesc_addr = m.u.ring.desc_addr;
@@ -355,7 +357,7 @@ static int tx_finish_step(struct engine *e)
 		m.u.end.bytes = e->st.bytes;
 		r = chan_queue(e->p->chan, &m);
 		if (r < 0) {
-			return fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+			return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
 		e->sent_end = true;
 	}
@@ -424,7 +426,7 @@ static int tx_setup(struct engine *e)
 	e->chunks = calloc(e->pool->nchunks, sizeof(*e->chunks));
 	e->free_slots = calloc(e->p->slots, sizeof(*e->free_slots));
 	if (!e->chunks || !e->free_slots) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	/* Sealed slots are sealed in place once hashed: those hash here. */
 	if (!e->sealed &&
@@ -466,7 +468,7 @@ int tx_on_credit(struct engine *e, const struct xport_wc *wc)
 		return imm_unexpected(e, wc);
 	}
 	if (e->nfree_slots >= e->p->slots) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "credit overflow");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "credit overflow");
 	}
 	e->free_slots[e->nfree_slots++] = slot;
 	e->credits++;

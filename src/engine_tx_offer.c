@@ -31,7 +31,7 @@ static bool tx_have_src(struct engine *e)
 			snprintf(why, sizeof(why), "listing the sources: %s", strerror(-r));
 		}
 		chan_send_error(e->p->chan, errno_to_perr(r), "%s", why);
-		fail(e, errno_to_perr(r), r, "%s", why);
+		engine_fail(e, errno_to_perr(r), r, "%s", why);
 	}
 	return e->next_src != NULL;
 }
@@ -55,7 +55,7 @@ static int tx_entry_failed(struct engine *e, const struct engine_src *s)
 	snprintf(m.u.entry_failed.name, sizeof(m.u.entry_failed.name), "%s", s->name);
 	snprintf(m.u.entry_failed.text, sizeof(m.u.entry_failed.text), "%s", s->why);
 	r = chan_queue(e->p->chan, &m);
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 /* Room for one more file in flight: the receiver's window, and our memory for names. */
@@ -86,7 +86,7 @@ static int tx_file_source(struct engine *e, struct efile *f, const struct engine
 	f->src_whole = f->size;
 	if (s->window && ftype == PROTO_FT_REG) {
 		if (s->window_off > s->window_whole || s->size > s->window_whole - s->window_off) {
-			return fail(e, PERR_INTERNAL, -EINVAL, "a window beyond its file");
+			return engine_fail(e, PERR_INTERNAL, -EINVAL, "a window beyond its file");
 		}
 		f->src_window = true;
 		f->src_base = s->window_off;
@@ -117,7 +117,7 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	}
 	r = engine_tx_offer(e, s, &first);
 	if (r < 0) {
-		return fail(e, PERR_INTERNAL, r, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, r, "out of memory");
 	}
 	if (r > 0) {
 		ftype = PROTO_FT_HARDLINK;
@@ -134,7 +134,7 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 	}
 	if (!f->name || !f->src_path || ((s->link || first) && !*ret_link)) {
 		free(*ret_link);
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	f->name_bytes = (uint32_t)(strlen(f->name) + strlen(f->src_path) + 2);
 	e->names_in_flight += f->name_bytes;
@@ -165,7 +165,7 @@ static int tx_send_files(struct engine *e, struct proto_file *pf, char **links, 
 	for (uint32_t i = 0; i < n; i++) {
 		free(links[i]);
 	}
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 /*
@@ -238,7 +238,7 @@ int tx_zeros_flush(struct engine *e)
 	m.u.zeros = e->zq;
 	e->zq.count = 0;
 	r = chan_queue(e->p->chan, &m);
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 /* [off, off + len) of f is zeros: into the next ZEROS, merged with the range before it. */
@@ -313,7 +313,7 @@ int tx_send_done(struct engine *e, struct efile *f)
 		f->dfd = -1;
 	}
 	int r = chan_queue(e->p->chan, &m);
-	return r < 0 ? fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 /* Open an accepted source; O_DIRECT on a second descriptor where it applies. */
@@ -364,6 +364,6 @@ int tx_open(struct engine *e, struct efile *f)
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 		f->dfd = open(proc, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	}
-	return file_hash_init(&f->hash) < 0 ? fail(e, PERR_INTERNAL, -ENOMEM, "oom")
+	return file_hash_init(&f->hash) < 0 ? engine_fail(e, PERR_INTERNAL, -ENOMEM, "oom")
 					    : (f->hash_live = true, 0);
 }

@@ -182,7 +182,8 @@ static int tx_pass_zero(struct engine *e, uint32_t ci)
 		}
 		if (r < 0) {
 			return e->failed ? r
-					 : fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+					 : engine_fail(e, PERR_IO, r, "control channel: %s",
+						       strerror(-r));
 		}
 	}
 	if (!f->tree) {
@@ -219,7 +220,8 @@ static int claim_tree_same(struct engine *e, uint32_t ci, struct efile *f, bool 
 	/* The receiver has it unchanged: a SAME range (the delta feature's) instead. */
 	r = engine_tx_same(e, f, c->off, c->len);
 	if (r == -ENOTSUP) {
-		r = fail(e, PERR_INTERNAL, r, "an unchanged range in a session without them");
+		r = engine_fail(e, PERR_INTERNAL, r,
+				"an unchanged range in a session without them");
 	} else if (r >= 0) {
 		e->bytes_progress += c->len;
 		r = tx_chunk_passed(e, ci);

@@ -21,7 +21,7 @@ static int tx_submit_read(struct engine *e, uint32_t ci)
 	}
 	sqe = uring_sqe(e);
 	if (!sqe) {
-		return fail(e, PERR_IO, -EBUSY, "io_uring queue full");
+		return engine_fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 	}
 	/* Direct I/O only for whole, aligned requests; the tail goes buffered. */
 	if (f->dfd >= 0 && c->done == 0 &&

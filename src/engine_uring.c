@@ -33,7 +33,7 @@ int uring_flush(struct engine *e)
 	r = io_uring_submit(&e->ring);
 	e->link_chain = NULL;
 	if (r < 0) {
-		return fail(e, PERR_IO, r, "io_uring_submit: %s", strerror(-r));
+		return engine_fail(e, PERR_IO, r, "io_uring_submit: %s", strerror(-r));
 	}
 	e->uring_pending = 0;
 	return 0;
@@ -89,7 +89,7 @@ int on_uring(struct engine *e)
 	uint64_t v;
 
 	if (read(e->uring_efd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-		return fail(e, PERR_IO, negerrno(), "eventfd: %s", strerror(errno));
+		return engine_fail(e, PERR_IO, negerrno(), "eventfd: %s", strerror(errno));
 	}
 	/* Bounded: a flag that stays with nothing to reap is looked at again next turn. */
 	for (unsigned turn = 0;; turn++) {
@@ -102,12 +102,12 @@ int on_uring(struct engine *e)
 		e->st.uring_overflows++;
 		r = io_uring_get_events(&e->ring);
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-			return fail(e, PERR_IO, r, "io_uring: %s", strerror(-r));
+			return engine_fail(e, PERR_IO, r, "io_uring: %s", strerror(-r));
 		}
 	}
 	if (IO_URING_READ_ONCE(*e->ring.cq.koverflow) != 0) {
-		return fail(e, PERR_INTERNAL, -EOVERFLOW, "io_uring lost %u completions",
-			    IO_URING_READ_ONCE(*e->ring.cq.koverflow));
+		return engine_fail(e, PERR_INTERNAL, -EOVERFLOW, "io_uring lost %u completions",
+				   IO_URING_READ_ONCE(*e->ring.cq.koverflow));
 	}
 	return 0;
 }

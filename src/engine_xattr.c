@@ -91,7 +91,7 @@ static int tx_xattr_values(struct engine *e, int fd, char *list, ssize_t len, ui
 		}
 		a->value = malloc(vlen ? (size_t)vlen : 1);
 		if (!a->value) {
-			r = fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+			r = engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 			break;
 		}
 		memcpy(a->value, val, (size_t)vlen);
@@ -126,7 +126,7 @@ static int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, ch
 	list = malloc(XATTR_LIST_MAX);
 	val = malloc(PROTO_MAX_XATTR_VALUE);
 	if (!list || !val) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	len = flistxattr(fd, list, XATTR_LIST_MAX);
 	if (len < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP)) {
@@ -149,7 +149,7 @@ static int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, ch
 	}
 	x = calloc(n ? n : 1, sizeof(*x));
 	if (!x) {
-		return fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	m.u.xattrs.id = id;
 	m.u.xattrs.x = x;
@@ -157,7 +157,7 @@ static int tx_send_xattrs(struct engine *e, uint32_t id, int fd, bool always, ch
 	if (r == 0 && code == PERR_OK && (m.u.xattrs.count > 0 || always)) {
 		r = chan_queue(e->p->chan, &m);
 		if (r < 0) {
-			r = fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+			r = engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
 	}
 	for (size_t i = 0; i < m.u.xattrs.count; i++) {
@@ -273,8 +273,8 @@ static int rx_xattrs_check(struct engine *e, const struct msg_xattrs *x)
 {
 	for (size_t i = 0; i < x->count; i++) {
 		if (!xattr_wanted(e, x->x[i].name)) {
-			return fail(e, PERR_PROTOCOL, -EBADMSG,
-				    "XATTRS: an attribute this session does not carry");
+			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+					   "XATTRS: an attribute this session does not carry");
 		}
 	}
 	return 0;
@@ -376,8 +376,9 @@ static int rx_xattr_kept_note(struct engine *e, const struct efile *f)
 	}
 	/* The sender answers within its file window: more waiting is a sender that never does. */
 	if (e->nxkept >= XKEPT_MAX) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG,
-			    "more than %u kept files waiting for their attributes", XKEPT_MAX);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "more than %u kept files waiting for their attributes",
+				   XKEPT_MAX);
 	}
 	if (e->nxkept == e->xkept_cap) {
 		size_t cap = e->xkept_cap ? e->xkept_cap * 2 : 64;
@@ -479,7 +480,7 @@ static int rx_xattrs_hold(struct engine *e, struct efile *f, struct msg_xattrs *
 	size_t bytes = 0;
 
 	if (f->got_done || f->nxattrs) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS after FILE_DONE or twice");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS after FILE_DONE or twice");
 	}
 	if (f->failed || f->tfd < 0) {
 		return 0;
@@ -536,7 +537,8 @@ int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 	int r;
 
 	if (!(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS in a session without -X or -A");
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "XATTRS in a session without -X or -A");
 	}
 	r = rx_xattrs_check(e, x);
 	if (r < 0) {
@@ -557,7 +559,7 @@ int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 	}
 	/* Not in flight and not a directory of the last batch: a refused or failed entry. */
 	if (x->id > e->next_id) {
-		return fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS for unknown id %u", x->id);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS for unknown id %u", x->id);
 	}
 	return 0;
 }
@@ -583,7 +585,7 @@ static const struct engine_msg_row xattrs_msgs[] = {
 static void xattrs_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how)
 {
 	if (how == ENGINE_RX_KEPT && rx_xattr_kept_note(e, f) == -ENOMEM) {
-		fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 }
 
