@@ -226,7 +226,7 @@ int daemon_conn_open(struct daemon_conn *s)
 		log_error("%s refused our certificate: %s", s->rem->host, tls_conn_error(s->tls));
 		return EXIT_AUTH;
 	}
-	/* err may hold the daemon's own words: escaped (THREATS.md G46). */
+	/* err may hold the daemon's own words: escaped (SECURITY.md G46). */
 	if (r == -EPROTONOSUPPORT) {
 		log_error("%s", log_escape(err, esc, sizeof(esc)));
 		return EXIT_VERSION;

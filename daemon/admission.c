@@ -2,7 +2,7 @@
 /*
  * Accepting a connection within the load limits (supervisor.h).
  *
- * Load limits (THREATS.md F34): "max connections" counts every live child,
+ * Load limits (SECURITY.md F34): "max connections" counts every live child,
  * including those still in the TLS handshake, and "max connections per host"
  * counts them per peer IP. A connection over a limit is closed at once,
  * before any TLS: the client sees EOF, which is the documented "busy" at the
@@ -10,7 +10,7 @@
  * (serve_connection: TLS and HELLO within handshake timeout, one absolute
  * deadline).
  *
- * Pre-authentication slots (THREATS.md G47): a child counts as
+ * Pre-authentication slots (SECURITY.md G47): a child counts as
  * unauthenticated until it marks its entry in the shared session table
  * (session_table_set_authenticated, after HELLO). Those are capped apart, in all
  * ("max unauthenticated", below "max connections", so the difference is a

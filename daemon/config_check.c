@@ -136,7 +136,7 @@ static bool paths_overlap(const char *a, const char *b)
 }
 
 /*
- * THREATS.md G42: a module inside another (or the same directory twice)
+ * SECURITY.md G42: a module inside another (or the same directory twice)
  * would let a client reach the inner module's files under the outer
  * module's rules (allow, read only, uid). Compared as written (made
  * canonical) and, where the paths resolve, by their real paths too, so
@@ -185,7 +185,7 @@ static int check_module_overlap(struct parse_state *ps)
 }
 
 /*
- * THREATS.md G47: connections that have not finished TLS and HELLO get at
+ * SECURITY.md G47: connections that have not finished TLS and HELLO get at
  * most "max unauthenticated" of the "max connections" slots, so the rest
  * stays free for clients that authenticate. Defaults follow "max
  * connections"; values written out are checked against it.

@@ -5,7 +5,7 @@
  * missing at load appeared (supervisor_find_modules); a session forked
  * after that has the identity in its copy of the configuration, and refuses
  * anything else at that path: a directory swapped in by whoever can write a
- * parent (THREATS.md G41), or the empty mount point under a file system
+ * parent (SECURITY.md G41), or the empty mount point under a file system
  * mounted since the pin (a reload pins again).
  */
 #include "modroot.h"

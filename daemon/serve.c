@@ -321,9 +321,8 @@ static void conn_end(struct conn *c, int r, bool clean)
 	} else if (r != -ECONNRESET && r != -EPIPE) {
 		/*
 		 * Whatever ended the session, the client was told why (ERROR) where
-		 * it can still hear it; now a TLS close_notify, never a bare EOF
-		 * (issue 8 item 11). Briefly: a client that won't answer it can't
-		 * hold us.
+		 * it can still hear it; now a TLS close_notify, never a bare EOF.
+		 * Briefly: a client that won't answer it can't hold us.
 		 */
 		tls_shutdown(c->tls, 200);
 	}
@@ -338,7 +337,7 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 		     socklen_t peerlen)
 {
 	struct conn c = { .cfg = cfg, .sessions = sessions, .stop = &stop_requested };
-	/* TLS and HELLO together: one absolute deadline (THREATS.md G47). */
+	/* TLS and HELLO together: one absolute deadline (SECURITY.md G47). */
 	int64_t deadline = now_ms() + (int64_t)cfg->handshake_timeout_s * 1000;
 	bool clean = false;
 	int r;

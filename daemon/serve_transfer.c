@@ -266,7 +266,7 @@ static int run_session_engine(struct conn *c, const struct msg_open *o,
 	if (r < 0) {
 		char esc[4 * sizeof(err)];
 
-		/* err may quote the peer's ERROR text or a file name (THREATS.md G46). */
+		/* err may quote the peer's ERROR text or a file name (SECURITY.md G46). */
 		log_notice("%s (%s): transfer failed: %s: %s", c->peer, c->id, proto_err_name(code),
 			   log_escape(err, esc, sizeof(esc)));
 		return r;

@@ -65,7 +65,7 @@ unsigned session_table_module_sessions(struct session_table *s, const char *name
 void session_table_add_bytes(struct session_table *s, uint64_t bytes);
 
 /*
- * Pre-authentication accounting (THREATS.md G47). In the supervisor, right
+ * Pre-authentication accounting (SECURITY.md G47). In the supervisor, right
  * after fork: make sure pid has an entry; returns its slot, or -ENOSPC when
  * the table is full (the supervisor never has more than SESSIONS_MAX
  * children, so that can't happen). In the session: mark this session

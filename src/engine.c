@@ -376,8 +376,8 @@ static void teardown(struct engine *e)
 
 /*
  * A session that fails here tells the peer why before the caller closes the
- * connection (issue 8 item 11): ERROR with the failure's code and reason, so
- * a protocol violation is never answered by a bare EOF. Not when the peer
+ * connection: ERROR with the failure's code and reason, so a protocol
+ * violation is never answered by a bare EOF. Not when the peer
  * ended it with its own ERROR, or when it was told already.
  */
 static void report_failure(struct engine *e)

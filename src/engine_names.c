@@ -350,9 +350,8 @@ static uint32_t rx_name_valid(struct engine *e, struct efile *f, char *text, siz
 
 /*
  * rename_to stores the one top-level entry under its name: a second
- * top-level name would land on the same destination (issue 8 item 9:
- * with OPEN "mod/target", "a", "b" and a symlink "c" would all be
- * "target"). The first one is that entry; another is refused.
+ * top-level name would land on the same destination (with OPEN
+ * "mod/target", "a", "b" and a symlink "c" would all be "target"). The first one is that entry; another is refused.
  */
 static uint32_t rx_name_one_root(struct engine *e, struct efile *f, char *text, size_t textlen,
 				 bool *ret_peer)

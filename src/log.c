@@ -166,7 +166,7 @@ static size_t printable_utf8(const unsigned char *p, size_t n)
 }
 
 /*
- * The one escaper for text from elsewhere (THREATS.md G46): everything that
+ * The one escaper for text from elsewhere (SECURITY.md G46): everything that
  * is not printable UTF-8 becomes \xNN, so no byte from a peer can end a log
  * line, forge a "<N>" priority, or drive a terminal. With escape_backslash,
  * '\' is escaped too, making the result unambiguous.

@@ -48,7 +48,7 @@ int log_internal(int level, int error, const char *fmt, ...) _printf_(3, 4);
 #define log_error_errno(e, ...)	  log_internal(LOG_ERR, (e), __VA_ARGS__)
 
 /*
- * THREATS.md G46: the one escaper for peer-supplied text (names, error
+ * SECURITY.md G46: the one escaper for peer-supplied text (names, error
  * texts, certificate names, software strings) before any log or terminal.
  * Everything but printable UTF-8 becomes \xNN: C0 and C1 controls, DEL,
  * bytes that are not well-formed UTF-8, line separators, bidi overrides, and

@@ -14,7 +14,7 @@
  * Each lane presents the session token in the RDMA CM private data; the
  * listener checks it before any QP exists and rejects (rdma_reject) what
  * does not fit. Memory is registered LOCAL_WRITE, plus REMOTE_WRITE when
- * asked: never remote read or atomics (THREATS.md C.20).
+ * asked: never remote read or atomics (SECURITY.md C.20).
  *
  * Our hardware wr_ids name (send|recv, lane, queue sequence) so that error
  * completions, whose opcode is undefined, still map back to the engine's

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # A hostile local user races the --delete pass of a module that runs as
-# root (THREATS.md B14, G40): while the daemon walks the destination to
+# root (SECURITY.md B14, G40): while the daemon walks the destination to
 # remove what the source does not have, the user, who may write one
 # directory of the tree, moves things under its feet:
 #   - the whole extraneous tree it is emptying renamed out of the module

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Peer-supplied text never reaches a log or a terminal raw (issue 8 item 8,
-# THREATS.md G46). A file name from a client, and error texts and names from
+# SECURITY.md G46). A file name from a client, and error texts and names from
 # a daemon, may hold newlines (a forged "<0>" emergency line in the daemon's
 # journal), ESC sequences, C1 controls (0x9b is CSI on 8-bit terminals) and
 # bytes that are not UTF-8. Everything that is not printable UTF-8 must come

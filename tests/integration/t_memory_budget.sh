@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# "memory budget" counts exactly what each session pins (THREATS.md G, issue 8
+# "memory budget" counts exactly what each session pins (SECURITY.md G, issue 8
 # item 4). A daemon with "memory budget = 8M" and "pool size = 8M"; clients
 # with --chunk-size 64K, so that the old reservation, (slots + 1) x chunk =
 # 2.06 MiB, was far below what a session really pins (a pull's pool of

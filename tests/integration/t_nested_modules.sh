@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Nested modules (issue 8 item 7, THREATS.md G42). [pub] at mods/ and
+# Nested modules (issue 8 item 7, SECURITY.md G42). [pub] at mods/ and
 # [alicemod] at mods/alice: before the fix the daemon started and served
 # pub/alice/secret to a client that [alicemod] refuses, and pushed through
 # pub/ro/ into a read-only module. Now overlapping module paths are a config

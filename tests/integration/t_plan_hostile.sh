@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # rdmacp run, finalize and report fed hand-edited plans and journals
-# (THREATS.md 49), against a real daemon. The editor here is hostile: it
+# (SECURITY.md 49), against a real daemon. The editor here is hostile: it
 # numbers the entries again and computes the plan's digest again
 # (tests/tools/planforge.py), so the reader's checks of order, count and
 # digest pass and only the checks of what the entries say are left.

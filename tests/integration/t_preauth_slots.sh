@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Pre-authentication slots (issue 8 item 10, THREATS.md G47). Before the
+# Pre-authentication slots (issue 8 item 10, SECURITY.md G47). Before the
 # fix, 16 silent TCP connections from 127.0.0.2..5 (4 each: under "max
 # connections per host") took every one of "max connections = 16" until the
 # handshake deadline, and `rdmacp ping` failed with exit 11. Now connections

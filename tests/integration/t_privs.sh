@@ -1,5 +1,5 @@
 #!/bin/bash
-# Privileges on a shared host (issue 8 items 1 and 2; THREATS.md G39-G41),
+# Privileges on a shared host (issue 8 items 1 and 2; SECURITY.md G39-G41),
 # each attack against a real rdmacpd running as root:
 #  - a client's set-id bits: never created unless the module says
 #    'keep setid = yes'; -p leaves an existing directory's mode alone;

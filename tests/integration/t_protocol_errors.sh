@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Malformed and out-of-order control frames (THREATS.md A1, A2, A5, A6) and
+# Malformed and out-of-order control frames (SECURITY.md A1, A2, A5, A6) and
 # slow/silent clients against the connection caps (F34), sent by
 # rawclient.py over real TLS 1.3 with the test client certificate.
 #

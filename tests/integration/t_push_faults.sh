@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Push under faults (docs: THREATS.md sections B, C, E):
+# Push under faults (docs: SECURITY.md sections B, C, E):
 #   1. checksum mismatch (daemon with RDMACPD_TEST_FLIP_BYTE=1) -> exit 7
 #   1b. a receiver that stops posting receives (RDMACPD_TEST_NO_REPOST): RNR,
 #      exit 8, nothing committed (the VM test does the same over verbs)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Disk and time a push may take (THREATS.md G 44, issue 8 item 5), against a
+# Disk and time a push may take (SECURITY.md G 44, issue 8 item 5), against a
 # real daemon ("idle timeout = 2" for parts 1-3):
 #   1. a FILES entry of 60 MiB into a module on a 64 MiB tmpfs, then no data,
 #      answering the daemon's PINGs (rawpeer): the tmpfs stays near empty

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# The TLS control channel (THREATS.md D26) and the client's exit codes for
+# The TLS control channel (SECURITY.md D26) and the client's exit codes for
 # authentication, version, config and connect failures: TLS 1.2, no client
 # certificate, wrong CA (both directions), expired certificate, host name
 # mismatch, certificate pins, protocol version mismatch.

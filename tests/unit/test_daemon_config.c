@@ -163,7 +163,7 @@ static void test_defaults(void **state)
 	daemon_config_free(c);
 }
 
-/* THREATS.md G47: the pre-authentication caps and their checks. */
+/* SECURITY.md G47: the pre-authentication caps and their checks. */
 static void test_unauthenticated_limits(void **state)
 {
 	struct daemon_config *c;

@@ -24,7 +24,7 @@
 #include "modcheck.h"
 #include "testutil.h"
 #include "daemon_config_harness.h"
-/* THREATS.md G42: one module inside another is refused, however it is spelled. */
+/* SECURITY.md G42: one module inside another is refused, however it is spelled. */
 static void test_nested_modules(void **state)
 {
 	static const struct {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * log_escape, the one escaper for peer-supplied text (THREATS.md G46), and
+ * log_escape, the one escaper for peer-supplied text (SECURITY.md G46), and
  * log lines themselves: one line whatever their arguments hold.
  */
 #include "log.h"

@@ -3,7 +3,7 @@
  * Control-message framing and dispatch (proto/msg.c): header checks, a
  * round trip of every message type, every truncation and trailing byte,
  * string fields at and one past their caps and with a NUL inside, the
- * frame's payload cap, the encoder's refusals (THREATS.md A1-A5, A9).
+ * frame's payload cap, the encoder's refusals (SECURITY.md A1-A5, A9).
  * Shared samples and checks: proto_testlib.h.
  */
 #include <errno.h>

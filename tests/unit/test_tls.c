@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The TLS control channel over real loopback TCP with real certificates from
- * certs_init: mutual authentication, every refusal of THREATS.md D.26 on both
+ * certs_init: mutual authentication, every refusal of SECURITY.md D.26 on both
  * sides, pinning, EOF without close_notify, handshake deadline, fingerprints.
  * The server side runs in a thread; raw OpenSSL plays peers our API refuses to
  * be (TLS 1.2 only, no client certificate).
