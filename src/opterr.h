@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 struct opterr_msg {
-	char what[320];	   /* "unrecognized option '--prot'" */
+	char what[384];	   /* "unrecognized option '--prot'" */
 	char suggest[128]; /* "--port", or "" when nothing is close */
 };
 
