@@ -243,9 +243,10 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 }
 
 void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept,
-		    uint64_t zero, uint64_t skipped, double secs, const uint8_t hash[16])
+		    uint64_t zero, uint64_t skipped, double secs, const uint8_t hash[16],
+		    uint32_t items)
 {
-	char hex[33], esc[4200];
+	char hex[33], esc[4200], item[12];
 
 	output_entry_done(out, name);
 	if (out->observe) {
@@ -265,9 +266,9 @@ void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_
 	} else if (out->verbose > 0) {
 		clear_progress(out);
 		/* As a copied file's line, with what a cut run had left (not sent again). */
-		fprintf(stderr,
-			"%cf %s  %" PRIu64 " bytes, %" PRIu64 " kept (resumed), xxh128 %s\n",
-			out->pull ? '>' : '<', log_escape(name, esc, sizeof(esc)), sent, kept, hex);
+		item_string(out, PROTO_FT_REG, items ? items : PROTO_ITEM_CONTENT, item);
+		fprintf(stderr, "%s %s  %" PRIu64 " bytes, %" PRIu64 " kept (resumed), xxh128 %s\n",
+			item, log_escape(name, esc, sizeof(esc)), sent, kept, hex);
 	}
 }
 

@@ -136,9 +136,13 @@ void output_entry_done(struct output *out, const char *name);
 void output_release(struct output *out);
 /* b bytes in binary units, "12.3 MiB" (the progress line's and the summary's). */
 void output_human_bytes(uint64_t b, char *buf, size_t len);
-/* A file completed from a cut run's partial: sent bytes crossed now, kept did not. */
+/*
+ * A file completed from a cut run's partial: sent bytes crossed now, kept did
+ * not; items, what differed (its -v line is itemized as a copied file's).
+ */
 void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept,
-		    uint64_t zero, uint64_t skipped, double secs, const uint8_t hash[16]);
+		    uint64_t zero, uint64_t skipped, double secs, const uint8_t hash[16],
+		    uint32_t items);
 
 /* What a run did, for its summary. */
 struct output_totals {

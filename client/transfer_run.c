@@ -50,11 +50,11 @@ static void ev_ok(void *ud, const struct engine_entry_ev *ev)
 }
 
 static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
-		       uint64_t skipped, double secs, const uint8_t h[16])
+		       uint64_t skipped, double secs, const uint8_t h[16], uint32_t items)
 {
 	struct xfer *x = ud;
 
-	output_resumed(&x->out, name, sent, kept, zero, skipped, secs, h);
+	output_resumed(&x->out, name, sent, kept, zero, skipped, secs, h, items);
 }
 
 /* In a dry run (a probe) skipped, deleted and withheld are what a real run would do. */

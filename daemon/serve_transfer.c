@@ -33,7 +33,7 @@ static void ev_file_ok(void *ud, const struct engine_entry_ev *ev)
 }
 
 static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
-			    uint64_t skipped, double secs, const uint8_t h[16])
+			    uint64_t skipped, double secs, const uint8_t h[16], uint32_t items)
 {
 	struct conn *c = ud;
 	char esc[512], hex[33];

@@ -177,12 +177,13 @@ struct engine_events {
 	void (*delete_withheld)(void *ud, const char *name, uint8_t ftype);
 	/*
 	 * A file committed with kept bytes of a cut run (--partial): sent bytes
-	 * crossed now, kept did not, zero was described as zeros (no payload).
-	 * NULL: reported through file_ok (sent).
+	 * crossed now, kept did not, zero was described as zeros (no payload);
+	 * items, what differed there (PROTO_ITEM_*; 0 when not known). NULL:
+	 * reported through file_ok (sent).
 	 */
 	void (*file_resumed)(void *ud, const char *name, uint64_t sent, uint64_t kept,
 			     uint64_t zero, uint64_t skipped, double seconds,
-			     const uint8_t hash[16]);
+			     const uint8_t hash[16], uint32_t items);
 	/*
 	 * A probe (both roles): an entry the receiver would copy (make, for a
 	 * directory or a link), with its size; may be NULL. In a probe, skipped

@@ -137,7 +137,7 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 	e->st.bytes_unchanged += f->skipped;
 	if (e->p->ev.file_resumed) {
 		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, f->zeroed, f->skipped,
-				      ts_since(&f->t0), hash);
+				      ts_since(&f->t0), hash, f->items);
 	} else if (e->p->ev.file_ok) {
 		struct engine_entry_ev ev = {
 			.name = f->name,
