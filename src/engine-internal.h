@@ -1007,6 +1007,9 @@ int tx_delta_sums(struct engine *e, const struct msg_delta *d);
 /* engine_tx.c */
 int tx_zeros_flush(struct engine *e);
 
+/* engine_partial_store.c: a directory's store, opened (created with create) never through a symlink. */
+int partial_store_open(int dirfd, bool create, int *ret_fd);
+
 /* engine_partial.c */
 int rx_partial_note(struct efile *f, uint64_t off, uint32_t len, const uint8_t hash[HASH_LEN]);
 int rx_partial_flush(struct efile *f);

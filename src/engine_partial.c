@@ -50,18 +50,6 @@ static void partial_name(const char *leaf, const char *suffix, char *out, size_t
 	snprintf(out, outlen, "%s%s", hex, suffix);
 }
 
-/* The store beneath dirfd, created (0700) when create is set; never through a symlink. */
-static int store_open(int dirfd, bool create, int *ret_fd)
-{
-	int r;
-
-	if (create && mkdirat(dirfd, ENGINE_PARTIAL_DIR, 0700) < 0 && errno != EEXIST) {
-		return negerrno();
-	}
-	r = fspath_open_dir(dirfd, ENGINE_PARTIAL_DIR, ret_fd);
-	return r;
-}
-
 static size_t jnl_header(const struct efile *f, uint8_t *buf, size_t cap)
 {
 	struct wbuf w;
@@ -515,7 +503,7 @@ static int partial_open_once(struct engine *e, struct efile *f)
 	size_t n = 0;
 	int r;
 
-	r = store_open(e->dirs[f->dir].fd, true, &store);
+	r = partial_store_open(e->dirs[f->dir].fd, true, &store);
 	if (r >= 0) {
 		r = partial_data_open(f, store, &dfd);
 	}
@@ -643,64 +631,6 @@ static void rx_partial_drop(struct engine *e, const struct efile *f)
 	partial_name(f->leaf, ".jnl", name, sizeof(name));
 	unlinkat(f->part_store, name, 0);
 	unlinkat(e->dirs[f->dir].fd, ENGINE_PARTIAL_DIR, AT_REMOVEDIR);
-}
-
-/* "<32 hex>.data", ".jnl" or ".jnl.new": a name the store may hold. */
-static bool store_name(const char *n)
-{
-	size_t i = 0;
-
-	while (i < 2 * HASH_LEN && n[i] && strchr("0123456789abcdef", n[i])) {
-		i++;
-	}
-	return i == 2 * HASH_LEN &&
-	       (!strcmp(n + i, ".data") || !strcmp(n + i, ".jnl") || !strcmp(n + i, ".jnl.new"));
-}
-
-int engine_partial_sweep(int parent, uint64_t max_age_s)
-{
-	_cleanup_close_ int store = -1;
-	struct timespec now;
-	struct dirent *de;
-	int removed = 0;
-	DIR *d;
-
-	if (max_age_s == 0) {
-		return 0;
-	}
-	int r = store_open(parent, false, &store);
-	if (r < 0) {
-		return r == -ENOENT ? 0 : r;
-	}
-	d = fdopendir(store);
-	if (!d) {
-		return negerrno();
-	}
-	store = -1;
-	clock_gettime(CLOCK_REALTIME, &now);
-	while ((de = readdir(d))) {
-		_cleanup_close_ int fd = -1;
-		struct stat sb;
-
-		if (!store_name(de->d_name)) {
-			continue;
-		}
-		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
-		    (uint64_t)sb.st_mtim.tv_sec + max_age_s > (uint64_t)now.tv_sec) {
-			continue;
-		}
-		/* A data file a live session writes is locked (and young). */
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-			continue;
-		}
-		if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
-			removed++;
-		}
-	}
-	closedir(d);
-	unlinkat(parent, ENGINE_PARTIAL_DIR, AT_REMOVEDIR);
-	return removed;
 }
 
 /* --partial on a receiver, with a peer that knows RESUME. */
