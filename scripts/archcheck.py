@@ -109,8 +109,10 @@ def cycles(files, fns):
 
 
 def members(struct):
-    with open(os.path.join(TOP, "src/engine-internal.h")) as fh:
-        text = strip(fh.read())
+    text = ""
+    for name in ("src/engine-internal.h", "src/engine_file.h"):
+        with open(os.path.join(TOP, name)) as fh:
+            text += "\n" + strip(fh.read())
     m = re.search(r"\nstruct %s \{(.*?)\n\};" % struct, text, re.S)
     if not m:
         return 0
