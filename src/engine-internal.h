@@ -569,6 +569,8 @@ int engine_tx_flush(struct engine *e);
 bool tx_kept(const struct efile *f, uint64_t off, uint32_t len);
 /* Chunk ci, next in its file, hashed and passed over (not posted); f sent when it was the last. */
 int tx_chunk_passed(struct engine *e, uint32_t ci);
+/* The same for a chunk the receiver has unchanged: noted for a SAME range (tx_same hook). */
+int tx_chunk_same(struct engine *e, uint32_t ci);
 int engine_fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

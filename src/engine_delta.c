@@ -675,11 +675,7 @@ static int delta_tx_claim(struct engine *e, uint32_t ci, struct efile *f, bool w
 	if (wait) {
 		return READY_WAIT;
 	}
-	r = tx_delta_note(e, f, c->off, c->len);
-	if (r >= 0) {
-		e->bytes_progress += c->len;
-		r = tx_chunk_passed(e, ci);
-	}
+	r = tx_chunk_same(e, ci);
 	return r < 0 ? r : READY_TAKEN;
 }
 

@@ -140,6 +140,22 @@ int tx_chunk_passed(struct engine *e, uint32_t ci)
 	return f->send_off == f->size ? tx_file_sent(e, f) : 0;
 }
 
+int tx_chunk_same(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+	int r = engine_tx_same(e, &e->files[c->fidx], c->off, c->len);
+
+	if (r == -ENOTSUP) {
+		return engine_fail(e, PERR_INTERNAL, r,
+				   "an unchanged range in a session without them");
+	}
+	if (r < 0) {
+		return r;
+	}
+	e->bytes_progress += c->len;
+	return tx_chunk_passed(e, ci);
+}
+
 static int tx_pass_chunk(struct engine *e, uint32_t ci)
 {
 	e->files[e->chunks[ci].fidx].resumed += e->chunks[ci].len;
@@ -217,15 +233,7 @@ static int claim_tree_same(struct engine *e, uint32_t ci, struct efile *f, bool 
 	if (!c->same) {
 		return READY_NONE;
 	}
-	/* The receiver has it unchanged: a SAME range (the delta feature's) instead. */
-	r = engine_tx_same(e, f, c->off, c->len);
-	if (r == -ENOTSUP) {
-		r = engine_fail(e, PERR_INTERNAL, r,
-				"an unchanged range in a session without them");
-	} else if (r >= 0) {
-		e->bytes_progress += c->len;
-		r = tx_chunk_passed(e, ci);
-	}
+	r = tx_chunk_same(e, ci);
 	return r < 0 ? r : READY_TAKEN;
 }
 
