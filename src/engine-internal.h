@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include "clock.h"
 #include "meta_policy.h"
 
 #include "engine.h"
@@ -174,6 +175,11 @@ struct lane {
 	/* Counted posts (descriptors, credits) and receives (the other kind) on it. */
 	uint64_t posted, taken;
 	uint32_t load; /* sender: slots posted on it not credited yet */
+	/*
+	 * Rails' watchdog: since when it has had work out with no completion
+	 * (now_ms(); 0 while nothing is out). See rails_watch.
+	 */
+	int64_t busy_since;
 };
 
 /*

@@ -90,6 +90,9 @@ static int lane_push_ent(struct engine *e, struct xport_wr *wr, int32_t chunk, b
 	if (l->len >= l->cap) {
 		return -ENOSPC;
 	}
+	if (l->len == 0 && e->rails) {
+		l->busy_since = now_ms();
+	}
 	wr->wr_id = ++e->wr_seq;
 	if (++l->unsignaled >= every) {
 		wr->flags |= XPORT_SEND_SIGNALED;
@@ -176,6 +179,10 @@ static void lane_complete(struct engine *e, unsigned lane, uint64_t wr_id)
 		}
 		l->head = (l->head + 1) % l->cap;
 		l->len--;
+	}
+	if (e->rails) {
+		/* Rails' watchdog: the lane moves; what is still out counts from now. */
+		l->busy_since = l->len > 0 ? now_ms() : 0;
 	}
 }
 

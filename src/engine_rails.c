@@ -134,6 +134,7 @@ static int rails_resolve(struct engine *e, unsigned lane)
 	}
 	l->head = l->len = 0;
 	l->load = 0;
+	l->busy_since = 0;
 	if (e->p->ev.notice) {
 		char text[160];
 
@@ -229,11 +230,58 @@ int rails_test_kill(struct engine *e)
 	return lane_is_up(e, lane) ? lane_stop(e, lane, "taken down by a test") : 0;
 }
 
+/*
+ * How long a lane may have work out with no completion before rails takes
+ * it down: a quarter of the idle timeout, within [5 s, 30 s]. A NIC fails a
+ * lane whose peer is gone once its retries run out (seconds); this is the
+ * backstop for a queue pair that neither completes nor fails (Soft-RoCE
+ * after its link went down and up, an ACK timeout set very long). Taking
+ * down a lane that was only slow costs nothing but the lane: its work goes
+ * again on the others by the peer's count, as for any lost lane.
+ */
+static int64_t rails_stall_ms(const struct engine *e)
+{
+	int64_t idle = e->p->idle_timeout_ms > 0 ? e->p->idle_timeout_ms : 300000;
+
+	return MIN(MAX(idle / 4, (int64_t)5000), (int64_t)30000);
+}
+
+/* Rails' watchdog: a lane with work out and no completion for too long is lost. */
+static int rails_watch(struct engine *e)
+{
+	int64_t now = 0, stall = rails_stall_ms(e);
+
+	for (unsigned i = 0; i < e->p->x->nlanes && e->lanes_up > 1; i++) {
+		struct lane *l = &e->lanes[i];
+		char text[128];
+
+		if (l->state != LANE_UP || l->len == 0 || l->busy_since == 0) {
+			continue;
+		}
+		now = now ? now : now_ms();
+		if (now - l->busy_since < stall) {
+			continue;
+		}
+		snprintf(text, sizeof(text),
+			 "data lane %u: no completion for %lld s with work out; taken down", i,
+			 (long long)((now - l->busy_since) / 1000));
+		if (e->p->ev.notice) {
+			e->p->ev.notice(e->p->ev.ud, "transport", text);
+		}
+		int r = lane_stop(e, i, "no completion");
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
 /* Each turn: a lost lane's chunks or credits on the lanes that are up. */
 int rails_step(struct engine *e)
 {
 	uint32_t done = 0;
-	int r = 0;
+	int r = e->rails && e->p->x ? rails_watch(e) : 0;
 
 	while (r >= 0 && done < e->nrepost) {
 		int pick = lane_pick(e, 2);

@@ -128,10 +128,9 @@ int xport_verbs_path(const struct sockaddr *local, const char *const *devices, u
 void xport_test_hooks(struct xport_params *p, const char *tamper_env, const char *tee_env)
 {
 	static const char *const names[] = {
-		[XPORT_TEST_TAMPER_FLIP] = "flip",
-		[XPORT_TEST_TAMPER_REPLAY] = "replay",
-		[XPORT_TEST_TAMPER_MOVE] = "move",
-		[XPORT_TEST_TAMPER_TRUNCATE] = "truncate",
+		[XPORT_TEST_TAMPER_FLIP] = "flip",   [XPORT_TEST_TAMPER_REPLAY] = "replay",
+		[XPORT_TEST_TAMPER_MOVE] = "move",   [XPORT_TEST_TAMPER_TRUNCATE] = "truncate",
+		[XPORT_TEST_TAMPER_STALL] = "stall",
 	};
 	const char *t = getenv(tamper_env), *tee = getenv(tee_env);
 

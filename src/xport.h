@@ -181,6 +181,12 @@ enum {
 	XPORT_TEST_TAMPER_REPLAY = 2,	/* sent twice, byte for byte */
 	XPORT_TEST_TAMPER_MOVE = 3,	/* header aimed one payload length further */
 	XPORT_TEST_TAMPER_TRUNCATE = 4, /* header and payload cut to half, tag kept */
+	/*
+	 * Lane 0 goes silent at that write, sealed or clear: nothing more is
+	 * sent on it (ACKs included), so nothing of ours or the peer's
+	 * completes there, and nothing fails: a dead link no one reports.
+	 */
+	XPORT_TEST_TAMPER_STALL = 5,
 };
 
 /*

@@ -131,6 +131,7 @@ struct tcp_lane {
 	bool rx_exited;	 /* the RX thread is gone: nothing more is placed from this lane */
 	bool sq_flushed; /* the TX thread has flushed the send queue */
 	bool nak_pending;
+	bool stalled; /* test hook XPORT_TEST_TAMPER_STALL: sends nothing more */
 	uint32_t nak_code;
 	uint64_t nak_seq;
 	/* How the send queue completes on failure. */

@@ -39,8 +39,8 @@ static void tx_wait_rx_verdict(struct tcp_lane *ln)
 /* Lock held: sleeps until there is something to send, or the lane stops or fails. */
 static void tx_wait_work_locked(struct tcp_lane *ln)
 {
-	while (!ln->stopping && !ln->failed && ln->placed == ln->ack_sent &&
-	       ln->seq_issued == ln->seq_tail) {
+	while (!ln->stopping && !ln->failed &&
+	       (ln->stalled || (ln->placed == ln->ack_sent && ln->seq_issued == ln->seq_tail))) {
 		pthread_cond_wait(&ln->cond, &ln->lock);
 	}
 }
@@ -91,6 +91,14 @@ static int tx_send_request(struct tcp_lane *ln)
 	bool gone;
 	int r;
 
+	if (tx->tamper == XPORT_TEST_TAMPER_STALL && ln->idx == 0 && w->len > 0 &&
+	    !tx->tamper_done) {
+		/* Test hook: the lane goes silent here, until it is failed or torn down. */
+		tx->tamper_done = true;
+		ln->stalled = true;
+		pthread_mutex_unlock(&ln->lock);
+		return 0;
+	}
 	ln->seq_issued++;
 	/*
 	 * Marked before the check: a dereg_mr that unlinks the

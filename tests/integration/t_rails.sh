@@ -13,6 +13,12 @@
 #   2. every lane killed: the session fails (exit 8), nothing committed
 #   3. a peer without the capability (RDMACP_TEST_CAPS_OFF, either end): a
 #      lane lost fails the session as before, nothing committed
+#   4. a lane that goes silent (the test hook RDMACP_TEST_LANE_TAMPER=stall,
+#      RDMACPD_… in the daemon: lane 0 sends nothing more, ACKs included, so
+#      nothing completes and nothing fails there): rails' watchdog takes it
+#      down after a quarter of the idle timeout (5 s at least) and the copy
+#      completes on the other lane; a push (the client's lane) and a pull
+#      (the daemon's)
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -187,5 +193,33 @@ RDMACP_TEST_KILL_LANES=1 expect_rc 8 "push to a daemon without rails, 1 of 2 lan
 	"${KCLIENT[@]}" --transport tcp --lanes 2 -q "$T/src/big" "$HOST:data/old/big2"
 nothing_under "$T/mod/old" && pass "nothing committed (old daemon)" ||
 	fail "left: $(ls -A "$T/mod/old")"
+
+# ---- 4. a lane gone silent: the watchdog takes it down -----------------------
+# The client's lane 0 (its idle timeout 60 s: 15 s); the daemon's idle timeout is 20 s: 5 s.
+kill_daemon 0
+rm -rf "$T/mod/silent" && mkdir -p "$T/mod/silent"
+t0=$(date +%s)
+RDMACP_TEST_LANE_TAMPER=stall expect_rc 0 "push, the client's lane 0 silent: completes" \
+	"${KCLIENT[@]}" --transport tcp --lanes 2 --no-encrypt -q "$T/src/big" \
+	"$HOST:data/silent/big"
+t1=$(date +%s)
+cmp -s "$T/src/big" "$T/mod/silent/big" && pass "push, lane 0 silent: intact" ||
+	fail "push, lane 0 silent: differs"
+grep -q "data lane 0: no completion for 1[5-9] s with work out; taken down" "$T/err" &&
+	pass "the client's watchdog said: $(grep -m1 -o 'data lane 0: no completion.*' "$T/err") ($((t1 - t0)) s in all)" ||
+	fail "push, lane 0 silent: no watchdog notice: $(head -4 "$T/err")"
+lost_said 1 "push, lane 0 silent"
+kill_daemon 0 RDMACPD_TEST_LANE_TAMPER=stall
+rm -rf "$T/psilent" && mkdir -p "$T/psilent"
+cp "$T/src/big" "$T/mod/pull.big"
+expect_rc 0 "pull, the daemon's lane 0 silent: completes" \
+	"${KCLIENT[@]}" --transport tcp --lanes 2 --encrypt -q "$HOST:data/pull.big" \
+	"$T/psilent/big"
+cmp -s "$T/src/big" "$T/psilent/big" && pass "pull, lane 0 silent: intact" ||
+	fail "pull, lane 0 silent: differs"
+lost_said 1 "pull, the daemon's lane 0 silent"
+grep -q "data lane 0: no completion for [5-9] s with work out; taken down" "$T/k.log" &&
+	pass "the daemon's watchdog said: $(grep -m1 -o 'data lane 0: no completion.*' "$T/k.log")" ||
+	fail "pull, lane 0 silent: no watchdog notice in the daemon's log: $(grep -m3 lane "$T/k.log")"
 
 finish
