@@ -75,8 +75,7 @@ static int poll_device(struct verbs_xport *vx, struct verbs_dev *dv, bool event,
 		int got = ibv_poll_cq(dv->cq, want, hw);
 
 		if (got < 0) {
-			verbs_set_error(vx, "ibv_poll_cq failed");
-			return -EIO;
+			return -EIO; /* the device is taken as lost */
 		}
 		for (int i = 0; i < got; i++) {
 			complete_one(vx, &hw[i], &wcs[n++]);
@@ -131,13 +130,23 @@ int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
 	 * until 0, and each device's channel event must be taken and re-armed.
 	 */
 	for (unsigned d = 0; d < vx->ndevs && n < INT32_MAX; d++) {
-		int got = poll_device(vx, &vx->devs[d], comp[d], wcs + n, max - n);
+		int got;
 
+		if (vx->devs[d].lost) {
+			continue;
+		}
+		got = poll_device(vx, &vx->devs[d], comp[d], wcs + n, max - n);
 		if (got < 0) {
-			return got;
+			r = verbs_dev_lost(vx, d, "polling its completion queue failed");
+			if (r < 0) {
+				return r;
+			}
+			continue;
 		}
 		n += (size_t)got;
 	}
+	/* A lost device's lanes: their outstanding work, flushed from our bookkeeping. */
+	n += verbs_dev_flush(vx, wcs + n, max - n);
 	r = test_qp_fatal(vx, n);
 	return r < 0 ? r : (int)n;
 }

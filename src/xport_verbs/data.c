@@ -68,15 +68,21 @@ static int post_count(const struct verbs_xport *vx, const struct xport_wr *wrs, 
 	return 0;
 }
 
-/* Each lane involved still connected and with room; base: its next send sequence. */
+/*
+ * Each lane involved with room; base: its next send sequence. Work for a
+ * lane whose peer disconnected (its device lost, its process gone) fails
+ * the lane: its QP in error flushes that work and all before it, and the
+ * engine takes the lane as lost (rails) or the session as failed.
+ */
 static int lanes_ready(struct verbs_xport *vx, const size_t need[XPORT_MAX_LANES],
 		       uint64_t base[XPORT_MAX_LANES])
 {
 	for (unsigned l = 0; l < vx->pub.nlanes; l++) {
 		struct verbs_lane *ln = &vx->lanes[l];
 
-		if (need[l] && ln->peer_gone) {
-			verbs_set_error(vx, "lane %u: the peer disconnected", l);
+		if (need[l] && ln->peer_gone && !ln->failed &&
+		    verbs_lane_fatal(vx, l, ibv_get_device_name(ln->id->verbs->device),
+				     "the peer disconnected") < 0) {
 			return -ENOTCONN;
 		}
 		if (need[l] && ln->sq_tail - ln->sq_done + need[l] > vx->sq_cap) {
@@ -140,6 +146,11 @@ static int batch_post(struct verbs_xport *vx, const struct hw_batch *b)
 		int e;
 
 		if (!b->heads[l]) {
+			continue;
+		}
+		if (verbs_lane_lost(vx, l)) {
+			/* Its device is gone: flushed from our bookkeeping (devloss.c). */
+			ln->sq_tail += b->counts[l];
 			continue;
 		}
 		e = ibv_post_send(ln->id->qp, b->heads[l], &bad);
@@ -211,7 +222,9 @@ int verbs_post_recvs(struct xport *x, unsigned lane, const uint64_t *wr_ids, siz
 		int e;
 
 		ln->rq_ids[ln->rq_tail % x->rq_depth] = wr_ids[i];
-		if (vx->write_send) {
+		if (verbs_lane_lost(vx, lane)) {
+			e = 0; /* flushed from our bookkeeping (devloss.c) */
+		} else if (vx->write_send) {
 			e = verbs_lane_post_msg_recv(vx, lane);
 		} else {
 			verbs_recv_fill(verbs_wrid_encode(VERBS_WRID_RECV, lane, ln->rq_tail), &wr);

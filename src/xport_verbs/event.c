@@ -4,10 +4,13 @@
  * channel and async event fd and, once connected, the lanes' CM event
  * channel. What wakes it is sorted here: completion channels are left to
  * poll_cq; a fatal event on a lane's QP fails that lane (lane_fatal), one on
- * a CQ or the device, the device removed or its address moved end the
- * session; a peer's disconnect stops new work on its lane.
+ * a CQ or the device, or the device removed, loses the device (devloss.c:
+ * its lanes fail; the session goes on while another device has lanes); an
+ * address moved to another device fails the lanes on it; a peer's
+ * disconnect stops new work on its lane.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 
 #include "verbs-internal.h"
@@ -73,17 +76,18 @@ int verbs_lane_fatal(struct verbs_xport *vx, unsigned lane, const char *dev, con
 
 /*
  * A device's async events (non-blocking fd). A fatal event on a lane's QP
- * fails that lane (lane_fatal); those that mean a CQ, the device or an
- * unknown QP can no longer work end the session with their name; a port
- * going down does not by itself (a link that comes back within the QP's
- * retries costs nothing; one that does not fails the work requests).
+ * fails that lane (lane_fatal); one on the device or its CQ (all its lanes
+ * share it) loses the device; one on an unknown QP or an SRQ ends the
+ * session with its name; a port going down does not by itself (a link that
+ * comes back within the QP's retries costs nothing; one that does not fails
+ * the work requests).
  */
 static int take_async(struct verbs_xport *vx, unsigned dev)
 {
 	struct verbs_dev *dv = &vx->devs[dev];
 	struct ibv_async_event ev;
 
-	while (ibv_get_async_event(dv->verbs, &ev) == 0) {
+	while (!dv->lost && ibv_get_async_event(dv->verbs, &ev) == 0) {
 		enum ibv_event_type type = ev.event_type;
 		int lane = -1;
 		int r = 0;
@@ -95,13 +99,17 @@ static int take_async(struct verbs_xport *vx, unsigned dev)
 			lane = lane_of_qp(vx, ev.element.qp);
 			r = -EIO;
 			break;
-		case IBV_EVENT_CQ_ERR:
 		case IBV_EVENT_SRQ_ERR:
 			r = -EIO;
 			break;
+		case IBV_EVENT_CQ_ERR:
 		case IBV_EVENT_DEVICE_FATAL:
-			r = -ENODEV;
-			break;
+			ibv_ack_async_event(&ev);
+			r = verbs_dev_lost(vx, dev, ibv_event_type_str(type));
+			if (r < 0) {
+				return r;
+			}
+			continue;
 		default:
 			break;
 		}
@@ -125,9 +133,10 @@ static int take_async(struct verbs_xport *vx, unsigned dev)
 }
 
 /*
- * The lanes' CM events after set-up. The device removed or the address
- * moved: the session can't go on. A lane the peer disconnected refuses new
- * work (post_writes) but is no failure by itself: a peer that has finished
+ * The lanes' CM events after set-up. The device removed: it is lost
+ * (devloss.c). The address moved to another device: the lane fails (its QP
+ * stays on the old one). A lane the peer disconnected refuses new work
+ * (post_writes) but is no failure by itself: a peer that has finished
  * disconnects while our END may still be on its way to us.
  */
 static int take_cm(struct verbs_xport *vx)
@@ -138,6 +147,8 @@ static int take_cm(struct verbs_xport *vx)
 		enum rdma_cm_event_type type = ev->event;
 		int lane = verbs_lane_of_id(vx, ev->id);
 
+		int r;
+
 		rdma_ack_cm_event(ev);
 		switch (type) {
 		case RDMA_CM_EVENT_DISCONNECTED:
@@ -146,12 +157,29 @@ static int take_cm(struct verbs_xport *vx)
 			}
 			break;
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
-			verbs_set_error(vx, "lane %d: the RDMA device was removed", lane);
-			return -ENODEV;
+			if (lane < 0 || !vx->lanes[lane].has_qp) {
+				verbs_set_error(vx, "lane %d: the RDMA device was removed", lane);
+				return -ENODEV;
+			}
+			r = verbs_dev_lost(vx, vx->lanes[lane].dev, "the device was removed");
+			if (r < 0) {
+				return r;
+			}
+			break;
 		case RDMA_CM_EVENT_ADDR_CHANGE:
-			verbs_set_error(vx, "lane %d: the address it uses moved to another device",
-					lane);
-			return -EADDRNOTAVAIL;
+			if (lane < 0 || !vx->lanes[lane].has_qp) {
+				verbs_set_error(
+				    vx, "lane %d: the address it uses moved to another device",
+				    lane);
+				return -EADDRNOTAVAIL;
+			}
+			r = verbs_lane_fatal(vx, (unsigned)lane,
+					     ibv_get_device_name(vx->lanes[lane].id->verbs->device),
+					     "the address it uses moved to another device");
+			if (r < 0 && !verbs_lane_lost(vx, (unsigned)lane)) {
+				return r;
+			}
+			break;
 		default:
 			break;
 		}
@@ -175,12 +203,25 @@ int verbs_take_events(struct verbs_xport *vx, bool comp[XPORT_MAX_LANES])
 		int r = 0;
 
 		if (evs[i].events & (EPOLLERR | EPOLLHUP)) {
-			verbs_set_error(vx, "%s: its %s reports %s (device gone?)", name,
-					kind == VERBS_EV_COMP	 ? "completion channel"
-					: kind == VERBS_EV_ASYNC ? "async event descriptor"
-								 : "CM event channel",
-					(evs[i].events & EPOLLERR) ? "an error" : "a hang-up");
-			return -ENODEV;
+			char why[96];
+
+			snprintf(why, sizeof(why), "its %s reports %s (device gone?)",
+				 kind == VERBS_EV_COMP	  ? "completion channel"
+				 : kind == VERBS_EV_ASYNC ? "async event descriptor"
+							  : "CM event channel",
+				 (evs[i].events & EPOLLERR) ? "an error" : "a hang-up");
+			if (kind == VERBS_EV_CM || dev >= vx->ndevs) {
+				verbs_set_error(vx, "%s: %s", name, why);
+				return -ENODEV;
+			}
+			r = verbs_dev_lost(vx, dev, why);
+			if (r < 0) {
+				return r;
+			}
+			continue;
+		}
+		if (kind != VERBS_EV_CM && dev < vx->ndevs && vx->devs[dev].lost) {
+			continue; /* an event taken before it left the set */
 		}
 		if (kind == VERBS_EV_COMP && dev < vx->ndevs) {
 			comp[dev] = true;

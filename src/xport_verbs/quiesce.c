@@ -42,8 +42,8 @@ static int drain_device(struct verbs_xport *vx, struct verbs_dev *dv)
 	struct ibv_wc hw[32];
 	int got;
 
-	if (!dv->cq) {
-		return 0; /* a half-built xport: a device whose set-up failed */
+	if (!dv->cq || dv->lost) {
+		return 0; /* a half-built xport (a device whose set-up failed), or a lost device */
 	}
 	got = ibv_poll_cq(dv->cq, (int)ARRAY_SIZE(hw), hw);
 	for (int i = 0; i < got; i++) {
@@ -73,7 +73,7 @@ static void lane_drain_start(struct verbs_xport *vx, unsigned i)
 	struct ibv_send_wr wr = { 0 }, *bad = NULL;
 	int e;
 
-	if (!ln->has_qp || !ln->id || !ln->id->qp) {
+	if (!ln->has_qp || !ln->id || !ln->id->qp || verbs_lane_lost(vx, i)) {
 		return;
 	}
 	e = ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
@@ -187,6 +187,10 @@ int verbs_lane_down(struct xport *x, unsigned lane)
 	ln = &vx->lanes[lane];
 	if (!ln->has_qp || !ln->id || !ln->id->qp) {
 		return -ENOTCONN;
+	}
+	if (verbs_lane_lost(vx, lane)) {
+		ln->failed = true; /* its device is gone: its work is flushed already */
+		return 0;
 	}
 	e = ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
 	if (e != 0) {

@@ -58,6 +58,7 @@
  *   cq.c       polling completions into the engine's
  *   event.c    the event fd (an epoll set) and the async and CM events
  *   quiesce.c  lanes to error: all of them drained (teardown), or one
+ *   devloss.c  a device lost mid-session: its lanes' work flushed by us
  *   path.c     which path (WRITE_IMM or WRITE + SEND) a host's devices need
  */
 #pragma once
@@ -94,6 +95,7 @@ struct verbs_dev {
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *cch;
 	struct ibv_cq *cq;
+	bool lost; /* devloss.c: gone under the session; its lanes' work flushed by us */
 };
 
 struct verbs_lane {
@@ -188,6 +190,23 @@ int verbs_set_nonblock(int fd);
  */
 int verbs_device_of(struct verbs_xport *vx, struct ibv_context *verbs, bool may_add);
 int verbs_numa_node(struct xport *x);
+
+/* ---- devloss.c: a device lost under the session ---- */
+
+/*
+ * Device dev is gone (why: what said so): its descriptors leave the event
+ * set and its lanes fail. 0, or -ENODEV when no device with lanes is left.
+ */
+int verbs_dev_lost(struct verbs_xport *vx, unsigned dev, const char *why);
+/* Is the lane on a lost device (its work is flushed by devloss.c, never posted)? */
+static inline bool verbs_lane_lost(const struct verbs_xport *vx, unsigned lane)
+{
+	const struct verbs_lane *ln = &vx->lanes[lane];
+
+	return ln->has_qp && ln->dev < vx->ndevs && vx->devs[ln->dev].lost;
+}
+/* Up to max flushed completions of the lost devices' lanes' outstanding work. */
+size_t verbs_dev_flush(struct verbs_xport *vx, struct xport_wc *wcs, size_t max);
 
 /* ---- qp.c: a lane's QP ---- */
 
