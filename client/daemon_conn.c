@@ -311,6 +311,12 @@ int daemon_conn_check_lanes(struct daemon_conn *s, const struct msg_open_ok *ok)
 			  s->rem->host);
 		return EXIT_PROTOCOL;
 	}
+	if (ok->rails_flags && !(hello_local_caps() & PROTO_CAP_RAILS_ONLY)) {
+		log_error("%s: protocol error: OPEN_OK puts no lanes on the address we reached, "
+			  "which we did not announce",
+			  s->rem->host);
+		return EXIT_PROTOCOL;
+	}
 	if (!s->encrypt_wish) {
 		/* With rails the lanes byte is always there: clear when not asked. */
 		if (ok->lanes_sealed == 0 ||

@@ -509,8 +509,11 @@ static void lane_routes(const struct daemon_conn *s, const struct msg_open_ok *o
 	for (unsigned i = 0; i < ok->nrails && i < PROTO_MAX_RAILS; i++) {
 		net_rail_addr(&ok->rails[i], &xp->rails[xp->nrails++]);
 	}
+	xp->rails_only = xp->nrails && (ok->rails_flags & PROTO_RAILS_UNREACHED);
 	if (xp->nrails && s->o->verbose > 0) {
-		log_info("daemon rails: lanes over %u daemon addresses", 1 + xp->nrails);
+		log_info("daemon rails: lanes over %u daemon addresses%s",
+			 xp->nrails + !xp->rails_only,
+			 xp->rails_only ? ", none on the address reached" : "");
 	}
 	xp->busy_poll = s->o->busy_poll;
 	xp->tos_set = s->o->tos >= 0;

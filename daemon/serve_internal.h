@@ -140,6 +140,13 @@ struct lanes {
 	struct xport_params xp;
 	uint16_t port;
 	bool sealed;
+	/*
+	 * Rails only: the address the client reached has no RDMA device (a
+	 * management address); the listener is on this rail instead, and no
+	 * lane goes to the address reached (OPEN_OK's PROTO_RAILS_UNREACHED).
+	 * AF_UNSPEC otherwise.
+	 */
+	struct sockaddr_storage primary;
 };
 
 /* A ring of the client's slot size and count, within "pool size". */

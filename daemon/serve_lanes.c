@@ -110,8 +110,9 @@ static const struct sockaddr *rdma_bind_addr(const struct sockaddr_storage *addr
  * client's path. 1: listening; 0: not here (why says so); <0: refused (said).
  */
 static int listen_verbs(struct conn *c, unsigned want, bool client_send,
-			const struct sockaddr_storage *addr, struct xport_listener **ret_l,
-			uint16_t *ret_port, bool *ret_send, char *why, size_t whylen)
+			const struct sockaddr_storage *addr, socklen_t addrlen,
+			struct xport_listener **ret_l, uint16_t *ret_port, bool *ret_send,
+			char *why, size_t whylen)
 {
 	const struct xport_ops *verbs = xport_ops_by_kind(XPORT_KIND_VERBS);
 	struct sockaddr_storage v4 = { 0 };
@@ -126,7 +127,7 @@ static int listen_verbs(struct conn *c, unsigned want, bool client_send,
 	if (xport_verbs_probe(why, whylen) <= 0) {
 		return 0;
 	}
-	bind = rdma_bind_addr(addr, c->locallen, &v4, &bindlen);
+	bind = rdma_bind_addr(addr, addrlen, &v4, &bindlen);
 	r = verbs_path_check(c, want, client_send, bind, ret_send, why, whylen);
 	if (r < 0) {
 		return r;
@@ -150,22 +151,76 @@ static int listen_verbs(struct conn *c, unsigned want, bool client_send,
  * the client's traffic arrives on. client_send: the client asked for the
  * WRITE + SEND path; *ret_send says whether verbs lanes take it.
  */
-static int transport_listen(struct conn *c, unsigned want, bool client_send,
-			    struct sockaddr_storage *addr, const struct xport_ops **ret_ops,
-			    struct xport_listener **ret_l, uint16_t *ret_port, bool *ret_send)
+/* The address family of the lanes: the reached address's, IPv4 for a v4-mapped one. */
+static int lanes_family(const struct sockaddr_storage *reached)
 {
+	const struct sockaddr_in6 *r6 = (const struct sockaddr_in6 *)reached;
+
+	return reached->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&r6->sin6_addr)
+		   ? AF_INET
+		   : reached->ss_family;
+}
+
+/*
+ * Rails only: the address the client reached cannot take verbs lanes (no
+ * RDMA device there: a management address), so the first rail that can
+ * takes the listener, for a client that knows lanes may skip the address
+ * it reached. 1: listening there (ln->primary); 0: no; <0: refused (said).
+ */
+static int listen_rails_only(struct conn *c, const struct lanes_want *w, struct lanes *ln,
+			     char *why, size_t whylen)
+{
+	int family = lanes_family(&c->local);
+
+	if (!w->rails || c->cfg->nrails == 0 || !(c->peer_caps & PROTO_CAP_DAEMON_RAILS) ||
+	    !(c->peer_caps & PROTO_CAP_RAILS_ONLY)) {
+		return 0;
+	}
+	for (size_t i = 0; i < c->cfg->nrails; i++) {
+		struct sockaddr_storage a = c->cfg->rails[i];
+		char railwhy[256] = "";
+		int r;
+
+		if (a.ss_family != family) {
+			continue;
+		}
+		net_set_port(&a, 0);
+		r = listen_verbs(c, w->transport, w->write_send, &a,
+				 family == AF_INET ? sizeof(struct sockaddr_in)
+						   : sizeof(struct sockaddr_in6),
+				 &ln->l, &ln->port, &ln->xp.write_send, railwhy, sizeof(railwhy));
+		if (r != 0) {
+			if (r > 0) {
+				ln->primary = a;
+				log_info("%s (%s): no verbs lanes on the address reached (%s): "
+					 "on the rails only",
+					 c->peer, c->id, why);
+			}
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int transport_listen(struct conn *c, const struct lanes_want *w,
+			    struct sockaddr_storage *addr, struct lanes *ln)
+{
+	unsigned want = w->transport;
 	char why[512] = "";
 	int r;
 
-	*ret_send = false;
+	ln->xp.write_send = false;
 	if (want == XPORT_KIND_VERBS || want == 0) {
-		r = listen_verbs(c, want, client_send, addr, ret_l, ret_port, ret_send, why,
-				 sizeof(why));
+		r = listen_verbs(c, want, w->write_send, addr, c->locallen, &ln->l, &ln->port,
+				 &ln->xp.write_send, why, sizeof(why));
+		if (r == 0) {
+			r = listen_rails_only(c, w, ln, why, sizeof(why));
+		}
 		if (r < 0) {
 			return r;
 		}
 		if (r > 0) {
-			*ret_ops = xport_ops_by_kind(XPORT_KIND_VERBS);
+			ln->ops = xport_ops_by_kind(XPORT_KIND_VERBS);
 			return 0;
 		}
 		if (want == XPORT_KIND_VERBS) {
@@ -176,12 +231,12 @@ static int transport_listen(struct conn *c, unsigned want, bool client_send,
 		}
 		log_debug("%s: auto transport: tcp (%s)", c->peer, why);
 	}
-	r = xport_tcp_ops.listen((struct sockaddr *)addr, c->locallen, ret_l, ret_port);
+	r = xport_tcp_ops.listen((struct sockaddr *)addr, c->locallen, &ln->l, &ln->port);
 	if (r < 0) {
 		return serve_refuse(c, PERR_TRANSPORT, "cannot listen for data lanes: %s",
 				    strerror(-r));
 	}
-	*ret_ops = &xport_tcp_ops;
+	ln->ops = &xport_tcp_ops;
 	return 0;
 }
 
@@ -204,20 +259,23 @@ static void rail_entry(const struct sockaddr_storage *a, int family, uint16_t po
  * Daemon rails ('rails' addresses): verbs lanes are taken on those too, for
  * a client that announced PROTO_CAP_DAEMON_RAILS; ok lists them. Only
  * addresses of the lanes' family, other than the one the client reached;
- * one rdma_cm cannot listen on (no RDMA device there) is left out.
+ * one rdma_cm cannot listen on (no RDMA device there) is left out. Rails
+ * only (ln->primary set): the listener's own rail comes first, and OPEN_OK
+ * says that no lane goes to the address reached.
  */
-static void offer_rails(const struct conn *c, const struct xport_ops *ops, struct xport_listener *l,
-			const struct sockaddr_storage *reached, struct msg_open_ok *ok)
+static void offer_rails(const struct conn *c, const struct lanes *ln, struct msg_open_ok *ok)
 {
-	const struct sockaddr_in6 *r6 = (const struct sockaddr_in6 *)reached;
-	int family = reached->ss_family;
+	const struct sockaddr_storage *reached = &c->local, *primary = &ln->primary;
+	const struct xport_ops *ops = ln->ops;
+	int family = lanes_family(reached);
 
 	if (ops->kind != XPORT_KIND_VERBS || !ops->listen_rail ||
 	    !(c->peer_caps & PROTO_CAP_DAEMON_RAILS) || c->cfg->nrails == 0) {
 		return;
 	}
-	if (family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&r6->sin6_addr)) {
-		family = AF_INET;
+	if (primary->ss_family != AF_UNSPEC) {
+		rail_entry(primary, family, ln->port, &ok->rails[ok->nrails++]);
+		ok->rails_flags = PROTO_RAILS_UNREACHED;
 	}
 	for (size_t i = 0; i < c->cfg->nrails && ok->nrails < PROTO_MAX_RAILS; i++) {
 		const struct sockaddr_storage *a = &c->cfg->rails[i];
@@ -226,11 +284,13 @@ static void offer_rails(const struct conn *c, const struct xport_ops *ops, struc
 		int r;
 
 		if (a->ss_family != family ||
-		    xport_same_ip((const struct sockaddr *)a, (const struct sockaddr *)reached)) {
+		    xport_same_ip((const struct sockaddr *)a, (const struct sockaddr *)reached) ||
+		    (primary->ss_family != AF_UNSPEC &&
+		     xport_same_ip((const struct sockaddr *)a, (const struct sockaddr *)primary))) {
 			continue;
 		}
 		(void)net_addr_str((const struct sockaddr *)a, sizeof(*a), text, sizeof(text));
-		r = ops->listen_rail(l, (const struct sockaddr *)a,
+		r = ops->listen_rail(ln->l, (const struct sockaddr *)a,
 				     family == AF_INET ? sizeof(struct sockaddr_in)
 						       : sizeof(struct sockaddr_in6),
 				     &port);
@@ -394,8 +454,7 @@ static int lanes_listen(struct conn *c, const struct lanes_want *w, struct engin
 		return serve_refuse(c, PERR_INTERNAL, "no randomness for a session token");
 	}
 	net_set_port(&bind_addr, 0);
-	r = transport_listen(c, w->transport, w->write_send, &bind_addr, &ln->ops, &ln->l,
-			     &ln->port, &ln->xp.write_send);
+	r = transport_listen(c, w, &bind_addr, ln);
 	if (r < 0) {
 		return r;
 	}
@@ -483,7 +542,7 @@ static int lanes_offer(struct conn *c, const struct lanes_want *w, struct engine
 		k->lanes_sealed = ln->sealed ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
 	}
 	if (w->rails) {
-		offer_rails(c, ln->ops, ln->l, &c->local, k);
+		offer_rails(c, ln, k);
 	}
 	r = offer_lanes(c, &ok, ln->ops, ln->l, &ln->xp, ret_x, w->what);
 	if (r < 0) {

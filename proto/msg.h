@@ -157,8 +157,14 @@ enum {
  * PROTO_MOD_UNAVAILABLE on a module a listing names that cannot be served now.
  */
 #define PROTO_CAP_UNAVAILABLE (1ull << 34)
-#define PROTO_CAPS_KNOWN \
-	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE)
+/*
+ * Rails only: OPEN_OK's rails flags byte (PROTO_RAILS_UNREACHED: the
+ * address the client reached takes no lanes, a management address).
+ */
+#define PROTO_CAP_RAILS_ONLY (1ull << 38)
+#define PROTO_CAPS_KNOWN                                                                        \
+	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
+	 PROTO_CAP_RAILS_ONLY)
 
 /*
  * What differs between an entry offered and the one at the receiver, as
@@ -405,6 +411,11 @@ enum {
 	PROTO_RAIL_INET = 4,
 	PROTO_RAIL_INET6 = 6,
 };
+/* OPEN_OK's rails flags (PROTO_CAP_RAILS_ONLY). */
+enum {
+	/* The address the client reached takes no lanes: lane i to rails[i % nrails]. */
+	PROTO_RAILS_UNREACHED = 1u << 0,
+};
 
 struct msg_open_ok {
 	uint8_t transport;
@@ -425,6 +436,12 @@ struct msg_open_ok {
 	 */
 	uint8_t nrails; /* 0..PROTO_MAX_RAILS */
 	struct proto_rail rails[PROTO_MAX_RAILS];
+	/*
+	 * PROTO_RAILS_*, after the rails, sent only when not 0 (to a client
+	 * with PROTO_CAP_RAILS_ONLY). With PROTO_RAILS_UNREACHED, rails lists
+	 * every address that takes lanes.
+	 */
+	uint8_t rails_flags;
 };
 
 /* The receiver's ring, sent once the data connection is up. */

@@ -138,6 +138,12 @@ static int enc_rails(struct wbuf *w, const struct msg_open_ok *o)
 		wbuf_put_bytes(w, rl->addr, rl->family == PROTO_RAIL_INET6 ? 16 : 4);
 		wbuf_put_u16(w, rl->port);
 	}
+	if (o->rails_flags & ~(unsigned)PROTO_RAILS_UNREACHED) {
+		return -EINVAL;
+	}
+	if (o->rails_flags) {
+		wbuf_put_u8(w, o->rails_flags);
+	}
 	return 0;
 }
 
@@ -179,6 +185,14 @@ static int dec_rails(struct rbuf *r, struct msg_open_ok *o)
 			return -EBADMSG;
 		}
 	}
+	/* The flags byte: only when set, only known bits. */
+	o->rails_flags = 0;
+	if (!r->error && rbuf_left(r) > 0) {
+		o->rails_flags = rbuf_get_u8(r);
+		if (o->rails_flags == 0 || (o->rails_flags & ~(unsigned)PROTO_RAILS_UNREACHED)) {
+			return -EBADMSG;
+		}
+	}
 	return 0;
 }
 
@@ -195,6 +209,7 @@ int msg_dec_open_ok(struct rbuf *r, struct msg *m)
 	/* The lanes byte is there when the OPEN asked (the client checks that it did). */
 	o->lanes_sealed = 0;
 	o->nrails = 0;
+	o->rails_flags = 0;
 	if (!r->error && rbuf_left(r) > 0) {
 		o->lanes_sealed = rbuf_get_u8(r);
 		if (o->lanes_sealed != PROTO_LANES_CLEAR && o->lanes_sealed != PROTO_LANES_SEALED) {

@@ -41,7 +41,8 @@ uint64_t hello_local_caps(void)
 		caps |= PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW;
 	}
 #ifdef HAVE_VERBS
-	caps |= PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND | PROTO_CAP_DAEMON_RAILS;
+	caps |=
+	    PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND | PROTO_CAP_DAEMON_RAILS | PROTO_CAP_RAILS_ONLY;
 #endif
 	/* Test hook: play a peer from before a feature; only removes bits. */
 	if (off && *off) {

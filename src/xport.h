@@ -123,10 +123,13 @@ struct xport_params {
 	/*
 	 * Active side of verbs only (daemon rails): lane i connects to rails[i %
 	 * (1 + nrails) - 1], or to connect's addr where that is -1 (i % (1 +
-	 * nrails) == 0). Each is a full address, port included.
+	 * nrails) == 0). Each is a full address, port included. rails_only
+	 * (the daemon's control address takes no lanes): lane i connects to
+	 * rails[i % nrails], never to connect's addr.
 	 */
 	struct sockaddr_storage rails[XPORT_MAX_LANES - 1];
 	unsigned nrails;
+	bool rails_only;
 	/*
 	 * The caller polls the CQ every turn (--poll) instead of waiting for
 	 * event_fd: verbs then does not re-arm completion notification.

@@ -178,8 +178,12 @@ int verbs_connect(const struct sockaddr *addr, socklen_t addrlen, const struct x
 	vx->ec = rdma_create_event_channel();
 	r = vx->ec ? verbs_set_nonblock(vx->ec->fd) : negerrno();
 	for (unsigned i = 0; r >= 0 && i < p->nlanes; i++) {
-		/* Daemon rails: lane i to the daemon's address i % (1 + nrails). */
-		unsigned a = p->nrails ? i % (1 + p->nrails) : 0;
+		/*
+		 * Daemon rails: lane i to the daemon's address i % (1 + nrails),
+		 * address 0 the one reached; rails only: to rails[i % nrails].
+		 */
+		unsigned a =
+		    p->nrails ? p->rails_only ? 1 + i % p->nrails : i % (1 + p->nrails) : 0;
 
 		r = connect_lane(vx, i, a ? (const struct sockaddr *)&p->rails[a - 1] : addr, p,
 				 deadline);

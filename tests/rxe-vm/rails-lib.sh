@@ -2,7 +2,7 @@
 #
 # Sourced by rails.sh and rails2.sh (inside the Soft-RoCE VM): the log, the
 # checks' verdicts, veth0 brought back with its policy route, and a daemon on
-# 10.0.0.2 with a module "data" in a temp dir.
+# SERVER (default 10.0.0.2) with a module "data" in a temp dir.
 #
 # Before sourcing: NAME (the log's prefix), B and OUT (the script's
 # arguments), PORT. Gives RDMACP, RDMACPD, SERVER, W, FAILS, DPID and
@@ -10,7 +10,7 @@
 
 RDMACP=$B/rdmacp
 RDMACPD=$B/rdmacpd
-SERVER=10.0.0.2
+SERVER=${SERVER:-10.0.0.2}
 W=$(mktemp -d "/tmp/rdmacp-$NAME.XXXXXX")
 FAILS=0
 DPID=

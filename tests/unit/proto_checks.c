@@ -139,6 +139,7 @@ static void equal_open_ok(const struct msg *a, const struct msg *b)
 	assert_memory_equal(a->u.open_ok.token, b->u.open_ok.token, PROTO_TOKEN_LEN);
 	assert_int_equal(a->u.open_ok.lanes_sealed, b->u.open_ok.lanes_sealed);
 	assert_int_equal(a->u.open_ok.nrails, b->u.open_ok.nrails);
+	assert_int_equal(a->u.open_ok.rails_flags, b->u.open_ok.rails_flags);
 }
 
 static void equal_ring(const struct msg *a, const struct msg *b)

@@ -391,12 +391,51 @@ static void test_open_ok_rails(void **state)
 	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EINVAL);
 }
 
+/* Rails only: the flags byte after the rails, sent only when set; unknown bits refused. */
+static void test_open_ok_rails_flags(void **state)
+{
+	struct msg m, back;
+	size_t len, plain;
+
+	(void)state;
+	sample(MSG_OPEN_OK, &m);
+	m.u.open_ok.nrails = 1;
+	m.u.open_ok.rails[0] = (struct proto_rail){ .family = PROTO_RAIL_INET,
+						    .addr = { 10, 0, 0, 2 },
+						    .port = 40002 };
+	plain = encode_ok(&m);
+	m.u.open_ok.rails_flags = PROTO_RAILS_UNREACHED;
+	len = encode_ok(&m);
+	assert_int_equal(len, plain + 1);
+	assert_int_equal(payload()[len - 1], PROTO_RAILS_UNREACHED);
+	assert_int_equal(decode_copy(MSG_OPEN_OK, payload(), len, &back), 0);
+	assert_int_equal(back.u.open_ok.rails_flags, PROTO_RAILS_UNREACHED);
+	assert_int_equal(back.u.open_ok.nrails, 1);
+	msg_clear(&back);
+	/* Without the byte: no flags. */
+	assert_int_equal(decode_copy(MSG_OPEN_OK, payload(), plain, &back), 0);
+	assert_int_equal(back.u.open_ok.rails_flags, 0);
+	msg_clear(&back);
+	/* A zero or unknown flag, or a byte after it: refused. */
+	payload()[len - 1] = 0;
+	assert_int_equal(decode_rc(MSG_OPEN_OK, payload(), len), -EBADMSG);
+	payload()[len - 1] = 2;
+	assert_int_equal(decode_rc(MSG_OPEN_OK, payload(), len), -EBADMSG);
+	payload()[len - 1] = PROTO_RAILS_UNREACHED;
+	payload()[len] = 0;
+	assert_int_equal(decode_rc(MSG_OPEN_OK, payload(), len + 1), -EBADMSG);
+	/* The encoder refuses unknown bits. */
+	m.u.open_ok.rails_flags = 0x80;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_hello),   cmocka_unit_test(test_bad_open),
-		cmocka_unit_test(test_bad_open_ok), cmocka_unit_test(test_open_ok_rails),
-		cmocka_unit_test(test_bench),	    cmocka_unit_test(test_filter_checks),
+		cmocka_unit_test(test_bad_hello),	    cmocka_unit_test(test_bad_open),
+		cmocka_unit_test(test_bad_open_ok),	    cmocka_unit_test(test_open_ok_rails),
+		cmocka_unit_test(test_open_ok_rails_flags), cmocka_unit_test(test_bench),
+		cmocka_unit_test(test_filter_checks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
