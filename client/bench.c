@@ -136,6 +136,7 @@ static int bench_open(struct daemon_conn *s, uint64_t seed, struct msg *ret, cha
 	if (r != 0) {
 		return r;
 	}
+	client_fit_link(s, m.u.bench.transport);
 	r = client_fit(s->o, PROTO_DIR_PUSH, &m.u.bench.transport, &s->fit);
 	if (r != 0) {
 		return r;

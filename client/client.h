@@ -15,6 +15,10 @@
 #define CLIENT_DEFAULT_PORT    7471
 #define CLIENT_MAX_DEVICES     16 /* XPORT_MAX_LANES */
 #define CLIENT_DEVICE_NAME_LEN 64 /* RDMADEV_NAME_MAX + 1 */
+/* Lanes, chunk size and ring slots when neither the user nor the link says otherwise. */
+#define CLIENT_DEFAULT_LANES 2
+#define CLIENT_DEFAULT_CHUNK (1u << 20)
+#define CLIENT_DEFAULT_SLOTS 32 /* LINKWIN_MIN_SLOTS */
 
 enum check_level {
 	CHECK_LEVEL_QUICK = 0, /* type, size and mtime (rsync's quick check) */
@@ -28,11 +32,19 @@ struct client_opts {
 	uint16_t port;
 	int transport; /* 0 auto, enum xport_kind */
 	unsigned lanes;
+	bool lanes_set; /* --lanes given (here or in the config): not sized to the link */
 	/* --devices: lane i leaves from devices[i % ndevices] (verbs rails). */
 	char devices[CLIENT_MAX_DEVICES][CLIENT_DEVICE_NAME_LEN];
 	unsigned ndevices;
 	uint32_t chunk_size;
+	bool chunk_set; /* --chunk-size given */
+	/*
+	 * --slots: the receiving ring's slots asked for in OPEN (the daemon may
+	 * grant fewer). Not given (slots_set false): sized to the link
+	 * (client_fit_link), CLIENT_DEFAULT_SLOTS until then.
+	 */
 	uint32_t slots;
+	bool slots_set;
 	uint32_t pool_chunks;
 	int connect_timeout_s;
 	int idle_timeout_s;

@@ -44,12 +44,12 @@ void client_opts_defaults(struct client_opts *o)
 	snprintf(o->ca, sizeof(o->ca), "%s/ca.crt", dir);
 	o->port = CLIENT_DEFAULT_PORT;
 	o->transport = 0; /* auto */
-	o->lanes = 2;
+	o->lanes = CLIENT_DEFAULT_LANES;
 	o->tos = -1;
 	o->ack_timeout = -1;
 	o->hash_threads = -1;
-	o->chunk_size = 1u << 20;
-	o->slots = 32;
+	o->chunk_size = CLIENT_DEFAULT_CHUNK;
+	o->slots = CLIENT_DEFAULT_SLOTS;
 	o->pool_chunks = 64;
 	o->connect_timeout_s = 10;
 	o->idle_timeout_s = 60;

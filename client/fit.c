@@ -110,6 +110,19 @@ static int fit_tcp(struct engine_params *ep, const struct xport_ops *ops, uint64
 	return 0;
 }
 
+/* -v: a receiving ring smaller than asked, and what made it so. */
+static void say_ring_fit(const struct client_opts *o, const struct engine_params *ep)
+{
+	if (o->verbose <= 0 || ep->role != ENGINE_RECEIVER || ep->slots >= o->slots) {
+		return;
+	}
+	log_info("ring: %u slots of %" PRIu32 " KiB, not the %u asked for: %s", ep->slots,
+		 ep->chunk_size >> 10, o->slots,
+		 o->bwlimit && ep->slots <= MAX(o->bwlimit / 8 / ep->chunk_size, 2u)
+		     ? "--bwlimit allows no larger burst"
+		     : "the locked memory limit (RLIMIT_MEMLOCK) holds no more");
+}
+
 int client_fit(struct client_opts *o, uint8_t direction, uint8_t *transport, struct client_fit *ret)
 {
 	struct engine_params ep = {
@@ -190,6 +203,7 @@ int client_fit(struct client_opts *o, uint8_t direction, uint8_t *transport, str
 		.chunks = ep.role == ENGINE_SENDER ? ep.pool_chunks : ep.slots,
 	};
 	ret->fitted = ret->pool < asked;
+	say_ring_fit(o, &ep);
 	o->chunk_size = ep.chunk_size;
 	o->slots = ep.slots;
 	o->pool_chunks = ep.pool_chunks;

@@ -26,3 +26,13 @@ struct client_fit {
  */
 int client_fit(struct client_opts *o, uint8_t direction, uint8_t *transport,
 	       struct client_fit *ret);
+
+struct daemon_conn;
+/*
+ * The lanes, chunk size and slots the user left unset (client_opts' *_set),
+ * sized for the rate of this host's RDMA ports (fit_link.c) when the
+ * transfer may go over verbs (transport: what OPEN asks for, 0 auto), the
+ * defaults on tcp. Said with -v. Run again for each OPEN: it starts from the
+ * defaults, not from what an earlier fit left.
+ */
+void client_fit_link(struct daemon_conn *s, uint8_t transport);

@@ -25,6 +25,7 @@
 _Static_assert(CLIENT_MAX_DEVICES == XPORT_MAX_LANES, "one device per lane at most");
 _Static_assert(CLIENT_DEVICE_NAME_LEN == RDMADEV_NAME_MAX + 1, "device name buffer");
 _Static_assert(PROTO_MAX_LANES == 16, "the lanes' range in the table");
+_Static_assert(PROTO_MAX_SLOTS == 4096, "the slots' range in the table");
 
 /* A no_argument option: given on the command line (NULL), or a boolean in the file. */
 static int flag_value(const char *v, bool *ret)
@@ -107,6 +108,30 @@ static int set_lanes(struct client_opts *o, const char *v)
 		return r;
 	}
 	o->lanes = (unsigned)n;
+	o->lanes_set = true;
+	return 0;
+}
+
+/*
+ * --slots auto|2..PROTO_MAX_SLOTS: the receiving ring's slots. Two at least:
+ * one slot would let one chunk in flight at a time, and the engine refuses it.
+ */
+static int set_slots(struct client_opts *o, const char *v)
+{
+	uint64_t n;
+	int r;
+
+	if (!strcmp(v, "auto")) {
+		o->slots = CLIENT_DEFAULT_SLOTS;
+		o->slots_set = false;
+		return 0;
+	}
+	r = parse_uint(v, 2, PROTO_MAX_SLOTS, &n);
+	if (r < 0) {
+		return r;
+	}
+	o->slots = (uint32_t)n;
+	o->slots_set = true;
 	return 0;
 }
 
@@ -195,6 +220,7 @@ static int set_chunk_size(struct client_opts *o, const char *v)
 		return -ERANGE;
 	}
 	o->chunk_size = (uint32_t)sz;
+	o->chunk_set = true;
 	return 0;
 }
 
@@ -507,6 +533,7 @@ const struct client_option client_options[] = {
 	{ "hash-threads", required_argument, 0, "hash threads", set_hash_threads, "auto or 0..16" },
 	{ "chunk-size", required_argument, 0, "chunk size", set_chunk_size,
 	  "a power of two from 4K to 64M" },
+	{ "slots", required_argument, 0, "slots", set_slots, "auto or 2..4096" },
 	{ NULL, required_argument, 0, "connect timeout", set_connect_timeout, "seconds, 1..3600" },
 	{ "wait-busy", required_argument, 0, "wait busy", set_wait_busy,
 	  "a duration up to 24h: seconds, or with ms, s, m or h (0: don't wait)" },

@@ -21,6 +21,7 @@
 #include "rdmadev.h"
 #include "tls.h"
 #include "transfer.h"
+#include "units.h"
 #include "xport.h"
 
 const char *transfer_transport_name(int kind)
@@ -288,6 +289,7 @@ static int choose_lanes(struct daemon_conn *s, uint8_t direction, uint32_t *flag
 	if (r != 0) {
 		return r;
 	}
+	client_fit_link(s, *transport);
 	if (!(*flags & PROTO_OPEN_DRY_RUN)) {
 		r = client_fit(s->o, direction, transport, &s->fit);
 		if (r != 0) {
@@ -546,6 +548,27 @@ static int lane_sealing(struct daemon_conn *s, const struct msg_open_ok *ok,
 	return r;
 }
 
+/*
+ * -v: the ring the daemon granted, and why when it is smaller than asked:
+ * its "max slots", or its "pool size" over the chunk size.
+ */
+static void say_ring(const struct daemon_conn *s, const struct msg_open_ok *ok)
+{
+	char chunk[32];
+
+	if (s->o->verbose <= 0) {
+		return;
+	}
+	units_format_bytes(ok->chunk_size, chunk, sizeof(chunk));
+	if (ok->slots < s->o->slots) {
+		log_info("ring: %u slots of %s (asked for %u: the daemon's 'max slots' or 'pool "
+			 "size' allows %u)",
+			 ok->slots, chunk, s->o->slots, ok->slots);
+	} else {
+		log_info("ring: %u slots of %s", ok->slots, chunk);
+	}
+}
+
 /* The data lanes OPEN_OK offers, sealed where it says so. */
 static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 			enum lane_seal_purpose purpose, struct engine_params *ep,
@@ -565,6 +588,7 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 		log_error("daemon offered parameters beyond what we asked for");
 		return EXIT_PROTOCOL;
 	}
+	say_ring(s, ok);
 	lane_params(s, ok, &xp);
 	r = lane_sealing(s, ok, purpose, &xp, ep);
 	if (r != 0) {

@@ -231,6 +231,7 @@ static void config_defaults(struct daemon_config *c)
 	c->partial_max_age_s = 7 * 86400;
 	c->memory_budget = UINT64_C(4) << 30;
 	c->pool_size = UINT64_C(64) << 20;
+	c->max_slots = DAEMON_DEFAULT_MAX_SLOTS;
 	c->log_level = LOG_INFO;
 	c->cert_warn_days = DAEMON_DEFAULT_CERT_WARN_DAYS;
 	c->encryption = ENCRYPTION_ALLOWED;

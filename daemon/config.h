@@ -21,6 +21,14 @@
 
 /* Entries one pull may list or send, unless the module says otherwise. */
 #define DAEMON_DEFAULT_MAX_FILES 1000000
+/*
+ * "max slots": the most ring slots one session's receiver may have, whatever
+ * a client asks for ("pool size" over the chunk size caps them too); and the
+ * smallest chunk a session is sized with, which bounds what "pool size" can
+ * ever hold (POLICY_MIN_CHUNK).
+ */
+#define DAEMON_DEFAULT_MAX_SLOTS 1024
+#define DAEMON_MIN_CHUNK	 (64u << 10)
 /* "cert warn days": the daemon's certificate expiring this soon is logged. */
 #define DAEMON_DEFAULT_CERT_WARN_DAYS 30
 /* struct module.tos while loading: the key not given (then [global]'s). */
@@ -127,6 +135,7 @@ struct daemon_config {
 	unsigned partial_max_age_s;   /* --partial data unwritten this long goes; 0 never; 7 days */
 	uint64_t memory_budget;	      /* pinned bytes, all sessions; default 4 GiB */
 	uint64_t pool_size;	      /* per session; default 64 MiB */
+	unsigned max_slots;	      /* "max slots": a session's ring; DAEMON_DEFAULT_MAX_SLOTS */
 	int log_level;		      /* LOG_* ; default LOG_INFO */
 	/* 'allow bench': who may run rdmacp bench (memory to memory); none: nobody */
 	struct allow_rule bench_allow[DAEMON_MAX_ALLOW];

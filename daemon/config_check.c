@@ -257,6 +257,16 @@ int config_finish(struct parse_state *ps)
 				      " MiB) exceeds 'memory budget' (%" PRIu64 " MiB)",
 				      c->pool_size >> 20, c->memory_budget >> 20);
 	}
+	if (ps->max_slots_line && (uint64_t)c->max_slots * DAEMON_MIN_CHUNK > c->pool_size) {
+		/* A count no session could reach: "pool size" holds fewer even of the smallest. */
+		return config_fail_at(ps, ps->max_slots_line,
+				      "'max slots' (%u) is more than 'pool size' (%" PRIu64
+				      " MiB) can ever hold: %" PRIu64
+				      " slots of the smallest chunk (%u KiB); raise 'pool size' "
+				      "or lower 'max slots'",
+				      c->max_slots, c->pool_size >> 20,
+				      c->pool_size / DAEMON_MIN_CHUNK, DAEMON_MIN_CHUNK >> 10);
+	}
 	if (check_unauth_limits(ps) < 0) {
 		return -EINVAL;
 	}

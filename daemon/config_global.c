@@ -18,6 +18,7 @@
 
 #include "engine.h"
 #include "parse.h"
+#include "proto/msg.h"
 
 static int add_listen(struct parse_state *ps, const char *key, const char *value)
 {
@@ -175,6 +176,13 @@ static int g_pool(struct parse_state *ps, const char *key, const char *value)
 	return config_set_size(ps, key, value, &ps->cfg->pool_size);
 }
 
+/* Two at least, as the engine's ring; at most what OPEN may ask for. */
+static int g_max_slots(struct parse_state *ps, const char *key, const char *value)
+{
+	ps->max_slots_line = ps->line;
+	return config_set_uint(ps, key, value, 2, PROTO_MAX_SLOTS, &ps->cfg->max_slots);
+}
+
 static int g_log_level(struct parse_state *ps, const char *key, const char *value)
 {
 	static const struct parse_enum_name levels[] = {
@@ -273,6 +281,7 @@ const struct key_handler config_global_keys[] = {
 	{ "partial max age", false, g_partial_max_age },
 	{ "memory budget", false, g_budget },
 	{ "pool size", false, g_pool },
+	{ "max slots", false, g_max_slots },
 	{ "log level", false, g_log_level },
 	{ "allow bench", true, g_allow_bench },
 	{ "encryption", false, g_encryption },

@@ -41,7 +41,7 @@ struct parse_state {
 	unsigned owner_line; /* "preserve owner" in this module, 0 if absent */
 
 	/* Lines of keys that are checked against each other after the parse. */
-	unsigned max_conn_line, per_host_line, budget_line, pool_line;
+	unsigned max_conn_line, per_host_line, budget_line, pool_line, max_slots_line;
 	unsigned unauth_line, unauth_per_host_line;
 	/* Line of each module's 'path', for the overlap check after the parse. */
 	unsigned path_line[DAEMON_MAX_MODULES];

@@ -149,7 +149,7 @@ struct lanes {
 	struct sockaddr_storage primary;
 };
 
-/* A ring of the client's slot size and count, within "pool size". */
+/* A ring of the client's slot size and count, within "max slots" and "pool size". */
 void serve_lanes_size(const struct daemon_config *cfg, uint32_t chunk_size, uint32_t slots,
 		      struct engine_params *ep);
 /*

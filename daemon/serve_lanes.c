@@ -428,11 +428,26 @@ static void fit_pool_size(struct engine_params *ep, const struct xport_ops *ops,
 	}
 }
 
+_Static_assert(POLICY_MIN_CHUNK == DAEMON_MIN_CHUNK, "'max slots' is checked against it");
+
+/*
+ * The ring a client asked for, within "max slots" and "pool size" over the
+ * chunk size (two slots at least); OPEN_OK tells the client what it got.
+ */
 void serve_lanes_size(const struct daemon_config *cfg, uint32_t chunk_size, uint32_t slots,
 		      struct engine_params *ep)
 {
+	uint64_t cap;
+
 	ep->chunk_size = MIN(MAX(chunk_size, POLICY_MIN_CHUNK), POLICY_MAX_CHUNK);
-	ep->slots = MAX((uint32_t)MIN((uint64_t)slots, cfg->pool_size / ep->chunk_size), 2u);
+	cap = MIN((uint64_t)cfg->max_slots, cfg->pool_size / ep->chunk_size);
+	ep->slots = (uint32_t)MAX(MIN((uint64_t)slots, cap), 2u);
+	if (ep->slots < slots) {
+		log_debug("ring: %u slots of %u KiB, not the %u asked for ('%s')", ep->slots,
+			  ep->chunk_size >> 10, slots,
+			  cfg->max_slots <= cfg->pool_size / ep->chunk_size ? "max slots"
+									    : "pool size");
+	}
 }
 
 /* A data path given up before its lanes: the listener closed, its keys wiped. */

@@ -60,3 +60,31 @@ const struct ifaddrs *rdmadev_pick_addr(const struct ifaddrs *list, char (*names
  */
 int rdmadev_src_addr(const char *sysfs, const char *name, int family, const struct sockaddr *dst,
 		     struct sockaddr_storage *ret_addr);
+
+/* ---- rdmadev_rate.c: how fast a device's ports are, and which device an address is on ---- */
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+/*
+ * A port's "rate" file ("100 Gb/sec (4X EDR)", "2.5 Gb/sec (1X SDR)"), the
+ * speed times the width ibv_query_port reports, in megabits per second.
+ * -EINVAL for anything else (and for 0).
+ */
+int rdmadev_parse_rate(const char *text, uint64_t *ret_mbps);
+/*
+ * The rate of the device's port (1..255), or with port 0 of its fastest
+ * port that is up (ACTIVE). -ENETDOWN: the port (every port) is down;
+ * -ENOENT: no such port (none with a rate); -ENODEV: no such device.
+ */
+int rdmadev_port_rate(const char *sysfs, const char *name, unsigned port, uint64_t *ret_mbps);
+/* An IPv4 address, or an IPv4-mapped IPv6 one, into *ret. */
+bool rdmadev_addr_v4(const struct sockaddr *sa, struct in_addr *ret);
+/* The name of the interface in list that holds addr (its port aside), or NULL. */
+const char *rdmadev_ifname_of_addr(const struct ifaddrs *list, const struct sockaddr *addr);
+/*
+ * The RDMA device (under sysfs) one of whose ports has the network device
+ * ifname (rdmadev_netdevs). -ENODEV when none has.
+ */
+int rdmadev_of_netdev(const char *sysfs, const char *netsysfs, const char *ifname,
+		      char ret_name[static RDMADEV_NAME_MAX + 1]);

@@ -96,6 +96,7 @@ value_for() {
 	--lanes | --qps) echo 2 ;;
 	--devices) echo rxe0 ;;
 	--chunk-size) echo 1M ;;
+	--slots) echo 64 ;;
 	--bwlimit) echo 1M ;;
 	--skip) echo quick ;;
 	--exclude-from) echo /dev/null ;;
@@ -182,6 +183,7 @@ same_set "client config keys" "client/option_table.c" "$ckeys" "rdmacp(1) FILES"
 		transport) echo "transport = tcp" ;;
 		lanes) echo "lanes = 2" ;;
 		"chunk size") echo "chunk size = 1M" ;;
+		slots) echo "slots = 64" ;;
 		"connect timeout") echo "connect timeout = 10" ;;
 		devices) echo "devices = rxe0" ;;
 		bwlimit) echo "bwlimit = 1M" ;;
