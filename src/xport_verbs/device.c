@@ -2,13 +2,16 @@
 /*
  * The devices a verbs xport's lanes sit on (more than one with rails): each
  * sized against its own limits, with a protection domain, a completion
- * channel and one CQ for all its lanes, and both its completion channel
- * and async event fd in the xport's event fd.
+ * channel and one CQ for all its lanes (on a completion vector of the
+ * device's NUMA node), and both its completion channel and async event fd
+ * in the xport's event fd.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "numapick.h"
 #include "rdmadev.h"
 #include "verbs-internal.h"
 
@@ -57,6 +60,27 @@ static int device_fit(struct verbs_xport *vx, struct ibv_context *verbs)
 	return cqe;
 }
 
+/*
+ * The completion vector of a device's CQ: one whose interrupt lands on the
+ * device's NUMA node (where the engine's loop runs: engine.c binds it
+ * there), and the next one for each CQ this process makes, starting from
+ * its pid, so that sessions side by side (a daemon's, each its own process)
+ * take different vectors of the node instead of all taking vector 0.
+ */
+static int comp_vector(struct ibv_context *verbs)
+{
+	static unsigned made;
+	int node = rdmadev_numa_node(RDMADEV_SYSFS, ibv_get_device_name(verbs->device));
+	unsigned node_cpus = 0;
+	cpu_set_t cpus;
+
+	if (node >= 0 && rdmadev_node_cpus(RDMADEV_NODESYSFS, node, &cpus) == 0) {
+		node_cpus = (unsigned)CPU_COUNT(&cpus);
+	}
+	return numapick_comp_vector(verbs->num_comp_vectors, node_cpus,
+				    (unsigned)getpid() + made++);
+}
+
 /* PD, completion channel and CQ on a device new to this xport. */
 static int xport_setup_device(struct verbs_xport *vx, struct verbs_dev *dv,
 			      struct ibv_context *verbs)
@@ -80,7 +104,7 @@ static int xport_setup_device(struct verbs_xport *vx, struct verbs_dev *dv,
 	if (r < 0) {
 		return r;
 	}
-	dv->cq = ibv_create_cq(verbs, cqe, vx, dv->cch, 0);
+	dv->cq = ibv_create_cq(verbs, cqe, vx, dv->cch, comp_vector(verbs));
 	if (!dv->cq) {
 		return negerrno();
 	}
@@ -134,13 +158,26 @@ int verbs_device_of(struct verbs_xport *vx, struct ibv_context *verbs, bool may_
 	return r < 0 ? r : (int)d;
 }
 
+/*
+ * Where the ring goes (engine.c binds the pool there): the node of the
+ * device most lanes leave from, lane 0's on a tie (numapick_ring_node). One
+ * rail, or rails on one node: theirs. Rails on several nodes share one ring
+ * that any lane may write: the node of most of them is the best one place.
+ */
 int verbs_numa_node(struct xport *x)
 {
 	struct verbs_xport *vx = to_verbs(x);
+	int dev_node[XPORT_MAX_LANES], lane_node[XPORT_MAX_LANES];
+	unsigned n = 0;
 
-	if (vx->ndevs == 0) {
-		return -1;
+	for (unsigned d = 0; d < vx->ndevs; d++) {
+		dev_node[d] = rdmadev_numa_node(RDMADEV_SYSFS,
+						ibv_get_device_name(vx->devs[d].verbs->device));
 	}
-	return rdmadev_numa_node(RDMADEV_SYSFS,
-				 ibv_get_device_name(vx->devs[vx->lanes[0].dev].verbs->device));
+	for (unsigned i = 0; i < vx->pub.nlanes; i++) {
+		if (vx->lanes[i].has_qp) {
+			lane_node[n++] = dev_node[vx->lanes[i].dev];
+		}
+	}
+	return numapick_ring_node(lane_node, n);
 }
