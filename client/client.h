@@ -19,6 +19,8 @@
 #define CLIENT_DEFAULT_LANES 2
 #define CLIENT_DEFAULT_CHUNK (1u << 20)
 #define CLIENT_DEFAULT_SLOTS 32 /* LINKWIN_MIN_SLOTS */
+/* A push's pool: 64 chunks of the default size (as many bytes of larger ones sized to the link). */
+#define CLIENT_DEFAULT_POOL_CHUNKS 64
 
 enum check_level {
 	CHECK_LEVEL_QUICK = 0, /* type, size and mtime (rsync's quick check) */

@@ -50,7 +50,7 @@ void client_opts_defaults(struct client_opts *o)
 	o->hash_threads = -1;
 	o->chunk_size = CLIENT_DEFAULT_CHUNK;
 	o->slots = CLIENT_DEFAULT_SLOTS;
-	o->pool_chunks = 64;
+	o->pool_chunks = CLIENT_DEFAULT_POOL_CHUNKS;
 	o->connect_timeout_s = 10;
 	o->idle_timeout_s = 60;
 	o->progress = -1;

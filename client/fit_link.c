@@ -16,6 +16,7 @@
 #include "fit.h"
 #include "linkwin.h"
 #include "log.h"
+#include "macro.h"
 #include "proto/msg.h"
 #include "rdmadev.h"
 #include "units.h"
@@ -98,12 +99,17 @@ void client_fit_link(struct daemon_conn *s, uint8_t transport)
 	o->lanes = ask.lanes;
 	o->chunk_size = ask.chunk_size;
 	o->slots = ask.slots;
+	/* Chunks the link made larger: a push's pool keeps its bytes (64 MiB), not its count. */
+	o->pool_chunks = CLIENT_DEFAULT_POOL_CHUNKS;
+	if (!o->chunk_set && o->chunk_size > CLIENT_DEFAULT_CHUNK) {
+		o->pool_chunks =
+		    MAX(CLIENT_DEFAULT_POOL_CHUNKS / (o->chunk_size / CLIENT_DEFAULT_CHUNK), 2u);
+	}
 	if (total > 0 && o->verbose > 0) {
 		char why[96] = " (--slots)";
 
 		if (!o->slots_set) {
-			snprintf(why, sizeof(why), " (the rate x %u us held, at least %u)",
-				 LINKWIN_HOLD_US, LINKWIN_MIN_SLOTS);
+			snprintf(why, sizeof(why), " (the rate x %u us held)", LINKWIN_HOLD_US);
 		}
 		units_format_bytes(o->chunk_size, chunk, sizeof(chunk));
 		log_info("link %s at %" PRIu64 ".%" PRIu64 " Gb/s: %u lanes%s, chunks of %s%s, "

@@ -46,7 +46,7 @@ static const char usage_text[] =
     "      --chunk-size SIZE  chunk and slot size, power of two (default 1M; 4M on an\n"
     "                         RDMA port of 400 Gb/s or more)\n"
     "      --slots N          the receiving ring's slots, 2..4096 (default: sized to\n"
-    "                         the RDMA port's rate, at least 32; 32 on tcp)\n"
+    "                         the RDMA port's rate; 32 on tcp)\n"
     "      --wait-busy TIME   a busy daemon (connection limit, memory budget) is\n"
     "                         asked again with backoff for up to TIME: seconds, or\n"
     "                         with ms, s, m or h (default 1m; 0: fail at once)\n"

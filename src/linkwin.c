@@ -12,10 +12,11 @@
 uint32_t linkwin_slots(uint64_t rate_mbps, uint32_t hold_us, uint32_t chunk_size, unsigned lanes)
 {
 	/* Bytes in flight: rate (Mbit/s) x hold (us) / 8 bits. */
-	uint64_t floor = MAX((uint64_t)LINKWIN_MIN_SLOTS, (uint64_t)lanes * LINKWIN_SLOTS_PER_LANE);
-	uint64_t cap, need;
+	uint64_t floor, cap, need;
 
 	assert(chunk_size > 0);
+	floor = MIN((uint64_t)LINKWIN_MIN_SLOTS, (LINKWIN_MIN_BYTES + chunk_size - 1) / chunk_size);
+	floor = MAX(MAX(floor, (uint64_t)lanes * LINKWIN_SLOTS_PER_LANE), 2u);
 	if (rate_mbps == 0) {
 		return LINKWIN_MIN_SLOTS;
 	}

@@ -19,10 +19,12 @@
  */
 #define LINKWIN_HOLD_US 1000u
 /*
- * The fewest slots sized for a link, and for a link whose rate is unknown
- * (tcp, or no device found): the ring of every release so far.
+ * The ring of every release so far: the slots for a link whose rate is
+ * unknown (tcp, or no device found), and the fewest sized for a link, or
+ * for larger chunks as many as hold as many bytes (32 MiB).
  */
 #define LINKWIN_MIN_SLOTS 32u
+#define LINKWIN_MIN_BYTES (32ull << 20)
 /* Each queue pair keeps at least this many writes in flight. */
 #define LINKWIN_SLOTS_PER_LANE 4u
 /* The most an auto-sized ring holds: in slots, and in bytes. */
@@ -41,9 +43,10 @@
 /*
  * The slots that keep rate_mbps (megabits per second; 0: unknown) busy while
  * each is held hold_us: ceil(rate x hold / chunk_size), at least
- * LINKWIN_MIN_SLOTS and LINKWIN_SLOTS_PER_LANE per lane, at most
- * LINKWIN_MAX_SLOTS and LINKWIN_MAX_BYTES (never below the floor). Unknown
- * rate: LINKWIN_MIN_SLOTS. chunk_size > 0.
+ * LINKWIN_MIN_SLOTS (fewer of chunks above 1 MiB: LINKWIN_MIN_BYTES of them)
+ * and LINKWIN_SLOTS_PER_LANE per lane, at most LINKWIN_MAX_SLOTS and
+ * LINKWIN_MAX_BYTES (never below the floor). Unknown rate:
+ * LINKWIN_MIN_SLOTS. chunk_size > 0.
  */
 uint32_t linkwin_slots(uint64_t rate_mbps, uint32_t hold_us, uint32_t chunk_size, unsigned lanes);
 /* The queue pairs one port of rate_mbps wants: LINKWIN_WIDE_LANES when wide, else 1. */

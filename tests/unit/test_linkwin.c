@@ -2,8 +2,8 @@
 /*
  * The window sized to the link (src/linkwin.c), table-driven: the slots for
  * 2.5 (Soft-RoCE), 25, 100, 200 and 400 Gb/s at short, expected and long
- * hold times and two chunk sizes, the floor (32, and 4 per lane), the caps
- * (1024 slots, 256 MiB), an unknown rate; the queue pairs and chunk size per
+ * hold times and several chunk sizes, the floor (32, or 32 MiB of larger
+ * chunks, and 4 per lane), the caps (1024 slots, 256 MiB), an unknown rate; the queue pairs and chunk size per
  * port; and linkwin_fit over one port, rails, and what the user set.
  */
 #include "testutil.h"
@@ -29,7 +29,11 @@ static void test_slots_table(void **state)
 		{ 100000, LINKWIN_HOLD_US, MiB, 2, 32 },
 		{ 200000, LINKWIN_HOLD_US, MiB, 2, 32 },
 		{ 400000, LINKWIN_HOLD_US, MiB, 2, 48 },     /* 50 MB / 1 MiB = 47.7 */
-		{ 400000, LINKWIN_HOLD_US, 4 * MiB, 4, 32 }, /* 11.9, the floor */
+		{ 400000, LINKWIN_HOLD_US, 4 * MiB, 4, 16 }, /* 11.9: 4 per QP */
+		{ 400000, LINKWIN_HOLD_US, 4 * MiB, 1, 12 }, /* 11.9: 12, over 32 MiB */
+		{ 100000, LINKWIN_HOLD_US, 4 * MiB, 1, 8 },  /* 32 MiB of 4 MiB */
+		{ 100000, LINKWIN_HOLD_US, 2 * MiB, 1, 16 }, /* 32 MiB of 2 MiB */
+		{ 2500, LINKWIN_HOLD_US, 64 * 1024, 1, 32 }, /* never more than 32 for it */
 		/* A short hold (the workers' copy, ~100 us): the floor everywhere. */
 		{ 2500, 100, MiB, 2, 32 },
 		{ 400000, 100, MiB, 2, 32 },
@@ -41,9 +45,11 @@ static void test_slots_table(void **state)
 		{ 400000, 5000, MiB, 2, 239 },	      /* 250 MB: 238.4 */
 		{ 400000, 5000, 4 * MiB, 4, 60 },     /* 59.6 */
 		{ 400000, 5000, 64 * 1024, 2, 1024 }, /* 3815: the slot cap */
-		/* The byte cap: 256 MiB of 1 MiB chunks; a chunk so big that the cap is under the floor. */
+		/* The byte cap: 256 MiB of 1 MiB chunks; chunks so big that the cap is under the floor. */
 		{ 400000, 20000, MiB, 2, 256 },
-		{ 400000, 20000, 64 * MiB, 2, 32 },
+		{ 400000, 20000, 64 * MiB, 2, 8 }, /* 4 per QP: over the byte cap */
+		{ 400000, 20000, 64 * MiB, 0, 4 }, /* the byte cap: 4 of 64 MiB */
+		{ 2500, 20000, 64 * MiB, 0, 2 },   /* two at least */
 		/* The floor per lane: 16 lanes want 64. */
 		{ 2500, LINKWIN_HOLD_US, MiB, 16, 64 },
 		{ 400000, 5000, MiB, 16, 239 },
@@ -133,7 +139,7 @@ static void test_fit(void **state)
 	linkwin_fit(&r, 1, 16, &a);
 	assert_int_equal(a.lanes, 4);
 	assert_int_equal(a.chunk_size, 4 * MiB);
-	assert_int_equal(a.slots, 32);
+	assert_int_equal(a.slots, 16); /* 50 MB: 12 of 4 MiB, 4 per QP: 16 */
 	/* The user's chunk kept at 400 Gb/s: the slots follow it. */
 	a = defaults();
 	a.chunk_set = true;
@@ -178,6 +184,7 @@ static void test_fit_rails(void **state)
 	assert_int_equal(linkwin_fit(mixed, 3, 16, &a), 500000);
 	assert_int_equal(a.lanes, 5);
 	assert_int_equal(a.chunk_size, 4 * MiB);
+	assert_int_equal(a.slots, 20);
 	/* No rate known: nothing changes. */
 	a = defaults();
 	a.lanes = 3;
