@@ -99,6 +99,9 @@ void output_start(struct output *out, const char *direction, const char *host,
 		printf("{\"event\":\"start\",\"direction\":\"%s\",\"host\":", direction);
 		output_json_string(stdout, host);
 		printf(",\"transport\":\"%s\",\"lanes\":%u", transport, lanes);
+		if (out->ring_slots) {
+			printf(",\"slots\":%" PRIu32, out->ring_slots);
+		}
 		if (verbs_path) {
 			printf(",\"verbs_path\":\"%s\"", verbs_path);
 		}

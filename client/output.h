@@ -36,6 +36,7 @@ struct output {
 	uint64_t mem_pool;
 	uint32_t mem_chunk, mem_chunks;
 	bool mem_fitted;
+	uint32_t ring_slots; /* the receiving ring OPEN_OK granted, shown in start (0: none) */
 	/* --delete: the summary tells of the mirror pass (output_mirror) */
 	bool mirror;
 	uint64_t deleted, delete_withheld;

@@ -296,6 +296,7 @@ static void tell_start(const struct daemon_conn *s, struct xfer *x, enum engine_
 			      s->fit.chunk, s->fit.chunks, s->fit.fitted);
 	}
 	if (ok) {
+		x->out.ring_slots = ok->slots;
 		output_start(&x->out, role == ENGINE_SENDER ? "push" : "pull", s->rem->host,
 			     transfer_transport_name(ok->transport),
 			     ok->transport == XPORT_KIND_VERBS

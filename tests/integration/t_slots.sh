@@ -6,7 +6,8 @@
 #      client's config: refused before any connection, each with its own
 #      line and the usage exit (1; the config file's: 2); --slots auto is taken
 #   2. --slots 64 and --slots 2, push and pull, small chunks (many turns of
-#      the ring): byte-exact; -v says the ring granted (64 slots of 256 KiB)
+#      the ring): byte-exact; -v says the ring granted (64 slots of 256 KiB),
+#      and the --json start event its "slots"; "pool size" caps 4 MiB slots
 #   3. the daemon's "max slots = 8": a push and a pull asking 64 get 8,
 #      byte-exact; -v says the daemon's cap won and the daemon logs why
 #   4. rdmacpd --check refuses "max slots = 1" and a "max slots" that "pool
@@ -74,6 +75,10 @@ grep -Eq "ring: 1[0-6] slots of 4 MiB \(asked for 64" "$T/err" &&
 	pass "pool size caps 4 MiB slots" || fail "pool size: $(grep ring "$T/err")"
 grep -q "not the 64 asked for ('pool size')" "$T/d.log" &&
 	pass "daemon log: 'pool size' named" || fail "daemon log: $(grep ring "$T/d.log")"
+expect_rc 0 "push --slots 48 --json" "${CLIENT[@]}" --json --slots 48 --chunk-size 256K \
+	"$T/src/b.bin" "$HOST:data/json.bin"
+grep -q '"event":"start".*"lanes":2,"slots":48,' "$T/out" &&
+	pass "--json start event: the ring granted" || fail "--json start: $(head -1 "$T/out")"
 expect_rc 0 "--slots auto taken" "${CLIENT[@]}" -v --slots 64 --slots auto "$T/src/b.bin" \
 	"$HOST:data/auto.bin"
 # 5. tcp without --slots: the ring of every release so far
