@@ -47,6 +47,7 @@ struct client_opts {
 	 */
 	uint32_t slots;
 	bool slots_set;
+	uint32_t slots_given; /* --slots as given, before any fit */
 	uint32_t pool_chunks;
 	int connect_timeout_s;
 	int idle_timeout_s;

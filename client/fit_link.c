@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -43,6 +44,17 @@ static int local_device(const struct daemon_conn *s, char name[static RDMADEV_NA
 	return r;
 }
 
+/* Whether devices[0..i) names devices[i] already: a rail named twice is one port. */
+static bool named_before(const struct client_opts *o, unsigned i)
+{
+	for (unsigned k = 0; k < i; k++) {
+		if (strcmp(o->devices[k], o->devices[i]) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Each device's fastest port that is up, into rates (0 where unknown); how many. */
 static unsigned device_rates(const struct daemon_conn *s, uint64_t *rates, char *names,
 			     size_t nameslen)
@@ -55,6 +67,9 @@ static unsigned device_rates(const struct daemon_conn *s, uint64_t *rates, char 
 		const char *name = s->o->devices[i];
 		int r = 0;
 
+		if (s->o->ndevices > 0 && named_before(s->o, i)) {
+			continue;
+		}
 		if (s->o->ndevices == 0) {
 			r = local_device(s, one);
 			name = one;
@@ -79,13 +94,14 @@ static unsigned device_rates(const struct daemon_conn *s, uint64_t *rates, char 
 
 void client_fit_link(struct daemon_conn *s, uint8_t transport)
 {
+	static bool said;
 	struct client_opts *o = s->o;
 	struct linkwin_ask ask = { .lanes = o->lanes_set ? o->lanes : CLIENT_DEFAULT_LANES,
 				   .lanes_set = o->lanes_set,
 				   .chunk_size =
 				       o->chunk_set ? o->chunk_size : CLIENT_DEFAULT_CHUNK,
 				   .chunk_set = o->chunk_set,
-				   .slots = o->slots_set ? o->slots : CLIENT_DEFAULT_SLOTS,
+				   .slots = o->slots_set ? o->slots_given : CLIENT_DEFAULT_SLOTS,
 				   .slots_set = o->slots_set };
 	uint64_t rates[CLIENT_MAX_DEVICES], total = 0;
 	char names[CLIENT_MAX_DEVICES * (RDMADEV_NAME_MAX + 2)], chunk[32];
@@ -105,9 +121,11 @@ void client_fit_link(struct daemon_conn *s, uint8_t transport)
 		o->pool_chunks =
 		    MAX(CLIENT_DEFAULT_POOL_CHUNKS / (o->chunk_size / CLIENT_DEFAULT_CHUNK), 2u);
 	}
-	if (total > 0 && o->verbose > 0) {
+	/* Said once a run, however many connections open (--wait-busy, a split file's parts). */
+	if (total > 0 && o->verbose > 0 && !said) {
 		char why[96] = " (--slots)";
 
+		said = true;
 		if (!o->slots_set) {
 			snprintf(why, sizeof(why), " (the rate x %u us held)", LINKWIN_HOLD_US);
 		}

@@ -130,7 +130,7 @@ static int set_slots(struct client_opts *o, const char *v)
 	if (r < 0) {
 		return r;
 	}
-	o->slots = (uint32_t)n;
+	o->slots = o->slots_given = (uint32_t)n;
 	o->slots_set = true;
 	return 0;
 }
