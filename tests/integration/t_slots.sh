@@ -9,7 +9,8 @@
 #      the ring): byte-exact; -v says the ring granted (64 slots of 256 KiB),
 #      and the --json start event its "slots"; "pool size" caps 4 MiB slots
 #   3. the daemon's "max slots = 8": a push and a pull asking 64 get 8,
-#      byte-exact; -v says the daemon's cap won and the daemon logs why
+#      byte-exact; -v says the daemon's cap won and the daemon logs why; a
+#      bench asking 64 runs on 8
 #   4. rdmacpd --check refuses "max slots = 1" and a "max slots" that "pool
 #      size" can never hold (exit 2, the line and the key named)
 #   5. without --slots on tcp: 32 slots (the default kept)
@@ -86,7 +87,7 @@ grep -q "ring: 32 slots of 1 MiB$" "$T/err" && pass "tcp default: 32 slots" ||
 	fail "tcp default: $(grep ring "$T/err")"
 
 # 3. the daemon's cap wins, and is said on both sides
-slots_daemon "pool size = 64M" "max slots = 8"
+slots_daemon "pool size = 64M" "max slots = 8" "allow bench = client"
 expect_rc 0 "push asking 64 of a daemon allowing 8" "${CLIENT[@]}" -v --slots 64 \
 	--chunk-size 256K "$T/src/a.bin" "$HOST:data/capped.bin"
 cmp -s "$T/src/a.bin" "$T/mod/capped.bin" && pass "capped push: byte-exact" ||
@@ -102,6 +103,12 @@ cmp -s "$T/src/a.bin" "$T/got/capped.bin" && pass "capped pull: byte-exact" ||
 	fail "capped pull: file differs"
 grep -q "ring: 8 slots of 256 KiB (asked for 64" "$T/err" &&
 	pass "capped pull: -v says the daemon's cap won" || fail "capped pull: -v: $(grep ring "$T/err")"
+
+# bench's ring too
+expect_rc 0 "bench --slots 64 of a daemon allowing 8" "${CLIENT[@]}" bench --size 16M \
+	--slots 64 --chunk-size 256K --json "$HOST"
+grep -q '"slots":8,' "$T/out" && pass "bench: the daemon's 8 slots" ||
+	fail "bench: $(cat "$T/out")"
 
 # 4. rdmacpd --check
 write_conf "$T/bad.conf" "$PORT" "$T/certs" "max slots = 1"
