@@ -63,7 +63,7 @@ struct bench_result {
 	unsigned lanes;
 	uint32_t chunk, slots;
 	uint64_t size;
-	bool sealed; /* the lanes were sealed (AES-256-GCM) */
+	enum lane_seal_suite suite; /* the lanes' AEAD; 0: clear */
 	const struct engine_stats *st;
 	int rc;
 	const char *error;
@@ -83,7 +83,8 @@ static void print_json(const struct bench_result *b)
 	}
 	printf(",\"lanes\":%u,\"chunk_size\":%" PRIu32 ",\"slots\":%" PRIu32 ",\"size\":%" PRIu64
 	       ",\"encryption\":\"%s\"",
-	       b->lanes, b->chunk, b->slots, b->size, b->sealed ? "aes-256-gcm" : "none");
+	       b->lanes, b->chunk, b->slots, b->size,
+	       b->suite ? lane_seal_suite_name(b->suite) : "none");
 	if (st) {
 		printf(",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"bytes_per_second\":%.0f"
 		       ",\"gbit_per_second\":%.3f,\"verified\":%s,\"per_lane\":[",
@@ -110,10 +111,11 @@ static void print_text(const struct bench_result *b)
 	const struct engine_stats *st = b->st;
 	double gib = (double)st->bytes / (1u << 30);
 
-	printf("bench %s: %.2f GiB over %u %s lane%s%s, chunk %" PRIu32 " KiB, %" PRIu32
+	printf("bench %s: %.2f GiB over %u %s lane%s%s%s%s, chunk %" PRIu32 " KiB, %" PRIu32
 	       " slots, every chunk checked by the daemon\n",
 	       b->host, gib, b->lanes, b->transport, b->lanes == 1 ? "" : "s",
-	       b->sealed ? " (encrypted, AES-256-GCM)" : "", b->chunk >> 10, b->slots);
+	       b->suite ? " (encrypted, " : "", b->suite ? lane_seal_suite_title(b->suite) : "",
+	       b->suite ? ")" : "", b->chunk >> 10, b->slots);
 	for (unsigned i = 0; i < b->lanes; i++) {
 		printf("  lane %2u: %8.2f GiB  %8.2f Gbit/s\n", i,
 		       (double)st->lane_bytes[i] / (1u << 30),
@@ -222,7 +224,7 @@ static int bench_run(struct daemon_conn *s, struct bench_result *res, struct eng
 		return rc;
 	}
 	res->transport = x->ops->name;
-	res->sealed = ok.u.open_ok.lanes_sealed == PROTO_LANES_SEALED;
+	res->suite = lane_seal_lanes_suite(ok.u.open_ok.lanes_sealed);
 	res->lanes = ok.u.open_ok.lanes;
 	res->chunk = ok.u.open_ok.chunk_size;
 	res->slots = ok.u.open_ok.slots;

@@ -12,6 +12,7 @@
 
 #include "exitcodes.h"
 #include "hello.h"
+#include "lane_seal.h"
 #include "log.h"
 #include "net.h"
 #include "proto/msg.h"
@@ -301,6 +302,22 @@ int daemon_conn_encryption_wish(struct daemon_conn *s, uint64_t cap, uint8_t *tr
 	return 0;
 }
 
+/*
+ * Sealed lanes we can take: AES-256-GCM on tcp, on verbs with
+ * PROTO_CAP_VERBS_SEAL; another suite only on tcp, only when we announced
+ * PROTO_CAP_SEAL_SUITES (an old client would not know it).
+ */
+static bool sealed_as_asked(const struct msg_open_ok *ok)
+{
+	uint64_t ours = hello_local_caps();
+
+	if (ok->lanes_sealed == PROTO_LANES_SEALED) {
+		return ok->transport != XPORT_KIND_VERBS || (ours & PROTO_CAP_VERBS_SEAL);
+	}
+	return proto_lanes_sealed(ok->lanes_sealed) && ok->transport == XPORT_KIND_TCP &&
+	       (ours & PROTO_CAP_SEAL_SUITES) && lane_seal_lanes_suite(ok->lanes_sealed) != 0;
+}
+
 /* OPEN_OK's lanes byte against what we asked. Returns 0 or an exit code. */
 int daemon_conn_check_lanes(struct daemon_conn *s, const struct msg_open_ok *ok)
 {
@@ -323,11 +340,8 @@ int daemon_conn_check_lanes(struct daemon_conn *s, const struct msg_open_ok *ok)
 		    (ok->nrails && ok->lanes_sealed == PROTO_LANES_CLEAR)) {
 			return 0;
 		}
-	} else if ((ok->lanes_sealed == PROTO_LANES_SEALED &&
-		    (ok->transport != XPORT_KIND_VERBS ||
-		     (hello_local_caps() & PROTO_CAP_VERBS_SEAL))) ||
-		   (ok->lanes_sealed == PROTO_LANES_CLEAR &&
-		    s->encrypt_wish == PROTO_ENCRYPT_PREFER)) {
+	} else if (sealed_as_asked(ok) || (ok->lanes_sealed == PROTO_LANES_CLEAR &&
+					   s->encrypt_wish == PROTO_ENCRYPT_PREFER)) {
 		s->clear_why = ok->transport == XPORT_KIND_VERBS
 				   ? "verbs lanes are encrypted only with --encrypt"
 				   : "the daemon's module has encryption = off";

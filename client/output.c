@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "hash.h"
+#include "lane_seal.h"
 #include "log.h"
 
 /*
@@ -92,7 +93,7 @@ static void json_memory(const struct output *out)
 }
 
 void output_start(struct output *out, const char *direction, const char *host,
-		  const char *transport, const char *verbs_path, unsigned lanes, bool sealed,
+		  const char *transport, const char *verbs_path, unsigned lanes, int seal_suite,
 		  const char *clear_why)
 {
 	if (out->json) {
@@ -105,7 +106,8 @@ void output_start(struct output *out, const char *direction, const char *host,
 		if (verbs_path) {
 			printf(",\"verbs_path\":\"%s\"", verbs_path);
 		}
-		printf(",\"encryption\":\"%s\"", sealed ? "aes-256-gcm" : "none");
+		printf(",\"encryption\":\"%s\"",
+		       seal_suite ? lane_seal_suite_name(seal_suite) : "none");
 		json_memory(out);
 		printf("}\n");
 		fflush(stdout);
@@ -114,8 +116,9 @@ void output_start(struct output *out, const char *direction, const char *host,
 			!strcmp(direction, "push") ? "to" : "from", host, transport,
 			verbs_path ? " (" : "", verbs_path ? verbs_path : "", verbs_path ? ")" : "",
 			lanes);
-		if (sealed) {
-			fprintf(stderr, "data lanes encrypted (AES-256-GCM)\n");
+		if (seal_suite) {
+			fprintf(stderr, "data lanes encrypted (%s)\n",
+				lane_seal_suite_title(seal_suite));
 		} else {
 			fprintf(stderr, "data lanes not encrypted (%s)\n", clear_why);
 		}

@@ -61,11 +61,12 @@ void output_json_string(FILE *f, const char *s);
 
 void output_init(struct output *out, bool json, int progress, int verbose);
 /*
- * sealed: the data lanes are encrypted; else clear_why says why they are not.
+ * seal_suite: the AEAD that seals the data lanes (enum lane_seal_suite); 0:
+ * they are clear, and clear_why says why.
  * verbs_path: "write_imm" or "write_send" on verbs, NULL on tcp.
  */
 void output_start(struct output *out, const char *direction, const char *host,
-		  const char *transport, const char *verbs_path, unsigned lanes, bool sealed,
+		  const char *transport, const char *verbs_path, unsigned lanes, int seal_suite,
 		  const char *clear_why);
 /*
  * The buffer pool chosen (before output_start): limit is RLIMIT_MEMLOCK, 0

@@ -535,10 +535,12 @@ static int lane_sealing(struct daemon_conn *s, const struct msg_open_ok *ok,
 	bool frames = ok->transport == XPORT_KIND_TCP;
 	int r;
 
-	if (ok->lanes_sealed != PROTO_LANES_SEALED) {
+	if (!proto_lanes_sealed(ok->lanes_sealed)) {
 		return 0;
 	}
 	xp->seal = frames;
+	/* daemon_conn_check_lanes let another suite than AES-256-GCM through only on tcp. */
+	xp->seal_suite = (uint8_t)lane_seal_lanes_suite(ok->lanes_sealed);
 	ep->seal_slots = !frames;
 	ep->seal_tamper = frames ? 0 : xp->test_tamper;
 	r = seal_keys(s, ok, purpose, frames ? xp->seal_secret : ep->seal_secret);

@@ -11,6 +11,7 @@
 
 #include "exitcodes.h"
 #include "fspath.h"
+#include "lane_seal.h"
 #include "log.h"
 #include "transfer.h"
 #include "xport.h"
@@ -303,7 +304,7 @@ static void tell_start(const struct daemon_conn *s, struct xfer *x, enum engine_
 				 ? xport_path_name(s->write_send ? XPORT_PATH_WRITE_SEND
 								 : XPORT_PATH_WRITE_IMM)
 				 : NULL,
-			     ok->lanes, ok->lanes_sealed == PROTO_LANES_SEALED, s->clear_why);
+			     ok->lanes, (int)lane_seal_lanes_suite(ok->lanes_sealed), s->clear_why);
 	}
 }
 

@@ -141,6 +141,8 @@ struct daemon_config {
 	struct allow_rule bench_allow[DAEMON_MAX_ALLOW];
 	size_t nbench_allow;
 	int encryption; /* modules' default; enum module_encryption, ALLOWED */
+	/* "cipher": sealed tcp lanes' enum lane_seal_suite; 0 auto (the fastest here) */
+	int seal_suite;
 	/*
 	 * "lanes from other addresses": RDMA lanes are taken from any address
 	 * with the session token, not only the control connection's; default no.

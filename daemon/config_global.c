@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "lane_seal.h"
 #include "parse.h"
 #include "proto/msg.h"
 
@@ -202,6 +203,24 @@ static int g_encryption(struct parse_state *ps, const char *key, const char *val
 	return config_set_encryption(ps, key, value, &ps->cfg->encryption);
 }
 
+/* "cipher": auto, or a seal suite by name (lane_seal_suite_name). */
+static int g_cipher(struct parse_state *ps, const char *key, const char *value)
+{
+	enum lane_seal_suite suite;
+
+	if (!strcmp(value, "auto")) {
+		ps->cfg->seal_suite = 0;
+		return 0;
+	}
+	if (lane_seal_suite_parse(value, &suite) < 0) {
+		return fail(ps,
+			    "bad '%s' '%s' (auto, aes-256-gcm, aes-128-gcm or chacha20-poly1305)",
+			    key, ESC(value));
+	}
+	ps->cfg->seal_suite = (int)suite;
+	return 0;
+}
+
 static int g_lanes_any_source(struct parse_state *ps, const char *key, const char *value)
 {
 	return config_set_bool(ps, key, value, &ps->cfg->lanes_any_source);
@@ -285,6 +304,7 @@ const struct key_handler config_global_keys[] = {
 	{ "log level", false, g_log_level },
 	{ "allow bench", true, g_allow_bench },
 	{ "encryption", false, g_encryption },
+	{ "cipher", false, g_cipher },
 	{ "lanes from other addresses", false, g_lanes_any_source },
 	{ "tos", false, g_tos },
 	{ "rails", true, g_rails },

@@ -73,9 +73,10 @@ static int run_bench_engine(struct conn *c, struct engine_params *ep, struct xpo
 			   log_escape(err, esc, sizeof(esc)));
 		return r;
 	}
-	log_info("%s (%s): bench done: %llu bytes checked over %u %s lanes in %.3f s%s", c->peer,
-		 c->id, (unsigned long long)st.bytes, ln->xp.nlanes, ln->ops->name, st.data_seconds,
-		 ln->sealed ? ", encrypted (AES-256-GCM)" : "");
+	log_info("%s (%s): bench done: %llu bytes checked over %u %s lanes in %.3f s%s%s%s",
+		 c->peer, c->id, (unsigned long long)st.bytes, ln->xp.nlanes, ln->ops->name,
+		 st.data_seconds, ln->sealed ? ", encrypted (" : "",
+		 ln->sealed ? serve_lanes_cipher(ln) : "", ln->sealed ? ")" : "");
 	return 0;
 }
 

@@ -160,6 +160,8 @@ void serve_lanes_size(const struct daemon_config *cfg, uint32_t chunk_size, uint
  */
 int serve_lanes_open(struct conn *c, const struct lanes_want *w, struct engine_params *ep,
 		     struct lanes *ret, struct xport **ret_x);
+/* The AEAD of sealed lanes, for the logs ("AES-256-GCM" for verbs slots). */
+const char *serve_lanes_cipher(const struct lanes *ln);
 
 /* ---- serve_get.c ---- */
 

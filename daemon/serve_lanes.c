@@ -383,6 +383,22 @@ static int decide_sealing(struct conn *c, uint8_t wish, int encryption, const ch
 }
 
 /*
+ * The AEAD of sealed tcp lanes: a client with PROTO_CAP_SEAL_SUITES gets
+ * "cipher" (auto: the fastest here, measured once at start), others
+ * AES-256-GCM. OPEN_OK names it, under TLS: the client cannot be talked
+ * into another, and each suite's keys are its own. Verbs slots stay
+ * AES-256-GCM (the engine seals them: slot_seal_init).
+ */
+static enum lane_seal_suite seal_suite(const struct conn *c)
+{
+	if (!(hello_local_caps() & c->peer_caps & PROTO_CAP_SEAL_SUITES)) {
+		return LANE_SEAL_AES256_GCM;
+	}
+	return c->cfg->seal_suite ? (enum lane_seal_suite)c->cfg->seal_suite
+				  : lane_seal_suite_fastest();
+}
+
+/*
  * Sealed lanes' keys, from the TLS session: the tcp transport seals its
  * frames (xp), on verbs the engine seals each slot (ep). Both ends export
  * the same secret, bound to this transfer (its purpose and xp->token); they
@@ -396,6 +412,7 @@ static int seal_keys(struct conn *c, const struct xport_ops *ops, struct xport_p
 
 	if (ops->kind == XPORT_KIND_TCP) {
 		xp->seal = true;
+		xp->seal_suite = (uint8_t)seal_suite(c);
 	} else {
 		ep->seal_slots = true;
 		ep->seal_tamper = xp->test_tamper;
@@ -554,7 +571,9 @@ static int lanes_offer(struct conn *c, const struct lanes_want *w, struct engine
 	k->slots = ep->slots;
 	memcpy(k->token, ln->xp.token, sizeof(ln->xp.token));
 	if (w->encrypt_asked) {
-		k->lanes_sealed = ln->sealed ? PROTO_LANES_SEALED : PROTO_LANES_CLEAR;
+		k->lanes_sealed = !ln->sealed	      ? PROTO_LANES_CLEAR
+				  : ln->xp.seal_suite ? lane_seal_suite_lanes(ln->xp.seal_suite)
+						      : PROTO_LANES_SEALED;
 	}
 	if (w->rails) {
 		offer_rails(c, ln, k);
@@ -564,6 +583,11 @@ static int lanes_offer(struct conn *c, const struct lanes_want *w, struct engine
 		explicit_bzero(ep->seal_secret, sizeof(ep->seal_secret));
 	}
 	return r;
+}
+
+const char *serve_lanes_cipher(const struct lanes *ln)
+{
+	return lane_seal_suite_title(ln->xp.seal_suite ? ln->xp.seal_suite : LANE_SEAL_AES256_GCM);
 }
 
 int serve_lanes_open(struct conn *c, const struct lanes_want *w, struct engine_params *ep,

@@ -158,13 +158,19 @@ enum {
  */
 #define PROTO_CAP_UNAVAILABLE (1ull << 34)
 /*
+ * Seal suites: OPEN_OK's lanes byte may name a sealed tcp transfer's AEAD
+ * (PROTO_LANES_SEALED_AES128, PROTO_LANES_SEALED_CHACHA); without it the
+ * lanes are AES-256-GCM (PROTO_LANES_SEALED).
+ */
+#define PROTO_CAP_SEAL_SUITES (1ull << 35)
+/*
  * Rails only: OPEN_OK's rails flags byte (PROTO_RAILS_UNREACHED: the
  * address the client reached takes no lanes, a management address).
  */
 #define PROTO_CAP_RAILS_ONLY (1ull << 38)
 #define PROTO_CAPS_KNOWN                                                                        \
 	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
-	 PROTO_CAP_RAILS_ONLY)
+	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_RAILS_ONLY)
 
 /*
  * What differs between an entry offered and the one at the receiver, as
@@ -319,8 +325,17 @@ enum proto_encrypt_wish {
 /* OPEN_OK's lanes byte (only when OPEN had PROTO_OPEN_ENCRYPT; 0 = absent). */
 enum proto_lanes {
 	PROTO_LANES_CLEAR = 1,
-	PROTO_LANES_SEALED = 2,
+	PROTO_LANES_SEALED = 2, /* AES-256-GCM */
+	/* Only to a client with PROTO_CAP_SEAL_SUITES, only for tcp lanes: */
+	PROTO_LANES_SEALED_AES128 = 3, /* AES-128-GCM */
+	PROTO_LANES_SEALED_CHACHA = 4, /* ChaCha20-Poly1305 */
+	PROTO_LANES_MAX = PROTO_LANES_SEALED_CHACHA,
 };
+/* A lanes byte that says sealed, under whichever suite. */
+static inline bool proto_lanes_sealed(uint8_t lanes)
+{
+	return lanes >= PROTO_LANES_SEALED && lanes <= PROTO_LANES_MAX;
+}
 #define PROTO_OPEN_SKIP_LEVELS \
 	(PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_SKIP_CHECKSUM)
 

@@ -212,7 +212,7 @@ int msg_dec_open_ok(struct rbuf *r, struct msg *m)
 	o->rails_flags = 0;
 	if (!r->error && rbuf_left(r) > 0) {
 		o->lanes_sealed = rbuf_get_u8(r);
-		if (o->lanes_sealed != PROTO_LANES_CLEAR && o->lanes_sealed != PROTO_LANES_SEALED) {
+		if (o->lanes_sealed < PROTO_LANES_CLEAR || o->lanes_sealed > PROTO_LANES_MAX) {
 			return -EBADMSG;
 		}
 	}

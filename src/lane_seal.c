@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* AES-256-GCM sealing of lane frames (see lane_seal.h). */
+/* AEAD sealing of lane frames and slots, one EVP context per direction (see lane_seal.h). */
 #include "lane_seal.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <openssl/core_names.h>
@@ -94,22 +95,104 @@ int lane_seal_derive(const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane, 
 	return derive(secret, "rdmacp lane key v1", lane, from_connector ? 'c' : 'a', ret_key);
 }
 
-/* The cipher context for key, nonces from prefix; the key is wiped. */
-static int seal_init(struct lane_seal *s, uint8_t key[LANE_SEAL_KEY_LEN], uint32_t prefix,
-		     bool encrypt)
+/* ---- suites: names, OPEN_OK lanes bytes ---- */
+
+static const struct {
+	const char *name;  /* config, --json */
+	const char *title; /* logs, -v */
+	uint8_t lanes;	   /* enum proto_lanes */
+} suites[LANE_SEAL_NSUITES] = {
+	[LANE_SEAL_AES256_GCM - 1] = { "aes-256-gcm", "AES-256-GCM", PROTO_LANES_SEALED },
+	[LANE_SEAL_AES128_GCM - 1] = { "aes-128-gcm", "AES-128-GCM", PROTO_LANES_SEALED_AES128 },
+	[LANE_SEAL_CHACHA20_POLY1305 - 1] = { "chacha20-poly1305", "ChaCha20-Poly1305",
+					      PROTO_LANES_SEALED_CHACHA },
+};
+
+static bool suite_ok(enum lane_seal_suite suite)
 {
+	return suite >= 1 && suite <= LANE_SEAL_NSUITES;
+}
+
+const char *lane_seal_suite_name(enum lane_seal_suite suite)
+{
+	return suite_ok(suite) ? suites[suite - 1].name : NULL;
+}
+
+const char *lane_seal_suite_title(enum lane_seal_suite suite)
+{
+	return suite_ok(suite) ? suites[suite - 1].title : NULL;
+}
+
+int lane_seal_suite_parse(const char *name, enum lane_seal_suite *ret_suite)
+{
+	for (unsigned i = 0; i < LANE_SEAL_NSUITES; i++) {
+		if (!strcmp(name, suites[i].name)) {
+			*ret_suite = (enum lane_seal_suite)(i + 1);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+uint8_t lane_seal_suite_lanes(enum lane_seal_suite suite)
+{
+	return suite_ok(suite) ? suites[suite - 1].lanes : PROTO_LANES_CLEAR;
+}
+
+enum lane_seal_suite lane_seal_lanes_suite(uint8_t lanes)
+{
+	for (unsigned i = 0; i < LANE_SEAL_NSUITES; i++) {
+		if (suites[i].lanes == lanes) {
+			return (enum lane_seal_suite)(i + 1);
+		}
+	}
+	return 0;
+}
+
+/* ---- keys and cipher contexts ---- */
+
+/* The EVP cipher of a suite and its key length; NULL for no suite. */
+static const EVP_CIPHER *suite_cipher(enum lane_seal_suite suite, size_t *ret_keylen)
+{
+	switch (suite) {
+	case LANE_SEAL_AES256_GCM:
+		*ret_keylen = 32;
+		return EVP_aes_256_gcm();
+	case LANE_SEAL_AES128_GCM:
+		*ret_keylen = 16;
+		return EVP_aes_128_gcm();
+	case LANE_SEAL_CHACHA20_POLY1305:
+		*ret_keylen = 32;
+		return EVP_chacha20_poly1305();
+	}
+	return NULL;
+}
+
+/* The cipher context for key, nonces from prefix; the key is wiped. */
+static int seal_init(struct lane_seal *s, enum lane_seal_suite suite,
+		     uint8_t key[LANE_SEAL_KEY_LEN], uint32_t prefix, bool encrypt)
+{
+	size_t keylen = 0;
+	const EVP_CIPHER *cipher = suite_cipher(suite, &keylen);
 	EVP_CIPHER_CTX *ctx;
 	int ok;
 
 	*s = (struct lane_seal){ .prefix = prefix, .encrypt = encrypt };
-	ctx = EVP_CIPHER_CTX_new();
+	ctx = cipher ? EVP_CIPHER_CTX_new() : NULL;
 	if (!ctx) {
 		OPENSSL_cleanse(key, LANE_SEAL_KEY_LEN);
-		return -ENOMEM;
+		return cipher ? -ENOMEM : -EINVAL;
 	}
 	/* The key schedule once; each frame only sets its nonce. */
-	ok = encrypt ? EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL)
-		     : EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL);
+	ok = encrypt ? EVP_EncryptInit_ex(ctx, cipher, NULL, NULL, NULL)
+		     : EVP_DecryptInit_ex(ctx, cipher, NULL, NULL, NULL);
+	if (ok == 1 && EVP_CIPHER_CTX_get_key_length(ctx) != (int)keylen) {
+		ok = 0;
+	}
+	if (ok == 1) {
+		ok = encrypt ? EVP_EncryptInit_ex(ctx, NULL, NULL, key, NULL)
+			     : EVP_DecryptInit_ex(ctx, NULL, NULL, key, NULL);
+	}
 	OPENSSL_cleanse(key, LANE_SEAL_KEY_LEN);
 	if (ok != 1) {
 		EVP_CIPHER_CTX_free(ctx);
@@ -119,30 +202,67 @@ static int seal_init(struct lane_seal *s, uint8_t key[LANE_SEAL_KEY_LEN], uint32
 	return 0;
 }
 
-int lane_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
-		   bool from_connector, bool encrypt)
+/*
+ * A key of suite: AES-256-GCM's info is the one every peer has always used
+ * (what), each other suite's names it too, so keys never cross suites.
+ */
+static int derive_suite(const uint8_t secret[LANE_SEAL_SECRET_LEN], const char *what,
+			enum lane_seal_suite suite, unsigned lane, char dir,
+			uint8_t ret_key[LANE_SEAL_KEY_LEN])
+{
+	const char *name = lane_seal_suite_name(suite);
+	char info[48];
+
+	if (!name) {
+		return -EINVAL;
+	}
+	if (suite == LANE_SEAL_AES256_GCM) {
+		return derive(secret, what, lane, dir, ret_key);
+	}
+	if ((size_t)snprintf(info, sizeof(info), "%s %s", what, name) >= sizeof(info)) {
+		return -EINVAL;
+	}
+	return derive(secret, info, lane, dir, ret_key);
+}
+
+int lane_seal_init_suite(struct lane_seal *s, enum lane_seal_suite suite,
+			 const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
+			 bool from_connector, bool encrypt)
 {
 	uint8_t key[LANE_SEAL_KEY_LEN];
-	int r = lane_seal_derive(secret, lane, from_connector, key);
+	int r = derive_suite(secret, "rdmacp lane key v1", suite, lane, from_connector ? 'c' : 'a',
+			     key);
 
 	if (r < 0) {
 		*s = (struct lane_seal){ 0 };
 		return r;
 	}
-	return seal_init(s, key, (uint32_t)lane << 1 | (from_connector ? 1u : 0u), encrypt);
+	return seal_init(s, suite, key, (uint32_t)lane << 1 | (from_connector ? 1u : 0u), encrypt);
+}
+
+int lane_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
+		   bool from_connector, bool encrypt)
+{
+	return lane_seal_init_suite(s, LANE_SEAL_AES256_GCM, secret, lane, from_connector, encrypt);
+}
+
+int slot_seal_init_suite(struct lane_seal *s, enum lane_seal_suite suite,
+			 const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane, bool encrypt)
+{
+	uint8_t key[LANE_SEAL_KEY_LEN];
+	int r = derive_suite(secret, "rdmacp slot key v1", suite, lane, 's', key);
+
+	if (r < 0) {
+		*s = (struct lane_seal){ 0 };
+		return r;
+	}
+	return seal_init(s, suite, key, (uint32_t)lane << 1, encrypt);
 }
 
 int slot_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
 		   bool encrypt)
 {
-	uint8_t key[LANE_SEAL_KEY_LEN];
-	int r = derive(secret, "rdmacp slot key v1", lane, 's', key);
-
-	if (r < 0) {
-		*s = (struct lane_seal){ 0 };
-		return r;
-	}
-	return seal_init(s, key, (uint32_t)lane << 1, encrypt);
+	return slot_seal_init_suite(s, LANE_SEAL_AES256_GCM, secret, lane, encrypt);
 }
 
 void lane_seal_fini(struct lane_seal *s)
@@ -200,13 +320,13 @@ int lane_seal_end(struct lane_seal *s, uint8_t tag[LANE_SEAL_TAG_LEN])
 
 	if (s->encrypt) {
 		if (EVP_EncryptFinal_ex(s->ctx, none, &outl) != 1 ||
-		    EVP_CIPHER_CTX_ctrl(s->ctx, EVP_CTRL_GCM_GET_TAG, LANE_SEAL_TAG_LEN, tag) !=
+		    EVP_CIPHER_CTX_ctrl(s->ctx, EVP_CTRL_AEAD_GET_TAG, LANE_SEAL_TAG_LEN, tag) !=
 			1) {
 			return -EIO;
 		}
 		return 0;
 	}
-	if (EVP_CIPHER_CTX_ctrl(s->ctx, EVP_CTRL_GCM_SET_TAG, LANE_SEAL_TAG_LEN, tag) != 1) {
+	if (EVP_CIPHER_CTX_ctrl(s->ctx, EVP_CTRL_AEAD_SET_TAG, LANE_SEAL_TAG_LEN, tag) != 1) {
 		return -EIO;
 	}
 	/* OpenSSL compares the tag in constant time. */

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Sealed lanes: AES-256-GCM for every frame a tcp lane carries.
+ * Sealed lanes: an AEAD for every frame a tcp lane carries (AES-256-GCM, or
+ * with PROTO_CAP_SEAL_SUITES the suite the daemon picked, see
+ * enum lane_seal_suite).
  *
  * Both ends of a transfer hold one 32-byte secret exported from the TLS
  * control channel and bound to that transfer (lane_seal_export). Each lane
@@ -39,6 +41,42 @@ enum lane_seal_purpose {
 
 struct tls_conn;
 
+/*
+ * The AEAD that seals a transfer's lanes. AES-256-GCM is every peer's and the
+ * only one without PROTO_CAP_SEAL_SUITES; with it the daemon picks one (its
+ * "cipher" key, else the fastest here: lane_seal_suite_fastest) and names it
+ * in OPEN_OK's lanes byte, which TLS authenticates. Each suite's keys have
+ * their own HKDF info, so two ends that disagree on the suite fail the first
+ * frame rather than talk.
+ */
+enum lane_seal_suite {
+	LANE_SEAL_AES256_GCM = 1,
+	LANE_SEAL_AES128_GCM = 2,
+	LANE_SEAL_CHACHA20_POLY1305 = 3,
+};
+#define LANE_SEAL_NSUITES 3
+
+/* "aes-256-gcm", "aes-128-gcm", "chacha20-poly1305"; NULL for no suite. */
+const char *lane_seal_suite_name(enum lane_seal_suite suite);
+/* The same as people write it, for logs: "AES-256-GCM", "ChaCha20-Poly1305". */
+const char *lane_seal_suite_title(enum lane_seal_suite suite);
+/* The suite a name (as lane_seal_suite_name gives it) names: 0, or -EINVAL. */
+int lane_seal_suite_parse(const char *name, enum lane_seal_suite *ret_suite);
+/* OPEN_OK's lanes byte (enum proto_lanes) for a suite, and the suite of one (0: clear). */
+uint8_t lane_seal_suite_lanes(enum lane_seal_suite suite);
+enum lane_seal_suite lane_seal_lanes_suite(uint8_t lanes);
+
+/*
+ * The suite that seals fastest on this CPU: each one times a few short runs
+ * (thread CPU time, best of several, interleaved: a busy machine slows all
+ * alike), once per process, about a millisecond. AES-256-GCM unless another
+ * beats it by LANE_SEAL_SUITE_MARGIN percent.
+ */
+#define LANE_SEAL_SUITE_MARGIN 5
+enum lane_seal_suite lane_seal_suite_fastest(void);
+/* Bytes per second each suite sealed in the measurement (index: suite - 1). */
+void lane_seal_suite_rates(double ret_rates[LANE_SEAL_NSUITES]);
+
 struct lane_seal {
 	void *ctx; /* EVP_CIPHER_CTX */
 	uint32_t prefix;
@@ -69,9 +107,13 @@ int lane_seal_export(struct tls_conn *tls, uint64_t both_caps, enum lane_seal_pu
 int lane_seal_derive(const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane, bool from_connector,
 		     uint8_t ret_key[LANE_SEAL_KEY_LEN]);
 
-/* encrypt: we send this way (seal); else we receive it (open). */
+/* encrypt: we send this way (seal); else we receive it (open). AES-256-GCM. */
 int lane_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
 		   bool from_connector, bool encrypt);
+/* The same under suite: its own key (HKDF info names the suite), -EINVAL for no suite. */
+int lane_seal_init_suite(struct lane_seal *s, enum lane_seal_suite suite,
+			 const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
+			 bool from_connector, bool encrypt);
 void lane_seal_fini(struct lane_seal *s);
 
 /*
@@ -82,6 +124,9 @@ void lane_seal_fini(struct lane_seal *s);
  */
 int slot_seal_init(struct lane_seal *s, const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane,
 		   bool encrypt);
+/* The same under suite (AES-256-GCM: slot_seal_init's key). */
+int slot_seal_init_suite(struct lane_seal *s, enum lane_seal_suite suite,
+			 const uint8_t secret[LANE_SEAL_SECRET_LEN], unsigned lane, bool encrypt);
 
 /* The next frame: its nonce, and aad (the clear header) authenticated with it. */
 int lane_seal_begin(struct lane_seal *s, const uint8_t *aad, size_t aadlen);

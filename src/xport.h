@@ -146,10 +146,12 @@ struct xport_params {
 	uint8_t tos, ack_timeout;
 	/*
 	 * Seal every frame of every lane (tcp only; verbs refuses with
-	 * -EOPNOTSUPP): AES-256-GCM under keys derived from seal_secret, which
-	 * both ends export from their TLS control channel (src/lane_seal.h).
+	 * -EOPNOTSUPP): the AEAD seal_suite names (enum lane_seal_suite; 0 is
+	 * AES-256-GCM) under keys derived from seal_secret, which both ends
+	 * export from their TLS control channel (src/lane_seal.h).
 	 */
 	bool seal;
+	uint8_t seal_suite;
 	uint8_t seal_secret[XPORT_SEAL_SECRET_LEN];
 	/*
 	 * Passive side of verbs: when peer_set, only lanes whose source IP is

@@ -2,7 +2,7 @@
 /*
  * The frame of a tcp lane (docs/XPORT_TCP.md): its 32-byte header, big-endian
  * and never a C struct on the wire; sending one whole, in clear or sealed
- * (AES-256-GCM, src/lane_seal.h) with the tests' tee and tamper hooks; and
+ * (the transfer's AEAD, src/lane_seal.h) with the tests' tee and tamper hooks; and
  * reading a payload and its tag off the socket.
  */
 #include <endian.h>

@@ -30,13 +30,16 @@ int tcp_params_check(const struct xport_params *p)
 /* Keys for both directions of every lane; connector: we connected the lanes. */
 static int seal_setup(struct tcp_xport *tx, const struct xport_params *p, bool connector)
 {
+	enum lane_seal_suite suite = p->seal_suite ? p->seal_suite : LANE_SEAL_AES256_GCM;
+
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct tcp_lane *ln = &tx->lanes[i];
 		int r;
 
-		r = lane_seal_init(&ln->seal_tx, p->seal_secret, i, connector, true);
+		r = lane_seal_init_suite(&ln->seal_tx, suite, p->seal_secret, i, connector, true);
 		if (r >= 0) {
-			r = lane_seal_init(&ln->seal_rx, p->seal_secret, i, !connector, false);
+			r = lane_seal_init_suite(&ln->seal_rx, suite, p->seal_secret, i, !connector,
+						 false);
 		}
 		if (r < 0) {
 			return r;

@@ -97,6 +97,12 @@ start_daemon() {
 	die "daemon did not listen on $port"
 }
 
+# daemon_cipher_title LOG: the AEAD of a daemon's sealed tcp lanes as its logs name it
+# ("AES-256-GCM"), from its start line (pinned by "cipher" or measured: auto);
+# daemon_cipher LOG: the same as --json names it ("aes-256-gcm").
+daemon_cipher_title() { sed -n 's/.*sealed tcp lanes: \([A-Za-z0-9-]*\).*/\1/p' "$1" | head -1; }
+daemon_cipher() { daemon_cipher_title "$1" | tr 'A-Z' 'a-z'; }
+
 stop_daemon() {
 	kill -TERM "$1" 2>/dev/null
 	wait "$1" 2>/dev/null

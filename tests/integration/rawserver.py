@@ -183,6 +183,16 @@ def serve(sock, args, text, name):
         except (EOFError, OSError, ValueError):
             pass
         return
+    if args.mode == "lanes-byte":
+        # OPEN_OK for 1 tcp lane whose lanes byte is --code (a seal suite, say)
+        send(sock, "OPEN_OK", struct.pack(">BBHII", 1, 1, 40001, 1 << 16, 2) + bytes(32)
+             + struct.pack(">B", args.code))
+        try:
+            t, _ = read_frame(sock)
+            say("got %s" % TYPE_NAMES.get(t, t))
+        except (EOFError, OSError, ValueError):
+            pass
+        return
     # error-get, list: accept the (dry-run) OPEN, wait for GET.
     send(sock, "END", struct.pack(">IQ", 0, 0))
     paths = get_paths(expect(sock, "GET"))
@@ -215,7 +225,7 @@ def main():
     ap.add_argument("--port-file")
     ap.add_argument("--mode", required=True,
                     choices=("hello", "error-hello", "error-open", "error-get", "list", "glob",
-                             "ls", "sums", "rails-tcp"))
+                             "ls", "sums", "rails-tcp", "lanes-byte"))
     ap.add_argument("--caps", type=lambda v: int(v, 0), default=0xD)
     ap.add_argument("--code", type=int, default=5)
     ap.add_argument("--text-hex")

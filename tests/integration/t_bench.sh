@@ -100,9 +100,10 @@ rawpeer_rc 0 "END before the data" \
 	end 0 1048576 wait closed expect-seen "ERROR PROTOCOL" expect-seen "END after 0 of 16"
 
 # 7. sealed lanes
-jq -e '.encryption == "aes-256-gcm"' "$J" >/dev/null && pass "sealed by default (json)" ||
+jq -e --arg s "$(daemon_cipher "$T/d.log")" '.encryption == $s' "$J" >/dev/null &&
+	pass "sealed by default (json)" ||
 	fail "not sealed by default: $(cat "$J")"
-grep -q "bench done: $SIZE bytes checked over 3 tcp lanes in .* s, encrypted (AES-256-GCM)" \
+grep -q "bench done: $SIZE bytes checked over 3 tcp lanes in .* s, encrypted ($(daemon_cipher_title "$T/d.log"))" \
 	"$T/d.log" && pass "daemon: sealed bench" || fail "daemon log: $(grep 'bench done' "$T/d.log")"
 expect_rc 0 "bench --no-encrypt" "${CLIENT[@]}" --no-encrypt bench --size 32M --json "$HOST"
 jq -e '.encryption == "none" and .verified == true' "$T/out" >/dev/null &&

@@ -53,8 +53,8 @@ cmp -s "$T/src/known" "$T/mod/k1" && pass "sealed push arrives intact" || fail "
 check "tee captured the lane ($(stat -c %s "$T/tee1" 2>/dev/null) bytes)" \
 	test "$(stat -c %s "$T/tee1" 2>/dev/null || echo 0)" -gt 3000000
 check "sealed lane: no plaintext on the wire" test "$(grep -c -a "$MARK" "$T/tee1")" -eq 0
-check "--json start: encryption aes-256-gcm" test "$(start_enc)" = aes-256-gcm
-[[ $(last_lanes) == *"push to data: 2 tcp lanes, encrypted (AES-256-GCM)" ]] &&
+check "--json start: encryption $(daemon_cipher "$T/d.log")" test "$(start_enc)" = "$(daemon_cipher "$T/d.log")"
+[[ $(last_lanes) == *"push to data: 2 tcp lanes, encrypted ($(daemon_cipher_title "$T/d.log"))" ]] &&
 	pass "daemon log: lanes encrypted" || fail "daemon line: $(last_lanes)"
 
 rm -f "$T/tee2"
@@ -116,9 +116,9 @@ stop_daemon "$D3"
 # ---- 3. negotiation ---------------------------------------------------------
 expect_rc 0 "--encrypt to an allowed module" "${CLIENT[@]}" --json --encrypt "$T/src/known" \
 	"$HOST:data/n1"
-check "  sealed" test "$(start_enc)" = aes-256-gcm
+check "  sealed" test "$(start_enc)" = "$(daemon_cipher "$T/d.log")"
 expect_rc 0 "default to a required module" "${CLIENT[@]}" --json "$T/src/known" "$HOST:req/n2"
-check "  sealed" test "$(start_enc)" = aes-256-gcm
+check "  sealed" test "$(start_enc)" = "$(daemon_cipher "$T/d.log")"
 expect_rc 20 "--no-encrypt to a required module" "${CLIENT[@]}" --no-encrypt "$T/src/known" \
 	"$HOST:req/n3"
 grep -q "requires encrypted data lanes" "$T/err" && pass "  says so" || fail "  $(cat "$T/err")"
@@ -131,7 +131,8 @@ grep -q "data lanes not encrypted (the daemon's module has encryption = off)" "$
 expect_rc 20 "--encrypt to an off module" "${CLIENT[@]}" --encrypt "$T/src/known" "$HOST:off/n5"
 grep -q "does not encrypt data lanes" "$T/err" && pass "  says so" || fail "  $(cat "$T/err")"
 expect_rc 0 "-v says sealed" "${CLIENT[@]}" -v "$T/src/known" "$HOST:data/n6"
-grep -q "data lanes encrypted (AES-256-GCM)" "$T/err" && pass "  -v line" || fail "  $(cat "$T/err")"
+grep -q "data lanes encrypted ($(daemon_cipher_title "$T/d.log"))" "$T/err" && pass "  -v line" ||
+	fail "  $(cat "$T/err")"
 # verbs lanes are sealed too (slot by slot, by the engine): what stops this here is
 # the missing RDMA device, not the encryption. The Soft-RoCE VM runs them sealed.
 expect_rc 13 "--encrypt --transport verbs (no RDMA device here)" "${CLIENT[@]}" --encrypt \
@@ -170,7 +171,7 @@ expect_rc 20 "[global] encryption = required: --no-encrypt refused" \
 	"${C5[@]}" --no-encrypt "$T/src/known" "$HOST:data/g1"
 expect_rc 0 "[global] encryption = required: default sealed" \
 	"${C5[@]}" --json "$T/src/known" "$HOST:data/g2"
-check "  sealed" test "$(start_enc)" = aes-256-gcm
+check "  sealed" test "$(start_enc)" = "$(daemon_cipher "$T/d5.log")"
 stop_daemon "$DAEMON_PID"
 
 # rawserver.py announces every capability before encryption: OPEN never goes.

@@ -317,7 +317,7 @@ static void test_bad_open_ok(void **state)
 	BAD_OPEN_OK(chunk_size, PROTO_MAX_CHUNK * 2);
 	BAD_OPEN_OK(slots, 0);
 	BAD_OPEN_OK(slots, PROTO_MAX_SLOTS + 1);
-	BAD_OPEN_OK(lanes_sealed, 3);
+	BAD_OPEN_OK(lanes_sealed, PROTO_LANES_MAX + 1);
 #undef BAD_OPEN_OK
 	/* The lanes byte: absent for an OPEN without ENCRYPT (what older clients parse), one byte. */
 	sample(MSG_OPEN_OK, &m);
