@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench/encrypt.sh BUILD [--reps N] [--quick]: what sealed tcp lanes cost. The same
+# bench/encrypt.sh BUILD [--reps N] [--quick] [--cipher SUITE] [--big-only]: what sealed
+# tcp lanes cost. The same
 # rdmacp pushes (tcp transport, loopback, one rdmacpd) with --encrypt and with
 # --no-encrypt, alternating run by run (the order swapped every repetition), and scp
 # with aes128-gcm@openssh.com to a private sshd on loopback on the big file.
@@ -8,7 +9,12 @@
 # (client: wait4 rusage; daemon: its reaped sessions' utime+stime) per GiB moved.
 #
 #   big:   one file of 2048 MiB (--quick: 256 MiB)
-#   small: 10,000 files of 4 KiB (--quick: 1,000)
+#   small: 10,000 files of 4 KiB (--quick: 1,000; not with --big-only, nor scp)
+#
+# --cipher SUITE pins the daemon's "cipher" (aes-256-gcm, aes-128-gcm,
+# chacha20-poly1305; a build from before seal suites refuses it); without it the
+# daemon picks (auto: the fastest on one core here, logged, and printed below).
+# Before/after on one machine: run it for each build in turn, --reps 1 at a time.
 #
 # Source data in $BENCH_DIR/data (default /var/tmp/rdmacp-bench, shared with
 # bench/run.sh and bench/ab.sh); each run writes into a fresh destination and is
@@ -20,11 +26,13 @@ die() { echo "encrypt: $*" >&2; exit 1; }
 [ $# -ge 1 ] || die "usage: bench/encrypt.sh BUILD [--reps N] [--quick]"
 B=$(realpath "$1")
 shift
-REPS=3 QUICK=0
+REPS=3 QUICK=0 CIPHER= BIG_ONLY=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--reps) REPS=$2; shift ;;
 	--quick) QUICK=1 ;;
+	--cipher) CIPHER=$2; shift ;;
+	--big-only) BIG_ONLY=1 ;;
 	*) die "unknown option $1" ;;
 	esac
 	shift
@@ -84,6 +92,7 @@ listen = 127.0.0.1:$PORT
 cert = $R/certs/server.crt
 key = $R/certs/server.key
 ca = $R/certs/ca.crt
+${CIPHER:+cipher = $CIPHER}
 
 [bench]
 path = $R/mod
@@ -132,9 +141,15 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 
 echo "build: $B"
 echo "reps: $REPS (alternating; order swapped every repetition); nproc $(nproc)"
-echo "AES-256-GCM on one core (openssl speed, 256 KiB blocks, the lane's piece size):"
-openssl speed -evp aes-256-gcm -bytes 262144 -seconds 2 2>/dev/null | tail -1
-for kind in big small; do
+echo "each suite on one core (openssl speed, 256 KiB blocks, the lane's piece size):"
+for suite in aes-256-gcm aes-128-gcm chacha20-poly1305; do
+	openssl speed -evp "$suite" -bytes 262144 -seconds 2 2>/dev/null | tail -1
+done
+# The daemon's choice (a build from before seal suites: AES-256-GCM, no line).
+echo "daemon: $(grep -o 'sealed tcp lanes: .*' "$R/d.log" || echo 'sealed tcp lanes: AES-256-GCM (no seal suites)')"
+KINDS="big small"
+[ "$BIG_ONLY" = 1 ] && KINDS=big
+for kind in $KINDS; do
 	: >"$R/$kind.enc"
 	: >"$R/$kind.clear"
 	for i in $(seq 1 "$REPS"); do
@@ -166,6 +181,7 @@ for kind in big small; do
 done
 
 # scp, aes128-gcm@openssh.com, to a private sshd on loopback.
+[ "$BIG_ONLY" = 1 ] && exit 0
 if [ ! -x /usr/sbin/sshd ] || ! command -v scp >/dev/null || ! command -v ssh-keygen >/dev/null; then
 	echo "scp: not measured (no sshd, scp or ssh-keygen installed)"
 	exit 0

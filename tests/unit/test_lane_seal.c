@@ -254,36 +254,51 @@ static void hkdf(const uint8_t secret[LANE_SEAL_SECRET_LEN], const char *what, u
 	EVP_KDF_free(kdf);
 }
 
+/* One frame sealed by OpenSSL directly: cipher, key, nonce 00000007 || be64(count). */
+static void evp_seal(const EVP_CIPHER *cipher, const uint8_t *key, uint64_t count,
+		     const uint8_t hdr[32], const uint8_t plain[64], uint8_t out[64],
+		     uint8_t tag[LANE_SEAL_TAG_LEN])
+{
+	uint8_t nonce[LANE_SEAL_NONCE_LEN] = { 0, 0, 0, 7 };
+	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	int outl;
+
+	for (int i = 0; i < 8; i++) {
+		nonce[4 + i] = (uint8_t)(count >> (56 - 8 * i));
+	}
+	assert_int_equal(EVP_EncryptInit_ex(c, cipher, NULL, key, nonce), 1);
+	assert_int_equal(EVP_EncryptUpdate(c, NULL, &outl, hdr, 32), 1);
+	assert_int_equal(EVP_EncryptUpdate(c, out, &outl, plain, 64), 1);
+	assert_int_equal(EVP_EncryptFinal_ex(c, out + outl, &outl), 1);
+	assert_int_equal(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, 16, tag), 1);
+	EVP_CIPHER_CTX_free(c);
+}
+
 /*
- * The first frame of lane 3 from the connector is plain AEAD with nonce
- * 00000007 || 0 under the key HKDF gives for info, cipher's own.
+ * The frames of lane 3 from the connector are plain AEAD under the key HKDF
+ * gives for info, the nonce 00000007 || the frame's count: the first three,
+ * so that each frame's nonce is set anew (a cipher that kept the first
+ * frame's would repeat it).
  */
 static void known_answer(enum lane_seal_suite suite, const EVP_CIPHER *cipher, const char *info)
 {
 	uint8_t secret[LANE_SEAL_SECRET_LEN], key[32];
-	uint8_t nonce[LANE_SEAL_NONCE_LEN] = { 0, 0, 0, 7 };
 	uint8_t hdr[32] = { 1, 2, 3 }, plain[64], got[64], want[64];
 	uint8_t tag[LANE_SEAL_TAG_LEN], want_tag[LANE_SEAL_TAG_LEN];
 	struct lane_seal s;
-	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-	int outl;
 
 	secret_fill(secret, 9);
 	memset(plain, 'p', sizeof(plain));
 	hkdf(secret, info, 3, 'c', key);
-	assert_int_equal(EVP_EncryptInit_ex(c, cipher, NULL, key, nonce), 1);
-	assert_int_equal(EVP_EncryptUpdate(c, NULL, &outl, hdr, sizeof(hdr)), 1);
-	assert_int_equal(EVP_EncryptUpdate(c, want, &outl, plain, sizeof(plain)), 1);
-	assert_int_equal(EVP_EncryptFinal_ex(c, want + outl, &outl), 1);
-	assert_int_equal(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, 16, want_tag), 1);
-	EVP_CIPHER_CTX_free(c);
-
 	assert_int_equal(lane_seal_init_suite(&s, suite, secret, 3, true, true), 0);
-	assert_int_equal(lane_seal_begin(&s, hdr, sizeof(hdr)), 0);
-	assert_int_equal(lane_seal_update(&s, plain, got, sizeof(plain)), 0);
-	assert_int_equal(lane_seal_end(&s, tag), 0);
-	assert_memory_equal(got, want, sizeof(want));
-	assert_memory_equal(tag, want_tag, sizeof(tag));
+	for (uint64_t count = 0; count < 3; count++) {
+		evp_seal(cipher, key, count, hdr, plain, want, want_tag);
+		assert_int_equal(lane_seal_begin(&s, hdr, sizeof(hdr)), 0);
+		assert_int_equal(lane_seal_update(&s, plain, got, sizeof(plain)), 0);
+		assert_int_equal(lane_seal_end(&s, tag), 0);
+		assert_memory_equal(got, want, sizeof(want));
+		assert_memory_equal(tag, want_tag, sizeof(tag));
+	}
 	lane_seal_fini(&s);
 }
 
