@@ -7,8 +7,12 @@ capture.py IFACE OUTFILE   every frame seen on IFACE (both directions), each
                            bytes, until SIGTERM. A slow reader may miss frames:
                            the callers check that enough arrived.
 capture.py tos OUTFILE     of the RoCE v2 frames in OUTFILE (IPv4, UDP port
-                           4791): one line per source address and IP TOS
-                           byte, with the number of frames.
+                           4791): one line per source address, IP TOS byte
+                           and kind, with the number of frames: "SRC tos T
+                           frames N" for the lanes' own, "SRC tos T cm N" for
+                           the connection manager's MADs (to QP 1: requests,
+                           replies, disconnects), which rdma_cm sends in the
+                           class of its own id, not the lane's.
 """
 import signal
 import socket
@@ -62,9 +66,12 @@ def tos(path):
         (dport,) = struct.unpack_from(">H", ip, ihl + 2)
         if dport != ROCE_V2_PORT:
             continue
-        seen[(socket.inet_ntoa(ip[12:16]), ip[1])] += 1
-    for (src, t), n in sorted(seen.items()):
-        print(f"{src} tos {t} frames {n}")
+        # The BTH after the UDP header: its destination QP in bytes 5..7.
+        bth = ip[ihl + 8:]
+        kind = "cm" if len(bth) >= 8 and bth[5:8] == b"\x00\x00\x01" else "frames"
+        seen[(socket.inet_ntoa(ip[12:16]), ip[1], kind)] += 1
+    for (src, t, kind), n in sorted(seen.items()):
+        print(f"{src} tos {t} {kind} {n}")
 
 
 def main():

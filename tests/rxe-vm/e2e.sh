@@ -602,17 +602,20 @@ for enc in --no-encrypt --encrypt; do
 done
 
 # --tos and --ack-timeout are set on the lanes before their routes (rdma_cm options).
-# On the wire (a packet socket on veth0): every RoCE v2 frame of the copy carries IP TOS
+# On the wire (a packet socket on veth0): every RoCE v2 frame of the lanes carries IP TOS
 # 106 both ways, the daemon's too (its lanes follow the class of the client's connection
-# request), for a push and for a pull (the daemon's data frames).
+# request), for a push and for a pull (the daemon's data frames). The connection
+# manager's own MADs (QP 1: a disconnect the daemon sends first goes in its listening id's
+# class) are counted apart (capture.py) and not checked here.
 tos_check() { # NAME DESC CMD...: run CMD under capture, then check the frames' TOS
 	local name=$1 desc=$2 lines
 	shift 2
 	captured "$name" "$@"
 	python3 "$(dirname "$0")/capture.py" tos "$W/$name.cap" >"$OUT/$name.tos"
 	lines=$(tr '\n' ';' <"$OUT/$name.tos")
-	if grep -q "rc 0" "$W/$name.ready" && grep -q "^10.0.0.1 tos 106 " "$OUT/$name.tos" &&
-		grep -q "^10.0.0.2 tos 106 " "$OUT/$name.tos" && ! grep -qv " tos 106 " "$OUT/$name.tos"; then
+	if grep -q "rc 0" "$W/$name.ready" && grep -q "^10.0.0.1 tos 106 frames " "$OUT/$name.tos" &&
+		grep -q "^10.0.0.2 tos 106 frames " "$OUT/$name.tos" &&
+		! grep " frames " "$OUT/$name.tos" | grep -qv " tos 106 "; then
 		pass "$desc: every RoCE frame both ways has TOS 106 ($lines)"
 	else
 		fail "$desc: $(cat "$W/$name.ready" | tail -1), frames: $lines"
