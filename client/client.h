@@ -14,7 +14,7 @@
 
 #define CLIENT_DEFAULT_PORT    7471
 #define CLIENT_MAX_DEVICES     16 /* XPORT_MAX_LANES */
-#define CLIENT_DEVICE_NAME_LEN 64 /* RDMADEV_NAME_MAX + 1 */
+#define CLIENT_DEVICE_NAME_LEN 68 /* RDMADEV_SPEC_MAX + 1: name[:port] */
 /* Lanes, chunk size and ring slots when neither the user nor the link says otherwise. */
 #define CLIENT_DEFAULT_LANES 2
 #define CLIENT_DEFAULT_CHUNK (1u << 20)
@@ -35,7 +35,7 @@ struct client_opts {
 	int transport; /* 0 auto, enum xport_kind */
 	unsigned lanes;
 	bool lanes_set; /* --lanes given (here or in the config): not sized to the link */
-	/* --devices: lane i leaves from devices[i % ndevices] (verbs rails). */
+	/* --devices: lane i leaves from devices[i % ndevices] (verbs rails), NAME[:PORT]. */
 	char devices[CLIENT_MAX_DEVICES][CLIENT_DEVICE_NAME_LEN];
 	unsigned ndevices;
 	uint32_t chunk_size;
@@ -72,6 +72,8 @@ struct client_opts {
 	bool busy_poll;
 	int tos;	   /* --tos: the lanes' traffic class (verbs), -1 = the system's */
 	int ack_timeout;   /* --ack-timeout: verbs' IB encoding 0..31, -1 = rdma_cm's */
+	int gid_index;	   /* --gid-index: the lanes' GID (with --devices), -1 = auto */
+	int roce_version;  /* --roce-version: 1 or 2, checked on the lanes; 0 = auto */
 	int hash_threads;  /* --hash-threads: a receiving engine's, -1 = auto */
 	bool long_listing; /* ls -l */
 	int progress;	   /* -1 default (a terminal), 0 off, 1 on */

@@ -47,6 +47,7 @@ void client_opts_defaults(struct client_opts *o)
 	o->lanes = CLIENT_DEFAULT_LANES;
 	o->tos = -1;
 	o->ack_timeout = -1;
+	o->gid_index = -1;
 	o->hash_threads = -1;
 	o->chunk_size = CLIENT_DEFAULT_CHUNK;
 	o->slots = CLIENT_DEFAULT_SLOTS;

@@ -23,7 +23,7 @@
 #include "xport.h"
 
 _Static_assert(CLIENT_MAX_DEVICES == XPORT_MAX_LANES, "one device per lane at most");
-_Static_assert(CLIENT_DEVICE_NAME_LEN == RDMADEV_NAME_MAX + 1, "device name buffer");
+_Static_assert(CLIENT_DEVICE_NAME_LEN == RDMADEV_SPEC_MAX + 1, "device name[:port] buffer");
 _Static_assert(PROTO_MAX_LANES == 16, "the lanes' range in the table");
 _Static_assert(PROTO_MAX_SLOTS == 4096, "the slots' range in the table");
 
@@ -179,7 +179,7 @@ static int set_ack_timeout(struct client_opts *o, const char *v)
 	return 0;
 }
 
-/* rxe0,mlx5_1: 1..16 names, each [A-Za-z0-9_.-]{1,63}. */
+/* rxe0,mlx5_1:2: 1..16 devices, each a name [A-Za-z0-9_.-]{1,63} and maybe :PORT (1..255). */
 static int set_devices(struct client_opts *o, const char *v)
 {
 	char devices[CLIENT_MAX_DEVICES][CLIENT_DEVICE_NAME_LEN];
@@ -188,13 +188,14 @@ static int set_devices(struct client_opts *o, const char *v)
 
 	for (;;) {
 		size_t n = strcspn(p, ",");
+		struct rdmadev_spec spec;
 
 		if (n == 0 || n >= sizeof(devices[0]) || ndevices == CLIENT_MAX_DEVICES) {
 			return -EINVAL;
 		}
 		memcpy(devices[ndevices], p, n);
 		devices[ndevices][n] = '\0';
-		if (!rdmadev_name_ok(devices[ndevices])) {
+		if (rdmadev_spec_parse(devices[ndevices], &spec) < 0) {
 			return -EINVAL;
 		}
 		ndevices++;
@@ -205,6 +206,37 @@ static int set_devices(struct client_opts *o, const char *v)
 	}
 	memcpy(o->devices, devices, sizeof(devices));
 	o->ndevices = ndevices;
+	return 0;
+}
+
+/* --gid-index auto or 0..65535 (NCCL_IB_GID_INDEX, UCX_IB_GID_INDEX): -1 is auto. */
+static int set_gid_index(struct client_opts *o, const char *v)
+{
+	uint64_t n;
+	int r;
+
+	if (strcmp(v, "auto") == 0) {
+		o->gid_index = -1;
+		return 0;
+	}
+	r = parse_uint(v, 0, RDMADEV_GID_TABLE_MAX - 1, &n);
+	if (r < 0) {
+		return r;
+	}
+	o->gid_index = (int)n;
+	return 0;
+}
+
+/* --roce-version auto, 1 or 2 (NCCL_IB_ROCE_VERSION_NUM): 0 is auto. */
+static int set_roce_version(struct client_opts *o, const char *v)
+{
+	if (strcmp(v, "auto") == 0) {
+		o->roce_version = 0;
+	} else if (strcmp(v, "1") == 0 || strcmp(v, "2") == 0) {
+		o->roce_version = v[0] - '0';
+	} else {
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -526,7 +558,9 @@ const struct client_option client_options[] = {
 	{ "lanes", required_argument, 0, "lanes", set_lanes, "1..16" },
 	{ "qps", required_argument, 0, NULL, set_lanes, "1..16" }, /* verbs' name for lanes */
 	{ "devices", required_argument, 0, "devices", set_devices,
-	  "1 to 16 RDMA device names, comma-separated" },
+	  "1 to 16 RDMA devices, comma-separated, each NAME or NAME:PORT (port 1..255)" },
+	{ "gid-index", required_argument, 0, "gid index", set_gid_index, "auto or 0..65535" },
+	{ "roce-version", required_argument, 0, "roce version", set_roce_version, "auto, 1 or 2" },
 	{ "tos", required_argument, 0, "tos", set_tos, "0..255 (DSCP << 2)" },
 	{ "ack-timeout", required_argument, 0, "ack timeout", set_ack_timeout,
 	  "0..31 (4.096 us << N)" },

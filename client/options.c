@@ -191,6 +191,21 @@ static int devices_transport(struct client_opts *o, bool tcp_here, bool devices_
 }
 
 /*
+ * A GID index is one port's table entry: it names the device's port
+ * (--devices NAME:PORT, port 1 without) whose address the lanes leave from.
+ * Returns 0 or -EINVAL (said).
+ */
+static int gid_needs_device(const struct client_opts *o)
+{
+	if (o->gid_index >= 0 && o->ndevices == 0 && o->transport != XPORT_KIND_TCP) {
+		log_error("--gid-index needs --devices NAME[:PORT]: a GID index is an entry of "
+			  "one port's table");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
  * The config file over o: [client], and the [host] sections for the host
  * the operands (argv[first..]) name. Returns 0 or EXIT_CONFIG (said).
  */
@@ -255,7 +270,7 @@ int client_parse_options(int argc, char **argv, struct client_opts *o, bool load
 			devices_here = true;
 		}
 	}
-	if (devices_transport(o, tcp_here, devices_here) < 0) {
+	if (devices_transport(o, tcp_here, devices_here) < 0 || gid_needs_device(o) < 0) {
 		return EXIT_USAGE;
 	}
 	if (o->verbose > 1) {

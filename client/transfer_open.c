@@ -136,8 +136,9 @@ static int pick_transport_for(struct daemon_conn *s, bool with_send, uint8_t *re
 	n = xport_verbs_probe(why, sizeof(why));
 	if (n > 0) {
 		for (unsigned i = 0; i < s->o->ndevices; i++) {
-			if (rdmadev_exists(RDMADEV_SYSFS, s->o->devices[i]) < 0) {
-				log_error("no RDMA device named %s", s->o->devices[i]);
+			if (rdmadev_spec_check(RDMADEV_SYSFS, s->o->devices[i], s->o->gid_index,
+					       why, sizeof(why)) < 0) {
+				log_error("%s", why);
 				return EXIT_NO_DEVICE;
 			}
 		}
@@ -517,6 +518,9 @@ static void lane_routes(const struct daemon_conn *s, const struct msg_open_ok *o
 			 xp->nrails + !xp->rails_only,
 			 xp->rails_only ? ", none on the address reached" : "");
 	}
+	xp->gid_index_set = s->o->gid_index >= 0;
+	xp->gid_index = (uint16_t)MAX(s->o->gid_index, 0);
+	xp->roce_version = (uint8_t)s->o->roce_version;
 	xp->busy_poll = s->o->busy_poll;
 	xp->tos_set = s->o->tos >= 0;
 	xp->tos = (uint8_t)MAX(s->o->tos, 0);

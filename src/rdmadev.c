@@ -257,10 +257,25 @@ static void ib_netdevs(const char *netsysfs, const char *name, unsigned port, ch
 	closedir(d);
 }
 
+/* One port's network devices, added to names: by its link layer, IPoIB or RoCE GIDs. */
+static void port_netdevs(const char *sysfs, const char *netsysfs, const char *name, unsigned num,
+			 char (*names)[64], size_t max, size_t *n)
+{
+	char path[1024], ll[32], port[8];
+
+	snprintf(port, sizeof(port), "%u", num);
+	snprintf(path, sizeof(path), "%s/%s/ports/%s/link_layer", sysfs, name, port);
+	if (sysfile_read_line(path, ll, sizeof(ll)) > 0 && strcmp(ll, "InfiniBand") == 0) {
+		ib_netdevs(netsysfs, name, num, names, max, n);
+	} else {
+		roce_netdevs(sysfs, name, port, names, max, n);
+	}
+}
+
 int rdmadev_netdevs(const char *sysfs, const char *netsysfs, const char *name,
 		    char (*ret_names)[64], size_t max, size_t *ret_n)
 {
-	char dir[512], path[1024], ll[32];
+	char dir[512];
 	unsigned ports[64];
 	size_t nports = 0;
 	struct dirent *de;
@@ -287,16 +302,19 @@ int rdmadev_netdevs(const char *sysfs, const char *netsysfs, const char *name,
 	/* Port order, not readdir order: the same answer every time. */
 	qsort(ports, nports, sizeof(*ports), cmp_uint);
 	for (size_t i = 0; i < nports; i++) {
-		char port[8];
-
-		snprintf(port, sizeof(port), "%u", ports[i]);
-		snprintf(path, sizeof(path), "%s/%s/ports/%s/link_layer", sysfs, name, port);
-		if (sysfile_read_line(path, ll, sizeof(ll)) > 0 && strcmp(ll, "InfiniBand") == 0) {
-			ib_netdevs(netsysfs, name, ports[i], ret_names, max, ret_n);
-		} else {
-			roce_netdevs(sysfs, name, port, ret_names, max, ret_n);
-		}
+		port_netdevs(sysfs, netsysfs, name, ports[i], ret_names, max, ret_n);
 	}
+	return *ret_n > 0 ? 0 : -ENOENT;
+}
+
+int rdmadev_port_netdevs(const char *sysfs, const char *netsysfs, const char *name, unsigned port,
+			 char (*ret_names)[64], size_t max, size_t *ret_n)
+{
+	*ret_n = 0;
+	if (!rdmadev_name_ok(name) || port == 0 || port > 255) {
+		return -EINVAL;
+	}
+	port_netdevs(sysfs, netsysfs, name, port, ret_names, max, ret_n);
 	return *ret_n > 0 ? 0 : -ENOENT;
 }
 
@@ -385,6 +403,12 @@ const struct ifaddrs *rdmadev_pick_addr(const struct ifaddrs *list, char (*names
 int rdmadev_src_addr(const char *sysfs, const char *name, int family, const struct sockaddr *dst,
 		     struct sockaddr_storage *ret_addr)
 {
+	return rdmadev_src_addr_port(sysfs, name, 0, family, dst, ret_addr);
+}
+
+int rdmadev_src_addr_port(const char *sysfs, const char *name, unsigned port, int family,
+			  const struct sockaddr *dst, struct sockaddr_storage *ret_addr)
+{
 	char names[16][64];
 	size_t n;
 	struct ifaddrs *ifa_list;
@@ -394,7 +418,9 @@ int rdmadev_src_addr(const char *sysfs, const char *name, int family, const stru
 	if (family != AF_INET && family != AF_INET6) {
 		return -EINVAL;
 	}
-	r = rdmadev_netdevs(sysfs, RDMADEV_NETSYSFS, name, names, ARRAY_SIZE(names), &n);
+	r = port ? rdmadev_port_netdevs(sysfs, RDMADEV_NETSYSFS, name, port, names,
+					ARRAY_SIZE(names), &n)
+		 : rdmadev_netdevs(sysfs, RDMADEV_NETSYSFS, name, names, ARRAY_SIZE(names), &n);
 	if (r < 0) {
 		return r;
 	}

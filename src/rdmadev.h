@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 struct ifaddrs;
@@ -88,3 +89,61 @@ const char *rdmadev_ifname_of_addr(const struct ifaddrs *list, const struct sock
  */
 int rdmadev_of_netdev(const char *sysfs, const char *netsysfs, const char *ifname,
 		      char ret_name[static RDMADEV_NAME_MAX + 1]);
+
+/* ---- one port (rdmadev.c), and a device as users name it (rdmadev_sel.c) ---- */
+
+/* rdmadev_netdevs of port `port` (1..255) alone. -EINVAL: a bad name or port. */
+int rdmadev_port_netdevs(const char *sysfs, const char *netsysfs, const char *name, unsigned port,
+			 char (*ret_names)[64], size_t max, size_t *ret_n);
+/* rdmadev_src_addr from port's network devices only (0: every port's). */
+int rdmadev_src_addr_port(const char *sysfs, const char *name, unsigned port, int family,
+			  const struct sockaddr *dst, struct sockaddr_storage *ret_addr);
+
+/* "mlx5_0" or "mlx5_0:1" (NCCL_IB_HCA's and UCX_NET_DEVICES' syntax): 63 + ":255". */
+#define RDMADEV_SPEC_MAX (RDMADEV_NAME_MAX + 4)
+#define RDMADEV_PORT_MAX 255
+struct rdmadev_spec {
+	char name[RDMADEV_NAME_MAX + 1];
+	unsigned port; /* 1..255; 0: not named (any port) */
+};
+/* -EINVAL: a bad name, or a port that is not 1..255 in decimal; *ret untouched then. */
+int rdmadev_spec_parse(const char *spec, struct rdmadev_spec *ret);
+
+/* RoCE versions as users name them (NCCL_IB_ROCE_VERSION_NUM); 0: an InfiniBand GID. */
+#define RDMADEV_GID_TABLE_MAX 65536
+struct rdmadev_gid {
+	unsigned index;
+	int version;	 /* 1 (RoCE v1), 2 (RoCE v2), 0 (InfiniBand) */
+	char netdev[64]; /* "" for InfiniBand */
+	uint8_t raw[16];
+};
+/*
+ * GID `index` of the device's port from sysfs (ports/P/gids/N, its
+ * gid_attrs/types/N and ndevs/N). -ENOENT: no such port or index, or the
+ * entry is unset (all zeros); -EINVAL: a bad name, port or index.
+ */
+int rdmadev_gid_read(const char *sysfs, const char *name, unsigned port, unsigned index,
+		     struct rdmadev_gid *ret);
+/*
+ * The address a GID stands for, to bind rdma_cm to (port 0): IPv4 for an
+ * IPv4-mapped GID, else IPv6 (a link-local one scoped to its network
+ * device's ifindex, read under netsysfs). -EAFNOSUPPORT (why says so) when
+ * it is not of `family`, the peer's.
+ */
+int rdmadev_gid_addr(const struct rdmadev_gid *g, const char *netsysfs, int family,
+		     struct sockaddr_storage *ret_addr, char *why, size_t whylen);
+/*
+ * Is the GID rdma_cm gave a lane (`used`, of device name's port) the one
+ * asked for: index want_index (-1: any) and RoCE version want_version (0:
+ * any)? 0, or -EXDEV with why saying what was used and how to change it.
+ */
+int rdmadev_gid_check(const char *sysfs, const char *name, unsigned port, unsigned used,
+		      int want_index, int want_version, char *why, size_t whylen);
+/*
+ * Does spec name a device of this host, and a port of it (port 1 where it
+ * names none), and gid_index (-1: none) a set GID of that port? 0, or with
+ * why said: -EINVAL a bad spec, -ENODEV no such device, -ENOENT no such
+ * port or GID.
+ */
+int rdmadev_spec_check(const char *sysfs, const char *spec, int gid_index, char *why,
+		       size_t whylen);

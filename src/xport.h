@@ -116,10 +116,22 @@ struct xport_params {
 	uint8_t token[XPORT_TOKEN_LEN]; /* one-time session token from the control channel */
 	/*
 	 * Active side of verbs only (rails): lane i leaves from device
-	 * devices[i % ndevices]. 0 = the device the route to the peer picks.
+	 * devices[i % ndevices], each NAME or NAME:PORT (rdmadev_spec_parse).
+	 * 0 = the device the route to the peer picks.
 	 */
 	const char *devices[XPORT_MAX_LANES];
 	unsigned ndevices;
+	/*
+	 * Active side of verbs only. gid_index_set (with devices): each lane
+	 * leaves from the address of GID gid_index of its device's port (port
+	 * 1 where none is named), and fails unless rdma_cm gives it that GID.
+	 * roce_version (1 or 2; 0: any): a lane on RoCE fails unless its GID is
+	 * of that version. rdma_cm takes the port's default RoCE mode: these
+	 * are checked, they can't make rdma_cm choose otherwise.
+	 */
+	bool gid_index_set;
+	uint16_t gid_index;
+	uint8_t roce_version;
 	/*
 	 * Active side of verbs only (daemon rails): lane i connects to rails[i %
 	 * (1 + nrails) - 1], or to connect's addr where that is -1 (i % (1 +

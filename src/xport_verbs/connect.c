@@ -61,9 +61,9 @@ static int resolve_addr(struct verbs_xport *vx, struct verbs_lane *ln, const str
 	}
 }
 
-/* Address and route resolved (to the lane's device, rails), with our ACK timeout. */
+/* Address and route resolved (to the lane's device and port, rails), with our ACK timeout. */
 static int lane_route(struct verbs_xport *vx, unsigned lane, const struct sockaddr *src,
-		      const char *dev, const struct sockaddr *addr, int64_t deadline)
+		      const struct rdmadev_spec *dev, const struct sockaddr *addr, int64_t deadline)
 {
 	struct verbs_lane *ln = &vx->lanes[lane];
 	int r = resolve_addr(vx, ln, src, addr, deadline);
@@ -71,10 +71,12 @@ static int lane_route(struct verbs_xport *vx, unsigned lane, const struct sockad
 	if (r < 0) {
 		return r;
 	}
-	if (dev && strcmp(ibv_get_device_name(ln->id->verbs->device), dev) != 0) {
-		/* Two devices on one network device: the address does not pick ours. */
-		verbs_set_error(vx, "lane %u: address of %s resolved to device %s", lane, dev,
-				ibv_get_device_name(ln->id->verbs->device));
+	if (dev && (strcmp(ibv_get_device_name(ln->id->verbs->device), dev->name) != 0 ||
+		    (dev->port && ln->id->port_num != dev->port))) {
+		/* Two devices (or ports) on one network device: the address does not pick ours. */
+		verbs_set_error(vx, "lane %u: address of %s port %u resolved to %s port %u", lane,
+				dev->name, dev->port, ibv_get_device_name(ln->id->verbs->device),
+				ln->id->port_num);
 		return -EXDEV;
 	}
 	if (rdma_resolve_route(ln->id, MAX(1, remaining_ms(deadline))) != 0) {
@@ -124,25 +126,21 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 			const struct xport_params *p, int64_t deadline)
 {
 	struct verbs_lane *ln = &vx->lanes[lane];
-	const char *dev = p->ndevices ? p->devices[lane % p->ndevices] : NULL;
+	struct rdmadev_spec dev;
 	struct sockaddr_storage src;
+	/* Rails: leave from an address of the lane's device (its GID's), and rdma_cm binds to it. */
+	int named = verbs_lane_src(vx, lane, p, addr, &dev, &src);
 	int r;
 
-	/* Rails: leave from an address of the lane's device, and rdma_cm binds to it. */
-	if (dev) {
-		r = rdmadev_src_addr(RDMADEV_SYSFS, dev, addr->sa_family, addr, &src);
-		if (r < 0) {
-			verbs_set_error(vx, "lane %u: no %s address on RDMA device %s: %s", lane,
-					addr->sa_family == AF_INET ? "IPv4" : "IPv6", dev,
-					strerror(-r));
-			return r == -ENOENT ? -EADDRNOTAVAIL : r;
-		}
+	if (named < 0) {
+		return named;
 	}
-	r = lane_route(vx, lane, dev ? (struct sockaddr *)&src : NULL, dev, addr, deadline);
+	r = lane_route(vx, lane, named ? (struct sockaddr *)&src : NULL, named ? &dev : NULL, addr,
+		       deadline);
 	if (r < 0) {
 		return r;
 	}
-	r = verbs_lane_create_qp(vx, lane, dev != NULL);
+	r = verbs_lane_create_qp(vx, lane, named > 0);
 	if (r < 0) {
 		return r;
 	}
@@ -151,6 +149,10 @@ static int connect_lane(struct verbs_xport *vx, unsigned lane, const struct sock
 		return r;
 	}
 	ln->connected = true;
+	r = verbs_lane_gid_check(vx, lane, p);
+	if (r < 0) {
+		return r;
+	}
 	verbs_lane_tune(ln);
 	/* WRITE + SEND: iWARP's active side speaks first (MPA); the peer has a receive for it. */
 	return vx->write_send ? verbs_lane_post_open(vx, lane) : 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "net.h"
+#include "rdmadev.h"
 #include "verbs-internal.h"
 #include "verbs_wr.h"
 
@@ -45,10 +46,13 @@ static int named_devices_path(const char *const *devices, unsigned ndevices, boo
 		return r;
 	}
 	for (unsigned i = 0; i < ndevices && path > 0; i++) {
+		struct rdmadev_spec spec = { .name = "" };
 		int found = -1;
 
+		/* NAME or NAME:PORT: the device by its name. */
+		(void)rdmadev_spec_parse(devices[i], &spec);
 		for (int k = 0; k < n && found < 0; k++) {
-			if (strcmp(ibv_get_device_name(list[k]), devices[i]) == 0) {
+			if (strcmp(ibv_get_device_name(list[k]), spec.name) == 0) {
 				found = k;
 			}
 		}

@@ -60,6 +60,7 @@
  *   quiesce.c  lanes to error: all of them drained (teardown), or one
  *   devloss.c  a device lost mid-session: its lanes' work flushed by us
  *   path.c     which path (WRITE_IMM or WRITE + SEND) a host's devices need
+ *   gid.c      an active lane's source address (NAME:PORT, a GID index) and GID check
  */
 #pragma once
 
@@ -251,6 +252,20 @@ int verbs_accept(struct xport_listener *l, const struct xport_params *p, struct 
 void verbs_listener_close(struct xport_listener *l);
 int verbs_connect(const struct sockaddr *addr, socklen_t addrlen, const struct xport_params *p,
 		  struct xport **ret);
+
+/* ---- gid.c: an active lane's source address and GID (named devices) ---- */
+
+struct rdmadev_spec;
+/*
+ * The address lane leaves from towards dst, of its device (p->devices, a
+ * port where one is named) or of the GID asked for (p->gid_index), and
+ * the device named: 1; 0 when no device is named; -errno (said) else.
+ */
+int verbs_lane_src(struct verbs_xport *vx, unsigned lane, const struct xport_params *p,
+		   const struct sockaddr *dst, struct rdmadev_spec *ret_spec,
+		   struct sockaddr_storage *ret_src);
+/* A connected lane's GID against p's gid_index and roce_version: 0, or -EXDEV (said). */
+int verbs_lane_gid_check(struct verbs_xport *vx, unsigned lane, const struct xport_params *p);
 
 /* ---- mr.c: memory registrations ---- */
 

@@ -84,6 +84,26 @@ static void test_cli_table_walk(void **state)
 	assert_int_equal(o.transport, XPORT_KIND_VERBS);
 	assert_int_equal(run_options(&o, "--devices rxe0 --transport tcp"), EXIT_USAGE);
 	assert_int_equal(run_options(&o, "--devices rxe0,,rxe1"), EXIT_USAGE);
+	/* NAME:PORT as NCCL_IB_HCA and UCX_NET_DEVICES write it; a bad port is a usage error. */
+	assert_int_equal(run_options(&o, "--devices mlx5_0:1,mlx5_1:2"), 0);
+	assert_int_equal(o.ndevices, 2);
+	assert_string_equal(o.devices[1], "mlx5_1:2");
+	assert_int_equal(run_options(&o, "--devices mlx5_0:0"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--devices mlx5_0:256"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--devices mlx5_0:"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--devices mlx5_0:1:1"), EXIT_USAGE);
+	/* A GID index (with a device: it is one port's entry) and a RoCE version. */
+	assert_int_equal(run_options(&o, "--devices mlx5_0:1 --gid-index 3 --roce-version 2"), 0);
+	assert_int_equal(o.gid_index, 3);
+	assert_int_equal(o.roce_version, 2);
+	assert_int_equal(run_options(&o, "--gid-index auto --roce-version auto"), 0);
+	assert_int_equal(o.gid_index, -1);
+	assert_int_equal(o.roce_version, 0);
+	assert_int_equal(run_options(&o, "--gid-index 3"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--devices rxe0 --gid-index 65536"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--devices rxe0 --gid-index -1"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--roce-version 3"), EXIT_USAGE);
+	assert_int_equal(run_options(&o, "--roce-version v2"), EXIT_USAGE);
 	/* Names from a set (parse_enum), exactly as written; durations (parse_duration_ms). */
 	assert_int_equal(run_options(&o, "--skip exists --level checksum --compress zstd"), 0);
 	assert_int_equal(o.skip, PROTO_OPEN_SKIP_EXISTS);
