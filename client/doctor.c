@@ -255,6 +255,7 @@ int cmd_doctor(struct client_opts *o, char **args, int nargs)
 		return EXIT_USAGE;
 	}
 	doctor_check_devices(&d);
+	doctor_check_fabric(&d);
 	check_memlock(&d, o);
 	check_uring(&d);
 	check_hugepages(&d);
@@ -269,5 +270,6 @@ int cmd_doctor(struct client_opts *o, char **args, int nargs)
 	}
 	fflush(stdout);
 	free(d.devices);
+	free(d.fabric);
 	return ok ? EXIT_OK : EXIT_LOCAL_IO;
 }

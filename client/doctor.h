@@ -11,11 +11,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "certs.h"
 #include "macro.h"
 
 struct client_opts;
+struct fabric_report;
 
 /* What the engine asks io_uring for (src/engine.c URING_ENTRIES). */
 #define DOCTOR_URING_ENTRIES 2048
@@ -95,6 +97,8 @@ struct doctor {
 	/* certificates */
 	size_t ncerts;
 	struct doctor_cert certs[DOCTOR_MAX_CERTS];
+	/* the fabric: PCIe, MTU, ECN, ARP flux, visibility (doctor_fabric.c; heap, may be NULL) */
+	struct fabric_report *fabric;
 	/* findings */
 	size_t nproblems;
 	struct doctor_problem problems[DOCTOR_MAX_PROBLEMS];
@@ -105,6 +109,14 @@ void doctor_problem(struct doctor *d, bool error, const char *fix, const char *f
     _printf_(4, 5);
 /* The RDMA devices, their ports and GIDs (doctor_devices.c). */
 void doctor_check_devices(struct doctor *d);
+/*
+ * The fabric around them (doctor_fabric.c, after doctor_check_devices):
+ * PCIe links, relaxed ordering, MTU, ECN, ARP flux, why no device is seen.
+ */
+void doctor_check_fabric(struct doctor *d);
+/* Its facts: a "fabric" array in the JSON object (with its leading comma), or lines. */
+void doctor_fabric_print_json(FILE *f, const struct doctor *d);
+void doctor_fabric_print_human(const struct doctor *d);
 /*
  * The certificates' expiry (doctor_certs.c): this client's and its CA's, and
  * the daemon's of daemon_conf (NULL: DOCTOR_DAEMON_CONFIG when it exists),

@@ -106,7 +106,9 @@ void doctor_print_json(const struct doctor *d, bool ok)
 		}
 		fputs("]}", f);
 	}
-	fprintf(f, "],\"memlock\":{\"need\":%" PRIu64 ",\"limit\":", d->pool_need);
+	fputc(']', f);
+	doctor_fabric_print_json(f, d);
+	fprintf(f, ",\"memlock\":{\"need\":%" PRIu64 ",\"limit\":", d->pool_need);
 	json_limit(f, d->memlock_cur);
 	fputs(",\"limit_hard\":", f);
 	json_limit(f, d->memlock_max);
@@ -216,6 +218,7 @@ void doctor_print_human(const struct doctor *d, bool ok)
 	char need[32], cur[32], max[32];
 
 	print_human_devices(d);
+	doctor_fabric_print_human(d);
 	doctor_human_bytes(d->pool_need, need, sizeof(need));
 	doctor_human_bytes(d->memlock_cur, cur, sizeof(cur));
 	doctor_human_bytes(d->memlock_max, max, sizeof(max));
