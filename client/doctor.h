@@ -11,7 +11,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "certs.h"
 #include "macro.h"
@@ -114,9 +113,6 @@ void doctor_check_devices(struct doctor *d);
  * PCIe links, relaxed ordering, MTU, ECN, ARP flux, why no device is seen.
  */
 void doctor_check_fabric(struct doctor *d);
-/* Its facts: a "fabric" array in the JSON object (with its leading comma), or lines. */
-void doctor_fabric_print_json(FILE *f, const struct doctor *d);
-void doctor_fabric_print_human(const struct doctor *d);
 /*
  * The certificates' expiry (doctor_certs.c): this client's and its CA's, and
  * the daemon's of daemon_conf (NULL: DOCTOR_DAEMON_CONFIG when it exists),

@@ -2,7 +2,7 @@
 /*
  * rdmacp doctor's fabric checks (doctor.h): the ports verbs found and this
  * host's addresses handed to src/fabric_check.c, its findings made
- * problems, its facts printed after the devices.
+ * problems (doctor_report.c prints its facts after the devices).
  */
 #include <ifaddrs.h>
 #include <stdio.h>
@@ -11,7 +11,6 @@
 
 #include "doctor.h"
 #include "fabric_check.h"
-#include "output.h"
 
 void doctor_check_fabric(struct doctor *d)
 {
@@ -45,26 +44,5 @@ void doctor_check_fabric(struct doctor *d)
 		const struct fabric_finding *f = &d->fabric->findings[i];
 
 		doctor_problem(d, f->error, f->fix, "%s", f->what);
-	}
-}
-
-void doctor_fabric_print_json(FILE *f, const struct doctor *d)
-{
-	fputs(",\"fabric\":[", f);
-	for (size_t i = 0; d->fabric && i < d->fabric->nfacts; i++) {
-		fputs(i ? "," : "", f);
-		output_json_string(f, d->fabric->facts[i]);
-	}
-	fputc(']', f);
-}
-
-void doctor_fabric_print_human(const struct doctor *d)
-{
-	if (!d->fabric || d->fabric->nfacts == 0) {
-		return;
-	}
-	printf("fabric:\n");
-	for (size_t i = 0; i < d->fabric->nfacts; i++) {
-		printf("  %s\n", d->fabric->facts[i]);
 	}
 }

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "doctor.h"
+#include "fabric_check.h"
 #include "log.h"
 #include "output.h"
 #include "xport.h"
@@ -80,6 +81,28 @@ static void print_json_port(FILE *f, const struct doctor_port *pt)
 	fputs("]}", f);
 }
 
+/* The fabric's facts (doctor_fabric.c): a "fabric" array, with its leading comma. */
+static void print_json_fabric(FILE *f, const struct doctor *d)
+{
+	fputs(",\"fabric\":[", f);
+	for (size_t i = 0; d->fabric && i < d->fabric->nfacts; i++) {
+		fputs(i ? "," : "", f);
+		output_json_string(f, d->fabric->facts[i]);
+	}
+	fputc(']', f);
+}
+
+static void print_human_fabric(const struct doctor *d)
+{
+	if (!d->fabric || d->fabric->nfacts == 0) {
+		return;
+	}
+	printf("fabric:\n");
+	for (size_t i = 0; i < d->fabric->nfacts; i++) {
+		printf("  %s\n", d->fabric->facts[i]);
+	}
+}
+
 void doctor_print_json(const struct doctor *d, bool ok)
 {
 	FILE *f = stdout;
@@ -107,7 +130,7 @@ void doctor_print_json(const struct doctor *d, bool ok)
 		fputs("]}", f);
 	}
 	fputc(']', f);
-	doctor_fabric_print_json(f, d);
+	print_json_fabric(f, d);
 	fprintf(f, ",\"memlock\":{\"need\":%" PRIu64 ",\"limit\":", d->pool_need);
 	json_limit(f, d->memlock_cur);
 	fputs(",\"limit_hard\":", f);
@@ -218,7 +241,7 @@ void doctor_print_human(const struct doctor *d, bool ok)
 	char need[32], cur[32], max[32];
 
 	print_human_devices(d);
-	doctor_fabric_print_human(d);
+	print_human_fabric(d);
 	doctor_human_bytes(d->pool_need, need, sizeof(need));
 	doctor_human_bytes(d->memlock_cur, cur, sizeof(cur));
 	doctor_human_bytes(d->memlock_max, max, sizeof(max));
