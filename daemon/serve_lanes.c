@@ -107,9 +107,11 @@ static const struct sockaddr *rdma_bind_addr(const struct sockaddr_storage *addr
 
 /*
  * The verbs listener, where this address's RDMA device can take the
- * client's path. 1: listening; 0: not here (why says so); <0: refused (said).
+ * client's path, its listening ids with our class (tos, -1: none; iWARP
+ * lanes take it from them). 1: listening; 0: not here (why says so); <0:
+ * refused (said).
  */
-static int listen_verbs(struct conn *c, unsigned want, bool client_send,
+static int listen_verbs(struct conn *c, unsigned want, bool client_send, int tos,
 			const struct sockaddr_storage *addr, socklen_t addrlen,
 			struct xport_listener **ret_l, uint16_t *ret_port, bool *ret_send,
 			char *why, size_t whylen)
@@ -132,7 +134,7 @@ static int listen_verbs(struct conn *c, unsigned want, bool client_send,
 	if (r < 0) {
 		return r;
 	}
-	r = r > 0 ? verbs->listen(bind, bindlen, ret_l, ret_port) : -EOPNOTSUPP;
+	r = r > 0 ? verbs->listen(bind, bindlen, tos, ret_l, ret_port) : -EOPNOTSUPP;
 	if (r == 0) {
 		return 1;
 	}
@@ -185,7 +187,7 @@ static int listen_rails_only(struct conn *c, const struct lanes_want *w, struct 
 			continue;
 		}
 		net_set_port(&a, 0);
-		r = listen_verbs(c, w->transport, w->write_send, &a,
+		r = listen_verbs(c, w->transport, w->write_send, w->tos, &a,
 				 family == AF_INET ? sizeof(struct sockaddr_in)
 						   : sizeof(struct sockaddr_in6),
 				 &ln->l, &ln->port, &ln->xp.write_send, railwhy, sizeof(railwhy));
@@ -211,8 +213,8 @@ static int transport_listen(struct conn *c, const struct lanes_want *w,
 
 	ln->xp.write_send = false;
 	if (want == XPORT_KIND_VERBS || want == 0) {
-		r = listen_verbs(c, want, w->write_send, addr, c->locallen, &ln->l, &ln->port,
-				 &ln->xp.write_send, why, sizeof(why));
+		r = listen_verbs(c, want, w->write_send, w->tos, addr, c->locallen, &ln->l,
+				 &ln->port, &ln->xp.write_send, why, sizeof(why));
 		if (r == 0) {
 			r = listen_rails_only(c, w, ln, why, sizeof(why));
 		}
@@ -231,7 +233,7 @@ static int transport_listen(struct conn *c, const struct lanes_want *w,
 		}
 		log_debug("%s: auto transport: tcp (%s)", c->peer, why);
 	}
-	r = xport_tcp_ops.listen((struct sockaddr *)addr, c->locallen, &ln->l, &ln->port);
+	r = xport_tcp_ops.listen((struct sockaddr *)addr, c->locallen, w->tos, &ln->l, &ln->port);
 	if (r < 0) {
 		return serve_refuse(c, PERR_TRANSPORT, "cannot listen for data lanes: %s",
 				    strerror(-r));

@@ -228,9 +228,12 @@ struct xport_ops {
 	 * bound port; accept waits up to p->timeout_ms for p->nlanes lanes that
 	 * present p->token, dropping any that present something else (before a
 	 * byte of theirs is placed). Each lane index is accepted once; the token
-	 * is dead once all lanes are in.
+	 * is dead once all lanes are in. tos: the IP TOS byte of the lanes it
+	 * accepts (-1: the system's); verbs sets it on its listening ids, which
+	 * iWARP connections take it from (accept's p->tos does the rest, on
+	 * RoCE), tcp ignores it.
 	 */
-	int (*listen)(const struct sockaddr *addr, socklen_t addrlen,
+	int (*listen)(const struct sockaddr *addr, socklen_t addrlen, int tos,
 		      struct xport_listener **ret_listener, uint16_t *ret_port);
 	/*
 	 * Optional (NULL: the backend cannot; daemon rails then stay off): the

@@ -41,8 +41,8 @@ struct xport_listener {
 	struct lane_tokens dead; /* tokens already used up */
 };
 
-int tcp_listen(const struct sockaddr *addr, socklen_t addrlen, struct xport_listener **ret_listener,
-	       uint16_t *ret_port)
+int tcp_listen(const struct sockaddr *addr, socklen_t addrlen, int tos,
+	       struct xport_listener **ret_listener, uint16_t *ret_port)
 {
 	_cleanup_close_ int fd = -1;
 	struct sockaddr_storage ss;
@@ -50,6 +50,7 @@ int tcp_listen(const struct sockaddr *addr, socklen_t addrlen, struct xport_list
 	struct xport_listener *l;
 	int one = 1;
 
+	(void)tos; /* the class of service is the RDMA lanes' (tcp lanes have none of theirs) */
 	if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || !ret_listener) {
 		return -EINVAL;
 	}

@@ -194,8 +194,8 @@ void tcp_destroy(struct xport *x);
 
 /* ---- conn.c: connection set-up ---- */
 
-int tcp_listen(const struct sockaddr *addr, socklen_t addrlen, struct xport_listener **ret_listener,
-	       uint16_t *ret_port);
+int tcp_listen(const struct sockaddr *addr, socklen_t addrlen, int tos,
+	       struct xport_listener **ret_listener, uint16_t *ret_port);
 int tcp_accept(struct xport_listener *l, const struct xport_params *p, struct xport **ret);
 void tcp_listener_close(struct xport_listener *l);
 int tcp_connect(const struct sockaddr *addr, socklen_t addrlen, const struct xport_params *p,

@@ -25,6 +25,8 @@ struct xport_listener {
 	/* ids[0]: listen's address; then listen_rail's (daemon rails), one channel for all */
 	struct rdma_cm_id *ids[XPORT_MAX_LANES];
 	unsigned nids;
+	int tos;		 /* the daemon's class, on every listening id; -1: none */
+	int sl[XPORT_MAX_LANES]; /* per id: the class's SL on its RoCE port, -1: the request's */
 	struct lane_tokens dead; /* tokens already used up */
 };
 
@@ -59,12 +61,15 @@ int verbs_listen_rail(struct xport_listener *l, const struct sockaddr *addr, soc
 	if (rdma_create_id(l->ec, &id, NULL, RDMA_PS_TCP) != 0) {
 		return negerrno();
 	}
-	if (rdma_bind_addr(id, (struct sockaddr *)addr) != 0 || rdma_listen(id, 64) != 0) {
+	/* The class before rdma_listen: iWARP connections take the listening id's. */
+	if (verbs_listen_id_tos(id, l->tos) < 0 ||
+	    rdma_bind_addr(id, (struct sockaddr *)addr) != 0 || rdma_listen(id, 64) != 0) {
 		int r = negerrno();
 
 		(void)rdma_destroy_id(id);
 		return r;
 	}
+	l->sl[l->nids] = verbs_class_sl(id, addr, l->tos);
 	l->ids[l->nids++] = id;
 	if (ret_port) {
 		*ret_port = ntohs(rdma_get_src_port(id));
@@ -72,7 +77,7 @@ int verbs_listen_rail(struct xport_listener *l, const struct sockaddr *addr, soc
 	return 0;
 }
 
-int verbs_listen(const struct sockaddr *addr, socklen_t addrlen,
+int verbs_listen(const struct sockaddr *addr, socklen_t addrlen, int tos,
 		 struct xport_listener **ret_listener, uint16_t *ret_port)
 {
 	struct xport_listener *l;
@@ -85,6 +90,7 @@ int verbs_listen(const struct sockaddr *addr, socklen_t addrlen,
 	if (!l) {
 		return -ENOMEM;
 	}
+	l->tos = tos;
 	l->ec = rdma_create_event_channel();
 	if (!l->ec) {
 		r = negerrno();
@@ -148,12 +154,13 @@ static int request_lane(const struct rdma_cm_event *ev, const struct xport_param
  * The passive side's own traffic class (the daemon's "tos"): rdma_cm would
  * give the QP the class of the connection request, and a QP's address
  * vector can change only on the way to RTR. So this side takes the QP
- * through INIT -> RTR (the request's attributes, traffic class replaced)
- * -> RTS itself, as librdmacm's rdma_accept does, and accepts with the QP
- * hidden from librdmacm (it then takes qp_num from the parameters and
- * leaves the QP alone).
+ * through INIT -> RTR (the request's attributes, traffic class replaced,
+ * and on RoCE the service level that goes with it: sl, -1 to keep the
+ * request's) -> RTS itself, as librdmacm's rdma_accept does, and accepts
+ * with the QP hidden from librdmacm (it then takes qp_num from the
+ * parameters and leaves the QP alone).
  */
-static int accept_with_tos(struct verbs_lane *ln, struct rdma_conn_param *cp, uint8_t tos)
+static int accept_with_tos(struct verbs_lane *ln, struct rdma_conn_param *cp, uint8_t tos, int sl)
 {
 	static const enum ibv_qp_state steps[] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
 	struct rdma_cm_id *id = ln->id;
@@ -172,6 +179,9 @@ static int accept_with_tos(struct verbs_lane *ln, struct rdma_conn_param *cp, ui
 			mask &= ~0xe00000;
 			attr.max_dest_rd_atomic = cp->responder_resources;
 			attr.ah_attr.grh.traffic_class = tos;
+			if (sl >= 0) {
+				attr.ah_attr.sl = (uint8_t)sl;
+			}
 		} else if (steps[i] == IBV_QPS_RTS) {
 			attr.max_rd_atomic = cp->initiator_depth;
 		}
@@ -187,8 +197,13 @@ static int accept_with_tos(struct verbs_lane *ln, struct rdma_conn_param *cp, ui
 	return r;
 }
 
-/* A good request: resources, then rdma_accept. The lane owns id from here. */
-static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id *id, bool rails)
+/*
+ * A good request: resources, then rdma_accept, with our class where we have
+ * one (sl: its SL on the port the request came to, qos.c). The lane owns id
+ * from here.
+ */
+static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id *id, bool rails,
+		       int sl)
 {
 	struct verbs_lane *ln = &vx->lanes[lane];
 	struct rdma_conn_param cp;
@@ -210,13 +225,25 @@ static int accept_lane(struct verbs_xport *vx, unsigned lane, struct rdma_cm_id 
 		ln->rq_tail++;
 	}
 	verbs_conn_param_init(&cp, NULL, 0);
-	if (vx->tos >= 0) {
-		return accept_with_tos(ln, &cp, (uint8_t)vx->tos);
+	/* iWARP has no address vector: its connection took the listening id's class. */
+	if (vx->tos >= 0 && id->verbs->device->transport_type != IBV_TRANSPORT_IWARP) {
+		return accept_with_tos(ln, &cp, (uint8_t)vx->tos, sl);
 	}
 	if (rdma_accept(id, &cp) != 0) {
 		return negerrno();
 	}
 	return 0;
+}
+
+/* The SL of our class on the listening id a request came through (-1: keep the request's). */
+static int listener_sl(const struct xport_listener *l, const struct rdma_cm_id *listen_id)
+{
+	for (unsigned i = 0; i < l->nids; i++) {
+		if (l->ids[i] == listen_id) {
+			return l->sl[i];
+		}
+	}
+	return -1;
 }
 
 static int accept_handle_event(struct xport_listener *l, const struct xport_params *p,
@@ -247,7 +274,7 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 			(void)rdma_destroy_id(id);
 			return 0;
 		}
-		r = accept_lane(vx, (unsigned)lane, id, l->nids > 1);
+		r = accept_lane(vx, (unsigned)lane, id, l->nids > 1, listener_sl(l, ev->listen_id));
 		if (r < 0) {
 			(void)rdma_reject(id, NULL, 0);
 		}

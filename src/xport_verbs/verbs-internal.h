@@ -60,6 +60,7 @@
  *   quiesce.c  lanes to error: all of them drained (teardown), or one
  *   devloss.c  a device lost mid-session: its lanes' work flushed by us
  *   path.c     which path (WRITE_IMM or WRITE + SEND) a host's devices need
+ *   qos.c      the passive side's class of service: iWARP's listening ids, RoCE's SL
  *   gid.c      an active lane's source address (NAME:PORT, a GID index) and GID check
  */
 #pragma once
@@ -244,7 +245,7 @@ int verbs_lane_of_id(const struct verbs_xport *vx, const struct rdma_cm_id *id);
 
 /* ---- accept.c, connect.c: setting up the lanes ---- */
 
-int verbs_listen(const struct sockaddr *addr, socklen_t addrlen,
+int verbs_listen(const struct sockaddr *addr, socklen_t addrlen, int tos,
 		 struct xport_listener **ret_listener, uint16_t *ret_port);
 int verbs_listen_rail(struct xport_listener *l, const struct sockaddr *addr, socklen_t addrlen,
 		      uint16_t *ret_port);
@@ -252,6 +253,17 @@ int verbs_accept(struct xport_listener *l, const struct xport_params *p, struct 
 void verbs_listener_close(struct xport_listener *l);
 int verbs_connect(const struct sockaddr *addr, socklen_t addrlen, const struct xport_params *p,
 		  struct xport **ret);
+
+/* ---- qos.c: the passive side's class of service ---- */
+
+/* The IP TOS byte (tos >= 0) on a listening id, before rdma_listen: iWARP lanes take it. */
+int verbs_listen_id_tos(struct rdma_cm_id *id, int tos);
+/*
+ * The service level of class tos on the RoCE port listen_id (bound to
+ * addr) is on, as rdma_cm gives an active side's route; -1 when not RoCE,
+ * no class, or it can't be learned.
+ */
+int verbs_class_sl(const struct rdma_cm_id *listen_id, const struct sockaddr *addr, int tos);
 
 /* ---- gid.c: an active lane's source address and GID (named devices) ---- */
 

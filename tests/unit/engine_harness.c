@@ -222,7 +222,8 @@ static void link_open(struct end *tx, struct end *rx)
 	for (size_t i = 0; i < XPORT_TOKEN_LEN; i++) {
 		p.xp.token[i] = (uint8_t)(0xa0 + i);
 	}
-	assert_int_equal(xport_tcp_ops.listen((struct sockaddr *)&sa, sizeof(sa), &p.l, &port), 0);
+	assert_int_equal(xport_tcp_ops.listen((struct sockaddr *)&sa, sizeof(sa), -1, &p.l, &port),
+			 0);
 	sa.sin_port = htons(port);
 	assert_int_equal(pthread_create(&th, NULL, passive_main, &p), 0);
 

@@ -100,7 +100,7 @@ static int acceptor_start_p(struct acceptor *a, const struct xport_params *p, ui
 
 	memset(a, 0, sizeof(*a));
 	a->p = *p;
-	r = ops->listen((struct sockaddr *)&la, sizeof(la), &a->l, ret_port);
+	r = ops->listen((struct sockaddr *)&la, sizeof(la), -1, &a->l, ret_port);
 	if (r < 0) {
 		return r;
 	}

@@ -492,7 +492,7 @@ static void test_backend_rejects_bad_params(void **state)
 	assert_int_equal(o->connect((struct sockaddr *)&sin, sizeof(sin), &p, &x), -EINVAL);
 	assert_null(x);
 	sin.sin_family = AF_UNIX;
-	assert_int_equal(o->listen((struct sockaddr *)&sin, sizeof(sin), &l, NULL), -EINVAL);
+	assert_int_equal(o->listen((struct sockaddr *)&sin, sizeof(sin), -1, &l, NULL), -EINVAL);
 	assert_null(l);
 	o->listener_close(NULL);
 	o->destroy(NULL);

@@ -85,7 +85,7 @@ static void server_listen(struct server *s)
 	struct sockaddr_in sin = loopback(0);
 
 	memset(s, 0, sizeof(*s));
-	assert_int_equal(ops->listen((struct sockaddr *)&sin, sizeof(sin), &s->l, &s->port), 0);
+	assert_int_equal(ops->listen((struct sockaddr *)&sin, sizeof(sin), -1, &s->l, &s->port), 0);
 	assert_true(s->port != 0);
 }
 
