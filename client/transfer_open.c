@@ -611,6 +611,9 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 				xp.nlanes, ok->data_port);
 		return EXIT_TRANSPORT;
 	}
+	if (ops->kind == XPORT_KIND_VERBS && (*ret)->max_inline == 0) {
+		log_notice("%s", XPORT_NO_INLINE_NOTE);
+	}
 	return 0;
 }
 

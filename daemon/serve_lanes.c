@@ -320,6 +320,9 @@ static int offer_lanes(struct conn *c, const struct msg *ok, const struct xport_
 
 	if (r >= 0) {
 		r = ops->accept(l, xp, ret);
+		if (r >= 0 && ops->kind == XPORT_KIND_VERBS && (*ret)->max_inline == 0) {
+			log_notice("%s (%s): %s", c->peer, c->id, XPORT_NO_INLINE_NOTE);
+		}
 		if (r < 0) {
 			log_notice_errno(r, "%s (%s): %s lanes did not connect: %m", c->peer, c->id,
 					 what);

@@ -320,6 +320,14 @@ struct xport {
 	uint32_t max_inline; /* bytes XPORT_SEND_INLINE may carry */
 };
 
+/*
+ * What the programs say, once per session, of verbs lanes whose device took
+ * no inline data (max_inline 0: its queue pairs were made without).
+ */
+#define XPORT_NO_INLINE_NOTE                                                            \
+	"verbs lanes without inline data (the device refused it): each descriptor and " \
+	"credit is fetched by DMA, a little more latency per chunk"
+
 extern const struct xport_ops xport_tcp_ops;
 #ifdef HAVE_VERBS
 extern const struct xport_ops xport_verbs_ops;

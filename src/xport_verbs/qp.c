@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "verbs-internal.h"
 #include "verbs_wr.h"
 
@@ -51,48 +52,97 @@ int verbs_lane_post_msg_recv(struct verbs_xport *vx, unsigned lane)
 	return ibv_post_recv(ln->id->qp, &wr, &bad);
 }
 
-/* With inline data if the device has it. */
+/*
+ * The send operations a lane posts, and no others: RDMA WRITE, and WRITE
+ * WITH IMMEDIATE or (WRITE + SEND path) SEND. Listed, mlx5 sizes each send
+ * queue entry for them alone; unlisted, it makes room for the largest of
+ * every RC operation (atomics, memory window binds: up to 5 basic blocks an
+ * entry), so the queue holds several times fewer than max_qp_wr promises.
+ */
+static uint64_t lane_send_ops(const struct verbs_xport *vx)
+{
+	return IBV_QP_EX_WITH_RDMA_WRITE |
+	       (vx->write_send ? IBV_QP_EX_WITH_SEND : IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM);
+}
+
+/*
+ * One try at the lane's QP: with the operations listed (rdma_create_qp_ex),
+ * or plainly for providers that take no list (siw, cxgb4: no create_qp_ex).
+ * On success *ret_inline is what the device gave.
+ */
+static int lane_try_qp(struct verbs_xport *vx, struct verbs_lane *ln, struct verbs_dev *dv,
+		       uint32_t inline_len, bool list_ops, uint32_t *ret_inline)
+{
+	struct ibv_qp_init_attr_ex attr = {
+		.send_cq = dv->cq,
+		.recv_cq = dv->cq,
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 0,
+		.cap = { .max_send_wr = vx->sq_cap + 1, /* + the quiesce marker */
+			 .max_recv_wr = vx->pub.rq_depth,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1,
+			 .max_inline_data = inline_len },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | (list_ops ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0),
+		.pd = dv->pd,
+		.send_ops_flags = list_ops ? lane_send_ops(vx) : 0,
+	};
+
+	if (rdma_create_qp_ex(ln->id, &attr) != 0) {
+		return negerrno();
+	}
+	*ret_inline = attr.cap.max_inline_data;
+	return 0;
+}
+
+/*
+ * With inline data if the device has it, the operations listed where the
+ * provider takes the list: the first of the four that works. A QP without
+ * inline data is said (debug here; the programs say it once per session).
+ */
 int verbs_lane_create_qp(struct verbs_xport *vx, unsigned lane, bool may_add)
 {
+	static const struct {
+		uint32_t inline_len;
+		bool list_ops;
+	} tries[] = {
+		{ VERBS_MAX_INLINE, true }, { VERBS_MAX_INLINE, false }, { 0, true }, { 0, false }
+	};
 	struct verbs_lane *ln = &vx->lanes[lane];
-	struct ibv_qp_init_attr attr;
 	struct verbs_dev *dv;
-	int r = verbs_device_of(vx, ln->id->verbs, may_add);
+	uint32_t got = 0;
+	int r = verbs_device_of(vx, ln->id->verbs, may_add), inline_err = 0;
 
 	if (r < 0) {
 		return r;
 	}
 	ln->dev = (unsigned)r;
 	dv = &vx->devs[ln->dev];
-	for (int attempt = 0; attempt < 2; attempt++) {
-		memset(&attr, 0, sizeof(attr));
-		attr.send_cq = dv->cq;
-		attr.recv_cq = dv->cq;
-		attr.qp_type = IBV_QPT_RC;
-		attr.sq_sig_all = 0;
-		attr.cap.max_send_wr = vx->sq_cap + 1; /* + the quiesce marker */
-		attr.cap.max_recv_wr = vx->pub.rq_depth;
-		attr.cap.max_send_sge = 1;
-		attr.cap.max_recv_sge = 1;
-		attr.cap.max_inline_data = attempt == 0 ? VERBS_MAX_INLINE : 0;
-		if (rdma_create_qp(ln->id, dv->pd, &attr) == 0) {
-			ln->has_qp = true;
-			r = lane_setup_msgs(vx, ln);
-			if (r < 0) {
-				return r;
+	for (size_t t = 0; t < ARRAY_SIZE(tries); t++) {
+		r = lane_try_qp(vx, ln, dv, tries[t].inline_len, tries[t].list_ops, &got);
+		if (r == 0) {
+			if (tries[t].inline_len == 0) {
+				log_debug(
+				    "verbs: lane %u on %s: no inline data (with %u bytes: %s)",
+				    lane, ibv_get_device_name(dv->verbs->device), VERBS_MAX_INLINE,
+				    strerror(-inline_err));
+				got = 0;
 			}
-			/* The device may give more than asked; promise what all lanes have. */
-			if (attr.cap.max_inline_data < vx->pub.max_inline) {
-				vx->pub.max_inline = attr.cap.max_inline_data;
-			}
-			if (attempt == 1) {
-				vx->pub.max_inline = 0;
-			}
-			return 0;
+			break;
 		}
-		r = negerrno();
+		inline_err = tries[t].inline_len ? r : inline_err;
 	}
-	return r;
+	if (r < 0) {
+		return r;
+	}
+	ln->has_qp = true;
+	r = lane_setup_msgs(vx, ln);
+	if (r < 0) {
+		return r;
+	}
+	/* The device may give more than asked; promise what all lanes have. */
+	vx->pub.max_inline = MIN(vx->pub.max_inline, got);
+	return 0;
 }
 
 /*
