@@ -582,6 +582,7 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 {
 	const struct xport_ops *ops = xport_ops_by_kind(ok->transport);
 	struct xport_params xp = { 0 };
+	char why[256] = "";
 	struct sockaddr_storage addr = s->peer;
 	int r;
 
@@ -602,13 +603,15 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 	}
 	lane_routes(s, ok, &xp);
 	net_set_port(&addr, ok->data_port);
+	xp.error_buf = why;
+	xp.error_len = sizeof(why);
 	r = ops->connect((struct sockaddr *)&addr, s->peerlen, &xp, ret);
 	explicit_bzero(xp.token, sizeof(xp.token));
 	explicit_bzero(xp.seal_secret, sizeof(xp.seal_secret));
 	if (r < 0) {
 		explicit_bzero(ep->seal_secret, sizeof(ep->seal_secret));
-		log_error_errno(r, "data connection (%s, %u lanes, port %u): %m", ops->name,
-				xp.nlanes, ok->data_port);
+		log_error_errno(r, "data connection (%s, %u lanes, port %u): %m%s%s", ops->name,
+				xp.nlanes, ok->data_port, why[0] ? ": " : "", why);
 		return EXIT_TRANSPORT;
 	}
 	if (ops->kind == XPORT_KIND_VERBS && (*ret)->max_inline == 0) {

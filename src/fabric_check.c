@@ -155,19 +155,30 @@ static int relaxed_ordering(const char *dir)
 	return -1;
 }
 
+/* A link width as text: "16", or "unknown". */
+static const char *width_text(long w, char buf[static 24])
+{
+	if (w <= 0) {
+		return "unknown";
+	}
+	snprintf(buf, 24, "%ld", w);
+	return buf;
+}
+
 static void check_pcie(const struct fabric_paths *p, const char *dev, struct fabric_report *r)
 {
-	char dir[512], real[PATH_MAX], cur[32], max[32], bdf[64] = "?";
+	char dir[512], real[PATH_MAX], cur[32], max[32], bdf[64], cwt[24], mwt[24];
 	double cs, ms;
 	long cw, mw;
 	int ro;
 
 	/* The PCI address: the name of the directory the device link leads to. */
 	snprintf(dir, sizeof(dir), "%s/%s/device", p->ib, dev);
-	if (realpath(dir, real)) {
-		snprintf(bdf, sizeof(bdf), "%.63s",
-			 strrchr(real, '/') ? strrchr(real, '/') + 1 : real);
+	if (!realpath(dir, real)) {
+		fact(r, "%s: no PCIe device under it (a software one: rxe, siw)", dev);
+		return;
 	}
+	snprintf(bdf, sizeof(bdf), "%.63s", strrchr(real, '/') ? strrchr(real, '/') + 1 : real);
 	cs = link_speed(dir, "current_link_speed", cur, sizeof(cur));
 	ms = link_speed(dir, "max_link_speed", max, sizeof(max));
 	snprintf(real, sizeof(real), "%s/current_link_width", dir);
@@ -175,8 +186,8 @@ static void check_pcie(const struct fabric_paths *p, const char *dev, struct fab
 	snprintf(real, sizeof(real), "%s/max_link_width", dir);
 	mw = read_long(real);
 	ro = relaxed_ordering(dir);
-	fact(r, "%s: PCIe %s: link %s x%ld of %s x%ld; relaxed ordering %s", dev, bdf, cur, cw, max,
-	     mw,
+	fact(r, "%s: PCIe %s: link %s x%s of %s x%s; relaxed ordering %s", dev, bdf, cur,
+	     width_text(cw, cwt), max, width_text(mw, mwt),
 	     ro > 0    ? "enabled"
 	     : ro == 0 ? "disabled"
 		       : "unknown (needs root)");

@@ -133,6 +133,12 @@ struct xport_params {
 	uint16_t gid_index;
 	uint8_t roce_version;
 	/*
+	 * Optional (NULL: none): where a failed connect or accept leaves why,
+	 * the xport's last error (a lane's GID, its device), which dies with it.
+	 */
+	char *error_buf;
+	size_t error_len;
+	/*
 	 * Active side of verbs only (daemon rails): lane i connects to rails[i %
 	 * (1 + nrails) - 1], or to connect's addr where that is -1 (i % (1 +
 	 * nrails) == 0). Each is a full address, port included. rails_only

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -197,6 +198,9 @@ int verbs_connect(const struct sockaddr *addr, socklen_t addrlen, const struct x
 		r = verbs_watch(vx, vx->ec->fd, VERBS_EV_CM, 0);
 	}
 	if (r < 0) {
+		if (p->error_buf && p->error_len && vx->has_error) {
+			snprintf(p->error_buf, p->error_len, "%s", vx->error);
+		}
 		verbs_destroy(&vx->pub);
 		return r;
 	}

@@ -66,7 +66,9 @@ int verbs_params_check(const struct xport_params *p)
 		}
 	}
 	for (unsigned i = 0; i < p->ndevices; i++) {
-		if (!rdmadev_name_ok(p->devices[i])) {
+		struct rdmadev_spec spec;
+
+		if (rdmadev_spec_parse(p->devices[i], &spec) < 0) {
 			return -EINVAL;
 		}
 	}

@@ -2,7 +2,8 @@
 /*
  * rdmacp doctor's fabric checks (src/fabric_check.c) on fake sysfs and
  * procfs trees: a healthy host reports no finding; each fault reports its
- * own (a PCIe link below its maximum, relaxed ordering off, a 1500-byte
+ * own (a PCIe link below its maximum, relaxed ordering off (and none for a
+ * software device), a 1500-byte
  * MTU, an active MTU the network device disagrees with, ECN off, two RDMA
  * NICs in one subnet with ARP answering for any address, no device in a
  * container, a driver without its RDMA module, devices without uverbs
@@ -210,6 +211,11 @@ static void test_pcie(void **state)
 	run(&port1, 1, NULL);
 	assert_int_equal(rep.nfindings, 0);
 	assert_true(has_fact("link Unknown x16"));
+	/* A software device (rxe, siw): no PCIe link to judge. */
+	mk("ib/rxe0/ports/1/link_layer", "Ethernet");
+	run(&port1, 1, NULL);
+	assert_int_equal(rep.nfindings, 0);
+	assert_true(has_fact("rxe0: no PCIe device under it (a software one: rxe, siw)"));
 }
 
 static void test_relaxed_ordering(void **state)
