@@ -65,6 +65,7 @@ static unsigned device_rates(const struct daemon_conn *s, uint64_t *rates, char 
 	names[0] = '\0';
 	for (unsigned i = 0; i < s->o->ndevices || (i == 0 && s->o->ndevices == 0); i++) {
 		const char *name = s->o->devices[i];
+		struct rdmadev_spec spec = { .port = 0 };
 		int r = 0;
 
 		if (s->o->ndevices > 0 && named_before(s->o, i)) {
@@ -73,9 +74,13 @@ static unsigned device_rates(const struct daemon_conn *s, uint64_t *rates, char 
 		if (s->o->ndevices == 0) {
 			r = local_device(s, one);
 			name = one;
+		} else {
+			/* NAME:PORT: that port's rate; NAME alone: its fastest port that is up. */
+			r = rdmadev_spec_parse(name, &spec);
 		}
 		if (r >= 0) {
-			r = rdmadev_port_rate(RDMADEV_SYSFS, name, 0, &rates[n]);
+			r = rdmadev_port_rate(RDMADEV_SYSFS, s->o->ndevices ? spec.name : name,
+					      spec.port, &rates[n]);
 		}
 		if (r < 0) {
 			log_debug("link rate of %s: %s",
