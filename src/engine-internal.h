@@ -112,6 +112,11 @@ _Static_assert(FILE_TABLE == PROTO_SPAN_WIDER && PROTO_FILES_WIDER < PROTO_SPAN_
 #define ZERO_CHUNK_MAX ((uint64_t)1 << 30)
 /* A zero chunk at least this long goes out (ZEROS) before the sender hashes it. */
 #define ZERO_EARLY_FLUSH ((uint32_t)8 << 20)
+/*
+ * Copies, hashes and opens of a slot go in blocks this big (engine_workers.c):
+ * each block is still in L1/L2 when it is hashed or opened after its copy.
+ */
+#define ENGINE_BLOCK ((uint32_t)64 << 10)
 /* Sender: fill-and-pass rounds in one turn of the loop before it looks at its events. */
 #define TX_PASS_TURNS 16
 
@@ -361,14 +366,30 @@ struct engine {
 	uint32_t prehash_id;
 
 	/* receiver */
+	/*
+	 * Held chunks, by hold index (engine_rx_slots.c): the ring slot when
+	 * fenced, the private copy when copied (rx_copy). held_map finds them
+	 * by (file, offset): open addressing, index + 1, 0 empty.
+	 */
 	struct rslot *rslots;
-	uint32_t ncredit_due; /* slots whose credit --bwlimit holds back */
+	struct rring *rring; /* per ring slot */
+	uint32_t *held_map, held_mask;
+	/* Copy mode: free copies (a stack); the ring slot each copy came from, not credited yet. */
+	uint32_t *copy_free, ncopy_free;
+	uint32_t *copy_ring;
+	bool *copy_owes;
+	/* Ring slots whose descriptor came while no copy was free, in order (a ring). */
+	uint32_t *copy_wait, copy_wait_head, ncopy_wait;
+	/* Ring slots whose credit --bwlimit holds back, in order (a ring), and their lengths. */
+	uint32_t *credit_q, credit_head, *credit_len;
+	uint32_t ncredit_due;
 	/* Rails: slots whose credit went on a lane lost before the sender took it. */
 	uint32_t *recredit;
 	uint32_t nrecredit;
 	/*
-	 * No transport fences (verbs): each held slot is copied here and hashed
-	 * and written from the copy, which the peer cannot reach. Chunk index.
+	 * No transport fences (verbs), or sealed slots: each held slot is copied
+	 * (opened) into a private copy and hashed and written from it, which the
+	 * peer cannot reach: pool chunk copy_base + h (engine_rx_slots.c).
 	 */
 	bool rx_copy;
 	uint32_t copy_base;
@@ -444,7 +465,7 @@ struct engine {
 	/* Skip level checksum: one hashing thread (engine_sums.c), started when needed. */
 	pthread_t sum_thread;
 	bool sum_running, sum_stop;
-	/* The hashing threads (engine_hashers.c), NULL: none. */
+	/* The worker threads (engine_workers.c), NULL: none. */
 	struct hashers *hashers;
 	pthread_mutex_t sum_lock;
 	pthread_cond_t sum_cond;
@@ -500,6 +521,17 @@ struct engine {
 static inline bool engine_zeros(const struct engine *e)
 {
 	return e->zeros;
+}
+
+/*
+ * Receiver in copy mode: its private copies, a pool of their own behind the
+ * registered chunks (engine_pinned_bytes counts them), as many as the ring
+ * has slots: a held chunk waits for the disk in its copy while the ring
+ * slot it came in is written again.
+ */
+static inline uint32_t engine_rx_copies(const struct engine_params *p)
+{
+	return p->slots;
 }
 
 /* A probe (engine.h): a dry run on the control channel alone, nothing created. */
@@ -670,6 +702,12 @@ int imm_unexpected(struct engine *e, const struct xport_wc *wc);
 int slot_seal(struct engine *e, unsigned lane, uint32_t slot, uint8_t *stage, uint8_t *buf,
 	      uint32_t len);
 int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d);
+/* The same with key s at count, from sealed (the slot's descriptor): thread-safe (workers). */
+int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
+		   uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], const uint8_t *src,
+		   uint8_t *dst, uint32_t max_len, struct proto_desc *d);
+void slot_sealed_desc(struct engine *e, uint32_t slot,
+		      uint8_t ret[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN]);
 int engine_fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r);
 
 /* engine_tx.c */
@@ -680,9 +718,10 @@ int tx_on_credit(struct engine *e, const struct xport_wc *wc);
 
 /* engine_rx.c */
 void rx_write_done(struct engine *e, uint32_t slot, int res);
-uint8_t *rx_slot_buf(struct engine *e, uint32_t slot);
-int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes);
-int rx_credit(struct engine *e, uint32_t slot);
+/* engine_rx_slots.c: held chunk h's bytes; held (fenced or copied); let go (credited). */
+uint8_t *rx_slot_buf(struct engine *e, uint32_t h);
+int rx_slot_hold(struct engine *e, uint32_t h, uint32_t len, bool need_bytes);
+int rx_credit(struct engine *e, uint32_t h);
 int rx_offer_ring(struct engine *e);
 void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t end);
 /*
@@ -788,6 +827,36 @@ int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn ve
 		    sum_done_fn done);
 /* A job of f's is in its digest: slot is the one it was queued with. */
 typedef int (*hash_done_fn)(struct engine *e, struct efile *f, uint32_t slot);
+/*
+ * A job for the worker threads (engine_workers.c): what it reads and writes
+ * is the thread's until it comes back to its done function on the loop
+ * (hash_done_fn where done is NULL); f: the file whose stream it fed, if any.
+ */
+enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN };
+struct wjob;
+typedef int (*wjob_done_fn)(struct engine *e, struct wjob *j, struct efile *f);
+struct wjob {
+	struct wjob *next;
+	uint8_t kind;
+	bool slow;		/* tests: ENGINE_FAULT_SLOW_HASH */
+	bool flip;		/* tests: the copy's first byte changed (ENGINE_FAULT_FLIP_BYTE) */
+	bool digest;		/* copy: the chunk's own digest into chash too */
+	struct file_hash *hash; /* hash, copy: the stream the bytes feed (f's thread), or NULL */
+	const uint8_t *src;
+	uint8_t *dst;	     /* copy, open: the private copy */
+	uint32_t len;	     /* open: at most this much (the slot size) */
+	uint32_t idx;	     /* the caller's: a held copy, a sender's chunk */
+	uint32_t ring, lane; /* copy, open: the ring slot and its lane */
+	uint32_t fidx, id;   /* the file of hash (checked when it comes back) */
+	uint64_t count;	     /* open: the slot's count on its lane (its nonce) */
+	int r;		     /* open: 0, or why it did not open */
+	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN];
+	struct proto_desc d; /* open: the slot's descriptor, opened */
+	uint8_t chash[HASH_LEN];
+	wjob_done_fn done;
+};
+/* j to the workers: f's thread when it feeds f's stream (j->hash), else the next one round. */
+int workers_queue(struct engine *e, struct wjob *j, struct efile *f);
 int hashers_start(struct engine *e, unsigned n, hash_done_fn done);
 void hashers_stop(struct engine *e);
 int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,

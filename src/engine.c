@@ -67,7 +67,7 @@ static uint64_t engine_registered_chunks(const struct engine_params *p)
 
 uint64_t engine_pinned_bytes(const struct engine_params *p, const struct xport_ops *ops)
 {
-	uint64_t copies = engine_copies_slots(p, ops) ? p->slots : 0;
+	uint64_t copies = engine_copies_slots(p, ops) ? engine_rx_copies(p) : 0;
 	uint64_t bytes = (engine_registered_chunks(p) + copies) * p->chunk_size;
 
 	/* Whole 2 MiB pages, so the pool can be backed by huge pages. */

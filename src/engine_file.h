@@ -15,7 +15,7 @@ struct chunk {
 	bool zero;   /* all zeros (a hole, not read; or read and found so): no payload */
 	bool same;   /* --delta, a tree file: chunks the pre-pass found unchanged, not read */
 	bool hashed; /* a tree file's: fed into its digest (tx_tree_feed) */
-	/* With a hashing thread (engine_hashers.c); sent: its lane is done with it too. */
+	/* With a hashing thread (engine_workers.c); sent: its lane is done with it too. */
 	bool hashing, sent;
 	uint32_t fidx; /* file table index */
 	uint64_t off;
@@ -40,16 +40,22 @@ struct chunk {
 struct rslot {
 	uint8_t state;
 	bool hashed, written;
-	bool hashing; /* with a hashing thread (engine_hashers.c) */
+	bool hashing; /* with a worker thread, feeding its file's digest (engine_workers.c) */
+	bool copying; /* a worker copies (or opens) it into its private copy */
 	uint32_t fidx;
 	uint64_t off;
 	uint32_t len;
 	uint32_t wdone; /* bytes written so far */
 	uint32_t lane;
-	bool credit_due;	 /* done, its credit held back by --bwlimit */
 	bool packed;		 /* whole files (engine_pack.c): fidx means nothing */
 	uint32_t pieces_left;	 /* packed: writes of its files not done yet */
 	uint8_t chash[HASH_LEN]; /* --partial: the chunk's own hash, for the journal */
+};
+
+/* Receiver: a ring slot (engine_rx_slots.c): a descriptor came for it, its credit not sent. */
+struct rring {
+	bool busy;
+	uint32_t lane; /* the descriptor's: its credit goes back on it */
 };
 
 /*
@@ -173,7 +179,7 @@ struct efile {
 	char *tmpname;
 	int tfd;
 	uint64_t hash_off, recv_bytes, written;
-	uint32_t hash_jobs; /* chunks with a hashing thread (engine_hashers.c) */
+	uint32_t hash_jobs; /* chunks with a hashing thread (engine_workers.c) */
 	bool done_wait;	    /* sender: FILE_DONE waits for those */
 	uint32_t writes_out, held;
 	bool got_done, fsyncing, renamed;

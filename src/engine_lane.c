@@ -390,20 +390,24 @@ int engine_fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r)
 }
 
 /*
- * Receiver: open slot's descriptor into d and its payload into dst (the
- * slot's private copy; or the slot itself), checking the tag; no byte is
- * used before. The descriptor is read from the peer's reach once.
+ * Receiver: open a sealed slot with s (a key of the slot's lane) at the
+ * slot's count: its descriptor (sealed: PROTO_DESC_LEN bytes and the tag)
+ * into d, and its payload from src (in the peer's reach) into dst (the
+ * slot's private copy; or src itself), checking the tag; no byte is used
+ * before. Each block is copied out of the peer's reach first and opened
+ * there while it is in cache, so what is checked is what stays. Touches
+ * nothing of the engine's: a worker thread runs it with a key of its own.
  */
-int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d)
+int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
+		   uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], const uint8_t *src,
+		   uint8_t *dst, uint32_t max_len, struct proto_desc *d)
 {
-	struct lane_seal *s = &e->lanes[lane].seal;
-	const uint8_t *src = pool_chunk(e->pool, slot);
-	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], clear[PROTO_DESC_LEN];
+	uint8_t clear[PROTO_DESC_LEN];
 	uint8_t aad[4];
 	int r;
 
-	memcpy(sealed, e->desc_area + (size_t)slot * e->desc_len, sizeof(sealed));
 	slot_aad(slot, aad);
+	s->count = count;
 	r = lane_seal_begin(s, aad, sizeof(aad));
 	if (r >= 0) {
 		r = lane_seal_update(s, sealed, clear, PROTO_DESC_LEN);
@@ -412,12 +416,34 @@ int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, stru
 		return r;
 	}
 	/* Not authenticated yet: only bounded, so the payload can be opened. */
-	if (proto_desc_decode(clear, d) < 0 || d->len > e->p->chunk_size) {
+	if (proto_desc_decode(clear, d) < 0 || d->len > max_len) {
 		return -EBADMSG;
 	}
-	if (dst != src) {
-		memcpy(dst, src, d->len);
+	for (uint32_t at = 0; at < d->len && r >= 0; at += ENGINE_BLOCK) {
+		uint32_t n = MIN(ENGINE_BLOCK, d->len - at);
+
+		if (dst != src) {
+			memcpy(dst + at, src + at, n);
+		}
+		r = lane_seal_update(s, dst + at, dst + at, n);
 	}
-	r = lane_seal_update(s, dst, dst, d->len);
 	return r < 0 ? r : lane_seal_end(s, sealed + PROTO_DESC_LEN);
+}
+
+/* Slot's sealed descriptor, read from the peer's reach once. */
+void slot_sealed_desc(struct engine *e, uint32_t slot,
+		      uint8_t ret[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN])
+{
+	memcpy(ret, e->desc_area + (size_t)slot * e->desc_len, PROTO_DESC_LEN + LANE_SEAL_TAG_LEN);
+}
+
+/* Receiver, on the loop: slot_open_copy with the lane's key, at its next count. */
+int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d)
+{
+	struct lane_seal *s = &e->lanes[lane].seal;
+	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN];
+
+	slot_sealed_desc(e, slot, sealed);
+	return slot_open_copy(s, slot, s->count, sealed, pool_chunk(e->pool, slot), dst,
+			      e->p->chunk_size, d);
 }

@@ -6,145 +6,6 @@
  */
 #include "engine_rx.h"
 
-/* The bytes of a held slot: the ones that are hashed and written (see rx_slot_hold). */
-uint8_t *rx_slot_buf(struct engine *e, uint32_t slot)
-{
-	return pool_chunk(e->pool, e->rx_copy ? e->copy_base + slot : slot);
-}
-
-/*
- * From here until its credit goes back the slot's bytes must not change
- * under us: what is hashed must be what is written. Where the transport can
- * fence the slot the peer's writes into it are refused (its lane fails);
- * elsewhere the bytes are copied out of the peer's reach first.
- */
-int rx_slot_hold(struct engine *e, uint32_t slot, uint32_t len, bool need_bytes)
-{
-	struct xport *x = e->p->x;
-	int r;
-
-	if (e->rx_copy) {
-		/* A sealed slot was opened into its copy (slot_open). */
-		if (need_bytes && !e->sealed) {
-			memcpy(rx_slot_buf(e, slot), pool_chunk(e->pool, slot), len);
-		}
-		return 0;
-	}
-	r = x->ops->fence(x, e->mr, (uint64_t)slot * e->p->chunk_size, e->p->chunk_size, true);
-	if (r < 0) {
-		const char *why = x->ops->last_error ? x->ops->last_error(x) : NULL;
-
-		return engine_fail(e, PERR_TRANSPORT, r,
-				   "data transport: slot %u rewritten while held%s%s", slot,
-				   why ? ": " : "", why ? why : "");
-	}
-	return 0;
-}
-
-static int rx_slot_unhold(struct engine *e, uint32_t slot)
-{
-	struct xport *x = e->p->x;
-	int r;
-
-	if (e->rx_copy) {
-		return 0;
-	}
-	r = x->ops->fence(x, e->mr, (uint64_t)slot * e->p->chunk_size, e->p->chunk_size, false);
-	return r < 0 ? engine_fail(e, PERR_INTERNAL, r, "unfence slot %u: %s", slot, strerror(-r))
-		     : 0;
-}
-
-static int rx_credit_now(struct engine *e, uint32_t slot)
-{
-	struct rslot *s = &e->rslots[slot];
-	struct xport_wr wr = {
-		.opcode = XPORT_OP_WRITE_IMM,
-		.imm = proto_imm(PROTO_IMM_CREDIT, slot),
-		.lane = s->lane,
-	};
-	struct efile *f = &e->files[s->fidx];
-	int r;
-
-	s->state = SL_FREE;
-	if (!s->packed) {
-		f->held--;
-	}
-	e->credits++;
-	/* The peer may write the slot again once it has the credit, not before. */
-	r = rx_slot_unhold(e, slot);
-	if (r < 0) {
-		return r;
-	}
-	if (!lane_is_up(e, wr.lane)) {
-		/* Rails: its lane is lost; the credit goes on another. */
-		int pick = lane_pick(e, 1);
-
-		if (pick < 0) {
-			return engine_fail(e, PERR_INTERNAL, -ENOSPC,
-					   "no lane has room for a credit");
-		}
-		wr.lane = (uint32_t)pick;
-	}
-	if (!lane_room(e, wr.lane, 1)) {
-		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
-		return engine_fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
-	}
-	return lane_push_slot(e, &wr, -1, slot);
-}
-
-/*
- * --bwlimit on the receiver (a pull): the peer may write a slot again only
- * once it has the credit, so credits go back no faster than the limit; the
- * slot stays held (and its file uncommitted) until then.
- */
-int rx_credit(struct engine *e, uint32_t slot)
-{
-	struct rslot *s = &e->rslots[slot];
-
-	if (e->p->bwlimit && !e->failed) {
-		if (s->credit_due) {
-			return 0;
-		}
-		if (e->ncredit_due > 0 || !bw_allows(e, s->len)) {
-			s->credit_due = true;
-			e->ncredit_due++;
-			return 0;
-		}
-		e->bw_sent += s->len;
-	}
-	return rx_credit_now(e, slot);
-}
-
-/* The credits --bwlimit held back, as the rate allows. */
-static int rx_credit_flush(struct engine *e)
-{
-	for (uint32_t i = 0; e->ncredit_due > 0 && i < e->p->slots; i++) {
-		struct rslot *s = &e->rslots[i];
-		struct efile *f = &e->files[s->fidx];
-
-		if (!s->credit_due) {
-			continue;
-		}
-		if (!e->failed && !bw_allows(e, s->len)) {
-			return 0;
-		}
-		s->credit_due = false;
-		e->ncredit_due--;
-		e->bw_sent += s->len;
-		bool packed = s->packed;
-		int r = rx_credit_now(e, i);
-
-		/* A pack's files finish with their writes (rx_pwrite_done). */
-		if (r >= 0 && !packed) {
-			r = rx_maybe_finish(e, f);
-		}
-		if (r < 0) {
-			return r;
-		}
-	}
-	return 0;
-}
-
 static void rx_submit_write(struct engine *e, uint32_t slot)
 {
 	struct rslot *s = &e->rslots[slot];
@@ -219,11 +80,15 @@ static bool rx_hash_range(struct engine *e, struct efile *f)
 	return progress;
 }
 
-/* Held slot i is f's next bytes: hashed here, on its thread, or (a failed file) passed. */
+/* Held chunk i is f's next bytes: hashed here, on its thread, or (a failed file) passed. */
 static int rx_hash_slot(struct engine *e, struct efile *f, uint32_t i)
 {
 	struct rslot *s = &e->rslots[i];
 
+	/* Its turn: it waits for no other chunk now, its ring slot may go. */
+	if (rx_copy_credit(e, i, s->len) < 0) {
+		return e->fail_r;
+	}
 	if (f->failed) {
 		/* Its digest no longer counts (its thread may still hash). */
 	} else if (e->hashers && !f->tree) {
@@ -247,31 +112,41 @@ static int rx_hash_slot(struct engine *e, struct efile *f, uint32_t i)
 	return 0;
 }
 
+/* f's stream digest can take bytes: started if it was not (0), or the session fails. */
+static int rx_hash_begin(struct engine *e, struct efile *f)
+{
+	if (f->tree || f->hash.state) {
+		return 0;
+	}
+	/* A packed file was hashed whole: nothing of it may stream after. */
+	if (f->hash.whole) {
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "%s: data for a file that came packed", f->name);
+	}
+	if (file_hash_init(&f->hash) < 0) {
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
 /* Hash, in file order, every held chunk (and range) that is next for its file. */
 void rx_hash_ready(struct engine *e, struct efile *f)
 {
 	bool progress = true;
 
-	if (!f->tree && !f->hash.state && (f->held || f->nzr || f->nsr)) {
-		/* A packed file was hashed whole: nothing of it may stream after. */
-		if (f->hash.whole) {
-			engine_fail(e, PERR_PROTOCOL, -EBADMSG,
-				    "%s: data for a file that came packed", f->name);
-			return;
-		}
-		if (file_hash_init(&f->hash) < 0) {
-			engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
-			return;
-		}
+	if ((f->held || f->nzr || f->nsr) && rx_hash_begin(e, f) < 0) {
+		return;
 	}
 	while (progress && (f->held || f->nzr || f->nsr)) {
-		progress = rx_hash_range(e, f);
-		for (uint32_t i = 0; i < e->p->slots; i++) {
-			const struct rslot *s = &e->rslots[i];
+		uint32_t h;
 
-			if (s->state == SL_HELD && !s->hashed && !s->hashing &&
-			    &e->files[s->fidx] == f && s->off == f->hash_off) {
-				if (rx_hash_slot(e, f, i) < 0) {
+		progress = rx_hash_range(e, f);
+		h = f->held ? rx_held_find(e, f, f->hash_off) : UINT32_MAX;
+		if (h != UINT32_MAX) {
+			const struct rslot *s = &e->rslots[h];
+
+			if (!s->hashed && !s->hashing && !s->copying) {
+				if (rx_hash_slot(e, f, h) < 0) {
 					return;
 				}
 				progress = true;
@@ -280,7 +155,7 @@ void rx_hash_ready(struct engine *e, struct efile *f)
 	}
 }
 
-/* A hashing thread has hashed held slot `slot` of f (engine_hashers.c). */
+/* A worker has hashed held chunk `slot` of f (engine_workers.c). */
 int rx_hashed(struct engine *e, struct efile *f, uint32_t slot)
 {
 	struct rslot *s = &e->rslots[slot];
@@ -294,27 +169,6 @@ int rx_hashed(struct engine *e, struct efile *f, uint32_t slot)
 	/* Zeros or an unchanged range may have waited for it. */
 	rx_hash_ready(e, f);
 	return r < 0 ? r : rx_maybe_finish(e, f);
-}
-
-/* The slot's descriptor: opened (sealed) into the slot's copy, or decoded from the array. */
-static int rx_desc(struct engine *e, uint32_t slot, uint32_t lane, struct proto_desc *d)
-{
-	int r;
-
-	if (slot >= e->p->slots || e->rslots[slot].state != SL_FREE) {
-		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "data for busy or unknown slot %u",
-				   slot);
-	}
-	if (e->sealed) {
-		/* Opened into the slot's copy: what rx_slot_hold would take. */
-		r = slot_open(e, lane, slot, rx_slot_buf(e, slot), d);
-		if (r < 0) {
-			return engine_fail_sealed(e, slot, lane, r);
-		}
-	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, d) < 0) {
-		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
-	}
-	return 0;
 }
 
 /*
@@ -336,13 +190,8 @@ static int rx_chunk_check(struct engine *e, struct efile *f, const struct proto_
 		    e, PERR_PROTOCOL, -EBADMSG, "bad chunk for %s: offset %llu len %u (size %llu)",
 		    f->name, (unsigned long long)d.offset, d.len, (unsigned long long)f->size);
 	}
-	/* A packed slot names no file of its own (its fidx and off are 0): never this one. */
-	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
-		if (e->rslots[i].state == SL_HELD && !e->rslots[i].packed &&
-		    &e->files[e->rslots[i].fidx] == f && e->rslots[i].off == d.offset) {
-			return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "duplicate chunk for %s",
-					   f->name);
-		}
+	if (f->held && rx_held_find(e, f, d.offset) != UINT32_MAX) {
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "duplicate chunk for %s", f->name);
 	}
 	for (uint32_t i = 0; i < f->nzr; i++) {
 		if (d.offset >= f->zr[i].offset && d.offset - f->zr[i].offset < f->zr[i].len) {
@@ -359,81 +208,256 @@ static int rx_chunk_check(struct engine *e, struct efile *f, const struct proto_
 	return 0;
 }
 
-/* A held chunk of a tree (whole chunks only) or --partial file: its own digest. */
-static void rx_chunk_digest(struct engine *e, struct efile *f, uint32_t slot,
-			    const struct proto_desc *d)
+/* A chunk of a tree file comes whole (it is checked by chunk digests), or f fails. */
+static void rx_chunk_whole(struct engine *e, struct efile *f, const struct proto_desc *d)
 {
 	if (f->tree && !f->failed &&
 	    (d->offset % e->p->chunk_size ||
 	     d->len != MIN(e->p->chunk_size, f->size - d->offset))) {
-		/* Checked by chunk digests: data comes in whole chunks. */
 		file_fail(f, PERR_PROTOCOL, "%s: data at %llu+%u is not a whole chunk", f->name,
 			  (unsigned long long)d->offset, d->len);
 		f->fail_peer = true;
 	}
-	if ((f->partial || f->tree) && !f->failed) {
-		/* The digest of the bytes that are written (the held ones): journal, tree. */
-		XXH128_canonical_t c;
-
-		XXH128_canonicalFromHash(&c, XXH3_128bits(rx_slot_buf(e, slot), d->len));
-		memcpy(e->rslots[slot].chash, c.digest, HASH_LEN);
-	}
 }
 
-/* A descriptor came: its slot holds a chunk of a file (or a pack), checked, held, written, hashed. */
-static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
+/* The digest of the bytes that are written (the held ones): --partial's journal, a tree. */
+static bool rx_wants_chunk_digest(const struct efile *f)
 {
-	struct proto_desc d;
-	struct rslot *s;
-	struct efile *f;
-	int r = rx_desc(e, slot, lane, &d);
+	return (f->partial || f->tree) && !f->failed;
+}
+
+/* Held chunk h's bytes are in place (and out of the peer's reach): written and hashed. */
+static int rx_held(struct engine *e, struct efile *f, uint32_t h)
+{
+	struct rslot *s = &e->rslots[h];
+
+	if (f->failed) {
+		/* Failed meanwhile (disk full, ...): the bytes are dropped. */
+		s->hashed = !s->hashing;
+		s->written = true;
+		if (s->hashed) {
+			int r = rx_credit(e, h);
+
+			return r < 0 ? r : rx_maybe_finish(e, f);
+		}
+		return 0;
+	}
+	rx_submit_write(e, h);
+	rx_hash_ready(e, f);
+	e->bytes_progress += s->len;
+	return 0;
+}
+
+/* A worker copied held chunk j->idx out of its ring slot: the slot's credit, then its write. */
+static int rx_copied(struct engine *e, struct wjob *j, struct efile *hf)
+{
+	struct rslot *s = &e->rslots[j->idx];
+	struct efile *f = &e->files[s->fidx];
+	int r;
+
+	(void)hf;
+	s->copying = false;
+	if (j->hash) {
+		s->hashing = false;
+		s->hashed = true;
+	}
+	if (j->digest) {
+		memcpy(s->chash, j->chash, HASH_LEN);
+	}
+	/* Hashed as it was copied: it waits for nothing more, its ring slot goes. */
+	r = j->hash ? rx_copy_credit(e, j->idx, s->len) : 0;
+	return r < 0 ? r : rx_held(e, f, j->idx);
+}
+
+/*
+ * Can held chunk s of f feed f's stream digest as it is copied? Only the
+ * file's next bytes, on a stream (not a tree, not --delta's chunk digests).
+ */
+static bool rx_hash_with_copy(struct engine *e, struct efile *f, const struct rslot *s)
+{
+	return !f->failed && !f->tree && !(f->dg && f->dg->rx_chunk) && s->off == f->hash_off &&
+	       rx_hash_begin(e, f) >= 0;
+}
+
+/* Held chunk h to a worker: copied out of ring slot `slot` (and hashed as it goes). */
+static int rx_copy_queue(struct engine *e, struct efile *f, uint32_t h, uint32_t slot)
+{
+	struct rslot *s = &e->rslots[h];
+	struct wjob *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	*j = (struct wjob){ .kind = WJOB_COPY,
+			    .src = pool_chunk(e->pool, slot),
+			    .dst = rx_slot_buf(e, h),
+			    .len = s->len,
+			    .idx = h,
+			    .ring = slot,
+			    .lane = s->lane,
+			    .flip = (e->p->faults & ENGINE_FAULT_FLIP_BYTE) && s->off == 0,
+			    .digest = rx_wants_chunk_digest(f),
+			    .done = rx_copied };
+	s->copying = true;
+	if (!rx_hash_with_copy(e, f, s)) {
+		if (e->failed) {
+			free(j);
+			return e->fail_r;
+		}
+		return workers_queue(e, j, NULL);
+	}
+	j->hash = &f->hash;
+	s->hashing = true;
+	f->hash_off += s->len;
+	return workers_queue(e, j, f);
+}
+
+/* The bytes of held chunk h of f taken out of the peer's reach (or fenced) here. */
+static int rx_hold_here(struct engine *e, struct efile *f, uint32_t h)
+{
+	struct rslot *s = &e->rslots[h];
+	int r = rx_slot_hold(e, h, s->len, true);
 
 	if (r < 0) {
 		return r;
 	}
-	if (d.file_id == 0) {
-		r = engine_rx_slot(e, slot, lane, &d);
+	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && s->off == 0) {
+		rx_slot_buf(e, h)[0] ^= 0xff;
+	}
+	if (rx_wants_chunk_digest(f)) {
+		XXH128_canonical_t c;
+
+		XXH128_canonicalFromHash(&c, XXH3_128bits(rx_slot_buf(e, h), s->len));
+		memcpy(s->chash, c.digest, HASH_LEN);
+	}
+	return rx_held(e, f, h);
+}
+
+/*
+ * A descriptor d (opened or decoded) for ring slot `slot`, held as h: a
+ * chunk of a file (or a pack), checked, held, copied, written, hashed.
+ */
+static int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane,
+			const struct proto_desc *d)
+{
+	struct rslot *s;
+	struct efile *f;
+	int r;
+
+	if (d->file_id == 0) {
+		r = engine_rx_slot(e, h, lane, d);
 		return r != ENGINE_DECLINED
 			   ? r
 			   : engine_fail(e, PERR_PROTOCOL, -EBADMSG,
-					 "bad packed slot (%u bytes, %u files)", d.len, d.pieces);
+					 "bad packed slot (%u bytes, %u files)", d->len, d->pieces);
 	}
-	f = file_by_id(e, d.file_id);
+	f = file_by_id(e, d->file_id);
 	/* FILE_DONE may overtake the data (different connections), not exceed it. */
-	if (!f || f->sum_wanted || (f->got_done && f->recv_bytes + d.len > f->done_bytes)) {
+	if (!f || f->sum_wanted || (f->got_done && f->recv_bytes + d->len > f->done_bytes)) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown file id %u",
-				   d.file_id);
+				   d->file_id);
 	}
-	r = rx_chunk_check(e, f, &d);
+	r = rx_chunk_check(e, f, d);
 	if (r < 0) {
 		return r;
 	}
-	s = &e->rslots[slot];
+	s = &e->rslots[h];
 	*s = (struct rslot){ .state = SL_HELD,
 			     .fidx = file_index(e, f),
-			     .off = d.offset,
-			     .len = d.len,
+			     .off = d->offset,
+			     .len = d->len,
 			     .lane = lane };
-	f->held++;
-	f->recv_bytes += d.len;
-	r = rx_slot_hold(e, slot, d.len, !f->failed);
+	rx_held_add(e, f, h);
+	f->recv_bytes += d->len;
+	rx_chunk_whole(e, f, d);
+	if (f->failed) {
+		/* Already failed (disk full, ...): drop the bytes, keep the credits flowing. */
+		r = rx_slot_hold(e, h, d->len, false);
+		return r < 0 ? r : rx_held(e, f, h);
+	}
+	if (e->hashers && e->rx_copy && !e->sealed) {
+		return rx_copy_queue(e, f, h, slot);
+	}
+	return rx_hold_here(e, f, h);
+}
+
+/* A worker opened sealed ring slot j->ring into copy j->idx: its descriptor is taken. */
+static int rx_opened(struct engine *e, struct wjob *j, struct efile *f)
+{
+	(void)f;
+	if (j->r < 0) {
+		return engine_fail_sealed(e, j->ring, j->lane, j->r);
+	}
+	return rx_desc_take(e, j->idx, j->ring, j->lane, &j->d);
+}
+
+/* Sealed ring slot `slot` to a worker, to be opened into copy h at the lane's next count. */
+static int rx_open_queue(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane)
+{
+	struct wjob *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	*j = (struct wjob){ .kind = WJOB_OPEN,
+			    .src = pool_chunk(e->pool, slot),
+			    .dst = rx_slot_buf(e, h),
+			    .len = e->p->chunk_size,
+			    .idx = h,
+			    .ring = slot,
+			    .lane = lane,
+			    .count = e->lanes[lane].seal.count++,
+			    .done = rx_opened };
+	slot_sealed_desc(e, slot, j->sealed);
+	return workers_queue(e, j, NULL);
+}
+
+/* Ring slot `slot`, held as h: its descriptor opened (sealed: into the copy) or decoded. */
+static int rx_data_at(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane)
+{
+	struct proto_desc d;
+	int r;
+
+	if (e->sealed && e->hashers) {
+		return rx_open_queue(e, h, slot, lane);
+	}
+	if (e->sealed) {
+		/* Opened into its copy, where nothing can change it. */
+		r = slot_open(e, lane, slot, rx_slot_buf(e, h), &d);
+		if (r < 0) {
+			return engine_fail_sealed(e, slot, lane, r);
+		}
+	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
+	}
+	return rx_desc_take(e, h, slot, lane, &d);
+}
+
+/* A descriptor came for ring slot `slot`: held as itself, or as a copy (or it waits for one). */
+static int rx_data(struct engine *e, uint32_t slot, uint32_t lane)
+{
+	uint32_t h = slot;
+	int r = rx_ring_take(e, slot, lane);
+
 	if (r < 0) {
 		return r;
 	}
-	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && d.offset == 0) {
-		rx_slot_buf(e, slot)[0] ^= 0xff;
+	if (e->rx_copy && !rx_copy_get(e, slot, &h)) {
+		return 0; /* rx_step takes it once a copy is free */
 	}
-	rx_chunk_digest(e, f, slot, &d);
-	if (f->failed) {
-		/* Already failed (disk full, ...): drop the bytes, keep the credits flowing. */
-		s->hashed = s->written = true;
-		r = rx_credit(e, slot);
-		return r < 0 ? r : rx_maybe_finish(e, f);
+	return rx_data_at(e, h, slot, lane);
+}
+
+/* Ring slots that waited for a copy, as copies come free. */
+static int rx_copy_waiters(struct engine *e)
+{
+	uint32_t slot, h;
+	int r = 0;
+
+	while (r >= 0 && !e->failed && rx_copy_next(e, &slot, &h)) {
+		r = rx_data_at(e, h, slot, e->rring[slot].lane);
 	}
-	rx_submit_write(e, slot);
-	rx_hash_ready(e, f);
-	e->bytes_progress += d.len;
-	return 0;
+	return r;
 }
 
 void rx_write_done(struct engine *e, uint32_t slot, int res)
@@ -484,12 +508,12 @@ static uint32_t rx_data_chunks(const struct engine_params *p)
 /* The slots' states and the commit path's tables, then the RING offered. */
 static int rx_setup(struct engine *e)
 {
-	e->rslots = calloc(e->p->slots, sizeof(*e->rslots));
 	e->commit_batch = calloc(FILE_TABLE, sizeof(*e->commit_batch));
 	e->sync_wait = calloc(FILE_TABLE, sizeof(*e->sync_wait));
 	e->sync_run = calloc(FILE_TABLE, sizeof(*e->sync_run));
 	e->sync_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!e->rslots || !e->commit_batch || !e->sync_wait || !e->sync_run || e->sync_efd < 0 ||
+	if (rx_slots_setup(e) < 0 || !e->commit_batch || !e->sync_wait || !e->sync_run ||
+	    e->sync_efd < 0 ||
 	    engine_watch_add(e, e->sync_efd, rx_sync_ready, ENGINE_WATCH_ALWAYS) < 0) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
@@ -576,6 +600,9 @@ static int rx_step(struct engine *e)
 	if (r >= 0) {
 		r = rx_credit_flush(e);
 	}
+	if (r >= 0 && e->ncopy_wait) {
+		r = rx_copy_waiters(e);
+	}
 	if (r >= 0) {
 		r = rx_commit_batch(e);
 	}
@@ -618,6 +645,7 @@ static void rx_stop(struct engine *e)
 	free(e->sync_wait);
 	free(e->sync_run);
 	e->sync_wait = e->sync_run = NULL;
+	rx_slots_free(e);
 }
 
 /* The destination's name is no longer in flight. */

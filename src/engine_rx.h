@@ -23,3 +23,15 @@ int rx_file_done(struct engine *e, const struct msg_file_done *d);
 int rx_files(struct engine *e, struct msg_files *mf);
 int rx_sums(struct engine *e, const struct msg_sums *ms);
 int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+
+/* engine_rx_slots.c: ring slots, held chunks and their private copies. */
+int rx_slots_setup(struct engine *e);
+void rx_slots_free(struct engine *e);
+int rx_ring_take(struct engine *e, uint32_t slot, uint32_t lane);
+int rx_ring_credit(struct engine *e, uint32_t slot, uint32_t len);
+int rx_credit_flush(struct engine *e);
+int rx_copy_credit(struct engine *e, uint32_t h, uint32_t len);
+bool rx_copy_get(struct engine *e, uint32_t slot, uint32_t *ret_h);
+bool rx_copy_next(struct engine *e, uint32_t *ret_slot, uint32_t *ret_h);
+uint32_t rx_held_find(struct engine *e, const struct efile *f, uint64_t off);
+void rx_held_add(struct engine *e, struct efile *f, uint32_t h);
