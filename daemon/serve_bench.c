@@ -102,6 +102,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b,
 		.lanes = b->lanes,
 		.tos = gr->tos,
 		.what = "bench",
+		.hash_threads = true,
 	};
 	struct engine_params ep = { 0 };
 	struct xport *x = NULL;

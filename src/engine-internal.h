@@ -832,7 +832,7 @@ typedef int (*hash_done_fn)(struct engine *e, struct efile *f, uint32_t slot);
  * is the thread's until it comes back to its done function on the loop
  * (hash_done_fn where done is NULL); f: the file whose stream it fed, if any.
  */
-enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN };
+enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN, WJOB_RUN };
 struct wjob;
 typedef int (*wjob_done_fn)(struct engine *e, struct wjob *j, struct efile *f);
 struct wjob {
@@ -853,6 +853,11 @@ struct wjob {
 	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN];
 	struct proto_desc d; /* open: the slot's descriptor, opened */
 	uint8_t chash[HASH_LEN];
+	/* run: the job (after a good open too); its result in rc (and at, arg its own). */
+	int (*run)(struct wjob *j);
+	int rc;
+	uint32_t at;
+	uint64_t arg;
 	wjob_done_fn done;
 };
 /* j to the workers: f's thread when it feeds f's stream (j->hash), else the next one round. */

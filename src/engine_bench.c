@@ -7,7 +7,9 @@
  * slot differ. The sender writes a seeded pattern into each pool chunk and
  * posts it with its descriptor (file id 1, the stream offset); the receiver
  * checks the descriptor and every byte of the slot against the pattern for
- * that offset, then returns the credit at once. Nothing touches a disk.
+ * that offset, then returns the credit at once. With worker threads
+ * (hash_threads) a slot's check, and its open when sealed, runs on one of
+ * them: the loop does per-chunk work only. Nothing touches a disk.
  */
 #include "engine-internal.h"
 
@@ -393,6 +395,9 @@ static int brx_setup(struct engine *e)
 	if (r >= 0) {
 		r = engine_pin_pool(e);
 	}
+	if (r >= 0) {
+		r = hashers_start(e, MIN(e->p->hash_threads, ENGINE_HASH_THREADS_MAX), NULL);
+	}
 	return r < 0 ? r : rx_offer_ring(e);
 }
 
@@ -455,10 +460,24 @@ static int brx_credit(struct engine *e, uint32_t slot, uint32_t lane)
 	return lane_push(e, &wr, -1);
 }
 
+/* A chunk of len bytes checked: counted, and its slot's credit back. */
+static int brx_counted(struct engine *e, uint32_t slot, uint32_t lane, uint32_t len)
+{
+	struct bench_state *b = e->bench;
+
+	b->done++;
+	e->st.bytes += len;
+	e->st.lane_bytes[lane] += len;
+	e->bytes_progress += len;
+	if (b->done == b->nchunks) {
+		e->st.data_seconds = ts_since(&b->t0);
+	}
+	return brx_credit(e, slot, lane);
+}
+
 /* A descriptor arrived: check it and the slot's every byte, then the credit back. */
 static int brx_data(struct engine *e, uint32_t slot, uint32_t lane)
 {
-	struct bench_state *b = e->bench;
 	struct proto_desc d;
 	uint64_t idx;
 	uint32_t at;
@@ -486,14 +505,82 @@ static int brx_data(struct engine *e, uint32_t slot, uint32_t lane)
 		    "byte %llu differs",
 		    (unsigned long long)d.offset, slot, lane, (unsigned long long)(d.offset + at));
 	}
-	b->done++;
-	e->st.bytes += d.len;
-	e->st.lane_bytes[lane] += d.len;
-	e->bytes_progress += d.len;
-	if (b->done == b->nchunks) {
-		e->st.data_seconds = ts_since(&b->t0);
+	return brx_counted(e, slot, lane, d.len);
+}
+
+/* On a worker: job j's slot (opened if sealed) checked against the pattern; its at. */
+static int brx_check_job(struct wjob *j)
+{
+	uint8_t *buf = j->dst;
+
+	if (j->flip && j->d.offset == 0) {
+		buf[j->d.len / 2] ^= 0xff;
 	}
-	return brx_credit(e, slot, lane);
+	return engine_bench_check(buf, j->d.len, j->d.offset, j->arg, &j->at);
+}
+
+/* A worker checked (and opened) slot j->ring: the chunk counted, the credit back. */
+static int brx_checked(struct engine *e, struct wjob *j, struct efile *f)
+{
+	uint64_t idx = j->d.offset / e->p->chunk_size;
+	int r;
+
+	(void)f;
+	if (j->r < 0) {
+		return engine_fail_sealed(e, j->ring, j->lane, j->r);
+	}
+	/* Sealed: the descriptor is known (and authentic) only now. */
+	r = e->sealed ? brx_check_desc(e, &j->d, idx) : 0;
+	if (r < 0) {
+		return r;
+	}
+	if (j->rc < 0) {
+		return engine_fail(
+		    e, PERR_INTEGRITY, -EBADMSG,
+		    "chunk at offset %llu (slot %u, lane %u) is not what was sent for it: "
+		    "byte %llu differs",
+		    (unsigned long long)j->d.offset, j->ring, j->lane,
+		    (unsigned long long)(j->d.offset + j->at));
+	}
+	return brx_counted(e, j->ring, j->lane, j->d.len);
+}
+
+/* Slot's check (and open) to a worker; a clear one's descriptor checked here first. */
+static int brx_queue(struct engine *e, uint32_t slot, uint32_t lane)
+{
+	struct wjob *j = calloc(1, sizeof(*j));
+	uint8_t *buf;
+
+	if (!j) {
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	if (slot >= e->p->slots) {
+		free(j);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown slot %u", slot);
+	}
+	buf = pool_chunk(e->pool, slot);
+	*j = (struct wjob){ .kind = e->sealed ? WJOB_OPEN : WJOB_RUN,
+			    .src = buf,
+			    .dst = buf,
+			    .len = e->p->chunk_size,
+			    .ring = slot,
+			    .lane = lane,
+			    .arg = e->p->bench_seed,
+			    .run = brx_check_job,
+			    .done = brx_checked };
+	if (e->sealed) {
+		j->count = e->lanes[lane].seal.count++;
+		slot_sealed_desc(e, slot, j->sealed);
+	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &j->d) < 0 ||
+		   brx_check_desc(e, &j->d, j->d.offset / e->p->chunk_size) < 0) {
+		free(j);
+		return e->failed ? e->fail_r
+				 : engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
+	}
+	/* Tests (FLIP_BYTE): the first chunk's middle byte, changed on the worker. */
+	j->flip = e->p->faults & ENGINE_FAULT_FLIP_BYTE;
+	bench_clock(e);
+	return workers_queue(e, j, NULL);
 }
 
 static int brx_on_receive(struct engine *e, const struct xport_wc *wc)
@@ -502,6 +589,9 @@ static int brx_on_receive(struct engine *e, const struct xport_wc *wc)
 
 	if (kind != PROTO_IMM_DATA || wc->len != e->desc_len) {
 		return imm_unexpected(e, wc);
+	}
+	if (e->hashers) {
+		return brx_queue(e, wc->imm & PROTO_IMM_SLOT_MASK, wc->lane);
 	}
 	return brx_data(e, wc->imm & PROTO_IMM_SLOT_MASK, wc->lane);
 }

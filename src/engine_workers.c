@@ -12,7 +12,9 @@
  *     of the copy;
  *   - open: a sealed slot copied and AES-GCM-opened the same way, block by
  *     block, under a key of the worker's own (the lane's, at the count the
- *     loop gave the slot), its descriptor opened and decoded with it.
+ *     loop gave the slot), its descriptor opened and decoded with it;
+ *   - run: a function of the caller's on what the job names (rdmacp bench's
+ *     check of a slot, after its open when sealed).
  * A file's stream is one digest in file order, so every job that feeds it
  * goes to the same thread (by file id), in the order the loop hands them
  * over; other jobs go round the threads. While a job is out the thread owns
@@ -113,6 +115,12 @@ static void job_run(struct worker *w, const struct hashers *hs, struct wjob *j)
 		break;
 	case WJOB_OPEN:
 		j->r = job_open(w, hs, j);
+		if (j->r >= 0 && j->run) {
+			j->rc = j->run(j);
+		}
+		break;
+	case WJOB_RUN:
+		j->rc = j->run(j);
 		break;
 	}
 }

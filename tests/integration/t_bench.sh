@@ -23,6 +23,9 @@
 #      the daemon's log), clear with --no-encrypt; [global] encryption = off with
 #      --encrypt and = required with --no-encrypt refused (exit 20); a daemon
 #      without 0x200000: clear by default, --encrypt refused (exit 12)
+#   8. the daemon's check on worker threads ("hash threads = 2"): a bench is
+#      verified, and a corrupted chunk (the test hook, flipped on a worker)
+#      is caught the same way: exit 7, offset 0 named
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -185,5 +188,17 @@ jq -e '.exit == 7 and (.error | test("offset 1048576"))' "$T/out" >/dev/null &&
 old_daemon_refuses 0x3fff bench "old daemon, bench" bench --size 1M "$HOST"
 grep -q "BENCH\|got 26" "$T/rs.out" && fail "BENCH was sent to the old daemon" ||
 	pass "no BENCH sent to the old daemon"
+
+# 8. the check on worker threads
+bench_daemon "allow bench = client" "hash threads = 2"
+expect_rc 0 "bench checked on 2 workers" "${CLIENT[@]}" bench --size 64M --chunk-size 1M \
+	--lanes 2 --json "$HOST"
+jq -e ".bytes == $((64 << 20)) and .verified == true" "$T/out" >/dev/null &&
+	pass "workers: all bytes verified" || fail "workers json: $(cat "$T/out")"
+stop_daemon "$DAEMON_PID"
+RDMACPD_TEST_FLIP_BYTE=1 start_daemon "$T/d.conf" "$T/d.log" "$PORT"
+expect_rc 7 "workers: a corrupted chunk is caught" "${CLIENT[@]}" bench --size 8M "$HOST"
+grep -q "chunk at offset 0 .*is not what was sent for it" "$T/err" &&
+	pass "workers: the client is told which chunk" || fail "message: $(cat "$T/err")"
 
 finish
