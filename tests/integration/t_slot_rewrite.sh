@@ -14,6 +14,12 @@
 #   5. 1 and 2 again with the daemon holding slots the verbs way (a private
 #      copy per held slot, forced on tcp by RDMACPD_TEST_COPY_SLOTS): the
 #      rewrite lands, but in bytes nobody hashes or writes any more.
+#   6. With the copies made on worker threads ("hash threads = 2"), 1 and 2
+#      again, and: a slot rewritten after its credit came back (the credit
+#      goes once the copy is made, before the write) is not what is
+#      committed: the file is the bytes sent; a chunk that came before its
+#      turn keeps its slot until its turn (no credit before chunk 0), and
+#      the file still commits exactly.
 #   3. RING carries zero-based addresses: addr=0x0, the descriptors right
 #      behind the slots.
 #   4. A correct push still lands byte-exact afterwards.
@@ -125,5 +131,53 @@ expect_rc 0 "copy: a correct push" "${CLIENT[@]}" -q --transport tcp "$T/src.bin
 	"127.0.0.1:data/good-copy.bin"
 cmp -s "$T/src.bin" "$T/mod/good-copy.bin" && pass "copy: good-copy.bin byte-exact" ||
 	fail "copy: good-copy.bin differs"
+
+# after_credit MODE: scenario 6 (copies on workers, or on the loop).
+after_credit() {
+	local mode=$1
+	rawpeer_run "$mode: rewrite a slot after its credit" \
+		hello open push data/after-$mode.bin chunk=$CHUNK slots=4 lanes ring \
+		files 1:after-$mode.bin:$((2 * CHUNK)) ack \
+		chunk 0 1 0 $CHUNK "$T/src.bin" \
+		sleep 1 credits \
+		poke 0 0 fill=0x43:$CHUNK \
+		chunk 1 1 $CHUNK $CHUNK "$T/src.bin" \
+		done 1 $((2 * CHUNK)) "$T/src.bin" \
+		result
+	grep -q "CREDITS .*returned=1" "$T/rp.out" &&
+		pass "$mode: chunk 0's slot credited before FILE_DONE" ||
+		fail "$mode: no credit for chunk 0: $(grep CREDITS "$T/rp.out")"
+	grep -q "FILE_RESULT 1 OK" "$T/rp.out" && cmp -s "$T/src.bin" "$T/mod/after-$mode.bin" &&
+		pass "$mode: the rewrite after the credit is not in the committed file" ||
+		fail "$mode: $(grep -E 'FILE_RESULT|ERROR' "$T/rp.out"); disk differs or absent"
+
+	rawpeer_run "$mode: a chunk before its turn" \
+		hello open push data/early2-$mode.bin chunk=$CHUNK slots=4 lanes ring \
+		files 1:early2-$mode.bin:$((2 * CHUNK)) ack \
+		chunk 1 1 $CHUNK $CHUNK "$T/src.bin" \
+		sleep 1 credits \
+		chunk 0 1 0 $CHUNK "$T/src.bin" \
+		done 1 $((2 * CHUNK)) "$T/src.bin" \
+		result
+	grep -q "CREDITS .*returned=0" "$T/rp.out" &&
+		pass "$mode: the early chunk keeps its slot until its turn" ||
+		fail "$mode: the early chunk's slot went back: $(grep CREDITS "$T/rp.out")"
+	grep -q "FILE_RESULT 1 OK" "$T/rp.out" && cmp -s "$T/src.bin" "$T/mod/early2-$mode.bin" &&
+		pass "$mode: the early chunk's file commits exactly" ||
+		fail "$mode: $(grep -E 'FILE_RESULT|ERROR' "$T/rp.out")"
+}
+after_credit copy
+
+# 6. The copies on worker threads.
+stop_daemon "$DAEMON_PID"
+sed -i 's/^idle timeout = 20$/idle timeout = 20\nhash threads = 2/' "$T/d.conf"
+grep -q "^hash threads = 2" "$T/d.conf" || die "cannot set hash threads"
+RDMACPD_TEST_COPY_SLOTS=1 start_daemon "$T/d.conf" "$T/d.log" "$PORT"
+attack copy-workers
+after_credit copy-workers
+expect_rc 0 "copy-workers: a correct push" "${CLIENT[@]}" -q --transport tcp "$T/src.bin" \
+	"127.0.0.1:data/good-workers.bin"
+cmp -s "$T/src.bin" "$T/mod/good-workers.bin" && pass "copy-workers: byte-exact" ||
+	fail "copy-workers: good-workers.bin differs"
 
 finish
