@@ -320,9 +320,11 @@ struct engine_params {
 	unsigned faults;	  /* ENGINE_FAULT_* */
 	unsigned test_kill_lanes; /* ENGINE_FAULT_KILL_LANE: how many */
 	/*
-	 * Receiver: threads that make the end-to-end hash of the data chunks
-	 * off the engine's thread (engine_hashers.c), a file's chunks on one of
-	 * them in order; 0: on the engine's thread.
+	 * Worker threads (engine_workers.c): the per-byte work off the engine's
+	 * thread (the end-to-end hash of the data chunks, a file's chunks on
+	 * one of them in order; a receiver's private copies of its slots and
+	 * the opening of sealed ones; a bench receiver's check); 0: all of it
+	 * on the engine's thread.
 	 */
 	unsigned hash_threads;
 #define ENGINE_HASH_THREADS_MAX 16
@@ -441,7 +443,7 @@ uint32_t errno_to_perr(int r);
  */
 /*
  * hash_threads for a setting (--hash-threads, "hash threads"): 0..16 as it
- * is, -1 (auto) one per 4 online CPUs (at most 4) on verbs, none on tcp.
+ * is, -1 (auto) half the online CPUs (at most 16) on verbs, none on tcp.
  */
 unsigned engine_hash_threads(int setting, bool verbs);
 

@@ -171,6 +171,24 @@ int rx_hashed(struct engine *e, struct efile *f, uint32_t slot)
 	return r < 0 ? r : rx_maybe_finish(e, f);
 }
 
+/* Is off inside one of the n ranges at r (ascending, apart)? A binary search. */
+static bool rx_ranges_hold(const struct proto_range *r, uint32_t n, uint64_t off)
+{
+	uint32_t lo = 0, hi = n;
+
+	/* The first range that starts past off is hi; the one before may hold it. */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (r[mid].offset <= off) {
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return lo > 0 && off - r[lo - 1].offset < r[lo - 1].len;
+}
+
 /*
  * A chunk of f a sender may send: canonical (aligned to the slot size, full
  * but the last), not hashed yet, not held already, not inside its zeros or
@@ -193,17 +211,13 @@ static int rx_chunk_check(struct engine *e, struct efile *f, const struct proto_
 	if (f->held && rx_held_find(e, f, d.offset) != UINT32_MAX) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "duplicate chunk for %s", f->name);
 	}
-	for (uint32_t i = 0; i < f->nzr; i++) {
-		if (d.offset >= f->zr[i].offset && d.offset - f->zr[i].offset < f->zr[i].len) {
-			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
-					   "chunk for %s inside its zeros", f->name);
-		}
+	if (rx_ranges_hold(f->zr, f->nzr, d.offset)) {
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "chunk for %s inside its zeros",
+				   f->name);
 	}
-	for (uint32_t i = 0; i < f->nsr; i++) {
-		if (d.offset >= f->sr[i].offset && d.offset - f->sr[i].offset < f->sr[i].len) {
-			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
-					   "chunk for %s inside its unchanged ranges", f->name);
-		}
+	if (rx_ranges_hold(f->sr, f->nsr, d.offset)) {
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "chunk for %s inside its unchanged ranges", f->name);
 	}
 	return 0;
 }
