@@ -28,6 +28,7 @@
 
 struct worker {
 	pthread_t thread;
+	pthread_cond_t cond; /* its todo has a job, or the workers stop */
 	struct wjob *todo, **tail;
 	bool started;
 	/* Sealed slots: this thread's own keys, one per lane, made at its first open. */
@@ -38,7 +39,6 @@ struct worker {
 struct hashers {
 	unsigned n, next;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
 	bool stop;
 	struct wjob *done;
 	int efd;
@@ -132,7 +132,7 @@ static struct wjob *worker_take(struct hashers *hs, struct worker *h)
 
 	pthread_mutex_lock(&hs->lock);
 	while (!h->todo && !hs->stop) {
-		pthread_cond_wait(&hs->cond, &hs->lock);
+		pthread_cond_wait(&h->cond, &hs->lock);
 	}
 	j = hs->stop ? NULL : h->todo;
 	if (j) {
@@ -155,13 +155,16 @@ static void *hasher_main(void *arg)
 	free(arg);
 	while ((j = worker_take(hs, h))) {
 		uint64_t one = 1;
+		bool first;
 
 		job_run(h, hs, j);
 		pthread_mutex_lock(&hs->lock);
+		/* The loop is woken once per batch: by the job that finds none done before it. */
+		first = !hs->done;
 		j->next = hs->done;
 		hs->done = j;
 		pthread_mutex_unlock(&hs->lock);
-		if (write(hs->efd, &one, sizeof(one)) < 0) {
+		if (first && write(hs->efd, &one, sizeof(one)) < 0) {
 			/* The counter can't overflow here: the loop reads it. */
 		}
 	}
@@ -182,7 +185,9 @@ static void hashers_free(struct hashers *hs)
 {
 	pthread_mutex_lock(&hs->lock);
 	hs->stop = true;
-	pthread_cond_broadcast(&hs->cond);
+	for (unsigned i = 0; i < hs->n; i++) {
+		pthread_cond_signal(&hs->t[i].cond);
+	}
 	pthread_mutex_unlock(&hs->lock);
 	for (unsigned i = 0; i < hs->n; i++) {
 		if (hs->t[i].started) {
@@ -197,7 +202,9 @@ static void hashers_free(struct hashers *hs)
 	}
 	jobs_free(hs->done);
 	pthread_mutex_destroy(&hs->lock);
-	pthread_cond_destroy(&hs->cond);
+	for (unsigned i = 0; i < hs->n; i++) {
+		pthread_cond_destroy(&hs->t[i].cond);
+	}
 	if (hs->efd >= 0) {
 		close(hs->efd);
 	}
@@ -240,8 +247,8 @@ int hashers_start(struct engine *e, unsigned n, hash_done_fn done)
 	hs->on_done = done;
 	hs->secret = e->p->seal_secret;
 	pthread_mutex_init(&hs->lock, NULL);
-	pthread_cond_init(&hs->cond, NULL);
 	for (unsigned i = 0; i < n; i++) {
+		pthread_cond_init(&hs->t[i].cond, NULL);
 		hs->t[i].tail = &hs->t[i].todo;
 	}
 	hs->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -318,7 +325,7 @@ int workers_queue(struct engine *e, struct wjob *j, struct efile *f)
 	j->next = NULL;
 	*h->tail = j;
 	h->tail = &j->next;
-	pthread_cond_broadcast(&hs->cond);
+	pthread_cond_signal(&h->cond);
 	pthread_mutex_unlock(&hs->lock);
 	if (f) {
 		j->fidx = file_index(e, f);
