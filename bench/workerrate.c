@@ -158,8 +158,8 @@ static double rate(struct rate_ctx *c, enum rate_case k, double secs)
 
 int main(int argc, char **argv)
 {
-	static const char *const names[] = { "copy",	  "copy+hash", "copy+hash2",
-					     "hash",	  "copy+open", "seal" };
+	static const char *const names[] = { "copy", "copy+hash", "copy+hash2",
+					     "hash", "copy+open", "seal" };
 	uint32_t chunk_kib = argc > 1 ? (uint32_t)atoi(argv[1]) : 1024;
 	uint64_t total_mib = argc > 2 ? (uint64_t)atoi(argv[2]) : 512;
 	double secs = argc > 3 ? atof(argv[3]) : 2.0;
