@@ -18,7 +18,7 @@ LIBS=$(pkg-config --libs openssl liburing libxxhash)
 for p in libibverbs librdmacm; do
 	pkg-config --exists "$p" && LIBS="$LIBS $(pkg-config --libs "$p")"
 done
-# shellcheck disable=SC2086
+# shellcheck disable=SC2086,SC2046
 cc -std=gnu11 -O2 -D_GNU_SOURCE -I"$TOP/src" -I"$TOP" -I"$BUILD" \
 	$(pkg-config --cflags openssl liburing libxxhash) \
 	-o "$OUT/workerrate" "$TOP/bench/workerrate.c" "$BUILD/librdmacp_core.a" $LIBS -lpthread -lm ||
