@@ -142,7 +142,7 @@ after_credit() {
 		sleep 1 credits \
 		poke 0 0 fill=0x43:$CHUNK \
 		chunk 1 1 $CHUNK $CHUNK "$T/src.bin" \
-		done 1 $((2 * CHUNK)) "$T/src.bin" \
+		"done" 1 $((2 * CHUNK)) "$T/src.bin" \
 		result
 	grep -q "CREDITS .*returned=1" "$T/rp.out" &&
 		pass "$mode: chunk 0's slot credited before FILE_DONE" ||
@@ -157,7 +157,7 @@ after_credit() {
 		chunk 1 1 $CHUNK $CHUNK "$T/src.bin" \
 		sleep 1 credits \
 		chunk 0 1 0 $CHUNK "$T/src.bin" \
-		done 1 $((2 * CHUNK)) "$T/src.bin" \
+		"done" 1 $((2 * CHUNK)) "$T/src.bin" \
 		result
 	grep -q "CREDITS .*returned=0" "$T/rp.out" &&
 		pass "$mode: the early chunk keeps its slot until its turn" ||
