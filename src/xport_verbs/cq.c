@@ -130,9 +130,23 @@ int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
 	 * until 0, and each device's channel event must be taken and re-armed.
 	 */
 	for (unsigned d = 0; d < vx->ndevs && n < INT32_MAX; d++) {
+		struct verbs_dev *dv = &vx->devs[d];
 		int got;
 
-		if (vx->devs[d].lost) {
+		if (dv->lost) {
+			/*
+			 * What the device completed before it went is taken before
+			 * anything is flushed: a receive it placed and acknowledged
+			 * is one the peer counts as taken (rails' counts). Its CQ
+			 * is memory of ours (or, without disassociation, still
+			 * mapped) until the device is closed; an error or an empty
+			 * poll ends it.
+			 */
+			if (!dv->drained) {
+				got = poll_device(vx, dv, false, wcs + n, max - n);
+				dv->drained = got < 0 || (size_t)got < max - n;
+				n += got > 0 ? (size_t)got : 0;
+			}
 			continue;
 		}
 		got = poll_device(vx, &vx->devs[d], comp[d], wcs + n, max - n);

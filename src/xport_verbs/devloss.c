@@ -6,9 +6,11 @@
  * CQ: firmware reset, `devlink reload`, AER, hot unplug, `rdma link del`.
  *
  * The user-space CQ of a dead device never flushes what was outstanding on
- * its lanes, so the lanes' own bookkeeping does: every send and receive
- * posted there and not completed comes back as WR_FLUSH_ERR, in order, the
- * first one naming the device and why. The engine then takes each of those
+ * its lanes, so the lanes' own bookkeeping does: what its CQ still holds is
+ * taken first (poll_cq: a receive the device placed and acknowledged is one
+ * the peer counts as taken), then every send and receive posted there and
+ * not completed comes back as WR_FLUSH_ERR, in order, the first one naming
+ * the device and why. The engine then takes each of those
  * lanes as lost as it takes any lane whose QP failed (rails: its slots and
  * credits go again on the lanes still up, by the peer's count), and what is
  * posted there later is flushed the same way without touching the device.
@@ -100,7 +102,8 @@ size_t verbs_dev_flush(struct verbs_xport *vx, struct xport_wc *wcs, size_t max)
 	size_t n = 0;
 
 	for (unsigned i = 0; i < vx->pub.nlanes && n < max; i++) {
-		if (verbs_lane_lost(vx, i)) {
+		/* Only once what the device did complete was taken (verbs_poll_cq). */
+		if (verbs_lane_lost(vx, i) && vx->devs[vx->lanes[i].dev].drained) {
 			n += lane_flush(vx, i, wcs + n, max - n);
 		}
 	}

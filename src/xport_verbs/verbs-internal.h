@@ -97,7 +97,8 @@ struct verbs_dev {
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *cch;
 	struct ibv_cq *cq;
-	bool lost; /* devloss.c: gone under the session; its lanes' work flushed by us */
+	bool lost;    /* devloss.c: gone under the session; its lanes' work flushed by us */
+	bool drained; /* lost, and what its CQ still held was taken first */
 };
 
 struct verbs_lane {
