@@ -7,6 +7,7 @@
  * an interface (and an address) belongs to.
  */
 #include "testutil.h"
+#include "fake_tree.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,28 +23,10 @@
 
 static char *root;
 
-/* root/rel, its parent directories made; with content, a file, else a directory. */
+/* root/rel (fake_tree.h): with content, a file, else a directory. */
 static void mk(const char *rel, const char *content)
 {
-	char path[1024];
-
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	for (char *p = path + strlen(root) + 1; *p; p++) {
-		if (*p == '/') {
-			*p = '\0';
-			(void)mkdir(path, 0755);
-			*p = '/';
-		}
-	}
-	if (!content) {
-		assert_int_equal(mkdir(path, 0755), 0);
-		return;
-	}
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fprintf(f, "%s\n", content);
-	fclose(f);
+	fake_tree_mk(root, rel, content);
 }
 
 /* A port: its state and rate files. */

@@ -9,6 +9,7 @@
  * check of a device, port and GID before a transfer.
  */
 #include "testutil.h"
+#include "fake_tree.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,28 +25,10 @@
 static char *root;
 static char ib[512], net[512];
 
-/* root/rel, its parent directories made; with content, a file, else a directory. */
+/* root/rel (fake_tree.h): with content, a file, else a directory. */
 static void mk(const char *rel, const char *content)
 {
-	char path[1024];
-
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	for (char *p = path + strlen(root) + 1; *p; p++) {
-		if (*p == '/') {
-			*p = '\0';
-			(void)mkdir(path, 0755);
-			*p = '/';
-		}
-	}
-	if (!content) {
-		assert_int_equal(mkdir(path, 0755), 0);
-		return;
-	}
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fprintf(f, "%s\n", content);
-	fclose(f);
+	fake_tree_mk(root, rel, content);
 }
 
 /* One GID of roce0 (port), its type and network device (NULL: leave out). */
