@@ -21,7 +21,8 @@
 set -u
 export LC_ALL=C
 
-die() { echo "loopcpu: $*" >&2; exit 1; }
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 [ $# -ge 2 ] || die "usage: bench/loopcpu.sh OLD_BUILD NEW_BUILD [--mib N] [--reps N] [--workers N] [--encrypt]"
 OLD=$(realpath "$1") NEW=$(realpath "$2")
 shift 2
@@ -46,16 +47,7 @@ if [ ! -f "$SRC" ] || [ "$(stat -c %s "$SRC")" -ne $((MIB << 20)) ]; then
 	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-loopcpu-$RANDOM" </dev/zero 2>/dev/null |
 		head -c $((MIB << 20)) >"$SRC.tmp" && mv "$SRC.tmp" "$SRC" || die "cannot generate $SRC"
 fi
-R=$(mktemp -d "$BENCH_DIR/loopcpu.XXXXXX") || die mktemp
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	rm -rf "$R"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_workdir loopcpu
 
 # The sampler: runs the client (the command after the daemon's PID) and samples it
 # and the daemon's session children as they appear, until the client exits. Prints
@@ -121,7 +113,7 @@ declare -A PORT DPID
 daemon() {
 	local side=$1 w=$2 build=$OLD key=$1.$2
 	[ "$side" = new ] && build=$NEW
-	PORT[$key]=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	PORT[$key]=$(free_port)
 	mkdir -p "$R/$key"
 	cat >"$R/$key.conf" <<EOF
 [global]
@@ -140,11 +132,7 @@ EOF
 	RDMACPD_TEST_COPY_SLOTS=1 "$build/rdmacpd" --config "$R/$key.conf" >"$R/$key.log" 2>&1 &
 	DPID[$key]=$!
 	PIDS+=($!)
-	for _ in $(seq 1 200); do
-		(exec 3<>"/dev/tcp/127.0.0.1/${PORT[$key]}") 2>/dev/null && return 0
-		sleep 0.025
-	done
-	die "$key: rdmacpd did not start"
+	wait_port "${PORT[$key]}" "$!" || die "$key: rdmacpd did not start"
 }
 for side in old new; do
 	daemon "$side" 0
