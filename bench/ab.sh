@@ -22,6 +22,7 @@
 # and module, both running as the user who runs the script.
 set -u
 export LC_ALL=C
+. "$(dirname "$0")/lib.sh"
 
 die() { echo "ab: $*" >&2; exit 1; }
 [ $# -ge 2 ] || die "usage: bench/ab.sh OLD_BUILD NEW_BUILD [--reps N] [--quick] [--only big|small] [--tree DIR] [--clear] [--keep]"
@@ -49,18 +50,8 @@ BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 if [ "$QUICK" = 1 ]; then BIG_MIB=256 NSMALL=1000; else BIG_MIB=2048 NSMALL=10000; fi
 BIG=$BENCH_DIR/data/big-${BIG_MIB}M.bin
 SMALL=$BENCH_DIR/data/small-${NSMALL}x4096
-mkdir -p "$BENCH_DIR/data" || die "cannot create $BENCH_DIR"
-if [ ! -f "$BIG" ] || [ "$(stat -c %s "$BIG")" -ne $((BIG_MIB << 20)) ]; then
-	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-ab-$RANDOM" </dev/zero 2>/dev/null |
-		head -c $((BIG_MIB << 20)) >"$BIG.tmp" && mv "$BIG.tmp" "$BIG" || die "cannot generate $BIG"
-fi
-if [ ! -d "$SMALL" ] || [ "$(find "$SMALL" -type f | wc -l)" -ne "$NSMALL" ]; then
-	rm -rf "$SMALL" "$SMALL.tmp" && mkdir -p "$SMALL.tmp" || die "mkdir"
-	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-ab-$RANDOM" </dev/zero 2>/dev/null |
-		head -c $((NSMALL * 4096)) | (cd "$SMALL.tmp" && split -b 4096 -a 5 -d - f) ||
-		die "cannot generate small files"
-	mv "$SMALL.tmp" "$SMALL"
-fi
+bench_random "$BIG" "$BIG_MIB"
+bench_small "$SMALL" "$NSMALL" 4096
 
 R=$(mktemp -d "$BENCH_DIR/ab.XXXXXX") || die mktemp
 PIDS=()

@@ -21,6 +21,7 @@
 # fsynced by the receiver (scp's receiver is followed by a timed sync -f).
 set -u
 export LC_ALL=C
+. "$(dirname "$0")/lib.sh"
 
 die() { echo "encrypt: $*" >&2; exit 1; }
 [ $# -ge 1 ] || die "usage: bench/encrypt.sh BUILD [--reps N] [--quick]"
@@ -44,18 +45,8 @@ BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 if [ "$QUICK" = 1 ]; then BIG_MIB=256 NSMALL=1000; else BIG_MIB=2048 NSMALL=10000; fi
 BIG=$BENCH_DIR/data/big-${BIG_MIB}M.bin
 SMALL=$BENCH_DIR/data/small-${NSMALL}x4096
-mkdir -p "$BENCH_DIR/data" || die "cannot create $BENCH_DIR"
-if [ ! -f "$BIG" ] || [ "$(stat -c %s "$BIG")" -ne $((BIG_MIB << 20)) ]; then
-	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-enc-$RANDOM" </dev/zero 2>/dev/null |
-		head -c $((BIG_MIB << 20)) >"$BIG.tmp" && mv "$BIG.tmp" "$BIG" || die "cannot generate $BIG"
-fi
-if [ ! -d "$SMALL" ] || [ "$(find "$SMALL" -type f | wc -l)" -ne "$NSMALL" ]; then
-	rm -rf "$SMALL" "$SMALL.tmp" && mkdir -p "$SMALL.tmp" || die "mkdir"
-	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-enc-$RANDOM" </dev/zero 2>/dev/null |
-		head -c $((NSMALL * 4096)) | (cd "$SMALL.tmp" && split -b 4096 -a 5 -d - f) ||
-		die "cannot generate small files"
-	mv "$SMALL.tmp" "$SMALL"
-fi
+bench_random "$BIG" "$BIG_MIB"
+bench_small "$SMALL" "$NSMALL" 4096
 
 R=$(mktemp -d "$BENCH_DIR/enc.XXXXXX") || die mktemp
 PIDS=()

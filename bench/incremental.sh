@@ -51,19 +51,8 @@ bench_workdir inc
 # ---------------------------------------------------------------- source data (as bench/run.sh)
 BIG=$BENCH_DIR/data/big-${BIG_MIB}M.bin
 SMALL=$BENCH_DIR/data/small-${NSMALL}x${SMALL_SIZE}
-if ! [ -f "$BIG" ] || [ "$(stat -c %s "$BIG")" -ne $((BIG_MIB << 20)) ]; then
-	log "generating $BIG"
-	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-bench-$RANDOM" </dev/zero 2>/dev/null |
-		head -c $((BIG_MIB << 20)) >"$BIG.tmp" && mv "$BIG.tmp" "$BIG" || die "cannot generate $BIG"
-fi
-if ! [ -d "$SMALL" ] || [ "$(find "$SMALL" -type f | wc -l)" -ne "$NSMALL" ]; then
-	log "generating $SMALL"
-	rm -rf "$SMALL" "$SMALL.tmp" && mkdir -p "$SMALL.tmp" || die "mkdir"
-	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-bench-$RANDOM" </dev/zero 2>/dev/null |
-		head -c $((NSMALL * SMALL_SIZE)) | (cd "$SMALL.tmp" && split -b "$SMALL_SIZE" -a 5 -d - f) ||
-		die "cannot generate small files"
-	mv "$SMALL.tmp" "$SMALL"
-fi
+bench_random "$BIG" "$BIG_MIB"
+bench_small "$SMALL" "$NSMALL" "$SMALL_SIZE"
 
 # ---------------------------------------------------------------- daemons
 mkdir -p "$R/mod"

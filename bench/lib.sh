@@ -3,7 +3,8 @@
 #
 # What the comparison benchmarks share (sourced, not run): messages, the tools
 # a run needs, a work directory removed on exit with the processes it started,
-# free loopback ports, medians, and an rdmacpd and an rsync daemon on 127.0.0.1.
+# free loopback ports, medians, cached random source data, and an rdmacpd and an
+# rsync daemon on 127.0.0.1.
 # The script sets RDMACP, RDMACPD and BENCH_DIR before it calls these.
 
 die() {
@@ -37,6 +38,27 @@ bench_cleanup() {
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	for p in "${LOOPS[@]}"; do losetup -d "$p" 2>/dev/null; done
 	rm -rf "$R"
+}
+
+# bench_random FILE MIB: FILE holds MIB MiB of random bytes; made once, then reused
+# while its size is right (BENCH_DIR/data keeps the scripts' source data).
+bench_random() {
+	[ -f "$1" ] && [ "$(stat -c %s "$1")" -eq $(($2 << 20)) ] && return 0
+	log "generating $1 ($2 MiB of random data)"
+	mkdir -p "$(dirname "$1")" || die "cannot create $(dirname "$1")"
+	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-bench-$RANDOM$RANDOM" </dev/zero 2>/dev/null |
+		head -c $(($2 << 20)) >"$1.tmp" && mv "$1.tmp" "$1" || die "cannot generate $1"
+}
+
+# bench_small DIR N SIZE: DIR holds N files of SIZE random bytes; made once, as above.
+bench_small() {
+	[ -d "$1" ] && [ "$(find "$1" -type f | wc -l)" -eq "$2" ] && return 0
+	log "generating $1 ($2 files of $3 bytes)"
+	rm -rf "$1" "$1.tmp" && mkdir -p "$1.tmp" || die "mkdir $1.tmp"
+	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-bench-$RANDOM" </dev/zero 2>/dev/null |
+		head -c $(($2 * $3)) | (cd "$1.tmp" && split -b "$3" -a 6 -d - f) ||
+		die "cannot generate $1"
+	mv "$1.tmp" "$1"
 }
 
 free_port() {

@@ -41,12 +41,8 @@ for b in "$OLD" "$NEW"; do
 	[ -x "$b/rdmacp" ] && [ -x "$b/rdmacpd" ] || die "no rdmacp and rdmacpd in $b"
 done
 BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
-mkdir -p "$BENCH_DIR/data" || die "cannot create $BENCH_DIR"
 SRC=$BENCH_DIR/data/big-${MIB}M.bin
-if [ ! -f "$SRC" ] || [ "$(stat -c %s "$SRC")" -ne $((MIB << 20)) ]; then
-	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-loopcpu-$RANDOM" </dev/zero 2>/dev/null |
-		head -c $((MIB << 20)) >"$SRC.tmp" && mv "$SRC.tmp" "$SRC" || die "cannot generate $SRC"
-fi
+bench_random "$SRC" "$MIB"
 bench_workdir loopcpu
 
 # The sampler: runs the client (the command after the daemon's PID) and samples it

@@ -19,6 +19,7 @@ set -u
 export LC_ALL=C
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HERE/lib.sh"
 SRC_DIR=$(cd "$HERE/.." && pwd)
 BUILD_DIR=${RDMACP_BUILD_DIR:-$SRC_DIR/build}
 RDMACP=$BUILD_DIR/rdmacp
@@ -95,25 +96,8 @@ cpu_busy() { awk -v hz="$CLK_TCK" '$1 == "cpu" { printf "%.2f\n", ($2 + $3 + $4 
 BIG=$BENCH_DIR/data/big-${BIG_MIB}M.bin
 SMALL=$BENCH_DIR/data/small-${NSMALL}x${SMALL_SIZE}
 
-gen_random() { # FILE MIB
-	[ -f "$1" ] && [ "$(stat -c %s "$1")" -eq $(($2 << 20)) ] && return 0
-	log "generating $1 ($2 MiB of random data)"
-	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-bench-$RANDOM$RANDOM" </dev/zero 2>/dev/null |
-		head -c $(($2 << 20)) >"$1.tmp" && mv "$1.tmp" "$1" || die "cannot generate $1"
-}
-
-gen_small() {
-	[ -d "$SMALL" ] && [ "$(find "$SMALL" -type f | wc -l)" -eq "$NSMALL" ] && return 0
-	log "generating $SMALL ($NSMALL files of $SMALL_SIZE bytes)"
-	rm -rf "$SMALL" "$SMALL.tmp" && mkdir -p "$SMALL.tmp" || die "mkdir $SMALL.tmp"
-	openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-bench-$RANDOM" </dev/zero 2>/dev/null |
-		head -c $((NSMALL * SMALL_SIZE)) | (cd "$SMALL.tmp" && split -b "$SMALL_SIZE" -a 5 -d - f) ||
-		die "cannot generate small files"
-	mv "$SMALL.tmp" "$SMALL"
-}
-
-gen_random "$BIG" "$BIG_MIB"
-gen_small
+bench_random "$BIG" "$BIG_MIB"
+bench_small "$SMALL" "$NSMALL" "$SMALL_SIZE"
 
 # Warm the source page cache the same way for every tool: read it all once
 # (before each measurement, so one tool's runs cannot evict the next one's source).
@@ -483,7 +467,7 @@ if [ "$QUICK" = 1 ] || [ "$FULL" = 1 ]; then
 	if [ ! -f "$FLAT" ] && [ "$free_g" -lt "$need" ]; then
 		echo "RSS flatness: skipped, $free_g GiB free in $BENCH_DIR (< $need GiB)"
 	else
-		gen_random "$FLAT" "$FLAT_MIB"
+		bench_random "$FLAT" "$FLAT_MIB"
 		BIG_SAVE=$BIG
 		c1=$RD_C_RSS d1=$RD_D_RSS
 		BIG=$FLAT

@@ -64,15 +64,8 @@ bench_workdir small
 
 # gen_tree N SIZE: a cached directory of N files of SIZE random bytes; prints its path.
 gen_tree() {
-	local d=$BENCH_DIR/data/small-${1}x${2}
-	if ! [ -d "$d" ] || [ "$(find "$d" -type f | wc -l)" -ne "$1" ]; then
-		log "generating $d"
-		rm -rf "$d" "$d.tmp" && mkdir -p "$d.tmp" || die "mkdir $d.tmp"
-		openssl enc -aes-128-ctr -nosalt -pbkdf2 -pass "pass:rdmacp-bench-$RANDOM" </dev/zero 2>/dev/null |
-			head -c $(($1 * $2)) | (cd "$d.tmp" && split -b "$2" -a 6 -d - f) || die "cannot generate $d"
-		mv "$d.tmp" "$d"
-	fi
-	echo "$d"
+	bench_small "$BENCH_DIR/data/small-${1}x${2}" "$1" "$2"
+	echo "$BENCH_DIR/data/small-${1}x${2}"
 }
 
 DST=$R/dst
