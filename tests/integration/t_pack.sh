@@ -177,10 +177,9 @@ sleep 1
 n=$(find "$T/mod/many" -type f | wc -l)
 [ "$n" -gt 0 ] && [ "$n" -lt 10000 ] && pass "cut: $n files arrived before the cut" ||
 	fail "cut: $n files arrived (the cut came too early or too late)"
-bad=0
-while IFS= read -r f; do
-	cmp -s "$f" "$T/src/many/${f##*/}" || bad=$((bad + 1))
-done < <(find "$T/mod/many" -type f)
+# One digest pass over what arrived, checked against the source (not a cmp per file).
+bad=$( (cd "$T/mod/many" && find . -type f -print0 | xargs -0 -r sha1sum) |
+	(cd "$T/src/many" && sha1sum -c --quiet 2>/dev/null) | wc -l)
 [ "$bad" = 0 ] && pass "cut: every file there is whole" || fail "cut: $bad files differ from their source"
 tmp=$(find "$T/mod" -name '.*.rdmacp.*' | wc -l)
 [ "$tmp" = 0 ] && pass "cut: no temp file left" || fail "cut: $tmp temp files left"
