@@ -318,6 +318,17 @@ struct engine {
 	 */
 	struct efile *files;
 	size_t files_len; /* bytes mapped, for munmap */
+	/*
+	 * An entry is the core's struct efile, then the blocks of the features
+	 * on that keep per-file state (file_size), each at its offset:
+	 * file_at and file_index know the stride (engine_features_layout).
+	 */
+	size_t file_stride;
+	struct {
+		const struct engine_feature *ft;
+		uint32_t off;
+	} fstate[ENGINE_FEATURES_MAX];
+	unsigned nfstate;
 	uint32_t files_hw;
 	uint32_t files_ready; /* entries below this one have their pages (file_populate) */
 	uint32_t next_id;     /* sender: next id to assign; receiver: last id seen */
@@ -556,7 +567,10 @@ static inline double ts_since(const struct timespec *t0)
 	return ts_now(NULL) - ((double)t0->tv_sec + (double)t0->tv_nsec / 1e9);
 }
 
-/* engine_features.c: the features that are on, called at their points (engine_feature.h). */
+/*
+ * engine_features.c: the features that are on, called at their points
+ * (engine_feature.h); choosing them lays out the file table's entries.
+ */
 void engine_features_choose(struct engine *e);
 int engine_features_setup(struct engine *e);
 /* The steps before the role's (late: false) or after it. */
@@ -569,7 +583,8 @@ int engine_loop(struct engine *e);
 int engine_features_end(struct engine *e);
 /* A feature has work of its own left (engine_feature.busy). */
 bool engine_busy(const struct engine *e);
-/* The features' file_release hooks (engine_feature.h). */
+/* The features' file_init and file_release hooks (engine_feature.h). */
+void engine_features_file_init(struct engine *e, struct efile *f);
 void engine_features_file_release(struct engine *e, struct efile *f);
 /* A failed data-lane completion offered to the features; ENGINE_DECLINED: none took it. */
 int engine_features_lane_error(struct engine *e, const struct xport_wc *wc);
@@ -630,7 +645,28 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 		  const uint8_t *hash);
 void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes);
 struct efile *file_by_id(struct engine *e, uint32_t id);
-uint32_t file_index(struct engine *e, struct efile *f);
+uint32_t file_index(const struct engine *e, const struct efile *f);
+
+/* The file table's entry idx: entries are file_stride bytes apart. */
+static inline struct efile *file_at(const struct engine *e, uint32_t idx)
+{
+	return (void *)((char *)e->files + (size_t)idx * e->file_stride);
+}
+
+/*
+ * Feature ft's per-file block in the entry f (engine_feature.file_size),
+ * NULL when it has none this session.
+ */
+static inline void *engine_file_state(const struct engine *e, const struct engine_feature *ft,
+				      const struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfstate; i++) {
+		if (e->fstate[i].ft == ft) {
+			return (char *)f + e->fstate[i].off;
+		}
+	}
+	return NULL;
+}
 /* A free entry of the file table, cleared and taken for file id (files_hw follows it). */
 void file_take(struct engine *e, struct efile *f, uint32_t id);
 void file_release(struct engine *e, struct efile *f);

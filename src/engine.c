@@ -289,7 +289,7 @@ static void teardown_uring_drain(struct engine *e)
 static void teardown_files(struct engine *e)
 {
 	for (size_t i = 0; i < e->files_hw; i++) {
-		struct efile *f = &e->files[i];
+		struct efile *f = file_at(e, i);
 		if (!f->used) {
 			continue;
 		}
@@ -407,11 +407,6 @@ static struct engine *engine_new(const struct engine_params *p, char *err, size_
 	if (!e) {
 		return NULL;
 	}
-	e->files = mem_map_thp(FILE_TABLE * sizeof(*e->files), &e->files_len);
-	if (!e->files) {
-		free(e);
-		return NULL;
-	}
 	e->p = p;
 	e->role = engine_role(p->role);
 	e->err = err;
@@ -432,6 +427,11 @@ static struct engine *engine_new(const struct engine_params *p, char *err, size_
 	}
 	err[0] = '\0';
 	engine_features_choose(e);
+	e->files = mem_map_thp(FILE_TABLE * e->file_stride, &e->files_len);
+	if (!e->files) {
+		free(e);
+		return NULL;
+	}
 	return e;
 }
 

@@ -233,7 +233,7 @@ static bool rx_names_wait(const struct engine *e)
 static int rx_fsync_each(struct engine *e, const uint32_t *list, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
-		int r = rx_submit_fsync(e, &e->files[list[i]]);
+		int r = rx_submit_fsync(e, file_at(e, list[i]));
 
 		if (r < 0) {
 			return r;
@@ -247,7 +247,7 @@ static void rx_sync_pick_fds(struct engine *e)
 {
 	e->nsync_fds = 0;
 	for (uint32_t i = 0; i < e->nsync_wait; i++) {
-		struct efile *f = &e->files[e->sync_wait[i]];
+		struct efile *f = file_at(e, e->sync_wait[i]);
 		const struct dirent_cache *d = &e->dirs[f->dir];
 		bool dup = false;
 
@@ -343,7 +343,7 @@ static void rx_sync_done(struct engine *e)
 	e->link_chain = NULL;
 	e->link_chaining = true;
 	for (uint32_t i = 0; i < e->nsync_run; i++) {
-		rx_fsync_done(e, &e->files[e->sync_run[i]], e->sync_result);
+		rx_fsync_done(e, file_at(e, e->sync_run[i]), e->sync_result);
 	}
 	e->link_chaining = false;
 	e->link_chain = NULL;
@@ -485,7 +485,7 @@ void rx_dirsync_done(struct engine *e, uint32_t di, int res)
 	d->completed = d->submitted;
 	d->sync_error = res < 0 ? res : 0;
 	for (uint32_t i = 0; i < e->ncommit; i++) {
-		struct efile *f = &e->files[e->commit_batch[i]];
+		struct efile *f = file_at(e, e->commit_batch[i]);
 
 		if (f->dir != (int)di || f->dir_sync_needed > d->completed) {
 			e->commit_batch[kept++] = e->commit_batch[i];
@@ -517,12 +517,12 @@ int rx_sync_ready(struct engine *e)
 
 static void rx_fsync_cqe(struct engine *e, uint32_t idx, int res)
 {
-	rx_fsync_done(e, &e->files[idx], res);
+	rx_fsync_done(e, file_at(e, idx), res);
 }
 
 static void rx_link_cqe(struct engine *e, uint32_t idx, int res)
 {
-	rx_link_done(e, &e->files[idx], res);
+	rx_link_done(e, file_at(e, idx), res);
 }
 
 /* The completions of what the commit path submits: fsyncs, directory fsyncs, links. */

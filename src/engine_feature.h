@@ -89,6 +89,13 @@ struct engine_msg_row {
  *   busy       work of its own still to do: the session does not end, and
  *              the loop does not sleep.
  *   progress   what it has done that counts as progress (the idle timeout).
+ *   file_size  its per-file state's size this session (0: none): a block
+ *              of that many bytes is laid out after the core's struct efile
+ *              in every entry of the file table, zeroed with the entry, and
+ *              reached through engine_file_state. Asked once, when the
+ *              features are chosen; NULL: none.
+ *   file_init  an entry is taken, its blocks zeroed: what is not 0 at the
+ *              start (a descriptor's -1).
  *   file_release  an entry leaves the file table (done, failed, or at
  *              teardown), before the core closes and frees what it holds.
  *   lane_error a data lane's completion failed: ENGINE_DECLINED when it is
@@ -168,6 +175,8 @@ struct engine_feature {
 	int (*on_end)(struct engine *e);
 	bool (*busy)(const struct engine *e);
 	uint64_t (*progress)(const struct engine *e);
+	size_t (*file_size)(const struct engine *e);
+	void (*file_init)(struct engine *e, struct efile *f);
 	void (*file_release)(struct engine *e, struct efile *f);
 	int (*lane_error)(struct engine *e, const struct xport_wc *wc);
 	void (*stop)(struct engine *e);
@@ -209,3 +218,6 @@ struct engine_feature {
 extern const struct engine_feature *const engine_features[];
 extern const unsigned engine_nfeatures;
 #define ENGINE_FEATURES_MAX 16
+
+/* A feature's per-file block (file_size, engine_file_state): every block starts at a multiple of this; a feature's struct needs no more. */
+#define ENGINE_FILE_ALIGN 8

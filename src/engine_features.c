@@ -32,6 +32,30 @@ const unsigned engine_nfeatures = sizeof(engine_features) / sizeof(engine_featur
 _Static_assert(sizeof(engine_features) / sizeof(engine_features[0]) <= ENGINE_FEATURES_MAX,
 	       "the engine's table of features on holds them all");
 
+#define ALIGN_FILE(n) (((n) + ENGINE_FILE_ALIGN - 1) & ~(size_t)(ENGINE_FILE_ALIGN - 1))
+_Static_assert(_Alignof(struct efile) <= ENGINE_FILE_ALIGN, "blocks keep the entries aligned");
+
+/*
+ * A file-table entry: the core's struct efile, then a block for each
+ * feature on that keeps per-file state this session, in the list's order.
+ * A session with none (a plain copy) has entries of sizeof(struct efile).
+ */
+static void engine_features_layout(struct engine *e)
+{
+	size_t at = ALIGN_FILE(sizeof(struct efile));
+
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		size_t n = e->feat[i]->file_size ? e->feat[i]->file_size(e) : 0;
+
+		if (n) {
+			e->fstate[e->nfstate].ft = e->feat[i];
+			e->fstate[e->nfstate++].off = (uint32_t)at;
+			at += ALIGN_FILE(n);
+		}
+	}
+	e->file_stride = e->nfstate ? at : sizeof(struct efile);
+}
+
 /* Which features are on for this session: they alone are called from here on. */
 void engine_features_choose(struct engine *e)
 {
@@ -43,6 +67,7 @@ void engine_features_choose(struct engine *e)
 			e->feat[e->nfeat++] = ft;
 		}
 	}
+	engine_features_layout(e);
 }
 
 int engine_features_setup(struct engine *e)
@@ -94,6 +119,15 @@ bool engine_busy(const struct engine *e)
 		}
 	}
 	return false;
+}
+
+void engine_features_file_init(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->file_init) {
+			e->feat[i]->file_init(e, f);
+		}
+	}
 }
 
 void engine_features_file_release(struct engine *e, struct efile *f)

@@ -198,14 +198,14 @@ void note_kept(struct engine *e, const struct efile *f)
 
 struct efile *file_by_id(struct engine *e, uint32_t id)
 {
-	struct efile *f = &e->files[id % FILE_TABLE];
+	struct efile *f = file_at(e, id % FILE_TABLE);
 
 	return f->used && f->id == id ? f : NULL;
 }
 
-uint32_t file_index(struct engine *e, struct efile *f)
+uint32_t file_index(const struct engine *e, const struct efile *f)
 {
-	return (uint32_t)(f - e->files);
+	return (uint32_t)(((const char *)f - (const char *)e->files) / e->file_stride);
 }
 
 /*
@@ -226,8 +226,8 @@ static void file_populate(struct engine *e, uint32_t idx)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uint32_t end = MIN(idx + FILE_POPULATE_STEP, (uint32_t)FILE_TABLE);
-	uintptr_t a = (uintptr_t)&e->files[e->files_ready] & ~(page - 1);
-	uintptr_t b = (uintptr_t)&e->files[end] & ~(page - 1);
+	uintptr_t a = (uintptr_t)file_at(e, e->files_ready) & ~(page - 1);
+	uintptr_t b = (uintptr_t)file_at(e, end) & ~(page - 1);
 
 	e->files_ready = end;
 	if (b > a && madvise((void *)a, b - a, MADV_POPULATE_WRITE) < 0 && errno == EINVAL) {
@@ -240,10 +240,11 @@ void file_take(struct engine *e, struct efile *f, uint32_t id)
 	if (file_index(e, f) >= e->files_ready) {
 		file_populate(e, file_index(e, f));
 	}
-	memset(f, 0, sizeof(*f));
+	memset(f, 0, e->file_stride);
 	f->used = true;
 	f->id = id;
 	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
+	engine_features_file_init(e, f);
 	e->files_open++;
 	e->files_hw = MAX(e->files_hw, file_index(e, f) + 1);
 }
@@ -312,7 +313,7 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->leaf);
 	free(f->src_path);
 	free(f->link_target);
-	memset(f, 0, sizeof(*f));
+	memset(f, 0, e->file_stride);
 	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
 	e->files_open--;
 }

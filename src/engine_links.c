@@ -276,7 +276,7 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 		return code;
 	}
 	for (size_t i = 0; i < e->files_hw; i++) {
-		struct efile *t = &e->files[i];
+		struct efile *t = file_at(e, i);
 
 		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name &&
 		    strcmp(t->name, f->link_target) == 0) {
@@ -328,7 +328,7 @@ static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok
 		e->lt_full = true;
 	}
 	for (size_t i = 0; e->links_waiting > 0 && i < e->files_hw; i++) {
-		struct efile *f = &e->files[i];
+		struct efile *f = file_at(e, i);
 
 		if (f->used && f->link_waiting && f->link_wait == t->id) {
 			f->link_waiting = false;
@@ -344,7 +344,7 @@ static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok
 int rx_links_step(struct engine *e)
 {
 	for (size_t i = 0; e->links_ready > 0 && i < e->files_hw; i++) {
-		struct efile *f = &e->files[i];
+		struct efile *f = file_at(e, i);
 		char text[256] = "";
 		uint32_t code;
 

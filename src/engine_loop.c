@@ -260,7 +260,7 @@ static double sum_wait_allowance_ms(const struct engine *e)
 	uint64_t max = 0;
 
 	for (size_t i = 0; i < e->files_hw; i++) {
-		const struct efile *f = &e->files[i];
+		const struct efile *f = file_at(e, i);
 		bool committing = e->role == &engine_sender_ops && f->done_sent;
 
 		if (f->used && (f->sum_wanted || committing) && f->size > max) {

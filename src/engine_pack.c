@@ -96,7 +96,7 @@ static int tx_pack_add(struct engine *e, struct efile *f)
 	f->pk_done = 0;
 	f->pk_next = 0;
 	if (c->last) {
-		e->files[c->last - 1].pk_next = file_index(e, f) + 1;
+		file_at(e, c->last - 1)->pk_next = file_index(e, f) + 1;
 	} else {
 		c->first = file_index(e, f) + 1;
 	}
@@ -117,7 +117,7 @@ static int tx_pack_add(struct engine *e, struct efile *f)
  */
 void tx_pread_done(struct engine *e, uint32_t fidx, int res)
 {
-	struct efile *f = &e->files[fidx];
+	struct efile *f = file_at(e, fidx);
 	struct chunk *c = &e->chunks[f->pk_at];
 	uint64_t size;
 
@@ -161,8 +161,8 @@ static int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane)
 	uint32_t n = 0, len = c->fill + c->npieces * PROTO_PIECE_LEN;
 	int slot, r;
 
-	for (uint32_t i = c->first; i; i = e->files[i - 1].pk_next) {
-		struct efile *f = &e->files[i - 1];
+	for (uint32_t i = c->first; i; i = file_at(e, i - 1)->pk_next) {
+		struct efile *f = file_at(e, i - 1);
 		struct proto_piece pc = { .id = f->id, .len = (uint32_t)f->size };
 
 		if (!f->failed) {
@@ -181,8 +181,8 @@ static int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane)
 	e->st.files_packed += n;
 	e->bytes_progress += len;
 	e->bw_sent += len;
-	for (uint32_t i = c->first; i; i = e->files[i - 1].pk_next) {
-		struct efile *f = &e->files[i - 1];
+	for (uint32_t i = c->first; i; i = file_at(e, i - 1)->pk_next) {
+		struct efile *f = file_at(e, i - 1);
 
 		f->send_off = f->size;
 		f->chunks_out = 0;
@@ -333,7 +333,7 @@ static int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struc
 
 void rx_pwrite_done(struct engine *e, uint32_t fidx, int res)
 {
-	struct efile *f = &e->files[fidx];
+	struct efile *f = file_at(e, fidx);
 	uint32_t slot = f->pk_at;
 	struct rslot *s = &e->rslots[slot];
 

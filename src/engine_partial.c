@@ -644,7 +644,7 @@ static bool partial_enable(struct engine *e)
 static int partial_step(struct engine *e)
 {
 	for (uint32_t i = 0; i < e->files_hw; i++) {
-		struct efile *f = &e->files[i];
+		struct efile *f = file_at(e, i);
 
 		if (f->used && f->jn > 0 && rx_partial_flush(f) < 0) {
 			close(f->jfd);

@@ -9,7 +9,7 @@
 static void rx_submit_write(struct engine *e, uint32_t slot)
 {
 	struct rslot *s = &e->rslots[slot];
-	struct efile *f = &e->files[s->fidx];
+	struct efile *f = file_at(e, s->fidx);
 	uint8_t *buf = rx_slot_buf(e, slot);
 	struct io_uring_sqe *sqe;
 
@@ -266,7 +266,7 @@ static int rx_held(struct engine *e, struct efile *f, uint32_t h)
 static int rx_copied(struct engine *e, struct wjob *j, struct efile *hf)
 {
 	struct rslot *s = &e->rslots[j->idx];
-	struct efile *f = &e->files[s->fidx];
+	struct efile *f = file_at(e, s->fidx);
 	int r;
 
 	(void)hf;
@@ -477,7 +477,7 @@ static int rx_copy_waiters(struct engine *e)
 void rx_write_done(struct engine *e, uint32_t slot, int res)
 {
 	struct rslot *s = &e->rslots[slot];
-	struct efile *f = &e->files[s->fidx];
+	struct efile *f = file_at(e, s->fidx);
 
 	f->writes_out--;
 	if (res == -EAGAIN || res == -EINTR) {

@@ -139,7 +139,7 @@ static void rx_say_where(const struct engine *e, uint32_t code, char *text, size
 static int rx_files_entry(struct engine *e, struct proto_file *pf, struct proto_status *s,
 			  bool *ret_answered)
 {
-	struct efile *f = &e->files[pf->id % FILE_TABLE];
+	struct efile *f = file_at(e, pf->id % FILE_TABLE);
 	char text[FILE_FAIL_TEXT_LEN] = "";
 	bool peer = false;
 	uint32_t code;

@@ -33,7 +33,7 @@ static uint32_t held_home(const struct engine *e, uint32_t fidx, uint64_t off)
 /* The chunk of f at off that is held (not a packed slot), or HELD_NONE. */
 uint32_t rx_held_find(struct engine *e, const struct efile *f, uint64_t off)
 {
-	uint32_t fidx = (uint32_t)(f - e->files);
+	uint32_t fidx = file_index(e, f);
 
 	for (uint32_t i = held_home(e, fidx, off);; i = (i + 1) & e->held_mask) {
 		uint32_t v = e->held_map[i];
@@ -195,7 +195,7 @@ int rx_credit(struct engine *e, uint32_t h)
 
 	s->state = SL_FREE;
 	if (!s->packed) {
-		e->files[s->fidx].held--;
+		file_at(e, s->fidx)->held--;
 		held_del(e, h);
 	}
 	if (!e->rx_copy) {

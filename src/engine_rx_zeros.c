@@ -54,7 +54,7 @@ static int rx_range_check(struct engine *e, struct efile *f, const struct proto_
 	for (uint32_t i = 0; f->held && i < e->p->slots; i++) {
 		const struct rslot *s = &e->rslots[i];
 
-		if (s->state == SL_HELD && !s->packed && &e->files[s->fidx] == f &&
+		if (s->state == SL_HELD && !s->packed && file_at(e, s->fidx) == f &&
 		    s->off >= g->offset && s->off < end) {
 			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 					   "%s for %s: range %llu+%llu overlaps data", what,

@@ -227,7 +227,7 @@ int on_sums(struct engine *e)
 	}
 	while (rev) {
 		struct sum_job *j = rev;
-		struct efile *f = &e->files[j->fidx];
+		struct efile *f = file_at(e, j->fidx);
 
 		rev = j->next;
 		e->sums_inflight--;

@@ -343,7 +343,7 @@ static int tx_finish_step(struct engine *e)
 	int r;
 
 	for (size_t i = 0; e->tx_unfinished > 0 && i < e->files_hw; i++) {
-		struct efile *f = &e->files[i];
+		struct efile *f = file_at(e, i);
 		if (f->used && f->failed && f->started && !f->done_sent && f->chunks_out == 0) {
 			r = tx_send_done(e, f);
 			if (r < 0) {

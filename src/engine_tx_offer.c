@@ -105,7 +105,7 @@ static int tx_file_source(struct engine *e, struct efile *f, const struct engine
 static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id,
 		       struct proto_file *ret_pf, char **ret_link)
 {
-	struct efile *f = &e->files[id % FILE_TABLE];
+	struct efile *f = file_at(e, id % FILE_TABLE);
 	const char *first = NULL;
 	uint8_t ftype = s->ftype;
 	int r;

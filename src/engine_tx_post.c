@@ -85,7 +85,7 @@ int tx_post_again(struct engine *e, uint32_t ci, unsigned lane)
 static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 {
 	struct chunk *c = &e->chunks[ci];
-	struct efile *f = &e->files[c->fidx];
+	struct efile *f = file_at(e, c->fidx);
 	int slot;
 
 	if (e->hashers && !f->tree) {
@@ -129,7 +129,7 @@ bool tx_kept(const struct efile *f, uint64_t off, uint32_t len)
 int tx_chunk_passed(struct engine *e, uint32_t ci)
 {
 	struct chunk *c = &e->chunks[ci];
-	struct efile *f = &e->files[c->fidx];
+	struct efile *f = file_at(e, c->fidx);
 
 	if (!f->tree) {
 		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
@@ -143,7 +143,7 @@ int tx_chunk_passed(struct engine *e, uint32_t ci)
 int tx_chunk_same(struct engine *e, uint32_t ci)
 {
 	struct chunk *c = &e->chunks[ci];
-	int r = engine_tx_same(e, &e->files[c->fidx], c->off, c->len);
+	int r = engine_tx_same(e, file_at(e, c->fidx), c->off, c->len);
 
 	if (r == -ENOTSUP) {
 		return engine_fail(e, PERR_INTERNAL, r,
@@ -158,7 +158,7 @@ int tx_chunk_same(struct engine *e, uint32_t ci)
 
 static int tx_pass_chunk(struct engine *e, uint32_t ci)
 {
-	e->files[e->chunks[ci].fidx].resumed += e->chunks[ci].len;
+	file_at(e, e->chunks[ci].fidx)->resumed += e->chunks[ci].len;
 	return tx_chunk_passed(e, ci);
 }
 
@@ -171,7 +171,7 @@ static int tx_pass_chunk(struct engine *e, uint32_t ci)
 static int tx_pass_zero(struct engine *e, uint32_t ci)
 {
 	struct chunk *c = &e->chunks[ci];
-	struct efile *f = &e->files[c->fidx];
+	struct efile *f = file_at(e, c->fidx);
 	uint64_t cs = e->p->chunk_size, end = c->off + c->len;
 	int r;
 
@@ -297,7 +297,7 @@ static int tx_ready_chunk(struct engine *e, uint32_t ci)
 	if (c->packed) {
 		return engine_tx_post(e, ci); /* a feature's own chunk (a pack) */
 	}
-	f = &e->files[c->fidx];
+	f = file_at(e, c->fidx);
 	if (f->failed) {
 		tx_chunk_drop(e, ci);
 		return READY_TAKEN;

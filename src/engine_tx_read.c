@@ -9,7 +9,7 @@
 static int tx_submit_read(struct engine *e, uint32_t ci)
 {
 	struct chunk *c = &e->chunks[ci];
-	struct efile *f = &e->files[c->fidx];
+	struct efile *f = file_at(e, c->fidx);
 	uint8_t *buf = pool_chunk(e->pool, ci);
 	struct io_uring_sqe *sqe;
 	uint32_t want = c->len - c->done;
@@ -192,7 +192,7 @@ int tx_fill(struct engine *e)
 void tx_chunk_drop(struct engine *e, uint32_t ci)
 {
 	struct chunk *c = &e->chunks[ci];
-	struct efile *f = &e->files[c->fidx];
+	struct efile *f = file_at(e, c->fidx);
 
 	c->state = CH_FREE;
 	pool_put(e->pool, ci);
@@ -226,7 +226,7 @@ int tx_read_again(struct engine *e, struct efile *f, int *res)
 void tx_read_done(struct engine *e, uint32_t ci, int res)
 {
 	struct chunk *c = &e->chunks[ci];
-	struct efile *f = &e->files[c->fidx];
+	struct efile *f = file_at(e, c->fidx);
 
 	if (tx_read_again(e, f, &res) == 0) {
 		tx_submit_read(e, ci);

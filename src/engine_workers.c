@@ -358,7 +358,7 @@ static int job_done(struct engine *e, struct wjob *j)
 	struct efile *f = NULL;
 
 	if (j->hash) {
-		f = &e->files[j->fidx];
+		f = file_at(e, j->fidx);
 		assert(f->used && f->id == j->id && f->hash_jobs > 0);
 		f->hash_jobs--;
 	}
@@ -397,7 +397,7 @@ int on_hashers(struct engine *e)
 		if (r >= 0) {
 			r = job_done(e, j);
 		} else if (j->hash) {
-			e->files[j->fidx].hash_jobs--;
+			file_at(e, j->fidx)->hash_jobs--;
 		}
 		free(j);
 	}
