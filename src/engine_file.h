@@ -190,10 +190,6 @@ struct efile {
 	uint64_t done_bytes;
 	uint8_t done_hash[HASH_LEN];
 	struct proto_file meta;
-	/* receiver, a hard link: the name it links to, waiting for that file (its id) */
-	char *link_target;
-	uint32_t link_wait;
-	bool link_waiting, link_ready, link_target_ok;
 	/* receiver, -X/-A: a regular file's attributes, set once it is verified */
 	struct proto_xattr *xattrs;
 	size_t nxattrs, xattr_bytes;

@@ -312,7 +312,6 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->name);
 	free(f->leaf);
 	free(f->src_path);
-	free(f->link_target);
 	memset(f, 0, e->file_stride);
 	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
 	e->files_open--;

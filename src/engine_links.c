@@ -11,6 +11,21 @@
  */
 #include "engine-internal.h"
 
+extern const struct engine_feature engine_feature_links;
+
+/* A receiver's hard link (-H): the name it links to, waiting for that file (its id). */
+struct links_file {
+	char *link_target;
+	uint32_t link_wait;
+	bool link_waiting, link_ready, link_target_ok;
+};
+
+/* f's links state: only a receiver with -H has it. */
+static struct links_file *links_file(const struct engine *e, const struct efile *f)
+{
+	return engine_file_state(e, &engine_feature_links, f);
+}
+
 /* ---- sender ---- */
 
 static size_t hl_hash(uint64_t dev, uint64_t ino)
@@ -197,13 +212,14 @@ void rx_links_free(struct engine *e)
  */
 static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
+	struct links_file *lf = links_file(e, f);
 	_cleanup_close_ int tdir = -1;
 	struct dirent_cache *d = &e->dirs[f->dir];
 	struct stat st, old;
 	const char *tleaf;
 	int r;
 
-	r = fspath_open_parent(e->p->base_fd, f->link_target, false, &tdir, &tleaf);
+	r = fspath_open_parent(e->p->base_fd, lf->link_target, false, &tdir, &tleaf);
 	if (r >= 0 && fstatat(tdir, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		r = negerrno();
 	}
@@ -211,7 +227,7 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
 		r = -EINVAL;
 	}
 	if (r < 0) {
-		snprintf(text, textlen, "hard link to %.200s: %s", f->link_target,
+		snprintf(text, textlen, "hard link to %.200s: %s", lf->link_target,
 			 r == -EINVAL ? "not a regular file" : strerror(-r));
 		return errno_to_perr(r == -EINVAL ? -ENOENT : r);
 	}
@@ -239,7 +255,7 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
 			f->tmpname[0] = '\0';
 		}
 		if (r < 0) {
-			snprintf(text, textlen, "hard link to %.200s: %s", f->link_target,
+			snprintf(text, textlen, "hard link to %.200s: %s", lf->link_target,
 				 strerror(-r));
 			return errno_to_perr(r);
 		}
@@ -260,12 +276,13 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 			       size_t textlen, bool *ret_peer)
 {
 	uint32_t level = e->p->open_flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
+	struct links_file *lf = links_file(e, f);
 	uint32_t code;
 
-	if (rx_map_name(e, link, &f->link_target) < 0) {
+	if (rx_map_name(e, link, &lf->link_target) < 0) {
 		return PERR_INTERNAL;
 	}
-	if (fspath_validate(f->link_target) < 0 || strcmp(f->link_target, f->name) == 0) {
+	if (fspath_validate(lf->link_target) < 0 || strcmp(lf->link_target, f->name) == 0) {
 		*ret_peer = true;
 		snprintf(text, textlen, "invalid hard link target");
 		return PERR_BAD_PATH;
@@ -279,33 +296,33 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 		struct efile *t = file_at(e, i);
 
 		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name &&
-		    strcmp(t->name, f->link_target) == 0) {
+		    strcmp(t->name, lf->link_target) == 0) {
 			if (engine_probe(e)) {
 				return PERR_OK; /* its file waits for digests: the link would be made */
 			}
-			f->link_wait = t->id;
-			f->link_waiting = true;
+			lf->link_wait = t->id;
+			lf->link_waiting = true;
 			e->links_waiting++;
 			return PERR_OK;
 		}
 	}
-	if (!lt_has(e, f->link_target)) {
+	if (!lt_has(e, lf->link_target)) {
 		snprintf(text, textlen,
 			 "hard link to %.200s: that file was not copied in this session%s",
-			 f->link_target,
+			 lf->link_target,
 			 e->lt_full ? " (or is past the receiver's limit of names it remembers)"
 				    : "");
 		return PERR_NOT_FOUND;
 	}
 	/* A probe: a target it would copy is replaced by then, the link made. */
-	if (level && !(engine_probe(e) && lt_has_hash(e, lt_hash_planned(f->link_target)))) {
+	if (level && !(engine_probe(e) && lt_has_hash(e, lt_hash_planned(lf->link_target)))) {
 		struct stat a, b;
 		_cleanup_close_ int tdir = -1;
 		const char *tleaf;
 
 		/* Kept when that name is the same file already. */
 		if (f->dir >= 0 &&
-		    fspath_open_parent(e->p->base_fd, f->link_target, false, &tdir, &tleaf) >= 0 &&
+		    fspath_open_parent(e->p->base_fd, lf->link_target, false, &tdir, &tleaf) >= 0 &&
 		    fstatat(tdir, tleaf, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    fstatat(e->dirs[f->dir].fd, f->leaf, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISREG(b.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
@@ -329,12 +346,13 @@ static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok
 	}
 	for (size_t i = 0; e->links_waiting > 0 && i < e->files_hw; i++) {
 		struct efile *f = file_at(e, i);
+		struct links_file *lf = links_file(e, f);
 
-		if (f->used && f->link_waiting && f->link_wait == t->id) {
-			f->link_waiting = false;
+		if (f->used && lf->link_waiting && lf->link_wait == t->id) {
+			lf->link_waiting = false;
 			e->links_waiting--;
-			f->link_ready = true;
-			f->link_target_ok = ok;
+			lf->link_ready = true;
+			lf->link_target_ok = ok;
 			e->links_ready++;
 		}
 	}
@@ -345,20 +363,21 @@ int rx_links_step(struct engine *e)
 {
 	for (size_t i = 0; e->links_ready > 0 && i < e->files_hw; i++) {
 		struct efile *f = file_at(e, i);
+		struct links_file *lf = links_file(e, f);
 		char text[256] = "";
 		uint32_t code;
 
-		if (!f->used || !f->link_ready) {
+		if (!f->used || !lf->link_ready) {
 			continue;
 		}
-		f->link_ready = false;
+		lf->link_ready = false;
 		e->links_ready--;
-		if (f->link_target_ok) {
+		if (lf->link_target_ok) {
 			code = rx_link_make(e, f, text, sizeof(text));
 		} else {
 			code = PERR_NOT_FOUND;
 			snprintf(text, sizeof(text), "hard link to %.200s: that file failed",
-				 f->link_target);
+				 lf->link_target);
 		}
 		if (code != PERR_OK) {
 			file_fail(f, code, "%s", text);
@@ -382,6 +401,22 @@ static void links_release(struct engine *e)
 {
 	tx_links_free(e);
 	rx_links_free(e);
+}
+
+static size_t links_file_size(const struct engine *e)
+{
+	return e->p->role == ENGINE_RECEIVER && (e->p->open_flags & PROTO_OPEN_HARDLINKS)
+		   ? sizeof(struct links_file)
+		   : 0;
+}
+
+static void links_file_release(struct engine *e, struct efile *f)
+{
+	struct links_file *lf = links_file(e, f);
+
+	if (lf) {
+		free(lf->link_target);
+	}
 }
 
 static int links_rx_accept(struct engine *e, struct efile *f, const struct proto_file *pf,
@@ -409,6 +444,8 @@ const struct engine_feature engine_feature_links = {
 	.name = "links",
 	.step = links_step,
 	.release = links_release,
+	.file_size = links_file_size,
+	.file_release = links_file_release,
 	.tx_offer = tx_link_check,
 	.rx_accept = links_rx_accept,
 	.rx_settled = links_rx_settled,
