@@ -190,9 +190,6 @@ struct efile {
 	uint64_t done_bytes;
 	uint8_t done_hash[HASH_LEN];
 	struct proto_file meta;
-	/* receiver, -X/-A: a regular file's attributes, set once it is verified */
-	struct proto_xattr *xattrs;
-	size_t nxattrs, xattr_bytes;
 	/*
 	 * Skip level checksum (engine_sums.c): the receiver answered
 	 * SUM_WANTED and the file waits for the digests, its own (the

@@ -25,6 +25,20 @@
 
 #include <sys/xattr.h>
 
+extern const struct engine_feature engine_feature_xattrs;
+
+/* A receiver's regular file (-X/-A): its attributes, set once it is verified. */
+struct xattrs_file {
+	struct proto_xattr *xattrs;
+	size_t nxattrs, xattr_bytes;
+};
+
+/* f's attributes held: only a receiver with -X or -A has them. */
+static struct xattrs_file *xattrs_file(const struct engine *e, const struct efile *f)
+{
+	return engine_file_state(e, &engine_feature_xattrs, f);
+}
+
 /* Is name one this session carries (-X: user, security, trusted; -A: the two ACLs)? */
 static bool xattr_wanted(const struct engine *e, const char *name)
 {
@@ -443,15 +457,20 @@ static int rx_xattrs_kept(struct engine *e, const struct msg_xattrs *x, size_t i
 /* Free what a regular file holds of its attributes. */
 void rx_xattrs_release(struct engine *e, struct efile *f)
 {
-	for (size_t i = 0; i < f->nxattrs; i++) {
-		free(f->xattrs[i].name);
-		free(f->xattrs[i].value);
+	struct xattrs_file *xf = xattrs_file(e, f);
+
+	if (!xf) {
+		return;
 	}
-	free(f->xattrs);
-	f->xattrs = NULL;
-	f->nxattrs = 0;
-	e->xattr_held -= MIN(e->xattr_held, f->xattr_bytes);
-	f->xattr_bytes = 0;
+	for (size_t i = 0; i < xf->nxattrs; i++) {
+		free(xf->xattrs[i].name);
+		free(xf->xattrs[i].value);
+	}
+	free(xf->xattrs);
+	xf->xattrs = NULL;
+	xf->nxattrs = 0;
+	e->xattr_held -= MIN(e->xattr_held, xf->xattr_bytes);
+	xf->xattr_bytes = 0;
 }
 
 /*
@@ -461,13 +480,14 @@ void rx_xattrs_release(struct engine *e, struct efile *f)
  */
 static void rx_xattrs_apply(struct engine *e, struct efile *f)
 {
+	struct xattrs_file *xf = xattrs_file(e, f);
 	char text[256];
 	uint32_t code;
 
-	if (!f->nxattrs) {
+	if (!xf || !xf->nxattrs) {
 		return;
 	}
-	code = rx_xattrs_set(f->xattrs, f->nxattrs, f->tfd, text, sizeof(text));
+	code = rx_xattrs_set(xf->xattrs, xf->nxattrs, f->tfd, text, sizeof(text));
 	if (code != PERR_OK) {
 		file_fail(f, code, "%s", text);
 	}
@@ -477,9 +497,10 @@ static void rx_xattrs_apply(struct engine *e, struct efile *f)
 /* A regular file's, once, before FILE_DONE: kept until the file is verified (rx_xattrs_apply). */
 static int rx_xattrs_hold(struct engine *e, struct efile *f, struct msg_xattrs *x)
 {
+	struct xattrs_file *xf = xattrs_file(e, f);
 	size_t bytes = 0;
 
-	if (f->got_done || f->nxattrs) {
+	if (f->got_done || xf->nxattrs) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "XATTRS after FILE_DONE or twice");
 	}
 	if (f->failed || f->tfd < 0) {
@@ -493,9 +514,9 @@ static int rx_xattrs_hold(struct engine *e, struct efile *f, struct msg_xattrs *
 			  XATTR_HELD_MAX >> 20);
 		return 0;
 	}
-	f->xattrs = x->x;
-	f->nxattrs = x->count;
-	f->xattr_bytes = bytes;
+	xf->xattrs = x->x;
+	xf->nxattrs = x->count;
+	xf->xattr_bytes = bytes;
 	e->xattr_held += bytes;
 	x->x = NULL;
 	x->count = 0;
@@ -603,8 +624,17 @@ static int xattrs_tx_opened(struct engine *e, struct efile *f, int fd, char *tex
 	return tx_send_xattrs(e, f->id, fd, false, text, textlen);
 }
 
+static size_t xattrs_file_size(const struct engine *e)
+{
+	return e->p->role == ENGINE_RECEIVER &&
+		       (e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))
+		   ? sizeof(struct xattrs_file)
+		   : 0;
+}
+
 const struct engine_feature engine_feature_xattrs = {
 	.name = "xattrs",
+	.file_size = xattrs_file_size,
 	.file_release = rx_xattrs_release,
 	.release = xattrs_release,
 	.msgs = xattrs_msgs,
