@@ -22,7 +22,7 @@ struct chunk {
 	uint32_t len;  /* payload bytes */
 	uint32_t done; /* bytes read so far */
 	uint32_t slot; /* receiver slot once posted */
-	/* A pack: whole files (fidx + 1 in a list through efile.pk_next), then their table. */
+	/* A pack: whole files (fidx + 1 in a list through engine_pack.c's pk_next), then their table. */
 	bool packed, closed;
 	uint32_t npieces, fill, reads_out;
 	uint32_t first, last;
@@ -153,13 +153,6 @@ struct efile {
 	uint8_t (*mine)[HASH_LEN];
 	uint64_t prehashed;
 	int pfd;
-	/*
-	 * Packed (engine_pack.c): the sender's pool chunk or the receiver's
-	 * slot it travels in, where its bytes start there, how many are read
-	 * or written; the sender's next file in the same pack (fidx + 1).
-	 */
-	bool packed;
-	uint32_t pk_at, pk_off, pk_done, pk_next;
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
 	/* What was under its name when it was accepted: the st_mode, 0 for nothing. */

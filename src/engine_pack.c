@@ -14,6 +14,24 @@
 
 #include "hello.h"
 
+extern const struct engine_feature engine_feature_pack;
+
+/*
+ * A file that travels packed: the sender's pool chunk or the receiver's
+ * slot it travels in, where its bytes start there, how many are read or
+ * written; the sender's next file in the same pack (fidx + 1).
+ */
+struct pack_file {
+	bool packed;
+	uint32_t pk_at, pk_off, pk_done, pk_next;
+};
+
+/* f's pack state: every file of a session with packed slots has it. */
+static struct pack_file *pack_file(const struct engine *e, const struct efile *f)
+{
+	return engine_file_state(e, &engine_feature_pack, f);
+}
+
 /* The largest file that may travel packed with this chunk size. */
 static uint64_t pack_file_max(const struct engine *e)
 {
@@ -51,15 +69,16 @@ static void tx_pack_close(struct engine *e)
 
 static int tx_pread_submit(struct engine *e, struct efile *f)
 {
-	uint8_t *buf = pool_chunk(e->pool, f->pk_at) + f->pk_off;
+	const struct pack_file *pk = pack_file(e, f);
+	uint8_t *buf = pool_chunk(e->pool, pk->pk_at) + pk->pk_off;
 	struct io_uring_sqe *sqe = uring_sqe(e);
 
 	if (!sqe) {
 		return engine_fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 	}
 	/* Not a fixed buffer: a run of small files pins nothing (engine_pin_pool). */
-	io_uring_prep_read(sqe, f->fd, buf + f->pk_done, (unsigned)(f->size - f->pk_done),
-			   f->pk_done);
+	io_uring_prep_read(sqe, f->fd, buf + pk->pk_done, (unsigned)(f->size - pk->pk_done),
+			   pk->pk_done);
 	io_uring_sqe_set_data64(sqe, UD(UD_PREAD, file_index(e, f)));
 	return 0;
 }
@@ -71,6 +90,7 @@ static int tx_pread_submit(struct engine *e, struct efile *f)
 static int tx_pack_add(struct engine *e, struct efile *f)
 {
 	uint64_t cs = e->p->chunk_size;
+	struct pack_file *pk = pack_file(e, f);
 	struct chunk *c = e->pack_ci >= 0 ? &e->chunks[e->pack_ci] : NULL;
 	/* Its bytes and the table with one more entry; a pack within a piece's length of full has no room. */
 	uint64_t used = c ? c->fill + (uint64_t)(c->npieces + 1) * PROTO_PIECE_LEN : 0;
@@ -90,13 +110,13 @@ static int tx_pack_add(struct engine *e, struct efile *f)
 		*c = (struct chunk){ .state = CH_READING, .packed = true };
 		e->pack_ci = ci;
 	}
-	f->packed = true;
-	f->pk_at = (uint32_t)e->pack_ci;
-	f->pk_off = c->fill;
-	f->pk_done = 0;
-	f->pk_next = 0;
+	pk->packed = true;
+	pk->pk_at = (uint32_t)e->pack_ci;
+	pk->pk_off = c->fill;
+	pk->pk_done = 0;
+	pk->pk_next = 0;
 	if (c->last) {
-		file_at(e, c->last - 1)->pk_next = file_index(e, f) + 1;
+		pack_file(e, file_at(e, c->last - 1))->pk_next = file_index(e, f) + 1;
 	} else {
 		c->first = file_index(e, f) + 1;
 	}
@@ -118,7 +138,8 @@ static int tx_pack_add(struct engine *e, struct efile *f)
 void tx_pread_done(struct engine *e, uint32_t fidx, int res)
 {
 	struct efile *f = file_at(e, fidx);
-	struct chunk *c = &e->chunks[f->pk_at];
+	struct pack_file *pk = pack_file(e, f);
+	struct chunk *c = &e->chunks[pk->pk_at];
 	uint64_t size;
 
 	if (tx_read_again(e, f, &res) == 0) {
@@ -129,10 +150,10 @@ void tx_pread_done(struct engine *e, uint32_t fidx, int res)
 		file_fail(f, PERR_IO, "read: %s", strerror(-res));
 	} else if (res == 0) {
 		file_fail(f, PERR_SOURCE_CHANGED, "file shrank while being read (at %u of %llu)",
-			  f->pk_done, (unsigned long long)f->size);
+			  pk->pk_done, (unsigned long long)f->size);
 	} else {
-		f->pk_done += (uint32_t)MIN((uint64_t)res, f->size - f->pk_done);
-		if (f->pk_done < f->size) {
+		pk->pk_done += (uint32_t)MIN((uint64_t)res, f->size - pk->pk_done);
+		if (pk->pk_done < f->size) {
 			tx_pread_submit(e, f); /* short read: the rest */
 			return;
 		}
@@ -161,12 +182,12 @@ static int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane)
 	uint32_t n = 0, len = c->fill + c->npieces * PROTO_PIECE_LEN;
 	int slot, r;
 
-	for (uint32_t i = c->first; i; i = file_at(e, i - 1)->pk_next) {
+	for (uint32_t i = c->first; i; i = pack_file(e, file_at(e, i - 1))->pk_next) {
 		struct efile *f = file_at(e, i - 1);
 		struct proto_piece pc = { .id = f->id, .len = (uint32_t)f->size };
 
 		if (!f->failed) {
-			file_hash_whole(&f->hash, buf + f->pk_off, f->size);
+			file_hash_whole(&f->hash, buf + pack_file(e, f)->pk_off, f->size);
 		}
 		proto_piece_encode(&pc, buf + c->fill + (size_t)n++ * PROTO_PIECE_LEN);
 	}
@@ -181,7 +202,7 @@ static int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane)
 	e->st.files_packed += n;
 	e->bytes_progress += len;
 	e->bw_sent += len;
-	for (uint32_t i = c->first; i; i = file_at(e, i - 1)->pk_next) {
+	for (uint32_t i = c->first; i; i = pack_file(e, file_at(e, i - 1))->pk_next) {
 		struct efile *f = file_at(e, i - 1);
 
 		f->send_off = f->size;
@@ -196,14 +217,15 @@ static int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane)
 
 static int rx_pwrite_submit(struct engine *e, struct efile *f)
 {
-	uint8_t *buf = rx_slot_buf(e, f->pk_at) + f->pk_off;
+	const struct pack_file *pk = pack_file(e, f);
+	uint8_t *buf = rx_slot_buf(e, pk->pk_at) + pk->pk_off;
 	struct io_uring_sqe *sqe = uring_sqe(e);
 
 	if (!sqe) {
 		return engine_fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 	}
-	io_uring_prep_write(sqe, f->tfd, buf + f->pk_done, (unsigned)(f->size - f->pk_done),
-			    f->pk_done);
+	io_uring_prep_write(sqe, f->tfd, buf + pk->pk_done, (unsigned)(f->size - pk->pk_done),
+			    pk->pk_done);
 	io_uring_sqe_set_data64(sqe, UD(UD_PWRITE, file_index(e, f)));
 	f->writes_out++;
 	return 0;
@@ -217,9 +239,10 @@ static struct efile *rx_piece_file(struct engine *e, const struct proto_piece *p
 {
 	struct efile *f = file_by_id(e, pc->id);
 
-	if (!f || f->ftype != PROTO_FT_REG || f->sum_wanted || f->packed || f->partial ||
-	    f->size != pc->len || f->recv_bytes || f->held || f->hash_off || f->kept || f->zeroed ||
-	    f->skipped || f->nzr || f->nsr || (f->got_done && f->done_bytes != pc->len)) {
+	if (!f || f->ftype != PROTO_FT_REG || f->sum_wanted || pack_file(e, f)->packed ||
+	    f->partial || f->size != pc->len || f->recv_bytes || f->held || f->hash_off ||
+	    f->kept || f->zeroed || f->skipped || f->nzr || f->nsr ||
+	    (f->got_done && f->done_bytes != pc->len)) {
 		return NULL;
 	}
 	return f;
@@ -272,10 +295,7 @@ static int rx_piece(struct engine *e, uint32_t slot, uint32_t i, uint8_t *buf)
 				   "packed slot: file id %u (%u bytes) not one in flight whole",
 				   pc->id, pc->len);
 	}
-	f->packed = true;
-	f->pk_at = slot;
-	f->pk_off = pc->at;
-	f->pk_done = 0;
+	*pack_file(e, f) = (struct pack_file){ .packed = true, .pk_at = slot, .pk_off = pc->at };
 	f->recv_bytes = pc->len;
 	f->hash_off = pc->len;
 	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && i == 0) {
@@ -334,7 +354,8 @@ static int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struc
 void rx_pwrite_done(struct engine *e, uint32_t fidx, int res)
 {
 	struct efile *f = file_at(e, fidx);
-	uint32_t slot = f->pk_at;
+	struct pack_file *pk = pack_file(e, f);
+	uint32_t slot = pk->pk_at;
 	struct rslot *s = &e->rslots[slot];
 
 	f->writes_out--;
@@ -346,14 +367,14 @@ void rx_pwrite_done(struct engine *e, uint32_t fidx, int res)
 		file_fail(f, errno_to_perr(res ? res : -EIO), "write %s: %s", f->name,
 			  strerror(res ? -res : EIO));
 	} else {
-		f->pk_done += (uint32_t)res;
-		if (f->pk_done < f->size) {
+		pk->pk_done += (uint32_t)res;
+		if (pk->pk_done < f->size) {
 			rx_pwrite_submit(e, f); /* short write: the rest */
 			return;
 		}
 		f->written = f->size;
 		if (engine_zeros(e)) {
-			int pr = sparse_punch_zeros(f->tfd, rx_slot_buf(e, slot) + f->pk_off, 0,
+			int pr = sparse_punch_zeros(f->tfd, rx_slot_buf(e, slot) + pk->pk_off, 0,
 						    (uint32_t)f->size);
 
 			if (pr < 0) {
@@ -409,6 +430,12 @@ static bool pack_enable(struct engine *e)
 }
 
 /* A pack's files are read (sender) and written (receiver) one io_uring operation each. */
+static size_t pack_file_size(const struct engine *e)
+{
+	(void)e;
+	return sizeof(struct pack_file);
+}
+
 static int pack_setup(struct engine *e)
 {
 	if (e->p->role == ENGINE_SENDER) {
@@ -422,6 +449,7 @@ static int pack_setup(struct engine *e)
 const struct engine_feature engine_feature_pack = {
 	.name = "pack",
 	.enable = pack_enable,
+	.file_size = pack_file_size,
 	.rx_slot = rx_packed,
 	.tx_whole = tx_packable,
 	.tx_read = pack_tx_read,
