@@ -915,6 +915,11 @@ int tx_zeros_flush(struct engine *e);
 int partial_store_open(int dirfd, bool create, int *ret_fd);
 
 /* engine_partial.c */
-int rx_partial_note(struct efile *f, uint64_t off, uint32_t len, const uint8_t hash[HASH_LEN]);
-int rx_partial_flush(struct efile *f);
+/* f is kept resumable and its journal takes records. */
+bool rx_partial_journaled(const struct engine *e, const struct efile *f);
+/* f's journal takes no more records: only less of it can be resumed. */
+void rx_partial_stop(struct engine *e, struct efile *f);
+/* [off, off + len) of f is on disk with digest hash; one the journal refuses stops it. */
+int rx_partial_note(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
+		    const uint8_t hash[HASH_LEN]);
 void rx_partial_committed(struct engine *e, struct efile *f);

@@ -320,17 +320,16 @@ static bool rx_delta_copy(struct efile *f, const struct proto_range *g)
 }
 
 /* With --partial, each chunk's own digest (NULL: none; its journal is closed, not resumable). */
-static XXH3_state_t *rx_delta_chunk_state(struct efile *f)
+static XXH3_state_t *rx_delta_chunk_state(struct engine *e, struct efile *f)
 {
 	XXH3_state_t *cst = NULL;
 
-	if (f->partial && f->jfd >= 0) {
+	if (rx_partial_journaled(e, f)) {
 		cst = XXH3_createState();
 		if (!cst || XXH3_128bits_reset(cst) != XXH_OK) {
 			XXH3_freeState(cst);
 			cst = NULL;
-			close(f->jfd); /* only less of it can be resumed */
-			f->jfd = -1;
+			rx_partial_stop(e, f); /* only less of it can be resumed */
 		}
 	}
 	return cst;
@@ -340,17 +339,15 @@ static XXH3_state_t *rx_delta_chunk_state(struct efile *f)
  * The chunk read back that ends at at, journaled with its digest (cst,
  * then reset); one the journal refuses closes it: NULL, no more digests.
  */
-static XXH3_state_t *rx_delta_chunk_note(struct efile *f, XXH3_state_t *cst, uint64_t at,
-					 uint64_t cs)
+static XXH3_state_t *rx_delta_chunk_note(struct engine *e, struct efile *f, XXH3_state_t *cst,
+					 uint64_t at, uint64_t cs)
 {
 	uint64_t start = at - ((at - 1) % cs + 1);
 	XXH128_canonical_t c;
 
 	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(cst));
 	XXH3_128bits_reset(cst);
-	if (rx_partial_note(f, start, (uint32_t)(at - start), c.digest) < 0) {
-		close(f->jfd);
-		f->jfd = -1;
+	if (rx_partial_note(e, f, start, (uint32_t)(at - start), c.digest) < 0) {
 		XXH3_freeState(cst);
 		cst = NULL;
 	}
@@ -379,7 +376,7 @@ static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_
 		file_fail(f, PERR_INTERNAL, "out of memory");
 		return;
 	}
-	cst = rx_delta_chunk_state(f);
+	cst = rx_delta_chunk_state(e, f);
 	for (done = 0; done < g->len;) {
 		uint64_t at = g->offset + done;
 		/* Never across a chunk's end: each chunk's own digest goes into the journal. */
@@ -399,7 +396,7 @@ static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_
 		}
 		at += (uint64_t)n;
 		if (cst && (at % cs == 0 || done == g->len)) {
-			cst = rx_delta_chunk_note(f, cst, at, cs);
+			cst = rx_delta_chunk_note(e, f, cst, at, cs);
 		}
 	}
 	XXH3_freeState(cst);

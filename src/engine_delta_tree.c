@@ -22,13 +22,9 @@ static void rx_tree_same(struct engine *e, struct efile *f, const struct proto_r
 {
 	uint64_t cs = e->p->chunk_size;
 
-	for (uint64_t off = g->offset; f->partial && f->jfd >= 0 && off < g->offset + g->len;
+	for (uint64_t off = g->offset; rx_partial_journaled(e, f) && off < g->offset + g->len;
 	     off += cs) {
-		if (rx_partial_note(f, off, (uint32_t)MIN(cs, f->size - off), f->rd[off / cs]) <
-		    0) {
-			close(f->jfd);
-			f->jfd = -1;
-		}
+		rx_partial_note(e, f, off, (uint32_t)MIN(cs, f->size - off), f->rd[off / cs]);
 	}
 }
 

@@ -199,14 +199,12 @@ struct efile {
 	bool device, dev_verify;
 	/* A new temp file allocated over its whole chunks up front (rx_prealloc). */
 	bool prealloc;
-	/* --partial (engine_partial.c): tfd is the store's data file, [0, kept) verified. */
+	/*
+	 * --partial (engine_partial.c): tfd is the store's data file, [0, kept)
+	 * verified. The roles and the features that write to it test these.
+	 */
 	bool partial;
 	uint64_t kept;
-	int part_store; /* the store directory */
-	int jfd;	/* the journal */
-	uint64_t jend;	/* its length */
-	uint8_t *jbuf;	/* records not appended yet */
-	uint32_t jn;
 };
 
 /* -H on the sender: a file's first name, by (device, inode). */

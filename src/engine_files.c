@@ -243,7 +243,7 @@ void file_take(struct engine *e, struct efile *f, uint32_t id)
 	memset(f, 0, e->file_stride);
 	f->used = true;
 	f->id = id;
-	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->oldfd = f->pfd = -1;
 	engine_features_file_init(e, f);
 	e->files_open++;
 	e->files_hw = MAX(e->files_hw, file_index(e, f) + 1);
@@ -280,16 +280,9 @@ void file_release(struct engine *e, struct efile *f)
 	if (f->tfd >= 0) {
 		close(f->tfd);
 	}
-	if (f->jfd >= 0) {
-		close(f->jfd);
-	}
-	if (f->part_store >= 0) {
-		close(f->part_store);
-	}
 	if (f->dir >= 0) {
 		e->dirs[f->dir].refs--;
 	}
-	free(f->jbuf);
 	free(f->fail_text);
 	free(f->tmpname);
 	free(f->resume);
@@ -313,6 +306,6 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->leaf);
 	free(f->src_path);
 	memset(f, 0, e->file_stride);
-	f->fd = f->dfd = f->tfd = f->dir = f->jfd = f->part_store = f->oldfd = f->pfd = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->oldfd = f->pfd = -1;
 	e->files_open--;
 }

@@ -37,6 +37,23 @@ struct jrec {
 	uint8_t hash[HASH_LEN];
 };
 
+extern const struct engine_feature engine_feature_partial;
+
+/* A file kept resumable: the store directory, the journal, its length, records not appended. */
+struct partial_file {
+	int part_store;
+	int jfd;
+	uint64_t jend;
+	uint8_t *jbuf;
+	uint32_t jn;
+};
+
+/* f's journal state: every file of a session with --partial has it. */
+static struct partial_file *partial_file(const struct engine *e, const struct efile *f)
+{
+	return engine_file_state(e, &engine_feature_partial, f);
+}
+
 /* "<32 hex of XXH3-128(leaf)><suffix>" */
 static void partial_name(const char *leaf, const char *suffix, char *out, size_t outlen)
 {
@@ -313,7 +330,8 @@ static int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_p
  * chunk, so a later run re-verifies (and loses to a flipped bit) no more
  * than a chunk at a time.
  */
-static int jnl_rewrite(struct efile *f, int store, const struct jrec *recs, size_t n, int *ret_fd)
+static int jnl_rewrite(struct efile *f, struct partial_file *pf, int store, const struct jrec *recs,
+		       size_t n, int *ret_fd)
 {
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ uint8_t *buf = malloc(JNL_HDR_MAX + n * JNL_REC_LEN);
@@ -339,7 +357,7 @@ static int jnl_rewrite(struct efile *f, int store, const struct jrec *recs, size
 		unlinkat(store, tmp, 0);
 		return r < 0 ? r : -EIO;
 	}
-	f->jend = len;
+	pf->jend = len;
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
@@ -456,9 +474,10 @@ static int jnl_records_to(int dfd, uint64_t kept, uint8_t *buf, struct jrec **io
  * f writes into its partial from here: its data (*io_dfd) and a fresh
  * journal of the n records, in the store (*io_store), [0, kept) kept.
  */
-static int partial_start(struct efile *f, uint64_t kept, const struct jrec *recs, size_t n,
-			 int *io_store, int *io_dfd)
+static int partial_start(struct engine *e, struct efile *f, uint64_t kept, const struct jrec *recs,
+			 size_t n, int *io_store, int *io_dfd)
 {
+	struct partial_file *pf = partial_file(e, f);
 	_cleanup_close_ int newj = -1;
 	int r;
 
@@ -471,7 +490,7 @@ static int partial_start(struct efile *f, uint64_t kept, const struct jrec *recs
 	if (!f->device && ftruncate(*io_dfd, (off_t)kept) < 0) {
 		return negerrno();
 	}
-	r = jnl_rewrite(f, *io_store, recs, n, &newj);
+	r = jnl_rewrite(f, pf, *io_store, recs, n, &newj);
 	if (r < 0) {
 		return r;
 	}
@@ -483,8 +502,8 @@ static int partial_start(struct efile *f, uint64_t kept, const struct jrec *recs
 	f->hash_off = kept;
 	f->written = 0;
 	f->tfd = TAKE_FD(*io_dfd);
-	f->jfd = TAKE_FD(newj);
-	f->part_store = TAKE_FD(*io_store);
+	pf->jfd = TAKE_FD(newj);
+	pf->part_store = TAKE_FD(*io_store);
 	return 0;
 }
 
@@ -537,7 +556,7 @@ static int partial_open_once(struct engine *e, struct efile *f)
 	if (r < 0) {
 		return r;
 	}
-	return partial_start(f, kept, recs, n, &store, &dfd);
+	return partial_start(e, f, kept, recs, n, &store, &dfd);
 }
 
 static int rx_partial_open(struct engine *e, struct efile *f)
@@ -569,37 +588,64 @@ static int rx_partial_open(struct engine *e, struct efile *f)
 	return r;
 }
 
-int rx_partial_note(struct efile *f, uint64_t off, uint32_t len, const uint8_t hash[HASH_LEN])
+bool rx_partial_journaled(const struct engine *e, const struct efile *f)
+{
+	return f->partial && partial_file(e, f)->jfd >= 0;
+}
+
+void rx_partial_stop(struct engine *e, struct efile *f)
+{
+	struct partial_file *pf = partial_file(e, f);
+
+	if (pf->jfd >= 0) {
+		close(pf->jfd);
+	}
+	pf->jfd = -1;
+}
+
+static int partial_flush(struct partial_file *pf)
+{
+	size_t len = (size_t)pf->jn * JNL_REC_LEN;
+
+	if (pf->jn == 0 || pf->jfd < 0) {
+		pf->jn = 0;
+		return 0;
+	}
+	pf->jn = 0;
+	/* After the data is written; a record whose data is lost is caught by the re-check. */
+	if (pwrite(pf->jfd, pf->jbuf, len, (off_t)pf->jend) != (ssize_t)len) {
+		return -EIO;
+	}
+	pf->jend += len;
+	return 0;
+}
+
+static int partial_note(struct partial_file *pf, uint64_t off, uint32_t len,
+			const uint8_t hash[HASH_LEN])
 {
 	struct jrec j = { .off = off, .len = len };
 
-	if (!f->jbuf) {
-		f->jbuf = malloc(ENGINE_JNL_BATCH * JNL_REC_LEN);
-		if (!f->jbuf) {
+	if (!pf->jbuf) {
+		pf->jbuf = malloc(ENGINE_JNL_BATCH * JNL_REC_LEN);
+		if (!pf->jbuf) {
 			return -ENOMEM;
 		}
 	}
 	memcpy(j.hash, hash, HASH_LEN);
-	jnl_record(&j, f->jbuf + (size_t)f->jn * JNL_REC_LEN);
-	f->jn++;
-	return f->jn == ENGINE_JNL_BATCH ? rx_partial_flush(f) : 0;
+	jnl_record(&j, pf->jbuf + (size_t)pf->jn * JNL_REC_LEN);
+	pf->jn++;
+	return pf->jn == ENGINE_JNL_BATCH ? partial_flush(pf) : 0;
 }
 
-int rx_partial_flush(struct efile *f)
+int rx_partial_note(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
+		    const uint8_t hash[HASH_LEN])
 {
-	size_t len = (size_t)f->jn * JNL_REC_LEN;
+	int r = partial_note(partial_file(e, f), off, len, hash);
 
-	if (f->jn == 0 || f->jfd < 0) {
-		f->jn = 0;
-		return 0;
+	if (r < 0) {
+		rx_partial_stop(e, f);
 	}
-	f->jn = 0;
-	/* After the data is written; a record whose data is lost is caught by the re-check. */
-	if (pwrite(f->jfd, f->jbuf, len, (off_t)f->jend) != (ssize_t)len) {
-		return -EIO;
-	}
-	f->jend += len;
-	return 0;
+	return r;
 }
 
 /* The store's name of f's data (for the commit's rename). */
@@ -614,22 +660,23 @@ void rx_partial_committed(struct engine *e, struct efile *f)
 	char name[64];
 
 	partial_name(f->leaf, ".jnl", name, sizeof(name));
-	unlinkat(f->part_store, name, 0);
+	unlinkat(partial_file(e, f)->part_store, name, 0);
 	unlinkat(e->dirs[f->dir].fd, ENGINE_PARTIAL_DIR, AT_REMOVEDIR);
 }
 
 /* A partial that must not be resumed (wrong data, a changed source): removed. */
 static void rx_partial_drop(struct engine *e, const struct efile *f)
 {
+	const struct partial_file *pf = partial_file(e, f);
 	char name[64];
 
-	if (f->part_store < 0) {
+	if (pf->part_store < 0) {
 		return;
 	}
 	partial_name(f->leaf, ".data", name, sizeof(name));
-	unlinkat(f->part_store, name, 0);
+	unlinkat(pf->part_store, name, 0);
 	partial_name(f->leaf, ".jnl", name, sizeof(name));
-	unlinkat(f->part_store, name, 0);
+	unlinkat(pf->part_store, name, 0);
 	unlinkat(e->dirs[f->dir].fd, ENGINE_PARTIAL_DIR, AT_REMOVEDIR);
 }
 
@@ -645,22 +692,41 @@ static int partial_step(struct engine *e)
 {
 	for (uint32_t i = 0; i < e->files_hw; i++) {
 		struct efile *f = file_at(e, i);
+		struct partial_file *pf = partial_file(e, f);
 
-		if (f->used && f->jn > 0 && rx_partial_flush(f) < 0) {
-			close(f->jfd);
-			f->jfd = -1;
+		if (f->used && pf->jn > 0 && partial_flush(pf) < 0) {
+			rx_partial_stop(e, f);
 		}
 	}
 	return 0;
 }
 
-/* A cut file keeps every record it has. */
-static void partial_file_release(struct engine *e, struct efile *f)
+static size_t partial_file_size(const struct engine *e)
 {
 	(void)e;
-	if (f->jfd >= 0) {
-		rx_partial_flush(f);
+	return sizeof(struct partial_file);
+}
+
+static void partial_file_init(struct engine *e, struct efile *f)
+{
+	struct partial_file *pf = partial_file(e, f);
+
+	pf->part_store = pf->jfd = -1;
+}
+
+/* A cut file keeps every record it has; then what it holds of the store goes. */
+static void partial_file_release(struct engine *e, struct efile *f)
+{
+	struct partial_file *pf = partial_file(e, f);
+
+	if (pf->jfd >= 0) {
+		partial_flush(pf);
+		close(pf->jfd);
 	}
+	if (pf->part_store >= 0) {
+		close(pf->part_store);
+	}
+	free(pf->jbuf);
 }
 
 /* A file bigger than a chunk is kept resumable: in the store, or a device's journal. */
@@ -679,10 +745,8 @@ static int partial_rx_store(struct engine *e, struct efile *f)
 static void partial_rx_written(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
 			       const uint8_t *d)
 {
-	(void)e;
-	if (f->partial && rx_partial_note(f, off, len, d) < 0) {
-		close(f->jfd);
-		f->jfd = -1;
+	if (f->partial) {
+		rx_partial_note(e, f, off, len, d);
 	}
 }
 
@@ -696,7 +760,9 @@ static int partial_rx_durable(struct engine *e, struct efile *f)
 	}
 	rx_partial_data_name(f, pname, sizeof(pname));
 	rx_named(e, f,
-		 renameat(f->part_store, pname, e->dirs[f->dir].fd, f->leaf) < 0 ? negerrno() : 0);
+		 renameat(partial_file(e, f)->part_store, pname, e->dirs[f->dir].fd, f->leaf) < 0
+		     ? negerrno()
+		     : 0);
 	return 0;
 }
 
@@ -718,6 +784,8 @@ static void partial_rx_settled(struct engine *e, const struct efile *f, enum eng
 
 const struct engine_feature engine_feature_partial = {
 	.name = "partial",
+	.file_size = partial_file_size,
+	.file_init = partial_file_init,
 	.file_release = partial_file_release,
 	.enable = partial_enable,
 	.step = partial_step,

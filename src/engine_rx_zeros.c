@@ -224,10 +224,7 @@ void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t 
 		uint8_t h[HASH_LEN];
 
 		zero_digest(e, unit, h);
-		if (rx_partial_note(f, off, (uint32_t)unit, h) < 0) {
-			close(f->jfd);
-			f->jfd = -1;
-		}
+		rx_partial_note(e, f, off, (uint32_t)unit, h);
 	}
 }
 
