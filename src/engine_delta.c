@@ -410,6 +410,7 @@ static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_
 int tx_delta_sums(struct engine *e, const struct msg_delta *d)
 {
 	struct efile *f = file_by_id(e, d->id);
+	struct delta_file *df;
 	uint64_t n;
 
 	bool tree = d->flags & PROTO_DELTA_TREE;
@@ -429,24 +430,25 @@ int tx_delta_sums(struct engine *e, const struct msg_delta *d)
 				   (unsigned long long)(d->first + d->count - 1),
 				   (unsigned long long)n);
 	}
-	if (!f->dsum) {
-		f->dsum = calloc(n, HASH_LEN);
-		if (!f->dsum) {
+	df = delta_file(e, f);
+	if (!df->dsum) {
+		df->dsum = calloc(n, HASH_LEN);
+		if (!df->dsum) {
 			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 	}
 	if (tree && !f->tree) {
 		/* Its digest is its chunks': our pass over the source can start now. */
-		f->mine = calloc(n, HASH_LEN);
-		f->tst = XXH3_createState();
-		if (!f->mine || !f->tst || XXH3_128bits_reset(f->tst) != XXH_OK) {
+		df->mine = calloc(n, HASH_LEN);
+		df->tst = XXH3_createState();
+		if (!df->mine || !df->tst || XXH3_128bits_reset(df->tst) != XXH_OK) {
 			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 		f->tree = true;
 		f->dg = &delta_tree_digest;
 		e->prehash_id = f->id;
 	}
-	memcpy(f->dsum[f->ndsum], d->sums, (size_t)d->count * HASH_LEN);
+	memcpy(df->dsum[f->ndsum], d->sums, (size_t)d->count * HASH_LEN);
 	f->ndsum += d->count;
 	return 0;
 }
@@ -465,6 +467,7 @@ int tx_delta_sums(struct engine *e, const struct msg_delta *d)
 static int tx_delta_prehash(struct engine *e)
 {
 	struct efile *f = e->prehash_id ? file_by_id(e, e->prehash_id) : NULL;
+	struct delta_file *df = f ? delta_file(e, f) : NULL;
 	uint64_t cs = e->p->chunk_size, n, budget = PREHASH_TURN;
 	size_t cap = MAX(DELTA_BUF / cs, 1) * cs;
 	_cleanup_free_ uint8_t *big = NULL;
@@ -474,11 +477,11 @@ static int tx_delta_prehash(struct engine *e)
 		goto done;
 	}
 	n = delta_chunks(e, f->size);
-	if (f->pfd < 0) {
+	if (df->pfd < 0) {
 		struct stat st;
 		int r =
 		    diskio_open_read_flags(f->src_dirfd, f->src_path, 0,
-					   f->src_device ? DISKIO_BLOCK : 0, &f->pfd, NULL, &st);
+					   f->src_device ? DISKIO_BLOCK : 0, &df->pfd, NULL, &st);
 
 		if (r < 0 || (!f->src_device && (uint64_t)st.st_size != f->src_whole)) {
 			goto done; /* the main pass says why */
@@ -488,8 +491,8 @@ static int tx_delta_prehash(struct engine *e)
 	if (!buf) {
 		goto done;
 	}
-	while (f->prehashed < n && budget > 0) {
-		uint64_t off = f->prehashed * cs;
+	while (df->prehashed < n && budget > 0) {
+		uint64_t off = df->prehashed * cs;
 		/* Whole chunks, at least one. */
 		size_t want = (size_t)MIN((uint64_t)cap, f->size - off);
 		ssize_t got;
@@ -497,23 +500,23 @@ static int tx_delta_prehash(struct engine *e)
 		if (want > budget && budget >= cs) {
 			want = (size_t)(budget / cs * cs);
 		}
-		got = pread(f->pfd, buf, want, (off_t)(f->src_base + off));
+		got = pread(df->pfd, buf, want, (off_t)(f->src_base + off));
 		if (got != (ssize_t)want) {
 			goto done;
 		}
 		for (size_t o = 0; o < want; o += cs) {
-			delta_digest(buf + o, MIN(cs, want - o), f->mine[f->prehashed++]);
+			delta_digest(buf + o, MIN(cs, want - o), df->mine[df->prehashed++]);
 		}
 		budget -= MIN(budget, want);
 	}
-	if (f->prehashed < n) {
+	if (df->prehashed < n) {
 		e->again = true; /* more next turn, without sleeping */
 		return 0;
 	}
 done:
-	if (f && f->pfd >= 0) {
-		close(f->pfd);
-		f->pfd = -1;
+	if (df && df->pfd >= 0) {
+		close(df->pfd);
+		df->pfd = -1;
 	}
 	e->prehash_id = 0;
 	return 0;
@@ -530,7 +533,7 @@ static bool tx_delta_unchanged(const struct engine *e, const struct efile *f, co
 		return false;
 	}
 	delta_digest(buf, c->len, h);
-	return memcmp(h, f->dsum[i], HASH_LEN) == 0;
+	return memcmp(h, delta_file(e, f)->dsum[i], HASH_LEN) == 0;
 }
 
 /* The SAME ranges noted so far, in one DELTA (before anything that must follow them). */
@@ -682,9 +685,48 @@ static int delta_rx_answered(struct engine *e, struct efile *f)
 	return f->oldfd >= 0 ? rx_delta_send_sums(e, f) : 0;
 }
 
+extern const struct engine_feature engine_feature_delta;
+
+struct delta_file *delta_file(const struct engine *e, const struct efile *f)
+{
+	return engine_file_state(e, &engine_feature_delta, f);
+}
+
+static size_t delta_file_size(const struct engine *e)
+{
+	return e->delta && e->p->role == ENGINE_SENDER ? sizeof(struct delta_file) : 0;
+}
+
+static void delta_file_init(struct engine *e, struct efile *f)
+{
+	struct delta_file *df = delta_file(e, f);
+
+	if (df) {
+		df->pfd = -1;
+	}
+}
+
+static void delta_file_release(struct engine *e, struct efile *f)
+{
+	struct delta_file *df = delta_file(e, f);
+
+	if (!df) {
+		return;
+	}
+	free(df->dsum);
+	free(df->mine);
+	XXH3_freeState(df->tst);
+	if (df->pfd >= 0) {
+		close(df->pfd);
+	}
+}
+
 const struct engine_feature engine_feature_delta = {
 	.name = "delta",
 	.enable = delta_enable,
+	.file_size = delta_file_size,
+	.file_init = delta_file_init,
+	.file_release = delta_file_release,
 	.progress = delta_progress,
 	.release = delta_release,
 	.msgs = delta_msgs,

@@ -17,6 +17,23 @@ static inline void delta_digest(const void *buf, size_t len, uint8_t out[HASH_LE
 	memcpy(out, c.digest, HASH_LEN);
 }
 
+/*
+ * Sender, --delta: a file's state. dsum, the receiver's chunk digests
+ * (DELTA SUMS, efile.ndsum of them); a tree file's: tst, the running digest
+ * of the chunks' digests; mine, the digests of chunks 0 .. prehashed - 1
+ * made by the pre-pass (through pfd) while it waited for the FILES_ACK.
+ */
+struct delta_file {
+	uint8_t (*dsum)[HASH_LEN];
+	XXH3_state_t *tst;
+	uint8_t (*mine)[HASH_LEN];
+	uint64_t prehashed;
+	int pfd;
+};
+
+/* f's: only a sender in a --delta session has it. */
+struct delta_file *delta_file(const struct engine *e, const struct efile *f);
+
 /* How many chunks a file of size bytes has (the last one may be short). */
 static inline uint64_t delta_chunks(const struct engine *e, uint64_t size)
 {

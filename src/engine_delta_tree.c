@@ -131,6 +131,7 @@ int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], con
  */
 static uint64_t tx_tree_same_at(const struct engine *e, const struct efile *f, bool holes)
 {
+	const struct delta_file *df = delta_file(e, f);
 	uint64_t cs = e->p->chunk_size, off = f->read_off, end = f->size;
 
 	if (off % cs) {
@@ -140,8 +141,8 @@ static uint64_t tx_tree_same_at(const struct engine *e, const struct efile *f, b
 		end = MIN(end, (f->next_hole + cs - 1) / cs * cs);
 	}
 	for (uint64_t i = off / cs; off < end && off - f->read_off < ZERO_CHUNK_MAX; i++) {
-		if (i >= f->prehashed || i >= f->ndsum ||
-		    memcmp(f->mine[i], f->dsum[i], HASH_LEN) != 0) {
+		if (i >= df->prehashed || i >= f->ndsum ||
+		    memcmp(df->mine[i], df->dsum[i], HASH_LEN) != 0) {
 			break;
 		}
 		off = MIN(off + cs, f->size);
@@ -158,38 +159,38 @@ static uint64_t tx_tree_same_at(const struct engine *e, const struct efile *f, b
  */
 static bool tx_tree_feed(struct engine *e, struct efile *f, const struct chunk *c, const void *buf)
 {
+	const struct delta_file *df = delta_file(e, f);
 	uint64_t cs = e->p->chunk_size, i = c->off / cs;
 	uint8_t d[HASH_LEN];
 
 	if (c->same || c->zero) {
 		for (uint64_t off = c->off; off < c->off + c->len; off += cs, i++) {
 			if (c->same) {
-				memcpy(d, f->mine[i], HASH_LEN);
+				memcpy(d, df->mine[i], HASH_LEN);
 			} else {
 				zero_digest(e, MIN(cs, f->size - off), d);
 			}
-			XXH3_128bits_update(f->tst, d, HASH_LEN);
+			XXH3_128bits_update(df->tst, d, HASH_LEN);
 		}
 		return c->same;
 	}
 	delta_digest(buf, c->len, d);
-	XXH3_128bits_update(f->tst, d, HASH_LEN);
-	if (i < f->prehashed && memcmp(d, f->mine[i], HASH_LEN) != 0) {
+	XXH3_128bits_update(df->tst, d, HASH_LEN);
+	if (i < df->prehashed && memcmp(d, df->mine[i], HASH_LEN) != 0) {
 		file_fail(f, PERR_SOURCE_CHANGED, "changed while being sent (chunk at %llu)",
 			  (unsigned long long)c->off);
 		return false;
 	}
 	return c->off % cs == 0 && c->len == MIN(cs, f->size - c->off) && i < f->ndsum &&
-	       memcmp(d, f->dsum[i], HASH_LEN) == 0;
+	       memcmp(d, df->dsum[i], HASH_LEN) == 0;
 }
 
 /* Sender, a tree file with every chunk fed: FILE_DONE's digest. */
 static void tx_tree_final(struct engine *e, struct efile *f, uint8_t out[HASH_LEN])
 {
-	(void)e;
 	XXH128_canonical_t c;
 
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(f->tst));
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(delta_file(e, f)->tst));
 	memcpy(out, c.digest, HASH_LEN);
 }
 

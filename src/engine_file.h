@@ -122,12 +122,12 @@ struct efile {
 	uint32_t nzr, zr_cap;
 	uint64_t zr_end;
 	/*
-	 * --delta. Sender: the receiver's chunk digests (DELTA SUMS), ndsum of
-	 * them. Receiver: oldfd is the file under the destination name, and sr
+	 * --delta. Sender: how many of the receiver's chunk digests (DELTA
+	 * SUMS) it has (the digests: engine_delta.h's struct delta_file).
+	 * Receiver: oldfd is the file under the destination name, and sr
 	 * the SAME ranges not hashed yet (taken from it, ascending). Both:
 	 * skipped, the bytes not sent because they were unchanged.
 	 */
-	uint8_t (*dsum)[HASH_LEN];
 	uint64_t ndsum;
 	int oldfd;
 	struct proto_range *sr;
@@ -141,18 +141,12 @@ struct efile {
 	 * XXH3-128 of its chunks' XXH3-128, in order. Receiver: rd, each
 	 * chunk's digest as it will be (the digest pass's, then what arrived
 	 * or was zeroed); rdisk bit i, chunk i is as the digest pass read it
-	 * (nothing written there since). Sender: tst, the running digest of the
-	 * chunks' digests; mine, the digests of chunks 0 .. prehashed - 1 made
-	 * by its pre-pass (through pfd) while it waited for the FILES_ACK.
+	 * (nothing written there since). The sender's: struct delta_file.
 	 */
 	bool tree;
 	const struct engine_digest *dg; /* NULL: the stream of its bytes (the roles' own) */
 	uint8_t (*rd)[HASH_LEN];
 	uint8_t *rdisk;
-	XXH3_state_t *tst;
-	uint8_t (*mine)[HASH_LEN];
-	uint64_t prehashed;
-	int pfd;
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
 	/* What was under its name when it was accepted: the st_mode, 0 for nothing. */

@@ -243,7 +243,7 @@ void file_take(struct engine *e, struct efile *f, uint32_t id)
 	memset(f, 0, e->file_stride);
 	f->used = true;
 	f->id = id;
-	f->fd = f->dfd = f->tfd = f->dir = f->oldfd = f->pfd = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->oldfd = -1;
 	engine_features_file_init(e, f);
 	e->files_open++;
 	e->files_hw = MAX(e->files_hw, file_index(e, f) + 1);
@@ -289,23 +289,17 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->zr);
 	e->zr_total -= f->nzr + f->nsr;
 	free(f->sr);
-	free(f->dsum);
 	free(f->dzero);
 	free(f->rd);
 	free(f->rdisk);
-	free(f->mine);
-	XXH3_freeState(f->tst);
 	if (f->oldfd >= 0) {
 		close(f->oldfd);
-	}
-	if (f->pfd >= 0) {
-		close(f->pfd);
 	}
 	e->names_in_flight -= f->name_bytes;
 	free(f->name);
 	free(f->leaf);
 	free(f->src_path);
 	memset(f, 0, e->file_stride);
-	f->fd = f->dfd = f->tfd = f->dir = f->oldfd = f->pfd = -1;
+	f->fd = f->dfd = f->tfd = f->dir = f->oldfd = -1;
 	e->files_open--;
 }
