@@ -3,7 +3,9 @@
  * The engine's per-entry state: a chunk of the sender's pool, a slot of the
  * receiver's ring, and an entry of the file table (struct efile), with the
  * sets and records they hold. Included by engine-internal.h only, where it
- * stands (the constants above it there are its own).
+ * stands (the constants above it there are its own). struct efile is the
+ * core's part of an entry: a feature's own per-file fields are in its block
+ * after it (engine_feature.file_size, engine_file_state).
  */
 #pragma once
 
