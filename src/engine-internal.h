@@ -293,6 +293,7 @@ struct engine {
 	unsigned nwatches;
 	engine_uring_fn uring_fn[ENGINE_UD_KINDS];
 	const struct engine_feature *feat[ENGINE_FEATURES_MAX]; /* the features on */
+	void *sstate[ENGINE_FEATURES_MAX]; /* feat[i]'s session state (engine_feature_state) */
 	unsigned nfeat;
 
 	struct io_uring ring;
@@ -571,7 +572,9 @@ static inline double ts_since(const struct timespec *t0)
  * engine_features.c: the features that are on, called at their points
  * (engine_feature.h); choosing them lays out the file table's entries.
  */
-void engine_features_choose(struct engine *e);
+int engine_features_choose(struct engine *e);
+/* At teardown, after the features' release hooks: their session state freed. */
+void engine_features_free(struct engine *e);
 int engine_features_setup(struct engine *e);
 /* The steps before the role's (late: false) or after it. */
 int engine_features_step(struct engine *e, bool late);

@@ -372,6 +372,7 @@ static void teardown(struct engine *e)
 			e->feat[i]->release(e);
 		}
 	}
+	engine_features_free(e);
 }
 
 /*
@@ -426,9 +427,14 @@ static struct engine *engine_new(const struct engine_params *p, char *err, size_
 		e->files_span = PROTO_SPAN_NARROW;
 	}
 	err[0] = '\0';
-	engine_features_choose(e);
+	if (engine_features_choose(e) < 0) {
+		engine_features_free(e);
+		free(e);
+		return NULL;
+	}
 	e->files = mem_map_thp(FILE_TABLE * e->file_stride, &e->files_len);
 	if (!e->files) {
+		engine_features_free(e);
 		free(e);
 		return NULL;
 	}

@@ -101,8 +101,12 @@ struct engine_msg_row {
  *   lane_error a data lane's completion failed: ENGINE_DECLINED when it is
  *              not the feature's to handle (the session then fails).
  *   stop       at teardown, first: its threads end, their jobs dropped.
- *   release    at teardown, last: its session state freed.
+ *   release    at teardown, last: what its session state holds freed.
  * msgs: the control messages it takes, ended by a row of type 0.
+ * state_size: bytes of session state of its own, allocated (zeroed) when it
+ * is on, right after enable, and freed after release; the feature finds it
+ * with engine_feature_state (nginx's module context). A plain copy pays
+ * for no feature that is off.
  *
  * And the receiver's points in an entry's life (engine_rx*.c,
  * engine_commit.c), each called for the features that are on:
@@ -182,6 +186,7 @@ struct engine_feature {
 	void (*stop)(struct engine *e);
 	void (*release)(struct engine *e);
 	const struct engine_msg_row *msgs;
+	size_t state_size;
 
 	void (*rx_batch)(struct engine *e);
 	int (*rx_accept)(struct engine *e, struct efile *f, const struct proto_file *pf,
@@ -221,3 +226,6 @@ extern const unsigned engine_nfeatures;
 
 /* A feature's per-file block (file_size, engine_file_state): every block starts at a multiple of this; a feature's struct needs no more. */
 #define ENGINE_FILE_ALIGN 8
+
+/* ft's session state (its state_size bytes); NULL when ft is off or keeps none. */
+void *engine_feature_state(const struct engine *e, const struct engine_feature *ft);

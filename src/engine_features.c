@@ -56,18 +56,54 @@ static void engine_features_layout(struct engine *e)
 	e->file_stride = e->nfstate ? at : sizeof(struct efile);
 }
 
-/* Which features are on for this session: they alone are called from here on. */
-void engine_features_choose(struct engine *e)
+/*
+ * Which features are on for this session: they alone are called from here
+ * on. A feature's session state is there for its enable already (which may
+ * record its flags in it), and freed at once when it is off. -ENOMEM: the
+ * caller frees what was allocated (engine_features_free).
+ */
+int engine_features_choose(struct engine *e)
 {
 	for (unsigned i = 0; i < engine_nfeatures; i++) {
 		const struct engine_feature *ft = engine_features[i];
+		unsigned k = e->nfeat;
 
-		assert(e->nfeat < ENGINE_FEATURES_MAX);
-		if (!ft->enable || ft->enable(e)) {
-			e->feat[e->nfeat++] = ft;
+		assert(k < ENGINE_FEATURES_MAX);
+		if (ft->state_size) {
+			e->sstate[k] = calloc(1, ft->state_size);
+			if (!e->sstate[k]) {
+				return -ENOMEM;
+			}
+		}
+		e->feat[k] = ft;
+		e->nfeat++;
+		if (ft->enable && !ft->enable(e)) {
+			e->nfeat--;
+			e->feat[k] = NULL;
+			free(e->sstate[k]);
+			e->sstate[k] = NULL;
 		}
 	}
 	engine_features_layout(e);
+	return 0;
+}
+
+void engine_features_free(struct engine *e)
+{
+	for (unsigned i = 0; i < ENGINE_FEATURES_MAX; i++) {
+		free(e->sstate[i]);
+		e->sstate[i] = NULL;
+	}
+}
+
+void *engine_feature_state(const struct engine *e, const struct engine_feature *ft)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i] == ft) {
+			return e->sstate[i];
+		}
+	}
+	return NULL;
 }
 
 int engine_features_setup(struct engine *e)
