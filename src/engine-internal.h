@@ -342,12 +342,6 @@ struct engine {
 	uint32_t offered;
 
 	uint32_t oldest_id; /* no file below this id is in flight */
-	/* -H: open addressing over hl (index + 1, 0 = empty) */
-	uint32_t *hl_slots;
-	size_t hl_cap;
-	struct hl_ent *hl;
-	size_t hl_n, hl_vcap, hl_bytes;
-	bool hl_full; /* told the user once */
 	uint32_t offered_unresolved;
 	uint32_t files_window;	/* the most offered_unresolved may be (PROTO_CAP_WIDE_WINDOW) */
 	uint32_t files_span;	/* sender: a new id minus oldest_id stays below it */
@@ -445,11 +439,6 @@ struct engine {
 	bool meta_updated;
 	size_t ndirs_meta, dirs_meta_cap;
 	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
-	/* -H: names a hard link may point at (hashes; see LINK_TARGETS_MAX) */
-	struct name_set lt;
-	bool lt_full;
-	uint32_t links_waiting; /* hard links waiting for their first name */
-	uint32_t links_ready;	/* hard links whose first name is resolved */
 	/* -X/-A: the directories of the last FILES batch, which XATTRS may name next */
 	struct {
 		uint32_t id;
@@ -817,9 +806,6 @@ int hash_set_add(struct name_set *s, uint64_t key);
 void hash_set_del(struct name_set *s, uint64_t key);
 
 /* engine_links.c */
-void tx_links_free(struct engine *e);
-int rx_links_step(struct engine *e);
-void rx_links_free(struct engine *e);
 int rx_map_name(struct engine *e, const char *name, char **ret);
 
 /* engine_xattr.c */

@@ -11,7 +11,30 @@
  */
 #include "engine-internal.h"
 
+/*
+ * The session state of -H (allocated only with it). Sender: its files with
+ * more than one link, by (device, inode), open addressing over hl (index + 1,
+ * 0 = empty). Receiver: the names a hard link may point at (hashes; see
+ * LINK_TARGETS_MAX), and the links waiting for theirs.
+ */
+struct links_state {
+	uint32_t *hl_slots;
+	size_t hl_cap;
+	struct hl_ent *hl;
+	size_t hl_n, hl_vcap, hl_bytes;
+	bool hl_full; /* told the user once */
+	struct name_set lt;
+	bool lt_full;
+	uint32_t links_waiting; /* hard links waiting for their first name */
+	uint32_t links_ready;	/* hard links whose first name is resolved */
+};
+
 extern const struct engine_feature engine_feature_links;
+
+static struct links_state *links_of(const struct engine *e)
+{
+	return engine_feature_state(e, &engine_feature_links);
+}
 
 /* A receiver's hard link (-H): the name it links to, waiting for that file (its id). */
 struct links_file {
@@ -37,35 +60,37 @@ static size_t hl_hash(uint64_t dev, uint64_t ino)
 
 static int hl_grow(struct engine *e)
 {
-	size_t cap = e->hl_cap ? e->hl_cap * 2 : 1024;
+	struct links_state *lk = links_of(e);
+	size_t cap = lk->hl_cap ? lk->hl_cap * 2 : 1024;
 	uint32_t *t = calloc(cap, sizeof(*t));
 
 	if (!t) {
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < e->hl_n; i++) {
-		size_t k = hl_hash(e->hl[i].dev, e->hl[i].ino) & (cap - 1);
+	for (size_t i = 0; i < lk->hl_n; i++) {
+		size_t k = hl_hash(lk->hl[i].dev, lk->hl[i].ino) & (cap - 1);
 
 		while (t[k]) {
 			k = (k + 1) & (cap - 1);
 		}
 		t[k] = (uint32_t)(i + 1);
 	}
-	free(e->hl_slots);
-	e->hl_slots = t;
-	e->hl_cap = cap;
+	free(lk->hl_slots);
+	lk->hl_slots = t;
+	lk->hl_cap = cap;
 	return 0;
 }
 
 /* Tell the user once that later names of files go as copies. */
 static void hl_note_full(struct engine *e, const char *name)
 {
+	struct links_state *lk = links_of(e);
 	char text[256];
 
-	if (e->hl_full) {
+	if (lk->hl_full) {
 		return;
 	}
-	e->hl_full = true;
+	lk->hl_full = true;
 	snprintf(text, sizeof(text),
 		 "more than %u files with hard links (or %zu MiB of their names): this one and "
 		 "later ones are sent as separate copies, not as links",
@@ -82,6 +107,7 @@ static void hl_note_full(struct engine *e, const char *name)
  */
 static int tx_link_check(struct engine *e, const struct engine_src *s, const char **ret_first)
 {
+	struct links_state *lk = links_of(e);
 	size_t bytes = sizeof(struct hl_ent) + 2 * sizeof(uint32_t) + strlen(s->name) + 1;
 	struct hl_ent *h;
 	size_t k;
@@ -90,10 +116,10 @@ static int tx_link_check(struct engine *e, const struct engine_src *s, const cha
 	    s->nlink < 2) {
 		return 0;
 	}
-	if (e->hl_cap) {
-		for (k = hl_hash(s->dev, s->ino) & (e->hl_cap - 1); e->hl_slots[k];
-		     k = (k + 1) & (e->hl_cap - 1)) {
-			h = &e->hl[e->hl_slots[k] - 1];
+	if (lk->hl_cap) {
+		for (k = hl_hash(s->dev, s->ino) & (lk->hl_cap - 1); lk->hl_slots[k];
+		     k = (k + 1) & (lk->hl_cap - 1)) {
+			h = &lk->hl[lk->hl_slots[k] - 1];
 			if (h->dev == s->dev && h->ino == s->ino) {
 				*ret_first = h->name;
 				return 1;
@@ -102,46 +128,47 @@ static int tx_link_check(struct engine *e, const struct engine_src *s, const cha
 	}
 	size_t max = (e->p->faults & ENGINE_FAULT_FEW_LINKS) ? 2 : HARDLINK_MAX;
 
-	if (e->hl_n >= max || e->hl_bytes + bytes > HARDLINK_BYTES_MAX) {
+	if (lk->hl_n >= max || lk->hl_bytes + bytes > HARDLINK_BYTES_MAX) {
 		hl_note_full(e, s->name);
 		return 0;
 	}
-	if ((e->hl_n + 1) * 2 > e->hl_cap && hl_grow(e) < 0) {
+	if ((lk->hl_n + 1) * 2 > lk->hl_cap && hl_grow(e) < 0) {
 		return -ENOMEM;
 	}
-	if (e->hl_n == e->hl_vcap) {
-		size_t cap = e->hl_vcap ? e->hl_vcap * 2 : 256;
-		struct hl_ent *v = reallocarray(e->hl, cap, sizeof(*v));
+	if (lk->hl_n == lk->hl_vcap) {
+		size_t cap = lk->hl_vcap ? lk->hl_vcap * 2 : 256;
+		struct hl_ent *v = reallocarray(lk->hl, cap, sizeof(*v));
 
 		if (!v) {
 			return -ENOMEM;
 		}
-		e->hl = v;
-		e->hl_vcap = cap;
+		lk->hl = v;
+		lk->hl_vcap = cap;
 	}
-	h = &e->hl[e->hl_n];
+	h = &lk->hl[lk->hl_n];
 	*h = (struct hl_ent){ .dev = s->dev, .ino = s->ino, .name = strdup(s->name) };
 	if (!h->name) {
 		return -ENOMEM;
 	}
-	for (k = hl_hash(s->dev, s->ino) & (e->hl_cap - 1); e->hl_slots[k];
-	     k = (k + 1) & (e->hl_cap - 1)) {
+	for (k = hl_hash(s->dev, s->ino) & (lk->hl_cap - 1); lk->hl_slots[k];
+	     k = (k + 1) & (lk->hl_cap - 1)) {
 	}
-	e->hl_slots[k] = (uint32_t)(++e->hl_n);
-	e->hl_bytes += bytes;
+	lk->hl_slots[k] = (uint32_t)(++lk->hl_n);
+	lk->hl_bytes += bytes;
 	return 0;
 }
 
-void tx_links_free(struct engine *e)
+static void tx_links_free(struct engine *e)
 {
-	for (size_t i = 0; i < e->hl_n; i++) {
-		free(e->hl[i].name);
+	struct links_state *lk = links_of(e);
+	for (size_t i = 0; i < lk->hl_n; i++) {
+		free(lk->hl[i].name);
 	}
-	free(e->hl);
-	free(e->hl_slots);
-	e->hl = NULL;
-	e->hl_slots = NULL;
-	e->hl_n = e->hl_cap = e->hl_vcap = 0;
+	free(lk->hl);
+	free(lk->hl_slots);
+	lk->hl = NULL;
+	lk->hl_slots = NULL;
+	lk->hl_n = lk->hl_cap = lk->hl_vcap = 0;
 }
 
 /* ---- receiver ---- */
@@ -163,17 +190,19 @@ static uint64_t lt_hash_planned(const char *name)
 
 static bool lt_has_hash(const struct engine *e, uint64_t h)
 {
-	return hash_set_has(&e->lt, h);
+	struct links_state *lk = links_of(e);
+	return hash_set_has(&lk->lt, h);
 }
 
 /* Remember a name a link may point at; past LINK_TARGETS_MAX it is not (lt_full). */
 static int lt_add_hash(struct engine *e, uint64_t h)
 {
-	if (e->lt.n >= LINK_TARGETS_MAX) {
-		e->lt_full = true;
+	struct links_state *lk = links_of(e);
+	if (lk->lt.n >= LINK_TARGETS_MAX) {
+		lk->lt_full = true;
 		return 0;
 	}
-	return hash_set_add(&e->lt, h) < 0 ? -ENOMEM : 0;
+	return hash_set_add(&lk->lt, h) < 0 ? -ENOMEM : 0;
 }
 
 static bool lt_has(const struct engine *e, const char *name)
@@ -191,17 +220,19 @@ static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok
 
 static void rx_link_target_planned(struct engine *e, const struct efile *t)
 {
+	struct links_state *lk = links_of(e);
 	if ((e->p->open_flags & PROTO_OPEN_HARDLINKS) && t->ftype == PROTO_FT_REG &&
 	    lt_add_hash(e, lt_hash_planned(t->name)) < 0) {
-		e->lt_full = true;
+		lk->lt_full = true;
 	}
 	rx_link_target_done(e, t, true);
 }
 
-void rx_links_free(struct engine *e)
+static void rx_links_free(struct engine *e)
 {
-	free(e->lt.h);
-	e->lt = (struct name_set){ 0 };
+	struct links_state *lk = links_of(e);
+	free(lk->lt.h);
+	lk->lt = (struct name_set){ 0 };
 }
 
 /*
@@ -275,6 +306,7 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
 static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, char *text,
 			       size_t textlen, bool *ret_peer)
 {
+	struct links_state *lk = links_of(e);
 	uint32_t level = e->p->open_flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
 	struct links_file *lf = links_file(e, f);
 	uint32_t code;
@@ -302,7 +334,7 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 			}
 			lf->link_wait = t->id;
 			lf->link_waiting = true;
-			e->links_waiting++;
+			lk->links_waiting++;
 			return PERR_OK;
 		}
 	}
@@ -310,8 +342,8 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 		snprintf(text, textlen,
 			 "hard link to %.200s: that file was not copied in this session%s",
 			 lf->link_target,
-			 e->lt_full ? " (or is past the receiver's limit of names it remembers)"
-				    : "");
+			 lk->lt_full ? " (or is past the receiver's limit of names it remembers)"
+				     : "");
 		return PERR_NOT_FOUND;
 	}
 	/* A probe: a target it would copy is replaced by then, the link made. */
@@ -338,30 +370,32 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
  */
 static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok)
 {
+	struct links_state *lk = links_of(e);
 	if (!(e->p->open_flags & PROTO_OPEN_HARDLINKS) || t->ftype != PROTO_FT_REG) {
 		return;
 	}
 	if (ok && lt_add(e, t->name) < 0) {
-		e->lt_full = true;
+		lk->lt_full = true;
 	}
-	for (size_t i = 0; e->links_waiting > 0 && i < e->files_hw; i++) {
+	for (size_t i = 0; lk->links_waiting > 0 && i < e->files_hw; i++) {
 		struct efile *f = file_at(e, i);
 		struct links_file *lf = links_file(e, f);
 
 		if (f->used && lf->link_waiting && lf->link_wait == t->id) {
 			lf->link_waiting = false;
-			e->links_waiting--;
+			lk->links_waiting--;
 			lf->link_ready = true;
 			lf->link_target_ok = ok;
-			e->links_ready++;
+			lk->links_ready++;
 		}
 	}
 }
 
 /* The links whose target is resolved: made now, or failed with it. */
-int rx_links_step(struct engine *e)
+static int rx_links_step(struct engine *e)
 {
-	for (size_t i = 0; e->links_ready > 0 && i < e->files_hw; i++) {
+	struct links_state *lk = links_of(e);
+	for (size_t i = 0; lk->links_ready > 0 && i < e->files_hw; i++) {
 		struct efile *f = file_at(e, i);
 		struct links_file *lf = links_file(e, f);
 		char text[256] = "";
@@ -371,7 +405,7 @@ int rx_links_step(struct engine *e)
 			continue;
 		}
 		lf->link_ready = false;
-		e->links_ready--;
+		lk->links_ready--;
 		if (lf->link_target_ok) {
 			code = rx_link_make(e, f, text, sizeof(text));
 		} else {
@@ -440,8 +474,16 @@ static void links_rx_settled(struct engine *e, const struct efile *f, enum engin
 	}
 }
 
+/* On with -H (a hard link in a session without it is the peer's fault: rx_files). */
+static bool links_enable(struct engine *e)
+{
+	return (e->p->open_flags & PROTO_OPEN_HARDLINKS) != 0;
+}
+
 const struct engine_feature engine_feature_links = {
 	.name = "links",
+	.enable = links_enable,
+	.state_size = sizeof(struct links_state),
 	.step = links_step,
 	.release = links_release,
 	.file_size = links_file_size,
