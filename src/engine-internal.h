@@ -363,13 +363,6 @@ struct engine {
 	uint32_t nrepost;
 	/* ZEROS not sent yet: ranges of one file (zq.id), flushed before its FILE_DONE. */
 	struct msg_resume zq;
-	/* --delta: SAME ranges not sent yet (allocated at the first), like zq. */
-	struct msg_delta *sq;
-	uint8_t *delta_buf; /* --delta, receiver: reads of the old file and read-backs */
-	/* --delta: SUMS sent or received (a long digest pass is progress). */
-	uint64_t delta_heard;
-	/* --delta, sender: the tree file whose source the pre-pass reads (tx_delta_prehash). */
-	uint32_t prehash_id;
 
 	/* receiver */
 	/*
@@ -506,8 +499,6 @@ struct engine {
 	uint8_t zero_chunk_hash[HASH_LEN];
 	bool zero_chunk_hashed;
 	bool zeros;		    /* see engine_zeros */
-	bool delta;		    /* --delta asked for, and both ends know DELTA */
-	bool delta_tree;	    /* ... and DELTA SUMS' TREE (PROTO_CAP_DELTA_TREE) */
 	bool assume_zero;	    /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
 	bool pack;		    /* both ends know packed slots */
 	int32_t pack_ci;	    /* sender: the pack being filled, -1 none */
@@ -895,7 +886,6 @@ int on_hashers(struct engine *e);
 int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
 void chunk_sent(struct engine *e, uint32_t ci);
-int tx_delta_sums(struct engine *e, const struct msg_delta *d);
 
 /* engine_tx.c */
 int tx_zeros_flush(struct engine *e);

@@ -21,17 +21,39 @@
 #define DELTA_BUF ((size_t)4 << 20)
 
 /*
+ * The session state of --delta. The feature is on in every session, so
+ * that a DELTA out of place is refused here: delta, delta_tree say whether
+ * it was asked for and both ends know it (and its TREE).
+ */
+struct delta_state {
+	bool delta, delta_tree;
+	/* SAME ranges not sent yet (allocated at the first), like the ZEROS queue. */
+	struct msg_delta *sq;
+	uint8_t *delta_buf;   /* receiver: reads of the old file and read-backs */
+	uint64_t delta_heard; /* SUMS sent or received (a long digest pass is progress) */
+	uint32_t prehash_id;  /* sender: the tree file whose source the pre-pass reads */
+};
+
+extern const struct engine_feature engine_feature_delta;
+
+static struct delta_state *delta_of(const struct engine *e)
+{
+	return engine_feature_state(e, &engine_feature_delta);
+}
+
+/*
  * The read buffer (DELTA_BUF), made once per session: a file's ranges come
  * many. Aligned for direct I/O (a device's digest pass).
  */
 static uint8_t *delta_buf(struct engine *e)
 {
+	struct delta_state *ds = delta_of(e);
 	void *p;
 
-	if (!e->delta_buf && posix_memalign(&p, 4096, DELTA_BUF) == 0) {
-		e->delta_buf = p;
+	if (!ds->delta_buf && posix_memalign(&p, 4096, DELTA_BUF) == 0) {
+		ds->delta_buf = p;
 	}
-	return e->delta_buf;
+	return ds->delta_buf;
 }
 
 /*
@@ -65,10 +87,11 @@ static const struct engine_digest delta_stream_digest = { .rx_same = rx_delta_ta
 
 static void rx_delta_open(struct engine *e, struct efile *f)
 {
+	struct delta_state *ds = delta_of(e);
 	struct stat st;
 	int fd;
 
-	if (!e->delta || f->size == 0 || f->kept >= f->size ||
+	if (!ds->delta || f->size == 0 || f->kept >= f->size ||
 	    delta_chunks(e, f->size) > PROTO_MAX_DELTA_CHUNKS) {
 		return;
 	}
@@ -99,13 +122,14 @@ static void rx_delta_open(struct engine *e, struct efile *f)
  */
 static int rx_delta_queue(struct engine *e, struct msg *m, bool now)
 {
+	struct delta_state *ds = delta_of(e);
 	int r = chan_queue(e->p->chan, m);
 
 	m->u.delta.count = 0;
 	if (r >= 0 && now) {
 		r = chan_flush(e->p->chan);
 	}
-	e->delta_heard++;
+	ds->delta_heard++;
 	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
@@ -129,6 +153,7 @@ static uint8_t *rx_sums_buf(struct engine *e, size_t cap, uint8_t **ret_big)
  */
 static int rx_sums_device(struct engine *e, struct efile *f, uint64_t n)
 {
+	struct delta_state *ds = delta_of(e);
 	char proc[64];
 	int dfd;
 
@@ -141,7 +166,7 @@ static int rx_sums_device(struct engine *e, struct efile *f, uint64_t n)
 	 * written after it do. Not with a cut run's kept prefix (its
 	 * chunks are the journal's, hashed as a whole).
 	 */
-	if (e->delta_tree && f->kept == 0 && f->dzero) {
+	if (ds->delta_tree && f->kept == 0 && f->dzero) {
 		f->rd = calloc(n, HASH_LEN);
 		f->rdisk = calloc(n / 8 + 1, 1);
 		f->tree = f->rd && f->rdisk;
@@ -407,21 +432,22 @@ static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_
  * from chunk 0, never more than the file has chunks. Only in a session
  * that asked for --delta with a peer that knows it.
  */
-int tx_delta_sums(struct engine *e, const struct msg_delta *d)
+static int tx_delta_sums(struct engine *e, const struct msg_delta *d)
 {
+	struct delta_state *ds = delta_of(e);
 	struct efile *f = file_by_id(e, d->id);
 	struct delta_file *df;
 	uint64_t n;
 
 	bool tree = d->flags & PROTO_DELTA_TREE;
 
-	if (!e->delta || d->kind != PROTO_DELTA_SUMS || !f || f->acked ||
+	if (!ds->delta || d->kind != PROTO_DELTA_SUMS || !f || f->acked ||
 	    f->ftype != PROTO_FT_REG || d->first != f->ndsum ||
-	    (tree && (!e->delta_tree || (d->first > 0 && !f->tree))) || (!tree && f->tree)) {
+	    (tree && (!ds->delta_tree || (d->first > 0 && !f->tree))) || (!tree && f->tree)) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA SUMS for id %u out of place",
 				   d->id);
 	}
-	e->delta_heard++;
+	ds->delta_heard++;
 	n = delta_chunks(e, f->size);
 	if (n > PROTO_MAX_DELTA_CHUNKS || d->count > n - d->first) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
@@ -446,7 +472,7 @@ int tx_delta_sums(struct engine *e, const struct msg_delta *d)
 		}
 		f->tree = true;
 		f->dg = &delta_tree_digest;
-		e->prehash_id = f->id;
+		ds->prehash_id = f->id;
 	}
 	memcpy(df->dsum[f->ndsum], d->sums, (size_t)d->count * HASH_LEN);
 	f->ndsum += d->count;
@@ -466,7 +492,8 @@ int tx_delta_sums(struct engine *e, const struct msg_delta *d)
  */
 static int tx_delta_prehash(struct engine *e)
 {
-	struct efile *f = e->prehash_id ? file_by_id(e, e->prehash_id) : NULL;
+	struct delta_state *ds = delta_of(e);
+	struct efile *f = ds->prehash_id ? file_by_id(e, ds->prehash_id) : NULL;
 	struct delta_file *df = f ? delta_file(e, f) : NULL;
 	uint64_t cs = e->p->chunk_size, n, budget = PREHASH_TURN;
 	size_t cap = MAX(DELTA_BUF / cs, 1) * cs;
@@ -518,7 +545,7 @@ done:
 		close(df->pfd);
 		df->pfd = -1;
 	}
-	e->prehash_id = 0;
+	ds->prehash_id = 0;
 	return 0;
 }
 
@@ -539,10 +566,11 @@ static bool tx_delta_unchanged(const struct engine *e, const struct efile *f, co
 /* The SAME ranges noted so far, in one DELTA (before anything that must follow them). */
 static int tx_delta_flush(struct engine *e)
 {
+	struct delta_state *ds = delta_of(e);
 	_cleanup_free_ struct msg *m = NULL;
 	int r;
 
-	if (!e->sq || e->sq->count == 0) {
+	if (!ds->sq || ds->sq->count == 0) {
 		return 0;
 	}
 	m = calloc(1, sizeof(*m));
@@ -550,8 +578,8 @@ static int tx_delta_flush(struct engine *e)
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	m->type = MSG_DELTA;
-	m->u.delta = *e->sq;
-	e->sq->count = 0;
+	m->u.delta = *ds->sq;
+	ds->sq->count = 0;
 	r = chan_queue(e->p->chan, m);
 	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
@@ -559,6 +587,7 @@ static int tx_delta_flush(struct engine *e)
 /* [off, off + len) of f is unchanged: into the next SAME, merged with the range before it. */
 static int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 {
+	struct delta_state *ds = delta_of(e);
 	struct msg_delta *q;
 	int r;
 
@@ -567,13 +596,13 @@ static int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64
 	if (r < 0) {
 		return r;
 	}
-	if (!e->sq) {
-		e->sq = calloc(1, sizeof(*e->sq));
-		if (!e->sq) {
+	if (!ds->sq) {
+		ds->sq = calloc(1, sizeof(*ds->sq));
+		if (!ds->sq) {
 			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 	}
-	q = e->sq;
+	q = ds->sq;
 	f->skipped += len;
 	if (q->count > 0 && q->id == f->id &&
 	    q->r[q->count - 1].offset + q->r[q->count - 1].len == off) {
@@ -595,10 +624,11 @@ static int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64
 /* DELTA SAME: only in a --delta session, for a file whose old copy we hashed, before FILE_DONE. */
 static int rx_delta_same(struct engine *e, const struct msg_delta *d)
 {
+	struct delta_state *ds = delta_of(e);
 	struct efile *f = file_by_id(e, d->id);
 	int r;
 
-	if (!e->delta || d->kind != PROTO_DELTA_SAME || !f || f->ftype != PROTO_FT_REG ||
+	if (!ds->delta || d->kind != PROTO_DELTA_SAME || !f || f->ftype != PROTO_FT_REG ||
 	    f->oldfd < 0 || f->got_done) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA for id %u out of place",
 				   d->id);
@@ -616,19 +646,21 @@ static int rx_delta_same(struct engine *e, const struct msg_delta *d)
 /* --delta asked for, and both ends know DELTA (and its TREE). */
 static bool delta_enable(struct engine *e)
 {
+	struct delta_state *ds = delta_of(e);
 	const struct engine_params *p = e->p;
 
-	e->delta = p->x && (p->open_flags & PROTO_OPEN_DELTA) && (p->peer_caps & PROTO_CAP_DELTA) &&
-		   (hello_local_caps() & PROTO_CAP_DELTA);
-	e->delta_tree = e->delta && (p->peer_caps & PROTO_CAP_DELTA_TREE) &&
-			(hello_local_caps() & PROTO_CAP_DELTA_TREE);
+	ds->delta = p->x && (p->open_flags & PROTO_OPEN_DELTA) &&
+		    (p->peer_caps & PROTO_CAP_DELTA) && (hello_local_caps() & PROTO_CAP_DELTA);
+	ds->delta_tree = ds->delta && (p->peer_caps & PROTO_CAP_DELTA_TREE) &&
+			 (hello_local_caps() & PROTO_CAP_DELTA_TREE);
 	return true; /* a DELTA from a peer in a session without it is refused here */
 }
 
 /* SUMS sent or received: a long digest pass is progress. */
 static uint64_t delta_progress(const struct engine *e)
 {
-	return e->delta_heard;
+	struct delta_state *ds = delta_of(e);
+	return ds->delta_heard;
 }
 
 static int delta_on_sums(struct engine *e, struct msg *m)
@@ -643,8 +675,9 @@ static int delta_on_same(struct engine *e, struct msg *m)
 
 static void delta_release(struct engine *e)
 {
-	free(e->sq);
-	free(e->delta_buf);
+	struct delta_state *ds = delta_of(e);
+	free(ds->sq);
+	free(ds->delta_buf);
 }
 
 static const struct engine_msg_row delta_msgs[] = {
@@ -656,7 +689,8 @@ static const struct engine_msg_row delta_msgs[] = {
 /* Sender: our digests of a tree file, made while the receiver makes its own. */
 static int delta_late_step(struct engine *e)
 {
-	return e->p->role == ENGINE_SENDER && e->prehash_id ? tx_delta_prehash(e) : 0;
+	struct delta_state *ds = delta_of(e);
+	return e->p->role == ENGINE_SENDER && ds->prehash_id ? tx_delta_prehash(e) : 0;
 }
 
 /*
@@ -685,8 +719,6 @@ static int delta_rx_answered(struct engine *e, struct efile *f)
 	return f->oldfd >= 0 ? rx_delta_send_sums(e, f) : 0;
 }
 
-extern const struct engine_feature engine_feature_delta;
-
 struct delta_file *delta_file(const struct engine *e, const struct efile *f)
 {
 	return engine_file_state(e, &engine_feature_delta, f);
@@ -694,7 +726,9 @@ struct delta_file *delta_file(const struct engine *e, const struct efile *f)
 
 static size_t delta_file_size(const struct engine *e)
 {
-	return e->delta && e->p->role == ENGINE_SENDER ? sizeof(struct delta_file) : 0;
+	const struct delta_state *ds = delta_of(e);
+
+	return ds && ds->delta && e->p->role == ENGINE_SENDER ? sizeof(struct delta_file) : 0;
 }
 
 static void delta_file_init(struct engine *e, struct efile *f)
@@ -727,6 +761,7 @@ const struct engine_feature engine_feature_delta = {
 	.file_size = delta_file_size,
 	.file_init = delta_file_init,
 	.file_release = delta_file_release,
+	.state_size = sizeof(struct delta_state),
 	.progress = delta_progress,
 	.release = delta_release,
 	.msgs = delta_msgs,
