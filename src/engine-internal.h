@@ -432,23 +432,6 @@ struct engine {
 	bool meta_updated;
 	size_t ndirs_meta, dirs_meta_cap;
 	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
-	/* -X/-A: the directories of the last FILES batch, which XATTRS may name next */
-	struct {
-		uint32_t id;
-		bool created;
-		char *name;
-	} xdirs[PROTO_MAX_BATCH];
-	size_t nxdirs;
-	/*
-	 * -X/-A with PROTO_CAP_ITEMIZE: regular files kept (SKIPPED) whose
-	 * attributes the sender sends next, to be brought in line (rx_xattrs).
-	 */
-	struct {
-		uint32_t id;
-		char *name;
-	} * xkept;
-	size_t nxkept, xkept_cap;
-	size_t xattr_held; /* bytes of attributes the files in flight hold */
 	/* --delete (engine_delete.c): top-level directories received, the pass */
 	char **del_roots;
 	size_t ndel_roots, del_roots_cap;
@@ -800,10 +783,7 @@ void hash_set_del(struct name_set *s, uint64_t key);
 int rx_map_name(struct engine *e, const char *name, char **ret);
 
 /* engine_xattr.c */
-void rx_xattr_kept_free(struct engine *e);
 int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created);
-int rx_xattrs(struct engine *e, struct msg_xattrs *x);
-void rx_xattrs_release(struct engine *e, struct efile *f);
 
 /* engine_meta.c */
 /* -A: a new entry keeps no inherited ACL (the sender's come in XATTRS). */

@@ -54,6 +54,35 @@ static bool xattr_wanted(const struct engine *e, const char *name)
 /* Kept files waiting for their XATTRS: twice the widest file window. */
 #define XKEPT_MAX (2u * PROTO_SPAN_WIDER)
 
+/*
+ * The receiver's session state of -X/-A. The feature is on in every
+ * session, so that XATTRS in a session without them is refused here.
+ */
+struct xattr_state {
+	/* The directories of the last FILES batch, which XATTRS may name next. */
+	struct {
+		uint32_t id;
+		bool created;
+		char *name;
+	} xdirs[PROTO_MAX_BATCH];
+	size_t nxdirs;
+	/*
+	 * With PROTO_CAP_ITEMIZE: regular files kept (SKIPPED) whose attributes
+	 * the sender sends next, to be brought in line (rx_xattrs).
+	 */
+	struct {
+		uint32_t id;
+		char *name;
+	} * xkept;
+	size_t nxkept, xkept_cap;
+	size_t xattr_held; /* bytes of attributes the files in flight hold */
+};
+
+static struct xattr_state *xattr_of(const struct engine *e)
+{
+	return engine_feature_state(e, &engine_feature_xattrs);
+}
+
 /* Entries there already are brought in line (both ends know it; never in a probe). */
 static bool xattr_sync_on(const struct engine *e)
 {
@@ -259,26 +288,28 @@ static int tx_kept_xattrs(struct engine *e, struct efile *f)
 /* Forget the directories of the previous FILES batch. */
 static void rx_xattr_dirs_reset(struct engine *e)
 {
-	for (size_t i = 0; i < e->nxdirs; i++) {
-		free(e->xdirs[i].name);
+	struct xattr_state *xs = xattr_of(e);
+	for (size_t i = 0; i < xs->nxdirs; i++) {
+		free(xs->xdirs[i].name);
 	}
-	e->nxdirs = 0;
+	xs->nxdirs = 0;
 }
 
 /* Directory f of this FILES batch may get its attributes next. */
 int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created)
 {
+	struct xattr_state *xs = xattr_of(e);
 	if (!(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)) ||
-	    e->nxdirs >= PROTO_MAX_BATCH) {
+	    xs->nxdirs >= PROTO_MAX_BATCH) {
 		return 0;
 	}
-	e->xdirs[e->nxdirs].name = strdup(f->name);
-	if (!e->xdirs[e->nxdirs].name) {
+	xs->xdirs[xs->nxdirs].name = strdup(f->name);
+	if (!xs->xdirs[xs->nxdirs].name) {
 		return -ENOMEM;
 	}
-	e->xdirs[e->nxdirs].id = f->id;
-	e->xdirs[e->nxdirs].created = created;
-	e->nxdirs++;
+	xs->xdirs[xs->nxdirs].id = f->id;
+	xs->xdirs[xs->nxdirs].created = created;
+	xs->nxdirs++;
 	return 0;
 }
 
@@ -385,47 +416,50 @@ static uint32_t rx_xattrs_sync(struct engine *e, const struct msg_xattrs *x, int
 
 static int rx_xattr_kept_note(struct engine *e, const struct efile *f)
 {
+	struct xattr_state *xs = xattr_of(e);
 	if (!xattr_sync_on(e) || f->ftype != PROTO_FT_REG) {
 		return 0;
 	}
 	/* The sender answers within its file window: more waiting is a sender that never does. */
-	if (e->nxkept >= XKEPT_MAX) {
+	if (xs->nxkept >= XKEPT_MAX) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 				   "more than %u kept files waiting for their attributes",
 				   XKEPT_MAX);
 	}
-	if (e->nxkept == e->xkept_cap) {
-		size_t cap = e->xkept_cap ? e->xkept_cap * 2 : 64;
-		void *t = reallocarray(e->xkept, cap, sizeof(*e->xkept));
+	if (xs->nxkept == xs->xkept_cap) {
+		size_t cap = xs->xkept_cap ? xs->xkept_cap * 2 : 64;
+		void *t = reallocarray(xs->xkept, cap, sizeof(*xs->xkept));
 
 		if (!t) {
 			return -ENOMEM;
 		}
-		e->xkept = t;
-		e->xkept_cap = cap;
+		xs->xkept = t;
+		xs->xkept_cap = cap;
 	}
-	e->xkept[e->nxkept].name = strdup(f->name);
-	if (!e->xkept[e->nxkept].name) {
+	xs->xkept[xs->nxkept].name = strdup(f->name);
+	if (!xs->xkept[xs->nxkept].name) {
 		return -ENOMEM;
 	}
-	e->xkept[e->nxkept++].id = f->id;
+	xs->xkept[xs->nxkept++].id = f->id;
 	return 0;
 }
 
-void rx_xattr_kept_free(struct engine *e)
+static void rx_xattr_kept_free(struct engine *e)
 {
-	for (size_t i = 0; i < e->nxkept; i++) {
-		free(e->xkept[i].name);
+	struct xattr_state *xs = xattr_of(e);
+	for (size_t i = 0; i < xs->nxkept; i++) {
+		free(xs->xkept[i].name);
 	}
-	free(e->xkept);
-	e->xkept = NULL;
-	e->nxkept = e->xkept_cap = 0;
+	free(xs->xkept);
+	xs->xkept = NULL;
+	xs->nxkept = xs->xkept_cap = 0;
 }
 
 /* A kept file's attributes (rx_xattr_kept_note): set on it by its name, never followed. */
 static int rx_xattrs_kept(struct engine *e, const struct msg_xattrs *x, size_t i)
 {
-	_cleanup_free_ char *name = e->xkept[i].name;
+	struct xattr_state *xs = xattr_of(e);
+	_cleanup_free_ char *name = xs->xkept[i].name;
 	_cleanup_close_ int dirfd = -1, fd = -1;
 	char text[256] = "";
 	const char *leaf;
@@ -433,7 +467,7 @@ static int rx_xattrs_kept(struct engine *e, const struct msg_xattrs *x, size_t i
 	uint32_t code = PERR_OK;
 	int r;
 
-	e->xkept[i] = e->xkept[--e->nxkept];
+	xs->xkept[i] = xs->xkept[--xs->nxkept];
 	r = fspath_open_parent(e->p->base_fd, name, false, &dirfd, &leaf);
 	if (r >= 0) {
 		fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -455,8 +489,9 @@ static int rx_xattrs_kept(struct engine *e, const struct msg_xattrs *x, size_t i
 }
 
 /* Free what a regular file holds of its attributes. */
-void rx_xattrs_release(struct engine *e, struct efile *f)
+static void rx_xattrs_release(struct engine *e, struct efile *f)
 {
+	struct xattr_state *xs = xattr_of(e);
 	struct xattrs_file *xf = xattrs_file(e, f);
 
 	if (!xf) {
@@ -469,7 +504,7 @@ void rx_xattrs_release(struct engine *e, struct efile *f)
 	free(xf->xattrs);
 	xf->xattrs = NULL;
 	xf->nxattrs = 0;
-	e->xattr_held -= MIN(e->xattr_held, xf->xattr_bytes);
+	xs->xattr_held -= MIN(xs->xattr_held, xf->xattr_bytes);
 	xf->xattr_bytes = 0;
 }
 
@@ -497,6 +532,7 @@ static void rx_xattrs_apply(struct engine *e, struct efile *f)
 /* A regular file's, once, before FILE_DONE: kept until the file is verified (rx_xattrs_apply). */
 static int rx_xattrs_hold(struct engine *e, struct efile *f, struct msg_xattrs *x)
 {
+	struct xattr_state *xs = xattr_of(e);
 	struct xattrs_file *xf = xattrs_file(e, f);
 	size_t bytes = 0;
 
@@ -509,7 +545,7 @@ static int rx_xattrs_hold(struct engine *e, struct efile *f, struct msg_xattrs *
 	for (size_t i = 0; i < x->count; i++) {
 		bytes += sizeof(x->x[i]) + strlen(x->x[i].name) + 1 + x->x[i].len;
 	}
-	if (e->xattr_held + bytes > XATTR_HELD_MAX) {
+	if (xs->xattr_held + bytes > XATTR_HELD_MAX) {
 		file_fail(f, PERR_BUSY, "extended attributes of the files in flight over %zu MiB",
 			  XATTR_HELD_MAX >> 20);
 		return 0;
@@ -517,43 +553,45 @@ static int rx_xattrs_hold(struct engine *e, struct efile *f, struct msg_xattrs *
 	xf->xattrs = x->x;
 	xf->nxattrs = x->count;
 	xf->xattr_bytes = bytes;
-	e->xattr_held += bytes;
+	xs->xattr_held += bytes;
 	x->x = NULL;
 	x->count = 0;
 	return 0;
 }
 
-/* A directory of the last FILES batch (e->xdirs[i]): its attributes set now, by its name. */
+/* A directory of the last FILES batch (xs->xdirs[i]): its attributes set now, by its name. */
 static int rx_xattrs_dir(struct engine *e, const struct msg_xattrs *x, size_t i)
 {
+	struct xattr_state *xs = xattr_of(e);
 	_cleanup_close_ int fd = -1;
 	char text[256] = "";
 	struct stat st;
 	uint32_t code;
 	int r;
 
-	r = fspath_open_dir(e->p->base_fd, e->xdirs[i].name, &fd);
+	r = fspath_open_dir(e->p->base_fd, xs->xdirs[i].name, &fd);
 	if (r < 0) {
 		snprintf(text, sizeof(text), "extended attributes: %s", strerror(-r));
-		note_failure(e, e->xdirs[i].name, PROTO_FT_DIR, errno_to_perr(r), true, text);
+		note_failure(e, xs->xdirs[i].name, PROTO_FT_DIR, errno_to_perr(r), true, text);
 		return 0;
 	}
 	code = rx_xattrs_sync(e, x, fd, text, sizeof(text));
 	if (code != PERR_OK) {
-		note_failure(e, e->xdirs[i].name, PROTO_FT_DIR, code, true, text);
+		note_failure(e, xs->xdirs[i].name, PROTO_FT_DIR, code, true, text);
 	}
 	/*
 	 * An access ACL sets the mode's bits: a directory we made stays
 	 * ours to write into until its own mode is set, at the end.
 	 */
-	if (e->xdirs[i].created && fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700) {
+	if (xs->xdirs[i].created && fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700) {
 		fchmod(fd, (st.st_mode & 07777) | 0700);
 	}
 	return 0;
 }
 
-int rx_xattrs(struct engine *e, struct msg_xattrs *x)
+static int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 {
+	struct xattr_state *xs = xattr_of(e);
 	struct efile *f = file_by_id(e, x->id);
 	int r;
 
@@ -568,13 +606,13 @@ int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 	if (f && f->ftype == PROTO_FT_REG) {
 		return rx_xattrs_hold(e, f, x);
 	}
-	for (size_t i = 0; i < e->nxdirs; i++) {
-		if (e->xdirs[i].id == x->id) {
+	for (size_t i = 0; i < xs->nxdirs; i++) {
+		if (xs->xdirs[i].id == x->id) {
 			return rx_xattrs_dir(e, x, i);
 		}
 	}
-	for (size_t i = 0; i < e->nxkept; i++) {
-		if (e->xkept[i].id == x->id) {
+	for (size_t i = 0; i < xs->nxkept; i++) {
+		if (xs->xkept[i].id == x->id) {
 			return rx_xattrs_kept(e, x, i);
 		}
 	}
@@ -635,6 +673,7 @@ static size_t xattrs_file_size(const struct engine *e)
 const struct engine_feature engine_feature_xattrs = {
 	.name = "xattrs",
 	.file_size = xattrs_file_size,
+	.state_size = sizeof(struct xattr_state),
 	.file_release = rx_xattrs_release,
 	.release = xattrs_release,
 	.msgs = xattrs_msgs,
