@@ -432,12 +432,6 @@ struct engine {
 	bool meta_updated;
 	size_t ndirs_meta, dirs_meta_cap;
 	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
-	/* --delete (engine_delete.c): top-level directories received, the pass */
-	char **del_roots;
-	size_t ndel_roots, del_roots_cap;
-	struct del_state *del;
-	bool del_active; /* the pass runs: our END waits for it */
-	uint64_t del_examined;
 
 	/* Skip level checksum: one hashing thread (engine_sums.c), started when needed. */
 	pthread_t sum_thread;
@@ -473,7 +467,6 @@ struct engine {
 	uint64_t credits;	       /* returned (receiver) or received (sender) */
 	struct timespec last_activity; /* the last data progress (see progress_mark) */
 	struct timespec last_ping;
-	uint64_t del_heard; /* sender: DELETED batches (the receiver's pass is progress) */
 	/* --partial: kept data is re-verified until then in one FILES batch (see rx_files). */
 	double verify_deadline;
 	/* rdmacp bench (engine_bench.c) */
@@ -801,12 +794,6 @@ uint32_t rx_kept_code(const struct engine *e);
 bool rx_symlink_same(struct engine *e, struct efile *f, const char *target, struct stat *st);
 uint32_t rx_meta_keep(struct engine *e, struct efile *f, int dirfd, const char *leaf,
 		      const struct stat *st, char *text, size_t textlen);
-
-/* engine_delete.c */
-int rx_delete_start(struct engine *e);
-int rx_delete_step(struct engine *e);
-void rx_delete_free(struct engine *e);
-int tx_deleted(struct engine *e, const struct msg_deleted *md);
 
 /* engine_bench.c */
 void bench_free(struct engine *e);

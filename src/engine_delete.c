@@ -64,6 +64,27 @@ struct del_state {
 	struct timespec last_sent;
 };
 
+/*
+ * The session state of the delete feature (on for every copy: its rx_dir
+ * and on_end look at --delete themselves). del: the pass, while it runs.
+ */
+struct delete_state {
+	/* Receiver, --delete: top-level directories received (rx_delete_note_dir). */
+	char **del_roots;
+	size_t ndel_roots, del_roots_cap;
+	struct del_state *del;
+	bool del_active; /* the pass runs: our END waits for it */
+	uint64_t del_examined;
+	uint64_t del_heard; /* sender: DELETED batches (the receiver's pass is progress) */
+};
+
+extern const struct engine_feature engine_feature_delete;
+
+static struct delete_state *delete_of(const struct engine *e)
+{
+	return engine_feature_state(e, &engine_feature_delete);
+}
+
 static bool del_tells_peer(const struct engine *e)
 {
 	return e->p->peer_caps & PROTO_CAP_DELETE;
@@ -77,31 +98,32 @@ static bool del_tells_peer(const struct engine *e)
 static uint32_t rx_delete_note_dir(struct engine *e, const struct efile *f, char *text,
 				   size_t textlen)
 {
+	struct delete_state *dl = delete_of(e);
 	char *name;
 
 	if (!(e->p->open_flags & PROTO_OPEN_DELETE) || strchr(f->name, '/')) {
 		return PERR_OK;
 	}
-	if (e->ndel_roots >= DEL_ROOTS_MAX) {
+	if (dl->ndel_roots >= DEL_ROOTS_MAX) {
 		snprintf(text, textlen, "more than %d top-level directories with --delete",
 			 DEL_ROOTS_MAX);
 		return PERR_BUSY;
 	}
-	if (e->ndel_roots == e->del_roots_cap) {
-		size_t cap = e->del_roots_cap ? e->del_roots_cap * 2 : 16;
-		char **t = reallocarray(e->del_roots, cap, sizeof(*t));
+	if (dl->ndel_roots == dl->del_roots_cap) {
+		size_t cap = dl->del_roots_cap ? dl->del_roots_cap * 2 : 16;
+		char **t = reallocarray(dl->del_roots, cap, sizeof(*t));
 
 		if (!t) {
 			return PERR_INTERNAL;
 		}
-		e->del_roots = t;
-		e->del_roots_cap = cap;
+		dl->del_roots = t;
+		dl->del_roots_cap = cap;
 	}
 	name = strdup(f->name);
 	if (!name) {
 		return PERR_INTERNAL;
 	}
-	e->del_roots[e->ndel_roots++] = name;
+	dl->del_roots[dl->ndel_roots++] = name;
 	return PERR_OK;
 }
 
@@ -118,7 +140,8 @@ static void del_batch_clear(struct del_state *ds)
 /* The batch so far (maybe empty: a keepalive), or SUPPRESSED alone. */
 static int del_flush(struct engine *e, uint8_t flags)
 {
-	struct del_state *ds = e->del;
+	struct delete_state *dl = delete_of(e);
+	struct del_state *ds = dl->del;
 	struct msg m = { .type = MSG_DELETED };
 	int r = 0;
 
@@ -139,7 +162,8 @@ static int del_flush(struct engine *e, uint8_t flags)
 static int del_queue(struct engine *e, uint8_t what, uint8_t ftype, uint32_t code, const char *name,
 		     const char *text)
 {
-	struct del_state *ds = e->del;
+	struct delete_state *dl = delete_of(e);
+	struct del_state *ds = dl->del;
 	struct proto_deleted *d;
 
 	if (!del_tells_peer(e) || !e->p->delete_tell_peer) {
@@ -165,8 +189,9 @@ static int del_queue(struct engine *e, uint8_t what, uint8_t ftype, uint32_t cod
 /* Tell of an entry: here (events, stats), and the peer. */
 static int del_report(struct engine *e, uint8_t what, uint32_t code, const char *text)
 {
-	const char *name = e->del->path;
-	uint8_t ftype = e->del->ftype;
+	struct delete_state *dl = delete_of(e);
+	const char *name = dl->del->path;
+	uint8_t ftype = dl->del->ftype;
 
 	switch (what) {
 	case PROTO_DEL_DELETED:
@@ -263,7 +288,8 @@ static int del_act(struct engine *e, int dfd, const char *leaf, bool is_dir)
  */
 static int del_push(struct engine *e, int parentfd, const char *leaf, bool doomed)
 {
-	struct del_state *ds = e->del;
+	struct delete_state *dl = delete_of(e);
+	struct del_state *ds = dl->del;
 	struct stat st;
 	DIR *d;
 	int fd, r;
@@ -326,7 +352,8 @@ static int del_look(const struct del_state *ds, int dfd, const char *leaf, uint8
  */
 static int del_entry(struct engine *e, struct del_frame *fr, const char *leaf)
 {
-	struct del_state *ds = e->del;
+	struct delete_state *dl = delete_of(e);
+	struct del_state *ds = dl->del;
 	int dfd = dirfd(fr->d), r;
 	bool is_dir, ours, blk = false;
 	uint8_t ftype = 0;
@@ -371,7 +398,8 @@ static int del_entry(struct engine *e, struct del_frame *fr, const char *leaf)
 /* The directory on top is listed: close it; a doomed one goes now (or says why not). */
 static int del_pop(struct engine *e)
 {
-	struct del_state *ds = e->del;
+	struct delete_state *dl = delete_of(e);
+	struct del_state *ds = dl->del;
 	struct del_frame fr = ds->stack[--ds->depth];
 	int h = HOLD_NONE;
 
@@ -401,7 +429,8 @@ static int del_pop(struct engine *e)
 /* The next top-level directory, opened beneath the destination without following a symlink. */
 static int del_open_root(struct engine *e, const char *name)
 {
-	struct del_state *ds = e->del;
+	struct delete_state *dl = delete_of(e);
+	struct del_state *ds = dl->del;
 	struct stat st;
 	DIR *d;
 	int fd, r;
@@ -438,7 +467,8 @@ static int del_open_root(struct engine *e, const char *name)
 /* One entry (or the end) of the directory on top. */
 static int del_next(struct engine *e)
 {
-	struct del_state *ds = e->del;
+	struct delete_state *dl = delete_of(e);
+	struct del_state *ds = dl->del;
 	struct del_frame *fr = &ds->stack[ds->depth - 1];
 	struct dirent *de;
 	size_t base = ds->len;
@@ -478,8 +508,9 @@ static int del_next(struct engine *e)
  * At the sender's END: start the pass, or say why there is none (an entry
  * failed: SUPPRESSED). Returns 1 when the pass has work to do.
  */
-int rx_delete_start(struct engine *e)
+static int rx_delete_start(struct engine *e)
 {
+	struct delete_state *dl = delete_of(e);
 	if (!(e->p->open_flags & PROTO_OPEN_DELETE)) {
 		return 0;
 	}
@@ -487,32 +518,33 @@ int rx_delete_start(struct engine *e)
 		e->st.delete_suppressed = true;
 		return del_flush(e, PROTO_DELETED_SUPPRESSED);
 	}
-	e->del = calloc(1, sizeof(*e->del));
-	if (!e->del) {
+	dl->del = calloc(1, sizeof(*dl->del));
+	if (!dl->del) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
-	ts_now(&e->del->last_sent);
-	e->del_active = true;
+	ts_now(&dl->del->last_sent);
+	dl->del_active = true;
 	return 1;
 }
 
 /* A share of the pass, from rx_step. Clears del_active when the pass is over. */
-int rx_delete_step(struct engine *e)
+static int rx_delete_step(struct engine *e)
 {
-	struct del_state *ds = e->del;
+	struct delete_state *dl = delete_of(e);
+	struct del_state *ds = dl->del;
 	int r = 0;
 
 	for (unsigned n = 0; n < DEL_STEP_ENTRIES && r >= 0; n++) {
 		if (ds->depth == 0) {
-			if (ds->next_root == e->ndel_roots) {
+			if (ds->next_root == dl->ndel_roots) {
 				r = del_flush(e, 0);
-				e->del_active = false;
+				dl->del_active = false;
 				return r;
 			}
-			r = del_open_root(e, e->del_roots[ds->next_root++]);
+			r = del_open_root(e, dl->del_roots[ds->next_root++]);
 			continue;
 		}
-		e->del_examined++;
+		dl->del_examined++;
 		r = del_next(e);
 	}
 	/* What there is now, or an empty batch as a sign of life: the sender waits for our END. */
@@ -522,9 +554,10 @@ int rx_delete_step(struct engine *e)
 	return r;
 }
 
-void rx_delete_free(struct engine *e)
+static void rx_delete_free(struct engine *e)
 {
-	struct del_state *ds = e->del;
+	struct delete_state *dl = delete_of(e);
+	struct del_state *ds = dl->del;
 
 	if (ds) {
 		while (ds->depth > 0) {
@@ -533,20 +566,21 @@ void rx_delete_free(struct engine *e)
 		del_batch_clear(ds);
 		free(ds->path);
 		free(ds);
-		e->del = NULL;
+		dl->del = NULL;
 	}
-	for (size_t i = 0; i < e->ndel_roots; i++) {
-		free(e->del_roots[i]);
+	for (size_t i = 0; i < dl->ndel_roots; i++) {
+		free(dl->del_roots[i]);
 	}
-	free(e->del_roots);
-	e->del_roots = NULL;
-	e->ndel_roots = e->del_roots_cap = 0;
+	free(dl->del_roots);
+	dl->del_roots = NULL;
+	dl->ndel_roots = dl->del_roots_cap = 0;
 }
 
 /* Sender: the receiver's DELETED, heard between our END and its own. */
-int tx_deleted(struct engine *e, const struct msg_deleted *md)
+static int tx_deleted(struct engine *e, const struct msg_deleted *md)
 {
-	e->del_heard++;
+	struct delete_state *dl = delete_of(e);
+	dl->del_heard++;
 	if (md->flags & PROTO_DELETED_SUPPRESSED) {
 		e->st.delete_suppressed = true;
 	}
@@ -586,13 +620,14 @@ static bool delete_enable(struct engine *e)
 /* A share of the pass each turn; when it ends, the directories' times are set (rx_finish_dirs). */
 static int delete_step(struct engine *e)
 {
+	struct delete_state *dl = delete_of(e);
 	int r;
 
-	if (!e->del_active) {
+	if (!dl->del_active) {
 		return 0;
 	}
 	r = rx_delete_step(e);
-	if (r >= 0 && !e->del_active) {
+	if (r >= 0 && !dl->del_active) {
 		rx_finish_dirs(e);
 	}
 	return r;
@@ -600,13 +635,15 @@ static int delete_step(struct engine *e)
 
 static bool delete_busy(const struct engine *e)
 {
-	return e->del_active;
+	struct delete_state *dl = delete_of(e);
+	return dl->del_active;
 }
 
 /* What the pass examined (receiver) or heard of it (sender) is progress. */
 static uint64_t delete_progress(const struct engine *e)
 {
-	return e->del_examined + e->del_heard;
+	struct delete_state *dl = delete_of(e);
+	return dl->del_examined + dl->del_heard;
 }
 
 /* Between our END and the receiver's, from a peer that can. */
@@ -626,6 +663,7 @@ static const struct engine_msg_row delete_msgs[] = {
 const struct engine_feature engine_feature_delete = {
 	.name = "delete",
 	.enable = delete_enable,
+	.state_size = sizeof(struct delete_state),
 	.step = delete_step,
 	.on_end = rx_delete_start,
 	.busy = delete_busy,
