@@ -357,10 +357,7 @@ struct engine {
 	bool sent_end;
 	uint64_t seq;
 	size_t rr_lane;
-	/* Rails, sender: the lane each slot was last posted on; chunks to post again, in order. */
-	uint8_t *slot_lane;
-	uint32_t *repost;
-	uint32_t nrepost;
+	uint8_t *slot_lane; /* sender: the lane each slot was last posted on */
 	/* ZEROS not sent yet: ranges of one file (zq.id), flushed before its FILE_DONE. */
 	struct msg_resume zq;
 
@@ -382,9 +379,6 @@ struct engine {
 	/* Ring slots whose credit --bwlimit holds back, in order (a ring), and their lengths. */
 	uint32_t *credit_q, credit_head, *credit_len;
 	uint32_t ncredit_due;
-	/* Rails: slots whose credit went on a lane lost before the sender took it. */
-	uint32_t *recredit;
-	uint32_t nrecredit;
 	/*
 	 * No transport fences (verbs), or sealed slots: each held slot is copied
 	 * (opened) into a private copy and hashed and written from it, which the
@@ -458,8 +452,6 @@ struct engine {
 	struct lane lanes[XPORT_MAX_LANES];
 	/* Rails (PROTO_CAP_RAILS on both ends): a lost lane's slots go on the others. */
 	bool rails;
-	unsigned lanes_up;
-	unsigned lanes_killed; /* tests: ENGINE_FAULT_KILL_LANE */
 	struct xport_wr *batch;
 	size_t nbatch, batch_cap;
 	uint64_t wr_seq;
@@ -683,13 +675,6 @@ int slot_unseal(struct engine *e, unsigned lane, uint32_t slot, uint64_t count, 
 /* The session's failure for a failed completion (what the transport and the peer say). */
 int engine_fail_lane(struct engine *e, const struct xport_wc *wc);
 
-/* engine_rails.c: a lost data lane's work goes on the others (PROTO_CAP_RAILS). */
-int rails_setup(struct engine *e);
-void rails_free(struct engine *e);
-int rails_lane_error(struct engine *e, const struct xport_wc *wc);
-int rails_lane_down_msg(struct engine *e, const struct msg_lane_down *ld);
-int rails_step(struct engine *e);
-int rails_test_kill(struct engine *e);
 int batch_flush(struct engine *e);
 bool bw_allows(struct engine *e, uint32_t len);
 int on_xport(struct engine *e);

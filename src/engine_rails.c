@@ -23,29 +23,53 @@
 
 #include "hello.h"
 
-int rails_setup(struct engine *e)
+/*
+ * The session state of rails (on in every session with lanes: the lanes
+ * still up are counted, and a test's lane kills, without rails too).
+ * Sender: chunks to post again, in order; receiver: slots whose credit went
+ * on a lane lost before the sender took it.
+ */
+struct rails_state {
+	uint32_t *repost;
+	uint32_t nrepost;
+	uint32_t *recredit;
+	uint32_t nrecredit;
+	unsigned lanes_up;
+	unsigned lanes_killed; /* tests: ENGINE_FAULT_KILL_LANE */
+};
+
+extern const struct engine_feature engine_feature_rails;
+
+static struct rails_state *rails_of(const struct engine *e)
 {
+	return engine_feature_state(e, &engine_feature_rails);
+}
+
+static int rails_setup(struct engine *e)
+{
+	struct rails_state *rs = rails_of(e);
 	const struct engine_params *p = e->p;
 
-	e->lanes_up = p->x->nlanes;
+	rs->lanes_up = p->x->nlanes;
 	if (!e->rails) {
 		return 0;
 	}
 	if (e->role->peer_writes) {
-		e->recredit = calloc(p->slots, sizeof(*e->recredit));
+		rs->recredit = calloc(p->slots, sizeof(*rs->recredit));
 	} else {
-		e->repost = calloc(e->pool->nchunks, sizeof(*e->repost));
+		rs->repost = calloc(e->pool->nchunks, sizeof(*rs->repost));
 	}
-	if (!e->recredit && !e->repost) {
+	if (!rs->recredit && !rs->repost) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	return 0;
 }
 
-void rails_free(struct engine *e)
+static void rails_free(struct engine *e)
 {
-	free(e->repost);
-	free(e->recredit);
+	struct rails_state *rs = rails_of(e);
+	free(rs->repost);
+	free(rs->recredit);
 }
 
 static int all_lanes_lost(struct engine *e, unsigned lane, const char *why)
@@ -60,6 +84,7 @@ static int all_lanes_lost(struct engine *e, unsigned lane, const char *why)
  */
 static int lane_stop(struct engine *e, unsigned lane, const char *why)
 {
+	struct rails_state *rs = rails_of(e);
 	struct xport *x = e->p->x;
 	int r;
 
@@ -69,13 +94,13 @@ static int lane_stop(struct engine *e, unsigned lane, const char *why)
 		    "data lane %u is down (%s) and the transport cannot stop it alone", lane, why);
 	}
 	e->lanes[lane].state = LANE_CLOSING;
-	e->lanes_up--;
+	rs->lanes_up--;
 	r = x->ops->lane_down(x, lane);
 	if (r < 0) {
 		return engine_fail(e, PERR_TRANSPORT, r, "stop data lane %u: %s", lane,
 				   strerror(-r));
 	}
-	return e->lanes_up == 0 && e->rails ? all_lanes_lost(e, lane, why) : 0;
+	return rs->lanes_up == 0 && e->rails ? all_lanes_lost(e, lane, why) : 0;
 }
 
 /*
@@ -101,10 +126,11 @@ static uint64_t lane_first_open(const struct lane *l)
  */
 static int rails_resolve(struct engine *e, unsigned lane)
 {
+	struct rails_state *rs = rails_of(e);
 	struct lane *l = &e->lanes[lane];
 	uint64_t first = lane_first_open(l), n = l->peer_count;
 	bool sender = !e->role->peer_writes;
-	uint32_t before = sender ? e->nrepost : e->nrecredit;
+	uint32_t before = sender ? rs->nrepost : rs->nrecredit;
 
 	if (n < first || n > l->posted) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
@@ -127,9 +153,9 @@ static int rails_resolve(struct engine *e, unsigned lane)
 			continue;
 		}
 		if (sender) {
-			e->repost[e->nrepost++] = (uint32_t)le->chunk;
+			rs->repost[rs->nrepost++] = (uint32_t)le->chunk;
 		} else {
-			e->recredit[e->nrecredit++] = le->slot;
+			rs->recredit[rs->nrecredit++] = le->slot;
 		}
 	}
 	l->head = l->len = 0;
@@ -140,8 +166,8 @@ static int rails_resolve(struct engine *e, unsigned lane)
 
 		snprintf(
 		    text, sizeof(text), "data lane %u lost; %u %s again on the %u lane%s still up",
-		    lane, sender ? e->nrepost - before : e->nrecredit - before,
-		    sender ? "slots go" : "credits go", e->lanes_up, e->lanes_up == 1 ? "" : "s");
+		    lane, sender ? rs->nrepost - before : rs->nrecredit - before,
+		    sender ? "slots go" : "credits go", rs->lanes_up, rs->lanes_up == 1 ? "" : "s");
 		e->p->ev.notice(e->p->ev.ud, "transport", text);
 	}
 	return 0;
@@ -165,17 +191,18 @@ static int lane_dead(struct engine *e, unsigned lane)
 	return l->heard ? rails_resolve(e, lane) : 0;
 }
 
-int rails_lane_error(struct engine *e, const struct xport_wc *wc)
+static int rails_lane_error(struct engine *e, const struct xport_wc *wc)
 {
+	struct rails_state *rs = rails_of(e);
 	struct lane *l = &e->lanes[wc->lane];
 
 	if (l->state == LANE_UP) {
 		/* Lost here first: no other lane may take its work while it is the last. */
-		if (e->lanes_up == 1) {
+		if (rs->lanes_up == 1) {
 			return engine_fail_lane(e, wc);
 		}
 		l->state = LANE_CLOSING;
-		e->lanes_up--;
+		rs->lanes_up--;
 		if (e->p->x->ops->lane_down) {
 			/* Put the peer's side of it down too (tcp: at once). */
 			(void)e->p->x->ops->lane_down(e->p->x, wc->lane);
@@ -184,7 +211,7 @@ int rails_lane_error(struct engine *e, const struct xport_wc *wc)
 	return lane_dead(e, wc->lane);
 }
 
-int rails_lane_down_msg(struct engine *e, const struct msg_lane_down *ld)
+static int rails_lane_down_msg(struct engine *e, const struct msg_lane_down *ld)
 {
 	struct lane *l;
 	int r;
@@ -210,22 +237,23 @@ int rails_lane_down_msg(struct engine *e, const struct msg_lane_down *ld)
  * slots from the 4th; after the turn's posts are queued, before they go, so
  * the lane is lost with work in flight.
  */
-int rails_test_kill(struct engine *e)
+static int rails_test_kill(struct engine *e)
 {
+	struct rails_state *rs = rails_of(e);
 	const struct engine_params *p = e->p;
 	uint64_t slots = 0;
 
 	if (!p->x || engine_probe(e) || !(p->faults & ENGINE_FAULT_KILL_LANE) ||
-	    e->lanes_killed >= p->test_kill_lanes || e->lanes_killed >= p->x->nlanes) {
+	    rs->lanes_killed >= p->test_kill_lanes || rs->lanes_killed >= p->x->nlanes) {
 		return 0;
 	}
 	for (unsigned i = 0; i < p->x->nlanes; i++) {
 		slots += e->role->peer_writes ? e->lanes[i].taken : e->lanes[i].posted;
 	}
-	if (slots < 4 * (uint64_t)(e->lanes_killed + 1)) {
+	if (slots < 4 * (uint64_t)(rs->lanes_killed + 1)) {
 		return 0;
 	}
-	unsigned lane = e->lanes_killed++;
+	unsigned lane = rs->lanes_killed++;
 
 	return lane_is_up(e, lane) ? lane_stop(e, lane, "taken down by a test") : 0;
 }
@@ -249,9 +277,10 @@ static int64_t rails_stall_ms(const struct engine *e)
 /* Rails' watchdog: a lane with work out and no completion for too long is lost. */
 static int rails_watch(struct engine *e)
 {
+	struct rails_state *rs = rails_of(e);
 	int64_t now = 0, stall = rails_stall_ms(e);
 
-	for (unsigned i = 0; i < e->p->x->nlanes && e->lanes_up > 1; i++) {
+	for (unsigned i = 0; i < e->p->x->nlanes && rs->lanes_up > 1; i++) {
 		struct lane *l = &e->lanes[i];
 		char text[128];
 
@@ -278,29 +307,30 @@ static int rails_watch(struct engine *e)
 }
 
 /* Each turn: a lost lane's chunks or credits on the lanes that are up. */
-int rails_step(struct engine *e)
+static int rails_step(struct engine *e)
 {
+	struct rails_state *rs = rails_of(e);
 	uint32_t done = 0;
 	int r = e->rails && e->p->x ? rails_watch(e) : 0;
 
-	while (r >= 0 && done < e->nrepost) {
+	while (r >= 0 && done < rs->nrepost) {
 		int pick = lane_pick(e, 2);
 
 		if (pick < 0) {
 			break;
 		}
-		r = tx_post_again(e, e->repost[done], (unsigned)pick);
+		r = tx_post_again(e, rs->repost[done], (unsigned)pick);
 		if (r >= 0) {
 			done++;
 		}
 	}
 	if (done > 0) {
-		memmove(e->repost, e->repost + done, (e->nrepost - done) * sizeof(*e->repost));
-		e->nrepost -= done;
+		memmove(rs->repost, rs->repost + done, (rs->nrepost - done) * sizeof(*rs->repost));
+		rs->nrepost -= done;
 	}
 	done = 0;
-	while (r >= 0 && done < e->nrecredit) {
-		uint32_t slot = e->recredit[done];
+	while (r >= 0 && done < rs->nrecredit) {
+		uint32_t slot = rs->recredit[done];
 		int pick = lane_pick(e, 1);
 		struct xport_wr wr = {
 			.opcode = XPORT_OP_WRITE_IMM,
@@ -317,9 +347,9 @@ int rails_step(struct engine *e)
 		}
 	}
 	if (done > 0) {
-		memmove(e->recredit, e->recredit + done,
-			(e->nrecredit - done) * sizeof(*e->recredit));
-		e->nrecredit -= done;
+		memmove(rs->recredit, rs->recredit + done,
+			(rs->nrecredit - done) * sizeof(*rs->recredit));
+		rs->nrecredit -= done;
 	}
 	return r < 0 ? r : 0;
 }
@@ -364,6 +394,7 @@ static const struct engine_msg_row rails_msgs[] = {
 const struct engine_feature engine_feature_rails = {
 	.name = "rails",
 	.enable = rails_enable,
+	.state_size = sizeof(struct rails_state),
 	.setup = rails_feature_setup,
 	.step = rails_step,
 	.late_step = rails_test_kill,
