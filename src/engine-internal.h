@@ -459,8 +459,6 @@ struct engine {
 	uint64_t credits;	       /* returned (receiver) or received (sender) */
 	struct timespec last_activity; /* the last data progress (see progress_mark) */
 	struct timespec last_ping;
-	/* --partial: kept data is re-verified until then in one FILES batch (see rx_files). */
-	double verify_deadline;
 	/* rdmacp bench (engine_bench.c) */
 	struct bench_state *bench;
 	/* --partial with ZEROS: the XXH3-128 of one chunk of zeros, for the journal. */

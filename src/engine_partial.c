@@ -37,7 +37,18 @@ struct jrec {
 	uint8_t hash[HASH_LEN];
 };
 
+/* The receiver's session state of --partial. */
+struct partial_state {
+	/* Kept data is re-verified until then in one FILES batch (see partial_rx_batch). */
+	double verify_deadline;
+};
+
 extern const struct engine_feature engine_feature_partial;
+
+static struct partial_state *partial_of(const struct engine *e)
+{
+	return engine_feature_state(e, &engine_feature_partial);
+}
 
 /* A file kept resumable: the store directory, the journal, its length, records not appended. */
 struct partial_file {
@@ -405,6 +416,7 @@ static int partial_data_open(struct efile *f, int store, int *ret_fd)
 static int partial_jnl_read(struct engine *e, struct efile *f, int store, int dfd,
 			    uint64_t *ret_prefix, struct jrec **ret_recs, size_t *ret_n)
 {
+	struct partial_state *ps = partial_of(e);
 	_cleanup_close_ int jfd = -1;
 	int own_tfd = f->tfd, r;
 	char name[64];
@@ -412,7 +424,7 @@ static int partial_jnl_read(struct engine *e, struct efile *f, int store, int df
 	f->tfd = dfd; /* for the reads below */
 	partial_name(f->leaf, ".jnl", name, sizeof(name));
 	jfd = openat(store, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	r = jfd >= 0 ? jnl_verify(f, jfd, e->verify_deadline, ret_prefix, ret_recs, ret_n)
+	r = jfd >= 0 ? jnl_verify(f, jfd, ps->verify_deadline, ret_prefix, ret_recs, ret_n)
 		     : -ENOENT;
 	f->tfd = own_tfd;
 	return r;
@@ -421,12 +433,13 @@ static int partial_jnl_read(struct engine *e, struct efile *f, int store, int df
 /* f->hash again, from nothing: [0, kept) of dfd, by the verify deadline. */
 static int partial_rehash(struct engine *e, struct efile *f, int dfd, uint64_t kept, uint8_t *buf)
 {
+	struct partial_state *ps = partial_of(e);
 	int r;
 
 	file_hash_free(&f->hash);
 	r = file_hash_init(&f->hash);
 	if (r == 0) {
-		r = hash_range(dfd, 0, kept, buf, NULL, &f->hash, e->verify_deadline);
+		r = hash_range(dfd, 0, kept, buf, NULL, &f->hash, ps->verify_deadline);
 	}
 	return r;
 }
@@ -687,6 +700,21 @@ static bool partial_enable(struct engine *e)
 	       (e->p->peer_caps & PROTO_CAP_PARTIAL);
 }
 
+/*
+ * A FILES batch: the time it may spend re-reading kept data is a quarter of
+ * the idle timeout, at most VERIFY_BUDGET_MAX_S.
+ */
+static void partial_rx_batch(struct engine *e)
+{
+	struct partial_state *ps = partial_of(e);
+
+	ps->verify_deadline =
+	    ts_now(NULL) + MIN(e->p->idle_timeout_ms / 4000.0, VERIFY_BUDGET_MAX_S);
+	if (e->p->faults & ENGINE_FAULT_NO_VERIFY_TIME) {
+		ps->verify_deadline = 0;
+	}
+}
+
 /* What is on disk is journaled each turn, so a cut loses little. */
 static int partial_step(struct engine *e)
 {
@@ -788,7 +816,9 @@ const struct engine_feature engine_feature_partial = {
 	.file_init = partial_file_init,
 	.file_release = partial_file_release,
 	.enable = partial_enable,
+	.state_size = sizeof(struct partial_state),
 	.step = partial_step,
+	.rx_batch = partial_rx_batch,
 	.rx_store = partial_rx_store,
 	.rx_written = partial_rx_written,
 	.rx_durable = partial_rx_durable,

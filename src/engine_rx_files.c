@@ -190,11 +190,6 @@ int rx_files(struct engine *e, struct msg_files *mf)
 	}
 	engine_rx_batch(e);
 	ack.u.files_ack.st = st;
-	e->verify_deadline =
-	    ts_now(NULL) + MIN(e->p->idle_timeout_ms / 4000.0, VERIFY_BUDGET_MAX_S);
-	if (e->p->faults & ENGINE_FAULT_NO_VERIFY_TIME) {
-		e->verify_deadline = 0;
-	}
 	for (size_t i = 0; i < mf->count && r == 0; i++) {
 		bool answered = false;
 
