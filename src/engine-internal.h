@@ -461,9 +461,6 @@ struct engine {
 	struct timespec last_ping;
 	/* rdmacp bench (engine_bench.c) */
 	struct bench_state *bench;
-	/* --partial with ZEROS: the XXH3-128 of one chunk of zeros, for the journal. */
-	uint8_t zero_chunk_hash[HASH_LEN];
-	bool zero_chunk_hashed;
 	bool zeros;		    /* see engine_zeros */
 	bool assume_zero;	    /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
 	bool pack;		    /* both ends know packed slots */

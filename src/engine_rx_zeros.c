@@ -8,13 +8,26 @@
 
 #include "hello.h"
 
+/*
+ * The session state of zero extents. The feature is on in every session,
+ * so that ZEROS in a session without them is refused here.
+ */
+struct zeros_state {
+	/* The XXH3-128 of one chunk of zeros, for the journal (--partial) and a tree. */
+	uint8_t zero_chunk_hash[HASH_LEN];
+	bool zero_chunk_hashed;
+};
+
+extern const struct engine_feature engine_feature_zeros;
+
 /* The XXH3-128 of len zero bytes (the journal's record of a zero chunk; a tree's digest). */
 void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
 {
+	struct zeros_state *zs = engine_feature_state(e, &engine_feature_zeros);
 	struct file_hash h;
 
-	if (len == e->p->chunk_size && e->zero_chunk_hashed) {
-		memcpy(out, e->zero_chunk_hash, HASH_LEN);
+	if (len == e->p->chunk_size && zs->zero_chunk_hashed) {
+		memcpy(out, zs->zero_chunk_hash, HASH_LEN);
 		return;
 	}
 	if (file_hash_init(&h) < 0) {
@@ -25,8 +38,8 @@ void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
 	file_hash_final(&h, out);
 	file_hash_free(&h);
 	if (len == e->p->chunk_size) {
-		memcpy(e->zero_chunk_hash, out, HASH_LEN);
-		e->zero_chunk_hashed = true;
+		memcpy(zs->zero_chunk_hash, out, HASH_LEN);
+		zs->zero_chunk_hashed = true;
 	}
 }
 
@@ -272,5 +285,6 @@ static const struct engine_msg_row zeros_msgs[] = {
 const struct engine_feature engine_feature_zeros = {
 	.name = "zeros",
 	.enable = zeros_enable,
+	.state_size = sizeof(struct zeros_state),
 	.msgs = zeros_msgs,
 };
