@@ -461,12 +461,10 @@ struct engine {
 	struct timespec last_ping;
 	/* rdmacp bench (engine_bench.c) */
 	struct bench_state *bench;
-	bool zeros;		    /* see engine_zeros */
-	bool assume_zero;	    /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
-	bool pack;		    /* both ends know packed slots */
-	int32_t pack_ci;	    /* sender: the pack being filled, -1 none */
-	struct proto_piece *pieces; /* receiver: a packed slot's table, decoded */
-	uint32_t zr_total;	    /* receiver: ZEROS ranges waiting in all files (efile.nzr) */
+	bool zeros;	   /* see engine_zeros */
+	bool assume_zero;  /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
+	int32_t pack_ci;   /* sender: the pack being filled, -1 none */
+	uint32_t zr_total; /* receiver: ZEROS ranges waiting in all files (efile.nzr) */
 	/* Sender: chunks passed over without a slot (zeros, kept); the step goes on while they are. */
 	uint64_t passes;
 	bool again; /* work left that needs no event: the loop does not sleep */

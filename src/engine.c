@@ -356,7 +356,6 @@ static void teardown(struct engine *e)
 	free(e->chunks);
 	free(e->free_slots);
 	free(e->rslots);
-	free(e->pieces);
 	free(e->commit_batch);
 	free(e->batch);
 	free(e->seen.h);

@@ -38,10 +38,22 @@ static uint64_t pack_file_max(const struct engine *e)
 	return PACK_FILE_MAX_FOR(e->p->chunk_size);
 }
 
+/* The session state of packed slots (on when both ends know them). */
+struct pack_state {
+	bool pack;
+	struct proto_piece *pieces; /* receiver: a packed slot's table, decoded */
+};
+
+static struct pack_state *pack_of(const struct engine *e)
+{
+	return engine_feature_state(e, &engine_feature_pack);
+}
+
 /* Sender: may f travel in a pack? Only a plain whole regular file. */
 static bool tx_packable(const struct engine *e, const struct efile *f)
 {
-	return e->pack && f->ftype == PROTO_FT_REG && f->size > 0 && f->size <= pack_file_max(e) &&
+	struct pack_state *pk = pack_of(e);
+	return pk->pack && f->ftype == PROTO_FT_REG && f->size > 0 && f->size <= pack_file_max(e) &&
 	       !f->src_device && !f->src_window && !f->failed && f->nresume == 0 && f->ndsum == 0 &&
 	       !f->tree && f->fd >= 0;
 }
@@ -248,21 +260,22 @@ static struct efile *rx_piece_file(struct engine *e, const struct proto_piece *p
 	return f;
 }
 
-/* The slot held, a packed one, and its table (untrusted) decoded into e->pieces. */
+/* The slot held, a packed one, and its table (untrusted) decoded into the pieces. */
 static int rx_packed_hold(struct engine *e, uint32_t slot, uint32_t lane,
 			  const struct proto_desc *d, uint8_t **ret_buf)
 {
+	struct pack_state *pk = pack_of(e);
 	struct rslot *s = &e->rslots[slot];
 	uint8_t *buf;
 	int r;
 
-	if (!e->pack || d->len > e->p->chunk_size) {
+	if (!pk->pack || d->len > e->p->chunk_size) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 				   "bad packed slot (%u bytes, %u files)", d->len, d->pieces);
 	}
-	if (!e->pieces) {
-		e->pieces = calloc(PROTO_MAX_PIECES, sizeof(*e->pieces));
-		if (!e->pieces) {
+	if (!pk->pieces) {
+		pk->pieces = calloc(PROTO_MAX_PIECES, sizeof(*pk->pieces));
+		if (!pk->pieces) {
 			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 	}
@@ -275,7 +288,7 @@ static int rx_packed_hold(struct engine *e, uint32_t slot, uint32_t lane,
 		return r;
 	}
 	buf = rx_slot_buf(e, slot);
-	if (proto_pieces_decode(buf, d, e->pieces) < 0) {
+	if (proto_pieces_decode(buf, d, pk->pieces) < 0) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "packed slot: bad table of %u files",
 				   d->pieces);
 	}
@@ -286,7 +299,8 @@ static int rx_packed_hold(struct engine *e, uint32_t slot, uint32_t lane,
 /* Piece i of the slot at buf: its file's whole bytes, hashed, and their write submitted. */
 static int rx_piece(struct engine *e, uint32_t slot, uint32_t i, uint8_t *buf)
 {
-	const struct proto_piece *pc = &e->pieces[i];
+	struct pack_state *pk = pack_of(e);
+	const struct proto_piece *pc = &pk->pieces[i];
 	struct efile *f = rx_piece_file(e, pc);
 	int r;
 
@@ -321,6 +335,7 @@ static int rx_piece(struct engine *e, uint32_t slot, uint32_t i, uint8_t *buf)
 /* A packed slot arrived (descriptor d, file id 0): hold it, check its table, write its files. */
 static int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d)
 {
+	struct pack_state *pk = pack_of(e);
 	struct rslot *s = &e->rslots[slot];
 	uint8_t *buf = NULL;
 	int r;
@@ -342,7 +357,7 @@ static int rx_packed(struct engine *e, uint32_t slot, uint32_t lane, const struc
 	}
 	/* The failed ones are done with the slot already: resolved (maybe freed) last. */
 	for (uint32_t i = 0; r >= 0 && i < d->pieces; i++) {
-		struct efile *f = file_by_id(e, e->pieces[i].id);
+		struct efile *f = file_by_id(e, pk->pieces[i].id);
 
 		if (f && f->failed && f->writes_out == 0) {
 			r = rx_maybe_finish(e, f);
@@ -422,11 +437,17 @@ static int pack_tx_post(struct engine *e, uint32_t ci)
 /* Both ends know packed slots. */
 static bool pack_enable(struct engine *e)
 {
+	struct pack_state *pk = pack_of(e);
 	const struct engine_params *p = e->p;
 
 	e->pack_ci = -1;
-	e->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
-	return e->pack;
+	pk->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
+	return pk->pack;
+}
+
+static void pack_release(struct engine *e)
+{
+	free(pack_of(e)->pieces);
 }
 
 /* A pack's files are read (sender) and written (receiver) one io_uring operation each. */
@@ -450,6 +471,8 @@ const struct engine_feature engine_feature_pack = {
 	.name = "pack",
 	.enable = pack_enable,
 	.file_size = pack_file_size,
+	.state_size = sizeof(struct pack_state),
+	.release = pack_release,
 	.rx_slot = rx_packed,
 	.tx_whole = tx_packable,
 	.tx_read = pack_tx_read,
