@@ -305,10 +305,9 @@ struct engine {
 	struct pool *pool;
 	bool pool_pinned; /* registered with io_uring (engine_pin_pool) */
 	struct xport_mr *mr;
-	uint8_t *desc_area;   /* receiver: descriptor array; sender: staging */
-	uint32_t desc_len;    /* a slot's descriptor: PROTO_DESC_LEN, + the tag when sealed */
-	bool sealed;	      /* p->seal_slots, and the lanes' seals are set up */
-	unsigned sealed_sent; /* tests (seal_tamper): sealed slots posted on lane 0 */
+	uint8_t *desc_area; /* receiver: descriptor array; sender: staging */
+	uint32_t desc_len;  /* a slot's descriptor: PROTO_DESC_LEN, + the tag when sealed */
+	bool sealed;	    /* sealed slots (the seal feature is on: engine_seal.c) */
 
 	/*
 	 * FILE_TABLE entries in a mapping of their own (mem_map_thp): 2 MiB
@@ -550,6 +549,7 @@ void engine_rx_complete(struct engine *e, struct efile *f);
 void engine_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how);
 int engine_rx_durable(struct engine *e, struct efile *f);
 int engine_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
+int engine_rx_open(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane);
 /* The sender's hooks. */
 int engine_tx_offer(struct engine *e, const struct engine_src *s, const char **ret_first);
 int engine_tx_offered(struct engine *e, const struct proto_file *pf, uint32_t n);
@@ -562,6 +562,9 @@ int engine_tx_claim(struct engine *e, uint32_t ci, struct efile *f, bool wait);
 int engine_tx_post(struct engine *e, uint32_t ci);
 int engine_tx_same(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 int engine_tx_flush(struct engine *e);
+int engine_tx_seal(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot, uint8_t *stage,
+		   uint32_t *io_len);
+int engine_tx_repost(struct engine *e, uint32_t ci);
 /* engine_tx_post.c: for the features' claims. */
 bool tx_kept(const struct efile *f, uint64_t off, uint32_t len);
 /* Chunk ci, next in its file, hashed and passed over (not posted); f sent when it was the last. */
@@ -662,9 +665,6 @@ void lane_slot_credited(struct engine *e, uint32_t slot);
 int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk);
 /* lane_push of a counted post (a descriptor or a credit) for slot. */
 int lane_push_slot(struct engine *e, struct xport_wr *wr, int32_t chunk, uint32_t slot);
-/* Sender: the payload of chunk ci sealed for slot under lane's count back to clear bytes. */
-int slot_unseal(struct engine *e, unsigned lane, uint32_t slot, uint64_t count, uint8_t *buf,
-		uint32_t len);
 /* The session's failure for a failed completion (what the transport and the peer say). */
 int engine_fail_lane(struct engine *e, const struct xport_wc *wc);
 
@@ -672,13 +672,17 @@ int batch_flush(struct engine *e);
 bool bw_allows(struct engine *e, uint32_t len);
 int on_xport(struct engine *e);
 int imm_unexpected(struct engine *e, const struct xport_wc *wc);
-int slot_seal(struct engine *e, unsigned lane, uint32_t slot, uint8_t *stage, uint8_t *buf,
-	      uint32_t len);
-int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d);
-/* The same with key s at count, from sealed (the slot's descriptor): thread-safe (workers). */
+/* Sealed slots: the additional data of slot's AES-GCM message (its number, u32 BE). */
+void slot_aad(uint32_t slot, uint8_t aad[4]);
+/*
+ * Receiver: a sealed slot opened with key s at count, from sealed (the
+ * slot's descriptor): thread-safe (workers).
+ */
 int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
 		   uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], const uint8_t *src,
 		   uint8_t *dst, uint32_t max_len, struct proto_desc *d);
+/* engine_seal.c (the bench's receiver opens slots with these too). */
+int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d);
 void slot_sealed_desc(struct engine *e, uint32_t slot,
 		      uint8_t ret[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN]);
 int engine_fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r);

@@ -209,7 +209,7 @@ static int setup_uring(struct engine *e)
 	return 0;
 }
 
-/* Each lane's queue of work requests, its receives posted, its slot keys. */
+/* Each lane's queue of work requests, its receives posted. */
 static int setup_lanes(struct engine *e)
 {
 	const struct engine_params *p = e->p;
@@ -236,14 +236,6 @@ static int setup_lanes(struct engine *e)
 			}
 		}
 	}
-	for (unsigned i = 0; p->seal_slots && i < x->nlanes; i++) {
-		/* Only the sender seals slots, only the receiver opens them. */
-		r = slot_seal_init(&e->lanes[i].seal, p->seal_secret, i, !e->role->peer_writes);
-		if (r < 0) {
-			return engine_fail(e, PERR_INTERNAL, r, "slot keys: %s", strerror(-r));
-		}
-	}
-	e->sealed = p->seal_slots;
 	return 0;
 }
 
@@ -350,7 +342,6 @@ static void teardown(struct engine *e)
 	}
 	for (unsigned i = 0; i < XPORT_MAX_LANES; i++) {
 		free(e->lanes[i].fifo);
-		lane_seal_fini(&e->lanes[i].seal);
 	}
 	free(e->slot_lane);
 	free(e->chunks);

@@ -138,6 +138,9 @@ struct engine_msg_row {
  *               device's read back) and answers for it.
  *   rx_slot     a descriptor that names no file (file id 0): ENGINE_DECLINED,
  *               or the feature takes the slot (a pack).
+ *   rx_open     a descriptor came for ring slot `slot`, held as h:
+ *               ENGINE_DECLINED (a plain one, decoded where it lies), or the
+ *               feature opens it into h and takes it (sealed slots).
  */
 enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
 
@@ -162,6 +165,11 @@ enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX
  *               the receiver: the feature that sends SAME ranges notes it.
  *   tx_flush    the ranges it noted go out now: before FILE_DONE, and
  *               before ranges of another kind (one order for all).
+ *   tx_seal     chunk ci, hashed, goes to slot on lane (its descriptor
+ *               encoded in stage): the feature may change its bytes in place
+ *               (sealed slots) and *io_len, the payload bytes posted.
+ *   tx_repost   chunk ci, posted on a lane now lost, goes again: its bytes
+ *               back to what tx_seal was given.
  */
 #define ENGINE_TX_TAKEN 2
 #define ENGINE_TX_FULL	3
@@ -205,6 +213,7 @@ struct engine_feature {
 	void (*rx_settled)(struct engine *e, const struct efile *f, enum engine_rx_end how);
 	int (*rx_durable)(struct engine *e, struct efile *f);
 	int (*rx_slot)(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
+	int (*rx_open)(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane);
 
 	int (*tx_offer)(struct engine *e, const struct engine_src *s, const char **ret_first);
 	int (*tx_offered)(struct engine *e, const struct proto_file *pf, uint32_t n);
@@ -217,6 +226,9 @@ struct engine_feature {
 	int (*tx_post)(struct engine *e, uint32_t ci);
 	int (*tx_same)(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 	int (*tx_flush)(struct engine *e);
+	int (*tx_seal)(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot, uint8_t *stage,
+		       uint32_t *io_len);
+	int (*tx_repost)(struct engine *e, uint32_t ci);
 };
 
 /* engine_features.c: the features, in the order the core calls them. */

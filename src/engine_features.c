@@ -9,12 +9,14 @@
 extern const struct engine_feature engine_feature_sums, engine_feature_hashers,
     engine_feature_rails, engine_feature_partial, engine_feature_links, engine_feature_delete,
     engine_feature_xattrs, engine_feature_delta, engine_feature_pack, engine_feature_bench,
-    engine_feature_zeros, engine_feature_device;
+    engine_feature_zeros, engine_feature_device, engine_feature_seal;
 
 const struct engine_feature *const engine_features[] = {
 	/* Workers first: at teardown their jobs go before what they hold. */
 	&engine_feature_sums,
 	&engine_feature_hashers,
+	/* The lanes' slot keys, freed after the workers that hold copies are gone. */
+	&engine_feature_seal,
 	/* A lost lane's work goes on the others before the role posts more. */
 	&engine_feature_rails,
 	&engine_feature_partial,
@@ -477,4 +479,43 @@ int engine_tx_same(struct engine *e, struct efile *f, uint64_t off, uint64_t len
 		}
 	}
 	return -ENOTSUP; /* no feature sends SAME ranges: the caller fails */
+}
+
+int engine_rx_open(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r =
+		    e->feat[i]->rx_open ? e->feat[i]->rx_open(e, h, slot, lane) : ENGINE_DECLINED;
+
+		if (r != ENGINE_DECLINED) {
+			return r;
+		}
+	}
+	return ENGINE_DECLINED;
+}
+
+int engine_tx_seal(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot, uint8_t *stage,
+		   uint32_t *io_len)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r =
+		    e->feat[i]->tx_seal ? e->feat[i]->tx_seal(e, ci, lane, slot, stage, io_len) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+int engine_tx_repost(struct engine *e, uint32_t ci)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->tx_repost ? e->feat[i]->tx_repost(e, ci) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
 }

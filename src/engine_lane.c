@@ -293,100 +293,11 @@ int on_xport(struct engine *e)
  * the descriptor first, then the payload, so the receiver learns the length
  * before it opens the payload; the tag follows the descriptor.
  */
-static void slot_aad(uint32_t slot, uint8_t aad[4])
+void slot_aad(uint32_t slot, uint8_t aad[4])
 {
 	uint32_t be = htobe32(slot);
 
 	memcpy(aad, &be, sizeof(be));
-}
-
-/*
- * Sender: seal stage (the slot's descriptor, PROTO_DESC_LEN bytes, the tag
- * written behind it) and the payload buf[0, len) in place, for slot on lane.
- * Returns how many payload bytes to post (len; less only for a test's
- * truncation) or -errno.
- */
-int slot_seal(struct engine *e, unsigned lane, uint32_t slot, uint8_t *stage, uint8_t *buf,
-	      uint32_t len)
-{
-	struct lane_seal *s = &e->lanes[lane].seal;
-	unsigned tamper = XPORT_TEST_TAMPER_NONE;
-	uint8_t aad[4];
-	int r;
-
-	if (lane == 0 && e->p->seal_tamper && len >= 2) {
-		unsigned at = e->p->seal_tamper == XPORT_TEST_TAMPER_REPLAY ? 1 : 0;
-
-		if (e->sealed_sent++ == at) {
-			tamper = e->p->seal_tamper;
-		}
-	}
-	/* Tests: a slot sealed for its neighbour (moved), or under the last nonce again. */
-	slot_aad(tamper == XPORT_TEST_TAMPER_MOVE ? (slot + 1) % e->p->slots : slot, aad);
-	if (tamper == XPORT_TEST_TAMPER_REPLAY) {
-		s->count--;
-	}
-	r = lane_seal_begin(s, aad, sizeof(aad));
-	if (r >= 0) {
-		r = lane_seal_update(s, stage, stage, PROTO_DESC_LEN);
-	}
-	if (r >= 0) {
-		r = lane_seal_update(s, buf, buf, len);
-	}
-	if (r >= 0) {
-		r = lane_seal_end(s, stage + PROTO_DESC_LEN);
-	}
-	if (r < 0) {
-		return engine_fail(e, PERR_INTERNAL, r, "seal slot %u: %s", slot, strerror(-r));
-	}
-	if (tamper == XPORT_TEST_TAMPER_FLIP) {
-		buf[len / 2] ^= 0x01;
-	}
-	return (int)(tamper == XPORT_TEST_TAMPER_TRUNCATE ? len / 2 : len);
-}
-
-/*
- * Sender, rails: a payload sealed in place for slot under lane's key and
- * count back to its clear bytes (AES-GCM's stream applied once more), to be
- * sealed again for another lane. Our count for the lane stays as it is.
- */
-int slot_unseal(struct engine *e, unsigned lane, uint32_t slot, uint64_t count, uint8_t *buf,
-		uint32_t len)
-{
-	struct lane_seal *s = &e->lanes[lane].seal;
-	uint64_t next = s->count;
-	uint8_t aad[4], tag[LANE_SEAL_TAG_LEN], desc[PROTO_DESC_LEN] = { 0 };
-	int r;
-
-	slot_aad(slot, aad);
-	s->count = count;
-	r = lane_seal_begin(s, aad, sizeof(aad));
-	/* The descriptor came first in the stream: its bytes are skipped the same way. */
-	if (r >= 0) {
-		r = lane_seal_update(s, desc, desc, PROTO_DESC_LEN);
-	}
-	if (r >= 0) {
-		r = lane_seal_update(s, buf, buf, len);
-	}
-	if (r >= 0) {
-		r = lane_seal_end(s, tag);
-	}
-	s->count = next;
-	return r < 0 ? engine_fail(e, PERR_INTERNAL, r, "unseal slot %u: %s", slot, strerror(-r))
-		     : 0;
-}
-
-/* A slot that did not open: the session fails (the tcp lanes' NAK_AUTH, exit 8). */
-int engine_fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r)
-{
-	if (r == -EBADMSG) {
-		return engine_fail(
-		    e, PERR_TRANSPORT, r,
-		    "data lane %u: sealed slot %u fails authentication (changed, replayed, "
-		    "moved or cut on the way, or sealed under another key)",
-		    lane, slot);
-	}
-	return engine_fail(e, PERR_INTERNAL, r, "open sealed slot %u: %s", slot, strerror(-r));
 }
 
 /*
@@ -428,22 +339,4 @@ int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
 		r = lane_seal_update(s, dst + at, dst + at, n);
 	}
 	return r < 0 ? r : lane_seal_end(s, sealed + PROTO_DESC_LEN);
-}
-
-/* Slot's sealed descriptor, read from the peer's reach once. */
-void slot_sealed_desc(struct engine *e, uint32_t slot,
-		      uint8_t ret[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN])
-{
-	memcpy(ret, e->desc_area + (size_t)slot * e->desc_len, PROTO_DESC_LEN + LANE_SEAL_TAG_LEN);
-}
-
-/* Receiver, on the loop: slot_open_copy with the lane's key, at its next count. */
-int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d)
-{
-	struct lane_seal *s = &e->lanes[lane].seal;
-	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN];
-
-	slot_sealed_desc(e, slot, sealed);
-	return slot_open_copy(s, slot, s->count, sealed, pool_chunk(e->pool, slot), dst,
-			      e->p->chunk_size, d);
 }

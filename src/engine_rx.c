@@ -351,8 +351,8 @@ static int rx_hold_here(struct engine *e, struct efile *f, uint32_t h)
  * A descriptor d (opened or decoded) for ring slot `slot`, held as h: a
  * chunk of a file (or a pack), checked, held, copied, written, hashed.
  */
-static int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane,
-			const struct proto_desc *d)
+int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane,
+		 const struct proto_desc *d)
 {
 	struct rslot *s;
 	struct efile *f;
@@ -395,53 +395,18 @@ static int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t la
 	return rx_hold_here(e, f, h);
 }
 
-/* A worker opened sealed ring slot j->ring into copy j->idx: its descriptor is taken. */
-static int rx_opened(struct engine *e, struct wjob *j, struct efile *f)
-{
-	(void)f;
-	if (j->r < 0) {
-		return engine_fail_sealed(e, j->ring, j->lane, j->r);
-	}
-	return rx_desc_take(e, j->idx, j->ring, j->lane, &j->d);
-}
-
-/* Sealed ring slot `slot` to a worker, to be opened into copy h at the lane's next count. */
-static int rx_open_queue(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane)
-{
-	struct wjob *j = calloc(1, sizeof(*j));
-
-	if (!j) {
-		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
-	}
-	*j = (struct wjob){ .kind = WJOB_OPEN,
-			    .src = pool_chunk(e->pool, slot),
-			    .dst = rx_slot_buf(e, h),
-			    .len = e->p->chunk_size,
-			    .idx = h,
-			    .ring = slot,
-			    .lane = lane,
-			    .count = e->lanes[lane].seal.count++,
-			    .done = rx_opened };
-	slot_sealed_desc(e, slot, j->sealed);
-	return workers_queue(e, j, NULL);
-}
-
 /* Ring slot `slot`, held as h: its descriptor opened (sealed: into the copy) or decoded. */
 static int rx_data_at(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane)
 {
 	struct proto_desc d;
 	int r;
 
-	if (e->sealed && e->hashers) {
-		return rx_open_queue(e, h, slot, lane);
+	/* A feature that opens the slot (sealed slots) takes it from here. */
+	r = engine_rx_open(e, h, slot, lane);
+	if (r != ENGINE_DECLINED) {
+		return r;
 	}
-	if (e->sealed) {
-		/* Opened into its copy, where nothing can change it. */
-		r = slot_open(e, lane, slot, rx_slot_buf(e, h), &d);
-		if (r < 0) {
-			return engine_fail_sealed(e, slot, lane, r);
-		}
-	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
+	if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
 	}
 	return rx_desc_take(e, h, slot, lane, &d);

@@ -35,3 +35,10 @@ bool rx_copy_get(struct engine *e, uint32_t slot, uint32_t *ret_h);
 bool rx_copy_next(struct engine *e, uint32_t *ret_slot, uint32_t *ret_h);
 uint32_t rx_held_find(struct engine *e, const struct efile *f, uint64_t off);
 void rx_held_add(struct engine *e, struct efile *f, uint32_t h);
+
+/*
+ * engine_rx.c: a descriptor d (opened or decoded) for ring slot `slot`,
+ * held as h, taken: a chunk of a file (or a pack) checked, held, written.
+ */
+int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane,
+		 const struct proto_desc *d);

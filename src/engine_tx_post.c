@@ -35,14 +35,10 @@ static int tx_post_at(struct engine *e, uint32_t ci, unsigned lane, uint32_t slo
 
 	proto_desc_encode(&c->desc, stage);
 	c->lane = (uint8_t)lane;
-	c->seal_count = e->lanes[lane].seal.count;
-	if (e->sealed) {
-		/* Hashed already: from here the chunk holds ciphertext until it is free. */
-		r = slot_seal(e, lane, slot, stage, pool_chunk(e->pool, ci), c->desc.len);
-		if (r < 0) {
-			return r;
-		}
-		data.len = (uint32_t)r;
+	/* Hashed already: a feature may seal it in place (and post less, a test's cut). */
+	r = engine_tx_seal(e, ci, lane, slot, stage, &data.len);
+	if (r < 0) {
+		return r;
 	}
 	c->post_len = data.len;
 	r = lane_push(e, &data, -1);
@@ -70,13 +66,10 @@ int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id,
 int tx_post_again(struct engine *e, uint32_t ci, unsigned lane)
 {
 	struct chunk *c = &e->chunks[ci];
+	int r = engine_tx_repost(e, ci);
 
-	if (e->sealed) {
-		int r = slot_unseal(e, c->lane, c->slot, c->seal_count, pool_chunk(e->pool, ci),
-				    c->post_len);
-		if (r < 0) {
-			return r;
-		}
+	if (r < 0) {
+		return r;
 	}
 	return tx_post_at(e, ci, lane, c->slot);
 }
