@@ -11,6 +11,7 @@
 
 #include "engine.h"
 #include "engine_feature.h"
+#include "engine_jobs.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -292,6 +293,7 @@ struct engine {
 	struct engine_watch watches[ENGINE_WATCH_MAX];
 	unsigned nwatches;
 	engine_uring_fn uring_fn[ENGINE_UD_KINDS];
+	struct engine_jobs *jobs; /* the worker pool (engine_jobs.h), started at its first queue */
 	const struct engine_feature *feat[ENGINE_FEATURES_MAX]; /* the features on */
 	void *sstate[ENGINE_FEATURES_MAX]; /* feat[i]'s session state (engine_feature_state) */
 	unsigned nfeat;
@@ -400,19 +402,11 @@ struct engine {
 	uint32_t *sync_run; /* the batch whose syncfs runs now */
 	uint32_t nsync_run;
 	bool sync_running;
-	/*
-	 * The sync thread, started with the first batch and kept until
-	 * teardown: sync_go under sync_lock starts a batch, sync_stop ends it.
-	 */
-	bool sync_started, sync_go, sync_stop;
-	pthread_t sync_thread;
-	pthread_mutex_t sync_lock;
-	pthread_cond_t sync_cond;
-	int sync_efd;		 /* the sync thread says it is done */
+	/* The sync's queue in the worker pool (one batch at a time), -1 until the first batch. */
+	int sync_q;
 	int sync_fds[DIR_CACHE]; /* one directory per file system in the batch */
 	uint64_t sync_devs[DIR_CACHE];
 	size_t nsync_fds;
-	int sync_result;
 	/* rx_sync_done: its batch's LINKATs run one after another (the last one so far). */
 	bool link_chaining;
 	struct io_uring_sqe *link_chain;
@@ -426,15 +420,10 @@ struct engine {
 	size_t ndirs_meta, dirs_meta_cap;
 	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
 
-	/* Skip level checksum: one hashing thread (engine_sums.c), started when needed. */
-	pthread_t sum_thread;
-	bool sum_running, sum_stop;
+	/* Skip level checksum: its queue in the worker pool (engine_sums.c), -1 until needed. */
+	int sum_q;
 	/* The worker threads (engine_workers.c), NULL: none. */
 	struct hashers *hashers;
-	pthread_mutex_t sum_lock;
-	pthread_cond_t sum_cond;
-	struct sum_job *sum_todo, *sum_done; /* FIFO to the thread; its results, newest first */
-	int sum_efd;			     /* the thread finished a job */
 	uint32_t sums_inflight;
 	/* sender: SUMS entries waiting to go out */
 	struct proto_sum *sum_out;
@@ -715,9 +704,6 @@ uint32_t rx_probe_locate(struct engine *e, struct efile *f, char *text, size_t t
 int rx_maybe_finish(struct engine *e, struct efile *f);
 int rx_resolve(struct engine *e, struct efile *f);
 int rx_sync_step(struct engine *e);
-void rx_sync_thread_stop(struct engine *e);
-/* The sync thread's eventfd is readable (a loop source). */
-int rx_sync_ready(struct engine *e);
 /* Registers the completion handlers of the commit path's io_uring kinds. */
 void rx_commit_handlers(struct engine *e);
 void rx_fsync_done(struct engine *e, struct efile *f, int res);
@@ -739,8 +725,6 @@ int sums_queue(struct engine *e, struct efile *f, int fd, sum_done_fn done);
 typedef int (*zero_done_fn)(struct engine *e, struct efile *f, int r, uint64_t off, uint64_t len);
 int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len,
 		     zero_done_fn done);
-int on_sums(struct engine *e);
-void sums_stop(struct engine *e);
 int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
 int tx_sums_flush(struct engine *e);
 
@@ -801,7 +785,7 @@ enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN, WJOB_RUN };
 struct wjob;
 typedef int (*wjob_done_fn)(struct engine *e, struct wjob *j, struct efile *f);
 struct wjob {
-	struct wjob *next;
+	struct engine_job job; /* the pool's (engine_jobs.h) */
 	uint8_t kind;
 	bool slow;		/* tests: ENGINE_FAULT_SLOW_HASH */
 	bool flip;		/* tests: the copy's first byte changed (ENGINE_FAULT_FLIP_BYTE) */
@@ -831,7 +815,6 @@ int hashers_start(struct engine *e, unsigned n, hash_done_fn done);
 void hashers_stop(struct engine *e);
 int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,
 		  uint32_t len);
-int on_hashers(struct engine *e);
 int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
 void chunk_sent(struct engine *e, uint32_t ci);

@@ -315,8 +315,10 @@ static void teardown(struct engine *e)
 {
 	/*
 	 * Threads first: their jobs hold file descriptors, files' hash states,
-	 * slots and directory fds, all of which go below.
+	 * slots and directory fds, all of which go below. The worker pool's
+	 * before the features' own.
 	 */
+	engine_jobs_stop(e);
 	for (unsigned i = 0; i < e->nfeat; i++) {
 		if (e->feat[i]->stop) {
 			e->feat[i]->stop(e);
@@ -403,8 +405,8 @@ static struct engine *engine_new(const struct engine_params *p, char *err, size_
 	e->err = err;
 	e->errlen = errlen;
 	e->uring_efd = -1;
-	e->sync_efd = -1;
-	e->sum_efd = -1;
+	e->sync_q = -1;
+	e->sum_q = -1;
 	e->oldest_id = 1;
 	if (p->peer_caps & PROTO_CAP_WIDER_WINDOW) {
 		e->files_window = PROTO_FILES_WIDER;

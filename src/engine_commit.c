@@ -143,77 +143,79 @@ static int rx_submit_fsync(struct engine *e, struct efile *f)
 	return 0;
 }
 
-/* One batch at a time: the loop fills sync_fds, then sets sync_go. */
-static void *sync_thread_main(void *arg)
+/*
+ * The sync: a queue of its own in the worker pool (engine_jobs.h), so a
+ * syncfs, which blocks, never holds up other work. One batch at a time
+ * (sync_running): the loop fills sync_fds, the job syncs each, its answer
+ * comes back even once the session has failed (the files it holds go on).
+ */
+struct sync_job {
+	struct engine_job job;
+	const int *fds;
+	size_t n;
+	int r;
+};
+
+static void rx_sync_done(struct engine *e, int res);
+
+static void sync_job_run(struct engine_job *job, void *local)
 {
-	struct engine *e = arg;
-	uint64_t one = 1;
+	struct sync_job *j = container_of(job, struct sync_job, job);
 
-	for (;;) {
-		int r = 0;
-
-		pthread_mutex_lock(&e->sync_lock);
-		while (!e->sync_go && !e->sync_stop) {
-			pthread_cond_wait(&e->sync_cond, &e->sync_lock);
-		}
-		if (!e->sync_go) {
-			pthread_mutex_unlock(&e->sync_lock);
-			return NULL;
-		}
-		e->sync_go = false;
-		pthread_mutex_unlock(&e->sync_lock);
-		for (size_t i = 0; i < e->nsync_fds; i++) {
-			if (syncfs(e->sync_fds[i]) < 0 && r == 0) {
-				r = negerrno();
-			}
-		}
-		e->sync_result = r;
-		if (write(e->sync_efd, &one, sizeof(one)) < 0) {
-			/* The engine waits for the join in teardown in any case. */
+	(void)local;
+	for (size_t i = 0; i < j->n; i++) {
+		if (syncfs(j->fds[i]) < 0 && j->r == 0) {
+			j->r = negerrno();
 		}
 	}
 }
 
-/* Hand the batch in sync_fds to the sync thread (started the first time). */
-static int sync_thread_go(struct engine *e)
+static int sync_job_done(struct engine *e, struct engine_job *job)
 {
-	if (!e->sync_started) {
-		if (pthread_mutex_init(&e->sync_lock, NULL) != 0) {
-			return -ENOMEM;
-		}
-		if (pthread_cond_init(&e->sync_cond, NULL) != 0) {
-			pthread_mutex_destroy(&e->sync_lock);
-			return -ENOMEM;
-		}
-		if (pthread_create(&e->sync_thread, NULL, sync_thread_main, e) != 0) {
-			pthread_cond_destroy(&e->sync_cond);
-			pthread_mutex_destroy(&e->sync_lock);
-			return -EAGAIN;
-		}
-		e->sync_started = true;
-	}
-	pthread_mutex_lock(&e->sync_lock);
-	e->sync_go = true;
-	pthread_cond_signal(&e->sync_cond);
-	pthread_mutex_unlock(&e->sync_lock);
+	struct sync_job *j = container_of(job, struct sync_job, job);
+	int r = j->r;
+
+	free(j);
+	rx_sync_done(e, r);
 	return 0;
 }
 
-/* Teardown: the batch running finishes, then the thread ends. */
-void rx_sync_thread_stop(struct engine *e)
+static void sync_job_drop(struct engine *e, struct engine_job *job)
 {
-	if (!e->sync_started) {
-		return;
+	(void)e;
+	free(container_of(job, struct sync_job, job));
+}
+
+static const struct engine_job_ops sync_job_ops = {
+	.run = sync_job_run,
+	.done = sync_job_done,
+	.drop = sync_job_drop,
+};
+
+static const struct engine_jobq_ops sync_queue_ops = {
+	.flags = ENGINE_JOBQ_ALWAYS,
+};
+
+/* Hand the batch in sync_fds to the sync's queue (made the first time). */
+static int sync_thread_go(struct engine *e)
+{
+	struct sync_job *j;
+
+	if (e->sync_q < 0) {
+		int q = engine_jobs_queue(e, &sync_queue_ops, NULL);
+
+		if (q < 0) {
+			return q;
+		}
+		e->sync_q = q;
 	}
-	pthread_mutex_lock(&e->sync_lock);
-	e->sync_stop = true;
-	pthread_cond_signal(&e->sync_cond);
-	pthread_mutex_unlock(&e->sync_lock);
-	pthread_join(e->sync_thread, NULL);
-	pthread_cond_destroy(&e->sync_cond);
-	pthread_mutex_destroy(&e->sync_lock);
-	e->sync_started = false;
-	e->sync_running = false;
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		return -ENOMEM;
+	}
+	*j = (struct sync_job){ .job.ops = &sync_job_ops, .fds = e->sync_fds, .n = e->nsync_fds };
+	engine_jobs_submit(e, (unsigned)e->sync_q, &j->job);
+	return 0;
 }
 
 /* Names made and waiting for their directory's fsync (rx_commit_batch would start one)? */
@@ -326,24 +328,22 @@ int rx_sync_step(struct engine *e)
 }
 
 /* The batch's syncfs finished: each of its files goes on as if fsynced alone. */
-static void rx_sync_done(struct engine *e)
+static void rx_sync_done(struct engine *e, int res)
 {
-	uint64_t v;
-
-	if (read(e->sync_efd, &v, sizeof(v)) < 0 || !e->sync_running) {
+	if (!e->sync_running) {
 		return;
 	}
 	e->sync_running = false;
 	for (int i = 0; i < e->dirs_hw; i++) {
 		if (e->dirs[i].by_syncfs) {
 			e->dirs[i].by_syncfs = false;
-			rx_dirsync_done(e, (uint32_t)i, e->sync_result);
+			rx_dirsync_done(e, (uint32_t)i, res);
 		}
 	}
 	e->link_chain = NULL;
 	e->link_chaining = true;
 	for (uint32_t i = 0; i < e->nsync_run; i++) {
-		rx_fsync_done(e, file_at(e, e->sync_run[i]), e->sync_result);
+		rx_fsync_done(e, file_at(e, e->sync_run[i]), res);
 	}
 	e->link_chaining = false;
 	e->link_chain = NULL;
@@ -506,13 +506,6 @@ void rx_discard(struct engine *e, struct efile *f)
 	if (f->tmpname && f->tmpname[0] != '\0' && f->dir >= 0 && !f->partial) {
 		fspath_discard(e->dirs[f->dir].fd, f->tmpname);
 	}
-}
-
-/* The sync thread's eventfd (a source of the loop): its batch is done. */
-int rx_sync_ready(struct engine *e)
-{
-	rx_sync_done(e);
-	return 0;
 }
 
 static void rx_fsync_cqe(struct engine *e, uint32_t idx, int res)

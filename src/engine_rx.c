@@ -490,10 +490,7 @@ static int rx_setup(struct engine *e)
 	e->commit_batch = calloc(FILE_TABLE, sizeof(*e->commit_batch));
 	e->sync_wait = calloc(FILE_TABLE, sizeof(*e->sync_wait));
 	e->sync_run = calloc(FILE_TABLE, sizeof(*e->sync_run));
-	e->sync_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (rx_slots_setup(e) < 0 || !e->commit_batch || !e->sync_wait || !e->sync_run ||
-	    e->sync_efd < 0 ||
-	    engine_watch_add(e, e->sync_efd, rx_sync_ready, ENGINE_WATCH_ALWAYS) < 0) {
+	if (rx_slots_setup(e) < 0 || !e->commit_batch || !e->sync_wait || !e->sync_run) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	engine_uring_handle(e, UD_WRITE, rx_write_done);
@@ -612,15 +609,9 @@ static bool rx_takes_messages(const struct engine *e)
 	return !e->got_end;
 }
 
-/* The sync thread uses directory fds: it finishes before they close. */
+/* The sync's job used directory fds: it finished with the pool, before they close. */
 static void rx_stop(struct engine *e)
 {
-	rx_sync_thread_stop(e);
-	if (e->sync_efd >= 0) {
-		engine_watch_del(e, e->sync_efd);
-		close(e->sync_efd);
-		e->sync_efd = -1;
-	}
 	free(e->sync_wait);
 	free(e->sync_run);
 	e->sync_wait = e->sync_run = NULL;

@@ -2,11 +2,12 @@
 /*
  * The skip level checksum: digests made off the engine's loop. Each side
  * hashes its own file (the receiver the one at the destination name, the
- * sender its source) on one worker thread with its own io_uring
- * (filehash.c), so a big file never stalls the loop, and the two sides hash
- * at the same time. The loop queues a job with an fd it opened; the worker
- * hashes, closes the fd and says so on an eventfd; the loop hands each
- * result to the done function the job was queued with (the role's, or a
+ * sender its source) on a queue of its own in the engine's worker pool
+ * (engine_jobs.h: one thread, with its own io_uring, filehash.c), so a big
+ * file never stalls the loop nor waits behind chunk hashes, and the two
+ * sides hash at the same time. The loop queues a job with an fd it opened;
+ * the worker hashes and closes the fd; back on the loop, each result goes
+ * to the done function the job was queued with (the role's, or a
  * device's read back), once it has checked the file is still the one the
  * job was for. The same worker writes a device's zero
  * ranges (blk_zero_range: a write-zeroes of a large range can take long),
@@ -17,7 +18,7 @@
 #include "filehash.h"
 
 struct sum_job {
-	struct sum_job *next;
+	struct engine_job job;
 	uint32_t fidx, id;
 	int fd;
 	uint64_t size;
@@ -35,6 +36,12 @@ struct sum_job {
 	uint8_t *rdisk;
 };
 
+/* The sums queue's thread's own: its file hasher (fr < 0: none, and why). */
+struct sums_local {
+	struct filehasher *fh;
+	int fr;
+};
+
 static void sum_job_free(struct sum_job *j)
 {
 	free(j->rd);
@@ -42,7 +49,7 @@ static void sum_job_free(struct sum_job *j)
 	free(j);
 }
 
-static int sum_job_run(struct filehasher *fh, int fr, struct sum_job *j)
+static int sum_job_hash(struct filehasher *fh, int fr, struct sum_job *j)
 {
 	if (j->slow) {
 		sleep(4);
@@ -56,69 +63,97 @@ static int sum_job_run(struct filehasher *fh, int fr, struct sum_job *j)
 	return sparse_zero_range(j->fd, j->off, j->size, SPARSE_KEEP_SIZE);
 }
 
-static void *sum_thread_main(void *arg)
+static void sum_job_run(struct engine_job *job, void *local)
 {
-	struct engine *e = arg;
-	struct filehasher *fh = NULL;
-	int fr = filehasher_new(&fh);
+	struct sum_job *j = container_of(job, struct sum_job, job);
+	struct sums_local *l = local;
 
-	for (;;) {
-		struct sum_job *j;
-		uint64_t one = 1;
-
-		pthread_mutex_lock(&e->sum_lock);
-		while (!e->sum_todo && !e->sum_stop) {
-			pthread_cond_wait(&e->sum_cond, &e->sum_lock);
-		}
-		if (e->sum_stop) {
-			pthread_mutex_unlock(&e->sum_lock);
-			break;
-		}
-		j = e->sum_todo;
-		e->sum_todo = j->next;
-		pthread_mutex_unlock(&e->sum_lock);
-
-		j->r = sum_job_run(fh, fr, j);
-		close(j->fd);
-		j->fd = -1;
-
-		pthread_mutex_lock(&e->sum_lock);
-		j->next = e->sum_done;
-		e->sum_done = j;
-		pthread_mutex_unlock(&e->sum_lock);
-		if (write(e->sum_efd, &one, sizeof(one)) < 0) {
-			/* The counter can't overflow here: the loop reads it. */
-		}
-	}
-	filehasher_free(fh);
-	return NULL;
+	j->r = sum_job_hash(l->fh, l->fr, j);
+	close(j->fd);
+	j->fd = -1;
 }
 
+/* A job's answer on the loop: for its file, if that is still the one it was for. */
+static int sum_job_done(struct engine *e, struct engine_job *job)
+{
+	struct sum_job *j = container_of(job, struct sum_job, job);
+	struct efile *f = file_at(e, j->fidx);
+	int r = 0;
+
+	e->sums_inflight--;
+	/* A file failed or released meanwhile has no use for it. */
+	if (f->used && f->id == j->id && j->zeros) {
+		r = j->zdone(e, f, j->r, j->off, j->size);
+	} else if (f->used && f->id == j->id) {
+		r = j->done(e, f, j->r, j->hash);
+	}
+	sum_job_free(j);
+	return r;
+}
+
+static void sum_job_drop(struct engine *e, struct engine_job *job)
+{
+	struct sum_job *j = container_of(job, struct sum_job, job);
+
+	e->sums_inflight--;
+	if (j->fd >= 0) {
+		close(j->fd);
+	}
+	sum_job_free(j);
+}
+
+static const struct engine_job_ops sum_job_ops = {
+	.run = sum_job_run,
+	.done = sum_job_done,
+	.drop = sum_job_drop,
+};
+
+/* What the answers queued goes out together (the sender's SUMS). */
+static int sums_answered(struct engine *e)
+{
+	return e->sums_answered ? e->sums_answered(e) : 0;
+}
+
+static void sums_local_free(void *local)
+{
+	struct sums_local *l = local;
+
+	if (l) {
+		filehasher_free(l->fh);
+		free(l);
+	}
+}
+
+static const struct engine_jobq_ops sums_queue_ops = {
+	.answered = sums_answered,
+	.local_free = sums_local_free,
+};
+
+/* The sums' queue in the pool, made with the first job: one thread, its jobs in order. */
 static int sums_start(struct engine *e)
 {
-	if (e->sum_running) {
+	struct sums_local *l;
+	int q;
+
+	if (e->sum_q >= 0) {
 		return 0;
 	}
-	e->sum_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (e->sum_efd < 0) {
-		return engine_fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
-	pthread_mutex_init(&e->sum_lock, NULL);
-	pthread_cond_init(&e->sum_cond, NULL);
-	if (engine_watch_add(e, e->sum_efd, on_sums, 0) < 0 ||
-	    pthread_create(&e->sum_thread, NULL, sum_thread_main, e) != 0) {
-		engine_watch_del(e, e->sum_efd);
-		pthread_mutex_destroy(&e->sum_lock);
-		pthread_cond_destroy(&e->sum_cond);
-		return engine_fail(e, PERR_INTERNAL, -EAGAIN, "cannot start the hashing thread");
+	l->fr = filehasher_new(&l->fh);
+	q = engine_jobs_queue(e, &sums_queue_ops, l);
+	if (q < 0) {
+		return engine_fail(e, PERR_INTERNAL, q, "cannot start the hashing thread");
 	}
-	e->sum_running = true;
+	e->sum_q = q;
 	return 0;
 }
 
 static int sums_queue_job(struct engine *e, struct efile *f, int fd, const struct sum_job *tmpl)
 {
-	struct sum_job *j, **tail;
+	struct sum_job *j;
 	int r = sums_start(e);
 
 	if (r < 0) {
@@ -135,16 +170,12 @@ static int sums_queue_job(struct engine *e, struct efile *f, int fd, const struc
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	*j = *tmpl;
+	j->job.ops = &sum_job_ops;
 	j->fidx = file_index(e, f);
 	j->id = f->id;
 	j->fd = fd;
-	pthread_mutex_lock(&e->sum_lock);
 	/* In order: the first file asked for is the first answered. */
-	for (tail = &e->sum_todo; *tail; tail = &(*tail)->next) {
-	}
-	*tail = j;
-	pthread_cond_signal(&e->sum_cond);
-	pthread_mutex_unlock(&e->sum_lock);
+	engine_jobs_submit(e, (unsigned)e->sum_q, &j->job);
 	e->sums_inflight++;
 	return 0;
 }
@@ -204,89 +235,9 @@ int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t l
 	return r;
 }
 
-int on_sums(struct engine *e)
-{
-	struct sum_job *done, *rev = NULL;
-	uint64_t v;
-	int r = 0;
-
-	if (read(e->sum_efd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-		return engine_fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
-	}
-	pthread_mutex_lock(&e->sum_lock);
-	done = e->sum_done;
-	e->sum_done = NULL;
-	pthread_mutex_unlock(&e->sum_lock);
-	/* Pushed newest first: answered in the order they finished. */
-	while (done) {
-		struct sum_job *n = done->next;
-
-		done->next = rev;
-		rev = done;
-		done = n;
-	}
-	while (rev) {
-		struct sum_job *j = rev;
-		struct efile *f = file_at(e, j->fidx);
-
-		rev = j->next;
-		e->sums_inflight--;
-		/* A file failed or released meanwhile has no use for it. */
-		if (r >= 0 && f->used && f->id == j->id && j->zeros) {
-			r = j->zdone(e, f, j->r, j->off, j->size);
-		} else if (r >= 0 && f->used && f->id == j->id) {
-			r = j->done(e, f, j->r, j->hash);
-		}
-		sum_job_free(j);
-	}
-	/* What the answers queued goes out together (the sender's SUMS). */
-	if (r >= 0 && e->sums_answered) {
-		r = e->sums_answered(e);
-	}
-	return r;
-}
-
-void sums_stop(struct engine *e)
-{
-	struct sum_job *lists[2];
-
-	if (!e->sum_running) {
-		if (e->sum_efd >= 0) {
-			close(e->sum_efd);
-		}
-		return;
-	}
-	pthread_mutex_lock(&e->sum_lock);
-	e->sum_stop = true;
-	pthread_cond_signal(&e->sum_cond);
-	pthread_mutex_unlock(&e->sum_lock);
-	pthread_join(e->sum_thread, NULL);
-	e->sum_running = false;
-	lists[0] = e->sum_todo;
-	lists[1] = e->sum_done;
-	for (int i = 0; i < 2; i++) {
-		while (lists[i]) {
-			struct sum_job *j = lists[i];
-
-			lists[i] = j->next;
-			if (j->fd >= 0) {
-				close(j->fd);
-			}
-			sum_job_free(j);
-		}
-	}
-	e->sum_todo = e->sum_done = NULL;
-	pthread_mutex_destroy(&e->sum_lock);
-	pthread_cond_destroy(&e->sum_cond);
-	engine_watch_del(e, e->sum_efd);
-	close(e->sum_efd);
-	e->sum_efd = -1;
-}
-
-/* Its jobs hold file descriptors of their own: stopped before the files close. */
+/* Its jobs (and their file descriptors) went with the pool, before the files close. */
 static void sums_feature_stop(struct engine *e)
 {
-	sums_stop(e);
 	free(e->sum_out);
 	e->sum_out = NULL;
 }

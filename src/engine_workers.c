@@ -21,45 +21,33 @@
  * what it names (the file's hash state, the slot, the copy); the receiver
  * does not finish a file, nor the sender send its FILE_DONE, before all of
  * its hash jobs have come back (efile.hash_jobs), and a held slot or copy is
- * not let go before its job has. The loop learns of finished jobs on an
- * eventfd, in the order they finished, and calls each job's done function.
+ * not let go before its job has. Each thread is a queue of the engine's
+ * worker pool (engine_jobs.h), which hands finished jobs back to the loop
+ * in the order they finished, each to its done function.
  */
 #include "engine-internal.h"
 
-struct worker {
-	pthread_t thread;
-	pthread_cond_t cond; /* its todo has a job, or the workers stop */
-	struct wjob *todo, **tail;
-	bool started;
-	/* Sealed slots: this thread's own keys, one per lane, made at its first open. */
+/* A worker queue's local: its thread's own keys for sealed slots, one per lane. */
+struct worker_keys {
+	const uint8_t *secret; /* the session's */
 	struct lane_seal seal[XPORT_MAX_LANES];
 	bool seal_ok[XPORT_MAX_LANES];
 };
 
+/* The workers: n queues of the pool (q0 on), one thread each. */
 struct hashers {
-	unsigned n, next;
-	pthread_mutex_t lock;
-	bool stop;
-	struct wjob *done;
-	int efd;
-	hash_done_fn on_done;  /* the role's: a hash job of f is in its digest */
-	const uint8_t *secret; /* sealed slots: the session's secret */
-	struct worker t[];
-};
-
-struct hasher_arg {
-	struct hashers *hs;
-	unsigned i;
+	unsigned n, next, q0;
+	hash_done_fn on_done; /* the role's: a hash job of f is in its digest */
 };
 
 /* The slot's sealed descriptor, then its payload: copied block by block, opened in place. */
-static int job_open(struct worker *w, const struct hashers *hs, struct wjob *j)
+static int job_open(struct worker_keys *w, struct wjob *j)
 {
 	struct lane_seal *s = &w->seal[j->lane];
 	int r;
 
 	if (!w->seal_ok[j->lane]) {
-		r = slot_seal_init(s, hs->secret, j->lane, false);
+		r = slot_seal_init(s, w->secret, j->lane, false);
 		if (r < 0) {
 			return r;
 		}
@@ -101,8 +89,10 @@ static void job_copy(struct wjob *j)
 	XXH3_freeState(cs);
 }
 
-static void job_run(struct worker *w, const struct hashers *hs, struct wjob *j)
+static void job_run(struct engine_job *job, void *local)
 {
+	struct wjob *j = container_of(job, struct wjob, job);
+
 	if (j->slow) {
 		usleep(20000);
 	}
@@ -114,7 +104,7 @@ static void job_run(struct worker *w, const struct hashers *hs, struct wjob *j)
 		job_copy(j);
 		break;
 	case WJOB_OPEN:
-		j->r = job_open(w, hs, j);
+		j->r = job_open(local, j);
 		if (j->r >= 0 && j->run) {
 			j->rc = j->run(j);
 		}
@@ -125,112 +115,60 @@ static void job_run(struct worker *w, const struct hashers *hs, struct wjob *j)
 	}
 }
 
-/* The next job of thread h, or NULL when the workers stop. */
-static struct wjob *worker_take(struct hashers *hs, struct worker *h)
+/* One finished job to its owner: f's hash count first, then its done function. */
+static int job_done(struct engine *e, struct engine_job *job)
 {
-	struct wjob *j;
+	struct wjob *j = container_of(job, struct wjob, job);
+	struct efile *f = NULL;
+	int r;
 
-	pthread_mutex_lock(&hs->lock);
-	while (!h->todo && !hs->stop) {
-		pthread_cond_wait(&h->cond, &hs->lock);
+	if (j->hash) {
+		f = file_at(e, j->fidx);
+		assert(f->used && f->id == j->id && f->hash_jobs > 0);
+		f->hash_jobs--;
 	}
-	j = hs->stop ? NULL : h->todo;
-	if (j) {
-		h->todo = j->next;
-		if (!h->todo) {
-			h->tail = &h->todo;
-		}
-	}
-	pthread_mutex_unlock(&hs->lock);
-	return j;
+	r = j->done ? j->done(e, j, f) : e->hashers->on_done(e, f, j->idx);
+	free(j);
+	return r;
 }
 
-static void *hasher_main(void *arg)
+/* Not answered (the session failed, or teardown): f's count of jobs out still drops. */
+static void job_drop(struct engine *e, struct engine_job *job)
 {
-	struct hasher_arg a = *(struct hasher_arg *)arg;
-	struct hashers *hs = a.hs;
-	struct worker *h = &hs->t[a.i];
-	struct wjob *j;
+	struct wjob *j = container_of(job, struct wjob, job);
 
-	free(arg);
-	while ((j = worker_take(hs, h))) {
-		uint64_t one = 1;
-		bool first;
-
-		job_run(h, hs, j);
-		pthread_mutex_lock(&hs->lock);
-		/* The loop is woken once per batch: by the job that finds none done before it. */
-		first = !hs->done;
-		j->next = hs->done;
-		hs->done = j;
-		pthread_mutex_unlock(&hs->lock);
-		if (first && write(hs->efd, &one, sizeof(one)) < 0) {
-			/* The counter can't overflow here: the loop reads it. */
-		}
+	if (j->hash) {
+		file_at(e, j->fidx)->hash_jobs--;
 	}
-	return NULL;
+	free(j);
 }
 
-static void jobs_free(struct wjob *j)
-{
-	while (j) {
-		struct wjob *n = j->next;
+static const struct engine_job_ops wjob_ops = {
+	.run = job_run,
+	.done = job_done,
+	.drop = job_drop,
+};
 
-		free(j);
-		j = n;
+static void worker_keys_free(void *local)
+{
+	struct worker_keys *w = local;
+
+	if (!w) {
+		return;
 	}
+	for (unsigned l = 0; l < XPORT_MAX_LANES; l++) {
+		if (w->seal_ok[l]) {
+			lane_seal_fini(&w->seal[l]);
+		}
+	}
+	free(w);
 }
 
-static void hashers_free(struct hashers *hs)
-{
-	pthread_mutex_lock(&hs->lock);
-	hs->stop = true;
-	for (unsigned i = 0; i < hs->n; i++) {
-		pthread_cond_signal(&hs->t[i].cond);
-	}
-	pthread_mutex_unlock(&hs->lock);
-	for (unsigned i = 0; i < hs->n; i++) {
-		if (hs->t[i].started) {
-			pthread_join(hs->t[i].thread, NULL);
-		}
-		jobs_free(hs->t[i].todo);
-		for (unsigned l = 0; l < XPORT_MAX_LANES; l++) {
-			if (hs->t[i].seal_ok[l]) {
-				lane_seal_fini(&hs->t[i].seal[l]);
-			}
-		}
-	}
-	jobs_free(hs->done);
-	pthread_mutex_destroy(&hs->lock);
-	for (unsigned i = 0; i < hs->n; i++) {
-		pthread_cond_destroy(&hs->t[i].cond);
-	}
-	if (hs->efd >= 0) {
-		close(hs->efd);
-	}
-	free(hs);
-}
-
-static int hashers_spawn(struct engine *e, struct hashers *hs)
-{
-	for (unsigned i = 0; i < hs->n; i++) {
-		struct hasher_arg *a = malloc(sizeof(*a));
-
-		if (!a) {
-			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
-		}
-		*a = (struct hasher_arg){ .hs = hs, .i = i };
-		if (pthread_create(&hs->t[i].thread, NULL, hasher_main, a) != 0) {
-			free(a);
-			return engine_fail(e, PERR_INTERNAL, -EAGAIN,
-					   "cannot start a worker thread");
-		}
-		hs->t[i].started = true;
-		/* Named, so that their CPU time can be told from the loop's (bench/). */
-		(void)pthread_setname_np(hs->t[i].thread, "rdmacp-worker");
-	}
-	return 0;
-}
+/* Named, so that their CPU time can be told from the loop's (bench/). */
+static const struct engine_jobq_ops worker_queue_ops = {
+	.name = "rdmacp-worker",
+	.local_free = worker_keys_free,
+};
 
 int hashers_start(struct engine *e, unsigned n, hash_done_fn done)
 {
@@ -239,32 +177,28 @@ int hashers_start(struct engine *e, unsigned n, hash_done_fn done)
 	if (n == 0) {
 		return 0;
 	}
-	hs = calloc(1, sizeof(*hs) + n * sizeof(hs->t[0]));
+	hs = calloc(1, sizeof(*hs));
 	if (!hs) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
-	hs->n = n;
-	hs->on_done = done;
-	hs->secret = e->p->seal_secret;
-	pthread_mutex_init(&hs->lock, NULL);
+	*hs = (struct hashers){ .n = n, .on_done = done };
 	for (unsigned i = 0; i < n; i++) {
-		pthread_cond_init(&hs->t[i].cond, NULL);
-		hs->t[i].tail = &hs->t[i].todo;
-	}
-	hs->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (hs->efd < 0) {
-		int r = negerrno();
+		struct worker_keys *w = calloc(1, sizeof(*w));
+		int q;
 
-		hashers_free(hs);
-		return engine_fail(e, PERR_INTERNAL, r, "eventfd: %s", strerror(-r));
-	}
-	if (hashers_spawn(e, hs) < 0) {
-		hashers_free(hs);
-		return e->fail_r;
-	}
-	if (engine_watch_add(e, hs->efd, on_hashers, 0) < 0) {
-		hashers_free(hs);
-		return engine_fail(e, PERR_INTERNAL, -ENOSPC, "too many event sources");
+		if (w) {
+			w->secret = e->p->seal_secret;
+		}
+		q = w ? engine_jobs_queue(e, &worker_queue_ops, w) : -ENOMEM;
+		if (q < 0) {
+			free(hs);
+			return engine_fail(e, PERR_INTERNAL, q, "cannot start a worker thread");
+		}
+		/* The pool's queues are numbered in order: the workers' follow each other. */
+		if (i == 0) {
+			hs->q0 = (unsigned)q;
+		}
+		assert((unsigned)q == hs->q0 + i);
 	}
 	e->hashers = hs;
 	return 0;
@@ -291,19 +225,13 @@ unsigned engine_hash_threads(int setting, bool verbs)
 	return (unsigned)MIN(cpus / 2, ENGINE_HASH_THREADS_MAX);
 }
 
-/* Stopped and joined before the files they hash for go (teardown). */
+/* Their queues stopped with the pool (teardown's first step): what is left is theirs. */
 void hashers_stop(struct engine *e)
 {
-	if (e->hashers) {
-		struct hashers *hs = e->hashers;
-
-		engine_watch_del(e, hs->efd);
-		hashers_free(hs);
-		e->hashers = NULL;
-	}
+	free(e->hashers);
+	e->hashers = NULL;
 }
 
-/* Its jobs hold files' hash states and slots: stopped before those go. */
 const struct engine_feature engine_feature_hashers = {
 	.name = "hashers",
 	.stop = hashers_stop,
@@ -313,25 +241,16 @@ const struct engine_feature engine_feature_hashers = {
 int workers_queue(struct engine *e, struct wjob *j, struct efile *f)
 {
 	struct hashers *hs = e->hashers;
-	struct worker *h;
+	unsigned t = f ? f->id % hs->n : hs->next++ % hs->n;
 
 	j->slow = e->p->faults & ENGINE_FAULT_SLOW_HASH;
-	pthread_mutex_lock(&hs->lock);
-	if (f) {
-		h = &hs->t[f->id % hs->n];
-	} else {
-		h = &hs->t[hs->next++ % hs->n];
-	}
-	j->next = NULL;
-	*h->tail = j;
-	h->tail = &j->next;
-	pthread_cond_signal(&h->cond);
-	pthread_mutex_unlock(&hs->lock);
+	j->job.ops = &wjob_ops;
 	if (f) {
 		j->fidx = file_index(e, f);
 		j->id = f->id;
 		f->hash_jobs++;
 	}
+	engine_jobs_submit(e, hs->q0 + t, &j->job);
 	return 0;
 }
 
@@ -350,56 +269,4 @@ int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_
 	j->len = len;
 	j->idx = slot;
 	return workers_queue(e, j, f);
-}
-
-/* One finished job to its owner: f's hash count first, then its done function. */
-static int job_done(struct engine *e, struct wjob *j)
-{
-	struct efile *f = NULL;
-
-	if (j->hash) {
-		f = file_at(e, j->fidx);
-		assert(f->used && f->id == j->id && f->hash_jobs > 0);
-		f->hash_jobs--;
-	}
-	if (j->done) {
-		return j->done(e, j, f);
-	}
-	return e->hashers->on_done(e, f, j->idx);
-}
-
-/* The eventfd: jobs that came back, in the order they finished. */
-int on_hashers(struct engine *e)
-{
-	struct hashers *hs = e->hashers;
-	struct wjob *done, *rev = NULL;
-	uint64_t v;
-	int r = 0;
-
-	if (read(hs->efd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-		return engine_fail(e, PERR_INTERNAL, negerrno(), "eventfd: %s", strerror(errno));
-	}
-	pthread_mutex_lock(&hs->lock);
-	done = hs->done;
-	hs->done = NULL;
-	pthread_mutex_unlock(&hs->lock);
-	while (done) {
-		struct wjob *n = done->next;
-
-		done->next = rev;
-		rev = done;
-		done = n;
-	}
-	while (rev) {
-		struct wjob *j = rev;
-
-		rev = j->next;
-		if (r >= 0) {
-			r = job_done(e, j);
-		} else if (j->hash) {
-			file_at(e, j->fidx)->hash_jobs--;
-		}
-		free(j);
-	}
-	return r;
 }
