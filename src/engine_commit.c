@@ -197,7 +197,7 @@ static const struct engine_jobq_ops sync_queue_ops = {
 };
 
 /* Hand the batch in sync_fds to the sync's queue (made the first time). */
-static int sync_thread_go(struct engine *e)
+static int rx_sync_submit(struct engine *e)
 {
 	struct sync_job *j;
 
@@ -313,8 +313,8 @@ int rx_sync_step(struct engine *e)
 	memcpy(e->sync_run, e->sync_wait, e->nsync_wait * sizeof(*e->sync_wait));
 	e->nsync_run = e->nsync_wait;
 	e->nsync_wait = 0;
-	if (sync_thread_go(e) < 0) {
-		/* No thread: fsync each instead. */
+	if (rx_sync_submit(e) < 0) {
+		/* No sync queue (no thread, no memory): fsync each instead. */
 		r = rx_fsync_each(e, e->sync_run, e->nsync_run);
 		if (r < 0) {
 			return r;
