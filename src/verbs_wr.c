@@ -175,6 +175,11 @@ static void fill_send(const struct xport_wr *w, uint64_t hw_wr_id, uint32_t max_
 	verbs_send_msg_encode(w->imm, w->len, msg);
 	ret_wr->wr_id = hw_wr_id;
 	ret_wr->opcode = IBV_WR_SEND;
+	if (w->inv_rkey != 0) {
+		/* Closes the peer's window (xport.windows) as it is delivered. */
+		ret_wr->opcode = IBV_WR_SEND_WITH_INV;
+		ret_wr->invalidate_rkey = w->inv_rkey;
+	}
 	if (w->flags & XPORT_SEND_SIGNALED) {
 		ret_wr->send_flags |= IBV_SEND_SIGNALED;
 	}
@@ -288,6 +293,59 @@ void verbs_recv_fill(uint64_t hw_wr_id, struct ibv_recv_wr *ret_wr)
 	ret_wr->num_sge = 0;
 }
 
+bool verbs_mw_caps_ok(uint64_t device_cap_flags)
+{
+	return (device_cap_flags & IBV_DEVICE_MEM_WINDOW) &&
+	       (device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B));
+}
+
+void verbs_window_bind_fill(uint64_t hw_wr_id, struct ibv_mw *mw, struct ibv_mr *mr, uint64_t addr,
+			    uint64_t len, uint32_t new_rkey, struct ibv_send_wr *ret_wr)
+{
+	memset(ret_wr, 0, sizeof(*ret_wr));
+	ret_wr->wr_id = hw_wr_id;
+	ret_wr->opcode = IBV_WR_BIND_MW;
+	ret_wr->bind_mw.mw = mw;
+	ret_wr->bind_mw.rkey = new_rkey;
+	ret_wr->bind_mw.bind_info.mr = mr;
+	ret_wr->bind_mw.bind_info.addr = addr;
+	ret_wr->bind_mw.bind_info.length = len;
+	/* Writes only, as the registration (SECURITY.md C.20). */
+	ret_wr->bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+}
+
+void verbs_window_inv_fill(uint64_t hw_wr_id, uint32_t rkey, struct ibv_send_wr *ret_wr)
+{
+	memset(ret_wr, 0, sizeof(*ret_wr));
+	ret_wr->wr_id = hw_wr_id;
+	ret_wr->opcode = IBV_WR_LOCAL_INV;
+	ret_wr->invalidate_rkey = rkey;
+}
+
+/* Soft-RoCE's vendor id (RXE_VENDOR_ID in the kernel and rdma-core). */
+#define VERBS_RXE_VENDOR_ID 0xffffffu
+
+unsigned verbs_wc_inv_flags(uint32_t vendor_id)
+{
+	/*
+	 * rxe hands userspace its kernel's completions as they are, with the
+	 * kernel's IB_WC_WITH_INVALIDATE (1 << 2, where libibverbs has
+	 * IBV_WC_IP_CSUM_OK) for libibverbs' IBV_WC_WITH_INV (1 << 3). It sets
+	 * neither checksum flag on an RC completion, so on rxe either bit
+	 * means invalidated; elsewhere only libibverbs' own does (mlx5 sets
+	 * IP_CSUM_OK on RoCE receives).
+	 */
+	return IBV_WC_WITH_INV | (vendor_id == VERBS_RXE_VENDOR_ID ? 1u << 2 : 0);
+}
+
+void verbs_wc_invalidation(const struct ibv_wc *wc, unsigned inv_flags, struct xport_wc *out)
+{
+	out->invalidated = wc->status == IBV_WC_SUCCESS && wc->opcode == IBV_WC_RECV &&
+			   (wc->wc_flags & inv_flags) != 0;
+	/* Host order, unlike imm_data (the same union). */
+	out->inv_rkey = out->invalidated ? wc->invalidated_rkey : 0;
+}
+
 int verbs_wc_status_map(enum ibv_wc_status status)
 {
 	switch (status) {
@@ -342,6 +400,24 @@ const char *verbs_wc_status_name(enum ibv_wc_status status)
 	return names[status];
 }
 
+/*
+ * A successful send completion: a write, a SEND on WRITE + SEND, or a
+ * window's opening or closing (signaled ones never are; allowed all the same).
+ */
+static bool send_opcode_ok(enum ibv_wc_opcode op, bool write_send)
+{
+	switch (op) {
+	case IBV_WC_RDMA_WRITE:
+		return true;
+	case IBV_WC_SEND:
+	case IBV_WC_BIND_MW:
+	case IBV_WC_LOCAL_INV:
+		return write_send;
+	default:
+		return false;
+	}
+}
+
 int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, bool write_send, struct xport_wc *ret,
 		 enum verbs_wrid_kind *ret_kind, uint64_t *ret_seq48)
 {
@@ -359,8 +435,7 @@ int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, bool write_send, stru
 	};
 	/* An error completion's opcode and lengths are undefined: trust the wr_id only. */
 	if (wc->status == IBV_WC_SUCCESS) {
-		if (kind == VERBS_WRID_SEND && wc->opcode != IBV_WC_RDMA_WRITE &&
-		    !(write_send && wc->opcode == IBV_WC_SEND)) {
+		if (kind == VERBS_WRID_SEND && !send_opcode_ok(wc->opcode, write_send)) {
 			return -EPROTO;
 		}
 		if (kind == VERBS_WRID_RECV && write_send) {
@@ -369,6 +444,7 @@ int verbs_wc_map(const struct ibv_wc *wc, unsigned nlanes, bool write_send, stru
 			    wc->byte_len != VERBS_SEND_MSG_LEN) {
 				return -EPROTO;
 			}
+
 		} else if (kind == VERBS_WRID_RECV) {
 			if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
 			    !(wc->wc_flags & IBV_WC_WITH_IMM)) {

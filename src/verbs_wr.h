@@ -106,6 +106,31 @@ const char *verbs_transport_name(enum ibv_transport_type t);
 /* A zero-length receive (num_sge 0) for an immediate. */
 void verbs_recv_fill(uint64_t hw_wr_id, struct ibv_recv_wr *ret_wr);
 
+/*
+ * Memory windows (xport.windows). Does a device with these
+ * device_cap_flags bind type-2 windows (2A or 2B)? Its SEND_WITH_INV and
+ * LOCAL_INV come with them (IB spec o10-37.2; rdma-core providers list
+ * both with a type-2 window).
+ */
+bool verbs_mw_caps_ok(uint64_t device_cap_flags);
+/*
+ * The request that opens window mw over [addr, addr+len) of mr (addr in
+ * the registration's iova space) for remote writes under key new_rkey,
+ * unsignaled; and the one that closes the window under key rkey locally.
+ */
+void verbs_window_bind_fill(uint64_t hw_wr_id, struct ibv_mw *mw, struct ibv_mr *mr, uint64_t addr,
+			    uint64_t len, uint32_t new_rkey, struct ibv_send_wr *ret_wr);
+void verbs_window_inv_fill(uint64_t hw_wr_id, uint32_t rkey, struct ibv_send_wr *ret_wr);
+
+/*
+ * Which wc_flags bits of a device (by its vendor_id) say a receive
+ * invalidated a window (IBV_WC_WITH_INV, plus rxe's kernel-numbered one),
+ * and a completion's invalidation into out (invalidated, inv_rkey): only a
+ * successful plain receive (SEND_WITH_INV) has one.
+ */
+unsigned verbs_wc_inv_flags(uint32_t vendor_id);
+void verbs_wc_invalidation(const struct ibv_wc *wc, unsigned inv_flags, struct xport_wc *out);
+
 /* ibv_wc_status → enum xport_wc_status. */
 int verbs_wc_status_map(enum ibv_wc_status status);
 /* "IBV_WC_REM_ACCESS_ERR" for IBV_WC_REM_ACCESS_ERR, ...; never NULL. */

@@ -39,7 +39,8 @@ int xport_wr_check_common(const struct xport_wr *w, unsigned nlanes)
 {
 	if (!w || w->lane >= nlanes ||
 	    (w->opcode != XPORT_OP_WRITE && w->opcode != XPORT_OP_WRITE_IMM) ||
-	    (w->flags & ~(uint32_t)(XPORT_SEND_SIGNALED | XPORT_SEND_INLINE)) != 0) {
+	    (w->flags & ~(uint32_t)(XPORT_SEND_SIGNALED | XPORT_SEND_INLINE)) != 0 ||
+	    (w->inv_rkey != 0 && w->opcode != XPORT_OP_WRITE_IMM)) {
 		return -EINVAL;
 	}
 	if (w->len == 0) {
@@ -120,6 +121,16 @@ int xport_verbs_path(const struct sockaddr *local, const char *const *devices, u
 	(void)devices;
 	(void)ndevices;
 	(void)force_send;
+	snprintf(why, whylen, "this build has no verbs transport");
+	return -EOPNOTSUPP;
+}
+
+int xport_verbs_windows(const struct sockaddr *local, const char *const *devices, unsigned ndevices,
+			char *why, size_t whylen)
+{
+	(void)local;
+	(void)devices;
+	(void)ndevices;
 	snprintf(why, whylen, "this build has no verbs transport");
 	return -EOPNOTSUPP;
 }

@@ -32,6 +32,8 @@
 #define XPORT_TOKEN_LEN	      32
 #define XPORT_MAX_LANES	      16
 #define XPORT_SEAL_SECRET_LEN 32
+/* Memory windows per registration (one per ring slot: PROTO_MAX_SLOTS). */
+#define XPORT_MAX_WINDOWS 4096
 
 enum xport_kind {
 	XPORT_KIND_TCP = 1,
@@ -42,6 +44,12 @@ enum xport_kind {
 enum {
 	XPORT_ACCESS_LOCAL = 1u << 0,
 	XPORT_ACCESS_REMOTE_WRITE = 1u << 1,
+	/*
+	 * xport.windows only: the peer writes only through windows opened
+	 * over it (window_open); the registration's own rkey grants nothing
+	 * (0). With REMOTE_WRITE instead, windows would fence nothing.
+	 */
+	XPORT_ACCESS_WINDOWS = 1u << 2,
 };
 
 /*
@@ -82,6 +90,12 @@ struct xport_wr {
 	uint64_t remote_addr; /* peer address inside the peer's registration */
 	uint32_t rkey;
 	uint32_t lane; /* < xport->nlanes */
+	/*
+	 * WRITE_IMM on an xport with windows (xport.windows): the key of the
+	 * peer's window this request closes, as it is delivered (SEND with
+	 * invalidate). 0: none.
+	 */
+	uint32_t inv_rkey;
 };
 
 enum xport_wc_opcode {
@@ -106,7 +120,29 @@ struct xport_wc {
 	uint32_t imm;	 /* RECV_IMM: host order */
 	uint32_t len;	 /* RECV_IMM: bytes placed by the WRITE_IMM */
 	uint32_t lane;
+	/*
+	 * RECV_IMM on an xport with windows: the peer's request closed our
+	 * window inv_rkey (the hardware did, before the completion came). A
+	 * request that closed none has invalidated false.
+	 */
+	bool invalidated;
+	uint32_t inv_rkey;
 };
+
+/* The wr_id of a window operation's completion (only an error one ever comes back). */
+#define XPORT_WR_ID_WINDOW UINT64_MAX
+
+/*
+ * May the receiver take what a RECV_IMM completion announces as the
+ * content of the window it opened under key want? Only when that request
+ * closed exactly that window: then no write of the peer's can reach it any
+ * more. Every path that accepts a fenced slot asks this, nothing else.
+ */
+static inline bool xport_wc_closed_window(const struct xport_wc *wc, uint32_t want)
+{
+	return wc->status == XPORT_WC_SUCCESS && wc->opcode == XPORT_WC_RECV_IMM &&
+	       wc->invalidated && wc->inv_rkey == want;
+}
 
 struct xport_params {
 	unsigned nlanes;		/* 1..XPORT_MAX_LANES */
@@ -187,6 +223,16 @@ struct xport_params {
 	 * channel negotiates it): the lanes' first messages differ.
 	 */
 	bool write_send;
+	/*
+	 * Verbs: memory windows (xport.windows, window_open): remotely
+	 * writable registrations may be bound by type-2 windows, and a
+	 * WRITE_IMM may close one of the peer's (inv_rkey). Rides the WRITE +
+	 * SEND path (implies write_send: an immediate cannot invalidate, a
+	 * SEND can). Both ends must agree, as for write_send. connect and
+	 * accept fail with -EOPNOTSUPP where a lane's device has no type-2
+	 * windows.
+	 */
+	bool windows;
 	/* Test hooks, tcp only, set by the programs from the environment (tests). */
 	unsigned test_tamper; /* XPORT_TEST_TAMPER_*: spoil one frame we send */
 	/*
@@ -272,6 +318,24 @@ struct xport_ops {
 	 * exactly a range that was fenced (-ENOENT otherwise).
 	 */
 	int (*fence)(struct xport *x, struct xport_mr *mr, uint64_t offset, uint64_t len, bool on);
+	/*
+	 * Optional (NULL, or xport.windows false: none): the zero-copy fence of
+	 * verbs. window_open opens window idx (< XPORT_MAX_WINDOWS) of
+	 * registration mr (XPORT_ACCESS_WINDOWS) over [offset, offset+len) for the peer's
+	 * writes on lane only, under a fresh key (*ret_rkey, never one it had
+	 * before, for 255 openings). Posted on lane's send queue: in effect
+	 * before anything posted on lane after it is sent. The peer's writes
+	 * there with that key land until a request of the peer's closes it
+	 * (inv_rkey; our completion says so: xport_wc_closed_window), after
+	 * which they are remote access errors. The window must be closed (new,
+	 * closed by the peer, or by window_close), else the lane fails.
+	 * window_close closes it from our side (its lane lost: before it is
+	 * opened on another). Errors of either come back as a completion with
+	 * wr_id XPORT_WR_ID_WINDOW.
+	 */
+	int (*window_open)(struct xport *x, struct xport_mr *mr, uint32_t idx, unsigned lane,
+			   uint64_t offset, uint64_t len, uint32_t *ret_rkey);
+	int (*window_close)(struct xport *x, struct xport_mr *mr, uint32_t idx, unsigned lane);
 
 	/*
 	 * Optional (NULL: nothing to wait for): stop the lanes before memory
@@ -324,6 +388,7 @@ struct xport {
 	unsigned sq_depth;
 	unsigned rq_depth;
 	uint32_t max_inline; /* bytes XPORT_SEND_INLINE may carry */
+	bool windows;	     /* xport_params.windows granted: window_open, inv_rkey */
 };
 
 /*
@@ -370,6 +435,15 @@ const char *xport_path_name(int path);
  */
 int xport_verbs_path(const struct sockaddr *local, const char *const *devices, unsigned ndevices,
 		     bool force_send, char *why, size_t whylen);
+
+/*
+ * Can this host's verbs lanes fence slots by memory windows
+ * (xport_params.windows)? The same devices as xport_verbs_path: 1 when
+ * every one binds type-2 windows, 0 when one does not (why names it),
+ * -errno (-ENODEV: no RDMA device holds the address) with why.
+ */
+int xport_verbs_windows(const struct sockaddr *local, const char *const *devices, unsigned ndevices,
+			char *why, size_t whylen);
 
 /* [addr, addr+len) inside [base, base+mlen), without overflow. */
 static inline bool xport_range_inside(uint64_t base, uint64_t mlen, uint64_t addr, uint64_t len)

@@ -11,7 +11,8 @@
 #include "verbs-internal.h"
 #include "verbs_wr.h"
 
-static void complete_one(struct verbs_xport *vx, const struct ibv_wc *wc, struct xport_wc *out)
+static void complete_one(struct verbs_xport *vx, const struct verbs_dev *dv,
+			 const struct ibv_wc *wc, struct xport_wc *out)
 {
 	enum verbs_wrid_kind kind;
 	uint64_t seq48, seq;
@@ -42,6 +43,10 @@ static void complete_one(struct verbs_xport *vx, const struct ibv_wc *wc, struct
 		if (vx->write_send && wc->status == IBV_WC_SUCCESS) {
 			verbs_send_msg_decode(verbs_lane_recv_msg(vx, ln, seq), &out->imm,
 					      &out->len);
+		}
+		/* Windows: the window the peer's SEND closed, if any. */
+		if (vx->pub.windows) {
+			verbs_wc_invalidation(wc, dv->wc_inv_flags, out);
 		}
 	}
 	/* The lane's first failure names it (a fatal QP event's flush says less). */
@@ -78,7 +83,7 @@ static int poll_device(struct verbs_xport *vx, struct verbs_dev *dv, bool event,
 			return -EIO; /* the device is taken as lost */
 		}
 		for (int i = 0; i < got; i++) {
-			complete_one(vx, &hw[i], &wcs[n++]);
+			complete_one(vx, dv, &hw[i], &wcs[n++]);
 		}
 		if (got < want) {
 			break;

@@ -63,6 +63,9 @@ static int post_count(const struct verbs_xport *vx, const struct xport_wr *wrs, 
 		if (r < 0) {
 			return r;
 		}
+		if (wrs[i].inv_rkey != 0 && !vx->pub.windows) {
+			return -EINVAL;
+		}
 		need[wrs[i].lane] += verbs_wr_hw_count(&wrs[i], vx->write_send);
 	}
 	return 0;

@@ -26,6 +26,14 @@ static unsigned mr_access_flags(unsigned access)
 		flags |= IBV_ACCESS_REMOTE_WRITE;
 	}
 	/*
+	 * Windows (mw.c) may open over it, and the peer writes through them
+	 * only: its own rkey has no remote access (a window with remote write
+	 * needs local write on its registration, IB spec o10-37.2.18).
+	 */
+	if (access & XPORT_ACCESS_WINDOWS) {
+		flags |= IBV_ACCESS_MW_BIND;
+	}
+	/*
 	 * PCIe relaxed ordering where the device and platform allow it (an
 	 * optional flag: dropped where they do not). Safe here: the receiver
 	 * reads a slot only after the completion of its immediate, and a
@@ -76,8 +84,13 @@ int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access, struc
 	int r;
 
 	if (!addr || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr || !ret_mr ||
-	    (access & ~(unsigned)(XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE)) != 0) {
+	    (access & ~(unsigned)(XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE |
+				  XPORT_ACCESS_WINDOWS)) != 0 ||
+	    (access & XPORT_ACCESS_WINDOWS && access & XPORT_ACCESS_REMOTE_WRITE)) {
 		return -EINVAL;
+	}
+	if ((access & XPORT_ACCESS_WINDOWS) && !x->windows) {
+		return -EOPNOTSUPP;
 	}
 	if (vx->ndevs == 0) {
 		return -ENOTCONN;
@@ -111,6 +124,22 @@ int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access, struc
 	return 0;
 }
 
+void verbs_mr_windows_free(struct verbs_mr *m)
+{
+	for (unsigned d = 0; d < XPORT_MAX_LANES; d++) {
+		if (!m->win[d]) {
+			continue;
+		}
+		for (uint32_t i = 0; i < XPORT_MAX_WINDOWS; i++) {
+			if (m->win[d][i].mw) {
+				(void)ibv_dealloc_mw(m->win[d][i].mw);
+			}
+		}
+		free(m->win[d]);
+		m->win[d] = NULL;
+	}
+}
+
 int verbs_dereg_mr(struct xport *x, struct xport_mr *pub)
 {
 	struct verbs_xport *vx = to_verbs(x);
@@ -126,6 +155,7 @@ int verbs_dereg_mr(struct xport *x, struct xport_mr *pub)
 		return -ENOENT;
 	}
 	m = *pp;
+	verbs_mr_windows_free(m);
 	/* Once this returns the devices refuse the rkeys: a later write is a remote access error. */
 	for (unsigned d = 0; d < vx->ndevs; d++) {
 		if (!m->mr[d]) {

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Which path a host's verbs lanes need (xport_verbs_path, src/xport.h):
- * WRITE_IMM, or WRITE + SEND for a device without immediate data (iWARP),
- * judged from the transport of the named devices (rails) or of the device
- * rdma_cm binds the control connection's own address to.
+ * What a host's verbs lanes need or can do, judged from the named devices
+ * (rails) or from the device rdma_cm binds the control connection's own
+ * address to: the path (xport_verbs_path, src/xport.h: WRITE_IMM, or WRITE
+ * + SEND for a device without immediate data, iWARP), and whether every one
+ * binds type-2 memory windows (xport_verbs_windows: the zero-copy fence).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -14,6 +15,17 @@
 #include "rdmadev.h"
 #include "verbs-internal.h"
 #include "verbs_wr.h"
+
+/*
+ * A question asked of each device: its answer (>= 0, or -errno) and why. The
+ * host's answer is the worst of its devices' (the highest, or with
+ * worst_low the lowest), with the reason of the device that decided it.
+ */
+struct judge {
+	int (*ask)(struct ibv_device *dev, bool force_send, char *why, size_t whylen);
+	bool force_send;
+	bool worst_low;
+};
 
 static int device_path(struct ibv_device *dev, bool force_send, char *why, size_t whylen)
 {
@@ -32,11 +44,45 @@ static int device_path(struct ibv_device *dev, bool force_send, char *why, size_
 	return r;
 }
 
-static int named_devices_path(const char *const *devices, unsigned ndevices, bool force_send,
-			      char *why, size_t whylen)
+/* Does the device bind type-2 windows? 1 or 0 (why says), -errno when it can't be asked. */
+static int device_windows(struct ibv_device *dev, bool force_send, char *why, size_t whylen)
+{
+	struct ibv_context *c = ibv_open_device(dev);
+	const char *name = ibv_get_device_name(dev);
+	struct ibv_device_attr a;
+	int r;
+
+	(void)force_send;
+	if (!c) {
+		r = negerrno();
+		snprintf(why, whylen, "%s: ibv_open_device: %s", name, strerror(-r));
+		return r;
+	}
+	r = ibv_query_device(c, &a);
+	(void)ibv_close_device(c);
+	if (r != 0) {
+		snprintf(why, whylen, "%s: ibv_query_device: %s", name, strerror(r));
+		return -r;
+	}
+	if (!verbs_mw_caps_ok(a.device_cap_flags) || a.max_mw == 0) {
+		snprintf(why, whylen, "%s has no type-2 memory windows", name);
+		return 0;
+	}
+	snprintf(why, whylen, "%s binds type-2 memory windows", name);
+	return 1;
+}
+
+/* Is r a worse answer than the one so far? */
+static bool judge_worse(const struct judge *j, int r, int so_far)
+{
+	return r < 0 || (j->worst_low ? r < so_far : r > so_far);
+}
+
+static int named_devices_judge(const char *const *devices, unsigned ndevices, const struct judge *j,
+			       char *why, size_t whylen)
 {
 	struct ibv_device **list;
-	int n = 0, path = XPORT_PATH_WRITE_IMM;
+	int n = 0, path = j->worst_low ? INT32_MAX : 0;
 
 	list = ibv_get_device_list(&n);
 	if (!list) {
@@ -45,7 +91,7 @@ static int named_devices_path(const char *const *devices, unsigned ndevices, boo
 		snprintf(why, whylen, "ibv_get_device_list: %s", strerror(-r));
 		return r;
 	}
-	for (unsigned i = 0; i < ndevices && path > 0; i++) {
+	for (unsigned i = 0; i < ndevices && path >= 0; i++) {
 		struct rdmadev_spec spec = { .name = "" };
 		int found = -1;
 
@@ -61,13 +107,13 @@ static int named_devices_path(const char *const *devices, unsigned ndevices, boo
 			path = -ENODEV;
 		} else {
 			char one[256];
-			int r = device_path(list[found], force_send, one, sizeof(one));
+			int r = j->ask(list[found], j->force_send, one, sizeof(one));
 
-			/* The reason of the device that decides: a refusal, or WRITE + SEND. */
-			if (r < 0 || r > path || i == 0) {
+			/* The reason of the device that decides: a refusal, or the worst. */
+			if (judge_worse(j, r, path) || i == 0) {
 				snprintf(why, whylen, "%s", one);
+				path = r;
 			}
-			path = r < 0 ? r : MAX(path, r);
 		}
 	}
 	ibv_free_device_list(list);
@@ -94,9 +140,9 @@ static void bind_addr(const struct sockaddr *local, struct sockaddr_storage *a)
 	}
 }
 
-/* The path of the RDMA device rdma_cm binds address a (named name in why) to. */
-static int bound_device_path(struct sockaddr_storage *a, const char *name, bool force_send,
-			     char *why, size_t whylen)
+/* The answer of the RDMA device rdma_cm binds address a (named name in why) to. */
+static int bound_device_judge(struct sockaddr_storage *a, const char *name, const struct judge *j,
+			      char *why, size_t whylen)
 {
 	struct rdma_event_channel *ec;
 	struct rdma_cm_id *id = NULL;
@@ -119,7 +165,7 @@ static int bound_device_path(struct sockaddr_storage *a, const char *name, bool 
 		r = -ENODEV;
 		snprintf(why, whylen, "no RDMA device holds %s", name);
 	} else {
-		r = device_path(id->verbs->device, force_send, why, whylen);
+		r = j->ask(id->verbs->device, j->force_send, why, whylen);
 	}
 	if (id) {
 		(void)rdma_destroy_id(id);
@@ -128,15 +174,15 @@ static int bound_device_path(struct sockaddr_storage *a, const char *name, bool 
 	return r;
 }
 
-int xport_verbs_path(const struct sockaddr *local, const char *const *devices, unsigned ndevices,
-		     bool force_send, char *why, size_t whylen)
+static int host_judge(const struct sockaddr *local, const char *const *devices, unsigned ndevices,
+		      const struct judge *j, char *why, size_t whylen)
 {
 	struct sockaddr_storage a = { 0 };
 	char name[INET6_ADDRSTRLEN + 8] = "?";
 
 	why[0] = '\0';
 	if (ndevices > 0) {
-		return named_devices_path(devices, ndevices, force_send, why, whylen);
+		return named_devices_judge(devices, ndevices, j, why, whylen);
 	}
 	if (!local || (local->sa_family != AF_INET && local->sa_family != AF_INET6)) {
 		snprintf(why, whylen, "no IP address to find the RDMA device by");
@@ -144,5 +190,21 @@ int xport_verbs_path(const struct sockaddr *local, const char *const *devices, u
 	}
 	bind_addr(local, &a);
 	(void)net_addr_str((struct sockaddr *)&a, sizeof(a), name, sizeof(name));
-	return bound_device_path(&a, name, force_send, why, whylen);
+	return bound_device_judge(&a, name, j, why, whylen);
+}
+
+int xport_verbs_path(const struct sockaddr *local, const char *const *devices, unsigned ndevices,
+		     bool force_send, char *why, size_t whylen)
+{
+	const struct judge j = { .ask = device_path, .force_send = force_send };
+
+	return host_judge(local, devices, ndevices, &j, why, whylen);
+}
+
+int xport_verbs_windows(const struct sockaddr *local, const char *const *devices, unsigned ndevices,
+			char *why, size_t whylen)
+{
+	const struct judge j = { .ask = device_windows, .worst_low = true };
+
+	return host_judge(local, devices, ndevices, &j, why, whylen);
 }

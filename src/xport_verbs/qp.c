@@ -61,8 +61,12 @@ int verbs_lane_post_msg_recv(struct verbs_xport *vx, unsigned lane)
  */
 static uint64_t lane_send_ops(const struct verbs_xport *vx)
 {
+	uint64_t windows =
+	    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_LOCAL_INV;
+
 	return IBV_QP_EX_WITH_RDMA_WRITE |
-	       (vx->write_send ? IBV_QP_EX_WITH_SEND : IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM);
+	       (vx->write_send ? IBV_QP_EX_WITH_SEND : IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM) |
+	       (vx->pub.windows ? windows : 0);
 }
 
 /*
@@ -118,6 +122,12 @@ int verbs_lane_create_qp(struct verbs_xport *vx, unsigned lane, bool may_add)
 	}
 	ln->dev = (unsigned)r;
 	dv = &vx->devs[ln->dev];
+	if (vx->pub.windows) {
+		r = verbs_mw_device_check(vx, ln->dev);
+		if (r < 0) {
+			return r;
+		}
+	}
 	for (size_t t = 0; t < ARRAY_SIZE(tries); t++) {
 		r = lane_try_qp(vx, ln, dv, tries[t].inline_len, tries[t].list_ops, &got);
 		if (r == 0) {

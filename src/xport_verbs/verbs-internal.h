@@ -62,6 +62,7 @@
  *   path.c     which path (WRITE_IMM or WRITE + SEND) a host's devices need
  *   qos.c      the passive side's class of service: iWARP's listening ids, RoCE's SL
  *   gid.c      an active lane's source address (NAME:PORT, a GID index) and GID check
+ *   mw.c       memory windows: the zero-copy slot fence (xport.windows)
  */
 #pragma once
 
@@ -85,9 +86,21 @@
 #define VERBS_EV_ASYNC 1u
 #define VERBS_EV_CM    2u
 
+/* mw.c: one memory window of a registration on one device. */
+struct verbs_window {
+	/*
+	 * NULL until first opened. mw->rkey is its key now (we keep it: a
+	 * type-2 bind posted as a request leaves it to us, and rxe finds the
+	 * window by it); the next opening takes ibv_inc_rkey of it.
+	 */
+	struct ibv_mw *mw;
+};
+
 struct verbs_mr {
 	struct xport_mr pub;
 	struct ibv_mr *mr[XPORT_MAX_LANES]; /* per device, as vx->devs */
+	/* Windows (xport.windows): per device, XPORT_MAX_WINDOWS each, NULL until used. */
+	struct verbs_window *win[XPORT_MAX_LANES];
 	struct verbs_mr *next;
 };
 
@@ -97,6 +110,7 @@ struct verbs_dev {
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *cch;
 	struct ibv_cq *cq;
+	unsigned wc_inv_flags; /* windows: its wc_flags that say invalidated (mw.c) */
 	bool lost;    /* devloss.c: gone under the session; its lanes' work flushed by us */
 	bool drained; /* lost, and what its CQ still held was taken first */
 };
@@ -285,6 +299,19 @@ int verbs_lane_gid_check(struct verbs_xport *vx, unsigned lane, const struct xpo
 int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access,
 		 struct xport_mr **ret_mr);
 int verbs_dereg_mr(struct xport *x, struct xport_mr *pub);
+/* Every window of m deallocated (before its registrations go: bound windows pin them). */
+void verbs_mr_windows_free(struct verbs_mr *m);
+
+/* ---- mw.c: memory windows (xport.windows) ---- */
+
+/*
+ * Can device dev bind type-2 windows? 0 (and its wc_inv_flags set), or
+ * -EOPNOTSUPP with the reason in vx's error.
+ */
+int verbs_mw_device_check(struct verbs_xport *vx, unsigned dev);
+int verbs_window_open(struct xport *x, struct xport_mr *mr, uint32_t idx, unsigned lane,
+		      uint64_t offset, uint64_t len, uint32_t *ret_rkey);
+int verbs_window_close(struct xport *x, struct xport_mr *mr, uint32_t idx, unsigned lane);
 
 /* ---- data.c: posting ---- */
 

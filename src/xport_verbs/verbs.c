@@ -87,8 +87,10 @@ struct verbs_xport *verbs_xport_alloc(const struct xport_params *p)
 	vx->pub.sq_depth = p->sq_depth;
 	vx->pub.rq_depth = p->rq_depth;
 	vx->pub.max_inline = VERBS_MAX_INLINE;
-	vx->write_send = p->write_send;
-	vx->sq_cap = p->write_send ? 2 * p->sq_depth : p->sq_depth;
+	/* Windows ride the WRITE + SEND path: a SEND can close one, an immediate cannot. */
+	vx->pub.windows = p->windows;
+	vx->write_send = p->write_send || p->windows;
+	vx->sq_cap = vx->write_send ? 2 * p->sq_depth : p->sq_depth;
 	vx->busy_poll = p->busy_poll;
 	vx->tos = p->tos_set ? p->tos : -1;
 	vx->ack_timeout = p->ack_timeout_set ? p->ack_timeout : -1;
@@ -148,6 +150,7 @@ static void mrs_free(struct verbs_xport *vx)
 		struct verbs_mr *m = vx->mrs;
 
 		vx->mrs = m->next;
+		verbs_mr_windows_free(m);
 		for (unsigned d = 0; d < vx->ndevs; d++) {
 			if (m->mr[d]) {
 				(void)ibv_dereg_mr(m->mr[d]);
@@ -227,6 +230,8 @@ const struct xport_ops xport_verbs_ops = {
 	.connect = verbs_connect,
 	.reg_mr = verbs_reg_mr,
 	.dereg_mr = verbs_dereg_mr,
+	.window_open = verbs_window_open,
+	.window_close = verbs_window_close,
 	.quiesce = verbs_quiesce,
 	.lane_down = verbs_lane_down,
 	.post_writes = verbs_post_writes,
