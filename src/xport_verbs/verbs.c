@@ -194,7 +194,7 @@ static void lanes_free(struct verbs_xport *vx)
 
 /*
  * Teardown in the order verbs wants: QPs to error and drained (quiesce),
- * disconnected and gone before the MRs, PD and CQ they use; the CQ after
+ * their memory windows gone, disconnected and gone before the MRs, PD and CQ they use; the CQ after
  * its last event is acked (we ack each at once); CM ids after their QPs;
  * the channel last. Safe on a half-built xport.
  */
@@ -207,6 +207,13 @@ void verbs_destroy(struct xport *x)
 	}
 	vx = to_verbs(x);
 	(void)verbs_quiesce(x);
+	/*
+	 * Windows before the QPs: a window still open holds its QP (rxe
+	 * waits 50 s for that reference when the QP is destroyed first).
+	 */
+	for (struct verbs_mr *m = vx->mrs; m; m = m->next) {
+		verbs_mr_windows_free(m);
+	}
 	lanes_disconnect(vx);
 	mrs_free(vx);
 	devs_free(vx);
