@@ -15,8 +15,12 @@
 #    after its SEND_WITH_INV) gets IBV_WC_REM_ACCESS_ERR and the slot's
 #    bytes are unchanged; a reopened window has a new key and the old one is
 #    refused; a window answers only its own lane; window_close closes it; a
-#    descriptor that closes another window is reported as such (the
-#    receiver takes nothing); the registration's own key writes nothing.
+#    window whose lane was lost is closed from another lane and opened there
+#    (rails), the slot lands and is fenced again; a descriptor that closes
+#    another window is reported as such (the receiver takes nothing); the
+#    registration's own key writes nothing; xport_verbs_windows says yes for
+#    rxe0/rxe1; teardown with windows open takes seconds, not rxe's 50 s
+#    wait per QP.
 # 3. A verbs push with rdmacp/rdmacpd (copy path: the engine does not use
 #    windows yet) stays byte-exact: the transport change broke nothing.
 #

@@ -15,10 +15,14 @@
  *   - a window is the lane's: a write with its key on another lane is
  *     refused (type-2 windows answer only the QP they were bound on);
  *   - window_close (ours, as when its lane is lost) closes it: a write is
- *     refused;
+ *     refused; a window whose lane is lost is closed from another lane of
+ *     its device and opened there, the slot lands and is fenced again
+ *     (rails' LANE_DOWN);
  *   - a descriptor that closes another window than the slot's is reported
  *     with that other key, so the receiver refuses it (no acceptance);
- *   - nothing reaches the registration through its own (zero) rkey.
+ *   - nothing reaches the registration through its own (zero) rkey;
+ *   - xport_verbs_windows says yes for the devices (by name, by address)
+ *     and -ENODEV for a device that is not there.
  * Windows on a device without them, and every rule that needs no device,
  * are test_verbs_mw's.
  *
@@ -52,6 +56,7 @@
 #define DESC_WIN   100u /* the descriptor window's index, apart from the slots' */
 
 static int failures;
+static int64_t t_start; /* for the log: where the time goes */
 static const char *listen_ip = "10.0.0.2";
 static const struct xport_ops *ops = &xport_verbs_ops;
 
@@ -108,10 +113,22 @@ struct pair {
 	uint32_t desc_key[2]; /* the descriptor window's key, per lane */
 };
 
+/*
+ * Teardown with windows still open (the descriptor windows always are) is
+ * bounded: a window holds its QP, and rxe waits 50 s for that reference
+ * when the QP goes first.
+ */
 static void pair_close(struct pair *pr)
 {
+	int64_t t0 = now_ms();
+
 	if (pr->srv) {
 		pr->srv->ops->destroy(pr->srv);
+		if (now_ms() - t0 > 10000) {
+			fprintf(stderr, "FAIL: destroy with open windows took %lld ms\n",
+				(long long)(now_ms() - t0));
+			failures++;
+		}
 	}
 	if (pr->cli) {
 		pr->cli->ops->destroy(pr->cli);
@@ -251,11 +268,34 @@ static struct xport_wr desc_write(struct pair *pr, unsigned slot, uint32_t inv, 
 				  .inv_rkey = inv };
 }
 
-/* Slot filled through its window and its descriptor sent closing `inv`; the receive's wc. */
-static int push_slot(struct pair *pr, unsigned slot, uint32_t key, uint32_t inv,
-		     struct xport_wc *ret_wc)
+/* The receiver's next completion on lane (those of other lanes, flushed ones, passed over). */
+static int next_on_lane(struct xport *x, unsigned lane, struct xport_wc *ret)
 {
-	struct xport_wr wrs[2] = { slot_write(pr, slot, key, 0), desc_write(pr, slot, inv, 0) };
+	int64_t deadline = now_ms() + TIMEOUT_MS;
+
+	while (now_ms() < deadline) {
+		struct pollfd pfd = { .fd = x->ops->event_fd(x), .events = POLLIN };
+		int n = x->ops->poll_cq(x, ret, 1);
+
+		if (n < 0) {
+			return n;
+		}
+		if (n == 1 && ret->lane == lane) {
+			return 1;
+		}
+		if (n == 0) {
+			(void)poll(&pfd, 1, 100);
+		}
+	}
+	return 0;
+}
+
+/* Slot filled through its window on lane, its descriptor sent closing `inv`; the receive. */
+static int push_slot_on(struct pair *pr, unsigned lane, unsigned slot, uint32_t key, uint32_t inv,
+			struct xport_wc *ret_wc)
+{
+	struct xport_wr wrs[2] = { slot_write(pr, slot, key, lane),
+				   desc_write(pr, slot, inv, lane) };
 	struct xport_wc wc[2];
 	int r = pr->cli->ops->post_writes(pr->cli, wrs, 2);
 
@@ -263,12 +303,18 @@ static int push_slot(struct pair *pr, unsigned slot, uint32_t key, uint32_t inv,
 	r = collect(pr->cli, wc, 2, TIMEOUT_MS);
 	CHECK(r == 2 && wc[0].status == 0 && wc[1].status == 0, "sender: %d completions (%s)", r,
 	      r > 0 ? xport_wc_status_str(wc[r - 1].status) : "-");
-	r = collect(pr->srv, ret_wc, 1, TIMEOUT_MS);
+	r = next_on_lane(pr->srv, lane, ret_wc);
 	CHECK(r == 1 && ret_wc->status == 0, "receiver: %d completions", r);
 	CHECK(ret_wc->opcode == XPORT_WC_RECV_IMM && ret_wc->imm == (0x01000000u | slot) &&
 		  ret_wc->len == 32,
 	      "receiver got opcode %u imm 0x%x len %u", ret_wc->opcode, ret_wc->imm, ret_wc->len);
 	return 0;
+}
+
+static int push_slot(struct pair *pr, unsigned slot, uint32_t key, uint32_t inv,
+		     struct xport_wc *ret_wc)
+{
+	return push_slot_on(pr, 0, slot, key, inv, ret_wc);
 }
 
 /* A write with key on lane must fail REM_ACCESS_ERR at the sender, slot bytes as they were. */
@@ -307,7 +353,8 @@ static int test_fence(void)
 	uint32_t key;
 	int r;
 
-	fprintf(stderr, "-- fence: write, SEND_WITH_INV, late write\n");
+	fprintf(stderr, "-- fence: write, SEND_WITH_INV, late write (at %lld ms)\n",
+		(long long)(now_ms() - t_start));
 	if (pair_open(&pr, 1) < 0) {
 		goto out;
 	}
@@ -335,7 +382,8 @@ static int test_reopen(void)
 	uint32_t k1, k2;
 	int r;
 
-	fprintf(stderr, "-- window opened again: a new key\n");
+	fprintf(stderr, "-- window opened again: a new key (at %lld ms)\n",
+		(long long)(now_ms() - t_start));
 	if (pair_open(&pr, 1) < 0) {
 		goto out;
 	}
@@ -370,7 +418,8 @@ static int test_wrong_window(void)
 	uint32_t ka, kb;
 	int r;
 
-	fprintf(stderr, "-- descriptor closing another window\n");
+	fprintf(stderr, "-- descriptor closing another window (at %lld ms)\n",
+		(long long)(now_ms() - t_start));
 	if (pair_open(&pr, 1) < 0) {
 		goto out;
 	}
@@ -401,7 +450,8 @@ static int test_other_lane(void)
 	uint32_t key;
 	int r;
 
-	fprintf(stderr, "-- a window's key on another lane\n");
+	fprintf(stderr, "-- a window's key on another lane (at %lld ms)\n",
+		(long long)(now_ms() - t_start));
 	if (pair_open(&pr, 2) < 0) {
 		goto out;
 	}
@@ -413,13 +463,55 @@ out:
 	return 0;
 }
 
+/*
+ * Rails: the lane a window was opened on is lost; the window is closed from
+ * a surviving lane of its device and opened there, and the slot lands
+ * through it and is fenced again.
+ */
+static int test_lane_takeover(void)
+{
+	struct pair pr;
+	struct xport_wc wc;
+	uint32_t k0, k1;
+	int r;
+
+	fprintf(stderr, "-- a window's lane lost, the window opened on another (at %lld ms)\n",
+		(long long)(now_ms() - t_start));
+	if (pair_open(&pr, 2) < 0) {
+		goto out;
+	}
+	r = pr.srv->ops->window_open(pr.srv, pr.tmr, 1, 0, SLOT, SLOT, &k0);
+	CHECK(r >= 0, "window_open: %s", strerror(-r));
+	r = pr.srv->ops->lane_down(pr.srv, 0);
+	CHECK(r >= 0, "lane_down: %s", strerror(-r));
+	r = pr.srv->ops->window_open(pr.srv, pr.tmr, 1, 0, SLOT, SLOT, &k1);
+	CHECK(r == -ENOTCONN, "window_open on the lost lane: %d", r);
+	r = pr.srv->ops->window_close(pr.srv, pr.tmr, 1, 1);
+	CHECK(r >= 0, "window_close from lane 1: %s", strerror(-r));
+	r = pr.srv->ops->window_open(pr.srv, pr.tmr, 1, 1, SLOT, SLOT, &k1);
+	CHECK(r >= 0, "window_open on lane 1: %s", strerror(-r));
+	if (push_slot_on(&pr, 1, 1, k1, k1, &wc) < 0) {
+		goto out;
+	}
+	CHECK(xport_wc_closed_window(&wc, k1), "closing on lane 1");
+	CHECK(memcmp(pr.target + SLOT, pr.source, SLOT) == 0, "slot bytes differ");
+	fprintf(stderr,
+		"ok: window 0x%x of the lost lane closed, 0x%x opened on lane 1, slot exact\n", k0,
+		k1);
+	write_refused(&pr, 1, k1, 1, "late write after the takeover");
+out:
+	pair_close(&pr);
+	return 0;
+}
+
 /* The registration's own key: nothing. */
 static int test_no_mr_key(void)
 {
 	struct pair pr;
 	int r;
 
-	fprintf(stderr, "-- the registration's own key\n");
+	fprintf(stderr, "-- the registration's own key (at %lld ms)\n",
+		(long long)(now_ms() - t_start));
 	if (pair_open(&pr, 1) < 0) {
 		goto out;
 	}
@@ -429,6 +521,28 @@ static int test_no_mr_key(void)
 	write_refused(&pr, 0, 0, 0, "write with rkey 0");
 out:
 	pair_close(&pr);
+	return 0;
+}
+
+/* The host's answer (xport_verbs_windows): the devices named, the one holding an address. */
+static int test_host_probe(void)
+{
+	const char *both[2] = { "rxe0", "rxe1" }, *none[1] = { "nosuchdev" };
+	struct sockaddr_in local = addr_of(listen_ip, 0);
+	char why[256];
+	int r;
+
+	fprintf(stderr, "-- xport_verbs_windows (at %lld ms)\n", (long long)(now_ms() - t_start));
+	r = xport_verbs_windows((struct sockaddr *)&local, NULL, 0, why, sizeof(why));
+	CHECK(r == 1, "by address %s: %d (%s)", listen_ip, r, why);
+	fprintf(stderr, "ok: by address %s: %s\n", listen_ip, why);
+	r = xport_verbs_windows(NULL, none, 1, why, sizeof(why));
+	CHECK(r == -ENODEV, "nosuchdev: %d (%s)", r, why);
+	if (strcmp(listen_ip, "10.0.0.2") == 0) {
+		r = xport_verbs_windows(NULL, both, 2, why, sizeof(why));
+		CHECK(r == 1, "rxe0,rxe1: %d (%s)", r, why);
+		fprintf(stderr, "ok: rxe0,rxe1: %s\n", why);
+	}
 	return 0;
 }
 
@@ -469,7 +583,7 @@ int main(void)
 {
 	char why[256];
 	int ndev;
-	int64_t t0 = now_ms();
+	int64_t t0 = t_start = now_ms();
 
 	setvbuf(stdout, NULL, _IONBF, 0);
 	ndev = mw_support(why, sizeof(why));
@@ -480,10 +594,12 @@ int main(void)
 	listen_ip = getenv("VERBS_LOOP_IP") ? getenv("VERBS_LOOP_IP")
 					    : (ndev < 2 ? "127.0.0.1" : listen_ip);
 	fprintf(stderr, "windows: listening on %s\n", listen_ip);
+	test_host_probe();
 	test_fence();
 	test_reopen();
 	test_wrong_window();
 	test_other_lane();
+	test_lane_takeover();
 	test_no_mr_key();
 	fprintf(stderr, "%s: %d failure(s), %lld ms\n", failures ? "FAILED" : "PASSED", failures,
 		(long long)(now_ms() - t0));
