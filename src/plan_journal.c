@@ -293,11 +293,12 @@ static int open_from_start(int fd, const char *esc, FILE **ret_f, char *err, siz
 }
 
 /*
- * The next record, line *line, into jl: 1; 0 at the end or at a torn last
- * line (no record); -EBADMSG for a damaged line or -errno (err set).
+ * The next record, line *line, into jl: 1, *end moved past it (its offset
+ * counted, not asked: ftello is a syscall a line); 0 at the end or at a
+ * torn last line (no record); -EBADMSG for a damaged line or -errno (err set).
  */
-static int next_record(FILE *f, const char *esc, uint64_t *line, char *buf, struct ndjson_obj *obj,
-		       struct journal_line *jl, char *err, size_t errlen)
+static int next_record(FILE *f, const char *esc, uint64_t *line, off_t *end, char *buf,
+		       struct ndjson_obj *obj, struct journal_line *jl, char *err, size_t errlen)
 {
 	const char *why;
 	size_t len;
@@ -315,6 +316,7 @@ static int next_record(FILE *f, const char *esc, uint64_t *line, char *buf, stru
 	if (len == 0 || buf[len - 1] != '\n') {
 		return 0; /* the end, or a torn last line: not a record */
 	}
+	*end += (off_t)len;
 	buf[--len] = '\0';
 	if (memchr(buf, '\0', len)) {
 		snprintf(err, errlen, "%s:%" PRIu64 ": a NUL byte in the line (damaged?)", esc,
@@ -337,7 +339,7 @@ int journal_read(int fd, const char *path,
 	_cleanup_free_ struct journal_line *jl = malloc(sizeof(*jl));
 	char esc[1024];
 	uint64_t line = 0;
-	off_t good = 0;
+	off_t end = 0, good = 0;
 	FILE *f = NULL;
 	int r;
 
@@ -351,12 +353,12 @@ int journal_read(int fd, const char *path,
 		return r;
 	}
 	while (r == 0) {
-		r = next_record(f, esc, &line, buf, obj, jl, err, errlen);
+		r = next_record(f, esc, &line, &end, buf, obj, jl, err, errlen);
 		if (r <= 0) {
 			break;
 		}
 		r = each ? each(ud, line, jl) : 0;
-		good = ftello(f);
+		good = end;
 	}
 	fclose(f);
 	if (r == 0 && ret_good_end) {
