@@ -38,7 +38,8 @@
 #include "plan.h"
 
 #define RUN_BATCH	   100000 /* names a push of a shard takes at a time */
-#define JOURNAL_SYNC_EVERY 256	  /* outcomes between fsyncs of a journal */
+#define JOURNAL_SYNC_EVERY 256	  /* outcomes between fsyncs of a journal, at least */
+#define JOURNAL_SYNC_SECS  1.0	  /* seconds between them, at least (journal_outcome) */
 /* A journal's path leaves room for the suffixes of its list files. */
 #define JOURNAL_PATH_MAX 4000
 
@@ -65,12 +66,15 @@ struct batch {
 
 int batch_open(struct batch *b, const char *jpath, const char *what);
 void batch_add(struct batch *b, const char *name);
+/* The names of from added to b, and from emptied. 0 or -errno. */
+int batch_append(struct batch *b, struct batch *from);
 
 struct journal_writer {
 	FILE *f;
 	int fd;
 	bool fresh; /* no header yet */
 	unsigned unsynced;
+	double synced_at; /* now_seconds() of the last sync */
 	uint64_t bytes;
 	int err;
 	/* A run's: where the source is, whether its vanished names are accepted, and counts. */
@@ -185,6 +189,8 @@ int split_kind(const struct nameset *ns, const struct plan_entry *e, bool *ret_a
 /* ---- migrate_journal.c: writing journals ---------------------------------------- */
 
 void journal_sync(struct journal_writer *j);
+/* An outcome written: the journal synced when enough of them wait (JOURNAL_SYNC_*). */
+void journal_outcome(struct journal_writer *j);
 /* An outcome the source lost since the plan: JOURNAL_VANISHED; else action's state. */
 int vanished_state(struct journal_writer *j, const char *name, const char *action, const char *code,
 		   const char **ret_code);

@@ -105,6 +105,33 @@ void batch_add(struct batch *b, const char *name)
 	b->n++;
 }
 
+int batch_append(struct batch *b, struct batch *from)
+{
+	_cleanup_fclose_ FILE *in = NULL;
+	char buf[65536];
+	size_t got;
+
+	if (fflush(from->f) != 0 || fseek(from->f, 0, SEEK_SET) < 0) {
+		return -errno;
+	}
+	/* The list file is open for writing only: read back through a stream of its own. */
+	in = fopen(from->path, "re");
+	if (!in) {
+		return -errno;
+	}
+	while ((got = fread(buf, 1, sizeof(buf), in)) > 0) {
+		if (fwrite(buf, 1, got, b->f) != got) {
+			return -EIO;
+		}
+	}
+	if (ferror(in) || ftruncate(fileno(from->f), 0) < 0) {
+		return -EIO;
+	}
+	b->n += from->n;
+	from->n = 0;
+	return 0;
+}
+
 /* One push of a list of names: the plan's options, --partial, the shard's destination. */
 int run_push(struct runner *ru, struct batch *b)
 {

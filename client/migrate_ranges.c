@@ -130,9 +130,7 @@ static void window_observe(void *ud, const char *name, const char *action, uint6
 		journal_put_range(j->f, ru->win.of[i].file, ru->win.of[i].range, state, bytes, code,
 				  journal_state_done(state) ? hash : NULL);
 		j->bytes += bytes;
-		if (++j->unsynced >= JOURNAL_SYNC_EVERY) {
-			journal_sync(j);
-		}
+		journal_outcome(j);
 		return;
 	}
 }

@@ -304,7 +304,12 @@ static int run_prepare(struct runner *ru, struct plan_reader *r, const char *pla
 	return journal_start(ru->h, ru->shard, j);
 }
 
-/* The pushes of a shard: its skeleton, its entries, the names of linked files, its ranges. */
+/*
+ * The pushes of a shard: its skeleton, its entries and the names of linked
+ * files, in one push when they fit in one (a session costs a connection,
+ * a handshake and a sync at the daemon), else in batches with the linked
+ * names in a push of their own; then its ranges.
+ */
 static int run_pushes(struct runner *ru, struct plan_reader *r)
 {
 	char esc[1024];
@@ -316,14 +321,16 @@ static int run_pushes(struct runner *ru, struct plan_reader *r)
 			  strerror(errno));
 		rc = EXIT_LOCAL_IO;
 	}
+	/* The skeleton heads the list: its directories go before any file of the push. */
 	if (rc == 0) {
 		rc = plan_pass(r, skeleton_list, ru);
 	}
-	if (rc == 0 && !ru->stop && ru->list.n > 0) {
-		run_result(ru, run_push(ru, &ru->list));
-	}
 	if (rc == 0 && !ru->stop) {
 		rc = plan_pass(r, run_entry, ru);
+	}
+	if (rc == 0 && !ru->stop && ru->links.n > 0 && ru->list.n + ru->links.n <= RUN_BATCH &&
+	    batch_append(&ru->list, &ru->links) < 0) {
+		rc = EXIT_LOCAL_IO;
 	}
 	if (rc == 0 && !ru->stop && ru->list.n > 0) {
 		run_result(ru, run_push(ru, &ru->list));
