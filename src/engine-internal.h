@@ -670,6 +670,11 @@ void slot_aad(uint32_t slot, uint8_t aad[4]);
 int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
 		   uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], const uint8_t *src,
 		   uint8_t *dst, uint32_t max_len, struct proto_desc *d);
+/*
+ * Lane's slot key under the session's suite (engine_params.seal_suite): the
+ * sender's (encrypt) and the receiver's, on the loop or a worker alike.
+ */
+int slot_key_init(const struct engine_params *p, struct lane_seal *s, unsigned lane, bool encrypt);
 /* engine_seal.c (the bench's receiver opens slots with these too). */
 int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d);
 void slot_sealed_desc(struct engine *e, uint32_t slot,

@@ -331,12 +331,16 @@ struct engine_params {
 	/*
 	 * Sealed slots, for transports that do not seal their frames (verbs;
 	 * tcp seals each frame itself, xport_params.seal): the sender seals
-	 * each slot's descriptor and payload with AES-256-GCM under a key per
-	 * lane from seal_secret (slot_seal_init), the receiver opens them
-	 * before it uses a byte. Both ends must agree (PROTOCOL.md "Sealed
-	 * slots"). The caller wipes seal_secret once the engine has run.
+	 * each slot's descriptor and payload with the AEAD seal_suite names
+	 * (0: AES-256-GCM, what every peer has) under a key per lane from
+	 * seal_secret (slot_seal_init_suite), the receiver opens them before
+	 * it uses a byte. Both ends must agree on both: the suite is the one
+	 * OPEN_OK's lanes byte names, never each side's own pick (PROTOCOL.md
+	 * "Sealed slots"); ends that disagree fail the first slot's tag. The
+	 * caller wipes seal_secret once the engine has run.
 	 */
 	bool seal_slots;
+	enum lane_seal_suite seal_suite;
 	uint8_t seal_secret[LANE_SEAL_SECRET_LEN];
 	/* Tests, sender: XPORT_TEST_TAMPER_* spoils one sealed slot on lane 0. */
 	unsigned seal_tamper;

@@ -288,11 +288,19 @@ int on_xport(struct engine *e)
 
 /*
  * Sealed slots (engine_params.seal_slots; PROTOCOL.md "Sealed slots"): one
- * AES-256-GCM message per slot on its lane's key, nonce from the lane and its
+ * AEAD message (engine_params.seal_suite) per slot on its lane's key, nonce from the lane and its
  * count of slots, the slot's number (u32 BE) as additional data. It covers
  * the descriptor first, then the payload, so the receiver learns the length
  * before it opens the payload; the tag follows the descriptor.
  */
+int slot_key_init(const struct engine_params *p, struct lane_seal *s, unsigned lane, bool encrypt)
+{
+	/* Every suite's tag is LANE_SEAL_TAG_LEN bytes: the descriptor's size does not change. */
+	enum lane_seal_suite suite = p->seal_suite ? p->seal_suite : LANE_SEAL_AES256_GCM;
+
+	return slot_seal_init_suite(s, suite, p->seal_secret, lane, encrypt);
+}
+
 void slot_aad(uint32_t slot, uint8_t aad[4])
 {
 	uint32_t be = htobe32(slot);

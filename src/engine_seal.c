@@ -4,7 +4,8 @@
  * roles, as a feature: the lanes' slot keys, the sender's seal of a slot
  * before it is posted (and its payload back to clear bytes before rails
  * posts it again on another lane), the receiver's open of a slot into its
- * private copy, on the loop or on a worker. The AES-GCM open of one slot
+ * private copy, on the loop or on a worker, all under the negotiated suite
+ * (engine_params.seal_suite, slot_key_init). The AEAD open of one slot
  * (slot_open_copy, thread-safe) is the core's, engine_lane.c, for the
  * workers; the descriptor's length with its tag (desc_len) and the copy
  * mode are decided at set-up from the parameters (engine.c).
@@ -220,7 +221,7 @@ static int seal_setup(struct engine *e)
 	const struct engine_params *p = e->p;
 
 	for (unsigned i = 0; i < p->x->nlanes; i++) {
-		int r = slot_seal_init(&e->lanes[i].seal, p->seal_secret, i, !e->role->peer_writes);
+		int r = slot_key_init(p, &e->lanes[i].seal, i, !e->role->peer_writes);
 
 		if (r < 0) {
 			return engine_fail(e, PERR_INTERNAL, r, "slot keys: %s", strerror(-r));

@@ -10,9 +10,9 @@
  *     chunk is next in file order) and into the chunk's own digest (--partial,
  *     --delta's tree) while it is in cache: one read of the slot, one write
  *     of the copy;
- *   - open: a sealed slot copied and AES-GCM-opened the same way, block by
- *     block, under a key of the worker's own (the lane's, at the count the
- *     loop gave the slot), its descriptor opened and decoded with it;
+ *   - open: a sealed slot copied and opened (the session's AEAD suite) the
+ *     same way, block by block, under a key of the worker's own (the lane's,
+ *     at the count the loop gave the slot), its descriptor opened and decoded with it;
  *   - run: a function of the caller's on what the job names (rdmacp bench's
  *     check of a slot, after its open when sealed).
  * A file's stream is one digest in file order, so every job that feeds it
@@ -29,7 +29,7 @@
 
 /* A worker queue's local: its thread's own keys for sealed slots, one per lane. */
 struct worker_keys {
-	const uint8_t *secret; /* the session's */
+	const struct engine_params *p; /* the session's secret and suite */
 	struct lane_seal seal[XPORT_MAX_LANES];
 	bool seal_ok[XPORT_MAX_LANES];
 };
@@ -47,7 +47,7 @@ static int job_open(struct worker_keys *w, struct wjob *j)
 	int r;
 
 	if (!w->seal_ok[j->lane]) {
-		r = slot_seal_init(s, w->secret, j->lane, false);
+		r = slot_key_init(w->p, s, j->lane, false);
 		if (r < 0) {
 			return r;
 		}
@@ -187,7 +187,7 @@ int hashers_start(struct engine *e, unsigned n, hash_done_fn done)
 		int q;
 
 		if (w) {
-			w->secret = e->p->seal_secret;
+			w->p = e->p;
 		}
 		q = w ? engine_jobs_queue(e, &worker_queue_ops, w) : -ENOMEM;
 		if (q < 0) {

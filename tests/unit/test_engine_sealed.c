@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Sealed slots (verbs' encryption, run here over tcp): no plaintext on the
- * wire when sealed, all of it when clear; a wrong key, a flipped, replayed,
- * moved or truncated slot refused.
+ * wire when sealed, all of it when clear, under each suite (engine_params.
+ * seal_suite), opened on the loop and on workers; a wrong key, ends given
+ * different suites, a flipped, replayed, moved or truncated slot refused.
  */
 #include "engine_harness.h"
 
@@ -26,7 +27,8 @@ static int spy_post_writes(struct xport *x, const struct xport_wr *wrs, size_t n
  * Every kind of slot, sealed or not: chunks, the last short one, packs,
  * many rounds of credits. Returns the payload writes that showed plaintext.
  */
-static size_t spied_transfer(struct fx *f, bool seal)
+static size_t spied_transfer_suite(struct fx *f, bool seal, enum lane_seal_suite suite,
+				   unsigned workers)
 {
 	struct source s = { 0 };
 	static const char *const regs[] = {
@@ -45,6 +47,8 @@ static size_t spied_transfer(struct fx *f, bool seal)
 	f->txr.p.peer_caps = f->rxr.p.peer_caps = PROTO_CAP_PACK;
 	if (seal) {
 		seal_both(f, 0x5a);
+		f->txr.p.seal_suite = f->rxr.p.seal_suite = suite;
+		f->rxr.p.hash_threads = workers;
 	}
 	/* "span" is the source's fifth entry: its contents come from seed 4. */
 	spy_len = 5 * CHUNK + 17;
@@ -73,6 +77,11 @@ static size_t spied_transfer(struct fx *f, bool seal)
 	return spy_hits;
 }
 
+static size_t spied_transfer(struct fx *f, bool seal)
+{
+	return spied_transfer_suite(f, seal, 0, 0);
+}
+
 /* The spy sees the file's bytes in clear slots (so it can see them)... */
 static void test_clear_slots_seen(void **state)
 {
@@ -84,6 +93,36 @@ static void test_clear_slots_seen(void **state)
 static void test_sealed_transfer(void **state)
 {
 	assert_int_equal(spied_transfer(*state, true), 0);
+}
+
+/*
+ * Each suite, on the receiver's loop and on its workers (their own keys):
+ * a worker or an end that took another suite than the other end's would
+ * fail the first slot's tag, so the bytes arriving whole says both used it.
+ */
+static void test_sealed_aes256_pinned(void **state)
+{
+	assert_int_equal(spied_transfer_suite(*state, true, LANE_SEAL_AES256_GCM, 0), 0);
+}
+
+static void test_sealed_aes128(void **state)
+{
+	assert_int_equal(spied_transfer_suite(*state, true, LANE_SEAL_AES128_GCM, 0), 0);
+}
+
+static void test_sealed_chacha(void **state)
+{
+	assert_int_equal(spied_transfer_suite(*state, true, LANE_SEAL_CHACHA20_POLY1305, 0), 0);
+}
+
+static void test_sealed_aes128_workers(void **state)
+{
+	assert_int_equal(spied_transfer_suite(*state, true, LANE_SEAL_AES128_GCM, 2), 0);
+}
+
+static void test_sealed_chacha_workers(void **state)
+{
+	assert_int_equal(spied_transfer_suite(*state, true, LANE_SEAL_CHACHA20_POLY1305, 3), 0);
 }
 
 /*
@@ -104,6 +143,69 @@ static void sealed_refused(struct fx *f, unsigned tamper)
 
 	assert_failed_run(&f->rxr, -EBADMSG, PERR_TRANSPORT, "fails authentication");
 	assert_int_not_equal(f->txr.r, 0);
+	assert_dest(f->dst, "");
+}
+
+/*
+ * The same secret, different suites (what two ends that each chose their own
+ * would hold): the first slot fails its tag, nothing is committed. Without
+ * the suite reaching the keys both ends would seal AES-256-GCM and talk.
+ */
+static void suites_differ(struct fx *f, enum lane_seal_suite tx, enum lane_seal_suite rx,
+			  unsigned workers)
+{
+	struct source s = { 0 };
+
+	source_file(f, &s, "a", 3 * CHUNK + 5);
+	source_file(f, &s, "b", 2 * CHUNK);
+	seal_both(f, 0x5a);
+	f->txr.p.seal_suite = tx;
+	f->rxr.p.seal_suite = rx;
+	f->rxr.p.hash_threads = workers;
+
+	run_both(f, &s);
+
+	assert_failed_run(&f->rxr, -EBADMSG, PERR_TRANSPORT, "fails authentication");
+	assert_int_not_equal(f->txr.r, 0);
+	assert_dest(f->dst, "");
+}
+
+static void test_suites_differ_aes128_chacha(void **state)
+{
+	suites_differ(*state, LANE_SEAL_AES128_GCM, LANE_SEAL_CHACHA20_POLY1305, 0);
+}
+
+/* An old peer (0: AES-256-GCM) against a suite. */
+static void test_suites_differ_default_aes128(void **state)
+{
+	suites_differ(*state, 0, LANE_SEAL_AES128_GCM, 0);
+}
+
+static void test_suites_differ_chacha_default(void **state)
+{
+	suites_differ(*state, LANE_SEAL_CHACHA20_POLY1305, 0, 0);
+}
+
+/* On workers: their keys follow the suite, not AES-256-GCM. */
+static void test_suites_differ_workers(void **state)
+{
+	suites_differ(*state, LANE_SEAL_CHACHA20_POLY1305, LANE_SEAL_AES256_GCM, 2);
+}
+
+/* No such suite: the end refuses it at set-up, before a slot moves. */
+static void test_suite_unknown(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_file(f, &s, "a", 2 * CHUNK);
+	seal_both(f, 0x5a);
+	f->txr.p.seal_suite = (enum lane_seal_suite)(LANE_SEAL_NSUITES + 1);
+
+	run_both(f, &s);
+
+	assert_failed_run(&f->txr, -EINVAL, PERR_INTERNAL, "slot keys");
+	assert_int_not_equal(f->rxr.r, 0);
 	assert_dest(f->dst, "");
 }
 
@@ -135,9 +237,23 @@ static void test_sealed_truncate(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_clear_slots_seen), T(test_sealed_transfer), T(test_sealed_wrong_key),
-		T(test_sealed_flip),	  T(test_sealed_replay),   T(test_sealed_move),
+		T(test_clear_slots_seen),
+		T(test_sealed_transfer),
+		T(test_sealed_wrong_key),
+		T(test_sealed_flip),
+		T(test_sealed_replay),
+		T(test_sealed_move),
 		T(test_sealed_truncate),
+		T(test_sealed_aes256_pinned),
+		T(test_sealed_aes128),
+		T(test_sealed_chacha),
+		T(test_sealed_aes128_workers),
+		T(test_sealed_chacha_workers),
+		T(test_suites_differ_aes128_chacha),
+		T(test_suites_differ_default_aes128),
+		T(test_suites_differ_chacha_default),
+		T(test_suites_differ_workers),
+		T(test_suite_unknown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
