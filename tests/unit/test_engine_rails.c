@@ -57,6 +57,27 @@ static void test_rails_sealed_sender_kills(void **state)
 	rails_transfer(f, &f->txr, 1, true);
 }
 
+/*
+ * The same under the other suites: a sealed payload goes back to clear bytes
+ * (its stream applied again, slot_unseal) under the session's suite, or the
+ * slot sealed again for the other lane would not open.
+ */
+static void test_rails_sealed_chacha_sender_kills(void **state)
+{
+	struct fx *f = *state;
+
+	f->txr.p.seal_suite = f->rxr.p.seal_suite = LANE_SEAL_CHACHA20_POLY1305;
+	rails_transfer(f, &f->txr, 1, true);
+}
+
+static void test_rails_sealed_aes128_sender_kills(void **state)
+{
+	struct fx *f = *state;
+
+	f->txr.p.seal_suite = f->rxr.p.seal_suite = LANE_SEAL_AES128_GCM;
+	rails_transfer(f, &f->txr, 1, true);
+}
+
 static void test_rails_clear_sender_kills(void **state)
 {
 	struct fx *f = *state;
@@ -257,6 +278,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_rails_sealed_sender_kills),
+		T(test_rails_sealed_chacha_sender_kills),
+		T(test_rails_sealed_aes128_sender_kills),
 		T(test_rails_clear_sender_kills),
 		T(test_rails_sealed_receiver_kills),
 		T(test_rails_all_lanes),
