@@ -304,18 +304,22 @@ int daemon_conn_encryption_wish(struct daemon_conn *s, uint64_t cap, uint8_t *tr
 
 /*
  * Sealed lanes we can take: AES-256-GCM on tcp, on verbs with
- * PROTO_CAP_VERBS_SEAL; another suite only on tcp, only when we announced
- * PROTO_CAP_SEAL_SUITES (an old client would not know it).
+ * PROTO_CAP_VERBS_SEAL; another suite only when we announced
+ * PROTO_CAP_SEAL_SUITES (an old client would not know it), on tcp frames
+ * and verbs slots alike.
  */
 static bool sealed_as_asked(const struct msg_open_ok *ok)
 {
 	uint64_t ours = hello_local_caps();
 
-	if (ok->lanes_sealed == PROTO_LANES_SEALED) {
-		return ok->transport != XPORT_KIND_VERBS || (ours & PROTO_CAP_VERBS_SEAL);
+	if (ok->transport == XPORT_KIND_VERBS && !(ours & PROTO_CAP_VERBS_SEAL)) {
+		return false;
 	}
-	return proto_lanes_sealed(ok->lanes_sealed) && ok->transport == XPORT_KIND_TCP &&
-	       (ours & PROTO_CAP_SEAL_SUITES) && lane_seal_lanes_suite(ok->lanes_sealed) != 0;
+	if (ok->lanes_sealed == PROTO_LANES_SEALED) {
+		return true;
+	}
+	return proto_lanes_sealed(ok->lanes_sealed) && (ours & PROTO_CAP_SEAL_SUITES) &&
+	       lane_seal_lanes_suite(ok->lanes_sealed) != 0;
 }
 
 /* OPEN_OK's lanes byte against what we asked. Returns 0 or an exit code. */

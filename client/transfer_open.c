@@ -543,9 +543,10 @@ static int lane_sealing(struct daemon_conn *s, const struct msg_open_ok *ok,
 		return 0;
 	}
 	xp->seal = frames;
-	/* daemon_conn_check_lanes let another suite than AES-256-GCM through only on tcp. */
+	/* The suite OPEN_OK names (daemon_conn_check_lanes let it through): frames' or slots'. */
 	xp->seal_suite = (uint8_t)lane_seal_lanes_suite(ok->lanes_sealed);
 	ep->seal_slots = !frames;
+	ep->seal_suite = frames ? 0 : lane_seal_lanes_suite(ok->lanes_sealed);
 	ep->seal_tamper = frames ? 0 : xp->test_tamper;
 	r = seal_keys(s, ok, purpose, frames ? xp->seal_secret : ep->seal_secret);
 	if (r != 0) {

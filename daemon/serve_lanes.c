@@ -391,8 +391,8 @@ static int decide_sealing(struct conn *c, uint8_t wish, int encryption, const ch
  * The AEAD of sealed tcp lanes: a client with PROTO_CAP_SEAL_SUITES gets
  * "cipher" (auto: the fastest here, measured once at start), others
  * AES-256-GCM. OPEN_OK names it, under TLS: the client cannot be talked
- * into another, and each suite's keys are its own. Verbs slots stay
- * AES-256-GCM (the engine seals them: slot_seal_init).
+ * into another, and each suite's keys are its own. The same suite seals
+ * tcp frames (the transport) and verbs slots (the engine).
  */
 static enum lane_seal_suite seal_suite(const struct conn *c)
 {
@@ -415,11 +415,13 @@ static int seal_keys(struct conn *c, const struct xport_ops *ops, struct xport_p
 	uint8_t *secret = ops->kind == XPORT_KIND_TCP ? xp->seal_secret : ep->seal_secret;
 	int r;
 
+	/* OPEN_OK's lanes byte names xp->seal_suite (lanes_offer), whoever seals. */
+	xp->seal_suite = (uint8_t)seal_suite(c);
 	if (ops->kind == XPORT_KIND_TCP) {
 		xp->seal = true;
-		xp->seal_suite = (uint8_t)seal_suite(c);
 	} else {
 		ep->seal_slots = true;
+		ep->seal_suite = (enum lane_seal_suite)xp->seal_suite;
 		ep->seal_tamper = xp->test_tamper;
 	}
 	r = lane_seal_export(c->tls, hello_local_caps() & c->peer_caps, purpose, xp->token,

@@ -184,8 +184,10 @@ def serve(sock, args, text, name):
             pass
         return
     if args.mode == "lanes-byte":
-        # OPEN_OK for 1 tcp lane whose lanes byte is --code (a seal suite, say)
-        send(sock, "OPEN_OK", struct.pack(">BBHII", 1, 1, 40001, 1 << 16, 2) + bytes(32)
+        # OPEN_OK for 1 lane of --transport (1 tcp, 2 verbs) whose lanes byte is --code
+        # (a seal suite, say)
+        send(sock, "OPEN_OK", struct.pack(">BBHII", args.transport, 1, 40001, 1 << 16, 2)
+             + bytes(32)
              + struct.pack(">B", args.code))
         try:
             t, _ = read_frame(sock)
@@ -228,6 +230,7 @@ def main():
                              "ls", "sums", "rails-tcp", "lanes-byte"))
     ap.add_argument("--caps", type=lambda v: int(v, 0), default=0xD)
     ap.add_argument("--code", type=int, default=5)
+    ap.add_argument("--transport", type=int, default=1)
     ap.add_argument("--text-hex")
     ap.add_argument("--name-hex")
     ap.add_argument("--count", type=int, default=1)

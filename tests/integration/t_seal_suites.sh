@@ -17,6 +17,10 @@
 #   5. a lanes byte naming a suite from a daemon the client never told it
 #      knows suites, or beyond the suites: protocol error (exit 4); a bad
 #      "cipher" value: the configuration is refused (exit 2)
+#   6. verbs lanes sealed with a suite (the engines seal slots with it): a
+#      client with the capability takes the byte (its lanes then fail to
+#      connect here, exit 8, no RDMA device); without it, or without sealed
+#      verbs slots, a protocol error (exit 4)
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -128,18 +132,38 @@ stop_daemon "$DAEMON_PID"
 lanes_byte() {
 	local code=$1 desc=$2 says=$3
 	shift 3
-	start_rawserver --mode lanes-byte --caps $(((1 << 31) - 1)) --code "$code"
-	expect_rc 4 "$desc" "$@" "$RDMACP" --config /dev/null --cert "$T/certs/client.crt" \
+	lanes_byte_rc 1 4 "$code" "$desc" "$says" "$@"
+}
+lanes_byte_rc() {
+	local transport=$1 rc=$2 code=$3 desc=$4 says=$5
+	shift 5
+	start_rawserver --mode lanes-byte --caps $(((1 << 31) - 1)) --code "$code" \
+		--transport "$transport"
+	expect_rc "$rc" "$desc" "$@" "$RDMACP" --config /dev/null --cert "$T/certs/client.crt" \
 		--key "$T/certs/client.key" --ca "$T/certs/ca.crt" -P "$(cat "$T/rs.port")" \
 		--transport tcp "$T/src/odd" "$HOST:data/x"
 	kill "$RS_PID" 2>/dev/null
 	wait "$RS_PID" 2>/dev/null
-	grep -q "$says" "$T/err" && pass "  protocol error" || fail "  message: $(cat "$T/err")"
+	grep -q "$says" "$T/err" && pass "  says: $says" || fail "  message: $(cat "$T/err")"
 }
 lanes_byte 4 "chacha20-poly1305 offered to a client without the capability" \
 	"OPEN_OK does not answer what we asked for the data lanes" \
 	env RDMACP_TEST_CAPS_OFF=$SEAL_SUITES
 lanes_byte 5 "a lanes byte beyond the suites" "control channel: Bad message" env
+
+# ---- 6. verbs lanes sealed with a suite ------------------------------------------
+for code in 3 4; do
+	lanes_byte_rc 2 8 "$code" "verbs lanes, lanes byte $code: taken" "data connection (verbs" env
+	! grep -q "does not answer" "$T/err" && pass "  not a protocol error" ||
+		fail "  refused: $(cat "$T/err")"
+done
+lanes_byte_rc 2 4 4 "verbs lanes, chacha20-poly1305, client without seal suites" \
+	"OPEN_OK does not answer what we asked for the data lanes" \
+	env RDMACP_TEST_CAPS_OFF=$SEAL_SUITES
+lanes_byte_rc 2 4 3 "verbs lanes, aes-128-gcm, client without sealed verbs slots" \
+	"OPEN_OK does not answer what we asked for the data lanes" \
+	env RDMACP_TEST_CAPS_OFF=$((1 << 22))
+
 write_conf "$T/bad.conf" "$(free_port)" "$T/certs" "cipher = aes-512-gcm"
 expect_rc 2 "cipher = aes-512-gcm: refused" "$RDMACPD" --config "$T/bad.conf" --check
 grep -q "bad 'cipher' 'aes-512-gcm'" "$T/err" && pass "  says so" || fail "  $(cat "$T/err")"
