@@ -305,8 +305,8 @@ int daemon_conn_encryption_wish(struct daemon_conn *s, uint64_t cap, uint8_t *tr
 /*
  * Sealed lanes we can take: AES-256-GCM on tcp, on verbs with
  * PROTO_CAP_VERBS_SEAL; another suite only when we announced
- * PROTO_CAP_SEAL_SUITES (an old client would not know it), on tcp frames
- * and verbs slots alike.
+ * PROTO_CAP_SEAL_SUITES (an old client would not know it), on tcp frames,
+ * and on verbs slots only with PROTO_CAP_SLOT_SUITES too.
  */
 static bool sealed_as_asked(const struct msg_open_ok *ok)
 {
@@ -317,6 +317,9 @@ static bool sealed_as_asked(const struct msg_open_ok *ok)
 	}
 	if (ok->lanes_sealed == PROTO_LANES_SEALED) {
 		return true;
+	}
+	if (ok->transport == XPORT_KIND_VERBS && !(ours & PROTO_CAP_SLOT_SUITES)) {
+		return false;
 	}
 	return proto_lanes_sealed(ok->lanes_sealed) && (ours & PROTO_CAP_SEAL_SUITES) &&
 	       lane_seal_lanes_suite(ok->lanes_sealed) != 0;

@@ -392,11 +392,15 @@ static int decide_sealing(struct conn *c, uint8_t wish, int encryption, const ch
  * "cipher" (auto: the fastest here, measured once at start), others
  * AES-256-GCM. OPEN_OK names it, under TLS: the client cannot be talked
  * into another, and each suite's keys are its own. The same suite seals
- * tcp frames (the transport) and verbs slots (the engine).
+ * tcp frames (the transport) and, with PROTO_CAP_SLOT_SUITES on both ends,
+ * verbs slots (the engine).
  */
-static enum lane_seal_suite seal_suite(const struct conn *c)
+static enum lane_seal_suite seal_suite(const struct conn *c, enum xport_kind kind)
 {
-	if (!(hello_local_caps() & c->peer_caps & PROTO_CAP_SEAL_SUITES)) {
+	uint64_t need =
+	    PROTO_CAP_SEAL_SUITES | (kind == XPORT_KIND_VERBS ? PROTO_CAP_SLOT_SUITES : 0);
+
+	if ((hello_local_caps() & c->peer_caps & need) != need) {
 		return LANE_SEAL_AES256_GCM;
 	}
 	return c->cfg->seal_suite ? (enum lane_seal_suite)c->cfg->seal_suite
@@ -416,7 +420,7 @@ static int seal_keys(struct conn *c, const struct xport_ops *ops, struct xport_p
 	int r;
 
 	/* OPEN_OK's lanes byte names xp->seal_suite (lanes_offer), whoever seals. */
-	xp->seal_suite = (uint8_t)seal_suite(c);
+	xp->seal_suite = (uint8_t)seal_suite(c, ops->kind);
 	if (ops->kind == XPORT_KIND_TCP) {
 		xp->seal = true;
 	} else {

@@ -93,10 +93,16 @@ enum {
  */
 #define PROTO_CAP_SEAL_SUITES (1ull << 35)
 /*
+ * Slot suites: with PROTO_CAP_SEAL_SUITES too, the lanes byte's suite also
+ * seals verbs slots (the engine's); without it verbs slots are AES-256-GCM
+ * and the byte says 2 (a client of before would refuse 3 or 4 on verbs).
+ */
+#define PROTO_CAP_SLOT_SUITES (1ull << 37)
+/*
  * Rails only: OPEN_OK's rails flags byte (PROTO_RAILS_UNREACHED: the
  * address the client reached takes no lanes, a management address).
  */
 #define PROTO_CAP_RAILS_ONLY (1ull << 38)
 #define PROTO_CAPS_KNOWN                                                                        \
 	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
-	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_RAILS_ONLY)
+	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_SLOT_SUITES | PROTO_CAP_RAILS_ONLY)

@@ -19,8 +19,8 @@
 #      "cipher" value: the configuration is refused (exit 2)
 #   6. verbs lanes sealed with a suite (the engines seal slots with it): a
 #      client with the capability takes the byte (its lanes then fail to
-#      connect here, exit 8, no RDMA device); without it, or without sealed
-#      verbs slots, a protocol error (exit 4)
+#      connect here, exit 8, no RDMA device); without it, without slot
+#      suites, or without sealed verbs slots, a protocol error (exit 4)
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -163,6 +163,9 @@ lanes_byte_rc 2 4 4 "verbs lanes, chacha20-poly1305, client without seal suites"
 lanes_byte_rc 2 4 3 "verbs lanes, aes-128-gcm, client without sealed verbs slots" \
 	"OPEN_OK does not answer what we asked for the data lanes" \
 	env RDMACP_TEST_CAPS_OFF=$((1 << 22))
+lanes_byte_rc 2 4 3 "verbs lanes, aes-128-gcm, client without slot suites (a client of before)" \
+	"OPEN_OK does not answer what we asked for the data lanes" \
+	env RDMACP_TEST_CAPS_OFF=$((1 << 37))
 
 write_conf "$T/bad.conf" "$(free_port)" "$T/certs" "cipher = aes-512-gcm"
 expect_rc 2 "cipher = aes-512-gcm: refused" "$RDMACPD" --config "$T/bad.conf" --check
