@@ -54,17 +54,21 @@ static bool xattr_wanted(const struct engine *e, const char *name)
 /* Kept files waiting for their XATTRS: twice the widest file window. */
 #define XKEPT_MAX (2u * PROTO_SPAN_WIDER)
 
+/* A directory of the last FILES batch, which XATTRS may name next. */
+struct xattr_dir {
+	uint32_t id;
+	bool created;
+	char *name;
+};
+
 /*
  * The receiver's session state of -X/-A. The feature is on in every
- * session, so that XATTRS in a session without them is refused here.
+ * session, so that XATTRS in a session without them is refused here; what
+ * only -X/-A use is allocated at its first use, so a plain copy pays for
+ * these few words only.
  */
 struct xattr_state {
-	/* The directories of the last FILES batch, which XATTRS may name next. */
-	struct {
-		uint32_t id;
-		bool created;
-		char *name;
-	} xdirs[PROTO_MAX_BATCH];
+	struct xattr_dir *xdirs; /* PROTO_MAX_BATCH of them, from the first directory noted */
 	size_t nxdirs;
 	/*
 	 * With PROTO_CAP_ITEMIZE: regular files kept (SKIPPED) whose attributes
@@ -295,6 +299,15 @@ static void rx_xattr_dirs_reset(struct engine *e)
 	xs->nxdirs = 0;
 }
 
+static void rx_xattr_dirs_free(struct engine *e)
+{
+	struct xattr_state *xs = xattr_of(e);
+
+	rx_xattr_dirs_reset(e);
+	free(xs->xdirs);
+	xs->xdirs = NULL;
+}
+
 /* Directory f of this FILES batch may get its attributes next. */
 int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created)
 {
@@ -302,6 +315,12 @@ int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created)
 	if (!(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)) ||
 	    xs->nxdirs >= PROTO_MAX_BATCH) {
 		return 0;
+	}
+	if (!xs->xdirs) {
+		xs->xdirs = calloc(PROTO_MAX_BATCH, sizeof(*xs->xdirs));
+		if (!xs->xdirs) {
+			return -ENOMEM;
+		}
 	}
 	xs->xdirs[xs->nxdirs].name = strdup(f->name);
 	if (!xs->xdirs[xs->nxdirs].name) {
@@ -631,7 +650,7 @@ static int xattrs_on_xattrs(struct engine *e, struct msg *m)
 
 static void xattrs_release(struct engine *e)
 {
-	rx_xattr_dirs_reset(e);
+	rx_xattr_dirs_free(e);
 	rx_xattr_kept_free(e);
 }
 
