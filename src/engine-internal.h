@@ -359,8 +359,6 @@ struct engine {
 	uint64_t seq;
 	size_t rr_lane;
 	uint8_t *slot_lane; /* sender: the lane each slot was last posted on */
-	/* ZEROS not sent yet: ranges of one file (zq.id), flushed before its FILE_DONE. */
-	struct msg_resume zq;
 
 	/* receiver */
 	/*
@@ -550,7 +548,10 @@ void engine_tx_read_end(struct engine *e);
 int engine_tx_claim(struct engine *e, uint32_t ci, struct efile *f, bool wait);
 int engine_tx_post(struct engine *e, uint32_t ci);
 int engine_tx_same(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
+int engine_tx_zero(struct engine *e, struct efile *f, uint64_t off, uint64_t len, bool now);
 int engine_tx_flush(struct engine *e);
+/* A feature about to note a range: the others' noted ranges go first. */
+int engine_tx_flush_others(struct engine *e, const struct engine_feature *self);
 int engine_tx_seal(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot, uint8_t *stage,
 		   uint32_t *io_len);
 int engine_tx_repost(struct engine *e, uint32_t ci);
@@ -823,9 +824,6 @@ int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_
 int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
 void chunk_sent(struct engine *e, uint32_t ci);
-
-/* engine_tx.c */
-int tx_zeros_flush(struct engine *e);
 
 /* engine_partial_store.c: a directory's store, opened (created with create) never through a symlink. */
 int partial_store_open(int dirfd, bool create, int *ret_fd);

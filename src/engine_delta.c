@@ -592,7 +592,7 @@ static int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64
 	int r;
 
 	/* One order for all ranges: the ZEROS noted before go first. */
-	r = tx_zeros_flush(e);
+	r = engine_tx_flush_others(e, &engine_feature_delta);
 	if (r < 0) {
 		return r;
 	}

@@ -163,8 +163,14 @@ enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX
  *   tx_post     a chunk of the feature's own (c->packed): READY_*.
  *   tx_same     [off, off + len) of f, next in file order, is unchanged at
  *               the receiver: the feature that sends SAME ranges notes it.
+ *   tx_zero     [off, off + len) of f, next in file order, reads as zeros
+ *               (len 0: none): the feature that sends ZEROS notes it; now:
+ *               what it noted goes out at once (a big hole: the receiver
+ *               hashes its zeros while the sender does).
  *   tx_flush    the ranges it noted go out now: before FILE_DONE, and
- *               before ranges of another kind (one order for all).
+ *               before ranges of another kind (one order for all: a
+ *               feature noting a range flushes the others' first,
+ *               engine_tx_flush_others).
  *   tx_seal     chunk ci, hashed, goes to slot on lane (its descriptor
  *               encoded in stage): the feature may change its bytes in place
  *               (sealed slots) and *io_len, the payload bytes posted.
@@ -225,6 +231,7 @@ struct engine_feature {
 	int (*tx_claim)(struct engine *e, uint32_t ci, struct efile *f, bool wait);
 	int (*tx_post)(struct engine *e, uint32_t ci);
 	int (*tx_same)(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
+	int (*tx_zero)(struct engine *e, struct efile *f, uint64_t off, uint64_t len, bool now);
 	int (*tx_flush)(struct engine *e);
 	int (*tx_seal)(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot, uint8_t *stage,
 		       uint32_t *io_len);

@@ -471,6 +471,29 @@ int engine_tx_flush(struct engine *e)
 	return 0;
 }
 
+/* The ranges of every other kind than self's go first (one order for all ranges). */
+int engine_tx_flush_others(struct engine *e, const struct engine_feature *self)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i] != self && e->feat[i]->tx_flush ? e->feat[i]->tx_flush(e) : 0;
+
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+int engine_tx_zero(struct engine *e, struct efile *f, uint64_t off, uint64_t len, bool now)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->tx_zero) {
+			return e->feat[i]->tx_zero(e, f, off, len, now);
+		}
+	}
+	return -ENOTSUP; /* no feature sends ZEROS: the caller fails */
+}
+
 int engine_tx_same(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 {
 	for (unsigned i = 0; i < e->nfeat; i++) {

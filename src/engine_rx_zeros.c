@@ -2,6 +2,9 @@
 /*
  * The receiver's ranges without payload: ZEROS (holes) and --delta's SAME
  * ranges, taken into the file's digest in order and journaled (--partial).
+ * And the sender's ZEROS: the zero ranges it notes (tx_zero), one file's
+ * at a time, sent before that file's FILE_DONE and before ranges of
+ * another kind (tx_flush).
  */
 #include "engine_delta.h"
 #include "engine_rx.h"
@@ -16,6 +19,8 @@ struct zeros_state {
 	/* The XXH3-128 of one chunk of zeros, for the journal (--partial) and a tree. */
 	uint8_t zero_chunk_hash[HASH_LEN];
 	bool zero_chunk_hashed;
+	/* The sender's ZEROS not sent yet: ranges of one file (zq->id), from the first one noted. */
+	struct msg_resume *zq;
 };
 
 extern const struct engine_feature engine_feature_zeros;
@@ -262,6 +267,86 @@ static int rx_zeros(struct engine *e, const struct msg_resume *z)
 	return rx_maybe_finish(e, f);
 }
 
+/* ---- sender ---- */
+
+/* The zero ranges noted so far, in one ZEROS (before anything that must follow them). */
+static int tx_zeros_flush(struct engine *e)
+{
+	struct zeros_state *zs = engine_feature_state(e, &engine_feature_zeros);
+	struct msg m = { .type = MSG_ZEROS };
+	int r;
+
+	if (!zs->zq || zs->zq->count == 0) {
+		return 0;
+	}
+	m.u.zeros = *zs->zq;
+	zs->zq->count = 0;
+	r = chan_queue(e->p->chan, &m);
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+/* [off, off + len) of f is zeros: into the next ZEROS, merged with the range before it. */
+static int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
+{
+	struct zeros_state *zs = engine_feature_state(e, &engine_feature_zeros);
+	struct msg_resume *q;
+	/* One order for all ranges: the SAME noted before go first. */
+	int r = engine_tx_flush_others(e, &engine_feature_zeros);
+
+	if (r < 0) {
+		return r;
+	}
+	if (!zs->zq) {
+		zs->zq = calloc(1, sizeof(*zs->zq));
+		if (!zs->zq) {
+			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		}
+	}
+	q = zs->zq;
+	f->zeroed += len;
+	if (q->count > 0 && q->id == f->id &&
+	    q->r[q->count - 1].offset + q->r[q->count - 1].len == off) {
+		q->r[q->count - 1].len += len;
+		return 0;
+	}
+	if (q->count > 0 && (q->id != f->id || q->count == PROTO_MAX_ZERO_RANGES)) {
+		r = tx_zeros_flush(e);
+		if (r < 0) {
+			return r;
+		}
+	}
+	q->id = f->id;
+	q->r[q->count++] = (struct proto_range){ .offset = off, .len = len };
+	return 0;
+}
+
+/* A zero range noted; now: what is noted goes out at once, the channel flushed. */
+static int zeros_tx_zero(struct engine *e, struct efile *f, uint64_t off, uint64_t len, bool now)
+{
+	int r = len ? tx_zero_note(e, f, off, len) : 0;
+
+	if (r < 0 || !now) {
+		return r;
+	}
+	r = tx_zeros_flush(e);
+	if (r >= 0) {
+		r = chan_flush(e->p->chan);
+	}
+	if (r < 0) {
+		return e->failed ? r
+				 : engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+	}
+	return 0;
+}
+
+static void zeros_release(struct engine *e)
+{
+	struct zeros_state *zs = engine_feature_state(e, &engine_feature_zeros);
+
+	free(zs->zq);
+	zs->zq = NULL;
+}
+
 /* Zero extents: a data path, and both ends announced them (our own caps too, for tests). */
 static bool zeros_enable(struct engine *e)
 {
@@ -286,5 +371,8 @@ const struct engine_feature engine_feature_zeros = {
 	.name = "zeros",
 	.enable = zeros_enable,
 	.state_size = sizeof(struct zeros_state),
+	.release = zeros_release,
 	.msgs = zeros_msgs,
+	.tx_zero = zeros_tx_zero,
+	.tx_flush = tx_zeros_flush,
 };

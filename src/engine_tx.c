@@ -381,11 +381,11 @@ static int step_sender(struct engine *e)
 	if (more) {
 		e->again = true; /* the next batch */
 	}
-	/* The receiver hashes data behind a zero range only once it has the range. */
-	if (r >= 0) {
-		r = tx_zeros_flush(e);
-	}
-	/* An unchanged range too; and it copies it from its old file meanwhile. */
+	/*
+	 * The receiver hashes data behind a zero range only once it has the
+	 * range; an unchanged range too, and it copies it from its old file
+	 * meanwhile.
+	 */
 	if (r >= 0) {
 		r = engine_tx_flush(e);
 	}

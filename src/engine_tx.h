@@ -7,11 +7,10 @@
 
 #include "engine-internal.h"
 
-/* engine_tx_offer.c: entries offered and opened, zeros noted. */
+/* engine_tx_offer.c: entries offered and opened. */
 int tx_offer(struct engine *e);
 void tx_oldest_advance(struct engine *e);
 int tx_open(struct engine *e, struct efile *f);
-int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len);
 
 /* engine_tx_read.c: chunks filled from the disk. */
 void tx_chunk_drop(struct engine *e, uint32_t ci);

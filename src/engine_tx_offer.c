@@ -226,48 +226,6 @@ int tx_offer(struct engine *e)
 	return e->failed ? e->fail_r : tx_room(e) && tx_have_src(e);
 }
 
-/* The zero ranges noted so far, in one ZEROS (before anything that must follow them). */
-int tx_zeros_flush(struct engine *e)
-{
-	struct msg m = { .type = MSG_ZEROS };
-	int r;
-
-	if (e->zq.count == 0) {
-		return 0;
-	}
-	m.u.zeros = e->zq;
-	e->zq.count = 0;
-	r = chan_queue(e->p->chan, &m);
-	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
-}
-
-/* [off, off + len) of f is zeros: into the next ZEROS, merged with the range before it. */
-int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
-{
-	struct msg_resume *q = &e->zq;
-	/* One order for all ranges: the SAME noted before go first. */
-	int r = engine_tx_flush(e);
-
-	if (r < 0) {
-		return r;
-	}
-	f->zeroed += len;
-	if (q->count > 0 && q->id == f->id &&
-	    q->r[q->count - 1].offset + q->r[q->count - 1].len == off) {
-		q->r[q->count - 1].len += len;
-		return 0;
-	}
-	if (q->count > 0 && (q->id != f->id || q->count == PROTO_MAX_ZERO_RANGES)) {
-		r = tx_zeros_flush(e);
-		if (r < 0) {
-			return r;
-		}
-	}
-	q->id = f->id;
-	q->r[q->count++] = (struct proto_range){ .offset = off, .len = len };
-	return 0;
-}
-
 int tx_send_done(struct engine *e, struct efile *f)
 {
 	/* Its digest is not whole before its hashing thread is done with it (tx_hashed). */
@@ -277,11 +235,8 @@ int tx_send_done(struct engine *e, struct efile *f)
 	}
 	struct msg m = { .type = MSG_FILE_DONE };
 	/* Its zero and unchanged ranges go first: the receiver refuses them after FILE_DONE. */
-	int zr = tx_zeros_flush(e);
+	int zr = engine_tx_flush(e);
 
-	if (zr >= 0) {
-		zr = engine_tx_flush(e);
-	}
 	if (zr < 0) {
 		return zr;
 	}

@@ -149,6 +149,17 @@ int tx_chunk_same(struct engine *e, uint32_t ci)
 	return tx_chunk_passed(e, ci);
 }
 
+/* [off, off + len) of f reads as zeros: noted for a ZEROS range (tx_zero hook). */
+static int tx_zero(struct engine *e, struct efile *f, uint64_t off, uint64_t len, bool now)
+{
+	int r = engine_tx_zero(e, f, off, len, now);
+
+	if (r == -ENOTSUP) {
+		return engine_fail(e, PERR_INTERNAL, r, "a zero range in a session without them");
+	}
+	return r;
+}
+
 static int tx_pass_chunk(struct engine *e, uint32_t ci)
 {
 	file_at(e, e->chunks[ci].fidx)->resumed += e->chunks[ci].len;
@@ -175,7 +186,7 @@ static int tx_pass_zero(struct engine *e, uint32_t ci)
 			f->resumed += unit;
 			continue;
 		}
-		r = tx_zero_note(e, f, off, unit);
+		r = tx_zero(e, f, off, unit, false);
 		if (r < 0) {
 			return r;
 		}
@@ -185,14 +196,9 @@ static int tx_pass_zero(struct engine *e, uint32_t ci)
 	 * hash their zeros at the same time rather than one after the other.
 	 */
 	if (c->len >= ZERO_EARLY_FLUSH) {
-		r = tx_zeros_flush(e);
-		if (r >= 0) {
-			r = chan_flush(e->p->chan);
-		}
+		r = tx_zero(e, f, end, 0, true);
 		if (r < 0) {
-			return e->failed ? r
-					 : engine_fail(e, PERR_IO, r, "control channel: %s",
-						       strerror(-r));
+			return r;
 		}
 	}
 	if (!f->tree) {
