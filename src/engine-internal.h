@@ -449,7 +449,6 @@ struct engine {
 	struct bench_state *bench;
 	bool zeros;	   /* see engine_zeros */
 	bool assume_zero;  /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
-	int32_t pack_ci;   /* sender: the pack being filled, -1 none */
 	uint32_t zr_total; /* receiver: ZEROS ranges waiting in all files (efile.nzr) */
 	/* Sender: chunks passed over without a slot (zeros, kept); the step goes on while they are. */
 	uint64_t passes;
@@ -545,6 +544,7 @@ int engine_tx_opened(struct engine *e, struct efile *f, int fd, char *text, size
 bool engine_tx_whole(const struct engine *e, const struct efile *f);
 int engine_tx_read(struct engine *e, struct efile *f);
 void engine_tx_read_end(struct engine *e);
+bool engine_tx_filling(const struct engine *e);
 int engine_tx_claim(struct engine *e, uint32_t ci, struct efile *f, bool wait);
 int engine_tx_post(struct engine *e, uint32_t ci);
 int engine_tx_same(struct engine *e, struct efile *f, uint64_t off, uint64_t len);

@@ -157,6 +157,8 @@ enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX
  *   tx_read     f's first read: ENGINE_DECLINED, or the feature reads it:
  *               ENGINE_TX_TAKEN, ENGINE_TX_FULL (no room now), -errno.
  *   tx_read_end a pass over the files to read is over (a pack goes).
+ *   tx_filling  the feature fills a chunk of its own that takes more (a
+ *               pack): files are read on without a free pool chunk.
  *   tx_claim    a ready chunk next in its file, before it is posted:
  *               READY_NONE (not the feature's), READY_WAIT (after what the
  *               hashing threads have), READY_TAKEN, or -errno.
@@ -228,6 +230,7 @@ struct engine_feature {
 	bool (*tx_whole)(const struct engine *e, const struct efile *f);
 	int (*tx_read)(struct engine *e, struct efile *f);
 	void (*tx_read_end)(struct engine *e);
+	bool (*tx_filling)(const struct engine *e);
 	int (*tx_claim)(struct engine *e, uint32_t ci, struct efile *f, bool wait);
 	int (*tx_post)(struct engine *e, uint32_t ci);
 	int (*tx_same)(struct engine *e, struct efile *f, uint64_t off, uint64_t len);

@@ -435,6 +435,17 @@ void engine_tx_read_end(struct engine *e)
 	}
 }
 
+/* Does a feature fill a chunk of its own with room left (a pack)? */
+bool engine_tx_filling(const struct engine *e)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->tx_filling && e->feat[i]->tx_filling(e)) {
+			return true;
+		}
+	}
+	return false;
+}
+
 int engine_tx_claim(struct engine *e, uint32_t ci, struct efile *f, bool wait)
 {
 	for (unsigned i = 0; i < e->nfeat; i++) {

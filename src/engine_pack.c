@@ -41,6 +41,7 @@ static uint64_t pack_file_max(const struct engine *e)
 /* The session state of packed slots (on when both ends know them). */
 struct pack_state {
 	bool pack;
+	int32_t ci;		    /* sender: the pack being filled, -1 none */
 	struct proto_piece *pieces; /* receiver: a packed slot's table, decoded */
 };
 
@@ -68,13 +69,14 @@ static void tx_pack_ready(struct engine *e, struct chunk *c)
 /* The pack being filled takes no more files; it goes once its reads are done. */
 static void tx_pack_close(struct engine *e)
 {
+	struct pack_state *ps = pack_of(e);
 	struct chunk *c;
 
-	if (e->pack_ci < 0) {
+	if (ps->ci < 0) {
 		return;
 	}
-	c = &e->chunks[e->pack_ci];
-	e->pack_ci = -1;
+	c = &e->chunks[ps->ci];
+	ps->ci = -1;
 	c->closed = true;
 	tx_pack_ready(e, c);
 }
@@ -102,8 +104,9 @@ static int tx_pread_submit(struct engine *e, struct efile *f)
 static int tx_pack_add(struct engine *e, struct efile *f)
 {
 	uint64_t cs = e->p->chunk_size;
+	struct pack_state *ps = pack_of(e);
 	struct pack_file *pk = pack_file(e, f);
-	struct chunk *c = e->pack_ci >= 0 ? &e->chunks[e->pack_ci] : NULL;
+	struct chunk *c = ps->ci >= 0 ? &e->chunks[ps->ci] : NULL;
 	/* Its bytes and the table with one more entry; a pack within a piece's length of full has no room. */
 	uint64_t used = c ? c->fill + (uint64_t)(c->npieces + 1) * PROTO_PIECE_LEN : 0;
 
@@ -120,10 +123,10 @@ static int tx_pack_add(struct engine *e, struct efile *f)
 		ci = pool_get(e->pool);
 		c = &e->chunks[ci];
 		*c = (struct chunk){ .state = CH_READING, .packed = true };
-		e->pack_ci = ci;
+		ps->ci = ci;
 	}
 	pk->packed = true;
-	pk->pk_at = (uint32_t)e->pack_ci;
+	pk->pk_at = (uint32_t)ps->ci;
 	pk->pk_off = c->fill;
 	pk->pk_done = 0;
 	pk->pk_next = 0;
@@ -440,9 +443,15 @@ static bool pack_enable(struct engine *e)
 	struct pack_state *pk = pack_of(e);
 	const struct engine_params *p = e->p;
 
-	e->pack_ci = -1;
+	pk->ci = -1;
 	pk->pack = p->x && (p->peer_caps & PROTO_CAP_PACK) && (hello_local_caps() & PROTO_CAP_PACK);
 	return pk->pack;
+}
+
+/* The pack being filled takes more files: the sender reads on without a free pool chunk. */
+static bool tx_pack_filling(const struct engine *e)
+{
+	return pack_of(e)->ci >= 0;
 }
 
 static void pack_release(struct engine *e)
@@ -477,6 +486,7 @@ const struct engine_feature engine_feature_pack = {
 	.tx_whole = tx_packable,
 	.tx_read = pack_tx_read,
 	.tx_read_end = tx_pack_close,
+	.tx_filling = tx_pack_filling,
 	.tx_post = pack_tx_post,
 	.setup = pack_setup,
 };

@@ -161,7 +161,7 @@ int tx_fill(struct engine *e)
 	/* Walk files in id order, from the oldest still in flight. */
 	tx_oldest_advance(e);
 	for (uint32_t id = e->oldest_id;
-	     id <= e->next_id && (e->pool->nfree > 0 || e->pack_ci >= 0); id++) {
+	     id <= e->next_id && (e->pool->nfree > 0 || engine_tx_filling(e)); id++) {
 		struct efile *f = file_by_id(e, id);
 		int r;
 
