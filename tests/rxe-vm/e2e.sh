@@ -144,6 +144,7 @@ ca = $W/certs/ca.crt
 handshake timeout = 10
 idle timeout = 30
 allow bench = client
+cipher = aes-128-gcm
 
 [data]
 path = $W/mod
@@ -289,9 +290,10 @@ packed_mixed() {
 }
 packed_mixed verbs_pmixed "verbs" pm
 
-# ---- 2c. sealed verbs lanes: the engine seals each slot (AES-256-GCM) ----------------
+# ---- 2c. sealed verbs lanes: the engine seals each slot (the daemon's cipher) --------
 # encryption in the start event (and the daemon's log): none by default on verbs,
-# aes-256-gcm with --encrypt and where the module requires it.
+# the daemon's suite (cipher = aes-128-gcm, not the default AES-256-GCM: the negotiated
+# suite reaches the engines' slot keys) with --encrypt and where the module requires it.
 enc_is() { # DESC OUTFILE WANT
 	if jq -e -s --arg w "$3" 'map(select(.event == "start")) | .[0] |
 		.transport == "verbs" and .encryption == $w' "$2" >/dev/null; then
@@ -307,14 +309,14 @@ else
 fi
 if run enc_push "${C[@]}" --transport verbs --encrypt --json --chunk-size 64K "${files[@]}" \
 	"$SERVER:data/e/"; then
-	enc_is "verbs push --encrypt" "$OUT/enc_push.out" aes-256-gcm
+	enc_is "verbs push --encrypt" "$OUT/enc_push.out" aes-128-gcm
 	for s in "${SIZES[@]}"; do
 		same "sealed verbs push" "$W/src/f_$s" "$W/mod/e/f_$s"
 	done
 else
 	fail "sealed verbs push: rc $? ($(head -3 "$OUT/enc_push.err"))"
 fi
-if grep -q "push to data: [0-9]* verbs lanes, encrypted (AES-256-GCM)" "$W/d.log"; then
+if grep -q "push to data: [0-9]* verbs lanes, encrypted (AES-128-GCM)" "$W/d.log"; then
 	pass "daemon log: sealed verbs push"
 else
 	fail "daemon log lacks a sealed verbs push: $(grep 'push to data' "$W/d.log" | tail -1)"
@@ -334,14 +336,14 @@ mkdir -p "$W/epull"
 if run enc_pull "${C[@]}" --transport verbs --encrypt --json --chunk-size 64K \
 	"$SERVER:data/e/$big" "$W/epull/" &&
 	run enc_pull_tree "${C[@]}" --transport verbs --encrypt -r "$SERVER:data/e/tree" "$W/epull/"; then
-	enc_is "verbs pull --encrypt" "$OUT/enc_pull.out" aes-256-gcm
+	enc_is "verbs pull --encrypt" "$OUT/enc_pull.out" aes-128-gcm
 	same "sealed verbs pull" "$W/src/$big" "$W/epull/$big"
 	same_tree "sealed verbs pull -r" "$W/src/tree" "$W/epull/tree"
 else
 	fail "sealed verbs pull: rc $? ($(head -3 "$OUT/enc_pull.err" "$OUT/enc_pull_tree.err"))"
 fi
 if run enc_required "${C[@]}" --transport verbs --json "$W/src/$big" "$SERVER:sealed/"; then
-	enc_is "verbs push into a module with encryption = required" "$OUT/enc_required.out" aes-256-gcm
+	enc_is "verbs push into a module with encryption = required" "$OUT/enc_required.out" aes-128-gcm
 	same "required-sealed verbs push" "$W/src/$big" "$W/req/$big"
 else
 	fail "verbs push into encryption = required: rc $? ($(head -3 "$OUT/enc_required.err"))"
@@ -439,7 +441,7 @@ for how in flip replay move truncate; do
 	fi
 done
 if run enc_bench "${C[@]}" bench --transport verbs --encrypt --size 8M --json "$SERVER"; then
-	if jq -e '.transport == "verbs" and .encryption == "aes-256-gcm" and
+	if jq -e '.transport == "verbs" and .encryption == "aes-128-gcm" and
 		.bytes == 8388608' "$OUT/enc_bench.out" >/dev/null; then
 		pass "sealed verbs bench: 8 MiB checked"
 	else
