@@ -780,50 +780,8 @@ typedef int (*tree_verify_fn)(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[
 			      const uint8_t *rdisk, uint8_t out[HASH_LEN]);
 int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn verify,
 		    sum_done_fn done);
-/* A job of f's is in its digest: slot is the one it was queued with. */
-typedef int (*hash_done_fn)(struct engine *e, struct efile *f, uint32_t slot);
-/*
- * A job for the worker threads (engine_workers.c): what it reads and writes
- * is the thread's until it comes back to its done function on the loop
- * (hash_done_fn where done is NULL); f: the file whose stream it fed, if any.
- */
-enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN, WJOB_RUN };
-struct wjob;
-typedef int (*wjob_done_fn)(struct engine *e, struct wjob *j, struct efile *f);
-struct wjob {
-	struct engine_job job; /* the pool's (engine_jobs.h) */
-	uint8_t kind;
-	bool slow;		/* tests: ENGINE_FAULT_SLOW_HASH */
-	bool flip;		/* tests: the copy's first byte changed (ENGINE_FAULT_FLIP_BYTE) */
-	bool digest;		/* copy: the chunk's own digest into chash too */
-	struct file_hash *hash; /* hash, copy: the stream the bytes feed (f's thread), or NULL */
-	const uint8_t *src;
-	uint8_t *dst;	     /* copy, open: the private copy */
-	uint32_t len;	     /* open: at most this much (the slot size) */
-	uint32_t idx;	     /* the caller's: a held copy, a sender's chunk */
-	uint32_t ring, lane; /* copy, open: the ring slot and its lane */
-	uint32_t fidx, id;   /* the file of hash (checked when it comes back) */
-	uint64_t count;	     /* open: the slot's count on its lane (its nonce) */
-	int r;		     /* open: 0, or why it did not open */
-	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN];
-	struct proto_desc d; /* open: the slot's descriptor, opened */
-	uint8_t chash[HASH_LEN];
-	/* run: the job (after a good open too); its result in rc (and at, arg its own). */
-	int (*run)(struct wjob *j);
-	int rc;
-	uint32_t at;
-	uint64_t arg;
-	wjob_done_fn done;
-};
-/* j to the workers: f's thread when it feeds f's stream (j->hash), else the next one round. */
-int workers_queue(struct engine *e, struct wjob *j, struct efile *f);
-int hashers_start(struct engine *e, unsigned n, hash_done_fn done);
-void hashers_stop(struct engine *e);
-int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,
-		  uint32_t len);
-int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
-int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
-void chunk_sent(struct engine *e, uint32_t ci);
+/* engine_workers.c: the per-byte jobs on the pool's worker queues. */
+#include "engine_workers.h"
 
 /* engine_partial_store.c: a directory's store, opened (created with create) never through a symlink. */
 int partial_store_open(int dirfd, bool create, int *ret_fd);

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-byte work beside the loop (engine_workers.c): a worker job (a
+ * chunk hashed, a held slot copied or opened, a job of the caller's own) on
+ * the pool's worker queues (engine_jobs.h), and what the roles call when a
+ * file's job is in its digest. Included by engine-internal.h, after the
+ * engine's own types.
+ */
+#pragma once
+
+/* A job of f's is in its digest: slot is the one it was queued with. */
+typedef int (*hash_done_fn)(struct engine *e, struct efile *f, uint32_t slot);
+/*
+ * A job for the worker threads (engine_workers.c): what it reads and writes
+ * is the thread's until it comes back to its done function on the loop
+ * (hash_done_fn where done is NULL); f: the file whose stream it fed, if any.
+ */
+enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN, WJOB_RUN };
+struct wjob;
+typedef int (*wjob_done_fn)(struct engine *e, struct wjob *j, struct efile *f);
+struct wjob {
+	struct engine_job job; /* the pool's (engine_jobs.h) */
+	uint8_t kind;
+	bool slow;		/* tests: ENGINE_FAULT_SLOW_HASH */
+	bool flip;		/* tests: the copy's first byte changed (ENGINE_FAULT_FLIP_BYTE) */
+	bool digest;		/* copy: the chunk's own digest into chash too */
+	struct file_hash *hash; /* hash, copy: the stream the bytes feed (f's thread), or NULL */
+	const uint8_t *src;
+	uint8_t *dst;	     /* copy, open: the private copy */
+	uint32_t len;	     /* open: at most this much (the slot size) */
+	uint32_t idx;	     /* the caller's: a held copy, a sender's chunk */
+	uint32_t ring, lane; /* copy, open: the ring slot and its lane */
+	uint32_t fidx, id;   /* the file of hash (checked when it comes back) */
+	uint64_t count;	     /* open: the slot's count on its lane (its nonce) */
+	int r;		     /* open: 0, or why it did not open */
+	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN];
+	struct proto_desc d; /* open: the slot's descriptor, opened */
+	uint8_t chash[HASH_LEN];
+	/* run: the job (after a good open too); its result in rc (and at, arg its own). */
+	int (*run)(struct wjob *j);
+	int rc;
+	uint32_t at;
+	uint64_t arg;
+	wjob_done_fn done;
+};
+/* j to the workers: f's thread when it feeds f's stream (j->hash), else the next one round. */
+int workers_queue(struct engine *e, struct wjob *j, struct efile *f);
+int hashers_start(struct engine *e, unsigned n, hash_done_fn done);
+void hashers_stop(struct engine *e);
+int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,
+		  uint32_t len);
+int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
+int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
+void chunk_sent(struct engine *e, uint32_t ci);
