@@ -115,6 +115,12 @@ struct runner {
 };
 
 /* One push of a list of names: the plan's options, --partial, the shard's destination. */
+/*
+ * A push's exit code rc, with entries that failed only because the source
+ * lost them since the plan (journaled vanished, counted past vanished while
+ * the failures stayed at failed) no failure of the run.
+ */
+int run_push_outcome(const struct runner *ru, uint64_t failed, uint64_t vanished, int rc);
 int run_push(struct runner *ru, struct batch *b);
 /* A push's exit code into the run's; an interruption stops it. */
 void run_result(struct runner *ru, int rc);

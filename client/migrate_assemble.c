@@ -38,8 +38,10 @@ struct assembler {
 	uint32_t *shard_of; /* each range's shard (PLAN_MAX_RANGES) */
 	const char *plan;
 	uint32_t ranges;
-	bool active; /* gathering its ranges */
-	uint64_t done, failed, kept;
+	bool active;  /* gathering its ranges */
+	bool discard; /* of a file that vanished: its parts to remove (PROTO_ASM_DISCARD) */
+	bool said_no_discard;
+	uint64_t done, failed, kept, discarded;
 	struct batch keep; /* split files kept by their shards, for keep_push */
 	int rc;
 };
@@ -167,6 +169,59 @@ static int assemble_one(struct assembler *as)
 }
 
 /*
+ * The parts a file that vanished from the source left in staging, removed
+ * by the daemon (PROTO_ASM_DISCARD); one that can't is said once, and
+ * leaves them. Never a failure of finalize: its tree is whole without
+ * them. 0, or an exit code when no daemon could be reached.
+ */
+static int discard_one(struct assembler *as)
+{
+	struct msg_assemble *a = &as->req.u.assemble;
+	char esc[1024], text[4 * PROTO_MAX_TEXT + 1];
+	struct msg reply;
+	int rc = assembler_connect(as), r;
+
+	if (rc != 0) {
+		return rc;
+	}
+	log_escape_short(a->name, esc, sizeof(esc));
+	if (!(as->s.hello.caps & PROTO_CAP_ASM_DISCARD)) {
+		if (!as->said_no_discard) {
+			log_warning("%s: the daemon can't remove the parts of split files that "
+				    "vanished from the source (too old): they stay in its staging "
+				    "directory",
+				    as->rem.host);
+		}
+		as->said_no_discard = true;
+		return 0;
+	}
+	r = chan_send(&as->s.chan, &as->req);
+	if (r == 0) {
+		r = chan_recv(&as->s.chan, &reply, 60000);
+	}
+	if (r < 0 || reply.type != MSG_ASSEMBLED || reply.u.assembled.size != 0) {
+		log_warning("%s: the parts of %s (vanished from the source) not removed: %s",
+			    as->rem.host, esc,
+			    r < 0 ? strerror(-r)
+			    : reply.type == MSG_ERROR
+				? log_escape(reply.u.error.text, text, sizeof(text))
+				: proto_type_name(reply.type));
+		if (r == 0) {
+			msg_clear(&reply);
+		}
+		daemon_conn_close(&as->s, false);
+		as->open = false;
+		return 0;
+	}
+	as->discarded++;
+	if (as->o->verbose > 0) {
+		fprintf(stderr, "removed the parts of %s: it vanished from the source\n", esc);
+	}
+	msg_clear(&reply);
+	return 0;
+}
+
+/*
  * A split file's entry: the ASSEMBLE request begun, unless it is done, or
  * kept by its shards (listed for keep_push instead), or lost by the source.
  */
@@ -184,8 +239,7 @@ static void assemble_begin(struct assembler *as, const struct plan_entry *e)
 		as->active = false;
 		batch_add(&as->keep, e->name);
 	}
-	if (!as->active || split_kind(&as->m->ns, e, NULL) == SPLIT_VANISHED) {
-		as->active = false;
+	if (!as->active) {
 		return;
 	}
 	as->ranges = e->ranges;
@@ -194,6 +248,17 @@ static void assemble_begin(struct assembler *as, const struct plan_entry *e)
 	a->name = as->name;
 	a->size = e->size;
 	a->count = 0;
+	as->discard = split_kind(&as->m->ns, e, NULL) == SPLIT_VANISHED;
+	if (as->discard) {
+		/* Nothing is made: its parts are all the daemon looks at. */
+		*a = (struct msg_assemble){ .flags = PROTO_ASM_DISCARD,
+					    .path = a->path,
+					    .name = a->name,
+					    .staging = a->staging,
+					    .size = e->size,
+					    .parts = a->parts };
+		return;
+	}
 	/* Without -p, as a push without it: the mode less group and other write, now. */
 	a->mode = h->preserve ? e->mode : e->mode & 0755;
 	a->mtime_sec = h->preserve ? e->mtime : (int64_t)time(NULL);
@@ -237,7 +302,9 @@ static int assemble_entry(void *ud, const struct plan_entry *e)
 		as->shard_of[a->count - 1] = e->shard;
 		p->offset = e->offset;
 		p->len = e->size;
-		if (!hash) {
+		if (!hash && as->discard) {
+			memset(p->hash, 0, PROTO_HASH_LEN);
+		} else if (!hash) {
 			char esc[1024];
 
 			log_error("%s: range %" PRIu32 " has no digest in its journal",
@@ -246,14 +313,15 @@ static int assemble_entry(void *ud, const struct plan_entry *e)
 			as->failed++;
 			as->rc = as->rc ? as->rc : EXIT_BAD_PLAN;
 			return 0;
+		} else {
+			memcpy(p->hash, hash, PROTO_HASH_LEN);
 		}
-		memcpy(p->hash, hash, PROTO_HASH_LEN);
 	}
 	if (a->count == as->ranges) {
 		int rc;
 
 		as->active = false;
-		rc = assemble_one(as);
+		rc = as->discard ? discard_one(as) : assemble_one(as);
 		as->rc = as->rc ? as->rc : rc;
 		/* No daemon to ask, or one that can't: the other files would fare the same. */
 		if (rc == EXIT_VERSION || rc == EXIT_CONNECT || rc == EXIT_AUTH ||
@@ -320,11 +388,11 @@ int assemble_all(struct merged *m, struct client_opts *o, struct journal_writer 
 	}
 	fclose(as.keep.f);
 	unlink(as.keep.path);
-	if (o->verbose >= 0 && !o->json && (as.done || as.failed || as.kept)) {
+	if (o->verbose >= 0 && !o->json && (as.done || as.failed || as.kept || as.discarded)) {
 		fprintf(stderr,
 			"split files: %" PRIu64 " assembled, %" PRIu64 " kept (unchanged), %" PRIu64
-			" failed\n",
-			as.done, as.kept, as.failed);
+			" failed, %" PRIu64 " vanished (parts removed)\n",
+			as.done, as.kept, as.failed, as.discarded);
 	}
 	return rc ? rc : as.rc;
 }

@@ -132,6 +132,16 @@ int batch_append(struct batch *b, struct batch *from)
 	return 0;
 }
 
+int run_push_outcome(const struct runner *ru, uint64_t failed, uint64_t vanished, int rc)
+{
+	/* Entries that failed only because the source lost them: no failure of the run. */
+	if ((rc == EXIT_PARTIAL || rc == EXIT_LOCAL_IO) && ru->j && ru->j->failed == failed &&
+	    ru->j->vanished > vanished) {
+		return 0;
+	}
+	return rc;
+}
+
 /* One push of a list of names: the plan's options, --partial, the shard's destination. */
 int run_push(struct runner *ru, struct batch *b)
 {
@@ -145,12 +155,7 @@ int run_push(struct runner *ru, struct batch *b)
 	}
 	snprintf(o->files_from, sizeof(o->files_from), "%s", b->path);
 	o->from0 = true;
-	rc = cmd_copy(o, args, 2);
-	/* Entries that failed only because the source lost them: no failure of the run. */
-	if ((rc == EXIT_PARTIAL || rc == EXIT_LOCAL_IO) && ru->j && ru->j->failed == failed &&
-	    ru->j->vanished > vanished) {
-		rc = 0;
-	}
+	rc = run_push_outcome(ru, failed, vanished, cmd_copy(o, args, 2));
 	if (ftruncate(fileno(b->f), 0) < 0 || fseek(b->f, 0, SEEK_SET) < 0) {
 		return EXIT_LOCAL_IO;
 	}

@@ -129,6 +129,7 @@ static void window_observe(void *ud, const char *name, const char *action, uint6
 		}
 		journal_put_range(j->f, ru->win.of[i].file, ru->win.of[i].range, state, bytes, code,
 				  journal_state_done(state) ? hash : NULL);
+		j->failed += state == JOURNAL_FAILED;
 		j->bytes += bytes;
 		journal_outcome(j);
 		return;
@@ -220,6 +221,7 @@ int run_windows(struct runner *ru)
 {
 	struct client_opts *o = ru->o;
 	char *args[2] = { (char *)ru->h->base, ru->dest };
+	uint64_t failed, vanished;
 	int rc;
 
 	if (split_keep_level(ru->h)) {
@@ -247,7 +249,9 @@ int run_windows(struct runner *ru)
 	o->owner = false;
 	copy_set_sources(ru->win.v, ru->win.n);
 	copy_set_observer(window_observe, ru);
-	rc = cmd_copy(o, args, 2);
+	failed = ru->j ? ru->j->failed : 0;
+	vanished = ru->j ? ru->j->vanished : 0;
+	rc = run_push_outcome(ru, failed, vanished, cmd_copy(o, args, 2));
 	copy_set_sources(NULL, 0);
 	copy_set_observer(journal_observe, ru->j);
 	return rc;

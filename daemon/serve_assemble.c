@@ -37,20 +37,41 @@ static int assemble_dest(struct conn *c, const struct msg_assemble *a,
 	return 0;
 }
 
+/* A vanished file's parts removed from staging (PROTO_ASM_DISCARD); ASSEMBLED of size 0. */
+static int serve_discard(struct conn *c, const struct msg_assemble *a,
+			 const struct policy_grant *gr, int destfd, const char *esc)
+{
+	struct msg done = { .type = MSG_ASSEMBLED };
+	char why[512];
+	uint32_t code;
+	int r = assemble_discard(destfd, a, &code, why, sizeof(why));
+
+	if (r < 0) {
+		return serve_refuse(c, code, "removing the parts of '%s': %s", esc, why);
+	}
+	log_info("%s (%s): removed the parts of %s in module %s (vanished from the source)",
+		 c->peer, c->id, esc, gr->m->name);
+	done.u.assembled.size = 0;
+	return chan_send(&c->chan, &done);
+}
+
 /*
  * rdmacp finalize: join a split file's parts (ASSEMBLE, src/assemble.h), as
  * the module's user, beneath the module, where a push to a->path would
  * write; the module's rules for a push apply (not read only, owners only
  * where kept, 'max file size'). ASSEMBLED once the file is in place;
  * otherwise ERROR (ASSEMBLY for parts that are missing or not what their
- * digests say) and the session ends.
+ * digests say) and the session ends. With PROTO_ASM_DISCARD, only the
+ * parts are removed (serve_discard).
  */
 int serve_assemble(struct conn *c, const struct msg *m)
 {
 	const struct msg_assemble *a = &m->u.assemble;
-	struct policy_request rq = {
-		.op = POLICY_ASSEMBLE, .path = a->path, .flags = a->flags, .bytes = a->size
-	};
+	bool discard = a->flags & PROTO_ASM_DISCARD;
+	struct policy_request rq = { .op = POLICY_ASSEMBLE,
+				     .path = a->path,
+				     .flags = a->flags & ~PROTO_ASM_DISCARD,
+				     .bytes = discard ? 0 : a->size };
 	struct policy_grant gr;
 	struct msg done = { .type = MSG_ASSEMBLED };
 	char esc[PROTO_MAX_PATH * 4 + 1], why[512];
@@ -61,6 +82,10 @@ int serve_assemble(struct conn *c, const struct msg *m)
 	if (!(c->peer_caps & PROTO_CAP_ASSEMBLE)) {
 		return serve_refuse(c, PERR_PROTOCOL,
 				    "ASSEMBLE from a client without the capability");
+	}
+	if (discard && !(c->peer_caps & PROTO_CAP_ASM_DISCARD)) {
+		return serve_refuse(c, PERR_PROTOCOL,
+				    "ASSEMBLE DISCARD from a client without the capability");
 	}
 	r = serve_decide(c, &rq, &gr);
 	if (r < 0) {
@@ -85,6 +110,9 @@ int serve_assemble(struct conn *c, const struct msg *m)
 	r = assemble_dest(c, a, &gr, rootfd, &destfd);
 	if (r < 0) {
 		return r;
+	}
+	if (discard) {
+		return serve_discard(c, a, &gr, destfd, esc);
 	}
 	/* The module's metadata rule, as for a push (policy.h, meta_policy.h). */
 	r = assemble_file(destfd, a, &gr.meta, &code, why, sizeof(why));

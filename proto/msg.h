@@ -631,10 +631,16 @@ struct msg_delta {
  * adding up to size. The daemon answers ASSEMBLED, or ERROR (ASSEMBLY for
  * a part that is missing, short or not its digest).
  */
-#define PROTO_MAX_PARTS	      1024
-#define PROTO_MAX_PART_NAME   255
-#define PROTO_ASM_OWNER	      0x1u /* set uid and gid */
-#define PROTO_ASM_FLAGS_KNOWN 0x1u
+#define PROTO_MAX_PARTS	    1024
+#define PROTO_MAX_PART_NAME 255
+#define PROTO_ASM_OWNER	    0x1u /* set uid and gid */
+/*
+ * The file vanished from the source (PROTO_CAP_ASM_DISCARD): its parts are
+ * removed from staging (those there: none may be), nothing is made or
+ * changed at name; digests and metadata are not looked at.
+ */
+#define PROTO_ASM_DISCARD     0x2u
+#define PROTO_ASM_FLAGS_KNOWN 0x3u
 struct proto_part {
 	char name[PROTO_MAX_PART_NAME + 1];
 	uint64_t offset, len;

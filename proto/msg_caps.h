@@ -103,6 +103,12 @@ enum {
  * address the client reached takes no lanes, a management address).
  */
 #define PROTO_CAP_RAILS_ONLY (1ull << 38)
+/*
+ * ASSEMBLE's PROTO_ASM_DISCARD: finalize asks for the parts of a split file
+ * that vanished from the source to be removed from staging.
+ */
+#define PROTO_CAP_ASM_DISCARD (1ull << 40)
 #define PROTO_CAPS_KNOWN                                                                        \
 	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
-	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_SLOT_SUITES | PROTO_CAP_RAILS_ONLY)
+	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_SLOT_SUITES | PROTO_CAP_RAILS_ONLY |                 \
+	 PROTO_CAP_ASM_DISCARD)

@@ -293,11 +293,16 @@ static int commit(struct asm_job *j, int dirfd, const char *leaf, int fd, const 
 	return 0;
 }
 
-/* The parts and, once empty, their directory: the file is in place, they are spare. */
+/*
+ * The parts (and what a cut run kept of them in staging's --partial store)
+ * and, once empty, their directory: the file is in place, or gone from the
+ * source; they are spare.
+ */
 static void remove_parts(int destfd, int stagefd, const struct msg_assemble *a)
 {
 	for (size_t i = 0; i < a->count; i++) {
 		unlinkat(stagefd, a->parts[i].name, 0);
+		engine_partial_forget(stagefd, a->parts[i].name);
 	}
 	fsync(stagefd);
 	if (unlinkat(destfd, a->staging, AT_REMOVEDIR) == 0) {
@@ -380,4 +385,25 @@ out:
 	}
 	*ret_code = j.code;
 	return r;
+}
+
+int assemble_discard(int destfd, const struct msg_assemble *a, uint32_t *ret_code, char *why,
+		     size_t whylen)
+{
+	_cleanup_close_ int stagefd = -1;
+	int r = fspath_open_dir(destfd, a->staging, &stagefd);
+
+	why[0] = '\0';
+	*ret_code = PERR_OK;
+	if (r == -ENOENT) {
+		return 0;
+	}
+	if (r < 0) {
+		*ret_code = perr_of(r);
+		snprintf(why, whylen, "the parts' directory: %s",
+			 r == -ELOOP || r == -EXDEV ? "symlink or escape refused" : strerror(-r));
+		return r;
+	}
+	remove_parts(destfd, stagefd, a);
+	return 0;
 }

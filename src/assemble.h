@@ -32,3 +32,11 @@
  */
 int assemble_file(int destfd, const struct msg_assemble *a, const struct meta_policy *mp,
 		  uint32_t *ret_code, char *why, size_t whylen);
+/*
+ * A vanished file's parts (PROTO_ASM_DISCARD): each of a's parts removed
+ * from a->staging beneath destfd where it is there, then staging itself
+ * once empty. Nothing else is touched; a missing staging directory or
+ * part is no error. 0, or -errno with *ret_code and why.
+ */
+int assemble_discard(int destfd, const struct msg_assemble *a, uint32_t *ret_code, char *why,
+		     size_t whylen);

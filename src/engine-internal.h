@@ -785,6 +785,8 @@ int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn ve
 
 /* engine_partial_store.c: a directory's store, opened (created with create) never through a symlink. */
 int partial_store_open(int dirfd, bool create, int *ret_fd);
+/* A leaf's name in the store: "<32 hex of XXH3-128(leaf)><suffix>". */
+void partial_name(const char *leaf, const char *suffix, char *out, size_t outlen);
 
 /* engine_partial.c */
 /* f is kept resumable and its journal takes records. */

@@ -394,6 +394,11 @@ struct engine_params {
  * (0: none), and the store once empty. Returns how many files went, or -errno.
  */
 int engine_partial_sweep(int parent, uint64_t max_age_s);
+/*
+ * What parent's store keeps for leaf (a cut run's data and journal) removed,
+ * unless a live session writes it, and the store once empty. 0 or -errno.
+ */
+int engine_partial_forget(int parent, const char *leaf);
 
 /* Does the relative name have an ENGINE_PARTIAL_DIR component? Nothing is written there. */
 bool engine_name_reserved(const char *name);

@@ -52,19 +52,6 @@ static struct partial_file *partial_file(const struct engine *e, const struct ef
 	return engine_file_state(e, &engine_feature_partial, f);
 }
 
-/* "<32 hex of XXH3-128(leaf)><suffix>" */
-static void partial_name(const char *leaf, const char *suffix, char *out, size_t outlen)
-{
-	XXH128_canonical_t c;
-	uint8_t h[HASH_LEN];
-	char hex[2 * HASH_LEN + 1];
-
-	XXH128_canonicalFromHash(&c, XXH3_128bits(leaf, strlen(leaf)));
-	memcpy(h, c.digest, HASH_LEN);
-	hash_to_hex(h, hex);
-	snprintf(out, outlen, "%s%s", hex, suffix);
-}
-
 /*
  * A fresh journal for f: its header and the n records (in order, from 0),
  * written beside the old one and renamed over it. Records stay one per

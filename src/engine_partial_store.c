@@ -23,6 +23,19 @@ int partial_store_open(int dirfd, bool create, int *ret_fd)
 	return r;
 }
 
+/* "<32 hex of XXH3-128(leaf)><suffix>" */
+void partial_name(const char *leaf, const char *suffix, char *out, size_t outlen)
+{
+	XXH128_canonical_t c;
+	uint8_t h[HASH_LEN];
+	char hex[2 * HASH_LEN + 1];
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits(leaf, strlen(leaf)));
+	memcpy(h, c.digest, HASH_LEN);
+	hash_to_hex(h, hex);
+	snprintf(out, outlen, "%s%s", hex, suffix);
+}
+
 /* "<32 hex>.data", ".jnl" or ".jnl.new": a name the store may hold. */
 static bool store_name(const char *n)
 {
@@ -79,4 +92,29 @@ int engine_partial_sweep(int parent, uint64_t max_age_s)
 	closedir(d);
 	unlinkat(parent, ENGINE_PARTIAL_DIR, AT_REMOVEDIR);
 	return removed;
+}
+
+int engine_partial_forget(int parent, const char *leaf)
+{
+	static const char *const suffixes[] = { ".data", ".jnl", ".jnl.new" };
+	_cleanup_close_ int store = -1;
+	int r = partial_store_open(parent, false, &store);
+
+	if (r < 0) {
+		return r == -ENOENT ? 0 : r;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
+		_cleanup_close_ int fd = -1;
+		char name[2 * HASH_LEN + 16];
+
+		partial_name(leaf, suffixes[i], name, sizeof(name));
+		fd = openat(store, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		/* A data file a live session writes is locked: left to it. */
+		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			continue;
+		}
+		unlinkat(store, name, 0);
+	}
+	unlinkat(parent, ENGINE_PARTIAL_DIR, AT_REMOVEDIR);
+	return 0;
 }

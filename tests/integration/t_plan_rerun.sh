@@ -22,7 +22,10 @@
 #      "vanished"; finalize exits 9 saying so, changing nothing; finalize
 #      --delete exits 0 and removes the copy; report --json "vanished":1,
 #      complete; run --missing-ok: journaled MISSING_OK, finalize exits 0
-#      with no flag; plan --missing-ok: its header says so, finalize exits 0.
+#      with no flag; plan --missing-ok: its header says so, finalize exits 0;
+#   6. a split file removed from the source between its shards: the parts
+#      the first shard sent are in staging; finalize --delete removes them
+#      (ASSEMBLE DISCARD) and the staging directory with them.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -152,4 +155,20 @@ plan_vanish p7 f3 --missing-ok
 	fail "p7 header: $(head -1 "$T/plans/p7")"
 for i in 0 1; do expect_rc 0 "p7 shard $i" "${CLIENT[@]}" run "$T/plans/p7" --shard "$i/2"; done
 ! grep -q "vanished from the source" "$T/err" && expect_rc 0 "p7 finalize (the plan accepts it)" "${CLIENT[@]}" finalize "$T/plans/p7"
+
+# ---- 6. a split file the source loses between its shards --------------------------------------
+head -c $((12 << 20)) /dev/urandom >"$S/big2"
+P8=$T/plans/p8
+expect_rc 0 "plan p8" "${CLIENT[@]}" plan -a --skip quick --shards 2 --split-size 4M "$S" "$HOST:data/dst" -o "$P8"
+staged() { find "$T/mod/dst" -maxdepth 2 -name '.rdmacp-split.*' | head -1; }
+expect_rc 0 "p8 shard 0" "${CLIENT[@]}" -q run "$P8" --shard 0/2
+stage=$(staged)
+[ -n "$stage" ] && [ -n "$(ls -A "$stage")" ] && pass "p8: shard 0's parts of big2 are in staging" ||
+	fail "p8: no parts staged: $(ls -a "$T/mod/dst")"
+rm "$S/big2"
+expect_rc 0 "p8 shard 1, big2 gone" "${CLIENT[@]}" -q run "$P8" --shard 1/2
+expect_rc 0 "p8 finalize --delete" "${CLIENT[@]}" -v finalize --delete "$P8"
+[ -z "$(staged)" ] && [ ! -e "$D/big2" ] && grep -q "removed the parts of tree/big2" "$T/err" &&
+	pass "p8: the vanished file's parts and staging removed" ||
+	fail "p8: $(ls -a "$T/mod/dst" "$stage" 2>&1) $(cat "$T/err")"
 finish

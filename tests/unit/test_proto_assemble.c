@@ -121,8 +121,12 @@ static void test_assemble(void **state)
 		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 	}
 	sample_assemble(&m);
-	m.u.assemble.flags = 0x2;
+	m.u.assemble.flags = 0x4;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	/* DISCARD (a vanished file's parts) is known, with OWNER or alone. */
+	sample_assemble(&m);
+	m.u.assemble.flags = PROTO_ASM_DISCARD | PROTO_ASM_OWNER;
+	assert_int_equal(encode_decode_rc(&m), 0);
 	sample_assemble(&m);
 	m.u.assemble.mode = 010000;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
