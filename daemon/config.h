@@ -155,6 +155,11 @@ struct daemon_config {
 	 */
 	struct sockaddr_storage rails[DAEMON_MAX_RAILS];
 	size_t nrails;
+	/*
+	 * "relay client": the rdmacp binary a session runs to pass a relayed
+	 * push on (serve_relay.c); "" the default, rdmacp beside rdmacpd.
+	 */
+	char relay_client[4096];
 	struct module *modules;
 	size_t nmodules;
 };

@@ -3,7 +3,7 @@
  * rdmacpd.conf's [global] keys (config_parse.h): listen addresses, the
  * certificates, connection limits and timeouts, memory, logging, the lanes'
  * defaults (encryption, traffic class, rails), who may run bench, and the
- * certificates refused (deny, crl) and expiry warnings. One
+ * certificates refused (deny, crl) and expiry warnings, the relay client. One
  * handler per key, and the table the loader (config.c) dispatches through.
  */
 #include "config_parse.h"
@@ -284,6 +284,22 @@ static int g_allow_bench(struct parse_state *ps, const char *key, const char *va
 	return config_for_each_entry(ps, key, value, add_bench_allow);
 }
 
+/* "relay client": the binary a relaying session runs: an absolute path, executable. */
+static int g_relay_client(struct parse_state *ps, const char *key, const char *value)
+{
+	int r;
+
+	if (value[0] != '/') {
+		return fail(ps, "'%s' must be an absolute path, not '%s'", key, ESC(value));
+	}
+	r = config_set_path(ps, key, value, ps->cfg->relay_client, sizeof(ps->cfg->relay_client));
+	if (r >= 0 && access(ps->cfg->relay_client, X_OK) < 0) {
+		return fail(ps, "'%s' file '%s' is not executable: %s", key, ESC(value),
+			    strerror(errno));
+	}
+	return r;
+}
+
 const struct key_handler config_global_keys[] = {
 	{ "listen", true, g_listen },
 	{ "cert", false, g_cert },
@@ -311,6 +327,7 @@ const struct key_handler config_global_keys[] = {
 	{ "crl", false, g_crl },
 	{ "deny", true, g_deny },
 	{ "cert warn days", false, g_cert_warn_days },
+	{ "relay client", false, g_relay_client },
 };
 
 const size_t config_nglobal_keys = ARRAY_SIZE(config_global_keys);
