@@ -13,8 +13,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "certs.h"
+#include "relaycheck.h"
 #include "testutil.h"
 #include "daemon_config_harness.h"
+
+/* tmpdir/name, in a static buffer. */
+static const char *tmp_path(const char *name)
+{
+	static char p[4200];
+
+	snprintf(p, sizeof(p), "%s/%s", tmpdir, name);
+	return p;
+}
 
 /* Defaults: nothing relays, nowhere, from nobody. */
 static void relay_defaults(void **state)
@@ -123,12 +134,68 @@ static void relay_errors(void **state)
 	expect_error(6, "bad host pattern");
 }
 
+struct warnings {
+	char all[4096];
+	size_t n;
+};
+
+static void collect(void *ud, const char *text)
+{
+	struct warnings *w = ud;
+	size_t len = strlen(w->all);
+
+	snprintf(w->all + len, sizeof(w->all) - len, "%s\n", text);
+	w->n++;
+}
+
+/* --check on relays: each warning when due, none for a config that can work. */
+static void relay_check_warnings(void **state)
+{
+	struct daemon_config *c;
+	struct warnings w = { 0 };
+	char body[2048];
+
+	(void)state;
+	/* The harness's cert.pem is no certificate: make a CA with a client and a server. */
+	assert_int_equal(certs_init(tmp_path("pki"), NULL, 0), 0);
+	snprintf(body, sizeof(body),
+		 "[data]\npath = @/data\nallow = *\nrelay = yes\n"
+		 "[b]\npath = @/other\nrelay to = x\nrelay from = r1\n");
+	write_conf(body);
+	c = load_ok();
+	assert_int_equal(relaycheck_config(c, collect, &w), 4);
+	assert_non_null(strstr(w.all, "module [data]: 'relay = yes' but no 'relay to'"));
+	assert_non_null(strstr(w.all, "module [b]: 'relay to' without 'relay = yes'"));
+	assert_non_null(strstr(w.all, "module [b]: 'relay from' without 'allow'"));
+	assert_non_null(strstr(w.all, "cannot read a PEM certificate"));
+	daemon_config_free(c);
+
+	/* A server certificate is no client's; a client certificate is. */
+	write_conf_raw("[global]\ncert = @/pki/server.crt\nkey = @/pki/server.key\n"
+		       "ca = @/pki/ca.crt\nrelay to = *\n"
+		       "[data]\npath = @/data\nallow = *\nrelay = yes\nrelay from = r1\n");
+	c = load_ok();
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(relaycheck_config(c, collect, &w), 1);
+	assert_non_null(strstr(w.all, "not a TLS client certificate"));
+	daemon_config_free(c);
+	write_conf_raw("[global]\ncert = @/pki/server.crt\nkey = @/pki/server.key\n"
+		       "ca = @/pki/ca.crt\nrelay to = *\nrelay certificate = @/pki/client.crt\n"
+		       "relay key = @/pki/client.key\n"
+		       "[data]\npath = @/data\nallow = *\nrelay = yes\nrelay from = r1\n");
+	c = load_ok();
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(relaycheck_config(c, collect, &w), 0);
+	daemon_config_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(relay_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(relay_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(relay_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(relay_check_warnings, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
