@@ -125,7 +125,11 @@ struct engine_msg_row {
  *               store, f->tfd; a device's journal): 0, ENGINE_DECLINED (not
  *               kept so: a plain temp file), or -ENOMEM.
  *   rx_opened   its data file is open (temp file, store or device).
- *   rx_written  [off, off + len) of its data is written (d: its digest).
+ *   rx_written  [off, off + len) of its data is there on the disk, the one
+ *               call for every way bytes land: written, zeros, unchanged
+ *               (--delta's SAME, a tree's range); d: its digest when the
+ *               file is journaled (--partial), else NULL. Ranges may come
+ *               out of order.
  *   rx_named    it has its final name (the data durable under it).
  *   rx_answered its FILES_ACK entry goes next: what the feature sends first.
  *   rx_complete its bytes are all there and verified, before its metadata,
