@@ -210,11 +210,292 @@ static void test_child_gone(void **state)
 	child_free(c);
 }
 
+/* ---- follow: a relay child's sender -------------------------------------- */
+
+/*
+ * The next hop: a second fixture, its sender following feed end sock (no
+ * source of its own), its receiver writing into its own directory.
+ */
+static struct fx *next_hop(int sock)
+{
+	void *st = NULL;
+	struct fx *g;
+
+	assert_int_equal(fx_setup(&st), 0);
+	g = st;
+	g->txr.p.follow_feed = sock;
+	return g;
+}
+
+static void next_hop_end(struct fx *g)
+{
+	void *st = g;
+
+	fx_teardown(&st);
+}
+
+/*
+ * A whole chain in one process: a sender pushes to a receiver whose relay
+ * feed drives a follow sender pushing to a third engine. Every entry
+ * arrives there byte-exact, committed under the source's digest.
+ */
+static void test_chain(void **state)
+{
+	struct fx *f = *state, *g;
+	struct source s = { 0 };
+	static const char *const regs[] = { "empty", "one", "exact", "multi", "sub/inner", NULL };
+	int sv[2];
+	char target[16];
+
+	source_file(f, &s, "empty", 0);
+	source_file(f, &s, "one", 1);
+	source_file(f, &s, "exact", CHUNK);
+	source_file(f, &s, "multi", 9 * CHUNK + 17);
+	source_dir(f, &s, "sub");
+	source_file(f, &s, "sub/inner", 5000);
+	source_symlink(&s, "link", "one");
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	f->rxr.p.relay_feed = sv[0];
+	g = next_hop(sv[1]);
+	run_start(&g->rxr);
+	run_start(&g->txr);
+	run_both(f, &s);
+	close(sv[0]); /* the hop's session is over: the child has had its END */
+	run_join(&g->txr);
+	run_join(&g->rxr);
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_ok_run(&g->txr);
+	assert_ok_run(&g->rxr);
+	assert_int_equal(f->rxr.st.relay_feed_lost, 0);
+	assert_stats(&g->rxr.st, 7, 0, f->rxr.st.bytes, PERR_OK);
+	assert_dest(g->dst, "empty exact link multi one sub sub/inner");
+	for (size_t i = 0; regs[i]; i++) {
+		assert_same_file(f->src, g->dst, regs[i]);
+	}
+	assert_int_equal(readlinkat(g->dst_fd, "link", target, sizeof(target)), 3);
+	close(sv[1]);
+	next_hop_end(g);
+}
+
+/* ---- a hop played by hand ------------------------------------------------- */
+
+struct hop {
+	int sock; /* the hop's end of the feed */
+	int fd;	  /* its copy of the one file */
+	char *path;
+};
+
+static void hop_send(struct hop *h, struct relay_feed_msg *m, int fd)
+{
+	assert_int_equal(relay_feed_send(h->sock, m, fd), 0);
+}
+
+/* ENTRY of "f" (size bytes) with h's copy, whose bytes are garbage so far. */
+static void hop_entry(struct fx *g, struct hop *h, uint64_t size)
+{
+	struct relay_feed_msg m = { .type = RELAY_FEED_ENTRY };
+	uint8_t *junk = malloc(size + 1);
+
+	assert_non_null(junk);
+	memset(junk, 0xee, size);
+	h->path = path_in(g->dir, "hopcopy");
+	h->fd = open(h->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(h->fd >= 0);
+	assert_int_equal(pwrite(h->fd, junk, size, 0), (ssize_t)size);
+	free(junk);
+	m.u.entry = (struct relay_feed_entry){ .id = 5,
+					       .ftype = PROTO_FT_REG,
+					       .mode = 0644,
+					       .size = size,
+					       .mtime_sec = 1700000000,
+					       .name = (char[]){ "f" },
+					       .digest_known = true };
+	hop_send(h, &m, h->fd);
+}
+
+static void hop_range(struct hop *h, uint64_t upto)
+{
+	struct relay_feed_msg m = { .type = RELAY_FEED_RANGE, .u.range = { 5, upto } };
+
+	hop_send(h, &m, -1);
+}
+
+static void hop_done(struct hop *h, uint32_t code, const uint8_t *digest)
+{
+	struct relay_feed_msg m = { .type = RELAY_FEED_DONE,
+				    .u.done = { .id = 5, .ok = code == PERR_OK, .code = code } };
+
+	if (digest) {
+		memcpy(m.u.done.digest, digest, HASH_LEN);
+	}
+	hop_send(h, &m, -1);
+}
+
+static void hop_end(struct hop *h)
+{
+	struct relay_feed_msg m = { .type = RELAY_FEED_END };
+
+	hop_send(h, &m, -1);
+}
+
+static struct fx *hop_start(struct hop *h)
+{
+	int sv[2];
+	struct fx *g;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	h->sock = sv[0];
+	g = next_hop(sv[1]);
+	run_start(&g->rxr);
+	run_start(&g->txr);
+	return g;
+}
+
+static void hop_finish(struct fx *g, struct hop *h)
+{
+	run_join(&g->txr);
+	run_join(&g->rxr);
+	close(h->sock);
+	close(g->txr.p.follow_feed);
+	close(h->fd);
+	unlink(h->path);
+	free(h->path);
+}
+
+/*
+ * The hop's copy grows a chunk at a time behind its RANGEs, its bytes past
+ * them garbage until then: a sender that read past a RANGE would send
+ * garbage, and its own digest would not be the source's.
+ */
+static void test_read_behind_prefix(void **state)
+{
+	struct fx *unused = *state, *g;
+	struct hop h = { 0 };
+	size_t size = 6 * CHUNK + 100;
+	uint8_t *data = malloc(size), d[HASH_LEN];
+
+	(void)unused;
+	assert_non_null(data);
+	fill(data, size, 7);
+	hash_of(data, size, d);
+	g = hop_start(&h);
+	hop_entry(g, &h, size);
+	for (size_t off = 0; off < size; off += CHUNK / 2) {
+		size_t n = MIN((size_t)CHUNK / 2, size - off);
+
+		usleep(20000); /* the sender waits: nothing past the prefix is read */
+		assert_int_equal(pwrite(h.fd, data + off, n, (off_t)off), (ssize_t)n);
+		hop_range(&h, off + n);
+	}
+	hop_done(&h, PERR_OK, d);
+	hop_end(&h);
+	hop_finish(g, &h);
+	assert_ok_run(&g->txr);
+	assert_ok_run(&g->rxr);
+	assert_stats(&g->rxr.st, 1, 0, size, PERR_OK);
+	{
+		size_t len;
+		uint8_t *got = read_file(g->dst, "f", &len);
+
+		assert_true(len == size);
+		assert_memory_equal(got, data, size);
+		free(got);
+	}
+	free(data);
+	next_hop_end(g);
+}
+
+/*
+ * A byte spoiled in the hop's copy after the hop verified it: the next hop
+ * fails the file (the follow sender's own reading is not the source's
+ * digest, which is what it must send); the session goes on.
+ */
+static void test_corrupt_at_hop(void **state)
+{
+	struct fx *unused = *state, *g;
+	struct hop h = { 0 };
+	size_t size = 3 * CHUNK + 5;
+	uint8_t *data = malloc(size), d[HASH_LEN];
+
+	(void)unused;
+	assert_non_null(data);
+	fill(data, size, 9);
+	hash_of(data, size, d);
+	g = hop_start(&h);
+	hop_entry(g, &h, size);
+	data[CHUNK + 3] ^= 0x40; /* what the hop's disk holds */
+	assert_int_equal(pwrite(h.fd, data, size, 0), (ssize_t)size);
+	hop_range(&h, size);
+	hop_done(&h, PERR_OK, d);
+	hop_end(&h);
+	hop_finish(g, &h);
+	assert_ok_run(&g->txr);
+	assert_ok_run(&g->rxr);
+	assert_int_equal(g->rxr.st.files_ok, 0);
+	assert_int_equal(g->rxr.st.files_failed, 1);
+	assert_int_equal(g->txr.ev.failed, 1);
+	assert_int_equal(g->txr.ev.first_failed_code, PERR_IO);
+	assert_true(g->txr.ev.first_failed_local);
+	assert_dest(g->dst, "");
+	free(data);
+	next_hop_end(g);
+}
+
+/* The hop failed the file: so does the next one, and nothing is committed there. */
+static void test_done_failed(void **state)
+{
+	struct fx *unused = *state, *g;
+	struct hop h = { 0 };
+	size_t size = 4 * CHUNK;
+	uint8_t *data = malloc(size);
+
+	(void)unused;
+	assert_non_null(data);
+	fill(data, size, 3);
+	g = hop_start(&h);
+	hop_entry(g, &h, size);
+	assert_int_equal(pwrite(h.fd, data, CHUNK, 0), (ssize_t)CHUNK);
+	hop_range(&h, CHUNK);
+	usleep(50000);
+	hop_done(&h, PERR_INTEGRITY, NULL);
+	hop_end(&h);
+	hop_finish(g, &h);
+	assert_ok_run(&g->txr);
+	assert_ok_run(&g->rxr);
+	assert_int_equal(g->rxr.st.files_ok, 0);
+	assert_int_equal(g->rxr.st.files_failed, 1);
+	assert_int_equal(g->txr.ev.first_failed_code, PERR_INTEGRITY);
+	assert_dest(g->dst, "");
+	free(data);
+	next_hop_end(g);
+}
+
+/* The hop's session failed: the next one's fails with its reason. */
+static void test_abort(void **state)
+{
+	struct fx *unused = *state, *g;
+	struct hop h = { 0 };
+	struct relay_feed_msg m = { .type = RELAY_FEED_ABORT, .u.abort = { .code = PERR_NOSPACE } };
+
+	(void)unused;
+	snprintf(m.u.abort.text, sizeof(m.u.abort.text), "no space left");
+	g = hop_start(&h);
+	hop_entry(g, &h, 2 * CHUNK);
+	hop_send(&h, &m, -1);
+	hop_finish(g, &h);
+	assert_failed_run(&g->txr, -ECONNABORTED, PERR_NOSPACE, "upstream: no space left");
+	assert_dest(g->dst, "");
+	next_hop_end(g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_feed),
-		T(test_child_gone),
+		T(test_feed),		T(test_child_gone),
+		T(test_chain),		T(test_read_behind_prefix),
+		T(test_corrupt_at_hop), T(test_done_failed),
+		T(test_abort),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
