@@ -16,7 +16,8 @@
 
 struct child {
 	int sock;
-	bool close_early; /* the child's end closed before the receiver starts */
+	bool close_early;  /* the child's end closed before the receiver starts */
+	bool close_midway; /* ... after its first RANGE */
 	pthread_t th;
 	size_t n;
 	struct relay_feed_msg m[MAX_RECS];
@@ -44,6 +45,11 @@ static void *child_main(void *arg)
 			break;
 		}
 		c->n++;
+		if (c->close_midway && c->m[c->n - 1].type == RELAY_FEED_RANGE) {
+			close(c->sock);
+			c->sock = -1;
+			break;
+		}
 		if (c->m[c->n - 1].type == RELAY_FEED_END ||
 		    c->m[c->n - 1].type == RELAY_FEED_ABORT) {
 			break;
@@ -210,6 +216,28 @@ static void test_child_gone(void **state)
 	child_free(c);
 }
 
+/* The child gone in the middle of a file: the receiver carries on and commits everything. */
+static void test_child_gone_midway(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct child *c = calloc(1, sizeof(*c));
+
+	assert_non_null(c);
+	c->close_midway = true;
+	source_file(f, &s, "a", 12 * CHUNK + 1);
+	source_file(f, &s, "b", 100);
+	child_start(f, c);
+	run_both(f, &s);
+	child_end(f, c);
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 2, 0, 12 * CHUNK + 1 + 100, PERR_OK);
+	assert_same_file(f->src, f->dst, "a");
+	assert_same_file(f->src, f->dst, "b");
+	child_free(c);
+}
+
 /* ---- follow: a relay child's sender -------------------------------------- */
 
 /*
@@ -276,6 +304,71 @@ static void test_chain(void **state)
 	assert_int_equal(readlinkat(g->dst_fd, "link", target, sizeof(target)), 3);
 	close(sv[1]);
 	next_hop_end(g);
+}
+
+/*
+ * A sparse image down the chain with ZEROS on every link: the hop tells its
+ * holes as there (zeros), the follow sender finds them as holes again below
+ * the prefix and describes them, and the last copy is byte-exact with
+ * little of it crossing as payload.
+ */
+static void test_chain_sparse(void **state)
+{
+	struct fx *f = *state, *g;
+	struct source s = { 0 };
+	const uint64_t size = 10 * (uint64_t)CHUNK + 123;
+	uint8_t *data = malloc(CHUNK);
+	char *path = path_in(f->src, "sparse");
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), sv[2];
+
+	assert_non_null(data);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	fill(data, CHUNK, 7);
+	assert_int_equal(pwrite(fd, data, CHUNK, 2 * CHUNK), CHUNK);
+	assert_int_equal(pwrite(fd, data, CHUNK, 7 * CHUNK), CHUNK);
+	close(fd);
+	s.e[s.n++] = (struct engine_src){ .name = (char *)"sparse",
+					  .path = (char *)"sparse",
+					  .dirfd = f->src_fd,
+					  .ftype = PROTO_FT_REG,
+					  .mode = 0644,
+					  .size = size };
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	f->rxr.p.relay_feed = sv[0];
+	g = next_hop(sv[1]);
+	f->txr.p.peer_caps = f->rxr.p.peer_caps = PROTO_CAP_ZEROS;
+	g->txr.p.peer_caps = g->rxr.p.peer_caps = PROTO_CAP_ZEROS;
+	run_start(&g->rxr);
+	run_start(&g->txr);
+	run_both(f, &s);
+	close(sv[0]);
+	run_join(&g->txr);
+	run_join(&g->rxr);
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_ok_run(&g->txr);
+	assert_ok_run(&g->rxr);
+	assert_stats(&f->rxr.st, 1, 0, 2 * CHUNK, PERR_OK);
+	assert_same_file(f->src, g->dst, "sparse");
+	/* Where the hop's file system keeps holes, the next hop gets them as zeros, not payload. */
+	{
+		int hop = openat(f->dst_fd, "sparse", O_RDONLY | O_CLOEXEC);
+		off_t d = lseek(hop, 0, SEEK_DATA);
+
+		assert_true(hop >= 0);
+		close(hop);
+		if (d == 2 * CHUNK) {
+			assert_int_equal(g->rxr.st.bytes, 2 * CHUNK);
+			assert_int_equal(g->rxr.st.bytes_zero, size - 2 * CHUNK);
+		} else {
+			print_message("the hop's file system keeps no holes: zeros not checked\n");
+		}
+	}
+	close(sv[1]);
+	next_hop_end(g);
+	free(data);
+	free(path);
 }
 
 /* ---- a hop played by hand ------------------------------------------------- */
@@ -492,10 +585,9 @@ static void test_abort(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_feed),		T(test_child_gone),
-		T(test_chain),		T(test_read_behind_prefix),
-		T(test_corrupt_at_hop), T(test_done_failed),
-		T(test_abort),
+		T(test_feed),		T(test_child_gone),   T(test_child_gone_midway),
+		T(test_chain),		T(test_chain_sparse), T(test_read_behind_prefix),
+		T(test_corrupt_at_hop), T(test_done_failed),  T(test_abort),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
