@@ -323,6 +323,25 @@ static int fol_setup(struct engine *e)
 	return engine_watch_add(e, s->sock, fol_ready, 0);
 }
 
+/*
+ * f is done with here: the hop's descriptor goes (the sender has its own),
+ * and entries settled at the front are not looked at again.
+ */
+static void fol_file_release(struct engine *e, struct efile *f)
+{
+	struct follow_state *s = fol(e);
+	struct follow_ent *x = fol_of(e, f);
+
+	if (x && x->fd >= 0) {
+		close(x->fd);
+		x->fd = -1;
+	}
+	while (s->low < s->next && s->ents[s->low]->fd < 0 &&
+	       (s->ents[s->low]->done || s->ents[s->low]->src.ftype != PROTO_FT_REG)) {
+		s->low++;
+	}
+}
+
 static uint64_t fol_progress(const struct engine *e)
 {
 	return fol(e)->records;
@@ -355,6 +374,7 @@ const struct engine_feature engine_feature_follow = {
 	.setup = fol_setup,
 	.progress = fol_progress,
 	.file_size = fol_file_size,
+	.file_release = fol_file_release,
 	.release = fol_release,
 	.state_size = sizeof(struct follow_state),
 	.tx_opened = fol_opened,

@@ -253,9 +253,13 @@ static int rrx_open_final(struct engine *e, const struct efile *f)
 
 /* ---- the receiver's hooks ----------------------------------------------- */
 
+/* A data file open: its ENTRY; what --partial kept of a cut run is there already. */
 static void rrx_opened(struct engine *e, struct efile *f)
 {
-	rrx_entry(e, f, PROTO_FT_REG, NULL, f->dg == NULL, -1, f->size);
+	if (rrx_entry(e, f, PROTO_FT_REG, NULL, f->dg == NULL, -1, f->size) == 0 && f->kept) {
+		rrx_file(e, f)->prefix = MIN(f->kept, f->size);
+		rrx_range(e, f, rrx_file(e, f)->prefix);
+	}
 }
 
 /* [off, off + len) is there: the prefix grows over it and every range it meets. */

@@ -238,6 +238,31 @@ static void test_child_gone_midway(void **state)
 	child_free(c);
 }
 
+/* The hop's session fails: the child hears ABORT with the reason, last. */
+static void test_hop_fails(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct child *c = calloc(1, sizeof(*c));
+	static volatile sig_atomic_t stop = 1;
+	const struct relay_feed_msg *last;
+
+	assert_non_null(c);
+	source_file(f, &s, "a", 3 * CHUNK);
+	f->rxr.p.stop = &stop;
+	child_start(f, c);
+	run_both(f, &s);
+	child_end(f, c);
+	assert_int_equal(f->rxr.code, PERR_SHUTDOWN);
+	assert_true(c->n > 0);
+	last = &c->m[c->n - 1];
+	assert_int_equal(last->type, RELAY_FEED_ABORT);
+	assert_int_equal(last->u.abort.code, PERR_SHUTDOWN);
+	assert_non_null(strstr(last->u.abort.text, "interrupted"));
+	assert_int_equal(f->rxr.st.relay_feed_lost, 0);
+	child_free(c);
+}
+
 /* ---- follow: a relay child's sender -------------------------------------- */
 
 /*
@@ -585,9 +610,16 @@ static void test_abort(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_feed),		T(test_child_gone),   T(test_child_gone_midway),
-		T(test_chain),		T(test_chain_sparse), T(test_read_behind_prefix),
-		T(test_corrupt_at_hop), T(test_done_failed),  T(test_abort),
+		T(test_feed),
+		T(test_child_gone),
+		T(test_child_gone_midway),
+		T(test_hop_fails),
+		T(test_chain),
+		T(test_chain_sparse),
+		T(test_read_behind_prefix),
+		T(test_corrupt_at_hop),
+		T(test_done_failed),
+		T(test_abort),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
