@@ -95,8 +95,8 @@ static int put_entry(struct wbuf *w, const struct relay_feed_entry *en)
 
 static int put_result(struct wbuf *w, const struct relay_feed_result *res)
 {
-	if (!res->index || res->index > PROTO_MAX_RELAY_HOPS || res->status < 1 ||
-	    res->status > 4) {
+	if (!res->index || res->index > PROTO_MAX_RELAY_HOPS || res->status < PROTO_RELAY_COPIED ||
+	    res->status > PROTO_RELAY_STATUS_MAX) {
 		return -EINVAL;
 	}
 	wbuf_put_u8(w, res->index);
@@ -318,8 +318,8 @@ static void get_result(struct rbuf *r, struct relay_feed_result *res)
 	res->bytes = rbuf_get_u64(r);
 	get_text(r, res->host, sizeof(res->host), PROTO_MAX_HOST);
 	get_text(r, res->text, sizeof(res->text), PROTO_MAX_TEXT);
-	r->error |=
-	    !res->index || res->index > PROTO_MAX_RELAY_HOPS || res->status < 1 || res->status > 4;
+	r->error |= !res->index || res->index > PROTO_MAX_RELAY_HOPS ||
+		    res->status < PROTO_RELAY_COPIED || res->status > PROTO_RELAY_STATUS_MAX;
 }
 
 static void get_body(struct rbuf *r, struct relay_feed_msg *m)

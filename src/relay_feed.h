@@ -20,16 +20,6 @@
 
 #include "proto/msg.h"
 
-#ifndef PROTO_MAX_RELAY_HOPS
-#define PROTO_MAX_RELAY_HOPS 16
-#endif
-#ifndef PROTO_MAX_HOST
-#define PROTO_MAX_HOST 255
-#endif
-#ifndef PROTO_MAX_RELAY_TICKET
-#define PROTO_MAX_RELAY_TICKET (16u << 10)
-#endif
-
 /* A record's bytes at most. A START whose chain does not fit is refused (-EMSGSIZE). */
 #define RELAY_FEED_MAX (64u << 10)
 /* The original client's certificate (DER) in START, at most. */
@@ -45,7 +35,7 @@ enum relay_feed_type {
 	RELAY_FEED_RESULT,    /* child -> daemon: one destination's outcome */
 };
 
-/* A next hop, as MSG_RELAY's struct proto_relay_hop carries it. */
+/* A next hop, as MSG_RELAY's struct proto_relay_hop carries it (the feed's own copy). */
 struct relay_feed_hop {
 	char *host;	     /* 1..PROTO_MAX_HOST bytes */
 	uint16_t port;	     /* non-zero */
@@ -103,7 +93,7 @@ struct relay_feed_abort {
 /* msg_relay_result's fields. */
 struct relay_feed_result {
 	uint8_t index;	   /* 1..PROTO_MAX_RELAY_HOPS: 1 = the child's own destination */
-	uint8_t status;	   /* enum proto_relay_status: 1..4 */
+	uint8_t status;	   /* enum proto_relay_status: 1..PROTO_RELAY_STATUS_MAX */
 	uint8_t exit_code; /* the relay client's exit code for it */
 	uint64_t files_ok, files_failed, bytes;
 	char host[PROTO_MAX_HOST + 1];

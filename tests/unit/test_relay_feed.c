@@ -125,13 +125,14 @@ static void test_start_too_long(void **state)
 	uint8_t *t = calloc(1, PROTO_MAX_RELAY_TICKET);
 	struct relay_feed_hop hops[PROTO_MAX_RELAY_HOPS];
 	struct relay_feed_msg m = { .type = RELAY_FEED_START };
+	char host[] = "h", path[] = "m/p";
 	int fd = -1;
 
 	assert_non_null(t);
 	for (unsigned i = 0; i < PROTO_MAX_RELAY_HOPS; i++) {
-		hops[i] = (struct relay_feed_hop){ .host = (char[]){ "h" },
+		hops[i] = (struct relay_feed_hop){ .host = host,
 						   .port = 9,
-						   .path = (char[]){ "m/p" },
+						   .path = path,
 						   .ticket = t,
 						   .ticket_len = PROTO_MAX_RELAY_TICKET };
 	}
