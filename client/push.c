@@ -370,7 +370,7 @@ static int push_send(struct daemon_conn *s, struct xfer *x, struct engine_source
 		     uint32_t flags, const struct msg *reply, struct engine_stats *st,
 		     uint64_t *local_failures)
 {
-	struct engine_params ep = { .role = ENGINE_SENDER };
+	struct engine_params ep = { .role = ENGINE_SENDER, ENGINE_NO_FEEDS };
 
 	if (proto_open_is_probe(flags)) {
 		/* The daemon looks at its side: what it would skip, take, delete. */

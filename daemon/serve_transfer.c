@@ -313,7 +313,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o,
 		.rails = true,
 		.what = "data",
 	};
-	struct engine_params ep = { 0 };
+	struct engine_params ep = { ENGINE_NO_FEEDS };
 	struct xport *x = NULL;
 	struct lanes ln;
 	int r;
@@ -369,7 +369,7 @@ int serve_transfer(struct conn *c, const struct msg_open *o, const struct policy
 int serve_probe(struct conn *c, const struct msg_open *o, const struct policy_grant *gr, int basefd,
 		const char *rename_to, struct get_source *pull_srcs)
 {
-	struct engine_params ep = { 0 };
+	struct engine_params ep = { ENGINE_NO_FEEDS };
 
 	return run_session_engine(c, o, gr, basefd, rename_to, pull_srcs, NULL, &ep);
 }
