@@ -103,6 +103,13 @@ enum {
  * address the client reached takes no lanes, a management address).
  */
 #define PROTO_CAP_RAILS_ONLY (1ull << 38)
+/*
+ * Relays: MSG_RELAY before a push's OPEN (the chain of destinations after
+ * this daemon, with the original client's tickets) and MSG_RELAY_RESULT,
+ * one per destination, after that push's END. Announced by a daemon that
+ * relays (its session runs the relay child), never by a client.
+ */
+#define PROTO_CAP_RELAY (1ull << 39)
 #define PROTO_CAPS_KNOWN                                                                        \
 	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
-	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_SLOT_SUITES | PROTO_CAP_RAILS_ONLY)
+	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_SLOT_SUITES | PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY)
