@@ -48,3 +48,20 @@ int relay_ticket_make(EVP_PKEY *key, X509 *cert, const struct relay_ticket *t, u
  */
 int relay_ticket_check(X509_STORE *store, const uint8_t *buf, size_t len, int64_t now,
 		       struct relay_ticket *ret, X509 **ret_cert, char *why, size_t whylen);
+
+/*
+ * The OPEN flags a ticket binds: what a relay's OPEN at the ticket's
+ * destination may carry only where the client's ticket carries it too
+ * (a relay may do less than the client asked, never more: no --delete,
+ * ownership or tree the client did not sign for). The rest (skip levels,
+ * partial, delta, sealing, the lanes) are the hop's own business.
+ */
+#define RELAY_TICKET_BOUND_FLAGS                                                             \
+	(PROTO_OPEN_RECURSIVE | PROTO_OPEN_PRESERVE | PROTO_OPEN_OWNER | PROTO_OPEN_DELETE | \
+	 PROTO_OPEN_ASSUME_ZERO | PROTO_OPEN_HARDLINKS | PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)
+/*
+ * Does a checked ticket admit an OPEN of path with open_flags: the same path
+ * byte for byte, no bound flag the ticket lacks. 0, or -EPERM with why filled.
+ */
+int relay_ticket_admits_open(const struct relay_ticket *t, const char *path, uint32_t open_flags,
+			     char *why, size_t whylen);
