@@ -532,11 +532,11 @@ static int set_version(struct client_opts *o, const char *v)
 	exit(EXIT_OK);
 }
 
-/* rdmacpd's relay child: the feed's descriptor (never 0, 1 or 2). */
+/* rdmacpd's relay child: the feed's descriptor (relay_mode.c checks it is one). */
 static int set_relay_feed(struct client_opts *o, const char *v)
 {
 	uint64_t fd;
-	int r = parse_uint(v, 3, INT32_MAX, &fd);
+	int r = parse_uint(v, 0, INT32_MAX, &fd);
 
 	if (r < 0) {
 		return r;
@@ -627,7 +627,7 @@ const struct client_option client_options[] = {
 	{ "no-progress", no_argument, 0, NULL, set_no_progress, NULL },
 	{ "json", no_argument, 0, NULL, set_json, NULL },
 	{ "relay-feed", required_argument, 0, NULL, set_relay_feed,
-	  "a descriptor number, 3 or more (rdmacpd's relay child only)" },
+	  "a descriptor number (rdmacpd's relay child only)" },
 	{ "quiet", no_argument, 'q', NULL, set_quiet, NULL },
 	{ "verbose", no_argument, 'v', NULL, set_verbose, NULL },
 	{ "version", no_argument, 0, NULL, set_version, NULL },
