@@ -103,6 +103,10 @@ int main(int argc, char **argv)
 	}
 	memcpy(typed, argv, (size_t)argc * sizeof(*typed));
 	client_opts_defaults(&o);
+	if (relay) {
+		/* Its identity is the one rdmacpd hands it, never a user's files under $HOME. */
+		o.cert[0] = o.key[0] = o.ca[0] = '\0';
+	}
 	r = client_parse_options(argc, argv, &o, !relay);
 	if (r != 0) {
 		return r;

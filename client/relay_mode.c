@@ -163,6 +163,11 @@ int relay_mode_run(struct client_opts *o, int nargs)
 			  "feed)");
 		return EXIT_USAGE;
 	}
+	if (!o->cert[0] || !o->key[0] || !o->ca[0]) {
+		log_error("--relay-feed needs --cert, --key and --ca (the relay's identity, from "
+			  "rdmacpd)");
+		return EXIT_CONFIG;
+	}
 	rc = check_feed(f.feed);
 	if (rc != 0) {
 		return rc;

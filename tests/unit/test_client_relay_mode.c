@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,7 +41,7 @@ static int refusing_port(uint16_t *ret_port)
 }
 
 /* rdmacp --relay-feed=3 with feed as its descriptor 3 (closed here); returns its pid. */
-static pid_t start_relay(int feed)
+static pid_t start_relay(int feed, bool identity)
 {
 	char cert[4200], key[4200], ca[4200];
 	pid_t pid;
@@ -60,6 +61,11 @@ static pid_t start_relay(int feed)
 				 (char *)"--transport=tcp",
 				 NULL };
 
+		if (!identity) {
+			/* No identity given: none is taken from $HOME either. */
+			argv[3] = argv[6];
+			argv[4] = NULL;
+		}
 		if (dup2(feed, 3) < 0) {
 			_exit(127);
 		}
@@ -114,7 +120,7 @@ static void test_every_hop_unreached(void **state)
 	start.u.start.hops = hops;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(relay_feed_send(sv[0], &start, -1), 0);
-	pid = start_relay(sv[1]);
+	pid = start_relay(sv[1], true);
 	/* One result per destination, in order, each unreached with why. */
 	for (int i = 0; i < 3; i++) {
 		struct relay_feed_msg m = { 0 };
@@ -146,15 +152,30 @@ static void test_no_start(void **state)
 	(void)state;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(relay_feed_send(sv[0], &end, -1), 0);
-	pid = start_relay(sv[1]);
+	pid = start_relay(sv[1], true);
 	assert_int_equal(wait_exit(pid), EXIT_PROTOCOL);
 	assert_int_equal(recv_record(sv[0], &m), 0);
 	close(sv[0]);
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-	pid = start_relay(sv[1]);
+	pid = start_relay(sv[1], true);
 	close(sv[0]);
 	assert_int_equal(wait_exit(pid), EXIT_PROTOCOL);
+}
+
+/* A relay child without --cert, --key and --ca: refused, nothing read from the feed. */
+static void test_no_identity(void **state)
+{
+	struct relay_feed_msg end = { .type = RELAY_FEED_END };
+	int sv[2];
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(relay_feed_send(sv[0], &end, -1), 0);
+	pid = start_relay(sv[1], false);
+	assert_int_equal(wait_exit(pid), EXIT_CONFIG);
+	close(sv[0]);
 }
 
 int main(void)
@@ -162,6 +183,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_hop_unreached),
 		cmocka_unit_test(test_no_start),
+		cmocka_unit_test(test_no_identity),
 	};
 	const char *build = getenv("RDMACP_BUILD_DIR");
 	char cmd[8400], *root;
