@@ -244,6 +244,31 @@ else
 fi
 wait "$RP" 2>/dev/null
 
+# SIGTERM to a session (the daemon's drain) reaches its relay child.
+rm -f "$T/cw/child.pid" "$T/cw/child.args"
+peer 127.0.0.2 client hello frame 32 "$(relay_hex --hop "$HOP")" open push relayed/h sleep 8 &
+RP=$!
+for _ in $(seq 1 100); do
+	[ -s "$T/cw/child.args" ] && break
+	sleep 0.05
+done
+CHILD=$(cat "$T/cw/child.pid" 2>/dev/null)
+SESSION=$(awk '/^PPid:/ { print $2 }' "/proc/$CHILD/status" 2>/dev/null)
+if [ -n "$SESSION" ]; then
+	kill -TERM "$SESSION"
+	for _ in $(seq 1 100); do
+		grep -q "relay client killed by signal 15" "$T/h1.log" && break
+		sleep 0.1
+	done
+	grep -q "relay client killed by signal 15" "$T/h1.log" &&
+		pass "SIGTERM to the session reaches its relay child" ||
+		fail "SIGTERM: $(grep -i relay "$T/h1.log" | tail -2)"
+	[ ! -d "/proc/$CHILD" ] && pass "... which is reaped" || fail "... the child $CHILD is left"
+else
+	fail "no relay child for the SIGTERM check"
+fi
+wait "$RP" 2>/dev/null
+
 # A child that exits 3 without a result: its destination FAILED, with why.
 echo 3 >"$T/cw/child.exit"
 peer 127.0.0.2 client hello frame 32 "$(relay_hex --hop "$HOP")" open push relayed/f lanes ring \
@@ -274,5 +299,14 @@ grep -q "push to in done: .*(relayed by relay1 for client)" "$T/h2.log" &&
 	pass "... H2 took it from relay1 for client" || fail "... H2: $(grep 'done:' "$T/h2.log" | tail -1)"
 [ -z "$(pgrep -u rdmacp -f -- --relay-feed)" ] && pass "... no relay child left" ||
 	fail "... a relay child is left: $(pgrep -a -u rdmacp -f -- --relay-feed)"
+# The OPEN's options reach the child as the client's own options: a tree, -p, --skip, --partial.
+mkdir -p "$T/src/tree/d"
+echo one >"$T/src/tree/a"
+echo two >"$T/src/tree/d/b"
+expect_rc 0 "a tree with -r -p --skip quick --partial through the chain" \
+	timeout 120 "$RDMACP" --config /dev/null --cert "$T/certs/client.crt" \
+	--key "$T/certs/client.key" --ca "$T/certs/ca.crt" -P "$PORT" --transport tcp \
+	-r -p --skip quick --partial "$T/src/tree" 127.0.0.2:relayed/ 127.0.0.3:in/
+expect_same_tree "... at H2" "$T/src/tree" "$T/h2/tree"
 
 finish
