@@ -287,7 +287,7 @@ static void grant_module(const struct module *m, const struct policy_request *rq
 /*
  * A relayed push (the peer acts on behalf of its ticket's client): only a
  * push, and only from a relaying daemon the module's 'relay from' trusts
- * and no 'deny' refuses. A request with a chain: policy_relay_chain.
+ * and no 'deny' refuses; a chain only with a push.
  */
 static int relay_rules(const struct daemon_config *cfg, const struct module *m,
 		       const struct policy_peer *peer, const struct policy_request *rq,
@@ -309,6 +309,13 @@ static int relay_rules(const struct daemon_config *cfg, const struct module *m,
 	if (rq->relay && rq->op != POLICY_PUSH) {
 		return no(v, PERR_PROTOCOL, "only a push goes on to further destinations");
 	}
+	return 0;
+}
+
+/* A push with a chain, once the client may push here at all: policy_relay_chain. */
+static int chain_rules(const struct daemon_config *cfg, const struct module *m,
+		       const struct policy_request *rq, struct verdict *v)
+{
 	if (rq->relay &&
 	    policy_relay_chain(cfg, m, rq->relay, rq->flags, &v->code, v->why, v->whylen) < 0) {
 		return -EPERM;
@@ -367,6 +374,10 @@ static int decide_module(const struct daemon_config *cfg, const struct policy_pe
 			  m->name, rq->op == POLICY_PUSH ? ": push without --owner" : "");
 	}
 	r = byte_rules(m, s, rq, g, v);
+	if (r < 0) {
+		return r;
+	}
+	r = chain_rules(cfg, m, rq, v);
 	if (r < 0) {
 		return r;
 	}

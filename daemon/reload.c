@@ -22,7 +22,7 @@
 #include "modroot.h"
 #include "parse.h"
 #include "privs.h"
-#include "relaycheck.h"
+#include "config_relaycheck.h"
 #include "serve.h"
 #include "session_table.h"
 #include "tls.h"
@@ -145,7 +145,7 @@ void supervisor_find_modules(struct daemon *d)
  * missing (unavailable until it appears); module paths another user could
  * swap, that export the kernel, or that the module's user can't write
  * (modcheck.c); modules a daemon that is not root can't serve; relay keys
- * that cannot work as written (relaycheck.c).
+ * that cannot work as written (config_relaycheck.c).
  */
 void supervisor_check_warnings(const struct daemon_config *cfg)
 {

@@ -14,7 +14,10 @@
 #    unreadable by another user; it runs as the module's user with stdin
 #    from /dev/null and the OPEN's options; a child that exits without
 #    results makes its destinations FAILED with its exit status; a SIGKILLed
-#    session leaves no orphan child.
+#    session leaves no orphan child;
+#  - with the real relay client (rdmacp beside rdmacpd, the default): a chain
+#    H1 -> H2 delivers to both, H1 reports the next hop copied, H2 logs the
+#    push as relayed by relay1 for client, and no relay child is left.
 # Needs root (the sessions switch users) and the system user rdmacp.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib.sh"
@@ -241,16 +244,69 @@ else
 fi
 wait "$RP" 2>/dev/null
 
+# SIGTERM to a session (the daemon's drain) reaches its relay child.
+rm -f "$T/cw/child.pid" "$T/cw/child.args"
+peer 127.0.0.2 client hello frame 32 "$(relay_hex --hop "$HOP")" open push relayed/h sleep 8 &
+RP=$!
+for _ in $(seq 1 100); do
+	[ -s "$T/cw/child.args" ] && break
+	sleep 0.05
+done
+CHILD=$(cat "$T/cw/child.pid" 2>/dev/null)
+SESSION=$(awk '/^PPid:/ { print $2 }' "/proc/$CHILD/status" 2>/dev/null)
+if [ -n "$SESSION" ]; then
+	kill -TERM "$SESSION"
+	for _ in $(seq 1 100); do
+		grep -q "relay client killed by signal 15" "$T/h1.log" && break
+		sleep 0.1
+	done
+	grep -q "relay client killed by signal 15" "$T/h1.log" &&
+		pass "SIGTERM to the session reaches its relay child" ||
+		fail "SIGTERM: $(grep -i relay "$T/h1.log" | tail -2)"
+	[ ! -d "/proc/$CHILD" ] && pass "... which is reaped" || fail "... the child $CHILD is left"
+else
+	fail "no relay child for the SIGTERM check"
+fi
+wait "$RP" 2>/dev/null
+
 # A child that exits 3 without a result: its destination FAILED, with why.
 echo 3 >"$T/cw/child.exit"
 peer 127.0.0.2 client hello frame 32 "$(relay_hex --hop "$HOP")" open push relayed/f lanes ring \
 	files 1:f:100000 ack chunk 0 1 0 100000 "$T/src/f" "done" 1 100000 "$T/src/f" result \
 	expect "1 OK" end wait END wait RELAY_RESULT bye close
-grep -q "RELAY_RESULT" "$T/rp.out" && pass "H1 sends RELAY_RESULT after END" ||
+grep -q "^RELAY_RESULT" "$T/rp.out" && pass "H1 sends RELAY_RESULT after END" ||
 	fail "no RELAY_RESULT: $(tail -4 "$T/rp.out")"
 grep -q "relay destination 1 (127.0.0.3:$PORT): failed.*relay client exited 3" "$T/h1.log" &&
 	pass "... FAILED: relay client exited 3" ||
 	fail "no FAILED result in the log: $(grep 'relay' "$T/h1.log" | tail -3)"
 cmp -s "$T/src/f" "$T/h1/f" && pass "H1 itself stored the file" || fail "H1 did not store it"
+
+# ---- the real relay client: rdmacp beside rdmacpd (the default) ----
+stop_daemon "$H1"
+sed -i '/^relay client = /d' "$T/h1.conf"
+start_on "$T/h1.conf" "$T/h1.log" 127.0.0.2
+head -c 3000000 /dev/urandom >"$T/src/big"
+expect_rc 0 "a chain H1 -> H2 with the relay client beside rdmacpd" \
+	timeout 120 "$RDMACP" --config /dev/null --cert "$T/certs/client.crt" \
+	--key "$T/certs/client.key" --ca "$T/certs/ca.crt" -P "$PORT" --transport tcp \
+	"$T/src/big" 127.0.0.2:relayed/big 127.0.0.3:in/big
+cmp -s "$T/src/big" "$T/h1/big" && cmp -s "$T/src/big" "$T/h2/big" &&
+	pass "... the file is at both destinations" || fail "... the file is not at both"
+grep -q "relay destination 1 (127.0.0.3:$PORT): copied, 1 files" "$T/h1.log" &&
+	pass "... H1 reports the next hop copied" ||
+	fail "... H1's result: $(grep 'relay destination' "$T/h1.log" | tail -1)"
+grep -q "push to in done: .*(relayed by relay1 for client)" "$T/h2.log" &&
+	pass "... H2 took it from relay1 for client" || fail "... H2: $(grep 'done:' "$T/h2.log" | tail -1)"
+[ -z "$(pgrep -u rdmacp -f -- --relay-feed)" ] && pass "... no relay child left" ||
+	fail "... a relay child is left: $(pgrep -a -u rdmacp -f -- --relay-feed)"
+# The OPEN's options reach the child as the client's own options: a tree, -p, --skip, --partial.
+mkdir -p "$T/src/tree/d"
+echo one >"$T/src/tree/a"
+echo two >"$T/src/tree/d/b"
+expect_rc 0 "a tree with -r -p --skip quick --partial through the chain" \
+	timeout 120 "$RDMACP" --config /dev/null --cert "$T/certs/client.crt" \
+	--key "$T/certs/client.key" --ca "$T/certs/ca.crt" -P "$PORT" --transport tcp \
+	-r -p --skip quick --partial "$T/src/tree" 127.0.0.2:relayed/ 127.0.0.3:in/
+expect_same_tree "... at H2" "$T/src/tree" "$T/h2/tree"
 
 finish

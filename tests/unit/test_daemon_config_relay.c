@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "certs.h"
-#include "relaycheck.h"
+#include "config_relaycheck.h"
 #include "testutil.h"
 #include "daemon_config_harness.h"
 

@@ -315,6 +315,13 @@ static void chain(void **state)
 	}
 	expect_no(&a, POLICY_PULL, "data/in", 0, &rl, PERR_PROTOCOL, "only a push");
 	link_close(&a);
+	/* A client the module does not allow learns nothing of its relay settings. */
+	struct link b;
+	hops[1].host = (char *)"elsewhere";
+	link_open(&b, "bob", NULL);
+	expect_no(&b, POLICY_PUSH, "data/in", 0, &rl, PERR_PERMISSION,
+		  "module 'data' does not allow this client");
+	link_close(&b);
 }
 
 int main(void)

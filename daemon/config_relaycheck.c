@@ -1,13 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* "rdmacpd --check" on relays (relaycheck.h). */
-#include "relaycheck.h"
+/* "rdmacpd --check" on relays (config_relaycheck.h). */
+#include "config_relaycheck.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/x509v3.h>
+#include "certs.h"
 
 static size_t say(void (*warn)(void *ud, const char *text), void *ud, const char *text)
 {
@@ -49,24 +47,14 @@ static size_t check_relay_cert(const struct daemon_config *cfg,
 {
 	const char *file = cfg->relay_cert[0] ? cfg->relay_cert : cfg->cert;
 	char text[4600];
-	X509 *cert = NULL;
-	FILE *f = fopen(file, "r");
-	int ok;
+	int r = certs_file_client_purpose(file);
 
-	if (f) {
-		cert = PEM_read_X509(f, NULL, NULL, NULL);
-		fclose(f);
-	}
-	if (!cert) {
-		ERR_clear_error();
+	if (r < 0) {
 		snprintf(text, sizeof(text), "relay certificate %s: cannot read a PEM certificate",
 			 file);
 		return say(warn, ud, text);
 	}
-	ok = X509_check_purpose(cert, X509_PURPOSE_SSL_CLIENT, 0);
-	ERR_clear_error();
-	X509_free(cert);
-	if (ok == 1) {
+	if (r == 1) {
 		return 0;
 	}
 	snprintf(text, sizeof(text),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * "rdmacpd --check" on relays (relaycheck.c): what loads but cannot work
+ * "rdmacpd --check" on relays (config_relaycheck.c): what loads but cannot work
  * as written. A module that relays with nowhere to relay to; 'relay to' or
  * 'relay from' where they change nothing; 'relay from' on a module no
  * client is allowed into; a relay certificate not made for the client
