@@ -18,7 +18,9 @@
 #   f. the client sends one copy: its --json bytes are the sources' bytes,
 #      and only the first daemon has a session from the client; the others'
 #      come from the relay
-#   g. the command line: -H/-X/-A refused with fan-out, remote operands
+#   g. a first daemon that cannot relay (an older one): said, no RELAY or
+#      OPEN sent to it, the chain goes on from the next destination
+#   h. the command line: -H/-X/-A refused with fan-out, remote operands
 #      mixed with local ones after them refused, --relay-feed on a non-feed
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
@@ -244,22 +246,44 @@ for n in 3 4; do
 	fi
 done
 
-echo "--- g. the command line"
-expect_rc 1 "g: -H with several destinations" "${CLIENT[@]}" -H "$T/src/tree/f1" \
-	127.0.0.2:data/g 127.0.0.3:data/g
-grep -q "not possible with several destinations" "$T/err" && pass "g: -H: says why" ||
-	fail "g: -H: $(cat "$T/err")"
-expect_rc 1 "g: -X with several destinations" "${CLIENT[@]}" -X "$T/src/tree/f1" \
-	127.0.0.2:data/g 127.0.0.3:data/g
-expect_rc 1 "g: -A with several destinations" "${CLIENT[@]}" -A "$T/src/tree/f1" \
-	127.0.0.2:data/g 127.0.0.3:data/g
-expect_rc 1 "g: a local operand between remote ones" "${CLIENT[@]}" "$T/src/tree/f1" \
-	127.0.0.2:data/g "$T/src/tree/f2" 127.0.0.3:data/g
+echo "--- g. a first daemon that cannot relay (no PROTO_CAP_RELAY in its HELLO)"
+# A scripted daemon on 127.0.0.1, the same port: it announces every older capability.
+start_rawserver --mode error-open --caps 0xffffffff --port "$PORT"
+"${CLIENT[@]}" --json --transport tcp "$T/src/tree/f3" 127.0.0.1:data/g 127.0.0.2:data/g \
+	127.0.0.3:data/g >"$T/g.json" 2>"$T/g.err"
+rc=$?
+kill "$RS_PID" 2>/dev/null
+wait "$RS_PID" 2>/dev/null
+[ "$rc" -eq 25 ] && pass "g: exit 25" || fail "g: exit $rc: $(cat "$T/g.err")"
+grep -q "127.0.0.1 cannot relay (rdmacpd too old or relaying off)" "$T/g.err" &&
+	[ "$(dest_field "$T/g.json" 127.0.0.1 exit)" = 5 ] &&
+	pass "g: it cannot relay, said (exit 5 for it)" || fail "g: $(cat "$T/g.err")"
+# It heard our HELLO, and nothing after it but BYE (RELAY is type 32, OPEN 4).
+if grep -q "got HELLO" "$T/rs.out" && ! grep "got " "$T/rs.out" | grep -qvE "got (HELLO|BYE)"; then
+	pass "g: neither RELAY nor OPEN sent to it"
+else
+	fail "g: what it got: $(grep "got " "$T/rs.out" | tr '\n' ' ')"
+fi
+cmp -s "$T/src/tree/f3" "$T/m2/data/g" && cmp -s "$T/src/tree/f3" "$T/m3/data/g" &&
+	pass "g: the chain goes on from the next destination" ||
+	fail "g: $(tail -1 "$T/g.json")"
+
+echo "--- h. the command line"
+expect_rc 1 "h: -H with several destinations" "${CLIENT[@]}" -H "$T/src/tree/f1" \
+	127.0.0.2:data/cl 127.0.0.3:data/cl
+grep -q "not possible with several destinations" "$T/err" && pass "h: -H: says why" ||
+	fail "h: -H: $(cat "$T/err")"
+expect_rc 1 "h: -X with several destinations" "${CLIENT[@]}" -X "$T/src/tree/f1" \
+	127.0.0.2:data/cl 127.0.0.3:data/cl
+expect_rc 1 "h: -A with several destinations" "${CLIENT[@]}" -A "$T/src/tree/f1" \
+	127.0.0.2:data/cl 127.0.0.3:data/cl
+expect_rc 1 "h: a local operand between remote ones" "${CLIENT[@]}" "$T/src/tree/f1" \
+	127.0.0.2:data/cl "$T/src/tree/f2" 127.0.0.3:data/cl
 set -- "$T/src/tree/f1"
-for i in $(seq 1 18); do set -- "$@" "127.0.0.2:data/g$i"; done
-expect_rc 1 "g: 18 destinations (at most 17)" "${CLIENT[@]}" "$@"
-expect_rc 1 "g: --relay-feed on a descriptor that is no feed" "${CLIENT[@]}" --relay-feed 3 \
+for i in $(seq 1 18); do set -- "$@" "127.0.0.2:data/cl$i"; done
+expect_rc 1 "h: 18 destinations (at most 17)" "${CLIENT[@]}" "$@"
+expect_rc 1 "h: --relay-feed on a descriptor that is no feed" "${CLIENT[@]}" --relay-feed 3 \
 	3</dev/null
-[ ! -e "$T/m2/data/g" ] && pass "g: nothing was sent" || fail "g: a refused command sent"
+[ ! -e "$T/m2/data/cl" ] && pass "h: nothing was sent" || fail "h: a refused command sent"
 
 finish
