@@ -4,7 +4,8 @@
  * (a SOCK_SEQPACKET socketpair, as rdmacpd makes it): the chain from START,
  * every hop that cannot be reached cut out and the next tried, one RESULT
  * per destination back on the feed, the exit code of its own push; a feed
- * that ends or starts with anything but START is refused. Relaying for real
+ * that ends or starts with anything but START is refused; the config file
+ * under $HOME is never read, nor an identity taken from there. Relaying for real
  * (hops that answer) is tests/integration/t_relay.sh's.
  */
 #include <errno.h>
@@ -23,7 +24,7 @@
 #include "exitcodes.h"
 #include "relay_feed.h"
 
-static char *certdir;
+static char *certdir, *home;
 static char rdmacp[4096];
 
 /* A port on 127.0.0.1 bound but not listening: a connection is refused at once. */
@@ -61,6 +62,8 @@ static pid_t start_relay(int feed, bool identity)
 				 (char *)"--transport=tcp",
 				 NULL };
 
+		/* A config file there that any other run would refuse (exit 2). */
+		setenv("HOME", home, 1);
 		if (!identity) {
 			/* No identity given: none is taken from $HOME either. */
 			argv[3] = argv[6];
@@ -204,9 +207,22 @@ int main(void)
 	if (system(cmd) != 0) {
 		tu_skip("rdmacp certs init failed");
 	}
+	/* $HOME with a config file that is refused: a relay child never reads it. */
+	if (asprintf(&home, "%s/home", root) < 0) {
+		tu_skip("out of memory");
+	}
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "mkdir -p '%s/.config/rdmacp' && echo 'no such key = 1' >'%s/.config/rdmacp/config' && "
+	    "! HOME='%s' '%s' --cert /dev/null ping 127.0.0.1 2>/dev/null",
+	    home, home, home, rdmacp);
+	if (system(cmd) != 0) {
+		tu_skip("could not make a refused config file under a test $HOME");
+	}
 	r = cmocka_run_group_tests(tests, NULL, NULL);
 	tu_rmtree(root);
 	free(certdir);
+	free(home);
 	free(root);
 	return r;
 }
