@@ -205,7 +205,7 @@ static int bench_run(struct daemon_conn *s, struct bench_result *res, struct eng
 		     char *err, size_t errlen)
 {
 	struct msg ok = { 0 };
-	struct engine_params ep = { 0 };
+	struct engine_params ep = { ENGINE_NO_FEEDS };
 	struct xport *x = NULL;
 	uint32_t code = 0;
 	uint64_t seed;

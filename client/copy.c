@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "exitcodes.h"
+#include "fanout.h"
 #include "log.h"
 #include "transfer.h"
 
@@ -23,12 +24,37 @@ static void on_signal(int sig)
 	transfer_interrupted = 1;
 }
 
+/* SIGINT and SIGTERM end the copy cleanly (exit 10); a closed peer is an error, not a death. */
+static void catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* How many operands at the end are remote (a fan-out: all of them, after the sources). */
+static int nremote_tail(char **args, int nargs)
+{
+	struct remote tmp;
+	int n = 0;
+
+	while (n < nargs && parse_remote(args[nargs - 1 - n], &tmp) == 1) {
+		n++;
+	}
+	return n;
+}
+
 int cmd_copy(struct client_opts *o, char **args, int nargs)
 {
 	struct remote dst;
-	struct sigaction sa = { .sa_handler = on_signal };
 	int r, nremote = 0;
 
+	if (o->relay_feed >= 0) {
+		catch_signals();
+		return relay_mode_run(o, nargs);
+	}
 	if (nargs == 1 && parse_remote(args[0], &dst) == 1) {
 		/* rsync HOST:: lists modules; here that is ls, and a copy needs a DST. */
 		char esc[1024];
@@ -50,9 +76,7 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 		log_error("--delete needs -r (it mirrors directories)");
 		return EXIT_USAGE;
 	}
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	catch_signals();
 	for (int i = 0; i < nargs - 1; i++) {
 		struct remote tmp;
 		r = parse_remote(args[i], &tmp);
@@ -70,11 +94,16 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 	if (r == 1 && nremote == 0) {
 		return transfer_push(o, args, nargs - 1, &dst);
 	}
+	/* Local sources, then two or more destinations: a fan-out (fanout.c). */
+	if (r == 1 && nremote > 0 && nremote < nargs - 1 &&
+	    nremote_tail(args, nargs) == nremote + 1) {
+		return fanout_copy(o, args, nargs - 1 - nremote, nargs);
+	}
 	if (r == 0 && nremote == nargs - 1) {
 		return transfer_pull(o, args, nargs - 1, args[nargs - 1]);
 	}
-	log_error("copy either local files to one remote destination, or remote files to a local "
-		  "destination");
+	log_error("copy either local files to one or more remote destinations (remote operands "
+		  "after all local ones), or remote files to a local destination");
 	return EXIT_USAGE;
 }
 

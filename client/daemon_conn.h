@@ -13,6 +13,8 @@
 #include "lane_seal.h"
 #include "tls.h"
 
+struct fanout;
+
 struct daemon_conn {
 	struct client_opts *o;
 	const struct remote *rem;
@@ -37,6 +39,8 @@ struct daemon_conn {
 	bool write_send;
 	/* Sealed transfers on this connection so far (lane_seal_export counts them). */
 	unsigned sealed_transfers;
+	/* A fan-out push: MSG_RELAY goes before OPEN (client/fanout.h); NULL: none. */
+	const struct fanout *fanout;
 };
 
 /* Connect, TLS, HELLO. Returns 0 or an exit code (error already printed). */

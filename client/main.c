@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "client.h"
 #include "exitcodes.h"
@@ -55,12 +56,39 @@ static bool after_dashdash(char *const *typed, int argc, const char *p)
 	return false;
 }
 
+/*
+ * --relay-feed: rdmacpd's relay child (client/relay_mode.c). Looked for
+ * before anything is read: it holds the relay's key (never dumpable) and
+ * takes its options from the command line alone, no config file.
+ */
+static bool relay_child(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		if (!strncmp(argv[i], "--relay-feed", 12) &&
+		    (argv[i][12] == '\0' || argv[i][12] == '=')) {
+			return true;
+		}
+	}
+	return false;
+}
+
 int main(int argc, char **argv)
 {
+	bool relay = relay_child(argc, argv);
 	_cleanup_(client_opts_free) struct client_opts o = { 0 };
 	int r;
 
-	log_set_prefix_mode(false, "rdmacp");
+	if (relay) {
+		/* A core dump or ptrace by the same user would give the key away. */
+		if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+			log_error_errno(negerrno(), "relay: PR_SET_DUMPABLE: %m");
+			return EXIT_LOCAL_IO;
+		}
+		/* Its lines land in the daemon's journal: said as the daemon says them. */
+		log_set_daemon_mode("rdmacp-relay");
+	} else {
+		log_set_prefix_mode(false, "rdmacp");
+	}
 	/* A peer that goes away is an error to report, not a signal to die of. */
 	signal(SIGPIPE, SIG_IGN);
 	limits_raise_nofile();
@@ -75,7 +103,11 @@ int main(int argc, char **argv)
 	}
 	memcpy(typed, argv, (size_t)argc * sizeof(*typed));
 	client_opts_defaults(&o);
-	r = client_parse_options(argc, argv, &o, true);
+	if (relay) {
+		/* Its identity is the one rdmacpd hands it, never a user's files under $HOME. */
+		o.cert[0] = o.key[0] = o.ca[0] = '\0';
+	}
+	r = client_parse_options(argc, argv, &o, !relay);
 	if (r != 0) {
 		return r;
 	}

@@ -532,6 +532,19 @@ static int set_version(struct client_opts *o, const char *v)
 	exit(EXIT_OK);
 }
 
+/* rdmacpd's relay child: the feed's descriptor (relay_mode.c checks it is one). */
+static int set_relay_feed(struct client_opts *o, const char *v)
+{
+	uint64_t fd;
+	int r = parse_uint(v, 0, INT32_MAX, &fd);
+
+	if (r < 0) {
+		return r;
+	}
+	o->relay_feed = (int)fd;
+	return 0;
+}
+
 static int set_help(struct client_opts *o, const char *v)
 {
 	(void)o;
@@ -613,6 +626,8 @@ const struct client_option client_options[] = {
 	{ "progress", no_argument, 0, "progress", set_progress, BOOL_EXPECT },
 	{ "no-progress", no_argument, 0, NULL, set_no_progress, NULL },
 	{ "json", no_argument, 0, NULL, set_json, NULL },
+	{ "relay-feed", required_argument, 0, NULL, set_relay_feed,
+	  "a descriptor number (rdmacpd's relay child only)" },
 	{ "quiet", no_argument, 'q', NULL, set_quiet, NULL },
 	{ "verbose", no_argument, 'v', NULL, set_verbose, NULL },
 	{ "version", no_argument, 0, NULL, set_version, NULL },

@@ -13,41 +13,6 @@
 #include "lane_seal.h"
 #include "log.h"
 
-/*
- * A JSON string literal (RFC 8259), valid whatever the name held: quotes,
- * backslashes, controls (C0, DEL, C1), line separators and direction
- * overrides as \uXXXX; a byte that is not well-formed UTF-8 as \ufffd (JSON
- * text is UTF-8; such a name is shown escaped byte by byte on stderr).
- */
-void output_json_string(FILE *f, const char *s)
-{
-	size_t left = strlen(s);
-
-	fputc('"', f);
-	while (left > 0) {
-		uint32_t cp = 0;
-		size_t n = utf8_sequence(s, left, &cp);
-
-		if (n == 0) {
-			fputs("\\ufffd", f);
-			n = 1;
-		} else if (cp == '"' || cp == '\\') {
-			fprintf(f, "\\%c", (char)cp);
-		} else if (cp == '\n') {
-			fputs("\\n", f);
-		} else if (cp == '\t') {
-			fputs("\\t", f);
-		} else if (unicode_is_unsafe(cp)) {
-			fprintf(f, "\\u%04x", (unsigned)cp);
-		} else {
-			fwrite(s, 1, n, f);
-		}
-		s += n;
-		left -= n;
-	}
-	fputc('"', f);
-}
-
 static void clear_progress(struct output *out)
 {
 	if (out->drawn) {
@@ -472,6 +437,7 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 		} else {
 			printf("null");
 		}
+		output_dests_json(out);
 		printf(",\"exit\":%d}\n", exit_code);
 		fflush(stdout);
 	} else if (out->verbose >= 0 && t->completed && !t->dry_run) {
@@ -509,6 +475,9 @@ void output_summary(struct output *out, const struct output_totals *t, const cha
 			"%" PRIu64 " files, %" PRIu64 " bytes in %.2f s (%s/s), %" PRIu64
 			" failed%s, over %s\n",
 			t->files, t->bytes, secs, r, t->failed, extra, transport ? transport : "-");
+	}
+	if (!out->json) {
+		output_dests_lines(out);
 	}
 }
 

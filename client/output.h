@@ -50,6 +50,19 @@ struct output {
 	void (*observe)(void *ud, const char *name, const char *action, uint64_t bytes,
 			const char *code, const uint8_t *hash /* XXH3-128 of a file, or NULL */);
 	void *observe_ud;
+	/* fan-out: each destination's outcome, in the summary (output_destinations); 0: none */
+	const struct output_dest *dests;
+	size_t ndests;
+};
+
+/* One destination of a fan-out (client/fanout.h), for the summary. */
+struct output_dest {
+	const char *host, *path;
+	const char *status; /* "copied", "partial", "failed", "unreached" */
+	bool copied;
+	int exit_code;
+	uint64_t files_ok, files_failed, bytes;
+	const char *error; /* "" when copied */
 };
 
 /*
@@ -170,6 +183,16 @@ struct output_totals {
  */
 void output_summary(struct output *out, const struct output_totals *t, const char *transport,
 		    int exit_code);
+/*
+ * Fan-out: the destinations (v[0..n), kept by the caller until the summary)
+ * the summary tells of: a line each after the text summary ("HOST:PATH:
+ * copied, N files, SIZE", "HOST:PATH: failed: TEXT (exit N)"), and the
+ * --json summary's "destinations" array (output_dests.c).
+ */
+void output_destinations(struct output *out, const struct output_dest *v, size_t n);
+/* The summary's parts for them: the JSON array (after a comma), and the lines. */
+void output_dests_json(const struct output *out);
+void output_dests_lines(const struct output *out);
 /* --dry-run: one entry that would be copied. */
 void output_plan(struct output *out, const char *name, uint8_t ftype, uint64_t bytes);
 /*

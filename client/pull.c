@@ -361,7 +361,7 @@ static int pull_receive(struct daemon_conn *s, struct xfer *x, uint32_t flags,
 			const struct pull_target *t, struct engine_stats *st)
 {
 	struct client_opts *o = x->o;
-	struct engine_params ep = { .role = ENGINE_RECEIVER };
+	struct engine_params ep = { .role = ENGINE_RECEIVER, ENGINE_NO_FEEDS };
 
 	if (o->dry_run && !proto_open_is_probe(flags)) {
 		return transfer_send_get(s, ps->paths, (size_t)ps->n) < 0 ? EXIT_PROTOCOL

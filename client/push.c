@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "exitcodes.h"
+#include "fanout.h"
 #include "fileslist.h"
 #include "fspath.h"
 #include "log.h"
@@ -370,7 +371,7 @@ static int push_send(struct daemon_conn *s, struct xfer *x, struct engine_source
 		     uint32_t flags, const struct msg *reply, struct engine_stats *st,
 		     uint64_t *local_failures)
 {
-	struct engine_params ep = { .role = ENGINE_SENDER };
+	struct engine_params ep = { .role = ENGINE_SENDER, ENGINE_NO_FEEDS };
 
 	if (proto_open_is_probe(flags)) {
 		/* The daemon looks at its side: what it would skip, take, delete. */
@@ -384,53 +385,120 @@ static int push_send(struct daemon_conn *s, struct xfer *x, struct engine_source
 	ep.source = *source;
 	ep.bwlimit = x->o->bwlimit;
 	ep.open_flags = flags;
+	/* A relay child: the entries, and how much of each is there, come from the feed. */
+	if (x->fanout && x->fanout->relay_mode) {
+		ep.follow_feed = x->fanout->feed;
+	}
 	x->transport = transfer_transport_name(reply->u.open_ok.transport);
 	return transfer_run_engine(s, x, &ep, &reply->u.open_ok, st);
 }
 
-int transfer_push(struct client_opts *o, char **args, int nargs, const struct remote *rem)
+uint32_t transfer_push_open_flags(const struct client_opts *o, int nargs, char **args,
+				  const struct remote *rem)
 {
-	struct daemon_conn s = { .o = o, .rem = rem };
-	struct xfer x = { .o = o };
+	bool contents = false;
+
+	for (int i = 0; i < nargs; i++) {
+		contents |= transfer_names_contents(args[i]);
+	}
+	return push_open_flags(o, nargs, contents, rem, 0);
+}
+
+/*
+ * The entries to send: collected from the operands (said when none can
+ * go), or a relay child's from its feed. Returns 0, or the exit code to end
+ * with (*ret_summary: after a summary).
+ */
+static int push_prepare(struct xfer *x, char **args, int *nargs, struct push_sources *ps,
+			uint64_t *local_failures, bool *ret_summary)
+{
+	struct client_opts *o = x->o;
+	size_t nsrcs;
+	int rc;
+
+	if (x->fanout && x->fanout->relay_mode) {
+		*nargs = 0;
+		return 0;
+	}
+	rc = push_collect(x, args, nargs, ps, local_failures, ret_summary);
+	if (rc != 0) {
+		return rc;
+	}
+	/* Every root queued comes out of the walk as an entry of its own. */
+	nsrcs = given.n ? given.n : ps->walk ? walk_nroots(ps->walk) : ps->list.n;
+	if (nsrcs == 0 && (*local_failures > 0 || (ps->list.filter == NULL && !o->files_from[0]))) {
+		/* A --files-from list with nothing there is a partial run (exit 9), as rsync's. */
+		return o->files_from[0] ? EXIT_PARTIAL : EXIT_LOCAL_IO;
+	}
+	return 0;
+}
+
+/* Connect and OPEN (a fan-out: with its chain), then send. Returns 0 or an exit code. */
+static int push_connect_send(struct daemon_conn *s, struct xfer *x, struct engine_source *source,
+			     uint32_t flags, struct engine_stats *st, uint64_t *local_failures)
+{
+	struct msg reply = { 0 };
+	int rc;
+
+	if (x->fanout) {
+		x->fanout->connecting = true;
+	}
+	rc = transfer_connect_open(s, PROTO_DIR_PUSH, flags, s->rem->path, &reply);
+	if (rc != 0) {
+		return rc;
+	}
+	if (x->fanout) {
+		x->fanout->opened = true;
+	}
+	rc = push_send(s, x, source, flags, &reply, st, local_failures);
+	/* The chain's results come after END, before BYE. */
+	if (rc == 0 && x->fanout) {
+		fanout_read_results(s, x->fanout);
+	}
+	return rc;
+}
+
+static int push_run(struct client_opts *o, char **args, int nargs, const struct remote *rem,
+		    struct fanout *f)
+{
+	struct daemon_conn s = { .o = o, .rem = rem, .fanout = f };
+	struct xfer x = { .o = o, .fanout = f };
 	struct push_sources ps = { 0 };
 	struct engine_source source = { 0 };
 	struct told_source told = { 0 };
 	struct engine_stats st = { 0 };
-	struct msg reply = { 0 };
 	uint64_t local_failures = 0;
-	size_t nsrcs;
 	uint32_t flags;
 	bool summary;
 	int rc;
 
 	push_output_init(&x, o);
-	rc = push_collect(&x, args, &nargs, &ps, &local_failures, &summary);
+	rc = push_prepare(&x, args, &nargs, &ps, &local_failures, &summary);
 	if (rc != 0) {
 		push_sources_free(&ps);
 		return summary ? transfer_finish(&x, &st, local_failures, rc) : rc;
 	}
 	x.args = args;
 	x.nargs = nargs;
-	/* Every root queued comes out of the walk as an entry of its own. */
-	nsrcs = given.n ? given.n : ps.walk ? walk_nroots(ps.walk) : ps.list.n;
-	if (nsrcs == 0 && (local_failures > 0 || (ps.list.filter == NULL && !o->files_from[0]))) {
-		push_sources_free(&ps);
-		/* A --files-from list with nothing there is a partial run (exit 9), as rsync's. */
-		return transfer_finish(&x, &st, local_failures,
-				       o->files_from[0] ? EXIT_PARTIAL : EXIT_LOCAL_IO);
-	}
 	x.out.total_bytes = ps.list.total_bytes; /* 0 (unknown) while walking */
 	x.out.files_total = given.n ? given.n : ps.walk ? 0 : ps.list.n;
 	push_source(&ps, &told, &x.out, &source);
 	flags = push_open_flags(o, nargs, ps.contents, rem, local_failures);
-	rc = transfer_connect_open(&s, PROTO_DIR_PUSH, flags, rem->path, &reply);
-	if (rc == 0) {
-		rc = push_send(&s, &x, &source, flags, &reply, &st, &local_failures);
-	}
+	rc = push_connect_send(&s, &x, &source, flags, &st, &local_failures);
 	daemon_conn_close(&s, rc == 0);
 	push_sources_free(&ps);
 	if (rc != 0) {
 		return transfer_finish(&x, &st, local_failures, rc);
 	}
 	return transfer_done(&x, &st, local_failures, proto_open_is_probe(flags));
+}
+
+int transfer_push(struct client_opts *o, char **args, int nargs, const struct remote *rem)
+{
+	return push_run(o, args, nargs, rem, NULL);
+}
+
+int transfer_push_fanout(struct client_opts *o, char **args, int nargs, struct fanout *f)
+{
+	return push_run(o, args, nargs, &f->dests[f->first].rem, f);
 }

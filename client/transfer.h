@@ -17,6 +17,8 @@
 #include "engine.h"
 #include "output.h"
 
+struct fanout;
+
 /* Set by SIGINT or SIGTERM during cmd_copy (copy.c): ends a busy wait and the engine. */
 extern volatile sig_atomic_t transfer_interrupted;
 
@@ -37,6 +39,8 @@ struct xfer {
 	uint64_t planned; /* dry run: entries listed */
 	const char *transport;
 	bool completed;
+	/* fan-out: the destinations, this push's the first of them (NULL: one destination) */
+	struct fanout *fanout;
 };
 
 /* ---- transfer_open.c: set-up ---------------------------------------------- */
@@ -81,4 +85,12 @@ char *transfer_source_name(const char *path);
 /* ---- push.c, pull.c ------------------------------------------------------- */
 
 int transfer_push(struct client_opts *o, char **args, int nargs, const struct remote *rem);
+/*
+ * A push to f's first destination with the rest as its relay chain: args
+ * its operands, or (f->relay_mode) the entries of f->feed.
+ */
+int transfer_push_fanout(struct client_opts *o, char **args, int nargs, struct fanout *f);
+/* The OPEN flags a push of these operands to rem asks for. */
+uint32_t transfer_push_open_flags(const struct client_opts *o, int nargs, char **args,
+				  const struct remote *rem);
 int transfer_pull(struct client_opts *o, char **args, int nargs, const char *dst);

@@ -13,6 +13,7 @@
 
 #include "chan.h"
 #include "exitcodes.h"
+#include "fanout.h"
 #include "fit.h"
 #include "hello.h"
 #include "lane_seal.h"
@@ -326,6 +327,14 @@ static int send_open(struct daemon_conn *s, uint8_t direction, const struct msg 
 	/* A push's rules go too when the daemon mirrors: what they exclude it must keep. */
 	if ((direction == PROTO_DIR_PULL || s->o->mirror) && !filter_empty(&s->o->filters)) {
 		r = queue_filter(s);
+	}
+	/* A relayed push: the chain right before OPEN (its own exit code, said). */
+	if (r >= 0 && s->fanout) {
+		int rc = fanout_send_relay(s, s->fanout);
+
+		if (rc != 0) {
+			return rc;
+		}
 	}
 	if (r >= 0) {
 		r = chan_send(&s->chan, m);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exitcodes.h"
+#include "fanout.h"
 #include "fspath.h"
 #include "lane_seal.h"
 #include "log.h"
@@ -37,6 +38,14 @@ int transfer_finish(struct xfer *x, const struct engine_stats *st, uint64_t loca
 		.completed = x->completed,
 	};
 
+	if (x->fanout && fanout_bypass(x->fanout, rc)) {
+		/* Said already; the next destination is tried, and its summary tells of all. */
+		output_release(&x->out);
+		return rc;
+	}
+	if (x->fanout) {
+		rc = fanout_conclude(x->fanout, &x->out, &t, rc);
+	}
 	output_summary(&x->out, &t, x->transport, rc);
 	output_release(&x->out);
 	return rc;

@@ -6,6 +6,8 @@
 
 static const char usage_text[] =
     "usage: rdmacp [OPTIONS] SRC... HOST:MODULE/PATH        (push)\n"
+    "       rdmacp [OPTIONS] SRC... HOST1:MODULE/PATH HOST2:MODULE/PATH...  (fan-out:\n"
+    "                                 each byte sent once, relayed by the daemons)\n"
     "       rdmacp [OPTIONS] HOST:MODULE/PATH... DEST         (pull)\n"
     "       rdmacp ls [-l] [-r] [--json] HOST[:MODULE/PATH]  (list modules or entries)\n"
     "       rdmacp check [-r] [-p] [--level L] SRC HOST:MODULE/PATH  (compare, no copy;\n"
@@ -122,6 +124,7 @@ static const char usage_text[] =
     "  -q, --quiet            print errors only\n"
     "  -v, --verbose          itemized line per changed entry (rsync -i), with checksums;\n"
     "                         -vv: unchanged entries too, and debug\n"
+    "      --relay-feed FD    rdmacpd's relay child only (not for interactive use)\n"
     "      --version          print the version\n"
     "  -h, --help             this text\n"
     "\n"
@@ -138,7 +141,7 @@ static const char usage_text[] =
     "not be assembled, 22 the daemon is shutting down (stopped or restarting:\n"
     "run again once it is back; --partial resumes), 23 module unavailable (its\n"
     "directory is missing on the daemon's side: not mounted yet?), 24 our\n"
-    "certificate is revoked.\n";
+    "certificate is revoked, 25 fan-out: some destinations copied, others failed.\n";
 
 void client_usage(FILE *f)
 {

@@ -16,6 +16,9 @@
 #define DAEMON_MAX_RAILS    15 /* rails: 16 lanes at most, one on the address reached */
 #define DAEMON_MAX_MODULES  256
 #define DAEMON_MAX_ALLOW    64
+/* "relay to": host patterns, each at most DAEMON_MAX_HOST_PATTERN bytes. */
+#define DAEMON_MAX_RELAY_TO	64
+#define DAEMON_MAX_HOST_PATTERN 255
 /* Sessions of a module without 'uid' run as this system user (sysusers.d). */
 #define DAEMON_DEFAULT_USER "rdmacp"
 
@@ -112,6 +115,19 @@ struct module {
 	 * module without the key takes [global]'s once loaded.
 	 */
 	int tos;
+	/*
+	 * Relays (rdmacpd.conf(5), docs/SECURITY.md "Relays"). relay: a push
+	 * into this module may go on to further destinations ('relay = yes').
+	 * relay_to: the hosts it may go on to, as the client wrote them
+	 * (fnmatch patterns); none here: [global]'s. relay_from: the relaying
+	 * daemons that may deliver here on a client's behalf (rules as
+	 * 'allow'); none: relayed pushes are refused.
+	 */
+	bool relay;
+	char relay_to[DAEMON_MAX_RELAY_TO][DAEMON_MAX_HOST_PATTERN + 1];
+	size_t nrelay_to;
+	struct allow_rule relay_from[DAEMON_MAX_ALLOW];
+	size_t nrelay_from;
 };
 
 struct daemon_config {
@@ -155,6 +171,17 @@ struct daemon_config {
 	 */
 	struct sockaddr_storage rails[DAEMON_MAX_RAILS];
 	size_t nrails;
+	/* "relay to" in [global]: the modules' default (a module's own replaces it). */
+	char relay_to[DAEMON_MAX_RELAY_TO][DAEMON_MAX_HOST_PATTERN + 1];
+	size_t nrelay_to;
+	/*
+	 * "relay certificate", "relay key": who this daemon is to the next hop
+	 * of a relayed push ("" both: cert and key, which then need the client
+	 * purpose). "relay client": the rdmacp binary it runs for that ("":
+	 * rdmacp beside rdmacpd, else the one installed).
+	 */
+	char relay_cert[4096], relay_key[4096];
+	char relay_client[4096];
 	struct module *modules;
 	size_t nmodules;
 };

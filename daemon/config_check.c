@@ -270,6 +270,12 @@ int config_finish(struct parse_state *ps)
 	if (check_unauth_limits(ps) < 0) {
 		return -EINVAL;
 	}
+	/* A certificate without its key (or the other way) would present nobody to the next hop. */
+	if ((c->relay_cert[0] == '\0') != (c->relay_key[0] == '\0')) {
+		return config_fail_at(ps, gline, "'%s' is set without '%s' in [global]",
+				      c->relay_cert[0] ? "relay certificate" : "relay key",
+				      c->relay_cert[0] ? "relay key" : "relay certificate");
+	}
 	/* [global] may come after a module: its default is known only now. */
 	for (size_t i = 0; i < c->nmodules; i++) {
 		if (c->modules[i].encryption == ENCRYPTION_INHERIT) {

@@ -3,7 +3,8 @@
  * rdmacpd.conf's [global] keys (config_parse.h): listen addresses, the
  * certificates, connection limits and timeouts, memory, logging, the lanes'
  * defaults (encryption, traffic class, rails), who may run bench, and the
- * certificates refused (deny, crl) and expiry warnings. One
+ * certificates refused (deny, crl) and expiry warnings, relays (relay to,
+ * relay certificate, relay key, relay client). One
  * handler per key, and the table the loader (config.c) dispatches through.
  */
 #include "config_parse.h"
@@ -284,6 +285,46 @@ static int g_allow_bench(struct parse_state *ps, const char *key, const char *va
 	return config_for_each_entry(ps, key, value, add_bench_allow);
 }
 
+static int add_relay_to(struct parse_state *ps, const char *key, const char *tok)
+{
+	return config_add_host_pattern(ps, key, tok, ps->cfg->relay_to, &ps->cfg->nrelay_to,
+				       "global");
+}
+
+/* 'relay to' in [global]: where modules with 'relay = yes' and no 'relay to' may relay. */
+static int g_relay_to(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_for_each_entry(ps, key, value, add_relay_to);
+}
+
+static int g_relay_cert(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_set_path(ps, key, value, ps->cfg->relay_cert, sizeof(ps->cfg->relay_cert));
+}
+
+static int g_relay_key(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_set_path(ps, key, value, ps->cfg->relay_key, sizeof(ps->cfg->relay_key));
+}
+
+/* The client binary run for a relayed push's next hop: a file this daemon can execute. */
+static int g_relay_client(struct parse_state *ps, const char *key, const char *value)
+{
+	int r =
+	    config_set_path(ps, key, value, ps->cfg->relay_client, sizeof(ps->cfg->relay_client));
+
+	if (r < 0) {
+		return r;
+	}
+	if (value[0] != '/') {
+		return fail(ps, "'%s' must be an absolute path, not '%s'", key, ESC(value));
+	}
+	if (access(value, X_OK) < 0) {
+		return fail(ps, "'%s' %s is not executable: %s", key, ESC(value), strerror(errno));
+	}
+	return 0;
+}
+
 const struct key_handler config_global_keys[] = {
 	{ "listen", true, g_listen },
 	{ "cert", false, g_cert },
@@ -311,6 +352,10 @@ const struct key_handler config_global_keys[] = {
 	{ "crl", false, g_crl },
 	{ "deny", true, g_deny },
 	{ "cert warn days", false, g_cert_warn_days },
+	{ "relay to", true, g_relay_to },
+	{ "relay certificate", false, g_relay_cert },
+	{ "relay key", false, g_relay_key },
+	{ "relay client", false, g_relay_client },
 };
 
 const size_t config_nglobal_keys = ARRAY_SIZE(config_global_keys);

@@ -3,7 +3,7 @@
  * rdmacpd.conf's module keys (config_parse.h): the path, who may use the
  * module and how (allow, deny, read only, write only), who its sessions run as,
  * what they keep (set-id bits, owners), block devices, limits, the lanes'
- * encryption and traffic class. One handler per key, and the table the
+ * encryption and traffic class, relays (relay, relay to, relay from). One handler per key, and the table the
  * loader (config.c) dispatches through.
  */
 #include "config_parse.h"
@@ -177,6 +177,35 @@ static int m_comment(struct parse_state *ps, const char *key, const char *value)
 	return 0;
 }
 
+static int m_relay(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_set_bool(ps, key, value, &config_cur_module(ps)->relay);
+}
+
+static int add_relay_to(struct parse_state *ps, const char *key, const char *tok)
+{
+	struct module *m = config_cur_module(ps);
+
+	return config_add_host_pattern(ps, key, tok, m->relay_to, &m->nrelay_to, m->name);
+}
+
+static int m_relay_to(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_for_each_entry(ps, key, value, add_relay_to);
+}
+
+static int add_relay_from(struct parse_state *ps, const char *key, const char *tok)
+{
+	struct module *m = config_cur_module(ps);
+
+	return config_add_allow_rule(ps, key, tok, m->relay_from, &m->nrelay_from, m->name);
+}
+
+static int m_relay_from(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_for_each_entry(ps, key, value, add_relay_from);
+}
+
 const struct key_handler config_module_keys[] = {
 	{ "path", false, m_path },
 	{ "read only", false, m_read_only },
@@ -195,6 +224,9 @@ const struct key_handler config_module_keys[] = {
 	{ "encryption", false, m_encryption },
 	{ "tos", false, m_tos },
 	{ "deny", true, m_deny },
+	{ "relay", false, m_relay },
+	{ "relay to", true, m_relay_to },
+	{ "relay from", true, m_relay_from },
 };
 
 const size_t config_nmodule_keys = ARRAY_SIZE(config_module_keys);

@@ -88,6 +88,10 @@ int config_set_encryption(struct parse_state *ps, const char *key, const char *v
 /* One allow rule into rules (*n of them so far, at most DAEMON_MAX_ALLOW); where: the section. */
 int config_add_allow_rule(struct parse_state *ps, const char *key, const char *tok,
 			  struct allow_rule *rules, size_t *n, const char *where);
+/* One 'relay to' host pattern into pats (*n of them so far, at most DAEMON_MAX_RELAY_TO). */
+int config_add_host_pattern(struct parse_state *ps, const char *key, const char *tok,
+			    char (*pats)[DAEMON_MAX_HOST_PATTERN + 1], size_t *n,
+			    const char *where);
 /* A user or group by name or number. Return 0, -ESRCH (none such) or -errno; log nothing. */
 int config_resolve_user(const char *s, uid_t *ret);
 int config_resolve_group(const char *s, gid_t *ret);

@@ -468,3 +468,31 @@ int config_add_allow_rule(struct parse_state *ps, const char *key, const char *t
 	rules[(*n)++] = rule;
 	return 0;
 }
+
+/* A host pattern: a name or address with fnmatch's * ? [ ] ! (no '/', no blanks). */
+static bool host_pattern_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n <= DAEMON_MAX_HOST_PATTERN &&
+	       strspn(s,
+		      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_:*?[]!") ==
+		   n;
+}
+
+int config_add_host_pattern(struct parse_state *ps, const char *key, const char *tok,
+			    char (*pats)[DAEMON_MAX_HOST_PATTERN + 1], size_t *n, const char *where)
+{
+	if (*n >= DAEMON_MAX_RELAY_TO) {
+		return fail(ps, "too many '%s' patterns in [%s] (at most %d)", key, where,
+			    DAEMON_MAX_RELAY_TO);
+	}
+	if (!host_pattern_valid(tok)) {
+		return fail(ps,
+			    "bad host pattern '%s' in '%s' (a host name or address as clients "
+			    "write it, at most %d bytes, with * ? [ ] as wildcards)",
+			    ESC(tok), key, DAEMON_MAX_HOST_PATTERN);
+	}
+	strcpy(pats[(*n)++], tok);
+	return 0;
+}

@@ -15,6 +15,7 @@
 #include "fspath.h"
 #include "log.h"
 #include "macro.h"
+#include "policy_peer.h"
 #include "proto/msg.h"
 #include "tls.h"
 
@@ -62,34 +63,12 @@ static int no(struct verdict *v, uint32_t code, const char *fmt, ...)
 	return -EPERM;
 }
 
-static bool san_equals(const char *san, void *ud)
-{
-	return strcmp(san, (const char *)ud) == 0;
-}
-
-/* Does the peer's certificate match one of these allow rules? */
+/* Does whom the request is about (policy_subject) match one of these rules? */
 static bool peer_matches(const struct policy_peer *peer, const struct allow_rule *rules, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		const struct allow_rule *a = &rules[i];
+	struct policy_ident id = policy_subject(peer);
 
-		switch (a->kind) {
-		case ALLOW_ANY:
-			return true;
-		case ALLOW_FINGERPRINT:
-			if (CRYPTO_memcmp(a->fp, peer->fp, TLS_FINGERPRINT_LEN) == 0) {
-				return true;
-			}
-			break;
-		case ALLOW_NAME:
-			if (strcmp(tls_peer_cn(peer->tls), a->name) == 0 ||
-			    tls_peer_match_san(peer->tls, san_equals, (void *)a->name)) {
-				return true;
-			}
-			break;
-		}
-	}
-	return false; /* no rule, or none matched: fail closed */
+	return policy_ident_matches(&id, rules, n);
 }
 
 bool policy_peer_denied(const struct daemon_config *cfg, const struct module *m,
@@ -305,6 +284,45 @@ static void grant_module(const struct module *m, const struct policy_request *rq
 	};
 }
 
+/*
+ * A relayed push (the peer acts on behalf of its ticket's client): only a
+ * push, and only from a relaying daemon the module's 'relay from' trusts
+ * and no 'deny' refuses; a chain only with a push.
+ */
+static int relay_rules(const struct daemon_config *cfg, const struct module *m,
+		       const struct policy_peer *peer, const struct policy_request *rq,
+		       struct verdict *v)
+{
+	struct policy_ident relay = policy_tls_ident(peer);
+	char name[256];
+
+	if (peer->behalf) {
+		policy_ident_name(&relay, name, sizeof(name));
+		if (rq->op != POLICY_PUSH) {
+			return no(v, PERR_PROTOCOL, "only a push may be relayed");
+		}
+		if (!policy_ident_matches(&relay, m->relay_from, m->nrelay_from) ||
+		    policy_ident_matches(&relay, m->deny, m->ndeny)) {
+			return no(v, PERR_AUTH, "%s may not relay into module %s", name, m->name);
+		}
+	}
+	if (rq->relay && rq->op != POLICY_PUSH) {
+		return no(v, PERR_PROTOCOL, "only a push goes on to further destinations");
+	}
+	return 0;
+}
+
+/* A push with a chain, once the client may push here at all: policy_relay_chain. */
+static int chain_rules(const struct daemon_config *cfg, const struct module *m,
+		       const struct policy_request *rq, struct verdict *v)
+{
+	if (rq->relay &&
+	    policy_relay_chain(cfg, m, rq->relay, rq->flags, &v->code, v->why, v->whylen) < 0) {
+		return -EPERM;
+	}
+	return 0;
+}
+
 static int decide_module(const struct daemon_config *cfg, const struct policy_peer *peer,
 			 const struct policy_session *s, const struct policy_request *rq,
 			 struct policy_grant *g, struct verdict *v)
@@ -317,6 +335,10 @@ static int decide_module(const struct daemon_config *cfg, const struct policy_pe
 	if (!m) {
 		return no(v, PERR_NO_MODULE, "no module for '%s'",
 			  log_escape(rq->path, esc, sizeof(esc)));
+	}
+	r = relay_rules(cfg, m, peer, rq, v);
+	if (r < 0) {
+		return r;
 	}
 	if (policy_peer_denied(cfg, m, peer)) {
 		return no(v, PERR_AUTH,
@@ -355,6 +377,10 @@ static int decide_module(const struct daemon_config *cfg, const struct policy_pe
 	if (r < 0) {
 		return r;
 	}
+	r = chain_rules(cfg, m, rq, v);
+	if (r < 0) {
+		return r;
+	}
 	grant_module(m, rq, g);
 	return 0;
 }
@@ -368,7 +394,9 @@ int policy_decide(const struct daemon_config *cfg, const struct policy_peer *pee
 	int r;
 
 	why[0] = '\0';
-	if (rq->op == POLICY_BENCH) {
+	if (rq->op == POLICY_BENCH && peer->behalf) {
+		r = no(&v, PERR_PROTOCOL, "only a push may be relayed");
+	} else if (rq->op == POLICY_BENCH) {
 		if (!peer_matches(peer, cfg->bench_allow, cfg->nbench_allow)) {
 			r = no(
 			    &v, PERR_PERMISSION,

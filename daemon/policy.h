@@ -24,8 +24,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <openssl/x509.h>
+
 #include "config.h"
 #include "meta_policy.h"
+#include "proto/msg.h"
+#include "tls.h"
 
 struct tls_conn;
 
@@ -34,7 +38,22 @@ struct policy_peer {
 	struct tls_conn *tls;
 	const uint8_t *fp; /* its certificate's SHA-256 fingerprint */
 	uint64_t caps;	   /* its HELLO capabilities */
+	/*
+	 * On behalf of (a relayed push, set by policy_peer_on_behalf): the
+	 * original client's certificate from its checked relay ticket, and
+	 * that certificate's fingerprint. Then 'deny', 'allow' and every
+	 * module rule match the original client, and the TLS peer (the
+	 * relaying daemon) must match the module's 'relay from'.
+	 */
+	X509 *behalf;
+	uint8_t behalf_fp[TLS_FINGERPRINT_LEN];
 };
+
+/*
+ * Make peer a relayed push's: on behalf of cert (borrowed: it must outlive
+ * peer's use), the certificate relay_ticket_check returned. 0 or -errno.
+ */
+int policy_peer_on_behalf(struct policy_peer *peer, X509 *cert);
 
 /* What one connection has used so far of its modules' caps. */
 struct policy_session {
@@ -56,6 +75,11 @@ struct policy_request {
 	uint32_t flags;	  /* PROTO_OPEN_* (push, pull), PROTO_LIST_*, PROTO_ASM_* */
 	uint8_t encrypt;  /* BENCH: its lanes wish (PROTO_ENCRYPT_*) */
 	uint64_t bytes;	  /* ASSEMBLE: the file's size */
+	/*
+	 * A push that goes on to further destinations: the RELAY the client
+	 * sent before OPEN (NULL: none). policy_relay_chain's rules hold.
+	 */
+	const struct msg_relay *relay;
 };
 
 struct policy_grant {
@@ -88,6 +112,27 @@ struct policy_grant {
 int policy_decide(const struct daemon_config *cfg, const struct policy_peer *peer,
 		  const struct policy_session *s, const struct policy_request *rq,
 		  struct policy_grant *ret, uint32_t *ret_code, char *why, size_t whylen);
+
+/*
+ * May a granted push go on to the hops of rl (its count may be 0: only
+ * the receiver's own ticket, nothing after it)? The module relays
+ * ('relay = yes'); every hop's host, as the client wrote it, matches the
+ * module's 'relay to' patterns (or [global]'s when the module has none);
+ * and the push carries no hard links, xattrs or ACLs (flags: its OPEN's).
+ * policy_decide applies it to a request with relay set. 0, or -EPERM with
+ * the PERR_* code and the text.
+ */
+int policy_relay_chain(const struct daemon_config *cfg, const struct module *m,
+		       const struct msg_relay *rl, uint32_t flags, uint32_t *ret_code, char *why,
+		       size_t whylen);
+
+/*
+ * For a log line: "relayed by RELAY for CLIENT" names (escaped CN, else
+ * a fingerprint) of a relayed push's TLS peer and original client. Only
+ * for a peer with behalf set.
+ */
+void policy_relay_names(const struct policy_peer *peer, char *relay, size_t relaylen, char *client,
+			size_t clientlen);
 
 /* Did policy_decide make g (and say yes)? */
 bool policy_grant_valid(const struct policy_grant *g);

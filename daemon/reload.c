@@ -22,6 +22,7 @@
 #include "modroot.h"
 #include "parse.h"
 #include "privs.h"
+#include "config_relaycheck.h"
 #include "serve.h"
 #include "session_table.h"
 #include "tls.h"
@@ -143,13 +144,15 @@ void supervisor_find_modules(struct daemon *d)
  * --check: what loads but deserves a look. Modules whose directory is
  * missing (unavailable until it appears); module paths another user could
  * swap, that export the kernel, or that the module's user can't write
- * (modcheck.c); modules a daemon that is not root can't serve.
+ * (modcheck.c); modules a daemon that is not root can't serve; relay keys
+ * that cannot work as written (config_relaycheck.c).
  */
 void supervisor_check_warnings(const struct daemon_config *cfg)
 {
 	supervisor_missing_module_warnings(cfg);
 	supervisor_system_path_warnings(cfg);
 	supervisor_cert_expiry(cfg, NULL, 0);
+	relaycheck_config(cfg, warn_line, NULL);
 	for (size_t i = 0; i < cfg->nmodules; i++) {
 		const struct module *m = &cfg->modules[i];
 

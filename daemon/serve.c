@@ -84,6 +84,7 @@ static const struct request {
 	bool ends_session; /* a clean end: TLS close_notify, exit 0 */
 } requests[] = {
 	{ .type = MSG_FILTER, .handle = req_filter },
+	{ .type = MSG_RELAY, .handle = serve_relay_request },
 	{ .type = MSG_OPEN, .handle = serve_open, .restarts_idle = true, .uses_filter = true },
 	{ .type = MSG_BENCH, .handle = serve_bench, .restarts_idle = true },
 	{ .type = MSG_ASSEMBLE, .handle = serve_assemble, .restarts_idle = true },
@@ -108,10 +109,17 @@ static int dispatch(struct conn *c, const struct msg *m, int64_t *idle_deadline,
 	const struct request *rq = request_of(m->type);
 	int r;
 
-	/* A FILTER is for the OPEN right after it, nothing else. */
-	if (c->have_filter && !(rq && rq->uses_filter)) {
+	/* A FILTER is for the OPEN right after it (a RELAY between), nothing else. */
+	if (c->have_filter && !(rq && (rq->uses_filter || rq->type == MSG_RELAY))) {
 		log_notice("%s (%s): %s after FILTER", c->peer, c->id, proto_type_name(m->type));
 		chan_send_error(&c->chan, PERR_PROTOCOL, "FILTER must come right before OPEN");
+		return -EBADMSG;
+	}
+	/* So is a RELAY (a FILTER between). */
+	if (serve_relay_pending(c) && !(rq && (rq->uses_filter || rq->type == MSG_FILTER))) {
+		log_notice("%s (%s): %s after RELAY", c->peer, c->id, proto_type_name(m->type));
+		chan_send_error(&c->chan, PERR_PROTOCOL,
+				"RELAY must come right before a push's OPEN");
 		return -EBADMSG;
 	}
 	if (!rq) {
@@ -123,6 +131,7 @@ static int dispatch(struct conn *c, const struct msg *m, int64_t *idle_deadline,
 	if (rq->uses_filter) {
 		filter_list_free(&c->filter);
 		c->have_filter = false;
+		serve_relay_free(c);
 	}
 	if (rq->restarts_idle) {
 		*idle_deadline = now_ms() + (int64_t)c->cfg->idle_timeout_s * 1000;
@@ -327,6 +336,7 @@ static void conn_end(struct conn *c, int r, bool clean)
 		tls_shutdown(c->tls, 200);
 	}
 	filter_list_free(&c->filter);
+	serve_relay_free(c);
 	log_peak_memory(c);
 	chan_done(&c->chan);
 	tls_conn_free(c->tls);
@@ -336,7 +346,9 @@ int serve_connection(const struct daemon_config *cfg, struct tls_ctx *tls,
 		     struct session_table *sessions, int fd, const struct sockaddr *peer,
 		     socklen_t peerlen)
 {
-	struct conn c = { .cfg = cfg, .sessions = sessions, .stop = &stop_requested };
+	struct conn c = {
+		.cfg = cfg, .tls_ctx = tls, .sessions = sessions, .stop = &stop_requested
+	};
 	/* TLS and HELLO together: one absolute deadline (SECURITY.md G47). */
 	int64_t deadline = now_ms() + (int64_t)cfg->handshake_timeout_s * 1000;
 	bool clean = false;

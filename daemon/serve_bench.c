@@ -104,7 +104,7 @@ static int run_bench_pinned(struct conn *c, const struct msg_bench *b,
 		.what = "bench",
 		.hash_threads = true,
 	};
-	struct engine_params ep = { 0 };
+	struct engine_params ep = { ENGINE_NO_FEEDS };
 	struct xport *x = NULL;
 	struct lanes ln;
 	int r;

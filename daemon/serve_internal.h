@@ -6,6 +6,7 @@
  *   serve.c           the connection: TLS, HELLO, the request table, FILTER, PING, BYE
  *   serve_open.c      OPEN: a push or a pull, its dry run or probe
  *   serve_transfer.c  a copy's data path and engine run, and what it logs
+ *   serve_relay.c     RELAY and a relayed push: tickets, the relay child, results
  *   serve_bench.c     BENCH: memory to memory, no module
  *   serve_assemble.c  ASSEMBLE: rdmacp finalize's join of a split file
  *   serve_list.c      LIST (modules, paths), and the FILES a pull's dry run sends
@@ -20,6 +21,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+
+#include <openssl/x509.h>
 
 #include "chan.h"
 #include "config.h"
@@ -36,12 +39,14 @@
 #define POLICY_MAX_CHUNK (16u << 20)
 
 struct session_table;
+struct serve_relay;
 struct filehasher;
 struct fsglob;
 struct walk;
 
 struct conn {
 	const struct daemon_config *cfg;
+	struct tls_ctx *tls_ctx; /* the daemon's: its trust store checks relay tickets */
 	struct tls_conn *tls;
 	struct chan chan;
 	char peer[96];			   /* address */
@@ -64,6 +69,13 @@ struct conn {
 	 */
 	struct filter_list filter;
 	bool have_filter;
+	/* The RELAY that came right before this OPEN, then its child (serve_relay.c). */
+	struct serve_relay *relay;
+	/*
+	 * A relayed push's original client (its ticket's certificate, owned by
+	 * relay): the module policy judges the push as its (serve_decide).
+	 */
+	X509 *on_behalf;
 	unsigned sealed_transfers; /* lane_seal_export's count: v1 keys seal only the first */
 	/*
 	 * Whose side and who writes, for a refusal for permission (the engine's
@@ -184,6 +196,36 @@ void serve_free_strings(char **v, size_t n);
 /* What a pull would send (or a listing shows), in FILES batches, then END. */
 int serve_list_plan(struct get_source *g);
 int serve_list(struct conn *c, const struct msg *m);
+
+/* ---- serve_relay.c ---- */
+
+/* RELAY: the chain kept for the push OPEN that must follow it. */
+int serve_relay_request(struct conn *c, const struct msg *m);
+/* Is a RELAY waiting for its OPEN? */
+bool serve_relay_pending(const struct conn *c);
+/*
+ * OPEN with a RELAY before it, before the module policy's word: a push's
+ * only; the ticket for this daemon checked; rq names the chain and the
+ * client it is on behalf of (the ticket's). A no is sent. Nothing without a RELAY.
+ */
+int serve_relay_open(struct conn *c, const struct msg_open *o, struct policy_request *rq);
+/* The policy said yes: whose push it is, through whom, in the log. */
+void serve_relay_granted(struct conn *c);
+/* Before the session leaves its privileges: the relay credentials read. */
+int serve_relay_prepare(struct conn *c, const struct policy_grant *gr);
+/* After: the relay child started and told the chain, before any OPEN_OK. */
+int serve_relay_spawn(struct conn *c, const struct msg_open *o);
+/* The engine's relay feed (engine_params.relay_feed), -1: none. */
+int serve_relay_feed(const struct conn *c);
+/* " (relayed by ... for ...)" for the transfer's log lines, or "". */
+const char *serve_relay_note(const struct conn *c);
+/*
+ * After the engine (r its result): the child's results, one RELAY_RESULT per
+ * destination of the chain when r >= 0. Returns r, or a send's failure.
+ */
+int serve_relay_finish(struct conn *c, int r);
+/* The relay's end: a child still there is killed. Nothing without a RELAY. */
+void serve_relay_free(struct conn *c);
 
 /* ---- serve_transfer.c ---- */
 

@@ -51,6 +51,10 @@ int serve_decide(struct conn *c, const struct policy_request *rq, struct policy_
 	uint32_t code;
 	char why[512];
 
+	/* A relayed push (its checked ticket's client): every rule is matched against it. */
+	if (c->on_behalf && policy_peer_on_behalf(&peer, c->on_behalf) < 0) {
+		return serve_refuse(c, PERR_INTERNAL, "out of memory");
+	}
 	if (policy_decide(c->cfg, &peer, &c->used, rq, ret, &code, why, sizeof(why)) < 0) {
 		return serve_refuse(c, code, "%s", why);
 	}

@@ -170,7 +170,12 @@ static int open_push(struct conn *c, const struct msg_open *o, const struct poli
 			r = serve_probe(c, o, gr, dest.fd, dest.rename_to, NULL);
 		}
 	} else {
-		r = serve_transfer(c, o, gr, dest.fd, dest.rename_to, NULL);
+		/* A relayed push: its child is up before the client hears OPEN_OK. */
+		r = serve_relay_spawn(c, o);
+		if (r >= 0) {
+			r = serve_relay_finish(
+			    c, serve_transfer(c, o, gr, dest.fd, dest.rename_to, NULL));
+		}
 	}
 	if (dest.fd >= 0) {
 		close(dest.fd);
@@ -187,11 +192,22 @@ int serve_open(struct conn *c, const struct msg *m)
 	_cleanup_close_ int rootfd = -1;
 	int r;
 
+	/* A RELAY before it: its ticket checked, its chain for the policy to decide too. */
+	r = serve_relay_open(c, o, &rq);
+	if (r < 0) {
+		return r;
+	}
 	r = serve_decide(c, &rq, &gr);
 	if (r < 0) {
 		return r;
 	}
+	serve_relay_granted(c);
 	log_escape(o->path, esc, sizeof(esc));
+	/* Read while the session may still read them: the relay's credentials. */
+	r = serve_relay_prepare(c, &gr);
+	if (r < 0) {
+		return r;
+	}
 	r = serve_enter_module(c, &gr, &rootfd);
 	if (r < 0) {
 		return r;

@@ -163,6 +163,8 @@ static void session_engine_params(struct conn *c, const struct msg_open *o,
 					 .planned = ev_planned,
 					 .ud = c };
 	ep->stop = c->stop;
+	/* A relayed push: what lands is told to the relay child (serve_relay.c). */
+	ep->relay_feed = serve_relay_feed(c);
 }
 
 /* ", N updated, N unchanged" and --delete's tally, for the "done" line. */
@@ -232,10 +234,10 @@ static void log_transfer_done(const struct conn *c, const struct msg_open *o,
 		log_debug("%s: io_uring's completion queue was full %llu times", c->peer,
 			  (unsigned long long)st->uring_overflows);
 	}
-	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s", c->peer, c->id,
+	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s%s", c->peer, c->id,
 		 pull ? "pull from" : "push to", gr->m->name, (unsigned long long)st->files_ok,
 		 (unsigned long long)st->bytes, (unsigned long long)st->files_failed, skipped,
-		 resumed);
+		 resumed, serve_relay_note(c));
 }
 
 /*
@@ -313,7 +315,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o,
 		.rails = true,
 		.what = "data",
 	};
-	struct engine_params ep = { 0 };
+	struct engine_params ep = { ENGINE_NO_FEEDS };
 	struct xport *x = NULL;
 	struct lanes ln;
 	int r;
@@ -369,7 +371,7 @@ int serve_transfer(struct conn *c, const struct msg_open *o, const struct policy
 int serve_probe(struct conn *c, const struct msg_open *o, const struct policy_grant *gr, int basefd,
 		const char *rename_to, struct get_source *pull_srcs)
 {
-	struct engine_params ep = { 0 };
+	struct engine_params ep = { ENGINE_NO_FEEDS };
 
 	return run_session_engine(c, o, gr, basefd, rename_to, pull_srcs, NULL, &ep);
 }

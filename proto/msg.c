@@ -150,6 +150,17 @@ static const struct msg_codec msg_codecs[MSG_TYPE_MAX + 1] = {
 			    .fixed_len = 8,
 			    .encode = msg_enc_assembled,
 			    .decode = msg_dec_assembled },
+	/* Relays (msg_relay.c) */
+	[MSG_RELAY] = { .name = "RELAY",
+			.fixed_len = MSG_LEN_VARIES,
+			.encode = msg_enc_relay,
+			.decode = msg_dec_relay,
+			.clear = msg_clear_relay },
+	[MSG_RELAY_RESULT] = { .name = "RELAY_RESULT",
+			       .fixed_len = MSG_LEN_VARIES,
+			       .encode = msg_enc_relay_result,
+			       .decode = msg_dec_relay_result,
+			       .clear = msg_clear_relay_result },
 };
 
 /* The row of type, or NULL for a number no message has (0, reserved, past the last). */

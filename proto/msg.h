@@ -71,7 +71,10 @@ enum proto_type {
 	MSG_ASSEMBLED = 30, /* daemon -> client: the file is in place */
 	/* Rails: a data lane is down, with this side's count on it (PROTO_CAP_RAILS) */
 	MSG_LANE_DOWN = 31,
-	MSG_TYPE_MAX = MSG_LANE_DOWN,
+	MSG_RELAY = 32, /* client -> daemon right before a push's OPEN (PROTO_CAP_RELAY) */
+	MSG_RELAY_RESULT =
+	    33, /* daemon -> client after a relayed push's END, one per destination */
+	MSG_TYPE_MAX = MSG_RELAY_RESULT,
 };
 
 /* Header flags: none are defined in version 1; every bit is reserved. */
@@ -673,6 +676,9 @@ struct msg_lane_down {
 	uint64_t count;
 };
 
+/* RELAY and RELAY_RESULT: proto/msg_relay.h. */
+#include "msg_relay.h"
+
 /*
  * One decoded message. Decoders allocate only after caps are checked;
  * msg_clear frees what a decode allocated.
@@ -707,6 +713,8 @@ struct msg {
 		struct msg_assemble assemble;
 		struct msg_assembled assembled;
 		struct msg_lane_down lane_down;
+		struct msg_relay relay;
+		struct msg_relay_result relay_result;
 	} u;
 };
 

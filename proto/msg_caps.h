@@ -104,11 +104,18 @@ enum {
  */
 #define PROTO_CAP_RAILS_ONLY (1ull << 38)
 /*
+ * Relays: MSG_RELAY before a push's OPEN (the chain of destinations after
+ * this daemon, with the original client's tickets) and MSG_RELAY_RESULT,
+ * one per destination, after that push's END. Announced by a daemon that
+ * relays (its session runs the relay child), never by a client.
+ */
+#define PROTO_CAP_RELAY (1ull << 39)
+/*
  * ASSEMBLE's PROTO_ASM_DISCARD: finalize asks for the parts of a split file
  * that vanished from the source to be removed from staging.
  */
 #define PROTO_CAP_ASM_DISCARD (1ull << 40)
-#define PROTO_CAPS_KNOWN                                                                        \
-	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
-	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_SLOT_SUITES | PROTO_CAP_RAILS_ONLY |                 \
+#define PROTO_CAPS_KNOWN                                                                          \
+	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE |   \
+	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_SLOT_SUITES | PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | \
 	 PROTO_CAP_ASM_DISCARD)

@@ -9,7 +9,8 @@
  * PONG, BYE), msg_files.c (FILES, FILES_ACK, FILE_DONE, FILE_RESULT, GET,
  * END, ENTRY_FAILED, XATTRS, DELETED), msg_data.c (RING, LANE_DOWN; slot
  * descriptors), msg_ranges.c (RESUME, ZEROS, DELTA), msg_list.c (LIST,
- * MODULES, SUMS, LIST_ATTRS), msg_assemble.c (ASSEMBLE, ASSEMBLED).
+ * MODULES, SUMS, LIST_ATTRS), msg_assemble.c (ASSEMBLE, ASSEMBLED),
+ * msg_relay.c (RELAY, RELAY_RESULT).
  */
 #pragma once
 
@@ -141,3 +142,12 @@ int msg_dec_assemble(struct rbuf *r, struct msg *m);
 void msg_clear_assemble(struct msg *m);
 int msg_enc_assembled(const struct msg *m, struct wbuf *w);
 int msg_dec_assembled(struct rbuf *r, struct msg *m);
+
+/* ---- msg_relay.c -------------------------------------------------------- */
+
+int msg_enc_relay(const struct msg *m, struct wbuf *w);
+int msg_dec_relay(struct rbuf *r, struct msg *m);
+void msg_clear_relay(struct msg *m);
+int msg_enc_relay_result(const struct msg *m, struct wbuf *w);
+int msg_dec_relay_result(struct rbuf *r, struct msg *m);
+void msg_clear_relay_result(struct msg *m);

@@ -86,3 +86,10 @@ struct certs_expiry {
 
 /* -EBADMSG: no PEM certificate in FILE; -errno: can't read it. */
 int certs_file_expiry(const char *file, struct certs_expiry *ret);
+
+/*
+ * Is FILE's first certificate one a TLS server takes from a client (the
+ * clientAuth usage, or no usage restriction)? 1 yes, 0 no; -EBADMSG: no
+ * PEM certificate in FILE; -errno: can't read it.
+ */
+int certs_file_client_purpose(const char *file);

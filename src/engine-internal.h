@@ -552,6 +552,11 @@ int engine_tx_zero(struct engine *e, struct efile *f, uint64_t off, uint64_t len
 int engine_tx_flush(struct engine *e);
 /* A feature about to note a range: the others' noted ranges go first. */
 int engine_tx_flush_others(struct engine *e, const struct engine_feature *self);
+int engine_tx_source(struct engine *e, const struct engine_src **ret, char *why, size_t whylen);
+uint64_t engine_tx_avail(const struct engine *e, const struct efile *f);
+bool engine_tx_done_ready(struct engine *e, struct efile *f);
+uint32_t engine_tx_digest(struct engine *e, struct efile *f, uint8_t *hash, char *text,
+			  size_t textlen);
 int engine_tx_seal(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot, uint8_t *stage,
 		   uint32_t *io_len);
 int engine_tx_repost(struct engine *e, uint32_t ci);

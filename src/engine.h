@@ -125,6 +125,12 @@ struct engine_stats {
 	/* Times io_uring's completion queue was full and the kernel held the rest (on_uring). */
 	uint64_t uring_overflows;
 	/*
+	 * Receiver with a relay feed (engine_params.relay_feed): the relay
+	 * child's end went away (EPIPE, ECONNRESET) and the feed stopped; not a
+	 * failure of this session. 0 or 1.
+	 */
+	uint64_t relay_feed_lost;
+	/*
 	 * Bench roles: bytes per lane (posted by the sender, verified by the
 	 * receiver), and the seconds from the first chunk posted (received) to
 	 * the last one credited (verified). bytes holds the total.
@@ -375,9 +381,25 @@ struct engine_params {
 	bool delete_tell_peer;
 	bool (*delete_keep)(void *ud, const char *name, bool is_dir);
 	void *delete_keep_ud;
+	/*
+	 * Receiver: >= 0, a SOCK_SEQPACKET socket (borrowed) to a relay child:
+	 * what this session receives is told on it as it lands (relay_feed.h,
+	 * engine_relay_rx.c). -1: none. Every initializer of engine_params says
+	 * -1 for both feeds (ENGINE_NO_FEEDS): 0 is a descriptor.
+	 */
+	int relay_feed;
+	/*
+	 * Sender: >= 0, the relay child's end of that socket (borrowed): the
+	 * entries and their readable bytes come from it, not from source
+	 * (engine_follow.c). -1: none.
+	 */
+	int follow_feed;
 	struct engine_events ev;
 	volatile sig_atomic_t *stop; /* set by a signal handler: abort cleanly */
 };
+
+/* In every initializer of struct engine_params: no relay feed either way. */
+#define ENGINE_NO_FEEDS .relay_feed = -1, .follow_feed = -1
 
 /*
  * --partial (OPEN flag PARTIAL, with a peer that has PROTO_CAP_PARTIAL): a

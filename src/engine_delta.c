@@ -372,7 +372,8 @@ static XXH3_state_t *rx_delta_chunk_note(struct engine *e, struct efile *f, XXH3
 
 	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(cst));
 	XXH3_128bits_reset(cst);
-	if (rx_partial_note(e, f, start, (uint32_t)(at - start), c.digest) < 0) {
+	engine_rx_written(e, f, start, (uint32_t)(at - start), c.digest);
+	if (!rx_partial_journaled(e, f)) {
 		XXH3_freeState(cst);
 		cst = NULL;
 	}
@@ -392,6 +393,7 @@ static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_
 	uint64_t cs = e->p->chunk_size, done;
 	XXH3_state_t *cst;
 	uint8_t *buf;
+	bool journal;
 
 	if (f->failed || !rx_delta_copy(f, g)) {
 		return;
@@ -402,6 +404,7 @@ static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_
 		return;
 	}
 	cst = rx_delta_chunk_state(e, f);
+	journal = cst != NULL;
 	for (done = 0; done < g->len;) {
 		uint64_t at = g->offset + done;
 		/* Never across a chunk's end: each chunk's own digest goes into the journal. */
@@ -425,6 +428,9 @@ static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_
 		}
 	}
 	XXH3_freeState(cst);
+	if (!journal && done) {
+		engine_rx_written(e, f, g->offset, (uint32_t)MIN(done, UINT32_MAX), NULL);
+	}
 }
 
 /*

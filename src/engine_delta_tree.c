@@ -22,9 +22,9 @@ static void rx_tree_same(struct engine *e, struct efile *f, const struct proto_r
 {
 	uint64_t cs = e->p->chunk_size;
 
-	for (uint64_t off = g->offset; rx_partial_journaled(e, f) && off < g->offset + g->len;
-	     off += cs) {
-		rx_partial_note(e, f, off, (uint32_t)MIN(cs, f->size - off), f->rd[off / cs]);
+	for (uint64_t off = g->offset; off < g->offset + g->len; off += cs) {
+		engine_rx_written(e, f, off, (uint32_t)MIN(cs, f->size - off),
+				  rx_partial_journaled(e, f) ? f->rd[off / cs] : NULL);
 	}
 }
 

@@ -125,7 +125,11 @@ struct engine_msg_row {
  *               store, f->tfd; a device's journal): 0, ENGINE_DECLINED (not
  *               kept so: a plain temp file), or -ENOMEM.
  *   rx_opened   its data file is open (temp file, store or device).
- *   rx_written  [off, off + len) of its data is written (d: its digest).
+ *   rx_written  [off, off + len) of its data is there on the disk, the one
+ *               call for every way bytes land: written, zeros, unchanged
+ *               (--delta's SAME, a tree's range); d: its digest when the
+ *               file is journaled (--partial), else NULL. Ranges may come
+ *               out of order.
  *   rx_named    it has its final name (the data durable under it).
  *   rx_answered its FILES_ACK entry goes next: what the feature sends first.
  *   rx_complete its bytes are all there and verified, before its metadata,
@@ -178,6 +182,20 @@ enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX
  *               (sealed slots) and *io_len, the payload bytes posted.
  *   tx_repost   chunk ci, posted on a lane now lost, goes again: its bytes
  *               back to what tx_seal was given.
+ *   tx_source   the sender's next entry comes from the feature, not from
+ *               engine_params.source: ENGINE_DECLINED (not the feature's),
+ *               ENGINE_TX_TAKEN with *ret (valid until the next call), 0:
+ *               no more, -EAGAIN: none yet (the feature wakes the loop
+ *               when one comes), -errno (why says why).
+ *   tx_avail    bytes [0, n) of f's source are there to read now (a file
+ *               still being written: its size is checked at its end only,
+ *               and neither reads nor the hole search pass n); UINT64_MAX:
+ *               all of it (not the feature's file).
+ *   tx_done_ready  f's FILE_DONE may go now; false: it waits (done_wait),
+ *               and the feature sends it later (tx_send_done).
+ *   tx_digest   f's own stream digest, before its FILE_DONE: the feature
+ *               may put the digest it goes with in its place; 0, or a
+ *               failure of f (PERR_* > 0, text says why).
  */
 #define ENGINE_TX_TAKEN 2
 #define ENGINE_TX_FULL	3
@@ -239,6 +257,11 @@ struct engine_feature {
 	int (*tx_seal)(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot, uint8_t *stage,
 		       uint32_t *io_len);
 	int (*tx_repost)(struct engine *e, uint32_t ci);
+	int (*tx_source)(struct engine *e, const struct engine_src **ret, char *why, size_t whylen);
+	uint64_t (*tx_avail)(const struct engine *e, const struct efile *f);
+	bool (*tx_done_ready)(struct engine *e, struct efile *f);
+	uint32_t (*tx_digest)(struct engine *e, struct efile *f, uint8_t *hash, char *text,
+			      size_t textlen);
 };
 
 /* engine_features.c: the features, in the order the core calls them. */

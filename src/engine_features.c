@@ -9,7 +9,8 @@
 extern const struct engine_feature engine_feature_sums, engine_feature_hashers,
     engine_feature_rails, engine_feature_partial, engine_feature_links, engine_feature_delete,
     engine_feature_xattrs, engine_feature_delta, engine_feature_pack, engine_feature_bench,
-    engine_feature_zeros, engine_feature_device, engine_feature_seal;
+    engine_feature_zeros, engine_feature_device, engine_feature_seal, engine_feature_relay_rx,
+    engine_feature_follow;
 
 const struct engine_feature *const engine_features[] = {
 	/* Workers first: at teardown their jobs go before what they hold. */
@@ -26,6 +27,9 @@ const struct engine_feature *const engine_features[] = {
 	&engine_feature_delta,
 	&engine_feature_zeros,
 	&engine_feature_device,
+	/* After every feature that writes or keeps: what it tells is on the disk. */
+	&engine_feature_relay_rx,
+	&engine_feature_follow,
 	&engine_feature_pack,
 	&engine_feature_bench,
 };
@@ -552,4 +556,54 @@ int engine_tx_repost(struct engine *e, uint32_t ci)
 		}
 	}
 	return 0;
+}
+
+int engine_tx_source(struct engine *e, const struct engine_src **ret, char *why, size_t whylen)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->tx_source ? e->feat[i]->tx_source(e, ret, why, whylen)
+					      : ENGINE_DECLINED;
+
+		if (r != ENGINE_DECLINED) {
+			return r;
+		}
+	}
+	return ENGINE_DECLINED;
+}
+
+uint64_t engine_tx_avail(const struct engine *e, const struct efile *f)
+{
+	uint64_t n = UINT64_MAX;
+
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->tx_avail) {
+			n = MIN(n, e->feat[i]->tx_avail(e, f));
+		}
+	}
+	return n;
+}
+
+bool engine_tx_done_ready(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->tx_done_ready && !e->feat[i]->tx_done_ready(e, f)) {
+			return false;
+		}
+	}
+	return true;
+}
+
+uint32_t engine_tx_digest(struct engine *e, struct efile *f, uint8_t *hash, char *text,
+			  size_t textlen)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		uint32_t code = e->feat[i]->tx_digest
+				    ? e->feat[i]->tx_digest(e, f, hash, text, textlen)
+				    : PERR_OK;
+
+		if (code != PERR_OK) {
+			return code;
+		}
+	}
+	return PERR_OK;
 }

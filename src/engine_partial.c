@@ -490,7 +490,7 @@ static int partial_rx_store(struct engine *e, struct efile *f)
 static void partial_rx_written(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
 			       const uint8_t *d)
 {
-	if (f->partial) {
+	if (f->partial && d) {
 		rx_partial_note(e, f, off, len, d);
 	}
 }

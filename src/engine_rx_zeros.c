@@ -127,7 +127,7 @@ static int rx_zeros_written(struct engine *e, struct efile *f, int r, uint64_t o
 	if (r < 0 && !f->failed) {
 		file_fail(f, errno_to_perr(r), "zeros %s: %s", f->name, strerror(-r));
 	}
-	if (r == 0 && f->partial) {
+	if (r == 0) {
 		rx_zeros_journal(e, f, off, off + len);
 	}
 	return rx_maybe_finish(e, f);
@@ -232,17 +232,22 @@ int rx_range_take(struct engine *e, struct efile *f, const struct proto_range *g
 	return f->failed ? 0 : rx_zeros_write(e, f, g);
 }
 
-/* --partial: [off, end) of f is zeros on the disk: one journal record per chunk. */
+/*
+ * [off, end) of f is zeros on the disk: told to the features chunk by chunk
+ * (engine_rx_written), with the zero digest when --partial journals it.
+ */
 void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t end)
 {
 	uint64_t cs = e->p->chunk_size;
 
-	for (; f->partial && off < end; off += cs) {
+	for (; off < end; off += cs) {
 		uint64_t unit = MIN(cs, end - off);
 		uint8_t h[HASH_LEN];
 
-		zero_digest(e, unit, h);
-		rx_partial_note(e, f, off, (uint32_t)unit, h);
+		if (f->partial) {
+			zero_digest(e, unit, h);
+		}
+		engine_rx_written(e, f, off, (uint32_t)unit, f->partial ? h : NULL);
 	}
 }
 

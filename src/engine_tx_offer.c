@@ -18,7 +18,15 @@ static bool tx_have_src(struct engine *e)
 	if (e->next_src || e->src_done || e->failed) {
 		return e->next_src != NULL;
 	}
-	r = src->next ? src->next(src->ud, &e->next_src, why, sizeof(why)) : 0;
+	r = engine_tx_source(e, &e->next_src, why, sizeof(why));
+	if (r == -EAGAIN) {
+		e->next_src = NULL;
+		return false; /* none yet: the feature wakes the loop when one comes */
+	}
+	if (r == ENGINE_DECLINED) {
+		r = src->next ? src->next(src->ud, &e->next_src, why, sizeof(why)) : 0;
+	}
+	r = r == ENGINE_TX_TAKEN ? 1 : r;
 	if (r > 0 && e->offered == UINT32_MAX) {
 		r = -E2BIG; /* ids and END's count are 32-bit */
 	}
@@ -226,10 +234,27 @@ int tx_offer(struct engine *e)
 	return e->failed ? e->fail_r : tx_room(e) && tx_have_src(e);
 }
 
+/* f's digest for its FILE_DONE: its stream's, or what a feature puts there (or f fails). */
+static void tx_done_digest(struct engine *e, struct efile *f, uint8_t *hash)
+{
+	char text[PROTO_MAX_TEXT + 1] = "";
+	uint32_t code;
+
+	if (f->dg && f->dg->tx_final) {
+		f->dg->tx_final(e, f, hash);
+	} else {
+		file_hash_final(&f->hash, hash);
+	}
+	code = engine_tx_digest(e, f, hash, text, sizeof(text));
+	if (code != PERR_OK) {
+		file_fail(f, code, "%s", text);
+	}
+}
+
 int tx_send_done(struct engine *e, struct efile *f)
 {
 	/* Its digest is not whole before its hashing thread is done with it (tx_hashed). */
-	if (f->hash_jobs > 0) {
+	if (f->hash_jobs > 0 || !engine_tx_done_ready(e, f)) {
 		f->done_wait = true;
 		return 0;
 	}
@@ -243,15 +268,13 @@ int tx_send_done(struct engine *e, struct efile *f)
 	m.u.file_done.id = f->id;
 	/* put on the data path: neither kept by the receiver nor zeros */
 	m.u.file_done.bytes = f->send_off - f->resumed - f->zeroed - f->skipped;
+	if (!f->failed) {
+		tx_done_digest(e, f, m.u.file_done.hash);
+	}
 	if (f->failed) {
 		m.u.file_done.status = f->fail_code;
 		snprintf(m.u.file_done.text, sizeof(m.u.file_done.text), "%s", file_fail_text(f));
 	} else {
-		if (f->dg && f->dg->tx_final) {
-			f->dg->tx_final(e, f, m.u.file_done.hash);
-		} else {
-			file_hash_final(&f->hash, m.u.file_done.hash);
-		}
 		memcpy(f->done_hash, m.u.file_done.hash, HASH_LEN);
 	}
 	if (f->started && !f->done_sent) {
@@ -289,7 +312,8 @@ int tx_open(struct engine *e, struct efile *f)
 	f->fd = fd;
 	f->src_nonblock = true;
 	e->open_fds++;
-	if ((uint64_t)st.st_size != f->src_whole) {
+	/* A file still being written (engine_tx_avail) has its size checked at its end. */
+	if ((uint64_t)st.st_size != f->src_whole && engine_tx_avail(e, f) == UINT64_MAX) {
 		file_fail(f, PERR_SOURCE_CHANGED, "changed size before it was read (%llu -> %llu)",
 			  (unsigned long long)f->src_whole, (unsigned long long)st.st_size);
 		return 0;

@@ -43,19 +43,21 @@ static int tx_submit_read(struct engine *e, uint32_t ci)
  * only data; a source that changes meanwhile is caught by the hash and the
  * size checks as ever (a hole that gets data is sent as zeros, and the
  * receiver's whole-file digest matches the sender's, which hashed zeros).
+ * A file still being written (avail < its size) is looked at again each
+ * time, and only below avail: what lies past it is not there yet.
  */
-static uint64_t tx_hole_at(struct engine *e, struct efile *f)
+static uint64_t tx_hole_at(struct engine *e, struct efile *f, uint64_t avail)
 {
-	uint64_t cs = e->p->chunk_size, off = f->read_off, end;
+	uint64_t cs = e->p->chunk_size, off = f->read_off, end, lim = MIN(avail, f->size);
 
-	if (off >= f->next_hole) {
+	if (off >= f->next_hole || lim < f->size) {
 		/* In the source, at the window's base (0 for a whole file); kept relative to it. */
 		uint64_t base = f->src_base, d;
 
-		if (sparse_next_data(f->fd, base + off, base + f->size, &d) < 0) {
+		if (sparse_next_data(f->fd, base + off, base + lim, &d) < 0) {
 			d = base + off;
 		}
-		d -= base;
+		d = MIN(d - base, lim);
 		f->next_data = d;
 		if (d >= f->size) {
 			f->next_hole = f->size;
@@ -83,13 +85,21 @@ static uint64_t tx_hole_at(struct engine *e, struct efile *f)
 /* f's next chunks into free pool chunks: read, or (a hole, unchanged chunks) not read at all. */
 static int tx_fill_chunks(struct engine *e, struct efile *f)
 {
+	uint64_t avail = engine_tx_avail(e, f);
+
 	while (f->read_off < f->size && e->pool->nfree > 0) {
-		int ci = pool_get(e->pool), r;
-		struct chunk *c = &e->chunks[ci];
-		uint64_t hole = engine_zeros(e) ? tx_hole_at(e, f) : 0;
+		uint64_t hole = engine_zeros(e) ? tx_hole_at(e, f, avail) : 0;
 		uint64_t same = !hole && f->dg && f->dg->tx_same_at
 				    ? f->dg->tx_same_at(e, f, engine_zeros(e))
 				    : 0;
+
+		/* A chunk is read only once it is there whole (or to the file's end). */
+		if (!hole && !same &&
+		    MIN(f->read_off + e->p->chunk_size, f->size) > MIN(avail, f->size)) {
+			return 0;
+		}
+		int ci = pool_get(e->pool), r;
+		struct chunk *c = &e->chunks[ci];
 
 		*c = (struct chunk){ .fidx = file_index(e, f),
 				     .off = f->read_off,
@@ -147,7 +157,8 @@ static int tx_fill_file(struct engine *e, struct efile *f)
 		return r < 0 ? r : FILL_NEXT;
 	}
 	/* Read by a feature (whole, into the pack being filled, with the others). */
-	r = f->read_off == 0 ? engine_tx_read(e, f) : ENGINE_DECLINED;
+	r = f->read_off == 0 && engine_tx_avail(e, f) >= f->size ? engine_tx_read(e, f)
+								 : ENGINE_DECLINED;
 	if (r != ENGINE_DECLINED) {
 		return r < 0 ? r : r == ENGINE_TX_FULL ? FILL_STOP : FILL_NEXT;
 	}

@@ -28,4 +28,5 @@ enum rdmacp_exit {
 	EXIT_DAEMON_STOPPING = 22,    /* the daemon is shutting down (stopped or restarting) */
 	EXIT_MODULE_UNAVAILABLE = 23, /* the module is configured but cannot be served now */
 	EXIT_REVOKED = 24,	      /* our certificate is revoked: the daemon's CRL lists it */
+	EXIT_FANOUT_PARTIAL = 25,     /* fan-out: some destinations copied, others failed */
 };

@@ -52,6 +52,17 @@ uint64_t hello_local_caps(void)
 	return caps;
 }
 
+uint64_t hello_daemon_caps(void)
+{
+	const char *off = getenv("RDMACP_TEST_CAPS_OFF");
+	uint64_t caps = hello_local_caps() | PROTO_CAP_RELAY;
+
+	if (off && *off) {
+		caps &= ~(uint64_t)strtoull(off, NULL, 0);
+	}
+	return caps;
+}
+
 /*
  * Versions we offer. The environment override exists so that the test suite
  * can play a peer from the future; it can only narrow what we speak to one
@@ -155,6 +166,7 @@ int hello_server(struct chan *c, int timeout_ms, struct msg_hello *ret_peer, cha
 		return -EBADMSG;
 	}
 	fill_hello(&out);
+	out.u.hello.caps = hello_daemon_caps();
 	v = pick_version(&out.u.hello, &in.u.hello);
 	if (v == 0) {
 		snprintf(errtext, errlen, "protocol version mismatch: client speaks %u..%u",

@@ -11,6 +11,12 @@
 
 /* Capabilities this build offers. */
 uint64_t hello_local_caps(void);
+/*
+ * A daemon's: the local ones and what only a daemon offers (PROTO_CAP_RELAY:
+ * it takes RELAY before a push and runs the relay child). What hello_server
+ * announces.
+ */
+uint64_t hello_daemon_caps(void);
 
 /*
  * Client: send HELLO, wait for the daemon's HELLO. Returns the negotiated

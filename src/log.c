@@ -265,6 +265,17 @@ const char *log_escape_short(const char *in, char *out, size_t outlen)
 	return out;
 }
 
+static void (*observer_fn)(void *ud, int level, const char *text);
+static void *observer_ud;
+static int observer_level;
+
+void log_set_observer(int level, void (*fn)(void *ud, int level, const char *text), void *ud)
+{
+	observer_level = level;
+	observer_fn = fn;
+	observer_ud = ud;
+}
+
 int log_internal(int level, int error, const char *fmt, ...)
 {
 	char line[2048], safe[4 * sizeof(line)];
@@ -286,6 +297,9 @@ int log_internal(int level, int error, const char *fmt, ...)
 	 * was escaped already reads the same.
 	 */
 	escape_text(line, safe, sizeof(safe), false);
+	if (observer_fn && level <= observer_level) {
+		observer_fn(observer_ud, level, safe);
+	}
 	switch (style) {
 	case LOG_STYLE_JOURNAL:
 		fprintf(stderr, "<%d>%s\n", level, safe);

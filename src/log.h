@@ -28,6 +28,12 @@ void log_set_daemon_mode(const char *ident);
 bool log_stderr_is_journal(void);
 
 int log_internal(int level, int error, const char *fmt, ...) _printf_(3, 4);
+/*
+ * Every line logged at level or more urgent is also handed to fn (its text
+ * as printed, without the prefix): a relay client keeps its last error for
+ * the result it reports upstream. fn NULL: none. One observer per process.
+ */
+void log_set_observer(int level, void (*fn)(void *ud, int level, const char *text), void *ud);
 
 #define log_full_errno(level, error, ...) log_internal((level), (error), __VA_ARGS__)
 /* Its arguments (an escaped name, say) are not even computed unless debug is on. */

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "tls.h"
+#include "tls_keys.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -55,8 +56,6 @@ void _printf_(3, 4) tls_set_reason(char *buf, size_t size, const char *fmt, ...)
 #define conn_reason(c, ...) tls_set_reason((c)->error, sizeof((c)->error), __VA_ARGS__)
 #define last_reason(...)    tls_set_reason(tls_last_error_buf, sizeof(tls_last_error_buf), __VA_ARGS__)
 
-/* tls_ctx.c: SHA-256 of a certificate's DER. */
-int tls_cert_fingerprint(X509 *cert, uint8_t ret_fp[TLS_FINGERPRINT_LEN]);
 /* tls_error.c: map a failed SSL_* call (not WANT_READ/WANT_WRITE) to -errno and a reason. */
 int tls_fail_ssl(struct tls_conn *c, int ssl_error, int saved_errno, const char *op);
 /* tls_io.c: the deadline timeout_ms from now (-1: none), and waiting for the socket by it. */

@@ -141,35 +141,6 @@ static int conn_new(struct tls_ctx *ctx, int fd, struct tls_conn **ret)
 	return 0;
 }
 
-static void extract_peer_cn(struct tls_conn *c, X509 *peer)
-{
-	X509_NAME *name = X509_get_subject_name(peer);
-	int idx = name ? X509_NAME_get_index_by_NID(name, NID_commonName, -1) : -1;
-	unsigned char *utf8 = NULL;
-	int n;
-
-	c->peer_cn[0] = '\0';
-	if (idx < 0) {
-		return;
-	}
-	n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, idx)));
-	if (n > 0 && (size_t)n < sizeof(c->peer_cn)) {
-		bool clean = true;
-
-		/* No NULs or control characters: callers log and compare this. */
-		for (int i = 0; i < n; i++) {
-			if (utf8[i] < 0x20 || utf8[i] == 0x7f) {
-				clean = false;
-			}
-		}
-		if (clean) {
-			memcpy(c->peer_cn, utf8, (size_t)n);
-			c->peer_cn[n] = '\0';
-		}
-	}
-	OPENSSL_free(utf8);
-}
-
 /* Checks after OpenSSL reports success; each also enforced during the handshake. */
 static int check_peer(struct tls_conn *c)
 {
@@ -201,7 +172,7 @@ static int check_peer(struct tls_conn *c)
 		conn_reason(c, "certificate pin mismatch: got sha256:%s", got);
 		return -EKEYREJECTED;
 	}
-	extract_peer_cn(c, peer);
+	tls_cert_cn(peer, c->peer_cn, sizeof(c->peer_cn));
 	return 0;
 }
 

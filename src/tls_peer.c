@@ -2,7 +2,7 @@
 /*
  * The peer of a TLS connection after its handshake (tls.h): its subject CN,
  * its fingerprint, its DNS/IP SANs, and keying material exported from the
- * session (RFC 8446 7.5).
+ * session (RFC 8446 7.5); a certificate's CN and SANs, read as a peer's are.
  */
 #include "tls-internal.h"
 
@@ -80,16 +80,15 @@ static bool san_text(const GENERAL_NAME *gn, char *out, size_t size)
 	return false;
 }
 
-bool tls_peer_match_san(struct tls_conn *c, bool (*fn)(const char *san, void *ud), void *ud)
+bool tls_cert_match_san(X509 *cert, bool (*fn)(const char *san, void *ud), void *ud)
 {
-	X509 *peer = c ? SSL_get0_peer_certificate(c->ssl) : NULL;
 	GENERAL_NAMES *names;
 	bool matched = false;
 
-	if (!peer) {
+	if (!cert) {
 		return false;
 	}
-	names = X509_get_ext_d2i(peer, NID_subject_alt_name, NULL, NULL);
+	names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
 	if (!names) {
 		ERR_clear_error();
 		return false;
@@ -103,4 +102,39 @@ bool tls_peer_match_san(struct tls_conn *c, bool (*fn)(const char *san, void *ud
 	}
 	GENERAL_NAMES_free(names);
 	return matched;
+}
+
+bool tls_peer_match_san(struct tls_conn *c, bool (*fn)(const char *san, void *ud), void *ud)
+{
+	return c && tls_cert_match_san(SSL_get0_peer_certificate(c->ssl), fn, ud);
+}
+
+void tls_cert_cn(X509 *cert, char *out, size_t size)
+{
+	X509_NAME *name = cert ? X509_get_subject_name(cert) : NULL;
+	int idx = name ? X509_NAME_get_index_by_NID(name, NID_commonName, -1) : -1;
+	unsigned char *utf8 = NULL;
+	int n;
+
+	out[0] = '\0';
+	if (idx < 0) {
+		return;
+	}
+	n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, idx)));
+	if (n > 0 && (size_t)n < size) {
+		bool clean = true;
+
+		/* No NULs or control characters: callers log and compare this. */
+		for (int i = 0; i < n; i++) {
+			if (utf8[i] < 0x20 || utf8[i] == 0x7f) {
+				clean = false;
+			}
+		}
+		if (clean) {
+			memcpy(out, utf8, (size_t)n);
+			out[n] = '\0';
+		}
+	}
+	ERR_clear_error();
+	OPENSSL_free(utf8);
 }

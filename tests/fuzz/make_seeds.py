@@ -144,6 +144,18 @@ SEEDS = {
     "assembled": frame(30, struct.pack(">Q", (4 << 20) + 17)),
     # rails: lane, reserved u8 and u16 (0), the side's count on that lane
     "lane_down": frame(31, struct.pack(">BBHQ", 1, 0, 0, 37)),
+    # relays: self ticket (u32 length, bytes; empty from the original client), count,
+    # then per hop: host, port, path, ticket (u32 length, bytes)
+    "relay": frame(32, struct.pack(">I", 0) + struct.pack(">B", 2)
+                   + s16("node2") + struct.pack(">H", 7777) + s16("data/set")
+                   + struct.pack(">I", 4) + b"RDMA"
+                   + s16("10.0.0.3") + struct.pack(">H", 7777) + s16("data/set")
+                   + struct.pack(">I", 1) + b"T"),
+    # from a relay child: the receiver's own ticket, no hops after it
+    "relay_last": frame(32, struct.pack(">I", 3) + b"RDM" + struct.pack(">B", 0)),
+    # index, status (3 FAILED), exit code, reserved 0, files ok, files failed, bytes, host, text
+    "relay_result": frame(33, struct.pack(">BBBBQQQ", 1, 3, 4, 0, 10, 2, 1 << 30)
+                          + s16("node2") + s16("upstream node1 failed")),
 }
 SEEDS["stream"] = SEEDS["hello"] + SEEDS["open"] + SEEDS["files"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_pull"] = (SEEDS["hello"] + SEEDS["filter"] + SEEDS["open"] + SEEDS["get"]
@@ -154,6 +166,8 @@ SEEDS["stream_assemble"] = (SEEDS["hello"] + SEEDS["assemble"] + SEEDS["assemble
                             + SEEDS["bye"])
 SEEDS["stream_rails"] = (SEEDS["files"] + SEEDS["lane_down"] + SEEDS["file_done"]
                         + SEEDS["end"])
+SEEDS["stream_relay"] = (SEEDS["hello"] + SEEDS["relay"] + SEEDS["open"] + SEEDS["files"]
+                        + SEEDS["end"] + SEEDS["relay_result"] + SEEDS["bye"])
 SEEDS["stream_bench"] = SEEDS["hello"] + SEEDS["bench"] + SEEDS["end"] + SEEDS["bye"]
 SEEDS["stream_check"] = (SEEDS["hello"] + SEEDS["list_sums"] + SEEDS["files"] + SEEDS["sums"]
                          + SEEDS["end"] + SEEDS["bye"])

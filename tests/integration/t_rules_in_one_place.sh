@@ -3,10 +3,10 @@
 #
 # The rules live in one place (issue 31; DESIGN "rules live in one place"), a
 # check of the source rather than of a daemon:
-#   1. only daemon/policy.c (and the config loader, config*.c, which loads
+#   1. only daemon/policy*.c (and the config loader, config*.c, which loads
 #      them) reads a module's rules: allow lists, read only, write only, keep
-#      setid, preserve owner, byte caps. Every other daemon file gets them
-#      from a grant;
+#      setid, preserve owner, byte caps, relay to and relay from. Every other
+#      daemon file gets them from a grant;
 #   2. only daemon/policy.c finds a module by a path (resolve_module,
 #      daemon_config_module), so nothing reaches a module without a grant;
 #   3. the daemon/serve*.c files open a module's root only in
@@ -22,8 +22,8 @@
 . "$(dirname "$0")/lib.sh"
 
 cd "$SRC_DIR" || die "no source tree"
-fields='read_only|write_only|keep_setid|preserve_owner|max_session_bytes|max_file_size|allow|nallow|bench_allow|nbench_allow'
-hits=$(grep -nE "[A-Za-z_]+(->|\.)($fields)\b" daemon/*.c | grep -vE '^daemon/(policy|config(_[a-z]+)?)\.c:' |
+fields='read_only|write_only|keep_setid|preserve_owner|max_session_bytes|max_file_size|allow|nallow|bench_allow|nbench_allow|relay_to|nrelay_to|relay_from|nrelay_from'
+hits=$(grep -nE "[A-Za-z_]+(->|\.)($fields)\b" daemon/*.c | grep -vE '^daemon/(policy(_[a-z]+)?|config(_[a-z]+)?)\.c:' |
 	grep -vE '\b(gr|g)(->|\.)')
 [ -z "$hits" ] && pass "module rules are read in daemon/policy.c only" || fail "rules read elsewhere: $hits"
 

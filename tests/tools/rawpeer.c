@@ -1869,7 +1869,7 @@ static int step_wait(struct peer *p, char **args, int nargs)
 			msg_clear(&m);
 		}
 	}
-	if (msg_type_by_name(args[0], &type) < 0 || type > 31) {
+	if (msg_type_by_name(args[0], &type) < 0 || type > MSG_TYPE_MAX) {
 		return usage_error("wait: bad message type %s", args[0]);
 	}
 	return await_print(p, type);

@@ -362,6 +362,37 @@ static void equal_lane_down(const struct msg *a, const struct msg *b)
 	assert_true(a->u.lane_down.count == b->u.lane_down.count);
 }
 
+static void equal_relay(const struct msg *a, const struct msg *b)
+{
+	const struct msg_relay *x = &a->u.relay, *y = &b->u.relay;
+
+	assert_int_equal(x->self_ticket_len, y->self_ticket_len);
+	if (x->self_ticket_len) {
+		assert_memory_equal(x->self_ticket, y->self_ticket, x->self_ticket_len);
+	}
+	assert_int_equal(x->count, y->count);
+	for (size_t i = 0; i < x->count; i++) {
+		assert_string_equal(x->hops[i].host, y->hops[i].host);
+		assert_int_equal(x->hops[i].port, y->hops[i].port);
+		assert_string_equal(x->hops[i].path, y->hops[i].path);
+		assert_int_equal(x->hops[i].ticket_len, y->hops[i].ticket_len);
+		assert_memory_equal(x->hops[i].ticket, y->hops[i].ticket, x->hops[i].ticket_len);
+	}
+}
+
+static void equal_relay_result(const struct msg *a, const struct msg *b)
+{
+	const struct msg_relay_result *x = &a->u.relay_result, *y = &b->u.relay_result;
+
+	assert_int_equal(x->index, y->index);
+	assert_int_equal(x->status, y->status);
+	assert_int_equal(x->exit_code, y->exit_code);
+	assert_true(x->files_ok == y->files_ok && x->files_failed == y->files_failed);
+	assert_true(x->bytes == y->bytes);
+	assert_string_equal(x->host, y->host);
+	assert_string_equal(x->text, y->text);
+}
+
 static void equal_bench(const struct msg *a, const struct msg *b)
 {
 	assert_int_equal(a->u.bench.transport, b->u.bench.transport);
@@ -408,6 +439,8 @@ static void (*const equals[MSG_TYPE_MAX + 1])(const struct msg *a, const struct 
 	[MSG_ASSEMBLED] = equal_assembled,
 	[MSG_LANE_DOWN] = equal_lane_down,
 	[MSG_BENCH] = equal_bench,
+	[MSG_RELAY] = equal_relay,
+	[MSG_RELAY_RESULT] = equal_relay_result,
 	[MSG_BYE] = equal_nothing,
 };
 

@@ -323,6 +323,37 @@ static void sample_lane_down(struct msg *m)
 	m->u.lane_down.count = 0x0102030405060708ull;
 }
 
+static char s_rhost0[] = "node2.example", s_rhost1[] = "10.0.0.3";
+static char s_rpath0[] = "data/in/set", s_rpath1[] = "scratch";
+uint8_t s_self_ticket[] = { 'R', 'D', 'M', 'A', 'C', 'P', 'T', '1', 0, 1, 2 };
+static uint8_t s_ticket0[] = { 1, 2, 3, 4, 5 }, s_ticket1[] = { 0xff };
+struct proto_relay_hop s_hops[2] = {
+	{ .host = s_rhost0, .port = 7777, .path = s_rpath0, .ticket = s_ticket0, .ticket_len = 5 },
+	{ .host = s_rhost1, .port = 65535, .path = s_rpath1, .ticket = s_ticket1, .ticket_len = 1 },
+};
+
+static void sample_relay(struct msg *m)
+{
+	m->u.relay.self_ticket = s_self_ticket;
+	m->u.relay.self_ticket_len = sizeof(s_self_ticket);
+	m->u.relay.count = 2;
+	m->u.relay.hops = s_hops;
+}
+
+static char s_rtext[] = "upstream node2.example failed";
+
+static void sample_relay_result(struct msg *m)
+{
+	m->u.relay_result.index = 2;
+	m->u.relay_result.status = PROTO_RELAY_FAILED;
+	m->u.relay_result.exit_code = 255;
+	m->u.relay_result.files_ok = 0x0102030405060708ull;
+	m->u.relay_result.files_failed = 3;
+	m->u.relay_result.bytes = UINT64_MAX;
+	m->u.relay_result.host = s_rhost1;
+	m->u.relay_result.text = s_rtext;
+}
+
 static void sample_delta(struct msg *m)
 {
 	m->u.delta.id = 11;
@@ -368,6 +399,8 @@ static void (*const samples[MSG_TYPE_MAX + 1])(struct msg *m) = {
 	[MSG_ASSEMBLED] = sample_assembled,
 	[MSG_LANE_DOWN] = sample_lane_down,
 	[MSG_DELTA] = sample_delta,
+	[MSG_RELAY] = sample_relay,
+	[MSG_RELAY_RESULT] = sample_relay_result,
 	[MSG_BYE] = sample_nothing,
 };
 

@@ -73,3 +73,5 @@ extern uint8_t s_xval0[];
 extern char s_del0[], s_deltext[], s_empty[];
 extern char s_asm_path[], s_asm_name[], s_asm_staging[];
 extern struct proto_part s_parts[3];
+extern uint8_t s_self_ticket[11];
+extern struct proto_relay_hop s_hops[2];

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fan-out (issue 36): one push delivered to several destinations along a
+ * relay chain. The client pushes to the first destination and sends the
+ * rest as the chain (MSG_RELAY, with a ticket it signed for each); every hop
+ * forwards what it receives to the next and reports one MSG_RELAY_RESULT per
+ * destination after it. A destination that cannot be reached, or refuses
+ * before any data, is cut out and the next one tried with the rest of the
+ * chain. The same code runs in the client (fanout.c) and in a relay child
+ * started by a daemon (relay_mode.c: its entries come from the feed).
+ *
+ * fanout.c: the command line and the loop over destinations;
+ * fanout_wire.c: MSG_RELAY and the results; fanout_out.c: each
+ * destination's outcome, its line, --json's "destinations", the exit code.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "output.h"
+#include "proto/msg.h"
+
+struct daemon_conn;
+
+struct fanout_dest {
+	struct remote rem; /* host and MODULE/REL ('/' at its end: a directory) */
+	uint16_t port;
+	uint8_t *ticket; /* signed by the original client for this destination; NULL: none */
+	size_t ticket_len;
+	/* its outcome: status 0 while unknown (enum proto_relay_status) */
+	uint8_t status;
+	uint8_t exit_code;
+	uint64_t files_ok, files_failed, bytes;
+	char text[PROTO_MAX_TEXT + 1];
+};
+
+struct fanout {
+	struct fanout_dest *dests;
+	size_t n;
+	size_t first; /* the destination pushed to now; the chain is the ones after it */
+	/* a relay child: the first destination gets its ticket as MSG_RELAY's self ticket */
+	bool relay_mode;
+	int feed;	 /* relay mode: the feed (engine_params.follow_feed), else -1 */
+	bool connecting; /* this attempt got as far as connecting */
+	bool opened;	 /* ... and OPEN was accepted: data may have gone */
+	char last_error[PROTO_MAX_TEXT + 1]; /* the last error line logged in this attempt */
+	struct output_dest out[PROTO_MAX_RELAY_HOPS + 1]; /* the summary's view of dests */
+};
+
+/* The destinations a command line may name: the first and the chain after it. */
+#define FANOUT_MAX_DESTS (PROTO_MAX_RELAY_HOPS + 1)
+
+/* ---- fanout.c ------------------------------------------------------------- */
+
+/*
+ * rdmacp SRC... H1:M1/P1 H2:M2/P2 ...: local sources args[0..nsrc), then
+ * remote operands args[nsrc..nargs). Returns the exit code.
+ */
+int fanout_copy(struct client_opts *o, char **args, int nsrc, int nargs);
+/*
+ * Pushes srcs (relay mode: the feed's entries) to f->dests from the first,
+ * cutting out each destination unreached. Every destination has its outcome
+ * on return. Returns the exit code (fanout_exit_code).
+ */
+int fanout_run(struct client_opts *o, char **srcs, int nsrcs, struct fanout *f);
+void fanout_free(struct fanout *f);
+
+/* ---- fanout_wire.c -------------------------------------------------------- */
+
+/*
+ * Before OPEN: MSG_RELAY with the chain after the first destination (none:
+ * nothing is sent), once the daemon announced PROTO_CAP_RELAY. Returns 0 or
+ * an exit code (said).
+ */
+int fanout_send_relay(struct daemon_conn *s, const struct fanout *f);
+/*
+ * After the push's END, before BYE: one MSG_RELAY_RESULT per destination of
+ * the chain, into f. A destination left without a result is failed (said).
+ */
+void fanout_read_results(struct daemon_conn *s, struct fanout *f);
+/*
+ * One result into f, checked: its index names a destination of the chain
+ * (1: the one after the first) not reported yet, its status is known.
+ * Returns 0 or -EBADMSG.
+ */
+int fanout_take_result(struct fanout *f, const struct msg_relay_result *res);
+
+/* ---- fanout_out.c --------------------------------------------------------- */
+
+/* The exit code for the whole: 0, EXIT_FANOUT_PARTIAL, or the first failed destination's. */
+int fanout_exit_code(const struct fanout *f);
+/*
+ * The push to the first destination ended with rc: true when it never got
+ * to send (unreached or refused before OPEN was accepted) and there is a
+ * destination after it to try; its outcome is then recorded, nothing said.
+ */
+bool fanout_bypass(struct fanout *f, int rc);
+/*
+ * The push is over (t: its totals, rc: its exit code): its own outcome
+ * recorded, destinations after it without a result failed, the lines and
+ * --json's destinations given to out for its summary. Returns the exit code
+ * of the whole so far.
+ */
+int fanout_conclude(struct fanout *f, struct output *out, const struct output_totals *t, int rc);
+/* Each error line logged goes to f->last_error (log_set_observer). */
+void fanout_watch_errors(struct fanout *f);
+/* "copied", "partial", "failed", "unreached" (--json's status). */
+const char *fanout_status_name(uint8_t status);
+
+/* ---- relay_mode.c --------------------------------------------------------- */
+
+/* rdmacp --relay-feed FD (no operands: nargs 0). Returns the exit code. */
+int relay_mode_run(struct client_opts *o, int nargs);

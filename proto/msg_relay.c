@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Relay messages (see msg_codec.h and msg_relay.h): RELAY, the chain of
+ * destinations after the receiving daemon with their tickets, and
+ * RELAY_RESULT, one destination's outcome. Tickets are opaque bytes here
+ * (src/relay_ticket.c reads them); every length is capped before it is
+ * allocated.
+ *
+ * RELAY:        self ticket (u32 length, bytes) | count u8 | count hops
+ *   a hop:      host str16 | port u16 | path str16 | ticket (u32 length, bytes)
+ * RELAY_RESULT: index u8 | status u8 | exit code u8 | reserved u8 (0) |
+ *               files ok u64 | files failed u64 | bytes u64 | host str16 | text str16
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "msg_codec.h"
+
+/* Smallest encoding of one hop: a 1-byte host, port, a 1-byte path, a 1-byte ticket. */
+#define RELAY_HOP_MIN (2 + 1 + 2 + 2 + 1 + 4 + 1)
+
+/* A u32 length (min..PROTO_MAX_RELAY_TICKET) and the bytes, into a fresh allocation. */
+static uint8_t *dec_ticket(struct rbuf *r, uint32_t min, uint32_t *ret_len)
+{
+	uint32_t n = rbuf_get_u32(r);
+	uint8_t *p;
+
+	if (r->error || n < min || n > PROTO_MAX_RELAY_TICKET || n > rbuf_left(r)) {
+		r->error = true;
+		return NULL;
+	}
+	p = malloc(n ? n : 1);
+	if (!p) {
+		r->error = true;
+		return NULL;
+	}
+	rbuf_get_bytes(r, p, n);
+	*ret_len = n;
+	return p;
+}
+
+/*
+ * What the encoder needs to write a hop at all. Values the decoder refuses
+ * (an empty host, port 0) are written as they are: the peer checks them.
+ */
+static bool hop_writable(const struct proto_relay_hop *h)
+{
+	return h->host && h->path && (h->ticket || h->ticket_len == 0) &&
+	       h->ticket_len <= PROTO_MAX_RELAY_TICKET;
+}
+
+int msg_enc_relay(const struct msg *m, struct wbuf *w)
+{
+	const struct msg_relay *rl = &m->u.relay;
+
+	if (rl->count > PROTO_MAX_RELAY_HOPS || rl->self_ticket_len > PROTO_MAX_RELAY_TICKET ||
+	    (rl->count && !rl->hops) || (rl->self_ticket_len && !rl->self_ticket)) {
+		return -EMSGSIZE;
+	}
+	wbuf_put_u32(w, rl->self_ticket_len);
+	if (rl->self_ticket_len) {
+		wbuf_put_bytes(w, rl->self_ticket, rl->self_ticket_len);
+	}
+	wbuf_put_u8(w, rl->count);
+	for (size_t i = 0; i < rl->count; i++) {
+		const struct proto_relay_hop *h = &rl->hops[i];
+
+		if (!hop_writable(h)) {
+			return -EMSGSIZE;
+		}
+		wbuf_put_str16(w, h->host, PROTO_MAX_HOST);
+		wbuf_put_u16(w, h->port);
+		wbuf_put_str16(w, h->path, PROTO_MAX_PATH);
+		wbuf_put_u32(w, h->ticket_len);
+		if (h->ticket_len) {
+			wbuf_put_bytes(w, h->ticket, h->ticket_len);
+		}
+	}
+	return 0;
+}
+
+static int dec_hop(struct rbuf *r, struct proto_relay_hop *h)
+{
+	h->host = msg_dec_str_alloc(r, PROTO_MAX_HOST);
+	h->port = rbuf_get_u16(r);
+	h->path = h->host ? msg_dec_str_alloc(r, PROTO_MAX_PATH) : NULL;
+	h->ticket = h->path ? dec_ticket(r, 1, &h->ticket_len) : NULL;
+	if (r->error || !h->ticket || !h->host[0] || h->port == 0 || !h->path[0]) {
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/*
+ * RELAY: a self ticket of 0..PROTO_MAX_RELAY_TICKET bytes, 0..PROTO_MAX_RELAY_HOPS
+ * hops (not both empty), each with a host, a non-zero port, a path and a ticket.
+ */
+int msg_dec_relay(struct rbuf *r, struct msg *m)
+{
+	struct msg_relay *rl = &m->u.relay;
+
+	rl->self_ticket = dec_ticket(r, 0, &rl->self_ticket_len);
+	if (!rl->self_ticket) {
+		return -EBADMSG;
+	}
+	rl->count = rbuf_get_u8(r);
+	if (r->error || rl->count > PROTO_MAX_RELAY_HOPS ||
+	    (rl->count == 0 && rl->self_ticket_len == 0) ||
+	    rbuf_left(r) < (size_t)rl->count * RELAY_HOP_MIN) {
+		rl->count = 0;
+		return -EBADMSG;
+	}
+	if (rl->count == 0) {
+		return 0;
+	}
+	rl->hops = calloc(rl->count, sizeof(*rl->hops));
+	if (!rl->hops) {
+		rl->count = 0;
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < rl->count; i++) {
+		int err = dec_hop(r, &rl->hops[i]);
+
+		if (err < 0) {
+			return err;
+		}
+	}
+	return 0;
+}
+
+void msg_clear_relay(struct msg *m)
+{
+	struct msg_relay *rl = &m->u.relay;
+
+	for (size_t i = 0; rl->hops && i < rl->count; i++) {
+		free(rl->hops[i].host);
+		free(rl->hops[i].path);
+		free(rl->hops[i].ticket);
+	}
+	free(rl->hops);
+	free(rl->self_ticket);
+}
+
+static bool relay_index_ok(uint8_t index)
+{
+	return index >= 1 && index <= PROTO_MAX_RELAY_HOPS;
+}
+
+static bool relay_status_ok(uint8_t status)
+{
+	return status >= PROTO_RELAY_COPIED && status <= PROTO_RELAY_STATUS_MAX;
+}
+
+int msg_enc_relay_result(const struct msg *m, struct wbuf *w)
+{
+	const struct msg_relay_result *rr = &m->u.relay_result;
+
+	if (!rr->host || !rr->text) {
+		return -EMSGSIZE;
+	}
+	wbuf_put_u8(w, rr->index);
+	wbuf_put_u8(w, rr->status);
+	wbuf_put_u8(w, rr->exit_code);
+	wbuf_put_u8(w, 0);
+	wbuf_put_u64(w, rr->files_ok);
+	wbuf_put_u64(w, rr->files_failed);
+	wbuf_put_u64(w, rr->bytes);
+	wbuf_put_str16(w, rr->host, PROTO_MAX_HOST);
+	wbuf_put_str16(w, rr->text, PROTO_MAX_TEXT);
+	return 0;
+}
+
+/* RELAY_RESULT: index 1..PROTO_MAX_RELAY_HOPS, a known status, reserved 0, a host, a text. */
+int msg_dec_relay_result(struct rbuf *r, struct msg *m)
+{
+	struct msg_relay_result *rr = &m->u.relay_result;
+	uint8_t reserved;
+
+	rr->index = rbuf_get_u8(r);
+	rr->status = rbuf_get_u8(r);
+	rr->exit_code = rbuf_get_u8(r);
+	reserved = rbuf_get_u8(r);
+	rr->files_ok = rbuf_get_u64(r);
+	rr->files_failed = rbuf_get_u64(r);
+	rr->bytes = rbuf_get_u64(r);
+	if (r->error || !relay_index_ok(rr->index) || !relay_status_ok(rr->status) ||
+	    reserved != 0) {
+		return -EBADMSG;
+	}
+	rr->host = msg_dec_str_alloc(r, PROTO_MAX_HOST);
+	rr->text = rr->host ? msg_dec_str_alloc(r, PROTO_MAX_TEXT) : NULL;
+	if (!rr->text || !rr->host[0]) {
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+void msg_clear_relay_result(struct msg *m)
+{
+	free(m->u.relay_result.host);
+	free(m->u.relay_result.text);
+}

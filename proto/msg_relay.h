@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Relays (PROTO_CAP_RELAY): RELAY, the chain of destinations a push goes on
+ * to after the daemon that receives it, with the tickets the original client
+ * signed for them (src/relay_ticket.h), and RELAY_RESULT, what became of one
+ * of those destinations. Encoders and decoders: proto/msg_relay.c. Included
+ * by msg.h.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#define PROTO_MAX_RELAY_HOPS   16
+#define PROTO_MAX_HOST	       255
+#define PROTO_MAX_RELAY_TICKET (16u << 10)
+
+/* One destination after the receiving daemon. */
+struct proto_relay_hop {
+	char *host;	     /* 1..PROTO_MAX_HOST bytes, allocated by decode */
+	uint16_t port;	     /* non-zero */
+	char *path;	     /* MODULE/REL, 1..PROTO_MAX_PATH bytes, allocated by decode */
+	uint8_t *ticket;     /* allocated by decode */
+	uint32_t ticket_len; /* 1..PROTO_MAX_RELAY_TICKET */
+};
+
+/* A MSG_RELAY with count 0 and no self ticket is malformed. */
+struct msg_relay {
+	/*
+	 * The ticket FOR the daemon receiving this message: empty (len 0) when the sender
+	 * is the original client itself; a relay child (hop k-1) sends the ticket the
+	 * original client made for hop k, which hop k checks.
+	 */
+	uint8_t *self_ticket;	      /* allocated by decode */
+	uint32_t self_ticket_len;     /* 0..PROTO_MAX_RELAY_TICKET */
+	uint8_t count;		      /* 0..PROTO_MAX_RELAY_HOPS: the hops AFTER the receiver */
+	struct proto_relay_hop *hops; /* allocated by decode */
+};
+
+enum proto_relay_status {
+	PROTO_RELAY_COPIED = 1,	   /* every entry committed there */
+	PROTO_RELAY_PARTIAL = 2,   /* some committed, some failed; a --partial re-run resumes */
+	PROTO_RELAY_FAILED = 3,	   /* the session there failed */
+	PROTO_RELAY_UNREACHED = 4, /* never connected or refused before any data */
+};
+#define PROTO_RELAY_STATUS_MAX PROTO_RELAY_UNREACHED
+
+struct msg_relay_result {
+	uint8_t index;	   /* 1 = the answering daemon's next hop, in the chain it was given */
+	uint8_t status;	   /* enum proto_relay_status */
+	uint8_t exit_code; /* the relay client's exit code for that destination (src/exitcodes.h) */
+	uint64_t files_ok, files_failed, bytes;
+	char *host; /* allocated by decode, 1..PROTO_MAX_HOST bytes */
+	char *text; /* allocated by decode, <= PROTO_MAX_TEXT, "" when copied */
+};

@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * follow (engine_params.follow_feed >= 0, sender): a relay child's sender,
+ * whose entries and their readable bytes come from the relay feed
+ * (relay_feed.h) of the hop it runs beside, while that hop still receives
+ * them. The feed's descriptor is watched by the loop; each record read
+ * here: ENTRY adds an entry (its descriptor, from SCM_RIGHTS, is the
+ * source: the sender opens "/proc/self/fd/N", so it gets a descriptor of
+ * its own and its O_DIRECT one), RANGE grows what may be read of it, DONE
+ * settles it, END ends the source, ABORT fails the session.
+ *
+ * The sender asks here for its next entry (tx_source: "none yet" until one
+ * comes), how much of a file it may read (tx_avail: reads and the hole
+ * search stop there, a chunk read only once whole or to the end), whether
+ * its FILE_DONE may go (after the hop's DONE) and with which digest: the
+ * source's, from DONE, never one of this reading; this reading's own must
+ * match it, else the file fails here as a local read error (a byte spoiled
+ * at this hop fails this hop, not the one before). A DONE not ok fails the
+ * file toward the receiver, as a source that vanished does.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "engine-internal.h"
+#include "relay_feed.h"
+
+extern const struct engine_feature engine_feature_follow;
+
+struct follow_ent {
+	uint32_t hid; /* the hop's id */
+	int fd;	      /* the hop's descriptor (-1: none, or closed once done with) */
+	struct engine_src src;
+	char path[32]; /* "/proc/self/fd/N" */
+	uint64_t avail;
+	bool done, ok, digest_known, given;
+	uint32_t code;
+	uint8_t digest[HASH_LEN];
+};
+
+struct follow_state {
+	int sock;
+	bool ended;
+	struct follow_ent **ents; /* each its own allocation: the sender holds &src */
+	size_t n, cap;
+	size_t next; /* the next entry the sender takes */
+	size_t low;  /* entries below are given and done: not looked at again */
+	uint64_t records;
+};
+
+struct follow_file {
+	uint32_t ent; /* index + 1 in ents; 0: not looked up yet */
+};
+
+static struct follow_state *fol(const struct engine *e)
+{
+	return engine_feature_state(e, &engine_feature_follow);
+}
+
+static struct follow_ent *fol_by_hid(struct follow_state *s, uint32_t hid)
+{
+	for (size_t i = s->n; i > s->low; i--) {
+		if (s->ents[i - 1]->hid == hid) {
+			return s->ents[i - 1];
+		}
+	}
+	return NULL;
+}
+
+/* f's entry: found by its source path once, then remembered. */
+static struct follow_ent *fol_of(const struct engine *e, const struct efile *f)
+{
+	struct follow_state *s = fol(e);
+	struct follow_file *ff = engine_file_state(e, &engine_feature_follow, f);
+
+	if (!ff->ent && f->src_path && f->ftype == PROTO_FT_REG) {
+		for (size_t i = s->low; i < s->n; i++) {
+			if (s->ents[i]->given && s->ents[i]->fd >= 0 &&
+			    !strcmp(s->ents[i]->path, f->src_path)) {
+				ff->ent = (uint32_t)i + 1;
+				break;
+			}
+		}
+	}
+	return ff->ent ? s->ents[ff->ent - 1] : NULL;
+}
+
+/* ---- the feed's records ----------------------------------------------- */
+
+static int fol_entry(struct engine *e, struct relay_feed_entry *en, int fd)
+{
+	struct follow_state *s = fol(e);
+	struct follow_ent *x;
+	struct stat st;
+
+	if (fol_by_hid(s, en->id) || s->ended) {
+		close(fd);
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "relay feed: entry %u twice",
+				   en->id);
+	}
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct follow_ent **n = realloc(s->ents, cap * sizeof(*n));
+
+		if (!n) {
+			close(fd);
+			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		}
+		s->ents = n;
+		s->cap = cap;
+	}
+	x = malloc(sizeof(*x));
+	if (!x) {
+		close(fd);
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	s->ents[s->n++] = x;
+	*x = (struct follow_ent){ .hid = en->id, .fd = fd, .digest_known = en->digest_known };
+	x->src =
+	    (struct engine_src){ .name = TAKE_PTR(en->name),
+				 .path = x->path,
+				 .dirfd = AT_FDCWD,
+				 .ftype = en->ftype,
+				 .mode = en->mode,
+				 .size = en->ftype == PROTO_FT_REG ? en->size : 0,
+				 .mtime = { .tv_sec = en->mtime_sec, .tv_nsec = en->mtime_nsec },
+				 .uid = en->uid,
+				 .gid = en->gid,
+				 .link = TAKE_PTR(en->link) };
+	if (fd >= 0) {
+		snprintf(x->path, sizeof(x->path), "/proc/self/fd/%d", fd);
+		x->src.device = fstat(fd, &st) == 0 && S_ISBLK(st.st_mode);
+	} else {
+		snprintf(x->path, sizeof(x->path), "%s", "/nonexistent");
+	}
+	return 0;
+}
+
+/*
+ * x is settled upstream: its file here (if it is in flight) fails when x
+ * failed, and its FILE_DONE held back for it goes now.
+ */
+static int fol_wake(struct engine *e, const struct follow_ent *x)
+{
+	for (uint32_t id = e->oldest_id; x->given && id <= e->next_id; id++) {
+		struct efile *f = file_by_id(e, id);
+
+		if (!f || fol_of(e, f) != x) {
+			continue;
+		}
+		if (!x->ok && !f->failed) {
+			file_fail(f, x->code, "failed upstream");
+		}
+		if (f->done_wait && f->hash_jobs == 0) {
+			f->done_wait = false;
+			return tx_send_done(e, f);
+		}
+		return 0;
+	}
+	return 0;
+}
+
+static int fol_done(struct engine *e, const struct relay_feed_done *d)
+{
+	struct follow_state *s = fol(e);
+	struct follow_ent *x = fol_by_hid(s, d->id);
+
+	if (!x) {
+		return 0; /* an entry not forwarded (relay_rx dropped it) */
+	}
+	x->done = true;
+	x->ok = d->ok;
+	x->code = d->code;
+	memcpy(x->digest, d->digest, HASH_LEN);
+	if (x->ok) {
+		x->avail = x->src.size;
+	}
+	return fol_wake(e, x);
+}
+
+static int fol_record(struct engine *e, struct relay_feed_msg *m, int fd)
+{
+	struct follow_state *s = fol(e);
+	struct follow_ent *x;
+
+	s->records++;
+	switch (m->type) {
+	case RELAY_FEED_ENTRY:
+		return fol_entry(e, &m->u.entry, fd);
+	case RELAY_FEED_RANGE:
+		x = fol_by_hid(s, m->u.range.id);
+		if (x && !x->done) {
+			x->avail = MAX(x->avail, MIN(m->u.range.upto, x->src.size));
+		}
+		return 0;
+	case RELAY_FEED_DONE:
+		return fol_done(e, &m->u.done);
+	case RELAY_FEED_END:
+		s->ended = true;
+		return 0;
+	case RELAY_FEED_ABORT:
+		return engine_fail(e, m->u.abort.code, -ECONNABORTED, "upstream: %s",
+				   m->u.abort.text);
+	default:
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "relay feed: record %u out of place",
+				   m->type);
+	}
+}
+
+/* The feed is readable: every record there taken. */
+static int fol_ready(struct engine *e)
+{
+	struct follow_state *s = fol(e);
+
+	for (;;) {
+		struct relay_feed_msg m;
+		int fd = -1, r = relay_feed_recv(s->sock, &m, &fd);
+
+		if (r == -EAGAIN) {
+			return 0;
+		}
+		if (r == 0 && !s->ended) {
+			return engine_fail(e, PERR_PROTOCOL, -EPIPE,
+					   "relay feed: closed before its end");
+		}
+		if (r <= 0) {
+			engine_watch_del(e, s->sock);
+			return r < 0 ? engine_fail(e, PERR_PROTOCOL, r, "relay feed: %s",
+						   strerror(-r))
+				     : 0;
+		}
+		r = fol_record(e, &m, fd);
+		relay_feed_msg_free(&m);
+		if (r < 0) {
+			return r;
+		}
+	}
+}
+
+/* ---- the sender's hooks ------------------------------------------------- */
+
+static int fol_source(struct engine *e, const struct engine_src **ret, char *why, size_t whylen)
+{
+	struct follow_state *s = fol(e);
+	struct follow_ent *x;
+
+	(void)why;
+	(void)whylen;
+	if (s->next == s->n) {
+		return s->ended ? 0 : -EAGAIN;
+	}
+	x = s->ents[s->next++];
+	x->given = true;
+	x->src.path = x->path;
+	*ret = &x->src;
+	return ENGINE_TX_TAKEN;
+}
+
+static uint64_t fol_avail(const struct engine *e, const struct efile *f)
+{
+	const struct follow_ent *x = fol_of(e, f);
+
+	return x ? x->avail : UINT64_MAX;
+}
+
+/* A file that failed upstream before it was opened here fails at once. */
+static int fol_opened(struct engine *e, struct efile *f, int fd, char *text, size_t textlen)
+{
+	const struct follow_ent *x = fol_of(e, f);
+
+	(void)fd;
+	if (x && x->done && !x->ok) {
+		snprintf(text, textlen, "failed upstream");
+		return (int)x->code;
+	}
+	return 0;
+}
+
+static bool fol_done_ready(struct engine *e, struct efile *f)
+{
+	const struct follow_ent *x = fol_of(e, f);
+
+	if (x && x->done && !x->ok && !f->failed) {
+		file_fail(f, x->code, "failed upstream");
+	}
+	return !x || x->done;
+}
+
+static uint32_t fol_digest(struct engine *e, struct efile *f, uint8_t *hash, char *text,
+			   size_t textlen)
+{
+	const struct follow_ent *x = fol_of(e, f);
+
+	if (!x || !x->digest_known) {
+		return PERR_OK;
+	}
+	if (CRYPTO_memcmp(hash, x->digest, HASH_LEN) != 0) {
+		snprintf(text, textlen, "read here differs from the source (digest mismatch)");
+		return PERR_IO;
+	}
+	memcpy(hash, x->digest, HASH_LEN);
+	return PERR_OK;
+}
+
+/* ---- the session -------------------------------------------------------- */
+
+static bool fol_enable(struct engine *e)
+{
+	return e->p->role == ENGINE_SENDER && e->p->follow_feed >= 0;
+}
+
+static int fol_setup(struct engine *e)
+{
+	struct follow_state *s = fol(e);
+
+	s->sock = e->p->follow_feed;
+	return engine_watch_add(e, s->sock, fol_ready, 0);
+}
+
+/*
+ * f is done with here: the hop's descriptor goes (the sender has its own),
+ * and entries settled at the front are not looked at again.
+ */
+static void fol_file_release(struct engine *e, struct efile *f)
+{
+	struct follow_state *s = fol(e);
+	struct follow_ent *x = fol_of(e, f);
+
+	if (x && x->fd >= 0) {
+		close(x->fd);
+		x->fd = -1;
+	}
+	while (s->low < s->next && s->ents[s->low]->fd < 0 &&
+	       (s->ents[s->low]->done || s->ents[s->low]->src.ftype != PROTO_FT_REG)) {
+		s->low++;
+	}
+}
+
+static uint64_t fol_progress(const struct engine *e)
+{
+	return fol(e)->records;
+}
+
+static size_t fol_file_size(const struct engine *e)
+{
+	(void)e;
+	return sizeof(struct follow_file);
+}
+
+static void fol_release(struct engine *e)
+{
+	struct follow_state *s = fol(e);
+
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->ents[i]->fd >= 0) {
+			close(s->ents[i]->fd);
+		}
+		free(s->ents[i]->src.name);
+		free(s->ents[i]->src.link);
+		free(s->ents[i]);
+	}
+	free(s->ents);
+}
+
+const struct engine_feature engine_feature_follow = {
+	.name = "follow",
+	.enable = fol_enable,
+	.setup = fol_setup,
+	.progress = fol_progress,
+	.file_size = fol_file_size,
+	.file_release = fol_file_release,
+	.release = fol_release,
+	.state_size = sizeof(struct follow_state),
+	.tx_opened = fol_opened,
+	.tx_source = fol_source,
+	.tx_avail = fol_avail,
+	.tx_done_ready = fol_done_ready,
+	.tx_digest = fol_digest,
+};
