@@ -512,6 +512,8 @@ int engine_loop(struct engine *e);
 int engine_features_end(struct engine *e);
 /* A feature has work of its own left (engine_feature.busy). */
 bool engine_busy(const struct engine *e);
+/* A feature that is on holds the session's end back (its holds hook). */
+bool engine_holds(const struct engine *e);
 /* The features' file_init and file_release hooks (engine_feature.h). */
 void engine_features_file_init(struct engine *e, struct efile *f);
 void engine_features_file_release(struct engine *e, struct efile *f);

@@ -29,9 +29,11 @@ struct xport_wc;
  * order they were added, after io_uring's and before the control channel.
  * ENGINE_WATCH_ALWAYS: it runs even once the session has failed (it reaps
  * a thread's answer that teardown would otherwise wait for).
+ * ENGINE_WATCH_OUT: on_ready runs when it is writable (or broken) instead.
  */
 #define ENGINE_WATCH_MAX    8
 #define ENGINE_WATCH_ALWAYS 1u
+#define ENGINE_WATCH_OUT    2u
 
 typedef int (*engine_ready_fn)(struct engine *e);
 
@@ -88,6 +90,8 @@ struct engine_msg_row {
  *              ends later (the role waits for it: see engine_busy).
  *   busy       work of its own still to do: the session does not end, and
  *              the loop does not sleep.
+ *   holds      work that waits on a descriptor it watches: the session does
+ *              not end, and the loop sleeps until one is ready.
  *   progress   what it has done that counts as progress (the idle timeout).
  *   file_size  its per-file state's size this session (0: none): a block
  *              of that many bytes is laid out after the core's struct efile
@@ -212,6 +216,12 @@ struct engine_feature {
 	int (*late_step)(struct engine *e);
 	int (*on_end)(struct engine *e);
 	bool (*busy)(const struct engine *e);
+	/*
+	 * What it has queued must still go before the session ends, but it can
+	 * do nothing now (a full socket it watches with ENGINE_WATCH_OUT): the
+	 * session does not end, and the loop sleeps until a descriptor is ready.
+	 */
+	bool (*holds)(const struct engine *e);
 	uint64_t (*progress)(const struct engine *e);
 	size_t (*file_size)(const struct engine *e);
 	void (*file_init)(struct engine *e, struct efile *f);

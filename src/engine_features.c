@@ -163,6 +163,16 @@ bool engine_busy(const struct engine *e)
 	return false;
 }
 
+bool engine_holds(const struct engine *e)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->holds && e->feat[i]->holds(e)) {
+			return true;
+		}
+	}
+	return false;
+}
+
 void engine_features_file_init(struct engine *e, struct efile *f)
 {
 	for (unsigned i = 0; i < e->nfeat; i++) {

@@ -131,7 +131,7 @@ static int on_control(struct engine *e)
 
 static bool finished(struct engine *e)
 {
-	return e->got_end && !engine_busy(e);
+	return e->got_end && !engine_busy(e) && !engine_holds(e);
 }
 
 /*
@@ -208,7 +208,10 @@ static int loop_dispatch(struct engine *e, const struct pollfd *pfd, unsigned nf
 	for (unsigned i = LOOP_FIXED_FDS; i < nfds && r >= 0; i++) {
 		const struct engine_watch *s = engine_watch_find(e, pfd[i].fd);
 
-		if (s && (pfd[i].revents & POLLIN) &&
+		short ready =
+		    s && (s->flags & ENGINE_WATCH_OUT) ? POLLOUT | POLLERR | POLLHUP : POLLIN;
+
+		if (s && (pfd[i].revents & ready) &&
 		    (!e->failed || (s->flags & ENGINE_WATCH_ALWAYS))) {
 			r = s->on_ready(e);
 		}
@@ -326,8 +329,10 @@ int engine_loop(struct engine *e)
 		}
 		/* The sources as they are now: a worker may have started in the step. */
 		for (nfds = LOOP_FIXED_FDS; nfds < LOOP_FIXED_FDS + e->nwatches; nfds++) {
-			pfd[nfds].fd = e->watches[nfds - LOOP_FIXED_FDS].fd;
-			pfd[nfds].events = POLLIN;
+			const struct engine_watch *w = &e->watches[nfds - LOOP_FIXED_FDS];
+
+			pfd[nfds].fd = w->fd;
+			pfd[nfds].events = (w->flags & ENGINE_WATCH_OUT) ? POLLOUT : POLLIN;
 		}
 		/* Work that is ours to do (a --delete pass) goes on without sleeping. */
 		wait_ms = chan_readable_now(p->chan) || p->busy_poll || engine_busy(e) ||

@@ -42,6 +42,7 @@ struct rrx_rec {
 struct rrx_state {
 	int sock;
 	bool lost, ended;
+	bool blocked;	   /* the socket was full: watched until writable */
 	struct rrx_rec *q; /* the outbox: q[head, n) wait */
 	size_t head, n, cap;
 };
@@ -84,6 +85,10 @@ static void rrx_lost(struct engine *e, struct rrx_state *s, int r)
 	log_debug("relay feed: the relay child is gone (%s): no more records", strerror(-r));
 	s->lost = true;
 	e->st.relay_feed_lost = 1;
+	if (s->blocked) {
+		engine_watch_del(e, s->sock);
+		s->blocked = false;
+	}
 	rrx_clear(s);
 }
 
@@ -101,6 +106,18 @@ static void rrx_queue(struct engine *e, struct relay_feed_msg *m, int fd)
 	}
 	if (s->head == s->n) {
 		s->head = s->n = 0;
+	}
+	/* A file's prefix that grew again while its last RANGE waits: that record says it. */
+	if (m->type == RELAY_FEED_RANGE && s->n > s->head &&
+	    s->q[s->n - 1].m.type == RELAY_FEED_RANGE &&
+	    s->q[s->n - 1].m.u.range.id == m->u.range.id) {
+		s->q[s->n - 1].m.u.range.upto = m->u.range.upto;
+		return;
+	}
+	if (s->n == s->cap && s->head > s->cap / 2) {
+		memmove(s->q, s->q + s->head, (s->n - s->head) * sizeof(*s->q));
+		s->n -= s->head;
+		s->head = 0;
 	}
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;
@@ -133,6 +150,35 @@ static int rrx_entry_fd(struct engine *e, const struct rrx_rec *q)
 static void rrx_drop(struct rrx_state *s, uint32_t id);
 
 /* Sends what waits, until the socket is full. */
+static int rrx_flush(struct engine *e);
+
+/* The child's socket writable again (or broken): the outbox goes on. */
+static int rrx_writable(struct engine *e)
+{
+	struct rrx_state *s = rrx(e);
+
+	engine_watch_del(e, s->sock);
+	s->blocked = false;
+	return rrx_flush(e);
+}
+
+/* A full socket: the loop sleeps until it takes more (ENGINE_WATCH_OUT), never spins. */
+static int rrx_block(struct engine *e, struct rrx_state *s)
+{
+	int r;
+
+	if (s->blocked) {
+		return 0;
+	}
+	r = engine_watch_add(e, s->sock, rrx_writable, ENGINE_WATCH_OUT);
+	if (r < 0) {
+		return engine_fail(e, PERR_INTERNAL, r, "relay feed: no watch left: %s",
+				   strerror(-r));
+	}
+	s->blocked = true;
+	return 0;
+}
+
 static int rrx_flush(struct engine *e)
 {
 	struct rrx_state *s = rrx(e);
@@ -150,7 +196,7 @@ static int rrx_flush(struct engine *e)
 			r = relay_feed_send(s->sock, &q->m, rrx_entry_fd(e, q));
 		}
 		if (r == -EAGAIN) {
-			return 0;
+			return rrx_block(e, s);
 		}
 		if (r < 0) {
 			rrx_lost(e, s, r);
@@ -431,11 +477,19 @@ static int rrx_on_end(struct engine *e)
 	return 0;
 }
 
+/* Records to send: now (busy), or once the child takes more (holds). */
 static bool rrx_busy(const struct engine *e)
 {
 	const struct rrx_state *s = rrx(e);
 
-	return !s->lost && s->head < s->n && !e->failed;
+	return !s->lost && s->head < s->n && !e->failed && !s->blocked;
+}
+
+static bool rrx_holds(const struct engine *e)
+{
+	const struct rrx_state *s = rrx(e);
+
+	return !s->lost && s->head < s->n && !e->failed && s->blocked;
 }
 
 static void rrx_file_release(struct engine *e, struct efile *f)
@@ -477,6 +531,7 @@ const struct engine_feature engine_feature_relay_rx = {
 	.late_step = rrx_flush,
 	.on_end = rrx_on_end,
 	.busy = rrx_busy,
+	.holds = rrx_holds,
 	.file_size = rrx_file_size,
 	.file_release = rrx_file_release,
 	.release = rrx_release,
