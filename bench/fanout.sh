@@ -525,7 +525,7 @@ kill_start() {
 	local k
 	KPIDS=()
 	if [ "$1" = fanout ]; then
-		rd -q --partial "$SRCD/big.bin" $(dests "$2") 2>"$R/kill.err" &
+		rd --json --partial "$SRCD/big.bin" $(dests "$2") >"$R/kill.json" 2>"$R/kill.err" &
 		KPIDS+=($!)
 	else
 		for k in $(seq 1 "$2"); do
@@ -576,6 +576,10 @@ kill_case() {
 	echo "kill $mode N=$n: d$VICTIM's session killed at $CUT of the copy (client exit $rc);" \
 		"others delivered $ok of $((n - 1)) in $dis s against $und s undisturbed:" \
 		"$(awk -v a="$dis" -v b="$und" 'BEGIN { printf "%.3fx", a / b }') (target <= 1.2)"
+	# The client's word for each destination (--json "destinations"), beside what is on disk.
+	[ "$mode" = fanout ] && jq -r '.. | objects | select(has("destinations")) | .destinations[] |
+		"  \(.host):\(.path): \(.status), exit \(.exit), \(.files_ok) ok, \(.files_failed) failed" +
+		(if (.error // "") != "" then ": \(.error)" else "" end)' "$R/kill.json" 2>/dev/null
 	[ "${#none[@]}" -gt 0 ] || { echo "  d$VICTIM completed before the kill: no re-run"; return; }
 	tx0=$(src_tx)
 	json=$(rd --json --partial "$SRCD/big.bin" $(for k in "${none[@]}"; do echo "$(host_ip "d$k"):bench/"; done) \
