@@ -255,7 +255,7 @@ if out=$("$RDMACPD" --check -c "$R/probe.conf" 2>&1); then
 	RELAY_KEYS=1
 else
 	RELAY_KEYS=0
-	RELAY_NA=$(echo "$out" | head -1)
+	RELAY_NA=$(echo "${out//$R\//}" | head -1)
 fi
 DPID=()
 for k in $(seq 1 "$MAXN"); do
