@@ -537,7 +537,7 @@ kill_start() {
 # kill_case MODE N: undisturbed, then with d VICTIM's session killed at CUT of the
 # copy; the others' time, and a --partial re-run to what was not delivered.
 kill_case() {
-	local mode=$1 n=$2 t0 t1 tx0 want p k und dis ok=0 none=() rc jnl lacked='?' json sent rtx
+	local mode=$1 n=$2 t0 t1 tx0 want p k und dis ok=0 none=() rc jnl lacked='?' json sent rtx list at
 	clear_dests
 	t0=$(now)
 	kill_start "$mode" "$n"
@@ -551,14 +551,15 @@ kill_case() {
 		'BEGIN { printf "%d", s * c * m }')
 	t0=$(now)
 	kill_start "$mode" "$n"
-	while [ $(($(src_tx) - tx0)) -lt "$want" ]; do
+	while at=$(($(src_tx) - tx0)) && [ "$at" -lt "$want" ]; do
 		kill -0 "${KPIDS[0]}" 2>/dev/null || die "kill case $mode: the copy ended before $CUT of it was sent"
 		sleep 0.02
 	done
 	p=$(pgrep -P "${DPID[VICTIM]}") || die "kill case $mode: no session of d$VICTIM's rdmacpd to kill"
-	log "killing d$VICTIM's session (pid ${p//$'\n'/ }) at $(($(src_tx) - tx0)) bytes from the source"
 	# shellcheck disable=SC2086 # one id per line
 	kill -KILL $p
+	# (the share of the copy sent when the poll saw the cut passed)
+	at=$(awk -v t="$at" -v w="$want" -v c="$CUT" 'BEGIN { printf "%.2f", t / w * c }')
 	if [ "$mode" = fanout ]; then
 		wait "${KPIDS[0]}"
 		rc=$?
@@ -573,8 +574,8 @@ kill_case() {
 	done
 	jnl=$(find "$(host_dir "d$VICTIM")/.rdmacp-partial" -name '*.jnl' 2>/dev/null | head -1)
 	[ -n "$jnl" ] && lacked=$(($(kind_bytes big) - $(journaled "$jnl")))
-	echo "kill $mode N=$n: d$VICTIM's session killed at $CUT of the copy (client exit $rc);" \
-		"others delivered $ok of $((n - 1)) in $dis s against $und s undisturbed:" \
+	echo "kill $mode N=$n: d$VICTIM's session killed at $at of the copy (--cut $CUT; client exit $rc);" \
+		"the others: $ok of $((n - 1)) delivered (target: all), in $dis s against $und s undisturbed:" \
 		"$(awk -v a="$dis" -v b="$und" 'BEGIN { printf "%.3fx", a / b }') (target <= 1.2)"
 	# The client's word for each destination (--json "destinations"), beside what is on disk.
 	[ "$mode" = fanout ] && jq -r '.. | objects | select(has("destinations")) | .destinations[] |
@@ -587,7 +588,8 @@ kill_case() {
 	rtx=$(($(src_tx) - tx0))
 	sent=$(echo "$json" | jq -r 'select(.event == "summary") | .bytes')
 	for k in "${none[@]}"; do delivered "$k" big || die "re-run: nothing at d$k"; done
-	echo "  re-run --partial to d${none[*]// /, d}: sent $sent bytes of payload ($rtx bytes left the source);" \
+	list="d${none[*]}"
+	echo "  re-run --partial to ${list// /, d}: sent $sent bytes of payload ($rtx bytes left the source);" \
 		"d$VICTIM lacked $lacked bytes (its journal): $(awk -v s="$sent" -v l="$lacked" \
 			'BEGIN { if (l + 0 > 0) printf "%.3fx", s / l; else print "n/a" }') what it lacked"
 }
