@@ -92,6 +92,12 @@ void fanout_read_results(struct daemon_conn *s, struct fanout *f)
 		struct msg m = { 0 };
 		int r = chan_recv(&s->chan, &m, s->o->idle_timeout_s * 1000);
 
+		/* The daemon's keepalive while a hop further on is still busy. */
+		if (r >= 0 && m.type == MSG_PING) {
+			msg_clear(&m);
+			i--;
+			continue;
+		}
 		if (r >= 0 && m.type != MSG_RELAY_RESULT) {
 			log_error("%s: protocol error: %s where a relay result was due",
 				  s->rem->host,

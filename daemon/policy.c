@@ -301,9 +301,13 @@ static int relay_rules(const struct daemon_config *cfg, const struct module *m,
 		if (rq->op != POLICY_PUSH) {
 			return no(v, PERR_PROTOCOL, "only a push may be relayed");
 		}
-		if (!policy_ident_matches(&relay, m->relay_from, m->nrelay_from) ||
-		    policy_ident_matches(&relay, m->deny, m->ndeny)) {
+		/* As for a client: a denied relay is an authentication refusal, one not let in a permission one. */
+		if (policy_ident_matches(&relay, m->deny, m->ndeny)) {
 			return no(v, PERR_AUTH, "%s may not relay into module %s", name, m->name);
+		}
+		if (!policy_ident_matches(&relay, m->relay_from, m->nrelay_from)) {
+			return no(v, PERR_PERMISSION, "%s may not relay into module %s", name,
+				  m->name);
 		}
 	}
 	if (rq->relay && rq->op != POLICY_PUSH) {

@@ -338,10 +338,22 @@ static void take_result(struct conn *c, const struct serve_relay *rl, struct rel
 	}
 }
 
-/* The child's records until it closes its end (its results); SIGTERM is passed on. */
-static void read_results(struct conn *c, struct serve_relay *rl, struct relay_results *res)
+/*
+ * A PING to the client every RELAY_KEEPALIVE_S seconds the chain is quiet:
+ * the client's wait for the results (after its END) is bounded by its idle
+ * timeout, and a hop behind a slow one may finish long after the first.
+ */
+#define RELAY_KEEPALIVE_S 10
+
+/*
+ * The child's records until it closes its end (its results); SIGTERM is
+ * passed on; the client kept alive (live: the session did not fail).
+ */
+static void read_results(struct conn *c, struct serve_relay *rl, struct relay_results *res,
+			 bool live)
 {
 	bool told = false;
+	unsigned quiet = 0;
 
 	for (;;) {
 		struct pollfd p = { .fd = rl->sock, .events = POLLIN };
@@ -354,9 +366,14 @@ static void read_results(struct conn *c, struct serve_relay *rl, struct relay_re
 		}
 		r = relay_feed_recv(rl->sock, &m, &fd);
 		if (r == -EAGAIN) {
-			poll(&p, 1, 1000);
+			if (poll(&p, 1, 1000) == 0 && live && ++quiet % RELAY_KEEPALIVE_S == 0) {
+				struct msg ping = { .type = MSG_PING };
+
+				chan_send(&c->chan, &ping);
+			}
 			continue;
 		}
+		quiet = 0;
 		if (r <= 0) {
 			/* A child gone with records unread resets the feed: its exit says why. */
 			if (r < 0 && r != -ECONNRESET) {
@@ -427,7 +444,7 @@ int serve_relay_finish(struct conn *c, int r)
 	if (r < 0) {
 		send_abort(rl, "the upstream session failed");
 	}
-	read_results(c, rl, &res);
+	read_results(c, rl, &res, r >= 0);
 	serve_relay_child_reap(rl, RELAY_REAP_MS, how, sizeof(how), &exit_code);
 	if (how[0]) {
 		log_notice("%s (%s): %s", c->peer, c->id, how);

@@ -227,9 +227,9 @@ static void relay_from(void **state)
 	link_open(&r1, "relay1", alice);
 	link_open(&r2, "relay2", alice);
 	expect_yes(&r1, POLICY_PUSH, "data/in", 0, NULL);
-	expect_no(&r1, POLICY_PUSH, "plain/in", 0, NULL, PERR_AUTH,
+	expect_no(&r1, POLICY_PUSH, "plain/in", 0, NULL, PERR_PERMISSION,
 		  "relay1 may not relay into module plain");
-	expect_no(&r2, POLICY_PUSH, "data/in", 0, NULL, PERR_AUTH,
+	expect_no(&r2, POLICY_PUSH, "data/in", 0, NULL, PERR_PERMISSION,
 		  "relay2 may not relay into module data");
 	expect_yes(&r2, POLICY_PUSH, "glob/x", 0, NULL);
 	policy_relay_names(&r1.peer, rn, sizeof(rn), cn, sizeof(cn));
