@@ -116,7 +116,7 @@ rate_bytes() {
 		v = substr(r, 1, RLENGTH); u = tolower(substr(r, RLENGTH + 1))
 		m["bit"] = 1; m["kbit"] = 1e3; m["mbit"] = 1e6; m["gbit"] = 1e9
 		if (!(u in m) || v <= 0) exit 1
-		printf "%d\n", v * m[u] / 8 }'
+		printf "%.0f\n", v * m[u] / 8 }'
 }
 RATE_BPS=$(rate_bytes "$RATE") || die "--rate: NUMBER with bit, kbit, mbit or gbit (as tc), not '$RATE'"
 
@@ -427,7 +427,7 @@ measure() {
 	fi
 	verify_all "$2" "$3" "$1"
 	echo "$3 $1 $2 $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') $((tx1 - tx0))" >>"$R/results"
-	log "$3 $1 N=$2: $(tail -1 "$R/results" | awk '{ printf "%.2f s, %d bytes from the source", $4, $5 }')"
+	log "$3 $1 N=$2: $(tail -1 "$R/results" | awk '{ printf "%.2f s, %.0f bytes from the source", $4, $5 }')"
 }
 
 # Whether the fan-out works: a 1 MiB file to d1 and d2 (the reason when it does not).
@@ -548,7 +548,7 @@ kill_case() {
 	clear_dests
 	tx0=$(src_tx)
 	want=$(awk -v s="$(kind_bytes big)" -v c="$CUT" -v m="$([ "$mode" = parallel ] && echo "$n" || echo 1)" \
-		'BEGIN { printf "%d", s * c * m }')
+		'BEGIN { printf "%.0f", s * c * m }')
 	t0=$(now)
 	kill_start "$mode" "$n"
 	while at=$(($(src_tx) - tx0)) && [ "$at" -lt "$want" ]; do

@@ -18,7 +18,7 @@
 #include "proto/msg.h"
 
 /*
- * The relay credentials as the child gets them: /dev/fd/N of a sealed memfd
+ * The relay credentials as the child gets them: /proc/self/fd/N (no /dev/fd needed) of a sealed memfd
  * each. (No CRL: a client checks no revocation of a daemon's certificate.)
  */
 enum relay_cred {

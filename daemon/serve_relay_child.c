@@ -270,7 +270,7 @@ static void build_argv(struct child_argv *a, const struct serve_relay *rl, const
 	arg(a, "--relay-feed=%d", feed);
 	for (int i = 0; i < RELAY_CRED_N; i++) {
 		if (rl->cred[i] >= 0) {
-			arg(a, "--%s=/dev/fd/%d", opt[i], rl->cred[i]);
+			arg(a, "--%s=/proc/self/fd/%d", opt[i], rl->cred[i]);
 		}
 	}
 	arg(a, "--port=%u", rl->chain.count ? rl->chain.hops[0].port : 0);

@@ -211,7 +211,7 @@ else
 	else
 		pass "the session holds no credential memfd after the child started"
 	fi
-	keyfd=$(sed -n 's|.*--key=/dev/fd/\([0-9]*\).*|\1|p' "$T/cw/child.args")
+	keyfd=$(sed -n 's|.*--key=/proc/self/fd/\([0-9]*\).*|\1|p' "$T/cw/child.args")
 	[ -n "$keyfd" ] && cmp -s "/proc/$CHILD/fd/$keyfd" "$T/certs/relay1.key" &&
 		pass "the child's --key is the relay key" || fail "the child's key fd $keyfd"
 	readlink "/proc/$CHILD/fd/$keyfd" | grep -q "memfd:relay-key" &&
