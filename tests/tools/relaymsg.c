@@ -169,5 +169,11 @@ int main(int argc, char **argv)
 		printf("%02x", frame[i]);
 	}
 	printf("\n");
+	for (size_t i = 0; i < m.u.relay.count; i++) {
+		free(hops[i].ticket);
+	}
+	free(m.u.relay.self_ticket);
+	X509_free(op.cert);
+	EVP_PKEY_free(op.key);
 	return 0;
 }
