@@ -784,14 +784,14 @@ static void handle_msg(struct peer *p, const struct msg *m, bool pong)
 	print_msg(p, m, "");
 }
 
-#define TYPE_BIT(t) (1u << (t))
+#define TYPE_BIT(t) (1ull << (t))
 
 /*
  * Read messages until one whose type is in want (or an ERROR) arrives,
  * printing each and answering PINGs. 1: it is in *ret (caller clears);
  * 0: timeout (printed); -1: closed.
  */
-static int await(struct peer *p, uint32_t want, const char *what, struct msg *ret)
+static int await(struct peer *p, uint64_t want, const char *what, struct msg *ret)
 {
 	int64_t t0 = now_ms(), deadline = t0 + p->timeout_ms;
 
