@@ -790,17 +790,9 @@ int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn ve
 /* engine_workers.c: the per-byte jobs on the pool's worker queues. */
 #include "engine_workers.h"
 
-/* engine_partial_store.c: a directory's store, opened (created with create) never through a symlink. */
-int partial_store_open(int dirfd, bool create, int *ret_fd);
-/* A leaf's name in the store: "<32 hex of XXH3-128(leaf)><suffix>". */
-void partial_name(const char *leaf, const char *suffix, char *out, size_t outlen);
-
 /* engine_partial.c */
 /* f is kept resumable and its journal takes records. */
 bool rx_partial_journaled(const struct engine *e, const struct efile *f);
 /* f's journal takes no more records: only less of it can be resumed. */
 void rx_partial_stop(struct engine *e, struct efile *f);
-/* [off, off + len) of f is on disk with digest hash; one the journal refuses stops it. */
-int rx_partial_note(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
-		    const uint8_t hash[HASH_LEN]);
 void rx_partial_committed(struct engine *e, struct efile *f);

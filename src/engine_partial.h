@@ -2,7 +2,8 @@
 /*
  * The --partial store's journal (engine_partial.c writes it,
  * engine_partial_jnl.c reads and verifies it): its format and the calls the
- * two files share. Private to the partial feature.
+ * two files share; and the store's names and directory
+ * (engine_partial_store.c). Private to the partial feature.
  */
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "hash.h"
 
 struct efile;
+struct engine;
 
 #define JNL_MAGIC	0x52445054u /* "RDPT" */
 #define JNL_VERSION	1
@@ -50,3 +52,11 @@ int hash_range(int fd, uint64_t off, uint64_t len, uint8_t *buf, XXH3_state_t *r
  */
 int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_prefix,
 	       struct jrec **ret_recs, size_t *ret_n);
+
+/* engine_partial_store.c: a directory's store, opened (created with create) never through a symlink. */
+int partial_store_open(int dirfd, bool create, int *ret_fd);
+/* A leaf's name in the store: "<32 hex of XXH3-128(leaf)><suffix>". */
+void partial_name(const char *leaf, const char *suffix, char *out, size_t outlen);
+/* [off, off + len) of f is on disk with digest hash; one the journal refuses stops it. */
+int rx_partial_note(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
+		    const uint8_t hash[HASH_LEN]);

@@ -7,6 +7,7 @@
  * file keeps there is engine_partial.c's.
  */
 #include "engine-internal.h"
+#include "engine_partial.h"
 
 #include <dirent.h>
 #include <sys/file.h>
