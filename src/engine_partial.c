@@ -367,8 +367,8 @@ static int partial_note(struct partial_file *pf, uint64_t off, uint32_t len,
 	return pf->jn == ENGINE_JNL_BATCH ? partial_flush(pf) : 0;
 }
 
-int rx_partial_note(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
-		    const uint8_t hash[HASH_LEN])
+static int rx_partial_note(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
+			   const uint8_t hash[HASH_LEN])
 {
 	int r = partial_note(partial_file(e, f), off, len, hash);
 

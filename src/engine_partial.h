@@ -57,6 +57,3 @@ int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_prefix,
 int partial_store_open(int dirfd, bool create, int *ret_fd);
 /* A leaf's name in the store: "<32 hex of XXH3-128(leaf)><suffix>". */
 void partial_name(const char *leaf, const char *suffix, char *out, size_t outlen);
-/* [off, off + len) of f is on disk with digest hash; one the journal refuses stops it. */
-int rx_partial_note(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
-		    const uint8_t hash[HASH_LEN]);
