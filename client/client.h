@@ -97,6 +97,7 @@ struct client_opts {
 	/* plan --compress: by the name (.zst), or as said */
 	enum { PLAN_COMPRESS_AUTO = 0, PLAN_COMPRESS_NONE, PLAN_COMPRESS_ZSTD } plan_compress;
 	uint64_t split_size; /* plan --split-size: files larger go in ranges of it; 0 = none */
+	bool every_host;     /* plan --every-host: each shard to every host (a fan-out) */
 	int relay_feed;	     /* --relay-feed: a relay child's feed from rdmacpd, -1: none */
 };
 

@@ -151,6 +151,16 @@ static int sign_tickets(struct client_opts *o, struct fanout *f, char **srcs, in
 	return 0;
 }
 
+/* rdmacp run: where each destination's outcome goes (fanout_set_observer). */
+static void (*observe_fn)(void *ud, const struct fanout_dest *d);
+static void *observe_ud;
+
+void fanout_set_observer(void (*fn)(void *ud, const struct fanout_dest *d), void *ud)
+{
+	observe_fn = fn;
+	observe_ud = ud;
+}
+
 int fanout_copy(struct client_opts *o, char **args, int nsrc, int nargs)
 {
 	struct fanout f = { .feed = -1 };
@@ -165,6 +175,9 @@ int fanout_copy(struct client_opts *o, char **args, int nsrc, int nargs)
 	}
 	if (rc == 0) {
 		rc = fanout_run(o, args, nsrc, &f);
+		for (size_t i = 0; i < f.n && observe_fn; i++) {
+			observe_fn(observe_ud, &f.dests[i]);
+		}
 	}
 	fanout_free(&f);
 	return rc;

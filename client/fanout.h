@@ -67,6 +67,11 @@ int fanout_copy(struct client_opts *o, char **args, int nsrc, int nargs);
  */
 int fanout_run(struct client_opts *o, char **srcs, int nsrcs, struct fanout *f);
 void fanout_free(struct fanout *f);
+/*
+ * rdmacp run (plan --every-host): each destination's outcome of every
+ * fan-out from now on, told to fn as it ends (NULL: none).
+ */
+void fanout_set_observer(void (*fn)(void *ud, const struct fanout_dest *d), void *ud);
 
 /* ---- fanout_wire.c -------------------------------------------------------- */
 

@@ -10,8 +10,9 @@
  * plan.
  *
  * What their files share, each file below calling only those above it:
- *   migrate_push.c     the pushes through cmd_copy: the plan's options, a
- *                      shard's destination, list files, one push of a list
+ *   migrate_push.c     the pushes through cmd_copy: the plan's options, list
+ *                      files, one push of a list
+ *   migrate_fanout.c   a shard's destinations: one host, or all as a fan-out
  *   migrate_merge.c    reading a plan with its journals, and the merged
  *                      outcome of every entry (report's and finalize's)
  *   migrate_journal.c  writing journals: a run's or finalize's own, and
@@ -52,8 +53,6 @@ uint32_t skip_parse(const char *s);
 uint32_t split_keep_level(const struct plan_header *h);
 /* The plan's options for the pushes of a shard or of finalize. */
 void apply_plan_options(struct client_opts *o, const struct plan_header *h);
-/* HOST:PATH/ for shard i: the plan's hosts taken in turn. */
-void shard_dest(const struct plan_header *h, uint32_t shard, char *buf, size_t len);
 /* A source entry's lstat, its name resolved beneath base as a push resolves it. */
 int source_lstat(const char *base, const char *name, struct stat *ret);
 
@@ -107,7 +106,10 @@ struct runner {
 	struct nameset skeleton;      /* directories to make first */
 	struct batch list, links;
 	char jpath[JOURNAL_PATH_MAX];
-	char dest[8192];
+	/* HOST:PATH/ of each destination of its pushes: one, or every host (--every-host) */
+	char *dests[PLAN_MAX_EVERY_HOST];
+	size_t ndests;
+	bool fan_failed; /* a fan-out push: some destination did not copy */
 	int rc;
 	uint64_t todo, already;
 	uint64_t kept; /* ranges not sent: their files unchanged at the destination */
@@ -125,6 +127,21 @@ int run_push(struct runner *ru, struct batch *b);
 /* A push's exit code into the run's; an interruption stops it. */
 void run_result(struct runner *ru, int rc);
 
+/* ---- migrate_fanout.c: the destinations of the pushes ----------------------------- */
+
+/*
+ * ru->dests for shard: the plan's host shard mod n, or every host with
+ * --every-host. 0 or an exit code.
+ */
+int runner_dests(struct runner *ru, uint32_t shard);
+void runner_dests_free(struct runner *ru);
+/*
+ * cmd_copy from src to ru's destinations: several make a fan-out, each
+ * one's outcome journaled, and the push's outcomes failed again when one
+ * of them did not copy. Returns cmd_copy's exit code.
+ */
+int runner_copy(struct runner *ru, const char *src);
+
 /* ---- migrate_merge.c: reading a plan with its journals -------------------------- */
 
 /* The plan opened, its header checked; 0 or an exit code (said why). */
@@ -132,7 +149,17 @@ int open_plan(const char *path, struct plan_reader **ret);
 /* Read the plan through once, each (NULL: none) seeing every entry. 0 or an exit code. */
 int plan_pass(struct plan_reader *r, int (*each)(void *ud, const struct plan_entry *e), void *ud);
 
+/* plan --every-host: one destination's outcomes over every push of every shard. */
+struct dest_tally {
+	char name[PROTO_MAX_PATH + 1]; /* HOST:PATH/; "": a slot free */
+	uint64_t copied, failed;       /* pushes that reached it, or not */
+	uint64_t bytes;		       /* what it received in them */
+	int last_exit;		       /* of its last push not copied */
+	char last_status[32];	       /* ... and how it ended: failed, partial, unreached */
+};
+
 struct shard_stats {
+	struct dest_tally *dests; /* PLAN_MAX_EVERY_HOST of them (the merged's), or NULL */
 	uint64_t entries, bytes;
 	uint64_t done, failed;
 	uint64_t sent, runs; /* every run's: those cut short (killed) have no end line */
@@ -170,8 +197,9 @@ struct merged {
 	uint64_t split_mixed;		   /* ... some ranges sent, some kept: changed meanwhile */
 	uint64_t vanished, vanished_accepted; /* entries the source lost; of them, --missing-ok */
 	struct shard_stats *shards;
-	struct shard_stats assembly;		 /* the split files: finalize's, no shard's */
-	uint64_t by_state[JOURNAL_VANISHED + 1]; /* [0]: pending */
+	struct dest_tally dests[PLAN_MAX_EVERY_HOST]; /* --every-host: each destination's */
+	struct shard_stats assembly;		      /* the split files: finalize's, no shard's */
+	uint64_t by_state[JOURNAL_VANISHED + 1];      /* [0]: pending */
 	uint64_t deleted;
 	struct client_opts *o;
 	/* report: each entry and each split file printed as the pass meets them (NULL: not) */

@@ -344,7 +344,8 @@ static int keep_push(struct assembler *as, const char *dest)
 	struct runner ru = { .o = as->o, .h = as->m->h };
 	int rc;
 
-	snprintf(ru.dest, sizeof(ru.dest), "%s", dest);
+	ru.dests[0] = (char *)dest;
+	ru.ndests = 1;
 	as->kept += as->keep.n;
 	as->o->skip = split_keep_level(as->m->h);
 	copy_set_observer(journal_observe, as->j);

@@ -237,6 +237,42 @@ static int finalize_dirs(struct runner *ru, struct merged *m)
 	return rc;
 }
 
+/*
+ * The journals' word checked at every destination first (the plan's first
+ * host, or with --every-host each): nothing changes unless it holds at all
+ * of them. Then the split files: assembling them changes their
+ * directories' times. Then the directories and symlinks again (one push:
+ * a fan-out with several destinations), or --delete's mirror at each.
+ */
+static int finalize_at(struct merged *m, struct client_opts *o, struct journal_writer *j,
+		       struct runner *ru, const char *plan, bool mirror, uint64_t max_delete,
+		       bool have_max)
+{
+	int rc = 0;
+
+	for (size_t k = 0; k < ru->ndests && (rc == 0 || rc == EXIT_DIFFERENT); k++) {
+		int q = verify_all(m, o, j, plan, ru->jpath, ru->dests[k]);
+
+		rc = rc ? rc : q;
+	}
+	for (size_t k = 0; k < ru->ndests && rc == 0 && m->split_ready > 0; k++) {
+		rc = assemble_all(m, o, j, plan, ru->dests[k]);
+	}
+	copy_set_observer(journal_observe, j);
+	if (rc != 0) {
+		/* Nothing more: a failed assembly is said, its parts kept for another try. */
+	} else if (mirror) {
+		for (size_t k = 0; k < ru->ndests && rc == 0; k++) {
+			rc = finalize_mirror(m, o, ru->dests[k], max_delete, have_max);
+			apply_plan_options(o, m->h);
+		}
+	} else {
+		rc = finalize_dirs(ru, m);
+	}
+	copy_set_observer(NULL, NULL);
+	return rc;
+}
+
 /* Once finalized: the plan and its journals read again for the summary. */
 static int finalize_summary(struct merged *m, struct client_opts *o, const char *plan)
 {
@@ -294,23 +330,12 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 		merged_free(&m);
 		return rc;
 	}
-	shard_dest(m.h, 0, ru.dest, sizeof(ru.dest));
 	apply_plan_options(o, m.h);
-	/* The journals' word checked at the destination first: nothing changes unless it holds. */
-	rc = verify_all(&m, o, &j, args[0], ru.jpath, ru.dest);
-	/* Then the split files: assembling them changes their directories' times. */
-	if (rc == 0 && m.split_ready > 0) {
-		rc = assemble_all(&m, o, &j, args[0], ru.dest);
+	rc = runner_dests(&ru, 0);
+	if (rc == 0) {
+		rc = finalize_at(&m, o, &j, &ru, args[0], mirror, max_delete, have_max);
 	}
-	copy_set_observer(journal_observe, &j);
-	if (rc != 0) {
-		/* Nothing more: a failed assembly is said, its parts kept for another try. */
-	} else if (mirror) {
-		rc = finalize_mirror(&m, o, ru.dest, max_delete, have_max);
-	} else {
-		rc = finalize_dirs(&ru, &m);
-	}
-	copy_set_observer(NULL, NULL);
+	runner_dests_free(&ru);
 	if (journal_end(&j, rc, now_seconds() - t0) < 0 && rc == 0) {
 		rc = EXIT_LOCAL_IO;
 	}

@@ -69,6 +69,29 @@ struct journal_into {
 	struct shard_stats *st;
 };
 
+/* A fan-out destination's outcome of a push, added to its tally (a new one in a free slot). */
+static void dest_tally_add(struct dest_tally *v, const struct journal_line *jl)
+{
+	for (size_t i = 0; i < PLAN_MAX_EVERY_HOST; i++) {
+		struct dest_tally *d = &v[i];
+
+		if (d->name[0] && strcmp(d->name, jl->name)) {
+			continue;
+		}
+		snprintf(d->name, sizeof(d->name), "%s", jl->name);
+		d->bytes += jl->bytes;
+		if (jl->state == JOURNAL_COPIED) {
+			d->copied++;
+			return;
+		}
+		d->failed++;
+		d->last_exit = jl->exit_code;
+		snprintf(d->last_status, sizeof(d->last_status), "%s", jl->code);
+		return;
+	}
+	/* More destinations than a plan can name (hosts edited in its header): not tallied. */
+}
+
 static int load_line(void *ud, uint64_t line, const struct journal_line *jl)
 {
 	struct journal_into *in = ud;
@@ -99,7 +122,9 @@ static int load_line(void *ud, uint64_t line, const struct journal_line *jl)
 			q = rangeset_put(in->rs, jl->name, (uint32_t)jl->range, jl->hash);
 		}
 	}
-	if (jl->kind == JL_ENTRY && in->st) {
+	if (jl->kind == JL_DEST && in->st && in->st->dests) {
+		dest_tally_add(in->st->dests, jl);
+	} else if (jl->kind == JL_ENTRY && in->st) {
 		in->st->sent += jl->bytes;
 	} else if (jl->kind == JL_RUN_START && in->st) {
 		in->st->runs++;
@@ -233,6 +258,7 @@ int merged_load(struct merged *m, const char *plan)
 			}
 		} else {
 			m->shards[i].journal = true;
+			m->shards[i].dests = m->dests;
 			rc = journal_load(fd, jpath, m->h->id, i, m->h->shards, &m->ns, &m->digests,
 					  &m->shards[i], NULL);
 		}

@@ -488,6 +488,35 @@ static int plan_check_dest(const char *arg, struct remote *rem)
 }
 
 /*
+ * --every-host: each shard a fan-out to all the hosts, so what a fan-out
+ * cannot do is refused here, not in every run. 0 or EXIT_USAGE.
+ */
+static int plan_check_every_host(const struct client_opts *o, const struct remote *rem)
+{
+	uint32_t n = 1;
+
+	for (const char *c = rem->host; *c; c++) {
+		n += *c == ',';
+	}
+	if (n > PLAN_MAX_EVERY_HOST) {
+		log_error("--every-host: %" PRIu32 " hosts, at most %d", n, PLAN_MAX_EVERY_HOST);
+		return EXIT_USAGE;
+	}
+	if (o->hardlinks || o->xattrs || o->acls) {
+		log_error("--every-host: -H, -X and -A are not possible with several destinations "
+			  "(relay chains) in this version: plan each host on its own");
+		return EXIT_USAGE;
+	}
+	/* Each destination would assemble its own parts: finalize has one word per split file. */
+	if (o->split_size) {
+		log_error("--every-host: --split-size is not possible with several destinations in "
+			  "this version: plan each host on its own to split files");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/*
  * The operands and what goes with them: the destination well formed, the
  * source resolved (ret_srcreal), standard input wanted once, the
  * directories above -o made. 0 or an exit code (said why).
@@ -500,10 +529,13 @@ static int plan_check_args(const struct client_opts *o, char **args, int nargs,
 
 	if (nargs != 2 || !o->plan_out[0]) {
 		log_error("usage: rdmacp plan SRC HOST[,HOST...]:MODULE/PATH -o PLAN [--shards N] "
-			  "[-r] [-a] [-H] [--skip L] [filters] [--files-from FILE]");
+			  "[-r] [-a] [-H] [--skip L] [--every-host] [filters] [--files-from FILE]");
 		return EXIT_USAGE;
 	}
 	rc = plan_check_dest(args[1], ret_rem);
+	if (rc == 0 && o->every_host) {
+		rc = plan_check_every_host(o, ret_rem);
+	}
 	if (rc != 0) {
 		return rc;
 	}
@@ -553,6 +585,7 @@ static int plan_header_init(struct planner *p, const char *src, const char *srcr
 	p->h.delta = o->delta;
 	p->h.assume_zero = o->assume_zero;
 	p->h.missing_ok = o->missing_ok;
+	p->h.every_host = o->every_host;
 	p->h.split = o->split_size;
 	snprintf(p->h.skip, sizeof(p->h.skip), "%s", skip_name(o->skip));
 	if (filters_text(&o->filters, &p->h.filters) < 0) {

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The pushes a migration makes through cmd_copy (migrate.h): the plan's
- * options for them and its skip level by name, a shard's destination, the
- * list files of names they take, one push of a list and what its exit code
- * does to a run's, and a source entry's status resolved as a push resolves
- * it.
+ * options for them and its skip level by name, the list files of names
+ * they take, one push of a list and what its exit code does to a run's,
+ * and a source entry's status resolved as a push resolves it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,25 +46,6 @@ uint32_t split_keep_level(const struct plan_header *h)
 	uint32_t skip = skip_parse(h->skip);
 
 	return skip ? skip : h->delta ? PROTO_OPEN_SKIP_CHECKSUM : 0;
-}
-
-/* HOST:PATH/ for shard i: the plan's hosts taken in turn. */
-void shard_dest(const struct plan_header *h, uint32_t shard, char *buf, size_t len)
-{
-	uint32_t nhosts = 1, k;
-	const char *p = h->hosts;
-	size_t hl;
-
-	for (const char *c = h->hosts; *c; c++) {
-		nhosts += *c == ',';
-	}
-	for (k = shard % nhosts; k > 0; k--) {
-		p = strchr(p, ',') + 1;
-	}
-	hl = strcspn(p, ",");
-	snprintf(buf, len, "%s%.*s%s:%s%s", memchr(p, ':', hl) ? "[" : "", (int)hl, p,
-		 memchr(p, ':', hl) ? "]" : "", h->path,
-		 h->path[strlen(h->path) - 1] == '/' ? "" : "/");
 }
 
 /* The plan's options for the pushes of a shard or of finalize. */
@@ -146,7 +126,6 @@ int run_push_outcome(const struct runner *ru, uint64_t failed, uint64_t vanished
 int run_push(struct runner *ru, struct batch *b)
 {
 	struct client_opts *o = ru->o;
-	char *args[2] = { (char *)ru->h->base, ru->dest };
 	uint64_t failed = ru->j ? ru->j->failed : 0, vanished = ru->j ? ru->j->vanished : 0;
 	int rc;
 
@@ -155,7 +134,7 @@ int run_push(struct runner *ru, struct batch *b)
 	}
 	snprintf(o->files_from, sizeof(o->files_from), "%s", b->path);
 	o->from0 = true;
-	rc = run_push_outcome(ru, failed, vanished, cmd_copy(o, args, 2));
+	rc = run_push_outcome(ru, failed, vanished, runner_copy(ru, ru->h->base));
 	if (ftruncate(fileno(b->f), 0) < 0 || fseek(b->f, 0, SEEK_SET) < 0) {
 		return EXIT_LOCAL_IO;
 	}

@@ -220,7 +220,6 @@ static void windows_keep(struct runner *ru, const struct nameset *same)
 int run_windows(struct runner *ru)
 {
 	struct client_opts *o = ru->o;
-	char *args[2] = { (char *)ru->h->base, ru->dest };
 	uint64_t failed, vanished;
 	int rc;
 
@@ -251,7 +250,7 @@ int run_windows(struct runner *ru)
 	copy_set_observer(window_observe, ru);
 	failed = ru->j ? ru->j->failed : 0;
 	vanished = ru->j ? ru->j->vanished : 0;
-	rc = run_push_outcome(ru, failed, vanished, cmd_copy(o, args, 2));
+	rc = run_push_outcome(ru, failed, vanished, runner_copy(ru, ru->h->base));
 	copy_set_sources(NULL, 0);
 	copy_set_observer(journal_observe, ru->j);
 	return rc;

@@ -139,6 +139,17 @@ static void summary_json(const struct merged *m)
 		       s->entries - s->done - s->failed, s->runs, s->ended, s->sent, s->seconds,
 		       shard_rate(s), s->last_exit);
 	}
+	for (size_t i = 0; i < PLAN_MAX_EVERY_HOST && m->dests[i].name[0]; i++) {
+		const struct dest_tally *d = &m->dests[i];
+
+		printf("{\"event\":\"destination\",\"dest\":");
+		ndjson_put_string(stdout, d->name);
+		printf(",\"pushes_copied\":%" PRIu64 ",\"pushes_failed\":%" PRIu64
+		       ",\"bytes\":%" PRIu64 ",\"last_failure\":",
+		       d->copied, d->failed, d->bytes);
+		ndjson_put_string(stdout, d->last_status);
+		printf(",\"last_exit\":%d}\n", d->last_exit);
+	}
 	if (m->assembly.entries > 0) {
 		const struct shard_stats *a = &m->assembly;
 
@@ -199,6 +210,17 @@ static void summary_text(const struct merged *m, FILE *f, bool all_shards)
 			"  shard %" PRIu32 ": %" PRIu64 " entries, %" PRIu64 " done, %" PRIu64
 			" failed, %" PRIu64 " pending; %s\n",
 			i, s->entries, s->done, s->failed, s->entries - s->done - s->failed, runs);
+	}
+	for (size_t i = 0; i < PLAN_MAX_EVERY_HOST && m->dests[i].name[0]; i++) {
+		const struct dest_tally *d = &m->dests[i];
+		char esc[1024];
+
+		fprintf(f, "  destination %s: %" PRIu64 " pushes copied, %" PRIu64 " not",
+			log_escape_short(d->name, esc, sizeof(esc)), d->copied, d->failed);
+		if (d->failed) {
+			fprintf(f, " (the last %s, exit %d)", d->last_status, d->last_exit);
+		}
+		fprintf(f, "; %" PRIu64 " bytes received\n", d->bytes);
 	}
 	if (a->entries > 0 && (all_shards || a->done < a->entries)) {
 		fprintf(f,

@@ -356,10 +356,13 @@ static int run_shard(struct runner *ru, struct plan_reader *r, const char *what,
 	j->base = ru->h->base;
 	j->missing_ok = o->missing_ok || ru->h->missing_ok;
 	j->quiet = o->verbose < 0;
-	shard_dest(ru->h, ru->shard, ru->dest, sizeof(ru->dest));
 	apply_plan_options(o, ru->h);
 	copy_set_observer(journal_observe, j);
-	rc = run_pushes(ru, r);
+	rc = runner_dests(ru, ru->shard);
+	if (rc == 0) {
+		rc = run_pushes(ru, r);
+	}
+	runner_dests_free(ru);
 	copy_set_observer(NULL, NULL);
 	for (struct batch *b = &ru->list; b <= &ru->links; b++) {
 		if (b->f) {

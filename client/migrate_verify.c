@@ -125,9 +125,10 @@ static int verify_unproven(void *ud, const struct plan_entry *e)
 		return 0;
 	}
 	if (v->unproven++ < 100 || v->ru.o->verbose > 0) {
-		log_error("%s: not at the destination as the source has it (%s), though its "
+		log_error("%s: not at the destination%s%s as the source has it (%s), though its "
 			  "journal says done",
 			  log_escape_short(e->name, esc, sizeof(esc)),
+			  v->m->h->every_host ? " " : "", v->m->h->every_host ? v->ru.dests[0] : "",
 			  skip_name(proof_level(v->m->h)));
 	}
 	if (ns == &v->m->kept) {
@@ -215,7 +216,12 @@ int verify_all(struct merged *m, struct client_opts *o, struct journal_writer *j
 	struct verifier v = { .ru = { .o = o, .h = m->h }, .m = m, .j = j };
 	int rc;
 
-	snprintf(v.ru.dest, sizeof(v.ru.dest), "%s", dest);
+	v.ru.dests[0] = (char *)dest;
+	v.ru.ndests = 1;
+	/* Proven here, not at the destination a proof before this one looked at. */
+	nameset_unmark_all(&m->ns, NAMESET_PROVEN);
+	nameset_unmark_all(&m->final, NAMESET_PROVEN);
+	nameset_unmark_all(&m->kept, NAMESET_PROVEN);
 	snprintf(v.ru.jpath, sizeof(v.ru.jpath), "%s", jpath);
 	if (batch_open(&v.ru.list, v.ru.jpath, "verify") < 0 ||
 	    marks_init(&v.marks, plan, m->h) < 0) {

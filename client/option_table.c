@@ -463,6 +463,7 @@ FLAG_HANDLER(set_missing_ok, missing_ok)
 FLAG_HANDLER(set_delete, mirror)
 FLAG_HANDLER(set_csv, csv)
 FLAG_HANDLER(set_watch, watch)
+FLAG_HANDLER(set_every_host, every_host)
 
 /* -a: -r -p, as cp -a and rsync -a (less what rdmacp doesn't keep: owners, links). */
 static int set_archive(struct client_opts *o, const char *v)
@@ -617,6 +618,7 @@ const struct client_option client_options[] = {
 	{ "compress", required_argument, 0, NULL, set_compress, "zstd or none" },
 	{ "split-size", required_argument, 0, NULL, set_split_size,
 	  "bytes, with K, M, G or T: 4K .. 1P" },
+	{ "every-host", no_argument, 0, NULL, set_every_host, NULL },
 	{ "shard", required_argument, 0, NULL, set_shard, "I/N (0 <= I < N) or auto" },
 	{ "csv", no_argument, 0, NULL, set_csv, NULL },
 	{ "watch", no_argument, 0, NULL, set_watch, NULL },

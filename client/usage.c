@@ -111,6 +111,8 @@ static const char usage_text[] =
     "                         (default: zstd when PLAN ends in .zst)\n"
     "      --split-size SIZE  plan: files larger than SIZE go in byte ranges of\n"
     "                         about SIZE that shards send apart; finalize joins them\n"
+    "      --every-host       plan: each shard goes to every host of HOST,HOST...:\n"
+    "                         one send, relayed along them (a fan-out)\n"
     "      --shard I/N|auto   run: which shard; auto from Slurm, MPI, PMI or a\n"
     "                         Kubernetes Indexed Job (JOB_COMPLETION_INDEX)\n"
     "      --csv              report: one CSV row per entry\n"

@@ -111,6 +111,9 @@ void plan_put_header(FILE *f, const struct plan_header *h)
 	if (h->missing_ok) {
 		put_bool(f, "missing_ok", true);
 	}
+	if (h->every_host) {
+		put_bool(f, "every_host", true);
+	}
 	plan_put_str(f, "skip", h->skip);
 	if (h->filters) {
 		plan_put_str(f, "filters", h->filters);
@@ -120,6 +123,16 @@ void plan_put_header(FILE *f, const struct plan_header *h)
 	}
 	plan_put_str(f, "digest", h->digest);
 	fputs("}\n", f);
+}
+
+uint32_t plan_host_count(const struct plan_header *h)
+{
+	uint32_t n = 1;
+
+	for (const char *c = h->hosts; *c; c++) {
+		n += *c == ',';
+	}
+	return n;
 }
 
 void plan_digest_final(XXH3_state_t *st, const struct plan_header *h, char out[33])

@@ -42,6 +42,8 @@
 #define PLAN_MAX_FILTERS_LEN (256 * 1024)
 #define PLAN_MAX_RANGES	     PROTO_MAX_PARTS /* ranges of one split file */
 #define PLAN_FT_RANGE	     0x80	     /* plan_entry.ftype of a range entry */
+/* plan --every-host: the hosts one fan-out reaches (the first and its relay chain) */
+#define PLAN_MAX_EVERY_HOST (PROTO_MAX_RELAY_HOPS + 1)
 /* The directory a split file's parts wait in, under the destination: this and 16 id digits. */
 #define PLAN_STAGING_PREFIX ".rdmacp-split."
 
@@ -59,6 +61,8 @@ struct plan_header {
 	bool delta, assume_zero;
 	/* --missing-ok: a name the source loses after the plan does not hold finalize up */
 	bool missing_ok;
+	/* --every-host: each shard goes to every host (a fan-out), not host shard mod n */
+	bool every_host;
 	char skip[16];	/* none, exists, quick, checksum */
 	char *filters;	/* "+ PAT\n- PAT\n..." or NULL (heap) */
 	uint64_t split; /* --split-size: files larger are split in ranges of this; 0: none */
@@ -89,6 +93,8 @@ int plan_new_id(char id[PLAN_ID_LEN + 1]);
 void plan_put_entry(FILE *f, const struct plan_entry *e);
 /* The header line; digest and counts as set in h. */
 void plan_put_header(FILE *f, const struct plan_header *h);
+/* How many hosts the header names (comma-separated). */
+uint32_t plan_host_count(const struct plan_header *h);
 /* The staging directory of a plan's split files: PLAN_STAGING_PREFIX and 16 id digits. */
 void plan_staging_dir(const struct plan_header *h, char out[64]);
 /* The digest of a plan: XXH3-128 over the entry lines, then id, shards and entries. */
@@ -145,7 +151,7 @@ int journal_path(const char *plan, uint32_t shard, char *buf, size_t len);
 
 /* What a journal line says. */
 struct journal_line {
-	enum { JL_HEADER, JL_RUN_START, JL_RUN_END, JL_ENTRY } kind;
+	enum { JL_HEADER, JL_RUN_START, JL_RUN_END, JL_ENTRY, JL_DEST } kind;
 	char plan_id[PLAN_ID_LEN + 1];
 	int64_t shard; /* header: -1 for the final journal */
 	uint32_t shards;
@@ -157,8 +163,8 @@ struct journal_line {
 	char code[32];
 	int64_t range; /* an entry: the range of a split file, -1 for a whole entry */
 	bool has_hash;
-	uint8_t hash[16]; /* a range's XXH3-128, when has_hash */
-	char name[PROTO_MAX_PATH + 1];
+	uint8_t hash[16];	       /* a range's XXH3-128, when has_hash */
+	char name[PROTO_MAX_PATH + 1]; /* JL_DEST: the destination, HOST:PATH */
 };
 /* Parse one journal line (without newline). 0 or -EBADMSG (why set). */
 int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct journal_line *ret,
@@ -180,6 +186,12 @@ int journal_read(int fd, const char *path,
 void journal_put_header(FILE *f, const char *plan_id, int64_t shard, uint32_t shards);
 void journal_put_run(FILE *f, bool start, double t, int exit_code, uint64_t bytes, double secs);
 void journal_put_entry(FILE *f, const char *name, int state, uint64_t bytes, const char *code);
+/*
+ * plan --every-host: one destination's outcome of a push (a fan-out):
+ * state JOURNAL_COPIED or JOURNAL_FAILED, status as rdmacp --json says it.
+ */
+void journal_put_dest(FILE *f, const char *dest, int state, const char *status, uint64_t files,
+		      uint64_t bytes, int exit_code, const char *error);
 /* A range of a split file: its number, and the XXH3-128 of its bytes when done (else NULL). */
 void journal_put_range(FILE *f, const char *name, uint32_t range, int state, uint64_t bytes,
 		       const char *code, const uint8_t hash[16]);
@@ -211,6 +223,8 @@ bool nameset_mark(struct nameset *s, const char *name, uint8_t marks);
 bool nameset_mark_range(struct nameset *s, const char *name, uint32_t r, uint8_t marks);
 /* How many names lack some of marks. */
 size_t nameset_count_unmarked(const struct nameset *s, uint8_t marks);
+/* marks taken off every name (a proof made again, at another destination). */
+void nameset_unmark_all(struct nameset *s, uint8_t marks);
 void nameset_free(struct nameset *s);
 
 /* The digests of ranges (few: huge files only), by file name and range number. */

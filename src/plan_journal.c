@@ -83,6 +83,21 @@ void journal_put_entry(FILE *f, const char *name, int state, uint64_t bytes, con
 	fputs("}\n", f);
 }
 
+void journal_put_dest(FILE *f, const char *dest, int state, const char *status, uint64_t files,
+		      uint64_t bytes, int exit_code, const char *error)
+{
+	fputs("{\"dest\":", f);
+	ndjson_put_string(f, dest);
+	fprintf(f, ",\"state\":\"%s\"", journal_state_name(state));
+	plan_put_str(f, "status", status);
+	fprintf(f, ",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"exit\":%d", files, bytes,
+		exit_code);
+	if (error && *error) {
+		plan_put_str(f, "error", error);
+	}
+	fputs("}\n", f);
+}
+
 static void put_hex(FILE *f, const char *key, const uint8_t *b, size_t n)
 {
 	fprintf(f, ",\"%s\":\"", key);
@@ -230,6 +245,31 @@ static int parse_entry_line(struct ndjson_obj *obj, struct journal_line *ret, co
 	return parse_entry_range(obj, ret, why);
 }
 
+/*
+ * A fan-out destination's outcome of one push: its HOST:PATH (no name of
+ * the plan: not checked as one), copied or failed, how it ended.
+ */
+static int parse_dest_line(struct ndjson_obj *obj, const char *dest, struct journal_line *ret,
+			   const char **why)
+{
+	const char *s;
+	int64_t ex;
+
+	ret->kind = JL_DEST;
+	if (strlen(dest) >= sizeof(ret->name) || ndjson_get_str(obj, "state", &s) < 0 ||
+	    (ret->state = journal_state_parse(s)) < 0 ||
+	    (ret->state != JOURNAL_COPIED && ret->state != JOURNAL_FAILED) ||
+	    ndjson_get_str(obj, "status", &s) < 0 || strlen(s) >= sizeof(ret->code) ||
+	    ndjson_get_u64(obj, "bytes", &ret->bytes) < 0 || ndjson_get_i64(obj, "exit", &ex) < 0) {
+		*why = "a destination's line without its state, status, bytes or exit";
+		return -EBADMSG;
+	}
+	snprintf(ret->code, sizeof(ret->code), "%s", s);
+	snprintf(ret->name, sizeof(ret->name), "%s", dest);
+	ret->exit_code = (int)ex;
+	return 0;
+}
+
 int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct journal_line *ret,
 		  const char **why)
 {
@@ -246,6 +286,9 @@ int journal_parse(const char *line, size_t len, struct ndjson_obj *obj, struct j
 	}
 	if (ndjson_get_str(obj, "run", &s) == 0) {
 		return parse_run_line(obj, s, ret, why);
+	}
+	if (ndjson_get_str(obj, "dest", &s) == 0) {
+		return parse_dest_line(obj, s, ret, why);
 	}
 	return parse_entry_line(obj, ret, why);
 }

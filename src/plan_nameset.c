@@ -138,6 +138,13 @@ size_t nameset_count_unmarked(const struct nameset *s, uint8_t marks)
 	return n;
 }
 
+void nameset_unmark_all(struct nameset *s, uint8_t marks)
+{
+	for (size_t i = 0; i < s->cap; i++) {
+		s->v[i].marks &= (uint8_t)~marks;
+	}
+}
+
 void nameset_free(struct nameset *s)
 {
 	free(s->v);

@@ -195,11 +195,15 @@ static int header_flags(struct plan_reader *r, struct plan_header *h, char *err,
 	if (((q = ndjson_get_bool(&r->obj, "delta", &h->delta)) < 0 && q != -ENOENT) ||
 	    ((q = ndjson_get_bool(&r->obj, "assume_zero_target", &h->assume_zero)) < 0 &&
 	     q != -ENOENT) ||
-	    ((q = ndjson_get_bool(&r->obj, "missing_ok", &h->missing_ok)) < 0 && q != -ENOENT)) {
-		return bad(
-		    r, err, errlen,
-		    "the header's \"delta\", \"assume_zero_target\" or \"missing_ok\" is not "
-		    "true or false");
+	    ((q = ndjson_get_bool(&r->obj, "missing_ok", &h->missing_ok)) < 0 && q != -ENOENT) ||
+	    ((q = ndjson_get_bool(&r->obj, "every_host", &h->every_host)) < 0 && q != -ENOENT)) {
+		return bad(r, err, errlen,
+			   "the header's \"delta\", \"assume_zero_target\", \"missing_ok\" or "
+			   "\"every_host\" is not true or false");
+	}
+	if (h->every_host && plan_host_count(h) > PLAN_MAX_EVERY_HOST) {
+		return bad(r, err, errlen, "\"every_host\" with more than %d hosts",
+			   PLAN_MAX_EVERY_HOST);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		if (ndjson_get_bool(&r->obj, flags[i].key, (bool *)((char *)h + flags[i].off)) <
@@ -236,6 +240,9 @@ static int header_selection(struct plan_reader *r, struct plan_header *h, char *
 	}
 	if (ndjson_get_u64(&r->obj, "split", &h->split) == -EINVAL) {
 		return bad(r, err, errlen, "the header's \"split\" is not a size");
+	}
+	if (h->every_host && h->split) {
+		return bad(r, err, errlen, "\"every_host\" with \"split\": not in this version");
 	}
 	return 0;
 }

@@ -1,0 +1,74 @@
+# Shared by the fan-out tests that need a chain of real daemons (sourced
+# after lib.sh, not run): relay_daemons N... starts one rdmacpd on each
+# 127.0.0.N (one port, each its own config and modules under $T/mN), each
+# relaying with a client certificate of its own ("relay") that every module
+# trusts with 'relay from'. Modules: data (allow client, relay = yes) and
+# dev (the same, with devices = yes: block devices written in place).
+# Then CLIENT=(rdmacp with the client's identity and the port).
+
+command -v jq >/dev/null || skip "jq not installed"
+
+# relay_conf N: the config of the daemon on 127.0.0.N.
+relay_conf() {
+	local n=$1
+	mkdir -p "$T/m$n/data" "$T/m$n/dev"
+	cat >"$T/d$n.conf" <<-EOF
+		[global]
+		listen = 127.0.0.$n:$PORT
+		cert = $T/certs/server.crt
+		key = $T/certs/server.key
+		ca = $T/certs/ca.crt
+		relay certificate = $T/certs/relay.crt
+		relay key = $T/certs/relay.key
+		relay to = 127.0.0.*
+		handshake timeout = 10
+		idle timeout = 60
+	EOF
+	{
+		echo "[data]"
+		echo "path = $T/m$n/data"
+		echo "allow = client"
+		echo "relay = yes"
+		echo "relay from = relay"
+		echo
+		echo "[dev]"
+		echo "path = $T/m$n/dev"
+		echo "allow = client"
+		echo "relay = yes"
+		echo "relay from = relay"
+		echo "devices = yes"
+	} | as_root_modules >>"$T/d$n.conf"
+}
+
+# start_relay_daemon N: the daemon on 127.0.0.N, listening before it returns.
+start_relay_daemon() {
+	local n=$1 i
+	"$RDMACPD" --config "$T/d$n.conf" -v >"$T/d$n.log" 2>&1 &
+	DAEMON_PIDS+=("$!")
+	for i in $(seq 1 200); do
+		(exec 3<>"/dev/tcp/127.0.0.$n/$PORT") 2>/dev/null && return 0
+		kill -0 "$!" 2>/dev/null || { cat "$T/d$n.log"; die "daemon $n exited"; }
+		sleep 0.05
+	done
+	die "daemon $n did not listen on 127.0.0.$n:$PORT"
+}
+
+relay_daemons() {
+	local n hosts=()
+	for n in "$@"; do
+		python3 -c "import socket; socket.socket().bind(('127.0.0.$n', 0))" 2>/dev/null ||
+			skip "cannot bind 127.0.0.$n (the daemons each need a loopback address)"
+		hosts+=(--host "127.0.0.$n")
+	done
+	PORT=$(free_port)
+	"$RDMACP" certs init "$T/certs" "${hosts[@]}" >/dev/null || die "certs init"
+	"$RDMACP" certs issue "$T/certs" --client relay >/dev/null || die "certs issue relay"
+	for n in "$@"; do
+		relay_conf "$n"
+		"$RDMACPD" --config "$T/d$n.conf" --check >"$T/check$n.out" 2>&1 ||
+			die "rdmacpd --check: $(cat "$T/check$n.out")"
+		start_relay_daemon "$n"
+	done
+	CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt"
+		--key "$T/certs/client.key" --ca "$T/certs/ca.crt" -P "$PORT")
+}
