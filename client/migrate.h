@@ -11,12 +11,13 @@
  *
  * What their files share, each file below calling only those above it:
  *   migrate_push.c     the pushes through cmd_copy: the plan's options, list
- *                      files, one push of a list
- *   migrate_fanout.c   a shard's destinations: one host, or all as a fan-out
+ *                      files
  *   migrate_merge.c    reading a plan with its journals, and the merged
  *                      outcome of every entry (report's and finalize's)
  *   migrate_journal.c  writing journals: a run's or finalize's own, and
  *                      finalize's failed lines in the shards' journals
+ *   migrate_fanout.c   one push of a list, to a shard's destinations: one
+ *                      host, or every host as a fan-out (plan --every-host)
  *   migrate_plan.c     rdmacp plan
  *   migrate_ranges.c   a run's ranges of split files
  *   migrate_run.c      rdmacp run
@@ -115,32 +116,6 @@ struct runner {
 	uint64_t kept; /* ranges not sent: their files unchanged at the destination */
 	bool stop;
 };
-
-/* One push of a list of names: the plan's options, --partial, the shard's destination. */
-/*
- * A push's exit code rc, with entries that failed only because the source
- * lost them since the plan (journaled vanished, counted past vanished while
- * the failures stayed at failed) no failure of the run.
- */
-int run_push_outcome(const struct runner *ru, uint64_t failed, uint64_t vanished, int rc);
-int run_push(struct runner *ru, struct batch *b);
-/* A push's exit code into the run's; an interruption stops it. */
-void run_result(struct runner *ru, int rc);
-
-/* ---- migrate_fanout.c: the destinations of the pushes ----------------------------- */
-
-/*
- * ru->dests for shard: the plan's host shard mod n, or every host with
- * --every-host. 0 or an exit code.
- */
-int runner_dests(struct runner *ru, uint32_t shard);
-void runner_dests_free(struct runner *ru);
-/*
- * cmd_copy from src to ru's destinations: several make a fan-out, each
- * one's outcome journaled, and the push's outcomes failed again when one
- * of them did not copy. Returns cmd_copy's exit code.
- */
-int runner_copy(struct runner *ru, const char *src);
 
 /* ---- migrate_merge.c: reading a plan with its journals -------------------------- */
 
@@ -268,6 +243,31 @@ void marks_put(struct journal_marks *jm, uint32_t shard, const char *name, int64
 	       const char *code);
 /* The shards marked, as "3, 17, 40" (the first few, then how many more); how many. */
 size_t marks_shards(const struct journal_marks *jm, char *buf, size_t len);
+
+/* ---- migrate_fanout.c: one push of a list, to its destinations ------------------- */
+
+/*
+ * ru->dests for shard: the plan's host shard mod n, or every host with
+ * --every-host. 0 or an exit code.
+ */
+int runner_dests(struct runner *ru, uint32_t shard);
+void runner_dests_free(struct runner *ru);
+/*
+ * cmd_copy from src to ru's destinations: several make a fan-out, each
+ * one's outcome journaled, and the push's outcomes failed again when one
+ * of them did not copy. Returns cmd_copy's exit code.
+ */
+int runner_copy(struct runner *ru, const char *src);
+/* One push of a list of names: the plan's options, --partial, the shard's destination. */
+/*
+ * A push's exit code rc, with entries that failed only because the source
+ * lost them since the plan (journaled vanished, counted past vanished while
+ * the failures stayed at failed) no failure of the run.
+ */
+int run_push_outcome(const struct runner *ru, uint64_t failed, uint64_t vanished, int rc);
+int run_push(struct runner *ru, struct batch *b);
+/* A push's exit code into the run's; an interruption stops it. */
+void run_result(struct runner *ru, int rc);
 
 /* ---- migrate_ranges.c: a run's ranges of split files ---------------------------- */
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The destinations of a migration's pushes (migrate.h): the plan's host
- * shard mod n, or with plan --every-host every host, one push reaching them
- * all as a fan-out (fanout.h). A fan-out push journals one line per
+ * A migration's pushes (migrate.h): one push of a list and what its exit
+ * code does to a run's, and their destinations: the plan's host shard mod
+ * n, or with plan --every-host every host, one push reaching them all as a
+ * fan-out (fanout.h). A fan-out push journals one line per
  * destination (its outcome of that push); when one of them did not copy,
  * every outcome the push journaled done is followed by a failed one, so
  * that the shard's next run sends it again, to all of them (a destination
@@ -185,4 +186,49 @@ int runner_copy(struct runner *ru, const char *src)
 		}
 	}
 	return rc;
+}
+
+int run_push_outcome(const struct runner *ru, uint64_t failed, uint64_t vanished, int rc)
+{
+	/* Entries that failed only because the source lost them: no failure of the run. */
+	if ((rc == EXIT_PARTIAL || rc == EXIT_LOCAL_IO) && ru->j && ru->j->failed == failed &&
+	    ru->j->vanished > vanished) {
+		return 0;
+	}
+	return rc;
+}
+
+/* One push of a list of names: the plan's options, --partial, the shard's destination. */
+int run_push(struct runner *ru, struct batch *b)
+{
+	struct client_opts *o = ru->o;
+	uint64_t failed = ru->j ? ru->j->failed : 0, vanished = ru->j ? ru->j->vanished : 0;
+	int rc;
+
+	if (fflush(b->f) != 0) {
+		return EXIT_LOCAL_IO;
+	}
+	snprintf(o->files_from, sizeof(o->files_from), "%s", b->path);
+	o->from0 = true;
+	rc = run_push_outcome(ru, failed, vanished, runner_copy(ru, ru->h->base));
+	if (ftruncate(fileno(b->f), 0) < 0 || fseek(b->f, 0, SEEK_SET) < 0) {
+		return EXIT_LOCAL_IO;
+	}
+	b->n = 0;
+	return rc;
+}
+
+void run_result(struct runner *ru, int rc)
+{
+	if (rc != 0 && ru->rc == 0) {
+		ru->rc = rc;
+	}
+	if (rc == EXIT_INTERRUPTED || copy_interrupted()) {
+		ru->rc = EXIT_INTERRUPTED;
+		ru->stop = true;
+	} else if (rc == EXIT_DAEMON_STOPPING) {
+		/* The next batch would find no daemon: stop, and say why. */
+		ru->rc = EXIT_DAEMON_STOPPING;
+		ru->stop = true;
+	}
 }
