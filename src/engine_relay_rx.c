@@ -4,8 +4,8 @@
  * is told to its relay child on the feed (relay_feed.h) as it lands, so the
  * child forwards each file while it still arrives. ENTRY when a regular
  * file's data file is open (its descriptor passed when the record goes), a
- * directory is made or kept, a symlink is made, a file is kept (its final
- * name opened read-only); RANGE as the contiguous prefix of what is on the
+ * directory or a symlink is made or kept, a file is kept (its final name
+ * opened read-only); RANGE as the contiguous prefix of what is on the
  * disk grows (rx_written: written, zeros, unchanged; ranges may land out of
  * order, so each file keeps a small sorted list of what is there beyond
  * its prefix); DONE when it settles, with the source's digest from
@@ -365,26 +365,34 @@ static uint32_t rrx_dir(struct engine *e, const struct efile *f, char *text, siz
 	return PERR_OK;
 }
 
-/* A directory made is done; a symlink made now: its ENTRY and DONE at once (its target as made). */
-static int rrx_answered(struct engine *e, struct efile *f)
+/* A symlink made or kept: its ENTRY and DONE at once, its target as it is here. */
+static void rrx_symlink(struct engine *e, struct efile *f)
 {
 	char target[PROTO_MAX_PATH + 1];
 	ssize_t n;
 
-	if (f->ftype == PROTO_FT_DIR && rrx_file(e, f)->entered) {
-		rrx_done(e, f, true, PERR_OK, NULL);
-		return 0;
-	}
-	if (f->ftype != PROTO_FT_SYMLINK || f->dir < 0 || engine_probe(e)) {
-		return 0;
+	if (f->dir < 0 || engine_probe(e)) {
+		return;
 	}
 	n = readlinkat(e->dirs[f->dir].fd, f->leaf, target, sizeof(target) - 1);
 	if (n <= 0) {
-		return 0; /* not forwarded: the child never hears of it */
+		return; /* not forwarded: the child never hears of it */
 	}
 	target[n] = '\0';
 	if (rrx_entry(e, f, PROTO_FT_SYMLINK, target, false, -1, 0) == 0) {
 		rrx_done(e, f, true, PERR_OK, NULL);
+	}
+}
+
+/* A directory made is done; a symlink made now is forwarded. */
+static int rrx_answered(struct engine *e, struct efile *f)
+{
+	if (f->ftype == PROTO_FT_DIR && rrx_file(e, f)->entered) {
+		rrx_done(e, f, true, PERR_OK, NULL);
+		return 0;
+	}
+	if (f->ftype == PROTO_FT_SYMLINK) {
+		rrx_symlink(e, f);
 	}
 	return 0;
 }
@@ -402,8 +410,13 @@ static void rrx_kept(struct engine *e, struct efile *f)
 		rrx_done(e, f, true, PERR_OK, NULL);
 		return;
 	}
+	if (f->ftype == PROTO_FT_SYMLINK) {
+		/* Kept only when its target is the source's: the next hop needs it too. */
+		rrx_symlink(e, f);
+		return;
+	}
 	if (f->ftype != PROTO_FT_REG) {
-		return; /* a symlink kept: its target is the destination's (not forwarded) */
+		return;
 	}
 	fd = rrx_open_final(e, f);
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
