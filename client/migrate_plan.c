@@ -507,12 +507,6 @@ static int plan_check_every_host(const struct client_opts *o, const struct remot
 			  "(relay chains) in this version: plan each host on its own");
 		return EXIT_USAGE;
 	}
-	/* Each destination would assemble its own parts: finalize has one word per split file. */
-	if (o->split_size) {
-		log_error("--every-host: --split-size is not possible with several destinations in "
-			  "this version: plan each host on its own to split files");
-		return EXIT_USAGE;
-	}
 	return 0;
 }
 

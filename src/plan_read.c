@@ -241,9 +241,6 @@ static int header_selection(struct plan_reader *r, struct plan_header *h, char *
 	if (ndjson_get_u64(&r->obj, "split", &h->split) == -EINVAL) {
 		return bad(r, err, errlen, "the header's \"split\" is not a size");
 	}
-	if (h->every_host && h->split) {
-		return bad(r, err, errlen, "\"every_host\" with \"split\": not in this version");
-	}
 	return 0;
 }
 
