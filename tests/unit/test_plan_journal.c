@@ -140,6 +140,43 @@ static void test_journal_lines(void **state)
 	assert_int_equal(journal_parse(buf, strlen(buf), &obj, &jl, &why), -EBADMSG);
 }
 
+/* plan --every-host: a destination's outcome of a push; a malformed one refused. */
+static void test_journal_dests(void **state)
+{
+	static const char *const bad[] = {
+		"{\"dest\":\"h:m/\",\"status\":\"copied\",\"bytes\":1,\"exit\":0}",
+		"{\"dest\":\"h:m/\",\"state\":\"skipped\",\"status\":\"copied\",\"bytes\":1,"
+		"\"exit\":0}",
+		"{\"dest\":\"h:m/\",\"state\":\"copied\",\"bytes\":1,\"exit\":0}",
+		"{\"dest\":\"h:m/\",\"state\":\"copied\",\"status\":\"copied\",\"exit\":0}",
+		"{\"dest\":\"h:m/\",\"state\":\"copied\",\"status\":\"copied\",\"bytes\":1}",
+		"{\"dest\":\"h:m/\",\"state\":\"failed\",\"status\":"
+		"\"a status far longer than any status is\",\"bytes\":1,\"exit\":0}",
+		"{\"dest\":7,\"state\":\"copied\",\"status\":\"copied\",\"bytes\":1,\"exit\":0}",
+	};
+	struct journal_line jl;
+	char buf[1024];
+	const char *why;
+	FILE *f;
+
+	(void)state;
+	f = fmemopen(buf, sizeof(buf), "w");
+	journal_put_dest(f, "[::1]:m/p/", JOURNAL_FAILED, "unreached", 0, 0, 11, "down\n");
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	assert_int_equal(journal_parse(buf, strlen(buf), &obj, &jl, &why), 0);
+	assert_int_equal(jl.kind, JL_DEST);
+	assert_int_equal(jl.state, JOURNAL_FAILED);
+	assert_int_equal(jl.exit_code, 11);
+	assert_string_equal(jl.name, "[::1]:m/p/");
+	assert_string_equal(jl.code, "unreached");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (journal_parse(bad[i], strlen(bad[i]), &obj, &jl, &why) != -EBADMSG) {
+			fail_msg("accepted: %s", bad[i]);
+		}
+	}
+}
+
 static void test_nameset(void **state)
 {
 	struct nameset s = { 0 };
@@ -314,6 +351,11 @@ static void test_nameset_marks(void **state)
 	assert_int_equal(nameset_put(&s, "a", JOURNAL_FAILED, "X"), 0);
 	assert_int_equal(nameset_get(&s, "a")->marks, NAMESET_PLANNED);
 	assert_int_equal(nameset_count_unmarked(&s, NAMESET_PLANNED | NAMESET_PROVEN), 3);
+	/* A proof made again (at another destination): only the marks asked for go. */
+	assert_true(nameset_mark(&s, "a", NAMESET_PROVEN));
+	nameset_unmark_all(&s, NAMESET_PROVEN);
+	assert_int_equal(nameset_get(&s, "a")->marks, NAMESET_PLANNED);
+	assert_int_equal(nameset_get(&s, "a")->state, JOURNAL_FAILED);
 	nameset_free(&s);
 }
 
@@ -323,7 +365,8 @@ int main(void)
 		cmocka_unit_test(test_ndjson_values), cmocka_unit_test(test_ndjson_bad),
 		cmocka_unit_test(test_ndjson_names),  cmocka_unit_test(test_journal_lines),
 		cmocka_unit_test(test_nameset),	      cmocka_unit_test(test_journal_ranges),
-		cmocka_unit_test(test_journal_read),  cmocka_unit_test(test_nameset_marks),
+		cmocka_unit_test(test_journal_dests), cmocka_unit_test(test_journal_read),
+		cmocka_unit_test(test_nameset_marks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
