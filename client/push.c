@@ -315,8 +315,6 @@ static void push_source(struct push_sources *ps, struct told_source *told, struc
 			struct engine_source *ret)
 {
 	if (given.n) {
-		/* From the first again: a fan-out tries the next destination with them all. */
-		given.next = 0;
 		told->inner = (struct engine_source){ .next = given_next };
 	} else if (ps->walk) {
 		walk_source(ps->walk, &told->inner);

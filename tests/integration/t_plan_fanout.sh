@@ -23,6 +23,9 @@
 #      saying why); a header edited to 18 hosts is refused by run (exit 19)
 #   6. split files (--split-size): every range relayed, each destination
 #      assembles its own parts; byte-exact everywhere, no staging left
+#   7. the same with the first destination down: the ranges go to the
+#      others (exit 25); with it back the shard again and finalize: all
+#      byte-exact
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -184,6 +187,25 @@ for n in 2 3 4; do
 	[ -z "$(ls -A "$T/m$n/data/s" | grep -v '^tree$')" ] &&
 		pass "6: 127.0.0.$n: no staging directory left" ||
 		fail "6: 127.0.0.$n holds: $(ls -A "$T/m$n/data/s")"
+done
+
+echo "--- 7. split files with the first destination down: the next takes its place"
+stop_daemon "${DAEMON_PIDS[0]}"
+head -c $((2 << 20)) /dev/urandom >"$T/src/tree/big2"
+P7=$T/plans/p7.plan
+expect_rc 0 "7: plan, 1 shard" "${CLIENT[@]}" plan -a --shards 1 --split-size 1M --every-host \
+	"$T/src/tree" "$HOSTS:data/s7/" -o "$P7"
+expect_rc 25 "7: run with 127.0.0.2 down" "${CLIENT[@]}" -q run "$P7" --shard 0/1
+for n in 3 4; do
+	parts=$(find "$T/m$n/data/s7" -path '*.rdmacp-split.*' -type f 2>/dev/null | wc -l)
+	[ "$parts" = 5 ] && pass "7: 127.0.0.$n got the 5 ranges all the same" ||
+		fail "7: 127.0.0.$n has $parts parts"
+done
+start_relay_daemon 2
+expect_rc 0 "7: the shard again, 127.0.0.2 back" "${CLIENT[@]}" -q run "$P7" --shard 0/1
+expect_rc 0 "7: finalize" "${CLIENT[@]}" -q finalize "$P7"
+for n in 2 3 4; do
+	expect_same_tree "7: 127.0.0.$n" "$T/src/tree" "$T/m$n/data/s7/tree"
 done
 
 finish
