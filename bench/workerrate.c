@@ -10,6 +10,10 @@
  *   copy+open   slot_open_copy: a sealed slot's descriptor and payload copied
  *               and AES-256-GCM-opened block by block (the receiver, sealed)
  *   seal        the sender's seal of a slot in place (descriptor, payload, tag)
+ *   hash,seal   a sender's chunk hashed, then sealed: two passes (the loop's
+ *               before the seal moved to workers)
+ *   hash+seal   slot_seal_at: hashed and sealed block by block in one pass
+ *               (the sender's seal job on a worker, engine_seal.c)
  * The slots are distinct buffers over more memory than the caches hold, as a
  * ring written by a NIC is: each pass reads DRAM. usage: workerrate [CHUNK_KIB]
  * [TOTAL_MIB] [SECONDS_PER_CASE].
@@ -93,6 +97,27 @@ static void seal_slot(struct rate_ctx *c, uint32_t i)
 	}
 }
 
+/* A sender's chunk hashed and sealed: one pass (slot_seal_at), or a hash pass first. */
+static void hash_seal(struct rate_ctx *c, uint32_t i, bool fused)
+{
+	static struct file_hash h;
+	struct proto_desc d = { .file_id = 1, .len = c->chunk, .offset = (uint64_t)i * c->chunk };
+	uint8_t *buf = c->ring + (size_t)i * c->chunk;
+
+	if (!h.state && file_hash_init(&h) < 0) {
+		abort();
+	}
+	if (!fused) {
+		file_hash_update(&h, buf, c->chunk);
+	}
+	proto_desc_encode(&d, c->desc[i]);
+	c->count[i] = c->seal.count;
+	if (slot_seal_at(&c->seal, i, c->seal.count, c->desc[i], buf, c->chunk, fused ? &h : NULL) <
+	    0) {
+		abort();
+	}
+}
+
 static void open_slot(struct rate_ctx *c, uint32_t i)
 {
 	struct proto_desc d;
@@ -105,7 +130,7 @@ static void open_slot(struct rate_ctx *c, uint32_t i)
 	}
 }
 
-enum rate_case { R_COPY, R_COPY_HASH, R_COPY_HASH2, R_HASH, R_OPEN, R_SEAL };
+enum rate_case { R_COPY, R_COPY_HASH, R_COPY_HASH2, R_HASH, R_OPEN, R_SEAL, R_HASH_SEAL, R_FUSED };
 
 static void one(struct rate_ctx *c, enum rate_case k, uint32_t i)
 {
@@ -127,6 +152,10 @@ static void one(struct rate_ctx *c, enum rate_case k, uint32_t i)
 		break;
 	case R_SEAL:
 		seal_slot(c, i);
+		break;
+	case R_HASH_SEAL:
+	case R_FUSED:
+		hash_seal(c, i, k == R_FUSED);
 		break;
 	}
 }
@@ -158,8 +187,8 @@ static double rate(struct rate_ctx *c, enum rate_case k, double secs)
 
 int main(int argc, char **argv)
 {
-	static const char *const names[] = { "copy", "copy+hash", "copy+hash2",
-					     "hash", "copy+open", "seal" };
+	static const char *const names[] = { "copy",	  "copy+hash", "copy+hash2", "hash",
+					     "copy+open", "seal",      "hash,seal",  "hash+seal" };
 	uint32_t chunk_kib = argc > 1 ? (uint32_t)atoi(argv[1]) : 1024;
 	uint64_t total_mib = argc > 2 ? (uint64_t)atoi(argv[2]) : 512;
 	double secs = argc > 3 ? atof(argv[3]) : 2.0;
@@ -184,7 +213,7 @@ int main(int argc, char **argv)
 	memset(c.copy, 0, (size_t)4 * c.chunk);
 	printf("one thread, slots of %u KiB over %llu MiB, %.1f s of CPU a case\n", chunk_kib,
 	       (unsigned long long)total_mib, secs);
-	for (enum rate_case k = R_COPY; k <= R_SEAL; k++) {
+	for (enum rate_case k = R_COPY; k <= R_FUSED; k++) {
 		printf("%-11s %6.2f GB/s per core\n", names[k], rate(&c, k, secs));
 	}
 	lane_seal_fini(&c.seal);

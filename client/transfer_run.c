@@ -288,7 +288,7 @@ static void engine_setup(struct daemon_conn *s, struct xfer *x, struct engine_pa
 	ep->busy_poll = o->busy_poll;
 	ep->hash_threads =
 	    engine_hash_threads(o->hash_threads, xp && xp->ops->kind == XPORT_KIND_VERBS);
-	if (ep->hash_threads > 0 && !ep->seal_slots) {
+	if (ep->hash_threads > 0) {
 		log_debug("%u hashing threads", ep->hash_threads);
 	}
 	ep->peer_caps = s->hello.caps;

@@ -336,7 +336,7 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o,
 		 pull_srcs ? "pull from" : "push to", gr->m->name, ln.xp.nlanes, ln.ops->name,
 		 ln.xp.write_send ? " (WRITE + SEND)" : "", ln.sealed ? "encrypted (" : "in clear",
 		 ln.sealed ? serve_lanes_cipher(&ln) : "", ln.sealed ? ")" : "");
-	if (ep.hash_threads > 0 && !ep.seal_slots) {
+	if (ep.hash_threads > 0) {
 		log_debug("%s: %u hashing threads", c->peer, ep.hash_threads);
 	}
 	if (pull_srcs) {

@@ -560,7 +560,7 @@ bool engine_tx_done_ready(struct engine *e, struct efile *f);
 uint32_t engine_tx_digest(struct engine *e, struct efile *f, uint8_t *hash, char *text,
 			  size_t textlen);
 int engine_tx_seal(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot, uint8_t *stage,
-		   uint32_t *io_len);
+		   uint32_t *io_len, struct file_hash **hash);
 int engine_tx_repost(struct engine *e, uint32_t ci);
 /* engine_tx_post.c: for the features' claims. */
 bool tx_kept(const struct efile *f, uint64_t off, uint32_t len);
@@ -627,12 +627,13 @@ const char *file_fail_text(const struct efile *f);
 char *file_tmpname(struct efile *f);
 
 /*
- * engine_tx.c: pool chunk ci (len bytes of file_id at off) into the receiver's
- * next free slot on lane: the payload WRITE, then the descriptor's
- * WRITE_WITH_IMM behind it on the same lane. Returns the slot, or -errno.
+ * engine_tx_post.c: pool chunk ci (len bytes of file_id at off) into the receiver's
+ * next free slot on lane: the payload WRITE, then the descriptor's WRITE_WITH_IMM
+ * behind it (tx_post_push). hash: as engine_tx_seal's. Returns the slot, or -errno.
  */
 int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
-		 uint32_t len, uint32_t pieces);
+		 uint32_t len, uint32_t pieces, struct file_hash **hash);
+int tx_post_push(struct engine *e, uint32_t ci);
 /* The same for a chunk posted before on a lane now lost: its slot and descriptor again. */
 int tx_post_again(struct engine *e, uint32_t ci, unsigned lane);
 int tx_send_done(struct engine *e, struct efile *f);

@@ -286,7 +286,7 @@ static int btx_post(struct engine *e, uint32_t ci, unsigned lane)
 		engine_bench_stamp(buf, len, 0, e->p->bench_seed);
 	}
 	e->chunks[ci].state = CH_POSTED;
-	slot = tx_post_slot(e, ci, lane, BENCH_STREAM_ID, off, len, 0);
+	slot = tx_post_slot(e, ci, lane, BENCH_STREAM_ID, off, len, 0, NULL);
 	if (slot < 0) {
 		return slot;
 	}

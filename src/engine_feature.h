@@ -15,6 +15,7 @@
 
 struct engine;
 struct efile;
+struct file_hash;
 struct msg;
 struct proto_desc;
 struct proto_file;
@@ -181,9 +182,12 @@ enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX
  *               before ranges of another kind (one order for all: a
  *               feature noting a range flushes the others' first,
  *               engine_tx_flush_others).
- *   tx_seal     chunk ci, hashed, goes to slot on lane (its descriptor
- *               encoded in stage): the feature may change its bytes in place
- *               (sealed slots) and *io_len, the payload bytes posted.
+ *   tx_seal     chunk ci goes to slot on lane (its descriptor encoded in
+ *               stage): the feature may change its bytes in place (sealed
+ *               slots) and *io_len, the payload bytes posted, after feeding
+ *               them to *hash (when not NULL: then it sets it to NULL). 0:
+ *               post it now; ENGINE_TX_LATER: the feature pushes it itself
+ *               (tx_post_push) once done off the loop, in its lane's order.
  *   tx_repost   chunk ci, posted on a lane now lost, goes again: its bytes
  *               back to what tx_seal was given.
  *   tx_source   the sender's next entry comes from the feature, not from
@@ -203,6 +207,7 @@ enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX
  */
 #define ENGINE_TX_TAKEN 2
 #define ENGINE_TX_FULL	3
+#define ENGINE_TX_LATER 4
 struct engine_src;
 
 /* What a ready chunk came to: nothing yet, taken (progress), or stop posting this turn. */
@@ -265,7 +270,7 @@ struct engine_feature {
 	int (*tx_zero)(struct engine *e, struct efile *f, uint64_t off, uint64_t len, bool now);
 	int (*tx_flush)(struct engine *e);
 	int (*tx_seal)(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot, uint8_t *stage,
-		       uint32_t *io_len);
+		       uint32_t *io_len, struct file_hash **hash);
 	int (*tx_repost)(struct engine *e, uint32_t ci);
 	int (*tx_source)(struct engine *e, const struct engine_src **ret, char *why, size_t whylen);
 	uint64_t (*tx_avail)(const struct engine *e, const struct efile *f);

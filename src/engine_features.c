@@ -543,14 +543,15 @@ int engine_rx_open(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane)
 }
 
 int engine_tx_seal(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot, uint8_t *stage,
-		   uint32_t *io_len)
+		   uint32_t *io_len, struct file_hash **hash)
 {
 	for (unsigned i = 0; i < e->nfeat; i++) {
-		int r =
-		    e->feat[i]->tx_seal ? e->feat[i]->tx_seal(e, ci, lane, slot, stage, io_len) : 0;
+		int r = e->feat[i]->tx_seal
+			    ? e->feat[i]->tx_seal(e, ci, lane, slot, stage, io_len, hash)
+			    : 0;
 
-		if (r < 0) {
-			return r;
+		if (r != 0) {
+			return r; /* -errno, or ENGINE_TX_LATER: the feature pushes it */
 		}
 	}
 	return 0;

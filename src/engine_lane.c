@@ -309,6 +309,38 @@ void slot_aad(uint32_t slot, uint8_t aad[4])
 }
 
 /*
+ * Sender: seal a slot with s (a key of the slot's lane, encrypting) at
+ * count, for aad_slot: its descriptor (stage: PROTO_DESC_LEN bytes, the tag
+ * written behind them) and its payload buf[0, len) in place, block by
+ * block, each block first fed to hash (when not NULL) while it is still
+ * clear and in cache: one pass over the bytes. Touches nothing of the
+ * engine's: a worker thread runs it with a key of its own.
+ */
+int slot_seal_at(struct lane_seal *s, uint32_t aad_slot, uint64_t count,
+		 uint8_t stage[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], uint8_t *buf, uint32_t len,
+		 struct file_hash *hash)
+{
+	uint8_t aad[4];
+	int r;
+
+	slot_aad(aad_slot, aad);
+	s->count = count;
+	r = lane_seal_begin(s, aad, sizeof(aad));
+	if (r >= 0) {
+		r = lane_seal_update(s, stage, stage, PROTO_DESC_LEN);
+	}
+	for (uint32_t at = 0; at < len && r >= 0; at += ENGINE_BLOCK) {
+		uint32_t n = MIN(ENGINE_BLOCK, len - at);
+
+		if (hash) {
+			file_hash_update(hash, buf + at, n);
+		}
+		r = lane_seal_update(s, buf + at, buf + at, n);
+	}
+	return r < 0 ? r : lane_seal_end(s, stage + PROTO_DESC_LEN);
+}
+
+/*
  * Receiver: open a sealed slot with s (a key of the slot's lane) at the
  * slot's count: its descriptor (sealed: PROTO_DESC_LEN bytes and the tag)
  * into d, and its payload from src (in the peer's reach) into dst (the

@@ -207,7 +207,7 @@ static int tx_post_pack(struct engine *e, uint32_t ci, unsigned lane)
 		proto_piece_encode(&pc, buf + c->fill + (size_t)n++ * PROTO_PIECE_LEN);
 	}
 	assert(n == c->npieces);
-	slot = tx_post_slot(e, ci, lane, 0, 0, len, n);
+	slot = tx_post_slot(e, ci, lane, 0, 0, len, n, NULL);
 	if (slot < 0) {
 		return slot;
 	}

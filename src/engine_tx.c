@@ -428,9 +428,8 @@ static int tx_setup(struct engine *e)
 	if (!e->chunks || !e->free_slots) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
-	/* Sealed slots are sealed in place once hashed: those hash here. */
-	if (!e->sealed &&
-	    hashers_start(e, MIN(e->p->hash_threads, ENGINE_HASH_THREADS_MAX), tx_hashed) < 0) {
+	/* Sealed slots are hashed and sealed in one job on them (engine_seal.c). */
+	if (hashers_start(e, MIN(e->p->hash_threads, ENGINE_HASH_THREADS_MAX), tx_hashed) < 0) {
 		return e->fail_r;
 	}
 	return tx_wait_ring(e);

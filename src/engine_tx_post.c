@@ -6,17 +6,17 @@
  */
 #include "engine_tx.h"
 
-/* Pool chunk ci, its descriptor c->desc, into slot on lane: payload, then the descriptor. */
-static int tx_post_at(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot)
+/* Chunk ci on its lane (c->lane, c->slot, c->post_len): its payload, then its descriptor. */
+int tx_post_push(struct engine *e, uint32_t ci)
 {
-	struct chunk *c = &e->chunks[ci];
-	uint8_t *stage = e->desc_area + (size_t)ci * e->desc_len;
+	const struct chunk *c = &e->chunks[ci];
+	unsigned lane = c->lane;
 	struct xport_wr data = {
 		.opcode = XPORT_OP_WRITE,
 		.mr = e->mr,
 		.buf = pool_chunk(e->pool, ci),
-		.len = c->desc.len,
-		.remote_addr = e->rring_addr + (uint64_t)slot * e->p->chunk_size,
+		.len = c->post_len,
+		.remote_addr = e->rring_addr + (uint64_t)c->slot * e->p->chunk_size,
 		.rkey = e->rkey[lane],
 		.lane = lane,
 	};
@@ -24,43 +24,56 @@ static int tx_post_at(struct engine *e, uint32_t ci, unsigned lane, uint32_t slo
 		.opcode = XPORT_OP_WRITE_IMM,
 		.flags = XPORT_SEND_INLINE,
 		.mr = e->mr,
-		.buf = stage,
+		.buf = e->desc_area + (size_t)ci * e->desc_len,
 		.len = e->desc_len,
-		.remote_addr = e->rdesc_addr + (uint64_t)slot * e->desc_len,
+		.remote_addr = e->rdesc_addr + (uint64_t)c->slot * e->desc_len,
 		.rkey = e->rkey[lane],
-		.imm = proto_imm(PROTO_IMM_DATA, slot),
+		.imm = proto_imm(PROTO_IMM_DATA, c->slot),
 		.lane = lane,
 	};
+	int r = lane_push(e, &data, -1);
+
+	return r < 0 ? r : lane_push_slot(e, &desc, (int32_t)ci, c->slot);
+}
+
+/*
+ * Pool chunk ci, its descriptor c->desc, into slot on lane. *hash (hash
+ * NULL: none): the stream its bytes feed, left for the caller unless a
+ * feature fed it in its own pass (sealed slots hash and seal in one).
+ */
+static int tx_post_at(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot,
+		      struct file_hash **hash)
+{
+	struct chunk *c = &e->chunks[ci];
+	uint8_t *stage = e->desc_area + (size_t)ci * e->desc_len;
+	struct file_hash *none = NULL;
 	int r;
 
 	proto_desc_encode(&c->desc, stage);
 	c->lane = (uint8_t)lane;
-	/* Hashed already: a feature may seal it in place (and post less, a test's cut). */
-	r = engine_tx_seal(e, ci, lane, slot, stage, &data.len);
-	if (r < 0) {
-		return r;
-	}
-	c->post_len = data.len;
-	r = lane_push(e, &data, -1);
-	if (r >= 0) {
-		r = lane_push_slot(e, &desc, (int32_t)ci, slot);
-	}
-	if (r < 0) {
-		return r;
-	}
+	c->slot = slot;
+	c->post_len = c->desc.len;
 	lane_slot_posted(e, slot, lane);
-	return (int)slot;
+	/*
+	 * A feature may seal it in place (and post less, a test's cut), now or
+	 * on a worker: then it pushes the chunk itself once sealed (tx_post_push).
+	 */
+	r = engine_tx_seal(e, ci, lane, slot, stage, &c->post_len, hash ? hash : &none);
+	if (r == 0) {
+		r = tx_post_push(e, ci);
+	}
+	return r < 0 ? r : (int)slot;
 }
 
 int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
-		 uint32_t len, uint32_t pieces)
+		 uint32_t len, uint32_t pieces, struct file_hash **hash)
 {
 	uint32_t slot = e->free_slots[--e->nfree_slots];
 
 	e->chunks[ci].desc = (struct proto_desc){
 		.file_id = file_id, .len = len, .offset = off, .seq = ++e->seq, .pieces = pieces
 	};
-	return tx_post_at(e, ci, lane, slot);
+	return tx_post_at(e, ci, lane, slot, hash);
 }
 
 int tx_post_again(struct engine *e, uint32_t ci, unsigned lane)
@@ -71,7 +84,7 @@ int tx_post_again(struct engine *e, uint32_t ci, unsigned lane)
 	if (r < 0) {
 		return r;
 	}
-	return tx_post_at(e, ci, lane, c->slot);
+	return tx_post_at(e, ci, lane, c->slot, NULL);
 }
 
 /* Chunk ci, next in its file's order, hashed and posted (tx_post_slot). */
@@ -79,20 +92,21 @@ static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 {
 	struct chunk *c = &e->chunks[ci];
 	struct efile *f = file_at(e, c->fidx);
-	int slot;
+	struct file_hash *hash = f->tree ? NULL : &f->hash;
+	int slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len, 0, &hash);
 
-	if (e->hashers && !f->tree) {
-		/* Its thread hashes it while it goes; freed when both are done. */
+	if (slot < 0) {
+		return slot;
+	}
+	/* Still to hash (read only, so beside the lane's read): its thread, or here. */
+	if (hash && e->hashers) {
+		/* Freed when both are done. */
 		if (hashers_queue(e, f, ci, pool_chunk(e->pool, ci), c->len) < 0) {
 			return e->fail_r;
 		}
 		c->hashing = true;
-	} else if (!f->tree) {
-		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
-	}
-	slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len, 0);
-	if (slot < 0) {
-		return slot;
+	} else if (hash) {
+		file_hash_update(hash, pool_chunk(e->pool, ci), c->len);
 	}
 	c->state = CH_POSTED;
 	c->slot = (uint32_t)slot;

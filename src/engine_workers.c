@@ -27,12 +27,28 @@
  */
 #include "engine-internal.h"
 
-/* A worker queue's local: its thread's own keys for sealed slots, one per lane. */
+/*
+ * A worker queue's local: its thread's own keys for sealed slots, one per
+ * lane, to open (a receiver's) or to seal (a sender's).
+ */
 struct worker_keys {
 	const struct engine_params *p; /* the session's secret and suite */
 	struct lane_seal seal[XPORT_MAX_LANES];
 	bool seal_ok[XPORT_MAX_LANES];
 };
+
+/* The thread's key of lane, made at its first use: encrypt for a sender's seals. */
+static struct lane_seal *worker_key(struct worker_keys *w, unsigned lane, bool encrypt, int *r)
+{
+	struct lane_seal *s = &w->seal[lane];
+
+	*r = 0;
+	if (!w->seal_ok[lane]) {
+		*r = slot_key_init(w->p, s, lane, encrypt);
+		w->seal_ok[lane] = *r >= 0;
+	}
+	return s;
+}
 
 /* The workers: n queues of the pool (q0 on), one thread each. */
 struct hashers {
@@ -43,17 +59,25 @@ struct hashers {
 /* The slot's sealed descriptor, then its payload: copied block by block, opened in place. */
 static int job_open(struct worker_keys *w, struct wjob *j)
 {
-	struct lane_seal *s = &w->seal[j->lane];
 	int r;
+	struct lane_seal *s = worker_key(w, j->lane, false, &r);
 
-	if (!w->seal_ok[j->lane]) {
-		r = slot_key_init(w->p, s, j->lane, false);
-		if (r < 0) {
-			return r;
-		}
-		w->seal_ok[j->lane] = true;
+	if (r < 0) {
+		return r;
 	}
 	return slot_open_copy(s, j->ring, j->count, j->sealed, j->src, j->dst, j->len, &j->d);
+}
+
+/* A sender's chunk: hashed (j->hash) and sealed in place in one pass, its descriptor too. */
+static int job_seal(struct worker_keys *w, struct wjob *j)
+{
+	int r;
+	struct lane_seal *s = worker_key(w, j->lane, true, &r);
+
+	if (r < 0) {
+		return r;
+	}
+	return slot_seal_at(s, j->ring, j->count, j->sealed, j->dst, j->len, j->hash);
 }
 
 /* A copy job: src to dst in blocks, each one hashed (stream, chunk digest) while in cache. */
@@ -111,6 +135,9 @@ static void job_run(struct engine_job *job, void *local)
 		break;
 	case WJOB_RUN:
 		j->rc = j->run(j);
+		break;
+	case WJOB_SEAL:
+		j->r = job_seal(local, j);
 		break;
 	}
 }

@@ -15,7 +15,7 @@ typedef int (*hash_done_fn)(struct engine *e, struct efile *f, uint32_t slot);
  * is the thread's until it comes back to its done function on the loop
  * (hash_done_fn where done is NULL); f: the file whose stream it fed, if any.
  */
-enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN, WJOB_RUN };
+enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN, WJOB_RUN, WJOB_SEAL };
 struct wjob;
 typedef int (*wjob_done_fn)(struct engine *e, struct wjob *j, struct efile *f);
 struct wjob {
@@ -29,10 +29,10 @@ struct wjob {
 	uint8_t *dst;	     /* copy, open: the private copy */
 	uint32_t len;	     /* open: at most this much (the slot size) */
 	uint32_t idx;	     /* the caller's: a held copy, a sender's chunk */
-	uint32_t ring, lane; /* copy, open: the ring slot and its lane */
+	uint32_t ring, lane; /* copy, open, seal: the ring slot (seal: its AAD's) and its lane */
 	uint32_t fidx, id;   /* the file of hash (checked when it comes back) */
-	uint64_t count;	     /* open: the slot's count on its lane (its nonce) */
-	int r;		     /* open: 0, or why it did not open */
+	uint64_t count;	     /* open, seal: the slot's count on its lane (its nonce) */
+	int r;		     /* open, seal: 0, or why it did not open (seal) */
 	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN];
 	struct proto_desc d; /* open: the slot's descriptor, opened */
 	uint8_t chash[HASH_LEN];
@@ -52,3 +52,11 @@ int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_
 int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
 void chunk_sent(struct engine *e, uint32_t ci);
+/*
+ * Sender: a slot sealed with s at count (and fed to hash first, block by
+ * block): thread-safe (engine_lane.c; the seal feature's jobs, WJOB_SEAL:
+ * sealed holds the descriptor, dst the payload, len its bytes).
+ */
+int slot_seal_at(struct lane_seal *s, uint32_t aad_slot, uint64_t count,
+		 uint8_t stage[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], uint8_t *buf, uint32_t len,
+		 struct file_hash *hash);

@@ -58,6 +58,29 @@ static void test_rails_sealed_sender_kills(void **state)
 }
 
 /*
+ * The sender sealing on its workers, each job slow (20 ms): a lane lost
+ * with chunks still being sealed for it, and others sealed and waiting
+ * for their turn on it, sends them on the other lane, sealed for that one.
+ */
+static void test_rails_sealed_sender_workers(void **state)
+{
+	struct fx *f = *state;
+
+	f->txr.p.hash_threads = 2;
+	f->txr.p.faults |= ENGINE_FAULT_SLOW_HASH;
+	rails_transfer(f, &f->txr, 1, true);
+}
+
+static void test_rails_sealed_sender_workers_rx_kills(void **state)
+{
+	struct fx *f = *state;
+
+	f->txr.p.hash_threads = 3;
+	f->rxr.p.hash_threads = 2;
+	rails_transfer(f, &f->rxr, 1, true);
+}
+
+/*
  * The same under the other suites: a sealed payload goes back to clear bytes
  * (its stream applied again, slot_unseal) under the session's suite, or the
  * slot sealed again for the other lane would not open.
@@ -279,6 +302,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_rails_sealed_sender_kills),
 		T(test_rails_sealed_chacha_sender_kills),
+		T(test_rails_sealed_sender_workers),
+		T(test_rails_sealed_sender_workers_rx_kills),
 		T(test_rails_sealed_aes128_sender_kills),
 		T(test_rails_clear_sender_kills),
 		T(test_rails_sealed_receiver_kills),
