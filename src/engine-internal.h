@@ -705,7 +705,7 @@ int rx_offer_ring(struct engine *e);
 void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t end);
 /*
  * A ZEROS (same: false) or DELTA SAME range of f, checked and noted: hashed
- * at its turn in file order; zeros are written now (engine_rx_zeros.c).
+ * at its turn in file order; zeros are written now (engine_zeros.c).
  */
 int rx_range_take(struct engine *e, struct efile *f, const struct proto_range *g, bool same);
 /* engine_rx.c: f's bytes (and ranges) hashed in file order as far as they are ready. */

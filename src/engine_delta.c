@@ -149,7 +149,7 @@ static uint8_t *rx_sums_buf(struct engine *e, size_t cap, uint8_t **ret_big)
 /*
  * A device target's digest pass: a direct reopen of it to read (-1: none),
  * the map of its chunks that read as zeros (they need no write-zeroes,
- * rx_zeros_mapped in engine_rx_zeros.c) and, with PROTO_CAP_DELTA_TREE, the digests it keeps.
+ * rx_zeros_mapped in engine_zeros.c) and, with PROTO_CAP_DELTA_TREE, the digests it keeps.
  */
 static int rx_sums_device(struct engine *e, struct efile *f, uint64_t n)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the --delta files (src/engine_delta.c, src/engine_delta_tree.c)
- * share with the zero ranges of a device (engine_rx_zeros.c): the chunk
+ * share with the zero ranges of a device (engine_zeros.c): the chunk
  * digest, the chunk count and the bit maps of chunks.
  */
 #pragma once
