@@ -780,13 +780,13 @@ void bench_free(struct engine *e);
 /* engine_delta.c, engine_delta_tree.c */
 void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN]);
 extern const struct engine_digest delta_tree_digest;
-int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
-		uint8_t out[HASH_LEN]);
-/* A tree's read back on the worker: verify (tree_verify) gets the job's copies of rd, rdisk. */
+/* A tree file's read back (fd, the device) queued on the worker: done gets its digest. */
+int delta_tree_read_back(struct engine *e, struct efile *f, int fd, sum_done_fn done);
+/* A tree's read back on the worker: verify gets the job's copies of rd, rdisk. */
 typedef int (*tree_verify_fn)(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN],
 			      const uint8_t *rdisk, uint8_t out[HASH_LEN]);
-int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn verify,
-		    sum_done_fn done);
+int sums_queue_tree(struct engine *e, struct efile *f, int fd, const uint8_t (*rd)[HASH_LEN],
+		    const uint8_t *rdisk, tree_verify_fn verify, sum_done_fn done);
 /* engine_workers.c: the per-byte jobs on the pool's worker queues. */
 #include "engine_workers.h"
 

@@ -125,30 +125,23 @@ struct efile {
 	uint64_t zr_end;
 	/*
 	 * --delta. Sender: how many of the receiver's chunk digests (DELTA
-	 * SUMS) it has (the digests: engine_delta.h's struct delta_file).
-	 * Receiver: oldfd is the file under the destination name, and sr
-	 * the SAME ranges not hashed yet (taken from it, ascending). Both:
+	 * SUMS) it has; receiver: how many it sent (the digests, the old
+	 * file: engine_delta.h's struct delta_file). Receiver: sr, the SAME
+	 * ranges not hashed yet (taken from the old file, ascending). Both:
 	 * skipped, the bytes not sent because they were unchanged.
 	 */
 	uint64_t ndsum;
-	int oldfd;
 	struct proto_range *sr;
 	uint32_t nsr, sr_cap;
 	uint64_t skipped;
-	/* Receiver, a device target: bit i set, chunk i read as zeros (no write-zeroes needed). */
-	uint8_t *dzero;
 	/*
 	 * --delta checked by chunk digests (DELTA SUMS' TREE: a device target
 	 * and a peer with PROTO_CAP_DELTA_TREE): the file's digest is the
-	 * XXH3-128 of its chunks' XXH3-128, in order. Receiver: rd, each
-	 * chunk's digest as it will be (the digest pass's, then what arrived
-	 * or was zeroed); rdisk bit i, chunk i is as the digest pass read it
-	 * (nothing written there since). The sender's: struct delta_file.
+	 * XXH3-128 of its chunks' XXH3-128, in order (what each end keeps
+	 * for it: struct delta_file).
 	 */
 	bool tree;
 	const struct engine_digest *dg; /* NULL: the stream of its bytes (the roles' own) */
-	uint8_t (*rd)[HASH_LEN];
-	uint8_t *rdisk;
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
 	/* What was under its name when it was accepted: the st_mode, 0 for nothing. */

@@ -48,7 +48,7 @@ static void rx_prealloc(struct efile *f, uint32_t chunk_size)
 {
 	uint64_t whole = f->size / chunk_size * chunk_size;
 
-	if (f->dfd < 0 || f->oldfd >= 0 || whole < 2 * (uint64_t)chunk_size ||
+	if (f->dfd < 0 || f->dg || whole < 2 * (uint64_t)chunk_size ||
 	    whole > (uint64_t)INT64_MAX) {
 		return;
 	}

@@ -190,10 +190,10 @@ int sums_queue(struct engine *e, struct efile *f, int fd, sum_done_fn done)
 
 /*
  * A tree file's read back (a device's, at its commit): the job gets its own
- * copies of rd and rdisk, so the file may go while it runs.
+ * copies of rd and rdisk (delta's), so the file may go while it runs.
  */
-int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn verify,
-		    sum_done_fn done)
+int sums_queue_tree(struct engine *e, struct efile *f, int fd, const uint8_t (*rd)[HASH_LEN],
+		    const uint8_t *rdisk, tree_verify_fn verify, sum_done_fn done)
 {
 	uint64_t n = f->size / e->p->chunk_size + (f->size % e->p->chunk_size != 0);
 	struct sum_job t = { .done = done,
@@ -210,8 +210,8 @@ int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn ve
 		free(t.rdisk);
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
-	memcpy(t.rd, f->rd, n * HASH_LEN);
-	memcpy(t.rdisk, f->rdisk, n / 8 + 1);
+	memcpy(t.rd, rd, n * HASH_LEN);
+	memcpy(t.rdisk, rdisk, n / 8 + 1);
 	return sums_queue_job(e, f, fd, &t);
 }
 

@@ -141,17 +141,18 @@ static int rx_zeros_written(struct engine *e, struct efile *f, int r, uint64_t o
  */
 static int rx_zeros_mapped(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 {
+	const uint8_t *dzero = delta_dzero(e, f);
 	uint64_t cs = e->p->chunk_size, end = off + len;
 
 	while (off < end) {
 		uint64_t i = off / cs, at = off;
-		bool zero = i < f->ndsum && bit_get(f->dzero, i);
+		bool zero = i < f->ndsum && bit_get(dzero, i);
 
 		/* The run of chunks of one kind from off. */
 		do {
 			at = MIN(end, (at / cs + 1) * cs);
 			i = at / cs;
-		} while (at < end && (i < f->ndsum && bit_get(f->dzero, i)) == zero);
+		} while (at < end && (i < f->ndsum && bit_get(dzero, i)) == zero);
 		if (zero) {
 			rx_zeros_journal(e, f, off, at);
 		} else {
@@ -181,8 +182,8 @@ static int rx_zeros_write(struct engine *e, struct efile *f, const struct proto_
 		r = 0;
 	} else if (f->device) {
 		/* On the worker, off the loop; journaled when written (rx_zeros_written). */
-		r = f->dzero ? rx_zeros_mapped(e, f, g->offset, g->len)
-			     : sums_queue_zeros(e, f, g->offset, g->len, rx_zeros_written);
+		r = delta_dzero(e, f) ? rx_zeros_mapped(e, f, g->offset, g->len)
+				      : sums_queue_zeros(e, f, g->offset, g->len, rx_zeros_written);
 		if (r == 0) {
 			return 0;
 		}
