@@ -175,12 +175,10 @@ struct efile {
 	/*
 	 * Skip level checksum (engine_sums.c): the receiver answered
 	 * SUM_WANTED and the file waits for the digests, its own (the
-	 * receiver's candidate, or the sender's source) and the peer's.
+	 * receiver's candidate, or the sender's source) and the peer's
+	 * (the receiver's: the sums feature's block, sums_own, sums_peer).
 	 */
 	bool sum_wanted;
-	bool own_sum_done, peer_sum_done;
-	uint32_t own_sum_status, peer_sum_status; /* PERR_OK: the digest is good */
-	uint8_t own_sum[HASH_LEN], peer_sum[HASH_LEN];
 	/*
 	 * A block device target (engine_device.c): tfd is the device itself,
 	 * written in place; dev_verify: its read-back digest is being made.
