@@ -447,9 +447,8 @@ struct engine {
 	struct timespec last_ping;
 	/* rdmacp bench (engine_bench.c) */
 	struct bench_state *bench;
-	bool zeros;	   /* see engine_zeros */
-	bool assume_zero;  /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
-	uint32_t zr_total; /* receiver: ZEROS ranges waiting in all files (efile.nzr) */
+	bool zeros;	  /* see engine_zeros */
+	bool assume_zero; /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
 	/* Sender: chunks passed over without a slot (zeros, kept); the step goes on while they are. */
 	uint64_t passes;
 	bool again; /* work left that needs no event: the loop does not sleep */
@@ -529,6 +528,8 @@ uint32_t engine_rx_probe_target(struct engine *e, struct efile *f, bool *ret_tak
 uint32_t engine_rx_dir(struct engine *e, const struct efile *f, char *text, size_t textlen);
 int engine_rx_store(struct engine *e, struct efile *f);
 void engine_rx_opened(struct engine *e, struct efile *f);
+uint64_t engine_rx_range(struct engine *e, struct efile *f);
+const char *engine_rx_range_holds(const struct engine *e, const struct efile *f, uint64_t off);
 void engine_rx_written(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
 		       const uint8_t *d);
 void engine_rx_named(struct engine *e, struct efile *f);

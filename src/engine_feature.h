@@ -129,6 +129,14 @@ struct engine_msg_row {
  *               store, f->tfd; a device's journal): 0, ENGINE_DECLINED (not
  *               kept so: a plain temp file), or -ENOMEM.
  *   rx_opened   its data file is open (temp file, store or device).
+ *   rx_range    ranges consumed in order: f's digest has every byte
+ *               before f->hash_off (the hashing threads too), and f has
+ *               ranges without payload noted (f->nranges): the feature
+ *               whose range starts there takes it into the digest, and
+ *               answers its length (the core moves hash_off past it); 0:
+ *               none of its.
+ *   rx_range_holds  a chunk of f at off came: what kind of the feature's
+ *               ranges not taken yet holds off ("zeros"), or NULL.
  *   rx_written  [off, off + len) of its data is there on the disk, the one
  *               call for every way bytes land: written, zeros, unchanged
  *               (--delta's SAME, a tree's range); d: its digest when the
@@ -241,6 +249,8 @@ struct engine_feature {
 	uint32_t (*rx_dir)(struct engine *e, const struct efile *f, char *text, size_t textlen);
 	int (*rx_store)(struct engine *e, struct efile *f);
 	void (*rx_opened)(struct engine *e, struct efile *f);
+	uint64_t (*rx_range)(struct engine *e, struct efile *f);
+	const char *(*rx_range_holds)(const struct engine *e, const struct efile *f, uint64_t off);
 	void (*rx_written)(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
 			   const uint8_t *d);
 	void (*rx_named)(struct engine *e, struct efile *f);

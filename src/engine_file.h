@@ -119,20 +119,18 @@ struct efile {
 	uint64_t zero_assumed;
 	/* Receiver: a device's zero ranges being written on the worker (engine_sums.c). */
 	uint32_t zeros_out;
-	/* Receiver: the ZEROS ranges not hashed yet, ascending; the end of the last one. */
-	struct proto_range *zr;
-	uint32_t nzr, zr_cap;
-	uint64_t zr_end;
+	/*
+	 * Receiver: ranges without payload (ZEROS, --delta's SAME) a feature
+	 * noted and has not taken into the digest yet (rx_range, in file order).
+	 */
+	uint32_t nranges;
 	/*
 	 * --delta. Sender: how many of the receiver's chunk digests (DELTA
 	 * SUMS) it has; receiver: how many it sent (the digests, the old
-	 * file: engine_delta.h's struct delta_file). Receiver: sr, the SAME
-	 * ranges not hashed yet (taken from the old file, ascending). Both:
-	 * skipped, the bytes not sent because they were unchanged.
+	 * file: engine_delta.h's struct delta_file). Both: skipped, the
+	 * bytes not sent because they were unchanged.
 	 */
 	uint64_t ndsum;
-	struct proto_range *sr;
-	uint32_t nsr, sr_cap;
 	uint64_t skipped;
 	/*
 	 * --delta checked by chunk digests (DELTA SUMS' TREE: a device target

@@ -286,9 +286,6 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->fail_text);
 	free(f->tmpname);
 	free(f->resume);
-	free(f->zr);
-	e->zr_total -= f->nzr + f->nsr;
-	free(f->sr);
 	e->names_in_flight -= f->name_bytes;
 	free(f->name);
 	free(f->leaf);
