@@ -684,11 +684,11 @@ int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
  * sender's (encrypt) and the receiver's, on the loop or a worker alike.
  */
 int slot_key_init(const struct engine_params *p, struct lane_seal *s, unsigned lane, bool encrypt);
-/* engine_seal.c (the bench's receiver opens slots with these too). */
-int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d);
-void slot_sealed_desc(struct engine *e, uint32_t slot,
-		      uint8_t ret[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN]);
+/* A sealed slot that did not open (r): the session fails. */
 int engine_fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r);
+/* The rx_unseal hook (engine_feature.h); ENGINE_DECLINED: slots are clear. */
+int engine_rx_unseal(struct engine *e, uint32_t slot, uint32_t lane, uint8_t *dst,
+		     struct proto_desc *d, struct wjob *j);
 
 /* engine_tx.c */
 int tx_read_again(struct engine *e, struct efile *f, int *res);

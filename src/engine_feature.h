@@ -18,6 +18,7 @@ struct efile;
 struct msg;
 struct proto_desc;
 struct proto_file;
+struct wjob;
 struct xport_wc;
 
 /* A hook's answer: not this feature's business. */
@@ -157,6 +158,12 @@ struct engine_msg_row {
  *   rx_open     a descriptor came for ring slot `slot`, held as h:
  *               ENGINE_DECLINED (a plain one, decoded where it lies), or the
  *               feature opens it into h and takes it (sealed slots).
+ *   rx_unseal   ring slot `slot` from lane, for a role that keeps nothing
+ *               (the bench), opened where it lies: with j NULL into dst
+ *               now, *d its descriptor; with j, j made a worker's open of
+ *               it (engine_workers.h's WJOB_OPEN). ENGINE_DECLINED: slots
+ *               are clear (decoded from the descriptor area); 0; -errno,
+ *               the session failed.
  */
 enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
 
@@ -260,6 +267,8 @@ struct engine_feature {
 	int (*rx_durable)(struct engine *e, struct efile *f);
 	int (*rx_slot)(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
 	int (*rx_open)(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane);
+	int (*rx_unseal)(struct engine *e, uint32_t slot, uint32_t lane, uint8_t *dst,
+			 struct proto_desc *d, struct wjob *j);
 
 	int (*tx_offer)(struct engine *e, const struct engine_src *s, const char **ret_first);
 	int (*tx_offered)(struct engine *e, const struct proto_file *pf, uint32_t n);

@@ -394,6 +394,20 @@ int engine_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct 
 	return ENGINE_DECLINED;
 }
 
+int engine_rx_unseal(struct engine *e, uint32_t slot, uint32_t lane, uint8_t *dst,
+		     struct proto_desc *d, struct wjob *j)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->rx_unseal ? e->feat[i]->rx_unseal(e, slot, lane, dst, d, j)
+					      : ENGINE_DECLINED;
+
+		if (r != ENGINE_DECLINED) {
+			return r;
+		}
+	}
+	return ENGINE_DECLINED;
+}
+
 /* The sender's hooks (engine_feature.h). */
 int engine_tx_offer(struct engine *e, const struct engine_src *s, const char **ret_first)
 {
