@@ -447,9 +447,8 @@ struct engine {
 	struct timespec last_ping;
 	/* rdmacp bench (engine_bench.c) */
 	struct bench_state *bench;
-	bool zeros;	   /* see engine_zeros */
-	bool assume_zero;  /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
-	uint32_t zr_total; /* receiver: ZEROS ranges waiting in all files (efile.nzr) */
+	bool zeros;	  /* see engine_zeros */
+	bool assume_zero; /* receiver: OPEN_ASSUME_ZERO (device targets read as zeros) */
 	/* Sender: chunks passed over without a slot (zeros, kept); the step goes on while they are. */
 	uint64_t passes;
 	bool again; /* work left that needs no event: the loop does not sleep */
@@ -529,6 +528,8 @@ uint32_t engine_rx_probe_target(struct engine *e, struct efile *f, bool *ret_tak
 uint32_t engine_rx_dir(struct engine *e, const struct efile *f, char *text, size_t textlen);
 int engine_rx_store(struct engine *e, struct efile *f);
 void engine_rx_opened(struct engine *e, struct efile *f);
+uint64_t engine_rx_range(struct engine *e, struct efile *f);
+const char *engine_rx_range_holds(const struct engine *e, const struct efile *f, uint64_t off);
 void engine_rx_written(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
 		       const uint8_t *d);
 void engine_rx_named(struct engine *e, struct efile *f);
@@ -684,11 +685,11 @@ int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
  * sender's (encrypt) and the receiver's, on the loop or a worker alike.
  */
 int slot_key_init(const struct engine_params *p, struct lane_seal *s, unsigned lane, bool encrypt);
-/* engine_seal.c (the bench's receiver opens slots with these too). */
-int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d);
-void slot_sealed_desc(struct engine *e, uint32_t slot,
-		      uint8_t ret[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN]);
+/* A sealed slot that did not open (r): the session fails. */
 int engine_fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r);
+/* The rx_unseal hook (engine_feature.h); ENGINE_DECLINED: slots are clear. */
+int engine_rx_unseal(struct engine *e, uint32_t slot, uint32_t lane, uint8_t *dst,
+		     struct proto_desc *d, struct wjob *j);
 
 /* engine_tx.c */
 int tx_read_again(struct engine *e, struct efile *f, int *res);
@@ -706,7 +707,7 @@ int rx_offer_ring(struct engine *e);
 void rx_zeros_journal(struct engine *e, struct efile *f, uint64_t off, uint64_t end);
 /*
  * A ZEROS (same: false) or DELTA SAME range of f, checked and noted: hashed
- * at its turn in file order; zeros are written now (engine_rx_zeros.c).
+ * at its turn in file order; zeros are written now (engine_zeros.c).
  */
 int rx_range_take(struct engine *e, struct efile *f, const struct proto_range *g, bool same);
 /* engine_rx.c: f's bytes (and ranges) hashed in file order as far as they are ready. */
@@ -781,13 +782,13 @@ void bench_free(struct engine *e);
 /* engine_delta.c, engine_delta_tree.c */
 void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN]);
 extern const struct engine_digest delta_tree_digest;
-int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
-		uint8_t out[HASH_LEN]);
-/* A tree's read back on the worker: verify (tree_verify) gets the job's copies of rd, rdisk. */
+/* A tree file's read back (fd, the device) queued on the worker: done gets its digest. */
+int delta_tree_read_back(struct engine *e, struct efile *f, int fd, sum_done_fn done);
+/* A tree's read back on the worker: verify gets the job's copies of rd, rdisk. */
 typedef int (*tree_verify_fn)(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN],
 			      const uint8_t *rdisk, uint8_t out[HASH_LEN]);
-int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn verify,
-		    sum_done_fn done);
+int sums_queue_tree(struct engine *e, struct efile *f, int fd, const uint8_t (*rd)[HASH_LEN],
+		    const uint8_t *rdisk, tree_verify_fn verify, sum_done_fn done);
 /* engine_workers.c: the per-byte jobs on the pool's worker queues. */
 #include "engine_workers.h"
 

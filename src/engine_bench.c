@@ -409,13 +409,12 @@ static int brx_desc(struct engine *e, uint32_t slot, uint32_t lane, struct proto
 	if (slot >= e->p->slots) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown slot %u", slot);
 	}
-	if (e->sealed) {
-		/* Opened where it lies: a bench keeps nothing. */
-		r = slot_open(e, lane, slot, pool_chunk(e->pool, slot), ret);
-		if (r < 0) {
-			return engine_fail_sealed(e, slot, lane, r);
-		}
-	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, ret) < 0) {
+	/* Sealed: opened where it lies (a bench keeps nothing). */
+	r = engine_rx_unseal(e, slot, lane, pool_chunk(e->pool, slot), ret, NULL);
+	if (r != ENGINE_DECLINED) {
+		return r < 0 ? r : 0;
+	}
+	if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, ret) < 0) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
 	}
 	return 0;
@@ -529,8 +528,8 @@ static int brx_checked(struct engine *e, struct wjob *j, struct efile *f)
 	if (j->r < 0) {
 		return engine_fail_sealed(e, j->ring, j->lane, j->r);
 	}
-	/* Sealed: the descriptor is known (and authentic) only now. */
-	r = e->sealed ? brx_check_desc(e, &j->d, idx) : 0;
+	/* Opened on the worker: the descriptor is known (and authentic) only now. */
+	r = j->kind == WJOB_OPEN ? brx_check_desc(e, &j->d, idx) : 0;
 	if (r < 0) {
 		return r;
 	}
@@ -545,11 +544,23 @@ static int brx_checked(struct engine *e, struct wjob *j, struct efile *f)
 	return brx_counted(e, j->ring, j->lane, j->d.len);
 }
 
+/* A clear slot's descriptor, decoded into j and checked. */
+static int brx_clear_desc(struct engine *e, uint32_t slot, struct wjob *j)
+{
+	if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &j->d) < 0 ||
+	    brx_check_desc(e, &j->d, j->d.offset / e->p->chunk_size) < 0) {
+		return e->failed ? e->fail_r
+				 : engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
+	}
+	return 0;
+}
+
 /* Slot's check (and open) to a worker; a clear one's descriptor checked here first. */
 static int brx_queue(struct engine *e, uint32_t slot, uint32_t lane)
 {
 	struct wjob *j = calloc(1, sizeof(*j));
 	uint8_t *buf;
+	int r;
 
 	if (!j) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
@@ -559,7 +570,7 @@ static int brx_queue(struct engine *e, uint32_t slot, uint32_t lane)
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown slot %u", slot);
 	}
 	buf = pool_chunk(e->pool, slot);
-	*j = (struct wjob){ .kind = e->sealed ? WJOB_OPEN : WJOB_RUN,
+	*j = (struct wjob){ .kind = WJOB_RUN,
 			    .src = buf,
 			    .dst = buf,
 			    .len = e->p->chunk_size,
@@ -568,14 +579,14 @@ static int brx_queue(struct engine *e, uint32_t slot, uint32_t lane)
 			    .arg = e->p->bench_seed,
 			    .run = brx_check_job,
 			    .done = brx_checked };
-	if (e->sealed) {
-		j->count = e->lanes[lane].seal.count++;
-		slot_sealed_desc(e, slot, j->sealed);
-	} else if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &j->d) < 0 ||
-		   brx_check_desc(e, &j->d, j->d.offset / e->p->chunk_size) < 0) {
+	/* Sealed: opened on the worker before its check; clear: its descriptor checked here. */
+	r = engine_rx_unseal(e, slot, lane, buf, NULL, j);
+	if (r == ENGINE_DECLINED) {
+		r = brx_clear_desc(e, slot, j);
+	}
+	if (r < 0) {
 		free(j);
-		return e->failed ? e->fail_r
-				 : engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
+		return r;
 	}
 	/* Tests (FLIP_BYTE): the first chunk's middle byte, changed on the worker. */
 	j->flip = e->p->faults & ENGINE_FAULT_FLIP_BYTE;

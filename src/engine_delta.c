@@ -34,8 +34,6 @@ struct delta_state {
 	uint32_t prehash_id;  /* sender: the tree file whose source the pre-pass reads */
 };
 
-extern const struct engine_feature engine_feature_delta;
-
 static struct delta_state *delta_of(const struct engine *e)
 {
 	return engine_feature_state(e, &engine_feature_delta);
@@ -61,7 +59,8 @@ static uint8_t *delta_buf(struct engine *e)
  * (dfd, -1 none) when it can, as the page cache of a device only costs a
  * copy here; the rest, and anything direct I/O refuses, buffered.
  */
-static ssize_t delta_pread(struct efile *f, int dfd, uint8_t *buf, size_t len, uint64_t off)
+static ssize_t delta_pread(const struct delta_file *df, int dfd, uint8_t *buf, size_t len,
+			   uint64_t off)
 {
 	if (dfd >= 0 && len % 4096 == 0 && off % 4096 == 0) {
 		ssize_t n = pread(dfd, buf, len, (off_t)off);
@@ -70,7 +69,7 @@ static ssize_t delta_pread(struct efile *f, int dfd, uint8_t *buf, size_t len, u
 			return n;
 		}
 	}
-	return pread(f->oldfd, buf, len, (off_t)off);
+	return pread(df->oldfd, buf, len, (off_t)off);
 }
 
 /*
@@ -88,17 +87,18 @@ static const struct engine_digest delta_stream_digest = { .rx_same = rx_delta_ta
 static void rx_delta_open(struct engine *e, struct efile *f)
 {
 	struct delta_state *ds = delta_of(e);
+	struct delta_file *df = delta_file(e, f);
 	struct stat st;
 	int fd;
 
-	if (!ds->delta || f->size == 0 || f->kept >= f->size ||
+	if (!ds->delta || !df || f->size == 0 || f->kept >= f->size ||
 	    delta_chunks(e, f->size) > PROTO_MAX_DELTA_CHUNKS) {
 		return;
 	}
 	if (f->device) {
 		/* Written in place: unchanged chunks simply stay (rx_delta_take). */
-		f->oldfd = fcntl(f->tfd, F_DUPFD_CLOEXEC, 3);
-		f->dg = f->oldfd >= 0 ? &delta_stream_digest : NULL;
+		df->oldfd = fcntl(f->tfd, F_DUPFD_CLOEXEC, 3);
+		f->dg = df->oldfd >= 0 ? &delta_stream_digest : NULL;
 		return;
 	}
 	fd = openat(e->dirs[f->dir].fd, f->leaf,
@@ -110,7 +110,7 @@ static void rx_delta_open(struct engine *e, struct efile *f)
 		close(fd);
 		return;
 	}
-	f->oldfd = fd;
+	df->oldfd = fd;
 	f->dg = &delta_stream_digest;
 }
 
@@ -149,16 +149,17 @@ static uint8_t *rx_sums_buf(struct engine *e, size_t cap, uint8_t **ret_big)
 /*
  * A device target's digest pass: a direct reopen of it to read (-1: none),
  * the map of its chunks that read as zeros (they need no write-zeroes,
- * rx_zeros_mapped in engine_rx_zeros.c) and, with PROTO_CAP_DELTA_TREE, the digests it keeps.
+ * rx_zeros_mapped in engine_zeros.c) and, with PROTO_CAP_DELTA_TREE, the digests it keeps.
  */
 static int rx_sums_device(struct engine *e, struct efile *f, uint64_t n)
 {
 	struct delta_state *ds = delta_of(e);
+	struct delta_file *df = delta_file(e, f);
 	char proc[64];
 	int dfd;
 
-	f->dzero = calloc(n / 8 + 1, 1);
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->oldfd);
+	df->dzero = calloc(n / 8 + 1, 1);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", df->oldfd);
 	dfd = open(proc, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	/*
 	 * Checked by chunk digests (PROTO_CAP_DELTA_TREE): the chunks this
@@ -166,10 +167,10 @@ static int rx_sums_device(struct engine *e, struct efile *f, uint64_t n)
 	 * written after it do. Not with a cut run's kept prefix (its
 	 * chunks are the journal's, hashed as a whole).
 	 */
-	if (ds->delta_tree && f->kept == 0 && f->dzero) {
-		f->rd = calloc(n, HASH_LEN);
-		f->rdisk = calloc(n / 8 + 1, 1);
-		f->tree = f->rd && f->rdisk;
+	if (ds->delta_tree && f->kept == 0 && df->dzero) {
+		df->rd = calloc(n, HASH_LEN);
+		df->rdisk = calloc(n / 8 + 1, 1);
+		f->tree = df->rd && df->rdisk;
 		if (f->tree) {
 			f->dg = &delta_tree_digest;
 		}
@@ -235,6 +236,7 @@ static int rx_sums_pace(struct engine *e, struct msg *m, double *last)
 static int rx_sums_digests(struct engine *e, struct efile *f, struct msg *m, const uint8_t *buf,
 			   uint64_t want, uint64_t *i)
 {
+	struct delta_file *df = delta_file(e, f);
 	uint64_t cs = e->p->chunk_size;
 	int r;
 
@@ -242,12 +244,12 @@ static int rx_sums_digests(struct engine *e, struct efile *f, struct msg *m, con
 		uint8_t *d = rx_sums_slot(m, *i);
 
 		delta_digest(buf + o, MIN(cs, want - o), d);
-		if (f->dzero && sparse_all_zero(buf + o, MIN(cs, want - o))) {
-			bit_set(f->dzero, *i, true);
+		if (df->dzero && sparse_all_zero(buf + o, MIN(cs, want - o))) {
+			bit_set(df->dzero, *i, true);
 		}
 		if (f->tree) {
-			memcpy(f->rd[*i], d, HASH_LEN);
-			bit_set(f->rdisk, *i, true);
+			memcpy(df->rd[*i], d, HASH_LEN);
+			bit_set(df->rdisk, *i, true);
 		}
 		f->ndsum++;
 		r = rx_sums_full(e, m);
@@ -268,6 +270,7 @@ static int rx_sums_digests(struct engine *e, struct efile *f, struct msg *m, con
  */
 static int rx_delta_send_sums(struct engine *e, struct efile *f)
 {
+	struct delta_file *df = delta_file(e, f);
 	uint64_t cs = e->p->chunk_size, n = delta_chunks(e, f->size);
 	size_t per = MAX(DELTA_BUF / cs, 1), cap = per * cs;
 	_cleanup_free_ struct msg *m = calloc(1, sizeof(*m));
@@ -301,7 +304,7 @@ static int rx_delta_send_sums(struct engine *e, struct efile *f)
 		if (r < 0) {
 			return r;
 		}
-		if (delta_pread(f, dfd, buf, want, off) != (ssize_t)want) {
+		if (delta_pread(df, dfd, buf, want, off) != (ssize_t)want) {
 			break;
 		}
 		r = rx_sums_digests(e, f, m, buf, want, &i);
@@ -318,20 +321,20 @@ static int rx_delta_send_sums(struct engine *e, struct efile *f)
 		return r;
 	}
 	if (f->ndsum == 0) {
-		close(f->oldfd);
-		f->oldfd = -1;
+		close(df->oldfd);
+		df->oldfd = -1;
 	}
 	return 0;
 }
 
 /* g's bytes from the old file into the temp file; false: f failed. */
-static bool rx_delta_copy(struct efile *f, const struct proto_range *g)
+static bool rx_delta_copy(struct efile *f, int oldfd, const struct proto_range *g)
 {
 	uint64_t done = 0;
 
 	while (!f->device && done < g->len) {
 		loff_t in = (loff_t)(g->offset + done), out = in;
-		ssize_t n = copy_file_range(f->oldfd, &in, f->tfd, &out, g->len - done, 0);
+		ssize_t n = copy_file_range(oldfd, &in, f->tfd, &out, g->len - done, 0);
 
 		if (n <= 0) {
 			file_fail(f, n < 0 ? errno_to_perr(negerrno()) : PERR_IO,
@@ -395,7 +398,7 @@ static void rx_delta_take(struct engine *e, struct efile *f, const struct proto_
 	uint8_t *buf;
 	bool journal;
 
-	if (f->failed || !rx_delta_copy(f, g)) {
+	if (f->failed || !rx_delta_copy(f, delta_file(e, f)->oldfd, g)) {
 		return;
 	}
 	buf = delta_buf(e);
@@ -632,10 +635,11 @@ static int rx_delta_same(struct engine *e, const struct msg_delta *d)
 {
 	struct delta_state *ds = delta_of(e);
 	struct efile *f = file_by_id(e, d->id);
+	const struct delta_file *df = f ? delta_file(e, f) : NULL;
 	int r;
 
-	if (!ds->delta || d->kind != PROTO_DELTA_SAME || !f || f->ftype != PROTO_FT_REG ||
-	    f->oldfd < 0 || f->got_done) {
+	if (!ds->delta || d->kind != PROTO_DELTA_SAME || !f || f->ftype != PROTO_FT_REG || !df ||
+	    df->oldfd < 0 || f->got_done) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA for id %u out of place",
 				   d->id);
 	}
@@ -722,7 +726,9 @@ static int delta_tx_claim(struct engine *e, uint32_t ci, struct efile *f, bool w
 /* A file with an old copy to compare: its digests go before its FILES_ACK entry. */
 static int delta_rx_answered(struct engine *e, struct efile *f)
 {
-	return f->oldfd >= 0 ? rx_delta_send_sums(e, f) : 0;
+	const struct delta_file *df = delta_file(e, f);
+
+	return df && df->oldfd >= 0 ? rx_delta_send_sums(e, f) : 0;
 }
 
 struct delta_file *delta_file(const struct engine *e, const struct efile *f)
@@ -734,7 +740,7 @@ static size_t delta_file_size(const struct engine *e)
 {
 	const struct delta_state *ds = delta_of(e);
 
-	return ds && ds->delta && e->p->role == ENGINE_SENDER ? sizeof(struct delta_file) : 0;
+	return ds && ds->delta ? sizeof(struct delta_file) : 0;
 }
 
 static void delta_file_init(struct engine *e, struct efile *f)
@@ -742,7 +748,7 @@ static void delta_file_init(struct engine *e, struct efile *f)
 	struct delta_file *df = delta_file(e, f);
 
 	if (df) {
-		df->pfd = -1;
+		df->pfd = df->oldfd = -1;
 	}
 }
 
@@ -758,6 +764,12 @@ static void delta_file_release(struct engine *e, struct efile *f)
 	XXH3_freeState(df->tst);
 	if (df->pfd >= 0) {
 		close(df->pfd);
+	}
+	free(df->dzero);
+	free(df->rd);
+	free(df->rdisk);
+	if (df->oldfd >= 0) {
+		close(df->oldfd);
 	}
 }
 

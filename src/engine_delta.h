@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the --delta files (src/engine_delta.c, src/engine_delta_tree.c)
- * share with the zero ranges of a device (engine_rx_zeros.c): the chunk
+ * share with the zero ranges of a device (engine_zeros.c): the chunk
  * digest, the chunk count and the bit maps of chunks.
  */
 #pragma once
@@ -29,10 +29,31 @@ struct delta_file {
 	uint8_t (*mine)[HASH_LEN];
 	uint64_t prehashed;
 	int pfd;
+	/*
+	 * Receiver: oldfd, the file under the destination name (a device
+	 * target: the device), -1 none. A device target's dzero: bit i set,
+	 * chunk i read as zeros (no write-zeroes needed). A tree file's rd:
+	 * each chunk's digest as it will be (the digest pass's, then what
+	 * arrived or was zeroed); rdisk bit i: chunk i is as the pass read it
+	 * (nothing written there since).
+	 */
+	int oldfd;
+	uint8_t *dzero;
+	uint8_t (*rd)[HASH_LEN];
+	uint8_t *rdisk;
 };
 
-/* f's: only a sender in a --delta session has it. */
+/* f's: only a --delta session has it (NULL otherwise). */
 struct delta_file *delta_file(const struct engine *e, const struct efile *f);
+extern const struct engine_feature engine_feature_delta;
+
+/* A device target's map of chunks that read as zeros (NULL: none). */
+static inline const uint8_t *delta_dzero(const struct engine *e, const struct efile *f)
+{
+	const struct delta_file *df = engine_file_state(e, &engine_feature_delta, f);
+
+	return df ? df->dzero : NULL;
+}
 
 /* How many chunks a file of size bytes has (the last one may be short). */
 static inline uint64_t delta_chunks(const struct engine *e, uint64_t size)

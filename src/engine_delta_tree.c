@@ -20,11 +20,12 @@
  */
 static void rx_tree_same(struct engine *e, struct efile *f, const struct proto_range *g)
 {
+	const struct delta_file *df = delta_file(e, f);
 	uint64_t cs = e->p->chunk_size;
 
 	for (uint64_t off = g->offset; off < g->offset + g->len; off += cs) {
 		engine_rx_written(e, f, off, (uint32_t)MIN(cs, f->size - off),
-				  rx_partial_journaled(e, f) ? f->rd[off / cs] : NULL);
+				  rx_partial_journaled(e, f) ? df->rd[off / cs] : NULL);
 	}
 }
 
@@ -36,14 +37,15 @@ static void rx_tree_same(struct engine *e, struct efile *f, const struct proto_r
  */
 static void rx_tree_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 {
+	struct delta_file *df = delta_file(e, f);
 	uint64_t cs = e->p->chunk_size;
 
 	for (uint64_t at = off; at < off + len; at += cs) {
 		uint64_t i = at / cs;
 
-		if (!(i < f->ndsum && bit_get(f->dzero, i) && bit_get(f->rdisk, i))) {
-			zero_digest(e, MIN(cs, f->size - at), f->rd[i]);
-			bit_set(f->rdisk, i, false);
+		if (!(i < f->ndsum && bit_get(df->dzero, i) && bit_get(df->rdisk, i))) {
+			zero_digest(e, MIN(cs, f->size - at), df->rd[i]);
+			bit_set(df->rdisk, i, false);
 		}
 	}
 }
@@ -52,10 +54,11 @@ static void rx_tree_zeros(struct engine *e, struct efile *f, uint64_t off, uint6
 static void rx_tree_chunk(struct engine *e, struct efile *f, uint64_t off,
 			  const uint8_t d[HASH_LEN])
 {
+	struct delta_file *df = delta_file(e, f);
 	uint64_t i = off / e->p->chunk_size;
 
-	memcpy(f->rd[i], d, HASH_LEN);
-	bit_set(f->rdisk, i, false);
+	memcpy(df->rd[i], d, HASH_LEN);
+	bit_set(df->rdisk, i, false);
 }
 
 /* A tree's digest: the XXH3-128 of n chunk digests in order. */
@@ -70,7 +73,7 @@ static void tree_digest(uint8_t (*rd)[HASH_LEN], uint64_t n, uint8_t out[HASH_LE
 /* Receiver, a tree file with every chunk accounted for: its digest, to match FILE_DONE's. */
 static void rx_tree_digest(struct engine *e, struct efile *f, uint8_t out[HASH_LEN])
 {
-	tree_digest(f->rd, delta_chunks(e, f->size), out);
+	tree_digest(delta_file(e, f)->rd, delta_chunks(e, f->size), out);
 }
 
 /*
@@ -80,8 +83,8 @@ static void rx_tree_digest(struct engine *e, struct efile *f, uint8_t out[HASH_L
  * the tree's digest (rx_device_verified matches it to FILE_DONE's). rd and
  * rdisk are the job's own copies.
  */
-int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], const uint8_t *rdisk,
-		uint8_t out[HASH_LEN])
+static int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN],
+		       const uint8_t *rdisk, uint8_t out[HASH_LEN])
 {
 	uint64_t n = size / cs + (size % cs != 0);
 	_cleanup_free_ uint8_t *buf = NULL;
@@ -120,6 +123,14 @@ int tree_verify(int fd, uint64_t size, uint32_t cs, uint8_t (*rd)[HASH_LEN], con
 	}
 	tree_digest(rd, n, out);
 	return 0;
+}
+
+int delta_tree_read_back(struct engine *e, struct efile *f, int fd, sum_done_fn done)
+{
+	const struct delta_file *df = delta_file(e, f);
+
+	return sums_queue_tree(e, f, fd, (const uint8_t(*)[HASH_LEN])df->rd, df->rdisk, tree_verify,
+			       done);
 }
 
 /*

@@ -203,7 +203,7 @@ static int rx_device_verify_start(struct engine *e, struct efile *f)
 	}
 	f->dev_verify = true;
 	/* Checked by chunk digests: only what was written since the digest pass is read. */
-	return f->tree ? sums_queue_tree(e, f, fd, tree_verify, rx_device_read_back)
+	return f->tree ? delta_tree_read_back(e, f, fd, rx_device_read_back)
 		       : sums_queue(e, f, fd, rx_device_read_back);
 }
 

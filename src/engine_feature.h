@@ -19,6 +19,7 @@ struct file_hash;
 struct msg;
 struct proto_desc;
 struct proto_file;
+struct wjob;
 struct xport_wc;
 
 /* A hook's answer: not this feature's business. */
@@ -130,6 +131,14 @@ struct engine_msg_row {
  *               store, f->tfd; a device's journal): 0, ENGINE_DECLINED (not
  *               kept so: a plain temp file), or -ENOMEM.
  *   rx_opened   its data file is open (temp file, store or device).
+ *   rx_range    ranges consumed in order: f's digest has every byte
+ *               before f->hash_off (the hashing threads too), and f has
+ *               ranges without payload noted (f->nranges): the feature
+ *               whose range starts there takes it into the digest, and
+ *               answers its length (the core moves hash_off past it); 0:
+ *               none of its.
+ *   rx_range_holds  a chunk of f at off came: what kind of the feature's
+ *               ranges not taken yet holds off ("zeros"), or NULL.
  *   rx_written  [off, off + len) of its data is there on the disk, the one
  *               call for every way bytes land: written, zeros, unchanged
  *               (--delta's SAME, a tree's range); d: its digest when the
@@ -150,6 +159,12 @@ struct engine_msg_row {
  *   rx_open     a descriptor came for ring slot `slot`, held as h:
  *               ENGINE_DECLINED (a plain one, decoded where it lies), or the
  *               feature opens it into h and takes it (sealed slots).
+ *   rx_unseal   ring slot `slot` from lane, for a role that keeps nothing
+ *               (the bench), opened where it lies: with j NULL into dst
+ *               now, *d its descriptor; with j, j made a worker's open of
+ *               it (engine_workers.h's WJOB_OPEN). ENGINE_DECLINED: slots
+ *               are clear (decoded from the descriptor area); 0; -errno,
+ *               the session failed.
  */
 enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
 
@@ -246,6 +261,8 @@ struct engine_feature {
 	uint32_t (*rx_dir)(struct engine *e, const struct efile *f, char *text, size_t textlen);
 	int (*rx_store)(struct engine *e, struct efile *f);
 	void (*rx_opened)(struct engine *e, struct efile *f);
+	uint64_t (*rx_range)(struct engine *e, struct efile *f);
+	const char *(*rx_range_holds)(const struct engine *e, const struct efile *f, uint64_t off);
 	void (*rx_written)(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
 			   const uint8_t *d);
 	void (*rx_named)(struct engine *e, struct efile *f);
@@ -255,6 +272,8 @@ struct engine_feature {
 	int (*rx_durable)(struct engine *e, struct efile *f);
 	int (*rx_slot)(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
 	int (*rx_open)(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane);
+	int (*rx_unseal)(struct engine *e, uint32_t slot, uint32_t lane, uint8_t *dst,
+			 struct proto_desc *d, struct wjob *j);
 
 	int (*tx_offer)(struct engine *e, const struct engine_src *s, const char **ret_first);
 	int (*tx_offered)(struct engine *e, const struct proto_file *pf, uint32_t n);

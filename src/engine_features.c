@@ -286,6 +286,31 @@ int engine_rx_store(struct engine *e, struct efile *f)
 	return ENGINE_DECLINED;
 }
 
+uint64_t engine_rx_range(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		uint64_t n = e->feat[i]->rx_range ? e->feat[i]->rx_range(e, f) : 0;
+
+		if (n) {
+			return n;
+		}
+	}
+	return 0;
+}
+
+const char *engine_rx_range_holds(const struct engine *e, const struct efile *f, uint64_t off)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		const char *what =
+		    e->feat[i]->rx_range_holds ? e->feat[i]->rx_range_holds(e, f, off) : NULL;
+
+		if (what) {
+			return what;
+		}
+	}
+	return NULL;
+}
+
 void engine_rx_written(struct engine *e, struct efile *f, uint64_t off, uint32_t len,
 		       const uint8_t *d)
 {
@@ -361,6 +386,20 @@ int engine_rx_slot(struct engine *e, uint32_t slot, uint32_t lane, const struct 
 	for (unsigned i = 0; i < e->nfeat; i++) {
 		int r =
 		    e->feat[i]->rx_slot ? e->feat[i]->rx_slot(e, slot, lane, d) : ENGINE_DECLINED;
+
+		if (r != ENGINE_DECLINED) {
+			return r;
+		}
+	}
+	return ENGINE_DECLINED;
+}
+
+int engine_rx_unseal(struct engine *e, uint32_t slot, uint32_t lane, uint8_t *dst,
+		     struct proto_desc *d, struct wjob *j)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r = e->feat[i]->rx_unseal ? e->feat[i]->rx_unseal(e, slot, lane, dst, d, j)
+					      : ENGINE_DECLINED;
 
 		if (r != ENGINE_DECLINED) {
 			return r;

@@ -119,36 +119,27 @@ struct efile {
 	uint64_t zero_assumed;
 	/* Receiver: a device's zero ranges being written on the worker (engine_sums.c). */
 	uint32_t zeros_out;
-	/* Receiver: the ZEROS ranges not hashed yet, ascending; the end of the last one. */
-	struct proto_range *zr;
-	uint32_t nzr, zr_cap;
-	uint64_t zr_end;
+	/*
+	 * Receiver: ranges without payload (ZEROS, --delta's SAME) a feature
+	 * noted and has not taken into the digest yet (rx_range, in file order).
+	 */
+	uint32_t nranges;
 	/*
 	 * --delta. Sender: how many of the receiver's chunk digests (DELTA
-	 * SUMS) it has (the digests: engine_delta.h's struct delta_file).
-	 * Receiver: oldfd is the file under the destination name, and sr
-	 * the SAME ranges not hashed yet (taken from it, ascending). Both:
-	 * skipped, the bytes not sent because they were unchanged.
+	 * SUMS) it has; receiver: how many it sent (the digests, the old
+	 * file: engine_delta.h's struct delta_file). Both: skipped, the
+	 * bytes not sent because they were unchanged.
 	 */
 	uint64_t ndsum;
-	int oldfd;
-	struct proto_range *sr;
-	uint32_t nsr, sr_cap;
 	uint64_t skipped;
-	/* Receiver, a device target: bit i set, chunk i read as zeros (no write-zeroes needed). */
-	uint8_t *dzero;
 	/*
 	 * --delta checked by chunk digests (DELTA SUMS' TREE: a device target
 	 * and a peer with PROTO_CAP_DELTA_TREE): the file's digest is the
-	 * XXH3-128 of its chunks' XXH3-128, in order. Receiver: rd, each
-	 * chunk's digest as it will be (the digest pass's, then what arrived
-	 * or was zeroed); rdisk bit i, chunk i is as the digest pass read it
-	 * (nothing written there since). The sender's: struct delta_file.
+	 * XXH3-128 of its chunks' XXH3-128, in order (what each end keeps
+	 * for it: struct delta_file).
 	 */
 	bool tree;
 	const struct engine_digest *dg; /* NULL: the stream of its bytes (the roles' own) */
-	uint8_t (*rd)[HASH_LEN];
-	uint8_t *rdisk;
 	/* receiver */
 	int dir; /* dir cache index, -1 none */
 	/* What was under its name when it was accepted: the st_mode, 0 for nothing. */
@@ -182,12 +173,10 @@ struct efile {
 	/*
 	 * Skip level checksum (engine_sums.c): the receiver answered
 	 * SUM_WANTED and the file waits for the digests, its own (the
-	 * receiver's candidate, or the sender's source) and the peer's.
+	 * receiver's candidate, or the sender's source) and the peer's
+	 * (the receiver's: the sums feature's block, sums_own, sums_peer).
 	 */
 	bool sum_wanted;
-	bool own_sum_done, peer_sum_done;
-	uint32_t own_sum_status, peer_sum_status; /* PERR_OK: the digest is good */
-	uint8_t own_sum[HASH_LEN], peer_sum[HASH_LEN];
 	/*
 	 * A block device target (engine_device.c): tfd is the device itself,
 	 * written in place; dev_verify: its read-back digest is being made.

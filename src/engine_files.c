@@ -243,7 +243,7 @@ void file_take(struct engine *e, struct efile *f, uint32_t id)
 	memset(f, 0, e->file_stride);
 	f->used = true;
 	f->id = id;
-	f->fd = f->dfd = f->tfd = f->dir = f->oldfd = -1;
+	f->fd = f->dfd = f->tfd = f->dir = -1;
 	engine_features_file_init(e, f);
 	e->files_open++;
 	e->files_hw = MAX(e->files_hw, file_index(e, f) + 1);
@@ -286,20 +286,11 @@ void file_release(struct engine *e, struct efile *f)
 	free(f->fail_text);
 	free(f->tmpname);
 	free(f->resume);
-	free(f->zr);
-	e->zr_total -= f->nzr + f->nsr;
-	free(f->sr);
-	free(f->dzero);
-	free(f->rd);
-	free(f->rdisk);
-	if (f->oldfd >= 0) {
-		close(f->oldfd);
-	}
 	e->names_in_flight -= f->name_bytes;
 	free(f->name);
 	free(f->leaf);
 	free(f->src_path);
 	memset(f, 0, e->file_stride);
-	f->fd = f->dfd = f->tfd = f->dir = f->oldfd = -1;
+	f->fd = f->dfd = f->tfd = f->dir = -1;
 	e->files_open--;
 }

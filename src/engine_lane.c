@@ -380,3 +380,19 @@ int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
 	}
 	return r < 0 ? r : lane_seal_end(s, sealed + PROTO_DESC_LEN);
 }
+
+/*
+ * A sealed slot that did not open (slot_open_copy's r, on the loop or a
+ * worker): the session fails (the tcp lanes' NAK_AUTH, exit 8).
+ */
+int engine_fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r)
+{
+	if (r == -EBADMSG) {
+		return engine_fail(
+		    e, PERR_TRANSPORT, r,
+		    "data lane %u: sealed slot %u fails authentication (changed, replayed, "
+		    "moved or cut on the way, or sealed under another key)",
+		    lane, slot);
+	}
+	return engine_fail(e, PERR_INTERNAL, r, "open sealed slot %u: %s", slot, strerror(-r));
+}

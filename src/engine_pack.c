@@ -256,7 +256,7 @@ static struct efile *rx_piece_file(struct engine *e, const struct proto_piece *p
 
 	if (!f || f->ftype != PROTO_FT_REG || f->sum_wanted || pack_file(e, f)->packed ||
 	    f->partial || f->size != pc->len || f->recv_bytes || f->held || f->hash_off ||
-	    f->kept || f->zeroed || f->skipped || f->nzr || f->nsr ||
+	    f->kept || f->zeroed || f->skipped || f->nranges ||
 	    (f->got_done && f->done_bytes != pc->len)) {
 		return NULL;
 	}

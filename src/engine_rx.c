@@ -47,37 +47,16 @@ static void rx_submit_write(struct engine *e, uint32_t slot)
 }
 
 /*
- * The next range of f is an unchanged one (--delta: from the old file,
- * hashed as read back) or zeros (hashed as the zeros it stands for); like
- * held slots, only once the hashing threads have what is before it.
+ * The next range of f is one without payload (zeros, --delta's unchanged
+ * range), taken into its digest by the feature that noted it (rx_range);
+ * like held slots, only once the hashing threads have what is before it.
  */
 static bool rx_hash_range(struct engine *e, struct efile *f)
 {
-	bool progress = false;
+	uint64_t n = f->nranges && !f->hash_jobs ? engine_rx_range(e, f) : 0;
 
-	if (f->nsr && f->sr[0].offset == f->hash_off && !f->hash_jobs) {
-		/* Only a file with an old copy takes SAME (rx_delta_same): it chose how. */
-		f->dg->rx_same(e, f, &f->sr[0]);
-		f->hash_off += f->sr[0].len;
-		memmove(f->sr, f->sr + 1, (f->nsr - 1) * sizeof(*f->sr));
-		f->nsr--;
-		e->zr_total--;
-		progress = true;
-	}
-	if (f->nzr && f->zr[0].offset == f->hash_off && !f->hash_jobs) {
-		if (f->failed) {
-		} else if (f->dg && f->dg->rx_zeros) {
-			f->dg->rx_zeros(e, f, f->zr[0].offset, f->zr[0].len);
-		} else {
-			hash_zeros(&f->hash, f->zr[0].len);
-		}
-		f->hash_off += f->zr[0].len;
-		memmove(f->zr, f->zr + 1, (f->nzr - 1) * sizeof(*f->zr));
-		f->nzr--;
-		e->zr_total--;
-		progress = true;
-	}
-	return progress;
+	f->hash_off += n;
+	return n > 0;
 }
 
 /* Held chunk i is f's next bytes: hashed here, on its thread, or (a failed file) passed. */
@@ -134,10 +113,10 @@ void rx_hash_ready(struct engine *e, struct efile *f)
 {
 	bool progress = true;
 
-	if ((f->held || f->nzr || f->nsr) && rx_hash_begin(e, f) < 0) {
+	if ((f->held || f->nranges) && rx_hash_begin(e, f) < 0) {
 		return;
 	}
-	while (progress && (f->held || f->nzr || f->nsr)) {
+	while (progress && (f->held || f->nranges)) {
 		uint32_t h;
 
 		progress = rx_hash_range(e, f);
@@ -171,24 +150,6 @@ int rx_hashed(struct engine *e, struct efile *f, uint32_t slot)
 	return r < 0 ? r : rx_maybe_finish(e, f);
 }
 
-/* Is off inside one of the n ranges at r (ascending, apart)? A binary search. */
-static bool rx_ranges_hold(const struct proto_range *r, uint32_t n, uint64_t off)
-{
-	uint32_t lo = 0, hi = n;
-
-	/* The first range that starts past off is hi; the one before may hold it. */
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (r[mid].offset <= off) {
-			lo = mid + 1;
-		} else {
-			hi = mid;
-		}
-	}
-	return lo > 0 && off - r[lo - 1].offset < r[lo - 1].len;
-}
-
 /*
  * A chunk of f a sender may send: canonical (aligned to the slot size, full
  * but the last), not hashed yet, not held already, not inside its zeros or
@@ -197,6 +158,7 @@ static bool rx_ranges_hold(const struct proto_range *r, uint32_t n, uint64_t off
 static int rx_chunk_check(struct engine *e, struct efile *f, const struct proto_desc *dp)
 {
 	const struct proto_desc d = *dp;
+	const char *what = f->nranges ? engine_rx_range_holds(e, f, d.offset) : NULL;
 	uint64_t expect;
 
 	/* Chunks are canonical: aligned to the slot size, full except the last. */
@@ -211,13 +173,9 @@ static int rx_chunk_check(struct engine *e, struct efile *f, const struct proto_
 	if (f->held && rx_held_find(e, f, d.offset) != UINT32_MAX) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "duplicate chunk for %s", f->name);
 	}
-	if (rx_ranges_hold(f->zr, f->nzr, d.offset)) {
-		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "chunk for %s inside its zeros",
-				   f->name);
-	}
-	if (rx_ranges_hold(f->sr, f->nsr, d.offset)) {
-		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
-				   "chunk for %s inside its unchanged ranges", f->name);
+	if (what) {
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "chunk for %s inside its %s",
+				   f->name, what);
 	}
 	return 0;
 }

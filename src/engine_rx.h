@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the receiver's files (src/engine_rx*.c) offer each other: nothing
- * outside the receiver includes this.
+ * What the receiver's files (src/engine_rx*.c) offer each other, and the
+ * features that work on its entries (zeros, seal, sums) offer it: nothing
+ * else includes this.
  */
 #pragma once
 
@@ -23,6 +24,15 @@ int rx_file_done(struct engine *e, const struct msg_file_done *d);
 int rx_files(struct engine *e, struct msg_files *mf);
 int rx_sums(struct engine *e, const struct msg_sums *ms);
 int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+
+/*
+ * engine_sums.c: the answers f (SUM_WANTED) waits for, its own digest and
+ * the peer's, in the sums feature's per-file block: 1 when both are here.
+ * sums_match: both good and the same.
+ */
+int sums_own(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+int sums_peer(struct engine *e, struct efile *f, uint32_t status, const uint8_t hash[HASH_LEN]);
+bool sums_match(const struct engine *e, const struct efile *f);
 
 /* engine_rx_slots.c: ring slots, held chunks and their private copies. */
 int rx_slots_setup(struct engine *e);

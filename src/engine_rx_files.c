@@ -242,8 +242,7 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	int r;
 
 	f->sum_wanted = false;
-	if (f->own_sum_status == PERR_OK && f->peer_sum_status == PERR_OK &&
-	    memcmp(f->own_sum, f->peer_sum, HASH_LEN) == 0) {
+	if (sums_match(e, f)) {
 		code = rx_keep_file_again(e, f, text, sizeof(text));
 	} else {
 		f->items |= PROTO_ITEM_CHECKSUM;
@@ -273,10 +272,7 @@ int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HAS
 	if (!f->sum_wanted) {
 		return 0;
 	}
-	f->own_sum_done = true;
-	f->own_sum_status = r < 0 ? PERR_IO : PERR_OK;
-	memcpy(f->own_sum, hash, HASH_LEN);
-	return f->peer_sum_done ? rx_sum_decide(e, f) : 0;
+	return sums_own(e, f, r, hash) > 0 ? rx_sum_decide(e, f) : 0;
 }
 
 /* The sender's digests: one for each file we answered SUM_WANTED, once. */
@@ -287,14 +283,12 @@ int rx_sums(struct engine *e, const struct msg_sums *ms)
 		struct efile *f = file_by_id(e, ps->id);
 		int r;
 
-		if (!f || !f->sum_wanted || f->peer_sum_done) {
+		r = f && f->sum_wanted ? sums_peer(e, f, ps->status, ps->hash) : -EBADMSG;
+		if (r < 0) {
 			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 					   "SUMS for id %u, not asked for", ps->id);
 		}
-		f->peer_sum_done = true;
-		f->peer_sum_status = ps->status;
-		memcpy(f->peer_sum, ps->hash, HASH_LEN);
-		r = f->own_sum_done ? rx_sum_decide(e, f) : 0;
+		r = r > 0 ? rx_sum_decide(e, f) : 0;
 		if (r < 0) {
 			return r;
 		}

@@ -42,13 +42,15 @@ static void rx_open_direct(struct engine *e, struct efile *f)
  * reports inside are punched out again (rx_range_take), so a sparse source
  * stays sparse. Only a help: where it fails (no such call, no room) the
  * file is written as before; but one that failed part way (no room) may
- * have allocated some, so zeros are punched there as well.
+ * have allocated some, so zeros are punched there as well. Not a file
+ * whose digest a feature chose (f->dg: --delta's old copy), whose
+ * unchanged ranges are copied in from that copy.
  */
 static void rx_prealloc(struct efile *f, uint32_t chunk_size)
 {
 	uint64_t whole = f->size / chunk_size * chunk_size;
 
-	if (f->dfd < 0 || f->oldfd >= 0 || whole < 2 * (uint64_t)chunk_size ||
+	if (f->dfd < 0 || f->dg || whole < 2 * (uint64_t)chunk_size ||
 	    whole > (uint64_t)INT64_MAX) {
 		return;
 	}

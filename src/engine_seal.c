@@ -5,11 +5,12 @@
  * before it is posted, fused with its hash (on a worker when there are
  * workers, the slot pushed once sealed, in its lane's count order), its
  * payload back to clear bytes before rails posts it again on another lane,
- * the receiver's open of a slot into its
- * private copy, on the loop or on a worker, all under the negotiated suite
+ * the receiver's open of a slot into its private copy, on the loop or on a
+ * worker, and the bench's open of a slot where it lies (rx_unseal), all
+ * under the negotiated suite
  * (engine_params.seal_suite, slot_key_init). The AEAD open of one slot
- * (slot_open_copy, thread-safe) is the core's, engine_lane.c, for the
- * workers; the descriptor's length with its tag (desc_len) and the copy
+ * (slot_open_copy, thread-safe) and the failure of one that does not open
+ * (engine_fail_sealed) are the core's, engine_lane.c, for the workers; the descriptor's length with its tag (desc_len) and the copy
  * mode are decided at set-up from the parameters (engine.c).
  */
 #include "engine_rx.h"
@@ -118,28 +119,16 @@ static int slot_unseal(struct engine *e, unsigned lane, uint32_t slot, uint64_t 
 		     : 0;
 }
 
-/* A slot that did not open: the session fails (the tcp lanes' NAK_AUTH, exit 8). */
-int engine_fail_sealed(struct engine *e, uint32_t slot, unsigned lane, int r)
-{
-	if (r == -EBADMSG) {
-		return engine_fail(
-		    e, PERR_TRANSPORT, r,
-		    "data lane %u: sealed slot %u fails authentication (changed, replayed, "
-		    "moved or cut on the way, or sealed under another key)",
-		    lane, slot);
-	}
-	return engine_fail(e, PERR_INTERNAL, r, "open sealed slot %u: %s", slot, strerror(-r));
-}
-
 /* Slot's sealed descriptor, read from the peer's reach once. */
-void slot_sealed_desc(struct engine *e, uint32_t slot,
-		      uint8_t ret[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN])
+static void slot_sealed_desc(struct engine *e, uint32_t slot,
+			     uint8_t ret[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN])
 {
 	memcpy(ret, e->desc_area + (size_t)slot * e->desc_len, PROTO_DESC_LEN + LANE_SEAL_TAG_LEN);
 }
 
 /* Receiver, on the loop: slot_open_copy with the lane's key, at its next count. */
-int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst, struct proto_desc *d)
+static int slot_open(struct engine *e, unsigned lane, uint32_t slot, uint8_t *dst,
+		     struct proto_desc *d)
 {
 	struct lane_seal *s = &e->lanes[lane].seal;
 	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN];
@@ -342,6 +331,25 @@ static int seal_rx_open(struct engine *e, uint32_t h, uint32_t slot, uint32_t la
 }
 
 /*
+ * Ring slot `slot` opened where it lies for a role that keeps nothing (the
+ * bench): into dst now (j NULL), or j made a worker's open of it.
+ */
+static int seal_rx_unseal(struct engine *e, uint32_t slot, uint32_t lane, uint8_t *dst,
+			  struct proto_desc *d, struct wjob *j)
+{
+	int r;
+
+	if (j) {
+		j->kind = WJOB_OPEN;
+		j->count = e->lanes[lane].seal.count++;
+		slot_sealed_desc(e, slot, j->sealed);
+		return 0;
+	}
+	r = slot_open(e, lane, slot, dst, d);
+	return r < 0 ? engine_fail_sealed(e, slot, lane, r) : 0;
+}
+
+/*
  * On with seal_slots on a data path. e->sealed stays for what is decided
  * by it outside this file: where a slot's bytes are copied and hashed.
  */
@@ -401,4 +409,5 @@ const struct engine_feature engine_feature_seal = {
 	.tx_seal = seal_tx_seal,
 	.tx_repost = seal_tx_repost,
 	.rx_open = seal_rx_open,
+	.rx_unseal = seal_rx_unseal,
 };

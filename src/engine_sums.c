@@ -13,7 +13,7 @@
  * ranges (blk_zero_range: a write-zeroes of a large range can take long),
  * in the order they were queued; the file's commit waits for them.
  */
-#include "engine-internal.h"
+#include "engine_rx.h"
 
 #include "filehash.h"
 
@@ -35,6 +35,18 @@ struct sum_job {
 	uint8_t (*rd)[HASH_LEN];
 	uint8_t *rdisk;
 };
+
+/*
+ * The receiver's per-file block with the skip level checksum (SUM_WANTED):
+ * the two digests its answer waits for, its own and the peer's, each once.
+ */
+struct sums_file {
+	bool own_done, peer_done;
+	uint32_t own_status, peer_status; /* PERR_OK: the digest is good */
+	uint8_t own[HASH_LEN], peer[HASH_LEN];
+};
+
+extern const struct engine_feature engine_feature_sums;
 
 /* The sums queue's thread's own: its file hasher (fr < 0: none, and why). */
 struct sums_local {
@@ -190,10 +202,10 @@ int sums_queue(struct engine *e, struct efile *f, int fd, sum_done_fn done)
 
 /*
  * A tree file's read back (a device's, at its commit): the job gets its own
- * copies of rd and rdisk, so the file may go while it runs.
+ * copies of rd and rdisk (delta's), so the file may go while it runs.
  */
-int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn verify,
-		    sum_done_fn done)
+int sums_queue_tree(struct engine *e, struct efile *f, int fd, const uint8_t (*rd)[HASH_LEN],
+		    const uint8_t *rdisk, tree_verify_fn verify, sum_done_fn done)
 {
 	uint64_t n = f->size / e->p->chunk_size + (f->size % e->p->chunk_size != 0);
 	struct sum_job t = { .done = done,
@@ -210,8 +222,8 @@ int sums_queue_tree(struct engine *e, struct efile *f, int fd, tree_verify_fn ve
 		free(t.rdisk);
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
-	memcpy(t.rd, f->rd, n * HASH_LEN);
-	memcpy(t.rdisk, f->rdisk, n / 8 + 1);
+	memcpy(t.rd, rd, n * HASH_LEN);
+	memcpy(t.rdisk, rdisk, n / 8 + 1);
 	return sums_queue_job(e, f, fd, &t);
 }
 
@@ -235,6 +247,50 @@ int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t l
 	return r;
 }
 
+int sums_own(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
+{
+	struct sums_file *sf = engine_file_state(e, &engine_feature_sums, f);
+
+	if (!sf) {
+		return -EINVAL; /* not a session that asks (sums_file_size) */
+	}
+	sf->own_done = true;
+	sf->own_status = r < 0 ? PERR_IO : PERR_OK;
+	memcpy(sf->own, hash, HASH_LEN);
+	return sf->peer_done;
+}
+
+/* -EBADMSG: the peer's answer came twice, or in a session that never asks. */
+int sums_peer(struct engine *e, struct efile *f, uint32_t status, const uint8_t hash[HASH_LEN])
+{
+	struct sums_file *sf = engine_file_state(e, &engine_feature_sums, f);
+
+	if (!sf || sf->peer_done) {
+		return -EBADMSG;
+	}
+	sf->peer_done = true;
+	sf->peer_status = status;
+	memcpy(sf->peer, hash, HASH_LEN);
+	return sf->own_done;
+}
+
+bool sums_match(const struct engine *e, const struct efile *f)
+{
+	const struct sums_file *sf = engine_file_state(e, &engine_feature_sums, f);
+
+	return sf && sf->own_status == PERR_OK && sf->peer_status == PERR_OK &&
+	       memcmp(sf->own, sf->peer, HASH_LEN) == 0;
+}
+
+/* Only a receiver that may answer SUM_WANTED (the skip level checksum) keeps the answers. */
+static size_t sums_file_size(const struct engine *e)
+{
+	return e->p->role == ENGINE_RECEIVER &&
+		       (e->p->open_flags & PROTO_OPEN_SKIP_LEVELS) == PROTO_OPEN_SKIP_CHECKSUM
+		   ? sizeof(struct sums_file)
+		   : 0;
+}
+
 /* Its jobs (and their file descriptors) went with the pool, before the files close. */
 static void sums_feature_stop(struct engine *e)
 {
@@ -244,5 +300,6 @@ static void sums_feature_stop(struct engine *e)
 
 const struct engine_feature engine_feature_sums = {
 	.name = "sums",
+	.file_size = sums_file_size,
 	.stop = sums_feature_stop,
 };

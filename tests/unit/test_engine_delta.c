@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * --delta (PROTO_CAP_DELTA): SAME ranges by hand and a delta transfer
- * between two engines, SAME and SUMS refused where they do not fit.
+ * between two engines; SAME, SUMS and a chunk inside a SAME range refused
+ * where they do not fit.
  */
 #include "engine_harness.h"
 
@@ -169,6 +170,44 @@ static void test_delta_same_refused(void **state)
 	same_refused(state, true, PROTO_CAP_DELTA, 100, CHUNK, "not whole chunks");
 }
 
+/*
+ * A chunk inside a SAME range not yet taken into the digest (the range is
+ * past hash_off, which stays at 0): refused (rx_range_holds), nothing
+ * committed.
+ */
+static void test_delta_chunk_inside_same(void **state)
+{
+	struct fx *f = *state;
+	struct raw w;
+	struct msg m;
+	uint8_t *old = malloc(DELTA_SIZE);
+	static const uint32_t ids[] = { 1 }, ok[] = { PERR_OK };
+	static const char *const names[] = { "d" };
+	static const uint64_t sizes[] = { DELTA_SIZE };
+	const char *why = "inside its unchanged ranges";
+
+	assert_non_null(old);
+	fill(old, DELTA_SIZE, 3);
+	write_file(f->dst, "d", old, DELTA_SIZE);
+	f->rxr.p.peer_caps = PROTO_CAP_DELTA;
+	f->rxr.p.open_flags = PROTO_OPEN_DELTA;
+	raw_init(&w, &f->tx);
+	run_start(&f->rxr);
+	raw_ring(&w);
+	raw_files(&w, 1, ids, names, sizes);
+	raw_expect(&w, MSG_DELTA, &m);
+	msg_clear(&m);
+	raw_ack(&w, 1, ids, ok);
+	raw_same(&w, 1, 2 * CHUNK, CHUNK + 10);
+	raw_chunk(&w, 0, 1, 2 * CHUNK, old + 2 * CHUNK, CHUNK);
+	raw_expect_error(&w, PERR_PROTOCOL, why);
+	run_join(&f->rxr);
+	assert_failed_run(&f->rxr, -EBADMSG, PERR_PROTOCOL, why);
+	assert_stats(&f->rxr.st, 0, 0, 0, PERR_OK);
+	free(old);
+	raw_free(&w);
+}
+
 /* SUMS the sender refuses: out of order, more than the file's chunks, from a peer without DELTA. */
 static void sums_refused(void **state, uint64_t caps, uint64_t first, uint16_t count,
 			 const char *why)
@@ -215,9 +254,8 @@ static void test_delta_sums_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_delta_by_hand),
-		T(test_delta_transfer),
-		T(test_delta_same_refused),
+		T(test_delta_by_hand),	    T(test_delta_transfer),
+		T(test_delta_same_refused), T(test_delta_chunk_inside_same),
 		T(test_delta_sums_refused),
 	};
 

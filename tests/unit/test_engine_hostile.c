@@ -151,7 +151,9 @@ static void test_files_out_of_order(void **state)
 /*
  * Skip level checksum, a hostile sender: a file answered SUM_WANTED gets no
  * FILE_DONE before its answer (a protocol error), and a SUMS entry for a
- * file not asked about, or once more after the answer, is refused.
+ * file not asked about, once more after the answer, or twice before it (our
+ * own digest held back on the slow disk: the second finds the peer's digest
+ * kept already), is refused.
  */
 static void sums_hostile(struct fx *f, int round)
 {
@@ -161,10 +163,14 @@ static void sums_hostile(struct fx *f, int round)
 	struct proto_sum ps = { .id = round == 0 ? 2 : 1 };
 	struct msg m = { .type = MSG_SUMS, .u.sums = { .count = 1, .sums = &ps } };
 	const char *why = round == 2 ? "FILE_DONE" : "SUMS";
+	uint8_t data[100];
 	struct raw w;
 
 	dest_file(f, "a", 100, 1, (struct timespec){ 0 });
 	f->rxr.p.open_flags = PROTO_OPEN_SKIP_CHECKSUM;
+	if (round == 3) {
+		f->rxr.p.faults |= ENGINE_FAULT_SLOW_DISK;
+	}
 	raw_init(&w, &f->tx);
 	run_start(&f->rxr);
 	raw_ring(&w);
@@ -179,9 +185,10 @@ static void sums_hostile(struct fx *f, int round)
 		raw_send(&w, &m);
 		raw_ack(&w, 1, id1, ok);
 		raw_send(&w, &m); /* the same id again */
+	} else if (round == 3) {
+		raw_send(&w, &m);
+		raw_send(&w, &m);
 	} else {
-		uint8_t data[100];
-
 		fill(data, sizeof(data), 1);
 		raw_done(&w, 1, sizeof(data), data, sizeof(data));
 	}
@@ -204,6 +211,11 @@ static void test_sums_twice(void **state)
 static void test_done_before_sum_answer(void **state)
 {
 	sums_hostile(*state, 2);
+}
+
+static void test_sums_twice_before_answer(void **state)
+{
+	sums_hostile(*state, 3);
 }
 
 /* FILE_DONE claiming more bytes than the file has: a protocol error, nothing committed. */
@@ -543,6 +555,7 @@ int main(void)
 		T(test_sums_unasked),
 		T(test_sums_twice),
 		T(test_done_before_sum_answer),
+		T(test_sums_twice_before_answer),
 		T(test_duplicate_names),
 		T(test_duplicate_after_resolved),
 		T(test_file_done_wrong_hash),

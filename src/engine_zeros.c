@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The receiver's ranges without payload: ZEROS (holes) and --delta's SAME
- * ranges, taken into the file's digest in order and journaled (--partial).
+ * ranges, noted in the file's block of this feature and taken into its
+ * digest in file order (rx_range), journaled (--partial).
  * And the sender's ZEROS: the zero ranges it notes (tx_zero), one file's
  * at a time, sent before that file's FILE_DONE and before ranges of
  * another kind (tx_flush).
@@ -21,9 +22,26 @@ struct zeros_state {
 	bool zero_chunk_hashed;
 	/* The sender's ZEROS not sent yet: ranges of one file (zq->id), from the first one noted. */
 	struct msg_resume *zq;
+	/* Receiver: ranges noted and not taken into a digest yet, in all files (efile.nranges). */
+	uint32_t ranges;
+};
+
+/*
+ * Receiver: a file's ranges not hashed yet, ascending: zr the ZEROS, sr
+ * the SAME (taken from the old file); the end of the last one noted.
+ */
+struct zeros_file {
+	struct proto_range *zr, *sr;
+	uint32_t nzr, zr_cap, nsr, sr_cap;
+	uint64_t zr_end;
 };
 
 extern const struct engine_feature engine_feature_zeros;
+
+static struct zeros_file *zeros_file(const struct engine *e, const struct efile *f)
+{
+	return engine_file_state(e, &engine_feature_zeros, f);
+}
 
 /* The XXH3-128 of len zero bytes (the journal's record of a zero chunk; a tree's digest). */
 void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
@@ -51,12 +69,13 @@ void zero_digest(struct engine *e, uint64_t len, uint8_t out[HASH_LEN])
 /* A range whole chunks of f, past what is hashed or described, with no data held inside. */
 static int rx_range_check(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
 {
+	const struct zeros_file *zf = zeros_file(e, f);
 	uint64_t cs = e->p->chunk_size, end = g->offset + g->len;
 	const char *what = same ? "DELTA SAME" : "ZEROS";
 
 	if (g->offset % cs || g->offset >= f->size || g->len > f->size - g->offset ||
-	    (g->len % cs && g->offset + g->len != f->size) ||
-	    g->offset < MAX(f->zr_end, f->hash_off)) {
+	    (g->len % cs && g->offset + g->len != f->size) || !zf ||
+	    g->offset < MAX(zf->zr_end, f->hash_off)) {
 		return engine_fail(
 		    e, PERR_PROTOCOL, -EBADMSG,
 		    "%s for %s: range %llu+%llu not whole chunks of it, or overlapping", what,
@@ -86,8 +105,10 @@ static int rx_range_check(struct engine *e, struct efile *f, const struct proto_
 /* The range noted on f's list (ZEROS or SAME), merged with the last one where they touch. */
 static int rx_range_note(struct engine *e, struct efile *f, const struct proto_range *g, bool same)
 {
-	struct proto_range **zr = same ? &f->sr : &f->zr;
-	uint32_t *nzr = same ? &f->nsr : &f->nzr, *zr_cap = same ? &f->sr_cap : &f->zr_cap;
+	struct zeros_state *zs = engine_feature_state(e, &engine_feature_zeros);
+	struct zeros_file *zf = zeros_file(e, f);
+	struct proto_range **zr = same ? &zf->sr : &zf->zr;
+	uint32_t *nzr = same ? &zf->nsr : &zf->nzr, *zr_cap = same ? &zf->sr_cap : &zf->zr_cap;
 	struct proto_range *last = *nzr ? &(*zr)[*nzr - 1] : NULL;
 	const char *what = same ? "DELTA SAME" : "ZEROS";
 
@@ -99,7 +120,7 @@ static int rx_range_note(struct engine *e, struct efile *f, const struct proto_r
 		 * and its ranges between them are merged: more (per file, or in
 		 * all, one more per file) is not a sender's.
 		 */
-		if (f->nzr + f->nsr > e->p->slots || e->zr_total >= e->p->slots + FILE_TABLE) {
+		if (f->nranges > e->p->slots || zs->ranges >= e->p->slots + FILE_TABLE) {
 			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 					   "%s for %s: too many ranges ahead of the data", what,
 					   f->name);
@@ -115,7 +136,8 @@ static int rx_range_note(struct engine *e, struct efile *f, const struct proto_r
 			*zr_cap = cap;
 		}
 		(*zr)[(*nzr)++] = *g;
-		e->zr_total++;
+		f->nranges++;
+		zs->ranges++;
 	}
 	return 0;
 }
@@ -141,17 +163,18 @@ static int rx_zeros_written(struct engine *e, struct efile *f, int r, uint64_t o
  */
 static int rx_zeros_mapped(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 {
+	const uint8_t *dzero = delta_dzero(e, f);
 	uint64_t cs = e->p->chunk_size, end = off + len;
 
 	while (off < end) {
 		uint64_t i = off / cs, at = off;
-		bool zero = i < f->ndsum && bit_get(f->dzero, i);
+		bool zero = i < f->ndsum && bit_get(dzero, i);
 
 		/* The run of chunks of one kind from off. */
 		do {
 			at = MIN(end, (at / cs + 1) * cs);
 			i = at / cs;
-		} while (at < end && (i < f->ndsum && bit_get(f->dzero, i)) == zero);
+		} while (at < end && (i < f->ndsum && bit_get(dzero, i)) == zero);
 		if (zero) {
 			rx_zeros_journal(e, f, off, at);
 		} else {
@@ -181,8 +204,8 @@ static int rx_zeros_write(struct engine *e, struct efile *f, const struct proto_
 		r = 0;
 	} else if (f->device) {
 		/* On the worker, off the loop; journaled when written (rx_zeros_written). */
-		r = f->dzero ? rx_zeros_mapped(e, f, g->offset, g->len)
-			     : sums_queue_zeros(e, f, g->offset, g->len, rx_zeros_written);
+		r = delta_dzero(e, f) ? rx_zeros_mapped(e, f, g->offset, g->len)
+				      : sums_queue_zeros(e, f, g->offset, g->len, rx_zeros_written);
 		if (r == 0) {
 			return 0;
 		}
@@ -222,7 +245,7 @@ int rx_range_take(struct engine *e, struct efile *f, const struct proto_range *g
 	if (r < 0) {
 		return r;
 	}
-	f->zr_end = g->offset + g->len;
+	zeros_file(e, f)->zr_end = g->offset + g->len;
 	e->bytes_progress += g->len;
 	if (same) {
 		f->skipped += g->len;
@@ -270,6 +293,76 @@ static int rx_zeros(struct engine *e, const struct msg_resume *z)
 	}
 	rx_hash_ready(e, f);
 	return rx_maybe_finish(e, f);
+}
+
+/* The first of n ranges at r, taken off the list. */
+static void rx_range_pop(struct engine *e, struct efile *f, struct proto_range *r, uint32_t *n)
+{
+	struct zeros_state *zs = engine_feature_state(e, &engine_feature_zeros);
+
+	memmove(r, r + 1, (*n - 1) * sizeof(*r));
+	(*n)--;
+	f->nranges--;
+	zs->ranges--;
+}
+
+/*
+ * f's next range at hash_off, into its digest: an unchanged one (--delta:
+ * from the old file, hashed as read back) or zeros (hashed as the zeros it
+ * stands for). Its length, 0: none starts there.
+ */
+static uint64_t zeros_rx_range(struct engine *e, struct efile *f)
+{
+	struct zeros_file *zf = zeros_file(e, f);
+	struct proto_range g;
+
+	if (zf && zf->nsr && zf->sr[0].offset == f->hash_off) {
+		g = zf->sr[0];
+		rx_range_pop(e, f, zf->sr, &zf->nsr);
+		/* Only a file with an old copy takes SAME (rx_delta_same): it chose how. */
+		f->dg->rx_same(e, f, &g);
+		return g.len;
+	}
+	if (!zf || !zf->nzr || zf->zr[0].offset != f->hash_off) {
+		return 0;
+	}
+	g = zf->zr[0];
+	rx_range_pop(e, f, zf->zr, &zf->nzr);
+	if (f->failed) {
+	} else if (f->dg && f->dg->rx_zeros) {
+		f->dg->rx_zeros(e, f, g.offset, g.len);
+	} else {
+		hash_zeros(&f->hash, g.len);
+	}
+	return g.len;
+}
+
+/* Is off inside one of the n ranges at r (ascending, apart)? A binary search. */
+static bool rx_ranges_hold(const struct proto_range *r, uint32_t n, uint64_t off)
+{
+	uint32_t lo = 0, hi = n;
+
+	/* The first range that starts past off is hi; the one before may hold it. */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (r[mid].offset <= off) {
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return lo > 0 && off - r[lo - 1].offset < r[lo - 1].len;
+}
+
+static const char *zeros_rx_range_holds(const struct engine *e, const struct efile *f, uint64_t off)
+{
+	const struct zeros_file *zf = zeros_file(e, f);
+
+	if (zf && rx_ranges_hold(zf->zr, zf->nzr, off)) {
+		return "zeros";
+	}
+	return zf && rx_ranges_hold(zf->sr, zf->nsr, off) ? "unchanged ranges" : NULL;
 }
 
 /* ---- sender ---- */
@@ -344,6 +437,30 @@ static int zeros_tx_zero(struct engine *e, struct efile *f, uint64_t off, uint64
 	return 0;
 }
 
+/*
+ * A receiver with ranges to take: ZEROS on, or --delta asked for (its SAME
+ * ranges). Not a sender, nor a receiver of a plain copy without holes.
+ */
+static size_t zeros_file_size(const struct engine *e)
+{
+	return e->p->role == ENGINE_RECEIVER &&
+		       (e->zeros || (e->p->x && (e->p->open_flags & PROTO_OPEN_DELTA)))
+		   ? sizeof(struct zeros_file)
+		   : 0;
+}
+
+static void zeros_file_release(struct engine *e, struct efile *f)
+{
+	struct zeros_state *zs = engine_feature_state(e, &engine_feature_zeros);
+	struct zeros_file *zf = zeros_file(e, f);
+
+	if (zf) {
+		zs->ranges -= zf->nzr + zf->nsr;
+		free(zf->zr);
+		free(zf->sr);
+	}
+}
+
 static void zeros_release(struct engine *e)
 {
 	struct zeros_state *zs = engine_feature_state(e, &engine_feature_zeros);
@@ -377,7 +494,11 @@ const struct engine_feature engine_feature_zeros = {
 	.enable = zeros_enable,
 	.state_size = sizeof(struct zeros_state),
 	.release = zeros_release,
+	.file_size = zeros_file_size,
+	.file_release = zeros_file_release,
 	.msgs = zeros_msgs,
+	.rx_range = zeros_rx_range,
+	.rx_range_holds = zeros_rx_range_holds,
 	.tx_zero = zeros_tx_zero,
 	.tx_flush = tx_zeros_flush,
 };
