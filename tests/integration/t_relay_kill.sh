@@ -83,26 +83,37 @@ kill_daemon() {
 	wait "${DPID[$1]}" 2>/dev/null
 }
 
-# held N: the bytes 127.0.0.N holds of the file: its partial store's data, else the file,
-# else the largest file its sessions hold open in the module (a copy without --partial
-# writes an unnamed inode).
+# held N: the bytes 127.0.0.N holds of the file: its partial store's data, else the file
+# (0: none). A copy without --partial writes an unnamed inode, whose size says nothing
+# (it is allocated whole at once): opened tells of that one.
 held() {
-	local f p best=0 s
+	local f
 	f=$(ls "$T/m$1/data/.rdmacp-partial/"*.data 2>/dev/null | head -1)
 	[ -n "$f" ] || f="$T/m$1/data/big"
-	if [ -e "$f" ]; then
-		du -B1 --apparent-size "$f" 2>/dev/null | cut -f1
-		return
-	fi
+	[ -e "$f" ] && du -B1 --apparent-size "$f" 2>/dev/null | cut -f1 || echo 0
+}
+
+# opened N: whether a session of 127.0.0.N has a file of its module open (its copy began).
+opened() {
+	local p f
 	for p in $(pgrep -P "${DPID[$1]}"); do
 		for f in /proc/"$p"/fd/*; do
 			case "$(readlink "$f" 2>/dev/null)" in
-			"$T/m$1/data/"*) s=$(stat -L -c %s "$f" 2>/dev/null || echo 0)
-				[ "$s" -gt "$best" ] && best=$s ;;
+			"$T/m$1/data/"*) return 0 ;;
 			esac
 		done
 	done
-	echo "$best"
+	return 1
+}
+
+# wait_opened N: until opened N (at most 120 s). Then 0.
+wait_opened() {
+	local i
+	for i in $(seq 1 2400); do
+		opened "$1" && return 0
+		sleep 0.05
+	done
+	return 1
 }
 
 # wait_held N BYTES: until 127.0.0.N holds BYTES of the file (at most 120 s). Then 0.
@@ -137,18 +148,23 @@ clear_dests() {
 	done
 }
 
-# cut_copy CASE VICTIM [OPTS...]: the paced copy to the three, the daemon on 127.0.0.VICTIM
-# killed once the hop after it holds an eighth of the file (so that it has some to
-# resume from); the client's exit in RC, its --json in $T/CASE.json.
+# cut_copy CASE VICTIM RATE [OPTS...]: the copy to the three paced at RATE, the daemon on
+# 127.0.0.VICTIM killed once the hop after it holds an eighth of the file (with
+# --partial: so that it has some to resume from), else once that hop's copy began; the
+# client's exit in RC, its --json in $T/CASE.json.
 cut_copy() {
-	local c=$1 v=$2 pid
-	shift 2
-	"${CLIENT[@]}" --json -a --bwlimit "$RATE" "$@" "$T/src/big" "${DESTS[@]}" \
+	local c=$1 v=$2 rate=$3 pid
+	shift 3
+	"${CLIENT[@]}" --json -a --bwlimit "$rate" "$@" "$T/src/big" "${DESTS[@]}" \
 		>"$T/$c.json" 2>"$T/$c.err" &
 	pid=$!
-	wait_held $((v + 1)) $((SIZE / 8)) ||
-		fail "$c: 127.0.0.$((v + 1)) never held an eighth of the file"
-	[ "$(held "$v")" -lt "$SIZE" ] || fail "$c: 127.0.0.$v had the whole file before the kill"
+	if [ "$*" = --partial ]; then
+		wait_held $((v + 1)) $((SIZE / 8)) ||
+			fail "$c: 127.0.0.$((v + 1)) never held an eighth of the file"
+		[ "$(held "$v")" -lt "$SIZE" ] || fail "$c: 127.0.0.$v had the whole file before the kill"
+	else
+		wait_opened $((v + 1)) || fail "$c: 127.0.0.$((v + 1))'s copy never began"
+	fi
 	kill_daemon "$v"
 	wait "$pid"
 	RC=$?
@@ -200,7 +216,7 @@ mkdir -p "$T/src"
 head -c $SIZE /dev/urandom >"$T/src/big" || die "write the source"
 
 echo "--- a. the middle hop killed mid-copy"
-cut_copy a 3 --partial
+cut_copy a 3 "$RATE" --partial
 [ "$RC" -eq 25 ] && pass "a: exit 25" || fail "a: exit $RC: $(tail -5 "$T/a.err")"
 others_exact a 3
 st=$(dest_field "$T/a.json" 127.0.0.3 status)
@@ -222,7 +238,7 @@ rerun b 3
 
 echo "--- c. the first hop killed mid-copy: the client cuts it out"
 clear_dests
-cut_copy c 2 --partial
+cut_copy c 2 "$RATE" --partial
 [ "$RC" -eq 25 ] && pass "c: exit 25" || fail "c: exit $RC: $(tail -5 "$T/c.err")"
 others_exact c 2
 st=$(dest_field "$T/c.json" 127.0.0.2 status)
@@ -236,7 +252,8 @@ rerun c 2
 
 echo "--- d. without --partial: the next hop gets the file again, the dead one failed"
 clear_dests
-cut_copy d 3
+# At half the rate: the kill lands well before the end.
+cut_copy d 3 8M
 [ "$RC" -eq 25 ] && pass "d: exit 25" || fail "d: exit $RC: $(tail -5 "$T/d.err")"
 others_exact d 3
 [ "$(dest_field "$T/d.json" 127.0.0.3 status)" = failed ] && pass "d: 127.0.0.3 failed" ||
