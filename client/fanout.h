@@ -6,8 +6,9 @@
  * forwards what it receives to the next and reports one MSG_RELAY_RESULT per
  * destination after it. A destination that cannot be reached, or refuses
  * before any data, or dies mid-copy, is cut out and the next one tried with
- * the rest of the chain (a relay child replays what its feed told). The same code runs in the client (fanout.c) and in a relay child
- * started by a daemon (relay_mode.c: its entries come from the feed).
+ * the rest of the chain (a relay child replays what its feed told). The
+ * same code runs in the client (fanout.c) and in a relay child started by a
+ * daemon (relay_mode.c: its entries come from the feed).
  *
  * fanout.c: the command line and the loop over destinations;
  * fanout_wire.c: MSG_RELAY and the results; fanout_out.c: each

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * follow (engine_params.follow_feed >= 0, sender): a relay child's sender,
+ * follow (engine_params.follow set, sender): a relay child's sender,
  * whose entries and their readable bytes come from the relay feed
  * (relay_feed.h) of the hop it runs beside, while that hop still receives
  * them. The feed's descriptor is watched by the loop; each record read
