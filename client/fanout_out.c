@@ -74,6 +74,21 @@ void fanout_watch_errors(struct fanout *f)
 	log_set_observer(LOG_ERR, on_error_line, f);
 }
 
+/* A push after its OPEN ended for its session's sake: the connection or the daemon lost. */
+static bool lost_mid_copy(int rc)
+{
+	switch (rc) {
+	case EXIT_TRANSPORT:
+	case EXIT_PROTOCOL:
+	case EXIT_CONNECT:
+	case EXIT_REMOTE_IO:
+	case EXIT_DAEMON_STOPPING:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* note at the end of d's text, what comes before cut short to make room. */
 static void append(struct fanout_dest *d, const char *note)
 {
@@ -85,13 +100,13 @@ static void append(struct fanout_dest *d, const char *note)
 
 /*
  * The first destination's outcome: rc its push's exit code, t its totals
- * (NULL: none); cut: it is cut out of the chain. One that died mid-copy
- * with --partial keeps what it had: a resumable partial.
+ * (NULL: none); cut: it is cut out of the chain. One whose session was
+ * lost mid-copy with --partial keeps what it had: a resumable partial.
  */
 static void record_first(struct fanout *f, const struct output_totals *t, int rc, bool cut)
 {
 	struct fanout_dest *d = &f->dests[f->first];
-	bool died = f->opened && fanout_hop_died(f, rc);
+	bool died = f->opened && lost_mid_copy(rc);
 
 	d->exit_code = (uint8_t)rc;
 	d->status = rc == EXIT_OK				 ? PROTO_RELAY_COPIED
@@ -117,16 +132,7 @@ static void record_first(struct fanout *f, const struct output_totals *t, int rc
 
 bool fanout_hop_died(const struct fanout *f, int rc)
 {
-	switch (rc) {
-	case EXIT_TRANSPORT:
-	case EXIT_PROTOCOL:
-	case EXIT_CONNECT:
-	case EXIT_REMOTE_IO:
-	case EXIT_DAEMON_STOPPING:
-		return !f->book || follow_book_replayable(f->book);
-	default:
-		return false;
-	}
+	return lost_mid_copy(rc) && (!f->book || follow_book_replayable(f->book));
 }
 
 bool fanout_bypass(struct fanout *f, const struct output_totals *t, int rc)

@@ -211,6 +211,19 @@ static void test_conclude(void **state)
 	assert_int_equal(f->dests[2].exit_code, EXIT_TRANSPORT);
 	fanout_destroy(f);
 
+	/* The last one lost mid-copy with --partial: a resumable partial, nowhere to cut to. */
+	f = fanout_of(2);
+	f->dests[0].status = PROTO_RELAY_COPIED;
+	f->first = 1;
+	f->connecting = f->opened = f->partial = true;
+	snprintf(f->last_error, sizeof(f->last_error), "h2: connection lost");
+	assert_false(fanout_bypass(f, &t, EXIT_TRANSPORT));
+	assert_int_equal(fanout_conclude(f, &out, &t, EXIT_TRANSPORT), EXIT_FANOUT_PARTIAL);
+	assert_int_equal(f->dests[1].status, PROTO_RELAY_PARTIAL);
+	assert_string_equal(f->dests[1].text,
+			    "h2: connection lost, its partial kept for a --partial re-run");
+	fanout_destroy(f);
+
 	/* The last one, unreached after the others were cut out too. */
 	f = fanout_of(2);
 	f->dests[0].status = PROTO_RELAY_UNREACHED;
