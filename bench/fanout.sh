@@ -28,8 +28,10 @@
 # N)/time(one copy) (target <= 1.3 for N = 4, 8), time(peer N)/time(fan-out N)
 # (goal >= N/1.5). Then, for N = the kill N, the big file with --partial: the
 # session process of destination --victim killed (kill -9) once the source has
-# sent --cut of the copy, the others' time against an undisturbed run, and a
-# --partial re-run to what was not delivered, with the bytes it sent.
+# sent --cut of the copy, the others' time against an undisturbed run (target <=
+# 1.2: the hop before the killed one forwards to the one after it), and a --partial
+# re-run (fan-out: to all, with --skip quick; parallel: to what was not delivered),
+# with the bytes the killed one was sent against what it lacked.
 #
 # usage: bench/fanout.sh [--rate RATE] [--size MIB] [--files N] [--file-size B]
 #                        [--n LIST] [--reps N] [--kill-n N] [--victim K] [--cut F]
@@ -525,7 +527,7 @@ kill_start() {
 	local k
 	KPIDS=()
 	if [ "$1" = fanout ]; then
-		rd --json --partial "$SRCD/big.bin" $(dests "$2") >"$R/kill.json" 2>"$R/kill.err" &
+		rd --json -p --partial "$SRCD/big.bin" $(dests "$2") >"$R/kill.json" 2>"$R/kill.err" &
 		KPIDS+=($!)
 	else
 		for k in $(seq 1 "$2"); do
@@ -583,14 +585,25 @@ kill_case() {
 		(if (.error // "") != "" then ": \(.error)" else "" end)' "$R/kill.json" 2>/dev/null
 	[ "${#none[@]}" -gt 0 ] || { echo "  d$VICTIM completed before the kill: no re-run"; return; }
 	tx0=$(src_tx)
-	json=$(rd --json --partial "$SRCD/big.bin" $(for k in "${none[@]}"; do echo "$(host_ip "d$k"):bench/"; done) \
-		2>"$R/rerun.err") || die "kill case $mode: --partial re-run failed: $(head -1 "$R/rerun.err")"
+	if [ "$mode" = fanout ]; then
+		# The same fan-out again, to all: the complete ones kept (--skip quick), the
+		# killed one resumed; its bytes are what the hop before it sent it.
+		json=$(rd --json -p --partial --skip quick "$SRCD/big.bin" $(dests "$n") \
+			2>"$R/rerun.err") || die "kill case $mode: --partial re-run failed: $(head -1 "$R/rerun.err")"
+		list=$(seq -s ' ' 1 "$n")
+		sent=$(echo "$json" | jq -r --arg h "$(host_ip "d$VICTIM")" 'select(.event == "summary") |
+			.destinations[] | select(.host == $h) | .bytes')
+	else
+		json=$(rd --json --partial "$SRCD/big.bin" $(for k in "${none[@]}"; do echo "$(host_ip "d$k"):bench/"; done) \
+			2>"$R/rerun.err") || die "kill case $mode: --partial re-run failed: $(head -1 "$R/rerun.err")"
+		list="${none[*]}"
+		sent=$(echo "$json" | jq -r 'select(.event == "summary") | .bytes')
+	fi
 	rtx=$(($(src_tx) - tx0))
-	sent=$(echo "$json" | jq -r 'select(.event == "summary") | .bytes')
 	for k in "${none[@]}"; do delivered "$k" big || die "re-run: nothing at d$k"; done
-	list="d${none[*]}"
-	echo "  re-run --partial to ${list// /, d}: sent $sent bytes of payload ($rtx bytes left the source);" \
-		"d$VICTIM lacked $lacked bytes (its journal): $(awk -v s="$sent" -v l="$lacked" \
+	list="d${list// /, d}"
+	echo "  re-run --partial to $list: d$VICTIM was sent $sent bytes of payload ($rtx bytes left the source);" \
+		"it lacked $lacked bytes (its journal): $(awk -v s="$sent" -v l="$lacked" \
 			'BEGIN { if (l + 0 > 0) printf "%.3fx", s / l; else print "n/a" }') what it lacked"
 }
 if [ -n "$RELAY_NA" ]; then

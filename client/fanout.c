@@ -13,6 +13,7 @@
 #include <openssl/rand.h>
 
 #include "exitcodes.h"
+#include "engine.h"
 #include "fanout.h"
 #include "log.h"
 #include "relay_ticket.h"
@@ -188,12 +189,17 @@ int fanout_run(struct client_opts *o, char **srcs, int nsrcs, struct fanout *f)
 	int rc = EXIT_OK;
 
 	fanout_watch_errors(f);
+	f->partial = o->partial;
 	for (f->first = 0; f->first < f->n; f->first++) {
 		struct fanout_dest *d = &f->dests[f->first];
 
 		f->connecting = f->opened = false;
 		f->last_error[0] = '\0';
 		o->port = d->port;
+		/* While a hop may yet be cut out, what the feed told stays for a replay. */
+		if (f->book) {
+			follow_book_keep(f->book, f->first + 1 < f->n);
+		}
 		rc = transfer_push_fanout(o, srcs, nsrcs, f);
 		/* Concluded: every destination has its outcome. */
 		if (f->dests[f->n - 1].status != 0 || transfer_interrupted) {

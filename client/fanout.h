@@ -5,9 +5,10 @@
  * rest as the chain (MSG_RELAY, with a ticket it signed for each); every hop
  * forwards what it receives to the next and reports one MSG_RELAY_RESULT per
  * destination after it. A destination that cannot be reached, or refuses
- * before any data, is cut out and the next one tried with the rest of the
- * chain. The same code runs in the client (fanout.c) and in a relay child
- * started by a daemon (relay_mode.c: its entries come from the feed).
+ * before any data, or dies mid-copy, is cut out and the next one tried with
+ * the rest of the chain (a relay child replays what its feed told). The
+ * same code runs in the client (fanout.c) and in a relay child started by a
+ * daemon (relay_mode.c: its entries come from the feed).
  *
  * fanout.c: the command line and the loop over destinations;
  * fanout_wire.c: MSG_RELAY and the results; fanout_out.c: each
@@ -24,6 +25,7 @@
 #include "proto/msg.h"
 
 struct daemon_conn;
+struct follow_book;
 
 struct fanout_dest {
 	struct remote rem; /* host and MODULE/REL ('/' at its end: a directory) */
@@ -43,9 +45,11 @@ struct fanout {
 	size_t first; /* the destination pushed to now; the chain is the ones after it */
 	/* a relay child: the first destination gets its ticket as MSG_RELAY's self ticket */
 	bool relay_mode;
-	int feed;	 /* relay mode: the feed (engine_params.follow_feed), else -1 */
-	bool connecting; /* this attempt got as far as connecting */
-	bool opened;	 /* ... and OPEN was accepted: data may have gone */
+	int feed;		  /* relay mode: the feed, else -1 */
+	struct follow_book *book; /* relay mode: what the feed told (engine_params.follow) */
+	bool partial;		  /* --partial: a hop cut out mid-copy keeps what it has */
+	bool connecting;	  /* this attempt got as far as connecting */
+	bool opened;		  /* ... and OPEN was accepted: data may have gone */
 	char last_error[PROTO_MAX_TEXT + 1]; /* the last error line logged in this attempt */
 	struct output_dest out[PROTO_MAX_RELAY_HOPS + 1]; /* the summary's view of dests */
 };
@@ -98,11 +102,20 @@ int fanout_take_result(struct fanout *f, const struct msg_relay_result *res);
 /* The exit code for the whole: 0, EXIT_FANOUT_PARTIAL, or the first failed destination's. */
 int fanout_exit_code(const struct fanout *f);
 /*
- * The push to the first destination ended with rc: true when it never got
- * to send (unreached or refused before OPEN was accepted) and there is a
- * destination after it to try; its outcome is then recorded, nothing said.
+ * The push to the first destination ended with rc (t: its totals): true
+ * when there is a destination after it to try and it never got to send
+ * (unreached or refused before OPEN was accepted) or it died mid-copy (the
+ * connection lost, the daemon gone: fanout_hop_died); its outcome is then
+ * recorded, nothing said.
  */
-bool fanout_bypass(struct fanout *f, int rc);
+bool fanout_bypass(struct fanout *f, const struct output_totals *t, int rc);
+/*
+ * Whether a push that ended with rc after its OPEN failed for its
+ * destination's sake (not this side's, not upstream's), and what it sent
+ * can be sent again to the next: a relay child only while its book can
+ * replay every entry.
+ */
+bool fanout_hop_died(const struct fanout *f, int rc);
 /*
  * The push is over (t: its totals, rc: its exit code): its own outcome
  * recorded, destinations after it without a result failed, the lines and

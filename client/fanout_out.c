@@ -9,15 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "exitcodes.h"
 #include "fanout.h"
 #include "log.h"
+#include "macro.h"
 
 void fanout_free(struct fanout *f)
 {
 	for (size_t i = 0; i < f->n; i++) {
 		free(f->dests[i].ticket);
 	}
+	follow_book_free(f->book);
+	f->book = NULL;
 	free(f->dests);
 	f->dests = NULL;
 	f->n = 0;
@@ -70,16 +74,45 @@ void fanout_watch_errors(struct fanout *f)
 	log_set_observer(LOG_ERR, on_error_line, f);
 }
 
-/* The first destination's outcome: rc its push's exit code, t its totals (NULL: none). */
-static void record_first(struct fanout *f, const struct output_totals *t, int rc)
+/* A push after its OPEN ended for its session's sake: the connection or the daemon lost. */
+static bool lost_mid_copy(int rc)
+{
+	switch (rc) {
+	case EXIT_TRANSPORT:
+	case EXIT_PROTOCOL:
+	case EXIT_CONNECT:
+	case EXIT_REMOTE_IO:
+	case EXIT_DAEMON_STOPPING:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* note at the end of d's text, what comes before cut short to make room. */
+static void append(struct fanout_dest *d, const char *note)
+{
+	size_t len = strlen(note), room = sizeof(d->text) - 1 - MIN(len, sizeof(d->text) - 1);
+
+	d->text[MIN(strlen(d->text), room)] = '\0';
+	strncat(d->text, note, sizeof(d->text) - 1 - strlen(d->text));
+}
+
+/*
+ * The first destination's outcome: rc its push's exit code, t its totals
+ * (NULL: none); cut: it is cut out of the chain. One whose session was
+ * lost mid-copy with --partial keeps what it had: a resumable partial.
+ */
+static void record_first(struct fanout *f, const struct output_totals *t, int rc, bool cut)
 {
 	struct fanout_dest *d = &f->dests[f->first];
+	bool died = f->opened && lost_mid_copy(rc);
 
 	d->exit_code = (uint8_t)rc;
-	d->status = rc == EXIT_OK		  ? PROTO_RELAY_COPIED
-		    : rc == EXIT_PARTIAL	  ? PROTO_RELAY_PARTIAL
-		    : f->connecting && !f->opened ? PROTO_RELAY_UNREACHED
-						  : PROTO_RELAY_FAILED;
+	d->status = rc == EXIT_OK				 ? PROTO_RELAY_COPIED
+		    : rc == EXIT_PARTIAL || (died && f->partial) ? PROTO_RELAY_PARTIAL
+		    : f->connecting && !f->opened		 ? PROTO_RELAY_UNREACHED
+								 : PROTO_RELAY_FAILED;
 	if (t) {
 		d->files_ok = t->files;
 		d->files_failed = t->failed;
@@ -89,15 +122,28 @@ static void record_first(struct fanout *f, const struct output_totals *t, int rc
 	if (rc != EXIT_OK && !d->text[0]) {
 		snprintf(d->text, sizeof(d->text), "failed with exit code %d", rc);
 	}
+	if (cut) {
+		append(d, "; cut out of the chain mid-copy");
+	}
+	if (died && f->partial) {
+		append(d, ", its partial kept for a --partial re-run");
+	}
 }
 
-bool fanout_bypass(struct fanout *f, int rc)
+bool fanout_hop_died(const struct fanout *f, int rc)
 {
-	if (rc == EXIT_OK || rc == EXIT_INTERRUPTED || !f->connecting || f->opened ||
-	    f->first + 1 >= f->n) {
+	return lost_mid_copy(rc) && (!f->book || follow_book_replayable(f->book));
+}
+
+bool fanout_bypass(struct fanout *f, const struct output_totals *t, int rc)
+{
+	if (rc == EXIT_OK || rc == EXIT_INTERRUPTED || !f->connecting || f->first + 1 >= f->n) {
 		return false;
 	}
-	record_first(f, NULL, rc);
+	if (f->opened && !fanout_hop_died(f, rc)) {
+		return false;
+	}
+	record_first(f, f->opened ? t : NULL, rc, f->opened);
 	return true;
 }
 
@@ -124,7 +170,7 @@ static void fail_unreported(struct fanout *f, int rc)
 
 int fanout_conclude(struct fanout *f, struct output *out, const struct output_totals *t, int rc)
 {
-	record_first(f, t, rc);
+	record_first(f, t, rc, false);
 	fail_unreported(f, rc);
 	for (size_t i = 0; i < f->n; i++) {
 		const struct fanout_dest *d = &f->dests[i];

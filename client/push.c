@@ -387,7 +387,7 @@ static int push_send(struct daemon_conn *s, struct xfer *x, struct engine_source
 	ep.open_flags = flags;
 	/* A relay child: the entries, and how much of each is there, come from the feed. */
 	if (x->fanout && x->fanout->relay_mode) {
-		ep.follow_feed = x->fanout->feed;
+		ep.follow = x->fanout->book;
 	}
 	x->transport = transfer_transport_name(reply->u.open_ok.transport);
 	return transfer_run_engine(s, x, &ep, &reply->u.open_ok, st);

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "exitcodes.h"
 #include "fanout.h"
 #include "log.h"
@@ -181,6 +182,12 @@ int relay_mode_run(struct client_opts *o, int nargs)
 		fanout_free(&f);
 		log_error_errno(r, "relay feed: no chain to relay to: %m");
 		return EXIT_PROTOCOL;
+	}
+	r = follow_book_new(f.feed, &f.book);
+	if (r < 0) {
+		fanout_free(&f);
+		log_error_errno(r, "relay feed: %m");
+		return EXIT_LOCAL_IO;
 	}
 	fanout_run(o, NULL, 0, &f);
 	r = send_results(&f, timeout_ms);

@@ -38,7 +38,7 @@ int transfer_finish(struct xfer *x, const struct engine_stats *st, uint64_t loca
 		.completed = x->completed,
 	};
 
-	if (x->fanout && fanout_bypass(x->fanout, rc)) {
+	if (x->fanout && fanout_bypass(x->fanout, &t, rc)) {
 		/* Said already; the next destination is tried, and its summary tells of all. */
 		output_release(&x->out);
 		return rc;

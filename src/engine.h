@@ -254,6 +254,8 @@ struct engine_limits {
 /* Test hook, either role: an io_uring of 8 entries, so that its completion queue overflows. */
 #define ENGINE_FAULT_SMALL_RING (1u << 12)
 
+struct follow_book;
+
 struct engine_params {
 	enum engine_role role;
 	struct chan *chan;
@@ -389,17 +391,39 @@ struct engine_params {
 	 */
 	int relay_feed;
 	/*
-	 * Sender: >= 0, the relay child's end of that socket (borrowed): the
-	 * entries and their readable bytes come from it, not from source
-	 * (engine_follow.c). -1: none.
+	 * Sender: the relay child's book of that socket's other end (borrowed,
+	 * follow_book_new): the entries and their readable bytes come from it,
+	 * not from source (engine_follow.c). It outlives the run: a run after
+	 * it (the next hop, when this one was cut out) replays its entries
+	 * from the first. NULL: none.
 	 */
-	int follow_feed;
+	struct follow_book *follow;
 	struct engine_events ev;
 	volatile sig_atomic_t *stop; /* set by a signal handler: abort cleanly */
 };
 
 /* In every initializer of struct engine_params: no relay feed either way. */
-#define ENGINE_NO_FEEDS .relay_feed = -1, .follow_feed = -1
+#define ENGINE_NO_FEEDS .relay_feed = -1, .follow = NULL
+
+/*
+ * A relay child's follow book (engine_follow.c): the feed's socket (borrowed)
+ * and every entry it told, with its descriptor, readable prefix and the
+ * hop's DONE, kept across engine runs. 0 or -ENOMEM.
+ */
+int follow_book_new(int sock, struct follow_book **ret);
+void follow_book_free(struct follow_book *b);
+/*
+ * keep: a settled file's descriptor stays open after a run sent it (a hop
+ * may still be cut out and its entries replayed to the next); else it goes
+ * once sent, as when no hop follows.
+ */
+void follow_book_keep(struct follow_book *b, bool keep);
+/*
+ * Whether a run after this one can replay every entry the feed told: the
+ * feed did not fail upstream (ABORT, closed before END) and no descriptor
+ * had to go for want of room.
+ */
+bool follow_book_replayable(const struct follow_book *b);
 
 /*
  * --partial (OPEN flag PARTIAL, with a peer that has PROTO_CAP_PARTIAL): a

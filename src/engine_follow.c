@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * follow (engine_params.follow_feed >= 0, sender): a relay child's sender,
+ * follow (engine_params.follow set, sender): a relay child's sender,
  * whose entries and their readable bytes come from the relay feed
  * (relay_feed.h) of the hop it runs beside, while that hop still receives
  * them. The feed's descriptor is watched by the loop; each record read
@@ -17,12 +17,19 @@
  * match it, else the file fails here as a local read error (a byte spoiled
  * at this hop fails this hop, not the one before). A DONE not ok fails the
  * file toward the receiver, as a source that vanished does.
+ *
+ * What the feed told lives in the relay child's book (struct follow_book),
+ * not in the run: when the hop a run sends to dies mid-copy, the child cuts
+ * it out and a new run to the hop after it replays the book from its first
+ * entry, then goes on following the feed. A run's own view (which entries
+ * it took, which it is done with) is its state here, begun afresh each run.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,19 +46,31 @@ struct follow_ent {
 	struct engine_src src;
 	char path[32]; /* "/proc/self/fd/N" */
 	uint64_t avail;
-	bool done, ok, digest_known, given;
+	bool done, ok, digest_known;
+	bool held;	      /* its descriptor kept for a replay (follow_book_keep) */
+	bool given, released; /* this run: taken by the sender, done with */
 	uint32_t code;
 	uint8_t digest[HASH_LEN];
 };
 
-struct follow_state {
+struct follow_book {
 	int sock;
-	bool ended;
+	bool ended;	    /* END came */
+	bool eof;	    /* ... and the feed closed after it */
+	bool upstream_lost; /* ABORT came, or the feed closed before END */
+	bool keep;	    /* settled descriptors stay open (follow_book_keep) */
+	bool dropped;	    /* one had to go all the same: no replay */
+	size_t kept, keep_max;
 	struct follow_ent **ents; /* each its own allocation: the sender holds &src */
 	size_t n, cap;
+	uint64_t records;
+};
+
+/* One run's view of the book. */
+struct follow_state {
+	struct follow_book *b;
 	size_t next; /* the next entry the sender takes */
 	size_t low;  /* entries below are given and done: not looked at again */
-	uint64_t records;
 };
 
 struct follow_file {
@@ -63,11 +82,12 @@ static struct follow_state *fol(const struct engine *e)
 	return engine_feature_state(e, &engine_feature_follow);
 }
 
-static struct follow_ent *fol_by_hid(struct follow_state *s, uint32_t hid)
+/* The book's entry of that hop id: the newest first (RANGE and DONE name recent ones). */
+static struct follow_ent *fol_by_hid(struct follow_book *b, uint32_t hid)
 {
-	for (size_t i = s->n; i > s->low; i--) {
-		if (s->ents[i - 1]->hid == hid) {
-			return s->ents[i - 1];
+	for (size_t i = b->n; i > 0; i--) {
+		if (b->ents[i - 1]->hid == hid) {
+			return b->ents[i - 1];
 		}
 	}
 	return NULL;
@@ -77,25 +97,26 @@ static struct follow_ent *fol_by_hid(struct follow_state *s, uint32_t hid)
 static struct follow_ent *fol_of(const struct engine *e, const struct efile *f)
 {
 	struct follow_state *s = fol(e);
+	struct follow_book *b = s->b;
 	struct follow_file *ff = engine_file_state(e, &engine_feature_follow, f);
 
 	if (!ff->ent && f->src_path && f->ftype == PROTO_FT_REG) {
-		for (size_t i = s->low; i < s->n; i++) {
-			if (s->ents[i]->given && s->ents[i]->fd >= 0 &&
-			    !strcmp(s->ents[i]->path, f->src_path)) {
+		for (size_t i = s->low; i < s->next; i++) {
+			if (b->ents[i]->given && !b->ents[i]->released && b->ents[i]->fd >= 0 &&
+			    !strcmp(b->ents[i]->path, f->src_path)) {
 				ff->ent = (uint32_t)i + 1;
 				break;
 			}
 		}
 	}
-	return ff->ent ? s->ents[ff->ent - 1] : NULL;
+	return ff->ent ? b->ents[ff->ent - 1] : NULL;
 }
 
 /* ---- the feed's records ----------------------------------------------- */
 
 static int fol_entry(struct engine *e, struct relay_feed_entry *en, int fd)
 {
-	struct follow_state *s = fol(e);
+	struct follow_book *s = fol(e)->b;
 	struct follow_ent *x;
 	struct stat st;
 
@@ -168,8 +189,7 @@ static int fol_wake(struct engine *e, const struct follow_ent *x)
 
 static int fol_done(struct engine *e, const struct relay_feed_done *d)
 {
-	struct follow_state *s = fol(e);
-	struct follow_ent *x = fol_by_hid(s, d->id);
+	struct follow_ent *x = fol_by_hid(fol(e)->b, d->id);
 
 	if (!x) {
 		return 0; /* an entry not forwarded (relay_rx dropped it) */
@@ -186,7 +206,7 @@ static int fol_done(struct engine *e, const struct relay_feed_done *d)
 
 static int fol_record(struct engine *e, struct relay_feed_msg *m, int fd)
 {
-	struct follow_state *s = fol(e);
+	struct follow_book *s = fol(e)->b;
 	struct follow_ent *x;
 
 	s->records++;
@@ -205,6 +225,7 @@ static int fol_record(struct engine *e, struct relay_feed_msg *m, int fd)
 		s->ended = true;
 		return 0;
 	case RELAY_FEED_ABORT:
+		s->upstream_lost = true;
 		return engine_fail(e, m->u.abort.code, -ECONNABORTED, "upstream: %s",
 				   m->u.abort.text);
 	default:
@@ -216,7 +237,7 @@ static int fol_record(struct engine *e, struct relay_feed_msg *m, int fd)
 /* The feed is readable: every record there taken. */
 static int fol_ready(struct engine *e)
 {
-	struct follow_state *s = fol(e);
+	struct follow_book *s = fol(e)->b;
 
 	for (;;) {
 		struct relay_feed_msg m;
@@ -226,10 +247,12 @@ static int fol_ready(struct engine *e)
 			return 0;
 		}
 		if (r == 0 && !s->ended) {
+			s->upstream_lost = true;
 			return engine_fail(e, PERR_PROTOCOL, -EPIPE,
 					   "relay feed: closed before its end");
 		}
 		if (r <= 0) {
+			s->eof = r == 0;
 			engine_watch_del(e, s->sock);
 			return r < 0 ? engine_fail(e, PERR_PROTOCOL, r, "relay feed: %s",
 						   strerror(-r))
@@ -252,10 +275,10 @@ static int fol_source(struct engine *e, const struct engine_src **ret, char *why
 
 	(void)why;
 	(void)whylen;
-	if (s->next == s->n) {
-		return s->ended ? 0 : -EAGAIN;
+	if (s->next == s->b->n) {
+		return s->b->ended ? 0 : -EAGAIN;
 	}
-	x = s->ents[s->next++];
+	x = s->b->ents[s->next++];
 	x->given = true;
 	x->src.path = x->path;
 	*ret = &x->src;
@@ -312,39 +335,55 @@ static uint32_t fol_digest(struct engine *e, struct efile *f, uint8_t *hash, cha
 
 static bool fol_enable(struct engine *e)
 {
-	return e->p->role == ENGINE_SENDER && e->p->follow_feed >= 0;
+	return e->p->role == ENGINE_SENDER && e->p->follow != NULL;
 }
 
+/* A run begins at the book's first entry: none taken or done with yet. */
 static int fol_setup(struct engine *e)
 {
 	struct follow_state *s = fol(e);
 
-	s->sock = e->p->follow_feed;
-	return engine_watch_add(e, s->sock, fol_ready, 0);
+	s->b = e->p->follow;
+	for (size_t i = 0; i < s->b->n; i++) {
+		s->b->ents[i]->given = s->b->ents[i]->released = false;
+	}
+	if (s->b->upstream_lost) {
+		return engine_fail(e, PERR_PROTOCOL, -ECONNABORTED, "relay feed: failed upstream");
+	}
+	return s->b->eof ? 0 : engine_watch_add(e, s->b->sock, fol_ready, 0);
 }
 
 /*
- * f is done with here: the hop's descriptor goes (the sender has its own),
- * and entries settled at the front are not looked at again.
+ * f is done with in this run: the hop's descriptor goes (the sender has its
+ * own) unless the book keeps it for a replay, and entries settled at the
+ * front are not looked at again.
  */
 static void fol_file_release(struct engine *e, struct efile *f)
 {
 	struct follow_state *s = fol(e);
+	struct follow_book *b = s->b;
 	struct follow_ent *x = fol_of(e, f);
 
-	if (x && x->fd >= 0) {
-		close(x->fd);
-		x->fd = -1;
+	if (x && !x->released) {
+		x->released = true;
+		if (x->fd >= 0 && !x->held && b->keep && b->kept < b->keep_max) {
+			x->held = true;
+			b->kept++;
+		} else if (x->fd >= 0 && !x->held) {
+			b->dropped = true;
+			close(x->fd);
+			x->fd = -1;
+		}
 	}
-	while (s->low < s->next && s->ents[s->low]->fd < 0 &&
-	       (s->ents[s->low]->done || s->ents[s->low]->src.ftype != PROTO_FT_REG)) {
+	while (s->low < s->next && (b->ents[s->low]->src.ftype != PROTO_FT_REG ||
+				    (b->ents[s->low]->released && b->ents[s->low]->done))) {
 		s->low++;
 	}
 }
 
 static uint64_t fol_progress(const struct engine *e)
 {
-	return fol(e)->records;
+	return fol(e)->b->records;
 }
 
 static size_t fol_file_size(const struct engine *e)
@@ -353,19 +392,50 @@ static size_t fol_file_size(const struct engine *e)
 	return sizeof(struct follow_file);
 }
 
-static void fol_release(struct engine *e)
-{
-	struct follow_state *s = fol(e);
+/* ---- the book ----------------------------------------------------------- */
 
-	for (size_t i = 0; i < s->n; i++) {
-		if (s->ents[i]->fd >= 0) {
-			close(s->ents[i]->fd);
-		}
-		free(s->ents[i]->src.name);
-		free(s->ents[i]->src.link);
-		free(s->ents[i]);
+int follow_book_new(int sock, struct follow_book **ret)
+{
+	struct follow_book *b = calloc(1, sizeof(*b));
+	struct rlimit rl;
+
+	if (!b) {
+		return -ENOMEM;
 	}
-	free(s->ents);
+	b->sock = sock;
+	/* Half the descriptors this process may open, for files kept for a replay. */
+	b->keep_max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+			  ? (size_t)rl.rlim_cur / 2
+			  : 4096;
+	*ret = b;
+	return 0;
+}
+
+void follow_book_keep(struct follow_book *b, bool keep)
+{
+	b->keep = keep;
+}
+
+bool follow_book_replayable(const struct follow_book *b)
+{
+	return !b->upstream_lost && !b->dropped;
+}
+
+void follow_book_free(struct follow_book *b)
+{
+	if (!b) {
+		return;
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->ents[i]->fd >= 0) {
+			close(b->ents[i]->fd);
+		}
+		free(b->ents[i]->src.name);
+		free(b->ents[i]->src.link);
+		free(b->ents[i]);
+	}
+	free(b->ents);
+	free(b);
 }
 
 const struct engine_feature engine_feature_follow = {
@@ -375,7 +445,6 @@ const struct engine_feature engine_feature_follow = {
 	.progress = fol_progress,
 	.file_size = fol_file_size,
 	.file_release = fol_file_release,
-	.release = fol_release,
 	.state_size = sizeof(struct follow_state),
 	.tx_opened = fol_opened,
 	.tx_source = fol_source,

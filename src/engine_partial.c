@@ -20,6 +20,7 @@
 
 #include <dirent.h>
 #include <sys/file.h>
+#include <time.h>
 
 #include "engine_partial.h"
 #include "proto/wire.h"
@@ -90,12 +91,35 @@ static int jnl_rewrite(struct efile *f, struct partial_file *pf, int store, cons
 	return 0;
 }
 
+/*
+ * How long a partial another session holds is waited for. A session cut
+ * with its upstream (a relay hop that died: the hop before it then sends
+ * again, fanout.h) lets go as soon as its engine ends; a live writer keeps
+ * it, and this session then writes a temp file.
+ */
+#define PARTIAL_LOCK_WAIT_MS 3000
+
+/* An exclusive lock on fd, waiting at most PARTIAL_LOCK_WAIT_MS. 0 or -EWOULDBLOCK / -errno. */
+static int lock_waiting(int fd)
+{
+	for (int waited = 0;; waited += 20) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			return 0;
+		}
+		if (errno != EWOULDBLOCK || waited >= PARTIAL_LOCK_WAIT_MS) {
+			return negerrno();
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+	}
+}
+
 /* The data file of f in the store, locked; -EWOULDBLOCK: another writer has it. */
 static int data_open(struct efile *f, int store, int *ret_fd)
 {
 	_cleanup_close_ int fd = -1;
 	char name[64];
 	struct stat sb;
+	int r;
 
 	partial_name(f->leaf, ".data", name, sizeof(name));
 	fd = openat(store, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -105,8 +129,9 @@ static int data_open(struct efile *f, int store, int *ret_fd)
 	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_nlink != 1) {
 		return -EINVAL;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		return negerrno();
+	r = lock_waiting(fd);
+	if (r < 0) {
+		return r;
 	}
 	*ret_fd = TAKE_FD(fd);
 	return 0;

@@ -321,7 +321,8 @@ static void run_init(struct run *u, enum engine_role role, struct end *e)
 	u->p.pool_chunks = SLOTS;
 	u->p.idle_timeout_ms = IO_MS;
 	u->p.base_fd = -1;
-	u->p.relay_feed = u->p.follow_feed = -1;
+	u->p.relay_feed = -1;
+	u->p.follow = NULL;
 	u->p.ev = (struct engine_events){
 		.file_ok = ev_ok,
 		.file_failed = ev_failed,

@@ -79,25 +79,44 @@ static void test_exit_code(void **state)
 static void test_bypass(void **state)
 {
 	struct fanout *f = fanout_of(3);
+	struct output_totals t = { .bytes = 1234, .files = 1 };
 
 	(void)state;
 	/* A local failure before connecting: the next destination would fail the same way. */
-	assert_false(fanout_bypass(f, EXIT_LOCAL_IO));
+	assert_false(fanout_bypass(f, NULL, EXIT_LOCAL_IO));
 	f->connecting = true;
-	f->opened = true;
-	/* Data may have gone: no bypass in this slice. */
-	assert_false(fanout_bypass(f, EXIT_TRANSPORT));
 	f->opened = false;
-	assert_false(fanout_bypass(f, EXIT_INTERRUPTED));
-	assert_false(fanout_bypass(f, EXIT_OK));
+	assert_false(fanout_bypass(f, NULL, EXIT_INTERRUPTED));
+	assert_false(fanout_bypass(f, NULL, EXIT_OK));
 	snprintf(f->last_error, sizeof(f->last_error), "cannot connect to h1 port 7471: refused");
-	assert_true(fanout_bypass(f, EXIT_CONNECT));
+	assert_true(fanout_bypass(f, NULL, EXIT_CONNECT));
 	assert_int_equal(f->dests[0].status, PROTO_RELAY_UNREACHED);
 	assert_int_equal(f->dests[0].exit_code, EXIT_CONNECT);
 	assert_string_equal(f->dests[0].text, "cannot connect to h1 port 7471: refused");
+	/* Data went: a hop that died mid-copy is cut out, one that failed files is not. */
+	f->opened = true;
+	f->dests[0].status = 0;
+	assert_false(fanout_bypass(f, &t, EXIT_PARTIAL));
+	assert_false(fanout_bypass(f, &t, EXIT_LOCAL_IO));
+	assert_false(fanout_bypass(f, &t, EXIT_INTEGRITY));
+	assert_false(fanout_bypass(f, &t, EXIT_INTERRUPTED));
+	snprintf(f->last_error, sizeof(f->last_error), "h1: connection lost");
+	assert_true(fanout_bypass(f, &t, EXIT_TRANSPORT));
+	assert_int_equal(f->dests[0].status, PROTO_RELAY_FAILED);
+	assert_int_equal(f->dests[0].exit_code, EXIT_TRANSPORT);
+	assert_int_equal(f->dests[0].bytes, 1234);
+	assert_string_equal(f->dests[0].text, "h1: connection lost; cut out of the chain mid-copy");
+	/* With --partial it keeps what it has: a resumable partial. */
+	f->first = 1;
+	f->partial = true;
+	assert_true(fanout_bypass(f, &t, EXIT_REMOTE_IO));
+	assert_int_equal(f->dests[1].status, PROTO_RELAY_PARTIAL);
+	assert_string_equal(f->dests[1].text, "h1: connection lost; cut out of the chain mid-copy, "
+					      "its partial kept for a --partial re-run");
 	/* The last destination has none after it: its failure concludes. */
 	f->first = 2;
-	assert_false(fanout_bypass(f, EXIT_CONNECT));
+	f->opened = false;
+	assert_false(fanout_bypass(f, NULL, EXIT_CONNECT));
 	fanout_destroy(f);
 }
 
@@ -190,6 +209,19 @@ static void test_conclude(void **state)
 	assert_string_equal(f->dests[0].text, "transfer failed: connection lost");
 	assert_string_equal(f->dests[1].text, "upstream h1 failed");
 	assert_int_equal(f->dests[2].exit_code, EXIT_TRANSPORT);
+	fanout_destroy(f);
+
+	/* The last one lost mid-copy with --partial: a resumable partial, nowhere to cut to. */
+	f = fanout_of(2);
+	f->dests[0].status = PROTO_RELAY_COPIED;
+	f->first = 1;
+	f->connecting = f->opened = f->partial = true;
+	snprintf(f->last_error, sizeof(f->last_error), "h2: connection lost");
+	assert_false(fanout_bypass(f, &t, EXIT_TRANSPORT));
+	assert_int_equal(fanout_conclude(f, &out, &t, EXIT_TRANSPORT), EXIT_FANOUT_PARTIAL);
+	assert_int_equal(f->dests[1].status, PROTO_RELAY_PARTIAL);
+	assert_string_equal(f->dests[1].text,
+			    "h2: connection lost, its partial kept for a --partial re-run");
 	fanout_destroy(f);
 
 	/* The last one, unreached after the others were cut out too. */

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * --partial: a journal made by hand resumed (a gap, everything kept, a
- * flipped byte, records of another chunk size, no time), discarded (another
+ * flipped byte, records of another chunk size, no time, held a moment by
+ * another session), discarded (another
  * mtime, overlapping records, a record past the size), a name in the store
  * refused, and a RESUME the sender refuses (no capability, not whole chunks,
  * past the size).
  */
 #include "engine_harness.h"
+
+#include <pthread.h>
+#include <sys/file.h>
 
 #define PART_SIZE (5 * CHUNK + 17)
 
@@ -63,6 +67,47 @@ static void make_partial(struct fx *f, const char *leaf, const uint8_t *data, si
 	free(store);
 }
 
+/* A session that still holds the partial (a stale one, cut with its upstream): its lock. */
+struct holder {
+	int fd;
+	unsigned ms; /* let go after this long */
+	pthread_t t;
+};
+
+static void *holder_run(void *arg)
+{
+	struct holder *h = arg;
+
+	usleep(h->ms * 1000);
+	close(h->fd);
+	return NULL;
+}
+
+/* The store's data file locked, let go after ms in a thread of its own. */
+static void hold_partial(struct fx *f, struct holder *h, unsigned ms)
+{
+	char *store = path_in(f->dst, ENGINE_PARTIAL_DIR);
+	DIR *d = opendir(store);
+	struct dirent *de;
+
+	assert_non_null(d);
+	h->fd = -1;
+	h->ms = ms;
+	while ((de = readdir(d))) {
+		if (strstr(de->d_name, ".data")) {
+			h->fd = openat(dirfd(d), de->d_name, O_RDWR | O_CLOEXEC);
+		}
+	}
+	closedir(d);
+	free(store);
+	assert_true(h->fd >= 0);
+	assert_int_equal(flock(h->fd, LOCK_EX | LOCK_NB), 0);
+	assert_int_equal(pthread_create(&h->t, NULL, holder_run, h), 0);
+}
+
+/* ms > 0: the partial is held that long by another session when the transfer starts. */
+static unsigned held_ms;
+
 /*
  * A --partial transfer of PART_SIZE bytes over the partial make_partial
  * leaves with these ranges (flip: a byte of the data file changed at that
@@ -74,6 +119,7 @@ static void resume_case(void **state, int64_t mtime_sec, const struct prange *r,
 {
 	struct fx *f = *state;
 	struct source s = { 0 };
+	struct holder holder = { .fd = -1 };
 	uint8_t *src, *part;
 	size_t len;
 
@@ -98,12 +144,18 @@ static void resume_case(void **state, int64_t mtime_sec, const struct prange *r,
 		closedir(d);
 		free(store);
 	}
+	if (held_ms) {
+		hold_partial(f, &holder, held_ms);
+	}
 	f->rxr.p.open_flags = PROTO_OPEN_PARTIAL;
 	f->rxr.p.faults = faults;
 	f->rxr.p.peer_caps = PROTO_CAP_PARTIAL;
 	f->txr.p.peer_caps = PROTO_CAP_PARTIAL;
 
 	run_both(f, &s);
+	if (held_ms) {
+		pthread_join(holder.t, NULL);
+	}
 
 	assert_ok_run(&f->txr);
 	assert_ok_run(&f->rxr);
@@ -129,6 +181,19 @@ static void test_partial_resume(void **state)
 				    { 5 * CHUNK, 17 } };
 
 	resume_case(state, 0, r, ARRAY_SIZE(r), -1, 4 * CHUNK, 0);
+}
+
+/*
+ * The partial still locked by a session that is ending (the one a dead relay
+ * hop fed): waited for, then resumed, not written again into a temp file.
+ */
+static void test_partial_held_briefly(void **state)
+{
+	const struct prange r[] = { { 0, 3 * CHUNK } };
+
+	held_ms = 400;
+	resume_case(state, 0, r, ARRAY_SIZE(r), -1, 3 * CHUNK, 0);
+	held_ms = 0;
 }
 
 /* Everything journaled: nothing sent, the file still verified whole. */
@@ -259,12 +324,13 @@ static void test_resume_past_size(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_partial_resume),	   T(test_partial_complete),
-		T(test_partial_flipped),   T(test_partial_other_chunks),
-		T(test_partial_discarded), T(test_partial_overlap),
-		T(test_partial_past_size), T(test_partial_store_name_refused),
-		T(test_partial_no_time),   T(test_resume_without_cap),
-		T(test_resume_not_chunks), T(test_resume_past_size),
+		T(test_partial_resume),	      T(test_partial_complete),
+		T(test_partial_flipped),      T(test_partial_other_chunks),
+		T(test_partial_discarded),    T(test_partial_overlap),
+		T(test_partial_past_size),    T(test_partial_store_name_refused),
+		T(test_partial_no_time),      T(test_resume_without_cap),
+		T(test_resume_not_chunks),    T(test_resume_past_size),
+		T(test_partial_held_briefly),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

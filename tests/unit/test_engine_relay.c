@@ -276,7 +276,7 @@ static struct fx *next_hop(int sock)
 
 	assert_int_equal(fx_setup(&st), 0);
 	g = st;
-	g->txr.p.follow_feed = sock;
+	assert_int_equal(follow_book_new(sock, &g->txr.p.follow), 0);
 	return g;
 }
 
@@ -284,6 +284,8 @@ static void next_hop_end(struct fx *g)
 {
 	void *st = g;
 
+	follow_book_free(g->txr.p.follow);
+	g->txr.p.follow = NULL;
 	fx_teardown(&st);
 }
 
@@ -399,8 +401,9 @@ static void test_chain_sparse(void **state)
 /* ---- a hop played by hand ------------------------------------------------- */
 
 struct hop {
-	int sock; /* the hop's end of the feed */
-	int fd;	  /* its copy of the one file */
+	int sock;  /* the hop's end of the feed */
+	int child; /* the child's end */
+	int fd;	   /* its copy of the one file */
 	char *path;
 };
 
@@ -464,6 +467,7 @@ static struct fx *hop_start(struct hop *h)
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	h->sock = sv[0];
+	h->child = sv[1];
 	g = next_hop(sv[1]);
 	run_start(&g->rxr);
 	run_start(&g->txr);
@@ -475,7 +479,7 @@ static void hop_finish(struct fx *g, struct hop *h)
 	run_join(&g->txr);
 	run_join(&g->rxr);
 	close(h->sock);
-	close(g->txr.p.follow_feed);
+	close(h->child);
 	close(h->fd);
 	unlink(h->path);
 	free(h->path);
@@ -589,6 +593,66 @@ static void test_done_failed(void **state)
 	next_hop_end(g);
 }
 
+/*
+ * The book outlives a run: a second run (to the hop after one cut out)
+ * replays every entry from the first, from the descriptors kept for it,
+ * with the source's digest from the DONE the first run followed.
+ */
+static void test_replay(void **state)
+{
+	struct fx *unused = *state, *g, *g2;
+	struct hop h = { 0 };
+	size_t size = 5 * CHUNK + 33, len;
+	uint8_t *data = malloc(size), d[HASH_LEN], *got;
+	void *st = NULL;
+	int sv[2];
+
+	(void)unused;
+	assert_non_null(data);
+	fill(data, size, 11);
+	hash_of(data, size, d);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	h.sock = sv[0];
+	h.child = sv[1];
+	g = next_hop(sv[1]);
+	follow_book_keep(g->txr.p.follow, true);
+	run_start(&g->rxr);
+	run_start(&g->txr);
+	hop_entry(g, &h, size);
+	assert_int_equal(pwrite(h.fd, data, size, 0), (ssize_t)size);
+	hop_range(&h, size);
+	hop_done(&h, PERR_OK, d);
+	hop_end(&h);
+	run_join(&g->txr);
+	run_join(&g->rxr);
+	assert_ok_run(&g->txr);
+	assert_ok_run(&g->rxr);
+	assert_true(follow_book_replayable(g->txr.p.follow));
+	/* The hop's own name goes: only the kept descriptor can read it now. */
+	unlink(h.path);
+	assert_int_equal(fx_setup(&st), 0);
+	g2 = st;
+	g2->txr.p.follow = TAKE_PTR(g->txr.p.follow);
+	run_start(&g2->rxr);
+	run_start(&g2->txr);
+	run_join(&g2->txr);
+	run_join(&g2->rxr);
+	assert_ok_run(&g2->txr);
+	assert_ok_run(&g2->rxr);
+	assert_stats(&g2->rxr.st, 1, 0, size, PERR_OK);
+	got = read_file(g2->dst, "f", &len);
+	assert_true(len == size);
+	assert_memory_equal(got, data, size);
+	free(got);
+	close(h.sock);
+	close(h.child);
+	close(h.fd);
+	free(h.path);
+	free(data);
+	next_hop_end(g2);
+	next_hop_end(g);
+}
+
 /* The hop's session failed: the next one's fails with its reason. */
 static void test_abort(void **state)
 {
@@ -603,6 +667,8 @@ static void test_abort(void **state)
 	hop_send(&h, &m, -1);
 	hop_finish(g, &h);
 	assert_failed_run(&g->txr, -ECONNABORTED, PERR_NOSPACE, "upstream: no space left");
+	/* Nothing to replay to another hop: the feed failed upstream. */
+	assert_false(follow_book_replayable(g->txr.p.follow));
 	assert_dest(g->dst, "");
 	next_hop_end(g);
 }
@@ -614,6 +680,7 @@ int main(void)
 		T(test_child_gone),
 		T(test_child_gone_midway),
 		T(test_hop_fails),
+		T(test_replay),
 		T(test_chain),
 		T(test_chain_sparse),
 		T(test_read_behind_prefix),
