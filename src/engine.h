@@ -335,6 +335,14 @@ struct engine_params {
 	unsigned hash_threads;
 #define ENGINE_HASH_THREADS_MAX 16
 	/*
+	 * The zero-copy fence (memory windows; both ends agreed it, mwfence_agreed,
+	 * and x was made with xport_params.windows): the receiver keeps no
+	 * private copy, opens each slot's window before it credits the slot
+	 * and takes a slot only through xport_wc_closed_window; the sender
+	 * writes a slot through the key its credit carried (engine_windows.c).
+	 */
+	bool windows;
+	/*
 	 * Sealed slots, for transports that do not seal their frames (verbs;
 	 * tcp seals each frame itself, xport_params.seal): the sender seals
 	 * each slot's descriptor and payload with the AEAD seal_suite names

@@ -19,6 +19,8 @@ struct msg;
 struct proto_desc;
 struct proto_file;
 struct xport_wc;
+struct xport_wr;
+struct msg_ring;
 
 /* A hook's answer: not this feature's business. */
 #define ENGINE_DECLINED 1
@@ -150,6 +152,24 @@ struct engine_msg_row {
  *               ENGINE_DECLINED (a plain one, decoded where it lies), or the
  *               feature opens it into h and takes it (sealed slots).
  */
+/*
+ * And the slot fence's (engine_fence.h), taken by the feature that fences
+ * slots itself (memory windows); ENGINE_DECLINED: the core's way (the
+ * transport's fence, or the private copy):
+ *   ring        receiver: the RING about to go (the feature may name other
+ *               keys in it); sender: the RING taken (the feature may take
+ *               back the slots, to hand them out with their credits).
+ *   rx_landed   a descriptor's receive for ring slot `slot` (wc): 0 when the
+ *               feature accepts it as fenced, -errno when it refuses it.
+ *   rx_fence    ring slot `slot` held (on) or let go (off): 0 when the
+ *               feature fences it.
+ *   rx_credit   the credit of `slot` goes in wr on wr->lane: 0, with what the
+ *               feature adds (the key of the window it opened there).
+ *   tx_credit   a credit for `slot` came (wc): 0 when the feature took its
+ *               word (a window's key), -errno when it refuses it.
+ *   tx_window   `slot` goes out: the feature may move it to *io_lane and
+ *               name its keys in the payload's write and the descriptor's.
+ */
 enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
 
 /*
@@ -250,6 +270,13 @@ struct engine_feature {
 	int (*rx_durable)(struct engine *e, struct efile *f);
 	int (*rx_slot)(struct engine *e, uint32_t slot, uint32_t lane, const struct proto_desc *d);
 	int (*rx_open)(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane);
+	int (*ring)(struct engine *e, struct msg_ring *ring);
+	int (*rx_landed)(struct engine *e, const struct xport_wc *wc, uint32_t slot);
+	int (*rx_fence)(struct engine *e, uint32_t slot, bool on);
+	int (*rx_credit)(struct engine *e, uint32_t slot, struct xport_wr *wr);
+	int (*tx_credit)(struct engine *e, const struct xport_wc *wc, uint32_t slot);
+	int (*tx_window)(struct engine *e, uint32_t slot, unsigned *io_lane, struct xport_wr *data,
+			 struct xport_wr *desc);
 
 	int (*tx_offer)(struct engine *e, const struct engine_src *s, const char **ret_first);
 	int (*tx_offered)(struct engine *e, const struct proto_file *pf, uint32_t n);

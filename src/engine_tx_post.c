@@ -31,8 +31,12 @@ static int tx_post_at(struct engine *e, uint32_t ci, unsigned lane, uint32_t slo
 		.imm = proto_imm(PROTO_IMM_DATA, slot),
 		.lane = lane,
 	};
-	int r;
+	int r = engine_tx_window(e, slot, &lane, &data, &desc);
 
+	/* Memory windows: the slot goes on its window's lane, through its key. */
+	if (r < 0) {
+		return r;
+	}
 	proto_desc_encode(&c->desc, stage);
 	c->lane = (uint8_t)lane;
 	/* Hashed already: a feature may seal it in place (and post less, a test's cut). */
