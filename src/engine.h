@@ -253,6 +253,12 @@ struct engine_limits {
 #define ENGINE_FAULT_SLOW_HASH (1u << 11)
 /* Test hook, either role: an io_uring of 8 entries, so that its completion queue overflows. */
 #define ENGINE_FAULT_SMALL_RING (1u << 12)
+/*
+ * Sender with memory windows: its second slot's payload goes into its
+ * first slot through the key the first slot's descriptor closed (a peer
+ * rewriting a fenced slot): the receiver's NIC refuses it.
+ */
+#define ENGINE_FAULT_MW_REWRITE (1u << 13)
 
 struct engine_params {
 	enum engine_role role;

@@ -10,7 +10,8 @@
  * a descriptor only when its receive closed exactly that key
  * (xport_wc_closed_window), and then keeps no private copy: the slot is out
  * of the peer's reach already. The sender starts with no slot: each comes
- * with its credit, and goes out on its window's lane, the payload written
+ * with its credit (the first ones once the sender's first FILES shows its
+ * engine up, its receives posted), and goes out on its window's lane, the payload written
  * through the window's key and the descriptor's SEND closing it.
  * A lost lane fails the session while windows are on: its windows answer
  * only its QP, so rails' re-posts would need the receiver to open them again
@@ -29,6 +30,15 @@ struct windows_state {
 	uint8_t *lane;		  /* per ring slot: the lane its window answers on */
 	struct xport_mr *desc_mr; /* receiver: the descriptors, remotely writable */
 	bool credited;		  /* receiver: every slot's first window opened and credited */
+	/*
+	 * Receiver: the sender's engine is up (its first FILES came), so its
+	 * receives for credits are posted: a credit before that would find
+	 * none (an RNR error once the retries are spent).
+	 */
+	bool sender_up;
+	/* Sender, ENGINE_FAULT_MW_REWRITE: the first slot posted and the key it closed. */
+	unsigned posted;
+	uint32_t first_slot, first_key;
 };
 
 extern const struct engine_feature engine_feature_windows;
@@ -82,13 +92,19 @@ static int windows_ring(struct engine *e, struct msg_ring *ring)
 	return 0;
 }
 
-/* Receiver, first turn: every slot's window opened and credited, the lanes in turn. */
+/* Receiver: the sender's first FILES came, its engine is up. */
+static void windows_rx_batch(struct engine *e)
+{
+	win_of(e)->sender_up = true;
+}
+
+/* Receiver, once the sender is up: every slot's window opened and credited, the lanes in turn. */
 static int windows_step(struct engine *e)
 {
 	struct windows_state *w = win_of(e);
 	int r = 0;
 
-	if (!e->role->peer_writes || w->credited || e->failed) {
+	if (!e->role->peer_writes || !w->sender_up || w->credited || e->failed) {
 		return 0;
 	}
 	w->credited = true;
@@ -153,6 +169,20 @@ static int windows_tx_credit(struct engine *e, const struct xport_wc *wc, uint32
 	return 0;
 }
 
+/* ENGINE_FAULT_MW_REWRITE: the second slot's payload into the first, through its closed key. */
+static void windows_test_rewrite(struct engine *e, struct windows_state *w, uint32_t slot,
+				 struct xport_wr *data)
+{
+	if (w->posted == 0) {
+		w->first_slot = slot;
+		w->first_key = data->rkey;
+	} else if (w->posted == 1) {
+		data->rkey = w->first_key;
+		data->remote_addr = e->rring_addr + (uint64_t)w->first_slot * e->p->chunk_size;
+	}
+	w->posted++;
+}
+
 /* The slot goes on its window's lane: the payload through the window, the SEND closing it. */
 static int windows_tx_window(struct engine *e, uint32_t slot, unsigned *io_lane,
 			     struct xport_wr *data, struct xport_wr *desc)
@@ -169,6 +199,9 @@ static int windows_tx_window(struct engine *e, uint32_t slot, unsigned *io_lane,
 	desc->rkey = e->rkey[lane];
 	desc->inv_rkey = w->key[slot];
 	w->key[slot] = 0;
+	if (e->p->faults & ENGINE_FAULT_MW_REWRITE) {
+		windows_test_rewrite(e, w, slot, data);
+	}
 	return 0;
 }
 
@@ -205,6 +238,7 @@ const struct engine_feature engine_feature_windows = {
 	.stop = windows_stop,
 	.release = windows_release,
 	.state_size = sizeof(struct windows_state),
+	.rx_batch = windows_rx_batch,
 	.ring = windows_ring,
 	.rx_landed = windows_rx_landed,
 	.rx_fence = windows_rx_fence,
