@@ -124,7 +124,8 @@ static int setup_memory(struct engine *e)
 	int r;
 
 	if (p->windows && !x->windows) {
-		return engine_fail(e, PERR_INTERNAL, -EINVAL, "memory windows on lanes without them");
+		return engine_fail(e, PERR_INTERNAL, -EINVAL,
+				   "memory windows on lanes without them");
 	}
 	e->rx_copy = engine_copies_slots(p, x->ops);
 	e->copy_base = (uint32_t)engine_registered_chunks(p);

@@ -625,15 +625,14 @@ uint32_t engine_tx_digest(struct engine *e, struct efile *f, uint8_t *hash, char
  * The slot fence's points (engine_fence.h): the first feature that does
  * not decline answers; ENGINE_DECLINED when none takes it.
  */
-#define FENCE_ASK(hook, ...)                                                   \
-	for (unsigned i = 0; i < e->nfeat; i++) {                              \
-		int r = e->feat[i]->hook ? e->feat[i]->hook(e, __VA_ARGS__)   \
-					 : ENGINE_DECLINED;                   \
-                                                                               \
-		if (r != ENGINE_DECLINED) {                                    \
-			return r;                                              \
-		}                                                              \
-	}                                                                      \
+#define FENCE_ASK(hook, ...)                                                                   \
+	for (unsigned i = 0; i < e->nfeat; i++) {                                              \
+		int r = e->feat[i]->hook ? e->feat[i]->hook(e, __VA_ARGS__) : ENGINE_DECLINED; \
+                                                                                               \
+		if (r != ENGINE_DECLINED) {                                                    \
+			return r;                                                              \
+		}                                                                              \
+	}                                                                                      \
 	return ENGINE_DECLINED
 
 int engine_fence_ring(struct engine *e, struct msg_ring *ring)

@@ -13,9 +13,10 @@
  * with its credit (the first ones once the sender's first FILES shows its
  * engine up, its receives posted), and goes out on its window's lane, the payload written
  * through the window's key and the descriptor's SEND closing it.
- * A lost lane fails the session while windows are on: its windows answer
- * only its QP, so rails' re-posts would need the receiver to open them again
- * elsewhere first (not done yet).
+ * Windows are agreed only where a lost lane ends the session anyway (one
+ * lane, or an end without rails: mwfence_agreed), so a lost lane fails it
+ * here too: its windows answer only its QP, and rails' re-posts would need
+ * the receiver to open them again on another lane first (not done yet).
  */
 #include "engine_rx.h"
 #include "mwfence.h"

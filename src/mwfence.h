@@ -22,12 +22,16 @@ uint64_t mwfence_offer(int windows);
 
 /*
  * Do a session's lanes fence slots by windows? Only when both ends announced
- * PROTO_CAP_MW_FENCE, the lanes are verbs, and slots are not sealed (a
- * sealed slot is opened into a private copy, which is its fence already).
- * Both ends compute it from the same facts before the lanes connect.
+ * PROTO_CAP_MW_FENCE, the lanes are verbs, slots are not sealed (a sealed
+ * slot is opened into a private copy, which is its fence already), and a
+ * lost lane would end the session anyway: one lane, or ends without rails
+ * (PROTO_CAP_RAILS). A window answers only its lane's QP, and rails'
+ * re-posts on another lane do not open windows there yet: where rails
+ * would keep a session going, the copy stays. Both ends compute it from the
+ * same facts (OPEN_OK's) before the lanes connect.
  */
 bool mwfence_agreed(uint64_t local_caps, uint64_t peer_caps, enum xport_kind kind,
-		    bool sealed_slots);
+		    bool sealed_slots, unsigned nlanes);
 
 /*
  * A credit's word (its RECV_IMM's len): with windows, the key of the window

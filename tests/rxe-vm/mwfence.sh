@@ -21,10 +21,11 @@
 #    registration's own key writes nothing; xport_verbs_windows says yes for
 #    rxe0/rxe1; teardown with windows open takes seconds, not rxe's 50 s
 #    wait per QP.
-# 3. Sessions with windows (rdmacp/rdmacpd, rxe0 -> rxe1): a push (2 lanes)
+# 3. Sessions with windows (rdmacp/rdmacpd, rxe0 -> rxe1, one lane): a push
 #    and a pull byte-exact, the --json start event and -v saying the fence is
 #    windows (the daemon's log too); a mixed pair (the client masks
-#    capability 36) falls back to the copy; a sender rewriting a fenced slot
+#    capability 36) and two lanes with rails (a lost lane survived) keep the
+#    copy; a sender rewriting a fenced slot
 #    through the key its descriptor closed gets IBV_WC_REM_ACCESS_ERR and
 #    nothing is committed.
 #
@@ -99,8 +100,9 @@ head -c 1234567 /dev/urandom >"$W/mod/g"
 C=("$B/rdmacp" --config /dev/null --cert "$W/certs/client.crt" --key "$W/certs/client.key"
 	--ca "$W/certs/ca.crt" -P "$PORT" --no-progress --transport verbs --chunk-size 64K)
 
-# 3a. A push with windows agreed (rxe0 and rxe1 bind them): byte-exact, no copy.
-if "${C[@]}" --json --lanes 2 "$W/src/f" "$SERVER:data/" >"$OUT/push.log" 2>&1 &&
+# 3a. A push with windows agreed (rxe0 and rxe1 bind them; one lane: a lost one ends
+# the session anyway): byte-exact, no copy.
+if "${C[@]}" --json --lanes 1 "$W/src/f" "$SERVER:data/" >"$OUT/push.log" 2>&1 &&
 	cmp -s "$W/src/f" "$W/mod/f"; then
 	ok "verbs push byte-exact with windows"
 else
@@ -113,7 +115,8 @@ grep -q "fenced by memory windows" "$W/d.log" && ok "daemon log: lanes fenced by
 
 # 3b. A pull with windows (the client receives): byte-exact, -v says so.
 mkdir -p "$W/dst"
-if "${C[@]}" -v "$SERVER:data/g" "$W/dst/" >"$OUT/pull.log" 2>&1 && cmp -s "$W/mod/g" "$W/dst/g"; then
+if "${C[@]}" -v --lanes 1 "$SERVER:data/g" "$W/dst/" >"$OUT/pull.log" 2>&1 &&
+	cmp -s "$W/mod/g" "$W/dst/g"; then
 	ok "verbs pull byte-exact with windows"
 else
 	fail "verbs pull with windows ($OUT/pull.log)"
@@ -123,12 +126,21 @@ grep -q "held slots fenced by memory windows" "$OUT/pull.log" && ok "pull: -v sa
 
 # 3c. A mixed pair (the client plays an end without the bit): the copy, byte-exact.
 rm -f "$W/mod/f"
-if RDMACP_TEST_CAPS_OFF=0x1000000000 "${C[@]}" --json "$W/src/f" "$SERVER:data/" \
+if RDMACP_TEST_CAPS_OFF=0x1000000000 "${C[@]}" --json --lanes 1 "$W/src/f" "$SERVER:data/" \
 	>"$OUT/mixed.log" 2>&1 && cmp -s "$W/src/f" "$W/mod/f" &&
 	grep -q '"fence":"copy"' "$OUT/mixed.log"; then
 	ok "mixed pair falls back to the copy, byte-exact"
 else
 	fail "mixed pair ($OUT/mixed.log)"
+fi
+
+# 3c'. Two lanes with rails on both ends (a lost lane is survived): the copy, byte-exact.
+rm -f "$W/mod/f"
+if "${C[@]}" --json --lanes 2 "$W/src/f" "$SERVER:data/" >"$OUT/lanes2.log" 2>&1 &&
+	cmp -s "$W/src/f" "$W/mod/f" && grep -q '"fence":"copy"' "$OUT/lanes2.log"; then
+	ok "two lanes with rails keep the copy (rails survive a lost lane), byte-exact"
+else
+	fail "two lanes with rails ($OUT/lanes2.log)"
 fi
 
 # 3d. A sender rewriting a fenced slot through the key its descriptor closed: the NIC
@@ -137,7 +149,7 @@ rm -f "$W/mod/h"
 cp "$W/src/f" "$W/src/h"
 # The writer's IBV_WC_REM_ACCESS_ERR and the receiver's failed lane race to be the
 # error said first (the receiver's comes as "peer: ... FLUSH_ERR"): either, exit 8.
-RDMACP_TEST_MW_REWRITE=1 "${C[@]}" "$W/src/h" "$SERVER:data/" >"$OUT/rewrite.log" 2>&1
+RDMACP_TEST_MW_REWRITE=1 "${C[@]}" --lanes 1 "$W/src/h" "$SERVER:data/" >"$OUT/rewrite.log" 2>&1
 rc=$?
 if [ "$rc" -eq 8 ] && [ ! -e "$W/mod/h" ] &&
 	grep -Eq "REM_ACCESS_ERR|peer: data transport: IBV_WC_WR_FLUSH_ERR" "$OUT/rewrite.log" &&

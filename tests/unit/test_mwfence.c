@@ -3,7 +3,8 @@
  * The zero-copy fence's agreement (src/mwfence.c), on the host: the bit is
  * announced only by an end whose lane devices all bind type-2 windows; a
  * session takes windows only with both ends' bit, on verbs, unsealed (a
- * mixed pair, tcp or sealed slots keep the private copy); a credit's word
+ * mixed pair, tcp or sealed slots keep the private copy), and only where a
+ * lost lane ends the session anyway (one lane, or no rails on one end); a credit's word
  * is the window's key with windows (never 0) and 0 without.
  */
 #include "testutil.h"
@@ -29,16 +30,23 @@ static void test_offer(void **state)
 
 static void test_agreed(void **state)
 {
-	const uint64_t mw = PROTO_CAP_MW_FENCE, other = PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND;
+	const uint64_t mw = PROTO_CAP_MW_FENCE, other = PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND,
+		       rails = PROTO_CAP_RAILS;
 
 	(void)state;
-	assert_true(mwfence_agreed(mw | other, mw | other, XPORT_KIND_VERBS, false));
+	assert_true(mwfence_agreed(mw | other, mw | other, XPORT_KIND_VERBS, false, 1));
+	assert_true(mwfence_agreed(mw | rails, mw | rails, XPORT_KIND_VERBS, false, 1));
 	/* A mixed pair: either end without the bit keeps the copy. */
-	assert_false(mwfence_agreed(mw | other, other, XPORT_KIND_VERBS, false));
-	assert_false(mwfence_agreed(other, mw | other, XPORT_KIND_VERBS, false));
+	assert_false(mwfence_agreed(mw | other, other, XPORT_KIND_VERBS, false, 1));
+	assert_false(mwfence_agreed(other, mw | other, XPORT_KIND_VERBS, false, 1));
 	/* tcp fences by itself; sealed slots are opened into a private copy anyway. */
-	assert_false(mwfence_agreed(mw, mw, XPORT_KIND_TCP, false));
-	assert_false(mwfence_agreed(mw, mw, XPORT_KIND_VERBS, true));
+	assert_false(mwfence_agreed(mw, mw, XPORT_KIND_TCP, false, 1));
+	assert_false(mwfence_agreed(mw, mw, XPORT_KIND_VERBS, true, 1));
+	/* Several lanes where rails would survive a lost one: the copy (rails keep working). */
+	assert_false(mwfence_agreed(mw | rails, mw | rails, XPORT_KIND_VERBS, false, 2));
+	/* Several lanes without rails on both ends: a lost lane ends the session either way. */
+	assert_true(mwfence_agreed(mw | rails, mw, XPORT_KIND_VERBS, false, 4));
+	assert_true(mwfence_agreed(mw, mw, XPORT_KIND_VERBS, false, 2));
 }
 
 static void test_credit_key(void **state)
