@@ -194,6 +194,10 @@ static int windows_tx_window(struct engine *e, uint32_t slot, unsigned *io_lane,
 	if (w->key[slot] == 0 || !lane_is_up(e, lane)) {
 		return engine_fail(e, PERR_INTERNAL, -EINVAL, "slot %u has no open window", slot);
 	}
+	/* Cannot happen: a lane's queue holds every slot's two requests; be loud if it does. */
+	if (!lane_room(e, lane, 2)) {
+		return engine_fail(e, PERR_INTERNAL, -ENOSPC, "no room on slot %u's lane", slot);
+	}
 	*io_lane = lane;
 	data->lane = desc->lane = lane;
 	data->rkey = w->key[slot];
