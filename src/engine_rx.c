@@ -566,7 +566,6 @@ static int rx_on_receive(struct engine *e, const struct xport_wc *wc)
 {
 	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
 	uint32_t slot = wc->imm & PROTO_IMM_SLOT_MASK;
-
 	int r;
 
 	if (kind != PROTO_IMM_DATA || wc->len != e->desc_len) {

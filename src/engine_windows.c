@@ -120,7 +120,8 @@ static int windows_rx_landed(struct engine *e, const struct xport_wc *wc, uint32
 {
 	struct windows_state *w = win_of(e);
 
-	if (slot >= e->p->slots || !xport_wc_closed_window(wc, w->key[slot])) {
+	/* No open window (a second descriptor for the slot): nothing can close it. */
+	if (slot >= e->p->slots || w->key[slot] == 0 || !xport_wc_closed_window(wc, w->key[slot])) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 				   "slot %u's descriptor did not close its window (closed %s0x%x)",
 				   slot, wc->invalidated ? "" : "none, ", wc->inv_rkey);
