@@ -14,6 +14,7 @@
 #include "hello.h"
 #include "lane_seal.h"
 #include "log.h"
+#include "macro.h"
 #include "net.h"
 #include "proto/msg.h"
 #include "xport.h"
@@ -145,6 +146,32 @@ int daemon_conn_open_waiting(struct daemon_conn *s, int (*step)(struct daemon_co
 }
 
 /* -vv: who we are talking to. */
+/*
+ * Can this host's verbs lanes fence slots by memory windows (the --devices,
+ * else the device of the control connection's own address)? What HELLO
+ * announces (PROTO_CAP_MW_FENCE); never for --transport tcp.
+ */
+static int lanes_windows(const struct daemon_conn *s)
+{
+	const char *devs[XPORT_MAX_LANES];
+	unsigned n = MIN(s->o->ndevices, (unsigned)XPORT_MAX_LANES);
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	char why[256];
+	int r;
+
+	if (s->o->transport == XPORT_KIND_TCP ||
+	    getsockname(tls_fd(s->tls), (struct sockaddr *)&local, &len) < 0) {
+		return 0;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		devs[i] = s->o->devices[i];
+	}
+	r = xport_verbs_windows((struct sockaddr *)&local, devs, n, why, sizeof(why));
+	log_debug("memory windows: %s", r == 1 ? "yes" : why);
+	return r;
+}
+
 static void log_conn_debug(struct daemon_conn *s)
 {
 	uint8_t fp[TLS_FINGERPRINT_LEN];
@@ -214,6 +241,7 @@ int daemon_conn_open(struct daemon_conn *s)
 		return EXIT_LOCAL_IO;
 	}
 	s->chan_ok = true;
+	hello_offer_windows(lanes_windows(s));
 	r = hello_client(&s->chan, s->o->connect_timeout_s * 1000, &s->hello, &code, err,
 			 sizeof(err));
 	if (r == -EKEYREVOKED) {

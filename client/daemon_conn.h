@@ -37,6 +37,8 @@ struct daemon_conn {
 	const char *clear_why;
 	/* OPEN asked for the WRITE + SEND verbs path (this host's device needs it). */
 	bool write_send;
+	/* The data lanes fence slots by memory windows (both ends announced it: mwfence_agreed). */
+	bool windows;
 	/* Sealed transfers on this connection so far (lane_seal_export counts them). */
 	unsigned sealed_transfers;
 	/* A fan-out push: MSG_RELAY goes before OPEN (client/fanout.h); NULL: none. */

@@ -71,6 +71,9 @@ void output_start(struct output *out, const char *direction, const char *host,
 		if (verbs_path) {
 			printf(",\"verbs_path\":\"%s\"", verbs_path);
 		}
+		if (out->fence) {
+			printf(",\"fence\":\"%s\"", out->fence);
+		}
 		printf(",\"encryption\":\"%s\"",
 		       seal_suite ? lane_seal_suite_name(seal_suite) : "none");
 		json_memory(out);
@@ -81,6 +84,11 @@ void output_start(struct output *out, const char *direction, const char *host,
 			!strcmp(direction, "push") ? "to" : "from", host, transport,
 			verbs_path ? " (" : "", verbs_path ? verbs_path : "", verbs_path ? ")" : "",
 			lanes);
+		if (out->fence) {
+			fprintf(stderr, "held slots fenced by %s\n",
+				!strcmp(out->fence, "windows") ? "memory windows (no copy)"
+							       : "a private copy");
+		}
 		if (seal_suite) {
 			fprintf(stderr, "data lanes encrypted (%s)\n",
 				lane_seal_suite_title(seal_suite));

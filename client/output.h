@@ -37,6 +37,12 @@ struct output {
 	uint32_t mem_chunk, mem_chunks;
 	bool mem_fitted;
 	uint32_t ring_slots; /* the receiving ring OPEN_OK granted, shown in start (0: none) */
+	/*
+	 * How the receiver fences a held slot on verbs, shown in start:
+	 * "windows" (memory windows, no copy) or "copy" (its private copy);
+	 * NULL: not said (tcp fences in the transport).
+	 */
+	const char *fence;
 	/* --delete: the summary tells of the mirror pass (output_mirror) */
 	bool mirror;
 	uint64_t deleted, delete_withheld;

@@ -280,6 +280,7 @@ static void engine_setup(struct daemon_conn *s, struct xfer *x, struct engine_pa
 	ep->faults |= getenv("RDMACP_TEST_SLOW_HASH") ? ENGINE_FAULT_SLOW_HASH : 0;
 	ep->faults |= getenv("RDMACP_TEST_READ_EAGAIN") ? ENGINE_FAULT_READ_EAGAIN : 0;
 	ep->faults |= getenv("RDMACP_TEST_SMALL_RING") ? ENGINE_FAULT_SMALL_RING : 0;
+	ep->faults |= getenv("RDMACP_TEST_MW_REWRITE") ? ENGINE_FAULT_MW_REWRITE : 0;
 	/* Tests: take this many data lanes down mid-transfer. */
 	if (getenv("RDMACP_TEST_KILL_LANES")) {
 		ep->faults |= ENGINE_FAULT_KILL_LANE;
@@ -307,6 +308,9 @@ static void tell_start(const struct daemon_conn *s, struct xfer *x, enum engine_
 	}
 	if (ok) {
 		x->out.ring_slots = ok->slots;
+		x->out.fence = ok->transport != XPORT_KIND_VERBS ? NULL
+			       : s->windows			 ? "windows"
+								 : "copy";
 		output_start(&x->out, role == ENGINE_SENDER ? "push" : "pull", s->rem->host,
 			     transfer_transport_name(ok->transport),
 			     ok->transport == XPORT_KIND_VERBS

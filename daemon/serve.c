@@ -10,6 +10,7 @@
 #include "serve_internal.h"
 
 #include <errno.h>
+#include <ifaddrs.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,7 +22,9 @@
 #include "macro.h"
 #include "net.h"
 #include "privs.h"
+#include "rdmadev.h"
 #include "session_table.h"
+#include "xport.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -291,6 +294,35 @@ static int conn_refuse_denied(struct conn *c, int64_t deadline)
 }
 
 /* The client's HELLO, by the handshake's deadline; then it is authenticated. */
+/*
+ * Can this daemon's verbs lanes fence slots by memory windows: the device of
+ * the address the client reached binds type-2 windows? What HELLO announces
+ * (PROTO_CAP_MW_FENCE). Not with rails: lanes on other devices. The device
+ * is found by its network interface (sysfs), never through rdma_cm: the
+ * device contexts librdmacm keeps open would belong to this session's
+ * credentials of before it takes the module's, and the kernel then refuses
+ * every later post on them (EACCES).
+ */
+static int lanes_windows(const struct conn *c)
+{
+	char dev[RDMADEV_NAME_MAX + 1], why[256] = "no RDMA device holds the address";
+	const char *devs[1] = { dev };
+	struct ifaddrs *ifs = NULL;
+	const char *ifname;
+	int r = 0;
+
+	if (c->cfg->nrails > 0 || getifaddrs(&ifs) < 0) {
+		return 0;
+	}
+	ifname = rdmadev_ifname_of_addr(ifs, (const struct sockaddr *)&c->local);
+	if (ifname && rdmadev_of_netdev(RDMADEV_SYSFS, RDMADEV_NETSYSFS, ifname, dev) == 0) {
+		r = xport_verbs_windows(NULL, devs, 1, why, sizeof(why));
+	}
+	freeifaddrs(ifs);
+	log_debug("%s (%s): memory windows: %s", c->peer, c->id, r == 1 ? "yes" : why);
+	return r;
+}
+
 static int conn_hello(struct conn *c, int64_t deadline)
 {
 	const struct daemon_config *cfg = c->cfg;
@@ -298,6 +330,7 @@ static int conn_hello(struct conn *c, int64_t deadline)
 	char err[512];
 	int r;
 
+	hello_offer_windows(lanes_windows(c));
 	/* A HELLO dripped byte by byte gets no more than what is left either. */
 	c->chan.io_timeout_ms = remaining_ms(deadline);
 	r = c->chan.io_timeout_ms > 0

@@ -332,10 +332,12 @@ static int run_transfer_pinned(struct conn *c, const struct msg_open *o,
 	if (r < 0) {
 		return r;
 	}
-	log_info("%s (%s): %s %s: %u %s lanes%s, %s%s%s", c->peer, c->id,
+	log_info("%s (%s): %s %s: %u %s lanes%s%s, %s%s%s", c->peer, c->id,
 		 pull_srcs ? "pull from" : "push to", gr->m->name, ln.xp.nlanes, ln.ops->name,
-		 ln.xp.write_send ? " (WRITE + SEND)" : "", ln.sealed ? "encrypted (" : "in clear",
-		 ln.sealed ? serve_lanes_cipher(&ln) : "", ln.sealed ? ")" : "");
+		 ln.xp.write_send ? " (WRITE + SEND)" : "",
+		 ln.xp.windows ? " (fenced by memory windows)" : "",
+		 ln.sealed ? "encrypted (" : "in clear", ln.sealed ? serve_lanes_cipher(&ln) : "",
+		 ln.sealed ? ")" : "");
 	if (ep.hash_threads > 0) {
 		log_debug("%s: %u hashing threads", c->peer, ep.hash_threads);
 	}

@@ -93,6 +93,15 @@ enum {
  */
 #define PROTO_CAP_SEAL_SUITES (1ull << 35)
 /*
+ * The zero-copy fence (memory windows): announced by an end whose verbs lane
+ * devices all bind type-2 windows (mwfence_offer). With both ends' bit, a
+ * verbs session of unsealed slots takes the WRITE + SEND path with windows:
+ * the receiver opens each slot's window under a fresh key before it credits
+ * the slot, the credit carries that key, the descriptor's SEND closes it
+ * (SEND_WITH_INV), and the receiver keeps no private copy (mwfence_agreed).
+ */
+#define PROTO_CAP_MW_FENCE (1ull << 36)
+/*
  * Slot suites: with PROTO_CAP_SEAL_SUITES too, the lanes byte's suite also
  * seals verbs slots (the engine's); without it verbs slots are AES-256-GCM
  * and the byte says 2 (a client of before would refuse 3 or 4 on verbs).
@@ -115,7 +124,7 @@ enum {
  * that vanished from the source to be removed from staging.
  */
 #define PROTO_CAP_ASM_DISCARD (1ull << 40)
-#define PROTO_CAPS_KNOWN                                                                          \
-	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE |   \
-	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_SLOT_SUITES | PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | \
-	 PROTO_CAP_ASM_DISCARD)
+#define PROTO_CAPS_KNOWN                                                                        \
+	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
+	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_MW_FENCE | PROTO_CAP_SLOT_SUITES |                   \
+	 PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | PROTO_CAP_ASM_DISCARD)

@@ -46,7 +46,7 @@ static bool engine_copies_slots(const struct engine_params *p, const struct xpor
 {
 	/* Sealed slots open into the copy: what is checked is what stays. */
 	return engine_role(p->role)->peer_writes && p->role != ENGINE_BENCH_RECEIVER &&
-	       (engine_rx_copies_slots(ops) || p->seal_slots ||
+	       ((engine_rx_copies_slots(ops) && !p->windows) || p->seal_slots ||
 		(p->faults & ENGINE_FAULT_COPY_SLOTS));
 }
 
@@ -96,6 +96,22 @@ static void bind_node_cpus(int node)
 	}
 }
 
+/*
+ * What the peer may do with our registration: nothing (a sender), write it
+ * (a receiver), or write it only through the windows the receiver opens
+ * over its slots (memory windows: the registration's own key writes
+ * nothing; the descriptors get a registration of their own,
+ * engine_windows.c).
+ */
+static unsigned engine_ring_access(const struct engine_params *p, bool peer_writes)
+{
+	if (!peer_writes) {
+		return XPORT_ACCESS_LOCAL;
+	}
+	return XPORT_ACCESS_LOCAL |
+	       (p->windows && !p->seal_slots ? XPORT_ACCESS_WINDOWS : XPORT_ACCESS_REMOTE_WRITE);
+}
+
 static int setup_memory(struct engine *e)
 {
 	const struct engine_params *p = e->p;
@@ -107,6 +123,10 @@ static int setup_memory(struct engine *e)
 	size_t bytes = (size_t)engine_pinned_bytes(p, x->ops);
 	int r;
 
+	if (p->windows && !x->windows) {
+		return engine_fail(e, PERR_INTERNAL, -EINVAL,
+				   "memory windows on lanes without them");
+	}
 	e->rx_copy = engine_copies_slots(p, x->ops);
 	e->copy_base = (uint32_t)engine_registered_chunks(p);
 	r = pool_create(bytes, p->chunk_size, &e->pool);
@@ -142,9 +162,7 @@ static int setup_memory(struct engine *e)
 	 * re-run that skips everything) never faults in the pool.
 	 */
 	r = x->ops->reg_mr(x, e->pool->base, e->role->peer_writes ? reg_bytes : e->pool->size,
-			   e->role->peer_writes ? XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE
-						: XPORT_ACCESS_LOCAL,
-			   &e->mr);
+			   engine_ring_access(p, e->role->peer_writes), &e->mr);
 	if (r < 0) {
 		return engine_fail(e, PERR_TRANSPORT, r, "register memory with the transport: %s",
 				   strerror(-r));

@@ -253,6 +253,12 @@ struct engine_limits {
 #define ENGINE_FAULT_SLOW_HASH (1u << 11)
 /* Test hook, either role: an io_uring of 8 entries, so that its completion queue overflows. */
 #define ENGINE_FAULT_SMALL_RING (1u << 12)
+/*
+ * Sender with memory windows: its second slot's payload goes into its
+ * first slot through the key the first slot's descriptor closed (a peer
+ * rewriting a fenced slot): the receiver's NIC refuses it.
+ */
+#define ENGINE_FAULT_MW_REWRITE (1u << 13)
 
 struct follow_book;
 
@@ -336,6 +342,14 @@ struct engine_params {
 	 */
 	unsigned hash_threads;
 #define ENGINE_HASH_THREADS_MAX 16
+	/*
+	 * The zero-copy fence (memory windows; both ends agreed it, mwfence_agreed,
+	 * and x was made with xport_params.windows): the receiver keeps no
+	 * private copy, opens each slot's window before it credits the slot
+	 * and takes a slot only through xport_wc_closed_window; the sender
+	 * writes a slot through the key its credit carried (engine_windows.c).
+	 */
+	bool windows;
 	/*
 	 * Sealed slots, for transports that do not seal their frames (verbs;
 	 * tcp seals each frame itself, xport_params.seal): the sender seals

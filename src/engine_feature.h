@@ -21,6 +21,8 @@ struct proto_desc;
 struct proto_file;
 struct wjob;
 struct xport_wc;
+struct xport_wr;
+struct msg_ring;
 
 /* A hook's answer: not this feature's business. */
 #define ENGINE_DECLINED 1
@@ -166,6 +168,24 @@ struct engine_msg_row {
  *               are clear (decoded from the descriptor area); 0; -errno,
  *               the session failed.
  */
+/*
+ * And the slot fence's (engine_fence.h), taken by the feature that fences
+ * slots itself (memory windows); ENGINE_DECLINED: the core's way (the
+ * transport's fence, or the private copy):
+ *   ring        receiver: the RING about to go (the feature may name other
+ *               keys in it); sender: the RING taken (the feature may take
+ *               back the slots, to hand them out with their credits).
+ *   rx_landed   a descriptor's receive for ring slot `slot` (wc): 0 when the
+ *               feature accepts it as fenced, -errno when it refuses it.
+ *   rx_fence    ring slot `slot` held (on) or let go (off): 0 when the
+ *               feature fences it.
+ *   rx_credit   the credit of `slot` goes in wr on wr->lane: 0, with what the
+ *               feature adds (the key of the window it opened there).
+ *   tx_credit   a credit for `slot` came (wc): 0 when the feature took its
+ *               word (a window's key), -errno when it refuses it.
+ *   tx_window   `slot` goes out: the feature may move it to *io_lane and
+ *               name its keys in the payload's write and the descriptor's.
+ */
 enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
 
 /*
@@ -274,6 +294,13 @@ struct engine_feature {
 	int (*rx_open)(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane);
 	int (*rx_unseal)(struct engine *e, uint32_t slot, uint32_t lane, uint8_t *dst,
 			 struct proto_desc *d, struct wjob *j);
+	int (*ring)(struct engine *e, struct msg_ring *ring);
+	int (*rx_landed)(struct engine *e, const struct xport_wc *wc, uint32_t slot);
+	int (*rx_fence)(struct engine *e, uint32_t slot, bool on);
+	int (*rx_credit)(struct engine *e, uint32_t slot, struct xport_wr *wr);
+	int (*tx_credit)(struct engine *e, const struct xport_wc *wc, uint32_t slot);
+	int (*tx_window)(struct engine *e, uint32_t slot, unsigned *io_lane, struct xport_wr *data,
+			 struct xport_wr *desc);
 
 	int (*tx_offer)(struct engine *e, const struct engine_src *s, const char **ret_first);
 	int (*tx_offered)(struct engine *e, const struct proto_file *pf, uint32_t n);

@@ -5,12 +5,13 @@
  * struct engine_feature, and a line here.
  */
 #include "engine-internal.h"
+#include "engine_fence.h"
 
 extern const struct engine_feature engine_feature_sums, engine_feature_hashers,
     engine_feature_rails, engine_feature_partial, engine_feature_links, engine_feature_delete,
     engine_feature_xattrs, engine_feature_delta, engine_feature_pack, engine_feature_bench,
     engine_feature_zeros, engine_feature_device, engine_feature_seal, engine_feature_relay_rx,
-    engine_feature_follow;
+    engine_feature_follow, engine_feature_windows;
 
 const struct engine_feature *const engine_features[] = {
 	/* Workers first: at teardown their jobs go before what they hold. */
@@ -18,6 +19,8 @@ const struct engine_feature *const engine_features[] = {
 	&engine_feature_hashers,
 	/* The lanes' slot keys, freed after the workers that hold copies are gone. */
 	&engine_feature_seal,
+	/* The zero-copy fence: a lost lane with windows fails before rails re-posts. */
+	&engine_feature_windows,
 	/* A lost lane's work goes on the others before the role posts more. */
 	&engine_feature_rails,
 	&engine_feature_partial,
@@ -656,4 +659,49 @@ uint32_t engine_tx_digest(struct engine *e, struct efile *f, uint8_t *hash, char
 		}
 	}
 	return PERR_OK;
+}
+
+/*
+ * The slot fence's points (engine_fence.h): the first feature that does
+ * not decline answers; ENGINE_DECLINED when none takes it.
+ */
+#define FENCE_ASK(hook, ...)                                                                   \
+	for (unsigned i = 0; i < e->nfeat; i++) {                                              \
+		int r = e->feat[i]->hook ? e->feat[i]->hook(e, __VA_ARGS__) : ENGINE_DECLINED; \
+                                                                                               \
+		if (r != ENGINE_DECLINED) {                                                    \
+			return r;                                                              \
+		}                                                                              \
+	}                                                                                      \
+	return ENGINE_DECLINED
+
+int engine_fence_ring(struct engine *e, struct msg_ring *ring)
+{
+	FENCE_ASK(ring, ring);
+}
+
+int engine_rx_landed(struct engine *e, const struct xport_wc *wc, uint32_t slot)
+{
+	FENCE_ASK(rx_landed, wc, slot);
+}
+
+int engine_rx_fence(struct engine *e, uint32_t slot, bool on)
+{
+	FENCE_ASK(rx_fence, slot, on);
+}
+
+int engine_rx_credit(struct engine *e, uint32_t slot, struct xport_wr *wr)
+{
+	FENCE_ASK(rx_credit, slot, wr);
+}
+
+int engine_tx_credit(struct engine *e, const struct xport_wc *wc, uint32_t slot)
+{
+	FENCE_ASK(tx_credit, wc, slot);
+}
+
+int engine_tx_window(struct engine *e, uint32_t slot, unsigned *io_lane, struct xport_wr *data,
+		     struct xport_wr *desc)
+{
+	FENCE_ASK(tx_window, slot, io_lane, data, desc);
 }

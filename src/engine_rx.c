@@ -478,6 +478,11 @@ int rx_offer_ring(struct engine *e)
 	}
 	m.u.ring.slots = e->p->slots;
 	m.u.ring.slot_size = e->p->chunk_size;
+	/* A feature that fences slots itself may name other keys (memory windows). */
+	r = engine_fence_ring(e, &m.u.ring);
+	if (r < 0) {
+		return r;
+	}
 	r = chan_send(e->p->chan, &m);
 	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
@@ -519,9 +524,15 @@ static int rx_on_receive(struct engine *e, const struct xport_wc *wc)
 {
 	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
 	uint32_t slot = wc->imm & PROTO_IMM_SLOT_MASK;
+	int r;
 
 	if (kind != PROTO_IMM_DATA || wc->len != e->desc_len) {
 		return imm_unexpected(e, wc);
+	}
+	/* Memory windows: only a receive that closed the slot's window. */
+	r = engine_rx_landed(e, wc, slot);
+	if (r < 0) {
+		return r;
 	}
 	return rx_data(e, slot, wc->lane);
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "engine-internal.h"
+#include "engine_fence.h"
 
 /* engine_rx_open.c: one entry looked at, a regular file's temp file; a probe's answers. */
 uint32_t rx_keep_file(struct engine *e, struct efile *f, const struct stat *st, char *text,

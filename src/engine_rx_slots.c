@@ -105,6 +105,10 @@ static int rx_unfence(struct engine *e, uint32_t slot)
 	if (e->rx_copy) {
 		return 0;
 	}
+	r = engine_rx_fence(e, slot, false);
+	if (r != ENGINE_DECLINED) {
+		return r;
+	}
 	r = x->ops->fence(x, e->mr, (uint64_t)slot * e->p->chunk_size, e->p->chunk_size, false);
 	return r < 0 ? engine_fail(e, PERR_INTERNAL, r, "unfence slot %u: %s", slot, strerror(-r))
 		     : 0;
@@ -139,6 +143,11 @@ static int rx_credit_send(struct engine *e, uint32_t slot)
 	if (!lane_room(e, wr.lane, 1)) {
 		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
 		return engine_fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
+	}
+	/* Memory windows: the slot's window opened on that lane, its key in the credit. */
+	r = engine_rx_credit(e, slot, &wr);
+	if (r < 0) {
+		return r;
 	}
 	return lane_push_slot(e, &wr, -1, slot);
 }
@@ -244,6 +253,10 @@ int rx_slot_hold(struct engine *e, uint32_t h, uint32_t len, bool need_bytes)
 			memcpy(rx_slot_buf(e, h), pool_chunk(e->pool, slot), len);
 		}
 		return e->rslots[h].packed ? rx_copy_credit(e, h, len) : 0;
+	}
+	r = engine_rx_fence(e, h, true);
+	if (r != ENGINE_DECLINED) {
+		return r;
 	}
 	r = x->ops->fence(x, e->mr, (uint64_t)h * e->p->chunk_size, e->p->chunk_size, true);
 	if (r < 0) {

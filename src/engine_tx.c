@@ -301,7 +301,9 @@ int tx_wait_ring(struct engine *e)
 		e->free_slots[e->nfree_slots++] = e->p->slots - 1 - i;
 	}
 	e->have_ring = true;
-	return 0;
+	/* Memory windows: no slot is ours before its credit names its window. */
+	r = engine_fence_ring(e, &m.u.ring);
+	return r < 0 ? r : 0;
 }
 
 /*
@@ -462,8 +464,17 @@ int tx_on_credit(struct engine *e, const struct xport_wc *wc)
 {
 	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
 	uint32_t slot = wc->imm & PROTO_IMM_SLOT_MASK;
+	int r;
 
-	if (kind != PROTO_IMM_CREDIT || wc->len != 0 || slot >= e->p->slots) {
+	if (kind != PROTO_IMM_CREDIT || slot >= e->p->slots) {
+		return imm_unexpected(e, wc);
+	}
+	/* Memory windows: the credit's word is the slot window's key; else there is none. */
+	r = engine_tx_credit(e, wc, slot);
+	if (r < 0) {
+		return r;
+	}
+	if (r == ENGINE_DECLINED && wc->len != 0) {
 		return imm_unexpected(e, wc);
 	}
 	if (e->nfree_slots >= e->p->slots) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "engine-internal.h"
+#include "engine_fence.h"
 
 /* engine_tx_offer.c: entries offered and opened. */
 int tx_offer(struct engine *e);

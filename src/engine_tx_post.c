@@ -6,10 +6,14 @@
  */
 #include "engine_tx.h"
 
-/* Chunk ci on its lane (c->lane, c->slot, c->post_len): its payload, then its descriptor. */
+/*
+ * Chunk ci on its lane (c->lane, c->slot, c->post_len): its payload, then its
+ * descriptor. Memory windows may move it to its window's lane and name their
+ * keys (the slot is then counted on that lane).
+ */
 int tx_post_push(struct engine *e, uint32_t ci)
 {
-	const struct chunk *c = &e->chunks[ci];
+	struct chunk *c = &e->chunks[ci];
 	unsigned lane = c->lane;
 	struct xport_wr data = {
 		.opcode = XPORT_OP_WRITE,
@@ -31,8 +35,17 @@ int tx_post_push(struct engine *e, uint32_t ci)
 		.imm = proto_imm(PROTO_IMM_DATA, c->slot),
 		.lane = lane,
 	};
-	int r = lane_push(e, &data, -1);
+	int r = engine_tx_window(e, c->slot, &lane, &data, &desc);
 
+	if (r < 0) {
+		return r;
+	}
+	if (lane != c->lane) {
+		lane_slot_credited(e, c->slot);
+		lane_slot_posted(e, c->slot, lane);
+		c->lane = (uint8_t)lane;
+	}
+	r = lane_push(e, &data, -1);
 	return r < 0 ? r : lane_push_slot(e, &desc, (int32_t)ci, c->slot);
 }
 

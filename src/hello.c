@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include "macro.h"
+#include "mwfence.h"
 
 /*
  * Open files a process needs before it announces PROTO_CAP_WIDE_WINDOW and
@@ -17,6 +18,14 @@
  */
 #define WIDE_WINDOW_NOFILE 16384
 _Static_assert(2 * PROTO_FILES_WIDER + 2048 <= WIDE_WINDOW_NOFILE, "room for the wider window");
+
+/* PROTO_CAP_MW_FENCE where this process's lane devices bind type-2 windows. */
+static uint64_t windows_cap;
+
+void hello_offer_windows(int windows)
+{
+	windows_cap = mwfence_offer(windows);
+}
 
 uint64_t hello_local_caps(void)
 {
@@ -42,8 +51,8 @@ uint64_t hello_local_caps(void)
 		caps |= PROTO_CAP_WIDE_WINDOW | PROTO_CAP_WIDER_WINDOW;
 	}
 #ifdef HAVE_VERBS
-	caps |=
-	    PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND | PROTO_CAP_DAEMON_RAILS | PROTO_CAP_RAILS_ONLY;
+	caps |= PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND | PROTO_CAP_DAEMON_RAILS |
+		PROTO_CAP_RAILS_ONLY | windows_cap;
 #endif
 	/* Test hook: play a peer from before a feature; only removes bits. */
 	if (off && *off) {

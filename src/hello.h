@@ -9,8 +9,14 @@
 
 #include "chan.h"
 
-/* Capabilities this build offers. */
+/* Capabilities this build offers (and this host's lanes: hello_offer_windows). */
 uint64_t hello_local_caps(void);
+/*
+ * This process's verbs lanes can fence slots by memory windows or not
+ * (xport_verbs_windows's answer for its lane devices): hello_local_caps
+ * then has PROTO_CAP_MW_FENCE (mwfence_offer), or not. Said before HELLO.
+ */
+void hello_offer_windows(int windows);
 /*
  * A daemon's: the local ones and what only a daemon offers (PROTO_CAP_RELAY:
  * it takes RELAY before a push and runs the relay child). What hello_server

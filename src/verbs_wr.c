@@ -172,7 +172,8 @@ static void fill_send(const struct xport_wr *w, uint64_t hw_wr_id, uint32_t max_
 {
 	memset(ret_wr, 0, sizeof(*ret_wr));
 	memset(ret_sge, 0, sizeof(*ret_sge));
-	verbs_send_msg_encode(w->imm, w->len, msg);
+	/* A request of no bytes may hand the peer a window's key in the length's place. */
+	verbs_send_msg_encode(w->imm, w->len != 0 ? w->len : w->key, msg);
 	ret_wr->wr_id = hw_wr_id;
 	ret_wr->opcode = IBV_WR_SEND;
 	if (w->inv_rkey != 0) {

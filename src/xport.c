@@ -40,7 +40,8 @@ int xport_wr_check_common(const struct xport_wr *w, unsigned nlanes)
 	if (!w || w->lane >= nlanes ||
 	    (w->opcode != XPORT_OP_WRITE && w->opcode != XPORT_OP_WRITE_IMM) ||
 	    (w->flags & ~(uint32_t)(XPORT_SEND_SIGNALED | XPORT_SEND_INLINE)) != 0 ||
-	    (w->inv_rkey != 0 && w->opcode != XPORT_OP_WRITE_IMM)) {
+	    (w->inv_rkey != 0 && w->opcode != XPORT_OP_WRITE_IMM) ||
+	    (w->key != 0 && (w->opcode != XPORT_OP_WRITE_IMM || w->len != 0))) {
 		return -EINVAL;
 	}
 	if (w->len == 0) {

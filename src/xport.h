@@ -96,6 +96,13 @@ struct xport_wr {
 	 * invalidate). 0: none.
 	 */
 	uint32_t inv_rkey;
+	/*
+	 * A WRITE_IMM of no bytes on an xport with windows: the key of a window
+	 * of ours it hands the peer (window_open's: a credit), carried where a
+	 * request with bytes carries its length, so the peer's RECV_IMM has it
+	 * as len. 0: none. Refused elsewhere (tcp has no windows).
+	 */
+	uint32_t key;
 };
 
 enum xport_wc_opcode {
@@ -118,7 +125,7 @@ struct xport_wc {
 	int status;	 /* enum xport_wc_status */
 	uint32_t opcode; /* enum xport_wc_opcode */
 	uint32_t imm;	 /* RECV_IMM: host order */
-	uint32_t len;	 /* RECV_IMM: bytes placed by the WRITE_IMM */
+	uint32_t len;	 /* RECV_IMM: bytes placed by the WRITE_IMM (windows: or its key) */
 	uint32_t lane;
 	/*
 	 * RECV_IMM on an xport with windows: the peer's request closed our

@@ -16,8 +16,9 @@ static int wr_check(const struct tcp_xport *tx, const struct xport_wr *w)
 	uint64_t base, b;
 	int r = xport_wr_check_common(w, tx->pub.nlanes);
 
-	if (r != 0) {
-		return r < 0 ? r : 0;
+	if (r != 0 || w->key != 0 || w->inv_rkey != 0) {
+		/* No windows on tcp: nothing to close, no key to hand over. */
+		return r < 0 || w->key != 0 || w->inv_rkey != 0 ? -EINVAL : 0;
 	}
 	if (w->flags & XPORT_SEND_INLINE) {
 		/* Inline data is copied at post time and needs no registration (as on verbs). */

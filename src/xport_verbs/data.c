@@ -63,7 +63,7 @@ static int post_count(const struct verbs_xport *vx, const struct xport_wr *wrs, 
 		if (r < 0) {
 			return r;
 		}
-		if (wrs[i].inv_rkey != 0 && !vx->pub.windows) {
+		if ((wrs[i].inv_rkey != 0 || wrs[i].key != 0) && !vx->pub.windows) {
 			return -EINVAL;
 		}
 		need[wrs[i].lane] += verbs_wr_hw_count(&wrs[i], vx->write_send);

@@ -147,6 +147,10 @@ int verbs_window_open(struct xport *x, struct xport_mr *pub, uint32_t idx, unsig
 		return r;
 	}
 	rkey = ibv_inc_rkey(w->mw->rkey);
+	if (rkey == 0) {
+		/* 0 means "no key" to the peer (a credit's, inv_rkey): the next tag. */
+		rkey = ibv_inc_rkey(rkey);
+	}
 	verbs_window_bind_fill(verbs_wrid_encode(VERBS_WRID_SEND, lane, vx->lanes[lane].sq_tail),
 			       w->mw, m->mr[vx->lanes[lane].dev], pub->iova + offset, len, rkey,
 			       &wr);

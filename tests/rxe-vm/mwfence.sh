@@ -21,8 +21,13 @@
 #    registration's own key writes nothing; xport_verbs_windows says yes for
 #    rxe0/rxe1; teardown with windows open takes seconds, not rxe's 50 s
 #    wait per QP.
-# 3. A verbs push with rdmacp/rdmacpd (copy path: the engine does not use
-#    windows yet) stays byte-exact: the transport change broke nothing.
+# 3. Sessions with windows (rdmacp/rdmacpd, rxe0 -> rxe1, one lane): a push
+#    and a pull byte-exact, the --json start event and -v saying the fence is
+#    windows (the daemon's log too); a mixed pair (the client masks
+#    capability 36) and two lanes with rails (a lost lane survived) keep the
+#    copy; a sender rewriting a fenced slot
+#    through the key its descriptor closed gets IBV_WC_REM_ACCESS_ERR and
+#    nothing is committed.
 #
 # Prints "ok: ..." / "FAIL: ..." lines; logs go to OUT_DIR. Exit 0 when every
 # check passed, 1 otherwise, 77 when the kernel's rxe has no type-2 windows.
@@ -65,7 +70,7 @@ case $rc in
 *) fail "test_verbs_window (rc $rc; $OUT/window.log)" ;;
 esac
 
-# 3. The copy path over the same lanes, as before.
+# 3. Sessions with windows.
 "$B/rdmacp" certs init "$W/certs" --host "$SERVER" >"$OUT/certs.log" 2>&1 || {
 	fail "certs init"
 	exit 1
@@ -91,12 +96,67 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 head -c 3000123 /dev/urandom >"$W/src/f"
-if "$B/rdmacp" --config /dev/null --cert "$W/certs/client.crt" --key "$W/certs/client.key" \
-	--ca "$W/certs/ca.crt" -P "$PORT" --no-progress --transport verbs --chunk-size 64K \
-	"$W/src/f" "$SERVER:data/" >"$OUT/push.log" 2>&1 && cmp -s "$W/src/f" "$W/mod/f"; then
-	ok "verbs push byte-exact (copy path)"
+head -c 1234567 /dev/urandom >"$W/mod/g"
+C=("$B/rdmacp" --config /dev/null --cert "$W/certs/client.crt" --key "$W/certs/client.key"
+	--ca "$W/certs/ca.crt" -P "$PORT" --no-progress --transport verbs --chunk-size 64K)
+
+# 3a. A push with windows agreed (rxe0 and rxe1 bind them; one lane: a lost one ends
+# the session anyway): byte-exact, no copy.
+if "${C[@]}" --json --lanes 1 "$W/src/f" "$SERVER:data/" >"$OUT/push.log" 2>&1 &&
+	cmp -s "$W/src/f" "$W/mod/f"; then
+	ok "verbs push byte-exact with windows"
 else
-	fail "verbs push ($OUT/push.log)"
+	fail "verbs push with windows ($OUT/push.log)"
+fi
+grep -q '"fence":"windows"' "$OUT/push.log" && ok "push: --json start says fence windows" ||
+	fail "push: no \"fence\":\"windows\" in $OUT/push.log"
+grep -q "fenced by memory windows" "$W/d.log" && ok "daemon log: lanes fenced by memory windows" ||
+	fail "daemon log does not say memory windows"
+
+# 3b. A pull with windows (the client receives): byte-exact, -v says so.
+mkdir -p "$W/dst"
+if "${C[@]}" -v --lanes 1 "$SERVER:data/g" "$W/dst/" >"$OUT/pull.log" 2>&1 &&
+	cmp -s "$W/mod/g" "$W/dst/g"; then
+	ok "verbs pull byte-exact with windows"
+else
+	fail "verbs pull with windows ($OUT/pull.log)"
+fi
+grep -q "held slots fenced by memory windows" "$OUT/pull.log" && ok "pull: -v says memory windows" ||
+	fail "pull: -v does not say memory windows ($OUT/pull.log)"
+
+# 3c. A mixed pair (the client plays an end without the bit): the copy, byte-exact.
+rm -f "$W/mod/f"
+if RDMACP_TEST_CAPS_OFF=0x1000000000 "${C[@]}" --json --lanes 1 "$W/src/f" "$SERVER:data/" \
+	>"$OUT/mixed.log" 2>&1 && cmp -s "$W/src/f" "$W/mod/f" &&
+	grep -q '"fence":"copy"' "$OUT/mixed.log"; then
+	ok "mixed pair falls back to the copy, byte-exact"
+else
+	fail "mixed pair ($OUT/mixed.log)"
+fi
+
+# 3c'. Two lanes with rails on both ends (a lost lane is survived): the copy, byte-exact.
+rm -f "$W/mod/f"
+if "${C[@]}" --json --lanes 2 "$W/src/f" "$SERVER:data/" >"$OUT/lanes2.log" 2>&1 &&
+	cmp -s "$W/src/f" "$W/mod/f" && grep -q '"fence":"copy"' "$OUT/lanes2.log"; then
+	ok "two lanes with rails keep the copy (rails survive a lost lane), byte-exact"
+else
+	fail "two lanes with rails ($OUT/lanes2.log)"
+fi
+
+# 3d. A sender rewriting a fenced slot through the key its descriptor closed: the NIC
+# refuses it (IBV_WC_REM_ACCESS_ERR), the session fails, nothing is committed.
+rm -f "$W/mod/h"
+cp "$W/src/f" "$W/src/h"
+# The writer's IBV_WC_REM_ACCESS_ERR and the receiver's failed lane race to be the
+# error said first (the receiver's comes as "peer: ... FLUSH_ERR"): either, exit 8.
+RDMACP_TEST_MW_REWRITE=1 "${C[@]}" --lanes 1 "$W/src/h" "$SERVER:data/" >"$OUT/rewrite.log" 2>&1
+rc=$?
+if [ "$rc" -eq 8 ] && [ ! -e "$W/mod/h" ] &&
+	grep -Eq "REM_ACCESS_ERR|peer: data transport: IBV_WC_WR_FLUSH_ERR" "$OUT/rewrite.log" &&
+	[ -z "$(ls -A "$W/mod" | grep -v '^[fg]$')" ]; then
+	ok "a fenced slot rewritten: $(grep -Eo 'IBV_WC_[A-Z_]+' "$OUT/rewrite.log" | head -1), exit 8, nothing committed"
+else
+	fail "rewrite of a fenced slot (rc $rc; $OUT/rewrite.log; $(ls -A "$W/mod" | tr '\n' ' '))"
 fi
 
 [ "$FAILS" -eq 0 ] && echo "mwfence: all checks passed" && exit 0

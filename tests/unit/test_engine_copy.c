@@ -4,7 +4,8 @@
  * a symlink; windows of one file (each sent as a file of its own);
  * directories past the receiver's cap (-p); hard links; a checksum mismatch
  * (the receiver's FLIP_BYTE hook); an event fd that hangs up; a pull
- * receiver's name_ok refusing a name; the stop flag.
+ * receiver's name_ok refusing a name; the stop flag; memory windows asked of
+ * lanes without them.
  */
 #include "engine_harness.h"
 
@@ -366,6 +367,27 @@ static void test_stop_requested(void **state)
 	assert_dest(f->dst, "");
 }
 
+/*
+ * Memory windows asked of lanes that have none (tcp): the receiver refuses before its
+ * ring is offered (PERR_INTERNAL), never registers its ring for windows the transport
+ * cannot open, and nothing is committed.
+ */
+static void test_windows_without_transport(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_file(f, &s, "a", 3 * CHUNK);
+	f->rxr.p.windows = true;
+
+	run_both(f, &s);
+
+	assert_failed_run(&f->rxr, -EINVAL, PERR_INTERNAL, "memory windows on lanes without them");
+	assert_true(f->txr.r < 0);
+	assert_stats(&f->rxr.st, 0, 0, 0, PERR_OK);
+	assert_dest(f->dst, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -378,6 +400,7 @@ int main(void)
 		T(test_hardlink_target_failed),
 		T(test_pull_name_refused),
 		T(test_stop_requested),
+		T(test_windows_without_transport),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

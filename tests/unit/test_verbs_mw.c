@@ -102,6 +102,44 @@ static void test_send_with_inv(void **state)
 	assert_int_equal(xport_wr_check_common(&wrs[0], 1), -EINVAL);
 }
 
+/* A credit handing the peer a window's key: a plain SEND whose length word is the key. */
+static void test_credit_key(void **state)
+{
+	static uint8_t buf[64], msgs0[4 * VERBS_SEND_MSG_LEN];
+	uint8_t *msgs[1] = { msgs0 };
+	uint32_t lkeys[1] = { 0x11 }, imm, word;
+	struct xport_mr mr = { .addr = buf, .len = sizeof(buf), .lane_lkey = { 0x1234 } };
+	struct xport_wr wr = { .opcode = XPORT_OP_WRITE_IMM, .imm = 0x02000005, .key = 0x80001f7 };
+	struct ibv_send_wr out[2], *heads[1];
+	struct ibv_sge sge[2];
+	size_t src[2], counts[1];
+	uint64_t base[1] = { 0 };
+
+	(void)state;
+	assert_int_equal(xport_wr_check_common(&wr, 1), 1);
+	assert_int_equal(
+	    verbs_wr_chain_send(&wr, 1, 1, base, 64, msgs, lkeys, 4, out, sge, src, heads, counts),
+	    1);
+	assert_int_equal(out[0].opcode, IBV_WR_SEND);
+	verbs_send_msg_decode(msgs0, &imm, &word);
+	assert_int_equal(imm, 0x02000005);
+	assert_int_equal(word, 0x80001f7);
+	/* A credit without a key keeps its length word 0, as without windows. */
+	wr.key = 0;
+	verbs_wr_chain_send(&wr, 1, 1, base, 64, msgs, lkeys, 4, out, sge, src, heads, counts);
+	verbs_send_msg_decode(msgs0, &imm, &word);
+	assert_int_equal(word, 0);
+	/* Only a WRITE_IMM of no bytes hands over a key: one with bytes, or a WRITE, is refused. */
+	wr.key = 0x80001f7;
+	wr.mr = &mr;
+	wr.buf = buf;
+	wr.len = 32;
+	assert_int_equal(xport_wr_check_common(&wr, 1), -EINVAL);
+	wr.len = 0;
+	wr.opcode = XPORT_OP_WRITE;
+	assert_int_equal(xport_wr_check_common(&wr, 1), -EINVAL);
+}
+
 static void test_wc_invalidated(void **state)
 {
 	unsigned std = verbs_wc_inv_flags(0x02c9), rxe = verbs_wc_inv_flags(0xffffff);
@@ -190,7 +228,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_caps),	      cmocka_unit_test(test_bind_inv_fill),
 		cmocka_unit_test(test_send_with_inv), cmocka_unit_test(test_wc_invalidated),
-		cmocka_unit_test(test_closed_window),
+		cmocka_unit_test(test_closed_window), cmocka_unit_test(test_credit_key),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

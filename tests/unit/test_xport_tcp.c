@@ -423,7 +423,7 @@ static void test_zero_based(void **state)
 	free(target);
 }
 
-/* Local buffer outside its MR, bad lane, bad opcode: refused at post time. */
+/* Local buffer outside its MR, bad lane, bad opcode, a window's key: refused at post time. */
 static void test_post_validation(void **state)
 {
 	struct pair pr = make_pair(2, 4, 4);
@@ -440,6 +440,11 @@ static void test_post_validation(void **state)
 	w.opcode = 9;
 	assert_int_equal(ops->post_writes(pr.cli, &w, 1), -EINVAL);
 	w = wr_write(NULL, buf, 64, 0x1000, 1, 0, 1);
+	assert_int_equal(ops->post_writes(pr.cli, &w, 1), -EINVAL);
+	/* No memory windows on tcp: no window to close, no key to hand over (a credit's). */
+	w = (struct xport_wr){ .opcode = XPORT_OP_WRITE_IMM, .imm = 0x02000001, .key = 0x1f7 };
+	assert_int_equal(ops->post_writes(pr.cli, &w, 1), -EINVAL);
+	w = (struct xport_wr){ .opcode = XPORT_OP_WRITE_IMM, .imm = 0x02000001, .inv_rkey = 0x1f7 };
 	assert_int_equal(ops->post_writes(pr.cli, &w, 1), -EINVAL);
 	expect_no_wcs(pr.cli, 20);
 	expect_no_wcs(pr.srv, 0);
