@@ -115,7 +115,12 @@ enum {
  * that vanished from the source to be removed from staging.
  */
 #define PROTO_CAP_ASM_DISCARD (1ull << 40)
+/*
+ * ASSEMBLE's PROTO_ASM_SEED: a --delta run of a split file's ranges asks
+ * for old copies of its parts, made from the file the destination has.
+ */
+#define PROTO_CAP_ASM_SEED (1ull << 45)
 #define PROTO_CAPS_KNOWN                                                                          \
 	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE |   \
 	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_SLOT_SUITES | PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | \
-	 PROTO_CAP_ASM_DISCARD)
+	 PROTO_CAP_ASM_DISCARD | PROTO_CAP_ASM_SEED)
