@@ -474,8 +474,9 @@ int assemble_seed(int destfd, const struct msg_assemble *a, uint64_t *ret_bytes,
 		    openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 		r = filefd < 0 ? negerrno() : fstat(filefd, &st) < 0 ? negerrno() : 0;
 	}
-	/* No old file (or none to read as one): nothing to seed, each range goes whole. */
-	if (r == -ENOENT || r == -ELOOP || r == -ENOTDIR || (r == 0 && !S_ISREG(st.st_mode))) {
+	/* No old file, none to read as one (a symlink anywhere): nothing seeded, each range goes whole. */
+	if (r == -ENOENT || r == -ELOOP || r == -EXDEV || r == -ENOTDIR ||
+	    (r == 0 && !S_ISREG(st.st_mode))) {
 		return 0;
 	}
 	r = r < 0 ? r : seed_staging(destfd, a->staging, &stagefd);
