@@ -185,6 +185,12 @@ struct efile {
 	 * receiver's candidate, or the sender's source) and the peer's.
 	 */
 	bool sum_wanted;
+	/*
+	 * A kept regular file whose answer a feature held (PROTO_ITEM_WAIT,
+	 * rx_kept): the receiver answers again once it has what it waits for;
+	 * the sender has sent it (its XATTRS) and waits for that answer.
+	 */
+	bool kept_wait;
 	bool own_sum_done, peer_sum_done;
 	uint32_t own_sum_status, peer_sum_status; /* PERR_OK: the digest is good */
 	uint8_t own_sum[HASH_LEN], peer_sum[HASH_LEN];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the receiver's files (src/engine_rx*.c) offer each other: nothing
- * outside the receiver includes this.
+ * What the receiver's files (src/engine_rx*.c) offer each other and the
+ * features' receiver parts: nothing outside the receiver includes this.
  */
 #pragma once
 
@@ -23,6 +23,14 @@ int rx_file_done(struct engine *e, const struct msg_file_done *d);
 int rx_files(struct engine *e, struct msg_files *mf);
 int rx_sums(struct engine *e, const struct msg_sums *ms);
 int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+/*
+ * A regular file about to be answered SKIPPED: true when a feature holds
+ * the answer (rx_kept; PROTO_ITEM_WAIT goes instead) and gives it later
+ * with engine_rx_kept_answer: SKIPPED with items (what differed) added,
+ * then settled as any kept entry. 0 or -errno.
+ */
+bool engine_rx_kept(struct engine *e, struct efile *f);
+int engine_rx_kept_answer(struct engine *e, struct efile *f, uint32_t items);
 
 /* engine_rx_slots.c: ring slots, held chunks and their private copies. */
 int rx_slots_setup(struct engine *e);

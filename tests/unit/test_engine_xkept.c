@@ -6,8 +6,15 @@
  * sends them must not make the receiver hold names without end. Up to
  * 16,384 kept files may wait (twice the widest file window); one more is a
  * protocol error, said and counted as the session's failure.
+ *
+ * With PROTO_CAP_CUTOVER the receiver holds a kept file's answer (SKIPPED
+ * with PROTO_ITEM_WAIT) until its XATTRS: the second answer says what
+ * differed (PROTO_ITEM_XATTRS) and the attribute is set; a sender that
+ * could not read them says ENTRY_FAILED, and the held file is let go.
  */
 #include "engine_harness.h"
+
+#include <sys/xattr.h>
 
 #define XKEPT_CAP (2u * PROTO_SPAN_WIDER)
 #define BATCH	  8
@@ -73,10 +80,144 @@ static void test_kept_waiting_capped(void **state)
 	raw_free(&w);
 }
 
+/* The receiver's FILES_ACK for id: its status and items. */
+static void expect_answer(struct raw *w, uint32_t id, uint32_t status, uint32_t items)
+{
+	struct msg m;
+
+	raw_expect(w, MSG_FILES_ACK, &m);
+	assert_int_equal(m.u.files_ack.count, 1);
+	assert_int_equal(m.u.files_ack.st[0].id, id);
+	assert_int_equal(m.u.files_ack.st[0].status, status);
+	assert_int_equal(m.u.files_ack.st[0].items, items);
+	msg_clear(&m);
+}
+
+/* A receiver that waits (PROTO_CAP_CUTOVER) and two kept files, k0 with user.a = "old". */
+static bool wait_setup(struct fx *f, struct raw *w)
+{
+	char *k0 = path_in(f->dst, "k0");
+	bool ok;
+
+	kept_files(f, 2);
+	ok = setxattr(k0, "user.a", "old", 3, 0) == 0;
+	free(k0);
+	if (!ok) {
+		return false;
+	}
+	f->rxr.p.open_flags = PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_XATTRS;
+	f->rxr.p.peer_caps = PROTO_CAP_SKIP | PROTO_CAP_XATTRS | PROTO_CAP_ITEMIZE |
+			     PROTO_CAP_ENTRY_FAILED | PROTO_CAP_CUTOVER;
+	raw_init(w, &f->tx);
+	run_start(&f->rxr);
+	raw_ring(w);
+	return true;
+}
+
+/* k0's XATTRS (user.a = "new"): answered again, XATTRS differed, set; k1's as it has them. */
+static void test_kept_wait_items(void **state)
+{
+	struct fx *f = *state;
+	static const uint64_t sizes[2];
+	static const char *const names[2] = { "k0", "k1" };
+	static const uint32_t ids[2] = { 1, 2 };
+	struct proto_xattr a = { .name = (char *)"user.a", .value = (uint8_t *)"new", .len = 3 };
+	struct msg m = { .type = MSG_XATTRS };
+	char *k0 = path_in(f->dst, "k0"), val[8] = "";
+	struct raw w;
+
+	if (!wait_setup(f, &w)) {
+		free(k0);
+		skip(); /* no user attributes on this file system */
+	}
+	raw_files(&w, 2, ids, names, sizes);
+	{
+		struct msg ack;
+
+		raw_expect(&w, MSG_FILES_ACK, &ack);
+		assert_int_equal(ack.u.files_ack.count, 2);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(ack.u.files_ack.st[i].status, PERR_SKIPPED);
+			assert_int_equal(ack.u.files_ack.st[i].items, PROTO_ITEM_WAIT);
+		}
+		msg_clear(&ack);
+	}
+	m.u.xattrs = (struct msg_xattrs){ .id = 1, .count = 1, .x = &a };
+	raw_send(&w, &m);
+	expect_answer(&w, 1, PERR_SKIPPED, PROTO_ITEM_XATTRS);
+	m.u.xattrs = (struct msg_xattrs){ .id = 2, .count = 0, .x = NULL };
+	raw_send(&w, &m);
+	expect_answer(&w, 2, PERR_SKIPPED, 0);
+	raw_end(&w, 2);
+	run_join(&f->rxr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_updated, 1);
+	assert_int_equal(f->rxr.st.files_skipped, 1);
+	assert_int_equal(getxattr(k0, "user.a", val, sizeof(val)), 3);
+	assert_memory_equal(val, "new", 3);
+	free(k0);
+	raw_free(&w);
+}
+
+/* The sender could not read k0's: ENTRY_FAILED lets the held file go; the session ends well. */
+static void test_kept_wait_failed(void **state)
+{
+	struct fx *f = *state;
+	static const uint64_t sizes[1];
+	static const char *const names[1] = { "k0" };
+	static const uint32_t ids[1] = { 1 };
+	struct msg m = { .type = MSG_ENTRY_FAILED };
+	struct raw w;
+
+	if (!wait_setup(f, &w)) {
+		skip();
+	}
+	raw_files(&w, 1, ids, names, sizes);
+	expect_answer(&w, 1, PERR_SKIPPED, PROTO_ITEM_WAIT);
+	m.u.entry_failed.status = PERR_PERMISSION;
+	snprintf(m.u.entry_failed.name, sizeof(m.u.entry_failed.name), "k0");
+	snprintf(m.u.entry_failed.text, sizeof(m.u.entry_failed.text), "open: denied");
+	raw_send(&w, &m);
+	raw_end(&w, 1);
+	run_join(&f->rxr);
+	assert_int_equal(f->rxr.st.files_failed, 1);
+	assert_int_equal(f->rxr.st.files_skipped + f->rxr.st.files_updated, 0);
+	raw_free(&w);
+}
+
+/* A played receiver's wait to a sender without PROTO_CAP_CUTOVER: a protocol error. */
+static void test_sender_wait_unasked(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct proto_status st = { .status = PERR_SKIPPED, .items = PROTO_ITEM_WAIT };
+	struct raw w;
+	struct msg m;
+
+	source_file(f, &s, "a", 100);
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	f->txr.p.open_flags = PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_XATTRS;
+	f->txr.p.peer_caps = PROTO_CAP_SKIP | PROTO_CAP_XATTRS | PROTO_CAP_ITEMIZE;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	raw_expect(&w, MSG_FILES, &m);
+	st.id = m.u.files.files[0].id;
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_FILES_ACK, .u.files_ack = { .count = 1, .st = &st } };
+	raw_send(&w, &m);
+	raw_expect_error(&w, PERR_PROTOCOL, "a wait for id");
+	run_join(&f->txr);
+	raw_free(&w);
+	assert_failed_run(&f->txr, -EBADMSG, PERR_PROTOCOL, "a wait for id");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_kept_waiting_capped),
+		T(test_kept_wait_items),
+		T(test_kept_wait_failed),
+		T(test_sender_wait_unasked),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
