@@ -327,7 +327,8 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 	for (size_t i = 0; i < e->files_hw; i++) {
 		struct efile *t = file_at(e, i);
 
-		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name &&
+		/* One kept whose answer is held (kept_wait) is settled already: in lt. */
+		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name && !t->kept_wait &&
 		    strcmp(t->name, lf->link_target) == 0) {
 			if (engine_probe(e)) {
 				return PERR_OK; /* its file waits for digests: the link would be made */

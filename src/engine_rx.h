@@ -27,7 +27,7 @@ int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HAS
  * A regular file about to be answered SKIPPED: true when a feature holds
  * the answer (rx_kept; PROTO_ITEM_WAIT goes instead) and gives it later
  * with engine_rx_kept_answer: SKIPPED with items (what differed) added,
- * then settled as any kept entry. 0 or -errno.
+ * then counted and let go (it was settled kept when held). 0 or -errno.
  */
 bool engine_rx_kept(struct engine *e, struct efile *f);
 int engine_rx_kept_answer(struct engine *e, struct efile *f, uint32_t items);

@@ -192,6 +192,9 @@ static int rx_files_entry(struct engine *e, struct proto_file *pf, struct proto_
 	}
 	if (r >= 0 && !f->kept_wait) {
 		rx_entry_settle(e, f, pf, code, peer);
+	} else if (r >= 0) {
+		/* Kept as it is (links to it may go on); counted once answered. */
+		engine_rx_settled(e, f, ENGINE_RX_KEPT);
 	}
 	return r < 0 ? r : 0;
 }
@@ -284,6 +287,8 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	}
 	if (!f->kept_wait) {
 		rx_entry_settle(e, f, &f->meta, code, false);
+	} else {
+		engine_rx_settled(e, f, ENGINE_RX_KEPT);
 	}
 	return 0;
 }
@@ -302,7 +307,9 @@ int engine_rx_kept_answer(struct engine *e, struct efile *f, uint32_t items)
 	if (r < 0) {
 		return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 	}
-	rx_entry_settle(e, f, &f->meta, PERR_SKIPPED, false);
+	/* Settled as kept when its answer was held: counted and let go now. */
+	note_kept(e, f);
+	file_release(e, f);
 	return 0;
 }
 
