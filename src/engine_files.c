@@ -6,6 +6,7 @@
  * each entry (note_*).
  */
 #include "engine-internal.h"
+#include "engine_rx.h"
 
 #include <sys/mman.h>
 
@@ -194,6 +195,26 @@ void note_kept(struct engine *e, const struct efile *f)
 	if (e->p->ev.file_skipped) {
 		e->p->ev.file_skipped(e->p->ev.ud, f->name, f->ftype, items);
 	}
+}
+
+int engine_rx_kept_answer(struct engine *e, struct efile *f, uint32_t items)
+{
+	struct msg ack = { .type = MSG_FILES_ACK };
+	struct proto_status st = { .id = f->id, .status = PERR_SKIPPED };
+	int r;
+
+	f->items |= items;
+	st.items = e->p->conceal ? 0 : f->items & PROTO_ITEMS_KNOWN;
+	ack.u.files_ack.count = 1;
+	ack.u.files_ack.st = &st;
+	r = chan_queue(e->p->chan, &ack);
+	if (r < 0) {
+		return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+	}
+	/* Settled as kept when its answer was held: counted and let go now. */
+	note_kept(e, f);
+	file_release(e, f);
+	return 0;
 }
 
 struct efile *file_by_id(struct engine *e, uint32_t id)

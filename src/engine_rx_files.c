@@ -293,26 +293,6 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	return 0;
 }
 
-int engine_rx_kept_answer(struct engine *e, struct efile *f, uint32_t items)
-{
-	struct msg ack = { .type = MSG_FILES_ACK };
-	struct proto_status st = { .id = f->id, .status = PERR_SKIPPED };
-	int r;
-
-	f->items |= items;
-	st.items = rx_items_for_peer(e, f, PERR_SKIPPED);
-	ack.u.files_ack.count = 1;
-	ack.u.files_ack.st = &st;
-	r = chan_queue(e->p->chan, &ack);
-	if (r < 0) {
-		return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
-	}
-	/* Settled as kept when its answer was held: counted and let go now. */
-	note_kept(e, f);
-	file_release(e, f);
-	return 0;
-}
-
 /* Our own digest of the file at the destination name (engine_sums.c), while it still asks. */
 int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
 {
