@@ -14,6 +14,9 @@
 #      send about the changed chunks (each range against an old copy the
 #      daemon made of it, ASSEMBLE SEED), not the ranges; finalize
 #      assembles it, identical; the staging directory is gone
+#   4. the same against a daemon without the capability (RDMACP_TEST_CAPS_OFF):
+#      each shard's run says once that it can't make old copies and sends
+#      the file's ranges whole; finalize assembles the file, identical
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -87,6 +90,7 @@ split_runs() {
 	for i in 0 1; do
 		expect_rc 0 "$(basename "$p") shard $i" "${CLIENT[@]}" --json run "$p" --shard "$i/2"
 		cp "$T/out" "$p.out$i"
+		cp "$T/err" "$p.err$i"
 	done
 	expect_rc 0 "$(basename "$p") finalize" "${CLIENT[@]}" finalize "$p"
 }
@@ -107,4 +111,22 @@ cmp -s "$SP/huge" "$SD/huge" && pass "split --delta: identical after finalize" |
 ! ls -d "$T"/mod/dst/split/.rdmacp-split.* "$T"/mod/dst/.rdmacp-split.* >/dev/null 2>&1 &&
 	pass "split --delta: no staging directory left" ||
 	fail "staging left: $(ls -d "$T"/mod/dst/split/.rdmacp-split.* "$T"/mod/dst/.rdmacp-split.* 2>&1)"
+
+# ---- 4. a daemon that can't make old copies -------------------------------------------
+stop_daemon "$DAEMON_PID"
+RDMACP_TEST_CAPS_OFF=0x200000000000 start_daemon "$T/d.conf" "$T/d2.log" "$PORT"
+for m in 2 12; do
+	dd if=/dev/urandom of="$SP/huge" bs=4096 count=1 seek=$((m * 256 + 3)) conv=notrunc \
+		status=none || die "dd"
+done
+split_runs s3 --delta
+sent=$(cat "$T"/plans/s3.out* | jq -s '[.[] | select(.event == "summary") | .bytes] | add')
+[ "$sent" -eq $((24 * MIB)) ] && pass "old daemon: the file's ranges sent whole ($sent bytes)" ||
+	fail "old daemon: the runs sent $sent bytes"
+[ "$(cat "$T"/plans/s3.err0 "$T"/plans/s3.err1 | grep -c "can't make old copies")" = 2 ] &&
+	pass "old daemon: each shard says it can't make old copies" ||
+	fail "old daemon: $(cat "$T"/plans/s3.err0 "$T"/plans/s3.err1)"
+
+cmp -s "$SP/huge" "$SD/huge" && pass "old daemon: identical after finalize" ||
+	fail "old daemon: differs after finalize"
 finish
