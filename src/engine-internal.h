@@ -342,7 +342,7 @@ struct engine {
 	bool src_done;
 	uint32_t offered;
 
-	uint32_t oldest_id; /* no file below this id is in flight */
+	uint32_t oldest_id, fill_id; /* none below in flight; none below to read (tx_fill) */
 	uint32_t offered_unresolved;
 	uint32_t files_window;	/* the most offered_unresolved may be (PROTO_CAP_WIDE_WINDOW) */
 	uint32_t files_span;	/* sender: a new id minus oldest_id stays below it */
