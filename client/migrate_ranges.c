@@ -283,7 +283,7 @@ static void windows_seed(struct runner *ru)
 		daemon_conn_close(&s, false);
 		return;
 	}
-	if (!(s.hello.caps & PROTO_CAP_CUTOVER)) {
+	if (!(s.hello.caps & PROTO_CAP_ASM_SEED)) {
 		log_warning(
 		    "%s: the daemon can't make old copies of split files' ranges (too old): "
 		    "--delta sends them whole",

@@ -107,7 +107,7 @@ int serve_assemble(struct conn *c, const struct msg *m)
 		return serve_refuse(c, PERR_PROTOCOL,
 				    "ASSEMBLE DISCARD from a client without the capability");
 	}
-	if (seed && !(c->peer_caps & PROTO_CAP_CUTOVER)) {
+	if (seed && !(c->peer_caps & PROTO_CAP_ASM_SEED)) {
 		return serve_refuse(c, PERR_PROTOCOL,
 				    "ASSEMBLE SEED from a client without the capability");
 	}

@@ -99,11 +99,11 @@ enum proto_item {
 	PROTO_ITEM_PERMS = 1u << 5,
 	PROTO_ITEM_OWNER = 1u << 6,
 	PROTO_ITEM_GROUP = 1u << 7,
-	/* -X, -A (PROTO_CAP_CUTOVER): extended attributes, ACLs differed. */
+	/* -X, -A (PROTO_CAP_KEPT_ITEMS): extended attributes, ACLs differed. */
 	PROTO_ITEM_XATTRS = 1u << 8,
 	PROTO_ITEM_ACLS = 1u << 9,
 	/*
-	 * With SKIPPED, for a regular file (PROTO_CAP_CUTOVER, -X/-A): not the
+	 * With SKIPPED, for a regular file (PROTO_CAP_KEPT_ITEMS, -X/-A): not the
 	 * final answer; the sender sends the file's XATTRS (none too) and a
 	 * second FILES_ACK entry for the id follows, with what differed.
 	 */

@@ -28,7 +28,7 @@
  */
 #define PROTO_ASM_DISCARD 0x2u
 /*
- * A --delta run's old copies (PROTO_CAP_CUTOVER): each part not in
+ * A --delta run's old copies (PROTO_CAP_ASM_SEED): each part not in
  * staging yet is made there from bytes [offset, offset + len) of the file
  * at name, where that is a regular file holding them, so that the range's
  * push finds an old copy to send only its changed chunks against. Parts

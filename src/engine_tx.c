@@ -142,7 +142,7 @@ static int tx_file_answered(struct engine *e, struct efile *f, const struct prot
 }
 
 /*
- * SKIPPED with PROTO_ITEM_WAIT (PROTO_CAP_CUTOVER, -X/-A): a kept regular
+ * SKIPPED with PROTO_ITEM_WAIT (PROTO_CAP_KEPT_ITEMS, -X/-A): a kept regular
  * file whose attributes the receiver takes first; they go now (the
  * tx_skipped hook), and its answer comes again. Once per file.
  */
@@ -151,7 +151,7 @@ static int tx_kept_wait(struct engine *e, struct efile *f, const struct proto_st
 	int r;
 
 	if (st->status != PERR_SKIPPED || f->ftype != PROTO_FT_REG || f->kept_wait ||
-	    !(e->p->peer_caps & PROTO_CAP_CUTOVER) ||
+	    !(e->p->peer_caps & PROTO_CAP_KEPT_ITEMS) ||
 	    !(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 				   "FILES_ACK: a wait for id %u unexpected", st->id);

@@ -19,7 +19,7 @@
  * and of every regular file the receiver kept (SKIPPED), none too (an empty
  * XATTRS), and the receiver sets them and removes the user.* attributes and
  * ACLs the entry has that the sender's has not (rx_xattrs_prune), as rsync
- * -X does. security.* and trusted.* are never removed. With PROTO_CAP_CUTOVER
+ * -X does. security.* and trusted.* are never removed. With PROTO_CAP_KEPT_ITEMS
  * a kept file's answer waits for them (PROTO_ITEM_WAIT) and says what differed.
  */
 #include "engine-internal.h"
@@ -752,11 +752,11 @@ static void xattrs_rx_settled(struct engine *e, const struct efile *f, enum engi
 	}
 }
 
-/* A kept file, with a peer that waits (PROTO_CAP_CUTOVER): answered with its attributes. */
+/* A kept file, with a peer that waits (PROTO_CAP_KEPT_ITEMS): answered with its attributes. */
 static bool xattrs_rx_kept(struct engine *e, struct efile *f)
 {
 	(void)f;
-	return xattr_sync_on(e) && (e->p->peer_caps & PROTO_CAP_CUTOVER);
+	return xattr_sync_on(e) && (e->p->peer_caps & PROTO_CAP_KEPT_ITEMS);
 }
 
 /* A device keeps its own node: no attributes from the source. */

@@ -14,7 +14,11 @@
 #   2. a third run: nothing itemized, 0 updated;
 #   3. pull: the destination's f1 changed back by hand; pull -a -X -A
 #      --skip quick -v of the module brings it in line and says
-#      ".f........x f1".
+#      ".f........x f1";
+#   4. the capability is its own (0x800000000000): a client without it
+#      (RDMACP_TEST_CAPS_OFF) brings a changed attribute in line with no
+#      item line and 0 updated; one without ASSEMBLE SEED's (0x200000000000)
+#      still itemizes it.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -124,4 +128,18 @@ grep -q "^\.f\.\.\.\.\.\.\.\.x .*f1\$" "$T/v.out" && pass "pull -v: f1 itemized 
 	fail "pull -v: $(cat "$T/v.out")"
 [ "$(attrs "$D")" = "$(attrs "$P/tree")" ] && pass "pull: attributes brought in line" ||
 	fail "pull: $(diff <(attrs "$D") <(attrs "$P/tree") | tr '\n' '|')"
+
+# ---- 4. the kept-items capability alone --------------------------------------------------------
+xa set "$S/f1" user.color cyan
+RDMACP_TEST_CAPS_OFF=0x800000000000 expect_rc 0 "without kept items: re-run --json" \
+	"${CLIENT[@]}" --json -a -X -A --skip quick "$S" "$HOST:data/"
+s=$(jq -c 'select(.event == "summary") | [.updated, .bytes]' "$T/out")
+[ "$s" = "[0,0]" ] && pass "without kept items: 0 updated, 0 bytes" || fail "without: $s"
+[ "$(attrs "$S")" = "$(attrs "$D")" ] && pass "without kept items: attributes in line" ||
+	fail "without kept items: $(diff <(attrs "$S") <(attrs "$D") | tr '\n' '|')"
+xa set "$S/f1" user.color magenta
+RDMACP_TEST_CAPS_OFF=0x200000000000 expect_rc 0 "without seeded parts: re-run --json" \
+	"${CLIENT[@]}" --json -a -X -A --skip quick "$S" "$HOST:data/"
+s=$(jq -c 'select(.event == "summary") | [.updated, .bytes]' "$T/out")
+[ "$s" = "[1,0]" ] && pass "without seeded parts: 1 updated" || fail "without seeded parts: $s"
 finish

@@ -7,7 +7,7 @@
  * 16,384 kept files may wait (twice the widest file window); one more is a
  * protocol error, said and counted as the session's failure.
  *
- * With PROTO_CAP_CUTOVER the receiver holds a kept file's answer (SKIPPED
+ * With PROTO_CAP_KEPT_ITEMS the receiver holds a kept file's answer (SKIPPED
  * with PROTO_ITEM_WAIT) until its XATTRS: the second answer says what
  * differed (PROTO_ITEM_XATTRS) and the attribute is set; a sender that
  * could not read them says ENTRY_FAILED, and the held file is let go.
@@ -93,7 +93,7 @@ static void expect_answer(struct raw *w, uint32_t id, uint32_t status, uint32_t 
 	msg_clear(&m);
 }
 
-/* A receiver that waits (PROTO_CAP_CUTOVER) and two kept files, k0 with user.a = "old". */
+/* A receiver that waits (PROTO_CAP_KEPT_ITEMS) and two kept files, k0 with user.a = "old". */
 static bool wait_setup(struct fx *f, struct raw *w)
 {
 	char *k0 = path_in(f->dst, "k0");
@@ -107,7 +107,7 @@ static bool wait_setup(struct fx *f, struct raw *w)
 	}
 	f->rxr.p.open_flags = PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_XATTRS;
 	f->rxr.p.peer_caps = PROTO_CAP_SKIP | PROTO_CAP_XATTRS | PROTO_CAP_ITEMIZE |
-			     PROTO_CAP_ENTRY_FAILED | PROTO_CAP_CUTOVER;
+			     PROTO_CAP_ENTRY_FAILED | PROTO_CAP_KEPT_ITEMS;
 	raw_init(w, &f->tx);
 	run_start(&f->rxr);
 	raw_ring(w);
@@ -185,7 +185,7 @@ static void test_kept_wait_failed(void **state)
 	raw_free(&w);
 }
 
-/* A played receiver's wait to a sender without PROTO_CAP_CUTOVER: a protocol error. */
+/* A played receiver's wait to a sender without PROTO_CAP_KEPT_ITEMS: a protocol error. */
 static void test_sender_wait_unasked(void **state)
 {
 	struct fx *f = *state;
