@@ -28,9 +28,12 @@ int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HAS
  * the answer (rx_kept; PROTO_ITEM_WAIT goes instead) and gives it later
  * with engine_rx_kept_answer: SKIPPED with items (what differed) added,
  * then counted and let go (it was settled kept when held). 0 or -errno.
+ * The answers of a turn go in one FILES_ACK (engine_rx_kept_flush, from
+ * rx_step, or when PROTO_MAX_BATCH of them wait).
  */
 bool engine_rx_kept(struct engine *e, struct efile *f);
 int engine_rx_kept_answer(struct engine *e, struct efile *f, uint32_t items);
+int engine_rx_kept_flush(struct engine *e);
 
 /* engine_rx_slots.c: ring slots, held chunks and their private copies. */
 int rx_slots_setup(struct engine *e);
