@@ -66,23 +66,24 @@ bench_rdmacpd "$R/mod"
 	die "the first push failed: $(cat "$R/push.err")"
 
 # ---------------------------------------------------------------- re-runs, alternating
-# rerun LABEL [ENV...]: one re-run; "LABEL seconds cpu" on stdout.
+# rerun LABEL [ENV...]: one re-run; "LABEL seconds cpu" on stdout and in $R/runs.
 rerun() {
 	local label=$1 t
 	shift
 	t=$( { TIMEFORMAT='%R %U %S'; time env "$@" "${RD[@]}" -q -a -X --skip quick \
 		"$R/src/tree" 127.0.0.1:bench/ 2>"$R/rerun.err"; } 2>&1) ||
 		die "$label re-run failed: $(cat "$R/rerun.err")"
-	echo "$t" | awk -v l="$label" '{ printf "%s %.3f %.3f\n", l, $1, $2 + $3 }'
+	echo "$t" | awk -v l="$label" '{ printf "%s %.3f %.3f\n", l, $1, $2 + $3 }' >>"$R/runs"
+	tail -n 1 "$R/runs"
 }
 : >"$R/runs"
 for i in $(seq 1 "$REPS"); do
 	if [ $((i % 2)) = 1 ]; then
-		rerun with | tee -a "$R/runs"
-		rerun without RDMACP_TEST_CAPS_OFF=$KEPT_CAP | tee -a "$R/runs"
+		rerun with
+		rerun without RDMACP_TEST_CAPS_OFF="$KEPT_CAP"
 	else
-		rerun without RDMACP_TEST_CAPS_OFF=$KEPT_CAP | tee -a "$R/runs"
-		rerun with | tee -a "$R/runs"
+		rerun without RDMACP_TEST_CAPS_OFF="$KEPT_CAP"
+		rerun with
 	fi
 done
 for k in with without; do
