@@ -10,7 +10,8 @@
  * With PROTO_CAP_KEPT_ITEMS the receiver holds a kept file's answer (SKIPPED
  * with PROTO_ITEM_WAIT) until its XATTRS: the second answer says what
  * differed (PROTO_ITEM_XATTRS) and the attribute is set; a sender that
- * could not read them says ENTRY_FAILED, and the held file is let go.
+ * could not read them says ENTRY_FAILED, and the held file is let go. The
+ * second answers of one turn share a FILES_ACK (at most PROTO_MAX_BATCH).
  */
 #include "engine_harness.h"
 
@@ -185,6 +186,84 @@ static void test_kept_wait_failed(void **state)
 	raw_free(&w);
 }
 
+/* FILES of n kept files from id first (named k<id-1>), all answered SKIPPED with the wait. */
+static void offer_waiting(struct raw *w, uint32_t first, uint32_t n)
+{
+	static const uint64_t sizes[BATCH];
+	char buf[BATCH][32];
+	const char *names[BATCH];
+	uint32_t ids[BATCH];
+	struct msg ack;
+
+	assert_true(n <= BATCH);
+	for (uint32_t i = 0; i < n; i++) {
+		ids[i] = first + i;
+		snprintf(buf[i], sizeof(buf[i]), "k%u", first + i - 1);
+		names[i] = buf[i];
+	}
+	raw_files(w, n, ids, names, sizes);
+	raw_expect(w, MSG_FILES_ACK, &ack);
+	assert_int_equal(ack.u.files_ack.count, n);
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(ack.u.files_ack.st[i].items, PROTO_ITEM_WAIT);
+	}
+	msg_clear(&ack);
+}
+
+/*
+ * 300 held files whose XATTRS (none) come in one burst: the second answers
+ * share FILES_ACKs (a turn's in one, at most PROTO_MAX_BATCH each), every
+ * id answered once, SKIPPED, k0's attribute removed (xattrs), the others
+ * with no items.
+ */
+static void test_kept_wait_batched(void **state)
+{
+	struct fx *f = *state;
+	struct msg m = { .type = MSG_XATTRS };
+	static bool seen[301];
+	uint32_t answered = 0, acks = 0;
+	struct raw w;
+
+	if (!wait_setup(f, &w)) {
+		skip();
+	}
+	kept_files(f, 300);
+	for (uint32_t id = 1; id <= 300; id += BATCH) {
+		offer_waiting(&w, id, MIN(BATCH, 301 - id));
+	}
+	for (uint32_t id = 1; id <= 300; id++) {
+		m.u.xattrs = (struct msg_xattrs){ .id = id, .count = 0, .x = NULL };
+		assert_int_equal(chan_queue(&w.end->chan, &m), 0);
+	}
+	assert_int_equal(chan_flush(&w.end->chan), 0);
+	while (answered < 300) {
+		struct msg ack;
+
+		raw_expect(&w, MSG_FILES_ACK, &ack);
+		acks++;
+		assert_true(ack.u.files_ack.count <= PROTO_MAX_BATCH);
+		for (size_t i = 0; i < ack.u.files_ack.count; i++) {
+			uint32_t id = ack.u.files_ack.st[i].id;
+
+			assert_true(id >= 1 && id <= 300 && !seen[id]);
+			seen[id] = true;
+			assert_int_equal(ack.u.files_ack.st[i].status, PERR_SKIPPED);
+			/* k0's user.a (wait_setup) is not the sender's: removed. */
+			assert_int_equal(ack.u.files_ack.st[i].items,
+					 id == 1 ? PROTO_ITEM_XATTRS : 0);
+		}
+		answered += ack.u.files_ack.count;
+		msg_clear(&ack);
+	}
+	assert_true(acks < 30); /* not one FILES_ACK a file */
+	raw_end(&w, 300);
+	run_join(&f->rxr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_skipped, 299);
+	assert_int_equal(f->rxr.st.files_updated, 1);
+	raw_free(&w);
+}
+
 /* A played receiver's wait to a sender without PROTO_CAP_KEPT_ITEMS: a protocol error. */
 static void test_sender_wait_unasked(void **state)
 {
@@ -214,10 +293,8 @@ static void test_sender_wait_unasked(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_kept_waiting_capped),
-		T(test_kept_wait_items),
-		T(test_kept_wait_failed),
-		T(test_sender_wait_unasked),
+		T(test_kept_waiting_capped), T(test_kept_wait_items),	  T(test_kept_wait_failed),
+		T(test_kept_wait_batched),   T(test_sender_wait_unasked),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
