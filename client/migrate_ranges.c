@@ -16,8 +16,11 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "daemon_conn.h"
 #include "engine.h"
 #include "exitcodes.h"
+#include "log.h"
+#include "macro.h"
 #include "migrate.h"
 #include "plan.h"
 
@@ -212,6 +215,107 @@ static void windows_keep(struct runner *ru, const struct nameset *same)
 	journal_sync(ru->j);
 }
 
+/* One ASSEMBLE SEED and its answer: 0, or -errno with the daemon's reason in why. */
+static int seed_one(struct daemon_conn *s, struct msg *req, uint64_t *bytes, char *why,
+		    size_t whylen)
+{
+	struct msg reply;
+	int r = chan_send(&s->chan, req);
+
+	/* Long enough to copy the ranges once on a slow disk. */
+	r = r < 0 ? r
+		  : chan_recv(&s->chan, &reply,
+			      60000 + (int)MIN(req->u.assemble.size / 50000, 1u << 30));
+	if (r < 0) {
+		snprintf(why, whylen, "%s", strerror(-r));
+		return r;
+	}
+	if (reply.type != MSG_ASSEMBLED) {
+		if (reply.type == MSG_ERROR) {
+			log_escape(reply.u.error.text, why, whylen);
+		} else {
+			snprintf(why, whylen, "unexpected %s", proto_type_name(reply.type));
+		}
+		msg_clear(&reply);
+		return -EPROTO;
+	}
+	*bytes += reply.u.assembled.size;
+	msg_clear(&reply);
+	return 0;
+}
+
+/* The next request of ranges [*i, ...) of one file, at most PROTO_MAX_PARTS of them. */
+static void seed_gather(const struct windows *w, size_t *i, struct msg_assemble *a)
+{
+	const char *file = w->of[*i].file;
+
+	a->name = (char *)file;
+	a->size = w->v[*i].window_whole;
+	for (a->count = 0; *i < w->n && a->count < PROTO_MAX_PARTS && !strcmp(w->of[*i].file, file);
+	     (*i)++) {
+		struct proto_part *p = &a->parts[a->count++];
+		const char *slash = strrchr(w->v[*i].name, '/');
+
+		snprintf(p->name, sizeof(p->name), "%s", slash ? slash + 1 : w->v[*i].name);
+		p->offset = w->v[*i].window_off;
+		p->len = w->v[*i].size;
+	}
+}
+
+/*
+ * --delta: the daemon asked to make each part from the same range of the
+ * file it has (ASSEMBLE SEED), so that each range's push sends only its
+ * changed chunks against that old copy. Best effort: a daemon that can't
+ * (too old, or an error) leaves the ranges to go whole, said once.
+ */
+static void windows_seed_at(struct runner *ru, const char *dest)
+{
+	struct remote rem;
+	struct daemon_conn s = { .o = ru->o, .rem = &rem };
+	struct msg req = { .type = MSG_ASSEMBLE };
+	_cleanup_free_ struct proto_part *parts = calloc(PROTO_MAX_PARTS, sizeof(*parts));
+	uint64_t bytes = 0;
+	char why[4 * PROTO_MAX_TEXT + 1] = "", esc[1024];
+	int r = 0;
+
+	if (!parts || parse_remote(dest, &rem) != 1 ||
+	    daemon_conn_open_waiting(&s, NULL, NULL, NULL) != 0) {
+		daemon_conn_close(&s, false);
+		return;
+	}
+	if (!(s.hello.caps & PROTO_CAP_ASM_SEED)) {
+		log_warning(
+		    "%s: the daemon can't make old copies of split files' ranges (too old): "
+		    "--delta sends them whole",
+		    rem.host);
+		daemon_conn_close(&s, true);
+		return;
+	}
+	req.u.assemble = (struct msg_assemble){ .flags = PROTO_ASM_SEED,
+						.path = (char *)ru->h->path,
+						.staging = ru->win.staging,
+						.parts = parts };
+	for (size_t i = 1; i < ru->win.n && r == 0;) {
+		seed_gather(&ru->win, &i, &req.u.assemble);
+		r = seed_one(&s, &req, &bytes, why, sizeof(why));
+	}
+	if (r < 0) {
+		log_warning("%s: old copies of %s's ranges not made (--delta sends them whole): %s",
+			    rem.host, log_escape_short(req.u.assemble.name, esc, sizeof(esc)), why);
+	} else if (ru->o->verbose > 0) {
+		fprintf(stderr, "old copies of ranges for --delta: %" PRIu64 " bytes\n", bytes);
+	}
+	daemon_conn_close(&s, r == 0);
+}
+
+/* windows_seed_at for each destination of the shard (every host's own old copies). */
+static void windows_seed(struct runner *ru)
+{
+	for (size_t i = 0; i < ru->ndests; i++) {
+		windows_seed_at(ru, ru->dests[i]);
+	}
+}
+
 /*
  * The ranges: those of files the destination has unchanged left out; the
  * others in one push, as files under the staging directory, no skip level
@@ -241,6 +345,9 @@ int run_windows(struct runner *ru)
 		if (ru->win.n <= 1) {
 			return 0;
 		}
+	}
+	if (o->delta) {
+		windows_seed(ru);
 	}
 	o->skip = 0;
 	o->hardlinks = false;

@@ -140,8 +140,8 @@ static void json_type(uint8_t ftype)
 /* ,"changes":[...]: what differed at the destination (PROTO_ITEM_*), when known. */
 static void json_changes(uint32_t items)
 {
-	static const char *const names[] = { "new",   "content", "size",  "checksum",
-					     "times", "perms",	 "owner", "group" };
+	static const char *const names[] = { "new",   "content", "size",  "checksum", "times",
+					     "perms", "owner",	 "group", "xattrs",   "acls" };
 	const char *sep = "";
 
 	if (!items) {

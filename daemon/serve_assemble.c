@@ -55,6 +55,25 @@ static int serve_discard(struct conn *c, const struct msg_assemble *a,
 	return chan_send(&c->chan, &done);
 }
 
+/* A --delta run's old copies of its parts (PROTO_ASM_SEED); ASSEMBLED of the bytes made. */
+static int serve_seed(struct conn *c, const struct msg_assemble *a, const struct policy_grant *gr,
+		      int destfd, const char *esc)
+{
+	struct msg done = { .type = MSG_ASSEMBLED };
+	char why[512];
+	uint64_t bytes;
+	uint32_t code;
+	int r = assemble_seed(destfd, a, &bytes, &code, why, sizeof(why));
+
+	if (r < 0) {
+		return serve_refuse(c, code, "old copies of the parts of '%s': %s", esc, why);
+	}
+	log_debug("%s (%s): %llu bytes of old copies of the parts of %s in module %s (--delta)",
+		  c->peer, c->id, (unsigned long long)bytes, esc, gr->m->name);
+	done.u.assembled.size = bytes;
+	return chan_send(&c->chan, &done);
+}
+
 /*
  * rdmacp finalize: join a split file's parts (ASSEMBLE, src/assemble.h), as
  * the module's user, beneath the module, where a push to a->path would
@@ -62,16 +81,17 @@ static int serve_discard(struct conn *c, const struct msg_assemble *a,
  * where kept, 'max file size'). ASSEMBLED once the file is in place;
  * otherwise ERROR (ASSEMBLY for parts that are missing or not what their
  * digests say) and the session ends. With PROTO_ASM_DISCARD, only the
- * parts are removed (serve_discard).
+ * parts are removed (serve_discard); with PROTO_ASM_SEED (a shard's run
+ * under --delta), old copies of the parts made (serve_seed).
  */
 int serve_assemble(struct conn *c, const struct msg *m)
 {
 	const struct msg_assemble *a = &m->u.assemble;
-	bool discard = a->flags & PROTO_ASM_DISCARD;
+	bool discard = a->flags & PROTO_ASM_DISCARD, seed = a->flags & PROTO_ASM_SEED;
 	struct policy_request rq = { .op = POLICY_ASSEMBLE,
 				     .path = a->path,
-				     .flags = a->flags & ~PROTO_ASM_DISCARD,
-				     .bytes = discard ? 0 : a->size };
+				     .flags = a->flags & ~(PROTO_ASM_DISCARD | PROTO_ASM_SEED),
+				     .bytes = discard || seed ? 0 : a->size };
 	struct policy_grant gr;
 	struct msg done = { .type = MSG_ASSEMBLED };
 	char esc[PROTO_MAX_PATH * 4 + 1], why[512];
@@ -86,6 +106,10 @@ int serve_assemble(struct conn *c, const struct msg *m)
 	if (discard && !(c->peer_caps & PROTO_CAP_ASM_DISCARD)) {
 		return serve_refuse(c, PERR_PROTOCOL,
 				    "ASSEMBLE DISCARD from a client without the capability");
+	}
+	if (seed && !(c->peer_caps & PROTO_CAP_ASM_SEED)) {
+		return serve_refuse(c, PERR_PROTOCOL,
+				    "ASSEMBLE SEED from a client without the capability");
 	}
 	r = serve_decide(c, &rq, &gr);
 	if (r < 0) {
@@ -113,6 +137,9 @@ int serve_assemble(struct conn *c, const struct msg *m)
 	}
 	if (discard) {
 		return serve_discard(c, a, &gr, destfd, esc);
+	}
+	if (seed) {
+		return serve_seed(c, a, &gr, destfd, esc);
 	}
 	/* The module's metadata rule, as for a push (policy.h, meta_policy.h). */
 	r = assemble_file(destfd, a, &gr.meta, &code, why, sizeof(why));

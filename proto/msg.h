@@ -99,10 +99,21 @@ enum proto_item {
 	PROTO_ITEM_PERMS = 1u << 5,
 	PROTO_ITEM_OWNER = 1u << 6,
 	PROTO_ITEM_GROUP = 1u << 7,
+	/* -X, -A (PROTO_CAP_KEPT_ITEMS): extended attributes, ACLs differed. */
+	PROTO_ITEM_XATTRS = 1u << 8,
+	PROTO_ITEM_ACLS = 1u << 9,
+	/*
+	 * With SKIPPED, for a regular file (PROTO_CAP_KEPT_ITEMS, -X/-A): not the
+	 * final answer; the sender sends the file's XATTRS (none too) and a
+	 * second FILES_ACK entry for the id follows, with what differed.
+	 */
+	PROTO_ITEM_WAIT = 1u << 10,
 };
-#define PROTO_ITEMS_KNOWN 0xffu
+#define PROTO_ITEMS_KNOWN 0x7ffu
 /* The items that are metadata alone: a kept entry with any of them was updated. */
-#define PROTO_ITEMS_META (PROTO_ITEM_TIME | PROTO_ITEM_PERMS | PROTO_ITEM_OWNER | PROTO_ITEM_GROUP)
+#define PROTO_ITEMS_META                                                            \
+	(PROTO_ITEM_TIME | PROTO_ITEM_PERMS | PROTO_ITEM_OWNER | PROTO_ITEM_GROUP | \
+	 PROTO_ITEM_XATTRS | PROTO_ITEM_ACLS)
 /*
  * Files a sender may have offered and not yet resolved: PROTO_FILES_WIDER
  * to a receiver that announced PROTO_CAP_WIDER_WINDOW, PROTO_FILES_WIDE to
@@ -732,7 +743,8 @@ const char *proto_err_name(uint32_t code);
  * crossed), else 'c' made or changed here, 'h' a hard link, '.' kept (its
  * metadata maybe brought in line). X: f, d, L. Then "+++++++++" for a new
  * entry, else a letter for each of PROTO_ITEM_CHECKSUM (or a symlink's
- * CONTENT), SIZE, TIME, PERMS, OWNER, GROUP that is set, '.' for the rest.
+ * CONTENT), SIZE, TIME, PERMS, OWNER, GROUP, ACLS, XATTRS that is set, '.'
+ * for the rest.
  */
 void proto_itemize(char out[12], char y, uint8_t ftype, uint32_t items);
 

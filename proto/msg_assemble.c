@@ -45,9 +45,13 @@ static bool part_name_ok(const char *s)
 	return s[0] && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
 }
 
-/* The parts: single names, contiguous from 0, not empty, adding up to size without overflow. */
+/*
+ * The parts: single names, contiguous from 0, not empty, adding up to size
+ * without overflow; a seed's (PROTO_ASM_SEED) ascending and apart, within size.
+ */
 static int dec_parts(struct rbuf *r, struct msg_assemble *a)
 {
+	bool seed = a->flags & PROTO_ASM_SEED;
 	uint64_t end = 0;
 
 	for (size_t i = 0; i < a->count; i++) {
@@ -57,13 +61,14 @@ static int dec_parts(struct rbuf *r, struct msg_assemble *a)
 		p->offset = rbuf_get_u64(r);
 		p->len = rbuf_get_u64(r);
 		rbuf_get_bytes(r, p->hash, PROTO_HASH_LEN);
-		if (r->error || !part_name_ok(p->name) || p->offset != end || p->len == 0 ||
-		    p->len > UINT64_MAX - end) {
+		if (r->error || !part_name_ok(p->name) || p->len == 0 ||
+		    (seed ? p->offset < end : p->offset != end) ||
+		    p->len > UINT64_MAX - p->offset) {
 			return -EBADMSG;
 		}
-		end += p->len;
+		end = p->offset + p->len;
 	}
-	return end == a->size ? 0 : -EBADMSG;
+	return seed ? (end <= a->size ? 0 : -EBADMSG) : end == a->size ? 0 : -EBADMSG;
 }
 
 /*
@@ -75,7 +80,9 @@ int msg_dec_assemble(struct rbuf *r, struct msg *m)
 	struct msg_assemble *a = &m->u.assemble;
 
 	a->flags = rbuf_get_u32(r);
-	if (r->error || (a->flags & ~PROTO_ASM_FLAGS_KNOWN)) {
+	if (r->error || (a->flags & ~PROTO_ASM_FLAGS_KNOWN) ||
+	    (a->flags & (PROTO_ASM_DISCARD | PROTO_ASM_SEED)) ==
+		(PROTO_ASM_DISCARD | PROTO_ASM_SEED)) {
 		return -EBADMSG;
 	}
 	a->path = msg_dec_str_alloc(r, PROTO_MAX_PATH);

@@ -26,8 +26,17 @@
  * removed from staging (those there: none may be), nothing is made or
  * changed at name; digests and metadata are not looked at.
  */
-#define PROTO_ASM_DISCARD     0x2u
-#define PROTO_ASM_FLAGS_KNOWN 0x3u
+#define PROTO_ASM_DISCARD 0x2u
+/*
+ * A --delta run's old copies (PROTO_CAP_ASM_SEED): each part not in
+ * staging yet is made there from bytes [offset, offset + len) of the file
+ * at name, where that is a regular file holding them, so that the range's
+ * push finds an old copy to send only its changed chunks against. Parts
+ * ascending and apart, within size, not necessarily all of them; digests,
+ * mode, owner and times are not looked at; ASSEMBLED says the bytes made.
+ */
+#define PROTO_ASM_SEED	      0x4u
+#define PROTO_ASM_FLAGS_KNOWN 0x7u
 struct proto_part {
 	char name[PROTO_MAX_PART_NAME + 1];
 	uint64_t offset, len;

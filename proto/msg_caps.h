@@ -124,7 +124,21 @@ enum {
  * that vanished from the source to be removed from staging.
  */
 #define PROTO_CAP_ASM_DISCARD (1ull << 40)
+/*
+ * Seeded parts: ASSEMBLE's PROTO_ASM_SEED (a --delta run of a split file's
+ * ranges asks for old copies of its parts, made from the file the
+ * destination has).
+ */
+#define PROTO_CAP_ASM_SEED (1ull << 45)
+/*
+ * Kept files' attribute changes itemized: under -X/-A a kept regular file
+ * is answered SKIPPED with PROTO_ITEM_WAIT; the receiver takes its XATTRS
+ * first and answers again with what differed (PROTO_ITEM_XATTRS,
+ * PROTO_ITEM_ACLS).
+ */
+#define PROTO_CAP_KEPT_ITEMS (1ull << 47)
 #define PROTO_CAPS_KNOWN                                                                        \
 	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
 	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_MW_FENCE | PROTO_CAP_SLOT_SUITES |                   \
-	 PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | PROTO_CAP_ASM_DISCARD)
+	 PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | PROTO_CAP_ASM_DISCARD | PROTO_CAP_ASM_SEED |  \
+	 PROTO_CAP_KEPT_ITEMS)

@@ -88,4 +88,6 @@ void proto_itemize(char out[12], char y, uint8_t ftype, uint32_t items)
 	out[5] = (items & PROTO_ITEM_PERMS) ? 'p' : '.';
 	out[6] = (items & PROTO_ITEM_OWNER) ? 'o' : '.';
 	out[7] = (items & PROTO_ITEM_GROUP) ? 'g' : '.';
+	out[9] = (items & PROTO_ITEM_ACLS) ? 'a' : '.';
+	out[10] = (items & PROTO_ITEM_XATTRS) ? 'x' : '.';
 }

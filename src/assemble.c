@@ -407,3 +407,96 @@ int assemble_discard(int destfd, const struct msg_assemble *a, uint32_t *ret_cod
 	remove_parts(destfd, stagefd, a);
 	return 0;
 }
+
+/* The staging directory beneath destfd, made (0700: the parts are no one's files yet) if missing. */
+static int seed_staging(int destfd, const char *staging, int *ret_fd)
+{
+	_cleanup_close_ int parentfd = -1;
+	const char *leaf;
+	int r = fspath_open_dir(destfd, staging, ret_fd);
+
+	if (r != -ENOENT) {
+		return r;
+	}
+	r = fspath_open_parent(destfd, staging, false, &parentfd, &leaf);
+	if (r < 0) {
+		return r;
+	}
+	if (mkdirat(parentfd, leaf, 0700) < 0 && errno != EEXIST) {
+		return negerrno();
+	}
+	return fspath_open_dir(parentfd, leaf, ret_fd);
+}
+
+/* One part not in staging yet: bytes [p->offset, + p->len) of filefd, linked in whole. */
+static int seed_part(int stagefd, int filefd, const struct proto_part *p, uint8_t *buf)
+{
+	_cleanup_close_ int fd = -1;
+	char tmpname[FSPATH_NAME_MAX + 1] = "";
+	struct stat st;
+	int r;
+
+	if (fstatat(stagefd, p->name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) {
+		return 0; /* there already (an old copy as good as any), or not ours to touch */
+	}
+	r = fspath_create_anon(stagefd, 0600, &fd);
+	if (r == -EOPNOTSUPP) {
+		r = fspath_create_temp(stagefd, p->name, &fd, tmpname, sizeof(tmpname));
+	}
+	if (r == 0) {
+		r = copy_range(filefd, p->offset, fd, 0, p->len, buf);
+	}
+	if (r == 0) {
+		r = tmpname[0] ? (renameat(stagefd, tmpname, stagefd, p->name) < 0 ? negerrno() : 0)
+			       : fspath_link_anon(stagefd, fd, p->name);
+	}
+	if (r < 0 && tmpname[0]) {
+		fspath_discard(stagefd, tmpname);
+	}
+	return r;
+}
+
+int assemble_seed(int destfd, const struct msg_assemble *a, uint64_t *ret_bytes, uint32_t *ret_code,
+		  char *why, size_t whylen)
+{
+	_cleanup_close_ int dirfd = -1, filefd = -1, stagefd = -1;
+	_cleanup_free_ uint8_t *buf = NULL;
+	const char *leaf;
+	struct stat st;
+	int r;
+
+	*ret_bytes = 0;
+	*ret_code = PERR_OK;
+	why[0] = '\0';
+	r = fspath_open_parent(destfd, a->name, false, &dirfd, &leaf);
+	if (r == 0) {
+		filefd =
+		    openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		r = filefd < 0 ? negerrno() : fstat(filefd, &st) < 0 ? negerrno() : 0;
+	}
+	/* No old file, none to read as one (a symlink anywhere): nothing seeded, each range goes whole. */
+	if (r == -ENOENT || r == -ELOOP || r == -EXDEV || r == -ENOTDIR ||
+	    (r == 0 && !S_ISREG(st.st_mode))) {
+		return 0;
+	}
+	r = r < 0 ? r : seed_staging(destfd, a->staging, &stagefd);
+	buf = r < 0 ? NULL : malloc(ASSEMBLE_BUF);
+	if (r == 0 && !buf) {
+		r = -ENOMEM;
+	}
+	for (size_t i = 0; r == 0 && i < a->count; i++) {
+		const struct proto_part *p = &a->parts[i];
+
+		if (p->offset + p->len > (uint64_t)st.st_size) {
+			continue; /* the old file is shorter: this range has no old copy */
+		}
+		r = seed_part(stagefd, filefd, p, buf);
+		*ret_bytes += r == 0 ? p->len : 0;
+	}
+	if (r < 0) {
+		*ret_code = perr_of(r);
+		snprintf(why, whylen, "%s",
+			 r == -EXDEV ? "symlink or escape refused" : strerror(-r));
+	}
+	return r;
+}

@@ -40,3 +40,14 @@ int assemble_file(int destfd, const struct msg_assemble *a, const struct meta_po
  */
 int assemble_discard(int destfd, const struct msg_assemble *a, uint32_t *ret_code, char *why,
 		     size_t whylen);
+/*
+ * A --delta run's old copies (PROTO_ASM_SEED): each of a's parts not in
+ * a->staging yet (made, 0700, if missing) made there from the same range of
+ * the regular file a->name beneath destfd, where that file holds it; parts
+ * there already are left. No file at name (or not a regular one) is no
+ * error. Nothing is fsynced: a part lost in a crash only has its range sent
+ * whole, and assembling checks every part against the sender's digest.
+ * 0 with *ret_bytes the bytes made, or -errno with *ret_code and why.
+ */
+int assemble_seed(int destfd, const struct msg_assemble *a, uint64_t *ret_bytes, uint32_t *ret_code,
+		  char *why, size_t whylen);

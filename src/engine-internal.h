@@ -342,7 +342,7 @@ struct engine {
 	bool src_done;
 	uint32_t offered;
 
-	uint32_t oldest_id; /* no file below this id is in flight */
+	uint32_t oldest_id, fill_id; /* none below in flight; none below to read (tx_fill) */
 	uint32_t offered_unresolved;
 	uint32_t files_window;	/* the most offered_unresolved may be (PROTO_CAP_WIDE_WINDOW) */
 	uint32_t files_span;	/* sender: a new id minus oldest_id stays below it */
@@ -415,6 +415,8 @@ struct engine {
 	struct dir_meta *dirs_meta; /* in arrival order: parents before children */
 	/* An entry kept had its metadata brought in line: one syncfs before END. */
 	bool meta_updated;
+	uint16_t nkept_acks; /* held kept answers given this turn, one FILES_ACK (rx_step) */
+	struct proto_status kept_acks[PROTO_MAX_BATCH];
 	size_t ndirs_meta, dirs_meta_cap;
 	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
 
@@ -791,10 +793,3 @@ int sums_queue_tree(struct engine *e, struct efile *f, int fd, const uint8_t (*r
 		    const uint8_t *rdisk, tree_verify_fn verify, sum_done_fn done);
 /* engine_workers.c: the per-byte jobs on the pool's worker queues. */
 #include "engine_workers.h"
-
-/* engine_partial.c */
-/* f is kept resumable and its journal takes records. */
-bool rx_partial_journaled(const struct engine *e, const struct efile *f);
-/* f's journal takes no more records: only less of it can be resumed. */
-void rx_partial_stop(struct engine *e, struct efile *f);
-void rx_partial_committed(struct engine *e, struct efile *f);

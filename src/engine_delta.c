@@ -13,6 +13,7 @@
  * digests (DELTA SUMS' TREE) is engine_delta_tree.c's.
  */
 #include "engine_delta.h"
+#include "engine_partial.h"
 
 #include "hello.h"
 

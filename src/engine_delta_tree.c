@@ -11,6 +11,7 @@
  * chunks' digests, which FILE_DONE carries and the receiver matches.
  */
 #include "engine_delta.h"
+#include "engine_partial.h"
 
 /*
  * Receiver, a tree file (f->tree), at g's turn in file order: the device

@@ -11,6 +11,7 @@
  * character device is never written to nor replaced by a file.
  */
 #include "engine-internal.h"
+#include "engine_partial.h"
 
 #include "hello.h"
 

@@ -148,6 +148,9 @@ struct engine_msg_row {
  *               out of order.
  *   rx_named    it has its final name (the data durable under it).
  *   rx_answered its FILES_ACK entry goes next: what the feature sends first.
+ *   rx_kept     a regular file is about to be answered SKIPPED: true when
+ *               the feature holds the answer (PROTO_ITEM_WAIT) and gives it
+ *               later (engine_rx_kept_answer, engine_rx.h).
  *   rx_complete its bytes are all there and verified, before its metadata,
  *               fsync and name (attributes go on here).
  *   rx_settled  the entry is resolved: ENGINE_RX_DONE (committed),
@@ -193,7 +196,10 @@ enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX
  *   tx_offer    a source entry before it is offered: 1 with *ret_first the
  *               name it goes as a hard link to, 0 as itself, -errno.
  *   tx_offered  n FILES records (pf) went out: what follows them.
- *   tx_skipped  the receiver keeps f as it is (SKIPPED).
+ *   tx_skipped  the receiver keeps f as it is (SKIPPED), or waits for what
+ *               the feature sends of it first (PROTO_ITEM_WAIT: f->kept_wait, not
+ *               f->acked): 0, -errno, or in a wait a failure of f (PERR_* >
+ *               0, its text by file_fail) when nothing could be sent.
  *   tx_opened   f's source is open as fd, before its first read: 0, a
  *               failure of f (PERR_* > 0, text says why), or -errno.
  *   tx_whole    the feature reads and hashes f whole itself (a pack): f
@@ -287,6 +293,7 @@ struct engine_feature {
 			   const uint8_t *d);
 	void (*rx_named)(struct engine *e, struct efile *f);
 	int (*rx_answered)(struct engine *e, struct efile *f);
+	bool (*rx_kept)(struct engine *e, struct efile *f);
 	void (*rx_complete)(struct engine *e, struct efile *f);
 	void (*rx_settled)(struct engine *e, const struct efile *f, enum engine_rx_end how);
 	int (*rx_durable)(struct engine *e, struct efile *f);

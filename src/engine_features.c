@@ -6,6 +6,7 @@
  */
 #include "engine-internal.h"
 #include "engine_fence.h"
+#include "engine_rx.h"
 
 extern const struct engine_feature engine_feature_sums, engine_feature_hashers,
     engine_feature_rails, engine_feature_partial, engine_feature_links, engine_feature_delete,
@@ -354,6 +355,16 @@ int engine_rx_answered(struct engine *e, struct efile *f)
 	return 0;
 }
 
+bool engine_rx_kept(struct engine *e, struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->rx_kept && e->feat[i]->rx_kept(e, f)) {
+			return true;
+		}
+	}
+	return false;
+}
+
 void engine_rx_complete(struct engine *e, struct efile *f)
 {
 	for (unsigned i = 0; i < e->nfeat; i++) {
@@ -441,7 +452,7 @@ int engine_tx_skipped(struct engine *e, struct efile *f)
 	for (unsigned i = 0; i < e->nfeat; i++) {
 		int r = e->feat[i]->tx_skipped ? e->feat[i]->tx_skipped(e, f) : 0;
 
-		if (r < 0) {
+		if (r != 0) {
 			return r;
 		}
 	}

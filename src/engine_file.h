@@ -178,6 +178,12 @@ struct efile {
 	 */
 	bool sum_wanted;
 	/*
+	 * A kept regular file whose answer a feature held (PROTO_ITEM_WAIT,
+	 * rx_kept): the receiver answers again once it has what it waits for;
+	 * the sender has sent it (its XATTRS) and waits for that answer.
+	 */
+	bool kept_wait;
+	/*
 	 * A block device target (engine_device.c): tfd is the device itself,
 	 * written in place; dev_verify: its read-back digest is being made.
 	 */

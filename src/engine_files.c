@@ -6,6 +6,7 @@
  * each entry (note_*).
  */
 #include "engine-internal.h"
+#include "engine_rx.h"
 
 #include <sys/mman.h>
 
@@ -194,6 +195,34 @@ void note_kept(struct engine *e, const struct efile *f)
 	if (e->p->ev.file_skipped) {
 		e->p->ev.file_skipped(e->p->ev.ud, f->name, f->ftype, items);
 	}
+}
+
+int engine_rx_kept_flush(struct engine *e)
+{
+	struct msg ack = { .type = MSG_FILES_ACK };
+	int r;
+
+	if (!e->nkept_acks) {
+		return 0;
+	}
+	ack.u.files_ack.count = e->nkept_acks;
+	ack.u.files_ack.st = e->kept_acks;
+	e->nkept_acks = 0;
+	r = chan_queue(e->p->chan, &ack);
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
+}
+
+int engine_rx_kept_answer(struct engine *e, struct efile *f, uint32_t items)
+{
+	f->items |= items;
+	e->kept_acks[e->nkept_acks++] =
+	    (struct proto_status){ .id = f->id,
+				   .status = PERR_SKIPPED,
+				   .items = e->p->conceal ? 0 : f->items & PROTO_ITEMS_KNOWN };
+	/* Settled as kept when its answer was held: counted and let go now. */
+	note_kept(e, f);
+	file_release(e, f);
+	return e->nkept_acks < PROTO_MAX_BATCH ? 0 : engine_rx_kept_flush(e);
 }
 
 struct efile *file_by_id(struct engine *e, uint32_t id)

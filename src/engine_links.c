@@ -301,7 +301,8 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
 /*
  * A FILES entry of type HARDLINK, its own name checked already: where it
  * goes, what it links to (the target's name mapped as names are), and then
- * made at once, or left waiting for a target still in flight.
+ * made at once, or left waiting for a target still in flight (not one
+ * kept whose answer is held, kept_wait: that one is settled, in lt).
  */
 static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *link, char *text,
 			       size_t textlen, bool *ret_peer)
@@ -327,7 +328,7 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 	for (size_t i = 0; i < e->files_hw; i++) {
 		struct efile *t = file_at(e, i);
 
-		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name &&
+		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name && !t->kept_wait &&
 		    strcmp(t->name, lf->link_target) == 0) {
 			if (engine_probe(e)) {
 				return PERR_OK; /* its file waits for digests: the link would be made */

@@ -57,3 +57,11 @@ int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_prefix,
 int partial_store_open(int dirfd, bool create, int *ret_fd);
 /* A leaf's name in the store: "<32 hex of XXH3-128(leaf)><suffix>". */
 void partial_name(const char *leaf, const char *suffix, char *out, size_t outlen);
+
+/* engine_partial.c, for the features that end or commit a resumable file. */
+struct engine;
+/* f is kept resumable and its journal takes records. */
+bool rx_partial_journaled(const struct engine *e, const struct efile *f);
+/* f's journal takes no more records: only less of it can be resumed. */
+void rx_partial_stop(struct engine *e, struct efile *f);
+void rx_partial_committed(struct engine *e, struct efile *f);

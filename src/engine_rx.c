@@ -537,11 +537,17 @@ static int rx_on_receive(struct engine *e, const struct xport_wc *wc)
 	return rx_data(e, slot, wc->lane);
 }
 
-/* Durability batches, held-back credits, directory fsyncs; END once the peer's came. */
+/*
+ * Kept files' held answers, durability batches, held-back credits,
+ * directory fsyncs; END once the peer's came.
+ */
 static int rx_step(struct engine *e)
 {
-	int r = rx_sync_step(e);
+	int r = engine_rx_kept_flush(e);
 
+	if (r >= 0) {
+		r = rx_sync_step(e);
+	}
 	if (r >= 0) {
 		r = rx_credit_flush(e);
 	}

@@ -25,6 +25,17 @@ int rx_file_done(struct engine *e, const struct msg_file_done *d);
 int rx_files(struct engine *e, struct msg_files *mf);
 int rx_sums(struct engine *e, const struct msg_sums *ms);
 int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
+/*
+ * A regular file about to be answered SKIPPED: true when a feature holds
+ * the answer (rx_kept; PROTO_ITEM_WAIT goes instead) and gives it later
+ * with engine_rx_kept_answer: SKIPPED with items (what differed) added,
+ * then counted and let go (it was settled kept when held). 0 or -errno.
+ * The answers of a turn go in one FILES_ACK (engine_rx_kept_flush, from
+ * rx_step, or when PROTO_MAX_BATCH of them wait).
+ */
+bool engine_rx_kept(struct engine *e, struct efile *f);
+int engine_rx_kept_answer(struct engine *e, struct efile *f, uint32_t items);
+int engine_rx_kept_flush(struct engine *e);
 
 /*
  * engine_sums.c: the answers f (SUM_WANTED) waits for, its own digest and

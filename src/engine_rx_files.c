@@ -10,6 +10,16 @@
 int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
 {
 	note_failure(e, ef->name, 0, ef->status, false, ef->text);
+	/* A kept file whose answer we held: the sender could not send what we wait for. */
+	for (uint32_t i = 0; i < FILE_TABLE; i++) {
+		struct efile *f = file_at(e, i);
+
+		if (f->used && f->kept_wait && f->name && !strcmp(f->name, ef->name)) {
+			f->kept_wait = false;
+			file_release(e, f);
+			break;
+		}
+	}
 	return 0;
 }
 
@@ -108,6 +118,12 @@ static int rx_send_resume(struct engine *e, const struct efile *f)
 	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
+/* A regular file kept whose answer a feature holds (PROTO_ITEM_WAIT): it answers later. */
+static bool rx_kept_held(struct engine *e, struct efile *f, uint32_t code)
+{
+	return code == PERR_SKIPPED && f->ftype == PROTO_FT_REG && engine_rx_kept(e, f);
+}
+
 /* What differs, in a FILES_ACK entry: to a peer that knows it, for an entry taken or kept. */
 static uint32_t rx_items_for_peer(const struct engine *e, const struct efile *f, uint32_t code)
 {
@@ -157,9 +173,11 @@ static int rx_files_entry(struct engine *e, struct proto_file *pf, struct proto_
 	e->next_id = pf->id;
 	rx_entry_init(e, f, pf);
 	code = rx_entry_accept(e, f, pf, text, sizeof(text), &peer);
+	f->kept_wait = rx_kept_held(e, f, code);
 	*s = (struct proto_status){ .id = pf->id,
 				    .status = proto_err_for_peer(code, e->p->peer_caps),
-				    .items = rx_items_for_peer(e, f, code) };
+				    .items = rx_items_for_peer(e, f, code) |
+					     (f->kept_wait ? PROTO_ITEM_WAIT : 0) };
 	*ret_answered = true;
 	if (code != PERR_OK && code != PERR_SKIPPED && code != PERR_SUM_WANTED) {
 		rx_say_where(e, code, text, sizeof(text));
@@ -172,8 +190,11 @@ static int rx_files_entry(struct engine *e, struct proto_file *pf, struct proto_
 	if (r >= 0 && code == PERR_OK) {
 		r = engine_rx_answered(e, f);
 	}
-	if (r >= 0) {
+	if (r >= 0 && !f->kept_wait) {
 		rx_entry_settle(e, f, pf, code, peer);
+	} else if (r >= 0) {
+		/* Kept as it is (links to it may go on); counted once answered. */
+		engine_rx_settled(e, f, ENGINE_RX_KEPT);
 	}
 	return r < 0 ? r : 0;
 }
@@ -249,8 +270,9 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 		code = engine_probe(e) ? rx_probe_copy(e, f, text, sizeof(text))
 				       : rx_open_temp(e, f, text, sizeof(text));
 	}
+	f->kept_wait = rx_kept_held(e, f, code);
 	st.status = proto_err_for_peer(code, e->p->peer_caps);
-	st.items = rx_items_for_peer(e, f, code);
+	st.items = rx_items_for_peer(e, f, code) | (f->kept_wait ? PROTO_ITEM_WAIT : 0);
 	if (code != PERR_OK && code != PERR_SKIPPED) {
 		rx_say_where(e, code, text, sizeof(text));
 		file_fail(f, code, "%s", text);
@@ -262,7 +284,11 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	if (r < 0) {
 		return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 	}
-	rx_entry_settle(e, f, &f->meta, code, false);
+	if (!f->kept_wait) {
+		rx_entry_settle(e, f, &f->meta, code, false);
+	} else {
+		engine_rx_settled(e, f, ENGINE_RX_KEPT);
+	}
 	return 0;
 }
 

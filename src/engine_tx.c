@@ -141,6 +141,45 @@ static int tx_file_answered(struct engine *e, struct efile *f, const struct prot
 	return 0;
 }
 
+/*
+ * SKIPPED with PROTO_ITEM_WAIT (PROTO_CAP_KEPT_ITEMS, -X/-A): a kept regular
+ * file whose attributes the receiver takes first; they go now (the
+ * tx_skipped hook), and its answer comes again. Once per file.
+ */
+static int tx_kept_wait(struct engine *e, struct efile *f, const struct proto_status *st)
+{
+	int r;
+
+	if (st->status != PERR_SKIPPED || f->ftype != PROTO_FT_REG || f->kept_wait ||
+	    !(e->p->peer_caps & PROTO_CAP_KEPT_ITEMS) ||
+	    !(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))) {
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "FILES_ACK: a wait for id %u unexpected", st->id);
+	}
+	f->kept_wait = true;
+	r = engine_tx_skipped(e, f);
+	if (r <= 0) {
+		return r;
+	}
+	/* Nothing could be sent: a failure here, and the receiver stops waiting (ENTRY_FAILED). */
+	note_failure(e, f->name, f->ftype, (uint32_t)r, true, file_fail_text(f));
+	if (e->p->peer_caps & PROTO_CAP_ENTRY_FAILED) {
+		struct msg m = { .type = MSG_ENTRY_FAILED };
+
+		m.u.entry_failed.status = (uint32_t)r;
+		snprintf(m.u.entry_failed.name, sizeof(m.u.entry_failed.name), "%s", f->name);
+		snprintf(m.u.entry_failed.text, sizeof(m.u.entry_failed.text), "%s",
+			 file_fail_text(f));
+		r = chan_queue(e->p->chan, &m);
+		if (r < 0) {
+			return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
+		}
+	}
+	e->offered_unresolved--;
+	file_release(e, f);
+	return 0;
+}
+
 static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 {
 	for (size_t i = 0; i < a->count; i++) {
@@ -167,12 +206,19 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 		}
 		/* The answer after SUM_WANTED: our digest, if still being made, is not needed. */
 		f->sum_wanted = false;
-		f->acked = true;
-		f->items = a->st[i].items;
 		if (a->st[i].items && !(e->p->peer_caps & PROTO_CAP_ITEMIZE)) {
 			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 					   "FILES_ACK: items from a peer without them");
 		}
+		if (a->st[i].items & PROTO_ITEM_WAIT) {
+			r = tx_kept_wait(e, f, &a->st[i]);
+			if (r < 0) {
+				return r;
+			}
+			continue;
+		}
+		f->acked = true;
+		f->items = a->st[i].items;
 		r = tx_file_answered(e, f, &a->st[i]);
 		if (r < 0) {
 			return r;

@@ -165,13 +165,30 @@ static int tx_fill_file(struct engine *e, struct efile *f)
 	return tx_fill_chunks(e, f);
 }
 
+/*
+ * From the oldest file that may still be read: past those resolved, done,
+ * or kept with their answer held (kept_wait), which are never read; a
+ * file not answered yet stops it. Else every turn walks a window of them.
+ */
+static void tx_fill_advance(struct engine *e)
+{
+	const struct efile *f;
+
+	tx_oldest_advance(e);
+	e->fill_id = MAX(e->fill_id, e->oldest_id);
+	while (e->fill_id <= e->next_id &&
+	       (!(f = file_by_id(e, e->fill_id)) || f->kept_wait || f->done_sent)) {
+		e->fill_id++;
+	}
+}
+
 int tx_fill(struct engine *e)
 {
 	bool fds_full = false;
 
-	/* Walk files in id order, from the oldest still in flight. */
-	tx_oldest_advance(e);
-	for (uint32_t id = e->oldest_id;
+	/* Walk files in id order, from the oldest that may still be read. */
+	tx_fill_advance(e);
+	for (uint32_t id = e->fill_id;
 	     id <= e->next_id && (e->pool->nfree > 0 || engine_tx_filling(e)); id++) {
 		struct efile *f = file_by_id(e, id);
 		int r;

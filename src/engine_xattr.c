@@ -19,9 +19,11 @@
  * and of every regular file the receiver kept (SKIPPED), none too (an empty
  * XATTRS), and the receiver sets them and removes the user.* attributes and
  * ACLs the entry has that the sender's has not (rx_xattrs_prune), as rsync
- * -X does. security.* and trusted.* are never removed.
+ * -X does. security.* and trusted.* are never removed. With PROTO_CAP_KEPT_ITEMS
+ * a kept file's answer waits for them (PROTO_ITEM_WAIT) and says what differed.
  */
 #include "engine-internal.h"
+#include "engine_rx.h"
 
 #include <sys/xattr.h>
 
@@ -269,18 +271,24 @@ static int tx_kept_xattrs(struct engine *e, struct efile *f)
 	_cleanup_close_ int fd = -1;
 	char text[256] = "";
 	struct stat st;
+	bool wait = f->kept_wait && !f->acked; /* PROTO_ITEM_WAIT: its answer comes after these */
 	int r;
 
-	if (!xattr_sync_on(e) || f->ftype != PROTO_FT_REG) {
+	/* Sent already at the receiver's wait (the answer after it needs nothing). */
+	if (!xattr_sync_on(e) || f->ftype != PROTO_FT_REG || (f->kept_wait && f->acked)) {
 		return 0;
 	}
 	r = diskio_open_read_flags(f->src_dirfd, f->src_path, 0, DISKIO_NONBLOCK, &fd, NULL, &st);
 	if (r < 0) {
 		snprintf(text, sizeof(text), "open for its extended attributes: %s", strerror(-r));
-		note_failure(e, f->name, f->ftype, errno_to_perr(r), true, text);
-		return 0;
+		r = (int)errno_to_perr(r);
+	} else {
+		r = tx_send_xattrs(e, f->id, fd, true, text, sizeof(text));
 	}
-	r = tx_send_xattrs(e, f->id, fd, true, text, sizeof(text));
+	if (r > 0 && wait) {
+		file_fail(f, (uint32_t)r, "%s", text);
+		return r;
+	}
 	if (r > 0) {
 		note_failure(e, f->name, f->ftype, (uint32_t)r, true, text);
 	}
@@ -474,20 +482,68 @@ static void rx_xattr_kept_free(struct engine *e)
 	xs->nxkept = xs->xkept_cap = 0;
 }
 
-/* A kept file's attributes (rx_xattr_kept_note): set on it by its name, never followed. */
-static int rx_xattrs_kept(struct engine *e, const struct msg_xattrs *x, size_t i)
+/* Which item a differing attribute is: an ACL (system.posix_acl_*) or another. */
+static uint32_t xattr_item(const char *name)
 {
-	struct xattr_state *xs = xattr_of(e);
-	_cleanup_free_ char *name = xs->xkept[i].name;
+	return strncmp(name, "system.", 7) == 0 ? PROTO_ITEM_ACLS : PROTO_ITEM_XATTRS;
+}
+
+/* What of fd's attributes that this session carries and sets differs from x's (items). */
+static uint32_t rx_xattrs_differ(struct engine *e, const struct msg_xattrs *x, int fd)
+{
+	_cleanup_free_ char *list = malloc(XATTR_LIST_MAX);
+	_cleanup_free_ uint8_t *val = malloc(PROTO_MAX_XATTR_VALUE);
+	bool root = geteuid() == 0;
+	uint32_t items = 0;
+	ssize_t len = list ? flistxattr(fd, list, XATTR_LIST_MAX) : -1;
+
+	if (!val || len < 0) {
+		return PROTO_ITEM_XATTRS; /* not known: set them all, as without a look */
+	}
+	for (size_t i = 0; i < x->count; i++) {
+		const struct proto_xattr *a = &x->x[i];
+		bool privileged =
+		    strncmp(a->name, "security.", 9) == 0 || strncmp(a->name, "trusted.", 8) == 0;
+		ssize_t n = privileged && !root
+				? (ssize_t)a->len
+				: fgetxattr(fd, a->name, val, PROTO_MAX_XATTR_VALUE);
+
+		if (n != (ssize_t)a->len ||
+		    (!(privileged && !root) && memcmp(val, a->value, a->len))) {
+			items |= xattr_item(a->name);
+		}
+	}
+	/* Those here that x has not, which rx_xattrs_prune removes. */
+	for (char *p = list; p < list + len; p += strlen(p) + 1) {
+		bool sent = false;
+
+		if (!xattr_wanted(e, p) ||
+		    (strncmp(p, "user.", 5) != 0 && strncmp(p, "system.posix_acl_", 17) != 0)) {
+			continue;
+		}
+		for (size_t i = 0; i < x->count && !sent; i++) {
+			sent = strcmp(x->x[i].name, p) == 0;
+		}
+		items |= sent ? 0 : xattr_item(p);
+	}
+	return items;
+}
+
+/*
+ * A kept file's attributes, by its name (never followed): set on it, the
+ * others removed; with ret_items, only where they differ, and which did.
+ * A failure is the file's (reported).
+ */
+static void rx_xattrs_sync_name(struct engine *e, const char *name, const struct msg_xattrs *x,
+				uint32_t *ret_items)
+{
 	_cleanup_close_ int dirfd = -1, fd = -1;
 	char text[256] = "";
 	const char *leaf;
 	struct stat st;
 	uint32_t code = PERR_OK;
-	int r;
+	int r = fspath_open_parent(e->p->base_fd, name, false, &dirfd, &leaf);
 
-	xs->xkept[i] = xs->xkept[--xs->nxkept];
-	r = fspath_open_parent(e->p->base_fd, name, false, &dirfd, &leaf);
 	if (r >= 0) {
 		fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 		r = fd < 0 ? negerrno() : fstat(fd, &st) < 0 ? negerrno() : 0;
@@ -498,13 +554,42 @@ static int rx_xattrs_kept(struct engine *e, const struct msg_xattrs *x, size_t i
 	if (r < 0) {
 		snprintf(text, sizeof(text), "extended attributes: %s", strerror(-r));
 		code = errno_to_perr(r);
+	} else if (ret_items) {
+		*ret_items = rx_xattrs_differ(e, x, fd);
+		code = *ret_items ? rx_xattrs_sync(e, x, fd, text, sizeof(text)) : PERR_OK;
 	} else {
 		code = rx_xattrs_sync(e, x, fd, text, sizeof(text));
 	}
 	if (code != PERR_OK) {
 		note_failure(e, name, PROTO_FT_REG, code, true, text);
+		if (ret_items) {
+			*ret_items = 0;
+		}
 	}
+}
+
+/* A kept file's attributes (rx_xattr_kept_note), from a peer that does not wait. */
+static int rx_xattrs_kept(struct engine *e, const struct msg_xattrs *x, size_t i)
+{
+	struct xattr_state *xs = xattr_of(e);
+	_cleanup_free_ char *name = xs->xkept[i].name;
+
+	xs->xkept[i] = xs->xkept[--xs->nxkept];
+	rx_xattrs_sync_name(e, name, x, NULL);
 	return 0;
+}
+
+/*
+ * A kept file whose answer we held (xattrs_rx_kept): its attributes
+ * compared with the sender's, brought in line where they differ, and the
+ * answer given with what differed (an entry updated, not just kept).
+ */
+static int rx_xattrs_held(struct engine *e, struct efile *f, const struct msg_xattrs *x)
+{
+	uint32_t items = 0;
+
+	rx_xattrs_sync_name(e, f->name, x, &items);
+	return engine_rx_kept_answer(e, f, items);
 }
 
 /* Free what a regular file holds of its attributes. */
@@ -623,7 +708,7 @@ static int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 		return r;
 	}
 	if (f && f->ftype == PROTO_FT_REG) {
-		return rx_xattrs_hold(e, f, x);
+		return f->kept_wait ? rx_xattrs_held(e, f, x) : rx_xattrs_hold(e, f, x);
 	}
 	for (size_t i = 0; i < xs->nxdirs; i++) {
 		if (xs->xdirs[i].id == x->id) {
@@ -662,9 +747,16 @@ static const struct engine_msg_row xattrs_msgs[] = {
 /* A file kept as it is may have attributes to bring in line: they come next. */
 static void xattrs_rx_settled(struct engine *e, const struct efile *f, enum engine_rx_end how)
 {
-	if (how == ENGINE_RX_KEPT && rx_xattr_kept_note(e, f) == -ENOMEM) {
+	if (how == ENGINE_RX_KEPT && !f->kept_wait && rx_xattr_kept_note(e, f) == -ENOMEM) {
 		engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
+}
+
+/* A kept file, with a peer that waits (PROTO_CAP_KEPT_ITEMS): answered with its attributes. */
+static bool xattrs_rx_kept(struct engine *e, struct efile *f)
+{
+	(void)f;
+	return xattr_sync_on(e) && (e->p->peer_caps & PROTO_CAP_KEPT_ITEMS);
 }
 
 /* A device keeps its own node: no attributes from the source. */
@@ -699,6 +791,7 @@ const struct engine_feature engine_feature_xattrs = {
 	.rx_batch = rx_xattr_dirs_reset,
 	.rx_complete = xattrs_rx_complete,
 	.rx_settled = xattrs_rx_settled,
+	.rx_kept = xattrs_rx_kept,
 	.tx_offered = tx_send_dir_xattrs,
 	.tx_skipped = tx_kept_xattrs,
 	.tx_opened = xattrs_tx_opened,

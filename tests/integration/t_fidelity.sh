@@ -14,7 +14,7 @@
 # metadata-only changes (modes, owners, times, xattrs and ACLs added, changed
 # and removed on kept files and directories) sends no data but a touched
 # file's, counts them "updated" and itemizes them (-v, --json) as rsync -i
-# does; an unchanged re-run lists nothing.
+# does (a kept file's xattrs and ACLs too); an unchanged re-run lists nothing.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -94,12 +94,14 @@ same "push after chmod, chown, touch" "$T/mod/tree"
 [ "$(summary files)/$(summary bytes)" = 1/70000 ] &&
 	pass "metadata only: only the touched file's data sent" ||
 	fail "metadata only: copied $(summary files), $(summary bytes) bytes"
-[ "$(summary updated)" = 5 ] && pass "metadata only: 5 updated" ||
-	fail "metadata only: $(summary updated) updated, wanted 5"
+# Files whose attributes alone changed (hl2 by its link hl1, ro/file, sparse) are itemized too.
+[ "$(summary updated)" = 8 ] && pass "metadata only: 8 updated" ||
+	fail "metadata only: $(summary updated) updated, wanted 8"
 changes=$(jq -r 'select(.action == "updated" or .action == "copied") |
 	"\(.name) \(.changes | join(","))"' "$T/out" | sort | tr '\n' '|')
-want="tree/link-a times,owner,group|tree/open perms|tree/open/a perms|tree/open/b owner,group|"
-want+="tree/open/deep/c content,times|tree/private owner,group|"
+want="tree/hl2 xattrs|tree/link-a times,owner,group|tree/open perms|tree/open/a perms,xattrs|"
+want+="tree/open/b owner,group|tree/open/deep/c content,times|tree/private owner,group|"
+want+="tree/ro/file xattrs|tree/sparse acls|"
 [ "$changes" = "$want" ] && pass "--json says what changed: $changes" ||
 	fail "--json changes: $changes, wanted $want"
 expect_rc 0 "metadata-only re-run, pull -v" "${CLIENT[@]}" "${A[@]}" -v --skip quick \

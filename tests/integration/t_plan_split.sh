@@ -27,7 +27,13 @@
 #      refused (PROTOCOL, BAD_PATH, PERMISSION), a wrong digest ASSEMBLY, nothing
 #      written outside; a client without the capability is refused; the right
 #      request assembles; against a daemon without the capability
-#      (RDMACP_TEST_CAPS_OFF) finalize exits 12 and says it is too old.
+#      (RDMACP_TEST_CAPS_OFF) finalize exits 12 and says it is too old;
+#   7. hostile ASSEMBLE SEED requests (--delta's old copies of parts): from a
+#      client without the capability, with DISCARD too, with parts that
+#      overlap: PROTOCOL; a name that is a symlink (leaf or directory) out
+#      of the module: nothing read or made (ASSEMBLED); the right one makes
+#      each part from its range of the file, 0600 in a 0700 staging
+#      directory, and leaves a part there already as it is.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -222,6 +228,33 @@ cp "$T/mod/h/.st/p0" "$T/p0.copy"
 asm frame:ASSEMBLED $CAPS data/h out .st 100 1 "p0:0:100:$T/mod/h/.st/p0" && cmp "$T/mod/h/out" "$T/p0.copy" &&
 	pass "the same by hand with the right digest: assembled" || fail "good request: $(cat "$T/rc.out")"
 [ "$(ls "$T/outside")" = secret ] && pass "nothing written outside the module" || fail "outside: $(ls -la "$T/outside")"
+# ---- 7. hostile SEED requests ------------------------------------------------------------
+SEED=0x200000800001
+ASM_FLAGS=4 asm error:PROTOCOL $CAPS data/h out .sd 100 1 s0:0:100 && grep -q "capability" "$T/rc.out" &&
+	pass "SEED from a client without the capability: refused" || fail "seed caps: $(cat "$T/rc.out")"
+ASM_FLAGS=6 asm error:PROTOCOL $SEED data/h out .sd 100 1 s0:0:100 &&
+	pass "SEED with DISCARD: refused" || fail "seed+discard: $(cat "$T/rc.out")"
+ASM_FLAGS=4 asm error:PROTOCOL $SEED data/h out .sd 100 2 s0:0:60 s1:50:50 &&
+	pass "SEED with parts that overlap: refused" || fail "seed overlap: $(cat "$T/rc.out")"
+ASM_FLAGS=4 asm error:PROTOCOL $SEED data/h out .sd 100 1 s0:60:50 &&
+	pass "SEED with a part past the size: refused" || fail "seed past: $(cat "$T/rc.out")"
+ln -s "$T/outside/secret" "$T/mod/h/lnk"
+ASM_FLAGS=4 asm frame:ASSEMBLED $SEED data/h lnk .sd 100 1 s0:0:100 && [ ! -e "$T/mod/h/.sd/s0" ] &&
+	pass "SEED of a symlink: nothing read, nothing made" || fail "seed symlink: $(cat "$T/rc.out"; ls -la "$T/mod/h/.sd")"
+ASM_FLAGS=4 asm frame:ASSEMBLED $SEED data/h .link/secret .sd 100 1 s0:0:100 && [ ! -e "$T/mod/h/.sd/s0" ] &&
+	pass "SEED through a symlinked directory: nothing read, nothing made" ||
+	fail "seed through link: $(cat "$T/rc.out"; ls -la "$T/mod/h/.sd")"
+ASM_FLAGS=4 asm frame:ASSEMBLED $SEED data/h out .sd 100 2 s0:0:40 s1:60:40 &&
+	cmp "$T/mod/h/.sd/s0" <(head -c 40 "$T/mod/h/out") &&
+	cmp "$T/mod/h/.sd/s1" <(tail -c 40 "$T/mod/h/out") &&
+	[ "$(stat -c %a "$T/mod/h/.sd/s0") $(stat -c %a "$T/mod/h/.sd")" = "600 700" ] &&
+	pass "SEED: each part made from its range, 0600 in a 0700 directory" ||
+	fail "seed: $(cat "$T/rc.out"; ls -la "$T/mod/h/.sd")"
+echo old >"$T/mod/h/.sd/s0"
+ASM_FLAGS=4 asm frame:ASSEMBLED $SEED data/h out .sd 100 1 s0:0:40 &&
+	[ "$(cat "$T/mod/h/.sd/s0")" = old ] && pass "SEED leaves a part there already" ||
+	fail "seed over a part: $(cat "$T/rc.out")"
+[ "$(ls "$T/outside")" = secret ] && pass "SEED: nothing written outside the module" || fail "outside: $(ls -la "$T/outside")"
 # A daemon from before ASSEMBLE.
 stop_daemon "$DAEMON_PID"
 RDMACP_TEST_CAPS_OFF=0x800000 start_daemon "$T/d.conf" "$T/d2.log" "$PORT"

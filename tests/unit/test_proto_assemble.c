@@ -44,6 +44,35 @@ static void bad_parts(void)
 	strcpy(s_parts[1].name, "5.1");
 }
 
+/* SEED's parts: some of a file's, ascending and apart, within size; never with DISCARD. */
+static void seed_parts(void)
+{
+	struct msg m;
+
+	sample_assemble(&m);
+	m.u.assemble.flags = PROTO_ASM_SEED;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	s_parts[2].offset++; /* a gap: fine */
+	m.u.assemble.size++;
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.assemble.size += 100; /* ending before size: fine */
+	assert_int_equal(encode_decode_rc(&m), 0);
+	m.u.assemble.size -= 101; /* past it */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.assemble.size += 1;
+	s_parts[2].offset -= 2; /* an overlap */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	s_parts[2].offset = 8u << 20;
+	sample_assemble(&m);
+	m.u.assemble.flags = PROTO_ASM_SEED | PROTO_ASM_DISCARD;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	sample_assemble(&m);
+	m.u.assemble.flags = PROTO_ASM_SEED;
+	s_parts[2].len = UINT64_MAX - s_parts[2].offset + 1; /* wraps to 0 */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	s_parts[2].len = 17;
+}
+
 /* The count and a part's name past their caps, written by hand (the encoder refuses them). */
 static void bad_by_hand(void)
 {
@@ -103,7 +132,7 @@ static void bad_by_hand(void)
  * sum other than size, an offset that wraps), names that could leave the
  * staging directory or the destination, counts past the cap (the encoder
  * refuses them, and so does the decoder, written by hand, before it
- * allocates), unknown flags, a mode beyond 07777, nanoseconds of a second.
+ * allocates), unknown flags, SEED's parts (seed_parts), a mode beyond 07777, nanoseconds of a second.
  */
 static void test_assemble(void **state)
 {
@@ -121,8 +150,9 @@ static void test_assemble(void **state)
 		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 	}
 	sample_assemble(&m);
-	m.u.assemble.flags = 0x4;
+	m.u.assemble.flags = 0x8;
 	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	seed_parts();
 	/* DISCARD (a vanished file's parts) is known, with OWNER or alone. */
 	sample_assemble(&m);
 	m.u.assemble.flags = PROTO_ASM_DISCARD | PROTO_ASM_OWNER;

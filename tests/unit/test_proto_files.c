@@ -324,7 +324,7 @@ static void test_bad_status(void **state)
 		st[1].status = UINT32_MAX;
 		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 		/* Items (PROTO_CAP_ITEMIZE) ride in the upper half: unknown ones are refused. */
-		st[1].status = PERR_SKIPPED | (0x100u << 16);
+		st[1].status = PERR_SKIPPED | (0x800u << 16);
 		assert_int_equal(encode_decode_rc(&m), -EBADMSG);
 		st[1].status = PERR_SKIPPED;
 		st[1].items = PROTO_ITEMS_META;
