@@ -274,6 +274,12 @@ static int tx_kept_xattrs(struct engine *e, struct efile *f)
 	if (!xattr_sync_on(e) || f->ftype != PROTO_FT_REG) {
 		return 0;
 	}
+	/* A source still being written (a relay hop's) has its attributes once it is settled. */
+	if (engine_tx_avail(e, f) != UINT64_MAX && !engine_tx_done_ready(e, f)) {
+		note_failure(e, f->name, f->ftype, PERR_BUSY, true,
+			     "extended attributes: not settled at the hop yet (run again)");
+		return 0;
+	}
 	r = diskio_open_read_flags(f->src_dirfd, f->src_path, 0, DISKIO_NONBLOCK, &fd, NULL, &st);
 	if (r < 0) {
 		snprintf(text, sizeof(text), "open for its extended attributes: %s", strerror(-r));
@@ -504,6 +510,7 @@ static int rx_xattrs_kept(struct engine *e, const struct msg_xattrs *x, size_t i
 	if (code != PERR_OK) {
 		note_failure(e, name, PROTO_FT_REG, code, true, text);
 	}
+	engine_rx_attrs(e, x->id);
 	return 0;
 }
 
@@ -605,6 +612,7 @@ static int rx_xattrs_dir(struct engine *e, const struct msg_xattrs *x, size_t i)
 	if (xs->xdirs[i].created && fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700) {
 		fchmod(fd, (st.st_mode & 07777) | 0700);
 	}
+	engine_rx_attrs(e, x->id);
 	return 0;
 }
 
@@ -675,9 +683,40 @@ static void xattrs_rx_complete(struct engine *e, struct efile *f)
 	}
 }
 
-/* -X, -A: a regular file's attributes go ahead of its FILE_DONE. */
+/*
+ * -X, -A: a regular file's attributes go ahead of its FILE_DONE: read when
+ * it opens, or, from a source still being written (a relay hop's file,
+ * engine_tx_avail), only once it is settled there (xattrs_tx_settled): a
+ * hop sets them on its file after its data, so none is read half made.
+ */
 static int xattrs_tx_opened(struct engine *e, struct efile *f, int fd, char *text, size_t textlen)
 {
+	if (engine_tx_avail(e, f) != UINT64_MAX) {
+		return 0;
+	}
+	return tx_send_xattrs(e, f->id, fd, false, text, textlen);
+}
+
+static int xattrs_tx_settled(struct engine *e, struct efile *f, int fd, char *text, size_t textlen)
+{
+	_cleanup_close_ int own = -1;
+	int r;
+
+	if (engine_tx_avail(e, f) == UINT64_MAX ||
+	    !(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))) {
+		return 0;
+	}
+	if (fd < 0) {
+		/* Read whole and closed already (a packed file): opened again. */
+		r = diskio_open_read_flags(f->src_dirfd, f->src_path, 0, DISKIO_NONBLOCK, &own,
+					   NULL, NULL);
+		if (r < 0) {
+			snprintf(text, textlen, "open for its extended attributes: %s",
+				 strerror(-r));
+			return (int)errno_to_perr(r);
+		}
+		fd = own;
+	}
 	return tx_send_xattrs(e, f->id, fd, false, text, textlen);
 }
 
@@ -702,4 +741,5 @@ const struct engine_feature engine_feature_xattrs = {
 	.tx_offered = tx_send_dir_xattrs,
 	.tx_skipped = tx_kept_xattrs,
 	.tx_opened = xattrs_tx_opened,
+	.tx_settled = xattrs_tx_settled,
 };
