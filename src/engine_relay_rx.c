@@ -18,6 +18,11 @@
  * own, looked up when the record goes; a file that settles before its
  * ENTRY went is opened by its final name, read-only, beneath its directory,
  * then held with the record.
+ *
+ * -X/-A: a directory's ENTRY goes with its descriptor, and it (or a kept
+ * file's ENTRY) waits, with all after it, until the hop has set the
+ * attributes XATTRS brings after the entry (rx_attrs), the next FILES
+ * batch, or the END: the child reads none from a half-made entry.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -2,8 +2,9 @@
 /*
  * -X (extended attributes) and -A (POSIX ACLs, as their system.posix_acl_*
  * attributes in the kernel's raw format, numeric ids). The sender reads an
- * entry's attributes from its open file (a regular file, before its
- * FILE_DONE) or directory (right after the FILES batch that offered it) and
+ * entry's attributes from its open file (a regular file, when it opens, or
+ * right before its FILE_DONE when it is still being written: a relay hop's,
+ * whose are set after its data) or directory (right after the FILES batch that offered it) and
  * sends them in one XATTRS message; symlinks and hard links carry none.
  * The receiver keeps a file's (at most XATTR_HELD_MAX for all the files in
  * flight) and sets them on the temp file once it is verified, before its

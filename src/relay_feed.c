@@ -2,7 +2,7 @@
 /*
  * The relay feed's records (relay_feed.h): encode and decode with
  * proto/wire.h, one record per SOCK_SEQPACKET message, a descriptor in
- * SCM_RIGHTS with a regular file's ENTRY. Every length is checked against
+ * SCM_RIGHTS with a regular file's ENTRY (and with a directory's, -X/-A). Every length is checked against
  * its cap before anything is allocated; what decode allocates is freed by
  * relay_feed_msg_free, on its own failure too.
  */
