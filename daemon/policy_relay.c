@@ -16,7 +16,7 @@
 #include "tls_keys.h"
 
 /* Flags a relayed push does not carry in this version (the relay child cannot forward them). */
-#define RELAY_REFUSED_FLAGS (PROTO_OPEN_HARDLINKS | PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)
+#define RELAY_REFUSED_FLAGS PROTO_OPEN_HARDLINKS
 
 int policy_peer_on_behalf(struct policy_peer *peer, X509 *cert)
 {
@@ -72,7 +72,7 @@ int policy_relay_chain(const struct daemon_config *cfg, const struct module *m,
 	}
 	if (flags & RELAY_REFUSED_FLAGS) {
 		return refuse(ret_code, PERR_PROTOCOL, why, whylen,
-			      "a relayed push carries no hard links, xattrs or ACLs yet");
+			      "a relayed push carries no hard links yet");
 	}
 	if (!m->relay) {
 		return refuse(ret_code, PERR_PERMISSION, why, whylen,

@@ -217,6 +217,12 @@ static void transfer_args(struct child_argv *a, const struct msg_open *o)
 	if (f & PROTO_OPEN_OWNER) {
 		arg(a, "--owner");
 	}
+	if (f & PROTO_OPEN_XATTRS) {
+		arg(a, "--xattrs");
+	}
+	if (f & PROTO_OPEN_ACLS) {
+		arg(a, "--acls");
+	}
 	if (f & PROTO_OPEN_SKIP_LEVELS) {
 		arg(a, "--skip=%s",
 		    f & PROTO_OPEN_SKIP_EXISTS	? "exists"

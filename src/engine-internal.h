@@ -522,6 +522,7 @@ void engine_features_file_release(struct engine *e, struct efile *f);
 int engine_features_lane_error(struct engine *e, const struct xport_wc *wc);
 /* The receiver's hooks (engine_feature.h), called for the features that are on. */
 void engine_rx_batch(struct engine *e);
+void engine_rx_attrs(struct engine *e, uint32_t id);
 int engine_rx_accept(struct engine *e, struct efile *f, const struct proto_file *pf, uint32_t *code,
 		     char *text, size_t textlen, bool *ret_peer);
 uint32_t engine_rx_target(struct engine *e, struct efile *f, char *text, size_t textlen);
@@ -546,6 +547,7 @@ int engine_tx_offer(struct engine *e, const struct engine_src *s, const char **r
 int engine_tx_offered(struct engine *e, const struct proto_file *pf, uint32_t n);
 int engine_tx_skipped(struct engine *e, struct efile *f);
 int engine_tx_opened(struct engine *e, struct efile *f, int fd, char *text, size_t textlen);
+int engine_tx_settled(struct engine *e, struct efile *f, int fd, char *text, size_t textlen);
 bool engine_tx_whole(const struct engine *e, const struct efile *f);
 int engine_tx_read(struct engine *e, struct efile *f);
 void engine_tx_read_end(struct engine *e);
@@ -757,10 +759,8 @@ void hash_set_del(struct name_set *s, uint64_t key);
 
 /* engine_links.c */
 int rx_map_name(struct engine *e, const char *name, char **ret);
-
 /* engine_xattr.c */
 int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created);
-
 /* engine_meta.c */
 /* -A: a new entry keeps no inherited ACL (the sender's come in XATTRS). */
 void rx_acl_clear(struct engine *e, int fd, bool dir);

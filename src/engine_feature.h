@@ -119,6 +119,8 @@ struct engine_msg_row {
  * And the receiver's points in an entry's life (engine_rx*.c,
  * engine_commit.c), each called for the features that are on:
  *   rx_batch    a FILES message's entries come next.
+ *   rx_attrs    the attributes XATTRS brought for entry id (a directory, or
+ *               a file kept as it is) are set on it here.
  *   rx_accept   a FILES entry of a type the feature makes (a hard link):
  *               *code is its answer; ENGINE_DECLINED: not its type.
  *   rx_target   what is at a regular file's name, before a temp file is
@@ -240,6 +242,10 @@ enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX
  *               still being written: its size is checked at its end only,
  *               and neither reads nor the hole search pass n); UINT64_MAX:
  *               all of it (not the feature's file).
+ *   tx_settled  f's FILE_DONE goes next (every tx_done_ready said yes), its
+ *               source open as fd (-1: no longer): what goes ahead of it (attributes
+ *               of a source still being written, settled only now): 0, a
+ *               failure of f (PERR_* > 0, text says why), or -errno.
  *   tx_done_ready  f's FILE_DONE may go now; false: it waits (done_wait),
  *               and the feature sends it later (tx_send_done).
  *   tx_digest   f's own stream digest, before its FILE_DONE: the feature
@@ -279,6 +285,7 @@ struct engine_feature {
 	size_t state_size;
 
 	void (*rx_batch)(struct engine *e);
+	void (*rx_attrs)(struct engine *e, uint32_t id);
 	int (*rx_accept)(struct engine *e, struct efile *f, const struct proto_file *pf,
 			 uint32_t *code, char *text, size_t textlen, bool *ret_peer);
 	uint32_t (*rx_target)(struct engine *e, struct efile *f, char *text, size_t textlen);
@@ -328,6 +335,7 @@ struct engine_feature {
 	int (*tx_source)(struct engine *e, const struct engine_src **ret, char *why, size_t whylen);
 	uint64_t (*tx_avail)(const struct engine *e, const struct efile *f);
 	bool (*tx_done_ready)(struct engine *e, struct efile *f);
+	int (*tx_settled)(struct engine *e, struct efile *f, int fd, char *text, size_t textlen);
 	uint32_t (*tx_digest)(struct engine *e, struct efile *f, uint8_t *hash, char *text,
 			      size_t textlen);
 };

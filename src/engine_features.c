@@ -220,6 +220,15 @@ void engine_rx_batch(struct engine *e)
 	}
 }
 
+void engine_rx_attrs(struct engine *e, uint32_t id)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->rx_attrs) {
+			e->feat[i]->rx_attrs(e, id);
+		}
+	}
+}
+
 int engine_rx_accept(struct engine *e, struct efile *f, const struct proto_file *pf, uint32_t *code,
 		     char *text, size_t textlen, bool *ret_peer)
 {
@@ -463,6 +472,19 @@ int engine_tx_opened(struct engine *e, struct efile *f, int fd, char *text, size
 {
 	for (unsigned i = 0; i < e->nfeat; i++) {
 		int r = e->feat[i]->tx_opened ? e->feat[i]->tx_opened(e, f, fd, text, textlen) : 0;
+
+		if (r != 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+int engine_tx_settled(struct engine *e, struct efile *f, int fd, char *text, size_t textlen)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		int r =
+		    e->feat[i]->tx_settled ? e->feat[i]->tx_settled(e, f, fd, text, textlen) : 0;
 
 		if (r != 0) {
 			return r;

@@ -278,7 +278,17 @@ static int fol_source(struct engine *e, const struct engine_src **ret, char *why
 	if (s->next == s->b->n) {
 		return s->b->ended ? 0 : -EAGAIN;
 	}
-	x = s->b->ents[s->next++];
+	x = s->b->ents[s->next];
+	/*
+	 * -X/-A where the next hop may keep a file (SKIPPED) at once: its
+	 * attributes are read then, so a file is offered only once settled here.
+	 */
+	if (x->src.ftype == PROTO_FT_REG && !x->done &&
+	    (e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)) &&
+	    (e->p->open_flags & (PROTO_OPEN_SKIP_LEVELS | PROTO_OPEN_DELTA))) {
+		return -EAGAIN;
+	}
+	s->next++;
 	x->given = true;
 	x->src.path = x->path;
 	*ret = &x->src;
@@ -353,6 +363,48 @@ static int fol_setup(struct engine *e)
 	return s->b->eof ? 0 : engine_watch_add(e, s->b->sock, fol_ready, 0);
 }
 
+/* x's descriptor is done with in this run: kept for a replay (follow_book_keep), or closed. */
+static void fol_let_go(struct follow_book *b, struct follow_ent *x)
+{
+	x->released = true;
+	if (x->fd >= 0 && !x->held && b->keep && b->kept < b->keep_max) {
+		x->held = true;
+		b->kept++;
+	} else if (x->fd >= 0 && !x->held) {
+		b->dropped = true;
+		close(x->fd);
+		x->fd = -1;
+	}
+}
+
+/*
+ * Directories just offered have had their attributes read (-X/-A: the
+ * xattrs feature, before this one, on the hop's descriptor): it goes.
+ * They are among the last entries taken.
+ */
+static int fol_offered(struct engine *e, const struct proto_file *pf, uint32_t n)
+{
+	struct follow_state *s = fol(e);
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct efile *f = file_by_id(e, pf[i].id);
+
+		if (pf[i].ftype != PROTO_FT_DIR || !f || !f->src_path) {
+			continue;
+		}
+		for (size_t k = s->next; k > 0; k--) {
+			struct follow_ent *x = s->b->ents[k - 1];
+
+			if (x->src.ftype == PROTO_FT_DIR && x->given && !x->released &&
+			    x->fd >= 0 && !strcmp(x->path, f->src_path)) {
+				fol_let_go(s->b, x);
+				break;
+			}
+		}
+	}
+	return 0;
+}
+
 /*
  * f is done with in this run: the hop's descriptor goes (the sender has its
  * own) unless the book keeps it for a replay, and entries settled at the
@@ -365,15 +417,7 @@ static void fol_file_release(struct engine *e, struct efile *f)
 	struct follow_ent *x = fol_of(e, f);
 
 	if (x && !x->released) {
-		x->released = true;
-		if (x->fd >= 0 && !x->held && b->keep && b->kept < b->keep_max) {
-			x->held = true;
-			b->kept++;
-		} else if (x->fd >= 0 && !x->held) {
-			b->dropped = true;
-			close(x->fd);
-			x->fd = -1;
-		}
+		fol_let_go(b, x);
 	}
 	while (s->low < s->next && (b->ents[s->low]->src.ftype != PROTO_FT_REG ||
 				    (b->ents[s->low]->released && b->ents[s->low]->done))) {
@@ -447,6 +491,7 @@ const struct engine_feature engine_feature_follow = {
 	.file_release = fol_file_release,
 	.state_size = sizeof(struct follow_state),
 	.tx_opened = fol_opened,
+	.tx_offered = fol_offered,
 	.tx_source = fol_source,
 	.tx_avail = fol_avail,
 	.tx_done_ready = fol_done_ready,

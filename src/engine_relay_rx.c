@@ -18,6 +18,11 @@
  * own, looked up when the record goes; a file that settles before its
  * ENTRY went is opened by its final name, read-only, beneath its directory,
  * then held with the record.
+ *
+ * -X/-A: a directory's ENTRY goes with its descriptor, and it (or a kept
+ * file's ENTRY) waits, with all after it, until the hop has set the
+ * attributes XATTRS brings after the entry (rx_attrs), the next FILES
+ * batch, or the END: the child reads none from a half-made entry.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,13 +40,19 @@ extern const struct engine_feature engine_feature_relay_rx;
 
 struct rrx_rec {
 	struct relay_feed_msg m;
-	int fd; /* a settled file's descriptor, else -1: the data file's, when sent */
+	int fd; /* a settled file's (a directory's) descriptor, else -1: the data file's, when sent */
 	bool dropped;
+	/*
+	 * -X/-A: its entry's attributes are not set here yet (a directory's, a
+	 * kept file's come in XATTRS after it): it and all after it wait.
+	 */
+	bool wait;
 };
 
 struct rrx_state {
 	int sock;
 	bool lost, ended;
+	bool attrs;	   /* -X/-A: entries wait for their attributes (rrx_rec.wait) */
 	bool blocked;	   /* the socket was full: watched until writable */
 	struct rrx_rec *q; /* the outbox: q[head, n) wait */
 	size_t head, n, cap;
@@ -183,7 +194,7 @@ static int rrx_flush(struct engine *e)
 {
 	struct rrx_state *s = rrx(e);
 
-	while (!s->lost && s->head < s->n) {
+	while (!s->lost && s->head < s->n && !s->q[s->head].wait) {
 		struct rrx_rec *q = &s->q[s->head];
 		int r = 0;
 
@@ -355,14 +366,75 @@ static void rrx_written(struct engine *e, struct efile *f, uint64_t off, uint32_
 	}
 }
 
+/*
+ * The last record queued, when it is entry id's, waits for its attributes
+ * (-X/-A): until XATTRS set them here (rrx_attrs), the next FILES batch (a
+ * directory's come right after its batch), or the END.
+ */
+static void rrx_wait_attrs(struct rrx_state *s, uint32_t id)
+{
+	const struct relay_feed_msg *m = s->n > s->head ? &s->q[s->n - 1].m : NULL;
+
+	if (s->attrs && !s->lost && m &&
+	    ((m->type == RELAY_FEED_ENTRY && m->u.entry.id == id) ||
+	     (m->type == RELAY_FEED_DONE && m->u.done.id == id))) {
+		s->q[s->n - 1].wait = true;
+	}
+}
+
+/*
+ * A directory's ENTRY: with -X/-A its descriptor goes with it (the child
+ * reads its attributes from it), once they are set here.
+ */
+static void rrx_dir_entry(struct engine *e, struct efile *f)
+{
+	struct rrx_state *s = rrx(e);
+	int fd = -1;
+
+	if (s->attrs && fspath_open_dir(e->p->base_fd, f->name, &fd) < 0) {
+		fd = -1; /* forwarded all the same: the child fails to read its attributes */
+	}
+	if (rrx_entry(e, f, PROTO_FT_DIR, NULL, false, fd, 0) == 0 && fd >= 0) {
+		rrx_wait_attrs(s, f->id);
+	}
+}
+
 static uint32_t rrx_dir(struct engine *e, const struct efile *f, char *text, size_t textlen)
 {
 	(void)text;
 	(void)textlen;
 	if (!engine_probe(e)) {
-		rrx_entry(e, (struct efile *)f, PROTO_FT_DIR, NULL, false, -1, 0);
+		rrx_dir_entry(e, (struct efile *)f);
 	}
 	return PERR_OK;
+}
+
+/* Records of id (or, id 0, of every directory; all: every one) waiting for attributes go on. */
+static void rrx_settle(struct rrx_state *s, uint32_t id, bool all)
+{
+	for (size_t i = s->head; i < s->n; i++) {
+		const struct relay_feed_msg *m = &s->q[i].m;
+		bool dir = m->type == RELAY_FEED_ENTRY && m->u.entry.ftype == PROTO_FT_DIR;
+		uint32_t mid = m->type == RELAY_FEED_ENTRY  ? m->u.entry.id
+			       : m->type == RELAY_FEED_DONE ? m->u.done.id
+							    : 0;
+
+		if (all || (id ? mid == id : dir)) {
+			s->q[i].wait = false;
+		}
+	}
+}
+
+/* XATTRS set entry id's attributes here: it goes on. */
+static void rrx_attrs(struct engine *e, uint32_t id)
+{
+	rrx_settle(rrx(e), id, false);
+}
+
+/* A new FILES batch: the directories of the one before have their attributes. */
+static void rrx_batch(struct engine *e)
+{
+	rrx_settle(rrx(e), 0, false);
 }
 
 /* A symlink made or kept: its ENTRY and DONE at once, its target as it is here. */
@@ -405,7 +477,7 @@ static void rrx_kept(struct engine *e, struct efile *f)
 
 	if (f->ftype == PROTO_FT_DIR) {
 		if (!rrx_file(e, f)->entered) {
-			rrx_entry(e, f, PROTO_FT_DIR, NULL, false, -1, 0);
+			rrx_dir_entry(e, f);
 		}
 		rrx_done(e, f, true, PERR_OK, NULL);
 		return;
@@ -426,6 +498,8 @@ static void rrx_kept(struct engine *e, struct efile *f)
 		return;
 	}
 	if (rrx_entry(e, f, PROTO_FT_REG, NULL, false, fd, (uint64_t)st.st_size) == 0) {
+		/* Its attributes, brought in line, come after (xattrs_rx_settled). */
+		rrx_wait_attrs(rrx(e), f->id);
 		rrx_range(e, f, (uint64_t)st.st_size);
 		rrx_done(e, f, true, PERR_OK, NULL);
 	}
@@ -477,6 +551,8 @@ static bool rrx_enable(struct engine *e)
 static int rrx_setup(struct engine *e)
 {
 	rrx(e)->sock = e->p->relay_feed;
+	rrx(e)->attrs =
+	    (e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)) && !engine_probe(e);
 	return 0;
 }
 
@@ -485,6 +561,7 @@ static int rrx_on_end(struct engine *e)
 	struct relay_feed_msg m = { .type = RELAY_FEED_END };
 
 	rrx(e)->ended = true;
+	rrx_settle(rrx(e), 0, true);
 	rrx_queue(e, &m, -1);
 	rrx_flush(e);
 	return 0;
@@ -495,7 +572,7 @@ static bool rrx_busy(const struct engine *e)
 {
 	const struct rrx_state *s = rrx(e);
 
-	return !s->lost && s->head < s->n && !e->failed && !s->blocked;
+	return !s->lost && s->head < s->n && !e->failed && !s->blocked && !s->q[s->head].wait;
 }
 
 static bool rrx_holds(const struct engine *e)
@@ -549,6 +626,8 @@ const struct engine_feature engine_feature_relay_rx = {
 	.file_release = rrx_file_release,
 	.release = rrx_release,
 	.state_size = sizeof(struct rrx_state),
+	.rx_batch = rrx_batch,
+	.rx_attrs = rrx_attrs,
 	.rx_opened = rrx_opened,
 	.rx_written = rrx_written,
 	.rx_dir = rrx_dir,

@@ -557,7 +557,11 @@ static int rx_step(struct engine *e)
 	if (r >= 0) {
 		r = rx_commit_batch(e);
 	}
-	if (r >= 0 && e->got_end && !engine_busy(e)) {
+	/*
+	 * Once: a feature may hold the session on after it (relay_rx's outbox),
+	 * while the sender, told, takes its lanes down (on_xport: sent_end).
+	 */
+	if (r >= 0 && e->got_end && !e->sent_end && !engine_busy(e)) {
 		struct msg m = { .type = MSG_END };
 
 		/* Metadata brought in line on kept entries is durable before the end is told. */
@@ -574,6 +578,7 @@ static int rx_step(struct engine *e)
 		if (r < 0) {
 			return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
 		}
+		e->sent_end = true;
 	}
 	return r;
 }

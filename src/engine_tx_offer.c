@@ -259,8 +259,18 @@ int tx_send_done(struct engine *e, struct efile *f)
 		return 0;
 	}
 	struct msg m = { .type = MSG_FILE_DONE };
+	char text[256] = "";
 	/* Its zero and unchanged ranges go first: the receiver refuses them after FILE_DONE. */
 	int zr = engine_tx_flush(e);
+
+	/* What a source still being written settles only now (its attributes) goes first too. */
+	if (zr == 0 && !f->failed) {
+		zr = engine_tx_settled(e, f, f->fd, text, sizeof(text));
+		if (zr > 0) {
+			file_fail(f, (uint32_t)zr, "%s", text);
+			zr = 0;
+		}
+	}
 
 	if (zr < 0) {
 		return zr;

@@ -2,7 +2,7 @@
 /*
  * The relay feed's records (relay_feed.h): encode and decode with
  * proto/wire.h, one record per SOCK_SEQPACKET message, a descriptor in
- * SCM_RIGHTS with a regular file's ENTRY. Every length is checked against
+ * SCM_RIGHTS with a regular file's ENTRY (and with a directory's, -X/-A). Every length is checked against
  * its cap before anything is allocated; what decode allocates is freed by
  * relay_feed_msg_free, on its own failure too.
  */
@@ -145,10 +145,23 @@ static int put_body(struct wbuf *w, const struct relay_feed_msg *m)
 	return -EINVAL;
 }
 
-/* A descriptor rides only with a regular file's ENTRY, and such an ENTRY always has one. */
-static bool fd_belongs(const struct relay_feed_msg *m)
+/*
+ * A descriptor rides only with an ENTRY: always with a regular file's, and
+ * with a directory's when the child reads its attributes (-X/-A) from it.
+ */
+static bool fd_fits(const struct relay_feed_msg *m, bool has_fd)
 {
-	return m->type == RELAY_FEED_ENTRY && m->u.entry.ftype == PROTO_FT_REG;
+	if (m->type != RELAY_FEED_ENTRY) {
+		return !has_fd;
+	}
+	switch (m->u.entry.ftype) {
+	case PROTO_FT_REG:
+		return has_fd;
+	case PROTO_FT_DIR:
+		return true;
+	default:
+		return !has_fd;
+	}
 }
 
 static int feed_sendmsg(int sock, const uint8_t *buf, size_t len, int fd)
@@ -189,7 +202,7 @@ int relay_feed_send(int sock, const struct relay_feed_msg *m, int fd)
 	if (!buf) {
 		return -ENOMEM;
 	}
-	if ((fd >= 0) != fd_belongs(m)) {
+	if (!fd_fits(m, fd >= 0)) {
 		return -EINVAL;
 	}
 	wbuf_init(&w, buf, RELAY_FEED_MAX);
@@ -467,7 +480,7 @@ int relay_feed_recv(int sock, struct relay_feed_msg *m, int *ret_fd)
 	if (feed_decode(buf, (size_t)n, &got) < 0) {
 		return -EBADMSG;
 	}
-	if ((fd >= 0) != fd_belongs(&got)) {
+	if (!fd_fits(&got, fd >= 0)) {
 		relay_feed_msg_free(&got);
 		return -EBADMSG;
 	}

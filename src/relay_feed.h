@@ -6,7 +6,7 @@
  * started, one record per message, each encoded with proto/wire.h (magic,
  * version, type, flags, fields; never a C struct), at most RELAY_FEED_MAX
  * bytes; a regular file's (or a device's) descriptor rides with its ENTRY in
- * SCM_RIGHTS. Nothing here blocks: both calls use MSG_DONTWAIT.
+ * SCM_RIGHTS, and a directory's may (-X/-A: the child reads its attributes). Nothing here blocks: both calls use MSG_DONTWAIT.
  *
  * Order on the feed: START once (daemon -> child, before any other), then
  * ENTRY, RANGE and DONE records as the hop's receiver takes and settles its
@@ -27,7 +27,7 @@
 
 enum relay_feed_type {
 	RELAY_FEED_START = 1, /* daemon -> child, once, before any other: the chain */
-	RELAY_FEED_ENTRY,     /* an entry to forward (fd with a regular file or device) */
+	RELAY_FEED_ENTRY,     /* an entry to forward (fd with a file or device; a directory may) */
 	RELAY_FEED_RANGE,     /* bytes [0, upto) of entry id are on this hop's disk */
 	RELAY_FEED_DONE,      /* entry id settled here: ok + the source's digest, or failed */
 	RELAY_FEED_END,	      /* no more entries: the upstream END came and every entry settled */
@@ -113,8 +113,8 @@ struct relay_feed_msg {
 };
 
 /*
- * Sends m on sock with fd (>= 0: only with an ENTRY of a regular file; -1:
- * none) in SCM_RIGHTS; fd stays the caller's. 0; -EAGAIN: the socket is
+ * Sends m on sock with fd (>= 0: only with an ENTRY of a regular file, which
+ * must have one, or of a directory; -1: none) in SCM_RIGHTS; fd stays the caller's. 0; -EAGAIN: the socket is
  * full, try later; -EMSGSIZE: it does not fit RELAY_FEED_MAX; -EINVAL: m is
  * not a valid record (a field past its cap); -EPIPE/-ECONNRESET: the other
  * end is gone; else -errno.

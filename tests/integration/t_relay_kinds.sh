@@ -14,6 +14,12 @@
 #      nothing): the client sends nothing, every hop ends byte-exact
 #   5. --delta where each destination holds a different old version: the
 #      client sends a fraction of the file, every hop ends byte-exact
+#   6. -X -A: user.* attributes and ACLs (access and default) on files and
+#      directories of a tree, and on a single file, the same at every hop
+#      (read back with Python's os.listxattr/getxattr: getfattr and getfacl
+#      need not be installed); and again into the same tree with --skip
+#      quick, after the source's attributes changed (kept entries brought in
+#      line at every hop)
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -157,5 +163,93 @@ sent=$(summary_bytes "$T/dl.json")
 [ -n "$sent" ] && [ "$sent" -lt $((8 * MIB)) ] &&
 	pass "5: the client sent $sent bytes of a 32 MiB file (what the first hop lacked)" ||
 	fail "5: the client sent '$sent' bytes"
+
+echo "--- 6. -X -A: attributes and ACLs at every hop"
+# xdump DIR: "path name hex-value" for every user.* and ACL attribute beneath DIR.
+xdump() {
+	python3 - "$1" <<'PY'
+import os, sys
+root = sys.argv[1]
+for dp, dn, fn in os.walk(root):
+    for n in sorted([""] + fn):
+        p = os.path.join(dp, n) if n else dp
+        if os.path.islink(p):
+            continue
+        for a in sorted(os.listxattr(p)):
+            if a.startswith("user.") or a.startswith("system.posix_acl_"):
+                print(os.path.relpath(p, root), a, os.getxattr(p, a).hex())
+PY
+}
+touch "$T/xprobe"
+if ! python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.p", b"1")' "$T/xprobe" \
+	2>/dev/null; then
+	echo "6: skipped: the file system of $T keeps no user.* attributes"
+else
+	mkdir -p "$T/src/xt/sub"
+	python3 - "$T/src/xt" <<'PY' || die "could not make the -X -A source"
+import os, struct, sys
+root, U = sys.argv[1], 0xffffffff
+def acl(*ents):
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, i) for t, p, i in ents)
+def w(p, data):
+    with open(os.path.join(root, p), "wb") as f:
+        f.write(data)
+    return os.path.join(root, p)
+a = w("a.bin", os.urandom(3 << 20))
+os.setxattr(a, "user.color", b"blue")
+os.setxattr(a, "user.bin", b"\0\1\2\0\xff" * 100)
+b = w("sub/b", b"bee")
+os.setxattr(b, "system.posix_acl_access",
+            acl((1, 6, U), (2, 6, 1234), (4, 4, U), (8, 4, 999), (0x10, 6, U), (0x20, 0, U)))
+os.setxattr(b, "user.b", b"two")
+for i in range(300):  # sub's attributes then come in an earlier FILES batch than some files
+    w("sub/n%03d" % i, b"n")
+sub = os.path.join(root, "sub")
+os.setxattr(sub, "user.dirattr", b"on a directory")
+os.setxattr(sub, "system.posix_acl_access",
+            acl((1, 7, U), (2, 5, 1234), (4, 5, U), (0x10, 7, U), (0x20, 0, U)))
+os.setxattr(sub, "system.posix_acl_default",
+            acl((1, 7, U), (2, 7, 4321), (4, 5, U), (0x10, 7, U), (0x20, 5, U)))
+os.setxattr(root, "user.top", b"the tree's own")
+PY
+	xdump "$T/src/xt" >"$T/x.src"
+	grep -q posix_acl_default "$T/x.src" && grep -q "sub/b system.posix_acl_access" "$T/x.src" ||
+		die "6: the source's ACLs did not take: $(head -3 "$T/x.src")"
+	expect_rc 0 "6: a tree with -X -A" to_all --transport tcp -a -X -A "$T/src/xt" x/
+	expect_rc 0 "6: a single file with -X" to_all -X "$T/src/xt/a.bin" xa.bin
+	python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.color").hex())' \
+		"$T/src/xt/a.bin" >"$T/xa.src"
+	for n in $HOPS; do
+		expect_same_tree "6: 127.0.0.$n: the tree" "$T/src/xt" "$T/m$n/data/x/xt"
+		same_meta "6: 127.0.0.$n" "$T/src/xt" "$T/m$n/data/x/xt"
+		xdump "$T/m$n/data/x/xt" >"$T/x.$n"
+		diff "$T/x.src" "$T/x.$n" >"$T/x.diff" &&
+			pass "6: 127.0.0.$n: every attribute and ACL as the source's" ||
+			fail "6: 127.0.0.$n: attributes differ: $(head -4 "$T/x.diff" | tr '\n' ' ')"
+		got=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.color").hex())' \
+			"$T/m$n/data/xa.bin" 2>&1)
+		[ "$got" = "$(cat "$T/xa.src")" ] && pass "6: 127.0.0.$n: the single file's attribute" ||
+			fail "6: 127.0.0.$n: the single file: '$got'"
+	done
+	echo "--- 6. -X -A with --skip quick: kept entries brought in line at every hop"
+	python3 - "$T/src/xt" <<'PY' || die "could not change the source's attributes"
+import os, sys
+root = sys.argv[1]
+os.setxattr(os.path.join(root, "a.bin"), "user.color", b"green")
+os.removexattr(os.path.join(root, "sub/b"), "user.b")
+os.setxattr(os.path.join(root, "sub"), "user.dirattr", b"changed")
+PY
+	xdump "$T/src/xt" >"$T/x.src"
+	to_all --transport tcp -a -X -A --skip quick "$T/src/xt" x/ >"$T/xk.out" 2>"$T/xk.err"
+	rc=$?
+	[ "$rc" -eq 0 ] && pass "6: --skip quick: exit 0" ||
+		fail "6: --skip quick: exit $rc: $(tail -3 "$T/xk.err")"
+	for n in $HOPS; do
+		xdump "$T/m$n/data/x/xt" >"$T/x.$n"
+		diff "$T/x.src" "$T/x.$n" >"$T/x.diff" &&
+			pass "6: --skip quick: 127.0.0.$n: attributes brought in line" ||
+			fail "6: --skip quick: 127.0.0.$n: $(head -4 "$T/x.diff" | tr '\n' ' ')"
+	done
+fi
 
 finish

@@ -12,6 +12,8 @@
 
 #include "relay_feed.h"
 
+#include <sys/xattr.h>
+
 #define MAX_RECS 4096
 
 struct child {
@@ -22,6 +24,8 @@ struct child {
 	size_t n;
 	struct relay_feed_msg m[MAX_RECS];
 	int fd[MAX_RECS];
+	/* A directory's user.d as its ENTRY's descriptor read it when the ENTRY came (-X). */
+	char dattr[MAX_RECS][16];
 	bool eof;
 };
 
@@ -43,6 +47,10 @@ static void *child_main(void *arg)
 		if (r <= 0) {
 			c->eof = r == 0;
 			break;
+		}
+		if (c->m[c->n].type == RELAY_FEED_ENTRY && c->fd[c->n] >= 0 &&
+		    c->m[c->n].u.entry.ftype == PROTO_FT_DIR) {
+			fgetxattr(c->fd[c->n], "user.d", c->dattr[c->n], sizeof(c->dattr[0]) - 1);
 		}
 		c->n++;
 		if (c->close_midway && c->m[c->n - 1].type == RELAY_FEED_RANGE) {
@@ -188,6 +196,53 @@ static void test_feed(void **state)
 	assert_int_equal(en->ftype, PROTO_FT_SYMLINK);
 	assert_string_equal(en->link, "multi");
 	check_records(c, en->id, 0, NULL);
+	child_free(c);
+}
+
+/*
+ * -X: a directory's ENTRY comes with its descriptor only once the hop has
+ * set its attributes (so the child never reads a half-made directory's),
+ * and a file's DONE after its attributes are on it.
+ */
+static void test_feed_xattrs(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	struct child *c = calloc(1, sizeof(*c));
+	char path[PATH_MAX], v[16] = "";
+	const struct relay_feed_entry *en;
+	int fd;
+
+	assert_non_null(c);
+	source_dir(f, &s, "sub");
+	source_file(f, &s, "sub/inner", 3 * CHUNK + 5);
+	snprintf(path, sizeof(path), "%s/sub", f->src);
+	if (setxattr(path, "user.d", "dirval", 6, 0) < 0) {
+		free(c);
+		skip(); /* no user.* attributes where the test's files are */
+	}
+	snprintf(path, sizeof(path), "%s/sub/inner", f->src);
+	assert_int_equal(setxattr(path, "user.f", "fileval", 7, 0), 0);
+	f->txr.p.open_flags |= PROTO_OPEN_XATTRS;
+	f->rxr.p.open_flags |= PROTO_OPEN_XATTRS;
+	child_start(f, c);
+	run_both(f, &s);
+	child_end(f, c);
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	en = entry_named(c, "sub", &fd);
+	assert_int_equal(en->ftype, PROTO_FT_DIR);
+	assert_true(fd >= 0);
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->m[i].type == RELAY_FEED_ENTRY && c->m[i].u.entry.id == en->id) {
+			assert_string_equal(c->dattr[i], "dirval");
+		}
+	}
+	check_records(c, en->id, 0, NULL);
+	check_file(f, c, "sub/inner");
+	entry_named(c, "sub/inner", &fd);
+	assert_int_equal(fgetxattr(fd, "user.f", v, sizeof(v) - 1), 7);
+	assert_string_equal(v, "fileval");
 	child_free(c);
 }
 
@@ -677,6 +732,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_feed),
+		T(test_feed_xattrs),
 		T(test_child_gone),
 		T(test_child_gone_midway),
 		T(test_hop_fails),

@@ -182,17 +182,33 @@ static void test_entry_fd(void **state)
 	relay_feed_msg_free(&r);
 	close(got);
 
-	/* A regular file goes with its descriptor; nothing else takes one. */
+	/*
+	 * A regular file goes with its descriptor; a directory with one (-X/-A:
+	 * its attributes are read from it) or none; nothing else takes one.
+	 */
 	assert_int_equal(relay_feed_send(p->a, &m, -1), -EINVAL);
 	m.u.entry.ftype = PROTO_FT_DIR;
-	assert_int_equal(relay_feed_send(p->a, &m, src), -EINVAL);
 	m.u.entry.digest_known = false;
 	assert_int_equal(round_trip(p, &m, -1, &r), -1);
 	assert_int_equal(r.u.entry.ftype, PROTO_FT_DIR);
 	assert_false(r.u.entry.digest_known);
 	relay_feed_msg_free(&r);
+	int dfd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	assert_true(dfd >= 0);
+	got = round_trip(p, &m, dfd, &r);
+	assert_true(got >= 0 && got != dfd);
+	assert_int_equal(fstat(dfd, &a), 0);
+	assert_int_equal(fstat(got, &b), 0);
+	assert_true(S_ISDIR(b.st_mode) && a.st_ino == b.st_ino);
+	relay_feed_msg_free(&r);
+	close(got);
 
 	m.u.entry.ftype = PROTO_FT_SYMLINK;
+	m.u.entry.link = (char[]){ "../target" };
+	assert_int_equal(relay_feed_send(p->a, &m, dfd), -EINVAL); /* a link takes none */
+	close(dfd);
+	m.u.entry.link = NULL;
 	assert_int_equal(relay_feed_send(p->a, &m, -1), -EINVAL); /* a link needs its target */
 	m.u.entry.link = (char[]){ "../target" };
 	assert_int_equal(round_trip(p, &m, -1, &r), -1);
@@ -386,6 +402,19 @@ static void test_malformed(void **state)
 	assert_int_equal(expect_recv(p->b), -EBADMSG);
 	send_raw(p->a, MAGIC, 1, RELAY_FEED_ENTRY, 0, entry, sizeof(entry), -1);
 	assert_int_equal(expect_recv(p->b), -EBADMSG);
+	{
+		/* A symlink's ENTRY (target "xy") takes no descriptor. */
+		uint8_t lnk[sizeof(entry) + 4];
+
+		memcpy(lnk, entry, sizeof(entry));
+		lnk[4] = PROTO_FT_SYMLINK;
+		lnk[5] = 0;
+		memcpy(lnk + sizeof(entry), "\0\2xy", 4);
+		send_raw(p->a, MAGIC, 1, RELAY_FEED_ENTRY, 0, lnk, sizeof(lnk), -1);
+		assert_int_equal(expect_recv(p->b), 1); /* well formed without one */
+		send_raw(p->a, MAGIC, 1, RELAY_FEED_ENTRY, 0, lnk, sizeof(lnk), fd);
+		assert_int_equal(expect_recv(p->b), -EBADMSG);
+	}
 	assert_int_equal(open_fds(), before);
 	{
 		struct relay_feed_msg m;
