@@ -147,6 +147,8 @@ echo "new: $NEW"
 echo "reps: $REPS (alternating; order swapped every repetition)"
 for kind in big small tree; do
 	[ -n "$ONLY" ] && [ "$ONLY" != "$kind" ] && continue
+	# Only with --tree DIR: an empty TREE would push the whole root file system.
+	[ "$kind" = tree ] && [ -z "$TREE" ] && continue
 	: >"$R/$kind.old" && : >"$R/$kind.new" && : >"$R/$kind.old.cpu" && : >"$R/$kind.new.cpu"
 	for i in $(seq 1 "$REPS"); do
 		order="old new"
