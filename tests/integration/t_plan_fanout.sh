@@ -26,6 +26,10 @@
 #   7. the same with the first destination down: the ranges go to the
 #      others (exit 25); with it back the shard again and finalize: all
 #      byte-exact
+#   8. split files changed in a block each, planned again with --delta:
+#      every destination is asked for old copies of its own parts (ASSEMBLE
+#      SEED), so the client sends about the changed chunks, not the ranges;
+#      all byte-exact after finalize
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -206,6 +210,31 @@ expect_rc 0 "7: the shard again, 127.0.0.2 back" "${CLIENT[@]}" -q run "$P7" --s
 expect_rc 0 "7: finalize" "${CLIENT[@]}" -q finalize "$P7"
 for n in 2 3 4; do
 	expect_same_tree "7: 127.0.0.$n" "$T/src/tree" "$T/m$n/data/s7/tree"
+done
+
+echo "--- 8. split files changed in a block each, planned again with --delta: seeded at every host"
+dd if=/dev/urandom of="$T/src/tree/big" bs=4096 count=1 seek=384 conv=notrunc status=none
+dd if=/dev/urandom of="$T/src/tree/big2" bs=4096 count=1 seek=128 conv=notrunc status=none
+P8=$T/plans/p8.plan
+expect_rc 0 "8: plan --delta, 1 shard" "${CLIENT[@]}" plan -a --skip quick --delta --shards 1 \
+	--split-size 1M --every-host "$T/src/tree" "$HOSTS:data/s7/" -o "$P8"
+expect_rc 0 "8: run" "${CLIENT[@]}" --json run "$P8" --shard 0/1
+sent=$(jq -s '[.[] | select(.event == "summary") | .bytes] | add' "$T/out")
+# Two changed chunks of 1 MiB (the default chunk), not the 5 MiB of the two files' ranges.
+[ -n "$sent" ] && [ "$sent" != null ] && [ "$sent" -le $((3 << 20)) ] &&
+	pass "8: the run sent $sent bytes (2 chunks changed)" ||
+	fail "8: the run sent $sent bytes: $(cat "$T/out" "$T/err")"
+grep -q "can't make old copies" "$T/err" && fail "8: a daemon said it cannot seed" ||
+	pass "8: every daemon made old copies"
+# Each hop sent the next only the changed chunks too: every host had its own old copies.
+most=$(jq -s '[.[] | select(.event == "summary") | .destinations[]? | .bytes] | max' "$T/out")
+n=$(jq -s '[.[] | select(.event == "summary") | .destinations[]?] | length' "$T/out")
+[ "$n" -ge 3 ] && [ "$most" -le $((3 << 20)) ] &&
+	pass "8: each of the $n destinations was sent at most $most bytes" ||
+	fail "8: destinations $n, most bytes $most: $(cat "$T/out")"
+expect_rc 0 "8: finalize" "${CLIENT[@]}" -q finalize "$P8"
+for n in 2 3 4; do
+	expect_same_tree "8: 127.0.0.$n" "$T/src/tree" "$T/m$n/data/s7/tree"
 done
 
 finish
