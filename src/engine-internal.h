@@ -416,7 +416,7 @@ struct engine {
 	/* An entry kept had its metadata brought in line: one syncfs before END. */
 	bool meta_updated;
 	uint16_t nkept_acks; /* held kept answers given this turn, one FILES_ACK (rx_step) */
-	struct proto_status kept_acks[PROTO_MAX_BATCH];
+	struct proto_status *kept_acks; /* PROTO_MAX_BATCH, made at the first one */
 	size_t ndirs_meta, dirs_meta_cap;
 	size_t dirs_meta_bytes; /* entries and names, against DIR_META_BYTES_MAX */
 

@@ -377,6 +377,7 @@ static void teardown(struct engine *e)
 		free(e->dirs_meta[i].name);
 	}
 	free(e->dirs_meta);
+	free(e->kept_acks);
 	for (unsigned i = 0; i < e->nfeat; i++) {
 		if (e->feat[i]->release) {
 			e->feat[i]->release(e);

@@ -214,6 +214,13 @@ int engine_rx_kept_flush(struct engine *e)
 
 int engine_rx_kept_answer(struct engine *e, struct efile *f, uint32_t items)
 {
+	/* Only a session with held answers (-X/-A and PROTO_CAP_KEPT_ITEMS) pays for them. */
+	if (!e->kept_acks) {
+		e->kept_acks = calloc(PROTO_MAX_BATCH, sizeof(*e->kept_acks));
+		if (!e->kept_acks) {
+			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+		}
+	}
 	f->items |= items;
 	e->kept_acks[e->nkept_acks++] =
 	    (struct proto_status){ .id = f->id,
