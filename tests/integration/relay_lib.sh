@@ -40,14 +40,17 @@ relay_conf() {
 	} | as_root_modules >>"$T/d$n.conf"
 }
 
-# start_relay_daemon N: the daemon on 127.0.0.N, listening before it returns.
+# start_relay_daemon N: the daemon on 127.0.0.N (its pid in DPID[N]), listening before it
+# returns; a daemon started again appends to its log.
+declare -A DPID
 start_relay_daemon() {
 	local n=$1 i
-	"$RDMACPD" --config "$T/d$n.conf" -v >"$T/d$n.log" 2>&1 &
+	"$RDMACPD" --config "$T/d$n.conf" -v >>"$T/d$n.log" 2>&1 &
+	DPID[$n]=$!
 	DAEMON_PIDS+=("$!")
 	for i in $(seq 1 200); do
 		(exec 3<>"/dev/tcp/127.0.0.$n/$PORT") 2>/dev/null && return 0
-		kill -0 "$!" 2>/dev/null || { cat "$T/d$n.log"; die "daemon $n exited"; }
+		kill -0 "${DPID[$n]}" 2>/dev/null || { cat "$T/d$n.log"; die "daemon $n exited"; }
 		sleep 0.05
 	done
 	die "daemon $n did not listen on 127.0.0.$n:$PORT"

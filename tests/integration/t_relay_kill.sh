@@ -28,51 +28,7 @@ MIB=$((1 << 20))
 SIZE=$((64 * MIB))
 RATE=16M
 
-command -v jq >/dev/null || skip "jq not installed"
-for a in 2 3 4; do
-	python3 -c "import socket; socket.socket().bind(('127.0.0.$a', 0))" 2>/dev/null ||
-		skip "cannot bind 127.0.0.$a (the daemons each need a loopback address)"
-done
-
-PORT=$(free_port)
-"$RDMACP" certs init "$T/certs" --host 127.0.0.2 --host 127.0.0.3 --host 127.0.0.4 \
-	>/dev/null || die "certs init"
-"$RDMACP" certs issue "$T/certs" --client relay >/dev/null || die "certs issue relay"
-
-# relay_conf N: the config of the daemon on 127.0.0.N, its module under $T/mN.
-relay_conf() {
-	local n=$1
-	mkdir -p "$T/m$n/data"
-	cat >"$T/d$n.conf" <<-EOF
-		[global]
-		listen = 127.0.0.$n:$PORT
-		cert = $T/certs/server.crt
-		key = $T/certs/server.key
-		ca = $T/certs/ca.crt
-		relay certificate = $T/certs/relay.crt
-		relay key = $T/certs/relay.key
-		relay to = 127.0.0.*
-		handshake timeout = 5
-		idle timeout = 60
-	EOF
-	printf '%s\n' "[data]" "path = $T/m$n/data" "allow = client" "relay = yes" \
-		"relay from = relay" | as_root_modules >>"$T/d$n.conf"
-}
-
-# start_relay_daemon N: the daemon on 127.0.0.N (its pid in DPID[N]), listening before it returns.
-declare -A DPID
-start_relay_daemon() {
-	local n=$1 i
-	"$RDMACPD" --config "$T/d$n.conf" -v >>"$T/d$n.log" 2>&1 &
-	DPID[$n]=$!
-	DAEMON_PIDS+=("$!")
-	for i in $(seq 1 200); do
-		(exec 3<>"/dev/tcp/127.0.0.$n/$PORT") 2>/dev/null && return 0
-		kill -0 "${DPID[$n]}" 2>/dev/null || { cat "$T/d$n.log"; die "daemon $n exited"; }
-		sleep 0.05
-	done
-	die "daemon $n did not listen on 127.0.0.$n:$PORT"
-}
+. "$(dirname "$0")/relay_lib.sh"
 
 # kill_daemon N: the daemon on 127.0.0.N and its sessions, kill -9 (a relay child dies with its
 # session).
@@ -126,12 +82,7 @@ wait_held() {
 	return 1
 }
 
-for n in 2 3 4; do
-	relay_conf "$n"
-	start_relay_daemon "$n"
-done
-CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/certs/client.key"
-	--ca "$T/certs/ca.crt" -P "$PORT")
+relay_daemons 2 3 4
 DESTS=(127.0.0.2:data/ 127.0.0.3:data/ 127.0.0.4:data/)
 
 # dest_field JSON HOST FIELD: that destination's field in the summary's destinations.
