@@ -4,7 +4,8 @@
 # relaying with a client certificate of its own ("relay") that every module
 # trusts with 'relay from'. Modules: data (allow client, relay = yes) and
 # dev (the same, with devices = yes: block devices written in place).
-# Then CLIENT=(rdmacp with the client's identity and the port).
+# Then CLIENT=(rdmacp with the client's identity and the port). A test with modules
+# of its own defines relay_conf after sourcing this. Also same_meta and dest_field.
 
 command -v jq >/dev/null || skip "jq not installed"
 
@@ -74,4 +75,21 @@ relay_daemons() {
 	done
 	CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt"
 		--key "$T/certs/client.key" --ca "$T/certs/ca.crt" -P "$PORT")
+}
+
+# same_meta DESC A B: the same names, modes and mtimes (to the second) under A and B.
+same_meta() {
+	(cd "$2" && find . -printf '%P %y %m %T@\n' | sed 's/\.[0-9]*$//' | sort) >"$T/meta.a"
+	(cd "$3" && find . -printf '%P %y %m %T@\n' | sed 's/\.[0-9]*$//' | sort) >"$T/meta.b"
+	if diff "$T/meta.a" "$T/meta.b" >"$T/meta.diff"; then
+		pass "$1: modes and times kept"
+	else
+		fail "$1: modes or times differ: $(head -4 "$T/meta.diff" | tr '\n' ' ')"
+	fi
+}
+
+# dest_field JSON HOST FIELD: that destination's field in the summary's destinations.
+dest_field() {
+	jq -r --arg h "$2" "select(.event == \"summary\") | .destinations[] |
+		select(.host == \$h) | .$3" "$1"
 }

@@ -38,17 +38,6 @@
 relay_daemons 2 3 4
 HOSTS=127.0.0.2,127.0.0.3,127.0.0.4
 
-# same_meta DESC A B: the same names, modes and mtimes (to the second) under A and B.
-same_meta() {
-	(cd "$2" && find . -printf '%P %y %m %T@\n' | sed 's/\.[0-9]*$//' | sort) >"$T/meta.a"
-	(cd "$3" && find . -printf '%P %y %m %T@\n' | sed 's/\.[0-9]*$//' | sort) >"$T/meta.b"
-	if diff "$T/meta.a" "$T/meta.b" >"$T/meta.diff"; then
-		pass "$1: modes and times kept"
-	else
-		fail "$1: modes or times differ: $(head -4 "$T/meta.diff" | tr '\n' ' ')"
-	fi
-}
-
 # every_dest DESC: the tree byte-exact at each destination.
 every_dest() {
 	local n

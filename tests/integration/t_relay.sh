@@ -28,7 +28,7 @@
 
 MIB=$((1 << 20))
 
-command -v jq >/dev/null || skip "jq not installed"
+. "$(dirname "$0")/relay_lib.sh"
 for a in 2 3 4; do
 	python3 -c "import socket; socket.socket().bind(('127.0.0.$a', 0))" 2>/dev/null ||
 		skip "cannot bind 127.0.0.$a (the daemons each need a loopback address)"
@@ -39,7 +39,8 @@ PORT=$(free_port)
 	--host 127.0.0.5 >/dev/null || die "certs init"
 "$RDMACP" certs issue "$T/certs" --client relay >/dev/null || die "certs issue relay"
 
-# relay_conf N: the config of the daemon on 127.0.0.N, its modules under $T/mN.
+# relay_conf N: the config of the daemon on 127.0.0.N, its modules under $T/mN (its own,
+# in place of relay_lib.sh's: modules without relaying and for the relay only).
 relay_conf() {
 	local n=$1
 	mkdir -p "$T/m$n/data" "$T/m$n/norelay" "$T/m$n/relayonly"
@@ -73,19 +74,6 @@ relay_conf() {
 	} | as_root_modules >>"$T/d$n.conf"
 }
 
-# start_relay_daemon N: the daemon on 127.0.0.N, listening before it returns.
-start_relay_daemon() {
-	local n=$1 i
-	"$RDMACPD" --config "$T/d$n.conf" -v >"$T/d$n.log" 2>&1 &
-	DAEMON_PIDS+=("$!")
-	for i in $(seq 1 100); do
-		(exec 3<>"/dev/tcp/127.0.0.$n/$PORT") 2>/dev/null && return 0
-		kill -0 "$!" 2>/dev/null || { cat "$T/d$n.log"; die "daemon $n exited"; }
-		sleep 0.05
-	done
-	die "daemon $n did not listen on 127.0.0.$n:$PORT"
-}
-
 for n in 2 3 4; do
 	relay_conf "$n"
 	"$RDMACPD" --config "$T/d$n.conf" --check >"$T/check$n.out" 2>&1 ||
@@ -96,23 +84,6 @@ CLIENT=("$RDMACP" --config /dev/null --cert "$T/certs/client.crt" --key "$T/cert
 	--ca "$T/certs/ca.crt" -P "$PORT")
 AS_RELAY=("$RDMACP" --config /dev/null --cert "$T/certs/relay.crt" --key "$T/certs/relay.key"
 	--ca "$T/certs/ca.crt" -P "$PORT")
-
-# dest_field JSON HOST FIELD: that destination's field in the summary's destinations.
-dest_field() {
-	jq -r --arg h "$2" "select(.event == \"summary\") | .destinations[] |
-		select(.host == \$h) | .$3" "$1"
-}
-
-# same_meta DESC A B: the same names, modes and mtimes (to the second) under A and B.
-same_meta() {
-	(cd "$2" && find . -printf '%P %y %m %T@\n' | sed 's/\.[0-9]*$//' | sort) >"$T/meta.a"
-	(cd "$3" && find . -printf '%P %y %m %T@\n' | sed 's/\.[0-9]*$//' | sort) >"$T/meta.b"
-	if diff "$T/meta.a" "$T/meta.b" >"$T/meta.diff"; then
-		pass "$1: modes and times kept"
-	else
-		fail "$1: modes or times differ: $(head -4 "$T/meta.diff" | tr '\n' ' ')"
-	fi
-}
 
 echo "--- a. a file and a tree to three destinations"
 mkdir -p "$T/src/tree/sub/deeper"

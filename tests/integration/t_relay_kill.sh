@@ -85,12 +85,6 @@ wait_held() {
 relay_daemons 2 3 4
 DESTS=(127.0.0.2:data/ 127.0.0.3:data/ 127.0.0.4:data/)
 
-# dest_field JSON HOST FIELD: that destination's field in the summary's destinations.
-dest_field() {
-	jq -r --arg h "$2" "select(.event == \"summary\") | .destinations[] |
-		select(.host == \$h) | .$3" "$1"
-}
-
 # clear_dests: every module empty again (the directories stay: each daemon holds its own).
 clear_dests() {
 	local n

@@ -36,17 +36,6 @@ to_all() {
 	"${CLIENT[@]}" "$@" "127.0.0.2:data/$rel" "127.0.0.3:data/$rel" "127.0.0.4:data/$rel"
 }
 
-# same_meta DESC A B: the same names, modes and mtimes (to the second) under A and B.
-same_meta() {
-	(cd "$2" && find . -printf '%P %y %m %T@\n' | sed 's/\.[0-9]*$//' | sort) >"$T/meta.a"
-	(cd "$3" && find . -printf '%P %y %m %T@\n' | sed 's/\.[0-9]*$//' | sort) >"$T/meta.b"
-	if diff "$T/meta.a" "$T/meta.b" >"$T/meta.diff"; then
-		pass "$1: modes and times kept"
-	else
-		fail "$1: modes or times differ: $(head -4 "$T/meta.diff" | tr '\n' ' ')"
-	fi
-}
-
 # summary_bytes FILE: the --json summary's bytes (what left the client).
 summary_bytes() { jq -r 'select(.event == "summary") | .bytes' "$1"; }
 
