@@ -76,7 +76,7 @@ static int dests_from_start(const struct relay_feed_start *st, struct fanout *f)
 	}
 	f->n = st->count;
 	for (size_t i = 0; i < f->n; i++) {
-		const struct relay_feed_hop *h = &st->hops[i];
+		const struct proto_relay_hop *h = &st->hops[i];
 		struct fanout_dest *d = &f->dests[i];
 
 		if (strlen(h->host) >= sizeof(d->rem.host) || strlen(h->path) >= PROTO_MAX_PATH) {

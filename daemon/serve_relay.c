@@ -261,24 +261,14 @@ int serve_relay_prepare(struct conn *c, const struct policy_grant *gr)
 static int send_start(struct serve_relay *rl)
 {
 	struct relay_feed_msg m = { .type = RELAY_FEED_START };
-	struct relay_feed_hop hops[PROTO_MAX_RELAY_HOPS];
 	_cleanup_free_ uint8_t *der = NULL;
 	int n = rl->client_cert ? i2d_X509(rl->client_cert, &der) : 0;
 
-	if (n < 0 || (size_t)n > RELAY_FEED_MAX_CERT || rl->chain.count > ARRAY_SIZE(hops)) {
+	if (n < 0 || (size_t)n > RELAY_FEED_MAX_CERT || rl->chain.count > PROTO_MAX_RELAY_HOPS) {
 		return -EINVAL;
 	}
-	for (size_t i = 0; i < rl->chain.count; i++) {
-		const struct proto_relay_hop *h = &rl->chain.hops[i];
-
-		hops[i] = (struct relay_feed_hop){ .host = h->host,
-						   .port = h->port,
-						   .path = h->path,
-						   .ticket = h->ticket,
-						   .ticket_len = h->ticket_len };
-	}
 	m.u.start.count = rl->chain.count;
-	m.u.start.hops = hops;
+	m.u.start.hops = rl->chain.hops;
 	m.u.start.client_cert = der;
 	m.u.start.client_cert_len = (uint32_t)n;
 	return relay_feed_send(rl->sock, &m, -1);

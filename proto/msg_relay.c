@@ -8,6 +8,7 @@
  *
  * RELAY:        self ticket (u32 length, bytes) | count u8 | count hops
  *   a hop:      host str16 | port u16 | path str16 | ticket (u32 length, bytes)
+ *               (proto_relay_hop_enc/_dec: the relay feed's START uses them too)
  * RELAY_RESULT: index u8 | status u8 | exit code u8 | reserved u8 (0) |
  *               files ok u64 | files failed u64 | bytes u64 | host str16 | text str16
  */
@@ -50,6 +51,49 @@ static bool hop_writable(const struct proto_relay_hop *h)
 	       h->ticket_len <= PROTO_MAX_RELAY_TICKET;
 }
 
+int proto_relay_hop_enc(struct wbuf *w, const struct proto_relay_hop *h)
+{
+	if (!hop_writable(h)) {
+		return -EMSGSIZE;
+	}
+	wbuf_put_str16(w, h->host, PROTO_MAX_HOST);
+	wbuf_put_u16(w, h->port);
+	wbuf_put_str16(w, h->path, PROTO_MAX_PATH);
+	wbuf_put_u32(w, h->ticket_len);
+	if (h->ticket_len) {
+		wbuf_put_bytes(w, h->ticket, h->ticket_len);
+	}
+	return 0;
+}
+
+bool proto_relay_hop_valid(const struct proto_relay_hop *h)
+{
+	return h->host && h->host[0] && strlen(h->host) <= PROTO_MAX_HOST && h->port != 0 &&
+	       h->path && h->path[0] && strlen(h->path) <= PROTO_MAX_PATH && h->ticket &&
+	       h->ticket_len >= 1 && h->ticket_len <= PROTO_MAX_RELAY_TICKET;
+}
+
+int proto_relay_hop_dec(struct rbuf *r, struct proto_relay_hop *h)
+{
+	h->host = msg_dec_str_alloc(r, PROTO_MAX_HOST);
+	h->port = rbuf_get_u16(r);
+	h->path = h->host ? msg_dec_str_alloc(r, PROTO_MAX_PATH) : NULL;
+	h->ticket = h->path ? dec_ticket(r, 1, &h->ticket_len) : NULL;
+	if (r->error || !h->ticket || !proto_relay_hop_valid(h)) {
+		r->error = true;
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+void proto_relay_hop_clear(struct proto_relay_hop *h)
+{
+	free(h->host);
+	free(h->path);
+	free(h->ticket);
+	*h = (struct proto_relay_hop){ 0 };
+}
+
 int msg_enc_relay(const struct msg *m, struct wbuf *w)
 {
 	const struct msg_relay *rl = &m->u.relay;
@@ -64,30 +108,11 @@ int msg_enc_relay(const struct msg *m, struct wbuf *w)
 	}
 	wbuf_put_u8(w, rl->count);
 	for (size_t i = 0; i < rl->count; i++) {
-		const struct proto_relay_hop *h = &rl->hops[i];
+		int r = proto_relay_hop_enc(w, &rl->hops[i]);
 
-		if (!hop_writable(h)) {
-			return -EMSGSIZE;
+		if (r < 0) {
+			return r;
 		}
-		wbuf_put_str16(w, h->host, PROTO_MAX_HOST);
-		wbuf_put_u16(w, h->port);
-		wbuf_put_str16(w, h->path, PROTO_MAX_PATH);
-		wbuf_put_u32(w, h->ticket_len);
-		if (h->ticket_len) {
-			wbuf_put_bytes(w, h->ticket, h->ticket_len);
-		}
-	}
-	return 0;
-}
-
-static int dec_hop(struct rbuf *r, struct proto_relay_hop *h)
-{
-	h->host = msg_dec_str_alloc(r, PROTO_MAX_HOST);
-	h->port = rbuf_get_u16(r);
-	h->path = h->host ? msg_dec_str_alloc(r, PROTO_MAX_PATH) : NULL;
-	h->ticket = h->path ? dec_ticket(r, 1, &h->ticket_len) : NULL;
-	if (r->error || !h->ticket || !h->host[0] || h->port == 0 || !h->path[0]) {
-		return -EBADMSG;
 	}
 	return 0;
 }
@@ -120,7 +145,7 @@ int msg_dec_relay(struct rbuf *r, struct msg *m)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < rl->count; i++) {
-		int err = dec_hop(r, &rl->hops[i]);
+		int err = proto_relay_hop_dec(r, &rl->hops[i]);
 
 		if (err < 0) {
 			return err;
@@ -134,9 +159,7 @@ void msg_clear_relay(struct msg *m)
 	struct msg_relay *rl = &m->u.relay;
 
 	for (size_t i = 0; rl->hops && i < rl->count; i++) {
-		free(rl->hops[i].host);
-		free(rl->hops[i].path);
-		free(rl->hops[i].ticket);
+		proto_relay_hop_clear(&rl->hops[i]);
 	}
 	free(rl->hops);
 	free(rl->self_ticket);

@@ -8,7 +8,11 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
+
+struct rbuf;
+struct wbuf;
 
 #define PROTO_MAX_RELAY_HOPS   16
 #define PROTO_MAX_HOST	       255
@@ -22,6 +26,21 @@ struct proto_relay_hop {
 	uint8_t *ticket;     /* allocated by decode */
 	uint32_t ticket_len; /* 1..PROTO_MAX_RELAY_TICKET */
 };
+
+/*
+ * One hop's encoding, the one codec of every message that carries hops
+ * (MSG_RELAY, the relay feed's START): host str16 | port u16 | path str16 |
+ * ticket (u32 length, bytes). enc: -EMSGSIZE when h cannot be written (no
+ * host or path, a ticket past its cap); values the decoder refuses are
+ * written as they are. dec: -EBADMSG (r->error set) unless the hop is
+ * valid; what it allocated stays in *h for proto_relay_hop_clear.
+ */
+int proto_relay_hop_enc(struct wbuf *w, const struct proto_relay_hop *h);
+int proto_relay_hop_dec(struct rbuf *r, struct proto_relay_hop *h);
+/* A host of 1..PROTO_MAX_HOST bytes, a non-zero port, a path, a ticket of 1..cap bytes. */
+bool proto_relay_hop_valid(const struct proto_relay_hop *h);
+/* Frees what h holds (decode's allocations) and zeroes it. */
+void proto_relay_hop_clear(struct proto_relay_hop *h);
 
 /* A MSG_RELAY with count 0 and no self ticket is malformed. */
 struct msg_relay {

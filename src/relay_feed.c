@@ -55,15 +55,10 @@ static int put_start(struct wbuf *w, const struct relay_feed_start *s)
 	}
 	wbuf_put_u8(w, s->count);
 	for (unsigned i = 0; i < s->count; i++) {
-		const struct relay_feed_hop *h = &s->hops[i];
-
-		if (!h->port || !h->ticket_len) {
+		if (!proto_relay_hop_valid(&s->hops[i]) ||
+		    proto_relay_hop_enc(w, &s->hops[i]) < 0) {
 			return -EINVAL;
 		}
-		put_str(w, h->host, PROTO_MAX_HOST, &bad);
-		wbuf_put_u16(w, h->port);
-		put_str(w, h->path, PROTO_MAX_PATH, &bad);
-		put_blob(w, h->ticket, h->ticket_len, PROTO_MAX_RELAY_TICKET, &bad);
 	}
 	put_blob(w, s->client_cert, s->client_cert_len, RELAY_FEED_MAX_CERT, &bad);
 	return bad ? -EINVAL : 0;
@@ -279,13 +274,7 @@ static void get_start(struct rbuf *r, struct relay_feed_start *s)
 		return;
 	}
 	for (unsigned i = 0; i < s->count && !r->error; i++) {
-		struct relay_feed_hop *h = &s->hops[i];
-
-		h->host = get_str(r, PROTO_MAX_HOST);
-		h->port = rbuf_get_u16(r);
-		h->path = get_str(r, PROTO_MAX_PATH);
-		h->ticket = get_blob(r, 1, PROTO_MAX_RELAY_TICKET, &h->ticket_len);
-		r->error |= !h->port;
+		proto_relay_hop_dec(r, &s->hops[i]);
 	}
 	s->client_cert = get_blob(r, 0, RELAY_FEED_MAX_CERT, &s->client_cert_len);
 }
@@ -493,9 +482,7 @@ void relay_feed_msg_free(struct relay_feed_msg *m)
 {
 	if (m->type == RELAY_FEED_START) {
 		for (unsigned i = 0; m->u.start.hops && i < m->u.start.count; i++) {
-			free(m->u.start.hops[i].host);
-			free(m->u.start.hops[i].path);
-			free(m->u.start.hops[i].ticket);
+			proto_relay_hop_clear(&m->u.start.hops[i]);
 		}
 		free(m->u.start.hops);
 		free(m->u.start.client_cert);

@@ -35,15 +35,6 @@ enum relay_feed_type {
 	RELAY_FEED_RESULT,    /* child -> daemon: one destination's outcome */
 };
 
-/* A next hop, as MSG_RELAY's struct proto_relay_hop carries it (the feed's own copy). */
-struct relay_feed_hop {
-	char *host;	     /* 1..PROTO_MAX_HOST bytes */
-	uint16_t port;	     /* non-zero */
-	char *path;	     /* MODULE/REL, 1..PROTO_MAX_PATH bytes */
-	uint8_t *ticket;     /* the original client's ticket for this hop */
-	uint32_t ticket_len; /* 1..PROTO_MAX_RELAY_TICKET */
-};
-
 struct relay_feed_start {
 	/*
 	 * 1..PROTO_MAX_RELAY_HOPS: hops[0] is the child's destination (its
@@ -51,9 +42,9 @@ struct relay_feed_start {
 	 * chain the child passes on.
 	 */
 	uint8_t count;
-	struct relay_feed_hop *hops;
-	uint8_t *client_cert;	  /* the original client's certificate, DER (for the logs) */
-	uint32_t client_cert_len; /* 0..RELAY_FEED_MAX_CERT */
+	struct proto_relay_hop *hops; /* MSG_RELAY's hop, and its codec (proto_relay_hop_enc) */
+	uint8_t *client_cert;	      /* the original client's certificate, DER (for the logs) */
+	uint32_t client_cert_len;     /* 0..RELAY_FEED_MAX_CERT */
 };
 
 struct relay_feed_entry {

@@ -103,7 +103,7 @@ static int recv_record(int sock, struct relay_feed_msg *m)
 
 static void test_every_hop_unreached(void **state)
 {
-	struct relay_feed_hop hops[3];
+	struct proto_relay_hop hops[3];
 	struct relay_feed_msg start = { .type = RELAY_FEED_START };
 	uint8_t ticket[3][8] = { "ticket1", "ticket2", "ticket3" };
 	uint16_t port[3];
@@ -113,11 +113,11 @@ static void test_every_hop_unreached(void **state)
 	(void)state;
 	for (int i = 0; i < 3; i++) {
 		closed[i] = refusing_port(&port[i]);
-		hops[i] = (struct relay_feed_hop){ .host = (char *)"127.0.0.1",
-						   .port = port[i],
-						   .path = (char *)"data/x",
-						   .ticket = ticket[i],
-						   .ticket_len = sizeof(ticket[i]) };
+		hops[i] = (struct proto_relay_hop){ .host = (char *)"127.0.0.1",
+						    .port = port[i],
+						    .path = (char *)"data/x",
+						    .ticket = ticket[i],
+						    .ticket_len = sizeof(ticket[i]) };
 	}
 	start.u.start.count = 3;
 	start.u.start.hops = hops;

@@ -67,7 +67,7 @@ static void test_start(void **state)
 {
 	struct pair *p = *state;
 	uint8_t t1[300], t2[5] = { 1, 2, 3, 4, 5 }, cert[700];
-	struct relay_feed_hop hops[2] = {
+	struct proto_relay_hop hops[2] = {
 		{ .host = (char[]){ "h2.example" },
 		  .port = 7878,
 		  .path = (char[]){ "mod/dir" },
@@ -123,18 +123,18 @@ static void test_start_too_long(void **state)
 {
 	struct pair *p = *state;
 	uint8_t *t = calloc(1, PROTO_MAX_RELAY_TICKET);
-	struct relay_feed_hop hops[PROTO_MAX_RELAY_HOPS];
+	struct proto_relay_hop hops[PROTO_MAX_RELAY_HOPS];
 	struct relay_feed_msg m = { .type = RELAY_FEED_START };
 	char host[] = "h", path[] = "m/p";
 	int fd = -1;
 
 	assert_non_null(t);
 	for (unsigned i = 0; i < PROTO_MAX_RELAY_HOPS; i++) {
-		hops[i] = (struct relay_feed_hop){ .host = host,
-						   .port = 9,
-						   .path = path,
-						   .ticket = t,
-						   .ticket_len = PROTO_MAX_RELAY_TICKET };
+		hops[i] = (struct proto_relay_hop){ .host = host,
+						    .port = 9,
+						    .path = path,
+						    .ticket = t,
+						    .ticket_len = PROTO_MAX_RELAY_TICKET };
 	}
 	m.u.start = (struct relay_feed_start){ .count = PROTO_MAX_RELAY_HOPS, .hops = hops };
 	assert_int_equal(relay_feed_send(p->a, &m, -1), -EMSGSIZE);
