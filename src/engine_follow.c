@@ -7,7 +7,9 @@
  * here: ENTRY adds an entry (its descriptor, from SCM_RIGHTS, is the
  * source: the sender opens "/proc/self/fd/N", so it gets a descriptor of
  * its own and its O_DIRECT one), RANGE grows what may be read of it, DONE
- * settles it, END ends the source, ABORT fails the session.
+ * settles it, END ends the source, ABORT fails the session. The book finds
+ * an entry by the hop's id and by descriptor in O(1) (idmap.h), whatever
+ * the number of entries.
  *
  * The sender asks here for its next entry (tx_source: "none yet" until one
  * comes), how much of a file it may read (tx_avail: reads and the hole
@@ -36,6 +38,7 @@
 #include <openssl/crypto.h>
 
 #include "engine-internal.h"
+#include "idmap.h"
 #include "relay_feed.h"
 
 extern const struct engine_feature engine_feature_follow;
@@ -49,6 +52,8 @@ struct follow_ent {
 	bool done, ok, digest_known;
 	bool held;	      /* its descriptor kept for a replay (follow_book_keep) */
 	bool given, released; /* this run: taken by the sender, done with */
+	uint32_t idx;	      /* its index in the book's ents */
+	uint32_t fid;	      /* this run: the id of the file it went as (fol_of), 0 before */
 	uint32_t code;
 	uint8_t digest[HASH_LEN];
 };
@@ -63,6 +68,12 @@ struct follow_book {
 	size_t kept, keep_max;
 	struct follow_ent **ents; /* each its own allocation: the sender holds &src */
 	size_t n, cap;
+	/*
+	 * Its entries by the hop's id (RANGE and DONE name them) and by
+	 * descriptor (a file's source path names it): index + 1 in ents. A
+	 * descriptor the kernel gave again maps to its newest entry.
+	 */
+	struct idmap by_hid, by_fd;
 	uint64_t records;
 };
 
@@ -70,7 +81,6 @@ struct follow_book {
 struct follow_state {
 	struct follow_book *b;
 	size_t next; /* the next entry the sender takes */
-	size_t low;  /* entries below are given and done: not looked at again */
 };
 
 struct follow_file {
@@ -82,31 +92,53 @@ static struct follow_state *fol(const struct engine *e)
 	return engine_feature_state(e, &engine_feature_follow);
 }
 
-/* The book's entry of that hop id: the newest first (RANGE and DONE name recent ones). */
-static struct follow_ent *fol_by_hid(struct follow_book *b, uint32_t hid)
+/* The book's entry of that hop id, or NULL. */
+static struct follow_ent *fol_by_hid(const struct follow_book *b, uint32_t hid)
 {
-	for (size_t i = b->n; i > 0; i--) {
-		if (b->ents[i - 1]->hid == hid) {
-			return b->ents[i - 1];
-		}
-	}
-	return NULL;
+	uint32_t i = idmap_get(&b->by_hid, hid);
+
+	return i ? b->ents[i - 1] : NULL;
 }
 
-/* f's entry: found by its source path once, then remembered. */
+/*
+ * The entry a source path names ("/proc/self/fd/N"): one this run took and
+ * is not done with, its descriptor still open; else NULL.
+ */
+static struct follow_ent *fol_by_path(const struct follow_book *b, const char *path)
+{
+	static const char pre[] = "/proc/self/fd/";
+	struct follow_ent *x;
+	unsigned long fd;
+	char *end;
+	uint32_t i;
+
+	if (!path || strncmp(path, pre, sizeof(pre) - 1) != 0) {
+		return NULL;
+	}
+	fd = strtoul(path + sizeof(pre) - 1, &end, 10);
+	if (*end || fd > INT32_MAX) {
+		return NULL;
+	}
+	i = idmap_get(&b->by_fd, (uint32_t)fd);
+	x = i ? b->ents[i - 1] : NULL;
+	if (!x || x->fd != (int)fd || !x->given || x->released || strcmp(x->path, path) != 0) {
+		return NULL;
+	}
+	return x;
+}
+
+/* f's entry: found by its source path once, then remembered (both ways). */
 static struct follow_ent *fol_of(const struct engine *e, const struct efile *f)
 {
-	struct follow_state *s = fol(e);
-	struct follow_book *b = s->b;
+	struct follow_book *b = fol(e)->b;
 	struct follow_file *ff = engine_file_state(e, &engine_feature_follow, f);
 
-	if (!ff->ent && f->src_path && f->ftype == PROTO_FT_REG) {
-		for (size_t i = s->low; i < s->next; i++) {
-			if (b->ents[i]->given && !b->ents[i]->released && b->ents[i]->fd >= 0 &&
-			    !strcmp(b->ents[i]->path, f->src_path)) {
-				ff->ent = (uint32_t)i + 1;
-				break;
-			}
+	if (!ff->ent && f->ftype == PROTO_FT_REG) {
+		struct follow_ent *x = fol_by_path(b, f->src_path);
+
+		if (x) {
+			ff->ent = x->idx + 1;
+			x->fid = f->id;
 		}
 	}
 	return ff->ent ? b->ents[ff->ent - 1] : NULL;
@@ -141,8 +173,10 @@ static int fol_entry(struct engine *e, struct relay_feed_entry *en, int fd)
 		close(fd);
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
+	*x = (struct follow_ent){
+		.hid = en->id, .fd = fd, .idx = (uint32_t)s->n, .digest_known = en->digest_known
+	};
 	s->ents[s->n++] = x;
-	*x = (struct follow_ent){ .hid = en->id, .fd = fd, .digest_known = en->digest_known };
 	x->src =
 	    (struct engine_src){ .name = TAKE_PTR(en->name),
 				 .path = x->path,
@@ -160,6 +194,11 @@ static int fol_entry(struct engine *e, struct relay_feed_entry *en, int fd)
 	} else {
 		snprintf(x->path, sizeof(x->path), "%s", "/nonexistent");
 	}
+	if (idmap_set(&s->by_hid, en->id, x->idx + 1) < 0 ||
+	    (fd >= 0 && idmap_set(&s->by_fd, (uint32_t)fd, x->idx + 1) < 0)) {
+		s->dropped = true; /* the book is not whole: no replay from it */
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
 	return 0;
 }
 
@@ -169,20 +208,17 @@ static int fol_entry(struct engine *e, struct relay_feed_entry *en, int fd)
  */
 static int fol_wake(struct engine *e, const struct follow_ent *x)
 {
-	for (uint32_t id = e->oldest_id; x->given && id <= e->next_id; id++) {
-		struct efile *f = file_by_id(e, id);
+	struct efile *f = x->given && x->fid ? file_by_id(e, x->fid) : NULL;
 
-		if (!f || fol_of(e, f) != x) {
-			continue;
-		}
-		if (!x->ok && !f->failed) {
-			file_fail(f, x->code, "failed upstream");
-		}
-		if (f->done_wait && f->hash_jobs == 0) {
-			f->done_wait = false;
-			return tx_send_done(e, f);
-		}
-		return 0;
+	if (!f || fol_of(e, f) != x) {
+		return 0; /* not in flight, or not looked up yet: it sees x settled when it is */
+	}
+	if (!x->ok && !f->failed) {
+		file_fail(f, x->code, "failed upstream");
+	}
+	if (f->done_wait && f->hash_jobs == 0) {
+		f->done_wait = false;
+		return tx_send_done(e, f);
 	}
 	return 0;
 }
@@ -356,6 +392,7 @@ static int fol_setup(struct engine *e)
 	s->b = e->p->follow;
 	for (size_t i = 0; i < s->b->n; i++) {
 		s->b->ents[i]->given = s->b->ents[i]->released = false;
+		s->b->ents[i]->fid = 0;
 	}
 	if (s->b->upstream_lost) {
 		return engine_fail(e, PERR_PROTOCOL, -ECONNABORTED, "relay feed: failed upstream");
@@ -378,28 +415,28 @@ static void fol_let_go(struct follow_book *b, struct follow_ent *x)
 }
 
 /*
- * Directories just offered have had their attributes read (-X/-A: the
- * xattrs feature, before this one, on the hop's descriptor): it goes.
- * They are among the last entries taken.
+ * Files just offered are matched with their entries (a DONE finds its file
+ * by them, fol_wake). Directories just offered have had their attributes
+ * read (-X/-A: the xattrs feature, before this one, on the hop's
+ * descriptor): it goes.
  */
 static int fol_offered(struct engine *e, const struct proto_file *pf, uint32_t n)
 {
-	struct follow_state *s = fol(e);
+	struct follow_book *b = fol(e)->b;
 
 	for (uint32_t i = 0; i < n; i++) {
 		const struct efile *f = file_by_id(e, pf[i].id);
+		struct follow_ent *x;
 
-		if (pf[i].ftype != PROTO_FT_DIR || !f || !f->src_path) {
+		if (f && pf[i].ftype == PROTO_FT_REG) {
+			fol_of(e, f);
+		}
+		if (pf[i].ftype != PROTO_FT_DIR || !f) {
 			continue;
 		}
-		for (size_t k = s->next; k > 0; k--) {
-			struct follow_ent *x = s->b->ents[k - 1];
-
-			if (x->src.ftype == PROTO_FT_DIR && x->given && !x->released &&
-			    x->fd >= 0 && !strcmp(x->path, f->src_path)) {
-				fol_let_go(s->b, x);
-				break;
-			}
+		x = fol_by_path(b, f->src_path);
+		if (x && x->src.ftype == PROTO_FT_DIR) {
+			fol_let_go(b, x);
 		}
 	}
 	return 0;
@@ -407,21 +444,14 @@ static int fol_offered(struct engine *e, const struct proto_file *pf, uint32_t n
 
 /*
  * f is done with in this run: the hop's descriptor goes (the sender has its
- * own) unless the book keeps it for a replay, and entries settled at the
- * front are not looked at again.
+ * own) unless the book keeps it for a replay.
  */
 static void fol_file_release(struct engine *e, struct efile *f)
 {
-	struct follow_state *s = fol(e);
-	struct follow_book *b = s->b;
 	struct follow_ent *x = fol_of(e, f);
 
 	if (x && !x->released) {
-		fol_let_go(b, x);
-	}
-	while (s->low < s->next && (b->ents[s->low]->src.ftype != PROTO_FT_REG ||
-				    (b->ents[s->low]->released && b->ents[s->low]->done))) {
-		s->low++;
+		fol_let_go(fol(e)->b, x);
 	}
 }
 
@@ -479,6 +509,8 @@ void follow_book_free(struct follow_book *b)
 		free(b->ents[i]);
 	}
 	free(b->ents);
+	idmap_free(&b->by_hid);
+	idmap_free(&b->by_fd);
 	free(b);
 }
 
