@@ -30,10 +30,6 @@ static int check_options(const struct client_opts *o, int ndests)
 		log_error("too many destinations: %d (at most %d)", ndests, FANOUT_MAX_DESTS);
 		return EXIT_USAGE;
 	}
-	if (o->hardlinks) {
-		log_error("-H is %s in this version: copy to each destination on its own", why);
-		return EXIT_USAGE;
-	}
 	if (o->dry_run || o->mirror) {
 		log_error("--dry-run and --delete are %s in this version: run them per "
 			  "destination",

@@ -502,11 +502,6 @@ static int plan_check_every_host(const struct client_opts *o, const struct remot
 		log_error("--every-host: %" PRIu32 " hosts, at most %d", n, PLAN_MAX_EVERY_HOST);
 		return EXIT_USAGE;
 	}
-	if (o->hardlinks) {
-		log_error("--every-host: -H is not possible with several destinations "
-			  "(relay chains) in this version: plan each host on its own");
-		return EXIT_USAGE;
-	}
 	return 0;
 }
 

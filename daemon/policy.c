@@ -320,8 +320,7 @@ static int relay_rules(const struct daemon_config *cfg, const struct module *m,
 static int chain_rules(const struct daemon_config *cfg, const struct module *m,
 		       const struct policy_request *rq, struct verdict *v)
 {
-	if (rq->relay &&
-	    policy_relay_chain(cfg, m, rq->relay, rq->flags, &v->code, v->why, v->whylen) < 0) {
+	if (rq->relay && policy_relay_chain(cfg, m, rq->relay, &v->code, v->why, v->whylen) < 0) {
 		return -EPERM;
 	}
 	return 0;

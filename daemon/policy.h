@@ -117,14 +117,13 @@ int policy_decide(const struct daemon_config *cfg, const struct policy_peer *pee
  * May a granted push go on to the hops of rl (its count may be 0: only
  * the receiver's own ticket, nothing after it)? The module relays
  * ('relay = yes'); every hop's host, as the client wrote it, matches the
- * module's 'relay to' patterns (or [global]'s when the module has none);
- * and the push carries no hard links, xattrs or ACLs (flags: its OPEN's).
- * policy_decide applies it to a request with relay set. 0, or -EPERM with
- * the PERR_* code and the text.
+ * module's 'relay to' patterns (or [global]'s when the module has none).
+ * Every OPEN flag is carried along (-H, -X, -A included). policy_decide
+ * applies it to a request with relay set. 0, or -EPERM with the PERR_*
+ * code and the text.
  */
 int policy_relay_chain(const struct daemon_config *cfg, const struct module *m,
-		       const struct msg_relay *rl, uint32_t flags, uint32_t *ret_code, char *why,
-		       size_t whylen);
+		       const struct msg_relay *rl, uint32_t *ret_code, char *why, size_t whylen);
 
 /*
  * For a log line: "relayed by RELAY for CLIENT" names (escaped CN, else

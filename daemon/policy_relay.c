@@ -15,9 +15,6 @@
 #include "policy_peer.h"
 #include "tls_keys.h"
 
-/* Flags a relayed push does not carry in this version (the relay child cannot forward them). */
-#define RELAY_REFUSED_FLAGS PROTO_OPEN_HARDLINKS
-
 int policy_peer_on_behalf(struct policy_peer *peer, X509 *cert)
 {
 	int r;
@@ -58,8 +55,7 @@ static int _printf_(5, 6)
 }
 
 int policy_relay_chain(const struct daemon_config *cfg, const struct module *m,
-		       const struct msg_relay *rl, uint32_t flags, uint32_t *ret_code, char *why,
-		       size_t whylen)
+		       const struct msg_relay *rl, uint32_t *ret_code, char *why, size_t whylen)
 {
 	const char(*pats)[DAEMON_MAX_HOST_PATTERN + 1] = m->nrelay_to ? m->relay_to : cfg->relay_to;
 	size_t npats = m->nrelay_to ? m->nrelay_to : cfg->nrelay_to;
@@ -69,10 +65,6 @@ int policy_relay_chain(const struct daemon_config *cfg, const struct module *m,
 	why[0] = '\0';
 	if (!rl || rl->count == 0) {
 		return 0; /* nothing goes on from here */
-	}
-	if (flags & RELAY_REFUSED_FLAGS) {
-		return refuse(ret_code, PERR_PROTOCOL, why, whylen,
-			      "a relayed push carries no hard links yet");
 	}
 	if (!m->relay) {
 		return refuse(ret_code, PERR_PERMISSION, why, whylen,

@@ -223,6 +223,9 @@ static void transfer_args(struct child_argv *a, const struct msg_open *o)
 	if (f & PROTO_OPEN_ACLS) {
 		arg(a, "--acls");
 	}
+	if (f & PROTO_OPEN_HARDLINKS) {
+		arg(a, "--hard-links");
+	}
 	if (f & PROTO_OPEN_SKIP_LEVELS) {
 		arg(a, "--skip=%s",
 		    f & PROTO_OPEN_SKIP_EXISTS	? "exists"

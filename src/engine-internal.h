@@ -759,6 +759,11 @@ void hash_set_del(struct name_set *s, uint64_t key);
 
 /* engine_links.c */
 int rx_map_name(struct engine *e, const char *name, char **ret);
+/*
+ * Receiver with -H: the name hard link f links to (mapped as names are),
+ * once its FILES entry was taken; NULL when f is no hard link.
+ */
+const char *engine_link_target(const struct engine *e, const struct efile *f);
 /* engine_xattr.c */
 int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created);
 /* engine_meta.c */

@@ -7,9 +7,11 @@
  * here: ENTRY adds an entry (its descriptor, from SCM_RIGHTS, is the
  * source: the sender opens "/proc/self/fd/N", so it gets a descriptor of
  * its own and its O_DIRECT one), RANGE grows what may be read of it, DONE
- * settles it, END ends the source, ABORT fails the session. The book finds
- * an entry by the hop's id and by descriptor in O(1) (idmap.h), whatever
- * the number of entries.
+ * settles it, END ends the source, ABORT fails the session. A hard link the
+ * hop made (-H: an ENTRY of type HARDLINK naming its file, after that
+ * file's) is offered as a hard link (tx_offer), so the next hop makes the
+ * same link. The book finds an entry by the hop's id and by descriptor in
+ * O(1) (idmap.h), whatever the number of entries.
  *
  * The sender asks here for its next entry (tx_source: "none yet" until one
  * comes), how much of a file it may read (tx_avail: reads and the hole
@@ -442,6 +444,17 @@ static int fol_offered(struct engine *e, const struct proto_file *pf, uint32_t n
 	return 0;
 }
 
+/* An entry the hop made as a hard link (-H) goes as one, to the name of its file there. */
+static int fol_offer(struct engine *e, const struct engine_src *src, const char **ret_first)
+{
+	(void)e;
+	if (src->ftype != PROTO_FT_HARDLINK || !src->link) {
+		return 0;
+	}
+	*ret_first = src->link;
+	return 1;
+}
+
 /*
  * f is done with in this run: the hop's descriptor goes (the sender has its
  * own) unless the book keeps it for a replay.
@@ -523,6 +536,7 @@ const struct engine_feature engine_feature_follow = {
 	.file_release = fol_file_release,
 	.state_size = sizeof(struct follow_state),
 	.tx_opened = fol_opened,
+	.tx_offer = fol_offer,
 	.tx_offered = fol_offered,
 	.tx_source = fol_source,
 	.tx_avail = fol_avail,

@@ -392,6 +392,18 @@ static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok
 	}
 }
 
+const char *engine_link_target(const struct engine *e, const struct efile *f)
+{
+	const struct links_file *lf;
+
+	if (e->p->role != ENGINE_RECEIVER || !(e->p->open_flags & PROTO_OPEN_HARDLINKS) ||
+	    f->ftype != PROTO_FT_HARDLINK) {
+		return NULL;
+	}
+	lf = links_file(e, f);
+	return lf ? lf->link_target : NULL;
+}
+
 /* The links whose target is resolved: made now, or failed with it. */
 static int rx_links_step(struct engine *e)
 {

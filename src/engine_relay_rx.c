@@ -5,7 +5,7 @@
  * child forwards each file while it still arrives. ENTRY when a regular
  * file's data file is open (its descriptor passed when the record goes), a
  * directory or a symlink is made or kept, a file is kept (its final name
- * opened read-only); RANGE as the contiguous prefix of what is on the
+ * opened read-only), a hard link (-H) is made or kept (naming its file); RANGE as the contiguous prefix of what is on the
  * disk grows (rx_written: written, zeros, unchanged; ranges may land out of
  * order, so each file keeps a small sorted list of what is there beyond
  * its prefix); DONE when it settles, with the source's digest from
@@ -456,6 +456,23 @@ static void rrx_symlink(struct engine *e, struct efile *f)
 	}
 }
 
+/*
+ * A hard link made or kept here (-H): its ENTRY, naming its file as this
+ * hop names it, and DONE at once. It settles after its file (it waits for
+ * it), so its file's ENTRY went before it and the next hop links to it.
+ */
+static void rrx_hardlink(struct engine *e, struct efile *f)
+{
+	const char *target = engine_link_target(e, f);
+
+	if (!target || engine_probe(e)) {
+		return;
+	}
+	if (rrx_entry(e, f, PROTO_FT_HARDLINK, target, false, -1, 0) == 0) {
+		rrx_done(e, f, true, PERR_OK, NULL);
+	}
+}
+
 /* A directory made is done; a symlink made now is forwarded. */
 static int rrx_answered(struct engine *e, struct efile *f)
 {
@@ -513,6 +530,12 @@ static void rrx_settled(struct engine *e, const struct efile *cf, enum engine_rx
 	struct rrx_rec *q;
 
 	if (how == ENGINE_RX_PLANNED || s->lost) {
+		return;
+	}
+	if (f->ftype == PROTO_FT_HARDLINK) {
+		if (how != ENGINE_RX_FAILED) {
+			rrx_hardlink(e, f); /* a failed one is not there: nothing to forward */
+		}
 		return;
 	}
 	if (how == ENGINE_RX_KEPT) {

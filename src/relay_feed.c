@@ -23,6 +23,12 @@
 
 /* ---- encode ------------------------------------------------------------- */
 
+/* An ENTRY of this type carries a name it points at: a symlink's target, a hard link's file. */
+static bool relay_feed_entry_links(uint8_t ftype)
+{
+	return ftype == PROTO_FT_SYMLINK || ftype == PROTO_FT_HARDLINK;
+}
+
 /*
  * A field past its cap (or an empty name) is the caller's error: -EINVAL,
  * latched in *bad; a record too long for RELAY_FEED_MAX is -EMSGSIZE.
@@ -66,7 +72,7 @@ static int put_start(struct wbuf *w, const struct relay_feed_start *s)
 
 static int put_entry(struct wbuf *w, const struct relay_feed_entry *en)
 {
-	bool is_link = en->ftype == PROTO_FT_SYMLINK, bad = false;
+	bool is_link = relay_feed_entry_links(en->ftype), bad = false;
 
 	if ((en->ftype != PROTO_FT_REG && en->ftype != PROTO_FT_DIR && !is_link) ||
 	    en->mode > 07777 || en->mtime_nsec >= 1000000000u || is_link != !!en->link) {
@@ -295,12 +301,12 @@ static void get_entry(struct rbuf *r, struct relay_feed_entry *en)
 	en->digest_known = known == 1;
 	if (known > 1 || en->mode > 07777 || en->mtime_nsec >= 1000000000u ||
 	    (en->ftype != PROTO_FT_REG && en->ftype != PROTO_FT_DIR &&
-	     en->ftype != PROTO_FT_SYMLINK)) {
+	     !relay_feed_entry_links(en->ftype))) {
 		r->error = true;
 		return;
 	}
 	en->name = get_str(r, PROTO_MAX_PATH);
-	if (en->ftype == PROTO_FT_SYMLINK) {
+	if (relay_feed_entry_links(en->ftype)) {
 		en->link = get_str(r, PROTO_MAX_PATH);
 	}
 }

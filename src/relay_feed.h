@@ -48,15 +48,23 @@ struct relay_feed_start {
 };
 
 struct relay_feed_entry {
-	uint32_t id;   /* the hop's entry sequence: RANGE and DONE name it */
-	uint8_t ftype; /* PROTO_FT_REG, _DIR or _SYMLINK */
+	uint32_t id; /* the hop's entry sequence: RANGE and DONE name it */
+	/*
+	 * PROTO_FT_REG, _DIR, _SYMLINK, or _HARDLINK: a hard link (-H) made or
+	 * kept at the hop, sent once it settled there, after its file's ENTRY.
+	 */
+	uint8_t ftype;
 	uint32_t mode; /* permission bits (07777) */
 	uint64_t size;
 	int64_t mtime_sec;
 	uint32_t mtime_nsec; /* < 1e9 */
 	uint32_t uid, gid;
 	char *name; /* wire name, 1..PROTO_MAX_PATH bytes */
-	char *link; /* symlink target (1..PROTO_MAX_PATH bytes), else NULL */
+	/*
+	 * A symlink's target, a hard link's file (its name as the hop names
+	 * it; 1..PROTO_MAX_PATH bytes), else NULL.
+	 */
+	char *link;
 	/*
 	 * The hop's DONE carries the source's digest for it: 0 for an entry the
 	 * hop kept (the child then uses its own stream digest).

@@ -5,7 +5,8 @@
 # trusts with 'relay from'. Modules: data (allow client, relay = yes) and
 # dev (the same, with devices = yes: block devices written in place).
 # Then CLIENT=(rdmacp with the client's identity and the port). A test with modules
-# of its own defines relay_conf after sourcing this. Also same_meta and dest_field.
+# of its own defines relay_conf after sourcing this. Also same_meta, dest_field, and
+# kill_daemon, opened and wait_opened for the tests that kill a hop mid-copy.
 
 command -v jq >/dev/null || skip "jq not installed"
 
@@ -92,4 +93,36 @@ same_meta() {
 dest_field() {
 	jq -r --arg h "$2" "select(.event == \"summary\") | .destinations[] |
 		select(.host == \$h) | .$3" "$1"
+}
+
+# kill_daemon N: the daemon on 127.0.0.N and its sessions, kill -9 (a relay child dies with its
+# session).
+kill_daemon() {
+	local p
+	for p in $(pgrep -P "${DPID[$1]}"); do kill -KILL "$p" 2>/dev/null; done
+	kill -KILL "${DPID[$1]}" 2>/dev/null
+	wait "${DPID[$1]}" 2>/dev/null
+}
+
+# opened N: whether a session of 127.0.0.N has a file of its module open (its copy began).
+opened() {
+	local p f
+	for p in $(pgrep -P "${DPID[$1]}"); do
+		for f in /proc/"$p"/fd/*; do
+			case "$(readlink "$f" 2>/dev/null)" in
+			"$T/m$1/data/"*) return 0 ;;
+			esac
+		done
+	done
+	return 1
+}
+
+# wait_opened N: until opened N (at most 120 s). Then 0.
+wait_opened() {
+	local i
+	for i in $(seq 1 2400); do
+		opened "$1" && return 0
+		sleep 0.05
+	done
+	return 1
 }

@@ -19,8 +19,10 @@
 #      destination is byte-exact
 #   4. finalize proves each destination: a file lost at one of them only is
 #      named with that destination, exit 15
-#   5. refused at plan time: --every-host with -H, with 18 hosts (exit 1,
-#      saying why); a header edited to 18 hosts is refused by run (exit 19)
+#   5. -H with --every-host (2 shards): a file of three names in two
+#      directories is one inode of three links at every destination; refused
+#      at plan time: --every-host with 18 hosts (exit 1, saying why); a
+#      header edited to 18 hosts is refused by run (exit 19)
 #   6. split files (--split-size): every range relayed, each destination
 #      assembles its own parts; byte-exact everywhere, no staging left
 #   7. the same with the first destination down: the ranges go to the
@@ -150,11 +152,27 @@ expect_rc 0 "4: the shard again" "${CLIENT[@]}" -q run "$P3" --shard 0/1
 expect_rc 0 "4: finalize" "${CLIENT[@]}" -q finalize "$P3"
 every_dest 4
 
-echo "--- 5. refused"
-expect_rc 1 "5: --every-host with -H" "${CLIENT[@]}" plan -a -H --every-host "$T/src/tree" \
-	"$HOSTS:data/q/" -o "$T/plans/q.plan"
-grep -q "not possible with several destinations" "$T/err" && pass "5: -H: says why" ||
-	fail "5: -H: $(cat "$T/err")"
+echo "--- 5. -H with --every-host; refused past 17 hosts"
+mkdir -p "$T/src/ltree/a" "$T/src/ltree/b"
+head -c 50000 /dev/urandom >"$T/src/ltree/a/f"
+ln "$T/src/ltree/a/f" "$T/src/ltree/b/g"
+ln "$T/src/ltree/a/f" "$T/src/ltree/a/h"
+echo one >"$T/src/ltree/one"
+PL=$T/plans/l.plan
+expect_rc 0 "5: plan -H --every-host, 2 shards" "${CLIENT[@]}" plan -a -H --shards 2 \
+	--every-host "$T/src/ltree" "$HOSTS:data/l/" -o "$PL"
+for s in 0 1; do
+	expect_rc 0 "5: run shard $s/2" "${CLIENT[@]}" -q run "$PL" --shard "$s/2"
+done
+expect_rc 0 "5: finalize" "${CLIENT[@]}" -q finalize "$PL"
+for n in 2 3 4; do
+	d=$T/m$n/data/l/ltree
+	[ "$(stat -c %i "$d/a/f")" = "$(stat -c %i "$d/b/g")" ] &&
+		[ "$(stat -c %i "$d/a/f")" = "$(stat -c %i "$d/a/h")" ] &&
+		[ "$(stat -c %h "$d/a/f")" = 3 ] && cmp -s "$T/src/ltree/a/f" "$d/b/g" &&
+		pass "5: 127.0.0.$n: a/f, a/h, b/g one inode of 3 links" ||
+		fail "5: 127.0.0.$n: a/f, a/h, b/g are not one inode of 3 links"
+done
 h=127.0.0.2
 for i in $(seq 2 18); do h="$h,127.0.0.2"; done
 expect_rc 1 "5: --every-host with 18 hosts" "${CLIENT[@]}" plan -a --every-host \

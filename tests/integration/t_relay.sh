@@ -20,8 +20,8 @@
 #      come from the relay
 #   g. a first daemon that cannot relay (an older one): said, no RELAY or
 #      OPEN sent to it, the chain goes on from the next destination
-#   h. the command line: -H refused with fan-out (-X/-A: t_relay_kinds.sh), remote operands
-#      mixed with local ones after them refused, --relay-feed on a non-feed
+#   h. the command line: remote operands mixed with local ones after them refused,
+#      --relay-feed on a non-feed (-H through a chain: t_relay_links.sh)
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -240,10 +240,6 @@ cmp -s "$T/src/tree/f3" "$T/m2/data/g" && cmp -s "$T/src/tree/f3" "$T/m3/data/g"
 	fail "g: $(tail -1 "$T/g.json")"
 
 echo "--- h. the command line"
-expect_rc 1 "h: -H with several destinations" "${CLIENT[@]}" -H "$T/src/tree/f1" \
-	127.0.0.2:data/cl 127.0.0.3:data/cl
-grep -q "not possible with several destinations" "$T/err" && pass "h: -H: says why" ||
-	fail "h: -H: $(cat "$T/err")"
 expect_rc 1 "h: a local operand between remote ones" "${CLIENT[@]}" "$T/src/tree/f1" \
 	127.0.0.2:data/cl "$T/src/tree/f2" 127.0.0.3:data/cl
 set -- "$T/src/tree/f1"

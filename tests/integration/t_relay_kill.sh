@@ -30,15 +30,6 @@ RATE=16M
 
 . "$(dirname "$0")/relay_lib.sh"
 
-# kill_daemon N: the daemon on 127.0.0.N and its sessions, kill -9 (a relay child dies with its
-# session).
-kill_daemon() {
-	local p
-	for p in $(pgrep -P "${DPID[$1]}"); do kill -KILL "$p" 2>/dev/null; done
-	kill -KILL "${DPID[$1]}" 2>/dev/null
-	wait "${DPID[$1]}" 2>/dev/null
-}
-
 # held N: the bytes 127.0.0.N holds of the file: its partial store's data, else the file
 # (0: none). A copy without --partial writes an unnamed inode, whose size says nothing
 # (it is allocated whole at once): opened tells of that one.
@@ -47,29 +38,6 @@ held() {
 	f=$(ls "$T/m$1/data/.rdmacp-partial/"*.data 2>/dev/null | head -1)
 	[ -n "$f" ] || f="$T/m$1/data/big"
 	[ -e "$f" ] && du -B1 --apparent-size "$f" 2>/dev/null | cut -f1 || echo 0
-}
-
-# opened N: whether a session of 127.0.0.N has a file of its module open (its copy began).
-opened() {
-	local p f
-	for p in $(pgrep -P "${DPID[$1]}"); do
-		for f in /proc/"$p"/fd/*; do
-			case "$(readlink "$f" 2>/dev/null)" in
-			"$T/m$1/data/"*) return 0 ;;
-			esac
-		done
-	done
-	return 1
-}
-
-# wait_opened N: until opened N (at most 120 s). Then 0.
-wait_opened() {
-	local i
-	for i in $(seq 1 2400); do
-		opened "$1" && return 0
-		sleep 0.05
-	done
-	return 1
 }
 
 # wait_held N BYTES: until 127.0.0.N holds BYTES of the file (at most 120 s). Then 0.

@@ -272,7 +272,7 @@ static void on_behalf(void **state)
 	link_close(&self);
 }
 
-/* A chain: the module relays, each hop in 'relay to' (the module's, else [global]'s), no -H. */
+/* A chain: the module relays, each hop in 'relay to' (the module's, else [global]'s). */
 static void chain(void **state)
 {
 	static uint8_t t[1] = { 1 };
@@ -307,9 +307,8 @@ static void chain(void **state)
 	expect_no(&a, POLICY_PUSH, "glob/in", 0, &rl, PERR_PERMISSION, "'node1'");
 	hops[0].host = (char *)"node1";
 	hops[1].host = (char *)"node2";
-	expect_no(&a, POLICY_PUSH, "data/in", PROTO_OPEN_RECURSIVE | PROTO_OPEN_HARDLINKS, &rl,
-		  PERR_PROTOCOL, "no hard links");
-	/* -X and -A are carried at every hop. */
+	/* -H, -X and -A are carried at every hop. */
+	expect_yes(&a, POLICY_PUSH, "data/in", PROTO_OPEN_RECURSIVE | PROTO_OPEN_HARDLINKS, &rl);
 	expect_yes(&a, POLICY_PUSH, "data/in",
 		   PROTO_OPEN_RECURSIVE | PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS, &rl);
 	expect_no(&a, POLICY_PULL, "data/in", 0, &rl, PERR_PROTOCOL, "only a push");

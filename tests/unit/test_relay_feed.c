@@ -216,9 +216,17 @@ static void test_entry_fd(void **state)
 	relay_feed_msg_free(&r);
 	m.u.entry.name = (char[]){ "" };
 	assert_int_equal(relay_feed_send(p->a, &m, -1), -EINVAL);
-	m.u.entry.ftype = PROTO_FT_HARDLINK; /* no hard links on a relay chain */
+	/* A hard link (-H) names its file, and takes no descriptor. */
+	m.u.entry.ftype = PROTO_FT_HARDLINK;
 	m.u.entry.name = (char[]){ "x" };
-	assert_int_equal(relay_feed_send(p->a, &m, -1), -EINVAL);
+	m.u.entry.link = (char[]){ "d/first" };
+	assert_int_equal(round_trip(p, &m, -1, &r), -1);
+	assert_int_equal(r.u.entry.ftype, PROTO_FT_HARDLINK);
+	assert_string_equal(r.u.entry.link, "d/first");
+	relay_feed_msg_free(&r);
+	assert_int_equal(relay_feed_send(p->a, &m, src), -EINVAL);
+	m.u.entry.link = NULL;
+	assert_int_equal(relay_feed_send(p->a, &m, -1), -EINVAL); /* ... and needs it */
 	close(src);
 }
 
