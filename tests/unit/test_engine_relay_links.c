@@ -10,11 +10,11 @@
  *   - the same with the destination holding the tree already and --skip
  *     quick: links kept at the hop are forwarded too, and the third engine
  *     keeps its own links;
- *   - a book of 100,000 entries told by hand, every DONE after every ENTRY,
- *     the oldest first, then an ABORT: the book takes every record (by id,
- *     in O(1)) while the follow sender offers what it can, and the run ends
- *     with the upstream's reason in seconds (a book that looked its entries
- *     up by a scan, 10^10 steps here, would not end in the join's time).
+ *   - a book of 100,000 entries told by hand behind a file the sender
+ *     waits for, every DONE after every ENTRY, the oldest first, then an
+ *     ABORT: the book takes every record (by id, in O(1)) and the run ends
+ *     with the upstream's reason in a second (a book that looked its
+ *     entries up by a scan, 10^10 steps here, took minutes).
  */
 #include "engine_harness.h"
 
@@ -233,14 +233,31 @@ static void test_book_scale(void **state)
 	enum { N = 100000 };
 	struct fx *unused = *state, *g;
 	struct relay_feed_msg m;
-	char name[32];
-	int sv[2];
+	char name[32], *path;
+	int sv[2], fd;
 
 	(void)unused;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	g = next_hop(sv[1]);
+	/*
+	 * -X with --skip: follow offers a regular file only once the hop settled
+	 * it, and the first entry, a file, never is: nothing is offered, and
+	 * the run's time is the book's.
+	 */
+	g->txr.p.open_flags = g->rxr.p.open_flags = PROTO_OPEN_XATTRS | PROTO_OPEN_SKIP_QUICK;
+	g->txr.p.peer_caps = g->rxr.p.peer_caps = PROTO_CAP_XATTRS | PROTO_CAP_SKIP;
+	/* The receiver hears nothing meanwhile: on a busy machine that may take more than IO_MS. */
+	g->txr.p.idle_timeout_ms = g->rxr.p.idle_timeout_ms = 60000;
 	run_start(&g->rxr);
 	run_start(&g->txr);
+	path = path_in(g->dir, "held");
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	m = (struct relay_feed_msg){ .type = RELAY_FEED_ENTRY };
+	m.u.entry = (struct relay_feed_entry){
+		.id = 1, .ftype = PROTO_FT_REG, .mode = 0644, .size = 1, .name = (char[]){ "held" }
+	};
+	assert_int_equal(relay_feed_send(sv[0], &m, fd), 0);
 	for (uint32_t i = 0; i < N; i++) {
 		snprintf(name, sizeof(name), "l%06u", i);
 		m = (struct relay_feed_msg){ .type = RELAY_FEED_ENTRY };
@@ -257,7 +274,7 @@ static void test_book_scale(void **state)
 					     .u.done = { .id = 1000 + 7 * i, .ok = true } };
 		feed_put(sv[0], &m);
 	}
-	/* Cut short: the book took every record before it, the next hop need not make them all. */
+	/* The book took every record before this one. */
 	m = (struct relay_feed_msg){ .type = RELAY_FEED_ABORT, .u.abort = { .code = PERR_IO } };
 	snprintf(m.u.abort.text, sizeof(m.u.abort.text), "enough");
 	feed_put(sv[0], &m);
@@ -265,9 +282,12 @@ static void test_book_scale(void **state)
 	run_join(&g->txr);
 	run_join(&g->rxr);
 	assert_failed_run(&g->txr, -ECONNABORTED, PERR_IO, "upstream: enough");
-	assert_int_equal(g->rxr.st.files_failed, 0);
+	assert_int_equal(g->rxr.st.files_ok, 0);
 	assert_false(follow_book_replayable(g->txr.p.follow));
 	close(sv[1]);
+	close(fd);
+	unlink(path);
+	free(path);
 	next_hop_end(g);
 }
 
