@@ -641,7 +641,7 @@ const struct client_option client_options[] = {
 	{ "progress", no_argument, 0, "progress", set_progress, BOOL_EXPECT },
 	{ "no-progress", no_argument, 0, NULL, set_no_progress, NULL },
 	{ "json", no_argument, 0, NULL, set_json, NULL },
-	{ "fanout", required_argument, 0, "fanout", set_fanout, "1..16 (1: a chain)" },
+	{ "fanout", required_argument, 0, NULL, set_fanout, "1..16 (1: a chain)" },
 	{ "relay-feed", required_argument, 0, NULL, set_relay_feed,
 	  "a descriptor number (rdmacpd's relay child only)" },
 	{ "quiet", no_argument, 'q', NULL, set_quiet, NULL },

@@ -73,7 +73,7 @@ struct tee {
 
 /* In a next hop's process: its group as a relay child of its own. Never returns. */
 static _noreturn_ void sub_main(struct client_opts *o, struct fanout *f, struct tee *t,
-				size_t which, int sock)
+				size_t which, int sock, pid_t parent)
 {
 	const struct tee_sub *s = &t->sub[which];
 	struct fanout sf = { .dests = f->dests + s->first,
@@ -83,7 +83,8 @@ static _noreturn_ void sub_main(struct client_opts *o, struct fanout *f, struct 
 			     .feed = sock };
 	int rc;
 
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+	/* The tee's end is its processes' (the tee dies with its session). */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent) {
 		_exit(EXIT_LOCAL_IO);
 	}
 	close(f->feed);
@@ -99,6 +100,8 @@ static _noreturn_ void sub_main(struct client_opts *o, struct fanout *f, struct 
 /* Each group's process started. Returns 0 or -errno. */
 static int start_subs(struct client_opts *o, struct tee *t, const struct relay_tree_group *g)
 {
+	pid_t parent = getpid();
+
 	for (size_t i = 0; i < t->nsub; i++) {
 		struct tee_sub *s = &t->sub[i];
 		int sv[2];
@@ -113,7 +116,7 @@ static int start_subs(struct client_opts *o, struct tee *t, const struct relay_t
 		s->pid = fork();
 		if (s->pid == 0) {
 			close(sv[0]);
-			sub_main(o, t->f, t, i, sv[1]);
+			sub_main(o, t->f, t, i, sv[1], parent);
 		}
 		close(sv[1]);
 		if (s->pid < 0) {
