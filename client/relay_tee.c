@@ -161,6 +161,9 @@ static void trim(struct tee *t)
 		}
 	}
 	drop = low - t->base;
+	if (drop == 0) {
+		return;
+	}
 	for (size_t i = 0; i < drop; i++) {
 		rec_free(t, &t->recs[i]);
 	}
