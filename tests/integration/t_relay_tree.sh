@@ -18,6 +18,8 @@
 #      chain, every destination byte-exact
 #   d. the command line: --fanout 0 and 17 refused, a destination named twice
 #      refused (a loop), --fanout 1 is the chain
+#   e. a plan to every host (plan --every-host), run with --fanout 2: every
+#      host byte-exact, the first daemon given a tree of fan-out 2
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -180,5 +182,18 @@ expect_rc 0 "d: --fanout 1 is a chain" "${CLIENT[@]}" --fanout 1 "$T/src/big" "$
 got=$(relayed_to 3 "$from")
 [ "$got" = "127.0.0.4 127.0.0.5 " ] && pass "d: the chain: 127.0.0.3 relayed to .4 and .5" ||
 	fail "d: the chain: 127.0.0.3 relayed to '$got'"
+
+echo "--- e. a plan to every host, run with --fanout 2"
+clear_dests
+mkdir -p "$T/plans"
+expect_rc 0 "e: plan --every-host" "${CLIENT[@]}" plan -a --skip quick --shards 1 --every-host \
+	"$T/src/tree" "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5:data/p/" -o "$T/plans/p.plan"
+from=$(($(wc -l <"$T/d2.log") + 1))
+expect_rc 0 "e: run --fanout 2" "${CLIENT[@]}" -q run --fanout 2 "$T/plans/p.plan" --shard 0/1
+for n in 2 3 4 5; do
+	expect_same_tree "e: 127.0.0.$n" "$T/src/tree" "$T/m$n/data/p/tree"
+done
+tail -n +"$from" "$T/d2.log" | grep -q "RELAY: 3 hops after this one, fan-out 2" &&
+	pass "e: 127.0.0.2 was given a tree of fan-out 2" || fail "e: no tree at 127.0.0.2"
 
 finish
