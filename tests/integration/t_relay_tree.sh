@@ -20,6 +20,10 @@
 #      refused (a loop), --fanout 1 is the chain
 #   e. a plan to every host (plan --every-host), run with --fanout 2: every
 #      host byte-exact, the first daemon given a tree of fan-out 2
+#   f. hostile RELAYs (rawpeer, tickets from relaymsg): a tree trailer with a
+#      fan-out of 17, 1 or reserved bytes set, a destination named twice: each
+#      refused before anything is stored; a daemon from before trees refuses
+#      a tree (and says so), takes the same RELAY as a chain
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -195,5 +199,37 @@ for n in 2 3 4 5; do
 done
 tail -n +"$from" "$T/d2.log" | grep -q "RELAY: 3 hops after this one, fan-out 2" &&
 	pass "e: 127.0.0.2 was given a tree of fan-out 2" || fail "e: no tree at 127.0.0.2"
+
+echo "--- f. hostile RELAYs"
+RAWPEER=$BUILD_DIR/tests/rawpeer RELAYMSG=$BUILD_DIR/tests/relaymsg
+[ -x "$RAWPEER" ] && [ -x "$RELAYMSG" ] || die "rawpeer or relaymsg not built in $BUILD_DIR/tests"
+# peer STEP...: rawpeer as the client against 127.0.0.2; its answers in $T/rp.out.
+peer() {
+	timeout 60 "$RAWPEER" --host 127.0.0.2 -P "$PORT" --cert "$T/certs/client.crt" \
+		--key "$T/certs/client.key" --ca "$T/certs/ca.crt" --timeout 10 "$@" >"$T/rp.out" 2>&1
+}
+relay_hex() { "$RELAYMSG" --cert "$T/certs/client.crt" --key "$T/certs/client.key" "$@"; }
+H3="127.0.0.3:$PORT:data/hf" H4="127.0.0.4:$PORT:data/hf"
+# The control: the same RELAY with a good trailer is taken (the OPEN answered).
+peer hello frame 32 "$(relay_hex --hop "$H3" --hop "$H4")02000000" open push data/hf
+cp "$T/rp.out" "$T/rp.good"
+grep -q "ERROR" "$T/rp.out" && fail "f: a good tree RELAY: $(cat "$T/rp.out")" ||
+	pass "f: a good tree RELAY taken: $(grep -c . "$T/rp.out") lines, no ERROR"
+for bad in 11000000 01000000 00000000 02010000 02000001 0200; do
+	peer hello frame 32 "$(relay_hex --hop "$H3" --hop "$H4")$bad" open push data/hf
+	grep -q "ERROR PROTOCOL" "$T/rp.out" && [ ! -e "$T/m2/data/hf" ] &&
+		pass "f: a tree trailer $bad refused" || fail "f: trailer $bad: $(tail -2 "$T/rp.out")"
+done
+peer hello frame 32 "$(relay_hex --hop "$H3" --hop "$H4" --hop "$H3")02000000" open push data/hf
+grep -q "ERROR PROTOCOL" "$T/rp.out" && pass "f: a destination named twice refused" ||
+	fail "f: named twice: $(tail -2 "$T/rp.out")"
+kill_daemon 2
+RDMACP_TEST_CAPS_OFF=$((1 << 43)) start_relay_daemon 2
+peer hello frame 32 "$(relay_hex --hop "$H3" --hop "$H4")02000000" open push data/hf
+grep -q "ERROR.*relays as a chain only" "$T/rp.out" &&
+	pass "f: a daemon from before trees refuses a tree, and says so" ||
+	fail "f: before trees: $(tail -2 "$T/rp.out")"
+kill_daemon 2
+start_relay_daemon 2
 
 finish
