@@ -21,6 +21,8 @@
 #   one        rdmacp to d1: one copy, the reference
 #   fanout     rdmacp SRC d1:bench/ .. dN:bench/: one command, a relay chain;
 #              "not available: <why>" while the client or daemons cannot relay
+#   ktree      with --fanout K (K >= 2): the same command with --fanout K, a
+#              relay tree where each hop forwards to up to K
 #   parallel   N rdmacp pushes at once (today's way)
 #   sequence   N rdmacp pushes one after the other
 #   parallel-scp, pdcp, clush --copy: N ways at once over ssh, each when installed
@@ -36,6 +38,7 @@
 # usage: bench/fanout.sh [--rate RATE] [--size MIB] [--files N] [--file-size B]
 #                        [--n LIST] [--reps N] [--kill-n N] [--victim K] [--cut F]
 #                        [--no-tree] [--no-peers] [--no-kill] [--no-encrypt]
+#                        [--fanout K] [--chunk-size SIZE]
 #   --rate RATE   each link's rate, as tc reads it (default 1gbit; 200mbit makes a
 #                 run take seconds on a small machine)
 #   --size MIB    the big file (default 256)
@@ -47,6 +50,8 @@
 #                 the destination killed (default 2), --cut F when (default 0.5)
 #   --no-tree, --no-peers, --no-kill   leave those out
 #   --no-encrypt  rdmacp's lanes in clear (the peers' ssh stays encrypted)
+#   --fanout K    also the ktree case, a relay tree of fan-out K (2..16)
+#   --chunk-size SIZE  rdmacp's --chunk-size for every case (default: its own)
 #
 # Run as root (namespaces, tbf, tmpfs). Everything it made (processes,
 # namespaces, mounts, files) goes on exit, also on failure or interrupt.
@@ -64,7 +69,7 @@ RDMACPD=$BUILD_DIR/rdmacpd
 BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 
 RATE=1gbit SIZE_MIB=256 NFILES=1000 FSIZE=16384 NLIST=2,4,8 REPS=1
-KILL_N='' VICTIM=2 CUT=0.5 TREE=1 PEERS=1 KILL=1 ENCRYPT=()
+KILL_N='' VICTIM=2 CUT=0.5 TREE=1 PEERS=1 KILL=1 ENCRYPT=() FANOUT=1 CHUNK=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rate) RATE=$2; shift ;;
@@ -80,7 +85,9 @@ while [ $# -gt 0 ]; do
 	--no-peers) PEERS=0 ;;
 	--no-kill) KILL=0 ;;
 	--no-encrypt) ENCRYPT=(--no-encrypt) ;;
-	-h | --help) sed -n '4,53p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--fanout) FANOUT=$2; shift ;;
+	--chunk-size) CHUNK=(--chunk-size "$2"); shift ;;
+	-h | --help) sed -n '4,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "fanout: unknown option: $1 (--help)" >&2; exit 1 ;;
 	esac
 	shift
@@ -99,6 +106,7 @@ is_uint "$NFILES" || die "--files: a count, not '$NFILES'"
 is_uint "$FSIZE" || die "--file-size: a number of bytes, not '$FSIZE'"
 is_uint "$REPS" || die "--reps: a count, not '$REPS'"
 is_uint "$VICTIM" || die "--victim: a destination number, not '$VICTIM'"
+is_uint "$FANOUT" && [ "$FANOUT" -le 16 ] || die "--fanout: 1 to 16, not '$FANOUT'"
 [[ $CUT =~ ^0?\.[0-9]+$ ]] || die "--cut: a fraction between 0 and 1, not '$CUT'"
 IFS=, read -r -a NS_LIST <<<"$NLIST"
 MAXN=0
@@ -274,7 +282,7 @@ for k in $(seq 1 "$MAXN"); do
 	}
 done
 CL=(ip netns exec "$(host_ns src)" "$RDMACP" --config /dev/null --cert "$C/client.crt"
-	--key "$C/client.key" --ca "$C/ca.crt" -P "$PORT" --transport tcp "${ENCRYPT[@]}")
+	--key "$C/client.key" --ca "$C/ca.crt" -P "$PORT" --transport tcp "${ENCRYPT[@]}" "${CHUNK[@]}")
 # A command's time limit: 8 copies' worth of the larger data set at RATE, plus a minute,
 # so a hung case fails the bench instead of holding it.
 LIMIT=$(awk -v b="$RATE_BPS" -v s="$(($(kind_bytes big) + $(kind_bytes tree)))" -v n="$MAXN" \
@@ -396,6 +404,7 @@ verify_all() { # N KIND CASE
 }
 run_one() { rd -q $(kind_flags "$2") "$(kind_src "$2")" "$(host_ip d1):bench/"; }
 run_fanout() { rd -q $(kind_flags "$2") "$(kind_src "$2")" $(dests "$1"); }
+run_ktree() { rd -q --fanout "$FANOUT" $(kind_flags "$2") "$(kind_src "$2")" $(dests "$1"); }
 run_parallel() { # N KIND
 	local k p=() rc=0
 	for k in $(seq 1 "$1"); do
@@ -454,6 +463,7 @@ if [ -n "$RELAY_NA" ]; then log "fan-out not available: $RELAY_NA"; fi
 
 CASES=(one)
 [ -z "$RELAY_NA" ] && CASES+=(fanout)
+[ -z "$RELAY_NA" ] && [ "$FANOUT" -gt 1 ] && CASES+=(ktree)
 CASES+=(parallel sequence "${PEER_LIST[@]}")
 : >"$R/results"
 for _ in $(seq 1 "$REPS"); do
@@ -468,7 +478,7 @@ done
 # ---------------------------------------------------------------- report
 # med KIND CASE N FIELD(4 time, 5 bytes): the median over the repetitions, or "".
 med() { awk -v k="$1" -v c="$2" -v n="$3" -v f="$4" '$1 == k && $2 == c && $3 == n { print $f }' "$R/results" | median; }
-echo "fan-out bench: links $RATE (tbf), tcp transport over veth (not RDMA), rdmacp ${ENCRYPT[*]:-sealed}," \
+echo "fan-out bench: links $RATE (tbf), tcp transport over veth (not RDMA), rdmacp ${ENCRYPT[*]:-sealed}${CHUNK[*]:+ ${CHUNK[*]}}," \
 	"median of $REPS; big file $SIZE_MIB MiB$([ "$TREE" = 1 ] && echo ", tree $NFILES x $FSIZE B")"
 echo "one link moves the big file's bytes in $(awk -v s="$(kind_bytes big)" -v b="$RATE_BPS" \
 	'BEGIN { printf "%.2f", s / b }') s (payload alone, at $RATE)"
@@ -506,6 +516,9 @@ for kind in "${KINDS[@]}"; do
 				'BEGIN { printf ", time(%s)/time(fan-out) %.2f", p, t / f }')
 		done
 		echo "  $kind N=$n: $line (goal for the peers >= $(awk -v n="$n" 'BEGIN { printf "%.2f", n / 1.5 }'))"
+		[ "$FANOUT" -gt 1 ] && echo "  $kind N=$n: tree of fan-out $FANOUT: $(awk -v b="$(med "$kind" ktree "$n" 5)" \
+			-v t="$(med "$kind" ktree "$n" 4)" -v b1="$b1" -v t1="$t1" \
+			'BEGIN { printf "bytes(tree)/bytes(one) %.3f, time(tree)/time(one) %.3f", b / b1, t / t1 }')"
 	done
 done
 

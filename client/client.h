@@ -99,6 +99,7 @@ struct client_opts {
 	uint64_t split_size; /* plan --split-size: files larger go in ranges of it; 0 = none */
 	bool every_host;     /* plan --every-host: each shard to every host (a fan-out) */
 	int relay_feed;	     /* --relay-feed: a relay child's feed from rdmacpd, -1: none */
+	unsigned fanout;     /* --fanout: several destinations as a tree of it; 1: a chain */
 };
 
 /* A pull's receiver removes partials of cut runs older than this from the directories it writes. */

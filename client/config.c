@@ -55,6 +55,7 @@ void client_opts_defaults(struct client_opts *o)
 	o->connect_timeout_s = 10;
 	o->idle_timeout_s = 60;
 	o->relay_feed = -1;
+	o->fanout = 1;
 	o->progress = -1;
 	o->encrypt = -1;
 	o->max_delete = UINT64_MAX; /* PROTO_NO_MAX_DELETE */

@@ -88,6 +88,15 @@ static int parse_dests(struct fanout *f, char **args, int n, uint16_t port, bool
 			d->rem.path[len + 1] = '\0';
 		}
 		d->port = port;
+		for (int j = 0; j < i; j++) {
+			const struct fanout_dest *e = &f->dests[j];
+
+			if (proto_relay_same_dest(d->rem.host, port, d->rem.path, e->rem.host, port,
+						  e->rem.path)) {
+				log_error("destination '%s' is named twice", args[i]);
+				return EXIT_USAGE;
+			}
+		}
 	}
 	return 0;
 }
@@ -158,7 +167,7 @@ void fanout_set_observer(void (*fn)(void *ud, const struct fanout_dest *d), void
 
 int fanout_copy(struct client_opts *o, char **args, int nsrc, int nargs)
 {
-	struct fanout f = { .feed = -1 };
+	struct fanout f = { .feed = -1, .fanout = o->fanout };
 	int rc = check_options(o, nargs - nsrc);
 
 	if (rc == 0) {

@@ -43,6 +43,11 @@ struct fanout {
 	struct fanout_dest *dests;
 	size_t n;
 	size_t first; /* the destination pushed to now; the chain is the ones after it */
+	/*
+	 * 1: the ones after first are a chain; 2..: a tree of that fan-out
+	 * below first (src/relay_tree.h), as MSG_RELAY tells first's daemon.
+	 */
+	unsigned fanout;
 	/* a relay child: the first destination gets its ticket as MSG_RELAY's self ticket */
 	bool relay_mode;
 	int feed;		  /* relay mode: the feed, else -1 */
@@ -132,3 +137,22 @@ const char *fanout_status_name(uint8_t status);
 
 /* rdmacp --relay-feed FD (no operands: nargs 0). Returns the exit code. */
 int relay_mode_run(struct client_opts *o, int nargs);
+/*
+ * A relay child's push down one chain (or one subtree of a tree): f's
+ * destinations and fan-out set, its feed o->relay_feed. Every destination's
+ * result goes back on the feed. Returns the exit code.
+ */
+int relay_mode_chain(struct client_opts *o, struct fanout *f);
+
+/* ---- relay_tee.c ---------------------------------------------------------- */
+
+/*
+ * A relay child whose list splits into several next hops (a tree): one
+ * process per next hop, forked here, each following its own copy of the
+ * feed (chain, relay_mode_chain, with that next hop's group); the feed's records
+ * passed on to every one of them, a lagging one cut off past a bounded
+ * backlog (its subtree failed, its siblings never wait for it); their
+ * results back on the feed, as indices of f's list. Returns the exit code.
+ */
+int relay_tee_run(struct client_opts *o, struct fanout *f,
+		  int (*chain)(struct client_opts *o, struct fanout *f));

@@ -15,6 +15,25 @@
 #include "fanout.h"
 #include "log.h"
 
+/*
+ * The fan-out MSG_RELAY says: f's for a list of two or more to a daemon
+ * that lays out trees, else a chain (a daemon from before trees relays the
+ * subtree below it as a chain: the same destinations, deeper).
+ */
+static unsigned relay_fanout(const struct daemon_conn *s, const struct fanout *f, size_t count)
+{
+	if (f->fanout <= 1 || count < 2) {
+		return 1;
+	}
+	if (!(s->hello.caps & PROTO_CAP_RELAY_TREE)) {
+		log_notice("%s relays as a chain only (rdmacpd too old): the %zu destinations "
+			   "after it go as a chain",
+			   s->rem->host, count);
+		return 1;
+	}
+	return f->fanout;
+}
+
 int fanout_send_relay(struct daemon_conn *s, const struct fanout *f)
 {
 	struct proto_relay_hop hops[PROTO_MAX_RELAY_HOPS];
@@ -50,6 +69,7 @@ int fanout_send_relay(struct daemon_conn *s, const struct fanout *f)
 	}
 	m.u.relay.count = (uint8_t)count;
 	m.u.relay.hops = hops;
+	m.u.relay.fanout = (uint8_t)relay_fanout(s, f, count);
 	r = chan_send(&s->chan, &m);
 	if (r < 0) {
 		log_error("%s: control channel: %s", s->rem->host, strerror(-r));

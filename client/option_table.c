@@ -546,6 +546,19 @@ static int set_relay_feed(struct client_opts *o, const char *v)
 	return 0;
 }
 
+/* --fanout K: several destinations as a tree where each hop forwards to up to K. */
+static int set_fanout(struct client_opts *o, const char *v)
+{
+	uint64_t n;
+	int r = parse_uint(v, 1, PROTO_MAX_RELAY_FANOUT, &n);
+
+	if (r < 0) {
+		return r;
+	}
+	o->fanout = (unsigned)n;
+	return 0;
+}
+
 static int set_help(struct client_opts *o, const char *v)
 {
 	(void)o;
@@ -628,6 +641,7 @@ const struct client_option client_options[] = {
 	{ "progress", no_argument, 0, "progress", set_progress, BOOL_EXPECT },
 	{ "no-progress", no_argument, 0, NULL, set_no_progress, NULL },
 	{ "json", no_argument, 0, NULL, set_json, NULL },
+	{ "fanout", required_argument, 0, NULL, set_fanout, "1..16 (1: a chain)" },
 	{ "relay-feed", required_argument, 0, NULL, set_relay_feed,
 	  "a descriptor number (rdmacpd's relay child only)" },
 	{ "quiet", no_argument, 'q', NULL, set_quiet, NULL },

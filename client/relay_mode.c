@@ -3,7 +3,8 @@
  * rdmacp --relay-feed FD: the relay child a daemon starts for a relayed
  * push (fanout.h). It reads the chain from the feed (RELAY_FEED_START),
  * pushes what the daemon's session receives (the feed's entries) to the
- * chain's first reachable hop with the rest as that hop's chain, and writes
+ * chain's first reachable hop with the rest as that hop's chain (a tree's
+ * hop with several next hops: relay_tee.c, one such push per next hop), and writes
  * one RELAY_FEED_RESULT per destination back before it exits with its own
  * push's exit code. It holds the relay's key: not dumpable, and it reads no
  * config file (main.c); it logs to stderr, the daemon's journal.
@@ -22,6 +23,7 @@
 #include "log.h"
 #include "macro.h"
 #include "relay_feed.h"
+#include "relay_tree.h"
 
 /* Waits until fd is ready for events, at most timeout_ms. 0, or -ETIMEDOUT / -errno. */
 static int wait_fd(int fd, short events, int timeout_ms)
@@ -152,11 +154,48 @@ static int check_feed(int feed)
 	return 0;
 }
 
+int relay_mode_chain(struct client_opts *o, struct fanout *f)
+{
+	int r = follow_book_new(f->feed, &f->book);
+	int rc;
+
+	if (r < 0) {
+		log_error_errno(r, "relay feed: %m");
+		return EXIT_LOCAL_IO;
+	}
+	fanout_run(o, NULL, 0, f);
+	r = send_results(f, o->idle_timeout_s * 1000);
+	if (r < 0) {
+		log_error_errno(r, "relay feed: the results could not be told: %m");
+	}
+	rc = f->dests[0].status == PROTO_RELAY_COPIED ? EXIT_OK : f->dests[0].exit_code;
+	return rc;
+}
+
+/* Whether the list below this hop splits into several next hops (relay_tree.h). */
+static bool is_tree(const struct fanout *f)
+{
+	struct relay_tree_group g[PROTO_MAX_RELAY_FANOUT];
+
+	return relay_tree_split(f->n, f->fanout, g) > 1;
+}
+
+/* A tree's hop: each next hop's subtree in a process of its own, then every result. */
+static int relay_mode_tree(struct client_opts *o, struct fanout *f)
+{
+	int rc = relay_tee_run(o, f, relay_mode_chain);
+	int r = send_results(f, o->idle_timeout_s * 1000);
+
+	if (r < 0) {
+		log_error_errno(r, "relay feed: the results could not be told: %m");
+	}
+	return rc;
+}
+
 int relay_mode_run(struct client_opts *o, int nargs)
 {
 	struct fanout f = { .feed = o->relay_feed, .relay_mode = true };
 	struct relay_feed_msg start = { 0 };
-	int timeout_ms = o->idle_timeout_s * 1000;
 	int rc, r;
 
 	if (nargs != 0) {
@@ -173,8 +212,9 @@ int relay_mode_run(struct client_opts *o, int nargs)
 	if (rc != 0) {
 		return rc;
 	}
-	r = read_start(f.feed, timeout_ms, &start);
+	r = read_start(f.feed, o->idle_timeout_s * 1000, &start);
 	if (r == 0) {
+		f.fanout = start.u.start.fanout;
 		r = dests_from_start(&start.u.start, &f);
 	}
 	relay_feed_msg_free(&start);
@@ -183,18 +223,7 @@ int relay_mode_run(struct client_opts *o, int nargs)
 		log_error_errno(r, "relay feed: no chain to relay to: %m");
 		return EXIT_PROTOCOL;
 	}
-	r = follow_book_new(f.feed, &f.book);
-	if (r < 0) {
-		fanout_free(&f);
-		log_error_errno(r, "relay feed: %m");
-		return EXIT_LOCAL_IO;
-	}
-	fanout_run(o, NULL, 0, &f);
-	r = send_results(&f, timeout_ms);
-	if (r < 0) {
-		log_error_errno(r, "relay feed: the results could not be told: %m");
-	}
-	rc = f.dests[0].status == PROTO_RELAY_COPIED ? EXIT_OK : f.dests[0].exit_code;
+	rc = is_tree(&f) ? relay_mode_tree(o, &f) : relay_mode_chain(o, &f);
 	fanout_free(&f);
 	return rc;
 }

@@ -126,6 +126,8 @@ static const char usage_text[] =
     "  -q, --quiet            print errors only\n"
     "  -v, --verbose          itemized line per changed entry (rsync -i), with checksums;\n"
     "                         -vv: unchanged entries too, and debug\n"
+    "      --fanout K         several destinations as a tree: each hop forwards to up\n"
+    "                         to K (1..16; default 1, a chain)\n"
     "      --relay-feed FD    rdmacpd's relay child only (not for interactive use)\n"
     "      --version          print the version\n"
     "  -h, --help             this text\n"

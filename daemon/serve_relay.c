@@ -69,6 +69,7 @@ static int chain_copy(const struct msg_relay *src, struct msg_relay *dst)
 		return -ENOMEM;
 	}
 	dst->count = src->count;
+	dst->fanout = src->fanout;
 	for (size_t i = 0; i < src->count; i++) {
 		const struct proto_relay_hop *h = &src->hops[i];
 		struct proto_relay_hop *d = &dst->hops[i];
@@ -122,6 +123,10 @@ int serve_relay_request(struct conn *c, const struct msg *m)
 		return serve_refuse(c, PERR_PROTOCOL,
 				    "unexpected RELAY: this daemon does not relay");
 	}
+	if (m->u.relay.fanout > 1 && !(hello_daemon_caps() & PROTO_CAP_RELAY_TREE)) {
+		return serve_refuse(c, PERR_PROTOCOL,
+				    "unexpected RELAY tree: this daemon relays as a chain only");
+	}
 	if (c->relay) {
 		return serve_refuse(c, PERR_PROTOCOL, "one RELAY per OPEN");
 	}
@@ -135,7 +140,8 @@ int serve_relay_request(struct conn *c, const struct msg *m)
 		rl->cred[i] = -1;
 	}
 	c->relay = rl;
-	log_debug("%s: RELAY: %u hops after this one%s", c->peer, rl->chain.count,
+	log_debug("%s: RELAY: %u hops after this one, fan-out %u%s", c->peer, rl->chain.count,
+		  rl->chain.fanout > 1 ? rl->chain.fanout : 1,
 		  rl->chain.self_ticket_len ? ", with a ticket for this one" : "");
 	return 0;
 }
@@ -271,6 +277,7 @@ static int send_start(struct serve_relay *rl)
 	m.u.start.hops = rl->chain.hops;
 	m.u.start.client_cert = der;
 	m.u.start.client_cert_len = (uint32_t)n;
+	m.u.start.fanout = rl->chain.fanout > 1 ? rl->chain.fanout : 1;
 	return relay_feed_send(rl->sock, &m, -1);
 }
 

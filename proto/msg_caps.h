@@ -131,6 +131,11 @@ enum {
  */
 #define PROTO_CAP_ASM_SEED (1ull << 45)
 /*
+ * Relay trees: MSG_RELAY's tree trailer (a fan-out 2..16; the hops laid
+ * out as src/relay_tree.h says). Announced by a daemon that relays.
+ */
+#define PROTO_CAP_RELAY_TREE (1ull << 43)
+/*
  * Kept files' attribute changes itemized: under -X/-A a kept regular file
  * is answered SKIPPED with PROTO_ITEM_WAIT; the receiver takes its XATTRS
  * first and answers again with what differed (PROTO_ITEM_XATTRS,
@@ -141,4 +146,4 @@ enum {
 	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
 	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_MW_FENCE | PROTO_CAP_SLOT_SUITES |                   \
 	 PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | PROTO_CAP_ASM_DISCARD | PROTO_CAP_ASM_SEED |  \
-	 PROTO_CAP_KEPT_ITEMS)
+	 PROTO_CAP_KEPT_ITEMS | PROTO_CAP_RELAY_TREE)

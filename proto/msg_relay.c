@@ -7,14 +7,18 @@
  * allocated.
  *
  * RELAY:        self ticket (u32 length, bytes) | count u8 | count hops
+ *               [ tree trailer: fanout u8 (2..16) | reserved u8 x3 (0) ]
  *   a hop:      host str16 | port u16 | path str16 | ticket (u32 length, bytes)
  *               (proto_relay_hop_enc/_dec: the relay feed's START uses them too)
+ * The trailer is there only for a tree (PROTO_CAP_RELAY_TREE): a chain's
+ * RELAY is the same bytes as before trees. No destination twice.
  * RELAY_RESULT: index u8 | status u8 | exit code u8 | reserved u8 (0) |
  *               files ok u64 | files failed u64 | bytes u64 | host str16 | text str16
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "msg_codec.h"
 
@@ -94,12 +98,66 @@ void proto_relay_hop_clear(struct proto_relay_hop *h)
 	*h = (struct proto_relay_hop){ 0 };
 }
 
+/* A path's length without the '/' at its end. */
+static size_t dest_path_len(const char *path)
+{
+	size_t n = strlen(path);
+
+	while (n > 0 && path[n - 1] == '/') {
+		n--;
+	}
+	return n;
+}
+
+bool proto_relay_same_dest(const char *host1, uint16_t port1, const char *path1, const char *host2,
+			   uint16_t port2, const char *path2)
+{
+	size_t n = dest_path_len(path1);
+
+	return port1 == port2 && !strcasecmp(host1, host2) && n == dest_path_len(path2) &&
+	       !memcmp(path1, path2, n);
+}
+
+/* Whether a hop of rl names the destination of one before it. */
+static bool hops_repeat(const struct msg_relay *rl)
+{
+	for (size_t i = 1; i < rl->count; i++) {
+		const struct proto_relay_hop *h = &rl->hops[i];
+
+		for (size_t j = 0; j < i; j++) {
+			const struct proto_relay_hop *g = &rl->hops[j];
+
+			if (proto_relay_same_dest(h->host, h->port, h->path, g->host, g->port,
+						  g->path)) {
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+static bool fanout_ok(uint8_t fanout)
+{
+	return fanout <= PROTO_MAX_RELAY_FANOUT;
+}
+
+/* The tree trailer, for a fan-out above 1 only. */
+static void enc_tree(const struct msg_relay *rl, struct wbuf *w)
+{
+	if (rl->fanout > 1) {
+		wbuf_put_u8(w, rl->fanout);
+		wbuf_put_u8(w, 0);
+		wbuf_put_u16(w, 0);
+	}
+}
+
 int msg_enc_relay(const struct msg *m, struct wbuf *w)
 {
 	const struct msg_relay *rl = &m->u.relay;
 
 	if (rl->count > PROTO_MAX_RELAY_HOPS || rl->self_ticket_len > PROTO_MAX_RELAY_TICKET ||
-	    (rl->count && !rl->hops) || (rl->self_ticket_len && !rl->self_ticket)) {
+	    (rl->count && !rl->hops) || (rl->self_ticket_len && !rl->self_ticket) ||
+	    !fanout_ok(rl->fanout)) {
 		return -EMSGSIZE;
 	}
 	wbuf_put_u32(w, rl->self_ticket_len);
@@ -114,12 +172,34 @@ int msg_enc_relay(const struct msg *m, struct wbuf *w)
 			return r;
 		}
 	}
+	enc_tree(rl, w);
+	return 0;
+}
+
+/* The tree trailer when bytes are left: a fan-out 2..16, reserved 0. */
+static int dec_tree(struct rbuf *r, struct msg_relay *rl)
+{
+	uint8_t fanout, reserved8;
+	uint16_t reserved16;
+
+	if (rbuf_left(r) == 0) {
+		rl->fanout = 1;
+		return 0;
+	}
+	fanout = rbuf_get_u8(r);
+	reserved8 = rbuf_get_u8(r);
+	reserved16 = rbuf_get_u16(r);
+	if (r->error || fanout < 2 || !fanout_ok(fanout) || reserved8 || reserved16) {
+		return -EBADMSG;
+	}
+	rl->fanout = fanout;
 	return 0;
 }
 
 /*
  * RELAY: a self ticket of 0..PROTO_MAX_RELAY_TICKET bytes, 0..PROTO_MAX_RELAY_HOPS
- * hops (not both empty), each with a host, a non-zero port, a path and a ticket.
+ * hops (not both empty), each with a host, a non-zero port, a path and a ticket,
+ * no destination twice; then the tree trailer, if any.
  */
 int msg_dec_relay(struct rbuf *r, struct msg *m)
 {
@@ -137,7 +217,7 @@ int msg_dec_relay(struct rbuf *r, struct msg *m)
 		return -EBADMSG;
 	}
 	if (rl->count == 0) {
-		return 0;
+		return dec_tree(r, rl);
 	}
 	rl->hops = calloc(rl->count, sizeof(*rl->hops));
 	if (!rl->hops) {
@@ -151,7 +231,7 @@ int msg_dec_relay(struct rbuf *r, struct msg *m)
 			return err;
 		}
 	}
-	return 0;
+	return hops_repeat(rl) ? -EBADMSG : dec_tree(r, rl);
 }
 
 void msg_clear_relay(struct msg *m)

@@ -14,7 +14,9 @@
 struct rbuf;
 struct wbuf;
 
-#define PROTO_MAX_RELAY_HOPS   16
+#define PROTO_MAX_RELAY_HOPS 16
+/* A tree's fan-out at most (MSG_RELAY's tree trailer); 1 is a chain. */
+#define PROTO_MAX_RELAY_FANOUT 16
 #define PROTO_MAX_HOST	       255
 #define PROTO_MAX_RELAY_TICKET (16u << 10)
 
@@ -53,7 +55,20 @@ struct msg_relay {
 	uint32_t self_ticket_len;     /* 0..PROTO_MAX_RELAY_TICKET */
 	uint8_t count;		      /* 0..PROTO_MAX_RELAY_HOPS: the hops AFTER the receiver */
 	struct proto_relay_hop *hops; /* allocated by decode */
+	/*
+	 * 0 or 1: a chain (no trailer on the wire); 2..PROTO_MAX_RELAY_FANOUT
+	 * (PROTO_CAP_RELAY_TREE): the hops are a tree of that fan-out, laid out
+	 * as src/relay_tree.h says (each next hop followed by its subtree).
+	 */
+	uint8_t fanout;
 };
+
+/*
+ * Whether two destinations are the same: host (no case), port and path
+ * (a '/' at its end aside). A RELAY naming one twice is malformed.
+ */
+bool proto_relay_same_dest(const char *host1, uint16_t port1, const char *path1, const char *host2,
+			   uint16_t port2, const char *path2);
 
 enum proto_relay_status {
 	PROTO_RELAY_COPIED = 1,	   /* every entry committed there */

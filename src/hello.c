@@ -65,7 +65,7 @@ uint64_t hello_local_caps(void)
 uint64_t hello_daemon_caps(void)
 {
 	const char *off = getenv("RDMACP_TEST_CAPS_OFF");
-	uint64_t caps = hello_local_caps() | PROTO_CAP_RELAY;
+	uint64_t caps = hello_local_caps() | PROTO_CAP_RELAY | PROTO_CAP_RELAY_TREE;
 
 	if (off && *off) {
 		caps &= ~(uint64_t)strtoull(off, NULL, 0);

@@ -67,7 +67,8 @@ static int put_start(struct wbuf *w, const struct relay_feed_start *s)
 		}
 	}
 	put_blob(w, s->client_cert, s->client_cert_len, RELAY_FEED_MAX_CERT, &bad);
-	return bad ? -EINVAL : 0;
+	wbuf_put_u8(w, s->fanout ? s->fanout : 1);
+	return bad || s->fanout > PROTO_MAX_RELAY_FANOUT ? -EINVAL : 0;
 }
 
 static int put_entry(struct wbuf *w, const struct relay_feed_entry *en)
@@ -283,6 +284,8 @@ static void get_start(struct rbuf *r, struct relay_feed_start *s)
 		proto_relay_hop_dec(r, &s->hops[i]);
 	}
 	s->client_cert = get_blob(r, 0, RELAY_FEED_MAX_CERT, &s->client_cert_len);
+	s->fanout = rbuf_get_u8(r);
+	r->error |= s->fanout < 1 || s->fanout > PROTO_MAX_RELAY_FANOUT;
 }
 
 static void get_entry(struct rbuf *r, struct relay_feed_entry *en)

@@ -45,6 +45,11 @@ struct relay_feed_start {
 	struct proto_relay_hop *hops; /* MSG_RELAY's hop, and its codec (proto_relay_hop_enc) */
 	uint8_t *client_cert;	      /* the original client's certificate, DER (for the logs) */
 	uint32_t client_cert_len;     /* 0..RELAY_FEED_MAX_CERT */
+	/*
+	 * 1..PROTO_MAX_RELAY_FANOUT: the hops are a tree of that fan-out below
+	 * this hop (src/relay_tree.h); 1: a chain. Encoded 0 is refused.
+	 */
+	uint8_t fanout;
 };
 
 struct relay_feed_entry {

@@ -20,6 +20,7 @@ static void relay_counts(void **state)
 	(void)state;
 	for (size_t i = 0; i <= PROTO_MAX_RELAY_HOPS; i++) {
 		hops[i] = s_hops[i % 2];
+		hops[i].port = (uint16_t)(1000 + i); /* no destination twice */
 	}
 	sample(MSG_RELAY, &m);
 	m.u.relay.hops = hops;
@@ -143,13 +144,84 @@ static void relay_result_fields(void **state)
 	assert_true((PROTO_CAPS_KNOWN & PROTO_CAP_RELAY) != 0);
 }
 
+/* The tree trailer: fan-out 2..16 round-trips; 0, 1, 17 and reserved bytes are refused. */
+static void relay_tree_trailer(void **state)
+{
+	struct msg m;
+	size_t len;
+
+	(void)state;
+	sample(MSG_RELAY, &m);
+	len = encode_ok(&m); /* a chain: no trailer */
+	m.u.relay.fanout = 1;
+	assert_int_equal(encode_ok(&m), len);
+	for (unsigned k = 2; k <= PROTO_MAX_RELAY_FANOUT; k++) {
+		m.u.relay.fanout = (uint8_t)k;
+		assert_int_equal(encode_ok(&m), len + 4);
+		round_trip(&m);
+	}
+	m.u.relay.fanout = PROTO_MAX_RELAY_FANOUT + 1;
+	assert_int_equal(msg_encode(&m, frame, sizeof(frame)), -EMSGSIZE);
+
+	/* Hostile trailers, written by hand after a good chain. */
+	static const uint8_t bad[][4] = {
+		{ 0, 0, 0, 0 }, { 1, 0, 0, 0 }, { 17, 0, 0, 0 }, { 255, 0, 0, 0 },
+		{ 2, 1, 0, 0 }, { 2, 0, 0, 1 }, { 2, 0, 1, 0 },
+	};
+	m.u.relay.fanout = 0;
+	len = encode_ok(&m);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memcpy(payload() + len, bad[i], 4);
+		assert_int_equal(decode_rc(MSG_RELAY, payload(), len + 4), -EBADMSG);
+	}
+	/* A trailer cut short, or with bytes after it. */
+	static const uint8_t good[5] = { 2, 0, 0, 0, 0 };
+	memcpy(payload() + len, good, sizeof(good));
+	for (size_t cut = 1; cut < 4; cut++) {
+		assert_int_equal(decode_rc(MSG_RELAY, payload(), len + cut), -EBADMSG);
+	}
+	assert_int_equal(decode_rc(MSG_RELAY, payload(), len + 5), -EBADMSG);
+	assert_int_equal(decode_rc(MSG_RELAY, payload(), len + 4), 0);
+	assert_true((PROTO_CAPS_KNOWN & PROTO_CAP_RELAY_TREE) != 0);
+}
+
+/* No destination twice (a loop): the same host (in any case), port and path ('/' at its end aside). */
+static void relay_repeats(void **state)
+{
+	struct proto_relay_hop hops[3];
+	char upper[] = "NODE2.example", slash[] = "data/in/set/", other[] = "data/in";
+	struct msg m;
+
+	(void)state;
+	sample(MSG_RELAY, &m);
+	m.u.relay.hops = hops;
+	m.u.relay.count = 3;
+	hops[0] = s_hops[0];
+	hops[1] = s_hops[1];
+	hops[2] = s_hops[0];
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	hops[2].host = upper;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	hops[2].path = slash;
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	m.u.relay.fanout = 2; /* a tree is no excuse */
+	assert_int_equal(encode_decode_rc(&m), -EBADMSG);
+	hops[2].path = other; /* another module path on the same host: fine */
+	round_trip(&m);
+	hops[2] = s_hops[0];
+	hops[2].port = 7778; /* another daemon on the same host: fine */
+	round_trip(&m);
+	assert_true(proto_relay_same_dest("a", 1, "m/x//", "A", 1, "m/x"));
+	assert_false(proto_relay_same_dest("a", 1, "m/x", "a", 1, "m/xy"));
+	assert_false(proto_relay_same_dest("a", 1, "m/x", "b", 1, "m/x"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(relay_counts),
-		cmocka_unit_test(relay_hop_fields),
-		cmocka_unit_test(relay_ticket_over_cap),
-		cmocka_unit_test(relay_result_fields),
+		cmocka_unit_test(relay_counts),		 cmocka_unit_test(relay_tree_trailer),
+		cmocka_unit_test(relay_repeats),	 cmocka_unit_test(relay_hop_fields),
+		cmocka_unit_test(relay_ticket_over_cap), cmocka_unit_test(relay_result_fields),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;

@@ -97,8 +97,18 @@ static void test_start(void **state)
 	}
 	assert_int_equal(got.u.start.client_cert_len, sizeof(cert));
 	assert_memory_equal(got.u.start.client_cert, cert, sizeof(cert));
+	assert_int_equal(got.u.start.fanout, 1); /* 0: a chain */
 	relay_feed_msg_free(&got);
 	assert_int_equal(got.type, 0);
+
+	/* A tree's fan-out, 1..PROTO_MAX_RELAY_FANOUT. */
+	m.u.start.fanout = PROTO_MAX_RELAY_FANOUT;
+	assert_int_equal(round_trip(p, &m, -1, &got), -1);
+	assert_int_equal(got.u.start.fanout, PROTO_MAX_RELAY_FANOUT);
+	relay_feed_msg_free(&got);
+	m.u.start.fanout = PROTO_MAX_RELAY_FANOUT + 1;
+	assert_int_equal(relay_feed_send(p->a, &m, -1), -EINVAL);
+	m.u.start.fanout = 2;
 
 	/* No certificate is allowed (the logs then say less); no hop is not. */
 	m.u.start.client_cert = NULL;
