@@ -200,6 +200,8 @@ struct engine_msg_row {
  *               (each into its slot).
  *   tx_ready    sender: may `slot` take its chunk again now (true), or
  *               must it wait (a fresh credit)?
+ *   tx_take     sender: the next slot is to go on `lane` (lane_pick's): the
+ *               feature may put a free slot of its choice last in free_slots.
  */
 enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
 
@@ -330,6 +332,7 @@ struct engine_feature {
 			 uint32_t *io_n);
 	int (*tx_resolved)(struct engine *e, unsigned lane, const uint32_t *chunks, uint32_t n);
 	int (*tx_ready)(struct engine *e, uint32_t slot);
+	void (*tx_take)(struct engine *e, unsigned lane);
 
 	int (*tx_offer)(struct engine *e, const struct engine_src *s, const char **ret_first);
 	int (*tx_offered)(struct engine *e, const struct proto_file *pf, uint32_t n);

@@ -768,3 +768,12 @@ int engine_tx_ready(struct engine *e, uint32_t slot)
 	}
 	return 1;
 }
+
+void engine_tx_take(struct engine *e, unsigned lane)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->tx_take) {
+			e->feat[i]->tx_take(e, lane);
+		}
+	}
+}

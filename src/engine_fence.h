@@ -38,3 +38,6 @@ int engine_rx_reopen(struct engine *e, unsigned lane, uint32_t *slots, uint32_t 
 		     uint32_t *io_n);
 int engine_tx_resolved(struct engine *e, unsigned lane, const uint32_t *chunks, uint32_t n);
 int engine_tx_ready(struct engine *e, uint32_t slot);
+
+/* The sender's next slot is to go on lane: the feature may put one of its free slots last. */
+void engine_tx_take(struct engine *e, unsigned lane);

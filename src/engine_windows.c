@@ -350,6 +350,26 @@ static int windows_tx_resolved(struct engine *e, unsigned lane, const uint32_t *
 	return r < 0 ? r : 0;
 }
 
+/*
+ * Sender: a slot keeps the lane of its window, so the lane the core picked
+ * by load (lane_pick) is honoured by taking a free slot whose window is
+ * there (last credited first among them), when one is.
+ */
+static void windows_tx_take(struct engine *e, unsigned lane)
+{
+	struct windows_state *w = win_of(e);
+
+	for (uint32_t i = e->nfree_slots; i-- > 0;) {
+		uint32_t s = e->free_slots[i];
+
+		if (w->lane[s] == lane) {
+			e->free_slots[i] = e->free_slots[e->nfree_slots - 1];
+			e->free_slots[e->nfree_slots - 1] = s;
+			return;
+		}
+	}
+}
+
 /* Sender: a chunk goes again into its slot only under a fresh key. */
 static int windows_tx_ready(struct engine *e, uint32_t slot)
 {
@@ -396,4 +416,5 @@ const struct engine_feature engine_feature_windows = {
 	.rx_reopen = windows_rx_reopen,
 	.tx_resolved = windows_tx_resolved,
 	.tx_ready = windows_tx_ready,
+	.tx_take = windows_tx_take,
 };

@@ -12,7 +12,8 @@
  *     the lane is resolved, then goes to that chunk again (it was not taken)
  *     or frees the slot (it was); a chunk that goes again waits for its
  *     slot's fresh key (tx_ready) and goes on that key's lane under it; a
- *     second credit for a slot that holds a key is refused;
+ *     second credit for a slot that holds a key is refused; the next slot
+ *     taken is one whose window is on the lane picked by load (tx_take);
  *   - receiver: a resolved lane's open windows (credit not taken, or
  *     descriptor not come) are let go on that lane and their slots listed to
  *     credit again, the ones a descriptor closed not; a slot credited again
@@ -192,6 +193,11 @@ static void test_sender(void **state)
 		assert_int_equal(credit(f, s, s % 2, 0x100 + s), 0);
 	}
 	assert_int_equal(e->nfree_slots, NSLOTS);
+	/* The lane picked by load is honoured: a free slot whose window is there goes next. */
+	engine_tx_take(e, 0);
+	assert_int_equal(e->free_slots[e->nfree_slots - 1], 6);
+	engine_tx_take(e, 1);
+	assert_int_equal(e->free_slots[e->nfree_slots - 1], 7);
 	assert_int_equal(post(f, 0, 0x100), 0);
 	assert_int_equal(post(f, 2, 0x102), 0);
 	assert_int_equal(post(f, 4, 0x104), 0);
