@@ -614,9 +614,8 @@ static int connect_data(struct daemon_conn *s, const struct msg_open_ok *ok,
 	}
 	lane_routes(s, ok, &xp);
 	/* The zero-copy fence, where both ends announced it (a copy's lanes, not bench's). */
-	xp.windows =
-	    purpose != LANE_SEAL_BENCH &&
-	    mwfence_agreed(hello_local_caps(), s->hello.caps, ops->kind, ep->seal_slots, ok->lanes);
+	xp.windows = purpose != LANE_SEAL_BENCH &&
+		     mwfence_agreed(hello_local_caps(), s->hello.caps, ops->kind, ep->seal_slots);
 	ep->windows = s->windows = xp.windows;
 	net_set_port(&addr, ok->data_port);
 	xp.error_buf = why;

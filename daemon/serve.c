@@ -293,36 +293,61 @@ static int conn_refuse_denied(struct conn *c, int64_t deadline)
 	return -EPERM;
 }
 
-/* The client's HELLO, by the handshake's deadline; then it is authenticated. */
 /*
- * Can this daemon's verbs lanes fence slots by memory windows: the device of
- * the address the client reached binds type-2 windows? What HELLO announces
- * (PROTO_CAP_MW_FENCE). Not with rails: lanes on other devices. The device
- * is found by its network interface (sysfs), never through rdma_cm: the
- * device contexts librdmacm keeps open would belong to this session's
- * credentials of before it takes the module's, and the kernel then refuses
- * every later post on them (EACCES).
+ * The RDMA device of the interface holding addr, into dev (sysfs, never
+ * rdma_cm: the device contexts librdmacm keeps open would belong to this
+ * session's credentials of before it takes the module's, and the kernel
+ * then refuses every later post on them, EACCES). 0, or -ENODEV.
+ */
+static int addr_device(const struct ifaddrs *ifs, const struct sockaddr *addr,
+		       char dev[RDMADEV_NAME_MAX + 1])
+{
+	const char *ifname = rdmadev_ifname_of_addr(ifs, addr);
+
+	return ifname && rdmadev_of_netdev(RDMADEV_SYSFS, RDMADEV_NETSYSFS, ifname, dev) == 0
+		   ? 0
+		   : -ENODEV;
+}
+
+/*
+ * Can this daemon's verbs lanes fence slots by memory windows: the devices
+ * of the address the client reached and of each of its rails bind type-2
+ * windows? What HELLO announces (PROTO_CAP_MW_FENCE).
  */
 static int lanes_windows(const struct conn *c)
 {
-	char dev[RDMADEV_NAME_MAX + 1], why[256] = "no RDMA device holds the address";
-	const char *devs[1] = { dev };
+	char dev[1 + DAEMON_MAX_RAILS][RDMADEV_NAME_MAX + 1],
+	    why[256] = "no RDMA device holds the address";
+	const char *devs[1 + DAEMON_MAX_RAILS];
 	struct ifaddrs *ifs = NULL;
-	const char *ifname;
+	unsigned n = 0;
 	int r = 0;
 
-	if (c->cfg->nrails > 0 || getifaddrs(&ifs) < 0) {
+	if (getifaddrs(&ifs) < 0) {
 		return 0;
 	}
-	ifname = rdmadev_ifname_of_addr(ifs, (const struct sockaddr *)&c->local);
-	if (ifname && rdmadev_of_netdev(RDMADEV_SYSFS, RDMADEV_NETSYSFS, ifname, dev) == 0) {
-		r = xport_verbs_windows(NULL, devs, 1, why, sizeof(why));
+	if (addr_device(ifs, (const struct sockaddr *)&c->local, dev[n]) == 0) {
+		devs[n] = dev[n];
+		n++;
+	}
+	for (size_t i = 0; n > 0 && i < c->cfg->nrails; i++) {
+		if (addr_device(ifs, (const struct sockaddr *)&c->cfg->rails[i], dev[n]) < 0) {
+			snprintf(why, sizeof(why), "no RDMA device holds rail %zu's address", i);
+			n = 0;
+			break;
+		}
+		devs[n] = dev[n];
+		n++;
+	}
+	if (n > 0) {
+		r = xport_verbs_windows(NULL, devs, n, why, sizeof(why));
 	}
 	freeifaddrs(ifs);
 	log_debug("%s (%s): memory windows: %s", c->peer, c->id, r == 1 ? "yes" : why);
 	return r;
 }
 
+/* The client's HELLO, by the handshake's deadline; then it is authenticated. */
 static int conn_hello(struct conn *c, int64_t deadline)
 {
 	const struct daemon_config *cfg = c->cfg;

@@ -591,9 +591,9 @@ static int lanes_offer(struct conn *c, const struct lanes_want *w, struct engine
 		offer_rails(c, ln, k);
 	}
 	/* The zero-copy fence, where both ends announced it (a copy's lanes, not bench's). */
-	ln->xp.windows = w->purpose != LANE_SEAL_BENCH &&
-			 mwfence_agreed(hello_local_caps(), c->peer_caps, ln->ops->kind,
-					ep->seal_slots, ln->xp.nlanes);
+	ln->xp.windows =
+	    w->purpose != LANE_SEAL_BENCH &&
+	    mwfence_agreed(hello_local_caps(), c->peer_caps, ln->ops->kind, ep->seal_slots);
 	ep->windows = ln->xp.windows;
 	r = offer_lanes(c, &ok, ln->ops, ln->l, &ln->xp, ret_x, w->what);
 	if (r < 0) {

@@ -665,6 +665,8 @@ int lane_pick(struct engine *e, unsigned n);
 /* Sender: slot went out on lane; slot came back (credited). */
 void lane_slot_posted(struct engine *e, uint32_t slot, unsigned lane);
 void lane_slot_credited(struct engine *e, uint32_t slot);
+int tx_slot_free(struct engine *e, uint32_t slot);
+int rx_credit_post(struct engine *e, uint32_t slot, unsigned lane);
 int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk);
 /* lane_push of a counted post (a descriptor or a credit) for slot. */
 int lane_push_slot(struct engine *e, struct xport_wr *wr, int32_t chunk, uint32_t slot);

@@ -190,6 +190,18 @@ struct engine_msg_row {
  *               word (a window's key), -errno when it refuses it.
  *   tx_window   `slot` goes out: the feature may move it to *io_lane and
  *               name its keys in the payload's write and the descriptor's.
+ * With rails (engine_rails.c), a lost lane's part in it:
+ *   lane_closing a data lane stopped being up (lost, or stopped for the
+ *               peer): nothing new may go on it.
+ *   rx_reopen   receiver, a lost lane resolved: the slots to credit again
+ *               on the lanes up (*io_n of them at slots; the feature may
+ *               answer the whole list, up to cap).
+ *   tx_resolved sender, a lost lane resolved: the n chunks that go again
+ *               (each into its slot).
+ *   tx_ready    sender: may `slot` take its chunk again now (true), or
+ *               must it wait (a fresh credit)?
+ *   tx_take     sender: the next slot is to go on `lane` (lane_pick's): the
+ *               feature may put a free slot of its choice last in free_slots.
  */
 enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
 
@@ -315,6 +327,12 @@ struct engine_feature {
 	int (*tx_credit)(struct engine *e, const struct xport_wc *wc, uint32_t slot);
 	int (*tx_window)(struct engine *e, uint32_t slot, unsigned *io_lane, struct xport_wr *data,
 			 struct xport_wr *desc);
+	void (*lane_closing)(struct engine *e, unsigned lane);
+	int (*rx_reopen)(struct engine *e, unsigned lane, uint32_t *slots, uint32_t cap,
+			 uint32_t *io_n);
+	int (*tx_resolved)(struct engine *e, unsigned lane, const uint32_t *chunks, uint32_t n);
+	int (*tx_ready)(struct engine *e, uint32_t slot);
+	void (*tx_take)(struct engine *e, unsigned lane);
 
 	int (*tx_offer)(struct engine *e, const struct engine_src *s, const char **ret_first);
 	int (*tx_offered)(struct engine *e, const struct proto_file *pf, uint32_t n);

@@ -738,3 +738,42 @@ int engine_tx_window(struct engine *e, uint32_t slot, unsigned *io_lane, struct 
 {
 	FENCE_ASK(tx_window, slot, io_lane, data, desc);
 }
+
+void engine_lane_closing(struct engine *e, unsigned lane)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->lane_closing) {
+			e->feat[i]->lane_closing(e, lane);
+		}
+	}
+}
+
+int engine_rx_reopen(struct engine *e, unsigned lane, uint32_t *slots, uint32_t cap, uint32_t *io_n)
+{
+	FENCE_ASK(rx_reopen, lane, slots, cap, io_n);
+}
+
+int engine_tx_resolved(struct engine *e, unsigned lane, const uint32_t *chunks, uint32_t n)
+{
+	FENCE_ASK(tx_resolved, lane, chunks, n);
+}
+
+/* 1 when no feature holds the slot back. */
+int engine_tx_ready(struct engine *e, uint32_t slot)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->tx_ready && !e->feat[i]->tx_ready(e, slot)) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+void engine_tx_take(struct engine *e, unsigned lane)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->tx_take) {
+			e->feat[i]->tx_take(e, lane);
+		}
+	}
+}

@@ -24,3 +24,20 @@ int engine_rx_credit(struct engine *e, uint32_t slot, struct xport_wr *wr);
 int engine_tx_credit(struct engine *e, const struct xport_wc *wc, uint32_t slot);
 int engine_tx_window(struct engine *e, uint32_t slot, unsigned *io_lane, struct xport_wr *data,
 		     struct xport_wr *desc);
+
+/* tx_credit's answer when the feature keeps the slot (its chunk goes again, or a key is stale). */
+#define ENGINE_FENCE_KEPT 2
+
+/*
+ * Rails' points (engine_rails.c, the one caller): a lane left the lanes up;
+ * a lost lane resolved (the receiver's slots to credit again, the sender's
+ * chunks that go again); may a slot take its chunk again now (1) or not (0).
+ */
+void engine_lane_closing(struct engine *e, unsigned lane);
+int engine_rx_reopen(struct engine *e, unsigned lane, uint32_t *slots, uint32_t cap,
+		     uint32_t *io_n);
+int engine_tx_resolved(struct engine *e, unsigned lane, const uint32_t *chunks, uint32_t n);
+int engine_tx_ready(struct engine *e, uint32_t slot);
+
+/* The sender's next slot is to go on lane: the feature may put one of its free slots last. */
+void engine_tx_take(struct engine *e, unsigned lane);

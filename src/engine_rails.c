@@ -20,6 +20,7 @@
  * Which lane a slot goes on is the core's (lane_pick in engine_lane.c).
  */
 #include "engine-internal.h"
+#include "engine_fence.h"
 
 #include "hello.h"
 
@@ -78,6 +79,14 @@ static int all_lanes_lost(struct engine *e, unsigned lane, const char *why)
 			   "data transport: every data lane is down (lane %u: %s)", lane, why);
 }
 
+/* A lane stops being up: nothing new goes on it (the features' too: a window's slots). */
+static void lane_leave(struct engine *e, unsigned lane)
+{
+	e->lanes[lane].state = LANE_CLOSING;
+	rails_of(e)->lanes_up--;
+	engine_lane_closing(e, lane);
+}
+
 /*
  * Stop a lane that is up (the peer lost it, or a test kills it): nothing new
  * goes on it, and its completions are taken until its first failed one.
@@ -93,8 +102,7 @@ static int lane_stop(struct engine *e, unsigned lane, const char *why)
 		    e, PERR_TRANSPORT, -EOPNOTSUPP,
 		    "data lane %u is down (%s) and the transport cannot stop it alone", lane, why);
 	}
-	e->lanes[lane].state = LANE_CLOSING;
-	rs->lanes_up--;
+	lane_leave(e, lane);
 	r = x->ops->lane_down(x, lane);
 	if (r < 0) {
 		return engine_fail(e, PERR_TRANSPORT, r, "stop data lane %u: %s", lane,
@@ -121,24 +129,14 @@ static uint64_t lane_first_open(const struct lane *l)
 }
 
 /*
- * Both counts of a lost lane known: what the peer did not take goes again
- * on the others (rails_step), in the order it went; what it took is done.
+ * A lost lane's queue, with the peer's count n: what the peer took is done,
+ * what it did not goes again on the others (rails_step), in the order it went.
  */
-static int rails_resolve(struct engine *e, unsigned lane)
+static void resolve_queue(struct engine *e, struct lane *l, uint64_t n)
 {
 	struct rails_state *rs = rails_of(e);
-	struct lane *l = &e->lanes[lane];
-	uint64_t first = lane_first_open(l), n = l->peer_count;
 	bool sender = !e->role->peer_writes;
-	uint32_t before = sender ? rs->nrepost : rs->nrecredit;
 
-	if (n < first || n > l->posted) {
-		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
-				   "LANE_DOWN: the peer took %" PRIu64
-				   " %s on lane %u, but %" PRIu64
-				   " went there and it took the first %" PRIu64 " already",
-				   n, sender ? "slots" : "credits", lane, l->posted, first);
-	}
 	for (unsigned k = 0; k < l->len; k++) {
 		const struct lane_ent *le = &l->fifo[(l->head + k) % l->cap];
 
@@ -161,6 +159,53 @@ static int rails_resolve(struct engine *e, unsigned lane)
 	l->head = l->len = 0;
 	l->load = 0;
 	l->busy_since = 0;
+}
+
+/*
+ * The slot fence's part (memory windows): the receiver's slots whose
+ * windows were on the lane are credited again under fresh keys, the
+ * sender's chunks that go again wait for them.
+ */
+static int resolve_fence(struct engine *e, unsigned lane, uint32_t before)
+{
+	struct rails_state *rs = rails_of(e);
+	uint32_t n;
+	int r;
+
+	if (!e->role->peer_writes) {
+		r = engine_tx_resolved(e, lane, rs->repost + before, rs->nrepost - before);
+		return r == ENGINE_DECLINED ? 0 : r;
+	}
+	n = rs->nrecredit - before;
+	r = engine_rx_reopen(e, lane, rs->recredit + before, e->p->slots - before, &n);
+	if (r == 0) {
+		rs->nrecredit = before + n;
+	}
+	return r == ENGINE_DECLINED ? 0 : r;
+}
+
+/* Both counts of a lost lane known: what the peer did not take goes again on the others. */
+static int rails_resolve(struct engine *e, unsigned lane)
+{
+	struct rails_state *rs = rails_of(e);
+	struct lane *l = &e->lanes[lane];
+	uint64_t first = lane_first_open(l), n = l->peer_count;
+	bool sender = !e->role->peer_writes;
+	uint32_t before = sender ? rs->nrepost : rs->nrecredit;
+	int r;
+
+	if (n < first || n > l->posted) {
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "LANE_DOWN: the peer took %" PRIu64
+				   " %s on lane %u, but %" PRIu64
+				   " went there and it took the first %" PRIu64 " already",
+				   n, sender ? "slots" : "credits", lane, l->posted, first);
+	}
+	resolve_queue(e, l, n);
+	r = resolve_fence(e, lane, before);
+	if (r < 0) {
+		return r;
+	}
 	if (e->p->ev.notice) {
 		char text[160];
 
@@ -201,8 +246,7 @@ static int rails_lane_error(struct engine *e, const struct xport_wc *wc)
 		if (rs->lanes_up == 1) {
 			return engine_fail_lane(e, wc);
 		}
-		l->state = LANE_CLOSING;
-		rs->lanes_up--;
+		lane_leave(e, wc->lane);
 		if (e->p->x->ops->lane_down) {
 			/* Put the peer's side of it down too (tcp: at once). */
 			(void)e->p->x->ops->lane_down(e->p->x, wc->lane);
@@ -316,7 +360,8 @@ static int rails_step(struct engine *e)
 	while (r >= 0 && done < rs->nrepost) {
 		int pick = lane_pick(e, 2);
 
-		if (pick < 0) {
+		/* In order; a slot whose window was lost waits for its fresh credit. */
+		if (pick < 0 || !engine_tx_ready(e, e->chunks[rs->repost[done]].slot)) {
 			break;
 		}
 		r = tx_post_again(e, rs->repost[done], (unsigned)pick);
@@ -330,18 +375,12 @@ static int rails_step(struct engine *e)
 	}
 	done = 0;
 	while (r >= 0 && done < rs->nrecredit) {
-		uint32_t slot = rs->recredit[done];
 		int pick = lane_pick(e, 1);
-		struct xport_wr wr = {
-			.opcode = XPORT_OP_WRITE_IMM,
-			.imm = proto_imm(PROTO_IMM_CREDIT, slot),
-		};
 
 		if (pick < 0) {
 			break;
 		}
-		wr.lane = (uint32_t)pick;
-		r = lane_push_slot(e, &wr, -1, slot);
+		r = rx_credit_post(e, rs->recredit[done], (unsigned)pick);
 		if (r >= 0) {
 			done++;
 		}

@@ -117,11 +117,7 @@ static int rx_unfence(struct engine *e, uint32_t slot)
 /* The credit of ring slot `slot` on its lane (another if that one is lost). */
 static int rx_credit_send(struct engine *e, uint32_t slot)
 {
-	struct xport_wr wr = {
-		.opcode = XPORT_OP_WRITE_IMM,
-		.imm = proto_imm(PROTO_IMM_CREDIT, slot),
-		.lane = e->rring[slot].lane,
-	};
+	unsigned lane = e->rring[slot].lane;
 	/* The peer may write the slot again once it has the credit, not before. */
 	int r = rx_unfence(e, slot);
 
@@ -130,7 +126,7 @@ static int rx_credit_send(struct engine *e, uint32_t slot)
 	if (r < 0) {
 		return r;
 	}
-	if (!lane_is_up(e, wr.lane)) {
+	if (!lane_is_up(e, lane)) {
 		/* Rails: its lane is lost; the credit goes on another. */
 		int pick = lane_pick(e, 1);
 
@@ -138,13 +134,29 @@ static int rx_credit_send(struct engine *e, uint32_t slot)
 			return engine_fail(e, PERR_INTERNAL, -ENOSPC,
 					   "no lane has room for a credit");
 		}
-		wr.lane = (uint32_t)pick;
+		lane = (unsigned)pick;
 	}
-	if (!lane_room(e, wr.lane, 1)) {
+	return rx_credit_post(e, slot, lane);
+}
+
+/*
+ * The credit of ring slot `slot` on lane (up, with room), every credit's
+ * way (rails' again too): memory windows open the slot's window on that
+ * lane, its key in the credit.
+ */
+int rx_credit_post(struct engine *e, uint32_t slot, unsigned lane)
+{
+	struct xport_wr wr = {
+		.opcode = XPORT_OP_WRITE_IMM,
+		.imm = proto_imm(PROTO_IMM_CREDIT, slot),
+		.lane = lane,
+	};
+	int r;
+
+	if (!lane_room(e, lane, 1)) {
 		/* Cannot happen while credits <= slots <= sq_depth; be loud if it does. */
 		return engine_fail(e, PERR_INTERNAL, -ENOSPC, "send queue full for credits");
 	}
-	/* Memory windows: the slot's window opened on that lane, its key in the credit. */
 	r = engine_rx_credit(e, slot, &wr);
 	if (r < 0) {
 		return r;

@@ -523,6 +523,13 @@ int tx_on_credit(struct engine *e, const struct xport_wc *wc)
 	if (r == ENGINE_DECLINED && wc->len != 0) {
 		return imm_unexpected(e, wc);
 	}
+	/* Kept by the fence: its chunk goes into it again, or its key is of a lost lane. */
+	return r == ENGINE_FENCE_KEPT ? 0 : tx_slot_free(e, slot);
+}
+
+/* Ring slot `slot` is credited: free for the next chunk. */
+int tx_slot_free(struct engine *e, uint32_t slot)
+{
 	if (e->nfree_slots >= e->p->slots) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "credit overflow");
 	}

@@ -81,7 +81,11 @@ static int tx_post_at(struct engine *e, uint32_t ci, unsigned lane, uint32_t slo
 int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id, uint64_t off,
 		 uint32_t len, uint32_t pieces, struct file_hash **hash)
 {
-	uint32_t slot = e->free_slots[--e->nfree_slots];
+	uint32_t slot;
+
+	/* Memory windows: a free slot whose window is on that lane, if one is, goes first. */
+	engine_tx_take(e, lane);
+	slot = e->free_slots[--e->nfree_slots];
 
 	e->chunks[ci].desc = (struct proto_desc){
 		.file_id = file_id, .len = len, .offset = off, .seq = ++e->seq, .pieces = pieces

@@ -13,13 +13,31 @@
  * with its credit (the first ones once the sender's first FILES shows its
  * engine up, its receives posted), and goes out on its window's lane, the payload written
  * through the window's key and the descriptor's SEND closing it.
- * Windows are agreed only where a lost lane ends the session anyway (one
- * lane, or an end without rails: mwfence_agreed), so a lost lane fails it
- * here too: its windows answer only its QP, and rails' re-posts would need
- * the receiver to open them again on another lane first (not done yet).
+ *
+ * With rails (engine_rails.c), a lost lane's windows answer only its dead
+ * QP. Once the lane is resolved (both counts known) the receiver lets each
+ * window still open there go (window_close: released with its lane, its key
+ * refused from then) and credits the slot again on a lane that is up, under
+ * a fresh key: the slots whose credits the sender did not take, and those
+ * it took but whose descriptors did not come. The sender never uses a key
+ * of a lane that is not up: a free slot's is dropped when its lane stops,
+ * a credit that comes on such a lane is kept back; a chunk that goes again
+ * waits in its slot for the fresh credit (tx_ready). A fresh credit that
+ * comes before the sender resolved the lane its slot went on is parked
+ * until then: it is the slot's next chunk's if the receiver took the
+ * descriptor, the same chunk's again if not. Without rails a lost lane
+ * fails the session.
  */
 #include "engine_rx.h"
 #include "mwfence.h"
+
+/* Sender, per ring slot: where its chunk is (rails). */
+enum win_out {
+	WIN_IDLE,   /* no chunk in it (free, or waiting for a credit) */
+	WIN_OUT,    /* its chunk went out on out_lane; the next credit frees it */
+	WIN_PARKED, /* out on a lane lost, not resolved yet: a fresh key came, kept */
+	WIN_AGAIN,  /* its chunk goes again into it: under the next key (or the one kept) */
+};
 
 struct windows_state {
 	/*
@@ -29,6 +47,8 @@ struct windows_state {
 	 */
 	uint32_t *key;
 	uint8_t *lane;		  /* per ring slot: the lane its window answers on */
+	uint8_t *out;		  /* sender, per ring slot: enum win_out */
+	uint8_t *out_lane;	  /* sender, per ring slot: the lane its chunk went on */
 	struct xport_mr *desc_mr; /* receiver: the descriptors, remotely writable */
 	bool credited;		  /* receiver: every slot's first window opened and credited */
 	/*
@@ -63,7 +83,9 @@ static int windows_setup(struct engine *e)
 
 	w->key = calloc(e->p->slots, sizeof(*w->key));
 	w->lane = calloc(e->p->slots, sizeof(*w->lane));
-	if (!w->key || !w->lane) {
+	w->out = calloc(e->p->slots, sizeof(*w->out));
+	w->out_lane = calloc(e->p->slots, sizeof(*w->out_lane));
+	if (!w->key || !w->lane || !w->out || !w->out_lane) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	if (!e->role->peer_writes) {
@@ -157,6 +179,14 @@ static int windows_rx_credit(struct engine *e, uint32_t slot, struct xport_wr *w
 	return 0;
 }
 
+/* Sender: has the lane a chunk went on been resolved (rails: both counts known)? */
+static bool lane_resolved(const struct engine *e, unsigned lane)
+{
+	const struct lane *l = &e->lanes[lane];
+
+	return l->state == LANE_DEAD && l->told && l->heard;
+}
+
 static int windows_tx_credit(struct engine *e, const struct xport_wc *wc, uint32_t slot)
 {
 	struct windows_state *w = win_of(e);
@@ -166,8 +196,27 @@ static int windows_tx_credit(struct engine *e, const struct xport_wc *wc, uint32
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 				   "credit for slot %u without a window's key, or twice", slot);
 	}
+	/* Its chunk went on a lane lost: which chunk the key is for is known once resolved. */
+	bool unsure = w->out[slot] == WIN_OUT && !lane_is_up(e, w->out_lane[slot]) &&
+		      !lane_resolved(e, w->out_lane[slot]);
+
+	if (!lane_is_up(e, wc->lane)) {
+		/* A window on a lane going down: the receiver opens it again once resolved. */
+		if (w->out[slot] != WIN_AGAIN && !unsure) {
+			w->out[slot] = WIN_IDLE;
+		}
+		return ENGINE_FENCE_KEPT;
+	}
 	w->key[slot] = key;
 	w->lane[slot] = (uint8_t)wc->lane;
+	if (w->out[slot] == WIN_AGAIN) {
+		return ENGINE_FENCE_KEPT; /* its chunk goes again under this key */
+	}
+	if (unsure) {
+		w->out[slot] = WIN_PARKED;
+		return ENGINE_FENCE_KEPT;
+	}
+	w->out[slot] = WIN_IDLE;
 	return 0;
 }
 
@@ -205,16 +254,126 @@ static int windows_tx_window(struct engine *e, uint32_t slot, unsigned *io_lane,
 	desc->rkey = e->rkey[lane];
 	desc->inv_rkey = w->key[slot];
 	w->key[slot] = 0;
+	w->out[slot] = WIN_OUT;
+	w->out_lane[slot] = (uint8_t)lane;
 	if (e->p->faults & ENGINE_FAULT_MW_REWRITE) {
 		windows_test_rewrite(e, w, slot, data);
 	}
 	return 0;
 }
 
-/* A lost lane's windows answer only its QP: the session ends (rails not yet with windows). */
+/* Without rails a lost lane's windows cannot be opened again: the session ends. */
 static int windows_lane_error(struct engine *e, const struct xport_wc *wc)
 {
-	return engine_fail_lane(e, wc);
+	return e->rails ? ENGINE_DECLINED : engine_fail_lane(e, wc);
+}
+
+/*
+ * Sender: a lane stops: every key that answers on it is dropped (the
+ * receiver opens those windows again once the lane is resolved): its free
+ * slots wait for fresh credits, a parked key is given up.
+ */
+static void windows_lane_closing(struct engine *e, unsigned lane)
+{
+	struct windows_state *w = win_of(e);
+	uint32_t kept = 0;
+
+	if (e->role->peer_writes) {
+		return;
+	}
+	for (uint32_t s = 0; s < e->p->slots; s++) {
+		if (w->key[s] != 0 && w->lane[s] == lane) {
+			w->key[s] = 0;
+			w->out[s] = w->out[s] == WIN_PARKED ? WIN_OUT : w->out[s];
+		}
+	}
+	for (uint32_t i = 0; i < e->nfree_slots; i++) {
+		if (w->key[e->free_slots[i]] != 0) {
+			e->free_slots[kept++] = e->free_slots[i];
+		}
+	}
+	e->nfree_slots = kept;
+}
+
+/*
+ * Receiver: lane resolved: every window still open on it (its credit not
+ * taken, or its descriptor not come) let go with its lane, its slot
+ * credited again (the whole list: those rails found are among them).
+ */
+static int windows_rx_reopen(struct engine *e, unsigned lane, uint32_t *slots, uint32_t cap,
+			     uint32_t *io_n)
+{
+	struct windows_state *w = win_of(e);
+	struct xport *x = e->p->x;
+	uint32_t n = 0;
+
+	for (uint32_t s = 0; s < e->p->slots; s++) {
+		if (w->key[s] == 0 || w->lane[s] != lane) {
+			continue;
+		}
+		if (n == cap) {
+			return engine_fail(e, PERR_INTERNAL, -ENOSPC, "slots to credit again");
+		}
+		/*
+		 * Released with its lane (its key refused from then); should that
+		 * fail, the window still answers only the dead QP.
+		 */
+		if (x->ops->window_close) {
+			(void)x->ops->window_close(x, e->mr, s, lane);
+		}
+		w->key[s] = 0;
+		slots[n++] = s;
+	}
+	*io_n = n;
+	return 0;
+}
+
+/*
+ * Sender: lane resolved: the chunks that go again wait in their slots for
+ * fresh keys (or take the one parked); a parked key whose chunk the
+ * receiver took frees its slot.
+ */
+static int windows_tx_resolved(struct engine *e, unsigned lane, const uint32_t *chunks, uint32_t n)
+{
+	struct windows_state *w = win_of(e);
+	int r = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		w->out[e->chunks[chunks[i]].slot] = WIN_AGAIN;
+	}
+	for (uint32_t s = 0; s < e->p->slots && r >= 0; s++) {
+		if (w->out[s] == WIN_PARKED && w->out_lane[s] == lane) {
+			w->out[s] = WIN_IDLE;
+			r = tx_slot_free(e, s);
+		}
+	}
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Sender: a slot keeps the lane of its window, so the lane the core picked
+ * by load (lane_pick) is honoured by taking a free slot whose window is
+ * there (last credited first among them), when one is.
+ */
+static void windows_tx_take(struct engine *e, unsigned lane)
+{
+	struct windows_state *w = win_of(e);
+
+	for (uint32_t i = e->nfree_slots; i-- > 0;) {
+		uint32_t s = e->free_slots[i];
+
+		if (w->lane[s] == lane) {
+			e->free_slots[i] = e->free_slots[e->nfree_slots - 1];
+			e->free_slots[e->nfree_slots - 1] = s;
+			return;
+		}
+	}
+}
+
+/* Sender: a chunk goes again into its slot only under a fresh key. */
+static int windows_tx_ready(struct engine *e, uint32_t slot)
+{
+	return win_of(e)->key[slot] != 0;
 }
 
 static void windows_stop(struct engine *e)
@@ -233,6 +392,8 @@ static void windows_release(struct engine *e)
 
 	free(w->key);
 	free(w->lane);
+	free(w->out);
+	free(w->out_lane);
 }
 
 const struct engine_feature engine_feature_windows = {
@@ -251,4 +412,9 @@ const struct engine_feature engine_feature_windows = {
 	.rx_credit = windows_rx_credit,
 	.tx_credit = windows_tx_credit,
 	.tx_window = windows_tx_window,
+	.lane_closing = windows_lane_closing,
+	.rx_reopen = windows_rx_reopen,
+	.tx_resolved = windows_tx_resolved,
+	.tx_ready = windows_tx_ready,
+	.tx_take = windows_tx_take,
 };

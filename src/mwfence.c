@@ -12,12 +12,11 @@ uint64_t mwfence_offer(int windows)
 }
 
 bool mwfence_agreed(uint64_t local_caps, uint64_t peer_caps, enum xport_kind kind,
-		    bool sealed_slots, unsigned nlanes)
+		    bool sealed_slots)
 {
 	uint64_t both = local_caps & peer_caps;
 
-	return (both & PROTO_CAP_MW_FENCE) && kind == XPORT_KIND_VERBS && !sealed_slots &&
-	       (nlanes == 1 || !(both & PROTO_CAP_RAILS));
+	return (both & PROTO_CAP_MW_FENCE) && kind == XPORT_KIND_VERBS && !sealed_slots;
 }
 
 int mwfence_credit_key(bool windows, uint32_t word, uint32_t *ret_key)

@@ -22,16 +22,14 @@ uint64_t mwfence_offer(int windows);
 
 /*
  * Do a session's lanes fence slots by windows? Only when both ends announced
- * PROTO_CAP_MW_FENCE, the lanes are verbs, slots are not sealed (a sealed
- * slot is opened into a private copy, which is its fence already), and a
- * lost lane would end the session anyway: one lane, or ends without rails
- * (PROTO_CAP_RAILS). A window answers only its lane's QP, and rails'
- * re-posts on another lane do not open windows there yet: where rails
- * would keep a session going, the copy stays. Both ends compute it from the
- * same facts (OPEN_OK's) before the lanes connect.
+ * PROTO_CAP_MW_FENCE, the lanes are verbs, and slots are not sealed (a
+ * sealed slot is opened into a private copy, which is its fence already).
+ * With rails a lost lane's windows are opened again on the lanes up
+ * (engine_windows.c), so any number of lanes takes them. Both ends compute
+ * it from the same facts (OPEN_OK's) before the lanes connect.
  */
 bool mwfence_agreed(uint64_t local_caps, uint64_t peer_caps, enum xport_kind kind,
-		    bool sealed_slots, unsigned nlanes);
+		    bool sealed_slots);
 
 /*
  * A credit's word (its RECV_IMM's len): with windows, the key of the window

@@ -336,8 +336,10 @@ struct xport_ops {
 	 * (inv_rkey; our completion says so: xport_wc_closed_window), after
 	 * which they are remote access errors. The window must be closed (new,
 	 * closed by the peer, or by window_close), else the lane fails.
-	 * window_close closes it from our side (its lane lost: before it is
-	 * opened on another). Errors of either come back as a completion with
+	 * window_close closes it from our side: posted on lane while it is up;
+	 * when lane (the one it was opened on) is lost, the window goes with it
+	 * at once (its key refused from then, on every lane), so it can be
+	 * opened on another. Errors of either come back as a completion with
 	 * wr_id XPORT_WR_ID_WINDOW.
 	 */
 	int (*window_open)(struct xport *x, struct xport_mr *mr, uint32_t idx, unsigned lane,

@@ -9,8 +9,9 @@
  * is refused); the peer's SEND_WITH_INV naming that key closes it in
  * hardware before our receive completes (IBV_WC_WITH_INV, and the key in
  * invalidated_rkey), and from then its writes there are remote access
- * errors. window_close closes it from our side (LOCAL_INV), as when its lane
- * is lost and it must be opened on another. Binds and invalidations are
+ * errors. window_close closes it from our side: LOCAL_INV on its lane while
+ * that is up; a lost lane's window is deallocated (nothing can be posted
+ * there), so that it can be opened on another lane of the device. Binds and invalidations are
  * posted unsignaled on the lane's send queue, in its bookkeeping like any
  * request, with wr_id XPORT_WR_ID_WINDOW: only an error comes back.
  */
@@ -163,6 +164,32 @@ int verbs_window_open(struct xport *x, struct xport_mr *pub, uint32_t idx, unsig
 	return 0;
 }
 
+/*
+ * Window idx of a lost lane: nothing can be posted there, so it goes with
+ * its lane: deallocated, its key refused from then on every QP; the next
+ * opening on that device allocates a fresh one.
+ */
+static int window_release(struct verbs_xport *vx, const struct xport_mr *pub, uint32_t idx,
+			  unsigned lane)
+{
+	struct verbs_mr *m = mr_of(vx, pub);
+	unsigned dev = vx->lanes[lane].dev;
+	struct verbs_window *w;
+	int e;
+
+	if (!m || !m->win[dev] || !m->win[dev][idx].mw) {
+		return m ? 0 : -EINVAL;
+	}
+	w = &m->win[dev][idx];
+	e = ibv_dealloc_mw(w->mw);
+	if (e != 0) {
+		verbs_set_error(vx, "lane %u: ibv_dealloc_mw: %s", lane, strerror(e));
+		return -e;
+	}
+	w->mw = NULL;
+	return 0;
+}
+
 int verbs_window_close(struct xport *x, struct xport_mr *pub, uint32_t idx, unsigned lane)
 {
 	struct verbs_xport *vx = to_verbs(x);
@@ -171,6 +198,9 @@ int verbs_window_close(struct xport *x, struct xport_mr *pub, uint32_t idx, unsi
 	struct verbs_mr *m;
 	int r = window_args(vx, pub, idx, lane, &m);
 
+	if (r == -ENOTCONN) {
+		return window_release(vx, pub, idx, lane);
+	}
 	if (r < 0) {
 		return r;
 	}

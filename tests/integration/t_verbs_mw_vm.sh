@@ -7,8 +7,10 @@
 # descriptor a SEND_WITH_INV naming the window's key; a late write into the
 # fenced slot gets IBV_WC_REM_ACCESS_ERR with the slot unchanged; stale keys,
 # other lanes and locally closed windows refused; a lost lane's window
-# reopened on another lane), then a verbs push that
-# must stay byte-exact. The logs stay in $BUILD_DIR/rxe-vm-mw
+# reopened on another lane, or let go on the lost lane and its key refused),
+# then sessions: a push and a pull with windows, and with rails on two
+# devices (a lane lost mid-copy included), that must stay byte-exact, and a
+# rewritten fenced slot refused. The logs stay in $BUILD_DIR/rxe-vm-mw
 # (RXEVM_MW_OUT overrides).
 #
 # Skips (77, reason printed) when the VM cannot run here, as t_verbs_vm does,

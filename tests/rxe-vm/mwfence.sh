@@ -24,10 +24,12 @@
 # 3. Sessions with windows (rdmacp/rdmacpd, rxe0 -> rxe1, one lane): a push
 #    and a pull byte-exact, the --json start event and -v saying the fence is
 #    windows (the daemon's log too); a mixed pair (the client masks
-#    capability 36) and two lanes with rails (a lost lane survived) keep the
-#    copy; a sender rewriting a fenced slot
-#    through the key its descriptor closed gets IBV_WC_REM_ACCESS_ERR and
-#    nothing is committed.
+#    capability 36) keeps the copy; rails with windows (--devices rxe0,rxe1):
+#    a push and a pull, and each with lane 0 lost mid-copy (the lost lane's
+#    windows opened again on the other under fresh keys), byte-exact; a
+#    sender rewriting a fenced slot through the key its descriptor closed
+#    gets IBV_WC_REM_ACCESS_ERR and nothing is committed (one lane), or
+#    with rails loses that lane and completes byte-exact on the other.
 #
 # Prints "ok: ..." / "FAIL: ..." lines; logs go to OUT_DIR. Exit 0 when every
 # check passed, 1 otherwise, 77 when the kernel's rxe has no type-2 windows.
@@ -82,6 +84,12 @@ listen = $SERVER:$PORT
 cert = $W/certs/server.crt
 key = $W/certs/server.key
 ca = $W/certs/ca.crt
+# Rails: lanes to 10.0.0.1 (rxe0) too, from either device of the client.
+rails = 10.0.0.1
+lanes from other addresses = yes
+# Before HELLO each session asks both devices whether they bind windows: seconds each
+# under the emulator (not on a NIC), so the 5 s default would be a race.
+handshake timeout = 30
 
 [data]
 path = $W/mod
@@ -134,14 +142,50 @@ else
 	fail "mixed pair ($OUT/mixed.log)"
 fi
 
-# 3c'. Two lanes with rails on both ends (a lost lane is survived): the copy, byte-exact.
+# 3c'. Rails with windows: two lanes on two devices at each end (--devices rxe0,rxe1;
+# the daemon's rails: lane 1 to 10.0.0.1), a push and a pull byte-exact, fenced by windows.
 rm -f "$W/mod/f"
-if "${C[@]}" --json --lanes 2 "$W/src/f" "$SERVER:data/" >"$OUT/lanes2.log" 2>&1 &&
-	cmp -s "$W/src/f" "$W/mod/f" && grep -q '"fence":"copy"' "$OUT/lanes2.log"; then
-	ok "two lanes with rails keep the copy (rails survive a lost lane), byte-exact"
+if "${C[@]}" --json --devices rxe0,rxe1 "$W/src/f" "$SERVER:data/" >"$OUT/rails_push.log" 2>&1 &&
+	cmp -s "$W/src/f" "$W/mod/f" && grep -q '"fence":"windows"' "$OUT/rails_push.log"; then
+	ok "rails push (rxe0,rxe1) byte-exact, fenced by memory windows"
 else
-	fail "two lanes with rails ($OUT/lanes2.log)"
+	fail "rails push with windows ($OUT/rails_push.log)"
 fi
+grep -Eq "2 verbs lanes.*fenced by memory windows" "$W/d.log" &&
+	ok "daemon with rails (rxe1, rxe0): 2 lanes fenced by memory windows" ||
+	fail "daemon log: no 2 lanes fenced by memory windows"
+rm -rf "$W/dst" && mkdir -p "$W/dst"
+if "${C[@]}" -v --devices rxe0,rxe1 "$SERVER:data/g" "$W/dst/" >"$OUT/rails_pull.log" 2>&1 &&
+	cmp -s "$W/mod/g" "$W/dst/g" &&
+	grep -q "held slots fenced by memory windows" "$OUT/rails_pull.log"; then
+	ok "rails pull (rxe0,rxe1) byte-exact, -v says memory windows"
+else
+	fail "rails pull with windows ($OUT/rails_pull.log)"
+fi
+
+# 3c''. A lane lost mid-copy (the test's lane kill after 4 slots, work in flight): the
+# lost lane's windows are opened again on the other lane under fresh keys, its slots go
+# there, byte-exact; a push (the daemon receives) and a pull (the client does).
+head -c 8000123 /dev/urandom >"$W/src/k"
+rm -f "$W/mod/k"
+if RDMACP_TEST_KILL_LANES=1 "${C[@]}" --json --devices rxe0,rxe1 "$W/src/k" "$SERVER:data/" \
+	>"$OUT/rails_kill_push.log" 2>&1 && cmp -s "$W/src/k" "$W/mod/k" &&
+	grep -q '"fence":"windows"' "$OUT/rails_kill_push.log" &&
+	grep -q "data lane 0 lost" "$OUT/rails_kill_push.log"; then
+	ok "lane 0 lost mid-push with windows: $(grep -o 'data lane 0 lost[^"]*' "$OUT/rails_kill_push.log" | head -1); byte-exact"
+else
+	fail "lane lost mid-push with windows ($OUT/rails_kill_push.log)"
+fi
+rm -f "$W/dst/k"
+if RDMACP_TEST_KILL_LANES=1 "${C[@]}" -v --devices rxe0,rxe1 "$SERVER:data/k" "$W/dst/" \
+	>"$OUT/rails_kill_pull.log" 2>&1 && cmp -s "$W/src/k" "$W/dst/k" &&
+	grep -q "held slots fenced by memory windows" "$OUT/rails_kill_pull.log" &&
+	grep -q "data lane 0 lost" "$OUT/rails_kill_pull.log"; then
+	ok "lane 0 lost mid-pull with windows: $(grep -o 'data lane 0 lost.*' "$OUT/rails_kill_pull.log" | head -1); byte-exact"
+else
+	fail "lane lost mid-pull with windows ($OUT/rails_kill_pull.log)"
+fi
+rm -f "$W/mod/k"
 
 # 3d. A sender rewriting a fenced slot through the key its descriptor closed: the NIC
 # refuses it (IBV_WC_REM_ACCESS_ERR), the session fails, nothing is committed.
@@ -157,6 +201,19 @@ if [ "$rc" -eq 8 ] && [ ! -e "$W/mod/h" ] &&
 	ok "a fenced slot rewritten: $(grep -Eo 'IBV_WC_[A-Z_]+' "$OUT/rewrite.log" | head -1), exit 8, nothing committed"
 else
 	fail "rewrite of a fenced slot (rc $rc; $OUT/rewrite.log; $(ls -A "$W/mod" | tr '\n' ' '))"
+fi
+
+# 3e. The same rewrite with rails: the write through the closed key is refused
+# (the lane it went on is lost), nothing of it lands; the slots of that lane go again
+# on the other under fresh keys and the copy completes byte-exact.
+rm -f "$W/mod/h"
+RDMACP_TEST_MW_REWRITE=1 "${C[@]}" --devices rxe0,rxe1 "$W/src/h" "$SERVER:data/" \
+	>"$OUT/rewrite_rails.log" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && cmp -s "$W/src/h" "$W/mod/h" && grep -q "data lane . lost" "$OUT/rewrite_rails.log"; then
+	ok "a fenced slot rewritten with rails: $(grep -o 'data lane . lost[^;]*' "$OUT/rewrite_rails.log" | head -1), byte-exact"
+else
+	fail "rewrite of a fenced slot with rails (rc $rc; $OUT/rewrite_rails.log)"
 fi
 
 [ "$FAILS" -eq 0 ] && echo "mwfence: all checks passed" && exit 0

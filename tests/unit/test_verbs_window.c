@@ -17,7 +17,9 @@
  *   - window_close (ours, as when its lane is lost) closes it: a write is
  *     refused; a window whose lane is lost is closed from another lane of
  *     its device and opened there, the slot lands and is fenced again
- *     (rails' LANE_DOWN);
+ *     (rails' LANE_DOWN); or let go on the lost lane itself (deallocated,
+ *     as the engine does), opened on another under a fresh key, and the
+ *     lost lane's key is refused there;
  *   - a descriptor that closes another window than the slot's is reported
  *     with that other key, so the receiver refuses it (no acceptance);
  *   - nothing reaches the registration through its own (zero) rkey;
@@ -504,6 +506,46 @@ out:
 	return 0;
 }
 
+/*
+ * Rails as the engine does it: the window of a lost lane is let go on that
+ * lane itself (window_close there deallocates it), the slot is opened on
+ * another lane of the device under a fresh key and lands; the lost lane's
+ * key is then refused on the live lane too.
+ */
+static int test_lane_release(void)
+{
+	struct pair pr;
+	struct xport_wc wc;
+	uint32_t k0, k1;
+	int r;
+
+	fprintf(stderr, "-- a lost lane's window let go on that lane (at %lld ms)\n",
+		(long long)(now_ms() - t_start));
+	if (pair_open(&pr, 2) < 0) {
+		goto out;
+	}
+	r = pr.srv->ops->window_open(pr.srv, pr.tmr, 1, 0, SLOT, SLOT, &k0);
+	CHECK(r >= 0, "window_open: %s", strerror(-r));
+	r = pr.srv->ops->lane_down(pr.srv, 0);
+	CHECK(r >= 0, "lane_down: %s", strerror(-r));
+	r = pr.srv->ops->window_close(pr.srv, pr.tmr, 1, 0);
+	CHECK(r >= 0, "window_close on the lost lane: %s", strerror(-r));
+	r = pr.srv->ops->window_open(pr.srv, pr.tmr, 1, 1, SLOT, SLOT, &k1);
+	CHECK(r >= 0, "window_open on lane 1: %s", strerror(-r));
+	CHECK(k1 != k0, "the fresh window has the lost one's key 0x%x", k0);
+	if (push_slot_on(&pr, 1, 1, k1, k1, &wc) < 0) {
+		goto out;
+	}
+	CHECK(xport_wc_closed_window(&wc, k1), "closing on lane 1");
+	CHECK(memcmp(pr.target + SLOT, pr.source, SLOT) == 0, "slot bytes differ");
+	fprintf(stderr, "ok: window 0x%x let go with its lane, 0x%x opened on lane 1, slot exact\n",
+		k0, k1);
+	write_refused(&pr, 1, k0, 1, "write with the lost lane's key on lane 1");
+out:
+	pair_close(&pr);
+	return 0;
+}
+
 /* The registration's own key: nothing. */
 static int test_no_mr_key(void)
 {
@@ -600,6 +642,7 @@ int main(void)
 	test_wrong_window();
 	test_other_lane();
 	test_lane_takeover();
+	test_lane_release();
 	test_no_mr_key();
 	fprintf(stderr, "%s: %d failure(s), %lld ms\n", failures ? "FAILED" : "PASSED", failures,
 		(long long)(now_ms() - t0));

@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Memory windows with rails (engine_windows.c through the slot fence's points,
+ * engine_fence.h), without verbs: the engine's bookkeeping of a lost lane's
+ * windows, driven the way engine_rails.c and the roles drive it. A fake
+ * transport stands in for window_open/window_close (windows exist only on
+ * verbs; the VM test t_verbs_mw_vm runs them for real) and says which
+ * windows were opened and let go.
+ *   - sender: the keys of a lane that stops are dropped (its free slots wait
+ *     for fresh credits); a credit that comes on such a lane is kept back; a
+ *     fresh key for a slot whose chunk went on the lost lane is parked until
+ *     the lane is resolved, then goes to that chunk again (it was not taken)
+ *     or frees the slot (it was); a chunk that goes again waits for its
+ *     slot's fresh key (tx_ready) and goes on that key's lane under it; a
+ *     second credit for a slot that holds a key is refused; the next slot
+ *     taken is one whose window is on the lane picked by load (tx_take);
+ *   - receiver: a resolved lane's open windows (credit not taken, or
+ *     descriptor not come) are let go on that lane and their slots listed to
+ *     credit again, the ones a descriptor closed not; a slot credited again
+ *     gets a fresh key on the lane it goes on.
+ */
+#include "testutil.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine-internal.h"
+#include "engine_fence.h"
+
+extern const struct engine_feature engine_feature_windows;
+
+#define NSLOTS 8
+
+struct fake {
+	struct xport x; /* first: the ops get back to the fake from it */
+	struct xport_ops ops;
+	struct xport_mr desc_mr;
+	uint32_t next_key;
+	unsigned nclosed;
+	uint32_t closed_idx[NSLOTS * 2];
+	unsigned closed_lane[NSLOTS * 2];
+};
+
+static int fake_window_open(struct xport *x, struct xport_mr *mr, uint32_t idx, unsigned lane,
+			    uint64_t offset, uint64_t len, uint32_t *ret_rkey)
+{
+	struct fake *f = (struct fake *)x;
+
+	(void)mr, (void)idx, (void)lane, (void)offset, (void)len;
+	*ret_rkey = 0x1000 + ++f->next_key;
+	return 0;
+}
+
+static int fake_window_close(struct xport *x, struct xport_mr *mr, uint32_t idx, unsigned lane)
+{
+	struct fake *f = (struct fake *)x;
+
+	(void)mr;
+	f->closed_idx[f->nclosed] = idx;
+	f->closed_lane[f->nclosed++] = lane;
+	return 0;
+}
+
+static int fake_reg_mr(struct xport *x, void *addr, size_t len, unsigned access,
+		       struct xport_mr **ret)
+{
+	(void)addr, (void)len, (void)access;
+	*ret = &((struct fake *)x)->desc_mr;
+	return 0;
+}
+
+static int fake_dereg_mr(struct xport *x, struct xport_mr *mr)
+{
+	(void)x, (void)mr;
+	return 0;
+}
+
+struct fx {
+	struct fake fake;
+	struct engine_params p;
+	struct engine_role_ops role;
+	struct engine *e;
+	struct chunk chunks[4];
+	uint32_t free_slots[NSLOTS];
+	uint8_t slot_lane[NSLOTS];
+	char err[256];
+};
+
+static struct fx *fx_new(bool receiver)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct engine *e;
+
+	assert_non_null(f);
+	f->fake.ops.window_open = fake_window_open;
+	f->fake.ops.window_close = fake_window_close;
+	f->fake.ops.reg_mr = fake_reg_mr;
+	f->fake.ops.dereg_mr = fake_dereg_mr;
+	f->fake.x.ops = &f->fake.ops;
+	f->fake.x.nlanes = 2;
+	f->fake.x.windows = true;
+	f->p.x = &f->fake.x;
+	f->p.slots = NSLOTS;
+	f->p.chunk_size = 65536;
+	f->p.windows = true;
+	f->p.role = receiver ? ENGINE_RECEIVER : ENGINE_SENDER;
+	f->role.peer_writes = receiver;
+	f->e = e = calloc(1, sizeof(*e));
+	assert_non_null(e);
+	e->p = &f->p;
+	e->role = &f->role;
+	e->err = f->err;
+	e->errlen = sizeof(f->err);
+	e->rails = true;
+	e->chunks = f->chunks;
+	e->free_slots = f->free_slots;
+	e->slot_lane = f->slot_lane;
+	for (unsigned i = 0; i < 2; i++) {
+		e->lanes[i].state = LANE_UP;
+		e->lanes[i].cap = 64;
+	}
+	e->feat[0] = &engine_feature_windows;
+	e->sstate[0] = calloc(1, engine_feature_windows.state_size);
+	assert_non_null(e->sstate[0]);
+	e->nfeat = 1;
+	assert_int_equal(engine_feature_windows.setup(e), 0);
+	return f;
+}
+
+static void fx_free(struct fx *f)
+{
+	engine_feature_windows.stop(f->e);
+	engine_feature_windows.release(f->e);
+	free(f->e->sstate[0]);
+	free(f->e);
+	free(f);
+}
+
+/* Sender: a credit for slot on lane with key; the role's own handling. */
+static int credit(struct fx *f, uint32_t slot, unsigned lane, uint32_t key)
+{
+	struct xport_wc wc = {
+		.status = XPORT_WC_SUCCESS,
+		.opcode = XPORT_WC_RECV_IMM,
+		.imm = proto_imm(PROTO_IMM_CREDIT, slot),
+		.len = key,
+		.lane = lane,
+	};
+
+	return tx_on_credit(f->e, &wc);
+}
+
+static bool is_free(const struct fx *f, uint32_t slot)
+{
+	for (uint32_t i = 0; i < f->e->nfree_slots; i++) {
+		if (f->e->free_slots[i] == slot) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Sender: slot goes out (taken from the free ones as the core does); its lane and key. */
+static unsigned post(struct fx *f, uint32_t slot, uint32_t want_key)
+{
+	struct engine *e = f->e;
+	struct xport_wr data = { 0 }, desc = { 0 };
+	unsigned lane = 0;
+
+	for (uint32_t i = 0; i < e->nfree_slots; i++) {
+		if (e->free_slots[i] == slot) {
+			e->free_slots[i] = e->free_slots[--e->nfree_slots];
+			break;
+		}
+	}
+	assert_int_equal(engine_tx_window(e, slot, &lane, &data, &desc), 0);
+	assert_int_equal(data.rkey, want_key);
+	assert_int_equal(desc.inv_rkey, want_key);
+	assert_int_equal(data.lane, lane);
+	return lane;
+}
+
+static void test_sender(void **state)
+{
+	struct fx *f = fx_new(false);
+	struct engine *e = f->e;
+	uint32_t again[2] = { 0, 1 };
+
+	(void)state;
+	/* Slots 0..7 credited, the even ones on lane 0. */
+	for (uint32_t s = 0; s < NSLOTS; s++) {
+		assert_int_equal(credit(f, s, s % 2, 0x100 + s), 0);
+	}
+	assert_int_equal(e->nfree_slots, NSLOTS);
+	/* The lane picked by load is honoured: a free slot whose window is there goes next. */
+	engine_tx_take(e, 0);
+	assert_int_equal(e->free_slots[e->nfree_slots - 1], 6);
+	engine_tx_take(e, 1);
+	assert_int_equal(e->free_slots[e->nfree_slots - 1], 7);
+	assert_int_equal(post(f, 0, 0x100), 0);
+	assert_int_equal(post(f, 2, 0x102), 0);
+	assert_int_equal(post(f, 4, 0x104), 0);
+	assert_int_equal(post(f, 1, 0x101), 1);
+
+	/* Lane 0 stops: slot 6's key answers there, it waits for a fresh credit. */
+	e->lanes[0].state = LANE_CLOSING;
+	engine_lane_closing(e, 0);
+	assert_int_equal(e->nfree_slots, 3);
+	assert_true(is_free(f, 3) && is_free(f, 5) && is_free(f, 7));
+	assert_false(is_free(f, 6));
+
+	/* Slot 1's credit on the closing lane: kept back, never used. */
+	assert_int_equal(credit(f, 1, 0, 0x201), 0);
+	assert_false(is_free(f, 1));
+
+	/* Fresh keys for slots 0 and 4 before lane 0 is resolved: parked. */
+	assert_int_equal(credit(f, 0, 1, 0x300), 0);
+	assert_int_equal(credit(f, 4, 1, 0x304), 0);
+	assert_false(is_free(f, 0));
+	assert_false(is_free(f, 4));
+
+	/* Resolved: slots 0 and 2's chunks go again, slot 4's was taken. */
+	e->lanes[0].state = LANE_DEAD;
+	e->lanes[0].told = e->lanes[0].heard = true;
+	f->chunks[0].slot = 0;
+	f->chunks[1].slot = 2;
+	assert_int_equal(engine_tx_resolved(e, 0, again, 2), 0);
+	assert_true(is_free(f, 4));
+	assert_false(is_free(f, 0) || is_free(f, 2));
+	assert_int_equal(engine_tx_ready(e, 0), 1);
+	assert_int_equal(engine_tx_ready(e, 2), 0); /* no fresh key yet */
+	assert_int_equal(credit(f, 2, 1, 0x302), 0);
+	assert_false(is_free(f, 2));
+	assert_int_equal(engine_tx_ready(e, 2), 1);
+	assert_int_equal(post(f, 0, 0x300), 1);
+	assert_int_equal(post(f, 2, 0x302), 1);
+
+	/* The fresh credits of the dropped keys free their slots. */
+	assert_int_equal(credit(f, 6, 1, 0x306), 0);
+	assert_int_equal(credit(f, 1, 1, 0x401), 0);
+	assert_true(is_free(f, 6) && is_free(f, 1));
+	assert_false(e->failed);
+
+	/* A second credit for a slot that holds a key: refused. */
+	assert_int_equal(credit(f, 3, 1, 0x503), -EBADMSG);
+	assert_true(e->failed);
+	fx_free(f);
+}
+
+/* Receiver: the credit of slot on lane; the key its window was opened under. */
+static uint32_t credit_rx(struct fx *f, uint32_t slot, unsigned lane)
+{
+	struct xport_wr wr = { .lane = lane };
+
+	assert_int_equal(engine_rx_credit(f->e, slot, &wr), 0);
+	assert_int_not_equal(wr.key, 0);
+	return wr.key;
+}
+
+static void test_receiver(void **state)
+{
+	struct fx *f = fx_new(true);
+	struct engine *e = f->e;
+	uint32_t key[4], slots[NSLOTS] = { 0 }, n = 1, k0;
+	struct xport_wc wc = { .status = XPORT_WC_SUCCESS, .opcode = XPORT_WC_RECV_IMM };
+
+	(void)state;
+	for (uint32_t s = 0; s < 4; s++) {
+		key[s] = credit_rx(f, s, s % 2);
+	}
+	/* Slot 2's descriptor came on lane 0 and closed its window. */
+	wc.lane = 0;
+	wc.invalidated = true;
+	wc.inv_rkey = key[2];
+	assert_int_equal(engine_rx_landed(e, &wc, 2), 0);
+
+	/* Lane 0 resolved; rails listed slot 0 (say its credit was not taken). */
+	e->lanes[0].state = LANE_DEAD;
+	assert_int_equal(engine_rx_reopen(e, 0, slots, NSLOTS, &n), 0);
+	/* The whole list: slot 0 only (slot 2 was closed by its descriptor). */
+	assert_int_equal(n, 1);
+	assert_int_equal(slots[0], 0);
+	assert_int_equal(f->fake.nclosed, 1);
+	assert_int_equal(f->fake.closed_idx[0], 0);
+	assert_int_equal(f->fake.closed_lane[0], 0);
+
+	/* Credited again on lane 1: a fresh key there. */
+	k0 = credit_rx(f, 0, 1);
+	assert_int_not_equal(k0, key[0]);
+	n = 0;
+	assert_int_equal(engine_rx_reopen(e, 0, slots, NSLOTS, &n), 0);
+	assert_int_equal(n, 0);
+
+	/* Lane 1 lost too: slots 0 (its new window) and 1 and 3. */
+	n = 0;
+	assert_int_equal(engine_rx_reopen(e, 1, slots, NSLOTS, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(slots[0], 0);
+	assert_int_equal(slots[1], 1);
+	assert_int_equal(slots[2], 3);
+	assert_int_equal(f->fake.nclosed, 4);
+	assert_false(e->failed);
+
+	/* A descriptor for a slot whose window was let go: refused. */
+	wc.lane = 1;
+	wc.inv_rkey = key[1];
+	assert_int_equal(engine_rx_landed(e, &wc, 1), -EBADMSG);
+	assert_true(e->failed);
+	fx_free(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sender),
+		cmocka_unit_test(test_receiver),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
