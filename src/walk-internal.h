@@ -49,6 +49,7 @@ struct walk {
 	/* Directories given as local paths, held open: the walk goes on from them. */
 	int *held;
 	size_t nheld, held_cap;
+	struct walk_parent *parent; /* walk_set_parent_cache(): borrowed */
 };
 
 /* Free an entry's strings and zero it. */

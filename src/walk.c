@@ -337,6 +337,58 @@ int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name
 	return walk_add_root_flags(w, rootfd, path, name, recursive ? WALK_RECURSIVE : 0);
 }
 
+void walk_set_parent_cache(struct walk *w, struct walk_parent *p)
+{
+	w->parent = p;
+}
+
+void walk_parent_clear(struct walk_parent *p)
+{
+	if (p->dir) {
+		close(p->fd);
+		free(p->dir);
+	}
+	*p = (struct walk_parent){ .fd = -1 };
+}
+
+/*
+ * The directory above path beneath rootfd, resolved as fspath_open_parent()
+ * does (no symlink on the way), or the kept one when it is that directory.
+ * Returns the fd to look in, and in *ret_owned the one the caller closes
+ * (-1 when the fd is the cache's); or -errno.
+ */
+static int open_parent(struct walk *w, int rootfd, const char *path, int *ret_owned,
+		       const char **ret_leaf)
+{
+	struct walk_parent *p = w->parent;
+	const char *slash = strrchr(path, '/');
+	size_t dlen = slash ? (size_t)(slash - path) : 0;
+	char *dir;
+	int fd, r;
+
+	r = fspath_validate(path);
+	if (r < 0) {
+		return r;
+	}
+	if (p && p->dir && p->rootfd == rootfd && strlen(p->dir) == dlen &&
+	    memcmp(p->dir, path, dlen) == 0) {
+		*ret_leaf = slash ? slash + 1 : path;
+		return p->fd;
+	}
+	r = fspath_open_parent(rootfd, path, false, &fd, ret_leaf);
+	if (r < 0) {
+		return r;
+	}
+	dir = p ? strndup(path, dlen) : NULL;
+	if (!dir) {
+		*ret_owned = fd; /* not kept: this name alone */
+		return fd;
+	}
+	walk_parent_clear(p);
+	*p = (struct walk_parent){ .rootfd = rootfd, .fd = fd, .dir = dir };
+	return fd;
+}
+
 int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char *name,
 			unsigned flags)
 {
@@ -370,16 +422,17 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 			: classify(w, &root.top, rootfd, path, name, &st, rootfd, ".", take_dirs,
 				   devices);
 	} else {
-		r = fspath_open_parent(rootfd, path, false, &parentfd, &leaf);
-		if (r < 0) {
-			return r;
+		int dirfd = open_parent(w, rootfd, path, &parentfd, &leaf);
+
+		if (dirfd < 0) {
+			return dirfd;
 		}
-		if (fstatat(parentfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			return negerrno();
 		}
 		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
 			? 0
-			: classify(w, &root.top, rootfd, path, name, &st, parentfd, leaf, take_dirs,
+			: classify(w, &root.top, rootfd, path, name, &st, dirfd, leaf, take_dirs,
 				   devices);
 	}
 	if (r <= 0) {

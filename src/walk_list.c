@@ -17,6 +17,7 @@ void src_list_free(struct src_list *l)
 		close(l->held[i]);
 	}
 	free(l->held);
+	walk_parent_clear(&l->parent);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -45,6 +46,7 @@ int walk_add_flags(struct src_list *l, int rootfd, const char *path, const char 
 		return r;
 	}
 	walk_set_filter(w, l->filter);
+	walk_set_parent_cache(w, &l->parent);
 	r = walk_add_root_flags(w, rootfd, path, name, flags);
 	if (r >= 0 && w->nheld > 0) {
 		/* The entries name the directories held: they stay open with l. */
