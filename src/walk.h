@@ -135,7 +135,9 @@ struct walk_parent {
 /*
  * Resolve the parents of w's roots given beneath a directory fd through p:
  * the one open there is used when it is the same directory, else the new
- * one replaces it (p outlives w; walk_parent_clear() closes it).
+ * one replaces it (p outlives w; walk_parent_clear() closes it). The root
+ * fds stay open while p holds a directory beneath one: p knows a root by
+ * its number (src_list holds its roots until src_list_free()).
  */
 void walk_set_parent_cache(struct walk *w, struct walk_parent *p);
 void walk_parent_clear(struct walk_parent *p);
