@@ -174,6 +174,19 @@ static int open_parent_walk(int rootfd, char *dirpart, int *ret_fd)
 	_cleanup_close_ int cur = -1;
 	char *save = NULL;
 
+	/*
+	 * Mostly the directories are there: one resolution of the whole path,
+	 * under the same rules as each step's. Only a missing one (ENOENT) takes
+	 * the walk that makes it; any other error is the walk's too.
+	 */
+	cur = openat2_beneath(rootfd, dirpart, FSPATH_DIR_FLAGS, 0);
+	if (cur != -ENOENT) {
+		if (cur < 0) {
+			return cur;
+		}
+		*ret_fd = TAKE_FD(cur);
+		return 0;
+	}
 	cur = openat2_beneath(rootfd, ".", FSPATH_DIR_FLAGS, 0);
 	if (cur < 0) {
 		return cur;

@@ -18,49 +18,9 @@
 #include "fspath.h"
 #include "macro.h"
 #include "proto/msg.h"
+#include "walk-internal.h"
 
-#define WALK_MAX_DEPTH 128
-
-/* A directory being listed: one per level, so at most WALK_MAX_DEPTH + 1. */
-struct walk_frame {
-	DIR *d;
-	char *path; /* relative to the root's fd */
-	char *name; /* on the wire */
-	unsigned depth;
-	bool broken; /* reading it failed: reported, nothing more from it */
-};
-
-struct walk_root {
-	struct engine_src top; /* made when the root was queued */
-	bool recursive;
-	bool alone;    /* a directory without its contents (WALK_DIR_ALONE) */
-	bool contents; /* its contents without the directory (WALK_CONTENTS) */
-	char *shown;   /* a held local directory: its path as given, for warnings */
-};
-
-struct walk {
-	walk_warn_fn warn;
-	void *ud;
-	struct walk_root *roots;
-	size_t nroots, roots_cap, next_root;
-	int rootfd;  /* of the root being walked */
-	char *shown; /* its walk_root.shown */
-	struct walk_frame stack[WALK_MAX_DEPTH + 1];
-	size_t nstack;
-	struct engine_src cur; /* the entry handed out last */
-	uint64_t count, max;
-	unsigned max_depth; /* descend above it; UINT_MAX: no limit */
-	bool over;
-	bool cur_alone;	   /* w->cur is a root taken alone: not descended */
-	bool cur_contents; /* w->cur is a root whose contents alone are wanted */
-	bool cur_hidden;   /* w->cur is such a root, descended: not handed out */
-	const struct filter_list *filter;
-	/* Directories given as local paths, held open: the walk goes on from them. */
-	int *held;
-	size_t nheld, held_cap;
-};
-
-static void src_clear(struct engine_src *e)
+void walk_src_clear(struct engine_src *e)
 {
 	free(e->name);
 	free(e->path);
@@ -102,12 +62,12 @@ void walk_free(struct walk *w)
 		pop_frame(w);
 	}
 	for (size_t i = 0; i < w->nroots; i++) {
-		src_clear(&w->roots[i].top);
+		walk_src_clear(&w->roots[i].top);
 		free(w->roots[i].shown);
 	}
 	free(w->shown);
 	free(w->roots);
-	src_clear(&w->cur);
+	walk_src_clear(&w->cur);
 	for (size_t i = 0; i < w->nheld; i++) {
 		close(w->held[i]);
 	}
@@ -165,7 +125,7 @@ static int make_entry(struct engine_src *e, int rootfd, const char *path, const 
 		.nlink = (uint64_t)st->st_nlink,
 	};
 	if (!e->name || !e->path) {
-		src_clear(e);
+		walk_src_clear(e);
 		return -ENOMEM;
 	}
 	return 0;
@@ -234,7 +194,7 @@ static int fail_entry(struct engine_src *e, const char *name, int error, const c
 	}
 	e->path = strdup("");
 	if (!e->name || !e->why || !e->path) {
-		src_clear(e);
+		walk_src_clear(e);
 		return -ENOMEM;
 	}
 	return 0;
@@ -377,6 +337,58 @@ int walk_add_root(struct walk *w, int rootfd, const char *path, const char *name
 	return walk_add_root_flags(w, rootfd, path, name, recursive ? WALK_RECURSIVE : 0);
 }
 
+void walk_set_parent_cache(struct walk *w, struct walk_parent *p)
+{
+	w->parent = p;
+}
+
+void walk_parent_clear(struct walk_parent *p)
+{
+	if (p->dir) {
+		close(p->fd);
+		free(p->dir);
+	}
+	*p = (struct walk_parent){ .fd = -1 };
+}
+
+/*
+ * The directory above path beneath rootfd, resolved as fspath_open_parent()
+ * does (no symlink on the way), or the kept one when it is that directory.
+ * Returns the fd to look in, and in *ret_owned the one the caller closes
+ * (-1 when the fd is the cache's); or -errno.
+ */
+static int open_parent(struct walk *w, int rootfd, const char *path, int *ret_owned,
+		       const char **ret_leaf)
+{
+	struct walk_parent *p = w->parent;
+	const char *slash = strrchr(path, '/');
+	size_t dlen = slash ? (size_t)(slash - path) : 0;
+	char *dir;
+	int fd, r;
+
+	r = fspath_validate(path);
+	if (r < 0) {
+		return r;
+	}
+	if (p && p->dir && p->rootfd == rootfd && strlen(p->dir) == dlen &&
+	    memcmp(p->dir, path, dlen) == 0) {
+		*ret_leaf = slash ? slash + 1 : path;
+		return p->fd;
+	}
+	r = fspath_open_parent(rootfd, path, false, &fd, ret_leaf);
+	if (r < 0) {
+		return r;
+	}
+	dir = p ? strndup(path, dlen) : NULL;
+	if (!dir) {
+		*ret_owned = fd; /* not kept: this name alone */
+		return fd;
+	}
+	walk_parent_clear(p);
+	*p = (struct walk_parent){ .rootfd = rootfd, .fd = fd, .dir = dir };
+	return fd;
+}
+
 int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char *name,
 			unsigned flags)
 {
@@ -410,16 +422,17 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 			: classify(w, &root.top, rootfd, path, name, &st, rootfd, ".", take_dirs,
 				   devices);
 	} else {
-		r = fspath_open_parent(rootfd, path, false, &parentfd, &leaf);
-		if (r < 0) {
-			return r;
+		int dirfd = open_parent(w, rootfd, path, &parentfd, &leaf);
+
+		if (dirfd < 0) {
+			return dirfd;
 		}
-		if (fstatat(parentfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			return negerrno();
 		}
 		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
 			? 0
-			: classify(w, &root.top, rootfd, path, name, &st, parentfd, leaf, take_dirs,
+			: classify(w, &root.top, rootfd, path, name, &st, dirfd, leaf, take_dirs,
 				   devices);
 	}
 	if (r <= 0) {
@@ -430,14 +443,14 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 		r = root.shown ? hold_local_dir(w, &root.top) : -ENOMEM;
 		if (r < 0) {
 			free(root.shown);
-			src_clear(&root.top);
+			walk_src_clear(&root.top);
 			return r;
 		}
 	}
 	r = queue_root(w, &root);
 	if (r < 0) {
 		free(root.shown);
-		src_clear(&root.top);
+		walk_src_clear(&root.top);
 	}
 	return r;
 }
@@ -451,7 +464,7 @@ int walk_add_failed_root(struct walk *w, const char *name, int error, const char
 		r = queue_root(w, &root);
 	}
 	if (r < 0) {
-		src_clear(&root.top);
+		walk_src_clear(&root.top);
 	}
 	return r;
 }
@@ -520,7 +533,7 @@ static int descend(struct walk *w, unsigned depth)
 cannot:
 	/* The directory is not sent: what it holds could not be. */
 	name = TAKE_PTR(w->cur.name);
-	src_clear(&w->cur);
+	walk_src_clear(&w->cur);
 	if (r == -ELOOP && depth > WALK_MAX_DEPTH) {
 		r = fail_entry(&w->cur, name, -ELOOP, "more than %u directories deep",
 			       WALK_MAX_DEPTH);
@@ -614,7 +627,7 @@ static int walk_next_entry(struct walk *w, const struct engine_src **ret)
 	if (w->over) {
 		return -ECANCELED;
 	}
-	src_clear(&w->cur);
+	walk_src_clear(&w->cur);
 	while (w->nstack > 0) {
 		depth = w->stack[w->nstack - 1].depth + 1;
 		r = next_in_dir(w);
@@ -647,7 +660,7 @@ static int walk_next_entry(struct walk *w, const struct engine_src **ret)
 	}
 	if (r < 0) {
 		w->over = true;
-		src_clear(&w->cur);
+		walk_src_clear(&w->cur);
 		return r;
 	}
 	if (r == 0) {
@@ -693,95 +706,4 @@ static int walk_source_next(void *ud, const struct engine_src **ret, char *why, 
 void walk_source(struct walk *w, struct engine_source *ret)
 {
 	*ret = (struct engine_source){ .next = walk_source_next, .ud = w };
-}
-
-/* ---- a whole walk in memory ---- */
-
-void src_list_free(struct src_list *l)
-{
-	for (size_t i = 0; i < l->n; i++) {
-		src_clear(&l->v[i]);
-	}
-	free(l->v);
-	for (size_t i = 0; i < l->nheld; i++) {
-		close(l->held[i]);
-	}
-	free(l->held);
-	memset(l, 0, sizeof(*l));
-}
-
-static void ignore_warning(void *ud, const char *path, const char *why)
-{
-	(void)ud;
-	(void)path;
-	(void)why;
-}
-
-int walk_add(struct src_list *l, int rootfd, const char *path, const char *name, bool recursive,
-	     walk_warn_fn warn, void *ud)
-{
-	return walk_add_flags(l, rootfd, path, name, recursive ? WALK_RECURSIVE : 0, warn, ud);
-}
-
-int walk_add_flags(struct src_list *l, int rootfd, const char *path, const char *name,
-		   unsigned flags, walk_warn_fn warn, void *ud)
-{
-	struct walk *w = NULL;
-	const struct engine_src *e;
-	int r;
-
-	r = walk_new(warn ? warn : ignore_warning, ud, &w);
-	if (r < 0) {
-		return r;
-	}
-	walk_set_filter(w, l->filter);
-	r = walk_add_root_flags(w, rootfd, path, name, flags);
-	if (r >= 0 && w->nheld > 0) {
-		/* The entries name the directories held: they stay open with l. */
-		int *v = reallocarray(l->held, l->nheld + w->nheld, sizeof(*v));
-		if (!v) {
-			r = -ENOMEM;
-		} else {
-			l->held = v;
-			memcpy(l->held + l->nheld, w->held, w->nheld * sizeof(*v));
-			l->nheld += w->nheld;
-			w->nheld = 0;
-		}
-	}
-	while (r >= 0 && (r = walk_next(w, &e)) > 0) {
-		if (l->n == l->cap) {
-			size_t cap = l->cap ? l->cap * 2 : 64;
-			struct engine_src *v = reallocarray(l->v, cap, sizeof(*v));
-			if (!v) {
-				r = -ENOMEM;
-				break;
-			}
-			l->v = v;
-			l->cap = cap;
-		}
-		/* Take the entry's strings: the walker makes fresh ones for the next. */
-		l->v[l->n++] = *e;
-		l->total_bytes += e->size;
-		memset(&w->cur, 0, sizeof(w->cur));
-	}
-	walk_free(w);
-	return r < 0 ? r : 0;
-}
-
-static int src_list_next(void *ud, const struct engine_src **ret, char *why, size_t whylen)
-{
-	struct src_list *l = ud;
-
-	(void)why;
-	(void)whylen;
-	if (l->next >= l->n) {
-		return 0;
-	}
-	*ret = &l->v[l->next++];
-	return 1;
-}
-
-void src_list_source(struct src_list *l, struct engine_source *ret)
-{
-	*ret = (struct engine_source){ .next = src_list_next, .ud = l };
 }

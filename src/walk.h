@@ -120,6 +120,28 @@ int walk_next(struct walk *w, const struct engine_src **ret);
  */
 char *walk_name_for_people(const char *name);
 
+/*
+ * The directory above the last name a list took beneath a root, kept open:
+ * a list's names come in order, most beside the one before, and resolving
+ * the same directory again costs an openat2 and a close per name. Empty
+ * while dir is NULL (a zeroed one is empty).
+ */
+struct walk_parent {
+	int rootfd;
+	int fd;
+	char *dir; /* relative to rootfd, no trailing slash; "" for the root itself */
+};
+
+/*
+ * Resolve the parents of w's roots given beneath a directory fd through p:
+ * the one open there is used when it is the same directory, else the new
+ * one replaces it (p outlives w; walk_parent_clear() closes it). The root
+ * fds stay open while p holds a directory beneath one: p knows a root by
+ * its number (src_list holds its roots until src_list_free()).
+ */
+void walk_set_parent_cache(struct walk *w, struct walk_parent *p);
+void walk_parent_clear(struct walk_parent *p);
+
 /* A whole walk kept in memory. */
 struct src_list {
 	struct engine_src *v;
@@ -129,6 +151,7 @@ struct src_list {
 	int *held; /* directories the entries are relative to */
 	size_t nheld;
 	const struct filter_list *filter; /* set by the caller: applied by walk_add */
+	struct walk_parent parent;	  /* kept by walk_add: closed by src_list_free */
 };
 
 /* walk_add_root() of one path, collected into l (see walk_add_root). */

@@ -216,6 +216,17 @@ static void test_open_parent_nested(void **state)
 	assert_same_dir(dirfd, abc);
 	close(dirfd);
 
+	/* Made already: mkdirs finds it in one resolution; a missing last part is made. */
+	assert_int_equal(fspath_open_parent(rootfd, "a/b/c/again", true, &dirfd, &leaf), 0);
+	assert_same_dir(dirfd, abc);
+	close(dirfd);
+	assert_int_equal(fspath_open_parent(rootfd, "a/b/d/file", true, &dirfd, &leaf), 0);
+	assert_string_equal(leaf, "file");
+	assert_int_equal(fstat(dirfd, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(unlinkat(rootfd, "a/b/d", AT_REMOVEDIR), 0);
+	close(dirfd);
+
 	/* A bare name: the parent is the module root. */
 	assert_int_equal(fspath_open_parent(rootfd, "top", false, &dirfd, &leaf), 0);
 	assert_string_equal(leaf, "top");

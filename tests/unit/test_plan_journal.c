@@ -54,6 +54,52 @@ static void test_ndjson_values(void **state)
 	assert_int_equal(ndjson_get_str(&obj, "n", &s), -EINVAL);
 	assert_int_equal(ndjson_get_str(&obj, "missing", &s), -ENOENT);
 	assert_int_equal(parse("{}", &why), 0);
+
+	/* Keys alike in their first byte, each found as its own. */
+	assert_int_equal(parse("{\"mode\":1,\"mtime\":2,\"m\":3,\"mtime_ns\":4}", &why), 0);
+	assert_int_equal(ndjson_get_i64(&obj, "m", &i), 0);
+	assert_int_equal(i, 3);
+	assert_int_equal(ndjson_get_i64(&obj, "mtime", &i), 0);
+	assert_int_equal(i, 2);
+	assert_int_equal(ndjson_get_i64(&obj, "mtime_ns", &i), 0);
+	assert_int_equal(i, 4);
+	assert_int_equal(ndjson_get_i64(&obj, "mt", &i), -ENOENT);
+	assert_int_equal(parse("{\"mode\":1,\"m\":2,\"mode\":3}", &why), -EINVAL);
+}
+
+/* A string as long as a line may be, plain and with an escape inside; one byte more. */
+static void test_ndjson_room(void **state)
+{
+	const size_t frame = strlen("{\"a\":\"\"}");
+	char *line = malloc(NDJSON_MAX_LINE + 2);
+	const char *why, *s;
+
+	(void)state;
+	assert_non_null(line);
+	for (int over = 0; over <= 1; over++) {
+		for (int esc = 0; esc <= 1; esc++) {
+			size_t body = NDJSON_MAX_LINE - frame + (size_t)over, n = 6;
+
+			memcpy(line, "{\"a\":\"", 6);
+			memset(line + n, 'x', body);
+			if (esc) {
+				memcpy(line + n + body / 2, "\\n", 2);
+			}
+			n += body;
+			memcpy(line + n, "\"}", 3);
+			why = NULL;
+			if (over) {
+				assert_int_equal(parse(line, &why), -E2BIG);
+				continue;
+			}
+			assert_int_equal(parse(line, &why), 0);
+			assert_int_equal(ndjson_get_str(&obj, "a", &s), 0);
+			assert_int_equal(strlen(s), body - (size_t)esc);
+			assert_int_equal(s[body / 2], esc ? '\n' : 'x');
+			assert_int_equal(s[body - 1 - (size_t)esc], 'x');
+		}
+	}
+	free(line);
 }
 
 static void test_ndjson_bad(void **state)
@@ -74,6 +120,8 @@ static void test_ndjson_bad(void **state)
 		"{\"a\":01}",
 		"{\"a\":1,\"a\":2}",
 		"{\"a\":\"tab\there\"}",
+		"{\"a\":\"unterminated",
+		"{\"a\":\"ends in an escape\\",
 		"{\"a\":tru}",
 		"{a:1}",
 	};
@@ -362,11 +410,11 @@ static void test_nameset_marks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ndjson_values), cmocka_unit_test(test_ndjson_bad),
-		cmocka_unit_test(test_ndjson_names),  cmocka_unit_test(test_journal_lines),
-		cmocka_unit_test(test_nameset),	      cmocka_unit_test(test_journal_ranges),
-		cmocka_unit_test(test_journal_dests), cmocka_unit_test(test_journal_read),
-		cmocka_unit_test(test_nameset_marks),
+		cmocka_unit_test(test_ndjson_values),  cmocka_unit_test(test_ndjson_bad),
+		cmocka_unit_test(test_ndjson_room),    cmocka_unit_test(test_ndjson_names),
+		cmocka_unit_test(test_journal_lines),  cmocka_unit_test(test_nameset),
+		cmocka_unit_test(test_journal_ranges), cmocka_unit_test(test_journal_dests),
+		cmocka_unit_test(test_journal_read),   cmocka_unit_test(test_nameset_marks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

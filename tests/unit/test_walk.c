@@ -173,6 +173,53 @@ static void test_same_order_as_list(void **state)
 	src_list_free(&l);
 }
 
+/*
+ * Names listed one by one (a plan's, --files-from's) share their parent
+ * directory, kept open between them; each is still resolved beneath the root
+ * without a symlink on the way and checked as a path, and each entry is the
+ * file's own.
+ */
+static void test_list_keeps_parent(void **state)
+{
+	static const struct {
+		const char *name;
+		int r;
+		const char *kept; /* the directory kept open afterwards */
+		uint64_t size;
+	} names[] = {
+		{ "d/a", 0, "d", 5 },
+		{ "d/sub/b", 0, "d/sub", 2 },
+		{ "d/sub/deeper/c", 0, "d/sub/deeper", 1 },
+		{ "d/sub/b", 0, "d/sub", 2 },
+		{ "d/s", 0, "d", 0 },
+		{ "d/../d/a", -EINVAL, "d", 0 },
+		{ "d/up/d/a", -ELOOP, "d", 0 },
+		{ "d/nosuch", -ENOENT, "d", 0 },
+		{ "d", 0, "", 0 },
+	};
+	struct src_list l = { 0 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		int r = walk_add_flags(&l, rootfd, names[i].name, names[i].name, WALK_DIR_ALONE,
+				       on_warn, NULL);
+
+		assert_int_equal(r, names[i].r);
+		assert_non_null(l.parent.dir);
+		assert_string_equal(l.parent.dir, names[i].kept);
+		if (r == 0) {
+			assert_string_equal(l.v[l.n - 1].name, names[i].name);
+			assert_int_equal(l.v[l.n - 1].size, names[i].size);
+		}
+	}
+	assert_int_equal(l.n, 6);
+	assert_int_equal(l.v[4].ftype, PROTO_FT_SYMLINK);
+	assert_string_equal(l.v[4].link, "a");
+	assert_int_equal(l.v[5].ftype, PROTO_FT_DIR);
+	src_list_free(&l);
+	assert_null(l.parent.dir);
+}
+
 static void test_roots(void **state)
 {
 	struct walk *w = NULL;
@@ -461,6 +508,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_roots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dir_alone, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_keeps_parent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_max_entries, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_depth_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_name_too_long, setup, teardown),
