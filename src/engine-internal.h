@@ -425,13 +425,8 @@ struct engine {
 	/* The worker threads (engine_workers.c), NULL: none. */
 	struct hashers *hashers;
 	uint32_t sums_inflight;
-	/* sender: SUMS entries waiting to go out */
-	struct proto_sum *sum_out;
-	uint16_t nsum_out;
 	/* After the worker's answers are taken: the role's (the sender's SUMS batch); NULL none. */
 	int (*sums_answered)(struct engine *e);
-	/* Receiver (skip level checksum): who takes the digest of a file at its name. */
-	sum_done_fn own_sum_done;
 
 	/* both */
 	bool got_end;	       /* the peer's END */
@@ -616,6 +611,42 @@ static inline void *engine_file_state(const struct engine *e, const struct engin
 	}
 	return NULL;
 }
+
+/* f's bytes without payload, as the features with per-file blocks count them (file_unsent). */
+static inline struct engine_unsent engine_file_unsent(const struct engine *e, const struct efile *f)
+{
+	struct engine_unsent u = { 0, 0 };
+
+	for (unsigned i = 0; i < e->nfstate; i++) {
+		if (e->fstate[i].ft->file_unsent) {
+			e->fstate[i].ft->file_unsent(e, f, &u);
+		}
+	}
+	return u;
+}
+
+/* Their sum: what of f is neither payload nor kept. */
+static inline uint64_t engine_file_unsent_bytes(const struct engine *e, const struct efile *f)
+{
+	struct engine_unsent u = engine_file_unsent(e, f);
+
+	return u.zeroed + u.skipped;
+}
+
+/*
+ * f waits on a pass over a whole file at the peer (file_waits), as any
+ * feature on says: one may keep that in its session state (the sender's
+ * sums), not in a per-file block.
+ */
+static inline bool engine_file_waits(const struct engine *e, const struct efile *f)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->file_waits && e->feat[i]->file_waits(e, f)) {
+			return true;
+		}
+	}
+	return false;
+}
 /* A free entry of the file table, cleared and taken for file id (files_hw follows it). */
 void file_take(struct engine *e, struct efile *f, uint32_t id);
 void file_release(struct engine *e, struct efile *f);
@@ -746,6 +777,32 @@ int sums_queue(struct engine *e, struct efile *f, int fd, sum_done_fn done);
 typedef int (*zero_done_fn)(struct engine *e, struct efile *f, int r, uint64_t off, uint64_t len);
 int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t len,
 		     zero_done_fn done);
+/*
+ * The skip level checksum's state (the sums feature's, NULL when the
+ * session has no skip level checksum: a receiver without it, a sender to a
+ * peer without PROTO_CAP_CHECK): who takes the digest of a file at its
+ * name (the receiver's role); the sender's SUMS entries waiting to go out
+ * (out: PROTO_MAX_BATCH, made with the first one) and the files the
+ * receiver asked about (wanted: a bit per file-table entry, FILE_TABLE of
+ * them, made at the first SUM_WANTED; a receiver's are in its block).
+ */
+struct sums_state {
+	sum_done_fn own_done;
+	struct proto_sum *out;
+	uint16_t nout;
+	uint64_t *wanted;
+};
+struct sums_state *sums_state(const struct engine *e);
+/*
+ * f waits for the digests of the skip level checksum (SUM_WANTED asked or
+ * answered): no data, ZEROS or FILE_DONE of it is taken meanwhile. false
+ * in a session without the level.
+ */
+bool sums_wanted(const struct engine *e, const struct efile *f);
+/* Sets or clears it: -EBADMSG, a session without the level; -ENOMEM. */
+int sums_want(struct engine *e, struct efile *f, bool on);
+/* Receiver: f waits for both digests now, its own queued on the worker (fd: its file, taken). */
+int sums_ask(struct engine *e, struct efile *f, int fd);
 int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
 int tx_sums_flush(struct engine *e);
 

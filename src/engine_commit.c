@@ -41,11 +41,12 @@ int rx_resolve(struct engine *e, struct efile *f)
 		r = send_result(e, f, f->fail_code, file_fail_text(f));
 	} else {
 		/* Reported only after verify, fsync, rename and the directory fsync. */
+		uint64_t unsent = engine_file_unsent_bytes(e, f);
+
 		if (f->kept > 0) {
-			note_resumed(e, f, f->size - f->kept - f->zeroed - f->skipped, f->kept,
-				     f->done_hash);
+			note_resumed(e, f, f->size - f->kept - unsent, f->kept, f->done_hash);
 		} else {
-			note_committed(e, f, f->size - f->zeroed - f->skipped,
+			note_committed(e, f, f->size - unsent,
 				       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 		}
 		r = send_result(e, f, PERR_OK, "");
@@ -55,20 +56,22 @@ int rx_resolve(struct engine *e, struct efile *f)
 }
 
 /* The sender's own failure, or sizes that do not add up: f fails. */
-static void rx_finish_sizes(struct efile *f)
+static void rx_finish_sizes(const struct engine *e, struct efile *f)
 {
+	struct engine_unsent u = engine_file_unsent(e, f);
+	uint64_t unsent = u.zeroed + u.skipped;
+
 	if (f->done_status != PERR_OK && !f->failed) {
 		/* Its reason is in fail_text already (rx_file_done). */
 		f->failed = true;
 		f->fail_code = f->done_status;
 		f->fail_peer = true; /* the sender's own failure */
-	} else if (f->done_bytes + f->kept + f->zeroed + f->skipped != f->size ||
-		   f->written + f->kept + f->zeroed + f->skipped != f->size ||
-		   f->hash_off != f->size) {
+	} else if (f->done_bytes + f->kept + unsent != f->size ||
+		   f->written + f->kept + unsent != f->size || f->hash_off != f->size) {
 		file_fail(f, PERR_PROTOCOL,
 			  "size mismatch: announced %llu, sent %llu, kept %llu, zeros %llu",
 			  (unsigned long long)f->size, (unsigned long long)f->done_bytes,
-			  (unsigned long long)f->kept, (unsigned long long)f->zeroed);
+			  (unsigned long long)f->kept, (unsigned long long)u.zeroed);
 	}
 }
 
@@ -100,12 +103,12 @@ int rx_maybe_finish(struct engine *e, struct efile *f)
 	    f->zeros_out || f->recv_bytes < f->done_bytes) {
 		return 0;
 	}
-	rx_finish_sizes(f);
+	rx_finish_sizes(e, f);
 	if (f->failed || !rx_finish_verified(e, f)) {
 		return rx_resolve(e, f);
 	}
 	/* Zeros at the end are a hole that only the size makes (a device keeps its size). */
-	if (f->zeroed > 0) {
+	if (engine_file_unsent(e, f).zeroed > 0) {
 		int r = sparse_grow_to(f->tfd, f->size);
 
 		if (r < 0) {

@@ -198,7 +198,7 @@ static int rx_sums_full(struct engine *e, struct msg *m)
 static int rx_sums_kept(struct engine *e, struct efile *f, struct msg *m, uint64_t i)
 {
 	memset(rx_sums_slot(m, i), 0, HASH_LEN);
-	f->ndsum++;
+	delta_file(e, f)->ndsum++;
 	return rx_sums_full(e, m);
 }
 
@@ -252,7 +252,7 @@ static int rx_sums_digests(struct engine *e, struct efile *f, struct msg *m, con
 			memcpy(df->rd[*i], d, HASH_LEN);
 			bit_set(df->rdisk, *i, true);
 		}
-		f->ndsum++;
+		df->ndsum++;
 		r = rx_sums_full(e, m);
 		if (r < 0) {
 			return r;
@@ -310,7 +310,7 @@ static int rx_delta_send_sums(struct engine *e, struct efile *f)
 		}
 		r = rx_sums_digests(e, f, m, buf, want, &i);
 		/* The sender's own pass runs beside ours from the first digests on. */
-		if (r >= 0 && f->tree && m->u.delta.count > 0 && f->ndsum <= per) {
+		if (r >= 0 && f->tree && m->u.delta.count > 0 && df->ndsum <= per) {
 			r = rx_sums_send_now(e, m, &last);
 		}
 		if (r < 0) {
@@ -321,7 +321,7 @@ static int rx_delta_send_sums(struct engine *e, struct efile *f)
 	if (r < 0) {
 		return r;
 	}
-	if (f->ndsum == 0) {
+	if (df->ndsum == 0) {
 		close(df->oldfd);
 		df->oldfd = -1;
 	}
@@ -452,7 +452,7 @@ static int tx_delta_sums(struct engine *e, const struct msg_delta *d)
 	bool tree = d->flags & PROTO_DELTA_TREE;
 
 	if (!ds->delta || d->kind != PROTO_DELTA_SUMS || !f || f->acked ||
-	    f->ftype != PROTO_FT_REG || d->first != f->ndsum ||
+	    f->ftype != PROTO_FT_REG || d->first != delta_ndsum(e, f) ||
 	    (tree && (!ds->delta_tree || (d->first > 0 && !f->tree))) || (!tree && f->tree)) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "DELTA SUMS for id %u out of place",
 				   d->id);
@@ -484,8 +484,8 @@ static int tx_delta_sums(struct engine *e, const struct msg_delta *d)
 		f->dg = &delta_tree_digest;
 		ds->prehash_id = f->id;
 	}
-	memcpy(df->dsum[f->ndsum], d->sums, (size_t)d->count * HASH_LEN);
-	f->ndsum += d->count;
+	memcpy(df->dsum[df->ndsum], d->sums, (size_t)d->count * HASH_LEN);
+	df->ndsum += d->count;
 	return 0;
 }
 
@@ -563,14 +563,15 @@ done:
 static bool tx_delta_unchanged(const struct engine *e, const struct efile *f, const struct chunk *c,
 			       const void *buf)
 {
+	const struct delta_file *df = delta_file(e, f);
 	uint64_t cs = e->p->chunk_size, i = c->off / cs;
 	uint8_t h[HASH_LEN];
 
-	if (c->off % cs || i >= f->ndsum || c->len != MIN(cs, f->size - c->off)) {
+	if (c->off % cs || i >= df->ndsum || c->len != MIN(cs, f->size - c->off)) {
 		return false;
 	}
 	delta_digest(buf, c->len, h);
-	return memcmp(h, delta_file(e, f)->dsum[i], HASH_LEN) == 0;
+	return memcmp(h, df->dsum[i], HASH_LEN) == 0;
 }
 
 /* The SAME ranges noted so far, in one DELTA (before anything that must follow them). */
@@ -613,7 +614,7 @@ static int tx_delta_note(struct engine *e, struct efile *f, uint64_t off, uint64
 		}
 	}
 	q = ds->sq;
-	f->skipped += len;
+	delta_file(e, f)->skipped += len;
 	if (q->count > 0 && q->id == f->id &&
 	    q->r[q->count - 1].offset + q->r[q->count - 1].len == off) {
 		q->r[q->count - 1].len += len;
@@ -713,7 +714,7 @@ static int delta_tx_claim(struct engine *e, uint32_t ci, struct efile *f, bool w
 	struct chunk *c = &e->chunks[ci];
 	int r;
 
-	if (!f->ndsum || f->tree || (f->nresume && tx_kept(f, c->off, c->len)) ||
+	if (!delta_ndsum(e, f) || f->tree || (f->nresume && tx_kept(f, c->off, c->len)) ||
 	    !tx_delta_unchanged(e, f, c, pool_chunk(e->pool, ci))) {
 		return READY_NONE;
 	}
@@ -732,16 +733,17 @@ static int delta_rx_answered(struct engine *e, struct efile *f)
 	return df && df->oldfd >= 0 ? rx_delta_send_sums(e, f) : 0;
 }
 
-struct delta_file *delta_file(const struct engine *e, const struct efile *f)
-{
-	return engine_file_state(e, &engine_feature_delta, f);
-}
-
 static size_t delta_file_size(const struct engine *e)
 {
 	const struct delta_state *ds = delta_of(e);
 
 	return ds && ds->delta ? sizeof(struct delta_file) : 0;
+}
+
+static void delta_file_unsent(const struct engine *e, const struct efile *f,
+			      struct engine_unsent *u)
+{
+	u->skipped += delta_file(e, f)->skipped;
 }
 
 static void delta_file_init(struct engine *e, struct efile *f)
@@ -780,6 +782,7 @@ const struct engine_feature engine_feature_delta = {
 	.file_size = delta_file_size,
 	.file_init = delta_file_init,
 	.file_release = delta_file_release,
+	.file_unsent = delta_file_unsent,
 	.state_size = sizeof(struct delta_state),
 	.progress = delta_progress,
 	.release = delta_release,

@@ -19,11 +19,18 @@ static inline void delta_digest(const void *buf, size_t len, uint8_t out[HASH_LE
 
 /*
  * Sender, --delta: a file's state. dsum, the receiver's chunk digests
- * (DELTA SUMS, efile.ndsum of them); a tree file's: tst, the running digest
+ * (DELTA SUMS, ndsum of them); a tree file's: tst, the running digest
  * of the chunks' digests; mine, the digests of chunks 0 .. prehashed - 1
  * made by the pre-pass (through pfd) while it waited for the FILES_ACK.
  */
 struct delta_file {
+	/*
+	 * Sender: how many of the receiver's chunk digests it has (dsum);
+	 * receiver: how many it sent. Both: skipped, the bytes not sent
+	 * because they were unchanged (SAME).
+	 */
+	uint64_t ndsum;
+	uint64_t skipped;
 	uint8_t (*dsum)[HASH_LEN];
 	XXH3_state_t *tst;
 	uint8_t (*mine)[HASH_LEN];
@@ -43,9 +50,13 @@ struct delta_file {
 	uint8_t *rdisk;
 };
 
-/* f's: only a --delta session has it (NULL otherwise). */
-struct delta_file *delta_file(const struct engine *e, const struct efile *f);
 extern const struct engine_feature engine_feature_delta;
+
+/* f's: only a --delta session has it (NULL otherwise). */
+static inline struct delta_file *delta_file(const struct engine *e, const struct efile *f)
+{
+	return engine_file_state(e, &engine_feature_delta, f);
+}
 
 /* A device target's map of chunks that read as zeros (NULL: none). */
 static inline const uint8_t *delta_dzero(const struct engine *e, const struct efile *f)
@@ -53,6 +64,14 @@ static inline const uint8_t *delta_dzero(const struct engine *e, const struct ef
 	const struct delta_file *df = engine_file_state(e, &engine_feature_delta, f);
 
 	return df ? df->dzero : NULL;
+}
+
+/* f's count of chunk digests (struct delta_file's ndsum): 0 outside --delta. */
+static inline uint64_t delta_ndsum(const struct engine *e, const struct efile *f)
+{
+	const struct delta_file *df = delta_file(e, f);
+
+	return df ? df->ndsum : 0;
 }
 
 /* How many chunks a file of size bytes has (the last one may be short). */

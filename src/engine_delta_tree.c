@@ -44,7 +44,7 @@ static void rx_tree_zeros(struct engine *e, struct efile *f, uint64_t off, uint6
 	for (uint64_t at = off; at < off + len; at += cs) {
 		uint64_t i = at / cs;
 
-		if (!(i < f->ndsum && bit_get(df->dzero, i) && bit_get(df->rdisk, i))) {
+		if (!(i < df->ndsum && bit_get(df->dzero, i) && bit_get(df->rdisk, i))) {
 			zero_digest(e, MIN(cs, f->size - at), df->rd[i]);
 			bit_set(df->rdisk, i, false);
 		}
@@ -153,7 +153,7 @@ static uint64_t tx_tree_same_at(const struct engine *e, const struct efile *f, b
 		end = MIN(end, (f->next_hole + cs - 1) / cs * cs);
 	}
 	for (uint64_t i = off / cs; off < end && off - f->read_off < ZERO_CHUNK_MAX; i++) {
-		if (i >= df->prehashed || i >= f->ndsum ||
+		if (i >= df->prehashed || i >= df->ndsum ||
 		    memcmp(df->mine[i], df->dsum[i], HASH_LEN) != 0) {
 			break;
 		}
@@ -193,7 +193,7 @@ static bool tx_tree_feed(struct engine *e, struct efile *f, const struct chunk *
 			  (unsigned long long)c->off);
 		return false;
 	}
-	return c->off % cs == 0 && c->len == MIN(cs, f->size - c->off) && i < f->ndsum &&
+	return c->off % cs == 0 && c->len == MIN(cs, f->size - c->off) && i < df->ndsum &&
 	       memcmp(d, df->dsum[i], HASH_LEN) == 0;
 }
 

@@ -24,6 +24,15 @@ struct xport_wc;
 struct xport_wr;
 struct msg_ring;
 
+/*
+ * A file's bytes that came or went without payload (engine_file_unsent):
+ * zeroed, described as zeros (ZEROS); skipped, unchanged at the receiver
+ * (--delta's SAME, a tree's ranges).
+ */
+struct engine_unsent {
+	uint64_t zeroed, skipped;
+};
+
 /* A hook's answer: not this feature's business. */
 #define ENGINE_DECLINED 1
 
@@ -106,6 +115,11 @@ struct engine_msg_row {
  *              start (a descriptor's -1).
  *   file_release  an entry leaves the file table (done, failed, or at
  *              teardown), before the core closes and frees what it holds.
+ *   file_unsent  what of f's bytes it accounted for without payload (in
+ *              its per-file block), added to *u: described as zeros
+ *              (ZEROS), or unchanged at the receiver (--delta's SAME).
+ *   file_waits  f waits on a pass over a whole file at the peer (a digest
+ *              asked for): its size adds to the idle timeout's allowance.
  *   lane_error a data lane's completion failed: ENGINE_DECLINED when it is
  *              not the feature's to handle (the session then fails).
  *   stop       at teardown, first: its threads end, their jobs dropped.
@@ -290,6 +304,8 @@ struct engine_feature {
 	size_t (*file_size)(const struct engine *e);
 	void (*file_init)(struct engine *e, struct efile *f);
 	void (*file_release)(struct engine *e, struct efile *f);
+	void (*file_unsent)(const struct engine *e, const struct efile *f, struct engine_unsent *u);
+	bool (*file_waits)(const struct engine *e, const struct efile *f);
 	int (*lane_error)(struct engine *e, const struct xport_wc *wc);
 	void (*stop)(struct engine *e);
 	void (*release)(struct engine *e);

@@ -113,9 +113,7 @@ struct efile {
 	uint64_t resumed; /* bytes of it the sender has passed over */
 	/* Zero extents: where the source's data starts and ends next (SEEK_DATA/HOLE). */
 	uint64_t next_data, next_hole;
-	/* Both: bytes of it described as zeros (ZEROS), no payload. */
-	uint64_t zeroed;
-	/* Receiver: of those, bytes left unwritten on its device (--assume-zero-target). */
+	/* Receiver: of its bytes described as zeros, those left unwritten on its device. */
 	uint64_t zero_assumed;
 	/* Receiver: a device's zero ranges being written on the worker (engine_sums.c). */
 	uint32_t zeros_out;
@@ -124,14 +122,6 @@ struct efile {
 	 * noted and has not taken into the digest yet (rx_range, in file order).
 	 */
 	uint32_t nranges;
-	/*
-	 * --delta. Sender: how many of the receiver's chunk digests (DELTA
-	 * SUMS) it has; receiver: how many it sent (the digests, the old
-	 * file: engine_delta.h's struct delta_file). Both: skipped, the
-	 * bytes not sent because they were unchanged.
-	 */
-	uint64_t ndsum;
-	uint64_t skipped;
 	/*
 	 * --delta checked by chunk digests (DELTA SUMS' TREE: a device target
 	 * and a peer with PROTO_CAP_DELTA_TREE): the file's digest is the
@@ -170,13 +160,6 @@ struct efile {
 	uint64_t done_bytes;
 	uint8_t done_hash[HASH_LEN];
 	struct proto_file meta;
-	/*
-	 * Skip level checksum (engine_sums.c): the receiver answered
-	 * SUM_WANTED and the file waits for the digests, its own (the
-	 * receiver's candidate, or the sender's source) and the peer's
-	 * (the receiver's: the sums feature's block, sums_own, sums_peer).
-	 */
-	bool sum_wanted;
 	/*
 	 * A kept regular file whose answer a feature held (PROTO_ITEM_WAIT,
 	 * rx_kept): the receiver answers again once it has what it waits for;

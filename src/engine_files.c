@@ -103,17 +103,19 @@ void note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t co
  */
 void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash)
 {
+	struct engine_unsent u = engine_file_unsent(e, f);
+
 	e->st.files_ok++;
 	e->st.bytes += bytes;
-	e->st.bytes_zero += f->zeroed;
-	e->st.bytes_unchanged += f->skipped;
+	e->st.bytes_zero += u.zeroed;
+	e->st.bytes_unchanged += u.skipped;
 	if (e->p->ev.file_ok) {
 		struct engine_entry_ev ev = {
 			.name = f->name,
 			.ftype = f->ftype,
 			.bytes = bytes,
-			.zero_bytes = f->zeroed,
-			.skipped_bytes = f->skipped,
+			.zero_bytes = u.zeroed,
+			.skipped_bytes = u.skipped,
 			.seconds = ts_since(&f->t0),
 			.hash = f->ftype == PROTO_FT_REG ? hash : NULL,
 			.items = f->items,
@@ -130,22 +132,24 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
 void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64_t kept,
 		  const uint8_t *hash)
 {
+	struct engine_unsent u = engine_file_unsent(e, f);
+
 	e->st.files_ok++;
 	e->st.files_resumed++;
 	e->st.bytes += sent;
 	e->st.bytes_resumed += kept;
-	e->st.bytes_zero += f->zeroed;
-	e->st.bytes_unchanged += f->skipped;
+	e->st.bytes_zero += u.zeroed;
+	e->st.bytes_unchanged += u.skipped;
 	if (e->p->ev.file_resumed) {
-		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, f->zeroed, f->skipped,
+		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, u.zeroed, u.skipped,
 				      ts_since(&f->t0), hash, f->items);
 	} else if (e->p->ev.file_ok) {
 		struct engine_entry_ev ev = {
 			.name = f->name,
 			.ftype = f->ftype,
 			.bytes = sent,
-			.zero_bytes = f->zeroed,
-			.skipped_bytes = f->skipped,
+			.zero_bytes = u.zeroed,
+			.skipped_bytes = u.skipped,
 			.seconds = ts_since(&f->t0),
 			.hash = hash,
 		};

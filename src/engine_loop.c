@@ -266,7 +266,7 @@ static double sum_wait_allowance_ms(const struct engine *e)
 		const struct efile *f = file_at(e, i);
 		bool committing = e->role == &engine_sender_ops && f->done_sent;
 
-		if (f->used && (f->sum_wanted || committing) && f->size > max) {
+		if (f->used && (committing || engine_file_waits(e, f)) && f->size > max) {
 			max = f->size;
 		}
 	}

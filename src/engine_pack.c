@@ -11,6 +11,7 @@
  * file sent alone.
  */
 #include "engine-internal.h"
+#include "engine_delta.h"
 
 #include "hello.h"
 
@@ -55,8 +56,8 @@ static bool tx_packable(const struct engine *e, const struct efile *f)
 {
 	struct pack_state *pk = pack_of(e);
 	return pk->pack && f->ftype == PROTO_FT_REG && f->size > 0 && f->size <= pack_file_max(e) &&
-	       !f->src_device && !f->src_window && !f->failed && f->nresume == 0 && f->ndsum == 0 &&
-	       !f->tree && f->fd >= 0;
+	       !f->src_device && !f->src_window && !f->failed && f->nresume == 0 &&
+	       delta_ndsum(e, f) == 0 && !f->tree && f->fd >= 0;
 }
 
 static void tx_pack_ready(struct engine *e, struct chunk *c)
@@ -254,9 +255,9 @@ static struct efile *rx_piece_file(struct engine *e, const struct proto_piece *p
 {
 	struct efile *f = file_by_id(e, pc->id);
 
-	if (!f || f->ftype != PROTO_FT_REG || f->sum_wanted || pack_file(e, f)->packed ||
+	if (!f || f->ftype != PROTO_FT_REG || sums_wanted(e, f) || pack_file(e, f)->packed ||
 	    f->partial || f->size != pc->len || f->recv_bytes || f->held || f->hash_off ||
-	    f->kept || f->zeroed || f->skipped || f->nranges ||
+	    f->kept || engine_file_unsent_bytes(e, f) || f->nranges ||
 	    (f->got_done && f->done_bytes != pc->len)) {
 		return NULL;
 	}

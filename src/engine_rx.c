@@ -325,7 +325,7 @@ int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane,
 	}
 	f = file_by_id(e, d->file_id);
 	/* FILE_DONE may overtake the data (different connections), not exceed it. */
-	if (!f || f->sum_wanted || (f->got_done && f->recv_bytes + d->len > f->done_bytes)) {
+	if (!f || sums_wanted(e, f) || (f->got_done && f->recv_bytes + d->len > f->done_bytes)) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "data for unknown file id %u",
 				   d->file_id);
 	}
@@ -453,7 +453,9 @@ static int rx_setup(struct engine *e)
 	}
 	engine_uring_handle(e, UD_WRITE, rx_write_done);
 	rx_commit_handlers(e);
-	e->own_sum_done = rx_sum_done;
+	if (sums_state(e)) {
+		sums_state(e)->own_done = rx_sum_done;
+	}
 	if (engine_probe(e)) {
 		return 0; /* no data path: no RING */
 	}

@@ -262,7 +262,7 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 	uint32_t code;
 	int r;
 
-	f->sum_wanted = false;
+	(void)sums_want(e, f, false);
 	if (sums_match(e, f)) {
 		code = rx_keep_file_again(e, f, text, sizeof(text));
 	} else {
@@ -295,7 +295,7 @@ static int rx_sum_decide(struct engine *e, struct efile *f)
 /* Our own digest of the file at the destination name (engine_sums.c), while it still asks. */
 int rx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
 {
-	if (!f->sum_wanted) {
+	if (!sums_wanted(e, f)) {
 		return 0;
 	}
 	return sums_own(e, f, r, hash) > 0 ? rx_sum_decide(e, f) : 0;
@@ -309,7 +309,7 @@ int rx_sums(struct engine *e, const struct msg_sums *ms)
 		struct efile *f = file_by_id(e, ps->id);
 		int r;
 
-		r = f && f->sum_wanted ? sums_peer(e, f, ps->status, ps->hash) : -EBADMSG;
+		r = f && sums_wanted(e, f) ? sums_peer(e, f, ps->status, ps->hash) : -EBADMSG;
 		if (r < 0) {
 			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 					   "SUMS for id %u, not asked for", ps->id);
@@ -327,12 +327,13 @@ int rx_file_done(struct engine *e, const struct msg_file_done *d)
 	struct efile *f = file_by_id(e, d->id);
 
 	/* Nor for one we have not answered yet (SUM_WANTED): it has nowhere to go. */
-	if (!f || f->got_done || f->sum_wanted) {
+	if (!f || f->got_done || sums_wanted(e, f)) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE for unknown file id %u",
 				   d->id);
 	}
 	/* Its ZEROS came before it (one channel): what is neither kept nor zeros is payload. */
-	if (d->bytes > f->size - f->kept - f->zeroed - f->skipped || d->bytes < f->recv_bytes) {
+	if (d->bytes > f->size - f->kept - engine_file_unsent_bytes(e, f) ||
+	    d->bytes < f->recv_bytes) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_DONE: impossible byte count");
 	}
 	f->got_done = true;

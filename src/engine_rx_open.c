@@ -123,8 +123,7 @@ static uint32_t rx_sum_request(struct engine *e, struct efile *f)
 		close(fd);
 		return PERR_OK;
 	}
-	f->sum_wanted = true;
-	return sums_queue(e, f, fd, e->own_sum_done) < 0 ? PERR_INTERNAL : PERR_SUM_WANTED;
+	return sums_ask(e, f, fd) < 0 ? PERR_INTERNAL : PERR_SUM_WANTED;
 }
 
 /*

@@ -37,10 +37,12 @@ struct sum_job {
 };
 
 /*
- * The receiver's per-file block with the skip level checksum (SUM_WANTED):
- * the two digests its answer waits for, its own and the peer's, each once.
+ * A receiver's file's block with the skip level checksum: wanted, it waits
+ * for the digests (SUM_WANTED, sums_wanted); the two its answer waits for,
+ * its own and the peer's, each once.
  */
 struct sums_file {
+	bool wanted;
 	bool own_done, peer_done;
 	uint32_t own_status, peer_status; /* PERR_OK: the digest is good */
 	uint8_t own[HASH_LEN], peer[HASH_LEN];
@@ -247,9 +249,15 @@ int sums_queue_zeros(struct engine *e, struct efile *f, uint64_t off, uint64_t l
 	return r;
 }
 
+/* The receiver's block, with the answers (a sender has none: its flags are a map); NULL: none. */
+static struct sums_file *sums_answers(const struct engine *e, const struct efile *f)
+{
+	return e->p->role == ENGINE_RECEIVER ? engine_file_state(e, &engine_feature_sums, f) : NULL;
+}
+
 int sums_own(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
 {
-	struct sums_file *sf = engine_file_state(e, &engine_feature_sums, f);
+	struct sums_file *sf = sums_answers(e, f);
 
 	if (!sf) {
 		return -EINVAL; /* not a session that asks (sums_file_size) */
@@ -263,7 +271,7 @@ int sums_own(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_L
 /* -EBADMSG: the peer's answer came twice, or in a session that never asks. */
 int sums_peer(struct engine *e, struct efile *f, uint32_t status, const uint8_t hash[HASH_LEN])
 {
-	struct sums_file *sf = engine_file_state(e, &engine_feature_sums, f);
+	struct sums_file *sf = sums_answers(e, f);
 
 	if (!sf || sf->peer_done) {
 		return -EBADMSG;
@@ -276,30 +284,128 @@ int sums_peer(struct engine *e, struct efile *f, uint32_t status, const uint8_t 
 
 bool sums_match(const struct engine *e, const struct efile *f)
 {
-	const struct sums_file *sf = engine_file_state(e, &engine_feature_sums, f);
+	const struct sums_file *sf = sums_answers(e, f);
 
 	return sf && sf->own_status == PERR_OK && sf->peer_status == PERR_OK &&
 	       memcmp(sf->own, sf->peer, HASH_LEN) == 0;
 }
 
-/* Only a receiver that may answer SUM_WANTED (the skip level checksum) keeps the answers. */
+struct sums_state *sums_state(const struct engine *e)
+{
+	return engine_feature_state(e, &engine_feature_sums);
+}
+
+bool sums_wanted(const struct engine *e, const struct efile *f)
+{
+	const struct sums_state *ss;
+	uint32_t i;
+
+	if (e->p->role == ENGINE_RECEIVER) {
+		const struct sums_file *sf = sums_answers(e, f);
+
+		return sf && sf->wanted;
+	}
+	ss = sums_state(e);
+	if (!ss || !ss->wanted) {
+		return false;
+	}
+	i = file_index(e, f);
+	return ss->wanted[i / 64] >> (i % 64) & 1;
+}
+
+int sums_want(struct engine *e, struct efile *f, bool on)
+{
+	struct sums_state *ss = sums_state(e);
+	uint32_t i;
+
+	if (e->p->role == ENGINE_RECEIVER) {
+		struct sums_file *sf = sums_answers(e, f);
+
+		if (!sf) {
+			return -EBADMSG;
+		}
+		sf->wanted = on;
+		return 0;
+	}
+	if (!ss) {
+		return -EBADMSG;
+	}
+	if (!ss->wanted && !on) {
+		return 0;
+	}
+	if (!ss->wanted) {
+		ss->wanted = calloc(FILE_TABLE / 64, sizeof(*ss->wanted));
+		if (!ss->wanted) {
+			return -ENOMEM;
+		}
+	}
+	i = file_index(e, f);
+	ss->wanted[i / 64] =
+	    (ss->wanted[i / 64] & ~(1ull << (i % 64))) | ((uint64_t)on << (i % 64));
+	return 0;
+}
+
+int sums_ask(struct engine *e, struct efile *f, int fd)
+{
+	const struct sums_state *ss = sums_state(e);
+
+	if (!ss || !ss->own_done || sums_want(e, f, true) < 0) {
+		close(fd);
+		return -EINVAL; /* the role set no taker: a session without the level */
+	}
+	return sums_queue(e, f, fd, ss->own_done);
+}
+
+/*
+ * Only a receiver with the skip level checksum asks for digests
+ * (SUM_WANTED), and only a sender to a peer that has the level answers.
+ */
+static bool sums_enable(struct engine *e)
+{
+	if (e->p->role == ENGINE_RECEIVER) {
+		return (e->p->open_flags & PROTO_OPEN_SKIP_LEVELS) == PROTO_OPEN_SKIP_CHECKSUM;
+	}
+	return e->p->role == ENGINE_SENDER && (e->p->peer_caps & PROTO_CAP_CHECK);
+}
+
+/* A receiver's block: the flag and the two answers (a sender's flags are a map). */
 static size_t sums_file_size(const struct engine *e)
 {
-	return e->p->role == ENGINE_RECEIVER &&
-		       (e->p->open_flags & PROTO_OPEN_SKIP_LEVELS) == PROTO_OPEN_SKIP_CHECKSUM
-		   ? sizeof(struct sums_file)
-		   : 0;
+	return e->p->role == ENGINE_RECEIVER ? sizeof(struct sums_file) : 0;
+}
+
+/* A sender's entry leaves the table: the next file there was not asked about. */
+static void sums_file_release(struct engine *e, struct efile *f)
+{
+	if (e->p->role == ENGINE_SENDER) {
+		(void)sums_want(e, f, false);
+	}
 }
 
 /* Its jobs (and their file descriptors) went with the pool, before the files close. */
 static void sums_feature_stop(struct engine *e)
 {
-	free(e->sum_out);
-	e->sum_out = NULL;
+	struct sums_state *ss = sums_state(e);
+
+	free(ss->out);
+	ss->out = NULL;
+}
+
+static void sums_feature_release(struct engine *e)
+{
+	struct sums_state *ss = sums_state(e);
+
+	free(ss->wanted);
+	ss->wanted = NULL;
 }
 
 const struct engine_feature engine_feature_sums = {
 	.name = "sums",
+	.enable = sums_enable,
+	.state_size = sizeof(struct sums_state),
 	.file_size = sums_file_size,
+	.file_release = sums_file_release,
+	.file_waits = sums_wanted,
 	.stop = sums_feature_stop,
+	.release = sums_feature_release,
 };

@@ -16,15 +16,17 @@
 /* The worker's digest of a source the receiver asked about, while it still asks. */
 static int tx_own_sum(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
 {
-	return f->sum_wanted ? tx_sum_done(e, f, r, hash) : 0;
+	return sums_wanted(e, f) ? tx_sum_done(e, f, r, hash) : 0;
 }
 
 static int tx_sum_start(struct engine *e, struct efile *f)
 {
 	struct stat st;
-	int fd, r;
+	int fd, r = sums_want(e, f, true);
 
-	f->sum_wanted = true;
+	if (r < 0) {
+		return engine_fail(e, PERR_INTERNAL, r, "out of memory");
+	}
 	if (f->src_window) {
 		/* A digest of the whole source would not be this part's: no answer, it is sent. */
 		return tx_sum_done(e, f, -EOPNOTSUPP, NULL);
@@ -44,18 +46,19 @@ static int tx_sum_start(struct engine *e, struct efile *f)
 /* Our source's digest (or why there is none), for the next SUMS. */
 int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN])
 {
+	struct sums_state *ss = sums_state(e);
 	struct proto_sum *ps;
 
-	if (!e->sum_out) {
-		e->sum_out = calloc(PROTO_MAX_BATCH, sizeof(*e->sum_out));
-		if (!e->sum_out) {
+	if (!ss->out) {
+		ss->out = calloc(PROTO_MAX_BATCH, sizeof(*ss->out));
+		if (!ss->out) {
 			return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 		}
 	}
-	if (e->nsum_out == PROTO_MAX_BATCH && tx_sums_flush(e) < 0) {
+	if (ss->nout == PROTO_MAX_BATCH && tx_sums_flush(e) < 0) {
 		return -EIO;
 	}
-	ps = &e->sum_out[e->nsum_out++];
+	ps = &ss->out[ss->nout++];
 	*ps = (struct proto_sum){ .id = f->id };
 	if (r < 0) {
 		ps->status = r == -ESTALE ? PERR_SOURCE_CHANGED : errno_to_perr(r);
@@ -67,15 +70,16 @@ int tx_sum_done(struct engine *e, struct efile *f, int r, const uint8_t hash[HAS
 
 int tx_sums_flush(struct engine *e)
 {
+	struct sums_state *ss = sums_state(e);
 	struct msg m = { .type = MSG_SUMS };
 	int r;
 
-	if (e->nsum_out == 0) {
+	if (!ss || ss->nout == 0) {
 		return 0;
 	}
-	m.u.sums.count = e->nsum_out;
-	m.u.sums.sums = e->sum_out;
-	e->nsum_out = 0;
+	m.u.sums.count = ss->nout;
+	m.u.sums.sums = ss->out;
+	ss->nout = 0;
 	r = chan_queue(e->p->chan, &m);
 	if (r < 0) {
 		return engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r));
@@ -192,7 +196,7 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 		}
 		if (a->st[i].status == PERR_SUM_WANTED) {
 			/* Once per file, for a regular file, from a peer that has the level. */
-			if (f->ftype != PROTO_FT_REG || f->sum_wanted ||
+			if (f->ftype != PROTO_FT_REG || sums_wanted(e, f) ||
 			    !(e->p->peer_caps & PROTO_CAP_CHECK)) {
 				return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 						   "FILES_ACK: SUM_WANTED for id %u unexpected",
@@ -205,7 +209,7 @@ static int tx_files_ack(struct engine *e, const struct msg_files_ack *a)
 			continue;
 		}
 		/* The answer after SUM_WANTED: our digest, if still being made, is not needed. */
-		f->sum_wanted = false;
+		(void)sums_want(e, f, false);
 		if (a->st[i].items && !(e->p->peer_caps & PROTO_CAP_ITEMIZE)) {
 			return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 					   "FILES_ACK: items from a peer without them");
@@ -260,16 +264,16 @@ static void tx_unheard_failures(struct engine *e, uint32_t peer_files)
 static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 {
 	struct efile *f = file_by_id(e, res->id);
+	uint64_t unsent = f ? engine_file_unsent_bytes(e, f) : 0;
 
 	if (!f || !f->done_sent) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "FILE_RESULT for unknown id %u",
 				   res->id);
 	}
 	if (res->status == PERR_OK && f->resumed) {
-		note_resumed(e, f, f->size - f->resumed - f->zeroed - f->skipped, f->resumed,
-			     f->done_hash);
+		note_resumed(e, f, f->size - f->resumed - unsent, f->resumed, f->done_hash);
 	} else if (res->status == PERR_OK) {
-		note_committed(e, f, f->size - f->zeroed - f->skipped,
+		note_committed(e, f, f->size - unsent,
 			       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 	} else if (f->failed) {
 		/* Ours (open, read, a source that changed): the receiver only echoes it. */

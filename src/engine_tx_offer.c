@@ -277,7 +277,7 @@ int tx_send_done(struct engine *e, struct efile *f)
 	}
 	m.u.file_done.id = f->id;
 	/* put on the data path: neither kept by the receiver nor zeros */
-	m.u.file_done.bytes = f->send_off - f->resumed - f->zeroed - f->skipped;
+	m.u.file_done.bytes = f->send_off - f->resumed - engine_file_unsent_bytes(e, f);
 	if (!f->failed) {
 		tx_done_digest(e, f, m.u.file_done.hash);
 	}

@@ -27,10 +27,13 @@ struct zeros_state {
 };
 
 /*
- * Receiver: a file's ranges not hashed yet, ascending: zr the ZEROS, sr
- * the SAME (taken from the old file); the end of the last one noted.
+ * A file's block. Both: zeroed, its bytes described as zeros (ZEROS), no
+ * payload; a sender's block ends there. Receiver: its ranges not hashed
+ * yet, ascending: zr the ZEROS, sr the SAME (taken from the old file); the
+ * end of the last one noted.
  */
 struct zeros_file {
+	uint64_t zeroed;
 	struct proto_range *zr, *sr;
 	uint32_t nzr, zr_cap, nsr, sr_cap;
 	uint64_t zr_end;
@@ -82,7 +85,7 @@ static int rx_range_check(struct engine *e, struct efile *f, const struct proto_
 		    f->name, (unsigned long long)g->offset, (unsigned long long)g->len);
 	}
 	/* Only chunks whose digests we sent can be unchanged. */
-	if (same && g->offset + g->len > MIN(f->size, f->ndsum * cs)) {
+	if (same && g->offset + g->len > MIN(f->size, delta_ndsum(e, f) * cs)) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 				   "DELTA SAME for %s: range %llu+%llu past the digests sent",
 				   f->name, (unsigned long long)g->offset,
@@ -164,17 +167,17 @@ static int rx_zeros_written(struct engine *e, struct efile *f, int r, uint64_t o
 static int rx_zeros_mapped(struct engine *e, struct efile *f, uint64_t off, uint64_t len)
 {
 	const uint8_t *dzero = delta_dzero(e, f);
-	uint64_t cs = e->p->chunk_size, end = off + len;
+	uint64_t cs = e->p->chunk_size, end = off + len, ndsum = delta_ndsum(e, f);
 
 	while (off < end) {
 		uint64_t i = off / cs, at = off;
-		bool zero = i < f->ndsum && bit_get(dzero, i);
+		bool zero = i < ndsum && bit_get(dzero, i);
 
 		/* The run of chunks of one kind from off. */
 		do {
 			at = MIN(end, (at / cs + 1) * cs);
 			i = at / cs;
-		} while (at < end && (i < f->ndsum && bit_get(dzero, i)) == zero);
+		} while (at < end && (i < ndsum && bit_get(dzero, i)) == zero);
 		if (zero) {
 			rx_zeros_journal(e, f, off, at);
 		} else {
@@ -248,10 +251,10 @@ int rx_range_take(struct engine *e, struct efile *f, const struct proto_range *g
 	zeros_file(e, f)->zr_end = g->offset + g->len;
 	e->bytes_progress += g->len;
 	if (same) {
-		f->skipped += g->len;
+		delta_file(e, f)->skipped += g->len;
 		return 0; /* copied and hashed at its turn (rx_hash_ready) */
 	}
-	f->zeroed += g->len;
+	zeros_file(e, f)->zeroed += g->len;
 	return f->failed ? 0 : rx_zeros_write(e, f, g);
 }
 
@@ -280,8 +283,8 @@ static int rx_zeros(struct engine *e, const struct msg_resume *z)
 	struct efile *f = file_by_id(e, z->id);
 	int r;
 
-	if (!engine_zeros(e) || !f || f->ftype != PROTO_FT_REG || f->sum_wanted || f->got_done ||
-	    z->count == 0) {
+	if (!engine_zeros(e) || !f || f->ftype != PROTO_FT_REG || sums_wanted(e, f) ||
+	    f->got_done || z->count == 0) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "ZEROS for id %u out of place",
 				   z->id);
 	}
@@ -401,7 +404,7 @@ static int tx_zero_note(struct engine *e, struct efile *f, uint64_t off, uint64_
 		}
 	}
 	q = zs->zq;
-	f->zeroed += len;
+	zeros_file(e, f)->zeroed += len;
 	if (q->count > 0 && q->id == f->id &&
 	    q->r[q->count - 1].offset + q->r[q->count - 1].len == off) {
 		q->r[q->count - 1].len += len;
@@ -439,20 +442,29 @@ static int zeros_tx_zero(struct engine *e, struct efile *f, uint64_t off, uint64
 
 /*
  * A receiver with ranges to take: ZEROS on, or --delta asked for (its SAME
- * ranges). Not a sender, nor a receiver of a plain copy without holes.
+ * ranges); a sender that notes zeros (its count alone). Neither end of a
+ * session without ZEROS.
  */
 static size_t zeros_file_size(const struct engine *e)
 {
-	return e->p->role == ENGINE_RECEIVER &&
-		       (e->zeros || (e->p->x && (e->p->open_flags & PROTO_OPEN_DELTA)))
-		   ? sizeof(struct zeros_file)
-		   : 0;
+	if (e->p->role == ENGINE_RECEIVER) {
+		return e->zeros || (e->p->x && (e->p->open_flags & PROTO_OPEN_DELTA))
+			   ? sizeof(struct zeros_file)
+			   : 0;
+	}
+	return e->p->role == ENGINE_SENDER && e->zeros ? offsetof(struct zeros_file, zr) : 0;
+}
+
+static void zeros_file_unsent(const struct engine *e, const struct efile *f,
+			      struct engine_unsent *u)
+{
+	u->zeroed += zeros_file(e, f)->zeroed;
 }
 
 static void zeros_file_release(struct engine *e, struct efile *f)
 {
 	struct zeros_state *zs = engine_feature_state(e, &engine_feature_zeros);
-	struct zeros_file *zf = zeros_file(e, f);
+	struct zeros_file *zf = e->p->role == ENGINE_RECEIVER ? zeros_file(e, f) : NULL;
 
 	if (zf) {
 		zs->ranges -= zf->nzr + zf->nsr;
@@ -496,6 +508,7 @@ const struct engine_feature engine_feature_zeros = {
 	.release = zeros_release,
 	.file_size = zeros_file_size,
 	.file_release = zeros_file_release,
+	.file_unsent = zeros_file_unsent,
 	.msgs = zeros_msgs,
 	.rx_range = zeros_rx_range,
 	.rx_range_holds = zeros_rx_range_holds,
