@@ -116,6 +116,7 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
 			.skipped_bytes = f->skipped,
 			.seconds = ts_since(&f->t0),
 			.hash = f->ftype == PROTO_FT_REG ? hash : NULL,
+			.tree_chunk = f->ftype == PROTO_FT_REG ? engine_digest_tree(e, f) : 0,
 			.items = f->items,
 		};
 
@@ -138,7 +139,7 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 	e->st.bytes_unchanged += f->skipped;
 	if (e->p->ev.file_resumed) {
 		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, f->zeroed, f->skipped,
-				      ts_since(&f->t0), hash, f->items);
+				      ts_since(&f->t0), hash, engine_digest_tree(e, f), f->items);
 	} else if (e->p->ev.file_ok) {
 		struct engine_entry_ev ev = {
 			.name = f->name,
@@ -148,6 +149,7 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 			.skipped_bytes = f->skipped,
 			.seconds = ts_since(&f->t0),
 			.hash = hash,
+			.tree_chunk = engine_digest_tree(e, f),
 		};
 
 		e->p->ev.file_ok(e->p->ev.ud, &ev);
