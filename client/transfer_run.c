@@ -282,6 +282,8 @@ static void engine_setup(struct daemon_conn *s, struct xfer *x, struct engine_pa
 	ep->faults |= getenv("RDMACP_TEST_READ_EAGAIN") ? ENGINE_FAULT_READ_EAGAIN : 0;
 	ep->faults |= getenv("RDMACP_TEST_SMALL_RING") ? ENGINE_FAULT_SMALL_RING : 0;
 	ep->faults |= getenv("RDMACP_TEST_MW_REWRITE") ? ENGINE_FAULT_MW_REWRITE : 0;
+	/* Tests: a pull's receiver changes a byte of each file's first chunk (t_file_tree). */
+	ep->faults |= getenv("RDMACP_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
 	/* Tests: take this many data lanes down mid-transfer. */
 	if (getenv("RDMACP_TEST_KILL_LANES")) {
 		ep->faults |= ENGINE_FAULT_KILL_LANE;
