@@ -4,8 +4,8 @@
 # end-to-end digest as its chunk tree (bit 41, PROTO_CAP_FILE_TREE) against the stream of its
 # bytes: the same push of one big file (tcp, loopback), the client's bit masked
 # (RDMACP_TEST_CAPS_OFF, "stream") or not ("tree"), alternating run by run with the order
-# swapped every repetition. Prints each run's seconds and the machine's busy CPU-seconds
-# over it (/proc/stat: both ends, kernel included), and the medians, tree/stream.
+# swapped every repetition. Prints each run's seconds and CPU-seconds (the daemon's and the
+# client's, from /proc: both ends, kernel time included), and the medians, tree/stream.
 #   --copy: the daemon's receiver takes the verbs way on tcp (RDMACPD_TEST_COPY_SLOTS:
 #           private copies made on its workers, where the tree's chunks hash apart)
 #   --hash-threads N: the daemon's workers (its "hash threads" key); the client's too
@@ -37,7 +37,12 @@ bench_random "$BIG" "$MIB"
 bench_workdir filetree
 mkdir -p "$R/mod"
 CLK_TCK=$(getconf CLK_TCK)
-cpu_busy() { awk -v hz="$CLK_TCK" '$1 == "cpu" { printf "%.2f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz; exit }' /proc/stat; }
+# The CPU-seconds of this run's processes, not the machine's (a shared host): the daemon's
+# (its sessions' children reaped) and this shell's reaped children (the client).
+cpu_busy() {
+	awk -v hz="$CLK_TCK" '{ t += $14 + $15 + $16 + $17 } END { printf "%.2f\n", t / hz }' \
+		"/proc/${PIDS[-1]}/stat" <(awk '{ print 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,$16,$17 }' /proc/$$/stat)
+}
 if [ "$COPY" = 1 ]; then export RDMACPD_TEST_COPY_SLOTS=1; fi
 bench_rdmacpd "$R/mod" 120
 if [ -n "$HT" ]; then
@@ -61,6 +66,7 @@ run() {
 	env "${env[@]}" "${RD[@]}" -q "${CLEAR[@]}" ${HT:+--hash-threads "$HT"} "$BIG" "127.0.0.1:bench/dst/"
 	rc=$?
 	t1=$(now)
+	sleep 0.5 # the daemon reaps its session's process (its CPU time goes to cutime)
 	c1=$(cpu_busy)
 	[ "$rc" -eq 0 ] || die "push ($1) failed: exit $rc"
 	echo "$(echo "$t1 - $t0" | bc -l) $(echo "$c1 - $c0" | bc -l)"
