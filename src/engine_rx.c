@@ -312,10 +312,7 @@ static int rx_hold_here(struct engine *e, struct efile *f, uint32_t h)
 		rx_slot_buf(e, h)[0] ^= 0xff;
 	}
 	if (rx_wants_chunk_digest(e, f)) {
-		XXH128_canonical_t c;
-
-		XXH128_canonicalFromHash(&c, XXH3_128bits(rx_slot_buf(e, h), s->len));
-		memcpy(s->chash, c.digest, HASH_LEN);
+		hash_digest(rx_slot_buf(e, h), s->len, s->chash);
 	}
 	return rx_held(e, f, h);
 }

@@ -144,6 +144,19 @@ void file_hash_update(struct file_hash *h, const void *buf, size_t len)
 	(void)r;
 }
 
+void hash_digest(const void *buf, size_t len, uint8_t out[HASH_LEN])
+{
+	canonical(hash_once_impl(buf, len), out);
+}
+
+void hash_state_update(XXH3_state_t *st, const void *buf, size_t len)
+{
+	XXH_errorcode r = hash_update_impl(st, buf, len);
+
+	assert(r == XXH_OK);
+	(void)r;
+}
+
 void file_hash_chunk(struct file_hash *h, const uint8_t d[HASH_LEN])
 {
 	XXH_errorcode r;

@@ -45,6 +45,13 @@ void file_hash_update(struct file_hash *h, const void *buf, size_t len);
  * elsewhere, the XXH3-128 of its bytes, canonical), next in order.
  */
 void file_hash_chunk(struct file_hash *h, const uint8_t d[HASH_LEN]);
+/*
+ * One chunk's digest (canonical), in one call or block by block into a
+ * state of the caller's: the same XXH3-128, with the CPU's widest vector
+ * unit as file_hash_update's.
+ */
+void hash_digest(const void *buf, size_t len, uint8_t out[HASH_LEN]);
+void hash_state_update(XXH3_state_t *st, const void *buf, size_t len);
 /* A tree's chunk size, 0 for a stream (or a hash not started). */
 static inline uint32_t file_hash_tree(const struct file_hash *h)
 {

@@ -218,6 +218,18 @@ static void test_tree_by_chunk_digests(void **state)
 	hash_to_hex(d, hex);
 	assert_string_equal(hex, "399b8ed28433f12bfc020901dab8e8ea");
 	assert_memory_equal(d, again, HASH_LEN);
+	/* A chunk's digest in one call, or block by block into a state: libxxhash's. */
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, 4096));
+	hash_digest(buf, 4096, d);
+	assert_memory_equal(d, c.digest, HASH_LEN);
+	XXH3_state_t *st = XXH3_createState();
+	assert_non_null(st);
+	XXH3_128bits_reset(st);
+	hash_state_update(st, buf, 1000);
+	hash_state_update(st, buf + 1000, 3096);
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+	XXH3_freeState(st);
+	assert_memory_equal(d, c.digest, HASH_LEN);
 	/* A stream is not a tree. */
 	assert_int_equal(file_hash_init_tree(&h, 0), 0);
 	assert_int_equal(file_hash_tree(&h), 0);
