@@ -230,19 +230,18 @@ static int rrx_entry(struct engine *e, struct efile *f, uint8_t ftype, const cha
 	struct relay_feed_msg m = { .type = RELAY_FEED_ENTRY };
 	struct rrx_file *rf = rrx_file(e, f);
 
-	m.u.entry =
-	    (struct relay_feed_entry){ .id = f->id,
-				       .ftype = ftype,
-				       .mode = f->meta.mode & 07777,
-				       .size = size,
-				       .mtime_sec = f->meta.mtime_sec,
-				       .mtime_nsec = f->meta.mtime_nsec,
-				       .uid = f->meta.uid,
-				       .gid = f->meta.gid,
-				       .name = strdup(f->name),
-				       .link = link ? strdup(link) : NULL,
-				       .digest_known = known,
-				       .digest_tree = known ? engine_digest_tree(e, f) : 0 };
+	m.u.entry = (struct relay_feed_entry){ .id = f->id,
+					       .ftype = ftype,
+					       .mode = f->meta.mode & 07777,
+					       .size = size,
+					       .mtime_sec = f->meta.mtime_sec,
+					       .mtime_nsec = f->meta.mtime_nsec,
+					       .uid = f->meta.uid,
+					       .gid = f->meta.gid,
+					       .name = strdup(f->name),
+					       .link = link ? strdup(link) : NULL,
+					       .digest_known = known };
+	m.u.entry.digest_tree = known ? engine_digest_tree(e, f) : 0; /* its kind */
 	if (!m.u.entry.name || (link && !m.u.entry.link)) {
 		relay_feed_msg_free(&m);
 		if (fd >= 0) {
