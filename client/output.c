@@ -173,8 +173,27 @@ static void item_string(const struct output *out, uint8_t ftype, uint32_t items,
 	proto_itemize(buf, y, ftype, items);
 }
 
+/*
+ * A file's verified digest: "xxh128" the XXH3-128 of its bytes (what
+ * xxhsum -H2 prints), "xxh128-tree" (--json: "xxh128_tree" and its
+ * "tree_chunk") the XXH3-128 of its chunks' XXH3-128 (PROTOCOL.md).
+ */
+static const char *digest_label(uint32_t tree)
+{
+	return tree ? "xxh128-tree" : "xxh128";
+}
+
+static void json_digest(const char *hex, uint32_t tree)
+{
+	if (tree) {
+		printf(",\"xxh128_tree\":\"%s\",\"tree_chunk\":%" PRIu32, hex, tree);
+	} else {
+		printf(",\"xxh128\":\"%s\"", hex);
+	}
+}
+
 void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, uint64_t zero,
-		 uint64_t skipped, double secs, const uint8_t *hash, uint32_t items)
+		 uint64_t skipped, double secs, const uint8_t *hash, uint32_t tree, uint32_t items)
 {
 	char hex[33] = "", esc[4200], item[12];
 
@@ -202,7 +221,7 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 			       bytes, zero, skipped);
 		}
 		if (hash) {
-			printf(",\"xxh128\":\"%s\"", hex);
+			json_digest(hex, tree);
 		}
 		printf("}\n");
 		fflush(stdout);
@@ -213,8 +232,8 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 		item_string(out, ftype, items ? items : PROTO_ITEM_CONTENT, item);
 		if (ftype == PROTO_FT_REG) {
 			/* rsync -i: what changed; then what was verified. */
-			fprintf(stderr, "%s %s  %" PRIu64 " bytes, xxh128 %s\n", item, esc, bytes,
-				hex);
+			fprintf(stderr, "%s %s  %" PRIu64 " bytes, %s %s\n", item, esc, bytes,
+				digest_label(tree), hex);
 		} else {
 			fprintf(stderr, "%s %s%s\n", item, esc, ftype == PROTO_FT_DIR ? "/" : "");
 		}
@@ -223,7 +242,7 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 
 void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept,
 		    uint64_t zero, uint64_t skipped, double secs, const uint8_t hash[16],
-		    uint32_t items)
+		    uint32_t tree, uint32_t items)
 {
 	char hex[33], esc[4200], item[12];
 
@@ -238,16 +257,18 @@ void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_
 		output_json_string(stdout, name);
 		printf(",\"type\":\"file\",\"action\":\"resumed\",\"bytes\":%" PRIu64
 		       ",\"resumed_bytes\":%" PRIu64 ",\"data_bytes\":%" PRIu64
-		       ",\"zero_bytes\":%" PRIu64 ",\"skipped_bytes\":%" PRIu64
-		       ",\"seconds\":%.6f,\"xxh128\":\"%s\"}\n",
-		       sent, kept, sent, zero, skipped, secs, hex);
+		       ",\"zero_bytes\":%" PRIu64 ",\"skipped_bytes\":%" PRIu64 ",\"seconds\":%.6f",
+		       sent, kept, sent, zero, skipped, secs);
+		json_digest(hex, tree);
+		printf("}\n");
 		fflush(stdout);
 	} else if (out->verbose > 0) {
 		clear_progress(out);
 		/* As a copied file's line, with what a cut run had left (not sent again). */
 		item_string(out, PROTO_FT_REG, items ? items : PROTO_ITEM_CONTENT, item);
-		fprintf(stderr, "%s %s  %" PRIu64 " bytes, %" PRIu64 " kept (resumed), xxh128 %s\n",
-			item, log_escape(name, esc, sizeof(esc)), sent, kept, hex);
+		fprintf(stderr, "%s %s  %" PRIu64 " bytes, %" PRIu64 " kept (resumed), %s %s\n",
+			item, log_escape(name, esc, sizeof(esc)), sent, kept, digest_label(tree),
+			hex);
 	}
 }
 

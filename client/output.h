@@ -95,14 +95,15 @@ void output_memory(struct output *out, uint64_t limit, uint64_t pool, uint32_t c
 		   uint32_t chunks, bool fitted);
 /*
  * An entry committed at the destination (ftype: enum proto_ftype; hash:
- * its verified XXH3-128, NULL for entries that have none; items: what
+ * its verified XXH3-128, NULL for entries that have none; tree: hash is
+ * its chunk tree's at that chunk size, 0 its bytes'; items: what
  * differed, PROTO_ITEM_*, 0 when the peer did not say). -v prints rsync
  * -i's itemized line ("<f+++++++++ NAME" sent, ">f.st...... NAME"
  * received, "cd+++++++++ NAME/", "cL+++++++++ NAME"); --json a file event
  * with "type", "action":"copied" and "changes".
  */
 void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t bytes, uint64_t zero,
-		 uint64_t skipped, double secs, const uint8_t *hash, uint32_t items);
+		 uint64_t skipped, double secs, const uint8_t *hash, uint32_t tree, uint32_t items);
 /*
  * An entry kept at the destination (--skip, or a directory or symlink there
  * already): items 0 unchanged (-vv ".f NAME", --json "action":"skipped"),
@@ -163,7 +164,7 @@ void output_human_bytes(uint64_t b, char *buf, size_t len);
  */
 void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_t kept,
 		    uint64_t zero, uint64_t skipped, double secs, const uint8_t hash[16],
-		    uint32_t items);
+		    uint32_t tree, uint32_t items);
 
 /* What a run did, for its summary. */
 struct output_totals {

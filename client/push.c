@@ -15,6 +15,7 @@
 #include "fanout.h"
 #include "fileslist.h"
 #include "fspath.h"
+#include "hello.h"
 #include "log.h"
 #include "transfer.h"
 #include "walk.h"
@@ -30,6 +31,12 @@ void copy_set_observer(void (*fn)(void *ud, const char *name, const char *action
 {
 	observe_fn = fn;
 	observe_ud = ud;
+	/*
+	 * Its journal keeps each file's digest for ASSEMBLE, which the
+	 * destination checks against the XXH3-128 of the part's bytes: those
+	 * pushes are checked by that stream, never by a chunk tree.
+	 */
+	hello_withhold(PROTO_CAP_FILE_TREE, fn != NULL);
 }
 
 /* rdmacp run: a push of these entries instead of its operands (copy_set_sources). */

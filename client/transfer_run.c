@@ -56,15 +56,16 @@ static void ev_ok(void *ud, const struct engine_entry_ev *ev)
 	struct xfer *x = ud;
 
 	output_file(&x->out, ev->name, ev->ftype, ev->bytes, ev->zero_bytes, ev->skipped_bytes,
-		    ev->seconds, ev->hash, ev->items);
+		    ev->seconds, ev->hash, ev->tree_chunk, ev->items);
 }
 
 static void ev_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
-		       uint64_t skipped, double secs, const uint8_t h[16], uint32_t items)
+		       uint64_t skipped, double secs, const uint8_t h[16], uint32_t tree,
+		       uint32_t items)
 {
 	struct xfer *x = ud;
 
-	output_resumed(&x->out, name, sent, kept, zero, skipped, secs, h, items);
+	output_resumed(&x->out, name, sent, kept, zero, skipped, secs, h, tree, items);
 }
 
 /* In a dry run (a probe) skipped, deleted and withheld are what a real run would do. */
@@ -281,6 +282,8 @@ static void engine_setup(struct daemon_conn *s, struct xfer *x, struct engine_pa
 	ep->faults |= getenv("RDMACP_TEST_READ_EAGAIN") ? ENGINE_FAULT_READ_EAGAIN : 0;
 	ep->faults |= getenv("RDMACP_TEST_SMALL_RING") ? ENGINE_FAULT_SMALL_RING : 0;
 	ep->faults |= getenv("RDMACP_TEST_MW_REWRITE") ? ENGINE_FAULT_MW_REWRITE : 0;
+	/* Tests: a pull's receiver changes a byte of each file's first chunk (t_file_tree). */
+	ep->faults |= getenv("RDMACP_TEST_FLIP_BYTE") ? ENGINE_FAULT_FLIP_BYTE : 0;
 	/* Tests: take this many data lanes down mid-transfer. */
 	if (getenv("RDMACP_TEST_KILL_LANES")) {
 		ep->faults |= ENGINE_FAULT_KILL_LANE;

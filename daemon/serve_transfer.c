@@ -26,14 +26,15 @@ static void ev_file_ok(void *ud, const struct engine_entry_ev *ev)
 		if (ev->hash) {
 			hash_to_hex(ev->hash, hex);
 		}
-		log_debug("%s: committed %s (%llu bytes, %.3f s, xxh128 %s)", c->peer,
+		log_debug("%s: committed %s (%llu bytes, %.3f s, xxh128%s %s)", c->peer,
 			  log_escape(ev->name, esc, sizeof(esc)), (unsigned long long)ev->bytes,
-			  ev->seconds, hex);
+			  ev->seconds, ev->tree_chunk ? "-tree" : "", hex);
 	}
 }
 
 static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t kept, uint64_t zero,
-			    uint64_t skipped, double secs, const uint8_t h[16], uint32_t items)
+			    uint64_t skipped, double secs, const uint8_t h[16], uint32_t tree,
+			    uint32_t items)
 {
 	struct conn *c = ud;
 	char esc[512], hex[33];
@@ -41,10 +42,10 @@ static void ev_file_resumed(void *ud, const char *name, uint64_t sent, uint64_t 
 	if (log_get_max_level() >= LOG_DEBUG) {
 		hash_to_hex(h, hex);
 		log_debug("%s: committed %s, resumed (%llu bytes sent, %llu kept, %llu zeros, %llu "
-			  "unchanged, %.3f s, xxh128 %s)",
+			  "unchanged, %.3f s, xxh128%s %s)",
 			  c->peer, log_escape(name, esc, sizeof(esc)), (unsigned long long)sent,
 			  (unsigned long long)kept, (unsigned long long)zero,
-			  (unsigned long long)skipped, secs, hex);
+			  (unsigned long long)skipped, secs, tree ? "-tree" : "", hex);
 	}
 }
 

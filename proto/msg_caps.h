@@ -125,6 +125,13 @@ enum {
  */
 #define PROTO_CAP_ASM_DISCARD (1ull << 40)
 /*
+ * The chunk tree as a file's end-to-end digest: where both ends announce
+ * it, a regular file of more than one chunk is checked by the XXH3-128 of
+ * its chunks' XXH3-128 (PROTOCOL.md, "File digests"), not by the stream of
+ * its bytes.
+ */
+#define PROTO_CAP_FILE_TREE (1ull << 41)
+/*
  * Seeded parts: ASSEMBLE's PROTO_ASM_SEED (a --delta run of a split file's
  * ranges asks for old copies of its parts, made from the file the
  * destination has).
@@ -146,4 +153,4 @@ enum {
 	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
 	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_MW_FENCE | PROTO_CAP_SLOT_SUITES |                   \
 	 PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | PROTO_CAP_ASM_DISCARD | PROTO_CAP_ASM_SEED |  \
-	 PROTO_CAP_KEPT_ITEMS | PROTO_CAP_RELAY_TREE)
+	 PROTO_CAP_KEPT_ITEMS | PROTO_CAP_RELAY_TREE | PROTO_CAP_FILE_TREE)

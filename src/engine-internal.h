@@ -422,6 +422,8 @@ struct engine {
 
 	/* Skip level checksum: its queue in the worker pool (engine_sums.c), -1 until needed. */
 	int sum_q;
+	/* Files of more than this many bytes are checked by their chunk tree (engine_digest.c); 0: none. */
+	uint32_t tree_chunk;
 	/* The worker threads (engine_workers.c), NULL: none. */
 	struct hashers *hashers;
 	uint32_t sums_inflight;
@@ -765,6 +767,15 @@ void rx_dirsync_done(struct engine *e, uint32_t di, int res);
 void rx_discard(struct engine *e, struct efile *f);
 /* f's data is durable; r: 0, it has its name now, or why not (-errno). */
 void rx_named(struct engine *e, struct efile *f, int r);
+
+/* engine_digest.c: a file's end-to-end digest, chosen once a session. */
+void engine_digest_choose(struct engine *e);
+/* The chunk size of the tree a file of size bytes is checked by; 0: the stream of its bytes. */
+uint32_t engine_digest_chunk(const struct engine *e, uint64_t size);
+/* What f's end-to-end digest is: its chunk tree's chunk size (--delta's too), 0 the stream. */
+uint32_t engine_digest_tree(const struct engine *e, const struct efile *f);
+/* f->hash started the way engine_digest_chunk says: 0, or -ENOMEM. */
+int engine_hash_start(const struct engine *e, struct efile *f);
 
 /* engine_sums.c */
 struct sum_job;

@@ -438,6 +438,7 @@ static struct engine *engine_new(const struct engine_params *p, char *err, size_
 		e->files_span = PROTO_SPAN_NARROW;
 	}
 	err[0] = '\0';
+	engine_digest_choose(e);
 	if (engine_features_choose(e) < 0) {
 		engine_features_free(e);
 		free(e);

@@ -149,7 +149,9 @@ struct engine_entry_ev {
 	uint64_t skipped_bytes;
 	double seconds;	     /* since the entry was offered (sender) or taken (receiver) */
 	const uint8_t *hash; /* its verified XXH3-128: regular files only, else NULL */
-	uint32_t items;	     /* what differed there (PROTO_ITEM_*); 0 when not known */
+	/* hash is its chunk tree's at this many bytes a chunk (PROTOCOL.md); 0: of its bytes. */
+	uint32_t tree_chunk;
+	uint32_t items; /* what differed there (PROTO_ITEM_*); 0 when not known */
 };
 
 struct engine_events {
@@ -184,12 +186,12 @@ struct engine_events {
 	/*
 	 * A file committed with kept bytes of a cut run (--partial): sent bytes
 	 * crossed now, kept did not, zero was described as zeros (no payload);
-	 * items, what differed there (PROTO_ITEM_*; 0 when not known). NULL:
-	 * reported through file_ok (sent).
+	 * items, what differed there (PROTO_ITEM_*; 0 when not known);
+	 * tree_chunk as engine_entry_ev's. NULL: reported through file_ok (sent).
 	 */
 	void (*file_resumed)(void *ud, const char *name, uint64_t sent, uint64_t kept,
 			     uint64_t zero, uint64_t skipped, double seconds,
-			     const uint8_t hash[16], uint32_t items);
+			     const uint8_t hash[16], uint32_t tree_chunk, uint32_t items);
 	/*
 	 * A probe (both roles): an entry the receiver would copy (make, for a
 	 * directory or a link), with its size; may be NULL. In a probe, skipped

@@ -118,6 +118,7 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
 			.skipped_bytes = u.skipped,
 			.seconds = ts_since(&f->t0),
 			.hash = f->ftype == PROTO_FT_REG ? hash : NULL,
+			.tree_chunk = f->ftype == PROTO_FT_REG ? engine_digest_tree(e, f) : 0,
 			.items = f->items,
 		};
 
@@ -142,7 +143,7 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 	e->st.bytes_unchanged += u.skipped;
 	if (e->p->ev.file_resumed) {
 		e->p->ev.file_resumed(e->p->ev.ud, f->name, sent, kept, u.zeroed, u.skipped,
-				      ts_since(&f->t0), hash, f->items);
+				      ts_since(&f->t0), hash, engine_digest_tree(e, f), f->items);
 	} else if (e->p->ev.file_ok) {
 		struct engine_entry_ev ev = {
 			.name = f->name,
@@ -152,6 +153,7 @@ void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64
 			.skipped_bytes = u.skipped,
 			.seconds = ts_since(&f->t0),
 			.hash = hash,
+			.tree_chunk = engine_digest_tree(e, f),
 		};
 
 		e->p->ev.file_ok(e->p->ev.ud, &ev);

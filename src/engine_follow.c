@@ -52,6 +52,7 @@ struct follow_ent {
 	char path[32]; /* "/proc/self/fd/N" */
 	uint64_t avail;
 	bool done, ok, digest_known;
+	uint32_t digest_tree; /* the source's digest's kind (engine_digest_tree's) */
 	bool held;	      /* its descriptor kept for a replay (follow_book_keep) */
 	bool given, released; /* this run: taken by the sender, done with */
 	uint32_t idx;	      /* its index in the book's ents */
@@ -175,9 +176,11 @@ static int fol_entry(struct engine *e, struct relay_feed_entry *en, int fd)
 		close(fd);
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
-	*x = (struct follow_ent){
-		.hid = en->id, .fd = fd, .idx = (uint32_t)s->n, .digest_known = en->digest_known
-	};
+	*x = (struct follow_ent){ .hid = en->id,
+				  .fd = fd,
+				  .idx = (uint32_t)s->n,
+				  .digest_known = en->digest_known,
+				  .digest_tree = en->digest_tree };
 	s->ents[s->n++] = x;
 	x->src =
 	    (struct engine_src){ .name = TAKE_PTR(en->name),
@@ -368,7 +371,8 @@ static uint32_t fol_digest(struct engine *e, struct efile *f, uint8_t *hash, cha
 {
 	const struct follow_ent *x = fol_of(e, f);
 
-	if (!x || !x->digest_known) {
+	/* The source's digest is of one kind: a file checked by another kind here makes its own. */
+	if (!x || !x->digest_known || x->digest_tree != engine_digest_tree(e, f)) {
 		return PERR_OK;
 	}
 	if (CRYPTO_memcmp(hash, x->digest, HASH_LEN) != 0) {

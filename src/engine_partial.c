@@ -179,7 +179,7 @@ static int partial_rehash(struct engine *e, struct efile *f, int dfd, uint64_t k
 	int r;
 
 	file_hash_free(&f->hash);
-	r = file_hash_init(&f->hash);
+	r = engine_hash_start(e, f);
 	if (r == 0) {
 		r = hash_range(dfd, 0, kept, buf, NULL, &f->hash, ps->verify_deadline);
 	}
@@ -320,7 +320,7 @@ static int rx_partial_open(struct engine *e, struct efile *f)
 
 	/* What a cut run left is hashed from the disk into f->hash. */
 	if (!f->hash.state) {
-		r = file_hash_init(&f->hash);
+		r = engine_hash_start(e, f);
 		if (r < 0) {
 			return r;
 		}
@@ -333,7 +333,7 @@ static int rx_partial_open(struct engine *e, struct efile *f)
 		if (r < 0) {
 			/* f->hash may hold part of a prefix: start it again. */
 			file_hash_free(&f->hash);
-			int h = file_hash_init(&f->hash);
+			int h = engine_hash_start(e, f);
 
 			if (h < 0) {
 				return h;

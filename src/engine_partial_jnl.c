@@ -73,19 +73,25 @@ int hash_range(int fd, uint64_t off, uint64_t len, uint8_t *buf, XXH3_state_t *r
  * way, and takes it back (from saved) when the data does not verify.
  */
 static bool verify_record(struct efile *f, const struct jrec *j, uint8_t *buf, XXH3_state_t *st,
-			  XXH3_state_t *saved, double deadline)
+			  double deadline)
 {
+	struct file_hash saved = { 0 };
 	XXH128_canonical_t c;
 
-	XXH3_copyState(saved, f->hash.state);
+	/* The whole of it (a chunk tree's part-fed chunk too), not just its state. */
+	if (file_hash_copy(&saved, &f->hash) < 0) {
+		return false;
+	}
 	XXH3_128bits_reset(st);
 	if (hash_range(f->tfd, j->off, j->len, buf, st, &f->hash, deadline) == 0) {
 		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
 		if (CRYPTO_memcmp(c.digest, j->hash, HASH_LEN) == 0) {
+			file_hash_free(&saved);
 			return true;
 		}
 	}
-	XXH3_copyState(f->hash.state, saved);
+	file_hash_free(&f->hash);
+	f->hash = saved;
 	return false;
 }
 
@@ -97,7 +103,7 @@ struct jnl_scan {
 	struct jrec *kept; /* the records of the prefix, in order */
 	size_t npend, nkept, capkept;
 	uint8_t *buf; /* VERIFY_BUF */
-	XXH3_state_t *st, *saved;
+	XXH3_state_t *st;
 	uint64_t prefix;
 	bool stopped; /* verified no further: what is kept stays, the rest is re-sent */
 };
@@ -108,7 +114,6 @@ static void jnl_scan_free(struct jnl_scan *s)
 	free(s->kept);
 	free(s->buf);
 	XXH3_freeState(s->st);
-	XXH3_freeState(s->saved);
 }
 
 /* Is jfd's header f's (source, name)? 0 with its length and the journal's size. */
@@ -204,7 +209,7 @@ static void jnl_extend(struct jnl_scan *s)
 		 * peer waits): what is verified is kept, the rest re-sent.
 		 */
 		if (!jnl_keep_room(s) || ts_now(NULL) > s->deadline ||
-		    !verify_record(s->f, &j, s->buf, s->st, s->saved, s->deadline)) {
+		    !verify_record(s->f, &j, s->buf, s->st, s->deadline)) {
 			s->stopped = true;
 			break;
 		}
@@ -237,8 +242,7 @@ int jnl_verify(struct efile *f, int jfd, double deadline, uint64_t *ret_prefix,
 	s.pend = calloc(JNL_PENDING_MAX, sizeof(*s.pend));
 	s.buf = malloc(VERIFY_BUF);
 	s.st = XXH3_createState();
-	s.saved = XXH3_createState();
-	if (!s.pend || !s.buf || !s.st || !s.saved) {
+	if (!s.pend || !s.buf || !s.st) {
 		return -ENOMEM;
 	}
 	/* A torn last record (a crash mid-append) is ignored, not corrupt. */

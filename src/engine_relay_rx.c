@@ -241,6 +241,7 @@ static int rrx_entry(struct engine *e, struct efile *f, uint8_t ftype, const cha
 					       .name = strdup(f->name),
 					       .link = link ? strdup(link) : NULL,
 					       .digest_known = known };
+	m.u.entry.digest_tree = known ? engine_digest_tree(e, f) : 0; /* its kind */
 	if (!m.u.entry.name || (link && !m.u.entry.link)) {
 		relay_feed_msg_free(&m);
 		if (fd >= 0) {

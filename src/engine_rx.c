@@ -59,6 +59,18 @@ static bool rx_hash_range(struct engine *e, struct efile *f)
 	return n > 0;
 }
 
+/*
+ * f's digest is a chunk tree (engine_digest.c) that each held chunk joins,
+ * in order, by its own digest: made as a worker copies it (on any worker,
+ * so one file's chunks hash side by side), or here where there are no
+ * workers. With workers and no copies the bytes go to f's thread as ever.
+ */
+static bool rx_tree_fold(const struct engine *e, const struct efile *f)
+{
+	return !f->tree && engine_digest_chunk(e, f->size) > 0 &&
+	       (!e->hashers || (e->rx_copy && !e->sealed));
+}
+
 /* Held chunk i is f's next bytes: hashed here, on its thread, or (a failed file) passed. */
 static int rx_hash_slot(struct engine *e, struct efile *f, uint32_t i)
 {
@@ -70,6 +82,9 @@ static int rx_hash_slot(struct engine *e, struct efile *f, uint32_t i)
 	}
 	if (f->failed) {
 		/* Its digest no longer counts (its thread may still hash). */
+	} else if (rx_tree_fold(e, f) && f->hash.fill == 0) {
+		/* (Zeros a peer sent off the chunks' bounds: the bytes, below.) */
+		file_hash_chunk(&f->hash, s->chash);
 	} else if (e->hashers && !f->tree) {
 		/* Its thread hashes it; rx_hashed when it has. */
 		if (hashers_queue(e, f, i, rx_slot_buf(e, i), s->len) < 0) {
@@ -102,7 +117,7 @@ static int rx_hash_begin(struct engine *e, struct efile *f)
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 				   "%s: data for a file that came packed", f->name);
 	}
-	if (file_hash_init(&f->hash) < 0) {
+	if (engine_hash_start(e, f) < 0) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	return 0;
@@ -193,9 +208,9 @@ static void rx_chunk_whole(struct engine *e, struct efile *f, const struct proto
 }
 
 /* The digest of the bytes that are written (the held ones): --partial's journal, a tree. */
-static bool rx_wants_chunk_digest(const struct efile *f)
+static bool rx_wants_chunk_digest(const struct engine *e, const struct efile *f)
 {
-	return (f->partial || f->tree) && !f->failed;
+	return (f->partial || f->tree || rx_tree_fold(e, f)) && !f->failed;
 }
 
 /* Held chunk h's bytes are in place (and out of the peer's reach): written and hashed. */
@@ -247,8 +262,8 @@ static int rx_copied(struct engine *e, struct wjob *j, struct efile *hf)
  */
 static bool rx_hash_with_copy(struct engine *e, struct efile *f, const struct rslot *s)
 {
-	return !f->failed && !f->tree && !(f->dg && f->dg->rx_chunk) && s->off == f->hash_off &&
-	       rx_hash_begin(e, f) >= 0;
+	return !f->failed && !f->tree && !(f->dg && f->dg->rx_chunk) && !rx_tree_fold(e, f) &&
+	       s->off == f->hash_off && rx_hash_begin(e, f) >= 0;
 }
 
 /* Held chunk h to a worker: copied out of ring slot `slot` (and hashed as it goes). */
@@ -268,7 +283,7 @@ static int rx_copy_queue(struct engine *e, struct efile *f, uint32_t h, uint32_t
 			    .ring = slot,
 			    .lane = s->lane,
 			    .flip = (e->p->faults & ENGINE_FAULT_FLIP_BYTE) && s->off == 0,
-			    .digest = rx_wants_chunk_digest(f),
+			    .digest = rx_wants_chunk_digest(e, f),
 			    .done = rx_copied };
 	s->copying = true;
 	if (!rx_hash_with_copy(e, f, s)) {
@@ -296,11 +311,8 @@ static int rx_hold_here(struct engine *e, struct efile *f, uint32_t h)
 	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && s->off == 0) {
 		rx_slot_buf(e, h)[0] ^= 0xff;
 	}
-	if (rx_wants_chunk_digest(f)) {
-		XXH128_canonical_t c;
-
-		XXH128_canonicalFromHash(&c, XXH3_128bits(rx_slot_buf(e, h), s->len));
-		memcpy(s->chash, c.digest, HASH_LEN);
+	if (rx_wants_chunk_digest(e, f)) {
+		hash_digest(rx_slot_buf(e, h), s->len, s->chash);
 	}
 	return rx_held(e, f, h);
 }

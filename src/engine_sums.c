@@ -30,7 +30,7 @@ struct sum_job {
 	/* A zero range [off, off + size) of a device, not a digest; slow: the test hook. */
 	bool zeros, slow;
 	uint64_t off;
-	/* A tree's read back: its chunk size, copies of rd and rdisk. */
+	/* A tree's read back, a digest of a chunk tree: its chunk size; the former's rd, rdisk. */
 	uint32_t cs;
 	uint8_t (*rd)[HASH_LEN];
 	uint8_t *rdisk;
@@ -72,7 +72,7 @@ static int sum_job_hash(struct filehasher *fh, int fr, struct sum_job *j)
 		return j->verify(j->fd, j->size, j->cs, j->rd, j->rdisk, j->hash);
 	}
 	if (!j->zeros) {
-		return fr < 0 ? fr : filehasher_fd(fh, j->fd, j->size, j->hash);
+		return fr < 0 ? fr : filehasher_fd_tree(fh, j->fd, j->size, j->cs, j->hash);
 	}
 	return sparse_zero_range(j->fd, j->off, j->size, SPARSE_KEEP_SIZE);
 }
@@ -198,6 +198,7 @@ int sums_queue(struct engine *e, struct efile *f, int fd, sum_done_fn done)
 {
 	return sums_queue_job(e, f, fd,
 			      &(struct sum_job){ .size = f->size,
+						 .cs = engine_digest_chunk(e, f->size),
 						 .slow = e->p->faults & ENGINE_FAULT_SLOW_DISK,
 						 .done = done });
 }

@@ -353,6 +353,6 @@ int tx_open(struct engine *e, struct efile *f)
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 		f->dfd = open(proc, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	}
-	return file_hash_init(&f->hash) < 0 ? engine_fail(e, PERR_INTERNAL, -ENOMEM, "oom")
-					    : (f->hash_live = true, 0);
+	return engine_hash_start(e, f) < 0 ? engine_fail(e, PERR_INTERNAL, -ENOMEM, "oom")
+					   : (f->hash_live = true, 0);
 }

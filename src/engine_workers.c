@@ -99,16 +99,17 @@ static void job_copy(struct wjob *j)
 			file_hash_update(j->hash, j->dst + at, n);
 		}
 		if (cs) {
-			XXH3_128bits_update(cs, j->dst + at, n);
+			hash_state_update(cs, j->dst + at, n);
 		}
 	}
-	if (j->digest) {
-		/* No memory for the state: the chunk's digest in a second pass. */
-		XXH128_hash_t d = cs ? XXH3_128bits_digest(cs) : XXH3_128bits(j->dst, j->len);
+	if (j->digest && cs) {
 		XXH128_canonical_t c;
 
-		XXH128_canonicalFromHash(&c, d);
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(cs));
 		memcpy(j->chash, c.digest, HASH_LEN);
+	} else if (j->digest) {
+		/* No memory for the state: the chunk's digest in a second pass. */
+		hash_digest(j->dst, j->len, j->chash);
 	}
 	XXH3_freeState(cs);
 }

@@ -228,12 +228,18 @@ static bool try_direct(int fd, int fl)
 
 int filehasher_fd(struct filehasher *fh, int fd, uint64_t size, uint8_t ret[HASH_LEN])
 {
+	return filehasher_fd_tree(fh, fd, size, 0, ret);
+}
+
+int filehasher_fd_tree(struct filehasher *fh, int fd, uint64_t size, uint32_t chunk,
+		       uint8_t ret[HASH_LEN])
+{
 	struct file_hash h = { 0 };
 	bool direct = false;
 	int fl = -1, r;
 
 	assert(fh && ret);
-	r = file_hash_init(&h);
+	r = file_hash_init_tree(&h, chunk);
 	if (r < 0) {
 		return r;
 	}
@@ -253,7 +259,7 @@ int filehasher_fd(struct filehasher *fh, int fd, uint64_t size, uint8_t ret[HASH
 				fcntl(fd, F_SETFL, fl);
 				direct = false;
 				file_hash_free(&h);
-				r = file_hash_init(&h);
+				r = file_hash_init_tree(&h, chunk);
 				r = r < 0 ? r : hash_ring(fh, fd, size, false, &h);
 			}
 		}

@@ -35,6 +35,9 @@ static inline void filehasher_freep(struct filehasher **fh)
  * the read's -errno. ret is untouched on failure.
  */
 int filehasher_fd(struct filehasher *fh, int fd, uint64_t size, uint8_t ret[HASH_LEN]);
+/* The same digest as a chunk tree of chunk bytes a chunk (hash.h; 0: the stream, as above). */
+int filehasher_fd_tree(struct filehasher *fh, int fd, uint64_t size, uint32_t chunk,
+		       uint8_t ret[HASH_LEN]);
 
 /*
  * The same for path beneath dirfd (diskio_open_read's rules: AT_FDCWD for a

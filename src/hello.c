@@ -27,6 +27,14 @@ void hello_offer_windows(int windows)
 	windows_cap = mwfence_offer(windows);
 }
 
+/* What hello_withhold holds back now. */
+static uint64_t withheld_caps;
+
+void hello_withhold(uint64_t caps, bool on)
+{
+	withheld_caps = on ? withheld_caps | caps : withheld_caps & ~caps;
+}
+
 uint64_t hello_local_caps(void)
 {
 	uint64_t caps = PROTO_CAP_TCP | PROTO_CAP_PULL | PROTO_CAP_TREES | PROTO_CAP_LIST |
@@ -39,7 +47,7 @@ uint64_t hello_local_caps(void)
 			PROTO_CAP_RAILS | PROTO_CAP_TRANSFER_KEYS | PROTO_CAP_ITEMIZE |
 			PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE |
 			PROTO_CAP_SEAL_SUITES | PROTO_CAP_SLOT_SUITES | PROTO_CAP_ASM_DISCARD |
-			PROTO_CAP_ASM_SEED | PROTO_CAP_KEPT_ITEMS;
+			PROTO_CAP_ASM_SEED | PROTO_CAP_KEPT_ITEMS | PROTO_CAP_FILE_TREE;
 	const char *off = getenv("RDMACP_TEST_CAPS_OFF");
 	struct rlimit rl;
 
@@ -55,6 +63,7 @@ uint64_t hello_local_caps(void)
 	caps |= PROTO_CAP_VERBS | PROTO_CAP_WRITE_SEND | PROTO_CAP_DAEMON_RAILS |
 		PROTO_CAP_RAILS_ONLY | windows_cap;
 #endif
+	caps &= ~withheld_caps;
 	/* Test hook: play a peer from before a feature; only removes bits. */
 	if (off && *off) {
 		caps &= ~(uint64_t)strtoull(off, NULL, 0);

@@ -17,6 +17,8 @@ uint64_t hello_local_caps(void);
  * then has PROTO_CAP_MW_FENCE (mwfence_offer), or not. Said before HELLO.
  */
 void hello_offer_windows(int windows);
+/* caps not announced by this process while on (set by the program, before HELLO). */
+void hello_withhold(uint64_t caps, bool on);
 /*
  * A daemon's: the local ones and what only a daemon offers (PROTO_CAP_RELAY:
  * it takes RELAY before a push and runs the relay child). What hello_server

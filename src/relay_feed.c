@@ -71,17 +71,26 @@ static int put_start(struct wbuf *w, const struct relay_feed_start *s)
 	return bad || s->fanout > PROTO_MAX_RELAY_FANOUT ? -EINVAL : 0;
 }
 
+/* A chunk tree's chunk size as the engine has them: a power of two, a slot size. */
+static bool relay_feed_tree_ok(uint32_t chunk)
+{
+	return chunk >= PROTO_MIN_CHUNK && chunk <= PROTO_MAX_CHUNK && (chunk & (chunk - 1)) == 0;
+}
+
 static int put_entry(struct wbuf *w, const struct relay_feed_entry *en)
 {
 	bool is_link = relay_feed_entry_links(en->ftype), bad = false;
 
 	if ((en->ftype != PROTO_FT_REG && en->ftype != PROTO_FT_DIR && !is_link) ||
-	    en->mode > 07777 || en->mtime_nsec >= 1000000000u || is_link != !!en->link) {
+	    en->mode > 07777 || en->mtime_nsec >= 1000000000u || is_link != !!en->link ||
+	    (en->digest_tree && !relay_feed_tree_ok(en->digest_tree))) {
 		return -EINVAL;
 	}
 	wbuf_put_u32(w, en->id);
 	wbuf_put_u8(w, en->ftype);
-	wbuf_put_u8(w, en->digest_known);
+	wbuf_put_u8(w, !en->digest_known ? 0
+		       : en->digest_tree ? (uint8_t)__builtin_ctz(en->digest_tree)
+					 : 1);
 	wbuf_put_u32(w, en->mode);
 	wbuf_put_u64(w, en->size);
 	wbuf_put_u64(w, (uint64_t)en->mtime_sec);
@@ -301,8 +310,10 @@ static void get_entry(struct rbuf *r, struct relay_feed_entry *en)
 	en->mtime_nsec = rbuf_get_u32(r);
 	en->uid = rbuf_get_u32(r);
 	en->gid = rbuf_get_u32(r);
-	en->digest_known = known == 1;
-	if (known > 1 || en->mode > 07777 || en->mtime_nsec >= 1000000000u ||
+	en->digest_known = known != 0;
+	en->digest_tree = known > 1 && known < 32 ? 1u << known : 0;
+	if ((known > 1 && !relay_feed_tree_ok(en->digest_tree)) || en->mode > 07777 ||
+	    en->mtime_nsec >= 1000000000u ||
 	    (en->ftype != PROTO_FT_REG && en->ftype != PROTO_FT_DIR &&
 	     !relay_feed_entry_links(en->ftype))) {
 		r->error = true;

@@ -73,8 +73,13 @@ struct relay_feed_entry {
 	/*
 	 * The hop's DONE carries the source's digest for it: 0 for an entry the
 	 * hop kept (the child then uses its own stream digest).
+	 * digest_tree: that digest is the chunk tree's at this many bytes a
+	 * chunk (a power of two, PROTO_MIN_CHUNK..PROTO_MAX_CHUNK); 0: the
+	 * stream of its bytes. On the wire one byte: 0 not known, 1 the
+	 * stream, else the tree's chunk size's log2.
 	 */
 	bool digest_known;
+	uint32_t digest_tree;
 };
 
 struct relay_feed_range {

@@ -249,18 +249,24 @@ fi
 
 # ---- 2. --json ------------------------------------------------------------------
 echo "--- 2. --json"
-# xxh128 HEX of a file, with libxxhash (XXH3_128bits, canonical = high64 low64).
+# xxh128 FILE [CHUNK]: HEX of a file, with libxxhash (XXH3_128bits, canonical = high64
+# low64); with CHUNK its chunk tree's (the XXH3-128 of its chunks' XXH3-128, in order).
 xxh128() {
-	python3 - "$1" <<'EOF' 2>/dev/null
+	python3 - "$@" <<'EOF' 2>/dev/null
 import ctypes, ctypes.util, sys
 class H(ctypes.Structure):
     _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
 lib = ctypes.CDLL(ctypes.util.find_library("xxhash") or "libxxhash.so.0")
 lib.XXH3_128bits.restype = H
 lib.XXH3_128bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+def x(b):
+    h = lib.XXH3_128bits(b, len(b))
+    return h.high64.to_bytes(8, "big") + h.low64.to_bytes(8, "big")
 data = open(sys.argv[1], "rb").read()
-h = lib.XXH3_128bits(data, len(data))
-print("%016x%016x" % (h.high64, h.low64))
+if len(sys.argv) > 2:
+    cs = int(sys.argv[2])
+    data = b"".join(x(data[i:i + cs]) for i in range(0, len(data), cs))
+print(x(data).hex())
 EOF
 }
 HAVE_XXH=0
@@ -285,10 +291,12 @@ for f in a b c; do
 	ev=$(jq -c "select(.event==\"file\" and .name==\"$f\")" "$T/j.out")
 	[ "$(jq -r .bytes <<<"$ev")" = "$sz" ] && pass "--json: file $f: bytes $sz" ||
 		fail "--json: file $f: event $ev, wanted bytes $sz"
-	h=$(jq -r .xxh128 <<<"$ev")
+	# A file of more than one chunk is checked by its chunk tree (xxh128_tree, tree_chunk).
+	h=$(jq -r '.xxh128 // .xxh128_tree' <<<"$ev")
+	cs=$(jq -r '.tree_chunk // empty' <<<"$ev")
 	[[ "$h" =~ ^[0-9a-f]{32}$ ]] && pass "--json: file $f: xxh128 is 32 hex digits" || fail "--json: file $f: xxh128 '$h'"
 	if [ "$HAVE_XXH" -eq 1 ]; then
-		want=$(xxh128 "$T/src/$f")
+		want=$(xxh128 "$T/src/$f" $cs)
 		[ "$h" = "$want" ] && pass "--json: file $f: xxh128 equals libxxhash's ($want)" ||
 			fail "--json: file $f: xxh128 $h, libxxhash says $want"
 	fi

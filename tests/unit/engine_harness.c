@@ -268,6 +268,10 @@ static void ev_ok(void *ud, const struct engine_entry_ev *e)
 
 	/* Only regular files have a checksum. */
 	assert_true((e->hash != NULL) == (e->ftype == PROTO_FT_REG));
+	if (e->hash) {
+		memcpy(ev->last_hash, e->hash, HASH_LEN);
+		ev->last_tree = e->tree_chunk;
+	}
 	ev->ok++;
 	ev->ok_bytes += e->bytes;
 }
@@ -336,6 +340,13 @@ static void run_init(struct run *u, enum engine_role role, struct end *e)
 
 void run_start(struct run *u)
 {
+	/*
+	 * RDMACP_TEST_FILE_TREE (the _tree variants in tests/CMakeLists.txt):
+	 * the cases again with both engines' peers announcing the chunk tree.
+	 */
+	if (getenv("RDMACP_TEST_FILE_TREE")) {
+		u->p.peer_caps |= PROTO_CAP_FILE_TREE;
+	}
 	assert_int_equal(pthread_create(&u->th, NULL, run_main, u), 0);
 	u->started = true;
 }

@@ -83,6 +83,9 @@ struct events {
 	uint64_t ok_bytes;
 	uint32_t first_failed_code;
 	bool first_failed_local; /* the failure happened on this side */
+	/* The last regular file committed: its digest, and its kind (engine_entry_ev's). */
+	uint8_t last_hash[HASH_LEN];
+	uint32_t last_tree;
 };
 
 struct run {

@@ -117,6 +117,33 @@ static const struct relay_feed_entry *entry_named(struct child *c, const char *n
  * Entry id's records after its ENTRY: RANGEs grow and end at size, one DONE
  * last (ok, with digest when known); returns the index of its DONE.
  */
+/*
+ * The digest a hop sends for a file of len bytes (buf), and its kind: under
+ * RDMACP_TEST_FILE_TREE (the _tree variant) a file of more than one chunk
+ * is checked by its chunk tree (made here with libxxhash's one-shot calls).
+ */
+static uint32_t digest_of(const uint8_t *buf, size_t len, uint8_t out[HASH_LEN])
+{
+	XXH128_canonical_t c;
+	XXH3_state_t *st;
+
+	if (!getenv("RDMACP_TEST_FILE_TREE") || len <= CHUNK) {
+		hash_of(buf, len, out);
+		return 0;
+	}
+	st = XXH3_createState();
+	assert_non_null(st);
+	XXH3_128bits_reset(st);
+	for (size_t at = 0; at < len; at += CHUNK) {
+		XXH128_canonicalFromHash(&c, XXH3_128bits(buf + at, MIN((size_t)CHUNK, len - at)));
+		XXH3_128bits_update(st, c.digest, HASH_LEN);
+	}
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+	memcpy(out, c.digest, HASH_LEN);
+	XXH3_freeState(st);
+	return CHUNK;
+}
+
 static size_t check_records(struct child *c, uint32_t id, uint64_t size, const uint8_t *digest)
 {
 	uint64_t upto = 0;
@@ -158,7 +185,7 @@ static void check_file(struct fx *f, struct child *c, const char *name)
 	/* What the descriptor reads is the file the receiver committed. */
 	assert_int_equal(pread(fd, got, len + 1, 0), (ssize_t)len);
 	assert_memory_equal(got, src, len);
-	hash_of(src, len, h);
+	assert_int_equal(en->digest_tree, digest_of(src, len, h));
 	check_records(c, en->id, len, h);
 	free(src);
 	free(got);
@@ -480,13 +507,16 @@ static void hop_entry(struct fx *g, struct hop *h, uint64_t size)
 	assert_true(h->fd >= 0);
 	assert_int_equal(pwrite(h->fd, junk, size, 0), (ssize_t)size);
 	free(junk);
-	m.u.entry = (struct relay_feed_entry){ .id = 5,
-					       .ftype = PROTO_FT_REG,
-					       .mode = 0644,
-					       .size = size,
-					       .mtime_sec = 1700000000,
-					       .name = (char[]){ "f" },
-					       .digest_known = true };
+	m.u.entry = (struct relay_feed_entry){
+		.id = 5,
+		.ftype = PROTO_FT_REG,
+		.mode = 0644,
+		.size = size,
+		.mtime_sec = 1700000000,
+		.name = (char[]){ "f" },
+		.digest_known = true,
+		.digest_tree = getenv("RDMACP_TEST_FILE_TREE") && size > CHUNK ? CHUNK : 0
+	};
 	hop_send(h, &m, h->fd);
 }
 
@@ -555,7 +585,7 @@ static void test_read_behind_prefix(void **state)
 	(void)unused;
 	assert_non_null(data);
 	fill(data, size, 7);
-	hash_of(data, size, d);
+	digest_of(data, size, d);
 	g = hop_start(&h);
 	hop_entry(g, &h, size);
 	for (size_t off = 0; off < size; off += CHUNK / 2) {
@@ -598,7 +628,7 @@ static void test_corrupt_at_hop(void **state)
 	(void)unused;
 	assert_non_null(data);
 	fill(data, size, 9);
-	hash_of(data, size, d);
+	digest_of(data, size, d);
 	g = hop_start(&h);
 	hop_entry(g, &h, size);
 	data[CHUNK + 3] ^= 0x40; /* what the hop's disk holds */
@@ -665,7 +695,7 @@ static void test_replay(void **state)
 	(void)unused;
 	assert_non_null(data);
 	fill(data, size, 11);
-	hash_of(data, size, d);
+	digest_of(data, size, d);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	h.sock = sv[0];
 	h.child = sv[1];

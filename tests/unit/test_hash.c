@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Per-file XXH3-128: known answers, streaming equals one-shot and whole, hex form. */
+/*
+ * Per-file XXH3-128: known answers, streaming equals one-shot and whole, hex
+ * form; the chunk tree's known answers, by bytes in any pieces and by chunk
+ * digests, and a copy to go back to.
+ */
 #include <string.h>
 
 #include "testutil.h"
@@ -123,6 +127,115 @@ static void test_unfed_is_empty(void **state)
 	assert_memory_equal(a, c, HASH_LEN);
 }
 
+/* The tests' bytes for the tree's vectors: byte i is (31 i + i / 256) mod 256. */
+static void tree_pattern(uint8_t *buf, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		buf[i] = (uint8_t)(i * 31 + (i >> 8));
+	}
+}
+
+static void tree_digest_of(const uint8_t *buf, size_t len, size_t piece, uint8_t out[HASH_LEN])
+{
+	struct file_hash h = { 0 };
+
+	assert_int_equal(file_hash_init_tree(&h, 4096), 0);
+	assert_int_equal(file_hash_tree(&h), 4096);
+	for (size_t off = 0; off < len; off += piece) {
+		file_hash_update(&h, buf + off, piece < len - off ? piece : len - off);
+	}
+	file_hash_final(&h, out);
+	file_hash_free(&h);
+	assert_null(h.state);
+	assert_null(h.leaf);
+}
+
+/*
+ * Known answers of the chunk tree at 4096 bytes a chunk, made apart from
+ * this code with xxhsum (the XXH3-128 of each 4096-byte piece, its 16 bytes
+ * in the order xxhsum prints them, all of them in order, hashed again):
+ *   python3 -c 'import sys; sys.stdout.buffer.write(bytes((i*31+(i>>8))&255
+ *     for i in range(N)))' | split -b 4096 - c. && for f in c.*; do
+ *     xxhsum -H2 $f | cut -c1-32 | xxd -r -p; done | xxhsum -H2
+ */
+static void test_tree_known_answers(void **state)
+{
+	static uint8_t buf[13288];
+	const size_t pieces[] = { 1, 7, 1000, 4096, 5000, 13288 };
+	uint8_t d[HASH_LEN];
+	char hex[2 * HASH_LEN + 1];
+
+	(void)state;
+	tree_pattern(buf, sizeof(buf));
+	for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+		/* Three whole chunks and a short one. */
+		tree_digest_of(buf, sizeof(buf), pieces[i], d);
+		hash_to_hex(d, hex);
+		assert_string_equal(hex, "399b8ed28433f12bfc020901dab8e8ea");
+		/* Two whole chunks: no short one. */
+		tree_digest_of(buf, 8192, pieces[i], d);
+		hash_to_hex(d, hex);
+		assert_string_equal(hex, "a0b2f2ab0f2065073d9d6bac146b5cbd");
+	}
+	/* Nothing: the digest of empty input, a stream's. */
+	tree_digest_of(buf, 0, 1, d);
+	hash_to_hex(d, hex);
+	assert_string_equal(hex, "99aa06d3014798d86001c324468d497f");
+	/* Not the stream's digest of the same bytes. */
+	tree_digest_of(buf, sizeof(buf), 4096, d);
+	hash_to_hex(d, hex);
+	assert_string_not_equal(hex, "e493474ae19b9aa95cc82b16dd7ec4b5");
+}
+
+/* Whole chunks by their digests (made elsewhere) and bytes mix in order; a copy goes back. */
+static void test_tree_by_chunk_digests(void **state)
+{
+	static uint8_t buf[13288];
+	struct file_hash h = { 0 }, saved = { 0 };
+	XXH128_canonical_t c;
+	uint8_t d[HASH_LEN], again[HASH_LEN];
+	char hex[2 * HASH_LEN + 1];
+
+	(void)state;
+	tree_pattern(buf, sizeof(buf));
+	assert_int_equal(file_hash_init_tree(&h, 4096), 0);
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, 4096));
+	file_hash_chunk(&h, c.digest);
+	file_hash_update(&h, buf + 4096, 100);
+	/* A copy part-way through a chunk: fed past it, then taken back. */
+	assert_int_equal(file_hash_copy(&saved, &h), 0);
+	file_hash_update(&h, "garbage", 7);
+	file_hash_free(&h);
+	h = saved;
+	file_hash_update(&h, buf + 4196, 3996);
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf + 8192, 4096));
+	file_hash_chunk(&h, c.digest);
+	file_hash_update(&h, buf + 12288, sizeof(buf) - 12288);
+	file_hash_final(&h, d);
+	/* A second final, nothing fed between: the same digest. */
+	file_hash_final(&h, again);
+	file_hash_free(&h);
+	hash_to_hex(d, hex);
+	assert_string_equal(hex, "399b8ed28433f12bfc020901dab8e8ea");
+	assert_memory_equal(d, again, HASH_LEN);
+	/* A chunk's digest in one call, or block by block into a state: libxxhash's. */
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, 4096));
+	hash_digest(buf, 4096, d);
+	assert_memory_equal(d, c.digest, HASH_LEN);
+	XXH3_state_t *st = XXH3_createState();
+	assert_non_null(st);
+	XXH3_128bits_reset(st);
+	hash_state_update(st, buf, 1000);
+	hash_state_update(st, buf + 1000, 3096);
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+	XXH3_freeState(st);
+	assert_memory_equal(d, c.digest, HASH_LEN);
+	/* A stream is not a tree. */
+	assert_int_equal(file_hash_init_tree(&h, 0), 0);
+	assert_int_equal(file_hash_tree(&h), 0);
+	file_hash_free(&h);
+}
+
 static void test_hex_format(void **state)
 {
 	uint8_t d[HASH_LEN];
@@ -150,6 +263,8 @@ int main(void)
 		cmocka_unit_test(test_whole_equals_streamed),
 		cmocka_unit_test(test_unfed_is_empty),
 		cmocka_unit_test(test_hex_format),
+		cmocka_unit_test(test_tree_known_answers),
+		cmocka_unit_test(test_tree_by_chunk_digests),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;

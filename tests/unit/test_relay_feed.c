@@ -189,8 +189,21 @@ static void test_entry_fd(void **state)
 	assert_string_equal(r.u.entry.name, "dir/file");
 	assert_null(r.u.entry.link);
 	assert_true(r.u.entry.digest_known);
+	assert_int_equal(r.u.entry.digest_tree, 0);
 	relay_feed_msg_free(&r);
 	close(got);
+
+	/* A chunk tree's digest carries its chunk size; one not a slot size is refused. */
+	m.u.entry.digest_tree = 1u << 20;
+	got = round_trip(p, &m, src, &r);
+	assert_true(got >= 0);
+	assert_true(r.u.entry.digest_known);
+	assert_int_equal(r.u.entry.digest_tree, 1u << 20);
+	relay_feed_msg_free(&r);
+	close(got);
+	m.u.entry.digest_tree = 3u << 20;
+	assert_int_equal(relay_feed_send(p->a, &m, src), -EINVAL);
+	m.u.entry.digest_tree = 0;
 
 	/*
 	 * A regular file goes with its descriptor; a directory with one (-X/-A:
@@ -410,6 +423,12 @@ static void test_malformed(void **state)
 	assert_int_equal(expect_recv(p->b), -EBADMSG);
 	entry[39] = 2;
 	entry[5] = 2; /* digest_known neither 0 nor 1 */
+	send_raw(p->a, MAGIC, 1, RELAY_FEED_ENTRY, 0, entry, sizeof(entry), fd);
+	assert_int_equal(expect_recv(p->b), -EBADMSG);
+	entry[5] = 11; /* a tree of 2 KiB chunks: below a slot */
+	send_raw(p->a, MAGIC, 1, RELAY_FEED_ENTRY, 0, entry, sizeof(entry), fd);
+	assert_int_equal(expect_recv(p->b), -EBADMSG);
+	entry[5] = 27; /* 128 MiB: above one */
 	send_raw(p->a, MAGIC, 1, RELAY_FEED_ENTRY, 0, entry, sizeof(entry), fd);
 	assert_int_equal(expect_recv(p->b), -EBADMSG);
 	entry[5] = 1;

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A regular file's end-to-end digest: the one choice, made once a session,
+ * that every path making or checking one takes (the sender's stream and
+ * FILE_DONE, the receiver's commit, --partial's journal read back, the
+ * skip level checksum and a device's read back on the sums worker, a
+ * relay's source digest). Where both ends announce PROTO_CAP_FILE_TREE,
+ * a file of more than one chunk is checked by its chunk tree (hash.h,
+ * file_hash_init_tree, at the session's chunk size), whose chunks hash
+ * apart, on any worker; else, and for a file of one chunk or less (a
+ * packed one among them), by the stream of its bytes. Both ends know the
+ * caps, the chunk size and the file's size, so they choose alike.
+ */
+#include "engine-internal.h"
+
+#include "hello.h"
+
+void engine_digest_choose(struct engine *e)
+{
+	const struct engine_params *p = e->p;
+
+	/* A probe moves no data: its chunk size is not the peer's. */
+	e->tree_chunk = p->x && (p->peer_caps & PROTO_CAP_FILE_TREE) &&
+				(hello_local_caps() & PROTO_CAP_FILE_TREE)
+			    ? p->chunk_size
+			    : 0;
+}
+
+uint32_t engine_digest_chunk(const struct engine *e, uint64_t size)
+{
+	return size > e->tree_chunk ? e->tree_chunk : 0;
+}
+
+uint32_t engine_digest_tree(const struct engine *e, const struct efile *f)
+{
+	/* --delta's checked by chunk digests: the same tree, made its own way. */
+	return f->tree ? e->p->chunk_size : engine_digest_chunk(e, f->size);
+}
+
+int engine_hash_start(const struct engine *e, struct efile *f)
+{
+	return file_hash_init_tree(&f->hash, engine_digest_chunk(e, f->size));
+}
