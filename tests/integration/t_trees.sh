@@ -210,7 +210,7 @@ expect_rc 0 "push -r --json of the tree again (overwrites)" \
 	"${CLIENT[@]}" -r --json "$SRC" "$HOST:data/json/"
 # -print0: one name here has a newline in it
 nent=$(find "$SRC" ! -name the.fifo -print0 | tr -cd '\0' | wc -c)
-nev=$(jq -c 'select(.event=="file" and .action=="copied" and (.type=="file" or .type=="dir" or .type=="symlink") and ((.xxh128 != null) == (.type=="file")))' "$T/out" | wc -l)
+nev=$(jq -c 'select(.event=="file" and .action=="copied" and (.type=="file" or .type=="dir" or .type=="symlink") and ((.xxh128 != null or .xxh128_tree != null) == (.type=="file")))' "$T/out" | wc -l)
 if [ "$nev" -eq "$nent" ]; then
 	pass "push -r --json: $nev file events for $nent entries"
 else
