@@ -183,6 +183,7 @@ int relay_mode_run(struct client_opts *o, int nargs)
 		log_error_errno(r, "relay feed: no chain to relay to: %m");
 		return EXIT_PROTOCOL;
 	}
+	slowhop_init(&f.slow, o->relay_slow_s);
 	r = follow_book_new(f.feed, &f.book);
 	if (r < 0) {
 		fanout_free(&f);

@@ -127,6 +127,7 @@ static const char usage_text[] =
     "  -v, --verbose          itemized line per changed entry (rsync -i), with checksums;\n"
     "                         -vv: unchanged entries too, and debug\n"
     "      --relay-feed FD    rdmacpd's relay child only (not for interactive use)\n"
+    "      --relay-slow-time S  rdmacpd's relay child only: its 'relay slow time'\n"
     "      --version          print the version\n"
     "  -h, --help             this text\n"
     "\n"
