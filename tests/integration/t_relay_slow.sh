@@ -70,6 +70,16 @@ held() {
 	[ -e "$f" ] && du -B1 --apparent-size "$f" 2>/dev/null | cut -f1 || echo 0
 }
 
+# wait_held N BYTES: until 127.0.0.N holds BYTES of the file (at most 60 s). Then 0.
+wait_held() {
+	local i
+	for i in $(seq 1 1200); do
+		[ "$(held "$1")" -ge "$2" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 relay_daemons 2 3 4
 DESTS=(127.0.0.2:data/ 127.0.0.3:data/ 127.0.0.4:data/)
 
@@ -83,7 +93,8 @@ clear_dests() {
 now() { date +%s.%N; }
 
 # copy CASE HOW [OPTS...]: the paced copy to the three, timed (SECS); HOW: none, slow (the
-# middle hop stopped until 127.0.0.2 logs its cut, at most 60 s), or stall (stopped 1.5 s). Its
+# middle hop stopped, with --partial once it holds 8 MiB, else after a second, until
+# 127.0.0.2 logs its cut, at most 60 s), or stall (stopped 1.5 s). Its
 # exit in RC, its --json in $T/CASE.json.
 copy() {
 	local c=$1 how=$2 pid t0 i cuts
@@ -97,7 +108,12 @@ copy() {
 		wait_session 3 || fail "$c: 127.0.0.3's copy never began"
 	fi
 	if [ "$how" = slow ]; then
-		sleep 1
+		# With --partial, once it holds some (so that the re-run has some to resume).
+		if [ "$*" = --partial ]; then
+			wait_held 3 $((8 * MIB)) || fail "$c: 127.0.0.3 never held 8 MiB"
+		else
+			sleep 1
+		fi
 		kill -STOP "$SPID"
 		for i in $(seq 1 1200); do
 			[ "$(grep -c "too slow" "$T/d2.log")" -gt "$cuts" ] && break
