@@ -43,7 +43,7 @@ static const struct slowhop_sample *window_start(const struct slowhop *h, int64_
 	return best;
 }
 
-static void keep(struct slowhop *h, int64_t now_ms, uint64_t backlog, uint64_t taken)
+static void keep(struct slowhop *h, int64_t now_ms, uint64_t backlog, uint64_t gave, uint64_t taken)
 {
 	if (h->n > 0 && now_ms - nth(h, h->n - 1)->ms < spacing_ms(h)) {
 		return;
@@ -52,31 +52,33 @@ static void keep(struct slowhop *h, int64_t now_ms, uint64_t backlog, uint64_t t
 		h->head = (h->head + 1) % SLOWHOP_SAMPLES;
 		h->n--;
 	}
-	h->s[(h->head + h->n) % SLOWHOP_SAMPLES] =
-	    (struct slowhop_sample){ .ms = now_ms, .backlog = backlog, .taken = taken };
+	h->s[(h->head + h->n) % SLOWHOP_SAMPLES] = (struct slowhop_sample){
+		.ms = now_ms, .backlog = backlog, .gave = gave, .taken = taken
+	};
 	h->n++;
 }
 
-bool slowhop_note(struct slowhop *h, int64_t now_ms, uint64_t backlog, uint64_t taken)
+bool slowhop_note(struct slowhop *h, int64_t now_ms, uint64_t backlog, uint64_t gave,
+		  uint64_t taken)
 {
 	const struct slowhop_sample *w;
-	uint64_t took, grew, secs;
+	uint64_t took, got, secs;
 
 	if (h->window_ms == 0 || h->cut) {
 		return h->cut;
 	}
 	w = window_start(h, now_ms);
-	if (w && backlog >= SLOWHOP_MIN_BACKLOG && backlog > w->backlog && taken >= w->taken) {
+	if (w && backlog >= SLOWHOP_MIN_BACKLOG && gave >= w->gave && taken >= w->taken) {
 		took = taken - w->taken;
-		grew = backlog - w->backlog;
-		if (grew > took) {
+		got = gave - w->gave;
+		if (got / 2 > took) {
 			secs = MAX((uint64_t)(now_ms - w->ms) / 1000u, 1u);
 			h->cut = true;
-			h->gave_rate = (took + grew) / secs;
+			h->gave_rate = got / secs;
 			h->took_rate = took / secs;
 			return true;
 		}
 	}
-	keep(h, now_ms, backlog, taken);
+	keep(h, now_ms, backlog, gave, taken);
 	return false;
 }

@@ -7,13 +7,14 @@
  * be read and tested on its own.
  *
  * What is sampled, about every window/32 (at least 100 ms): the backlog,
- * bytes its upstream hop has on disk that this sender has not posted yet
- * (what the feed made readable, less what went), and taken, the bytes
+ * bytes its upstream hop has on disk that this sender has not posted yet;
+ * gave, the bytes that upstream hop received during this run (what it had
+ * already, a kept file or a replay, is no pace); and taken, the bytes
  * posted to the hop so far. The hop is too slow when, over the last window
  * (the newest sample at least window old against now):
  *   - the backlog now is at least SLOWHOP_MIN_BACKLOG, and
- *   - the backlog grew by more than the hop took: its upstream gave more
- *     than twice what it took (it took less than half the chain's pace).
+ *   - its upstream received more than twice what it took (it took less
+ *     than half the chain's pace).
  * A stall shorter than half the window never cuts a hop that keeps the
  * pace otherwise: the bytes it takes in the rest of the window are more
  * than the backlog grew while it stalled. A hop that keeps more than half
@@ -34,7 +35,7 @@
 
 struct slowhop_sample {
 	int64_t ms;
-	uint64_t backlog, taken;
+	uint64_t backlog, gave, taken;
 };
 
 struct slowhop {
@@ -55,4 +56,5 @@ void slowhop_restart(struct slowhop *h);
  * (h->cut set, and the rates); a sample sooner than the spacing after the
  * last is not kept but still judged.
  */
-bool slowhop_note(struct slowhop *h, int64_t now_ms, uint64_t backlog, uint64_t taken);
+bool slowhop_note(struct slowhop *h, int64_t now_ms, uint64_t backlog, uint64_t gave,
+		  uint64_t taken);

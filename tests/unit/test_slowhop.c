@@ -4,7 +4,8 @@
  * ms: a hop that keeps the pace, or more than half of it, is never cut; one
  * that takes less than half is cut once a whole window shows it, not
  * before; a stall shorter than half the window is ridden out and a longer
- * one is not; no backlog (the sender waits on the feed) never cuts; a
+ * one is not; no backlog (the sender waits on the feed), or one the hop
+ * before had already (a kept file, a replay), never cuts; a
  * window of 0 never judges; a restart clears the verdict and the samples.
  */
 #include "testutil.h"
@@ -22,7 +23,7 @@
 static int64_t run(struct slowhop *h, int secs, double gave, double (*took)(double t),
 		   uint64_t start)
 {
-	double backlog = (double)(start * MiB), taken = 0;
+	double backlog = (double)(start * MiB), taken = 0, given = 0;
 
 	for (int64_t ms = 0; ms <= (int64_t)secs * 1000; ms += STEP_MS) {
 		double t = (double)ms / 1000, dt = STEP_MS / 1000.0;
@@ -34,7 +35,9 @@ static int64_t run(struct slowhop *h, int secs, double gave, double (*took)(doub
 		}
 		backlog += in - out;
 		taken += out;
-		if (slowhop_note(h, 1000000 + ms, (uint64_t)backlog, (uint64_t)taken)) {
+		given += in;
+		if (slowhop_note(h, 1000000 + ms, (uint64_t)backlog, (uint64_t)given,
+				 (uint64_t)taken)) {
 			return ms;
 		}
 	}
@@ -96,7 +99,7 @@ static void test_slow_is_cut_after_a_window(void **state)
 	assert_in_range(h.took_rate, 29 * MiB, 31 * MiB);
 	assert_in_range(h.gave_rate, 99 * MiB, 101 * MiB);
 	/* The verdict stays until a restart. */
-	assert_true(slowhop_note(&h, 0, 0, 0));
+	assert_true(slowhop_note(&h, 0, 0, 0, 0));
 	slowhop_restart(&h);
 	assert_false(h.cut);
 	assert_int_equal(h.n, 0);
@@ -125,12 +128,17 @@ static void test_no_backlog_no_cut(void **state)
 	/* The hop takes nothing, but nothing waits: the feed is what is slow. */
 	slowhop_init(&h, 2);
 	for (int64_t ms = 0; ms < 60000; ms += STEP_MS) {
-		assert_false(slowhop_note(&h, ms, SLOWHOP_MIN_BACKLOG - 1, 0));
+		assert_false(slowhop_note(&h, ms, SLOWHOP_MIN_BACKLOG - 1, (uint64_t)ms << 20, 0));
+	}
+	/* What the hop before had already (a kept file, a replay) is no pace: never cut. */
+	slowhop_init(&h, 2);
+	for (int64_t ms = 0; ms < 60000; ms += STEP_MS) {
+		assert_false(slowhop_note(&h, ms, (uint64_t)1 << 30, 0, (uint64_t)ms * 1024));
 	}
 	/* Growing, but below the floor all along. */
 	slowhop_init(&h, 2);
 	for (int64_t ms = 0; ms < 60000; ms += STEP_MS) {
-		assert_false(slowhop_note(&h, ms, (uint64_t)ms * 256, 0));
+		assert_false(slowhop_note(&h, ms, (uint64_t)ms * 256, (uint64_t)ms * 256, 0));
 	}
 }
 
@@ -147,7 +155,7 @@ static void test_off_and_caps(void **state)
 	/* The ring keeps about two windows of samples, the oldest dropped. */
 	slowhop_init(&h, 1);
 	for (int64_t ms = 0; ms < 30000; ms += 10) {
-		slowhop_note(&h, ms, 0, (uint64_t)ms);
+		slowhop_note(&h, ms, 0, (uint64_t)ms, (uint64_t)ms);
 	}
 	assert_int_equal(h.n, SLOWHOP_SAMPLES);
 }
