@@ -33,12 +33,18 @@
 # sent --cut of the copy, the others' time against an undisturbed run (target <=
 # 1.2: the hop before the killed one forwards to the one after it), and a --partial
 # re-run (fan-out: to all, with --skip quick; parallel: to what was not delivered),
-# with the bytes the killed one was sent against what it lacked.
+# with the bytes the killed one was sent against what it lacked. With --slow, for
+# the same N: destination --victim's link (both ends) shaped to a twentieth of RATE
+# from the start, the fan-out with --partial: the daemon before it cuts it out as
+# too slow ('relay slow time', --slow-time), the others' time against an
+# undisturbed run (target <= 1.2, as for a killed hop), then a --partial re-run
+# (to all, --skip quick) with its link restored.
 #
 # usage: bench/fanout.sh [--rate RATE] [--size MIB] [--files N] [--file-size B]
 #                        [--n LIST] [--reps N] [--kill-n N] [--victim K] [--cut F]
 #                        [--no-tree] [--no-peers] [--no-kill] [--no-encrypt]
 #                        [--fanout K] [--chunk-size SIZE]
+#                        [--slow] [--slow-time S]
 #   --rate RATE   each link's rate, as tc reads it (default 1gbit; 200mbit makes a
 #                 run take seconds on a small machine)
 #   --size MIB    the big file (default 256)
@@ -52,6 +58,8 @@
 #   --no-encrypt  rdmacp's lanes in clear (the peers' ssh stays encrypted)
 #   --fanout K    also the ktree case, a relay tree of fan-out K (2..16)
 #   --chunk-size SIZE  rdmacp's --chunk-size for every case (default: its own)
+#   --slow        the slow-hop case (the victim neither the first nor the last);
+#                 --slow-time S the daemons' 'relay slow time' (default: theirs, 10)
 #
 # Run as root (namespaces, tbf, tmpfs). Everything it made (processes,
 # namespaces, mounts, files) goes on exit, also on failure or interrupt.
@@ -69,7 +77,7 @@ RDMACPD=$BUILD_DIR/rdmacpd
 BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 
 RATE=1gbit SIZE_MIB=256 NFILES=1000 FSIZE=16384 NLIST=2,4,8 REPS=1
-KILL_N='' VICTIM=2 CUT=0.5 TREE=1 PEERS=1 KILL=1 ENCRYPT=() FANOUT=1 CHUNK=()
+KILL_N='' VICTIM=2 CUT=0.5 TREE=1 PEERS=1 KILL=1 ENCRYPT=() FANOUT=1 CHUNK=() SLOW=0 SLOW_T=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rate) RATE=$2; shift ;;
@@ -87,7 +95,9 @@ while [ $# -gt 0 ]; do
 	--no-encrypt) ENCRYPT=(--no-encrypt) ;;
 	--fanout) FANOUT=$2; shift ;;
 	--chunk-size) CHUNK=(--chunk-size "$2"); shift ;;
-	-h | --help) sed -n '4,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--slow) SLOW=1 ;;
+	--slow-time) SLOW_T=$2; shift ;;
+	-h | --help) sed -n '4,67p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "fanout: unknown option: $1 (--help)" >&2; exit 1 ;;
 	esac
 	shift
@@ -118,6 +128,9 @@ done
 is_uint "$KILL_N" && [ "$KILL_N" -ge 2 ] && [ "$KILL_N" -le 16 ] || die "--kill-n: 2 to 16"
 [ "$KILL_N" -gt "$MAXN" ] && MAXN=$KILL_N
 [ "$VICTIM" -le "$KILL_N" ] || die "--victim $VICTIM: the kill case has only $KILL_N destinations"
+[ "$SLOW" = 0 ] || { [ "$VICTIM" -ge 2 ] && [ "$VICTIM" -lt "$KILL_N" ]; } ||
+	die "--slow: the victim must be neither the first nor the last of $KILL_N (--victim)"
+[ -z "$SLOW_T" ] || [[ $SLOW_T =~ ^[0-9]+$ ]] || die "--slow-time: seconds, not '$SLOW_T'"
 
 # rate_bytes RATE: tc's RATE (NUMBER[bit|kbit|mbit|gbit], decimal units) in bytes/s.
 rate_bytes() {
@@ -247,6 +260,7 @@ idle timeout = 120
 EOF
 	[ "$2" = 1 ] && printf 'relay certificate = %s\nrelay key = %s\nrelay to = 10.77.0.*\n' \
 		"$C/relay-d$1.crt" "$C/relay-d$1.key"
+	[ "$2" = 1 ] && [ -n "$SLOW_T" ] && printf 'relay slow time = %s\n' "$SLOW_T"
 	cat <<EOF
 
 [bench]
@@ -523,7 +537,7 @@ for kind in "${KINDS[@]}"; do
 done
 
 # ---------------------------------------------------------------- a destination killed
-[ "$KILL" = 1 ] || exit 0
+[ "$KILL" = 1 ] || [ "$SLOW" = 1 ] || exit 0
 # journaled FILE: the bytes a partial's journal records cover (header, then 32-byte
 # records, as bench/resume.sh reads it).
 journaled() {
@@ -619,9 +633,63 @@ kill_case() {
 		"it lacked $lacked bytes (its journal): $(awk -v s="$sent" -v l="$lacked" \
 			'BEGIN { if (l + 0 > 0) printf "%.3fx", s / l; else print "n/a" }') what it lacked"
 }
-if [ -n "$RELAY_NA" ]; then
-	echo "kill fanout N=$KILL_N: not available: $RELAY_NA"
-else
-	kill_case fanout "$KILL_N"
+# slow_shape RATE: d VICTIM's link, both ends, at RATE.
+slow_shape() {
+	nsx "$(host_ns "d$VICTIM")" tc qdisc change dev eth0 root tbf rate "$1" burst "$BURST" latency 20ms &&
+		nsx "$PFX-hub" tc qdisc change dev "v-d$VICTIM" root tbf rate "$1" burst "$BURST" latency 20ms ||
+		die "slow case: tc on d$VICTIM's link"
+}
+# slow_case N: the fan-out undisturbed, then with d VICTIM's link at a twentieth of
+# RATE; the others' time, the client's word for each, and a --partial re-run.
+slow_case() {
+	local n=$1 t0 und dis ok=0 rc sent k
+	clear_dests
+	t0=$(now)
+	rd -q -p --partial "$SRCD/big.bin" $(dests "$n") || die "slow case, undisturbed: exit $?"
+	und=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+	verify_all "$n" big "slow case, undisturbed"
+	clear_dests
+	slow_shape "$(awk -v b="$RATE_BPS" 'BEGIN { printf "%.0fbit", b * 8 / 20 }')"
+	t0=$(now)
+	rd --json -p --partial "$SRCD/big.bin" $(dests "$n") >"$R/slow.json" 2>"$R/slow.err"
+	rc=$?
+	dis=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+	slow_shape "$RATE"
+	for k in $(seq 1 "$n"); do [ "$k" != "$VICTIM" ] && delivered "$k" big && ok=$((ok + 1)); done
+	echo "slow fanout N=$n: d$VICTIM's link at a twentieth of $RATE (client exit $rc); the others:" \
+		"$ok of $((n - 1)) delivered, in $dis s against $und s undisturbed:" \
+		"$(awk -v a="$dis" -v b="$und" 'BEGIN { printf "%.3fx", a / b }') (target <= 1.2)"
+	jq -r '.. | objects | select(has("destinations")) | .destinations[] |
+		"  \(.host):\(.path): \(.status), exit \(.exit), \(.files_ok) ok, \(.files_failed) failed" +
+		(if (.error // "") != "" then ": \(.error)" else "" end)' "$R/slow.json" 2>/dev/null
+	# Its session lets go of its partial once it has heard (over its slow link) that it was cut.
+	for k in $(seq 1 600); do pgrep -P "${DPID[VICTIM]}" >/dev/null || break; sleep 0.05; done
+	rd --json -p --partial --skip quick "$SRCD/big.bin" $(dests "$n") >"$R/rerun.json" 2>"$R/rerun.err"
+	rc=$?
+	sent=$(jq -r --arg h "$(host_ip "d$VICTIM")" 'select(.event == "summary") |
+		.destinations[] | select(.host == $h) | .bytes' "$R/rerun.json")
+	echo "  re-run --partial to all (exit $rc): d$VICTIM was sent $sent bytes of payload"
+	if [ "$rc" != 0 ]; then
+		jq -r '.. | objects | select(has("destinations")) | .destinations[] |
+			"  \(.host):\(.path): \(.status), exit \(.exit)" +
+			(if (.error // "") != "" then ": \(.error)" else "" end)' "$R/rerun.json" 2>/dev/null
+		tail -5 "$R/rerun.err"
+		die "slow case: the --partial re-run did not complete every destination"
+	fi
+	verify_all "$n" big "slow case, re-run"
+}
+if [ "$KILL" = 1 ]; then
+	if [ -n "$RELAY_NA" ]; then
+		echo "kill fanout N=$KILL_N: not available: $RELAY_NA"
+	else
+		kill_case fanout "$KILL_N"
+	fi
+	kill_case parallel "$KILL_N"
 fi
-kill_case parallel "$KILL_N"
+if [ "$SLOW" = 1 ]; then
+	if [ -n "$RELAY_NA" ]; then
+		echo "slow fanout N=$KILL_N: not available: $RELAY_NA"
+	else
+		slow_case "$KILL_N"
+	fi
+fi

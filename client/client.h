@@ -100,6 +100,8 @@ struct client_opts {
 	bool every_host;     /* plan --every-host: each shard to every host (a fan-out) */
 	int relay_feed;	     /* --relay-feed: a relay child's feed from rdmacpd, -1: none */
 	unsigned fanout;     /* --fanout: several destinations as a tree of it; 1: a chain */
+	/* --relay-slow-time: a relay child's slow-hop window in seconds (slowhop.h), 0: off */
+	unsigned relay_slow_s;
 };
 
 /* A pull's receiver removes partials of cut runs older than this from the directories it writes. */

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "macro.h"
 #include "options.h"
+#include "slowhop.h"
 
 void client_opts_defaults(struct client_opts *o)
 {
@@ -56,6 +57,7 @@ void client_opts_defaults(struct client_opts *o)
 	o->idle_timeout_s = 60;
 	o->relay_feed = -1;
 	o->fanout = 1;
+	o->relay_slow_s = SLOWHOP_DEFAULT_S;
 	o->progress = -1;
 	o->encrypt = -1;
 	o->max_delete = UINT64_MAX; /* PROTO_NO_MAX_DELETE */

@@ -5,7 +5,8 @@
  * rest as the chain (MSG_RELAY, with a ticket it signed for each); every hop
  * forwards what it receives to the next and reports one MSG_RELAY_RESULT per
  * destination after it. A destination that cannot be reached, or refuses
- * before any data, or dies mid-copy, is cut out and the next one tried with
+ * before any data, or dies mid-copy, or is too slow (a relay child's
+ * judgement, slowhop.h), is cut out and the next one tried with
  * the rest of the chain (a relay child replays what its feed told). The
  * same code runs in the client (fanout.c) and in a relay child started by a
  * daemon (relay_mode.c: its entries come from the feed).
@@ -23,6 +24,7 @@
 #include "client.h"
 #include "output.h"
 #include "proto/msg.h"
+#include "slowhop.h"
 
 struct daemon_conn;
 struct follow_book;
@@ -57,6 +59,8 @@ struct fanout {
 	bool opened;		  /* ... and OPEN was accepted: data may have gone */
 	char last_error[PROTO_MAX_TEXT + 1]; /* the last error line logged in this attempt */
 	struct output_dest out[PROTO_MAX_RELAY_HOPS + 1]; /* the summary's view of dests */
+	/* relay mode: the slow-hop rule of each run (engine_params.slowhop); its window 0: off */
+	struct slowhop slow;
 };
 
 /* The destinations a command line may name: the first and the chain after it. */
@@ -116,9 +120,9 @@ int fanout_exit_code(const struct fanout *f);
 bool fanout_bypass(struct fanout *f, const struct output_totals *t, int rc);
 /*
  * Whether a push that ended with rc after its OPEN failed for its
- * destination's sake (not this side's, not upstream's), and what it sent
- * can be sent again to the next: a relay child only while its book can
- * replay every entry.
+ * destination's sake (not this side's, not upstream's: its session lost, or
+ * too slow by the slow-hop rule), and what it sent can be sent again to the
+ * next: a relay child only while its book can replay every entry.
  */
 bool fanout_hop_died(const struct fanout *f, int rc);
 /*
@@ -130,6 +134,12 @@ bool fanout_hop_died(const struct fanout *f, int rc);
 int fanout_conclude(struct fanout *f, struct output *out, const struct output_totals *t, int rc);
 /* Each error line logged goes to f->last_error (log_set_observer). */
 void fanout_watch_errors(struct fanout *f);
+/*
+ * A run to the first destination begins: the slow-hop rule's state for it,
+ * its verdict cleared (engine_params.slowhop); NULL when it is off or no
+ * destination follows (a slow last hop holds up no other).
+ */
+struct slowhop *fanout_slowhop(struct fanout *f);
 /* "copied", "partial", "failed", "unreached" (--json's status). */
 const char *fanout_status_name(uint8_t status);
 

@@ -89,6 +89,16 @@ static bool lost_mid_copy(int rc)
 	}
 }
 
+/*
+ * The push to the first destination, after its OPEN, ended (rc) for that
+ * destination's sake: its session lost, or the hop too slow (the slow-hop
+ * rule's verdict, slowhop.h). The one test of a hop cut out mid-copy.
+ */
+static bool cut_mid_copy(const struct fanout *f, int rc)
+{
+	return f->opened && rc != EXIT_OK && (lost_mid_copy(rc) || f->slow.cut);
+}
+
 /* note at the end of d's text, what comes before cut short to make room. */
 static void append(struct fanout_dest *d, const char *note)
 {
@@ -106,7 +116,7 @@ static void append(struct fanout_dest *d, const char *note)
 static void record_first(struct fanout *f, const struct output_totals *t, int rc, bool cut)
 {
 	struct fanout_dest *d = &f->dests[f->first];
-	bool died = f->opened && lost_mid_copy(rc);
+	bool died = cut_mid_copy(f, rc);
 
 	d->exit_code = (uint8_t)rc;
 	d->status = rc == EXIT_OK				 ? PROTO_RELAY_COPIED
@@ -130,9 +140,15 @@ static void record_first(struct fanout *f, const struct output_totals *t, int rc
 	}
 }
 
+struct slowhop *fanout_slowhop(struct fanout *f)
+{
+	slowhop_restart(&f->slow);
+	return f->slow.window_ms > 0 && f->first + 1 < f->n ? &f->slow : NULL;
+}
+
 bool fanout_hop_died(const struct fanout *f, int rc)
 {
-	return lost_mid_copy(rc) && (!f->book || follow_book_replayable(f->book));
+	return cut_mid_copy(f, rc) && (!f->book || follow_book_replayable(f->book));
 }
 
 bool fanout_bypass(struct fanout *f, const struct output_totals *t, int rc)

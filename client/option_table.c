@@ -20,6 +20,7 @@
 #include "parse.h"
 #include "proto/msg.h"
 #include "rdmadev.h"
+#include "slowhop.h"
 #include "xport.h"
 
 _Static_assert(CLIENT_MAX_DEVICES == XPORT_MAX_LANES, "one device per lane at most");
@@ -559,6 +560,19 @@ static int set_fanout(struct client_opts *o, const char *v)
 	return 0;
 }
 
+/* rdmacpd's relay child: its 'relay slow time' (slowhop.h), 0 never. */
+static int set_relay_slow_time(struct client_opts *o, const char *v)
+{
+	uint64_t s;
+	int r = parse_uint(v, 0, SLOWHOP_MAX_S, &s);
+
+	if (r < 0) {
+		return r;
+	}
+	o->relay_slow_s = (unsigned)s;
+	return 0;
+}
+
 static int set_help(struct client_opts *o, const char *v)
 {
 	(void)o;
@@ -644,6 +658,8 @@ const struct client_option client_options[] = {
 	{ "fanout", required_argument, 0, NULL, set_fanout, "1..16 (1: a chain)" },
 	{ "relay-feed", required_argument, 0, NULL, set_relay_feed,
 	  "a descriptor number (rdmacpd's relay child only)" },
+	{ "relay-slow-time", required_argument, 0, NULL, set_relay_slow_time,
+	  "seconds, 0..3600 (rdmacpd's relay child only)" },
 	{ "quiet", no_argument, 'q', NULL, set_quiet, NULL },
 	{ "verbose", no_argument, 'v', NULL, set_verbose, NULL },
 	{ "version", no_argument, 0, NULL, set_version, NULL },

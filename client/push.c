@@ -395,6 +395,7 @@ static int push_send(struct daemon_conn *s, struct xfer *x, struct engine_source
 	/* A relay child: the entries, and how much of each is there, come from the feed. */
 	if (x->fanout && x->fanout->relay_mode) {
 		ep.follow = x->fanout->book;
+		ep.slowhop = fanout_slowhop(x->fanout);
 	}
 	x->transport = transfer_transport_name(reply->u.open_ok.transport);
 	return transfer_run_engine(s, x, &ep, &reply->u.open_ok, st);

@@ -156,9 +156,10 @@ static int check_feed(int feed)
 
 int relay_mode_chain(struct client_opts *o, struct fanout *f)
 {
-	int r = follow_book_new(f->feed, &f->book);
-	int rc;
+	int r, rc;
 
+	slowhop_init(&f->slow, o->relay_slow_s);
+	r = follow_book_new(f->feed, &f->book);
 	if (r < 0) {
 		log_error_errno(r, "relay feed: %m");
 		return EXIT_LOCAL_IO;

@@ -129,6 +129,7 @@ static const char usage_text[] =
     "      --fanout K         several destinations as a tree: each hop forwards to up\n"
     "                         to K (1..16; default 1, a chain)\n"
     "      --relay-feed FD    rdmacpd's relay child only (not for interactive use)\n"
+    "      --relay-slow-time S  rdmacpd's relay child only: its 'relay slow time'\n"
     "      --version          print the version\n"
     "  -h, --help             this text\n"
     "\n"

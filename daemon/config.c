@@ -36,6 +36,7 @@
 #include <syslog.h>
 
 #include "conffile.h"
+#include "slowhop.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct daemon_config *, daemon_config_free);
 
@@ -234,6 +235,7 @@ static void config_defaults(struct daemon_config *c)
 	c->max_slots = DAEMON_DEFAULT_MAX_SLOTS;
 	c->log_level = LOG_INFO;
 	c->cert_warn_days = DAEMON_DEFAULT_CERT_WARN_DAYS;
+	c->relay_slow_s = SLOWHOP_DEFAULT_S;
 	c->encryption = ENCRYPTION_ALLOWED;
 	c->tos = -1;
 }

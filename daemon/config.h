@@ -182,6 +182,11 @@ struct daemon_config {
 	 */
 	char relay_cert[4096], relay_key[4096];
 	char relay_client[4096];
+	/*
+	 * "relay slow time": the slow-hop window in seconds (slowhop.h) of
+	 * this daemon's relay children, 0 never; default SLOWHOP_DEFAULT_S.
+	 */
+	unsigned relay_slow_s;
 	struct module *modules;
 	size_t nmodules;
 };

@@ -4,7 +4,7 @@
  * certificates, connection limits and timeouts, memory, logging, the lanes'
  * defaults (encryption, traffic class, rails), who may run bench, and the
  * certificates refused (deny, crl) and expiry warnings, relays (relay to,
- * relay certificate, relay key, relay client). One
+ * relay certificate, relay key, relay client, relay slow time). One
  * handler per key, and the table the loader (config.c) dispatches through.
  */
 #include "config_parse.h"
@@ -21,6 +21,7 @@
 #include "lane_seal.h"
 #include "parse.h"
 #include "proto/msg.h"
+#include "slowhop.h"
 
 static int add_listen(struct parse_state *ps, const char *key, const char *value)
 {
@@ -325,6 +326,12 @@ static int g_relay_client(struct parse_state *ps, const char *key, const char *v
 	return 0;
 }
 
+/* A relay child's slow-hop window (slowhop.h): 0 never cuts a hop out for slowness. */
+static int g_relay_slow(struct parse_state *ps, const char *key, const char *value)
+{
+	return config_set_uint(ps, key, value, 0, SLOWHOP_MAX_S, &ps->cfg->relay_slow_s);
+}
+
 const struct key_handler config_global_keys[] = {
 	{ "listen", true, g_listen },
 	{ "cert", false, g_cert },
@@ -356,6 +363,7 @@ const struct key_handler config_global_keys[] = {
 	{ "relay certificate", false, g_relay_cert },
 	{ "relay key", false, g_relay_key },
 	{ "relay client", false, g_relay_client },
+	{ "relay slow time", false, g_relay_slow },
 };
 
 const size_t config_nglobal_keys = ARRAY_SIZE(config_global_keys);

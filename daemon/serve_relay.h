@@ -37,6 +37,7 @@ struct serve_relay {
 	char note[720];		/* " (relayed by ... for ...)" for the session's log lines, or "" */
 	int cred[RELAY_CRED_N]; /* memfds, -1: none */
 	char client[4096];	/* the relay client's binary */
+	unsigned slow_s;	/* 'relay slow time' (slowhop.h) */
 	pid_t pid;		/* the relay child, 0: none */
 	int sock;		/* our end of the feed (O_NONBLOCK), -1: none */
 };

@@ -169,6 +169,7 @@ int serve_relay_child_prepare(const struct daemon_config *cfg, struct serve_rela
 		}
 	}
 	client_path(cfg, rl->client, sizeof(rl->client));
+	rl->slow_s = cfg->relay_slow_s;
 	if (access(rl->client, X_OK) < 0) {
 		int r = negerrno();
 
@@ -283,6 +284,7 @@ static void build_argv(struct child_argv *a, const struct serve_relay *rl, const
 		}
 	}
 	arg(a, "--port=%u", rl->chain.count ? rl->chain.hops[0].port : 0);
+	arg(a, "--relay-slow-time=%u", rl->slow_s);
 	transfer_args(a, o);
 	lanes_args(a, o);
 }

@@ -263,6 +263,7 @@ struct engine_limits {
 #define ENGINE_FAULT_MW_REWRITE (1u << 13)
 
 struct follow_book;
+struct slowhop;
 
 struct engine_params {
 	enum engine_role role;
@@ -414,6 +415,12 @@ struct engine_params {
 	 * from the first. NULL: none.
 	 */
 	struct follow_book *follow;
+	/*
+	 * Sender with follow: the slow-hop rule's state (slowhop.h, borrowed;
+	 * engine_slowhop.c), its verdict read after the run. NULL: the hop is
+	 * never judged slow.
+	 */
+	struct slowhop *slowhop;
 	struct engine_events ev;
 	volatile sig_atomic_t *stop; /* set by a signal handler: abort cleanly */
 };

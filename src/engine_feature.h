@@ -377,7 +377,7 @@ struct engine_feature {
 /* engine_features.c: the features, in the order the core calls them. */
 extern const struct engine_feature *const engine_features[];
 extern const unsigned engine_nfeatures;
-#define ENGINE_FEATURES_MAX 16
+#define ENGINE_FEATURES_MAX 20
 
 /* A feature's per-file block (file_size, engine_file_state): every block starts at a multiple of this; a feature's struct needs no more. */
 #define ENGINE_FILE_ALIGN 8

@@ -12,7 +12,7 @@ extern const struct engine_feature engine_feature_sums, engine_feature_hashers,
     engine_feature_rails, engine_feature_partial, engine_feature_links, engine_feature_delete,
     engine_feature_xattrs, engine_feature_delta, engine_feature_pack, engine_feature_bench,
     engine_feature_zeros, engine_feature_device, engine_feature_seal, engine_feature_relay_rx,
-    engine_feature_follow, engine_feature_windows;
+    engine_feature_follow, engine_feature_slowhop, engine_feature_windows;
 
 const struct engine_feature *const engine_features[] = {
 	/* Workers first: at teardown their jobs go before what they hold. */
@@ -34,6 +34,7 @@ const struct engine_feature *const engine_features[] = {
 	/* After every feature that writes or keeps: what it tells is on the disk. */
 	&engine_feature_relay_rx,
 	&engine_feature_follow,
+	&engine_feature_slowhop,
 	&engine_feature_pack,
 	&engine_feature_bench,
 };

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rdmacpd.conf's relay keys: a module's relay, relay to and relay from,
- * [global]'s relay to, relay certificate, relay key and relay client;
+ * [global]'s relay to, relay certificate, relay key, relay client and
+ * relay slow time;
  * a module's relay to replacing [global]'s, and every error with its line.
  * Real files in a private temp directory (daemon_config_harness.c).
  */
@@ -134,6 +135,34 @@ static void relay_errors(void **state)
 	expect_error(6, "bad host pattern");
 }
 
+/* 'relay slow time': 10 s unless set, 0 (never) to 3600, nothing else. */
+static void relay_slow_time(void **state)
+{
+	struct daemon_config *c;
+
+	(void)state;
+	write_conf("[data]\npath = @/data\n");
+	c = load_ok();
+	assert_int_equal(c->relay_slow_s, 10);
+	daemon_config_free(c);
+	write_conf_raw("[global]\ncert = @/cert.pem\nkey = @/key.pem\nca = @/ca.pem\n"
+		       "relay slow time = 0\n[data]\npath = @/data\n");
+	c = load_ok();
+	assert_int_equal(c->relay_slow_s, 0);
+	daemon_config_free(c);
+	write_conf_raw("[global]\ncert = @/cert.pem\nkey = @/key.pem\nca = @/ca.pem\n"
+		       "relay slow time = 3600\n[data]\npath = @/data\n");
+	c = load_ok();
+	assert_int_equal(c->relay_slow_s, 3600);
+	daemon_config_free(c);
+	write_conf_raw("[global]\ncert = @/cert.pem\nkey = @/key.pem\nca = @/ca.pem\n"
+		       "relay slow time = 3601\n");
+	expect_error(5, "bad 'relay slow time' value '3601' (must be 0..3600)");
+	write_conf_raw("[global]\ncert = @/cert.pem\nkey = @/key.pem\nca = @/ca.pem\n"
+		       "relay slow time = 5s\n");
+	expect_error(5, "bad 'relay slow time' value");
+}
+
 struct warnings {
 	char all[4096];
 	size_t n;
@@ -194,6 +223,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(relay_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(relay_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(relay_slow_time, setup, teardown),
 		cmocka_unit_test_setup_teardown(relay_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(relay_check_warnings, setup, teardown),
 	};
