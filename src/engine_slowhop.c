@@ -53,7 +53,7 @@ static uint64_t file_backlog(struct engine *e, struct efile *f, uint64_t *gave)
 	}
 	sf->seen = true;
 	sf->avail = avail;
-	if (f->kept_wait || f->sum_wanted || f->done_sent) {
+	if (f->kept_wait || sums_wanted(e, f) || f->done_sent) {
 		return 0;
 	}
 	return avail > f->send_off ? avail - f->send_off : 0;
