@@ -183,9 +183,11 @@ struct lane {
 	uint32_t load; /* sender: slots posted on it not credited yet */
 	/*
 	 * Rails' watchdog: since when it has had work out with no completion
-	 * (now_ms(); 0 while nothing is out). See rails_watch.
+	 * (now_ms(); 0 while nothing is out); sender: its last credit, or its
+	 * first slot out while it held none (now_ms()). See rails_watch.
 	 */
 	int64_t busy_since;
+	int64_t credit_since;
 };
 
 /*
@@ -695,9 +697,10 @@ bool lane_room(struct engine *e, unsigned lane, unsigned n);
 bool lane_is_up(const struct engine *e, unsigned lane);
 /* The least-loaded lane that is up with room for n WRs, or -1. */
 int lane_pick(struct engine *e, unsigned n);
-/* Sender: slot went out on lane; slot came back (credited). */
+/* Sender: slot went out on lane; came back (credited); goes on lane instead (its window's). */
 void lane_slot_posted(struct engine *e, uint32_t slot, unsigned lane);
 void lane_slot_credited(struct engine *e, uint32_t slot);
+void lane_slot_moved(struct engine *e, uint32_t slot, unsigned lane);
 int tx_slot_free(struct engine *e, uint32_t slot);
 int rx_credit_post(struct engine *e, uint32_t slot, unsigned lane);
 int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk);

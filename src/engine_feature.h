@@ -216,6 +216,9 @@ struct engine_msg_row {
  *               must it wait (a fresh credit)?
  *   tx_take     sender: the next slot is to go on `lane` (lane_pick's): the
  *               feature may put a free slot of its choice last in free_slots.
+ *   credit_on_slot_lane  a slot's credit comes back only on the lane the
+ *               slot went on (a window's): rails' watchdog counts a lane's
+ *               slots not credited back as work out on it (rails_watch).
  */
 enum engine_rx_end { ENGINE_RX_DONE, ENGINE_RX_KEPT, ENGINE_RX_FAILED, ENGINE_RX_PLANNED };
 
@@ -349,6 +352,7 @@ struct engine_feature {
 	int (*tx_resolved)(struct engine *e, unsigned lane, const uint32_t *chunks, uint32_t n);
 	int (*tx_ready)(struct engine *e, uint32_t slot);
 	void (*tx_take)(struct engine *e, unsigned lane);
+	bool credit_on_slot_lane;
 
 	int (*tx_offer)(struct engine *e, const struct engine_src *s, const char **ret_first);
 	int (*tx_offered)(struct engine *e, const struct proto_file *pf, uint32_t n);

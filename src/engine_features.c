@@ -778,3 +778,13 @@ void engine_tx_take(struct engine *e, unsigned lane)
 		}
 	}
 }
+
+bool engine_credit_on_slot_lane(const struct engine *e)
+{
+	for (unsigned i = 0; i < e->nfeat; i++) {
+		if (e->feat[i]->credit_on_slot_lane) {
+			return true;
+		}
+	}
+	return false;
+}

@@ -41,3 +41,6 @@ int engine_tx_ready(struct engine *e, uint32_t slot);
 
 /* The sender's next slot is to go on lane: the feature may put one of its free slots last. */
 void engine_tx_take(struct engine *e, unsigned lane);
+
+/* Does a slot's credit come back only on the lane the slot went on (memory windows)? */
+bool engine_credit_on_slot_lane(const struct engine *e);

@@ -62,8 +62,12 @@ int lane_pick(struct engine *e, unsigned n)
 /* Sender: a slot went out on lane: it holds one more until credited. */
 void lane_slot_posted(struct engine *e, uint32_t slot, unsigned lane)
 {
+	struct lane *l = &e->lanes[lane];
+
 	e->slot_lane[slot] = (uint8_t)lane;
-	e->lanes[lane].load++;
+	if (l->load++ == 0 && e->rails) {
+		l->credit_since = now_ms(); /* rails' watchdog: its wait for credits starts */
+	}
 }
 
 /* Sender: slot is free again; the lane it went on holds one fewer. */
@@ -74,6 +78,20 @@ void lane_slot_credited(struct engine *e, uint32_t slot)
 	if (l->load > 0) {
 		l->load--;
 	}
+	if (e->rails) {
+		l->credit_since = now_ms(); /* rails' watchdog: the lane moves */
+	}
+}
+
+/* Sender: slot, about to go, goes on lane instead (its window's): no credit came. */
+void lane_slot_moved(struct engine *e, uint32_t slot, unsigned lane)
+{
+	struct lane *l = &e->lanes[e->slot_lane[slot]];
+
+	if (l->load > 0) {
+		l->load--;
+	}
+	lane_slot_posted(e, slot, lane);
 }
 
 /*

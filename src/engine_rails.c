@@ -37,6 +37,7 @@ struct rails_state {
 	uint32_t nrecredit;
 	unsigned lanes_up;
 	unsigned lanes_killed; /* tests: ENGINE_FAULT_KILL_LANE */
+	bool credit_wait;      /* sender: a slot's credit comes on its own lane (rails_watch) */
 };
 
 extern const struct engine_feature engine_feature_rails;
@@ -55,6 +56,7 @@ static int rails_setup(struct engine *e)
 	if (!e->rails) {
 		return 0;
 	}
+	rs->credit_wait = !e->role->peer_writes && engine_credit_on_slot_lane(e);
 	if (e->role->peer_writes) {
 		rs->recredit = calloc(p->slots, sizeof(*rs->recredit));
 	} else {
@@ -318,30 +320,71 @@ static int64_t rails_stall_ms(const struct engine *e)
 	return MIN(MAX(idle / 4, (int64_t)5000), (int64_t)30000);
 }
 
-/* Rails' watchdog: a lane with work out and no completion for too long is lost. */
+/* When a lane last moved: its last completion or credit (0: never, or not since idle). */
+static int64_t lane_moved(const struct lane *l)
+{
+	return MAX(l->busy_since, l->credit_since);
+}
+
+/*
+ * Since when lane i has had work out with nothing moving on it, or 0 (*why
+ * says which work): its posts with no completion; or, where a slot's credit
+ * comes back only on its own lane (memory windows), its slots not credited
+ * back. The receiver may hold those for its disk, so that wait counts only
+ * while another lane up moved a stall's time after it: a receiver slow for
+ * every lane is no lane lost, a lane whose credits are stuck while the
+ * others carry the copy is (with the copy's fence its posts would fail).
+ */
+static int64_t lane_out_since(const struct engine *e, unsigned i, int64_t stall, const char **why)
+{
+	const struct lane *l = &e->lanes[i];
+	int64_t since = l->len > 0 ? l->busy_since : 0, other = 0;
+
+	*why = "no completion";
+	if (!rails_of(e)->credit_wait || l->load == 0 || l->credit_since == 0) {
+		return since;
+	}
+	for (unsigned j = 0; j < e->p->x->nlanes; j++) {
+		if (j != i && e->lanes[j].state == LANE_UP) {
+			other = MAX(other, lane_moved(&e->lanes[j]));
+		}
+	}
+	if (other - l->credit_since < stall || (since && since <= l->credit_since)) {
+		return since;
+	}
+	*why = "no credit";
+	return l->credit_since;
+}
+
+/*
+ * Rails' watchdog, the one rule: a lane with work out (lane_out_since) and
+ * nothing moving on it for too long is lost.
+ */
 static int rails_watch(struct engine *e)
 {
 	struct rails_state *rs = rails_of(e);
 	int64_t now = 0, stall = rails_stall_ms(e);
 
 	for (unsigned i = 0; i < e->p->x->nlanes && rs->lanes_up > 1; i++) {
-		struct lane *l = &e->lanes[i];
+		const char *why = NULL;
+		int64_t since =
+		    e->lanes[i].state == LANE_UP ? lane_out_since(e, i, stall, &why) : 0;
 		char text[128];
 
-		if (l->state != LANE_UP || l->len == 0 || l->busy_since == 0) {
+		if (since == 0) {
 			continue;
 		}
 		now = now ? now : now_ms();
-		if (now - l->busy_since < stall) {
+		if (now - since < stall) {
 			continue;
 		}
 		snprintf(text, sizeof(text),
-			 "data lane %u: no completion for %lld s with work out; taken down", i,
-			 (long long)((now - l->busy_since) / 1000));
+			 "data lane %u: %s for %lld s with work out; taken down", i, why,
+			 (long long)((now - since) / 1000));
 		if (e->p->ev.notice) {
 			e->p->ev.notice(e->p->ev.ud, "transport", text);
 		}
-		int r = lane_stop(e, i, "no completion");
+		int r = lane_stop(e, i, why);
 
 		if (r < 0) {
 			return r;

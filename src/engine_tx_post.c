@@ -41,8 +41,7 @@ int tx_post_push(struct engine *e, uint32_t ci)
 		return r;
 	}
 	if (lane != c->lane) {
-		lane_slot_credited(e, c->slot);
-		lane_slot_posted(e, c->slot, lane);
+		lane_slot_moved(e, c->slot, lane);
 		c->lane = (uint8_t)lane;
 	}
 	r = lane_push(e, &data, -1);

@@ -417,4 +417,5 @@ const struct engine_feature engine_feature_windows = {
 	.tx_resolved = windows_tx_resolved,
 	.tx_ready = windows_tx_ready,
 	.tx_take = windows_tx_take,
+	.credit_on_slot_lane = true,
 };

@@ -17,7 +17,12 @@
  *   - receiver: a resolved lane's open windows (credit not taken, or
  *     descriptor not come) are let go on that lane and their slots listed to
  *     credit again, the ones a descriptor closed not; a slot credited again
- *     gets a fresh key on the lane it goes on.
+ *     gets a fresh key on the lane it goes on;
+ *   - rails' watchdog (engine_rails.c, rails_watch): with windows a sender's
+ *     lane whose slots wait for credits, nothing out to complete, is taken
+ *     down once it waited a stall's time while another lane moved, not
+ *     while every lane waits (a slow receiver) nor before the stall; with
+ *     the copy's fence (credits on any lane) such a wait takes no lane down.
  */
 #include "testutil.h"
 
@@ -29,6 +34,7 @@
 #include "engine_fence.h"
 
 extern const struct engine_feature engine_feature_windows;
+extern const struct engine_feature engine_feature_rails;
 
 #define NSLOTS 8
 
@@ -40,6 +46,9 @@ struct fake {
 	unsigned nclosed;
 	uint32_t closed_idx[NSLOTS * 2];
 	unsigned closed_lane[NSLOTS * 2];
+	unsigned ndown; /* lane_down calls, the last one's lane */
+	unsigned down_lane;
+	char notice[160];
 };
 
 static int fake_window_open(struct xport *x, struct xport_mr *mr, uint32_t idx, unsigned lane,
@@ -62,6 +71,23 @@ static int fake_window_close(struct xport *x, struct xport_mr *mr, uint32_t idx,
 	return 0;
 }
 
+static int fake_lane_down(struct xport *x, unsigned lane)
+{
+	struct fake *f = (struct fake *)x;
+
+	f->ndown++;
+	f->down_lane = lane;
+	return 0;
+}
+
+static void fake_notice(void *ud, const char *name, const char *text)
+{
+	struct fake *f = ud;
+
+	(void)name;
+	snprintf(f->notice, sizeof(f->notice), "%s", text);
+}
+
 static int fake_reg_mr(struct xport *x, void *addr, size_t len, unsigned access,
 		       struct xport_mr **ret)
 {
@@ -82,6 +108,7 @@ struct fx {
 	struct engine_role_ops role;
 	struct engine *e;
 	struct chunk chunks[4];
+	struct pool pool;
 	uint32_t free_slots[NSLOTS];
 	uint8_t slot_lane[NSLOTS];
 	char err[256];
@@ -97,6 +124,7 @@ static struct fx *fx_new(bool receiver)
 	f->fake.ops.window_close = fake_window_close;
 	f->fake.ops.reg_mr = fake_reg_mr;
 	f->fake.ops.dereg_mr = fake_dereg_mr;
+	f->fake.ops.lane_down = fake_lane_down;
 	f->fake.x.ops = &f->fake.ops;
 	f->fake.x.nlanes = 2;
 	f->fake.x.windows = true;
@@ -131,10 +159,42 @@ static struct fx *fx_new(bool receiver)
 static void fx_free(struct fx *f)
 {
 	engine_feature_windows.stop(f->e);
-	engine_feature_windows.release(f->e);
-	free(f->e->sstate[0]);
+	for (unsigned i = 0; i < f->e->nfeat; i++) {
+		f->e->feat[i]->release(f->e);
+		free(f->e->sstate[i]);
+	}
 	free(f->e);
 	free(f);
+}
+
+/*
+ * Rails on too (the sender's), its watchdog's stall 5 s (a quarter of a 20 s
+ * idle timeout); windows_seen false: rails set up as if no feature brought
+ * credits back on the slot's own lane (the copy's fence).
+ */
+static void rails_add(struct fx *f, bool windows_seen)
+{
+	struct engine *e = f->e;
+
+	f->pool.nchunks = 4;
+	e->pool = &f->pool;
+	f->p.idle_timeout_ms = 20000;
+	f->p.ev.notice = fake_notice;
+	f->p.ev.ud = &f->fake;
+	e->feat[1] = &engine_feature_rails;
+	e->sstate[1] = calloc(1, engine_feature_rails.state_size);
+	assert_non_null(e->sstate[1]);
+	if (!windows_seen) {
+		e->feat[1] = e->feat[0];
+		e->feat[0] = &engine_feature_rails;
+		void *st = e->sstate[1];
+
+		e->sstate[1] = e->sstate[0];
+		e->sstate[0] = st;
+	}
+	e->nfeat = windows_seen ? 2 : 1;
+	assert_int_equal(engine_feature_rails.setup(e), 0);
+	e->nfeat = 2;
 }
 
 /* Sender: a credit for slot on lane with key; the role's own handling. */
@@ -310,11 +370,93 @@ static void test_receiver(void **state)
 	fx_free(f);
 }
 
+/* Sender with rails: slots 0 (lane 0) and 1 (lane 1) out, credited, taken by the core. */
+static struct fx *watch_fx(bool windows_seen)
+{
+	struct fx *f = fx_new(false);
+	struct engine *e = f->e;
+
+	rails_add(f, windows_seen);
+	for (uint32_t s = 0; s < 2; s++) {
+		assert_int_equal(credit(f, s, s, 0x100 + s), 0);
+	}
+	for (uint32_t s = 0; s < 2; s++) {
+		assert_int_equal(post(f, s, 0x100 + s), s);
+		lane_slot_posted(e, s, s);
+	}
+	assert_int_equal(e->lanes[0].load, 1);
+	assert_int_equal(e->lanes[1].load, 1);
+	return f;
+}
+
+static void test_watchdog(void **state)
+{
+	struct fx *f = watch_fx(true);
+	struct engine *e = f->e;
+	int64_t now = now_ms();
+
+	(void)state;
+	/* Both lanes' slots held by the receiver for 6 s: a slow receiver, no lane lost. */
+	e->lanes[0].credit_since = e->lanes[1].credit_since = now - 6000;
+	assert_int_equal(engine_feature_rails.step(e), 0);
+	assert_int_equal(f->fake.ndown, 0);
+
+	/* Lane 1 moves (its slot credited) while lane 0 has waited 3 s: not yet. */
+	e->lanes[0].credit_since = now - 3000;
+	assert_int_equal(credit(f, 1, 1, 0x201), 0);
+	assert_int_equal(e->lanes[1].load, 0);
+	assert_true(e->lanes[1].credit_since >= now);
+	assert_int_equal(engine_feature_rails.step(e), 0);
+	assert_int_equal(f->fake.ndown, 0);
+	assert_int_equal(e->lanes[0].state, LANE_UP);
+
+	/* Lane 0 has waited 6 s, lane 1 moved since: lane 0 is lost, its keys dropped. */
+	e->lanes[0].credit_since = now - 6000;
+	assert_int_equal(engine_feature_rails.step(e), 0);
+	assert_int_equal(f->fake.ndown, 1);
+	assert_int_equal(f->fake.down_lane, 0);
+	assert_int_equal(e->lanes[0].state, LANE_CLOSING);
+	assert_string_equal(f->fake.notice,
+			    "data lane 0: no credit for 6 s with work out; taken down");
+	assert_false(e->failed);
+
+	/* The last lane up is not the watchdog's: its end is the session's. */
+	lane_slot_posted(e, 2, 1);
+	e->lanes[1].credit_since = now - 60000;
+	e->lanes[1].len = 1;
+	e->lanes[1].busy_since = now - 60000;
+	assert_int_equal(engine_feature_rails.step(e), 0);
+	assert_int_equal(f->fake.ndown, 1);
+	assert_int_equal(e->lanes[1].state, LANE_UP);
+	e->lanes[1].len = 0;
+	fx_free(f);
+
+	/* The copy's fence: a slot's credit may come on any lane, the wait is no lane's. */
+	f = watch_fx(false);
+	e = f->e;
+	e->lanes[0].credit_since = now - 60000;
+	assert_int_equal(credit(f, 1, 1, 0x201), 0);
+	assert_int_equal(engine_feature_rails.step(e), 0);
+	assert_int_equal(f->fake.ndown, 0);
+	assert_int_equal(e->lanes[0].state, LANE_UP);
+
+	/* Its posts out with no completion for 6 s still are (the rule's first half). */
+	e->lanes[0].len = 1;
+	e->lanes[0].busy_since = now - 6000;
+	assert_int_equal(engine_feature_rails.step(e), 0);
+	assert_int_equal(f->fake.ndown, 1);
+	assert_string_equal(f->fake.notice,
+			    "data lane 0: no completion for 6 s with work out; taken down");
+	e->lanes[0].len = 0;
+	fx_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sender),
 		cmocka_unit_test(test_receiver),
+		cmocka_unit_test(test_watchdog),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
