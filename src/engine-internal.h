@@ -582,16 +582,17 @@ int engine_fail(struct engine *e, uint32_t code, int r, const char *fmt, ...)
  * space taken).
  */
 int rx_device_verified(struct engine *e, struct efile *f, int r, const uint8_t hash[HASH_LEN]);
-int msg_unexpected(struct engine *e, const struct msg *m);
+int engine_msg_unexpected(struct engine *e, const struct msg *m);
 void file_fail(struct efile *f, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t code, bool local,
-		  const char *text);
-void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash);
-void note_kept(struct engine *e, const struct efile *f);
-void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64_t kept,
-		  const uint8_t *hash);
-void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes);
+void file_note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t code, bool local,
+		       const char *text);
+void file_note_committed(struct engine *e, const struct efile *f, uint64_t bytes,
+			 const uint8_t *hash);
+void file_note_kept(struct engine *e, const struct efile *f);
+void file_note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64_t kept,
+		       const uint8_t *hash);
+void file_note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes);
 struct efile *file_by_id(struct engine *e, uint32_t id);
 uint32_t file_index(const struct engine *e, const struct efile *f);
 
@@ -690,7 +691,7 @@ void hash_zeros(struct file_hash *h, uint64_t len);
 struct io_uring_sqe *uring_sqe(struct engine *e);
 bool uring_ready(struct engine *e);
 int uring_flush(struct engine *e);
-int on_uring(struct engine *e);
+int uring_on_ready(struct engine *e);
 
 /* engine_lane.c */
 bool lane_room(struct engine *e, unsigned lane, unsigned n);
@@ -709,10 +710,10 @@ int lane_push_slot(struct engine *e, struct xport_wr *wr, int32_t chunk, uint32_
 /* The session's failure for a failed completion (what the transport and the peer say). */
 int engine_fail_lane(struct engine *e, const struct xport_wc *wc);
 
-int batch_flush(struct engine *e);
-bool bw_allows(struct engine *e, uint32_t len);
-int on_xport(struct engine *e);
-int imm_unexpected(struct engine *e, const struct xport_wc *wc);
+int lane_batch_flush(struct engine *e);
+bool lane_bw_allows(struct engine *e, uint32_t len);
+int lane_on_xport(struct engine *e);
+int lane_imm_unexpected(struct engine *e, const struct xport_wc *wc);
 /* Sealed slots: the additional data of slot's AES-GCM message (its number, u32 BE). */
 void slot_aad(uint32_t slot, uint8_t aad[4]);
 /*

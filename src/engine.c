@@ -278,7 +278,7 @@ static int setup(struct engine *e)
 /*
  * Drain what the kernel still owns before files close and buffers go:
  * a linkat in flight names its file by fd number (rx_link_submit).
- * Completions the kernel dropped (on_uring) are of operations done.
+ * Completions the kernel dropped (uring_on_ready) are of operations done.
  */
 static void teardown_uring_drain(struct engine *e)
 {

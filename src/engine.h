@@ -122,7 +122,7 @@ struct engine_stats {
 	/* Packed slots (both roles): regular files that travelled whole in shared slots, and those slots. */
 	uint64_t files_packed;
 	uint64_t packed_slots;
-	/* Times io_uring's completion queue was full and the kernel held the rest (on_uring). */
+	/* Times io_uring's completion queue was full and the kernel held the rest (uring_on_ready). */
 	uint64_t uring_overflows;
 	/*
 	 * Receiver with a relay feed (engine_params.relay_feed): the relay

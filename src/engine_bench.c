@@ -368,7 +368,7 @@ static int btx_on_message(struct engine *e, struct msg *m)
 		e->got_end = true;
 		return 0;
 	}
-	return msg_unexpected(e, m);
+	return engine_msg_unexpected(e, m);
 }
 
 const struct engine_role_ops engine_bench_sender_ops = {
@@ -599,7 +599,7 @@ static int brx_on_receive(struct engine *e, const struct xport_wc *wc)
 	uint32_t kind = wc->imm >> PROTO_IMM_KIND_SHIFT;
 
 	if (kind != PROTO_IMM_DATA || wc->len != e->desc_len) {
-		return imm_unexpected(e, wc);
+		return lane_imm_unexpected(e, wc);
 	}
 	if (e->hashers) {
 		return brx_queue(e, wc->imm & PROTO_IMM_SLOT_MASK, wc->lane);
@@ -610,7 +610,7 @@ static int brx_on_receive(struct engine *e, const struct xport_wc *wc)
 static int brx_on_message(struct engine *e, struct msg *m)
 {
 	if (m->type != MSG_END || e->got_end) {
-		return msg_unexpected(e, m);
+		return engine_msg_unexpected(e, m);
 	}
 	if (e->bench->done != e->bench->nchunks || m->u.end.bytes != e->p->bench_bytes) {
 		return engine_fail(

@@ -37,17 +37,18 @@ int rx_resolve(struct engine *e, struct efile *f)
 			snprintf(f->fail_text + n, FILE_FAIL_TEXT_LEN - n,
 				 "; the device is incomplete");
 		}
-		note_failure(e, f->name, f->ftype, f->fail_code, !f->fail_peer, file_fail_text(f));
+		file_note_failure(e, f->name, f->ftype, f->fail_code, !f->fail_peer,
+				  file_fail_text(f));
 		r = send_result(e, f, f->fail_code, file_fail_text(f));
 	} else {
 		/* Reported only after verify, fsync, rename and the directory fsync. */
 		uint64_t unsent = engine_file_unsent_bytes(e, f);
 
 		if (f->kept > 0) {
-			note_resumed(e, f, f->size - f->kept - unsent, f->kept, f->done_hash);
+			file_note_resumed(e, f, f->size - f->kept - unsent, f->kept, f->done_hash);
 		} else {
-			note_committed(e, f, f->size - unsent,
-				       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
+			file_note_committed(e, f, f->size - unsent,
+					    f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 		}
 		r = send_result(e, f, PERR_OK, "");
 	}

@@ -207,7 +207,7 @@ static int del_report(struct engine *e, uint8_t what, uint32_t code, const char 
 		}
 		break;
 	default:
-		note_failure(e, name, ftype, code, true, text);
+		file_note_failure(e, name, ftype, code, true, text);
 		break;
 	}
 	return del_queue(e, what, ftype, code, name, text);
@@ -601,7 +601,7 @@ static int tx_deleted(struct engine *e, const struct msg_deleted *md)
 			}
 			break;
 		default:
-			note_failure(e, d->name, d->ftype, d->code, false, d->text);
+			file_note_failure(e, d->name, d->ftype, d->code, false, d->text);
 			break;
 		}
 	}
@@ -652,7 +652,7 @@ static int delete_on_deleted(struct engine *e, struct msg *m)
 	if (e->sent_end && !e->got_end && (e->p->peer_caps & PROTO_CAP_DELETE)) {
 		return tx_deleted(e, &m->u.deleted);
 	}
-	return msg_unexpected(e, m);
+	return engine_msg_unexpected(e, m);
 }
 
 static const struct engine_msg_row delete_msgs[] = {

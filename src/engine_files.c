@@ -84,8 +84,8 @@ const char *file_fail_text(const struct efile *f)
 }
 
 /* Count a failed file: the first failure's code and side are kept for the exit code. */
-void note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t code, bool local,
-		  const char *text)
+void file_note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t code, bool local,
+		       const char *text)
 {
 	e->st.files_failed++;
 	if (!e->st.first_error) {
@@ -101,7 +101,8 @@ void note_failure(struct engine *e, const char *name, uint8_t ftype, uint32_t co
  * Count a committed file: bytes of payload (0 for a directory or a symlink,
  * which have no hash: NULL).
  */
-void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, const uint8_t *hash)
+void file_note_committed(struct engine *e, const struct efile *f, uint64_t bytes,
+			 const uint8_t *hash)
 {
 	struct engine_unsent u = engine_file_unsent(e, f);
 
@@ -130,8 +131,8 @@ void note_committed(struct engine *e, const struct efile *f, uint64_t bytes, con
  * Count a committed file of which the receiver had kept bytes from a cut
  * run (--partial): sent is the payload that crossed now.
  */
-void note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64_t kept,
-		  const uint8_t *hash)
+void file_note_resumed(struct engine *e, const struct efile *f, uint64_t sent, uint64_t kept,
+		       const uint8_t *hash)
 {
 	struct engine_unsent u = engine_file_unsent(e, f);
 
@@ -175,7 +176,7 @@ void hash_zeros(struct file_hash *h, uint64_t len)
 }
 
 /* A probe: an entry the receiver would copy (or make). */
-void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes)
+void file_note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t bytes)
 {
 	e->st.files_planned++;
 	e->st.bytes_planned += bytes;
@@ -189,7 +190,7 @@ void note_planned(struct engine *e, const char *name, uint8_t ftype, uint64_t by
  * there already): unchanged, or updated when its metadata alone was brought
  * in line (f->items). Not a failure.
  */
-void note_kept(struct engine *e, const struct efile *f)
+void file_note_kept(struct engine *e, const struct efile *f)
 {
 	uint32_t items = f->items & PROTO_ITEMS_META;
 
@@ -233,7 +234,7 @@ int engine_rx_kept_answer(struct engine *e, struct efile *f, uint32_t items)
 				   .status = PERR_SKIPPED,
 				   .items = e->p->conceal ? 0 : f->items & PROTO_ITEMS_KNOWN };
 	/* Settled as kept when its answer was held: counted and let go now. */
-	note_kept(e, f);
+	file_note_kept(e, f);
 	file_release(e, f);
 	return e->nkept_acks < PROTO_MAX_BATCH ? 0 : engine_rx_kept_flush(e);
 }

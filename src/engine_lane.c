@@ -96,7 +96,7 @@ void lane_slot_moved(struct engine *e, uint32_t slot, unsigned lane)
 
 /*
  * Queue a WR on its lane's FIFO and in the batch. Signal every quarter of
- * the send queue so it always drains; batch_flush signals each lane's last.
+ * the send queue so it always drains; lane_batch_flush signals each lane's last.
  */
 static int lane_push_ent(struct engine *e, struct xport_wr *wr, int32_t chunk, bool counted,
 			 uint32_t slot)
@@ -143,7 +143,7 @@ int lane_push_slot(struct engine *e, struct xport_wr *wr, int32_t chunk, uint32_
 	return lane_push_ent(e, wr, chunk, true, slot);
 }
 
-int batch_flush(struct engine *e)
+int lane_batch_flush(struct engine *e)
 {
 	struct xport *x = e->p->x;
 	int r;
@@ -168,14 +168,14 @@ int batch_flush(struct engine *e)
 }
 
 /* An immediate this role does not take: the session fails. */
-int imm_unexpected(struct engine *e, const struct xport_wc *wc)
+int lane_imm_unexpected(struct engine *e, const struct xport_wc *wc)
 {
 	return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected immediate 0x%08x (len %u)",
 			   wc->imm, wc->len);
 }
 
 /* Sender: a posted chunk's lane is done with it: back to the pool, or once hashed (tx_hashed). */
-void chunk_sent(struct engine *e, uint32_t ci)
+void lane_chunk_sent(struct engine *e, uint32_t ci)
 {
 	if (e->chunks[ci].hashing) {
 		e->chunks[ci].sent = true;
@@ -193,7 +193,7 @@ static void lane_complete(struct engine *e, unsigned lane, uint64_t wr_id)
 	while (l->len > 0 && l->fifo[l->head].wr_id <= wr_id) {
 		int32_t c = l->fifo[l->head].chunk;
 		if (c >= 0) {
-			chunk_sent(e, (uint32_t)c);
+			lane_chunk_sent(e, (uint32_t)c);
 		}
 		l->head = (l->head + 1) % l->cap;
 		l->len--;
@@ -209,7 +209,7 @@ static void lane_complete(struct engine *e, unsigned lane, uint64_t wr_id)
  * now? Averaged since the first one, with no allowance ahead of the clock:
  * the first chunk waits its own time too, so no burst starts the transfer.
  */
-bool bw_allows(struct engine *e, uint32_t len)
+bool lane_bw_allows(struct engine *e, uint32_t len)
 {
 	double el;
 
@@ -246,7 +246,7 @@ int engine_fail_lane(struct engine *e, const struct xport_wc *wc)
 				: "");
 }
 
-int on_xport(struct engine *e)
+int lane_on_xport(struct engine *e)
 {
 	struct xport *x = e->p->x;
 	struct xport_wc wc[64];

@@ -47,7 +47,7 @@ static const struct engine_watch *engine_watch_find(const struct engine *e, int 
 }
 
 /* A message this role does not take now: the session fails. */
-int msg_unexpected(struct engine *e, const struct msg *m)
+int engine_msg_unexpected(struct engine *e, const struct msg *m)
 {
 	return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "unexpected %s during transfer",
 			   proto_type_name(m->type));
@@ -80,7 +80,7 @@ static int on_message(struct engine *e, struct msg *m)
 			}
 			if (!(row->flags & ENGINE_MSG_ANYTIME) && e->role->takes_messages &&
 			    !e->role->takes_messages(e)) {
-				return msg_unexpected(e, m);
+				return engine_msg_unexpected(e, m);
 			}
 			return row->handle(e, m);
 		}
@@ -178,7 +178,7 @@ static int loop_work(struct engine *e)
 		r = engine_features_step(e, true);
 	}
 	if (r >= 0) {
-		r = batch_flush(e);
+		r = lane_batch_flush(e);
 	}
 	if (r >= 0) {
 		r = uring_flush(e);
@@ -203,7 +203,7 @@ static int loop_dispatch(struct engine *e, const struct pollfd *pfd, unsigned nf
 
 	/* Completions the kernel held past a full queue come with no signal. */
 	if ((pfd[2].revents & POLLIN) || uring_ready(e)) {
-		r = on_uring(e);
+		r = uring_on_ready(e);
 	}
 	for (unsigned i = LOOP_FIXED_FDS; i < nfds && r >= 0; i++) {
 		const struct engine_watch *s = engine_watch_find(e, pfd[i].fd);
@@ -240,7 +240,7 @@ static int loop_dispatch(struct engine *e, const struct pollfd *pfd, unsigned nf
 	/* --poll: the completion queue every turn, woken or not. */
 	if (r >= 0 && !e->failed && !finished(e) &&
 	    ((pfd[1].revents & POLLIN) || (e->p->busy_poll && e->p->x))) {
-		r = on_xport(e);
+		r = lane_on_xport(e);
 	}
 	return r >= 0 && e->failed ? e->fail_r : r;
 }

@@ -491,7 +491,7 @@ void rx_finish_dirs(struct engine *e)
 			char text[256];
 
 			snprintf(text, sizeof(text), "%s: %s", what, strerror(-r));
-			note_failure(e, d->name, PROTO_FT_DIR, errno_to_perr(r), true, text);
+			file_note_failure(e, d->name, PROTO_FT_DIR, errno_to_perr(r), true, text);
 		}
 		free(d->name);
 	}

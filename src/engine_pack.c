@@ -427,7 +427,7 @@ static int pack_tx_post(struct engine *e, uint32_t ci)
 {
 	int pick, r;
 
-	if (e->p->bwlimit && !bw_allows(e, e->chunks[ci].fill)) {
+	if (e->p->bwlimit && !lane_bw_allows(e, e->chunks[ci].fill)) {
 		return READY_STOP;
 	}
 	pick = lane_pick(e, 2);

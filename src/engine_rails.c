@@ -148,7 +148,7 @@ static void resolve_queue(struct engine *e, struct lane *l, uint64_t n)
 		if (le->idx - 1 < n) {
 			/* Taken there: its completion went with the lane. */
 			if (sender && le->chunk >= 0) {
-				chunk_sent(e, (uint32_t)le->chunk);
+				lane_chunk_sent(e, (uint32_t)le->chunk);
 			}
 			continue;
 		}

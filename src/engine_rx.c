@@ -506,7 +506,7 @@ static int rx_on_message(struct engine *e, struct msg *m)
 	int r;
 
 	if (e->got_end) {
-		return msg_unexpected(e, m);
+		return engine_msg_unexpected(e, m);
 	}
 	switch (m->type) {
 	case MSG_FILES:
@@ -529,7 +529,7 @@ static int rx_on_message(struct engine *e, struct msg *m)
 		}
 		return r < 0 ? r : 0;
 	default:
-		return msg_unexpected(e, m);
+		return engine_msg_unexpected(e, m);
 	}
 }
 
@@ -541,7 +541,7 @@ static int rx_on_receive(struct engine *e, const struct xport_wc *wc)
 	int r;
 
 	if (kind != PROTO_IMM_DATA || wc->len != e->desc_len) {
-		return imm_unexpected(e, wc);
+		return lane_imm_unexpected(e, wc);
 	}
 	/* Memory windows: only a receive that closed the slot's window. */
 	r = engine_rx_landed(e, wc, slot);
@@ -573,7 +573,7 @@ static int rx_step(struct engine *e)
 	}
 	/*
 	 * Once: a feature may hold the session on after it (relay_rx's outbox),
-	 * while the sender, told, takes its lanes down (on_xport: sent_end).
+	 * while the sender, told, takes its lanes down (lane_on_xport: sent_end).
 	 */
 	if (r >= 0 && e->got_end && !e->sent_end && !engine_busy(e)) {
 		struct msg m = { .type = MSG_END };

@@ -9,7 +9,7 @@
 /* The sender could not send an entry: a failed file on this side too. */
 int rx_entry_failed(struct engine *e, const struct msg_entry_failed *ef)
 {
-	note_failure(e, ef->name, 0, ef->status, false, ef->text);
+	file_note_failure(e, ef->name, 0, ef->status, false, ef->text);
 	/* A kept file whose answer we held: the sender could not send what we wait for. */
 	for (uint32_t i = 0; i < FILE_TABLE; i++) {
 		struct efile *f = file_at(e, i);
@@ -85,22 +85,22 @@ static void rx_entry_settle(struct engine *e, struct efile *f, const struct prot
 	if (code == PERR_SKIPPED) {
 		/* A file kept as it is may be linked to; its attributes may come next. */
 		engine_rx_settled(e, f, ENGINE_RX_KEPT);
-		note_kept(e, f);
+		file_note_kept(e, f);
 		file_release(e, f);
 	} else if (code == PERR_OK && engine_probe(e)) {
 		/* A probe's answer resolves the entry: it would be copied (or made). */
 		engine_rx_settled(e, f, ENGINE_RX_PLANNED);
-		note_planned(e, f->name, f->ftype, f->ftype == PROTO_FT_REG ? f->size : 0);
+		file_note_planned(e, f->name, f->ftype, f->ftype == PROTO_FT_REG ? f->size : 0);
 		file_release(e, f);
 	} else if (code != PERR_OK) {
-		note_failure(e, f->name ? f->name : pf->name, pf->ftype, code, !peer,
-			     file_fail_text(f));
+		file_note_failure(e, f->name ? f->name : pf->name, pf->ftype, code, !peer,
+				  file_fail_text(f));
 		if (f->tfd >= 0 && f->dir >= 0) {
 			rx_discard(e, f);
 		}
 		file_release(e, f);
 	} else if (pf->ftype != PROTO_FT_REG && pf->ftype != PROTO_FT_HARDLINK) {
-		note_committed(e, f, 0, NULL);
+		file_note_committed(e, f, 0, NULL);
 		file_release(e, f);
 	}
 }

@@ -172,7 +172,7 @@ int rx_credit_post(struct engine *e, uint32_t slot, unsigned lane)
 int rx_ring_credit(struct engine *e, uint32_t slot, uint32_t len)
 {
 	if (e->p->bwlimit && !e->failed) {
-		if (e->ncredit_due > 0 || !bw_allows(e, len)) {
+		if (e->ncredit_due > 0 || !lane_bw_allows(e, len)) {
 			uint32_t at = (e->credit_head + e->ncredit_due) % e->p->slots;
 
 			e->credit_q[at] = slot;
@@ -192,7 +192,7 @@ int rx_credit_flush(struct engine *e)
 		uint32_t slot = e->credit_q[e->credit_head];
 		int r;
 
-		if (!e->failed && !bw_allows(e, e->credit_len[slot])) {
+		if (!e->failed && !lane_bw_allows(e, e->credit_len[slot])) {
 			return 0;
 		}
 		e->credit_head = (e->credit_head + 1) % e->p->slots;

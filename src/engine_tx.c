@@ -124,19 +124,20 @@ static int tx_file_answered(struct engine *e, struct efile *f, const struct prot
 		if (r < 0) {
 			return r;
 		}
-		note_kept(e, f);
+		file_note_kept(e, f);
 	} else if (st->status == PERR_OK && engine_probe(e)) {
 		/* A probe: the answer is the result; nothing is read or sent. */
-		note_planned(e, f->name, f->ftype, f->size);
+		file_note_planned(e, f->name, f->ftype, f->size);
 	} else if (st->status == PERR_OK && f->ftype == PROTO_FT_HARDLINK) {
 		/* Made (or waiting for its file) there: its FILE_RESULT says. */
 		f->done_sent = true;
 		return 0;
 	} else if (st->status == PERR_OK && f->ftype != PROTO_FT_REG) {
-		note_committed(e, f, 0, NULL);
+		file_note_committed(e, f, 0, NULL);
 	} else if (st->status != PERR_OK) {
 		/* The receiver refused it. */
-		note_failure(e, f->name, f->ftype, st->status, false, st->text ? st->text : "");
+		file_note_failure(e, f->name, f->ftype, st->status, false,
+				  st->text ? st->text : "");
 	} else {
 		return 0;
 	}
@@ -166,7 +167,7 @@ static int tx_kept_wait(struct engine *e, struct efile *f, const struct proto_st
 		return r;
 	}
 	/* Nothing could be sent: a failure here, and the receiver stops waiting (ENTRY_FAILED). */
-	note_failure(e, f->name, f->ftype, (uint32_t)r, true, file_fail_text(f));
+	file_note_failure(e, f->name, f->ftype, (uint32_t)r, true, file_fail_text(f));
 	if (e->p->peer_caps & PROTO_CAP_ENTRY_FAILED) {
 		struct msg m = { .type = MSG_ENTRY_FAILED };
 
@@ -271,15 +272,15 @@ static int tx_file_result(struct engine *e, const struct msg_file_result *res)
 				   res->id);
 	}
 	if (res->status == PERR_OK && f->resumed) {
-		note_resumed(e, f, f->size - f->resumed - unsent, f->resumed, f->done_hash);
+		file_note_resumed(e, f, f->size - f->resumed - unsent, f->resumed, f->done_hash);
 	} else if (res->status == PERR_OK) {
-		note_committed(e, f, f->size - unsent,
-			       f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
+		file_note_committed(e, f, f->size - unsent,
+				    f->ftype == PROTO_FT_REG ? f->done_hash : NULL);
 	} else if (f->failed) {
 		/* Ours (open, read, a source that changed): the receiver only echoes it. */
-		note_failure(e, f->name, f->ftype, f->fail_code, true, file_fail_text(f));
+		file_note_failure(e, f->name, f->ftype, f->fail_code, true, file_fail_text(f));
 	} else {
-		note_failure(e, f->name, f->ftype, res->status, false, res->text);
+		file_note_failure(e, f->name, f->ftype, res->status, false, res->text);
 	}
 	e->offered_unresolved--;
 	file_release(e, f);
@@ -506,7 +507,7 @@ static int tx_on_message(struct engine *e, struct msg *m)
 	default:
 		break;
 	}
-	return msg_unexpected(e, m);
+	return engine_msg_unexpected(e, m);
 }
 
 /* A credit: the receiver has a slot free again. */
@@ -517,7 +518,7 @@ int tx_on_credit(struct engine *e, const struct xport_wc *wc)
 	int r;
 
 	if (kind != PROTO_IMM_CREDIT || slot >= e->p->slots) {
-		return imm_unexpected(e, wc);
+		return lane_imm_unexpected(e, wc);
 	}
 	/* Memory windows: the credit's word is the slot window's key; else there is none. */
 	r = engine_tx_credit(e, wc, slot);
@@ -525,7 +526,7 @@ int tx_on_credit(struct engine *e, const struct xport_wc *wc)
 		return r;
 	}
 	if (r == ENGINE_DECLINED && wc->len != 0) {
-		return imm_unexpected(e, wc);
+		return lane_imm_unexpected(e, wc);
 	}
 	/* Kept by the fence: its chunk goes into it again, or its key is of a lost lane. */
 	return r == ENGINE_FENCE_KEPT ? 0 : tx_slot_free(e, slot);

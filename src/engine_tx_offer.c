@@ -55,7 +55,7 @@ static int tx_entry_failed(struct engine *e, const struct engine_src *s)
 	uint32_t code = errno_to_perr(s->error);
 	int r;
 
-	note_failure(e, s->name, s->ftype, code, true, s->why);
+	file_note_failure(e, s->name, s->ftype, code, true, s->why);
 	if (!(e->p->peer_caps & PROTO_CAP_ENTRY_FAILED)) {
 		return 0;
 	}

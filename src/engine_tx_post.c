@@ -340,7 +340,7 @@ static int tx_ready_chunk(struct engine *e, uint32_t ci)
 			return r == READY_WAIT ? READY_NONE : r;
 		}
 	}
-	if (e->p->bwlimit && !bw_allows(e, c->len)) {
+	if (e->p->bwlimit && !lane_bw_allows(e, c->len)) {
 		return READY_STOP;
 	}
 	pick = lane_pick(e, 2);

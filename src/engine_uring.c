@@ -84,7 +84,7 @@ static unsigned uring_reap(struct engine *e)
  * not even keep (its allocation failed) is lost, and so is the operation's
  * answer: the session ends rather than wait for it.
  */
-int on_uring(struct engine *e)
+int uring_on_ready(struct engine *e)
 {
 	uint64_t v;
 

@@ -51,7 +51,7 @@ int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_
 		  uint32_t len);
 int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
-void chunk_sent(struct engine *e, uint32_t ci);
+void lane_chunk_sent(struct engine *e, uint32_t ci);
 /*
  * Sender: a slot sealed with s at count (and fed to hash first, block by
  * block): thread-safe (engine_lane.c; the seal feature's jobs, WJOB_SEAL:

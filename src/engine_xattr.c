@@ -345,7 +345,7 @@ static void rx_xattrs_sync_name(struct engine *e, const char *name, const struct
 		code = rx_xattrs_sync(e, x, fd, text, sizeof(text));
 	}
 	if (code != PERR_OK) {
-		note_failure(e, name, PROTO_FT_REG, code, true, text);
+		file_note_failure(e, name, PROTO_FT_REG, code, true, text);
 		if (ret_items) {
 			*ret_items = 0;
 		}
@@ -462,12 +462,12 @@ static int rx_xattrs_dir(struct engine *e, const struct msg_xattrs *x, size_t i)
 	r = fspath_open_dir(e->p->base_fd, xs->xdirs[i].name, &fd);
 	if (r < 0) {
 		snprintf(text, sizeof(text), "extended attributes: %s", strerror(-r));
-		note_failure(e, xs->xdirs[i].name, PROTO_FT_DIR, errno_to_perr(r), true, text);
+		file_note_failure(e, xs->xdirs[i].name, PROTO_FT_DIR, errno_to_perr(r), true, text);
 		return 0;
 	}
 	code = rx_xattrs_sync(e, x, fd, text, sizeof(text));
 	if (code != PERR_OK) {
-		note_failure(e, xs->xdirs[i].name, PROTO_FT_DIR, code, true, text);
+		file_note_failure(e, xs->xdirs[i].name, PROTO_FT_DIR, code, true, text);
 	}
 	/*
 	 * An access ACL sets the mode's bits: a directory we made stays
@@ -517,7 +517,7 @@ static int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 /* -X/-A: a receiver takes XATTRS (a probe reads no source: nothing to carry them for). */
 static int xattrs_on_xattrs(struct engine *e, struct msg *m)
 {
-	return engine_probe(e) ? msg_unexpected(e, m) : rx_xattrs(e, &m->u.xattrs);
+	return engine_probe(e) ? engine_msg_unexpected(e, m) : rx_xattrs(e, &m->u.xattrs);
 }
 
 static void xattrs_release(struct engine *e)

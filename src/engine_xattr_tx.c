@@ -176,7 +176,7 @@ int xattr_tx_dirs(struct engine *e, const struct proto_file *pf, uint32_t n)
 		if (r < 0) {
 			snprintf(text, sizeof(text), "open for its extended attributes: %s",
 				 strerror(-r));
-			note_failure(e, f->name, f->ftype, errno_to_perr(r), true, text);
+			file_note_failure(e, f->name, f->ftype, errno_to_perr(r), true, text);
 			continue;
 		}
 		r = xattr_tx_send(e, f->id, fd, xattr_sync_on(e), text, sizeof(text));
@@ -184,7 +184,7 @@ int xattr_tx_dirs(struct engine *e, const struct proto_file *pf, uint32_t n)
 			return r;
 		}
 		if (r > 0) {
-			note_failure(e, f->name, f->ftype, (uint32_t)r, true, text);
+			file_note_failure(e, f->name, f->ftype, (uint32_t)r, true, text);
 		}
 	}
 	return 0;
@@ -209,8 +209,8 @@ int xattr_tx_kept(struct engine *e, struct efile *f)
 	}
 	/* A source still being written (a relay hop's) has its attributes once it is settled. */
 	if (engine_tx_avail(e, f) != UINT64_MAX && !engine_tx_done_ready(e, f)) {
-		note_failure(e, f->name, f->ftype, PERR_BUSY, true,
-			     "extended attributes: not settled at the hop yet (run again)");
+		file_note_failure(e, f->name, f->ftype, PERR_BUSY, true,
+				  "extended attributes: not settled at the hop yet (run again)");
 		return 0;
 	}
 	r = diskio_open_read_flags(f->src_dirfd, f->src_path, 0, DISKIO_NONBLOCK, &fd, NULL, &st);
@@ -225,7 +225,7 @@ int xattr_tx_kept(struct engine *e, struct efile *f)
 		return r;
 	}
 	if (r > 0) {
-		note_failure(e, f->name, f->ftype, (uint32_t)r, true, text);
+		file_note_failure(e, f->name, f->ftype, (uint32_t)r, true, text);
 	}
 	return r < 0 ? r : 0;
 }
