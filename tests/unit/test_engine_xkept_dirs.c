@@ -9,7 +9,8 @@
  * directory is left as it is). A sender that does not send a held
  * directory's XATTRS before its next FILES ends the session (nothing is
  * held past one batch); an unread XATTRS from a peer without the
- * capability, or for a regular file, is a protocol error.
+ * capability, or for a regular file, is a protocol error. The sender
+ * sends a directory's XATTRS right after its batch and takes the wait.
  */
 #include "engine_harness.h"
 
@@ -198,12 +199,67 @@ static void test_unread_wire(void **state)
 	assert_true(msg_encode(&m, buf, sizeof(buf)) < 0);
 }
 
+/* The played receiver's FILES_ACK of one entry. */
+static void ack_one(struct raw *w, uint32_t id, uint32_t items)
+{
+	struct proto_status st = { .id = id, .status = PERR_SKIPPED, .items = items };
+	struct msg m = { .type = MSG_FILES_ACK, .u.files_ack = { .count = 1, .st = &st } };
+
+	raw_send(w, &m);
+}
+
+/*
+ * The sender: a directory's XATTRS right after its FILES (with its
+ * attribute); a wait for it taken, the second answer counts it updated.
+ */
+static void test_sender_dir_wait(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+	char *dd = path_in(f->src, "dd");
+	struct raw w;
+	struct msg m;
+	uint32_t id;
+
+	source_dir(f, &s, "dd");
+	if (setxattr(dd, "user.a", "v", 1, 0) < 0) {
+		free(dd);
+		skip();
+	}
+	free(dd);
+	f->txr.p.source = (struct engine_source){ .next = source_next, .ud = &s };
+	f->txr.p.open_flags = PROTO_OPEN_XATTRS;
+	f->txr.p.peer_caps =
+	    PROTO_CAP_XATTRS | PROTO_CAP_ITEMIZE | PROTO_CAP_KEPT_ITEMS | PROTO_CAP_DIR_ITEMS;
+	raw_init_receiver(&w, &f->rx);
+	run_start(&f->txr);
+	raw_expect(&w, MSG_FILES, &m);
+	id = m.u.files.files[0].id;
+	msg_clear(&m);
+	raw_expect(&w, MSG_XATTRS, &m);
+	assert_int_equal(m.u.xattrs.id, id);
+	assert_false(m.u.xattrs.unread);
+	assert_int_equal(m.u.xattrs.count, 1);
+	msg_clear(&m);
+	ack_one(&w, id, PROTO_ITEM_WAIT);
+	ack_one(&w, id, PROTO_ITEM_XATTRS);
+	raw_expect(&w, MSG_END, &m);
+	msg_clear(&m);
+	m = (struct msg){ .type = MSG_END, .u.end = { .files = 1 } };
+	raw_send(&w, &m);
+	run_join(&f->txr);
+	raw_free(&w);
+	assert_ok_run(&f->txr);
+	assert_int_equal(f->txr.st.files_updated, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_dir_wait_items),
 		T(test_dir_wait_unsent),
 		T(test_dir_unread_unasked),
+		T(test_sender_dir_wait),
 		cmocka_unit_test(test_unread_wire),
 	};
 
