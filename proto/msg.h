@@ -572,8 +572,14 @@ struct proto_xattr {
 struct msg_xattrs {
 	uint32_t id;
 	uint16_t count;
+	/*
+	 * PROTO_CAP_DIR_ITEMS: the sender could read none of a directory's
+	 * (count 0); on the wire count PROTO_XATTRS_UNREAD and nothing after.
+	 */
+	bool unread;
 	struct proto_xattr *x; /* count entries, allocated by decode */
 };
+#define PROTO_XATTRS_UNREAD 0xffffu
 
 /* Is name one XATTRS may carry (see msg_xattrs)? */
 bool proto_xattr_name_ok(const char *name);

@@ -149,8 +149,15 @@ enum {
  * PROTO_ITEM_ACLS).
  */
 #define PROTO_CAP_KEPT_ITEMS (1ull << 47)
+/*
+ * Kept directories' attribute changes itemized: under -X/-A the sender
+ * sends every directory's XATTRS, an unread one (PROTO_XATTRS_UNREAD) when
+ * it can read none, and the receiver answers a kept directory as a kept
+ * file of PROTO_CAP_KEPT_ITEMS (PROTO_ITEM_WAIT, then what differed).
+ */
+#define PROTO_CAP_DIR_ITEMS (1ull << 48)
 #define PROTO_CAPS_KNOWN                                                                        \
 	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
 	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_MW_FENCE | PROTO_CAP_SLOT_SUITES |                   \
 	 PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | PROTO_CAP_ASM_DISCARD | PROTO_CAP_ASM_SEED |  \
-	 PROTO_CAP_KEPT_ITEMS | PROTO_CAP_RELAY_TREE | PROTO_CAP_FILE_TREE)
+	 PROTO_CAP_KEPT_ITEMS | PROTO_CAP_RELAY_TREE | PROTO_CAP_FILE_TREE | PROTO_CAP_DIR_ITEMS)

@@ -339,11 +339,11 @@ int msg_enc_xattrs(const struct msg *m, struct wbuf *w)
 {
 	const struct msg_xattrs *x = &m->u.xattrs;
 
-	if (x->count > PROTO_MAX_XATTRS) {
+	if (x->count > PROTO_MAX_XATTRS || (x->unread && x->count)) {
 		return -EMSGSIZE;
 	}
 	wbuf_put_u32(w, x->id);
-	wbuf_put_u16(w, x->count);
+	wbuf_put_u16(w, x->unread ? PROTO_XATTRS_UNREAD : x->count);
 	for (size_t i = 0; i < x->count; i++) {
 		if (x->x[i].len > PROTO_MAX_XATTR_VALUE) {
 			return -EMSGSIZE;
@@ -362,6 +362,10 @@ int msg_dec_xattrs(struct rbuf *r, struct msg *m)
 
 	x->id = rbuf_get_u32(r);
 	count = rbuf_get_u16(r);
+	x->unread = !r->error && count == PROTO_XATTRS_UNREAD && rbuf_left(r) == 0;
+	if (x->unread) {
+		count = 0;
+	}
 	if (r->error || count > PROTO_MAX_XATTRS ||
 	    (size_t)count * XATTR_ENTRY_MIN > rbuf_left(r)) {
 		return -EBADMSG;

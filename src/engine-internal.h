@@ -840,6 +840,11 @@ int rx_map_name(struct engine *e, const char *name, char **ret);
 const char *engine_link_target(const struct engine *e, const struct efile *f);
 /* engine_xattr.c */
 int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created);
+/*
+ * engine_xattr_tx.c: may a kept entry of type ftype be answered with a wait
+ * (PROTO_ITEM_WAIT), its attributes compared first (-X/-A, the peer's caps)?
+ */
+bool xattr_kept_waits(const struct engine *e, uint8_t ftype);
 /* engine_meta.c */
 /* -A: a new entry keeps no inherited ACL (the sender's come in XATTRS). */
 void rx_acl_clear(struct engine *e, int fd, bool dir);

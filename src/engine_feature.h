@@ -164,7 +164,7 @@ struct engine_msg_row {
  *               out of order.
  *   rx_named    it has its final name (the data durable under it).
  *   rx_answered its FILES_ACK entry goes next: what the feature sends first.
- *   rx_kept     a regular file is about to be answered SKIPPED: true when
+ *   rx_kept     a regular file or directory is about to be answered SKIPPED: true when
  *               the feature holds the answer (PROTO_ITEM_WAIT) and gives it
  *               later (engine_rx_kept_answer, engine_rx.h).
  *   rx_complete its bytes are all there and verified, before its metadata,

@@ -118,10 +118,14 @@ static int rx_send_resume(struct engine *e, const struct efile *f)
 	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
-/* A regular file kept whose answer a feature holds (PROTO_ITEM_WAIT): it answers later. */
+/*
+ * A regular file or directory kept whose answer a feature holds
+ * (PROTO_ITEM_WAIT): it answers later.
+ */
 static bool rx_kept_held(struct engine *e, struct efile *f, uint32_t code)
 {
-	return code == PERR_SKIPPED && f->ftype == PROTO_FT_REG && engine_rx_kept(e, f);
+	return code == PERR_SKIPPED && (f->ftype == PROTO_FT_REG || f->ftype == PROTO_FT_DIR) &&
+	       engine_rx_kept(e, f);
 }
 
 /* What differs, in a FILES_ACK entry: to a peer that knows it, for an entry taken or kept. */
@@ -203,6 +207,7 @@ int rx_files(struct engine *e, struct msg_files *mf)
 {
 	struct msg ack = { .type = MSG_FILES_ACK };
 	struct proto_status *st;
+	bool failed = e->failed;
 	int r = 0;
 
 	st = calloc(mf->count ? mf->count : 1, sizeof(*st));
@@ -210,6 +215,8 @@ int rx_files(struct engine *e, struct msg_files *mf)
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	engine_rx_batch(e);
+	/* A feature may end the session on what the last batch left undone. */
+	r = !failed && e->failed ? e->fail_r : 0;
 	ack.u.files_ack.st = st;
 	for (size_t i = 0; i < mf->count && r == 0; i++) {
 		bool answered = false;

@@ -149,15 +149,14 @@ static int tx_file_answered(struct engine *e, struct efile *f, const struct prot
 /*
  * SKIPPED with PROTO_ITEM_WAIT (PROTO_CAP_KEPT_ITEMS, -X/-A): a kept regular
  * file whose attributes the receiver takes first; they go now (the
- * tx_skipped hook), and its answer comes again. Once per file.
+ * tx_skipped hook), and its answer comes again. Once per file. A kept
+ * directory's (PROTO_CAP_DIR_ITEMS) went right after its FILES batch.
  */
 static int tx_kept_wait(struct engine *e, struct efile *f, const struct proto_status *st)
 {
 	int r;
 
-	if (st->status != PERR_SKIPPED || f->ftype != PROTO_FT_REG || f->kept_wait ||
-	    !(e->p->peer_caps & PROTO_CAP_KEPT_ITEMS) ||
-	    !(e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS))) {
+	if (st->status != PERR_SKIPPED || f->kept_wait || !xattr_kept_waits(e, f->ftype)) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 				   "FILES_ACK: a wait for id %u unexpected", st->id);
 	}

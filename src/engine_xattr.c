@@ -21,7 +21,9 @@
  * XATTRS), and the receiver sets them and removes the user.* attributes and
  * ACLs the entry has that the sender's has not (rx_xattrs_prune), as rsync
  * -X does. security.* and trusted.* are never removed. With PROTO_CAP_KEPT_ITEMS
- * a kept file's answer waits for them (PROTO_ITEM_WAIT) and says what differed.
+ * a kept file's answer waits for them (PROTO_ITEM_WAIT) and says what differed;
+ * with PROTO_CAP_DIR_ITEMS too a kept directory's (the sender then sends every
+ * directory's XATTRS, unread when it can read none, right after its batch).
  */
 #include "engine-internal.h"
 #include "engine_rx.h"
@@ -89,6 +91,27 @@ static void rx_xattr_dirs_reset(struct engine *e)
 		free(xs->xdirs[i].name);
 	}
 	xs->nxdirs = 0;
+}
+
+/*
+ * A new FILES batch: a directory of the one before whose answer is held
+ * (PROTO_CAP_DIR_ITEMS) had its XATTRS right after that batch, or the
+ * sender never sends them. So at most one batch of directories is held.
+ */
+static void rx_xattr_batch(struct engine *e)
+{
+	struct xattr_state *xs = xattr_of(e);
+
+	for (size_t i = 0; i < xs->nxdirs; i++) {
+		const struct efile *f = file_by_id(e, xs->xdirs[i].id);
+
+		if (f && f->kept_wait && f->ftype == PROTO_FT_DIR) {
+			engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				    "no XATTRS for directory id %u before the next FILES", f->id);
+			break;
+		}
+	}
+	rx_xattr_dirs_reset(e);
 }
 
 static void rx_xattr_dirs_free(struct engine *e)
@@ -314,20 +337,20 @@ static uint32_t rx_xattrs_differ(struct engine *e, const struct msg_xattrs *x, i
 }
 
 /*
- * A kept file's attributes, by its name (never followed): set on it, the
- * others removed; with ret_items, only where they differ, and which did.
- * A failure is the file's (reported).
+ * A kept entry, by its name (never followed): a regular file opened
+ * beneath its directory, a directory as itself. 0 or -errno.
  */
-static void rx_xattrs_sync_name(struct engine *e, const char *name, const struct msg_xattrs *x,
-				uint32_t *ret_items)
+static int rx_kept_open(struct engine *e, const char *name, uint8_t ftype, int *ret_fd)
 {
 	_cleanup_close_ int dirfd = -1, fd = -1;
-	char text[256] = "";
 	const char *leaf;
 	struct stat st;
-	uint32_t code = PERR_OK;
-	int r = fspath_open_parent(e->p->base_fd, name, false, &dirfd, &leaf);
+	int r;
 
+	if (ftype == PROTO_FT_DIR) {
+		return fspath_open_dir(e->p->base_fd, name, ret_fd);
+	}
+	r = fspath_open_parent(e->p->base_fd, name, false, &dirfd, &leaf);
 	if (r >= 0) {
 		fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 		r = fd < 0 ? negerrno() : fstat(fd, &st) < 0 ? negerrno() : 0;
@@ -335,6 +358,26 @@ static void rx_xattrs_sync_name(struct engine *e, const char *name, const struct
 	if (r == 0 && !S_ISREG(st.st_mode)) {
 		r = -ESTALE;
 	}
+	if (r < 0) {
+		return r;
+	}
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+/*
+ * A kept entry's attributes (a regular file's, or a held directory's), by
+ * its name: set on it, the others removed; with ret_items, only where they
+ * differ, and which did. A failure is the entry's (reported).
+ */
+static void rx_xattrs_sync_name(struct engine *e, const char *name, uint8_t ftype,
+				const struct msg_xattrs *x, uint32_t *ret_items)
+{
+	_cleanup_close_ int fd = -1;
+	char text[256] = "";
+	uint32_t code = PERR_OK;
+	int r = rx_kept_open(e, name, ftype, &fd);
+
 	if (r < 0) {
 		snprintf(text, sizeof(text), "extended attributes: %s", strerror(-r));
 		code = errno_to_perr(r);
@@ -345,7 +388,7 @@ static void rx_xattrs_sync_name(struct engine *e, const char *name, const struct
 		code = rx_xattrs_sync(e, x, fd, text, sizeof(text));
 	}
 	if (code != PERR_OK) {
-		file_note_failure(e, name, PROTO_FT_REG, code, true, text);
+		file_note_failure(e, name, ftype, code, true, text);
 		if (ret_items) {
 			*ret_items = 0;
 		}
@@ -359,21 +402,25 @@ static int rx_xattrs_kept(struct engine *e, const struct msg_xattrs *x, size_t i
 	_cleanup_free_ char *name = xs->xkept[i].name;
 
 	xs->xkept[i] = xs->xkept[--xs->nxkept];
-	rx_xattrs_sync_name(e, name, x, NULL);
+	rx_xattrs_sync_name(e, name, PROTO_FT_REG, x, NULL);
 	engine_rx_attrs(e, x->id);
 	return 0;
 }
 
 /*
- * A kept file whose answer we held (xattrs_rx_kept): its attributes
- * compared with the sender's, brought in line where they differ, and the
- * answer given with what differed (an entry updated, not just kept).
+ * A kept file or directory whose answer we held (xattrs_rx_kept): its
+ * attributes compared with the sender's, brought in line where they
+ * differ, and the answer given with what differed (an entry updated, not
+ * just kept). A directory the sender could read none of (x->unread) is
+ * left as it is and answered as kept.
  */
 static int rx_xattrs_held(struct engine *e, struct efile *f, const struct msg_xattrs *x)
 {
 	uint32_t items = 0;
 
-	rx_xattrs_sync_name(e, f->name, x, &items);
+	if (!x->unread) {
+		rx_xattrs_sync_name(e, f->name, f->ftype, x, &items);
+	}
 	engine_rx_attrs(e, x->id);
 	return engine_rx_kept_answer(e, f, items);
 }
@@ -480,6 +527,19 @@ static int rx_xattrs_dir(struct engine *e, const struct msg_xattrs *x, size_t i)
 	return 0;
 }
 
+/* Which directory of the last FILES batch is id (xs->xdirs): its index, or -1. */
+static int rx_xattr_dir_index(struct engine *e, uint32_t id)
+{
+	struct xattr_state *xs = xattr_of(e);
+
+	for (size_t i = 0; i < xs->nxdirs; i++) {
+		if (xs->xdirs[i].id == id) {
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
 static int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 {
 	struct xattr_state *xs = xattr_of(e);
@@ -490,17 +550,32 @@ static int rx_xattrs(struct engine *e, struct msg_xattrs *x)
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
 				   "XATTRS in a session without -X or -A");
 	}
+	if (x->unread && !xattr_kept_waits(e, PROTO_FT_DIR)) {
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "XATTRS: unread from a peer without kept directories' items");
+	}
 	r = rx_xattrs_check(e, x);
 	if (r < 0) {
 		return r;
 	}
-	if (f && f->ftype == PROTO_FT_REG) {
-		return f->kept_wait ? rx_xattrs_held(e, f, x) : rx_xattrs_hold(e, f, x);
+	if (x->unread && !(f ? f->ftype == PROTO_FT_DIR : rx_xattr_dir_index(e, x->id) >= 0)) {
+		return engine_fail(e, PERR_PROTOCOL, -EBADMSG,
+				   "XATTRS: unread for id %u, not a directory of the last FILES",
+				   x->id);
 	}
-	for (size_t i = 0; i < xs->nxdirs; i++) {
-		if (xs->xdirs[i].id == x->id) {
-			return rx_xattrs_dir(e, x, i);
-		}
+	if (f && f->kept_wait) {
+		return rx_xattrs_held(e, f, x);
+	}
+	if (f && f->ftype == PROTO_FT_REG) {
+		return rx_xattrs_hold(e, f, x);
+	}
+	r = rx_xattr_dir_index(e, x->id);
+	if (r >= 0 && x->unread) {
+		engine_rx_attrs(e, x->id); /* nothing to set: the directory is as it was */
+		return 0;
+	}
+	if (r >= 0) {
+		return rx_xattrs_dir(e, x, (size_t)r);
 	}
 	for (size_t i = 0; i < xs->nxkept; i++) {
 		if (xs->xkept[i].id == x->id) {
@@ -539,11 +614,10 @@ static void xattrs_rx_settled(struct engine *e, const struct efile *f, enum engi
 	}
 }
 
-/* A kept file, with a peer that waits (PROTO_CAP_KEPT_ITEMS): answered with its attributes. */
+/* A kept file or directory, with a peer that waits: answered with its attributes. */
 static bool xattrs_rx_kept(struct engine *e, struct efile *f)
 {
-	(void)f;
-	return xattr_sync_on(e) && (e->p->peer_caps & PROTO_CAP_KEPT_ITEMS);
+	return xattr_kept_waits(e, f->ftype);
 }
 
 /* A device keeps its own node: no attributes from the source. */
@@ -606,7 +680,7 @@ const struct engine_feature engine_feature_xattrs = {
 	.file_release = rx_xattrs_release,
 	.release = xattrs_release,
 	.msgs = xattrs_msgs,
-	.rx_batch = rx_xattr_dirs_reset,
+	.rx_batch = rx_xattr_batch,
 	.rx_complete = xattrs_rx_complete,
 	.rx_settled = xattrs_rx_settled,
 	.rx_kept = xattrs_rx_kept,

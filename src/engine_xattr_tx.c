@@ -6,6 +6,7 @@
  */
 #include "engine-internal.h"
 #include "engine_xattr.h"
+#include "hello.h"
 
 #include <sys/xattr.h>
 
@@ -26,6 +27,38 @@ bool xattr_sync_on(const struct engine *e)
 {
 	return (e->p->open_flags & (PROTO_OPEN_XATTRS | PROTO_OPEN_ACLS)) &&
 	       (e->p->peer_caps & PROTO_CAP_ITEMIZE) && !engine_probe(e);
+}
+
+/*
+ * May a kept entry of type ftype be answered with a wait (PROTO_ITEM_WAIT),
+ * its attributes compared first: a regular file with the peer's
+ * PROTO_CAP_KEPT_ITEMS; a directory with PROTO_CAP_DIR_ITEMS too, on both
+ * ends. Both ends ask this, and the sender whether to send a directory's
+ * XATTRS unread.
+ */
+bool xattr_kept_waits(const struct engine *e, uint8_t ftype)
+{
+	const uint64_t dir = PROTO_CAP_KEPT_ITEMS | PROTO_CAP_DIR_ITEMS;
+
+	if (!xattr_sync_on(e)) {
+		return false;
+	}
+	if (ftype == PROTO_FT_REG) {
+		return (e->p->peer_caps & PROTO_CAP_KEPT_ITEMS) != 0;
+	}
+	return ftype == PROTO_FT_DIR && (e->p->peer_caps & hello_local_caps() & dir) == dir;
+}
+
+/* A directory's XATTRS unread (PROTO_CAP_DIR_ITEMS): none could be read. */
+static int tx_xattrs_unread(struct engine *e, uint32_t id)
+{
+	struct msg m = { .type = MSG_XATTRS };
+	int r;
+
+	m.u.xattrs.id = id;
+	m.u.xattrs.unread = true;
+	r = chan_queue(e->p->chan, &m);
+	return r < 0 ? engine_fail(e, PERR_IO, r, "control channel: %s", strerror(-r)) : 0;
 }
 
 /*
@@ -148,7 +181,8 @@ int xattr_tx_send(struct engine *e, uint32_t id, int fd, bool always, char *text
 /*
  * The attributes of the directories of a FILES batch just sent (pf, n),
  * each opened again from its entry. A directory that can't be read is a
- * failure here (it was offered already: the receiver has it without them).
+ * failure here (it was offered already: the receiver has it without them),
+ * and with PROTO_CAP_DIR_ITEMS its XATTRS go unread.
  */
 int xattr_tx_dirs(struct engine *e, const struct proto_file *pf, uint32_t n)
 {
@@ -176,15 +210,20 @@ int xattr_tx_dirs(struct engine *e, const struct proto_file *pf, uint32_t n)
 		if (r < 0) {
 			snprintf(text, sizeof(text), "open for its extended attributes: %s",
 				 strerror(-r));
-			file_note_failure(e, f->name, f->ftype, errno_to_perr(r), true, text);
-			continue;
+			r = (int)errno_to_perr(r);
+		} else {
+			r = xattr_tx_send(e, f->id, fd, xattr_sync_on(e), text, sizeof(text));
 		}
-		r = xattr_tx_send(e, f->id, fd, xattr_sync_on(e), text, sizeof(text));
 		if (r < 0) {
 			return r;
 		}
 		if (r > 0) {
 			file_note_failure(e, f->name, f->ftype, (uint32_t)r, true, text);
+		}
+		/* A receiver that holds the directory's answer hears that none come. */
+		r = r > 0 && xattr_kept_waits(e, PROTO_FT_DIR) ? tx_xattrs_unread(e, f->id) : 0;
+		if (r < 0) {
+			return r;
 		}
 	}
 	return 0;

@@ -14,7 +14,8 @@
 # metadata-only changes (modes, owners, times, xattrs and ACLs added, changed
 # and removed on kept files and directories) sends no data but a touched
 # file's, counts them "updated" and itemizes them (-v, --json) as rsync -i
-# does (a kept file's xattrs and ACLs too); an unchanged re-run lists nothing.
+# does (a kept file's and directory's xattrs and ACLs too); an unchanged re-run lists
+# nothing.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -100,7 +101,7 @@ same "push after chmod, chown, touch" "$T/mod/tree"
 changes=$(jq -r 'select(.action == "updated" or .action == "copied") |
 	"\(.name) \(.changes | join(","))"' "$T/out" | sort | tr '\n' '|')
 want="tree/hl2 xattrs|tree/link-a times,owner,group|tree/open perms|tree/open/a perms,xattrs|"
-want+="tree/open/b owner,group|tree/open/deep/c content,times|tree/private owner,group|"
+want+="tree/open/b owner,group|tree/open/deep/c content,times|tree/private owner,group,xattrs|"
 want+="tree/ro/file xattrs|tree/sparse acls|"
 [ "$changes" = "$want" ] && pass "--json says what changed: $changes" ||
 	fail "--json changes: $changes, wanted $want"

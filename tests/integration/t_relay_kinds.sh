@@ -19,7 +19,7 @@
 #      (read back with Python's os.listxattr/getxattr: getfattr and getfacl
 #      need not be installed); and again into the same tree with --skip
 #      quick, after the source's attributes changed (kept entries brought in
-#      line at every hop)
+#      line at every hop; -v itemizes the kept directory's changed attribute)
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -229,10 +229,14 @@ os.removexattr(os.path.join(root, "sub/b"), "user.b")
 os.setxattr(os.path.join(root, "sub"), "user.dirattr", b"changed")
 PY
 	xdump "$T/src/xt" >"$T/x.src"
-	to_all --transport tcp -a -X -A --skip quick "$T/src/xt" x/ >"$T/xk.out" 2>"$T/xk.err"
+	to_all --transport tcp -a -X -A --skip quick -v "$T/src/xt" x/ >"$T/xk.out" 2>"$T/xk.err"
 	rc=$?
 	[ "$rc" -eq 0 ] && pass "6: --skip quick: exit 0" ||
 		fail "6: --skip quick: exit $rc: $(tail -3 "$T/xk.err")"
+	# The first hop's answers: the kept directory's changed attribute itemized (capability 48).
+	grep -q '^\.d\.\.\.\.\.\.\.\.x .*xt/sub/\?$' "$T/xk.out" "$T/xk.err" &&
+		pass "6: --skip quick -v: sub itemized .d........x" ||
+		fail "6: --skip quick -v: no .d........x line for sub: $(cat "$T/xk.out" "$T/xk.err")"
 	for n in $HOPS; do
 		xdump "$T/m$n/data/x/xt" >"$T/x.$n"
 		diff "$T/x.src" "$T/x.$n" >"$T/x.diff" &&
