@@ -95,6 +95,34 @@ dest_field() {
 		select(.host == \$h) | .$3" "$1"
 }
 
+# held N: the bytes 127.0.0.N holds of big in its partial store, else of the file.
+held() {
+	local f
+	f=$(ls "$T/m$1/data/.rdmacp-partial/"*.data 2>/dev/null | head -1)
+	[ -n "$f" ] || f="$T/m$1/data/big"
+	[ -e "$f" ] && du -B1 --apparent-size "$f" 2>/dev/null | cut -f1 || echo 0
+}
+
+# wait_held N BYTES [SECONDS]: until 127.0.0.N holds BYTES of big (at most SECONDS, default
+# 120). Then 0.
+wait_held() {
+	local i
+	for i in $(seq 1 $((${3:-120} * 20))); do
+		[ "$(held "$1")" -ge "$2" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# clear_dests N...: the modules of 127.0.0.N... empty again (the directories stay: each
+# daemon holds its own).
+clear_dests() {
+	local n
+	for n in "$@"; do
+		find "$T/m$n/data" -mindepth 1 -delete
+	done
+}
+
 # kill_daemon N: the daemon on 127.0.0.N and its sessions, kill -9 (a relay child dies with its
 # session).
 kill_daemon() {

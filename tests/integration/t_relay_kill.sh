@@ -30,36 +30,11 @@ RATE=16M
 
 . "$(dirname "$0")/relay_lib.sh"
 
-# held N: the bytes 127.0.0.N holds of the file: its partial store's data, else the file
-# (0: none). A copy without --partial writes an unnamed inode, whose size says nothing
-# (it is allocated whole at once): opened tells of that one.
-held() {
-	local f
-	f=$(ls "$T/m$1/data/.rdmacp-partial/"*.data 2>/dev/null | head -1)
-	[ -n "$f" ] || f="$T/m$1/data/big"
-	[ -e "$f" ] && du -B1 --apparent-size "$f" 2>/dev/null | cut -f1 || echo 0
-}
-
-# wait_held N BYTES: until 127.0.0.N holds BYTES of the file (at most 120 s). Then 0.
-wait_held() {
-	local i
-	for i in $(seq 1 2400); do
-		[ "$(held "$1")" -ge "$2" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
-
+# held (relay_lib.sh) reads a partial's data, else the file; a copy without --partial
+# writes an unnamed inode, whose size says nothing (allocated whole at once): opened tells
+# of that one.
 relay_daemons 2 3 4
 DESTS=(127.0.0.2:data/ 127.0.0.3:data/ 127.0.0.4:data/)
-
-# clear_dests: every module empty again (the directories stay: each daemon holds its own).
-clear_dests() {
-	local n
-	for n in 2 3 4; do
-		find "$T/m$n/data" -mindepth 1 -delete
-	done
-}
 
 # cut_copy CASE VICTIM RATE [OPTS...]: the copy to the three paced at RATE, the daemon on
 # 127.0.0.VICTIM killed once the hop after it holds an eighth of the file (with
@@ -150,7 +125,7 @@ echo "--- b. a --partial re-run to all"
 rerun b 3
 
 echo "--- c. the first hop killed mid-copy: the client cuts it out"
-clear_dests
+clear_dests 2 3 4
 cut_copy c 2 "$RATE" --partial
 [ "$RC" -eq 25 ] && pass "c: exit 25" || fail "c: exit $RC: $(tail -5 "$T/c.err")"
 others_exact c 2
@@ -164,7 +139,7 @@ sent=$(dest_field "$T/c.json" 127.0.0.3 bytes)
 rerun c 2
 
 echo "--- d. without --partial: the next hop gets the file again, the dead one failed"
-clear_dests
+clear_dests 2 3 4
 # At half the rate: the kill lands well before the end.
 cut_copy d 3 8M
 [ "$RC" -eq 25 ] && pass "d: exit 25" || fail "d: exit $RC: $(tail -5 "$T/d.err")"

@@ -62,33 +62,8 @@ wait_session() {
 	return 1
 }
 
-# held N: the bytes 127.0.0.N holds of the file: its partial store's data, else the file.
-held() {
-	local f
-	f=$(ls "$T/m$1/data/.rdmacp-partial/"*.data 2>/dev/null | head -1)
-	[ -n "$f" ] || f="$T/m$1/data/big"
-	[ -e "$f" ] && du -B1 --apparent-size "$f" 2>/dev/null | cut -f1 || echo 0
-}
-
-# wait_held N BYTES: until 127.0.0.N holds BYTES of the file (at most 60 s). Then 0.
-wait_held() {
-	local i
-	for i in $(seq 1 1200); do
-		[ "$(held "$1")" -ge "$2" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
-
 relay_daemons 2 3 4
 DESTS=(127.0.0.2:data/ 127.0.0.3:data/ 127.0.0.4:data/)
-
-clear_dests() {
-	local n
-	for n in 2 3 4; do
-		find "$T/m$n/data" -mindepth 1 -delete
-	done
-}
 
 now() { date +%s.%N; }
 
@@ -110,7 +85,7 @@ copy() {
 	if [ "$how" = slow ]; then
 		# With --partial, once it holds some (so that the re-run has some to resume).
 		if [ "$*" = --partial ]; then
-			wait_held 3 $((8 * MIB)) || fail "$c: 127.0.0.3 never held 8 MiB"
+			wait_held 3 $((8 * MIB)) 60 || fail "$c: 127.0.0.3 never held 8 MiB"
 		else
 			sleep 1
 		fi
@@ -154,7 +129,7 @@ exact 0 2 3 4
 BASE=$SECS
 
 echo "--- a. the middle hop too slow (stopped), --partial"
-clear_dests
+clear_dests 2 3 4
 copy a slow --partial
 [ "$RC" -eq 25 ] && pass "a: exit 25" || fail "a: exit $RC: $(tail -5 "$T/a.err")"
 exact a 2 4
@@ -193,13 +168,13 @@ for n in 2 4; do
 done
 
 echo "--- c. a short stall (1.5 s, under half of $SLOW_T s) is ridden out"
-clear_dests
+clear_dests 2 3 4
 copy c stall --partial
 [ "$RC" -eq 0 ] && pass "c: exit 0" || fail "c: exit $RC: $(tail -5 "$T/c.err")"
 exact c 2 3 4
 
 echo "--- d. the middle hop too slow (stopped), without --partial: failed"
-clear_dests
+clear_dests 2 3 4
 copy d slow
 [ "$RC" -eq 25 ] && pass "d: exit 25" || fail "d: exit $RC: $(tail -5 "$T/d.err")"
 exact d 2 4

@@ -38,14 +38,6 @@ relay_daemons "${HOSTS[@]}"
 DESTS=()
 for n in "${HOSTS[@]}"; do DESTS+=("127.0.0.$n:data/"); done
 
-# clear_dests: every module empty again (the directories stay).
-clear_dests() {
-	local n
-	for n in "${HOSTS[@]}"; do
-		find "$T/m$n/data" -mindepth 1 -delete
-	done
-}
-
 # all_exact CASE [SKIP]: every destination but SKIP holds the sources byte-exact, copied.
 all_exact() {
 	local n
@@ -75,14 +67,6 @@ kill_daemon() {
 	for p in $(pgrep -P "${DPID[$1]}"); do kill -KILL "$p" 2>/dev/null; done
 	kill -KILL "${DPID[$1]}" 2>/dev/null
 	wait "${DPID[$1]}" 2>/dev/null
-}
-
-# held N: the bytes 127.0.0.N holds of big in its partial store, else of the file.
-held() {
-	local f
-	f=$(ls "$T/m$1/data/.rdmacp-partial/"*.data 2>/dev/null | head -1)
-	[ -n "$f" ] || f="$T/m$1/data/big"
-	[ -e "$f" ] && du -B1 --apparent-size "$f" 2>/dev/null | cut -f1 || echo 0
 }
 
 mkdir -p "$T/src/tree/sub/deeper"
@@ -130,7 +114,7 @@ for n in 4 5 7 8; do
 done
 
 echo "--- b. an inner hop killed mid-copy: its subtree bypassed, its sibling's completes"
-clear_dests
+clear_dests "${HOSTS[@]}"
 "${CLIENT[@]}" --json -a --partial --bwlimit 4M --fanout 2 "$T/src/big" "${DESTS[@]}" \
 	>"$T/b.json" 2>"$T/b.err" &
 pid=$!
@@ -163,7 +147,7 @@ sent=$(dest_field "$T/b.re.json" 127.0.0.3 bytes)
 	fail "b: the re-run sent 127.0.0.3 '$sent' bytes"
 
 echo "--- c. a first daemon from before trees: the rest goes as a chain"
-clear_dests
+clear_dests "${HOSTS[@]}"
 kill_daemon 2
 RDMACP_TEST_CAPS_OFF=$((1 << 43)) start_relay_daemon 2
 "${CLIENT[@]}" --json --fanout 2 "$T/src/big" "${DESTS[@]}" >"$T/c.json" 2>"$T/c.err"
@@ -180,7 +164,7 @@ expect_rc 1 "d: --fanout 17 refused" "${CLIENT[@]}" --fanout 17 "$T/src/big" "${
 expect_rc 1 "d: a destination named twice refused" "${CLIENT[@]}" --fanout 2 "$T/src/big" \
 	127.0.0.2:data/x 127.0.0.3:data/x 127.0.0.2:data/x/
 grep -q "named twice" "$T/err" && pass "d: the loop is said" || fail "d: $(cat "$T/err")"
-clear_dests
+clear_dests "${HOSTS[@]}"
 from=$(($(wc -l <"$T/d3.log") + 1))
 expect_rc 0 "d: --fanout 1 is a chain" "${CLIENT[@]}" --fanout 1 "$T/src/big" "${DESTS[@]:0:4}"
 got=$(relayed_to 3 "$from")
@@ -188,7 +172,7 @@ got=$(relayed_to 3 "$from")
 	fail "d: the chain: 127.0.0.3 relayed to '$got'"
 
 echo "--- e. a plan to every host, run with --fanout 2"
-clear_dests
+clear_dests "${HOSTS[@]}"
 mkdir -p "$T/plans"
 expect_rc 0 "e: plan --every-host" "${CLIENT[@]}" plan -a --skip quick --shards 1 --every-host \
 	"$T/src/tree" "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5:data/p/" -o "$T/plans/p.plan"
