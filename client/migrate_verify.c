@@ -13,6 +13,7 @@
 #include "client.h"
 #include "exitcodes.h"
 #include "log.h"
+#include "macro.h"
 #include "migrate.h"
 #include "plan.h"
 
@@ -49,6 +50,7 @@ struct verifier {
 	struct journal_writer *j; /* finalize's own: a split file's "assembled" is its word */
 	struct journal_marks marks;
 	uint64_t files, unproven, gone;
+	uint64_t proven; /* names the probe marked proven, each once */
 	/* The split file the pass is in: kept by its shards, not found as the source has it. */
 	bool kept_unproven;
 };
@@ -83,6 +85,33 @@ static int verify_entry(void *ud, const struct plan_entry *e)
 	return 0;
 }
 
+/*
+ * A name the probe found (or found gone) marked proven in the set
+ * proven_set takes its outcome from: a whole file's shard outcome, else
+ * finalize's own word on a split file when done, else its shards' keeping
+ * of it. Each name marked the first time is counted: when all the files
+ * probed are, none is left unproven (verify_all leaves out the pass that
+ * looks for them).
+ */
+static void verify_mark(struct verifier *v, const char *name)
+{
+	struct nameset *sets[] = { &v->m->ns, &v->m->final, &v->m->kept };
+
+	for (size_t i = 0; i < ARRAY_SIZE(sets); i++) {
+		const struct nameset_slot *s = nameset_get(sets[i], name);
+
+		if (!s || (sets[i] == &v->m->final && !journal_state_done(s->state) &&
+			   nameset_get(&v->m->kept, name))) {
+			continue;
+		}
+		if (!(s->marks & NAMESET_PROVEN)) {
+			v->proven++;
+		}
+		nameset_mark(sets[i], name, NAMESET_PROVEN);
+		return;
+	}
+}
+
 static void verify_observe(void *ud, const char *name, const char *action, uint64_t bytes,
 			   const char *code, const uint8_t *hash)
 {
@@ -99,10 +128,7 @@ static void verify_observe(void *ud, const char *name, const char *action, uint6
 	} else if (strcmp(action, "would_skip") != 0) {
 		return;
 	}
-	if (!nameset_mark(&v->m->ns, name, NAMESET_PROVEN) &&
-	    !nameset_mark(&v->m->final, name, NAMESET_PROVEN)) {
-		nameset_mark(&v->m->kept, name, NAMESET_PROVEN);
-	}
+	verify_mark(v, name);
 }
 
 /* After the probes: each file not proven named, and marked failed where its outcome is kept. */
@@ -229,7 +255,8 @@ int verify_all(struct merged *m, struct client_opts *o, struct journal_writer *j
 		goto out;
 	}
 	rc = verify_probe(&v, o);
-	if (rc == 0) {
+	/* Every file probed found as the source has it: no pass to look for one that isn't. */
+	if (rc == 0 && v.proven != v.files) {
 		rc = plan_pass(m->r, verify_unproven, &v);
 	}
 	marks_close_all(&v.marks);
