@@ -7,10 +7,13 @@
  * the directories and symlinks made again, or with --delete the tree pushed
  * again with the daemon mirroring; in finalize's own journal.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "client.h"
@@ -21,21 +24,25 @@
 #include "plan.h"
 
 /*
- * finalize: the directories and symlinks again. No journal's word is taken
- * for them (they cost no data to make again), and with -p the directories
- * get their modes and times now their contents are in.
+ * finalize_load's pass: each entry's outcome merged, and the directories
+ * and symlinks listed (dirs; NULL with --delete, whose mirror makes them)
+ * for finalize_dirs, once the proof holds: no second pass of the plan.
  */
-static int dirs_entry(void *ud, const struct plan_entry *e)
-{
-	struct runner *ru = ud;
+struct load_pass {
+	struct merged *m;
+	FILE *dirs; /* the names, each ended by a NUL */
+};
 
-	if ((e->ftype == PROTO_FT_DIR || e->ftype == PROTO_FT_SYMLINK) && !ru->stop) {
-		batch_add(&ru->list, e->name);
-		if (ru->list.n >= RUN_BATCH) {
-			run_result(ru, run_push(ru, &ru->list));
-		}
+static int load_entry(void *ud, const struct plan_entry *e)
+{
+	struct load_pass *lp = ud;
+	int rc = merged_entry(lp->m, e);
+
+	if (rc == 0 && lp->dirs && (e->ftype == PROTO_FT_DIR || e->ftype == PROTO_FT_SYMLINK)) {
+		fputs(e->name, lp->dirs);
+		fputc('\0', lp->dirs);
 	}
-	return 0;
+	return rc;
 }
 
 /* --delete: the whole tree pushed again with -r and a skip level, the daemon mirroring. */
@@ -179,12 +186,14 @@ static int first_entry(void *ud, const struct plan_entry *e)
  * The plan and its journals merged, every entry's outcome there, and
  * --delete given a plan of one tree. 0 or an exit code (said why).
  */
-static int finalize_load(struct merged *m, struct client_opts *o, const char *plan, bool mirror)
+static int finalize_load(struct merged *m, struct client_opts *o, const char *plan, bool mirror,
+			 FILE *dirs)
 {
+	struct load_pass lp = { .m = m, .dirs = mirror ? NULL : dirs };
 	int rc = merged_load(m, plan);
 
 	if (rc == 0) {
-		rc = plan_pass(m->r, merged_entry, m);
+		rc = plan_pass(m->r, load_entry, &lp);
 	}
 	if (rc == 0) {
 		rc = merged_foreign(m, plan);
@@ -215,16 +224,30 @@ static int finalize_mirror(struct merged *m, struct client_opts *o, const char *
 	return rc;
 }
 
-/* Without --delete: the directories and symlinks again, in pushes of their own. */
-static int finalize_dirs(struct runner *ru, struct merged *m)
+/*
+ * Without --delete: the directories and symlinks again (no journal's word
+ * is taken for them: they cost no data to make again, and with -p the
+ * directories get their modes and times now their contents are in), read
+ * back from the list finalize_load made, in pushes of RUN_BATCH names.
+ */
+static int finalize_dirs(struct runner *ru, FILE *dirs)
 {
+	_cleanup_free_ char *name = NULL;
+	size_t cap = 0;
 	int rc = 0;
 
-	if (batch_open(&ru->list, ru->jpath, "list") < 0) {
+	if (fflush(dirs) != 0 || fseek(dirs, 0, SEEK_SET) < 0 ||
+	    batch_open(&ru->list, ru->jpath, "list") < 0) {
 		rc = EXIT_LOCAL_IO;
 	}
-	if (rc == 0) {
-		rc = plan_pass(m->r, dirs_entry, ru);
+	while (rc == 0 && !ru->stop && getdelim(&name, &cap, '\0', dirs) > 0) {
+		batch_add(&ru->list, name);
+		if (ru->list.n >= RUN_BATCH) {
+			run_result(ru, run_push(ru, &ru->list));
+		}
+	}
+	if (rc == 0 && ferror(dirs)) {
+		rc = EXIT_LOCAL_IO;
 	}
 	if (rc == 0 && !ru->stop && ru->list.n > 0) {
 		run_result(ru, run_push(ru, &ru->list));
@@ -245,8 +268,8 @@ static int finalize_dirs(struct runner *ru, struct merged *m)
  * a fan-out with several destinations), or --delete's mirror at each.
  */
 static int finalize_at(struct merged *m, struct client_opts *o, struct journal_writer *j,
-		       struct runner *ru, const char *plan, bool mirror, uint64_t max_delete,
-		       bool have_max)
+		       struct runner *ru, FILE *dirs, const char *plan, bool mirror,
+		       uint64_t max_delete, bool have_max)
 {
 	int rc = 0;
 
@@ -267,7 +290,7 @@ static int finalize_at(struct merged *m, struct client_opts *o, struct journal_w
 			apply_plan_options(o, m->h);
 		}
 	} else {
-		rc = finalize_dirs(ru, m);
+		rc = finalize_dirs(ru, dirs);
 	}
 	copy_set_observer(NULL, NULL);
 	return rc;
@@ -290,15 +313,78 @@ static int finalize_summary(struct merged *m, struct client_opts *o, const char 
 	return rc;
 }
 
+/*
+ * The list of directories and symlinks: a file next to the journal, its
+ * name unlinked at once (a finalize started beside this one, refused by
+ * journal_begin, touches nothing of it). 0 or -errno.
+ */
+static int dirs_list_open(const char *jpath, FILE **ret)
+{
+	char path[JOURNAL_PATH_MAX + 16];
+	int fd;
+	FILE *f;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s.dirs.XXXXXX", jpath) >= sizeof(path)) {
+		return -ENAMETOOLONG;
+	}
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0) {
+		return -errno;
+	}
+	unlink(path);
+	f = fdopen(fd, "w+");
+	if (!f) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	*ret = f;
+	return 0;
+}
+
+/*
+ * Once the plan is loaded and ready: finalize's work in its own journal,
+ * then (when it succeeded) the summary. One finalize at a time.
+ */
+static int finalize_journaled(struct merged *m, struct client_opts *o, struct runner *ru,
+			      FILE *dirs, const char *plan, bool mirror, uint64_t max_delete,
+			      bool have_max)
+{
+	struct journal_writer j = { 0 };
+	struct nameset ignored = { 0 };
+	double t0 = now_seconds();
+	int rc;
+
+	ru->h = m->h;
+	rc = journal_begin(ru->jpath, "finalize", m->h, -1, &ignored, &j);
+	nameset_free(&ignored);
+	if (rc != 0) {
+		return rc;
+	}
+	apply_plan_options(o, m->h);
+	rc = runner_dests(ru, 0);
+	if (rc == 0) {
+		rc = finalize_at(m, o, &j, ru, dirs, plan, mirror, max_delete, have_max);
+	}
+	runner_dests_free(ru);
+	if (journal_end(&j, rc, now_seconds() - t0) < 0 && rc == 0) {
+		rc = EXIT_LOCAL_IO;
+	}
+	if (rc == 0 && o->verbose >= 0) {
+		rc = finalize_summary(m, o, plan);
+	}
+	return rc;
+}
+
 int cmd_finalize(struct client_opts *o, char **args, int nargs)
 {
 	struct merged m = { .o = o };
 	struct runner ru = { .o = o };
-	struct journal_writer j = { 0 };
-	struct nameset ignored = { 0 };
+	_cleanup_fclose_ FILE *dirs = NULL;
 	bool mirror = o->mirror, have_max = o->have_max_delete;
 	uint64_t max_delete = o->max_delete;
-	double t0 = now_seconds();
+	char esc[1024];
 	int rc;
 
 	if (nargs != 1) {
@@ -309,38 +395,20 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 		log_error("--max-delete needs --delete");
 		return EXIT_USAGE;
 	}
-	rc = finalize_load(&m, o, args[0], mirror);
-	if (rc != 0) {
-		merged_free(&m);
-		return rc;
-	}
-	/* All shards are done: one finalize at a time, in its own journal. */
 	if (journal_path(args[0], UINT32_MAX, ru.jpath, sizeof(ru.jpath)) < 0) {
-		char esc[1024];
-
 		log_error("%s: the plan's path is too long for its journal's",
 			  log_escape_short(args[0], esc, sizeof(esc)));
-		merged_free(&m);
 		return EXIT_USAGE;
 	}
-	ru.h = m.h;
-	rc = journal_begin(ru.jpath, "finalize", m.h, -1, &ignored, &j);
-	nameset_free(&ignored);
-	if (rc != 0) {
-		merged_free(&m);
-		return rc;
+	rc = dirs_list_open(ru.jpath, &dirs);
+	if (rc < 0) {
+		log_error_errno(rc, "%s: a list next to it: %m",
+				log_escape_short(ru.jpath, esc, sizeof(esc)));
+		return EXIT_LOCAL_IO;
 	}
-	apply_plan_options(o, m.h);
-	rc = runner_dests(&ru, 0);
+	rc = finalize_load(&m, o, args[0], mirror, dirs);
 	if (rc == 0) {
-		rc = finalize_at(&m, o, &j, &ru, args[0], mirror, max_delete, have_max);
-	}
-	runner_dests_free(&ru);
-	if (journal_end(&j, rc, now_seconds() - t0) < 0 && rc == 0) {
-		rc = EXIT_LOCAL_IO;
-	}
-	if (rc == 0 && o->verbose >= 0) {
-		rc = finalize_summary(&m, o, args[0]);
+		rc = finalize_journaled(&m, o, &ru, dirs, args[0], mirror, max_delete, have_max);
 	}
 	merged_free(&m);
 	return rc;
