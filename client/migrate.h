@@ -185,6 +185,13 @@ struct merged {
 
 /* The plan and every journal next to it; EXIT_BAD_PLAN for one that doesn't belong. */
 int merged_load(struct merged *m, const char *plan);
+/*
+ * After finalize wrote its own journal: that journal read again and the
+ * outcomes merged and counted again (a pass of merged_entry); the shards'
+ * journals, which finalize leaves as they are when it succeeds, as loaded.
+ * 0 or an exit code.
+ */
+int merged_final_again(struct merged *m, const char *plan);
 /* plan_pass's each: an entry's outcome merged and counted. */
 int merged_entry(void *ud, const struct plan_entry *e);
 /* After a pass of merged_entry: a shard journal's line for no entry of the plan refused. */

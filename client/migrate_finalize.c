@@ -296,17 +296,15 @@ static int finalize_at(struct merged *m, struct client_opts *o, struct journal_w
 	return rc;
 }
 
-/* Once finalized: the plan and its journals read again for the summary. */
+/*
+ * Once finalized: its own journal read again and the outcomes merged again
+ * for the summary (the shards' journals, which a finalize that succeeds
+ * does not write, as loaded).
+ */
 static int finalize_summary(struct merged *m, struct client_opts *o, const char *plan)
 {
-	int rc;
+	int rc = merged_final_again(m, plan);
 
-	merged_free(m);
-	*m = (struct merged){ .o = o };
-	rc = merged_load(m, plan);
-	if (rc == 0) {
-		rc = plan_pass(m->r, merged_entry, m);
-	}
 	if (rc == 0) {
 		merged_summary(m, o, o->json);
 	}

@@ -221,6 +221,17 @@ int journal_foreign(struct nameset *ns, int fd, const char *jpath)
 			       err);
 }
 
+/* finalize's own journal (fd, open) into m->final, its deletions counted. */
+static int merged_load_final(struct merged *m, int fd, const char *jpath)
+{
+	int rc = journal_load(fd, jpath, m->h->id, -1, m->h->shards, &m->final, NULL, NULL, NULL);
+
+	for (size_t k = 0; k < m->final.cap; k++) {
+		m->deleted += m->final.v[k].state == JOURNAL_DELETED;
+	}
+	return rc;
+}
+
 /* The plan and every journal next to it; EXIT_BAD_PLAN for one that doesn't belong. */
 int merged_load(struct merged *m, const char *plan)
 {
@@ -251,11 +262,7 @@ int merged_load(struct merged *m, const char *plan)
 			continue;
 		}
 		if (final) {
-			rc = journal_load(fd, jpath, m->h->id, -1, m->h->shards, &m->final, NULL,
-					  NULL, NULL);
-			for (size_t k = 0; k < m->final.cap; k++) {
-				m->deleted += m->final.v[k].state == JOURNAL_DELETED;
-			}
+			rc = merged_load_final(m, fd, jpath);
 		} else {
 			m->shards[i].journal = true;
 			m->shards[i].dests = m->dests;
@@ -413,6 +420,35 @@ int merged_entry(void *ud, const struct plan_entry *e)
 		}
 	}
 	return 0;
+}
+
+int merged_final_again(struct merged *m, const char *plan)
+{
+	char jpath[PATH_MAX];
+	int fd, rc;
+
+	/* What merged_entry counts, from nothing again; what journal_load counted, kept. */
+	nameset_free(&m->final);
+	nameset_free(&m->kept);
+	m->split_files = m->split_ready = m->split_mixed = 0;
+	m->vanished = m->vanished_accepted = m->deleted = 0;
+	m->assembly = (struct shard_stats){ 0 };
+	memset(m->by_state, 0, sizeof(m->by_state));
+	for (uint32_t i = 0; i < m->h->shards; i++) {
+		struct shard_stats *st = &m->shards[i];
+
+		st->entries = st->bytes = st->done = st->failed = 0;
+	}
+	if (journal_path(plan, UINT32_MAX, jpath, sizeof(jpath)) < 0) {
+		return EXIT_USAGE;
+	}
+	fd = open(jpath, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		return errno == ENOENT ? plan_pass(m->r, merged_entry, m) : EXIT_LOCAL_IO;
+	}
+	rc = merged_load_final(m, fd, jpath);
+	close(fd);
+	return rc ? rc : plan_pass(m->r, merged_entry, m);
 }
 
 uint64_t merged_done(const struct merged *m)
