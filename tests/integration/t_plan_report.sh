@@ -14,7 +14,8 @@
 #      says runs were cut short;
 #   3. with split files the shards' lines and the split files' line add up to
 #      the totals (entries, done, failed, pending), before and after finalize
-#      assembles them; the text has the split files' line.
+#      assembles them; the text has the split files' line; finalize's --json summary
+#      (its own journal read again, the shards' kept as loaded) is the report's.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -91,7 +92,16 @@ grep -q "split files (finalize assembles them): 2 entries, 0 done" "$T/rep2.txt"
 	fail "text: $(cat "$T/rep2.txt")"
 expect_rc 0 "shard 1" "${CLIENT[@]}" -q run "$P2" --shard 1/3
 expect_rc 0 "shard 2" "${CLIENT[@]}" -q run "$P2" --shard 2/3
-expect_rc 0 "finalize assembles" "${CLIENT[@]}" finalize "$P2"
+expect_rc 0 "finalize assembles" "${CLIENT[@]}" finalize "$P2" --json
+cp "$T/out" "$T/fin2.json"
+# finalize's summary counts its own journal again without reading the shards' again: it
+# must say what a report made from every journal afresh says.
+summary() { jq -c 'select(.event == "report" or .event == "shard" or .event == "assembly" or .event == "destination") | del(.rate, .seconds)'; }
+if [ -n "$(summary <"$T/fin2.json")" ] && [ "$(summary <"$T/fin2.json")" = "$("${CLIENT[@]}" report "$P2" --json | summary)" ]; then
+	pass "finalize's summary is the report's"
+else
+	fail "finalize's summary: $(summary <"$T/fin2.json"); report's: $("${CLIENT[@]}" report "$P2" --json | summary)"
+fi
 [ "$(adds_up)" = true ] && [ "$("${CLIENT[@]}" report "$P2" --json | jq -r 'select(.event == "assembly") | "\(.done) \(.pending)"')" = "2 0" ] &&
 	pass "after finalize: 2 split files done, the lines add up" ||
 	fail "after finalize: $("${CLIENT[@]}" report "$P2" --json | grep -v '"entry"')"
