@@ -204,6 +204,8 @@ static void dev_release(struct verbs_xport *vx, unsigned dev)
  * longer has is closed (and one added since is known). Without that a
  * removed device stays open here for the session's life: Soft-RoCE's
  * `rdma link del` waits for it, and a NIC's removed device its memory.
+ * Listing opens librdmacm's context of each device it had not used yet,
+ * kept as it keeps every one it used: once per device lost, not per lane.
  */
 static void cm_devices_resync(void)
 {
