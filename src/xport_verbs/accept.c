@@ -250,7 +250,8 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 			       bool token_dead, struct verbs_xport *vx, struct rdma_cm_event *ev,
 			       unsigned *nest)
 {
-	struct rdma_cm_id *id = ev->id;
+	/* Taken before the event is acked: rdma_ack_cm_event frees it. */
+	struct rdma_cm_id *id = ev->id, *listen_id = ev->listen_id;
 	enum rdma_cm_event_type type = ev->event;
 	int lane, r;
 
@@ -274,7 +275,7 @@ static int accept_handle_event(struct xport_listener *l, const struct xport_para
 			(void)rdma_destroy_id(id);
 			return 0;
 		}
-		r = accept_lane(vx, (unsigned)lane, id, l->nids > 1, listener_sl(l, ev->listen_id));
+		r = accept_lane(vx, (unsigned)lane, id, l->nids > 1, listener_sl(l, listen_id));
 		if (r < 0) {
 			(void)rdma_reject(id, NULL, 0);
 		}

@@ -109,7 +109,7 @@ static int test_qp_fatal(struct verbs_xport *vx, size_t polled)
 	if (lane >= vx->pub.nlanes || !vx->lanes[lane].has_qp) {
 		return 0;
 	}
-	return verbs_lane_fatal(vx, lane, ibv_get_device_name(vx->lanes[lane].id->verbs->device),
+	return verbs_lane_fatal(vx, lane, verbs_dev_name(vx, vx->lanes[lane].dev),
 				ibv_event_type_str(IBV_EVENT_QP_FATAL));
 }
 
@@ -166,6 +166,8 @@ int verbs_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
 	}
 	/* A lost device's lanes: their outstanding work, flushed from our bookkeeping. */
 	n += verbs_dev_flush(vx, wcs + n, max - n);
+	/* Then nothing of ours holds it: it may go, and come back for the next session. */
+	verbs_dev_release_drained(vx);
 	r = test_qp_fatal(vx, n);
 	return r < 0 ? r : (int)n;
 }

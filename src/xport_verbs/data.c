@@ -108,7 +108,8 @@ static void batch_chain(struct verbs_xport *vx, const struct xport_wr *wrs, size
 
 		for (unsigned l = 0; l < x->nlanes; l++) {
 			msgs[l] = vx->lanes[l].msgs;
-			lkeys[l] = vx->lanes[l].msg_mr->lkey;
+			/* None on a released device: nothing is posted there. */
+			lkeys[l] = vx->lanes[l].msg_mr ? vx->lanes[l].msg_mr->lkey : 0;
 		}
 		b->n = verbs_wr_chain_send(wrs, n, x->nlanes, base, x->max_inline, msgs, lkeys,
 					   vx->sq_cap, b->wr, b->sge, b->src, b->heads, b->counts);

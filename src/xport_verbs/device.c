@@ -88,6 +88,7 @@ static int xport_setup_device(struct verbs_xport *vx, struct verbs_dev *dv,
 	int cqe, r;
 
 	dv->verbs = verbs;
+	snprintf(dv->name, sizeof(dv->name), "%s", ibv_get_device_name(verbs->device));
 	cqe = device_fit(vx, verbs);
 	if (cqe < 0) {
 		return cqe;
@@ -171,8 +172,7 @@ int verbs_numa_node(struct xport *x)
 	unsigned n = 0;
 
 	for (unsigned d = 0; d < vx->ndevs; d++) {
-		dev_node[d] = rdmadev_numa_node(RDMADEV_SYSFS,
-						ibv_get_device_name(vx->devs[d].verbs->device));
+		dev_node[d] = rdmadev_numa_node(RDMADEV_SYSFS, vx->devs[d].name);
 	}
 	for (unsigned i = 0; i < vx->pub.nlanes; i++) {
 		if (vx->lanes[i].has_qp) {

@@ -15,10 +15,20 @@
  * credits go again on the lanes still up, by the peer's count), and what is
  * posted there later is flushed the same way without touching the device.
  * The session ends here only when no device with lanes is left.
+ *
+ * Once drained, the device is let go of (verbs_dev_release_drained): every
+ * object of ours on it, then librdmacm's context, so that the session holds
+ * nothing of a dead device. A device that comes back (`rdma link add`, a
+ * NIC after its reset) is then a new device to the system, which the next
+ * session's lanes and the daemon's next listeners use. Its lanes do not
+ * come back in this session: the protocol has no way to connect a lane
+ * again (a LANE_DOWN is final for its lane, RING's keys are sent once).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/epoll.h>
 
+#include "log.h"
 #include "verbs-internal.h"
 
 static bool dev_has_lanes(const struct verbs_xport *vx, unsigned dev)
@@ -44,7 +54,7 @@ int verbs_dev_lost(struct verbs_xport *vx, unsigned dev, const char *why)
 		return 0;
 	}
 	dv->lost = true;
-	name = ibv_get_device_name(dv->verbs->device);
+	name = dv->name;
 	/* Nothing more is read from it: its descriptors may report errors forever. */
 	if (dv->cch) {
 		(void)epoll_ctl(vx->epfd, EPOLL_CTL_DEL, dv->cch->fd, NULL);
@@ -108,4 +118,118 @@ size_t verbs_dev_flush(struct verbs_xport *vx, struct xport_wc *wcs, size_t max)
 		}
 	}
 	return n;
+}
+
+/*
+ * Device dev's windows of every registration, then its lanes' QPs and
+ * message areas: the windows first, as at teardown (a window still bound
+ * holds its QP).
+ */
+static void dev_release_lanes(struct verbs_xport *vx, unsigned dev)
+{
+	for (struct verbs_mr *m = vx->mrs; m; m = m->next) {
+		if (!m->win[dev]) {
+			continue;
+		}
+		for (uint32_t i = 0; i < XPORT_MAX_WINDOWS; i++) {
+			if (m->win[dev][i].mw) {
+				(void)ibv_dealloc_mw(m->win[dev][i].mw);
+			}
+		}
+		free(m->win[dev]);
+		m->win[dev] = NULL;
+	}
+	for (unsigned i = 0; i < vx->pub.nlanes; i++) {
+		struct verbs_lane *ln = &vx->lanes[i];
+
+		if (!ln->has_qp || ln->dev != dev || !ln->id) {
+			continue;
+		}
+		if (ln->id->qp) {
+			rdma_destroy_qp(ln->id);
+		}
+		if (ln->msg_mr) {
+			(void)ibv_dereg_mr(ln->msg_mr);
+			ln->msg_mr = NULL;
+		}
+	}
+}
+
+/*
+ * Everything of ours on device dev, in teardown's order (windows, QPs,
+ * registrations, CQ, channel, PD, then the lanes' CM ids, whose events we
+ * ack at once). The lanes keep has_qp and their queues of wr_ids: what
+ * the engine posts there later is flushed from those, as before.
+ */
+static void dev_release(struct verbs_xport *vx, unsigned dev)
+{
+	struct verbs_dev *dv = &vx->devs[dev];
+
+	dev_release_lanes(vx, dev);
+	for (struct verbs_mr *m = vx->mrs; m; m = m->next) {
+		if (m->mr[dev]) {
+			(void)ibv_dereg_mr(m->mr[dev]);
+			m->mr[dev] = NULL;
+		}
+	}
+	if (dv->cq) {
+		(void)ibv_destroy_cq(dv->cq);
+		dv->cq = NULL;
+	}
+	if (dv->cch) {
+		(void)ibv_destroy_comp_channel(dv->cch);
+		dv->cch = NULL;
+	}
+	if (dv->pd) {
+		(void)ibv_dealloc_pd(dv->pd);
+		dv->pd = NULL;
+	}
+	for (unsigned i = 0; i < vx->pub.nlanes; i++) {
+		struct verbs_lane *ln = &vx->lanes[i];
+
+		if (ln->has_qp && ln->dev == dev && ln->id) {
+			(void)rdma_destroy_id(ln->id);
+			ln->id = NULL;
+			ln->connected = false;
+		}
+	}
+	dv->verbs = NULL; /* librdmacm's: closed by it below, once it sees the device gone */
+	dv->released = true;
+	log_debug("verbs: %s let go of (its lanes lost): it may go and come back", dv->name);
+}
+
+/*
+ * librdmacm keeps a context of every device it used, after the last CM id
+ * on it is gone, until it next lists the devices: then one the system no
+ * longer has is closed (and one added since is known). Without that a
+ * removed device stays open here for the session's life: Soft-RoCE's
+ * `rdma link del` waits for it, and a NIC's removed device its memory.
+ * Listing opens librdmacm's context of each device it had not used yet,
+ * kept as it keeps every one it used: once per device lost, not per lane.
+ */
+static void cm_devices_resync(void)
+{
+	int n = 0;
+	struct ibv_context **list = rdma_get_devices(&n);
+
+	if (list) {
+		rdma_free_devices(list);
+	}
+}
+
+void verbs_dev_release_drained(struct verbs_xport *vx)
+{
+	bool released = false;
+
+	for (unsigned d = 0; d < vx->ndevs; d++) {
+		struct verbs_dev *dv = &vx->devs[d];
+
+		if (dv->lost && dv->drained && !dv->released) {
+			dev_release(vx, d);
+			released = true;
+		}
+	}
+	if (released) {
+		cm_devices_resync();
+	}
 }

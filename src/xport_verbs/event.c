@@ -115,16 +115,13 @@ static int take_async(struct verbs_xport *vx, unsigned dev)
 		}
 		ibv_ack_async_event(&ev);
 		if (r < 0 && lane >= 0) {
-			r = verbs_lane_fatal(vx, (unsigned)lane,
-					     ibv_get_device_name(dv->verbs->device),
+			r = verbs_lane_fatal(vx, (unsigned)lane, dv->name,
 					     ibv_event_type_str(type));
 		}
 		if (r < 0) {
 			/* lane_fatal named a lane whose QP could not be put in error */
 			if (lane < 0) {
-				verbs_set_error(vx, "%s: %s",
-						ibv_get_device_name(dv->verbs->device),
-						ibv_event_type_str(type));
+				verbs_set_error(vx, "%s: %s", dv->name, ibv_event_type_str(type));
 			}
 			return r;
 		}
@@ -198,8 +195,7 @@ int verbs_take_events(struct verbs_xport *vx, bool comp[XPORT_MAX_LANES])
 	}
 	for (int i = 0; i < n; i++) {
 		unsigned kind = evs[i].data.u32 >> 16, dev = evs[i].data.u32 & 0xffff;
-		const char *name =
-		    dev < vx->ndevs ? ibv_get_device_name(vx->devs[dev].verbs->device) : "?";
+		const char *name = verbs_dev_name(vx, dev);
 		int r = 0;
 
 		if (evs[i].events & (EPOLLERR | EPOLLHUP)) {

@@ -57,17 +57,25 @@ static uint64_t mr_iova(const struct verbs_xport *vx, const void *addr)
 			   : (uint64_t)((uintptr_t)addr & (uintptr_t)(page_size() - 1));
 }
 
-/* In every device's domain: a lane can only use keys of its own device. */
+/*
+ * In every device's domain: a lane can only use keys of its own device. A
+ * released device (devloss.c) has none: nothing is posted there.
+ */
 static int mr_reg_devices(struct verbs_xport *vx, struct verbs_mr *m, void *addr, size_t len,
 			  uint64_t iova, unsigned flags)
 {
 	for (unsigned d = 0; d < vx->ndevs; d++) {
+		if (vx->devs[d].released) {
+			continue;
+		}
 		m->mr[d] = ibv_reg_mr_iova2(vx->devs[d].pd, addr, len, iova, flags);
 		if (!m->mr[d]) {
 			int r = negerrno();
 
 			while (d-- > 0) {
-				(void)ibv_dereg_mr(m->mr[d]);
+				if (m->mr[d]) {
+					(void)ibv_dereg_mr(m->mr[d]);
+				}
 			}
 			return r;
 		}
@@ -109,8 +117,8 @@ int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access, struc
 	for (unsigned i = 0; i < x->nlanes; i++) {
 		const struct ibv_mr *mr = m->mr[vx->lanes[i].dev];
 
-		m->pub.lane_lkey[i] = mr->lkey;
-		m->pub.lane_rkey[i] = (access & XPORT_ACCESS_REMOTE_WRITE) ? mr->rkey : 0;
+		m->pub.lane_lkey[i] = mr ? mr->lkey : 0;
+		m->pub.lane_rkey[i] = mr && (access & XPORT_ACCESS_REMOTE_WRITE) ? mr->rkey : 0;
 	}
 	m->pub.addr = addr;
 	m->pub.iova = iova;

@@ -185,12 +185,12 @@ int verbs_lane_down(struct xport *x, unsigned lane)
 		return -EINVAL;
 	}
 	ln = &vx->lanes[lane];
+	if (verbs_lane_lost(vx, lane)) {
+		ln->failed = true; /* its device is gone (or released): its work is flushed by us */
+		return 0;
+	}
 	if (!ln->has_qp || !ln->id || !ln->id->qp) {
 		return -ENOTCONN;
-	}
-	if (verbs_lane_lost(vx, lane)) {
-		ln->failed = true; /* its device is gone: its work is flushed already */
-		return 0;
 	}
 	e = ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
 	if (e != 0) {

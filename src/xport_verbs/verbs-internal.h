@@ -113,6 +113,13 @@ struct verbs_dev {
 	unsigned wc_inv_flags; /* windows: its wc_flags that say invalidated (mw.c) */
 	bool lost;    /* devloss.c: gone under the session; its lanes' work flushed by us */
 	bool drained; /* lost, and what its CQ still held was taken first */
+	/*
+	 * Lost, drained and let go (devloss.c): its QPs, windows, registrations,
+	 * CQ, channel, PD and the lanes' CM ids are gone and verbs is NULL, so
+	 * the device can go and come back; the lanes' bookkeeping stays.
+	 */
+	bool released;
+	char name[64]; /* the device's name, for messages after it is released */
 };
 
 struct verbs_lane {
@@ -207,6 +214,11 @@ int verbs_set_nonblock(int fd);
  */
 int verbs_device_of(struct verbs_xport *vx, struct ibv_context *verbs, bool may_add);
 int verbs_numa_node(struct xport *x);
+/* Device dev's name ("?" beyond the devices): also once it is released. */
+static inline const char *verbs_dev_name(const struct verbs_xport *vx, unsigned dev)
+{
+	return dev < vx->ndevs ? vx->devs[dev].name : "?";
+}
 
 /* ---- devloss.c: a device lost under the session ---- */
 
@@ -224,6 +236,11 @@ static inline bool verbs_lane_lost(const struct verbs_xport *vx, unsigned lane)
 }
 /* Up to max flushed completions of the lost devices' lanes' outstanding work. */
 size_t verbs_dev_flush(struct verbs_xport *vx, struct xport_wc *wcs, size_t max);
+/*
+ * Every lost device whose CQ was drained let go of: everything of ours on
+ * it, then librdmacm's own context of it (poll_cq calls it).
+ */
+void verbs_dev_release_drained(struct verbs_xport *vx);
 
 /* ---- qp.c: a lane's QP ---- */
 

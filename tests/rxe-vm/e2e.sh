@@ -825,6 +825,7 @@ cp "$W/dws.log" "$W/dold.log" "$OUT/" 2>/dev/null
 bash "$(dirname "$0")/rails.sh" "$B" "$OUT" || FAILS=$((FAILS + 1)) # rails: a rail lost mid-copy
 bash "$(dirname "$0")/rails2.sh" "$B" "$OUT" || FAILS=$((FAILS + 1)) # daemon rails: both devices
 bash "$(dirname "$0")/rails3.sh" "$B" "$OUT" || FAILS=$((FAILS + 1)) # control on a management address
+bash "$(dirname "$0")/readd.sh" "$B" "$OUT" || FAILS=$((FAILS + 1)) # a device gone and back mid-copy
 bash "$(dirname "$0")/faults.sh" "$B" "$OUT/faults" || FAILS=$((FAILS + 1)) # IPv6, dual stack, flaps, device loss
 
 # ---- 7. the client's link down for good mid-transfer (last: rxe does not recover) ------

@@ -108,7 +108,8 @@ rxe0_renew
 # descriptors say so; the lanes on it fail with their work flushed from our own
 # bookkeeping (a dead device's CQ never flushes), and the copy completes on rxe1.
 # Soft-RoCE cannot let go of a device a process still has open, so `rdma link del`
-# returns only once the client has finished and closed it: it runs in the background.
+# returns only once the client has let go of it (its lanes there lost and drained;
+# readd.sh checks that this happens mid-copy): it runs in the background.
 "${C[@]}" --bwlimit 2M "$W/big" "$SERVER:data/del" >"$OUT/rails_del.out" \
 	2>"$OUT/rails_del.err" &
 cpid=$!
