@@ -41,3 +41,15 @@ int engine_hash_start(const struct engine *e, struct efile *f)
 {
 	return file_hash_init_tree(&f->hash, engine_digest_chunk(e, f->size));
 }
+
+/*
+ * The one rule of where a tree's bytes are hashed, for every path of both
+ * roles: each chunk's own digest is made where the chunk is handled (the
+ * worker that reads, copies, opens or digests it; the loop where there are
+ * no workers) and the loop folds the digests into f's tree in file order
+ * (file_hash_chunk). --delta's tree (f->tree) is fed its own way.
+ */
+bool engine_digest_folds(const struct engine *e, const struct efile *f)
+{
+	return !f->tree && engine_digest_chunk(e, f->size) > 0;
+}

@@ -17,6 +17,9 @@ struct chunk {
 	bool zero;   /* all zeros (a hole, not read; or read and found so): no payload */
 	bool same;   /* --delta, a tree file: chunks the pre-pass found unchanged, not read */
 	bool hashed; /* a tree file's: fed into its digest (tx_tree_feed) */
+	/* Its own digest made on a worker (tx_chunk_read), folded into its file's tree when posted. */
+	bool digested;
+	uint8_t chash[HASH_LEN];
 	/* With a hashing thread (engine_workers.c); sent: its lane is done with it too. */
 	bool hashing, sent;
 	uint32_t fidx; /* file table index */

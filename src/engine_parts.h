@@ -29,6 +29,8 @@ uint32_t engine_digest_chunk(const struct engine *e, uint64_t size);
 uint32_t engine_digest_tree(const struct engine *e, const struct efile *f);
 /* f->hash started the way engine_digest_chunk says: 0, or -ENOMEM. */
 int engine_hash_start(const struct engine *e, struct efile *f);
+/* f's tree is folded from chunk digests made apart, in file order (file_hash_chunk). */
+bool engine_digest_folds(const struct engine *e, const struct efile *f);
 
 /* engine_sums.c */
 struct sum_job;

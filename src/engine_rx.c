@@ -60,15 +60,14 @@ static bool rx_hash_range(struct engine *e, struct efile *f)
 }
 
 /*
- * f's digest is a chunk tree (engine_digest.c) that each held chunk joins,
- * in order, by its own digest: made as a worker copies it (on any worker,
- * so one file's chunks hash side by side), or here where there are no
- * workers. With workers and no copies the bytes go to f's thread as ever.
+ * f's digest is a chunk tree that each held chunk joins, in order, by its
+ * own digest (engine_digest_folds): made as a worker copies it (on any
+ * worker, so one file's chunks hash side by side), or here where there are
+ * no workers. With workers and no copies the bytes go to f's thread as ever.
  */
 static bool rx_tree_fold(const struct engine *e, const struct efile *f)
 {
-	return !f->tree && engine_digest_chunk(e, f->size) > 0 &&
-	       (!e->hashers || (e->rx_copy && !e->sealed));
+	return engine_digest_folds(e, f) && (!e->hashers || (e->rx_copy && !e->sealed));
 }
 
 /* Held chunk i is f's next bytes: hashed here, on its thread, or (a failed file) passed. */

@@ -15,7 +15,7 @@ typedef int (*hash_done_fn)(struct engine *e, struct efile *f, uint32_t slot);
  * is the thread's until it comes back to its done function on the loop
  * (hash_done_fn where done is NULL); f: the file whose stream it fed, if any.
  */
-enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN, WJOB_RUN, WJOB_SEAL };
+enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN, WJOB_RUN, WJOB_SEAL, WJOB_DIGEST };
 struct wjob;
 typedef int (*wjob_done_fn)(struct engine *e, struct wjob *j, struct efile *f);
 struct wjob {
@@ -23,7 +23,8 @@ struct wjob {
 	uint8_t kind;
 	bool slow;		/* tests: ENGINE_FAULT_SLOW_HASH */
 	bool flip;		/* tests: the copy's first byte changed (ENGINE_FAULT_FLIP_BYTE) */
-	bool digest;		/* copy: the chunk's own digest into chash too */
+	bool digest;		/* copy, digest: the chunk's own digest into chash too */
+	uint8_t queue;		/* the worker it went to (its index) */
 	struct file_hash *hash; /* hash, copy: the stream the bytes feed (f's thread), or NULL */
 	const uint8_t *src;
 	uint8_t *dst;	     /* copy, open: the private copy */
@@ -49,6 +50,9 @@ int hashers_start(struct engine *e, unsigned n, hash_done_fn done);
 void hashers_stop(struct engine *e);
 int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,
 		  uint32_t len);
+/* Chunk idx's own digest, of buf[0, len), made on the next worker; done takes chash. */
+int workers_digest(struct engine *e, uint32_t idx, const uint8_t *buf, uint32_t len,
+		   wjob_done_fn done);
 int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
 void lane_chunk_sent(struct engine *e, uint32_t ci);
