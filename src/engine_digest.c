@@ -53,3 +53,13 @@ bool engine_digest_folds(const struct engine *e, const struct efile *f)
 {
 	return !f->tree && engine_digest_chunk(e, f->size) > 0;
 }
+
+/*
+ * Can the chunk a descriptor names be one of a tree file's (a worker that
+ * opens a sealed slot learns only its descriptor, not the file's size)?
+ * A chunk past offset 0, or a first chunk that is whole; never a pack.
+ */
+bool engine_digest_may_fold(const struct proto_desc *d, uint32_t tree_chunk)
+{
+	return tree_chunk > 0 && d->file_id != 0 && (d->offset > 0 || d->len == tree_chunk);
+}

@@ -45,8 +45,9 @@ struct chunk {
 struct rslot {
 	uint8_t state;
 	bool hashed, written;
-	bool hashing; /* with a worker thread, feeding its file's digest (engine_workers.c) */
-	bool copying; /* a worker copies (or opens) it into its private copy */
+	bool hashing;  /* with a worker thread, feeding its file's digest (engine_workers.c) */
+	bool copying;  /* a worker copies (or opens) it into its private copy */
+	bool digested; /* chash is made (where it was opened) */
 	uint32_t fidx;
 	uint64_t off;
 	uint32_t len;

@@ -61,13 +61,13 @@ static bool rx_hash_range(struct engine *e, struct efile *f)
 
 /*
  * f's digest is a chunk tree that each held chunk joins, in order, by its
- * own digest (engine_digest_folds): made as a worker copies it (on any
- * worker, so one file's chunks hash side by side), or here where there are
- * no workers. With workers and no copies the bytes go to f's thread as ever.
+ * own digest (engine_digest_folds): made as a worker copies or opens it (on
+ * any worker, so one file's chunks hash side by side), or here where there
+ * are no workers. With workers and no copies the bytes go to f's thread.
  */
 static bool rx_tree_fold(const struct engine *e, const struct efile *f)
 {
-	return engine_digest_folds(e, f) && (!e->hashers || (e->rx_copy && !e->sealed));
+	return engine_digest_folds(e, f) && (!e->hashers || e->rx_copy || e->sealed);
 }
 
 /* Held chunk i is f's next bytes: hashed here, on its thread, or (a failed file) passed. */
@@ -309,8 +309,9 @@ static int rx_hold_here(struct engine *e, struct efile *f, uint32_t h)
 	}
 	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && s->off == 0) {
 		rx_slot_buf(e, h)[0] ^= 0xff;
+		s->digested = false; /* tests: changed after its open's digest */
 	}
-	if (rx_wants_chunk_digest(e, f)) {
+	if (rx_wants_chunk_digest(e, f) && !s->digested) {
 		hash_digest(rx_slot_buf(e, h), s->len, s->chash);
 	}
 	return rx_held(e, f, h);
@@ -318,10 +319,11 @@ static int rx_hold_here(struct engine *e, struct efile *f, uint32_t h)
 
 /*
  * A descriptor d (opened or decoded) for ring slot `slot`, held as h: a
- * chunk of a file (or a pack), checked, held, copied, written, hashed.
+ * chunk of a file (or a pack), checked, held, copied, written, hashed
+ * (chash: its own digest, made as it was opened, or NULL).
  */
 int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane,
-		 const struct proto_desc *d)
+		 const struct proto_desc *d, const uint8_t *chash)
 {
 	struct rslot *s;
 	struct efile *f;
@@ -349,7 +351,11 @@ int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane,
 			     .fidx = file_index(e, f),
 			     .off = d->offset,
 			     .len = d->len,
-			     .lane = lane };
+			     .lane = lane,
+			     .digested = chash != NULL };
+	if (chash) {
+		memcpy(s->chash, chash, HASH_LEN);
+	}
 	rx_held_add(e, f, h);
 	f->recv_bytes += d->len;
 	rx_chunk_whole(e, f, d);
@@ -378,7 +384,7 @@ static int rx_data_at(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane
 	if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
 	}
-	return rx_desc_take(e, h, slot, lane, &d);
+	return rx_desc_take(e, h, slot, lane, &d, NULL);
 }
 
 /* A descriptor came for ring slot `slot`: held as itself, or as a copy (or it waits for one). */

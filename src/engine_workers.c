@@ -13,7 +13,7 @@
  *   - open: a sealed slot copied and opened (the session's AEAD suite) the
  *     same way, block by block, under a key of the worker's own (the lane's,
  *     at the count the loop gave the slot), its descriptor opened and decoded
- *     with it;
+ *     with it, then a tree file's chunk's own digest (engine_digest_may_fold);
  *   - digest: a chunk's own digest (a tree file's: the sender's chunk as it
  *     is read, the receiver's held slot without a copy), on any worker, the
  *     loop folding them into the file's tree in order (engine_digest_folds);
@@ -69,7 +69,13 @@ static int job_open(struct worker_keys *w, struct wjob *j)
 	if (r < 0) {
 		return r;
 	}
-	return slot_open_copy(s, j->ring, j->count, j->sealed, j->src, j->dst, j->len, &j->d);
+	r = slot_open_copy(s, j->ring, j->count, j->sealed, j->src, j->dst, j->len, &j->d);
+	/* Opened into its copy, which is still in cache: a tree chunk's own digest. */
+	j->digest = r >= 0 && j->digest && engine_digest_may_fold(&j->d, j->tree_chunk);
+	if (j->digest) {
+		hash_digest(j->dst, j->d.len, j->chash);
+	}
+	return r;
 }
 
 /* A sender's chunk: hashed (j->hash) and sealed in place in one pass, its descriptor too. */

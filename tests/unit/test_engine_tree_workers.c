@@ -4,7 +4,8 @@
  * each chunk's own digest is made on the worker that handles the chunk,
  * round the workers, and the loop folds them in file order. The sender's
  * chunks as they are read (clear or sealed after), checked against a
- * digest made here apart from hash.c; every chunk counted on a worker and
+ * digest made here apart from hash.c; the receiver's sealed slots as they
+ * are opened. Every chunk counted on a worker and
  * more than one worker used, so a tree hashed on one thread in order
  * fails. A file of one chunk keeps its stream on its file's thread.
  */
@@ -108,13 +109,66 @@ static void test_sender_one_chunk_stream(void **state)
 	assert_int_equal(f->txr.st.worker_digests, 0);
 }
 
+/* The receiver's sealed slots: each chunk's digest made as a worker opens it, folded in order. */
+static void test_receiver_sealed_digests(void **state)
+{
+	struct fx *f = *state;
+
+	seal_both(f, 0x5a);
+	f->rxr.p.hash_threads = 2;
+	one_file(f, 14 * CHUNK + 3, true);
+	assert_spread(&f->rxr.st, 15, 2);
+}
+
+/* Sealed, both ends on workers, slow jobs finishing out of order. */
+static void test_sealed_both_slow(void **state)
+{
+	struct fx *f = *state;
+
+	seal_both(f, 0x5a);
+	f->rxr.p.hash_threads = 3;
+	f->txr.p.hash_threads = 2;
+	f->rxr.p.faults |= ENGINE_FAULT_SLOW_HASH;
+	one_file(f, 8 * CHUNK + 100, true);
+	assert_spread(&f->rxr.st, 9, 3);
+	assert_spread(&f->txr.st, 9, 2);
+}
+
+/* A sealed file of one whole chunk: its stream, on its file's thread, no digest used. */
+static void test_receiver_sealed_one_chunk(void **state)
+{
+	struct fx *f = *state;
+
+	seal_both(f, 0x5a);
+	f->rxr.p.hash_threads = 2;
+	one_file(f, CHUNK, false);
+}
+
+/* A byte changed after the open: the tree sees it (the open's digest is not the bytes'). */
+static void test_receiver_sealed_flip(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_file(f, &s, "big", 5 * CHUNK + 3);
+	f->txr.p.peer_caps = f->rxr.p.peer_caps = PROTO_CAP_FILE_TREE;
+	seal_both(f, 0x5a);
+	f->rxr.p.hash_threads = 2;
+	f->rxr.p.faults |= ENGINE_FAULT_FLIP_BYTE;
+	run_both(f, &s);
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 0, 1, 0, PERR_INTEGRITY);
+	assert_dest(f->dst, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_sender_digests_on_workers),
-		T(test_sender_digests_slow),
-		T(test_sender_sealed_digests),
-		T(test_sender_one_chunk_stream),
+		T(test_sender_digests_on_workers), T(test_sender_digests_slow),
+		T(test_sender_sealed_digests),	   T(test_sender_one_chunk_stream),
+		T(test_receiver_sealed_digests),   T(test_sealed_both_slow),
+		T(test_receiver_sealed_one_chunk), T(test_receiver_sealed_flip),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
