@@ -46,7 +46,7 @@ struct rslot {
 	uint8_t state;
 	bool hashed, written;
 	bool hashing;  /* with a worker thread, feeding its file's digest (engine_workers.c) */
-	bool copying;  /* a worker copies (or opens) it into its private copy */
+	bool copying;  /* a worker copies (or opens) it into its private copy, or digests it */
 	bool digested; /* chash is made (where it was opened) */
 	uint32_t fidx;
 	uint64_t off;

@@ -5,7 +5,7 @@
  * round the workers, and the loop folds them in file order. The sender's
  * chunks as they are read (clear or sealed after), checked against a
  * digest made here apart from hash.c; the receiver's sealed slots as they
- * are opened. Every chunk counted on a worker and
+ * are opened, its held slots without private copies (tcp) apart. Every chunk counted on a worker and
  * more than one worker used, so a tree hashed on one thread in order
  * fails. A file of one chunk keeps its stream on its file's thread.
  */
@@ -162,6 +162,47 @@ static void test_receiver_sealed_flip(void **state)
 	assert_dest(f->dst, "");
 }
 
+/* A tcp receiver without private copies: each held slot digested on a worker, folded in order. */
+static void test_receiver_no_copy_digests(void **state)
+{
+	struct fx *f = *state;
+
+	f->rxr.p.hash_threads = 2;
+	one_file(f, 17 * CHUNK + 4000, true);
+	assert_spread(&f->rxr.st, 18, 2);
+}
+
+/* The same with both ends on three workers whose jobs finish out of order. */
+static void test_no_copy_both_slow(void **state)
+{
+	struct fx *f = *state;
+
+	f->rxr.p.hash_threads = 3;
+	f->txr.p.hash_threads = 3;
+	f->rxr.p.faults |= ENGINE_FAULT_SLOW_HASH;
+	f->txr.p.faults |= ENGINE_FAULT_SLOW_HASH;
+	one_file(f, 7 * CHUNK, true);
+	assert_spread(&f->rxr.st, 7, 3);
+	assert_spread(&f->txr.st, 7, 3);
+}
+
+/* A byte changed in a held slot before its digest: the file fails, nothing committed. */
+static void test_receiver_no_copy_flip(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_file(f, &s, "big", 4 * CHUNK + 1);
+	f->txr.p.peer_caps = f->rxr.p.peer_caps = PROTO_CAP_FILE_TREE;
+	f->rxr.p.hash_threads = 2;
+	f->rxr.p.faults |= ENGINE_FAULT_FLIP_BYTE;
+	run_both(f, &s);
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 0, 1, 0, PERR_INTEGRITY);
+	assert_dest(f->dst, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -169,6 +210,8 @@ int main(void)
 		T(test_sender_sealed_digests),	   T(test_sender_one_chunk_stream),
 		T(test_receiver_sealed_digests),   T(test_sealed_both_slow),
 		T(test_receiver_sealed_one_chunk), T(test_receiver_sealed_flip),
+		T(test_receiver_no_copy_digests),  T(test_no_copy_both_slow),
+		T(test_receiver_no_copy_flip),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
