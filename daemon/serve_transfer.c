@@ -235,6 +235,10 @@ static void log_transfer_done(const struct conn *c, const struct msg_open *o,
 		log_debug("%s: io_uring's completion queue was full %llu times", c->peer,
 			  (unsigned long long)st->uring_overflows);
 	}
+	if (st->worker_digests) {
+		log_debug("%s: %llu chunk digests made on workers (mask 0x%x)", c->peer,
+			  (unsigned long long)st->worker_digests, st->worker_digest_mask);
+	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s%s", c->peer, c->id,
 		 pull ? "pull from" : "push to", gr->m->name, (unsigned long long)st->files_ok,
 		 (unsigned long long)st->bytes, (unsigned long long)st->files_failed, skipped,

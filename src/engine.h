@@ -122,6 +122,12 @@ struct engine_stats {
 	/* Packed slots (both roles): regular files that travelled whole in shared slots, and those slots. */
 	uint64_t files_packed;
 	uint64_t packed_slots;
+	/*
+	 * Chunk digests made on worker threads (a tree file's chunks, --partial's
+	 * journal), and which workers made them (bit i: the i-th).
+	 */
+	uint64_t worker_digests;
+	uint32_t worker_digest_mask;
 	/* Times io_uring's completion queue was full and the kernel held the rest (uring_on_ready). */
 	uint64_t uring_overflows;
 	/*

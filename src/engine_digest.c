@@ -41,3 +41,25 @@ int engine_hash_start(const struct engine *e, struct efile *f)
 {
 	return file_hash_init_tree(&f->hash, engine_digest_chunk(e, f->size));
 }
+
+/*
+ * The one rule of where a tree's bytes are hashed, for every path of both
+ * roles: each chunk's own digest is made where the chunk is handled (the
+ * worker that reads, copies, opens or digests it; the loop where there are
+ * no workers) and the loop folds the digests into f's tree in file order
+ * (file_hash_chunk). --delta's tree (f->tree) is fed its own way.
+ */
+bool engine_digest_folds(const struct engine *e, const struct efile *f)
+{
+	return !f->tree && engine_digest_chunk(e, f->size) > 0;
+}
+
+/*
+ * Can the chunk a descriptor names be one of a tree file's (a worker that
+ * opens a sealed slot learns only its descriptor, not the file's size)?
+ * A chunk past offset 0, or a first chunk that is whole; never a pack.
+ */
+bool engine_digest_may_fold(const struct proto_desc *d, uint32_t tree_chunk)
+{
+	return tree_chunk > 0 && d->file_id != 0 && (d->offset > 0 || d->len == tree_chunk);
+}

@@ -17,6 +17,9 @@ struct chunk {
 	bool zero;   /* all zeros (a hole, not read; or read and found so): no payload */
 	bool same;   /* --delta, a tree file: chunks the pre-pass found unchanged, not read */
 	bool hashed; /* a tree file's: fed into its digest (tx_tree_feed) */
+	/* Its own digest made on a worker (tx_chunk_read), folded into its file's tree when posted. */
+	bool digested;
+	uint8_t chash[HASH_LEN];
 	/* With a hashing thread (engine_workers.c); sent: its lane is done with it too. */
 	bool hashing, sent;
 	uint32_t fidx; /* file table index */
@@ -42,8 +45,9 @@ struct chunk {
 struct rslot {
 	uint8_t state;
 	bool hashed, written;
-	bool hashing; /* with a worker thread, feeding its file's digest (engine_workers.c) */
-	bool copying; /* a worker copies (or opens) it into its private copy */
+	bool hashing;  /* with a worker thread, feeding its file's digest (engine_workers.c) */
+	bool copying;  /* a worker copies (or opens) it into its private copy, or digests it */
+	bool digested; /* chash is made (where it was opened) */
 	uint32_t fidx;
 	uint64_t off;
 	uint32_t len;

@@ -29,6 +29,10 @@ uint32_t engine_digest_chunk(const struct engine *e, uint64_t size);
 uint32_t engine_digest_tree(const struct engine *e, const struct efile *f);
 /* f->hash started the way engine_digest_chunk says: 0, or -ENOMEM. */
 int engine_hash_start(const struct engine *e, struct efile *f);
+/* f's tree is folded from chunk digests made apart, in file order (file_hash_chunk). */
+bool engine_digest_folds(const struct engine *e, const struct efile *f);
+/* The chunk d names may be a tree file's, at tree_chunk (0: none is): thread-safe. */
+bool engine_digest_may_fold(const struct proto_desc *d, uint32_t tree_chunk);
 
 /* engine_sums.c */
 struct sum_job;

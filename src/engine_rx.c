@@ -59,18 +59,6 @@ static bool rx_hash_range(struct engine *e, struct efile *f)
 	return n > 0;
 }
 
-/*
- * f's digest is a chunk tree (engine_digest.c) that each held chunk joins,
- * in order, by its own digest: made as a worker copies it (on any worker,
- * so one file's chunks hash side by side), or here where there are no
- * workers. With workers and no copies the bytes go to f's thread as ever.
- */
-static bool rx_tree_fold(const struct engine *e, const struct efile *f)
-{
-	return !f->tree && engine_digest_chunk(e, f->size) > 0 &&
-	       (!e->hashers || (e->rx_copy && !e->sealed));
-}
-
 /* Held chunk i is f's next bytes: hashed here, on its thread, or (a failed file) passed. */
 static int rx_hash_slot(struct engine *e, struct efile *f, uint32_t i)
 {
@@ -82,8 +70,12 @@ static int rx_hash_slot(struct engine *e, struct efile *f, uint32_t i)
 	}
 	if (f->failed) {
 		/* Its digest no longer counts (its thread may still hash). */
-	} else if (rx_tree_fold(e, f) && f->hash.fill == 0) {
-		/* (Zeros a peer sent off the chunks' bounds: the bytes, below.) */
+	} else if (engine_digest_folds(e, f) && f->hash.fill == 0) {
+		/*
+		 * A tree: the chunk's own digest, made where it was held (a
+		 * worker's copy, open or digest; here without workers). Zeros
+		 * a peer sent off the chunks' bounds: the bytes, below.
+		 */
 		file_hash_chunk(&f->hash, s->chash);
 	} else if (e->hashers && !f->tree) {
 		/* Its thread hashes it; rx_hashed when it has. */
@@ -210,7 +202,7 @@ static void rx_chunk_whole(struct engine *e, struct efile *f, const struct proto
 /* The digest of the bytes that are written (the held ones): --partial's journal, a tree. */
 static bool rx_wants_chunk_digest(const struct engine *e, const struct efile *f)
 {
-	return (f->partial || f->tree || rx_tree_fold(e, f)) && !f->failed;
+	return (f->partial || f->tree || engine_digest_folds(e, f)) && !f->failed;
 }
 
 /* Held chunk h's bytes are in place (and out of the peer's reach): written and hashed. */
@@ -262,8 +254,8 @@ static int rx_copied(struct engine *e, struct wjob *j, struct efile *hf)
  */
 static bool rx_hash_with_copy(struct engine *e, struct efile *f, const struct rslot *s)
 {
-	return !f->failed && !f->tree && !(f->dg && f->dg->rx_chunk) && !rx_tree_fold(e, f) &&
-	       s->off == f->hash_off && rx_hash_begin(e, f) >= 0;
+	return !f->failed && !f->tree && !(f->dg && f->dg->rx_chunk) &&
+	       !engine_digest_folds(e, f) && s->off == f->hash_off && rx_hash_begin(e, f) >= 0;
 }
 
 /* Held chunk h to a worker: copied out of ring slot `slot` (and hashed as it goes). */
@@ -299,7 +291,25 @@ static int rx_copy_queue(struct engine *e, struct efile *f, uint32_t h, uint32_t
 	return workers_queue(e, j, f);
 }
 
-/* The bytes of held chunk h of f taken out of the peer's reach (or fenced) here. */
+/* A worker made held chunk j->idx's own digest (rx_hold_here): now written and hashed. */
+static int rx_digested(struct engine *e, struct wjob *j, struct efile *hf)
+{
+	struct rslot *s = &e->rslots[j->idx];
+
+	(void)hf;
+	s->copying = false;
+	s->digested = true;
+	memcpy(s->chash, j->chash, HASH_LEN);
+	return rx_held(e, file_at(e, s->fidx), j->idx);
+}
+
+/*
+ * The bytes of held chunk h of f taken out of the peer's reach (or fenced)
+ * here. Its own digest, when wanted and not made where it was opened: on a
+ * worker (any, so that one file's chunks hash side by side; the chunk is
+ * written once it is made, so its slot is never let go while a worker
+ * reads it), or here without workers.
+ */
 static int rx_hold_here(struct engine *e, struct efile *f, uint32_t h)
 {
 	struct rslot *s = &e->rslots[h];
@@ -310,8 +320,13 @@ static int rx_hold_here(struct engine *e, struct efile *f, uint32_t h)
 	}
 	if ((e->p->faults & ENGINE_FAULT_FLIP_BYTE) && s->off == 0) {
 		rx_slot_buf(e, h)[0] ^= 0xff;
+		s->digested = false; /* tests: changed after its open's digest */
 	}
-	if (rx_wants_chunk_digest(e, f)) {
+	if (rx_wants_chunk_digest(e, f) && !s->digested) {
+		if (e->hashers) {
+			s->copying = true;
+			return workers_digest(e, h, rx_slot_buf(e, h), s->len, rx_digested);
+		}
 		hash_digest(rx_slot_buf(e, h), s->len, s->chash);
 	}
 	return rx_held(e, f, h);
@@ -319,10 +334,11 @@ static int rx_hold_here(struct engine *e, struct efile *f, uint32_t h)
 
 /*
  * A descriptor d (opened or decoded) for ring slot `slot`, held as h: a
- * chunk of a file (or a pack), checked, held, copied, written, hashed.
+ * chunk of a file (or a pack), checked, held, copied, written, hashed
+ * (chash: its own digest, made as it was opened, or NULL).
  */
 int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane,
-		 const struct proto_desc *d)
+		 const struct proto_desc *d, const uint8_t *chash)
 {
 	struct rslot *s;
 	struct efile *f;
@@ -350,7 +366,11 @@ int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane,
 			     .fidx = file_index(e, f),
 			     .off = d->offset,
 			     .len = d->len,
-			     .lane = lane };
+			     .lane = lane,
+			     .digested = chash != NULL };
+	if (chash) {
+		memcpy(s->chash, chash, HASH_LEN);
+	}
 	rx_held_add(e, f, h);
 	f->recv_bytes += d->len;
 	rx_chunk_whole(e, f, d);
@@ -379,7 +399,7 @@ static int rx_data_at(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane
 	if (proto_desc_decode(e->desc_area + (size_t)slot * PROTO_DESC_LEN, &d) < 0) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "bad slot descriptor");
 	}
-	return rx_desc_take(e, h, slot, lane, &d);
+	return rx_desc_take(e, h, slot, lane, &d, NULL);
 }
 
 /* A descriptor came for ring slot `slot`: held as itself, or as a copy (or it waits for one). */

@@ -61,6 +61,7 @@ void rx_held_add(struct engine *e, struct efile *f, uint32_t h);
 /*
  * engine_rx.c: a descriptor d (opened or decoded) for ring slot `slot`,
  * held as h, taken: a chunk of a file (or a pack) checked, held, written.
+ * chash: the chunk's own digest, made where it was opened (NULL: none).
  */
 int rx_desc_take(struct engine *e, uint32_t h, uint32_t slot, uint32_t lane,
-		 const struct proto_desc *d);
+		 const struct proto_desc *d, const uint8_t *chash);

@@ -145,7 +145,7 @@ static int rx_opened(struct engine *e, struct wjob *j, struct efile *f)
 	if (j->r < 0) {
 		return engine_fail_sealed(e, j->ring, j->lane, j->r);
 	}
-	return rx_desc_take(e, j->idx, j->ring, j->lane, &j->d);
+	return rx_desc_take(e, j->idx, j->ring, j->lane, &j->d, j->digest ? j->chash : NULL);
 }
 
 /* Sealed ring slot `slot` to a worker, to be opened into copy h at the lane's next count. */
@@ -164,6 +164,8 @@ static int rx_open_queue(struct engine *e, uint32_t h, uint32_t slot, uint32_t l
 			    .ring = slot,
 			    .lane = lane,
 			    .count = e->lanes[lane].seal.count++,
+			    .digest = e->tree_chunk > 0,
+			    .tree_chunk = e->tree_chunk,
 			    .done = rx_opened };
 	slot_sealed_desc(e, slot, j->sealed);
 	return workers_queue(e, j, NULL);
@@ -327,7 +329,7 @@ static int seal_rx_open(struct engine *e, uint32_t h, uint32_t slot, uint32_t la
 	if (r < 0) {
 		return engine_fail_sealed(e, slot, lane, r);
 	}
-	return rx_desc_take(e, h, slot, lane, &d);
+	return rx_desc_take(e, h, slot, lane, &d, NULL);
 }
 
 /*

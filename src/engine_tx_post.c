@@ -103,12 +103,26 @@ int tx_post_again(struct engine *e, uint32_t ci, unsigned lane)
 	return tx_post_at(e, ci, lane, c->slot, NULL);
 }
 
+/*
+ * Chunk c, next in f's order, into f's digest: its own digest folded (made
+ * on a worker, tx_chunk_read), or the stream its bytes still feed (NULL:
+ * none, --delta's tree is fed its own way).
+ */
+static struct file_hash *tx_chunk_hash(struct efile *f, const struct chunk *c)
+{
+	if (c->digested) {
+		file_hash_chunk(&f->hash, c->chash);
+		return NULL;
+	}
+	return f->tree ? NULL : &f->hash;
+}
+
 /* Chunk ci, next in its file's order, hashed and posted (tx_post_slot). */
 static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 {
 	struct chunk *c = &e->chunks[ci];
 	struct efile *f = file_at(e, c->fidx);
-	struct file_hash *hash = f->tree ? NULL : &f->hash;
+	struct file_hash *hash = tx_chunk_hash(f, c);
 	int slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len, 0, &hash);
 
 	if (slot < 0) {
@@ -153,9 +167,10 @@ int tx_chunk_passed(struct engine *e, uint32_t ci)
 {
 	struct chunk *c = &e->chunks[ci];
 	struct efile *f = file_at(e, c->fidx);
+	struct file_hash *hash = tx_chunk_hash(f, c);
 
-	if (!f->tree) {
-		file_hash_update(&f->hash, pool_chunk(e->pool, ci), c->len);
+	if (hash) {
+		file_hash_update(hash, pool_chunk(e->pool, ci), c->len);
 	}
 	f->send_off += c->len;
 	e->passes++;

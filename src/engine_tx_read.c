@@ -251,6 +251,36 @@ int tx_read_again(struct engine *e, struct efile *f, int *res)
 	return 0;
 }
 
+/* A worker made chunk j->idx's own digest: ready, to be folded when posted (tx_chunk_hash). */
+static int tx_digested(struct engine *e, struct wjob *j, struct efile *f)
+{
+	struct chunk *c = &e->chunks[j->idx];
+
+	(void)f;
+	memcpy(c->chash, j->chash, HASH_LEN);
+	c->digested = true;
+	c->state = CH_READY;
+	return 0;
+}
+
+/*
+ * Chunk ci of f is read whole: ready, or, for a tree folded from digests
+ * made apart (engine_digest_folds) with workers, ready once one has made its
+ * digest, so that one file's chunks hash side by side.
+ */
+static void tx_chunk_read(struct engine *e, struct efile *f, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+
+	/* Data that reads as zeros goes as zeros, when the receiver knows ZEROS. */
+	c->zero = engine_zeros(e) && sparse_all_zero(pool_chunk(e->pool, ci), c->len);
+	if (c->zero || !e->hashers || !engine_digest_folds(e, f)) {
+		c->state = CH_READY;
+		return;
+	}
+	workers_digest(e, ci, pool_chunk(e->pool, ci), c->len, tx_digested);
+}
+
 void tx_read_done(struct engine *e, uint32_t ci, int res)
 {
 	struct chunk *c = &e->chunks[ci];
@@ -271,9 +301,7 @@ void tx_read_done(struct engine *e, uint32_t ci, int res)
 			tx_submit_read(e, ci); /* short read: the rest, buffered */
 			return;
 		}
-		c->state = CH_READY;
-		/* Data that reads as zeros goes as zeros, when the receiver knows ZEROS. */
-		c->zero = engine_zeros(e) && sparse_all_zero(pool_chunk(e->pool, ci), c->len);
+		tx_chunk_read(e, f, ci);
 		return;
 	}
 	/* Failed: this chunk will never be sent; neither will later ones. */

@@ -12,7 +12,11 @@
  *     of the copy;
  *   - open: a sealed slot copied and opened (the session's AEAD suite) the
  *     same way, block by block, under a key of the worker's own (the lane's,
- *     at the count the loop gave the slot), its descriptor opened and decoded with it;
+ *     at the count the loop gave the slot), its descriptor opened and decoded
+ *     with it, then a tree file's chunk's own digest (engine_digest_may_fold);
+ *   - digest: a chunk's own digest (a tree file's: the sender's chunk as it
+ *     is read, the receiver's held slot without a copy), on any worker, the
+ *     loop folding them into the file's tree in order (engine_digest_folds);
  *   - run: a function of the caller's on what the job names (rdmacp bench's
  *     check of a slot, after its open when sealed).
  * A file's stream is one digest in file order, so every job that feeds it
@@ -65,7 +69,13 @@ static int job_open(struct worker_keys *w, struct wjob *j)
 	if (r < 0) {
 		return r;
 	}
-	return slot_open_copy(s, j->ring, j->count, j->sealed, j->src, j->dst, j->len, &j->d);
+	r = slot_open_copy(s, j->ring, j->count, j->sealed, j->src, j->dst, j->len, &j->d);
+	/* Opened into its copy, which is still in cache: a tree chunk's own digest. */
+	j->digest = r >= 0 && j->digest && engine_digest_may_fold(&j->d, j->tree_chunk);
+	if (j->digest) {
+		hash_digest(j->dst, j->d.len, j->chash);
+	}
+	return r;
 }
 
 /* A sender's chunk: hashed (j->hash) and sealed in place in one pass, its descriptor too. */
@@ -140,6 +150,9 @@ static void job_run(struct engine_job *job, void *local)
 	case WJOB_SEAL:
 		j->r = job_seal(local, j);
 		break;
+	case WJOB_DIGEST:
+		hash_digest(j->src, j->len, j->chash);
+		break;
 	}
 }
 
@@ -154,6 +167,10 @@ static int job_done(struct engine *e, struct engine_job *job)
 		f = file_at(e, j->fidx);
 		assert(f->used && f->id == j->id && f->hash_jobs > 0);
 		f->hash_jobs--;
+	}
+	if (j->digest) {
+		e->st.worker_digests++;
+		e->st.worker_digest_mask |= 1u << j->queue;
 	}
 	r = j->done ? j->done(e, j, f) : e->hashers->on_done(e, f, j->idx);
 	free(j);
@@ -273,6 +290,7 @@ int workers_queue(struct engine *e, struct wjob *j, struct efile *f)
 
 	j->slow = e->p->faults & ENGINE_FAULT_SLOW_HASH;
 	j->job.ops = &wjob_ops;
+	j->queue = (uint8_t)t;
 	if (f) {
 		j->fidx = file_index(e, f);
 		j->id = f->id;
@@ -297,4 +315,21 @@ int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_
 	j->len = len;
 	j->idx = slot;
 	return workers_queue(e, j, f);
+}
+
+int workers_digest(struct engine *e, uint32_t idx, const uint8_t *buf, uint32_t len,
+		   wjob_done_fn done)
+{
+	struct wjob *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
+	}
+	*j = (struct wjob){ .kind = WJOB_DIGEST,
+			    .digest = true,
+			    .src = buf,
+			    .len = len,
+			    .idx = idx,
+			    .done = done };
+	return workers_queue(e, j, NULL);
 }

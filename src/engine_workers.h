@@ -15,15 +15,21 @@ typedef int (*hash_done_fn)(struct engine *e, struct efile *f, uint32_t slot);
  * is the thread's until it comes back to its done function on the loop
  * (hash_done_fn where done is NULL); f: the file whose stream it fed, if any.
  */
-enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN, WJOB_RUN, WJOB_SEAL };
+enum { WJOB_HASH, WJOB_COPY, WJOB_OPEN, WJOB_RUN, WJOB_SEAL, WJOB_DIGEST };
 struct wjob;
 typedef int (*wjob_done_fn)(struct engine *e, struct wjob *j, struct efile *f);
 struct wjob {
 	struct engine_job job; /* the pool's (engine_jobs.h) */
 	uint8_t kind;
-	bool slow;		/* tests: ENGINE_FAULT_SLOW_HASH */
-	bool flip;		/* tests: the copy's first byte changed (ENGINE_FAULT_FLIP_BYTE) */
-	bool digest;		/* copy: the chunk's own digest into chash too */
+	bool slow; /* tests: ENGINE_FAULT_SLOW_HASH */
+	bool flip; /* tests: the copy's first byte changed (ENGINE_FAULT_FLIP_BYTE) */
+	/*
+	 * copy, digest: the chunk's own digest into chash too; open: the same
+	 * when its descriptor may name a tree file's chunk (tree_chunk). Once
+	 * back: chash was made.
+	 */
+	bool digest;
+	uint8_t queue;		/* the worker it went to (its index) */
 	struct file_hash *hash; /* hash, copy: the stream the bytes feed (f's thread), or NULL */
 	const uint8_t *src;
 	uint8_t *dst;	     /* copy, open: the private copy */
@@ -32,6 +38,7 @@ struct wjob {
 	uint32_t ring, lane; /* copy, open, seal: the ring slot (seal: its AAD's) and its lane */
 	uint32_t fidx, id;   /* the file of hash (checked when it comes back) */
 	uint64_t count;	     /* open, seal: the slot's count on its lane (its nonce) */
+	uint32_t tree_chunk; /* open: the session's tree chunk size (engine_digest_may_fold) */
 	int r;		     /* open, seal: 0, or why it did not open (seal) */
 	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN];
 	struct proto_desc d; /* open: the slot's descriptor, opened */
@@ -49,6 +56,9 @@ int hashers_start(struct engine *e, unsigned n, hash_done_fn done);
 void hashers_stop(struct engine *e);
 int hashers_queue(struct engine *e, struct efile *f, uint32_t slot, const uint8_t *buf,
 		  uint32_t len);
+/* Chunk idx's own digest, of buf[0, len), made on the next worker; done takes chash. */
+int workers_digest(struct engine *e, uint32_t idx, const uint8_t *buf, uint32_t len,
+		   wjob_done_fn done);
 int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
 void lane_chunk_sent(struct engine *e, uint32_t ci);

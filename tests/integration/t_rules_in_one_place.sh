@@ -16,6 +16,9 @@
 #      chown is in meta_policy.c or on a line that asks rx_meta_policy();
 #   5. both config loaders read their file through src/conffile.c (only a
 #      regular file within its caps), and no file of theirs reads one itself.
+#   6. a file's digest kind and where a tree's chunks hash are chosen in
+#      src/engine_digest.c: outside it, only the sums worker (its own read
+#      back) asks engine_digest_chunk(); the roles ask engine_digest_folds().
 # A new request type or path that re-implements a rule fails here.
 #
 # Exit 0 pass, 1 fail.
@@ -50,5 +53,12 @@ done
 for f in client/config.c daemon/config*.c; do
 	hits=$(grep -nE '\b(fopen|getline|fgets|read|ini_parse|ini_parse_file)\(' "$f")
 	[ -z "$hits" ] && pass "$f reads no file itself" || fail "$f reads a file itself: $hits"
+done
+hits=$(grep -nE '\bengine_digest_chunk\(' src/*.c | grep -vE '^src/engine_(digest|sums)\.c:')
+[ -z "$hits" ] && pass "a file's digest kind is chosen in src/engine_digest.c" ||
+	fail "engine_digest_chunk asked elsewhere: $hits"
+for f in src/engine_rx.c src/engine_tx_read.c; do
+	grep -q 'engine_digest_folds(e, f)' "$f" && pass "$f asks engine_digest_folds" ||
+		fail "$f does not ask engine_digest_folds"
 done
 finish

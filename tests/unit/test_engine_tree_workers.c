@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One big file's chunk tree hashed by many cores (engine_digest_folds):
+ * each chunk's own digest is made on the worker that handles the chunk,
+ * round the workers, and the loop folds them in file order. The sender's
+ * chunks as they are read (clear or sealed after), checked against a
+ * digest made here apart from hash.c; the receiver's sealed slots as they
+ * are opened, its held slots without private copies (tcp) apart. Every chunk counted on a worker and
+ * more than one worker used, so a tree hashed on one thread in order
+ * fails. A file of one chunk keeps its stream on its file's thread.
+ */
+#include "engine_harness.h"
+
+#include "hello.h"
+
+/* The tree of buf, independently: the XXH3-128 of each CHUNK of it, canonical, in order. */
+static void tree_ref(const uint8_t *buf, size_t len, uint8_t out[HASH_LEN])
+{
+	size_t n = (len + CHUNK - 1) / CHUNK;
+	uint8_t *d = malloc(n * HASH_LEN + 1);
+	XXH128_canonical_t c;
+
+	assert_non_null(d);
+	for (size_t i = 0; i < n; i++) {
+		size_t at = i * CHUNK, k = len - at < CHUNK ? len - at : CHUNK;
+
+		XXH128_canonicalFromHash(&c, XXH3_128bits(buf + at, k));
+		memcpy(d + i * HASH_LEN, c.digest, HASH_LEN);
+	}
+	XXH128_canonicalFromHash(&c, XXH3_128bits(d, n * HASH_LEN));
+	memcpy(out, c.digest, HASH_LEN);
+	free(d);
+}
+
+/* One file of size bytes sent and committed, both ends' digest its tree (or its stream). */
+static void one_file(struct fx *f, size_t size, bool tree)
+{
+	struct source s = { 0 };
+	size_t len;
+	uint8_t *buf, want[HASH_LEN];
+
+	f->txr.p.peer_caps = f->rxr.p.peer_caps = PROTO_CAP_FILE_TREE;
+	source_file(f, &s, "f", size);
+	run_both(f, &s);
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 1, 0, size, PERR_OK);
+	buf = read_file(f->src, "f", &len);
+	if (tree) {
+		tree_ref(buf, len, want);
+	} else {
+		hash_of(buf, len, want);
+	}
+	free(buf);
+	assert_int_equal(f->rxr.ev.last_tree, tree ? CHUNK : 0);
+	assert_int_equal(f->txr.ev.last_tree, tree ? CHUNK : 0);
+	assert_memory_equal(f->rxr.ev.last_hash, want, HASH_LEN);
+	assert_memory_equal(f->txr.ev.last_hash, want, HASH_LEN);
+	assert_same_file(f->src, f->dst, "f");
+}
+
+/* Every one of chunks digests made on a worker, by each of the first `workers` of them. */
+static void assert_spread(const struct engine_stats *st, uint64_t chunks, unsigned workers)
+{
+	assert_int_equal(st->worker_digests, chunks);
+	assert_int_equal(st->worker_digest_mask, (1u << workers) - 1);
+}
+
+/* The sender's chunks: each digest made as it is read, round two workers, folded in order. */
+static void test_sender_digests_on_workers(void **state)
+{
+	struct fx *f = *state;
+
+	f->txr.p.hash_threads = 2;
+	one_file(f, 23 * CHUNK + 1, true);
+	assert_spread(&f->txr.st, 24, 2);
+	assert_int_equal(f->rxr.st.worker_digests, 0); /* the receiver has none */
+}
+
+/* Slow jobs on three workers finish out of order: the fold is still in file order. */
+static void test_sender_digests_slow(void **state)
+{
+	struct fx *f = *state;
+
+	f->txr.p.hash_threads = 3;
+	f->txr.p.faults |= ENGINE_FAULT_SLOW_HASH;
+	one_file(f, 11 * CHUNK + 999, true);
+	assert_spread(&f->txr.st, 12, 3);
+}
+
+/* Sealed: the digests are made as the chunks are read, the seals go round the workers. */
+static void test_sender_sealed_digests(void **state)
+{
+	struct fx *f = *state;
+
+	seal_both(f, 0x5a);
+	f->txr.p.hash_threads = 2;
+	one_file(f, 9 * CHUNK + 5, true);
+	assert_spread(&f->txr.st, 10, 2);
+}
+
+/* A file of one chunk is its stream, fed on its file's thread: no chunk digest made. */
+static void test_sender_one_chunk_stream(void **state)
+{
+	struct fx *f = *state;
+
+	f->txr.p.hash_threads = 2;
+	one_file(f, CHUNK, false);
+	assert_int_equal(f->txr.st.worker_digests, 0);
+}
+
+/* The receiver's sealed slots: each chunk's digest made as a worker opens it, folded in order. */
+static void test_receiver_sealed_digests(void **state)
+{
+	struct fx *f = *state;
+
+	seal_both(f, 0x5a);
+	f->rxr.p.hash_threads = 2;
+	one_file(f, 14 * CHUNK + 3, true);
+	assert_spread(&f->rxr.st, 15, 2);
+}
+
+/* Sealed, both ends on workers, slow jobs finishing out of order. */
+static void test_sealed_both_slow(void **state)
+{
+	struct fx *f = *state;
+
+	seal_both(f, 0x5a);
+	f->rxr.p.hash_threads = 3;
+	f->txr.p.hash_threads = 2;
+	f->rxr.p.faults |= ENGINE_FAULT_SLOW_HASH;
+	one_file(f, 8 * CHUNK + 100, true);
+	assert_spread(&f->rxr.st, 9, 3);
+	assert_spread(&f->txr.st, 9, 2);
+}
+
+/* A sealed file of one whole chunk: its stream, on its file's thread, no digest used. */
+static void test_receiver_sealed_one_chunk(void **state)
+{
+	struct fx *f = *state;
+
+	seal_both(f, 0x5a);
+	f->rxr.p.hash_threads = 2;
+	one_file(f, CHUNK, false);
+}
+
+/* A byte changed after the open: the tree sees it (the open's digest is not the bytes'). */
+static void test_receiver_sealed_flip(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_file(f, &s, "big", 5 * CHUNK + 3);
+	f->txr.p.peer_caps = f->rxr.p.peer_caps = PROTO_CAP_FILE_TREE;
+	seal_both(f, 0x5a);
+	f->rxr.p.hash_threads = 2;
+	f->rxr.p.faults |= ENGINE_FAULT_FLIP_BYTE;
+	run_both(f, &s);
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 0, 1, 0, PERR_INTEGRITY);
+	assert_dest(f->dst, "");
+}
+
+/* A tcp receiver without private copies: each held slot digested on a worker, folded in order. */
+static void test_receiver_no_copy_digests(void **state)
+{
+	struct fx *f = *state;
+
+	f->rxr.p.hash_threads = 2;
+	one_file(f, 17 * CHUNK + 4000, true);
+	assert_spread(&f->rxr.st, 18, 2);
+}
+
+/* The same with both ends on three workers whose jobs finish out of order. */
+static void test_no_copy_both_slow(void **state)
+{
+	struct fx *f = *state;
+
+	f->rxr.p.hash_threads = 3;
+	f->txr.p.hash_threads = 3;
+	f->rxr.p.faults |= ENGINE_FAULT_SLOW_HASH;
+	f->txr.p.faults |= ENGINE_FAULT_SLOW_HASH;
+	one_file(f, 7 * CHUNK, true);
+	assert_spread(&f->rxr.st, 7, 3);
+	assert_spread(&f->txr.st, 7, 3);
+}
+
+/* A byte changed in a held slot before its digest: the file fails, nothing committed. */
+static void test_receiver_no_copy_flip(void **state)
+{
+	struct fx *f = *state;
+	struct source s = { 0 };
+
+	source_file(f, &s, "big", 4 * CHUNK + 1);
+	f->txr.p.peer_caps = f->rxr.p.peer_caps = PROTO_CAP_FILE_TREE;
+	f->rxr.p.hash_threads = 2;
+	f->rxr.p.faults |= ENGINE_FAULT_FLIP_BYTE;
+	run_both(f, &s);
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_stats(&f->rxr.st, 0, 1, 0, PERR_INTEGRITY);
+	assert_dest(f->dst, "");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_sender_digests_on_workers), T(test_sender_digests_slow),
+		T(test_sender_sealed_digests),	   T(test_sender_one_chunk_stream),
+		T(test_receiver_sealed_digests),   T(test_sealed_both_slow),
+		T(test_receiver_sealed_one_chunk), T(test_receiver_sealed_flip),
+		T(test_receiver_no_copy_digests),  T(test_no_copy_both_slow),
+		T(test_receiver_no_copy_flip),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
