@@ -290,6 +290,12 @@ struct engine {
 	bool failed;
 	bool error_sent; /* the peer has been told why (ERROR) */
 	int fail_r;	 /* the -errno of the failure: -EREMOTEIO when the peer sent ERROR */
+	/*
+	 * The session runs as root: it may give owners, and set security.* and
+	 * trusted.* attributes. Looked at once (engine_new): a session's
+	 * identity is set before its engine runs and never changes in it.
+	 */
+	bool euid_root;
 
 	/* The core's dispatch tables (engine_feature.h). */
 	struct engine_watch watches[ENGINE_WATCH_MAX];

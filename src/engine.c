@@ -427,6 +427,7 @@ static struct engine *engine_new(const struct engine_params *p, char *err, size_
 	e->sync_q = -1;
 	e->sum_q = -1;
 	e->oldest_id = 1;
+	e->euid_root = geteuid() == 0;
 	if (p->peer_caps & PROTO_CAP_WIDER_WINDOW) {
 		e->files_window = PROTO_FILES_WIDER;
 		e->files_span = PROTO_SPAN_WIDER;

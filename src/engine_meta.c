@@ -13,7 +13,7 @@ struct meta_policy rx_meta_policy(const struct engine *e)
 {
 	return (struct meta_policy){
 		.preserve = e->p->open_flags & PROTO_OPEN_PRESERVE,
-		.owner = (e->p->open_flags & PROTO_OPEN_OWNER) && geteuid() == 0,
+		.owner = (e->p->open_flags & PROTO_OPEN_OWNER) && e->euid_root,
 		.keep_setid = e->p->keep_setid,
 		.umask = e->p->umask,
 	};

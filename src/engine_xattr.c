@@ -160,10 +160,10 @@ static int rx_xattrs_check(struct engine *e, const struct msg_xattrs *x)
 }
 
 /* Set n attributes on fd. Returns PERR_OK or a failure with text. */
-static uint32_t rx_xattrs_set(const struct proto_xattr *x, size_t n, int fd, char *text,
-			      size_t textlen)
+static uint32_t rx_xattrs_set(const struct engine *e, const struct proto_xattr *x, size_t n, int fd,
+			      char *text, size_t textlen)
 {
-	bool root = geteuid() == 0;
+	bool root = e->euid_root;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct proto_xattr *a = &x[i];
@@ -242,7 +242,7 @@ static uint32_t rx_xattrs_prune(struct engine *e, const struct msg_xattrs *x, in
 static uint32_t rx_xattrs_sync(struct engine *e, const struct msg_xattrs *x, int fd, char *text,
 			       size_t textlen)
 {
-	uint32_t code = rx_xattrs_set(x->x, x->count, fd, text, textlen);
+	uint32_t code = rx_xattrs_set(e, x->x, x->count, fd, text, textlen);
 
 	return code == PERR_OK && xattr_sync_on(e) ? rx_xattrs_prune(e, x, fd, text, textlen)
 						   : code;
@@ -300,7 +300,7 @@ static uint32_t rx_xattrs_differ(struct engine *e, const struct msg_xattrs *x, i
 {
 	_cleanup_free_ char *list = malloc(XATTR_LIST_MAX);
 	_cleanup_free_ uint8_t *val = malloc(PROTO_MAX_XATTR_VALUE);
-	bool root = geteuid() == 0;
+	bool root = e->euid_root;
 	uint32_t items = 0;
 	ssize_t len = list ? flistxattr(fd, list, XATTR_LIST_MAX) : -1;
 
@@ -459,7 +459,7 @@ static void rx_xattrs_apply(struct engine *e, struct efile *f)
 	if (!xf || !xf->nxattrs) {
 		return;
 	}
-	code = rx_xattrs_set(xf->xattrs, xf->nxattrs, f->tfd, text, sizeof(text));
+	code = rx_xattrs_set(e, xf->xattrs, xf->nxattrs, f->tfd, text, sizeof(text));
 	if (code != PERR_OK) {
 		file_fail(f, code, "%s", text);
 	}
