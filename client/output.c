@@ -31,6 +31,25 @@ void output_init(struct output *out, bool json, int progress, int verbose)
 	out->t0 = now_seconds();
 }
 
+/*
+ * A name's --json line ended: out with those before it when a second has
+ * passed since the last flush (stdout is a pipe or a file, fully
+ * buffered), so that a tree's names cost a write per buffer, not one
+ * each. A crash loses the lines since the last flush, as the journal's
+ * rule does its own (journal_outcome: its lines are its own, never read
+ * from stdout); every other event (start, failures, the summary) goes
+ * out at once, and with it what is buffered.
+ */
+static void json_name_end(struct output *out)
+{
+	double now = now_seconds();
+
+	if (now - out->json_flushed >= 1.0) {
+		fflush(stdout);
+		out->json_flushed = now;
+	}
+}
+
 void output_memory(struct output *out, uint64_t limit, uint64_t pool, uint32_t chunk,
 		   uint32_t chunks, bool fitted)
 {
@@ -224,7 +243,7 @@ void output_file(struct output *out, const char *name, uint8_t ftype, uint64_t b
 			json_digest(hex, tree);
 		}
 		printf("}\n");
-		fflush(stdout);
+		json_name_end(out);
 	} else if (out->verbose > 0) {
 		clear_progress(out);
 		log_escape(name, esc, sizeof(esc));
@@ -261,7 +280,7 @@ void output_resumed(struct output *out, const char *name, uint64_t sent, uint64_
 		       sent, kept, sent, zero, skipped, secs);
 		json_digest(hex, tree);
 		printf("}\n");
-		fflush(stdout);
+		json_name_end(out);
 	} else if (out->verbose > 0) {
 		clear_progress(out);
 		/* As a copied file's line, with what a cut run had left (not sent again). */
@@ -288,7 +307,7 @@ void output_skipped(struct output *out, const char *name, uint8_t ftype, uint32_
 		printf(",\"action\":\"%s\"", items ? "updated" : "skipped");
 		json_changes(items);
 		printf("}\n");
-		fflush(stdout);
+		json_name_end(out);
 	} else if (out->verbose > (items ? 0 : 1)) {
 		/* rsync -i: '.', the data is not sent; what was brought in line (-vv: all). */
 		clear_progress(out);
@@ -310,13 +329,14 @@ void output_missing(struct output *out, const char *name)
 	}
 }
 
-static void json_file_action(const char *name, uint8_t ftype, const char *action)
+static void json_file_action(struct output *out, const char *name, uint8_t ftype,
+			     const char *action)
 {
 	printf("{\"event\":\"file\",\"name\":");
 	output_json_string(stdout, name);
 	json_type(ftype);
 	printf(",\"action\":\"%s\"}\n", action);
-	fflush(stdout);
+	json_name_end(out);
 }
 
 void output_deleted(struct output *out, const char *name, uint8_t ftype)
@@ -327,7 +347,7 @@ void output_deleted(struct output *out, const char *name, uint8_t ftype)
 		out->observe(out->observe_ud, name, "deleted", 0, NULL, NULL);
 	}
 	if (out->json) {
-		json_file_action(name, ftype, "deleted");
+		json_file_action(out, name, ftype, "deleted");
 	} else if (out->verbose > 0) {
 		clear_progress(out);
 		fprintf(stderr, "deleting %s\n", log_escape(name, esc, sizeof(esc)));
@@ -339,7 +359,7 @@ void output_delete_withheld(struct output *out, const char *name, uint8_t ftype)
 	char esc[4200];
 
 	if (out->json) {
-		json_file_action(name, ftype, "withheld");
+		json_file_action(out, name, ftype, "withheld");
 	} else if (out->verbose > 0) {
 		clear_progress(out);
 		fprintf(stderr, "not deleting %s (--max-delete)\n",

@@ -59,6 +59,7 @@ struct output {
 	/* fan-out: each destination's outcome, in the summary (output_destinations); 0: none */
 	const struct output_dest *dests;
 	size_t ndests;
+	double json_flushed; /* when the last name's --json line went out (output_json_name_end) */
 };
 
 /* One destination of a fan-out (client/fanout.h), for the summary. */
