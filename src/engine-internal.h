@@ -209,6 +209,7 @@ struct dirent_cache {
 	uint64_t dev;	    /* its file system (st_dev) */
 	bool by_syncfs;	    /* the running syncfs is its directory sync */
 	bool fresh;	    /* made by this session (rx_make_dir) */
+	bool swept;	    /* its stale temps and partials looked for (rx_dir_sweep) */
 	int8_t acl_default; /* it has a default ACL: 1, none 0, not looked at -1 */
 };
 

@@ -163,28 +163,39 @@ static int dir_open(struct engine *e, const char *path, int *ret_fd)
 }
 
 /*
- * Temp files of writers that died here earlier go now (the first time
- * we see the dir). A probe sweeps nothing: it only looks. A directory
- * found empty is fresh from now on, as one this session made is: what
- * this session puts there has names sent once (rx_fresh_add). Is it?
+ * A directory seen the first time: fresh when this session made it
+ * (rx_fresh_add): nothing is there that it did not put there. Its stale
+ * temps wait for rx_dir_sweep.
  */
-static bool dir_first_look(struct engine *e, int fd, const char *path)
+static bool dir_first_look(struct engine *e, const char *path)
 {
-	bool fresh = false;
+	return !engine_probe(e) && name_set_has(&e->fresh, path);
+}
 
-	if (!engine_probe(e)) {
-		bool empty = false;
+/*
+ * Before the first file this session writes in directory idx: temp files
+ * of writers that died here earlier go, and partials of cut runs nobody
+ * resumed (bounded: only the directories a session writes, once each).
+ * A directory it only looks at (a re-run that keeps its files) is not
+ * read: a stale temp is a dead writer's, and its file's next writer
+ * sweeps it. A directory found empty is fresh from now on, as one this
+ * session made is: what this session puts there has names sent once
+ * (rx_fresh_add). A probe sweeps nothing: it only looks.
+ */
+void rx_dir_sweep(struct engine *e, int idx)
+{
+	struct dirent_cache *d = &e->dirs[idx];
+	bool empty = false;
 
-		fresh = fspath_sweep_stale(fd, STALE_TEMP_AGE_S, &empty) >= 0 && empty;
-		if (name_set_has(&e->fresh, path)) {
-			fresh = true;
-		} else if (fresh && rx_fresh_add(e, path) < 0) {
-			fresh = false;
-		}
-		/* And partials of cut runs nobody resumed (bounded: only the directories we write). */
-		engine_partial_sweep(fd, e->p->partial_max_age_s);
+	if (d->swept || d->fresh || engine_probe(e)) {
+		return;
 	}
-	return fresh;
+	d->swept = true;
+	if (fspath_sweep_stale(d->fd, STALE_TEMP_AGE_S, &empty) >= 0 && empty &&
+	    rx_fresh_add(e, d->path) == 0) {
+		d->fresh = true;
+	}
+	engine_partial_sweep(d->fd, e->p->partial_max_age_s);
 }
 
 /* Slot idx holds fd (its path set), one reference, nothing written in it yet. */
@@ -196,6 +207,7 @@ static void dir_hold(struct engine *e, int idx, int fd, bool fresh)
 	e->dirs[idx].dev = fstat(fd, &st) == 0 ? (uint64_t)st.st_dev : UINT64_MAX;
 	e->dirs[idx].by_syncfs = false;
 	e->dirs[idx].fresh = fresh;
+	e->dirs[idx].swept = false;
 	e->dirs[idx].acl_default = -1;
 	e->dirs[idx].refs = 1;
 	e->dirs[idx].dirty = false;
@@ -230,7 +242,7 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 		close(fd);
 		return -ENOMEM;
 	}
-	dir_hold(e, free_idx, fd, dir_first_look(e, fd, path));
+	dir_hold(e, free_idx, fd, dir_first_look(e, path));
 	*ret_idx = e->dir_last = free_idx;
 	return 0;
 }

@@ -80,6 +80,7 @@ uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t tex
 		       bool *ret_peer);
 bool rx_seen(const struct engine *e, const char *name);
 int rx_fresh_add(struct engine *e, const char *dir);
+void rx_dir_sweep(struct engine *e, int idx);
 bool hash_set_has(const struct name_set *s, uint64_t key);
 int hash_set_add(struct name_set *s, uint64_t key);
 void hash_set_del(struct name_set *s, uint64_t key);

@@ -288,6 +288,7 @@ uint32_t rx_open_temp(struct engine *e, struct efile *f, char *text, size_t text
 	if (code != PERR_OK || f->device) {
 		return rx_open_device(e, f, code, text, textlen);
 	}
+	rx_dir_sweep(e, f->dir);
 	if (rx_open_store(e, f, text, textlen, &code)) {
 		return code;
 	}
