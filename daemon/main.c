@@ -28,6 +28,7 @@
 #include "session_table.h"
 #include "supervisor.h"
 #include "tls.h"
+#include "windows_check.h"
 
 /* ---- command line ---- */
 
@@ -195,6 +196,8 @@ static int run(struct daemon *d, bool check)
 	if (listeners_setup(d) < 0) {
 		return EXIT_CONFIG;
 	}
+	/* Once per daemon, not per HELLO: connections wait in the backlog meanwhile. */
+	windows_table_refresh(windows_table_daemon());
 	/* unset_environment: the watchdog is the supervisor's job alone. */
 	if (sd_watchdog_enabled(1, &usec) > 0 && usec >= 2000) {
 		d->watchdog_usec = usec;

@@ -26,6 +26,7 @@
 #include "serve.h"
 #include "session_table.h"
 #include "tls.h"
+#include "windows_check.h"
 
 static int load_tls(const struct daemon_config *cfg, struct tls_ctx **ret)
 {
@@ -264,6 +265,7 @@ void supervisor_reload(struct daemon *d)
 	supervisor_missing_module_warnings(cfg);
 	supervisor_system_path_warnings(cfg);
 	supervisor_check_memlock(cfg);
+	windows_table_refresh(windows_table_daemon());
 	supervisor_cert_expiry(cfg, NULL, 0);
 	d->next_cert_check_ms = supervisor_next_cert_check_ms();
 	log_info("reloaded %s", d->config_file);

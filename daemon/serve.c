@@ -24,6 +24,7 @@
 #include "privs.h"
 #include "rdmadev.h"
 #include "session_table.h"
+#include "windows_check.h"
 #include "xport.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -312,7 +313,9 @@ static int addr_device(const struct ifaddrs *ifs, const struct sockaddr *addr,
 /*
  * Can this daemon's verbs lanes fence slots by memory windows: the devices
  * of the address the client reached and of each of its rails bind type-2
- * windows? What HELLO announces (PROTO_CAP_MW_FENCE).
+ * windows? What HELLO announces (PROTO_CAP_MW_FENCE), from the answers the
+ * supervisor got at start or reload (windows_check.h): no device is opened
+ * here unless it is new since.
  */
 static int lanes_windows(const struct conn *c)
 {
@@ -340,7 +343,7 @@ static int lanes_windows(const struct conn *c)
 		n++;
 	}
 	if (n > 0) {
-		r = xport_verbs_windows(NULL, devs, n, why, sizeof(why));
+		r = windows_table_answer(windows_table_daemon(), devs, n, why, sizeof(why));
 	}
 	freeifaddrs(ifs);
 	log_debug("%s (%s): memory windows: %s", c->peer, c->id, r == 1 ? "yes" : why);

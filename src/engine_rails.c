@@ -38,6 +38,9 @@ struct rails_state {
 	unsigned lanes_up;
 	unsigned lanes_killed; /* tests: ENGINE_FAULT_KILL_LANE */
 	bool credit_wait;      /* sender: a slot's credit comes on its own lane (rails_watch) */
+	/* Sender, credit_wait: each lane's last probe (now_ms()) and its wr_id while out. */
+	int64_t probed[XPORT_MAX_LANES];
+	uint64_t probe_id[XPORT_MAX_LANES];
 };
 
 extern const struct engine_feature engine_feature_rails;
@@ -320,9 +323,18 @@ static int64_t rails_stall_ms(const struct engine *e)
 	return MIN(MAX(idle / 4, (int64_t)5000), (int64_t)30000);
 }
 
-/* When a lane last moved: its last completion or credit (0: never, or not since idle). */
-static int64_t lane_moved(const struct lane *l)
+/*
+ * When lane j last moved: its last completion or credit (0: never, or not
+ * since idle). Its probe alone out (rails_probe) is no move: it says the
+ * queue pair lives, not that the receiver takes anything.
+ */
+static int64_t lane_moved(const struct engine *e, unsigned j)
 {
+	const struct lane *l = &e->lanes[j];
+
+	if (l->len == 1 && l->fifo[l->head].wr_id == rails_of(e)->probe_id[j]) {
+		return l->credit_since;
+	}
 	return MAX(l->busy_since, l->credit_since);
 }
 
@@ -346,7 +358,7 @@ static int64_t lane_out_since(const struct engine *e, unsigned i, int64_t stall,
 	}
 	for (unsigned j = 0; j < e->p->x->nlanes; j++) {
 		if (j != i && e->lanes[j].state == LANE_UP) {
-			other = MAX(other, lane_moved(&e->lanes[j]));
+			other = MAX(other, lane_moved(e, j));
 		}
 	}
 	if (other - l->credit_since < stall || (since && since <= l->credit_since)) {
@@ -357,20 +369,69 @@ static int64_t lane_out_since(const struct engine *e, unsigned i, int64_t stall,
 }
 
 /*
- * Rails' watchdog, the one rule: a lane with work out (lane_out_since) and
- * nothing moving on it for too long is lost.
+ * How long a lane may wait for its credits with nothing of ours out on it
+ * before rails_probe asks its queue pair whether it still works.
+ */
+#define RAILS_PROBE_MS 1000
+
+/*
+ * Sender, where a slot's credit comes back only on its own lane (memory
+ * windows): a lane whose slots all wait at the receiver has nothing of ours
+ * out, so neither its ACK timeout nor the watchdog's "no completion" can see
+ * its queue pair die, and the receiver may hold those slots for its disk
+ * as long as it likes. Once such a lane was quiet RAILS_PROBE_MS (no credit,
+ * no slot out, no probe), a zero-length RDMA WRITE goes on it, signaled: no
+ * key, no address (IB C9-88: a responder checks neither for zero bytes),
+ * no immediate, so it consumes no receive and the peer's engine never sees
+ * it. A live lane completes it; a dead one fails it once its retries run
+ * out (7 ACK timeouts, --ack-timeout) and the lane is lost through its
+ * failed completion like any other; one that does neither has work out for
+ * the watchdog. At most one a second per waiting lane: nothing on a lane
+ * that moves.
+ */
+static int rails_probe(struct engine *e, unsigned i, int64_t *now)
+{
+	struct rails_state *rs = rails_of(e);
+	struct lane *l = &e->lanes[i];
+	struct xport_wr wr = { .opcode = XPORT_OP_WRITE, .flags = XPORT_SEND_SIGNALED, .lane = i };
+	int r;
+
+	if (!rs->credit_wait || l->state != LANE_UP || l->load == 0 || l->len > 0) {
+		return 0;
+	}
+	*now = *now ? *now : now_ms();
+	if (*now - MAX(l->credit_since, rs->probed[i]) < RAILS_PROBE_MS) {
+		return 0;
+	}
+	r = lane_push(e, &wr, -1);
+	if (r >= 0) {
+		rs->probed[i] = *now;
+		rs->probe_id[i] = wr.wr_id;
+	}
+	return r;
+}
+
+/*
+ * Rails' watchdog, the one rule: a lane that may be dead is probed
+ * (rails_probe), and a lane with work out (lane_out_since) and nothing
+ * moving on it for too long is lost.
  */
 static int rails_watch(struct engine *e)
 {
 	struct rails_state *rs = rails_of(e);
 	int64_t now = 0, stall = rails_stall_ms(e);
 
-	for (unsigned i = 0; i < e->p->x->nlanes && rs->lanes_up > 1; i++) {
+	for (unsigned i = 0; i < e->p->x->nlanes; i++) {
 		const char *why = NULL;
-		int64_t since =
-		    e->lanes[i].state == LANE_UP ? lane_out_since(e, i, stall, &why) : 0;
+		int r = rails_probe(e, i, &now);
+		int64_t since = r >= 0 && rs->lanes_up > 1 && e->lanes[i].state == LANE_UP
+				    ? lane_out_since(e, i, stall, &why)
+				    : 0;
 		char text[128];
 
+		if (r < 0) {
+			return r;
+		}
 		if (since == 0) {
 			continue;
 		}
@@ -384,8 +445,7 @@ static int rails_watch(struct engine *e)
 		if (e->p->ev.notice) {
 			e->p->ev.notice(e->p->ev.ud, "transport", text);
 		}
-		int r = lane_stop(e, i, why);
-
+		r = lane_stop(e, i, why);
 		if (r < 0) {
 			return r;
 		}
@@ -451,6 +511,21 @@ static int rails_feature_setup(struct engine *e)
 	return e->p->x ? rails_setup(e) : 0; /* a probe has no lanes */
 }
 
+/* Said when a lane fails at its probe: the peer may hold its slots long after. */
+static void rails_probe_failed(struct engine *e, const struct xport_wc *wc)
+{
+	struct rails_state *rs = rails_of(e);
+	char text[128];
+
+	if (!rs->credit_wait || wc->wr_id != rs->probe_id[wc->lane] ||
+	    e->lanes[wc->lane].state != LANE_UP || !e->p->ev.notice) {
+		return;
+	}
+	snprintf(text, sizeof(text), "data lane %u: its probe failed (%s) while its slots wait",
+		 wc->lane, xport_wc_status_str(wc->status));
+	e->p->ev.notice(e->p->ev.ud, "transport", text);
+}
+
 /* A lane's failed completion: with rails, its slots go on the others. */
 static int rails_on_lane_error(struct engine *e, const struct xport_wc *wc)
 {
@@ -459,6 +534,7 @@ static int rails_on_lane_error(struct engine *e, const struct xport_wc *wc)
 	if (!e->rails) {
 		return ENGINE_DECLINED;
 	}
+	rails_probe_failed(e, wc);
 	r = rails_lane_error(e, wc);
 	return r < 0 ? r : 0;
 }

@@ -22,13 +22,20 @@
  *     lane whose slots wait for credits, nothing out to complete, is taken
  *     down once it waited a stall's time while another lane moved, not
  *     while every lane waits (a slow receiver) nor before the stall; with
- *     the copy's fence (credits on any lane) such a wait takes no lane down.
+ *     the copy's fence (credits on any lane) such a wait takes no lane down;
+ *   - its probe (rails_probe): with windows a sender's lane whose slots wait,
+ *     nothing of ours out, gets one zero-length signaled RDMA WRITE after a
+ *     second of quiet (none before, none while one is out, none on a lane
+ *     that moved, none with the copy's fence), the last lane up too; a probe
+ *     that fails loses its lane the ordinary way (LANE_DOWN told, the lane
+ *     dead, the session going on) and says so.
  */
 #include "testutil.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine-internal.h"
 #include "engine_fence.h"
@@ -49,7 +56,31 @@ struct fake {
 	unsigned ndown; /* lane_down calls, the last one's lane */
 	unsigned down_lane;
 	char notice[160];
+	unsigned nposted; /* post_writes: requests posted, the last one */
+	struct xport_wr last;
+	struct xport_wc wc; /* poll_cq's next completion (wc.wr_id 0: none) */
 };
+
+static int fake_post_writes(struct xport *x, const struct xport_wr *wrs, size_t n)
+{
+	struct fake *f = (struct fake *)x;
+
+	f->nposted += (unsigned)n;
+	f->last = wrs[n - 1];
+	return 0;
+}
+
+static int fake_poll_cq(struct xport *x, struct xport_wc *wcs, size_t max)
+{
+	struct fake *f = (struct fake *)x;
+
+	if (f->wc.wr_id == 0 || max == 0) {
+		return 0;
+	}
+	wcs[0] = f->wc;
+	f->wc.wr_id = 0;
+	return 1;
+}
 
 static int fake_window_open(struct xport *x, struct xport_mr *mr, uint32_t idx, unsigned lane,
 			    uint64_t offset, uint64_t len, uint32_t *ret_rkey)
@@ -111,6 +142,7 @@ struct fx {
 	struct pool pool;
 	uint32_t free_slots[NSLOTS];
 	uint8_t slot_lane[NSLOTS];
+	struct lane_ent fifo[2][64];
 	char err[256];
 };
 
@@ -125,6 +157,8 @@ static struct fx *fx_new(bool receiver)
 	f->fake.ops.reg_mr = fake_reg_mr;
 	f->fake.ops.dereg_mr = fake_dereg_mr;
 	f->fake.ops.lane_down = fake_lane_down;
+	f->fake.ops.post_writes = fake_post_writes;
+	f->fake.ops.poll_cq = fake_poll_cq;
 	f->fake.x.ops = &f->fake.ops;
 	f->fake.x.nlanes = 2;
 	f->fake.x.windows = true;
@@ -147,6 +181,7 @@ static struct fx *fx_new(bool receiver)
 	for (unsigned i = 0; i < 2; i++) {
 		e->lanes[i].state = LANE_UP;
 		e->lanes[i].cap = 64;
+		e->lanes[i].fifo = f->fifo[i];
 	}
 	e->feat[0] = &engine_feature_windows;
 	e->sstate[0] = calloc(1, engine_feature_windows.state_size);
@@ -159,6 +194,7 @@ static struct fx *fx_new(bool receiver)
 static void fx_free(struct fx *f)
 {
 	engine_feature_windows.stop(f->e);
+	free(f->e->batch);
 	for (unsigned i = 0; i < f->e->nfeat; i++) {
 		f->e->feat[i]->release(f->e);
 		free(f->e->sstate[i]);
@@ -451,12 +487,125 @@ static void test_watchdog(void **state)
 	fx_free(f);
 }
 
+/* The sender's turn as the loop runs it: completions in, rails' step, the batch out. */
+static void turn(struct fx *f)
+{
+	assert_int_equal(lane_on_xport(f->e), 0);
+	assert_int_equal(engine_feature_rails.step(f->e), 0);
+	assert_int_equal(lane_batch_flush(f->e), 0);
+}
+
+/* Lane i's probe, just posted: a zero-length signaled WRITE, no key, no immediate. */
+static uint64_t probe_posted(struct fx *f, unsigned lane, unsigned nposted)
+{
+	const struct xport_wr *w = &f->fake.last;
+
+	assert_int_equal(f->fake.nposted, nposted);
+	assert_int_equal(w->opcode, XPORT_OP_WRITE);
+	assert_true(w->flags & XPORT_SEND_SIGNALED);
+	assert_int_equal(w->lane, lane);
+	assert_int_equal(w->len, 0);
+	assert_int_equal(w->rkey, 0);
+	assert_int_equal(w->inv_rkey, 0);
+	assert_int_equal(w->key, 0);
+	assert_int_equal(f->e->lanes[lane].len, 1);
+	return w->wr_id;
+}
+
+static struct fx *probe_fx(bool windows_seen, struct chan *chan)
+{
+	struct fx *f = watch_fx(windows_seen);
+
+	assert_int_equal(chan_init(chan, NULL, 0), 0);
+	f->p.chan = chan;
+	return f;
+}
+
+static void probe_fx_free(struct fx *f, struct chan *chan)
+{
+	chan_done(chan);
+	fx_free(f);
+}
+
+static void test_probe(void **state)
+{
+	struct chan chan;
+	struct fx *f = probe_fx(true, &chan);
+	struct engine *e = f->e;
+	int64_t now = now_ms();
+	uint64_t id;
+
+	(void)state;
+	/* Slots out on both lanes, nothing of ours out: quiet for 0.5 s, no probe yet. */
+	e->lanes[0].credit_since = e->lanes[1].credit_since = now - 500;
+	turn(f);
+	assert_int_equal(f->fake.nposted, 0);
+
+	/* Lane 0 quiet for 1.5 s: one probe on it, none on lane 1. */
+	e->lanes[0].credit_since = now - 1500;
+	turn(f);
+	id = probe_posted(f, 0, 1);
+	assert_int_equal(e->lanes[1].len, 0);
+	/* None more while it is out, however long. */
+	e->lanes[0].credit_since = now - 3000;
+	turn(f);
+	assert_int_equal(f->fake.nposted, 1);
+
+	/* It completes: the lane is live, and the next waits a second from this one. */
+	f->fake.wc = (struct xport_wc){ .wr_id = id, .opcode = XPORT_WC_WRITE, .lane = 0 };
+	turn(f);
+	assert_int_equal(e->lanes[0].len, 0);
+	assert_int_equal(f->fake.nposted, 1);
+	assert_int_equal(e->lanes[0].state, LANE_UP);
+
+	/* A lane that moved (its slot credited) is not probed; one with no slots out neither. */
+	e->lanes[1].credit_since = now - 5000;
+	assert_int_equal(credit(f, 1, 1, 0x201), 0);
+	turn(f);
+	assert_int_equal(f->fake.nposted, 1);
+	e->lanes[1].credit_since = now - 5000;
+	turn(f);
+	assert_int_equal(e->lanes[1].load, 0);
+	assert_int_equal(f->fake.nposted, 1);
+
+	/* Lane 1 with a slot out again, quiet: probed; its probe fails: lane 1 is lost. */
+	lane_slot_posted(e, 2, 1);
+	e->lanes[1].credit_since = now - 1500;
+	turn(f);
+	id = probe_posted(f, 1, 2);
+	f->fake.wc = (struct xport_wc){
+		.wr_id = id, .status = XPORT_WC_RETRY_EXC_ERR, .opcode = XPORT_WC_WRITE, .lane = 1
+	};
+	turn(f);
+	assert_false(e->failed);
+	assert_int_equal(e->lanes[1].state, LANE_DEAD);
+	assert_int_equal(f->fake.ndown, 1);
+	assert_int_equal(f->fake.down_lane, 1);
+	assert_true(chan.out_len > 0); /* LANE_DOWN told */
+	assert_non_null(strstr(f->fake.notice, "data lane 1: its probe failed"));
+
+	/* The last lane up is probed too (its failure would be the session's). */
+	e->lanes[0].credit_since = now - 1500;
+	sleep(1); /* a second since lane 0's last probe */
+	turn(f);
+	probe_posted(f, 0, 3);
+	probe_fx_free(f, &chan);
+
+	/* The copy's fence: a credit may come on any lane, a quiet lane is no lane's wait. */
+	f = probe_fx(false, &chan);
+	f->e->lanes[0].credit_since = f->e->lanes[1].credit_since = now - 60000;
+	turn(f);
+	assert_int_equal(f->fake.nposted, 0);
+	probe_fx_free(f, &chan);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sender),
 		cmocka_unit_test(test_receiver),
 		cmocka_unit_test(test_watchdog),
+		cmocka_unit_test(test_probe),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
