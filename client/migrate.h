@@ -106,6 +106,18 @@ struct runner {
 	struct nameset *done;	      /* the journal's outcomes */
 	struct nameset skeleton;      /* directories to make first */
 	struct batch list, links;
+	/*
+	 * A run's one reading of the plan (migrate_run.c): the plan's directories
+	 * in its order (NUL-ended names), then its entries to send, each name
+	 * followed by the run's counts (todo, already) so far.
+	 */
+	struct plan_dirs {
+		char *v;
+		size_t len, cap;
+	} dirs;
+	struct batch entries;
+	int open_err;  /* the list files not opened: -errno */
+	bool scan_cut; /* an entry not taken (windows_add): the entries end before it */
 	char jpath[JOURNAL_PATH_MAX];
 	/* HOST:PATH/ of each destination of its pushes: one, or every host (--every-host) */
 	char *dests[PLAN_MAX_EVERY_HOST];

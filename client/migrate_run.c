@@ -2,7 +2,7 @@
 /*
  * rdmacp run PLAN --shard I/N|auto (migrate.h): the shard resolved (given,
  * or from the launcher's environment), its journal locked and checked
- * against the plan, then its skeleton of directories, its entries in
+ * against the plan (read once: run_scan), then its skeleton of directories, its entries in
  * batches of RUN_BATCH names, the names of a file with other names in one
  * push, and its ranges of split files (migrate_ranges.c), each outcome
  * journaled.
@@ -140,9 +140,21 @@ static int resolve_shard(const struct client_opts *o, uint32_t plan_shards, uint
 	return 0;
 }
 
-static int run_entry(void *ud, const struct plan_entry *e)
+/*
+ * An entry to send, in the entries file: its name, then the run's counts
+ * with it, so that a run stopped at a push counts what it had reached.
+ */
+static void entries_add(struct runner *ru, const char *name)
 {
-	struct runner *ru = ud;
+	uint64_t at[2] = { ru->todo, ru->already };
+
+	batch_add(&ru->entries, name);
+	fwrite(at, sizeof(at), 1, ru->entries.f);
+}
+
+/* An entry of the shard, counted and taken to send (entries file, links, ranges). */
+static int run_entry(struct runner *ru, const struct plan_entry *e)
+{
 	bool linked = ru->h->hardlinks && (e->links > 1 || e->ftype == PROTO_FT_HARDLINK);
 	const struct nameset_slot *s;
 
@@ -152,8 +164,8 @@ static int run_entry(void *ud, const struct plan_entry *e)
 		ru->split_size = e->size;
 		return 0;
 	}
-	if (e->shard != ru->shard || ru->stop || e->ftype == PROTO_FT_DIR) {
-		return 0; /* directories went with the skeleton */
+	if (e->shard != ru->shard || e->ftype == PROTO_FT_DIR) {
+		return 0; /* directories go with the skeleton */
 	}
 	if (e->ftype == PLAN_FT_RANGE) {
 		s = nameset_get_range(ru->done, e->name, e->range);
@@ -178,10 +190,7 @@ static int run_entry(void *ud, const struct plan_entry *e)
 		}
 		return 0;
 	}
-	batch_add(&ru->list, e->name);
-	if (ru->list.n >= RUN_BATCH) {
-		run_result(ru, run_push(ru, &ru->list));
-	}
+	entries_add(ru, e->name);
 	return 0;
 }
 
@@ -193,9 +202,8 @@ static int run_entry(void *ud, const struct plan_entry *e)
  * directories it creates as entries): made as entries here, each gets its
  * own, whichever shard comes first.
  */
-static int skeleton_mark(void *ud, const struct plan_entry *e)
+static int skeleton_mark(struct runner *ru, const struct plan_entry *e)
 {
-	struct runner *ru = ud;
 	char name[PROTO_MAX_PATH + 1];
 	char *slash;
 
@@ -231,17 +239,100 @@ static int skeleton_mark(void *ud, const struct plan_entry *e)
 	}
 }
 
-static int skeleton_list(void *ud, const struct plan_entry *e)
+/* A directory of the plan kept, in plan order: which are the skeleton's is known at the end. */
+static int plan_dirs_add(struct plan_dirs *d, const char *name)
+{
+	size_t n = strlen(name) + 1;
+
+	if (d->len + n > d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 65536;
+		char *v;
+
+		while (cap < d->len + n) {
+			cap *= 2;
+		}
+		v = realloc(d->v, cap);
+		if (!v) {
+			return -ENOMEM;
+		}
+		d->v = v;
+		d->cap = cap;
+	}
+	memcpy(d->v + d->len, name, n);
+	d->len += n;
+	return 0;
+}
+
+/*
+ * The run's one reading of the plan: its entries' outcomes marked, the
+ * skeleton gathered, the plan's directories kept, and the shard's entries
+ * counted and taken (when the list files are open). Nothing is sent yet:
+ * the journal is checked against the whole plan first.
+ */
+static int run_scan(void *ud, const struct plan_entry *e)
 {
 	struct runner *ru = ud;
+	int rc = skeleton_mark(ru, e);
 
-	if (e->ftype == PROTO_FT_DIR && nameset_get(&ru->skeleton, e->name)) {
-		batch_add(&ru->list, e->name);
+	if (rc != 0 || ru->open_err) {
+		return rc;
+	}
+	if (e->ftype == PROTO_FT_DIR && plan_dirs_add(&ru->dirs, e->name) < 0) {
+		log_error("the plan's directories: %s", strerror(ENOMEM));
+		return EXIT_LOCAL_IO;
+	}
+	/* An entry not taken ends the entries: those before it are sent, then the run fails. */
+	if (!ru->scan_cut && run_entry(ru, e) != 0) {
+		ru->scan_cut = true;
+	}
+	return 0;
+}
+
+/* The skeleton's directories, in plan order, at the head of the list. */
+static void run_skeleton(struct runner *ru)
+{
+	const struct plan_dirs *d = &ru->dirs;
+
+	for (size_t at = 0; at < d->len; at += strlen(d->v + at) + 1) {
+		if (!nameset_get(&ru->skeleton, d->v + at)) {
+			continue;
+		}
+		batch_add(&ru->list, d->v + at);
 		if (ru->list.n >= RUN_BATCH && !ru->stop) {
 			run_result(ru, run_push(ru, &ru->list));
 		}
 	}
-	return 0;
+}
+
+/*
+ * The entries after the skeleton, in pushes of RUN_BATCH names. A run
+ * stopped at a push counts the entries it had reached. 0 or an exit code.
+ */
+static int run_entries(struct runner *ru)
+{
+	_cleanup_fclose_ FILE *in = NULL;
+	_cleanup_free_ char *name = NULL;
+	size_t cap = 0;
+	uint64_t at[2];
+
+	if (fflush(ru->entries.f) != 0 || !(in = fopen(ru->entries.path, "re"))) {
+		return EXIT_LOCAL_IO;
+	}
+	while (!ru->stop && getdelim(&name, &cap, '\0', in) > 0) {
+		if (fread(at, sizeof(at), 1, in) != 1) {
+			return EXIT_LOCAL_IO;
+		}
+		batch_add(&ru->list, name);
+		if (ru->list.n < RUN_BATCH) {
+			continue;
+		}
+		run_result(ru, run_push(ru, &ru->list));
+		if (ru->stop) {
+			ru->todo = at[0];
+			ru->already = at[1];
+		}
+	}
+	return ferror(in) ? EXIT_LOCAL_IO : 0;
 }
 
 /* The last line of a shard's run; --json: a "run" event, whatever -q says. */
@@ -274,9 +365,8 @@ static void run_summary(const struct runner *ru, const char *what, int rc)
 
 /*
  * All of it checked before anything is copied: the shard, its journal
- * locked and loaded, the plan read through (its entries' outcomes marked,
- * the skeleton gathered), the journal against it; then the run's start in
- * the journal. what: the shard, in words. 0 or an exit code.
+ * locked and loaded, the plan read through once (run_scan), the journal
+ * against it; then the run's start in the journal. what: the shard, in words. 0 or an exit code.
  */
 static int run_prepare(struct runner *ru, struct plan_reader *r, const char *plan,
 		       struct journal_writer *j, char *what, size_t what_len)
@@ -293,7 +383,12 @@ static int run_prepare(struct runner *ru, struct plan_reader *r, const char *pla
 	if (rc != 0) {
 		return rc;
 	}
-	rc = plan_pass(r, skeleton_mark, ru);
+	if (batch_open(&ru->list, ru->jpath, "list") < 0 ||
+	    batch_open(&ru->links, ru->jpath, "links") < 0 ||
+	    batch_open(&ru->entries, ru->jpath, "entries") < 0) {
+		ru->open_err = -errno; /* said when the pushes would start, as a run's failure */
+	}
+	rc = plan_pass(r, run_scan, ru);
 	if (rc == 0 && nameset_count_unmarked(ru->done, NAMESET_PLANNED) > 0) {
 		rc = journal_foreign(ru->done, j->fd, ru->jpath);
 	}
@@ -310,23 +405,28 @@ static int run_prepare(struct runner *ru, struct plan_reader *r, const char *pla
  * a handshake and a sync at the daemon), else in batches with the linked
  * names in a push of their own; then its ranges.
  */
-static int run_pushes(struct runner *ru, struct plan_reader *r)
+static int run_pushes(struct runner *ru)
 {
 	char esc[1024];
 	int rc = 0;
 
-	if (batch_open(&ru->list, ru->jpath, "list") < 0 ||
-	    batch_open(&ru->links, ru->jpath, "links") < 0) {
+	if (ru->open_err) {
 		log_error("%s.list: %s", log_escape_short(ru->jpath, esc, sizeof(esc)),
-			  strerror(errno));
+			  strerror(-ru->open_err));
 		rc = EXIT_LOCAL_IO;
 	}
 	/* The skeleton heads the list: its directories go before any file of the push. */
 	if (rc == 0) {
-		rc = plan_pass(r, skeleton_list, ru);
+		run_skeleton(ru);
+	}
+	if (rc == 0 && ru->stop) {
+		ru->todo = ru->already = 0; /* no entry reached */
 	}
 	if (rc == 0 && !ru->stop) {
-		rc = plan_pass(r, run_entry, ru);
+		rc = run_entries(ru);
+	}
+	if (rc == 0 && !ru->stop && ru->scan_cut) {
+		rc = EXIT_LOCAL_IO;
 	}
 	if (rc == 0 && !ru->stop && ru->links.n > 0 && ru->list.n + ru->links.n <= RUN_BATCH &&
 	    batch_append(&ru->list, &ru->links) < 0) {
@@ -345,8 +445,22 @@ static int run_pushes(struct runner *ru, struct plan_reader *r)
 	return rc == 0 ? ru->rc : rc;
 }
 
+/* The list files of a run, closed and gone. */
+static void run_batches_close(struct runner *ru)
+{
+	struct batch *const all[] = { &ru->list, &ru->links, &ru->entries };
+
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		if (all[i]->f) {
+			fclose(all[i]->f);
+			all[i]->f = NULL;
+			unlink(all[i]->path);
+		}
+	}
+}
+
 /* The shard's run, once prepared: its pushes journaled, the run's end, its summary. */
-static int run_shard(struct runner *ru, struct plan_reader *r, const char *what, double t0)
+static int run_shard(struct runner *ru, const char *what, double t0)
 {
 	struct client_opts *o = ru->o;
 	struct journal_writer *j = ru->j;
@@ -360,16 +474,11 @@ static int run_shard(struct runner *ru, struct plan_reader *r, const char *what,
 	copy_set_observer(journal_observe, j);
 	rc = runner_dests(ru, ru->shard);
 	if (rc == 0) {
-		rc = run_pushes(ru, r);
+		rc = run_pushes(ru);
 	}
 	runner_dests_free(ru);
 	copy_set_observer(NULL, NULL);
-	for (struct batch *b = &ru->list; b <= &ru->links; b++) {
-		if (b->f) {
-			fclose(b->f);
-			unlink(b->path);
-		}
-	}
+	run_batches_close(ru);
 	if (journal_end(j, rc, now_seconds() - t0) < 0) {
 		log_error("%s: journal not written: %s",
 			  log_escape_short(ru->jpath, esc, sizeof(esc)), strerror(EIO));
@@ -402,8 +511,10 @@ int cmd_run(struct client_opts *o, char **args, int nargs)
 	rc = run_prepare(&ru, r, args[0], &j, what, sizeof(what));
 	if (rc == 0) {
 		ru.j = &j;
-		rc = run_shard(&ru, r, what, t0);
+		rc = run_shard(&ru, what, t0);
 	}
+	run_batches_close(&ru);
+	free(ru.dirs.v);
 	nameset_free(&done);
 	nameset_free(&ru.skeleton);
 	plan_close(r);
