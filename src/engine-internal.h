@@ -692,6 +692,8 @@ void rx_pwrite_done(struct engine *e, uint32_t fidx, int res);
 
 /* engine.c: register the pool with io_uring before its first fixed read or write. */
 int engine_pin_pool(struct engine *e);
+/* The sender's: chunk ci registered with io_uring, the first time it is read into. */
+int engine_pin_chunk(struct engine *e, uint32_t ci);
 void hash_zeros(struct file_hash *h, uint64_t len);
 
 /* engine_uring.c */

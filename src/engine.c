@@ -9,6 +9,7 @@
 
 #include <sys/mman.h>
 
+#include "log.h"
 #include "rdmadev.h"
 
 /* The one place a role becomes its ops; NULL: no such role. */
@@ -158,7 +159,7 @@ static int setup_memory(struct engine *e)
 	e->desc_len = engine_desc_len(p);
 	/*
 	 * RDMA pins the pages now (reg_mr); on tcp nothing does until the first
-	 * disk read or write (engine_pin_pool), so a run that moves no data (a
+	 * disk read or write (engine_pin_chunk: the chunks read into; engine_pin_pool), so a run that moves no data (a
 	 * re-run that skips everything) never faults in the pool.
 	 */
 	r = x->ops->reg_mr(x, e->pool->base, e->role->peer_writes ? reg_bytes : e->pool->size,
@@ -170,23 +171,62 @@ static int setup_memory(struct engine *e)
 	return 0;
 }
 
+static int engine_pin_failed(struct engine *e, int r)
+{
+	char advice[512];
+
+	pool_memlock_check(e->pool->size, advice, sizeof(advice));
+	return engine_fail(e, PERR_INTERNAL, r, "register buffers with io_uring: %s (%s)",
+			   strerror(-r), advice);
+}
+
 int engine_pin_pool(struct engine *e)
 {
-	int r;
+	int r = 0;
 
-	if (e->pool_pinned) {
-		return 0;
+	if (!e->pool_pinned) {
+		r = pool_register_uring(e->pool, &e->ring);
+	} else if (e->pool->chunk_pinned) {
+		/* Registered chunk by chunk so far: the rest of it now. */
+		for (uint32_t i = 0; i < e->pool->nchunks && r >= 0; i++) {
+			r = pool_pin_chunk(e->pool, i);
+		}
 	}
-	r = pool_register_uring(e->pool, &e->ring);
 	if (r < 0) {
-		char advice[512];
-
-		pool_memlock_check(e->pool->size, advice, sizeof(advice));
-		return engine_fail(e, PERR_INTERNAL, r, "register buffers with io_uring: %s (%s)",
-				   strerror(-r), advice);
+		return engine_pin_failed(e, r);
 	}
 	e->pool_pinned = true;
 	return 0;
+}
+
+/*
+ * The sender's one rule for what its pool costs: a chunk is registered with
+ * io_uring (faulted in, zeroed by the kernel, pinned) when it is first read
+ * into, so a push that reads little pays for the few chunks it used, not for
+ * the pool's size. The free list hands out the lowest chunks first, keeping
+ * that set as small as the reads in flight. The whole pool goes in at once
+ * when it is too big for io_uring's table, and under a locked-memory limit:
+ * there the pool was fitted to what the limit left (memfit), and pinning it
+ * whole holds that, where chunk by chunk the user's other processes could
+ * take it and refuse a later chunk mid-transfer.
+ */
+int engine_pin_chunk(struct engine *e, uint32_t ci)
+{
+	int r = 0;
+
+	if (!e->pool_pinned) {
+		r = pool_memlock_unbounded() > 0 ? pool_register_uring_lazy(e->pool, &e->ring)
+						 : -E2BIG;
+		if (r == -E2BIG) {
+			r = pool_register_uring(e->pool, &e->ring);
+		}
+		if (r < 0) {
+			return engine_pin_failed(e, r);
+		}
+		e->pool_pinned = true;
+	}
+	r = pool_pin_chunk(e->pool, ci);
+	return r < 0 ? engine_pin_failed(e, r) : 0;
 }
 
 static int setup_uring(struct engine *e)
@@ -325,6 +365,10 @@ static void teardown_memory(struct engine *e)
 		}
 		x->ops->dereg_mr(x, e->mr);
 		e->mr = NULL;
+	}
+	if (e->pool) {
+		log_debug("io_uring registered %zu of the pool's %zu bytes", e->pool->pinned_bytes,
+			  e->pool->size);
 	}
 	pool_destroy(e->pool);
 }

@@ -91,7 +91,7 @@ static int tx_pread_submit(struct engine *e, struct efile *f)
 	if (!sqe) {
 		return engine_fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 	}
-	/* Not a fixed buffer: a run of small files pins nothing (engine_pin_pool). */
+	/* Not a fixed buffer: a run of small files pins nothing (engine_pin_chunk). */
 	io_uring_prep_read(sqe, f->fd, buf + pk->pk_done, (unsigned)(f->size - pk->pk_done),
 			   pk->pk_done);
 	io_uring_sqe_set_data64(sqe, UD(UD_PREAD, file_index(e, f)));

@@ -14,7 +14,7 @@ static int tx_submit_read(struct engine *e, uint32_t ci)
 	struct io_uring_sqe *sqe;
 	uint32_t want = c->len - c->done;
 	int fd = f->fd;
-	int r = engine_pin_pool(e);
+	int r = engine_pin_chunk(e, ci);
 
 	if (r < 0) {
 		return r;

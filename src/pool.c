@@ -175,6 +175,7 @@ void pool_destroy(struct pool *p)
 		io_uring_unregister_buffers(p->ring);
 		p->ring = NULL;
 	}
+	free(p->chunk_pinned);
 	if (p->base) {
 		munmap(p->base, p->size);
 	}
@@ -239,6 +240,57 @@ int pool_register_uring(struct pool *p, struct io_uring *ring)
 		return r;
 	}
 	p->ring = ring;
+	p->pinned_bytes = p->size;
+	return 0;
+}
+
+int pool_register_uring_lazy(struct pool *p, struct io_uring *ring)
+{
+	_cleanup_free_ bool *pinned = NULL;
+	_cleanup_free_ struct iovec *empty = NULL;
+	int r;
+
+	assert(p && ring);
+	if (p->ring) {
+		return -EBUSY;
+	}
+	if (p->nchunks > POOL_MAX_FIXED_BUFS) {
+		return -E2BIG;
+	}
+	pinned = calloc(p->nchunks, sizeof(*pinned));
+	/* Empty entries (no base, no length) are holes the kernel fills on update. */
+	empty = calloc(p->nchunks, sizeof(*empty));
+	if (!pinned || !empty) {
+		return -ENOMEM;
+	}
+	r = io_uring_register_buffers(ring, empty, p->nchunks);
+	if (r < 0) {
+		return r;
+	}
+	p->ring = ring;
+	p->buf_piece_size = (unsigned)p->chunk_size;
+	p->chunk_pinned = TAKE_PTR(pinned);
+	p->pinned_bytes = 0;
+	return 0;
+}
+
+int pool_pin_chunk(struct pool *p, uint32_t idx)
+{
+	struct iovec iov;
+	int r;
+
+	assert(p && p->ring && idx < p->nchunks);
+	if (!p->chunk_pinned || p->chunk_pinned[idx]) {
+		return 0;
+	}
+	iov.iov_base = pool_chunk(p, idx);
+	iov.iov_len = p->chunk_size;
+	r = io_uring_register_buffers_update_tag(p->ring, idx, &iov, NULL, 1);
+	if (r < 0) {
+		return r;
+	}
+	p->chunk_pinned[idx] = true;
+	p->pinned_bytes += p->chunk_size;
 	return 0;
 }
 
@@ -337,6 +389,16 @@ int pool_has_cap_ipc_lock(void)
 		return (caps >> CAP_IPC_LOCK_BIT) & 1 ? 1 : 0;
 	}
 	return -ENOENT;
+}
+
+int pool_memlock_unbounded(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0) {
+		return negerrno();
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? 1 : pool_has_cap_ipc_lock();
 }
 
 int pool_memlock_check(size_t need, char *msg, size_t msglen)

@@ -24,9 +24,15 @@ struct pool {
 	/* free-list of chunk indexes (LIFO) */
 	uint32_t *free_list;
 	uint32_t nfree;
-	/* io_uring fixed-buffer registration: one iovec per <= 1 GiB piece */
+	/* io_uring fixed-buffer registration: one iovec per <= 1 GiB piece, or per chunk */
 	struct io_uring *ring;
 	unsigned buf_piece_size; /* bytes per registered iovec (multiple of chunk_size) */
+	/*
+	 * Registered chunk by chunk (pool_register_uring_lazy): which chunks
+	 * the kernel holds (NULL: the whole pool went in at once), and their bytes.
+	 */
+	bool *chunk_pinned;
+	size_t pinned_bytes;
 };
 
 /*
@@ -57,6 +63,22 @@ int pool_bind_node(struct pool *p, int node);
  */
 int pool_register_uring(struct pool *p, struct io_uring *ring);
 
+/*
+ * Register with io_uring a table of one empty fixed buffer per chunk
+ * (nothing pinned, nothing faulted in); pool_pin_chunk fills a chunk's entry
+ * when it is first read into. A pool registered so pays, in zeroed and pinned
+ * pages, for the chunks it uses, not for its size. -E2BIG past io_uring's
+ * table size (POOL_MAX_FIXED_BUFS chunks): register the whole pool instead.
+ */
+#define POOL_MAX_FIXED_BUFS 16384u
+int pool_register_uring_lazy(struct pool *p, struct io_uring *ring);
+/*
+ * Make chunk idx usable by READ/WRITE_FIXED: pins it (RLIMIT_MEMLOCK applies,
+ * as to pool_register_uring) the first time; 0 at once after that, and for a
+ * pool registered whole.
+ */
+int pool_pin_chunk(struct pool *p, uint32_t idx);
+
 /* Fixed-buffer index for a pointer inside the pool (for READ/WRITE_FIXED). */
 int pool_buf_index(const struct pool *p, const void *ptr);
 
@@ -81,3 +103,5 @@ int pool_memlock_check(size_t need, char *msg, size_t msglen);
 int pool_memlock_advice(uint64_t need, uint64_t limit, bool cap_ipc_lock, char *msg, size_t msglen);
 /* 1 when CAP_IPC_LOCK is in the effective set (/proc/self/status), 0 if not, -errno. */
 int pool_has_cap_ipc_lock(void);
+/* 1 when RLIMIT_MEMLOCK does not bound what we pin (RLIM_INFINITY or CAP_IPC_LOCK), 0, -errno. */
+int pool_memlock_unbounded(void);

@@ -2,6 +2,7 @@
 /*
  * The registered buffer pool: sizes, chunk accounting, alignment, a real
  * io_uring fixed-buffer registration with a READ_FIXED of a real file, the
+ * registration chunk by chunk (only the chunks pinned come into memory), the
  * piece index, the NUMA binding, the RLIMIT_MEMLOCK advice (deterministic and
  * in a child that really lacks CAP_IPC_LOCK) and the pinned-bytes budget.
  */
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -277,6 +279,94 @@ static void test_register_read_fixed(void **state)
 	free(dir);
 }
 
+/* Pages of [base, base + len) in memory (mincore). */
+static size_t resident_pages(const void *base, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (len + page - 1) / page, in = 0;
+	unsigned char *vec = calloc(n, 1);
+
+	assert_non_null(vec);
+	assert_int_equal(mincore((void *)base, len, vec), 0);
+	for (size_t i = 0; i < n; i++) {
+		in += vec[i] & 1;
+	}
+	free(vec);
+	return in;
+}
+
+/*
+ * Registered chunk by chunk (2 MiB chunks: a huge page each where THP is
+ * on, so residency counts whole chunks either way; 6 MiB in all, within
+ * an ordinary user's 8 MiB RLIMIT_MEMLOCK): the table costs nothing, a chunk is faulted in
+ * and pinned when pinned, once, and a READ_FIXED into it works; the chunks
+ * never pinned stay out of memory (registered whole, all of them come in).
+ */
+static void test_register_lazy(void **state)
+{
+	const size_t chunk = 2 * MiB, len = 100 * KiB + 7;
+	struct io_uring ring;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct pool *p = NULL;
+	char *dir = tu_mkdtemp(), *path;
+	uint8_t *data, *buf;
+	int fd, r;
+
+	(void)state;
+	r = io_uring_queue_init(8, &ring, 0);
+	if (r < 0) {
+		tu_rmtree(dir);
+		tu_skip("io_uring_queue_init: %s", strerror(-r));
+	}
+	write_pattern_file(dir, len, &path, &data);
+	assert_int_equal(pool_create(3 * chunk, chunk, &p), 0);
+	assert_int_equal(pool_register_uring_lazy(p, &ring), 0);
+	assert_int_equal(pool_register_uring_lazy(p, &ring), -EBUSY);
+	assert_int_equal(p->pinned_bytes, 0);
+	assert_int_equal(resident_pages(p->base, p->size), 0);
+
+	buf = pool_chunk(p, 1);
+	assert_int_equal(pool_pin_chunk(p, 1), 0);
+	assert_int_equal(pool_pin_chunk(p, 1), 0);
+	assert_int_equal(p->pinned_bytes, chunk);
+	assert_int_equal(pool_buf_index(p, buf), 1);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)chunk, 0, pool_buf_index(p, buf));
+	assert_int_equal(io_uring_submit(&ring), 1);
+	assert_int_equal(io_uring_wait_cqe(&ring, &cqe), 0);
+	assert_int_equal(cqe->res, (int)len);
+	io_uring_cqe_seen(&ring, cqe);
+	assert_memory_equal(buf, data, len);
+	/* Only the pinned chunk came into memory. */
+	assert_int_equal(resident_pages(p->base, p->size), chunk / (size_t)sysconf(_SC_PAGESIZE));
+
+	/* A chunk not pinned is a hole: the kernel refuses a READ_FIXED into it. */
+	sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_read_fixed(sqe, fd, pool_chunk(p, 2), 4096, 0, 2);
+	assert_int_equal(io_uring_submit(&ring), 1);
+	assert_int_equal(io_uring_wait_cqe(&ring, &cqe), 0);
+	assert_true(cqe->res < 0);
+	io_uring_cqe_seen(&ring, cqe);
+	pool_destroy(p);
+
+	/* The whole pool registered at once: every page is in. */
+	assert_int_equal(pool_create(3 * chunk, chunk, &p), 0);
+	assert_int_equal(pool_register_uring(p, &ring), 0);
+	assert_int_equal(p->pinned_bytes, p->size);
+	assert_int_equal(pool_pin_chunk(p, 2), 0);
+	assert_int_equal(resident_pages(p->base, p->size), p->size / (size_t)sysconf(_SC_PAGESIZE));
+	pool_destroy(p);
+
+	close(fd);
+	io_uring_queue_exit(&ring);
+	free(data);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 static void test_buf_index(void **state)
 {
 	struct pool *p = NULL;
@@ -449,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_chunk_accounting),
 		cmocka_unit_test(test_double_put_aborts),
 		cmocka_unit_test(test_register_read_fixed),
+		cmocka_unit_test(test_register_lazy),
 		cmocka_unit_test(test_buf_index),
 		cmocka_unit_test(test_memlock_advice),
 		cmocka_unit_test(test_memlock_check_child),
