@@ -128,16 +128,7 @@ size_t verbs_dev_flush(struct verbs_xport *vx, struct xport_wc *wcs, size_t max)
 static void dev_release_lanes(struct verbs_xport *vx, unsigned dev)
 {
 	for (struct verbs_mr *m = vx->mrs; m; m = m->next) {
-		if (!m->win[dev]) {
-			continue;
-		}
-		for (uint32_t i = 0; i < XPORT_MAX_WINDOWS; i++) {
-			if (m->win[dev][i].mw) {
-				(void)ibv_dealloc_mw(m->win[dev][i].mw);
-			}
-		}
-		free(m->win[dev]);
-		m->win[dev] = NULL;
+		verbs_mr_windows_free_dev(m, dev);
 	}
 	for (unsigned i = 0; i < vx->pub.nlanes; i++) {
 		struct verbs_lane *ln = &vx->lanes[i];

@@ -132,19 +132,24 @@ int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access, struc
 	return 0;
 }
 
+void verbs_mr_windows_free_dev(struct verbs_mr *m, unsigned d)
+{
+	if (!m->win[d]) {
+		return;
+	}
+	for (uint32_t i = 0; i < XPORT_MAX_WINDOWS; i++) {
+		if (m->win[d][i].mw) {
+			(void)ibv_dealloc_mw(m->win[d][i].mw);
+		}
+	}
+	free(m->win[d]);
+	m->win[d] = NULL;
+}
+
 void verbs_mr_windows_free(struct verbs_mr *m)
 {
 	for (unsigned d = 0; d < XPORT_MAX_LANES; d++) {
-		if (!m->win[d]) {
-			continue;
-		}
-		for (uint32_t i = 0; i < XPORT_MAX_WINDOWS; i++) {
-			if (m->win[d][i].mw) {
-				(void)ibv_dealloc_mw(m->win[d][i].mw);
-			}
-		}
-		free(m->win[d]);
-		m->win[d] = NULL;
+		verbs_mr_windows_free_dev(m, d);
 	}
 }
 

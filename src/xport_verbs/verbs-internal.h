@@ -316,7 +316,11 @@ int verbs_lane_gid_check(struct verbs_xport *vx, unsigned lane, const struct xpo
 int verbs_reg_mr(struct xport *x, void *addr, size_t len, unsigned access,
 		 struct xport_mr **ret_mr);
 int verbs_dereg_mr(struct xport *x, struct xport_mr *pub);
-/* Every window of m deallocated (before its registrations go: bound windows pin them). */
+/*
+ * One device's windows over m (d), or every device's, deallocated and their
+ * tables freed (before its registrations go: bound windows pin them).
+ */
+void verbs_mr_windows_free_dev(struct verbs_mr *m, unsigned d);
 void verbs_mr_windows_free(struct verbs_mr *m);
 
 /* ---- mw.c: memory windows (xport.windows) ---- */
