@@ -554,3 +554,22 @@ void seal_both(struct fx *f, uint8_t rx_key_byte)
 	memset(f->txr.p.seal_secret, 0x5a, sizeof(f->txr.p.seal_secret));
 	memset(f->rxr.p.seal_secret, rx_key_byte, sizeof(f->rxr.p.seal_secret));
 }
+
+/* The tree of buf, independently: the XXH3-128 of each CHUNK of it, canonical, in order. */
+void tree_ref(const uint8_t *buf, size_t len, uint8_t out[HASH_LEN])
+{
+	size_t n = (len + CHUNK - 1) / CHUNK;
+	uint8_t *d = malloc(n * HASH_LEN + 1);
+	XXH128_canonical_t c;
+
+	assert_non_null(d);
+	for (size_t i = 0; i < n; i++) {
+		size_t at = i * CHUNK, k = len - at < CHUNK ? len - at : CHUNK;
+
+		XXH128_canonicalFromHash(&c, XXH3_128bits(buf + at, k));
+		memcpy(d + i * HASH_LEN, c.digest, HASH_LEN);
+	}
+	XXH128_canonicalFromHash(&c, XXH3_128bits(d, n * HASH_LEN));
+	memcpy(out, c.digest, HASH_LEN);
+	free(d);
+}

@@ -185,5 +185,7 @@ void raw_end(struct raw *w, uint32_t files);
 void assert_stats(const struct engine_stats *st, uint64_t ok, uint64_t failed, uint64_t bytes,
 		  uint32_t first_error);
 void raw_zeros(struct raw *w, uint32_t id, uint64_t off, uint64_t len);
+/* The tree of buf, independently: the XXH3-128 of each CHUNK of it, canonical, in order. */
+void tree_ref(const uint8_t *buf, size_t len, uint8_t out[HASH_LEN]);
 
 #endif

@@ -12,25 +12,6 @@
 
 #include "hello.h"
 
-/* The tree of buf, independently: the XXH3-128 of each CHUNK of it, canonical, in order. */
-static void tree_ref(const uint8_t *buf, size_t len, uint8_t out[HASH_LEN])
-{
-	size_t n = (len + CHUNK - 1) / CHUNK;
-	uint8_t *d = malloc(n * HASH_LEN + 1);
-	XXH128_canonical_t c;
-
-	assert_non_null(d);
-	for (size_t i = 0; i < n; i++) {
-		size_t at = i * CHUNK, k = len - at < CHUNK ? len - at : CHUNK;
-
-		XXH128_canonicalFromHash(&c, XXH3_128bits(buf + at, k));
-		memcpy(d + i * HASH_LEN, c.digest, HASH_LEN);
-	}
-	XXH128_canonicalFromHash(&c, XXH3_128bits(d, n * HASH_LEN));
-	memcpy(out, c.digest, HASH_LEN);
-	free(d);
-}
-
 static void both_announce(struct fx *f, uint64_t more)
 {
 	f->txr.p.peer_caps = f->rxr.p.peer_caps = PROTO_CAP_FILE_TREE | more;
