@@ -60,7 +60,7 @@ need rsync fpsync jq python3 bc xxhsum losetup mkfs.ext4 mount umount
 [ "$(id -u)" -eq 0 ] || die "needs root (loop device, mount, owners)"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 bench_workdir cut
-rm -f "$BENCH_DIR"/cutover.*.diff
+rm -f "$BENCH_DIR"/cutover.*.diff "$BENCH_DIR/cutover.updated"
 FS=$R/fs
 cut_cleanup() {
 	local p
@@ -309,6 +309,9 @@ cat "$R"/cut.run.*.json "$R/cut.fin.json" | jq -s '[.[] | select(.event == "summ
 RD_BYTES=$(jq .bytes "$R/cut.sum")
 RD_FILES=$(jq .files "$R/cut.sum")
 RD_UPD=$(jq .updated "$R/cut.sum")
+# The names rdmacp brought in line without data, for a look against what changed.
+cat "$R"/cut.run.*.json "$R/cut.fin.json" | jq -r 'select(.event == "file" and .action == "updated")
+	| "\(.type) \(.name) \(.changes // [] | join(","))"' | sort >"$BENCH_DIR/cutover.updated"
 RD_KEPT=$(cat "$R"/cut.run.*.json | jq -s '[.[] | select(.event == "run") | .ranges_kept] | add')
 RS_SENT=$(awk -F': ' '/^Total bytes sent/ { gsub(",", "", $2); print $2 }' "$R/cut.rs.stats")
 RS_LIT=$(awk -F': ' '/^Literal data/ { gsub(/[, a-z]/, "", $2); print $2 }' "$R/cut.rs.stats")
