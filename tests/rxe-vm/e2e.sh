@@ -837,7 +837,12 @@ bash "$(dirname "$0")/faults.sh" "$B" "$OUT/faults" || FAILS=$((FAILS + 1)) # IP
 "${C[@]}" --transport verbs --bwlimit 2M "$W/src/kill20m" "$SERVER:data/down/" \
 	>"$OUT/down.out" 2>"$OUT/down.err" &
 cpid=$!
-sleep 3
+# Once data flows (its temp file holds 1 MiB): on a loaded machine a fixed sleep could
+# take the link down before the session had its lanes, which tests something else.
+for _ in $(seq 1 600); do
+	[ -n "$(find "$W/mod/down" -maxdepth 1 -name '.kill20m.*' -size +1024k 2>/dev/null)" ] && break
+	sleep 0.1
+done
 ip link set veth0 down
 t0=$(now)
 for _ in $(seq 1 900); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.1; done

@@ -55,3 +55,15 @@ rails_daemon() {
 		sleep 0.1
 	done
 }
+
+# flowing NAME: until the push's temp file under the module holds 1 MiB (data flows on
+# both lanes: the session, its lanes and the first chunks are past), at most 60 s. On a
+# loaded machine the emulated VM takes seconds for a TLS handshake: a fixed sleep could
+# take the link down before the lanes exist.
+flowing() {
+	for _ in $(seq 1 600); do
+		[ -n "$(find "$W/mod" -maxdepth 1 -name ".$1.*" -size +1024k 2>/dev/null)" ] && return 0
+		sleep 0.1
+	done
+	say "$1: no data flowing after 60 s"
+}

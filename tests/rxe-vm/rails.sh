@@ -36,18 +36,6 @@ else
 	fail "push over rxe0 and rxe1: $(head -3 "$OUT/rails_warm.err")"
 fi
 
-# flowing NAME: until the push's temp file under the module holds 1 MiB (data flows on
-# both lanes: the session, its lanes and the first chunks are past), at most 60 s. On a
-# loaded machine the emulated VM takes seconds for a TLS handshake: a fixed sleep could
-# take the link down before the lanes exist.
-flowing() {
-	for _ in $(seq 1 600); do
-		[ -n "$(find "$W/mod" -maxdepth 1 -name ".$1.*" -size +1024k 2>/dev/null)" ] && return 0
-		sleep 0.1
-	done
-	say "$1: no data flowing after 60 s"
-}
-
 # down_push NAME SECONDS: veth0 down once a 6 s push is under way, for SECONDS; then up. Lane 0 is
 # lost and the copy completes on lane 1. Lane 0's QP fails at once when rxe cannot send,
 # else when its retries run out (--ack-timeout 14: 67 ms each; the daemon's are the

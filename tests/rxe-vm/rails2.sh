@@ -100,15 +100,16 @@ fi
 
 # The daemon's rail lost mid-push: --devices rxe1,rxe0, so lane 0 goes from rxe1 to the
 # daemon's 10.0.0.2 (rxe1) and lane 1 from rxe0 to its rail 10.0.0.1 (rxe0). veth0 down
-# 3 s into a 6 s push, for 4 s: rxe0, which carries the rail, can send nothing, lane 1's
-# QPs fail (the client's at once or when its retries run out, --ack-timeout 14), and
-# the copy completes on lane 0 inside rxe1. Then rxe0 is made again, as rails.sh does.
+# once data flows in a 6 s push (flowing: a fixed sleep could come before the lanes, on a
+# loaded machine), for 4 s: rxe0, which carries the rail, can send nothing, lane 1's QPs
+# fail (the client's at once or when its retries run out, --ack-timeout 14), and the
+# copy completes on lane 0 inside rxe1. Then rxe0 is made again, as rails.sh does.
 # With memory windows (the default), as in rails.sh's down_push: lane 1's slots waiting at
 # the daemon for credits count as its work out for rails' watchdog too.
 "${C[@]}" --devices rxe1,rxe0 --bwlimit 2M --ack-timeout 14 "$W/big" "$SERVER:data/down" \
 	>"$OUT/rails2_down.out" 2>"$OUT/rails2_down.err" &
 cpid=$!
-sleep 3
+flowing down
 ip link set veth0 down
 sleep 4
 veth0_up
