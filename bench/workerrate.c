@@ -13,7 +13,12 @@
  *   hash,seal   a sender's chunk hashed, then sealed: two passes (the loop's
  *               before the seal moved to workers)
  *   hash+seal   slot_seal_at: hashed and sealed block by block in one pass
- *               (the sender's seal job on a worker, engine_seal.c)
+ *               (the sender's seal job on a worker, engine_seal.c; a tree
+ *               chunk's own digest costs what the stream does)
+ *   open,dig    copy+open, then the chunk's own digest over the copy: two
+ *               passes (a tree chunk's open job before they were fused)
+ *   open+dig    slot_open_desc, slot_open_payload: each block copied, opened
+ *               and fed to the chunk's digest while in cache (the open job)
  * The slots are distinct buffers over more memory than the caches hold, as a
  * ring written by a NIC is: each pass reads DRAM. usage: workerrate [CHUNK_KIB]
  * [TOTAL_MIB] [SECONDS_PER_CASE].
@@ -130,7 +135,41 @@ static void open_slot(struct rate_ctx *c, uint32_t i)
 	}
 }
 
-enum rate_case { R_COPY, R_COPY_HASH, R_COPY_HASH2, R_HASH, R_OPEN, R_SEAL, R_HASH_SEAL, R_FUSED };
+/* A receiver's sealed tree chunk: opened, then digested; or digested as each block opens. */
+static void open_digest(struct rate_ctx *c, uint32_t i, bool fused)
+{
+	struct proto_desc d;
+	struct file_hash h = { 0 };
+	uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], out[HASH_LEN];
+	uint8_t *dst = c->copy + (size_t)(i % 4) * c->chunk;
+
+	memcpy(sealed, c->desc[i], sizeof(sealed));
+	if ((fused && file_hash_init(&h) < 0) ||
+	    slot_open_desc(&c->open, i, c->count[i], sealed, c->chunk, &d) < 0 ||
+	    slot_open_payload(&c->open, c->ring + (size_t)i * c->chunk, dst, d.len,
+			      sealed + PROTO_DESC_LEN, fused ? &h : NULL) < 0) {
+		abort();
+	}
+	if (fused) {
+		file_hash_final(&h, out);
+	} else {
+		hash_digest(dst, d.len, out);
+	}
+	file_hash_free(&h);
+}
+
+enum rate_case {
+	R_COPY,
+	R_COPY_HASH,
+	R_COPY_HASH2,
+	R_HASH,
+	R_OPEN,
+	R_SEAL,
+	R_HASH_SEAL,
+	R_FUSED,
+	R_OPEN_DIG,
+	R_OPEN_FUSED
+};
 
 static void one(struct rate_ctx *c, enum rate_case k, uint32_t i)
 {
@@ -157,6 +196,10 @@ static void one(struct rate_ctx *c, enum rate_case k, uint32_t i)
 	case R_FUSED:
 		hash_seal(c, i, k == R_FUSED);
 		break;
+	case R_OPEN_DIG:
+	case R_OPEN_FUSED:
+		open_digest(c, i, k == R_OPEN_FUSED);
+		break;
 	}
 }
 
@@ -168,7 +211,7 @@ static double rate(struct rate_ctx *c, enum rate_case k, double secs)
 	uint32_t i = 0;
 
 	do {
-		if (k == R_OPEN && i == 0) {
+		if ((k == R_OPEN || k == R_OPEN_DIG || k == R_OPEN_FUSED) && i == 0) {
 			/* Every slot sealed again under fresh counts (not timed). */
 			double p = now_s();
 
@@ -188,7 +231,8 @@ static double rate(struct rate_ctx *c, enum rate_case k, double secs)
 int main(int argc, char **argv)
 {
 	static const char *const names[] = { "copy",	  "copy+hash", "copy+hash2", "hash",
-					     "copy+open", "seal",      "hash,seal",  "hash+seal" };
+					     "copy+open", "seal",      "hash,seal",  "hash+seal",
+					     "open,dig",  "open+dig" };
 	uint32_t chunk_kib = argc > 1 ? (uint32_t)atoi(argv[1]) : 1024;
 	uint64_t total_mib = argc > 2 ? (uint64_t)atoi(argv[2]) : 512;
 	double secs = argc > 3 ? atof(argv[3]) : 2.0;
@@ -213,7 +257,7 @@ int main(int argc, char **argv)
 	memset(c.copy, 0, (size_t)4 * c.chunk);
 	printf("one thread, slots of %u KiB over %llu MiB, %.1f s of CPU a case\n", chunk_kib,
 	       (unsigned long long)total_mib, secs);
-	for (enum rate_case k = R_COPY; k <= R_FUSED; k++) {
+	for (enum rate_case k = R_COPY; k <= R_OPEN_FUSED; k++) {
 		printf("%-11s %6.2f GB/s per core\n", names[k], rate(&c, k, secs));
 	}
 	lane_seal_fini(&c.seal);

@@ -236,8 +236,10 @@ static void log_transfer_done(const struct conn *c, const struct msg_open *o,
 			  (unsigned long long)st->uring_overflows);
 	}
 	if (st->worker_digests) {
-		log_debug("%s: %llu chunk digests made on workers (mask 0x%x)", c->peer,
-			  (unsigned long long)st->worker_digests, st->worker_digest_mask);
+		log_debug("%s: %llu chunk digests made on workers (mask 0x%x), %llu in the pass "
+			  "that copied, opened or sealed the chunk",
+			  c->peer, (unsigned long long)st->worker_digests, st->worker_digest_mask,
+			  (unsigned long long)st->fused_digests);
 	}
 	log_info("%s (%s): %s %s done: %llu files, %llu bytes, %llu failed%s%s%s", c->peer, c->id,
 		 pull ? "pull from" : "push to", gr->m->name, (unsigned long long)st->files_ok,

@@ -727,8 +727,15 @@ int lane_imm_unexpected(struct engine *e, const struct xport_wc *wc);
 void slot_aad(uint32_t slot, uint8_t aad[4]);
 /*
  * Receiver: a sealed slot opened with key s at count, from sealed (the
- * slot's descriptor): thread-safe (workers).
+ * slot's descriptor): thread-safe (workers). In two steps: its descriptor
+ * (not authenticated yet, bounded), then its payload, each opened block fed
+ * to hash (NULL: none) in the same pass, nothing used before the tag checks.
  */
+int slot_open_desc(struct lane_seal *s, uint32_t slot, uint64_t count,
+		   const uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], uint32_t max_len,
+		   struct proto_desc *d);
+int slot_open_payload(struct lane_seal *s, const uint8_t *src, uint8_t *dst, uint32_t len,
+		      uint8_t tag[LANE_SEAL_TAG_LEN], struct file_hash *hash);
 int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
 		   uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], const uint8_t *src,
 		   uint8_t *dst, uint32_t max_len, struct proto_desc *d);

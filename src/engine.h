@@ -128,6 +128,11 @@ struct engine_stats {
 	 */
 	uint64_t worker_digests;
 	uint32_t worker_digest_mask;
+	/*
+	 * Of those, the digests made in the same pass over the chunk's bytes as
+	 * its copy, its open (a receiver's sealed slot) or its seal (a sender's).
+	 */
+	uint64_t fused_digests;
 	/* Times io_uring's completion queue was full and the kernel held the rest (uring_on_ready). */
 	uint64_t uring_overflows;
 	/*

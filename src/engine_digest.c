@@ -55,6 +55,22 @@ bool engine_digest_folds(const struct engine *e, const struct efile *f)
 }
 
 /*
+ * Sender: is the own digest of chunk c of f made in the job that seals it,
+ * fed block by block while the bytes are clear and in cache (one pass over
+ * them), rather than apart (WJOB_DIGEST) once the chunk is read? A tree
+ * file's chunk (engine_digest_folds) with a payload, sealed on a worker, its
+ * digest not made yet (rails' second seal of a chunk makes none). The one
+ * rule the read's end (tx_chunk_read), the post (tx_post_chunk) and the
+ * seal job's builder (engine_seal.c) take; its digest is folded in file
+ * order once back (tx_seal_digested).
+ */
+bool engine_digest_in_seal(const struct engine *e, const struct efile *f, const struct chunk *c)
+{
+	return e->hashers && e->sealed && !c->packed && !c->zero && !c->digested &&
+	       engine_digest_folds(e, f);
+}
+
+/*
  * Can the chunk a descriptor names be one of a tree file's (a worker that
  * opens a sealed slot learns only its descriptor, not the file's size)?
  * A chunk past offset 0, or a first chunk that is whole; never a pack.

@@ -17,8 +17,12 @@ struct chunk {
 	bool zero;   /* all zeros (a hole, not read; or read and found so): no payload */
 	bool same;   /* --delta, a tree file: chunks the pre-pass found unchanged, not read */
 	bool hashed; /* a tree file's: fed into its digest (tx_tree_feed) */
-	/* Its own digest made on a worker (tx_chunk_read), folded into its file's tree when posted. */
-	bool digested;
+	/*
+	 * Its own digest made on a worker: once read (tx_chunk_read), folded into
+	 * its file's tree when posted; or as it is sealed (fold_wait: posted, its
+	 * digest to fold in file order once back, tx_seal_digested).
+	 */
+	bool digested, fold_wait;
 	uint8_t chash[HASH_LEN];
 	/* With a hashing thread (engine_workers.c); sent: its lane is done with it too. */
 	bool hashing, sent;

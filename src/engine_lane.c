@@ -359,17 +359,15 @@ int slot_seal_at(struct lane_seal *s, uint32_t aad_slot, uint64_t count,
 }
 
 /*
- * Receiver: open a sealed slot with s (a key of the slot's lane) at the
- * slot's count: its descriptor (sealed: PROTO_DESC_LEN bytes and the tag)
- * into d, and its payload from src (in the peer's reach) into dst (the
- * slot's private copy; or src itself), checking the tag; no byte is used
- * before. Each block is copied out of the peer's reach first and opened
- * there while it is in cache, so what is checked is what stays. Touches
- * nothing of the engine's: a worker thread runs it with a key of its own.
+ * Receiver: begin to open a sealed slot with s (a key of the slot's lane)
+ * at the slot's count: its descriptor (sealed: PROTO_DESC_LEN bytes and the
+ * tag) into d, not authenticated yet, only bounded by max_len so that its
+ * payload can be opened (slot_open_payload). Touches nothing of the
+ * engine's: a worker thread runs it with a key of its own.
  */
-int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
-		   uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], const uint8_t *src,
-		   uint8_t *dst, uint32_t max_len, struct proto_desc *d)
+int slot_open_desc(struct lane_seal *s, uint32_t slot, uint64_t count,
+		   const uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], uint32_t max_len,
+		   struct proto_desc *d)
 {
 	uint8_t clear[PROTO_DESC_LEN];
 	uint8_t aad[4];
@@ -384,19 +382,47 @@ int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
 	if (r < 0) {
 		return r;
 	}
-	/* Not authenticated yet: only bounded, so the payload can be opened. */
 	if (proto_desc_decode(clear, d) < 0 || d->len > max_len) {
 		return -EBADMSG;
 	}
-	for (uint32_t at = 0; at < d->len && r >= 0; at += ENGINE_BLOCK) {
-		uint32_t n = MIN(ENGINE_BLOCK, d->len - at);
+	return 0;
+}
+
+/*
+ * Receiver, after slot_open_desc: the payload's len bytes from src (in the
+ * peer's reach) into dst (the slot's private copy; or src itself), block by
+ * block, each copied out of the peer's reach first and opened there while
+ * it is in cache, then fed to hash (when not NULL) while still in cache: one
+ * pass. Then the tag checked: what stays is what was checked, and neither
+ * the bytes nor what hash was fed may be used unless this returns 0.
+ */
+int slot_open_payload(struct lane_seal *s, const uint8_t *src, uint8_t *dst, uint32_t len,
+		      uint8_t tag[LANE_SEAL_TAG_LEN], struct file_hash *hash)
+{
+	int r = 0;
+
+	for (uint32_t at = 0; at < len && r >= 0; at += ENGINE_BLOCK) {
+		uint32_t n = MIN(ENGINE_BLOCK, len - at);
 
 		if (dst != src) {
 			memcpy(dst + at, src + at, n);
 		}
 		r = lane_seal_update(s, dst + at, dst + at, n);
+		if (r >= 0 && hash) {
+			file_hash_update(hash, dst + at, n);
+		}
 	}
-	return r < 0 ? r : lane_seal_end(s, sealed + PROTO_DESC_LEN);
+	return r < 0 ? r : lane_seal_end(s, tag);
+}
+
+/* Receiver: a sealed slot opened whole (slot_open_desc, slot_open_payload), nothing fed. */
+int slot_open_copy(struct lane_seal *s, uint32_t slot, uint64_t count,
+		   uint8_t sealed[PROTO_DESC_LEN + LANE_SEAL_TAG_LEN], const uint8_t *src,
+		   uint8_t *dst, uint32_t max_len, struct proto_desc *d)
+{
+	int r = slot_open_desc(s, slot, count, sealed, max_len, d);
+
+	return r < 0 ? r : slot_open_payload(s, src, dst, d->len, sealed + PROTO_DESC_LEN, NULL);
 }
 
 /*

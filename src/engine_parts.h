@@ -31,6 +31,9 @@ uint32_t engine_digest_tree(const struct engine *e, const struct efile *f);
 int engine_hash_start(const struct engine *e, struct efile *f);
 /* f's tree is folded from chunk digests made apart, in file order (file_hash_chunk). */
 bool engine_digest_folds(const struct engine *e, const struct efile *f);
+/* Sender: chunk c's own digest is made in its seal job (one pass), not apart. */
+struct chunk;
+bool engine_digest_in_seal(const struct engine *e, const struct efile *f, const struct chunk *c);
 /* The chunk d names may be a tree file's, at tree_chunk (0: none is): thread-safe. */
 bool engine_digest_may_fold(const struct proto_desc *d, uint32_t tree_chunk);
 

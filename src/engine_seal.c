@@ -215,13 +215,20 @@ static int seal_done(struct engine *e, struct wjob *j, struct efile *f)
 		return engine_fail(e, PERR_INTERNAL, j->r, "seal slot %u: %s", c->slot,
 				   strerror(-j->r));
 	}
+	/* Its digest folded first: a lane lost in seal_push seals it again, with none. */
+	if (j->digest) {
+		tx_seal_digested(e, f, ci, j->chash);
+	}
 	memcpy(e->desc_area + (size_t)ci * e->desc_len, j->sealed,
 	       PROTO_DESC_LEN + LANE_SEAL_TAG_LEN);
 	c->post_len = seal_tamper_after(j->at, pool_chunk(e->pool, ci), j->len);
 	ss->sealed[ci] = true;
 	r = seal_push(e, j->lane);
 	/* Its file's FILE_DONE may have waited for this one (tx_hashed). */
-	return r < 0 || !f ? r : tx_hashed(e, f, ci);
+	if (r < 0 || !f) {
+		return r;
+	}
+	return j->digest ? tx_jobs_back(e, f) : tx_hashed(e, f, ci);
 }
 
 /* The orders, at the first chunk sealed on a worker. */
@@ -245,7 +252,9 @@ static int seal_orders(struct engine *e, struct seal_state *ss)
  * Sender, with workers: chunk ci to be fed to hash and sealed at the lane's
  * next count on a worker (its file's thread when it feeds the file's
  * stream, after that thread's hashes of the file), pushed when its turn
- * on the lane comes (seal_done).
+ * on the lane comes (seal_done). A tree file's chunk is fed to its own
+ * digest instead, in the same pass, on the next worker round
+ * (engine_digest_in_seal).
  */
 static int seal_queue(struct engine *e, uint32_t ci, unsigned lane, uint32_t slot,
 		      const uint8_t *stage, struct file_hash *hash)
@@ -253,6 +262,7 @@ static int seal_queue(struct engine *e, uint32_t ci, unsigned lane, uint32_t slo
 	struct seal_state *ss = seal_of(e);
 	struct chunk *c = &e->chunks[ci];
 	struct seal_order *o = &ss->order[lane];
+	bool digest = !c->packed && engine_digest_in_seal(e, file_at(e, c->fidx), c);
 	struct wjob *j;
 	unsigned tamper;
 
@@ -266,6 +276,7 @@ static int seal_queue(struct engine *e, uint32_t ci, unsigned lane, uint32_t slo
 	tamper = seal_tamper_next(e, lane, c->post_len);
 	*j = (struct wjob){ .kind = WJOB_SEAL,
 			    .hash = hash,
+			    .digest = digest,
 			    .dst = pool_chunk(e->pool, ci),
 			    .len = c->post_len,
 			    .idx = ci,
@@ -276,7 +287,7 @@ static int seal_queue(struct engine *e, uint32_t ci, unsigned lane, uint32_t slo
 			    .done = seal_done };
 	memcpy(j->sealed, stage, PROTO_DESC_LEN);
 	o->ci[(o->head + o->len++) % ss->cap] = ci;
-	return workers_queue(e, j, hash ? file_at(e, c->fidx) : NULL);
+	return workers_queue(e, j, hash || digest ? file_at(e, c->fidx) : NULL);
 }
 
 /*

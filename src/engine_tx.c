@@ -444,17 +444,16 @@ static int step_sender(struct engine *e)
 	return r < 0 ? r : tx_finish_step(e);
 }
 
-/* A hashing thread has hashed posted chunk ci of f (engine_hashers.c). */
+/* A hashing thread has hashed posted chunk ci of f (engine_workers.c). */
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci)
 {
-	struct chunk *c = &e->chunks[ci];
+	tx_chunk_unhold(e, ci);
+	return tx_jobs_back(e, f);
+}
 
-	c->hashing = false;
-	if (c->sent) {
-		c->sent = false;
-		c->state = CH_FREE;
-		pool_put(e->pool, ci);
-	}
+/* A job of f's came back: its FILE_DONE, if it waited for the last one. */
+int tx_jobs_back(struct engine *e, struct efile *f)
+{
 	if (f->hash_jobs == 0 && f->done_wait) {
 		f->done_wait = false;
 		return tx_send_done(e, f);

@@ -117,14 +117,75 @@ static struct file_hash *tx_chunk_hash(struct efile *f, const struct chunk *c)
 	return f->tree ? NULL : &f->hash;
 }
 
+/* Posted chunk ci is let go by its worker: back to the pool if its lane is done with it too. */
+void tx_chunk_unhold(struct engine *e, uint32_t ci)
+{
+	struct chunk *c = &e->chunks[ci];
+
+	c->hashing = false;
+	if (c->sent) {
+		c->sent = false;
+		c->state = CH_FREE;
+		pool_put(e->pool, ci);
+	}
+}
+
+/*
+ * The chunk of f whose own digest, made in its seal job, is the next to
+ * fold into f's tree (the lowest offset of those that wait), or -1.
+ */
+static int tx_fold_next(struct engine *e, const struct efile *f)
+{
+	uint32_t fidx = file_index(e, f);
+	int next = -1;
+
+	for (uint32_t ci = 0; ci < e->pool->nchunks; ci++) {
+		const struct chunk *c = &e->chunks[ci];
+
+		if (c->fold_wait && c->fidx == fidx && (next < 0 || c->off < e->chunks[next].off)) {
+			next = (int)ci;
+		}
+	}
+	return next;
+}
+
+/*
+ * Chunk ci of f, its own digest made as a worker sealed it
+ * (engine_digest_in_seal): folded into f's tree in file order, with those
+ * after it that waited for it, each let go once folded (tx_chunk_unhold).
+ * Chunks of f are posted in file order and the seal jobs of f are counted
+ * in f->hash_jobs, so once none is out every posted chunk of f is folded
+ * (what f's zero and kept chunks, and its FILE_DONE, wait for).
+ */
+void tx_seal_digested(struct engine *e, struct efile *f, uint32_t ci, const uint8_t chash[HASH_LEN])
+{
+	int next;
+
+	memcpy(e->chunks[ci].chash, chash, HASH_LEN);
+	e->chunks[ci].digested = true;
+	while ((next = tx_fold_next(e, f)) >= 0 && e->chunks[next].digested) {
+		if (!f->failed) {
+			file_hash_chunk(&f->hash, e->chunks[next].chash);
+		}
+		e->chunks[next].fold_wait = false;
+		tx_chunk_unhold(e, (uint32_t)next);
+	}
+}
+
 /* Chunk ci, next in its file's order, hashed and posted (tx_post_slot). */
 static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 {
 	struct chunk *c = &e->chunks[ci];
 	struct efile *f = file_at(e, c->fidx);
-	struct file_hash *hash = tx_chunk_hash(f, c);
-	int slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len, 0, &hash);
+	/* Its digest made as it is sealed, folded once back: held until then. */
+	bool in_seal = engine_digest_in_seal(e, f, c);
+	struct file_hash *hash = in_seal ? NULL : tx_chunk_hash(f, c);
+	int slot;
 
+	if (in_seal) {
+		c->fold_wait = c->hashing = true;
+	}
+	slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len, 0, &hash);
 	if (slot < 0) {
 		return slot;
 	}

@@ -266,7 +266,8 @@ static int tx_digested(struct engine *e, struct wjob *j, struct efile *f)
 /*
  * Chunk ci of f is read whole: ready, or, for a tree folded from digests
  * made apart (engine_digest_folds) with workers, ready once one has made its
- * digest, so that one file's chunks hash side by side.
+ * digest, so that one file's chunks hash side by side; ready now where the
+ * worker that seals it makes its digest in the same pass (engine_digest_in_seal).
  */
 static void tx_chunk_read(struct engine *e, struct efile *f, uint32_t ci)
 {
@@ -274,7 +275,8 @@ static void tx_chunk_read(struct engine *e, struct efile *f, uint32_t ci)
 
 	/* Data that reads as zeros goes as zeros, when the receiver knows ZEROS. */
 	c->zero = engine_zeros(e) && sparse_all_zero(pool_chunk(e->pool, ci), c->len);
-	if (c->zero || !e->hashers || !engine_digest_folds(e, f)) {
+	if (c->zero || !e->hashers || !engine_digest_folds(e, f) ||
+	    engine_digest_in_seal(e, f, c)) {
 		c->state = CH_READY;
 		return;
 	}

@@ -13,10 +13,14 @@
  *   - open: a sealed slot copied and opened (the session's AEAD suite) the
  *     same way, block by block, under a key of the worker's own (the lane's,
  *     at the count the loop gave the slot), its descriptor opened and decoded
- *     with it, then a tree file's chunk's own digest (engine_digest_may_fold);
- *   - digest: a chunk's own digest (a tree file's: the sender's chunk as it
- *     is read, the receiver's held slot without a copy), on any worker, the
- *     loop folding them into the file's tree in order (engine_digest_folds);
+ *     first, each opened block fed to a tree file's chunk's own digest
+ *     (engine_digest_may_fold) while in cache, kept once the tag checks;
+ *   - seal: a sender's chunk sealed in place block by block, each block fed
+ *     first to its file's stream or to a tree file's chunk's own digest
+ *     (engine_digest_in_seal);
+ *   - digest: a chunk's own digest (a tree file's: the sender's clear chunk
+ *     as it is read, the receiver's held slot without a copy), on any worker,
+ *     the loop folding them into the file's tree in order (engine_digest_folds);
  *   - run: a function of the caller's on what the job names (rdmacp bench's
  *     check of a slot, after its open when sealed).
  * A file's stream is one digest in file order, so every job that feeds it
@@ -60,34 +64,82 @@ struct hashers {
 	hash_done_fn on_done; /* the role's: a hash job of f is in its digest */
 };
 
-/* The slot's sealed descriptor, then its payload: copied block by block, opened in place. */
+/*
+ * A chunk's own digest fed block by block in a job's one pass over its
+ * bytes (its open or seal): a stream of its own in h, or NULL where there is
+ * no memory for one (the job then makes the digest apart).
+ */
+static struct file_hash *chunk_digest_start(struct file_hash *h)
+{
+	*h = (struct file_hash){ 0 };
+	return file_hash_init(h) >= 0 ? h : NULL;
+}
+
+/*
+ * The slot's sealed descriptor, then its payload: copied block by block,
+ * opened in place, a tree file's chunk (engine_digest_may_fold) fed to its
+ * own digest as each block is opened. The digest is kept only once the tag
+ * checks; it is thrown away with the bytes when it does not.
+ */
 static int job_open(struct worker_keys *w, struct wjob *j)
 {
+	struct file_hash ch = { 0 }, *hash = NULL;
 	int r;
 	struct lane_seal *s = worker_key(w, j->lane, false, &r);
 
 	if (r < 0) {
 		return r;
 	}
-	r = slot_open_copy(s, j->ring, j->count, j->sealed, j->src, j->dst, j->len, &j->d);
-	/* Opened into its copy, which is still in cache: a tree chunk's own digest. */
+	r = slot_open_desc(s, j->ring, j->count, j->sealed, j->len, &j->d);
 	j->digest = r >= 0 && j->digest && engine_digest_may_fold(&j->d, j->tree_chunk);
 	if (j->digest) {
-		hash_digest(j->dst, j->d.len, j->chash);
+		hash = chunk_digest_start(&ch);
 	}
+	if (r >= 0) {
+		r = slot_open_payload(s, j->src, j->dst, j->d.len, j->sealed + PROTO_DESC_LEN,
+				      hash);
+	}
+	j->digest = r >= 0 && j->digest;
+	j->fused = j->digest && hash;
+	if (j->fused) {
+		file_hash_final(hash, j->chash);
+	} else if (j->digest) {
+		hash_digest(j->dst, j->d.len, j->chash); /* no memory for a state: apart */
+	}
+	file_hash_free(&ch);
 	return r;
 }
 
-/* A sender's chunk: hashed (j->hash) and sealed in place in one pass, its descriptor too. */
+/*
+ * A sender's chunk sealed in place in one pass, its descriptor too: each
+ * block fed first, while clear and in cache, to its file's stream
+ * (j->hash) or to the chunk's own digest (j->digest, a tree file's chunk:
+ * engine_digest_in_seal).
+ */
 static int job_seal(struct worker_keys *w, struct wjob *j)
 {
+	struct file_hash ch = { 0 }, *hash = j->hash;
 	int r;
 	struct lane_seal *s = worker_key(w, j->lane, true, &r);
 
 	if (r < 0) {
 		return r;
 	}
-	return slot_seal_at(s, j->ring, j->count, j->sealed, j->dst, j->len, j->hash);
+	assert(!(j->digest && j->hash));
+	if (j->digest) {
+		hash = chunk_digest_start(&ch);
+		if (!hash) {
+			/* No memory for a state: the digest apart, before the bytes are sealed. */
+			hash_digest(j->dst, j->len, j->chash);
+		}
+	}
+	r = slot_seal_at(s, j->ring, j->count, j->sealed, j->dst, j->len, hash);
+	j->fused = j->digest && hash;
+	if (j->fused) {
+		file_hash_final(hash, j->chash);
+	}
+	file_hash_free(&ch);
+	return r;
 }
 
 /* A copy job: src to dst in blocks, each one hashed (stream, chunk digest) while in cache. */
@@ -117,6 +169,7 @@ static void job_copy(struct wjob *j)
 
 		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(cs));
 		memcpy(j->chash, c.digest, HASH_LEN);
+		j->fused = true;
 	} else if (j->digest) {
 		/* No memory for the state: the chunk's digest in a second pass. */
 		hash_digest(j->dst, j->len, j->chash);
@@ -163,7 +216,7 @@ static int job_done(struct engine *e, struct engine_job *job)
 	struct efile *f = NULL;
 	int r;
 
-	if (j->hash) {
+	if (j->counted) {
 		f = file_at(e, j->fidx);
 		assert(f->used && f->id == j->id && f->hash_jobs > 0);
 		f->hash_jobs--;
@@ -171,6 +224,7 @@ static int job_done(struct engine *e, struct engine_job *job)
 	if (j->digest) {
 		e->st.worker_digests++;
 		e->st.worker_digest_mask |= 1u << j->queue;
+		e->st.fused_digests += j->fused;
 	}
 	r = j->done ? j->done(e, j, f) : e->hashers->on_done(e, f, j->idx);
 	free(j);
@@ -182,7 +236,7 @@ static void job_drop(struct engine *e, struct engine_job *job)
 {
 	struct wjob *j = container_of(job, struct wjob, job);
 
-	if (j->hash) {
+	if (j->counted) {
 		file_at(e, j->fidx)->hash_jobs--;
 	}
 	free(j);
@@ -282,11 +336,15 @@ const struct engine_feature engine_feature_hashers = {
 	.stop = hashers_stop,
 };
 
-/* A job for the workers: f's thread when it feeds f's stream, else the next one round. */
+/*
+ * A job for the workers: f's thread when it feeds f's stream, else the next
+ * one round. A job of f's (f not NULL) is counted in f->hash_jobs until it
+ * is back, and its done function is given f.
+ */
 int workers_queue(struct engine *e, struct wjob *j, struct efile *f)
 {
 	struct hashers *hs = e->hashers;
-	unsigned t = f ? f->id % hs->n : hs->next++ % hs->n;
+	unsigned t = f && j->hash ? f->id % hs->n : hs->next++ % hs->n;
 
 	j->slow = e->p->faults & ENGINE_FAULT_SLOW_HASH;
 	j->job.ops = &wjob_ops;
@@ -294,6 +352,7 @@ int workers_queue(struct engine *e, struct wjob *j, struct efile *f)
 	if (f) {
 		j->fidx = file_index(e, f);
 		j->id = f->id;
+		j->counted = true;
 		f->hash_jobs++;
 	}
 	engine_jobs_submit(e, hs->q0 + t, &j->job);

@@ -25,10 +25,14 @@ struct wjob {
 	bool flip; /* tests: the copy's first byte changed (ENGINE_FAULT_FLIP_BYTE) */
 	/*
 	 * copy, digest: the chunk's own digest into chash too; open: the same
-	 * when its descriptor may name a tree file's chunk (tree_chunk). Once
-	 * back: chash was made.
+	 * when its descriptor may name a tree file's chunk (tree_chunk); seal:
+	 * the same instead of hash (engine_digest_in_seal). Once back: chash
+	 * was made (open: and the tag checked).
 	 */
 	bool digest;
+	/* Back with digest: chash was fed block by block in the job's pass (copy, open, seal). */
+	bool fused;
+	bool counted;		/* a job of a file's: in its hash_jobs (workers_queue) */
 	uint8_t queue;		/* the worker it went to (its index) */
 	struct file_hash *hash; /* hash, copy: the stream the bytes feed (f's thread), or NULL */
 	const uint8_t *src;
@@ -50,7 +54,10 @@ struct wjob {
 	uint64_t arg;
 	wjob_done_fn done;
 };
-/* j to the workers: f's thread when it feeds f's stream (j->hash), else the next one round. */
+/*
+ * j to the workers: f's thread when it feeds f's stream (j->hash), else the
+ * next one round; counted in f's hash_jobs when f is not NULL.
+ */
 int workers_queue(struct engine *e, struct wjob *j, struct efile *f);
 int hashers_start(struct engine *e, unsigned n, hash_done_fn done);
 void hashers_stop(struct engine *e);
@@ -61,6 +68,12 @@ int workers_digest(struct engine *e, uint32_t idx, const uint8_t *buf, uint32_t 
 		   wjob_done_fn done);
 int rx_hashed(struct engine *e, struct efile *f, uint32_t slot);
 int tx_hashed(struct engine *e, struct efile *f, uint32_t ci);
+/* Sender: chunk ci let go by its worker (freed if sent); f's FILE_DONE once its jobs are back. */
+void tx_chunk_unhold(struct engine *e, uint32_t ci);
+int tx_jobs_back(struct engine *e, struct efile *f);
+/* Sender: chunk ci's own digest, made in its seal job, folded into f's tree in file order. */
+void tx_seal_digested(struct engine *e, struct efile *f, uint32_t ci,
+		      const uint8_t chash[HASH_LEN]);
 void lane_chunk_sent(struct engine *e, uint32_t ci);
 /*
  * Sender: a slot sealed with s at count (and fed to hash first, block by
