@@ -6,9 +6,9 @@
 # a symlink each, migrated with plan -a --shards 4, the shards run; the state (destination,
 # plan, journals) kept, and put back before each finalize below:
 #   1. finalize --jobs 4 and finalize --jobs 1: exit 0 both, the same outcome lines in
-#      finalize's journal and the same --json events (times left out); the daemon's log: the
-#      proof of --jobs 4 in 4 dry-run sessions, at least two of them open at once; that of
-#      --jobs 1 in one;
+#      finalize's journal and the same --json events (times left out), as --jobs 3 (one
+#      session of two shards); the daemon's log: the proof of --jobs 4 in 4 dry-run
+#      sessions, at least two of them open at once; that of --jobs 1 in one;
 #   2. three files removed at the destination after their runs: --jobs 1 and --jobs 4 exit
 #      15, name each, mark the same UNVERIFIED lines in the shards' journals, and change
 #      nothing at the destination (every entry's time as it was); the shards that hold them
@@ -94,6 +94,13 @@ events >"$T/ev1"
 outcomes >"$T/out1"
 read -r n most < <(dry_runs "$from")
 [ "$n" = 1 ] && pass "--jobs 1: the proof in one session" || fail "--jobs 1: $n dry-run sessions"
+# 3 sessions of 4 shards: one proves two of them (shards 0 and 3).
+put_back
+expect_rc 0 "finalize --jobs 3" "${CLIENT[@]}" --json finalize "$P" --jobs 3
+events >"$T/ev3"
+outcomes >"$T/out3"
+cmp -s "$T/out1" "$T/out3" && cmp -s "$T/ev1" "$T/ev3" && pass "--jobs 3: the same outcomes and events" ||
+	fail "--jobs 3 differs: $(diff "$T/out1" "$T/out3" | head -3) $(diff "$T/ev1" "$T/ev3" | head -3)"
 [ -s "$T/out1" ] && cmp -s "$T/out1" "$T/out4" && pass "the same journal outcome lines" ||
 	fail "journal outcomes differ: $(diff "$T/out1" "$T/out4" | head -5)"
 jq -s -e 'map(select(.event == "report"))[0].complete' "$T/ev4" >/dev/null && cmp -s "$T/ev1" "$T/ev4" &&
