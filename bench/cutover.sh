@@ -15,12 +15,14 @@
 # is printed and counted, not hidden: the diff is left in BENCH_DIR/cutover.TOOL.diff
 # and the script exits 2.
 #
-# usage: bench/cutover.sh [--quick] [--jobs N]
+# usage: bench/cutover.sh [--quick] [--jobs N] [--finalize-jobs N]
 #   --quick   about 5,000 names and two 40 MiB split files (smoke run)
 #   (default) 86,000 files (0-128 KiB), 8,000 symlinks, 4,000 hard links, about 2,040
 #             directories, 10 set-id files, 6 files of 64-128 MiB split at 32M: 100,047
 #             names, about 1.2 GB
 #   --jobs N  shards, and concurrent runs, of rdmacp and fpsync (default 4)
+#   --finalize-jobs N  rdmacp finalize's probe sessions (default: finalize's own, the
+#             shards up to the CPUs online; 1: one session)
 #
 # Needs root (loop device, mount, owners). Environment: BENCH_DIR (where the file
 # system image goes, default /var/tmp/rdmacp-bench), RDMACP_BUILD_DIR (default
@@ -35,12 +37,13 @@ RDMACP=$BUILD_DIR/rdmacp
 RDMACPD=$BUILD_DIR/rdmacpd
 BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 
-QUICK=0 JOBS=4
+QUICK=0 JOBS=4 FIN_JOBS=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
 	--jobs) JOBS=$2; shift ;;
-	-h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--finalize-jobs) FIN_JOBS=(--jobs "$2"); shift ;;
+	-h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 1 ;;
 	esac
 	shift
@@ -201,7 +204,7 @@ rd_migrate() { # TAG: plan, runs, finalize; T_PLAN T_RUN T_FIN T_ALL
 	t1=$(now)
 	rd_shards "$R/$1.plan" "$1" || die "$1: rdmacp run failed: $(cat "$R/$1".run.*.err | head -5)"
 	t2=$(now)
-	"${RD[@]}" finalize "$R/$1.plan" --json >"$R/$1.fin.json" 2>"$R/$1.fin.err" ||
+	"${RD[@]}" finalize "$R/$1.plan" ${FIN_JOBS[@]+"${FIN_JOBS[@]}"} --json >"$R/$1.fin.json" 2>"$R/$1.fin.err" ||
 		die "$1: rdmacp finalize failed: $(head -5 "$R/$1.fin.err")"
 	sync -f "$FS"
 	t3=$(now)
@@ -347,7 +350,7 @@ printf '%-44s %9.2fs %9.2fs %9.2fs\n' "first migration" "$F_RD" "$F_RS" "$F_FP"
 printf '%-44s %9.2fs %9.2fs %9.2fs\n' "cut-over (re-run)" "$C_RD" "$C_RS" "$C_FP"
 printf '%-44s %10s %9.2fx %9.2fx\n' "cut-over: time / rdmacp's (goal >= 2x)" "" "$(r2 "$C_RS" "$C_RD")" "$(r2 "$C_FP" "$C_RD")"
 printf '%-44s %10s %10s %10s\n' "destination = source after the cut-over" "${V[rdmacp]%%:*}" "${V[rsync]%%:*}" "${V[fpsync]%%:*}"
-printf '%s\n' "rdmacp cut-over: plan $(printf %.2f "$C_PLAN") s, $JOBS runs $(printf %.2f "$C_RUN") s, finalize $(printf %.2f "$C_FIN") s; $RD_SESSIONS daemon sessions; $RD_FILES files sent, $RD_UPD updated, $RD_KEPT split ranges kept"
+printf '%s\n' "rdmacp cut-over: plan $(printf %.2f "$C_PLAN") s, $JOBS runs $(printf %.2f "$C_RUN") s, finalize $(printf %.2f "$C_FIN") s (${FIN_JOBS[*]:-default jobs}); $RD_SESSIONS daemon sessions; $RD_FILES files sent, $RD_UPD updated, $RD_KEPT split ranges kept"
 printf '%s\n' "rdmacp bytes sent $RD_BYTES / changed bytes $CHANGED_BYTES = $(printf %.3f "$(r2 "$RD_BYTES" "$CHANGED_BYTES")") (goal <= 1.05); rsync: literal data $RS_LIT, total sent $RS_SENT"
 for t in rdmacp rsync fpsync; do
 	[ "${V[$t]}" = equal ] || echo "$t: ${V[$t]}"

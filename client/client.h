@@ -92,6 +92,7 @@ struct client_opts {
 	char plan_out[4096]; /* plan -o */
 	uint32_t shards;     /* plan --shards; run --shard auto: a Kubernetes index's count */
 	char shard_spec[64]; /* run --shard I/N or auto */
+	uint32_t jobs;	     /* finalize --jobs: probe sessions at once; 0: the default */
 	bool csv;	     /* report --csv */
 	bool watch;	     /* report --watch */
 	/* plan --compress: by the name (.zst), or as said */
@@ -142,8 +143,10 @@ void copy_set_observer(void (*fn)(void *ud, const char *name, const char *action
  */
 struct engine_src;
 void copy_set_sources(const struct engine_src *v, size_t n);
-/* Whether SIGINT or SIGTERM came during cmd_copy. */
+/* Whether SIGINT or SIGTERM came during cmd_copy (or after copy_catch_signals). */
 bool copy_interrupted(void);
+/* SIGINT and SIGTERM from now on noted for copy_interrupted, not fatal; SIGPIPE ignored. */
+void copy_catch_signals(void);
 /* After a copy cut by SIGINT or SIGTERM: how to pick it up again (--partial or not). */
 void copy_interrupt_hint(const struct client_opts *o);
 int cmd_plan(struct client_opts *o, char **args, int nargs);

@@ -25,7 +25,7 @@ static void on_signal(int sig)
 }
 
 /* SIGINT and SIGTERM end the copy cleanly (exit 10); a closed peer is an error, not a death. */
-static void catch_signals(void)
+void copy_catch_signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 
@@ -52,7 +52,7 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 	int r, nremote = 0;
 
 	if (o->relay_feed >= 0) {
-		catch_signals();
+		copy_catch_signals();
 		return relay_mode_run(o, nargs);
 	}
 	if (nargs == 1 && parse_remote(args[0], &dst) == 1) {
@@ -76,7 +76,7 @@ int cmd_copy(struct client_opts *o, char **args, int nargs)
 		log_error("--delete needs -r (it mirrors directories)");
 		return EXIT_USAGE;
 	}
-	catch_signals();
+	copy_catch_signals();
 	for (int i = 0; i < nargs - 1; i++) {
 		struct remote tmp;
 		r = parse_remote(args[i], &tmp);

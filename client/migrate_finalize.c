@@ -386,7 +386,7 @@ int cmd_finalize(struct client_opts *o, char **args, int nargs)
 	int rc;
 
 	if (nargs != 1) {
-		log_error("usage: rdmacp finalize PLAN [--delete [--max-delete N]]");
+		log_error("usage: rdmacp finalize PLAN [--jobs N] [--delete [--max-delete N]]");
 		return EXIT_USAGE;
 	}
 	if (have_max && !mirror) {

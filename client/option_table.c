@@ -411,6 +411,18 @@ static int set_shards(struct client_opts *o, const char *v)
 	return 0;
 }
 
+static int set_jobs(struct client_opts *o, const char *v)
+{
+	uint64_t n;
+	int r = parse_uint(v, 1, 1024, &n);
+
+	if (r < 0) {
+		return r;
+	}
+	o->jobs = (uint32_t)n;
+	return 0;
+}
+
 static int set_shard(struct client_opts *o, const char *v)
 {
 	return set_path(o->shard_spec, sizeof(o->shard_spec), v);
@@ -647,6 +659,7 @@ const struct client_option client_options[] = {
 	  "bytes, with K, M, G or T: 4K .. 1P" },
 	{ "every-host", no_argument, 0, NULL, set_every_host, NULL },
 	{ "shard", required_argument, 0, NULL, set_shard, "I/N (0 <= I < N) or auto" },
+	{ "jobs", required_argument, 0, NULL, set_jobs, "1..1024" },
 	{ "csv", no_argument, 0, NULL, set_csv, NULL },
 	{ "watch", no_argument, 0, NULL, set_watch, NULL },
 	{ "bwlimit", required_argument, 0, "bwlimit", set_bwlimit,

@@ -4,8 +4,8 @@
 # finalize's proof, where it takes its word from (docs/MIGRATION.md "What finalize proves"),
 # plain processes against a real daemon:
 #   1. a plan of 2 shards with a split file, a directory and a symlink: the shards run,
-#      finalize exits 0 and makes the directory's mode and the symlink; finalize again
-#      (nothing to assemble) reads the plan three times (its list of directories and
+#      finalize exits 0 and makes the directory's mode and the symlink; finalize --jobs 1
+#      again (nothing to assemble) reads the plan three times (its list of directories and
 #      symlinks made in the first pass; no pass to name unproven files when all are proven;
 #      the summary's) and the shards' journals once;
 #   2. the assembled split file changed at the destination behind finalize's back (its
@@ -43,10 +43,11 @@ expect_rc 0 "plan -a --shards 2 --split-size 4M" "${CLIENT[@]}" plan -a --shards
 	"$S" "$HOST:data/dst" -o "$P"
 run_shards "first"
 expect_rc 0 "finalize" "${CLIENT[@]}" finalize "$P"
-# Again, nothing left to assemble: the reads of one that proves and makes directories only.
+# Again, nothing left to assemble: the reads of one that proves and makes directories only,
+# its proof in one session (--jobs 1: with N, each session reads the plan for its shards).
 # (LeakSanitizer cannot run under ptrace: off for this one, in an ASan build.)
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
-	strace -f -y -e trace=read -o "$T/fin.trace" "${CLIENT[@]}" finalize "$P" >"$T/out" 2>"$T/err"
+	strace -f -y -e trace=read -o "$T/fin.trace" "${CLIENT[@]}" finalize "$P" --jobs 1 >"$T/out" 2>"$T/err"
 rc=$?
 [ "$rc" = 0 ] && pass "finalize again (exit 0)" || fail "finalize again: exit $rc: $(head -5 "$T/err")"
 plan_size=$(stat -c %s "$P")
