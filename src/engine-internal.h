@@ -361,6 +361,7 @@ struct engine {
 	struct chunk *chunks;
 	uint32_t *free_slots;
 	uint32_t nfree_slots;
+	uint32_t *free_pos; /* per ring slot: its place in free_slots (tx_free_push) */
 	uint64_t rring_addr, rdesc_addr;
 	uint32_t rkey[XPORT_MAX_LANES]; /* the receiver's, per lane (rails: per device) */
 	bool have_ring;
@@ -712,6 +713,20 @@ void lane_slot_posted(struct engine *e, uint32_t slot, unsigned lane);
 void lane_slot_credited(struct engine *e, uint32_t slot);
 void lane_slot_moved(struct engine *e, uint32_t slot, unsigned lane);
 int tx_slot_free(struct engine *e, uint32_t slot);
+/*
+ * Sender: the free slots, a stack (free_slots, nfree_slots) that knows
+ * each slot's place in it (free_pos; TX_FREE_NONE: not free). These are its
+ * only ways in and out (engine_lane.c), so that a slot of a feature's choice
+ * goes on top in O(1) (tx_take).
+ */
+#define TX_FREE_NONE UINT32_MAX
+/* The stack for e->p->slots slots, empty (both arrays; freed at teardown): 0 or -ENOMEM. */
+int tx_free_alloc(struct engine *e);
+void tx_free_push(struct engine *e, uint32_t slot);
+uint32_t tx_free_pop(struct engine *e);
+bool tx_free_has(const struct engine *e, uint32_t slot);
+void tx_free_to_top(struct engine *e, uint32_t slot);
+void tx_free_clear(struct engine *e);
 int rx_credit_post(struct engine *e, uint32_t slot, unsigned lane);
 int lane_push(struct engine *e, struct xport_wr *wr, int32_t chunk);
 /* lane_push of a counted post (a descriptor or a credit) for slot. */

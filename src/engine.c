@@ -410,6 +410,7 @@ static void teardown(struct engine *e)
 	free(e->slot_lane);
 	free(e->chunks);
 	free(e->free_slots);
+	free(e->free_pos);
 	free(e->rslots);
 	free(e->commit_batch);
 	free(e->batch);

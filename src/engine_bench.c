@@ -242,9 +242,8 @@ static int btx_setup(struct engine *e)
 		return r;
 	}
 	e->chunks = calloc(e->pool->nchunks, sizeof(*e->chunks));
-	e->free_slots = calloc(e->p->slots, sizeof(*e->free_slots));
 	e->bench->slot_chunk = calloc(e->p->slots, sizeof(uint64_t));
-	if (!e->chunks || !e->free_slots || !e->bench->slot_chunk) {
+	if (!e->chunks || tx_free_alloc(e) < 0 || !e->bench->slot_chunk) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	for (uint32_t i = 0; i < e->p->slots; i++) {

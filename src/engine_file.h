@@ -20,9 +20,11 @@ struct chunk {
 	/*
 	 * Its own digest made on a worker: once read (tx_chunk_read), folded into
 	 * its file's tree when posted; or as it is sealed (fold_wait: posted, its
-	 * digest to fold in file order once back, tx_seal_digested).
+	 * digest to fold in file order once back, tx_seal_digested; fold_next:
+	 * the next of its file's that wait, index + 1, 0 none).
 	 */
 	bool digested, fold_wait;
+	uint32_t fold_next;
 	uint8_t chash[HASH_LEN];
 	/* With a hashing thread (engine_workers.c); sent: its lane is done with it too. */
 	bool hashing, sent;
@@ -158,7 +160,9 @@ struct efile {
 	int tfd;
 	uint64_t hash_off, recv_bytes, written;
 	uint32_t hash_jobs; /* chunks with a hashing thread (engine_workers.c) */
-	bool done_wait;	    /* sender: FILE_DONE waits for those */
+	/* Sender: its posted chunks whose digests fold once back, in file order (index + 1, 0: none). */
+	uint32_t fold_head, fold_tail;
+	bool done_wait; /* sender: FILE_DONE waits for those */
 	uint32_t writes_out, held;
 	bool got_done, fsyncing, renamed;
 	bool linking;		  /* its name is being made by io_uring (rx_link_done) */

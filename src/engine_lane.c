@@ -98,6 +98,57 @@ void lane_slot_moved(struct engine *e, uint32_t slot, unsigned lane)
  * Queue a WR on its lane's FIFO and in the batch. Signal every quarter of
  * the send queue so it always drains; lane_batch_flush signals each lane's last.
  */
+/* The sender's free-slot stack (engine-internal.h: its only ways in and out). */
+int tx_free_alloc(struct engine *e)
+{
+	e->free_slots = calloc(e->p->slots, sizeof(*e->free_slots));
+	e->free_pos = malloc(e->p->slots * sizeof(*e->free_pos));
+	if (!e->free_slots || !e->free_pos) {
+		return -ENOMEM;
+	}
+	tx_free_clear(e);
+	return 0;
+}
+
+void tx_free_push(struct engine *e, uint32_t slot)
+{
+	e->free_pos[slot] = e->nfree_slots;
+	e->free_slots[e->nfree_slots++] = slot;
+}
+
+uint32_t tx_free_pop(struct engine *e)
+{
+	uint32_t slot = e->free_slots[--e->nfree_slots];
+
+	e->free_pos[slot] = TX_FREE_NONE;
+	return slot;
+}
+
+bool tx_free_has(const struct engine *e, uint32_t slot)
+{
+	return e->free_pos[slot] != TX_FREE_NONE;
+}
+
+/* A free slot swapped with the one on top: the next tx_free_pop takes it. */
+void tx_free_to_top(struct engine *e, uint32_t slot)
+{
+	uint32_t at = e->free_pos[slot], top = e->nfree_slots - 1;
+	uint32_t other = e->free_slots[top];
+
+	e->free_slots[at] = other;
+	e->free_pos[other] = at;
+	e->free_slots[top] = slot;
+	e->free_pos[slot] = top;
+}
+
+void tx_free_clear(struct engine *e)
+{
+	for (uint32_t i = 0; i < e->p->slots; i++) {
+		e->free_pos[i] = TX_FREE_NONE;
+	}
+	e->nfree_slots = 0;
+}
+
 static int lane_push_ent(struct engine *e, struct xport_wr *wr, int32_t chunk, bool counted,
 			 uint32_t slot)
 {

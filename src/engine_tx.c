@@ -348,7 +348,7 @@ int tx_wait_ring(struct engine *e)
 	e->rdesc_addr = m.u.ring.desc_addr;
 	memcpy(e->rkey, m.u.ring.rkey, sizeof(uint32_t) * m.u.ring.nkeys);
 	for (uint32_t i = 0; i < e->p->slots; i++) {
-		e->free_slots[e->nfree_slots++] = e->p->slots - 1 - i;
+		tx_free_push(e, e->p->slots - 1 - i);
 	}
 	e->have_ring = true;
 	/* Memory windows: no slot is ours before its credit names its window. */
@@ -475,8 +475,7 @@ static int tx_setup(struct engine *e)
 		return 0; /* no pool, no RING */
 	}
 	e->chunks = calloc(e->pool->nchunks, sizeof(*e->chunks));
-	e->free_slots = calloc(e->p->slots, sizeof(*e->free_slots));
-	if (!e->chunks || !e->free_slots) {
+	if (!e->chunks || tx_free_alloc(e) < 0) {
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	/* Sealed slots are hashed and sealed in one job on them (engine_seal.c). */
@@ -536,7 +535,7 @@ int tx_slot_free(struct engine *e, uint32_t slot)
 	if (e->nfree_slots >= e->p->slots) {
 		return engine_fail(e, PERR_PROTOCOL, -EBADMSG, "credit overflow");
 	}
-	e->free_slots[e->nfree_slots++] = slot;
+	tx_free_push(e, slot);
 	e->credits++;
 	lane_slot_credited(e, slot);
 	return 0;

@@ -84,7 +84,7 @@ int tx_post_slot(struct engine *e, uint32_t ci, unsigned lane, uint32_t file_id,
 
 	/* Memory windows: a free slot whose window is on that lane, if one is, goes first. */
 	engine_tx_take(e, lane);
-	slot = e->free_slots[--e->nfree_slots];
+	slot = tx_free_pop(e);
 
 	e->chunks[ci].desc = (struct proto_desc){
 		.file_id = file_id, .len = len, .offset = off, .seq = ++e->seq, .pieces = pieces
@@ -131,44 +131,46 @@ void tx_chunk_unhold(struct engine *e, uint32_t ci)
 }
 
 /*
- * The chunk of f whose own digest, made in its seal job, is the next to
- * fold into f's tree (the lowest offset of those that wait), or -1.
+ * Chunk ci of f, posted, waits for its own digest (made in its seal job):
+ * last in f's queue of those, which is f's order (chunks are posted in it).
  */
-static int tx_fold_next(struct engine *e, const struct efile *f)
+static void tx_fold_queue(struct engine *e, struct efile *f, uint32_t ci)
 {
-	uint32_t fidx = file_index(e, f);
-	int next = -1;
+	struct chunk *c = &e->chunks[ci];
 
-	for (uint32_t ci = 0; ci < e->pool->nchunks; ci++) {
-		const struct chunk *c = &e->chunks[ci];
-
-		if (c->fold_wait && c->fidx == fidx && (next < 0 || c->off < e->chunks[next].off)) {
-			next = (int)ci;
-		}
+	c->fold_wait = c->hashing = true;
+	c->fold_next = 0;
+	if (f->fold_tail) {
+		e->chunks[f->fold_tail - 1].fold_next = ci + 1;
+	} else {
+		f->fold_head = ci + 1;
 	}
-	return next;
+	f->fold_tail = ci + 1;
 }
 
 /*
  * Chunk ci of f, its own digest made as a worker sealed it
  * (engine_digest_in_seal): folded into f's tree in file order, with those
- * after it that waited for it, each let go once folded (tx_chunk_unhold).
- * Chunks of f are posted in file order and the seal jobs of f are counted
- * in f->hash_jobs, so once none is out every posted chunk of f is folded
+ * after it that waited for it (f's queue, tx_fold_queue), each let go once
+ * folded (tx_chunk_unhold). The seal jobs of f are counted in
+ * f->hash_jobs, so once none is out every posted chunk of f is folded
  * (what f's zero and kept chunks, and its FILE_DONE, wait for).
  */
 void tx_seal_digested(struct engine *e, struct efile *f, uint32_t ci, const uint8_t chash[HASH_LEN])
 {
-	int next;
-
 	memcpy(e->chunks[ci].chash, chash, HASH_LEN);
 	e->chunks[ci].digested = true;
-	while ((next = tx_fold_next(e, f)) >= 0 && e->chunks[next].digested) {
+	while (f->fold_head && e->chunks[f->fold_head - 1].digested) {
+		uint32_t next = f->fold_head - 1;
+		struct chunk *c = &e->chunks[next];
+
 		if (!f->failed) {
-			file_hash_chunk(&f->hash, e->chunks[next].chash);
+			file_hash_chunk(&f->hash, c->chash);
 		}
-		e->chunks[next].fold_wait = false;
-		tx_chunk_unhold(e, (uint32_t)next);
+		f->fold_head = c->fold_next;
+		f->fold_tail = f->fold_head ? f->fold_tail : 0;
+		c->fold_wait = false;
+		tx_chunk_unhold(e, next);
 	}
 }
 
@@ -183,7 +185,7 @@ static int tx_post_chunk(struct engine *e, uint32_t ci, unsigned lane)
 	int slot;
 
 	if (in_seal) {
-		c->fold_wait = c->hashing = true;
+		tx_fold_queue(e, f, ci);
 	}
 	slot = tx_post_slot(e, ci, lane, f->id, c->off, c->len, 0, &hash);
 	if (slot < 0) {

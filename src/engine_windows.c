@@ -57,6 +57,15 @@ struct windows_state {
 	 * none (an RNR error once the retries are spent).
 	 */
 	bool sender_up;
+	/*
+	 * Sender: per lane, slots made free with their window on it, newest on
+	 * top (lstack, lcap entries a lane; lsn: how many): the candidates of
+	 * tx_take, each checked when looked at (one the core took since, or
+	 * whose key went with its lane, is dropped then), so a take costs O(1)
+	 * over time, not a scan of the free slots.
+	 */
+	uint32_t *lstack, lcap;
+	uint32_t lsn[XPORT_MAX_LANES];
 	/* Sender, ENGINE_FAULT_MW_REWRITE: the first slot posted and the key it closed. */
 	unsigned posted;
 	uint32_t first_slot, first_key;
@@ -89,7 +98,9 @@ static int windows_setup(struct engine *e)
 		return engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	if (!e->role->peer_writes) {
-		return 0;
+		w->lcap = 2 * e->p->slots;
+		w->lstack = calloc((size_t)w->lcap * XPORT_MAX_LANES, sizeof(*w->lstack));
+		return w->lstack ? 0 : engine_fail(e, PERR_INTERNAL, -ENOMEM, "out of memory");
 	}
 	r = x->ops->reg_mr(x, e->desc_area, (size_t)e->p->slots * e->desc_len,
 			   XPORT_ACCESS_LOCAL | XPORT_ACCESS_REMOTE_WRITE, &w->desc_mr);
@@ -105,7 +116,7 @@ static int windows_ring(struct engine *e, struct msg_ring *ring)
 	struct windows_state *w = win_of(e);
 
 	if (!e->role->peer_writes) {
-		e->nfree_slots = 0;
+		tx_free_clear(e);
 		return 0;
 	}
 	ring->desc_addr = w->desc_mr->iova;
@@ -187,6 +198,30 @@ static bool lane_resolved(const struct engine *e, unsigned lane)
 	return l->state == LANE_DEAD && l->told && l->heard;
 }
 
+/* Sender: lane l's candidates again from the free slots (its stack was full of stale ones). */
+static void win_stack_rebuild(struct engine *e, struct windows_state *w, unsigned l)
+{
+	w->lsn[l] = 0;
+	for (uint32_t i = 0; i < e->nfree_slots; i++) {
+		uint32_t s = e->free_slots[i];
+
+		if (w->lane[s] == l && w->key[s] != 0) {
+			w->lstack[(size_t)l * w->lcap + w->lsn[l]++] = s;
+		}
+	}
+}
+
+/* Sender: slot goes free with its window on w->lane[slot]: a candidate of that lane's takes. */
+static void win_free_note(struct engine *e, struct windows_state *w, uint32_t slot)
+{
+	unsigned l = w->lane[slot];
+
+	if (w->lsn[l] == w->lcap) {
+		win_stack_rebuild(e, w, l);
+	}
+	w->lstack[(size_t)l * w->lcap + w->lsn[l]++] = slot;
+}
+
 static int windows_tx_credit(struct engine *e, const struct xport_wc *wc, uint32_t slot)
 {
 	struct windows_state *w = win_of(e);
@@ -217,6 +252,7 @@ static int windows_tx_credit(struct engine *e, const struct xport_wc *wc, uint32
 		return ENGINE_FENCE_KEPT;
 	}
 	w->out[slot] = WIN_IDLE;
+	win_free_note(e, w, slot);
 	return 0;
 }
 
@@ -292,7 +328,12 @@ static void windows_lane_closing(struct engine *e, unsigned lane)
 			e->free_slots[kept++] = e->free_slots[i];
 		}
 	}
-	e->nfree_slots = kept;
+	/* The stack again from what stays, in its order. */
+	tx_free_clear(e);
+	for (uint32_t i = 0; i < kept; i++) {
+		tx_free_push(e, e->free_slots[i]);
+	}
+	w->lsn[lane] = 0;
 }
 
 /*
@@ -344,6 +385,7 @@ static int windows_tx_resolved(struct engine *e, unsigned lane, const uint32_t *
 	for (uint32_t s = 0; s < e->p->slots && r >= 0; s++) {
 		if (w->out[s] == WIN_PARKED && w->out_lane[s] == lane) {
 			w->out[s] = WIN_IDLE;
+			win_free_note(e, w, s);
 			r = tx_slot_free(e, s);
 		}
 	}
@@ -352,19 +394,20 @@ static int windows_tx_resolved(struct engine *e, unsigned lane, const uint32_t *
 
 /*
  * Sender: a slot keeps the lane of its window, so the lane the core picked
- * by load (lane_pick) is honoured by taking a free slot whose window is
- * there (last credited first among them), when one is.
+ * by load (lane_pick) is honoured by putting on top a free slot whose
+ * window is there (the last made free among them), when one is: the
+ * lane's candidates, newest first, each dropped when it no longer holds.
  */
 static void windows_tx_take(struct engine *e, unsigned lane)
 {
 	struct windows_state *w = win_of(e);
+	uint32_t *stack = w->lstack + (size_t)lane * w->lcap;
 
-	for (uint32_t i = e->nfree_slots; i-- > 0;) {
-		uint32_t s = e->free_slots[i];
+	while (w->lsn[lane] > 0) {
+		uint32_t s = stack[--w->lsn[lane]];
 
-		if (w->lane[s] == lane) {
-			e->free_slots[i] = e->free_slots[e->nfree_slots - 1];
-			e->free_slots[e->nfree_slots - 1] = s;
+		if (tx_free_has(e, s) && w->lane[s] == lane && w->key[s] != 0) {
+			tx_free_to_top(e, s);
 			return;
 		}
 	}
@@ -394,6 +437,7 @@ static void windows_release(struct engine *e)
 	free(w->lane);
 	free(w->out);
 	free(w->out_lane);
+	free(w->lstack);
 }
 
 const struct engine_feature engine_feature_windows = {

@@ -140,7 +140,7 @@ struct fx {
 	struct engine *e;
 	struct chunk chunks[4];
 	struct pool pool;
-	uint32_t free_slots[NSLOTS];
+	uint32_t free_slots[NSLOTS], free_pos[NSLOTS];
 	uint8_t slot_lane[NSLOTS];
 	struct lane_ent fifo[2][64];
 	char err[256];
@@ -177,6 +177,8 @@ static struct fx *fx_new(bool receiver)
 	e->rails = true;
 	e->chunks = f->chunks;
 	e->free_slots = f->free_slots;
+	e->free_pos = f->free_pos;
+	tx_free_clear(e);
 	e->slot_lane = f->slot_lane;
 	for (unsigned i = 0; i < 2; i++) {
 		e->lanes[i].state = LANE_UP;
@@ -264,11 +266,9 @@ static unsigned post(struct fx *f, uint32_t slot, uint32_t want_key)
 	struct xport_wr data = { 0 }, desc = { 0 };
 	unsigned lane = 0;
 
-	for (uint32_t i = 0; i < e->nfree_slots; i++) {
-		if (e->free_slots[i] == slot) {
-			e->free_slots[i] = e->free_slots[--e->nfree_slots];
-			break;
-		}
+	if (tx_free_has(e, slot)) {
+		tx_free_to_top(e, slot);
+		tx_free_pop(e);
 	}
 	assert_int_equal(engine_tx_window(e, slot, &lane, &data, &desc), 0);
 	assert_int_equal(data.rkey, want_key);
@@ -599,13 +599,77 @@ static void test_probe(void **state)
 	probe_fx_free(f, &chan);
 }
 
+/*
+ * Sender, tx_take under churn: slots credited on either lane, taken for a
+ * lane (or by the core from the top, as with no free slot on the lane it
+ * picked), credited again. Each take must put on top the free slot whose
+ * window is on that lane and that was credited last, as a scan of the free
+ * slots finds it; the lanes' stacks fill with stale entries and are built
+ * again on the way.
+ */
+static void test_take_churn(void **state)
+{
+	struct fx *f = fx_new(false);
+	struct engine *e = f->e;
+	uint32_t key[NSLOTS], seq[NSLOTS], n = 0, rng = 12345;
+	uint8_t lane_of[NSLOTS];
+	bool out[NSLOTS] = { false };
+
+	(void)state;
+	for (uint32_t s = 0; s < NSLOTS; s++) {
+		lane_of[s] = (uint8_t)(s % 2);
+		key[s] = 0x100 + s;
+		seq[s] = n++;
+		assert_int_equal(credit(f, s, lane_of[s], key[s]), 0);
+	}
+	for (unsigned it = 0; it < 4000; it++) {
+		unsigned l;
+		int want = -1;
+
+		rng = rng * 1103515245u + 12345u;
+		l = (rng >> 16) & 1;
+		for (uint32_t s = 0; s < NSLOTS; s++) {
+			if (!out[s] && lane_of[s] == l && (want < 0 || seq[s] > seq[want])) {
+				want = (int)s;
+			}
+		}
+		if (e->nfree_slots > 0 && ((rng >> 20) & 3) != 0) {
+			uint32_t top;
+
+			/* Every other round the core takes the top without asking. */
+			if ((rng >> 22) & 1) {
+				engine_tx_take(e, l);
+				if (want >= 0) {
+					assert_int_equal(e->free_slots[e->nfree_slots - 1],
+							 (uint32_t)want);
+				}
+			}
+			top = e->free_slots[e->nfree_slots - 1];
+			(void)post(f, top, key[top]);
+			out[top] = true;
+		}
+		/* One slot that is out comes back, on a lane of the credit's choice. */
+		for (uint32_t s = (rng >> 8) % NSLOTS, k = 0; k < NSLOTS;
+		     k++, s = (s + 1) % NSLOTS) {
+			if (out[s] && ((rng >> 24) & 1)) {
+				lane_of[s] = (uint8_t)((rng >> 25) & 1);
+				key[s] = 0x1000 + n;
+				seq[s] = n++;
+				out[s] = false;
+				assert_int_equal(credit(f, s, lane_of[s], key[s]), 0);
+				break;
+			}
+		}
+	}
+	fx_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sender),
-		cmocka_unit_test(test_receiver),
-		cmocka_unit_test(test_watchdog),
-		cmocka_unit_test(test_probe),
+		cmocka_unit_test(test_sender),	   cmocka_unit_test(test_receiver),
+		cmocka_unit_test(test_watchdog),   cmocka_unit_test(test_probe),
+		cmocka_unit_test(test_take_churn),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
