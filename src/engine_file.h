@@ -19,11 +19,11 @@ struct chunk {
 	bool hashed; /* a tree file's: fed into its digest (tx_tree_feed) */
 	/*
 	 * Its own digest made on a worker: once read (tx_chunk_read), folded into
-	 * its file's tree when posted; or as it is sealed (fold_wait: posted, its
-	 * digest to fold in file order once back, tx_seal_digested; fold_next:
-	 * the next of its file's that wait, index + 1, 0 none).
+	 * its file's tree when posted; or as it is sealed (posted, it waits in
+	 * its file's queue, tx_fold_queue, to fold in file order once back,
+	 * tx_seal_digested; fold_next: the next of that queue, index + 1, 0 none).
 	 */
-	bool digested, fold_wait;
+	bool digested;
 	uint32_t fold_next;
 	uint8_t chash[HASH_LEN];
 	/* With a hashing thread (engine_workers.c); sent: its lane is done with it too. */

@@ -138,7 +138,7 @@ static void tx_fold_queue(struct engine *e, struct efile *f, uint32_t ci)
 {
 	struct chunk *c = &e->chunks[ci];
 
-	c->fold_wait = c->hashing = true;
+	c->hashing = true;
 	c->fold_next = 0;
 	if (f->fold_tail) {
 		e->chunks[f->fold_tail - 1].fold_next = ci + 1;
@@ -169,7 +169,6 @@ void tx_seal_digested(struct engine *e, struct efile *f, uint32_t ci, const uint
 		}
 		f->fold_head = c->fold_next;
 		f->fold_tail = f->fold_head ? f->fold_tail : 0;
-		c->fold_wait = false;
 		tx_chunk_unhold(e, next);
 	}
 }
