@@ -311,6 +311,7 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 	uint32_t level = e->p->open_flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
 	struct links_file *lf = links_file(e, f);
 	uint32_t code;
+	bool in_table;
 
 	if (rx_map_name(e, link, &lf->link_target) < 0) {
 		return PERR_INTERNAL;
@@ -325,7 +326,9 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 	if (code != PERR_OK) {
 		return code;
 	}
-	for (size_t i = 0; i < e->files_hw; i++) {
+	/* Its target among the entries in the table: looked for only where the set says it may be. */
+	in_table = rx_name_in_table(e, lf->link_target);
+	for (size_t i = 0; in_table && i < e->files_hw; i++) {
 		struct efile *t = file_at(e, i);
 
 		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name && !t->kept_wait &&

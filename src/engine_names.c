@@ -415,6 +415,15 @@ static uint32_t rx_name_inflight(struct engine *e, struct efile *f, char *text, 
 }
 
 /*
+ * Whether an entry in the table has this destination: a key of the set
+ * above, so a false yes now and then (a collision), never a false no.
+ */
+bool rx_name_in_table(const struct engine *e, const char *name)
+{
+	return name_set_has(&e->inflight, name);
+}
+
+/*
  * The name policy of an entry the peer sent: one the caller asked for (a
  * pull), valid, mapped by rename_to (one top-level name only), and not the
  * destination of an entry in the table. *ret_peer: a refusal for what the
