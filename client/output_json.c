@@ -7,6 +7,17 @@
 #include "log.h"
 #include "output.h"
 
+/* How many of the first bytes of s need no escape: printable ASCII, not '"' or '\\'. */
+static size_t json_plain_run(const char *s, size_t len)
+{
+	size_t n = 0;
+
+	while (n < len && s[n] >= 0x20 && s[n] < 0x7f && s[n] != '"' && s[n] != '\\') {
+		n++;
+	}
+	return n;
+}
+
 /*
  * A JSON string literal (RFC 8259), valid whatever the name held: quotes,
  * backslashes, controls (C0, DEL, C1), line separators and direction
@@ -17,11 +28,20 @@ void output_json_string(FILE *f, const char *s)
 {
 	size_t left = strlen(s);
 
-	fputc('"', f);
+	flockfile(f);
+	putc_unlocked('"', f);
 	while (left > 0) {
 		uint32_t cp = 0;
-		size_t n = utf8_sequence(s, left, &cp);
+		size_t n = json_plain_run(s, left);
 
+		if (n > 0) {
+			/* Printable ASCII but for '"' and '\\': as it is, at once. */
+			fwrite_unlocked(s, 1, n, f);
+			s += n;
+			left -= n;
+			continue;
+		}
+		n = utf8_sequence(s, left, &cp);
 		if (n == 0) {
 			fputs("\\ufffd", f);
 			n = 1;
@@ -39,5 +59,6 @@ void output_json_string(FILE *f, const char *s)
 		s += n;
 		left -= n;
 	}
-	fputc('"', f);
+	putc_unlocked('"', f);
+	funlockfile(f);
 }
