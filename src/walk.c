@@ -543,14 +543,20 @@ cannot:
 	return r < 0 ? r : 1;
 }
 
+/* a/b (a's own trailing '/' kept as the one between), or b when a is empty; NULL: no memory. */
 static char *join(const char *a, const char *b)
 {
-	char *s;
+	size_t la = strlen(a), lb = strlen(b);
+	size_t sep = la > 0 && a[la - 1] != '/';
+	char *s = malloc(la + sep + lb + 1);
 
-	if (a[0] == '\0') {
-		return strdup(b);
+	if (!s) {
+		return NULL;
 	}
-	return asprintf(&s, "%s%s%s", a, a[strlen(a) - 1] == '/' ? "" : "/", b) < 0 ? NULL : s;
+	memcpy(s, a, la);
+	s[la] = '/';
+	memcpy(s + la + sep, b, lb + 1);
+	return s;
 }
 
 /*
