@@ -152,7 +152,9 @@ static void json_type(uint8_t ftype)
 	const char *t = type_name(ftype);
 
 	if (t) {
-		printf(",\"type\":\"%s\"", t);
+		fputs(",\"type\":\"", stdout);
+		fputs(t, stdout);
+		putchar('"');
 	}
 }
 
@@ -301,12 +303,12 @@ void output_skipped(struct output *out, const char *name, uint8_t ftype, uint32_
 		out->observe(out->observe_ud, name, "skipped", 0, NULL, NULL);
 	}
 	if (out->json) {
-		printf("{\"event\":\"file\",\"name\":");
+		fputs("{\"event\":\"file\",\"name\":", stdout);
 		output_json_string(stdout, name);
 		json_type(ftype);
-		printf(",\"action\":\"%s\"", items ? "updated" : "skipped");
+		fputs(items ? ",\"action\":\"updated\"" : ",\"action\":\"skipped\"", stdout);
 		json_changes(items);
-		printf("}\n");
+		fputs("}\n", stdout);
 		json_name_end(out);
 	} else if (out->verbose > (items ? 0 : 1)) {
 		/* rsync -i: '.', the data is not sent; what was brought in line (-vv: all). */
