@@ -457,11 +457,23 @@ uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, 
 	return rx_symlink_mtime(e, f, d->fd, text, textlen);
 }
 
+/* Whether directory fd's mtime is d's already (nothing written there since, or set back). */
+static bool rx_dir_mtime_is(int fd, const struct dir_meta *d)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && st.st_mtim.tv_sec == d->mtime_sec &&
+	       st.st_mtim.tv_nsec == (long)d->mtime_nsec;
+}
+
 /*
  * Directories we created get their mode last (with -p every directory its
  * mode and mtime), deepest first: in reverse arrival order, children before
  * their parents. One that can't be set is a failure of its own, reported.
- * They are made durable with the rest before END (meta_updated).
+ * A time that is the directory's already is not set again (that would only
+ * dirty its inode: a re-run's unchanged tree writes nothing, and the syncfs
+ * before END, meta_updated, which makes the session's work durable, finds
+ * nothing to write).
  */
 void rx_finish_dirs(struct engine *e)
 {
@@ -483,7 +495,8 @@ void rx_finish_dirs(struct engine *e)
 			   fchmod(fd, rx_dir_mode(e, d->mode)) < 0) {
 			what = "chmod";
 			r = negerrno();
-		} else if ((e->p->open_flags & PROTO_OPEN_PRESERVE) && futimens(fd, ts) < 0) {
+		} else if ((e->p->open_flags & PROTO_OPEN_PRESERVE) && !rx_dir_mtime_is(fd, d) &&
+			   futimens(fd, ts) < 0) {
 			what = "set mtime";
 			r = negerrno();
 		}
