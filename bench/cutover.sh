@@ -5,11 +5,14 @@
 # only, and each way runs again (the cut-over), timed:
 #   rdmacp  plan -a -H --owner --skip quick --shards N --split-size 32M, the N shards'
 #           `run` at once, `finalize`, to an rdmacpd module (tcp, lanes sealed: its default)
+#   push    one rdmacp -aH --owner --skip quick -r to the same daemon (the rsync user's
+#           way, and a cut-over's in one walk: see docs/MIGRATION.md)
 #   rsync   rsync -aH --numeric-ids to an rsync daemon (one process)
 #   fpsync  fpsync -n N -o '-lptgoDH --numeric-ids' to the same rsync daemon
 # Recorded: rdmacp's bytes sent in the cut-over (the `bytes` of every --json summary of
-# its runs and finalize) against the changed bytes (the sizes of the files changed in
-# content), and the cut-over's wall time of each (sync -f of the file system counted).
+# its runs and finalize, and of the push) against the changed bytes (the sizes of the
+# files changed in content), and the cut-over's wall time of each (sync -f of the file
+# system counted).
 # Afterwards every destination is compared with the source (XXH128 of every file; path,
 # mode, owner, size, mtime, type, link target and link count of every name): a mismatch
 # is printed and counted, not hidden: the diff is left in BENCH_DIR/cutover.TOOL.diff
@@ -43,15 +46,15 @@ while [ $# -gt 0 ]; do
 	--quick) QUICK=1 ;;
 	--jobs) JOBS=$2; shift ;;
 	--finalize-jobs) FIN_JOBS=(--jobs "$2"); shift ;;
-	-h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 1 ;;
 	esac
 	shift
 done
 if [ "$QUICK" = 1 ]; then
-	NFILES=4300 NSYM=400 NHARD=200 NTOP=8 NSUB=12 BIG="40 40" IMG_SIZE=2G
+	NFILES=4300 NSYM=400 NHARD=200 NTOP=8 NSUB=12 BIG="40 40" IMG_SIZE=3G
 else
-	NFILES=86000 NSYM=8000 NHARD=4000 NTOP=40 NSUB=50 BIG="64 80 96 112 120 128" IMG_SIZE=8G
+	NFILES=86000 NSYM=8000 NHARD=4000 NTOP=40 NSUB=50 BIG="64 80 96 112 120 128" IMG_SIZE=10G
 fi
 SPLIT=32M
 
@@ -85,7 +88,7 @@ mkfs.ext4 -q -F "$LOOP" || die "mkfs.ext4"
 { mkdir -p "$FS" && mount "$LOOP" "$FS"; } || die "mount $LOOP"
 log "ext4 (journal) on $LOOP, direct I/O, $IMG_SIZE, at $FS"
 SRC=$FS/src
-mkdir -p "$FS/rd" "$FS/dst/rs" "$FS/dst/fp" "$R/fptmp" || die "mkdir"
+mkdir -p "$FS/rd/push" "$FS/dst/rs" "$FS/dst/fp" "$R/fptmp" || die "mkdir"
 
 # ---------------------------------------------------------------- the tree
 # From a fixed seed: NTOP x NSUB leaf directories (some 0700/0750, some owned by others),
@@ -211,6 +214,14 @@ rd_migrate() { # TAG: plan, runs, finalize; T_PLAN T_RUN T_FIN T_ALL
 	T_PLAN=$(echo "$t1 - $t0" | bc -l) T_RUN=$(echo "$t2 - $t1" | bc -l)
 	T_FIN=$(echo "$t3 - $t2" | bc -l) T_ALL=$(echo "$t3 - $t0" | bc -l)
 }
+rp_migrate() { # TAG: one push, the same command both times
+	local t0
+	t0=$(now)
+	"${RD[@]}" -aH --owner --skip quick -r --json "$SRC" 127.0.0.1:bench/push/ \
+		>"$R/$1.push.json" 2>"$R/$1.push.err" || die "$1: rdmacp push failed: $(head -5 "$R/$1.push.err")"
+	sync -f "$FS"
+	T_ALL=$(echo "$(now) - $t0" | bc -l)
+}
 rs_migrate() { # TAG
 	local t0
 	t0=$(now)
@@ -233,6 +244,10 @@ log "first migration: rdmacp"
 warm "$FS/rd"
 rd_migrate first
 F_RD=$T_ALL
+log "first migration: rdmacp push"
+warm "$FS/rd/push"
+rp_migrate first
+F_RP=$T_ALL
 log "first migration: rsync"
 warm "$FS/dst/rs"
 rs_migrate first
@@ -295,6 +310,10 @@ n0=$(grep -c ': connected (' "$R/d.log")
 rd_migrate cut
 RD_SESSIONS=$(($(grep -c ': connected (' "$R/d.log") - n0))
 C_RD=$T_ALL C_PLAN=$T_PLAN C_RUN=$T_RUN C_FIN=$T_FIN
+log "cut-over: rdmacp push"
+warm "$FS/rd/push"
+rp_migrate cut
+C_RP=$T_ALL
 log "cut-over: rsync"
 warm "$FS/dst/rs"
 rs_migrate cut
@@ -316,6 +335,9 @@ RD_UPD=$(jq .updated "$R/cut.sum")
 cat "$R"/cut.run.*.json "$R/cut.fin.json" | jq -r 'select(.event == "file" and .action == "updated")
 	| "\(.type) \(.name) \(.changes // [] | join(","))"' | sort >"$BENCH_DIR/cutover.updated"
 RD_KEPT=$(cat "$R"/cut.run.*.json | jq -s '[.[] | select(.event == "run") | .ranges_kept] | add')
+RP_BYTES=$(jq -s '[.[] | select(.event == "summary")][0].bytes' "$R/cut.push.json")
+RP_UPD=$(jq -s '[.[] | select(.event == "summary")][0].updated' "$R/cut.push.json")
+RP_FILES=$(jq -s '[.[] | select(.event == "summary")][0].files' "$R/cut.push.json")
 RS_SENT=$(awk -F': ' '/^Total bytes sent/ { gsub(",", "", $2); print $2 }' "$R/cut.rs.stats")
 RS_LIT=$(awk -F': ' '/^Literal data/ { gsub(/[, a-z]/, "", $2); print $2 }' "$R/cut.rs.stats")
 
@@ -337,6 +359,7 @@ verify() { # NAME DIR
 }
 declare -A V
 verify rdmacp "$FS/rd/src"
+verify push "$FS/rd/push/src"
 verify rsync "$FS/dst/rs/src"
 verify fpsync "$FS/dst/fp/src"
 
@@ -345,14 +368,16 @@ r2() { echo "$1 / $2" | bc -l; }
 echo "rdmacp $("$RDMACP" --version 2>&1 | head -1); $(rsync --version | head -1); $(fpsync -h 2>&1 | head -1)"
 echo "$(nproc) CPUs, $(uname -r); tcp over loopback (NOT RDMA); ext4 on a loop device; load $LOAD_START at the start, $LOAD_END after the cut-over"
 echo "tree: $NAMES names, $BYTES bytes; $JOBS shards / jobs; changed: $NCHANGED files in content ($CHANGED_BYTES bytes), $NCHANGED in metadata only"
-printf '%-44s %10s %10s %10s\n' "" rdmacp rsync fpsync
-printf '%-44s %9.2fs %9.2fs %9.2fs\n' "first migration" "$F_RD" "$F_RS" "$F_FP"
-printf '%-44s %9.2fs %9.2fs %9.2fs\n' "cut-over (re-run)" "$C_RD" "$C_RS" "$C_FP"
-printf '%-44s %10s %9.2fx %9.2fx\n' "cut-over: time / rdmacp's (goal >= 2x)" "" "$(r2 "$C_RS" "$C_RD")" "$(r2 "$C_FP" "$C_RD")"
-printf '%-44s %10s %10s %10s\n' "destination = source after the cut-over" "${V[rdmacp]%%:*}" "${V[rsync]%%:*}" "${V[fpsync]%%:*}"
+printf '%-40s %10s %10s %10s %10s\n' "" rdmacp push rsync fpsync
+printf '%-40s %9.2fs %9.2fs %9.2fs %9.2fs\n' "first migration" "$F_RD" "$F_RP" "$F_RS" "$F_FP"
+printf '%-40s %9.2fs %9.2fs %9.2fs %9.2fs\n' "cut-over (re-run)" "$C_RD" "$C_RP" "$C_RS" "$C_FP"
+printf '%-40s %10s %10s %9.2fx %9.2fx\n' "cut-over: time / rdmacp's (goal >= 2x)" "" "" "$(r2 "$C_RS" "$C_RD")" "$(r2 "$C_FP" "$C_RD")"
+printf '%-40s %10s %10s %9.2fx %9.2fx\n' "cut-over: time / push's (goal >= 2x)" "" "" "$(r2 "$C_RS" "$C_RP")" "$(r2 "$C_FP" "$C_RP")"
+printf '%-40s %10s %10s %10s %10s\n' "destination = source after the cut-over" "${V[rdmacp]%%:*}" "${V[push]%%:*}" "${V[rsync]%%:*}" "${V[fpsync]%%:*}"
 printf '%s\n' "rdmacp cut-over: plan $(printf %.2f "$C_PLAN") s, $JOBS runs $(printf %.2f "$C_RUN") s, finalize $(printf %.2f "$C_FIN") s (${FIN_JOBS[*]:-default jobs}); $RD_SESSIONS daemon sessions; $RD_FILES files sent, $RD_UPD updated, $RD_KEPT split ranges kept"
-printf '%s\n' "rdmacp bytes sent $RD_BYTES / changed bytes $CHANGED_BYTES = $(printf %.3f "$(r2 "$RD_BYTES" "$CHANGED_BYTES")") (goal <= 1.05); rsync: literal data $RS_LIT, total sent $RS_SENT"
-for t in rdmacp rsync fpsync; do
+printf '%s\n' "rdmacp push cut-over: $RP_FILES files sent, $RP_UPD updated"
+printf '%s\n' "rdmacp bytes sent $RD_BYTES / changed bytes $CHANGED_BYTES = $(printf %.3f "$(r2 "$RD_BYTES" "$CHANGED_BYTES")") (goal <= 1.05); push $RP_BYTES = $(printf %.3f "$(r2 "$RP_BYTES" "$CHANGED_BYTES")"); rsync: literal data $RS_LIT, total sent $RS_SENT"
+for t in rdmacp push rsync fpsync; do
 	[ "${V[$t]}" = equal ] || echo "$t: ${V[$t]}"
 done
 [ "$MISMATCH" = 0 ] || exit 2
