@@ -12,7 +12,9 @@
 #   - a directory whose time the daemon can't set at the end of a push (an
 #     existing one it doesn't own, in a module of the default user): the
 #     client hears of it from the daemon's END count, exits 9, and its
-#     summary counts the failure.
+#     summary counts the failure;
+#   - a re-run of an unchanged tree (-a --skip quick, push and pull) writes nothing: no
+#     ctime at the destination moves; with one file changed, only it and its directory.
 # Compared as "path type mode mtime" lines (find -printf), both sides.
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -121,6 +123,39 @@ same "push -a nest" "$T/mod/pusha/nest" "$T/src/nest"
 mkdir -p "$T/pulla"
 expect_rc 0 "pull -a nest" "${CLIENT[@]}" --archive "$HOST:data/nest" "$T/pulla/"
 same "pull -a nest" "$T/pulla/nest" "$T/src/nest"
+
+# A re-run of an unchanged tree writes nothing: no entry's ctime moves (a directory's time
+# that is its own already is not set again). Then one file changed: its directory's time
+# is set back, and of the other directories none is touched.
+ctimes() { (cd "$1" && find . -printf '%p %C@\n' | sort); }
+sleep 0.05
+for side in push pull; do
+	if [ $side = push ]; then
+		dst=$T/mod/pusha/nest run=("${CLIENT[@]}" -a --skip quick "$T/src/nest" "$HOST:data/pusha/")
+	else
+		dst=$T/pulla/nest run=("${CLIENT[@]}" -a --skip quick "$HOST:data/nest" "$T/pulla/")
+	fi
+	ctimes "$dst" >"$T/c.before"
+	expect_rc 0 "$side -a --skip quick nest again, unchanged" "${run[@]}"
+	ctimes "$dst" >"$T/c.after"
+	cmp -s "$T/c.before" "$T/c.after" &&
+		pass "$side: nothing written: $(wc -l <"$T/c.after") entries' ctimes as they were" ||
+		fail "$side: ctimes moved: $(diff "$T/c.before" "$T/c.after" | grep -c '^>')"
+done
+f=$(cd "$T/src/nest" && find . -type f | sort | head -1)
+d=$(dirname "$f")
+t=$(stat -c %y "$T/src/nest/$d")
+echo changed >>"$T/src/nest/$f"
+touch -d "$t" "$T/src/nest/$d"
+ctimes "$T/mod/pusha/nest" >"$T/c.before"
+expect_rc 0 "push -a --skip quick nest, one file changed" \
+	"${CLIENT[@]}" -a --skip quick "$T/src/nest" "$HOST:data/pusha/"
+same "push -a --skip quick, one file changed" "$T/mod/pusha/nest" "$T/src/nest"
+ctimes "$T/mod/pusha/nest" >"$T/c.after"
+moved=$(diff "$T/c.before" "$T/c.after" | sed -n 's/^> \(.*\) [0-9.]*$/\1/p' | sort | tr '\n' ' ')
+[ "$moved" = "$(printf '%s\n' "$d" "$f" | sort | tr '\n' ' ')" ] &&
+	pass "only the changed file and its directory were written ($moved)" ||
+	fail "written: $moved (want $d and $f)"
 
 # A directory mode or time the daemon fails to set at its end: the client is told.
 mkdir -p "$T/src/shared"
