@@ -15,7 +15,7 @@
 # and removed on kept files and directories) sends no data but a touched
 # file's, counts them "updated" and itemizes them (-v, --json) as rsync -i
 # does (a kept file's and directory's xattrs and ACLs too); an unchanged re-run lists
-# nothing.
+# nothing. Last, the cut-over as one push with the plan's options over the plan's copy.
 #
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -139,4 +139,16 @@ expect_rc 0 "dry run after one chmod" "${CLIENT[@]}" "${A[@]}" -n --skip quick \
 	"$T/src/tree" "$HOST:data/"
 [ "$(cat "$T/out")" = "would update tree/ro (.d...p.....)" ] && pass "-n: only the change" ||
 	fail "-n lists: $(head -5 "$T/out" | tr '\n' '|')"
+
+# ---- the cut-over in one push, over the plan's copy (docs/MIGRATION.md) -------
+# The plan's options as a push to the plan's destination: its names land where the
+# plan's do, and only the change is made.
+rsync -aHAX --numeric-ids --delete "$T/src/tree/" "$T/rs/" || die "rsync"
+expect_rc 0 "one-push cut-over over the plan's copy" "${CLIENT[@]}" "${A[@]}" --json \
+	--skip quick --delete "$T/src/tree" "$HOST:data/mig/"
+same "the plan's copy after a one-push cut-over" "$T/mod/mig/tree"
+[ "$(summary files)/$(summary updated)/$(summary bytes)/$(summary deleted)" = 0/1/0/0 ] &&
+	pass "one-push cut-over: only the chmod, updated" ||
+	fail "one-push cut-over: copied $(summary files), updated $(summary updated), \
+$(summary bytes) bytes, deleted $(summary deleted)"
 finish
