@@ -103,6 +103,19 @@ start_daemon() {
 daemon_cipher_title() { sed -n 's/.*sealed tcp lanes: \([A-Za-z0-9-]*\).*/\1/p' "$1" | head -1; }
 daemon_cipher() { daemon_cipher_title "$1" | tr 'A-Z' 'a-z'; }
 
+# daemon_settled LOG: wait (up to 10 s) until every session the daemon logging to LOG
+# started has ended. A session logs its "done:" line as it winds down, which can be after
+# its client has exited: read that line after this. 0, or 1 if one still runs.
+daemon_settled() {
+	local i
+	for i in $(seq 1 200); do
+		[ "$(grep -c ': session [0-9]* from .* started$' "$1")" -le \
+			"$(grep -c ': session [0-9]* from .* ended: ' "$1")" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 stop_daemon() {
 	kill -TERM "$1" 2>/dev/null
 	wait "$1" 2>/dev/null

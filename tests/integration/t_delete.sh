@@ -52,6 +52,7 @@ json_summary() {
 }
 
 last_done() {
+	daemon_settled "$T/d.log"
 	grep ' done: ' "$T/d.log" | tail -1
 }
 

@@ -110,6 +110,7 @@ grep -q "^\.f\.\.\.\.\.\.\.a\. .*f3\$" "$T/v.out" && pass "-v: f3 itemized .f...
 	fail "re-run: $(diff <(attrs "$S") <(attrs "$D") | tr '\n' '|')"
 [ "$(stat -c %Z "$D/f2")" = "$f2_ctime" ] && pass "re-run: f2 untouched (its ctime)" ||
 	fail "re-run: f2 was changed"
+daemon_settled "$T/d.log"
 grep ' done: ' "$T/d.log" | tail -1 | grep -q ", 4 updated, " && pass "daemon: 4 updated" ||
 	fail "daemon: $(grep ' done: ' "$T/d.log" | tail -1)"
 
@@ -182,6 +183,7 @@ grep -q "^\.d\.\.\.\.\.\.\.a\. .*d3/\?\$" "$T/v.out" && pass "dirs -v: d3 itemiz
 	fail "dirs -v lists d2: $(cat "$T/v.out")"
 [ "$(attrs "$S2")" = "$(attrs "$D2")" ] && pass "dirs: attributes brought in line" ||
 	fail "dirs: $(diff <(attrs "$S2") <(attrs "$D2") | tr '\n' '|')"
+daemon_settled "$T/d.log"
 grep ' done: ' "$T/d.log" | tail -1 | grep -q ", 4 updated, " && pass "dirs: daemon: 4 updated" ||
 	fail "dirs: daemon: $(grep ' done: ' "$T/d.log" | tail -1)"
 xa set "$S2/d1" user.color green

@@ -130,6 +130,7 @@ cut_push big $SIZE "$RATE"
 check_cut "$T/mod" big
 expect_rc 0 "resumed push" "${CLIENT[@]}" --json --partial "$T/src/big" "$HOST:data/"
 check_resumed "push" "$T/mod" $((SIZE / 3))
+daemon_settled "$T/d.log"
 grep ' done: ' "$T/d.log" | tail -1 | grep -q "1 resumed ($(json_file resumed_bytes) bytes kept" &&
 	pass "the daemon logs the resumed file" || fail "daemon log: $(grep ' done: ' "$T/d.log" | tail -1)"
 

@@ -60,6 +60,7 @@ for line in open(sys.argv[1]):
 
 # last_done: the daemon's last "done:" line.
 last_done() {
+	daemon_settled "$T/d.log"
 	grep ' done: ' "$T/d.log" | tail -1
 }
 

@@ -68,6 +68,7 @@ expect_rc 0 "re-run with --skip checksum" \
 	"${CLIENT[@]}" --json -r -p --skip checksum "$T/src/tree" "$HOST:data/"
 check_eq "all skipped, 0 bytes sent" "$(summary files bytes skipped failures)" "0 0 $((NFILES + NDIRS)) 0"
 check_eq "skipped events" "$(jq -r 'select(.event == "file" and .action == "skipped") | .name' "$T/out" | wc -l)" $((NFILES + NDIRS))
+daemon_settled "$T/d.log"
 grep ' done: ' "$T/d.log" | tail -1 | grep -q "0 files, 0 bytes, 0 failed, 0 updated, $((NFILES + NDIRS)) unchanged" &&
 	pass "the daemon kept them all" || fail "daemon: $(grep ' done: ' "$T/d.log" | tail -1)"
 
