@@ -335,9 +335,8 @@ RD_UPD=$(jq .updated "$R/cut.sum")
 cat "$R"/cut.run.*.json "$R/cut.fin.json" | jq -r 'select(.event == "file" and .action == "updated")
 	| "\(.type) \(.name) \(.changes // [] | join(","))"' | sort >"$BENCH_DIR/cutover.updated"
 RD_KEPT=$(cat "$R"/cut.run.*.json | jq -s '[.[] | select(.event == "run") | .ranges_kept] | add')
-RP_BYTES=$(jq -s '[.[] | select(.event == "summary")][0].bytes' "$R/cut.push.json")
-RP_UPD=$(jq -s '[.[] | select(.event == "summary")][0].updated' "$R/cut.push.json")
-RP_FILES=$(jq -s '[.[] | select(.event == "summary")][0].files' "$R/cut.push.json")
+read -r RP_BYTES RP_UPD RP_FILES < <(jq -r 'select(.event == "summary") |
+	"\(.bytes) \(.updated) \(.files)"' "$R/cut.push.json") || die "cannot read the push's --json"
 RS_SENT=$(awk -F': ' '/^Total bytes sent/ { gsub(",", "", $2); print $2 }' "$R/cut.rs.stats")
 RS_LIT=$(awk -F': ' '/^Literal data/ { gsub(/[, a-z]/, "", $2); print $2 }' "$R/cut.rs.stats")
 

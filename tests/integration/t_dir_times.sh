@@ -128,7 +128,7 @@ same "pull -a nest" "$T/pulla/nest" "$T/src/nest"
 # that is its own already is not set again). Then one file changed: its directory's time
 # is set back, and of the other directories none is touched.
 ctimes() { (cd "$1" && find . -printf '%p %C@\n' | sort); }
-sleep 0.05
+sleep 0.05 # past the clock tick of the copies above: a write now gives a ctime of its own
 for side in push pull; do
 	if [ $side = push ]; then
 		dst=$T/mod/pusha/nest run=("${CLIENT[@]}" -a --skip quick "$T/src/nest" "$HOST:data/pusha/")
