@@ -211,6 +211,9 @@ struct dirent_cache {
 	bool fresh;	    /* made by this session (rx_make_dir) */
 	bool swept;	    /* its stale temps and partials looked for (rx_dir_sweep) */
 	int8_t acl_default; /* it has a default ACL: 1, none 0, not looked at -1 */
+	/* Sent with its time (-p): the mtime it had when held, kept while we write in it. */
+	bool keep_time;
+	struct timespec mtime;
 };
 
 /*
@@ -422,6 +425,7 @@ struct engine {
 	struct name_set inflight;   /* destinations of the entries in the table (name_key) */
 	char *rename_root;	    /* rename_to: the one top-level name it renames */
 	struct name_set fresh;	    /* directories made or found empty (rx_fresh_add) */
+	struct name_set timed;	    /* directories sent with their times, -p (rx_timed_add) */
 	struct dir_meta *dirs_meta; /* in arrival order: parents before children */
 	/* An entry kept had its metadata brought in line: one syncfs before END. */
 	bool meta_updated;

@@ -418,6 +418,7 @@ static void teardown(struct engine *e)
 	free(e->inflight.h);
 	free(e->rename_root);
 	free(e->fresh.h);
+	free(e->timed.h);
 	for (size_t i = 0; i < e->ndirs_meta; i++) {
 		free(e->dirs_meta[i].name);
 	}

@@ -222,6 +222,21 @@ static int rx_sync_submit(struct engine *e)
 	return 0;
 }
 
+/*
+ * Names were made in d and its sync starts: a directory sent with its time
+ * gets back the mtime it had when this session took it up (dir_hold), so a
+ * write of ours is not a change another session sees. Best effort: its
+ * final time is set at the end (rx_finish_dirs), which says any failure.
+ */
+static void rx_dir_keep_time(struct dirent_cache *d)
+{
+	struct timespec ts[2] = { { .tv_sec = 0, .tv_nsec = UTIME_OMIT }, d->mtime };
+
+	if (d->keep_time) {
+		(void)futimens(d->fd, ts);
+	}
+}
+
 /* Names made and waiting for their directory's fsync (rx_commit_batch would start one)? */
 static bool rx_names_wait(const struct engine *e)
 {
@@ -284,6 +299,7 @@ static void rx_sync_dirs_by_syncfs(struct engine *e)
 			if (e->sync_devs[k] == d->dev) {
 				d->syncing = d->by_syncfs = true;
 				d->dirty = false;
+				rx_dir_keep_time(d);
 				d->submitted++;
 				break;
 			}
@@ -470,6 +486,7 @@ int rx_commit_batch(struct engine *e)
 		if (!sqe) {
 			return engine_fail(e, PERR_IO, -EBUSY, "io_uring queue full");
 		}
+		rx_dir_keep_time(d);
 		io_uring_prep_fsync(sqe, d->fd, 0);
 		io_uring_sqe_set_data64(sqe, UD(UD_DIRSYNC, i));
 		d->syncing = true;

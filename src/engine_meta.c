@@ -210,7 +210,22 @@ static uint32_t rx_dir_keep(struct engine *e, struct efile *f, int fd, char *tex
 		return errno_to_perr(r);
 	}
 	/* Named by the descriptor itself: the entry that is held, whatever its name is now. */
-	return rx_meta_keep(e, f, fd, NULL, &st, text, textlen);
+	uint32_t code = rx_meta_keep(e, f, fd, NULL, &st, text, textlen);
+
+	/*
+	 * Its time at once too (and again at the end, rx_finish_dirs): another
+	 * session that looks at it meanwhile (a shard of the same migration)
+	 * finds it in line, not a change to count again.
+	 */
+	if (code == PERR_OK && (f->items & PROTO_ITEM_TIME) && !engine_probe(e) &&
+	    (e->p->open_flags & PROTO_OPEN_PRESERVE)) {
+		struct timespec ts[2] = {
+			{ .tv_sec = 0, .tv_nsec = UTIME_OMIT },
+			{ .tv_sec = f->meta.mtime_sec, .tv_nsec = f->meta.mtime_nsec },
+		};
+		(void)futimens(fd, ts);
+	}
+	return code;
 }
 
 /* The mode a directory ends with (rx_finish_dirs): one we created, or one whose mode differs (-p). */
@@ -312,6 +327,9 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 		return PERR_OK;
 	}
 	r = rx_dir_remember(e, f, created);
+	if (r == 0 && preserve) {
+		r = rx_timed_add(e, f->name);
+	}
 	if (r < 0) {
 		/* Its mode now, still writable for us; the entry is refused, not lost. */
 		if (created) {

@@ -198,13 +198,22 @@ void rx_dir_sweep(struct engine *e, int idx)
 	engine_partial_sweep(d->fd, e->p->partial_max_age_s);
 }
 
-/* Slot idx holds fd (its path set), one reference, nothing written in it yet. */
+/*
+ * Slot idx holds fd (its path set), one reference, nothing written in it
+ * yet. A directory sent with its time (rx_timed_add) keeps the mtime it has
+ * now while this session writes in it (rx_dir_keep_time).
+ */
 static void dir_hold(struct engine *e, int idx, int fd, bool fresh)
 {
+	bool seen;
 	struct stat st;
 
+	seen = fstat(fd, &st) == 0;
 	e->dirs[idx].fd = fd;
-	e->dirs[idx].dev = fstat(fd, &st) == 0 ? (uint64_t)st.st_dev : UINT64_MAX;
+	e->dirs[idx].dev = seen ? (uint64_t)st.st_dev : UINT64_MAX;
+	e->dirs[idx].keep_time =
+	    seen && !engine_probe(e) && name_set_has(&e->timed, e->dirs[idx].path);
+	e->dirs[idx].mtime = seen ? st.st_mtim : (struct timespec){ 0 };
 	e->dirs[idx].by_syncfs = false;
 	e->dirs[idx].fresh = fresh;
 	e->dirs[idx].swept = false;
@@ -285,6 +294,20 @@ uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen
 int rx_fresh_add(struct engine *e, const char *dir)
 {
 	int r = name_set_add(&e->fresh, dir);
+
+	return r < 0 ? r : 0;
+}
+
+/*
+ * A directory sent with its time (-p): rx_finish_dirs sets it at the end,
+ * and until then the names this session makes in it leave it as it was
+ * (rx_dir_keep_time), so that another session looking at it meanwhile (a
+ * shard of the same migration) finds no change that is only ours. Returns 0
+ * or -ENOMEM.
+ */
+int rx_timed_add(struct engine *e, const char *dir)
+{
+	int r = name_set_add(&e->timed, dir);
 
 	return r < 0 ? r : 0;
 }
