@@ -222,21 +222,6 @@ static int rx_sync_submit(struct engine *e)
 	return 0;
 }
 
-/*
- * Names were made in d and its sync starts: a directory sent with its time
- * gets back the mtime it had when this session took it up (dir_hold), so a
- * write of ours is not a change another session sees. Best effort: its
- * final time is set at the end (rx_finish_dirs), which says any failure.
- */
-static void rx_dir_keep_time(struct dirent_cache *d)
-{
-	struct timespec ts[2] = { { .tv_sec = 0, .tv_nsec = UTIME_OMIT }, d->mtime };
-
-	if (d->keep_time) {
-		(void)futimens(d->fd, ts);
-	}
-}
-
 /* Names made and waiting for their directory's fsync (rx_commit_batch would start one)? */
 static bool rx_names_wait(const struct engine *e)
 {
@@ -458,7 +443,7 @@ void rx_named(struct engine *e, struct efile *f, int r)
 		return;
 	}
 	f->renamed = true;
-	d->dirty = true;
+	rx_dir_named(d);
 	/* Only a directory fsync that starts after this rename covers it. */
 	f->dir_sync_needed = d->submitted + 1;
 	e->commit_batch[e->ncommit++] = file_index(e, f);

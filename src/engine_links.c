@@ -292,7 +292,7 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
 		}
 	}
 	f->renamed = true;
-	d->dirty = true;
+	rx_dir_named(d);
 	f->dir_sync_needed = d->submitted + 1;
 	e->commit_batch[e->ncommit++] = file_index(e, f);
 	return PERR_OK;

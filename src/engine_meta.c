@@ -471,7 +471,7 @@ uint32_t rx_make_symlink(struct engine *e, struct efile *f, const char *target, 
 		snprintf(text, textlen, "symlink: %s", strerror(-r));
 		return errno_to_perr(r);
 	}
-	d->dirty = true;
+	rx_dir_named(d);
 	return rx_symlink_mtime(e, f, d->fd, text, textlen);
 }
 

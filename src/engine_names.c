@@ -312,6 +312,36 @@ int rx_timed_add(struct engine *e, const char *dir)
 	return r < 0 ? r : 0;
 }
 
+/*
+ * A directory sent with its time (dir_hold noted the mtime it had then) gets
+ * that mtime back: a write of ours is not a change another session sees.
+ * Best effort: its final time is set at the end (rx_finish_dirs), which says
+ * any failure.
+ */
+void rx_dir_keep_time(struct dirent_cache *d)
+{
+	struct timespec ts[2] = { { .tv_sec = 0, .tv_nsec = UTIME_OMIT }, d->mtime };
+
+	if (d->keep_time) {
+		(void)futimens(d->fd, ts);
+	}
+}
+
+/*
+ * A name was made in d: it waits for d's sync, which sets a kept time back
+ * (rx_commit_batch, rx_sync_dirs_by_syncfs). In a directory that was there
+ * before this session (not fresh), where a re-run writes a few files and
+ * other sessions may look, the time goes back at once; a fresh one, which
+ * takes many names, waits for its sync.
+ */
+void rx_dir_named(struct dirent_cache *d)
+{
+	d->dirty = true;
+	if (!d->fresh) {
+		rx_dir_keep_time(d);
+	}
+}
+
 bool engine_name_reserved(const char *name)
 {
 	size_t n = strlen(ENGINE_PARTIAL_DIR);
