@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
 # Cut-over after a migration (issue 32), in one run, on one machine over loopback (see
 # docs/PERFORMANCE.md): a realistic tree on a fresh ext4 (loop device, as bench/freshfs.sh)
-# is migrated three ways, then 0.1 % of its files change in content and 0.1 % in metadata
-# only, and each way runs again (the cut-over), timed:
+# is migrated four ways; then, in each of a few cycles, 0.1 % of its files change in
+# content and 0.1 % in metadata only, and each way runs again (the cut-over), timed:
 #   rdmacp  plan -a -H --owner --skip quick --shards N --split-size 32M, the N shards'
 #           `run` at once, `finalize`, to an rdmacpd module (tcp, lanes sealed: its default)
 #   push    one rdmacp -aH --owner --skip quick -r to the same daemon (the rsync user's
 #           way, and a cut-over's in one walk: see docs/MIGRATION.md)
 #   rsync   rsync -aH --numeric-ids to an rsync daemon (one process)
 #   fpsync  fpsync -n N -o '-lptgoDH --numeric-ids' to the same rsync daemon
-# Recorded: rdmacp's bytes sent in the cut-over (the `bytes` of every --json summary of
-# its runs and finalize, and of the push) against the changed bytes (the sizes of the
-# files changed in content), and the cut-over's wall time of each (sync -f of the file
-# system counted).
+# Recorded, per cycle: rdmacp's bytes sent in the cut-over (the `bytes` of every --json
+# summary of its runs and finalize, and of the push) against the changed bytes (the sizes
+# of the files changed in content), and the cut-over's wall time of each (sync -f of the
+# file system counted).
 # Afterwards every destination is compared with the source (XXH128 of every file; path,
 # mode, owner, size, mtime, type, link target and link count of every name): a mismatch
 # is printed and counted, not hidden: the diff is left in BENCH_DIR/cutover.TOOL.diff
 # and the script exits 2.
 #
-# usage: bench/cutover.sh [--quick] [--jobs N] [--finalize-jobs N]
+# usage: bench/cutover.sh [--quick] [--jobs N] [--finalize-jobs N] [--cycles N]
 #   --quick   about 5,000 names and two 40 MiB split files (smoke run)
 #   (default) 86,000 files (0-128 KiB), 8,000 symlinks, 4,000 hard links, about 2,040
 #             directories, 10 set-id files, 6 files of 64-128 MiB split at 32M: 100,047
@@ -26,6 +26,10 @@
 #   --jobs N  shards, and concurrent runs, of rdmacp and fpsync (default 4)
 #   --finalize-jobs N  rdmacp finalize's probe sessions (default: finalize's own, the
 #             shards up to the CPUs online; 1: one session)
+#   --cycles N  change-and-cut-over cycles (default 3; 1 with --quick): each changes
+#             other files, then runs the four ways again; every cycle's times are
+#             printed, and the ratios of their medians (one run's time varies by
+#             +-15 % on a small VM)
 #
 # Needs root (loop device, mount, owners). Environment: BENCH_DIR (where the file
 # system image goes, default /var/tmp/rdmacp-bench), RDMACP_BUILD_DIR (default
@@ -40,17 +44,20 @@ RDMACP=$BUILD_DIR/rdmacp
 RDMACPD=$BUILD_DIR/rdmacpd
 BENCH_DIR=${BENCH_DIR:-/var/tmp/rdmacp-bench}
 
-QUICK=0 JOBS=4 FIN_JOBS=()
+QUICK=0 JOBS=4 FIN_JOBS=() CYCLES=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
 	--jobs) JOBS=$2; shift ;;
 	--finalize-jobs) FIN_JOBS=(--jobs "$2"); shift ;;
-	-h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--cycles) CYCLES=$2; shift ;;
+	-h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 1 ;;
 	esac
 	shift
 done
+[ -n "$CYCLES" ] || CYCLES=$((QUICK ? 1 : 3))
+case $CYCLES in '' | *[!0-9]* | 0) echo "--cycles: a number of at least 1" >&2; exit 1 ;; esac
 if [ "$QUICK" = 1 ]; then
 	NFILES=4300 NSYM=400 NHARD=200 NTOP=8 NSUB=12 BIG="40 40" IMG_SIZE=3G
 else
@@ -258,15 +265,16 @@ warm "$FS/dst/fp"
 fp_migrate first
 F_FP=$T_ALL
 
-# ---------------------------------------------------------------- the changes
-# 0.1 % of the regular files (not the big ones) in content: half appended to (1-4 KiB),
-# half rewritten at the same size; each given a new mtime. Another 0.1 % in metadata
-# only: half chmod, half chown; size and mtime kept.
-log "changing the tree"
-CHANGED=$(python3 - "$SRC" <<'EOF'
+# ---------------------------------------------------------------- the cut-overs
+# Each cycle: 0.1 % of the regular files (not the big ones) change in content: half
+# appended to (1-4 KiB), half rewritten at the same size; each given a new mtime. Another
+# 0.1 % in metadata only: half chmod, half chown; size and mtime kept. Then each way runs
+# again (the cut-over), timed.
+change() { # CYCLE: prints "files changed, their bytes"
+	python3 - "$SRC" "$1" <<'EOF'
 import os, random, sys
-root = sys.argv[1]
-rng = random.Random(3232)
+root, cycle = sys.argv[1], int(sys.argv[2])
+rng = random.Random(3232 + cycle - 1)
 files, seen = [], set()
 for d, _, names in sorted(os.walk(root)):
     for n in sorted(names):
@@ -287,7 +295,7 @@ for i, p in enumerate(pick[:k]):
         size = os.path.getsize(p)
         with open(p, "r+b") as f:
             f.write(os.urandom(size))
-    t = 1790000000 * 10**9 + rng.randrange(10**9)
+    t = (1790000000 + cycle) * 10**9 + rng.randrange(10**9)
     os.utime(p, ns=(t, t))
     changed += os.path.getsize(p)
 for i, p in enumerate(pick[k:]):
@@ -295,50 +303,57 @@ for i, p in enumerate(pick[k:]):
     if i % 2:
         os.chmod(p, (st.st_mode & 0o7777) ^ 0o044)
     else:
-        os.chown(p, 1002, 1002)
+        os.chown(p, 1002 + cycle, 1002 + cycle)
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
 print(k, changed)
 EOF
-) || die "cannot change the tree"
-read -r NCHANGED CHANGED_BYTES <<<"$CHANGED"
-log "changed: $NCHANGED files in content ($CHANGED_BYTES bytes), $NCHANGED in metadata only"
-
-# ---------------------------------------------------------------- the cut-over
-log "cut-over: rdmacp"
-warm "$FS/rd"
-n0=$(grep -c ': connected (' "$R/d.log")
-rd_migrate cut
-RD_SESSIONS=$(($(grep -c ': connected (' "$R/d.log") - n0))
-C_RD=$T_ALL C_PLAN=$T_PLAN C_RUN=$T_RUN C_FIN=$T_FIN
-log "cut-over: rdmacp push"
-warm "$FS/rd/push"
-rp_migrate cut
-C_RP=$T_ALL
-log "cut-over: rsync"
-warm "$FS/dst/rs"
-rs_migrate cut
-C_RS=$T_ALL
-log "cut-over: fpsync"
-warm "$FS/dst/fp"
-fp_migrate cut
-C_FP=$T_ALL
+}
+# What rdmacp sent and did in cycle C's cut-over, from its --json summaries.
+cut_counts() { # C
+	local c=$1
+	cat "$R"/cut"$c".run.*.json "$R/cut$c.fin.json" | jq -s '[.[] | select(.event == "summary")] |
+		{bytes: (map(.bytes) | add), files: (map(.files) | add), updated: (map(.updated) | add)}' \
+		>"$R/cut$c.sum" || die "cannot read rdmacp's --json"
+	RD_BYTES[c]=$(jq .bytes "$R/cut$c.sum")
+	RD_FILES[c]=$(jq .files "$R/cut$c.sum")
+	RD_UPD[c]=$(jq .updated "$R/cut$c.sum")
+	# The names rdmacp brought in line without data, for a look against what changed.
+	cat "$R"/cut"$c".run.*.json "$R/cut$c.fin.json" | jq -r 'select(.event == "file" and .action == "updated")
+		| "\(.type) \(.name) \(.changes // [] | join(","))"' | sort | sed "s/^/$c /" >>"$BENCH_DIR/cutover.updated"
+	RD_KEPT[c]=$(cat "$R"/cut"$c".run.*.json | jq -s '[.[] | select(.event == "run") | .ranges_kept] | add')
+	read -r "RP_BYTES[c]" "RP_UPD[c]" "RP_FILES[c]" < <(jq -r 'select(.event == "summary") |
+		"\(.bytes) \(.updated) \(.files)"' "$R/cut$c.push.json") || die "cannot read the push's --json"
+	RS_SENT[c]=$(awk -F': ' '/^Total bytes sent/ { gsub(",", "", $2); print $2 }' "$R/cut$c.rs.stats")
+	RS_LIT[c]=$(awk -F': ' '/^Literal data/ { gsub(/[, a-z]/, "", $2); print $2 }' "$R/cut$c.rs.stats")
+}
+declare -a NCHANGED CHANGED_BYTES C_RD C_PLAN C_RUN C_FIN RD_SESSIONS C_RP C_RS C_FP
+declare -a RD_BYTES RD_FILES RD_UPD RD_KEPT RP_BYTES RP_UPD RP_FILES RS_SENT RS_LIT
+for c in $(seq "$CYCLES"); do
+	log "cycle $c: changing the tree"
+	read -r "NCHANGED[c]" "CHANGED_BYTES[c]" < <(change "$c")
+	[ -n "${CHANGED_BYTES[c]}" ] || die "cannot change the tree"
+	log "cycle $c: changed ${NCHANGED[c]} files in content (${CHANGED_BYTES[c]} bytes), ${NCHANGED[c]} in metadata only"
+	log "cycle $c: cut-over: rdmacp"
+	warm "$FS/rd"
+	n0=$(grep -c ': connected (' "$R/d.log")
+	rd_migrate "cut$c"
+	RD_SESSIONS[c]=$(($(grep -c ': connected (' "$R/d.log") - n0))
+	C_RD[c]=$T_ALL C_PLAN[c]=$T_PLAN C_RUN[c]=$T_RUN C_FIN[c]=$T_FIN
+	log "cycle $c: cut-over: rdmacp push"
+	warm "$FS/rd/push"
+	rp_migrate "cut$c"
+	C_RP[c]=$T_ALL
+	log "cycle $c: cut-over: rsync"
+	warm "$FS/dst/rs"
+	rs_migrate "cut$c"
+	C_RS[c]=$T_ALL
+	log "cycle $c: cut-over: fpsync"
+	warm "$FS/dst/fp"
+	fp_migrate "cut$c"
+	C_FP[c]=$T_ALL
+	cut_counts "$c"
+done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
-
-# What rdmacp sent and did in the cut-over, from its --json summaries.
-cat "$R"/cut.run.*.json "$R/cut.fin.json" | jq -s '[.[] | select(.event == "summary")] |
-	{bytes: (map(.bytes) | add), files: (map(.files) | add), updated: (map(.updated) | add),
-	 skipped: (map(.skipped) | add)}' >"$R/cut.sum" || die "cannot read rdmacp's --json"
-RD_BYTES=$(jq .bytes "$R/cut.sum")
-RD_FILES=$(jq .files "$R/cut.sum")
-RD_UPD=$(jq .updated "$R/cut.sum")
-# The names rdmacp brought in line without data, for a look against what changed.
-cat "$R"/cut.run.*.json "$R/cut.fin.json" | jq -r 'select(.event == "file" and .action == "updated")
-	| "\(.type) \(.name) \(.changes // [] | join(","))"' | sort >"$BENCH_DIR/cutover.updated"
-RD_KEPT=$(cat "$R"/cut.run.*.json | jq -s '[.[] | select(.event == "run") | .ranges_kept] | add')
-read -r RP_BYTES RP_UPD RP_FILES < <(jq -r 'select(.event == "summary") |
-	"\(.bytes) \(.updated) \(.files)"' "$R/cut.push.json") || die "cannot read the push's --json"
-RS_SENT=$(awk -F': ' '/^Total bytes sent/ { gsub(",", "", $2); print $2 }' "$R/cut.rs.stats")
-RS_LIT=$(awk -F': ' '/^Literal data/ { gsub(/[, a-z]/, "", $2); print $2 }' "$R/cut.rs.stats")
 
 # ---------------------------------------------------------------- verify
 log "comparing the destinations with the source"
@@ -364,18 +379,31 @@ verify fpsync "$FS/dst/fp/src"
 
 # ---------------------------------------------------------------- report
 r2() { echo "$1 / $2" | bc -l; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+row() { printf '%-40s %9.2fs %9.2fs %9.2fs %9.2fs\n' "$@"; }
+ratios() { printf '%-40s %10s %10s %9.2fx %9.2fx\n' "$1" "" "" "$(r2 "$3" "$2")" "$(r2 "$4" "$2")"; }
 echo "rdmacp $("$RDMACP" --version 2>&1 | head -1); $(rsync --version | head -1); $(fpsync -h 2>&1 | head -1)"
-echo "$(nproc) CPUs, $(uname -r); tcp over loopback (NOT RDMA); ext4 on a loop device; load $LOAD_START at the start, $LOAD_END after the cut-over"
-echo "tree: $NAMES names, $BYTES bytes; $JOBS shards / jobs; changed: $NCHANGED files in content ($CHANGED_BYTES bytes), $NCHANGED in metadata only"
+echo "$(nproc) CPUs, $(uname -r); tcp over loopback (NOT RDMA); ext4 on a loop device; load $LOAD_START at the start, $LOAD_END after the cut-overs"
+echo "tree: $NAMES names, $BYTES bytes; $JOBS shards / jobs; each of $CYCLES cycles changes ${NCHANGED[1]} files in content, as many in metadata only"
 printf '%-40s %10s %10s %10s %10s\n' "" rdmacp push rsync fpsync
-printf '%-40s %9.2fs %9.2fs %9.2fs %9.2fs\n' "first migration" "$F_RD" "$F_RP" "$F_RS" "$F_FP"
-printf '%-40s %9.2fs %9.2fs %9.2fs %9.2fs\n' "cut-over (re-run)" "$C_RD" "$C_RP" "$C_RS" "$C_FP"
-printf '%-40s %10s %10s %9.2fx %9.2fx\n' "cut-over: time / rdmacp's (goal >= 2x)" "" "" "$(r2 "$C_RS" "$C_RD")" "$(r2 "$C_FP" "$C_RD")"
-printf '%-40s %10s %10s %9.2fx %9.2fx\n' "cut-over: time / push's (goal >= 2x)" "" "" "$(r2 "$C_RS" "$C_RP")" "$(r2 "$C_FP" "$C_RP")"
-printf '%-40s %10s %10s %10s %10s\n' "destination = source after the cut-over" "${V[rdmacp]%%:*}" "${V[push]%%:*}" "${V[rsync]%%:*}" "${V[fpsync]%%:*}"
-printf '%s\n' "rdmacp cut-over: plan $(printf %.2f "$C_PLAN") s, $JOBS runs $(printf %.2f "$C_RUN") s, finalize $(printf %.2f "$C_FIN") s (${FIN_JOBS[*]:-default jobs}); $RD_SESSIONS daemon sessions; $RD_FILES files sent, $RD_UPD updated, $RD_KEPT split ranges kept"
-printf '%s\n' "rdmacp push cut-over: $RP_FILES files sent, $RP_UPD updated"
-printf '%s\n' "rdmacp bytes sent $RD_BYTES / changed bytes $CHANGED_BYTES = $(printf %.3f "$(r2 "$RD_BYTES" "$CHANGED_BYTES")") (goal <= 1.05); push $RP_BYTES = $(printf %.3f "$(r2 "$RP_BYTES" "$CHANGED_BYTES")"); rsync: literal data $RS_LIT, total sent $RS_SENT"
+row "first migration" "$F_RD" "$F_RP" "$F_RS" "$F_FP"
+for c in $(seq "$CYCLES"); do
+	row "cut-over $c" "${C_RD[c]}" "${C_RP[c]}" "${C_RS[c]}" "${C_FP[c]}"
+done
+M_RD=$(median "${C_RD[@]}") M_RP=$(median "${C_RP[@]}") M_RS=$(median "${C_RS[@]}") M_FP=$(median "${C_FP[@]}")
+row "cut-over, median of $CYCLES" "$M_RD" "$M_RP" "$M_RS" "$M_FP"
+ratios "medians / rdmacp's (goal >= 2x)" "$M_RD" "$M_RS" "$M_FP"
+ratios "medians / push's (goal >= 2x)" "$M_RP" "$M_RS" "$M_FP"
+for c in $(seq "$CYCLES"); do
+	ratios "cycle $c / push's" "${C_RP[c]}" "${C_RS[c]}" "${C_FP[c]}"
+done
+printf '%-40s %10s %10s %10s %10s\n' "destination = source at the end" "${V[rdmacp]%%:*}" "${V[push]%%:*}" "${V[rsync]%%:*}" "${V[fpsync]%%:*}"
+for c in $(seq "$CYCLES"); do
+	echo "cycle $c: changed ${NCHANGED[c]} in content (${CHANGED_BYTES[c]} bytes), ${NCHANGED[c]} in metadata only"
+	echo "  rdmacp: plan $(printf %.2f "${C_PLAN[c]}") s, $JOBS runs $(printf %.2f "${C_RUN[c]}") s, finalize $(printf %.2f "${C_FIN[c]}") s (${FIN_JOBS[*]:-default jobs}); ${RD_SESSIONS[c]} daemon sessions; ${RD_FILES[c]} files sent, ${RD_UPD[c]} updated, ${RD_KEPT[c]} split ranges kept"
+	echo "  push: ${RP_FILES[c]} files sent, ${RP_UPD[c]} updated"
+	echo "  bytes sent / changed bytes (goal <= 1.05): rdmacp $(printf %.3f "$(r2 "${RD_BYTES[c]}" "${CHANGED_BYTES[c]}")"), push $(printf %.3f "$(r2 "${RP_BYTES[c]}" "${CHANGED_BYTES[c]}")"); rsync: literal data ${RS_LIT[c]}, total sent ${RS_SENT[c]}"
+done
 for t in rdmacp push rsync fpsync; do
 	[ "${V[$t]}" = equal ] || echo "$t: ${V[$t]}"
 done
