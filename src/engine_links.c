@@ -27,6 +27,9 @@ struct links_state {
 	bool lt_full;
 	uint32_t links_waiting; /* hard links waiting for their first name */
 	uint32_t links_ready;	/* hard links whose first name is resolved */
+	/* The ids (+ 1) that links wait for; waited_full: not all there (no memory), look always. */
+	struct name_set waited;
+	bool waited_full;
 };
 
 extern const struct engine_feature engine_feature_links;
@@ -233,6 +236,8 @@ static void rx_links_free(struct engine *e)
 	struct links_state *lk = links_of(e);
 	free(lk->lt.h);
 	lk->lt = (struct name_set){ 0 };
+	free(lk->waited.h);
+	lk->waited = (struct name_set){ 0 };
 }
 
 /*
@@ -339,6 +344,9 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 			lf->link_wait = t->id;
 			lf->link_waiting = true;
 			lk->links_waiting++;
+			if (hash_set_add(&lk->waited, (uint64_t)t->id + 1) < 0) {
+				lk->waited_full = true;
+			}
 			return PERR_OK;
 		}
 	}
@@ -381,6 +389,12 @@ static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok
 	if (ok && lt_add(e, t->name) < 0) {
 		lk->lt_full = true;
 	}
+	/* The table is looked through only when a link waits for t. */
+	if (lk->links_waiting == 0 ||
+	    (!lk->waited_full && !hash_set_has(&lk->waited, (uint64_t)t->id + 1))) {
+		return;
+	}
+	hash_set_del(&lk->waited, (uint64_t)t->id + 1);
 	for (size_t i = 0; lk->links_waiting > 0 && i < e->files_hw; i++) {
 		struct efile *f = file_at(e, i);
 		struct links_file *lf = links_file(e, f);
