@@ -175,6 +175,11 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 	bool created = false;
 	int r;
 
+	/* Mostly it is there (a re-run): one resolution, under the same rules; else make it. */
+	if (fspath_open_dir(e->p->base_fd, name, ret_fd) == 0) {
+		*ret_created = false;
+		return 0;
+	}
 	r = fspath_open_parent(e->p->base_fd, name, true, &parent, &leaf);
 	if (r < 0) {
 		return r;
