@@ -138,7 +138,9 @@ void rx_apply_meta(struct engine *e, struct efile *f)
 /*
  * Something is by a directory's name: a directory is kept (0); a file or a
  * symlink is replaced by a new directory (1), as rsync replaces it; a
- * special file never is (fspath_replace_rule: -EPERM).
+ * special file never is (fspath_replace_rule: -EPERM). Another writer of
+ * the same tree (a shard of the same migration) may do the same at once:
+ * what it removed first, or made first, is looked at again.
  */
 static int rx_dir_replace(int parent, const char *leaf, mode_t mode)
 {
@@ -146,20 +148,31 @@ static int rx_dir_replace(int parent, const char *leaf, mode_t mode)
 	struct stat st;
 	int r;
 
-	if (fstatat(parent, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		return negerrno();
+	for (int tries = 0; tries < 8; tries++) {
+		if (fstatat(parent, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT) {
+				return negerrno();
+			}
+		} else if (S_ISDIR(st.st_mode)) {
+			return 0;
+		} else {
+			r = fspath_replace_rule(st.st_mode, &kind);
+			if (r < 0) {
+				return r;
+			}
+			if (unlinkat(parent, leaf, 0) < 0 && errno != ENOENT) {
+				return negerrno();
+			}
+		}
+		if (mkdirat(parent, leaf, mode) == 0) {
+			return 1;
+		}
+		if (errno != EEXIST) {
+			return negerrno();
+		}
 	}
-	if (S_ISDIR(st.st_mode)) {
-		return 0;
-	}
-	r = fspath_replace_rule(st.st_mode, &kind);
-	if (r < 0) {
-		return r;
-	}
-	if (unlinkat(parent, leaf, 0) < 0 || mkdirat(parent, leaf, mode) < 0) {
-		return negerrno();
-	}
-	return 1;
+	/* Someone keeps putting something else there. */
+	return -EEXIST;
 }
 
 /*
@@ -203,7 +216,38 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 	return 0;
 }
 
-/* A directory there already: what differs (f->items); its owner now, the rest last. */
+/* The mode a directory ends with (rx_finish_dirs): one we created, or one whose mode differs (-p). */
+static uint32_t rx_dir_mode(const struct engine *e, uint32_t sent)
+{
+	struct meta_policy mp = rx_meta_policy(e);
+
+	return meta_policy_mode(&mp, S_IFDIR, sent, 0);
+}
+
+/*
+ * -p, a kept directory whose mode or time differs: set at once too (and
+ * again at the end, rx_finish_dirs), as rsync sets a directory's mode when
+ * it comes to it, so that another session looking at it meanwhile (a shard
+ * of the same migration) finds it in line, not a change to count again.
+ * The mode as a directory we make gets it (rx_dir_new): still writable and
+ * searchable for us while its contents arrive, exact at the end.
+ */
+static void rx_dir_keep_now(struct engine *e, const struct efile *f, int fd)
+{
+	struct timespec ts[2] = {
+		{ .tv_sec = 0, .tv_nsec = UTIME_OMIT },
+		{ .tv_sec = f->meta.mtime_sec, .tv_nsec = f->meta.mtime_nsec },
+	};
+
+	if (f->items & PROTO_ITEM_PERMS) {
+		(void)fchmod(fd, rx_dir_mode(e, f->meta.mode) | 0700);
+	}
+	if (f->items & PROTO_ITEM_TIME) {
+		(void)futimens(fd, ts);
+	}
+}
+
+/* A directory there already: what differs (f->items); set now, its exact mode and time last. */
 static uint32_t rx_dir_keep(struct engine *e, struct efile *f, int fd, char *text, size_t textlen)
 {
 	struct stat st;
@@ -217,28 +261,10 @@ static uint32_t rx_dir_keep(struct engine *e, struct efile *f, int fd, char *tex
 	/* Named by the descriptor itself: the entry that is held, whatever its name is now. */
 	uint32_t code = rx_meta_keep(e, f, fd, NULL, &st, text, textlen);
 
-	/*
-	 * Its time at once too (and again at the end, rx_finish_dirs): another
-	 * session that looks at it meanwhile (a shard of the same migration)
-	 * finds it in line, not a change to count again.
-	 */
-	if (code == PERR_OK && (f->items & PROTO_ITEM_TIME) && !engine_probe(e) &&
-	    (e->p->open_flags & PROTO_OPEN_PRESERVE)) {
-		struct timespec ts[2] = {
-			{ .tv_sec = 0, .tv_nsec = UTIME_OMIT },
-			{ .tv_sec = f->meta.mtime_sec, .tv_nsec = f->meta.mtime_nsec },
-		};
-		(void)futimens(fd, ts);
+	if (code == PERR_OK && !engine_probe(e) && (e->p->open_flags & PROTO_OPEN_PRESERVE)) {
+		rx_dir_keep_now(e, f, fd);
 	}
 	return code;
-}
-
-/* The mode a directory ends with (rx_finish_dirs): one we created, or one whose mode differs (-p). */
-static uint32_t rx_dir_mode(const struct engine *e, uint32_t sent)
-{
-	struct meta_policy mp = rx_meta_policy(e);
-
-	return meta_policy_mode(&mp, S_IFDIR, sent, 0);
 }
 
 /* A directory we made: its owner, its mode (but writable for us), and made this session. */

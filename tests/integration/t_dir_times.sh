@@ -16,7 +16,7 @@
 #   - a re-run of an unchanged tree (-a --skip quick, push and pull) writes nothing: no
 #     ctime at the destination moves; with one file changed, only it and its directory;
 #   - while a push still runs (a slow file in another directory), a directory it wrote a
-#     file into has the source's time, not the write's: another session looking at it then
+#     file into has the source's mode and time: another session looking at it then
 #     (a shard of the same migration) finds nothing to bring in line.
 # Compared as "path type mode mtime" lines (find -printf), both sides.
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
@@ -160,8 +160,9 @@ moved=$(diff "$T/c.before" "$T/c.after" | sed -n 's/^> \(.*\) [0-9.]*$/\1/p' | s
 	pass "only the changed file and its directory were written ($moved)" ||
 	fail "written: $moved (want $d and $f)"
 
-# While a push runs, a directory it has written a file into has the source's time: set
-# when the directory is looked at, and set back after the write at once, not only at the end. The operands go in order: a/ (its
+# While a push runs, a directory it has written a file into has the source's mode and
+# time: set when the directory is looked at, the time set back after the write at once,
+# not only at the end. The operands go in order: a/ (its
 # file changed) first, then z/ (a new 6 MiB file at 1 MiB/s, which keeps the session open).
 mkdir -p "$T/src/live/a" "$T/src/live/z" "$T/mod/live"
 echo small >"$T/src/live/a/small"
@@ -169,24 +170,25 @@ touch -d @1500000100 "$T/src/live/a/small" "$T/src/live/a" "$T/src/live/z"
 expect_rc 0 "push -a live" "${CLIENT[@]}" -a "$T/src/live/a" "$T/src/live/z" "$HOST:data/live/"
 echo changed >>"$T/src/live/a/small"
 touch -d @1500000200 "$T/src/live/a/small"
-touch -d @1500000150 "$T/src/live/a" # a time of its own, changed: set at once, kept after the write
+chmod 0750 "$T/src/live/a" # a mode and a time of its own, changed: set at once, kept
+touch -d @1500000150 "$T/src/live/a"
 head -c $((6 << 20)) /dev/urandom >"$T/src/live/z/big"
-want=$(stat -c %y "$T/src/live/a")
+want=$(stat -c '%a %y' "$T/src/live/a")
 "${CLIENT[@]}" -a --skip quick --bwlimit 1024 "$T/src/live/a" "$T/src/live/z" \
 	"$HOST:data/live/" >"$T/live.out" 2>"$T/live.err" &
 pid=$!
 got= state="the changed file never arrived"
 for _ in $(seq 100); do
 	if [ "$(stat -c %s "$T/mod/live/a/small" 2>/dev/null)" = 14 ]; then
-		got=$(stat -c %y "$T/mod/live/a")
+		got=$(stat -c '%a %y' "$T/mod/live/a")
 		[ "$got" = "$want" ] && state=kept && break
-		state="a/ has the time $got, not the source's ($want)"
+		state="a/ has mode and time $got, not the source's ($want)"
 	fi
 	kill -0 $pid 2>/dev/null || break
 	sleep 0.05
 done
 if [ "$state" = kept ] && kill -0 $pid 2>/dev/null; then
-	pass "while the push still ran, a/ had the source's time after its file was written"
+	pass "while the push still ran, a/ had the source's mode and time after its file was written"
 else
 	fail "while the push ran: $state$(kill -0 $pid 2>/dev/null || echo '; the push had ended')"
 fi
