@@ -58,10 +58,16 @@ migrate() {
 	expect_rc 0 "$1: plan" "${CLIENT[@]}" plan "${A[@]}" --skip quick --shards 2 --split-size 1M \
 		"$T/src/tree" "$HOST:data/mig/" -o "$T/plan"
 	for i in 0 1; do
-		expect_rc 0 "$1: run shard $i" "${CLIENT[@]}" -q run "$T/plan" --shard "$i/2"
+		expect_rc 0 "$1: run shard $i" "${CLIENT[@]}" -q run --json "$T/plan" --shard "$i/2"
+		cp "$T/out" "$T/mig.$i.json"
 	done
-	expect_rc 0 "$1: finalize ${2:-}" "${CLIENT[@]}" finalize ${2:-} "$T/plan"
+	expect_rc 0 "$1: finalize ${2:-}" "${CLIENT[@]}" finalize --json ${2:-} "$T/plan"
 	same "$1 (plan, run, finalize)" "$T/mod/mig/tree"
+	# What the runs and finalize brought in line without data, all told.
+	MIG_UPDATED=$(cat "$T/mig.0.json" "$T/mig.1.json" "$T/out" |
+		jq -s '[.[] | select(.event == "summary") | .updated] | add')
+	MIG_UPDATED_NAMES=$(cat "$T/mig.0.json" "$T/mig.1.json" "$T/out" |
+		jq -r 'select(.action == "updated") | .name' | sort | tr '\n' ' ')
 }
 
 # ---- first copies -----------------------------------------------------------
@@ -115,6 +121,10 @@ grep -qx '\.d\.\.\.p\.\.\.\.\. tree/open/' "$T/err" &&
 	fail "-v itemized lines: $(grep -E '^[.<>c]' "$T/err" | head -8 | tr '\n' '|')"
 
 migrate "migration after chmod, chown, touch"
+# Each entry changed counted once, as the push counted them: none again in finalize or the
+# other shard, none that a shard's own writes touched.
+[ "$MIG_UPDATED" = 8 ] && pass "migration after chmod, chown, touch: 8 updated" ||
+	fail "migration after chmod, chown, touch: $MIG_UPDATED updated, wanted 8: $MIG_UPDATED_NAMES"
 
 # ---- every kind of change, with --delete ------------------------------------
 python3 "$FID" change "$T/src/tree" || die "changes"
