@@ -50,6 +50,9 @@ void output_entry_offered(struct output *out, const char *name)
 void output_entry_done(struct output *out, const char *name)
 {
 	out->files_done++;
+	if (!out->progress) {
+		return; /* the names are the progress line's: nothing else reads them */
+	}
 	snprintf(out->last_name, sizeof(out->last_name), "%s", name);
 	for (size_t i = 0; i < out->ninflight; i++) {
 		if (strcmp(out->inflight[i], name) == 0) {
