@@ -208,6 +208,7 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 		}
 		created = r > 0;
 	}
+	rx_dir_made_in_parent(e, name);
 	r = fspath_open_dir(parent, leaf, ret_fd);
 	if (r < 0) {
 		return r;
@@ -326,6 +327,14 @@ static int rx_dir_remember(struct engine *e, const struct efile *f, bool created
 	return 0;
 }
 
+/* What comes next is mostly in it: held open for that (not in a probe, which only looks). */
+static void rx_dir_offer(struct engine *e, const char *name, int *fd)
+{
+	if (!engine_probe(e)) {
+		rx_dir_cache_offer(e, name, fd);
+	}
+}
+
 uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textlen)
 {
 	_cleanup_close_ int fd = -1;
@@ -355,6 +364,7 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 		return PERR_INTERNAL;
 	}
 	if (!created && !preserve) {
+		rx_dir_offer(e, f->name, &fd);
 		return PERR_OK;
 	}
 	r = rx_dir_remember(e, f, created);
@@ -376,6 +386,7 @@ uint32_t rx_make_dir(struct engine *e, struct efile *f, char *text, size_t textl
 		snprintf(text, textlen, "directory: %s", strerror(-r));
 		return PERR_INTERNAL;
 	}
+	rx_dir_offer(e, f->name, &fd);
 	return PERR_OK;
 }
 

@@ -257,6 +257,34 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 }
 
 /*
+ * Directory path is open as fd already (rx_make_dir looked at it): held in
+ * the cache, unreferenced, for the entries in it that come next, so it is
+ * not resolved again. *fd is taken (-1) when it is; else the caller keeps
+ * it (the path is cached already, or no entry is free).
+ */
+void rx_dir_cache_offer(struct engine *e, const char *path, int *fd)
+{
+	int free_idx = -1, i = dir_cached(e, path, &free_idx);
+	char *copy;
+
+	if (i >= 0) {
+		e->dirs[i].refs--; /* looked at, not taken */
+		return;
+	}
+	if (free_idx < 0 || !(copy = strdup(path))) {
+		return;
+	}
+	if (e->dirs[free_idx].path) {
+		free(e->dirs[free_idx].path);
+		close(e->dirs[free_idx].fd);
+	}
+	e->dirs[free_idx].path = copy;
+	dir_hold(e, free_idx, *fd, dir_first_look(e, path));
+	e->dirs[free_idx].refs = 0;
+	*fd = -1;
+}
+
+/*
  * Where a received entry goes: its final name (after rename_to), its leaf,
  * and its parent directory held in the cache (created as needed, beneath the
  * destination, never through a symlink).
@@ -339,6 +367,29 @@ void rx_dir_named(struct dirent_cache *d)
 	d->dirty = true;
 	if (!d->fresh) {
 		rx_dir_keep_time(d);
+	}
+}
+
+/*
+ * Directory name was made (or replaced) in its parent: a parent that was
+ * there before this session and is held in the cache gets its kept time
+ * back at once, as for any name made in it (rx_dir_named; a directory
+ * entry needs no fsync of its parent here: its own contents are synced).
+ */
+void rx_dir_made_in_parent(struct engine *e, const char *name)
+{
+	const char *slash = strrchr(name, '/');
+	size_t len = slash ? (size_t)(slash - name) : 0;
+
+	for (int i = 0; i < e->dirs_hw; i++) {
+		struct dirent_cache *d = &e->dirs[i];
+
+		if (d->path && !strncmp(d->path, name, len) && d->path[len] == '\0') {
+			if (!d->fresh) {
+				rx_dir_keep_time(d);
+			}
+			return;
+		}
 	}
 }
 

@@ -79,6 +79,7 @@ int tx_sums_flush(struct engine *e);
 
 /* engine_names.c */
 uint32_t rx_locate(struct engine *e, struct efile *f, char *text, size_t textlen);
+void rx_dir_cache_offer(struct engine *e, const char *path, int *fd);
 uint32_t rx_check_name(struct engine *e, struct efile *f, char *text, size_t textlen,
 		       bool *ret_peer);
 bool rx_seen(const struct engine *e, const char *name);
@@ -88,6 +89,7 @@ int rx_fresh_add(struct engine *e, const char *dir);
 int rx_timed_add(struct engine *e, const char *dir);
 void rx_dir_named(struct dirent_cache *d);
 void rx_dir_keep_time(struct dirent_cache *d);
+void rx_dir_made_in_parent(struct engine *e, const char *name);
 void rx_dir_sweep(struct engine *e, int idx);
 bool hash_set_has(const struct name_set *s, uint64_t key);
 int hash_set_add(struct name_set *s, uint64_t key);

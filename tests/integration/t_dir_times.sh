@@ -16,8 +16,9 @@
 #   - a re-run of an unchanged tree (-a --skip quick, push and pull) writes nothing: no
 #     ctime at the destination moves; with one file changed, only it and its directory;
 #   - while a push still runs (a slow file in another directory), a directory it wrote a
-#     file into has the source's mode and time: another session looking at it then
-#     (a shard of the same migration) finds nothing to bring in line.
+#     file into, and one it made a subdirectory in, have the source's mode and time:
+#     another session looking at them then (a shard of the same migration) finds nothing
+#     to bring in line.
 # Compared as "path type mode mtime" lines (find -printf), both sides.
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
@@ -162,33 +163,39 @@ moved=$(diff "$T/c.before" "$T/c.after" | sed -n 's/^> \(.*\) [0-9.]*$/\1/p' | s
 
 # While a push runs, a directory it has written a file into has the source's mode and
 # time: set when the directory is looked at, the time set back after the write at once,
-# not only at the end. The operands go in order: a/ (its
-# file changed) first, then z/ (a new 6 MiB file at 1 MiB/s, which keeps the session open).
-mkdir -p "$T/src/live/a" "$T/src/live/z" "$T/mod/live"
+# not only at the end; so has one it only made a new subdirectory in (b/). The operands go
+# in order: a/ (its file changed) and b/ first, then z/ (a new 6 MiB file at 1 MiB/s, which
+# keeps the session open).
+mkdir -p "$T/src/live/a" "$T/src/live/b" "$T/src/live/z" "$T/mod/live"
 echo small >"$T/src/live/a/small"
-touch -d @1500000100 "$T/src/live/a/small" "$T/src/live/a" "$T/src/live/z"
-expect_rc 0 "push -a live" "${CLIENT[@]}" -a "$T/src/live/a" "$T/src/live/z" "$HOST:data/live/"
+touch -d @1500000100 "$T/src/live/a/small" "$T/src/live/a" "$T/src/live/b" "$T/src/live/z"
+expect_rc 0 "push -a live" "${CLIENT[@]}" -a "$T/src/live/a" "$T/src/live/b" "$T/src/live/z" \
+	"$HOST:data/live/"
 echo changed >>"$T/src/live/a/small"
 touch -d @1500000200 "$T/src/live/a/small"
 chmod 0750 "$T/src/live/a" # a mode and a time of its own, changed: set at once, kept
 touch -d @1500000150 "$T/src/live/a"
+mkdir "$T/src/live/b/sub"
+touch -d @1500000100 "$T/src/live/b" # b/: unchanged but for the new subdirectory
 head -c $((6 << 20)) /dev/urandom >"$T/src/live/z/big"
 want=$(stat -c '%a %y' "$T/src/live/a")
-"${CLIENT[@]}" -a --skip quick --bwlimit 1024 "$T/src/live/a" "$T/src/live/z" \
+want_b=$(stat -c '%a %y' "$T/src/live/b")
+"${CLIENT[@]}" -a --skip quick --bwlimit 1024 "$T/src/live/a" "$T/src/live/b" "$T/src/live/z" \
 	"$HOST:data/live/" >"$T/live.out" 2>"$T/live.err" &
 pid=$!
-got= state="the changed file never arrived"
+got= state="the changed file and the new subdirectory never arrived"
 for _ in $(seq 100); do
-	if [ "$(stat -c %s "$T/mod/live/a/small" 2>/dev/null)" = 14 ]; then
+	if [ "$(stat -c %s "$T/mod/live/a/small" 2>/dev/null)" = 14 ] && [ -d "$T/mod/live/b/sub" ]; then
 		got=$(stat -c '%a %y' "$T/mod/live/a")
-		[ "$got" = "$want" ] && state=kept && break
-		state="a/ has mode and time $got, not the source's ($want)"
+		got_b=$(stat -c '%a %y' "$T/mod/live/b")
+		[ "$got" = "$want" ] && [ "$got_b" = "$want_b" ] && state=kept && break
+		state="a/ has $got (source: $want), b/ has $got_b (source: $want_b)"
 	fi
 	kill -0 $pid 2>/dev/null || break
 	sleep 0.05
 done
 if [ "$state" = kept ] && kill -0 $pid 2>/dev/null; then
-	pass "while the push still ran, a/ had the source's mode and time after its file was written"
+	pass "while the push still ran, a/ (a file written) and b/ (a subdirectory made) had the source's mode and time"
 else
 	fail "while the push ran: $state$(kill -0 $pid 2>/dev/null || echo '; the push had ended')"
 fi
@@ -196,6 +203,7 @@ wait $pid
 rc=$?
 [ $rc = 0 ] && pass "the slow push exits 0" || fail "the slow push: exit $rc: $(cat "$T/live.err")"
 same "the slow push: a/" "$T/mod/live/a" "$T/src/live/a"
+same "the slow push: b/" "$T/mod/live/b" "$T/src/live/b"
 same "the slow push: z/" "$T/mod/live/z" "$T/src/live/z"
 
 # A directory mode or time the daemon fails to set at its end: the client is told.
