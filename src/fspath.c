@@ -406,8 +406,13 @@ int fspath_sweep_stale(int dfd_in, unsigned min_age_s, bool *ret_empty)
 		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 			continue;
 		}
-		/* Young files may be between creation and their writer's lock. */
-		if (st.st_mtim.tv_sec + (time_t)min_age_s > now.tv_sec) {
+		/*
+		 * Young: changed (ctime) or written (mtime) in the last min_age_s. A
+		 * file may be between its creation and its writer's lock; a hard
+		 * link's temp name (made, then renamed over its final name) shares an
+		 * old file's mtime and has no lock, but its link made the ctime new.
+		 */
+		if (MAX(st.st_mtim.tv_sec, st.st_ctim.tv_sec) + (time_t)min_age_s > now.tv_sec) {
 			continue;
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {

@@ -117,7 +117,8 @@ bool fspath_strip_contents_dot(char *path);
 /*
  * Remove temp files in dirfd left by writers that died (kill -9, a crash):
  * fspath_create_temp's writer holds an exclusive flock for its lifetime, so
- * a temp file older than min_age_s that can be locked is stale. Returns the
+ * a temp file unchanged for min_age_s (its mtime and its ctime: a hard link's
+ * temp name has its file's mtime) that can be locked is stale. Returns the
  * number removed or -errno; *ret_empty (may be NULL): nothing else is there.
  */
 int fspath_sweep_stale(int dirfd, unsigned min_age_s, bool *ret_empty);

@@ -489,11 +489,15 @@ static void age(int dirfd, const char *name)
 	assert_int_equal(utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW), 0);
 }
 
-/* THREATS E29: temp files of dead writers go; a live writer's never do. */
+/*
+ * THREATS E29: temp files of dead writers go; a live writer's never do, nor
+ * one just made (by its ctime: what it holds may have an old mtime already).
+ */
 static void test_sweep_stale(void **state)
 {
 	char dead[FSPATH_NAME_MAX + 1], live[FSPATH_NAME_MAX + 1], young[FSPATH_NAME_MAX + 1];
-	int live_fd, young_fd, status;
+	char linked[FSPATH_NAME_MAX + 1];
+	int live_fd, young_fd, status, fd;
 	bool empty;
 	pid_t pid;
 
@@ -502,40 +506,40 @@ static void test_sweep_stale(void **state)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		int fd;
 		_exit(fspath_create_temp(rootfd, "dead", &fd, dead, sizeof(dead)) < 0 ? 1 : 0);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	assert_int_equal(fspath_create_temp(rootfd, "live", &live_fd, live, sizeof(live)), 0);
+	/* A file of the tree with an old mtime, as a copy keeps it. */
+	fd = openat(rootfd, "kept", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	age(rootfd, "kept");
+	/* Unchanged for more than the sweeper's minimum age (1 s), by mtime and ctime alike. */
+	sleep(2);
 	assert_int_equal(fspath_create_temp(rootfd, "young", &young_fd, young, sizeof(young)), 0);
 	close(young_fd); /* unlocked, but too young to judge */
-	age(rootfd, live);
-	/* The dead writer's name is unknown here: age every temp but the young one. */
-	{
-		DIR *d = opendir(mod);
-		struct dirent *de;
-		assert_non_null(d);
-		while ((de = readdir(d))) {
-			if (fspath_is_temp_name(de->d_name) && strcmp(de->d_name, young) != 0) {
-				age(rootfd, de->d_name);
-			}
-		}
-		closedir(d);
-	}
-	assert_int_equal(fspath_sweep_stale(rootfd, 60, &empty), 1);
+	/*
+	 * A hard link being made (rx_link_make): a temp name for an old file, no
+	 * lock, its mtime the file's; its ctime says it was linked just now.
+	 */
+	assert_int_equal(fspath_temp_name("link", linked, sizeof(linked)), 0);
+	assert_int_equal(linkat(rootfd, "kept", rootfd, linked, 0), 0);
+	assert_int_equal(fspath_sweep_stale(rootfd, 1, &empty), 1);
 	assert_false(empty);
 	assert_int_equal(faccessat(rootfd, live, F_OK, AT_SYMLINK_NOFOLLOW), 0);
 	assert_int_equal(faccessat(rootfd, young, F_OK, AT_SYMLINK_NOFOLLOW), 0);
-	assert_int_equal(dir_entries(mod), 2);
+	assert_int_equal(faccessat(rootfd, linked, F_OK, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(dir_entries(mod), 4);
 	close(live_fd);
-	/* Once the live writer is gone too, it is stale. */
-	assert_int_equal(fspath_sweep_stale(rootfd, 60, &empty), 1);
-	assert_int_equal(dir_entries(mod), 1);
-	assert_false(empty); /* the young one */
-	assert_int_equal(unlinkat(rootfd, young, 0), 0);
-	assert_int_equal(fspath_sweep_stale(rootfd, 60, &empty), 0);
+	assert_int_equal(unlinkat(rootfd, linked, 0), 0);
+	assert_int_equal(unlinkat(rootfd, "kept", 0), 0);
+	/* Once the live writer is gone too, and its file has waited, it is stale. */
+	sleep(2);
+	assert_int_equal(fspath_sweep_stale(rootfd, 1, &empty), 2); /* live's and young's */
 	assert_true(empty);
+	assert_int_equal(dir_entries(mod), 0);
 }
 
 /* O_TMPFILE files: no name until linked; linking never follows or clobbers blindly. */
