@@ -12,7 +12,8 @@
 # Recorded, per cycle: rdmacp's bytes sent in the cut-over (the `bytes` of every --json
 # summary of its runs and finalize, and of the push) against the changed bytes (the sizes
 # of the files changed in content), and the cut-over's wall time of each (sync -f of the
-# file system counted).
+# file system counted); for the push and rsync also the CPU time of both ends (the client's
+# and its daemon's session), steadier than wall times on two shared CPUs.
 # Afterwards every destination is compared with the source (XXH128 of every file; path,
 # mode, owner, size, mtime, type, link target and link count of every name): a mismatch
 # is printed and counted, not hidden: the diff is left in BENCH_DIR/cutover.TOOL.diff
@@ -69,7 +70,8 @@ SPLIT=32M
 . "$HERE/lib.sh"
 
 { [ -x "$RDMACP" ] && [ -x "$RDMACPD" ]; } || die "binaries not built in $BUILD_DIR"
-need rsync fpsync jq python3 bc xxhsum losetup mkfs.ext4 mount umount
+need rsync fpsync jq python3 bc xxhsum losetup mkfs.ext4 mount umount pgrep
+[ -x /usr/bin/time ] || die "needs /usr/bin/time (package time)"
 [ "$(id -u)" -eq 0 ] || die "needs root (loop device, mount, owners)"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 bench_workdir cut
@@ -180,8 +182,10 @@ log "tree: $NAMES names, $BYTES bytes"
 # ---------------------------------------------------------------- daemons
 bench_rdmacpd "$FS/rd" 300 "preserve owner = yes
 keep setid = yes"
+RD_PID=${PIDS[${#PIDS[@]} - 1]}
 # Symlinks as they are (rsyncd munges them without a chroot: the targets would differ).
 bench_rsyncd "$FS/dst" "munge symlinks = no"
+RS_PID=${PIDS[${#PIDS[@]} - 1]}
 RS_URL=rsync://127.0.0.1:$RS_PORT/bench
 
 # Every name's path, mode, owner, size (not a directory's: the file system's business),
@@ -221,21 +225,41 @@ rd_migrate() { # TAG: plan, runs, finalize; T_PLAN T_RUN T_FIN T_ALL
 	T_PLAN=$(echo "$t1 - $t0" | bc -l) T_RUN=$(echo "$t2 - $t1" | bc -l)
 	T_FIN=$(echo "$t3 - $t2" | bc -l) T_ALL=$(echo "$t3 - $t0" | bc -l)
 }
-rp_migrate() { # TAG: one push, the same command both times
-	local t0
+# CPU seconds of DAEMON_PID's sessions that ended (it reaps them: their processes', their
+# children's and their threads' time).
+child_cpu() { # DAEMON_PID
+	awk -v hz="$(getconf CLK_TCK)" '{ print ($16 + $17) / hz }' "/proc/$1/stat"
+}
+# A run's CPU seconds on both ends: the client's (TIMEFILE, /usr/bin/time's "%U %S") and its
+# daemon's session (once reaped), on a VM whose two CPUs make wall times noisy.
+cpu_total() { # TIMEFILE DAEMON_PID DAEMON_CPU_BEFORE
+	for _ in $(seq 100); do
+		pgrep -P "$2" >/dev/null || break
+		sleep 0.02
+	done
+	echo "$(tail -1 "$1" | awk '{ print $1 + $2 }') + $(child_cpu "$2") - $3" | bc -l
+}
+rp_migrate() { # TAG: one push, the same command both times; T_ALL, CPU_ALL
+	local t0 c0
+	c0=$(child_cpu "$RD_PID")
 	t0=$(now)
-	"${RD[@]}" -aH --owner --skip quick -r --json "$SRC" 127.0.0.1:bench/push/ \
+	/usr/bin/time -f '%U %S' -o "$R/$1.push.cpu" \
+		"${RD[@]}" -aH --owner --skip quick -r --json "$SRC" 127.0.0.1:bench/push/ \
 		>"$R/$1.push.json" 2>"$R/$1.push.err" || die "$1: rdmacp push failed: $(head -5 "$R/$1.push.err")"
 	sync -f "$FS"
 	T_ALL=$(echo "$(now) - $t0" | bc -l)
+	CPU_ALL=$(cpu_total "$R/$1.push.cpu" "$RD_PID" "$c0")
 }
-rs_migrate() { # TAG
-	local t0
+rs_migrate() { # TAG; T_ALL, CPU_ALL
+	local t0 c0
+	c0=$(child_cpu "$RS_PID")
 	t0=$(now)
-	rsync -aH --numeric-ids --stats "$SRC" "$RS_URL/rs/" >"$R/$1.rs.stats" 2>"$R/$1.rs.err" ||
+	/usr/bin/time -f '%U %S' -o "$R/$1.rs.cpu" \
+		rsync -aH --numeric-ids --stats "$SRC" "$RS_URL/rs/" >"$R/$1.rs.stats" 2>"$R/$1.rs.err" ||
 		die "$1: rsync failed: $(head -5 "$R/$1.rs.err")"
 	sync -f "$FS"
 	T_ALL=$(echo "$(now) - $t0" | bc -l)
+	CPU_ALL=$(cpu_total "$R/$1.rs.cpu" "$RS_PID" "$c0")
 }
 fp_migrate() { # TAG
 	local t0
@@ -326,7 +350,7 @@ cut_counts() { # C
 	RS_SENT[c]=$(awk -F': ' '/^Total bytes sent/ { gsub(",", "", $2); print $2 }' "$R/cut$c.rs.stats")
 	RS_LIT[c]=$(awk -F': ' '/^Literal data/ { gsub(/[, a-z]/, "", $2); print $2 }' "$R/cut$c.rs.stats")
 }
-declare -a NCHANGED CHANGED_BYTES C_RD C_PLAN C_RUN C_FIN RD_SESSIONS C_RP C_RS C_FP
+declare -a NCHANGED CHANGED_BYTES C_RD C_PLAN C_RUN C_FIN RD_SESSIONS C_RP C_RS C_FP U_RP U_RS
 declare -a RD_BYTES RD_FILES RD_UPD RD_KEPT RP_BYTES RP_UPD RP_FILES RS_SENT RS_LIT
 for c in $(seq "$CYCLES"); do
 	log "cycle $c: changing the tree"
@@ -342,11 +366,11 @@ for c in $(seq "$CYCLES"); do
 	log "cycle $c: cut-over: rdmacp push"
 	warm "$FS/rd/push"
 	rp_migrate "cut$c"
-	C_RP[c]=$T_ALL
+	C_RP[c]=$T_ALL U_RP[c]=$CPU_ALL
 	log "cycle $c: cut-over: rsync"
 	warm "$FS/dst/rs"
 	rs_migrate "cut$c"
-	C_RS[c]=$T_ALL
+	C_RS[c]=$T_ALL U_RS[c]=$CPU_ALL
 	log "cycle $c: cut-over: fpsync"
 	warm "$FS/dst/fp"
 	fp_migrate "cut$c"
@@ -397,11 +421,14 @@ ratios "medians / push's (goal >= 2x)" "$M_RP" "$M_RS" "$M_FP"
 for c in $(seq "$CYCLES"); do
 	ratios "cycle $c / push's" "${C_RP[c]}" "${C_RS[c]}" "${C_FP[c]}"
 done
+M_URP=$(median "${U_RP[@]}") M_URS=$(median "${U_RS[@]}")
+printf '%-40s %10s %9.2fs %9.2fs %10s\n' "CPU of both ends, median of $CYCLES" "" "$M_URP" "$M_URS" ""
+printf '%-40s %10s %10s %9.2fx %10s\n' "CPU medians / push's" "" "" "$(r2 "$M_URS" "$M_URP")" ""
 printf '%-40s %10s %10s %10s %10s\n' "destination = source at the end" "${V[rdmacp]%%:*}" "${V[push]%%:*}" "${V[rsync]%%:*}" "${V[fpsync]%%:*}"
 for c in $(seq "$CYCLES"); do
 	echo "cycle $c: changed ${NCHANGED[c]} in content (${CHANGED_BYTES[c]} bytes), ${NCHANGED[c]} in metadata only"
 	echo "  rdmacp: plan $(printf %.2f "${C_PLAN[c]}") s, $JOBS runs $(printf %.2f "${C_RUN[c]}") s, finalize $(printf %.2f "${C_FIN[c]}") s (${FIN_JOBS[*]:-default jobs}); ${RD_SESSIONS[c]} daemon sessions; ${RD_FILES[c]} files sent, ${RD_UPD[c]} updated, ${RD_KEPT[c]} split ranges kept"
-	echo "  push: ${RP_FILES[c]} files sent, ${RP_UPD[c]} updated"
+	echo "  push: ${RP_FILES[c]} files sent, ${RP_UPD[c]} updated; CPU of both ends: push $(printf %.2f "${U_RP[c]}") s, rsync $(printf %.2f "${U_RS[c]}") s"
 	echo "  bytes sent / changed bytes (goal <= 1.05): rdmacp $(printf %.3f "$(r2 "${RD_BYTES[c]}" "${CHANGED_BYTES[c]}")"), push $(printf %.3f "$(r2 "${RP_BYTES[c]}" "${CHANGED_BYTES[c]}")"); rsync: literal data ${RS_LIT[c]}, total sent ${RS_SENT[c]}"
 done
 for t in rdmacp push rsync fpsync; do
