@@ -171,6 +171,7 @@ with open(sys.argv[1], "r+b") as fh:
 	# An old temp file, which a real run's first look at b/ sweeps: the dry run leaves it.
 	echo t >"$D/b/.g1.rdmacp.AbCdEf12"
 	touch -d '1 hour ago' "$D/b/.g1.rdmacp.AbCdEf12"
+	sleep 3 # stale by its ctime too, which touch can't set back
 	dry_then_real "$dir --delete" 0 0 -r -p --skip quick --delete --exclude '*.log' "${ARGS[@]}"
 	check_eq "$dir --delete: what would go" "$(plan_set delete | tr '\n' ' ')" \
 		"$base/extra $base/xdir $base/xdir/sub $base/xdir/sub/x1 "

@@ -5,7 +5,8 @@
 # reads a directory for them once, before the first file it writes there.
 #   1. a re-run that keeps every file of a directory (--skip quick, nothing
 #      changed) does not read it: a stale temp there stays;
-#   2. a run that writes a file there removes the stale temp (old, unlocked);
+#   2. a run that writes a file there removes the stale temp (old by mtime and
+#      ctime, unlocked);
 #      a temp a live writer holds (flock) stays;
 #   3. another directory of the same push, only looked at, keeps its own.
 #
@@ -29,6 +30,8 @@ HELD_A=$D/a/.f3.rdmacp.Held0001
 STALE_B=$D/b/.f1.rdmacp.Stale002
 for f in "$STALE_A" "$HELD_A" "$STALE_B"; do echo dead >"$f"; done
 touch -d '1 hour ago' "$STALE_A" "$HELD_A" "$STALE_B"
+# Stale means unchanged for 2 s by ctime too (which touch can't set back): let them age.
+sleep 3
 # A live writer: its lock held by the process itself (killed at the end).
 (
 	exec 9<"$HELD_A" >/dev/null 2>&1
