@@ -185,7 +185,8 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 {
 	_cleanup_close_ int parent = -1;
 	const char *leaf;
-	bool created = false;
+	bool created = false, seen;
+	struct stat pst;
 	int r;
 
 	/* Mostly it is there (a re-run): one resolution, under the same rules; else make it. */
@@ -197,6 +198,8 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 	if (r < 0) {
 		return r;
 	}
+	/* Its time before the name made in it: kept (rx_dir_made_in_parent). */
+	seen = fstat(parent, &pst) == 0;
 	if (mkdirat(parent, leaf, mode) == 0) {
 		created = true;
 	} else if (errno != EEXIST) {
@@ -208,7 +211,9 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 		}
 		created = r > 0;
 	}
-	rx_dir_made_in_parent(e, name);
+	if (seen) {
+		rx_dir_made_in_parent(e, name, parent, &pst.st_mtim);
+	}
 	r = fspath_open_dir(parent, leaf, ret_fd);
 	if (r < 0) {
 		return r;

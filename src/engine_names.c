@@ -371,26 +371,24 @@ void rx_dir_named(struct dirent_cache *d)
 }
 
 /*
- * Directory name was made (or replaced) in its parent: a parent that was
- * there before this session and is held in the cache gets its kept time
- * back at once, as for any name made in it (rx_dir_named; a directory
- * entry needs no fsync of its parent here: its own contents are synced).
+ * Directory name was made (or what was by its name replaced) in parent,
+ * whose mtime was *before: a parent that was there before this session and
+ * was sent with its time gets it back at once, as for any name made in it
+ * (rx_dir_named), whether the cache still holds it or not. A directory
+ * entry needs no fsync of its parent here: its own contents are synced.
  */
-void rx_dir_made_in_parent(struct engine *e, const char *name)
+void rx_dir_made_in_parent(struct engine *e, const char *name, int parent,
+			   const struct timespec *before)
 {
 	const char *slash = strrchr(name, '/');
-	size_t len = slash ? (size_t)(slash - name) : 0;
+	/* The parent's key in the sets (name_hash of its path), from name's first part. */
+	uint64_t key = XXH3_64bits(name, slash ? (size_t)(slash - name) : 0) | 1;
+	struct timespec ts[2] = { { .tv_sec = 0, .tv_nsec = UTIME_OMIT }, *before };
 
-	for (int i = 0; i < e->dirs_hw; i++) {
-		struct dirent_cache *d = &e->dirs[i];
-
-		if (d->path && !strncmp(d->path, name, len) && d->path[len] == '\0') {
-			if (!d->fresh) {
-				rx_dir_keep_time(d);
-			}
-			return;
-		}
+	if (engine_probe(e) || !hash_set_has(&e->timed, key) || hash_set_has(&e->fresh, key)) {
+		return;
 	}
+	(void)futimens(parent, ts);
 }
 
 bool engine_name_reserved(const char *name)
