@@ -92,10 +92,15 @@ void hash_set_del(struct name_set *s, uint64_t key)
 	s->n--;
 }
 
-/* The key a name is kept by: never 0, which marks an empty slot. */
+/* The key the first len bytes of a name are kept by: never 0, which marks an empty slot. */
+static uint64_t name_hash_n(const char *name, size_t len)
+{
+	return XXH3_64bits(name, len) | 1;
+}
+
 static uint64_t name_hash(const char *name)
 {
-	return XXH3_64bits(name, strlen(name)) | 1;
+	return name_hash_n(name, strlen(name));
 }
 
 static bool name_set_has(const struct name_set *s, const char *name)
@@ -226,6 +231,23 @@ static void dir_hold(struct engine *e, int idx, int fd, bool fresh)
 	e->dirs_hw = MAX(e->dirs_hw, idx + 1);
 }
 
+/* Slot idx (free) holds path, open as fd, from now on: what it held before goes. 0 or -ENOMEM. */
+static int dir_fill(struct engine *e, int idx, const char *path, int fd)
+{
+	char *copy = strdup(path);
+
+	if (!copy) {
+		return -ENOMEM;
+	}
+	if (e->dirs[idx].path) {
+		free(e->dirs[idx].path);
+		close(e->dirs[idx].fd);
+	}
+	e->dirs[idx].path = copy;
+	dir_hold(e, idx, fd, dir_first_look(e, path));
+	return 0;
+}
+
 /* The directory path held in the cache (a reference more): its index. */
 static int dir_get(struct engine *e, const char *path, int *ret_idx)
 {
@@ -242,16 +264,11 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 	if (r < 0) {
 		return r;
 	}
-	if (e->dirs[free_idx].path) {
-		free(e->dirs[free_idx].path);
-		close(e->dirs[free_idx].fd);
-	}
-	e->dirs[free_idx].path = strdup(path);
-	if (!e->dirs[free_idx].path) {
+	r = dir_fill(e, free_idx, path, fd);
+	if (r < 0) {
 		close(fd);
-		return -ENOMEM;
+		return r;
 	}
-	dir_hold(e, free_idx, fd, dir_first_look(e, path));
 	*ret_idx = e->dir_last = free_idx;
 	return 0;
 }
@@ -265,21 +282,14 @@ static int dir_get(struct engine *e, const char *path, int *ret_idx)
 void rx_dir_cache_offer(struct engine *e, const char *path, int *fd)
 {
 	int free_idx = -1, i = dir_cached(e, path, &free_idx);
-	char *copy;
 
 	if (i >= 0) {
 		e->dirs[i].refs--; /* looked at, not taken */
 		return;
 	}
-	if (free_idx < 0 || !(copy = strdup(path))) {
+	if (free_idx < 0 || dir_fill(e, free_idx, path, *fd) < 0) {
 		return;
 	}
-	if (e->dirs[free_idx].path) {
-		free(e->dirs[free_idx].path);
-		close(e->dirs[free_idx].fd);
-	}
-	e->dirs[free_idx].path = copy;
-	dir_hold(e, free_idx, *fd, dir_first_look(e, path));
 	e->dirs[free_idx].refs = 0;
 	*fd = -1;
 }
@@ -381,8 +391,8 @@ void rx_dir_made_in_parent(struct engine *e, const char *name, int parent,
 			   const struct timespec *before)
 {
 	const char *slash = strrchr(name, '/');
-	/* The parent's key in the sets (name_hash of its path), from name's first part. */
-	uint64_t key = XXH3_64bits(name, slash ? (size_t)(slash - name) : 0) | 1;
+	/* The parent's key in the sets: its path is name's first part. */
+	uint64_t key = name_hash_n(name, slash ? (size_t)(slash - name) : 0);
 	struct timespec ts[2] = { { .tv_sec = 0, .tv_nsec = UTIME_OMIT }, *before };
 
 	if (engine_probe(e) || !hash_set_has(&e->timed, key) || hash_set_has(&e->fresh, key)) {
