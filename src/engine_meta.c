@@ -185,7 +185,7 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 {
 	_cleanup_close_ int parent = -1;
 	const char *leaf;
-	bool created = false, seen;
+	bool created = false, keep;
 	struct stat pst;
 	int r;
 
@@ -198,8 +198,8 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 	if (r < 0) {
 		return r;
 	}
-	/* Its time before the name made in it: kept (rx_dir_made_in_parent). */
-	seen = fstat(parent, &pst) == 0;
+	/* A parent that keeps its time gets back the one it had before this name. */
+	keep = rx_dir_parent_keeps_time(e, name) && fstat(parent, &pst) == 0;
 	if (mkdirat(parent, leaf, mode) == 0) {
 		created = true;
 	} else if (errno != EEXIST) {
@@ -211,8 +211,10 @@ static int rx_dir_create(struct engine *e, const char *name, mode_t mode, int *r
 		}
 		created = r > 0;
 	}
-	if (seen) {
-		rx_dir_made_in_parent(e, name, parent, &pst.st_mtim);
+	if (keep) {
+		struct timespec ts[2] = { { .tv_sec = 0, .tv_nsec = UTIME_OMIT }, pst.st_mtim };
+
+		(void)futimens(parent, ts);
 	}
 	r = fspath_open_dir(parent, leaf, ret_fd);
 	if (r < 0) {

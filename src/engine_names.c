@@ -381,24 +381,18 @@ void rx_dir_named(struct dirent_cache *d)
 }
 
 /*
- * Directory name was made (or what was by its name replaced) in parent,
- * whose mtime was *before: a parent that was there before this session and
- * was sent with its time gets it back at once, as for any name made in it
- * (rx_dir_named), whether the cache still holds it or not. A directory
- * entry needs no fsync of its parent here: its own contents are synced.
+ * Whether the parent of directory name, about to be made there, keeps its
+ * time while this session makes names in it (rx_dir_named): one that was
+ * there before this session and was sent with its time. The caller sets
+ * back the time it had before, whether the cache still holds it or not.
  */
-void rx_dir_made_in_parent(struct engine *e, const char *name, int parent,
-			   const struct timespec *before)
+bool rx_dir_parent_keeps_time(const struct engine *e, const char *name)
 {
 	const char *slash = strrchr(name, '/');
 	/* The parent's key in the sets: its path is name's first part. */
 	uint64_t key = name_hash_n(name, slash ? (size_t)(slash - name) : 0);
-	struct timespec ts[2] = { { .tv_sec = 0, .tv_nsec = UTIME_OMIT }, *before };
 
-	if (engine_probe(e) || !hash_set_has(&e->timed, key) || hash_set_has(&e->fresh, key)) {
-		return;
-	}
-	(void)futimens(parent, ts);
+	return !engine_probe(e) && hash_set_has(&e->timed, key) && !hash_set_has(&e->fresh, key);
 }
 
 bool engine_name_reserved(const char *name)

@@ -89,8 +89,7 @@ int rx_fresh_add(struct engine *e, const char *dir);
 int rx_timed_add(struct engine *e, const char *dir);
 void rx_dir_named(struct dirent_cache *d);
 void rx_dir_keep_time(struct dirent_cache *d);
-void rx_dir_made_in_parent(struct engine *e, const char *name, int parent,
-			   const struct timespec *before);
+bool rx_dir_parent_keeps_time(const struct engine *e, const char *name);
 void rx_dir_sweep(struct engine *e, int idx);
 bool hash_set_has(const struct name_set *s, uint64_t key);
 int hash_set_add(struct name_set *s, uint64_t key);
