@@ -73,7 +73,8 @@ if [ "$rc" -ne 0 ]; then
 	# The checks print hundreds of lines and CI keeps only the ends of a test's
 	# output: repeat each failed check here, last, where it is seen.
 	echo "the failed checks:"
-	grep -h "FAIL:" "$OUT/e2e.log" "$OUT/rails.log" "$OUT/rails2.log" "$OUT/faults/faults.log" 2>/dev/null |
+	# Every step's log: e2e.sh, rails*.sh, readd.sh and faults.sh each keep their own.
+	grep -h "FAIL:" "$OUT"/*.log "$OUT"/faults/*.log 2>/dev/null |
 		cut -c1-400 | sed 's/^/  /'
 	die "end-to-end checks failed in the VM (rc $rc, ${elapsed}s; logs in $OUT)"
 fi
