@@ -86,7 +86,7 @@ if RDMACP_TEST_QP_FATAL=1 "${C[@]}" --devices rxe0,rxe1 "$W/big" "$SERVER:data/f
 	grep -q "data lane 1 lost" "$OUT/rails2_fatal.err"; then
 	pass "QP_FATAL on lane 1: $(grep -m1 -o 'data lane 1 lost.*' "$OUT/rails2_fatal.err"); identical"
 else
-	fail "QP_FATAL on lane 1 with rails: $(grep -m3 -e lost -e rror "$OUT/rails2_fatal.err")"
+	fail "QP_FATAL on lane 1 with rails: $(grep -m3 -e lost -e rror -e failed "$OUT/rails2_fatal.err")"
 fi
 RDMACP_TEST_QP_FATAL=1 RDMACP_TEST_CAPS_OFF=0x4000000 "${C[@]}" --devices rxe0,rxe1 "$W/big" \
 	"$SERVER:data/fatal_old" >"$OUT/rails2_fatal_old.out" 2>"$OUT/rails2_fatal_old.err"
@@ -128,7 +128,7 @@ if [ "$rc" -eq 0 ] && cmp -s "$W/big" "$W/mod/down" &&
 elif [ "$rc" -eq 0 ] && cmp -s "$W/big" "$W/mod/down" && ! grep -q "lost" "$OUT/rails2_down.err"; then
 	pass "the daemon's rail down 4 s mid-push: ridden out on both lanes (no lane lost), identical"
 else
-	fail "the daemon's rail lost mid-push: rc $rc ($(grep -m3 -e lost -e rror "$OUT/rails2_down.err"))"
+	fail "the daemon's rail lost mid-push: rc $rc ($(grep -m3 -e lost -e rror -e failed "$OUT/rails2_down.err"))"
 fi
 
 # rxe0 made again for what runs after this (rxe connects no new lanes on a device whose

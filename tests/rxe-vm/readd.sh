@@ -74,7 +74,7 @@ del_push() {
 		grep -q "data lane 1 lost" "$OUT/readd_$name.err"; then
 		pass "$name: rxe0 gone and back mid-push: $(grep -m1 -o 'data lane 1 lost.*' "$OUT/readd_$name.err"); completed on rxe1, identical"
 	else
-		fail "$name: rxe0 gone and back mid-push: rc $rc ($(grep -m3 -e lost -e rror "$OUT/readd_$name.err"))"
+		fail "$name: rxe0 gone and back mid-push: rc $rc ($(grep -m3 -e lost -e rror -e failed "$OUT/readd_$name.err"))"
 	fi
 	for _ in $(seq 1 100); do kill -0 "$delpid" 2>/dev/null || break; sleep 0.1; done
 	if kill -0 "$delpid" 2>/dev/null; then
@@ -107,7 +107,7 @@ if [ "$rc" -eq 0 ] && cmp -s "$W/big" "$W/mod/again" && [ "${devs% }" = "rxe0 rx
 	! grep -q "lost" "$OUT/readd_again.err"; then
 	pass "rxe0 back: the daemon's next session has its lane there (QPs on ${devs% }), identical"
 else
-	fail "rxe0 back: rc $rc, daemon QPs on '${devs% }' ($(grep -m3 -e lost -e rror "$OUT/readd_again.err"))"
+	fail "rxe0 back: rc $rc, daemon QPs on '${devs% }' ($(grep -m3 -e lost -e rror -e failed "$OUT/readd_again.err"))"
 fi
 
 say "$FAILS failure(s)"
