@@ -308,6 +308,10 @@ void output_skipped(struct output *out, const char *name, uint8_t ftype, uint32_
 		out->observe(out->observe_ud, name, "skipped", 0, NULL, NULL);
 	}
 	if (out->json) {
+		/* As the text's: an unchanged entry with -vv only; the summary counts it. */
+		if (!items && out->verbose < 2) {
+			return;
+		}
 		fputs("{\"event\":\"file\",\"name\":", stdout);
 		output_json_string(stdout, name);
 		json_type(ftype);
@@ -566,6 +570,10 @@ void output_plan_skip(struct output *out, const char *name, uint8_t ftype, uint3
 	}
 
 	if (out->json) {
+		/* As the text's: an unchanged entry only where its line would be. */
+		if (!items && out->verbose <= (ftype == PROTO_FT_REG ? 0 : 1)) {
+			return;
+		}
 		printf("{\"event\":\"plan\",\"name\":");
 		output_json_string(stdout, name);
 		json_type(ftype);

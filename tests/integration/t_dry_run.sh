@@ -98,7 +98,8 @@ dry_then_real() {
 	local desc=$1 want_dry=$2 want_real=$3
 	shift 3
 	snap >"$T/snap.before"
-	expect_rc "$want_dry" "$desc: dry run" "${CLIENT[@]}" -n --json "$@"
+	# -vv: every entry has its event (unchanged ones too), as its line with -vv.
+	expect_rc "$want_dry" "$desc: dry run" "${CLIENT[@]}" -n --json -vv "$@"
 	cp "$T/out" "$T/dry"
 	snap >"$T/snap.after"
 	if cmp -s "$T/snap.before" "$T/snap.after"; then
@@ -107,7 +108,7 @@ dry_then_real() {
 		fail "$desc: the dry run changed the trees:"
 		diff "$T/snap.before" "$T/snap.after" | head -20
 	fi
-	expect_rc "$want_real" "$desc: real run" "${CLIENT[@]}" --json "$@"
+	expect_rc "$want_real" "$desc: real run" "${CLIENT[@]}" --json -vv "$@"
 	cp "$T/out" "$T/real"
 	same_sets "$desc"
 }
@@ -137,6 +138,11 @@ for dir in push pull; do
 		"$(printf '%s\n' "$base/a/f2" "$base/b/new" |
 			LC_ALL=C sort | jq -R -s -c 'split("\n")[:-1]')"
 	diff -r "$S" "$D" >/dev/null && pass "$dir: in sync again" || fail "$dir: trees differ"
+	# Without -vv, as the text: nothing unchanged is listed; the summary counts it.
+	expect_rc 0 "$dir: dry run in sync, --json" "${CLIENT[@]}" -n --json -r -p --skip quick "${ARGS[@]}"
+	check_eq "$dir: in sync, --json: no plan event, all counted skipped" \
+		"$(jq -s -c '[([.[] | select(.event == "plan")] | length), (.[-1].skipped > 0)]' "$T/out")" \
+		"[0,true]"
 
 	# ---- 2. --skip checksum --------------------------------------------------------
 	f=$S/a/f3

@@ -274,7 +274,7 @@ first=$(ls "$T/mod/t3")
 [ "$(echo "$first" | wc -w)" = 1 ] && pass "tree cut in its second file ($first done)" ||
 	fail "tree cut: $(ls -A "$T/mod/t3" 2>&1)"
 expect_rc 0 "tree re-run with --partial --skip quick" \
-	"${CLIENT[@]}" --json -r -p --partial --skip quick "$T/src/t3" "$HOST:data/"
+	"${CLIENT[@]}" --json -vv -r -p --partial --skip quick "$T/src/t3" "$HOST:data/"
 acts=$(jq -r 'select(.event == "file" and .name != "t3") | .action' "$T/out" | sort | tr '\n' ' ')
 [ "$acts" = "copied resumed skipped " ] && pass "tree: one copied, one resumed, one skipped" ||
 	fail "tree actions: $acts"

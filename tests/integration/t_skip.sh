@@ -4,9 +4,9 @@
 # --skip none|exists|quick, push and pull, against a real daemon:
 #   1. a 300-file tree pushed with -p, then again with --skip quick: every
 #      file and directory reported skipped (-vv ".f          NAME", as rsync
-#      -ii; -v lists only what changed), --json file events with
-#      "action":"skipped", summary "skipped"), 0 payload bytes (the summary
-#      and the daemon's "done" line), exit 0
+#      -ii; -v lists only what changed; --json, as -v, no file event, and
+#      --json -vv one "action":"skipped" event each; summary "skipped"), 0
+#      payload bytes (the summary and the daemon's "done" line), exit 0
 #   2. a file changed in place with its size and mtime restored (touch -r) is
 #      kept by quick (the documented limitation); --skip none copies it
 #   3. a file whose size changed is copied by quick, the others kept
@@ -80,7 +80,8 @@ diff -r "$T/src/tree" "$T/mod/tree" >/dev/null && pass "tree identical" || fail 
 expect_rc 0 "re-run with --skip quick --json" \
 	"${CLIENT[@]}" --json -r -p --skip quick "$T/src/tree" "$HOST:data/"
 # The 3 directories there already are kept too (unchanged), not made again.
-check_eq "quick: files reported skipped" "$(json_count "$T/out" skipped)" $((N + 3))
+# As -v lists: nothing that was unchanged (the summary counts it).
+check_eq "quick: no event for what was unchanged" "$(json_count "$T/out" skipped)" 0
 check_eq "quick: nothing reported copied" "$(json_count "$T/out" copied)" 0
 check_eq "quick: summary skipped" "$(json_summary "$T/out" skipped)" $((N + 3))
 check_eq "quick: summary bytes" "$(json_summary "$T/out" bytes)" 0
@@ -99,6 +100,10 @@ expect_rc 0 "re-run with --skip quick -vv" \
 check_eq "-vv: skipped lines" "$(grep -cE '^\.f {10}tree/[ab]/f[0-9]*$' "$T/err")" $N
 grep -q ", 0 failed, $((N + 3)) skipped, over tcp" "$T/err" && pass "-vv: the same summary" ||
 	fail "text summary: $(tail -1 "$T/err")"
+expect_rc 0 "re-run with --skip quick --json -vv" \
+	"${CLIENT[@]}" --json -vv -r -p --skip quick "$T/src/tree" "$HOST:data/"
+check_eq "--json -vv: files reported skipped" "$(json_count "$T/out" skipped)" $((N + 3))
+check_eq "--json -vv: summary skipped" "$(json_summary "$T/out" skipped)" $((N + 3))
 
 # ---- 2. same size and mtime, new content: quick keeps it, none copies ------
 cp -p "$T/src/tree/a/f1" "$T/f1.orig"

@@ -65,7 +65,7 @@ f.seek(n); b = f.read(1); f.seek(n); f.write(bytes([b[0] ^ 0x5a]))' "$1"
 # ---- 1. push, re-run unchanged ---------------------------------------------
 expect_rc 0 "push the tree with -p" "${CLIENT[@]}" -q -r -p "$T/src/tree" "$HOST:data/"
 expect_rc 0 "re-run with --skip checksum" \
-	"${CLIENT[@]}" --json -r -p --skip checksum "$T/src/tree" "$HOST:data/"
+	"${CLIENT[@]}" --json -vv -r -p --skip checksum "$T/src/tree" "$HOST:data/"
 check_eq "all skipped, 0 bytes sent" "$(summary files bytes skipped failures)" "0 0 $((NFILES + NDIRS)) 0"
 check_eq "skipped events" "$(jq -r 'select(.event == "file" and .action == "skipped") | .name' "$T/out" | wc -l)" $((NFILES + NDIRS))
 daemon_settled "$T/d.log"
