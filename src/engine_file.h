@@ -178,6 +178,9 @@ struct efile {
 	 * the sender has sent it (its XATTRS) and waits for that answer.
 	 */
 	bool kept_wait;
+	/* Kept by a skip level (rx_keep_file): the file there, its device, inode and link count. */
+	uint64_t kept_dev, kept_ino;
+	uint64_t kept_nlink;
 	/*
 	 * A block device target (engine_device.c): tfd is the device itself,
 	 * written in place; dev_verify: its read-back digest is being made.

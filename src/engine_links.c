@@ -25,6 +25,8 @@ struct links_state {
 	bool hl_full; /* told the user once */
 	struct name_set lt;
 	bool lt_full;
+	/* Of those, the kept ones with other names there already, with their files (lt_kept_add). */
+	struct name_set kept;
 	uint32_t links_waiting; /* hard links waiting for their first name */
 	uint32_t links_ready;	/* hard links whose first name is resolved */
 	/* The ids (+ 1) that links wait for; waited_full: not all there (no memory), look always. */
@@ -208,6 +210,28 @@ static int lt_add_hash(struct engine *e, uint64_t h)
 	return hash_set_add(&lk->lt, h) < 0 ? -ENOMEM : 0;
 }
 
+/*
+ * A target kept by a skip level that has other names at the destination
+ * already is remembered with its file there, as one key of (its name's
+ * key, device, inode): a link to it is kept when its own name is that file
+ * (one stat of its own, rx_link_kept), without resolving the target's
+ * directory again. A key not there (another target, a file of its own, no
+ * memory, past LINK_TARGETS_MAX) has the target looked at as before.
+ */
+static uint64_t lt_kept_key(uint64_t name_key, uint64_t dev, uint64_t ino)
+{
+	uint64_t k[3] = { name_key, dev, ino };
+
+	return XXH3_64bits(k, sizeof(k)) | 1;
+}
+
+static void lt_kept_add(struct links_state *lk, uint64_t name_key, uint64_t dev, uint64_t ino)
+{
+	if (lk->kept.n < LINK_TARGETS_MAX) {
+		(void)hash_set_add(&lk->kept, lt_kept_key(name_key, dev, ino));
+	}
+}
+
 static bool lt_has(const struct engine *e, const char *name)
 {
 	return lt_has_hash(e, lt_hash(name));
@@ -238,6 +262,8 @@ static void rx_links_free(struct engine *e)
 	lk->lt = (struct name_set){ 0 };
 	free(lk->waited.h);
 	lk->waited = (struct name_set){ 0 };
+	free(lk->kept.h);
+	lk->kept = (struct name_set){ 0 };
 }
 
 /*
@@ -304,6 +330,31 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
 }
 
 /*
+ * Link f (its directory held) is the file by its target's name already, a
+ * regular file: kept. A target kept with other names is known with its
+ * file from its keeping (lt_kept_add); else the target is looked at
+ * beneath the destination.
+ */
+static bool rx_link_kept(struct engine *e, const struct efile *f, const char *target)
+{
+	_cleanup_close_ int tdir = -1;
+	const char *tleaf;
+	struct stat a, b;
+
+	if (f->dir < 0 || fstatat(e->dirs[f->dir].fd, f->leaf, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(b.st_mode)) {
+		return false;
+	}
+	if (hash_set_has(&links_of(e)->kept,
+			 lt_kept_key(lt_hash(target), (uint64_t)b.st_dev, (uint64_t)b.st_ino))) {
+		return true;
+	}
+	return fspath_open_parent(e->p->base_fd, target, false, &tdir, &tleaf) >= 0 &&
+	       fstatat(tdir, tleaf, &a, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+/*
  * A FILES entry of type HARDLINK, its own name checked already: where it
  * goes, what it links to (the target's name mapped as names are), and then
  * made at once, or left waiting for a target still in flight (not one
@@ -359,19 +410,9 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 		return PERR_NOT_FOUND;
 	}
 	/* A probe: a target it would copy is replaced by then, the link made. */
-	if (level && !(engine_probe(e) && lt_has_hash(e, lt_hash_planned(lf->link_target)))) {
-		struct stat a, b;
-		_cleanup_close_ int tdir = -1;
-		const char *tleaf;
-
-		/* Kept when that name is the same file already. */
-		if (f->dir >= 0 &&
-		    fspath_open_parent(e->p->base_fd, lf->link_target, false, &tdir, &tleaf) >= 0 &&
-		    fstatat(tdir, tleaf, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    fstatat(e->dirs[f->dir].fd, f->leaf, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISREG(b.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-			return PERR_SKIPPED;
-		}
+	if (level && !(engine_probe(e) && lt_has_hash(e, lt_hash_planned(lf->link_target))) &&
+	    rx_link_kept(e, f, lf->link_target)) {
+		return PERR_SKIPPED;
 	}
 	return engine_probe(e) ? PERR_OK : rx_link_make(e, f, text, textlen);
 }
@@ -498,6 +539,10 @@ static void links_rx_settled(struct engine *e, const struct efile *f, enum engin
 	if (how == ENGINE_RX_PLANNED) {
 		rx_link_target_planned(e, f);
 	} else {
+		if (how == ENGINE_RX_KEPT && f->kept_nlink > 1 && f->ftype == PROTO_FT_REG &&
+		    !f->device) {
+			lt_kept_add(links_of(e), lt_hash(f->name), f->kept_dev, f->kept_ino);
+		}
 		/* A device is never given a second name (-H): links to it fail. */
 		rx_link_target_done(e, f,
 				    (how == ENGINE_RX_DONE || how == ENGINE_RX_KEPT) && !f->device);

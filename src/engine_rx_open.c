@@ -160,6 +160,12 @@ uint32_t rx_keep_file(struct engine *e, struct efile *f, const struct stat *st, 
 {
 	uint32_t code = rx_meta_keep(e, f, e->dirs[f->dir].fd, f->leaf, st, text, textlen);
 
+	if (code == PERR_OK) {
+		/* What a hard link to it compares itself with (engine_links.c). */
+		f->kept_dev = (uint64_t)st->st_dev;
+		f->kept_ino = (uint64_t)st->st_ino;
+		f->kept_nlink = (uint64_t)st->st_nlink;
+	}
 	return code == PERR_OK ? PERR_SKIPPED : code;
 }
 

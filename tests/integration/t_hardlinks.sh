@@ -58,12 +58,30 @@ expect_rc 0 "push -r -H --skip quick -p" "${CLIENT[@]}" -r -p -H --skip quick --
 	"$T/src/tree" "$HOST:data/push/"
 check_linked "push -r -H --skip quick" "$T/mod/push/tree"
 expect_rc 0 "push -r -H --skip quick -p, unchanged" "${CLIENT[@]}" -r -p -H --skip quick --json \
-	"$T/src/tree" "$HOST:data/push/"
+	-vv "$T/src/tree" "$HOST:data/push/"
+# Of d1/f, d2/g, d3/deep/h the one the sender sent as the file (walk order), and a link.
+first=$(jq -r 'select(.event == "file" and .type == "file") | .name' "$T/out" |
+	grep -m1 -E '^tree/(d1/f|d2/g|d3/deep/h)$')
+link=$(jq -r 'select(.event == "file" and .type == "hardlink") | .name' "$T/out" |
+	grep -m1 -E '^tree/(d1/f|d2/g|d3/deep/h)$')
 jq -e -s '.[-1].skipped == 11 and .[-1].files == 0 and (.[-1].failures // .[-1].failed) == 0' \
 	"$T/out" >/dev/null &&
 	pass "unchanged: the 3 files, 3 links and 5 directories kept (skipped)" ||
 	fail "unchanged re-run: $(tail -1 "$T/out")"
 check_linked "push -r -H --skip quick, unchanged" "$T/mod/push/tree"
+# A link broken at the destination (a file of its own there, the same bytes and times),
+# its file kept with another name still: that link is made again, the other one kept.
+D=$T/mod/push
+[ -n "$first" ] && [ -n "$link" ] || fail "the unchanged re-run's -vv events: '$first' '$link'"
+cp -p "$D/$link" "$D/$link.new" && mv "$D/$link.new" "$D/$link"
+[ "$(stat -c %h "$D/$first")" = 2 ] || fail "setup: $first should have 2 names there"
+expect_rc 0 "push -r -H --skip quick -p, a link broken there" "${CLIENT[@]}" -r -p -H --skip quick \
+	--json "$T/src/tree" "$HOST:data/push/"
+jq -e -s '.[-1].files == 1 and .[-1].failed == 0' "$T/out" >/dev/null &&
+	[ "$(jq -r 'select(.event == "file" and .action == "copied") | "\(.name) \(.type)"' "$T/out")" = "$link hardlink" ] &&
+	pass "a link broken there: $link made again, the other names kept" ||
+	fail "a link broken there: $(jq -c 'select(.event == "file" or .event == "summary")' "$T/out" | tr '\n' ' ')"
+check_linked "push -r -H --skip quick, a link broken there" "$D/tree"
 
 mkdir -p "$T/pull"
 expect_rc 0 "pull -r -H" "${CLIENT[@]}" -r --hard-links "$HOST:data/push/tree" "$T/pull/"
