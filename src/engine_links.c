@@ -232,11 +232,6 @@ static void lt_kept_add(struct links_state *lk, uint64_t name_key, uint64_t dev,
 	}
 }
 
-static bool lt_has(const struct engine *e, const char *name)
-{
-	return lt_has_hash(e, lt_hash(name));
-}
-
 static int lt_add(struct engine *e, const char *name)
 {
 	return lt_add_hash(e, lt_hash(name));
@@ -330,12 +325,13 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
 }
 
 /*
- * Link f (its directory held) is the file by its target's name already, a
- * regular file: kept. A target kept with other names is known with its
+ * Link f (its directory held) is the file by its target's name (key: its
+ * lt_hash) already, a regular file: kept. A target kept with other names is known with its
  * file from its keeping (lt_kept_add); else the target is looked at
  * beneath the destination.
  */
-static bool rx_link_kept(struct engine *e, const struct efile *f, const char *target)
+static bool rx_link_kept(struct engine *e, const struct efile *f, const char *target,
+			 uint64_t target_key)
 {
 	_cleanup_close_ int tdir = -1;
 	const char *tleaf;
@@ -346,7 +342,7 @@ static bool rx_link_kept(struct engine *e, const struct efile *f, const char *ta
 		return false;
 	}
 	if (hash_set_has(&links_of(e)->kept,
-			 lt_kept_key(lt_hash(target), (uint64_t)b.st_dev, (uint64_t)b.st_ino))) {
+			 lt_kept_key(target_key, (uint64_t)b.st_dev, (uint64_t)b.st_ino))) {
 		return true;
 	}
 	return fspath_open_parent(e->p->base_fd, target, false, &tdir, &tleaf) >= 0 &&
@@ -366,6 +362,7 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 	struct links_state *lk = links_of(e);
 	uint32_t level = e->p->open_flags & (PROTO_OPEN_SKIP_EXISTS | PROTO_OPEN_SKIP_QUICK);
 	struct links_file *lf = links_file(e, f);
+	uint64_t target_key;
 	uint32_t code;
 	bool in_table;
 
@@ -401,7 +398,8 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 			return PERR_OK;
 		}
 	}
-	if (!lt_has(e, lf->link_target)) {
+	target_key = lt_hash(lf->link_target);
+	if (!lt_has_hash(e, target_key)) {
 		snprintf(text, textlen,
 			 "hard link to %.200s: that file was not copied in this session%s",
 			 lf->link_target,
@@ -411,7 +409,7 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 	}
 	/* A probe: a target it would copy is replaced by then, the link made. */
 	if (level && !(engine_probe(e) && lt_has_hash(e, lt_hash_planned(lf->link_target))) &&
-	    rx_link_kept(e, f, lf->link_target)) {
+	    rx_link_kept(e, f, lf->link_target, target_key)) {
 		return PERR_SKIPPED;
 	}
 	return engine_probe(e) ? PERR_OK : rx_link_make(e, f, text, textlen);
