@@ -325,10 +325,10 @@ static uint32_t rx_link_make(struct engine *e, struct efile *f, char *text, size
 }
 
 /*
- * Link f (its directory held) is the file by its target's name (key: its
- * lt_hash) already, a regular file: kept. A target kept with other names is known with its
- * file from its keeping (lt_kept_add); else the target is looked at
- * beneath the destination.
+ * Link f (its directory held) is the file by its target's name already (the
+ * name's key: target_key, its lt_hash), a regular file: kept. A target kept
+ * with other names is known with its file from its keeping (lt_kept_add);
+ * else the target is looked at beneath the destination.
  */
 static bool rx_link_kept(struct engine *e, const struct efile *f, const char *target,
 			 uint64_t target_key)

@@ -42,25 +42,6 @@ static bool dev_has_lanes(const struct verbs_xport *vx, unsigned dev)
 	return false;
 }
 
-/*
- * A lane's QP on a device being lost is put in error first: a device that
- * still runs (Soft-RoCE until every process lets go, `devlink reload` until
- * it resets) would otherwise go on placing and acknowledging the peer's
- * writes into it after its CQ was drained. Its count (rails) would then be
- * short of what the peer saw acknowledged, and the chunks are no longer
- * the peer's to send again. After this the device takes nothing more on
- * the lane, so the drain sees every receive it acknowledged. A device that
- * is gone fails the call, and takes nothing either.
- */
-static void qp_stop(struct verbs_lane *ln)
-{
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
-
-	if (ln->id && ln->id->qp) {
-		(void)ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
-	}
-}
-
 int verbs_dev_lost(struct verbs_xport *vx, unsigned dev, const char *why)
 {
 	struct verbs_dev *dv;
@@ -90,7 +71,15 @@ int verbs_dev_lost(struct verbs_xport *vx, unsigned dev, const char *why)
 			verbs_set_error(vx, "lane %u: %s: %s", i, name, why);
 		}
 		ln->failed = true;
-		qp_stop(ln);
+		/*
+		 * Its QP to error first: a device that still runs (Soft-RoCE until
+		 * every process lets go, `devlink reload` until it resets) would
+		 * otherwise go on placing and acknowledging the peer's writes after
+		 * its CQ was drained, and our count (rails) would be short of what
+		 * the peer saw acknowledged, its chunks no longer its to send again.
+		 * A device that is gone fails the call, and takes nothing either.
+		 */
+		(void)verbs_qp_error(ln);
 	}
 	for (unsigned d = 0; d < vx->ndevs; d++) {
 		if (!vx->devs[d].lost && dev_has_lanes(vx, d)) {

@@ -60,18 +60,12 @@ static int lane_of_qp(const struct verbs_xport *vx, const struct ibv_qp *qp)
 int verbs_lane_fatal(struct verbs_xport *vx, unsigned lane, const char *dev, const char *what)
 {
 	struct verbs_lane *ln = &vx->lanes[lane];
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
-	int e;
 
 	if (!ln->failed) {
 		verbs_set_error(vx, "lane %u: %s: %s", lane, dev, what);
 	}
 	ln->failed = true;
-	if (!ln->has_qp || !ln->id || !ln->id->qp) {
-		return -EIO;
-	}
-	e = ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
-	return e == 0 ? 0 : -EIO;
+	return ln->has_qp && verbs_qp_error(ln) == 0 ? 0 : -EIO;
 }
 
 /*

@@ -69,14 +69,13 @@ static int drain_device(struct verbs_xport *vx, struct verbs_dev *dv)
 static void lane_drain_start(struct verbs_xport *vx, unsigned i)
 {
 	struct verbs_lane *ln = &vx->lanes[i];
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
 	struct ibv_send_wr wr = { 0 }, *bad = NULL;
 	int e;
 
 	if (!ln->has_qp || !ln->id || !ln->id->qp || verbs_lane_lost(vx, i)) {
 		return;
 	}
-	e = ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
+	e = -verbs_qp_error(ln);
 	if (e != 0) {
 		log_debug("verbs: lane %u: QP to error: %s", i, strerror(e));
 		return;
@@ -178,8 +177,7 @@ int verbs_lane_down(struct xport *x, unsigned lane)
 {
 	struct verbs_xport *vx = to_verbs(x);
 	struct verbs_lane *ln;
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
-	int e;
+	int r;
 
 	if (lane >= x->nlanes) {
 		return -EINVAL;
@@ -189,12 +187,12 @@ int verbs_lane_down(struct xport *x, unsigned lane)
 		ln->failed = true; /* its device is gone (or released): its work is flushed by us */
 		return 0;
 	}
-	if (!ln->has_qp || !ln->id || !ln->id->qp) {
+	if (!ln->has_qp) {
 		return -ENOTCONN;
 	}
-	e = ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
-	if (e != 0) {
-		return -e;
+	r = verbs_qp_error(ln);
+	if (r < 0) {
+		return r;
 	}
 	ln->failed = true;
 	return 0;

@@ -248,6 +248,12 @@ void verbs_dev_release_drained(struct verbs_xport *vx);
 int verbs_lane_create_qp(struct verbs_xport *vx, unsigned lane, bool may_add);
 /* Once a lane is up (RTS): ask peers for a short RNR NAK timer. Best effort. */
 void verbs_lane_tune(struct verbs_lane *ln);
+/*
+ * The lane's QP to error (every way there: a lane that fails, is stopped,
+ * drained, or whose device is lost): its posted work is flushed and the
+ * device takes nothing more on it. 0, -ENOTCONN without a QP, or -errno.
+ */
+int verbs_qp_error(struct verbs_lane *ln);
 /* WRITE + SEND: the message entry of receive sequence seq. */
 uint8_t *verbs_lane_recv_msg(const struct verbs_xport *vx, const struct verbs_lane *ln,
 			     uint64_t seq);
