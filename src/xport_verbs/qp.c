@@ -168,13 +168,3 @@ void verbs_lane_tune(struct verbs_lane *ln)
 		(void)ibv_modify_qp(ln->id->qp, &attr, IBV_QP_MIN_RNR_TIMER);
 	}
 }
-
-int verbs_qp_error(struct verbs_lane *ln)
-{
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
-
-	if (!ln->id || !ln->id->qp) {
-		return -ENOTCONN;
-	}
-	return -ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
-}

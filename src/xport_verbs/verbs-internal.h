@@ -66,6 +66,7 @@
  */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -253,7 +254,15 @@ void verbs_lane_tune(struct verbs_lane *ln);
  * drained, or whose device is lost): its posted work is flushed and the
  * device takes nothing more on it. 0, -ENOTCONN without a QP, or -errno.
  */
-int verbs_qp_error(struct verbs_lane *ln);
+static inline int verbs_qp_error(struct verbs_lane *ln)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+	if (!ln->id || !ln->id->qp) {
+		return -ENOTCONN;
+	}
+	return -ibv_modify_qp(ln->id->qp, &attr, IBV_QP_STATE);
+}
 /* WRITE + SEND: the message entry of receive sequence seq. */
 uint8_t *verbs_lane_recv_msg(const struct verbs_xport *vx, const struct verbs_lane *ln,
 			     uint64_t seq);
