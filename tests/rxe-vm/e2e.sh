@@ -46,6 +46,7 @@ PORT=7471
 W=$(mktemp -d /tmp/rdmacp-e2e.XXXXXX)
 FAILS=0
 DPID=
+DLINE=0
 
 mkdir -p "$OUT"
 exec 3>>"$OUT/e2e.log"
@@ -62,7 +63,15 @@ trap cleanup EXIT
 
 say() { echo "$*"; echo "$*" >&3; }
 pass() { say "ok: $*"; }
-fail() { say "FAIL: $*"; FAILS=$((FAILS + 1)); }
+# A failed command's own daemon lines (lanes, transport, failures) go with it:
+# CI shows this script's FAIL lines, not the daemon's log.
+fail() {
+	local ctx=
+	[ -f "$W/d.log" ] && ctx=$(tail -n +"$((DLINE + 1))" "$W/d.log" |
+		grep -aiE 'lane|transport|fail|error' | tail -4 | cut -c1-300 | tr '\n' '|')
+	say "FAIL: $*${ctx:+ [daemon: $ctx]}"
+	FAILS=$((FAILS + 1))
+}
 now() { date +%s.%N; }
 # secs T0 T1 / rate BYTES T0 T1: for the "time:" lines.
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
@@ -72,6 +81,7 @@ rate() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { d = b - a; if (d <= 0) d = 0
 run() {
 	local name=$1 rc
 	shift
+	DLINE=$( (wc -l <"$W/d.log") 2>/dev/null || echo 0)
 	echo "+ $*" >&3
 	"$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
 	rc=$?
