@@ -75,7 +75,7 @@ if [ "$rc" -ne 0 ]; then
 	echo "the failed checks:"
 	# Every step's log: e2e.sh, rails*.sh, readd.sh and faults.sh each keep their own.
 	grep -h "FAIL:" "$OUT"/*.log "$OUT"/faults/*.log 2>/dev/null |
-		cut -c1-400 | sed 's/^/  /'
+		cut -c1-800 | sed 's/^/  /'
 	die "end-to-end checks failed in the VM (rc $rc, ${elapsed}s; logs in $OUT)"
 fi
 echo "ok: end-to-end checks passed in the Soft-RoCE VM (whole VM run ${elapsed}s)"

@@ -18,7 +18,14 @@ DPID=
 mkdir -p "$OUT"
 say() { echo "$NAME: $*"; echo "$NAME: $*" >>"$OUT/$NAME.log"; }
 pass() { say "ok: $*"; }
-fail() { say "FAIL: $*"; FAILS=$((FAILS + 1)); }
+# With the daemon's last lines on lanes, transport and failures: CI shows FAIL lines only.
+fail() {
+	local ctx=
+	[ -f "$W/d.log" ] && ctx=$(grep -aiE 'lane|transport|fail|error' "$W/d.log" | tail -3 |
+		cut -c1-300 | tr '\n' '|')
+	say "FAIL: $*${ctx:+ [daemon: $ctx]}"
+	FAILS=$((FAILS + 1))
+}
 # Taking veth0 down deletes the route through it in table 100: put it back too.
 veth0_up() {
 	ip link set veth0 up
