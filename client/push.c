@@ -150,6 +150,11 @@ static int add_files_from(struct xfer *x, const char *srcdir, struct src_list *s
 			  log_escape_short(srcdir, esc, sizeof(esc)), strerror(-r));
 		return EXIT_LOCAL_IO;
 	}
+	/* One entry a name at least (a directory under -r grows it as it goes). */
+	if (src_list_reserve(srcs, fl.n) < 0) {
+		files_list_free(&fl);
+		return EXIT_LOCAL_IO;
+	}
 	for (size_t i = 0; i < fl.n; i++) {
 		const char *name = fl.names[i];
 

@@ -476,17 +476,32 @@ bool ndjson_utf8_ok(const char *s, size_t len)
 	return true;
 }
 
+/* A byte written as it is inside a JSON string: not a quote, a backslash or a control. */
+static bool plain_byte(unsigned char c)
+{
+	return c >= 0x20 && c != 0x7f && c != '"' && c != '\\';
+}
+
+/* Runs of plain bytes in one fwrite each (a journal line is mostly one run). */
 void ndjson_put_string(FILE *f, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s;
+
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	while (*p) {
+		const unsigned char *run = p;
+
+		while (plain_byte(*p)) {
+			p++;
+		}
+		if (p > run) {
+			fwrite(run, 1, (size_t)(p - run), f);
+		}
 		if (*p == '"' || *p == '\\') {
 			fputc('\\', f);
-			fputc(*p, f);
-		} else if (*p < 0x20 || *p == 0x7f) {
-			fprintf(f, "\\u%04x", *p);
-		} else {
-			fputc(*p, f);
+			fputc(*p++, f);
+		} else if (*p) {
+			fprintf(f, "\\u%04x", *p++);
 		}
 	}
 	fputc('"', f);

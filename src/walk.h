@@ -160,6 +160,12 @@ int walk_add(struct src_list *l, int rootfd, const char *path, const char *name,
 /* The same with walk_add_root_flags' flags. */
 int walk_add_flags(struct src_list *l, int rootfd, const char *path, const char *name,
 		   unsigned flags, walk_warn_fn warn, void *ud);
+/*
+ * Room for n more entries at once (a --files-from list knows its length):
+ * one allocation where growing by doubling copies the list ~log2(n) times.
+ * 0 or -ENOMEM; the list is unchanged on failure.
+ */
+int src_list_reserve(struct src_list *l, size_t n);
 void src_list_free(struct src_list *l);
 
 /* An engine source that hands out l's entries in order (l is borrowed). */

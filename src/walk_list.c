@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A whole walk kept in memory: the src_list of walk.h. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,6 +20,25 @@ void src_list_free(struct src_list *l)
 	free(l->held);
 	walk_parent_clear(&l->parent);
 	memset(l, 0, sizeof(*l));
+}
+
+int src_list_reserve(struct src_list *l, size_t n)
+{
+	struct engine_src *v;
+
+	if (n <= l->cap - l->n) {
+		return 0;
+	}
+	if (n > SIZE_MAX / sizeof(*v) - l->n) {
+		return -ENOMEM;
+	}
+	v = reallocarray(l->v, l->n + n, sizeof(*v));
+	if (!v) {
+		return -ENOMEM;
+	}
+	l->v = v;
+	l->cap = l->n + n;
+	return 0;
 }
 
 static void ignore_warning(void *ud, const char *path, const char *why)
