@@ -20,6 +20,7 @@
 #include "engine.h"
 #include "exitcodes.h"
 #include "fanout.h"
+#include "hello.h"
 #include "log.h"
 #include "macro.h"
 #include "relay_feed.h"
@@ -213,6 +214,13 @@ int relay_mode_run(struct client_opts *o, int nargs)
 	if (rc != 0) {
 		return rc;
 	}
+	/*
+	 * Our entries come from the hop's feed, which does not say which files
+	 * have other names: we can't mark them (PROTO_FILE_LINKED), so the next
+	 * hop must remember every file it takes as a target, as without -H's
+	 * marks. The hard links themselves go as the hop made them.
+	 */
+	hello_withhold(PROTO_CAP_LINKED_FILES, true);
 	r = read_start(f.feed, o->idle_timeout_s * 1000, &start);
 	if (r == 0) {
 		f.fanout = start.u.start.fanout;

@@ -348,7 +348,16 @@ struct proto_file {
 	uint32_t uid, gid;
 	char *name; /* relative path, allocated by decode (<= PROTO_MAX_PATH) */
 	char *link; /* symlink target, hard link's first name, or NULL */
+	/*
+	 * A regular file with other names at the sender (PROTO_CAP_LINKED_FILES,
+	 * -H): later entries of type HARDLINK may name it. On the wire, the mode
+	 * word's PROTO_FILE_LINKED bit.
+	 */
+	bool linked;
 };
+
+/* FILES: the mode word's bit of proto_file.linked (only on a regular file). */
+#define PROTO_FILE_LINKED 0x10000u
 
 struct msg_files {
 	uint16_t count;

@@ -156,8 +156,17 @@ enum {
  * file of PROTO_CAP_KEPT_ITEMS (PROTO_ITEM_WAIT, then what differed).
  */
 #define PROTO_CAP_DIR_ITEMS (1ull << 48)
-#define PROTO_CAPS_KNOWN                                                                        \
-	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE | \
-	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_MW_FENCE | PROTO_CAP_SLOT_SUITES |                   \
-	 PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | PROTO_CAP_ASM_DISCARD | PROTO_CAP_ASM_SEED |  \
-	 PROTO_CAP_KEPT_ITEMS | PROTO_CAP_RELAY_TREE | PROTO_CAP_FILE_TREE | PROTO_CAP_DIR_ITEMS)
+/*
+ * Linked files (-H): a regular file with other names at the sender is
+ * marked in FILES (PROTO_FILE_LINKED), and only such a file may be the
+ * target of a later HARDLINK entry: the receiver remembers those names
+ * alone, not every file of the session. Announced where this end, as a
+ * sender, marks every such file (a relay child does not: it withholds it).
+ */
+#define PROTO_CAP_LINKED_FILES (1ull << 49)
+#define PROTO_CAPS_KNOWN                                                                           \
+	(0xffffffffull | PROTO_CAP_LIST_OWNERS | PROTO_CAP_LIST_ATTRS | PROTO_CAP_UNAVAILABLE |    \
+	 PROTO_CAP_SEAL_SUITES | PROTO_CAP_MW_FENCE | PROTO_CAP_SLOT_SUITES |                      \
+	 PROTO_CAP_RAILS_ONLY | PROTO_CAP_RELAY | PROTO_CAP_ASM_DISCARD | PROTO_CAP_ASM_SEED |     \
+	 PROTO_CAP_KEPT_ITEMS | PROTO_CAP_RELAY_TREE | PROTO_CAP_FILE_TREE | PROTO_CAP_DIR_ITEMS | \
+	 PROTO_CAP_LINKED_FILES)

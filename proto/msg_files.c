@@ -23,7 +23,7 @@ static void enc_file(struct wbuf *w, const struct proto_file *f)
 {
 	wbuf_put_u32(w, f->id);
 	wbuf_put_u8(w, f->ftype);
-	wbuf_put_u32(w, f->mode);
+	wbuf_put_u32(w, f->mode | (f->linked ? PROTO_FILE_LINKED : 0));
 	wbuf_put_u64(w, f->size);
 	wbuf_put_u64(w, (uint64_t)f->mtime_sec);
 	wbuf_put_u32(w, f->mtime_nsec);
@@ -50,7 +50,8 @@ int msg_enc_files(const struct msg *m, struct wbuf *w)
 /*
  * An entry's fields together: a known type, permission bits, nanoseconds
  * of a second, a target for (only) a symlink or a hard link, a hard link's
- * first name relative, a size for (only) a regular file, within off_t.
+ * first name relative, a size for (only) a regular file, within off_t; only
+ * a regular file marked linked.
  */
 static bool file_fields_ok(const struct proto_file *e)
 {
@@ -60,7 +61,8 @@ static bool file_fields_ok(const struct proto_file *e)
 		 (e->mode & ~07777u) != 0 || e->mtime_nsec >= 1000000000u ||
 		 (!has_link && e->link[0] != '\0') || (has_link && e->link[0] == '\0') ||
 		 (e->ftype == PROTO_FT_HARDLINK && !msg_rel_name_ok(e->link)) ||
-		 (e->ftype != PROTO_FT_REG && e->size != 0) || (e->size > (uint64_t)INT64_MAX));
+		 (e->ftype != PROTO_FT_REG && (e->size != 0 || e->linked)) ||
+		 (e->size > (uint64_t)INT64_MAX));
 }
 
 /* An entry's fixed fields (its strings follow). */
@@ -69,6 +71,8 @@ static void dec_file_fixed(struct rbuf *r, struct proto_file *e)
 	e->id = rbuf_get_u32(r);
 	e->ftype = rbuf_get_u8(r);
 	e->mode = rbuf_get_u32(r);
+	e->linked = (e->mode & PROTO_FILE_LINKED) != 0;
+	e->mode &= ~PROTO_FILE_LINKED;
 	e->size = rbuf_get_u64(r);
 	e->mtime_sec = (int64_t)rbuf_get_u64(r);
 	e->mtime_nsec = rbuf_get_u32(r);

@@ -238,6 +238,8 @@ struct engine_limits {
 #define ENGINE_FAULT_FEW_DIRS (1u << 2)
 /* Test hook on the sender: remember at most 2 files with hard links (-H). */
 #define ENGINE_FAULT_FEW_LINKS (1u << 3)
+/* Test hook on the receiver: remember at most 2 files a hard link may name (-H). */
+#define ENGINE_FAULT_FEW_TARGETS (1u << 14)
 /* Test hook on the receiver: no time to re-verify kept partial data (--partial). */
 #define ENGINE_FAULT_NO_VERIFY_TIME (1u << 4)
 /* Test hook on the bench sender: the second chunk carries the first one's bytes. */

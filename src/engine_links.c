@@ -10,6 +10,7 @@
  * The link is made under a temp name and renamed over the entry's name.
  */
 #include "engine-internal.h"
+#include "hello.h"
 
 /*
  * The session state of -H (allocated only with it). Sender: its files with
@@ -41,11 +42,15 @@ static struct links_state *links_of(const struct engine *e)
 	return engine_feature_state(e, &engine_feature_links);
 }
 
-/* A receiver's hard link (-H): the name it links to, waiting for that file (its id). */
+/*
+ * A receiver's hard link (-H): the name it links to, waiting for that file
+ * (its id). A regular file: whether the sender marked it linked.
+ */
 struct links_file {
 	char *link_target;
 	uint32_t link_wait;
 	bool link_waiting, link_ready, link_target_ok;
+	bool linked;
 };
 
 /* f's links state: only a receiver with -H has it. */
@@ -54,7 +59,28 @@ static struct links_file *links_file(const struct engine *e, const struct efile 
 	return engine_file_state(e, &engine_feature_links, f);
 }
 
+/*
+ * PROTO_CAP_LINKED_FILES on both ends: the sender marks each regular file
+ * with other names, and the receiver remembers only those as targets.
+ */
+static bool links_marked(const struct engine *e)
+{
+	return (e->p->peer_caps & hello_local_caps() & PROTO_CAP_LINKED_FILES) != 0;
+}
+
 /* ---- sender ---- */
+
+/* The files tx_link_check remembers as first names (and those past its cap). */
+static bool tx_link_candidate(const struct engine *e, const struct engine_src *s)
+{
+	return (e->p->open_flags & PROTO_OPEN_HARDLINKS) && s->ftype == PROTO_FT_REG &&
+	       s->nlink >= 2;
+}
+
+bool engine_tx_linked(const struct engine *e, const struct engine_src *s, uint8_t ftype)
+{
+	return ftype == PROTO_FT_REG && tx_link_candidate(e, s) && links_marked(e);
+}
 
 static size_t hl_hash(uint64_t dev, uint64_t ino)
 {
@@ -117,8 +143,7 @@ static int tx_link_check(struct engine *e, const struct engine_src *s, const cha
 	struct hl_ent *h;
 	size_t k;
 
-	if (!(e->p->open_flags & PROTO_OPEN_HARDLINKS) || s->ftype != PROTO_FT_REG ||
-	    s->nlink < 2) {
+	if (!tx_link_candidate(e, s)) {
 		return 0;
 	}
 	if (lk->hl_cap) {
@@ -203,7 +228,9 @@ static bool lt_has_hash(const struct engine *e, uint64_t h)
 static int lt_add_hash(struct engine *e, uint64_t h)
 {
 	struct links_state *lk = links_of(e);
-	if (lk->lt.n >= LINK_TARGETS_MAX) {
+	size_t max = (e->p->faults & ENGINE_FAULT_FEW_TARGETS) ? 2 : LINK_TARGETS_MAX;
+
+	if (lk->lt.n >= max) {
 		lk->lt_full = true;
 		return 0;
 	}
@@ -237,13 +264,26 @@ static int lt_add(struct engine *e, const char *name)
 	return lt_add_hash(e, lt_hash(name));
 }
 
+/*
+ * May a hard link name t? A regular file of this session; where the sender
+ * marks linked files (links_marked), only one it marked: no other name is
+ * remembered, so a session of any number of files keeps every target it
+ * needs (the sender's own table is smaller than LINK_TARGETS_MAX).
+ */
+static bool rx_link_target_ok(const struct engine *e, const struct efile *t)
+{
+	const struct links_file *lf = links_file(e, t);
+
+	return t->ftype == PROTO_FT_REG && (!links_marked(e) || (lf && lf->linked));
+}
+
 /* A probe's regular file t would be copied: it may be linked to, never kept as the same file. */
 static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok);
 
 static void rx_link_target_planned(struct engine *e, const struct efile *t)
 {
 	struct links_state *lk = links_of(e);
-	if ((e->p->open_flags & PROTO_OPEN_HARDLINKS) && t->ftype == PROTO_FT_REG &&
+	if ((e->p->open_flags & PROTO_OPEN_HARDLINKS) && rx_link_target_ok(e, t) &&
 	    lt_add_hash(e, lt_hash_planned(t->name)) < 0) {
 		lk->lt_full = true;
 	}
@@ -384,7 +424,7 @@ static uint32_t rx_link_accept(struct engine *e, struct efile *f, const char *li
 	for (size_t i = 0; in_table && i < e->files_hw; i++) {
 		struct efile *t = file_at(e, i);
 
-		if (t->used && t != f && t->ftype == PROTO_FT_REG && t->name && !t->kept_wait &&
+		if (t->used && t != f && rx_link_target_ok(e, t) && t->name && !t->kept_wait &&
 		    strcmp(t->name, lf->link_target) == 0) {
 			if (engine_probe(e)) {
 				return PERR_OK; /* its file waits for digests: the link would be made */
@@ -425,7 +465,7 @@ static void rx_link_target_done(struct engine *e, const struct efile *t, bool ok
 	if (!(e->p->open_flags & PROTO_OPEN_HARDLINKS) || t->ftype != PROTO_FT_REG) {
 		return;
 	}
-	if (ok && lt_add(e, t->name) < 0) {
+	if (ok && rx_link_target_ok(e, t) && lt_add(e, t->name) < 0) {
 		lk->lt_full = true;
 	}
 	/* The table is looked through only when a link waits for t. */
@@ -526,6 +566,7 @@ static int links_rx_accept(struct engine *e, struct efile *f, const struct proto
 			   uint32_t *code, char *text, size_t textlen, bool *ret_peer)
 {
 	if (pf->ftype != PROTO_FT_HARDLINK) {
+		links_file(e, f)->linked = pf->linked;
 		return ENGINE_DECLINED;
 	}
 	*code = rx_link_accept(e, f, pf->link, text, textlen, ret_peer);

@@ -102,6 +102,12 @@ int rx_map_name(struct engine *e, const char *name, char **ret);
  * once its FILES entry was taken; NULL when f is no hard link.
  */
 const char *engine_link_target(const struct engine *e, const struct efile *f);
+/*
+ * Sender: whether source entry s, offered as ftype, goes marked linked
+ * (PROTO_FILE_LINKED): -H, both ends with PROTO_CAP_LINKED_FILES, a
+ * regular file with other names, the ones tx_link_check remembers.
+ */
+bool engine_tx_linked(const struct engine *e, const struct engine_src *s, uint8_t ftype);
 /* engine_xattr.c */
 int rx_xattr_dir_note(struct engine *e, const struct efile *f, bool created);
 /*

@@ -157,6 +157,7 @@ static int tx_file_new(struct engine *e, const struct engine_src *s, uint32_t id
 		.gid = s->gid,
 		.name = f->name,
 		.link = *ret_link,
+		.linked = engine_tx_linked(e, s, ftype),
 	};
 	return 1;
 }

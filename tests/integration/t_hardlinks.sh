@@ -10,7 +10,11 @@
 #   - a link whose file is refused (over the module's max file size) fails
 #     too: reported, exit 9, nothing made under its name;
 #   - a hostile client: a hard link to a module file not copied in the session
-#     is refused, and one in a session without -H ends the session.
+#     is refused, and one in a session without -H ends the session; where it
+#     marks its linked files (PROTO_CAP_LINKED_FILES), one to a file it did
+#     not mark is refused too;
+#   - a client that does not mark them (a peer from before the marks) still
+#     has its links made.
 # Exit 0 pass, 1 fail, 77 skip (reason printed).
 . "$(dirname "$0")/lib.sh"
 
@@ -83,6 +87,11 @@ jq -e -s '.[-1].files == 1 and .[-1].failed == 0' "$T/out" >/dev/null &&
 	fail "a link broken there: $(jq -c 'select(.event == "file" or .event == "summary")' "$T/out" | tr '\n' ' ')"
 check_linked "push -r -H --skip quick, a link broken there" "$D/tree"
 
+# A client from before the marks (PROTO_CAP_LINKED_FILES off): every file remembered, as then.
+RDMACP_TEST_CAPS_OFF=0x2000000000000 expect_rc 0 "push -r -H from a client without the marks" \
+	"${CLIENT[@]}" -r -H "$T/src/tree" "$HOST:data/nomarks/"
+check_linked "push -r -H, no marks" "$T/mod/nomarks/tree"
+
 mkdir -p "$T/pull"
 expect_rc 0 "pull -r -H" "${CLIENT[@]}" -r --hard-links "$HOST:data/push/tree" "$T/pull/"
 check_linked "pull -r -H" "$T/pull/tree"
@@ -126,6 +135,19 @@ rawpeer_rc 0 "a hard link in a session without -H" \
 	files 1:evil:0:0644:hardlink:secret wait closed expect-seen "ERROR PROTOCOL" \
 	expect closed
 [ ! -e "$T/mod/evil" ] && pass "still no link" || fail "a link was made without -H"
+# A peer that marks its linked files (PROTO_CAP_LINKED_FILES, mode bit 0200000): only a
+# file it marked may be linked to; the daemon remembers no other name of the session.
+rawpeer_rc 0 "linked files: a link to a file the peer did not mark" \
+	hello caps=0x200000000080d open push data/ dir recursive flags=0x411 lanes ring \
+	files 1:lk:0:0755:dir 2:lk/plain:0:0644:file 3:lk/marked:0:0200644:file ack \
+	done 2 0 /dev/null done 3 0 /dev/null result result \
+	files 4:lk/l1:0:0644:hardlink:lk/plain ack expect "4=NOT_FOUND" \
+	files 5:lk/l2:0:0644:hardlink:lk/marked ack expect "5=OK" \
+	result end wait END bye close
+[ -f "$T/mod/lk/plain" ] && [ ! -e "$T/mod/lk/l1" ] &&
+	[ "$(stat -c %i "$T/mod/lk/l2")" = "$(stat -c %i "$T/mod/lk/marked")" ] &&
+	pass "linked files: the marked file linked, the unmarked one not" ||
+	fail "linked files: $(find "$T/mod/lk" -printf '%P:%i ' 2>&1)"
 rawpeer_rc 0 "a hard link to a name with .." \
 	hello open push data/ dir recursive flags=0x411 lanes ring \
 	files 1:evil:0:0644:hardlink:a/../secret wait closed expect-seen "ERROR PROTOCOL" \

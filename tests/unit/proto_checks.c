@@ -88,6 +88,7 @@ static void assert_file_equal(const struct proto_file *a, const struct proto_fil
 	assert_int_equal(a->id, b->id);
 	assert_int_equal(a->ftype, b->ftype);
 	assert_int_equal(a->mode, b->mode);
+	assert_int_equal(a->linked, b->linked);
 	assert_true(a->size == b->size);
 	assert_true(a->mtime_sec == b->mtime_sec);
 	assert_int_equal(a->mtime_nsec, b->mtime_nsec);

@@ -245,6 +245,73 @@ static void test_hardlink_target_failed(void **state)
 	assert_dest(f->dst, "");
 }
 
+/*
+ * -H over a destination that holds the files already (skip level quick:
+ * each one kept, so settled before the next entry comes), the receiver
+ * remembering at most 2 names (the FEW_TARGETS hook, for LINK_TARGETS_MAX):
+ * three files without other names, then "a" with two, then its link "b".
+ * caps: both ends' (PROTO_CAP_LINKED_FILES or not). Returns how many failed.
+ */
+static uint64_t kept_targets_run(struct fx *f, uint64_t caps)
+{
+	const struct timespec t = { .tv_sec = 1700000000, .tv_nsec = 5 };
+	static const char *const names[] = { "p1", "p2", "p3", "a" };
+	struct source s = { 0 };
+
+	for (size_t i = 0; i < 4; i++) {
+		/* Not there to read: only a skip keeps this run clean. */
+		s.e[s.n++] = (struct engine_src){ .name = (char *)names[i],
+						  .path = (char *)"no-such-source",
+						  .dirfd = f->src_fd,
+						  .ftype = PROTO_FT_REG,
+						  .mode = 0644,
+						  .size = 300,
+						  .mtime = t,
+						  .dev = 1,
+						  .ino = 10 + i,
+						  .nlink = i == 3 ? 2 : 1 };
+		dest_file(f, names[i], 300, 7, t);
+	}
+	s.e[s.n] = s.e[3];
+	s.e[s.n++].name = (char *)"b";
+	f->rxr.p.open_flags = PROTO_OPEN_HARDLINKS | PROTO_OPEN_SKIP_QUICK | PROTO_OPEN_PRESERVE;
+	f->txr.p.open_flags = PROTO_OPEN_HARDLINKS;
+	f->rxr.p.faults = ENGINE_FAULT_FEW_TARGETS;
+	f->rxr.p.peer_caps = caps;
+	f->txr.p.peer_caps = caps | PROTO_CAP_SKIP;
+
+	run_both(f, &s);
+
+	assert_ok_run(&f->txr);
+	assert_ok_run(&f->rxr);
+	assert_int_equal(f->rxr.st.files_skipped, 4);
+	return f->rxr.st.files_failed;
+}
+
+/*
+ * The sender marks "a" linked (PROTO_CAP_LINKED_FILES on both ends): the
+ * receiver remembers it alone, however many files came before, and links "b".
+ */
+static void test_hardlink_targets_marked(void **state)
+{
+	struct fx *f = *state;
+	nlink_t n;
+
+	assert_int_equal(kept_targets_run(f, PROTO_CAP_LINKED_FILES), 0);
+	assert_true(ino_of(f->dst_fd, "b", &n) == ino_of(f->dst_fd, "a", &n));
+	assert_int_equal(n, 2);
+}
+
+/* Without the marks every file is remembered: past the cap, "a" is not, and "b" fails. */
+static void test_hardlink_targets_unmarked(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(kept_targets_run(f, 0), 1);
+	assert_int_equal(f->rxr.st.first_error, PERR_NOT_FOUND);
+	assert_dest(f->dst, "a p1 p2 p3");
+}
+
 /* A byte flipped on arrival (the receiver's test hook): INTEGRITY per file, nothing committed. */
 static void test_checksum_mismatch(void **state)
 {
@@ -398,6 +465,8 @@ int main(void)
 		T(test_dir_meta_cap),
 		T(test_hardlinks),
 		T(test_hardlink_target_failed),
+		T(test_hardlink_targets_marked),
+		T(test_hardlink_targets_unmarked),
 		T(test_pull_name_refused),
 		T(test_stop_requested),
 		T(test_windows_without_transport),

@@ -226,6 +226,9 @@ static void bad_hardlinks(char *name, char *target)
 	f = hl;
 	f.size = 1;
 	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = hl;
+	f.mode |= PROTO_FILE_LINKED; /* a link is never itself a target */
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
 }
 
 static void test_bad_files(void **state)
@@ -252,6 +255,18 @@ static void test_bad_files(void **state)
 	f.mode = 010000;
 	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
 	f.mode = 0100644; /* S_IFREG bits are not permission bits */
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	/* The linked mark (PROTO_FILE_LINKED) on a regular file only, no other bit above 07777. */
+	f = reg;
+	f.mode = 0644 | PROTO_FILE_LINKED;
+	assert_int_equal(decode_one_file_raw(&f), 0);
+	f.mode = 0644 | (PROTO_FILE_LINKED << 1);
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = dir;
+	f.mode = 0755 | PROTO_FILE_LINKED;
+	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
+	f = lnk;
+	f.mode |= PROTO_FILE_LINKED;
 	assert_int_equal(decode_one_file_raw(&f), -EBADMSG);
 	f = reg;
 	f.mtime_nsec = 1000000000u;
