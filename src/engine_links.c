@@ -33,6 +33,8 @@ struct links_state {
 	/* The ids (+ 1) that links wait for; waited_full: not all there (no memory), look always. */
 	struct name_set waited;
 	bool waited_full;
+	/* PROTO_CAP_LINKED_FILES on both ends (links_setup): linked files are marked. */
+	bool marked;
 };
 
 extern const struct engine_feature engine_feature_links;
@@ -65,7 +67,7 @@ static struct links_file *links_file(const struct engine *e, const struct efile 
  */
 static bool links_marked(const struct engine *e)
 {
-	return (e->p->peer_caps & hello_local_caps() & PROTO_CAP_LINKED_FILES) != 0;
+	return links_of(e)->marked;
 }
 
 /* ---- sender ---- */
@@ -588,6 +590,13 @@ static void links_rx_settled(struct engine *e, const struct efile *f, enum engin
 	}
 }
 
+/* Once a session: our capabilities are not looked up for each file. */
+static int links_setup(struct engine *e)
+{
+	links_of(e)->marked = (e->p->peer_caps & hello_local_caps() & PROTO_CAP_LINKED_FILES) != 0;
+	return 0;
+}
+
 /* On with -H (a hard link in a session without it is the peer's fault: rx_files). */
 static bool links_enable(struct engine *e)
 {
@@ -597,6 +606,7 @@ static bool links_enable(struct engine *e)
 const struct engine_feature engine_feature_links = {
 	.name = "links",
 	.enable = links_enable,
+	.setup = links_setup,
 	.state_size = sizeof(struct links_state),
 	.step = links_step,
 	.release = links_release,
