@@ -5,6 +5,7 @@
  * of directory fds beneath the destination).
  */
 #include "engine-internal.h"
+#include "memhint.h"
 
 /* Is key (never 0) in s? */
 bool hash_set_has(const struct name_set *s, uint64_t key)
@@ -34,6 +35,7 @@ int hash_set_add(struct name_set *s, uint64_t key)
 		if (!t) {
 			return -ENOMEM;
 		}
+		mem_hint_huge(t, cap * sizeof(*t));
 		for (size_t i = 0; i < s->cap; i++) {
 			if (s->h[i]) {
 				for (k = s->h[i] & (cap - 1); t[k]; k = (k + 1) & (cap - 1)) {

@@ -5,6 +5,7 @@
  * both open-addressed hash tables.
  */
 #include "plan.h"
+#include "memhint.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@ static int nameset_grow(struct nameset *s)
 	if (!v) {
 		return -ENOMEM;
 	}
+	mem_hint_huge(v, cap * sizeof(*v));
 	for (size_t i = 0; i < s->cap; i++) {
 		if (s->v[i].state) {
 			size_t j = s->v[i].lo & (cap - 1);

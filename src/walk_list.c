@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "memhint.h"
 #include "walk-internal.h"
 
 void src_list_free(struct src_list *l)
@@ -36,6 +37,7 @@ int src_list_reserve(struct src_list *l, size_t n)
 	if (!v) {
 		return -ENOMEM;
 	}
+	mem_hint_huge(v, (l->n + n) * sizeof(*v));
 	l->v = v;
 	l->cap = l->n + n;
 	return 0;
@@ -88,6 +90,7 @@ int walk_add_flags(struct src_list *l, int rootfd, const char *path, const char 
 				r = -ENOMEM;
 				break;
 			}
+			mem_hint_huge(v, cap * sizeof(*v));
 			l->v = v;
 			l->cap = cap;
 		}
