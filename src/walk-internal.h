@@ -14,7 +14,7 @@
 
 /* A directory being listed: one per level, so at most WALK_MAX_DEPTH + 1. */
 struct walk_frame {
-	DIR *d;
+	struct dir_reader *d;
 	char *path; /* relative to the root's fd */
 	char *name; /* on the wire */
 	unsigned depth;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dirread.h"
 #include "diskio.h"
 #include "fspath.h"
 #include "macro.h"
@@ -33,7 +34,7 @@ static void pop_frame(struct walk *w)
 {
 	struct walk_frame *f = &w->stack[--w->nstack];
 
-	closedir(f->d);
+	dir_reader_close(f->d);
 	free(f->path);
 	free(f->name);
 	memset(f, 0, sizeof(*f));
@@ -101,17 +102,26 @@ static bool walk_excluded(const struct walk *w, const char *name, bool is_dir)
 	return w->filter && name[0] != '\0' && !filter_included(w->filter, name, is_dir);
 }
 
-/* Fill e from st; takes link. */
+/*
+ * An entry's path and name made already (a directory's child): make_entry
+ * takes them (their pointers set to NULL) instead of copying them, one
+ * allocation fewer for each of a tree's names.
+ */
+struct own_names {
+	char **path, **name;
+};
+
+/* Fill e from st; takes link, and own's strings when given (else copies path and name). */
 static int make_entry(struct engine_src *e, int rootfd, const char *path, const char *name,
-		      const struct stat *st, uint8_t ftype, char *link)
+		      const struct own_names *own, const struct stat *st, uint8_t ftype, char *link)
 {
 	if (strlen(name) > PROTO_MAX_PATH) {
 		free(link);
 		return -ENAMETOOLONG;
 	}
 	*e = (struct engine_src){
-		.name = strdup(name),
-		.path = strdup(path),
+		.name = own ? TAKE_PTR(*own->name) : strdup(name),
+		.path = own ? TAKE_PTR(*own->path) : strdup(path),
 		.dirfd = rootfd,
 		.ftype = ftype,
 		.mode = st->st_mode & 07777,
@@ -226,7 +236,7 @@ static int classify_device(struct engine_src *e, int rootfd, const char *path, c
 	if (r < 0) {
 		return r;
 	}
-	r = make_entry(e, rootfd, path, name, &st, PROTO_FT_REG, NULL);
+	r = make_entry(e, rootfd, path, name, NULL, &st, PROTO_FT_REG, NULL);
 	if (r < 0) {
 		return r;
 	}
@@ -242,8 +252,8 @@ static int classify_device(struct engine_src *e, int rootfd, const char *path, c
  * recursive).
  */
 static int classify(struct walk *w, struct engine_src *e, int rootfd, const char *path,
-		    const char *name, const struct stat *st, int parentfd, const char *leaf,
-		    bool recursive, bool devices)
+		    const char *name, const struct own_names *own, const struct stat *st,
+		    int parentfd, const char *leaf, bool recursive, bool devices)
 {
 	int r;
 
@@ -251,14 +261,14 @@ static int classify(struct walk *w, struct engine_src *e, int rootfd, const char
 		return classify_device(e, rootfd, path, name);
 	}
 	if (S_ISREG(st->st_mode)) {
-		r = make_entry(e, rootfd, path, name, st, PROTO_FT_REG, NULL);
+		r = make_entry(e, rootfd, path, name, own, st, PROTO_FT_REG, NULL);
 		return r < 0 ? r : 1;
 	}
 	if (S_ISDIR(st->st_mode)) {
 		if (!recursive) {
 			return -EISDIR;
 		}
-		r = make_entry(e, rootfd, path, name, st, PROTO_FT_DIR, NULL);
+		r = make_entry(e, rootfd, path, name, own, st, PROTO_FT_DIR, NULL);
 		return r < 0 ? r : 1;
 	}
 	if (S_ISLNK(st->st_mode)) {
@@ -273,7 +283,7 @@ static int classify(struct walk *w, struct engine_src *e, int rootfd, const char
 			return n < 0 ? negerrno() : -ENAMETOOLONG;
 		}
 		target[n] = '\0';
-		r = make_entry(e, rootfd, path, name, st, PROTO_FT_SYMLINK, target);
+		r = make_entry(e, rootfd, path, name, own, st, PROTO_FT_SYMLINK, target);
 		return r < 0 ? r : 1;
 	}
 	warn_at(w, rootfd, path, "not a regular file, directory or symlink: skipped");
@@ -411,16 +421,16 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 		}
 		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
 			? 0
-			: classify(w, &root.top, rootfd, path, name, &st, AT_FDCWD, path, take_dirs,
-				   devices);
+			: classify(w, &root.top, rootfd, path, name, NULL, &st, AT_FDCWD, path,
+				   take_dirs, devices);
 	} else if (path[0] == '\0') {
 		if (fstat(rootfd, &st) < 0) {
 			return negerrno();
 		}
 		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
 			? 0
-			: classify(w, &root.top, rootfd, path, name, &st, rootfd, ".", take_dirs,
-				   devices);
+			: classify(w, &root.top, rootfd, path, name, NULL, &st, rootfd, ".",
+				   take_dirs, devices);
 	} else {
 		int dirfd = open_parent(w, rootfd, path, &parentfd, &leaf);
 
@@ -432,8 +442,8 @@ int walk_add_root_flags(struct walk *w, int rootfd, const char *path, const char
 		}
 		r = walk_excluded(w, name, S_ISDIR(st.st_mode))
 			? 0
-			: classify(w, &root.top, rootfd, path, name, &st, dirfd, leaf, take_dirs,
-				   devices);
+			: classify(w, &root.top, rootfd, path, name, NULL, &st, dirfd, leaf,
+				   take_dirs, devices);
 	}
 	if (r <= 0) {
 		return r; /* 0: skipped (excluded, or with a warning), nothing to queue */
@@ -494,7 +504,7 @@ static int descend(struct walk *w, unsigned depth)
 	struct walk_frame *f;
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *name = NULL;
-	DIR *d;
+	struct dir_reader *d;
 	int r;
 
 	if (depth > WALK_MAX_DEPTH) {
@@ -505,18 +515,17 @@ static int descend(struct walk *w, unsigned depth)
 	if (w->nstack > 0) {
 		const char *leaf = strrchr(w->cur.path, '/');
 
-		r = fspath_open_dir(dirfd(w->stack[w->nstack - 1].d), leaf ? leaf + 1 : w->cur.path,
-				    &fd);
+		r = fspath_open_dir(dir_reader_fd(w->stack[w->nstack - 1].d),
+				    leaf ? leaf + 1 : w->cur.path, &fd);
 	} else {
 		r = open_dir(w->rootfd, w->cur.path, &fd);
 	}
 	if (r < 0) {
 		goto cannot;
 	}
-	d = fdopendir(fd);
-	if (!d) {
-		r = negerrno();
-		goto cannot;
+	r = dir_reader_open(fd, &d);
+	if (r < 0) {
+		return r;
 	}
 	TAKE_FD(fd); /* owned by d now */
 	f = &w->stack[w->nstack];
@@ -566,7 +575,7 @@ static char *join(const char *a, const char *b)
 static int next_in_dir(struct walk *w)
 {
 	struct walk_frame *f = &w->stack[w->nstack - 1];
-	struct dirent *de;
+	const struct dirent64 *de;
 
 	for (;;) {
 		_cleanup_free_ char *cpath = NULL, *cname = NULL;
@@ -576,26 +585,22 @@ static int next_in_dir(struct walk *w)
 		if (f->broken) {
 			return 0;
 		}
-		errno = 0;
-		de = readdir(f->d);
-		if (!de) {
-			if (errno) {
-				f->broken = true;
-				r = fail_entry(&w->cur, f->name, -errno,
-					       "reading the directory: %s", strerror(errno));
-				return r < 0 ? r : 1;
-			}
-			return 0;
+		r = dir_reader_next(f->d, &de);
+		if (r < 0) {
+			f->broken = true;
+			r = fail_entry(&w->cur, f->name, r, "reading the directory: %s",
+				       strerror(-r));
+			return r < 0 ? r : 1;
 		}
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
-			continue;
+		if (r == 0) {
+			return 0;
 		}
 		cpath = join(f->path, de->d_name);
 		cname = join(f->name, de->d_name);
 		if (!cpath || !cname) {
 			return -ENOMEM;
 		}
-		if (fstatat(dirfd(f->d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (fstatat(dir_reader_fd(f->d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			r = negerrno();
 			/* What can't be looked at but is excluded is no failure. */
 			if (walk_excluded(w, cname, de->d_type == DT_DIR)) {
@@ -612,8 +617,9 @@ static int next_in_dir(struct walk *w)
 		if (S_ISDIR(st.st_mode) && !strcmp(de->d_name, ENGINE_PARTIAL_DIR)) {
 			continue;
 		}
-		r = classify(w, &w->cur, w->rootfd, cpath, cname, &st, dirfd(f->d), de->d_name,
-			     true, false);
+		r = classify(w, &w->cur, w->rootfd, cpath, cname,
+			     &(struct own_names){ &cpath, &cname }, &st, dir_reader_fd(f->d),
+			     de->d_name, true, false);
 		if (r == -ENOMEM || r > 0) {
 			return r;
 		}
