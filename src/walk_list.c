@@ -83,16 +83,9 @@ int walk_add_flags(struct src_list *l, int rootfd, const char *path, const char 
 		}
 	}
 	while (r >= 0 && (r = walk_next(w, &e)) > 0) {
-		if (l->n == l->cap) {
-			size_t cap = l->cap ? l->cap * 2 : 64;
-			struct engine_src *v = reallocarray(l->v, cap, sizeof(*v));
-			if (!v) {
-				r = -ENOMEM;
-				break;
-			}
-			mem_hint_huge(v, cap * sizeof(*v));
-			l->v = v;
-			l->cap = cap;
+		/* Full: twice the room (64 to start). */
+		if (l->n == l->cap && (r = src_list_reserve(l, l->cap ? l->cap : 64)) < 0) {
+			break;
 		}
 		/* Take the entry's strings: the walker makes fresh ones for the next. */
 		l->v[l->n++] = *e;
