@@ -34,6 +34,7 @@ int dir_reader_next(struct dir_reader *d, const struct dirent64 **ret)
 {
 	for (;;) {
 		const struct dirent64 *de;
+		const void *rec;
 
 		if (d->error) {
 			return d->error;
@@ -51,9 +52,11 @@ int dir_reader_next(struct dir_reader *d, const struct dirent64 **ret)
 			d->pos = 0;
 			d->len = (size_t)n;
 		}
-		de = (const struct dirent64 *)(d->buf + d->pos);
+		/* The kernel aligns every record to 8 bytes, as buf is (checked below). */
+		rec = d->buf + d->pos;
+		de = rec;
 		/* The kernel's records; one that does not fit what it returned is its bug, not ours. */
-		if (de->d_reclen == 0 || de->d_reclen > d->len - d->pos) {
+		if (de->d_reclen == 0 || de->d_reclen % 8 != 0 || de->d_reclen > d->len - d->pos) {
 			d->error = -EIO;
 			return d->error;
 		}
