@@ -23,9 +23,9 @@
  */
 #include "engine-internal.h"
 
-#include <dirent.h>
 #include <sys/sysmacros.h>
 
+#include "dirread.h"
 #include "walk.h"
 
 #define DEL_MAX_DEPTH	 256   /* levels below a top-level directory */
@@ -44,7 +44,7 @@ enum del_hold {
 };
 
 struct del_frame {
-	DIR *d;
+	struct dir_reader *d;
 	size_t plen;  /* length of this directory's name in path */
 	bool doomed;  /* not sent: everything in it goes, then itself */
 	uint8_t hold; /* enum del_hold: why it can't go */
@@ -291,7 +291,7 @@ static int del_push(struct engine *e, int parentfd, const char *leaf, bool doome
 	struct delete_state *dl = delete_of(e);
 	struct del_state *ds = dl->del;
 	struct stat st;
-	DIR *d;
+	struct dir_reader *d;
 	int fd, r;
 
 	if (ds->depth > DEL_MAX_DEPTH) {
@@ -312,9 +312,8 @@ static int del_push(struct engine *e, int parentfd, const char *leaf, bool doome
 		close(fd);
 		return HOLD_KEPT;
 	}
-	d = fdopendir(fd);
-	if (!d) {
-		r = negerrno();
+	r = dir_reader_open(fd, &d);
+	if (r < 0) {
 		close(fd);
 		r = del_fail(e, r, "open directory");
 		return r < 0 ? r : HOLD_FAILED;
@@ -354,7 +353,7 @@ static int del_entry(struct engine *e, struct del_frame *fr, const char *leaf)
 {
 	struct delete_state *dl = delete_of(e);
 	struct del_state *ds = dl->del;
-	int dfd = dirfd(fr->d), r;
+	int dfd = dir_reader_fd(fr->d), r;
 	bool is_dir, ours, blk = false;
 	uint8_t ftype = 0;
 
@@ -403,7 +402,7 @@ static int del_pop(struct engine *e)
 	struct del_frame fr = ds->stack[--ds->depth];
 	int h = HOLD_NONE;
 
-	closedir(fr.d);
+	dir_reader_close(fr.d);
 	ds->ftype = PROTO_FT_DIR;
 	if (fr.doomed) {
 		struct del_frame *parent = &ds->stack[ds->depth - 1];
@@ -415,7 +414,7 @@ static int del_pop(struct engine *e)
 		} else if (fr.hold != HOLD_NONE) {
 			h = fr.hold;
 		} else {
-			h = del_act(e, dirfd(parent->d), leaf, true);
+			h = del_act(e, dir_reader_fd(parent->d), leaf, true);
 		}
 		if (h < 0) {
 			return h;
@@ -432,7 +431,7 @@ static int del_open_root(struct engine *e, const char *name)
 	struct delete_state *dl = delete_of(e);
 	struct del_state *ds = dl->del;
 	struct stat st;
-	DIR *d;
+	struct dir_reader *d;
 	int fd, r;
 
 	path_cut(ds, 0);
@@ -452,9 +451,8 @@ static int del_open_root(struct engine *e, const char *name)
 	if (r < 0) {
 		return del_fail(e, r, "open directory");
 	}
-	d = fdopendir(fd);
-	if (!d) {
-		r = negerrno();
+	r = dir_reader_open(fd, &d);
+	if (r < 0) {
 		close(fd);
 		return del_fail(e, r, "open directory");
 	}
@@ -470,26 +468,22 @@ static int del_next(struct engine *e)
 	struct delete_state *dl = delete_of(e);
 	struct del_state *ds = dl->del;
 	struct del_frame *fr = &ds->stack[ds->depth - 1];
-	struct dirent *de;
+	const struct dirent64 *de;
 	size_t base = ds->len;
 	int r;
 
-	errno = 0;
-	de = readdir(fr->d);
-	if (!de) {
+	r = dir_reader_next(fr->d, &de);
+	if (r <= 0) {
 		ds->ftype = PROTO_FT_DIR;
-		if (errno != 0) {
+		if (r < 0) {
 			/* Not all of it was seen: it can't go, nor can what holds it. */
-			r = del_fail(e, negerrno(), "list directory");
+			r = del_fail(e, r, "list directory");
 			if (r < 0) {
 				return r;
 			}
 			hold(fr, HOLD_FAILED);
 		}
 		return del_pop(e);
-	}
-	if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
-		return 0;
 	}
 	r = path_push(ds, de->d_name);
 	if (r < 0) {
@@ -561,7 +555,7 @@ static void rx_delete_free(struct engine *e)
 
 	if (ds) {
 		while (ds->depth > 0) {
-			closedir(ds->stack[--ds->depth].d);
+			dir_reader_close(ds->stack[--ds->depth].d);
 		}
 		del_batch_clear(ds);
 		free(ds->path);

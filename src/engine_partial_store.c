@@ -9,8 +9,9 @@
 #include "engine-internal.h"
 #include "engine_partial.h"
 
-#include <dirent.h>
 #include <sys/file.h>
+
+#include "dirread.h"
 
 /* The store beneath dirfd, created (0700) when create is set; never through a symlink. */
 int partial_store_open(int dirfd, bool create, int *ret_fd)
@@ -53,9 +54,9 @@ int engine_partial_sweep(int parent, uint64_t max_age_s)
 {
 	_cleanup_close_ int store = -1;
 	struct timespec now;
-	struct dirent *de;
+	const struct dirent64 *de;
+	struct dir_reader *d;
 	int removed = 0;
-	DIR *d;
 
 	if (max_age_s == 0) {
 		return 0;
@@ -64,20 +65,22 @@ int engine_partial_sweep(int parent, uint64_t max_age_s)
 	if (r < 0) {
 		return r == -ENOENT ? 0 : r;
 	}
-	d = fdopendir(store);
-	if (!d) {
-		return negerrno();
+	r = dir_reader_open(store, &d);
+	if (r < 0) {
+		return r;
 	}
 	store = -1;
 	clock_gettime(CLOCK_REALTIME, &now);
-	while ((de = readdir(d))) {
+	/* A read error ends the sweep: what is left is for the next one. */
+	while (dir_reader_next(d, &de) > 0) {
 		_cleanup_close_ int fd = -1;
 		struct stat sb;
 
 		if (!store_name(de->d_name)) {
 			continue;
 		}
-		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		fd = openat(dir_reader_fd(d), de->d_name,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
 		    (uint64_t)sb.st_mtim.tv_sec + max_age_s > (uint64_t)now.tv_sec) {
 			continue;
@@ -86,11 +89,11 @@ int engine_partial_sweep(int parent, uint64_t max_age_s)
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 			continue;
 		}
-		if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+		if (unlinkat(dir_reader_fd(d), de->d_name, 0) == 0) {
 			removed++;
 		}
 	}
-	closedir(d);
+	dir_reader_close(d);
 	unlinkat(parent, ENGINE_PARTIAL_DIR, AT_REMOVEDIR);
 	return removed;
 }

@@ -2,7 +2,6 @@
 /* Wildcard expansion beneath a held directory (see fsglob.h). */
 #include "fsglob.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -12,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dirread.h"
 #include "fspath.h"
 #include "macro.h"
 
@@ -98,25 +98,19 @@ static int match_dir(struct glob_state *gs, int dirfd, const char *pat, char ***
 	_cleanup_close_ int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char **v = NULL;
 	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d;
+	const struct dirent64 *de;
+	struct dir_reader *d;
+	int r = 0;
 
-	if (fd < 0) {
+	if (fd < 0 || dir_reader_open(fd, &d) < 0) {
 		return 0; /* unreadable: passed over */
 	}
-	d = fdopendir(fd);
-	if (!d) {
-		return 0;
-	}
 	TAKE_FD(fd);
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
-			continue;
-		}
+	/* A read error ends the list, as glob(3) without GLOB_ERR. */
+	while (dir_reader_next(d, &de) > 0) {
 		if (++gs->scanned > gs->max_scanned) {
-			closedir(d);
-			free_names(v, n);
-			return -E2BIG;
+			r = -E2BIG;
+			break;
 		}
 		if (fnmatch(pat, de->d_name, FNM_PERIOD) != 0) {
 			continue;
@@ -125,22 +119,24 @@ static int match_dir(struct glob_state *gs, int dirfd, const char *pat, char ***
 			size_t c = cap ? cap * 2 : 16;
 			char **nv = reallocarray(v, c, sizeof(*nv));
 			if (!nv) {
-				closedir(d);
-				free_names(v, n);
-				return -ENOMEM;
+				r = -ENOMEM;
+				break;
 			}
 			v = nv;
 			cap = c;
 		}
 		v[n] = strdup(de->d_name);
 		if (!v[n]) {
-			closedir(d);
-			free_names(v, n);
-			return -ENOMEM;
+			r = -ENOMEM;
+			break;
 		}
 		n++;
 	}
-	closedir(d);
+	dir_reader_close(d);
+	if (r < 0) {
+		free_names(v, n);
+		return r;
+	}
 	if (n > 1) {
 		qsort(v, n, sizeof(*v), cmp_str);
 	}

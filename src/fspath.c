@@ -15,7 +15,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/file.h>
 #include <sys/xattr.h>
 #include <sys/random.h>
@@ -24,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "dirread.h"
 #include "macro.h"
 
 #define FSPATH_RESOLVE	 (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
@@ -377,32 +377,31 @@ int fspath_sweep_stale(int dfd_in, unsigned min_age_s, bool *ret_empty)
 {
 	_cleanup_close_ int dfd = -1;
 	struct timespec now;
-	struct dirent *de;
-	DIR *d;
-	int removed = 0, kept = 0;
+	const struct dirent64 *de;
+	struct dir_reader *d;
+	int removed = 0, kept = 0, r;
 
 	dfd = openat2_beneath(dfd_in, ".", FSPATH_DIR_FLAGS, 0);
 	if (dfd < 0) {
 		return dfd;
 	}
-	d = fdopendir(dfd);
-	if (!d) {
-		return negerrno();
+	r = dir_reader_open(dfd, &d);
+	if (r < 0) {
+		return r;
 	}
 	dfd = -1;
 	clock_gettime(CLOCK_REALTIME, &now);
-	while ((de = readdir(d))) {
+	/* A read error ends the sweep: what is left is for the next one. */
+	while (dir_reader_next(d, &de) > 0) {
 		_cleanup_close_ int fd = -1;
 		struct stat st;
 
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
-			continue;
-		}
 		kept++;
 		if (!fspath_is_temp_name(de->d_name)) {
 			continue;
 		}
-		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		fd = openat(dir_reader_fd(d), de->d_name,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 			continue;
 		}
@@ -418,12 +417,12 @@ int fspath_sweep_stale(int dfd_in, unsigned min_age_s, bool *ret_empty)
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 			continue; /* a live writer holds it */
 		}
-		if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+		if (unlinkat(dir_reader_fd(d), de->d_name, 0) == 0) {
 			removed++;
 			kept--;
 		}
 	}
-	closedir(d);
+	dir_reader_close(d);
 	if (ret_empty) {
 		*ret_empty = kept == 0;
 	}
