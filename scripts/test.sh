@@ -10,13 +10,14 @@ scripts/deps.sh
 # The code is formatted as .clang-format says (STYLE.md).
 clang-format --dry-run --Werror $(git ls-files '*.c' '*.h')
 
+# Every build first (gcc, gcc with ASan+UBSan, clang with the fuzzers; warnings are errors):
+# code that either compiler refuses fails here, before the suites' half hour, not after it.
 scripts/build.sh build
-(cd build && ctest --output-on-failure -j2)
-
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DENABLE_ASAN=ON -DENABLE_UBSAN=ON
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	ctest --output-on-failure -j2)
-
 CC=clang scripts/build.sh build-fuzz -DCMAKE_BUILD_TYPE=Debug -DENABLE_FUZZ=ON -DENABLE_ASAN=ON \
 	-DENABLE_UBSAN=ON
+
+(cd build && ctest --output-on-failure -j2)
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	ctest --output-on-failure -j2)
 (cd build-fuzz && ctest --output-on-failure -L fuzz)
