@@ -247,6 +247,25 @@ static int classify_device(struct engine_src *e, int rootfd, const char *path, c
 }
 
 /*
+ * A symlink's target, in an allocation of its own length: a list of a
+ * tree's entries (walk_add) keeps one for each symlink until it is sent.
+ */
+static int read_target(int parentfd, const char *leaf, char **ret)
+{
+	char buf[PROTO_MAX_PATH + 1];
+	ssize_t n = readlinkat(parentfd, leaf, buf, sizeof(buf));
+
+	if (n < 0) {
+		return negerrno();
+	}
+	if (n == 0 || n > PROTO_MAX_PATH) {
+		return -ENAMETOOLONG;
+	}
+	*ret = strndup(buf, (size_t)n);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/*
  * The entry for one thing found: 1 with e filled, 0 when it is skipped with
  * a warning, -errno when it can't be sent (-EISDIR: a directory, not
  * recursive).
@@ -272,17 +291,12 @@ static int classify(struct walk *w, struct engine_src *e, int rootfd, const char
 		return r < 0 ? r : 1;
 	}
 	if (S_ISLNK(st->st_mode)) {
-		char *target = malloc(PROTO_MAX_PATH + 1);
-		ssize_t n;
-		if (!target) {
-			return -ENOMEM;
+		char *target = NULL;
+
+		r = read_target(parentfd, leaf, &target);
+		if (r < 0) {
+			return r;
 		}
-		n = readlinkat(parentfd, leaf, target, PROTO_MAX_PATH + 1);
-		if (n <= 0 || n > PROTO_MAX_PATH) {
-			free(target);
-			return n < 0 ? negerrno() : -ENAMETOOLONG;
-		}
-		target[n] = '\0';
 		r = make_entry(e, rootfd, path, name, own, st, PROTO_FT_SYMLINK, target);
 		return r < 0 ? r : 1;
 	}

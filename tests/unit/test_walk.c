@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +171,41 @@ static void test_same_order_as_list(void **state)
 	}
 	assert_int_equal(i, l.n);
 	walk_free(w);
+	src_list_free(&l);
+}
+
+/*
+ * A list keeps every entry until it is sent: a symlink's target is kept in
+ * an allocation of its own length, not in a buffer of the longest target
+ * (4 KiB a symlink, 4 GB for a million of them). The longest target Linux
+ * allows comes through whole.
+ */
+static void test_list_symlink_targets(void **state)
+{
+	struct src_list l = { 0 };
+	char longest[4096];
+	size_t found = 0;
+
+	(void)state;
+	memset(longest, 'x', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	assert_int_equal(symlinkat(longest, rootfd, "d/long"), 0);
+	assert_int_equal(walk_add(&l, rootfd, "d", "t", true, on_warn, NULL), 0);
+	for (size_t i = 0; i < l.n; i++) {
+		const char *want = !strcmp(l.v[i].name, "t/s")	    ? "a"
+				   : !strcmp(l.v[i].name, "t/up")   ? ".."
+				   : !strcmp(l.v[i].name, "t/long") ? longest
+								    : NULL;
+
+		if (!want) {
+			continue;
+		}
+		assert_int_equal(l.v[i].ftype, PROTO_FT_SYMLINK);
+		assert_string_equal(l.v[i].link, want);
+		assert_true(malloc_usable_size(l.v[i].link) < strlen(want) + 64);
+		found++;
+	}
+	assert_int_equal(found, 3);
 	src_list_free(&l);
 }
 
@@ -505,6 +541,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_same_order_as_list, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_symlink_targets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_roots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dir_alone, setup, teardown),
