@@ -392,7 +392,7 @@ int fspath_sweep_stale(int dfd_in, unsigned min_age_s, bool *ret_empty)
 	dfd = -1;
 	clock_gettime(CLOCK_REALTIME, &now);
 	/* A read error ends the sweep: what is left is for the next one. */
-	while (dir_reader_next(d, &de) > 0) {
+	while ((r = dir_reader_next(d, &de)) > 0) {
 		_cleanup_close_ int fd = -1;
 		struct stat st;
 
@@ -424,7 +424,8 @@ int fspath_sweep_stale(int dfd_in, unsigned min_age_s, bool *ret_empty)
 	}
 	dir_reader_close(d);
 	if (ret_empty) {
-		*ret_empty = kept == 0;
+		/* Not all of it seen: not known to be empty. */
+		*ret_empty = kept == 0 && r == 0;
 	}
 	return removed;
 }
